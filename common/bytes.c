@@ -1,0 +1,71 @@
+/*
+ * bytes.c — 128-bit id helpers: hex form and UUIDv7 generation.
+ */
+#include "common/bytes.h"
+
+#include "common/error.h"
+
+#include <errno.h>
+#include <sys/random.h>
+
+void tally_id128_to_hex(const tally_id128 *id, char out[33])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = digits[id->bytes[i] >> 4];
+        out[2 * i + 1] = digits[id->bytes[i] & 15];
+    }
+    out[32] = '\0';
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool tally_id128_from_hex(const char *text, tally_id128 *id)
+{
+    int nibbles = 0;
+    uint8_t out[16] = {0};
+    for (const char *p = text; *p; p++) {
+        if (*p == '-')
+            continue;
+        int v = hex_value(*p);
+        if (v < 0 || nibbles >= 32)
+            return false;
+        out[nibbles / 2] = (uint8_t)(out[nibbles / 2] | (v << ((nibbles % 2) ? 0 : 4)));
+        nibbles++;
+    }
+    if (nibbles != 32)
+        return false;
+    memcpy(id->bytes, out, 16);
+    return true;
+}
+
+int tally_id128_uuidv7(int64_t unix_ms, tally_id128 *id)
+{
+    uint8_t random[10];
+    size_t got = 0;
+    while (got < sizeof(random)) {
+        ssize_t n = getrandom(random + got, sizeof(random) - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return TALLY_io_error;
+        }
+        got += (size_t)n;
+    }
+    uint64_t ms = (uint64_t)unix_ms & UINT64_C(0xffffffffffff);
+    for (int i = 5; i >= 0; i--, ms >>= 8)
+        id->bytes[i] = (uint8_t)ms;
+    memcpy(id->bytes + 6, random, 10);
+    id->bytes[6] = (uint8_t)(0x70 | (id->bytes[6] & 0x0f)); /* version 7 */
+    id->bytes[8] = (uint8_t)(0x80 | (id->bytes[8] & 0x3f)); /* variant 10 */
+    return TALLY_ok;
+}

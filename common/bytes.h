@@ -1,0 +1,98 @@
+/*
+ * bytes.h — fixed-width integer encoding, string slices and 128-bit ids.
+ *
+ * Keys in LMDB are big-endian so that byte order equals numeric order;
+ * fixed-layout record values use big-endian too, for one rule everywhere.
+ */
+#ifndef TALLY_BYTES_H
+#define TALLY_BYTES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A byte string that is not NUL-terminated; it borrows its storage. */
+typedef struct tally_str {
+    const char *ptr;
+    size_t len;
+} tally_str;
+
+/* A 128-bit identifier (transfer ids, event ids), big-endian bytes. */
+typedef struct tally_id128 {
+    uint8_t bytes[16];
+} tally_id128;
+
+static inline tally_str tally_str_from(const char *cstr)
+{
+    tally_str s = {cstr, cstr ? strlen(cstr) : 0};
+    return s;
+}
+
+static inline bool tally_str_equal(tally_str a, tally_str b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+static inline bool tally_id128_is_zero(const tally_id128 *id)
+{
+    static const uint8_t zero[16];
+    return memcmp(id->bytes, zero, 16) == 0;
+}
+
+static inline bool tally_id128_equal(const tally_id128 *a, const tally_id128 *b)
+{
+    return memcmp(a->bytes, b->bytes, 16) == 0;
+}
+
+static inline void put_u16_be(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void put_u32_be(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static inline void put_u64_be(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static inline uint16_t get_u16_be(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline uint32_t get_u32_be(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline uint64_t get_u64_be(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Hex of a 128-bit id into out (33 bytes: 32 digits and a NUL). */
+void tally_id128_to_hex(const tally_id128 *id, char out[33]);
+
+/* Parse 32 hex digits (optionally with UUID dashes); false when malformed. */
+bool tally_id128_from_hex(const char *text, tally_id128 *id);
+
+/* A new UUIDv7: 48-bit Unix milliseconds, version 7, variant 10, 74 random
+ * bits from getrandom(2). Returns 0, or TALLY_io_error when the kernel gives
+ * no randomness. */
+int tally_id128_uuidv7(int64_t unix_ms, tally_id128 *id);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * limits.h — every size, count, amount and time bound of tally, in one place.
+ *
+ * Names end with their unit (_bytes, _max, _ms, _s). Anything that comes
+ * from outside (a request, a stored record, a command-line value) is checked
+ * against these before it is used; exceeding one is a clear error, never
+ * truncation, wrap-around or a crash. The relations between limits are
+ * pinned with _Static_assert so that changing one cannot silently break
+ * another.
+ */
+#ifndef TALLY_LIMITS_H
+#define TALLY_LIMITS_H
+
+#include <stdint.h>
+
+/* Idempotency: the (consumer, key) pair names one logical operation. */
+#define TALLY_CONSUMER_BYTES_MAX 64
+#define TALLY_KEY_BYTES_MAX 128
+
+/* Entitlements are keyed by (subject, feature). */
+#define TALLY_SUBJECT_BYTES_MAX 128
+#define TALLY_FEATURE_BYTES_MAX 64
+
+/* Optional correlation id carried into events (not part of the fingerprint). */
+#define TALLY_CORRELATION_BYTES_MAX 64
+
+/* Atomic chains: members applied all-or-nothing. */
+#define TALLY_CHAIN_COMMANDS_MAX 32
+
+/* Amounts and balances are signed 64-bit; no value may exceed this. */
+#define TALLY_AMOUNT_MAX INT64_MAX
+
+/* Times are milliseconds since the Unix epoch, UTC. 9999-12-31T23:59:59.999Z. */
+#define TALLY_TIME_MS_MAX INT64_C(253402300799999)
+/* Hold timeouts: up to ten years. */
+#define TALLY_HOLD_TIMEOUT_S_MAX UINT32_C(315360000)
+/* Grant durations ("for 30 days"): up to a hundred years. */
+#define TALLY_GRANT_DURATION_MS_MAX INT64_C(3153600000000)
+
+/* One encoded event (header + body with up to three full objects). */
+#define TALLY_EVENT_BYTES_MAX 4096
+/* Events one command may append: a chain of members, one event each, plus
+ * the expiry events of entities the members touch (at most two each). */
+#define TALLY_COMMAND_EVENTS_MAX (TALLY_CHAIN_COMMANDS_MAX * 3)
+
+/* Nesting depth accepted by the msgpack structure check. */
+#define TALLY_MSGPACK_DEPTH_MAX 16
+
+/* Store. */
+#define TALLY_MAP_SIZE_BYTES_DEFAULT (UINT64_C(1) << 30)       /* 1 GiB */
+#define TALLY_MAP_SIZE_BYTES_MIN (UINT64_C(1) << 20)           /* 1 MiB */
+#define TALLY_MAP_SIZE_BYTES_MAX (UINT64_C(1) << 44)           /* 16 TiB */
+#define TALLY_STORE_READERS_MAX 512
+#define TALLY_PATH_BYTES_MAX 4000
+
+/* Sweeps: items expired per call, so a sweep never holds the writer long. */
+#define TALLY_SWEEP_ITEMS_MAX 1024
+
+/* Reads. */
+#define TALLY_LOG_READ_EVENTS_MAX 10000
+
+_Static_assert(TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX + 2 <= 511,
+               "inbox key must fit an LMDB key (511 bytes)");
+_Static_assert(8 + TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX + 2 <= 511,
+               "inbox_time key must fit an LMDB key");
+_Static_assert(8 + 1 + 1 + TALLY_SUBJECT_BYTES_MAX + TALLY_FEATURE_BYTES_MAX <= 511,
+               "expiry key for an entitlement must fit an LMDB key");
+_Static_assert(TALLY_SUBJECT_BYTES_MAX <= 255 && TALLY_FEATURE_BYTES_MAX <= 255 &&
+                   TALLY_CONSUMER_BYTES_MAX <= 255,
+               "length prefixes of composite keys are one byte");
+_Static_assert(TALLY_HOLD_TIMEOUT_S_MAX * INT64_C(1000) < TALLY_TIME_MS_MAX,
+               "a hold timeout added to a valid time must not overflow");
+_Static_assert(TALLY_GRANT_DURATION_MS_MAX < TALLY_TIME_MS_MAX,
+               "a grant duration added to a valid time must not overflow");
+_Static_assert(TALLY_MAP_SIZE_BYTES_MIN <= TALLY_MAP_SIZE_BYTES_DEFAULT &&
+                   TALLY_MAP_SIZE_BYTES_DEFAULT <= TALLY_MAP_SIZE_BYTES_MAX,
+               "default map size within bounds");
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * account.c — account records and the account_open command.
+ */
+#include "ledger/account.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+
+#include <assert.h>
+#include <string.h>
+
+#define ACCOUNT_RECORD_FORMAT 1
+
+static bool balance_ok(int64_t v) { return v >= 0; }
+
+static bool account_is_sane(const ledger_account *a)
+{
+    return a->id != 0 && a->ledger != 0 && a->code != 0 &&
+           (a->flags & ~LEDGER_ACCOUNT_FLAGS_KNOWN) == 0 &&
+           (a->flags & LEDGER_ACCOUNT_FLAGS_KNOWN) != LEDGER_ACCOUNT_FLAGS_KNOWN &&
+           balance_ok(a->debits_posted) && balance_ok(a->credits_posted) &&
+           balance_ok(a->debits_pending) && balance_ok(a->credits_pending) &&
+           a->debits_posted <= TALLY_AMOUNT_MAX - a->debits_pending &&
+           a->credits_posted <= TALLY_AMOUNT_MAX - a->credits_pending && a->version > 0;
+}
+
+void ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES])
+{
+    out[0] = ACCOUNT_RECORD_FORMAT;
+    put_u32_be(out + 1, a->ledger);
+    put_u16_be(out + 5, a->code);
+    put_u16_be(out + 7, a->flags);
+    put_u64_be(out + 9, (uint64_t)a->debits_posted);
+    put_u64_be(out + 17, (uint64_t)a->credits_posted);
+    put_u64_be(out + 25, (uint64_t)a->debits_pending);
+    put_u64_be(out + 33, (uint64_t)a->credits_pending);
+    put_u64_be(out + 41, a->version);
+    put_u64_be(out + 49, a->created_seq);
+}
+
+int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out)
+{
+    const uint8_t *p = bytes;
+    if (len != LEDGER_ACCOUNT_RECORD_BYTES || p[0] != ACCOUNT_RECORD_FORMAT)
+        return TALLY_corrupt_record;
+    out->id = id;
+    out->ledger = get_u32_be(p + 1);
+    out->code = get_u16_be(p + 5);
+    out->flags = get_u16_be(p + 7);
+    out->debits_posted = (int64_t)get_u64_be(p + 9);
+    out->credits_posted = (int64_t)get_u64_be(p + 17);
+    out->debits_pending = (int64_t)get_u64_be(p + 25);
+    out->credits_pending = (int64_t)get_u64_be(p + 33);
+    out->version = get_u64_be(p + 41);
+    out->created_seq = get_u64_be(p + 49);
+    return account_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+int ledger_account_get(store_txn *t, uint64_t id, ledger_account *out)
+{
+    uint8_t key[8];
+    put_u64_be(key, id);
+    MDB_val val;
+    int rc = store_get(t, STORE_DB_ACCOUNTS, key, sizeof(key), &val);
+    if (rc != TALLY_ok)
+        return rc;
+    return ledger_account_decode(id, val.mv_data, val.mv_size, out);
+}
+
+int ledger_account_put(store_txn *t, const ledger_account *a)
+{
+    /* A record that would break the account's own rules is a bug upstream. */
+    assert(account_is_sane(a));
+    uint8_t key[8], val[LEDGER_ACCOUNT_RECORD_BYTES];
+    put_u64_be(key, a->id);
+    ledger_account_encode(a, val);
+    return store_put(t, STORE_DB_ACCOUNTS, key, sizeof(key), val, sizeof(val), 0);
+}
+
+int ledger_account_pack(msgpack_packer *pk, const ledger_account *a)
+{
+    return msgpack_pack_map(pk, 10) ||
+           msgpack_safe_pack_cstr(pk, "id") || msgpack_pack_uint64(pk, a->id) ||
+           msgpack_safe_pack_cstr(pk, "ledger") || msgpack_pack_uint32(pk, a->ledger) ||
+           msgpack_safe_pack_cstr(pk, "code") || msgpack_pack_uint16(pk, a->code) ||
+           msgpack_safe_pack_cstr(pk, "flags") || msgpack_pack_uint16(pk, a->flags) ||
+           msgpack_safe_pack_cstr(pk, "debits_posted") ||
+           msgpack_pack_int64(pk, a->debits_posted) ||
+           msgpack_safe_pack_cstr(pk, "credits_posted") ||
+           msgpack_pack_int64(pk, a->credits_posted) ||
+           msgpack_safe_pack_cstr(pk, "debits_pending") ||
+           msgpack_pack_int64(pk, a->debits_pending) ||
+           msgpack_safe_pack_cstr(pk, "credits_pending") ||
+           msgpack_pack_int64(pk, a->credits_pending) ||
+           msgpack_safe_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, a->version) ||
+           msgpack_safe_pack_cstr(pk, "created_seq") || msgpack_pack_uint64(pk, a->created_seq);
+}
+
+static bool get_u32_field(const msgpack_object *o, const char *name, uint32_t max,
+                          uint64_t *out)
+{
+    return msgpack_safe_get_u64(msgpack_safe_map_get(o, name), out) && *out <= max;
+}
+
+int ledger_account_unpack(const msgpack_object *o, ledger_account *out)
+{
+    uint64_t ledger, code, flags;
+    bool ok = o != NULL && o->type == MSGPACK_OBJECT_MAP &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "id"), &out->id) &&
+              get_u32_field(o, "ledger", UINT32_MAX, &ledger) &&
+              get_u32_field(o, "code", UINT16_MAX, &code) &&
+              get_u32_field(o, "flags", UINT16_MAX, &flags) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "debits_posted"), &out->debits_posted) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "credits_posted"),
+                                   &out->credits_posted) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "debits_pending"),
+                                   &out->debits_pending) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "credits_pending"),
+                                   &out->credits_pending) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "version"), &out->version) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "created_seq"), &out->created_seq);
+    if (!ok)
+        return TALLY_corrupt_record;
+    out->ledger = (uint32_t)ledger;
+    out->code = (uint16_t)code;
+    out->flags = (uint16_t)flags;
+    return account_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+int ledger_account_pack_body(msgpack_packer *pk, const void *account)
+{
+    return msgpack_pack_map(pk, 1) || msgpack_safe_pack_cstr(pk, "account") ||
+           ledger_account_pack(pk, account);
+}
+
+static int compare_existing(const ledger_account *have, const ledger_account_open *cmd)
+{
+    if (have->ledger != cmd->ledger)
+        return TALLY_exists_with_different_ledger;
+    if (have->code != cmd->code)
+        return TALLY_exists_with_different_code;
+    if (have->flags != cmd->flags)
+        return TALLY_exists_with_different_flags;
+    return TALLY_exists;
+}
+
+int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
+{
+    ledger_account a;
+    int rc = ledger_account_get(ctx->txn, cmd->id, &a);
+    if (rc == TALLY_ok)
+        return compare_existing(&a, cmd);
+    if (rc != TALLY_not_found)
+        return rc;
+    log_head head;
+    rc = log_head_get(ctx->txn, &head);
+    if (rc != TALLY_ok)
+        return rc;
+    memset(&a, 0, sizeof(a));
+    a.id = cmd->id;
+    a.ledger = cmd->ledger;
+    a.code = cmd->code;
+    a.flags = cmd->flags;
+    a.version = 1;
+    a.created_seq = head.seq + 1; /* the account.opened event below */
+    rc = ledger_account_put(ctx->txn, &a);
+    if (rc != TALLY_ok)
+        return rc;
+    log_entity entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = a.id};
+    return ledger_emit(ctx, "account.opened", &entity, a.version, ledger_account_pack_body, &a);
+}

@@ -1,0 +1,106 @@
+/*
+ * command.h — the commands tally applies, their stateless validation and
+ * their idempotency fingerprint.
+ *
+ * A command is everything that defines one write; the fingerprint (SHA-256
+ * of a canonical binary encoding of every defining field) is what the inbox
+ * compares when a key is used again. The consumer, the key and the
+ * correlation id are not part of it: they name or annotate the command.
+ * Strings borrow their storage from the caller.
+ */
+#ifndef TALLY_LEDGER_COMMAND_H
+#define TALLY_LEDGER_COMMAND_H
+
+#include "common/bytes.h"
+#include "common/limits.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum ledger_command_kind {
+    LEDGER_ACCOUNT_OPEN = 1,
+    LEDGER_TRANSFER = 2,
+    LEDGER_POST = 3,
+    LEDGER_VOID = 4,
+    LEDGER_GRANT = 5,
+    LEDGER_EXTEND = 6,
+    LEDGER_REVOKE = 7,
+    LEDGER_CHAIN = 8,
+} ledger_command_kind;
+
+/* Account flags (bits of ledger_account_open.flags). */
+#define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
+#define LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS (1u << 1)
+#define LEDGER_ACCOUNT_FLAGS_KNOWN 0x3u
+
+/* Transfer flags. */
+#define LEDGER_TRANSFER_PENDING (1u << 0)
+#define LEDGER_TRANSFER_FLAGS_KNOWN 0x1u
+
+typedef struct ledger_account_open {
+    uint64_t id;      /* != 0 */
+    uint32_t ledger;  /* != 0 */
+    uint16_t code;    /* != 0 */
+    uint16_t flags;   /* LEDGER_ACCOUNT_* */
+} ledger_account_open;
+
+typedef struct ledger_transfer {
+    tally_id128 id;   /* != 0, unique across all transfers */
+    uint64_t debit_account_id;
+    uint64_t credit_account_id;
+    int64_t amount;   /* 1 .. TALLY_AMOUNT_MAX */
+    uint32_t ledger;  /* != 0, must equal both accounts' ledger */
+    uint16_t code;    /* != 0 */
+    uint16_t flags;   /* LEDGER_TRANSFER_PENDING makes it a hold */
+    uint32_t timeout_s; /* holds only; 0 = never expires */
+} ledger_transfer;
+
+/* Post (capture) or void a hold. */
+typedef struct ledger_hold_step {
+    tally_id128 pending_id;
+    int64_t amount;   /* post only: 0 = the full held amount */
+} ledger_hold_step;
+
+/* grant / extend / revoke. */
+typedef struct ledger_entitlement_command {
+    tally_str subject;
+    tally_str feature;
+    int64_t valid_until_ms; /* grant/extend: absolute end, 0 = not given */
+    int64_t duration_ms;    /* grant/extend: end = commit time + duration, 0 = not given */
+    /* grant with neither: for life. extend needs one of them. */
+    bool has_source_order;
+    uint64_t source_order;  /* provider's sequence or event time */
+    bool has_grant_transfer;
+    tally_id128 grant_transfer_id; /* grant: the transfer that paid for it */
+} ledger_entitlement_command;
+
+typedef struct ledger_command ledger_command;
+
+typedef struct ledger_chain {
+    const ledger_command *members;
+    uint32_t count; /* 1 .. TALLY_CHAIN_COMMANDS_MAX */
+} ledger_chain;
+
+struct ledger_command {
+    ledger_command_kind kind;
+    union {
+        ledger_account_open account_open;
+        ledger_transfer transfer;
+        ledger_hold_step hold;
+        ledger_entitlement_command entitlement;
+        ledger_chain chain;
+    } u;
+};
+
+/* Stable name of a command kind ("account_open", "transfer", ...). */
+const char *ledger_command_name(ledger_command_kind kind);
+
+/* Validate what can be validated without the store. Returns TALLY_ok or a
+ * validation error (id_must_not_be_zero, amount_must_not_be_zero, ...). For
+ * a chain, *failed_index is set to the first invalid member. */
+int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index);
+
+/* Fingerprint: SHA-256 of the canonical encoding of cmd. */
+void ledger_command_fingerprint(const ledger_command *cmd, uint8_t out[32]);
+
+#endif

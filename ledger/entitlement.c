@@ -1,0 +1,426 @@
+/*
+ * entitlement.c — entitlement records and the grant/extend/revoke/expire
+ * transitions (see entitlement.h for the table).
+ */
+#include "ledger/entitlement.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "ledger/expiry.h"
+#include "ledger/transfer.h"
+
+#include <assert.h>
+#include <string.h>
+
+#define ENTITLEMENT_RECORD_FORMAT 1
+#define FLAG_LIFETIME 1u
+#define FLAG_SOURCE_ORDER 2u
+#define FLAG_GRANT_TRANSFER 4u
+
+const char *ledger_entitlement_state_name(uint8_t state)
+{
+    switch (state) {
+    case LEDGER_ENTITLEMENT_ACTIVE: return "active";
+    case LEDGER_ENTITLEMENT_REVOKED: return "revoked";
+    case LEDGER_ENTITLEMENT_EXPIRED: return "expired";
+    }
+    return "none";
+}
+
+uint8_t ledger_entitlement_state_at(const ledger_entitlement *e, int64_t now_ms)
+{
+    if (e->state == LEDGER_ENTITLEMENT_ACTIVE && !e->lifetime && e->valid_until_ms <= now_ms)
+        return LEDGER_ENTITLEMENT_EXPIRED;
+    return e->state;
+}
+
+size_t ledger_entitlement_key(tally_str subject, tally_str feature,
+                              uint8_t out[LEDGER_ENTITLEMENT_KEY_BYTES_MAX])
+{
+    assert(subject.len > 0 && subject.len <= TALLY_SUBJECT_BYTES_MAX);
+    assert(feature.len > 0 && feature.len <= TALLY_FEATURE_BYTES_MAX);
+    out[0] = (uint8_t)subject.len;
+    memcpy(out + 1, subject.ptr, subject.len);
+    memcpy(out + 1 + subject.len, feature.ptr, feature.len);
+    return 1 + subject.len + feature.len;
+}
+
+static bool entitlement_is_sane(const ledger_entitlement *e)
+{
+    return e->subject_len > 0 && e->feature_len > 0 && e->state >= LEDGER_ENTITLEMENT_ACTIVE &&
+           e->state <= LEDGER_ENTITLEMENT_EXPIRED && e->version > 0 &&
+           (e->lifetime ? e->valid_until_ms == 0
+                        : e->valid_until_ms > 0 && e->valid_until_ms <= TALLY_TIME_MS_MAX);
+}
+
+void ledger_entitlement_encode(const ledger_entitlement *e,
+                               uint8_t out[LEDGER_ENTITLEMENT_RECORD_BYTES])
+{
+    out[0] = ENTITLEMENT_RECORD_FORMAT;
+    out[1] = e->state;
+    out[2] = (uint8_t)((e->lifetime ? FLAG_LIFETIME : 0) |
+                       (e->has_source_order ? FLAG_SOURCE_ORDER : 0) |
+                       (e->has_grant_transfer ? FLAG_GRANT_TRANSFER : 0));
+    put_u64_be(out + 3, (uint64_t)e->valid_until_ms);
+    put_u64_be(out + 11, e->version);
+    put_u64_be(out + 19, e->source_order);
+    put_u64_be(out + 27, (uint64_t)e->granted_ms);
+    put_u64_be(out + 35, (uint64_t)e->updated_ms);
+    memcpy(out + 43, e->grant_transfer_id.bytes, 16);
+}
+
+int ledger_entitlement_decode(const void *key, size_t key_len, const void *val,
+                              size_t val_len, ledger_entitlement *out)
+{
+    const uint8_t *k = key, *p = val;
+    memset(out, 0, sizeof(*out));
+    if (key_len < 3 || k[0] == 0 || k[0] > TALLY_SUBJECT_BYTES_MAX ||
+        key_len - 1 - k[0] == 0 || key_len - 1 - k[0] > TALLY_FEATURE_BYTES_MAX ||
+        val_len != LEDGER_ENTITLEMENT_RECORD_BYTES || p[0] != ENTITLEMENT_RECORD_FORMAT ||
+        (p[2] & ~(FLAG_LIFETIME | FLAG_SOURCE_ORDER | FLAG_GRANT_TRANSFER)) != 0)
+        return TALLY_corrupt_record;
+    out->subject_len = k[0];
+    memcpy(out->subject, k + 1, out->subject_len);
+    out->feature_len = key_len - 1 - k[0];
+    memcpy(out->feature, k + 1 + out->subject_len, out->feature_len);
+    out->state = p[1];
+    out->lifetime = p[2] & FLAG_LIFETIME;
+    out->has_source_order = p[2] & FLAG_SOURCE_ORDER;
+    out->has_grant_transfer = p[2] & FLAG_GRANT_TRANSFER;
+    out->valid_until_ms = (int64_t)get_u64_be(p + 3);
+    out->version = get_u64_be(p + 11);
+    out->source_order = get_u64_be(p + 19);
+    out->granted_ms = (int64_t)get_u64_be(p + 27);
+    out->updated_ms = (int64_t)get_u64_be(p + 35);
+    memcpy(out->grant_transfer_id.bytes, p + 43, 16);
+    return entitlement_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+static tally_str subject_of(const ledger_entitlement *e)
+{
+    return (tally_str){e->subject, e->subject_len};
+}
+
+static tally_str feature_of(const ledger_entitlement *e)
+{
+    return (tally_str){e->feature, e->feature_len};
+}
+
+int ledger_entitlement_get(store_txn *t, tally_str subject, tally_str feature,
+                           ledger_entitlement *out)
+{
+    uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+    size_t key_len = ledger_entitlement_key(subject, feature, key);
+    MDB_val val;
+    int rc = store_get(t, STORE_DB_ENTITLEMENTS, key, key_len, &val);
+    if (rc != TALLY_ok)
+        return rc;
+    return ledger_entitlement_decode(key, key_len, val.mv_data, val.mv_size, out);
+}
+
+static int entitlement_put(store_txn *t, const ledger_entitlement *e)
+{
+    assert(entitlement_is_sane(e));
+    uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX], val[LEDGER_ENTITLEMENT_RECORD_BYTES];
+    size_t key_len = ledger_entitlement_key(subject_of(e), feature_of(e), key);
+    ledger_entitlement_encode(e, val);
+    return store_put(t, STORE_DB_ENTITLEMENTS, key, key_len, val, sizeof(val), 0);
+}
+
+int ledger_entitlement_list(store_txn *t, tally_str subject,
+                            int (*fn)(const ledger_entitlement *e, void *ctx), void *ctx)
+{
+    if (subject.len == 0 || subject.len > TALLY_SUBJECT_BYTES_MAX)
+        return TALLY_invalid_argument;
+    uint8_t prefix[1 + TALLY_SUBJECT_BYTES_MAX];
+    prefix[0] = (uint8_t)subject.len;
+    memcpy(prefix + 1, subject.ptr, subject.len);
+    size_t prefix_len = 1 + subject.len;
+    MDB_cursor *cur;
+    int rc = store_cursor_open(t, STORE_DB_ENTITLEMENTS, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k = {prefix_len, prefix}, v;
+    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    while (mrc == MDB_SUCCESS && rc == TALLY_ok && k.mv_size > prefix_len &&
+           memcmp(k.mv_data, prefix, prefix_len) == 0) {
+        ledger_entitlement e;
+        rc = ledger_entitlement_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &e);
+        if (rc == TALLY_ok)
+            rc = fn(&e, ctx);
+        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (rc == TALLY_ok && mrc != MDB_SUCCESS && mrc != MDB_NOTFOUND)
+        rc = store_translate(mrc);
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+static int pack_optional_i64(msgpack_packer *pk, bool has, int64_t v)
+{
+    return has ? msgpack_pack_int64(pk, v) : msgpack_pack_nil(pk);
+}
+
+int ledger_entitlement_pack(msgpack_packer *pk, const ledger_entitlement *e)
+{
+    return msgpack_pack_map(pk, 9) ||
+           msgpack_safe_pack_cstr(pk, "subject") || msgpack_safe_pack_str(pk, subject_of(e)) ||
+           msgpack_safe_pack_cstr(pk, "feature") || msgpack_safe_pack_str(pk, feature_of(e)) ||
+           msgpack_safe_pack_cstr(pk, "state") ||
+           msgpack_safe_pack_cstr(pk, ledger_entitlement_state_name(e->state)) ||
+           msgpack_safe_pack_cstr(pk, "valid_until_ms") ||
+           pack_optional_i64(pk, !e->lifetime, e->valid_until_ms) ||
+           msgpack_safe_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, e->version) ||
+           msgpack_safe_pack_cstr(pk, "source_order") ||
+           (e->has_source_order ? msgpack_pack_uint64(pk, e->source_order)
+                                : msgpack_pack_nil(pk)) ||
+           msgpack_safe_pack_cstr(pk, "granted_ms") || msgpack_pack_int64(pk, e->granted_ms) ||
+           msgpack_safe_pack_cstr(pk, "updated_ms") || msgpack_pack_int64(pk, e->updated_ms) ||
+           msgpack_safe_pack_cstr(pk, "grant_transfer_id") ||
+           (e->has_grant_transfer ? msgpack_safe_pack_bin(pk, e->grant_transfer_id.bytes, 16)
+                                  : msgpack_pack_nil(pk));
+}
+
+static bool unpack_copy_str(const msgpack_object *o, char *dst, size_t max, size_t *len)
+{
+    tally_str s;
+    if (!msgpack_safe_get_str(o, &s) || s.len == 0 || s.len > max)
+        return false;
+    memcpy(dst, s.ptr, s.len);
+    *len = s.len;
+    return true;
+}
+
+static bool is_nil(const msgpack_object *o) { return o && o->type == MSGPACK_OBJECT_NIL; }
+
+int ledger_entitlement_unpack(const msgpack_object *o, ledger_entitlement *out)
+{
+    memset(out, 0, sizeof(*out));
+    tally_str state;
+    const msgpack_object *until = msgpack_safe_map_get(o, "valid_until_ms");
+    const msgpack_object *order = msgpack_safe_map_get(o, "source_order");
+    const msgpack_object *grant = msgpack_safe_map_get(o, "grant_transfer_id");
+    bool ok = unpack_copy_str(msgpack_safe_map_get(o, "subject"), out->subject,
+                              TALLY_SUBJECT_BYTES_MAX, &out->subject_len) &&
+              unpack_copy_str(msgpack_safe_map_get(o, "feature"), out->feature,
+                              TALLY_FEATURE_BYTES_MAX, &out->feature_len) &&
+              msgpack_safe_get_str(msgpack_safe_map_get(o, "state"), &state) &&
+              (is_nil(until) || msgpack_safe_get_i64(until, &out->valid_until_ms)) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "version"), &out->version) &&
+              (is_nil(order) || msgpack_safe_get_u64(order, &out->source_order)) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "granted_ms"), &out->granted_ms) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "updated_ms"), &out->updated_ms) &&
+              (is_nil(grant) || msgpack_safe_get_id128(grant, &out->grant_transfer_id));
+    if (!ok)
+        return TALLY_corrupt_record;
+    out->lifetime = is_nil(until);
+    out->has_source_order = !is_nil(order);
+    out->has_grant_transfer = !is_nil(grant);
+    out->state = 0;
+    for (uint8_t s = LEDGER_ENTITLEMENT_ACTIVE; s <= LEDGER_ENTITLEMENT_EXPIRED; s++)
+        if (tally_str_equal(state, tally_str_from(ledger_entitlement_state_name(s))))
+            out->state = s;
+    return entitlement_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+static int pack_entitlement_body(msgpack_packer *pk, const void *e)
+{
+    return msgpack_pack_map(pk, 1) || msgpack_safe_pack_cstr(pk, "entitlement") ||
+           ledger_entitlement_pack(pk, e);
+}
+
+static int set_expiry(store_txn *t, const ledger_entitlement *e, bool add)
+{
+    if (e->lifetime || e->state != LEDGER_ENTITLEMENT_ACTIVE)
+        return TALLY_ok;
+    uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+    size_t key_len = ledger_entitlement_key(subject_of(e), feature_of(e), key);
+    if (add)
+        return ledger_expiry_add(t, e->valid_until_ms, LEDGER_EXPIRY_ENTITLEMENT, key, key_len);
+    int rc = ledger_expiry_del(t, e->valid_until_ms, LEDGER_EXPIRY_ENTITLEMENT, key, key_len);
+    return rc == TALLY_not_found ? TALLY_ok : rc;
+}
+
+/* Write e (already changed in memory, version bumped) and its event. The
+ * expiry index follows: old_e's entry (if any) is removed, e's added. */
+static int entitlement_commit(ledger_ctx *ctx, const ledger_entitlement *old_e,
+                              const ledger_entitlement *e, const char *type)
+{
+    int rc = old_e ? set_expiry(ctx->txn, old_e, false) : TALLY_ok;
+    if (rc == TALLY_ok)
+        rc = set_expiry(ctx->txn, e, true);
+    if (rc == TALLY_ok)
+        rc = entitlement_put(ctx->txn, e);
+    if (rc != TALLY_ok)
+        return rc;
+    log_entity entity = {.kind = LOG_ENTITY_ENTITLEMENT,
+                         .subject = subject_of(e),
+                         .feature = feature_of(e)};
+    return ledger_emit(ctx, type, &entity, e->version, pack_entitlement_body, e);
+}
+
+static int expire_now(ledger_ctx *ctx, ledger_entitlement *e)
+{
+    ledger_entitlement old_e = *e;
+    e->state = LEDGER_ENTITLEMENT_EXPIRED;
+    e->version++;
+    e->updated_ms = ctx->now_ms;
+    return entitlement_commit(ctx, &old_e, e, "entitlement.expired");
+}
+
+/* The end a grant or extend asks for, from base_ms for durations. */
+static int requested_end(const ledger_entitlement_command *cmd, int64_t base_ms, int64_t *end)
+{
+    if (cmd->valid_until_ms != 0) {
+        *end = cmd->valid_until_ms;
+        return TALLY_ok;
+    }
+    if (base_ms > TALLY_TIME_MS_MAX - cmd->duration_ms)
+        return TALLY_time_out_of_range;
+    *end = base_ms + cmd->duration_ms;
+    return TALLY_ok;
+}
+
+/* The command's source order becomes the entity's with the change itself
+ * (not with an inline expiry that precedes it). */
+static void take_source_order(ledger_entitlement *e, const ledger_entitlement_command *cmd)
+{
+    if (cmd->has_source_order) {
+        e->has_source_order = true;
+        e->source_order = cmd->source_order;
+    }
+}
+
+static int apply_grant(ledger_ctx *ctx, const ledger_entitlement_command *cmd, bool exists,
+                       ledger_entitlement *e, uint8_t state_now)
+{
+    if (exists && state_now == LEDGER_ENTITLEMENT_ACTIVE)
+        return TALLY_entitlement_already_active;
+    bool lifetime = cmd->valid_until_ms == 0 && cmd->duration_ms == 0;
+    int64_t end = 0;
+    if (!lifetime) {
+        int rc = requested_end(cmd, ctx->now_ms, &end);
+        if (rc != TALLY_ok)
+            return rc;
+        if (end <= ctx->now_ms)
+            return TALLY_valid_until_must_be_in_future;
+    }
+    if (cmd->has_grant_transfer) {
+        ledger_transfer_record tr;
+        int rc = ledger_transfer_get(ctx->txn, &cmd->grant_transfer_id, &tr);
+        if (rc == TALLY_not_found)
+            return TALLY_grant_transfer_not_found;
+        if (rc != TALLY_ok)
+            return rc;
+    }
+    if (exists && e->state == LEDGER_ENTITLEMENT_ACTIVE) { /* due, not swept */
+        int rc = expire_now(ctx, e);
+        if (rc != TALLY_ok)
+            return rc;
+    }
+    if (!exists) {
+        memcpy(e->subject, cmd->subject.ptr, cmd->subject.len);
+        e->subject_len = cmd->subject.len;
+        memcpy(e->feature, cmd->feature.ptr, cmd->feature.len);
+        e->feature_len = cmd->feature.len;
+    }
+    take_source_order(e, cmd);
+    e->state = LEDGER_ENTITLEMENT_ACTIVE;
+    e->lifetime = lifetime;
+    e->valid_until_ms = end;
+    e->version++;
+    e->granted_ms = ctx->now_ms;
+    e->updated_ms = ctx->now_ms;
+    e->has_grant_transfer = cmd->has_grant_transfer;
+    e->grant_transfer_id = cmd->grant_transfer_id;
+    return entitlement_commit(ctx, NULL, e, "entitlement.granted");
+}
+
+static int apply_extend(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
+                        ledger_entitlement *e, uint8_t state_now)
+{
+    if (state_now == LEDGER_ENTITLEMENT_REVOKED)
+        return TALLY_entitlement_revoked;
+    if (state_now == LEDGER_ENTITLEMENT_ACTIVE && e->lifetime)
+        return TALLY_entitlement_is_lifetime;
+    bool active = state_now == LEDGER_ENTITLEMENT_ACTIVE;
+    int64_t end;
+    int rc = requested_end(cmd, active ? e->valid_until_ms : ctx->now_ms, &end);
+    if (rc != TALLY_ok)
+        return rc;
+    if (active && end <= e->valid_until_ms)
+        return TALLY_extension_must_move_forward;
+    if (!active && end <= ctx->now_ms)
+        return TALLY_valid_until_must_be_in_future;
+    if (e->state == LEDGER_ENTITLEMENT_ACTIVE && !active) { /* due, not swept */
+        rc = expire_now(ctx, e);
+        if (rc != TALLY_ok)
+            return rc;
+    }
+    ledger_entitlement old_e = *e;
+    take_source_order(e, cmd);
+    e->state = LEDGER_ENTITLEMENT_ACTIVE;
+    e->lifetime = false;
+    e->valid_until_ms = end;
+    e->version++;
+    e->updated_ms = ctx->now_ms;
+    return entitlement_commit(ctx, &old_e, e, "entitlement.extended");
+}
+
+static int apply_revoke(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
+                        ledger_entitlement *e, uint8_t state_now)
+{
+    if (state_now == LEDGER_ENTITLEMENT_REVOKED)
+        return TALLY_entitlement_already_revoked;
+    ledger_entitlement old_e = *e;
+    take_source_order(e, cmd);
+    e->state = LEDGER_ENTITLEMENT_REVOKED;
+    e->version++;
+    e->updated_ms = ctx->now_ms;
+    return entitlement_commit(ctx, &old_e, e, "entitlement.revoked");
+}
+
+int ledger_entitlement_apply(ledger_ctx *ctx, ledger_command_kind kind,
+                             const ledger_entitlement_command *cmd)
+{
+    ledger_entitlement e;
+    int rc = ledger_entitlement_get(ctx->txn, cmd->subject, cmd->feature, &e);
+    bool exists = rc == TALLY_ok;
+    if (rc == TALLY_not_found)
+        memset(&e, 0, sizeof(e));
+    else if (rc != TALLY_ok)
+        return rc;
+    if (exists && cmd->has_source_order && e.has_source_order &&
+        cmd->source_order <= e.source_order)
+        return TALLY_stale;
+    if (!exists && kind != LEDGER_GRANT)
+        return TALLY_entitlement_not_found;
+    uint8_t state_now = exists ? ledger_entitlement_state_at(&e, ctx->now_ms) : 0;
+    switch (kind) {
+    case LEDGER_GRANT: return apply_grant(ctx, cmd, exists, &e, state_now);
+    case LEDGER_EXTEND: return apply_extend(ctx, cmd, &e, state_now);
+    case LEDGER_REVOKE: return apply_revoke(ctx, cmd, &e, state_now);
+    default: return TALLY_unknown_command;
+    }
+}
+
+int ledger_entitlement_expire(ledger_ctx *ctx, const void *key, size_t key_len, bool *expired)
+{
+    *expired = false;
+    MDB_val val;
+    int rc = store_get(ctx->txn, STORE_DB_ENTITLEMENTS, key, key_len, &val);
+    if (rc == TALLY_not_found)
+        return TALLY_ok;
+    if (rc != TALLY_ok)
+        return rc;
+    ledger_entitlement e;
+    rc = ledger_entitlement_decode(key, key_len, val.mv_data, val.mv_size, &e);
+    if (rc != TALLY_ok)
+        return rc;
+    if (e.state != LEDGER_ENTITLEMENT_ACTIVE ||
+        ledger_entitlement_state_at(&e, ctx->now_ms) != LEDGER_ENTITLEMENT_EXPIRED)
+        return TALLY_ok;
+    rc = expire_now(ctx, &e);
+    *expired = rc == TALLY_ok;
+    return rc;
+}

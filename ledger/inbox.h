@@ -1,0 +1,58 @@
+/*
+ * inbox.h — idempotency records: one outcome per (consumer, key).
+ *
+ * Database "inbox": key = consumer length (u8) | consumer | key; value =
+ * format 1 | fingerprint (32) | code u16 | time_ms i64 | first_seq u64 |
+ * event_count u32 | chain_count u8 | failed_index u8 | chain codes (u16
+ * each). Database "inbox_time": key = time_ms (i64 BE) | inbox key, empty
+ * value: the index retention sweeps walk.
+ */
+#ifndef TALLY_LEDGER_INBOX_H
+#define TALLY_LEDGER_INBOX_H
+
+#include "common/bytes.h"
+#include "common/limits.h"
+#include "log/store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LEDGER_INBOX_KEY_BYTES_MAX (1 + TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX)
+#define LEDGER_FINGERPRINT_BYTES 32
+
+/* What a command did; stored for deterministic outcomes and replayed. */
+typedef struct ledger_outcome {
+    int code;             /* TALLY_ok or the rejection */
+    bool replayed;        /* true when returned from the inbox */
+    bool stored;          /* true when recorded (or replayed) in the inbox */
+    int64_t time_ms;      /* when first applied */
+    uint64_t first_seq;   /* first event it caused, 0 if none */
+    uint32_t event_count;
+    uint32_t chain_count; /* members, 0 for a single command */
+    uint32_t failed_index;/* chain member that failed (code != ok) */
+    uint16_t chain_codes[TALLY_CHAIN_COMMANDS_MAX];
+} ledger_outcome;
+
+typedef struct ledger_inbox_record {
+    tally_str consumer;   /* point into the key given to decode */
+    tally_str key;
+    uint8_t fingerprint[LEDGER_FINGERPRINT_BYTES];
+    ledger_outcome outcome;
+} ledger_inbox_record;
+
+size_t ledger_inbox_key(tally_str consumer, tally_str key,
+                        uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX]);
+
+/* TALLY_ok, TALLY_not_found, TALLY_corrupt_record or a store error. */
+int ledger_inbox_get(store_txn *t, tally_str consumer, tally_str key,
+                     ledger_inbox_record *out);
+
+/* Record an outcome and its time index entry. */
+int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,
+                     const uint8_t fingerprint[LEDGER_FINGERPRINT_BYTES],
+                     const ledger_outcome *outcome);
+
+int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t val_len,
+                        ledger_inbox_record *out);
+
+#endif

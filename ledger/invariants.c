@@ -1,0 +1,657 @@
+/*
+ * invariants.c — BRIEF §6 checked over one snapshot (see invariants.h).
+ *
+ * The rebuild is a real fold: account balances are recomputed from transfer
+ * amounts and hold resolutions, never copied from event snapshots; the
+ * snapshots are then compared with the fold, and the fold with the stored
+ * records, byte for byte through the record encoders.
+ */
+#include "ledger/invariants.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "common/table.h"
+#include "ledger/ledger.h"
+#include "log/log.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct audit {
+    store_txn *t;
+    ledger_invariant_report_fn fn;
+    void *ctx;
+    ledger_invariant_stats *stats;
+    table *accounts;      /* u64 id -> ledger_account (folded) */
+    table *holds;         /* transfer id -> hold_state */
+    table *entitlements;  /* entitlement key -> ledger_entitlement (folded) */
+    uint64_t head_seq;
+    int fault;
+} audit;
+
+typedef struct hold_state {
+    ledger_transfer_record record; /* as created, then as resolved */
+    bool resolved;
+} hold_state;
+
+static void report(audit *a, const char *check, const char *entity, const char *fmt, ...)
+{
+    char detail[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    a->stats->findings++;
+    if (a->fn)
+        a->fn(check, entity, detail, a->ctx);
+}
+
+static void name_account(uint64_t id, char out[64])
+{
+    snprintf(out, 64, "account:%" PRIu64, id);
+}
+
+static void name_transfer(const tally_id128 *id, char out[64])
+{
+    char hex[33];
+    tally_id128_to_hex(id, hex);
+    snprintf(out, 64, "transfer:%s", hex);
+}
+
+static void name_seq(uint64_t seq, char out[64]) { snprintf(out, 64, "seq:%" PRIu64, seq); }
+
+static void name_entitlement(const ledger_entitlement *e, char out[256])
+{
+    snprintf(out, 256, "entitlement:%.*s/%.*s", (int)e->subject_len, e->subject,
+             (int)e->feature_len, e->feature);
+}
+
+/* ---- fold ---- */
+
+static ledger_account *fold_account(audit *a, uint64_t id)
+{
+    uint8_t key[8];
+    put_u64_be(key, id);
+    return table_find(a->accounts, key, 8);
+}
+
+static bool accounts_equal(const ledger_account *x, const ledger_account *y)
+{
+    uint8_t ex[LEDGER_ACCOUNT_RECORD_BYTES], ey[LEDGER_ACCOUNT_RECORD_BYTES];
+    ledger_account_encode(x, ex);
+    ledger_account_encode(y, ey);
+    return x->id == y->id && memcmp(ex, ey, sizeof(ex)) == 0;
+}
+
+static void fold_account_opened(audit *a, const log_event *ev)
+{
+    char name[64];
+    ledger_account acc;
+    name_seq(ev->seq, name);
+    if (ledger_account_unpack(msgpack_safe_map_get(ev->body, "account"), &acc) != TALLY_ok) {
+        report(a, "rebuild", name, "account.opened body is not an account");
+        return;
+    }
+    name_account(acc.id, name);
+    int inserted;
+    uint8_t key[8];
+    put_u64_be(key, acc.id);
+    ledger_account *slot = table_upsert(a->accounts, key, 8, &inserted);
+    if (!slot) {
+        a->fault = TALLY_out_of_memory;
+        return;
+    }
+    if (!inserted) {
+        report(a, "rebuild", name, "opened twice (seq %" PRIu64 ")", ev->seq);
+        return;
+    }
+    if (acc.version != 1 || acc.debits_posted || acc.credits_posted || acc.debits_pending ||
+        acc.credits_pending || acc.created_seq != ev->seq || ev->entity_version != 1)
+        report(a, "rebuild", name, "opened with non-initial state at seq %" PRIu64, ev->seq);
+    *slot = acc;
+    slot->version = 1;
+    slot->created_seq = ev->seq;
+    slot->debits_posted = slot->credits_posted = 0;
+    slot->debits_pending = slot->credits_pending = 0;
+}
+
+/* Compare the event's account snapshots with the fold. */
+static void compare_snapshots(audit *a, const log_event *ev, const ledger_account *dr,
+                              const ledger_account *cr)
+{
+    const char *names[2] = {"debit_account", "credit_account"};
+    const ledger_account *folded[2] = {dr, cr};
+    for (int i = 0; i < 2; i++) {
+        ledger_account snap;
+        char name[64];
+        name_account(folded[i]->id, name);
+        if (ledger_account_unpack(msgpack_safe_map_get(ev->body, names[i]), &snap) != TALLY_ok)
+            report(a, "rebuild", name, "seq %" PRIu64 ": %s snapshot missing", ev->seq,
+                   names[i]);
+        else if (!accounts_equal(&snap, folded[i]))
+            report(a, "rebuild", name,
+                   "seq %" PRIu64 ": snapshot differs from the fold (version %" PRIu64
+                   " vs %" PRIu64 ")",
+                   ev->seq, snap.version, folded[i]->version);
+    }
+}
+
+static bool add_checked(int64_t *field, int64_t delta)
+{
+    if (delta > 0 && *field > INT64_MAX - delta)
+        return false;
+    *field += delta;
+    return *field >= 0;
+}
+
+/* Apply pending/posted deltas to both accounts of a transfer. */
+static bool move_amounts(ledger_account *dr, ledger_account *cr, int64_t pending,
+                         int64_t posted)
+{
+    bool ok = add_checked(&dr->debits_pending, pending) &&
+              add_checked(&cr->credits_pending, pending) &&
+              add_checked(&dr->debits_posted, posted) && add_checked(&cr->credits_posted, posted);
+    dr->version++;
+    cr->version++;
+    return ok;
+}
+
+static void fold_transfer_event(audit *a, const log_event *ev)
+{
+    char name[64];
+    name_seq(ev->seq, name);
+    ledger_transfer_record tr;
+    if (ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &tr) != TALLY_ok) {
+        report(a, "rebuild", name, "transfer event body is not a transfer");
+        return;
+    }
+    name_transfer(&tr.id, name);
+    ledger_account *dr = fold_account(a, tr.debit_account_id);
+    ledger_account *cr = fold_account(a, tr.credit_account_id);
+    if (!dr || !cr) {
+        report(a, "rebuild", name, "seq %" PRIu64 ": account not opened before", ev->seq);
+        return;
+    }
+    bool created = tally_str_equal(ev->type, tally_str_from("transfer.created"));
+    bool pending = tr.flags & LEDGER_TRANSFER_PENDING;
+    int inserted = 0;
+    hold_state *hold = NULL;
+    if (pending) {
+        hold = table_upsert(a->holds, tr.id.bytes, 16, &inserted);
+        if (!hold) {
+            a->fault = TALLY_out_of_memory;
+            return;
+        }
+    }
+    bool ok;
+    if (created) {
+        if (pending && !inserted)
+            report(a, "rebuild", name, "hold created twice (seq %" PRIu64 ")", ev->seq);
+        ok = move_amounts(dr, cr, pending ? tr.amount : 0, pending ? 0 : tr.amount);
+        if (pending)
+            hold->record = tr;
+    } else if (!pending || inserted) {
+        report(a, "hold_resolution", name, "seq %" PRIu64 ": resolves an unknown hold",
+               ev->seq);
+        return;
+    } else if (hold->resolved) {
+        report(a, "hold_resolution", name, "resolved again at seq %" PRIu64, ev->seq);
+        return;
+    } else {
+        int64_t posted = tally_str_equal(ev->type, tally_str_from("transfer.posted"))
+                             ? tr.posted_amount : 0;
+        ok = posted <= hold->record.amount &&
+             move_amounts(dr, cr, -hold->record.amount, posted);
+        hold->resolved = true;
+        hold->record = tr;
+    }
+    if (!ok)
+        report(a, "rebuild", name, "seq %" PRIu64 ": amounts do not fold", ev->seq);
+    compare_snapshots(a, ev, dr, cr);
+}
+
+static void fold_entitlement_event(audit *a, const log_event *ev)
+{
+    char name[256];
+    ledger_entitlement e;
+    if (ledger_entitlement_unpack(msgpack_safe_map_get(ev->body, "entitlement"), &e) !=
+        TALLY_ok) {
+        name_seq(ev->seq, name);
+        report(a, "rebuild", name, "entitlement event body is not an entitlement");
+        return;
+    }
+    name_entitlement(&e, name);
+    uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+    size_t key_len = ledger_entitlement_key((tally_str){e.subject, e.subject_len},
+                                            (tally_str){e.feature, e.feature_len}, key);
+    int inserted;
+    ledger_entitlement *slot = table_upsert(a->entitlements, key, key_len, &inserted);
+    if (!slot) {
+        a->fault = TALLY_out_of_memory;
+        return;
+    }
+    uint64_t expect_version = inserted ? 1 : slot->version + 1;
+    static const struct { const char *type; uint8_t state; } kinds[] = {
+        {"entitlement.granted", LEDGER_ENTITLEMENT_ACTIVE},
+        {"entitlement.extended", LEDGER_ENTITLEMENT_ACTIVE},
+        {"entitlement.revoked", LEDGER_ENTITLEMENT_REVOKED},
+        {"entitlement.expired", LEDGER_ENTITLEMENT_EXPIRED},
+    };
+    int kind = -1;
+    for (int i = 0; i < 4; i++)
+        if (tally_str_equal(ev->type, tally_str_from(kinds[i].type)))
+            kind = i;
+    if (kind < 0 || e.state != kinds[kind].state)
+        report(a, "rebuild", name, "seq %" PRIu64 ": state does not match event type", ev->seq);
+    bool legal = kind == 0 ? inserted || slot->state != LEDGER_ENTITLEMENT_ACTIVE
+               : kind == 1 ? !inserted && slot->state != LEDGER_ENTITLEMENT_REVOKED
+               : kind == 2 ? !inserted && slot->state != LEDGER_ENTITLEMENT_REVOKED
+               : !inserted && slot->state == LEDGER_ENTITLEMENT_ACTIVE;
+    if (kind >= 0 && !legal)
+        report(a, "rebuild", name, "seq %" PRIu64 ": illegal transition", ev->seq);
+    if (e.version != expect_version || ev->entity_version != e.version)
+        report(a, "rebuild", name, "seq %" PRIu64 ": version %" PRIu64 ", expected %" PRIu64,
+               ev->seq, e.version, expect_version);
+    *slot = e;
+}
+
+static void fold_event(audit *a, const log_event *ev)
+{
+    tally_str type = ev->type;
+    if (tally_str_equal(type, tally_str_from("account.opened")))
+        fold_account_opened(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_TRANSFER)
+        fold_transfer_event(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_ENTITLEMENT)
+        fold_entitlement_event(a, ev);
+    else {
+        char name[64];
+        name_seq(ev->seq, name);
+        report(a, "rebuild", name, "unknown event type %.*s", (int)type.len, type.ptr);
+    }
+}
+
+/* ---- inbox links, per event ---- */
+
+static void check_event_causation(audit *a, const log_event *ev)
+{
+    if (!ev->has_causation)
+        return;
+    char name[64];
+    name_seq(ev->seq, name);
+    if (ev->consumer.len == 0 || ev->consumer.len > TALLY_CONSUMER_BYTES_MAX ||
+        ev->key.len == 0 || ev->key.len > TALLY_KEY_BYTES_MAX) {
+        report(a, "inbox_links", name, "causation is malformed");
+        return;
+    }
+    ledger_inbox_record rec;
+    int rc = ledger_inbox_get(a->t, ev->consumer, ev->key, &rec);
+    if (rc == TALLY_not_found)
+        report(a, "inbox_links", name, "caused by %.*s/%.*s which has no inbox record",
+               (int)ev->consumer.len, ev->consumer.ptr, (int)ev->key.len, ev->key.ptr);
+    else if (rc != TALLY_ok)
+        report(a, "inbox_links", name, "inbox record unreadable: %s", tally_strerror(rc));
+    else if (rec.outcome.code != TALLY_ok || ev->seq < rec.outcome.first_seq ||
+             ev->seq >= rec.outcome.first_seq + rec.outcome.event_count)
+        report(a, "inbox_links", name, "inbox record of %.*s/%.*s does not cover this event",
+               (int)ev->consumer.len, ev->consumer.ptr, (int)ev->key.len, ev->key.ptr);
+}
+
+/* ---- the log walk: gaps, chain, fold ---- */
+
+typedef struct log_walk {
+    audit *a;
+    uint64_t expect_seq;
+    uint8_t prev_hash[LOG_HASH_BYTES];
+} log_walk;
+
+static int walk_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    log_walk *w = ctx;
+    audit *a = w->a;
+    char name[64];
+    name_seq(seq, name);
+    if (seq != w->expect_seq) {
+        report(a, "log_gap", name, "expected seq %" PRIu64, w->expect_seq);
+        memset(w->prev_hash, 0xff, LOG_HASH_BYTES); /* chain unknown across a gap */
+    }
+    w->expect_seq = seq + 1;
+    a->stats->events++;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    if (log_event_decode(bytes, len, &up, &ev) != TALLY_ok) {
+        report(a, "hash_chain", name, "event does not decode or its hash is wrong");
+        memset(w->prev_hash, 0xff, LOG_HASH_BYTES);
+    } else {
+        if (ev.seq != seq)
+            report(a, "hash_chain", name, "event carries seq %" PRIu64, ev.seq);
+        if (memcmp(ev.prev_hash, w->prev_hash, LOG_HASH_BYTES) != 0)
+            report(a, "hash_chain", name, "prev_hash does not match the previous event");
+        memcpy(w->prev_hash, ev.hash, LOG_HASH_BYTES);
+        fold_event(a, &ev);
+        check_event_causation(a, &ev);
+    }
+    msgpack_unpacked_destroy(&up);
+    return a->fault;
+}
+
+static int check_log(audit *a)
+{
+    log_head head;
+    int rc = log_head_get(a->t, &head);
+    if (rc != TALLY_ok)
+        return rc;
+    a->head_seq = head.seq;
+    log_walk w = {.a = a, .expect_seq = 1};
+    rc = log_read(a->t, 1, UINT64_MAX, walk_event, &w);
+    if (rc != TALLY_ok)
+        return rc;
+    char name[64];
+    name_seq(head.seq, name);
+    if (w.expect_seq != head.seq + 1)
+        report(a, "log_gap", name, "meta head is %" PRIu64 " but the log ends at %" PRIu64,
+               head.seq, w.expect_seq - 1);
+    else if (head.seq > 0 && memcmp(w.prev_hash, head.hash, LOG_HASH_BYTES) != 0)
+        report(a, "hash_chain", name, "meta head hash differs from the last event's");
+    return TALLY_ok;
+}
+
+/* ---- stored state against the fold ---- */
+
+typedef struct ledger_sum {
+    uint32_t ledger;
+    __int128 debits_posted, credits_posted, debits_pending, credits_pending;
+} ledger_sum;
+
+static void check_limits(audit *a, const ledger_account *acc)
+{
+    char name[64];
+    name_account(acc->id, name);
+    if ((acc->flags & LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS) &&
+        acc->debits_posted + acc->debits_pending > acc->credits_posted)
+        report(a, "limit_flags", name, "debits exceed credits");
+    if ((acc->flags & LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS) &&
+        acc->credits_posted + acc->credits_pending > acc->debits_posted)
+        report(a, "limit_flags", name, "credits exceed debits");
+}
+
+/* Pending balances must equal the sum of the account's unresolved holds. */
+static void check_pending(audit *a, table *pending, const ledger_account *acc)
+{
+    int64_t have[2] = {acc->debits_pending, acc->credits_pending};
+    for (int side = 0; side < 2; side++) {
+        uint8_t key[9];
+        put_u64_be(key, acc->id);
+        key[8] = (uint8_t)side;
+        const int64_t *sum = table_find(pending, key, 9);
+        int64_t want = sum ? *sum : 0;
+        char name[64];
+        name_account(acc->id, name);
+        if (have[side] != want)
+            report(a, "hold_resolution", name,
+                   "%s_pending %" PRId64 " but unresolved holds sum to %" PRId64,
+                   side == 0 ? "debits" : "credits", have[side], want);
+    }
+}
+
+static int check_accounts(audit *a, table *sums, table *pending)
+{
+    MDB_cursor *cur;
+    int rc = store_cursor_open(a->t, STORE_DB_ACCOUNTS, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k, v;
+    int mrc;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        a->stats->accounts++;
+        ledger_account acc;
+        char name[64];
+        uint64_t id = k.mv_size == 8 ? get_u64_be(k.mv_data) : 0;
+        name_account(id, name);
+        if (k.mv_size != 8 || ledger_account_decode(id, v.mv_data, v.mv_size, &acc) != TALLY_ok) {
+            report(a, "rebuild", name, "stored record is corrupt");
+            continue;
+        }
+        ledger_account *folded = fold_account(a, id);
+        if (!folded)
+            report(a, "rebuild", name, "stored but never opened in the log");
+        else if (!accounts_equal(folded, &acc))
+            report(a, "rebuild", name,
+                   "stored differs from the fold: posted %" PRId64 "/%" PRId64
+                   " pending %" PRId64 "/%" PRId64 " v%" PRIu64 " vs fold %" PRId64 "/%" PRId64
+                   " %" PRId64 "/%" PRId64 " v%" PRIu64,
+                   acc.debits_posted, acc.credits_posted, acc.debits_pending,
+                   acc.credits_pending, acc.version, folded->debits_posted,
+                   folded->credits_posted, folded->debits_pending, folded->credits_pending,
+                   folded->version);
+        check_limits(a, &acc);
+        check_pending(a, pending, &acc);
+        uint8_t lk[4];
+        put_u32_be(lk, acc.ledger);
+        int inserted;
+        ledger_sum *s = table_upsert(sums, lk, 4, &inserted);
+        if (!s) {
+            rc = TALLY_out_of_memory;
+            break;
+        }
+        s->ledger = acc.ledger;
+        s->debits_posted += acc.debits_posted;
+        s->credits_posted += acc.credits_posted;
+        s->debits_pending += acc.debits_pending;
+        s->credits_pending += acc.credits_pending;
+    }
+    if (rc == TALLY_ok && mrc != MDB_NOTFOUND)
+        rc = store_translate(mrc);
+    mdb_cursor_close(cur);
+    if (rc == TALLY_ok && a->stats->accounts != table_count(a->accounts))
+        report(a, "rebuild", "accounts", "%zu opened in the log, %" PRIu64 " stored",
+               table_count(a->accounts), a->stats->accounts);
+    return rc;
+}
+
+static int check_ledger_sum(const void *key, size_t key_len, void *value, void *ctx)
+{
+    (void)key, (void)key_len;
+    audit *a = ctx;
+    const ledger_sum *s = value;
+    char name[64];
+    snprintf(name, sizeof(name), "ledger:%" PRIu32, s->ledger);
+    if (s->debits_posted != s->credits_posted)
+        report(a, "balance_sum", name, "sum of debits_posted != sum of credits_posted");
+    if (s->debits_pending != s->credits_pending)
+        report(a, "balance_sum", name, "sum of debits_pending != sum of credits_pending");
+    return 0;
+}
+
+static bool expiry_entry_exists(audit *a, int64_t at_ms, uint8_t kind, const void *id,
+                                size_t id_len)
+{
+    uint8_t key[9 + LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+    put_u64_be(key, (uint64_t)at_ms);
+    key[8] = kind;
+    memcpy(key + 9, id, id_len);
+    MDB_val v;
+    return store_get(a->t, STORE_DB_EXPIRY, key, 9 + id_len, &v) == TALLY_ok;
+}
+
+/* Transfers: every hold record matches the fold's view; unresolved holds
+ * add up to the accounts' pending balances. */
+static int check_transfers(audit *a, table *pending_by_account)
+{
+    MDB_cursor *cur;
+    int rc = store_cursor_open(a->t, STORE_DB_TRANSFERS, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k, v;
+    int mrc;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS && rc == TALLY_ok;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        a->stats->transfers++;
+        tally_id128 id = {{0}};
+        char name[64];
+        if (k.mv_size == 16)
+            memcpy(id.bytes, k.mv_data, 16);
+        name_transfer(&id, name);
+        ledger_transfer_record tr;
+        if (k.mv_size != 16 || ledger_transfer_decode(&id, v.mv_data, v.mv_size, &tr) != TALLY_ok) {
+            report(a, "rebuild", name, "stored record is corrupt");
+            continue;
+        }
+        if (!(tr.flags & LEDGER_TRANSFER_PENDING))
+            continue;
+        hold_state *h = table_find(a->holds, id.bytes, 16);
+        if (!h || h->record.state != tr.state || h->record.version != tr.version)
+            report(a, "hold_resolution", name, "stored hold state differs from the log");
+        if (tr.state != LEDGER_TRANSFER_PENDING_STATE)
+            continue;
+        if (tr.expires_at_ms && !expiry_entry_exists(a, tr.expires_at_ms, LEDGER_EXPIRY_HOLD,
+                                                     id.bytes, 16))
+            report(a, "expiry_index", name, "unresolved hold has no expiry entry");
+        uint64_t ids[2] = {tr.debit_account_id, tr.credit_account_id};
+        for (int side = 0; side < 2 && rc == TALLY_ok; side++) {
+            uint8_t key[9];
+            put_u64_be(key, ids[side]);
+            key[8] = (uint8_t)side;
+            int inserted;
+            int64_t *sum = table_upsert(pending_by_account, key, 9, &inserted);
+            if (!sum)
+                rc = TALLY_out_of_memory;
+            else
+                *sum += tr.amount;
+        }
+    }
+    if (rc == TALLY_ok && mrc != MDB_NOTFOUND && mrc != MDB_SUCCESS)
+        rc = store_translate(mrc);
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+static int check_entitlements(audit *a)
+{
+    MDB_cursor *cur;
+    int rc = store_cursor_open(a->t, STORE_DB_ENTITLEMENTS, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k, v;
+    int mrc;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        a->stats->entitlements++;
+        ledger_entitlement e;
+        char name[256];
+        if (ledger_entitlement_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &e) !=
+            TALLY_ok) {
+            report(a, "rebuild", "entitlement", "stored record is corrupt");
+            continue;
+        }
+        name_entitlement(&e, name);
+        const ledger_entitlement *f = table_find(a->entitlements, k.mv_data, k.mv_size);
+        uint8_t es[LEDGER_ENTITLEMENT_RECORD_BYTES], fs[LEDGER_ENTITLEMENT_RECORD_BYTES];
+        ledger_entitlement_encode(&e, es);
+        if (f)
+            ledger_entitlement_encode(f, fs);
+        if (!f || memcmp(es, fs, sizeof(es)) != 0)
+            report(a, "rebuild", name, "stored differs from the fold");
+        if (e.state == LEDGER_ENTITLEMENT_ACTIVE && !e.lifetime &&
+            !expiry_entry_exists(a, e.valid_until_ms, LEDGER_EXPIRY_ENTITLEMENT, k.mv_data,
+                                 k.mv_size))
+            report(a, "expiry_index", name, "active entitlement has no expiry entry");
+    }
+    if (mrc != MDB_NOTFOUND)
+        rc = store_translate(mrc);
+    mdb_cursor_close(cur);
+    if (rc == TALLY_ok && a->stats->entitlements != table_count(a->entitlements))
+        report(a, "rebuild", "entitlements", "%zu in the log, %" PRIu64 " stored",
+               table_count(a->entitlements), a->stats->entitlements);
+    return rc;
+}
+
+/* Every successful record's events exist and name it as their cause. */
+static int check_inbox(audit *a)
+{
+    MDB_cursor *cur;
+    int rc = store_cursor_open(a->t, STORE_DB_INBOX, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k, v;
+    int mrc;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        a->stats->inbox_records++;
+        ledger_inbox_record rec;
+        char name[256];
+        if (ledger_inbox_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &rec) != TALLY_ok) {
+            report(a, "inbox_links", "inbox", "record is corrupt");
+            continue;
+        }
+        snprintf(name, sizeof(name), "inbox:%.*s/%.*s", (int)rec.consumer.len,
+                 rec.consumer.ptr, (int)rec.key.len, rec.key.ptr);
+        if (rec.outcome.code != TALLY_ok)
+            continue;
+        if (rec.outcome.event_count == 0) {
+            report(a, "inbox_links", name, "succeeded without events");
+            continue;
+        }
+        for (uint64_t s = rec.outcome.first_seq;
+             s < rec.outcome.first_seq + rec.outcome.event_count; s++) {
+            uint8_t key[8];
+            log_seq_key(s, key);
+            MDB_val ev_val;
+            msgpack_unpacked up;
+            log_event ev;
+            if (store_get(a->t, STORE_DB_LOG, key, 8, &ev_val) != TALLY_ok) {
+                report(a, "inbox_links", name, "points at missing event %" PRIu64, s);
+                continue;
+            }
+            msgpack_unpacked_init(&up);
+            if (log_event_decode(ev_val.mv_data, ev_val.mv_size, &up, &ev) == TALLY_ok &&
+                (!ev.has_causation || !tally_str_equal(ev.consumer, rec.consumer) ||
+                 !tally_str_equal(ev.key, rec.key)))
+                report(a, "inbox_links", name, "event %" PRIu64 " names another cause", s);
+            msgpack_unpacked_destroy(&up);
+        }
+    }
+    if (mrc != MDB_NOTFOUND)
+        rc = store_translate(mrc);
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+int ledger_invariants_check(store_txn *t, ledger_invariant_report_fn fn, void *ctx,
+                            ledger_invariant_stats *stats)
+{
+    memset(stats, 0, sizeof(*stats));
+    audit a = {.t = t, .fn = fn, .ctx = ctx, .stats = stats};
+    a.accounts = table_create(sizeof(ledger_account));
+    a.holds = table_create(sizeof(hold_state));
+    a.entitlements = table_create(sizeof(ledger_entitlement));
+    table *sums = table_create(sizeof(ledger_sum));
+    table *pending = table_create(sizeof(int64_t));
+    int rc = a.accounts && a.holds && a.entitlements && sums && pending ? TALLY_ok
+                                                                        : TALLY_out_of_memory;
+    if (rc == TALLY_ok)
+        rc = check_log(&a);
+    if (rc == TALLY_ok)
+        rc = a.fault;
+    if (rc == TALLY_ok)
+        rc = check_transfers(&a, pending);
+    if (rc == TALLY_ok)
+        rc = check_accounts(&a, sums, pending);
+    if (rc == TALLY_ok)
+        table_each(sums, check_ledger_sum, &a);
+    if (rc == TALLY_ok)
+        rc = check_entitlements(&a);
+    if (rc == TALLY_ok)
+        rc = check_inbox(&a);
+    table_destroy(a.accounts);
+    table_destroy(a.holds);
+    table_destroy(a.entitlements);
+    table_destroy(sums);
+    table_destroy(pending);
+    return rc;
+}

@@ -1,0 +1,200 @@
+/*
+ * ledger.c — the write path of one command: request checks, the inbox
+ * lookup, the command in a nested transaction, atomic chains, the inbox
+ * record. See BRIEF §3 and ledger.h.
+ */
+#include "ledger/ledger.h"
+
+#include "common/error.h"
+#include "common/limits.h"
+
+#include <assert.h>
+#include <string.h>
+
+int ledger_is_fault(int code) { return tally_error_class_of(code) == TALLY_CLASS_FAULT; }
+
+int ledger_emit(ledger_ctx *ctx, const char *type, const log_entity *entity,
+                uint64_t entity_version,
+                int (*pack_body)(msgpack_packer *pk, const void *body), const void *body)
+{
+    if (ctx->event_count >= TALLY_COMMAND_EVENTS_MAX)
+        return store_txn_fail(ctx->txn, TALLY_internal);
+    log_append_args args = {
+        .type = type,
+        .entity = *entity,
+        .entity_version = entity_version,
+        .time_ms = ctx->now_ms,
+        .consumer = ctx->consumer,
+        .key = ctx->key,
+        .correlation = ctx->correlation,
+        .pack_body = pack_body,
+        .body_ctx = body,
+    };
+    uint64_t seq;
+    int rc = log_append(ctx->txn, &args, &seq);
+    if (rc != TALLY_ok)
+        return rc;
+    if (ctx->event_count == 0)
+        ctx->first_seq = seq;
+    ctx->event_count++;
+    return TALLY_ok;
+}
+
+static int check_request(const ledger_request *req)
+{
+    if (req->consumer.len == 0)
+        return TALLY_consumer_must_not_be_empty;
+    if (req->consumer.len > TALLY_CONSUMER_BYTES_MAX)
+        return TALLY_consumer_too_long;
+    if (req->key.len == 0)
+        return TALLY_key_must_not_be_empty;
+    if (req->key.len > TALLY_KEY_BYTES_MAX)
+        return TALLY_key_too_long;
+    if (req->correlation.len > TALLY_CORRELATION_BYTES_MAX)
+        return TALLY_correlation_too_long;
+    return TALLY_ok;
+}
+
+static int apply_member(ledger_ctx *ctx, const ledger_command *cmd)
+{
+    switch (cmd->kind) {
+    case LEDGER_ACCOUNT_OPEN: return ledger_account_open_apply(ctx, &cmd->u.account_open);
+    case LEDGER_TRANSFER: return ledger_transfer_apply(ctx, &cmd->u.transfer);
+    case LEDGER_POST: return ledger_hold_post_apply(ctx, &cmd->u.hold);
+    case LEDGER_VOID: return ledger_hold_void_apply(ctx, &cmd->u.hold);
+    case LEDGER_GRANT:
+    case LEDGER_EXTEND:
+    case LEDGER_REVOKE: return ledger_entitlement_apply(ctx, cmd->kind, &cmd->u.entitlement);
+    case LEDGER_CHAIN: return TALLY_chain_must_not_nest;
+    }
+    return TALLY_unknown_command;
+}
+
+/* Mark member failed with code and every other member linked_operation_failed. */
+static void chain_failed(ledger_outcome *out, uint32_t count, uint32_t failed, int code)
+{
+    out->chain_count = count;
+    out->failed_index = failed;
+    for (uint32_t i = 0; i < count; i++)
+        out->chain_codes[i] = (uint16_t)(i == failed ? code : TALLY_linked_operation_failed);
+}
+
+/* Run the command (validated already) in ctx; fills the chain part of out. */
+static int run_command(ledger_ctx *ctx, const ledger_command *cmd, ledger_outcome *out)
+{
+    if (cmd->kind != LEDGER_CHAIN)
+        return apply_member(ctx, cmd);
+    const ledger_chain *chain = &cmd->u.chain;
+    for (uint32_t i = 0; i < chain->count; i++) {
+        int rc = apply_member(ctx, &chain->members[i]);
+        if (rc != TALLY_ok) {
+            if (!ledger_is_fault(rc))
+                chain_failed(out, chain->count, i, rc);
+            return rc;
+        }
+    }
+    out->chain_count = chain->count;
+    return TALLY_ok; /* chain_codes are all ok (zero) */
+}
+
+static int replay_or_reject(const ledger_inbox_record *rec, const uint8_t fp[32],
+                            ledger_outcome *out)
+{
+    if (memcmp(rec->fingerprint, fp, LEDGER_FINGERPRINT_BYTES) != 0) {
+        memset(out, 0, sizeof(*out));
+        out->code = TALLY_idempotency_key_reused;
+        return TALLY_ok;
+    }
+    *out = rec->outcome;
+    out->replayed = true;
+    out->stored = true;
+    return TALLY_ok;
+}
+
+/* Decide the command in a child of txn and record the outcome there. */
+static int decide(store_txn *txn, const ledger_request *req, const uint8_t fp[32],
+                  int64_t now_ms, ledger_outcome *out)
+{
+    store_txn child;
+    int rc = store_txn_begin(txn->st, txn, false, &child);
+    if (rc != TALLY_ok)
+        return rc;
+    ledger_ctx ctx = {.txn = &child, .now_ms = now_ms, .consumer = req->consumer,
+                      .key = req->key, .correlation = req->correlation};
+    uint32_t failed_index;
+    int code = ledger_command_validate(&req->command, &failed_index);
+    if (code != TALLY_ok && req->command.kind == LEDGER_CHAIN && !ledger_is_fault(code))
+        chain_failed(out, req->command.u.chain.count <= TALLY_CHAIN_COMMANDS_MAX
+                              ? req->command.u.chain.count : 0,
+                     failed_index, code);
+    if (code == TALLY_ok)
+        code = run_command(&ctx, &req->command, out);
+    if (ledger_is_fault(code)) {
+        store_txn_abort(&child);
+        return code;
+    }
+    if (code != TALLY_ok) {
+        /* A rejection keeps nothing of the command, only its record. */
+        store_txn_abort(&child);
+        rc = store_txn_begin(txn->st, txn, false, &child);
+        if (rc != TALLY_ok)
+            return rc;
+        ctx.first_seq = 0;
+        ctx.event_count = 0;
+    }
+    out->code = code;
+    out->stored = true;
+    out->time_ms = now_ms;
+    out->first_seq = ctx.first_seq;
+    out->event_count = ctx.event_count;
+    rc = ledger_inbox_put(&child, req->consumer, req->key, fp, out);
+    if (rc != TALLY_ok) {
+        store_txn_abort(&child);
+        return rc;
+    }
+    return store_txn_commit(&child);
+}
+
+int ledger_apply(store_txn *txn, const ledger_request *req, int64_t now_ms,
+                 ledger_outcome *out)
+{
+    assert(txn != NULL && txn->active && !txn->read_only && req != NULL && out != NULL);
+    assert(now_ms > 0 && now_ms <= TALLY_TIME_MS_MAX);
+    memset(out, 0, sizeof(*out));
+    int rc = check_request(req);
+    if (rc != TALLY_ok) {
+        out->code = rc;
+        return TALLY_ok;
+    }
+    if (txn->error != TALLY_ok)
+        return txn->error;
+    uint8_t fp[LEDGER_FINGERPRINT_BYTES];
+    ledger_command_fingerprint(&req->command, fp);
+    ledger_inbox_record rec;
+    rc = ledger_inbox_get(txn, req->consumer, req->key, &rec);
+    if (rc == TALLY_ok)
+        return replay_or_reject(&rec, fp, out);
+    if (rc != TALLY_not_found)
+        return rc;
+    rc = decide(txn, req, fp, now_ms, out);
+    if (rc != TALLY_ok)
+        memset(out, 0, sizeof(*out));
+    return rc;
+}
+
+int ledger_apply_one(store *st, const ledger_request *req, int64_t now_ms,
+                     ledger_outcome *out)
+{
+    store_txn txn;
+    int rc = store_txn_begin(st, NULL, false, &txn);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = ledger_sweep(&txn, now_ms, 0, NULL, NULL);
+    if (rc == TALLY_ok)
+        rc = ledger_apply(&txn, req, now_ms, out);
+    if (rc != TALLY_ok) {
+        store_txn_abort(&txn);
+        return rc;
+    }
+    return store_txn_commit(&txn);
+}

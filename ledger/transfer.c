@@ -1,0 +1,414 @@
+/*
+ * transfer.c — double-entry transfers, holds and their resolution.
+ *
+ * Every command checks everything before its first write, so a rejection
+ * leaves nothing to roll back; ledger_apply still runs each command in a
+ * nested transaction so that a fault halfway (map full) rolls it back.
+ */
+#include "ledger/transfer.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "ledger/expiry.h"
+
+#include <assert.h>
+#include <string.h>
+
+#define TRANSFER_RECORD_FORMAT 1
+
+const char *ledger_transfer_state_name(uint8_t state)
+{
+    switch (state) {
+    case LEDGER_TRANSFER_POSTED: return "posted";
+    case LEDGER_TRANSFER_PENDING_STATE: return "pending";
+    case LEDGER_TRANSFER_HOLD_POSTED: return "pending_posted";
+    case LEDGER_TRANSFER_HOLD_VOIDED: return "pending_voided";
+    case LEDGER_TRANSFER_HOLD_EXPIRED: return "pending_expired";
+    }
+    return "unknown";
+}
+
+static bool transfer_is_sane(const ledger_transfer_record *r)
+{
+    bool pending = r->flags & LEDGER_TRANSFER_PENDING;
+    return !tally_id128_is_zero(&r->id) && r->debit_account_id != 0 &&
+           r->credit_account_id != 0 && r->debit_account_id != r->credit_account_id &&
+           r->amount > 0 && r->ledger != 0 && r->code != 0 &&
+           (r->flags & ~LEDGER_TRANSFER_FLAGS_KNOWN) == 0 &&
+           (pending ? r->state >= LEDGER_TRANSFER_PENDING_STATE &&
+                          r->state <= LEDGER_TRANSFER_HOLD_EXPIRED
+                    : r->state == LEDGER_TRANSFER_POSTED) &&
+           r->posted_amount >= 0 && r->posted_amount <= r->amount &&
+           (r->state == LEDGER_TRANSFER_HOLD_POSTED) == (r->posted_amount > 0) &&
+           r->version >= 1 && r->version <= 2;
+}
+
+static void transfer_encode(const ledger_transfer_record *r,
+                            uint8_t out[LEDGER_TRANSFER_RECORD_BYTES])
+{
+    out[0] = TRANSFER_RECORD_FORMAT;
+    put_u64_be(out + 1, r->debit_account_id);
+    put_u64_be(out + 9, r->credit_account_id);
+    put_u64_be(out + 17, (uint64_t)r->amount);
+    put_u32_be(out + 25, r->ledger);
+    put_u16_be(out + 29, r->code);
+    put_u16_be(out + 31, r->flags);
+    out[33] = r->state;
+    put_u32_be(out + 34, r->timeout_s);
+    put_u64_be(out + 38, (uint64_t)r->expires_at_ms);
+    put_u64_be(out + 46, (uint64_t)r->posted_amount);
+    put_u64_be(out + 54, r->version);
+    put_u64_be(out + 62, r->created_seq);
+    put_u64_be(out + 70, r->resolved_seq);
+    put_u64_be(out + 78, (uint64_t)r->created_ms);
+}
+
+int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
+                           ledger_transfer_record *out)
+{
+    const uint8_t *p = bytes;
+    if (len != LEDGER_TRANSFER_RECORD_BYTES || p[0] != TRANSFER_RECORD_FORMAT)
+        return TALLY_corrupt_record;
+    out->id = *id;
+    out->debit_account_id = get_u64_be(p + 1);
+    out->credit_account_id = get_u64_be(p + 9);
+    out->amount = (int64_t)get_u64_be(p + 17);
+    out->ledger = get_u32_be(p + 25);
+    out->code = get_u16_be(p + 29);
+    out->flags = get_u16_be(p + 31);
+    out->state = p[33];
+    out->timeout_s = get_u32_be(p + 34);
+    out->expires_at_ms = (int64_t)get_u64_be(p + 38);
+    out->posted_amount = (int64_t)get_u64_be(p + 46);
+    out->version = get_u64_be(p + 54);
+    out->created_seq = get_u64_be(p + 62);
+    out->resolved_seq = get_u64_be(p + 70);
+    out->created_ms = (int64_t)get_u64_be(p + 78);
+    return transfer_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+int ledger_transfer_get(store_txn *t, const tally_id128 *id, ledger_transfer_record *out)
+{
+    MDB_val val;
+    int rc = store_get(t, STORE_DB_TRANSFERS, id->bytes, 16, &val);
+    if (rc != TALLY_ok)
+        return rc;
+    return ledger_transfer_decode(id, val.mv_data, val.mv_size, out);
+}
+
+static int transfer_put(store_txn *t, const ledger_transfer_record *r)
+{
+    assert(transfer_is_sane(r));
+    uint8_t val[LEDGER_TRANSFER_RECORD_BYTES];
+    transfer_encode(r, val);
+    return store_put(t, STORE_DB_TRANSFERS, r->id.bytes, 16, val, sizeof(val), 0);
+}
+
+int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r)
+{
+    return msgpack_pack_map(pk, 15) ||
+           msgpack_safe_pack_cstr(pk, "id") || msgpack_safe_pack_bin(pk, r->id.bytes, 16) ||
+           msgpack_safe_pack_cstr(pk, "debit_account_id") ||
+           msgpack_pack_uint64(pk, r->debit_account_id) ||
+           msgpack_safe_pack_cstr(pk, "credit_account_id") ||
+           msgpack_pack_uint64(pk, r->credit_account_id) ||
+           msgpack_safe_pack_cstr(pk, "amount") || msgpack_pack_int64(pk, r->amount) ||
+           msgpack_safe_pack_cstr(pk, "ledger") || msgpack_pack_uint32(pk, r->ledger) ||
+           msgpack_safe_pack_cstr(pk, "code") || msgpack_pack_uint16(pk, r->code) ||
+           msgpack_safe_pack_cstr(pk, "flags") || msgpack_pack_uint16(pk, r->flags) ||
+           msgpack_safe_pack_cstr(pk, "state") ||
+           msgpack_safe_pack_cstr(pk, ledger_transfer_state_name(r->state)) ||
+           msgpack_safe_pack_cstr(pk, "timeout_s") || msgpack_pack_uint32(pk, r->timeout_s) ||
+           msgpack_safe_pack_cstr(pk, "expires_at_ms") ||
+           msgpack_pack_int64(pk, r->expires_at_ms) ||
+           msgpack_safe_pack_cstr(pk, "posted_amount") ||
+           msgpack_pack_int64(pk, r->posted_amount) ||
+           msgpack_safe_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, r->version) ||
+           msgpack_safe_pack_cstr(pk, "created_seq") || msgpack_pack_uint64(pk, r->created_seq) ||
+           msgpack_safe_pack_cstr(pk, "resolved_seq") ||
+           msgpack_pack_uint64(pk, r->resolved_seq) ||
+           msgpack_safe_pack_cstr(pk, "created_ms") || msgpack_pack_int64(pk, r->created_ms);
+}
+
+static bool unpack_state(const msgpack_object *o, uint8_t *state)
+{
+    tally_str s;
+    if (!msgpack_safe_get_str(o, &s))
+        return false;
+    for (uint8_t v = LEDGER_TRANSFER_POSTED; v <= LEDGER_TRANSFER_HOLD_EXPIRED; v++) {
+        if (tally_str_equal(s, tally_str_from(ledger_transfer_state_name(v)))) {
+            *state = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out)
+{
+    uint64_t ledger, code, flags, timeout;
+    bool ok = o != NULL && o->type == MSGPACK_OBJECT_MAP &&
+              msgpack_safe_get_id128(msgpack_safe_map_get(o, "id"), &out->id) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "debit_account_id"),
+                                   &out->debit_account_id) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "credit_account_id"),
+                                   &out->credit_account_id) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "amount"), &out->amount) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "ledger"), &ledger) &&
+              ledger <= UINT32_MAX &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "code"), &code) && code <= UINT16_MAX &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "flags"), &flags) &&
+              flags <= UINT16_MAX && unpack_state(msgpack_safe_map_get(o, "state"), &out->state) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "timeout_s"), &timeout) &&
+              timeout <= UINT32_MAX &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "expires_at_ms"), &out->expires_at_ms) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "posted_amount"), &out->posted_amount) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "version"), &out->version) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "created_seq"), &out->created_seq) &&
+              msgpack_safe_get_u64(msgpack_safe_map_get(o, "resolved_seq"), &out->resolved_seq) &&
+              msgpack_safe_get_i64(msgpack_safe_map_get(o, "created_ms"), &out->created_ms);
+    if (!ok)
+        return TALLY_corrupt_record;
+    out->ledger = (uint32_t)ledger;
+    out->code = (uint16_t)code;
+    out->flags = (uint16_t)flags;
+    out->timeout_s = (uint32_t)timeout;
+    return transfer_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+/* Event body: the transfer and both accounts after the change. */
+typedef struct transfer_body {
+    const ledger_transfer_record *transfer;
+    const ledger_account *debit;
+    const ledger_account *credit;
+} transfer_body;
+
+static int pack_transfer_body(msgpack_packer *pk, const void *ctx)
+{
+    const transfer_body *b = ctx;
+    return msgpack_pack_map(pk, 3) || msgpack_safe_pack_cstr(pk, "transfer") ||
+           ledger_transfer_pack(pk, b->transfer) ||
+           msgpack_safe_pack_cstr(pk, "debit_account") || ledger_account_pack(pk, b->debit) ||
+           msgpack_safe_pack_cstr(pk, "credit_account") || ledger_account_pack(pk, b->credit);
+}
+
+/* Write the transfer, both accounts and the event. */
+static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_record *r,
+                           ledger_account *debit, ledger_account *credit)
+{
+    debit->version++;
+    credit->version++;
+    int rc = ledger_account_put(ctx->txn, debit);
+    if (rc == TALLY_ok)
+        rc = ledger_account_put(ctx->txn, credit);
+    if (rc == TALLY_ok)
+        rc = transfer_put(ctx->txn, r);
+    if (rc != TALLY_ok)
+        return rc;
+    transfer_body body = {r, debit, credit};
+    log_entity entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = r->id};
+    return ledger_emit(ctx, type, &entity, r->version, pack_transfer_body, &body);
+}
+
+static int compare_existing(const ledger_transfer_record *have, const ledger_transfer *cmd)
+{
+    if (have->flags != cmd->flags)
+        return TALLY_exists_with_different_flags;
+    if (have->debit_account_id != cmd->debit_account_id)
+        return TALLY_exists_with_different_debit_account_id;
+    if (have->credit_account_id != cmd->credit_account_id)
+        return TALLY_exists_with_different_credit_account_id;
+    if (have->amount != cmd->amount)
+        return TALLY_exists_with_different_amount;
+    if (have->ledger != cmd->ledger)
+        return TALLY_exists_with_different_ledger;
+    if (have->code != cmd->code)
+        return TALLY_exists_with_different_code;
+    if (have->timeout_s != cmd->timeout_s)
+        return TALLY_exists_with_different_timeout;
+    return TALLY_exists;
+}
+
+static bool adds_overflow(int64_t a, int64_t b) { return a > TALLY_AMOUNT_MAX - b; }
+
+/* Balance rules for moving amount from debit to credit. */
+static int check_balances(const ledger_account *dr, const ledger_account *cr, int64_t amount,
+                          bool pending)
+{
+    if (pending && adds_overflow(dr->debits_pending, amount))
+        return TALLY_overflows_debits_pending;
+    if (pending && adds_overflow(cr->credits_pending, amount))
+        return TALLY_overflows_credits_pending;
+    if (!pending && adds_overflow(dr->debits_posted, amount))
+        return TALLY_overflows_debits_posted;
+    if (!pending && adds_overflow(cr->credits_posted, amount))
+        return TALLY_overflows_credits_posted;
+    if (adds_overflow(dr->debits_pending + dr->debits_posted, amount))
+        return TALLY_overflows_debits;
+    if (adds_overflow(cr->credits_pending + cr->credits_posted, amount))
+        return TALLY_overflows_credits;
+    if ((dr->flags & LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS) &&
+        dr->debits_pending + dr->debits_posted + amount > dr->credits_posted)
+        return TALLY_exceeds_credits;
+    if ((cr->flags & LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS) &&
+        cr->credits_pending + cr->credits_posted + amount > cr->debits_posted)
+        return TALLY_exceeds_debits;
+    return TALLY_ok;
+}
+
+static int load_accounts(store_txn *t, uint64_t debit_id, uint64_t credit_id,
+                         ledger_account *dr, ledger_account *cr)
+{
+    int rc = ledger_account_get(t, debit_id, dr);
+    if (rc == TALLY_not_found)
+        return TALLY_debit_account_not_found;
+    if (rc != TALLY_ok)
+        return rc;
+    rc = ledger_account_get(t, credit_id, cr);
+    if (rc == TALLY_not_found)
+        return TALLY_credit_account_not_found;
+    return rc;
+}
+
+int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd)
+{
+    ledger_transfer_record r;
+    int rc = ledger_transfer_get(ctx->txn, &cmd->id, &r);
+    if (rc == TALLY_ok)
+        return compare_existing(&r, cmd);
+    if (rc != TALLY_not_found)
+        return rc;
+    ledger_account dr, cr;
+    rc = load_accounts(ctx->txn, cmd->debit_account_id, cmd->credit_account_id, &dr, &cr);
+    if (rc != TALLY_ok)
+        return rc;
+    if (dr.ledger != cr.ledger)
+        return TALLY_accounts_must_have_the_same_ledger;
+    if (cmd->ledger != dr.ledger)
+        return TALLY_transfer_must_have_the_same_ledger_as_accounts;
+    bool pending = cmd->flags & LEDGER_TRANSFER_PENDING;
+    rc = check_balances(&dr, &cr, cmd->amount, pending);
+    if (rc != TALLY_ok)
+        return rc;
+    log_head head;
+    rc = log_head_get(ctx->txn, &head);
+    if (rc != TALLY_ok)
+        return rc;
+
+    memset(&r, 0, sizeof(r));
+    r.id = cmd->id;
+    r.debit_account_id = cmd->debit_account_id;
+    r.credit_account_id = cmd->credit_account_id;
+    r.amount = cmd->amount;
+    r.ledger = cmd->ledger;
+    r.code = cmd->code;
+    r.flags = cmd->flags;
+    r.state = pending ? LEDGER_TRANSFER_PENDING_STATE : LEDGER_TRANSFER_POSTED;
+    r.timeout_s = cmd->timeout_s;
+    r.expires_at_ms = cmd->timeout_s ? ctx->now_ms + (int64_t)cmd->timeout_s * 1000 : 0;
+    r.version = 1;
+    r.created_seq = head.seq + 1;
+    r.created_ms = ctx->now_ms;
+    if (pending) {
+        dr.debits_pending += cmd->amount;
+        cr.credits_pending += cmd->amount;
+    } else {
+        dr.debits_posted += cmd->amount;
+        cr.credits_posted += cmd->amount;
+    }
+    if (r.expires_at_ms != 0) {
+        rc = ledger_expiry_add(ctx->txn, r.expires_at_ms, LEDGER_EXPIRY_HOLD, r.id.bytes, 16);
+        if (rc != TALLY_ok)
+            return rc;
+    }
+    return transfer_commit(ctx, "transfer.created", &r, &dr, &cr);
+}
+
+/* Load a hold that can still be resolved now, or say why not. */
+static int load_open_hold(ledger_ctx *ctx, const tally_id128 *id, ledger_transfer_record *r)
+{
+    int rc = ledger_transfer_get(ctx->txn, id, r);
+    if (rc == TALLY_not_found)
+        return TALLY_pending_transfer_not_found;
+    if (rc != TALLY_ok)
+        return rc;
+    switch (r->state) {
+    case LEDGER_TRANSFER_POSTED: return TALLY_pending_transfer_not_pending;
+    case LEDGER_TRANSFER_HOLD_POSTED: return TALLY_pending_transfer_already_posted;
+    case LEDGER_TRANSFER_HOLD_VOIDED: return TALLY_pending_transfer_already_voided;
+    case LEDGER_TRANSFER_HOLD_EXPIRED: return TALLY_pending_transfer_expired;
+    default: break;
+    }
+    /* Due but not swept yet: it is expired all the same. */
+    if (r->expires_at_ms != 0 && r->expires_at_ms <= ctx->now_ms)
+        return TALLY_pending_transfer_expired;
+    return TALLY_ok;
+}
+
+/* Release the held amount, post posted_amount of it, resolve the hold. */
+static int resolve_hold(ledger_ctx *ctx, ledger_transfer_record *r, uint8_t state,
+                        int64_t posted_amount, const char *event_type)
+{
+    ledger_account dr, cr;
+    int rc = load_accounts(ctx->txn, r->debit_account_id, r->credit_account_id, &dr, &cr);
+    if (rc != TALLY_ok) /* a hold's accounts always exist */
+        return ledger_is_fault(rc) ? rc : TALLY_corrupt_record;
+    if (dr.debits_pending < r->amount || cr.credits_pending < r->amount)
+        return TALLY_corrupt_record;
+    log_head head;
+    rc = log_head_get(ctx->txn, &head);
+    if (rc != TALLY_ok)
+        return rc;
+    dr.debits_pending -= r->amount;
+    cr.credits_pending -= r->amount;
+    dr.debits_posted += posted_amount; /* fits: it was counted as pending */
+    cr.credits_posted += posted_amount;
+    if (r->expires_at_ms != 0) {
+        rc = ledger_expiry_del(ctx->txn, r->expires_at_ms, LEDGER_EXPIRY_HOLD, r->id.bytes, 16);
+        if (rc != TALLY_ok && rc != TALLY_not_found)
+            return rc;
+    }
+    r->state = state;
+    r->posted_amount = posted_amount;
+    r->version = 2;
+    r->resolved_seq = head.seq + 1;
+    return transfer_commit(ctx, event_type, r, &dr, &cr);
+}
+
+int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_hold_step *cmd)
+{
+    ledger_transfer_record r;
+    int rc = load_open_hold(ctx, &cmd->pending_id, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    int64_t amount = cmd->amount == 0 ? r.amount : cmd->amount;
+    if (amount > r.amount)
+        return TALLY_exceeds_pending_transfer_amount;
+    return resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_POSTED, amount, "transfer.posted");
+}
+
+int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_hold_step *cmd)
+{
+    ledger_transfer_record r;
+    int rc = load_open_hold(ctx, &cmd->pending_id, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    return resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_VOIDED, 0, "transfer.voided");
+}
+
+int ledger_hold_expire(ledger_ctx *ctx, const tally_id128 *id, bool *expired)
+{
+    *expired = false;
+    ledger_transfer_record r;
+    int rc = ledger_transfer_get(ctx->txn, id, &r);
+    if (rc == TALLY_not_found)
+        return TALLY_ok; /* stale index entry */
+    if (rc != TALLY_ok)
+        return rc;
+    if (r.state != LEDGER_TRANSFER_PENDING_STATE || r.expires_at_ms == 0 ||
+        r.expires_at_ms > ctx->now_ms)
+        return TALLY_ok;
+    rc = resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_EXPIRED, 0, "transfer.expired");
+    *expired = rc == TALLY_ok;
+    return rc;
+}

@@ -1,0 +1,67 @@
+/*
+ * transfer.h — transfers and holds (pending transfers).
+ *
+ * Database "transfers": key = id (16 bytes), value = fixed 86-byte record
+ * (format 1; debit u64, credit u64, amount i64, ledger u32, code u16,
+ * flags u16, state u8, timeout_s u32, expires_at_ms i64, posted_amount i64,
+ * version u64, created_seq u64, resolved_seq u64, created_ms i64; big-endian).
+ *
+ * A single-phase transfer is created posted and never changes. A hold is
+ * created pending (its amount added to both accounts' *_pending) and then
+ * resolves exactly once: posted (full or partial amount moves to *_posted),
+ * voided, or expired at its timeout by the sweep; each step releases the
+ * whole pending amount and is one event.
+ */
+#ifndef TALLY_LEDGER_TRANSFER_H
+#define TALLY_LEDGER_TRANSFER_H
+
+#include "ledger/account.h"
+#include "ledger/command.h"
+#include "ledger/context.h"
+
+#define LEDGER_TRANSFER_RECORD_BYTES 86
+
+typedef enum ledger_transfer_state {
+    LEDGER_TRANSFER_POSTED = 1,         /* single-phase, done */
+    LEDGER_TRANSFER_PENDING_STATE = 2,  /* hold, unresolved */
+    LEDGER_TRANSFER_HOLD_POSTED = 3,
+    LEDGER_TRANSFER_HOLD_VOIDED = 4,
+    LEDGER_TRANSFER_HOLD_EXPIRED = 5,
+} ledger_transfer_state;
+
+typedef struct ledger_transfer_record {
+    tally_id128 id;
+    uint64_t debit_account_id;
+    uint64_t credit_account_id;
+    int64_t amount;
+    uint32_t ledger;
+    uint16_t code;
+    uint16_t flags;
+    uint8_t state;          /* ledger_transfer_state */
+    uint32_t timeout_s;
+    int64_t expires_at_ms;  /* 0 = never */
+    int64_t posted_amount;  /* holds: amount posted (0 unless HOLD_POSTED) */
+    uint64_t version;       /* 1 created, 2 resolved */
+    uint64_t created_seq;
+    uint64_t resolved_seq;  /* 0 while pending or for single-phase */
+    int64_t created_ms;
+} ledger_transfer_record;
+
+const char *ledger_transfer_state_name(uint8_t state);
+
+int ledger_transfer_get(store_txn *t, const tally_id128 *id, ledger_transfer_record *out);
+int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
+                           ledger_transfer_record *out);
+int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r);
+int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out);
+
+/* Commands. Each returns ok, a business code, or a fault. */
+int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd);
+int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
+int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
+
+/* Sweep step: expire the hold id if it is still pending and due at
+ * expires_at_ms <= now. *expired is set when it was. */
+int ledger_hold_expire(ledger_ctx *ctx, const tally_id128 *id, bool *expired);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * store.c — opening the LMDB environment, transactions, error translation.
+ *
+ * Durability: the environment is opened without MDB_NOSYNC/MDB_NOMETASYNC,
+ * so a returned commit is on disk. MDB_NOTLS lets read transactions live on
+ * any thread (tallyd's readers). MDB_WRITEMAP is not used because LMDB does
+ * not support nested transactions with it, and every command runs in one.
+ */
+#include "log/store.h"
+
+#include "common/error.h"
+#include "common/limits.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct store {
+    MDB_env *env;
+    MDB_dbi dbi[STORE_DB_COUNT];
+    int lock_fd;
+    bool read_only;
+    tally_id128 instance_id;
+    char path[TALLY_PATH_BYTES_MAX + 1];
+};
+
+static const char *const db_names[STORE_DB_COUNT] = {
+    [STORE_DB_ACCOUNTS] = "accounts",   [STORE_DB_TRANSFERS] = "transfers",
+    [STORE_DB_ENTITLEMENTS] = "entitlements", [STORE_DB_EXPIRY] = "expiry",
+    [STORE_DB_LOG] = "log",             [STORE_DB_INBOX] = "inbox",
+    [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
+    [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
+};
+
+static const char meta_key_format[] = "format_version";
+static const char meta_key_instance[] = "instance_id";
+
+const char *store_db_name(store_db db)
+{
+    assert(db < STORE_DB_COUNT);
+    return db_names[db];
+}
+
+int store_translate(int rc)
+{
+    switch (rc) {
+    case MDB_SUCCESS: return TALLY_ok;
+    case MDB_NOTFOUND: return TALLY_not_found;
+    case MDB_MAP_FULL: return TALLY_storage_full;
+    case ENOSPC: return TALLY_storage_full;
+    case EDQUOT: return TALLY_storage_full;
+    case MDB_TXN_FULL: return TALLY_transaction_full;
+    case ENOMEM: return TALLY_out_of_memory;
+    case EIO: return TALLY_io_error;
+    case MDB_CORRUPTED: case MDB_PAGE_NOTFOUND: case MDB_INVALID:
+        return TALLY_corrupt_record;
+    case MDB_VERSION_MISMATCH: return TALLY_store_version_mismatch;
+    case EACCES: case EROFS: return TALLY_read_only;
+    case ENOENT: return TALLY_not_found;
+    case EAGAIN: return TALLY_store_locked;
+    default: return rc > 0 ? TALLY_io_error : TALLY_internal;
+    }
+}
+
+int store_txn_fail(store_txn *t, int err)
+{
+    if (err != TALLY_ok && t->error == TALLY_ok)
+        t->error = err;
+    return err;
+}
+
+static int store_lock(store *st)
+{
+    char lock_path[TALLY_PATH_BYTES_MAX + 32];
+    snprintf(lock_path, sizeof(lock_path), "%s/tally.lock", st->path);
+    st->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (st->lock_fd < 0)
+        return store_translate(errno);
+    if (flock(st->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        close(st->lock_fd);
+        st->lock_fd = -1;
+        return err == EWOULDBLOCK ? TALLY_store_locked : store_translate(err);
+    }
+    return TALLY_ok;
+}
+
+/* Create the databases (writers) or open them (readers); check the format
+ * and read or create the instance id. */
+static int store_open_databases(store *st)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &txn);
+    if (rc != MDB_SUCCESS)
+        return store_translate(rc);
+    for (int i = 0; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++)
+        rc = mdb_dbi_open(txn, db_names[i], st->read_only ? 0 : MDB_CREATE, &st->dbi[i]);
+    if (rc != MDB_SUCCESS) {
+        mdb_txn_abort(txn);
+        return store_translate(rc);
+    }
+    MDB_val key = {sizeof(meta_key_format) - 1, (void *)meta_key_format}, val;
+    rc = mdb_get(txn, st->dbi[STORE_DB_META], &key, &val);
+    if (rc == MDB_NOTFOUND && !st->read_only) {
+        uint8_t version[4];
+        put_u32_be(version, STORE_FORMAT_VERSION);
+        val = (MDB_val){sizeof(version), version};
+        rc = mdb_put(txn, st->dbi[STORE_DB_META], &key, &val, 0);
+        tally_id128 id;
+        if (rc == MDB_SUCCESS && tally_id128_uuidv7(0, &id) != TALLY_ok)
+            rc = EIO;
+        MDB_val ikey = {sizeof(meta_key_instance) - 1, (void *)meta_key_instance};
+        MDB_val ival = {16, id.bytes};
+        if (rc == MDB_SUCCESS)
+            rc = mdb_put(txn, st->dbi[STORE_DB_META], &ikey, &ival, 0);
+        if (rc == MDB_SUCCESS)
+            rc = mdb_get(txn, st->dbi[STORE_DB_META], &key, &val);
+    }
+    if (rc != MDB_SUCCESS) {
+        mdb_txn_abort(txn);
+        return store_translate(rc);
+    }
+    if (val.mv_size != 4 || get_u32_be(val.mv_data) != STORE_FORMAT_VERSION) {
+        mdb_txn_abort(txn);
+        return TALLY_store_version_mismatch;
+    }
+    MDB_val ikey = {sizeof(meta_key_instance) - 1, (void *)meta_key_instance}, ival;
+    rc = mdb_get(txn, st->dbi[STORE_DB_META], &ikey, &ival);
+    if (rc != MDB_SUCCESS || ival.mv_size != 16) {
+        mdb_txn_abort(txn);
+        return rc == MDB_SUCCESS ? TALLY_corrupt_record : store_translate(rc);
+    }
+    memcpy(st->instance_id.bytes, ival.mv_data, 16);
+    rc = st->read_only ? (mdb_txn_abort(txn), MDB_SUCCESS) : mdb_txn_commit(txn);
+    return store_translate(rc);
+}
+
+static int store_open_env(store *st, uint64_t map_size_bytes)
+{
+    int rc = mdb_env_create(&st->env);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_maxdbs(st->env, STORE_DB_COUNT);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_maxreaders(st->env, TALLY_STORE_READERS_MAX);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_mapsize(st->env, (size_t)map_size_bytes);
+    unsigned flags = MDB_NOTLS | (st->read_only ? MDB_RDONLY : 0);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_open(st->env, st->path, flags, 0600);
+    return store_translate(rc);
+}
+
+int store_open(const store_options *options, store **out)
+{
+    if (options == NULL || options->path == NULL || out == NULL)
+        return TALLY_invalid_argument;
+    size_t path_len = strlen(options->path);
+    uint64_t map_size = options->map_size_bytes ? options->map_size_bytes
+                                                : TALLY_MAP_SIZE_BYTES_DEFAULT;
+    if (path_len == 0 || path_len > TALLY_PATH_BYTES_MAX ||
+        map_size < TALLY_MAP_SIZE_BYTES_MIN || map_size > TALLY_MAP_SIZE_BYTES_MAX)
+        return TALLY_invalid_argument;
+    store *st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return TALLY_out_of_memory;
+    memcpy(st->path, options->path, path_len + 1);
+    st->read_only = options->read_only;
+    st->lock_fd = -1;
+    int rc = TALLY_ok;
+    struct stat sb;
+    if (stat(st->path, &sb) != 0) {
+        if (st->read_only || errno != ENOENT || mkdir(st->path, 0700) != 0)
+            rc = store_translate(errno);
+    } else if (!S_ISDIR(sb.st_mode)) {
+        rc = TALLY_invalid_argument;
+    }
+    if (rc == TALLY_ok && !st->read_only && !options->no_lock)
+        rc = store_lock(st);
+    if (rc == TALLY_ok)
+        rc = store_open_env(st, map_size);
+    if (rc == TALLY_ok)
+        rc = store_open_databases(st);
+    if (rc != TALLY_ok) {
+        store_close(st);
+        return rc;
+    }
+    *out = st;
+    return TALLY_ok;
+}
+
+void store_close(store *st)
+{
+    if (st == NULL)
+        return;
+    if (st->env)
+        mdb_env_close(st->env);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd); /* releases the flock */
+    free(st);
+}
+
+MDB_env *store_env(store *st) { return st->env; }
+MDB_dbi store_dbi(store *st, store_db db) { assert(db < STORE_DB_COUNT); return st->dbi[db]; }
+const char *store_path(const store *st) { return st->path; }
+const tally_id128 *store_instance_id(const store *st) { return &st->instance_id; }
+
+int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out)
+{
+    assert(st != NULL && out != NULL);
+    assert(parent == NULL || (!read_only && parent->active && !parent->read_only));
+    memset(out, 0, sizeof(*out));
+    if (!read_only && st->read_only)
+        return TALLY_read_only;
+    int rc = mdb_txn_begin(st->env, parent ? parent->txn : NULL, read_only ? MDB_RDONLY : 0,
+                           &out->txn);
+    if (rc != MDB_SUCCESS)
+        return store_translate(rc);
+    out->st = st;
+    out->parent = parent;
+    out->read_only = read_only;
+    out->active = true;
+    return TALLY_ok;
+}
+
+int store_txn_commit(store_txn *t)
+{
+    assert(t->active);
+    t->active = false;
+    if (t->error != TALLY_ok) {
+        mdb_txn_abort(t->txn);
+        return t->error;
+    }
+    int rc = mdb_txn_commit(t->txn);
+    return store_translate(rc);
+}
+
+void store_txn_abort(store_txn *t)
+{
+    if (t == NULL || !t->active)
+        return;
+    t->active = false;
+    mdb_txn_abort(t->txn);
+}
+
+int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_val *val)
+{
+    assert(t->active);
+    MDB_val k = {key_len, (void *)key};
+    return store_translate(mdb_get(t->txn, t->st->dbi[db], &k, val));
+}
+
+int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
+              size_t val_len, unsigned flags)
+{
+    assert(t->active && !t->read_only);
+    if (t->error != TALLY_ok)
+        return t->error;
+    MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
+    int rc = mdb_put(t->txn, t->st->dbi[db], &k, &v, flags);
+    if (rc == MDB_KEYEXIST)
+        return store_txn_fail(t, TALLY_internal); /* callers check before put */
+    return store_txn_fail(t, store_translate(rc));
+}
+
+int store_del(store_txn *t, store_db db, const void *key, size_t key_len)
+{
+    assert(t->active && !t->read_only);
+    if (t->error != TALLY_ok)
+        return t->error;
+    MDB_val k = {key_len, (void *)key};
+    int rc = mdb_del(t->txn, t->st->dbi[db], &k, NULL);
+    if (rc == MDB_NOTFOUND)
+        return TALLY_not_found;
+    return store_txn_fail(t, store_translate(rc));
+}
+
+int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out)
+{
+    assert(t->active);
+    return store_translate(mdb_cursor_open(t->txn, t->st->dbi[db], out));
+}
+
+int store_map_usage(store_txn *t, uint64_t *used_bytes, uint64_t *map_bytes)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    int rc = mdb_env_info(t->st->env, &info);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_stat(t->st->env, &st);
+    if (rc != MDB_SUCCESS)
+        return store_translate(rc);
+    *used_bytes = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+    *map_bytes = info.me_mapsize;
+    return TALLY_ok;
+}
+
+int store_count(store_txn *t, store_db db, uint64_t *entries)
+{
+    MDB_stat st;
+    int rc = mdb_stat(t->txn, t->st->dbi[db], &st);
+    if (rc != MDB_SUCCESS)
+        return store_translate(rc);
+    *entries = st.ms_entries;
+    return TALLY_ok;
+}

@@ -1,0 +1,124 @@
+/*
+ * store.h — the one LMDB environment of tally and its named databases.
+ *
+ * log/ owns the environment: opening it (creating the directory and the
+ * databases of BRIEF §4), the per-process writer lock, transactions with
+ * "remember the first error" semantics, and the translation of LMDB and
+ * errno codes into tally_error. Nothing above log/ sees an MDB_* code as a
+ * return value; ledger/ uses MDB_val and cursors through these wrappers.
+ */
+#ifndef TALLY_STORE_H
+#define TALLY_STORE_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/bytes.h"
+
+/* Named databases; their names (store_db_name) are a stable contract. */
+typedef enum store_db {
+    STORE_DB_ACCOUNTS,
+    STORE_DB_TRANSFERS,
+    STORE_DB_ENTITLEMENTS,
+    STORE_DB_EXPIRY,
+    STORE_DB_LOG,
+    STORE_DB_INBOX,
+    STORE_DB_INBOX_TIME,
+    STORE_DB_CURSORS,
+    STORE_DB_DLQ,
+    STORE_DB_META,
+    STORE_DB_COUNT
+} store_db;
+
+/* Format of the environment; a store written by another format is refused
+ * with TALLY_store_version_mismatch. */
+#define STORE_FORMAT_VERSION 1
+
+typedef struct store_options {
+    const char *path;        /* data directory; created (mode 0700) if missing */
+    uint64_t map_size_bytes; /* 0 = TALLY_MAP_SIZE_BYTES_DEFAULT */
+    bool read_only;          /* open an existing store for reading only */
+    bool no_lock;            /* skip the writer lock file (tests of two handles) */
+} store_options;
+
+typedef struct store store;
+
+typedef struct store_txn {
+    store *st;
+    MDB_txn *txn;
+    struct store_txn *parent;
+    int error;      /* first error seen in this transaction; commit refuses it */
+    bool read_only;
+    bool active;
+} store_txn;
+
+/* Open (and for writers create) the store. A writer takes an exclusive lock
+ * on DIR/tally.lock: a second writer gets TALLY_store_locked. Returns
+ * TALLY_ok, TALLY_invalid_argument (bad options), TALLY_store_locked,
+ * TALLY_store_version_mismatch, TALLY_not_found (read-only and missing),
+ * TALLY_storage_full, TALLY_io_error or TALLY_out_of_memory. *out is set
+ * only on success; close it with store_close. */
+int store_open(const store_options *options, store **out);
+
+/* Close the environment and release the lock. NULL is allowed. No
+ * transaction may be active. */
+void store_close(store *st);
+
+/* Stable name of a database ("accounts", "log", ...). */
+const char *store_db_name(store_db db);
+
+/* The environment and a database handle, for read-only tools and tests. */
+MDB_env *store_env(store *st);
+MDB_dbi store_dbi(store *st, store_db db);
+const char *store_path(const store *st);
+
+/* Random 128-bit id chosen when the store was created. */
+const tally_id128 *store_instance_id(const store *st);
+
+/* Begin a transaction; with parent non-NULL a nested write transaction whose
+ * commit merges into the parent and whose abort leaves the parent as it was.
+ * Returns TALLY_ok, TALLY_read_only (write txn on a read-only store),
+ * TALLY_out_of_memory or TALLY_internal. */
+int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out);
+
+/* Commit; if the transaction remembered an error it is aborted instead and
+ * that error returned. Otherwise TALLY_ok, TALLY_storage_full (map or disk
+ * full), TALLY_io_error. The txn is finished either way. */
+int store_txn_commit(store_txn *t);
+
+/* Abort; safe on a finished or never-begun (zeroed) transaction. */
+void store_txn_abort(store_txn *t);
+
+/* Get: TALLY_ok with *val pointing into the map (valid until the txn ends),
+ * TALLY_not_found, or a translated error. Lookups do not set txn->error. */
+int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_val *val);
+
+/* Put (flags: 0, MDB_APPEND, MDB_NOOVERWRITE): TALLY_ok or the translated
+ * error, which is also remembered in t->error. */
+int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
+              size_t val_len, unsigned flags);
+
+/* Delete a key: TALLY_ok, TALLY_not_found (not remembered) or an error
+ * (remembered). */
+int store_del(store_txn *t, store_db db, const void *key, size_t key_len);
+
+/* Open a cursor on db; close it with mdb_cursor_close before the txn ends. */
+int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out);
+
+/* Translate an LMDB or errno code into tally_error. */
+int store_translate(int rc);
+
+/* Remember err as the transaction's first error (no-op if err is ok or an
+ * error is already remembered); returns err. */
+int store_txn_fail(store_txn *t, int err);
+
+/* Map use: bytes of the map in use (last page number * page size) and the
+ * map size. */
+int store_map_usage(store_txn *t, uint64_t *used_bytes, uint64_t *map_bytes);
+
+/* Entries in a database. */
+int store_count(store_txn *t, store_db db, uint64_t *entries);
+
+#endif

@@ -1,0 +1,302 @@
+/*
+ * test_support.c — helpers for tally's Check suites (see test_support.h).
+ */
+#include "tests/support/test_support.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void test_store_open_sized(test_store *ts, uint64_t map_size_bytes)
+{
+    memset(ts, 0, sizeof(*ts));
+    const char *tmp = getenv("TMPDIR");
+    snprintf(ts->dir, sizeof(ts->dir), "%s/tally-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(ts->dir));
+    ts->now_ms = TEST_NOW_MS;
+    ts->map_size_bytes = map_size_bytes;
+    store_options opt = {.path = ts->dir, .map_size_bytes = map_size_bytes};
+    int rc = store_open(&opt, &ts->st);
+    ck_assert_msg(rc == TALLY_ok, "store_open: %s", tally_strerror(rc));
+}
+
+void test_store_open(test_store *ts) { test_store_open_sized(ts, UINT64_C(64) << 20); }
+
+void test_store_reopen(test_store *ts)
+{
+    store_close(ts->st);
+    store_options opt = {.path = ts->dir, .map_size_bytes = ts->map_size_bytes};
+    int rc = store_open(&opt, &ts->st);
+    ck_assert_msg(rc == TALLY_ok, "store_open: %s", tally_strerror(rc));
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void test_remove_dir(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+void test_store_close(test_store *ts)
+{
+    store_close(ts->st);
+    ts->st = NULL;
+    test_remove_dir(ts->dir);
+}
+
+int test_apply_rc(test_store *ts, const char *consumer, const char *key,
+                  const ledger_command *cmd, ledger_outcome *out)
+{
+    char generated[32];
+    if (key == NULL) {
+        snprintf(generated, sizeof(generated), "test-key-%u", ++ts->next_key);
+        key = generated;
+    }
+    ledger_request req = {.consumer = tally_str_from(consumer),
+                          .key = tally_str_from(key),
+                          .command = *cmd};
+    return ledger_apply_one(ts->st, &req, ts->now_ms, out);
+}
+
+ledger_outcome test_apply(test_store *ts, const char *consumer, const char *key,
+                          const ledger_command *cmd)
+{
+    ledger_outcome out;
+    int rc = test_apply_rc(ts, consumer, key, cmd, &out);
+    ck_assert_msg(rc == TALLY_ok, "ledger_apply fault: %s", tally_strerror(rc));
+    return out;
+}
+
+int test_code(test_store *ts, const ledger_command *cmd)
+{
+    return test_apply(ts, "test", NULL, cmd).code;
+}
+
+uint32_t test_sweep(test_store *ts)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    uint32_t expired = 0;
+    int rc = ledger_sweep(&t, ts->now_ms, 0, &expired, NULL);
+    ck_assert_msg(rc == TALLY_ok, "sweep: %s", tally_strerror(rc));
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    return expired;
+}
+
+tally_id128 test_id(uint64_t n)
+{
+    tally_id128 id = {{0}};
+    put_u64_be(id.bytes + 8, n);
+    return id;
+}
+
+ledger_command test_cmd_open(uint64_t id, uint32_t ledger, uint16_t flags)
+{
+    ledger_command c = {.kind = LEDGER_ACCOUNT_OPEN};
+    c.u.account_open = (ledger_account_open){.id = id, .ledger = ledger, .code = 1, .flags = flags};
+    return c;
+}
+
+ledger_command test_cmd_transfer(uint64_t tid, uint64_t debit, uint64_t credit, int64_t amount)
+{
+    ledger_command c = {.kind = LEDGER_TRANSFER};
+    c.u.transfer = (ledger_transfer){.id = test_id(tid), .debit_account_id = debit,
+                                     .credit_account_id = credit, .amount = amount,
+                                     .ledger = 1, .code = 1};
+    return c;
+}
+
+ledger_command test_cmd_hold(uint64_t tid, uint64_t debit, uint64_t credit, int64_t amount,
+                             uint32_t timeout_s)
+{
+    ledger_command c = test_cmd_transfer(tid, debit, credit, amount);
+    c.u.transfer.flags = LEDGER_TRANSFER_PENDING;
+    c.u.transfer.timeout_s = timeout_s;
+    return c;
+}
+
+ledger_command test_cmd_post(uint64_t tid, int64_t amount)
+{
+    ledger_command c = {.kind = LEDGER_POST};
+    c.u.hold = (ledger_hold_step){.pending_id = test_id(tid), .amount = amount};
+    return c;
+}
+
+ledger_command test_cmd_void(uint64_t tid)
+{
+    ledger_command c = {.kind = LEDGER_VOID};
+    c.u.hold = (ledger_hold_step){.pending_id = test_id(tid)};
+    return c;
+}
+
+static ledger_command entitlement_cmd(ledger_command_kind kind, const char *subject,
+                                      const char *feature, int64_t until_ms)
+{
+    ledger_command c = {.kind = kind};
+    c.u.entitlement = (ledger_entitlement_command){.subject = tally_str_from(subject),
+                                                   .feature = tally_str_from(feature),
+                                                   .valid_until_ms = until_ms};
+    return c;
+}
+
+ledger_command test_cmd_grant(const char *subject, const char *feature, int64_t until_ms)
+{
+    return entitlement_cmd(LEDGER_GRANT, subject, feature, until_ms);
+}
+
+ledger_command test_cmd_extend(const char *subject, const char *feature, int64_t until_ms)
+{
+    return entitlement_cmd(LEDGER_EXTEND, subject, feature, until_ms);
+}
+
+ledger_command test_cmd_revoke(const char *subject, const char *feature)
+{
+    return entitlement_cmd(LEDGER_REVOKE, subject, feature, 0);
+}
+
+ledger_command test_with_order(ledger_command cmd, uint64_t source_order)
+{
+    cmd.u.entitlement.has_source_order = true;
+    cmd.u.entitlement.source_order = source_order;
+    return cmd;
+}
+
+static void begin_read(test_store *ts, store_txn *t)
+{
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, t), TALLY_ok);
+}
+
+ledger_account test_account(test_store *ts, uint64_t id)
+{
+    store_txn t;
+    ledger_account a;
+    begin_read(ts, &t);
+    int rc = ledger_account_get(&t, id, &a);
+    store_txn_abort(&t);
+    ck_assert_msg(rc == TALLY_ok, "account %llu: %s", (unsigned long long)id, tally_strerror(rc));
+    return a;
+}
+
+ledger_transfer_record test_transfer(test_store *ts, uint64_t tid)
+{
+    store_txn t;
+    ledger_transfer_record r;
+    tally_id128 id = test_id(tid);
+    begin_read(ts, &t);
+    int rc = ledger_transfer_get(&t, &id, &r);
+    store_txn_abort(&t);
+    ck_assert_msg(rc == TALLY_ok, "transfer %llu: %s", (unsigned long long)tid, tally_strerror(rc));
+    return r;
+}
+
+int test_entitlement_rc(test_store *ts, const char *subject, const char *feature,
+                        ledger_entitlement *out)
+{
+    store_txn t;
+    begin_read(ts, &t);
+    int rc = ledger_entitlement_get(&t, tally_str_from(subject), tally_str_from(feature), out);
+    store_txn_abort(&t);
+    return rc;
+}
+
+ledger_entitlement test_entitlement(test_store *ts, const char *subject, const char *feature)
+{
+    ledger_entitlement e;
+    int rc = test_entitlement_rc(ts, subject, feature, &e);
+    ck_assert_msg(rc == TALLY_ok, "entitlement %s/%s: %s", subject, feature, tally_strerror(rc));
+    return e;
+}
+
+log_head test_head(test_store *ts)
+{
+    store_txn t;
+    log_head h;
+    begin_read(ts, &t);
+    ck_assert_int_eq(log_head_get(&t, &h), TALLY_ok);
+    store_txn_abort(&t);
+    return h;
+}
+
+uint64_t test_count(test_store *ts, store_db db)
+{
+    store_txn t;
+    uint64_t n;
+    begin_read(ts, &t);
+    ck_assert_int_eq(store_count(&t, db, &n), TALLY_ok);
+    store_txn_abort(&t);
+    return n;
+}
+
+void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx)
+{
+    store_txn t;
+    begin_read(ts, &t);
+    uint8_t key[8];
+    log_seq_key(seq, key);
+    MDB_val v;
+    int rc = store_get(&t, STORE_DB_LOG, key, 8, &v);
+    ck_assert_msg(rc == TALLY_ok, "event %llu: %s", (unsigned long long)seq, tally_strerror(rc));
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    rc = log_event_decode(v.mv_data, v.mv_size, &up, &ev);
+    ck_assert_msg(rc == TALLY_ok, "event %llu does not decode", (unsigned long long)seq);
+    fn(&ev, ctx);
+    msgpack_unpacked_destroy(&up);
+    store_txn_abort(&t);
+}
+
+static void copy_type(const log_event *ev, void *ctx)
+{
+    char *out = ctx;
+    snprintf(out, 64, "%.*s", (int)ev->type.len, ev->type.ptr);
+}
+
+void test_event_type(test_store *ts, uint64_t seq, char out[64])
+{
+    test_with_event(ts, seq, copy_type, out);
+}
+
+typedef struct finding_filter {
+    const char *only;
+    uint64_t matched;
+} finding_filter;
+
+static void print_finding(const char *check, const char *entity, const char *detail, void *ctx)
+{
+    finding_filter *f = ctx;
+    if (f->only == NULL || strcmp(f->only, check) == 0)
+        f->matched++;
+    fprintf(stderr, "invariant %s: %s: %s\n", check, entity, detail);
+}
+
+uint64_t test_invariant_findings(test_store *ts, const char *only_check)
+{
+    store_txn t;
+    begin_read(ts, &t);
+    finding_filter f = {only_check, 0};
+    ledger_invariant_stats stats;
+    int rc = ledger_invariants_check(&t, print_finding, &f, &stats);
+    store_txn_abort(&t);
+    ck_assert_msg(rc == TALLY_ok, "invariants could not run: %s", tally_strerror(rc));
+    return f.matched;
+}
+
+void test_assert_invariants(test_store *ts)
+{
+    uint64_t n = test_invariant_findings(ts, NULL);
+    ck_assert_msg(n == 0, "%llu invariant findings (see stderr)", (unsigned long long)n);
+}
+
+int test_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,89 @@
+/*
+ * test_support.h — shared helpers for tally's Check suites: a real store in
+ * a temporary directory, command builders, and the invariant assertion that
+ * every suite calls after its scenarios.
+ */
+#ifndef TALLY_TEST_SUPPORT_H
+#define TALLY_TEST_SUPPORT_H
+
+#include "common/error.h"
+#include "ledger/invariants.h"
+#include "ledger/ledger.h"
+#include "log/log.h"
+#include "log/store.h"
+
+#include <check.h>
+#include <stdint.h>
+
+/* A fixed, plausible commit time: 2026-01-01T00:00:00Z. */
+#define TEST_NOW_MS INT64_C(1767225600000)
+
+typedef struct test_store {
+    char dir[256];
+    store *st;
+    int64_t now_ms;      /* commit time used by test_apply; tests move it */
+    uint64_t map_size_bytes;
+    unsigned next_key;   /* for generated keys */
+} test_store;
+
+/* Create a temp dir and open a store in it (map 64 MiB unless set). */
+void test_store_open(test_store *ts);
+void test_store_open_sized(test_store *ts, uint64_t map_size_bytes);
+/* Close and open again on the same directory. */
+void test_store_reopen(test_store *ts);
+/* Close and remove the directory. */
+void test_store_close(test_store *ts);
+
+/* Apply cmd under (consumer, key) at ts->now_ms in its own transaction.
+ * key NULL: a fresh unique key. Fails the test on a fault. */
+ledger_outcome test_apply(test_store *ts, const char *consumer, const char *key,
+                          const ledger_command *cmd);
+/* Same but returns the fault code (TALLY_ok when an outcome was produced). */
+int test_apply_rc(test_store *ts, const char *consumer, const char *key,
+                  const ledger_command *cmd, ledger_outcome *out);
+/* Shorthand: apply with a fresh key, return the outcome code. */
+int test_code(test_store *ts, const ledger_command *cmd);
+
+/* Run the sweep at ts->now_ms in its own transaction; returns expired count. */
+uint32_t test_sweep(test_store *ts);
+
+tally_id128 test_id(uint64_t n);
+ledger_command test_cmd_open(uint64_t id, uint32_t ledger, uint16_t flags);
+ledger_command test_cmd_transfer(uint64_t tid, uint64_t debit, uint64_t credit, int64_t amount);
+ledger_command test_cmd_hold(uint64_t tid, uint64_t debit, uint64_t credit, int64_t amount,
+                             uint32_t timeout_s);
+ledger_command test_cmd_post(uint64_t tid, int64_t amount);
+ledger_command test_cmd_void(uint64_t tid);
+/* until_ms 0 and duration_ms 0: for life. */
+ledger_command test_cmd_grant(const char *subject, const char *feature, int64_t until_ms);
+ledger_command test_cmd_extend(const char *subject, const char *feature, int64_t until_ms);
+ledger_command test_cmd_revoke(const char *subject, const char *feature);
+ledger_command test_with_order(ledger_command cmd, uint64_t source_order);
+
+/* Reads in a fresh read-only transaction; fail the test unless found. */
+ledger_account test_account(test_store *ts, uint64_t id);
+ledger_transfer_record test_transfer(test_store *ts, uint64_t tid);
+ledger_entitlement test_entitlement(test_store *ts, const char *subject, const char *feature);
+int test_entitlement_rc(test_store *ts, const char *subject, const char *feature,
+                        ledger_entitlement *out);
+log_head test_head(test_store *ts);
+uint64_t test_count(test_store *ts, store_db db);
+
+/* Decode the event at seq; the callback sees it inside a read txn. */
+typedef void (*test_event_fn)(const log_event *ev, void *ctx);
+void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx);
+/* Type of the event at seq, copied into out (64 bytes). */
+void test_event_type(test_store *ts, uint64_t seq, char out[64]);
+
+/* Run ledger_invariants_check; findings are printed to stderr.
+ * test_assert_invariants fails the test on any finding. */
+uint64_t test_invariant_findings(test_store *ts, const char *only_check);
+void test_assert_invariants(test_store *ts);
+
+/* Build and run a suite of one tcase per test, forked; returns exit code. */
+int test_run_suite(Suite *s);
+
+/* rm -rf dir (tests only). */
+void test_remove_dir(const char *dir);
+
+#endif
