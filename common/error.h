@@ -107,7 +107,23 @@
     X(chain_must_not_be_empty, 111, V)                                         \
     X(chain_too_long, 112, V)                                                  \
     X(chain_must_not_nest, 113, V)                                             \
-    X(unknown_command, 114, V)
+    X(unknown_command, 114, V)                                                 \
+    /* wire requests (net/): never stored */                                   \
+    X(malformed_request, 120, R)                                               \
+    X(request_too_large, 121, R)                                               \
+    X(unsupported_version, 122, R)                                             \
+    X(unknown_op, 123, R)                                                      \
+    X(unknown_field, 124, R)                                                   \
+    X(duplicate_field, 125, R)                                                 \
+    X(missing_field, 126, R)                                                   \
+    X(wrong_type, 127, R)                                                      \
+    X(value_out_of_range, 128, R)                                              \
+    X(too_many_operations, 129, R)                                             \
+    /* server and client conditions: never stored, retry later */              \
+    X(overloaded, 140, F)                                                      \
+    X(shutting_down, 141, F)                                                   \
+    X(timed_out, 142, F)                                                       \
+    X(unreachable, 143, F)
 
 typedef enum tally_error {
 #define TALLY_ERROR_ENUM(name, number, cls) TALLY_##name = number,

@@ -57,7 +57,27 @@
 #define TALLY_SWEEP_ITEMS_MAX 1024
 
 /* Reads. */
-#define TALLY_LOG_READ_EVENTS_MAX 10000
+#define TALLY_LOG_READ_EVENTS_MAX 1000
+#define TALLY_LOG_READ_EVENTS_DEFAULT 100
+#define TALLY_LOG_WAIT_MS_MAX 30000
+#define TALLY_HISTORY_ENTRIES_MAX 1000
+#define TALLY_HISTORY_ENTRIES_DEFAULT 100
+
+/* Wire (net/). */
+#define TALLY_PROTOCOL_VERSION 1
+#define TALLY_REQUEST_BYTES_MAX (512 * 1024)
+#define TALLY_REPLY_BYTES_MAX (4 * 1024 * 1024)
+#define TALLY_BATCH_OPS_MAX 1000
+#define TALLY_FIELD_NAME_BYTES_MAX 32
+
+/* Server (net/). */
+#define TALLY_CONTEXTS_DEFAULT 256
+#define TALLY_CONTEXTS_MAX 4096
+#define TALLY_QUEUE_REQUESTS_MAX 4096     /* writes waiting for the writer */
+#define TALLY_GROUP_COMMANDS_MAX 8192     /* commands in one commit */
+#define TALLY_GROUP_BYTES_MAX (8 * 1024 * 1024) /* request bytes in one commit */
+#define TALLY_GROUP_APPLY_MS_MAX 20       /* time applying before committing */
+#define TALLY_PUBLISH_EVENTS_MAX 100000   /* events published per commit */
 
 _Static_assert(TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX + 2 <= 511,
                "inbox key must fit an LMDB key (511 bytes)");
@@ -72,6 +92,13 @@ _Static_assert(TALLY_HOLD_TIMEOUT_S_MAX * INT64_C(1000) < TALLY_TIME_MS_MAX,
                "a hold timeout added to a valid time must not overflow");
 _Static_assert(TALLY_GRANT_DURATION_MS_MAX < TALLY_TIME_MS_MAX,
                "a grant duration added to a valid time must not overflow");
+_Static_assert(TALLY_BATCH_OPS_MAX <= TALLY_GROUP_COMMANDS_MAX,
+               "one full batch request fits one commit");
+_Static_assert(TALLY_EVENT_BYTES_MAX * TALLY_LOG_READ_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
+               "a full log read fits a reply");
+_Static_assert(TALLY_LOG_READ_EVENTS_DEFAULT <= TALLY_LOG_READ_EVENTS_MAX &&
+                   TALLY_HISTORY_ENTRIES_DEFAULT <= TALLY_HISTORY_ENTRIES_MAX,
+               "defaults within maxima");
 _Static_assert(TALLY_MAP_SIZE_BYTES_MIN <= TALLY_MAP_SIZE_BYTES_DEFAULT &&
                    TALLY_MAP_SIZE_BYTES_DEFAULT <= TALLY_MAP_SIZE_BYTES_MAX,
                "default map size within bounds");

@@ -29,6 +29,7 @@ typedef struct audit {
     table *holds;         /* transfer id -> hold_state */
     table *entitlements;  /* entitlement key -> ledger_entitlement (folded) */
     uint64_t head_seq;
+    uint64_t history_expected;
     int fault;
 } audit;
 
@@ -159,6 +160,23 @@ static bool move_amounts(ledger_account *dr, ledger_account *cr, int64_t pending
     return ok;
 }
 
+/* Both accounts list the event in their history. */
+static void check_history(audit *a, const log_event *ev, const ledger_transfer_record *tr)
+{
+    uint64_t ids[2] = {tr->debit_account_id, tr->credit_account_id};
+    for (int i = 0; i < 2; i++) {
+        uint8_t key[16];
+        ledger_history_key(ids[i], ev->seq, key);
+        MDB_val v;
+        char name[64];
+        name_account(ids[i], name);
+        a->history_expected++;
+        if (store_get(a->t, STORE_DB_HISTORY, key, 16, &v) != TALLY_ok || v.mv_size != 16 ||
+            memcmp(v.mv_data, tr->id.bytes, 16) != 0)
+            report(a, "history", name, "no history entry for seq %" PRIu64, ev->seq);
+    }
+}
+
 static void fold_transfer_event(audit *a, const log_event *ev)
 {
     char name[64];
@@ -211,6 +229,7 @@ static void fold_transfer_event(audit *a, const log_event *ev)
     if (!ok)
         report(a, "rebuild", name, "seq %" PRIu64 ": amounts do not fold", ev->seq);
     compare_snapshots(a, ev, dr, cr);
+    check_history(a, ev, &tr);
 }
 
 static void fold_entitlement_event(audit *a, const log_event *ev)
@@ -648,6 +667,12 @@ int ledger_invariants_check(store_txn *t, ledger_invariant_report_fn fn, void *c
         rc = check_entitlements(&a);
     if (rc == TALLY_ok)
         rc = check_inbox(&a);
+    uint64_t history_entries = 0;
+    if (rc == TALLY_ok)
+        rc = store_count(t, STORE_DB_HISTORY, &history_entries);
+    if (rc == TALLY_ok && history_entries != a.history_expected)
+        report(&a, "history", "history", "%" PRIu64 " entries, %" PRIu64 " expected",
+               history_entries, a.history_expected);
     table_destroy(a.accounts);
     table_destroy(a.holds);
     table_destroy(a.entitlements);

@@ -19,6 +19,7 @@
  *                  entitlement with an end has its expiry entry
  *   inbox_links    every successful inbox record points at the events it
  *                  caused; every caused event has its inbox record
+ *   history        every transfer event is in both accounts' history
  *   cursors, dlq   reserved for subscribers (issue 4)
  */
 #ifndef TALLY_LEDGER_INVARIANTS_H

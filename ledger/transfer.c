@@ -192,7 +192,24 @@ static int pack_transfer_body(msgpack_packer *pk, const void *ctx)
            msgpack_safe_pack_cstr(pk, "credit_account") || ledger_account_pack(pk, b->credit);
 }
 
-/* Write the transfer, both accounts and the event. */
+void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16])
+{
+    put_u64_be(out, account_id);
+    put_u64_be(out + 8, seq);
+}
+
+static int history_put(ledger_ctx *ctx, uint64_t account_id, const tally_id128 *transfer_id)
+{
+    log_head head;
+    int rc = log_head_get(ctx->txn, &head);
+    if (rc != TALLY_ok)
+        return rc;
+    uint8_t key[16];
+    ledger_history_key(account_id, head.seq, key); /* the event just appended */
+    return store_put(ctx->txn, STORE_DB_HISTORY, key, sizeof(key), transfer_id->bytes, 16, 0);
+}
+
+/* Write the transfer, both accounts, the event and the history entries. */
 static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_record *r,
                            ledger_account *debit, ledger_account *credit)
 {
@@ -207,7 +224,12 @@ static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_re
         return rc;
     transfer_body body = {r, debit, credit};
     log_entity entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = r->id};
-    return ledger_emit(ctx, type, &entity, r->version, pack_transfer_body, &body);
+    rc = ledger_emit(ctx, type, &entity, r->version, pack_transfer_body, &body);
+    if (rc == TALLY_ok)
+        rc = history_put(ctx, debit->id, &r->id);
+    if (rc == TALLY_ok)
+        rc = history_put(ctx, credit->id, &r->id);
+    return rc;
 }
 
 static int compare_existing(const ledger_transfer_record *have, const ledger_transfer *cmd)

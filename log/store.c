@@ -36,6 +36,7 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_LOG] = "log",             [STORE_DB_INBOX] = "inbox",
     [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
+    [STORE_DB_HISTORY] = "history",
 };
 
 static const char meta_key_format[] = "format_version";

@@ -29,6 +29,7 @@ typedef enum store_db {
     STORE_DB_CURSORS,
     STORE_DB_DLQ,
     STORE_DB_META,
+    STORE_DB_HISTORY,
     STORE_DB_COUNT
 } store_db;
 

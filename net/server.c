@@ -1,0 +1,693 @@
+/*
+ * server.c — tallyd's engine (see server.h): REP contexts, the group-commit
+ * writer, long-poll waiters, the publisher, and a clean shutdown.
+ *
+ * A slot is one REP context with its request and reply state. It belongs
+ * to exactly one thread at a time: the NNG callback (receive, decode,
+ * reads), the writer (queued writes), or the waiter thread (parked
+ * long-polls); ownership passes through the server mutex.
+ */
+#include "net/server.h"
+
+#include "common/error.h"
+#include "common/limits.h"
+#include "ledger/ledger.h"
+#include "log/log.h"
+#include "net/protocol.h"
+#include "net/reply.h"
+
+#include <nng/nng.h>
+#include <nng/protocol/pubsub0/pub.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Messages above the protocol limit but below this still get an error
+ * reply; above it NNG drops the connection before tally sees them. */
+#define RECV_HARD_LIMIT_BYTES (4 * TALLY_REQUEST_BYTES_MAX)
+#define IDLE_SWEEP_MS 1000
+#define SHUTDOWN_SEND_WAIT_MS 3000
+
+typedef enum slot_state { SLOT_RECV, SLOT_BUSY, SLOT_SEND } slot_state;
+
+typedef struct server server;
+
+typedef struct slot {
+    server *srv;
+    nng_ctx ctx;
+    nng_aio *aio;
+    slot_state state;
+    nng_msg *msg;        /* the request being served; req borrows from it */
+    int64_t deadline_ms; /* parked long-poll */
+    struct slot *next;   /* queue or waiter list */
+    net_request req;
+    ledger_outcome outcomes[TALLY_BATCH_OPS_MAX];
+    int faults[TALLY_BATCH_OPS_MAX];
+} slot;
+
+struct server {
+    const net_server_options *opt;
+    store *st;
+    nng_socket rep;
+    nng_socket pub;
+    bool has_pub;
+    nng_listener listeners[NET_LISTEN_URLS_MAX];
+    unsigned listener_count;
+    slot *slots;
+    unsigned slot_count;
+    pthread_mutex_t mu;
+    pthread_cond_t writer_cv;
+    pthread_cond_t waiter_cv;
+    slot *queue_head, *queue_tail;
+    unsigned queued;
+    slot *waiters;
+    bool stopping;
+    uint64_t head_seq;   /* last committed seq, under mu */
+    int64_t last_now_ms; /* writer only: commit times never go backwards */
+    atomic_int sends_in_flight;
+    atomic_uint_fast64_t commits, commands;
+};
+
+/* ---- logging ---- */
+
+static net_log_level log_level = NET_LOG_INFO;
+
+void net_log_set_level(net_log_level level) { log_level = level; }
+
+void net_log(net_log_level level, const char *fmt, ...)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    if (level > log_level)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s.%03ldZ tallyd %s: %s\n", when, ts.tv_nsec / 1000000, names[level], line);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- replies ---- */
+
+static int msg_write(void *data, const char *buf, size_t len)
+{
+    nng_msg *m = data;
+    if (nng_msg_len(m) + len > TALLY_REPLY_BYTES_MAX)
+        return -1;
+    return nng_msg_append(m, buf, len) == 0 ? 0 : -1;
+}
+
+/* A fresh reply message and a packer writing into it. */
+static nng_msg *reply_begin(msgpack_packer *pk)
+{
+    nng_msg *m;
+    if (nng_msg_alloc(&m, 0) != 0)
+        return NULL;
+    msgpack_packer_init(pk, m, msg_write);
+    return m;
+}
+
+static void slot_recv(slot *s)
+{
+    s->state = SLOT_RECV;
+    nng_ctx_recv(s->ctx, s->aio);
+}
+
+/* Send reply (or, if it could not be built, an internal error) and free
+ * the request message the decoded request borrowed from. */
+static void slot_send(slot *s, nng_msg *reply)
+{
+    net_request_reset(&s->req);
+    if (s->msg) {
+        nng_msg_free(s->msg);
+        s->msg = NULL;
+    }
+    if (reply == NULL) {
+        net_log(NET_LOG_ERROR, "could not build a reply; the request gets none");
+        slot_recv(s);
+        return;
+    }
+    s->state = SLOT_SEND;
+    atomic_fetch_add(&s->srv->sends_in_flight, 1);
+    nng_aio_set_msg(s->aio, reply);
+    nng_ctx_send(s->ctx, s->aio);
+}
+
+static void slot_send_error(slot *s, int code, const char *detail)
+{
+    msgpack_packer pk;
+    nng_msg *m = reply_begin(&pk);
+    if (m && net_reply_error(&pk, code, detail) != 0) {
+        nng_msg_free(m);
+        m = NULL;
+    }
+    slot_send(s, m);
+}
+
+static void slot_send_read(slot *s)
+{
+    server *srv = s->srv;
+    store_txn t;
+    int rc = store_txn_begin(srv->st, NULL, true, &t);
+    if (rc != TALLY_ok) {
+        slot_send_error(s, rc, "cannot begin a read transaction");
+        return;
+    }
+    msgpack_packer pk;
+    nng_msg *m = reply_begin(&pk);
+    if (m && net_reply_read(&pk, &t, &s->req, wall_ms()) != 0) {
+        nng_msg_free(m);
+        m = NULL;
+    }
+    store_txn_abort(&t);
+    if (m == NULL) {
+        slot_send_error(s, TALLY_internal, "reply too large or read failed");
+        return;
+    }
+    slot_send(s, m);
+}
+
+static void slot_send_write(slot *s)
+{
+    msgpack_packer pk;
+    nng_msg *m = reply_begin(&pk);
+    if (m && net_reply_write(&pk, &s->req, s->outcomes, s->faults) != 0) {
+        nng_msg_free(m);
+        m = NULL;
+    }
+    slot_send(s, m);
+}
+
+/* ---- request handling (NNG callback thread) ---- */
+
+static bool log_read_would_wait(server *srv, const net_request *req)
+{
+    if (req->op->id != NET_OP_LOG_READ || req->read.wait_ms == 0)
+        return false;
+    pthread_mutex_lock(&srv->mu);
+    bool nothing_yet = !srv->stopping &&
+                       srv->head_seq < (req->read.from_seq ? req->read.from_seq : 1);
+    pthread_mutex_unlock(&srv->mu);
+    return nothing_yet;
+}
+
+static void slot_park(slot *s)
+{
+    server *srv = s->srv;
+    s->deadline_ms = mono_ms() + s->req.read.wait_ms;
+    pthread_mutex_lock(&srv->mu);
+    s->next = srv->waiters;
+    srv->waiters = s;
+    pthread_cond_signal(&srv->waiter_cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static void slot_enqueue_write(slot *s)
+{
+    server *srv = s->srv;
+    pthread_mutex_lock(&srv->mu);
+    int refuse = srv->stopping                              ? TALLY_shutting_down
+                 : srv->queued >= TALLY_QUEUE_REQUESTS_MAX ? TALLY_overloaded
+                                                           : TALLY_ok;
+    if (refuse == TALLY_ok) {
+        s->next = NULL;
+        if (srv->queue_tail)
+            srv->queue_tail->next = s;
+        else
+            srv->queue_head = s;
+        srv->queue_tail = s;
+        srv->queued++;
+        pthread_cond_signal(&srv->writer_cv);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (refuse != TALLY_ok)
+        slot_send_error(s, refuse, refuse == TALLY_overloaded ? "write queue full, retry later"
+                                                              : "server is stopping, retry later");
+}
+
+static void slot_handle(slot *s)
+{
+    s->state = SLOT_BUSY;
+    size_t len = nng_msg_len(s->msg);
+    if (len > TALLY_REQUEST_BYTES_MAX) {
+        slot_send_error(s, TALLY_request_too_large, "requests are at most 512 KiB");
+        return;
+    }
+    int rc = net_request_decode(&s->req, nng_msg_body(s->msg), len);
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_DEBUG, "refused request: %s (%s)", tally_strerror(rc), s->req.error_detail);
+        slot_send_error(s, rc, s->req.error_detail);
+        return;
+    }
+    if (s->req.op->write)
+        slot_enqueue_write(s);
+    else if (log_read_would_wait(s->srv, &s->req))
+        slot_park(s);
+    else
+        slot_send_read(s);
+}
+
+static void slot_callback(void *arg)
+{
+    slot *s = arg;
+    int rv = nng_aio_result(s->aio);
+    if (s->state == SLOT_SEND) {
+        if (rv != 0)
+            nng_msg_free(nng_aio_get_msg(s->aio));
+        atomic_fetch_sub(&s->srv->sends_in_flight, 1);
+        slot_recv(s);
+        return;
+    }
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return;
+    if (rv != 0) {
+        slot_recv(s);
+        return;
+    }
+    s->msg = nng_aio_get_msg(s->aio);
+    slot_handle(s);
+}
+
+/* ---- the writer: group commit ---- */
+
+static slot *queue_pop_fitting(server *srv, uint32_t commands_left)
+{
+    slot *s = srv->queue_head;
+    if (s == NULL || s->req.write_count > commands_left)
+        return NULL;
+    srv->queue_head = s->next;
+    if (srv->queue_head == NULL)
+        srv->queue_tail = NULL;
+    srv->queued--;
+    s->next = NULL;
+    return s;
+}
+
+static void apply_slot(store_txn *txn, slot *s, int64_t now_ms)
+{
+    for (uint32_t i = 0; i < s->req.write_count; i++) {
+        s->faults[i] = ledger_apply(txn, &s->req.writes[i], now_ms, &s->outcomes[i]);
+        if (s->faults[i] != TALLY_ok)
+            net_log(NET_LOG_WARN, "command not applied: %s", tally_strerror(s->faults[i]));
+    }
+}
+
+static void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq);
+
+/* Take queued writes while they fit the bounds; apply each. */
+static uint32_t fill_group(server *srv, store_txn *txn, int64_t now_ms, slot **group)
+{
+    uint32_t count = 0, commands = 0;
+    size_t bytes = 0;
+    int64_t started = mono_ms();
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        slot *s = srv->stopping && count > 0 ? NULL
+                                             : queue_pop_fitting(srv, TALLY_GROUP_COMMANDS_MAX - commands);
+        pthread_mutex_unlock(&srv->mu);
+        if (s == NULL)
+            break;
+        apply_slot(txn, s, now_ms);
+        group[count++] = s;
+        commands += s->req.write_count;
+        bytes += nng_msg_len(s->msg);
+        if (count == srv->slot_count || bytes >= TALLY_GROUP_BYTES_MAX ||
+            mono_ms() - started >= TALLY_GROUP_APPLY_MS_MAX)
+            break;
+    }
+    return count;
+}
+
+static int64_t commit_time(server *srv)
+{
+    int64_t now = wall_ms();
+    if (now <= srv->last_now_ms)
+        now = srv->last_now_ms; /* the clock stepped back: keep log times monotone */
+    srv->last_now_ms = now;
+    return now;
+}
+
+static void run_group(server *srv, slot **group)
+{
+    int64_t now = commit_time(srv);
+    store_txn txn;
+    int rc = store_txn_begin(srv->st, NULL, false, &txn);
+    log_head before = {0}, after = {0};
+    if (rc == TALLY_ok)
+        rc = log_head_get(&txn, &before);
+    if (rc == TALLY_ok)
+        rc = ledger_sweep(&txn, now, 0, NULL, NULL);
+    uint32_t n = 0;
+    if (rc == TALLY_ok) {
+        n = fill_group(srv, &txn, now, group);
+        rc = log_head_get(&txn, &after);
+        rc = rc == TALLY_ok ? store_txn_commit(&txn) : (store_txn_abort(&txn), rc);
+    } else {
+        store_txn_abort(&txn);
+        pthread_mutex_lock(&srv->mu); /* nothing applied: answer what is queued now */
+        while (n < srv->slot_count && (group[n] = queue_pop_fitting(srv, UINT32_MAX)))
+            n++;
+        pthread_mutex_unlock(&srv->mu);
+    }
+    if (rc != TALLY_ok)
+        net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));
+    for (uint32_t i = 0; i < n; i++) {
+        if (rc != TALLY_ok) /* nothing of this group is durable */
+            for (uint32_t j = 0; j < group[i]->req.write_count; j++)
+                group[i]->faults[j] = rc;
+        slot_send_write(group[i]);
+    }
+    if (rc == TALLY_ok) {
+        atomic_fetch_add(&srv->commits, 1);
+        pthread_mutex_lock(&srv->mu);
+        srv->head_seq = after.seq;
+        pthread_cond_broadcast(&srv->waiter_cv);
+        pthread_mutex_unlock(&srv->mu);
+        if (after.seq > before.seq)
+            publish_events(srv, before.seq + 1, after.seq);
+    }
+}
+
+/* Expire due holds and entitlements while no writes arrive. */
+static void idle_sweep(server *srv)
+{
+    int64_t now = commit_time(srv);
+    store_txn txn;
+    uint32_t expired = 0;
+    log_head before, after;
+    if (store_txn_begin(srv->st, NULL, false, &txn) != TALLY_ok)
+        return;
+    int rc = log_head_get(&txn, &before);
+    if (rc == TALLY_ok)
+        rc = ledger_sweep(&txn, now, 0, &expired, NULL);
+    if (rc == TALLY_ok)
+        rc = log_head_get(&txn, &after);
+    if (rc != TALLY_ok || expired == 0) {
+        store_txn_abort(&txn);
+        return;
+    }
+    if (store_txn_commit(&txn) != TALLY_ok)
+        return;
+    net_log(NET_LOG_DEBUG, "sweep expired %u", expired);
+    pthread_mutex_lock(&srv->mu);
+    srv->head_seq = after.seq;
+    pthread_cond_broadcast(&srv->waiter_cv);
+    pthread_mutex_unlock(&srv->mu);
+    publish_events(srv, before.seq + 1, after.seq);
+}
+
+static void refuse_queued(server *srv)
+{
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        slot *s = queue_pop_fitting(srv, UINT32_MAX);
+        pthread_mutex_unlock(&srv->mu);
+        if (s == NULL)
+            return;
+        slot_send_error(s, TALLY_shutting_down, "server is stopping, retry later");
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    server *srv = arg;
+    slot **group = calloc(srv->slot_count, sizeof(slot *));
+    if (group == NULL) {
+        net_log(NET_LOG_ERROR, "writer: out of memory");
+        abort();
+    }
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        bool timed_out = false;
+        while (srv->queue_head == NULL && !srv->stopping && !timed_out) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += IDLE_SWEEP_MS / 1000;
+            timed_out = pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &until) != 0;
+        }
+        bool stop = srv->stopping, work = srv->queue_head != NULL;
+        pthread_mutex_unlock(&srv->mu);
+        if (work)
+            run_group(srv, group); /* when stopping: this group is finished and answered */
+        else if (timed_out)
+            idle_sweep(srv);
+        if (stop)
+            break;
+    }
+    refuse_queued(srv);
+    free(group);
+    return NULL;
+}
+
+/* ---- publishing ---- */
+
+typedef struct publish_ctx {
+    server *srv;
+    uint64_t sent;
+} publish_ctx;
+
+static int publish_one(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    (void)seq;
+    publish_ctx *p = ctx;
+    nng_msg *m;
+    if (nng_msg_alloc(&m, len) != 0)
+        return 0;
+    memcpy(nng_msg_body(m), bytes, len);
+    if (nng_sendmsg(p->srv->pub, m, NNG_FLAG_NONBLOCK) != 0)
+        nng_msg_free(m); /* PUB drops for slow readers; subscribers fill gaps by seq */
+    else
+        p->sent++;
+    return 0;
+}
+
+static void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq)
+{
+    if (!srv->has_pub)
+        return;
+    store_txn t;
+    if (store_txn_begin(srv->st, NULL, true, &t) != TALLY_ok)
+        return;
+    publish_ctx p = {srv, 0};
+    uint64_t count = to_seq - from_seq + 1;
+    log_read(&t, from_seq, count < TALLY_PUBLISH_EVENTS_MAX ? count : TALLY_PUBLISH_EVENTS_MAX,
+             publish_one, &p);
+    store_txn_abort(&t);
+}
+
+/* ---- long-poll waiters ---- */
+
+/* Remove and return a waiter that is ready (events or deadline), or NULL;
+ * *next_deadline gets the earliest remaining deadline. Called under mu. */
+static slot *take_ready_waiter(server *srv, int64_t now, int64_t *next_deadline)
+{
+    *next_deadline = INT64_MAX;
+    for (slot **p = &srv->waiters; *p; p = &(*p)->next) {
+        slot *s = *p;
+        uint64_t from = s->req.read.from_seq ? s->req.read.from_seq : 1;
+        if (srv->stopping || srv->head_seq >= from || s->deadline_ms <= now) {
+            *p = s->next;
+            s->next = NULL;
+            return s;
+        }
+        if (s->deadline_ms < *next_deadline)
+            *next_deadline = s->deadline_ms;
+    }
+    return NULL;
+}
+
+static void *waiter_main(void *arg)
+{
+    server *srv = arg;
+    pthread_mutex_lock(&srv->mu);
+    for (;;) {
+        int64_t next_deadline;
+        slot *s = take_ready_waiter(srv, mono_ms(), &next_deadline);
+        if (s) {
+            pthread_mutex_unlock(&srv->mu);
+            slot_send_read(s);
+            pthread_mutex_lock(&srv->mu);
+            continue;
+        }
+        if (srv->stopping && srv->waiters == NULL)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t wait = next_deadline == INT64_MAX ? 1000 : next_deadline - mono_ms();
+        if (wait < 1)
+            wait = 1;
+        until.tv_sec += wait / 1000;
+        until.tv_nsec += (wait % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&srv->waiter_cv, &srv->mu, &until);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static int open_sockets(server *srv)
+{
+    const net_server_options *opt = srv->opt;
+    int rv = nng_rep0_open(&srv->rep);
+    if (rv == 0)
+        rv = nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ, RECV_HARD_LIMIT_BYTES);
+    for (unsigned i = 0; rv == 0 && i < opt->listen_count; i++) {
+        rv = nng_listen(srv->rep, opt->listen_urls[i], &srv->listeners[i], 0);
+        if (rv != 0)
+            net_log(NET_LOG_ERROR, "cannot listen on %s: %s", opt->listen_urls[i], nng_strerror(rv));
+        else
+            srv->listener_count++;
+    }
+    if (rv == 0 && opt->publish_url && *opt->publish_url) {
+        rv = nng_pub0_open(&srv->pub);
+        if (rv == 0)
+            srv->has_pub = true;
+        if (rv == 0 && (rv = nng_listen(srv->pub, opt->publish_url, NULL, 0)) != 0)
+            net_log(NET_LOG_ERROR, "cannot publish on %s: %s", opt->publish_url, nng_strerror(rv));
+    }
+    return rv;
+}
+
+static int open_slots(server *srv)
+{
+    srv->slot_count = srv->opt->contexts;
+    srv->slots = calloc(srv->slot_count, sizeof(slot));
+    if (srv->slots == NULL)
+        return NNG_ENOMEM;
+    for (unsigned i = 0; i < srv->slot_count; i++) {
+        slot *s = &srv->slots[i];
+        s->srv = srv;
+        net_request_init(&s->req);
+        int rv = nng_aio_alloc(&s->aio, slot_callback, s);
+        if (rv == 0)
+            rv = nng_ctx_open(&s->ctx, srv->rep);
+        if (rv != 0)
+            return rv;
+    }
+    for (unsigned i = 0; i < srv->slot_count; i++)
+        slot_recv(&srv->slots[i]);
+    return 0;
+}
+
+static void close_everything(server *srv)
+{
+    for (unsigned i = 0; i < srv->listener_count; i++)
+        nng_listener_close(srv->listeners[i]);
+    int64_t until = mono_ms() + SHUTDOWN_SEND_WAIT_MS;
+    while (atomic_load(&srv->sends_in_flight) > 0 && mono_ms() < until)
+        usleep(5000);
+    nng_close(srv->rep);
+    for (unsigned i = 0; srv->slots && i < srv->slot_count; i++) {
+        if (srv->slots[i].aio) {
+            nng_aio_stop(srv->slots[i].aio);
+            nng_aio_free(srv->slots[i].aio);
+        }
+        net_request_reset(&srv->slots[i].req);
+        if (srv->slots[i].msg)
+            nng_msg_free(srv->slots[i].msg);
+    }
+    free(srv->slots);
+    if (srv->has_pub)
+        nng_close(srv->pub);
+    store_close(srv->st);
+}
+
+static int open_store(server *srv)
+{
+    store_options so = {.path = srv->opt->data_dir, .map_size_bytes = srv->opt->map_size_bytes};
+    int rc = store_open(&so, &srv->st);
+    if (rc == TALLY_store_locked) {
+        net_log(NET_LOG_ERROR, "%s is in use by another tallyd (lock %s/tally.lock held)",
+                srv->opt->data_dir, srv->opt->data_dir);
+        return rc;
+    }
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_ERROR, "cannot open store %s: %s", srv->opt->data_dir, tally_strerror(rc));
+        return rc;
+    }
+    store_txn t;
+    log_head head = {0};
+    rc = store_txn_begin(srv->st, NULL, true, &t);
+    if (rc == TALLY_ok) {
+        rc = log_head_get(&t, &head);
+        store_txn_abort(&t);
+    }
+    srv->head_seq = head.seq;
+    return rc;
+}
+
+int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
+{
+    server *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL)
+        return 1;
+    srv->opt = opt;
+    pthread_mutex_init(&srv->mu, NULL);
+    pthread_cond_init(&srv->writer_cv, NULL);
+    pthread_cond_init(&srv->waiter_cv, NULL);
+    if (open_store(srv) != TALLY_ok) {
+        free(srv);
+        return 1;
+    }
+    pthread_t writer, waiter;
+    int rv = open_sockets(srv);
+    if (rv == 0)
+        rv = open_slots(srv);
+    if (rv != 0) {
+        net_log(NET_LOG_ERROR, "cannot start: %s", nng_strerror(rv));
+        close_everything(srv);
+        free(srv);
+        return 1;
+    }
+    pthread_create(&writer, NULL, writer_main, srv);
+    pthread_create(&waiter, NULL, waiter_main, srv);
+    net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu)%s%s", opt->data_dir,
+            opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
+            srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "");
+    while (!*stop)
+        usleep(20000);
+    net_log(NET_LOG_INFO, "stopping: finishing the group in progress");
+    pthread_mutex_lock(&srv->mu);
+    srv->stopping = true;
+    pthread_cond_broadcast(&srv->writer_cv);
+    pthread_cond_broadcast(&srv->waiter_cv);
+    pthread_mutex_unlock(&srv->mu);
+    pthread_join(writer, NULL);
+    pthread_join(waiter, NULL);
+    close_everything(srv);
+    net_log(NET_LOG_INFO, "stopped cleanly after %llu commits",
+            (unsigned long long)atomic_load(&srv->commits));
+    free(srv);
+    return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * server.h — tallyd's engine: NNG REP contexts, the group-commit writer,
+ * long-poll waiters and the PUB publisher over one store.
+ *
+ * Threads: NNG's callback threads decode requests and answer reads (each in
+ * its own read-only transaction, never waiting for the writer); one writer
+ * thread applies queued writes in groups, commits once per group, then
+ * replies and publishes; one waiter thread finishes long-polls. Replies to
+ * writes are sent only after their group's commit returned.
+ */
+#ifndef TALLY_NET_SERVER_H
+#define TALLY_NET_SERVER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NET_LISTEN_URLS_MAX 8
+
+typedef enum net_log_level { NET_LOG_ERROR, NET_LOG_WARN, NET_LOG_INFO, NET_LOG_DEBUG } net_log_level;
+
+typedef struct net_server_options {
+    const char *data_dir;
+    const char *listen_urls[NET_LISTEN_URLS_MAX];
+    unsigned listen_count;
+    const char *publish_url;   /* NULL or "" = no PUB socket */
+    uint64_t map_size_bytes;
+    net_log_level log_level;
+    unsigned contexts;         /* REP contexts in flight */
+} net_server_options;
+
+/* Run until *stop becomes non-zero (set it from a signal handler), then
+ * stop taking requests, finish and answer the group in progress, refuse
+ * what is still queued with shutting_down, close the store. Returns 0 on a
+ * clean stop, 1 when the server could not start (message on stderr). */
+int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop);
+
+void net_log(net_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void net_log_set_level(net_log_level level);
+
+#endif

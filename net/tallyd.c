@@ -1,0 +1,152 @@
+/*
+ * tallyd.c — the tally server: options, signals, and net_server_run.
+ */
+#include "config.h"
+
+#include "common/limits.h"
+#include "net/protocol.h"
+#include "net/server.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TALLYD_DATA_DEFAULT "./tally-data"
+#define TALLYD_LISTEN_DEFAULT "tcp://127.0.0.1:7450"
+#define TALLYD_PUBLISH_DEFAULT "tcp://127.0.0.1:7451"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tallyd [--data DIR] [--listen URL]... [--publish URL] [--map-size-mb N]\n"
+            "              [--log-level L] [--contexts N] [--help] [--version]\n"
+            "\n"
+            "The tally ledger and entitlement server.\n"
+            "\n"
+            "  --data DIR        store directory, created if missing (default %s)\n"
+            "  --listen URL      NNG request/reply endpoint; repeat for several\n"
+            "                    (default %s)\n"
+            "  --publish URL     NNG PUB endpoint for committed events; \"none\" disables\n"
+            "                    (default %s)\n"
+            "  --map-size-mb N   LMDB map size in MiB, %d..%d (default %d)\n"
+            "  --log-level L     error, warn, info or debug (default info); logs go to stderr\n"
+            "  --contexts N      requests served concurrently, 1..%d (default %d)\n"
+            "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
+            "  --help, --version\n"
+            "\n"
+            "SIGTERM or SIGINT: stop taking requests, finish and answer the group being\n"
+            "committed, close the store cleanly. Only one tallyd may use a data directory.\n",
+            TALLYD_DATA_DEFAULT, TALLYD_LISTEN_DEFAULT, TALLYD_PUBLISH_DEFAULT,
+            (int)(TALLY_MAP_SIZE_BYTES_MIN >> 20), (int)(TALLY_MAP_SIZE_BYTES_MAX >> 20),
+            (int)(TALLY_MAP_SIZE_BYTES_DEFAULT >> 20), TALLY_CONTEXTS_MAX, TALLY_CONTEXTS_DEFAULT);
+}
+
+static bool parse_number(const char *text, unsigned long long min, unsigned long long max,
+                         unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_level(const char *text, net_log_level *out)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(text, names[i]) == 0) {
+            *out = (net_log_level)i;
+            return true;
+        }
+    return false;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "tallyd: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'tallyd --help'.\n");
+    return 2;
+}
+
+enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS };
+
+static int parse_options(int argc, char **argv, net_server_options *opt)
+{
+    static const struct option opts[] = {
+        {"data", required_argument, NULL, 'd'},    {"listen", required_argument, NULL, 'l'},
+        {"publish", required_argument, NULL, 'p'}, {"map-size-mb", required_argument, NULL, 'm'},
+        {"log-level", required_argument, NULL, 'L'}, {"contexts", required_argument, NULL, OPT_CONTEXTS},
+        {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+        {"protocol-reference", no_argument, NULL, OPT_PROTOCOL_REFERENCE},
+        {NULL, 0, NULL, 0}};
+    unsigned long long n;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': opt->data_dir = optarg; break;
+        case 'l':
+            if (opt->listen_count == NET_LISTEN_URLS_MAX)
+                return usage_error("at most 8 --listen URLs%s", "");
+            opt->listen_urls[opt->listen_count++] = optarg;
+            break;
+        case 'p': opt->publish_url = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
+        case 'm':
+            if (!parse_number(optarg, TALLY_MAP_SIZE_BYTES_MIN >> 20, TALLY_MAP_SIZE_BYTES_MAX >> 20, &n))
+                return usage_error("--map-size-mb: not a size in range: %s", optarg);
+            opt->map_size_bytes = (uint64_t)n << 20;
+            break;
+        case 'L':
+            if (!parse_level(optarg, &opt->log_level))
+                return usage_error("--log-level: expected error, warn, info or debug, got %s", optarg);
+            break;
+        case OPT_CONTEXTS:
+            if (!parse_number(optarg, 1, TALLY_CONTEXTS_MAX, &n))
+                return usage_error("--contexts: not a count in range: %s", optarg);
+            opt->contexts = (unsigned)n;
+            break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("tallyd %s\n", PACKAGE_VERSION); return 0;
+        case OPT_PROTOCOL_REFERENCE: net_protocol_reference(stdout); return 0;
+        default: return usage_error("unknown option%s", "");
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument: %s", argv[optind]);
+    if (opt->listen_count == 0)
+        opt->listen_urls[opt->listen_count++] = TALLYD_LISTEN_DEFAULT;
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    net_server_options opt = {.data_dir = TALLYD_DATA_DEFAULT,
+                              .publish_url = TALLYD_PUBLISH_DEFAULT,
+                              .log_level = NET_LOG_INFO,
+                              .contexts = TALLY_CONTEXTS_DEFAULT};
+    int rc = parse_options(argc, argv, &opt);
+    if (rc >= 0)
+        return rc;
+    net_log_set_level(opt.log_level);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return net_server_run(&opt, &stop_requested);
+}

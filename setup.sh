@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# setup.sh — install what tally needs, build it, and run it or its tests.
+#
+#   ./setup.sh            install dependencies (as root, via apt-get) and build
+#   ./setup.sh run [ARGS] ... then run the main program on its defaults
+#   ./setup.sh test       ... then run the whole test suite (make check)
+#
+# The build lives in ./build (an out-of-tree autotools build). Running this
+# twice is harmless: packages already present are not reinstalled, and
+# autoreconf/configure run only when their inputs changed.
+set -euo pipefail
+cd "$(dirname "$0")"
+top=$(pwd)
+
+packages=(build-essential autoconf automake libtool pkg-config
+          liblmdb-dev lmdb-utils libnng-dev nng-utils libmsgpack-dev check
+          libmbedtls-dev libjansson-dev)
+
+install_dependencies() {
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup.sh: missing packages: ${missing[*]}" >&2
+        echo "setup.sh: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "setup.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+build() {
+    if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Makefile.in ]; then
+        autoreconf -fi
+    fi
+    mkdir -p build
+    if [ ! -f build/Makefile ] || [ configure -nt build/config.status ]; then
+        (cd build && "$top/configure" --enable-werror)
+    fi
+    make -C build -j"$(nproc)"
+}
+
+command=${1:-build}
+[ $# -gt 0 ] && shift
+install_dependencies
+build
+case "$command" in
+    build) ;;
+    run) exec "$top/build/tally-demo" "$@" ;;
+    test) make -C build -j"$(nproc)" check ;;
+    *) echo "usage: ./setup.sh [build|run|test]" >&2; exit 2 ;;
+esac
