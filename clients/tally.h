@@ -1,0 +1,278 @@
+/*
+ * tally.h — libtally, the C client of tallyd.
+ *
+ * Every write carries an idempotency key under the client's consumer name.
+ * Retries (after a timeout, `overloaded`, `shutting_down` or while the
+ * server is unreachable) resend the same request with the same key, so a
+ * write takes effect at most once however often it is sent; a lost reply is
+ * answered from the server's inbox (result.replayed). When the caller gives
+ * no key, the library generates one (UUIDv7 text, time-ordered) once per
+ * call and reports it in result.key, so the caller can retry by hand too.
+ *
+ * Thread safety: one tally_client may be used by any number of threads at
+ * once (each call uses its own NNG context). A tally_batch belongs to one
+ * thread until sent.
+ *
+ * Return codes: every function returns an int from the tally error enum
+ * (error.h, names by tally_strerror):
+ *   TALLY_ok            the server answered and the operation succeeded;
+ *   a business or validation code (e.g. TALLY_exceeds_credits): the server
+ *                       answered with that rejection (stored: retrying the
+ *                       same key returns it again);
+ *   a request code (e.g. TALLY_wrong_type): the request was refused as
+ *                       malformed; nothing stored;
+ *   TALLY_timed_out     no answer within timeout_ms after every retry: the
+ *                       write may or may not have been applied — retry with
+ *                       the same key (result.key) to find out;
+ *   TALLY_unreachable   no connection to the server could be made;
+ *   TALLY_overloaded, TALLY_shutting_down, TALLY_storage_full, ...: server
+ *                       faults still present after the retries;
+ *   TALLY_invalid_argument  a bad argument (NULL, string too long) — nothing
+ *                       was sent;
+ *   TALLY_out_of_memory.
+ * Results and read outputs are filled only when the server answered.
+ */
+#ifndef TALLY_H
+#define TALLY_H
+
+#include "error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_CLIENT_KEY_BYTES_MAX 128
+#define TALLY_CLIENT_CHAIN_MAX 32
+#define TALLY_CLIENT_BATCH_MAX 1000
+
+/* ---- the client ---- */
+
+typedef struct tally_client tally_client;
+
+typedef struct tally_client_options {
+    const char *url;      /* NULL: $TALLY_URL, else "tcp://127.0.0.1:7450" */
+    const char *consumer; /* NULL: $TALLY_CONSUMER, else "default"; 1-64 bytes */
+    uint32_t timeout_ms;  /* per attempt; 0 = 5000 */
+    uint32_t retries;     /* extra attempts after a retryable failure; default 3 when
+                             retries_set is false */
+    bool retries_set;     /* use retries as given (0 = no retry) */
+    uint32_t backoff_ms;  /* wait before the first retry, doubled each time; 0 = 50 */
+} tally_client_options;
+
+/* Create a client and start connecting (in the background: an absent
+ * server is not an error here). Returns TALLY_ok, TALLY_invalid_argument
+ * (bad URL or consumer), TALLY_out_of_memory. */
+int tally_client_open(const tally_client_options *options, tally_client **out);
+
+/* Close the client; no call may be in progress. NULL is allowed. */
+void tally_client_close(tally_client *client);
+
+/* ---- ids and keys ---- */
+
+typedef struct tally_uuid {
+    uint8_t bytes[16];
+} tally_uuid;
+
+/* A new UUIDv7 (time-ordered). Returns TALLY_ok or TALLY_io_error. */
+int tally_uuid_v7(tally_uuid *out);
+/* 36-character text form with dashes, NUL-terminated (37 bytes). */
+void tally_uuid_format(const tally_uuid *id, char out[37]);
+/* Parse 32 hex digits, with or without dashes. Returns TALLY_ok or
+ * TALLY_invalid_argument. */
+int tally_uuid_parse(const char *text, tally_uuid *out);
+/* The transfer id a key stands for: the first 16 bytes of
+ * SHA-256("tally.transfer-id.v1" || consumer || 0x00 || key). Lets a tool
+ * derive the id from the key so that a retry with the same key is the same
+ * transfer. */
+void tally_uuid_from_key(const char *consumer, const char *key, tally_uuid *out);
+
+/* ---- write results ---- */
+
+typedef struct tally_result {
+    int code;           /* TALLY_ok or the rejection / fault */
+    bool replayed;      /* answered from the inbox: an earlier attempt applied it */
+    uint64_t seq;       /* first event caused, 0 if none */
+    uint32_t events;    /* number of events caused */
+    char key[TALLY_CLIENT_KEY_BYTES_MAX + 1]; /* the key used (given or generated) */
+    uint32_t chain_count;                     /* chains: member codes */
+    int chain_codes[TALLY_CLIENT_CHAIN_MAX];
+    int failed_index;                         /* chains: failing member, -1 if none */
+} tally_result;
+
+/* ---- writes (key NULL: generate one) ---- */
+
+#define TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS 1u
+#define TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS 2u
+#define TALLY_TRANSFER_PENDING 1u
+
+typedef struct tally_account_open_args {
+    uint64_t id;
+    uint32_t ledger;
+    uint16_t code;
+    uint16_t flags;
+} tally_account_open_args;
+
+typedef struct tally_transfer_args {
+    tally_uuid id;
+    uint64_t debit_account_id;
+    uint64_t credit_account_id;
+    int64_t amount;
+    uint32_t ledger;
+    uint16_t code;
+    uint16_t flags;     /* TALLY_TRANSFER_PENDING for a hold */
+    uint32_t timeout_s; /* holds: 0 = never expires */
+} tally_transfer_args;
+
+typedef struct tally_entitlement_args {
+    const char *subject;
+    const char *feature;
+    int64_t valid_until_ms; /* 0 = not given */
+    int64_t duration_ms;    /* 0 = not given; grant with neither = for life */
+    bool has_source_order;
+    uint64_t source_order;
+    bool has_grant_transfer;
+    tally_uuid grant_transfer_id;
+} tally_entitlement_args;
+
+int tally_account_open(tally_client *c, const char *key, const tally_account_open_args *a,
+                       tally_result *out);
+int tally_transfer(tally_client *c, const char *key, const tally_transfer_args *t,
+                   tally_result *out);
+/* amount 0 posts the full held amount. */
+int tally_post(tally_client *c, const char *key, const tally_uuid *pending_id, int64_t amount,
+               tally_result *out);
+int tally_void(tally_client *c, const char *key, const tally_uuid *pending_id, tally_result *out);
+int tally_grant(tally_client *c, const char *key, const tally_entitlement_args *e,
+                tally_result *out);
+int tally_extend(tally_client *c, const char *key, const tally_entitlement_args *e,
+                 tally_result *out);
+int tally_revoke(tally_client *c, const char *key, const tally_entitlement_args *e,
+                 tally_result *out);
+
+/* ---- batches and atomic chains ----
+ * A batch holds up to TALLY_CLIENT_BATCH_MAX independent writes, each with
+ * its own key and result; a chain (atomic) up to TALLY_CLIENT_CHAIN_MAX
+ * writes applied all-or-nothing under one key. Add functions return
+ * TALLY_ok, TALLY_too_many_operations or TALLY_invalid_argument; in a chain
+ * the member key is ignored. */
+
+typedef struct tally_batch tally_batch;
+
+tally_batch *tally_batch_new(bool atomic);
+void tally_batch_free(tally_batch *b);
+size_t tally_batch_count(const tally_batch *b);
+int tally_batch_account_open(tally_batch *b, const char *key, const tally_account_open_args *a);
+int tally_batch_transfer(tally_batch *b, const char *key, const tally_transfer_args *t);
+int tally_batch_post(tally_batch *b, const char *key, const tally_uuid *pending_id, int64_t amount);
+int tally_batch_void(tally_batch *b, const char *key, const tally_uuid *pending_id);
+int tally_batch_grant(tally_batch *b, const char *key, const tally_entitlement_args *e);
+int tally_batch_extend(tally_batch *b, const char *key, const tally_entitlement_args *e);
+int tally_batch_revoke(tally_batch *b, const char *key, const tally_entitlement_args *e);
+
+/* Send a batch: results[i] (capacity >= tally_batch_count) gets member i's
+ * result; key is ignored. Send a chain: results[0] gets the chain's result
+ * under key (NULL: generated). Members without a key get generated keys
+ * when added. The same batch may be sent again: same keys, so a resend is
+ * a retry. Returns TALLY_ok when the server answered (per-member codes in
+ * results), else a transport fault. */
+int tally_batch_send(tally_client *c, tally_batch *b, const char *key, tally_result *results,
+                     size_t results_capacity);
+
+/* ---- reads ---- */
+
+typedef struct tally_account {
+    uint64_t id;
+    uint32_t ledger;
+    uint16_t code;
+    uint16_t flags;
+    int64_t debits_posted, credits_posted, debits_pending, credits_pending;
+    uint64_t version;
+    uint64_t created_seq;
+} tally_account;
+
+typedef struct tally_transfer_info {
+    tally_uuid id;
+    uint64_t debit_account_id, credit_account_id;
+    int64_t amount;
+    uint32_t ledger;
+    uint16_t code, flags;
+    char state[24]; /* posted, pending, pending_posted, pending_voided, pending_expired */
+    uint32_t timeout_s;
+    int64_t expires_at_ms, posted_amount;
+    uint64_t version, created_seq, resolved_seq;
+    int64_t created_ms;
+} tally_transfer_info;
+
+typedef struct tally_entitlement {
+    char subject[129];
+    char feature[65];
+    char state[16];          /* active, revoked, expired (evaluated at the server's now) */
+    bool lifetime;
+    int64_t valid_until_ms;  /* 0 when lifetime */
+    uint64_t version;
+    bool has_source_order;
+    uint64_t source_order;
+    int64_t granted_ms, updated_ms;
+} tally_entitlement;
+
+typedef struct tally_history_entry {
+    uint64_t seq;
+    char type[32];
+    int64_t time_ms;
+    tally_transfer_info transfer;
+    tally_account account; /* this account right after the event */
+} tally_history_entry;
+
+/* An event from the log, decoded (docs/EVENTS.md). raw is a malloc'd copy
+ * of the event's bytes, freed by tally_events_release. */
+typedef struct tally_event {
+    uint64_t seq;
+    tally_uuid id;
+    char type[32];
+    char entity_kind[16];
+    uint64_t entity_version;
+    int64_t time_ms;
+    char consumer[65];
+    char key[TALLY_CLIENT_KEY_BYTES_MAX + 1];
+    const uint8_t *raw; /* the event's msgpack bytes (hash-chained) */
+    size_t raw_len;
+} tally_event;
+
+typedef struct tally_stats {
+    uint64_t head_seq, first_seq, accounts, transfers, entitlements, inbox, events;
+    uint64_t map_used_bytes, map_size_bytes;
+} tally_stats;
+
+/* TALLY_ok, TALLY_not_found, or a fault. */
+int tally_account_get(tally_client *c, uint64_t id, tally_account *out);
+int tally_transfer_get(tally_client *c, const tally_uuid *id, tally_transfer_info *out);
+int tally_entitlement_get(tally_client *c, const char *subject, const char *feature,
+                          tally_entitlement *out);
+/* Up to capacity entitlements of subject; *count gets how many. */
+int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,
+                           size_t capacity, size_t *count);
+/* History page: after_seq 0 = from the start (or, reverse, from the end);
+ * *next = seq to pass as after_seq for the next page, 0 when no more. */
+int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint32_t limit,
+                          bool reverse, tally_history_entry *out, size_t capacity,
+                          size_t *count, uint64_t *next);
+/* Events from from_seq, at most limit (<= capacity); wait_ms > 0 waits for a
+ * first event. raw pointers stay valid until tally_events_release(events). */
+int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t wait_ms,
+                   tally_event *out, size_t capacity, size_t *count, uint64_t *head_seq);
+void tally_events_release(tally_event *events, size_t count);
+int tally_stats_get(tally_client *c, tally_stats *out);
+
+/* Send a raw msgpack request and receive the raw reply (malloc'd; free()
+ * it). For tools and tests. Retries like every other call. */
+int tally_request_raw(tally_client *c, const void *request, size_t len, void **reply,
+                      size_t *reply_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,139 @@
+/*
+ * check_protocol_doc.c — docs/PROTOCOL.md is the wire contract, so test it:
+ *   - the generated reference section equals `tallyd --protocol-reference`
+ *     (the op table and error enum the server actually uses);
+ *   - every ```example block, sent in order to a real tallyd on an empty
+ *     store, gets exactly the documented reply ("..": any byte).
+ */
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DOC_BYTES_MAX (1 << 20)
+#define EXAMPLE_BYTES_MAX 4096
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *buf = malloc(DOC_BYTES_MAX + 1);
+    size_t n = fread(buf, 1, DOC_BYTES_MAX, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static char *protocol_doc(void)
+{
+    const char *docs = getenv("TALLY_DOCS");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/PROTOCOL.md", docs && *docs ? docs : "docs");
+    return read_file(path);
+}
+
+START_TEST(reference_matches_server_tables)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "%s --protocol-reference", tallyd_program("tallyd"));
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char *generated = malloc(DOC_BYTES_MAX + 1);
+    size_t n = fread(generated, 1, DOC_BYTES_MAX, p);
+    generated[n] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+    ck_assert_int_gt((int)n, 1000);
+    char *doc = protocol_doc();
+    ck_assert_msg(strstr(doc, generated) != NULL,
+                  "docs/PROTOCOL.md's reference differs from `tallyd --protocol-reference`; "
+                  "paste its output between the generated markers");
+    free(doc);
+    free(generated);
+}
+END_TEST
+
+/* Parse "xx xx .. xx" into bytes; wildcard[i] marks "..". */
+static size_t parse_hex_line(const char *line, uint8_t *out, bool *wildcard)
+{
+    size_t n = 0;
+    for (const char *p = line; *p && *p != '\n';) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        ck_assert_msg(n < EXAMPLE_BYTES_MAX, "example too long");
+        if (p[0] == '.' && p[1] == '.') {
+            wildcard[n] = true;
+            out[n++] = 0;
+        } else {
+            unsigned v;
+            ck_assert_msg(sscanf(p, "%2x", &v) == 1, "bad hex near: %.20s", p);
+            wildcard[n] = false;
+            out[n++] = (uint8_t)v;
+        }
+        p += 2;
+    }
+    return n;
+}
+
+static void send_and_compare(nng_socket s, int index, const uint8_t *req, size_t req_len,
+                             const uint8_t *want, const bool *wild, size_t want_len)
+{
+    ck_assert_int_eq(nng_send(s, (void *)req, req_len, 0), 0);
+    void *buf;
+    size_t len;
+    ck_assert_int_eq(nng_recv(s, &buf, &len, NNG_FLAG_ALLOC), 0);
+    const uint8_t *got = buf;
+    ck_assert_msg(len == want_len, "example %d: reply is %zu bytes, doc says %zu", index, len,
+                  want_len);
+    for (size_t i = 0; i < len; i++)
+        ck_assert_msg(wild[i] || got[i] == want[i],
+                      "example %d: reply byte %zu is %02x, doc says %02x", index, i, got[i],
+                      want[i]);
+    nng_free(buf, len);
+}
+
+START_TEST(examples_get_documented_replies)
+{
+    tallyd_proc p = {0};
+    tallyd_start(&p);
+    nng_socket s;
+    ck_assert_int_eq(nng_req0_open(&s), 0);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000);
+    ck_assert_int_eq(nng_dial(s, p.url, NULL, 0), 0);
+    char *doc = protocol_doc();
+    static uint8_t req[EXAMPLE_BYTES_MAX], want[EXAMPLE_BYTES_MAX];
+    static bool req_wild[EXAMPLE_BYTES_MAX], want_wild[EXAMPLE_BYTES_MAX];
+    int count = 0;
+    for (char *block = strstr(doc, "```example\n"); block; block = strstr(block, "```example\n")) {
+        block += strlen("```example\n");
+        ck_assert_msg(block[0] == '>' && block[1] == ' ', "example %d: no '> ' line", count);
+        size_t req_len = parse_hex_line(block + 2, req, req_wild);
+        char *reply_line = strchr(block, '\n') + 1;
+        ck_assert_msg(reply_line[0] == '<' && reply_line[1] == ' ', "example %d: no '< ' line", count);
+        size_t want_len = parse_hex_line(reply_line + 2, want, want_wild);
+        send_and_compare(s, count, req, req_len, want, want_wild, want_len);
+        count++;
+    }
+    ck_assert_int_ge(count, 20);
+    free(doc);
+    nng_close(s);
+    ck_assert_int_eq(tallyd_stop(&p), 0);
+    tallyd_cleanup(&p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("protocol_doc");
+    TCase *tc = tcase_create("doc");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, reference_matches_server_tables);
+    tcase_add_test(tc, examples_get_documented_replies);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}

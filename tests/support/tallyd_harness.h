@@ -1,0 +1,38 @@
+/*
+ * tallyd_harness.h — start and stop a real tallyd for integration tests,
+ * like Redis's start_server: a temp data directory, ipc:// endpoints inside
+ * it, the binary from $TALLYD (set by `make check`) or ./tallyd.
+ */
+#ifndef TALLY_TALLYD_HARNESS_H
+#define TALLY_TALLYD_HARNESS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+typedef struct tallyd_proc {
+    char dir[256];        /* temp dir; data in dir/data */
+    char data_dir[300];
+    char url[320];        /* ipc://dir/req.sock */
+    char pub_url[320];    /* ipc://dir/pub.sock */
+    char log_path[320];   /* tallyd's stderr */
+    pid_t pid;
+    unsigned map_size_mb; /* 0 = default */
+    const char *extra_args[8]; /* more tallyd options, NULL-terminated */
+} tallyd_proc;
+
+/* Make the temp dir and start tallyd; waits until it answers `stats`.
+ * Fails the Check test if it does not start within 10 s. */
+void tallyd_start(tallyd_proc *p);
+/* Start again on the same directory (after a stop or kill). */
+void tallyd_restart(tallyd_proc *p);
+/* SIGTERM and wait; returns the exit status (0 = clean). */
+int tallyd_stop(tallyd_proc *p);
+/* SIGKILL and reap. */
+void tallyd_kill(tallyd_proc *p);
+/* Stop if running and remove the temp dir. */
+void tallyd_cleanup(tallyd_proc *p);
+
+/* Path of a built program: $name_upper env var, else ./name (e.g. "tally"). */
+const char *tallyd_program(const char *name);
+
+#endif
