@@ -2,7 +2,8 @@
 # setup.sh — install what tally needs, build it, and run it or its tests.
 #
 #   ./setup.sh            install dependencies (as root, via apt-get) and build
-#   ./setup.sh run [ARGS] ... then run the main program on its defaults
+#   ./setup.sh run [ARGS] ... then run tallyd on its defaults (./tally-data,
+#                         tcp://127.0.0.1:7450, events on tcp://127.0.0.1:7451)
 #   ./setup.sh test       ... then run the whole test suite (make check)
 #
 # The build lives in ./build (an out-of-tree autotools build). Running this
@@ -51,7 +52,7 @@ install_dependencies
 build
 case "$command" in
     build) ;;
-    run) exec "$top/build/tally-demo" "$@" ;;
+    run) exec "$top/build/tallyd" "$@" ;;
     test) make -C build -j"$(nproc)" check ;;
     *) echo "usage: ./setup.sh [build|run|test]" >&2; exit 2 ;;
 esac
