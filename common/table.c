@@ -4,11 +4,21 @@
 #include "common/table.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* An entry is key_len (1 byte) | key | padding | value, the value at an
+ * offset aligned for any type a caller stores (max_align_t). */
+#define VALUE_ALIGN _Alignof(max_align_t)
+
+static size_t value_offset(size_t key_len)
+{
+    return (1 + key_len + VALUE_ALIGN - 1) & ~(VALUE_ALIGN - 1);
+}
+
 typedef struct slot {
-    uint8_t *entry; /* key_len (1 byte) | key | value; NULL empty */
+    uint8_t *entry; /* see above; NULL empty */
     bool tomb;
 } slot;
 
@@ -85,7 +95,7 @@ void *table_find(const table *t, const void *key, size_t len)
         return NULL;
     slot *free_slot;
     slot *s = probe(t, key, len, &free_slot);
-    return s ? s->entry + 1 + s->entry[0] : NULL;
+    return s ? s->entry + value_offset(s->entry[0]) : NULL;
 }
 
 static int grow(table *t)
@@ -121,10 +131,11 @@ void *table_upsert(table *t, const void *key, size_t len, int *inserted)
     slot *free_slot;
     slot *s = probe(t, key, len, &free_slot);
     if (s)
-        return s->entry + 1 + s->entry[0];
-    uint8_t *e = calloc(1, 1 + len + t->value_bytes);
+        return s->entry + value_offset(s->entry[0]);
+    uint8_t *e = malloc(value_offset(len) + t->value_bytes); /* malloc aligns for max_align_t */
     if (!e)
         return NULL;
+    memset(e, 0, value_offset(len) + t->value_bytes);
     e[0] = (uint8_t)len;
     memcpy(e + 1, key, len);
     if (!free_slot->tomb)
@@ -133,7 +144,7 @@ void *table_upsert(table *t, const void *key, size_t len, int *inserted)
     free_slot->tomb = false;
     t->count++;
     *inserted = 1;
-    return e + 1 + len;
+    return e + value_offset(len);
 }
 
 int table_remove(table *t, const void *key, size_t len)
@@ -160,7 +171,7 @@ int table_each(table *t, int (*fn)(const void *key, size_t key_len, void *value,
         uint8_t *e = t->slots[i].entry;
         if (!e)
             continue;
-        int rc = fn(e + 1, e[0], e + 1 + e[0], ctx);
+        int rc = fn(e + 1, e[0], e + value_offset(e[0]), ctx);
         if (rc)
             return rc;
     }

@@ -1,0 +1,782 @@
+/*
+ * check_transfer.c — tests of ledger/transfer.c for single-phase transfers
+ * (holds are in check_hold.c).
+ *
+ * A transfer moves its amount from the debit account's debits_posted to the
+ * credit account's credits_posted, bumps both versions and appends one
+ * transfer.created event whose body snapshots the transfer and both
+ * accounts. Everything else is a rejection: invalid commands, unknown or
+ * mismatched accounts, a transfer id that exists already (whoever sends it),
+ * balances that would overflow, account limits (which count held amounts)
+ * and misused timeouts. A rejection leaves every balance, every transfer
+ * and the log head exactly as they were.
+ */
+#include "tests/support/test_support.h"
+
+#include "common/msgpack_safe.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define SNAPSHOT_ACCOUNTS_MAX 8 /* accounts 1..8 are the ones tests use */
+
+/* Everything a rejection must leave alone. */
+typedef struct snapshot {
+    log_head head;
+    uint64_t transfers;
+    uint64_t expiry_entries;
+    bool has[SNAPSHOT_ACCOUNTS_MAX + 1];
+    ledger_account accounts[SNAPSHOT_ACCOUNTS_MAX + 1];
+} snapshot;
+
+static snapshot take_snapshot(test_store *ts)
+{
+    snapshot s;
+    memset(&s, 0, sizeof(s));
+    s.head = test_head(ts);
+    s.transfers = test_count(ts, STORE_DB_TRANSFERS);
+    s.expiry_entries = test_count(ts, STORE_DB_EXPIRY);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    for (uint64_t id = 1; id <= SNAPSHOT_ACCOUNTS_MAX; id++) {
+        int rc = ledger_account_get(&t, id, &s.accounts[id]);
+        ck_assert(rc == TALLY_ok || rc == TALLY_not_found);
+        s.has[id] = rc == TALLY_ok;
+    }
+    store_txn_abort(&t);
+    return s;
+}
+
+static void assert_unchanged(test_store *ts, const snapshot *before)
+{
+    snapshot now = take_snapshot(ts);
+    ck_assert_uint_eq(now.head.seq, before->head.seq);
+    ck_assert_mem_eq(now.head.hash, before->head.hash, LOG_HASH_BYTES);
+    ck_assert_uint_eq(now.transfers, before->transfers);
+    ck_assert_uint_eq(now.expiry_entries, before->expiry_entries);
+    for (uint64_t id = 1; id <= SNAPSHOT_ACCOUNTS_MAX; id++) {
+        ck_assert_int_eq(now.has[id], before->has[id]);
+        if (now.has[id])
+            ck_assert_mem_eq(&now.accounts[id], &before->accounts[id], sizeof(ledger_account));
+    }
+}
+
+/* Apply cmd (under its own consumer, so only the transfer id can clash),
+ * expect code and no effect at all. */
+static void assert_rejected(test_store *ts, const ledger_command *cmd, int code)
+{
+    snapshot before = take_snapshot(ts);
+    ledger_outcome out = test_apply(ts, "rejected", NULL, cmd);
+    ck_assert_str_eq(tally_strerror(out.code), tally_strerror(code));
+    ck_assert_uint_eq(out.event_count, 0);
+    ck_assert_uint_eq(out.first_seq, 0);
+    assert_unchanged(ts, &before);
+}
+
+static void open_account(test_store *ts, uint64_t id, uint32_t ledger, uint16_t flags)
+{
+    ledger_command cmd = test_cmd_open(id, ledger, flags);
+    ck_assert_int_eq(test_code(ts, &cmd), TALLY_ok);
+}
+
+static void apply_ok(test_store *ts, const ledger_command *cmd)
+{
+    int code = test_code(ts, cmd);
+    ck_assert_msg(code == TALLY_ok, "expected ok, got %s", tally_strerror(code));
+}
+
+static void assert_balances(test_store *ts, uint64_t id, int64_t debits_posted,
+                            int64_t credits_posted, int64_t debits_pending,
+                            int64_t credits_pending)
+{
+    ledger_account a = test_account(ts, id);
+    ck_assert_int_eq(a.debits_posted, debits_posted);
+    ck_assert_int_eq(a.credits_posted, credits_posted);
+    ck_assert_int_eq(a.debits_pending, debits_pending);
+    ck_assert_int_eq(a.credits_pending, credits_pending);
+}
+
+static void assert_accounts_equal(const ledger_account *x, const ledger_account *y)
+{
+    ck_assert_uint_eq(x->id, y->id);
+    ck_assert_uint_eq(x->ledger, y->ledger);
+    ck_assert_uint_eq(x->code, y->code);
+    ck_assert_uint_eq(x->flags, y->flags);
+    ck_assert_int_eq(x->debits_posted, y->debits_posted);
+    ck_assert_int_eq(x->credits_posted, y->credits_posted);
+    ck_assert_int_eq(x->debits_pending, y->debits_pending);
+    ck_assert_int_eq(x->credits_pending, y->credits_pending);
+    ck_assert_uint_eq(x->version, y->version);
+    ck_assert_uint_eq(x->created_seq, y->created_seq);
+}
+
+static void assert_transfers_equal(const ledger_transfer_record *x,
+                                   const ledger_transfer_record *y)
+{
+    ck_assert_mem_eq(x->id.bytes, y->id.bytes, 16);
+    ck_assert_uint_eq(x->debit_account_id, y->debit_account_id);
+    ck_assert_uint_eq(x->credit_account_id, y->credit_account_id);
+    ck_assert_int_eq(x->amount, y->amount);
+    ck_assert_uint_eq(x->ledger, y->ledger);
+    ck_assert_uint_eq(x->code, y->code);
+    ck_assert_uint_eq(x->flags, y->flags);
+    ck_assert_uint_eq(x->state, y->state);
+    ck_assert_uint_eq(x->timeout_s, y->timeout_s);
+    ck_assert_int_eq(x->expires_at_ms, y->expires_at_ms);
+    ck_assert_int_eq(x->posted_amount, y->posted_amount);
+    ck_assert_uint_eq(x->version, y->version);
+    ck_assert_uint_eq(x->created_seq, y->created_seq);
+    ck_assert_uint_eq(x->resolved_seq, y->resolved_seq);
+    ck_assert_int_eq(x->created_ms, y->created_ms);
+}
+
+/* A store with accounts 1 and 2 on ledger 1 (flags 0). */
+static void open_pair(test_store *ts)
+{
+    test_store_open(ts);
+    open_account(ts, 1, 1, 0);
+    open_account(ts, 2, 1, 0);
+}
+
+static void finish(test_store *ts)
+{
+    test_assert_invariants(ts);
+    test_store_close(ts);
+}
+
+/* ---- success ---- */
+
+START_TEST(test_transfer_moves_balances)
+{
+    test_store ts;
+    open_pair(&ts);
+    uint64_t head = test_head(&ts).seq;
+    ledger_command cmd = test_cmd_transfer(10, 1, 2, 100);
+    cmd.u.transfer.code = 33;
+    ledger_outcome out = test_apply(&ts, "svc", "pay-10", &cmd);
+    ck_assert_int_eq(out.code, TALLY_ok);
+    ck_assert_uint_eq(out.event_count, 1);
+    ck_assert_uint_eq(out.first_seq, head + 1);
+    ck_assert_uint_eq(test_head(&ts).seq, head + 1);
+
+    assert_balances(&ts, 1, 100, 0, 0, 0);
+    assert_balances(&ts, 2, 0, 100, 0, 0);
+    ck_assert_uint_eq(test_account(&ts, 1).version, 2);
+    ck_assert_uint_eq(test_account(&ts, 2).version, 2);
+
+    ledger_transfer_record r = test_transfer(&ts, 10);
+    ck_assert_uint_eq(r.debit_account_id, 1);
+    ck_assert_uint_eq(r.credit_account_id, 2);
+    ck_assert_int_eq(r.amount, 100);
+    ck_assert_uint_eq(r.ledger, 1);
+    ck_assert_uint_eq(r.code, 33);
+    ck_assert_uint_eq(r.flags, 0);
+    ck_assert_uint_eq(r.state, LEDGER_TRANSFER_POSTED);
+    ck_assert_uint_eq(r.version, 1);
+    ck_assert_uint_eq(r.created_seq, head + 1);
+    ck_assert_uint_eq(r.resolved_seq, 0);
+    ck_assert_int_eq(r.expires_at_ms, 0);
+    ck_assert_int_eq(r.created_ms, TEST_NOW_MS);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_transfers_accumulate)
+{
+    test_store ts;
+    open_pair(&ts);
+    open_account(&ts, 3, 1, 0);
+    uint64_t head = test_head(&ts).seq;
+    ledger_command a = test_cmd_transfer(1, 1, 2, 100);
+    ledger_command b = test_cmd_transfer(2, 1, 2, 50);
+    ledger_command c = test_cmd_transfer(3, 2, 3, 30);
+    apply_ok(&ts, &a);
+    apply_ok(&ts, &b);
+    apply_ok(&ts, &c);
+    ck_assert_uint_eq(test_head(&ts).seq, head + 3);
+    assert_balances(&ts, 1, 150, 0, 0, 0);
+    assert_balances(&ts, 2, 30, 150, 0, 0);
+    assert_balances(&ts, 3, 0, 30, 0, 0);
+    ck_assert_uint_eq(test_account(&ts, 1).version, 3);
+    ck_assert_uint_eq(test_account(&ts, 2).version, 4);
+    ck_assert_uint_eq(test_account(&ts, 3).version, 2);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_transfer_amount_max)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(1, 1, 2, TALLY_AMOUNT_MAX);
+    apply_ok(&ts, &cmd);
+    assert_balances(&ts, 1, TALLY_AMOUNT_MAX, 0, 0, 0);
+    assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+/* What a transfer.created event says, copied out of the read transaction. */
+typedef struct created_event {
+    char type[64];
+    log_entity_kind entity_kind;
+    tally_id128 entity_transfer_id;
+    uint64_t entity_version;
+    bool has_causation;
+    int transfer_rc, debit_rc, credit_rc;
+    ledger_transfer_record transfer;
+    ledger_account debit, credit;
+} created_event;
+
+static void read_created_event(const log_event *ev, void *ctx)
+{
+    created_event *out = ctx;
+    snprintf(out->type, sizeof(out->type), "%.*s", (int)ev->type.len, ev->type.ptr);
+    out->entity_kind = ev->entity.kind;
+    out->entity_transfer_id = ev->entity.transfer_id;
+    out->entity_version = ev->entity_version;
+    out->has_causation = ev->has_causation;
+    out->transfer_rc =
+        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &out->transfer);
+    out->debit_rc =
+        ledger_account_unpack(msgpack_safe_map_get(ev->body, "debit_account"), &out->debit);
+    out->credit_rc =
+        ledger_account_unpack(msgpack_safe_map_get(ev->body, "credit_account"), &out->credit);
+}
+
+START_TEST(test_transfer_event_snapshots)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command first = test_cmd_transfer(1, 2, 1, 7);
+    apply_ok(&ts, &first);
+    ledger_command cmd = test_cmd_transfer(2, 1, 2, 100);
+    apply_ok(&ts, &cmd);
+
+    ledger_transfer_record r = test_transfer(&ts, 2);
+    created_event ev;
+    memset(&ev, 0, sizeof(ev));
+    test_with_event(&ts, r.created_seq, read_created_event, &ev);
+    ck_assert_str_eq(ev.type, "transfer.created");
+    ck_assert_int_eq(ev.entity_kind, LOG_ENTITY_TRANSFER);
+    tally_id128 id = test_id(2);
+    ck_assert_mem_eq(ev.entity_transfer_id.bytes, id.bytes, 16);
+    ck_assert_uint_eq(ev.entity_version, 1);
+    ck_assert(ev.has_causation);
+    ck_assert_int_eq(ev.transfer_rc, TALLY_ok);
+    ck_assert_int_eq(ev.debit_rc, TALLY_ok);
+    ck_assert_int_eq(ev.credit_rc, TALLY_ok);
+    assert_transfers_equal(&ev.transfer, &r);
+    ledger_account debit = test_account(&ts, 1), credit = test_account(&ts, 2);
+    assert_accounts_equal(&ev.debit, &debit);
+    assert_accounts_equal(&ev.credit, &credit);
+    ck_assert_int_eq(ev.debit.debits_posted, 100);
+    ck_assert_int_eq(ev.debit.credits_posted, 7);
+    finish(&ts);
+}
+END_TEST
+
+/* ---- invalid commands ---- */
+
+START_TEST(test_same_account)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(1, 1, 1, 10);
+    assert_rejected(&ts, &cmd, TALLY_accounts_must_be_different);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_amount_zero)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(1, 1, 2, 0);
+    assert_rejected(&ts, &cmd, TALLY_amount_must_not_be_zero);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_amount_negative)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command minus_one = test_cmd_transfer(1, 1, 2, -1);
+    assert_rejected(&ts, &minus_one, TALLY_amount_must_not_be_negative);
+    ledger_command min = test_cmd_transfer(1, 1, 2, INT64_MIN);
+    assert_rejected(&ts, &min, TALLY_amount_must_not_be_negative);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_zero_fields)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command id = test_cmd_transfer(0, 1, 2, 10);
+    assert_rejected(&ts, &id, TALLY_id_must_not_be_zero);
+    ledger_command debit = test_cmd_transfer(1, 0, 2, 10);
+    assert_rejected(&ts, &debit, TALLY_debit_account_id_must_not_be_zero);
+    ledger_command credit = test_cmd_transfer(1, 1, 0, 10);
+    assert_rejected(&ts, &credit, TALLY_credit_account_id_must_not_be_zero);
+    ledger_command ledger = test_cmd_transfer(1, 1, 2, 10);
+    ledger.u.transfer.ledger = 0;
+    assert_rejected(&ts, &ledger, TALLY_ledger_must_not_be_zero);
+    ledger_command code = test_cmd_transfer(1, 1, 2, 10);
+    code.u.transfer.code = 0;
+    assert_rejected(&ts, &code, TALLY_code_must_not_be_zero);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_reserved_transfer_flag)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
+    cmd.u.transfer.flags = 1u << 1;
+    assert_rejected(&ts, &cmd, TALLY_reserved_flag);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_timeout_on_single_phase)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
+    cmd.u.transfer.timeout_s = 60;
+    assert_rejected(&ts, &cmd, TALLY_timeout_reserved_for_pending_transfer);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_timeout_too_large)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command over = test_cmd_hold(1, 1, 2, 10, TALLY_HOLD_TIMEOUT_S_MAX + 1);
+    assert_rejected(&ts, &over, TALLY_timeout_too_large);
+    ledger_command huge = test_cmd_hold(1, 1, 2, 10, UINT32_MAX);
+    assert_rejected(&ts, &huge, TALLY_timeout_too_large);
+
+    ledger_command max = test_cmd_hold(1, 1, 2, 10, TALLY_HOLD_TIMEOUT_S_MAX);
+    apply_ok(&ts, &max);
+    ledger_transfer_record r = test_transfer(&ts, 1);
+    ck_assert_int_eq(r.expires_at_ms,
+                     TEST_NOW_MS + (int64_t)TALLY_HOLD_TIMEOUT_S_MAX * 1000);
+    finish(&ts);
+}
+END_TEST
+
+/* ---- accounts ---- */
+
+START_TEST(test_unknown_accounts)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command debit = test_cmd_transfer(1, 5, 2, 10);
+    assert_rejected(&ts, &debit, TALLY_debit_account_not_found);
+    ledger_command credit = test_cmd_transfer(1, 1, 5, 10);
+    assert_rejected(&ts, &credit, TALLY_credit_account_not_found);
+    ledger_command both = test_cmd_transfer(1, 5, 6, 10);
+    assert_rejected(&ts, &both, TALLY_debit_account_not_found);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_accounts_on_different_ledgers)
+{
+    test_store ts;
+    open_pair(&ts);
+    open_account(&ts, 3, 2, 0);
+    ledger_command cmd = test_cmd_transfer(1, 1, 3, 10);
+    assert_rejected(&ts, &cmd, TALLY_accounts_must_have_the_same_ledger);
+    ledger_command reverse = test_cmd_transfer(1, 3, 1, 10);
+    reverse.u.transfer.ledger = 2;
+    assert_rejected(&ts, &reverse, TALLY_accounts_must_have_the_same_ledger);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_transfer_ledger_differs_from_accounts)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
+    cmd.u.transfer.ledger = 2;
+    assert_rejected(&ts, &cmd, TALLY_transfer_must_have_the_same_ledger_as_accounts);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_transfer_on_other_ledger)
+{
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 3, 5, 0);
+    open_account(&ts, 4, 5, 0);
+    ledger_command cmd = test_cmd_transfer(1, 3, 4, 10);
+    cmd.u.transfer.ledger = 5;
+    apply_ok(&ts, &cmd);
+    assert_balances(&ts, 3, 10, 0, 0, 0);
+    assert_balances(&ts, 4, 0, 10, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+/* ---- transfer ids are unique ---- */
+
+/* Accounts 1, 2, 3 on ledger 1 and the original transfer stored. */
+static void open_with_transfer(test_store *ts, const ledger_command *original)
+{
+    open_pair(ts);
+    open_account(ts, 3, 1, 0);
+    apply_ok(ts, original);
+}
+
+START_TEST(test_duplicate_identical_exists)
+{
+    test_store ts;
+    ledger_command original = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &original);
+    /* Another consumer with another key: the transfer id alone decides. */
+    assert_rejected(&ts, &original, TALLY_exists);
+    ledger_outcome out = test_apply(&ts, "someone-else", "their-key", &original);
+    ck_assert_int_eq(out.code, TALLY_exists);
+    assert_balances(&ts, 1, 100, 0, 0, 0);
+    assert_balances(&ts, 2, 0, 100, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_duplicate_with_different_fields)
+{
+    test_store ts;
+    ledger_command original = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &original);
+
+    ledger_command amount = original;
+    amount.u.transfer.amount = 101;
+    assert_rejected(&ts, &amount, TALLY_exists_with_different_amount);
+    ledger_command debit = original;
+    debit.u.transfer.debit_account_id = 3;
+    assert_rejected(&ts, &debit, TALLY_exists_with_different_debit_account_id);
+    ledger_command credit = original;
+    credit.u.transfer.credit_account_id = 3;
+    assert_rejected(&ts, &credit, TALLY_exists_with_different_credit_account_id);
+    ledger_command code = original;
+    code.u.transfer.code = 2;
+    assert_rejected(&ts, &code, TALLY_exists_with_different_code);
+    ledger_command flags = original;
+    flags.u.transfer.flags = LEDGER_TRANSFER_PENDING;
+    assert_rejected(&ts, &flags, TALLY_exists_with_different_flags);
+    ledger_command ledger = original;
+    ledger.u.transfer.ledger = 2;
+    assert_rejected(&ts, &ledger, TALLY_exists_with_different_ledger);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_duplicate_with_unknown_accounts_is_still_exists)
+{
+    /* The id is checked first: a clash is reported even for accounts that
+     * do not exist. */
+    test_store ts;
+    ledger_command original = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &original);
+    ledger_command other = test_cmd_transfer(9, 7, 8, 100);
+    assert_rejected(&ts, &other, TALLY_exists_with_different_debit_account_id);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_duplicate_hold_with_different_timeout)
+{
+    test_store ts;
+    ledger_command original = test_cmd_hold(9, 1, 2, 100, 60);
+    open_with_transfer(&ts, &original);
+    ledger_command same = original;
+    assert_rejected(&ts, &same, TALLY_exists);
+    ledger_command timeout = test_cmd_hold(9, 1, 2, 100, 120);
+    assert_rejected(&ts, &timeout, TALLY_exists_with_different_timeout);
+    ledger_command flags = test_cmd_transfer(9, 1, 2, 100);
+    assert_rejected(&ts, &flags, TALLY_exists_with_different_flags);
+    assert_balances(&ts, 1, 0, 0, 100, 0);
+    assert_balances(&ts, 2, 0, 0, 0, 100);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_rejected_transfer_id_is_free)
+{
+    /* A rejection stores no transfer, so the id can be used afterwards. */
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
+    open_account(&ts, 2, 1, 0);
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
+    assert_rejected(&ts, &pay, TALLY_exceeds_credits);
+    ledger_command fund = test_cmd_transfer(8, 2, 1, 100);
+    apply_ok(&ts, &fund);
+    apply_ok(&ts, &pay);
+    assert_balances(&ts, 1, 100, 100, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+/* ---- overflow: never wrap ---- */
+
+/* Accounts 1, 2, 3 on ledger 1 with first applied. */
+static void open_three_with(test_store *ts, const ledger_command *first)
+{
+    open_pair(ts);
+    open_account(ts, 3, 1, 0);
+    apply_ok(ts, first);
+}
+
+START_TEST(test_overflow_posted)
+{
+    test_store ts;
+    ledger_command max = test_cmd_transfer(1, 1, 2, TALLY_AMOUNT_MAX);
+    open_three_with(&ts, &max);
+    ledger_command into_credit = test_cmd_transfer(2, 3, 2, 1);
+    assert_rejected(&ts, &into_credit, TALLY_overflows_credits_posted);
+    ledger_command from_debit = test_cmd_transfer(2, 1, 3, 1);
+    assert_rejected(&ts, &from_debit, TALLY_overflows_debits_posted);
+    ledger_command big = test_cmd_transfer(2, 3, 2, TALLY_AMOUNT_MAX);
+    assert_rejected(&ts, &big, TALLY_overflows_credits_posted);
+    assert_balances(&ts, 1, TALLY_AMOUNT_MAX, 0, 0, 0);
+    assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX, 0, 0);
+    assert_balances(&ts, 3, 0, 0, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_overflow_pending)
+{
+    test_store ts;
+    ledger_command max = test_cmd_hold(1, 1, 2, TALLY_AMOUNT_MAX, 0);
+    open_three_with(&ts, &max);
+    ledger_command into_credit = test_cmd_hold(2, 3, 2, 1, 0);
+    assert_rejected(&ts, &into_credit, TALLY_overflows_credits_pending);
+    ledger_command from_debit = test_cmd_hold(2, 1, 3, 1, 0);
+    assert_rejected(&ts, &from_debit, TALLY_overflows_debits_pending);
+    assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
+    assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_overflow_pending_plus_posted)
+{
+    /* Each balance fits on its own, but pending + posted would not. */
+    test_store ts;
+    ledger_command max = test_cmd_hold(1, 1, 2, TALLY_AMOUNT_MAX, 0);
+    open_three_with(&ts, &max);
+    ledger_command from_debit = test_cmd_transfer(2, 1, 3, 1);
+    assert_rejected(&ts, &from_debit, TALLY_overflows_debits);
+    ledger_command into_credit = test_cmd_transfer(2, 3, 2, 1);
+    assert_rejected(&ts, &into_credit, TALLY_overflows_credits);
+    assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
+    assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
+    assert_balances(&ts, 3, 0, 0, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_overflow_posted_plus_pending)
+{
+    test_store ts;
+    ledger_command most = test_cmd_transfer(1, 1, 2, TALLY_AMOUNT_MAX - 10);
+    open_three_with(&ts, &most);
+    ledger_command fits = test_cmd_hold(2, 1, 2, 10, 0);
+    apply_ok(&ts, &fits);
+    ledger_command hold = test_cmd_hold(3, 1, 3, 1, 0);
+    assert_rejected(&ts, &hold, TALLY_overflows_debits);
+    ledger_command hold_in = test_cmd_hold(3, 3, 2, 1, 0);
+    assert_rejected(&ts, &hold_in, TALLY_overflows_credits);
+    assert_balances(&ts, 1, TALLY_AMOUNT_MAX - 10, 0, 10, 0);
+    assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX - 10, 0, 10);
+    finish(&ts);
+}
+END_TEST
+
+/* ---- account limits ---- */
+
+START_TEST(test_debits_must_not_exceed_credits)
+{
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
+    open_account(&ts, 2, 1, 0);
+    ledger_command empty = test_cmd_transfer(1, 1, 2, 1);
+    assert_rejected(&ts, &empty, TALLY_exceeds_credits);
+
+    ledger_command fund = test_cmd_transfer(2, 2, 1, 100);
+    apply_ok(&ts, &fund);
+    ledger_command over = test_cmd_transfer(3, 1, 2, 101);
+    assert_rejected(&ts, &over, TALLY_exceeds_credits);
+    ledger_command exact = test_cmd_transfer(3, 1, 2, 100);
+    apply_ok(&ts, &exact);
+    ledger_command one_more = test_cmd_transfer(4, 1, 2, 1);
+    assert_rejected(&ts, &one_more, TALLY_exceeds_credits);
+    assert_balances(&ts, 1, 100, 100, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_credits_must_not_exceed_debits)
+{
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 1, 1, 0);
+    open_account(&ts, 2, 1, LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS);
+    ledger_command empty = test_cmd_transfer(1, 1, 2, 1);
+    assert_rejected(&ts, &empty, TALLY_exceeds_debits);
+
+    ledger_command spend = test_cmd_transfer(2, 2, 1, 50);
+    apply_ok(&ts, &spend);
+    ledger_command over = test_cmd_transfer(3, 1, 2, 51);
+    assert_rejected(&ts, &over, TALLY_exceeds_debits);
+    ledger_command exact = test_cmd_transfer(3, 1, 2, 50);
+    apply_ok(&ts, &exact);
+    ledger_command one_more = test_cmd_transfer(4, 1, 2, 1);
+    assert_rejected(&ts, &one_more, TALLY_exceeds_debits);
+    assert_balances(&ts, 2, 50, 50, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_limit_does_not_bind_other_side)
+{
+    /* debits_must_not_exceed_credits limits debits only: crediting the
+     * account, or debiting its unflagged counterpart, is always fine. */
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
+    open_account(&ts, 2, 1, LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS);
+    open_account(&ts, 3, 1, 0);
+    ledger_command credit_1 = test_cmd_transfer(1, 3, 1, 40);
+    apply_ok(&ts, &credit_1);
+    ledger_command debit_2 = test_cmd_transfer(2, 2, 3, 40);
+    apply_ok(&ts, &debit_2);
+    assert_balances(&ts, 1, 0, 40, 0, 0);
+    assert_balances(&ts, 2, 40, 0, 0, 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_hold_consumes_debit_limit)
+{
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
+    open_account(&ts, 2, 1, 0);
+    ledger_command fund = test_cmd_transfer(1, 2, 1, 100);
+    apply_ok(&ts, &fund);
+    ledger_command hold = test_cmd_hold(2, 1, 2, 60, 0);
+    apply_ok(&ts, &hold);
+
+    ledger_command too_much = test_cmd_transfer(3, 1, 2, 41);
+    assert_rejected(&ts, &too_much, TALLY_exceeds_credits);
+    ledger_command second_hold = test_cmd_hold(3, 1, 2, 41, 0);
+    assert_rejected(&ts, &second_hold, TALLY_exceeds_credits);
+    ledger_command rest = test_cmd_transfer(3, 1, 2, 40);
+    apply_ok(&ts, &rest);
+    ledger_command one_more = test_cmd_hold(4, 1, 2, 1, 0);
+    assert_rejected(&ts, &one_more, TALLY_exceeds_credits);
+    assert_balances(&ts, 1, 40, 100, 60, 0);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_hold_consumes_credit_limit)
+{
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 1, 1, 0);
+    open_account(&ts, 2, 1, LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS);
+    ledger_command spend = test_cmd_transfer(1, 2, 1, 100);
+    apply_ok(&ts, &spend);
+    ledger_command hold = test_cmd_hold(2, 1, 2, 60, 0);
+    apply_ok(&ts, &hold);
+
+    ledger_command too_much = test_cmd_transfer(3, 1, 2, 41);
+    assert_rejected(&ts, &too_much, TALLY_exceeds_debits);
+    ledger_command rest = test_cmd_transfer(3, 1, 2, 40);
+    apply_ok(&ts, &rest);
+    assert_balances(&ts, 2, 100, 40, 0, 60);
+    finish(&ts);
+}
+END_TEST
+
+START_TEST(test_pending_credits_do_not_fund_debits)
+{
+    /* Money held for the account is not its money yet. */
+    test_store ts;
+    test_store_open(&ts);
+    open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
+    open_account(&ts, 2, 1, 0);
+    ledger_command incoming = test_cmd_hold(1, 2, 1, 100, 0);
+    apply_ok(&ts, &incoming);
+    ledger_command spend = test_cmd_transfer(2, 1, 2, 1);
+    assert_rejected(&ts, &spend, TALLY_exceeds_credits);
+    finish(&ts);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("transfer");
+    TCase *ok = tcase_create("success");
+    tcase_add_test(ok, test_transfer_moves_balances);
+    tcase_add_test(ok, test_transfers_accumulate);
+    tcase_add_test(ok, test_transfer_amount_max);
+    tcase_add_test(ok, test_transfer_event_snapshots);
+    tcase_add_test(ok, test_transfer_on_other_ledger);
+    suite_add_tcase(s, ok);
+
+    TCase *invalid = tcase_create("invalid");
+    tcase_add_test(invalid, test_same_account);
+    tcase_add_test(invalid, test_amount_zero);
+    tcase_add_test(invalid, test_amount_negative);
+    tcase_add_test(invalid, test_zero_fields);
+    tcase_add_test(invalid, test_reserved_transfer_flag);
+    tcase_add_test(invalid, test_timeout_on_single_phase);
+    tcase_add_test(invalid, test_timeout_too_large);
+    suite_add_tcase(s, invalid);
+
+    TCase *accounts = tcase_create("accounts");
+    tcase_add_test(accounts, test_unknown_accounts);
+    tcase_add_test(accounts, test_accounts_on_different_ledgers);
+    tcase_add_test(accounts, test_transfer_ledger_differs_from_accounts);
+    suite_add_tcase(s, accounts);
+
+    TCase *ids = tcase_create("unique_ids");
+    tcase_add_test(ids, test_duplicate_identical_exists);
+    tcase_add_test(ids, test_duplicate_with_different_fields);
+    tcase_add_test(ids, test_duplicate_with_unknown_accounts_is_still_exists);
+    tcase_add_test(ids, test_duplicate_hold_with_different_timeout);
+    tcase_add_test(ids, test_rejected_transfer_id_is_free);
+    suite_add_tcase(s, ids);
+
+    TCase *overflow = tcase_create("overflow");
+    tcase_add_test(overflow, test_overflow_posted);
+    tcase_add_test(overflow, test_overflow_pending);
+    tcase_add_test(overflow, test_overflow_pending_plus_posted);
+    tcase_add_test(overflow, test_overflow_posted_plus_pending);
+    suite_add_tcase(s, overflow);
+
+    TCase *limits = tcase_create("limits");
+    tcase_add_test(limits, test_debits_must_not_exceed_credits);
+    tcase_add_test(limits, test_credits_must_not_exceed_debits);
+    tcase_add_test(limits, test_limit_does_not_bind_other_side);
+    tcase_add_test(limits, test_hold_consumes_debit_limit);
+    tcase_add_test(limits, test_hold_consumes_credit_limit);
+    tcase_add_test(limits, test_pending_credits_do_not_fund_debits);
+    suite_add_tcase(s, limits);
+    return test_run_suite(s);
+}
