@@ -108,6 +108,7 @@
     X(chain_too_long, 112, V)                                                  \
     X(chain_must_not_nest, 113, V)                                             \
     X(unknown_command, 114, V)                                                 \
+    X(field_not_allowed_for_command, 115, V)                                   \
     /* wire requests (net/): never stored */                                   \
     X(malformed_request, 120, R)                                               \
     X(request_too_large, 121, R)                                               \

@@ -6,7 +6,6 @@
 #include "common/error.h"
 #include "log/sha256.h"
 
-#include <assert.h>
 
 const char *ledger_command_name(ledger_command_kind kind)
 {
@@ -78,7 +77,7 @@ static int validate_hold_step(ledger_command_kind kind, const ledger_hold_step *
     if (tally_id128_is_zero(&h->pending_id))
         return TALLY_id_must_not_be_zero;
     if (kind == LEDGER_VOID)
-        return h->amount == 0 ? TALLY_ok : TALLY_invalid_argument;
+        return h->amount == 0 ? TALLY_ok : TALLY_field_not_allowed_for_command;
     if (h->amount < 0)
         return TALLY_amount_must_not_be_negative;
     return TALLY_ok;
@@ -104,9 +103,9 @@ static int validate_entitlement(ledger_command_kind kind, const ledger_entitleme
     if (kind == LEDGER_EXTEND && !has_until && !has_duration)
         return TALLY_time_out_of_range;
     if (kind == LEDGER_REVOKE && (has_until || has_duration))
-        return TALLY_invalid_argument;
+        return TALLY_field_not_allowed_for_command;
     if (kind != LEDGER_GRANT && e->has_grant_transfer)
-        return TALLY_invalid_argument;
+        return TALLY_field_not_allowed_for_command;
     if (e->has_grant_transfer && tally_id128_is_zero(&e->grant_transfer_id))
         return TALLY_id_must_not_be_zero;
     return TALLY_ok;
@@ -202,8 +201,11 @@ static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
     case LEDGER_CHAIN:
         fp_u64(h, cmd->u.chain.count);
         for (uint32_t i = 0; i < cmd->u.chain.count && i < TALLY_CHAIN_COMMANDS_MAX; i++) {
-            assert(cmd->u.chain.members[i].kind != LEDGER_CHAIN);
-            fingerprint_one(h, &cmd->u.chain.members[i]);
+            const ledger_command *m = &cmd->u.chain.members[i];
+            if (m->kind == LEDGER_CHAIN) /* rejected as chain_must_not_nest; kind only */
+                fp_u8(h, (uint8_t)m->kind);
+            else
+                fingerprint_one(h, m);
         }
         break;
     }

@@ -66,7 +66,9 @@ typedef struct ledger_entitlement_command {
     tally_str subject;
     tally_str feature;
     int64_t valid_until_ms; /* grant/extend: absolute end, 0 = not given */
-    int64_t duration_ms;    /* grant/extend: end = commit time + duration, 0 = not given */
+    int64_t duration_ms;    /* 0 = not given; grant: end = commit time + duration;
+                               extend: end = current end + duration (an expired
+                               entitlement: commit time + duration) */
     /* grant with neither: for life. extend needs one of them. */
     bool has_source_order;
     uint64_t source_order;  /* provider's sequence or event time */
