@@ -138,7 +138,8 @@ static int store_open_databases(store *st)
         return rc == MDB_SUCCESS ? TALLY_corrupt_record : store_translate(rc);
     }
     memcpy(st->instance_id.bytes, ival.mv_data, 16);
-    rc = st->read_only ? (mdb_txn_abort(txn), MDB_SUCCESS) : mdb_txn_commit(txn);
+    /* Commit even a read-only txn: aborting it would close the handles. */
+    rc = mdb_txn_commit(txn);
     return store_translate(rc);
 }
 

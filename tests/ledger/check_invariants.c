@@ -1,0 +1,709 @@
+/*
+ * check_invariants.c — tests of ledger/invariants: a clean store built
+ * through ledger_apply_one has no findings, and each kind of damage done to
+ * it with raw LMDB writes (store_env + store_dbi, outside every ledger
+ * function) is found by the check that owns it, naming the entity.
+ *
+ * A checker that never reports passes every other suite; these tests are
+ * what makes its silence mean something.
+ */
+#include "common/bytes.h"
+#include "common/error.h"
+#include "ledger/invariants.h"
+#include "ledger/ledger.h"
+#include "log/log.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <mbedtls/sha256.h>
+#include <mbedtls/version.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DAY_MS INT64_C(86400000)
+
+/* ---- the store every test starts from ---- */
+
+typedef struct fixture {
+    test_store ts;
+    uint64_t seq_open[6];   /* account.opened of accounts 1..5 */
+    uint64_t seq_t101;      /* 1 -> 2, 100 */
+    uint64_t seq_t102;      /* 2 -> 3, 30 */
+    uint64_t seq_hold103;   /* hold 2 -> 3, 20, timeout 1 h, left pending */
+    uint64_t seq_hold104;   /* hold 1 -> 3, 10, timeout 60 s ... */
+    uint64_t seq_post104;   /* ... posted in full */
+    uint64_t seq_t105;      /* 4 -> 5, 7 on ledger 2 */
+    uint64_t seq_grant;     /* user-1/pro until now + 30 days */
+    uint64_t events;
+} fixture;
+
+static uint64_t apply_ok(fixture *f, const char *key, const ledger_command *cmd)
+{
+    ledger_outcome out = test_apply(&f->ts, "test", key, cmd);
+    ck_assert_msg(out.code == TALLY_ok, "%s: %s", key, tally_strerror(out.code));
+    ck_assert_uint_eq(out.event_count, 1);
+    f->events += out.event_count;
+    return out.first_seq;
+}
+
+static void build(fixture *f)
+{
+    memset(f, 0, sizeof(*f));
+    test_store_open(&f->ts);
+    static const struct {
+        uint64_t id;
+        uint32_t ledger;
+        uint16_t flags;
+    } accounts[] = {
+        {1, 1, 0},
+        {2, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS},
+        {3, 1, 0},
+        {4, 2, 0},
+        {5, 2, LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS},
+    };
+    for (size_t i = 0; i < 5; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "open-%" PRIu64, accounts[i].id);
+        ledger_command c = test_cmd_open(accounts[i].id, accounts[i].ledger, accounts[i].flags);
+        f->seq_open[accounts[i].id] = apply_ok(f, key, &c);
+    }
+    ledger_command c = test_cmd_transfer(101, 1, 2, 100);
+    f->seq_t101 = apply_ok(f, "t-101", &c);
+    c = test_cmd_transfer(102, 2, 3, 30);
+    f->seq_t102 = apply_ok(f, "t-102", &c);
+    c = test_cmd_hold(103, 2, 3, 20, 3600);
+    f->seq_hold103 = apply_ok(f, "hold-103", &c);
+    c = test_cmd_hold(104, 1, 3, 10, 60);
+    f->seq_hold104 = apply_ok(f, "hold-104", &c);
+    c = test_cmd_post(104, 0);
+    f->seq_post104 = apply_ok(f, "post-104", &c);
+    c = test_cmd_transfer(105, 4, 5, 7);
+    c.u.transfer.ledger = 2;
+    /* Account 5 may not take credits beyond its debits: give it debits first. */
+    ledger_command back = test_cmd_transfer(106, 5, 4, 7);
+    back.u.transfer.ledger = 2;
+    ck_assert_int_eq(test_code(&f->ts, &c), TALLY_exceeds_debits);
+    apply_ok(f, "t-106", &back);
+    f->seq_t105 = apply_ok(f, "t-105", &c);
+    c = test_cmd_grant("user-1", "pro", f->ts.now_ms + 30 * DAY_MS);
+    f->seq_grant = apply_ok(f, "grant-1", &c);
+}
+
+/* ---- findings, captured with their entity ---- */
+
+typedef struct finding {
+    char check[32];
+    char entity[300];
+    char detail[256];
+} finding;
+
+typedef struct findings {
+    finding items[128];
+    size_t count;
+    size_t dropped;
+    ledger_invariant_stats stats;
+} findings;
+
+static void capture(const char *check, const char *entity, const char *detail, void *ctx)
+{
+    findings *f = ctx;
+    fprintf(stderr, "finding %s: %s: %s\n", check, entity, detail);
+    if (f->count == sizeof(f->items) / sizeof(f->items[0])) {
+        f->dropped++;
+        return;
+    }
+    finding *x = &f->items[f->count++];
+    snprintf(x->check, sizeof(x->check), "%s", check);
+    snprintf(x->entity, sizeof(x->entity), "%s", entity);
+    snprintf(x->detail, sizeof(x->detail), "%s", detail);
+}
+
+static findings *run_checks(test_store *ts)
+{
+    findings *f = calloc(1, sizeof(*f));
+    ck_assert_ptr_nonnull(f);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    int rc = ledger_invariants_check(&t, capture, f, &f->stats);
+    store_txn_abort(&t);
+    ck_assert_msg(rc == TALLY_ok, "invariants could not run: %s", tally_strerror(rc));
+    ck_assert_uint_eq(f->stats.findings, f->count + f->dropped);
+    return f;
+}
+
+static bool has_finding(const findings *f, const char *check, const char *entity)
+{
+    for (size_t i = 0; i < f->count; i++)
+        if (strcmp(f->items[i].check, check) == 0 && strcmp(f->items[i].entity, entity) == 0)
+            return true;
+    return false;
+}
+
+/* Both: the shared helper counts the check, and our capture names the
+ * entity. */
+static void expect_finding(test_store *ts, const char *check, const char *entity)
+{
+    ck_assert_msg(test_invariant_findings(ts, check) > 0, "no %s finding", check);
+    findings *f = run_checks(ts);
+    ck_assert_msg(has_finding(f, check, entity), "no %s finding for %s (%zu findings, see stderr)",
+                  check, entity, f->count);
+    free(f);
+}
+
+static void expect_no_finding(test_store *ts, const char *check)
+{
+    ck_assert_msg(test_invariant_findings(ts, check) == 0, "unexpected %s finding", check);
+}
+
+static void seq_name(uint64_t seq, char out[64]) { snprintf(out, 64, "seq:%" PRIu64, seq); }
+
+static void transfer_name(uint64_t tid, char out[64])
+{
+    tally_id128 id = test_id(tid);
+    char hex[33];
+    tally_id128_to_hex(&id, hex);
+    snprintf(out, 64, "transfer:%s", hex);
+}
+
+/* ---- raw LMDB access, bypassing every ledger function ---- */
+
+static MDB_txn *raw_begin(test_store *ts)
+{
+    MDB_txn *txn;
+    ck_assert_int_eq(mdb_txn_begin(store_env(ts->st), NULL, 0, &txn), MDB_SUCCESS);
+    return txn;
+}
+
+static void raw_commit(MDB_txn *txn) { ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS); }
+
+/* A malloc'd copy of the value under key; *len gets its size. */
+static uint8_t *raw_get(MDB_txn *txn, test_store *ts, store_db db, const void *key,
+                        size_t key_len, size_t *len)
+{
+    MDB_val k = {key_len, (void *)key}, v;
+    int rc = mdb_get(txn, store_dbi(ts->st, db), &k, &v);
+    ck_assert_msg(rc == MDB_SUCCESS, "raw get in %s: %s", store_db_name(db), mdb_strerror(rc));
+    uint8_t *copy = malloc(v.mv_size ? v.mv_size : 1);
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, v.mv_data, v.mv_size);
+    *len = v.mv_size;
+    return copy;
+}
+
+static void raw_put(MDB_txn *txn, test_store *ts, store_db db, const void *key,
+                    size_t key_len, const void *val, size_t val_len)
+{
+    MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
+    ck_assert_int_eq(mdb_put(txn, store_dbi(ts->st, db), &k, &v, 0), MDB_SUCCESS);
+}
+
+static void raw_del(MDB_txn *txn, test_store *ts, store_db db, const void *key,
+                    size_t key_len)
+{
+    MDB_val k = {key_len, (void *)key};
+    ck_assert_int_eq(mdb_del(txn, store_dbi(ts->st, db), &k, NULL), MDB_SUCCESS);
+}
+
+/* Rewrite the stored account id with edit applied to its decoded record. */
+static void tamper_account(test_store *ts, uint64_t id, void (*edit)(ledger_account *))
+{
+    MDB_txn *txn = raw_begin(ts);
+    uint8_t key[8];
+    put_u64_be(key, id);
+    size_t len;
+    uint8_t *val = raw_get(txn, ts, STORE_DB_ACCOUNTS, key, 8, &len);
+    ledger_account a;
+    ck_assert_int_eq(ledger_account_decode(id, val, len, &a), TALLY_ok);
+    edit(&a);
+    uint8_t rec[LEDGER_ACCOUNT_RECORD_BYTES];
+    ledger_account_encode(&a, rec);
+    raw_put(txn, ts, STORE_DB_ACCOUNTS, key, 8, rec, sizeof(rec));
+    raw_commit(txn);
+    free(val);
+}
+
+static void sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
+                         uint8_t out[32])
+{
+    mbedtls_sha256_context c;
+    mbedtls_sha256_init(&c);
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    ck_assert_int_eq(mbedtls_sha256_starts(&c, 0), 0);
+    ck_assert_int_eq(mbedtls_sha256_update(&c, prev, 32), 0);
+    ck_assert_int_eq(mbedtls_sha256_update(&c, bytes, len), 0);
+    ck_assert_int_eq(mbedtls_sha256_finish(&c, out), 0);
+#else
+    ck_assert_int_eq(mbedtls_sha256_starts_ret(&c, 0), 0);
+    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, prev, 32), 0);
+    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, bytes, len), 0);
+    ck_assert_int_eq(mbedtls_sha256_finish_ret(&c, out), 0);
+#endif
+    mbedtls_sha256_free(&c);
+}
+
+static size_t find_bytes(const uint8_t *hay, size_t hay_len, const void *needle, size_t n)
+{
+    for (size_t i = 0; i + n <= hay_len; i++)
+        if (memcmp(hay + i, needle, n) == 0)
+            return i;
+    ck_abort_msg("pattern not found in the event");
+    return 0;
+}
+
+/* ---- tests ---- */
+
+START_TEST(clean_store_has_no_findings)
+{
+    fixture f;
+    build(&f);
+    findings *x = run_checks(&f.ts);
+    ck_assert_msg(x->count == 0, "%zu findings on a clean store (see stderr)", x->count);
+    ck_assert_uint_eq(x->stats.findings, 0);
+    ck_assert_uint_eq(x->stats.events, f.events);
+    ck_assert_uint_eq(x->stats.events, test_head(&f.ts).seq);
+    ck_assert_uint_eq(x->stats.accounts, 5);
+    ck_assert_uint_eq(x->stats.transfers, 6);
+    ck_assert_uint_eq(x->stats.entitlements, 1);
+    ck_assert_uint_ge(x->stats.inbox_records, f.events);
+    free(x);
+    test_assert_invariants(&f.ts);
+    /* The fold comes from the log, so it holds after a reopen too. */
+    test_store_reopen(&f.ts);
+    test_assert_invariants(&f.ts);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(deleted_event_is_a_log_gap)
+{
+    fixture f;
+    build(&f);
+    MDB_txn *txn = raw_begin(&f.ts);
+    uint8_t key[8];
+    log_seq_key(f.seq_t102, key);
+    raw_del(txn, &f.ts, STORE_DB_LOG, key, 8);
+    raw_commit(txn);
+    char name[64];
+    seq_name(f.seq_t102 + 1, name);
+    expect_finding(&f.ts, "log_gap", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(deleted_last_event_is_a_log_gap_at_the_head)
+{
+    fixture f;
+    build(&f);
+    uint64_t head = test_head(&f.ts).seq;
+    MDB_txn *txn = raw_begin(&f.ts);
+    uint8_t key[8];
+    log_seq_key(head, key);
+    raw_del(txn, &f.ts, STORE_DB_LOG, key, 8);
+    raw_commit(txn);
+    char name[64];
+    seq_name(head, name);
+    expect_finding(&f.ts, "log_gap", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(flipped_byte_in_an_event_breaks_the_hash_chain)
+{
+    fixture f;
+    build(&f);
+    MDB_txn *txn = raw_begin(&f.ts);
+    uint8_t key[8];
+    log_seq_key(f.seq_t101, key);
+    size_t len;
+    uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
+    /* The transfer's amount, 100, a positive fixint after its key. */
+    static const uint8_t amount_key[] = {0xa6, 'a', 'm', 'o', 'u', 'n', 't', 0x64};
+    size_t at = find_bytes(ev, len, amount_key, sizeof(amount_key));
+    ev[at + sizeof(amount_key) - 1] = 0x65; /* 101: still a valid encoding */
+    raw_put(txn, &f.ts, STORE_DB_LOG, key, 8, ev, len);
+    raw_commit(txn);
+    free(ev);
+    char name[64];
+    seq_name(f.seq_t101, name);
+    expect_finding(&f.ts, "hash_chain", name);
+    expect_no_finding(&f.ts, "log_gap");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(rehashed_event_breaks_the_link_to_the_next)
+{
+    fixture f;
+    build(&f);
+    MDB_txn *txn = raw_begin(&f.ts);
+    uint8_t key[8];
+    log_seq_key(f.seq_t102, key);
+    size_t len;
+    uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
+    /* Change the commit time (not folded), then give the event a correct hash
+     * of its own: it decodes, but the next event no longer chains to it. */
+    static const uint8_t time_key[] = {0xa7, 't', 'i', 'm', 'e', '_', 'm', 's', 0xcf};
+    size_t at = find_bytes(ev, len, time_key, sizeof(time_key));
+    ev[at + sizeof(time_key) + 7] ^= 0x01;
+    uint8_t prev[32], hash[32];
+    memcpy(prev, ev + len - 39 - 32, 32);
+    sha256_chain(prev, ev, len - 39, hash);
+    memcpy(ev + len - 32, hash, 32);
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event decoded;
+    ck_assert_int_eq(log_event_decode(ev, len, &up, &decoded), TALLY_ok);
+    msgpack_unpacked_destroy(&up);
+    raw_put(txn, &f.ts, STORE_DB_LOG, key, 8, ev, len);
+    raw_commit(txn);
+    free(ev);
+    char name[64];
+    seq_name(f.seq_t102 + 1, name);
+    expect_finding(&f.ts, "hash_chain", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(tampered_meta_head_is_found)
+{
+    fixture f;
+    build(&f);
+    log_head h = test_head(&f.ts);
+    MDB_txn *txn = raw_begin(&f.ts);
+    uint8_t val[8 + 32];
+    put_u64_be(val, h.seq);
+    memcpy(val + 8, h.hash, 32);
+    val[8] ^= 0xff; /* right seq, wrong hash */
+    raw_put(txn, &f.ts, STORE_DB_META, "head", 4, val, sizeof(val));
+    raw_commit(txn);
+    char name[64];
+    seq_name(h.seq, name);
+    expect_finding(&f.ts, "hash_chain", name);
+
+    txn = raw_begin(&f.ts);
+    put_u64_be(val, h.seq + 1); /* a head beyond the log */
+    memcpy(val + 8, h.hash, 32);
+    raw_put(txn, &f.ts, STORE_DB_META, "head", 4, val, sizeof(val));
+    raw_commit(txn);
+    seq_name(h.seq + 1, name);
+    expect_finding(&f.ts, "log_gap", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+static void add_one_debit(ledger_account *a) { a->debits_posted += 1; }
+
+START_TEST(changed_account_balance_fails_rebuild_and_balance_sum)
+{
+    fixture f;
+    build(&f);
+    tamper_account(&f.ts, 2, add_one_debit);
+    expect_finding(&f.ts, "rebuild", "account:2");
+    expect_finding(&f.ts, "balance_sum", "ledger:1");
+    /* The other ledger still balances. */
+    findings *x = run_checks(&f.ts);
+    ck_assert(!has_finding(x, "balance_sum", "ledger:2"));
+    ck_assert(!has_finding(x, "rebuild", "account:1"));
+    free(x);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+static void set_debit_limit(ledger_account *a)
+{
+    a->flags = LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS;
+}
+
+START_TEST(limit_flag_on_an_overdrawn_account_is_found)
+{
+    fixture f;
+    build(&f);
+    /* Account 1 has debits and no credits; give it the limit it never had. */
+    tamper_account(&f.ts, 1, set_debit_limit);
+    expect_finding(&f.ts, "limit_flags", "account:1");
+    expect_finding(&f.ts, "rebuild", "account:1");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+static void take_credits(ledger_account *a) { a->credits_posted -= 60; }
+static void give_credits(ledger_account *a) { a->credits_posted += 60; }
+
+START_TEST(balances_moved_past_a_limit_are_found)
+{
+    fixture f;
+    build(&f);
+    /* Move 60 of account 2's credits to account 3: the ledger still sums,
+     * but account 2 now owes more (30 + 20 pending) than its credits (40). */
+    tamper_account(&f.ts, 2, take_credits);
+    tamper_account(&f.ts, 3, give_credits);
+    expect_finding(&f.ts, "limit_flags", "account:2");
+    expect_no_finding(&f.ts, "balance_sum");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+static void inbox_key_of(const char *key, uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX],
+                         size_t *len)
+{
+    *len = ledger_inbox_key(tally_str_from("test"), tally_str_from(key), out);
+}
+
+START_TEST(deleted_inbox_record_breaks_inbox_links)
+{
+    fixture f;
+    build(&f);
+    uint8_t key[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t key_len;
+    inbox_key_of("t-101", key, &key_len);
+    MDB_txn *txn = raw_begin(&f.ts);
+    raw_del(txn, &f.ts, STORE_DB_INBOX, key, key_len);
+    raw_commit(txn);
+    char name[64];
+    seq_name(f.seq_t101, name);
+    expect_finding(&f.ts, "inbox_links", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(orphan_inbox_record_claiming_other_events_breaks_inbox_links)
+{
+    fixture f;
+    build(&f);
+    /* format | fingerprint | code | time_ms | first_seq | event_count |
+     * chain_count | failed_index, as documented in ledger/inbox.h. */
+    uint8_t val[1 + 32 + 2 + 8 + 8 + 4 + 1 + 1];
+    memset(val, 0, sizeof(val));
+    val[0] = 1;
+    memset(val + 1, 0xab, 32);
+    uint8_t *q = val + 33;
+    put_u16_be(q, TALLY_ok);
+    put_u64_be(q + 2, (uint64_t)f.ts.now_ms);
+    put_u64_be(q + 10, f.seq_t101); /* events caused by "t-101" */
+    put_u32_be(q + 18, 1);
+    uint8_t key[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t key_len;
+    inbox_key_of("orphan", key, &key_len);
+    /* The record decodes: only its links are wrong. */
+    ledger_inbox_record rec;
+    ck_assert_int_eq(ledger_inbox_decode(key, key_len, val, sizeof(val), &rec), TALLY_ok);
+    MDB_txn *txn = raw_begin(&f.ts);
+    raw_put(txn, &f.ts, STORE_DB_INBOX, key, key_len, val, sizeof(val));
+    raw_commit(txn);
+    expect_finding(&f.ts, "inbox_links", "inbox:test/orphan");
+    /* The genuine record of t-101 is not blamed. */
+    findings *x = run_checks(&f.ts);
+    ck_assert(!has_finding(x, "inbox_links", "inbox:test/t-101"));
+    free(x);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(inbox_record_pointing_past_the_log_breaks_inbox_links)
+{
+    fixture f;
+    build(&f);
+    uint8_t key[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t key_len, len;
+    inbox_key_of("grant-1", key, &key_len);
+    MDB_txn *txn = raw_begin(&f.ts);
+    uint8_t *val = raw_get(txn, &f.ts, STORE_DB_INBOX, key, key_len, &len);
+    put_u32_be(val + 33 + 18, 2); /* claims the event after the head too */
+    raw_put(txn, &f.ts, STORE_DB_INBOX, key, key_len, val, len);
+    raw_commit(txn);
+    free(val);
+    expect_finding(&f.ts, "inbox_links", "inbox:test/grant-1");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(hold_resolved_without_an_event_is_found)
+{
+    fixture f;
+    build(&f);
+    tally_id128 id = test_id(103);
+    MDB_txn *txn = raw_begin(&f.ts);
+    size_t len;
+    uint8_t *val = raw_get(txn, &f.ts, STORE_DB_TRANSFERS, id.bytes, 16, &len);
+    ck_assert_uint_eq(len, LEDGER_TRANSFER_RECORD_BYTES);
+    ck_assert_uint_eq(val[33], LEDGER_TRANSFER_PENDING_STATE);
+    /* Voided, version 2, resolved at a seq that never happened. */
+    val[33] = LEDGER_TRANSFER_HOLD_VOIDED;
+    put_u64_be(val + 54, 2);
+    put_u64_be(val + 70, test_head(&f.ts).seq + 1);
+    ledger_transfer_record r;
+    ck_assert_int_eq(ledger_transfer_decode(&id, val, len, &r), TALLY_ok);
+    raw_put(txn, &f.ts, STORE_DB_TRANSFERS, id.bytes, 16, val, len);
+    raw_commit(txn);
+    free(val);
+    char name[64];
+    transfer_name(103, name);
+    expect_finding(&f.ts, "hold_resolution", name);
+    /* And the accounts' pending balances no longer match unresolved holds. */
+    expect_finding(&f.ts, "hold_resolution", "account:2");
+    expect_finding(&f.ts, "hold_resolution", "account:3");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(missing_expiry_entry_of_a_pending_hold_is_found)
+{
+    fixture f;
+    build(&f);
+    ledger_transfer_record r = test_transfer(&f.ts, 103);
+    ck_assert_int_eq(r.state, LEDGER_TRANSFER_PENDING_STATE);
+    ck_assert_int_eq(r.expires_at_ms, f.ts.now_ms + 3600 * 1000);
+    uint8_t key[8 + 1 + 16];
+    put_u64_be(key, (uint64_t)r.expires_at_ms);
+    key[8] = LEDGER_EXPIRY_HOLD;
+    memcpy(key + 9, r.id.bytes, 16);
+    MDB_txn *txn = raw_begin(&f.ts);
+    raw_del(txn, &f.ts, STORE_DB_EXPIRY, key, sizeof(key));
+    raw_commit(txn);
+    char name[64];
+    transfer_name(103, name);
+    expect_finding(&f.ts, "expiry_index", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(missing_expiry_entry_of_an_active_entitlement_is_found)
+{
+    fixture f;
+    build(&f);
+    ledger_entitlement e = test_entitlement(&f.ts, "user-1", "pro");
+    ck_assert(!e.lifetime);
+    uint8_t key[9 + LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+    put_u64_be(key, (uint64_t)e.valid_until_ms);
+    key[8] = LEDGER_EXPIRY_ENTITLEMENT;
+    size_t n = ledger_entitlement_key(tally_str_from("user-1"), tally_str_from("pro"), key + 9);
+    MDB_txn *txn = raw_begin(&f.ts);
+    raw_del(txn, &f.ts, STORE_DB_EXPIRY, key, 9 + n);
+    raw_commit(txn);
+    expect_finding(&f.ts, "expiry_index", "entitlement:user-1/pro");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(changed_entitlement_record_fails_rebuild)
+{
+    fixture f;
+    build(&f);
+    uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+    size_t key_len =
+        ledger_entitlement_key(tally_str_from("user-1"), tally_str_from("pro"), key);
+    MDB_txn *txn = raw_begin(&f.ts);
+    size_t len;
+    uint8_t *val = raw_get(txn, &f.ts, STORE_DB_ENTITLEMENTS, key, key_len, &len);
+    ledger_entitlement e;
+    ck_assert_int_eq(ledger_entitlement_decode(key, key_len, val, len, &e), TALLY_ok);
+    e.updated_ms += 1; /* touches nothing the expiry index depends on */
+    uint8_t rec[LEDGER_ENTITLEMENT_RECORD_BYTES];
+    ledger_entitlement_encode(&e, rec);
+    raw_put(txn, &f.ts, STORE_DB_ENTITLEMENTS, key, key_len, rec, sizeof(rec));
+    raw_commit(txn);
+    free(val);
+    expect_finding(&f.ts, "rebuild", "entitlement:user-1/pro");
+    expect_no_finding(&f.ts, "expiry_index");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+static int pack_copied_body(msgpack_packer *pk, const void *body)
+{
+    return msgpack_pack_object(pk, *(const msgpack_object *)body);
+}
+
+START_TEST(hold_resolved_twice_in_the_log_is_found)
+{
+    fixture f;
+    build(&f);
+    /* Append, through the log itself (so the chain is intact), a second
+     * resolution of hold 104 that was already posted: a void without cause. */
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(f.ts.st, NULL, false, &t), TALLY_ok);
+    uint8_t key[8];
+    log_seq_key(f.seq_post104, key);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
+    uint8_t *copy = malloc(v.mv_size);
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, v.mv_data, v.mv_size);
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event posted;
+    ck_assert_int_eq(log_event_decode(copy, v.mv_size, &up, &posted), TALLY_ok);
+    log_append_args a = {
+        .type = "transfer.voided",
+        .entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = test_id(104)},
+        .entity_version = 2,
+        .time_ms = f.ts.now_ms,
+        .pack_body = pack_copied_body,
+        .body_ctx = posted.body,
+    };
+    uint64_t seq;
+    ck_assert_int_eq(log_append(&t, &a, &seq), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    msgpack_unpacked_destroy(&up);
+    free(copy);
+    char name[64];
+    transfer_name(104, name);
+    expect_finding(&f.ts, "hold_resolution", name);
+    expect_no_finding(&f.ts, "hash_chain");
+    expect_no_finding(&f.ts, "log_gap");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(deleted_history_entry_is_found)
+{
+    fixture f;
+    build(&f);
+    uint8_t key[16];
+    ledger_history_key(1, f.seq_t101, key);
+    MDB_txn *txn = raw_begin(&f.ts);
+    raw_del(txn, &f.ts, STORE_DB_HISTORY, key, sizeof(key));
+    raw_commit(txn);
+    expect_finding(&f.ts, "history", "account:1");
+    test_store_close(&f.ts);
+}
+END_TEST
+
+static Suite *invariants_suite(void)
+{
+    Suite *s = suite_create("invariants");
+    struct {
+        const char *name;
+        const TTest *test;
+    } tests[] = {
+        {"clean", clean_store_has_no_findings},
+        {"log_gap", deleted_event_is_a_log_gap},
+        {"log_gap_head", deleted_last_event_is_a_log_gap_at_the_head},
+        {"hash_flip", flipped_byte_in_an_event_breaks_the_hash_chain},
+        {"hash_rehash", rehashed_event_breaks_the_link_to_the_next},
+        {"meta_head", tampered_meta_head_is_found},
+        {"balance", changed_account_balance_fails_rebuild_and_balance_sum},
+        {"limit_flag", limit_flag_on_an_overdrawn_account_is_found},
+        {"limit_balance", balances_moved_past_a_limit_are_found},
+        {"inbox_deleted", deleted_inbox_record_breaks_inbox_links},
+        {"inbox_orphan", orphan_inbox_record_claiming_other_events_breaks_inbox_links},
+        {"inbox_past_log", inbox_record_pointing_past_the_log_breaks_inbox_links},
+        {"hold_resolved", hold_resolved_without_an_event_is_found},
+        {"hold_twice", hold_resolved_twice_in_the_log_is_found},
+        {"expiry_hold", missing_expiry_entry_of_a_pending_hold_is_found},
+        {"expiry_entitlement", missing_expiry_entry_of_an_active_entitlement_is_found},
+        {"entitlement", changed_entitlement_record_fails_rebuild},
+        {"history", deleted_history_entry_is_found},
+    };
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        TCase *tc = tcase_create(tests[i].name);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, tests[i].test);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void) { return test_run_suite(invariants_suite()); }
