@@ -24,13 +24,22 @@
  *   TALLY_timed_out     no answer within timeout_ms after every retry: the
  *                       write may or may not have been applied — retry with
  *                       the same key (result.key) to find out;
- *   TALLY_unreachable   no connection to the server could be made;
+ *   TALLY_unreachable   no attempt reached the server (no connection came up
+ *                       within an attempt's connect wait, see
+ *                       TALLY_CLIENT_CONNECT_WAIT_MS_MAX): nothing was
+ *                       applied;
  *   TALLY_overloaded, TALLY_shutting_down, TALLY_storage_full, ...: server
  *                       faults still present after the retries;
  *   TALLY_invalid_argument  a bad argument (NULL, string too long) — nothing
  *                       was sent;
+ *   TALLY_request_too_large  the packed request exceeds the server's 512 KiB
+ *                       — nothing was sent;
+ *   TALLY_internal      the reply was not msgpack of the documented shape
+ *                       (or named a code this library does not know);
  *   TALLY_out_of_memory.
- * Results and read outputs are filled only when the server answered.
+ * Read outputs are filled only on TALLY_ok. A write's result is cleared
+ * first; its code and key are always set, the other fields when the server
+ * answered.
  */
 #ifndef TALLY_H
 #define TALLY_H
@@ -46,8 +55,22 @@ extern "C" {
 #endif
 
 #define TALLY_CLIENT_KEY_BYTES_MAX 128
+#define TALLY_CLIENT_CONSUMER_BYTES_MAX 64
 #define TALLY_CLIENT_CHAIN_MAX 32
 #define TALLY_CLIENT_BATCH_MAX 1000
+
+/* Defaults of tally_client_options. */
+#define TALLY_CLIENT_URL_DEFAULT "tcp://127.0.0.1:7450"
+#define TALLY_CLIENT_CONSUMER_DEFAULT "default"
+#define TALLY_CLIENT_TIMEOUT_MS_DEFAULT 5000
+#define TALLY_CLIENT_RETRIES_DEFAULT 3
+#define TALLY_CLIENT_BACKOFF_MS_DEFAULT 50
+/* The wait before a retry doubles up to this. */
+#define TALLY_CLIENT_BACKOFF_MS_MAX 10000
+/* While no connection is up, an attempt waits at most this long (and at
+ * most its timeout) for one before it counts as unreachable, so that an
+ * absent server is reported quickly. */
+#define TALLY_CLIENT_CONNECT_WAIT_MS_MAX 1000
 
 /* ---- the client ---- */
 
@@ -64,11 +87,15 @@ typedef struct tally_client_options {
 } tally_client_options;
 
 /* Create a client and start connecting (in the background: an absent
- * server is not an error here). Returns TALLY_ok, TALLY_invalid_argument
- * (bad URL or consumer), TALLY_out_of_memory. */
+ * server is not an error here, and the connection is re-made whenever it
+ * drops). options may be NULL (all defaults). *out is set on success only.
+ * Returns TALLY_ok, TALLY_invalid_argument (out NULL, bad URL, consumer
+ * empty or over 64 bytes), TALLY_out_of_memory, TALLY_internal (NNG could
+ * not open a socket). */
 int tally_client_open(const tally_client_options *options, tally_client **out);
 
-/* Close the client; no call may be in progress. NULL is allowed. */
+/* Close the client and free it; no call may be in progress. NULL is
+ * allowed. */
 void tally_client_close(tally_client *client);
 
 /* ---- ids and keys ---- */
@@ -77,17 +104,18 @@ typedef struct tally_uuid {
     uint8_t bytes[16];
 } tally_uuid;
 
-/* A new UUIDv7 (time-ordered). Returns TALLY_ok or TALLY_io_error. */
+/* A new UUIDv7 (time-ordered). Returns TALLY_ok, TALLY_invalid_argument
+ * (out NULL) or TALLY_io_error (no randomness from the kernel). */
 int tally_uuid_v7(tally_uuid *out);
 /* 36-character text form with dashes, NUL-terminated (37 bytes). */
 void tally_uuid_format(const tally_uuid *id, char out[37]);
 /* Parse 32 hex digits, with or without dashes. Returns TALLY_ok or
- * TALLY_invalid_argument. */
+ * TALLY_invalid_argument (NULL or malformed; *out untouched). */
 int tally_uuid_parse(const char *text, tally_uuid *out);
 /* The transfer id a key stands for: the first 16 bytes of
  * SHA-256("tally.transfer-id.v1" || consumer || 0x00 || key). Lets a tool
  * derive the id from the key so that a retry with the same key is the same
- * transfer. */
+ * transfer. NULL consumer or key counts as "". */
 void tally_uuid_from_key(const char *consumer, const char *key, tally_uuid *out);
 
 /* ---- write results ---- */
@@ -103,7 +131,14 @@ typedef struct tally_result {
     int failed_index;                         /* chains: failing member, -1 if none */
 } tally_result;
 
-/* ---- writes (key NULL: generate one) ---- */
+/* ---- writes (key NULL: generate one) ----
+ * Each returns out->code: TALLY_ok, the stored rejection, a refusal, a
+ * fault or a transport code (see the top of this file). out is always
+ * cleared and out->key always set to the key (unless out is NULL); the
+ * other fields are filled when the server answered. TALLY_invalid_argument
+ * (nothing sent): c, out or the args NULL, a NULL subject/feature/
+ * pending_id, a key empty or over 128 bytes. TALLY_request_too_large: the
+ * packed request is over 512 KiB (nothing sent). */
 
 #define TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS 1u
 #define TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS 2u
@@ -146,6 +181,10 @@ int tally_transfer(tally_client *c, const char *key, const tally_transfer_args *
 int tally_post(tally_client *c, const char *key, const tally_uuid *pending_id, int64_t amount,
                tally_result *out);
 int tally_void(tally_client *c, const char *key, const tally_uuid *pending_id, tally_result *out);
+/* The entitlement ops send only the fields the caller set (valid_until_ms
+ * and duration_ms when != 0, source_order and grant_transfer_id when
+ * has_*); a field the op does not take (e.g. duration_ms with revoke) is
+ * refused by the server with TALLY_unknown_field. */
 int tally_grant(tally_client *c, const char *key, const tally_entitlement_args *e,
                 tally_result *out);
 int tally_extend(tally_client *c, const char *key, const tally_entitlement_args *e,
@@ -157,13 +196,19 @@ int tally_revoke(tally_client *c, const char *key, const tally_entitlement_args 
  * A batch holds up to TALLY_CLIENT_BATCH_MAX independent writes, each with
  * its own key and result; a chain (atomic) up to TALLY_CLIENT_CHAIN_MAX
  * writes applied all-or-nothing under one key. Add functions return
- * TALLY_ok, TALLY_too_many_operations or TALLY_invalid_argument; in a chain
- * the member key is ignored. */
+ * TALLY_ok, TALLY_too_many_operations, TALLY_invalid_argument (as for the
+ * single writes; nothing added) or TALLY_out_of_memory; in a chain the
+ * member key is ignored. Argument strings are copied when added. */
 
 typedef struct tally_batch tally_batch;
 
+/* A new empty batch (atomic: a chain), or NULL when out of memory. A chain
+ * gets its key here (a UUIDv7), used when it is sent without a key, so
+ * re-sending the same chain is a retry too. */
 tally_batch *tally_batch_new(bool atomic);
+/* Free a batch (NULL allowed). */
 void tally_batch_free(tally_batch *b);
+/* Members added so far (0 for NULL). */
 size_t tally_batch_count(const tally_batch *b);
 int tally_batch_account_open(tally_batch *b, const char *key, const tally_account_open_args *a);
 int tally_batch_transfer(tally_batch *b, const char *key, const tally_transfer_args *t);
@@ -175,10 +220,19 @@ int tally_batch_revoke(tally_batch *b, const char *key, const tally_entitlement_
 
 /* Send a batch: results[i] (capacity >= tally_batch_count) gets member i's
  * result; key is ignored. Send a chain: results[0] gets the chain's result
- * under key (NULL: generated). Members without a key get generated keys
- * when added. The same batch may be sent again: same keys, so a resend is
- * a retry. Returns TALLY_ok when the server answered (per-member codes in
- * results), else a transport fault. */
+ * under key (NULL: the chain's own key, made by tally_batch_new).
+ * Members without a key get generated keys when added. The same batch may be sent again: same keys, so a resend is
+ * a retry. Every result's key is set; for a chain results[0].chain_codes
+ * and failed_index tell which member failed.
+ * Returns TALLY_ok when the server decided: every results[i].code is that
+ * write's outcome (TALLY_ok or a stored rejection; in a batch a member may
+ * also carry a fault such as storage_full, retry it with the same key).
+ * Otherwise the code that prevented a decision, also copied into every
+ * results[i].code: a refusal of the whole request (e.g.
+ * TALLY_unknown_field, TALLY_value_out_of_range for an empty batch), a
+ * server fault, TALLY_timed_out, TALLY_unreachable, TALLY_request_too_large
+ * or TALLY_invalid_argument (c, b or results NULL, results_capacity too
+ * small: nothing sent, results untouched). */
 int tally_batch_send(tally_client *c, tally_batch *b, const char *key, tally_result *results,
                      size_t results_capacity);
 
@@ -217,6 +271,8 @@ typedef struct tally_entitlement {
     bool has_source_order;
     uint64_t source_order;
     int64_t granted_ms, updated_ms;
+    bool has_grant_transfer;       /* the grant named the transfer that paid */
+    tally_uuid grant_transfer_id;
 } tally_entitlement;
 
 typedef struct tally_history_entry {
@@ -247,28 +303,47 @@ typedef struct tally_stats {
     uint64_t map_used_bytes, map_size_bytes;
 } tally_stats;
 
-/* TALLY_ok, TALLY_not_found, or a fault. */
+/* Reads. Each returns TALLY_ok (outputs filled), TALLY_not_found, a
+ * refusal from the server (e.g. TALLY_subject_must_not_be_empty,
+ * TALLY_value_out_of_range), a fault, TALLY_timed_out, TALLY_unreachable,
+ * TALLY_invalid_argument (a NULL pointer or a zero capacity: nothing sent),
+ * TALLY_out_of_memory, or TALLY_internal when the reply does not have the
+ * documented shape. Reads are retried like writes (they change nothing). */
 int tally_account_get(tally_client *c, uint64_t id, tally_account *out);
 int tally_transfer_get(tally_client *c, const tally_uuid *id, tally_transfer_info *out);
 int tally_entitlement_get(tally_client *c, const char *subject, const char *feature,
                           tally_entitlement *out);
-/* Up to capacity entitlements of subject; *count gets how many. */
+/* Up to capacity entitlements of subject, in feature order; *count gets
+ * how many were stored (when the subject has more, the first capacity). */
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,
                            size_t capacity, size_t *count);
-/* History page: after_seq 0 = from the start (or, reverse, from the end);
- * *next = seq to pass as after_seq for the next page, 0 when no more. */
+/* History page of up to min(limit, capacity, 1000) entries (limit 0: 100),
+ * oldest first (reverse: newest first). after_seq 0 = from the start (or,
+ * reverse, from the end); *next = seq to pass as after_seq for the next
+ * page, 0 when no more. TALLY_not_found when the account does not exist. */
 int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint32_t limit,
                           bool reverse, tally_history_entry *out, size_t capacity,
                           size_t *count, uint64_t *next);
-/* Events from from_seq, at most limit (<= capacity); wait_ms > 0 waits for a
- * first event. raw pointers stay valid until tally_events_release(events). */
+/* Events from from_seq (0 = 1), at most min(limit, capacity, 1000) (limit
+ * 0: 100); *head_seq gets the last committed seq. wait_ms > 0 (at most
+ * 30000): when no event at from_seq exists yet, the server holds the
+ * request until one is committed or wait_ms passes (then *count = 0); each
+ * attempt then waits timeout_ms + wait_ms. raw pointers stay valid until
+ * tally_events_release(out, *count), which the caller must call after
+ * TALLY_ok (on any other code nothing is allocated). */
 int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t wait_ms,
                    tally_event *out, size_t capacity, size_t *count, uint64_t *head_seq);
 void tally_events_release(tally_event *events, size_t count);
 int tally_stats_get(tally_client *c, tally_stats *out);
 
 /* Send a raw msgpack request and receive the raw reply (malloc'd; free()
- * it). For tools and tests. Retries like every other call. */
+ * it). For tools and tests. Retries like every other call (the same
+ * bytes; a reply with code overloaded or shutting_down is retried too); a
+ * top-level wait_ms in the request lengthens each attempt as for
+ * tally_log_read. Returns TALLY_ok whenever a reply arrived, whatever its
+ * code (*reply and *reply_len set); else TALLY_timed_out,
+ * TALLY_unreachable, TALLY_invalid_argument (NULL, len 0),
+ * TALLY_out_of_memory. */
 int tally_request_raw(tally_client *c, const void *request, size_t len, void **reply,
                       size_t *reply_len);
 
