@@ -1,0 +1,854 @@
+/*
+ * check_cli.c — tests of clients/tally_cli.c: the real `tally` binary against
+ * a real tallyd.
+ *
+ * Each test that needs a server gets its own tallyd (started and stopped by
+ * an unchecked fixture, outside the forked test, so a failing test never
+ * leaves a server behind) and runs `tally` by fork/exec with TALLY_URL set,
+ * reading its exit code, stdout and stderr. --json output is parsed with
+ * jansson. Covered: every command, the exit codes 0/1/2/3, replays of a
+ * transfer repeated with the same --key (with the id derived from the key)
+ * or the same --id (with the key derived from the id), generated keys that a
+ * person can reuse, --for and --until, log and history lines, human tables.
+ */
+#include "tests/support/tallyd_harness.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OUTPUT_BYTES_MAX (4 * 1024 * 1024)
+#define TEST_TIMEOUT_S 60
+/* An ipc path where no server listens. */
+#define DEAD_URL "ipc:///nonexistent-tally-cli-test/req.sock"
+
+static tallyd_proc server;
+static pid_t keeper_pid;   /* the process that owns tallyd */
+static int keeper_fd = -1; /* closing it tells the keeper to stop tallyd */
+
+/* The harness talks NNG to see tallyd answer. It runs in a keeper process
+ * of its own, so that the runner (whose forks run the tests) never holds
+ * NNG threads or memory: a forked child inheriting them trips
+ * LeakSanitizer. The keeper sends the started tallyd_proc back, waits for
+ * its pipe to close and then stops tallyd and removes its directory. */
+static void server_up(void)
+{
+    int up[2], down[2];
+    ck_assert_int_eq(pipe2(up, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(down, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        memset(&server, 0, sizeof(server));
+        tallyd_start(&server);
+        if (write(up[1], &server, sizeof(server)) == (ssize_t)sizeof(server)) {
+            char byte;
+            while (read(down[0], &byte, 1) > 0)
+                ;
+        }
+        tallyd_cleanup(&server);
+        _exit(0); /* no exit handlers: this process is a copy of the runner */
+    }
+    close(up[1]);
+    close(down[0]);
+    size_t got = 0;
+    for (ssize_t n = 1; got < sizeof(server) && n > 0; got += n > 0 ? (size_t)n : 0)
+        n = read(up[0], (char *)&server + got, sizeof(server) - got);
+    close(up[0]);
+    keeper_pid = pid;
+    keeper_fd = down[1];
+    ck_assert_msg(got == sizeof(server), "tallyd did not start (see the keeper's messages)");
+}
+
+static void server_down(void)
+{
+    close(keeper_fd);
+    keeper_fd = -1;
+    waitpid(keeper_pid, NULL, 0);
+    memset(&server, 0, sizeof(server));
+}
+
+/* ---- running the CLI ---- */
+
+typedef struct cli_output {
+    int status; /* exit code; 128 + signal when killed */
+    char *out, *err;
+    double seconds;
+} cli_output;
+
+static char *read_all(int fd)
+{
+    char *buf = malloc(OUTPUT_BYTES_MAX + 1);
+    ck_assert_ptr_nonnull(buf);
+    size_t len = 0;
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        ssize_t n = read(fd, buf + len, OUTPUT_BYTES_MAX - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    close(fd);
+    return buf;
+}
+
+static int temp_file(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/check-cli-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    return fd;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Run `tally args...` with TALLY_URL = the test's server (or a dead URL). */
+static cli_output tally_argv(const char *const *args)
+{
+    const char *argv[64] = {tallyd_program("tally")};
+    int argc = 1;
+    for (; args[argc - 1]; argc++) {
+        ck_assert_int_lt(argc, 63);
+        argv[argc] = args[argc - 1];
+    }
+    argv[argc] = NULL;
+    int out_fd = temp_file(), err_fd = temp_file();
+    double start = now_seconds();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        setenv("TALLY_URL", server.url[0] ? server.url : DEAD_URL, 1);
+        unsetenv("TALLY_CONSUMER");
+        execv(argv[0], (char *const *)argv);
+        fprintf(stderr, "exec %s failed\n", argv[0]);
+        _exit(127);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    cli_output r = {.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+                    .seconds = now_seconds() - start};
+    r.out = read_all(out_fd);
+    r.err = read_all(err_fd);
+    return r;
+}
+
+#define TALLY(...) tally_argv((const char *const[]){__VA_ARGS__, NULL})
+
+static void output_free(cli_output *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static void expect_exit(const cli_output *r, int status)
+{
+    ck_assert_msg(r->status == status, "exit %d, wanted %d\nstdout: %s\nstderr: %s", r->status,
+                  status, r->out, r->err);
+}
+
+/* ---- JSON ---- */
+
+static json_t *json_of(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    ck_assert_msg(j != NULL, "not one JSON value (%s): %s", e.text, text);
+    return j;
+}
+
+/* Run `tally --json args...`, expect the exit code, parse stdout as one value. */
+static json_t *tally_json_argv(int status, const char *const *args)
+{
+    cli_output r = tally_argv(args);
+    expect_exit(&r, status);
+    json_t *j = json_of(r.out);
+    output_free(&r);
+    return j;
+}
+
+#define TALLY_JSON(status, ...)                                                                    \
+    tally_json_argv(status, (const char *const[]){"--json", __VA_ARGS__, NULL})
+
+/* Each non-empty line of text parsed as a JSON object; returns the count. */
+static size_t json_lines(const char *text, json_t **out, size_t max)
+{
+    size_t n = 0;
+    const char *p = text;
+    while (*p) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0) {
+            ck_assert_uint_lt(n, max);
+            json_error_t e;
+            out[n] = json_loadb(p, len, 0, &e);
+            ck_assert_msg(out[n] != NULL && json_is_object(out[n]), "line not a JSON object: %.*s",
+                          (int)len, p);
+            n++;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return n;
+}
+
+static void json_lines_free(json_t **lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        json_decref(lines[i]);
+}
+
+static const char *jstr(const json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+    ck_assert_msg(json_is_string(v), "field %s is not a string", name);
+    return json_string_value(v);
+}
+
+static json_int_t jint(const json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+    ck_assert_msg(json_is_integer(v), "field %s is not an integer", name);
+    return json_integer_value(v);
+}
+
+static bool jbool(const json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+    ck_assert_msg(json_is_boolean(v), "field %s is not a boolean", name);
+    return json_is_true(v);
+}
+
+static bool is_uuid_v7(const char *s)
+{
+    if (strlen(s) != 36 || s[14] != '7')
+        return false;
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
+            return false;
+    }
+    return true;
+}
+
+/* A write that must succeed (not replayed); returns its JSON result. */
+static json_t *write_ok(const char *const *args)
+{
+    json_t *j = tally_json_argv(0, args);
+    ck_assert_str_eq(jstr(j, "code"), "ok");
+    ck_assert(!jbool(j, "replayed"));
+    ck_assert_int_gt(jint(j, "seq"), 0);
+    return j;
+}
+
+#define WRITE_OK(...) json_decref(write_ok((const char *const[]){"--json", __VA_ARGS__, NULL}))
+
+static void open_accounts(void)
+{
+    WRITE_OK("account", "open", "1");
+    WRITE_OK("account", "open", "2");
+}
+
+/* The account's field after `tally account get`. */
+static json_int_t account_field(const char *id, const char *field)
+{
+    json_t *a = TALLY_JSON(0, "account", "get", id);
+    json_int_t v = jint(a, field);
+    json_decref(a);
+    return v;
+}
+
+/* ---- help and usage (no server) ---- */
+
+START_TEST(test_help_explains_keys_ids_and_exit_codes)
+{
+    cli_output r = TALLY("--help");
+    expect_exit(&r, 0);
+    const char *wanted[] = {"account open", "account history", "transfer", "post", "void",
+                            "grant", "extend", "revoke", "entitlements", "log", "stats",
+                            "--url", "--json", "--timeout-ms", "--consumer", "TALLY_URL",
+                            "TALLY_CONSUMER", "transfer-<32 hex", "derived from the key",
+                            "Exit codes", "unreachable"};
+    for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++)
+        ck_assert_msg(strstr(r.out, wanted[i]), "tally --help lacks '%s'", wanted[i]);
+    output_free(&r);
+
+    const char *commands[][2] = {{"account", "open"}, {"account", "get"}, {"account", "history"},
+                                 {"transfer", NULL},  {"post", NULL},     {"void", NULL},
+                                 {"grant", NULL},     {"extend", NULL},   {"revoke", NULL},
+                                 {"entitlements", NULL}, {"log", NULL},   {"stats", NULL}};
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        r = commands[i][1] ? TALLY(commands[i][0], commands[i][1], "--help")
+                           : TALLY(commands[i][0], "--help");
+        expect_exit(&r, 0);
+        ck_assert_msg(strstr(r.out, "usage: tally ") && strstr(r.out, commands[i][0]) &&
+                          strstr(r.out, "Exit codes"),
+                      "help of %s: %s", commands[i][0], r.out);
+        output_free(&r);
+    }
+    r = TALLY("transfer", "--help");
+    ck_assert_ptr_nonnull(strstr(r.out, "--debit ID --credit ID --amount N"));
+    ck_assert_ptr_nonnull(strstr(r.out, "derived from the key"));
+    ck_assert_ptr_nonnull(strstr(r.out, "transfer-<32 hex digits of the id>"));
+    output_free(&r);
+}
+END_TEST
+
+START_TEST(test_usage_errors_exit_2)
+{
+    const char *const cases[][12] = {
+        {NULL},
+        {"frobnicate", NULL},
+        {"--bogus", "stats", NULL},
+        {"stats", "--bogus", NULL},
+        {"stats", "extra", NULL},
+        {"account", NULL},
+        {"account", "close", "1", NULL},
+        {"account", "open", NULL},
+        {"account", "open", "0", NULL},
+        {"account", "open", "x1", NULL},
+        {"account", "open", "1", "--ledger", "0", NULL},
+        {"account", "open", "1", "--code", "65536", NULL},
+        {"account", "open", "1", "--key", "", NULL},
+        {"transfer", "--credit", "2", "--amount", "5", NULL},
+        {"transfer", "--debit", "1", "--credit", "2", "--amount", "0", NULL},
+        {"transfer", "--debit", "1", "--credit", "2", "--amount", "-5", NULL},
+        {"transfer", "--debit", "1", "--credit", "2", "--amount", "9223372036854775808", NULL},
+        {"transfer", "--debit", "1", "--credit", "2", "--amount", "5", "--id", "xyz", NULL},
+        {"transfer", "--debit", "1", "--credit", "2", "--amount", "5", "--timeout-s", "9", NULL},
+        {"transfer", "--debit", "1", "--debit", "1", "--credit", "2", "--amount", "5", NULL},
+        {"post", NULL},
+        {"grant", "alice", NULL},
+        {"grant", "alice", "pro", "--for", "10x", NULL},
+        {"grant", "alice", "pro", "--for", "0d", NULL},
+        {"grant", "alice", "pro", "--until", "2027-13-01T00:00:00Z", NULL},
+        {"grant", "alice", "pro", "--until", "2027-01-01", "--for", "1d", NULL},
+        {"extend", "alice", "pro", NULL},
+        {"log", "--limit", "0", NULL},
+        {"--timeout-ms", "0", "stats", NULL},
+        {"--json=yes", "stats", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cli_output r = tally_argv(cases[i]);
+        ck_assert_msg(r.status == 2, "case %zu (%s ...): exit %d\nstderr: %s", i,
+                      cases[i][0] ? cases[i][0] : "", r.status, r.err);
+        ck_assert_msg(strstr(r.err, "--help"), "case %zu: no hint to --help: %s", i, r.err);
+        ck_assert_str_eq(r.out, "");
+        output_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_unreachable_exits_3)
+{
+    cli_output r = TALLY("--url", DEAD_URL, "--timeout-ms", "200", "stats");
+    expect_exit(&r, 3);
+    ck_assert_double_lt(r.seconds, 10);
+    output_free(&r);
+
+    json_t *j = TALLY_JSON(3, "--url", DEAD_URL, "--timeout-ms", "200", "transfer", "--debit",
+                           "1", "--credit", "2", "--amount", "5");
+    const char *code = jstr(j, "code");
+    ck_assert_msg(strcmp(code, "unreachable") == 0 || strcmp(code, "timed_out") == 0, "code %s",
+                  code);
+    ck_assert(!jbool(j, "replayed"));
+    ck_assert(json_is_null(json_object_get(j, "seq")));
+    ck_assert(is_uuid_v7(jstr(j, "key")));
+    ck_assert_uint_eq(strlen(jstr(j, "transfer_id")), 32);
+    json_decref(j);
+
+    /* Human mode: the key to retry with is on stderr. */
+    r = TALLY("--url", DEAD_URL, "--timeout-ms", "200", "--retries", "0", "account", "open", "1",
+              "--key", "retry-me");
+    expect_exit(&r, 3);
+    ck_assert_ptr_nonnull(strstr(r.err, "--key retry-me"));
+    output_free(&r);
+}
+END_TEST
+
+/* ---- accounts ---- */
+
+START_TEST(test_account_open_and_get)
+{
+    json_t *j = TALLY_JSON(0, "account", "open", "1");
+    ck_assert_str_eq(jstr(j, "code"), "ok");
+    ck_assert(!jbool(j, "replayed"));
+    ck_assert_int_eq(jint(j, "seq"), 1);
+    ck_assert_msg(is_uuid_v7(jstr(j, "key")), "generated key %s", jstr(j, "key"));
+    json_decref(j);
+    WRITE_OK("account", "open", "9", "--ledger", "7", "--code", "3",
+             "--debits-must-not-exceed-credits", "--key", "open-9");
+
+    j = TALLY_JSON(0, "account", "get", "9");
+    ck_assert_int_eq(jint(j, "id"), 9);
+    ck_assert_int_eq(jint(j, "ledger"), 7);
+    ck_assert_int_eq(jint(j, "code"), 3);
+    ck_assert_int_eq(jint(j, "flags"), 1);
+    ck_assert(jbool(j, "debits_must_not_exceed_credits"));
+    ck_assert(!jbool(j, "credits_must_not_exceed_debits"));
+    ck_assert_int_eq(jint(j, "debits_posted"), 0);
+    ck_assert_int_eq(jint(j, "credits_posted"), 0);
+    ck_assert_int_eq(jint(j, "debits_pending"), 0);
+    ck_assert_int_eq(jint(j, "credits_pending"), 0);
+    ck_assert_int_eq(jint(j, "version"), 1);
+    json_decref(j);
+
+    /* The same key again is a replay (exit 0); a new key on the same id is `exists`. */
+    j = TALLY_JSON(0, "account", "open", "9", "--ledger", "7", "--code", "3",
+                   "--debits-must-not-exceed-credits", "--key", "open-9");
+    ck_assert_str_eq(jstr(j, "code"), "ok");
+    ck_assert(jbool(j, "replayed"));
+    ck_assert_int_eq(jint(j, "seq"), 2);
+    json_decref(j);
+    j = TALLY_JSON(1, "account", "open", "9", "--ledger", "7", "--code", "3",
+                   "--debits-must-not-exceed-credits");
+    ck_assert_str_eq(jstr(j, "code"), "exists");
+    ck_assert(json_is_null(json_object_get(j, "seq")));
+    json_decref(j);
+
+    j = TALLY_JSON(1, "account", "get", "404");
+    ck_assert_str_eq(jstr(j, "code"), "not_found");
+    json_decref(j);
+
+    cli_output r = TALLY("account", "get", "9");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "ID") && strstr(r.out, "LEDGER") &&
+                      strstr(r.out, "DEBITS_POSTED") && strstr(r.out, "CREDITS_PENDING") &&
+                      strstr(r.out, "VERSION"),
+                  "no header: %s", r.out);
+    ck_assert_ptr_nonnull(strchr(strchr(r.out, '\n'), '9'));
+    output_free(&r);
+}
+END_TEST
+
+/* ---- transfers ---- */
+
+START_TEST(test_transfer_same_key_is_a_replay)
+{
+    open_accounts();
+    json_t *first = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "10",
+                               "--key", "pay-1");
+    ck_assert_str_eq(jstr(first, "code"), "ok");
+    ck_assert(!jbool(first, "replayed"));
+    ck_assert_str_eq(jstr(first, "key"), "pay-1");
+    const char *id = jstr(first, "transfer_id");
+    ck_assert_uint_eq(strlen(id), 32);
+
+    json_t *again = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "10",
+                               "--key", "pay-1");
+    ck_assert_str_eq(jstr(again, "code"), "ok");
+    ck_assert(jbool(again, "replayed"));
+    ck_assert_str_eq(jstr(again, "transfer_id"), id);
+    ck_assert_int_eq(jint(again, "seq"), jint(first, "seq"));
+    json_decref(first);
+    json_decref(again);
+
+    ck_assert_int_eq(account_field("1", "debits_posted"), 10);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 10);
+
+    /* The same key with other fields is refused, not applied. */
+    json_t *j = TALLY_JSON(1, "transfer", "--debit", "1", "--credit", "2", "--amount", "11",
+                           "--key", "pay-1");
+    ck_assert_str_eq(jstr(j, "code"), "idempotency_key_reused");
+    json_decref(j);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 10);
+}
+END_TEST
+
+START_TEST(test_transfer_id_without_key_is_a_replay)
+{
+    open_accounts();
+    json_t *first = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "7",
+                               "--id", "42");
+    ck_assert(!jbool(first, "replayed"));
+    ck_assert_str_eq(jstr(first, "transfer_id"), "0000000000000000000000000000002a");
+    ck_assert_str_eq(jstr(first, "key"), "transfer-0000000000000000000000000000002a");
+    json_decref(first);
+
+    /* The same id in hex with dashes is the same transfer, the same key. */
+    json_t *again = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "7",
+                               "--id", "00000000-0000-0000-0000-00000000002A");
+    ck_assert_str_eq(jstr(again, "code"), "ok");
+    ck_assert(jbool(again, "replayed"));
+    ck_assert_str_eq(jstr(again, "transfer_id"), "0000000000000000000000000000002a");
+    json_decref(again);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 7);
+
+    /* The same id under another key is a second command: `exists`, no effect. */
+    json_t *other = TALLY_JSON(1, "transfer", "--debit", "1", "--credit", "2", "--amount", "7",
+                               "--id", "42", "--key", "other");
+    ck_assert_str_eq(jstr(other, "code"), "exists");
+    json_decref(other);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 7);
+}
+END_TEST
+
+/* The key printed by a human-mode write retries it by hand. */
+START_TEST(test_generated_key_is_printed_and_retries)
+{
+    open_accounts();
+    cli_output r = TALLY("transfer", "--debit", "1", "--credit", "2", "--amount", "3");
+    expect_exit(&r, 0);
+    const char *at = strstr(r.err, "key ");
+    ck_assert_msg(at != NULL, "no key on stderr: %s", r.err);
+    char key[37] = {0};
+    memcpy(key, at + 4, 36);
+    ck_assert_msg(is_uuid_v7(key), "printed key %s", key);
+    const char *tid_at = strstr(r.out, "transfer_id");
+    ck_assert_ptr_nonnull(tid_at);
+    char tid[33] = {0};
+    ck_assert_int_eq(sscanf(tid_at, "transfer_id %32s", tid), 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "code"));
+    ck_assert_ptr_nonnull(strstr(r.out, "ok"));
+    output_free(&r);
+
+    json_t *j = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "3",
+                           "--key", key);
+    ck_assert(jbool(j, "replayed"));
+    ck_assert_str_eq(jstr(j, "transfer_id"), tid);
+    ck_assert_str_eq(jstr(j, "key"), key);
+    json_decref(j);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 3);
+
+    /* Two runs without --key are two transfers with two keys. */
+    json_t *a = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "1");
+    json_t *b = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "1");
+    ck_assert_str_ne(jstr(a, "key"), jstr(b, "key"));
+    ck_assert_str_ne(jstr(a, "transfer_id"), jstr(b, "transfer_id"));
+    json_decref(a);
+    json_decref(b);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 5);
+}
+END_TEST
+
+START_TEST(test_rejection_exits_1)
+{
+    WRITE_OK("account", "open", "1", "--debits-must-not-exceed-credits");
+    WRITE_OK("account", "open", "2");
+    json_t *j = TALLY_JSON(1, "transfer", "--debit", "1", "--credit", "2", "--amount", "5",
+                           "--key", "too-much");
+    ck_assert_str_eq(jstr(j, "code"), "exceeds_credits");
+    ck_assert(!jbool(j, "replayed"));
+    json_decref(j);
+    /* A stored rejection is replayed for the same key: still exit 1. */
+    j = TALLY_JSON(1, "transfer", "--debit", "1", "--credit", "2", "--amount", "5", "--key",
+                   "too-much");
+    ck_assert_str_eq(jstr(j, "code"), "exceeds_credits");
+    ck_assert(jbool(j, "replayed"));
+    json_decref(j);
+
+    cli_output r = TALLY("transfer", "--debit", "2", "--credit", "3", "--amount", "5");
+    expect_exit(&r, 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "credit_account_not_found"));
+    ck_assert_ptr_nonnull(strstr(r.err, "rejected"));
+    output_free(&r);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 0);
+}
+END_TEST
+
+START_TEST(test_hold_post_and_void)
+{
+    open_accounts();
+    WRITE_OK("transfer", "--debit", "1", "--credit", "2", "--amount", "30", "--id", "100",
+             "--pending", "--timeout-s", "3600");
+    ck_assert_int_eq(account_field("1", "debits_pending"), 30);
+    ck_assert_int_eq(account_field("1", "debits_posted"), 0);
+
+    json_t *j = TALLY_JSON(0, "post", "100", "--amount", "20", "--key", "capture-100");
+    ck_assert_str_eq(jstr(j, "code"), "ok");
+    ck_assert_str_eq(jstr(j, "transfer_id"), "00000000000000000000000000000064");
+    json_decref(j);
+    j = TALLY_JSON(0, "post", "100", "--amount", "20", "--key", "capture-100");
+    ck_assert(jbool(j, "replayed"));
+    json_decref(j);
+    ck_assert_int_eq(account_field("1", "debits_pending"), 0);
+    ck_assert_int_eq(account_field("1", "debits_posted"), 20);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 20);
+
+    WRITE_OK("transfer", "--debit", "1", "--credit", "2", "--amount", "8", "--id",
+             "00000000000000000000000000000065", "--pending");
+    ck_assert_int_eq(account_field("2", "credits_pending"), 8);
+    WRITE_OK("void", "101");
+    ck_assert_int_eq(account_field("2", "credits_pending"), 0);
+    j = TALLY_JSON(1, "void", "101");
+    ck_assert_str_eq(jstr(j, "code"), "pending_transfer_already_voided");
+    json_decref(j);
+    j = TALLY_JSON(1, "post", "999");
+    ck_assert_str_eq(jstr(j, "code"), "pending_transfer_not_found");
+    json_decref(j);
+}
+END_TEST
+
+/* ---- entitlements ---- */
+
+static json_t *entitlement_of(json_t *list, const char *feature)
+{
+    ck_assert(json_is_array(list));
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *e = json_array_get(list, i);
+        if (strcmp(jstr(e, "feature"), feature) == 0)
+            return e;
+    }
+    ck_abort_msg("no entitlement %s", feature);
+    return NULL;
+}
+
+START_TEST(test_grant_for_and_until)
+{
+    long long now_ms = (long long)time(NULL) * 1000;
+    WRITE_OK("grant", "alice", "pro", "--for", "30d");
+    WRITE_OK("grant", "alice", "team", "--until", "2099-01-01T00:00:00Z");
+    WRITE_OK("grant", "alice", "beta", "--until", "2099-01-01T02:30:00+02:30");
+    WRITE_OK("grant", "alice", "hours", "--for", "1w");
+    WRITE_OK("grant", "alice", "life");
+
+    json_t *list = TALLY_JSON(0, "entitlements", "alice");
+    ck_assert_uint_eq(json_array_size(list), 5);
+    json_t *e = entitlement_of(list, "pro");
+    ck_assert_str_eq(jstr(e, "state"), "active");
+    ck_assert_int_eq(jint(e, "version"), 1);
+    long long until = jint(e, "valid_until_ms"), month = 30LL * 86400 * 1000;
+    ck_assert_msg(until > now_ms + month - 300000 && until < now_ms + month + 300000,
+                  "pro until %lld, now %lld", until, now_ms);
+    ck_assert_uint_eq(strlen(jstr(e, "valid_until")), 20 + (until % 1000 ? 4 : 0));
+    until = jint(entitlement_of(list, "hours"), "valid_until_ms");
+    ck_assert(until > now_ms + 7 * 86400000LL - 300000 && until < now_ms + 7 * 86400000LL + 300000);
+    ck_assert_str_eq(jstr(entitlement_of(list, "team"), "valid_until"), "2099-01-01T00:00:00Z");
+    ck_assert_str_eq(jstr(entitlement_of(list, "beta"), "valid_until"), "2099-01-01T00:00:00Z");
+    e = entitlement_of(list, "life");
+    ck_assert(json_is_null(json_object_get(e, "valid_until")));
+    ck_assert(jbool(e, "lifetime"));
+    json_decref(list);
+
+    cli_output r = TALLY("entitlements", "alice");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "FEATURE") && strstr(r.out, "STATE") &&
+                      strstr(r.out, "VALID_UNTIL") && strstr(r.out, "VERSION") &&
+                      strstr(r.out, "lifetime") && strstr(r.out, "2099-01-01T00:00:00Z"),
+                  "table: %s", r.out);
+    output_free(&r);
+
+    list = TALLY_JSON(0, "entitlements", "nobody");
+    ck_assert_uint_eq(json_array_size(list), 0);
+    json_decref(list);
+}
+END_TEST
+
+START_TEST(test_extend_and_revoke)
+{
+    WRITE_OK("grant", "bob", "pro", "--until", "2090-01-01T00:00:00Z", "--source-order", "1");
+    WRITE_OK("extend", "bob", "pro", "--until", "2091-06-01T12:00:00Z", "--source-order", "2");
+    json_t *list = TALLY_JSON(0, "entitlements", "bob");
+    json_t *e = entitlement_of(list, "pro");
+    ck_assert_str_eq(jstr(e, "valid_until"), "2091-06-01T12:00:00Z");
+    ck_assert_int_eq(jint(e, "version"), 2);
+    ck_assert_int_eq(jint(e, "source_order"), 2);
+    json_decref(list);
+
+    json_t *j = TALLY_JSON(1, "extend", "bob", "pro", "--until", "2091-01-01T00:00:00Z");
+    ck_assert_str_eq(jstr(j, "code"), "extension_must_move_forward");
+    json_decref(j);
+    j = TALLY_JSON(1, "revoke", "bob", "pro", "--source-order", "1");
+    ck_assert_str_eq(jstr(j, "code"), "stale");
+    json_decref(j);
+    WRITE_OK("revoke", "bob", "pro", "--source-order", "3");
+    list = TALLY_JSON(0, "entitlements", "bob");
+    ck_assert_str_eq(jstr(entitlement_of(list, "pro"), "state"), "revoked");
+    json_decref(list);
+    j = TALLY_JSON(1, "revoke", "bob", "pro");
+    ck_assert_str_eq(jstr(j, "code"), "entitlement_already_revoked");
+    json_decref(j);
+    j = TALLY_JSON(1, "extend", "bob", "nothing", "--for", "1d");
+    ck_assert_str_eq(jstr(j, "code"), "entitlement_not_found");
+    json_decref(j);
+}
+END_TEST
+
+/* ---- log, history, stats ---- */
+
+START_TEST(test_log_lines_are_json)
+{
+    open_accounts();
+    WRITE_OK("transfer", "--debit", "1", "--credit", "2", "--amount", "4", "--key", "t-1");
+    cli_output r = TALLY("--json", "log");
+    expect_exit(&r, 0);
+    json_t *lines[8];
+    size_t n = json_lines(r.out, lines, 8);
+    output_free(&r);
+    ck_assert_uint_eq(n, 3);
+    const char *types[] = {"account.opened", "account.opened", "transfer.created"};
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(jint(lines[i], "seq"), (json_int_t)i + 1);
+        ck_assert_str_eq(jstr(lines[i], "type"), types[i]);
+        ck_assert_int_eq(jint(lines[i], "entity_version"), 1);
+        ck_assert_uint_eq(strlen(jstr(lines[i], "event_id")), 36);
+        ck_assert_str_eq(jstr(lines[i], "consumer"), "cli");
+        const char *time_text = jstr(lines[i], "time");
+        ck_assert_int_eq(time_text[strlen(time_text) - 1], 'Z');
+    }
+    ck_assert_str_eq(jstr(lines[2], "key"), "t-1");
+    json_lines_free(lines, n);
+
+    r = TALLY("--json", "log", "--from", "2", "--limit", "1");
+    expect_exit(&r, 0);
+    n = json_lines(r.out, lines, 8);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(jint(lines[0], "seq"), 2);
+    json_lines_free(lines, n);
+    output_free(&r);
+
+    r = TALLY("log", "--from", "3");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "SEQ") && strstr(r.out, "TYPE") && strstr(r.out, "KEY") &&
+                      strstr(r.out, "transfer.created") && !strstr(r.out, "account.opened"),
+                  "log table: %s", r.out);
+    output_free(&r);
+}
+END_TEST
+
+START_TEST(test_account_history_lines_are_json)
+{
+    open_accounts();
+    WRITE_OK("transfer", "--debit", "1", "--credit", "2", "--amount", "4");
+    WRITE_OK("transfer", "--debit", "2", "--credit", "1", "--amount", "1");
+    WRITE_OK("transfer", "--debit", "1", "--credit", "2", "--amount", "9", "--id", "77",
+             "--pending");
+    cli_output r = TALLY("--json", "account", "history", "1");
+    expect_exit(&r, 0);
+    json_t *lines[8];
+    size_t n = json_lines(r.out, lines, 8);
+    output_free(&r);
+    ck_assert_uint_eq(n, 3);
+    json_int_t last_seq = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_gt(jint(lines[i], "seq"), last_seq);
+        last_seq = jint(lines[i], "seq");
+        ck_assert_str_eq(jstr(lines[i], "type"), "transfer.created");
+        ck_assert(json_is_object(json_object_get(lines[i], "transfer")));
+        ck_assert_int_eq(jint(json_object_get(lines[i], "account"), "id"), 1);
+    }
+    json_t *third = lines[2], *transfer = json_object_get(third, "transfer");
+    ck_assert_int_eq(jint(transfer, "amount"), 9);
+    ck_assert_str_eq(jstr(transfer, "state"), "pending");
+    ck_assert_str_eq(jstr(transfer, "id"), "0000000000000000000000000000004d");
+    ck_assert_int_eq(jint(json_object_get(third, "account"), "debits_pending"), 9);
+    ck_assert_int_eq(jint(json_object_get(lines[1], "account"), "credits_posted"), 1);
+    json_lines_free(lines, n);
+
+    r = TALLY("--json", "account", "history", "1", "--limit", "1");
+    expect_exit(&r, 0);
+    n = json_lines(r.out, lines, 8);
+    ck_assert_uint_eq(n, 1);
+    json_lines_free(lines, n);
+    output_free(&r);
+
+    r = TALLY("account", "history", "1");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "SEQ") && strstr(r.out, "TYPE") && strstr(r.out, "AMOUNT") &&
+                      strstr(r.out, "transfer.created"),
+                  "history table: %s", r.out);
+    output_free(&r);
+}
+END_TEST
+
+START_TEST(test_stats)
+{
+    open_accounts();
+    WRITE_OK("transfer", "--debit", "1", "--credit", "2", "--amount", "4");
+    WRITE_OK("grant", "carol", "pro");
+    json_t *s = TALLY_JSON(0, "stats");
+    ck_assert_int_eq(jint(s, "head_seq"), 4);
+    ck_assert_int_eq(jint(s, "accounts"), 2);
+    ck_assert_int_eq(jint(s, "transfers"), 1);
+    ck_assert_int_eq(jint(s, "entitlements"), 1);
+    ck_assert_int_eq(jint(s, "inbox"), 4);
+    ck_assert_int_gt(jint(s, "map_size_bytes"), 0);
+    json_decref(s);
+
+    cli_output r = TALLY("stats");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "NAME") && strstr(r.out, "VALUE") && strstr(r.out, "head_seq"),
+                  "stats table: %s", r.out);
+    output_free(&r);
+}
+END_TEST
+
+/* Keys live under the consumer: the same key under another consumer is
+ * another command (and, without --id, another transfer id). */
+START_TEST(test_consumer_namespaces_keys)
+{
+    open_accounts();
+    json_t *a = TALLY_JSON(0, "transfer", "--debit", "1", "--credit", "2", "--amount", "2",
+                           "--key", "same");
+    json_t *b = TALLY_JSON(0, "--consumer", "billing", "transfer", "--debit", "1", "--credit",
+                           "2", "--amount", "2", "--key", "same");
+    ck_assert(!jbool(b, "replayed"));
+    ck_assert_str_ne(jstr(a, "transfer_id"), jstr(b, "transfer_id"));
+    json_decref(a);
+    json_decref(b);
+    ck_assert_int_eq(account_field("2", "credits_posted"), 4);
+
+    cli_output r = TALLY("--json", "log", "--from", "4");
+    json_t *lines[4];
+    size_t n = json_lines(r.out, lines, 4);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(jstr(lines[0], "consumer"), "billing");
+    json_lines_free(lines, n);
+    output_free(&r);
+}
+END_TEST
+
+/* ---- the runner ---- */
+
+static void add(Suite *s, const char *name, const TTest *test, bool with_server)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, TEST_TIMEOUT_S);
+    if (with_server)
+        tcase_add_unchecked_fixture(tc, server_up, server_down);
+    tcase_add_test(tc, test);
+    suite_add_tcase(s, tc);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    add(s, "help", test_help_explains_keys_ids_and_exit_codes, false);
+    add(s, "usage", test_usage_errors_exit_2, false);
+    add(s, "unreachable", test_unreachable_exits_3, false);
+    add(s, "account", test_account_open_and_get, true);
+    add(s, "replay_key", test_transfer_same_key_is_a_replay, true);
+    add(s, "replay_id", test_transfer_id_without_key_is_a_replay, true);
+    add(s, "generated_key", test_generated_key_is_printed_and_retries, true);
+    add(s, "rejection", test_rejection_exits_1, true);
+    add(s, "hold", test_hold_post_and_void, true);
+    add(s, "grant", test_grant_for_and_until, true);
+    add(s, "extend_revoke", test_extend_and_revoke, true);
+    add(s, "log", test_log_lines_are_json, true);
+    add(s, "history", test_account_history_lines_are_json, true);
+    add(s, "stats", test_stats, true);
+    add(s, "consumer", test_consumer_namespaces_keys, true);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
