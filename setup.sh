@@ -15,7 +15,7 @@ top=$(pwd)
 
 packages=(build-essential autoconf automake libtool pkg-config
           liblmdb-dev lmdb-utils libnng-dev nng-utils libmsgpack-dev check
-          libmbedtls-dev libjansson-dev)
+          libmbedtls-dev libssl-dev libjansson-dev)
 
 install_dependencies() {
     local missing=()

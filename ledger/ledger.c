@@ -111,9 +111,34 @@ static int replay_or_reject(const ledger_inbox_record *rec, const uint8_t fp[32]
     return TALLY_ok;
 }
 
+/* Fill the outcome of a decided command and record it under its key. */
+static int record_outcome(store_txn *t, const ledger_request *req, const uint8_t fp[32],
+                          int code, const ledger_ctx *ctx, int64_t now_ms, ledger_outcome *out)
+{
+    out->code = code;
+    out->stored = true;
+    out->time_ms = now_ms;
+    out->first_seq = code == TALLY_ok ? ctx->first_seq : 0;
+    out->event_count = code == TALLY_ok ? ctx->event_count : 0;
+    return ledger_inbox_put(t, req->consumer, req->key, fp, out);
+}
+
+/* Validate and run the command in t; the chain part of out is filled. */
+static int validate_and_run(ledger_ctx *ctx, const ledger_command *cmd, ledger_outcome *out)
+{
+    uint32_t failed_index;
+    int code = ledger_command_validate(cmd, &failed_index);
+    if (code != TALLY_ok && cmd->kind == LEDGER_CHAIN && !ledger_is_fault(code))
+        chain_failed(out, cmd->u.chain.count <= TALLY_CHAIN_COMMANDS_MAX ? cmd->u.chain.count : 0,
+                     failed_index, code);
+    if (code == TALLY_ok)
+        code = run_command(ctx, cmd, out);
+    return code;
+}
+
 /* Decide the command in a child of txn and record the outcome there. */
-static int decide(store_txn *txn, const ledger_request *req, const uint8_t fp[32],
-                  int64_t now_ms, ledger_outcome *out)
+static int decide_nested(store_txn *txn, const ledger_request *req, const uint8_t fp[32],
+                         int64_t now_ms, ledger_outcome *out)
 {
     store_txn child;
     int rc = store_txn_begin(txn->st, txn, false, &child);
@@ -121,14 +146,7 @@ static int decide(store_txn *txn, const ledger_request *req, const uint8_t fp[32
         return rc;
     ledger_ctx ctx = {.txn = &child, .now_ms = now_ms, .consumer = req->consumer,
                       .key = req->key, .correlation = req->correlation};
-    uint32_t failed_index;
-    int code = ledger_command_validate(&req->command, &failed_index);
-    if (code != TALLY_ok && req->command.kind == LEDGER_CHAIN && !ledger_is_fault(code))
-        chain_failed(out, req->command.u.chain.count <= TALLY_CHAIN_COMMANDS_MAX
-                              ? req->command.u.chain.count : 0,
-                     failed_index, code);
-    if (code == TALLY_ok)
-        code = run_command(&ctx, &req->command, out);
+    int code = validate_and_run(&ctx, &req->command, out);
     if (ledger_is_fault(code)) {
         store_txn_abort(&child);
         return code;
@@ -139,15 +157,8 @@ static int decide(store_txn *txn, const ledger_request *req, const uint8_t fp[32
         rc = store_txn_begin(txn->st, txn, false, &child);
         if (rc != TALLY_ok)
             return rc;
-        ctx.first_seq = 0;
-        ctx.event_count = 0;
     }
-    out->code = code;
-    out->stored = true;
-    out->time_ms = now_ms;
-    out->first_seq = ctx.first_seq;
-    out->event_count = ctx.event_count;
-    rc = ledger_inbox_put(&child, req->consumer, req->key, fp, out);
+    rc = record_outcome(&child, req, fp, code, &ctx, now_ms, out);
     if (rc != TALLY_ok) {
         store_txn_abort(&child);
         return rc;
@@ -155,8 +166,26 @@ static int decide(store_txn *txn, const ledger_request *req, const uint8_t fp[32
     return store_txn_commit(&child);
 }
 
-int ledger_apply(store_txn *txn, const ledger_request *req, int64_t now_ms,
-                 ledger_outcome *out)
+/* Decide a single command directly in txn. Every command checks before its
+ * first write, so a rejection has written nothing (asserted); a fault
+ * leaves txn to be aborted by the caller. */
+static int decide_in_place(store_txn *txn, const ledger_request *req, const uint8_t fp[32],
+                           int64_t now_ms, ledger_outcome *out)
+{
+    ledger_ctx ctx = {.txn = txn, .now_ms = now_ms, .consumer = req->consumer,
+                      .key = req->key, .correlation = req->correlation};
+    uint64_t writes_before = txn->writes;
+    int code = validate_and_run(&ctx, &req->command, out);
+    if (ledger_is_fault(code))
+        return store_txn_fail(txn, code);
+    assert(code == TALLY_ok || txn->writes == writes_before);
+    (void)writes_before;
+    return store_txn_fail(txn, record_outcome(txn, req, fp, code, &ctx, now_ms, out));
+}
+
+/* Common front of both modes: request checks, fingerprint, inbox lookup. */
+static int apply_request(store_txn *txn, const ledger_request *req, int64_t now_ms,
+                         ledger_outcome *out, bool in_place)
 {
     assert(txn != NULL && txn->active && !txn->read_only && req != NULL && out != NULL);
     assert(now_ms > 0 && now_ms <= TALLY_TIME_MS_MAX);
@@ -176,10 +205,25 @@ int ledger_apply(store_txn *txn, const ledger_request *req, int64_t now_ms,
         return replay_or_reject(&rec, fp, out);
     if (rc != TALLY_not_found)
         return rc;
-    rc = decide(txn, req, fp, now_ms, out);
+    if (in_place && req->command.kind != LEDGER_CHAIN)
+        rc = decide_in_place(txn, req, fp, now_ms, out);
+    else
+        rc = decide_nested(txn, req, fp, now_ms, out);
     if (rc != TALLY_ok)
         memset(out, 0, sizeof(*out));
     return rc;
+}
+
+int ledger_apply(store_txn *txn, const ledger_request *req, int64_t now_ms,
+                 ledger_outcome *out)
+{
+    return apply_request(txn, req, now_ms, out, false);
+}
+
+int ledger_apply_in_place(store_txn *txn, const ledger_request *req, int64_t now_ms,
+                          ledger_outcome *out)
+{
+    return apply_request(txn, req, now_ms, out, true);
 }
 
 int ledger_apply_one(store *st, const ledger_request *req, int64_t now_ms,

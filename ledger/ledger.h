@@ -43,6 +43,16 @@ typedef struct ledger_request {
 int ledger_apply(store_txn *txn, const ledger_request *req, int64_t now_ms,
                  ledger_outcome *out);
 
+/* As ledger_apply, but a single command runs directly in txn instead of a
+ * nested transaction (a chain still gets one): LMDB's nested transactions
+ * cost megabytes of bookkeeping each, and every command checks before it
+ * writes, so only faults need a rollback. On a fault (returned, and
+ * remembered in txn->error) txn holds a partial command and must be
+ * aborted; the group commit writer then re-applies the group with
+ * ledger_apply, whose outcomes are the same (same store, same now). */
+int ledger_apply_in_place(store_txn *txn, const ledger_request *req, int64_t now_ms,
+                          ledger_outcome *out);
+
 /* Convenience for one command in its own durable transaction: begin, sweep
  * what is due, apply, commit. Returns as ledger_apply, plus commit faults
  * (then *out must be ignored). */

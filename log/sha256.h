@@ -1,5 +1,5 @@
 /*
- * sha256.h — SHA-256 from mbedTLS (the library NNG already links), behind
+ * sha256.h — SHA-256 from OpenSSL's libcrypto, behind
  * one small interface so the rest of tally never hand-rolls a hash.
  */
 #ifndef TALLY_SHA256_H
@@ -11,7 +11,7 @@
 #define SHA256_BYTES 32
 
 typedef struct sha256_ctx {
-    _Alignas(16) unsigned char opaque[256]; /* holds mbedtls_sha256_context */
+    _Alignas(16) unsigned char opaque[256]; /* holds an OpenSSL SHA256_CTX */
 } sha256_ctx;
 
 void sha256_begin(sha256_ctx *ctx);

@@ -267,6 +267,7 @@ int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const 
     int rc = mdb_put(t->txn, t->st->dbi[db], &k, &v, flags);
     if (rc == MDB_KEYEXIST)
         return store_txn_fail(t, TALLY_internal); /* callers check before put */
+    t->writes += rc == MDB_SUCCESS;
     return store_txn_fail(t, store_translate(rc));
 }
 
@@ -279,6 +280,7 @@ int store_del(store_txn *t, store_db db, const void *key, size_t key_len)
     int rc = mdb_del(t->txn, t->st->dbi[db], &k, NULL);
     if (rc == MDB_NOTFOUND)
         return TALLY_not_found;
+    t->writes += rc == MDB_SUCCESS;
     return store_txn_fail(t, store_translate(rc));
 }
 

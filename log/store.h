@@ -53,6 +53,7 @@ typedef struct store_txn {
     int error;      /* first error seen in this transaction; commit refuses it */
     bool read_only;
     bool active;
+    uint64_t writes; /* successful puts and deletes in this txn (not children) */
 } store_txn;
 
 /* Open (and for writers create) the store. A writer takes an exclusive lock

@@ -309,19 +309,27 @@ static slot *queue_pop_fitting(server *srv, uint32_t commands_left)
     return s;
 }
 
-static void apply_slot(store_txn *txn, slot *s, int64_t now_ms)
+/* Apply a slot's writes. In place (the fast path) the first fault stops
+ * and returns it: the group must then be redone nested. */
+static int apply_slot(store_txn *txn, slot *s, int64_t now_ms, bool in_place)
 {
     for (uint32_t i = 0; i < s->req.write_count; i++) {
-        s->faults[i] = ledger_apply(txn, &s->req.writes[i], now_ms, &s->outcomes[i]);
-        if (s->faults[i] != TALLY_ok)
+        s->faults[i] = in_place ? ledger_apply_in_place(txn, &s->req.writes[i], now_ms, &s->outcomes[i])
+                                : ledger_apply(txn, &s->req.writes[i], now_ms, &s->outcomes[i]);
+        if (s->faults[i] != TALLY_ok) {
             net_log(NET_LOG_WARN, "command not applied: %s", tally_strerror(s->faults[i]));
+            if (in_place)
+                return s->faults[i];
+        }
     }
+    return TALLY_ok;
 }
 
 static void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq);
 
-/* Take queued writes while they fit the bounds; apply each. */
-static uint32_t fill_group(server *srv, store_txn *txn, int64_t now_ms, slot **group)
+/* Take queued writes while they fit the bounds; apply each in place.
+ * *fault is set (and filling stops) when one faults. */
+static uint32_t fill_group(server *srv, store_txn *txn, int64_t now_ms, slot **group, int *fault)
 {
     uint32_t count = 0, commands = 0;
     size_t bytes = 0;
@@ -333,8 +341,10 @@ static uint32_t fill_group(server *srv, store_txn *txn, int64_t now_ms, slot **g
         pthread_mutex_unlock(&srv->mu);
         if (s == NULL)
             break;
-        apply_slot(txn, s, now_ms);
+        *fault = apply_slot(txn, s, now_ms, true);
         group[count++] = s;
+        if (*fault != TALLY_ok)
+            break;
         commands += s->req.write_count;
         bytes += nng_msg_len(s->msg);
         if (count == srv->slot_count || bytes >= TALLY_GROUP_BYTES_MAX ||
@@ -353,27 +363,62 @@ static int64_t commit_time(server *srv)
     return now;
 }
 
+/* A write transaction with the sweep done; head before it in *before. */
+static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *before)
+{
+    int rc = store_txn_begin(srv->st, NULL, false, txn);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = log_head_get(txn, before);
+    if (rc == TALLY_ok)
+        rc = ledger_sweep(txn, now, 0, NULL, NULL);
+    if (rc != TALLY_ok)
+        store_txn_abort(txn);
+    return rc;
+}
+
+/* A fault in the fast path: abort, and apply the same group again with a
+ * nested transaction per command, so only the faulting ones fail. */
+static int redo_nested(server *srv, int64_t now, store_txn *txn, log_head *before, slot **group,
+                       uint32_t n)
+{
+    store_txn_abort(txn);
+    net_log(NET_LOG_WARN, "group of %u requests redone command by command after a fault", n);
+    int rc = begin_group_txn(srv, now, txn, before);
+    for (uint32_t i = 0; rc == TALLY_ok && i < n; i++)
+        apply_slot(txn, group[i], now, false);
+    return rc;
+}
+
+/* Answer every request of a group that nothing of became durable. */
+static uint32_t take_queue_on_fault(server *srv, slot **group)
+{
+    uint32_t n = 0;
+    pthread_mutex_lock(&srv->mu);
+    while (n < srv->slot_count && (group[n] = queue_pop_fitting(srv, UINT32_MAX)))
+        n++;
+    pthread_mutex_unlock(&srv->mu);
+    return n;
+}
+
 static void run_group(server *srv, slot **group)
 {
     int64_t now = commit_time(srv);
     store_txn txn;
-    int rc = store_txn_begin(srv->st, NULL, false, &txn);
     log_head before = {0}, after = {0};
-    if (rc == TALLY_ok)
-        rc = log_head_get(&txn, &before);
-    if (rc == TALLY_ok)
-        rc = ledger_sweep(&txn, now, 0, NULL, NULL);
     uint32_t n = 0;
+    int fault = TALLY_ok;
+    int rc = begin_group_txn(srv, now, &txn, &before);
     if (rc == TALLY_ok) {
-        n = fill_group(srv, &txn, now, group);
+        n = fill_group(srv, &txn, now, group, &fault);
+        if (fault != TALLY_ok)
+            rc = redo_nested(srv, now, &txn, &before, group, n);
+    } else {
+        n = take_queue_on_fault(srv, group);
+    }
+    if (rc == TALLY_ok) {
         rc = log_head_get(&txn, &after);
         rc = rc == TALLY_ok ? store_txn_commit(&txn) : (store_txn_abort(&txn), rc);
-    } else {
-        store_txn_abort(&txn);
-        pthread_mutex_lock(&srv->mu); /* nothing applied: answer what is queued now */
-        while (n < srv->slot_count && (group[n] = queue_pop_fitting(srv, UINT32_MAX)))
-            n++;
-        pthread_mutex_unlock(&srv->mu);
     }
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));

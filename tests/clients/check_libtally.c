@@ -909,6 +909,28 @@ typedef struct later_ctx {
     bool restart;
 } later_ctx;
 
+/* SIGSTOP and wait until the kernel reports the process stopped: kill()
+ * returns before every thread has stopped, and on a loaded machine a
+ * reply could still leave in between. */
+static void stop_server(pid_t pid)
+{
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 1000; i++) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *end = strrchr(buf, ')');
+        if (end && (end[2] == 'T' || end[2] == 't'))
+            return;
+        usleep(1000);
+    }
+    ck_abort_msg("tallyd did not stop");
+}
+
 static void *revive_later(void *arg)
 {
     later_ctx *l = arg;
@@ -929,7 +951,7 @@ START_TEST(test_lost_reply_retried_with_same_key)
     tally_stats s;
     ck_assert_int_eq(tally_stats_get(impatient, &s), TALLY_ok); /* connected */
     /* The server stops answering; the write times out, key reported. */
-    ck_assert_int_eq(kill(f.srv.pid, SIGSTOP), 0);
+    stop_server(f.srv.pid);
     tally_result lost;
     int rc = transfer(impatient, NULL, 5, USER, SHOP, 40, &lost);
     ck_assert_int_eq(kill(f.srv.pid, SIGCONT), 0);
@@ -959,7 +981,7 @@ START_TEST(test_timeout_then_library_retry_applies_once)
     tally_client *c = client_for(f.srv.url, 150, 20);
     tally_stats s;
     ck_assert_int_eq(tally_stats_get(c, &s), TALLY_ok);
-    ck_assert_int_eq(kill(f.srv.pid, SIGSTOP), 0);
+    stop_server(f.srv.pid);
     later_ctx l = {&f.srv, 500, false};
     pthread_t th;
     pthread_create(&th, NULL, revive_later, &l);

@@ -47,6 +47,28 @@ void test_store_close(test_store *ts)
     test_remove_dir(ts->dir);
 }
 
+/* Suites run twice (test_run_suite): with ledger_apply's nested
+ * transaction per command, and with ledger_apply_in_place as tallyd's
+ * writer uses it. */
+static bool apply_in_place;
+
+static int apply_one_in_place(store *st, const ledger_request *req, int64_t now_ms,
+                              ledger_outcome *out)
+{
+    store_txn txn;
+    int rc = store_txn_begin(st, NULL, false, &txn);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = ledger_sweep(&txn, now_ms, 0, NULL, NULL);
+    if (rc == TALLY_ok)
+        rc = ledger_apply_in_place(&txn, req, now_ms, out);
+    if (rc != TALLY_ok) {
+        store_txn_abort(&txn);
+        return rc;
+    }
+    return store_txn_commit(&txn);
+}
+
 int test_apply_rc(test_store *ts, const char *consumer, const char *key,
                   const ledger_command *cmd, ledger_outcome *out)
 {
@@ -58,6 +80,8 @@ int test_apply_rc(test_store *ts, const char *consumer, const char *key,
     ledger_request req = {.consumer = tally_str_from(consumer),
                           .key = tally_str_from(key),
                           .command = *cmd};
+    if (apply_in_place)
+        return apply_one_in_place(ts->st, &req, ts->now_ms, out);
     return ledger_apply_one(ts->st, &req, ts->now_ms, out);
 }
 
@@ -293,10 +317,16 @@ void test_assert_invariants(test_store *ts)
 
 int test_run_suite(Suite *s)
 {
+    int failed = 0;
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    for (int mode = 0; mode < 2; mode++) {
+        apply_in_place = mode == 1;
+        fprintf(stderr, "-- commands applied %s\n",
+                apply_in_place ? "in place (ledger_apply_in_place)" : "nested (ledger_apply)");
+        srunner_run_all(sr, CK_NORMAL);
+        failed += srunner_ntests_failed(sr);
+    }
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
