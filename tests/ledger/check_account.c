@@ -259,5 +259,5 @@ int main(void)
     tcase_add_test(reopen, test_reopen_different_flags);
     tcase_add_test(reopen, test_reopen_after_transfer_keeps_balances);
     suite_add_tcase(s, reopen);
-    return test_run_suite(s);
+    return test_run_suite_both_modes(s);
 }

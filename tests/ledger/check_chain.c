@@ -538,4 +538,4 @@ static Suite *chain_suite(void)
     return s;
 }
 
-int main(void) { return test_run_suite(chain_suite()); }
+int main(void) { return test_run_suite_both_modes(chain_suite()); }

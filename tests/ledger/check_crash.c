@@ -22,7 +22,8 @@
  * the fork or after the child's first 0..3 reports, so they land in
  * store_open, in applies, in commits and between a commit and its report.
  * Two tests: one command per durable transaction (ledger_apply_one), and
- * group commit (1..16 ledger_apply per outer transaction).
+ * group commit (1..16 ledger_apply_in_place per outer transaction, as
+ * tallyd's writer does).
  *
  * The command sequence is a pure function of the key number (transfers,
  * holds with posts, voids and timeouts, grants and revokes, atomic chains
@@ -292,7 +293,7 @@ static void crash_child(const char *dir, uint64_t start, uint32_t batch_max, uin
                 crash_command_build(n + i, &c);
                 ledger_request req = crash_request(&c);
                 ledger_outcome out;
-                rc = ledger_apply(&txn, &req, crash_time_ms(n + i), &out);
+                rc = ledger_apply_in_place(&txn, &req, crash_time_ms(n + i), &out);
                 if (rc == TALLY_ok && !crash_outcome_ok(n + i, &out)) {
                     send_msg(fd, MSG_BAD_OUTCOME | (uint64_t)out.code);
                     _exit(6);

@@ -1011,4 +1011,4 @@ static Suite *entitlement_suite(void)
     return s;
 }
 
-int main(void) { return test_run_suite(entitlement_suite()); }
+int main(void) { return test_run_suite_both_modes(entitlement_suite()); }

@@ -752,5 +752,5 @@ int main(void)
     tcase_add_test(expiry, test_expiry_entries_removed_on_resolution);
     tcase_add_test(expiry, test_partial_post_removes_expiry_entry);
     suite_add_tcase(s, expiry);
-    return test_run_suite(s);
+    return test_run_suite_both_modes(s);
 }

@@ -636,4 +636,4 @@ static Suite *inbox_suite(void)
     return s;
 }
 
-int main(void) { return test_run_suite(inbox_suite()); }
+int main(void) { return test_run_suite_both_modes(inbox_suite()); }

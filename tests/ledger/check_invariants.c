@@ -706,4 +706,4 @@ static Suite *invariants_suite(void)
     return s;
 }
 
-int main(void) { return test_run_suite(invariants_suite()); }
+int main(void) { return test_run_suite_both_modes(invariants_suite()); }

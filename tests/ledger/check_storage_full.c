@@ -518,5 +518,5 @@ int main(void)
     tcase_add_test(tc, test_group_batch_fills_map_abort);
     tcase_add_test(tc, test_group_member_fails_batch_commits);
     suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_suite_both_modes(s);
 }

@@ -778,5 +778,5 @@ int main(void)
     tcase_add_test(limits, test_hold_consumes_credit_limit);
     tcase_add_test(limits, test_pending_credits_do_not_fund_debits);
     suite_add_tcase(s, limits);
-    return test_run_suite(s);
+    return test_run_suite_both_modes(s);
 }

@@ -315,12 +315,12 @@ void test_assert_invariants(test_store *ts)
     ck_assert_msg(n == 0, "%llu invariant findings (see stderr)", (unsigned long long)n);
 }
 
-int test_run_suite(Suite *s)
+static int run_suite(Suite *s, int modes)
 {
     int failed = 0;
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < modes; mode++) {
         apply_in_place = mode == 1;
         fprintf(stderr, "-- commands applied %s\n",
                 apply_in_place ? "in place (ledger_apply_in_place)" : "nested (ledger_apply)");
@@ -330,3 +330,7 @@ int test_run_suite(Suite *s)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+int test_run_suite(Suite *s) { return run_suite(s, 1); }
+
+int test_run_suite_both_modes(Suite *s) { return run_suite(s, 2); }

@@ -80,8 +80,11 @@ void test_event_type(test_store *ts, uint64_t seq, char out[64]);
 uint64_t test_invariant_findings(test_store *ts, const char *only_check);
 void test_assert_invariants(test_store *ts);
 
-/* Build and run a suite of one tcase per test, forked; returns exit code. */
+/* Run a suite forked; returns the exit code. test_run_suite_both_modes runs
+ * it twice: test_apply through ledger_apply (a nested transaction per
+ * command), then through ledger_apply_in_place (tallyd's fast path). */
 int test_run_suite(Suite *s);
+int test_run_suite_both_modes(Suite *s);
 
 /* rm -rf dir (tests only). */
 void test_remove_dir(const char *dir);
