@@ -76,7 +76,7 @@
 #define TALLY_QUEUE_REQUESTS_MAX 4096     /* writes waiting for the writer */
 #define TALLY_GROUP_COMMANDS_MAX 8192     /* commands in one commit */
 #define TALLY_GROUP_BYTES_MAX (8 * 1024 * 1024) /* request bytes in one commit */
-#define TALLY_GROUP_APPLY_MS_MAX 20       /* time applying before committing */
+#define TALLY_GROUP_APPLY_MS_MAX 100      /* time applying before committing */
 #define TALLY_PUBLISH_EVENTS_MAX 100000   /* events published per commit */
 
 _Static_assert(TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX + 2 <= 511,

@@ -115,11 +115,21 @@ static int64_t mono_ms(void)
 
 /* ---- replies ---- */
 
+/* Packer target: append to the reply, growing its capacity geometrically
+ * (NNG 1.5 reallocates and copies the whole message on every append that
+ * does not fit, which made large replies quadratic). */
 static int msg_write(void *data, const char *buf, size_t len)
 {
     nng_msg *m = data;
-    if (nng_msg_len(m) + len > TALLY_REPLY_BYTES_MAX)
+    size_t need = nng_msg_len(m) + len;
+    if (need > TALLY_REPLY_BYTES_MAX)
         return -1;
+    size_t cap = nng_msg_capacity(m);
+    if (need > cap) {
+        size_t grow = cap * 2 > need ? cap * 2 : need;
+        if (nng_msg_reserve(m, grow < TALLY_REPLY_BYTES_MAX ? grow : TALLY_REPLY_BYTES_MAX) != 0)
+            return -1;
+    }
     return nng_msg_append(m, buf, len) == 0 ? 0 : -1;
 }
 
@@ -129,6 +139,10 @@ static nng_msg *reply_begin(msgpack_packer *pk)
     nng_msg *m;
     if (nng_msg_alloc(&m, 0) != 0)
         return NULL;
+    if (nng_msg_reserve(m, 256) != 0) {
+        nng_msg_free(m);
+        return NULL;
+    }
     msgpack_packer_init(pk, m, msg_write);
     return m;
 }
