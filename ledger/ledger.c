@@ -226,8 +226,8 @@ int ledger_apply_in_place(store_txn *txn, const ledger_request *req, int64_t now
     return apply_request(txn, req, now_ms, out, true);
 }
 
-int ledger_apply_one(store *st, const ledger_request *req, int64_t now_ms,
-                     ledger_outcome *out)
+static int apply_one(store *st, const ledger_request *req, int64_t now_ms, ledger_outcome *out,
+                     bool in_place)
 {
     store_txn txn;
     int rc = store_txn_begin(st, NULL, false, &txn);
@@ -235,10 +235,22 @@ int ledger_apply_one(store *st, const ledger_request *req, int64_t now_ms,
         return rc;
     rc = ledger_sweep(&txn, now_ms, 0, NULL, NULL);
     if (rc == TALLY_ok)
-        rc = ledger_apply(&txn, req, now_ms, out);
+        rc = apply_request(&txn, req, now_ms, out, in_place);
     if (rc != TALLY_ok) {
         store_txn_abort(&txn);
         return rc;
     }
     return store_txn_commit(&txn);
+}
+
+int ledger_apply_one(store *st, const ledger_request *req, int64_t now_ms,
+                     ledger_outcome *out)
+{
+    return apply_one(st, req, now_ms, out, false);
+}
+
+int ledger_apply_one_in_place(store *st, const ledger_request *req, int64_t now_ms,
+                              ledger_outcome *out)
+{
+    return apply_one(st, req, now_ms, out, true);
 }

@@ -58,5 +58,8 @@ int ledger_apply_in_place(store_txn *txn, const ledger_request *req, int64_t now
  * (then *out must be ignored). */
 int ledger_apply_one(store *st, const ledger_request *req, int64_t now_ms,
                      ledger_outcome *out);
+/* The same with ledger_apply_in_place (a fault aborts the transaction). */
+int ledger_apply_one_in_place(store *st, const ledger_request *req, int64_t now_ms,
+                              ledger_outcome *out);
 
 #endif

@@ -52,23 +52,6 @@ void test_store_close(test_store *ts)
  * writer uses it. */
 static bool apply_in_place;
 
-static int apply_one_in_place(store *st, const ledger_request *req, int64_t now_ms,
-                              ledger_outcome *out)
-{
-    store_txn txn;
-    int rc = store_txn_begin(st, NULL, false, &txn);
-    if (rc != TALLY_ok)
-        return rc;
-    rc = ledger_sweep(&txn, now_ms, 0, NULL, NULL);
-    if (rc == TALLY_ok)
-        rc = ledger_apply_in_place(&txn, req, now_ms, out);
-    if (rc != TALLY_ok) {
-        store_txn_abort(&txn);
-        return rc;
-    }
-    return store_txn_commit(&txn);
-}
-
 int test_apply_rc(test_store *ts, const char *consumer, const char *key,
                   const ledger_command *cmd, ledger_outcome *out)
 {
@@ -81,7 +64,7 @@ int test_apply_rc(test_store *ts, const char *consumer, const char *key,
                           .key = tally_str_from(key),
                           .command = *cmd};
     if (apply_in_place)
-        return apply_one_in_place(ts->st, &req, ts->now_ms, out);
+        return ledger_apply_one_in_place(ts->st, &req, ts->now_ms, out);
     return ledger_apply_one(ts->st, &req, ts->now_ms, out);
 }
 
