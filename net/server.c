@@ -231,15 +231,23 @@ static bool log_read_would_wait(server *srv, const net_request *req)
     return nothing_yet;
 }
 
+/* Hand s to the waiter thread; answered now instead when the server began
+ * stopping since log_read_would_wait looked (the waiter may have exited,
+ * and a slot parked then would never be answered). */
 static void slot_park(slot *s)
 {
     server *srv = s->srv;
     s->deadline_ms = mono_ms() + s->req.read.wait_ms;
     pthread_mutex_lock(&srv->mu);
-    s->next = srv->waiters;
-    srv->waiters = s;
-    pthread_cond_signal(&srv->waiter_cv);
+    bool stopping = srv->stopping;
+    if (!stopping) {
+        s->next = srv->waiters;
+        srv->waiters = s;
+        pthread_cond_signal(&srv->waiter_cv);
+    }
     pthread_mutex_unlock(&srv->mu);
+    if (stopping)
+        slot_send_read(s);
 }
 
 static void slot_enqueue_write(slot *s)

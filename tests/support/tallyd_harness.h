@@ -21,11 +21,13 @@ typedef struct tallyd_proc {
 } tallyd_proc;
 
 /* Make the temp dir and start tallyd; waits until it answers `stats`.
- * Fails the Check test if it does not start within 10 s. */
+ * Fails the Check test (printing the tail of tallyd's log) if it does not
+ * answer within 30 s. */
 void tallyd_start(tallyd_proc *p);
 /* Start again on the same directory (after a stop or kill). */
 void tallyd_restart(tallyd_proc *p);
-/* SIGTERM and wait; returns the exit status (0 = clean). */
+/* SIGTERM and wait; returns the exit status (0 = clean). A tallyd still
+ * running 10 s after SIGTERM is reported on stderr and killed (137). */
 int tallyd_stop(tallyd_proc *p);
 /* SIGKILL and reap. */
 void tallyd_kill(tallyd_proc *p);
