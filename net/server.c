@@ -70,6 +70,8 @@ struct server {
     bool stopping;
     uint64_t head_seq;   /* last committed seq, under mu */
     int64_t last_now_ms; /* writer only: commit times never go backwards */
+    pthread_rwlock_t store_rw; /* readers vs closing the store at shutdown */
+    bool store_closed;
     atomic_int sends_in_flight;
     atomic_uint_fast64_t commits, commands;
 };
@@ -188,9 +190,12 @@ static void slot_send_read(slot *s)
 {
     server *srv = s->srv;
     store_txn t;
-    int rc = store_txn_begin(srv->st, NULL, true, &t);
+    pthread_rwlock_rdlock(&srv->store_rw);
+    int rc = srv->store_closed ? TALLY_shutting_down : store_txn_begin(srv->st, NULL, true, &t);
     if (rc != TALLY_ok) {
-        slot_send_error(s, rc, "cannot begin a read transaction");
+        pthread_rwlock_unlock(&srv->store_rw);
+        slot_send_error(s, rc, rc == TALLY_shutting_down ? "server is stopping, retry later"
+                                                         : "cannot begin a read transaction");
         return;
     }
     msgpack_packer pk;
@@ -200,6 +205,7 @@ static void slot_send_read(slot *s)
         m = NULL;
     }
     store_txn_abort(&t);
+    pthread_rwlock_unlock(&srv->store_rw);
     if (m == NULL) {
         slot_send_error(s, TALLY_internal, "reply too large or read failed");
         return;
@@ -667,6 +673,13 @@ static int open_slots(server *srv)
     return 0;
 }
 
+/* Stop: no new connections, let replies leave, close the store (durable
+ * and unlocked) while reads are held off. The NNG sockets are deliberately
+ * not closed: nng_close in NNG 1.5.2 can deadlock while pipes are being
+ * torn down under load (nanomsg/nng#1543, #1813) — seen here as a tallyd
+ * that never exited after SIGTERM. The process exits right after; the
+ * kernel closes the sockets. NNG callbacks that still arrive find the store
+ * closed and answer shutting_down, so srv must stay allocated. */
 static void close_everything(server *srv)
 {
     for (unsigned i = 0; i < srv->listener_count; i++)
@@ -674,20 +687,11 @@ static void close_everything(server *srv)
     int64_t until = mono_ms() + SHUTDOWN_SEND_WAIT_MS;
     while (atomic_load(&srv->sends_in_flight) > 0 && mono_ms() < until)
         usleep(5000);
-    nng_close(srv->rep);
-    for (unsigned i = 0; srv->slots && i < srv->slot_count; i++) {
-        if (srv->slots[i].aio) {
-            nng_aio_stop(srv->slots[i].aio);
-            nng_aio_free(srv->slots[i].aio);
-        }
-        net_request_reset(&srv->slots[i].req);
-        if (srv->slots[i].msg)
-            nng_msg_free(srv->slots[i].msg);
-    }
-    free(srv->slots);
-    if (srv->has_pub)
-        nng_close(srv->pub);
+    pthread_rwlock_wrlock(&srv->store_rw);
+    srv->store_closed = true;
     store_close(srv->st);
+    srv->st = NULL;
+    pthread_rwlock_unlock(&srv->store_rw);
 }
 
 static int open_store(server *srv)
@@ -714,19 +718,23 @@ static int open_store(server *srv)
     return rc;
 }
 
+/* The running server stays reachable after net_server_run returns (see
+ * close_everything), which also keeps leak checkers quiet about it. */
+static server *running_server;
+
 int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
 {
     server *srv = calloc(1, sizeof(*srv));
     if (srv == NULL)
         return 1;
+    running_server = srv;
     srv->opt = opt;
+    pthread_rwlock_init(&srv->store_rw, NULL);
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->writer_cv, NULL);
     pthread_cond_init(&srv->waiter_cv, NULL);
-    if (open_store(srv) != TALLY_ok) {
-        free(srv);
+    if (open_store(srv) != TALLY_ok)
         return 1;
-    }
     pthread_t writer, waiter;
     int rv = open_sockets(srv);
     if (rv == 0)
@@ -734,7 +742,6 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     if (rv != 0) {
         net_log(NET_LOG_ERROR, "cannot start: %s", nng_strerror(rv));
         close_everything(srv);
-        free(srv);
         return 1;
     }
     pthread_create(&writer, NULL, writer_main, srv);
@@ -755,6 +762,5 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     close_everything(srv);
     net_log(NET_LOG_INFO, "stopped cleanly after %llu commits",
             (unsigned long long)atomic_load(&srv->commits));
-    free(srv);
     return 0;
 }
