@@ -720,7 +720,7 @@ static int open_store(server *srv)
 
 /* The running server stays reachable after net_server_run returns (see
  * close_everything), which also keeps leak checkers quiet about it. */
-static server *running_server;
+static server *volatile running_server; /* volatile: a write-only static would be optimised away */
 
 int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
 {
@@ -733,8 +733,11 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->writer_cv, NULL);
     pthread_cond_init(&srv->waiter_cv, NULL);
-    if (open_store(srv) != TALLY_ok)
+    if (open_store(srv) != TALLY_ok) {
+        running_server = NULL;
+        free(srv); /* nothing else has seen it yet */
         return 1;
+    }
     pthread_t writer, waiter;
     int rv = open_sockets(srv);
     if (rv == 0)
