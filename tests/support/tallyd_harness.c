@@ -168,6 +168,38 @@ static bool answers(const char *url)
     return ok && reply_len > 4; /* more than the echoed request id */
 }
 
+bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
+{
+    static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
+    uint8_t head[13] = {1};
+    uint64_t len = 4 + body_bytes;
+    for (int i = 0; i < 8; i++)
+        head[1 + i] = (uint8_t)(len >> (56 - 8 * i));
+    memcpy(head + 9, "\x80\x00\x00\x02", 4);
+    int64_t deadline = mono_ms() + 10000;
+    int fd = ipc_connect(url, deadline);
+    if (fd < 0)
+        return false;
+    uint8_t peer[8], chunk[4096] = {0};
+    bool ok = send_all(fd, hello, sizeof(hello), deadline) &&
+              recv_all(fd, peer, sizeof(peer), deadline) && send_all(fd, head, sizeof(head), deadline);
+    /* Send the body until the server hangs up (it may before the end). */
+    for (uint64_t sent = 0; ok && sent < body_bytes; sent += sizeof(chunk))
+        if (!send_all(fd, chunk, sizeof(chunk), deadline))
+            break;
+    bool closed = false;
+    while (ok && fd_ready(fd, POLLIN, deadline)) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n <= 0) {
+            closed = true; /* EOF or reset: dropped */
+            break;
+        }
+        ok = false; /* bytes arrived: a reply */
+    }
+    close(fd);
+    return ok && closed;
+}
+
 static void spawn(tallyd_proc *p)
 {
     char map[32];

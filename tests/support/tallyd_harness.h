@@ -7,6 +7,7 @@
 #define TALLY_TALLYD_HARNESS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct tallyd_proc {
@@ -33,6 +34,11 @@ int tallyd_stop(tallyd_proc *p);
 void tallyd_kill(tallyd_proc *p);
 /* Stop if running and remove the temp dir. */
 void tallyd_cleanup(tallyd_proc *p);
+
+/* Speak the SP protocol over the ipc socket by hand (no NNG in the test
+ * process): send one request frame declaring body_bytes and return true
+ * when tallyd hangs up without replying. */
+bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes);
 
 /* Path of a built program: $name_upper env var, else ./name (e.g. "tally"). */
 const char *tallyd_program(const char *name);
