@@ -20,61 +20,21 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SNAPSHOT_ACCOUNTS_MAX 4
 #define TIMEOUT_S 60
 #define TIMEOUT_MS (TIMEOUT_S * INT64_C(1000))
 
 /* ---- helpers ---- */
 
-typedef struct snapshot {
-    log_head head;
-    uint64_t transfers;
-    uint64_t expiry_entries;
-    bool has[SNAPSHOT_ACCOUNTS_MAX + 1];
-    ledger_account accounts[SNAPSHOT_ACCOUNTS_MAX + 1];
-} snapshot;
-
-static snapshot take_snapshot(test_store *ts)
-{
-    snapshot s;
-    memset(&s, 0, sizeof(s));
-    s.head = test_head(ts);
-    s.transfers = test_count(ts, STORE_DB_TRANSFERS);
-    s.expiry_entries = test_count(ts, STORE_DB_EXPIRY);
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    for (uint64_t id = 1; id <= SNAPSHOT_ACCOUNTS_MAX; id++) {
-        int rc = ledger_account_get(&t, id, &s.accounts[id]);
-        ck_assert(rc == TALLY_ok || rc == TALLY_not_found);
-        s.has[id] = rc == TALLY_ok;
-    }
-    store_txn_abort(&t);
-    return s;
-}
-
-static void assert_unchanged(test_store *ts, const snapshot *before)
-{
-    snapshot now = take_snapshot(ts);
-    ck_assert_uint_eq(now.head.seq, before->head.seq);
-    ck_assert_mem_eq(now.head.hash, before->head.hash, LOG_HASH_BYTES);
-    ck_assert_uint_eq(now.transfers, before->transfers);
-    ck_assert_uint_eq(now.expiry_entries, before->expiry_entries);
-    for (uint64_t id = 1; id <= SNAPSHOT_ACCOUNTS_MAX; id++) {
-        ck_assert_int_eq(now.has[id], before->has[id]);
-        if (now.has[id])
-            ck_assert_mem_eq(&now.accounts[id], &before->accounts[id], sizeof(ledger_account));
-    }
-}
 
 /* Apply cmd, expect code and no effect at all (the transfer included). */
 static void assert_rejected(test_store *ts, const ledger_command *cmd, int code, uint64_t tid)
 {
-    snapshot before = take_snapshot(ts);
+    test_snapshot before = test_take_snapshot(ts);
     ledger_transfer_record was = test_transfer(ts, tid);
     ledger_outcome out = test_apply(ts, "rejected", NULL, cmd);
     ck_assert_str_eq(tally_strerror(out.code), tally_strerror(code));
     ck_assert_uint_eq(out.event_count, 0);
-    assert_unchanged(ts, &before);
+    test_assert_unchanged(ts, &before);
     ledger_transfer_record now = test_transfer(ts, tid);
     ck_assert_uint_eq(now.state, was.state);
     ck_assert_uint_eq(now.version, was.version);
@@ -85,10 +45,10 @@ static void assert_rejected(test_store *ts, const ledger_command *cmd, int code,
 /* For commands whose transfer does not exist. */
 static void assert_rejected_no_transfer(test_store *ts, const ledger_command *cmd, int code)
 {
-    snapshot before = take_snapshot(ts);
+    test_snapshot before = test_take_snapshot(ts);
     ledger_outcome out = test_apply(ts, "rejected", NULL, cmd);
     ck_assert_str_eq(tally_strerror(out.code), tally_strerror(code));
-    assert_unchanged(ts, &before);
+    test_assert_unchanged(ts, &before);
 }
 
 static void apply_ok(test_store *ts, const ledger_command *cmd)
@@ -559,7 +519,7 @@ START_TEST(test_resolve_due_before_sweep)
     open_pair(&ts);
     hold(&ts, 1, 100, TIMEOUT_S);
     ts.now_ms = TEST_NOW_MS + TIMEOUT_MS;
-    snapshot before = take_snapshot(&ts);
+    test_snapshot before = test_take_snapshot(&ts);
 
     ledger_command p = test_cmd_post(1, 0);
     ledger_outcome out = apply_without_sweep(&ts, &p);
@@ -568,7 +528,7 @@ START_TEST(test_resolve_due_before_sweep)
     ledger_command v = test_cmd_void(1);
     out = apply_without_sweep(&ts, &v);
     ck_assert_str_eq(tally_strerror(out.code), "pending_transfer_expired");
-    assert_unchanged(&ts, &before);
+    test_assert_unchanged(&ts, &before);
     assert_state(&ts, 1, LEDGER_TRANSFER_PENDING_STATE); /* not swept yet */
     assert_balances(&ts, 1, 0, 0, 100, 0);
 

@@ -18,59 +18,18 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SNAPSHOT_ACCOUNTS_MAX 8 /* accounts 1..8 are the ones tests use */
 
-/* Everything a rejection must leave alone. */
-typedef struct snapshot {
-    log_head head;
-    uint64_t transfers;
-    uint64_t expiry_entries;
-    bool has[SNAPSHOT_ACCOUNTS_MAX + 1];
-    ledger_account accounts[SNAPSHOT_ACCOUNTS_MAX + 1];
-} snapshot;
-
-static snapshot take_snapshot(test_store *ts)
-{
-    snapshot s;
-    memset(&s, 0, sizeof(s));
-    s.head = test_head(ts);
-    s.transfers = test_count(ts, STORE_DB_TRANSFERS);
-    s.expiry_entries = test_count(ts, STORE_DB_EXPIRY);
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    for (uint64_t id = 1; id <= SNAPSHOT_ACCOUNTS_MAX; id++) {
-        int rc = ledger_account_get(&t, id, &s.accounts[id]);
-        ck_assert(rc == TALLY_ok || rc == TALLY_not_found);
-        s.has[id] = rc == TALLY_ok;
-    }
-    store_txn_abort(&t);
-    return s;
-}
-
-static void assert_unchanged(test_store *ts, const snapshot *before)
-{
-    snapshot now = take_snapshot(ts);
-    ck_assert_uint_eq(now.head.seq, before->head.seq);
-    ck_assert_mem_eq(now.head.hash, before->head.hash, LOG_HASH_BYTES);
-    ck_assert_uint_eq(now.transfers, before->transfers);
-    ck_assert_uint_eq(now.expiry_entries, before->expiry_entries);
-    for (uint64_t id = 1; id <= SNAPSHOT_ACCOUNTS_MAX; id++) {
-        ck_assert_int_eq(now.has[id], before->has[id]);
-        if (now.has[id])
-            ck_assert_mem_eq(&now.accounts[id], &before->accounts[id], sizeof(ledger_account));
-    }
-}
 
 /* Apply cmd (under its own consumer, so only the transfer id can clash),
  * expect code and no effect at all. */
 static void assert_rejected(test_store *ts, const ledger_command *cmd, int code)
 {
-    snapshot before = take_snapshot(ts);
+    test_snapshot before = test_take_snapshot(ts);
     ledger_outcome out = test_apply(ts, "rejected", NULL, cmd);
     ck_assert_str_eq(tally_strerror(out.code), tally_strerror(code));
     ck_assert_uint_eq(out.event_count, 0);
     ck_assert_uint_eq(out.first_seq, 0);
-    assert_unchanged(ts, &before);
+    test_assert_unchanged(ts, &before);
 }
 
 static void open_account(test_store *ts, uint64_t id, uint32_t ledger, uint16_t flags)

@@ -267,6 +267,38 @@ void test_event_type(test_store *ts, uint64_t seq, char out[64])
     test_with_event(ts, seq, copy_type, out);
 }
 
+test_snapshot test_take_snapshot(test_store *ts)
+{
+    test_snapshot s;
+    memset(&s, 0, sizeof(s));
+    s.head = test_head(ts);
+    s.transfers = test_count(ts, STORE_DB_TRANSFERS);
+    s.expiry_entries = test_count(ts, STORE_DB_EXPIRY);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    for (uint64_t id = 1; id <= TEST_SNAPSHOT_ACCOUNTS_MAX; id++) {
+        int rc = ledger_account_get(&t, id, &s.accounts[id]);
+        ck_assert(rc == TALLY_ok || rc == TALLY_not_found);
+        s.has[id] = rc == TALLY_ok;
+    }
+    store_txn_abort(&t);
+    return s;
+}
+
+void test_assert_unchanged(test_store *ts, const test_snapshot *before)
+{
+    test_snapshot now = test_take_snapshot(ts);
+    ck_assert_uint_eq(now.head.seq, before->head.seq);
+    ck_assert_mem_eq(now.head.hash, before->head.hash, LOG_HASH_BYTES);
+    ck_assert_uint_eq(now.transfers, before->transfers);
+    ck_assert_uint_eq(now.expiry_entries, before->expiry_entries);
+    for (uint64_t id = 1; id <= TEST_SNAPSHOT_ACCOUNTS_MAX; id++) {
+        ck_assert_int_eq(now.has[id], before->has[id]);
+        if (now.has[id])
+            ck_assert_mem_eq(&now.accounts[id], &before->accounts[id], sizeof(ledger_account));
+    }
+}
+
 typedef struct finding_filter {
     const char *only;
     uint64_t matched;

@@ -75,6 +75,20 @@ void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx);
 /* Type of the event at seq, copied into out (64 bytes). */
 void test_event_type(test_store *ts, uint64_t seq, char out[64]);
 
+/* What a rejection must leave alone: the log head (seq and hash), the
+ * transfer and expiry-index counts, accounts 1..TEST_SNAPSHOT_ACCOUNTS_MAX. */
+#define TEST_SNAPSHOT_ACCOUNTS_MAX 8
+typedef struct test_snapshot {
+    log_head head;
+    uint64_t transfers;
+    uint64_t expiry_entries;
+    bool has[TEST_SNAPSHOT_ACCOUNTS_MAX + 1];
+    ledger_account accounts[TEST_SNAPSHOT_ACCOUNTS_MAX + 1];
+} test_snapshot;
+test_snapshot test_take_snapshot(test_store *ts);
+/* Fails the test unless the store matches the snapshot. */
+void test_assert_unchanged(test_store *ts, const test_snapshot *before);
+
 /* Run ledger_invariants_check; findings are printed to stderr.
  * test_assert_invariants fails the test on any finding. */
 uint64_t test_invariant_findings(test_store *ts, const char *only_check);
