@@ -102,7 +102,6 @@ int ledger_sweep(store_txn *t, int64_t now_ms, uint32_t items_max, uint32_t *exp
 {
     if (items_max == 0 || items_max > TALLY_SWEEP_ITEMS_MAX)
         items_max = TALLY_SWEEP_ITEMS_MAX;
-    ledger_ctx ctx = {.txn = t, .now_ms = now_ms};
     due_entry due[SWEEP_CHUNK];
     uint32_t done = 0, expired = 0, got = 0;
     int rc = TALLY_ok;
@@ -112,6 +111,7 @@ int ledger_sweep(store_txn *t, int64_t now_ms, uint32_t items_max, uint32_t *exp
         rc = collect_due(t, now_ms, due, want, &got);
         for (uint32_t i = 0; rc == TALLY_ok && i < got; i++) {
             bool one;
+            ledger_ctx ctx = {.txn = t, .now_ms = now_ms}; /* one expiry, its own events */
             rc = expire_entry(&ctx, &due[i], &one);
             expired += one;
         }

@@ -198,14 +198,12 @@ void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16])
     put_u64_be(out + 8, seq);
 }
 
+/* History entry of the event the command appended last. */
 static int history_put(ledger_ctx *ctx, uint64_t account_id, const tally_id128 *transfer_id)
 {
-    log_head head;
-    int rc = log_head_get(ctx->txn, &head);
-    if (rc != TALLY_ok)
-        return rc;
+    assert(ctx->event_count > 0);
     uint8_t key[16];
-    ledger_history_key(account_id, head.seq, key); /* the event just appended */
+    ledger_history_key(account_id, ctx->first_seq + ctx->event_count - 1, key);
     return store_put(ctx->txn, STORE_DB_HISTORY, key, sizeof(key), transfer_id->bytes, 16, 0);
 }
 

@@ -673,6 +673,26 @@ START_TEST(test_partial_post_removes_expiry_entry)
 }
 END_TEST
 
+/* One sweep call may expire far more holds than one command may append
+ * events (TALLY_COMMAND_EVENTS_MAX): each expiry counts on its own. */
+START_TEST(test_sweep_expires_many_in_one_call)
+{
+    test_store ts;
+    open_pair(&ts);
+    const uint64_t holds = TALLY_COMMAND_EVENTS_MAX * 2 + 7;
+    for (uint64_t tid = 1; tid <= holds; tid++)
+        hold(&ts, tid, 1, TIMEOUT_S);
+    log_head before = test_head(&ts);
+    ts.now_ms += TIMEOUT_MS;
+    ck_assert_uint_eq(test_sweep(&ts), holds);
+    ck_assert_uint_eq(test_head(&ts).seq, before.seq + holds);
+    ck_assert_int_eq(test_account(&ts, 1).debits_pending, 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
+    test_assert_invariants(&ts);
+    test_store_close(&ts);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hold");
@@ -711,6 +731,7 @@ int main(void)
     tcase_add_test(expiry, test_sweep_more_only_when_due_remain);
     tcase_add_test(expiry, test_expiry_entries_removed_on_resolution);
     tcase_add_test(expiry, test_partial_post_removes_expiry_entry);
+    tcase_add_test(expiry, test_sweep_expires_many_in_one_call);
     suite_add_tcase(s, expiry);
     return test_run_suite_both_modes(s);
 }
