@@ -113,42 +113,15 @@ static void finish(test_store *ts)
     test_store_close(ts);
 }
 
-/* What a transfer event says, copied out of the read transaction. */
-typedef struct transfer_event {
-    char type[64];
-    log_entity_kind entity_kind;
-    tally_id128 entity_transfer_id;
-    uint64_t entity_version;
-    bool has_causation;
-    int transfer_rc, debit_rc, credit_rc;
-    ledger_transfer_record transfer;
-    ledger_account debit, credit;
-} transfer_event;
-
-static void read_transfer_event(const log_event *ev, void *ctx)
-{
-    transfer_event *out = ctx;
-    snprintf(out->type, sizeof(out->type), "%.*s", (int)ev->type.len, ev->type.ptr);
-    out->entity_kind = ev->entity.kind;
-    out->entity_transfer_id = ev->entity.transfer_id;
-    out->entity_version = ev->entity_version;
-    out->has_causation = ev->has_causation;
-    out->transfer_rc =
-        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &out->transfer);
-    out->debit_rc =
-        ledger_account_unpack(msgpack_safe_map_get(ev->body, "debit_account"), &out->debit);
-    out->credit_rc =
-        ledger_account_unpack(msgpack_safe_map_get(ev->body, "credit_account"), &out->credit);
-}
 
 /* The event at seq is a `type` event about transfer tid at entity_version,
  * and its snapshots equal what is stored now. */
-static transfer_event assert_transfer_event(test_store *ts, uint64_t seq, const char *type,
+static test_transfer_event assert_transfer_event(test_store *ts, uint64_t seq, const char *type,
                                             uint64_t tid, uint64_t entity_version)
 {
-    transfer_event ev;
+    test_transfer_event ev;
     memset(&ev, 0, sizeof(ev));
-    test_with_event(ts, seq, read_transfer_event, &ev);
+    ev = test_read_transfer_event(ts, seq);
     ck_assert_str_eq(ev.type, type);
     ck_assert_int_eq(ev.entity_kind, LOG_ENTITY_TRANSFER);
     tally_id128 id = test_id(tid);
@@ -267,7 +240,7 @@ START_TEST(test_post_full)
     ck_assert_int_eq(r.amount, 100);
     ck_assert_uint_eq(r.version, 2);
     ck_assert_uint_eq(r.resolved_seq, head + 1);
-    transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.posted", 1, 2);
+    test_transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.posted", 1, 2);
     ck_assert(ev.has_causation);
     finish(&ts);
 }
@@ -356,7 +329,7 @@ START_TEST(test_void)
     ck_assert_int_eq(r.posted_amount, 0);
     ck_assert_uint_eq(r.version, 2);
     ck_assert_uint_eq(r.resolved_seq, head + 1);
-    transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.voided", 1, 2);
+    test_transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.voided", 1, 2);
     ck_assert(ev.has_causation);
     finish(&ts);
 }
@@ -487,7 +460,7 @@ START_TEST(test_expiry_by_sweep)
     ck_assert_int_eq(r.posted_amount, 0);
     ck_assert_uint_eq(r.version, 2);
     ck_assert_uint_eq(r.resolved_seq, head + 1);
-    transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.expired", 1, 2);
+    test_transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.expired", 1, 2);
     ck_assert(!ev.has_causation);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
 

@@ -176,33 +176,6 @@ START_TEST(test_transfer_amount_max)
 }
 END_TEST
 
-/* What a transfer.created event says, copied out of the read transaction. */
-typedef struct created_event {
-    char type[64];
-    log_entity_kind entity_kind;
-    tally_id128 entity_transfer_id;
-    uint64_t entity_version;
-    bool has_causation;
-    int transfer_rc, debit_rc, credit_rc;
-    ledger_transfer_record transfer;
-    ledger_account debit, credit;
-} created_event;
-
-static void read_created_event(const log_event *ev, void *ctx)
-{
-    created_event *out = ctx;
-    snprintf(out->type, sizeof(out->type), "%.*s", (int)ev->type.len, ev->type.ptr);
-    out->entity_kind = ev->entity.kind;
-    out->entity_transfer_id = ev->entity.transfer_id;
-    out->entity_version = ev->entity_version;
-    out->has_causation = ev->has_causation;
-    out->transfer_rc =
-        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &out->transfer);
-    out->debit_rc =
-        ledger_account_unpack(msgpack_safe_map_get(ev->body, "debit_account"), &out->debit);
-    out->credit_rc =
-        ledger_account_unpack(msgpack_safe_map_get(ev->body, "credit_account"), &out->credit);
-}
 
 START_TEST(test_transfer_event_snapshots)
 {
@@ -214,9 +187,9 @@ START_TEST(test_transfer_event_snapshots)
     apply_ok(&ts, &cmd);
 
     ledger_transfer_record r = test_transfer(&ts, 2);
-    created_event ev;
+    test_transfer_event ev;
     memset(&ev, 0, sizeof(ev));
-    test_with_event(&ts, r.created_seq, read_created_event, &ev);
+    ev = test_read_transfer_event(&ts, r.created_seq);
     ck_assert_str_eq(ev.type, "transfer.created");
     ck_assert_int_eq(ev.entity_kind, LOG_ENTITY_TRANSFER);
     tally_id128 id = test_id(2);

@@ -3,6 +3,8 @@
  */
 #include "tests/support/test_support.h"
 
+#include "common/msgpack_safe.h"
+
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +299,30 @@ void test_assert_unchanged(test_store *ts, const test_snapshot *before)
         if (now.has[id])
             ck_assert_mem_eq(&now.accounts[id], &before->accounts[id], sizeof(ledger_account));
     }
+}
+
+static void read_transfer_event(const log_event *ev, void *ctx)
+{
+    test_transfer_event *out = ctx;
+    snprintf(out->type, sizeof(out->type), "%.*s", (int)ev->type.len, ev->type.ptr);
+    out->entity_kind = ev->entity.kind;
+    out->entity_transfer_id = ev->entity.transfer_id;
+    out->entity_version = ev->entity_version;
+    out->has_causation = ev->has_causation;
+    out->transfer_rc =
+        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &out->transfer);
+    out->debit_rc =
+        ledger_account_unpack(msgpack_safe_map_get(ev->body, "debit_account"), &out->debit);
+    out->credit_rc =
+        ledger_account_unpack(msgpack_safe_map_get(ev->body, "credit_account"), &out->credit);
+}
+
+test_transfer_event test_read_transfer_event(test_store *ts, uint64_t seq)
+{
+    test_transfer_event ev;
+    memset(&ev, 0, sizeof(ev));
+    test_with_event(ts, seq, read_transfer_event, &ev);
+    return ev;
 }
 
 typedef struct finding_filter {

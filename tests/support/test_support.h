@@ -75,6 +75,21 @@ void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx);
 /* Type of the event at seq, copied into out (64 bytes). */
 void test_event_type(test_store *ts, uint64_t seq, char out[64]);
 
+/* What a transfer event says (type, entity, causation, the transfer and
+ * both account snapshots with their unpack codes), copied out of the read
+ * transaction. */
+typedef struct test_transfer_event {
+    char type[64];
+    log_entity_kind entity_kind;
+    tally_id128 entity_transfer_id;
+    uint64_t entity_version;
+    bool has_causation;
+    int transfer_rc, debit_rc, credit_rc;
+    ledger_transfer_record transfer;
+    ledger_account debit, credit;
+} test_transfer_event;
+test_transfer_event test_read_transfer_event(test_store *ts, uint64_t seq);
+
 /* What a rejection must leave alone: the log head (seq and hash), the
  * transfer and expiry-index counts, accounts 1..TEST_SNAPSHOT_ACCOUNTS_MAX. */
 #define TEST_SNAPSHOT_ACCOUNTS_MAX 8
