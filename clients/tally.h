@@ -289,8 +289,15 @@ typedef struct tally_event {
     uint64_t seq;
     tally_uuid id;
     char type[32];
+    /* The entity the event is about (docs/EVENTS.md): entity_kind is
+     * "account" (account_id set), "transfer" (transfer_id set) or
+     * "entitlement" (subject and feature set); the others are zero / "". */
     char entity_kind[16];
-    uint64_t entity_version;
+    uint64_t account_id;
+    tally_uuid transfer_id;
+    char subject[129];
+    char feature[65];
+    uint64_t entity_version; /* the entity's version after this event */
     int64_t time_ms;
     char consumer[65];
     char key[TALLY_CLIENT_KEY_BYTES_MAX + 1];
@@ -335,6 +342,82 @@ int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t 
                    tally_event *out, size_t capacity, size_t *count, uint64_t *head_seq);
 void tally_events_release(tally_event *events, size_t count);
 int tally_stats_get(tally_client *c, tally_stats *out);
+
+/* ---- live stream: PUB with gap fill ----
+ * A cursor-less reader of the log that hands out every event from a
+ * starting seq exactly once, in seq order, with none skipped. It listens on
+ * tallyd's PUB socket (one message per committed event) and uses log_read
+ * for everything PUB did not bring: a message whose seq is past the next
+ * expected one reveals a gap, filled with log_read before going on; a seq
+ * already handed out is dropped; when PUB has been silent for idle_ms the
+ * stream long-polls log_read, so a lost tail is found too. The position is
+ * kept in memory only: after a restart, open the stream again from the
+ * last seq you processed + 1 (or use a durable subscriber, below).
+ * Memory is bounded: the SUB socket queues at most recv_buffer messages
+ * and the stream holds at most fill_events read events.
+ * A stream is used by one thread at a time; several streams may share a
+ * client. */
+
+#define TALLY_STREAM_FROM_NOW 0          /* from_seq: the first event after the head */
+#define TALLY_STREAM_IDLE_MS_DEFAULT 1000
+#define TALLY_STREAM_IDLE_MS_MAX 30000
+#define TALLY_STREAM_FILL_EVENTS_DEFAULT 100
+#define TALLY_STREAM_FILL_EVENTS_MAX 1000
+#define TALLY_STREAM_RECV_BUFFER_MAX 8192
+
+typedef struct tally_stream tally_stream;
+
+typedef struct tally_stream_options {
+    uint32_t recv_buffer; /* PUB messages the SUB socket queues, 1..8192;
+                             0 = NNG's default (128). A reader that falls
+                             further behind loses messages (and fills them) */
+    uint32_t idle_ms;     /* PUB silent this long: poll log_read; 0 = 1000,
+                             at most 30000 */
+    uint32_t fill_events; /* events per log_read, 1..1000; 0 = 100 */
+} tally_stream_options;
+
+typedef struct tally_stream_counters {
+    uint64_t next_seq;     /* the seq the next event will have */
+    uint64_t delivered;    /* events handed out */
+    uint64_t from_publish; /* ... of them received on PUB */
+    uint64_t from_fill;    /* ... of them read with log_read */
+    uint64_t gaps;         /* PUB messages past the next expected seq */
+    uint64_t duplicates;   /* PUB messages dropped: already handed out */
+    uint64_t polls;        /* log_read calls because PUB was silent */
+    uint64_t reads;        /* log_read calls in all (gap fills, catch-up, polls) */
+} tally_stream_counters;
+
+/* Open a stream on client c that starts at from_seq (1 = the whole log;
+ * TALLY_STREAM_FROM_NOW = after the current head, which is read from the
+ * server now). pub_url: tallyd's PUB endpoint (tallyd --publish; default
+ * tcp://127.0.0.1:7451); it is dialed in the background, an absent
+ * publisher is not an error. pub_url NULL: no PUB, the stream long-polls
+ * log_read only. options may be NULL (defaults). *out is set on success.
+ * Returns TALLY_ok; TALLY_invalid_argument (c or out NULL, a bad URL, an
+ * option out of range); TALLY_out_of_memory; TALLY_internal (NNG could not
+ * open a socket); with TALLY_STREAM_FROM_NOW also the codes of
+ * tally_stats_get (e.g. TALLY_unreachable). */
+int tally_stream_open(tally_client *c, const char *pub_url, uint64_t from_seq,
+                      const tally_stream_options *options, tally_stream **out);
+
+/* Wait up to timeout_ms (0: do not wait) for the next event and hand it
+ * out in *out: its seq is exactly one more than the previous one's (the
+ * first is from_seq). The caller owns out->raw: release it with
+ * tally_events_release(out, 1). Returns TALLY_ok (*out filled);
+ * TALLY_timed_out (no event within timeout_ms: call again); the codes of
+ * tally_log_read (e.g. TALLY_unreachable after the client's retries: the
+ * stream is unchanged, call again); TALLY_not_found (the events from the
+ * next seq are no longer in the log); TALLY_internal (the server sent
+ * events that are not the next ones); TALLY_invalid_argument (s or out
+ * NULL). *out is filled only on TALLY_ok. */
+int tally_stream_next(tally_stream *s, tally_event *out, uint32_t timeout_ms);
+
+/* The stream's position and counters so far (for metrics and tests). */
+void tally_stream_counters_get(const tally_stream *s, tally_stream_counters *out);
+
+/* Close the stream and free it (events still held are dropped; the next
+ * stream can start at counters.next_seq). NULL is allowed. */
+void tally_stream_close(tally_stream *s);
 
 /* Send a raw msgpack request and receive the raw reply (malloc'd; free()
  * it). For tools and tests. Retries like every other call (the same

@@ -1,0 +1,2 @@
+/* subscriber.c — durable subscribers (being written). */
+#include "clients/libtally_internal.h"
