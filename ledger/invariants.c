@@ -13,6 +13,7 @@
 #include "common/table.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
+#include "log/subscriber.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -641,6 +642,103 @@ static int check_inbox(audit *a)
     return rc;
 }
 
+/* ---- cursors and dlq (BRIEF §6: every cursor <= head; every dead letter
+ * names an existing seq) ---- */
+
+typedef struct sub_tally {
+    sub_state state;
+    uint64_t flights, replays, dead;
+} sub_tally;
+
+typedef struct sub_audit {
+    audit *a;
+    table *subs; /* name -> sub_tally */
+    uint64_t first_seq;
+} sub_audit;
+
+static int sub_collect(const sub_state *st, void *ctx)
+{
+    sub_audit *sa = ctx;
+    int inserted;
+    sub_tally *tl = table_upsert(sa->subs, st->name, strlen(st->name), &inserted);
+    if (!tl)
+        return TALLY_out_of_memory;
+    memset(tl, 0, sizeof(*tl));
+    tl->state = *st;
+    char name[96];
+    snprintf(name, sizeof(name), "subscriber:%s", st->name);
+    if (st->ack_floor > st->delivered_seq || st->delivered_seq > sa->a->head_seq)
+        report(sa->a, "cursors", name, "ack floor %" PRIu64 ", delivered %" PRIu64
+               ", head %" PRIu64, st->ack_floor, st->delivered_seq, sa->a->head_seq);
+    return TALLY_ok;
+}
+
+static int sub_record_seen(char kind, tally_str n, uint64_t seq, void *ctx)
+{
+    sub_audit *sa = ctx;
+    char name[128];
+    snprintf(name, sizeof(name), "subscriber:%.*s/seq:%" PRIu64, (int)n.len, n.ptr, seq);
+    const char *check = kind == 'd' ? "dlq" : "cursors";
+    sub_tally *tl = table_find(sa->subs, n.ptr, n.len);
+    if (!tl) {
+        report(sa->a, check, name, "belongs to no subscriber");
+        return TALLY_ok;
+    }
+    if (kind == 'f') {
+        tl->flights++;
+        if (seq <= tl->state.ack_floor || seq > tl->state.delivered_seq)
+            report(sa->a, check, name, "in flight outside (ack floor %" PRIu64 ", delivered %"
+                   PRIu64 "]", tl->state.ack_floor, tl->state.delivered_seq);
+    } else {
+        kind == 'r' ? tl->replays++ : tl->dead++;
+        if (seq == 0 || seq > sa->a->head_seq || (sa->first_seq && seq < sa->first_seq))
+            report(sa->a, check, name, "names an event that does not exist (log %" PRIu64
+                   "..%" PRIu64 ")", sa->first_seq, sa->a->head_seq);
+    }
+    return TALLY_ok;
+}
+
+static int sub_counts(const void *key, size_t key_len, void *value, void *ctx)
+{
+    (void)key;
+    (void)key_len;
+    sub_audit *sa = ctx;
+    const sub_tally *tl = value;
+    char name[96];
+    snprintf(name, sizeof(name), "subscriber:%s", tl->state.name);
+    if (tl->state.in_flight != tl->flights + tl->replays)
+        report(sa->a, "cursors", name, "counts %" PRIu32 " in flight, %" PRIu64 " records",
+               tl->state.in_flight, tl->flights + tl->replays);
+    if (tl->state.dead_letters != tl->dead)
+        report(sa->a, "dlq", name, "counts %" PRIu64 " dead letters, %" PRIu64 " records",
+               tl->state.dead_letters, tl->dead);
+    return 0;
+}
+
+static int check_subscribers(audit *a)
+{
+    sub_audit sa = {a, table_create(sizeof(sub_tally)), 0};
+    if (!sa.subs)
+        return TALLY_out_of_memory;
+    int rc = log_first_seq(a->t, &sa.first_seq);
+    if (rc == TALLY_ok)
+        rc = sub_list(a->t, sub_collect, &sa);
+    if (rc == TALLY_corrupt_record) {
+        report(a, "cursors", "cursors", "a cursor record is corrupt");
+        rc = TALLY_ok;
+    }
+    if (rc == TALLY_ok)
+        rc = sub_records(a->t, sub_record_seen, &sa);
+    if (rc == TALLY_corrupt_record) {
+        report(a, "cursors", "cursors", "a subscriber record key is corrupt");
+        rc = TALLY_ok;
+    } else if (rc == TALLY_ok) {
+        table_each(sa.subs, sub_counts, &sa);
+    }
+    table_destroy(sa.subs);
+    return rc;
+}
+
 int ledger_invariants_check(store_txn *t, ledger_invariant_report_fn fn, void *ctx,
                             ledger_invariant_stats *stats)
 {
@@ -667,6 +765,8 @@ int ledger_invariants_check(store_txn *t, ledger_invariant_report_fn fn, void *c
         rc = check_entitlements(&a);
     if (rc == TALLY_ok)
         rc = check_inbox(&a);
+    if (rc == TALLY_ok)
+        rc = check_subscribers(&a);
     uint64_t history_entries = 0;
     if (rc == TALLY_ok)
         rc = store_count(t, STORE_DB_HISTORY, &history_entries);
