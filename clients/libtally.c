@@ -1023,6 +1023,10 @@ static bool stats_decode(const msgpack_object *o, void *out)
     s->events = dec_uint(&d, "events", UINT64_MAX);
     s->map_used_bytes = dec_uint(&d, "map_used_bytes", UINT64_MAX);
     s->map_size_bytes = dec_uint(&d, "map_size_bytes", UINT64_MAX);
+    const msgpack_object *subscribers = dec_get(&d, "subscribers");
+    if (d.ok && subscribers->type != MSGPACK_OBJECT_ARRAY)
+        return false;
+    s->subscribers = d.ok ? subscribers->via.array.size : 0;
     return d.ok;
 }
 
@@ -1066,6 +1070,21 @@ static int read_object(tally_client *c, const fields *fs, const char *name, deco
         return rc;
     const msgpack_object *o = name ? msgpack_safe_map_get(r.root, name) : r.root;
     rc = decode(o, out) ? TALLY_ok : TALLY_internal;
+    client_reply_free(&r);
+    return rc;
+}
+
+int client_read_array(tally_client *c, const fields *fs, const char *name, decode_fn decode,
+                      void *out, size_t stride, size_t capacity, size_t *count)
+{
+    reply r;
+    int rc = client_read_exchange(c, fs, 0, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = client_array_decode(msgpack_safe_map_get(r.root, name), decode, out, stride, capacity,
+                             count)
+             ? TALLY_ok
+             : TALLY_internal;
     client_reply_free(&r);
     return rc;
 }
@@ -1119,16 +1138,8 @@ int tally_entitlement_list(tally_client *c, const char *subject, tally_entitleme
     fields fs;
     client_fields_begin(&fs, "entitlement_list", NULL, NULL);
     put_str(&fs, "subject", subject);
-    reply r;
-    int rc = client_read_exchange(c, &fs, 0, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    rc = client_array_decode(msgpack_safe_map_get(r.root, "entitlements"), entitlement_decode, out,
-                      sizeof(*out), capacity, count)
-             ? TALLY_ok
-             : TALLY_internal;
-    client_reply_free(&r);
-    return rc;
+    return client_read_array(c, &fs, "entitlements", entitlement_decode, out, sizeof(*out),
+                             capacity, count);
 }
 
 int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint32_t limit,

@@ -183,6 +183,12 @@ typedef bool (*decode_fn)(const msgpack_object *o, void *out);
 bool client_array_decode(const msgpack_object *o, decode_fn decode, void *out, size_t stride,
                          size_t capacity, size_t *count);
 
+/* A read whose reply carries an array under name: up to capacity elements
+ * decoded into out (see client_array_decode). TALLY_ok, the codes of
+ * client_read_exchange, or TALLY_internal for an array of the wrong shape. */
+int client_read_array(tally_client *c, const fields *fs, const char *name, decode_fn decode,
+                      void *out, size_t stride, size_t capacity, size_t *count);
+
 /* The limit to ask for: limit (0: dflt) within capacity and max. */
 static inline uint32_t client_page_limit(uint32_t limit, size_t capacity, uint32_t dflt,
                                          uint32_t max)

@@ -13,6 +13,7 @@
 #include "clients/tally.h"
 
 #include "log/log.h"
+#include "tests/support/client_support.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
@@ -33,56 +34,9 @@
 #define TRICKLE_WRITES_MAX 60
 #define SLOW_READER_SLEEP_US 2000
 
-typedef struct fixture {
-    tallyd_proc srv;
-    tally_client *c;
-} fixture;
-
-static void up(fixture *f)
-{
-    memset(f, 0, sizeof(*f));
-    tallyd_start(&f->srv);
-    tally_client_options o = {.url = f->srv.url, .consumer = "stream", .timeout_ms = 10000};
-    ck_assert_int_eq(tally_client_open(&o, &f->c), TALLY_ok);
-}
-
-static void down(fixture *f)
-{
-    tally_client_close(f->c);
-    tallyd_cleanup(&f->srv);
-}
-
 static void open_account(tally_client *c, uint64_t id)
 {
-    tally_account_open_args a = {.id = id, .ledger = 1, .code = 1};
-    tally_result r;
-    int rc = tally_account_open(c, NULL, &a, &r);
-    ck_assert_msg(rc == TALLY_ok, "open %" PRIu64 ": %s", id, tally_strerror(rc));
-}
-
-/* One batch of n account opens from first_id: n events in one commit, so
- * PUB sends them back to back. */
-static void open_accounts_batch(tally_client *c, uint64_t first_id, unsigned n)
-{
-    tally_batch *b = tally_batch_new(false);
-    ck_assert_ptr_nonnull(b);
-    for (unsigned i = 0; i < n; i++) {
-        tally_account_open_args a = {.id = first_id + i, .ledger = 1, .code = 1};
-        ck_assert_int_eq(tally_batch_account_open(b, NULL, &a), TALLY_ok);
-    }
-    tally_result results[BURST_BATCH_OPS];
-    ck_assert_uint_le(n, BURST_BATCH_OPS);
-    ck_assert_int_eq(tally_batch_send(c, b, NULL, results, n), TALLY_ok);
-    for (unsigned i = 0; i < n; i++)
-        ck_assert_int_eq(results[i].code, TALLY_ok);
-    tally_batch_free(b);
-}
-
-static uint64_t head_of(tally_client *c)
-{
-    tally_stats s;
-    ck_assert_int_eq(tally_stats_get(c, &s), TALLY_ok);
-    return s.head_seq;
+    test_client_open_accounts(c, id, 1);
 }
 
 /* ---- what a reader checks on every event ---- */
@@ -156,15 +110,16 @@ static void *burst_write(void *arg)
 {
     burst *b = arg;
     for (unsigned i = 0; i < BURST_BATCHES; i++)
-        open_accounts_batch(b->c, b->first_id + (uint64_t)i * BURST_BATCH_OPS, BURST_BATCH_OPS);
+        test_client_open_accounts(b->c, b->first_id + (uint64_t)i * BURST_BATCH_OPS,
+                                  BURST_BATCH_OPS);
     atomic_store(&b->done, true);
     return NULL;
 }
 
 START_TEST(test_slow_reader_gets_every_seq_through_gap_fill)
 {
-    fixture f;
-    up(&f);
+    test_client_fixture f;
+    test_client_up(&f);
     open_account(f.c, 1); /* written before the stream exists: it comes from a fill */
     tally_stream_options o = {.recv_buffer = 1, .idle_ms = 3000};
     tally_stream *s = NULL;
@@ -185,7 +140,7 @@ START_TEST(test_slow_reader_gets_every_seq_through_gap_fill)
     uint64_t head = 0;
     for (;;) {
         if (head == 0 && atomic_load(&b.done))
-            head = head_of(f.c);
+            head = test_client_head(f.c);
         if (head != 0 && r.expected > head)
             break;
         stream_take(s, &r);
@@ -211,7 +166,7 @@ START_TEST(test_slow_reader_gets_every_seq_through_gap_fill)
     tally_event e;
     ck_assert_int_eq(tally_stream_next(s, &e, 200), TALLY_timed_out);
     tally_stream_close(s);
-    down(&f);
+    test_client_down(&f);
 }
 END_TEST
 
@@ -220,8 +175,8 @@ END_TEST
  * enough for a poll to read it first. */
 START_TEST(test_published_events_already_read_are_dropped)
 {
-    fixture f;
-    up(&f);
+    test_client_fixture f;
+    test_client_up(&f);
     tally_stream_options o = {.idle_ms = 100};
     tally_stream *s = NULL;
     ck_assert_int_eq(tally_stream_open(f.c, f.srv.pub_url, 1, &o, &s), TALLY_ok);
@@ -230,7 +185,7 @@ START_TEST(test_published_events_already_read_are_dropped)
     trickle_until_published(f.c, s, &r, &id, 1);
     tally_stream_counters before, after;
     tally_stream_counters_get(s, &before);
-    open_accounts_batch(f.c, 1000, BURST_BATCH_OPS);
+    test_client_open_accounts(f.c, 1000, BURST_BATCH_OPS);
     usleep(500 * 1000); /* longer than idle_ms: the next call polls first */
     for (unsigned i = 0; i < BURST_BATCH_OPS; i++)
         stream_take(s, &r);
@@ -243,7 +198,7 @@ START_TEST(test_published_events_already_read_are_dropped)
     fprintf(stderr, "dropped %" PRIu64 " published events already read\n",
             after.duplicates - before.duplicates);
     tally_stream_close(s);
-    down(&f);
+    test_client_down(&f);
 }
 END_TEST
 
@@ -252,8 +207,8 @@ END_TEST
  * what finds a tail PUB dropped, since no later message reveals it. */
 START_TEST(test_silent_publisher_is_covered_by_polls)
 {
-    fixture f;
-    up(&f);
+    test_client_fixture f;
+    test_client_up(&f);
     for (uint64_t id = 1; id <= 3; id++)
         open_account(f.c, id);
     char dead_pub[400];
@@ -262,7 +217,7 @@ START_TEST(test_silent_publisher_is_covered_by_polls)
     for (int u = 0; u < 2; u++) {
         tally_stream_options o = {.idle_ms = 100, .fill_events = 2};
         tally_stream *s = NULL;
-        uint64_t from = head_of(f.c) - 1; /* two events are there already */
+        uint64_t from = test_client_head(f.c) - 1; /* two events are there already */
         ck_assert_int_eq(tally_stream_open(f.c, urls[u], from, &o, &s), TALLY_ok);
         reader r = {.expected = from};
         stream_take(s, &r);
@@ -276,14 +231,14 @@ START_TEST(test_silent_publisher_is_covered_by_polls)
         ck_assert_uint_ge(k.polls, 2); /* pages of fill_events = 2 */
         tally_stream_close(s);
     }
-    down(&f);
+    test_client_down(&f);
 }
 END_TEST
 
 START_TEST(test_from_now_starts_after_the_head)
 {
-    fixture f;
-    up(&f);
+    test_client_fixture f;
+    test_client_up(&f);
     for (uint64_t id = 1; id <= 3; id++)
         open_account(f.c, id);
     tally_stream *s = NULL;
@@ -300,14 +255,14 @@ START_TEST(test_from_now_starts_after_the_head)
     stream_take(s, &r);
     stream_take(s, &r);
     tally_stream_close(s);
-    down(&f);
+    test_client_down(&f);
 }
 END_TEST
 
 START_TEST(test_bad_arguments)
 {
-    fixture f;
-    up(&f);
+    test_client_fixture f;
+    test_client_up(&f);
     tally_stream *s = NULL;
     tally_stream_options big = {.fill_events = TALLY_STREAM_FILL_EVENTS_MAX + 1};
     ck_assert_int_eq(tally_stream_open(NULL, NULL, 1, NULL, &s), TALLY_invalid_argument);
@@ -326,7 +281,7 @@ START_TEST(test_bad_arguments)
     ck_assert_int_eq(tally_stream_open(dead, NULL, TALLY_STREAM_FROM_NOW, NULL, &s),
                      TALLY_unreachable);
     tally_client_close(dead);
-    down(&f);
+    test_client_down(&f);
 }
 END_TEST
 
