@@ -1161,8 +1161,9 @@ int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint
         return rc;
     decoder d = decoder_of(r.root);
     *next = dec_present(&d, "next") ? dec_uint(&d, "next", UINT64_MAX) : 0;
-    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "entries"), history_entry_decode,
-                                   out, sizeof(*out), capacity, count);
+    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "entries"),
+                                          history_entry_decode, out, sizeof(*out), capacity,
+                                          count);
     client_reply_free(&r);
     return ok ? TALLY_ok : TALLY_internal;
 }
@@ -1193,8 +1194,8 @@ int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t 
         return rc;
     decoder d = decoder_of(r.root);
     *head_seq = dec_uint(&d, "head", UINT64_MAX);
-    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "events"), event_decode, out,
-                                   sizeof(*out), capacity, count);
+    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "events"), event_decode,
+                                          out, sizeof(*out), capacity, count);
     client_reply_free(&r);
     if (!ok) {
         tally_events_release(out, *count);

@@ -553,18 +553,20 @@ typedef struct tally_subscriber_counters {
 /* The run loop: fetch (long-polling up to wait_ms), hand each event to
  * handler in the order fetched, send a retry (sub_nak) or a park
  * (sub_park) as soon as the handler answers so, and acknowledge the done
- * events of each fetched batch with one sub_ack after the batch. Returns
- * TALLY_ok after max_events events, once tally_subscriber_stop was called,
- * or (until_idle) when a fetch brought nothing (events handled so far are acknowledged first; events fetched but
- * not handed out are delivered again later). Transport failures
- * (TALLY_timed_out, TALLY_unreachable, TALLY_overloaded,
- * TALLY_shutting_down) are tried again with a growing pause, up to
- * failures_max in a row, then returned; after a failed fetch the next one
- * asks for the unacked window at once (restart). Any other code from the
- * server (e.g. TALLY_subscriber_not_found: deleted meanwhile) ends the run
- * and is returned; TALLY_internal for a reply of the wrong shape;
- * TALLY_invalid_argument for a NULL argument, options out of range or a
- * run already in progress on this handle. A retry or park refused with
+ * events of each fetched batch with one sub_ack after the batch.
+ * Returns TALLY_ok after max_events events, once tally_subscriber_stop was
+ * called, or (until_idle) when a fetch brought nothing; events handled so
+ * far are acknowledged first, events fetched but not handed out are
+ * delivered again later. Transport failures (TALLY_timed_out,
+ * TALLY_unreachable, TALLY_overloaded, TALLY_shutting_down) are tried
+ * again with a growing pause (0.1 s doubling to 5 s), up to failures_max
+ * in a row, then returned; after a failed fetch the next one asks for the
+ * unacked window at once (restart). Any other code from the server (e.g.
+ * TALLY_subscriber_not_found: deleted meanwhile) ends the run and is
+ * returned; TALLY_internal for a reply of the wrong shape;
+ * TALLY_invalid_argument for a NULL argument, options out of range, a run
+ * already in progress on this handle, or a handler answer that is not a
+ * tally_verdict; TALLY_out_of_memory. A retry or park refused with
  * TALLY_seq_not_in_flight (the event is no longer in flight, e.g. parked
  * or deleted meanwhile) is skipped. One run at a time per handle; the
  * handler may call tally_subscriber_stop. */
