@@ -130,6 +130,9 @@
     X(seq_not_delivered, 156, R)                                               \
     X(seq_not_in_flight, 157, R)                                               \
     X(dead_letter_not_found, 158, R)                                           \
+    /* backup (tally backup DEST) */                                           \
+    X(backup_destination_exists, 160, R)                                       \
+    X(backup_destination_invalid, 161, R)                                      \
     /* server and client conditions: never stored, retry later */              \
     X(overloaded, 140, F)                                                      \
     X(shutting_down, 141, F)                                                   \

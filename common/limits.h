@@ -56,6 +56,9 @@
 /* Sweeps: items expired per call, so a sweep never holds the writer long. */
 #define TALLY_SWEEP_ITEMS_MAX 1024
 
+/* Retention (ledger/retention.c): records of each kind removed per sweep. */
+#define TALLY_RETENTION_BATCH_MAX 256
+
 /* Reads. */
 #define TALLY_LOG_READ_EVENTS_MAX 1000
 #define TALLY_LOG_READ_EVENTS_DEFAULT 100

@@ -370,19 +370,13 @@ static int count_one(const sub_state *s, void *ctx)
 
 static int event_time(store_txn *t, uint64_t seq, int64_t *time_ms)
 {
-    uint8_t k[8];
-    MDB_val v;
-    log_seq_key(seq, k);
-    int rc = store_get(t, STORE_DB_LOG, k, 8, &v);
-    if (rc != TALLY_ok)
-        return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
     msgpack_unpacked up;
     log_event ev;
     msgpack_unpacked_init(&up);
-    rc = log_event_decode(v.mv_data, v.mv_size, &up, &ev);
-    *time_ms = ev.time_ms;
+    int rc = log_event_load(t, seq, &up, &ev);
+    *time_ms = rc == TALLY_ok ? ev.time_ms : 0;
     msgpack_unpacked_destroy(&up);
-    return rc;
+    return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
 }
 
 /* The seq before the first event committed at or after time_ms. */

@@ -122,6 +122,9 @@ const net_op net_ops[NET_OP_COUNT] = {
      {F_SUB_NAME, {"seq", NET_FIELD_UINT, false, U64, "this dead letter (default: all)"}}, true},
     {NET_OP_DLQ_DISCARD, "dlq_discard", false, "Remove a dead letter.",
      {F_SUB_NAME, F_SUB_SEQ("the dead letter")}, true},
+    {NET_OP_BACKUP, "backup", false,
+     "An online, compacting, consistent copy of the store into a new directory on the server's machine (docs/OPERATIONS.md).",
+     {{"path", NET_FIELD_STR, true, TALLY_PATH_BYTES_MAX - 1, "absolute path of a directory that does not exist yet (below tallyd's --backup-dir when set)"}}},
 };
 
 /* Fields every request or member may carry besides the op's own. */
@@ -422,6 +425,7 @@ static void build_read(net_request *req, const field_set *fs)
     r->limit = (uint32_t)get_u64(fs, "limit", dflt);
     r->from_seq = get_u64(fs, "from_seq", 1);
     r->wait_ms = (uint32_t)get_u64(fs, "wait_ms", 0);
+    r->path = get_str(fs, "path");
 }
 
 /* Subscriber ops: values the table cannot bound (minimums, choices). */

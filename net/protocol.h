@@ -48,7 +48,7 @@ typedef enum net_op_id {
     NET_OP_ENTITLEMENT_GET, NET_OP_ENTITLEMENT_LIST, NET_OP_LOG_READ, NET_OP_STATS,
     NET_OP_SUB_CREATE, NET_OP_SUB_GET, NET_OP_SUB_LIST, NET_OP_SUB_DELETE, NET_OP_SUB_FETCH,
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
-    NET_OP_DLQ_DISCARD,
+    NET_OP_DLQ_DISCARD, NET_OP_BACKUP,
     NET_OP_COUNT
 } net_op_id;
 
@@ -78,6 +78,7 @@ typedef struct net_read {
     bool reverse;
     uint64_t from_seq;    /* log_read */
     uint32_t wait_ms;     /* log_read long-poll */
+    tally_str path;       /* backup */
 } net_read;
 
 /* Parameters of the subscriber ops (docs/SUBSCRIBERS.md). */

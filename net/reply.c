@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/retention.h"
 #include "log/log.h"
 #include "net/subscription.h"
 
@@ -295,14 +296,31 @@ static int read_stats(msgpack_packer *pk, store_txn *t, int64_t now_ms)
         rc = store_map_usage(t, &used, &size);
     if (rc != TALLY_ok)
         return reply_not_found(pk, rc);
-    int bad = net_reply_head(pk, 12, TALLY_ok) || msgpack_safe_pack_cstr(pk, "head_seq") ||
+    int64_t oldest_ms = 0;
+    ledger_log_floor floor = {0};
+    ledger_retention_last last = {0};
+    rc = ledger_inbox_oldest_ms(t, &oldest_ms);
+    if (rc == TALLY_ok)
+        rc = ledger_log_floor_get(t, &floor);
+    if (rc == TALLY_ok)
+        rc = ledger_retention_last_get(t, &last);
+    if (rc != TALLY_ok)
+        return reply_not_found(pk, rc);
+    int64_t oldest_age_s = oldest_ms && now_ms > oldest_ms ? (now_ms - oldest_ms) / 1000 : 0;
+    int bad = net_reply_head(pk, 15, TALLY_ok) || msgpack_safe_pack_cstr(pk, "head_seq") ||
               msgpack_pack_uint64(pk, head.seq) || msgpack_safe_pack_cstr(pk, "first_seq") ||
               msgpack_pack_uint64(pk, first);
     for (int i = 0; !bad && i < 5; i++)
         bad = msgpack_safe_pack_cstr(pk, names[i]) || msgpack_pack_uint64(pk, counts[i]);
     return bad || msgpack_safe_pack_cstr(pk, "map_used_bytes") || msgpack_pack_uint64(pk, used) ||
            msgpack_safe_pack_cstr(pk, "map_size_bytes") || msgpack_pack_uint64(pk, size) ||
-           msgpack_safe_pack_cstr(pk, "subscribers") || net_pack_subscribers(pk, t, now_ms);
+           msgpack_safe_pack_cstr(pk, "subscribers") || net_pack_subscribers(pk, t, now_ms) ||
+           msgpack_safe_pack_cstr(pk, "inbox_oldest_age_s") || msgpack_pack_int64(pk, oldest_age_s) ||
+           msgpack_safe_pack_cstr(pk, "log_floor") || msgpack_pack_uint64(pk, floor.seq) ||
+           msgpack_safe_pack_cstr(pk, "last_sweep") || msgpack_pack_map(pk, 3) ||
+           msgpack_safe_pack_cstr(pk, "time_ms") || msgpack_pack_int64(pk, last.time_ms) ||
+           msgpack_safe_pack_cstr(pk, "inbox_removed") || msgpack_pack_uint32(pk, last.inbox_removed) ||
+           msgpack_safe_pack_cstr(pk, "events_removed") || msgpack_pack_uint32(pk, last.events_removed);
 }
 
 int net_reply_read(msgpack_packer *pk, store_txn *t, const net_request *req, int64_t now_ms)

@@ -16,6 +16,8 @@
 #include "net/protocol.h"
 #include "net/reply.h"
 #include "net/subscription.h"
+#include "common/msgpack_safe.h"
+#include "ledger/retention.h"
 
 #include <nng/nng.h>
 #include <nng/protocol/pubsub0/pub.h>
@@ -34,6 +36,7 @@
 #define RECV_HARD_LIMIT_BYTES (4 * TALLY_REQUEST_BYTES_MAX)
 #define IDLE_SWEEP_MS 1000
 #define SHUTDOWN_SEND_WAIT_MS 3000
+#define RETENTION_INTERVAL_MS 1000
 
 typedef enum slot_state { SLOT_RECV, SLOT_BUSY, SLOT_SEND } slot_state;
 
@@ -73,6 +76,7 @@ struct server {
     bool stopping;
     uint64_t head_seq;   /* last committed seq, under mu */
     int64_t last_now_ms; /* writer only: commit times never go backwards */
+    int64_t last_retention_ms; /* writer only: when retention last ran */
     pthread_rwlock_t store_rw; /* readers vs closing the store at shutdown */
     bool store_closed;
     atomic_int sends_in_flight;
@@ -221,6 +225,45 @@ static void slot_send_snapshot(slot *s, int fault)
 }
 
 static void slot_send_read(slot *s) { slot_send_snapshot(s, TALLY_ok); }
+
+/* backup: the copy runs here, on an NNG thread, in LMDB's own read
+ * transaction; the writer goes on. */
+static void slot_send_backup(slot *s)
+{
+    server *srv = s->srv;
+    char path[TALLY_PATH_BYTES_MAX];
+    tally_str p = s->req.read.path;
+    if (p.len == 0 || p.len >= sizeof(path) || memchr(p.ptr, '\0', p.len)) {
+        slot_send_error(s, TALLY_backup_destination_invalid, "an absolute directory path");
+        return;
+    }
+    memcpy(path, p.ptr, p.len);
+    path[p.len] = '\0';
+    uint64_t bytes = 0;
+    pthread_rwlock_rdlock(&srv->store_rw);
+    int rc = srv->store_closed ? TALLY_shutting_down
+                               : store_backup(srv->st, path, srv->opt->backup_dir, &bytes);
+    pthread_rwlock_unlock(&srv->store_rw);
+    if (rc != TALLY_ok) {
+        static const char *const why[] = {"the destination exists; backups go to a new directory",
+                                          "the destination must be an absolute path whose parent "
+                                          "exists (below --backup-dir when tallyd has one)"};
+        slot_send_error(s, rc, rc == TALLY_backup_destination_exists     ? why[0]
+                               : rc == TALLY_backup_destination_invalid ? why[1]
+                                                                        : "backup failed");
+        return;
+    }
+    net_log(NET_LOG_INFO, "backup written to %s (%llu bytes)", path, (unsigned long long)bytes);
+    msgpack_packer pk;
+    nng_msg *m = reply_begin(&pk);
+    if (m && (net_reply_head(&pk, 4, TALLY_ok) || msgpack_safe_pack_cstr(&pk, "path") ||
+              msgpack_safe_pack_cstr(&pk, path) || msgpack_safe_pack_cstr(&pk, "bytes") ||
+              msgpack_pack_uint64(&pk, bytes))) {
+        nng_msg_free(m);
+        m = NULL;
+    }
+    slot_send(s, m);
+}
 static void slot_send_sub(slot *s, int fault) { slot_send_snapshot(s, fault); }
 
 static void slot_send_write(slot *s)
@@ -309,6 +352,8 @@ static void slot_handle(slot *s)
     }
     if (s->req.op->write || s->req.op->control)
         slot_enqueue_write(s);
+    else if (s->req.op->id == NET_OP_BACKUP)
+        slot_send_backup(s);
     else if (log_read_would_wait(s->srv, &s->req))
         slot_park(s, s->req.read.wait_ms);
     else
@@ -409,7 +454,34 @@ static int64_t commit_time(server *srv)
     return now;
 }
 
-/* A write transaction with the sweep done; head before it in *before. */
+/* Retention, at most once a second, in a transaction nested in txn: a
+ * failure (logged) costs only the sweep, never the writes around it.
+ * Returns the records removed. */
+static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
+{
+    const net_server_options *o = srv->opt;
+    if ((o->inbox_window_ms == 0 && o->log_age_ms == 0) ||
+        now - srv->last_retention_ms < RETENTION_INTERVAL_MS)
+        return 0;
+    srv->last_retention_ms = now;
+    ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0};
+    ledger_retention_work work;
+    store_txn child;
+    int rc = store_txn_begin(srv->st, txn, false, &child);
+    if (rc == TALLY_ok)
+        rc = ledger_retention_sweep(&child, now, &opt, &work);
+    rc = rc == TALLY_ok ? store_txn_commit(&child) : (store_txn_abort(&child), rc);
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_WARN, "retention sweep not done: %s", tally_strerror(rc));
+        return 0;
+    }
+    if (work.inbox_removed || work.events_removed)
+        net_log(NET_LOG_DEBUG, "retention removed %u inbox records, %u events (log floor %llu)",
+                work.inbox_removed, work.events_removed, (unsigned long long)work.log_floor);
+    return work.inbox_removed + work.events_removed;
+}
+
+/* A write transaction with the sweeps done; head before it in *before. */
 static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *before)
 {
     int rc = store_txn_begin(srv->st, NULL, false, txn);
@@ -418,6 +490,8 @@ static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *b
     rc = log_head_get(txn, before);
     if (rc == TALLY_ok)
         rc = ledger_sweep(txn, now, 0, NULL, NULL);
+    if (rc == TALLY_ok)
+        retention_sweep(srv, txn, now);
     if (rc != TALLY_ok)
         store_txn_abort(txn);
     return rc;
@@ -525,9 +599,10 @@ static void idle_sweep(server *srv)
     int rc = log_head_get(&txn, &before);
     if (rc == TALLY_ok)
         rc = ledger_sweep(&txn, now, 0, &expired, NULL);
+    uint32_t removed = rc == TALLY_ok ? retention_sweep(srv, &txn, now) : 0;
     if (rc == TALLY_ok)
         rc = log_head_get(&txn, &after);
-    if (rc != TALLY_ok || expired == 0) {
+    if (rc != TALLY_ok || (expired == 0 && removed == 0)) {
         store_txn_abort(&txn);
         return;
     }
@@ -538,7 +613,8 @@ static void idle_sweep(server *srv)
     srv->head_seq = after.seq;
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
-    publish_events(srv, before.seq + 1, after.seq);
+    if (after.seq > before.seq)
+        publish_events(srv, before.seq + 1, after.seq);
 }
 
 static void refuse_queued(server *srv)

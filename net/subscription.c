@@ -228,14 +228,10 @@ static int dlq_keep(const sub_dead_letter *d, void *ctx)
 /* The event's id and type, or nils when the event is gone. */
 static int pack_event_names(msgpack_packer *pk, store_txn *t, uint64_t seq)
 {
-    uint8_t k[8];
-    MDB_val v;
-    log_seq_key(seq, k);
     msgpack_unpacked up;
     log_event ev;
     msgpack_unpacked_init(&up);
-    bool have = store_get(t, STORE_DB_LOG, k, 8, &v) == TALLY_ok &&
-                log_event_decode(v.mv_data, v.mv_size, &up, &ev) == TALLY_ok;
+    bool have = log_event_load(t, seq, &up, &ev) == TALLY_ok;
     int bad = msgpack_safe_pack_cstr(pk, "event_id") ||
               (have ? msgpack_safe_pack_bin(pk, ev.id.bytes, 16) : msgpack_pack_nil(pk)) ||
               msgpack_safe_pack_cstr(pk, "type") ||

@@ -14,6 +14,7 @@
 #include "log/log.h"
 #include "log/store.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wire.h"
 #include "tests/support/tallyd_harness.h"
 
 #include <check.h>
@@ -35,114 +36,12 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void start(void)
-{
-    memset(&proc, 0, sizeof(proc));
-    tallyd_start(&proc);
-    tally_client_options o = {.url = proc.url, .timeout_ms = 60000, .consumer = "t"};
-    ck_assert_int_eq(tally_client_open(&o, &client), TALLY_ok);
-}
-
-static void print_finding(const char *check, const char *entity, const char *detail, void *ctx)
-{
-    (void)ctx;
-    fprintf(stderr, "invariant %s: %s: %s\n", check, entity, detail);
-}
+static void start(void) { wire_server_start(&proc, &client, NULL); }
 
 static void stop_and_check(void)
 {
-    tally_client_close(client);
-    client = NULL;
-    ck_assert_int_eq(tallyd_stop(&proc), 0);
-    store *st;
-    store_options so = {.path = proc.data_dir, .read_only = true};
-    ck_assert_int_eq(store_open(&so, &st), TALLY_ok);
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
-    ledger_invariant_stats stats;
-    ck_assert_int_eq(ledger_invariants_check(&t, print_finding, NULL, &stats), TALLY_ok);
-    store_txn_abort(&t);
-    store_close(st);
-    ck_assert_uint_eq(stats.findings, 0);
+    wire_server_stop(&proc, &client);
     tallyd_cleanup(&proc);
-}
-
-/* ---- requests: a map built from "key", type, value triples ---- */
-
-typedef struct reply {
-    void *bytes;
-    size_t len;
-    msgpack_unpacked up;
-    const msgpack_object *map;
-    char code[64];
-} reply;
-
-/* fmt letters: s string, u uint64, b bool, U array of n uint64 (count then
- * pointer). Every request gets v. */
-static void call(reply *r, const char *op, const char *fmt, ...)
-{
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 2 + strlen(fmt));
-    msgpack_safe_pack_cstr(&pk, "v");
-    msgpack_pack_uint32(&pk, 1);
-    msgpack_safe_pack_cstr(&pk, "op");
-    msgpack_safe_pack_cstr(&pk, op);
-    va_list ap;
-    va_start(ap, fmt);
-    for (const char *f = fmt; *f; f++) {
-        msgpack_safe_pack_cstr(&pk, va_arg(ap, const char *));
-        if (*f == 's') {
-            msgpack_safe_pack_cstr(&pk, va_arg(ap, const char *));
-        } else if (*f == 'u') {
-            msgpack_pack_uint64(&pk, va_arg(ap, uint64_t));
-        } else if (*f == 'b') {
-            va_arg(ap, int) ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-        } else if (*f == 'U') {
-            unsigned n = va_arg(ap, unsigned);
-            const uint64_t *v = va_arg(ap, const uint64_t *);
-            msgpack_pack_array(&pk, n);
-            for (unsigned i = 0; i < n; i++)
-                msgpack_pack_uint64(&pk, v[i]);
-        }
-    }
-    va_end(ap);
-    memset(r, 0, sizeof(*r));
-    ck_assert_int_eq(tally_request_raw(client, sb.data, sb.size, &r->bytes, &r->len), TALLY_ok);
-    msgpack_sbuffer_destroy(&sb);
-    msgpack_unpacked_init(&r->up);
-    ck_assert_int_eq(msgpack_safe_unpack(r->bytes, r->len, 16, &r->up), TALLY_ok);
-    r->map = &r->up.data;
-    tally_str code;
-    ck_assert(msgpack_safe_get_str(msgpack_safe_map_get(r->map, "code"), &code));
-    snprintf(r->code, sizeof(r->code), "%.*s", (int)code.len, code.ptr);
-}
-
-static void done(reply *r)
-{
-    msgpack_unpacked_destroy(&r->up);
-    free(r->bytes);
-}
-
-static const msgpack_object *field(const msgpack_object *m, const char *k)
-{
-    const msgpack_object *o = msgpack_safe_map_get(m, k);
-    ck_assert_msg(o != NULL, "reply has no %s", k);
-    return o;
-}
-
-static uint64_t u64(const msgpack_object *m, const char *k)
-{
-    uint64_t v;
-    ck_assert_msg(msgpack_safe_get_u64(field(m, k), &v), "%s is not a uint", k);
-    return v;
-}
-
-static void expect_code(reply *r, const char *code)
-{
-    ck_assert_msg(strcmp(r->code, code) == 0, "code %s, expected %s", r->code, code);
 }
 
 static void open_accounts(uint64_t first, unsigned n)
@@ -163,58 +62,58 @@ START_TEST(ops_and_refusals_on_the_wire)
 {
     start();
     open_accounts(1, 3);
-    reply r;
-    call(&r, "sub_create", "su", "name", "audit", "max_deliver", (uint64_t)2);
-    expect_code(&r, "ok");
-    ck_assert(field(r.map, "created")->via.boolean);
-    const msgpack_object *sub = field(r.map, "subscriber");
-    ck_assert_uint_eq(u64(sub, "ack_floor"), 0);
-    ck_assert_uint_eq(u64(sub, "pending"), 3);
-    ck_assert_uint_eq(u64(sub, "max_deliver"), 2);
-    done(&r);
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "su", "name", "audit", "max_deliver", (uint64_t)2);
+    wire_expect(&r, "ok");
+    ck_assert(wire_field(r.map, "created")->via.boolean);
+    const msgpack_object *sub = wire_field(r.map, "subscriber");
+    ck_assert_uint_eq(wire_u64(sub, "ack_floor"), 0);
+    ck_assert_uint_eq(wire_u64(sub, "pending"), 3);
+    ck_assert_uint_eq(wire_u64(sub, "max_deliver"), 2);
+    wire_done(&r);
 
-    call(&r, "sub_get", "s", "name", "no spaces");
-    expect_code(&r, "invalid_subscriber_name");
-    done(&r);
-    call(&r, "sub_fetch", "s", "name", "nobody");
-    expect_code(&r, "subscriber_not_found");
-    done(&r);
-    call(&r, "sub_create", "su", "name", "audit", "max_deliver", (uint64_t)3);
-    expect_code(&r, "subscriber_exists_with_different_config");
-    done(&r);
-    call(&r, "sub_create", "su", "name", "x", "max_deliver", (uint64_t)0);
-    expect_code(&r, "value_out_of_range");
-    done(&r);
-    call(&r, "sub_create", "ss", "name", "x", "start", "yesterday");
-    expect_code(&r, "value_out_of_range");
-    done(&r);
-    call(&r, "sub_create", "su", "name", "x", "from_seq", (uint64_t)9);
-    expect_code(&r, "seq_beyond_head");
-    done(&r);
-    call(&r, "sub_ack", "s", "name", "audit");
-    expect_code(&r, "missing_field");
-    done(&r);
-    call(&r, "sub_fetch", "ss", "name", "audit", "consumer", "shop");
-    expect_code(&r, "unknown_field");
-    done(&r);
-    call(&r, "sub_ack", "su", "name", "audit", "seq", (uint64_t)4);
-    expect_code(&r, "seq_beyond_head");
-    done(&r);
-    call(&r, "dlq_discard", "su", "name", "audit", "seq", (uint64_t)1);
-    expect_code(&r, "dead_letter_not_found");
-    done(&r);
+    wire_call(client, &r, "sub_get", "s", "name", "no spaces");
+    wire_expect(&r, "invalid_subscriber_name");
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "s", "name", "nobody");
+    wire_expect(&r, "subscriber_not_found");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "su", "name", "audit", "max_deliver", (uint64_t)3);
+    wire_expect(&r, "subscriber_exists_with_different_config");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "su", "name", "x", "max_deliver", (uint64_t)0);
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "ss", "name", "x", "start", "yesterday");
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "su", "name", "x", "from_seq", (uint64_t)9);
+    wire_expect(&r, "seq_beyond_head");
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "s", "name", "audit");
+    wire_expect(&r, "missing_field");
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "ss", "name", "audit", "consumer", "shop");
+    wire_expect(&r, "unknown_field");
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "su", "name", "audit", "seq", (uint64_t)4);
+    wire_expect(&r, "seq_beyond_head");
+    wire_done(&r);
+    wire_call(client, &r, "dlq_discard", "su", "name", "audit", "seq", (uint64_t)1);
+    wire_expect(&r, "dead_letter_not_found");
+    wire_done(&r);
 
     /* fetch, nak, park, list, replay, ack */
-    call(&r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)2);
-    expect_code(&r, "ok");
-    const msgpack_object *ev = field(r.map, "events");
+    wire_call(client, &r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)2);
+    wire_expect(&r, "ok");
+    const msgpack_object *ev = wire_field(r.map, "events");
     ck_assert_uint_eq(ev->via.array.size, 2);
     for (uint32_t i = 0; i < 2; i++) {
         const msgpack_object *e = &ev->via.array.ptr[i];
-        ck_assert_uint_eq(u64(e, "seq"), i + 1);
-        ck_assert_uint_eq(u64(e, "attempt"), 1);
-        ck_assert(!field(e, "replay")->via.boolean);
-        const msgpack_object *bytes = field(e, "event");
+        ck_assert_uint_eq(wire_u64(e, "seq"), i + 1);
+        ck_assert_uint_eq(wire_u64(e, "attempt"), 1);
+        ck_assert(!wire_field(e, "replay")->via.boolean);
+        const msgpack_object *bytes = wire_field(e, "event");
         ck_assert_int_eq(bytes->type, MSGPACK_OBJECT_BIN);
         msgpack_unpacked up;
         log_event le;
@@ -224,73 +123,73 @@ START_TEST(ops_and_refusals_on_the_wire)
         ck_assert_uint_eq(le.seq, i + 1);
         msgpack_unpacked_destroy(&up);
     }
-    ck_assert_uint_eq(u64(r.map, "head"), 3);
-    done(&r);
-    call(&r, "sub_nak", "sus", "name", "audit", "seq", (uint64_t)1, "error", "db down");
-    expect_code(&r, "ok");
-    ck_assert_uint_eq(u64(r.map, "attempt"), 1);
-    done(&r);
-    call(&r, "sub_park", "sus", "name", "audit", "seq", (uint64_t)2, "reason", "bad amount");
-    expect_code(&r, "ok");
-    ck_assert_uint_eq(u64(r.map, "ack_floor"), 0); /* 1 still in flight */
-    done(&r);
-    call(&r, "dlq_list", "s", "name", "audit");
-    expect_code(&r, "ok");
-    const msgpack_object *entries = field(r.map, "entries");
+    ck_assert_uint_eq(wire_u64(r.map, "head"), 3);
+    wire_done(&r);
+    wire_call(client, &r, "sub_nak", "sus", "name", "audit", "seq", (uint64_t)1, "error", "db down");
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "attempt"), 1);
+    wire_done(&r);
+    wire_call(client, &r, "sub_park", "sus", "name", "audit", "seq", (uint64_t)2, "reason", "bad amount");
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "ack_floor"), 0); /* 1 still in flight */
+    wire_done(&r);
+    wire_call(client, &r, "dlq_list", "s", "name", "audit");
+    wire_expect(&r, "ok");
+    const msgpack_object *entries = wire_field(r.map, "entries");
     ck_assert_uint_eq(entries->via.array.size, 1);
     const msgpack_object *d = &entries->via.array.ptr[0];
-    ck_assert_uint_eq(u64(d, "seq"), 2);
+    ck_assert_uint_eq(wire_u64(d, "seq"), 2);
     tally_str text;
-    ck_assert(msgpack_safe_get_str(field(d, "error"), &text));
+    ck_assert(msgpack_safe_get_str(wire_field(d, "error"), &text));
     ck_assert(tally_str_equal(text, tally_str_from("bad amount")));
-    ck_assert(msgpack_safe_get_str(field(d, "type"), &text));
+    ck_assert(msgpack_safe_get_str(wire_field(d, "type"), &text));
     ck_assert(tally_str_equal(text, tally_str_from("account.opened")));
-    ck_assert_int_eq(field(d, "event_id")->type, MSGPACK_OBJECT_BIN);
-    ck_assert_int_eq(field(r.map, "next")->type, MSGPACK_OBJECT_NIL);
-    done(&r);
-    call(&r, "dlq_replay", "s", "name", "audit");
-    expect_code(&r, "ok");
-    ck_assert_uint_eq(u64(r.map, "replaying"), 1);
-    done(&r);
-    call(&r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)10);
-    ev = field(r.map, "events");
+    ck_assert_int_eq(wire_field(d, "event_id")->type, MSGPACK_OBJECT_BIN);
+    ck_assert_int_eq(wire_field(r.map, "next")->type, MSGPACK_OBJECT_NIL);
+    wire_done(&r);
+    wire_call(client, &r, "dlq_replay", "s", "name", "audit");
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "replaying"), 1);
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)10);
+    ev = wire_field(r.map, "events");
     ck_assert_uint_eq(ev->via.array.size, 2); /* the replay first, then the new seq 3 */
-    ck_assert_uint_eq(u64(&ev->via.array.ptr[0], "seq"), 2);
-    ck_assert(field(&ev->via.array.ptr[0], "replay")->via.boolean);
-    ck_assert_uint_eq(u64(&ev->via.array.ptr[1], "seq"), 3);
-    done(&r);
-    call(&r, "sub_ack", "sU", "name", "audit", "done", 3u, (uint64_t[]){1, 2, 3});
-    expect_code(&r, "ok");
-    ck_assert_uint_eq(u64(r.map, "acked"), 3);
-    ck_assert_uint_eq(u64(r.map, "ack_floor"), 3);
-    done(&r);
+    ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[0], "seq"), 2);
+    ck_assert(wire_field(&ev->via.array.ptr[0], "replay")->via.boolean);
+    ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[1], "seq"), 3);
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "sU", "name", "audit", "done", 3u, (uint64_t[]){1, 2, 3});
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "acked"), 3);
+    ck_assert_uint_eq(wire_u64(r.map, "ack_floor"), 3);
+    wire_done(&r);
 
     /* a second subscriber progresses on its own; stats and sub_list show both */
-    call(&r, "sub_create", "ss", "name", "mail", "start", "now");
-    expect_code(&r, "ok");
-    done(&r);
+    wire_call(client, &r, "sub_create", "ss", "name", "mail", "start", "now");
+    wire_expect(&r, "ok");
+    wire_done(&r);
     open_accounts(10, 2);
-    call(&r, "stats", "");
-    const msgpack_object *subs = field(r.map, "subscribers");
+    wire_call(client, &r, "stats", "");
+    const msgpack_object *subs = wire_field(r.map, "subscribers");
     ck_assert_uint_eq(subs->via.array.size, 2);
     const msgpack_object *a = &subs->via.array.ptr[0], *m = &subs->via.array.ptr[1];
     tally_str name;
-    ck_assert(msgpack_safe_get_str(field(a, "name"), &name));
+    ck_assert(msgpack_safe_get_str(wire_field(a, "name"), &name));
     ck_assert(tally_str_equal(name, tally_str_from("audit")));
-    ck_assert_uint_eq(u64(a, "pending"), 2);
-    ck_assert_uint_eq(u64(m, "pending"), 2);
-    ck_assert_uint_eq(u64(a, "redelivered"), 0);
-    ck_assert_uint_eq(u64(a, "dead_letters"), 0);
-    done(&r);
-    call(&r, "sub_list", "");
-    ck_assert_uint_eq(field(r.map, "subscribers")->via.array.size, 2);
-    done(&r);
-    call(&r, "sub_delete", "s", "name", "mail");
-    expect_code(&r, "ok");
-    done(&r);
-    call(&r, "sub_get", "s", "name", "mail");
-    expect_code(&r, "subscriber_not_found");
-    done(&r);
+    ck_assert_uint_eq(wire_u64(a, "pending"), 2);
+    ck_assert_uint_eq(wire_u64(m, "pending"), 2);
+    ck_assert_uint_eq(wire_u64(a, "redelivered"), 0);
+    ck_assert_uint_eq(wire_u64(a, "dead_letters"), 0);
+    wire_done(&r);
+    wire_call(client, &r, "sub_list", "");
+    ck_assert_uint_eq(wire_field(r.map, "subscribers")->via.array.size, 2);
+    wire_done(&r);
+    wire_call(client, &r, "sub_delete", "s", "name", "mail");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(client, &r, "sub_get", "s", "name", "mail");
+    wire_expect(&r, "subscriber_not_found");
+    wire_done(&r);
     stop_and_check();
 }
 END_TEST
@@ -364,10 +263,10 @@ START_TEST(fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery)
 {
     start();
     open_accounts(1, 1);
-    reply r;
-    call(&r, "sub_create", "ssu", "name", "live", "start", "now", "ack_wait_ms", (uint64_t)500);
-    expect_code(&r, "ok");
-    done(&r);
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "ssu", "name", "live", "start", "now", "ack_wait_ms", (uint64_t)500);
+    wire_expect(&r, "ok");
+    wire_done(&r);
 
     /* woken by a commit */
     fetcher f = {.url = proc.url, .name = "live", .wait_ms = WAIT_MS};
@@ -394,9 +293,9 @@ START_TEST(fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery)
                   (long long)g.elapsed_ms);
 
     /* nothing new and nothing due: empty after the wait */
-    call(&r, "sub_ack", "su", "name", "live", "seq", (uint64_t)2);
-    expect_code(&r, "ok");
-    done(&r);
+    wire_call(client, &r, "sub_ack", "su", "name", "live", "seq", (uint64_t)2);
+    wire_expect(&r, "ok");
+    wire_done(&r);
     fetcher h = {.url = proc.url, .name = "live", .wait_ms = 1000};
     fetch_main(&h);
     ck_assert_str_eq(h.code, "ok");
@@ -412,34 +311,34 @@ START_TEST(deliveries_survive_sigkill)
 {
     start();
     open_accounts(1, 4);
-    reply r;
-    call(&r, "sub_create", "s", "name", "crash");
-    done(&r);
-    call(&r, "sub_fetch", "su", "name", "crash", "max", (uint64_t)3);
-    ck_assert_uint_eq(field(r.map, "events")->via.array.size, 3);
-    done(&r);
-    call(&r, "sub_ack", "sU", "name", "crash", "done", 1u, (uint64_t[]){2});
-    done(&r);
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "s", "name", "crash");
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "su", "name", "crash", "max", (uint64_t)3);
+    ck_assert_uint_eq(wire_field(r.map, "events")->via.array.size, 3);
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "sU", "name", "crash", "done", 1u, (uint64_t[]){2});
+    wire_done(&r);
     tally_client_close(client);
     tallyd_kill(&proc);
     tallyd_restart(&proc);
     tally_client_options o = {.url = proc.url, .timeout_ms = 60000, .consumer = "t"};
     ck_assert_int_eq(tally_client_open(&o, &client), TALLY_ok);
-    call(&r, "sub_fetch", "sub", "name", "crash", "max", (uint64_t)10, "restart", 1);
-    const msgpack_object *ev = field(r.map, "events");
+    wire_call(client, &r, "sub_fetch", "sub", "name", "crash", "max", (uint64_t)10, "restart", 1);
+    const msgpack_object *ev = wire_field(r.map, "events");
     ck_assert_uint_eq(ev->via.array.size, 3); /* 1 and 3 again, then 4 */
     uint64_t want[3][2] = {{1, 2}, {3, 2}, {4, 1}};
     for (int i = 0; i < 3; i++) {
-        ck_assert_uint_eq(u64(&ev->via.array.ptr[i], "seq"), want[i][0]);
-        ck_assert_uint_eq(u64(&ev->via.array.ptr[i], "attempt"), want[i][1]);
+        ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[i], "seq"), want[i][0]);
+        ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[i], "attempt"), want[i][1]);
     }
-    done(&r);
-    call(&r, "sub_get", "s", "name", "crash");
-    const msgpack_object *sub = field(r.map, "subscriber");
-    ck_assert_uint_eq(u64(sub, "redelivered"), 2);
-    ck_assert_uint_eq(u64(sub, "in_flight"), 3);
-    ck_assert_uint_eq(u64(sub, "ack_floor"), 0);
-    done(&r);
+    wire_done(&r);
+    wire_call(client, &r, "sub_get", "s", "name", "crash");
+    const msgpack_object *sub = wire_field(r.map, "subscriber");
+    ck_assert_uint_eq(wire_u64(sub, "redelivered"), 2);
+    ck_assert_uint_eq(wire_u64(sub, "in_flight"), 3);
+    ck_assert_uint_eq(wire_u64(sub, "ack_floor"), 0);
+    wire_done(&r);
     stop_and_check();
 }
 END_TEST
