@@ -405,7 +405,8 @@ int tally_stream_open(tally_client *c, const char *pub_url, uint64_t from_seq,
  * out in *out: its seq is exactly one more than the previous one's (the
  * first is from_seq). The caller owns out->raw: release it with
  * tally_events_release(out, 1). Returns TALLY_ok (*out filled);
- * TALLY_timed_out (no event within timeout_ms: call again); the codes of
+ * TALLY_timed_out (no event within timeout_ms, or a log_read that got no
+ * answer in time: call again); the codes of
  * tally_log_read (e.g. TALLY_unreachable after the client's retries: the
  * stream is unchanged, call again); TALLY_not_found (the events from the
  * next seq are no longer in the log); TALLY_internal (the server sent
