@@ -95,7 +95,7 @@ typedef enum pub_result { PUB_NONE, PUB_TAKEN, PUB_GAP, PUB_SKIPPED } pub_result
  * (PUB_TAKEN, *out filled), a gap, or nothing usable. */
 static pub_result pub_receive(tally_stream *s, nng_duration wait_ms, tally_event *out)
 {
-    nng_aio_set_timeout(s->aio, wait_ms > 0 ? wait_ms : NNG_DURATION_ZERO);
+    nng_aio_set_timeout(s->aio, wait_ms); /* 0: only what is queued already */
     nng_recv_aio(s->sub, s->aio);
     nng_aio_wait(s->aio);
     if (nng_aio_result(s->aio) != 0)

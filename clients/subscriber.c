@@ -527,7 +527,6 @@ int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
     if (s == NULL || handler == NULL || !run_options_valid(o) ||
         !atomic_compare_exchange_strong(&s->running, &idle, true))
         return TALLY_invalid_argument;
-    atomic_store(&s->stop, false);
     run r = {.s = s,
              .max_events = o->max_events,
              .fetch_max = o->fetch_max ? o->fetch_max : TALLY_CLIENT_SUB_FETCH_DEFAULT,
@@ -541,6 +540,8 @@ int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
         rc = run_batch(&r, handler, arg);
     free(r.batch);
     free(r.done);
+    if (rc == TALLY_ok)
+        atomic_store(&s->stop, false); /* consumed by the run it ended */
     atomic_store(&s->running, false);
     return rc;
 }

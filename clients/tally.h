@@ -574,8 +574,9 @@ typedef struct tally_subscriber_counters {
 int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
                          tally_subscriber_handler handler, void *arg);
 /* Ask a run to return (thread-safe and async-signal-safe: a signal
- * handler may call it). A running fetch ends within its wait_ms. The flag
- * is cleared when the next run starts. */
+ * handler may call it). A running fetch ends within its wait_ms. Asked
+ * while no run is in progress, it ends the next run before its first
+ * fetch. A run that returns TALLY_ok clears it. */
 void tally_subscriber_stop(tally_subscriber *s);
 void tally_subscriber_counters_get(const tally_subscriber *s, tally_subscriber_counters *out);
 

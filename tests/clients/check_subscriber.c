@@ -511,7 +511,7 @@ static void *stop_later(void *arg)
     return NULL;
 }
 
-START_TEST(test_stop_from_another_thread_ends_a_waiting_run)
+START_TEST(test_stop_ends_a_run)
 {
     test_client_fixture f;
     test_client_up(&f);
@@ -519,6 +519,14 @@ START_TEST(test_stop_from_another_thread_ends_a_waiting_run)
     tally_subscriber *s = sub_open(f.c, "waiter", NULL);
     recorder *r = calloc(1, sizeof(*r));
     r->sub = s;
+    /* Asked before the run: it returns at once, having fetched nothing. */
+    tally_subscriber_stop(s);
+    ck_assert_int_eq(tally_subscriber_run(s, NULL, record, r), TALLY_ok);
+    ck_assert_uint_eq(r->count, 0);
+    tally_subscriber_counters k;
+    tally_subscriber_counters_get(s, &k);
+    ck_assert_uint_eq(k.fetches, 0);
+    /* Asked from another thread while the run waits for events. */
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, stop_later, s), 0);
     tally_run_options o = {.wait_ms = 1000};
@@ -652,7 +660,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_killed_subscriber_resumes_from_the_ack_floor);
     tcase_add_test(tc, test_poison_event_is_parked_and_replayed);
     tcase_add_test(tc, test_two_subscribers_progress_independently);
-    tcase_add_test(tc, test_stop_from_another_thread_ends_a_waiting_run);
+    tcase_add_test(tc, test_stop_ends_a_run);
     tcase_add_test(tc, test_start_positions_and_options);
     tcase_add_test(tc, test_bad_arguments_send_nothing);
     tcase_add_test(tc, test_unreachable_server_ends_the_run_after_bounded_retries);
