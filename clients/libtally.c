@@ -1089,6 +1089,21 @@ int client_read_array(tally_client *c, const fields *fs, const char *name, decod
     return rc;
 }
 
+int client_read_page(tally_client *c, const fields *fs, decode_fn decode, void *out,
+                     size_t stride, size_t capacity, size_t *count, uint64_t *next)
+{
+    reply r;
+    int rc = client_read_exchange(c, fs, 0, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    decoder d = decoder_of(r.root);
+    *next = dec_present(&d, "next") ? dec_uint(&d, "next", UINT64_MAX) : 0;
+    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "entries"), decode, out,
+                                          stride, capacity, count);
+    client_reply_free(&r);
+    return ok ? TALLY_ok : TALLY_internal;
+}
+
 int tally_account_get(tally_client *c, uint64_t id, tally_account *out)
 {
     if (c == NULL || out == NULL)
@@ -1153,19 +1168,10 @@ int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint
     put_uint(&fs, "id", id);
     put_uint(&fs, "after_seq", after_seq);
     put_uint(&fs, "limit", client_page_limit(limit, capacity, TALLY_HISTORY_ENTRIES_DEFAULT,
-                                      TALLY_HISTORY_ENTRIES_MAX));
+                                             TALLY_HISTORY_ENTRIES_MAX));
     put_bool(&fs, "reverse", reverse);
-    reply r;
-    int rc = client_read_exchange(c, &fs, 0, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    decoder d = decoder_of(r.root);
-    *next = dec_present(&d, "next") ? dec_uint(&d, "next", UINT64_MAX) : 0;
-    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "entries"),
-                                          history_entry_decode, out, sizeof(*out), capacity,
-                                          count);
-    client_reply_free(&r);
-    return ok ? TALLY_ok : TALLY_internal;
+    return client_read_page(c, &fs, history_entry_decode, out, sizeof(*out), capacity, count,
+                            next);
 }
 
 void tally_events_release(tally_event *events, size_t count)

@@ -189,6 +189,11 @@ bool client_array_decode(const msgpack_object *o, decode_fn decode, void *out, s
 int client_read_array(tally_client *c, const fields *fs, const char *name, decode_fn decode,
                       void *out, size_t stride, size_t capacity, size_t *count);
 
+/* A paged read: "entries" decoded as by client_read_array, *next from
+ * "next" (0 when nil: no more pages). */
+int client_read_page(tally_client *c, const fields *fs, decode_fn decode, void *out,
+                     size_t stride, size_t capacity, size_t *count, uint64_t *next);
+
 /* The limit to ask for: limit (0: dflt) within capacity and max. */
 static inline uint32_t client_page_limit(uint32_t limit, size_t capacity, uint32_t dflt,
                                          uint32_t max)

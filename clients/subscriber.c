@@ -576,16 +576,8 @@ int tally_dlq_list(tally_client *c, const char *name, uint64_t after_seq, uint32
     put_uint(&fs, "after_seq", after_seq);
     put_uint(&fs, "limit", client_page_limit(limit, capacity, TALLY_CLIENT_SUB_FETCH_DEFAULT,
                                              TALLY_CLIENT_SUB_FETCH_MAX));
-    reply r;
-    int rc = client_read_exchange(c, &fs, 0, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    decoder d = decoder_of(r.root);
-    *next = dec_present(&d, "next") ? dec_uint(&d, "next", UINT64_MAX) : 0;
-    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "entries"),
-                                          dead_letter_decode, out, sizeof(*out), capacity, count);
-    client_reply_free(&r);
-    return ok ? TALLY_ok : TALLY_internal;
+    return client_read_page(c, &fs, dead_letter_decode, out, sizeof(*out), capacity, count,
+                            next);
 }
 
 int tally_dlq_replay(tally_client *c, const char *name, uint64_t seq, uint64_t *replaying)
