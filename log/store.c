@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +59,7 @@ int store_translate(int rc)
     case MDB_MAP_FULL: return TALLY_storage_full;
     case ENOSPC: return TALLY_storage_full;
     case EDQUOT: return TALLY_storage_full;
+    case EFBIG: return TALLY_storage_full; /* a file size limit: full all the same */
     case MDB_TXN_FULL: return TALLY_transaction_full;
     case ENOMEM: return TALLY_out_of_memory;
     case EIO: return TALLY_io_error;
@@ -231,6 +234,25 @@ int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out
     return TALLY_ok;
 }
 
+/* LMDB reports a short write as EIO, and a filling disk (or a file size
+ * limit) makes exactly that: so after an EIO at commit, look whether the
+ * data file has room to grow. Less than COMMIT_ROOM_BYTES free on its
+ * filesystem, or its size within that of RLIMIT_FSIZE, is a full store. */
+#define COMMIT_ROOM_BYTES (UINT64_C(4) << 20)
+
+static bool store_out_of_room(const store *st)
+{
+    char data[TALLY_PATH_BYTES_MAX + 16];
+    snprintf(data, sizeof(data), "%s/data.mdb", st->path);
+    struct statvfs fs;
+    if (statvfs(st->path, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < COMMIT_ROOM_BYTES)
+        return true;
+    struct rlimit rl;
+    struct stat sb;
+    return getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+           stat(data, &sb) == 0 && (uint64_t)sb.st_size + COMMIT_ROOM_BYTES > rl.rlim_cur;
+}
+
 int store_txn_commit(store_txn *t)
 {
     assert(t->active);
@@ -240,6 +262,8 @@ int store_txn_commit(store_txn *t)
         return t->error;
     }
     int rc = mdb_txn_commit(t->txn);
+    if (rc == EIO && t->parent == NULL && store_out_of_room(t->st))
+        return TALLY_storage_full;
     return store_translate(rc);
 }
 
