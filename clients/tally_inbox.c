@@ -15,6 +15,7 @@
 #include "tally_inbox.h"
 
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "log/log.h"
@@ -24,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #define INBOX_FORMAT 1
 #define PROCESSED_VALUE_BYTES 24
@@ -79,13 +79,6 @@ struct tally_inbox_txn {
     uint32_t events;
     uint64_t counts[3]; /* by outcome - 1: applied, repeated, stale */
 };
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static MDB_val val_of(const void *p, size_t n)
 {
@@ -545,7 +538,7 @@ int tally_inbox_txn_begin(tally_inbox *ib, tally_inbox_txn **out)
         return rc;
     }
     t->inbox = ib;
-    t->now_ms = wall_ms();
+    t->now_ms = clock_wall_ms();
     *out = t;
     return TALLY_ok;
 }

@@ -47,13 +47,10 @@ typedef struct options {
     bool once, dump, json;
 } options;
 
-static volatile sig_atomic_t stop_requested;
+/* SIGINT or SIGTERM: the feed stops after the read in progress. */
+static volatile sig_atomic_t stop_signal;
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
+static void stop_on(int sig) { stop_signal = sig; }
 
 static void usage(FILE *f)
 {
@@ -197,7 +194,7 @@ static int feed_from_log(tally_client *c, uint64_t after_seq, const feed_options
         return TALLY_out_of_memory;
     uint64_t next = after_seq + 1, head = 0;
     int rc = TALLY_ok;
-    while (rc == TALLY_ok && !stop_requested) {
+    while (rc == TALLY_ok && !stop_signal) {
         size_t n = 0;
         rc = tally_log_read(c, next, o->page_events, o->once ? 0 : o->wait_ms, page,
                             o->page_events, &n, &head);
@@ -262,7 +259,7 @@ int main(int argc, char **argv)
     int rc = options_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = {.sa_handler = stop_on};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     readmodel_options ro = {.path = o.data, .map_size_bytes = o.map_size_mb << 20,

@@ -21,7 +21,10 @@
 #include "clients/tally_inbox.h"
 #include "tools/readmodel.h"
 
+#include "common/clock.h"
+
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -32,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TEST_TIMEOUT_S 300
@@ -76,26 +78,13 @@ static void down(fixture *f)
     tallyd_cleanup(&f->srv);
 }
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
+/* Transfer n's id: derived from a key, as tools do. */
 static tally_uuid tid(uint64_t n)
 {
-    tally_uuid id = {{0}};
-    for (int i = 15; i >= 8; i--, n >>= 8)
-        id.bytes[i] = (uint8_t)n;
-    id.bytes[0] = 0x22;
+    char key[32];
+    tally_uuid id;
+    snprintf(key, sizeof(key), "transfer-%" PRIu64, n);
+    tally_uuid_from_key("check-inbox", key, &id);
     return id;
 }
 
@@ -195,7 +184,7 @@ static void workload(tally_client *c)
     ck_assert_int_eq(tally_batch_send(c, chain, NULL, &r, 1), TALLY_ok);
     ck_assert_int_eq(r.code, TALLY_ok);
     tally_batch_free(chain);
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_ms();
     entitle(c, tally_grant, "alice", "pro", 0, 0, 0, TALLY_ok);
     entitle(c, tally_grant, "alice", "api", now + DAY_MS, 0, 0, TALLY_ok);
     entitle(c, tally_grant, "bob", "pro", now + DAY_MS, 0, 0, TALLY_ok);
@@ -278,13 +267,13 @@ static size_t events_of_type(const event_set *s, const char *type)
  * trial grant, then read the whole log. */
 static void events_after_expiries(tally_client *c, event_set *s)
 {
-    int64_t deadline = mono_ms() + EXPIRY_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + EXPIRY_WAIT_MS;
     for (;;) {
         events_read_all(c, s);
         if (events_of_type(s, "transfer.expired") == 1 &&
             events_of_type(s, "entitlement.expired") == 1)
             return;
-        ck_assert_msg(mono_ms() < deadline, "the sweep did not expire the hold and the grant");
+        ck_assert_msg(clock_mono_ms() < deadline, "the sweep did not expire the hold and the grant");
         events_free(s);
         usleep(200000);
     }
@@ -384,7 +373,7 @@ static void rng_seed(void)
 {
     const char *env = getenv("TALLY_INBOX_SEED");
     uint64_t seed = env && *env ? strtoull(env, NULL, 10)
-                                : (uint64_t)wall_ms() ^ ((uint64_t)getpid() << 32);
+                                : (uint64_t)clock_wall_ms() ^ ((uint64_t)getpid() << 32);
     fprintf(stderr, "check_inbox: seed %" PRIu64 " (TALLY_INBOX_SEED=%" PRIu64 " repeats it)\n",
             seed, seed);
     rng_state = seed;
@@ -530,6 +519,14 @@ static tally_inbox *inbox_open(const char *dir, int64_t retention_ms, unsigned a
     return ib;
 }
 
+/* An inbox with the probe's database "things". */
+static tally_inbox *probe_inbox_open(const char *dir, int64_t retention_ms, probe *p)
+{
+    tally_inbox *ib = inbox_open(dir, retention_ms, 1);
+    expect(tally_inbox_db_open(ib, "things", 0, &p->things), TALLY_ok, "db_open");
+    return ib;
+}
+
 /* Nothing at all recorded: counters, processed and version tables, rows. */
 static void assert_inbox_empty(tally_inbox *ib, const probe *p)
 {
@@ -557,9 +554,8 @@ START_TEST(test_callback_error_writes_nothing)
     up(&f);
     static event_set s;
     small_log(&f, &s);
-    tally_inbox *ib = inbox_open(f.model_dir, 0, 1);
     probe p = {.fail_at = 1, .fail_with = TALLY_exceeds_credits};
-    expect(tally_inbox_db_open(ib, "things", 0, &p.things), TALLY_ok, "db_open");
+    tally_inbox *ib = probe_inbox_open(f.model_dir, 0, &p);
     tally_inbox_outcome o = 0;
     expect(tally_inbox_apply(ib, s.items[0].bytes, s.items[0].len, probe_apply, &p, &o),
            TALLY_exceeds_credits, "failing apply");
@@ -629,9 +625,8 @@ START_TEST(test_malformed_events_change_nothing)
     up(&f);
     static event_set s;
     small_log(&f, &s);
-    tally_inbox *ib = inbox_open(f.model_dir, 0, 1);
     probe p = {.fail_with = TALLY_ok};
-    expect(tally_inbox_db_open(ib, "things", 0, &p.things), TALLY_ok, "db_open");
+    tally_inbox *ib = probe_inbox_open(f.model_dir, 0, &p);
     const event_copy *e = &s.items[2]; /* the transfer: the largest */
     uint8_t buf[8192];
     char what[64];
@@ -704,16 +699,16 @@ START_TEST(test_processed_table_prunes)
         int64_t ms = processed_ms_of(ib, &s.items[i]);
         last_first = ms > last_first ? ms : last_first;
     }
-    int64_t deadline = mono_ms() + 10000;
-    while (wall_ms() <= last_first) /* the second half is processed later */
-        ck_assert_msg(mono_ms() < deadline && usleep(1000) == 0, "the clock does not move");
+    int64_t deadline = clock_mono_ms() + 10000;
+    while (clock_wall_ms() <= last_first) /* the second half is processed later */
+        ck_assert_msg(clock_mono_ms() < deadline && usleep(1000) == 0, "the clock does not move");
     for (size_t i = first; i < s.count; i++)
         expect(tally_inbox_apply(ib, s.items[i].bytes, s.items[i].len, readmodel_apply, rm, NULL),
                TALLY_ok, "apply");
     /* Nothing is older than the window yet. */
     uint32_t pruned = 99;
     bool more = true;
-    expect(tally_inbox_prune(ib, wall_ms(), 0, &pruned, &more), TALLY_ok, "prune now");
+    expect(tally_inbox_prune(ib, clock_wall_ms(), 0, &pruned, &more), TALLY_ok, "prune now");
     ck_assert_uint_eq(pruned, 0);
     ck_assert(!more);
     /* At the end of the first half's window: exactly the first half goes,
@@ -745,7 +740,7 @@ START_TEST(test_processed_table_prunes)
     expect(tally_inbox_apply(ib, s.items[first].bytes, s.items[first].len, readmodel_apply, rm,
                              &o), TALLY_ok, "kept one again");
     ck_assert_int_eq(o, TALLY_INBOX_REPEATED);
-    ck_assert_int_eq(tally_inbox_prune(ib, wall_ms(), TALLY_INBOX_PRUNE_ENTRIES_MAX + 1, NULL,
+    ck_assert_int_eq(tally_inbox_prune(ib, clock_wall_ms(), TALLY_INBOX_PRUNE_ENTRIES_MAX + 1, NULL,
                                        NULL), TALLY_invalid_argument);
     readmodel_close(rm);
     events_free(&s);
@@ -763,17 +758,16 @@ START_TEST(test_commits_prune_a_bounded_number)
     size_t n = 30;
     ck_assert_uint_gt(s.count, n);
     /* A window of 1 ms: everything older is expired at the next commit. */
-    tally_inbox *ib = inbox_open(f.model_dir, 1, 1);
     probe p = {.fail_with = TALLY_ok};
-    expect(tally_inbox_db_open(ib, "things", 0, &p.things), TALLY_ok, "db_open");
+    tally_inbox *ib = probe_inbox_open(f.model_dir, 1, &p);
     tally_inbox_input in[30];
     for (size_t i = 0; i < n; i++)
         in[i] = (tally_inbox_input){s.items[i].bytes, s.items[i].len};
     expect(tally_inbox_apply_batch(ib, in, n, probe_apply, &p, NULL, NULL), TALLY_ok, "batch");
     int64_t done = processed_ms_of(ib, &s.items[0]);
-    int64_t deadline = mono_ms() + 10000;
-    while (wall_ms() <= done + 1)
-        ck_assert_msg(mono_ms() < deadline && usleep(1000) == 0, "the clock does not move");
+    int64_t deadline = clock_mono_ms() + 10000;
+    while (clock_wall_ms() <= done + 1)
+        ck_assert_msg(clock_mono_ms() < deadline && usleep(1000) == 0, "the clock does not move");
     expect(tally_inbox_apply(ib, s.items[n].bytes, s.items[n].len, probe_apply, &p, NULL),
            TALLY_ok, "one more");
     /* That commit pruned (its events + 16) = 17 of the 40. */
@@ -795,8 +789,6 @@ static void temp_dir(char *out, size_t size)
     snprintf(out, size, "%s/check-inbox-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(out));
 }
-
-void test_remove_dir(const char *dir);
 
 START_TEST(test_version_helpers)
 {
@@ -1110,10 +1102,10 @@ START_TEST(test_readmodel_follows_until_sigterm)
     expect(tally_stats_get(f.c, &server), TALLY_ok, "stats");
     /* Wait until the follower committed up to the head. */
     readmodel *rm = model_open(f.model_dir);
-    int64_t deadline = mono_ms() + FOLLOW_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + FOLLOW_WAIT_MS;
     uint64_t position = 0;
     while (readmodel_position(rm, &position) == TALLY_ok && position < server.head_seq) {
-        ck_assert_msg(mono_ms() < deadline, "the follower is at %" PRIu64 " of %" PRIu64,
+        ck_assert_msg(clock_mono_ms() < deadline, "the follower is at %" PRIu64 " of %" PRIu64,
                       position, server.head_seq);
         usleep(50000);
     }
@@ -1172,10 +1164,5 @@ int main(void)
     tcase_add_test(tc, test_readmodel_follows_until_sigterm);
     tcase_add_test(tc, test_readmodel_usage);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return test_run_suite(s);
 }
