@@ -43,6 +43,10 @@ _Static_assert(TALLY_INBOX_MAP_SIZE_BYTES_MIN == TALLY_MAP_SIZE_BYTES_MIN &&
                "the inbox's map bounds are the store's");
 _Static_assert(TALLY_INBOX_PATH_BYTES_MAX == TALLY_PATH_BYTES_MAX, "path bound as the store's");
 _Static_assert(PRUNE_ENTRIES_DEFAULT <= TALLY_INBOX_PRUNE_ENTRIES_MAX, "default within maximum");
+_Static_assert((int)TALLY_ENTITY_ACCOUNT == (int)LOG_ENTITY_ACCOUNT &&
+                   (int)TALLY_ENTITY_TRANSFER == (int)LOG_ENTITY_TRANSFER &&
+                   (int)TALLY_ENTITY_ENTITLEMENT == (int)LOG_ENTITY_ENTITLEMENT,
+               "entity kinds as the log's");
 _Static_assert(sizeof(((tally_inbox_event *)0)->subject) == TALLY_SUBJECT_BYTES_MAX + 1 &&
                    sizeof(((tally_inbox_event *)0)->feature) == TALLY_FEATURE_BYTES_MAX + 1,
                "subject and feature copies hold the largest");
@@ -447,7 +451,7 @@ static int prune_before(tally_inbox *ib, MDB_txn *txn, int64_t cutoff_ms, uint32
 int tally_inbox_prune(tally_inbox *ib, int64_t now_ms, uint32_t max_entries, uint32_t *pruned,
                       bool *more)
 {
-    if (ib == NULL || max_entries > TALLY_INBOX_PRUNE_ENTRIES_MAX)
+    if (ib == NULL || now_ms < 0 || max_entries > TALLY_INBOX_PRUNE_ENTRIES_MAX)
         return TALLY_invalid_argument;
     uint32_t n = 0;
     bool left = false;

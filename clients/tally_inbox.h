@@ -45,10 +45,12 @@
  * kind names "account", "transfer" and "entitlement", so an account.opened
  * event and a transfer event that carries that account guard one row.
  *
- * Threads: an inbox may be shared by threads; LMDB runs one write
- * transaction at a time (a second tally_inbox_txn_begin waits). A
- * tally_inbox_txn belongs to one thread. Open the application's databases
- * before sharing the handle.
+ * Threads and processes: an inbox may be shared by threads; LMDB runs one
+ * write transaction at a time (a second tally_inbox_txn_begin waits). A
+ * tally_inbox_txn belongs to one thread; a callback must not start another
+ * transaction of the same inbox. Open the application's databases before
+ * sharing the handle. Open an environment once per process (LMDB's rule);
+ * other processes may open it too, e.g. to read.
  *
  * Return codes are tally error codes (error.h): TALLY_ok; TALLY_invalid_argument
  * (a NULL pointer, a bad option; nothing done); TALLY_corrupt_record (event
@@ -231,7 +233,7 @@ int tally_inbox_processed_get(tally_inbox *inbox, MDB_txn *txn, const tally_uuid
                               tally_inbox_processed *out);
 /* Remove entries processed before now_ms - retention_ms, oldest first, at
  * most max_entries (0 = 1000; at most TALLY_INBOX_PRUNE_ENTRIES_MAX) in one
- * transaction. *pruned (may be NULL) gets how many; *more (may be NULL)
+ * transaction; now_ms >= 0. *pruned (may be NULL) gets how many; *more (may be NULL)
  * whether expired entries remain. Commits also prune a few on their own. */
 int tally_inbox_prune(tally_inbox *inbox, int64_t now_ms, uint32_t max_entries,
                       uint32_t *pruned, bool *more);

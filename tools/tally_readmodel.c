@@ -26,24 +26,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DATA_DEFAULT "./readmodel-data"
 #define PAGE_EVENTS_DEFAULT 500
 #define PAGE_EVENTS_MAX 1000 /* a log_read page (TALLY_LOG_READ_EVENTS_MAX) */
 #define WAIT_MS_DEFAULT 10000
 #define WAIT_MS_MAX 30000    /* TALLY_LOG_WAIT_MS_MAX */
+#define TIMEOUT_MS_MAX 600000
 #define MAP_SIZE_MB_DEFAULT 256
 #define MAP_SIZE_MB_MAX (UINT64_C(1) << 24)
 #define RETENTION_HOURS_DEFAULT 168
 #define RETENTION_HOURS_MAX 87600
 #define MS_PER_HOUR INT64_C(3600000)
+#define RETRY_PAUSE_MS 1000
 
 enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
 typedef struct options {
     const char *data;
     const char *url; /* NULL: libtally's default */
-    uint64_t map_size_mb, retention_hours, page_events, wait_ms;
+    uint64_t map_size_mb, retention_hours, page_events, wait_ms, timeout_ms; /* 0: default */
     bool once, dump, json;
 } options;
 
@@ -56,8 +59,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: tally-readmodel [--data DIR] [--url URL] [--once] [--dump [--json]]\n"
-"                       [--batch N] [--wait-ms N] [--map-size-mb N]\n"
-"                       [--retention-hours N] [--help]\n"
+"                       [--batch N] [--wait-ms N] [--timeout-ms N]\n"
+"                       [--map-size-mb N] [--retention-hours N] [--help]\n"
 "\n"
 "An example subscriber of tallyd: keeps a read model of account balances and\n"
 "entitlements in its own LMDB environment, applying every event exactly once\n"
@@ -76,6 +79,9 @@ static void usage(FILE *f)
 "                      entitlements\n"
 "  --batch N           events per read and per transaction, 1..%d (default %d)\n"
 "  --wait-ms N         long-poll wait for new events, 1..%d (default %d)\n"
+"  --timeout-ms N      per attempt of a read, on top of the wait, 1..%d\n"
+"                      (default libtally's: 5000); libtally retries 3 times,\n"
+"                      then a follower waits for the server and tries again\n"
 "  --map-size-mb N     LMDB map size of the read model in MiB (default %d)\n"
 "  --retention-hours N keep processed event ids this long, 1..%d (default %d)\n"
 "  --help\n"
@@ -83,7 +89,7 @@ static void usage(FILE *f)
 "Without --once or --dump it follows the log until SIGINT or SIGTERM (noticed\n"
 "within --wait-ms). Exit codes: 0 ok, 1 failure, 2 usage error.\n",
             DATA_DEFAULT, PAGE_EVENTS_MAX, PAGE_EVENTS_DEFAULT, WAIT_MS_MAX, WAIT_MS_DEFAULT,
-            MAP_SIZE_MB_DEFAULT, RETENTION_HOURS_MAX, RETENTION_HOURS_DEFAULT);
+            TIMEOUT_MS_MAX, MAP_SIZE_MB_DEFAULT, RETENTION_HOURS_MAX, RETENTION_HOURS_DEFAULT);
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -104,8 +110,8 @@ static bool count_parse(const char *text, uint64_t min, uint64_t max, uint64_t *
     return ok;
 }
 
-enum { OPT_DATA = 1000, OPT_URL, OPT_ONCE, OPT_DUMP, OPT_JSON, OPT_BATCH, OPT_WAIT, OPT_MAP,
-       OPT_RETENTION, OPT_HELP };
+enum { OPT_DATA = 1000, OPT_URL, OPT_ONCE, OPT_DUMP, OPT_JSON, OPT_BATCH, OPT_WAIT, OPT_TIMEOUT,
+       OPT_MAP, OPT_RETENTION, OPT_HELP };
 
 typedef struct count_option {
     int id;
@@ -117,6 +123,7 @@ typedef struct count_option {
 static const count_option count_options[] = {
     {OPT_BATCH, "--batch", 1, PAGE_EVENTS_MAX, offsetof(options, page_events)},
     {OPT_WAIT, "--wait-ms", 1, WAIT_MS_MAX, offsetof(options, wait_ms)},
+    {OPT_TIMEOUT, "--timeout-ms", 1, TIMEOUT_MS_MAX, offsetof(options, timeout_ms)},
     {OPT_MAP, "--map-size-mb", 1, MAP_SIZE_MB_MAX, offsetof(options, map_size_mb)},
     {OPT_RETENTION, "--retention-hours", 1, RETENTION_HOURS_MAX,
      offsetof(options, retention_hours)},
@@ -150,6 +157,7 @@ static int options_parse(int argc, char **argv, options *o)
         {"once", no_argument, NULL, OPT_ONCE},         {"dump", no_argument, NULL, OPT_DUMP},
         {"json", no_argument, NULL, OPT_JSON},         {"batch", required_argument, NULL, OPT_BATCH},
         {"wait-ms", required_argument, NULL, OPT_WAIT},
+        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
         {"map-size-mb", required_argument, NULL, OPT_MAP},
         {"retention-hours", required_argument, NULL, OPT_RETENTION},
         {"help", no_argument, NULL, OPT_HELP},         {NULL, 0, NULL, 0}};
@@ -182,10 +190,31 @@ typedef struct feed_options {
     bool once; /* return once the head seen at the last read is reached */
 } feed_options;
 
+/* A page must start right after the last one and have no gap: events
+ * removed by retention (or another store behind the URL) would otherwise
+ * be missed silently. */
+static int page_check(const tally_event *page, size_t n, uint64_t next)
+{
+    for (size_t i = 0; i < n; i++)
+        if (page[i].seq != next + i) {
+            fprintf(stderr, "tally-readmodel: the log gave seq %" PRIu64 " where %" PRIu64
+                    " was due (events removed by retention, or another store?)\n",
+                    page[i].seq, next + i);
+            return TALLY_corrupt_record;
+        }
+    return TALLY_ok;
+}
+
+/* Faults a follower waits out: the server is restarting or busy. */
+static bool server_away(int rc)
+{
+    return rc == TALLY_unreachable || rc == TALLY_timed_out || rc == TALLY_overloaded ||
+           rc == TALLY_shutting_down;
+}
+
 /* Hand every event after after_seq to sink, page by page in seq order,
- * until caught up (once) or a stop is requested. A page that does not
- * start right after the last one (events removed by retention, another
- * store) is an error: the model would silently miss events. */
+ * until caught up (once) or a stop is requested. Following, a server that
+ * is away is retried every RETRY_PAUSE_MS; with once it is an error. */
 static int feed_from_log(tally_client *c, uint64_t after_seq, const feed_options *o,
                          page_fn sink, void *ctx)
 {
@@ -198,15 +227,14 @@ static int feed_from_log(tally_client *c, uint64_t after_seq, const feed_options
         size_t n = 0;
         rc = tally_log_read(c, next, o->page_events, o->once ? 0 : o->wait_ms, page,
                             o->page_events, &n, &head);
-        if (rc != TALLY_ok)
-            break;
-        for (size_t i = 0; i < n && rc == TALLY_ok; i++)
-            if (page[i].seq != next + i) {
-                fprintf(stderr, "tally-readmodel: the log gave seq %" PRIu64 " where %" PRIu64
-                        " was due (events removed by retention, or another store?)\n",
-                        page[i].seq, next + i);
-                rc = TALLY_corrupt_record;
-            }
+        if (!o->once && server_away(rc)) {
+            fprintf(stderr, "tally-readmodel: %s; retrying\n", tally_strerror(rc));
+            usleep(RETRY_PAUSE_MS * 1000); /* a signal ends it early */
+            rc = TALLY_ok;
+            continue;
+        }
+        if (rc == TALLY_ok)
+            rc = page_check(page, n, next);
         if (rc == TALLY_ok && n > 0)
             rc = sink(page, n, ctx);
         tally_events_release(page, n);
@@ -232,7 +260,8 @@ static int apply_page(const tally_event *events, size_t count, void *ctx)
 
 static int follow(readmodel *rm, const options *o)
 {
-    tally_client_options co = {.url = o->url, .consumer = "readmodel"};
+    tally_client_options co = {.url = o->url, .consumer = "readmodel",
+                               .timeout_ms = (uint32_t)o->timeout_ms};
     tally_client *c = NULL;
     uint64_t position;
     int rc = readmodel_position(rm, &position);

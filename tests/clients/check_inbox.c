@@ -46,6 +46,7 @@
 #define EVENTS_MAX 4096
 #define EXPIRY_WAIT_MS 60000
 #define FOLLOW_WAIT_MS 60000
+#define SERVER_AWAY_S 8
 #define DELIVERIES 3
 #define CHUNK_MAX 8
 #define OUTPUT_BYTES_MAX (1024 * 1024)
@@ -920,7 +921,8 @@ typedef struct run_output {
     char *out;
 } run_output;
 
-static pid_t spawn_readmodel(const fixture *f, const char *const *args, int out_fd)
+/* err_fd -1: stderr is the test's. */
+static pid_t spawn_readmodel(const fixture *f, const char *const *args, int out_fd, int err_fd)
 {
     const char *argv[16] = {tallyd_program("tally-readmodel"), "--data", f->model_dir};
     int argc = 3;
@@ -931,6 +933,8 @@ static pid_t spawn_readmodel(const fixture *f, const char *const *args, int out_
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         dup2(out_fd, 1);
+        if (err_fd >= 0)
+            dup2(err_fd, 2);
         setenv("TALLY_URL", f->srv.url, 1);
         execv(argv[0], (char *const *)argv);
         _exit(127);
@@ -938,13 +942,16 @@ static pid_t spawn_readmodel(const fixture *f, const char *const *args, int out_
     return pid;
 }
 
+/* Wait for pid (0: none) and read what it wrote to out. */
 static run_output output_collect(pid_t pid, FILE *out)
 {
     run_output r = {0, calloc(1, OUTPUT_BYTES_MAX + 1)};
     ck_assert_ptr_nonnull(r.out);
     int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (pid > 0) {
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
     rewind(out);
     size_t n = fread(r.out, 1, OUTPUT_BYTES_MAX, out);
     r.out[n] = '\0';
@@ -957,7 +964,7 @@ static run_output run_readmodel(const fixture *f, const char *const *args)
 {
     FILE *out = tmpfile();
     ck_assert_ptr_nonnull(out);
-    return output_collect(spawn_readmodel(f, args, fileno(out)), out);
+    return output_collect(spawn_readmodel(f, args, fileno(out), -1), out);
 }
 
 static int64_t json_int_of(json_t *o, const char *name)
@@ -1083,25 +1090,13 @@ START_TEST(test_readmodel_resumes_from_its_position)
 }
 END_TEST
 
-START_TEST(test_readmodel_follows_until_sigterm)
+/* Wait (bounded) until a follower committed up to the server's head, then
+ * compare its model with the server. */
+static void follower_caught_up(const fixture *f)
 {
-    fixture f;
-    up(&f);
-    open_account(f.c, BANK, 0);
-    FILE *out = tmpfile();
-    ck_assert_ptr_nonnull(out);
-    static const char *const follow[] = {"--wait-ms", "500", NULL};
-    pid_t pid = spawn_readmodel(&f, follow, fileno(out));
-    for (uint64_t u = 2; u <= ACCOUNTS; u++)
-        open_account(f.c, u, 0);
-    for (uint64_t n = 1; n <= 20; n++)
-        move(f.c, n, BANK, 2 + n % 5, (int64_t)n, TALLY_ok);
-    for (size_t i = 0; i < SUBJECTS; i++)
-        entitle(f.c, tally_grant, subjects[i], "pro", 0, 0, 0, TALLY_ok);
     tally_stats server;
-    expect(tally_stats_get(f.c, &server), TALLY_ok, "stats");
-    /* Wait until the follower committed up to the head. */
-    readmodel *rm = model_open(f.model_dir);
+    expect(tally_stats_get(f->c, &server), TALLY_ok, "stats");
+    readmodel *rm = model_open(f->model_dir);
     int64_t deadline = clock_mono_ms() + FOLLOW_WAIT_MS;
     uint64_t position = 0;
     while (readmodel_position(rm, &position) == TALLY_ok && position < server.head_seq) {
@@ -1110,12 +1105,44 @@ START_TEST(test_readmodel_follows_until_sigterm)
         usleep(50000);
     }
     ck_assert_uint_eq(position, server.head_seq);
-    assert_model_is_server(rm, f.c);
+    assert_model_is_server(rm, f->c);
     readmodel_close(rm);
+}
+
+START_TEST(test_readmodel_follows_until_sigterm)
+{
+    fixture f;
+    up(&f);
+    open_account(f.c, BANK, 0);
+    FILE *out = tmpfile(), *err = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    static const char *const follow[] = {"--wait-ms", "500", "--timeout-ms", "1000", NULL};
+    pid_t pid = spawn_readmodel(&f, follow, fileno(out), fileno(err));
+    for (uint64_t u = 2; u <= ACCOUNTS; u++)
+        open_account(f.c, u, 0);
+    for (uint64_t n = 1; n <= 20; n++)
+        move(f.c, n, BANK, 2 + n % 5, (int64_t)n, TALLY_ok);
+    for (size_t i = 0; i < SUBJECTS; i++)
+        entitle(f.c, tally_grant, subjects[i], "pro", 0, 0, 0, TALLY_ok);
+    follower_caught_up(&f);
+    /* The server goes away for longer than libtally's own retries last
+     * (4 attempts of at most 1.5 s each) and comes back: the follower waits. */
+    ck_assert_int_eq(tallyd_stop(&f.srv), 0);
+    sleep(SERVER_AWAY_S);
+    tallyd_restart(&f.srv);
+    for (uint64_t n = 21; n <= 30; n++)
+        move(f.c, n, 2 + n % 5, BANK, 1, TALLY_ok);
+    entitle(f.c, tally_revoke, "alice", "pro", 0, 0, 0, TALLY_ok);
+    follower_caught_up(&f);
     kill(pid, SIGTERM);
     run_output r = output_collect(pid, out);
     ck_assert_int_eq(r.status, 0);
     free(r.out);
+    run_output e = output_collect(0, err);
+    /* unreachable, or timed_out when a long-poll was in flight at the stop */
+    ck_assert_msg(strstr(e.out, "; retrying") != NULL, "stderr: %s", e.out);
+    free(e.out);
     down(&f);
 }
 END_TEST
