@@ -13,7 +13,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,20 +341,23 @@ int store_count(store_txn *t, store_db db, uint64_t *entries)
 /* true when path lies below (or at) root, both resolved. */
 static bool path_below(const char *path, const char *root)
 {
-    char real_root[PATH_MAX];
-    if (!realpath(root, real_root))
+    char *real_root = realpath(root, NULL);
+    if (!real_root)
         return false;
     size_t n = strlen(real_root);
-    return strncmp(path, real_root, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+    bool below = strncmp(path, real_root, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+    free(real_root);
+    return below;
 }
 
-int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
+/* The directory to create for dest: its parent resolved (which must exist,
+ * below root when given) and its last component. */
+static int backup_target(const char *dest, const char *root, char *out, size_t out_size)
 {
-    *bytes = 0;
     size_t len = strlen(dest);
     if (dest[0] != '/' || len >= TALLY_PATH_BYTES_MAX || len < 2)
         return TALLY_backup_destination_invalid;
-    char parent[TALLY_PATH_BYTES_MAX], real_parent[PATH_MAX];
+    char parent[TALLY_PATH_BYTES_MAX];
     memcpy(parent, dest, len + 1);
     while (len > 1 && parent[len - 1] == '/')
         parent[--len] = '\0';
@@ -363,31 +365,39 @@ int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
     const char *base = slash + 1;
     if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
         return TALLY_backup_destination_invalid;
-    if (slash == parent)
-        strcpy(real_parent, "/");
-    else {
-        *slash = '\0';
-        if (!realpath(parent, real_parent))
-            return TALLY_backup_destination_invalid;
-    }
-    if (root && !path_below(real_parent, root))
+    *slash = '\0';
+    char *real_parent = realpath(slash == parent ? "/" : parent, NULL);
+    if (!real_parent)
         return TALLY_backup_destination_invalid;
-    char target[PATH_MAX + 256], data[PATH_MAX + 300];
-    snprintf(target, sizeof(target), "%s/%s", strcmp(real_parent, "/") == 0 ? "" : real_parent,
-             dest + (base - parent));
+    bool allowed = !root || path_below(real_parent, root);
+    int n = snprintf(out, out_size, "%s/%s", strcmp(real_parent, "/") == 0 ? "" : real_parent,
+                     base);
+    free(real_parent);
+    if (!allowed || n < 0 || (size_t)n >= out_size)
+        return TALLY_backup_destination_invalid;
+    return TALLY_ok;
+}
+
+int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
+{
+    *bytes = 0;
+    char target[TALLY_PATH_BYTES_MAX], data[TALLY_PATH_BYTES_MAX + 16];
+    int rc = backup_target(dest, root, target, sizeof(target));
+    if (rc != TALLY_ok)
+        return rc;
     if (mkdir(target, 0700) != 0)
         return errno == EEXIST ? TALLY_backup_destination_exists
                : errno == ENOENT || errno == ENOTDIR ? TALLY_backup_destination_invalid
                                                      : store_translate(errno);
-    int rc = mdb_env_copy2(st->env, target, MDB_CP_COMPACT);
+    int mrc = mdb_env_copy2(st->env, target, MDB_CP_COMPACT);
     snprintf(data, sizeof(data), "%s/data.mdb", target);
     struct stat sb;
-    if (rc == MDB_SUCCESS && stat(data, &sb) == 0) {
+    if (mrc == MDB_SUCCESS && stat(data, &sb) == 0) {
         *bytes = (uint64_t)sb.st_size;
         return TALLY_ok;
     }
-    int err = rc != MDB_SUCCESS ? store_translate(rc) : TALLY_io_error;
+    rc = mrc != MDB_SUCCESS ? store_translate(mrc) : TALLY_io_error;
     unlink(data);
     rmdir(target);
-    return err;
+    return rc;
 }
