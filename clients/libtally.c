@@ -13,6 +13,8 @@
  * a timeout that might have been applied.
  */
 #include "clients/libtally_internal.h"
+#include "clients/tally_inbox.h"
+
 #include "common/bytes.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
@@ -1045,6 +1047,30 @@ bool client_array_decode(const msgpack_object *o, decode_fn decode, void *out, s
         (*count)++;
     }
     return true;
+}
+
+/* ---- event bodies (declared in tally_inbox.h: subscribers decode them) ---- */
+
+static int body_object_decode(decode_fn decode, const msgpack_object *o, void *out)
+{
+    if (out == NULL)
+        return TALLY_invalid_argument;
+    return decode(o, out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+int tally_account_from_msgpack(const msgpack_object *o, tally_account *out)
+{
+    return body_object_decode(account_decode, o, out);
+}
+
+int tally_transfer_from_msgpack(const msgpack_object *o, tally_transfer_info *out)
+{
+    return body_object_decode(transfer_decode, o, out);
+}
+
+int tally_entitlement_from_msgpack(const msgpack_object *o, tally_entitlement *out)
+{
+    return body_object_decode(entitlement_decode, o, out);
 }
 
 /* ---- reads ---- */
