@@ -382,24 +382,6 @@ static int fetch_decode(run *r, const msgpack_object *root, uint32_t max)
     return ok ? TALLY_ok : TALLY_internal;
 }
 
-/* After a restart fetch: may the unacked window have more than it
- * brought? tallyd makes in-flight events due for the restart fetch only, so
- * a window larger than max would otherwise wait for ack_wait_ms. Fetches
- * go on asking for it while each brings max events, all redeliveries (the
- * window comes before new events), and no retry was answered on this
- * handle yet (restart would also make a retry's delay moot). */
-static bool window_left(const run *r, uint32_t max)
-{
-    if (r->batch_count < max)
-        return false;
-    for (size_t i = 0; i < r->batch_count; i++)
-        if (r->batch[i].attempt == 1 && !r->batch[i].replay)
-            return false;
-    tally_subscriber_counters k;
-    tally_subscriber_counters_get(r->s, &k);
-    return k.retried == 0;
-}
-
 /* Fetch the next batch into r->batch (none when a stop came first). */
 static int fetch(run *r)
 {
@@ -418,14 +400,11 @@ static int fetch(run *r)
         r->s->restart = true; /* a lost reply may hold deliveries: get them back at once */
         return rc;
     }
-    bool was_restart = r->s->restart;
-    r->s->restart = false;
+    r->s->restart = false; /* the server made the whole unacked window due */
     count(r->s, &r->s->counters.fetches, 1);
     rc = fetch_decode(r, rep.root, max);
     client_reply_free(&rep);
     r->idle = r->batch_count == 0;
-    if (rc == TALLY_ok && was_restart)
-        r->s->restart = window_left(r, max);
     if (rc != TALLY_ok)
         batch_release(r);
     return rc;
