@@ -1029,6 +1029,8 @@ static bool stats_decode(const msgpack_object *o, void *out)
     if (d.ok && subscribers->type != MSGPACK_OBJECT_ARRAY)
         return false;
     s->subscribers = d.ok ? subscribers->via.array.size : 0;
+    s->inbox_oldest_age_s = dec_uint(&d, "inbox_oldest_age_s", INT64_MAX);
+    s->log_floor = dec_uint(&d, "log_floor", UINT64_MAX);
     return d.ok;
 }
 
@@ -1169,6 +1171,31 @@ int tally_stats_get(tally_client *c, tally_stats *out)
     fields fs;
     client_fields_begin(&fs, "stats", NULL, NULL);
     return read_object(c, &fs, NULL, stats_decode, out);
+}
+
+static bool backup_decode(const msgpack_object *o, void *out)
+{
+    decoder d = decoder_of(o);
+    *(uint64_t *)out = dec_uint(&d, "bytes", UINT64_MAX);
+    return d.ok;
+}
+
+#define BACKUP_WAIT_MS 600000 /* a large store takes a while to copy */
+
+int tally_backup(tally_client *c, const char *path, uint64_t *bytes)
+{
+    if (c == NULL || path == NULL || bytes == NULL || path[0] != '/')
+        return TALLY_invalid_argument;
+    fields fs;
+    client_fields_begin(&fs, "backup", NULL, NULL);
+    put_str(&fs, "path", path);
+    reply r;
+    int rc = client_read_exchange(c, &fs, BACKUP_WAIT_MS, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = backup_decode(r.root, bytes) ? TALLY_ok : TALLY_internal;
+    client_reply_free(&r);
+    return rc;
 }
 
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,

@@ -309,6 +309,8 @@ typedef struct tally_stats {
     uint64_t head_seq, first_seq, accounts, transfers, entitlements, inbox, events;
     uint64_t map_used_bytes, map_size_bytes;
     uint64_t subscribers; /* durable subscribers (their metrics: tally_stats_subscribers) */
+    uint64_t inbox_oldest_age_s; /* age of the oldest idempotency record */
+    uint64_t log_floor;          /* last seq removed by log retention, 0 = none */
 } tally_stats;
 
 /* Reads. Each returns TALLY_ok (outputs filled), TALLY_not_found, a
@@ -343,6 +345,17 @@ int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t 
                    tally_event *out, size_t capacity, size_t *count, uint64_t *head_seq);
 void tally_events_release(tally_event *events, size_t count);
 int tally_stats_get(tally_client *c, tally_stats *out);
+
+/* Ask tallyd for an online, compacting, consistent copy of its store into
+ * the directory path on the server's machine (absolute; must not exist;
+ * below tallyd's --backup-dir when it has one); *bytes gets the copy's
+ * size (docs/OPERATIONS.md). Each attempt may take up to the client's
+ * timeout plus 10 minutes. Returns TALLY_ok, TALLY_backup_destination_exists,
+ * TALLY_backup_destination_invalid, TALLY_storage_full, TALLY_io_error, a
+ * transport code, or TALLY_invalid_argument (NULL, or path not absolute:
+ * nothing sent). A retry after a lost reply finds the first copy there and
+ * answers backup_destination_exists: check the directory with tally-recon. */
+int tally_backup(tally_client *c, const char *path, uint64_t *bytes);
 
 /* ---- live stream: PUB with gap fill ----
  * A cursor-less reader of the log that hands out every event from a

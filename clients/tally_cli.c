@@ -530,6 +530,11 @@ static const cli_option dlq_replay_options[] = {
      "the dead letter to deliver again (default: all of them)"},
     OPT_END};
 
+static const cli_option backup_options[] = {
+    {"DEST", SLOT_NAME, CLI_TEXT, 2, TALLY_PATH_BYTES_MAX - 1, true, NULL,
+     "absolute path of a new directory on tallyd's machine"},
+    OPT_END};
+
 static const cli_option dlq_discard_options[] = {
     ARG_NAME, {"SEQ", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, true, NULL, "the dead letter to remove"},
     OPT_END};
@@ -1800,7 +1805,8 @@ static int run_stats(cli *c)
         {"accounts", s.accounts},         {"transfers", s.transfers},
         {"entitlements", s.entitlements}, {"inbox", s.inbox},
         {"events", s.events},             {"map_used_bytes", s.map_used_bytes},
-        {"map_size_bytes", s.map_size_bytes}, {"subscribers", s.subscribers}};
+        {"map_size_bytes", s.map_size_bytes}, {"inbox_oldest_age_s", s.inbox_oldest_age_s},
+        {"log_floor", s.log_floor}, {"subscribers", s.subscribers}};
     size_t n = sizeof(rows) / sizeof(rows[0]); /* JSON: the last row becomes a list */
     json_t *o = c->json ? json_object() : NULL;
     cli_table t;
@@ -1821,6 +1827,26 @@ static int run_stats(cli *c)
         json_emit(o);
     else
         table_print_free(&t);
+    return CLI_EXIT_OK;
+}
+
+static int run_backup(cli *c)
+{
+    const char *dest = c->v[SLOT_NAME].text;
+    if (dest[0] != '/') {
+        fprintf(stderr, "tally backup: DEST must be an absolute path on tallyd's machine\n");
+        return CLI_EXIT_USAGE;
+    }
+    uint64_t bytes = 0;
+    int rc = tally_backup(c->client, dest, &bytes);
+    if (rc != TALLY_ok)
+        return read_failure(c, "backup", rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:s, s:o}", "code", "ok", "path", dest, "bytes",
+                            json_u64(bytes)));
+    else
+        printf("backup written to %s (%" PRIu64 " bytes); check it with: tally-recon --data %s\n",
+               dest, bytes, dest);
     return CLI_EXIT_OK;
 }
 
@@ -1902,6 +1928,11 @@ static const cli_command commands[] = {
      dlq_replay_options, run_dlq_replay, NULL},
     {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,
      run_dlq_discard, NULL},
+    {"backup", "Have tallyd write an online, consistent, compacted copy of its store.",
+     backup_options, run_backup,
+     "DEST is a directory that must not exist yet, on the machine tallyd runs on\n"
+     "(below tallyd's --backup-dir when it has one). Restoring: docs/OPERATIONS.md.\n"
+     "--json prints one object: code, path, bytes.\n"},
     {NULL}};
 
 static void print_global_help(void)
