@@ -198,6 +198,8 @@ static int pack_history_entry(msgpack_packer *pk, store_txn *t, uint64_t account
 static int history_seqs(store_txn *t, const net_read *r, uint64_t *seqs, uint32_t *count)
 {
     *count = 0;
+    if (!r->reverse && r->after_seq == UINT64_MAX)
+        return TALLY_ok; /* nothing after the largest seq (after_seq + 1 would wrap to 0) */
     MDB_cursor *cur;
     int rc = store_cursor_open(t, STORE_DB_HISTORY, &cur);
     if (rc != TALLY_ok)

@@ -14,8 +14,9 @@
  * count bomb; under libFuzzer -malloc_limit_mb catches large allocations
  * that succeed); the first write applied again in the same
  * transaction must be replayed with its code when its outcome was stored
- * (idempotency), and the validation and fingerprint of a command must not
- * depend on anything but the command.
+ * (idempotency); the validation and fingerprint of a command depend on
+ * nothing but the command; history and log pages hold only the entries
+ * asked for.
  */
 #include "tests/fuzz/fuzz.h"
 
@@ -110,13 +111,62 @@ static void run_writes(msgpack_packer *pk, msgpack_safe_buffer *b)
     pack_checked(net_reply_write(pk, req, outcomes, faults), b, "write");
 }
 
+/* The seq of a history entry or of a stored event (bin), 0 if none. */
+static uint64_t seq_of(const msgpack_object *o)
+{
+    uint64_t seq = 0;
+    msgpack_unpacked up;
+    if (o->type != MSGPACK_OBJECT_BIN) {
+        msgpack_safe_get_u64(msgpack_safe_map_get(o, "seq"), &seq);
+        return seq;
+    }
+    msgpack_unpacked_init(&up);
+    if (msgpack_safe_unpack(o->via.bin.ptr, o->via.bin.size, TALLY_MSGPACK_DEPTH_MAX, &up) ==
+        TALLY_ok)
+        msgpack_safe_get_u64(msgpack_safe_map_get(&up.data, "seq"), &seq);
+    msgpack_unpacked_destroy(&up);
+    return seq;
+}
+
+/* Pages hold what was asked for: at most limit entries, history entries
+ * after (reverse: before) the cursor, log events from from_seq on in
+ * order. */
+static void check_page(const msgpack_safe_buffer *b)
+{
+    const net_read *r = &req->read;
+    bool history = req->op->id == NET_OP_ACCOUNT_HISTORY;
+    if (!history && req->op->id != NET_OP_LOG_READ)
+        return;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (msgpack_safe_unpack(b->data, b->len, TALLY_MSGPACK_DEPTH_MAX, &up) != TALLY_ok)
+        fuzz_fail("a read reply does not decode");
+    const msgpack_object *list = msgpack_safe_map_get(&up.data, history ? "entries" : "events");
+    uint32_t n = list && list->type == MSGPACK_OBJECT_ARRAY ? list->via.array.size : 0;
+    if (n > r->limit)
+        fuzz_fail("%u entries for a limit of %u", n, r->limit);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t seq = seq_of(&list->via.array.ptr[i]);
+        bool in_page = history ? (r->reverse ? r->after_seq == 0 || seq < r->after_seq
+                                             : seq > r->after_seq)
+                               : seq == (r->from_seq > 1 ? r->from_seq : 1) + i;
+        if (!in_page)
+            fuzz_fail("%s page: seq %llu at %u is outside the page asked for", req->op->name,
+                      (unsigned long long)seq, i);
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
 static void run_read(msgpack_packer *pk, msgpack_safe_buffer *b)
 {
     store_txn txn;
     if (store_txn_begin(st, NULL, true, &txn) != TALLY_ok)
         fuzz_fail("cannot begin a read transaction");
-    pack_checked(net_reply_read(pk, &txn, req, FUZZ_NOW_MS), b, "read");
+    int bad = net_reply_read(pk, &txn, req, FUZZ_NOW_MS);
     store_txn_abort(&txn);
+    pack_checked(bad, b, "read");
+    if (!bad)
+        check_page(b);
 }
 
 int fuzz_request_one(const uint8_t *data, size_t size)
