@@ -340,8 +340,8 @@ int doc_request_build(const char *text, doc_bytes *out, char *err, size_t err_si
     }
     if (out->failed)
         parse_fail(&ps, "request too large or out of memory");
-    if (!ps.failed && out->data == NULL)
-        bytes_append(out, "", 0); /* raw(): a valid empty buffer */
+    if (!ps.failed && out->data == NULL && (out->data = malloc(1)) != NULL)
+        out->capacity = 1; /* raw(): an empty message, still a valid pointer */
     return ps.failed ? -1 : 0;
 }
 
