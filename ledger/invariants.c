@@ -25,6 +25,7 @@ typedef struct audit {
     ledger_invariant_report_fn fn;
     void *ctx;
     ledger_invariant_stats *stats;
+    const ledger_invariant_options *opt;
     table *accounts;      /* u64 id -> ledger_account (folded) */
     table *holds;         /* transfer id -> hold_state */
     table *entitlements;  /* entitlement key -> ledger_entitlement (folded) */
@@ -38,16 +39,73 @@ typedef struct hold_state {
     bool resolved;
 } hold_state;
 
+/* The checks in the order they run (see invariants.h). */
+static const struct {
+    const char *name;
+    bool needs_fold;
+} checks[] = {
+    {"log_gap", false},     {"hash_chain", false},      {"rebuild", true},
+    {"balance_sum", false}, {"limit_flags", false},     {"hold_resolution", false},
+    {"expiry_index", false}, {"inbox_links", false},    {"history", false},
+};
+#define CHECKS_COUNT (sizeof(checks) / sizeof(checks[0]))
+_Static_assert(CHECKS_COUNT <= LEDGER_INVARIANT_CHECKS_MAX, "checks fit the stats");
+
+size_t ledger_invariant_check_count(void) { return CHECKS_COUNT; }
+
+const char *ledger_invariant_check_name(size_t index)
+{
+    return index < CHECKS_COUNT ? checks[index].name : NULL;
+}
+
+int ledger_invariant_check_index(const char *name)
+{
+    for (size_t i = 0; i < CHECKS_COUNT; i++)
+        if (strcmp(checks[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+bool ledger_invariant_check_needs_fold(size_t index)
+{
+    return index < CHECKS_COUNT && checks[index].needs_fold;
+}
+
 static void report(audit *a, const char *check, const char *entity, const char *fmt, ...)
 {
+    a->stats->findings++;
+    int index = ledger_invariant_check_index(check);
+    uint64_t of_check = index >= 0 ? ++a->stats->findings_by_check[index] : 0;
+    if (a->opt->findings_per_check_max && of_check > a->opt->findings_per_check_max) {
+        a->stats->findings_not_reported++;
+        return;
+    }
     char detail[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
-    a->stats->findings++;
     if (a->fn)
         a->fn(check, entity, detail, a->ctx);
+}
+
+/* Tell the caller how far a phase is, every LEDGER_INVARIANT_PROGRESS_ITEMS
+ * items and at its end; false (and a->fault set) when it asked to stop. */
+static bool progress(audit *a, const char *phase, uint64_t done, uint64_t total)
+{
+    if (!a->opt->progress || (done % LEDGER_INVARIANT_PROGRESS_ITEMS != 0 && done != total))
+        return true;
+    if (a->opt->progress(phase, done, total, a->opt->progress_ctx))
+        return true;
+    a->fault = TALLY_shutting_down;
+    return false;
+}
+
+/* Entries of db, the total of a progress phase (0 when unknown). */
+static uint64_t phase_total(audit *a, store_db db)
+{
+    uint64_t n = 0;
+    return a->opt->progress && store_count(a->t, db, &n) == TALLY_ok ? n : 0;
 }
 
 static void name_account(uint64_t id, char out[64])
@@ -277,8 +335,22 @@ static void fold_entitlement_event(audit *a, const log_event *ev)
     *slot = e;
 }
 
+/* Without the fold (options->skip_rebuild): only the history entries of
+ * transfer events. */
+static void check_event_history(audit *a, const log_event *ev)
+{
+    ledger_transfer_record tr;
+    if (ev->entity.kind == LOG_ENTITY_TRANSFER &&
+        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &tr) == TALLY_ok)
+        check_history(a, ev, &tr);
+}
+
 static void fold_event(audit *a, const log_event *ev)
 {
+    if (a->opt->skip_rebuild) {
+        check_event_history(a, ev);
+        return;
+    }
     tally_str type = ev->type;
     if (tally_str_equal(type, tally_str_from("account.opened")))
         fold_account_opened(a, ev);
@@ -323,6 +395,7 @@ static void check_event_causation(audit *a, const log_event *ev)
 
 typedef struct log_walk {
     audit *a;
+    uint64_t head_seq;
     uint64_t expect_seq;
     uint8_t prev_hash[LOG_HASH_BYTES];
 } log_walk;
@@ -355,6 +428,7 @@ static int walk_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
         check_event_causation(a, &ev);
     }
     msgpack_unpacked_destroy(&up);
+    progress(a, "log", a->stats->events, w->head_seq);
     return a->fault;
 }
 
@@ -365,7 +439,7 @@ static int check_log(audit *a)
     if (rc != TALLY_ok)
         return rc;
     a->head_seq = head.seq;
-    log_walk w = {.a = a, .expect_seq = 1};
+    log_walk w = {.a = a, .head_seq = head.seq, .expect_seq = 1};
     rc = log_read(a->t, 1, UINT64_MAX, walk_event, &w);
     if (rc != TALLY_ok)
         return rc;
@@ -423,11 +497,14 @@ static int check_accounts(audit *a, table *sums, table *pending)
     int rc = store_cursor_open(a->t, STORE_DB_ACCOUNTS, &cur);
     if (rc != TALLY_ok)
         return rc;
+    uint64_t total = phase_total(a, STORE_DB_ACCOUNTS);
     MDB_val k, v;
     int mrc;
     for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
          mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         a->stats->accounts++;
+        if (!progress(a, "accounts", a->stats->accounts, total))
+            break;
         ledger_account acc;
         char name[64];
         uint64_t id = k.mv_size == 8 ? get_u64_be(k.mv_data) : 0;
@@ -436,10 +513,10 @@ static int check_accounts(audit *a, table *sums, table *pending)
             report(a, "rebuild", name, "stored record is corrupt");
             continue;
         }
-        ledger_account *folded = fold_account(a, id);
-        if (!folded)
+        ledger_account *folded = a->opt->skip_rebuild ? NULL : fold_account(a, id);
+        if (!folded && !a->opt->skip_rebuild)
             report(a, "rebuild", name, "stored but never opened in the log");
-        else if (!accounts_equal(folded, &acc))
+        else if (folded && !accounts_equal(folded, &acc))
             report(a, "rebuild", name,
                    "stored differs from the fold: posted %" PRId64 "/%" PRId64
                    " pending %" PRId64 "/%" PRId64 " v%" PRIu64 " vs fold %" PRId64 "/%" PRId64
@@ -464,10 +541,12 @@ static int check_accounts(audit *a, table *sums, table *pending)
         s->debits_pending += acc.debits_pending;
         s->credits_pending += acc.credits_pending;
     }
-    if (rc == TALLY_ok && mrc != MDB_NOTFOUND)
+    if (rc == TALLY_ok && mrc != MDB_NOTFOUND && mrc != MDB_SUCCESS)
         rc = store_translate(mrc);
     mdb_cursor_close(cur);
-    if (rc == TALLY_ok && a->stats->accounts != table_count(a->accounts))
+    if (rc == TALLY_ok)
+        rc = a->fault;
+    if (rc == TALLY_ok && !a->opt->skip_rebuild && a->stats->accounts != table_count(a->accounts))
         report(a, "rebuild", "accounts", "%zu opened in the log, %" PRIu64 " stored",
                table_count(a->accounts), a->stats->accounts);
     return rc;
@@ -506,11 +585,14 @@ static int check_transfers(audit *a, table *pending_by_account)
     int rc = store_cursor_open(a->t, STORE_DB_TRANSFERS, &cur);
     if (rc != TALLY_ok)
         return rc;
+    uint64_t total = phase_total(a, STORE_DB_TRANSFERS);
     MDB_val k, v;
     int mrc;
     for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS && rc == TALLY_ok;
          mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         a->stats->transfers++;
+        if (!progress(a, "transfers", a->stats->transfers, total))
+            break;
         tally_id128 id = {{0}};
         char name[64];
         if (k.mv_size == 16)
@@ -524,7 +606,8 @@ static int check_transfers(audit *a, table *pending_by_account)
         if (!(tr.flags & LEDGER_TRANSFER_PENDING))
             continue;
         hold_state *h = table_find(a->holds, id.bytes, 16);
-        if (!h || h->record.state != tr.state || h->record.version != tr.version)
+        if (!a->opt->skip_rebuild &&
+            (!h || h->record.state != tr.state || h->record.version != tr.version))
             report(a, "hold_resolution", name, "stored hold state differs from the log");
         if (tr.state != LEDGER_TRANSFER_PENDING_STATE)
             continue;
@@ -547,7 +630,7 @@ static int check_transfers(audit *a, table *pending_by_account)
     if (rc == TALLY_ok && mrc != MDB_NOTFOUND && mrc != MDB_SUCCESS)
         rc = store_translate(mrc);
     mdb_cursor_close(cur);
-    return rc;
+    return rc == TALLY_ok ? a->fault : rc;
 }
 
 static int check_entitlements(audit *a)
@@ -556,11 +639,14 @@ static int check_entitlements(audit *a)
     int rc = store_cursor_open(a->t, STORE_DB_ENTITLEMENTS, &cur);
     if (rc != TALLY_ok)
         return rc;
+    uint64_t total = phase_total(a, STORE_DB_ENTITLEMENTS);
     MDB_val k, v;
     int mrc;
     for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
          mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         a->stats->entitlements++;
+        if (!progress(a, "entitlements", a->stats->entitlements, total))
+            break;
         ledger_entitlement e;
         char name[256];
         if (ledger_entitlement_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &e) !=
@@ -574,17 +660,20 @@ static int check_entitlements(audit *a)
         ledger_entitlement_encode(&e, es);
         if (f)
             ledger_entitlement_encode(f, fs);
-        if (!f || memcmp(es, fs, sizeof(es)) != 0)
+        if (!a->opt->skip_rebuild && (!f || memcmp(es, fs, sizeof(es)) != 0))
             report(a, "rebuild", name, "stored differs from the fold");
         if (e.state == LEDGER_ENTITLEMENT_ACTIVE && !e.lifetime &&
             !expiry_entry_exists(a, e.valid_until_ms, LEDGER_EXPIRY_ENTITLEMENT, k.mv_data,
                                  k.mv_size))
             report(a, "expiry_index", name, "active entitlement has no expiry entry");
     }
-    if (mrc != MDB_NOTFOUND)
+    if (mrc != MDB_NOTFOUND && mrc != MDB_SUCCESS)
         rc = store_translate(mrc);
     mdb_cursor_close(cur);
-    if (rc == TALLY_ok && a->stats->entitlements != table_count(a->entitlements))
+    if (rc == TALLY_ok)
+        rc = a->fault;
+    if (rc == TALLY_ok && !a->opt->skip_rebuild &&
+        a->stats->entitlements != table_count(a->entitlements))
         report(a, "rebuild", "entitlements", "%zu in the log, %" PRIu64 " stored",
                table_count(a->entitlements), a->stats->entitlements);
     return rc;
@@ -597,11 +686,14 @@ static int check_inbox(audit *a)
     int rc = store_cursor_open(a->t, STORE_DB_INBOX, &cur);
     if (rc != TALLY_ok)
         return rc;
+    uint64_t total = phase_total(a, STORE_DB_INBOX);
     MDB_val k, v;
     int mrc;
     for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
          mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         a->stats->inbox_records++;
+        if (!progress(a, "inbox", a->stats->inbox_records, total))
+            break;
         ledger_inbox_record rec;
         char name[256];
         if (ledger_inbox_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &rec) != TALLY_ok) {
@@ -635,17 +727,26 @@ static int check_inbox(audit *a)
             msgpack_unpacked_destroy(&up);
         }
     }
-    if (mrc != MDB_NOTFOUND)
+    if (mrc != MDB_NOTFOUND && mrc != MDB_SUCCESS)
         rc = store_translate(mrc);
     mdb_cursor_close(cur);
-    return rc;
+    return rc == TALLY_ok ? a->fault : rc;
 }
 
 int ledger_invariants_check(store_txn *t, ledger_invariant_report_fn fn, void *ctx,
                             ledger_invariant_stats *stats)
 {
+    return ledger_invariants_check_with(t, NULL, fn, ctx, stats);
+}
+
+int ledger_invariants_check_with(store_txn *t, const ledger_invariant_options *options,
+                                 ledger_invariant_report_fn fn, void *ctx,
+                                 ledger_invariant_stats *stats)
+{
+    static const ledger_invariant_options defaults;
     memset(stats, 0, sizeof(*stats));
-    audit a = {.t = t, .fn = fn, .ctx = ctx, .stats = stats};
+    audit a = {.t = t, .fn = fn, .ctx = ctx, .stats = stats,
+               .opt = options ? options : &defaults};
     a.accounts = table_create(sizeof(ledger_account));
     a.holds = table_create(sizeof(hold_state));
     a.entitlements = table_create(sizeof(ledger_entitlement));
