@@ -620,6 +620,32 @@ START_TEST(removed_inbox_record_breaks_inbox_links)
 }
 END_TEST
 
+/* One history entry moved to another account: the index has as many
+ * entries as the log expects, yet both accounts are named. */
+START_TEST(moved_history_entry_is_found)
+{
+    test_store ts;
+    copy_master(&ts);
+    store_txn t;
+    begin_write(&ts, &t);
+    uint8_t key[16];
+    ledger_history_key(1, m.seq_t101, key);
+    ck_assert_int_eq(store_del(&t, STORE_DB_HISTORY, key, 16), TALLY_ok);
+    ledger_history_key(3, m.seq_t101, key);
+    tally_id128 id = test_id(101);
+    ck_assert_int_eq(store_put(&t, STORE_DB_HISTORY, key, 16, id.bytes, 16, MDB_NOOVERWRITE),
+                     TALLY_ok);
+    commit(&t);
+    close_copy(&ts);
+    json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
+    expect_finding(doc, "history", "account:1"); /* lacks the entry */
+    expect_finding(doc, "history", "account:3"); /* has one of another's */
+    EXPECT_ONLY_FAILED(doc, "history");
+    json_decref(doc);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
 /* Past --max-findings, findings are counted and not listed. */
 START_TEST(findings_beyond_the_cap_are_counted)
 {
@@ -1209,6 +1235,7 @@ static Suite *recon_suite(void)
         {"hash_link", rehashed_event_breaks_the_link_to_the_next, TEST_TIMEOUT_S},
         {"inbox_orphan", orphan_inbox_record_breaks_inbox_links, TEST_TIMEOUT_S},
         {"inbox_removed", removed_inbox_record_breaks_inbox_links, TEST_TIMEOUT_S},
+        {"history", moved_history_entry_is_found, TEST_TIMEOUT_S},
         {"cap", findings_beyond_the_cap_are_counted, TEST_TIMEOUT_S},
         {"balances_csv", balances_statement_csv, TEST_TIMEOUT_S},
         {"balances_jsonl", balances_statement_json_lines, TEST_TIMEOUT_S},
