@@ -120,6 +120,19 @@
     X(wrong_type, 127, R)                                                      \
     X(value_out_of_range, 128, R)                                              \
     X(too_many_operations, 129, R)                                             \
+    /* subscribers (log/subscriber.c): not stored, no idempotency key */       \
+    X(invalid_subscriber_name, 150, R)                                         \
+    X(subscriber_not_found, 151, R)                                            \
+    X(subscriber_exists_with_different_config, 152, R)                         \
+    X(too_many_subscribers, 153, R)                                            \
+    X(start_positions_are_mutually_exclusive, 154, R)                          \
+    X(seq_beyond_head, 155, R)                                                 \
+    X(seq_not_delivered, 156, R)                                               \
+    X(seq_not_in_flight, 157, R)                                               \
+    X(dead_letter_not_found, 158, R)                                           \
+    /* backup (tally backup DEST) */                                           \
+    X(backup_destination_exists, 160, R)                                       \
+    X(backup_destination_invalid, 161, R)                                      \
     /* server and client conditions: never stored, retry later */              \
     X(overloaded, 140, F)                                                      \
     X(shutting_down, 141, F)                                                   \

@@ -56,6 +56,9 @@
 /* Sweeps: items expired per call, so a sweep never holds the writer long. */
 #define TALLY_SWEEP_ITEMS_MAX 1024
 
+/* Retention (ledger/retention.c): records of each kind removed per sweep. */
+#define TALLY_RETENTION_BATCH_MAX 256
+
 /* Reads. */
 #define TALLY_LOG_READ_EVENTS_MAX 1000
 #define TALLY_LOG_READ_EVENTS_DEFAULT 100
@@ -79,6 +82,24 @@
 #define TALLY_GROUP_APPLY_MS_MAX 100      /* time applying before committing */
 #define TALLY_PUBLISH_EVENTS_MAX 100000   /* events published per commit */
 
+/* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
+#define TALLY_SUBSCRIBERS_MAX 256
+#define TALLY_SUBSCRIBER_NAME_BYTES_MAX 64
+#define TALLY_SUB_FETCH_EVENTS_MAX 1000
+#define TALLY_SUB_FETCH_EVENTS_DEFAULT 100
+#define TALLY_SUB_ACK_SEQS_MAX 1000           /* seqs in one ack's done list */
+#define TALLY_SUB_MAX_DELIVER_MAX 1000
+#define TALLY_SUB_MAX_DELIVER_DEFAULT 5
+#define TALLY_SUB_ACK_WAIT_MS_MIN 100
+#define TALLY_SUB_ACK_WAIT_MS_MAX 86400000    /* a day */
+#define TALLY_SUB_ACK_WAIT_MS_DEFAULT 30000
+#define TALLY_SUB_BACKOFF_STEPS_MAX 8
+#define TALLY_SUB_MAX_ACK_PENDING_MAX 10000
+#define TALLY_SUB_MAX_ACK_PENDING_DEFAULT 1000
+#define TALLY_SUB_ERROR_BYTES_MAX 256         /* nak error and park reason text */
+#define TALLY_DLQ_LIST_ENTRIES_MAX 1000
+#define TALLY_DLQ_LIST_ENTRIES_DEFAULT 100
+
 _Static_assert(TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX + 2 <= 511,
                "inbox key must fit an LMDB key (511 bytes)");
 _Static_assert(8 + TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX + 2 <= 511,
@@ -96,6 +117,13 @@ _Static_assert(TALLY_BATCH_OPS_MAX <= TALLY_GROUP_COMMANDS_MAX,
                "one full batch request fits one commit");
 _Static_assert(TALLY_EVENT_BYTES_MAX * TALLY_LOG_READ_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
                "a full log read fits a reply");
+_Static_assert((TALLY_EVENT_BYTES_MAX + 64) * TALLY_SUB_FETCH_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
+               "a full subscriber fetch fits a reply");
+_Static_assert(1 + TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8 <= 511,
+               "a subscriber's in-flight key must fit an LMDB key");
+_Static_assert(TALLY_SUB_FETCH_EVENTS_DEFAULT <= TALLY_SUB_FETCH_EVENTS_MAX &&
+                   TALLY_SUB_MAX_ACK_PENDING_DEFAULT <= TALLY_SUB_MAX_ACK_PENDING_MAX,
+               "subscriber defaults within maxima");
 _Static_assert(TALLY_LOG_READ_EVENTS_DEFAULT <= TALLY_LOG_READ_EVENTS_MAX &&
                    TALLY_HISTORY_ENTRIES_DEFAULT <= TALLY_HISTORY_ENTRIES_MAX,
                "defaults within maxima");

@@ -13,6 +13,8 @@
 #include "common/table.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
+#include "ledger/retention.h"
+#include "log/subscriber.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -39,8 +41,10 @@ typedef struct audit {
         uint64_t sum[2];
     } history_log;               /* what the log's transfer events expect */
     uint64_t events_covered; /* events whose causation's record covers them */
-    uint64_t events_claimed; /* Σ event_count of successful inbox records */
+    uint64_t events_claimed; /* Σ event_count above the floor of successful inbox records */
     MDB_cursor *inbox_cursor; /* the walk's lookups of causes */
+    ledger_log_floor floor; /* log retention: events up to floor.seq are gone */
+    int64_t inbox_swept_ms; /* inbox retention: records up to this time are gone */
     int fault;
 } audit;
 
@@ -68,6 +72,7 @@ static const struct {
     {"log_gap", false},     {"hash_chain", false},      {"rebuild", true},
     {"balance_sum", false}, {"limit_flags", false},     {"hold_resolution", false},
     {"expiry_index", false}, {"inbox_links", false},    {"history", false},
+    {"cursors", false},     {"dlq", false},
 };
 #define CHECKS_COUNT (sizeof(checks) / sizeof(checks[0]))
 _Static_assert(CHECKS_COUNT <= LEDGER_INVARIANT_CHECKS_MAX, "checks fit the stats");
@@ -417,6 +422,67 @@ static void fold_event(audit *a, const log_event *ev)
     }
 }
 
+/* ---- the checkpoint: the fold's state at the log retention floor ---- */
+
+static int seed_one(char kind, const msgpack_object *o, void *ctx)
+{
+    audit *a = ctx;
+    int inserted;
+    if (kind == 'a') {
+        ledger_account acc;
+        if (ledger_account_unpack(o, &acc) != TALLY_ok) {
+            report(a, "rebuild", "checkpoint", "an account snapshot does not decode");
+            return TALLY_ok;
+        }
+        uint8_t key[8];
+        put_u64_be(key, acc.id);
+        ledger_account *slot = table_upsert(a->accounts, key, 8, &inserted);
+        if (!slot)
+            return TALLY_out_of_memory;
+        *slot = acc;
+    } else if (kind == 't') {
+        ledger_transfer_record tr;
+        if (ledger_transfer_unpack(o, &tr) != TALLY_ok) {
+            report(a, "rebuild", "checkpoint", "a hold snapshot does not decode");
+            return TALLY_ok;
+        }
+        hold_state *h = table_upsert(a->holds, tr.id.bytes, 16, &inserted);
+        if (!h)
+            return TALLY_out_of_memory;
+        *h = (hold_state){.amount = tr.amount, .version = tr.version, .state = tr.state,
+                          .resolved = tr.state != LEDGER_TRANSFER_PENDING_STATE};
+    } else if (kind == 'e') {
+        ledger_entitlement e;
+        if (ledger_entitlement_unpack(o, &e) != TALLY_ok) {
+            report(a, "rebuild", "checkpoint", "an entitlement snapshot does not decode");
+            return TALLY_ok;
+        }
+        uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+        size_t n = ledger_entitlement_key((tally_str){e.subject, e.subject_len},
+                                          (tally_str){e.feature, e.feature_len}, key);
+        folded_entitlement *slot = table_upsert(a->entitlements, key, n, &inserted);
+        if (!slot)
+            return TALLY_out_of_memory;
+        ledger_entitlement_encode(&e, slot->record);
+        slot->state = e.state;
+        slot->version = e.version;
+    } else {
+        report(a, "rebuild", "checkpoint", "unknown snapshot kind");
+    }
+    return TALLY_ok;
+}
+
+/* With log retention the fold starts from the checkpoint instead of empty. */
+static int seed_from_checkpoint(audit *a)
+{
+    int rc = ledger_log_floor_get(a->t, &a->floor);
+    if (rc == TALLY_ok)
+        rc = ledger_inbox_swept_ms(a->t, &a->inbox_swept_ms);
+    if (rc == TALLY_ok && a->floor.seq > 0 && !a->opt->skip_rebuild)
+        rc = ledger_checkpoint_each(a->t, seed_one, a);
+    return rc;
+}
+
 /* ---- inbox links, per event ---- */
 
 /* The inbox record of an event's cause, through one cursor for the whole
@@ -452,6 +518,8 @@ static void check_event_causation(audit *a, const log_event *ev)
     }
     ledger_inbox_record rec;
     int rc = cause_record(a, ev, &rec);
+    if (rc == TALLY_not_found && ev->time_ms <= a->inbox_swept_ms)
+        return; /* removed by inbox retention with the rest of its time */
     if (rc == TALLY_not_found)
         report(a, "inbox_links", name, "caused by %.*s/%.*s which has no inbox record",
                (int)ev->consumer.len, ev->consumer.ptr, (int)ev->key.len, ev->key.ptr);
@@ -513,7 +581,8 @@ static int check_log(audit *a)
     if (rc != TALLY_ok)
         return rc;
     a->head_seq = head.seq;
-    log_walk w = {.a = a, .head_seq = head.seq, .expect_seq = 1};
+    log_walk w = {.a = a, .head_seq = head.seq, .expect_seq = a->floor.seq + 1};
+    memcpy(w.prev_hash, a->floor.hash, LOG_HASH_BYTES); /* zeros without retention */
     rc = log_read(a->t, 1, UINT64_MAX, walk_event, &w);
     if (rc != TALLY_ok)
         return rc;
@@ -764,6 +833,8 @@ static void check_record_events(audit *a, const ledger_inbox_record *rec)
     name_inbox(rec, name);
     for (uint64_t s = rec->outcome.first_seq;
          s - rec->outcome.first_seq < rec->outcome.event_count; s++) {
+        if (s <= a->floor.seq)
+            continue; /* removed by log retention */
         uint8_t key[8];
         log_seq_key(s, key);
         MDB_val ev_val;
@@ -832,7 +903,12 @@ static void inbox_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
         name_inbox(&rec, name);
         report(a, "inbox_links", name, "succeeded without events");
     }
-    a->events_claimed += rec.outcome.event_count;
+    /* The claims on events above the log retention floor (the walk saw no
+     * others). */
+    uint64_t first = rec.outcome.first_seq, count = rec.outcome.event_count;
+    if (first <= a->floor.seq)
+        count = a->floor.seq - first >= count ? 0 : count - (a->floor.seq - first + 1);
+    a->events_claimed += count;
 }
 
 /* Every successful record's events exist and name it as their cause.
@@ -957,6 +1033,103 @@ static int check_history_index(audit *a)
     return rc;
 }
 
+/* ---- cursors and dlq (BRIEF §6: every cursor <= head; every dead letter
+ * names an existing seq) ---- */
+
+typedef struct sub_tally {
+    sub_state state;
+    uint64_t flights, replays, dead;
+} sub_tally;
+
+typedef struct sub_audit {
+    audit *a;
+    table *subs; /* name -> sub_tally */
+    uint64_t first_seq;
+} sub_audit;
+
+static int sub_collect(const sub_state *st, void *ctx)
+{
+    sub_audit *sa = ctx;
+    int inserted;
+    sub_tally *tl = table_upsert(sa->subs, st->name, strlen(st->name), &inserted);
+    if (!tl)
+        return TALLY_out_of_memory;
+    memset(tl, 0, sizeof(*tl));
+    tl->state = *st;
+    char name[96];
+    snprintf(name, sizeof(name), "subscriber:%s", st->name);
+    if (st->ack_floor > st->delivered_seq || st->delivered_seq > sa->a->head_seq)
+        report(sa->a, "cursors", name, "ack floor %" PRIu64 ", delivered %" PRIu64
+               ", head %" PRIu64, st->ack_floor, st->delivered_seq, sa->a->head_seq);
+    return TALLY_ok;
+}
+
+static int sub_record_seen(char kind, tally_str n, uint64_t seq, void *ctx)
+{
+    sub_audit *sa = ctx;
+    char name[128];
+    snprintf(name, sizeof(name), "subscriber:%.*s/seq:%" PRIu64, (int)n.len, n.ptr, seq);
+    const char *check = kind == 'd' ? "dlq" : "cursors";
+    sub_tally *tl = table_find(sa->subs, n.ptr, n.len);
+    if (!tl) {
+        report(sa->a, check, name, "belongs to no subscriber");
+        return TALLY_ok;
+    }
+    if (kind == 'f') {
+        tl->flights++;
+        if (seq <= tl->state.ack_floor || seq > tl->state.delivered_seq)
+            report(sa->a, check, name, "in flight outside (ack floor %" PRIu64 ", delivered %"
+                   PRIu64 "]", tl->state.ack_floor, tl->state.delivered_seq);
+    } else {
+        kind == 'r' ? tl->replays++ : tl->dead++;
+        if (seq == 0 || seq > sa->a->head_seq || (sa->first_seq && seq < sa->first_seq))
+            report(sa->a, check, name, "names an event that does not exist (log %" PRIu64
+                   "..%" PRIu64 ")", sa->first_seq, sa->a->head_seq);
+    }
+    return TALLY_ok;
+}
+
+static int sub_counts(const void *key, size_t key_len, void *value, void *ctx)
+{
+    (void)key;
+    (void)key_len;
+    sub_audit *sa = ctx;
+    const sub_tally *tl = value;
+    char name[96];
+    snprintf(name, sizeof(name), "subscriber:%s", tl->state.name);
+    if (tl->state.in_flight != tl->flights + tl->replays)
+        report(sa->a, "cursors", name, "counts %" PRIu32 " in flight, %" PRIu64 " records",
+               tl->state.in_flight, tl->flights + tl->replays);
+    if (tl->state.dead_letters != tl->dead)
+        report(sa->a, "dlq", name, "counts %" PRIu64 " dead letters, %" PRIu64 " records",
+               tl->state.dead_letters, tl->dead);
+    return 0;
+}
+
+static int check_subscribers(audit *a)
+{
+    sub_audit sa = {a, table_create(sizeof(sub_tally)), 0};
+    if (!sa.subs)
+        return TALLY_out_of_memory;
+    int rc = log_first_seq(a->t, &sa.first_seq);
+    if (rc == TALLY_ok)
+        rc = sub_list(a->t, sub_collect, &sa);
+    if (rc == TALLY_corrupt_record) {
+        report(a, "cursors", "cursors", "a cursor record is corrupt");
+        rc = TALLY_ok;
+    }
+    if (rc == TALLY_ok)
+        rc = sub_records(a->t, sub_record_seen, &sa);
+    if (rc == TALLY_corrupt_record) {
+        report(a, "cursors", "cursors", "a subscriber record key is corrupt");
+        rc = TALLY_ok;
+    } else if (rc == TALLY_ok) {
+        table_each(sa.subs, sub_counts, &sa);
+    }
+    table_destroy(sa.subs);
+    return rc;
+}
+
 int ledger_invariants_check(store_txn *t, ledger_invariant_report_fn fn, void *ctx,
                             ledger_invariant_stats *stats)
 {
@@ -980,6 +1153,8 @@ int ledger_invariants_check_with(store_txn *t, const ledger_invariant_options *o
     int rc = a.accounts && a.holds && a.entitlements && sums && pending ? TALLY_ok
                                                                         : TALLY_out_of_memory;
     if (rc == TALLY_ok)
+        rc = seed_from_checkpoint(&a);
+    if (rc == TALLY_ok)
         rc = check_log(&a);
     if (rc == TALLY_ok)
         rc = a.fault;
@@ -995,6 +1170,8 @@ int ledger_invariants_check_with(store_txn *t, const ledger_invariant_options *o
         rc = check_inbox(&a);
     if (rc == TALLY_ok)
         rc = check_history_index(&a);
+    if (rc == TALLY_ok)
+        rc = check_subscribers(&a);
     if (a.inbox_cursor)
         mdb_cursor_close(a.inbox_cursor);
     table_destroy(a.accounts);

@@ -20,7 +20,12 @@
  *   inbox_links    every successful inbox record points at the events it
  *                  caused; every caused event has its inbox record
  *   history        every transfer event is in both accounts' history
- *   cursors, dlq   reserved for subscribers (issue 4)
+ *   cursors        every subscriber's ack floor <= delivered seq <= head;
+ *                  in-flight records belong to a subscriber, lie above its
+ *                  floor and at or below its delivered seq, and match its
+ *                  in-flight count
+ *   dlq            every dead letter (and replay in flight) belongs to a
+ *                  subscriber and names an existing seq; counts match
  *
  * The names of the checks are listed by ledger_invariant_check_name, in the
  * order they run; a new check adds its name there, so tools that list the

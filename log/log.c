@@ -303,3 +303,12 @@ int log_first_seq(store_txn *t, uint64_t *seq)
     *seq = get_u64_be(k.mv_data);
     return TALLY_ok;
 }
+
+int log_event_load(store_txn *t, uint64_t seq, msgpack_unpacked *unpacked, log_event *out)
+{
+    uint8_t k[8];
+    MDB_val v;
+    log_seq_key(seq, k);
+    int rc = store_get(t, STORE_DB_LOG, k, 8, &v);
+    return rc == TALLY_ok ? log_event_decode(v.mv_data, v.mv_size, unpacked, out) : rc;
+}

@@ -94,6 +94,11 @@ int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out);
 int log_event_decode(const void *bytes, size_t len, msgpack_unpacked *unpacked,
                      log_event *out);
 
+/* Read and decode the event at seq (log_event_decode's rules; unpacked
+ * initialised by the caller and destroyed after use). TALLY_ok,
+ * TALLY_not_found, TALLY_corrupt_record or a store error. */
+int log_event_load(store_txn *t, uint64_t seq, msgpack_unpacked *unpacked, log_event *out);
+
 /* Compute the hash an event must carry, from prev_hash and its bytes. */
 int log_event_hash(const uint8_t prev_hash[LOG_HASH_BYTES], const void *bytes, size_t len,
                    uint8_t out[LOG_HASH_BYTES]);

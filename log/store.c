@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_LOG] = "log",             [STORE_DB_INBOX] = "inbox",
     [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
-    [STORE_DB_HISTORY] = "history",
+    [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
 };
 
 static const char meta_key_format[] = "format_version";
@@ -312,4 +313,57 @@ int store_count(store_txn *t, store_db db, uint64_t *entries)
         return store_translate(rc);
     *entries = st.ms_entries;
     return TALLY_ok;
+}
+
+/* true when path lies below (or at) root, both resolved. */
+static bool path_below(const char *path, const char *root)
+{
+    char real_root[PATH_MAX];
+    if (!realpath(root, real_root))
+        return false;
+    size_t n = strlen(real_root);
+    return strncmp(path, real_root, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
+int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
+{
+    *bytes = 0;
+    size_t len = strlen(dest);
+    if (dest[0] != '/' || len >= TALLY_PATH_BYTES_MAX || len < 2)
+        return TALLY_backup_destination_invalid;
+    char parent[TALLY_PATH_BYTES_MAX], real_parent[PATH_MAX];
+    memcpy(parent, dest, len + 1);
+    while (len > 1 && parent[len - 1] == '/')
+        parent[--len] = '\0';
+    char *slash = strrchr(parent, '/');
+    const char *base = slash + 1;
+    if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return TALLY_backup_destination_invalid;
+    if (slash == parent)
+        strcpy(real_parent, "/");
+    else {
+        *slash = '\0';
+        if (!realpath(parent, real_parent))
+            return TALLY_backup_destination_invalid;
+    }
+    if (root && !path_below(real_parent, root))
+        return TALLY_backup_destination_invalid;
+    char target[PATH_MAX + 256], data[PATH_MAX + 300];
+    snprintf(target, sizeof(target), "%s/%s", strcmp(real_parent, "/") == 0 ? "" : real_parent,
+             dest + (base - parent));
+    if (mkdir(target, 0700) != 0)
+        return errno == EEXIST ? TALLY_backup_destination_exists
+               : errno == ENOENT || errno == ENOTDIR ? TALLY_backup_destination_invalid
+                                                     : store_translate(errno);
+    int rc = mdb_env_copy2(st->env, target, MDB_CP_COMPACT);
+    snprintf(data, sizeof(data), "%s/data.mdb", target);
+    struct stat sb;
+    if (rc == MDB_SUCCESS && stat(data, &sb) == 0) {
+        *bytes = (uint64_t)sb.st_size;
+        return TALLY_ok;
+    }
+    int err = rc != MDB_SUCCESS ? store_translate(rc) : TALLY_io_error;
+    unlink(data);
+    rmdir(target);
+    return err;
 }

@@ -30,6 +30,7 @@ typedef enum store_db {
     STORE_DB_DLQ,
     STORE_DB_META,
     STORE_DB_HISTORY,
+    STORE_DB_CHECKPOINT,
     STORE_DB_COUNT
 } store_db;
 
@@ -119,6 +120,16 @@ int store_txn_fail(store_txn *t, int err);
 /* Map use: bytes of the map in use (last page number * page size) and the
  * map size. */
 int store_map_usage(store_txn *t, uint64_t *used_bytes, uint64_t *map_bytes);
+
+/* An online, compacting, consistent copy of the environment into the new
+ * directory dest (absolute; created with mode 0700; must not exist), with
+ * LMDB's mdb_env_copy2(MDB_CP_COMPACT): a read transaction's snapshot,
+ * never blocking the writer. With root non-NULL, dest must lie below root.
+ * *bytes gets the copy's size. Returns TALLY_ok,
+ * TALLY_backup_destination_exists, TALLY_backup_destination_invalid (not
+ * absolute, parent missing, outside root), TALLY_storage_full,
+ * TALLY_io_error; a failed copy is removed. */
+int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes);
 
 /* Entries in a database. */
 int store_count(store_txn *t, store_db db, uint64_t *entries);

@@ -24,6 +24,8 @@
 #define F_FEATURE {"feature", NET_FIELD_STR, true, TALLY_FEATURE_BYTES_MAX, "what they have access to (1-64 bytes)"}
 #define F_ORDER {"source_order", NET_FIELD_UINT, false, U64, "provider's ordering value (sequence or event time); a command not newer than the last applied is `stale`"}
 #define F_UNTIL {"valid_until_ms", NET_FIELD_INT, false, 0, "end of validity, Unix ms"}
+#define F_SUB_NAME {"name", NET_FIELD_STR, true, TALLY_SUBSCRIBER_NAME_BYTES_MAX, "subscriber name: 1-64 bytes of A-Z a-z 0-9 . _ -"}
+#define F_SUB_SEQ(d) {"seq", NET_FIELD_UINT, true, U64, d}
 #define F_DURATION {"duration_ms", NET_FIELD_INT, false, 0, "validity from the commit time (grant) or from the current end (extend), ms"}
 
 const net_op net_ops[NET_OP_COUNT] = {
@@ -75,7 +77,54 @@ const net_op net_ops[NET_OP_COUNT] = {
      {{"from_seq", NET_FIELD_UINT, false, U64, "first seq wanted (default 1)"},
       {"limit", NET_FIELD_UINT, false, TALLY_LOG_READ_EVENTS_MAX, "events (default 100)"},
       {"wait_ms", NET_FIELD_UINT, false, TALLY_LOG_WAIT_MS_MAX, "if none yet, wait up to this long for one (default 0)"}}},
-    {NET_OP_STATS, "stats", false, "Head seq, counts, inbox size, map use.", {{NULL}}},
+    {NET_OP_STATS, "stats", false, "Head seq, counts, inbox size, map use, subscribers' metrics.", {{NULL}}},
+    {NET_OP_SUB_CREATE, "sub_create", false,
+     "Create a durable subscriber (an identical one existing is ok, `created` false).",
+     {F_SUB_NAME,
+      {"start", NET_FIELD_STR, false, 16, "`beginning` (default) or `now`"},
+      {"from_seq", NET_FIELD_UINT, false, U64, "start at this seq (1 .. head + 1)"},
+      {"from_time_ms", NET_FIELD_INT, false, 0, "start at the first event committed at or after this Unix ms"},
+      {"max_deliver", NET_FIELD_UINT, false, TALLY_SUB_MAX_DELIVER_MAX, "deliveries of an event before it is parked, >= 1 (default 5)"},
+      {"ack_wait_ms", NET_FIELD_UINT, false, TALLY_SUB_ACK_WAIT_MS_MAX, "redelivery delay of an unacked event, >= 100 (default 30000)"},
+      {"backoff_ms", NET_FIELD_UINTS, false, TALLY_SUB_BACKOFF_STEPS_MAX, "redelivery delay after the n-th delivery (the last repeats); replaces ack_wait_ms; each <= 86400000"},
+      {"max_ack_pending", NET_FIELD_UINT, false, TALLY_SUB_MAX_ACK_PENDING_MAX, "events in flight at most, >= 1 (default 1000)"}},
+     true},
+    {NET_OP_SUB_GET, "sub_get", false, "A subscriber's metrics.", {F_SUB_NAME}},
+    {NET_OP_SUB_LIST, "sub_list", false, "Every subscriber's metrics, in name order.", {{NULL}}},
+    {NET_OP_SUB_DELETE, "sub_delete", false,
+     "Delete a subscriber with its in-flight records and dead letters.", {F_SUB_NAME}, true},
+    {NET_OP_SUB_FETCH, "sub_fetch", false,
+     "Deliver events: replays, then due redeliveries, then new events.",
+     {F_SUB_NAME,
+      {"max", NET_FIELD_UINT, false, TALLY_SUB_FETCH_EVENTS_MAX, "events, >= 1 (default 100)"},
+      {"wait_ms", NET_FIELD_UINT, false, TALLY_LOG_WAIT_MS_MAX, "if none is due, wait up to this long (default 0)"},
+      {"restart", NET_FIELD_BOOL, false, 0, "every in-flight event is due now (a consumer's first fetch; default false)"}},
+     true},
+    {NET_OP_SUB_ACK, "sub_ack", false, "Acknowledge events: `seq` (everything up to it) and/or `done`.",
+     {F_SUB_NAME,
+      {"seq", NET_FIELD_UINT, false, U64, "every event <= seq is done (<= head)"},
+      {"done", NET_FIELD_UINTS, false, TALLY_SUB_ACK_SEQS_MAX, "these delivered seqs are done"}},
+     true},
+    {NET_OP_SUB_NAK, "sub_nak", false, "Retry an in-flight event later.",
+     {F_SUB_NAME, F_SUB_SEQ("the in-flight event"),
+      {"delay_ms", NET_FIELD_UINT, false, TALLY_SUB_ACK_WAIT_MS_MAX, "due again after this long (default: the backoff rule)"},
+      {"error", NET_FIELD_STR, false, TALLY_SUB_ERROR_BYTES_MAX, "why; kept as the event's last error"}},
+     true},
+    {NET_OP_SUB_PARK, "sub_park", false, "Move an in-flight event to the dead-letter queue.",
+     {F_SUB_NAME, F_SUB_SEQ("the in-flight event"),
+      {"reason", NET_FIELD_STR, false, TALLY_SUB_ERROR_BYTES_MAX, "why"}},
+     true},
+    {NET_OP_DLQ_LIST, "dlq_list", false, "A subscriber's dead letters, paged by seq.",
+     {F_SUB_NAME,
+      {"after_seq", NET_FIELD_UINT, false, U64, "page cursor: entries after this seq (default 0)"},
+      {"limit", NET_FIELD_UINT, false, TALLY_DLQ_LIST_ENTRIES_MAX, "entries, >= 1 (default 100)"}}},
+    {NET_OP_DLQ_REPLAY, "dlq_replay", false, "Deliver dead letters again, ahead of new events.",
+     {F_SUB_NAME, {"seq", NET_FIELD_UINT, false, U64, "this dead letter (default: all)"}}, true},
+    {NET_OP_DLQ_DISCARD, "dlq_discard", false, "Remove a dead letter.",
+     {F_SUB_NAME, F_SUB_SEQ("the dead letter")}, true},
+    {NET_OP_BACKUP, "backup", false,
+     "An online, compacting, consistent copy of the store into a new directory on the server's machine (docs/OPERATIONS.md).",
+     {{"path", NET_FIELD_STR, true, TALLY_PATH_BYTES_MAX - 1, "absolute path of a directory that does not exist yet (below tallyd's --backup-dir when set)"}}},
 };
 
 /* Fields every request or member may carry besides the op's own. */
@@ -172,6 +221,19 @@ static int check_value(const net_field *f, const msgpack_object *o)
         if (o->type != MSGPACK_OBJECT_ARRAY)
             return TALLY_wrong_type;
         return o->via.array.size <= f->max ? TALLY_ok : TALLY_too_many_operations;
+    case NET_FIELD_UINTS:
+        if (o->type != MSGPACK_OBJECT_ARRAY)
+            return TALLY_wrong_type;
+        if (o->via.array.size > f->max)
+            return TALLY_value_out_of_range;
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            const msgpack_object *e = &o->via.array.ptr[i];
+            if (e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                return TALLY_value_out_of_range;
+            if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+                return TALLY_wrong_type;
+        }
+        return TALLY_ok;
     }
     return TALLY_internal;
 }
@@ -363,6 +425,83 @@ static void build_read(net_request *req, const field_set *fs)
     r->limit = (uint32_t)get_u64(fs, "limit", dflt);
     r->from_seq = get_u64(fs, "from_seq", 1);
     r->wait_ms = (uint32_t)get_u64(fs, "wait_ms", 0);
+    r->path = get_str(fs, "path");
+}
+
+/* Subscriber ops: values the table cannot bound (minimums, choices). */
+static int build_sub(net_request *req, const field_set *fs)
+{
+    net_sub *u = &req->sub;
+    memset(u, 0, sizeof(*u));
+    u->name = get_str(fs, "name");
+    if (req->op->id != NET_OP_SUB_LIST && sub_name_check(u->name) != TALLY_ok)
+        return fail(req, TALLY_invalid_subscriber_name, "1-64 bytes of A-Z a-z 0-9 . _ -");
+    const msgpack_object *start = value_of(fs, "start"), *from_seq = value_of(fs, "from_seq"),
+                         *from_time = value_of(fs, "from_time_ms");
+    if ((start != NULL) + (from_seq != NULL) + (from_time != NULL) > 1)
+        return fail(req, TALLY_start_positions_are_mutually_exclusive, "start, from_seq, from_time_ms");
+    u->start.kind = SUB_START_BEGINNING;
+    if (start) {
+        tally_str st = get_str(fs, "start");
+        if (tally_str_equal(st, tally_str_from("now")))
+            u->start.kind = SUB_START_NOW;
+        else if (!tally_str_equal(st, tally_str_from("beginning")))
+            return fail(req, TALLY_value_out_of_range, "start: beginning or now");
+    } else if (from_seq) {
+        u->start = (sub_start){SUB_START_SEQ, get_u64(fs, "from_seq", 0), 0};
+        if (u->start.seq == 0)
+            return fail(req, TALLY_value_out_of_range, "from_seq: seqs start at 1");
+    } else if (from_time) {
+        u->start = (sub_start){SUB_START_TIME, 0, get_i64(fs, "from_time_ms")};
+        if (u->start.time_ms < 0 || u->start.time_ms > TALLY_TIME_MS_MAX)
+            return fail(req, TALLY_time_out_of_range, "from_time_ms");
+    }
+    sub_config_default(&u->config);
+    u->config.max_deliver = (uint32_t)get_u64(fs, "max_deliver", u->config.max_deliver);
+    u->config.ack_wait_ms = (uint32_t)get_u64(fs, "ack_wait_ms", u->config.ack_wait_ms);
+    u->config.max_ack_pending = (uint32_t)get_u64(fs, "max_ack_pending", u->config.max_ack_pending);
+    if (u->config.max_deliver < 1)
+        return fail(req, TALLY_value_out_of_range, "max_deliver: at least 1");
+    if (u->config.ack_wait_ms < TALLY_SUB_ACK_WAIT_MS_MIN)
+        return fail(req, TALLY_value_out_of_range, "ack_wait_ms: at least 100");
+    if (u->config.max_ack_pending < 1)
+        return fail(req, TALLY_value_out_of_range, "max_ack_pending: at least 1");
+    const msgpack_object *backoff = value_of(fs, "backoff_ms");
+    for (uint32_t i = 0; backoff && i < backoff->via.array.size; i++) {
+        uint64_t ms = backoff->via.array.ptr[i].via.u64;
+        if (ms > TALLY_SUB_ACK_WAIT_MS_MAX)
+            return fail(req, TALLY_value_out_of_range, "backoff_ms: each at most 86400000");
+        u->config.backoff_ms[u->config.backoff_count++] = (uint32_t)ms;
+    }
+    u->max = (uint32_t)get_u64(fs, "max", TALLY_SUB_FETCH_EVENTS_DEFAULT);
+    u->limit = (uint32_t)get_u64(fs, "limit", TALLY_DLQ_LIST_ENTRIES_DEFAULT);
+    if (u->max == 0 || u->limit == 0)
+        return fail(req, TALLY_value_out_of_range, u->max == 0 ? "max: at least 1" : "limit: at least 1");
+    u->wait_ms = (uint32_t)get_u64(fs, "wait_ms", 0);
+    const msgpack_object *restart = value_of(fs, "restart");
+    u->restart = restart && restart->via.boolean;
+    const msgpack_object *seq = value_of(fs, "seq");
+    u->seq = get_u64(fs, "seq", 0);
+    if (seq && u->seq == 0)
+        return fail(req, TALLY_value_out_of_range, "seq: seqs start at 1");
+    const msgpack_object *done = value_of(fs, "done");
+    for (uint32_t i = 0; done && i < done->via.array.size; i++) {
+        u->done[u->done_count] = done->via.array.ptr[i].via.u64;
+        if (u->done[u->done_count++] == 0)
+            return fail(req, TALLY_value_out_of_range, "done: seqs start at 1");
+    }
+    if (req->op->id == NET_OP_SUB_ACK && !seq && u->done_count == 0)
+        return fail(req, TALLY_missing_field, "seq or done");
+    u->has_delay = value_of(fs, "delay_ms") != NULL;
+    u->delay_ms = (uint32_t)get_u64(fs, "delay_ms", 0);
+    u->text = value_of(fs, "error") ? get_str(fs, "error") : get_str(fs, "reason");
+    u->after_seq = get_u64(fs, "after_seq", 0);
+    return TALLY_ok;
+}
+
+static bool is_sub_op(const net_op *op)
+{
+    return op->id >= NET_OP_SUB_CREATE && op->id <= NET_OP_DLQ_DISCARD;
 }
 
 void net_request_init(net_request *req)
@@ -404,6 +543,8 @@ static int decode_top(net_request *req, const msgpack_object *m)
     int rc = match_fields(req, &fs, m);
     if (rc != TALLY_ok)
         return rc;
+    if (is_sub_op(req->op))
+        return build_sub(req, &fs);
     if (!req->op->write) {
         build_read(req, &fs);
         return TALLY_ok;
@@ -448,6 +589,7 @@ static const char *type_name(net_field_type t)
     case NET_FIELD_ID128: return "bin 16";
     case NET_FIELD_BOOL: return "bool";
     case NET_FIELD_OPS: return "array";
+    case NET_FIELD_UINTS: return "array of uint";
     }
     return "?";
 }
@@ -459,7 +601,7 @@ static void print_field(FILE *out, const net_field *f)
         snprintf(limit, sizeof(limit), "≤ %" PRIu64, f->max);
     else if (f->type == NET_FIELD_STR)
         snprintf(limit, sizeof(limit), "≤ %" PRIu64 " bytes", f->max);
-    else if (f->type == NET_FIELD_OPS)
+    else if (f->type == NET_FIELD_OPS || f->type == NET_FIELD_UINTS)
         snprintf(limit, sizeof(limit), "≤ %" PRIu64 " members", f->max);
     fprintf(out, "| `%s` | %s | %s | %s | %s |\n", f->name, type_name(f->type),
             f->required ? "yes" : "no", limit, f->doc);
@@ -484,7 +626,8 @@ void net_protocol_reference(FILE *out)
     print_error_table(out);
     for (int i = 0; i < NET_OP_COUNT; i++) {
         const net_op *op = &net_ops[i];
-        fprintf(out, "### `%s` (%s)\n\n%s\n\n", op->name, op->write ? "write" : "read", op->doc);
+        const char *kind = op->write ? "write" : op->control ? "subscriber write" : "read";
+        fprintf(out, "### `%s` (%s)\n\n%s\n\n", op->name, kind, op->doc);
         fprintf(out, "| field | type | required | limit | meaning |\n|---|---|---|---|---|\n");
         field_set fs;
         field_set_build(&fs, op, MEMBER_TOP);

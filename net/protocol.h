@@ -15,6 +15,7 @@
 
 #include "common/limits.h"
 #include "ledger/ledger.h"
+#include "log/subscriber.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -29,6 +30,7 @@ typedef enum net_field_type {
     NET_FIELD_ID128,  /* bin of exactly 16 bytes */
     NET_FIELD_BOOL,
     NET_FIELD_OPS,    /* array of op maps, at most max */
+    NET_FIELD_UINTS,  /* array of at most max positive integers */
 } net_field_type;
 
 typedef struct net_field {
@@ -44,6 +46,9 @@ typedef enum net_op_id {
     NET_OP_GRANT, NET_OP_EXTEND, NET_OP_REVOKE, NET_OP_CHAIN, NET_OP_BATCH,
     NET_OP_ACCOUNT_GET, NET_OP_ACCOUNT_HISTORY, NET_OP_TRANSFER_GET,
     NET_OP_ENTITLEMENT_GET, NET_OP_ENTITLEMENT_LIST, NET_OP_LOG_READ, NET_OP_STATS,
+    NET_OP_SUB_CREATE, NET_OP_SUB_GET, NET_OP_SUB_LIST, NET_OP_SUB_DELETE, NET_OP_SUB_FETCH,
+    NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
+    NET_OP_DLQ_DISCARD, NET_OP_BACKUP,
     NET_OP_COUNT
 } net_op_id;
 
@@ -52,9 +57,10 @@ typedef enum net_op_id {
 typedef struct net_op {
     net_op_id id;
     const char *name;
-    bool write;
+    bool write;   /* a ledger command: consumer and key, inbox, writer */
     const char *doc;
     net_field fields[NET_OP_FIELDS_MAX]; /* terminated by name == NULL */
+    bool control; /* a subscriber write: run by the writer, no consumer or key */
 } net_op;
 
 extern const net_op net_ops[NET_OP_COUNT];
@@ -72,7 +78,26 @@ typedef struct net_read {
     bool reverse;
     uint64_t from_seq;    /* log_read */
     uint32_t wait_ms;     /* log_read long-poll */
+    tally_str path;       /* backup */
 } net_read;
+
+/* Parameters of the subscriber ops (docs/SUBSCRIBERS.md). */
+typedef struct net_sub {
+    tally_str name;
+    sub_start start;
+    sub_config config;
+    uint32_t max;         /* fetch */
+    uint32_t wait_ms;     /* fetch long-poll */
+    bool restart;         /* fetch */
+    uint64_t seq;         /* ack (cumulative), nak, park, dlq ops; 0 = none */
+    uint64_t done[TALLY_SUB_ACK_SEQS_MAX];
+    uint32_t done_count;
+    bool has_delay;
+    uint32_t delay_ms;    /* nak */
+    tally_str text;       /* nak error, park reason */
+    uint64_t after_seq;   /* dlq_list */
+    uint32_t limit;       /* dlq_list */
+} net_sub;
 
 /* A decoded request. Large: allocate one per context, reuse it. */
 typedef struct net_request {
@@ -84,6 +109,7 @@ typedef struct net_request {
     ledger_request writes[TALLY_BATCH_OPS_MAX];
     ledger_command chain_members[TALLY_CHAIN_COMMANDS_MAX];
     net_read read;
+    net_sub sub;
     msgpack_unpacked unpacked;
     bool unpacked_live;
 } net_request;

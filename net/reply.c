@@ -8,11 +8,13 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/retention.h"
 #include "log/log.h"
+#include "net/subscription.h"
 
 #include <string.h>
 
-static int pack_head(msgpack_packer *pk, size_t entries, int code)
+int net_reply_head(msgpack_packer *pk, size_t entries, int code)
 {
     return msgpack_pack_map(pk, entries) || msgpack_safe_pack_cstr(pk, "v") ||
            msgpack_pack_uint32(pk, TALLY_PROTOCOL_VERSION) ||
@@ -21,7 +23,7 @@ static int pack_head(msgpack_packer *pk, size_t entries, int code)
 
 int net_reply_error(msgpack_packer *pk, int code, const char *detail)
 {
-    return pack_head(pk, 3, code) || msgpack_safe_pack_cstr(pk, "message") ||
+    return net_reply_head(pk, 3, code) || msgpack_safe_pack_cstr(pk, "message") ||
            msgpack_safe_pack_cstr(pk, detail ? detail : "");
 }
 
@@ -70,7 +72,7 @@ int net_reply_write(msgpack_packer *pk, const net_request *req, const ledger_out
                msgpack_pack_uint32(pk, TALLY_PROTOCOL_VERSION) ||
                pack_result_fields(pk, w, &outcomes[0], faults[0]);
     }
-    int bad = pack_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "results") ||
+    int bad = net_reply_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "results") ||
               msgpack_pack_array(pk, req->write_count);
     for (uint32_t i = 0; !bad && i < req->write_count; i++)
         bad = msgpack_pack_map(pk, result_field_count(&req->writes[i], &outcomes[i], faults[i])) ||
@@ -91,7 +93,7 @@ static int read_account(msgpack_packer *pk, store_txn *t, const net_request *req
     int rc = ledger_account_get(t, req->read.account_id, &a);
     if (rc != TALLY_ok)
         return reply_not_found(pk, rc);
-    return pack_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "account") ||
+    return net_reply_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "account") ||
            net_pack_account(pk, &a);
 }
 
@@ -101,7 +103,7 @@ static int read_transfer(msgpack_packer *pk, store_txn *t, const net_request *re
     int rc = ledger_transfer_get(t, &req->read.transfer_id, &r);
     if (rc != TALLY_ok)
         return reply_not_found(pk, rc);
-    return pack_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "transfer") ||
+    return net_reply_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "transfer") ||
            ledger_transfer_pack(pk, &r);
 }
 
@@ -122,7 +124,7 @@ static int read_entitlement(msgpack_packer *pk, store_txn *t, const net_request 
     int rc = ledger_entitlement_get(t, req->read.subject, req->read.feature, &e);
     if (rc != TALLY_ok)
         return reply_not_found(pk, rc);
-    return pack_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "entitlement") ||
+    return net_reply_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "entitlement") ||
            pack_entitlement_at(pk, &e, now_ms);
 }
 
@@ -153,7 +155,7 @@ static int read_entitlement_list(msgpack_packer *pk, store_txn *t, const net_req
     int rc = ledger_entitlement_list(t, req->read.subject, list_one, &l);
     if (rc != TALLY_ok)
         return reply_not_found(pk, rc);
-    if (pack_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "entitlements") ||
+    if (net_reply_head(pk, 3, TALLY_ok) || msgpack_safe_pack_cstr(pk, "entitlements") ||
         msgpack_pack_array(pk, l.count))
         return -1;
     l.counting = false;
@@ -233,7 +235,7 @@ static int read_history(msgpack_packer *pk, store_txn *t, const net_request *req
     if (rc != TALLY_ok)
         return reply_not_found(pk, rc);
     bool full = n == req->read.limit && n > 0;
-    int bad = pack_head(pk, 4, TALLY_ok) || msgpack_safe_pack_cstr(pk, "entries") ||
+    int bad = net_reply_head(pk, 4, TALLY_ok) || msgpack_safe_pack_cstr(pk, "entries") ||
               msgpack_pack_array(pk, n);
     for (uint32_t i = 0; !bad && i < n; i++)
         bad = pack_history_entry(pk, t, req->read.account_id, seqs[i]);
@@ -269,7 +271,7 @@ static int read_log(msgpack_packer *pk, store_txn *t, const net_request *req)
         from = first;
     uint64_t available = head.seq >= from ? head.seq - from + 1 : 0;
     uint32_t n = available < req->read.limit ? (uint32_t)available : req->read.limit;
-    if (pack_head(pk, 4, TALLY_ok) || msgpack_safe_pack_cstr(pk, "head") ||
+    if (net_reply_head(pk, 4, TALLY_ok) || msgpack_safe_pack_cstr(pk, "head") ||
         msgpack_pack_uint64(pk, head.seq) || msgpack_safe_pack_cstr(pk, "events") ||
         msgpack_pack_array(pk, n))
         return -1;
@@ -278,7 +280,7 @@ static int read_log(msgpack_packer *pk, store_txn *t, const net_request *req)
     return rc != TALLY_ok || l.bad;
 }
 
-static int read_stats(msgpack_packer *pk, store_txn *t)
+static int read_stats(msgpack_packer *pk, store_txn *t, int64_t now_ms)
 {
     log_head head;
     uint64_t first = 0, counts[5] = {0}, used = 0, size = 0;
@@ -294,13 +296,31 @@ static int read_stats(msgpack_packer *pk, store_txn *t)
         rc = store_map_usage(t, &used, &size);
     if (rc != TALLY_ok)
         return reply_not_found(pk, rc);
-    int bad = pack_head(pk, 11, TALLY_ok) || msgpack_safe_pack_cstr(pk, "head_seq") ||
+    int64_t oldest_ms = 0;
+    ledger_log_floor floor = {0};
+    ledger_retention_last last = {0};
+    rc = ledger_inbox_oldest_ms(t, &oldest_ms);
+    if (rc == TALLY_ok)
+        rc = ledger_log_floor_get(t, &floor);
+    if (rc == TALLY_ok)
+        rc = ledger_retention_last_get(t, &last);
+    if (rc != TALLY_ok)
+        return reply_not_found(pk, rc);
+    int64_t oldest_age_s = oldest_ms && now_ms > oldest_ms ? (now_ms - oldest_ms) / 1000 : 0;
+    int bad = net_reply_head(pk, 15, TALLY_ok) || msgpack_safe_pack_cstr(pk, "head_seq") ||
               msgpack_pack_uint64(pk, head.seq) || msgpack_safe_pack_cstr(pk, "first_seq") ||
               msgpack_pack_uint64(pk, first);
     for (int i = 0; !bad && i < 5; i++)
         bad = msgpack_safe_pack_cstr(pk, names[i]) || msgpack_pack_uint64(pk, counts[i]);
     return bad || msgpack_safe_pack_cstr(pk, "map_used_bytes") || msgpack_pack_uint64(pk, used) ||
-           msgpack_safe_pack_cstr(pk, "map_size_bytes") || msgpack_pack_uint64(pk, size);
+           msgpack_safe_pack_cstr(pk, "map_size_bytes") || msgpack_pack_uint64(pk, size) ||
+           msgpack_safe_pack_cstr(pk, "subscribers") || net_pack_subscribers(pk, t, now_ms) ||
+           msgpack_safe_pack_cstr(pk, "inbox_oldest_age_s") || msgpack_pack_int64(pk, oldest_age_s) ||
+           msgpack_safe_pack_cstr(pk, "log_floor") || msgpack_pack_uint64(pk, floor.seq) ||
+           msgpack_safe_pack_cstr(pk, "last_sweep") || msgpack_pack_map(pk, 3) ||
+           msgpack_safe_pack_cstr(pk, "time_ms") || msgpack_pack_int64(pk, last.time_ms) ||
+           msgpack_safe_pack_cstr(pk, "inbox_removed") || msgpack_pack_uint32(pk, last.inbox_removed) ||
+           msgpack_safe_pack_cstr(pk, "events_removed") || msgpack_pack_uint32(pk, last.events_removed);
 }
 
 int net_reply_read(msgpack_packer *pk, store_txn *t, const net_request *req, int64_t now_ms)
@@ -312,7 +332,10 @@ int net_reply_read(msgpack_packer *pk, store_txn *t, const net_request *req, int
     case NET_OP_ENTITLEMENT_GET: return read_entitlement(pk, t, req, now_ms);
     case NET_OP_ENTITLEMENT_LIST: return read_entitlement_list(pk, t, req, now_ms);
     case NET_OP_LOG_READ: return read_log(pk, t, req);
-    case NET_OP_STATS: return read_stats(pk, t);
+    case NET_OP_STATS: return read_stats(pk, t, now_ms);
+    case NET_OP_SUB_GET:
+    case NET_OP_SUB_LIST:
+    case NET_OP_DLQ_LIST: return net_reply_sub_read(pk, t, req, now_ms);
     default: return net_reply_error(pk, TALLY_unknown_op, "not a read op");
     }
 }

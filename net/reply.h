@@ -9,6 +9,9 @@
 
 #include <msgpack.h>
 
+/* A reply map of entries entries, its first two packed: "v" and "code". */
+int net_reply_head(msgpack_packer *pk, size_t entries, int code);
+
 /* {"v":1, "code": name, "message": detail}. */
 int net_reply_error(msgpack_packer *pk, int code, const char *detail);
 

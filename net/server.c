@@ -15,6 +15,9 @@
 #include "log/log.h"
 #include "net/protocol.h"
 #include "net/reply.h"
+#include "net/subscription.h"
+#include "common/msgpack_safe.h"
+#include "ledger/retention.h"
 
 #include <nng/nng.h>
 #include <nng/protocol/pubsub0/pub.h>
@@ -33,6 +36,7 @@
 #define RECV_HARD_LIMIT_BYTES (4 * TALLY_REQUEST_BYTES_MAX)
 #define IDLE_SWEEP_MS 1000
 #define SHUTDOWN_SEND_WAIT_MS 3000
+#define RETENTION_INTERVAL_MS 1000
 
 typedef enum slot_state { SLOT_RECV, SLOT_BUSY, SLOT_SEND } slot_state;
 
@@ -46,9 +50,11 @@ typedef struct slot {
     nng_msg *msg;        /* the request being served; req borrows from it */
     int64_t deadline_ms; /* parked long-poll */
     struct slot *next;   /* queue or waiter list */
+    uint64_t watermark;  /* parked sub_fetch: ready once head passes it */
     net_request req;
     ledger_outcome outcomes[TALLY_BATCH_OPS_MAX];
     int faults[TALLY_BATCH_OPS_MAX];
+    net_sub_result sub; /* subscriber writes */
 } slot;
 
 struct server {
@@ -70,6 +76,7 @@ struct server {
     bool stopping;
     uint64_t head_seq;   /* last committed seq, under mu */
     int64_t last_now_ms; /* writer only: commit times never go backwards */
+    int64_t last_retention_ms; /* writer only: when retention last ran */
     pthread_rwlock_t store_rw; /* readers vs closing the store at shutdown */
     bool store_closed;
     atomic_int sends_in_flight;
@@ -186,7 +193,9 @@ static void slot_send_error(slot *s, int code, const char *detail)
     slot_send(s, m);
 }
 
-static void slot_send_read(slot *s)
+/* A reply built in a read-only transaction: a read, or a subscriber write
+ * after its group's commit (fault set when the commit failed). */
+static void slot_send_snapshot(slot *s, int fault)
 {
     server *srv = s->srv;
     store_txn t;
@@ -200,7 +209,9 @@ static void slot_send_read(slot *s)
     }
     msgpack_packer pk;
     nng_msg *m = reply_begin(&pk);
-    if (m && net_reply_read(&pk, &t, &s->req, wall_ms()) != 0) {
+    int64_t now = wall_ms();
+    if (m && (s->req.op->control ? net_reply_sub_write(&pk, &t, &s->req, &s->sub, fault, now)
+                                 : net_reply_read(&pk, &t, &s->req, now)) != 0) {
         nng_msg_free(m);
         m = NULL;
     }
@@ -212,6 +223,48 @@ static void slot_send_read(slot *s)
     }
     slot_send(s, m);
 }
+
+static void slot_send_read(slot *s) { slot_send_snapshot(s, TALLY_ok); }
+
+/* backup: the copy runs here, on an NNG thread, in LMDB's own read
+ * transaction; the writer goes on. */
+static void slot_send_backup(slot *s)
+{
+    server *srv = s->srv;
+    char path[TALLY_PATH_BYTES_MAX];
+    tally_str p = s->req.read.path;
+    if (p.len == 0 || p.len >= sizeof(path) || memchr(p.ptr, '\0', p.len)) {
+        slot_send_error(s, TALLY_backup_destination_invalid, "an absolute directory path");
+        return;
+    }
+    memcpy(path, p.ptr, p.len);
+    path[p.len] = '\0';
+    uint64_t bytes = 0;
+    pthread_rwlock_rdlock(&srv->store_rw);
+    int rc = srv->store_closed ? TALLY_shutting_down
+                               : store_backup(srv->st, path, srv->opt->backup_dir, &bytes);
+    pthread_rwlock_unlock(&srv->store_rw);
+    if (rc != TALLY_ok) {
+        static const char *const why[] = {"the destination exists; backups go to a new directory",
+                                          "the destination must be an absolute path whose parent "
+                                          "exists (below --backup-dir when tallyd has one)"};
+        slot_send_error(s, rc, rc == TALLY_backup_destination_exists     ? why[0]
+                               : rc == TALLY_backup_destination_invalid ? why[1]
+                                                                        : "backup failed");
+        return;
+    }
+    net_log(NET_LOG_INFO, "backup written to %s (%llu bytes)", path, (unsigned long long)bytes);
+    msgpack_packer pk;
+    nng_msg *m = reply_begin(&pk);
+    if (m && (net_reply_head(&pk, 4, TALLY_ok) || msgpack_safe_pack_cstr(&pk, "path") ||
+              msgpack_safe_pack_cstr(&pk, path) || msgpack_safe_pack_cstr(&pk, "bytes") ||
+              msgpack_pack_uint64(&pk, bytes))) {
+        nng_msg_free(m);
+        m = NULL;
+    }
+    slot_send(s, m);
+}
+static void slot_send_sub(slot *s, int fault) { slot_send_snapshot(s, fault); }
 
 static void slot_send_write(slot *s)
 {
@@ -237,13 +290,15 @@ static bool log_read_would_wait(server *srv, const net_request *req)
     return nothing_yet;
 }
 
-/* Hand s to the waiter thread; answered now instead when the server began
- * stopping since log_read_would_wait looked (the waiter may have exited,
- * and a slot parked then would never be answered). */
-static void slot_park(slot *s)
+static void slot_enqueue_write(slot *s);
+
+/* Hand s to the waiter thread for up to wait_ms; answered now instead when
+ * the server began stopping since the caller looked (the waiter may have
+ * exited, and a slot parked then would never be answered). */
+static void slot_park(slot *s, int64_t wait_ms)
 {
     server *srv = s->srv;
-    s->deadline_ms = mono_ms() + s->req.read.wait_ms;
+    s->deadline_ms = mono_ms() + wait_ms;
     pthread_mutex_lock(&srv->mu);
     bool stopping = srv->stopping;
     if (!stopping) {
@@ -252,7 +307,9 @@ static void slot_park(slot *s)
         pthread_cond_signal(&srv->waiter_cv);
     }
     pthread_mutex_unlock(&srv->mu);
-    if (stopping)
+    if (stopping && s->req.op->id == NET_OP_SUB_FETCH)
+        slot_send_sub(s, TALLY_ok);
+    else if (stopping)
         slot_send_read(s);
 }
 
@@ -293,10 +350,12 @@ static void slot_handle(slot *s)
         slot_send_error(s, rc, s->req.error_detail);
         return;
     }
-    if (s->req.op->write)
+    if (s->req.op->write || s->req.op->control)
         slot_enqueue_write(s);
+    else if (s->req.op->id == NET_OP_BACKUP)
+        slot_send_backup(s);
     else if (log_read_would_wait(s->srv, &s->req))
-        slot_park(s);
+        slot_park(s, s->req.read.wait_ms);
     else
         slot_send_read(s);
 }
@@ -341,6 +400,10 @@ static slot *queue_pop_fitting(server *srv, uint32_t commands_left)
  * and returns it: the group must then be redone nested. */
 static int apply_slot(store_txn *txn, slot *s, int64_t now_ms, bool in_place)
 {
+    if (s->req.op->control) { /* nested: its refusals and faults stay its own */
+        net_sub_apply(txn, &s->req, now_ms, &s->sub);
+        return TALLY_ok;
+    }
     for (uint32_t i = 0; i < s->req.write_count; i++) {
         s->faults[i] = in_place ? ledger_apply_in_place(txn, &s->req.writes[i], now_ms, &s->outcomes[i])
                                 : ledger_apply(txn, &s->req.writes[i], now_ms, &s->outcomes[i]);
@@ -391,7 +454,34 @@ static int64_t commit_time(server *srv)
     return now;
 }
 
-/* A write transaction with the sweep done; head before it in *before. */
+/* Retention, at most once a second, in a transaction nested in txn: a
+ * failure (logged) costs only the sweep, never the writes around it.
+ * Returns the records removed. */
+static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
+{
+    const net_server_options *o = srv->opt;
+    if ((o->inbox_window_ms == 0 && o->log_age_ms == 0) ||
+        now - srv->last_retention_ms < RETENTION_INTERVAL_MS)
+        return 0;
+    srv->last_retention_ms = now;
+    ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0};
+    ledger_retention_work work;
+    store_txn child;
+    int rc = store_txn_begin(srv->st, txn, false, &child);
+    if (rc == TALLY_ok)
+        rc = ledger_retention_sweep(&child, now, &opt, &work);
+    rc = rc == TALLY_ok ? store_txn_commit(&child) : (store_txn_abort(&child), rc);
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_WARN, "retention sweep not done: %s", tally_strerror(rc));
+        return 0;
+    }
+    if (work.inbox_removed || work.events_removed)
+        net_log(NET_LOG_DEBUG, "retention removed %u inbox records, %u events (log floor %llu)",
+                work.inbox_removed, work.events_removed, (unsigned long long)work.log_floor);
+    return work.inbox_removed + work.events_removed;
+}
+
+/* A write transaction with the sweeps done; head before it in *before. */
 static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *before)
 {
     int rc = store_txn_begin(srv->st, NULL, false, txn);
@@ -400,6 +490,8 @@ static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *b
     rc = log_head_get(txn, before);
     if (rc == TALLY_ok)
         rc = ledger_sweep(txn, now, 0, NULL, NULL);
+    if (rc == TALLY_ok)
+        retention_sweep(srv, txn, now);
     if (rc != TALLY_ok)
         store_txn_abort(txn);
     return rc;
@@ -429,6 +521,30 @@ static uint32_t take_queue_on_fault(server *srv, slot **group)
     return n;
 }
 
+/* A fetch that found nothing waits for a commit or its deadline (or the
+ * next redelivery), then runs again without waiting; everything else is
+ * answered now. */
+static void send_or_park_sub(server *srv, slot *s, int fault, int64_t now)
+{
+    uint64_t watermark;
+    if (fault != TALLY_ok || !net_sub_fetch_should_wait(&s->req, &s->sub, &watermark)) {
+        slot_send_sub(s, fault);
+        return;
+    }
+    int64_t wait = s->req.sub.wait_ms;
+    if (s->sub.next_due_ms != INT64_MAX && s->sub.next_due_ms - now < wait)
+        wait = s->sub.next_due_ms - now > 0 ? s->sub.next_due_ms - now : 0;
+    s->req.sub.wait_ms = 0; /* the second run answers whatever it finds */
+    pthread_mutex_lock(&srv->mu);
+    bool passed = srv->head_seq > watermark;
+    pthread_mutex_unlock(&srv->mu);
+    s->watermark = watermark;
+    if (passed)
+        slot_enqueue_write(s);
+    else
+        slot_park(s, wait);
+}
+
 static void run_group(server *srv, slot **group)
 {
     int64_t now = commit_time(srv);
@@ -451,6 +567,10 @@ static void run_group(server *srv, slot **group)
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));
     for (uint32_t i = 0; i < n; i++) {
+        if (group[i]->req.op->control) {
+            send_or_park_sub(srv, group[i], rc, now);
+            continue;
+        }
         if (rc != TALLY_ok) /* nothing of this group is durable */
             for (uint32_t j = 0; j < group[i]->req.write_count; j++)
                 group[i]->faults[j] = rc;
@@ -479,9 +599,10 @@ static void idle_sweep(server *srv)
     int rc = log_head_get(&txn, &before);
     if (rc == TALLY_ok)
         rc = ledger_sweep(&txn, now, 0, &expired, NULL);
+    uint32_t removed = rc == TALLY_ok ? retention_sweep(srv, &txn, now) : 0;
     if (rc == TALLY_ok)
         rc = log_head_get(&txn, &after);
-    if (rc != TALLY_ok || expired == 0) {
+    if (rc != TALLY_ok || (expired == 0 && removed == 0)) {
         store_txn_abort(&txn);
         return;
     }
@@ -492,7 +613,8 @@ static void idle_sweep(server *srv)
     srv->head_seq = after.seq;
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
-    publish_events(srv, before.seq + 1, after.seq);
+    if (after.seq > before.seq)
+        publish_events(srv, before.seq + 1, after.seq);
 }
 
 static void refuse_queued(server *srv)
@@ -583,8 +705,10 @@ static slot *take_ready_waiter(server *srv, int64_t now, int64_t *next_deadline)
     *next_deadline = INT64_MAX;
     for (slot **p = &srv->waiters; *p; p = &(*p)->next) {
         slot *s = *p;
+        bool fetch = s->req.op->id == NET_OP_SUB_FETCH;
         uint64_t from = s->req.read.from_seq ? s->req.read.from_seq : 1;
-        if (srv->stopping || srv->head_seq >= from || s->deadline_ms <= now) {
+        bool arrived = fetch ? srv->head_seq > s->watermark : srv->head_seq >= from;
+        if (srv->stopping || arrived || s->deadline_ms <= now) {
             *p = s->next;
             s->next = NULL;
             return s;
@@ -604,7 +728,10 @@ static void *waiter_main(void *arg)
         slot *s = take_ready_waiter(srv, mono_ms(), &next_deadline);
         if (s) {
             pthread_mutex_unlock(&srv->mu);
-            slot_send_read(s);
+            if (s->req.op->id == NET_OP_SUB_FETCH)
+                slot_enqueue_write(s); /* runs again, without waiting */
+            else
+                slot_send_read(s);
             pthread_mutex_lock(&srv->mu);
             continue;
         }

@@ -27,6 +27,9 @@ typedef struct net_server_options {
     uint64_t map_size_bytes;
     net_log_level log_level;
     unsigned contexts;         /* REP contexts in flight */
+    int64_t inbox_window_ms;   /* inbox retention; 0 = keep every record */
+    int64_t log_age_ms;        /* log retention; 0 = keep every event */
+    const char *backup_dir;    /* NULL: backups anywhere; else only below it */
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "common/limits.h"
+#include "ledger/retention.h"
 #include "net/protocol.h"
 #include "net/server.h"
 
@@ -30,7 +31,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tallyd [--data DIR] [--listen URL]... [--publish URL] [--map-size-mb N]\n"
-            "              [--log-level L] [--contexts N] [--help] [--version]\n"
+            "              [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
+            "              [--log-retention-s N] [--backup-dir DIR] [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
@@ -42,6 +44,14 @@ static void usage(FILE *f)
             "  --map-size-mb N   LMDB map size in MiB, %d..%d (default %d)\n"
             "  --log-level L     error, warn, info or debug (default info); logs go to stderr\n"
             "  --contexts N      requests served concurrently, 1..%d (default %d)\n"
+            "  --dedupe-window-s N  keep idempotency records this long, then remove them;\n"
+            "                    must exceed the longest time a client retries a key\n"
+            "                    (default 604800 = 7 days; 0 keeps them forever)\n"
+            "  --log-retention-s N  remove events older than this once every durable\n"
+            "                    subscriber has acknowledged them, keeping a checkpoint\n"
+            "                    (default 0: keep every event)\n"
+            "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
+            "                    tallyd may write; the destination must not exist)\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
@@ -83,7 +93,9 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS };
+enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR };
+
+#define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
 static int parse_options(int argc, char **argv, net_server_options *opt)
 {
@@ -93,6 +105,9 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"log-level", required_argument, NULL, 'L'}, {"contexts", required_argument, NULL, OPT_CONTEXTS},
         {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
         {"protocol-reference", no_argument, NULL, OPT_PROTOCOL_REFERENCE},
+        {"dedupe-window-s", required_argument, NULL, OPT_DEDUPE},
+        {"log-retention-s", required_argument, NULL, OPT_LOG_RETENTION},
+        {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
         {NULL, 0, NULL, 0}};
     unsigned long long n;
     int c;
@@ -119,6 +134,17 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
                 return usage_error("--contexts: not a count in range: %s", optarg);
             opt->contexts = (unsigned)n;
             break;
+        case OPT_DEDUPE:
+        case OPT_LOG_RETENTION:
+            if (!parse_number(optarg, 0, RETENTION_S_MAX, &n))
+                return usage_error("not a number of seconds in range (0 .. 100 years): %s", optarg);
+            *(c == OPT_DEDUPE ? &opt->inbox_window_ms : &opt->log_age_ms) = (int64_t)n * 1000;
+            break;
+        case OPT_BACKUP_DIR:
+            if (optarg[0] != '/')
+                return usage_error("--backup-dir: an absolute path, got %s", optarg);
+            opt->backup_dir = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("tallyd %s\n", PACKAGE_VERSION); return 0;
         case OPT_PROTOCOL_REFERENCE: net_protocol_reference(stdout); return 0;
@@ -137,7 +163,8 @@ int main(int argc, char **argv)
     net_server_options opt = {.data_dir = TALLYD_DATA_DEFAULT,
                               .publish_url = TALLYD_PUBLISH_DEFAULT,
                               .log_level = NET_LOG_INFO,
-                              .contexts = TALLY_CONTEXTS_DEFAULT};
+                              .contexts = TALLY_CONTEXTS_DEFAULT,
+                              .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT};
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/table.h"
 #include "ledger/account.h"
+#include "ledger/retention.h"
 #include "log/log.h"
 
 #include <errno.h>
@@ -545,6 +546,7 @@ typedef struct compare {
     void *ctx;
     recon_statement_counts *counts;
     uint64_t head_seq;
+    uint64_t floor_seq; /* log retention removed the events up to here */
     uint64_t walked;
     int fault;
 } compare;
@@ -719,7 +721,11 @@ static int report_leftovers(const void *key, size_t key_len, void *value, void *
         memcpy(id.bytes, key, 16);
         event_entity(&id, entity);
     }
-    if (!e->seen) {
+    if (!e->seen && c->s->kind == RECON_STATEMENT_EVENTS &&
+        ((const event_entry *)value)->seq != 0 &&
+        ((const event_entry *)value)->seq <= c->floor_seq) {
+        c->counts->below_floor++; /* removed by log retention: nothing to compare */
+    } else if (!e->seen) {
         c->counts->extra++;
         finding(c, "extra", entity, "not in the %s (statement line %" PRIu64 ")",
                 c->s->kind == RECON_STATEMENT_BALANCES ? "store" : "log", e->line);
@@ -746,8 +752,12 @@ int recon_statement_compare(recon_statement *s, store_txn *t,
         rc = compare_accounts(&c);
     } else {
         log_head head;
+        ledger_log_floor floor;
         rc = log_head_get(t, &head);
+        if (rc == TALLY_ok)
+            rc = ledger_log_floor_get(t, &floor);
         c.head_seq = head.seq;
+        c.floor_seq = rc == TALLY_ok ? floor.seq : 0;
         if (rc == TALLY_ok)
             rc = log_read(t, 1, UINT64_MAX, compare_event, &c);
     }

@@ -13,6 +13,10 @@
  *               for balances; a different seq, for events)
  *   duplicate   listed more than once in the statement
  *
+ * Events that log retention removed (seq at or below the log floor) cannot
+ * be compared: statement lines that give such a seq are counted apart
+ * (below_floor), not reported as extra.
+ *
  * Memory: the statement is held in a hash table, one entry per line (about
  * 150 bytes each), at most RECON_STATEMENT_ENTRIES_MAX lines of at most
  * RECON_STATEMENT_LINE_BYTES_MAX bytes. The comparison holds nothing more.
@@ -74,6 +78,7 @@ typedef struct recon_statement_counts {
     uint64_t extra;
     uint64_t mismatched;
     uint64_t duplicates;   /* lines repeating an earlier line's id */
+    uint64_t below_floor;  /* events: lines whose seq log retention removed */
 } recon_statement_counts;
 
 /* kind is "missing", "extra", "mismatched" or "duplicate"; entity is

@@ -28,6 +28,7 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "ledger/invariants.h"
+#include "ledger/retention.h"
 #include "log/log.h"
 #include "log/store.h"
 #include "tools/recon_statement.h"
@@ -98,6 +99,7 @@ typedef struct recon {
     ledger_invariant_stats stats;
     log_head head;
     uint64_t first_seq;
+    uint64_t floor_seq; /* log retention: events up to here were removed */
     char instance_id[33];
     int stale_readers; /* reader slots of dead processes cleared */
     recon_statement *statement;
@@ -427,7 +429,9 @@ static int open_store(recon *r, store **out)
     switch (rc) {
     case TALLY_ok: break;
     case TALLY_not_found:
-        return cannot_run(r, rc, "%s: not a tally store (its databases are missing)", dir);
+        return cannot_run(r, rc, "%s: not a tally store (its databases are missing; a store "
+                                 "written by an older tally lacks some until tallyd opens it)",
+                          dir);
     case TALLY_store_version_mismatch:
         return cannot_run(r, rc, "%s: written in another store format (this tally-recon reads "
                                  "format %d)", dir, STORE_FORMAT_VERSION);
@@ -479,6 +483,10 @@ static int run_checks(recon *r, store *st)
     rc = log_head_get(&t, &r->head);
     if (rc == TALLY_ok)
         rc = log_first_seq(&t, &r->first_seq);
+    ledger_log_floor floor;
+    if (rc == TALLY_ok)
+        rc = ledger_log_floor_get(&t, &floor);
+    r->floor_seq = rc == TALLY_ok ? floor.seq : 0;
     ledger_invariant_options io = {
         .skip_rebuild = r->opt.no_rebuild,
         .findings_per_check_max = r->opt.listed_max ? r->opt.listed_max : 1,
@@ -516,15 +524,18 @@ static const char *check_status(const recon_check *c)
 static void print_statement_summary(const recon *r)
 {
     const recon_statement_counts *n = &r->statement_counts;
-    char drift[80] = "";
+    char drift[80] = "", floor[80] = "";
     if (recon_statement_kind_of(r->statement) == RECON_STATEMENT_BALANCES)
         snprintf(drift, sizeof(drift), " (%" PRIu64 " within drift %" PRIu64 ")",
                  n->within_drift, r->opt.drift);
+    if (n->below_floor)
+        snprintf(floor, sizeof(floor), ", %" PRIu64 " below the log floor (not compared)",
+                 n->below_floor);
     printf("  %-16s %s of %s, %" PRIu64 " entries: %" PRIu64 " matched%s, %" PRIu64
-           " missing, %" PRIu64 " extra, %" PRIu64 " mismatched, %" PRIu64 " duplicates\n",
+           " missing, %" PRIu64 " extra, %" PRIu64 " mismatched, %" PRIu64 " duplicates%s\n",
            "", recon_statement_format_name(recon_statement_format_of(r->statement)),
            recon_statement_kind_name(recon_statement_kind_of(r->statement)), n->entries,
-           n->matched, drift, n->missing, n->extra, n->mismatched, n->duplicates);
+           n->matched, drift, n->missing, n->extra, n->mismatched, n->duplicates, floor);
 }
 
 static void print_text(const recon *r)
@@ -534,8 +545,8 @@ static void print_text(const recon *r)
         snprintf(head_hash + 2 * i, 3, "%02x", r->head.hash[i]);
     printf("tally-recon %s\n", r->opt.data);
     printf("snapshot: head seq %" PRIu64 " (hash %.16s...), first seq %" PRIu64
-           ", instance %s\n\n",
-           r->head.seq, head_hash, r->first_seq, r->instance_id);
+           ", log floor %" PRIu64 ", instance %s\n\n",
+           r->head.seq, head_hash, r->first_seq, r->floor_seq, r->instance_id);
     size_t failed = 0;
     for (size_t i = 0; i < r->check_count; i++) {
         const recon_check *c = &r->checks[i];
@@ -583,7 +594,8 @@ static json_t *json_u64(uint64_t v)
 static json_t *statement_json(const recon *r)
 {
     const recon_statement_counts *n = &r->statement_counts;
-    return json_pack("{s:s, s:s, s:s, s:o, s:o*, s:{s:o, s:o, s:o, s:o, s:o, s:o, s:o}}", "file",
+    return json_pack("{s:s, s:s, s:s, s:o, s:o*, s:{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}}",
+                     "file",
                      r->opt.statement, "format",
                      recon_statement_format_name(recon_statement_format_of(r->statement)),
                      "kind", recon_statement_kind_name(recon_statement_kind_of(r->statement)),
@@ -592,7 +604,8 @@ static json_t *statement_json(const recon *r)
                      "entries", json_u64(n->entries), "matched", json_u64(n->matched),
                      "within_drift", json_u64(n->within_drift), "missing", json_u64(n->missing),
                      "extra", json_u64(n->extra), "mismatched", json_u64(n->mismatched),
-                     "duplicates", json_u64(n->duplicates));
+                     "duplicates", json_u64(n->duplicates), "below_floor",
+                     json_u64(n->below_floor));
 }
 
 static json_t *check_json(const recon *r, const recon_check *c)
@@ -623,12 +636,13 @@ static int print_json(const recon *r)
     const ledger_invariant_stats *s = &r->stats;
     uint64_t total = findings_total(r);
     json_t *doc = json_pack(
-        "{s:s, s:i, s:s, s:s, s:o, s:{s:o, s:s, s:o, s:s, s:i}, s:{s:o, s:o, s:o, s:o, s:o}, "
-        "s:o, s:I}",
+        "{s:s, s:i, s:s, s:s, s:o, s:{s:o, s:s, s:o, s:o, s:s, s:i}, "
+        "s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:I}",
         "tool", "tally-recon", "format", RECON_JSON_FORMAT, "data", r->opt.data, "status",
         total ? "discrepancies" : "clean", "findings_total", json_u64(total), "snapshot",
         "head_seq", json_u64(r->head.seq), "head_hash", head_hash, "first_seq",
-        json_u64(r->first_seq), "instance_id", r->instance_id, "stale_readers_cleared",
+        json_u64(r->first_seq), "log_floor_seq", json_u64(r->floor_seq), "instance_id",
+        r->instance_id, "stale_readers_cleared",
         r->stale_readers, "examined", "events", json_u64(s->events), "accounts",
         json_u64(s->accounts), "transfers", json_u64(s->transfers), "entitlements",
         json_u64(s->entitlements), "inbox_records", json_u64(s->inbox_records), "checks",

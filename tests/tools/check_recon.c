@@ -16,6 +16,8 @@
  * terminal; --help and the check list against ledger/invariants.c.
  */
 #include "tests/support/tallyd_harness.h"
+#include "ledger/retention.h"
+#include "log/subscriber.h"
 #include "tests/support/test_support.h"
 #include "tools/recon_statement.h"
 
@@ -44,9 +46,15 @@
 
 /* ---- the store every test copies ---- */
 
+#define SUBSCRIBER "analytics"
+/* Offset of the ack floor in a cursor record (log/subscriber.c): version,
+ * four u32 of config, the backoff steps; then delivered_seq. */
+#define CURSOR_FLOOR_OFFSET (1 + 4 * 4 + 4 * TALLY_SUB_BACKOFF_STEPS_MAX)
+
 typedef struct master {
     char dir[256];
     uint64_t head;
+    uint64_t parked_seq; /* the subscriber's dead letter */
     uint64_t seq_t101;  /* transfer 101: 1 -> 2, 100 (key t-101) */
     uint64_t seq_open[8];
     uint64_t accounts;
@@ -129,7 +137,26 @@ static int master_build(void)
     bad = bad || master_apply(st, now, "t-108", &back, TALLY_ok, &out) ||
           master_apply(st, now, "t-109", &forth, TALLY_ok, &out) ||
           master_apply(st, now, "chain-1", &chain, TALLY_ok, &out);
+    /* A subscriber that fetched 5 events, acked 3 and parked the 4th. */
     store_txn t;
+    if (!bad && store_txn_begin(st, NULL, false, &t) == TALLY_ok) {
+        sub_start start = {.kind = SUB_START_BEGINNING};
+        sub_config cfg;
+        sub_config_default(&cfg);
+        sub_delivery d[5];
+        uint32_t count = 0, acked;
+        int64_t next_due;
+        bool created;
+        sub_state after;
+        tally_str name = tally_str_from(SUBSCRIBER);
+        m.parked_seq = 4;
+        bad = sub_create(&t, name, &start, &cfg, now, &created, &after) != TALLY_ok ||
+              sub_fetch(&t, name, 5, false, now, d, &count, &next_due, &after) != TALLY_ok ||
+              count != 5 || sub_ack(&t, name, 3, NULL, 0, now, &acked, &after) != TALLY_ok ||
+              sub_park(&t, name, m.parked_seq, tally_str_from("poison"), now, &after) !=
+                  TALLY_ok;
+        bad = store_txn_commit(&t) != TALLY_ok || bad;
+    }
     log_head head = {0};
     if (!bad && store_txn_begin(st, NULL, true, &t) == TALLY_ok) {
         bad = log_head_get(&t, &head) != TALLY_ok || store_count(&t, STORE_DB_ACCOUNTS, &m.accounts);
@@ -187,6 +214,19 @@ static void begin_write(test_store *ts, store_txn *t)
 }
 
 static void commit(store_txn *t) { ck_assert_int_eq(store_txn_commit(t), TALLY_ok); }
+
+/* Give account id more credits than the log says, through the ledger's
+ * own record writer. */
+static void add_credits(test_store *ts, uint64_t id, int64_t amount)
+{
+    store_txn t;
+    begin_write(ts, &t);
+    ledger_account a;
+    ck_assert_int_eq(ledger_account_get(&t, id, &a), TALLY_ok);
+    a.credits_posted += amount;
+    ck_assert_int_eq(ledger_account_put(&t, &a), TALLY_ok);
+    commit(&t);
+}
 
 /* ---- running programs ---- */
 
@@ -475,13 +515,7 @@ START_TEST(changed_balance_fails_rebuild_and_balance_sum)
 {
     test_store ts;
     copy_master(&ts);
-    store_txn t;
-    begin_write(&ts, &t);
-    ledger_account a;
-    ck_assert_int_eq(ledger_account_get(&t, 2, &a), TALLY_ok);
-    a.credits_posted += 5;
-    ck_assert_int_eq(ledger_account_put(&t, &a), TALLY_ok);
-    commit(&t);
+    add_credits(&ts, 2, 5);
     close_copy(&ts);
     json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
     expect_finding(doc, "rebuild", "account:2");
@@ -641,6 +675,69 @@ START_TEST(moved_history_entry_is_found)
     expect_finding(doc, "history", "account:1"); /* lacks the entry */
     expect_finding(doc, "history", "account:3"); /* has one of another's */
     EXPECT_ONLY_FAILED(doc, "history");
+    json_decref(doc);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
+/* The subscriber's cursor record rewritten with its ack floor (and
+ * delivered seq) beyond the head. */
+START_TEST(cursor_beyond_the_head_is_found)
+{
+    test_store ts;
+    copy_master(&ts);
+    store_txn t;
+    begin_write(&ts, &t);
+    uint8_t key[1 + sizeof(SUBSCRIBER)] = {'c'};
+    memcpy(key + 1, SUBSCRIBER, strlen(SUBSCRIBER));
+    size_t key_len = 1 + strlen(SUBSCRIBER);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_CURSORS, key, key_len, &v), TALLY_ok);
+    ck_assert_uint_gt(v.mv_size, CURSOR_FLOOR_OFFSET + 16);
+    uint8_t record[512];
+    ck_assert_uint_le(v.mv_size, sizeof(record));
+    memcpy(record, v.mv_data, v.mv_size);
+    ck_assert_uint_eq(get_u64_be(record + CURSOR_FLOOR_OFFSET), m.parked_seq); /* the layout */
+    put_u64_be(record + CURSOR_FLOOR_OFFSET, m.head + 10);
+    put_u64_be(record + CURSOR_FLOOR_OFFSET + 8, m.head + 10);
+    ck_assert_int_eq(store_put(&t, STORE_DB_CURSORS, key, key_len, record, v.mv_size, 0),
+                     TALLY_ok);
+    commit(&t);
+    close_copy(&ts);
+    json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
+    expect_finding(doc, "cursors", "subscriber:" SUBSCRIBER);
+    json_decref(doc);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
+/* The dead letter moved to a seq the log never had. */
+START_TEST(dead_letter_of_a_missing_seq_is_found)
+{
+    test_store ts;
+    copy_master(&ts);
+    store_txn t;
+    begin_write(&ts, &t);
+    uint8_t key[sizeof(SUBSCRIBER) + 8];
+    size_t name_len = strlen(SUBSCRIBER), key_len = name_len + 1 + 8;
+    memcpy(key, SUBSCRIBER, name_len + 1); /* name, 0x00, seq */
+    put_u64_be(key + name_len + 1, m.parked_seq);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_DLQ, key, key_len, &v), TALLY_ok);
+    uint8_t value[512];
+    size_t value_len = v.mv_size;
+    ck_assert_uint_le(value_len, sizeof(value));
+    memcpy(value, v.mv_data, value_len);
+    ck_assert_int_eq(store_del(&t, STORE_DB_DLQ, key, key_len), TALLY_ok);
+    put_u64_be(key + name_len + 1, m.head + 5);
+    ck_assert_int_eq(store_put(&t, STORE_DB_DLQ, key, key_len, value, value_len, 0), TALLY_ok);
+    commit(&t);
+    close_copy(&ts);
+    json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
+    char entity[128];
+    snprintf(entity, sizeof(entity), "subscriber:%s/seq:%" PRIu64, SUBSCRIBER, m.head + 5);
+    expect_finding(doc, "dlq", entity);
+    EXPECT_ONLY_FAILED(doc, "dlq");
     json_decref(doc);
     test_remove_dir(ts.dir);
 }
@@ -921,6 +1018,54 @@ END_TEST
 START_TEST(events_statement_json_lines) { events_statement_case(true); }
 END_TEST
 
+/* Log retention removed the first events (as far as the subscriber's dead
+ * letter allows) and wrote its checkpoint: the checks start from there and
+ * the copy is clean; a downstream's lines for removed events are counted
+ * apart, not as extra; a changed balance is still found. */
+START_TEST(store_after_log_retention_is_checked_from_its_floor)
+{
+    test_store ts;
+    copy_master(&ts);
+    held_events h = read_events(&ts);
+    store_txn t;
+    begin_write(&ts, &t);
+    ledger_retention opt = {.inbox_window_ms = 3650 * DAY_MS, .log_age_ms = 1, .batch = 100};
+    ledger_retention_work work;
+    ck_assert_int_eq(ledger_retention_sweep(&t, TEST_NOW_MS + DAY_MS, &opt, &work), TALLY_ok);
+    commit(&t);
+    ck_assert_uint_eq(work.log_floor, m.parked_seq - 1); /* below the dead letter */
+    close_copy(&ts);
+    json_t *doc = RECON_JSON(EXIT_CLEAN, ts.dir);
+    json_t *snap = json_object_get(doc, "snapshot");
+    ck_assert_int_eq(json_integer_value(json_object_get(snap, "log_floor_seq")),
+                     (json_int_t)work.log_floor);
+    ck_assert_int_eq(json_integer_value(json_object_get(snap, "first_seq")),
+                     (json_int_t)work.log_floor + 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(doc, "examined"),
+                                                        "events")),
+                     (json_int_t)(m.head - work.log_floor));
+    json_decref(doc);
+
+    char path[320];
+    snprintf(path, sizeof(path), "%s/events.csv", ts.dir);
+    write_events(path, false, &h, h.count, 0, 0, false);
+    doc = RECON_JSON(EXIT_CLEAN, ts.dir, "--statement", path);
+    ck_assert_int_eq(statement_count(doc, "below_floor"), (json_int_t)work.log_floor);
+    ck_assert_int_eq(statement_count(doc, "matched"), (json_int_t)(h.count - work.log_floor));
+    json_decref(doc);
+
+    store_options o = {.path = ts.dir, .map_size_bytes = ts.map_size_bytes};
+    ck_assert_int_eq(store_open(&o, &ts.st), TALLY_ok);
+    add_credits(&ts, 6, 1);
+    close_copy(&ts);
+    doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
+    expect_finding(doc, "rebuild", "account:6");
+    expect_finding(doc, "balance_sum", "ledger:1");
+    json_decref(doc);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
 /* An empty event statement: every event is missing, counted in full. */
 START_TEST(statement_findings_are_capped_too)
 {
@@ -997,7 +1142,7 @@ START_TEST(missing_or_foreign_directories_exit_2)
     ck_assert_int_eq(mdb_dbi_open(txn, "other", MDB_CREATE, &dbi), MDB_SUCCESS);
     ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
     mdb_env_close(env);
-    EXPECT_CANNOT_RUN("not a tally store (its databases are missing)", "--data", sub);
+    EXPECT_CANNOT_RUN("not a tally store (its databases are missing", "--data", sub);
     test_remove_dir(ts.dir);
 }
 END_TEST
@@ -1100,15 +1245,20 @@ START_TEST(every_reported_check_is_listed)
     ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
     char *source = read_fd(fd);
     size_t names = 0;
-    for (const char *p = source; (p = strstr(p, "report(a, \"")) != NULL; names++) {
-        p += strlen("report(a, \"");
-        const char *end = strchr(p, '"');
+    /* report(<audit>, "name", ...): the first argument, then a literal. */
+    for (const char *p = source; (p = strstr(p, "report(")) != NULL;) {
+        p += strlen("report(");
+        const char *comma = strpbrk(p, ",)");
+        if (comma == NULL || *comma != ',' || comma[1] != ' ' || comma[2] != '"')
+            continue;
+        const char *name_start = comma + 3, *end = strchr(name_start, '"');
         ck_assert_ptr_nonnull(end);
         char name[64];
-        snprintf(name, sizeof(name), "%.*s", (int)(end - p), p);
+        snprintf(name, sizeof(name), "%.*s", (int)(end - name_start), name_start);
         ck_assert_msg(ledger_invariant_check_index(name) >= 0,
                       "ledger/invariants.c reports \"%s\", which ledger_invariant_check_name "
                       "does not list", name);
+        names++;
     }
     ck_assert_uint_gt(names, 10);
     free(source);
@@ -1236,6 +1386,9 @@ static Suite *recon_suite(void)
         {"inbox_orphan", orphan_inbox_record_breaks_inbox_links, TEST_TIMEOUT_S},
         {"inbox_removed", removed_inbox_record_breaks_inbox_links, TEST_TIMEOUT_S},
         {"history", moved_history_entry_is_found, TEST_TIMEOUT_S},
+        {"cursors", cursor_beyond_the_head_is_found, TEST_TIMEOUT_S},
+        {"dlq", dead_letter_of_a_missing_seq_is_found, TEST_TIMEOUT_S},
+        {"retention", store_after_log_retention_is_checked_from_its_floor, TEST_TIMEOUT_S},
         {"cap", findings_beyond_the_cap_are_counted, TEST_TIMEOUT_S},
         {"balances_csv", balances_statement_csv, TEST_TIMEOUT_S},
         {"balances_jsonl", balances_statement_json_lines, TEST_TIMEOUT_S},

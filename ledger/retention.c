@@ -1,0 +1,345 @@
+/*
+ * retention.c — inbox and log retention sweeps, the checkpoint.
+ *
+ * Rules and layout: retention.h and docs/OPERATIONS.md. Each sweep reads
+ * the keys it will remove (bounded by the batch) while a cursor is open,
+ * then removes them, all inside the caller's write transaction.
+ */
+#include "ledger/retention.h"
+
+#include "common/error.h"
+#include "common/limits.h"
+#include "common/msgpack_safe.h"
+#include "ledger/account.h"
+#include "ledger/entitlement.h"
+#include "ledger/inbox.h"
+#include "ledger/transfer.h"
+#include "log/subscriber.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char meta_inbox_swept[] = "inbox_swept";
+static const char meta_log_floor[] = "log_floor";
+static const char meta_retention_last[] = "retention_last";
+#define LOG_FLOOR_BYTES (8 + LOG_HASH_BYTES + 8)
+#define INBOX_TIME_KEY_BYTES_MAX (8 + LEDGER_INBOX_KEY_BYTES_MAX)
+#define CHECKPOINT_KEY_BYTES_MAX (1 + LEDGER_ENTITLEMENT_KEY_BYTES_MAX)
+
+/* ---- meta records ---- */
+
+static int meta_get(store_txn *t, const char *key, void *out, size_t len)
+{
+    MDB_val v;
+    int rc = store_get(t, STORE_DB_META, key, strlen(key), &v);
+    if (rc == TALLY_not_found) {
+        memset(out, 0, len);
+        return TALLY_ok;
+    }
+    if (rc != TALLY_ok)
+        return rc;
+    if (v.mv_size != len)
+        return TALLY_corrupt_record;
+    memcpy(out, v.mv_data, len);
+    return TALLY_ok;
+}
+
+int ledger_inbox_swept_ms(store_txn *t, int64_t *swept_ms)
+{
+    uint8_t b[8];
+    int rc = meta_get(t, meta_inbox_swept, b, sizeof(b));
+    *swept_ms = rc == TALLY_ok ? (int64_t)get_u64_be(b) : 0;
+    return rc;
+}
+
+int ledger_log_floor_get(store_txn *t, ledger_log_floor *out)
+{
+    uint8_t b[LOG_FLOOR_BYTES];
+    int rc = meta_get(t, meta_log_floor, b, sizeof(b));
+    memset(out, 0, sizeof(*out));
+    if (rc != TALLY_ok)
+        return rc;
+    out->seq = get_u64_be(b);
+    memcpy(out->hash, b + 8, LOG_HASH_BYTES);
+    out->time_ms = (int64_t)get_u64_be(b + 8 + LOG_HASH_BYTES);
+    return TALLY_ok;
+}
+
+int ledger_inbox_oldest_ms(store_txn *t, int64_t *oldest_ms)
+{
+    *oldest_ms = 0;
+    MDB_cursor *cur;
+    int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k, v;
+    int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    mdb_cursor_close(cur);
+    if (mrc == MDB_NOTFOUND)
+        return TALLY_ok;
+    if (mrc != 0)
+        return store_translate(mrc);
+    if (k.mv_size < 8)
+        return TALLY_corrupt_record;
+    *oldest_ms = (int64_t)get_u64_be(k.mv_data);
+    return TALLY_ok;
+}
+
+/* ---- inbox ---- */
+
+typedef struct inbox_batch {
+    uint8_t keys[TALLY_RETENTION_BATCH_MAX][INBOX_TIME_KEY_BYTES_MAX];
+    size_t lens[TALLY_RETENTION_BATCH_MAX];
+    uint32_t count;
+} inbox_batch;
+
+static int inbox_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *removed)
+{
+    *removed = 0;
+    inbox_batch *b = malloc(sizeof(*b));
+    if (!b)
+        return TALLY_out_of_memory;
+    b->count = 0;
+    MDB_cursor *cur;
+    int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
+    if (rc != TALLY_ok) {
+        free(b);
+        return rc;
+    }
+    MDB_val k, v;
+    int mrc;
+    int64_t newest = 0;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && b->count < max;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size <= 8 || k.mv_size > INBOX_TIME_KEY_BYTES_MAX) {
+            rc = TALLY_corrupt_record;
+            break;
+        }
+        int64_t time_ms = (int64_t)get_u64_be(k.mv_data);
+        if (time_ms >= before_ms)
+            break;
+        newest = time_ms;
+        memcpy(b->keys[b->count], k.mv_data, k.mv_size);
+        b->lens[b->count++] = k.mv_size;
+    }
+    mdb_cursor_close(cur);
+    if (rc == TALLY_ok && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = store_translate(mrc);
+    for (uint32_t i = 0; rc == TALLY_ok && i < b->count; i++) {
+        rc = store_del(t, STORE_DB_INBOX_TIME, b->keys[i], b->lens[i]);
+        int r2 = store_del(t, STORE_DB_INBOX, b->keys[i] + 8, b->lens[i] - 8);
+        if (rc == TALLY_ok && r2 != TALLY_not_found)
+            rc = r2;
+    }
+    if (rc == TALLY_ok && b->count > 0) {
+        int64_t swept;
+        rc = ledger_inbox_swept_ms(t, &swept);
+        if (rc == TALLY_ok && newest > swept) {
+            uint8_t val[8];
+            put_u64_be(val, (uint64_t)newest);
+            rc = store_put(t, STORE_DB_META, meta_inbox_swept, strlen(meta_inbox_swept), val,
+                           8, 0);
+        }
+        *removed = b->count;
+    }
+    free(b);
+    return rc;
+}
+
+/* ---- log ---- */
+
+/* The highest seq log retention may remove: the lowest ack floor, below
+ * every dead letter and replay, below the head (the head event stays, so
+ * the log is never empty once written). */
+typedef struct log_limit {
+    uint64_t limit;
+} log_limit;
+
+static int limit_by_floor(const sub_state *s, void *ctx)
+{
+    log_limit *l = ctx;
+    if (s->ack_floor < l->limit)
+        l->limit = s->ack_floor;
+    return 0;
+}
+
+static int limit_by_record(char kind, tally_str name, uint64_t seq, void *ctx)
+{
+    (void)name;
+    log_limit *l = ctx;
+    if (kind != 'f' && seq - 1 < l->limit)
+        l->limit = seq - 1;
+    return 0;
+}
+
+static int checkpoint_put(store_txn *t, const uint8_t *key, size_t key_len,
+                          const msgpack_object *o)
+{
+    uint8_t buf[TALLY_EVENT_BYTES_MAX];
+    msgpack_safe_buffer sb;
+    msgpack_packer pk;
+    msgpack_safe_buffer_init(&sb, buf, sizeof(buf), &pk);
+    if (msgpack_pack_object(&pk, *o) != 0)
+        return store_txn_fail(t, TALLY_internal);
+    return store_put(t, STORE_DB_CHECKPOINT, key, key_len, buf, sb.len, 0);
+}
+
+/* Keep the objects of an event's body as the latest snapshots; drop the
+ * history entries of a transfer event. */
+static int checkpoint_event(store_txn *t, const log_event *ev)
+{
+    static const char *const accounts[3] = {"account", "debit_account", "credit_account"};
+    uint8_t key[CHECKPOINT_KEY_BYTES_MAX];
+    int rc = TALLY_ok;
+    for (int i = 0; i < 3 && rc == TALLY_ok; i++) {
+        const msgpack_object *o = msgpack_safe_map_get(ev->body, accounts[i]);
+        ledger_account a;
+        if (!o)
+            continue;
+        if (ledger_account_unpack(o, &a) != TALLY_ok)
+            return TALLY_corrupt_record;
+        key[0] = 'a';
+        put_u64_be(key + 1, a.id);
+        rc = checkpoint_put(t, key, 9, o);
+    }
+    const msgpack_object *o = msgpack_safe_map_get(ev->body, "transfer");
+    if (o && rc == TALLY_ok) {
+        ledger_transfer_record tr;
+        if (ledger_transfer_unpack(o, &tr) != TALLY_ok)
+            return TALLY_corrupt_record;
+        if (tr.flags & LEDGER_TRANSFER_PENDING) { /* holds: for hold_resolution after the floor */
+            key[0] = 't';
+            memcpy(key + 1, tr.id.bytes, 16);
+            rc = checkpoint_put(t, key, 17, o);
+        }
+        uint64_t sides[2] = {tr.debit_account_id, tr.credit_account_id};
+        for (int i = 0; i < 2 && rc == TALLY_ok; i++) {
+            uint8_t hk[16];
+            ledger_history_key(sides[i], ev->seq, hk);
+            int r2 = store_del(t, STORE_DB_HISTORY, hk, sizeof(hk));
+            rc = r2 == TALLY_not_found ? TALLY_ok : r2;
+        }
+    }
+    o = msgpack_safe_map_get(ev->body, "entitlement");
+    if (o && rc == TALLY_ok) {
+        ledger_entitlement e;
+        if (ledger_entitlement_unpack(o, &e) != TALLY_ok)
+            return TALLY_corrupt_record;
+        key[0] = 'e';
+        size_t n = ledger_entitlement_key((tally_str){e.subject, e.subject_len},
+                                          (tally_str){e.feature, e.feature_len}, key + 1);
+        rc = checkpoint_put(t, key, 1 + n, o);
+    }
+    return rc;
+}
+
+static int log_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *removed)
+{
+    *removed = 0;
+    log_head head;
+    uint64_t first;
+    int rc = log_head_get(t, &head);
+    if (rc == TALLY_ok)
+        rc = log_first_seq(t, &first);
+    if (rc != TALLY_ok || first == 0 || head.seq < 2)
+        return rc;
+    log_limit l = {head.seq - 1};
+    rc = sub_list(t, limit_by_floor, &l);
+    if (rc == TALLY_ok)
+        rc = sub_records(t, limit_by_record, &l);
+    ledger_log_floor floor = {0};
+    for (uint64_t seq = first; rc == TALLY_ok && seq <= l.limit && *removed < max; seq++) {
+        msgpack_unpacked up;
+        log_event ev;
+        msgpack_unpacked_init(&up);
+        rc = log_event_load(t, seq, &up, &ev);
+        if (rc == TALLY_not_found)
+            rc = TALLY_corrupt_record; /* a gap above the floor */
+        bool old = rc == TALLY_ok && ev.time_ms < before_ms;
+        if (old)
+            rc = checkpoint_event(t, &ev);
+        if (old && rc == TALLY_ok) {
+            floor.seq = seq;
+            memcpy(floor.hash, ev.hash, LOG_HASH_BYTES);
+            floor.time_ms = ev.time_ms;
+        }
+        msgpack_unpacked_destroy(&up);
+        if (rc != TALLY_ok || !old)
+            break;
+        uint8_t k[8];
+        log_seq_key(seq, k);
+        rc = store_del(t, STORE_DB_LOG, k, 8);
+        (*removed)++;
+    }
+    if (rc == TALLY_ok && *removed > 0) {
+        uint8_t b[LOG_FLOOR_BYTES];
+        put_u64_be(b, floor.seq);
+        memcpy(b + 8, floor.hash, LOG_HASH_BYTES);
+        put_u64_be(b + 8 + LOG_HASH_BYTES, (uint64_t)floor.time_ms);
+        rc = store_put(t, STORE_DB_META, meta_log_floor, strlen(meta_log_floor), b, sizeof(b), 0);
+    }
+    return rc;
+}
+
+int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt,
+                           ledger_retention_work *work)
+{
+    memset(work, 0, sizeof(*work));
+    uint32_t batch = opt->batch == 0 || opt->batch > TALLY_RETENTION_BATCH_MAX
+                         ? TALLY_RETENTION_BATCH_MAX
+                         : opt->batch;
+    int rc = TALLY_ok;
+    if (opt->inbox_window_ms > 0)
+        rc = inbox_sweep(t, now_ms - opt->inbox_window_ms, batch, &work->inbox_removed);
+    if (rc == TALLY_ok && opt->log_age_ms > 0)
+        rc = log_sweep(t, now_ms - opt->log_age_ms, batch, &work->events_removed);
+    if (rc == TALLY_ok && (work->inbox_removed || work->events_removed)) {
+        uint8_t b[16];
+        put_u64_be(b, (uint64_t)now_ms);
+        put_u32_be(b + 8, work->inbox_removed);
+        put_u32_be(b + 12, work->events_removed);
+        rc = store_put(t, STORE_DB_META, meta_retention_last, strlen(meta_retention_last), b,
+                       sizeof(b), 0);
+    }
+    ledger_log_floor floor;
+    if (rc == TALLY_ok)
+        rc = ledger_log_floor_get(t, &floor);
+    work->log_floor = floor.seq;
+    return rc;
+}
+
+int ledger_retention_last_get(store_txn *t, ledger_retention_last *out)
+{
+    uint8_t b[16];
+    int rc = meta_get(t, meta_retention_last, b, sizeof(b));
+    out->time_ms = (int64_t)get_u64_be(b);
+    out->inbox_removed = get_u32_be(b + 8);
+    out->events_removed = get_u32_be(b + 12);
+    return rc;
+}
+
+/* ---- reading the checkpoint ---- */
+
+int ledger_checkpoint_each(store_txn *t, ledger_checkpoint_fn fn, void *ctx)
+{
+    MDB_cursor *cur;
+    int rc = store_cursor_open(t, STORE_DB_CHECKPOINT, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k, v;
+    int mrc;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && rc == TALLY_ok;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        msgpack_unpacked up;
+        msgpack_unpacked_init(&up);
+        rc = k.mv_size < 2 ? TALLY_corrupt_record
+                           : msgpack_safe_unpack(v.mv_data, v.mv_size, TALLY_MSGPACK_DEPTH_MAX, &up);
+        if (rc == TALLY_ok)
+            rc = fn(*(const char *)k.mv_data, &up.data, ctx);
+        msgpack_unpacked_destroy(&up);
+    }
+    mdb_cursor_close(cur);
+    if (rc == TALLY_ok && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = store_translate(mrc);
+    return rc;
+}

@@ -1,0 +1,168 @@
+/*
+ * subscriber.h — durable subscribers: cursors, deliveries, dead letters.
+ *
+ * A named subscriber follows the event log at least once (docs/SUBSCRIBERS.md
+ * is the contract). Its state lives in the store, written in the writer's
+ * transactions like everything else:
+ *
+ *   cursors  "c" name                  -> the cursor record (config, ack floor,
+ *                                          delivered seq, counters, times)
+ *            "f" name 0x00 seq(8, BE)  -> an in-flight delivery above the floor
+ *            "r" name 0x00 seq(8, BE)  -> an in-flight replay of a dead letter
+ *   dlq      name 0x00 seq(8, BE)      -> a dead letter (parked event)
+ *
+ * In-flight values: attempts (u32), deliver_after_ms (i64), error text.
+ * Dead-letter values: attempts (u32), parked_ms (i64), replaying (u8),
+ * error text. All integers big-endian; every record is length-checked when
+ * read (a bad one is TALLY_corrupt_record).
+ *
+ * The ack floor is the highest seq at or below which every event was acked
+ * or parked: it is the seq before the first "f" record, or the delivered
+ * seq when there is none. It only moves forward.
+ *
+ * Every function that changes something checks everything first and writes
+ * after, so a refusal (subscriber_not_found, seq_not_in_flight, ...) leaves
+ * the transaction as it was; faults are remembered in the transaction.
+ */
+#ifndef TALLY_LOG_SUBSCRIBER_H
+#define TALLY_LOG_SUBSCRIBER_H
+
+#include "common/bytes.h"
+#include "common/limits.h"
+#include "log/store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct sub_config {
+    uint32_t max_deliver;     /* deliveries of one event before it is parked */
+    uint32_t ack_wait_ms;     /* redelivery delay without a backoff list */
+    uint32_t max_ack_pending; /* in-flight deliveries at most */
+    uint32_t backoff_count;   /* 0 = use ack_wait_ms */
+    uint32_t backoff_ms[TALLY_SUB_BACKOFF_STEPS_MAX];
+} sub_config;
+
+/* Defaults of docs/SUBSCRIBERS.md. */
+void sub_config_default(sub_config *cfg);
+
+typedef enum sub_start_kind {
+    SUB_START_BEGINNING, /* every event in the log */
+    SUB_START_NOW,       /* events committed after the create */
+    SUB_START_SEQ,       /* from seq on */
+    SUB_START_TIME,      /* from the first event with time_ms >= time_ms */
+} sub_start_kind;
+
+typedef struct sub_start {
+    sub_start_kind kind;
+    uint64_t seq;
+    int64_t time_ms;
+} sub_start;
+
+/* The cursor record. */
+typedef struct sub_state {
+    char name[TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1];
+    sub_config config;
+    uint64_t ack_floor;
+    uint64_t delivered_seq;
+    uint32_t in_flight;    /* "f" and "r" records */
+    uint32_t replaying;    /* dead letters marked for replay, not yet fetched */
+    uint64_t dead_letters; /* dlq entries */
+    uint64_t redelivered;  /* deliveries after the first, in total */
+    int64_t created_ms;
+    int64_t updated_ms;
+} sub_state;
+
+typedef struct sub_delivery {
+    uint64_t seq;
+    uint32_t attempt; /* 1 on the first delivery */
+    bool replay;      /* a dead letter delivered again */
+} sub_delivery;
+
+typedef struct sub_dead_letter {
+    uint64_t seq;
+    uint32_t attempts;
+    int64_t parked_ms;
+    bool replaying;
+    tally_str error; /* points into the map: valid until the txn ends */
+} sub_dead_letter;
+
+/* TALLY_ok or TALLY_invalid_subscriber_name (1-64 bytes of A-Z a-z 0-9 . _ -). */
+int sub_name_check(tally_str name);
+
+/* Create a subscriber, or find the identical one (*created false). Returns
+ * TALLY_ok, invalid_subscriber_name, invalid_argument (a config out of
+ * range), subscriber_exists_with_different_config, too_many_subscribers,
+ * seq_beyond_head (SUB_START_SEQ past head + 1), or a fault. */
+int sub_create(store_txn *t, tally_str name, const sub_start *start, const sub_config *cfg,
+               int64_t now_ms, bool *created, sub_state *out);
+
+/* The cursor record: TALLY_ok, subscriber_not_found, or a fault. */
+int sub_get(store_txn *t, tally_str name, sub_state *out);
+
+/* Remove a subscriber with its in-flight records and dead letters. */
+int sub_delete(store_txn *t, tally_str name);
+
+/* Call fn for every subscriber in name order (fn returns non-zero to stop;
+ * that value is returned). */
+typedef int (*sub_list_fn)(const sub_state *s, void *ctx);
+int sub_list(store_txn *t, sub_list_fn fn, void *ctx);
+
+/* Deliver up to max events (docs/SUBSCRIBERS.md, "Delivery rules"): replays
+ * first, then due redeliveries, then new events. restart makes every
+ * in-flight event due now. out gets *count deliveries; *next_due_ms the
+ * earliest time a not-yet-due in-flight event falls due (INT64_MAX: none);
+ * *after the cursor record after the fetch. Nothing is written when nothing
+ * is delivered or parked. */
+int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t now_ms,
+              sub_delivery *out, uint32_t *count, int64_t *next_due_ms, sub_state *after);
+
+/* Acknowledge: every event <= upto (0: none) and each seq of done.
+ * seq_beyond_head when upto > head; seq_not_delivered when a done seq was
+ * never handed out. Seqs no longer in flight are ignored. *acked counts the
+ * in-flight records removed. */
+int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
+            uint32_t done_count, int64_t now_ms, uint32_t *acked, sub_state *after);
+
+/* Retry later: the in-flight event seq falls due at now + delay_ms (or the
+ * backoff rule without has_delay); error is kept as its last error.
+ * seq_not_in_flight when it is not in flight. */
+int sub_nak(store_txn *t, tally_str name, uint64_t seq, bool has_delay, uint32_t delay_ms,
+            tally_str error, int64_t now_ms, uint32_t *attempt, int64_t *deliver_after_ms);
+
+/* Park the in-flight event seq in the dlq with reason. Parking a dead letter
+ * again is ok; anything else not in flight is seq_not_in_flight. */
+int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64_t now_ms,
+             sub_state *after);
+
+/* Dead letters of a subscriber with seq > after_seq, up to limit, in seq
+ * order; *next is the seq to pass as after_seq for the next page, 0 when
+ * there are no more. */
+typedef int (*sub_dead_letter_fn)(const sub_dead_letter *d, void *ctx);
+int sub_dlq_list(store_txn *t, tally_str name, uint64_t after_seq, uint32_t limit,
+                 sub_dead_letter_fn fn, void *ctx, uint64_t *next);
+
+/* Mark dead letters for replay: seq, or all when !one. *replaying gets the
+ * subscriber's count of marked dead letters after the call.
+ * dead_letter_not_found when seq is not parked. */
+int sub_dlq_replay(store_txn *t, tally_str name, bool one, uint64_t seq, int64_t now_ms,
+                   uint32_t *replaying);
+
+/* Remove a dead letter: TALLY_ok or dead_letter_not_found. */
+int sub_dlq_discard(store_txn *t, tally_str name, uint64_t seq, int64_t now_ms);
+
+/* Lag of a subscriber: head, pending (head - ack floor) and the age in
+ * seconds of the oldest unacked event (the one after the floor; 0 when
+ * nothing is pending). */
+typedef struct sub_metrics {
+    uint64_t head_seq;
+    uint64_t pending;
+    int64_t oldest_unacked_age_s;
+} sub_metrics;
+int sub_metrics_get(store_txn *t, const sub_state *s, int64_t now_ms, sub_metrics *out);
+
+/* For tally-recon and the invariants: call fn for every in-flight record
+ * and dead letter of every subscriber (kind 'f', 'r' or 'd'). */
+typedef int (*sub_record_fn)(char kind, tally_str name, uint64_t seq, void *ctx);
+int sub_records(store_txn *t, sub_record_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * check_retention.c — inbox and log retention on a real LMDB store: what
+ * goes and what stays, bounded batches, the subscribers' floors and dead
+ * letters holding the log back, the checkpoint the invariants rebuild from
+ * (holds and entitlements that continue after the floor), and a tampered
+ * checkpoint being caught.
+ */
+#include "common/msgpack_safe.h"
+#include "ledger/account.h"
+#include "ledger/retention.h"
+#include "log/subscriber.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DAY_MS INT64_C(86400000)
+
+static test_store ts;
+
+static void setup(void) { test_store_open(&ts); }
+
+static void teardown(void)
+{
+    test_assert_invariants(&ts);
+    test_store_close(&ts);
+}
+
+static ledger_retention_work sweep(int64_t window_ms, int64_t age_ms)
+{
+    ledger_retention opt = {window_ms, age_ms, 0};
+    ledger_retention_work w;
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, &opt, &w), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    return w;
+}
+
+static void open_account(uint64_t id, const char *key)
+{
+    ledger_command c = test_cmd_open(id, 1, 0);
+    ck_assert_int_eq(test_apply(&ts, "shop", key, &c).code, TALLY_ok);
+}
+
+START_TEST(inbox_records_older_than_the_window_go)
+{
+    open_account(1, "old-1"); /* day 0 */
+    open_account(2, "old-2");
+    ts.now_ms += 5 * DAY_MS;
+    open_account(3, "mid-3"); /* day 5 */
+    ts.now_ms += 3 * DAY_MS;  /* day 8: a 7-day window keeps day >= 1 */
+    ledger_retention_work w = sweep(7 * DAY_MS, 0);
+    ck_assert_uint_eq(w.inbox_removed, 2);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 1);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    int64_t swept, oldest;
+    ck_assert_int_eq(ledger_inbox_swept_ms(&t, &swept), TALLY_ok);
+    ck_assert_int_eq(ledger_inbox_oldest_ms(&t, &oldest), TALLY_ok);
+    store_txn_abort(&t);
+    ck_assert_int_eq(swept, TEST_NOW_MS);
+    ck_assert_int_eq(oldest, TEST_NOW_MS + 5 * DAY_MS);
+    /* inside the window a retry is still a replay */
+    ledger_command c = test_cmd_open(3, 1, 0);
+    ledger_outcome o = test_apply(&ts, "shop", "mid-3", &c);
+    ck_assert(o.replayed);
+    /* nothing more to do: a second sweep removes nothing */
+    ck_assert_uint_eq(sweep(7 * DAY_MS, 0).inbox_removed, 0);
+    /* the log is untouched without log retention */
+    ck_assert_uint_eq(test_head(&ts).seq, 3);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_LOG), 3);
+}
+END_TEST
+
+START_TEST(sweeps_are_bounded)
+{
+    unsigned n = TALLY_RETENTION_BATCH_MAX + 10;
+    for (unsigned i = 1; i <= n; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "k-%u", i);
+        open_account(i, key);
+    }
+    ts.now_ms += 8 * DAY_MS;
+    open_account(100000, "new");
+    ledger_retention_work w = sweep(7 * DAY_MS, DAY_MS);
+    ck_assert_uint_eq(w.inbox_removed, TALLY_RETENTION_BATCH_MAX);
+    ck_assert_uint_eq(w.events_removed, TALLY_RETENTION_BATCH_MAX);
+    ck_assert_uint_eq(w.log_floor, TALLY_RETENTION_BATCH_MAX);
+    w = sweep(7 * DAY_MS, DAY_MS);
+    ck_assert_uint_eq(w.inbox_removed, 10);
+    ck_assert_uint_eq(w.events_removed, 10);
+    ck_assert_uint_eq(w.log_floor, n);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_LOG), 1);
+}
+END_TEST
+
+START_TEST(log_retention_keeps_a_checkpoint_the_rebuild_starts_from)
+{
+    open_account(1, "o1");
+    open_account(2, "o2");
+    ledger_command c = test_cmd_transfer(10, 1, 2, 100);
+    ck_assert_int_eq(test_apply(&ts, "shop", "t10", &c).code, TALLY_ok);
+    c = test_cmd_hold(11, 1, 2, 40, 0);
+    ck_assert_int_eq(test_apply(&ts, "shop", "h11", &c).code, TALLY_ok);
+    c = test_cmd_grant("alice", "pro", TEST_NOW_MS + 100 * DAY_MS);
+    ck_assert_int_eq(test_apply(&ts, "shop", "g", &c).code, TALLY_ok);
+    /* seq 1..5 old; the hold is posted and the entitlement extended later */
+    ts.now_ms += 10 * DAY_MS;
+    c = test_cmd_post(11, 30);
+    ck_assert_int_eq(test_apply(&ts, "shop", "p11", &c).code, TALLY_ok);
+    c = test_cmd_extend("alice", "pro", TEST_NOW_MS + 200 * DAY_MS);
+    ck_assert_int_eq(test_apply(&ts, "shop", "x", &c).code, TALLY_ok);
+    ledger_retention_work w = sweep(30 * DAY_MS, 5 * DAY_MS);
+    ck_assert_uint_eq(w.events_removed, 5);
+    ck_assert_uint_eq(w.log_floor, 5);
+    uint64_t history = test_count(&ts, STORE_DB_HISTORY);
+    ck_assert_uint_eq(history, 2); /* only the post's two entries remain */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_CHECKPOINT), 4); /* 2 accounts, 1 hold, 1 entitlement */
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ledger_log_floor floor;
+    ck_assert_int_eq(ledger_log_floor_get(&t, &floor), TALLY_ok);
+    uint64_t first;
+    ck_assert_int_eq(log_first_seq(&t, &first), TALLY_ok);
+    store_txn_abort(&t);
+    ck_assert_uint_eq(floor.seq, 5);
+    ck_assert_uint_eq(first, 6);
+    ck_assert_int_eq(floor.time_ms, TEST_NOW_MS);
+    /* the state is untouched */
+    ledger_account a = test_account(&ts, 2);
+    ck_assert_int_eq(a.credits_posted, 130);
+    ck_assert_int_eq(a.credits_pending, 0);
+    /* the invariants (teardown) fold from the checkpoint and pass */
+}
+END_TEST
+
+START_TEST(subscribers_and_dead_letters_hold_the_log_back)
+{
+    for (unsigned i = 1; i <= 6; i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "o%u", i);
+        open_account(i, key);
+    }
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    sub_config cfg;
+    sub_config_default(&cfg);
+    sub_start beginning = {SUB_START_BEGINNING, 0, 0};
+    bool created;
+    sub_state st;
+    ck_assert_int_eq(sub_create(&t, tally_str_from("slow"), &beginning, &cfg, ts.now_ms,
+                                &created, &st), TALLY_ok);
+    sub_delivery d[8];
+    uint32_t count, acked;
+    int64_t due;
+    ck_assert_int_eq(sub_fetch(&t, tally_str_from("slow"), 5, false, ts.now_ms, d, &count, &due,
+                               &st), TALLY_ok);
+    ck_assert_int_eq(sub_park(&t, tally_str_from("slow"), 3, tally_str_from("bad"), ts.now_ms,
+                              &st), TALLY_ok);
+    uint64_t done[] = {1, 2, 4};
+    ck_assert_int_eq(sub_ack(&t, tally_str_from("slow"), 0, done, 3, ts.now_ms, &acked, &st),
+                     TALLY_ok);
+    ck_assert_uint_eq(st.ack_floor, 4);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ts.now_ms += 10 * DAY_MS;
+    ledger_retention_work w = sweep(0, DAY_MS);
+    ck_assert_uint_eq(w.events_removed, 2); /* the dead letter at 3 holds the rest */
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(sub_dlq_discard(&t, tally_str_from("slow"), 3, ts.now_ms), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    w = sweep(0, DAY_MS);
+    ck_assert_uint_eq(w.events_removed, 2); /* now up to the ack floor, 4 */
+    ck_assert_uint_eq(w.log_floor, 4);
+}
+END_TEST
+
+static void note(const char *check, const char *entity, const char *detail, void *ctx)
+{
+    (void)detail;
+    char *out = ctx;
+    if (out[0] == '\0')
+        snprintf(out, 128, "%s %s", check, entity);
+}
+
+START_TEST(a_tampered_checkpoint_is_caught)
+{
+    open_account(1, "o1");
+    open_account(2, "o2");
+    ledger_command c = test_cmd_transfer(10, 1, 2, 100);
+    ck_assert_int_eq(test_apply(&ts, "shop", "t10", &c).code, TALLY_ok);
+    ts.now_ms += 10 * DAY_MS;
+    c = test_cmd_transfer(11, 1, 2, 5);
+    ck_assert_int_eq(test_apply(&ts, "shop", "t11", &c).code, TALLY_ok);
+    ck_assert_uint_eq(sweep(0, DAY_MS).events_removed, 3);
+    /* tamper: account 2's snapshot says 99 instead of 100 */
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    uint8_t key[9] = {'a'};
+    put_u64_be(key + 1, 2);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_CHECKPOINT, key, 9, &v), TALLY_ok);
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(msgpack_safe_unpack(v.mv_data, v.mv_size, 16, &up), TALLY_ok);
+    ledger_account a;
+    ck_assert_int_eq(ledger_account_unpack(&up.data, &a), TALLY_ok);
+    msgpack_unpacked_destroy(&up);
+    a.credits_posted = 99;
+    uint8_t buf[512];
+    msgpack_safe_buffer sb;
+    msgpack_packer pk;
+    msgpack_safe_buffer_init(&sb, buf, sizeof(buf), &pk);
+    ck_assert_int_eq(ledger_account_pack(&pk, &a), 0);
+    ck_assert_int_eq(store_put(&t, STORE_DB_CHECKPOINT, key, 9, buf, sb.len, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    char first[128] = "";
+    ledger_invariant_stats stats;
+    ck_assert_int_eq(ledger_invariants_check(&t, note, first, &stats), TALLY_ok);
+    store_txn_abort(&t);
+    ck_assert_uint_gt(stats.findings, 0);
+    ck_assert_msg(strncmp(first, "rebuild account:2", 17) == 0, "first finding: %s", first);
+    /* put it back for teardown */
+    a.credits_posted = 100;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    msgpack_safe_buffer_init(&sb, buf, sizeof(buf), &pk);
+    ck_assert_int_eq(ledger_account_pack(&pk, &a), 0);
+    ck_assert_int_eq(store_put(&t, STORE_DB_CHECKPOINT, key, 9, buf, sb.len, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("retention");
+    TCase *tc = tcase_create("retention");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, inbox_records_older_than_the_window_go);
+    tcase_add_test(tc, sweeps_are_bounded);
+    tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
+    tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);
+    tcase_add_test(tc, a_tampered_checkpoint_is_caught);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}

@@ -1,0 +1,356 @@
+/*
+ * check_subscriptions.c — durable subscribers through a real tallyd over
+ * NNG (ipc:// in a temp dir): the ops and their refusals on the wire, a
+ * fetch that long-polls and is woken by a commit or by a redelivery falling
+ * due, deliveries that survive SIGKILL of tallyd, stats' subscribers, and
+ * the store's invariants afterwards.
+ *
+ * Requests are built with msgpack-c and sent with libtally's raw call; the
+ * replies are checked field by field.
+ */
+#include "clients/tally.h"
+#include "common/msgpack_safe.h"
+#include "ledger/invariants.h"
+#include "log/log.h"
+#include "log/store.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wire.h"
+#include "tests/support/tallyd_harness.h"
+
+#include <check.h>
+#include <msgpack.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static tallyd_proc proc;
+static tally_client *client;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void start(void) { wire_server_start(&proc, &client, NULL); }
+
+static void stop_and_check(void)
+{
+    wire_server_stop(&proc, &client);
+    tallyd_cleanup(&proc);
+}
+
+static void open_accounts(uint64_t first, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "open-%llu", (unsigned long long)(first + i));
+        tally_account_open_args a = {.id = first + i, .ledger = 1, .code = 1};
+        tally_result res;
+        ck_assert_int_eq(tally_account_open(client, key, &a, &res), TALLY_ok);
+        ck_assert_int_eq(res.code, TALLY_ok);
+    }
+}
+
+/* ---- tests ---- */
+
+START_TEST(ops_and_refusals_on_the_wire)
+{
+    start();
+    open_accounts(1, 3);
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "su", "name", "audit", "max_deliver", (uint64_t)2);
+    wire_expect(&r, "ok");
+    ck_assert(wire_field(r.map, "created")->via.boolean);
+    const msgpack_object *sub = wire_field(r.map, "subscriber");
+    ck_assert_uint_eq(wire_u64(sub, "ack_floor"), 0);
+    ck_assert_uint_eq(wire_u64(sub, "pending"), 3);
+    ck_assert_uint_eq(wire_u64(sub, "max_deliver"), 2);
+    wire_done(&r);
+
+    wire_call(client, &r, "sub_get", "s", "name", "no spaces");
+    wire_expect(&r, "invalid_subscriber_name");
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "s", "name", "nobody");
+    wire_expect(&r, "subscriber_not_found");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "su", "name", "audit", "max_deliver", (uint64_t)3);
+    wire_expect(&r, "subscriber_exists_with_different_config");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "su", "name", "x", "max_deliver", (uint64_t)0);
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "ss", "name", "x", "start", "yesterday");
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "su", "name", "x", "from_seq", (uint64_t)9);
+    wire_expect(&r, "seq_beyond_head");
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "s", "name", "audit");
+    wire_expect(&r, "missing_field");
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "ss", "name", "audit", "consumer", "shop");
+    wire_expect(&r, "unknown_field");
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "su", "name", "audit", "seq", (uint64_t)4);
+    wire_expect(&r, "seq_beyond_head");
+    wire_done(&r);
+    wire_call(client, &r, "dlq_discard", "su", "name", "audit", "seq", (uint64_t)1);
+    wire_expect(&r, "dead_letter_not_found");
+    wire_done(&r);
+
+    /* fetch, nak, park, list, replay, ack */
+    wire_call(client, &r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)2);
+    wire_expect(&r, "ok");
+    const msgpack_object *ev = wire_field(r.map, "events");
+    ck_assert_uint_eq(ev->via.array.size, 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        const msgpack_object *e = &ev->via.array.ptr[i];
+        ck_assert_uint_eq(wire_u64(e, "seq"), i + 1);
+        ck_assert_uint_eq(wire_u64(e, "attempt"), 1);
+        ck_assert(!wire_field(e, "replay")->via.boolean);
+        const msgpack_object *bytes = wire_field(e, "event");
+        ck_assert_int_eq(bytes->type, MSGPACK_OBJECT_BIN);
+        msgpack_unpacked up;
+        log_event le;
+        msgpack_unpacked_init(&up);
+        ck_assert_int_eq(log_event_decode(bytes->via.bin.ptr, bytes->via.bin.size, &up, &le),
+                         TALLY_ok);
+        ck_assert_uint_eq(le.seq, i + 1);
+        msgpack_unpacked_destroy(&up);
+    }
+    ck_assert_uint_eq(wire_u64(r.map, "head"), 3);
+    wire_done(&r);
+    wire_call(client, &r, "sub_nak", "sus", "name", "audit", "seq", (uint64_t)1, "error", "db down");
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "attempt"), 1);
+    wire_done(&r);
+    wire_call(client, &r, "sub_park", "sus", "name", "audit", "seq", (uint64_t)2, "reason", "bad amount");
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "ack_floor"), 0); /* 1 still in flight */
+    wire_done(&r);
+    wire_call(client, &r, "dlq_list", "s", "name", "audit");
+    wire_expect(&r, "ok");
+    const msgpack_object *entries = wire_field(r.map, "entries");
+    ck_assert_uint_eq(entries->via.array.size, 1);
+    const msgpack_object *d = &entries->via.array.ptr[0];
+    ck_assert_uint_eq(wire_u64(d, "seq"), 2);
+    tally_str text;
+    ck_assert(msgpack_safe_get_str(wire_field(d, "error"), &text));
+    ck_assert(tally_str_equal(text, tally_str_from("bad amount")));
+    ck_assert(msgpack_safe_get_str(wire_field(d, "type"), &text));
+    ck_assert(tally_str_equal(text, tally_str_from("account.opened")));
+    ck_assert_int_eq(wire_field(d, "event_id")->type, MSGPACK_OBJECT_BIN);
+    ck_assert_int_eq(wire_field(r.map, "next")->type, MSGPACK_OBJECT_NIL);
+    wire_done(&r);
+    wire_call(client, &r, "dlq_replay", "s", "name", "audit");
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "replaying"), 1);
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)10);
+    ev = wire_field(r.map, "events");
+    ck_assert_uint_eq(ev->via.array.size, 2); /* the replay first, then the new seq 3 */
+    ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[0], "seq"), 2);
+    ck_assert(wire_field(&ev->via.array.ptr[0], "replay")->via.boolean);
+    ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[1], "seq"), 3);
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "sU", "name", "audit", "done", 3u, (uint64_t[]){1, 2, 3});
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "acked"), 3);
+    ck_assert_uint_eq(wire_u64(r.map, "ack_floor"), 3);
+    wire_done(&r);
+
+    /* a second subscriber progresses on its own; stats and sub_list show both */
+    wire_call(client, &r, "sub_create", "ss", "name", "mail", "start", "now");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    open_accounts(10, 2);
+    wire_call(client, &r, "stats", "");
+    const msgpack_object *subs = wire_field(r.map, "subscribers");
+    ck_assert_uint_eq(subs->via.array.size, 2);
+    const msgpack_object *a = &subs->via.array.ptr[0], *m = &subs->via.array.ptr[1];
+    tally_str name;
+    ck_assert(msgpack_safe_get_str(wire_field(a, "name"), &name));
+    ck_assert(tally_str_equal(name, tally_str_from("audit")));
+    ck_assert_uint_eq(wire_u64(a, "pending"), 2);
+    ck_assert_uint_eq(wire_u64(m, "pending"), 2);
+    ck_assert_uint_eq(wire_u64(a, "redelivered"), 0);
+    ck_assert_uint_eq(wire_u64(a, "dead_letters"), 0);
+    wire_done(&r);
+    wire_call(client, &r, "sub_list", "");
+    ck_assert_uint_eq(wire_field(r.map, "subscribers")->via.array.size, 2);
+    wire_done(&r);
+    wire_call(client, &r, "sub_delete", "s", "name", "mail");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(client, &r, "sub_get", "s", "name", "mail");
+    wire_expect(&r, "subscriber_not_found");
+    wire_done(&r);
+    stop_and_check();
+}
+END_TEST
+
+/* A fetch with wait_ms parks until a commit gives it something. */
+typedef struct fetcher {
+    const char *url;
+    const char *name;
+    uint64_t wait_ms;
+    int64_t elapsed_ms;
+    uint32_t events;
+    uint64_t first_seq, first_attempt;
+    char code[64];
+} fetcher;
+
+static void *fetch_main(void *arg)
+{
+    fetcher *f = arg;
+    tally_client *c;
+    tally_client_options o = {.url = f->url, .timeout_ms = 60000, .consumer = "t"};
+    if (tally_client_open(&o, &c) != TALLY_ok)
+        return NULL;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 5);
+    msgpack_safe_pack_cstr(&pk, "v");
+    msgpack_pack_uint32(&pk, 1);
+    msgpack_safe_pack_cstr(&pk, "op");
+    msgpack_safe_pack_cstr(&pk, "sub_fetch");
+    msgpack_safe_pack_cstr(&pk, "name");
+    msgpack_safe_pack_cstr(&pk, f->name);
+    msgpack_safe_pack_cstr(&pk, "max");
+    msgpack_pack_uint32(&pk, 10);
+    msgpack_safe_pack_cstr(&pk, "wait_ms");
+    msgpack_pack_uint64(&pk, f->wait_ms);
+    void *bytes = NULL;
+    size_t len = 0;
+    int64_t t0 = mono_ms();
+    int rc = tally_request_raw(c, sb.data, sb.size, &bytes, &len);
+    f->elapsed_ms = mono_ms() - t0;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (rc == TALLY_ok && msgpack_safe_unpack(bytes, len, 16, &up) == TALLY_ok) {
+        tally_str code;
+        if (msgpack_safe_get_str(msgpack_safe_map_get(&up.data, "code"), &code))
+            snprintf(f->code, sizeof(f->code), "%.*s", (int)code.len, code.ptr);
+        const msgpack_object *ev = msgpack_safe_map_get(&up.data, "events");
+        if (ev && ev->type == MSGPACK_OBJECT_ARRAY) {
+            f->events = ev->via.array.size;
+            if (f->events > 0) {
+                msgpack_safe_get_u64(msgpack_safe_map_get(&ev->via.array.ptr[0], "seq"),
+                                     &f->first_seq);
+                msgpack_safe_get_u64(msgpack_safe_map_get(&ev->via.array.ptr[0], "attempt"),
+                                     &f->first_attempt);
+            }
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    free(bytes);
+    msgpack_sbuffer_destroy(&sb);
+    tally_client_close(c);
+    return NULL;
+}
+
+#define WAIT_MS 30000
+#define WOKEN_WELL_BEFORE_MS 15000 /* half the wait: only a wake-up explains it */
+
+START_TEST(fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery)
+{
+    start();
+    open_accounts(1, 1);
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "ssu", "name", "live", "start", "now", "ack_wait_ms", (uint64_t)500);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+
+    /* woken by a commit */
+    fetcher f = {.url = proc.url, .name = "live", .wait_ms = WAIT_MS};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, fetch_main, &f), 0);
+    struct timespec pause = {0, 300 * 1000000};
+    nanosleep(&pause, NULL); /* let it park; if it has not, it finds the event at once */
+    open_accounts(2, 1);
+    pthread_join(th, NULL);
+    ck_assert_str_eq(f.code, "ok");
+    ck_assert_uint_eq(f.events, 1);
+    ck_assert_uint_eq(f.first_seq, 2);
+    ck_assert_msg(f.elapsed_ms < WOKEN_WELL_BEFORE_MS, "returned after %lld ms",
+                  (long long)f.elapsed_ms);
+
+    /* not acked: after the 500 ms ack wait the parked fetch gets it again */
+    fetcher g = {.url = proc.url, .name = "live", .wait_ms = WAIT_MS};
+    fetch_main(&g);
+    ck_assert_str_eq(g.code, "ok");
+    ck_assert_uint_eq(g.events, 1);
+    ck_assert_uint_eq(g.first_seq, 2);
+    ck_assert_uint_eq(g.first_attempt, 2);
+    ck_assert_msg(g.elapsed_ms < WOKEN_WELL_BEFORE_MS, "returned after %lld ms",
+                  (long long)g.elapsed_ms);
+
+    /* nothing new and nothing due: empty after the wait */
+    wire_call(client, &r, "sub_ack", "su", "name", "live", "seq", (uint64_t)2);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    fetcher h = {.url = proc.url, .name = "live", .wait_ms = 1000};
+    fetch_main(&h);
+    ck_assert_str_eq(h.code, "ok");
+    ck_assert_uint_eq(h.events, 0);
+    ck_assert_int_ge(h.elapsed_ms, 900);
+    stop_and_check();
+}
+END_TEST
+
+/* SIGKILL between fetch and ack: the restarted server still knows what was
+ * delivered and counts the next delivery as a second attempt. */
+START_TEST(deliveries_survive_sigkill)
+{
+    start();
+    open_accounts(1, 4);
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "s", "name", "crash");
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "su", "name", "crash", "max", (uint64_t)3);
+    ck_assert_uint_eq(wire_field(r.map, "events")->via.array.size, 3);
+    wire_done(&r);
+    wire_call(client, &r, "sub_ack", "sU", "name", "crash", "done", 1u, (uint64_t[]){2});
+    wire_done(&r);
+    tally_client_close(client);
+    tallyd_kill(&proc);
+    tallyd_restart(&proc);
+    tally_client_options o = {.url = proc.url, .timeout_ms = 60000, .consumer = "t"};
+    ck_assert_int_eq(tally_client_open(&o, &client), TALLY_ok);
+    wire_call(client, &r, "sub_fetch", "sub", "name", "crash", "max", (uint64_t)10, "restart", 1);
+    const msgpack_object *ev = wire_field(r.map, "events");
+    ck_assert_uint_eq(ev->via.array.size, 3); /* 1 and 3 again, then 4 */
+    uint64_t want[3][2] = {{1, 2}, {3, 2}, {4, 1}};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[i], "seq"), want[i][0]);
+        ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[i], "attempt"), want[i][1]);
+    }
+    wire_done(&r);
+    wire_call(client, &r, "sub_get", "s", "name", "crash");
+    const msgpack_object *sub = wire_field(r.map, "subscriber");
+    ck_assert_uint_eq(wire_u64(sub, "redelivered"), 2);
+    ck_assert_uint_eq(wire_u64(sub, "in_flight"), 3);
+    ck_assert_uint_eq(wire_u64(sub, "ack_floor"), 0);
+    wire_done(&r);
+    stop_and_check();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("subscriptions");
+    TCase *tc = tcase_create("wire");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, ops_and_refusals_on_the_wire);
+    tcase_add_test(tc, fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery);
+    tcase_add_test(tc, deliveries_survive_sigkill);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
