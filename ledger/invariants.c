@@ -568,6 +568,8 @@ static int walk_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
         memcpy(w->prev_hash, ev.hash, LOG_HASH_BYTES);
         fold_event(a, &ev);
         check_event_causation(a, &ev);
+        if (a->opt->each_event)
+            a->opt->each_event(&ev, a->opt->each_event_ctx);
     }
     msgpack_unpacked_destroy(&up);
     progress(a, "log", a->stats->events, w->head_seq);

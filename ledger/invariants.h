@@ -34,6 +34,7 @@
 #ifndef TALLY_LEDGER_INVARIANTS_H
 #define TALLY_LEDGER_INVARIANTS_H
 
+#include "log/log.h"
 #include "log/store.h"
 
 #include <stdbool.h>
@@ -79,6 +80,11 @@ typedef struct ledger_invariant_options {
      * phase (may be NULL). */
     ledger_invariant_progress_fn progress;
     void *progress_ctx;
+    /* Called with every event the log walk decodes, in seq order (may be
+     * NULL): another comparison can ride along instead of reading and
+     * decoding the log again. ev is valid during the call only. */
+    void (*each_event)(const log_event *ev, void *ctx);
+    void *each_event_ctx;
 } ledger_invariant_options;
 
 /* The checks that ledger_invariants_check runs, in order: name of check

@@ -18,6 +18,7 @@
 #include "ledger/retention.h"
 #include "log/log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -72,11 +73,25 @@ typedef struct event_entry {
     uint64_t seq; /* 0: not given */
 } event_entry;
 
+/* A comparison in progress (recon_statement_begin .. finish). */
+typedef struct compare {
+    struct recon_statement *s;
+    store_txn *t;
+    const recon_statement_options *opt;
+    recon_statement_report_fn fn;
+    void *ctx;
+    recon_statement_counts counts;
+    uint64_t floor_seq; /* log retention removed the events up to here */
+    uint64_t walked;
+    int fault;
+} compare;
+
 struct recon_statement {
     recon_statement_kind kind;
     recon_statement_format format;
     table *entries;
     uint64_t lines; /* entries loaded, duplicates included */
+    compare cmp;
 };
 
 recon_statement_kind recon_statement_kind_of(const recon_statement *s) { return s->kind; }
@@ -538,18 +553,6 @@ int recon_statement_load(const char *path, recon_statement **out, char *err, siz
 
 /* ---- comparing ---- */
 
-typedef struct compare {
-    recon_statement *s;
-    store_txn *t;
-    const recon_statement_options *opt;
-    recon_statement_report_fn fn;
-    void *ctx;
-    recon_statement_counts *counts;
-    uint64_t head_seq;
-    uint64_t floor_seq; /* log retention removed the events up to here */
-    uint64_t walked;
-    int fault;
-} compare;
 
 static void finding(compare *c, const char *kind, const char *entity, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -622,13 +625,13 @@ static void compare_balance(compare *c, const ledger_account *a, balance_entry *
                                     len ? "; " : "", field_names[f], e->expected[f], have[f]);
     }
     if (beyond) {
-        c->counts->mismatched++;
+        c->counts.mismatched++;
         finding(c, "mismatched", entity, "%s (statement line %" PRIu64 ", drift %" PRIu64 ")",
                 detail, e->head.line, c->opt->drift);
         return;
     }
-    c->counts->matched++;
-    c->counts->within_drift += drifted;
+    c->counts.matched++;
+    c->counts.within_drift += drifted;
 }
 
 static int compare_accounts(compare *c)
@@ -653,14 +656,14 @@ static int compare_accounts(compare *c)
         ledger_account a;
         bool readable = ledger_account_decode(id, v.mv_data, v.mv_size, &a) == TALLY_ok;
         if (e == NULL) {
-            c->counts->missing++;
+            c->counts.missing++;
             finding(c, "missing", entity, "in the store (ledger %" PRIu32 "), not in the statement",
                     readable ? a.ledger : 0);
             continue;
         }
         e->head.seen = true;
         if (!readable) {
-            c->counts->mismatched++;
+            c->counts.mismatched++;
             finding(c, "mismatched", entity,
                     "the stored record is corrupt (statement line %" PRIu64 ")", e->head.line);
             continue;
@@ -673,39 +676,32 @@ static int compare_accounts(compare *c)
     return rc == TALLY_ok ? c->fault : rc;
 }
 
-static int compare_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
+void recon_statement_event(const log_event *ev, void *statement)
 {
-    compare *c = ctx;
-    if (!progress(c, c->head_seq))
-        return c->fault;
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    log_event ev;
-    /* An event that does not decode has no id to look for; the hash_chain
-     * check names it. */
-    if (log_event_decode(bytes, len, &up, &ev) == TALLY_ok) {
-        char entity[64];
-        event_entity(&ev.id, entity);
-        event_entry *e = table_find(c->s->entries, ev.id.bytes, 16);
-        uint64_t through = c->opt->through_seq ? c->opt->through_seq : UINT64_MAX;
-        if (e != NULL) {
-            e->head.seen = true;
-            if (e->seq != 0 && e->seq != seq) {
-                c->counts->mismatched++;
-                finding(c, "mismatched", entity,
-                        "statement seq %" PRIu64 ", log seq %" PRIu64 " (statement line %" PRIu64 ")",
-                        e->seq, seq, e->head.line);
-            } else {
-                c->counts->matched++;
-            }
-        } else if (seq <= through) {
-            c->counts->missing++;
-            finding(c, "missing", entity, "seq %" PRIu64 " (%.*s) is not in the statement", seq,
-                    (int)ev.type.len, ev.type.ptr);
+    recon_statement *s = statement;
+    compare *c = &s->cmp;
+    assert(c->s == s);
+    if (s->kind != RECON_STATEMENT_EVENTS)
+        return;
+    char entity[64];
+    event_entity(&ev->id, entity);
+    event_entry *e = table_find(s->entries, ev->id.bytes, 16);
+    uint64_t through = c->opt->through_seq ? c->opt->through_seq : UINT64_MAX;
+    if (e != NULL) {
+        e->head.seen = true;
+        if (e->seq != 0 && e->seq != ev->seq) {
+            c->counts.mismatched++;
+            finding(c, "mismatched", entity,
+                    "statement seq %" PRIu64 ", log seq %" PRIu64 " (statement line %" PRIu64 ")",
+                    e->seq, ev->seq, e->head.line);
+        } else {
+            c->counts.matched++;
         }
+    } else if (ev->seq <= through) {
+        c->counts.missing++;
+        finding(c, "missing", entity, "seq %" PRIu64 " (%.*s) is not in the statement", ev->seq,
+                (int)ev->type.len, ev->type.ptr);
     }
-    msgpack_unpacked_destroy(&up);
-    return TALLY_ok;
 }
 
 /* What the walk did not see: extra entries, and every duplicate. */
@@ -724,14 +720,14 @@ static int report_leftovers(const void *key, size_t key_len, void *value, void *
     if (!e->seen && c->s->kind == RECON_STATEMENT_EVENTS &&
         ((const event_entry *)value)->seq != 0 &&
         ((const event_entry *)value)->seq <= c->floor_seq) {
-        c->counts->below_floor++; /* removed by log retention: nothing to compare */
+        c->counts.below_floor++; /* removed by log retention: nothing to compare */
     } else if (!e->seen) {
-        c->counts->extra++;
+        c->counts.extra++;
         finding(c, "extra", entity, "not in the %s (statement line %" PRIu64 ")",
                 c->s->kind == RECON_STATEMENT_BALANCES ? "store" : "log", e->line);
     }
     if (e->duplicates) {
-        c->counts->duplicates += e->duplicates;
+        c->counts.duplicates += e->duplicates;
         finding(c, "duplicate", entity,
                 "listed %" PRIu64 " times: line %" PRIu64 ", again at line %" PRIu64,
                 e->duplicates + 1, e->line, e->duplicate_line);
@@ -739,29 +735,25 @@ static int report_leftovers(const void *key, size_t key_len, void *value, void *
     return 0;
 }
 
-int recon_statement_compare(recon_statement *s, store_txn *t,
-                            const recon_statement_options *options,
-                            recon_statement_report_fn fn, void *ctx,
-                            recon_statement_counts *counts)
+int recon_statement_begin(recon_statement *s, store_txn *t,
+                          const recon_statement_options *options, recon_statement_report_fn fn,
+                          void *ctx)
 {
-    memset(counts, 0, sizeof(*counts));
-    counts->entries = s->lines;
-    compare c = {.s = s, .t = t, .opt = options, .fn = fn, .ctx = ctx, .counts = counts};
-    int rc;
-    if (s->kind == RECON_STATEMENT_BALANCES) {
-        rc = compare_accounts(&c);
-    } else {
-        log_head head;
-        ledger_log_floor floor;
-        rc = log_head_get(t, &head);
-        if (rc == TALLY_ok)
-            rc = ledger_log_floor_get(t, &floor);
-        c.head_seq = head.seq;
-        c.floor_seq = rc == TALLY_ok ? floor.seq : 0;
-        if (rc == TALLY_ok)
-            rc = log_read(t, 1, UINT64_MAX, compare_event, &c);
-    }
+    ledger_log_floor floor;
+    int rc = ledger_log_floor_get(t, &floor);
+    s->cmp = (compare){.s = s, .t = t, .opt = options, .fn = fn, .ctx = ctx,
+                       .counts = {.entries = s->lines},
+                       .floor_seq = rc == TALLY_ok ? floor.seq : 0};
+    return rc;
+}
+
+int recon_statement_finish(recon_statement *s, recon_statement_counts *counts)
+{
+    compare *c = &s->cmp;
+    assert(c->s == s);
+    int rc = s->kind == RECON_STATEMENT_BALANCES ? compare_accounts(c) : TALLY_ok;
     if (rc == TALLY_ok)
-        table_each(s->entries, report_leftovers, &c);
+        table_each(s->entries, report_leftovers, c);
+    *counts = c->counts;
     return rc;
 }

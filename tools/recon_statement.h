@@ -25,6 +25,7 @@
 #define TALLY_RECON_STATEMENT_H
 
 #include "ledger/invariants.h"
+#include "log/log.h"
 #include "log/store.h"
 
 #include <stddef.h>
@@ -86,12 +87,23 @@ typedef struct recon_statement_counts {
 typedef void (*recon_statement_report_fn)(const char *kind, const char *entity,
                                           const char *detail, void *ctx);
 
-/* Compare s with the store in t (a read transaction). Findings go to fn.
- * May be called once per load (it marks entries as seen). Returns TALLY_ok,
- * TALLY_shutting_down (progress asked to stop) or a store error. */
-int recon_statement_compare(recon_statement *s, store_txn *t,
-                            const recon_statement_options *options,
-                            recon_statement_report_fn fn, void *ctx,
-                            recon_statement_counts *counts);
+/* Start comparing s with the store in t (a read transaction that stays
+ * open until recon_statement_finish); findings go to fn. One comparison
+ * per load: it marks the entries it finds. TALLY_ok or a store error. */
+int recon_statement_begin(recon_statement *s, store_txn *t,
+                          const recon_statement_options *options, recon_statement_report_fn fn,
+                          void *ctx);
+
+/* A statement of events is compared while the log is walked once for all
+ * checks: call this with every decoded event of the snapshot, in seq order
+ * (it has the shape of ledger_invariant_options.each_event; statement is
+ * the recon_statement). Statements of balances ignore it. */
+void recon_statement_event(const log_event *ev, void *statement);
+
+/* Balances are compared now (one pass over the accounts); then what the
+ * store did not have is reported as extra, and duplicates. *counts gets
+ * the totals. Returns TALLY_ok, TALLY_shutting_down (progress asked to
+ * stop) or a store error. */
+int recon_statement_finish(recon_statement *s, recon_statement_counts *counts);
 
 #endif

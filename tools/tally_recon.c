@@ -487,20 +487,23 @@ static int run_checks(recon *r, store *st)
     if (rc == TALLY_ok)
         rc = ledger_log_floor_get(&t, &floor);
     r->floor_seq = rc == TALLY_ok ? floor.seq : 0;
+    recon_statement_options so = {.drift = r->opt.drift, .through_seq = r->opt.through_seq,
+                                  .progress = on_progress, .progress_ctx = r};
+    if (rc == TALLY_ok && r->statement)
+        rc = recon_statement_begin(r->statement, &t, &so, on_statement, r);
     ledger_invariant_options io = {
         .skip_rebuild = r->opt.no_rebuild,
         .findings_per_check_max = r->opt.listed_max ? r->opt.listed_max : 1,
         .progress = on_progress,
         .progress_ctx = r,
+        /* A statement of events is compared in the checks' one log walk. */
+        .each_event = r->statement ? recon_statement_event : NULL,
+        .each_event_ctx = r->statement,
     };
     if (rc == TALLY_ok)
         rc = ledger_invariants_check_with(&t, &io, on_invariant, r, &r->stats);
-    if (rc == TALLY_ok && r->statement) {
-        recon_statement_options so = {.drift = r->opt.drift, .through_seq = r->opt.through_seq,
-                                      .progress = on_progress, .progress_ctx = r};
-        rc = recon_statement_compare(r->statement, &t, &so, on_statement, r,
-                                     &r->statement_counts);
-    }
+    if (rc == TALLY_ok && r->statement)
+        rc = recon_statement_finish(r->statement, &r->statement_counts);
     store_txn_abort(&t);
     progress_clear(r);
     if (rc == TALLY_ok)
