@@ -77,6 +77,8 @@
 #define TALLY_CONTEXTS_DEFAULT 256
 #define TALLY_CONTEXTS_MAX 4096
 #define TALLY_QUEUE_REQUESTS_MAX 4096     /* writes waiting for the writer */
+#define TALLY_CONNECTIONS_DEFAULT 1024    /* request connections at once */
+#define TALLY_CONNECTIONS_MAX 65536
 #define TALLY_GROUP_COMMANDS_MAX 8192     /* commands in one commit */
 #define TALLY_GROUP_BYTES_MAX (8 * 1024 * 1024) /* request bytes in one commit */
 #define TALLY_GROUP_APPLY_MS_MAX 100      /* time applying before committing */

@@ -13,12 +13,13 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@ int store_translate(int rc)
     case MDB_MAP_FULL: return TALLY_storage_full;
     case ENOSPC: return TALLY_storage_full;
     case EDQUOT: return TALLY_storage_full;
+    case EFBIG: return TALLY_storage_full; /* a file size limit: full all the same */
     case MDB_TXN_FULL: return TALLY_transaction_full;
     case ENOMEM: return TALLY_out_of_memory;
     case EIO: return TALLY_io_error;
@@ -231,6 +233,25 @@ int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out
     return TALLY_ok;
 }
 
+/* LMDB reports a short write as EIO, and a filling disk (or a file size
+ * limit) makes exactly that: so after an EIO at commit, look whether the
+ * data file has room to grow. Less than COMMIT_ROOM_BYTES free on its
+ * filesystem, or its size within that of RLIMIT_FSIZE, is a full store. */
+#define COMMIT_ROOM_BYTES (UINT64_C(4) << 20)
+
+static bool store_out_of_room(const store *st)
+{
+    char data[TALLY_PATH_BYTES_MAX + 16];
+    snprintf(data, sizeof(data), "%s/data.mdb", st->path);
+    struct statvfs fs;
+    if (statvfs(st->path, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < COMMIT_ROOM_BYTES)
+        return true;
+    struct rlimit rl;
+    struct stat sb;
+    return getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+           stat(data, &sb) == 0 && (uint64_t)sb.st_size + COMMIT_ROOM_BYTES > rl.rlim_cur;
+}
+
 int store_txn_commit(store_txn *t)
 {
     assert(t->active);
@@ -240,6 +261,8 @@ int store_txn_commit(store_txn *t)
         return t->error;
     }
     int rc = mdb_txn_commit(t->txn);
+    if (rc == EIO && t->parent == NULL && store_out_of_room(t->st))
+        return TALLY_storage_full;
     return store_translate(rc);
 }
 
@@ -318,20 +341,23 @@ int store_count(store_txn *t, store_db db, uint64_t *entries)
 /* true when path lies below (or at) root, both resolved. */
 static bool path_below(const char *path, const char *root)
 {
-    char real_root[PATH_MAX];
-    if (!realpath(root, real_root))
+    char *real_root = realpath(root, NULL);
+    if (!real_root)
         return false;
     size_t n = strlen(real_root);
-    return strncmp(path, real_root, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+    bool below = strncmp(path, real_root, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+    free(real_root);
+    return below;
 }
 
-int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
+/* The directory to create for dest: its parent resolved (which must exist,
+ * below root when given) and its last component. */
+static int backup_target(const char *dest, const char *root, char *out, size_t out_size)
 {
-    *bytes = 0;
     size_t len = strlen(dest);
     if (dest[0] != '/' || len >= TALLY_PATH_BYTES_MAX || len < 2)
         return TALLY_backup_destination_invalid;
-    char parent[TALLY_PATH_BYTES_MAX], real_parent[PATH_MAX];
+    char parent[TALLY_PATH_BYTES_MAX];
     memcpy(parent, dest, len + 1);
     while (len > 1 && parent[len - 1] == '/')
         parent[--len] = '\0';
@@ -339,31 +365,39 @@ int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
     const char *base = slash + 1;
     if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
         return TALLY_backup_destination_invalid;
-    if (slash == parent)
-        strcpy(real_parent, "/");
-    else {
-        *slash = '\0';
-        if (!realpath(parent, real_parent))
-            return TALLY_backup_destination_invalid;
-    }
-    if (root && !path_below(real_parent, root))
+    *slash = '\0';
+    char *real_parent = realpath(slash == parent ? "/" : parent, NULL);
+    if (!real_parent)
         return TALLY_backup_destination_invalid;
-    char target[PATH_MAX + 256], data[PATH_MAX + 300];
-    snprintf(target, sizeof(target), "%s/%s", strcmp(real_parent, "/") == 0 ? "" : real_parent,
-             dest + (base - parent));
+    bool allowed = !root || path_below(real_parent, root);
+    int n = snprintf(out, out_size, "%s/%s", strcmp(real_parent, "/") == 0 ? "" : real_parent,
+                     base);
+    free(real_parent);
+    if (!allowed || n < 0 || (size_t)n >= out_size)
+        return TALLY_backup_destination_invalid;
+    return TALLY_ok;
+}
+
+int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
+{
+    *bytes = 0;
+    char target[TALLY_PATH_BYTES_MAX], data[TALLY_PATH_BYTES_MAX + 16];
+    int rc = backup_target(dest, root, target, sizeof(target));
+    if (rc != TALLY_ok)
+        return rc;
     if (mkdir(target, 0700) != 0)
         return errno == EEXIST ? TALLY_backup_destination_exists
                : errno == ENOENT || errno == ENOTDIR ? TALLY_backup_destination_invalid
                                                      : store_translate(errno);
-    int rc = mdb_env_copy2(st->env, target, MDB_CP_COMPACT);
+    int mrc = mdb_env_copy2(st->env, target, MDB_CP_COMPACT);
     snprintf(data, sizeof(data), "%s/data.mdb", target);
     struct stat sb;
-    if (rc == MDB_SUCCESS && stat(data, &sb) == 0) {
+    if (mrc == MDB_SUCCESS && stat(data, &sb) == 0) {
         *bytes = (uint64_t)sb.st_size;
         return TALLY_ok;
     }
-    int err = rc != MDB_SUCCESS ? store_translate(rc) : TALLY_io_error;
+    rc = mrc != MDB_SUCCESS ? store_translate(mrc) : TALLY_io_error;
     unlink(data);
     rmdir(target);
-    return err;
+    return rc;
 }

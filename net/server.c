@@ -16,6 +16,7 @@
 #include "net/protocol.h"
 #include "net/reply.h"
 #include "net/subscription.h"
+#include "common/table.h"
 #include "common/msgpack_safe.h"
 #include "ledger/retention.h"
 
@@ -80,6 +81,9 @@ struct server {
     pthread_rwlock_t store_rw; /* readers vs closing the store at shutdown */
     bool store_closed;
     atomic_int sends_in_flight;
+    pthread_mutex_t pipes_mu;
+    table *pipes;                 /* accepted request connections, by pipe id */
+    uint64_t connections_refused; /* under pipes_mu */
     atomic_uint_fast64_t commits, commands;
 };
 
@@ -756,12 +760,45 @@ static void *waiter_main(void *arg)
 
 /* ---- start and stop ---- */
 
+/* Connections are bounded: one over --max-connections is closed before
+ * the socket sees it (NNG_PIPE_EV_ADD_PRE), so a flood of connections
+ * costs a refused connect each, never unbounded memory. The accepted
+ * pipes are remembered by id: NNG reports the removal of refused pipes
+ * too, and those must not be counted. */
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    server *srv = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    pthread_mutex_lock(&srv->pipes_mu);
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        table_remove(srv->pipes, &id, sizeof(id));
+        pthread_mutex_unlock(&srv->pipes_mu);
+        return;
+    }
+    size_t open = table_count(srv->pipes);
+    int inserted = 0;
+    bool accept = open < srv->opt->max_connections &&
+                  table_upsert(srv->pipes, &id, sizeof(id), &inserted) != NULL;
+    uint64_t refused = accept ? 0 : ++srv->connections_refused;
+    pthread_mutex_unlock(&srv->pipes_mu);
+    if (accept)
+        return;
+    if (refused % 1000 == 1)
+        net_log(NET_LOG_WARN, "connection refused: %zu open, the --max-connections limit "
+                "(%llu refused so far)", open, (unsigned long long)refused);
+    nng_pipe_close(p); /* no further events for this pipe */
+}
+
 static int open_sockets(server *srv)
 {
     const net_server_options *opt = srv->opt;
     int rv = nng_rep0_open(&srv->rep);
     if (rv == 0)
         rv = nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ, RECV_HARD_LIMIT_BYTES);
+    if (rv == 0 && opt->max_connections > 0)
+        rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_ADD_PRE, pipe_event, srv);
+    if (rv == 0 && opt->max_connections > 0)
+        rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_REM_POST, pipe_event, srv);
     for (unsigned i = 0; rv == 0 && i < opt->listen_count; i++) {
         rv = nng_listen(srv->rep, opt->listen_urls[i], &srv->listeners[i], 0);
         if (rv != 0)
@@ -860,8 +897,12 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->writer_cv, NULL);
     pthread_cond_init(&srv->waiter_cv, NULL);
-    if (open_store(srv) != TALLY_ok) {
+    pthread_mutex_init(&srv->pipes_mu, NULL);
+    srv->pipes = table_create(1); /* a set: values unused */
+    if (srv->pipes == NULL || open_store(srv) != TALLY_ok) {
         running_server = NULL;
+        if (srv->pipes)
+            table_destroy(srv->pipes);
         free(srv); /* nothing else has seen it yet */
         return 1;
     }

@@ -30,6 +30,7 @@ typedef struct net_server_options {
     int64_t inbox_window_ms;   /* inbox retention; 0 = keep every record */
     int64_t log_age_ms;        /* log retention; 0 = keep every event */
     const char *backup_dir;    /* NULL: backups anywhere; else only below it */
+    unsigned max_connections;  /* request connections at once; 0 = no limit */
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

@@ -32,7 +32,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tallyd [--data DIR] [--listen URL]... [--publish URL] [--map-size-mb N]\n"
             "              [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
-            "              [--log-retention-s N] [--backup-dir DIR] [--help] [--version]\n"
+            "              [--log-retention-s N] [--backup-dir DIR] [--max-connections N]\n"
+            "              [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
@@ -50,6 +51,8 @@ static void usage(FILE *f)
             "  --log-retention-s N  remove events older than this once every durable\n"
             "                    subscriber has acknowledged them, keeping a checkpoint\n"
             "                    (default 0: keep every event)\n"
+            "  --max-connections N  request connections at once, 0..%d; one more is\n"
+            "                    closed at connect (default %d; 0 = no limit)\n"
             "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
             "                    tallyd may write; the destination must not exist)\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
@@ -59,7 +62,8 @@ static void usage(FILE *f)
             "committed, close the store cleanly. Only one tallyd may use a data directory.\n",
             TALLYD_DATA_DEFAULT, TALLYD_LISTEN_DEFAULT, TALLYD_PUBLISH_DEFAULT,
             (int)(TALLY_MAP_SIZE_BYTES_MIN >> 20), (int)(TALLY_MAP_SIZE_BYTES_MAX >> 20),
-            (int)(TALLY_MAP_SIZE_BYTES_DEFAULT >> 20), TALLY_CONTEXTS_MAX, TALLY_CONTEXTS_DEFAULT);
+            (int)(TALLY_MAP_SIZE_BYTES_DEFAULT >> 20), TALLY_CONTEXTS_MAX, TALLY_CONTEXTS_DEFAULT,
+            TALLY_CONNECTIONS_MAX, TALLY_CONNECTIONS_DEFAULT);
 }
 
 static bool parse_number(const char *text, unsigned long long min, unsigned long long max,
@@ -93,7 +97,7 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR };
+enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
@@ -108,6 +112,7 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"dedupe-window-s", required_argument, NULL, OPT_DEDUPE},
         {"log-retention-s", required_argument, NULL, OPT_LOG_RETENTION},
         {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
+        {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
         {NULL, 0, NULL, 0}};
     unsigned long long n;
     int c;
@@ -140,6 +145,11 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
                 return usage_error("not a number of seconds in range (0 .. 100 years): %s", optarg);
             *(c == OPT_DEDUPE ? &opt->inbox_window_ms : &opt->log_age_ms) = (int64_t)n * 1000;
             break;
+        case OPT_MAX_CONNECTIONS:
+            if (!parse_number(optarg, 0, TALLY_CONNECTIONS_MAX, &n))
+                return usage_error("--max-connections: not a count in range: %s", optarg);
+            opt->max_connections = (unsigned)n;
+            break;
         case OPT_BACKUP_DIR:
             if (optarg[0] != '/')
                 return usage_error("--backup-dir: an absolute path, got %s", optarg);
@@ -164,7 +174,8 @@ int main(int argc, char **argv)
                               .publish_url = TALLYD_PUBLISH_DEFAULT,
                               .log_level = NET_LOG_INFO,
                               .contexts = TALLY_CONTEXTS_DEFAULT,
-                              .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT};
+                              .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT,
+                              .max_connections = TALLY_CONNECTIONS_DEFAULT};
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -219,6 +220,11 @@ static void spawn(tallyd_proc *p)
         int fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0)
             dup2(fd, 2);
+        if (p->file_size_limit_bytes) { /* writes past it fail with EFBIG */
+            struct rlimit rl = {p->file_size_limit_bytes, p->file_size_limit_bytes};
+            signal(SIGXFSZ, SIG_IGN);
+            setrlimit(RLIMIT_FSIZE, &rl);
+        }
         execv(argv[0], (char *const *)argv);
         static const char failed[] = "harness: exec of tallyd failed\n";
         (void)!write(2, failed, sizeof(failed) - 1);
@@ -293,7 +299,12 @@ int tallyd_stop(tallyd_proc *p)
         waitpid(p->pid, &status, 0);
     }
     p->pid = 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) { /* show why (a sanitizer report, an assertion) before the dir goes */
+        fprintf(stderr, "tallyd exited with %d at SIGTERM\n", code);
+        log_tail_print(p);
+    }
+    return code;
 }
 
 void tallyd_kill(tallyd_proc *p)

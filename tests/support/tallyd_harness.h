@@ -19,6 +19,7 @@ typedef struct tallyd_proc {
     pid_t pid;
     unsigned map_size_mb; /* 0 = default */
     const char *extra_args[8]; /* more tallyd options, NULL-terminated */
+    uint64_t file_size_limit_bytes; /* > 0: RLIMIT_FSIZE for tallyd (SIGXFSZ ignored) */
 } tallyd_proc;
 
 /* Make the temp dir and start tallyd; waits until it answers `stats`.

@@ -1,0 +1,25 @@
+/*
+ * clock.h — the two clocks tally reads: wall time (Unix milliseconds, for
+ * times that are stored or compared with stored ones) and monotonic time
+ * (milliseconds, for deadlines and waits).
+ */
+#ifndef TALLY_CLOCK_H
+#define TALLY_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t clock_ms_of(clockid_t which)
+{
+    struct timespec ts;
+    clock_gettime(which, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds since the Unix epoch, UTC. */
+static inline int64_t clock_wall_ms(void) { return clock_ms_of(CLOCK_REALTIME); }
+
+/* Milliseconds of a clock that never steps back. */
+static inline int64_t clock_mono_ms(void) { return clock_ms_of(CLOCK_MONOTONIC); }
+
+#endif

@@ -1,0 +1,289 @@
+/*
+ * check_exhaustion.c — a real tallyd running out of resources: a full map,
+ * a full disk, a flood of connections and of requests. The promise each
+ * time: writes answer storage_full (or are bounded), reads keep working,
+ * nothing is half-applied (the invariants pass), nothing acknowledged is
+ * lost, and once there is room again the server continues where it
+ * stopped.
+ */
+#include "clients/tally.h"
+#include "common/error.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wire.h"
+
+#include <check.h>
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WRITES_MAX 200000
+
+static tallyd_proc proc;
+static tally_client *client;
+
+static void open_client(void)
+{
+    tally_client_options o = {.url = proc.url, .timeout_ms = 60000, .consumer = "fill"};
+    ck_assert_int_eq(tally_client_open(&o, &client), TALLY_ok);
+}
+
+/* Open accounts first, first+1, ... until one is refused with
+ * storage_full; returns how many were acknowledged. */
+static uint64_t fill(uint64_t first)
+{
+    for (uint64_t i = 0; i < WRITES_MAX; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "open-%llu", (unsigned long long)(first + i));
+        tally_account_open_args a = {.id = first + i, .ledger = 1, .code = 1};
+        tally_result res;
+        tally_account_open(client, key, &a, &res);
+        if (res.code == TALLY_storage_full)
+            return i;
+        ck_assert_msg(res.code == TALLY_ok, "account %llu: %s", (unsigned long long)(first + i),
+                      tally_strerror(res.code));
+    }
+    ck_abort_msg("the store never filled up");
+    return 0;
+}
+
+static void expect_account(uint64_t id)
+{
+    tally_account acc;
+    ck_assert_int_eq(tally_account_get(client, id, &acc), TALLY_ok);
+    ck_assert_uint_eq(acc.id, id);
+}
+
+/* After storage_full: reads work, the refused key is refused again (it was
+ * not stored), every acknowledged account is there. */
+static void assert_full_but_readable(uint64_t first, uint64_t acked)
+{
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    ck_assert_uint_eq(st.accounts, acked);
+    expect_account(first);
+    expect_account(first + acked - 1);
+    char key[32];
+    snprintf(key, sizeof(key), "open-%llu", (unsigned long long)(first + acked));
+    tally_account_open_args a = {.id = first + acked, .ledger = 1, .code = 1};
+    tally_result res;
+    tally_account_open(client, key, &a, &res);
+    ck_assert_int_eq(res.code, TALLY_storage_full);
+    tally_account acc;
+    ck_assert_int_eq(tally_account_get(client, first + acked, &acc), TALLY_not_found);
+}
+
+/* Room again: the refused key applies now, once, and more writes follow. */
+static void assert_continues(uint64_t first, uint64_t acked)
+{
+    char key[32];
+    snprintf(key, sizeof(key), "open-%llu", (unsigned long long)(first + acked));
+    tally_account_open_args a = {.id = first + acked, .ledger = 1, .code = 1};
+    tally_result res;
+    ck_assert_int_eq(tally_account_open(client, key, &a, &res), TALLY_ok);
+    ck_assert(!res.replayed);
+    ck_assert_int_eq(tally_account_open(client, key, &a, &res), TALLY_ok);
+    ck_assert(res.replayed);
+    a.id++;
+    ck_assert_int_eq(tally_account_open(client, "one-more", &a, &res), TALLY_ok);
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    ck_assert_uint_eq(st.accounts, acked + 2);
+}
+
+START_TEST(map_full_then_a_larger_map)
+{
+    memset(&proc, 0, sizeof(proc));
+    proc.map_size_mb = 1;
+    tallyd_start(&proc);
+    open_client();
+    uint64_t acked = fill(1);
+    ck_assert_uint_gt(acked, 10);
+    assert_full_but_readable(1, acked);
+    tally_client_close(client);
+    ck_assert_int_eq(tallyd_stop(&proc), 0);
+    wire_assert_invariants(proc.data_dir);
+
+    proc.map_size_mb = 8;
+    tallyd_restart(&proc);
+    open_client();
+    assert_continues(1, acked);
+    wire_server_stop(&proc, &client);
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
+/* A disk that fills: a 2 MiB tmpfs when this process may mount one, else
+ * a 2 MiB file size limit on tallyd (writes past it fail with EFBIG, which
+ * the store treats as full too). */
+START_TEST(disk_full_then_room_again)
+{
+    memset(&proc, 0, sizeof(proc));
+    tallyd_start(&proc);
+    ck_assert_int_eq(tallyd_stop(&proc), 0);
+    char disk[256], cmd[800];
+    snprintf(disk, sizeof(disk), "%.240s/disk", proc.dir);
+    ck_assert_int_eq(mkdir(disk, 0700), 0);
+    bool mounted = mount("tmpfs", disk, "tmpfs", 0, "size=2m") == 0;
+    if (mounted) {
+        snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s/data'", proc.data_dir, disk);
+        ck_assert_int_eq(system(cmd), 0);
+        ck_assert_uint_lt(strlen(disk) + 6, sizeof(proc.data_dir));
+        snprintf(proc.data_dir, sizeof(proc.data_dir), "%.250s/data", disk);
+    } else {
+        fprintf(stderr, "disk full: cannot mount tmpfs (%s); using RLIMIT_FSIZE instead\n",
+                strerror(errno));
+        proc.file_size_limit_bytes = 2u << 20;
+    }
+    tallyd_restart(&proc);
+    open_client();
+    uint64_t acked = fill(1);
+    ck_assert_uint_gt(acked, 10);
+    assert_full_but_readable(1, acked);
+
+    if (mounted) { /* room again without a restart */
+        ck_assert_int_eq(mount("tmpfs", disk, "tmpfs", MS_REMOUNT, "size=64m"), 0);
+        assert_continues(1, acked);
+        wire_server_stop(&proc, &client);
+        ck_assert_int_eq(umount(disk), 0);
+    } else { /* room again after a restart without the limit */
+        tally_client_close(client);
+        ck_assert_int_eq(tallyd_stop(&proc), 0);
+        wire_assert_invariants(proc.data_dir);
+        proc.file_size_limit_bytes = 0;
+        tallyd_restart(&proc);
+        open_client();
+        assert_continues(1, acked);
+        wire_server_stop(&proc, &client);
+    }
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
+/* ---- floods ---- */
+
+#define FLOOD_CONNECTIONS 64
+#define MAX_CONNECTIONS 16
+#define FLOOD_THREADS 8
+#define FLOOD_WRITES 150
+
+typedef struct flooder {
+    const char *url;
+    unsigned index;
+    unsigned ok, refused, other;
+} flooder;
+
+static void *flood_main(void *arg)
+{
+    flooder *f = arg;
+    tally_client *c;
+    tally_client_options o = {.url = f->url, .timeout_ms = 60000, .consumer = "flood",
+                              .retries = 20, .retries_set = true};
+    if (tally_client_open(&o, &c) != TALLY_ok)
+        return NULL;
+    for (unsigned i = 0; i < FLOOD_WRITES; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "f-%u-%u", f->index, i);
+        tally_account_open_args a = {.id = 1000000 + f->index * 1000 + i, .ledger = 1, .code = 1};
+        tally_result res;
+        tally_account_open(c, key, &a, &res);
+        if (res.code == TALLY_ok)
+            f->ok++;
+        else if (res.code == TALLY_overloaded)
+            f->refused++;
+        else
+            f->other++;
+    }
+    tally_client_close(c);
+    return NULL;
+}
+
+static uint64_t peak_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    uint64_t kib = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %llu kB", (unsigned long long *)&kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+START_TEST(floods_of_connections_and_requests_are_bounded)
+{
+    memset(&proc, 0, sizeof(proc));
+    const char *args[] = {"--max-connections=16", "--contexts=8", NULL};
+    wire_server_start(&proc, &client, args); /* this client connects first */
+
+    /* 64 more connections: 15 fit, the rest are closed at connect */
+    nng_socket idle[FLOOD_CONNECTIONS];
+    for (int i = 0; i < FLOOD_CONNECTIONS; i++) {
+        ck_assert_int_eq(nng_req0_open(&idle[i]), 0);
+        nng_socket_set_ms(idle[i], NNG_OPT_RECONNMINT, 1000);
+        nng_socket_set_ms(idle[i], NNG_OPT_RECONNMAXT, 2000);
+        ck_assert_int_eq(nng_dial(idle[i], proc.url, NULL, NNG_FLAG_NONBLOCK), 0);
+    }
+    /* the first client is unharmed */
+    tally_stats st;
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+        usleep(50000);
+    }
+    char grep[600];
+    snprintf(grep, sizeof(grep), "grep -q 'connection refused' '%s'", proc.log_path);
+    ck_assert_msg(system(grep) == 0, "tallyd did not refuse connections over the limit");
+    for (int i = 0; i < FLOOD_CONNECTIONS; i++)
+        nng_close(idle[i]); /* nothing in flight on them */
+
+    /* a flood of writes from 8 clients through 8 contexts: every write is
+     * answered (ok, or overloaded and then retried), none lost or doubled */
+    pthread_t th[FLOOD_THREADS];
+    flooder f[FLOOD_THREADS];
+    for (unsigned i = 0; i < FLOOD_THREADS; i++) {
+        f[i] = (flooder){.url = proc.url, .index = i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, flood_main, &f[i]), 0);
+    }
+    unsigned ok = 0;
+    for (unsigned i = 0; i < FLOOD_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(f[i].other == 0, "flooder %u: %u unexpected answers", i, f[i].other);
+        ok += f[i].ok;
+    }
+    ck_assert_uint_eq(ok, FLOOD_THREADS * FLOOD_WRITES);
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    ck_assert_uint_eq(st.accounts, FLOOD_THREADS * FLOOD_WRITES);
+    uint64_t rss = peak_rss_kib(proc.pid);
+    fprintf(stderr, "floods: peak RSS of tallyd %llu KiB\n", (unsigned long long)rss);
+    ck_assert_uint_lt(rss, 512 * 1024);
+    wire_server_stop(&proc, &client);
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
+static void add(Suite *s, const char *name, const TTest *test)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test);
+    suite_add_tcase(s, tc);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("exhaustion");
+    add(s, "map_full", map_full_then_a_larger_map);
+    add(s, "disk_full", disk_full_then_room_again);
+    add(s, "floods", floods_of_connections_and_requests_are_bounded);
+    return test_run_suite(s);
+}

@@ -1,0 +1,317 @@
+/*
+ * tally_readmodel.c — `tally-readmodel`, an example subscriber: keeps a read
+ * model of account balances and entitlements in its own LMDB environment,
+ * exactly once, through the subscriber-side inbox (clients/tally_inbox.h;
+ * the model itself is tools/readmodel.c).
+ *
+ * It feeds itself with tally_log_read from the seq after its position,
+ * long-polling for new events, and applies each page in one transaction
+ * that also moves its position: a crash (kill -9 at any moment) resumes
+ * exactly where the last commit left, and whatever arrives twice is dropped
+ * by the inbox. The feed is one small function (feed_from_log) so that it
+ * can be replaced by a durable subscriber of tallyd.
+ *
+ * Exit codes: 0 ok, 1 failure (server, store, or a gap in the log), 2 usage.
+ */
+#include "config.h"
+
+#include "clients/tally_inbox.h"
+#include "tools/readmodel.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DATA_DEFAULT "./readmodel-data"
+#define PAGE_EVENTS_DEFAULT 500
+#define PAGE_EVENTS_MAX 1000 /* a log_read page (TALLY_LOG_READ_EVENTS_MAX) */
+#define WAIT_MS_DEFAULT 10000
+#define WAIT_MS_MAX 30000    /* TALLY_LOG_WAIT_MS_MAX */
+#define TIMEOUT_MS_MAX 600000
+#define MAP_SIZE_MB_DEFAULT 256
+#define MAP_SIZE_MB_MAX (UINT64_C(1) << 24)
+#define RETENTION_HOURS_DEFAULT 168
+#define RETENTION_HOURS_MAX 87600
+#define MS_PER_HOUR INT64_C(3600000)
+#define RETRY_PAUSE_MS 1000
+
+enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+
+typedef struct options {
+    const char *data;
+    const char *url; /* NULL: libtally's default */
+    uint64_t map_size_mb, retention_hours, page_events, wait_ms, timeout_ms; /* 0: default */
+    bool once, dump, json;
+} options;
+
+/* SIGINT or SIGTERM: the feed stops after the read in progress. */
+static volatile sig_atomic_t stop_signal;
+
+static void stop_on(int sig) { stop_signal = sig; }
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: tally-readmodel [--data DIR] [--url URL] [--once] [--dump [--json]]\n"
+"                       [--batch N] [--wait-ms N] [--timeout-ms N]\n"
+"                       [--map-size-mb N] [--retention-hours N] [--help]\n"
+"\n"
+"An example subscriber of tallyd: keeps a read model of account balances and\n"
+"entitlements in its own LMDB environment, applying every event exactly once\n"
+"through the subscriber-side inbox of libtally (docs/SUBSCRIBERS.md). It reads\n"
+"the log after its position (log_read, long-polling) and commits each page\n"
+"together with the new position, so it resumes after a crash on its own.\n"
+"\n"
+"  --data DIR          the read model's environment, created if missing\n"
+"                      (default %s)\n"
+"  --url URL           tallyd request endpoint (default $TALLY_URL, else\n"
+"                      tcp://127.0.0.1:7450)\n"
+"  --once              catch up to the head of the log, then exit\n"
+"  --dump              print the read model and exit (after --once if given);\n"
+"                      without --once the server is not contacted\n"
+"  --json              --dump as one JSON document: position, accounts,\n"
+"                      entitlements\n"
+"  --batch N           events per read and per transaction, 1..%d (default %d)\n"
+"  --wait-ms N         long-poll wait for new events, 1..%d (default %d)\n"
+"  --timeout-ms N      per attempt of a read, on top of the wait, 1..%d\n"
+"                      (default libtally's: 5000); libtally retries 3 times,\n"
+"                      then a follower waits for the server and tries again\n"
+"  --map-size-mb N     LMDB map size of the read model in MiB (default %d)\n"
+"  --retention-hours N keep processed event ids this long, 1..%d (default %d)\n"
+"  --help\n"
+"\n"
+"Without --once or --dump it follows the log until SIGINT or SIGTERM (noticed\n"
+"within --wait-ms). Exit codes: 0 ok, 1 failure, 2 usage error.\n",
+            DATA_DEFAULT, PAGE_EVENTS_MAX, PAGE_EVENTS_DEFAULT, WAIT_MS_MAX, WAIT_MS_DEFAULT,
+            TIMEOUT_MS_MAX, MAP_SIZE_MB_DEFAULT, RETENTION_HOURS_MAX, RETENTION_HOURS_DEFAULT);
+}
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "tally-readmodel: %s%s\nTry 'tally-readmodel --help'.\n", what, arg);
+    return EXIT_USAGE;
+}
+
+/* A decimal count in [min, max]. */
+static bool count_parse(const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
+    bool ok = end != NULL && *end == '\0' && errno == 0 && v >= min && v <= max;
+    if (ok)
+        *out = v;
+    return ok;
+}
+
+enum { OPT_DATA = 1000, OPT_URL, OPT_ONCE, OPT_DUMP, OPT_JSON, OPT_BATCH, OPT_WAIT, OPT_TIMEOUT,
+       OPT_MAP, OPT_RETENTION, OPT_HELP };
+
+typedef struct count_option {
+    int id;
+    const char *name;
+    uint64_t min, max;
+    size_t offset;
+} count_option;
+
+static const count_option count_options[] = {
+    {OPT_BATCH, "--batch", 1, PAGE_EVENTS_MAX, offsetof(options, page_events)},
+    {OPT_WAIT, "--wait-ms", 1, WAIT_MS_MAX, offsetof(options, wait_ms)},
+    {OPT_TIMEOUT, "--timeout-ms", 1, TIMEOUT_MS_MAX, offsetof(options, timeout_ms)},
+    {OPT_MAP, "--map-size-mb", 1, MAP_SIZE_MB_MAX, offsetof(options, map_size_mb)},
+    {OPT_RETENTION, "--retention-hours", 1, RETENTION_HOURS_MAX,
+     offsetof(options, retention_hours)},
+};
+
+/* Returns -1 to go on, else the exit code. */
+static int option_take(int c, const char *arg, options *o)
+{
+    for (size_t i = 0; i < sizeof(count_options) / sizeof(count_options[0]); i++) {
+        const count_option *co = &count_options[i];
+        if (co->id == c)
+            return count_parse(arg, co->min, co->max, (uint64_t *)((char *)o + co->offset))
+                       ? -1
+                       : usage_error(co->name, ": not a number in range");
+    }
+    switch (c) {
+    case OPT_DATA: o->data = arg; return -1;
+    case OPT_URL: o->url = arg; return -1;
+    case OPT_ONCE: o->once = true; return -1;
+    case OPT_DUMP: o->dump = true; return -1;
+    case OPT_JSON: o->json = true; return -1;
+    case OPT_HELP: usage(stdout); return EXIT_OK;
+    default: return usage_error("unknown option", "");
+    }
+}
+
+static int options_parse(int argc, char **argv, options *o)
+{
+    static const struct option long_options[] = {
+        {"data", required_argument, NULL, OPT_DATA},   {"url", required_argument, NULL, OPT_URL},
+        {"once", no_argument, NULL, OPT_ONCE},         {"dump", no_argument, NULL, OPT_DUMP},
+        {"json", no_argument, NULL, OPT_JSON},         {"batch", required_argument, NULL, OPT_BATCH},
+        {"wait-ms", required_argument, NULL, OPT_WAIT},
+        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+        {"map-size-mb", required_argument, NULL, OPT_MAP},
+        {"retention-hours", required_argument, NULL, OPT_RETENTION},
+        {"help", no_argument, NULL, OPT_HELP},         {NULL, 0, NULL, 0}};
+    *o = (options){.data = DATA_DEFAULT, .map_size_mb = MAP_SIZE_MB_DEFAULT,
+                   .retention_hours = RETENTION_HOURS_DEFAULT, .page_events = PAGE_EVENTS_DEFAULT,
+                   .wait_ms = WAIT_MS_DEFAULT};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+        if (c == '?' || c == ':')
+            return usage_error("unknown option or missing value: ", argv[optind - 1]);
+        int rc = option_take(c, optarg, o);
+        if (rc >= 0)
+            return rc;
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument: ", argv[optind]);
+    if (o->json && !o->dump)
+        return usage_error("--json goes with --dump", "");
+    return -1;
+}
+
+/* ---- the feed ---- */
+
+typedef int (*page_fn)(const tally_event *events, size_t count, void *ctx);
+
+typedef struct feed_options {
+    uint32_t page_events;
+    uint32_t wait_ms;
+    bool once; /* return once the head seen at the last read is reached */
+} feed_options;
+
+/* A page must start right after the last one and have no gap: events
+ * removed by retention (or another store behind the URL) would otherwise
+ * be missed silently. */
+static int page_check(const tally_event *page, size_t n, uint64_t next)
+{
+    for (size_t i = 0; i < n; i++)
+        if (page[i].seq != next + i) {
+            fprintf(stderr, "tally-readmodel: the log gave seq %" PRIu64 " where %" PRIu64
+                    " was due (events removed by retention, or another store?)\n",
+                    page[i].seq, next + i);
+            return TALLY_corrupt_record;
+        }
+    return TALLY_ok;
+}
+
+/* Faults a follower waits out: the server is restarting or busy. */
+static bool server_away(int rc)
+{
+    return rc == TALLY_unreachable || rc == TALLY_timed_out || rc == TALLY_overloaded ||
+           rc == TALLY_shutting_down;
+}
+
+/* Hand every event after after_seq to sink, page by page in seq order,
+ * until caught up (once) or a stop is requested. Following, a server that
+ * is away is retried every RETRY_PAUSE_MS; with once it is an error. */
+static int feed_from_log(tally_client *c, uint64_t after_seq, const feed_options *o,
+                         page_fn sink, void *ctx)
+{
+    tally_event *page = calloc(o->page_events, sizeof(*page));
+    if (page == NULL)
+        return TALLY_out_of_memory;
+    uint64_t next = after_seq + 1, head = 0;
+    int rc = TALLY_ok;
+    while (rc == TALLY_ok && !stop_signal) {
+        size_t n = 0;
+        rc = tally_log_read(c, next, o->page_events, o->once ? 0 : o->wait_ms, page,
+                            o->page_events, &n, &head);
+        if (!o->once && server_away(rc)) {
+            fprintf(stderr, "tally-readmodel: %s; retrying\n", tally_strerror(rc));
+            usleep(RETRY_PAUSE_MS * 1000); /* a signal ends it early */
+            rc = TALLY_ok;
+            continue;
+        }
+        if (rc == TALLY_ok)
+            rc = page_check(page, n, next);
+        if (rc == TALLY_ok && n > 0)
+            rc = sink(page, n, ctx);
+        tally_events_release(page, n);
+        next += n;
+        if (rc == TALLY_ok && head < after_seq) {
+            fprintf(stderr, "tally-readmodel: the server's head %" PRIu64 " is behind the "
+                    "read model's position %" PRIu64 " (another store?)\n", head, after_seq);
+            rc = TALLY_corrupt_record;
+        }
+        if (o->once && next > head)
+            break;
+    }
+    free(page);
+    return rc;
+}
+
+/* ---- main ---- */
+
+static int apply_page(const tally_event *events, size_t count, void *ctx)
+{
+    return readmodel_apply_page(ctx, events, count);
+}
+
+static int follow(readmodel *rm, const options *o)
+{
+    tally_client_options co = {.url = o->url, .consumer = "readmodel",
+                               .timeout_ms = (uint32_t)o->timeout_ms};
+    tally_client *c = NULL;
+    uint64_t position;
+    int rc = readmodel_position(rm, &position);
+    if (rc == TALLY_ok)
+        rc = tally_client_open(&co, &c);
+    if (rc != TALLY_ok)
+        return rc;
+    feed_options fo = {(uint32_t)o->page_events, (uint32_t)o->wait_ms, o->once};
+    rc = feed_from_log(c, position, &fo, apply_page, rm);
+    tally_client_close(c);
+    tally_inbox_stats s;
+    uint64_t now;
+    if (rc == TALLY_ok && readmodel_position(rm, &now) == TALLY_ok &&
+        tally_inbox_stats_get(readmodel_inbox(rm), &s) == TALLY_ok)
+        fprintf(stderr, "tally-readmodel: at seq %" PRIu64 " (was %" PRIu64 "); inbox totals: "
+                "applied %" PRIu64 ", repeated %" PRIu64 ", stale %" PRIu64 "\n", now, position,
+                s.applied, s.repeated, s.stale);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = options_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    struct sigaction sa = {.sa_handler = stop_on};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    readmodel_options ro = {.path = o.data, .map_size_bytes = o.map_size_mb << 20,
+                            .retention_ms = (int64_t)o.retention_hours * MS_PER_HOUR};
+    readmodel *rm = NULL;
+    rc = readmodel_open(&ro, &rm);
+    if (rc != TALLY_ok) {
+        fprintf(stderr, "tally-readmodel: cannot open %s: %s\n", o.data, tally_strerror(rc));
+        return EXIT_FAILED;
+    }
+    const char *step = "follow";
+    if (o.once || !o.dump)
+        rc = follow(rm, &o);
+    else
+        rc = TALLY_ok;
+    if (rc == TALLY_ok && o.dump) {
+        step = "dump";
+        rc = readmodel_dump(rm, o.json, stdout);
+    }
+    readmodel_close(rm);
+    if (rc != TALLY_ok) {
+        fprintf(stderr, "tally-readmodel: %s failed: %s\n", step, tally_strerror(rc));
+        return EXIT_FAILED;
+    }
+    return EXIT_OK;
+}
