@@ -497,7 +497,10 @@ static int run_checks(recon *r, store *st)
         .progress = on_progress,
         .progress_ctx = r,
         /* A statement of events is compared in the checks' one log walk. */
-        .each_event = r->statement ? recon_statement_event : NULL,
+        .each_event = r->statement && recon_statement_kind_of(r->statement) ==
+                                          RECON_STATEMENT_EVENTS
+                          ? recon_statement_event
+                          : NULL,
         .each_event_ctx = r->statement,
     };
     if (rc == TALLY_ok)

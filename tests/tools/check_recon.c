@@ -76,31 +76,27 @@ static int master_apply(store *st, int64_t now_ms, const char *key, const ledger
     return 0;
 }
 
-/* Build the master store; -1 on failure (main reports it). */
-static int master_build(void)
+static int master_accounts(store *st, int64_t now)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(m.dir, sizeof(m.dir), "%s/check-recon-master-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(m.dir) == NULL)
-        return -1;
-    store_options opt = {.path = m.dir, .map_size_bytes = UINT64_C(64) << 20};
-    store *st;
-    if (store_open(&opt, &st) != TALLY_ok)
-        return -1;
-    int64_t now = TEST_NOW_MS;
     static const struct { uint64_t id; uint32_t ledger; uint16_t flags; } accounts[] = {
         {1, 1, 0}, {2, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS}, {3, 1, 0},
         {4, 2, 0}, {5, 2, LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS}, {6, 1, 0},
     };
     ledger_outcome out;
-    int bad = 0;
-    for (size_t i = 0; i < sizeof(accounts) / sizeof(accounts[0]) && !bad; i++) {
+    for (size_t i = 0; i < sizeof(accounts) / sizeof(accounts[0]); i++) {
         char key[32];
         snprintf(key, sizeof(key), "open-%" PRIu64, accounts[i].id);
         ledger_command c = test_cmd_open(accounts[i].id, accounts[i].ledger, accounts[i].flags);
-        bad = master_apply(st, now, key, &c, TALLY_ok, &out);
+        if (master_apply(st, now, key, &c, TALLY_ok, &out) != 0)
+            return -1;
         m.seq_open[accounts[i].id] = out.first_seq;
     }
+    return 0;
+}
+
+/* Transfers, holds resolved every way, a rejection, a replay, entitlements. */
+static int master_commands(store *st, int64_t now)
+{
     struct { const char *key; ledger_command cmd; int code; } steps[] = {
         {"t-101", test_cmd_transfer(101, 1, 2, 100), TALLY_ok},
         {"t-102", test_cmd_transfer(102, 2, 3, 30), TALLY_ok},
@@ -121,8 +117,10 @@ static int master_build(void)
         {"revoke-4", test_cmd_revoke("user-4", "pro"), TALLY_ok},
         {"extend-1", test_cmd_extend("user-1", "pro", now + 60 * DAY_MS), TALLY_ok},
     };
-    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && !bad; i++) {
-        bad = master_apply(st, now, steps[i].key, &steps[i].cmd, steps[i].code, &out);
+    ledger_outcome out;
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        if (master_apply(st, now, steps[i].key, &steps[i].cmd, steps[i].code, &out) != 0)
+            return -1;
         if (i == 0)
             m.seq_t101 = out.first_seq;
     }
@@ -134,32 +132,60 @@ static int master_build(void)
     ledger_command chain = {.kind = LEDGER_CHAIN};
     chain.u.chain = (ledger_chain){.members = members, .count = 2};
     now += 120000; /* hold 107 and user-3/trial expire in the sweep of the next apply */
-    bad = bad || master_apply(st, now, "t-108", &back, TALLY_ok, &out) ||
-          master_apply(st, now, "t-109", &forth, TALLY_ok, &out) ||
-          master_apply(st, now, "chain-1", &chain, TALLY_ok, &out);
-    /* A subscriber that fetched 5 events, acked 3 and parked the 4th. */
+    return master_apply(st, now, "t-108", &back, TALLY_ok, &out) ||
+                   master_apply(st, now, "t-109", &forth, TALLY_ok, &out) ||
+                   master_apply(st, now, "chain-1", &chain, TALLY_ok, &out)
+               ? -1
+               : 0;
+}
+
+/* A subscriber that fetched 5 events, acked 3 and parked the 4th. */
+static int master_subscriber(store *st, int64_t now)
+{
     store_txn t;
-    if (!bad && store_txn_begin(st, NULL, false, &t) == TALLY_ok) {
-        sub_start start = {.kind = SUB_START_BEGINNING};
-        sub_config cfg;
-        sub_config_default(&cfg);
-        sub_delivery d[5];
-        uint32_t count = 0, acked;
-        int64_t next_due;
-        bool created;
-        sub_state after;
-        tally_str name = tally_str_from(SUBSCRIBER);
-        m.parked_seq = 4;
-        bad = sub_create(&t, name, &start, &cfg, now, &created, &after) != TALLY_ok ||
-              sub_fetch(&t, name, 5, false, now, d, &count, &next_due, &after) != TALLY_ok ||
-              count != 5 || sub_ack(&t, name, 3, NULL, 0, now, &acked, &after) != TALLY_ok ||
-              sub_park(&t, name, m.parked_seq, tally_str_from("poison"), now, &after) !=
-                  TALLY_ok;
-        bad = store_txn_commit(&t) != TALLY_ok || bad;
+    if (store_txn_begin(st, NULL, false, &t) != TALLY_ok)
+        return -1;
+    sub_start start = {.kind = SUB_START_BEGINNING};
+    sub_config cfg;
+    sub_config_default(&cfg);
+    sub_delivery d[5];
+    uint32_t count = 0, acked;
+    int64_t next_due;
+    bool created;
+    sub_state after;
+    tally_str name = tally_str_from(SUBSCRIBER);
+    m.parked_seq = 4;
+    bool bad = sub_create(&t, name, &start, &cfg, now, &created, &after) != TALLY_ok ||
+               sub_fetch(&t, name, 5, false, now, d, &count, &next_due, &after) != TALLY_ok ||
+               count != 5 || sub_ack(&t, name, 3, NULL, 0, now, &acked, &after) != TALLY_ok ||
+               sub_park(&t, name, m.parked_seq, tally_str_from("poison"), now, &after) !=
+                   TALLY_ok;
+    if (bad) {
+        store_txn_abort(&t);
+        return -1;
     }
+    return store_txn_commit(&t) == TALLY_ok ? 0 : -1;
+}
+
+/* Build the master store; -1 on failure (main reports it). */
+static int master_build(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(m.dir, sizeof(m.dir), "%s/check-recon-master-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(m.dir) == NULL)
+        return -1;
+    store_options opt = {.path = m.dir, .map_size_bytes = UINT64_C(64) << 20};
+    store *st;
+    if (store_open(&opt, &st) != TALLY_ok)
+        return -1;
+    int64_t now = TEST_NOW_MS;
+    int bad = master_accounts(st, now) || master_commands(st, now) ||
+              master_subscriber(st, now + 120000);
+    store_txn t;
     log_head head = {0};
     if (!bad && store_txn_begin(st, NULL, true, &t) == TALLY_ok) {
-        bad = log_head_get(&t, &head) != TALLY_ok || store_count(&t, STORE_DB_ACCOUNTS, &m.accounts);
+        bad = log_head_get(&t, &head) != TALLY_ok ||
+              store_count(&t, STORE_DB_ACCOUNTS, &m.accounts) != TALLY_ok;
         store_txn_abort(&t);
     }
     m.head = head.seq;
