@@ -1347,7 +1347,8 @@ static int64_t mono_ms(void)
 /* tallyd keeps writing (tally-bench) while tally-recon checks its live
  * directory again and again: every run sees a consistent snapshot (exit
  * 0), the snapshots move on (writes were not blocked), and the bench
- * verifies that every acknowledged write took effect exactly once. */
+ * verifies that every acknowledged write took effect exactly once. Then a
+ * `tally backup` of the store passes as well. */
 START_TEST(live_directory_is_checked_while_writes_continue)
 {
     tallyd_proc p;
@@ -1387,10 +1388,24 @@ START_TEST(live_directory_is_checked_while_writes_continue)
                     "\n", runs, heads_seen, last_head);
     ck_assert_msg(heads_seen >= 3, "only %" PRIu64 " distinct heads in %" PRIu64 " runs",
                   heads_seen, runs);
+    /* An online backup (tally backup) passes too. */
+    char backup[400];
+    snprintf(backup, sizeof(backup), "%s/backup", p.dir);
+    const char *tally[] = {tallyd_program("tally"), "--url", p.url, "backup", backup, NULL};
+    int tally_out = temp_fd();
+    int tally_status = wait_status(spawn(tally, tally_out, tally_out));
+    char *tally_text = read_fd(tally_out);
+    ck_assert_msg(tally_status == 0, "tally backup exit %d: %s", tally_status, tally_text);
+    free(tally_text);
+    json_t *doc = RECON_JSON(EXIT_CLEAN, backup);
+    ck_assert_uint_ge((uint64_t)json_integer_value(
+                          json_object_get(json_object_get(doc, "snapshot"), "head_seq")),
+                      last_head);
+    json_decref(doc);
     /* tallyd still holds its lock and answers; after it stops, the final
      * store is clean too. */
     ck_assert_int_eq(tallyd_stop(&p), 0);
-    json_t *doc = RECON_JSON(EXIT_CLEAN, p.data_dir);
+    doc = RECON_JSON(EXIT_CLEAN, p.data_dir);
     ck_assert_uint_ge((uint64_t)json_integer_value(
                           json_object_get(json_object_get(doc, "snapshot"), "head_seq")),
                       last_head);
