@@ -245,6 +245,12 @@ START_TEST(floods_of_connections_and_requests_are_bounded)
     ck_assert_msg(system(grep) == 0, "tallyd did not refuse connections over the limit");
     for (int i = 0; i < FLOOD_CONNECTIONS; i++)
         nng_close(idle[i]); /* nothing in flight on them */
+    wire_server_stop(&proc, &client);
+    tallyd_cleanup(&proc);
+
+    /* the request flood on a fresh tallyd: 8 contexts, the default limit */
+    const char *args2[] = {"--contexts=8", NULL};
+    wire_server_start(&proc, &client, args2);
 
     /* a flood of writes from 8 clients through 8 contexts: every write is
      * answered (ok, or overloaded and then retried), none lost or doubled */
