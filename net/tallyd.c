@@ -52,7 +52,7 @@ static void usage(FILE *f)
             "                    subscriber has acknowledged them, keeping a checkpoint\n"
             "                    (default 0: keep every event)\n"
             "  --max-connections N  request connections at once, 0..%d; one more is\n"
-            "                    closed at connect (default %d; 0 = no limit)\n"
+            "                    closed at connect (default 0 = no limit; %d suggested)\n"
             "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
             "                    tallyd may write; the destination must not exist)\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
@@ -175,7 +175,7 @@ int main(int argc, char **argv)
                               .log_level = NET_LOG_INFO,
                               .contexts = TALLY_CONTEXTS_DEFAULT,
                               .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT,
-                              .max_connections = TALLY_CONNECTIONS_DEFAULT};
+                              .max_connections = 0};
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;
