@@ -35,6 +35,7 @@
 #define WRAPPER_WORDS_MAX 16
 #define WRAPPER_BYTES_MAX 1024
 #define PROBE_WAIT_MS 1000
+#define NEGOTIATION_WAIT_MS 15000
 #define PROBE_PAUSE_US 50000
 #define LOG_TAIL_BYTES 4096
 #define SP_PROTOCOL_REQ0 0x30
@@ -158,10 +159,19 @@ static void frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_i
         head[9 + i] = (uint8_t)(request_id >> (24 - 8 * i));
 }
 
-/* A connection to an ipc:// url past the SP header exchange, or -1. */
-static int sp_connect(const char *url, int64_t deadline)
+/* A connection to an ipc:// url past the SP header exchange, or -1.
+ *
+ * It waits for tallyd's header up to NEGOTIATION_WAIT_MS, whatever the
+ * caller's deadline: NNG 1.5.2 stops accepting connections for good when a
+ * peer hangs up during the header exchange (nanomsg/nng#1518, fixed in
+ * 1.6.0), and its own negotiation timeout is 10 s, so giving up sooner
+ * (a slow tallyd, e.g. under valgrind) would break the server under test.
+ * Once tallyd's header has arrived our own was sent before, and hanging up
+ * is harmless. */
+static int sp_connect(const char *url)
 {
     static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
+    int64_t deadline = mono_ms() + NEGOTIATION_WAIT_MS;
     int fd = ipc_connect(url, deadline);
     if (fd < 0)
         return -1;
@@ -182,10 +192,10 @@ static bool answers(const char *url)
     uint8_t frame[13 + sizeof(stats) - 1];
     frame_head(frame, sizeof(stats) - 1, 1);
     memcpy(frame + 13, stats, sizeof(stats) - 1);
-    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
-    int fd = sp_connect(url, deadline);
+    int fd = sp_connect(url);
     if (fd < 0)
         return false;
+    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
     uint8_t head[9];
     bool ok = send_all(fd, frame, sizeof(frame), deadline) &&
               recv_all(fd, head, sizeof(head), deadline) && head[0] == 1;
@@ -200,10 +210,10 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 {
     uint8_t head[13];
     frame_head(head, body_bytes, 2);
-    int64_t deadline = mono_ms() + 10000;
-    int fd = sp_connect(url, deadline);
+    int fd = sp_connect(url);
     if (fd < 0)
         return false;
+    int64_t deadline = mono_ms() + 10000;
     uint8_t chunk[4096] = {0};
     bool ok = send_all(fd, head, sizeof(head), deadline);
     /* Send the body until the server hangs up (it may before the end). */
@@ -227,10 +237,10 @@ bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, i
 {
     uint8_t head[13];
     frame_head(head, len, 3);
-    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
-    int fd = sp_connect(url, deadline);
+    int fd = sp_connect(url);
     if (fd < 0)
         return false;
+    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
     bool sent = send_all(fd, head, sizeof(head), deadline) &&
                 send_all(fd, request, len, deadline);
     if (sent && linger_ms > 0)
@@ -383,6 +393,8 @@ void tallyd_kill(tallyd_proc *p)
 void tallyd_cleanup(tallyd_proc *p)
 {
     mark_point(); /* cleaning up tallyd */
+    if (wait_ms_scaled(1) > 1)
+        tallyd_stop(p); /* a wrapper such as valgrind reports only when tallyd exits */
     tallyd_kill(p);
     if (p->dir[0] && !getenv("TALLY_KEEP_TEST_DIRS"))
         test_remove_dir(p->dir);

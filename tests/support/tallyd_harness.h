@@ -37,7 +37,8 @@ void tallyd_restart(tallyd_proc *p);
 int tallyd_stop(tallyd_proc *p);
 /* SIGKILL and reap. */
 void tallyd_kill(tallyd_proc *p);
-/* Stop if running and remove the temp dir. */
+/* Stop if running (SIGKILL; SIGTERM first under $TALLYD_WRAPPER, whose
+ * report comes at exit) and remove the temp dir. */
 void tallyd_cleanup(tallyd_proc *p);
 
 /* Speak the SP protocol over the ipc socket by hand (no NNG in the test

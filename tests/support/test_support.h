@@ -121,7 +121,8 @@ uint64_t test_rng_next(uint64_t *state);
 uint64_t test_rng_below(uint64_t *state, uint64_t bound);
 
 /* The number in environment variable name (any base strtoull takes), or
- * fallback when unset or empty; fails the test when it is not a number. */
+ * fallback when unset or empty; exits (failing the test) when it is not a
+ * number. Usable outside a test (in main). */
 uint64_t test_env_u64(const char *name, uint64_t fallback);
 
 /* rm -rf dir (tests only). */

@@ -19,6 +19,10 @@
  *   --kills N    TALLY_TORTURE_KILLS    SIGKILLs at least (default 50)
  *   --seconds N  TALLY_TORTURE_SECONDS  and run at least this long (default 0)
  *   --threads N  TALLY_TORTURE_THREADS  client threads (default 6)
+ *   --sigterm-percent P  TALLY_TORTURE_SIGTERM_PERCENT  stop this share of
+ *                the times with SIGTERM instead, which must exit 0: a clean
+ *                shutdown under load, and under valgrind the instances whose
+ *                report (written at exit) is checked (default 10)
  * The seed fixes what each thread sends and how, and when the kills come
  * relative to the answers; the interleaving of threads is the machine's.
  */
@@ -62,7 +66,7 @@
 #define EXPIRY_WAIT_MS 60000
 
 typedef struct torture_options {
-    uint64_t seed, kills, seconds, threads;
+    uint64_t seed, kills, seconds, threads, sigterm_percent;
 } torture_options;
 
 static torture_options options;
@@ -276,18 +280,22 @@ static torture_cmd *generate(worker *w)
 
 /* ---- sending ---- */
 
-/* Send c once through client; true when a decided answer came back. */
-static bool send_with(run *r, tally_client *client, torture_cmd *c)
+/* Send c once through client; true when a decided answer came back.
+ * *rc_out (may be NULL) gets libtally's code. */
+static bool send_with(run *r, tally_client *client, torture_cmd *c, int *rc_out)
 {
     msgpack_sbuffer sb;
     torture_request_pack(c, &sb);
     void *reply = NULL;
     size_t len = 0;
     bool decided = false;
-    if (tally_request_raw(client, sb.data, sb.size, &reply, &len) == TALLY_ok) {
+    int rc = tally_request_raw(client, sb.data, sb.size, &reply, &len);
+    if (rc == TALLY_ok) {
         decided = torture_answer_record(&r->cmds, c, reply, len);
         free(reply);
     }
+    if (rc_out)
+        *rc_out = rc;
     msgpack_sbuffer_destroy(&sb);
     if (decided)
         atomic_fetch_add(&r->decided, 1);
@@ -307,11 +315,13 @@ static void send_and_hang_up(worker *w, torture_cmd *c)
 static void answer_until_decided(run *r, tally_client *client, torture_cmd *c)
 {
     int64_t deadline = clock_mono_ms() + ANSWER_WAIT_MS;
-    while (!send_with(r, client, c)) {
+    int rc;
+    while (!send_with(r, client, c, &rc)) {
         if (clock_mono_ms() > deadline) {
             char key[TORTURE_KEY_BYTES_MAX];
             torture_key(c, key);
-            torture_fail(&r->cmds, "%s: no answer within %d s", key, ANSWER_WAIT_MS / 1000);
+            torture_fail(&r->cmds, "%s: no answer within %d s (last: %s)", key,
+                         ANSWER_WAIT_MS / 1000, rc == TALLY_ok ? "a fault" : tally_strerror(rc));
             return;
         }
     }
@@ -329,7 +339,7 @@ static void race_take(worker *w)
 {
     uint_fast32_t offered = atomic_exchange(&w->r->race, 0);
     if (offered != 0)
-        send_with(w->r, w->patient, torture_cmd_at(&w->r->cmds, (uint32_t)(offered - 1)));
+        send_with(w->r, w->patient, torture_cmd_at(&w->r->cmds, (uint32_t)(offered - 1)), NULL);
 }
 
 /* One to three sends in mixed ways, then until answered; or, now and
@@ -351,11 +361,11 @@ static void send_command(worker *w, torture_cmd *c)
             send_and_hang_up(w, c);
         } else if (how < 4) {
             atomic_fetch_add(&r->impatient, 1);
-            decided |= send_with(r, w->impatient, c);
+            decided |= send_with(r, w->impatient, c, NULL);
         } else {
             if (how == 4)
                 race_offer(r, c);
-            decided |= send_with(r, w->patient, c);
+            decided |= send_with(r, w->patient, c, NULL);
         }
     }
     if (!decided)
@@ -417,7 +427,23 @@ static bool progress_wait(run *r, uint64_t answers)
     return true;
 }
 
-static uint64_t kill_loop(run *r, uint64_t *rng)
+/* Stop tallyd: mostly SIGKILL (counted in *kills), now and then SIGTERM,
+ * after which it must have exited cleanly. */
+static void stop_once(run *r, uint64_t *rng, uint64_t *kills, uint64_t *sigterms)
+{
+    if (test_rng_below(rng, 100) >= options.sigterm_percent) {
+        tallyd_kill(&r->srv);
+        ++*kills;
+        return;
+    }
+    int status = tallyd_stop(&r->srv);
+    ++*sigterms;
+    if (status != 0)
+        torture_fail(&r->cmds, "tallyd exited %d after SIGTERM (log in %s)", status,
+                     r->srv.log_path);
+}
+
+static uint64_t kill_loop(run *r, uint64_t *rng, uint64_t *sigterms)
 {
     int64_t start = clock_mono_ms();
     uint64_t kills = 0;
@@ -429,11 +455,10 @@ static uint64_t kill_loop(run *r, uint64_t *rng)
             break;
         }
         sleep_ms(test_rng_below(rng, KILL_DELAY_MS_MAX));
-        tallyd_kill(&r->srv);
-        kills++;
+        stop_once(r, rng, &kills, sigterms);
         sleep_ms(test_rng_below(rng, DOWN_MS_MAX));
         tallyd_restart(&r->srv);
-        if (kills % 100 == 0)
+        if ((kills + *sigterms) % 100 == 0)
             fprintf(stderr, "torture: %" PRIu64 " kills, %" PRIu32 " commands, %" PRId64 " s\n",
                     kills, r->cmds.count, (clock_mono_ms() - start) / 1000);
     }
@@ -470,15 +495,15 @@ static void expiries_wait(run *r, tally_client *client)
     }
 }
 
-static void report(const run *r, uint64_t kills, int64_t elapsed_ms)
+static void report(const run *r, uint64_t kills, uint64_t sigterms, int64_t elapsed_ms)
 {
     const torture_store *s = &r->cmds;
     fprintf(stderr,
             "torture: seed %" PRIu64 " (TALLY_TORTURE_SEED=%" PRIu64 " or --seed repeats the "
-            "choices): %" PRIu64 " kills, %" PRIu32 " commands, %" PRIu64 " sends (%" PRIu64
+            "choices): %" PRIu64 " kills, %" PRIu64 " SIGTERMs, %" PRIu32 " commands, %" PRIu64 " sends (%" PRIu64
             " hung up, %" PRIu64 " impatient, %" PRIu64 " raced), %" PRIu64 " abandoned, answers %"
             PRIu64 " fresh + %" PRIu64 " replayed, %" PRId64 " s, %" PRIu64 " failures\n",
-            options.seed, options.seed, kills, s->count, (uint64_t)atomic_load(&r->sends),
+            options.seed, options.seed, kills, sigterms, s->count, (uint64_t)atomic_load(&r->sends),
             (uint64_t)atomic_load(&r->hang_ups), (uint64_t)atomic_load(&r->impatient),
             (uint64_t)atomic_load(&r->races), (uint64_t)atomic_load(&r->abandoned), s->fresh_answers,
             s->replayed_answers, elapsed_ms / 1000, s->failures);
@@ -531,7 +556,8 @@ START_TEST(torture_kills_lose_nothing_apply_nothing_twice)
         workers[i].impatient = client_open(&r, IMPATIENT_TIMEOUT_MS, false);
         ck_assert_int_eq(pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]), 0);
     }
-    uint64_t kills = kill_loop(&r, &rng);
+    uint64_t sigterms = 0;
+    uint64_t kills = kill_loop(&r, &rng, &sigterms);
     atomic_store(&r.stop, true);
     for (uint64_t i = 0; i < options.threads; i++)
         pthread_join(workers[i].thread, NULL);
@@ -543,7 +569,7 @@ START_TEST(torture_kills_lose_nothing_apply_nothing_twice)
     tally_client_close(main_client);
     ck_assert_int_eq(tallyd_stop(&r.srv), 0);
     audit_stopped(&r);
-    report(&r, kills, clock_mono_ms() - start);
+    report(&r, kills, sigterms, clock_mono_ms() - start);
     outcomes_report(&r.cmds);
     ck_assert_msg(r.cmds.failures == 0, "%" PRIu64 " failures; the first: %s", r.cmds.failures,
                   r.cmds.failure[0]);
@@ -558,7 +584,8 @@ END_TEST
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: check_torture [--seed N] [--kills N] [--seconds N] [--threads N] [--help]\n"
+            "usage: check_torture [--seed N] [--kills N] [--seconds N] [--threads N]\n"
+            "                     [--sigterm-percent P] [--help]\n"
             "\n"
             "SIGKILL a real tallyd at random moments under concurrent clients that retry\n"
             "every command with its key until answered, then check the stopped store\n"
@@ -568,9 +595,11 @@ static void usage(FILE *out)
             "  --kills N    kill tallyd at least N times (default 50)\n"
             "  --seconds N  and keep going for at least N seconds (default 0)\n"
             "  --threads N  client threads, 1..%d (default 6)\n"
+            "  --sigterm-percent P  stop tallyd with SIGTERM instead of SIGKILL this share\n"
+            "               of the times, 0..100; it must then exit 0 (default 10)\n"
             "\n"
-            "The environment variables TALLY_TORTURE_SEED, _KILLS, _SECONDS and _THREADS\n"
-            "set the same (options win). $TALLYD names the tallyd binary (./tallyd by\n"
+            "The environment variables TALLY_TORTURE_SEED, _KILLS, _SECONDS, _THREADS and\n"
+            "_SIGTERM_PERCENT set the same (options win). $TALLYD names the tallyd binary (./tallyd by\n"
             "default) and $TALLYD_WRAPPER a command to run it under (e.g. valgrind).\n",
             THREADS_MAX);
 }
@@ -593,12 +622,14 @@ static int options_parse(int argc, char **argv)
     options.kills = test_env_u64("TALLY_TORTURE_KILLS", 50);
     options.seconds = test_env_u64("TALLY_TORTURE_SECONDS", 0);
     options.threads = test_env_u64("TALLY_TORTURE_THREADS", 6);
+    options.sigterm_percent = test_env_u64("TALLY_TORTURE_SIGTERM_PERCENT", 10);
     for (int i = 1; i < argc; i++) {
         uint64_t *target = strcmp(argv[i], "--seed") == 0      ? &options.seed
                            : strcmp(argv[i], "--kills") == 0   ? &options.kills
                            : strcmp(argv[i], "--seconds") == 0 ? &options.seconds
                            : strcmp(argv[i], "--threads") == 0 ? &options.threads
-                                                               : NULL;
+                           : strcmp(argv[i], "--sigterm-percent") == 0 ? &options.sigterm_percent
+                                                                       : NULL;
         if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             exit(EXIT_SUCCESS);
@@ -609,8 +640,10 @@ static int options_parse(int argc, char **argv)
             return 2;
         }
     }
-    if (options.threads < 1 || options.threads > THREADS_MAX) {
-        fprintf(stderr, "check_torture: --threads must be 1..%d\n", THREADS_MAX);
+    if (options.threads < 1 || options.threads > THREADS_MAX || options.sigterm_percent > 100 ||
+        (options.sigterm_percent == 100 && options.kills > 0)) {
+        fprintf(stderr, "check_torture: --threads must be 1..%d and --sigterm-percent 0..100 "
+                "(below 100 when there are kills to make)\n", THREADS_MAX);
         return 2;
     }
     return 0;
@@ -622,8 +655,8 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc;
     fprintf(stderr, "torture: seed %" PRIu64 ", at least %" PRIu64 " kills and %" PRIu64
-            " s, %" PRIu64 " threads\n", options.seed, options.kills, options.seconds,
-            options.threads);
+            " s, %" PRIu64 " threads, %" PRIu64 "%% of stops by SIGTERM\n", options.seed,
+            options.kills, options.seconds, options.threads, options.sigterm_percent);
     Suite *s = suite_create("torture");
     TCase *tc = tcase_create("kills");
     /* the run's own bounds come first; this only catches a hang */
