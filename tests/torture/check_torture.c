@@ -24,7 +24,8 @@
  *                shutdown under load, and under valgrind the instances whose
  *                report (written at exit) is checked (default 10)
  * The seed fixes what each thread sends and how, and when the kills come
- * relative to the answers; the interleaving of threads is the machine's.
+ * relative to the answers; the interleaving of threads is the machine's,
+ * and with it which recent hold or transfer a command refers to.
  */
 #include "tests/torture/torture.h"
 
@@ -420,7 +421,7 @@ static bool progress_wait(run *r, uint64_t answers)
     uint64_t from = atomic_load(&r->decided);
     int64_t deadline = clock_mono_ms() + PROGRESS_WAIT_MS;
     while (atomic_load(&r->decided) < from + answers) {
-        if (clock_mono_ms() > deadline || r->cmds.failures > 0)
+        if (clock_mono_ms() > deadline || torture_failures(&r->cmds) > 0)
             return false;
         sleep_ms(2);
     }
@@ -449,7 +450,7 @@ static uint64_t kill_loop(run *r, uint64_t *rng, uint64_t *sigterms)
     uint64_t kills = 0;
     while (kills < options.kills || clock_mono_ms() - start < (int64_t)options.seconds * 1000) {
         if (!progress_wait(r, 1 + test_rng_below(rng, KILL_AFTER_ANSWERS_MAX))) {
-            if (r->cmds.failures == 0)
+            if (torture_failures(&r->cmds) == 0)
                 torture_fail(&r->cmds, "no answers for %d s after a restart",
                              PROGRESS_WAIT_MS / 1000);
             break;

@@ -67,6 +67,14 @@ void torture_fail(torture_store *s, const char *fmt, ...)
     pthread_mutex_unlock(&s->lock);
 }
 
+uint64_t torture_failures(torture_store *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t n = s->failures;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
 void torture_key(const torture_cmd *c, char out[TORTURE_KEY_BYTES_MAX])
 {
     snprintf(out, TORTURE_KEY_BYTES_MAX, "cmd-%" PRIu32, c->index);

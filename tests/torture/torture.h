@@ -100,6 +100,8 @@ torture_cmd *torture_cmd_new(torture_store *s);
 torture_cmd *torture_cmd_at(const torture_store *s, uint32_t i);
 /* Record a failure (printed at once, kept for the report). */
 void torture_fail(torture_store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Failures so far. */
+uint64_t torture_failures(torture_store *s);
 
 void torture_key(const torture_cmd *c, char out[TORTURE_KEY_BYTES_MAX]);
 /* The request of c, the same bytes every time (sb initialised here;
