@@ -128,7 +128,15 @@ static int stop_tallyd(tallyd_proc *p)
         sleep_ms(10);
     }
     p->pid = 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) { /* why: the end of its log (a sanitizer report, an assertion) */
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "tail -c 6000 '%s' >&2", p->log_path);
+        fprintf(stderr, "tallyd exited with %d at SIGTERM; its log ends:\n", code);
+        fflush(stderr);
+        (void)!system(cmd);
+    }
+    return code;
 }
 
 /* ---- requests: msgpack maps built with msgpack-c ---- */
@@ -471,11 +479,7 @@ static uint64_t stats_head(nng_socket s)
 
 static store *store_open_stopped(const tallyd_proc *p)
 {
-    store_options o = {.path = p->data_dir, .read_only = true};
-    store *st = NULL;
-    int rc = store_open(&o, &st);
-    ck_assert_msg(rc == TALLY_ok, "read-only store_open %s: %s", p->data_dir, tally_strerror(rc));
-    return st;
+    return test_store_open_read_only(p->data_dir);
 }
 
 static void print_finding(const char *check, const char *entity, const char *detail, void *ctx)
@@ -576,7 +580,7 @@ static void build_padded(req_buf *b, size_t bytes)
 }
 
 static const char NOT_ONE_OBJECT[] =
-    "not one whole msgpack object (truncated, trailing bytes, or counts beyond the bytes)";
+    "not one whole msgpack object (truncated, trailing bytes, counts beyond the bytes, nested > 16)";
 
 static void send_malformed_requests(nng_socket s)
 {
