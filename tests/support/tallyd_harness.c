@@ -249,6 +249,32 @@ bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, i
     return sent;
 }
 
+int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strncmp(url, "ipc://", 6) != 0 || strlen(url + 6) >= sizeof(sa.sun_path))
+        return -1;
+    strcpy(sa.sun_path, url + 6);
+    unlink(sa.sun_path); /* a stopped tallyd leaves its socket file */
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0) {
+        if (lfd >= 0)
+            close(lfd);
+        return -1;
+    }
+    int closed = 0;
+    for (int64_t deadline = mono_ms() + wait_ms; closed < count && fd_ready(lfd, POLLIN, deadline);) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            close(fd); /* before the SP header: the client's handshake fails */
+            closed++;
+        }
+    }
+    close(lfd);
+    unlink(sa.sun_path);
+    return closed;
+}
+
 /* The words of $TALLYD_WRAPPER (split at spaces) before argv[0]; returns
  * how many. buf holds the words. */
 static int wrapper_words(const char **argv, char buf[WRAPPER_BYTES_MAX])

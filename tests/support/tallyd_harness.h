@@ -53,6 +53,13 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes);
  * not have applied it). */
 bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, int linger_ms);
 
+/* Play a server that dies during the SP handshake: listen on the ipc://
+ * url (of a stopped tallyd) and close each connection at once, before the
+ * SP header, until count were closed or wait_ms passed; then remove the
+ * socket file. Returns how many were closed, or -1 when the url could not
+ * be bound. */
+int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms);
+
 /* Path of a built program: $name_upper env var, else ./name (e.g. "tally"). */
 const char *tallyd_program(const char *name);
 
