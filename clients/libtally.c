@@ -31,6 +31,10 @@
 
 #define RECONNECT_MS_MIN 20
 #define RECONNECT_MS_MAX 500
+/* Without a connection for this long, the client makes a new dialer
+ * (client_redial). */
+#define REDIAL_AFTER_MS 2000
+_Static_assert(REDIAL_AFTER_MS >= 2 * RECONNECT_MS_MAX, "a live dialer retries before it is replaced");
 #define CODE_NAME_BYTES_MAX 64
 /* The largest reply plus room for the transport's header (request id). */
 #define RECV_BYTES_MAX (TALLY_REPLY_BYTES_MAX + 1024)
@@ -49,6 +53,10 @@ struct tally_client {
     nng_mtx *mu;
     nng_cv *connected; /* signalled on every pipe event */
     unsigned pipes;    /* live connections, under mu */
+    char *url;
+    nng_dialer dialer;   /* under mu */
+    nng_time idle_since; /* when the last connection went (or the dialer came), under mu */
+    bool redialing;      /* under mu */
     char consumer[TALLY_CLIENT_CONSUMER_BYTES_MAX + 1];
     uint32_t timeout_ms;
     uint32_t retries;
@@ -253,15 +261,22 @@ int client_nng_error(int rv)
     }
 }
 
+/* Connections are counted from ADD_PRE, not ADD_POST: NNG sends REM_POST
+ * for every pipe that got ADD_PRE, also one closed before ADD_POST (the
+ * server died just after accepting), and sends it late, from its reaper.
+ * Counted from ADD_POST, such a REM_POST took the count of the next, live
+ * connection to 0, and every call was `unreachable` while it stayed up
+ * (the torture test found it). A pipe between ADD_PRE and ADD_POST is
+ * not usable yet; a request sent then waits for one within its attempt. */
 static void pipe_event(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
     (void)pipe;
     tally_client *c = arg;
     nng_mtx_lock(c->mu);
-    if (ev == NNG_PIPE_EV_ADD_POST)
+    if (ev == NNG_PIPE_EV_ADD_PRE)
         c->pipes++;
-    else if (ev == NNG_PIPE_EV_REM_POST && c->pipes > 0)
-        c->pipes--;
+    else if (ev == NNG_PIPE_EV_REM_POST && c->pipes > 0 && --c->pipes == 0)
+        c->idle_since = nng_clock();
     nng_cv_wake(c->connected);
     nng_mtx_unlock(c->mu);
 }
@@ -309,6 +324,34 @@ static int ctx_round_trip(nng_ctx ctx, nng_aio *aio, nng_msg *msg, nng_time dead
     return TALLY_ok;
 }
 
+/* NNG 1.5.2's dialer stops for good when the server closes a connection
+ * during the SP handshake, as a tallyd killed at that moment does: it takes
+ * the closed connection for its own closing (nanomsg/nng#1518, fixed in
+ * 1.6.0), and the client would stay unreachable while the server is back.
+ * So a client without a connection for REDIAL_AFTER_MS replaces its dialer
+ * (one thread at a time). With no connection up, closing the old dialer
+ * has nothing to tear down. */
+static void client_redial(tally_client *c)
+{
+    nng_mtx_lock(c->mu);
+    bool due = c->pipes == 0 && !c->redialing &&
+               nng_clock() - c->idle_since >= REDIAL_AFTER_MS;
+    nng_dialer old = c->dialer;
+    c->redialing = c->redialing || due;
+    nng_mtx_unlock(c->mu);
+    if (!due)
+        return;
+    nng_dialer_close(old);
+    nng_dialer fresh;
+    int rv = nng_dial(c->socket, c->url, &fresh, NNG_FLAG_NONBLOCK);
+    nng_mtx_lock(c->mu);
+    if (rv == 0) /* else (out of memory) the next attempt tries again */
+        c->dialer = fresh;
+    c->idle_since = nng_clock();
+    c->redialing = false;
+    nng_mtx_unlock(c->mu);
+}
+
 /* One attempt: wait for a connection (briefly), send, receive. Returns
  * TALLY_ok with *reply_out, TALLY_unreachable (not delivered),
  * TALLY_timed_out (delivered, no answer), TALLY_out_of_memory. */
@@ -320,8 +363,10 @@ static int attempt(tally_client *c, const void *bytes, size_t len, uint32_t time
     uint32_t connect_ms = timeout_ms < TALLY_CLIENT_CONNECT_WAIT_MS_MAX
                               ? timeout_ms
                               : TALLY_CLIENT_CONNECT_WAIT_MS_MAX;
-    if (!wait_connected(c, start + connect_ms))
+    if (!wait_connected(c, start + connect_ms)) {
+        client_redial(c);
         return TALLY_unreachable;
+    }
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
@@ -441,13 +486,19 @@ static int socket_open(tally_client *c, const char *url)
         return client_nng_error(rv) == TALLY_out_of_memory ? TALLY_out_of_memory : TALLY_internal;
     rv = client_socket_limit(c->socket, RECV_BYTES_MAX);
     if (rv == 0)
-        rv = nng_pipe_notify(c->socket, NNG_PIPE_EV_ADD_POST, pipe_event, c);
+        rv = nng_pipe_notify(c->socket, NNG_PIPE_EV_ADD_PRE, pipe_event, c);
     if (rv == 0)
         rv = nng_pipe_notify(c->socket, NNG_PIPE_EV_REM_POST, pipe_event, c);
+    c->url = strdup(url);
+    c->idle_since = nng_clock();
+    if (rv == 0 && c->url == NULL)
+        rv = NNG_ENOMEM;
     if (rv == 0)
-        rv = nng_dial(c->socket, url, NULL, NNG_FLAG_NONBLOCK);
-    if (rv != 0)
+        rv = nng_dial(c->socket, url, &c->dialer, NNG_FLAG_NONBLOCK);
+    if (rv != 0) {
         nng_close(c->socket);
+        free(c->url);
+    }
     return client_nng_error(rv);
 }
 
@@ -488,6 +539,7 @@ void tally_client_close(tally_client *c)
     nng_close(c->socket); /* waits for the pipe callbacks */
     nng_cv_free(c->connected);
     nng_mtx_free(c->mu);
+    free(c->url);
     free(c);
 }
 

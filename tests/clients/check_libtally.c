@@ -1062,6 +1062,29 @@ START_TEST(test_retries_wait_for_server)
 }
 END_TEST
 
+/* A server that dies during the SP handshake stops an NNG 1.5.2 dialer for
+ * good (nanomsg/nng#1518); the client must still reconnect once tallyd is
+ * back (libtally replaces a dialer that has had no connection for 2 s). */
+START_TEST(test_reconnects_after_a_handshake_cut_short)
+{
+    fixture f;
+    up(&f);
+    ck_assert_int_eq(tallyd_stop(&f.srv), 0);
+    tally_client *c = client_for(f.srv.url, 1000, 0);
+    /* as many as come in 3 s: the dialer retries every 20-500 ms while it
+     * lives; not every cut handshake stops it */
+    ck_assert_int_ge(tallyd_hang_up_handshakes(f.srv.url, 1000, 3000), 1);
+    tallyd_restart(&f.srv);
+    tally_stats s;
+    int rc = TALLY_unreachable;
+    for (int64_t until = mono_ms() + 30000; rc != TALLY_ok && mono_ms() < until;)
+        rc = tally_stats_get(c, &s);
+    ck_assert_msg(rc == TALLY_ok, "no answer from the restarted tallyd: %s", tally_strerror(rc));
+    tally_client_close(c);
+    down(&f);
+}
+END_TEST
+
 /* ---- retries on server replies, against a scripted fake server ---- */
 
 #define FAKE_REPLIES_MAX 4
@@ -1451,6 +1474,7 @@ int main(void)
     tcase_add_test(tc, test_timeout_then_library_retry_applies_once);
     tcase_add_test(tc, test_server_down_is_unreachable_quickly);
     tcase_add_test(tc, test_retries_wait_for_server);
+    tcase_add_test(tc, test_reconnects_after_a_handshake_cut_short);
     tcase_add_test(tc, test_retries_overloaded_and_shutting_down_with_same_bytes);
     tcase_add_test(tc, test_retries_run_out);
     tcase_add_test(tc, test_bad_replies_are_internal);

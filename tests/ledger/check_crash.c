@@ -197,30 +197,6 @@ static bool crash_outcome_ok(uint64_t n, const ledger_outcome *out)
     return true;
 }
 
-/* ---- PRNG (splitmix64): reproducible choices from one seed ---- */
-
-static uint64_t rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t *state, uint64_t bound) { return rng_next(state) % bound; }
-
-static uint64_t env_u64(const char *name, uint64_t fallback)
-{
-    const char *s = getenv(name);
-    if (s == NULL || *s == '\0')
-        return fallback;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    ck_assert_msg(errno == 0 && *end == '\0', "%s is not a number: %s", name, s);
-    return v;
-}
-
 static int64_t monotonic_ms(void)
 {
     struct timespec ts;
@@ -266,7 +242,7 @@ static void crash_child(const char *dir, uint64_t start, uint32_t batch_max, uin
     send_msg(fd, MSG_READY);
     uint64_t rng = seed;
     for (uint64_t n = start;;) {
-        uint32_t size = batch_max == 1 ? 1 : 1 + (uint32_t)rng_below(&rng, batch_max);
+        uint32_t size = batch_max == 1 ? 1 : 1 + (uint32_t)test_rng_below(&rng, batch_max);
         uint64_t msgs[CRASH_BATCH_MAX];
         if (batch_max == 1) {
             crash_command c;
@@ -401,10 +377,10 @@ static void crash_round(crash_run *run, uint32_t round, uint64_t delay_ms_max,
                         child_report *rep)
 {
     memset(rep, 0, sizeof(*rep));
-    int64_t delay_ms = 1 + (int64_t)rng_below(&run->rng, delay_ms_max);
-    bool from_fork = rng_below(&run->rng, 5) == 0;
-    uint64_t wait_keys = rng_below(&run->rng, CRASH_WAIT_REPORTS_MAX + 1);
-    uint64_t child_seed = rng_next(&run->rng);
+    int64_t delay_ms = 1 + (int64_t)test_rng_below(&run->rng, delay_ms_max);
+    bool from_fork = test_rng_below(&run->rng, 5) == 0;
+    uint64_t wait_keys = test_rng_below(&run->rng, CRASH_WAIT_REPORTS_MAX + 1);
+    uint64_t child_seed = test_rng_next(&run->rng);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
     fflush(NULL);
@@ -687,11 +663,11 @@ static void crash_setup(crash_run *run)
 
 static void crash_test(uint32_t batch_max, const char *name)
 {
-    uint64_t kills = env_u64("TALLY_CRASH_KILLS", CRASH_KILLS_DEFAULT);
-    uint64_t delay_max = env_u64("TALLY_CRASH_DELAY_MS_MAX", CRASH_DELAY_MS_MAX_DEFAULT);
+    uint64_t kills = test_env_u64("TALLY_CRASH_KILLS", CRASH_KILLS_DEFAULT);
+    uint64_t delay_max = test_env_u64("TALLY_CRASH_DELAY_MS_MAX", CRASH_DELAY_MS_MAX_DEFAULT);
     const char *seed_env = getenv("TALLY_CRASH_SEED");
     uint64_t seed = seed_env && *seed_env
-                        ? env_u64("TALLY_CRASH_SEED", 0)
+                        ? test_env_u64("TALLY_CRASH_SEED", 0)
                         : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^
                               (uint64_t)monotonic_ms();
     ck_assert_msg(kills >= 1 && delay_max >= 1, "TALLY_CRASH_KILLS/DELAY must be >= 1");

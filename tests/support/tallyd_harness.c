@@ -29,7 +29,13 @@
 
 #define START_WAIT_MS 30000
 #define STOP_WAIT_MS 10000
+/* $TALLYD_WRAPPER (e.g. valgrind) runs tallyd this many times slower at
+ * most: the start and stop waits grow by it. */
+#define WRAPPER_SLOWDOWN 6
+#define WRAPPER_WORDS_MAX 16
+#define WRAPPER_BYTES_MAX 1024
 #define PROBE_WAIT_MS 1000
+#define NEGOTIATION_WAIT_MS 15000
 #define PROBE_PAUSE_US 50000
 #define LOG_TAIL_BYTES 4096
 #define SP_PROTOCOL_REQ0 0x30
@@ -140,27 +146,58 @@ static int ipc_connect(const char *url, int64_t deadline)
     return -1;
 }
 
+/* The 13-byte head of an SP/IPC request frame: message type 1, the
+ * 8-byte length (request id + body), the request id with its high bit set. */
+static void frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_id)
+{
+    uint64_t len = 4 + body_bytes;
+    head[0] = 1;
+    for (int i = 0; i < 8; i++)
+        head[1 + i] = (uint8_t)(len >> (56 - 8 * i));
+    request_id |= UINT32_C(0x80000000);
+    for (int i = 0; i < 4; i++)
+        head[9 + i] = (uint8_t)(request_id >> (24 - 8 * i));
+}
+
+/* A connection to an ipc:// url past the SP header exchange, or -1.
+ *
+ * It waits for tallyd's header up to NEGOTIATION_WAIT_MS, whatever the
+ * caller's deadline: NNG 1.5.2 stops accepting connections for good when a
+ * peer hangs up during the header exchange (nanomsg/nng#1518, fixed in
+ * 1.6.0), and its own negotiation timeout is 10 s, so giving up sooner
+ * (a slow tallyd, e.g. under valgrind) would break the server under test.
+ * Once tallyd's header has arrived our own was sent before, and hanging up
+ * is harmless. */
+static int sp_connect(const char *url)
+{
+    static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
+    int64_t deadline = mono_ms() + NEGOTIATION_WAIT_MS;
+    int fd = ipc_connect(url, deadline);
+    if (fd < 0)
+        return -1;
+    uint8_t peer[8];
+    if (send_all(fd, hello, sizeof(hello), deadline) &&
+        recv_all(fd, peer, sizeof(peer), deadline) && peer[1] == 'S' && peer[2] == 'P')
+        return fd;
+    close(fd);
+    return -1;
+}
+
 /* true when tallyd answers a stats request on its ipc:// url within
  * PROBE_WAIT_MS: the SP header exchange, then one REQ frame (length,
  * request id, body) and the start of the REP frame back. */
 static bool answers(const char *url)
 {
-    static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
     static const char stats[] = "\x82\xa1v\x01\xa2op\xa5stats";
-    uint8_t frame[9 + 4 + sizeof(stats) - 1] = {1};
-    uint64_t len = 4 + sizeof(stats) - 1;
-    for (int i = 0; i < 8; i++)
-        frame[1 + i] = (uint8_t)(len >> (56 - 8 * i));
-    memcpy(frame + 9, "\x80\x00\x00\x01", 4); /* request id 1, high bit set */
+    uint8_t frame[13 + sizeof(stats) - 1];
+    frame_head(frame, sizeof(stats) - 1, 1);
     memcpy(frame + 13, stats, sizeof(stats) - 1);
-    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
-    int fd = ipc_connect(url, deadline);
+    int fd = sp_connect(url);
     if (fd < 0)
         return false;
-    uint8_t peer[8], head[9];
-    bool ok = send_all(fd, hello, sizeof(hello), deadline) &&
-              recv_all(fd, peer, sizeof(peer), deadline) && peer[1] == 'S' && peer[2] == 'P' &&
-              send_all(fd, frame, sizeof(frame), deadline) &&
+    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
+    uint8_t head[9];
+    bool ok = send_all(fd, frame, sizeof(frame), deadline) &&
               recv_all(fd, head, sizeof(head), deadline) && head[0] == 1;
     close(fd);
     uint64_t reply_len = 0;
@@ -171,19 +208,14 @@ static bool answers(const char *url)
 
 bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 {
-    static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
-    uint8_t head[13] = {1};
-    uint64_t len = 4 + body_bytes;
-    for (int i = 0; i < 8; i++)
-        head[1 + i] = (uint8_t)(len >> (56 - 8 * i));
-    memcpy(head + 9, "\x80\x00\x00\x02", 4);
-    int64_t deadline = mono_ms() + 10000;
-    int fd = ipc_connect(url, deadline);
+    uint8_t head[13];
+    frame_head(head, body_bytes, 2);
+    int fd = sp_connect(url);
     if (fd < 0)
         return false;
-    uint8_t peer[8], chunk[4096] = {0};
-    bool ok = send_all(fd, hello, sizeof(hello), deadline) &&
-              recv_all(fd, peer, sizeof(peer), deadline) && send_all(fd, head, sizeof(head), deadline);
+    int64_t deadline = mono_ms() + 10000;
+    uint8_t chunk[4096] = {0};
+    bool ok = send_all(fd, head, sizeof(head), deadline);
     /* Send the body until the server hangs up (it may before the end). */
     for (uint64_t sent = 0; ok && sent < body_bytes; sent += sizeof(chunk))
         if (!send_all(fd, chunk, sizeof(chunk), deadline))
@@ -201,12 +233,82 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
     return ok && closed;
 }
 
+bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, int linger_ms)
+{
+    uint8_t head[13];
+    frame_head(head, len, 3);
+    int fd = sp_connect(url);
+    if (fd < 0)
+        return false;
+    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
+    bool sent = send_all(fd, head, sizeof(head), deadline) &&
+                send_all(fd, request, len, deadline);
+    if (sent && linger_ms > 0)
+        (void)fd_ready(fd, POLLIN, mono_ms() + linger_ms); /* a reply may come: unread */
+    close(fd);
+    return sent;
+}
+
+int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strncmp(url, "ipc://", 6) != 0 || strlen(url + 6) >= sizeof(sa.sun_path))
+        return -1;
+    strcpy(sa.sun_path, url + 6);
+    unlink(sa.sun_path); /* a stopped tallyd leaves its socket file */
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0) {
+        if (lfd >= 0)
+            close(lfd);
+        return -1;
+    }
+    int closed = 0;
+    for (int64_t deadline = mono_ms() + wait_ms; closed < count && fd_ready(lfd, POLLIN, deadline);) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            close(fd); /* before the SP header: the client's handshake fails */
+            closed++;
+        }
+    }
+    close(lfd);
+    unlink(sa.sun_path);
+    return closed;
+}
+
+/* The words of $TALLYD_WRAPPER (split at spaces) before argv[0]; returns
+ * how many. buf holds the words. */
+static int wrapper_words(const char **argv, char buf[WRAPPER_BYTES_MAX])
+{
+    const char *w = getenv("TALLYD_WRAPPER");
+    if (w == NULL || *w == '\0')
+        return 0;
+    ck_assert_msg(strlen(w) < WRAPPER_BYTES_MAX, "TALLYD_WRAPPER is over %d bytes",
+                  WRAPPER_BYTES_MAX);
+    strcpy(buf, w);
+    int n = 0;
+    for (char *save, *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        ck_assert_msg(n < WRAPPER_WORDS_MAX, "TALLYD_WRAPPER has over %d words",
+                      WRAPPER_WORDS_MAX);
+        argv[n++] = t;
+    }
+    return n;
+}
+
+static int wait_ms_scaled(int ms)
+{
+    const char *w = getenv("TALLYD_WRAPPER");
+    return w && *w ? ms * WRAPPER_SLOWDOWN : ms;
+}
+
 static void spawn(tallyd_proc *p)
 {
-    char map[32];
-    const char *argv[24] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
-                            "--publish", p->pub_url, "--log-level", "info"};
-    int argc = 9;
+    char map[32], wrapper[WRAPPER_BYTES_MAX];
+    const char *argv[WRAPPER_WORDS_MAX + 24];
+    int argc = wrapper_words(argv, wrapper);
+    const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
+                          "--publish", p->pub_url, "--log-level", "info"};
+    for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
+        argv[argc++] = args[i];
     if (p->map_size_mb) {
         snprintf(map, sizeof(map), "%u", p->map_size_mb);
         argv[argc++] = "--map-size-mb";
@@ -225,7 +327,7 @@ static void spawn(tallyd_proc *p)
             signal(SIGXFSZ, SIG_IGN);
             setrlimit(RLIMIT_FSIZE, &rl);
         }
-        execv(argv[0], (char *const *)argv);
+        execvp(argv[0], (char *const *)argv); /* a wrapper may be named without its path */
         static const char failed[] = "harness: exec of tallyd failed\n";
         (void)!write(2, failed, sizeof(failed) - 1);
         _exit(127);
@@ -234,7 +336,8 @@ static void spawn(tallyd_proc *p)
     p->pid = pid;
     mark_point(); /* waiting for tallyd to answer */
     int64_t started = mono_ms();
-    while (mono_ms() - started < START_WAIT_MS) {
+    int start_wait_ms = wait_ms_scaled(START_WAIT_MS);
+    while (mono_ms() - started < start_wait_ms) {
         if (answers(p->url))
             return;
         int status;
@@ -247,7 +350,7 @@ static void spawn(tallyd_proc *p)
     }
     log_tail_print(p);
     tallyd_kill(p);
-    ck_abort_msg("tallyd did not answer within %d ms; log in %s", START_WAIT_MS, p->log_path);
+    ck_abort_msg("tallyd did not answer within %d ms; log in %s", start_wait_ms, p->log_path);
 }
 
 void tallyd_start(tallyd_proc *p)
@@ -291,9 +394,10 @@ int tallyd_stop(tallyd_proc *p)
     mark_point(); /* stopping tallyd */
     kill(p->pid, SIGTERM);
     int status = 0;
-    if (!reap_within(p->pid, STOP_WAIT_MS, &status)) {
+    int stop_wait_ms = wait_ms_scaled(STOP_WAIT_MS);
+    if (!reap_within(p->pid, stop_wait_ms, &status)) {
         fprintf(stderr, "tallyd %d did not exit within %d ms of SIGTERM; killing it\n",
-                (int)p->pid, STOP_WAIT_MS);
+                (int)p->pid, stop_wait_ms);
         log_tail_print(p);
         kill(p->pid, SIGKILL);
         waitpid(p->pid, &status, 0);
@@ -320,6 +424,8 @@ void tallyd_kill(tallyd_proc *p)
 void tallyd_cleanup(tallyd_proc *p)
 {
     mark_point(); /* cleaning up tallyd */
+    if (wait_ms_scaled(1) > 1)
+        tallyd_stop(p); /* a wrapper such as valgrind reports only when tallyd exits */
     tallyd_kill(p);
     if (p->dir[0] && !getenv("TALLY_KEEP_TEST_DIRS"))
         test_remove_dir(p->dir);

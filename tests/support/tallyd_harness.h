@@ -2,6 +2,10 @@
  * tallyd_harness.h — start and stop a real tallyd for integration tests,
  * like Redis's start_server: a temp data directory, ipc:// endpoints inside
  * it, the binary from $TALLYD (set by `make check`) or ./tallyd.
+ *
+ * $TALLYD_WRAPPER, when set, is a command line (words split at spaces)
+ * that runs tallyd, e.g. "valgrind --error-exitcode=99 ..."; the start and
+ * stop waits then grow to allow for the slowdown.
  */
 #ifndef TALLY_TALLYD_HARNESS_H
 #define TALLY_TALLYD_HARNESS_H
@@ -33,13 +37,28 @@ void tallyd_restart(tallyd_proc *p);
 int tallyd_stop(tallyd_proc *p);
 /* SIGKILL and reap. */
 void tallyd_kill(tallyd_proc *p);
-/* Stop if running and remove the temp dir. */
+/* Stop if running (SIGKILL; SIGTERM first under $TALLYD_WRAPPER, whose
+ * report comes at exit) and remove the temp dir. */
 void tallyd_cleanup(tallyd_proc *p);
 
 /* Speak the SP protocol over the ipc socket by hand (no NNG in the test
  * process): send one request frame declaring body_bytes and return true
  * when tallyd hangs up without replying. */
 bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes);
+
+/* Speak the SP protocol over the ipc socket by hand: send one request
+ * frame holding request, wait up to linger_ms (a reply may arrive and is
+ * left unread), and hang up, as a client that dies with its request in
+ * flight. Returns true when the whole frame was sent (tallyd may or may
+ * not have applied it). */
+bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, int linger_ms);
+
+/* Play a server that dies during the SP handshake: listen on the ipc://
+ * url (of a stopped tallyd) and close each connection at once, before the
+ * SP header, until count were closed or wait_ms passed; then remove the
+ * socket file. Returns how many were closed, or -1 when the url could not
+ * be bound. */
+int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms);
 
 /* Path of a built program: $name_upper env var, else ./name (e.g. "tally"). */
 const char *tallyd_program(const char *name);

@@ -6,6 +6,7 @@
 #include "common/msgpack_safe.h"
 #include "log/sha256.h"
 
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,3 +417,28 @@ static int run_suite(Suite *s, int modes)
 int test_run_suite(Suite *s) { return run_suite(s, 1); }
 
 int test_run_suite_both_modes(Suite *s) { return run_suite(s, 2); }
+
+uint64_t test_rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+uint64_t test_rng_below(uint64_t *state, uint64_t bound) { return test_rng_next(state) % bound; }
+
+uint64_t test_env_u64(const char *name, uint64_t fallback)
+{
+    const char *s = getenv(name);
+    if (s == NULL || *s == '\0')
+        return fallback;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno != 0 || *end != '\0' || *s == '-') { /* no Check here: main() uses it too */
+        fprintf(stderr, "%s is not a number: %s\n", name, s);
+        exit(EXIT_FAILURE);
+    }
+    return v;
+}

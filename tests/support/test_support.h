@@ -127,6 +127,16 @@ void test_assert_invariants(test_store *ts);
 int test_run_suite(Suite *s);
 int test_run_suite_both_modes(Suite *s);
 
+/* A reproducible PRNG (splitmix64): the next value of *state, and one
+ * below bound (> 0). */
+uint64_t test_rng_next(uint64_t *state);
+uint64_t test_rng_below(uint64_t *state, uint64_t bound);
+
+/* The number in environment variable name (any base strtoull takes), or
+ * fallback when unset or empty; exits (failing the test) when it is not a
+ * number. Usable outside a test (in main). */
+uint64_t test_env_u64(const char *name, uint64_t fallback);
+
 /* rm -rf dir (tests only). */
 void test_remove_dir(const char *dir);
 
