@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define DEPTH TALLY_MSGPACK_DEPTH_MAX
 
@@ -840,6 +842,33 @@ START_TEST(uuidv7_has_version_variant_and_time_prefix)
 }
 END_TEST
 
+/* Ids come from a per-thread pool of random bytes: a forked child must draw
+ * fresh bytes, never the ones its parent would use next. */
+START_TEST(uuidv7_differs_across_fork)
+{
+    tally_id128 first, parent, child;
+    ck_assert_int_eq(tally_id128_uuidv7(1, &first), TALLY_ok); /* the pool is filled */
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        bool ok = tally_id128_uuidv7(1, &child) == TALLY_ok &&
+                  write(fds[1], child.bytes, 16) == 16;
+        _exit(ok ? 0 : 1);
+    }
+    ck_assert_int_eq(tally_id128_uuidv7(1, &parent), TALLY_ok);
+    ck_assert_int_eq(read(fds[0], child.bytes, 16), 16);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fds[0]);
+    close(fds[1]);
+    ck_assert(!tally_id128_equal(&parent, &child));
+    ck_assert(!tally_id128_equal(&first, &child));
+}
+END_TEST
+
 START_TEST(big_endian_helpers_round_trip)
 {
     uint8_t b[8];
@@ -892,6 +921,7 @@ static Suite *msgpack_safe_suite(void)
         {"hex", hex_round_trip},
         {"hex_bad", hex_rejects_malformed_text},
         {"uuidv7", uuidv7_has_version_variant_and_time_prefix},
+        {"uuidv7_fork", uuidv7_differs_across_fork},
         {"big_endian", big_endian_helpers_round_trip},
     };
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
