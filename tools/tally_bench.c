@@ -89,6 +89,7 @@ typedef struct bench_options {
     uint32_t timeout_ms;
     unsigned attempts_max;
     int64_t amount_max;
+    bool random_keys;     /* --keys random: keys and ids in no order (UUIDv4-like) */
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */
@@ -521,6 +522,19 @@ static size_t claim_ops(bench *b, size_t want)
     return first + want <= b->opt.ops ? want : (size_t)(b->opt.ops - first);
 }
 
+/* --keys random: the UUIDv7's random bytes first and its time last, marked
+ * version 4. Still unique (the same bits), but in no time order, like the
+ * UUIDv4 or hashed keys many callers use; the transfer ids derived from
+ * such keys are random too. */
+static void key_scramble(tally_uuid *key)
+{
+    tally_uuid v7 = *key;
+    memcpy(key->bytes, v7.bytes + 6, 10);
+    memcpy(key->bytes + 10, v7.bytes, 6);
+    key->bytes[6] = (uint8_t)(0x40 | (key->bytes[6] & 0x0f));
+    key->bytes[8] = (uint8_t)(0x80 | (key->bytes[8] & 0x3f));
+}
+
 static int fill_op(worker *w, bench_op *op)
 {
     const bench_options *o = &w->b->opt;
@@ -528,6 +542,8 @@ static int fill_op(worker *w, bench_op *op)
     int rc = tally_uuid_v7(&key);
     if (rc != TALLY_ok)
         return rc;
+    if (o->random_keys)
+        key_scramble(&key);
     tally_uuid_format(&key, op->key);
     uint64_t a = 1 + splitmix64(&w->rng) % o->accounts;
     uint64_t c = 1 + splitmix64(&w->rng) % (o->accounts - 1);
@@ -1118,9 +1134,9 @@ static void print_text(const bench *b, const summary *s, const report *r)
 {
     const bench_options *o = &b->opt;
     printf("tally-bench: %s, consumer %s, %u clients (%s client), batch %u, %" PRIu64
-           " accounts, dup-ratio %.3g, seed %" PRIu64 "\n",
+           " accounts, dup-ratio %.3g, %s keys, seed %" PRIu64 "\n",
            effective_url(o), o->consumer, o->clients, mode_name(o->mode), o->batch, o->accounts,
-           o->dup_ratio, o->seed);
+           o->dup_ratio, o->random_keys ? "random" : "time-ordered", o->seed);
     printf("  ran %.2f s: %" PRIu64 " effects, %" PRIu64 " requests, %" PRIu64
            " duplicate sends, %" PRIu64 " retries\n",
            s->seconds, s->effects, s->requests, s->dup_sends, s->retries);
@@ -1184,6 +1200,7 @@ static void print_json(const bench *b, const summary *s, const report *r)
     json_object_set_new(j, "url", json_string(effective_url(o)));
     json_object_set_new(j, "consumer", json_string(o->consumer));
     json_object_set_new(j, "client_mode", json_string(mode_name(o->mode)));
+    json_object_set_new(j, "keys", json_string(o->random_keys ? "random" : "time"));
     json_object_set_new(j, "mean_ms", json_real(s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0));
     json_object_set_new(j, "duplicate_keys", json_integer((json_int_t)LOAD(dup_keys)));
     json_object_set_new(j, "duplicate_requests_concurrent", json_integer((json_int_t)LOAD(jobs_concurrent)));
@@ -1249,6 +1266,10 @@ static void usage(FILE *f)
 "  --attempts N        attempts per operation on faults (timed_out, overloaded,\n"
 "                      ...), each with the same keys, 1..%d (default 20)\n"
 "  --amount-max N      amounts are 1..N, N <= %d (default 100)\n"
+"  --keys ORDER        time: UUIDv7 keys, so keys and transfer ids grow with\n"
+"                      time (default); random: the same bits in no time order\n"
+"                      (like UUIDv4 keys), so every insert lands on a random\n"
+"                      page of the inbox and transfer trees\n"
 "  --help\n"
 "\n"
 "What is measured:\n"
@@ -1261,7 +1282,7 @@ static void usage(FILE *f)
 "Accounts are opened with keys \"bench-open-<id>\" (ledger 1, code 1, no limit\n"
 "flags), so a second run replays the opens. Keys of transfers are UUIDv7\n"
 "text; each transfer id is tally_uuid_from_key(consumer, key), so a resend\n"
-"is the same transfer. The client library's own retries are off: the bench\n"
+"is the same transfer (and, for a UUIDv7 key, the id is time-ordered too). The client library's own retries are off: the bench\n"
 "retries faults itself with the same keys and counts every attempt.\n"
 "\n"
 "Verification (the bench assumes no other traffic touches its accounts\n"
@@ -1282,7 +1303,7 @@ static void usage(FILE *f)
 "p999_ms, max_ms, mean_ms, verified, clients, batch, ops (unique operations\n"
 "acknowledged = effects), duplicates (member sends of resent keys), seconds\n"
 "(measured run time), requests, retries, accounts, dup_ratio, seed, url,\n"
-"consumer, client_mode, duplicate_keys, duplicate_requests_concurrent /\n"
+"consumer, client_mode, keys, duplicate_keys, duplicate_requests_concurrent /\n"
 "_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb, cpu_s,\n"
 "transfers_added, head_seq_added, inbox_added, events_added, map_used_bytes},\n"
 "checks {name: {ok, counts, detail}}, first_error.\n"
@@ -1325,7 +1346,7 @@ static int usage_error(const char *what, const char *arg)
 enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
-    OPT_AMOUNT, OPT_HELP
+    OPT_AMOUNT, OPT_KEYS, OPT_HELP
 };
 
 static const struct option long_options[] = {
@@ -1345,6 +1366,7 @@ static const struct option long_options[] = {
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
     {"attempts", required_argument, NULL, OPT_ATTEMPTS},
     {"amount-max", required_argument, NULL, OPT_AMOUNT},
+    {"keys", required_argument, NULL, OPT_KEYS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -1431,6 +1453,11 @@ static int parse_more(int c, const char *arg, bench_options *o)
         if (!parse_u64(arg, 1, BENCH_AMOUNT_MAX_LIMIT, &n))
             return usage_error("--amount-max: not an amount in range", arg);
         o->amount_max = (int64_t)n;
+        return -1;
+    case OPT_KEYS:
+        if (strcmp(arg, "time") != 0 && strcmp(arg, "random") != 0)
+            return usage_error("--keys: time or random", arg);
+        o->random_keys = strcmp(arg, "random") == 0;
         return -1;
     case OPT_HELP: usage(stdout); return EXIT_VERIFIED;
     default: return usage_error("unknown option", NULL);
