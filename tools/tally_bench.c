@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +250,8 @@ struct bench {
     bench_counters n;
     pthread_mutex_t error_mu;
     char first_error[256];
+    atomic_long server_anon_peak_kb; /* sampled while the workers run; -1 unknown */
+    atomic_bool sampler_stop;
 };
 
 static int64_t now_ns(void)
@@ -852,6 +855,50 @@ static int make_threads(bench *b)
     return TALLY_ok;
 }
 
+/* A process's memory in kB from /proc/PID/status; -1 when unreadable. RSS
+ * counts the pages of LMDB's map the process touched (file pages, which
+ * the kernel may reclaim); RssAnon is the process's own memory. */
+typedef struct proc_memory {
+    long hwm_kb, rss_kb, anon_kb, file_kb;
+} proc_memory;
+
+static void server_memory(long pid, proc_memory *m)
+{
+    *m = (proc_memory){-1, -1, -1, -1};
+    if (pid <= 0)
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    static const struct { const char *name; size_t off; } fields[] = {
+        {"VmHWM:", offsetof(proc_memory, hwm_kb)}, {"VmRSS:", offsetof(proc_memory, rss_kb)},
+        {"RssAnon:", offsetof(proc_memory, anon_kb)}, {"RssFile:", offsetof(proc_memory, file_kb)}};
+    while (fgets(line, sizeof(line), f))
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+            if (strncmp(line, fields[i].name, strlen(fields[i].name)) == 0)
+                *(long *)((char *)m + fields[i].off) = strtol(line + strlen(fields[i].name), NULL, 10);
+    fclose(f);
+}
+
+#define SAMPLE_INTERVAL_US 100000
+
+/* While the workers run: the server's peak RssAnon (the kernel keeps a
+ * peak only of the whole RSS, VmHWM, which includes the map's pages). */
+static void *sampler_main(void *arg)
+{
+    bench *b = arg;
+    while (!atomic_load(&b->sampler_stop)) {
+        proc_memory m;
+        server_memory(b->opt.server_pid, &m);
+        if (m.anon_kb > atomic_load(&b->server_anon_peak_kb))
+            atomic_store(&b->server_anon_peak_kb, m.anon_kb);
+        usleep(SAMPLE_INTERVAL_US);
+    }
+    return NULL;
+}
+
 /* Start workers (and twins) together; wait for all. Returns elapsed ns. */
 static int64_t run_threads(bench *b)
 {
@@ -867,6 +914,9 @@ static int64_t run_threads(bench *b)
             exit(EXIT_FAILED);
         }
     }
+    atomic_store(&b->server_anon_peak_kb, -1);
+    pthread_t sampler;
+    bool sampling = b->opt.server_pid > 0 && pthread_create(&sampler, NULL, sampler_main, b) == 0;
     b->start_ns = now_ns();
     b->deadline_ns = b->start_ns + (int64_t)(b->opt.seconds * 1e9);
     pthread_barrier_wait(&b->start);
@@ -881,6 +931,10 @@ static int64_t run_threads(bench *b)
             end = b->twins[i].st.end_ns;
     }
     pthread_barrier_destroy(&b->start);
+    if (sampling) {
+        atomic_store(&b->sampler_stop, true);
+        pthread_join(sampler, NULL);
+    }
     return end - b->start_ns;
 }
 
@@ -1038,7 +1092,8 @@ typedef struct summary {
     histogram hist;
     uint64_t requests, retries, dup_sends, effects;
     double seconds, effects_per_sec, requests_per_sec;
-    long vm_hwm_kb, vm_rss_kb; /* -1 when unknown */
+    proc_memory mem;           /* the server's, at the end; -1 when unknown */
+    long anon_peak_kb;         /* the server's peak RssAnon, sampled; -1 when unknown */
     double server_cpu_s;       /* tallyd user+system CPU during the run; -1 when unknown */
     double client_cpu_s;       /* this process's user+system CPU during the run */
     tally_stats s0, s1;
@@ -1076,25 +1131,6 @@ static double process_cpu_s(long pid)
     return ticks > 0 ? (double)(utime + stime) / (double)ticks : -1;
 }
 
-/* VmHWM and VmRSS of a process in kB from /proc; -1 when unreadable. */
-static void server_memory(long pid, long *hwm_kb, long *rss_kb)
-{
-    *hwm_kb = *rss_kb = -1;
-    if (pid <= 0)
-        return;
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "VmHWM:", 6) == 0)
-            *hwm_kb = strtol(line + 6, NULL, 10);
-        else if (strncmp(line, "VmRSS:", 6) == 0)
-            *rss_kb = strtol(line + 6, NULL, 10);
-    }
-    fclose(f);
-}
 
 static void summarize(bench *b, int64_t elapsed_ns, summary *s)
 {
@@ -1111,7 +1147,10 @@ static void summarize(bench *b, int64_t elapsed_ns, summary *s)
     s->seconds = (double)elapsed_ns / 1e9;
     s->effects_per_sec = s->seconds > 0 ? (double)s->effects / s->seconds : 0;
     s->requests_per_sec = s->seconds > 0 ? (double)s->requests / s->seconds : 0;
-    server_memory(b->opt.server_pid, &s->vm_hwm_kb, &s->vm_rss_kb);
+    server_memory(b->opt.server_pid, &s->mem);
+    s->anon_peak_kb = atomic_load(&b->server_anon_peak_kb);
+    if (s->mem.anon_kb > s->anon_peak_kb)
+        s->anon_peak_kb = s->mem.anon_kb;
     s->client_cpu_s = self_cpu_s() - s->client_cpu_s;
     double cpu = process_cpu_s(b->opt.server_pid);
     s->server_cpu_s = cpu >= 0 && s->server_cpu_s >= 0 ? cpu - s->server_cpu_s : -1;
@@ -1146,11 +1185,13 @@ static void print_text(const bench *b, const summary *s, const report *r)
            hist_quantile_ms(&s->hist, 0.50), hist_quantile_ms(&s->hist, 0.99),
            hist_quantile_ms(&s->hist, 0.999), (double)s->hist.max_ns / 1e6,
            s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0);
-    if (o->server_pid > 0 && s->vm_hwm_kb >= 0)
-        printf("  tallyd pid %ld: peak RSS (VmHWM) %.1f MiB, RSS now %.1f MiB, CPU %.2f s "
-               "(%.0f us per effect)\n",
-               o->server_pid, (double)s->vm_hwm_kb / 1024, (double)s->vm_rss_kb / 1024,
-               s->server_cpu_s, s->effects ? s->server_cpu_s * 1e6 / (double)s->effects : 0.0);
+    if (o->server_pid > 0 && s->mem.hwm_kb >= 0)
+        printf("  tallyd pid %ld: peak RSS (VmHWM) %.1f MiB, RSS now %.1f MiB (own memory "
+               "%.1f MiB, peak %.1f; map pages %.1f MiB), CPU %.2f s (%.0f us per effect)\n",
+               o->server_pid, (double)s->mem.hwm_kb / 1024, (double)s->mem.rss_kb / 1024,
+               (double)s->mem.anon_kb / 1024, (double)s->anon_peak_kb / 1024,
+               (double)s->mem.file_kb / 1024, s->server_cpu_s,
+               s->effects ? s->server_cpu_s * 1e6 / (double)s->effects : 0.0);
     else if (o->server_pid > 0)
         printf("  tallyd pid %ld: /proc/%ld/status not readable\n", o->server_pid, o->server_pid);
     printf("verification:\n");
@@ -1165,8 +1206,11 @@ static void print_text(const bench *b, const summary *s, const report *r)
 static json_t *json_server(const summary *s)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "peak_rss_kb", s->vm_hwm_kb >= 0 ? json_integer(s->vm_hwm_kb) : json_null());
-    json_object_set_new(o, "rss_kb", s->vm_rss_kb >= 0 ? json_integer(s->vm_rss_kb) : json_null());
+    json_object_set_new(o, "peak_rss_kb", s->mem.hwm_kb >= 0 ? json_integer(s->mem.hwm_kb) : json_null());
+    json_object_set_new(o, "rss_kb", s->mem.rss_kb >= 0 ? json_integer(s->mem.rss_kb) : json_null());
+    json_object_set_new(o, "rss_anon_kb", s->mem.anon_kb >= 0 ? json_integer(s->mem.anon_kb) : json_null());
+    json_object_set_new(o, "peak_rss_anon_kb", s->anon_peak_kb >= 0 ? json_integer(s->anon_peak_kb) : json_null());
+    json_object_set_new(o, "rss_file_kb", s->mem.file_kb >= 0 ? json_integer(s->mem.file_kb) : json_null());
     json_object_set_new(o, "cpu_s", s->server_cpu_s >= 0 ? json_real(s->server_cpu_s) : json_null());
     json_object_set_new(o, "transfers_added", json_integer((json_int_t)(s->s1.transfers - s->s0.transfers)));
     json_object_set_new(o, "head_seq_added", json_integer((json_int_t)(s->s1.head_seq - s->s0.head_seq)));
@@ -1260,8 +1304,10 @@ static void usage(FILE *f)
 "  --consumer NAME     consumer (key namespace) of every write (default bench)\n"
 "  --client-mode M     shared: one tally_client for all threads (default);\n"
 "                      per-thread: one client per thread\n"
-"  --server-pid PID    report tallyd's peak RSS (VmHWM in /proc/PID/status) and\n"
-"                      the CPU time it used during the run (/proc/PID/stat)\n"
+"  --server-pid PID    report tallyd's peak RSS (VmHWM in /proc/PID/status), its\n"
+"                      own memory (RssAnon, peak sampled during the run) apart\n"
+"                      from the LMDB map pages it touched (RssFile), and the\n"
+"                      CPU time it used during the run (/proc/PID/stat)\n"
 "  --timeout-ms N      per request attempt, 1..%d (default 10000)\n"
 "  --attempts N        attempts per operation on faults (timed_out, overloaded,\n"
 "                      ...), each with the same keys, 1..%d (default 20)\n"
@@ -1304,7 +1350,8 @@ static void usage(FILE *f)
 "acknowledged = effects), duplicates (member sends of resent keys), seconds\n"
 "(measured run time), requests, retries, accounts, dup_ratio, seed, url,\n"
 "consumer, client_mode, keys, duplicate_keys, duplicate_requests_concurrent /\n"
-"_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb, cpu_s,\n"
+"_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb,\n"
+"rss_anon_kb, peak_rss_anon_kb (sampled every 100 ms), rss_file_kb, cpu_s,\n"
 "transfers_added, head_seq_added, inbox_added, events_added, map_used_bytes},\n"
 "checks {name: {ok, counts, detail}}, first_error.\n"
 "\n"
