@@ -12,8 +12,8 @@
  * request that could not be delivered is reported as unreachable, not as
  * a timeout that might have been applied.
  */
-#include "tally.h"
-#include "tally_inbox.h"
+#include "clients/libtally_internal.h"
+#include "clients/tally_inbox.h"
 
 #include "common/bytes.h"
 #include "common/limits.h"
@@ -34,7 +34,6 @@
 #define CODE_NAME_BYTES_MAX 64
 /* The largest reply plus room for the transport's header (request id). */
 #define RECV_BYTES_MAX (TALLY_REPLY_BYTES_MAX + 1024)
-#define FIELDS_MAX 16
 #define KEY_BUFFER_BYTES (TALLY_CLIENT_KEY_BYTES_MAX + 1)
 
 _Static_assert(TALLY_CLIENT_KEY_BYTES_MAX == TALLY_KEY_BYTES_MAX, "key limit as the server's");
@@ -155,45 +154,7 @@ static int key_resolve(const char *given, char out[KEY_BUFFER_BYTES])
 
 /* ---- requests: a field list packed into one msgpack map ---- */
 
-typedef enum field_type { FIELD_UINT, FIELD_INT, FIELD_STR, FIELD_ID, FIELD_BOOL, FIELD_OPS } field_type;
-
-typedef struct field {
-    const char *name;
-    field_type type;
-    union {
-        uint64_t u;
-        int64_t i;
-        const char *s;
-        const uint8_t *id;
-        bool b;
-        const tally_batch *ops;
-    } v;
-} field;
-
-typedef struct fields {
-    field f[FIELDS_MAX];
-    unsigned n;
-} fields;
-
-static field *field_add(fields *fs, const char *name, field_type type)
-{
-    assert(fs->n < FIELDS_MAX);
-    field *f = &fs->f[fs->n++];
-    f->name = name;
-    f->type = type;
-    return f;
-}
-
-static void put_uint(fields *fs, const char *name, uint64_t v) { field_add(fs, name, FIELD_UINT)->v.u = v; }
-static void put_int(fields *fs, const char *name, int64_t v) { field_add(fs, name, FIELD_INT)->v.i = v; }
-static void put_str(fields *fs, const char *name, const char *v) { field_add(fs, name, FIELD_STR)->v.s = v; }
-static void put_id(fields *fs, const char *name, const tally_uuid *v) { field_add(fs, name, FIELD_ID)->v.id = v->bytes; }
-static void put_bool(fields *fs, const char *name, bool v) { field_add(fs, name, FIELD_BOOL)->v.b = v; }
-static void put_ops(fields *fs, const tally_batch *b) { field_add(fs, "ops", FIELD_OPS)->v.ops = b; }
-
-/* The fields every request starts with: v and op; for writes the consumer
- * (c != NULL) and the key (key != NULL). */
-static void fields_begin(fields *fs, const char *op, const tally_client *c, const char *key)
+void client_fields_begin(fields *fs, const char *op, const tally_client *c, const char *key)
 {
     fs->n = 0;
     put_uint(fs, "v", TALLY_PROTOCOL_VERSION);
@@ -212,6 +173,12 @@ static int pack_field_value(msgpack_packer *pk, const field *f)
     case FIELD_STR: return msgpack_safe_pack_cstr(pk, f->v.s);
     case FIELD_ID: return msgpack_safe_pack_bin(pk, f->v.id, 16);
     case FIELD_BOOL: return f->v.b ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+    case FIELD_UINTS: {
+        int bad = msgpack_pack_array(pk, f->v.uints.count);
+        for (size_t i = 0; !bad && i < f->v.uints.count; i++)
+            bad = msgpack_pack_uint64(pk, f->v.uints.items[i]);
+        return bad;
+    }
     case FIELD_OPS: /* the members are packed already: append their bytes */
         return msgpack_pack_array(pk, f->v.ops->count) ||
                (f->v.ops->members.size > 0 &&
@@ -247,13 +214,6 @@ static int request_pack(const fields *fs, msgpack_sbuffer *buf)
 
 /* ---- replies ---- */
 
-typedef struct reply {
-    nng_msg *msg;
-    msgpack_unpacked unpacked;
-    const msgpack_object *root; /* the reply map; NULL when undecodable */
-    int code;                   /* the reply's code; TALLY_internal if undecodable */
-} reply;
-
 /* The error code named by a msgpack string; TALLY_internal for anything
  * else (not a string, an unknown name). */
 static int code_of(const msgpack_object *o)
@@ -281,7 +241,7 @@ static void reply_decode(reply *r)
     r->code = code_of(msgpack_safe_map_get(r->root, "code"));
 }
 
-static void reply_free(reply *r)
+void client_reply_free(reply *r)
 {
     msgpack_unpacked_destroy(&r->unpacked);
     nng_msg_free(r->msg);
@@ -291,7 +251,7 @@ static void reply_free(reply *r)
 
 /* ---- transport ---- */
 
-static int nng_to_tally(int rv)
+int client_nng_error(int rv)
 {
     switch (rv) {
     case 0: return TALLY_ok;
@@ -375,7 +335,7 @@ static int attempt(tally_client *c, const void *bytes, size_t len, uint32_t time
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
-    int rc = nng_to_tally(nng_ctx_open(&ctx, c->socket));
+    int rc = client_nng_error(nng_ctx_open(&ctx, c->socket));
     if (rc != TALLY_ok)
         return rc;
     rc = TALLY_out_of_memory;
@@ -426,13 +386,13 @@ static int exchange(tally_client *c, const void *bytes, size_t len, uint32_t ext
         reply_decode(r);
         if (!retryable(r->code) || i == c->retries)
             return TALLY_ok;
-        reply_free(r);
+        client_reply_free(r);
     }
     return rc == TALLY_unreachable && delivered ? TALLY_timed_out : rc;
 }
 
 /* Pack fs, exchange it; r is live on TALLY_ok. */
-static int call(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r)
+int client_call(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r)
 {
     msgpack_sbuffer buf;
     int rc = request_pack(fs, &buf);
@@ -473,17 +433,23 @@ static int settings_resolve(const tally_client_options *o, client_settings *s)
                : TALLY_ok;
 }
 
+int client_socket_limit(nng_socket s, size_t recv_bytes_max)
+{
+    int rv = nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, recv_bytes_max);
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_RECONNMINT, RECONNECT_MS_MIN);
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_RECONNMAXT, RECONNECT_MS_MAX);
+    return rv;
+}
+
 /* Open the socket, watch its pipes, start dialing in the background. */
 static int socket_open(tally_client *c, const char *url)
 {
     int rv = nng_req0_open(&c->socket);
     if (rv != 0)
-        return nng_to_tally(rv) == TALLY_out_of_memory ? TALLY_out_of_memory : TALLY_internal;
-    rv = nng_socket_set_size(c->socket, NNG_OPT_RECVMAXSZ, RECV_BYTES_MAX);
-    if (rv == 0)
-        rv = nng_socket_set_ms(c->socket, NNG_OPT_RECONNMINT, RECONNECT_MS_MIN);
-    if (rv == 0)
-        rv = nng_socket_set_ms(c->socket, NNG_OPT_RECONNMAXT, RECONNECT_MS_MAX);
+        return client_nng_error(rv) == TALLY_out_of_memory ? TALLY_out_of_memory : TALLY_internal;
+    rv = client_socket_limit(c->socket, RECV_BYTES_MAX);
     if (rv == 0)
         rv = nng_pipe_notify(c->socket, NNG_PIPE_EV_ADD_POST, pipe_event, c);
     if (rv == 0)
@@ -492,7 +458,7 @@ static int socket_open(tally_client *c, const char *url)
         rv = nng_dial(c->socket, url, NULL, NNG_FLAG_NONBLOCK);
     if (rv != 0)
         nng_close(c->socket);
-    return nng_to_tally(rv);
+    return client_nng_error(rv);
 }
 
 int tally_client_open(const tally_client_options *options, tally_client **out)
@@ -659,11 +625,11 @@ static int result_fill(tally_result *out, const msgpack_object *m)
 static int write_exchange(tally_client *c, const fields *fs, tally_result *out)
 {
     reply r;
-    int rc = call(c, fs, 0, &r);
+    int rc = client_call(c, fs, 0, &r);
     if (rc != TALLY_ok)
         return out->code = rc;
     rc = r.root ? result_fill(out, r.root) : (out->code = r.code);
-    reply_free(&r);
+    client_reply_free(&r);
     return rc;
 }
 
@@ -676,7 +642,7 @@ static int write_single(tally_client *c, const char *key, write_op op, tally_res
     if (rc != TALLY_ok || c == NULL)
         return out->code = rc != TALLY_ok ? rc : TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, op.name, c, out->key);
+    client_fields_begin(&fs, op.name, c, out->key);
     rc = op.fill(&fs, op.args);
     if (rc != TALLY_ok)
         return out->code = rc;
@@ -848,7 +814,7 @@ static int chain_send(tally_client *c, tally_batch *b, const char *key, tally_re
     if (rc != TALLY_ok)
         return out->code = rc;
     fields fs;
-    fields_begin(&fs, "chain", c, out->key);
+    client_fields_begin(&fs, "chain", c, out->key);
     put_ops(&fs, b);
     rc = write_exchange(c, &fs, out);
     return tally_error_is_stored(rc) ? TALLY_ok : rc;
@@ -866,10 +832,10 @@ static int batch_send(tally_client *c, tally_batch *b, tally_result *results)
     for (size_t i = 0; i < b->count; i++)
         result_clear(&results[i], b->keys[i]);
     fields fs;
-    fields_begin(&fs, "batch", c, NULL);
+    client_fields_begin(&fs, "batch", c, NULL);
     put_ops(&fs, b);
     reply r;
-    int rc = call(c, &fs, 0, &r);
+    int rc = client_call(c, &fs, 0, &r);
     if (rc != TALLY_ok)
         return batch_fail(results, b->count, rc);
     rc = r.code;
@@ -879,7 +845,7 @@ static int batch_send(tally_client *c, tally_batch *b, tally_result *results)
         rc = TALLY_internal;
     for (size_t i = 0; rc == TALLY_ok && i < b->count; i++)
         result_fill(&results[i], &list->via.array.ptr[i]);
-    reply_free(&r);
+    client_reply_free(&r);
     return rc == TALLY_ok ? TALLY_ok : batch_fail(results, b->count, rc);
 }
 
@@ -893,69 +859,6 @@ int tally_batch_send(tally_client *c, tally_batch *b, const char *key, tally_res
 }
 
 /* ---- decoding read replies ---- */
-
-/* Reads typed fields of one reply map; ok turns false at the first field
- * that is missing, of another type or out of range. */
-typedef struct decoder {
-    const msgpack_object *map;
-    bool ok;
-} decoder;
-
-static decoder decoder_of(const msgpack_object *o)
-{
-    return (decoder){o, o != NULL && o->type == MSGPACK_OBJECT_MAP};
-}
-
-static const msgpack_object *dec_get(decoder *d, const char *name)
-{
-    const msgpack_object *o = d->ok ? msgpack_safe_map_get(d->map, name) : NULL;
-    d->ok = d->ok && o != NULL;
-    return o;
-}
-
-static uint64_t dec_uint(decoder *d, const char *name, uint64_t max)
-{
-    uint64_t v = 0;
-    const msgpack_object *o = dec_get(d, name);
-    d->ok = d->ok && msgpack_safe_get_u64(o, &v) && v <= max;
-    return d->ok ? v : 0;
-}
-
-static int64_t dec_int(decoder *d, const char *name)
-{
-    int64_t v = 0;
-    const msgpack_object *o = dec_get(d, name);
-    d->ok = d->ok && msgpack_safe_get_i64(o, &v);
-    return d->ok ? v : 0;
-}
-
-/* A field that may be nil: false (and no change) when nil. */
-static bool dec_present(decoder *d, const char *name)
-{
-    const msgpack_object *o = dec_get(d, name);
-    return d->ok && o->type != MSGPACK_OBJECT_NIL;
-}
-
-static void dec_str(decoder *d, const char *name, char *out, size_t capacity)
-{
-    tally_str s = {NULL, 0};
-    const msgpack_object *o = dec_get(d, name);
-    d->ok = d->ok && msgpack_safe_get_str(o, &s) && s.len < capacity;
-    if (d->ok)
-        memcpy(out, s.ptr, s.len);
-    out[d->ok ? s.len : 0] = '\0';
-}
-
-static void dec_id(decoder *d, const char *name, tally_uuid *out)
-{
-    tally_id128 id;
-    const msgpack_object *o = dec_get(d, name);
-    d->ok = d->ok && msgpack_safe_get_id128(o, &id);
-    if (d->ok)
-        memcpy(out->bytes, id.bytes, 16);
-}
-
-typedef bool (*decode_fn)(const msgpack_object *o, void *out);
 
 static bool account_decode(const msgpack_object *o, void *out)
 {
@@ -1042,6 +945,40 @@ static bool causation_decode(const msgpack_object *o, tally_event *e)
     return d.ok;
 }
 
+/* A string element into out (capacity bytes with the NUL), 1..capacity-1 bytes. */
+static bool str_copy(const msgpack_object *o, char *out, size_t capacity)
+{
+    tally_str s;
+    if (!msgpack_safe_get_str(o, &s) || s.len == 0 || s.len >= capacity)
+        return false;
+    memcpy(out, s.ptr, s.len);
+    out[s.len] = '\0';
+    return true;
+}
+
+/* entity: ["account", id], ["transfer", id bin16] or ["entitlement",
+ * subject, feature] (docs/EVENTS.md). */
+static bool entity_decode(const msgpack_object *o, tally_event *e)
+{
+    if (o == NULL || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 2 ||
+        !str_copy(&o->via.array.ptr[0], e->entity_kind, sizeof(e->entity_kind)))
+        return false;
+    const msgpack_object *item = o->via.array.ptr;
+    uint32_t n = o->via.array.size;
+    tally_id128 id;
+    if (strcmp(e->entity_kind, "account") == 0)
+        return n == 2 && msgpack_safe_get_u64(&item[1], &e->account_id) && e->account_id != 0;
+    if (strcmp(e->entity_kind, "transfer") == 0) {
+        if (n != 2 || !msgpack_safe_get_id128(&item[1], &id))
+            return false;
+        memcpy(e->transfer_id.bytes, id.bytes, 16);
+        return true;
+    }
+    return strcmp(e->entity_kind, "entitlement") == 0 && n == 3 &&
+           str_copy(&item[1], e->subject, sizeof(e->subject)) &&
+           str_copy(&item[2], e->feature, sizeof(e->feature));
+}
+
 static bool event_fields_decode(const msgpack_object *m, tally_event *e)
 {
     decoder d = decoder_of(m);
@@ -1049,28 +986,16 @@ static bool event_fields_decode(const msgpack_object *m, tally_event *e)
     dec_id(&d, "id", &e->id);
     dec_str(&d, "type", e->type, sizeof(e->type));
     const msgpack_object *entity = dec_get(&d, "entity");
-    tally_str kind;
-    if (!d.ok || entity->type != MSGPACK_OBJECT_ARRAY || entity->via.array.size < 2 ||
-        !msgpack_safe_get_str(&entity->via.array.ptr[0], &kind) ||
-        kind.len >= sizeof(e->entity_kind))
+    if (!d.ok || !entity_decode(entity, e))
         return false;
-    memcpy(e->entity_kind, kind.ptr, kind.len);
-    e->entity_kind[kind.len] = '\0';
     e->entity_version = dec_uint(&d, "entity_version", UINT64_MAX);
     e->time_ms = dec_int(&d, "time_ms");
     return d.ok && causation_decode(dec_get(&d, "causation"), e);
 }
 
-/* One log_read element: the event's stored bytes (bin), decoded and
- * copied into e->raw. */
-static bool event_decode(const msgpack_object *o, void *out)
+bool client_event_from_bytes(const void *bytes, size_t len, tally_event *e)
 {
-    tally_event *e = out;
-    const void *bytes;
-    size_t len;
     memset(e, 0, sizeof(*e));
-    if (!msgpack_safe_get_bin(o, &bytes, &len))
-        return false;
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     bool ok = msgpack_safe_unpack(bytes, len, TALLY_MSGPACK_DEPTH_MAX, &up) == TALLY_ok &&
@@ -1083,6 +1008,18 @@ static bool event_decode(const msgpack_object *o, void *out)
     e->raw = raw;
     e->raw_len = len;
     return true;
+}
+
+/* One log_read element: the event's stored bytes (bin). */
+static bool event_decode(const msgpack_object *o, void *out)
+{
+    const void *bytes;
+    size_t len;
+    if (!msgpack_safe_get_bin(o, &bytes, &len)) {
+        memset(out, 0, sizeof(tally_event));
+        return false;
+    }
+    return client_event_from_bytes(bytes, len, out);
 }
 
 static bool stats_decode(const msgpack_object *o, void *out)
@@ -1098,12 +1035,18 @@ static bool stats_decode(const msgpack_object *o, void *out)
     s->events = dec_uint(&d, "events", UINT64_MAX);
     s->map_used_bytes = dec_uint(&d, "map_used_bytes", UINT64_MAX);
     s->map_size_bytes = dec_uint(&d, "map_size_bytes", UINT64_MAX);
+    const msgpack_object *subscribers = dec_get(&d, "subscribers");
+    if (d.ok && subscribers->type != MSGPACK_OBJECT_ARRAY)
+        return false;
+    s->subscribers = d.ok ? subscribers->via.array.size : 0;
+    s->inbox_oldest_age_s = dec_uint(&d, "inbox_oldest_age_s", INT64_MAX);
+    s->log_floor = dec_uint(&d, "log_floor", UINT64_MAX);
     return d.ok;
 }
 
 /* Decode up to capacity elements of array o into out (stride bytes each);
  * *count gets how many decoded, also when one fails (false). */
-static bool array_decode(const msgpack_object *o, decode_fn decode, void *out, size_t stride,
+bool client_array_decode(const msgpack_object *o, decode_fn decode, void *out, size_t stride,
                          size_t capacity, size_t *count)
 {
     *count = 0;
@@ -1145,12 +1088,12 @@ int tally_entitlement_from_msgpack(const msgpack_object *o, tally_entitlement *o
 /* ---- reads ---- */
 
 /* Send a read; on TALLY_ok r is live and its code is ok. */
-static int read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r)
+int client_read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r)
 {
-    int rc = call(c, fs, extra_wait_ms, r);
+    int rc = client_call(c, fs, extra_wait_ms, r);
     if (rc == TALLY_ok && r->code != TALLY_ok) {
         rc = r->code;
-        reply_free(r);
+        client_reply_free(r);
     }
     return rc;
 }
@@ -1160,13 +1103,43 @@ static int read_object(tally_client *c, const fields *fs, const char *name, deco
                        void *out)
 {
     reply r;
-    int rc = read_exchange(c, fs, 0, &r);
+    int rc = client_read_exchange(c, fs, 0, &r);
     if (rc != TALLY_ok)
         return rc;
     const msgpack_object *o = name ? msgpack_safe_map_get(r.root, name) : r.root;
     rc = decode(o, out) ? TALLY_ok : TALLY_internal;
-    reply_free(&r);
+    client_reply_free(&r);
     return rc;
+}
+
+int client_read_array(tally_client *c, const fields *fs, const char *name, decode_fn decode,
+                      void *out, size_t stride, size_t capacity, size_t *count)
+{
+    reply r;
+    int rc = client_read_exchange(c, fs, 0, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = client_array_decode(msgpack_safe_map_get(r.root, name), decode, out, stride, capacity,
+                             count)
+             ? TALLY_ok
+             : TALLY_internal;
+    client_reply_free(&r);
+    return rc;
+}
+
+int client_read_page(tally_client *c, const fields *fs, decode_fn decode, void *out,
+                     size_t stride, size_t capacity, size_t *count, uint64_t *next)
+{
+    reply r;
+    int rc = client_read_exchange(c, fs, 0, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    decoder d = decoder_of(r.root);
+    *next = dec_present(&d, "next") ? dec_uint(&d, "next", UINT64_MAX) : 0;
+    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "entries"), decode, out,
+                                          stride, capacity, count);
+    client_reply_free(&r);
+    return ok ? TALLY_ok : TALLY_internal;
 }
 
 int tally_account_get(tally_client *c, uint64_t id, tally_account *out)
@@ -1174,7 +1147,7 @@ int tally_account_get(tally_client *c, uint64_t id, tally_account *out)
     if (c == NULL || out == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, "account_get", NULL, NULL);
+    client_fields_begin(&fs, "account_get", NULL, NULL);
     put_uint(&fs, "id", id);
     return read_object(c, &fs, "account", account_decode, out);
 }
@@ -1184,7 +1157,7 @@ int tally_transfer_get(tally_client *c, const tally_uuid *id, tally_transfer_inf
     if (c == NULL || id == NULL || out == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, "transfer_get", NULL, NULL);
+    client_fields_begin(&fs, "transfer_get", NULL, NULL);
     put_id(&fs, "id", id);
     return read_object(c, &fs, "transfer", transfer_decode, out);
 }
@@ -1195,7 +1168,7 @@ int tally_entitlement_get(tally_client *c, const char *subject, const char *feat
     if (c == NULL || subject == NULL || feature == NULL || out == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, "entitlement_get", NULL, NULL);
+    client_fields_begin(&fs, "entitlement_get", NULL, NULL);
     put_str(&fs, "subject", subject);
     put_str(&fs, "feature", feature);
     return read_object(c, &fs, "entitlement", entitlement_decode, out);
@@ -1206,8 +1179,33 @@ int tally_stats_get(tally_client *c, tally_stats *out)
     if (c == NULL || out == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, "stats", NULL, NULL);
+    client_fields_begin(&fs, "stats", NULL, NULL);
     return read_object(c, &fs, NULL, stats_decode, out);
+}
+
+static bool backup_decode(const msgpack_object *o, void *out)
+{
+    decoder d = decoder_of(o);
+    *(uint64_t *)out = dec_uint(&d, "bytes", UINT64_MAX);
+    return d.ok;
+}
+
+#define BACKUP_WAIT_MS 600000 /* a large store takes a while to copy */
+
+int tally_backup(tally_client *c, const char *path, uint64_t *bytes)
+{
+    if (c == NULL || path == NULL || bytes == NULL || path[0] != '/')
+        return TALLY_invalid_argument;
+    fields fs;
+    client_fields_begin(&fs, "backup", NULL, NULL);
+    put_str(&fs, "path", path);
+    reply r;
+    int rc = client_read_exchange(c, &fs, BACKUP_WAIT_MS, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = backup_decode(r.root, bytes) ? TALLY_ok : TALLY_internal;
+    client_reply_free(&r);
+    return rc;
 }
 
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,
@@ -1216,27 +1214,10 @@ int tally_entitlement_list(tally_client *c, const char *subject, tally_entitleme
     if (c == NULL || subject == NULL || out == NULL || capacity == 0 || count == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, "entitlement_list", NULL, NULL);
+    client_fields_begin(&fs, "entitlement_list", NULL, NULL);
     put_str(&fs, "subject", subject);
-    reply r;
-    int rc = read_exchange(c, &fs, 0, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    rc = array_decode(msgpack_safe_map_get(r.root, "entitlements"), entitlement_decode, out,
-                      sizeof(*out), capacity, count)
-             ? TALLY_ok
-             : TALLY_internal;
-    reply_free(&r);
-    return rc;
-}
-
-/* The limit to ask for: limit (0: dflt) within capacity and max. */
-static uint32_t page_limit(uint32_t limit, size_t capacity, uint32_t dflt, uint32_t max)
-{
-    uint64_t n = limit ? limit : dflt;
-    if (n > capacity)
-        n = capacity;
-    return (uint32_t)(n < max ? n : max);
+    return client_read_array(c, &fs, "entitlements", entitlement_decode, out, sizeof(*out),
+                             capacity, count);
 }
 
 int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint32_t limit,
@@ -1246,22 +1227,14 @@ int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint
     if (c == NULL || out == NULL || capacity == 0 || count == NULL || next == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, "account_history", NULL, NULL);
+    client_fields_begin(&fs, "account_history", NULL, NULL);
     put_uint(&fs, "id", id);
     put_uint(&fs, "after_seq", after_seq);
-    put_uint(&fs, "limit", page_limit(limit, capacity, TALLY_HISTORY_ENTRIES_DEFAULT,
-                                      TALLY_HISTORY_ENTRIES_MAX));
+    put_uint(&fs, "limit", client_page_limit(limit, capacity, TALLY_HISTORY_ENTRIES_DEFAULT,
+                                             TALLY_HISTORY_ENTRIES_MAX));
     put_bool(&fs, "reverse", reverse);
-    reply r;
-    int rc = read_exchange(c, &fs, 0, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    decoder d = decoder_of(r.root);
-    *next = dec_present(&d, "next") ? dec_uint(&d, "next", UINT64_MAX) : 0;
-    bool ok = d.ok && array_decode(msgpack_safe_map_get(r.root, "entries"), history_entry_decode,
-                                   out, sizeof(*out), capacity, count);
-    reply_free(&r);
-    return ok ? TALLY_ok : TALLY_internal;
+    return client_read_page(c, &fs, history_entry_decode, out, sizeof(*out), capacity, count,
+                            next);
 }
 
 void tally_events_release(tally_event *events, size_t count)
@@ -1279,20 +1252,20 @@ int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t 
     if (c == NULL || out == NULL || capacity == 0 || count == NULL || head_seq == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_begin(&fs, "log_read", NULL, NULL);
+    client_fields_begin(&fs, "log_read", NULL, NULL);
     put_uint(&fs, "from_seq", from_seq ? from_seq : 1);
-    put_uint(&fs, "limit", page_limit(limit, capacity, TALLY_LOG_READ_EVENTS_DEFAULT,
+    put_uint(&fs, "limit", client_page_limit(limit, capacity, TALLY_LOG_READ_EVENTS_DEFAULT,
                                       TALLY_LOG_READ_EVENTS_MAX));
     put_uint(&fs, "wait_ms", wait_ms);
     reply r;
-    int rc = read_exchange(c, &fs, wait_ms, &r);
+    int rc = client_read_exchange(c, &fs, wait_ms, &r);
     if (rc != TALLY_ok)
         return rc;
     decoder d = decoder_of(r.root);
     *head_seq = dec_uint(&d, "head", UINT64_MAX);
-    bool ok = d.ok && array_decode(msgpack_safe_map_get(r.root, "events"), event_decode, out,
-                                   sizeof(*out), capacity, count);
-    reply_free(&r);
+    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "events"), event_decode,
+                                          out, sizeof(*out), capacity, count);
+    client_reply_free(&r);
     if (!ok) {
         tally_events_release(out, *count);
         *count = 0;
@@ -1329,7 +1302,7 @@ int tally_request_raw(tally_client *c, const void *request, size_t len, void **r
     void *copy = malloc(n ? n : 1);
     if (copy != NULL)
         memcpy(copy, nng_msg_body(r.msg), n);
-    reply_free(&r);
+    client_reply_free(&r);
     if (copy == NULL)
         return TALLY_out_of_memory;
     *reply_out = copy;

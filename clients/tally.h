@@ -293,8 +293,15 @@ typedef struct tally_event {
     uint64_t seq;
     tally_uuid id;
     char type[32];
+    /* The entity the event is about (docs/EVENTS.md): entity_kind is
+     * "account" (account_id set), "transfer" (transfer_id set) or
+     * "entitlement" (subject and feature set); the others are zero / "". */
     char entity_kind[16];
-    uint64_t entity_version;
+    uint64_t account_id;
+    tally_uuid transfer_id;
+    char subject[129];
+    char feature[65];
+    uint64_t entity_version; /* the entity's version after this event */
     int64_t time_ms;
     char consumer[65];
     char key[TALLY_CLIENT_KEY_BYTES_MAX + 1];
@@ -305,6 +312,9 @@ typedef struct tally_event {
 typedef struct tally_stats {
     uint64_t head_seq, first_seq, accounts, transfers, entitlements, inbox, events;
     uint64_t map_used_bytes, map_size_bytes;
+    uint64_t subscribers; /* durable subscribers (their metrics: tally_stats_subscribers) */
+    uint64_t inbox_oldest_age_s; /* age of the oldest idempotency record */
+    uint64_t log_floor;          /* last seq removed by log retention, 0 = none */
 } tally_stats;
 
 /* Reads. Each returns TALLY_ok (outputs filled), TALLY_not_found, a
@@ -339,6 +349,289 @@ int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t 
                    tally_event *out, size_t capacity, size_t *count, uint64_t *head_seq);
 void tally_events_release(tally_event *events, size_t count);
 int tally_stats_get(tally_client *c, tally_stats *out);
+
+/* Ask tallyd for an online, compacting, consistent copy of its store into
+ * the directory path on the server's machine (absolute; must not exist;
+ * below tallyd's --backup-dir when it has one); *bytes gets the copy's
+ * size (docs/OPERATIONS.md). Each attempt may take up to the client's
+ * timeout plus 10 minutes. Returns TALLY_ok, TALLY_backup_destination_exists,
+ * TALLY_backup_destination_invalid, TALLY_storage_full, TALLY_io_error, a
+ * transport code, or TALLY_invalid_argument (NULL, or path not absolute:
+ * nothing sent). A retry after a lost reply finds the first copy there and
+ * answers backup_destination_exists: check the directory with tally-recon. */
+int tally_backup(tally_client *c, const char *path, uint64_t *bytes);
+
+/* ---- live stream: PUB with gap fill ----
+ * A cursor-less reader of the log that hands out every event from a
+ * starting seq exactly once, in seq order, with none skipped. It listens on
+ * tallyd's PUB socket (one message per committed event) and uses log_read
+ * for everything PUB did not bring: a message whose seq is past the next
+ * expected one reveals a gap, filled with log_read before going on; a seq
+ * already handed out is dropped; when PUB has been silent for idle_ms the
+ * stream long-polls log_read, so a lost tail is found too. The position is
+ * kept in memory only: after a restart, open the stream again from the
+ * last seq you processed + 1 (or use a durable subscriber, below).
+ * Memory is bounded: the SUB socket queues at most recv_buffer messages
+ * and the stream holds at most fill_events read events.
+ * A stream is used by one thread at a time; several streams may share a
+ * client. */
+
+#define TALLY_STREAM_FROM_NOW 0          /* from_seq: the first event after the head */
+#define TALLY_STREAM_IDLE_MS_DEFAULT 1000
+#define TALLY_STREAM_IDLE_MS_MAX 30000
+#define TALLY_STREAM_FILL_EVENTS_DEFAULT 100
+#define TALLY_STREAM_FILL_EVENTS_MAX 1000
+#define TALLY_STREAM_RECV_BUFFER_MAX 8192
+
+typedef struct tally_stream tally_stream;
+
+typedef struct tally_stream_options {
+    uint32_t recv_buffer; /* PUB messages the SUB socket queues, 1..8192;
+                             0 = NNG's default (128). A reader that falls
+                             further behind loses messages (and fills them) */
+    uint32_t idle_ms;     /* PUB silent this long: poll log_read; 0 = 1000,
+                             at most 30000 */
+    uint32_t fill_events; /* events per log_read, 1..1000; 0 = 100 */
+} tally_stream_options;
+
+typedef struct tally_stream_counters {
+    uint64_t next_seq;     /* the seq the next event will have */
+    uint64_t delivered;    /* events handed out */
+    uint64_t from_publish; /* ... of them received on PUB */
+    uint64_t from_fill;    /* ... of them read with log_read */
+    uint64_t gaps;         /* PUB messages past the next expected seq */
+    uint64_t duplicates;   /* PUB messages dropped: already handed out */
+    uint64_t polls;        /* log_read calls because PUB was silent */
+    uint64_t reads;        /* log_read calls in all (gap fills, catch-up, polls) */
+} tally_stream_counters;
+
+/* Open a stream on client c that starts at from_seq (1 = the whole log;
+ * TALLY_STREAM_FROM_NOW = after the current head, which is read from the
+ * server now). pub_url: tallyd's PUB endpoint (tallyd --publish; default
+ * tcp://127.0.0.1:7451); it is dialed in the background, an absent
+ * publisher is not an error. pub_url NULL: no PUB, the stream long-polls
+ * log_read only. options may be NULL (defaults). *out is set on success.
+ * Returns TALLY_ok; TALLY_invalid_argument (c or out NULL, a bad URL, an
+ * option out of range); TALLY_out_of_memory; TALLY_internal (NNG could not
+ * open a socket); with TALLY_STREAM_FROM_NOW also the codes of
+ * tally_stats_get (e.g. TALLY_unreachable). */
+int tally_stream_open(tally_client *c, const char *pub_url, uint64_t from_seq,
+                      const tally_stream_options *options, tally_stream **out);
+
+/* Wait up to timeout_ms (0: do not wait) for the next event and hand it
+ * out in *out: its seq is exactly one more than the previous one's (the
+ * first is from_seq). The caller owns out->raw: release it with
+ * tally_events_release(out, 1). Returns TALLY_ok (*out filled);
+ * TALLY_timed_out (no event within timeout_ms, or a log_read that got no
+ * answer in time: call again); the codes of
+ * tally_log_read (e.g. TALLY_unreachable after the client's retries: the
+ * stream is unchanged, call again); TALLY_not_found (the events from the
+ * next seq are no longer in the log); TALLY_internal (the server sent
+ * events that are not the next ones); TALLY_invalid_argument (s or out
+ * NULL). *out is filled only on TALLY_ok. */
+int tally_stream_next(tally_stream *s, tally_event *out, uint32_t timeout_ms);
+
+/* The stream's position and counters so far (for metrics and tests). */
+void tally_stream_counters_get(const tally_stream *s, tally_stream_counters *out);
+
+/* Close the stream and free it (events still held are dropped; the next
+ * stream can start at counters.next_seq). NULL is allowed. */
+void tally_stream_close(tally_stream *s);
+
+/* ---- durable subscribers (docs/SUBSCRIBERS.md) ----
+ * A durable subscriber is a named cursor kept by tallyd: it remembers the
+ * ack floor, counts deliveries, redelivers what was not acknowledged and
+ * parks poison events in the dead-letter queue (dlq). Delivery is at least
+ * once: an event may come again after a crash, a lost reply or a retry
+ * answer, so handlers must be idempotent (entity_version and the event id
+ * help). The subscriber ops carry no idempotency key: each is idempotent by
+ * itself, so the library retries them like reads.
+ *
+ * Return codes of the functions below, besides those at the top of this
+ * file: TALLY_invalid_subscriber_name (not 1-64 bytes of A-Z a-z 0-9 . _ -),
+ * TALLY_subscriber_not_found, TALLY_subscriber_exists_with_different_config,
+ * TALLY_too_many_subscribers, TALLY_start_positions_are_mutually_exclusive,
+ * TALLY_seq_beyond_head, TALLY_seq_not_delivered, TALLY_seq_not_in_flight,
+ * TALLY_dead_letter_not_found, as the server answers them; and
+ * TALLY_invalid_argument for a NULL pointer, a name longer than 64 bytes or
+ * an option out of range (nothing sent). */
+
+#define TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX 64
+#define TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX 8
+#define TALLY_CLIENT_SUB_ERROR_BYTES_MAX 256 /* a retry's error text, a park reason */
+#define TALLY_CLIENT_SUB_FETCH_MAX 1000      /* events per fetch */
+#define TALLY_CLIENT_SUB_FETCH_DEFAULT 100
+#define TALLY_CLIENT_SUB_WAIT_MS_DEFAULT 5000 /* long-poll of a fetch */
+#define TALLY_CLIENT_SUB_WAIT_MS_MAX 30000
+#define TALLY_CLIENT_SUB_FAILURES_DEFAULT 10 /* failed round trips in a row before giving up */
+#define TALLY_CLIENT_SUB_FAILURES_MAX 1000
+
+typedef enum tally_start {
+    TALLY_START_BEGINNING = 0, /* every event in the log */
+    TALLY_START_NOW,           /* events committed after the subscriber was created */
+    TALLY_START_SEQ,           /* from from_seq on */
+    TALLY_START_TIME,          /* from the first event committed at or after from_time_ms */
+} tally_start;
+
+/* How to create a subscriber. Zero means the server's default. */
+typedef struct tally_subscriber_options {
+    tally_start start;
+    uint64_t from_seq;        /* TALLY_START_SEQ: first seq to deliver (<= head + 1) */
+    int64_t from_time_ms;     /* TALLY_START_TIME */
+    uint32_t max_deliver;     /* deliveries of one event before it is parked (5) */
+    uint32_t ack_wait_ms;     /* redelivery of an unacknowledged event after (30000) */
+    uint32_t max_ack_pending; /* events in flight at most (1000) */
+    uint32_t backoff_count;   /* 0..8: redelivery delays by attempt instead of ack_wait_ms */
+    uint32_t backoff_ms[TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX];
+} tally_subscriber_options;
+
+/* A subscriber's metrics and settings (sub_get, sub_list, stats). */
+typedef struct tally_subscriber_info {
+    char name[TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX + 1];
+    uint64_t ack_floor;     /* every event at or below it is acknowledged or parked */
+    uint64_t delivered_seq; /* highest seq handed out */
+    uint64_t pending;       /* head - ack_floor */
+    uint64_t in_flight;     /* delivered, not yet acknowledged, parked or discarded */
+    uint64_t oldest_unacked_age_s; /* age of the event at ack_floor + 1; 0 if none */
+    uint64_t redelivered;   /* deliveries after the first, in total */
+    uint64_t dead_letters;  /* events in the dlq now */
+    uint64_t replaying;     /* dead letters waiting to be delivered again */
+    uint32_t max_deliver, ack_wait_ms, max_ack_pending;
+    uint32_t backoff_count;
+    uint32_t backoff_ms[TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX];
+    int64_t created_ms, updated_ms;
+} tally_subscriber_info;
+
+typedef struct tally_subscriber tally_subscriber;
+
+/* Open the subscriber name on client c. With options, create it
+ * (sub_create; creating an identical one again is fine, so every start of a
+ * program may call this); with options NULL, use it as it is, or create it
+ * with every default (from the beginning) when it does not exist. The
+ * first fetch of the handle asks the server to redeliver at once whatever
+ * was in flight (restart), so a process that crashed gets its unacked
+ * window back first. *out is set on success; free it with
+ * tally_subscriber_close. Returns TALLY_ok or a code above (e.g.
+ * TALLY_subscriber_exists_with_different_config), a transport code, or
+ * TALLY_out_of_memory. */
+int tally_subscriber_open(tally_client *c, const char *name,
+                          const tally_subscriber_options *options, tally_subscriber **out);
+/* true when tally_subscriber_open created the subscriber. */
+bool tally_subscriber_created(const tally_subscriber *s);
+/* Free the handle (the subscriber stays on the server). NULL allowed; no
+ * run may be in progress. */
+void tally_subscriber_close(tally_subscriber *s);
+
+/* One event handed to a handler. event.raw is valid during the call only. */
+typedef struct tally_delivery {
+    tally_event event;
+    uint32_t attempt; /* 1 on the first delivery to this subscriber */
+    bool replay;      /* a dead letter delivered again (dlq replay) */
+} tally_delivery;
+
+typedef enum tally_verdict {
+    TALLY_DONE = 0,  /* handled: acknowledged with the fetched batch */
+    TALLY_RETRY = 1, /* deliver again later (sub_nak) */
+    TALLY_PARK = 2,  /* give up: into the dead-letter queue at once (sub_park) */
+} tally_verdict;
+
+/* Details of a verdict; zeroed before each handler call. */
+typedef struct tally_answer {
+    bool delay_set;    /* TALLY_RETRY: deliver again after delay_ms, */
+    uint32_t delay_ms; /*   else after the subscriber's backoff or ack wait */
+    char error[TALLY_CLIENT_SUB_ERROR_BYTES_MAX + 1]; /* RETRY: error text; PARK: reason */
+} tally_answer;
+
+typedef tally_verdict (*tally_subscriber_handler)(const tally_delivery *d, tally_answer *answer,
+                                                  void *arg);
+
+typedef struct tally_run_options {
+    uint64_t max_events;   /* return after handing out this many; 0 = no limit */
+    uint32_t fetch_max;    /* events per fetch, 1..1000; 0 = 100 */
+    uint32_t wait_ms;      /* long-poll of each fetch, 1..30000; 0 = 5000 */
+    uint32_t failures_max; /* failed round trips in a row (after the client's own
+                              retries) before the run gives up; 0 = 10, at most 1000 */
+    bool until_idle;       /* also return once a fetch, after waiting wait_ms,
+                              brings nothing: work off what is there, then stop */
+} tally_run_options;
+
+/* Counters of a handle, over all its runs. */
+typedef struct tally_subscriber_counters {
+    uint64_t fetches;     /* sub_fetch calls answered */
+    uint64_t delivered;   /* events handed to the handler */
+    uint64_t redelivered; /* ... of them with attempt > 1 */
+    uint64_t replays;     /* ... of them dead letters delivered again */
+    uint64_t done, retried, parked; /* the handler's verdicts */
+    uint64_t acks;        /* sub_ack calls answered */
+    uint64_t failures;    /* failed round trips that were tried again */
+    uint64_t ack_floor;   /* as the last fetch or ack reported */
+    uint64_t head;        /* as the last fetch reported */
+} tally_subscriber_counters;
+
+/* The run loop: fetch (long-polling up to wait_ms), hand each event to
+ * handler in the order fetched, send a retry (sub_nak) or a park
+ * (sub_park) as soon as the handler answers so, and acknowledge the done
+ * events of each fetched batch with one sub_ack after the batch.
+ * Returns TALLY_ok after max_events events, once tally_subscriber_stop was
+ * called, or (until_idle) when a fetch brought nothing; events handled so
+ * far are acknowledged first, events fetched but not handed out are
+ * delivered again later. Transport failures (TALLY_timed_out,
+ * TALLY_unreachable, TALLY_overloaded, TALLY_shutting_down) are tried
+ * again with a growing pause (0.1 s doubling to 5 s), up to failures_max
+ * in a row, then returned; after a failed fetch the next one asks for the
+ * unacked window at once (restart). Any other code from the server (e.g.
+ * TALLY_subscriber_not_found: deleted meanwhile) ends the run and is
+ * returned; TALLY_internal for a reply of the wrong shape;
+ * TALLY_invalid_argument for a NULL argument, options out of range, a run
+ * already in progress on this handle, or a handler answer that is not a
+ * tally_verdict; TALLY_out_of_memory. A retry or park refused with
+ * TALLY_seq_not_in_flight (the event is no longer in flight, e.g. parked
+ * or deleted meanwhile) is skipped. One run at a time per handle; the
+ * handler may call tally_subscriber_stop. */
+int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
+                         tally_subscriber_handler handler, void *arg);
+/* Ask a run to return (thread-safe and async-signal-safe: a signal
+ * handler may call it). A running fetch ends within its wait_ms. Asked
+ * while no run is in progress, it ends the next run before its first
+ * fetch. A run that returns TALLY_ok clears it. */
+void tally_subscriber_stop(tally_subscriber *s);
+void tally_subscriber_counters_get(const tally_subscriber *s, tally_subscriber_counters *out);
+
+/* Metrics of one subscriber, of all (in name order; *count gets how many
+ * were stored, at most capacity), or delete one with its in-flight records
+ * and dead letters. */
+int tally_subscriber_get(tally_client *c, const char *name, tally_subscriber_info *out);
+int tally_subscriber_list(tally_client *c, tally_subscriber_info *out, size_t capacity,
+                          size_t *count);
+int tally_subscriber_delete(tally_client *c, const char *name);
+/* The same metrics as they appear in `stats` (stats.subscribers). */
+int tally_stats_subscribers(tally_client *c, tally_subscriber_info *out, size_t capacity,
+                            size_t *count);
+
+/* ---- dead letters ---- */
+
+typedef struct tally_dead_letter {
+    uint64_t seq;
+    uint32_t attempts;
+    char error[TALLY_CLIENT_SUB_ERROR_BYTES_MAX + 1]; /* last error text or park reason */
+    int64_t parked_ms;
+    bool replaying; /* marked by tally_dlq_replay, not yet fetched */
+    tally_uuid event_id;
+    char type[32];
+} tally_dead_letter;
+
+/* Dead letters of subscriber name with seq > after_seq, in seq order, at
+ * most min(limit, capacity, 1000) (limit 0: 100); *next = the seq to pass
+ * as after_seq for the next page, 0 when no more. */
+int tally_dlq_list(tally_client *c, const char *name, uint64_t after_seq, uint32_t limit,
+                   tally_dead_letter *out, size_t capacity, size_t *count, uint64_t *next);
+/* Mark the dead letter seq (0: all of them) to be delivered again, ahead of
+ * new events; *replaying (may be NULL) gets how many are marked now.
+ * TALLY_dead_letter_not_found when seq is not parked. */
+int tally_dlq_replay(tally_client *c, const char *name, uint64_t seq, uint64_t *replaying);
+/* Remove the dead letter seq for good. TALLY_dead_letter_not_found when it
+ * is not parked. */
+int tally_dlq_discard(tally_client *c, const char *name, uint64_t seq);
 
 /* Send a raw msgpack request and receive the raw reply (malloc'd; free()
  * it). For tools and tests. Retries like every other call (the same

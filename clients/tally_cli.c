@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include <time.h>
 
 #define CLI_URL_DEFAULT "tcp://127.0.0.1:7450"
+#define CLI_PUBLISH_DEFAULT "tcp://127.0.0.1:7451" /* tallyd --publish */
 #define CLI_CONSUMER_DEFAULT "cli"
 #define CLI_URL_BYTES_MAX 1024
 #define CLI_TIMEOUT_MS_MAX 600000
@@ -44,6 +46,9 @@
 #define CLI_ENTITLEMENTS_MAX 1048576    /* largest list the CLI will hold */
 #define CLI_TABLE_CELL_BYTES_MAX 160    /* one cell of a human table */
 #define CLI_TABLE_COLUMNS_MAX 16
+#define CLI_TAIL_WAIT_MS 1000       /* a tail checks for an interrupt this often */
+#define CLI_TAIL_FAILURES_MAX 10    /* failed reads in a row before a tail gives up */
+#define CLI_TAIL_LINE_BYTES_MAX 512 /* one human line of tail */
 #define HELP_COLUMNS 79     /* help text is wrapped to this width */
 #define HELP_TEXT_COLUMN 22 /* where the text of an option starts */
 #define SEP "\x1f" /* between the cells of a table_add format */
@@ -65,6 +70,8 @@ typedef enum cli_slot {
     SLOT_LIMIT, SLOT_AFTER, SLOT_REVERSE, SLOT_FROM,
     SLOT_DEBIT, SLOT_CREDIT, SLOT_AMOUNT, SLOT_ID, SLOT_PENDING, SLOT_TIMEOUT_S,
     SLOT_UNTIL, SLOT_FOR, SLOT_SOURCE_ORDER,
+    SLOT_PUBLISH, SLOT_SUBSCRIBER, SLOT_FROM_START, SLOT_FROM_NOW, SLOT_FROM_TIME, SLOT_EVENTS,
+    SLOT_MAX_DELIVER, SLOT_ACK_WAIT_MS, SLOT_NAME, SLOT_SEQ,
     SLOT_COUNT
 } cli_slot;
 
@@ -85,7 +92,8 @@ typedef struct cli_option {
     cli_slot slot;
     cli_kind kind;
     uint64_t min, max;   /* CLI_UINT: value; CLI_TEXT: bytes */
-    bool required;       /* options only; positionals always are */
+    bool required;       /* an option that must be given; a positional that may be left out
+                            is false (only the last ones) */
     const char *metavar; /* options with a value */
     const char *help;
 } cli_option;
@@ -113,6 +121,7 @@ struct cli {
     const cli_command *command; /* NULL before the command is known */
     bool json;
     const char *url;
+    const char *publish; /* tallyd's PUB endpoint */
     const char *consumer;
     tally_client *client;
     char key[TALLY_CLIENT_KEY_BYTES_MAX + 1];
@@ -402,6 +411,9 @@ static bool parse_duration(const char *text, int64_t *out)
 static const cli_option global_options[] = {
     {"--url", SLOT_URL, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
      "tallyd's NNG address (default $TALLY_URL, else " CLI_URL_DEFAULT ")"},
+    {"--publish", SLOT_PUBLISH, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
+     "tallyd's event publisher, for tail (default $TALLY_PUBLISH, else " CLI_PUBLISH_DEFAULT
+     ")"},
     {"--json", SLOT_JSON, CLI_FLAG, 0, 0, false, NULL,
      "print one JSON object per result (one per line)"},
     {"--timeout-ms", SLOT_TIMEOUT_MS, CLI_UINT, 1, CLI_TIMEOUT_MS_MAX, false, "N",
@@ -477,6 +489,55 @@ static const cli_option log_options[] = {
     OPT_END};
 
 static const cli_option stats_options[] = {OPT_END};
+
+#define ARG_NAME                                                                                   \
+    {"NAME", SLOT_NAME, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, true, NULL,                  \
+     "subscriber name, 1-64 bytes of A-Z a-z 0-9 . _ -"}
+
+static const cli_option tail_options[] = {
+    {"--subscriber", SLOT_SUBSCRIBER, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, false, "NAME",
+     "read as the durable subscriber NAME (created if needed): acknowledge what was read, "
+     "continue there next time"},
+    {"--from", SLOT_FROM, CLI_UINT, 1, UINT64_MAX, false, "SEQ", "start at this seq"},
+    {"--from-start", SLOT_FROM_START, CLI_FLAG, 0, 0, false, NULL, "start at the first event"},
+    {"--from-now", SLOT_FROM_NOW, CLI_FLAG, 0, 0, false, NULL,
+     "start after the last event (the default without --subscriber)"},
+    {"--from-time", SLOT_FROM_TIME, CLI_TIME, 0, 0, false, "RFC3339",
+     "with --subscriber: start at the first event committed at or after this time"},
+    {"--count", SLOT_EVENTS, CLI_UINT, 1, UINT64_MAX, false, "N",
+     "exit after N events (default: follow until interrupted)"},
+    {"--max-deliver", SLOT_MAX_DELIVER, CLI_UINT, 1, TALLY_SUB_MAX_DELIVER_MAX, false, "N",
+     "new subscriber: deliveries of an event before it is parked (default 5)"},
+    {"--ack-wait-ms", SLOT_ACK_WAIT_MS, CLI_UINT, TALLY_SUB_ACK_WAIT_MS_MIN,
+     TALLY_SUB_ACK_WAIT_MS_MAX, false, "N",
+     "new subscriber: redeliver an unacknowledged event after N ms (default 30000)"},
+    OPT_END};
+
+static const cli_option subscribers_options[] = {OPT_END};
+
+static const cli_option subscriber_delete_options[] = {ARG_NAME, OPT_END};
+
+static const cli_option dlq_list_options[] = {
+    ARG_NAME,
+    {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "SEQ", "dead letters after this seq"},
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
+     "dead letters, 1..1000000 (default 100; read in pages of 1000)"},
+    OPT_END};
+
+static const cli_option dlq_replay_options[] = {
+    ARG_NAME,
+    {"SEQ", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, false, NULL,
+     "the dead letter to deliver again (default: all of them)"},
+    OPT_END};
+
+static const cli_option backup_options[] = {
+    {"DEST", SLOT_NAME, CLI_TEXT, 2, TALLY_PATH_BYTES_MAX - 1, true, NULL,
+     "absolute path of a new directory on tallyd's machine"},
+    OPT_END};
+
+static const cli_option dlq_discard_options[] = {
+    ARG_NAME, {"SEQ", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, true, NULL, "the dead letter to remove"},
+    OPT_END};
 
 /* ---- parsing ---- */
 
@@ -600,7 +661,7 @@ static int check_required(cli *c)
     for (const cli_option *o = c->command->options; o->name; o++) {
         if (c->v[o->slot].set)
             continue;
-        if (o->name[0] != '-')
+        if (o->name[0] != '-' && o->required)
             return usage_error(c, "missing %s", o->name);
         if (o->required)
             return usage_error(c, "missing %s %s", o->name, o->metavar);
@@ -693,8 +754,10 @@ static void print_usage_line(const cli_command *cmd)
     char item[80];
     int col = printf("usage: tally %s", cmd->name), indent = col + 1;
     for (const cli_option *o = cmd->options; o->name; o++) {
-        if (o->name[0] != '-')
+        if (o->name[0] != '-' && o->required)
             print_item(o->name, strlen(o->name), indent, &col);
+        else if (o->name[0] != '-')
+            print_item(item, (size_t)snprintf(item, sizeof(item), "[%s]", o->name), indent, &col);
         else if (o->required)
             print_item(item, (size_t)snprintf(item, sizeof(item), "%s %s", o->name, o->metavar),
                        indent, &col);
@@ -726,8 +789,8 @@ static void print_command_help(const cli_command *cmd)
     }
     if (cmd->details)
         printf("\n%s", cmd->details);
-    printf("\nGlobal options: --url URL, --json, --timeout-ms N, --consumer NAME, --retries N\n"
-           "(see 'tally --help').\n\n%s", help_exit);
+    printf("\nGlobal options: --url URL, --publish URL, --json, --timeout-ms N,\n"
+           "--consumer NAME, --retries N (see 'tally --help').\n\n%s", help_exit);
 }
 
 /* ---- output: tables and JSON ---- */
@@ -1277,15 +1340,28 @@ static int run_entitlements(cli *c)
 
 /* ---- log and stats ---- */
 
+/* The entity of an event: {kind, id} for accounts and transfers, {kind,
+ * subject, feature} for entitlements. */
+static json_t *entity_json(const tally_event *e)
+{
+    if (strcmp(e->entity_kind, "account") == 0)
+        return json_pack("{s:s, s:o}", "kind", e->entity_kind, "id", json_u64(e->account_id));
+    if (strcmp(e->entity_kind, "transfer") == 0)
+        return json_pack("{s:s, s:o}", "kind", e->entity_kind, "id", json_tid(&e->transfer_id));
+    return json_pack("{s:s, s:s, s:s}", "kind", e->entity_kind, "subject", e->subject, "feature",
+                     e->feature);
+}
+
 static json_t *event_json(const tally_event *e)
 {
     char id[37];
     tally_uuid_format(&e->id, id);
-    return json_pack("{s:o, s:s, s:s, s:s, s:o, s:o, s:I, s:s?, s:s?}", "seq", json_u64(e->seq),
-                     "event_id", id, "type", e->type, "entity_kind", e->entity_kind,
-                     "entity_version", json_u64(e->entity_version), "time", json_time(e->time_ms),
-                     "time_ms", (json_int_t)e->time_ms, "consumer",
-                     e->consumer[0] ? e->consumer : NULL, "key", e->key[0] ? e->key : NULL);
+    return json_pack("{s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:s?, s:s?}", "seq",
+                     json_u64(e->seq), "event_id", id, "type", e->type, "entity_kind",
+                     e->entity_kind, "entity", entity_json(e), "entity_version",
+                     json_u64(e->entity_version), "time", json_time(e->time_ms), "time_ms",
+                     (json_int_t)e->time_ms, "consumer", e->consumer[0] ? e->consumer : NULL,
+                     "key", e->key[0] ? e->key : NULL);
 }
 
 static void log_page_output(const cli *c, cli_table *t, const tally_event *events, size_t count)
@@ -1345,6 +1421,377 @@ static int run_log(cli *c)
     return CLI_EXIT_OK;
 }
 
+/* ---- tail: the live stream or a durable subscriber ---- */
+
+/* Set by SIGINT/SIGTERM; a subscriber's run is also told to stop. */
+static volatile sig_atomic_t tail_interrupted;
+static tally_subscriber *tail_subscriber;
+
+static void tail_on_signal(int sig)
+{
+    (void)sig;
+    tail_interrupted = 1;
+    tally_subscriber_stop(tail_subscriber); /* an atomic store: async-signal-safe */
+}
+
+static void tail_signals_catch(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = tail_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* "account 7", "transfer <32 hex>", "entitlement alice/pro". */
+static void entity_text(const tally_event *e, char *out, size_t size)
+{
+    char hex[33];
+    if (strcmp(e->entity_kind, "account") == 0) {
+        snprintf(out, size, "account %" PRIu64, e->account_id);
+    } else if (strcmp(e->entity_kind, "transfer") == 0) {
+        tid_format(&e->transfer_id, hex);
+        snprintf(out, size, "transfer %s", hex);
+    } else {
+        snprintf(out, size, "%s %s/%s", e->entity_kind, e->subject, e->feature);
+    }
+}
+
+/* One line per event: aligned columns (control characters as '?'), or one
+ * JSON object. d: the delivery to a subscriber, NULL for the live stream.
+ * false when stdout cannot be written. */
+static bool tail_print(const cli *c, const tally_event *e, const tally_delivery *d)
+{
+    if (c->json) {
+        json_t *o = event_json(e);
+        if (o && d)
+            json_object_update_new(o, json_pack("{s:I, s:b}", "attempt", (json_int_t)d->attempt,
+                                                "replay", (int)d->replay));
+        json_emit(o);
+    } else {
+        char when[40], entity[240], line[CLI_TAIL_LINE_BYTES_MAX];
+        time_text(e->time_ms, when);
+        entity_text(e, entity, sizeof(entity));
+        int n = snprintf(line, sizeof(line), "%-8" PRIu64 " %-24s %-22s %-42s %-7" PRIu64,
+                         e->seq, when, e->type, entity, e->entity_version);
+        if (d && n > 0 && (size_t)n < sizeof(line))
+            snprintf(line + n, sizeof(line) - (size_t)n, "  %u%s", d->attempt,
+                     d->replay ? " (replay)" : "");
+        for (char *p = line; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
+        puts(line);
+    }
+    return fflush(stdout) == 0 && !ferror(stdout);
+}
+
+static void tail_header(const cli *c, bool subscriber)
+{
+    if (!c->json)
+        printf("%-8s %-24s %-22s %-42s %-7s%s\n", "SEQ", "TIME", "TYPE", "ENTITY", "VERSION",
+               subscriber ? "  ATTEMPT" : "");
+}
+
+/* The live stream: no cursor kept anywhere. */
+static int tail_stream(cli *c, uint64_t from, uint64_t count)
+{
+    tally_stream *s = NULL;
+    int rc = tally_stream_open(c->client, c->publish, from, NULL, &s);
+    if (rc == TALLY_invalid_argument)
+        return usage_error(c, "bad --publish URL '%s'", c->publish);
+    if (rc != TALLY_ok)
+        return read_failure(c, "tail", rc);
+    tail_header(c, false);
+    unsigned failures = 0;
+    for (uint64_t n = 0; !tail_interrupted && (count == 0 || n < count);) {
+        tally_event e;
+        rc = tally_stream_next(s, &e, CLI_TAIL_WAIT_MS);
+        bool away = is_transport_fault(rc) && ++failures <= CLI_TAIL_FAILURES_MAX;
+        if (rc == TALLY_timed_out || away) {
+            rc = TALLY_ok; /* nothing yet, or the server is away for now: go on */
+            continue;
+        }
+        if (rc != TALLY_ok)
+            break;
+        failures = 0;
+        bool written = tail_print(c, &e, NULL);
+        tally_events_release(&e, 1);
+        if (!written)
+            break; /* main reports the output error */
+        n++;
+    }
+    tally_stream_close(s);
+    return rc == TALLY_ok ? CLI_EXIT_OK : read_failure(c, "tail", rc);
+}
+
+static tally_verdict tail_handle(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    if (tail_print(arg, &d->event, d))
+        return TALLY_DONE;
+    snprintf(answer->error, sizeof(answer->error), "tally tail could not write its output");
+    tally_subscriber_stop(tail_subscriber);
+    return TALLY_RETRY; /* not shown: not acknowledged */
+}
+
+/* The options to open the subscriber with: NULL to use an existing one as
+ * it is (the start options only matter to a new one), else o. */
+static const tally_subscriber_options *tail_subscriber_options(const cli *c,
+                                                               tally_subscriber_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    if (c->v[SLOT_FROM].set) {
+        o->start = TALLY_START_SEQ;
+        o->from_seq = c->v[SLOT_FROM].u;
+    } else if (c->v[SLOT_FROM_NOW].set) {
+        o->start = TALLY_START_NOW;
+    } else if (c->v[SLOT_FROM_TIME].set) {
+        o->start = TALLY_START_TIME;
+        o->from_time_ms = c->v[SLOT_FROM_TIME].i;
+    }
+    o->max_deliver = (uint32_t)value_or(c, SLOT_MAX_DELIVER, 0);
+    o->ack_wait_ms = (uint32_t)value_or(c, SLOT_ACK_WAIT_MS, 0);
+    bool settings = c->v[SLOT_MAX_DELIVER].set || c->v[SLOT_ACK_WAIT_MS].set;
+    tally_subscriber_info existing;
+    if (!settings && tally_subscriber_get(c->client, c->v[SLOT_SUBSCRIBER].text, &existing) ==
+                         TALLY_ok)
+        return NULL;
+    return o; /* new (or settings to check): created with them, identical is fine */
+}
+
+/* A durable subscriber: events are acknowledged once printed. */
+static int tail_durable(cli *c, uint64_t count)
+{
+    const char *name = c->v[SLOT_SUBSCRIBER].text;
+    tally_subscriber_options o;
+    char what[96];
+    snprintf(what, sizeof(what), "subscriber %s", name);
+    int rc = tally_subscriber_open(c->client, name, tail_subscriber_options(c, &o),
+                                   &tail_subscriber);
+    if (rc == TALLY_subscriber_exists_with_different_config)
+        fprintf(stderr, "tally: subscriber %s exists with other settings (see `tally "
+                        "subscribers`); leave out --max-deliver and --ack-wait-ms, or delete it\n",
+                name);
+    if (rc != TALLY_ok)
+        return read_failure(c, what, rc);
+    if (tail_interrupted)
+        tally_subscriber_stop(tail_subscriber);
+    tail_header(c, true);
+    tally_run_options ro = {.max_events = count, .wait_ms = CLI_TAIL_WAIT_MS,
+                            .failures_max = CLI_TAIL_FAILURES_MAX};
+    rc = tally_subscriber_run(tail_subscriber, &ro, tail_handle, c);
+    tally_subscriber *s = tail_subscriber;
+    tail_subscriber = NULL;
+    tally_subscriber_close(s);
+    return rc == TALLY_ok ? CLI_EXIT_OK : read_failure(c, what, rc);
+}
+
+static int run_tail(cli *c)
+{
+    int starts = c->v[SLOT_FROM].set + c->v[SLOT_FROM_START].set + c->v[SLOT_FROM_NOW].set +
+                 c->v[SLOT_FROM_TIME].set;
+    if (starts > 1)
+        return usage_error(c, "--from, --from-start, --from-now and --from-time are mutually "
+                              "exclusive");
+    bool durable = c->v[SLOT_SUBSCRIBER].set;
+    if (!durable && (c->v[SLOT_FROM_TIME].set || c->v[SLOT_MAX_DELIVER].set ||
+                     c->v[SLOT_ACK_WAIT_MS].set))
+        return usage_error(c, "--from-time, --max-deliver and --ack-wait-ms need --subscriber");
+    tail_signals_catch();
+    uint64_t count = value_or(c, SLOT_EVENTS, 0);
+    if (durable)
+        return tail_durable(c, count);
+    uint64_t from = c->v[SLOT_FROM].set         ? c->v[SLOT_FROM].u
+                    : c->v[SLOT_FROM_START].set ? 1
+                                                : TALLY_STREAM_FROM_NOW;
+    return tail_stream(c, from, count);
+}
+
+/* ---- subscribers and dead letters ---- */
+
+static json_t *subscriber_json(const tally_subscriber_info *i)
+{
+    json_t *backoff = json_array();
+    for (uint32_t k = 0; backoff && k < i->backoff_count; k++)
+        if (json_array_append_new(backoff, json_integer(i->backoff_ms[k])) != 0)
+            cli_out_of_memory();
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:I, s:o?, "
+                     "s:o?}",
+                     "name", i->name, "ack_floor", json_u64(i->ack_floor), "delivered_seq",
+                     json_u64(i->delivered_seq), "pending", json_u64(i->pending), "in_flight",
+                     json_u64(i->in_flight), "oldest_unacked_age_s",
+                     json_u64(i->oldest_unacked_age_s), "redelivered", json_u64(i->redelivered),
+                     "dead_letters", json_u64(i->dead_letters), "replaying",
+                     json_u64(i->replaying), "max_deliver", (json_int_t)i->max_deliver,
+                     "ack_wait_ms", (json_int_t)i->ack_wait_ms, "backoff_ms", backoff,
+                     "max_ack_pending", (json_int_t)i->max_ack_pending, "created",
+                     i->created_ms ? json_time(i->created_ms) : NULL, "updated",
+                     i->updated_ms ? json_time(i->updated_ms) : NULL);
+}
+
+static int run_subscribers(cli *c)
+{
+    static const char *const titles[] = {"NAME",        "ACK_FLOOR",   "PENDING",
+                                         "IN_FLIGHT",   "OLDEST_UNACKED_AGE_S",
+                                         "REDELIVERED", "DEAD_LETTERS"};
+    static tally_subscriber_info list[TALLY_SUBSCRIBERS_MAX];
+    size_t n = 0;
+    int rc = tally_subscriber_list(c->client, list, TALLY_SUBSCRIBERS_MAX, &n);
+    if (rc != TALLY_ok)
+        return read_failure(c, "subscribers", rc);
+    cli_table t;
+    table_init(&t, titles, 7);
+    for (size_t k = 0; k < n; k++) {
+        const tally_subscriber_info *i = &list[k];
+        if (c->json)
+            json_emit(subscriber_json(i));
+        else
+            table_add(&t,
+                      "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP
+                      "%" PRIu64 SEP "%" PRIu64,
+                      i->name, i->ack_floor, i->pending, i->in_flight, i->oldest_unacked_age_s,
+                      i->redelivered, i->dead_letters);
+    }
+    if (!c->json)
+        table_print_free(&t);
+    return CLI_EXIT_OK;
+}
+
+/* What a subscriber op acts on, for messages: "dlq of NAME". */
+static const char *about(const cli *c, const char *what, char *out, size_t size)
+{
+    snprintf(out, size, "%s %s", what, c->v[SLOT_NAME].text);
+    return out;
+}
+
+static int run_subscriber_delete(cli *c)
+{
+    char what[96];
+    int rc = tally_subscriber_delete(c->client, c->v[SLOT_NAME].text);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "delete subscriber", what, sizeof(what)), rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:b, s:s}", "code", "ok", "deleted", 1, "name",
+                            c->v[SLOT_NAME].text));
+    else
+        printf("deleted subscriber %s\n", c->v[SLOT_NAME].text);
+    return CLI_EXIT_OK;
+}
+
+static json_t *dead_letter_json(const tally_dead_letter *l)
+{
+    char id[37];
+    tally_uuid_format(&l->event_id, id);
+    return json_pack("{s:o, s:I, s:s, s:o, s:I, s:b, s:s?, s:s?}", "seq", json_u64(l->seq),
+                     "attempts", (json_int_t)l->attempts, "error", l->error, "parked",
+                     json_time(l->parked_ms), "parked_ms", (json_int_t)l->parked_ms, "replaying",
+                     (int)l->replaying, "event_id", l->type[0] ? id : NULL, "type",
+                     l->type[0] ? l->type : NULL);
+}
+
+static void dead_letters_output(const cli *c, cli_table *t, const tally_dead_letter *list,
+                                size_t count)
+{
+    for (size_t k = 0; k < count; k++) {
+        const tally_dead_letter *l = &list[k];
+        char parked[40];
+        if (c->json) {
+            json_emit(dead_letter_json(l));
+            continue;
+        }
+        time_text(l->parked_ms, parked);
+        table_add(t, "%" PRIu64 SEP "%u" SEP "%s" SEP "%s" SEP "%s" SEP "%s", l->seq, l->attempts,
+                  l->type[0] ? l->type : "-", parked, l->replaying ? "yes" : "no", l->error);
+    }
+}
+
+static int run_dlq_list(cli *c)
+{
+    static const char *const titles[] = {"SEQ", "ATTEMPTS", "TYPE", "PARKED", "REPLAYING",
+                                         "ERROR"};
+    uint64_t after = value_or(c, SLOT_AFTER, 0), next = 0;
+    uint64_t remaining = value_or(c, SLOT_LIMIT, CLI_LOG_LIMIT_DEFAULT);
+    tally_dead_letter *page = calloc(TALLY_DLQ_LIST_ENTRIES_MAX, sizeof(*page));
+    if (!page)
+        cli_out_of_memory();
+    cli_table t;
+    table_init(&t, titles, 6);
+    int rc = TALLY_ok;
+    while (remaining > 0) {
+        uint32_t limit = remaining < TALLY_DLQ_LIST_ENTRIES_MAX ? (uint32_t)remaining
+                                                                : TALLY_DLQ_LIST_ENTRIES_MAX;
+        size_t count = 0;
+        rc = tally_dlq_list(c->client, c->v[SLOT_NAME].text, after, limit, page, limit, &count,
+                            &next);
+        if (rc != TALLY_ok)
+            break;
+        dead_letters_output(c, &t, page, count);
+        remaining -= count < remaining ? count : remaining;
+        if (next == 0 || count == 0)
+            break;
+        after = next;
+    }
+    free(page);
+    if (!c->json && (rc == TALLY_ok || t.rows > 0))
+        table_print_free(&t); /* what was read, also before a failure */
+    else
+        free(t.cells);
+    char what[96];
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "dead letters of", what, sizeof(what)), rc);
+    if (!c->json && remaining == 0 && next != 0)
+        fprintf(stderr, "tally: more: tally dlq list %s --after %" PRIu64 "\n",
+                c->v[SLOT_NAME].text, after);
+    return CLI_EXIT_OK;
+}
+
+static int run_dlq_replay(cli *c)
+{
+    uint64_t replaying = 0;
+    char what[96];
+    int rc = tally_dlq_replay(c->client, c->v[SLOT_NAME].text, value_or(c, SLOT_SEQ, 0),
+                              &replaying);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "replay dead letters of", what, sizeof(what)), rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:o}", "code", "ok", "replaying", json_u64(replaying)));
+    else
+        printf("replaying %" PRIu64 " dead letter%s of %s: delivered again on the next fetch\n",
+               replaying, replaying == 1 ? "" : "s", c->v[SLOT_NAME].text);
+    return CLI_EXIT_OK;
+}
+
+static int run_dlq_discard(cli *c)
+{
+    char what[96];
+    int rc = tally_dlq_discard(c->client, c->v[SLOT_NAME].text, c->v[SLOT_SEQ].u);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "discard a dead letter of", what, sizeof(what)), rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:b, s:o}", "code", "ok", "discarded", 1, "seq",
+                            json_u64(c->v[SLOT_SEQ].u)));
+    else
+        printf("discarded dead letter %" PRIu64 " of %s\n", c->v[SLOT_SEQ].u,
+               c->v[SLOT_NAME].text);
+    return CLI_EXIT_OK;
+}
+
+/* stats --json: "subscribers" becomes the array of their metrics. */
+static int stats_subscribers_add(const cli *c, json_t *o, uint64_t count)
+{
+    static tally_subscriber_info list[TALLY_SUBSCRIBERS_MAX];
+    size_t n = 0;
+    int rc = count ? tally_stats_subscribers(c->client, list, TALLY_SUBSCRIBERS_MAX, &n)
+                   : TALLY_ok;
+    json_t *array = json_array();
+    for (size_t k = 0; rc == TALLY_ok && array && k < n; k++)
+        if (json_array_append_new(array, subscriber_json(&list[k])) != 0)
+            cli_out_of_memory();
+    if (!array || json_object_set_new(o, "subscribers", array) != 0)
+        cli_out_of_memory();
+    return rc;
+}
+
 static int run_stats(cli *c)
 {
     static const char *const titles[] = {"NAME", "VALUE"};
@@ -1358,21 +1805,48 @@ static int run_stats(cli *c)
         {"accounts", s.accounts},         {"transfers", s.transfers},
         {"entitlements", s.entitlements}, {"inbox", s.inbox},
         {"events", s.events},             {"map_used_bytes", s.map_used_bytes},
-        {"map_size_bytes", s.map_size_bytes}};
-    size_t n = sizeof(rows) / sizeof(rows[0]);
+        {"map_size_bytes", s.map_size_bytes}, {"inbox_oldest_age_s", s.inbox_oldest_age_s},
+        {"log_floor", s.log_floor}, {"subscribers", s.subscribers}};
+    size_t n = sizeof(rows) / sizeof(rows[0]); /* JSON: the last row becomes a list */
     json_t *o = c->json ? json_object() : NULL;
     cli_table t;
     table_init(&t, titles, 2);
     for (size_t i = 0; i < n; i++) {
-        if (o && json_object_set_new(o, rows[i].name, json_u64(rows[i].value)) != 0)
+        if (o && i + 1 < n && json_object_set_new(o, rows[i].name, json_u64(rows[i].value)) != 0)
             cli_out_of_memory();
         if (!o)
             table_add(&t, "%s" SEP "%" PRIu64, rows[i].name, rows[i].value);
+    }
+    if (o) /* --json: "subscribers" is the list of their metrics, as stats reports them */
+        rc = stats_subscribers_add(c, o, s.subscribers);
+    if (rc != TALLY_ok) {
+        json_decref(o);
+        return read_failure(c, "stats", rc);
     }
     if (o)
         json_emit(o);
     else
         table_print_free(&t);
+    return CLI_EXIT_OK;
+}
+
+static int run_backup(cli *c)
+{
+    const char *dest = c->v[SLOT_NAME].text;
+    if (dest[0] != '/') {
+        fprintf(stderr, "tally backup: DEST must be an absolute path on tallyd's machine\n");
+        return CLI_EXIT_USAGE;
+    }
+    uint64_t bytes = 0;
+    int rc = tally_backup(c->client, dest, &bytes);
+    if (rc != TALLY_ok)
+        return read_failure(c, "backup", rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:s, s:o}", "code", "ok", "path", dest, "bytes",
+                            json_u64(bytes)));
+    else
+        printf("backup written to %s (%" PRIu64 " bytes); check it with: tally-recon --data %s\n",
+               dest, bytes, dest);
     return CLI_EXIT_OK;
 }
 
@@ -1398,6 +1872,21 @@ static const char details_time[] =
     "other (1d12h). A grant with neither is for life. Without --key a new key\n"
     "(UUIDv7) is generated and printed.\n";
 
+static const char details_tail[] =
+    "Without --subscriber, tail reads the live stream (tallyd's publisher, see\n"
+    "--publish; what it drops is read from the log, so no event is skipped or\n"
+    "shown twice) from --from SEQ, --from-start, or by default from now; nothing\n"
+    "is remembered. With --subscriber NAME, tail reads as that durable subscriber:\n"
+    "each event is acknowledged once printed, and the next `tail --subscriber NAME`\n"
+    "continues after it (an event printed just before a crash may be printed\n"
+    "again). A new subscriber starts at --from SEQ, --from-now, --from-time, or by\n"
+    "default at the first event; an existing one continues where it is, and\n"
+    "--max-deliver, --ack-wait-ms must match its settings or be left out (see\n"
+    "`tally subscribers --json`). Without --count, tail follows until interrupted\n"
+    "(Ctrl-C: exit 0). --json prints one object per event: seq, event_id, type,\n"
+    "entity_kind, entity, entity_version, time, time_ms, consumer, key, and with\n"
+    "--subscriber attempt and replay.\n";
+
 static const cli_command commands[] = {
     {"account open", "Open an account.", account_open_options, run_account_open, details_write},
     {"account get", "Show an account with its balances and version.", account_get_options,
@@ -1420,15 +1909,38 @@ static const cli_command commands[] = {
     {"log", "Show events of the log from a seq.", log_options, run_log,
      "--json prints one object per line: seq, event_id, type, entity_kind,\n"
      "entity_version, time, consumer, key (null for events of the expiry sweep).\n"},
-    {"stats", "Show the head seq, counts, inbox size and map use.", stats_options, run_stats,
-     NULL},
+    {"stats", "Show the head seq, counts, inbox size, map use and subscribers.", stats_options,
+     run_stats, "--json prints one object; subscribers is the list of their metrics (as in\n"
+     "`tally subscribers --json`).\n"},
+    {"tail", "Follow the event log: live, or as a durable subscriber that resumes.",
+     tail_options, run_tail, details_tail},
+    {"subscribers", "List durable subscribers: progress, backlog, redeliveries, dead letters.",
+     subscribers_options, run_subscribers,
+     "PENDING is head - ACK_FLOOR; OLDEST_UNACKED_AGE_S the age of the event after the\n"
+     "ack floor. --json prints one object per subscriber with every metric and setting.\n"},
+    {"subscriber delete", "Delete a durable subscriber with its in-flight events and dead letters.",
+     subscriber_delete_options, run_subscriber_delete, NULL},
+    {"dlq list", "List a subscriber's dead letters (parked events).", dlq_list_options,
+     run_dlq_list,
+     "--json prints one object per line: seq, attempts, error, parked, replaying,\n"
+     "event_id, type.\n"},
+    {"dlq replay", "Deliver a subscriber's dead letters again, ahead of new events.",
+     dlq_replay_options, run_dlq_replay, NULL},
+    {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,
+     run_dlq_discard, NULL},
+    {"backup", "Have tallyd write an online, consistent, compacted copy of its store.",
+     backup_options, run_backup,
+     "DEST is a directory that must not exist yet, on the machine tallyd runs on\n"
+     "(below tallyd's --backup-dir when it has one). Restoring: docs/OPERATIONS.md.\n"
+     "--json prints one object: code, path, bytes.\n"},
     {NULL}};
 
 static void print_global_help(void)
 {
-    printf("usage: tally [--url URL] [--json] [--timeout-ms N] [--consumer NAME]\n"
-           "             COMMAND ...\n\n"
-           "The command-line client of tallyd: accounts, transfers, holds, entitlements.\n\n"
+    printf("usage: tally [--url URL] [--publish URL] [--json] [--timeout-ms N]\n"
+           "             [--consumer NAME] COMMAND ...\n\n"
+           "The command-line client of tallyd: accounts, transfers, holds, entitlements,\n"
+           "the event log and its subscribers.\n\n"
            "Commands:\n");
     for (const cli_command *cmd = commands; cmd->name; cmd++)
         print_entry(cmd->name, cmd->summary, NULL);
@@ -1437,6 +1949,7 @@ static void print_global_help(void)
     printf("\n%s\n%s\n", help_keys, help_exit);
     printf("Environment:\n"
            "  TALLY_URL       default for --url\n"
+           "  TALLY_PUBLISH   default for --publish\n"
            "  TALLY_CONSUMER  default for --consumer\n\n"
            "Run 'tally COMMAND --help' for a command's arguments and options.\n");
 }
@@ -1506,6 +2019,10 @@ static int client_open(cli *c)
     c->consumer = c->v[SLOT_CONSUMER].set       ? c->v[SLOT_CONSUMER].text
                   : env_consumer && *env_consumer ? env_consumer
                                                   : CLI_CONSUMER_DEFAULT;
+    const char *env_publish = getenv("TALLY_PUBLISH");
+    c->publish = c->v[SLOT_PUBLISH].set      ? c->v[SLOT_PUBLISH].text
+                 : env_publish && *env_publish ? env_publish
+                                               : CLI_PUBLISH_DEFAULT;
     if (strlen(c->consumer) > TALLY_CONSUMER_BYTES_MAX)
         return usage_error(c, "consumer '%s' is longer than %d bytes", c->consumer,
                            TALLY_CONSUMER_BYTES_MAX);

@@ -661,6 +661,45 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
     return TALLY_internal;
 }
 
+/* restart: every in-flight event (and replay) not yet due becomes due now,
+ * so a (re)starting consumer gets its whole unacked window over as many
+ * fetches as it takes, not just the first fetch's worth. */
+typedef struct due_ctx {
+    int64_t now_ms;
+    seq_list later;
+} due_ctx;
+
+static int collect_later(uint64_t seq, const MDB_val *v, void *ctx)
+{
+    due_ctx *d = ctx;
+    record r;
+    int rc = record_decode(v, false, &r);
+    if (rc != TALLY_ok || r.when_ms <= d->now_ms)
+        return rc;
+    d->later.upto = UINT64_MAX;
+    return collect_seq(seq, v, &d->later);
+}
+
+static int make_all_due(store_txn *t, tally_str name, int64_t now_ms)
+{
+    static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
+    int rc = TALLY_ok;
+    due_ctx d = {now_ms, {0}};
+    for (int i = 0; i < 2 && rc == TALLY_ok; i++) {
+        d.later.count = 0;
+        rc = records_each(t, kinds[i], name, 0, collect_later, &d);
+        for (size_t j = 0; rc == TALLY_ok && j < d.later.count; j++) {
+            record r;
+            rc = record_load(t, kinds[i], name, d.later.seqs[j], &r);
+            r.when_ms = now_ms;
+            if (rc == TALLY_ok)
+                rc = record_save(t, kinds[i], name, d.later.seqs[j], &r);
+        }
+    }
+    free(d.later.seqs);
+    return rc;
+}
+
 int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t now_ms,
               sub_delivery *out, uint32_t *count, int64_t *next_due_ms, sub_state *after)
 {
@@ -678,11 +717,16 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
         rc = log_first_seq(t, &first);
     if (rc != TALLY_ok)
         return rc;
+    if (restart) {
+        rc = make_all_due(t, name, now_ms);
+        if (rc != TALLY_ok)
+            return rc;
+    }
     fetch_plan *p = calloc(1, sizeof(*p));
     if (!p)
         return TALLY_out_of_memory;
     p->cfg = &s->config;
-    p->restart = restart;
+    p->restart = false; /* made due above */
     p->now_ms = now_ms;
     p->max = max;
     p->next_due_ms = INT64_MAX;

@@ -180,6 +180,26 @@ static int fail(net_request *req, int code, const char *detail)
     return code;
 }
 
+/* The code for a value beyond f's limit: the specific one where the error
+ * enum has one for that field, else value_out_of_range. */
+static int over_limit(const net_field *f)
+{
+    static const struct {
+        const char *field;
+        int code;
+    } specific[] = {
+        {"consumer", TALLY_consumer_too_long},   {"key", TALLY_key_too_long},
+        {"correlation", TALLY_correlation_too_long}, {"subject", TALLY_subject_too_long},
+        {"feature", TALLY_feature_too_long},     {"amount", TALLY_amount_overflows},
+        {"timeout_s", TALLY_timeout_too_large},  {"valid_until_ms", TALLY_time_out_of_range},
+        {"duration_ms", TALLY_duration_out_of_range},
+    };
+    for (size_t i = 0; i < sizeof(specific) / sizeof(specific[0]); i++)
+        if (strcmp(f->name, specific[i].field) == 0)
+            return specific[i].code;
+    return TALLY_value_out_of_range;
+}
+
 static int check_value(const net_field *f, const msgpack_object *o)
 {
     switch (f->type) {
@@ -188,30 +208,18 @@ static int check_value(const net_field *f, const msgpack_object *o)
             return TALLY_value_out_of_range;
         if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
             return TALLY_wrong_type;
-        return o->via.u64 <= f->max ? TALLY_ok : TALLY_value_out_of_range;
+        return o->via.u64 <= f->max ? TALLY_ok : over_limit(f);
     case NET_FIELD_AMOUNT:
     case NET_FIELD_INT:
         if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
             return TALLY_ok;
         if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
             return TALLY_wrong_type;
-        if (o->via.u64 > INT64_MAX)
-            return f->type == NET_FIELD_AMOUNT ? TALLY_amount_overflows : TALLY_value_out_of_range;
-        return TALLY_ok;
+        return o->via.u64 <= INT64_MAX ? TALLY_ok : over_limit(f);
     case NET_FIELD_STR:
         if (o->type != MSGPACK_OBJECT_STR)
             return TALLY_wrong_type;
-        if (o->via.str.size <= f->max)
-            return TALLY_ok;
-        if (f == &field_consumer)
-            return TALLY_consumer_too_long;
-        if (f == &field_key)
-            return TALLY_key_too_long;
-        if (f == &field_correlation)
-            return TALLY_correlation_too_long;
-        return strcmp(f->name, "subject") == 0   ? TALLY_subject_too_long
-               : strcmp(f->name, "feature") == 0 ? TALLY_feature_too_long
-                                                 : TALLY_value_out_of_range;
+        return o->via.str.size <= f->max ? TALLY_ok : over_limit(f);
     case NET_FIELD_ID128:
         return o->type == MSGPACK_OBJECT_BIN && o->via.bin.size == 16 ? TALLY_ok
                                                                        : TALLY_wrong_type;
@@ -362,8 +370,11 @@ static const net_op *member_op(net_request *req, const msgpack_object *m)
     tally_str name;
     if (m->type != MSGPACK_OBJECT_MAP)
         return fail(req, TALLY_malformed_request, "each member is a map"), NULL;
-    if (!msgpack_safe_get_str(msgpack_safe_map_get(m, "op"), &name))
+    const msgpack_object *op_obj = msgpack_safe_map_get(m, "op");
+    if (!op_obj)
         return fail(req, TALLY_missing_field, "op"), NULL;
+    if (!msgpack_safe_get_str(op_obj, &name))
+        return fail(req, TALLY_wrong_type, "op"), NULL;
     const net_op *op = net_op_find(name);
     if (!op)
         return fail(req, TALLY_unknown_op, "member op"), NULL;
@@ -527,7 +538,9 @@ static int decode_top(net_request *req, const msgpack_object *m)
     if (m->type != MSGPACK_OBJECT_MAP)
         return fail(req, TALLY_malformed_request, "a request is a msgpack map");
     const msgpack_object *v = msgpack_safe_map_get(m, "v");
-    if (v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 != TALLY_PROTOCOL_VERSION)
+    bool v_int = v && (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+                       v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER);
+    if (v_int && !(v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 == TALLY_PROTOCOL_VERSION))
         return fail(req, TALLY_unsupported_version, "this server speaks v 1");
     const msgpack_object *op_obj = msgpack_safe_map_get(m, "op");
     if (!op_obj)
@@ -574,7 +587,7 @@ int net_request_decode(net_request *req, const void *bytes, size_t len)
         return fail(req, TALLY_overloaded, "out of memory decoding");
     if (rc != TALLY_ok)
         return fail(req, TALLY_malformed_request,
-                    "not one whole msgpack object (truncated, trailing bytes, or counts beyond the bytes)");
+                    "not one whole msgpack object (truncated, trailing bytes, counts beyond the bytes, nested > 16)");
     return decode_top(req, &req->unpacked.data);
 }
 

@@ -117,9 +117,10 @@ static int pack_entitlement_at(msgpack_packer *pk, const ledger_entitlement *e, 
 static int read_entitlement(msgpack_packer *pk, store_txn *t, const net_request *req,
                             int64_t now_ms)
 {
-    if (req->read.subject.len == 0 || req->read.feature.len == 0)
-        return net_reply_error(pk, req->read.subject.len ? TALLY_feature_must_not_be_empty
-                                                         : TALLY_subject_must_not_be_empty, "");
+    if (req->read.subject.len == 0)
+        return net_reply_error(pk, TALLY_subject_must_not_be_empty, "subject");
+    if (req->read.feature.len == 0)
+        return net_reply_error(pk, TALLY_feature_must_not_be_empty, "feature");
     ledger_entitlement e;
     int rc = ledger_entitlement_get(t, req->read.subject, req->read.feature, &e);
     if (rc != TALLY_ok)
@@ -149,7 +150,7 @@ static int read_entitlement_list(msgpack_packer *pk, store_txn *t, const net_req
                                  int64_t now_ms)
 {
     if (req->read.subject.len == 0)
-        return net_reply_error(pk, TALLY_subject_must_not_be_empty, "");
+        return net_reply_error(pk, TALLY_subject_must_not_be_empty, "subject");
     /* Count first: a msgpack array header needs its size. Same snapshot. */
     list_ctx l = {.pk = pk, .now_ms = now_ms, .counting = true};
     int rc = ledger_entitlement_list(t, req->read.subject, list_one, &l);
@@ -199,6 +200,8 @@ static int pack_history_entry(msgpack_packer *pk, store_txn *t, uint64_t account
 static int history_seqs(store_txn *t, const net_read *r, uint64_t *seqs, uint32_t *count)
 {
     *count = 0;
+    if (!r->reverse && r->after_seq == UINT64_MAX)
+        return TALLY_ok; /* nothing after the largest seq (after_seq + 1 would wrap to 0) */
     MDB_cursor *cur;
     int rc = store_cursor_open(t, STORE_DB_HISTORY, &cur);
     if (rc != TALLY_ok)

@@ -9,12 +9,20 @@
  * jansson. Covered: every command, the exit codes 0/1/2/3, replays of a
  * transfer repeated with the same --key (with the id derived from the key)
  * or the same --id (with the key derived from the id), generated keys that a
- * person can reuse, --for and --until, log and history lines, human tables.
+ * person can reuse, --for and --until, log and history lines, human tables;
+ * tail (live, and as a durable subscriber that continues where the last run
+ * stopped), subscribers' metrics in `subscribers` and `stats`, and the
+ * dead-letter commands.
  */
+#include "clients/tally.h"
+#include "tests/support/client_support.h"
 #include "tests/support/tallyd_harness.h"
 
 #include <check.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +145,7 @@ static cli_output tally_argv(const char *const *args)
         dup2(out_fd, 1);
         dup2(err_fd, 2);
         setenv("TALLY_URL", server.url[0] ? server.url : DEAD_URL, 1);
+        setenv("TALLY_PUBLISH", server.pub_url[0] ? server.pub_url : DEAD_URL, 1);
         unsetenv("TALLY_CONSUMER");
         execv(argv[0], (char *const *)argv);
         fprintf(stderr, "exec %s failed\n", argv[0]);
@@ -283,6 +292,8 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
     expect_exit(&r, 0);
     const char *wanted[] = {"account open", "account history", "transfer", "post", "void",
                             "grant", "extend", "revoke", "entitlements", "log", "stats",
+                            "tail", "subscribers", "subscriber delete", "dlq list",
+                            "dlq replay", "dlq discard", "--publish", "TALLY_PUBLISH",
                             "--url", "--json", "--timeout-ms", "--consumer", "TALLY_URL",
                             "TALLY_CONSUMER", "transfer-<32 hex", "derived from the key",
                             "Exit codes", "unreachable"};
@@ -293,7 +304,10 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
     const char *commands[][2] = {{"account", "open"}, {"account", "get"}, {"account", "history"},
                                  {"transfer", NULL},  {"post", NULL},     {"void", NULL},
                                  {"grant", NULL},     {"extend", NULL},   {"revoke", NULL},
-                                 {"entitlements", NULL}, {"log", NULL},   {"stats", NULL}};
+                                 {"entitlements", NULL}, {"log", NULL},   {"stats", NULL},
+                                 {"tail", NULL},      {"subscribers", NULL},
+                                 {"subscriber", "delete"}, {"dlq", "list"}, {"dlq", "replay"},
+                                 {"dlq", "discard"}};
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         r = commands[i][1] ? TALLY(commands[i][0], commands[i][1], "--help")
                            : TALLY(commands[i][0], "--help");
@@ -303,6 +317,9 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
                       "help of %s: %s", commands[i][0], r.out);
         output_free(&r);
     }
+    r = TALLY("dlq", "replay", "--help");
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: tally dlq replay NAME [SEQ]"));
+    output_free(&r);
     r = TALLY("transfer", "--help");
     ck_assert_ptr_nonnull(strstr(r.out, "--debit ID --credit ID --amount N"));
     ck_assert_ptr_nonnull(strstr(r.out, "derived from the key"));
@@ -344,6 +361,24 @@ START_TEST(test_usage_errors_exit_2)
         {"log", "--limit", "0", NULL},
         {"--timeout-ms", "0", "stats", NULL},
         {"--json=yes", "stats", NULL},
+        {"tail", "--from", "1", "--from-now", NULL},
+        {"tail", "--from-start", "--from-time", "2027-01-01", "--subscriber", "s", NULL},
+        {"tail", "--from-time", "2027-01-01", NULL},
+        {"tail", "--max-deliver", "3", NULL},
+        {"tail", "--count", "0", NULL},
+        {"tail", "--from", "0", NULL},
+        {"tail", "--subscriber", "", NULL},
+        {"tail", "--subscriber",
+         "n123456789n123456789n123456789n123456789n123456789n123456789n1234", NULL},
+        {"tail", "--subscriber", "s", "--ack-wait-ms", "99", NULL},
+        {"subscribers", "extra", NULL},
+        {"subscriber", "delete", NULL},
+        {"dlq", NULL},
+        {"dlq", "list", NULL},
+        {"dlq", "discard", "s", NULL},
+        {"dlq", "replay", "s", "y", NULL},
+        {"dlq", "replay", "s", "0", NULL},
+        {"dlq", "replay", "s", "1", "2", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cli_output r = tally_argv(cases[i]);
@@ -815,6 +850,307 @@ START_TEST(test_consumer_namespaces_keys)
 }
 END_TEST
 
+/* ---- tail, subscribers, dead letters ---- */
+
+/* The seqs of --json tail lines, which must carry the documented fields. */
+static size_t tail_lines(const char *out, json_int_t *seqs, size_t max, bool durable)
+{
+    json_t *lines[64];
+    size_t n = json_lines(out, lines, 64);
+    ck_assert_uint_le(n, max);
+    for (size_t i = 0; i < n; i++) {
+        seqs[i] = jint(lines[i], "seq");
+        ck_assert(is_uuid_v7(jstr(lines[i], "event_id")));
+        ck_assert_str_eq(jstr(lines[i], "type"), "account.opened");
+        ck_assert_int_eq(jint(lines[i], "entity_version"), 1);
+        json_t *entity = json_object_get(lines[i], "entity");
+        ck_assert_str_eq(jstr(entity, "kind"), "account");
+        ck_assert_int_gt(jint(entity, "id"), 0);
+        ck_assert_int_gt(jint(lines[i], "time_ms"), 0);
+        if (durable)
+            ck_assert_int_ge(jint(lines[i], "attempt"), 1);
+        else
+            ck_assert_ptr_null(json_object_get(lines[i], "attempt"));
+    }
+    json_lines_free(lines, n);
+    return n;
+}
+
+static json_t *subscriber_named(json_t *list, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (strcmp(jstr(json_array_get(list, i), "name"), name) == 0)
+            return json_array_get(list, i);
+    ck_abort_msg("no subscriber %s", name);
+    return NULL;
+}
+
+START_TEST(test_tail_subscriber_continues_where_it_stopped)
+{
+    for (int i = 1; i <= 5; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "%d", i);
+        WRITE_OK("account", "open", id);
+    }
+    json_int_t seqs[8];
+    cli_output r = TALLY("--json", "tail", "--subscriber", "audit", "--count", "3");
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(tail_lines(r.out, seqs, 8, true), 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(seqs[i], i + 1);
+    output_free(&r);
+    r = TALLY("--json", "tail", "--subscriber", "audit", "--count", "2");
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(tail_lines(r.out, seqs, 8, true), 2);
+    ck_assert_int_eq(seqs[0], 4);
+    ck_assert_int_eq(seqs[1], 5);
+    output_free(&r);
+    /* Another subscriber, from seq 4 and with its own settings. */
+    r = TALLY("--json", "tail", "--subscriber", "late", "--from", "4", "--max-deliver", "2",
+              "--count", "1");
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(tail_lines(r.out, seqs, 8, true), 1);
+    ck_assert_int_eq(seqs[0], 4);
+    output_free(&r);
+    r = TALLY("tail", "--subscriber", "late", "--max-deliver", "3", "--count", "1");
+    expect_exit(&r, 1); /* other settings than it has */
+    ck_assert_ptr_nonnull(strstr(r.err, "subscriber_exists_with_different_config"));
+    output_free(&r);
+
+    /* Metrics: subscribers --json (one line each) and stats --json agree. */
+    r = TALLY("--json", "subscribers");
+    expect_exit(&r, 0);
+    json_t *lines[4];
+    ck_assert_uint_eq(json_lines(r.out, lines, 4), 2);
+    output_free(&r);
+    ck_assert_str_eq(jstr(lines[0], "name"), "audit");
+    ck_assert_int_eq(jint(lines[0], "ack_floor"), 5);
+    ck_assert_int_eq(jint(lines[0], "pending"), 0);
+    ck_assert_int_eq(jint(lines[0], "in_flight"), 0);
+    ck_assert_int_eq(jint(lines[0], "oldest_unacked_age_s"), 0);
+    ck_assert_int_eq(jint(lines[0], "dead_letters"), 0);
+    ck_assert_int_eq(jint(lines[0], "redelivered"), 0);
+    ck_assert_str_eq(jstr(lines[1], "name"), "late");
+    ck_assert_int_eq(jint(lines[1], "ack_floor"), 4);
+    ck_assert_int_eq(jint(lines[1], "pending"), 1);
+    ck_assert_int_eq(jint(lines[1], "max_deliver"), 2);
+    json_t *stats = TALLY_JSON(0, "stats");
+    json_t *list = json_object_get(stats, "subscribers");
+    ck_assert_uint_eq(json_array_size(list), 2);
+    for (int i = 0; i < 2; i++) {
+        json_t *m = subscriber_named(list, jstr(lines[i], "name"));
+        ck_assert_int_eq(jint(m, "ack_floor"), jint(lines[i], "ack_floor"));
+        ck_assert_int_eq(jint(m, "pending"), jint(lines[i], "pending"));
+        ck_assert_int_eq(jint(m, "in_flight"), jint(lines[i], "in_flight"));
+    }
+    json_decref(stats);
+    json_lines_free(lines, 2);
+    r = TALLY("subscribers");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "NAME") && strstr(r.out, "ACK_FLOOR") && strstr(r.out, "PENDING") &&
+                      strstr(r.out, "OLDEST_UNACKED_AGE_S") && strstr(r.out, "REDELIVERED") &&
+                      strstr(r.out, "DEAD_LETTERS") && strstr(r.out, "audit"),
+                  "subscribers table: %s", r.out);
+    output_free(&r);
+
+    /* Deleted: gone from the list; a tail under the name starts afresh. */
+    r = TALLY("subscriber", "delete", "late");
+    expect_exit(&r, 0);
+    output_free(&r);
+    r = TALLY("subscriber", "delete", "late");
+    expect_exit(&r, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "subscriber_not_found"));
+    output_free(&r);
+    r = TALLY("--json", "tail", "--subscriber", "late", "--count", "1");
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(tail_lines(r.out, seqs, 8, true), 1);
+    ck_assert_int_eq(seqs[0], 1);
+    output_free(&r);
+}
+END_TEST
+
+/* A tail process whose stdout is a pipe. */
+typedef struct tail_proc {
+    pid_t pid;
+    int fd;
+} tail_proc;
+
+static tail_proc tail_spawn(const char *const *args)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    const char *argv[16] = {tallyd_program("tally")};
+    for (int i = 0; args[i]; i++) {
+        ck_assert_int_lt(i, 14);
+        argv[i + 1] = args[i];
+    }
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        setenv("TALLY_URL", server.url, 1);
+        setenv("TALLY_PUBLISH", server.pub_url, 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    return (tail_proc){pid, fds[0]};
+}
+
+/* Read from p until text holds `lines` lines (60 s at most). */
+static void tail_read_lines(tail_proc *p, char *text, size_t size, size_t lines)
+{
+    size_t len = strlen(text), have = 0;
+    int64_t deadline = test_mono_ms() + 60000;
+    for (const char *q = text; (q = strchr(q, '\n')); q++)
+        have++;
+    while (have < lines) {
+        int left = (int)(deadline - test_mono_ms());
+        ck_assert_msg(left > 0, "tail printed %zu of %zu lines: %s", have, lines, text);
+        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+        if (poll(&pfd, 1, left) <= 0)
+            continue;
+        ssize_t n = read(p->fd, text + len, size - 1 - len);
+        ck_assert_msg(n > 0, "tail ended early: %s", text);
+        for (ssize_t i = 0; i < n; i++)
+            have += text[len + (size_t)i] == '\n';
+        len += (size_t)n;
+        text[len] = '\0';
+    }
+}
+
+/* Without --subscriber: the live stream from now, followed until SIGINT. */
+START_TEST(test_tail_follows_the_live_stream)
+{
+    WRITE_OK("account", "open", "1");
+    tail_proc p = tail_spawn((const char *const[]){"--json", "tail", NULL});
+    char text[8192] = "";
+    /* PUB delivers only once the tail is subscribed: keep writing until the
+     * first new event shows; every later one must follow in order. */
+    uint64_t id = 2;
+    while (strchr(text, '\n') == NULL) {
+        char arg[16];
+        ck_assert_uint_lt(id, 50);
+        snprintf(arg, sizeof(arg), "%" PRIu64, id++);
+        WRITE_OK("account", "open", arg);
+        struct pollfd pfd = {.fd = p.fd, .events = POLLIN};
+        if (poll(&pfd, 1, 500) > 0)
+            tail_read_lines(&p, text, sizeof(text), 1);
+    }
+    WRITE_OK("account", "open", "100");
+    WRITE_OK("account", "open", "101");
+    json_int_t seqs[64], head = (json_int_t)id + 1; /* accounts 1 .. id-1, 100, 101 */
+    tail_lines(text, seqs, 64, false);
+    json_int_t first = seqs[0]; /* "now" was when the tail started: after seq 1 */
+    ck_assert_int_ge(first, 2);
+    size_t expected = (size_t)(head - first + 1);
+    tail_read_lines(&p, text, sizeof(text), expected);
+    ck_assert_uint_eq(tail_lines(text, seqs, 64, false), expected);
+    for (size_t i = 0; i < expected; i++)
+        ck_assert_int_eq(seqs[i], first + (json_int_t)i); /* in order, none missing */
+    kill(p.pid, SIGINT);
+    int status;
+    ck_assert_int_eq(waitpid(p.pid, &status, 0), p.pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    close(p.fd);
+
+    cli_output r = TALLY("tail", "--from-start", "--count", "2");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "SEQ") && strstr(r.out, "ENTITY") && strstr(r.out, "account 1") &&
+                      strstr(r.out, "account 2") && !strstr(r.out, "account 3"),
+                  "tail table: %s", r.out);
+    output_free(&r);
+}
+END_TEST
+
+/* Parks what the test names, acknowledges the rest. */
+static tally_verdict park_named(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    const uint64_t *park = arg;
+    for (; *park; park++)
+        if (d->event.seq == *park) {
+            snprintf(answer->error, sizeof(answer->error), "cannot apply %" PRIu64, *park);
+            return TALLY_PARK;
+        }
+    return TALLY_DONE;
+}
+
+START_TEST(test_dead_letter_commands)
+{
+    for (int i = 1; i <= 4; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "%d", i);
+        WRITE_OK("account", "open", id);
+    }
+    /* A subscriber whose handler parks 2 and 3. */
+    tally_client *c = test_client_open(server.url);
+    tally_subscriber *s = NULL;
+    ck_assert_int_eq(tally_subscriber_open(c, "mail", NULL, &s), TALLY_ok);
+    uint64_t park[] = {2, 3, 0};
+    tally_run_options o = {.wait_ms = 500, .until_idle = true};
+    ck_assert_int_eq(tally_subscriber_run(s, &o, park_named, park), TALLY_ok);
+    tally_subscriber_close(s);
+    tally_client_close(c);
+
+    cli_output r = TALLY("--json", "dlq", "list", "mail");
+    expect_exit(&r, 0);
+    json_t *lines[4];
+    ck_assert_uint_eq(json_lines(r.out, lines, 4), 2);
+    output_free(&r);
+    ck_assert_int_eq(jint(lines[0], "seq"), 2);
+    ck_assert_int_eq(jint(lines[0], "attempts"), 1);
+    ck_assert_str_eq(jstr(lines[0], "error"), "cannot apply 2");
+    ck_assert_str_eq(jstr(lines[0], "type"), "account.opened");
+    ck_assert(is_uuid_v7(jstr(lines[0], "event_id")));
+    ck_assert(!jbool(lines[0], "replaying"));
+    ck_assert_int_eq(jint(lines[1], "seq"), 3);
+    json_lines_free(lines, 2);
+    r = TALLY("--json", "subscribers");
+    ck_assert_uint_eq(json_lines(r.out, lines, 4), 1);
+    ck_assert_int_eq(jint(lines[0], "dead_letters"), 2);
+    ck_assert_int_eq(jint(lines[0], "ack_floor"), 4);
+    json_lines_free(lines, 1);
+    output_free(&r);
+    r = TALLY("dlq", "list", "mail");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "ATTEMPTS") && strstr(r.out, "cannot apply 3"), "%s", r.out);
+    output_free(&r);
+
+    /* Replay 2 only: the next tail gets it, as a replay; discard 3. */
+    json_t *j = TALLY_JSON(0, "dlq", "replay", "mail", "2");
+    ck_assert_int_eq(jint(j, "replaying"), 1);
+    json_decref(j);
+    r = TALLY("--json", "tail", "--subscriber", "mail", "--count", "1");
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(json_lines(r.out, lines, 4), 1);
+    ck_assert_int_eq(jint(lines[0], "seq"), 2);
+    ck_assert(jbool(lines[0], "replay"));
+    ck_assert_int_eq(jint(lines[0], "attempt"), 1);
+    json_lines_free(lines, 1);
+    output_free(&r);
+    j = TALLY_JSON(0, "dlq", "discard", "mail", "3");
+    ck_assert(jbool(j, "discarded"));
+    json_decref(j);
+    r = TALLY("dlq", "discard", "mail", "3");
+    expect_exit(&r, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "dead_letter_not_found"));
+    output_free(&r);
+    j = TALLY_JSON(0, "dlq", "replay", "mail");
+    ck_assert_int_eq(jint(j, "replaying"), 0);
+    json_decref(j);
+    r = TALLY("--json", "dlq", "list", "mail");
+    expect_exit(&r, 0);
+    ck_assert_str_eq(r.out, "");
+    output_free(&r);
+    r = TALLY("dlq", "list", "nobody");
+    expect_exit(&r, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "subscriber_not_found"));
+    ck_assert_str_eq(r.out, "");
+    output_free(&r);
+}
+END_TEST
+
 /* ---- the runner ---- */
 
 static void add(Suite *s, const char *name, const TTest *test, bool with_server)
@@ -845,6 +1181,9 @@ int main(void)
     add(s, "history", test_account_history_lines_are_json, true);
     add(s, "stats", test_stats, true);
     add(s, "consumer", test_consumer_namespaces_keys, true);
+    add(s, "tail_subscriber", test_tail_subscriber_continues_where_it_stopped, true);
+    add(s, "tail_live", test_tail_follows_the_live_stream, true);
+    add(s, "dlq", test_dead_letter_commands, true);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);

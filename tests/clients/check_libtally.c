@@ -685,11 +685,20 @@ START_TEST(test_log_read)
     }
     ck_assert_str_eq(ev[0].type, "account.opened");
     ck_assert_str_eq(ev[0].entity_kind, "account");
+    ck_assert_uint_eq(ev[0].account_id, BANK);
+    ck_assert_uint_eq(ev[0].entity_version, 1);
     ck_assert_str_eq(ev[4].type, "transfer.created");
     ck_assert_str_eq(ev[4].entity_kind, "transfer");
+    tally_uuid tid = uuid_n(1);
+    ck_assert_mem_eq(ev[4].transfer_id.bytes, tid.bytes, 16);
+    ck_assert_uint_eq(ev[4].account_id, 0);
+    ck_assert_uint_eq(ev[4].entity_version, 1);
     ck_assert_str_eq(ev[4].key, "log-key");
     ck_assert_str_eq(ev[5].type, "entitlement.granted");
     ck_assert_str_eq(ev[5].entity_kind, "entitlement");
+    ck_assert_str_eq(ev[5].subject, "u");
+    ck_assert_str_eq(ev[5].feature, "feat");
+    ck_assert_str_eq(ev[4].subject, "");
     assert_chained(ev, n);
     tally_events_release(ev, n);
     /* Paging: limit and capacity bound a read. */

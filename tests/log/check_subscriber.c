@@ -272,11 +272,17 @@ START_TEST(redelivery_after_ack_wait_and_restart)
     /* a consumer (re)starting gets its unacked window at once */
     o = fetch(10, true);
     expect_seqs(&o, (uint64_t[]){1, 3}, 2, 3);
+    /* a restart makes the whole window due, not just one fetch's worth */
+    o = fetch(1, true);
+    expect_seqs(&o, (uint64_t[]){1}, 1, 4);
+    o = fetch(10, false);
+    expect_seqs(&o, (uint64_t[]){3}, 1, 4);
+    ts.now_ms += TALLY_SUB_ACK_WAIT_MS_DEFAULT; /* due again after the wait */
     /* the counts survive a crash: they are in the store */
     test_store_reopen(&ts);
     o = fetch(10, true);
-    expect_seqs(&o, (uint64_t[]){1, 3}, 2, 4);
-    ck_assert_uint_eq(o.st.redelivered, 6);
+    expect_seqs(&o, (uint64_t[]){1, 3}, 2, 5);
+    ck_assert_uint_eq(o.st.redelivered, 8);
 }
 END_TEST
 

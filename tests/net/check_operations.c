@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +82,22 @@ START_TEST(online_backup_is_consistent_and_verifiable)
     wire_call(client, &r, "backup", "s", "path", dest);
     wire_expect(&r, "backup_destination_exists");
     wire_done(&r);
+
+    /* the CLI: tally backup DEST (exit 0, JSON with the size; 1 when refused) */
+    char dest2[400], cmd[1200];
+    snprintf(dest2, sizeof(dest2), "%s/b2", root);
+    snprintf(cmd, sizeof(cmd), "'%s' --url '%s' --json backup '%s' | grep -q '\"bytes\"'",
+             tallyd_program("tally"), proc.url, dest2);
+    ck_assert_msg(system(cmd) == 0, "tally backup failed: %s", cmd);
+    snprintf(cmd, sizeof(cmd), "'%s' --url '%s' backup '%s' 2>/dev/null", tallyd_program("tally"),
+             proc.url, dest2);
+    int status = system(cmd);
+    ck_assert_int_eq(WEXITSTATUS(status), 1); /* exists: refused */
+    snprintf(cmd, sizeof(cmd), "'%s' --url '%s' backup relative 2>/dev/null",
+             tallyd_program("tally"), proc.url);
+    status = system(cmd);
+    ck_assert_int_eq(WEXITSTATUS(status), 2); /* usage */
+    wire_assert_invariants(dest2);
     wire_call(client, &r, "backup", "s", "path", "relative/dir");
     wire_expect(&r, "backup_destination_invalid");
     wire_done(&r);
@@ -108,7 +125,6 @@ START_TEST(online_backup_is_consistent_and_verifiable)
     ck_assert_uint_eq(h.seq, head);
 
     /* readable by LMDB's own tool */
-    char cmd[600];
     snprintf(cmd, sizeof(cmd), "mdb_stat -a '%s' > /dev/null", dest);
     ck_assert_msg(system(cmd) == 0, "mdb_stat cannot read the backup");
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "net/protocol.h"
+#include "tests/support/doc_requests.h"
 #include "tests/support/test_support.h"
 
 #include <stdlib.h>
@@ -362,6 +363,46 @@ START_TEST(too_many_operations)
 }
 END_TEST
 
+/* A request in docs/PROTOCOL.md's notation must be refused with code. */
+static void expect_notation(const char *text, int code, const char *detail)
+{
+    doc_bytes b;
+    char err[128];
+    ck_assert_msg(doc_request_build(text, &b, err, sizeof(err)) == 0, "%s: %s", text, err);
+    int rc = net_request_decode(req, b.data, b.len);
+    ck_assert_msg(rc == code, "%s: got %s (%s), want %s", text, tally_strerror(rc),
+                  req->error_detail, tally_strerror(code));
+    ck_assert_str_eq(req->error_detail, detail);
+    doc_bytes_free(&b);
+}
+
+START_TEST(limits_with_their_own_codes)
+{
+    expect_notation("{\"v\": 1, \"op\": \"transfer\", \"consumer\": \"s\", \"key\": \"k\", "
+                    "\"id\": bin(01)*16, \"debit_account_id\": 1, \"credit_account_id\": 2, "
+                    "\"amount\": 1, \"ledger\": 1, \"code\": 1, \"flags\": 1, "
+                    "\"timeout_s\": 315360001}",
+                    TALLY_timeout_too_large, "timeout_s");
+    expect_notation("{\"v\": 1, \"op\": \"grant\", \"consumer\": \"s\", \"key\": \"k\", "
+                    "\"subject\": \"a\", \"feature\": \"b\", "
+                    "\"valid_until_ms\": 9223372036854775808}",
+                    TALLY_time_out_of_range, "valid_until_ms");
+    expect_notation("{\"v\": 1, \"op\": \"extend\", \"consumer\": \"s\", \"key\": \"k\", "
+                    "\"subject\": \"a\", \"feature\": \"b\", "
+                    "\"duration_ms\": 18446744073709551615}",
+                    TALLY_duration_out_of_range, "duration_ms");
+    expect_notation("{\"v\": -1, \"op\": \"stats\"}", TALLY_unsupported_version,
+                    "this server speaks v 1");
+    expect_notation("{\"v\": 1, \"op\": \"chain\", \"consumer\": \"s\", \"key\": \"k\", "
+                    "\"ops\": [{\"op\": 1}]}",
+                    TALLY_wrong_type, "op");
+    expect_notation("{\"v\": 1, \"op\": \"stats\", \"x\": [[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}",
+                    TALLY_malformed_request,
+                    "not one whole msgpack object (truncated, trailing bytes, counts beyond the "
+                    "bytes, nested > 16)");
+}
+END_TEST
+
 START_TEST(reference_lists_every_op)
 {
     char *text = NULL;
@@ -399,6 +440,7 @@ int main(void)
     tcase_add_test(tc, batch_members_have_keys);
     tcase_add_test(tc, chain_members_have_no_keys_and_no_nesting);
     tcase_add_test(tc, too_many_operations);
+    tcase_add_test(tc, limits_with_their_own_codes);
     tcase_add_test(tc, reference_lists_every_op);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

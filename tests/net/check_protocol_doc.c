@@ -5,6 +5,7 @@
  *   - every ```example block, sent in order to a real tallyd on an empty
  *     store, gets exactly the documented reply ("..": any byte).
  */
+#include "tests/support/doc_requests.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
@@ -17,23 +18,11 @@
 #define DOC_BYTES_MAX (1 << 20)
 #define EXAMPLE_BYTES_MAX 4096
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char *buf = malloc(DOC_BYTES_MAX + 1);
-    size_t n = fread(buf, 1, DOC_BYTES_MAX, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 static char *protocol_doc(void)
 {
-    const char *docs = getenv("TALLY_DOCS");
-    char path[512];
-    snprintf(path, sizeof(path), "%s/PROTOCOL.md", docs && *docs ? docs : "docs");
-    return read_file(path);
+    char *doc = doc_read("PROTOCOL.md");
+    ck_assert_msg(doc != NULL, "cannot read docs/PROTOCOL.md (TALLY_DOCS)");
+    return doc;
 }
 
 START_TEST(reference_matches_server_tables)
@@ -59,25 +48,9 @@ END_TEST
 /* Parse "xx xx .. xx" into bytes; wildcard[i] marks "..". */
 static size_t parse_hex_line(const char *line, uint8_t *out, bool *wildcard)
 {
-    size_t n = 0;
-    for (const char *p = line; *p && *p != '\n';) {
-        if (*p == ' ') {
-            p++;
-            continue;
-        }
-        ck_assert_msg(n < EXAMPLE_BYTES_MAX, "example too long");
-        if (p[0] == '.' && p[1] == '.') {
-            wildcard[n] = true;
-            out[n++] = 0;
-        } else {
-            unsigned v;
-            ck_assert_msg(sscanf(p, "%2x", &v) == 1, "bad hex near: %.20s", p);
-            wildcard[n] = false;
-            out[n++] = (uint8_t)v;
-        }
-        p += 2;
-    }
-    return n;
+    long n = doc_hex_parse(line, out, wildcard, EXAMPLE_BYTES_MAX);
+    ck_assert_msg(n >= 0, "bad hex or example too long near: %.20s", line);
+    return (size_t)n;
 }
 
 static void send_and_compare(nng_socket s, int index, const uint8_t *req, size_t req_len,
@@ -109,16 +82,16 @@ START_TEST(examples_get_documented_replies)
     static uint8_t req[EXAMPLE_BYTES_MAX], want[EXAMPLE_BYTES_MAX];
     static bool req_wild[EXAMPLE_BYTES_MAX], want_wild[EXAMPLE_BYTES_MAX];
     int count = 0;
-    for (char *block = strstr(doc, "```example\n"); block; block = strstr(block, "```example\n")) {
-        block += strlen("```example\n");
-        ck_assert_msg(block[0] == '>' && block[1] == ' ', "example %d: no '> ' line", count);
-        size_t req_len = parse_hex_line(block + 2, req, req_wild);
-        char *reply_line = strchr(block, '\n') + 1;
-        ck_assert_msg(reply_line[0] == '<' && reply_line[1] == ' ', "example %d: no '< ' line", count);
-        size_t want_len = parse_hex_line(reply_line + 2, want, want_wild);
+    const char *cursor = doc;
+    doc_example ex;
+    bool bad;
+    while (doc_example_next(&cursor, &ex, &bad)) {
+        size_t req_len = parse_hex_line(ex.request_hex, req, req_wild);
+        size_t want_len = parse_hex_line(ex.reply_hex, want, want_wild);
         send_and_compare(s, count, req, req_len, want, want_wild, want_len);
         count++;
     }
+    ck_assert_msg(!bad, "example %d: no '> ' or '< ' line", count);
     ck_assert_int_ge(count, 20);
     free(doc);
     nng_close(s);

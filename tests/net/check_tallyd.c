@@ -471,11 +471,7 @@ static uint64_t stats_head(nng_socket s)
 
 static store *store_open_stopped(const tallyd_proc *p)
 {
-    store_options o = {.path = p->data_dir, .read_only = true};
-    store *st = NULL;
-    int rc = store_open(&o, &st);
-    ck_assert_msg(rc == TALLY_ok, "read-only store_open %s: %s", p->data_dir, tally_strerror(rc));
-    return st;
+    return test_store_open_read_only(p->data_dir);
 }
 
 static void print_finding(const char *check, const char *entity, const char *detail, void *ctx)
@@ -576,7 +572,7 @@ static void build_padded(req_buf *b, size_t bytes)
 }
 
 static const char NOT_ONE_OBJECT[] =
-    "not one whole msgpack object (truncated, trailing bytes, or counts beyond the bytes)";
+    "not one whole msgpack object (truncated, trailing bytes, counts beyond the bytes, nested > 16)";
 
 static void send_malformed_requests(nng_socket s)
 {

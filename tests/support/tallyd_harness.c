@@ -299,7 +299,12 @@ int tallyd_stop(tallyd_proc *p)
         waitpid(p->pid, &status, 0);
     }
     p->pid = 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) { /* show why (a sanitizer report, an assertion) before the dir goes */
+        fprintf(stderr, "tallyd exited with %d at SIGTERM\n", code);
+        log_tail_print(p);
+    }
+    return code;
 }
 
 void tallyd_kill(tallyd_proc *p)

@@ -4,6 +4,7 @@
 #include "tests/support/test_support.h"
 
 #include "common/msgpack_safe.h"
+#include "log/sha256.h"
 
 #include <ftw.h>
 #include <stdio.h>
@@ -323,6 +324,46 @@ test_transfer_event test_read_transfer_event(test_store *ts, uint64_t seq)
     memset(&ev, 0, sizeof(ev));
     test_with_event(ts, seq, read_transfer_event, &ev);
     return ev;
+}
+
+test_store_digest test_store_digest_take(store *st)
+{
+    test_store_digest d;
+    memset(&d, 0, sizeof(d));
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    for (int db = 0; db < STORE_DB_COUNT; db++) {
+        MDB_cursor *cur;
+        ck_assert_int_eq(store_cursor_open(&t, (store_db)db, &cur), TALLY_ok);
+        sha256_ctx h;
+        sha256_begin(&h);
+        MDB_val k, v;
+        int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        for (; mrc == MDB_SUCCESS; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            uint8_t lens[16];
+            put_u64_be(lens, k.mv_size);
+            put_u64_be(lens + 8, v.mv_size);
+            sha256_update(&h, lens, sizeof(lens));
+            sha256_update(&h, k.mv_data, k.mv_size);
+            sha256_update(&h, v.mv_data, v.mv_size);
+            d.entries[db]++;
+        }
+        mdb_cursor_close(cur);
+        ck_assert_msg(mrc == MDB_NOTFOUND, "reading %s: %s", store_db_name((store_db)db),
+                      mdb_strerror(mrc));
+        sha256_finish(&h, d.sha256[db]);
+    }
+    store_txn_abort(&t);
+    return d;
+}
+
+store *test_store_open_read_only(const char *dir)
+{
+    store_options o = {.path = dir, .read_only = true};
+    store *st = NULL;
+    int rc = store_open(&o, &st);
+    ck_assert_msg(rc == TALLY_ok, "read-only store_open %s: %s", dir, tally_strerror(rc));
+    return st;
 }
 
 typedef struct finding_filter {

@@ -104,6 +104,18 @@ test_snapshot test_take_snapshot(test_store *ts);
 /* Fails the test unless the store matches the snapshot. */
 void test_assert_unchanged(test_store *ts, const test_snapshot *before);
 
+/* Every named database of a store summed up: its entry count and the
+ * SHA-256 of its keys and values in key order, so equal digests mean equal
+ * contents. For "nothing changed" checks wider than test_snapshot. */
+typedef struct test_store_digest {
+    uint64_t entries[STORE_DB_COUNT];
+    uint8_t sha256[STORE_DB_COUNT][32];
+} test_store_digest;
+test_store_digest test_store_digest_take(store *st);
+/* Open a stopped tallyd's data directory read-only; fails the test if it
+ * cannot. Close with store_close. */
+store *test_store_open_read_only(const char *dir);
+
 /* Run ledger_invariants_check; findings are printed to stderr.
  * test_assert_invariants fails the test on any finding. */
 uint64_t test_invariant_findings(test_store *ts, const char *only_check);

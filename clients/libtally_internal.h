@@ -1,0 +1,215 @@
+/*
+ * libtally_internal.h — what the parts of libtally share and users never
+ * see: the field list a request is packed from, the one request path
+ * (client_call), decoded replies and the typed reply decoder, and the event
+ * decoder. libtally.c owns the client and the request path; stream.c (the
+ * live stream) and subscriber.c (durable subscribers) build on it. None of
+ * these names are exported from the shared library (only tally_*).
+ */
+#ifndef TALLY_LIBTALLY_INTERNAL_H
+#define TALLY_LIBTALLY_INTERNAL_H
+
+#include "clients/tally.h"
+#include "common/bytes.h"
+#include "common/msgpack_safe.h"
+
+#include <assert.h>
+#include <msgpack.h>
+#include <nng/nng.h>
+#include <string.h>
+
+#define FIELDS_MAX 16
+
+/* ---- requests: a field list packed into one msgpack map ---- */
+
+typedef enum field_type {
+    FIELD_UINT, FIELD_INT, FIELD_STR, FIELD_ID, FIELD_BOOL, FIELD_OPS, FIELD_UINTS
+} field_type;
+
+typedef struct field {
+    const char *name;
+    field_type type;
+    union {
+        uint64_t u;
+        int64_t i;
+        const char *s;
+        const uint8_t *id;
+        bool b;
+        const tally_batch *ops;
+        struct {
+            const uint64_t *items;
+            size_t count;
+        } uints;
+    } v;
+} field;
+
+typedef struct fields {
+    field f[FIELDS_MAX];
+    unsigned n;
+} fields;
+
+static inline field *field_add(fields *fs, const char *name, field_type type)
+{
+    assert(fs->n < FIELDS_MAX);
+    field *f = &fs->f[fs->n++];
+    f->name = name;
+    f->type = type;
+    return f;
+}
+
+static inline void put_uint(fields *fs, const char *name, uint64_t v) { field_add(fs, name, FIELD_UINT)->v.u = v; }
+static inline void put_int(fields *fs, const char *name, int64_t v) { field_add(fs, name, FIELD_INT)->v.i = v; }
+static inline void put_str(fields *fs, const char *name, const char *v) { field_add(fs, name, FIELD_STR)->v.s = v; }
+static inline void put_id(fields *fs, const char *name, const tally_uuid *v) { field_add(fs, name, FIELD_ID)->v.id = v->bytes; }
+static inline void put_bool(fields *fs, const char *name, bool v) { field_add(fs, name, FIELD_BOOL)->v.b = v; }
+static inline void put_ops(fields *fs, const tally_batch *b) { field_add(fs, "ops", FIELD_OPS)->v.ops = b; }
+/* An array of unsigned integers; items must outlive the call. */
+static inline void put_uints(fields *fs, const char *name, const uint64_t *items, size_t count)
+{
+    field *f = field_add(fs, name, FIELD_UINTS);
+    f->v.uints.items = items;
+    f->v.uints.count = count;
+}
+
+/* The fields every request starts with: v and op; for writes the consumer
+ * (c != NULL) and the key (key != NULL). */
+void client_fields_begin(fields *fs, const char *op, const tally_client *c, const char *key);
+
+/* ---- transport ---- */
+
+/* An NNG error as a tally code: TALLY_ok, TALLY_out_of_memory,
+ * TALLY_invalid_argument (bad URL or option), else TALLY_internal. */
+int client_nng_error(int rv);
+/* The options every client socket gets: the largest message it accepts
+ * (a larger one closes the connection) and quick reconnects. Returns an
+ * NNG error (0 = ok). */
+int client_socket_limit(nng_socket s, size_t recv_bytes_max);
+
+/* ---- replies ---- */
+
+typedef struct reply {
+    nng_msg *msg;
+    msgpack_unpacked unpacked;
+    const msgpack_object *root; /* the reply map; NULL when undecodable */
+    int code;                   /* the reply's code; TALLY_internal if undecodable */
+} reply;
+
+/* Pack fs and send it with the client's retries (each attempt waits
+ * timeout_ms + extra_wait_ms). TALLY_ok with r live (r->code is the
+ * server's code; free r with client_reply_free), or the transport code
+ * (TALLY_timed_out, TALLY_unreachable, TALLY_out_of_memory,
+ * TALLY_request_too_large). */
+int client_call(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r);
+/* client_call for a request whose only success is code ok: TALLY_ok with r
+ * live, else the transport code or the server's code (r freed). */
+int client_read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r);
+void client_reply_free(reply *r);
+
+/* ---- decoding replies ---- */
+
+/* Reads typed fields of one reply map; ok turns false at the first field
+ * that is missing, of another type or out of range. */
+typedef struct decoder {
+    const msgpack_object *map;
+    bool ok;
+} decoder;
+
+static inline decoder decoder_of(const msgpack_object *o)
+{
+    return (decoder){o, o != NULL && o->type == MSGPACK_OBJECT_MAP};
+}
+
+static inline const msgpack_object *dec_get(decoder *d, const char *name)
+{
+    const msgpack_object *o = d->ok ? msgpack_safe_map_get(d->map, name) : NULL;
+    d->ok = d->ok && o != NULL;
+    return o;
+}
+
+static inline uint64_t dec_uint(decoder *d, const char *name, uint64_t max)
+{
+    uint64_t v = 0;
+    const msgpack_object *o = dec_get(d, name);
+    d->ok = d->ok && msgpack_safe_get_u64(o, &v) && v <= max;
+    return d->ok ? v : 0;
+}
+
+static inline int64_t dec_int(decoder *d, const char *name)
+{
+    int64_t v = 0;
+    const msgpack_object *o = dec_get(d, name);
+    d->ok = d->ok && msgpack_safe_get_i64(o, &v);
+    return d->ok ? v : 0;
+}
+
+static inline bool dec_bool(decoder *d, const char *name)
+{
+    const msgpack_object *o = dec_get(d, name);
+    d->ok = d->ok && o->type == MSGPACK_OBJECT_BOOLEAN;
+    return d->ok && o->via.boolean;
+}
+
+/* A field that may be nil: false (and no change) when nil. */
+static inline bool dec_present(decoder *d, const char *name)
+{
+    const msgpack_object *o = dec_get(d, name);
+    return d->ok && o->type != MSGPACK_OBJECT_NIL;
+}
+
+/* A string into out (capacity bytes with the NUL); "" when it fails. */
+static inline void dec_str(decoder *d, const char *name, char *out, size_t capacity)
+{
+    tally_str s = {NULL, 0};
+    const msgpack_object *o = dec_get(d, name);
+    d->ok = d->ok && msgpack_safe_get_str(o, &s) && s.len < capacity;
+    if (d->ok)
+        memcpy(out, s.ptr, s.len);
+    out[d->ok ? s.len : 0] = '\0';
+}
+
+static inline void dec_id(decoder *d, const char *name, tally_uuid *out)
+{
+    tally_id128 id;
+    const msgpack_object *o = dec_get(d, name);
+    d->ok = d->ok && msgpack_safe_get_id128(o, &id);
+    if (d->ok)
+        memcpy(out->bytes, id.bytes, 16);
+}
+
+typedef bool (*decode_fn)(const msgpack_object *o, void *out);
+
+/* Decode up to capacity elements of array o into out (stride bytes each);
+ * *count gets how many decoded, also when one fails (false). */
+bool client_array_decode(const msgpack_object *o, decode_fn decode, void *out, size_t stride,
+                         size_t capacity, size_t *count);
+
+/* A read whose reply carries an array under name: up to capacity elements
+ * decoded into out (see client_array_decode). TALLY_ok, the codes of
+ * client_read_exchange, or TALLY_internal for an array of the wrong shape. */
+int client_read_array(tally_client *c, const fields *fs, const char *name, decode_fn decode,
+                      void *out, size_t stride, size_t capacity, size_t *count);
+
+/* A paged read: "entries" decoded as by client_read_array, *next from
+ * "next" (0 when nil: no more pages). */
+int client_read_page(tally_client *c, const fields *fs, decode_fn decode, void *out,
+                     size_t stride, size_t capacity, size_t *count, uint64_t *next);
+
+/* The limit to ask for: limit (0: dflt) within capacity and max. */
+static inline uint32_t client_page_limit(uint32_t limit, size_t capacity, uint32_t dflt,
+                                         uint32_t max)
+{
+    uint64_t n = limit ? limit : dflt;
+    if (n > capacity)
+        n = capacity;
+    return (uint32_t)(n < max ? n : max);
+}
+
+/* ---- events ---- */
+
+/* Decode one stored event (docs/EVENTS.md) from its bytes into *e, with
+ * e->raw a malloc'd copy of them (free with tally_events_release). false
+ * when the bytes are not an event or memory ran out (*e then owns
+ * nothing). */
+bool client_event_from_bytes(const void *bytes, size_t len, tally_event *e);
+
+#endif

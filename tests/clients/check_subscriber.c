@@ -1,0 +1,669 @@
+/*
+ * check_subscriber.c — tests of libtally's durable subscribers
+ * (clients/subscriber.c) against a real tallyd on ipc:// in a temp dir.
+ *
+ * Crash and restart use real processes: this program re-executes itself
+ * (/proc/self/exe --child ...) as the subscriber, so the child starts with
+ * a clean NNG; its handler reports every event it finishes on a pipe before
+ * answering done, and the test SIGKILLs it. Afterwards every seq must have
+ * been handled, and a seq handled twice must lie in the window that was
+ * delivered but not yet acknowledged when the child died. Also: a poison
+ * event is parked after max_deliver deliveries while later events flow,
+ * replayed from the dead-letter queue, parked by the handler and discarded;
+ * two subscribers move independently; the metrics (sub_get, sub_list,
+ * stats) say what the test did; stop, options and bad arguments.
+ */
+#include "clients/tally.h"
+
+#include "tests/support/client_support.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TEST_TIMEOUT_S 300
+#define LINE_WAIT_MS 60000 /* a child's next report, on a loaded machine */
+#define RECORD_MAX 4096
+#define CRASH_EVENTS 400
+#define CRASH_FETCH_MAX 50
+#define CRASH_BLOCK_AT 75 /* the first child stops inside its second batch */
+
+/* ---- fixture ---- */
+
+static tally_subscriber *sub_open(tally_client *c, const char *name,
+                                  const tally_subscriber_options *o)
+{
+    tally_subscriber *s = NULL;
+    int rc = tally_subscriber_open(c, name, o, &s);
+    ck_assert_msg(rc == TALLY_ok, "open %s: %s", name, tally_strerror(rc));
+    return s;
+}
+
+static tally_subscriber_info info_of(tally_client *c, const char *name)
+{
+    tally_subscriber_info i;
+    int rc = tally_subscriber_get(c, name, &i);
+    ck_assert_msg(rc == TALLY_ok, "sub_get %s: %s", name, tally_strerror(rc));
+    return i;
+}
+
+/* ---- a handler that records what it was handed ---- */
+
+typedef struct seen {
+    uint64_t seq;
+    uint32_t attempt;
+    bool replay;
+    tally_uuid id;
+} seen;
+
+typedef struct recorder {
+    tally_subscriber *sub;
+    seen items[RECORD_MAX];
+    size_t count;
+    uint64_t poison;    /* answer retry for this seq (0: none) */
+    uint64_t park;      /* answer park for this seq (0: none) */
+    uint64_t stop_at;   /* stop the run once this seq was handed out (0: never) */
+} recorder;
+
+static tally_verdict record(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    recorder *r = arg;
+    ck_assert_uint_lt(r->count, RECORD_MAX);
+    r->items[r->count++] = (seen){d->event.seq, d->attempt, d->replay, d->event.id};
+    if (d->event.seq == r->stop_at)
+        tally_subscriber_stop(r->sub);
+    if (d->event.seq == r->poison) {
+        snprintf(answer->error, sizeof(answer->error), "boom %u", d->attempt);
+        return TALLY_RETRY;
+    }
+    if (d->event.seq == r->park) {
+        snprintf(answer->error, sizeof(answer->error), "cannot apply");
+        return TALLY_PARK;
+    }
+    return TALLY_DONE;
+}
+
+/* Run s with r until r->stop_at is handed out, max_events were, or (both
+ * 0) a fetch brings nothing. */
+static void run_until(tally_subscriber *s, recorder *r, uint64_t stop_at, uint64_t max_events)
+{
+    r->sub = s;
+    r->stop_at = stop_at;
+    tally_run_options o = {.max_events = max_events, .wait_ms = 2000, .fetch_max = 20,
+                           .until_idle = stop_at == 0 && max_events == 0};
+    int rc = tally_subscriber_run(s, &o, record, r);
+    ck_assert_msg(rc == TALLY_ok, "run: %s", tally_strerror(rc));
+}
+
+/* ---- the child: this program run as a subscriber process ---- */
+
+typedef struct child_ctx {
+    int fd;
+    uint64_t block_at;
+    useconds_t pause_us;
+} child_ctx;
+
+/* Report "seq attempt" on the pipe (the event is "applied"), then done. At
+ * block_at the handler never returns: the parent kills it there. */
+static tally_verdict child_handle(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    (void)answer;
+    child_ctx *ctx = arg;
+    char line[64];
+    int n = snprintf(line, sizeof(line), "%" PRIu64 " %u\n", d->event.seq, d->attempt);
+    if (write(ctx->fd, line, (size_t)n) != n)
+        _exit(4);
+    while (d->event.seq == ctx->block_at)
+        pause();
+    if (ctx->pause_us)
+        usleep(ctx->pause_us);
+    return TALLY_DONE;
+}
+
+/* --child URL NAME FD BLOCK_AT PAUSE_US */
+static int child_main(char **argv)
+{
+    child_ctx ctx = {.fd = atoi(argv[4]),
+                     .block_at = strtoull(argv[5], NULL, 10),
+                     .pause_us = (useconds_t)atoi(argv[6])};
+    tally_client_options co = {.url = argv[2], .consumer = "child", .timeout_ms = 10000};
+    tally_client *c = NULL;
+    tally_subscriber *s = NULL;
+    if (tally_client_open(&co, &c) != TALLY_ok || tally_subscriber_open(c, argv[3], NULL, &s))
+        return 2;
+    tally_run_options o = {.fetch_max = CRASH_FETCH_MAX, .wait_ms = 1000};
+    int rc = tally_subscriber_run(s, &o, child_handle, &ctx);
+    fprintf(stderr, "child: run ended: %s\n", tally_strerror(rc));
+    return 3;
+}
+
+typedef struct child {
+    pid_t pid;
+    int fd; /* read end of its reports */
+    char buf[4096];
+    size_t len;
+} child;
+
+static void child_start(child *ch, const char *url, const char *name, uint64_t block_at,
+                        unsigned pause_us)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    char fd_text[16], block[24], pause_text[16];
+    snprintf(fd_text, sizeof(fd_text), "%d", fds[1]);
+    snprintf(block, sizeof(block), "%" PRIu64, block_at);
+    snprintf(pause_text, sizeof(pause_text), "%u", pause_us);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        const char *argv[] = {"check_subscriber", "--child", url, name, fd_text, block,
+                              pause_text, NULL};
+        execv("/proc/self/exe", (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    memset(ch, 0, sizeof(*ch));
+    ch->pid = pid;
+    ch->fd = fds[0];
+}
+
+/* The next "seq attempt" report of the child; fails after LINE_WAIT_MS or
+ * when the child dies. */
+static void child_next(child *ch, uint64_t *seq, uint32_t *attempt)
+{
+    int64_t deadline = test_mono_ms() + LINE_WAIT_MS;
+    for (;;) {
+        char *nl = memchr(ch->buf, '\n', ch->len);
+        if (nl) {
+            *nl = '\0';
+            ck_assert_int_eq(sscanf(ch->buf, "%" SCNu64 " %u", seq, attempt), 2);
+            size_t used = (size_t)(nl - ch->buf) + 1;
+            memmove(ch->buf, nl + 1, ch->len - used);
+            ch->len -= used;
+            return;
+        }
+        int left = (int)(deadline - test_mono_ms());
+        ck_assert_msg(left > 0, "the subscriber child reported nothing for %d ms", LINE_WAIT_MS);
+        struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+        if (poll(&p, 1, left) <= 0)
+            continue;
+        ssize_t n = read(ch->fd, ch->buf + ch->len, sizeof(ch->buf) - ch->len);
+        ck_assert_msg(n > 0, "the subscriber child died");
+        ch->len += (size_t)n;
+    }
+}
+
+static void child_kill(child *ch)
+{
+    kill(ch->pid, SIGKILL);
+    int status;
+    ck_assert_int_eq(waitpid(ch->pid, &status, 0), ch->pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(ch->fd);
+}
+
+/* ---- crash and restart ---- */
+
+typedef struct window {
+    uint64_t floor, delivered; /* (floor, delivered]: unacknowledged at a kill */
+} window;
+
+/* Read reports of ch until it handled `until` events (or reports seq
+ * stop_seq), counting each seq in handled[]. */
+static void child_collect(child *ch, uint32_t *handled, uint64_t stop_seq, uint64_t until)
+{
+    for (uint64_t n = 0; n < until;) {
+        uint64_t seq;
+        uint32_t attempt;
+        child_next(ch, &seq, &attempt);
+        ck_assert_uint_ge(seq, 1);
+        ck_assert_uint_le(seq, CRASH_EVENTS);
+        handled[seq]++;
+        n++;
+        if (seq == stop_seq)
+            return;
+    }
+}
+
+START_TEST(test_killed_subscriber_resumes_from_the_ack_floor)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, CRASH_EVENTS);
+    tally_subscriber *s = sub_open(f.c, "crashy", NULL);
+    tally_subscriber_close(s);
+    static uint32_t handled[CRASH_EVENTS + 1];
+    memset(handled, 0, sizeof(handled));
+    window w[2];
+
+    /* Child 1 finishes 1..75 and stops inside its second batch (51..100):
+     * acknowledged up to 50, 51..75 handled and not acknowledged. */
+    child ch;
+    child_start(&ch, f.srv.url, "crashy", CRASH_BLOCK_AT, 0);
+    child_collect(&ch, handled, CRASH_BLOCK_AT, CRASH_EVENTS);
+    child_kill(&ch);
+    tally_subscriber_info i = info_of(f.c, "crashy");
+    w[0] = (window){i.ack_floor, i.delivered_seq};
+    ck_assert_uint_eq(i.ack_floor, CRASH_FETCH_MAX);
+    ck_assert_uint_eq(i.delivered_seq, 2 * CRASH_FETCH_MAX);
+    ck_assert_uint_eq(i.in_flight, CRASH_FETCH_MAX);
+
+    /* Child 2 gets that window back first (restart), then goes on; it is
+     * killed at whatever point it reached after 120 more events. */
+    child_start(&ch, f.srv.url, "crashy", 0, 1000);
+    uint64_t seq;
+    uint32_t attempt;
+    for (uint64_t k = w[0].floor + 1; k <= w[0].delivered; k++) {
+        child_next(&ch, &seq, &attempt);
+        ck_assert_uint_eq(seq, k); /* the unacked window, in order, again */
+        ck_assert_uint_eq(attempt, 2);
+        handled[seq]++;
+    }
+    child_collect(&ch, handled, 0, 120);
+    child_kill(&ch);
+    i = info_of(f.c, "crashy");
+    w[1] = (window){i.ack_floor, i.delivered_seq};
+    ck_assert_uint_ge(w[1].floor, w[0].delivered);
+    ck_assert_uint_le(w[1].delivered - w[1].floor, CRASH_FETCH_MAX);
+
+    /* This process finishes the log. */
+    s = sub_open(f.c, "crashy", NULL);
+    recorder *r = calloc(1, sizeof(*r));
+    run_until(s, r, CRASH_EVENTS, 0);
+    for (size_t k = 0; k < r->count; k++)
+        handled[r->items[k].seq]++;
+    i = info_of(f.c, "crashy");
+    ck_assert_uint_eq(i.ack_floor, CRASH_EVENTS);
+    ck_assert_uint_eq(i.pending, 0);
+    ck_assert_uint_eq(i.in_flight, 0);
+    ck_assert_uint_eq(i.dead_letters, 0);
+
+    /* Nothing missed; twice only inside a window that was unacked at a kill. */
+    uint64_t twice = 0;
+    for (uint64_t k = 1; k <= CRASH_EVENTS; k++) {
+        ck_assert_msg(handled[k] >= 1, "seq %" PRIu64 " was never handled", k);
+        unsigned windows = 0;
+        for (int n = 0; n < 2; n++)
+            windows += k > w[n].floor && k <= w[n].delivered;
+        ck_assert_msg(handled[k] <= 1 + windows,
+                      "seq %" PRIu64 " handled %u times, in %u unacked windows", k, handled[k],
+                      windows);
+        twice += handled[k] > 1;
+    }
+    ck_assert_uint_ge(twice, CRASH_BLOCK_AT - CRASH_FETCH_MAX); /* 51..75 at least */
+    fprintf(stderr, "crash: %d events, %" PRIu64 " handled twice; windows (%" PRIu64
+            ", %" PRIu64 "] and (%" PRIu64 ", %" PRIu64 "]\n",
+            CRASH_EVENTS, twice, w[0].floor, w[0].delivered, w[1].floor, w[1].delivered);
+    free(r);
+    tally_subscriber_close(s);
+    test_client_down(&f);
+}
+END_TEST
+
+/* ---- poison events and the dead-letter queue ---- */
+
+static size_t count_seq(const recorder *r, uint64_t seq)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < r->count; k++)
+        n += r->items[k].seq == seq;
+    return n;
+}
+
+START_TEST(test_poison_event_is_parked_and_replayed)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, 10);
+    tally_subscriber_options o = {.max_deliver = 3, .backoff_count = 1, .backoff_ms = {50}};
+    tally_subscriber *s = sub_open(f.c, "poison", &o);
+    ck_assert(tally_subscriber_created(s));
+    recorder *r = calloc(1, sizeof(*r));
+    r->poison = 4;
+    /* 1..10 (4 answered retry), 4 again twice: 12 deliveries. */
+    run_until(s, r, 0, 12);
+    ck_assert_uint_eq(count_seq(r, 4), 3);
+    for (uint64_t k = 1; k <= 10; k++)
+        ck_assert_uint_ge(count_seq(r, k), 1);
+    for (size_t k = 0, n = 0; k < r->count; k++)
+        if (r->items[k].seq == 4)
+            ck_assert_uint_eq(r->items[k].attempt, ++n);
+    /* Later events keep flowing; a fetch parks 4 instead of delivering it
+     * a 4th time. */
+    test_client_open_accounts(f.c, 11, 5);
+    r->count = 0;
+    run_until(s, r, 0, 0);
+    ck_assert_uint_eq(count_seq(r, 4), 0);
+    ck_assert_uint_eq(r->count, 5);
+    ck_assert_uint_eq(r->items[4].seq, 15);
+    tally_subscriber_info i = info_of(f.c, "poison");
+    ck_assert_uint_eq(i.ack_floor, 15);
+    ck_assert_uint_eq(i.dead_letters, 1);
+    ck_assert_uint_eq(i.in_flight, 0);
+    ck_assert_uint_eq(i.redelivered, 2);
+    ck_assert_uint_eq(i.max_deliver, 3);
+    ck_assert_uint_eq(i.backoff_count, 1);
+    ck_assert_uint_eq(i.backoff_ms[0], 50);
+
+    tally_dead_letter dl[4];
+    size_t n = 0;
+    uint64_t next = 99;
+    ck_assert_int_eq(tally_dlq_list(f.c, "poison", 0, 0, dl, 4, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(next, 0);
+    ck_assert_uint_eq(dl[0].seq, 4);
+    ck_assert_uint_eq(dl[0].attempts, 3);
+    ck_assert_msg(strstr(dl[0].error, "boom 3") != NULL, "last error: %s", dl[0].error);
+    ck_assert_str_eq(dl[0].type, "account.opened");
+    ck_assert(!dl[0].replaying);
+    ck_assert_int_gt(dl[0].parked_ms, 0);
+    tally_event ev;
+    size_t got;
+    uint64_t head;
+    ck_assert_int_eq(tally_log_read(f.c, 4, 1, 0, &ev, 1, &got, &head), TALLY_ok);
+    ck_assert_mem_eq(dl[0].event_id.bytes, ev.id.bytes, 16);
+    tally_events_release(&ev, got);
+
+    /* Replay: delivered again, first, as a replay with attempt 1. */
+    uint64_t replaying = 0;
+    ck_assert_int_eq(tally_dlq_replay(f.c, "poison", 4, &replaying), TALLY_ok);
+    ck_assert_uint_eq(replaying, 1);
+    ck_assert_uint_eq(info_of(f.c, "poison").replaying, 1);
+    r->count = 0;
+    r->poison = 0;
+    run_until(s, r, 0, 1);
+    ck_assert_uint_eq(r->items[0].seq, 4);
+    ck_assert(r->items[0].replay);
+    ck_assert_uint_eq(r->items[0].attempt, 1);
+    i = info_of(f.c, "poison");
+    ck_assert_uint_eq(i.dead_letters, 0);
+    ck_assert_uint_eq(i.replaying, 0);
+    ck_assert_uint_eq(i.in_flight, 0);
+    ck_assert_int_eq(tally_dlq_list(f.c, "poison", 0, 0, dl, 4, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 0);
+
+    /* The handler parks 16 and 17 itself; replay all, discard one. */
+    test_client_open_accounts(f.c, 16, 3);
+    r->count = 0;
+    r->park = 16;
+    run_until(s, r, 18, 0);
+    ck_assert_uint_eq(r->count, 3);
+    r->count = 0;
+    ck_assert_int_eq(tally_dlq_replay(f.c, "poison", 16, NULL), TALLY_ok);
+    run_until(s, r, 0, 1); /* 16 replayed, parked again by the handler */
+    ck_assert_uint_eq(r->items[0].seq, 16);
+    ck_assert_int_eq(tally_dlq_list(f.c, "poison", 0, 0, dl, 4, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(dl[0].error, "cannot apply");
+    ck_assert_int_eq(tally_dlq_discard(f.c, "poison", 16), TALLY_ok);
+    ck_assert_int_eq(tally_dlq_discard(f.c, "poison", 16), TALLY_dead_letter_not_found);
+    ck_assert_int_eq(tally_dlq_replay(f.c, "poison", 16, NULL), TALLY_dead_letter_not_found);
+    ck_assert_int_eq(tally_dlq_replay(f.c, "poison", 0, &replaying), TALLY_ok);
+    ck_assert_uint_eq(replaying, 0);
+    i = info_of(f.c, "poison");
+    ck_assert_uint_eq(i.dead_letters, 0);
+    ck_assert_uint_eq(i.ack_floor, 18);
+    free(r);
+    tally_subscriber_close(s);
+    test_client_down(&f);
+}
+END_TEST
+
+/* ---- several subscribers, metrics ---- */
+
+static void assert_same_metrics(const tally_subscriber_info *a, const tally_subscriber_info *b)
+{
+    ck_assert_str_eq(a->name, b->name);
+    ck_assert_uint_eq(a->ack_floor, b->ack_floor);
+    ck_assert_uint_eq(a->delivered_seq, b->delivered_seq);
+    ck_assert_uint_eq(a->pending, b->pending);
+    ck_assert_uint_eq(a->in_flight, b->in_flight);
+    ck_assert_uint_eq(a->dead_letters, b->dead_letters);
+    ck_assert_uint_eq(a->redelivered, b->redelivered);
+}
+
+START_TEST(test_two_subscribers_progress_independently)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, 10);
+    tally_subscriber *a = sub_open(f.c, "alpha", NULL);
+    tally_subscriber_options from_now = {.start = TALLY_START_NOW};
+    tally_subscriber *b = sub_open(f.c, "beta", &from_now);
+    recorder *r = calloc(1, sizeof(*r));
+    run_until(a, r, 10, 0);
+    ck_assert_uint_eq(r->count, 10);
+    for (size_t k = 0; k < 10; k++)
+        ck_assert_uint_eq(r->items[k].seq, k + 1);
+    test_client_open_accounts(f.c, 11, 5);
+    r->count = 0;
+    run_until(b, r, 0, 3); /* beta: only events after its creation */
+    ck_assert_uint_eq(r->items[0].seq, 11);
+    ck_assert_uint_eq(r->items[2].seq, 13);
+
+    tally_subscriber_info ia = info_of(f.c, "alpha"), ib = info_of(f.c, "beta");
+    ck_assert_uint_eq(ia.ack_floor, 10);
+    ck_assert_uint_eq(ia.pending, 5);
+    ck_assert_uint_eq(ib.ack_floor, 13);
+    ck_assert_uint_eq(ib.pending, 2);
+    ck_assert_uint_eq(ib.in_flight, 0);
+
+    tally_subscriber_info list[4], from_stats[4];
+    size_t n = 0, m = 0;
+    ck_assert_int_eq(tally_subscriber_list(f.c, list, 4, &n), TALLY_ok);
+    ck_assert_uint_eq(n, 2);
+    assert_same_metrics(&list[0], &ia);
+    assert_same_metrics(&list[1], &ib);
+    ck_assert_int_eq(tally_stats_subscribers(f.c, from_stats, 4, &m), TALLY_ok);
+    ck_assert_uint_eq(m, 2);
+    assert_same_metrics(&from_stats[0], &ia);
+    assert_same_metrics(&from_stats[1], &ib);
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(f.c, &st), TALLY_ok);
+    ck_assert_uint_eq(st.subscribers, 2);
+
+    /* Counters of a handle: what its runs did. */
+    tally_subscriber_counters k;
+    tally_subscriber_counters_get(b, &k);
+    ck_assert_uint_eq(k.delivered, 3);
+    ck_assert_uint_eq(k.done, 3);
+    ck_assert_uint_eq(k.acks, 1);
+    ck_assert_uint_eq(k.ack_floor, 13);
+    ck_assert_uint_eq(k.head, 15);
+
+    /* Caught up: nothing pending, no unacked age. */
+    r->count = 0;
+    run_until(a, r, 15, 0);
+    ia = info_of(f.c, "alpha");
+    ck_assert_uint_eq(ia.pending, 0);
+    ck_assert_uint_eq(ia.oldest_unacked_age_s, 0);
+
+    /* Deleting one leaves the other. */
+    ck_assert_int_eq(tally_subscriber_delete(f.c, "alpha"), TALLY_ok);
+    ck_assert_int_eq(tally_subscriber_get(f.c, "alpha", &ia), TALLY_subscriber_not_found);
+    ck_assert_int_eq(tally_subscriber_run(a, NULL, record, r), TALLY_subscriber_not_found);
+    ck_assert_uint_eq(info_of(f.c, "beta").ack_floor, 13);
+    free(r);
+    tally_subscriber_close(a);
+    tally_subscriber_close(b);
+    test_client_down(&f);
+}
+END_TEST
+
+/* ---- stopping, starting points, refusals ---- */
+
+static void *stop_later(void *arg)
+{
+    usleep(300 * 1000);
+    tally_subscriber_stop(arg);
+    return NULL;
+}
+
+START_TEST(test_stop_ends_a_run)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, 3);
+    tally_subscriber *s = sub_open(f.c, "waiter", NULL);
+    recorder *r = calloc(1, sizeof(*r));
+    r->sub = s;
+    /* Asked before the run: it returns at once, having fetched nothing. */
+    tally_subscriber_stop(s);
+    ck_assert_int_eq(tally_subscriber_run(s, NULL, record, r), TALLY_ok);
+    ck_assert_uint_eq(r->count, 0);
+    tally_subscriber_counters k;
+    tally_subscriber_counters_get(s, &k);
+    ck_assert_uint_eq(k.fetches, 0);
+    /* Asked from another thread while the run waits for events. */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, stop_later, s), 0);
+    tally_run_options o = {.wait_ms = 1000};
+    ck_assert_int_eq(tally_subscriber_run(s, &o, record, r), TALLY_ok);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(r->count, 3);
+    ck_assert_uint_eq(info_of(f.c, "waiter").ack_floor, 3);
+    free(r);
+    tally_subscriber_close(s);
+    test_client_down(&f);
+}
+END_TEST
+
+START_TEST(test_start_positions_and_options)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, 6);
+    tally_subscriber_options at = {.start = TALLY_START_SEQ, .from_seq = 5};
+    tally_subscriber *s = sub_open(f.c, "from5", &at);
+    recorder *r = calloc(1, sizeof(*r));
+    run_until(s, r, 6, 0);
+    ck_assert_uint_eq(r->count, 2);
+    ck_assert_uint_eq(r->items[0].seq, 5);
+    tally_subscriber_close(s);
+
+    /* The same options again: the same subscriber; other options: refused;
+     * no options: used as it is. */
+    s = sub_open(f.c, "from5", &at);
+    ck_assert(!tally_subscriber_created(s));
+    tally_subscriber_close(s);
+    tally_subscriber_options other = {.max_deliver = 9};
+    ck_assert_int_eq(tally_subscriber_open(f.c, "from5", &other, &s),
+                     TALLY_subscriber_exists_with_different_config);
+    s = sub_open(f.c, "from5", NULL);
+    ck_assert(!tally_subscriber_created(s));
+    tally_subscriber_close(s);
+
+    /* From a time: the events committed at or after it. */
+    tally_event ev;
+    size_t got;
+    uint64_t head;
+    ck_assert_int_eq(tally_log_read(f.c, 6, 1, 0, &ev, 1, &got, &head), TALLY_ok);
+    tally_subscriber_options when = {.start = TALLY_START_TIME, .from_time_ms = ev.time_ms};
+    tally_events_release(&ev, got);
+    s = sub_open(f.c, "bytime", &when);
+    ck_assert_uint_le(info_of(f.c, "bytime").ack_floor, 5);
+    tally_subscriber_close(s);
+
+    tally_subscriber_options beyond = {.start = TALLY_START_SEQ, .from_seq = 99};
+    ck_assert_int_eq(tally_subscriber_open(f.c, "beyond", &beyond, &s), TALLY_seq_beyond_head);
+    ck_assert_int_eq(tally_subscriber_open(f.c, "bad name!", NULL, &s),
+                     TALLY_invalid_subscriber_name);
+    ck_assert_int_eq(tally_subscriber_get(f.c, "nobody", &(tally_subscriber_info){0}),
+                     TALLY_subscriber_not_found);
+    free(r);
+    test_client_down(&f);
+}
+END_TEST
+
+START_TEST(test_bad_arguments_send_nothing)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    char long_name[80];
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    tally_subscriber *s = NULL;
+    tally_subscriber_options bad_backoff = {.backoff_count = 9};
+    ck_assert_int_eq(tally_subscriber_open(NULL, "x", NULL, &s), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_subscriber_open(f.c, NULL, NULL, &s), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_subscriber_open(f.c, "", NULL, &s), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_subscriber_open(f.c, long_name, NULL, &s), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_subscriber_open(f.c, "x", &bad_backoff, &s), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_subscriber_open(f.c, "x", NULL, NULL), TALLY_invalid_argument);
+    ck_assert_ptr_null(s);
+    s = sub_open(f.c, "x", NULL);
+    tally_run_options big = {.fetch_max = TALLY_CLIENT_SUB_FETCH_MAX + 1};
+    ck_assert_int_eq(tally_subscriber_run(s, &big, record, NULL), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_subscriber_run(s, NULL, NULL, NULL), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_dlq_discard(f.c, "x", 0), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_dlq_discard(f.c, "x", 1), TALLY_dead_letter_not_found);
+    ck_assert_int_eq(tally_subscriber_list(f.c, NULL, 0, NULL), TALLY_invalid_argument);
+    /* Nothing of the refused calls reached the server. */
+    size_t n = 0;
+    tally_subscriber_info list[2];
+    ck_assert_int_eq(tally_subscriber_list(f.c, list, 2, &n), TALLY_ok);
+    ck_assert_uint_eq(n, 1);
+    tally_subscriber_close(s);
+    test_client_down(&f);
+}
+END_TEST
+
+/* A server that goes away: the run tries failures_max times, then returns
+ * the transport code; the subscriber is intact when the server is back. */
+START_TEST(test_unreachable_server_ends_the_run_after_bounded_retries)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, 2);
+    tally_subscriber *s = sub_open(f.c, "patient", NULL);
+    recorder *r = calloc(1, sizeof(*r));
+    run_until(s, r, 2, 0);
+    ck_assert_int_eq(tallyd_stop(&f.srv), 0);
+    tally_run_options o = {.wait_ms = 100, .failures_max = 2};
+    r->count = 0;
+    int rc = tally_subscriber_run(s, &o, record, r);
+    ck_assert_msg(rc == TALLY_unreachable || rc == TALLY_timed_out, "run: %s",
+                  tally_strerror(rc));
+    tally_subscriber_counters k;
+    tally_subscriber_counters_get(s, &k);
+    ck_assert_uint_eq(k.failures, 2);
+    tallyd_restart(&f.srv);
+    test_client_open_accounts(f.c, 3, 1);
+    run_until(s, r, 3, 0);
+    ck_assert_uint_eq(r->count, 1);
+    ck_assert_uint_eq(info_of(f.c, "patient").ack_floor, 3);
+    free(r);
+    tally_subscriber_close(s);
+    test_client_down(&f);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc == 7 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv);
+    Suite *s = suite_create("subscriber");
+    TCase *tc = tcase_create("subscriber");
+    tcase_set_timeout(tc, TEST_TIMEOUT_S);
+    tcase_add_test(tc, test_killed_subscriber_resumes_from_the_ack_floor);
+    tcase_add_test(tc, test_poison_event_is_parked_and_replayed);
+    tcase_add_test(tc, test_two_subscribers_progress_independently);
+    tcase_add_test(tc, test_stop_ends_a_run);
+    tcase_add_test(tc, test_start_positions_and_options);
+    tcase_add_test(tc, test_bad_arguments_send_nothing);
+    tcase_add_test(tc, test_unreachable_server_ends_the_run_after_bounded_retries);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}

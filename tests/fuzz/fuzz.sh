@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# tests/fuzz/fuzz.sh — build and run tally's libFuzzer targets with clang,
+# apart from the normal (gcc, autotools) build. See docs/TESTING.md.
+#
+#   tests/fuzz/fuzz.sh build OUT               compile the targets and seeds into OUT
+#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply)
+#   tests/fuzz/fuzz.sh all OUT SECONDS         build, then run every target
+#
+# Every run starts from OUT/corpus/TARGET (kept between runs; new inputs
+# land there), OUT/seeds/TARGET (generated from docs/PROTOCOL.md and a real
+# store at build time) and tests/fuzz/regressions/TARGET (committed: count
+# bombs and every input that once crashed a target). A run fails on any
+# crash, sanitizer report, leak, broken property, input slower than 30 s,
+# or single allocation above 64 MiB (-malloc_limit_mb: the msgpack count
+# bomb must be refused without allocating what it claims); the crashing
+# input is written to OUT/crashes/. Extra libFuzzer flags: FUZZ_FLAGS.
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/../.." && pwd)
+targets=(request event reply)
+malloc_limit_mb=64
+rss_limit_mb=2048
+
+usage() {
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+max_len() {
+    case "$1" in
+        request) echo 65536 ;; # a batch of 1000 members fits
+        event) echo 4200 ;;    # TALLY_EVENT_BYTES_MAX and a little more
+        reply) echo 65536 ;;
+        *) echo "fuzz.sh: unknown target $1 (request, event, reply)" >&2; exit 2 ;;
+    esac
+}
+
+need_clang() {
+    CC=${FUZZ_CC:-clang}
+    if ! command -v "$CC" >/dev/null; then
+        echo "fuzz.sh: $CC not found (apt-get install clang libclang-rt-dev)" >&2
+        exit 1
+    fi
+    if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { (void)d; return (int)n * 0; }' |
+        "$CC" -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null; then
+        echo "fuzz.sh: $CC cannot link libFuzzer (apt-get install libclang-rt-dev)" >&2
+        exit 1
+    fi
+}
+
+build() {
+    local out=$1
+    need_clang
+    mkdir -p "$out/obj" "$out/corpus" "$out/crashes"
+    local pc cflags libs
+    pc="msgpack lmdb libcrypto"
+    cflags="-std=gnu11 -D_GNU_SOURCE -I$src -iquote $src/common -g -O1 -fno-omit-frame-pointer
+            -Wall -Wextra -Werror -Wno-missing-field-initializers $(pkg-config --cflags $pc)"
+    libs="$(pkg-config --libs $pc) -lnng -lpthread"
+    local san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+    local lib_sources=(common/bytes.c common/error.c common/msgpack_safe.c common/table.c
+        log/sha256.c log/store.c log/log.c ledger/command.c ledger/account.c
+        ledger/transfer.c ledger/entitlement.c ledger/expiry.c ledger/inbox.c ledger/ledger.c
+        ledger/invariants.c net/protocol.c net/reply.c tests/support/doc_requests.c
+        tests/fuzz/fuzz_store.c tests/fuzz/fuzz_client.c)
+    local objs=() s o
+    for s in "${lib_sources[@]}"; do
+        o="$out/obj/$(echo "$s" | tr / _).o"
+        # shellcheck disable=SC2086
+        "$CC" $cflags $san -fsanitize=fuzzer-no-link -c "$src/$s" -o "$o"
+        objs+=("$o")
+    done
+    local t
+    for t in "${targets[@]}"; do
+        # shellcheck disable=SC2086
+        "$CC" $cflags $san -fsanitize=fuzzer "$src/tests/fuzz/fuzz_$t.c" "${objs[@]}" $libs \
+            -o "$out/fuzz_$t"
+    done
+    # shellcheck disable=SC2086
+    "$CC" $cflags $san -fsanitize=fuzzer-no-link -DFUZZ_SEEDS_MAIN -DFUZZ_NO_ENTRY \
+        "$src/tests/fuzz/fuzz_seeds.c" "${objs[@]}" $libs -o "$out/fuzz_seeds"
+    rm -rf "$out/seeds"
+    TALLY_DOCS="$src/docs" "$out/fuzz_seeds" "$out/seeds"
+    echo "fuzz.sh: built ${targets[*]} in $out"
+}
+
+run() {
+    local out=$1 target=$2 seconds=$3
+    local len
+    len=$(max_len "$target")
+    [ -x "$out/fuzz_$target" ] || { echo "fuzz.sh: build first ($out/fuzz_$target)" >&2; exit 1; }
+    mkdir -p "$out/corpus/$target" "$out/crashes"
+    echo "fuzz.sh: fuzzing $target for $seconds s"
+    # shellcheck disable=SC2086
+    "$out/fuzz_$target" -max_total_time="$seconds" -max_len="$len" -timeout=30 \
+        -malloc_limit_mb=$malloc_limit_mb -rss_limit_mb=$rss_limit_mb \
+        -print_final_stats=1 -artifact_prefix="$out/crashes/$target-" ${FUZZ_FLAGS:-} \
+        "$out/corpus/$target" "$out/seeds/$target" "$src/tests/fuzz/regressions/$target"
+}
+
+case "${1:-}" in
+    build) [ $# -eq 2 ] || { usage >&2; exit 2; }; build "$2" ;;
+    run) [ $# -eq 4 ] || { usage >&2; exit 2; }; run "$2" "$3" "$4" ;;
+    all)
+        [ $# -eq 3 ] || { usage >&2; exit 2; }
+        build "$2"
+        for t in "${targets[@]}"; do run "$2" "$t" "$3"; done
+        ;;
+    -h | --help) usage ;;
+    *) usage >&2; exit 2 ;;
+esac

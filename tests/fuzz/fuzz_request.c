@@ -1,0 +1,203 @@
+/*
+ * fuzz_request.c — fuzz target: one request, the way tallyd handles it.
+ *
+ * net_request_decode (the bounded msgpack check, the op table); a refusal
+ * is packed with net_reply_error. A write then takes the writer's path: a
+ * write transaction on a store holding the bad-input setup, the sweep,
+ * ledger_apply_in_place for each command (the stateless validation, the
+ * fingerprint, the inbox, the state machine), redone nested with
+ * ledger_apply after a fault as the group commit does, and the reply
+ * packed with net_reply_write; the transaction is aborted, so every input
+ * sees the same store. A read runs net_reply_read in a read transaction.
+ *
+ * Oracles besides the sanitizers: decoding never runs out of memory (the
+ * count bomb; under libFuzzer -malloc_limit_mb catches large allocations
+ * that succeed); the first write applied again in the same
+ * transaction must be replayed with its code when its outcome was stored
+ * (idempotency); the validation and fingerprint of a command depend on
+ * nothing but the command; history and log pages hold only the entries
+ * asked for.
+ */
+#include "tests/fuzz/fuzz.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "net/protocol.h"
+#include "net/reply.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static store *st;
+static net_request *req;
+static ledger_outcome outcomes[TALLY_BATCH_OPS_MAX];
+static int faults[TALLY_BATCH_OPS_MAX];
+static uint8_t reply_bytes[TALLY_REPLY_BYTES_MAX];
+
+static void fixture(void)
+{
+    st = fuzz_store_create();
+    req = malloc(sizeof(*req));
+    if (st == NULL || req == NULL || fuzz_store_scenario(st, 0) != 0)
+        fuzz_fail("cannot set up the store");
+    net_request_init(req);
+}
+
+/* The reply must fit the reply limit, like tallyd's. */
+static void pack_checked(int bad, const msgpack_safe_buffer *b, const char *what)
+{
+    if (bad && !b->overflow)
+        fuzz_fail("packing the %s reply failed", what);
+}
+
+static void check_command_is_pure(const ledger_command *cmd)
+{
+    uint32_t i1, i2;
+    uint8_t f1[32], f2[32];
+    int v1 = ledger_command_validate(cmd, &i1);
+    int v2 = ledger_command_validate(cmd, &i2);
+    ledger_command_fingerprint(cmd, f1);
+    ledger_command_fingerprint(cmd, f2);
+    if (v1 != v2 || i1 != i2 || memcmp(f1, f2, sizeof(f1)) != 0)
+        fuzz_fail("validation or fingerprint of a command is not deterministic");
+}
+
+/* Apply every write of req in txn like the writer; true when a fault
+ * stopped the in-place pass (the caller then redoes it nested). */
+static bool apply_writes(store_txn *txn, bool in_place)
+{
+    for (uint32_t i = 0; i < req->write_count; i++) {
+        const ledger_request *w = &req->writes[i];
+        faults[i] = in_place ? ledger_apply_in_place(txn, w, FUZZ_NOW_MS, &outcomes[i])
+                             : ledger_apply(txn, w, FUZZ_NOW_MS, &outcomes[i]);
+        if (faults[i] != TALLY_ok && in_place)
+            return true;
+    }
+    return false;
+}
+
+/* Idempotency: a stored outcome comes back replayed, with its code. */
+static void check_replay(store_txn *txn)
+{
+    if (faults[0] != TALLY_ok || !outcomes[0].stored)
+        return;
+    ledger_outcome again;
+    int rc = ledger_apply(txn, &req->writes[0], FUZZ_NOW_MS, &again);
+    if (rc != TALLY_ok)
+        return; /* a fault (the transaction is full): nothing to compare */
+    if (!again.replayed || again.code != outcomes[0].code)
+        fuzz_fail("write applied again: code %s replayed %d, first %s",
+                  tally_strerror(again.code), again.replayed, tally_strerror(outcomes[0].code));
+}
+
+static void run_writes(msgpack_packer *pk, msgpack_safe_buffer *b)
+{
+    for (uint32_t i = 0; i < req->write_count; i++)
+        check_command_is_pure(&req->writes[i].command);
+    store_txn txn;
+    if (store_txn_begin(st, NULL, false, &txn) != TALLY_ok)
+        fuzz_fail("cannot begin a write transaction");
+    bool faulted = ledger_sweep(&txn, FUZZ_NOW_MS, 0, NULL, NULL) != TALLY_ok ||
+                   apply_writes(&txn, true);
+    if (faulted) { /* as the writer: abort, then each command nested */
+        store_txn_abort(&txn);
+        if (store_txn_begin(st, NULL, false, &txn) != TALLY_ok)
+            fuzz_fail("cannot begin a write transaction");
+        apply_writes(&txn, false);
+    }
+    check_replay(&txn);
+    store_txn_abort(&txn);
+    pack_checked(net_reply_write(pk, req, outcomes, faults), b, "write");
+}
+
+/* The seq of a history entry or of a stored event (bin), 0 if none. */
+static uint64_t seq_of(const msgpack_object *o)
+{
+    uint64_t seq = 0;
+    msgpack_unpacked up;
+    if (o->type != MSGPACK_OBJECT_BIN) {
+        msgpack_safe_get_u64(msgpack_safe_map_get(o, "seq"), &seq);
+        return seq;
+    }
+    msgpack_unpacked_init(&up);
+    if (msgpack_safe_unpack(o->via.bin.ptr, o->via.bin.size, TALLY_MSGPACK_DEPTH_MAX, &up) ==
+        TALLY_ok)
+        msgpack_safe_get_u64(msgpack_safe_map_get(&up.data, "seq"), &seq);
+    msgpack_unpacked_destroy(&up);
+    return seq;
+}
+
+/* Pages hold what was asked for: at most limit entries, history entries
+ * after (reverse: before) the cursor, log events from from_seq on in
+ * order. */
+static void check_page(const msgpack_safe_buffer *b)
+{
+    const net_read *r = &req->read;
+    bool history = req->op->id == NET_OP_ACCOUNT_HISTORY;
+    if (!history && req->op->id != NET_OP_LOG_READ)
+        return;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (msgpack_safe_unpack(b->data, b->len, TALLY_MSGPACK_DEPTH_MAX, &up) != TALLY_ok)
+        fuzz_fail("a read reply does not decode");
+    const msgpack_object *list = msgpack_safe_map_get(&up.data, history ? "entries" : "events");
+    uint32_t n = list && list->type == MSGPACK_OBJECT_ARRAY ? list->via.array.size : 0;
+    if (n > r->limit)
+        fuzz_fail("%u entries for a limit of %u", n, r->limit);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t seq = seq_of(&list->via.array.ptr[i]);
+        bool in_page = history ? (r->reverse ? r->after_seq == 0 || seq < r->after_seq
+                                             : seq > r->after_seq)
+                               : seq == (r->from_seq > 1 ? r->from_seq : 1) + i;
+        if (!in_page)
+            fuzz_fail("%s page: seq %llu at %u is outside the page asked for", req->op->name,
+                      (unsigned long long)seq, i);
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+static void run_read(msgpack_packer *pk, msgpack_safe_buffer *b)
+{
+    store_txn txn;
+    if (store_txn_begin(st, NULL, true, &txn) != TALLY_ok)
+        fuzz_fail("cannot begin a read transaction");
+    int bad = net_reply_read(pk, &txn, req, FUZZ_NOW_MS);
+    store_txn_abort(&txn);
+    pack_checked(bad, b, "read");
+    if (!bad)
+        check_page(b);
+}
+
+int fuzz_request_one(const uint8_t *data, size_t size)
+{
+    if (st == NULL)
+        fixture();
+    msgpack_packer pk;
+    msgpack_safe_buffer b;
+    msgpack_safe_buffer_init(&b, reply_bytes, sizeof(reply_bytes), &pk);
+    int rc = net_request_decode(req, data, size);
+    if (rc == TALLY_overloaded) /* msgpack-c could not allocate: a count was trusted */
+        fuzz_fail("decoding %zu bytes ran out of memory", size);
+    if (rc != TALLY_ok) {
+        if (rc != req->error)
+            fuzz_fail("refused with %s but remembered %s", tally_strerror(rc),
+                      tally_strerror(req->error));
+        pack_checked(net_reply_error(&pk, rc, req->error_detail), &b, "error");
+    } else if (req->op->write) {
+        if (req->write_count == 0 || req->write_count > TALLY_BATCH_OPS_MAX)
+            fuzz_fail("a write with %u commands", req->write_count);
+        run_writes(&pk, &b);
+    } else {
+        run_read(&pk, &b);
+    }
+    net_request_reset(req);
+    return 0;
+}
+
+#ifndef FUZZ_NO_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fuzz_request_one(data, size);
+}
+#endif

@@ -1,0 +1,214 @@
+/*
+ * fuzz_seeds.c — seed inputs for the fuzz targets, generated so they never
+ * drift from what they copy (fuzz.h, fuzz_seeds_each):
+ *   - request and reply: every hex example of docs/PROTOCOL.md ("..":
+ *     zero), every request of its bad-input table and setup block;
+ *   - event: every event of a store that went through the full scenario
+ *     (fuzz_store.c): all event types, as the log stores them;
+ *   - reply: the reply of every read op on that store, packed by the
+ *     server's own reply code.
+ * Built with FUZZ_SEEDS_MAIN it is a program: `fuzz_seeds DIR` writes each
+ * seed to DIR/<target>/<name>.
+ */
+#include "tests/fuzz/fuzz.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "log/log.h"
+#include "net/protocol.h"
+#include "net/reply.h"
+#include "tests/support/doc_requests.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct seeder {
+    fuzz_seed_fn fn;
+    void *ctx;
+    long count;
+} seeder;
+
+static void emit(seeder *s, const char *target, const char *name, const uint8_t *data,
+                 size_t size)
+{
+    s->fn(target, name, data, size, s->ctx);
+    s->count++;
+}
+
+static int doc_examples(seeder *s, const char *doc)
+{
+    static uint8_t bytes[DOC_HEX_BYTES_MAX];
+    const char *cursor = doc;
+    doc_example ex;
+    bool bad;
+    for (int i = 1; doc_example_next(&cursor, &ex, &bad); i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "doc-example-%02d", i);
+        long n = doc_hex_parse(ex.request_hex, bytes, NULL, sizeof(bytes));
+        if (n >= 0)
+            emit(s, "request", name, bytes, (size_t)n);
+        n = n < 0 ? n : doc_hex_parse(ex.reply_hex, bytes, NULL, sizeof(bytes));
+        if (n < 0) {
+            fprintf(stderr, "fuzz_seeds: example %d: bad hex\n", i);
+            return -1;
+        }
+        emit(s, "reply", name, bytes, (size_t)n);
+    }
+    return bad ? -1 : 0;
+}
+
+static int notation_seed(seeder *s, const char *name, const char *text)
+{
+    doc_bytes b;
+    char err[256];
+    if (doc_request_build(text, &b, err, sizeof(err)) != 0) {
+        fprintf(stderr, "fuzz_seeds: %s: %s\n", name, err);
+        return -1;
+    }
+    emit(s, "request", name, b.data, b.len);
+    doc_bytes_free(&b);
+    return 0;
+}
+
+static int doc_bad_inputs(seeder *s, const char *doc)
+{
+    doc_bad_input_table t;
+    char err[256], name[64];
+    int rc = doc_bad_input_parse(doc, &t, err, sizeof(err));
+    if (rc != 0)
+        fprintf(stderr, "fuzz_seeds: the bad-input table: %s\n", err);
+    for (size_t i = 0; rc == 0 && i < t.setup_count; i++) {
+        snprintf(name, sizeof(name), "doc-setup-%02zu", i + 1);
+        rc = notation_seed(s, name, t.setup[i]);
+    }
+    for (size_t i = 0; rc == 0 && i < t.count; i++) {
+        snprintf(name, sizeof(name), "doc-bad-input-%03u", t.rows[i].number);
+        rc = notation_seed(s, name, t.rows[i].request);
+    }
+    doc_bad_input_free(&t);
+    return rc;
+}
+
+static int event_seed(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "event-%03llu", (unsigned long long)seq);
+    emit(ctx, "event", name, bytes, len);
+    return 0;
+}
+
+/* Reads answered by the server's reply code on the scenario store. */
+static const char *const reads[] = {
+    "{\"v\": 1, \"op\": \"account_get\", \"id\": 1}",
+    "{\"v\": 1, \"op\": \"account_history\", \"id\": 1}",
+    "{\"v\": 1, \"op\": \"account_history\", \"id\": 2, \"limit\": 2, \"reverse\": true}",
+    "{\"v\": 1, \"op\": \"transfer_get\", \"id\": bin(0000000000000000000000000000000c)}",
+    "{\"v\": 1, \"op\": \"entitlement_get\", \"subject\": \"bob\", \"feature\": \"pro\"}",
+    "{\"v\": 1, \"op\": \"entitlement_list\", \"subject\": \"alice\"}",
+    "{\"v\": 1, \"op\": \"log_read\", \"from_seq\": 1, \"limit\": 1000}",
+    "{\"v\": 1, \"op\": \"stats\"}",
+};
+
+static int read_reply_seed(seeder *s, store *st, net_request *req, const char *text, int i)
+{
+    static uint8_t out[TALLY_REPLY_BYTES_MAX];
+    doc_bytes b;
+    char err[256];
+    if (doc_request_build(text, &b, err, sizeof(err)) != 0 ||
+        net_request_decode(req, b.data, b.len) != TALLY_ok) {
+        fprintf(stderr, "fuzz_seeds: read %d does not decode\n", i);
+        doc_bytes_free(&b);
+        return -1;
+    }
+    msgpack_packer pk;
+    msgpack_safe_buffer buf;
+    msgpack_safe_buffer_init(&buf, out, sizeof(out), &pk);
+    store_txn t;
+    int rc = store_txn_begin(st, NULL, true, &t);
+    if (rc == TALLY_ok && net_reply_read(&pk, &t, req, FUZZ_NOW_MS) != 0)
+        rc = TALLY_internal;
+    store_txn_abort(&t);
+    char name[64];
+    snprintf(name, sizeof(name), "read-%d-%s", i, req->op->name);
+    if (rc == TALLY_ok)
+        emit(s, "reply", name, out, buf.len);
+    net_request_reset(req);
+    doc_bytes_free(&b);
+    return rc == TALLY_ok ? 0 : -1;
+}
+
+static int store_seeds(seeder *s)
+{
+    store *st = fuzz_store_create();
+    net_request *req = malloc(sizeof(*req));
+    int rc = st && req ? fuzz_store_scenario(st, 1) : -1;
+    store_txn t;
+    if (rc == 0 && store_txn_begin(st, NULL, true, &t) == TALLY_ok) {
+        rc = log_read(&t, 1, UINT64_MAX, event_seed, s) == TALLY_ok ? 0 : -1;
+        store_txn_abort(&t);
+    }
+    if (req)
+        net_request_init(req);
+    for (size_t i = 0; rc == 0 && i < sizeof(reads) / sizeof(reads[0]); i++)
+        rc = read_reply_seed(s, st, req, reads[i], (int)i + 1);
+    free(req);
+    store_close(st);
+    return rc;
+}
+
+long fuzz_seeds_each(fuzz_seed_fn fn, void *ctx)
+{
+    seeder s = {fn, ctx, 0};
+    char *doc = doc_read("PROTOCOL.md");
+    if (doc == NULL) {
+        fprintf(stderr, "fuzz_seeds: cannot read docs/PROTOCOL.md (set TALLY_DOCS)\n");
+        return -1;
+    }
+    int rc = doc_examples(&s, doc);
+    if (rc == 0)
+        rc = doc_bad_inputs(&s, doc);
+    free(doc);
+    if (rc == 0)
+        rc = store_seeds(&s);
+    return rc == 0 ? s.count : -1;
+}
+
+#ifdef FUZZ_SEEDS_MAIN
+#include <errno.h>
+#include <sys/stat.h>
+
+static void write_seed(const char *target, const char *name, const uint8_t *data, size_t size,
+                       void *ctx)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", (const char *)ctx, target);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        fuzz_fail("mkdir %s: %s", path, strerror(errno));
+    snprintf(path, sizeof(path), "%s/%s/%s", (const char *)ctx, target, name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(data, 1, size, f) != size || fclose(f) != 0)
+        fuzz_fail("writing %s", path);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || strcmp(argv[1], "--help") == 0) {
+        fprintf(argc == 2 ? stdout : stderr,
+                "usage: fuzz_seeds DIR\n"
+                "Writes the fuzz targets' seed inputs to DIR/<target>/<name>: the examples\n"
+                "and bad-input table of docs/PROTOCOL.md ($TALLY_DOCS, else ./docs), the\n"
+                "events of a scenario store and the server's replies to reads on it.\n");
+        return argc == 2 ? 0 : 2;
+    }
+    if (mkdir(argv[1], 0755) != 0 && errno != EEXIST) {
+        perror(argv[1]);
+        return 1;
+    }
+    long n = fuzz_seeds_each(write_seed, argv[1]);
+    if (n < 0)
+        return 1;
+    printf("fuzz_seeds: %ld seeds in %s\n", n, argv[1]);
+    return 0;
+}
+#endif

@@ -1,0 +1,397 @@
+/*
+ * check_bad_input.c — docs/PROTOCOL.md's bad-input table, one test per row,
+ * against a real tallyd over NNG on ipc://.
+ *
+ * The table is read from the doc (tests/support/doc_requests.h), so the
+ * table and the server's behaviour cannot drift apart. Each row's test:
+ *   - starts a tallyd on an empty store and sends the doc's setup requests;
+ *   - takes a digest of every database (read-only, beside the running
+ *     server) and the `stats` reply;
+ *   - sends the row's request and asserts the documented code, and the
+ *     message (refusals) or the shape of a write result (seq nil, 0 events);
+ *   - asserts `stats` did not move, except the inbox by one for a stored
+ *     outcome; a stored outcome is then sent again and must be replayed
+ *     without any change;
+ *   - asserts the server still serves: a read, and a setup write replayed;
+ *   - stops tallyd (it must exit 0) and compares the store with the digest:
+ *     every database identical, except one new inbox record (with the row's
+ *     code) when the outcome is stored.
+ * A separate test checks the table is complete: every refusal code of the
+ * error enum and every class named in issue 6 has a row.
+ */
+#include "tests/support/doc_requests.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+
+#include "clients/tally.h"
+#include "common/msgpack_safe.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#define CLIENT_TIMEOUT_MS 30000
+#define CLIENT_RETRIES 5
+#define ROW_TIMEOUT_S 90
+#define NAME_BYTES_MAX 256
+#define ERR_BYTES_MAX 256
+
+static doc_bad_input_table table;
+static char table_error[ERR_BYTES_MAX];
+static tallyd_proc *proc; /* shared with the runner: it kills what a failed test left */
+
+static void kill_leftover(void)
+{
+    if (proc->pid > 0) {
+        kill(proc->pid, SIGKILL);
+        waitpid(proc->pid, NULL, 0); /* not the runner's child: returns at once */
+    }
+    if (proc->dir[0] && !getenv("TALLY_KEEP_TEST_DIRS"))
+        test_remove_dir(proc->dir);
+    memset(proc, 0, sizeof(*proc));
+}
+
+/* ---- requests and replies ---- */
+
+static tally_client *client_open(const char *url)
+{
+    tally_client_options o = {.url = url, .timeout_ms = CLIENT_TIMEOUT_MS,
+                              .retries = CLIENT_RETRIES, .retries_set = true};
+    tally_client *c = NULL;
+    int rc = tally_client_open(&o, &c);
+    ck_assert_msg(rc == TALLY_ok, "tally_client_open: %s", tally_strerror(rc));
+    return c;
+}
+
+static void build(const char *notation, doc_bytes *out)
+{
+    char err[ERR_BYTES_MAX];
+    int rc = doc_request_build(notation, out, err, sizeof(err));
+    ck_assert_msg(rc == 0, "cannot build `%s`: %s", notation, err);
+}
+
+typedef struct reply {
+    void *bytes;
+    size_t len;
+    msgpack_unpacked up;
+    const msgpack_object *map;
+} reply;
+
+static void reply_free(reply *r)
+{
+    msgpack_unpacked_destroy(&r->up);
+    free(r->bytes);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Send bytes once (retried only when not answered) and decode the reply. */
+static void exchange(tally_client *c, const doc_bytes *req, reply *r)
+{
+    memset(r, 0, sizeof(*r));
+    ck_assert_msg(req->len > 0, "libtally sends no empty message; check_tallyd sends one");
+    int rc = tally_request_raw(c, req->data, req->len, &r->bytes, &r->len);
+    ck_assert_msg(rc == TALLY_ok, "request of %zu bytes: %s", req->len, tally_strerror(rc));
+    msgpack_unpacked_init(&r->up);
+    rc = msgpack_safe_unpack(r->bytes, r->len, TALLY_MSGPACK_DEPTH_MAX, &r->up);
+    ck_assert_msg(rc == TALLY_ok && r->up.data.type == MSGPACK_OBJECT_MAP,
+                  "the reply is not one msgpack map");
+    r->map = &r->up.data;
+}
+
+static bool str_is(const msgpack_object *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+           memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+static void text_of(const msgpack_object *o, char out[NAME_BYTES_MAX])
+{
+    if (o && o->type == MSGPACK_OBJECT_STR)
+        snprintf(out, NAME_BYTES_MAX, "%.*s", (int)o->via.str.size, o->via.str.ptr);
+    else
+        snprintf(out, NAME_BYTES_MAX, "(%s)", o ? "not a string" : "absent");
+}
+
+/* The consumer and key a request names at its top level ("" if none). */
+typedef struct request_names {
+    char consumer[NAME_BYTES_MAX];
+    char key[NAME_BYTES_MAX];
+    bool has_key;
+} request_names;
+
+static request_names names_of(const doc_bytes *req)
+{
+    request_names n = {0};
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (req->len && msgpack_safe_unpack(req->data, req->len, TALLY_MSGPACK_DEPTH_MAX, &up) ==
+                        TALLY_ok) {
+        const msgpack_object *consumer = msgpack_safe_map_get(&up.data, "consumer");
+        const msgpack_object *key = msgpack_safe_map_get(&up.data, "key");
+        if (consumer && consumer->type == MSGPACK_OBJECT_STR)
+            text_of(consumer, n.consumer);
+        n.has_key = key && key->type == MSGPACK_OBJECT_STR && key->via.str.size < NAME_BYTES_MAX;
+        if (n.has_key)
+            text_of(key, n.key);
+    }
+    msgpack_unpacked_destroy(&up);
+    return n;
+}
+
+/* The reply the row documents: its code, then either exactly {v, code,
+ * message} with the message, or a write result that changed nothing. */
+static void assert_row_reply(const doc_bad_input_row *row, const reply *r,
+                             const request_names *names, bool replayed)
+{
+    char got[NAME_BYTES_MAX];
+    text_of(msgpack_safe_map_get(r->map, "code"), got);
+    ck_assert_msg(strcmp(got, row->code) == 0, "row %u (%s): code %s, the table says %s",
+                  row->number, row->what, got, row->code);
+    if (row->message) {
+        text_of(msgpack_safe_map_get(r->map, "message"), got);
+        ck_assert_msg(strcmp(got, row->message) == 0,
+                      "row %u (%s): message \"%s\", the table says \"%s\"", row->number,
+                      row->what, got, row->message);
+        ck_assert_msg(r->map->via.map.size == 3, "row %u: a refusal is {v, code, message}",
+                      row->number);
+        return;
+    }
+    const msgpack_object *rep = msgpack_safe_map_get(r->map, "replayed");
+    const msgpack_object *seq = msgpack_safe_map_get(r->map, "seq");
+    uint64_t events = 1;
+    ck_assert_msg(rep && rep->type == MSGPACK_OBJECT_BOOLEAN && rep->via.boolean == replayed,
+                  "row %u (%s): a write result with replayed %s", row->number, row->what,
+                  replayed ? "true" : "false");
+    ck_assert_msg(seq && seq->type == MSGPACK_OBJECT_NIL, "row %u: seq must be nil", row->number);
+    ck_assert_msg(msgpack_safe_get_u64(msgpack_safe_map_get(r->map, "events"), &events) &&
+                      events == 0,
+                  "row %u: events must be 0", row->number);
+    if (names->has_key)
+        ck_assert_msg(str_is(msgpack_safe_map_get(r->map, "key"), names->key),
+                      "row %u: the result names another key", row->number);
+}
+
+/* ---- what must not change ---- */
+
+static tally_stats stats_of(tally_client *c)
+{
+    tally_stats s;
+    int rc = tally_stats_get(c, &s);
+    ck_assert_msg(rc == TALLY_ok, "stats: %s", tally_strerror(rc));
+    return s;
+}
+
+static void assert_stats_moved_by(const doc_bad_input_row *row, const tally_stats *before,
+                                  const tally_stats *after, uint64_t inbox_added)
+{
+    ck_assert_msg(after->head_seq == before->head_seq && after->first_seq == before->first_seq &&
+                      after->events == before->events,
+                  "row %u (%s): the log moved (head %llu -> %llu)", row->number, row->what,
+                  (unsigned long long)before->head_seq, (unsigned long long)after->head_seq);
+    ck_assert_msg(after->accounts == before->accounts &&
+                      after->transfers == before->transfers &&
+                      after->entitlements == before->entitlements,
+                  "row %u (%s): accounts, transfers or entitlements changed", row->number,
+                  row->what);
+    ck_assert_msg(after->inbox == before->inbox + inbox_added,
+                  "row %u (%s): inbox %llu -> %llu, expected +%llu", row->number, row->what,
+                  (unsigned long long)before->inbox, (unsigned long long)after->inbox,
+                  (unsigned long long)inbox_added);
+}
+
+static test_store_digest digest_of(const char *data_dir)
+{
+    store *st = test_store_open_read_only(data_dir);
+    test_store_digest d = test_store_digest_take(st);
+    store_close(st);
+    return d;
+}
+
+static void assert_store_delta(const doc_bad_input_row *row, const test_store_digest *before,
+                               const test_store_digest *after)
+{
+    for (int db = 0; db < STORE_DB_COUNT; db++) {
+        bool inbox = db == STORE_DB_INBOX || db == STORE_DB_INBOX_TIME;
+        uint64_t added = row->stored && inbox ? 1 : 0;
+        ck_assert_msg(after->entries[db] == before->entries[db] + added,
+                      "row %u (%s): database %s has %llu entries, expected %llu", row->number,
+                      row->what, store_db_name((store_db)db),
+                      (unsigned long long)after->entries[db],
+                      (unsigned long long)(before->entries[db] + added));
+        if (!added)
+            ck_assert_msg(memcmp(after->sha256[db], before->sha256[db], 32) == 0,
+                          "row %u (%s): database %s changed", row->number, row->what,
+                          store_db_name((store_db)db));
+    }
+}
+
+static void assert_inbox_record(const char *data_dir, const doc_bad_input_row *row,
+                                const request_names *names)
+{
+    store *st = test_store_open_read_only(data_dir);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    ledger_inbox_record rec;
+    int rc = ledger_inbox_get(&t, tally_str_from(names->consumer), tally_str_from(names->key),
+                              &rec);
+    int code = rec.outcome.code;
+    store_txn_abort(&t);
+    store_close(st);
+    ck_assert_msg(rc == TALLY_ok, "row %u: no inbox record for %s/%s: %s", row->number,
+                  names->consumer, names->key, tally_strerror(rc));
+    ck_assert_msg(strcmp(tally_strerror(code), row->code) == 0,
+                  "row %u: the inbox holds %s, the table says %s", row->number,
+                  tally_strerror(code), row->code);
+}
+
+/* ---- the rows ---- */
+
+static void send_setup(tally_client *c)
+{
+    for (size_t i = 0; i < table.setup_count; i++) {
+        doc_bytes req;
+        reply r;
+        build(table.setup[i], &req);
+        exchange(c, &req, &r);
+        char code[NAME_BYTES_MAX];
+        text_of(msgpack_safe_map_get(r.map, "code"), code);
+        ck_assert_msg(strcmp(code, "ok") == 0, "setup request %zu: %s", i + 1, code);
+        reply_free(&r);
+        doc_bytes_free(&req);
+    }
+}
+
+/* A read works and a write goes through the writer (a setup request,
+ * replayed: it changes nothing). */
+static void assert_serving(tally_client *c, const doc_bad_input_row *row)
+{
+    tally_account a;
+    int rc = tally_account_get(c, 1, &a);
+    ck_assert_msg(rc == TALLY_ok, "row %u: account_get after the row: %s", row->number,
+                  tally_strerror(rc));
+    doc_bytes req;
+    reply r;
+    build(table.setup[0], &req);
+    exchange(c, &req, &r);
+    const msgpack_object *rep = msgpack_safe_map_get(r.map, "replayed");
+    ck_assert_msg(str_is(msgpack_safe_map_get(r.map, "code"), "ok") && rep &&
+                      rep->type == MSGPACK_OBJECT_BOOLEAN && rep->via.boolean,
+                  "row %u: the first setup write is not replayed after the row", row->number);
+    reply_free(&r);
+    doc_bytes_free(&req);
+}
+
+START_TEST(bad_input_row)
+{
+    const doc_bad_input_row *row = &table.rows[_i];
+    fprintf(stderr, "row %u: %s\n", row->number, row->what);
+    kill_leftover(); /* of a row that failed half-way */
+    tallyd_start(proc);
+    tally_client *c = client_open(proc->url);
+    send_setup(c);
+    test_store_digest before = digest_of(proc->data_dir);
+    tally_stats s0 = stats_of(c);
+
+    doc_bytes req;
+    reply r;
+    build(row->request, &req);
+    request_names names = names_of(&req);
+    exchange(c, &req, &r);
+    assert_row_reply(row, &r, &names, false);
+    reply_free(&r);
+    tally_stats s1 = stats_of(c);
+    assert_stats_moved_by(row, &s0, &s1, row->stored ? 1 : 0);
+    if (row->stored) {
+        ck_assert_msg(names.has_key && names.consumer[0], "row %u: stored, but no key", row->number);
+        exchange(c, &req, &r);
+        assert_row_reply(row, &r, &names, true);
+        reply_free(&r);
+        tally_stats s2 = stats_of(c);
+        assert_stats_moved_by(row, &s1, &s2, 0);
+    }
+    doc_bytes_free(&req);
+    assert_serving(c, row);
+    tally_client_close(c);
+
+    ck_assert_msg(tallyd_stop(proc) == 0, "row %u: tallyd did not exit cleanly", row->number);
+    test_store_digest after = digest_of(proc->data_dir);
+    assert_store_delta(row, &before, &after);
+    if (row->stored)
+        assert_inbox_record(proc->data_dir, row, &names);
+    tallyd_cleanup(proc);
+}
+END_TEST
+
+/* ---- the table itself ---- */
+
+static bool table_has_code(const char *code)
+{
+    for (size_t i = 0; i < table.count; i++)
+        if (strcmp(table.rows[i].code, code) == 0)
+            return true;
+    return false;
+}
+
+/* Issue 6 names these classes; the request-refusal codes come from the enum. */
+static const char *const named_codes[] = {
+    "malformed_request", "wrong_type", "unknown_op", "unknown_field", "duplicate_field",
+    "missing_field", "key_too_long", "subject_too_long", "too_many_operations",
+    "amount_must_not_be_zero", "amount_must_not_be_negative", "amount_overflows",
+    "id_must_not_be_zero", "debit_account_not_found", "credit_account_not_found",
+    "accounts_must_have_the_same_ledger", "transfer_must_have_the_same_ledger_as_accounts",
+    "accounts_must_be_different", "time_out_of_range", "duration_out_of_range",
+    "value_out_of_range", "unsupported_version", "request_too_large",
+};
+
+START_TEST(table_is_complete)
+{
+    ck_assert_msg(table_error[0] == '\0', "docs/PROTOCOL.md: %s", table_error);
+    ck_assert_msg(table.setup_count > 0, "the setup block is empty");
+    for (size_t i = 0; i < table.count; i++) {
+        const doc_bad_input_row *row = &table.rows[i];
+        ck_assert_msg(row->number == i + 1, "rows are numbered 1..n: row %zu says %u", i + 1,
+                      row->number);
+        ck_assert_msg(tally_error_from_name(row->code) > 0, "row %u: %s is no error code",
+                      row->number, row->code);
+    }
+    for (int n = 0; n < 256; n++)
+        if (tally_error_class_of(n) == TALLY_CLASS_REQUEST &&
+            strcmp(tally_strerror(n), "unknown_error") != 0)
+            ck_assert_msg(table_has_code(tally_strerror(n)), "no row gets %s", tally_strerror(n));
+    for (size_t i = 0; i < sizeof(named_codes) / sizeof(named_codes[0]); i++)
+        ck_assert_msg(table_has_code(named_codes[i]), "no row gets %s", named_codes[i]);
+}
+END_TEST
+
+int main(void)
+{
+    proc = mmap(NULL, sizeof(*proc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (proc == MAP_FAILED) {
+        perror("mmap");
+        return EXIT_FAILURE;
+    }
+    memset(proc, 0, sizeof(*proc));
+    char *doc = doc_read("PROTOCOL.md");
+    if (doc == NULL)
+        snprintf(table_error, sizeof(table_error), "cannot read it (TALLY_DOCS)");
+    else if (doc_bad_input_parse(doc, &table, table_error, sizeof(table_error)) != 0)
+        table.count = 0;
+    free(doc);
+
+    Suite *s = suite_create("bad_input");
+    TCase *tc = tcase_create("table");
+    tcase_add_test(tc, table_is_complete);
+    suite_add_tcase(s, tc);
+    TCase *rows = tcase_create("rows");
+    tcase_set_timeout(rows, ROW_TIMEOUT_S);
+    tcase_add_unchecked_fixture(rows, NULL, kill_leftover);
+    tcase_add_loop_test(rows, bad_input_row, 0, (int)table.count);
+    suite_add_tcase(s, rows);
+    int rc = test_run_suite(s);
+    doc_bad_input_free(&table);
+    return rc;
+}
