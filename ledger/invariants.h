@@ -26,16 +26,27 @@
  *                  in-flight count
  *   dlq            every dead letter (and replay in flight) belongs to a
  *                  subscriber and names an existing seq; counts match
+ *
+ * The names of the checks are listed by ledger_invariant_check_name, in the
+ * order they run; a new check adds its name there, so tools that list the
+ * checks (tally-recon) show it without a change of their own.
  */
 #ifndef TALLY_LEDGER_INVARIANTS_H
 #define TALLY_LEDGER_INVARIANTS_H
 
+#include "log/log.h"
 #include "log/store.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef void (*ledger_invariant_report_fn)(const char *check, const char *entity,
                                            const char *detail, void *ctx);
+
+/* Checks that can be listed; ledger_invariant_check_count() is at most this. */
+#define LEDGER_INVARIANT_CHECKS_MAX 32
+/* Items of a phase between two calls of the progress callback. */
+#define LEDGER_INVARIANT_PROGRESS_ITEMS 16384
 
 typedef struct ledger_invariant_stats {
     uint64_t events;
@@ -44,7 +55,46 @@ typedef struct ledger_invariant_stats {
     uint64_t entitlements;
     uint64_t inbox_records;
     uint64_t findings;
+    /* Findings per check, indexed as ledger_invariant_check_name; a finding
+     * of a check not in that list counts in findings only. */
+    uint64_t findings_by_check[LEDGER_INVARIANT_CHECKS_MAX];
+    /* Findings counted but not passed to the report callback because their
+     * check had reached options->findings_per_check_max. */
+    uint64_t findings_not_reported;
 } ledger_invariant_stats;
+
+/* How far a phase is ("log", "transfers", "accounts", "entitlements",
+ * "inbox"): done of total items. Return true to go on, false to stop. */
+typedef bool (*ledger_invariant_progress_fn)(const char *phase, uint64_t done, uint64_t total,
+                                             void *ctx);
+
+typedef struct ledger_invariant_options {
+    /* Do not fold the log: no `rebuild` (and no "resolved at most once"
+     * part of hold_resolution); nothing is held per account, hold or
+     * entitlement. The other checks run in full. */
+    bool skip_rebuild;
+    /* Report at most this many findings per check to the callback (0: all);
+     * the rest are only counted, so a broken store costs no formatting. */
+    uint64_t findings_per_check_max;
+    /* Called every LEDGER_INVARIANT_PROGRESS_ITEMS items and at the end of a
+     * phase (may be NULL). */
+    ledger_invariant_progress_fn progress;
+    void *progress_ctx;
+    /* Called with every event the log walk decodes, in seq order (may be
+     * NULL): another comparison can ride along instead of reading and
+     * decoding the log again. ev is valid during the call only. */
+    void (*each_event)(const log_event *ev, void *ctx);
+    void *each_event_ctx;
+} ledger_invariant_options;
+
+/* The checks that ledger_invariants_check runs, in order: name of check
+ * index (0 .. count-1; NULL past the end), the index of a name (-1 when it
+ * is not a check), and whether a check needs the fold (skipped with
+ * options->skip_rebuild). */
+size_t ledger_invariant_check_count(void);
+const char *ledger_invariant_check_name(size_t index);
+int ledger_invariant_check_index(const char *name);
+bool ledger_invariant_check_needs_fold(size_t index);
 
 /* Run every check in the (read-only or write) transaction t. Findings go to
  * fn (may be NULL) and are counted in stats->findings. Returns TALLY_ok when
@@ -52,5 +102,12 @@ typedef struct ledger_invariant_stats {
  * read (out_of_memory, io_error, ...). */
 int ledger_invariants_check(store_txn *t, ledger_invariant_report_fn fn, void *ctx,
                             ledger_invariant_stats *stats);
+
+/* The same with options (NULL: the defaults, as ledger_invariants_check).
+ * Also returns TALLY_shutting_down when the progress callback asked to
+ * stop; stats then hold what was counted so far. */
+int ledger_invariants_check_with(store_txn *t, const ledger_invariant_options *options,
+                                 ledger_invariant_report_fn fn, void *ctx,
+                                 ledger_invariant_stats *stats);
 
 #endif

@@ -159,6 +159,12 @@ static int store_open_env(store *st, uint64_t map_size_bytes)
     unsigned flags = MDB_NOTLS | (st->read_only ? MDB_RDONLY : 0);
     if (rc == MDB_SUCCESS)
         rc = mdb_env_open(st->env, st->path, flags, 0600);
+    if (rc == MDB_SUCCESS && !st->read_only) {
+        /* A reader killed without closing its transaction (a SIGKILLed tool)
+         * leaves a slot that pins old pages: the map would keep growing. */
+        int dead = 0;
+        mdb_reader_check(st->env, &dead);
+    }
     return store_translate(rc);
 }
 

@@ -33,14 +33,14 @@ static void decode_every_shape(const msgpack_object *root)
     entitlement_decode(msgpack_safe_map_get(root, "entitlement"), &entitlement);
     stats_decode(root, &stats);
     size_t n;
-    array_decode(msgpack_safe_map_get(root, "entitlements"), entitlement_decode, entitlements,
+    client_array_decode(msgpack_safe_map_get(root, "entitlements"), entitlement_decode, entitlements,
                  sizeof(entitlements[0]), LIST_MAX, &n);
     decoder d = decoder_of(root);
     if (dec_present(&d, "next"))
         dec_uint(&d, "next", UINT64_MAX);
-    array_decode(msgpack_safe_map_get(root, "entries"), history_entry_decode, history,
+    client_array_decode(msgpack_safe_map_get(root, "entries"), history_entry_decode, history,
                  sizeof(history[0]), LIST_MAX, &n);
-    array_decode(msgpack_safe_map_get(root, "events"), event_decode, events, sizeof(events[0]),
+    client_array_decode(msgpack_safe_map_get(root, "events"), event_decode, events, sizeof(events[0]),
                  LIST_MAX, &n);
     tally_events_release(events, n);
 }
@@ -56,7 +56,7 @@ void fuzz_client_reply(const uint8_t *data, size_t size)
     reply_decode(&r);
     if (r.root != NULL)
         decode_every_shape(r.root);
-    reply_free(&r);
+    client_reply_free(&r);
 }
 
 void fuzz_client_event(const uint8_t *data, size_t size)

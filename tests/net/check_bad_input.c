@@ -347,6 +347,14 @@ static const char *const named_codes[] = {
     "value_out_of_range", "unsupported_version", "request_too_large",
 };
 
+/* Refusals one request cannot provoke from the table's setup, each tested
+ * where its state is built: too_many_subscribers needs 256 subscribers
+ * (tests/log/check_subscriber.c, create_is_idempotent_and_checked). */
+static bool exempt(const char *code)
+{
+    return strcmp(code, "too_many_subscribers") == 0;
+}
+
 START_TEST(table_is_complete)
 {
     ck_assert_msg(table_error[0] == '\0', "docs/PROTOCOL.md: %s", table_error);
@@ -360,7 +368,7 @@ START_TEST(table_is_complete)
     }
     for (int n = 0; n < 256; n++)
         if (tally_error_class_of(n) == TALLY_CLASS_REQUEST &&
-            strcmp(tally_strerror(n), "unknown_error") != 0)
+            strcmp(tally_strerror(n), "unknown_error") != 0 && !exempt(tally_strerror(n)))
             ck_assert_msg(table_has_code(tally_strerror(n)), "no row gets %s", tally_strerror(n));
     for (size_t i = 0; i < sizeof(named_codes) / sizeof(named_codes[0]); i++)
         ck_assert_msg(table_has_code(named_codes[i]), "no row gets %s", named_codes[i]);

@@ -128,7 +128,15 @@ static int stop_tallyd(tallyd_proc *p)
         sleep_ms(10);
     }
     p->pid = 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) { /* why: the end of its log (a sanitizer report, an assertion) */
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "tail -c 6000 '%s' >&2", p->log_path);
+        fprintf(stderr, "tallyd exited with %d at SIGTERM; its log ends:\n", code);
+        fflush(stderr);
+        (void)!system(cmd);
+    }
+    return code;
 }
 
 /* ---- requests: msgpack maps built with msgpack-c ---- */
