@@ -32,18 +32,19 @@ BUILD=""
 PG_PORT=55432
 TALLY_PORT=17460
 KEEP=0
+ROUNDS=1
 PG_BIN=/usr/lib/postgresql/15/bin
 
 usage() {
     cat <<EOF
 usage: tools/pg_side_by_side.sh [--build DIR] [--clients "1 8 32 64"] [--seconds N]
                                 [--batch N] [--accounts N] [--pg-port P]
-                                [--tally-port P] [--keep] [--help]
+                                [--tally-port P] [--rounds N] [--keep] [--help]
 
 Runs PostgreSQL 15 (classic inbox + balance update + outbox, one transaction
 per effect, fsync and synchronous_commit on) and tallyd (tally-bench) at the
 same client counts on this machine, and prints effects/s, p50/p99 latency and
-the ratio tally / PostgreSQL for each count.
+the ratio tally / PostgreSQL for each count (medians over --rounds).
 
   --build DIR      directory holding the built tallyd and tally-bench
                    (default: \$TALLYD and \$TALLY_BENCH, else the PATH)
@@ -54,6 +55,9 @@ the ratio tally / PostgreSQL for each count.
   --accounts N     accounts (default 1000)
   --pg-port P      PostgreSQL's loopback port (default 55432)
   --tally-port P   tallyd's loopback port (default 17460; P+1 publishes)
+  --rounds N       repeat the whole sequence N times, client counts
+                   interleaved; the table shows medians and every run's
+                   effects/s (default 1)
   --keep           keep the temporary directory (logs, pgbench logs)
   --help
 
@@ -73,12 +77,13 @@ while [ $# -gt 0 ]; do
     --accounts) ACCOUNTS=$2; shift 2 ;;
     --pg-port) PG_PORT=$2; shift 2 ;;
     --tally-port) TALLY_PORT=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --help) usage; exit 0 ;;
     *) echo "pg_side_by_side.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-for n in $CLIENTS $SECONDS_PER_RUN $BATCH $ACCOUNTS $PG_PORT $TALLY_PORT; do
+for n in $CLIENTS $SECONDS_PER_RUN $BATCH $ACCOUNTS $PG_PORT $TALLY_PORT $ROUNDS; do
     case "$n" in '' | *[!0-9]*) echo "pg_side_by_side.sh: not a number: $n" >&2; exit 2 ;; esac
 done
 [ "$ACCOUNTS" -ge 2 ] || { echo "pg_side_by_side.sh: --accounts must be at least 2" >&2; exit 2; }
@@ -244,16 +249,38 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc
 echo "# PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'): one transaction per effect (inbox ON CONFLICT DO NOTHING, 2 balance updates, outbox insert), fsync=on synchronous_commit=on"
 echo "# tally: tally-bench --batch $BATCH against a fresh tallyd; ${SECONDS_PER_RUN} s per run, $ACCOUNTS accounts"
 echo
-echo "| clients | PostgreSQL effects/s | PG p50 ms | PG p99 ms | tally effects/s | tally p50 ms | tally p99 ms | tally / PG | verified (PG, tally) | load (1 min) |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
-all_ok=0
-for c in $CLIENTS; do
-    load_pg=$(cut -d' ' -f1 /proc/loadavg)
-    read -r pg_eps pg_p50 pg_p99 pg_ok < <(pg_run "$c")
-    load_tally=$(cut -d' ' -f1 /proc/loadavg)
-    read -r t_eps t_p50 t_p99 t_ok < <(tally_run "$c")
-    ratio=$(python3 -c "print('%.1f' % ($t_eps / $pg_eps) if $pg_eps > 0 else 'n/a')")
-    echo "| $c | $pg_eps | $pg_p50 | $pg_p99 | $t_eps | $t_p50 | $t_p99 | **${ratio}×** | $pg_ok, $t_ok | $load_pg, $load_tally |"
-    [ "$pg_ok" = true ] && [ "$t_ok" = true ] || all_ok=1
+# Rounds interleave the client counts; each run's line goes to $WORK/runs,
+# and the table gives the median of every column over the rounds.
+: >"$WORK/runs"
+for round in $(seq "$ROUNDS"); do
+    for c in $CLIENTS; do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        read -r pg_eps pg_p50 pg_p99 pg_ok < <(pg_run "$c")
+        echo "$round $c pg $pg_eps $pg_p50 $pg_p99 $pg_ok $load" >>"$WORK/runs"
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        read -r t_eps t_p50 t_p99 t_ok < <(tally_run "$c")
+        echo "$round $c tally $t_eps $t_p50 $t_p99 $t_ok $load" >>"$WORK/runs"
+        echo "round $round, $c clients: PostgreSQL $pg_eps effects/s, tally $t_eps effects/s" >&2
+    done
 done
-exit $all_ok
+python3 - "$WORK/runs" "$CLIENTS" <<'PY'
+import statistics, sys
+runs = [l.split() for l in open(sys.argv[1]) if l.strip()]
+med = lambda xs: statistics.median(xs)
+print("| clients | PostgreSQL effects/s | PG p50 ms | PG p99 ms | tally effects/s | tally p50 ms | tally p99 ms | tally / PG | verified (PG, tally) | load (1 min) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+bad = False
+for c in sys.argv[2].split():
+    side = {k: [r for r in runs if r[1] == c and r[2] == k] for k in ("pg", "tally")}
+    col = lambda k, i: [float(r[i]) for r in side[k]]
+    pg, t = med(col("pg", 3)), med(col("tally", 3))
+    each = lambda k: ", ".join("%.0f" % v for v in col(k, 3))
+    ok = lambda k: sum(r[6] == "true" for r in side[k])
+    bad |= ok("pg") < len(side["pg"]) or ok("tally") < len(side["tally"])
+    print("| %s | %.0f (%s) | %.1f | %.1f | %.0f (%s) | %.1f | %.1f | **%.1f×** | %d/%d, %d/%d | %s |" % (
+        c, pg, each("pg"), med(col("pg", 4)), med(col("pg", 5)), t, each("tally"),
+        med(col("tally", 4)), med(col("tally", 5)), t / pg if pg else float("nan"),
+        ok("pg"), len(side["pg"]), ok("tally"), len(side["tally"]),
+        " / ".join(r[7] for r in runs if r[1] == c)))
+sys.exit(1 if bad else 0)
+PY
