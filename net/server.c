@@ -84,6 +84,8 @@ struct server {
     pthread_mutex_t pipes_mu;
     table *pipes;                 /* accepted request connections, by pipe id */
     uint64_t connections_refused; /* under pipes_mu */
+    table *pub_pipes;             /* connected subscribers (PUB pipes), by pipe id */
+    bool pub_pipes_unknown;       /* under pipes_mu: one could not be recorded */
     atomic_uint_fast64_t commits, commands;
     /* The writer hands each committed group to the completer thread, which
      * answers it and publishes its events while the writer applies the
@@ -769,9 +771,20 @@ static int publish_one(uint64_t seq, const void *bytes, size_t len, void *ctx)
     return 0;
 }
 
+static bool has_subscribers(server *srv)
+{
+    pthread_mutex_lock(&srv->pipes_mu);
+    bool any = srv->pub_pipes_unknown || table_count(srv->pub_pipes) > 0;
+    pthread_mutex_unlock(&srv->pipes_mu);
+    return any;
+}
+
+/* With no subscriber connected PUB would drop every message: then the
+ * events are not read back and copied at all (that was about a sixth of
+ * tallyd's CPU at 8 clients x 1000, docs/BENCHMARKS.md). */
 static void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq)
 {
-    if (!srv->has_pub)
+    if (!srv->has_pub || !has_subscribers(srv))
         return;
     store_txn t;
     if (store_txn_begin(srv->st, NULL, true, &t) != TALLY_ok)
@@ -872,6 +885,22 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
     nng_pipe_close(p); /* no further events for this pipe */
 }
 
+/* Subscribers are the PUB pipes seen at ADD_POST until their REM_POST
+ * (NNG reports the removal of pipes that never got to ADD_POST too). One
+ * that cannot be recorded (out of memory) makes every publish go out. */
+static void pub_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    server *srv = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    int inserted;
+    pthread_mutex_lock(&srv->pipes_mu);
+    if (ev == NNG_PIPE_EV_REM_POST)
+        table_remove(srv->pub_pipes, &id, sizeof(id));
+    else if (table_upsert(srv->pub_pipes, &id, sizeof(id), &inserted) == NULL)
+        srv->pub_pipes_unknown = true;
+    pthread_mutex_unlock(&srv->pipes_mu);
+}
+
 static int open_sockets(server *srv)
 {
     const net_server_options *opt = srv->opt;
@@ -893,6 +922,10 @@ static int open_sockets(server *srv)
         rv = nng_pub0_open(&srv->pub);
         if (rv == 0)
             srv->has_pub = true;
+        if (rv == 0)
+            rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_ADD_POST, pub_pipe_event, srv);
+        if (rv == 0)
+            rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_REM_POST, pub_pipe_event, srv);
         if (rv == 0 && (rv = nng_listen(srv->pub, opt->publish_url, NULL, 0)) != 0)
             net_log(NET_LOG_ERROR, "cannot publish on %s: %s", opt->publish_url, nng_strerror(rv));
     }
@@ -983,11 +1016,14 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     pthread_mutex_init(&srv->pipes_mu, NULL);
     pthread_mutex_init(&srv->completion_mu, NULL);
     pthread_cond_init(&srv->completion_cv, NULL);
-    srv->pipes = table_create(1); /* a set: values unused */
-    if (srv->pipes == NULL || open_store(srv) != TALLY_ok) {
+    srv->pipes = table_create(1); /* sets: values unused */
+    srv->pub_pipes = table_create(1);
+    if (srv->pipes == NULL || srv->pub_pipes == NULL || open_store(srv) != TALLY_ok) {
         running_server = NULL;
         if (srv->pipes)
             table_destroy(srv->pipes);
+        if (srv->pub_pipes)
+            table_destroy(srv->pub_pipes);
         free(srv); /* nothing else has seen it yet */
         return 1;
     }
