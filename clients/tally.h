@@ -115,7 +115,11 @@ int tally_uuid_parse(const char *text, tally_uuid *out);
 /* The transfer id a key stands for: the first 16 bytes of
  * SHA-256("tally.transfer-id.v1" || consumer || 0x00 || key). Lets a tool
  * derive the id from the key so that a retry with the same key is the same
- * transfer. NULL consumer or key counts as "". */
+ * transfer. When the key is a UUIDv7 in text form (32 hex digits, dashes
+ * allowed; what libtally generates), the id is a UUIDv7 too: the key's
+ * 48-bit time, then bits of that digest with the version and variant set,
+ * so ids of later keys sort later (time-ordered ids keep inserts at the
+ * right edge of the store's B-trees). NULL consumer or key counts as "". */
 void tally_uuid_from_key(const char *consumer, const char *key, tally_uuid *out);
 
 /* ---- write results ---- */

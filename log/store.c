@@ -3,8 +3,9 @@
  *
  * Durability: the environment is opened without MDB_NOSYNC/MDB_NOMETASYNC,
  * so a returned commit is on disk. MDB_NOTLS lets read transactions live on
- * any thread (tallyd's readers). MDB_WRITEMAP is not used because LMDB does
- * not support nested transactions with it, and every command runs in one.
+ * any thread (tallyd's readers). MDB_WRITEMAP is not used: LMDB does not
+ * support nested transactions with it (chains and fault redo use them), and
+ * measured it was slower here (docs/BENCHMARKS.md).
  */
 #include "log/store.h"
 

@@ -259,15 +259,14 @@ static int match_fields(net_request *req, field_set *fs, const msgpack_object *m
         unsigned j = 0;
         while (j < fs->count && !tally_str_equal(name, tally_str_from(fs->fields[j]->name)))
             j++;
-        char detail[64];
-        snprintf(detail, sizeof(detail), "%.*s", (int)(name.len > 40 ? 40 : name.len), name.ptr);
-        if (j == fs->count)
-            return fail(req, TALLY_unknown_field, detail);
-        if (fs->values[j])
-            return fail(req, TALLY_duplicate_field, detail);
-        int rc = check_value(fs->fields[j], &m->via.map.ptr[i].val);
-        if (rc != TALLY_ok)
+        int rc = j == fs->count   ? TALLY_unknown_field
+                 : fs->values[j] ? TALLY_duplicate_field
+                                 : check_value(fs->fields[j], &m->via.map.ptr[i].val);
+        if (rc != TALLY_ok) { /* the detail is formatted only for a refusal */
+            char detail[64];
+            snprintf(detail, sizeof(detail), "%.*s", (int)(name.len > 40 ? 40 : name.len), name.ptr);
             return fail(req, rc, detail);
+        }
         fs->values[j] = &m->via.map.ptr[i].val;
     }
     for (unsigned j = 0; j < fs->count; j++)

@@ -84,7 +84,23 @@ struct server {
     pthread_mutex_t pipes_mu;
     table *pipes;                 /* accepted request connections, by pipe id */
     uint64_t connections_refused; /* under pipes_mu */
+    table *pub_pipes;             /* connected subscribers (PUB pipes), by pipe id */
+    bool pub_pipes_unknown;       /* under pipes_mu: one could not be recorded */
     atomic_uint_fast64_t commits, commands;
+    /* The writer hands each committed group to the completer thread, which
+     * answers it and publishes its events while the writer applies the
+     * next group; one completion at a time (busy until done). */
+    pthread_mutex_t completion_mu;
+    pthread_cond_t completion_cv; /* handed, done, or stop */
+    struct completion {
+        slot **group;
+        uint32_t count;
+        int rc;             /* the commit's result: every request of the group gets it */
+        int64_t now_ms;
+        uint64_t from_seq, to_seq; /* events to publish; from > to: none */
+    } completion;
+    bool completion_busy;
+    bool completer_stop;
 };
 
 /* ---- logging ---- */
@@ -549,6 +565,87 @@ static void send_or_park_sub(server *srv, slot *s, int fault, int64_t now)
         slot_park(s, wait);
 }
 
+/* A commit moved the log head: wake long-polls and parked fetches. */
+static void advance_head(server *srv, uint64_t seq)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->head_seq = seq;
+    pthread_cond_broadcast(&srv->waiter_cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* Give a finished group (and the events its commit appended) to the
+ * completer. Waits while the completer still works on the previous one, so
+ * at most two groups exist: one being applied, one being answered; the
+ * caller's array is the completer's until the next hand-over returns. */
+static void hand_to_completer(server *srv, slot **group, uint32_t count, int rc, int64_t now,
+                              uint64_t from_seq, uint64_t to_seq)
+{
+    pthread_mutex_lock(&srv->completion_mu);
+    while (srv->completion_busy)
+        pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
+    srv->completion = (struct completion){group, count, rc, now, from_seq, to_seq};
+    srv->completion_busy = true;
+    pthread_cond_broadcast(&srv->completion_cv);
+    pthread_mutex_unlock(&srv->completion_mu);
+}
+
+/* Answer every request of a group with its outcome (or, when the commit
+ * failed, with that fault: nothing of the group is durable). */
+static void answer_group(server *srv, const struct completion *c)
+{
+    for (uint32_t i = 0; i < c->count; i++) {
+        slot *s = c->group[i];
+        if (s->req.op->control) {
+            send_or_park_sub(srv, s, c->rc, c->now_ms);
+            continue;
+        }
+        if (c->rc != TALLY_ok)
+            for (uint32_t j = 0; j < s->req.write_count; j++)
+                s->faults[j] = c->rc;
+        slot_send_write(s);
+    }
+}
+
+/* Wait until the completer has answered everything handed to it. */
+static void completer_drain(server *srv)
+{
+    pthread_mutex_lock(&srv->completion_mu);
+    while (srv->completion_busy)
+        pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
+    pthread_mutex_unlock(&srv->completion_mu);
+}
+
+static void completer_stop(server *srv)
+{
+    pthread_mutex_lock(&srv->completion_mu);
+    srv->completer_stop = true;
+    pthread_cond_broadcast(&srv->completion_cv);
+    pthread_mutex_unlock(&srv->completion_mu);
+}
+
+static void *completer_main(void *arg)
+{
+    server *srv = arg;
+    pthread_mutex_lock(&srv->completion_mu);
+    for (;;) {
+        while (!srv->completion_busy && !srv->completer_stop)
+            pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
+        if (!srv->completion_busy)
+            break; /* stopping, and everything handed over is answered */
+        struct completion c = srv->completion;
+        pthread_mutex_unlock(&srv->completion_mu);
+        answer_group(srv, &c);
+        if (c.to_seq >= c.from_seq && c.to_seq > 0)
+            publish_events(srv, c.from_seq, c.to_seq);
+        pthread_mutex_lock(&srv->completion_mu);
+        srv->completion_busy = false;
+        pthread_cond_broadcast(&srv->completion_cv);
+    }
+    pthread_mutex_unlock(&srv->completion_mu);
+    return NULL;
+}
+
 static void run_group(server *srv, slot **group)
 {
     int64_t now = commit_time(srv);
@@ -570,25 +667,13 @@ static void run_group(server *srv, slot **group)
     }
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));
-    for (uint32_t i = 0; i < n; i++) {
-        if (group[i]->req.op->control) {
-            send_or_park_sub(srv, group[i], rc, now);
-            continue;
-        }
-        if (rc != TALLY_ok) /* nothing of this group is durable */
-            for (uint32_t j = 0; j < group[i]->req.write_count; j++)
-                group[i]->faults[j] = rc;
-        slot_send_write(group[i]);
-    }
     if (rc == TALLY_ok) {
         atomic_fetch_add(&srv->commits, 1);
-        pthread_mutex_lock(&srv->mu);
-        srv->head_seq = after.seq;
-        pthread_cond_broadcast(&srv->waiter_cv);
-        pthread_mutex_unlock(&srv->mu);
-        if (after.seq > before.seq)
-            publish_events(srv, before.seq + 1, after.seq);
+        advance_head(srv, after.seq);
     }
+    /* Only now, after the durable commit, may anything of the group be
+     * answered or published. */
+    hand_to_completer(srv, group, n, rc, now, before.seq + 1, rc == TALLY_ok ? after.seq : 0);
 }
 
 /* Expire due holds and entitlements while no writes arrive. */
@@ -613,12 +698,8 @@ static void idle_sweep(server *srv)
     if (store_txn_commit(&txn) != TALLY_ok)
         return;
     net_log(NET_LOG_DEBUG, "sweep expired %u", expired);
-    pthread_mutex_lock(&srv->mu);
-    srv->head_seq = after.seq;
-    pthread_cond_broadcast(&srv->waiter_cv);
-    pthread_mutex_unlock(&srv->mu);
-    if (after.seq > before.seq)
-        publish_events(srv, before.seq + 1, after.seq);
+    advance_head(srv, after.seq);
+    hand_to_completer(srv, NULL, 0, TALLY_ok, now, before.seq + 1, after.seq);
 }
 
 static void refuse_queued(server *srv)
@@ -636,12 +717,14 @@ static void refuse_queued(server *srv)
 static void *writer_main(void *arg)
 {
     server *srv = arg;
-    slot **group = calloc(srv->slot_count, sizeof(slot *));
-    if (group == NULL) {
+    /* Two group arrays: one being applied, one with the completer. */
+    slot **groups[2] = {calloc(srv->slot_count, sizeof(slot *)),
+                        calloc(srv->slot_count, sizeof(slot *))};
+    if (groups[0] == NULL || groups[1] == NULL) {
         net_log(NET_LOG_ERROR, "writer: out of memory");
         abort();
     }
-    for (;;) {
+    for (unsigned turn = 0;; turn ^= 1) {
         pthread_mutex_lock(&srv->mu);
         bool timed_out = false;
         while (srv->queue_head == NULL && !srv->stopping && !timed_out) {
@@ -653,14 +736,16 @@ static void *writer_main(void *arg)
         bool stop = srv->stopping, work = srv->queue_head != NULL;
         pthread_mutex_unlock(&srv->mu);
         if (work)
-            run_group(srv, group); /* when stopping: this group is finished and answered */
+            run_group(srv, groups[turn]); /* when stopping: this group is finished and answered */
         else if (timed_out)
             idle_sweep(srv);
         if (stop)
             break;
     }
     refuse_queued(srv);
-    free(group);
+    completer_drain(srv);
+    free(groups[0]);
+    free(groups[1]);
     return NULL;
 }
 
@@ -686,9 +771,20 @@ static int publish_one(uint64_t seq, const void *bytes, size_t len, void *ctx)
     return 0;
 }
 
+static bool has_subscribers(server *srv)
+{
+    pthread_mutex_lock(&srv->pipes_mu);
+    bool any = srv->pub_pipes_unknown || table_count(srv->pub_pipes) > 0;
+    pthread_mutex_unlock(&srv->pipes_mu);
+    return any;
+}
+
+/* With no subscriber connected PUB would drop every message: then the
+ * events are not read back and copied at all (that was about a sixth of
+ * tallyd's CPU at 8 clients x 1000, docs/BENCHMARKS.md). */
 static void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq)
 {
-    if (!srv->has_pub)
+    if (!srv->has_pub || !has_subscribers(srv))
         return;
     store_txn t;
     if (store_txn_begin(srv->st, NULL, true, &t) != TALLY_ok)
@@ -789,6 +885,22 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
     nng_pipe_close(p); /* no further events for this pipe */
 }
 
+/* Subscribers are the PUB pipes seen at ADD_POST until their REM_POST
+ * (NNG reports the removal of pipes that never got to ADD_POST too). One
+ * that cannot be recorded (out of memory) makes every publish go out. */
+static void pub_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    server *srv = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    int inserted;
+    pthread_mutex_lock(&srv->pipes_mu);
+    if (ev == NNG_PIPE_EV_REM_POST)
+        table_remove(srv->pub_pipes, &id, sizeof(id));
+    else if (table_upsert(srv->pub_pipes, &id, sizeof(id), &inserted) == NULL)
+        srv->pub_pipes_unknown = true;
+    pthread_mutex_unlock(&srv->pipes_mu);
+}
+
 static int open_sockets(server *srv)
 {
     const net_server_options *opt = srv->opt;
@@ -810,6 +922,10 @@ static int open_sockets(server *srv)
         rv = nng_pub0_open(&srv->pub);
         if (rv == 0)
             srv->has_pub = true;
+        if (rv == 0)
+            rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_ADD_POST, pub_pipe_event, srv);
+        if (rv == 0)
+            rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_REM_POST, pub_pipe_event, srv);
         if (rv == 0 && (rv = nng_listen(srv->pub, opt->publish_url, NULL, 0)) != 0)
             net_log(NET_LOG_ERROR, "cannot publish on %s: %s", opt->publish_url, nng_strerror(rv));
     }
@@ -898,15 +1014,20 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     pthread_cond_init(&srv->writer_cv, NULL);
     pthread_cond_init(&srv->waiter_cv, NULL);
     pthread_mutex_init(&srv->pipes_mu, NULL);
-    srv->pipes = table_create(1); /* a set: values unused */
-    if (srv->pipes == NULL || open_store(srv) != TALLY_ok) {
+    pthread_mutex_init(&srv->completion_mu, NULL);
+    pthread_cond_init(&srv->completion_cv, NULL);
+    srv->pipes = table_create(1); /* sets: values unused */
+    srv->pub_pipes = table_create(1);
+    if (srv->pipes == NULL || srv->pub_pipes == NULL || open_store(srv) != TALLY_ok) {
         running_server = NULL;
         if (srv->pipes)
             table_destroy(srv->pipes);
+        if (srv->pub_pipes)
+            table_destroy(srv->pub_pipes);
         free(srv); /* nothing else has seen it yet */
         return 1;
     }
-    pthread_t writer, waiter;
+    pthread_t writer, waiter, completer;
     int rv = open_sockets(srv);
     if (rv == 0)
         rv = open_slots(srv);
@@ -915,6 +1036,7 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         close_everything(srv);
         return 1;
     }
+    pthread_create(&completer, NULL, completer_main, srv);
     pthread_create(&writer, NULL, writer_main, srv);
     pthread_create(&waiter, NULL, waiter_main, srv);
     net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu)%s%s", opt->data_dir,
@@ -928,7 +1050,9 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     pthread_cond_broadcast(&srv->writer_cv);
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
-    pthread_join(writer, NULL);
+    pthread_join(writer, NULL); /* it drains the completer before it returns */
+    completer_stop(srv);
+    pthread_join(completer, NULL);
     pthread_join(waiter, NULL);
     close_everything(srv);
     net_log(NET_LOG_INFO, "stopped cleanly after %llu commits",

@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,7 @@ typedef struct bench_options {
     uint32_t timeout_ms;
     unsigned attempts_max;
     int64_t amount_max;
+    bool random_keys;     /* --keys random: keys and ids in no order (UUIDv4-like) */
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */
@@ -248,6 +250,8 @@ struct bench {
     bench_counters n;
     pthread_mutex_t error_mu;
     char first_error[256];
+    atomic_long server_anon_peak_kb; /* sampled while the workers run; -1 unknown */
+    atomic_bool sampler_stop;
 };
 
 static int64_t now_ns(void)
@@ -521,6 +525,19 @@ static size_t claim_ops(bench *b, size_t want)
     return first + want <= b->opt.ops ? want : (size_t)(b->opt.ops - first);
 }
 
+/* --keys random: the UUIDv7's random bytes first and its time last, marked
+ * version 4. Still unique (the same bits), but in no time order, like the
+ * UUIDv4 or hashed keys many callers use; the transfer ids derived from
+ * such keys are random too. */
+static void key_scramble(tally_uuid *key)
+{
+    tally_uuid v7 = *key;
+    memcpy(key->bytes, v7.bytes + 6, 10);
+    memcpy(key->bytes + 10, v7.bytes, 6);
+    key->bytes[6] = (uint8_t)(0x40 | (key->bytes[6] & 0x0f));
+    key->bytes[8] = (uint8_t)(0x80 | (key->bytes[8] & 0x3f));
+}
+
 static int fill_op(worker *w, bench_op *op)
 {
     const bench_options *o = &w->b->opt;
@@ -528,6 +545,8 @@ static int fill_op(worker *w, bench_op *op)
     int rc = tally_uuid_v7(&key);
     if (rc != TALLY_ok)
         return rc;
+    if (o->random_keys)
+        key_scramble(&key);
     tally_uuid_format(&key, op->key);
     uint64_t a = 1 + splitmix64(&w->rng) % o->accounts;
     uint64_t c = 1 + splitmix64(&w->rng) % (o->accounts - 1);
@@ -836,6 +855,50 @@ static int make_threads(bench *b)
     return TALLY_ok;
 }
 
+/* A process's memory in kB from /proc/PID/status; -1 when unreadable. RSS
+ * counts the pages of LMDB's map the process touched (file pages, which
+ * the kernel may reclaim); RssAnon is the process's own memory. */
+typedef struct proc_memory {
+    long hwm_kb, rss_kb, anon_kb, file_kb;
+} proc_memory;
+
+static void server_memory(long pid, proc_memory *m)
+{
+    *m = (proc_memory){-1, -1, -1, -1};
+    if (pid <= 0)
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    static const struct { const char *name; size_t off; } fields[] = {
+        {"VmHWM:", offsetof(proc_memory, hwm_kb)}, {"VmRSS:", offsetof(proc_memory, rss_kb)},
+        {"RssAnon:", offsetof(proc_memory, anon_kb)}, {"RssFile:", offsetof(proc_memory, file_kb)}};
+    while (fgets(line, sizeof(line), f))
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+            if (strncmp(line, fields[i].name, strlen(fields[i].name)) == 0)
+                *(long *)((char *)m + fields[i].off) = strtol(line + strlen(fields[i].name), NULL, 10);
+    fclose(f);
+}
+
+#define SAMPLE_INTERVAL_US 100000
+
+/* While the workers run: the server's peak RssAnon (the kernel keeps a
+ * peak only of the whole RSS, VmHWM, which includes the map's pages). */
+static void *sampler_main(void *arg)
+{
+    bench *b = arg;
+    while (!atomic_load(&b->sampler_stop)) {
+        proc_memory m;
+        server_memory(b->opt.server_pid, &m);
+        if (m.anon_kb > atomic_load(&b->server_anon_peak_kb))
+            atomic_store(&b->server_anon_peak_kb, m.anon_kb);
+        usleep(SAMPLE_INTERVAL_US);
+    }
+    return NULL;
+}
+
 /* Start workers (and twins) together; wait for all. Returns elapsed ns. */
 static int64_t run_threads(bench *b)
 {
@@ -851,6 +914,9 @@ static int64_t run_threads(bench *b)
             exit(EXIT_FAILED);
         }
     }
+    atomic_store(&b->server_anon_peak_kb, -1);
+    pthread_t sampler;
+    bool sampling = b->opt.server_pid > 0 && pthread_create(&sampler, NULL, sampler_main, b) == 0;
     b->start_ns = now_ns();
     b->deadline_ns = b->start_ns + (int64_t)(b->opt.seconds * 1e9);
     pthread_barrier_wait(&b->start);
@@ -865,6 +931,10 @@ static int64_t run_threads(bench *b)
             end = b->twins[i].st.end_ns;
     }
     pthread_barrier_destroy(&b->start);
+    if (sampling) {
+        atomic_store(&b->sampler_stop, true);
+        pthread_join(sampler, NULL);
+    }
     return end - b->start_ns;
 }
 
@@ -1022,7 +1092,8 @@ typedef struct summary {
     histogram hist;
     uint64_t requests, retries, dup_sends, effects;
     double seconds, effects_per_sec, requests_per_sec;
-    long vm_hwm_kb, vm_rss_kb; /* -1 when unknown */
+    proc_memory mem;           /* the server's, at the end; -1 when unknown */
+    long anon_peak_kb;         /* the server's peak RssAnon, sampled; -1 when unknown */
     double server_cpu_s;       /* tallyd user+system CPU during the run; -1 when unknown */
     double client_cpu_s;       /* this process's user+system CPU during the run */
     tally_stats s0, s1;
@@ -1060,25 +1131,6 @@ static double process_cpu_s(long pid)
     return ticks > 0 ? (double)(utime + stime) / (double)ticks : -1;
 }
 
-/* VmHWM and VmRSS of a process in kB from /proc; -1 when unreadable. */
-static void server_memory(long pid, long *hwm_kb, long *rss_kb)
-{
-    *hwm_kb = *rss_kb = -1;
-    if (pid <= 0)
-        return;
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "VmHWM:", 6) == 0)
-            *hwm_kb = strtol(line + 6, NULL, 10);
-        else if (strncmp(line, "VmRSS:", 6) == 0)
-            *rss_kb = strtol(line + 6, NULL, 10);
-    }
-    fclose(f);
-}
 
 static void summarize(bench *b, int64_t elapsed_ns, summary *s)
 {
@@ -1095,7 +1147,10 @@ static void summarize(bench *b, int64_t elapsed_ns, summary *s)
     s->seconds = (double)elapsed_ns / 1e9;
     s->effects_per_sec = s->seconds > 0 ? (double)s->effects / s->seconds : 0;
     s->requests_per_sec = s->seconds > 0 ? (double)s->requests / s->seconds : 0;
-    server_memory(b->opt.server_pid, &s->vm_hwm_kb, &s->vm_rss_kb);
+    server_memory(b->opt.server_pid, &s->mem);
+    s->anon_peak_kb = atomic_load(&b->server_anon_peak_kb);
+    if (s->mem.anon_kb > s->anon_peak_kb)
+        s->anon_peak_kb = s->mem.anon_kb;
     s->client_cpu_s = self_cpu_s() - s->client_cpu_s;
     double cpu = process_cpu_s(b->opt.server_pid);
     s->server_cpu_s = cpu >= 0 && s->server_cpu_s >= 0 ? cpu - s->server_cpu_s : -1;
@@ -1118,9 +1173,9 @@ static void print_text(const bench *b, const summary *s, const report *r)
 {
     const bench_options *o = &b->opt;
     printf("tally-bench: %s, consumer %s, %u clients (%s client), batch %u, %" PRIu64
-           " accounts, dup-ratio %.3g, seed %" PRIu64 "\n",
+           " accounts, dup-ratio %.3g, %s keys, seed %" PRIu64 "\n",
            effective_url(o), o->consumer, o->clients, mode_name(o->mode), o->batch, o->accounts,
-           o->dup_ratio, o->seed);
+           o->dup_ratio, o->random_keys ? "random" : "time-ordered", o->seed);
     printf("  ran %.2f s: %" PRIu64 " effects, %" PRIu64 " requests, %" PRIu64
            " duplicate sends, %" PRIu64 " retries\n",
            s->seconds, s->effects, s->requests, s->dup_sends, s->retries);
@@ -1130,11 +1185,13 @@ static void print_text(const bench *b, const summary *s, const report *r)
            hist_quantile_ms(&s->hist, 0.50), hist_quantile_ms(&s->hist, 0.99),
            hist_quantile_ms(&s->hist, 0.999), (double)s->hist.max_ns / 1e6,
            s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0);
-    if (o->server_pid > 0 && s->vm_hwm_kb >= 0)
-        printf("  tallyd pid %ld: peak RSS (VmHWM) %.1f MiB, RSS now %.1f MiB, CPU %.2f s "
-               "(%.0f us per effect)\n",
-               o->server_pid, (double)s->vm_hwm_kb / 1024, (double)s->vm_rss_kb / 1024,
-               s->server_cpu_s, s->effects ? s->server_cpu_s * 1e6 / (double)s->effects : 0.0);
+    if (o->server_pid > 0 && s->mem.hwm_kb >= 0)
+        printf("  tallyd pid %ld: peak RSS (VmHWM) %.1f MiB, RSS now %.1f MiB (own memory "
+               "%.1f MiB, peak %.1f; map pages %.1f MiB), CPU %.2f s (%.0f us per effect)\n",
+               o->server_pid, (double)s->mem.hwm_kb / 1024, (double)s->mem.rss_kb / 1024,
+               (double)s->mem.anon_kb / 1024, (double)s->anon_peak_kb / 1024,
+               (double)s->mem.file_kb / 1024, s->server_cpu_s,
+               s->effects ? s->server_cpu_s * 1e6 / (double)s->effects : 0.0);
     else if (o->server_pid > 0)
         printf("  tallyd pid %ld: /proc/%ld/status not readable\n", o->server_pid, o->server_pid);
     printf("verification:\n");
@@ -1149,8 +1206,11 @@ static void print_text(const bench *b, const summary *s, const report *r)
 static json_t *json_server(const summary *s)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "peak_rss_kb", s->vm_hwm_kb >= 0 ? json_integer(s->vm_hwm_kb) : json_null());
-    json_object_set_new(o, "rss_kb", s->vm_rss_kb >= 0 ? json_integer(s->vm_rss_kb) : json_null());
+    json_object_set_new(o, "peak_rss_kb", s->mem.hwm_kb >= 0 ? json_integer(s->mem.hwm_kb) : json_null());
+    json_object_set_new(o, "rss_kb", s->mem.rss_kb >= 0 ? json_integer(s->mem.rss_kb) : json_null());
+    json_object_set_new(o, "rss_anon_kb", s->mem.anon_kb >= 0 ? json_integer(s->mem.anon_kb) : json_null());
+    json_object_set_new(o, "peak_rss_anon_kb", s->anon_peak_kb >= 0 ? json_integer(s->anon_peak_kb) : json_null());
+    json_object_set_new(o, "rss_file_kb", s->mem.file_kb >= 0 ? json_integer(s->mem.file_kb) : json_null());
     json_object_set_new(o, "cpu_s", s->server_cpu_s >= 0 ? json_real(s->server_cpu_s) : json_null());
     json_object_set_new(o, "transfers_added", json_integer((json_int_t)(s->s1.transfers - s->s0.transfers)));
     json_object_set_new(o, "head_seq_added", json_integer((json_int_t)(s->s1.head_seq - s->s0.head_seq)));
@@ -1184,6 +1244,7 @@ static void print_json(const bench *b, const summary *s, const report *r)
     json_object_set_new(j, "url", json_string(effective_url(o)));
     json_object_set_new(j, "consumer", json_string(o->consumer));
     json_object_set_new(j, "client_mode", json_string(mode_name(o->mode)));
+    json_object_set_new(j, "keys", json_string(o->random_keys ? "random" : "time"));
     json_object_set_new(j, "mean_ms", json_real(s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0));
     json_object_set_new(j, "duplicate_keys", json_integer((json_int_t)LOAD(dup_keys)));
     json_object_set_new(j, "duplicate_requests_concurrent", json_integer((json_int_t)LOAD(jobs_concurrent)));
@@ -1243,12 +1304,18 @@ static void usage(FILE *f)
 "  --consumer NAME     consumer (key namespace) of every write (default bench)\n"
 "  --client-mode M     shared: one tally_client for all threads (default);\n"
 "                      per-thread: one client per thread\n"
-"  --server-pid PID    report tallyd's peak RSS (VmHWM in /proc/PID/status) and\n"
-"                      the CPU time it used during the run (/proc/PID/stat)\n"
+"  --server-pid PID    report tallyd's peak RSS (VmHWM in /proc/PID/status), its\n"
+"                      own memory (RssAnon, peak sampled during the run) apart\n"
+"                      from the LMDB map pages it touched (RssFile), and the\n"
+"                      CPU time it used during the run (/proc/PID/stat)\n"
 "  --timeout-ms N      per request attempt, 1..%d (default 10000)\n"
 "  --attempts N        attempts per operation on faults (timed_out, overloaded,\n"
 "                      ...), each with the same keys, 1..%d (default 20)\n"
 "  --amount-max N      amounts are 1..N, N <= %d (default 100)\n"
+"  --keys ORDER        time: UUIDv7 keys, so keys and transfer ids grow with\n"
+"                      time (default); random: the same bits in no time order\n"
+"                      (like UUIDv4 keys), so every insert lands on a random\n"
+"                      page of the inbox and transfer trees\n"
 "  --help\n"
 "\n"
 "What is measured:\n"
@@ -1261,7 +1328,7 @@ static void usage(FILE *f)
 "Accounts are opened with keys \"bench-open-<id>\" (ledger 1, code 1, no limit\n"
 "flags), so a second run replays the opens. Keys of transfers are UUIDv7\n"
 "text; each transfer id is tally_uuid_from_key(consumer, key), so a resend\n"
-"is the same transfer. The client library's own retries are off: the bench\n"
+"is the same transfer (and, for a UUIDv7 key, the id is time-ordered too). The client library's own retries are off: the bench\n"
 "retries faults itself with the same keys and counts every attempt.\n"
 "\n"
 "Verification (the bench assumes no other traffic touches its accounts\n"
@@ -1282,8 +1349,9 @@ static void usage(FILE *f)
 "p999_ms, max_ms, mean_ms, verified, clients, batch, ops (unique operations\n"
 "acknowledged = effects), duplicates (member sends of resent keys), seconds\n"
 "(measured run time), requests, retries, accounts, dup_ratio, seed, url,\n"
-"consumer, client_mode, duplicate_keys, duplicate_requests_concurrent /\n"
-"_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb, cpu_s,\n"
+"consumer, client_mode, keys, duplicate_keys, duplicate_requests_concurrent /\n"
+"_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb,\n"
+"rss_anon_kb, peak_rss_anon_kb (sampled every 100 ms), rss_file_kb, cpu_s,\n"
 "transfers_added, head_seq_added, inbox_added, events_added, map_used_bytes},\n"
 "checks {name: {ok, counts, detail}}, first_error.\n"
 "\n"
@@ -1325,7 +1393,7 @@ static int usage_error(const char *what, const char *arg)
 enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
-    OPT_AMOUNT, OPT_HELP
+    OPT_AMOUNT, OPT_KEYS, OPT_HELP
 };
 
 static const struct option long_options[] = {
@@ -1345,6 +1413,7 @@ static const struct option long_options[] = {
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
     {"attempts", required_argument, NULL, OPT_ATTEMPTS},
     {"amount-max", required_argument, NULL, OPT_AMOUNT},
+    {"keys", required_argument, NULL, OPT_KEYS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -1431,6 +1500,11 @@ static int parse_more(int c, const char *arg, bench_options *o)
         if (!parse_u64(arg, 1, BENCH_AMOUNT_MAX_LIMIT, &n))
             return usage_error("--amount-max: not an amount in range", arg);
         o->amount_max = (int64_t)n;
+        return -1;
+    case OPT_KEYS:
+        if (strcmp(arg, "time") != 0 && strcmp(arg, "random") != 0)
+            return usage_error("--keys: time or random", arg);
+        o->random_keys = strcmp(arg, "random") == 0;
         return -1;
     case OPT_HELP: usage(stdout); return EXIT_VERIFIED;
     default: return usage_error("unknown option", NULL);

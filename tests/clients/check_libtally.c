@@ -1319,6 +1319,45 @@ START_TEST(test_uuid_from_key)
 }
 END_TEST
 
+/* A UUIDv7 key gives a time-ordered id: the key's 48-bit time, then the
+ * digest's bits (version 7, variant 10); other keys keep the plain digest. */
+START_TEST(test_uuid_from_key_time_ordered)
+{
+    tally_uuid a, b, c;
+    char text[37];
+    tally_uuid_from_key("shop", "0190a5e2-7c3b-7def-8123-456789abcdef", &a);
+    tally_uuid_format(&a, text);
+    /* SHA-256(...) = 8a6dd2658612 31fe 44d1 c88f100a49c2 */
+    ck_assert_str_eq(text, "0190a5e2-7c3b-71fe-84d1-c88f100a49c2");
+    tally_uuid_from_key("shop", "0190a5e27c3b7def8123456789abcdef", &b); /* no dashes */
+    ck_assert(memcmp(b.bytes + 6, a.bytes + 6, 10) != 0); /* another key text, another digest */
+    ck_assert_mem_eq(b.bytes, a.bytes, 6);
+    tally_uuid_from_key("billing", "0190a5e2-7c3b-7def-8123-456789abcdef", &c);
+    ck_assert_mem_eq(c.bytes, a.bytes, 6);
+    ck_assert(memcmp(c.bytes, a.bytes, 16) != 0); /* the consumer still counts */
+    /* Keys generated later give ids that sort later. */
+    tally_uuid k1, k2;
+    char t1[37], t2[37];
+    ck_assert_int_eq(tally_uuid_v7(&k1), TALLY_ok);
+    usleep(3000);
+    ck_assert_int_eq(tally_uuid_v7(&k2), TALLY_ok);
+    tally_uuid_format(&k1, t1);
+    tally_uuid_format(&k2, t2);
+    tally_uuid_from_key("shop", t1, &a);
+    tally_uuid_from_key("shop", t2, &b);
+    ck_assert(memcmp(a.bytes, b.bytes, 16) < 0);
+    ck_assert_uint_eq(a.bytes[6] >> 4, 7);
+    ck_assert_uint_eq(a.bytes[8] >> 6, 2);
+    /* Not a UUIDv7 (a v4, or not 32 hex digits): the plain digest. */
+    tally_uuid_from_key("shop", "0190a5e2-7c3b-4def-8123-456789abcdef", &a);
+    tally_uuid_format(&a, text);
+    ck_assert(strncmp(text, "0190a5e2", 8) != 0);
+    tally_uuid_from_key("shop", "0190a5e2-7c3b-7def-8123-456789abcde", &a);
+    tally_uuid_format(&a, text);
+    ck_assert(strncmp(text, "0190a5e2", 8) != 0);
+}
+END_TEST
+
 /* ---- arguments and options ---- */
 
 START_TEST(test_invalid_arguments)
@@ -1481,6 +1520,7 @@ int main(void)
     tcase_add_test(tc, test_generated_keys_are_fresh_uuidv7);
     tcase_add_test(tc, test_uuid_text);
     tcase_add_test(tc, test_uuid_from_key);
+    tcase_add_test(tc, test_uuid_from_key_time_ordered);
     tcase_add_test(tc, test_invalid_arguments);
     tcase_add_test(tc, test_options_from_environment);
     tcase_add_test(tc, test_threads_share_one_client);

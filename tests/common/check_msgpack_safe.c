@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define DEPTH TALLY_MSGPACK_DEPTH_MAX
 
@@ -245,6 +247,50 @@ static size_t pack_nested(msgpack_sbuffer *sb)
     ck_assert_int_eq(msgpack_pack_map(&pk, 0), 0);
     return sb->size;
 }
+
+static int refuse_write(void *data, const char *buf, size_t len)
+{
+    (void)data, (void)buf, (void)len;
+    return -1;
+}
+
+/* The one-call fixstr path writes exactly msgpack-c's bytes, at every
+ * length around the fixstr/str8 boundary, and passes a writer's refusal on. */
+START_TEST(pack_str_matches_msgpack_c)
+{
+    char text[300];
+    for (size_t i = 0; i < sizeof(text); i++)
+        text[i] = (char)('a' + i % 26);
+    static const size_t lengths[] = {0, 1, 5, 30, 31, 32, 33, 255, 256, 300};
+    for (size_t k = 0; k < sizeof(lengths) / sizeof(lengths[0]); k++) {
+        size_t n = lengths[k];
+        msgpack_sbuffer ours, theirs;
+        msgpack_sbuffer_init(&ours);
+        msgpack_sbuffer_init(&theirs);
+        msgpack_packer a, b;
+        msgpack_packer_init(&a, &ours, msgpack_sbuffer_write);
+        msgpack_packer_init(&b, &theirs, msgpack_sbuffer_write);
+        ck_assert_int_eq(msgpack_safe_pack_str(&a, (tally_str){text, n}), 0);
+        ck_assert_int_eq(msgpack_pack_str(&b, n), 0);
+        ck_assert_int_eq(msgpack_pack_str_body(&b, text, n), 0);
+        ck_assert_uint_eq(ours.size, theirs.size);
+        ck_assert_mem_eq(ours.data, theirs.data, ours.size);
+        if (n < sizeof(text)) {
+            char c[301];
+            memcpy(c, text, n);
+            c[n] = '\0';
+            msgpack_sbuffer_clear(&ours);
+            ck_assert_int_eq(msgpack_safe_pack_cstr(&a, c), 0);
+            ck_assert_mem_eq(ours.data, theirs.data, theirs.size);
+        }
+        msgpack_packer refusing;
+        msgpack_packer_init(&refusing, NULL, refuse_write);
+        ck_assert_int_ne(msgpack_safe_pack_str(&refusing, (tally_str){text, n}), 0);
+        msgpack_sbuffer_destroy(&ours);
+        msgpack_sbuffer_destroy(&theirs);
+    }
+}
+END_TEST
 
 START_TEST(every_truncation_of_a_nested_object_is_rejected)
 {
@@ -840,6 +886,33 @@ START_TEST(uuidv7_has_version_variant_and_time_prefix)
 }
 END_TEST
 
+/* Ids come from a per-thread pool of random bytes: a forked child must draw
+ * fresh bytes, never the ones its parent would use next. */
+START_TEST(uuidv7_differs_across_fork)
+{
+    tally_id128 first, parent, child;
+    ck_assert_int_eq(tally_id128_uuidv7(1, &first), TALLY_ok); /* the pool is filled */
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        bool ok = tally_id128_uuidv7(1, &child) == TALLY_ok &&
+                  write(fds[1], child.bytes, 16) == 16;
+        _exit(ok ? 0 : 1);
+    }
+    ck_assert_int_eq(tally_id128_uuidv7(1, &parent), TALLY_ok);
+    ck_assert_int_eq(read(fds[0], child.bytes, 16), 16);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fds[0]);
+    close(fds[1]);
+    ck_assert(!tally_id128_equal(&parent, &child));
+    ck_assert(!tally_id128_equal(&first, &child));
+}
+END_TEST
+
 START_TEST(big_endian_helpers_round_trip)
 {
     uint8_t b[8];
@@ -892,6 +965,8 @@ static Suite *msgpack_safe_suite(void)
         {"hex", hex_round_trip},
         {"hex_bad", hex_rejects_malformed_text},
         {"uuidv7", uuidv7_has_version_variant_and_time_prefix},
+        {"uuidv7_fork", uuidv7_differs_across_fork},
+        {"pack_str", pack_str_matches_msgpack_c},
         {"big_endian", big_endian_helpers_round_trip},
     };
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

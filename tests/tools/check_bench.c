@@ -1,0 +1,169 @@
+/*
+ * check_bench.c — tally-bench against a real tallyd: a short run verifies
+ * (exactly-once checks against the server), reports the server's memory,
+ * and its transfer ids are time-ordered by default (UUIDv7 keys, ids that
+ * keep the key's time) and in no time order with --keys random. The ids
+ * are read from the stopped server's store.
+ */
+#include "common/bytes.h"
+#include "common/error.h"
+#include "log/store.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BENCH_OPS 400
+#define OUTPUT_BYTES_MAX (1024 * 1024)
+#define SLACK_MS 5000 /* ids' times may lead or trail the run by this much */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Run tally-bench with args; its stdout into out (NUL-terminated); returns
+ * the exit status, -1 when it did not exit normally. */
+static int run_bench(const char *const *args, char *out, size_t out_bytes)
+{
+    const char *argv[32] = {tallyd_program("tally-bench")};
+    int argc = 1;
+    for (; args[argc - 1] && argc < 31; argc++)
+        argv[argc] = args[argc - 1];
+    argv[argc] = NULL;
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(fds[0], out + got, out_bytes - 1 - got)) > 0)
+        got += (size_t)n;
+    out[got] = '\0';
+    close(fds[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Transfer ids in the store whose UUIDv7 time lies in [from_ms, to_ms]. */
+static void count_ids(const char *data_dir, int64_t from_ms, int64_t to_ms, uint64_t *total,
+                      uint64_t *in_window)
+{
+    store *st = test_store_open_read_only(data_dir);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_TRANSFERS, &cur), TALLY_ok);
+    MDB_val k, v;
+    *total = *in_window = 0;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        ck_assert_uint_eq(k.mv_size, 16);
+        const uint8_t *id = k.mv_data;
+        int64_t ms = 0;
+        for (int i = 0; i < 6; i++)
+            ms = ms << 8 | id[i];
+        (*total)++;
+        if (ms >= from_ms && ms <= to_ms && id[6] >> 4 == 7 && id[8] >> 6 == 2)
+            (*in_window)++;
+    }
+    mdb_cursor_close(cur);
+    store_txn_abort(&t);
+    store_close(st);
+}
+
+/* A verified run of BENCH_OPS transfers with the given --keys order;
+ * returns how many of the stored ids carry the run's time. */
+static uint64_t bench_run(const char *keys, uint64_t *total)
+{
+    tallyd_proc p = {0};
+    tallyd_start(&p);
+    char pid[32];
+    snprintf(pid, sizeof(pid), "%ld", (long)p.pid);
+    static char out[OUTPUT_BYTES_MAX];
+    int64_t from = now_ms();
+    const char *args[] = {"--url", p.url, "--ops", "400", "--clients", "4", "--batch", "20",
+                          "--accounts", "10", "--keys", keys, "--server-pid", pid, "--json", NULL};
+    int status = run_bench(args, out, sizeof(out));
+    int64_t to = now_ms();
+    ck_assert_msg(status == 0, "tally-bench exited %d: %s", status, out);
+    json_error_t err;
+    json_t *j = json_loads(out, 0, &err);
+    ck_assert_msg(j != NULL, "not JSON (%s): %s", err.text, out);
+    ck_assert(json_is_true(json_object_get(j, "verified")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "ops")), BENCH_OPS);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "keys")), keys);
+    json_t *server = json_object_get(j, "server");
+    /* The server's own memory is reported apart from the map pages. */
+    json_int_t anon_peak = json_integer_value(json_object_get(server, "peak_rss_anon_kb"));
+    json_int_t rss = json_integer_value(json_object_get(server, "rss_kb"));
+    ck_assert(anon_peak > 0);
+    ck_assert(json_integer_value(json_object_get(server, "rss_anon_kb")) > 0);
+    ck_assert(json_integer_value(json_object_get(server, "rss_anon_kb")) <= anon_peak);
+    ck_assert(json_integer_value(json_object_get(server, "rss_file_kb")) >= 0);
+    ck_assert(rss > 0);
+    json_decref(j);
+    ck_assert_int_eq(tallyd_stop(&p), 0);
+    uint64_t in_window;
+    count_ids(p.data_dir, from - SLACK_MS, to + SLACK_MS, total, &in_window);
+    tallyd_cleanup(&p);
+    return in_window;
+}
+
+START_TEST(test_time_ordered_ids_by_default)
+{
+    uint64_t total;
+    uint64_t timed = bench_run("time", &total);
+    ck_assert_uint_eq(total, BENCH_OPS);
+    ck_assert_uint_eq(timed, BENCH_OPS); /* every id carries its key's time */
+}
+END_TEST
+
+START_TEST(test_random_keys_give_random_ids)
+{
+    uint64_t total;
+    uint64_t timed = bench_run("random", &total);
+    ck_assert_uint_eq(total, BENCH_OPS);
+    /* A random 48-bit prefix falls in a window of seconds with chance ~1e-10. */
+    ck_assert_uint_eq(timed, 0);
+}
+END_TEST
+
+START_TEST(test_keys_option_refuses_other_orders)
+{
+    static char out[OUTPUT_BYTES_MAX];
+    const char *args[] = {"--keys", "sorted", NULL};
+    ck_assert_int_eq(run_bench(args, out, sizeof(out)), 2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bench");
+    TCase *tc = tcase_create("bench");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_time_ordered_ids_by_default);
+    tcase_add_test(tc, test_random_keys_give_random_ids);
+    tcase_add_test(tc, test_keys_option_refuses_other_orders);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
