@@ -856,7 +856,7 @@ typedef struct load_thread {
     int64_t deadline_ms; /* with retry: give up on a key after this (mono) */
     unsigned sent;       /* keys 0..sent-1 were sent */
     uint8_t status[LOAD_KEYS_MAX];
-    unsigned attempts, no_reply, replayed, gave_up, unexpected;
+    unsigned attempts, no_reply, replayed, gave_up, unexpected, redials;
     char unexpected_code[CODE_BYTES_MAX];
 } load_thread;
 
@@ -891,6 +891,21 @@ static int load_socket(load_thread *lt, nng_socket *s)
     nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 50);
     nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 200);
     return nng_dial(*s, lt->url, NULL, NNG_FLAG_NONBLOCK);
+}
+
+/* Without a reply for this long, the thread adds a dialer to its socket:
+ * NNG 1.5.2's dialer stops for good when the server dies during the SP
+ * handshake (nanomsg/nng#1518; libtally's client_redial does the same).
+ * The stopped dialer is left alone (closing it would race its pipes). */
+#define LOAD_REDIAL_AFTER_MS 2000
+
+static void load_redial(load_thread *lt, nng_socket s, int64_t *last_reply_ms)
+{
+    if (mono_ms() - *last_reply_ms < LOAD_REDIAL_AFTER_MS)
+        return;
+    if (nng_dial(s, lt->url, NULL, NNG_FLAG_NONBLOCK) == 0)
+        lt->redials++;
+    *last_reply_ms = mono_ms();
 }
 
 /* One attempt: KEY_OK, KEY_REJECTED, KEY_FAULT or KEY_NO_REPLY. */
@@ -936,15 +951,19 @@ static void *load_main(void *arg)
         build_transfer(&b, LOAD_CONSUMER, key, load_tid(lt->index, i), 1, 2, load_amount(i));
         lt->sent = i + 1;
         int status = b.bad ? KEY_NO_REPLY : load_attempt(lt, s, &b);
+        int64_t last_reply_ms = mono_ms();
         while (lt->retry && !b.bad && (status == KEY_NO_REPLY || status == KEY_FAULT)) {
             if (mono_ms() > lt->deadline_ms) {
                 lt->gave_up++;
                 break;
             }
-            if (status == KEY_NO_REPLY) /* killed or slow: resend at once */
+            if (status == KEY_NO_REPLY) { /* killed or slow: resend at once */
                 lt->no_reply++;
-            else
+                load_redial(lt, s, &last_reply_ms);
+            } else {
+                last_reply_ms = mono_ms();
                 sleep_ms(20);
+            }
             status = load_attempt(lt, s, &b);
         }
         rb_free(&b);
@@ -1137,16 +1156,17 @@ START_TEST(sigkill_under_load_every_key_applied_once)
     atomic_store(&load_kills_done, true);
     load_join(threads);
 
-    unsigned attempts = 0, no_reply = 0, replayed = 0, keys = 0;
+    unsigned attempts = 0, no_reply = 0, replayed = 0, keys = 0, redials = 0;
     for (unsigned i = 0; i < LOAD_THREADS; i++) {
         ck_assert_msg(lts[i].gave_up == 0, "thread %u gave up on %u keys", i, lts[i].gave_up);
+        redials += lts[i].redials;
         attempts += lts[i].attempts;
         no_reply += lts[i].no_reply;
         replayed += lts[i].replayed;
         keys += lts[i].sent;
     }
     fprintf(stderr, "sigkill under load: %d kills, %u keys, %u attempts, %u without reply, "
-            "%u replayed\n", KILLS, keys, attempts, no_reply, replayed);
+            "%u replayed, %u dialers added\n", KILLS, keys, attempts, no_reply, replayed, redials);
     assert_no_unexpected_codes(lts);
 
     s = client_open(p->url, CLIENT_TIMEOUT_MS);
