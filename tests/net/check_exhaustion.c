@@ -172,6 +172,8 @@ END_TEST
 
 #define FLOOD_CONNECTIONS 64
 #define MAX_CONNECTIONS 16
+#define TEXT_OF(n) #n
+#define TEXT(n) TEXT_OF(n)
 #define FLOOD_THREADS 8
 #define FLOOD_WRITES 150
 
@@ -223,8 +225,10 @@ static uint64_t peak_rss_kib(pid_t pid)
 START_TEST(floods_of_connections_and_requests_are_bounded)
 {
     memset(&proc, 0, sizeof(proc));
-    const char *args[] = {"--max-connections=16", "--contexts=8", NULL};
-    wire_server_start(&proc, &client, args); /* this client connects first */
+    const char *args[] = {"--max-connections=" TEXT(MAX_CONNECTIONS), "--contexts=8", NULL};
+    wire_server_start(&proc, &client, args);
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok); /* connected first */
 
     /* 64 more connections: 15 fit, the rest are closed at connect */
     nng_socket idle[FLOOD_CONNECTIONS];
@@ -235,7 +239,6 @@ START_TEST(floods_of_connections_and_requests_are_bounded)
         ck_assert_int_eq(nng_dial(idle[i], proc.url, NULL, NNG_FLAG_NONBLOCK), 0);
     }
     /* the first client is unharmed */
-    tally_stats st;
     for (int i = 0; i < 20; i++) {
         ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
         usleep(50000);
@@ -245,6 +248,20 @@ START_TEST(floods_of_connections_and_requests_are_bounded)
     ck_assert_msg(system(grep) == 0, "tallyd did not refuse connections over the limit");
     for (int i = 0; i < FLOOD_CONNECTIONS; i++)
         nng_close(idle[i]); /* nothing in flight on them */
+
+    /* their places are free again: 15 new clients all get answers (a
+     * place counted after its connection had gone would lock one out) */
+    tally_client *fresh[MAX_CONNECTIONS - 1];
+    for (int i = 0; i < MAX_CONNECTIONS - 1; i++) {
+        tally_client_options o = {.url = proc.url, .timeout_ms = 60000, .consumer = "fresh"};
+        ck_assert_int_eq(tally_client_open(&o, &fresh[i]), TALLY_ok);
+    }
+    for (int i = 0; i < MAX_CONNECTIONS - 1; i++) {
+        int rc = tally_stats_get(fresh[i], &st);
+        ck_assert_msg(rc == TALLY_ok, "client %d after the flood: %s", i, tally_strerror(rc));
+    }
+    for (int i = 0; i < MAX_CONNECTIONS - 1; i++)
+        tally_client_close(fresh[i]);
     wire_server_stop(&proc, &client);
     tallyd_cleanup(&proc);
 
