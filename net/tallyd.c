@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define TALLYD_DATA_DEFAULT "./tally-data"
 #define TALLYD_LISTEN_DEFAULT "tcp://127.0.0.1:7450"
@@ -52,7 +53,7 @@ static void usage(FILE *f)
             "                    subscriber has acknowledged them, keeping a checkpoint\n"
             "                    (default 0: keep every event)\n"
             "  --max-connections N  request connections at once, 0..%d; one more is\n"
-            "                    closed at connect (default 0 = no limit; %d suggested)\n"
+            "                    closed at connect (default %d; 0 = no limit)\n"
             "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
             "                    tallyd may write; the destination must not exist)\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
@@ -168,6 +169,28 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
     return -1;
 }
 
+/* File descriptors beyond the connections: the store, its lock file,
+ * listeners, the PUB socket's subscribers, backups, NNG's own. */
+#define FDS_BESIDES_CONNECTIONS 256
+
+/* Each connection is a file descriptor: raise the soft limit (up to the
+ * hard one) so that --max-connections, not EMFILE, is what refuses. */
+static void raise_fd_limit(unsigned max_connections)
+{
+    struct rlimit rl;
+    if (max_connections == 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)max_connections + FDS_BESIDES_CONNECTIONS;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        net_log(NET_LOG_WARN, "the open-files limit (%llu) is below --max-connections + %d: "
+                "connections may be refused earlier (raise ulimit -n)",
+                (unsigned long long)rl.rlim_cur, FDS_BESIDES_CONNECTIONS);
+}
+
 int main(int argc, char **argv)
 {
     net_server_options opt = {.data_dir = TALLYD_DATA_DEFAULT,
@@ -175,7 +198,7 @@ int main(int argc, char **argv)
                               .log_level = NET_LOG_INFO,
                               .contexts = TALLY_CONTEXTS_DEFAULT,
                               .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT,
-                              .max_connections = 0};
+                              .max_connections = TALLY_CONNECTIONS_DEFAULT};
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;
@@ -186,5 +209,6 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit(opt.max_connections);
     return net_server_run(&opt, &stop_requested);
 }
