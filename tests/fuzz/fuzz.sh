@@ -57,11 +57,15 @@ build() {
             -Wall -Wextra -Werror -Wno-missing-field-initializers $(pkg-config --cflags $pc)"
     libs="$(pkg-config --libs $pc) -lnng -lpthread"
     local san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-    local lib_sources=(common/bytes.c common/error.c common/msgpack_safe.c common/table.c
-        log/sha256.c log/store.c log/log.c ledger/command.c ledger/account.c
-        ledger/transfer.c ledger/entitlement.c ledger/expiry.c ledger/inbox.c ledger/ledger.c
-        ledger/invariants.c net/protocol.c net/reply.c tests/support/doc_requests.c
-        tests/fuzz/fuzz_store.c tests/fuzz/fuzz_client.c)
+    # The libraries' C files as Makefile.am lists them (so a new source file
+    # cannot be forgotten here), and the fuzz support code.
+    local lib_sources
+    mapfile -t lib_sources < <(awk '
+        /^(libtallycore|libtallynet)_la_SOURCES[ \t]*\+?=/ { on = 1 }
+        on { for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) print $i; if ($0 !~ /\\$/) on = 0 }
+    ' "$src/Makefile.am")
+    [ "${#lib_sources[@]}" -gt 10 ] || { echo "fuzz.sh: no library sources in Makefile.am" >&2; exit 2; }
+    lib_sources+=(tests/support/doc_requests.c tests/fuzz/fuzz_store.c tests/fuzz/fuzz_client.c)
     local objs=() s o
     for s in "${lib_sources[@]}"; do
         o="$out/obj/$(echo "$s" | tr / _).o"
