@@ -168,7 +168,7 @@ static void frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_i
  * (a slow tallyd, e.g. under valgrind) would break the server under test.
  * Once tallyd's header has arrived our own was sent before, and hanging up
  * is harmless. */
-static int sp_connect(const char *url)
+int tallyd_sp_open(const char *url)
 {
     static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
     int64_t deadline = mono_ms() + NEGOTIATION_WAIT_MS;
@@ -192,7 +192,7 @@ static bool answers(const char *url)
     uint8_t frame[13 + sizeof(stats) - 1];
     frame_head(frame, sizeof(stats) - 1, 1);
     memcpy(frame + 13, stats, sizeof(stats) - 1);
-    int fd = sp_connect(url);
+    int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
     int64_t deadline = mono_ms() + PROBE_WAIT_MS;
@@ -210,7 +210,7 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 {
     uint8_t head[13];
     frame_head(head, body_bytes, 2);
-    int fd = sp_connect(url);
+    int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
     int64_t deadline = mono_ms() + 10000;
@@ -237,7 +237,7 @@ bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, i
 {
     uint8_t head[13];
     frame_head(head, len, 3);
-    int fd = sp_connect(url);
+    int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
     int64_t deadline = mono_ms() + PROBE_WAIT_MS;

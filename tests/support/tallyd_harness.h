@@ -41,6 +41,12 @@ void tallyd_kill(tallyd_proc *p);
  * report comes at exit) and remove the temp dir. */
 void tallyd_cleanup(tallyd_proc *p);
 
+/* A connection to tallyd's ipc:// url that has done the SP header exchange
+ * by hand (no NNG in the test process), as a REQ peer: its fd, or -1.
+ * Closing it is harmless (see the .c file); a connection tallyd refuses
+ * (--max-connections) reads EOF after the exchange. */
+int tallyd_sp_open(const char *url);
+
 /* Speak the SP protocol over the ipc socket by hand (no NNG in the test
  * process): send one request frame declaring body_bytes and return true
  * when tallyd hangs up without replying. */
