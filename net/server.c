@@ -13,6 +13,7 @@
 #include "common/limits.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
+#include "net/listener_probe.h"
 #include "net/protocol.h"
 #include "net/reply.h"
 #include "net/subscription.h"
@@ -66,6 +67,14 @@ struct server {
     bool has_pub;
     nng_listener listeners[NET_LISTEN_URLS_MAX];
     unsigned listener_count;
+    /* main thread only: listener_stopped[i] probes in a row that found
+     * listener i not accepting; listener_down[i]: closed, not yet back */
+    unsigned listener_stopped[NET_LISTEN_URLS_MAX];
+    bool listener_down[NET_LISTEN_URLS_MAX];
+    /* set by the main thread, read by pipe_event: listener i's id, and the
+     * connections it handed to the socket (ADD_PRE) */
+    atomic_uint listener_ids[NET_LISTEN_URLS_MAX];
+    atomic_uint listener_accepted[NET_LISTEN_URLS_MAX];
     slot *slots;
     unsigned slot_count;
     pthread_mutex_t mu;
@@ -905,6 +914,14 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     server *srv = arg;
     uint32_t id = (uint32_t)nng_pipe_id(p);
+    if (ev == NNG_PIPE_EV_ADD_PRE) {
+        int from = nng_listener_id(nng_pipe_listener(p));
+        for (unsigned i = 0; i < NET_LISTEN_URLS_MAX && from > 0; i++)
+            if (atomic_load(&srv->listener_ids[i]) == (unsigned)from)
+                atomic_fetch_add(&srv->listener_accepted[i], 1);
+        if (srv->opt->max_connections == 0)
+            return;
+    }
     pthread_mutex_lock(&srv->pipes_mu);
     if (ev == NNG_PIPE_EV_REM_POST) {
         table_remove(srv->pipes, &id, sizeof(id));
@@ -953,7 +970,7 @@ static int open_sockets(server *srv)
     int rv = nng_rep0_open(&srv->rep);
     if (rv == 0)
         rv = nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ, RECV_HARD_LIMIT_BYTES);
-    if (rv == 0 && opt->max_connections > 0)
+    if (rv == 0) /* the listener watchdog counts connections taken */
         rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_ADD_PRE, pipe_event, srv);
     if (rv == 0 && opt->max_connections > 0)
         rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_REM_POST, pipe_event, srv);
@@ -962,7 +979,8 @@ static int open_sockets(server *srv)
         if (rv != 0)
             net_log(NET_LOG_ERROR, "cannot listen on %s: %s", opt->listen_urls[i], nng_strerror(rv));
         else
-            srv->listener_count++;
+            atomic_store(&srv->listener_ids[srv->listener_count++],
+                         (unsigned)nng_listener_id(srv->listeners[i]));
     }
     if (rv == 0 && opt->publish_url && *opt->publish_url) {
         rv = nng_pub0_open(&srv->pub);
@@ -976,6 +994,54 @@ static int open_sockets(server *srv)
             net_log(NET_LOG_ERROR, "cannot publish on %s: %s", opt->publish_url, nng_strerror(rv));
     }
     return rv;
+}
+
+/* ---- the listener watchdog (net/listener_probe.h) ---- */
+
+#define LISTENER_PROBE_INTERVAL_MS 2000
+#define LISTENER_PROBE_WAIT_MS 12000 /* beyond NNG's 10 s negotiation timeout */
+#define LISTENER_STOPPED_PROBES 2    /* in a row before the listener is re-created */
+
+static void relisten(server *srv, unsigned i)
+{
+    const char *url = srv->opt->listen_urls[i];
+    if (!srv->listener_down[i]) {
+        net_log(NET_LOG_WARN, "%s stopped accepting connections (NNG 1.5.2 after a peer hung "
+                "up during the SP header exchange, nanomsg/nng#1518): listening again; its "
+                "connections are closed and their clients reconnect", url);
+        nng_listener_close(srv->listeners[i]);
+        srv->listener_down[i] = true;
+    }
+    int rv = nng_listen(srv->rep, url, &srv->listeners[i], 0);
+    if (rv != 0) {
+        net_log(NET_LOG_ERROR, "cannot listen on %s again: %s (trying again)", url,
+                nng_strerror(rv));
+        return;
+    }
+    atomic_store(&srv->listener_ids[i], (unsigned)nng_listener_id(srv->listeners[i]));
+    srv->listener_down[i] = false;
+    srv->listener_stopped[i] = 0;
+    net_log(NET_LOG_INFO, "listening on %s again", url);
+}
+
+/* Main thread, every LISTENER_PROBE_INTERVAL_MS while serving. */
+static void watch_listeners(server *srv, volatile sig_atomic_t *stop)
+{
+    for (unsigned i = 0; i < srv->listener_count && !*stop; i++) {
+        if (srv->listener_down[i]) {
+            relisten(srv, i);
+            continue;
+        }
+        listener_probe_result r = listener_probe(srv->listeners[i], &srv->listener_accepted[i],
+                                                 LISTENER_PROBE_WAIT_MS, stop);
+        if (r != LISTENER_ACCEPTING)
+            net_log(NET_LOG_DEBUG, "probe of %s: %s", srv->opt->listen_urls[i],
+                    r == LISTENER_STOPPED ? "not accepting" : "not probed");
+        if (r == LISTENER_ACCEPTING)
+            srv->listener_stopped[i] = 0;
+        else if (r == LISTENER_STOPPED && ++srv->listener_stopped[i] >= LISTENER_STOPPED_PROBES)
+            relisten(srv, i);
+    }
 }
 
 static int open_slots(server *srv)
@@ -1009,7 +1075,8 @@ static int open_slots(server *srv)
 static void close_everything(server *srv)
 {
     for (unsigned i = 0; i < srv->listener_count; i++)
-        nng_listener_close(srv->listeners[i]);
+        if (!srv->listener_down[i])
+            nng_listener_close(srv->listeners[i]);
     int64_t until = mono_ms() + SHUTDOWN_SEND_WAIT_MS;
     while (atomic_load(&srv->sends_in_flight) > 0 && mono_ms() < until)
         usleep(5000);
@@ -1088,8 +1155,14 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu)%s%s", opt->data_dir,
             opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
             srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "");
-    while (!*stop)
+    int64_t next_probe_ms = mono_ms() + LISTENER_PROBE_INTERVAL_MS;
+    while (!*stop) {
         usleep(20000);
+        if (mono_ms() >= next_probe_ms) {
+            watch_listeners(srv, stop);
+            next_probe_ms = mono_ms() + LISTENER_PROBE_INTERVAL_MS;
+        }
+    }
     net_log(NET_LOG_INFO, "stopping: finishing the group in progress");
     pthread_mutex_lock(&srv->mu);
     srv->stopping = true;

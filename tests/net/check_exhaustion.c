@@ -25,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -325,6 +326,67 @@ START_TEST(floods_of_connections_and_requests_are_bounded)
 }
 END_TEST
 
+/* ---- a hang-up during the SP header exchange ---- */
+
+/* connect() to tallyd's ipc socket and close() at once, before any SP
+ * header: a port scan, a health check, a client killed mid-connect. */
+static void hang_up_at_connect(const char *url)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    ck_assert(strncmp(url, "ipc://", 6) == 0 && strlen(url + 6) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, url + 6);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(fd);
+}
+
+static int stats_with_fresh_client(const char *url, uint32_t timeout_ms)
+{
+    tally_client *c;
+    tally_client_options o = {.url = url, .timeout_ms = timeout_ms, .consumer = "fresh",
+                              .retries = 0, .retries_set = true};
+    ck_assert_int_eq(tally_client_open(&o, &c), TALLY_ok);
+    tally_stats st;
+    int rc = tally_stats_get(c, &st);
+    tally_client_close(c);
+    return rc;
+}
+
+/* NNG 1.5.2 stops taking new connections on a listener when a peer hangs
+ * up during the header exchange (docs/TESTING.md); tallyd's watchdog
+ * notices and listens again. Hang up until new clients are stuck, then
+ * require one to be served within a minute and a half. */
+START_TEST(a_hang_up_at_connect_does_not_lock_new_clients_out)
+{
+    memset(&proc, 0, sizeof(proc));
+    wire_server_start(&proc, &client, NULL);
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    int tries = 0;
+    bool stuck = false;
+    while (!stuck && tries < 10) {
+        tries++;
+        hang_up_at_connect(proc.url);
+        usleep(100000);
+        stuck = stats_with_fresh_client(proc.url, 2000) != TALLY_ok;
+    }
+    fprintf(stderr, "hang-up: new clients %s after %d hang-ups\n",
+            stuck ? "stuck" : "never stuck", tries);
+    int rc = stats_with_fresh_client(proc.url, 90000);
+    ck_assert_msg(rc == TALLY_ok, "a new client after the hang-up: %s", tally_strerror(rc));
+    if (stuck) {
+        char grep[600];
+        snprintf(grep, sizeof(grep), "grep -q 'listening on .* again' '%s'", proc.log_path);
+        ck_assert_msg(system(grep) == 0, "tallyd did not log listening again");
+    }
+    /* the first client's calls go on (it reconnects if its connection went) */
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    wire_server_stop(&proc, &client);
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *test)
 {
     TCase *tc = tcase_create(name);
@@ -339,5 +401,6 @@ int main(void)
     add(s, "map_full", map_full_then_a_larger_map);
     add(s, "disk_full", disk_full_then_room_again);
     add(s, "floods", floods_of_connections_and_requests_are_bounded);
+    add(s, "hang_up", a_hang_up_at_connect_does_not_lock_new_clients_out);
     return test_run_suite(s);
 }

@@ -1,0 +1,153 @@
+/*
+ * listener_probe.c — see listener_probe.h.
+ */
+#include "config.h"
+
+#include "net/listener_probe.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROBE_SLICE_MS 100
+#define SP_HEADER_BYTES 8
+#define SP_PROTOCOL_REQ0 0x30
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The listener's bound address as a socket address to connect to. */
+static bool probe_address(nng_listener l, struct sockaddr_storage *ss, socklen_t *len)
+{
+    nng_sockaddr sa;
+    if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) != 0)
+        return false;
+    memset(ss, 0, sizeof(*ss));
+    switch (sa.s_family) {
+    case NNG_AF_IPC: {
+        struct sockaddr_un *un = (struct sockaddr_un *)ss;
+        size_t n = strnlen(sa.s_ipc.sa_path, sizeof(sa.s_ipc.sa_path));
+        if (n == 0 || n >= sizeof(un->sun_path))
+            return false;
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, sa.s_ipc.sa_path, n);
+        *len = (socklen_t)sizeof(*un);
+        return true;
+    }
+    case NNG_AF_INET: {
+        struct sockaddr_in *in = (struct sockaddr_in *)ss;
+        in->sin_family = AF_INET;
+        in->sin_port = sa.s_in.sa_port; /* both in network order */
+        in->sin_addr.s_addr = sa.s_in.sa_addr == INADDR_ANY ? htonl(INADDR_LOOPBACK)
+                                                             : sa.s_in.sa_addr;
+        *len = (socklen_t)sizeof(*in);
+        return true;
+    }
+    case NNG_AF_INET6: {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = sa.s_in6.sa_port;
+        memcpy(&in6->sin6_addr, sa.s_in6.sa_addr, 16);
+        if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+            in6->sin6_addr = in6addr_loopback;
+        *len = (socklen_t)sizeof(*in6);
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* Wait for events on fd in slices, until the deadline or *stop. */
+static int wait_fd(int fd, short events, int64_t deadline, volatile sig_atomic_t *stop)
+{
+    for (;;) {
+        if (*stop)
+            return -2;
+        int64_t left = deadline - mono_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {.fd = fd, .events = events};
+        int rv = poll(&p, 1, left < PROBE_SLICE_MS ? (int)left : PROBE_SLICE_MS);
+        if (rv > 0)
+            return 1;
+        if (rv < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted, int wait_ms,
+                                     volatile sig_atomic_t *stop)
+{
+    unsigned before = atomic_load(accepted);
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (!probe_address(l, &ss, &len))
+        return LISTENER_UNKNOWN;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return LISTENER_UNKNOWN; /* out of descriptors: says nothing of the listener */
+    int64_t deadline = mono_ms() + wait_ms;
+    listener_probe_result result = LISTENER_STOPPED;
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+        if (errno != EINPROGRESS)
+            goto done; /* refused: nothing listens there */
+        int w = wait_fd(fd, POLLOUT, deadline, stop);
+        int err = 0;
+        socklen_t elen = sizeof(err);
+        if (w == -2)
+            result = LISTENER_UNKNOWN;
+        if (w != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0)
+            goto done;
+    }
+    static const uint8_t hello[SP_HEADER_BYTES] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
+    if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
+        goto done; /* a fresh socket's buffer takes 8 bytes at once */
+    uint8_t peer[SP_HEADER_BYTES];
+    size_t got = 0;
+    while (got < sizeof(peer)) {
+        int w = wait_fd(fd, POLLIN, deadline, stop);
+        if (w == -2)
+            result = LISTENER_UNKNOWN;
+        if (w != 1)
+            goto done;
+        ssize_t n = recv(fd, peer + got, sizeof(peer) - got, 0);
+        if (n == 0)
+            break; /* hung up on */
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            goto done;
+        if (n > 0)
+            got += (size_t)n;
+    }
+    if (got != sizeof(peer) || peer[1] != 'S' || peer[2] != 'P')
+        goto done; /* hung up on before the header, or not SP: not accepting */
+    /* The exchange is done; now the socket must take the connection (a
+     * refusal at --max-connections takes it first, so it counts too). */
+    while (atomic_load(accepted) == before) {
+        if (*stop) {
+            result = LISTENER_UNKNOWN;
+            goto done;
+        }
+        if (mono_ms() >= deadline)
+            goto done;
+        struct timespec slice = {0, 10 * 1000000};
+        nanosleep(&slice, NULL);
+    }
+    result = LISTENER_ACCEPTING;
+done:
+    close(fd);
+    return result;
+}

@@ -1,0 +1,37 @@
+/*
+ * listener_probe.h — is a listener still accepting?
+ *
+ * NNG 1.5.2 stops accepting on a listener for good when a peer hangs up
+ * during the SP header exchange (nanomsg/nng#1518, fixed in 1.6.0): one
+ * connect() and close() on tallyd's port — a port scan, a TCP health
+ * check, a client killed at the wrong moment — and every new client waits
+ * forever. tallyd's main thread probes each listener every few seconds
+ * with this and re-creates a listener that stopped (net/server.c).
+ */
+#ifndef TALLY_NET_LISTENER_PROBE_H
+#define TALLY_NET_LISTENER_PROBE_H
+
+#include <nng/nng.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+typedef enum listener_probe_result {
+    LISTENER_ACCEPTING, /* the listener handed a new connection to the socket */
+    LISTENER_STOPPED,   /* no connection, or none handed over within wait_ms */
+    LISTENER_UNKNOWN,   /* not probed: a transport other than tcp or ipc, or *stop was set */
+} listener_probe_result;
+
+/* Connect to the address listener l is bound to (a wildcard tcp address
+ * through loopback), do the SP header exchange as a REQ0 peer, and wait up
+ * to wait_ms for *accepted (the count of connections the listener handed
+ * to the socket: NNG_PIPE_EV_ADD_PRE of its pipes) to move past its value
+ * before the probe. The stopped listener of NNG 1.5.2 still completes the
+ * header exchange in its transport — the connection then waits forever
+ * for the socket to take it — so the exchange alone proves nothing. Hangs
+ * up only after the exchange, or after wait_ms, which must exceed NNG's
+ * own negotiation timeout (10 s). Returns early with LISTENER_UNKNOWN when
+ * *stop becomes set. */
+listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted, int wait_ms,
+                                     volatile sig_atomic_t *stop);
+
+#endif
