@@ -314,7 +314,7 @@ static bool reply_parse(reply *r)
 
 /* Send bytes, receive and parse the reply. 0, an NNG error, or -1 when
  * the reply is not a well-formed reply map. Never asserts (threads). */
-static int exchange(nng_socket s, const void *bytes, size_t len, reply *r)
+static int raw_exchange(nng_socket s, const void *bytes, size_t len, reply *r)
 {
     memset(r, 0, sizeof(*r));
     int rv = nng_send(s, (void *)bytes, len, 0);
@@ -361,7 +361,7 @@ static nng_socket client_open(const char *url, int recv_timeout_ms)
 /* Send raw bytes; fail the test unless a reply map comes back. */
 static void call_raw(nng_socket s, const void *bytes, size_t len, reply *r)
 {
-    int rv = exchange(s, bytes, len, r);
+    int rv = raw_exchange(s, bytes, len, r);
     ck_assert_msg(rv == 0, "request of %zu bytes: %s", len,
                   rv < 0 ? "reply is not a reply map" : nng_strerror(rv));
 }
@@ -913,7 +913,7 @@ static int load_attempt(load_thread *lt, nng_socket s, const req_buf *b)
 {
     reply r;
     lt->attempts++;
-    int rv = exchange(s, b->sb.data, b->sb.size, &r);
+    int rv = raw_exchange(s, b->sb.data, b->sb.size, &r);
     int status = KEY_NO_REPLY;
     if (rv == 0) {
         char code[CODE_BYTES_MAX];
@@ -1217,7 +1217,7 @@ static void *same_key_main(void *arg)
     pthread_barrier_wait(st->barrier);
     if (st->rv == 0 && !b.bad) {
         reply r;
-        st->rv = exchange(s, b.sb.data, b.sb.size, &r);
+        st->rv = raw_exchange(s, b.sb.data, b.sb.size, &r);
         if (st->rv == 0) {
             reply_code(&r, st->code);
             const msgpack_object *rp = msgpack_safe_map_get(reply_map(&r), "replayed");
