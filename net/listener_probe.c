@@ -1,8 +1,6 @@
 /*
  * listener_probe.c — see listener_probe.h.
  */
-#include "config.h"
-
 #include "net/listener_probe.h"
 
 #include <arpa/inet.h>
