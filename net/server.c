@@ -53,6 +53,7 @@ typedef struct slot {
     int64_t deadline_ms; /* parked long-poll */
     struct slot *next;   /* queue or waiter list */
     uint64_t watermark;  /* parked sub_fetch: ready once head passes it */
+    int64_t fetch_until_ms; /* sub_fetch: answers empty no sooner (mono clock) */
     net_request req;
     ledger_outcome outcomes[TALLY_BATCH_OPS_MAX];
     int faults[TALLY_BATCH_OPS_MAX];
@@ -380,6 +381,8 @@ static void slot_handle(slot *s)
         slot_send_error(s, rc, s->req.error_detail);
         return;
     }
+    if (s->req.op->id == NET_OP_SUB_FETCH)
+        s->fetch_until_ms = mono_ms() + s->req.sub.wait_ms;
     if (s->req.op->write || s->req.op->control)
         slot_enqueue_write(s);
     else if (s->req.op->id == NET_OP_BACKUP)
@@ -551,20 +554,31 @@ static uint32_t take_queue_on_fault(server *srv, slot **group)
     return n;
 }
 
-/* A fetch that found nothing waits for a commit or its deadline (or the
- * next redelivery), then runs again without waiting; everything else is
- * answered now. */
+/* A fetch that found nothing waits for a commit, the next redelivery or
+ * its deadline, whichever comes first, then runs again; it answers empty
+ * only once its whole wait_ms has passed since it arrived. A redelivery
+ * that is already due yet gave nothing (a run a hair early, by the
+ * writer's clock against the waiter's) is looked at again after
+ * FETCH_REPARK_MIN_MS, so a re-run never spins. */
+#define FETCH_REPARK_MIN_MS 10
+
 static void send_or_park_sub(server *srv, slot *s, int fault, int64_t now)
 {
     uint64_t watermark;
-    if (fault != TALLY_ok || !net_sub_fetch_should_wait(&s->req, &s->sub, &watermark)) {
+    int64_t mono = mono_ms();
+    if (fault != TALLY_ok || !net_sub_fetch_should_wait(&s->req, &s->sub, &watermark) ||
+        mono >= s->fetch_until_ms) {
         slot_send_sub(s, fault);
         return;
     }
-    int64_t wait = s->req.sub.wait_ms;
-    if (s->sub.next_due_ms != INT64_MAX && s->sub.next_due_ms - now < wait)
-        wait = s->sub.next_due_ms - now > 0 ? s->sub.next_due_ms - now : 0;
-    s->req.sub.wait_ms = 0; /* the second run answers whatever it finds */
+    int64_t wait = s->fetch_until_ms - mono;
+    if (s->sub.next_due_ms != INT64_MAX) {
+        int64_t due_in = s->sub.next_due_ms - now;
+        if (due_in < FETCH_REPARK_MIN_MS)
+            due_in = FETCH_REPARK_MIN_MS;
+        if (due_in < wait)
+            wait = due_in;
+    }
     pthread_mutex_lock(&srv->mu);
     bool passed = srv->head_seq > watermark;
     pthread_mutex_unlock(&srv->mu);
@@ -840,7 +854,7 @@ static void *waiter_main(void *arg)
         if (s) {
             pthread_mutex_unlock(&srv->mu);
             if (s->req.op->id == NET_OP_SUB_FETCH)
-                slot_enqueue_write(s); /* runs again, without waiting */
+                slot_enqueue_write(s); /* runs again */
             else
                 slot_send_read(s);
             pthread_mutex_lock(&srv->mu);
