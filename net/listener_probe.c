@@ -3,6 +3,8 @@
  */
 #include "net/listener_probe.h"
 
+#include "common/clock.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,13 +21,6 @@
 #define PROBE_SLICE_MS 100
 #define SP_HEADER_BYTES 8
 #define SP_PROTOCOL_REQ0 0x30
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The listener's bound address as a socket address to connect to. */
 static bool probe_address(nng_listener l, struct sockaddr_storage *ss, socklen_t *len)
@@ -75,7 +70,7 @@ static int wait_fd(int fd, short events, int64_t deadline, volatile sig_atomic_t
     for (;;) {
         if (*stop)
             return -2;
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - clock_mono_ms();
         if (left <= 0)
             return 0;
         struct pollfd p = {.fd = fd, .events = events};
@@ -98,7 +93,7 @@ listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return LISTENER_UNKNOWN; /* out of descriptors: says nothing of the listener */
-    int64_t deadline = mono_ms() + wait_ms;
+    int64_t deadline = clock_mono_ms() + wait_ms;
     listener_probe_result result = LISTENER_STOPPED;
     if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
         if (errno != EINPROGRESS)
@@ -139,7 +134,7 @@ listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted
             result = LISTENER_UNKNOWN;
             goto done;
         }
-        if (mono_ms() >= deadline)
+        if (clock_mono_ms() >= deadline)
             goto done;
         struct timespec slice = {0, 10 * 1000000};
         nanosleep(&slice, NULL);

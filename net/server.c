@@ -94,6 +94,7 @@ struct server {
     pthread_mutex_t pipes_mu;
     table *pipes;                 /* accepted request connections, by pipe id */
     uint64_t connections_refused; /* under pipes_mu */
+    int64_t pipes_pruned_ms;      /* under pipes_mu: the last stale-pipe pass */
     table *pub_pipes;             /* connected subscribers (PUB pipes), by pipe id */
     bool pub_pipes_unknown;       /* under pipes_mu: one could not be recorded */
     atomic_uint_fast64_t commits, commands;
@@ -891,6 +892,9 @@ static void *waiter_main(void *arg)
  * load (ASan, a busy machine) a place was seen held long after its
  * connection had gone; at the limit, such places are taken back. */
 #define STALE_PIPES_PER_PASS 64
+/* A pass looks at every counted pipe; a flood of connections at the limit
+ * must not pay that once per refused connection. */
+#define STALE_PIPES_PASS_INTERVAL_MS 250
 
 typedef struct stale_pipes {
     uint32_t ids[STALE_PIPES_PER_PASS];
@@ -945,8 +949,13 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
         return;
     }
     size_t pruned = 0;
-    if (table_count(srv->pipes) >= srv->opt->max_connections)
-        pruned = prune_stale_pipes(srv);
+    if (table_count(srv->pipes) >= srv->opt->max_connections) {
+        int64_t now = mono_ms();
+        if (now - srv->pipes_pruned_ms >= STALE_PIPES_PASS_INTERVAL_MS) {
+            srv->pipes_pruned_ms = now;
+            pruned = prune_stale_pipes(srv);
+        }
+    }
     size_t open = table_count(srv->pipes);
     int inserted = 0;
     bool accept = open < srv->opt->max_connections &&

@@ -7,6 +7,7 @@
  * stopped.
  */
 #include "clients/tally.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
@@ -26,7 +27,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #define WRITES_MAX 200000
@@ -226,13 +226,6 @@ static uint64_t peak_rss_kib(pid_t pid)
     return kib;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 START_TEST(floods_of_connections_and_requests_are_bounded)
 {
     memset(&proc, 0, sizeof(proc));
@@ -251,8 +244,8 @@ START_TEST(floods_of_connections_and_requests_are_bounded)
         ck_assert_msg(idle[i].fd >= 0, "connection %d: no SP header exchange", i);
     }
     int refused = 0;
-    for (int64_t until = mono_ms() + 60000;
-         refused < FLOOD_CONNECTIONS - (MAX_CONNECTIONS - 1) && mono_ms() < until;) {
+    for (int64_t until = clock_mono_ms() + 60000;
+         refused < FLOOD_CONNECTIONS - (MAX_CONNECTIONS - 1) && clock_mono_ms() < until;) {
         ck_assert_int_ge(poll(idle, FLOOD_CONNECTIONS, 100), 0);
         for (int i = 0; i < FLOOD_CONNECTIONS; i++) {
             char b;
