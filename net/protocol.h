@@ -1,11 +1,16 @@
 /*
- * protocol.h — tally's wire protocol: the declarative op table, request
- * decoding and reply encoding (docs/PROTOCOL.md is the contract).
+ * protocol.h — tally's wire protocol: the op table, request decoding, and
+ * what an op's row names (docs/PROTOCOL.md is the contract).
  *
- * One table (net_ops) lists every op with its fields, types, limits and
- * documentation; the decoder checks a request against it before anything
- * else happens, and `tallyd --protocol-reference` prints the same table as
- * the reference section of docs/PROTOCOL.md.
+ * One table (net_ops, net/op_table.c) lists every op: its kind, its fields
+ * as data (name, type, required, limit, description), the builder that
+ * turns checked fields into a request, and its behaviour — the read
+ * handler, or the writer-side apply function and the reply encoder. The
+ * decoder checks a request against the row before anything else happens;
+ * the dispatcher (net/slot.c, net/writer.c) routes by the row alone, and
+ * `tallyd --protocol-reference` prints the same table as the reference
+ * section of docs/PROTOCOL.md. docs/DESIGN.md, "Adding an op", says what a
+ * new op needs.
  *
  * A decoded request borrows strings from the message bytes it was decoded
  * from: keep the message until the request is done.
@@ -16,6 +21,7 @@
 #include "common/limits.h"
 #include "ledger/ledger.h"
 #include "log/subscriber.h"
+#include "net/out.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -52,20 +58,15 @@ typedef enum net_op_id {
     NET_OP_COUNT
 } net_op_id;
 
+/* Where an op runs. */
+typedef enum net_op_kind {
+    NET_KIND_READ,       /* an NNG callback thread, in a read-only transaction */
+    NET_KIND_WRITE,      /* a ledger command: consumer and key, the inbox, the writer */
+    NET_KIND_SUBSCRIBER, /* a subscriber write: the writer, no consumer or key */
+    NET_KIND_CONTROL,    /* on its own, beside reader and writer (backup) */
+} net_op_kind;
+
 #define NET_OP_FIELDS_MAX 12
-
-typedef struct net_op {
-    net_op_id id;
-    const char *name;
-    bool write;   /* a ledger command: consumer and key, inbox, writer */
-    const char *doc;
-    net_field fields[NET_OP_FIELDS_MAX]; /* terminated by name == NULL */
-    bool control; /* a subscriber write: run by the writer, no consumer or key */
-} net_op;
-
-extern const net_op net_ops[NET_OP_COUNT];
-
-const net_op *net_op_find(tally_str name);
 
 /* Read parameters (one set per read op). */
 typedef struct net_read {
@@ -77,7 +78,6 @@ typedef struct net_read {
     uint32_t limit;       /* history and log_read: entries to return */
     bool reverse;
     uint64_t from_seq;    /* log_read */
-    uint32_t wait_ms;     /* log_read long-poll */
     tally_str path;       /* backup */
 } net_read;
 
@@ -87,7 +87,6 @@ typedef struct net_sub {
     sub_start start;
     sub_config config;
     uint32_t max;         /* fetch */
-    uint32_t wait_ms;     /* fetch long-poll */
     bool restart;         /* fetch */
     uint64_t seq;         /* ack (cumulative), nak, park, dlq ops; 0 = none */
     uint64_t done[TALLY_SUB_ACK_SEQS_MAX];
@@ -99,11 +98,14 @@ typedef struct net_sub {
     uint32_t limit;       /* dlq_list */
 } net_sub;
 
+typedef struct net_op net_op;
+
 /* A decoded request. Large: allocate one per context, reuse it. */
 typedef struct net_request {
     const net_op *op;
     int error;              /* TALLY_ok or why the request was refused */
     char error_detail[96];  /* e.g. the field name */
+    uint32_t wait_ms;       /* log_read, sub_fetch: long-poll for up to this long */
     tally_str consumer;
     uint32_t write_count;   /* writes: 1, or the ops of a batch */
     ledger_request writes[TALLY_BATCH_OPS_MAX];
@@ -113,6 +115,89 @@ typedef struct net_request {
     msgpack_unpacked unpacked;
     bool unpacked_live;
 } net_request;
+
+/* What a subscriber write did, kept until its reply is sent. */
+typedef struct net_sub_result {
+    int code;              /* TALLY_ok, a refusal, or a fault */
+    bool created;          /* sub_create */
+    sub_state state;       /* the cursor after the op */
+    uint32_t count;        /* sub_fetch: deliveries */
+    sub_delivery deliveries[TALLY_SUB_FETCH_EVENTS_MAX];
+    int64_t next_due_ms;   /* sub_fetch: earliest not-yet-due redelivery */
+    uint32_t acked;        /* sub_ack */
+    uint32_t attempt;      /* sub_nak */
+    int64_t deliver_after_ms;
+    uint32_t replaying;    /* dlq_replay */
+} net_sub_result;
+
+/* What the writer's apply left for the reply encoder. */
+typedef struct net_result {
+    ledger_outcome outcomes[TALLY_BATCH_OPS_MAX]; /* writes: one per req->writes[i] */
+    int faults[TALLY_BATCH_OPS_MAX];              /* writes: non-zero replaces the outcome */
+    net_sub_result sub;                           /* subscriber writes */
+} net_result;
+
+/* What control ops run against. */
+typedef struct net_control_env {
+    store *st;
+    const char *backup_dir; /* NULL: anywhere */
+} net_control_env;
+
+/* The checked fields of one request or member map, for builders. */
+typedef struct net_fields net_fields;
+
+const msgpack_object *net_fields_value(const net_fields *fs, const char *name);
+uint64_t net_fields_u64(const net_fields *fs, const char *name, uint64_t dflt);
+int64_t net_fields_i64(const net_fields *fs, const char *name);
+tally_str net_fields_str(const net_fields *fs, const char *name);
+bool net_fields_bool(const net_fields *fs, const char *name);
+/* false (and *out zeroed) when the field is absent. */
+bool net_fields_id(const net_fields *fs, const char *name, tally_id128 *out);
+
+/* Record why req is refused; returns code. */
+int net_request_fail(net_request *req, int code, const char *detail);
+
+struct net_op {
+    net_op_id id;
+    const char *name;
+    net_op_kind kind;
+    const char *doc;
+    net_field fields[NET_OP_FIELDS_MAX]; /* terminated by name == NULL */
+    /* Checked fields into req (the ledger command, net_read or net_sub),
+     * with the rules the field table cannot say (minimums, choices).
+     * TALLY_ok or a refusal recorded with net_request_fail. */
+    int (*build)(net_request *req, const net_fields *fs);
+    /* A single write op: its ledger command from a (member) map's fields.
+     * NULL for ops that cannot be a chain or batch member. */
+    void (*command)(const net_fields *fs, ledger_command *c);
+    /* READ: pack the reply from the snapshot t at now_ms. */
+    void (*read)(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+    /* READ with wait_ms: the head req waits to pass (parked until the log's
+     * head seq is above *watermark); false when it answers now. */
+    bool (*read_waits)(const net_request *req, uint64_t *watermark);
+    /* WRITE, SUBSCRIBER: run in the writer's transaction t. In place, the
+     * first fault stops and is returned (the group is then redone with
+     * in_place false). Refusals stay in res. */
+    int (*apply)(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,
+                 net_result *res);
+    /* WRITE, SUBSCRIBER: pack the reply after the commit; fault non-zero
+     * when the commit failed and replaces every outcome. rt: a read-only
+     * snapshot taken after the commit (NULL for WRITE: not needed). */
+    void (*reply)(net_out *o, store_txn *rt, const net_request *req, const net_result *res,
+                  int fault, int64_t now_ms);
+    /* SUBSCRIBER: after the reply-less run, whether to park and run again
+     * once the head passes *watermark (sub_fetch that found nothing). */
+    bool (*apply_waits)(const net_request *req, const net_result *res, uint64_t *watermark);
+    /* CONTROL: run and pack the reply. */
+    void (*control)(net_out *o, const net_control_env *env, const net_request *req);
+};
+
+extern const net_op net_ops[NET_OP_COUNT];
+
+const net_op *net_op_find(tally_str name);
+
+/* The kind's name in the reference ("read", "write", ...). */
+const char *net_op_kind_name(net_op_kind kind);
 
 void net_request_init(net_request *req);
 /* Release what the last decode held; safe to call repeatedly. */

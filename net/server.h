@@ -11,13 +11,14 @@
 #ifndef TALLY_NET_SERVER_H
 #define TALLY_NET_SERVER_H
 
+#include "net/logging.h"
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #define NET_LISTEN_URLS_MAX 8
 
-typedef enum net_log_level { NET_LOG_ERROR, NET_LOG_WARN, NET_LOG_INFO, NET_LOG_DEBUG } net_log_level;
 
 typedef struct net_server_options {
     const char *data_dir;
@@ -39,7 +40,5 @@ typedef struct net_server_options {
  * clean stop, 1 when the server could not start (message on stderr). */
 int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop);
 
-void net_log(net_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void net_log_set_level(net_log_level level);
 
 #endif

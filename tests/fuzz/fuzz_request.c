@@ -7,8 +7,8 @@
  * ledger_apply_in_place for each command (the stateless validation, the
  * fingerprint, the inbox, the state machine), redone nested with
  * ledger_apply after a fault as the group commit does, and the reply
- * packed with net_reply_write; the transaction is aborted, so every input
- * sees the same store. A read runs net_reply_read in a read transaction.
+ * packed by the op's reply encoder; the transaction is aborted, so every input
+ * sees the same store. A read runs the op's read handler in a read transaction.
  *
  * Oracles besides the sanitizers: decoding never runs out of memory (the
  * count bomb; under libFuzzer -malloc_limit_mb catches large allocations
@@ -23,7 +23,6 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "net/protocol.h"
-#include "net/reply.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +32,6 @@ static store *st;
 static net_request *req;
 static ledger_outcome outcomes[TALLY_BATCH_OPS_MAX];
 static int faults[TALLY_BATCH_OPS_MAX];
-static uint8_t reply_bytes[TALLY_REPLY_BYTES_MAX];
 
 static void fixture(void)
 {
@@ -44,11 +42,21 @@ static void fixture(void)
     net_request_init(req);
 }
 
-/* The reply must fit the reply limit, like tallyd's. */
-static void pack_checked(int bad, const msgpack_safe_buffer *b, const char *what)
+/* The reply must fit the reply limit, like tallyd's: the reply, or NULL
+ * when it would not have fit. */
+static nng_msg *reply_checked(net_out *o, const char *what)
 {
-    if (bad && !b->overflow)
+    bool overflow = o->overflow;
+    nng_msg *m = net_out_take(o);
+    if (m == NULL && !overflow)
         fuzz_fail("packing the %s reply failed", what);
+    return m;
+}
+
+static void reply_free(nng_msg *m)
+{
+    if (m)
+        nng_msg_free(m);
 }
 
 static void check_command_is_pure(const ledger_command *cmd)
@@ -91,7 +99,7 @@ static void check_replay(store_txn *txn)
                   tally_strerror(again.code), again.replayed, tally_strerror(outcomes[0].code));
 }
 
-static void run_writes(msgpack_packer *pk, msgpack_safe_buffer *b)
+static void run_writes(net_out *o)
 {
     for (uint32_t i = 0; i < req->write_count; i++)
         check_command_is_pure(&req->writes[i].command);
@@ -108,7 +116,14 @@ static void run_writes(msgpack_packer *pk, msgpack_safe_buffer *b)
     }
     check_replay(&txn);
     store_txn_abort(&txn);
-    pack_checked(net_reply_write(pk, req, outcomes, faults), b, "write");
+    net_result *res = malloc(sizeof(*res));
+    if (res == NULL)
+        fuzz_fail("out of memory");
+    memcpy(res->outcomes, outcomes, sizeof(outcomes));
+    memcpy(res->faults, faults, sizeof(faults));
+    req->op->reply(o, NULL, req, res, TALLY_ok, FUZZ_NOW_MS);
+    free(res);
+    reply_free(reply_checked(o, "write"));
 }
 
 /* The seq of a history entry or of a stored event (bin), 0 if none. */
@@ -131,7 +146,7 @@ static uint64_t seq_of(const msgpack_object *o)
 /* Pages hold what was asked for: at most limit entries, history entries
  * after (reverse: before) the cursor, log events from from_seq on in
  * order. */
-static void check_page(const msgpack_safe_buffer *b)
+static void check_page(nng_msg *m)
 {
     const net_read *r = &req->read;
     bool history = req->op->id == NET_OP_ACCOUNT_HISTORY;
@@ -139,7 +154,7 @@ static void check_page(const msgpack_safe_buffer *b)
         return;
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
-    if (msgpack_safe_unpack(b->data, b->len, TALLY_MSGPACK_DEPTH_MAX, &up) != TALLY_ok)
+    if (msgpack_safe_unpack(nng_msg_body(m), nng_msg_len(m), TALLY_MSGPACK_DEPTH_MAX, &up) != TALLY_ok)
         fuzz_fail("a read reply does not decode");
     const msgpack_object *list = msgpack_safe_map_get(&up.data, history ? "entries" : "events");
     uint32_t n = list && list->type == MSGPACK_OBJECT_ARRAY ? list->via.array.size : 0;
@@ -157,25 +172,26 @@ static void check_page(const msgpack_safe_buffer *b)
     msgpack_unpacked_destroy(&up);
 }
 
-static void run_read(msgpack_packer *pk, msgpack_safe_buffer *b)
+static void run_read(net_out *o)
 {
     store_txn txn;
     if (store_txn_begin(st, NULL, true, &txn) != TALLY_ok)
         fuzz_fail("cannot begin a read transaction");
-    int bad = net_reply_read(pk, &txn, req, FUZZ_NOW_MS);
+    req->op->read(o, &txn, req, FUZZ_NOW_MS);
     store_txn_abort(&txn);
-    pack_checked(bad, b, "read");
-    if (!bad)
-        check_page(b);
+    nng_msg *m = reply_checked(o, "read");
+    if (m)
+        check_page(m);
+    reply_free(m);
 }
 
 int fuzz_request_one(const uint8_t *data, size_t size)
 {
     if (st == NULL)
         fixture();
-    msgpack_packer pk;
-    msgpack_safe_buffer b;
-    msgpack_safe_buffer_init(&b, reply_bytes, sizeof(reply_bytes), &pk);
+    net_out o;
+    if (net_out_begin(&o) != 0)
+        fuzz_fail("cannot allocate a reply");
     int rc = net_request_decode(req, data, size);
     if (rc == TALLY_overloaded) /* msgpack-c could not allocate: a count was trusted */
         fuzz_fail("decoding %zu bytes ran out of memory", size);
@@ -183,13 +199,16 @@ int fuzz_request_one(const uint8_t *data, size_t size)
         if (rc != req->error)
             fuzz_fail("refused with %s but remembered %s", tally_strerror(rc),
                       tally_strerror(req->error));
-        pack_checked(net_reply_error(&pk, rc, req->error_detail), &b, "error");
-    } else if (req->op->write) {
+        net_reply_error(&o, rc, req->error_detail);
+        reply_free(reply_checked(&o, "error"));
+    } else if (req->op->kind == NET_KIND_WRITE) {
         if (req->write_count == 0 || req->write_count > TALLY_BATCH_OPS_MAX)
             fuzz_fail("a write with %u commands", req->write_count);
-        run_writes(&pk, &b);
-    } else {
-        run_read(&pk, &b);
+        run_writes(&o);
+    } else if (req->op->kind == NET_KIND_READ) {
+        run_read(&o);
+    } else { /* subscriber writes and control ops: decoding is what is fuzzed here */
+        net_out_discard(&o);
     }
     net_request_reset(req);
     return 0;

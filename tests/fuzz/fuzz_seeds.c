@@ -16,7 +16,6 @@
 #include "common/msgpack_safe.h"
 #include "log/log.h"
 #include "net/protocol.h"
-#include "net/reply.h"
 #include "tests/support/doc_requests.h"
 
 #include <stdio.h>
@@ -112,7 +111,6 @@ static const char *const reads[] = {
 
 static int read_reply_seed(seeder *s, store *st, net_request *req, const char *text, int i)
 {
-    static uint8_t out[TALLY_REPLY_BYTES_MAX];
     doc_bytes b;
     char err[256];
     if (doc_request_build(text, &b, err, sizeof(err)) != 0 ||
@@ -121,18 +119,22 @@ static int read_reply_seed(seeder *s, store *st, net_request *req, const char *t
         doc_bytes_free(&b);
         return -1;
     }
-    msgpack_packer pk;
-    msgpack_safe_buffer buf;
-    msgpack_safe_buffer_init(&buf, out, sizeof(out), &pk);
+    net_out o;
     store_txn t;
-    int rc = store_txn_begin(st, NULL, true, &t);
-    if (rc == TALLY_ok && net_reply_read(&pk, &t, req, FUZZ_NOW_MS) != 0)
-        rc = TALLY_internal;
-    store_txn_abort(&t);
+    int rc = net_out_begin(&o) == 0 ? store_txn_begin(st, NULL, true, &t) : TALLY_internal;
+    nng_msg *m = NULL;
+    if (rc == TALLY_ok) {
+        req->op->read(&o, &t, req, FUZZ_NOW_MS);
+        store_txn_abort(&t);
+        m = net_out_take(&o);
+        rc = m ? TALLY_ok : TALLY_internal;
+    }
     char name[64];
     snprintf(name, sizeof(name), "read-%d-%s", i, req->op->name);
     if (rc == TALLY_ok)
-        emit(s, "reply", name, out, buf.len);
+        emit(s, "reply", name, nng_msg_body(m), nng_msg_len(m));
+    if (m)
+        nng_msg_free(m);
     net_request_reset(req);
     doc_bytes_free(&b);
     return rc == TALLY_ok ? 0 : -1;

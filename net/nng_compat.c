@@ -1,0 +1,132 @@
+/*
+ * nng_compat.c — tallyd's workarounds for NNG 1.5.2 (nng_compat.h lists
+ * them all, with their upstream issues and the versions that fix them):
+ * the listener watchdog and the stale-pipe pass. Built against a fixed
+ * NNG, the watchdog does not probe and the pass takes nothing back.
+ */
+#include "net/server_internal.h"
+
+#include "net/nng_compat.h"
+
+#include <string.h>
+
+/* ---- the listener watchdog (nanomsg/nng#1518, fixed in 1.6.0) ---- */
+
+#define LISTENER_PROBE_WAIT_MS 12000 /* beyond NNG's 10 s negotiation timeout */
+#define LISTENER_STOPPED_PROBES 2    /* in a row before the listener is re-created */
+
+int listeners_open(server *srv)
+{
+    const net_server_options *opt = srv->opt;
+    listeners *ls = &srv->lis;
+    for (unsigned i = 0; i < opt->listen_count; i++) {
+        int rv = nng_listen(srv->rep, opt->listen_urls[i], &ls->l[i], 0);
+        if (rv != 0) {
+            net_log(NET_LOG_ERROR, "cannot listen on %s: %s", opt->listen_urls[i], nng_strerror(rv));
+            return rv;
+        }
+        atomic_store(&ls->ids[ls->count++], (unsigned)nng_listener_id(ls->l[i]));
+    }
+    return 0;
+}
+
+void listeners_note_accept(server *srv, nng_pipe p)
+{
+    int from = nng_listener_id(nng_pipe_listener(p));
+    for (unsigned i = 0; i < NET_LISTEN_URLS_MAX && from > 0; i++)
+        if (atomic_load(&srv->lis.ids[i]) == (unsigned)from)
+            atomic_fetch_add(&srv->lis.accepted[i], 1);
+}
+
+static void relisten(server *srv, unsigned i)
+{
+    listeners *ls = &srv->lis;
+    const char *url = srv->opt->listen_urls[i];
+    if (!ls->down[i]) {
+        net_log(NET_LOG_WARN, "%s stopped accepting connections (NNG 1.5.2 after a peer hung "
+                "up during the SP header exchange, nanomsg/nng#1518): listening again; its "
+                "connections are closed and their clients reconnect", url);
+        nng_listener_close(ls->l[i]);
+        ls->down[i] = true;
+    }
+    int rv = nng_listen(srv->rep, url, &ls->l[i], 0);
+    if (rv != 0) {
+        net_log(NET_LOG_ERROR, "cannot listen on %s again: %s (trying again)", url,
+                nng_strerror(rv));
+        return;
+    }
+    atomic_store(&ls->ids[i], (unsigned)nng_listener_id(ls->l[i]));
+    ls->down[i] = false;
+    ls->stopped[i] = 0;
+    net_log(NET_LOG_INFO, "listening on %s again", url);
+}
+
+void listeners_watch(server *srv, volatile sig_atomic_t *stop)
+{
+    if (!NNG_COMPAT_LISTENER_WATCHDOG)
+        return;
+    listeners *ls = &srv->lis;
+    for (unsigned i = 0; i < ls->count && !*stop; i++) {
+        if (ls->down[i]) {
+            relisten(srv, i);
+            continue;
+        }
+        listener_probe_result r = listener_probe(ls->l[i], &ls->accepted[i],
+                                                 LISTENER_PROBE_WAIT_MS, stop);
+        if (r != LISTENER_ACCEPTING)
+            net_log(NET_LOG_DEBUG, "probe of %s: %s", srv->opt->listen_urls[i],
+                    r == LISTENER_STOPPED ? "not accepting" : "not probed");
+        if (r == LISTENER_ACCEPTING)
+            ls->stopped[i] = 0;
+        else if (r == LISTENER_STOPPED && ++ls->stopped[i] >= LISTENER_STOPPED_PROBES)
+            relisten(srv, i);
+    }
+}
+
+void listeners_close(server *srv)
+{
+    for (unsigned i = 0; i < srv->lis.count; i++)
+        if (!srv->lis.down[i])
+            nng_listener_close(srv->lis.l[i]);
+}
+
+/* ---- stale pipes (NNG 1.5.2's late REM_POST) ---- */
+
+/* Counted connections NNG no longer knows. Their REM_POST should have
+ * removed them, but NNG 1.5.2 sends it late, from its reaper, and under
+ * load (ASan, a busy machine) a place was seen held long after its
+ * connection had gone; at the limit, such places are taken back. */
+#define STALE_PIPES_PER_PASS 64
+
+typedef struct stale_pipes {
+    uint32_t ids[STALE_PIPES_PER_PASS];
+    unsigned count;
+} stale_pipes;
+
+static int collect_stale_pipe(const void *key, size_t key_len, void *value, void *ctx)
+{
+    (void)value;
+    stale_pipes *sp = ctx;
+    nng_pipe p = NNG_PIPE_INITIALIZER;
+    if (key_len != sizeof(p.id))
+        return 0;
+    memcpy(&p.id, key, sizeof(p.id));
+    nng_sockaddr sa;
+    int rv = nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa);
+    if (rv == NNG_ENOENT || rv == NNG_ECLOSED)
+        sp->ids[sp->count++] = p.id;
+    return sp->count == STALE_PIPES_PER_PASS;
+}
+
+size_t pipes_prune_stale(server *srv)
+{
+    size_t pruned = 0;
+    stale_pipes sp;
+    do {
+        sp.count = 0;
+        table_each(srv->pipes, collect_stale_pipe, &sp);
+        for (unsigned i = 0; i < sp.count; i++)
+            pruned += (size_t)table_remove(srv->pipes, &sp.ids[i], sizeof(sp.ids[i]));
+    } while (sp.count == STALE_PIPES_PER_PASS);
+    return pruned;
+}

@@ -1,0 +1,329 @@
+/*
+ * ops_read.c — the read ops: their parameters from checked fields and
+ * their replies, each packed from one read-only snapshot that never waits
+ * for the writer.
+ */
+#include "net/ops.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "ledger/retention.h"
+#include "log/log.h"
+
+#include <string.h>
+
+/* ---- builders ---- */
+
+int net_build_nothing(net_request *req, const net_fields *fs)
+{
+    (void)fs;
+    memset(&req->read, 0, sizeof(req->read));
+    return TALLY_ok;
+}
+
+int net_build_account_read(net_request *req, const net_fields *fs)
+{
+    net_build_nothing(req, fs);
+    req->read.account_id = net_fields_u64(fs, "id", 0);
+    return TALLY_ok;
+}
+
+int net_build_history(net_request *req, const net_fields *fs)
+{
+    net_build_account_read(req, fs);
+    net_read *r = &req->read;
+    r->after_seq = net_fields_u64(fs, "after_seq", 0);
+    r->reverse = net_fields_bool(fs, "reverse");
+    r->limit = (uint32_t)net_fields_u64(fs, "limit", TALLY_HISTORY_ENTRIES_DEFAULT);
+    return TALLY_ok;
+}
+
+int net_build_transfer_read(net_request *req, const net_fields *fs)
+{
+    net_build_nothing(req, fs);
+    net_fields_id(fs, "id", &req->read.transfer_id);
+    return TALLY_ok;
+}
+
+int net_build_entitlement_read(net_request *req, const net_fields *fs)
+{
+    net_build_nothing(req, fs);
+    req->read.subject = net_fields_str(fs, "subject");
+    req->read.feature = net_fields_str(fs, "feature");
+    return TALLY_ok;
+}
+
+int net_build_log_read(net_request *req, const net_fields *fs)
+{
+    net_build_nothing(req, fs);
+    req->read.from_seq = net_fields_u64(fs, "from_seq", 1);
+    req->read.limit = (uint32_t)net_fields_u64(fs, "limit", TALLY_LOG_READ_EVENTS_DEFAULT);
+    req->wait_ms = (uint32_t)net_fields_u64(fs, "wait_ms", 0);
+    return TALLY_ok;
+}
+
+/* ---- replies ---- */
+
+static void reply_not_found(net_out *o, int rc)
+{
+    net_reply_error(o, rc, rc == TALLY_not_found ? "no such entity" : "read failed");
+}
+
+void net_read_account(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    ledger_account a;
+    int rc = ledger_account_get(t, req->read.account_id, &a);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "account");
+    if (ledger_account_pack(&o->pk, &a))
+        net_out_fail(o);
+    net_map_end(o);
+}
+
+void net_read_transfer(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    ledger_transfer_record r;
+    int rc = ledger_transfer_get(t, &req->read.transfer_id, &r);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "transfer");
+    if (ledger_transfer_pack(&o->pk, &r))
+        net_out_fail(o);
+    net_map_end(o);
+}
+
+static int pack_entitlement_at(net_out *o, const ledger_entitlement *e, int64_t now_ms)
+{
+    ledger_entitlement view = *e;
+    view.state = ledger_entitlement_state_at(e, now_ms);
+    return ledger_entitlement_pack(&o->pk, &view) ? net_out_fail(o) : 0;
+}
+
+void net_read_entitlement(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    if (req->read.subject.len == 0)
+        return net_reply_error(o, TALLY_subject_must_not_be_empty, "subject");
+    if (req->read.feature.len == 0)
+        return net_reply_error(o, TALLY_feature_must_not_be_empty, "feature");
+    ledger_entitlement e;
+    int rc = ledger_entitlement_get(t, req->read.subject, req->read.feature, &e);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "entitlement");
+    pack_entitlement_at(o, &e, now_ms);
+    net_map_end(o);
+}
+
+typedef struct list_ctx {
+    net_out *o;
+    int64_t now_ms;
+} list_ctx;
+
+static int list_one(const ledger_entitlement *e, void *ctx)
+{
+    list_ctx *l = ctx;
+    net_item(l->o);
+    pack_entitlement_at(l->o, e, l->now_ms);
+    return 0;
+}
+
+void net_read_entitlement_list(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    if (req->read.subject.len == 0)
+        return net_reply_error(o, TALLY_subject_must_not_be_empty, "subject");
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "entitlements");
+    net_array_begin(o);
+    list_ctx l = {o, now_ms};
+    int rc = ledger_entitlement_list(t, req->read.subject, list_one, &l);
+    if (rc != TALLY_ok) { /* nothing of this reply can stand: the error alone */
+        net_out_discard(o);
+        if (net_out_begin(o) == 0)
+            reply_not_found(o, rc);
+        return;
+    }
+    net_array_end(o);
+    net_map_end(o);
+}
+
+/* One history entry: the event's seq, type, time, transfer and this
+ * account as it was right after the event. */
+static void pack_history_entry(net_out *o, store_txn *t, uint64_t account_id, uint64_t seq)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    if (log_event_load(t, seq, &up, &ev) != TALLY_ok) {
+        net_out_fail(o);
+        msgpack_unpacked_destroy(&up);
+        return;
+    }
+    const msgpack_object *dr = msgpack_safe_map_get(ev.body, "debit_account");
+    uint64_t dr_id = 0;
+    msgpack_safe_get_u64(msgpack_safe_map_get(dr, "id"), &dr_id);
+    const char *side = dr_id == account_id ? "debit_account" : "credit_account";
+    const msgpack_object *acc = msgpack_safe_map_get(ev.body, side);
+    const msgpack_object *tr = msgpack_safe_map_get(ev.body, "transfer");
+    if (!acc || !tr) {
+        net_out_fail(o);
+    } else {
+        net_map_begin(o);
+        net_kv_u64(o, "seq", seq);
+        net_kv_str(o, "type", ev.type.ptr, ev.type.len);
+        net_kv_i64(o, "time_ms", ev.time_ms);
+        net_key(o, "transfer");
+        msgpack_pack_object(&o->pk, *tr);
+        net_key(o, "account");
+        msgpack_pack_object(&o->pk, *acc);
+        net_map_end(o);
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+/* Collect up to limit seqs of the account's history after/before cursor. */
+static int history_seqs(store_txn *t, const net_read *r, uint64_t *seqs, uint32_t *count)
+{
+    *count = 0;
+    if (!r->reverse && r->after_seq == UINT64_MAX)
+        return TALLY_ok; /* nothing after the largest seq (after_seq + 1 would wrap to 0) */
+    MDB_cursor *cur;
+    int rc = store_cursor_open(t, STORE_DB_HISTORY, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    uint8_t key[16];
+    uint64_t start = r->reverse ? (r->after_seq ? r->after_seq : UINT64_MAX) : r->after_seq + 1;
+    ledger_history_key(r->account_id, start, key);
+    MDB_val k = {16, key}, v;
+    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (r->reverse) /* step back to the last entry below the cursor */
+        mrc = mrc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_PREV)
+                                 : mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    while (mrc == MDB_SUCCESS && *count < r->limit && k.mv_size == 16 &&
+           get_u64_be(k.mv_data) == r->account_id) {
+        uint64_t seq = get_u64_be((const uint8_t *)k.mv_data + 8);
+        if (r->reverse && r->after_seq && seq >= r->after_seq)
+            break;
+        seqs[(*count)++] = seq;
+        mrc = mdb_cursor_get(cur, &k, &v, r->reverse ? MDB_PREV : MDB_NEXT);
+    }
+    mdb_cursor_close(cur);
+    return mrc == MDB_SUCCESS || mrc == MDB_NOTFOUND ? TALLY_ok : store_translate(mrc);
+}
+
+void net_read_history(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    ledger_account a;
+    int rc = ledger_account_get(t, req->read.account_id, &a);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    static _Thread_local uint64_t seqs[TALLY_HISTORY_ENTRIES_MAX];
+    uint32_t n;
+    rc = history_seqs(t, &req->read, seqs, &n);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    bool full = n == req->read.limit && n > 0;
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "entries");
+    msgpack_pack_array(&o->pk, n);
+    for (uint32_t i = 0; i < n && net_out_ok(o); i++)
+        pack_history_entry(o, t, req->read.account_id, seqs[i]);
+    if (full)
+        net_kv_u64(o, "next", seqs[n - 1]);
+    else
+        net_kv_nil(o, "next");
+    net_map_end(o);
+}
+
+static int pack_event_bin(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    (void)seq;
+    net_out *o = ctx;
+    return msgpack_safe_pack_bin(&o->pk, bytes, len) ? net_out_fail(o) : 0;
+}
+
+bool net_log_read_waits(const net_request *req, uint64_t *watermark)
+{
+    if (req->wait_ms == 0)
+        return false;
+    uint64_t from = req->read.from_seq ? req->read.from_seq : 1;
+    *watermark = from - 1; /* ready once the head reaches from_seq */
+    return true;
+}
+
+void net_read_log(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    log_head head;
+    int rc = log_head_get(t, &head);
+    uint64_t first = 0;
+    if (rc == TALLY_ok)
+        rc = log_first_seq(t, &first);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    uint64_t from = req->read.from_seq ? req->read.from_seq : 1;
+    if (from < first)
+        from = first;
+    uint64_t available = head.seq >= from ? head.seq - from + 1 : 0;
+    uint32_t n = available < req->read.limit ? (uint32_t)available : req->read.limit;
+    net_reply_open(o, TALLY_ok);
+    net_kv_u64(o, "head", head.seq);
+    net_key(o, "events");
+    msgpack_pack_array(&o->pk, n);
+    if (n && log_read(t, from, n, pack_event_bin, o) != TALLY_ok)
+        net_out_fail(o);
+    net_map_end(o);
+}
+
+void net_read_stats(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)req;
+    log_head head;
+    uint64_t first = 0, counts[5] = {0}, used = 0, size = 0;
+    static const store_db dbs[5] = {STORE_DB_ACCOUNTS, STORE_DB_TRANSFERS, STORE_DB_ENTITLEMENTS,
+                                    STORE_DB_INBOX, STORE_DB_LOG};
+    static const char *names[5] = {"accounts", "transfers", "entitlements", "inbox", "events"};
+    int rc = log_head_get(t, &head);
+    if (rc == TALLY_ok)
+        rc = log_first_seq(t, &first);
+    for (int i = 0; rc == TALLY_ok && i < 5; i++)
+        rc = store_count(t, dbs[i], &counts[i]);
+    if (rc == TALLY_ok)
+        rc = store_map_usage(t, &used, &size);
+    int64_t oldest_ms = 0;
+    ledger_log_floor floor = {0};
+    ledger_retention_last last = {0};
+    if (rc == TALLY_ok)
+        rc = ledger_inbox_oldest_ms(t, &oldest_ms);
+    if (rc == TALLY_ok)
+        rc = ledger_log_floor_get(t, &floor);
+    if (rc == TALLY_ok)
+        rc = ledger_retention_last_get(t, &last);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    int64_t oldest_age_s = oldest_ms && now_ms > oldest_ms ? (now_ms - oldest_ms) / 1000 : 0;
+    net_reply_open(o, TALLY_ok);
+    net_kv_u64(o, "head_seq", head.seq);
+    net_kv_u64(o, "first_seq", first);
+    for (int i = 0; i < 5; i++)
+        net_kv_u64(o, names[i], counts[i]);
+    net_kv_u64(o, "map_used_bytes", used);
+    net_kv_u64(o, "map_size_bytes", size);
+    net_key(o, "subscribers");
+    net_pack_subscribers(o, t, now_ms);
+    net_kv_i64(o, "inbox_oldest_age_s", oldest_age_s);
+    net_kv_u64(o, "log_floor", floor.seq);
+    net_key(o, "last_sweep");
+    net_map_begin(o);
+    net_kv_i64(o, "time_ms", last.time_ms);
+    net_kv_u64(o, "inbox_removed", last.inbox_removed);
+    net_kv_u64(o, "events_removed", last.events_removed);
+    net_map_end(o);
+    net_map_end(o);
+}

@@ -1,0 +1,65 @@
+/*
+ * pipes.c — request connections: counted, and bounded by
+ * --max-connections. One over the limit is closed before the socket sees
+ * it (NNG_PIPE_EV_ADD_PRE), so a flood of connections costs a refused
+ * connect each, never unbounded memory. The accepted pipes are remembered
+ * by id: NNG reports the removal of refused pipes too, and those must not
+ * be counted.
+ */
+#include "net/server_internal.h"
+
+#include "common/clock.h"
+#include "net/nng_compat.h"
+
+/* A stale-pipe pass (nng_compat.c) looks at every counted pipe; a flood of
+ * connections at the limit must not pay that once per refused one. */
+#define STALE_PIPES_PASS_INTERVAL_MS 250
+
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    server *srv = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    if (ev == NNG_PIPE_EV_ADD_PRE) {
+        listeners_note_accept(srv, p);
+        if (srv->opt->max_connections == 0)
+            return;
+    }
+    pthread_mutex_lock(&srv->pipes_mu);
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        table_remove(srv->pipes, &id, sizeof(id));
+        pthread_mutex_unlock(&srv->pipes_mu);
+        return;
+    }
+    size_t pruned = 0;
+    if (NNG_COMPAT_STALE_PIPES && table_count(srv->pipes) >= srv->opt->max_connections) {
+        int64_t now = clock_mono_ms();
+        if (now - srv->pipes_pruned_ms >= STALE_PIPES_PASS_INTERVAL_MS) {
+            srv->pipes_pruned_ms = now;
+            pruned = pipes_prune_stale(srv);
+        }
+    }
+    size_t open = table_count(srv->pipes);
+    int inserted = 0;
+    bool accept = open < srv->opt->max_connections &&
+                  table_upsert(srv->pipes, &id, sizeof(id), &inserted) != NULL;
+    uint64_t refused = accept ? 0 : ++srv->connections_refused;
+    pthread_mutex_unlock(&srv->pipes_mu);
+    if (pruned > 0)
+        net_log(NET_LOG_WARN, "%zu connections counted after they had gone (no REM_POST "
+                "from NNG yet): no longer counted", pruned);
+    if (accept)
+        return;
+    if (refused % 1000 == 1)
+        net_log(NET_LOG_WARN, "connection refused: %zu open, the --max-connections limit "
+                "(%llu refused so far)", open, (unsigned long long)refused);
+    nng_pipe_close(p); /* no further events for this pipe */
+}
+
+int pipes_watch(server *srv)
+{
+    /* ADD_PRE always: the listener watchdog counts connections taken */
+    int rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_ADD_PRE, pipe_event, srv);
+    if (rv == 0 && srv->opt->max_connections > 0)
+        rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_REM_POST, pipe_event, srv);
+    return rv;
+}

@@ -1,0 +1,84 @@
+/*
+ * publisher.c — committed events on the PUB socket, in seq order (the
+ * completer calls it after each commit). A slow subscriber loses messages,
+ * never blocks the writer, and fills the gap with log_read.
+ */
+#include "net/server_internal.h"
+
+#include "common/error.h"
+#include "common/limits.h"
+#include "log/log.h"
+
+#include <nng/protocol/pubsub0/pub.h>
+#include <string.h>
+
+/* Subscribers are the PUB pipes seen at ADD_POST until their REM_POST
+ * (NNG reports the removal of pipes that never got to ADD_POST too). One
+ * that cannot be recorded (out of memory) makes every publish go out. */
+static void pub_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    server *srv = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    int inserted;
+    pthread_mutex_lock(&srv->pipes_mu);
+    if (ev == NNG_PIPE_EV_REM_POST)
+        table_remove(srv->pub_pipes, &id, sizeof(id));
+    else if (table_upsert(srv->pub_pipes, &id, sizeof(id), &inserted) == NULL)
+        srv->pub_pipes_unknown = true;
+    pthread_mutex_unlock(&srv->pipes_mu);
+}
+
+int publisher_open(server *srv)
+{
+    const char *url = srv->opt->publish_url;
+    if (url == NULL || *url == '\0')
+        return 0;
+    int rv = nng_pub0_open(&srv->pub);
+    if (rv == 0)
+        srv->has_pub = true;
+    if (rv == 0)
+        rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_ADD_POST, pub_pipe_event, srv);
+    if (rv == 0)
+        rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_REM_POST, pub_pipe_event, srv);
+    if (rv == 0 && (rv = nng_listen(srv->pub, url, NULL, 0)) != 0)
+        net_log(NET_LOG_ERROR, "cannot publish on %s: %s", url, nng_strerror(rv));
+    return rv;
+}
+
+/* noinline: tests/lsan.supp names this frame (a message NNG loses) */
+__attribute__((noinline)) static int publish_one(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    (void)seq;
+    server *srv = ctx;
+    nng_msg *m;
+    if (nng_msg_alloc(&m, len) != 0)
+        return 0;
+    memcpy(nng_msg_body(m), bytes, len);
+    if (nng_sendmsg(srv->pub, m, NNG_FLAG_NONBLOCK) != 0)
+        nng_msg_free(m); /* PUB drops for slow readers; subscribers fill gaps by seq */
+    return 0;
+}
+
+static bool has_subscribers(server *srv)
+{
+    pthread_mutex_lock(&srv->pipes_mu);
+    bool any = srv->pub_pipes_unknown || table_count(srv->pub_pipes) > 0;
+    pthread_mutex_unlock(&srv->pipes_mu);
+    return any;
+}
+
+/* With no subscriber connected PUB would drop every message: then the
+ * events are not read back and copied at all (that was about a sixth of
+ * tallyd's CPU at 8 clients x 1000, docs/BENCHMARKS.md). */
+void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq)
+{
+    if (!srv->has_pub || !has_subscribers(srv))
+        return;
+    store_txn t;
+    if (store_txn_begin(srv->st, NULL, true, &t) != TALLY_ok)
+        return;
+    uint64_t count = to_seq - from_seq + 1;
+    log_read(&t, from_seq, count < TALLY_PUBLISH_EVENTS_MAX ? count : TALLY_PUBLISH_EVENTS_MAX,
+             publish_one, srv);
+    store_txn_abort(&t);
+}

@@ -1,0 +1,167 @@
+/*
+ * server_internal.h — what the rooms of tallyd's engine share (internal
+ * to net/): the server, its slots, and each room's entry points.
+ *
+ *   slot.c       a slot's life: receive, decode, dispatch by the op table,
+ *                reply; reads and control ops on the NNG callback thread
+ *   writer.c     the queue, group commit, sweeps, and the completer that
+ *                answers committed groups and hands events to the publisher
+ *   waiter.c     parked long-polls (log_read, sub_fetch)
+ *   publisher.c  the PUB socket and its subscriber count
+ *   pipes.c      request connections: accounting and --max-connections
+ *   nng_compat.c the NNG 1.5.2 workarounds (listener watchdog, stale pipes)
+ *   server.c     wiring, start and stop
+ *
+ * A slot is one REP context with its request and reply state. It belongs
+ * to exactly one owner at a time — the NNG callback, the write queue, the
+ * writer's group, the completer, or the waiter list — and ownership passes
+ * under the server mutex or the completion hand-over; slot_own asserts
+ * each hand-over.
+ */
+#ifndef TALLY_NET_SERVER_INTERNAL_H
+#define TALLY_NET_SERVER_INTERNAL_H
+
+#include "common/table.h"
+#include "log/store.h"
+#include "net/listener_probe.h"
+#include "net/protocol.h"
+#include "net/server.h"
+
+#include <nng/nng.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef enum slot_state { SLOT_RECV, SLOT_BUSY, SLOT_SEND } slot_state;
+
+/* Who holds a slot (asserted at every hand-over). */
+typedef enum slot_owner {
+    OWNER_NNG,       /* receiving, sending, or in the NNG callback */
+    OWNER_QUEUE,     /* in the write queue */
+    OWNER_WRITER,    /* in the group being applied */
+    OWNER_COMPLETER, /* in the group being answered */
+    OWNER_WAITER,    /* parked in the waiter list */
+} slot_owner;
+
+typedef struct server server;
+
+typedef struct slot {
+    server *srv;
+    nng_ctx ctx;
+    nng_aio *aio;
+    slot_state state;
+    _Atomic int owner;   /* slot_owner */
+    nng_msg *msg;        /* the request being served; req borrows from it */
+    int64_t deadline_ms; /* parked: when the wait ends (mono clock) */
+    int64_t until_ms;    /* a long-poll answers empty no sooner (mono clock) */
+    uint64_t watermark;  /* parked: ready once the head passes it */
+    struct slot *next;   /* queue or waiter list */
+    net_request req;
+    net_result res;
+} slot;
+
+/* The listener watchdog's state (nng_compat.c). The main thread owns
+ * it, except listener ids and accepted counts, which pipe callbacks read. */
+typedef struct listeners {
+    nng_listener l[NET_LISTEN_URLS_MAX];
+    unsigned count;
+    unsigned stopped[NET_LISTEN_URLS_MAX]; /* probes in a row that found it not accepting */
+    bool down[NET_LISTEN_URLS_MAX];        /* closed, not yet back */
+    atomic_uint ids[NET_LISTEN_URLS_MAX];
+    atomic_uint accepted[NET_LISTEN_URLS_MAX]; /* connections handed over (ADD_PRE) */
+} listeners;
+
+/* One committed group, handed from the writer to the completer. */
+typedef struct completion {
+    slot **group;
+    uint32_t count;
+    int rc;             /* the commit's result: every request of the group gets it */
+    int64_t now_ms;
+    uint64_t from_seq, to_seq; /* events to publish; from > to: none */
+} completion;
+
+struct server {
+    const net_server_options *opt;
+    store *st;
+    nng_socket rep;
+    nng_socket pub;
+    bool has_pub;
+    listeners lis;
+    slot *slots;
+    unsigned slot_count;
+    pthread_mutex_t mu;
+    pthread_cond_t writer_cv;
+    pthread_cond_t waiter_cv;
+    slot *queue_head, *queue_tail; /* under mu */
+    unsigned queued;
+    slot *waiters;                 /* under mu */
+    bool stopping;
+    uint64_t head_seq;   /* last committed seq, under mu */
+    int64_t last_now_ms; /* writer only: commit times never go backwards */
+    int64_t last_retention_ms; /* writer only: when retention last ran */
+    pthread_rwlock_t store_rw; /* readers vs closing the store at shutdown */
+    bool store_closed;
+    atomic_int sends_in_flight;
+    pthread_mutex_t pipes_mu;
+    table *pipes;                 /* accepted request connections, by pipe id */
+    uint64_t connections_refused; /* under pipes_mu */
+    int64_t pipes_pruned_ms;      /* under pipes_mu: the last stale-pipe pass */
+    table *pub_pipes;             /* connected subscribers (PUB pipes), by pipe id */
+    bool pub_pipes_unknown;       /* under pipes_mu: one could not be recorded */
+    atomic_uint_fast64_t commits, commands;
+    /* The writer hands each committed group to the completer thread, which
+     * answers it and publishes its events while the writer applies the
+     * next group; one completion at a time (busy until done). */
+    pthread_mutex_t completion_mu;
+    pthread_cond_t completion_cv; /* handed, done, or stop */
+    completion done;
+    bool completion_busy;
+    bool completer_stop;
+    slot **groups[2];             /* the writer's two group arrays */
+};
+
+/* ---- slot.c ---- */
+/* Pass s from one owner to the next (asserts it held the slot). */
+void slot_own(slot *s, slot_owner from, slot_owner to);
+int slots_open(server *srv);
+void slot_send_error(slot *s, int code, const char *detail);
+/* A read's reply, from a fresh snapshot. */
+void slot_send_read(slot *s);
+/* A write's or subscriber write's reply after its group's commit (fault
+ * non-zero when the commit failed). */
+void slot_send_written(slot *s, int fault, int64_t now_ms);
+void slot_enqueue_write(slot *s);
+
+/* ---- waiter.c ---- */
+/* Park s (owned by from) until the head passes s->watermark or wait_ms
+ * passes; answered now when the server is stopping. */
+void slot_park(slot *s, slot_owner from, int64_t wait_ms);
+void *waiter_main(void *arg);
+
+/* ---- writer.c ---- */
+int writer_init(server *srv);
+void *writer_main(void *arg);
+void *completer_main(void *arg);
+void completer_stop(server *srv);
+/* A commit moved the log head: wake long-polls and parked fetches. */
+void advance_head(server *srv, uint64_t seq);
+
+/* ---- publisher.c ---- */
+int publisher_open(server *srv);
+void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq);
+
+/* ---- pipes.c ---- */
+int pipes_watch(server *srv);
+
+/* ---- nng_compat.c ---- */
+int listeners_open(server *srv);
+/* A pipe callback's ADD_PRE: count it for its listener's probe. */
+void listeners_note_accept(server *srv, nng_pipe p);
+/* Main thread, every LISTENER_PROBE_INTERVAL_MS while serving. */
+void listeners_watch(server *srv, volatile sig_atomic_t *stop);
+void listeners_close(server *srv);
+#define LISTENER_PROBE_INTERVAL_MS 2000
+/* At the connection limit: places of connections NNG no longer knows
+ * taken back (under pipes_mu). Returns how many. */
+size_t pipes_prune_stale(server *srv);
+
+#endif

@@ -1,0 +1,263 @@
+/*
+ * slot.c — a slot's life on the NNG side: receive a request, decode it
+ * against the op table, dispatch it by its row's kind, and send the reply
+ * (see server_internal.h for who owns a slot when).
+ */
+#include "net/server_internal.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/limits.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+/* Messages above the protocol limit but below this still get an error
+ * reply; above it NNG drops the connection before tally sees them. */
+#define RECV_HARD_LIMIT_BYTES (4 * TALLY_REQUEST_BYTES_MAX)
+
+void slot_own(slot *s, slot_owner from, slot_owner to)
+{
+    int was = atomic_exchange(&s->owner, (int)to);
+    assert(was == (int)from && "a slot passed on by a thread that did not hold it");
+    (void)was;
+    (void)from;
+}
+
+static void slot_recv(slot *s)
+{
+    s->state = SLOT_RECV;
+    nng_ctx_recv(s->ctx, s->aio);
+}
+
+/* Send the reply in o (or, if it could not be built, nothing: logged) and
+ * free the request message the decoded request borrowed from. The slot
+ * returns to NNG. */
+static void slot_send(slot *s, slot_owner from, nng_msg *reply)
+{
+    slot_own(s, from, OWNER_NNG);
+    net_request_reset(&s->req);
+    if (s->msg) {
+        nng_msg_free(s->msg);
+        s->msg = NULL;
+    }
+    if (reply == NULL) {
+        net_log(NET_LOG_ERROR, "could not build a reply; the request gets none");
+        slot_recv(s);
+        return;
+    }
+    s->state = SLOT_SEND;
+    atomic_fetch_add(&s->srv->sends_in_flight, 1);
+    nng_aio_set_msg(s->aio, reply);
+    nng_ctx_send(s->ctx, s->aio);
+}
+
+static nng_msg *error_reply(int code, const char *detail)
+{
+    net_out o;
+    if (net_out_begin(&o) != 0)
+        return NULL;
+    net_reply_error(&o, code, detail);
+    return net_out_take(&o);
+}
+
+static void send_error_from(slot *s, slot_owner from, int code, const char *detail)
+{
+    slot_send(s, from, error_reply(code, detail));
+}
+
+void slot_send_error(slot *s, int code, const char *detail)
+{
+    send_error_from(s, (slot_owner)atomic_load(&s->owner), code, detail);
+}
+
+/* A reply that could not be built (too large, a read failed) is answered
+ * with internal. */
+static void send_built(slot *s, slot_owner from, net_out *o)
+{
+    nng_msg *m = net_out_take(o);
+    if (m == NULL)
+        send_error_from(s, from, TALLY_internal, "reply too large or read failed");
+    else
+        slot_send(s, from, m);
+}
+
+/* Build a reply in a read-only snapshot: a read, or a subscriber write
+ * after its group's commit. */
+static void send_snapshot(slot *s, int fault, int64_t now_ms)
+{
+    server *srv = s->srv;
+    slot_owner from = (slot_owner)atomic_load(&s->owner);
+    store_txn t;
+    pthread_rwlock_rdlock(&srv->store_rw);
+    int rc = srv->store_closed ? TALLY_shutting_down : store_txn_begin(srv->st, NULL, true, &t);
+    if (rc != TALLY_ok) {
+        pthread_rwlock_unlock(&srv->store_rw);
+        send_error_from(s, from, rc, rc == TALLY_shutting_down ? "server is stopping, retry later"
+                                                               : "cannot begin a read transaction");
+        return;
+    }
+    net_out o;
+    if (net_out_begin(&o) == 0) {
+        const net_op *op = s->req.op;
+        if (op->kind == NET_KIND_READ)
+            op->read(&o, &t, &s->req, now_ms);
+        else
+            op->reply(&o, &t, &s->req, &s->res, fault, now_ms);
+    } else {
+        o.msg = NULL;
+        o.bad = true;
+    }
+    store_txn_abort(&t);
+    pthread_rwlock_unlock(&srv->store_rw);
+    send_built(s, from, &o);
+}
+
+void slot_send_read(slot *s) { send_snapshot(s, TALLY_ok, clock_wall_ms()); }
+
+void slot_send_written(slot *s, int fault, int64_t now_ms)
+{
+    if (s->req.op->kind == NET_KIND_SUBSCRIBER) {
+        send_snapshot(s, fault, clock_wall_ms());
+        return;
+    }
+    net_out o;
+    if (net_out_begin(&o) != 0) {
+        slot_send(s, OWNER_COMPLETER, NULL);
+        return;
+    }
+    s->req.op->reply(&o, NULL, &s->req, &s->res, fault, now_ms);
+    send_built(s, OWNER_COMPLETER, &o);
+}
+
+/* Control ops run here, on the NNG thread, beside reader and writer. */
+static void send_control(slot *s)
+{
+    server *srv = s->srv;
+    net_out o;
+    if (net_out_begin(&o) != 0) {
+        slot_send(s, OWNER_NNG, NULL);
+        return;
+    }
+    pthread_rwlock_rdlock(&srv->store_rw);
+    if (srv->store_closed) {
+        net_reply_error(&o, TALLY_shutting_down, "server is stopping, retry later");
+    } else {
+        net_control_env env = {srv->st, srv->opt->backup_dir};
+        s->req.op->control(&o, &env, &s->req);
+    }
+    pthread_rwlock_unlock(&srv->store_rw);
+    send_built(s, OWNER_NNG, &o);
+}
+
+void slot_enqueue_write(slot *s)
+{
+    server *srv = s->srv;
+    slot_owner from = (slot_owner)atomic_load(&s->owner);
+    pthread_mutex_lock(&srv->mu);
+    int refuse = srv->stopping                              ? TALLY_shutting_down
+                 : srv->queued >= TALLY_QUEUE_REQUESTS_MAX ? TALLY_overloaded
+                                                           : TALLY_ok;
+    if (refuse == TALLY_ok) {
+        slot_own(s, from, OWNER_QUEUE);
+        s->next = NULL;
+        if (srv->queue_tail)
+            srv->queue_tail->next = s;
+        else
+            srv->queue_head = s;
+        srv->queue_tail = s;
+        srv->queued++;
+        pthread_cond_signal(&srv->writer_cv);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (refuse != TALLY_ok)
+        send_error_from(s, from, refuse, refuse == TALLY_overloaded ? "write queue full, retry later"
+                                                                    : "server is stopping, retry later");
+}
+
+/* A read that waits parks unless the head has already passed. */
+static void dispatch_read(slot *s)
+{
+    server *srv = s->srv;
+    uint64_t watermark;
+    if (s->req.op->read_waits && s->req.op->read_waits(&s->req, &watermark)) {
+        pthread_mutex_lock(&srv->mu);
+        bool nothing_yet = !srv->stopping && srv->head_seq <= watermark;
+        pthread_mutex_unlock(&srv->mu);
+        if (nothing_yet) {
+            s->watermark = watermark;
+            slot_park(s, OWNER_NNG, s->req.wait_ms);
+            return;
+        }
+    }
+    slot_send_read(s);
+}
+
+static void slot_handle(slot *s)
+{
+    s->state = SLOT_BUSY;
+    size_t len = nng_msg_len(s->msg);
+    if (len > TALLY_REQUEST_BYTES_MAX) {
+        send_error_from(s, OWNER_NNG, TALLY_request_too_large, "requests are at most 512 KiB");
+        return;
+    }
+    int rc = net_request_decode(&s->req, nng_msg_body(s->msg), len);
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_DEBUG, "refused request: %s (%s)", tally_strerror(rc), s->req.error_detail);
+        send_error_from(s, OWNER_NNG, rc, s->req.error_detail);
+        return;
+    }
+    s->until_ms = clock_mono_ms() + s->req.wait_ms;
+    switch (s->req.op->kind) {
+    case NET_KIND_WRITE:
+    case NET_KIND_SUBSCRIBER: slot_enqueue_write(s); return;
+    case NET_KIND_CONTROL: send_control(s); return;
+    case NET_KIND_READ: dispatch_read(s); return;
+    }
+}
+
+static void slot_callback(void *arg)
+{
+    slot *s = arg;
+    int rv = nng_aio_result(s->aio);
+    if (s->state == SLOT_SEND) {
+        if (rv != 0)
+            nng_msg_free(nng_aio_get_msg(s->aio));
+        atomic_fetch_sub(&s->srv->sends_in_flight, 1);
+        slot_recv(s);
+        return;
+    }
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return;
+    if (rv != 0) {
+        slot_recv(s);
+        return;
+    }
+    s->msg = nng_aio_get_msg(s->aio);
+    slot_handle(s);
+}
+
+int slots_open(server *srv)
+{
+    int rv = nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ, RECV_HARD_LIMIT_BYTES);
+    if (rv != 0)
+        return rv;
+    srv->slot_count = srv->opt->contexts;
+    srv->slots = calloc(srv->slot_count, sizeof(slot));
+    if (srv->slots == NULL)
+        return NNG_ENOMEM;
+    for (unsigned i = 0; i < srv->slot_count; i++) {
+        slot *s = &srv->slots[i];
+        s->srv = srv;
+        atomic_init(&s->owner, OWNER_NNG);
+        net_request_init(&s->req);
+        rv = nng_aio_alloc(&s->aio, slot_callback, s);
+        if (rv == 0)
+            rv = nng_ctx_open(&s->ctx, srv->rep);
+        if (rv != 0)
+            return rv;
+    }
+    for (unsigned i = 0; i < srv->slot_count; i++)
+        slot_recv(&srv->slots[i]);
+    return 0;
+}

@@ -1,0 +1,367 @@
+/*
+ * writer.c — group commit: one writer thread drains the write queue into
+ * one LMDB write transaction per group (the expiry and retention sweeps
+ * first), commits once, and hands the committed group to the completer
+ * thread, which answers every request of it and publishes its events
+ * while the writer applies the next group. Nothing of a group is answered
+ * or published before its commit returned.
+ */
+#include "net/server_internal.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/limits.h"
+#include "ledger/retention.h"
+#include "log/log.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#define IDLE_SWEEP_MS 1000
+#define RETENTION_INTERVAL_MS 1000
+
+/* A fetch that found nothing waits for a commit, the next redelivery or
+ * its deadline, whichever comes first, then runs again; it answers empty
+ * only once its whole wait_ms has passed since it arrived. A redelivery
+ * that is already due yet gave nothing (a run a hair early, by the
+ * writer's clock against the waiter's) is looked at again after
+ * FETCH_REPARK_MIN_MS, so a re-run never spins. */
+#define FETCH_REPARK_MIN_MS 10
+
+/* Under mu: the first queued request if its commands fit, now the
+ * writer's. */
+static slot *queue_pop_fitting(server *srv, uint32_t commands_left)
+{
+    slot *s = srv->queue_head;
+    if (s == NULL || s->req.write_count > commands_left)
+        return NULL;
+    srv->queue_head = s->next;
+    if (srv->queue_head == NULL)
+        srv->queue_tail = NULL;
+    srv->queued--;
+    s->next = NULL;
+    slot_own(s, OWNER_QUEUE, OWNER_WRITER);
+    return s;
+}
+
+static int apply_slot(store_txn *txn, slot *s, int64_t now_ms, bool in_place)
+{
+    return s->req.op->apply(txn, &s->req, now_ms, in_place, &s->res);
+}
+
+/* Take queued writes while they fit the bounds; apply each in place.
+ * *fault is set (and filling stops) when one faults. */
+static uint32_t fill_group(server *srv, store_txn *txn, int64_t now_ms, slot **group, int *fault)
+{
+    uint32_t count = 0, commands = 0;
+    size_t bytes = 0;
+    int64_t started = clock_mono_ms();
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        slot *s = srv->stopping && count > 0 ? NULL
+                                             : queue_pop_fitting(srv, TALLY_GROUP_COMMANDS_MAX - commands);
+        pthread_mutex_unlock(&srv->mu);
+        if (s == NULL)
+            break;
+        *fault = apply_slot(txn, s, now_ms, true);
+        group[count++] = s;
+        if (*fault != TALLY_ok)
+            break;
+        commands += s->req.write_count;
+        bytes += nng_msg_len(s->msg);
+        if (count == srv->slot_count || bytes >= TALLY_GROUP_BYTES_MAX ||
+            clock_mono_ms() - started >= TALLY_GROUP_APPLY_MS_MAX)
+            break;
+    }
+    return count;
+}
+
+static int64_t commit_time(server *srv)
+{
+    int64_t now = clock_wall_ms();
+    if (now <= srv->last_now_ms)
+        now = srv->last_now_ms; /* the clock stepped back: keep log times monotone */
+    srv->last_now_ms = now;
+    return now;
+}
+
+/* Retention, at most once a second, in a transaction nested in txn: a
+ * failure (logged) costs only the sweep, never the writes around it.
+ * Returns the records removed. */
+static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
+{
+    const net_server_options *o = srv->opt;
+    if ((o->inbox_window_ms == 0 && o->log_age_ms == 0) ||
+        now - srv->last_retention_ms < RETENTION_INTERVAL_MS)
+        return 0;
+    srv->last_retention_ms = now;
+    ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0};
+    ledger_retention_work work;
+    store_txn child;
+    int rc = store_txn_begin(srv->st, txn, false, &child);
+    if (rc == TALLY_ok)
+        rc = ledger_retention_sweep(&child, now, &opt, &work);
+    rc = rc == TALLY_ok ? store_txn_commit(&child) : (store_txn_abort(&child), rc);
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_WARN, "retention sweep not done: %s", tally_strerror(rc));
+        return 0;
+    }
+    if (work.inbox_removed || work.events_removed)
+        net_log(NET_LOG_DEBUG, "retention removed %u inbox records, %u events (log floor %llu)",
+                work.inbox_removed, work.events_removed, (unsigned long long)work.log_floor);
+    return work.inbox_removed + work.events_removed;
+}
+
+/* A write transaction with the sweeps done; head before it in *before. */
+static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *before)
+{
+    int rc = store_txn_begin(srv->st, NULL, false, txn);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = log_head_get(txn, before);
+    if (rc == TALLY_ok)
+        rc = ledger_sweep(txn, now, 0, NULL, NULL);
+    if (rc == TALLY_ok)
+        retention_sweep(srv, txn, now);
+    if (rc != TALLY_ok)
+        store_txn_abort(txn);
+    return rc;
+}
+
+/* A fault in the fast path: abort, and apply the same group again with a
+ * nested transaction per command, so only the faulting ones fail. */
+static int redo_nested(server *srv, int64_t now, store_txn *txn, log_head *before, slot **group,
+                       uint32_t n)
+{
+    store_txn_abort(txn);
+    net_log(NET_LOG_WARN, "group of %u requests redone command by command after a fault", n);
+    int rc = begin_group_txn(srv, now, txn, before);
+    for (uint32_t i = 0; rc == TALLY_ok && i < n; i++)
+        apply_slot(txn, group[i], now, false);
+    return rc;
+}
+
+/* Answer every request of a group that nothing of became durable. */
+static uint32_t take_queue_on_fault(server *srv, slot **group)
+{
+    uint32_t n = 0;
+    pthread_mutex_lock(&srv->mu);
+    while (n < srv->slot_count && (group[n] = queue_pop_fitting(srv, UINT32_MAX)))
+        n++;
+    pthread_mutex_unlock(&srv->mu);
+    return n;
+}
+
+void advance_head(server *srv, uint64_t seq)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->head_seq = seq;
+    pthread_cond_broadcast(&srv->waiter_cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* ---- the completer ---- */
+
+/* Give a finished group (and the events its commit appended) to the
+ * completer. Waits while the completer still works on the previous one, so
+ * at most two groups exist: one being applied, one being answered; the
+ * caller's array is the completer's until the next hand-over returns. */
+static void hand_to_completer(server *srv, slot **group, uint32_t count, int rc, int64_t now,
+                              uint64_t from_seq, uint64_t to_seq)
+{
+    for (uint32_t i = 0; i < count; i++)
+        slot_own(group[i], OWNER_WRITER, OWNER_COMPLETER);
+    pthread_mutex_lock(&srv->completion_mu);
+    while (srv->completion_busy)
+        pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
+    srv->done = (completion){group, count, rc, now, from_seq, to_seq};
+    srv->completion_busy = true;
+    pthread_cond_broadcast(&srv->completion_cv);
+    pthread_mutex_unlock(&srv->completion_mu);
+}
+
+/* A subscriber write that asks to wait (a sub_fetch that found nothing)
+ * parks until a commit passes what it saw, its next redelivery, or its
+ * deadline; everything else is answered. */
+static void send_or_park(server *srv, slot *s, int fault, int64_t now)
+{
+    uint64_t watermark;
+    int64_t mono = clock_mono_ms();
+    const net_op *op = s->req.op;
+    if (fault != TALLY_ok || !op->apply_waits || !op->apply_waits(&s->req, &s->res, &watermark) ||
+        mono >= s->until_ms) {
+        slot_send_written(s, fault, now);
+        return;
+    }
+    int64_t wait = s->until_ms - mono;
+    if (s->res.sub.next_due_ms != INT64_MAX) {
+        int64_t due_in = s->res.sub.next_due_ms - now;
+        if (due_in < FETCH_REPARK_MIN_MS)
+            due_in = FETCH_REPARK_MIN_MS;
+        if (due_in < wait)
+            wait = due_in;
+    }
+    pthread_mutex_lock(&srv->mu);
+    bool passed = srv->head_seq > watermark;
+    pthread_mutex_unlock(&srv->mu);
+    s->watermark = watermark;
+    if (passed)
+        slot_enqueue_write(s);
+    else
+        slot_park(s, OWNER_COMPLETER, wait);
+}
+
+/* Answer every request of a group with its outcome (or, when the commit
+ * failed, with that fault: nothing of the group is durable). */
+static void answer_group(server *srv, const completion *c)
+{
+    for (uint32_t i = 0; i < c->count; i++)
+        send_or_park(srv, c->group[i], c->rc, c->now_ms);
+}
+
+/* Wait until the completer has answered everything handed to it. */
+static void completer_drain(server *srv)
+{
+    pthread_mutex_lock(&srv->completion_mu);
+    while (srv->completion_busy)
+        pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
+    pthread_mutex_unlock(&srv->completion_mu);
+}
+
+void completer_stop(server *srv)
+{
+    pthread_mutex_lock(&srv->completion_mu);
+    srv->completer_stop = true;
+    pthread_cond_broadcast(&srv->completion_cv);
+    pthread_mutex_unlock(&srv->completion_mu);
+}
+
+void *completer_main(void *arg)
+{
+    server *srv = arg;
+    pthread_mutex_lock(&srv->completion_mu);
+    for (;;) {
+        while (!srv->completion_busy && !srv->completer_stop)
+            pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
+        if (!srv->completion_busy)
+            break; /* stopping, and everything handed over is answered */
+        completion c = srv->done;
+        pthread_mutex_unlock(&srv->completion_mu);
+        answer_group(srv, &c);
+        if (c.to_seq >= c.from_seq && c.to_seq > 0)
+            publish_events(srv, c.from_seq, c.to_seq);
+        pthread_mutex_lock(&srv->completion_mu);
+        srv->completion_busy = false;
+        pthread_cond_broadcast(&srv->completion_cv);
+    }
+    pthread_mutex_unlock(&srv->completion_mu);
+    return NULL;
+}
+
+/* ---- the writer ---- */
+
+static void run_group(server *srv, slot **group)
+{
+    int64_t now = commit_time(srv);
+    store_txn txn;
+    log_head before = {0}, after = {0};
+    uint32_t n = 0;
+    int fault = TALLY_ok;
+    int rc = begin_group_txn(srv, now, &txn, &before);
+    if (rc == TALLY_ok) {
+        n = fill_group(srv, &txn, now, group, &fault);
+        if (fault != TALLY_ok)
+            rc = redo_nested(srv, now, &txn, &before, group, n);
+    } else {
+        n = take_queue_on_fault(srv, group);
+    }
+    if (rc == TALLY_ok) {
+        rc = log_head_get(&txn, &after);
+        rc = rc == TALLY_ok ? store_txn_commit(&txn) : (store_txn_abort(&txn), rc);
+    }
+    if (rc != TALLY_ok)
+        net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));
+    if (rc == TALLY_ok) {
+        atomic_fetch_add(&srv->commits, 1);
+        advance_head(srv, after.seq);
+    }
+    /* Only now, after the durable commit, may anything of the group be
+     * answered or published. */
+    hand_to_completer(srv, group, n, rc, now, before.seq + 1, rc == TALLY_ok ? after.seq : 0);
+}
+
+/* Expire due holds and entitlements while no writes arrive. */
+static void idle_sweep(server *srv)
+{
+    int64_t now = commit_time(srv);
+    store_txn txn;
+    uint32_t expired = 0;
+    log_head before, after;
+    if (store_txn_begin(srv->st, NULL, false, &txn) != TALLY_ok)
+        return;
+    int rc = log_head_get(&txn, &before);
+    if (rc == TALLY_ok)
+        rc = ledger_sweep(&txn, now, 0, &expired, NULL);
+    uint32_t removed = rc == TALLY_ok ? retention_sweep(srv, &txn, now) : 0;
+    if (rc == TALLY_ok)
+        rc = log_head_get(&txn, &after);
+    if (rc != TALLY_ok || (expired == 0 && removed == 0)) {
+        store_txn_abort(&txn);
+        return;
+    }
+    if (store_txn_commit(&txn) != TALLY_ok)
+        return;
+    net_log(NET_LOG_DEBUG, "sweep expired %u", expired);
+    advance_head(srv, after.seq);
+    hand_to_completer(srv, NULL, 0, TALLY_ok, now, before.seq + 1, after.seq);
+}
+
+static void refuse_queued(server *srv)
+{
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        slot *s = queue_pop_fitting(srv, UINT32_MAX);
+        pthread_mutex_unlock(&srv->mu);
+        if (s == NULL)
+            return;
+        slot_send_error(s, TALLY_shutting_down, "server is stopping, retry later");
+    }
+}
+
+/* The two group arrays (one being applied, one with the completer),
+ * allocated before the writer starts, so it never runs out of memory. */
+int writer_init(server *srv)
+{
+    for (int i = 0; i < 2; i++) {
+        srv->groups[i] = calloc(srv->slot_count, sizeof(slot *));
+        if (srv->groups[i] == NULL)
+            return NNG_ENOMEM;
+    }
+    return 0;
+}
+
+void *writer_main(void *arg)
+{
+    server *srv = arg;
+    for (unsigned turn = 0;; turn ^= 1) {
+        pthread_mutex_lock(&srv->mu);
+        bool timed_out = false;
+        while (srv->queue_head == NULL && !srv->stopping && !timed_out) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += IDLE_SWEEP_MS / 1000;
+            timed_out = pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &until) != 0;
+        }
+        bool stop = srv->stopping, work = srv->queue_head != NULL;
+        pthread_mutex_unlock(&srv->mu);
+        if (work)
+            run_group(srv, srv->groups[turn]); /* when stopping: this group is finished and answered */
+        else if (timed_out)
+            idle_sweep(srv);
+        if (stop)
+            break;
+    }
+    refuse_queued(srv);
+    completer_drain(srv);
+    return NULL;
+}
