@@ -27,8 +27,9 @@
 #define LEDGER_EXPIRY_KEY_OFFSET_ID 9
 #define LEDGER_EXPIRY_KEY_BYTES_MAX (LEDGER_EXPIRY_KEY_OFFSET_ID + LEDGER_EXPIRY_ID_BYTES_MAX)
 
-/* The index key of (at_ms > 0, kind, id of 1..LEDGER_EXPIRY_ID_BYTES_MAX
- * bytes) into out; returns its length. */
+/* The index key of (at_ms, kind, id of 1..LEDGER_EXPIRY_ID_BYTES_MAX bytes)
+ * into out; returns its length. Adding and removing also assert at_ms > 0;
+ * the key alone serves lookups of stored times, which may be corrupt. */
 size_t ledger_expiry_key(int64_t at_ms, uint8_t kind, const void *id, size_t id_len,
                          uint8_t out[LEDGER_EXPIRY_KEY_BYTES_MAX]);
 
