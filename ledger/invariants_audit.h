@@ -1,14 +1,16 @@
 /*
  * invariants_audit.h — what the rooms of the invariant checks share
- * (internal to ledger/; the public face is invariants.h):
+ * (internal to ledger/; the public face is invariants.h), and the rooms
+ * from the bottom up (each calls only rooms above it in this list):
  *
- *   invariants.c        the list of checks, findings and progress, the
- *                       walk of a database, names of entities, the driver
- *   invariants_log.c    the log walk (log_gap, hash_chain, rebuild's fold,
- *                       inbox links per event) and the history index
- *   invariants_state.c  the stored records against the fold (accounts,
- *                       transfers, entitlements, sums, expiry entries, inbox
- *                       records) and the subscribers' cursors and dlq
+ *   invariants_report.c  the list of checks (invariants.h), findings and
+ *                        progress, the walk of a database, names of entities
+ *   invariants_log.c     the log walk (log_gap, hash_chain, rebuild's fold,
+ *                        inbox links per event) and the history index
+ *   invariants_state.c   the stored records against the fold (accounts,
+ *                        transfers, entitlements, sums, expiry entries, inbox
+ *                        records) and the subscribers' cursors and dlq
+ *   invariants.c         ledger_invariants_check: runs them in order
  */
 #ifndef TALLY_LEDGER_INVARIANTS_AUDIT_H
 #define TALLY_LEDGER_INVARIANTS_AUDIT_H
@@ -64,7 +66,7 @@ typedef struct folded_entitlement {
     uint64_t version;
 } folded_entitlement;
 
-/* ---- invariants.c ---- */
+/* ---- invariants_report.c ---- */
 
 /* Count a finding of check about entity and pass it on (unless its check
  * reached findings_per_check_max). */
