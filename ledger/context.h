@@ -1,7 +1,8 @@
 /*
  * context.h — what one command's application carries through ledger/:
  * the write transaction, the commit time, the causation and the events the
- * command appended so far. Internal to ledger/.
+ * command appended so far. Internal to ledger/; defined in context.c,
+ * which account, transfer and entitlement call and which calls only log/.
  */
 #ifndef TALLY_LEDGER_CONTEXT_H
 #define TALLY_LEDGER_CONTEXT_H

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
+#include "ledger/pair_key.h"
 #include "ledger/transfer.h"
 
 #include <assert.h>
@@ -16,6 +17,9 @@
 #define FLAG_LIFETIME 1u
 #define FLAG_SOURCE_ORDER 2u
 #define FLAG_GRANT_TRANSFER 4u
+
+_Static_assert(LEDGER_ENTITLEMENT_KEY_BYTES_MAX <= LEDGER_EXPIRY_ID_BYTES_MAX,
+               "an entitlement key is an expiry id");
 
 const char *ledger_entitlement_state_name(uint8_t state)
 {
@@ -37,12 +41,8 @@ uint8_t ledger_entitlement_state_at(const ledger_entitlement *e, int64_t now_ms)
 size_t ledger_entitlement_key(tally_str subject, tally_str feature,
                               uint8_t out[LEDGER_ENTITLEMENT_KEY_BYTES_MAX])
 {
-    assert(subject.len > 0 && subject.len <= TALLY_SUBJECT_BYTES_MAX);
-    assert(feature.len > 0 && feature.len <= TALLY_FEATURE_BYTES_MAX);
-    out[0] = (uint8_t)subject.len;
-    memcpy(out + 1, subject.ptr, subject.len);
-    memcpy(out + 1 + subject.len, feature.ptr, feature.len);
-    return 1 + subject.len + feature.len;
+    return ledger_pair_key(subject, TALLY_SUBJECT_BYTES_MAX, feature, TALLY_FEATURE_BYTES_MAX,
+                           out);
 }
 
 static bool entitlement_is_sane(const ledger_entitlement *e)
@@ -72,17 +72,18 @@ void ledger_entitlement_encode(const ledger_entitlement *e,
 int ledger_entitlement_decode(const void *key, size_t key_len, const void *val,
                               size_t val_len, ledger_entitlement *out)
 {
-    const uint8_t *k = key, *p = val;
+    const uint8_t *p = val;
+    tally_str subject, feature;
     memset(out, 0, sizeof(*out));
-    if (key_len < 3 || k[0] == 0 || k[0] > TALLY_SUBJECT_BYTES_MAX ||
-        key_len - 1 - k[0] == 0 || key_len - 1 - k[0] > TALLY_FEATURE_BYTES_MAX ||
+    if (!ledger_pair_key_split(key, key_len, TALLY_SUBJECT_BYTES_MAX, TALLY_FEATURE_BYTES_MAX,
+                               &subject, &feature) ||
         val_len != LEDGER_ENTITLEMENT_RECORD_BYTES || p[0] != ENTITLEMENT_RECORD_FORMAT ||
         (p[2] & ~(FLAG_LIFETIME | FLAG_SOURCE_ORDER | FLAG_GRANT_TRANSFER)) != 0)
         return TALLY_corrupt_record;
-    out->subject_len = k[0];
-    memcpy(out->subject, k + 1, out->subject_len);
-    out->feature_len = key_len - 1 - k[0];
-    memcpy(out->feature, k + 1 + out->subject_len, out->feature_len);
+    out->subject_len = subject.len;
+    memcpy(out->subject, subject.ptr, subject.len);
+    out->feature_len = feature.len;
+    memcpy(out->feature, feature.ptr, feature.len);
     out->state = p[1];
     out->lifetime = p[2] & FLAG_LIFETIME;
     out->has_source_order = p[2] & FLAG_SOURCE_ORDER;
@@ -106,6 +107,12 @@ static tally_str feature_of(const ledger_entitlement *e)
     return (tally_str){e->feature, e->feature_len};
 }
 
+size_t ledger_entitlement_key_of(const ledger_entitlement *e,
+                                 uint8_t out[LEDGER_ENTITLEMENT_KEY_BYTES_MAX])
+{
+    return ledger_entitlement_key(subject_of(e), feature_of(e), out);
+}
+
 int ledger_entitlement_get(store_txn *t, tally_str subject, tally_str feature,
                            ledger_entitlement *out)
 {
@@ -122,7 +129,7 @@ static int entitlement_put(store_txn *t, const ledger_entitlement *e)
 {
     assert(entitlement_is_sane(e));
     uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX], val[LEDGER_ENTITLEMENT_RECORD_BYTES];
-    size_t key_len = ledger_entitlement_key(subject_of(e), feature_of(e), key);
+    size_t key_len = ledger_entitlement_key_of(e, key);
     ledger_entitlement_encode(e, val);
     return store_put(t, STORE_DB_ENTITLEMENTS, key, key_len, val, sizeof(val), 0);
 }
@@ -133,9 +140,7 @@ int ledger_entitlement_list(store_txn *t, tally_str subject,
     if (subject.len == 0 || subject.len > TALLY_SUBJECT_BYTES_MAX)
         return TALLY_invalid_argument;
     uint8_t prefix[1 + TALLY_SUBJECT_BYTES_MAX];
-    prefix[0] = (uint8_t)subject.len;
-    memcpy(prefix + 1, subject.ptr, subject.len);
-    size_t prefix_len = 1 + subject.len;
+    size_t prefix_len = ledger_pair_key_prefix(subject, TALLY_SUBJECT_BYTES_MAX, prefix);
     MDB_cursor *cur;
     int rc = store_cursor_open(t, STORE_DB_ENTITLEMENTS, &cur);
     if (rc != TALLY_ok)
@@ -234,7 +239,7 @@ static int set_expiry(store_txn *t, const ledger_entitlement *e, bool add)
     if (e->lifetime || e->state != LEDGER_ENTITLEMENT_ACTIVE)
         return TALLY_ok;
     uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
-    size_t key_len = ledger_entitlement_key(subject_of(e), feature_of(e), key);
+    size_t key_len = ledger_entitlement_key_of(e, key);
     if (add)
         return ledger_expiry_add(t, e->valid_until_ms, LEDGER_EXPIRY_ENTITLEMENT, key, key_len);
     int rc = ledger_expiry_del(t, e->valid_until_ms, LEDGER_EXPIRY_ENTITLEMENT, key, key_len);

@@ -57,6 +57,9 @@ uint8_t ledger_entitlement_state_at(const ledger_entitlement *e, int64_t now_ms)
 /* Key of (subject, feature); returns its length. */
 size_t ledger_entitlement_key(tally_str subject, tally_str feature,
                               uint8_t out[LEDGER_ENTITLEMENT_KEY_BYTES_MAX]);
+/* The key of e's (subject, feature). */
+size_t ledger_entitlement_key_of(const ledger_entitlement *e,
+                                 uint8_t out[LEDGER_ENTITLEMENT_KEY_BYTES_MAX]);
 
 int ledger_entitlement_get(store_txn *t, tally_str subject, tally_str feature,
                            ledger_entitlement *out);

@@ -1,5 +1,6 @@
 /*
- * expiry.h — the time index of things that expire, and the sweep.
+ * expiry.h — the time index of things that expire (the sweep that walks it
+ * is sweep.h).
  *
  * Database "expiry": key = at_ms (i64 big-endian) | kind (u8) | id, value
  * empty. id is the 16-byte transfer id of a hold (kind 1) or the
@@ -11,6 +12,7 @@
 #ifndef TALLY_LEDGER_EXPIRY_H
 #define TALLY_LEDGER_EXPIRY_H
 
+#include "common/limits.h"
 #include "log/store.h"
 
 #include <stddef.h>
@@ -19,15 +21,19 @@
 #define LEDGER_EXPIRY_HOLD 1
 #define LEDGER_EXPIRY_ENTITLEMENT 2
 
+/* The longest id: an entitlement key (entitlement.c asserts it fits). */
+#define LEDGER_EXPIRY_ID_BYTES_MAX (1 + TALLY_SUBJECT_BYTES_MAX + TALLY_FEATURE_BYTES_MAX)
+/* at_ms, kind, id. */
+#define LEDGER_EXPIRY_KEY_OFFSET_ID 9
+#define LEDGER_EXPIRY_KEY_BYTES_MAX (LEDGER_EXPIRY_KEY_OFFSET_ID + LEDGER_EXPIRY_ID_BYTES_MAX)
+
+/* The index key of (at_ms, kind, id of 1..LEDGER_EXPIRY_ID_BYTES_MAX bytes)
+ * into out; returns its length. Adding and removing also assert at_ms > 0;
+ * the key alone serves lookups of stored times, which may be corrupt. */
+size_t ledger_expiry_key(int64_t at_ms, uint8_t kind, const void *id, size_t id_len,
+                         uint8_t out[LEDGER_EXPIRY_KEY_BYTES_MAX]);
+
 int ledger_expiry_add(store_txn *t, int64_t at_ms, uint8_t kind, const void *id, size_t id_len);
 int ledger_expiry_del(store_txn *t, int64_t at_ms, uint8_t kind, const void *id, size_t id_len);
-
-/* Expire, within t, every hold and entitlement due at or before now_ms, at
- * most items_max index entries (TALLY_SWEEP_ITEMS_MAX if 0). Each expiry is
- * one event without causation. *expired_out (may be NULL) gets the number
- * of holds and entitlements expired, *more_out (may be NULL) whether due
- * entries remain. Returns TALLY_ok or a fault (remembered in t). */
-int ledger_sweep(store_txn *t, int64_t now_ms, uint32_t items_max, uint32_t *expired_out,
-                 bool *more_out);
 
 #endif

@@ -4,6 +4,7 @@
 #include "ledger/inbox.h"
 
 #include "common/error.h"
+#include "ledger/pair_key.h"
 
 #include <assert.h>
 #include <string.h>
@@ -17,25 +18,21 @@ _Static_assert(TALLY_CHAIN_COMMANDS_MAX <= 255, "chain_count is one byte");
 size_t ledger_inbox_key(tally_str consumer, tally_str key,
                         uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
 {
-    assert(consumer.len > 0 && consumer.len <= TALLY_CONSUMER_BYTES_MAX);
-    assert(key.len > 0 && key.len <= TALLY_KEY_BYTES_MAX);
-    out[0] = (uint8_t)consumer.len;
-    memcpy(out + 1, consumer.ptr, consumer.len);
-    memcpy(out + 1 + consumer.len, key.ptr, key.len);
-    return 1 + consumer.len + key.len;
+    return ledger_pair_key(consumer, TALLY_CONSUMER_BYTES_MAX, key, TALLY_KEY_BYTES_MAX, out);
 }
 
 int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t val_len,
                         ledger_inbox_record *out)
 {
-    const uint8_t *k = key, *p = val;
+    const uint8_t *p = val;
+    tally_str consumer, idempotency_key;
     memset(out, 0, sizeof(*out));
-    if (key_len < 3 || k[0] == 0 || k[0] > TALLY_CONSUMER_BYTES_MAX ||
-        key_len - 1 - k[0] == 0 || key_len - 1 - k[0] > TALLY_KEY_BYTES_MAX ||
+    if (!ledger_pair_key_split(key, key_len, TALLY_CONSUMER_BYTES_MAX, TALLY_KEY_BYTES_MAX,
+                               &consumer, &idempotency_key) ||
         val_len < INBOX_FIXED_BYTES || p[0] != INBOX_RECORD_FORMAT)
         return TALLY_corrupt_record;
-    out->consumer = (tally_str){(const char *)k + 1, k[0]};
-    out->key = (tally_str){(const char *)k + 1 + k[0], key_len - 1 - k[0]};
+    out->consumer = consumer;
+    out->key = idempotency_key;
     memcpy(out->fingerprint, p + 1, LEDGER_FINGERPRINT_BYTES);
     const uint8_t *q = p + 1 + LEDGER_FINGERPRINT_BYTES;
     ledger_outcome *o = &out->outcome;

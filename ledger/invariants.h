@@ -30,6 +30,9 @@
  * The names of the checks are listed by ledger_invariant_check_name, in the
  * order they run; a new check adds its name there, so tools that list the
  * checks (tally-recon) show it without a change of their own.
+ *
+ * Defined in invariants_report.c (the list of checks) and invariants.c
+ * (the run); the rooms of the checks are named in invariants_audit.h.
  */
 #ifndef TALLY_LEDGER_INVARIANTS_H
 #define TALLY_LEDGER_INVARIANTS_H

@@ -11,35 +11,6 @@
 #include <assert.h>
 #include <string.h>
 
-int ledger_is_fault(int code) { return tally_error_class_of(code) == TALLY_CLASS_FAULT; }
-
-int ledger_emit(ledger_ctx *ctx, const char *type, const log_entity *entity,
-                uint64_t entity_version,
-                int (*pack_body)(msgpack_packer *pk, const void *body), const void *body)
-{
-    if (ctx->event_count >= TALLY_COMMAND_EVENTS_MAX)
-        return store_txn_fail(ctx->txn, TALLY_internal);
-    log_append_args args = {
-        .type = type,
-        .entity = *entity,
-        .entity_version = entity_version,
-        .time_ms = ctx->now_ms,
-        .consumer = ctx->consumer,
-        .key = ctx->key,
-        .correlation = ctx->correlation,
-        .pack_body = pack_body,
-        .body_ctx = body,
-    };
-    uint64_t seq;
-    int rc = log_append(ctx->txn, &args, &seq);
-    if (rc != TALLY_ok)
-        return rc;
-    if (ctx->event_count == 0)
-        ctx->first_seq = seq;
-    ctx->event_count++;
-    return TALLY_ok;
-}
-
 static int check_request(const ledger_request *req)
 {
     if (req->consumer.len == 0)

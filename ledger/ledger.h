@@ -16,6 +16,7 @@
 #include "ledger/entitlement.h"
 #include "ledger/expiry.h"
 #include "ledger/inbox.h"
+#include "ledger/sweep.h"
 #include "ledger/transfer.h"
 #include "log/store.h"
 

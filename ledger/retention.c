@@ -226,8 +226,7 @@ static int checkpoint_event(store_txn *t, const log_event *ev)
         if (ledger_entitlement_unpack(o, &e) != TALLY_ok)
             return TALLY_corrupt_record;
         key[0] = 'e';
-        size_t n = ledger_entitlement_key((tally_str){e.subject, e.subject_len},
-                                          (tally_str){e.feature, e.feature_len}, key + 1);
+        size_t n = ledger_entitlement_key_of(&e, key + 1);
         rc = checkpoint_put(t, key, 1 + n, o);
     }
     return rc;

@@ -6,6 +6,7 @@
  * Run it twice: the second run replays every command from the inbox (no
  * new effects, no new events), which is the point of tally.
  */
+#include "common/clock.h"
 #include "common/error.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
@@ -16,13 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static tally_id128 id_from(uint64_t n)
 {
@@ -36,7 +30,7 @@ static int apply(store *st, const char *key, const ledger_command *cmd)
     ledger_request req = {.consumer = tally_str_from("demo"), .key = tally_str_from(key),
                           .command = *cmd};
     ledger_outcome out;
-    int rc = ledger_apply_one(st, &req, now_ms(), &out);
+    int rc = ledger_apply_one(st, &req, clock_wall_ms(), &out);
     if (rc != TALLY_ok) {
         fprintf(stderr, "tally-demo: %s: %s\n", key, tally_strerror(rc));
         return rc;
@@ -128,8 +122,8 @@ static int print_state(store *st)
         char buf[32];
         strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&until));
         printf("\nentitlements:\n  alice/pro %s until %s (version %" PRIu64 ")\n",
-               ledger_entitlement_state_name(ledger_entitlement_state_at(&e, now_ms())), buf,
-               e.version);
+               ledger_entitlement_state_name(ledger_entitlement_state_at(&e, clock_wall_ms())),
+               buf, e.version);
     }
     printf("\nevent log:\n");
     rc = log_read(&t, 1, 1000, print_event, NULL);

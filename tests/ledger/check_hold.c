@@ -1,5 +1,5 @@
 /*
- * check_hold.c — tests of ledger/transfer.c and ledger/expiry.c for holds
+ * check_hold.c — tests of ledger/transfer.c and ledger/sweep.c for holds
  * (pending transfers).
  *
  * A hold adds its amount to the debit account's debits_pending and the

@@ -1,0 +1,562 @@
+/*
+ * invariants_log.c — the checks that walk the log (see invariants_audit.h):
+ * log_gap and hash_chain, the fold of rebuild (from genesis, or from the
+ * checkpoint at the log retention floor), the inbox links of each event,
+ * and the history index against the log's transfer events.
+ */
+#include "ledger/invariants_audit.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "log/log.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+/* ---- fold ---- */
+
+ledger_account *audit_fold_account(audit *a, uint64_t id)
+{
+    uint8_t key[8];
+    put_u64_be(key, id);
+    return table_find(a->accounts, key, 8);
+}
+
+bool audit_accounts_equal(const ledger_account *x, const ledger_account *y)
+{
+    uint8_t ex[LEDGER_ACCOUNT_RECORD_BYTES], ey[LEDGER_ACCOUNT_RECORD_BYTES];
+    ledger_account_encode(x, ex);
+    ledger_account_encode(y, ey);
+    return x->id == y->id && memcmp(ex, ey, sizeof(ex)) == 0;
+}
+
+static void fold_account_opened(audit *a, const log_event *ev)
+{
+    char name[64];
+    ledger_account acc;
+    audit_name_seq(ev->seq, name);
+    if (ledger_account_unpack(msgpack_safe_map_get(ev->body, "account"), &acc) != TALLY_ok) {
+        audit_report(a, "rebuild", name, "account.opened body is not an account");
+        return;
+    }
+    audit_name_account(acc.id, name);
+    int inserted;
+    uint8_t key[8];
+    put_u64_be(key, acc.id);
+    ledger_account *slot = table_upsert(a->accounts, key, 8, &inserted);
+    if (!slot) {
+        a->fault = TALLY_out_of_memory;
+        return;
+    }
+    if (!inserted) {
+        audit_report(a, "rebuild", name, "opened twice (seq %" PRIu64 ")", ev->seq);
+        return;
+    }
+    if (acc.version != 1 || acc.debits_posted || acc.credits_posted || acc.debits_pending ||
+        acc.credits_pending || acc.created_seq != ev->seq || ev->entity_version != 1)
+        audit_report(a, "rebuild", name, "opened with non-initial state at seq %" PRIu64, ev->seq);
+    *slot = acc;
+    slot->version = 1;
+    slot->created_seq = ev->seq;
+    slot->debits_posted = slot->credits_posted = 0;
+    slot->debits_pending = slot->credits_pending = 0;
+}
+
+/* Compare the event's account snapshots with the fold. */
+static void compare_snapshots(audit *a, const log_event *ev, const ledger_account *dr,
+                              const ledger_account *cr)
+{
+    const char *names[2] = {"debit_account", "credit_account"};
+    const ledger_account *folded[2] = {dr, cr};
+    for (int i = 0; i < 2; i++) {
+        ledger_account snap;
+        char name[64];
+        bool missing =
+            ledger_account_unpack(msgpack_safe_map_get(ev->body, names[i]), &snap) != TALLY_ok;
+        if (!missing && audit_accounts_equal(&snap, folded[i]))
+            continue;
+        audit_name_account(folded[i]->id, name); /* only now: this runs for every event */
+        if (missing)
+            audit_report(a, "rebuild", name, "seq %" PRIu64 ": %s snapshot missing", ev->seq,
+                   names[i]);
+        else
+            audit_report(a, "rebuild", name,
+                   "seq %" PRIu64 ": snapshot differs from the fold (version %" PRIu64
+                   " vs %" PRIu64 ")",
+                   ev->seq, snap.version, folded[i]->version);
+    }
+}
+
+static bool add_checked(int64_t *field, int64_t delta)
+{
+    if (delta > 0 && *field > INT64_MAX - delta)
+        return false;
+    *field += delta;
+    return *field >= 0;
+}
+
+/* Apply pending/posted deltas to both accounts of a transfer. */
+static bool move_amounts(ledger_account *dr, ledger_account *cr, int64_t pending,
+                         int64_t posted)
+{
+    bool ok = add_checked(&dr->debits_pending, pending) &&
+              add_checked(&cr->credits_pending, pending) &&
+              add_checked(&dr->debits_posted, posted) && add_checked(&cr->credits_posted, posted);
+    dr->version++;
+    cr->version++;
+    return ok;
+}
+
+/* ---- history: the log's transfer events against the history index ----
+ *
+ * Each side is summed up as a multiset fingerprint: the number of entries
+ * (account, seq, transfer id) and two sums of keyed 64-bit hashes of them.
+ * Equal fingerprints mean equal multisets but for a chance of about 2^-64
+ * per sum (the keys are random per run, so no store can be made to
+ * collide); this spares two lookups per transfer event, most of the cost
+ * of the check. When they differ, find_history_differences looks every
+ * entry up to name the accounts concerned. */
+static uint64_t mix64(uint64_t z) /* splitmix64's finalizer, a bijection */
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static void history_sums_add(const audit *a, history_sums *s, uint64_t account, uint64_t seq,
+                             const uint8_t transfer_id[16])
+{
+    const uint64_t words[4] = {account, seq, get_u64_be(transfer_id),
+                               get_u64_be(transfer_id + 8)};
+    s->count++;
+    for (int k = 0; k < 2; k++) {
+        uint64_t x = a->history_keys[k];
+        for (int i = 0; i < 4; i++)
+            x = mix64(x ^ words[i]);
+        s->sum[k] += x;
+    }
+}
+
+/* Both accounts of a transfer event list it in their history. */
+static void check_history(audit *a, const log_event *ev, const ledger_transfer_record *tr)
+{
+    history_sums_add(a, &a->history_log, tr->debit_account_id, ev->seq, tr->id.bytes);
+    history_sums_add(a, &a->history_log, tr->credit_account_id, ev->seq, tr->id.bytes);
+}
+
+static void fold_transfer_event(audit *a, const log_event *ev)
+{
+    char name[64];
+    audit_name_seq(ev->seq, name);
+    ledger_transfer_record tr;
+    if (ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &tr) != TALLY_ok) {
+        audit_report(a, "rebuild", name, "transfer event body is not a transfer");
+        return;
+    }
+    audit_name_transfer(&tr.id, name);
+    ledger_account *dr = audit_fold_account(a, tr.debit_account_id);
+    ledger_account *cr = audit_fold_account(a, tr.credit_account_id);
+    if (!dr || !cr) {
+        audit_report(a, "rebuild", name, "seq %" PRIu64 ": account not opened before", ev->seq);
+        return;
+    }
+    bool created = tally_str_equal(ev->type, tally_str_from("transfer.created"));
+    bool pending = tr.flags & LEDGER_TRANSFER_PENDING;
+    int inserted = 0;
+    hold_state *hold = NULL;
+    if (pending) {
+        hold = table_upsert(a->holds, tr.id.bytes, 16, &inserted);
+        if (!hold) {
+            a->fault = TALLY_out_of_memory;
+            return;
+        }
+    }
+    bool ok;
+    if (created) {
+        if (pending && !inserted)
+            audit_report(a, "rebuild", name, "hold created twice (seq %" PRIu64 ")", ev->seq);
+        ok = move_amounts(dr, cr, pending ? tr.amount : 0, pending ? 0 : tr.amount);
+        if (pending) {
+            hold->amount = tr.amount;
+            hold->version = tr.version;
+            hold->state = tr.state;
+        }
+    } else if (!pending || inserted) {
+        audit_report(a, "hold_resolution", name, "seq %" PRIu64 ": resolves an unknown hold",
+               ev->seq);
+        return;
+    } else if (hold->resolved) {
+        audit_report(a, "hold_resolution", name, "resolved again at seq %" PRIu64, ev->seq);
+        return;
+    } else {
+        int64_t posted = tally_str_equal(ev->type, tally_str_from("transfer.posted"))
+                             ? tr.posted_amount : 0;
+        ok = posted <= hold->amount && move_amounts(dr, cr, -hold->amount, posted);
+        hold->resolved = true;
+        hold->version = tr.version;
+        hold->state = tr.state;
+    }
+    if (!ok)
+        audit_report(a, "rebuild", name, "seq %" PRIu64 ": amounts do not fold", ev->seq);
+    compare_snapshots(a, ev, dr, cr);
+    check_history(a, ev, &tr);
+}
+
+static void fold_entitlement_event(audit *a, const log_event *ev)
+{
+    char name[256];
+    ledger_entitlement e;
+    if (ledger_entitlement_unpack(msgpack_safe_map_get(ev->body, "entitlement"), &e) !=
+        TALLY_ok) {
+        audit_name_seq(ev->seq, name);
+        audit_report(a, "rebuild", name, "entitlement event body is not an entitlement");
+        return;
+    }
+    audit_name_entitlement(&e, name);
+    uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+    size_t key_len = ledger_entitlement_key_of(&e, key);
+    int inserted;
+    folded_entitlement *slot = table_upsert(a->entitlements, key, key_len, &inserted);
+    if (!slot) {
+        a->fault = TALLY_out_of_memory;
+        return;
+    }
+    uint64_t expect_version = inserted ? 1 : slot->version + 1;
+    static const struct { const char *type; uint8_t state; } kinds[] = {
+        {"entitlement.granted", LEDGER_ENTITLEMENT_ACTIVE},
+        {"entitlement.extended", LEDGER_ENTITLEMENT_ACTIVE},
+        {"entitlement.revoked", LEDGER_ENTITLEMENT_REVOKED},
+        {"entitlement.expired", LEDGER_ENTITLEMENT_EXPIRED},
+    };
+    int kind = -1;
+    for (int i = 0; i < 4; i++)
+        if (tally_str_equal(ev->type, tally_str_from(kinds[i].type)))
+            kind = i;
+    if (kind < 0 || e.state != kinds[kind].state)
+        audit_report(a, "rebuild", name, "seq %" PRIu64 ": state does not match event type", ev->seq);
+    bool legal = kind == 0 ? inserted || slot->state != LEDGER_ENTITLEMENT_ACTIVE
+               : kind == 1 ? !inserted && slot->state != LEDGER_ENTITLEMENT_REVOKED
+               : kind == 2 ? !inserted && slot->state != LEDGER_ENTITLEMENT_REVOKED
+               : !inserted && slot->state == LEDGER_ENTITLEMENT_ACTIVE;
+    if (kind >= 0 && !legal)
+        audit_report(a, "rebuild", name, "seq %" PRIu64 ": illegal transition", ev->seq);
+    if (e.version != expect_version || ev->entity_version != e.version)
+        audit_report(a, "rebuild", name, "seq %" PRIu64 ": version %" PRIu64 ", expected %" PRIu64,
+               ev->seq, e.version, expect_version);
+    ledger_entitlement_encode(&e, slot->record);
+    slot->state = e.state;
+    slot->version = e.version;
+}
+
+/* Without the fold (options->skip_rebuild): only the history entries of
+ * transfer events. */
+static void check_event_history(audit *a, const log_event *ev)
+{
+    ledger_transfer_record tr;
+    if (ev->entity.kind == LOG_ENTITY_TRANSFER &&
+        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &tr) == TALLY_ok)
+        check_history(a, ev, &tr);
+}
+
+static void fold_event(audit *a, const log_event *ev)
+{
+    if (a->opt->skip_rebuild) {
+        check_event_history(a, ev);
+        return;
+    }
+    tally_str type = ev->type;
+    if (tally_str_equal(type, tally_str_from("account.opened")))
+        fold_account_opened(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_TRANSFER)
+        fold_transfer_event(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_ENTITLEMENT)
+        fold_entitlement_event(a, ev);
+    else {
+        char name[64];
+        audit_name_seq(ev->seq, name);
+        audit_report(a, "rebuild", name, "unknown event type %.*s", (int)type.len, type.ptr);
+    }
+}
+
+/* ---- the checkpoint: the fold's state at the log retention floor ---- */
+
+static int seed_one(char kind, const msgpack_object *o, void *ctx)
+{
+    audit *a = ctx;
+    int inserted;
+    if (kind == 'a') {
+        ledger_account acc;
+        if (ledger_account_unpack(o, &acc) != TALLY_ok) {
+            audit_report(a, "rebuild", "checkpoint", "an account snapshot does not decode");
+            return TALLY_ok;
+        }
+        uint8_t key[8];
+        put_u64_be(key, acc.id);
+        ledger_account *slot = table_upsert(a->accounts, key, 8, &inserted);
+        if (!slot)
+            return TALLY_out_of_memory;
+        *slot = acc;
+    } else if (kind == 't') {
+        ledger_transfer_record tr;
+        if (ledger_transfer_unpack(o, &tr) != TALLY_ok) {
+            audit_report(a, "rebuild", "checkpoint", "a hold snapshot does not decode");
+            return TALLY_ok;
+        }
+        hold_state *h = table_upsert(a->holds, tr.id.bytes, 16, &inserted);
+        if (!h)
+            return TALLY_out_of_memory;
+        *h = (hold_state){.amount = tr.amount, .version = tr.version, .state = tr.state,
+                          .resolved = tr.state != LEDGER_TRANSFER_PENDING_STATE};
+    } else if (kind == 'e') {
+        ledger_entitlement e;
+        if (ledger_entitlement_unpack(o, &e) != TALLY_ok) {
+            audit_report(a, "rebuild", "checkpoint", "an entitlement snapshot does not decode");
+            return TALLY_ok;
+        }
+        uint8_t key[LEDGER_ENTITLEMENT_KEY_BYTES_MAX];
+        size_t n = ledger_entitlement_key_of(&e, key);
+        folded_entitlement *slot = table_upsert(a->entitlements, key, n, &inserted);
+        if (!slot)
+            return TALLY_out_of_memory;
+        ledger_entitlement_encode(&e, slot->record);
+        slot->state = e.state;
+        slot->version = e.version;
+    } else {
+        audit_report(a, "rebuild", "checkpoint", "unknown snapshot kind");
+    }
+    return TALLY_ok;
+}
+
+/* With log retention the fold starts from the checkpoint instead of empty. */
+int audit_seed_from_checkpoint(audit *a)
+{
+    int rc = ledger_log_floor_get(a->t, &a->floor);
+    if (rc == TALLY_ok)
+        rc = ledger_inbox_swept_ms(a->t, &a->inbox_swept_ms);
+    if (rc == TALLY_ok && a->floor.seq > 0 && !a->opt->skip_rebuild)
+        rc = ledger_checkpoint_each(a->t, seed_one, a);
+    return rc;
+}
+
+/* ---- inbox links, per event ---- */
+
+/* The inbox record of an event's cause, through one cursor for the whole
+ * walk: LMDB searches a cursor's current page first, so causes that come in
+ * key order (time-ordered keys such as UUIDv7) need no descent from the
+ * root. As ledger_inbox_get otherwise. */
+static int cause_record(audit *a, const log_event *ev, ledger_inbox_record *rec)
+{
+    int rc = a->inbox_cursor ? TALLY_ok
+                             : store_cursor_open(a->t, STORE_DB_INBOX, &a->inbox_cursor);
+    uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t n = ledger_inbox_key(ev->consumer, ev->key, k);
+    MDB_val key = {n, k}, val;
+    if (rc == TALLY_ok)
+        rc = store_translate(mdb_cursor_get(a->inbox_cursor, &key, &val, MDB_SET));
+    if (rc == TALLY_ok)
+        rc = ledger_inbox_decode(k, n, val.mv_data, val.mv_size, rec);
+    rec->consumer = ev->consumer; /* not the stack copy of the key */
+    rec->key = ev->key;
+    return rc;
+}
+
+static void check_event_causation(audit *a, const log_event *ev)
+{
+    if (!ev->has_causation)
+        return;
+    char name[64];
+    audit_name_seq(ev->seq, name);
+    if (ev->consumer.len == 0 || ev->consumer.len > TALLY_CONSUMER_BYTES_MAX ||
+        ev->key.len == 0 || ev->key.len > TALLY_KEY_BYTES_MAX) {
+        audit_report(a, "inbox_links", name, "causation is malformed");
+        return;
+    }
+    ledger_inbox_record rec;
+    int rc = cause_record(a, ev, &rec);
+    if (rc == TALLY_not_found && ev->time_ms <= a->inbox_swept_ms)
+        return; /* removed by inbox retention with the rest of its time */
+    if (rc == TALLY_not_found)
+        audit_report(a, "inbox_links", name, "caused by %.*s/%.*s which has no inbox record",
+               (int)ev->consumer.len, ev->consumer.ptr, (int)ev->key.len, ev->key.ptr);
+    else if (rc != TALLY_ok)
+        audit_report(a, "inbox_links", name, "inbox record unreadable: %s", tally_strerror(rc));
+    else if (rec.outcome.code != TALLY_ok || ev->seq < rec.outcome.first_seq ||
+             ev->seq >= rec.outcome.first_seq + rec.outcome.event_count)
+        audit_report(a, "inbox_links", name, "inbox record of %.*s/%.*s does not cover this event",
+               (int)ev->consumer.len, ev->consumer.ptr, (int)ev->key.len, ev->key.ptr);
+    else
+        a->events_covered++;
+}
+
+/* ---- the log walk: gaps, chain, fold ---- */
+
+typedef struct log_walk {
+    audit *a;
+    uint64_t head_seq;
+    uint64_t expect_seq;
+    uint8_t prev_hash[LOG_HASH_BYTES];
+} log_walk;
+
+static int walk_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    log_walk *w = ctx;
+    audit *a = w->a;
+    char name[64];
+    audit_name_seq(seq, name);
+    if (seq != w->expect_seq) {
+        audit_report(a, "log_gap", name, "expected seq %" PRIu64, w->expect_seq);
+        memset(w->prev_hash, 0xff, LOG_HASH_BYTES); /* chain unknown across a gap */
+    }
+    w->expect_seq = seq + 1;
+    a->stats->events++;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    if (log_event_decode(bytes, len, &up, &ev) != TALLY_ok) {
+        audit_report(a, "hash_chain", name, "event does not decode or its hash is wrong");
+        memset(w->prev_hash, 0xff, LOG_HASH_BYTES);
+    } else {
+        if (ev.seq != seq)
+            audit_report(a, "hash_chain", name, "event carries seq %" PRIu64, ev.seq);
+        if (memcmp(ev.prev_hash, w->prev_hash, LOG_HASH_BYTES) != 0)
+            audit_report(a, "hash_chain", name, "prev_hash does not match the previous event");
+        memcpy(w->prev_hash, ev.hash, LOG_HASH_BYTES);
+        fold_event(a, &ev);
+        check_event_causation(a, &ev);
+        if (a->opt->each_event)
+            a->opt->each_event(&ev, a->opt->each_event_ctx);
+    }
+    msgpack_unpacked_destroy(&up);
+    audit_progress(a, "log", a->stats->events, w->head_seq);
+    return a->fault;
+}
+
+int audit_check_log(audit *a)
+{
+    log_head head;
+    int rc = log_head_get(a->t, &head);
+    if (rc != TALLY_ok)
+        return rc;
+    a->head_seq = head.seq;
+    log_walk w = {.a = a, .head_seq = head.seq, .expect_seq = a->floor.seq + 1};
+    memcpy(w.prev_hash, a->floor.hash, LOG_HASH_BYTES); /* zeros without retention */
+    rc = log_read(a->t, 1, UINT64_MAX, walk_event, &w);
+    if (rc != TALLY_ok)
+        return rc;
+    char name[64];
+    audit_name_seq(head.seq, name);
+    if (w.expect_seq != head.seq + 1)
+        audit_report(a, "log_gap", name, "meta head is %" PRIu64 " but the log ends at %" PRIu64,
+               head.seq, w.expect_seq - 1);
+    else if (head.seq > 0 && memcmp(w.prev_hash, head.hash, LOG_HASH_BYTES) != 0)
+        audit_report(a, "hash_chain", name, "meta head hash differs from the last event's");
+    return TALLY_ok;
+}
+
+/* ---- the history index against the log (see history_sums) ---- */
+
+void audit_history_keys_init(audit *a)
+{
+    if (getrandom(a->history_keys, sizeof(a->history_keys), 0) != sizeof(a->history_keys)) {
+        /* no kernel randomness: still differs per run */
+        uint64_t now_ms = (uint64_t)clock_wall_ms();
+        a->history_keys[0] = mix64(now_ms ^ (uint64_t)getpid());
+        a->history_keys[1] = mix64(now_ms + a->history_keys[0]);
+    }
+}
+
+/* A transfer event's entries that the index lacks (or holds for another
+ * transfer). */
+static int find_missing_history(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    audit *a = ctx;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    ledger_transfer_record tr;
+    if (log_event_decode(bytes, len, &up, &ev) == TALLY_ok &&
+        ev.entity.kind == LOG_ENTITY_TRANSFER &&
+        ledger_transfer_unpack(msgpack_safe_map_get(ev.body, "transfer"), &tr) == TALLY_ok) {
+        uint64_t ids[2] = {tr.debit_account_id, tr.credit_account_id};
+        for (int i = 0; i < 2; i++) {
+            uint8_t key[16];
+            ledger_history_key(ids[i], seq, key);
+            MDB_val v;
+            char name[64];
+            audit_name_account(ids[i], name);
+            if (store_get(a->t, STORE_DB_HISTORY, key, 16, &v) != TALLY_ok || v.mv_size != 16 ||
+                memcmp(v.mv_data, tr.id.bytes, 16) != 0)
+                audit_report(a, "history", name, "no history entry for seq %" PRIu64, seq);
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    audit_progress(a, "history log", seq, a->head_seq);
+    return a->fault;
+}
+
+/* An index entry must name a transfer event of its account. */
+static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
+                                const uint8_t transfer_id[16])
+{
+    char name[64];
+    audit_name_account(account, name);
+    uint8_t key[8];
+    log_seq_key(seq, key);
+    MDB_val v;
+    if (store_get(a->t, STORE_DB_LOG, key, 8, &v) != TALLY_ok) {
+        audit_report(a, "history", name, "entry for seq %" PRIu64 ": no such event", seq);
+        return;
+    }
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    ledger_transfer_record tr;
+    if (log_event_decode(v.mv_data, v.mv_size, &up, &ev) == TALLY_ok && /* else: hash_chain */
+        (ev.entity.kind != LOG_ENTITY_TRANSFER ||
+         ledger_transfer_unpack(msgpack_safe_map_get(ev.body, "transfer"), &tr) != TALLY_ok ||
+         memcmp(tr.id.bytes, transfer_id, 16) != 0 ||
+         (tr.debit_account_id != account && tr.credit_account_id != account)))
+        audit_report(a, "history", name, "entry for seq %" PRIu64 " names no transfer of the account",
+               seq);
+    msgpack_unpacked_destroy(&up);
+}
+
+/* One index entry: its fingerprint into *sums, or (sums NULL) the entry
+ * checked against the log. */
+static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
+{
+    history_sums *sums = ctx;
+    if (k->mv_size != 16 || v->mv_size != 16) {
+        if (sums)
+            audit_report(a, "history", "history", "an entry of %zu/%zu bytes is corrupt", k->mv_size,
+                   v->mv_size);
+        return;
+    }
+    uint64_t account = get_u64_be(k->mv_data), seq = get_u64_be((uint8_t *)k->mv_data + 8);
+    if (sums)
+        history_sums_add(a, sums, account, seq, v->mv_data);
+    else
+        check_history_entry(a, account, seq, v->mv_data);
+}
+
+/* Every transfer event is in both accounts' history, and the history
+ * holds nothing else. */
+int audit_check_history_index(audit *a)
+{
+    history_sums stored = {0};
+    int rc = audit_walk_db(a, STORE_DB_HISTORY, "history", NULL, history_entry, &stored);
+    if (rc != TALLY_ok || memcmp(&stored, &a->history_log, sizeof(stored)) == 0)
+        return rc;
+    uint64_t findings = a->stats->findings;
+    rc = log_read(a->t, 1, UINT64_MAX, find_missing_history, a);
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_HISTORY, "history entries", NULL, history_entry, NULL);
+    if (rc == TALLY_ok && a->stats->findings == findings)
+        audit_report(a, "history", "history",
+               "the index (%" PRIu64 " entries) differs from the transfer events (%" PRIu64
+               " entries expected)", stored.count, a->history_log.count);
+    return rc;
+}
