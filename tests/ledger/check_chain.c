@@ -43,29 +43,6 @@ static ledger_command chain_of(const ledger_command *members, uint32_t count)
     return c;
 }
 
-static bool account_exists(test_store *ts, uint64_t id)
-{
-    store_txn t;
-    ledger_account a;
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_account_get(&t, id, &a);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "account: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
-}
-
-static bool transfer_exists(test_store *ts, uint64_t tid)
-{
-    store_txn t;
-    ledger_transfer_record r;
-    tally_id128 id = test_id(tid);
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_transfer_get(&t, &id, &r);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "transfer: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
-}
-
 static void assert_account_unchanged(test_store *ts, const ledger_account *before)
 {
     ledger_account now = test_account(ts, before->id);
@@ -298,10 +275,10 @@ START_TEST(test_failing_member_leaves_no_state_and_no_events)
 
     assert_chain_failed(&out, 4, 2, TALLY_exceeds_credits);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 10)); /* opened by member 0, rolled back */
-    ck_assert(!account_exists(&ts, 11));
-    ck_assert(!transfer_exists(&ts, 200));
-    ck_assert(!transfer_exists(&ts, 201));
+    ck_assert(!test_account_exists(&ts, 10)); /* opened by member 0, rolled back */
+    ck_assert(!test_account_exists(&ts, 11));
+    ck_assert(!test_transfer_exists(&ts, 200));
+    ck_assert(!test_transfer_exists(&ts, 201));
     finish(&ts);
 }
 END_TEST
@@ -333,7 +310,7 @@ START_TEST(test_failed_chain_is_recorded_and_replays)
     ck_assert_uint_eq(again.failed_index, first.failed_index);
     ck_assert_mem_eq(again.chain_codes, first.chain_codes, sizeof(first.chain_codes));
     assert_nothing_changed(&ts, &s, 0);
-    ck_assert(!account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 10));
     finish(&ts);
 }
 END_TEST
@@ -356,8 +333,8 @@ START_TEST(test_failing_first_and_last_member)
     out = test_apply(&ts, "test", "last", &chain);
     assert_chain_failed(&out, 3, 2, TALLY_exists_with_different_ledger);
     assert_nothing_changed(&ts, &s, 2);
-    ck_assert(!account_exists(&ts, 10));
-    ck_assert(!account_exists(&ts, 11));
+    ck_assert(!test_account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 11));
     finish(&ts);
 }
 END_TEST
@@ -374,7 +351,7 @@ START_TEST(test_invalid_member_fails_the_chain)
     ledger_outcome out = test_apply(&ts, "test", "invalid", &chain);
     assert_chain_failed(&out, 3, 1, TALLY_amount_must_not_be_zero);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 10));
     finish(&ts);
 }
 END_TEST
@@ -437,7 +414,7 @@ START_TEST(test_failed_payment_grants_nothing)
     out = test_apply(&ts, "test", "pay-grant-wrong", &chain);
     assert_chain_failed(&out, 2, 1, TALLY_grant_transfer_not_found);
     assert_nothing_changed(&ts, &s, 2);
-    ck_assert(!transfer_exists(&ts, 301));
+    ck_assert(!test_transfer_exists(&ts, 301));
     finish(&ts);
 }
 END_TEST
@@ -476,7 +453,7 @@ START_TEST(test_too_long_chain_is_rejected)
     ck_assert(out.stored);
     ck_assert_uint_eq(out.event_count, 0);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 100));
+    ck_assert(!test_account_exists(&ts, 100));
     finish(&ts);
 }
 END_TEST
@@ -493,8 +470,8 @@ START_TEST(test_nested_chain_is_rejected)
     ledger_outcome out = test_apply(&ts, "test", "nested", &chain);
     assert_chain_failed(&out, 2, 1, TALLY_chain_must_not_nest);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 10));
-    ck_assert(!account_exists(&ts, 11));
+    ck_assert(!test_account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 11));
     finish(&ts);
 }
 END_TEST

@@ -65,29 +65,6 @@ static ledger_outcome apply_in(test_store *ts, store_txn *txn, const char *key,
     return out;
 }
 
-static bool account_exists(test_store *ts, uint64_t id)
-{
-    store_txn t;
-    ledger_account a;
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_account_get(&t, id, &a);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "account: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
-}
-
-static bool transfer_exists(test_store *ts, uint64_t tid)
-{
-    store_txn t;
-    ledger_transfer_record r;
-    tally_id128 id = test_id(tid);
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_transfer_get(&t, &id, &r);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "transfer: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
-}
-
 /* What a command that leaves no trace must not move. */
 typedef struct snapshot {
     log_head head;
@@ -102,9 +79,9 @@ static snapshot take_snapshot(test_store *ts)
                   .transfers = test_count(ts, STORE_DB_TRANSFERS),
                   .inbox = test_count(ts, STORE_DB_INBOX),
                   .inbox_time = test_count(ts, STORE_DB_INBOX_TIME)};
-    if (account_exists(ts, USER))
+    if (test_account_exists(ts, USER))
         s.user_debits = test_account(ts, USER).debits_posted;
-    if (account_exists(ts, MERCHANT))
+    if (test_account_exists(ts, MERCHANT))
         s.merchant_credits = test_account(ts, MERCHANT).credits_posted;
     return s;
 }
@@ -197,7 +174,7 @@ START_TEST(test_same_key_other_command_is_key_reused)
     out = test_apply(&ts, "shop", "order-1", &other);
     assert_key_reused(&out);
     assert_unchanged(&ts, &s, 0);
-    ck_assert(!transfer_exists(&ts, 11));
+    ck_assert(!test_transfer_exists(&ts, 11));
     ck_assert_int_eq(test_transfer(&ts, 10).amount, 30);
 
     ledger_outcome again = test_apply(&ts, "shop", "order-1", &pay); /* original kept */
@@ -258,7 +235,7 @@ START_TEST(test_rejection_replays_after_state_changed)
     ledger_outcome again = test_apply(&ts, "shop", "order-1", &pay);
     assert_replay_of(&again, &first);
     assert_unchanged(&ts, &s, 0);
-    ck_assert(!transfer_exists(&ts, 10));
+    ck_assert(!test_transfer_exists(&ts, 10));
 
     ledger_outcome fresh = test_apply(&ts, "shop", "order-2", &pay);
     ck_assert_int_eq(fresh.code, TALLY_ok);
@@ -328,7 +305,7 @@ START_TEST(test_request_errors_are_not_stored)
     r = request("shop", "k", pay);
     r.correlation = tally_str_from(correlation_65);
     assert_request_error(&ts, &r, TALLY_correlation_too_long);
-    ck_assert(!transfer_exists(&ts, 10));
+    ck_assert(!test_transfer_exists(&ts, 10));
 
     /* Nothing was stored under shop/k: the same key now runs the command. */
     r.correlation = tally_str_from("");
@@ -545,8 +522,8 @@ START_TEST(test_aborted_outer_transaction_leaves_nothing)
     store_txn_abort(&txn);
 
     assert_unchanged(&ts, &s, 0);
-    ck_assert(!account_exists(&ts, 10));
-    ck_assert(!transfer_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 10));
+    ck_assert(!test_transfer_exists(&ts, 10));
     ledger_command open = test_cmd_open(10, 1, 0); /* the keys are fresh again */
     ledger_outcome out = test_apply(&ts, "test", "a", &open);
     ck_assert_int_eq(out.code, TALLY_ok);
@@ -581,9 +558,9 @@ START_TEST(test_rejected_command_keeps_batch_mates)
     ck_assert_uint_eq(ob.event_count, 0);
     ck_assert_uint_eq(oc.first_seq, head + 2); /* B's rolled-back event left no gap */
     ck_assert_uint_eq(test_head(&ts).seq, head + 2);
-    ck_assert(account_exists(&ts, 10));
-    ck_assert(!account_exists(&ts, 11));
-    ck_assert(account_exists(&ts, 12));
+    ck_assert(test_account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 11));
+    ck_assert(test_account_exists(&ts, 12));
     ck_assert_uint_eq(test_account(&ts, 12).created_seq, head + 2);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), inbox + 3);
 

@@ -16,8 +16,6 @@
 
 #include <check.h>
 #include <inttypes.h>
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,25 +222,6 @@ static void tamper_account(test_store *ts, uint64_t id, void (*edit)(ledger_acco
     free(val);
 }
 
-static void sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
-                         uint8_t out[32])
-{
-    mbedtls_sha256_context c;
-    mbedtls_sha256_init(&c);
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-    ck_assert_int_eq(mbedtls_sha256_starts(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish(&c, out), 0);
-#else
-    ck_assert_int_eq(mbedtls_sha256_starts_ret(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish_ret(&c, out), 0);
-#endif
-    mbedtls_sha256_free(&c);
-}
-
 static size_t find_bytes(const uint8_t *hay, size_t hay_len, const void *needle, size_t n)
 {
     for (size_t i = 0; i + n <= hay_len; i++)
@@ -349,7 +328,7 @@ START_TEST(rehashed_event_breaks_the_link_to_the_next)
     ev[at + sizeof(time_key) + 7] ^= 0x01;
     uint8_t prev[32], hash[32];
     memcpy(prev, ev + len - 39 - 32, 32);
-    sha256_chain(prev, ev, len - 39, hash);
+    test_sha256_chain(prev, ev, len - 39, hash);
     memcpy(ev + len - 32, hash, 32);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);

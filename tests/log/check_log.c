@@ -18,31 +18,8 @@
 #include "tests/support/test_support.h"
 
 #include <check.h>
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- an independent SHA-256 ---- */
-
-static void sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
-                         uint8_t out[32])
-{
-    mbedtls_sha256_context c;
-    mbedtls_sha256_init(&c);
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-    ck_assert_int_eq(mbedtls_sha256_starts(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish(&c, out), 0);
-#else
-    ck_assert_int_eq(mbedtls_sha256_starts_ret(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish_ret(&c, out), 0);
-#endif
-    mbedtls_sha256_free(&c);
-}
 
 /* ---- appending ---- */
 
@@ -282,7 +259,7 @@ static void verify_link(test_store *ts, uint64_t seq, const uint8_t prev[32],
     /* prev_hash sits right before the hash entry. */
     ck_assert_mem_eq(bytes + len - 39 - 44, prev_entry_head, 12);
     ck_assert_mem_eq(bytes + len - 39 - 32, prev, 32);
-    sha256_chain(prev, bytes, len - 39, hash_out);
+    test_sha256_chain(prev, bytes, len - 39, hash_out);
     ck_assert_mem_eq(bytes + len - 32, hash_out, 32);
 
     msgpack_unpacked up;

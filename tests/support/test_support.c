@@ -7,6 +7,8 @@
 #include "log/sha256.h"
 
 #include <errno.h>
+#include <mbedtls/sha256.h>
+#include <mbedtls/version.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +223,29 @@ ledger_entitlement test_entitlement(test_store *ts, const char *subject, const c
     return e;
 }
 
+bool test_account_exists(test_store *ts, uint64_t id)
+{
+    store_txn t;
+    ledger_account a;
+    begin_read(ts, &t);
+    int rc = ledger_account_get(&t, id, &a);
+    store_txn_abort(&t);
+    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "account: %s", tally_strerror(rc));
+    return rc == TALLY_ok;
+}
+
+bool test_transfer_exists(test_store *ts, uint64_t tid)
+{
+    store_txn t;
+    ledger_transfer_record r;
+    tally_id128 id = test_id(tid);
+    begin_read(ts, &t);
+    int rc = ledger_transfer_get(&t, &id, &r);
+    store_txn_abort(&t);
+    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "transfer: %s", tally_strerror(rc));
+    return rc == TALLY_ok;
+}
+
 log_head test_head(test_store *ts)
 {
     store_txn t;
@@ -427,6 +452,25 @@ uint64_t test_rng_next(uint64_t *state)
 }
 
 uint64_t test_rng_below(uint64_t *state, uint64_t bound) { return test_rng_next(state) % bound; }
+
+void test_sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
+                       uint8_t out[32])
+{
+    mbedtls_sha256_context c;
+    mbedtls_sha256_init(&c);
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    ck_assert_int_eq(mbedtls_sha256_starts(&c, 0), 0);
+    ck_assert_int_eq(mbedtls_sha256_update(&c, prev, 32), 0);
+    ck_assert_int_eq(mbedtls_sha256_update(&c, bytes, len), 0);
+    ck_assert_int_eq(mbedtls_sha256_finish(&c, out), 0);
+#else
+    ck_assert_int_eq(mbedtls_sha256_starts_ret(&c, 0), 0);
+    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, prev, 32), 0);
+    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, bytes, len), 0);
+    ck_assert_int_eq(mbedtls_sha256_finish_ret(&c, out), 0);
+#endif
+    mbedtls_sha256_free(&c);
+}
 
 uint64_t test_env_u64(const char *name, uint64_t fallback)
 {

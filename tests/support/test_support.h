@@ -66,6 +66,10 @@ ledger_transfer_record test_transfer(test_store *ts, uint64_t tid);
 ledger_entitlement test_entitlement(test_store *ts, const char *subject, const char *feature);
 int test_entitlement_rc(test_store *ts, const char *subject, const char *feature,
                         ledger_entitlement *out);
+/* Whether the account or transfer exists, in a fresh read-only
+ * transaction; fails the test on an error other than not_found. */
+bool test_account_exists(test_store *ts, uint64_t id);
+bool test_transfer_exists(test_store *ts, uint64_t tid);
 log_head test_head(test_store *ts);
 uint64_t test_count(test_store *ts, store_db db);
 
@@ -136,6 +140,11 @@ uint64_t test_rng_below(uint64_t *state, uint64_t bound);
  * fallback when unset or empty; exits (failing the test) when it is not a
  * number. Usable outside a test (in main). */
 uint64_t test_env_u64(const char *name, uint64_t fallback);
+
+/* SHA-256(prev || bytes), the log's hash chain, computed with mbedTLS:
+ * independent of log/sha256.c, which it checks. */
+void test_sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
+                       uint8_t out[32]);
 
 /* rm -rf dir (tests only). */
 void test_remove_dir(const char *dir);

@@ -1,0 +1,34 @@
+/*
+ * suite.c — a Check suite from a table (see suite.h).
+ */
+#include "tests/support/suite.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <string.h>
+
+void test_suite_add_rows(Suite *s, const test_row *rows, size_t count, SFun setup,
+                         SFun teardown)
+{
+    TCase *tc = NULL;
+    for (size_t i = 0; i < count; i++) {
+        bool same = i > 0 && strcmp(rows[i].tcase, rows[i - 1].tcase) == 0;
+        assert(!same || rows[i].timeout_s == rows[i - 1].timeout_s);
+        if (!same) {
+            tc = tcase_create(rows[i].tcase);
+            if (rows[i].timeout_s > 0)
+                tcase_set_timeout(tc, rows[i].timeout_s);
+            if (setup || teardown)
+                tcase_add_unchecked_fixture(tc, setup, teardown);
+            suite_add_tcase(s, tc);
+        }
+        tcase_add_test(tc, rows[i].test);
+    }
+}
+
+Suite *test_suite_of_rows(const char *name, const test_row *rows, size_t count)
+{
+    Suite *s = suite_create(name);
+    test_suite_add_rows(s, rows, count, NULL, NULL);
+    return s;
+}
