@@ -16,11 +16,13 @@
 #include "clients/tally.h"
 
 #include "tests/support/client_support.h"
+#include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -159,20 +161,15 @@ static void child_start(child *ch, const char *url, const char *name, uint64_t b
                         unsigned pause_us)
 {
     int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+    ck_assert_int_eq(fcntl(fds[1], F_SETFD, 0), 0); /* the child writes its reports here */
     char fd_text[16], block[24], pause_text[16];
     snprintf(fd_text, sizeof(fd_text), "%d", fds[1]);
     snprintf(block, sizeof(block), "%" PRIu64, block_at);
     snprintf(pause_text, sizeof(pause_text), "%u", pause_us);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        const char *argv[] = {"check_subscriber", "--child", url, name, fd_text, block,
-                              pause_text, NULL};
-        execv("/proc/self/exe", (char *const *)argv);
-        _exit(127);
-    }
+    const char *argv[] = {"/proc/self/exe", "--child", url, name, fd_text, block, pause_text,
+                          NULL};
+    pid_t pid = test_spawn(argv, NULL, -1, -1);
     close(fds[1]);
     memset(ch, 0, sizeof(*ch));
     ch->pid = pid;
