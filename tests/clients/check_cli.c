@@ -1129,6 +1129,7 @@ int main(void)
         {"dlq", test_dead_letter_commands, TEST_TIMEOUT_S},
     };
     Suite *s = test_suite_of_rows("cli", TEST_ROWS(without_server));
-    test_suite_add_rows(s, TEST_ROWS(with_server), server_up, server_down);
+    const test_fixtures keeper = {.unchecked_setup = server_up, .unchecked_teardown = server_down};
+    test_suite_add_rows(s, TEST_ROWS(with_server), &keeper);
     return test_run_suite(s);
 }

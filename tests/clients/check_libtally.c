@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "log/sha256.h"
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -1512,10 +1513,5 @@ int main(void)
     tcase_add_test(tc, test_options_from_environment);
     tcase_add_test(tc, test_threads_share_one_client);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return test_run_suite(s);
 }

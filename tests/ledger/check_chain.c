@@ -8,6 +8,7 @@
  * pay-and-grant in one chain, members that depend on earlier members, and
  * the chain's own validation (empty, too long, nested).
  */
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
@@ -478,41 +479,26 @@ END_TEST
 
 /* ---- suite ---- */
 
-static TCase *tcase(const char *name)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+#define TIMEOUT_S 60
 
 static Suite *chain_suite(void)
 {
-    Suite *s = suite_create("chain");
-    TCase *ok = tcase("success");
-    tcase_add_test(ok, test_chain_all_ok_applies_every_member);
-    tcase_add_test(ok, test_chain_success_replays);
-    tcase_add_test(ok, test_member_depends_on_earlier_member);
-    tcase_add_test(ok, test_longest_chain_applies);
-    suite_add_tcase(s, ok);
-
-    TCase *failure = tcase("failure");
-    tcase_add_test(failure, test_failing_member_leaves_no_state_and_no_events);
-    tcase_add_test(failure, test_failed_chain_is_recorded_and_replays);
-    tcase_add_test(failure, test_failing_first_and_last_member);
-    tcase_add_test(failure, test_invalid_member_fails_the_chain);
-    suite_add_tcase(s, failure);
-
-    TCase *pay = tcase("pay_and_grant");
-    tcase_add_test(pay, test_pay_and_grant_in_one_chain);
-    tcase_add_test(pay, test_failed_payment_grants_nothing);
-    suite_add_tcase(s, pay);
-
-    TCase *validation = tcase("validation");
-    tcase_add_test(validation, test_empty_chain_is_rejected);
-    tcase_add_test(validation, test_too_long_chain_is_rejected);
-    tcase_add_test(validation, test_nested_chain_is_rejected);
-    suite_add_tcase(s, validation);
-    return s;
+    const test_row tests[] = {
+        {"success", test_chain_all_ok_applies_every_member, TIMEOUT_S},
+        {"success", test_chain_success_replays, TIMEOUT_S},
+        {"success", test_member_depends_on_earlier_member, TIMEOUT_S},
+        {"success", test_longest_chain_applies, TIMEOUT_S},
+        {"failure", test_failing_member_leaves_no_state_and_no_events, TIMEOUT_S},
+        {"failure", test_failed_chain_is_recorded_and_replays, TIMEOUT_S},
+        {"failure", test_failing_first_and_last_member, TIMEOUT_S},
+        {"failure", test_invalid_member_fails_the_chain, TIMEOUT_S},
+        {"pay_and_grant", test_pay_and_grant_in_one_chain, TIMEOUT_S},
+        {"pay_and_grant", test_failed_payment_grants_nothing, TIMEOUT_S},
+        {"validation", test_empty_chain_is_rejected, TIMEOUT_S},
+        {"validation", test_too_long_chain_is_rejected, TIMEOUT_S},
+        {"validation", test_nested_chain_is_rejected, TIMEOUT_S},
+    };
+    return test_suite_of_rows("chain", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite_both_modes(chain_suite()); }

@@ -10,6 +10,7 @@
  * (type, entity version, causation) and that the log head moved by exactly
  * the expected number of events; every test ends with the invariants.
  */
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
@@ -945,70 +946,46 @@ END_TEST
 
 /* ---- suite ---- */
 
-static TCase *tcase(const char *name)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+#define TIMEOUT_S 60
 
 static Suite *entitlement_suite(void)
 {
-    Suite *s = suite_create("entitlement");
-    TCase *grant = tcase("grant");
-    tcase_add_test(grant, test_grant_for_life);
-    tcase_add_test(grant, test_grant_until_a_time);
-    tcase_add_test(grant, test_grant_with_duration_ends_at_commit_time_plus_duration);
-    tcase_add_test(grant, test_grant_until_in_the_past_is_rejected);
-    tcase_add_test(grant, test_grant_on_active_is_rejected);
-    tcase_add_test(grant, test_grant_transfer_must_exist);
-    suite_add_tcase(s, grant);
-
-    TCase *extend = tcase("extend");
-    tcase_add_test(extend, test_extend_moves_end_forward);
-    tcase_add_test(extend, test_extend_must_move_forward);
-    tcase_add_test(extend, test_extend_of_lifetime_is_rejected);
-    tcase_add_test(extend, test_extend_unknown_is_not_found);
-    suite_add_tcase(s, extend);
-
-    TCase *revoke = tcase("revoke");
-    tcase_add_test(revoke, test_revoke_active);
-    tcase_add_test(revoke, test_extend_after_revoke_is_rejected);
-    tcase_add_test(revoke, test_revoke_twice_is_rejected);
-    tcase_add_test(revoke, test_revoke_unknown_is_not_found);
-    tcase_add_test(revoke, test_regrant_after_revoke);
-    suite_add_tcase(s, revoke);
-
-    TCase *expiry = tcase("expiry");
-    tcase_add_test(expiry, test_expired_before_the_sweep_then_swept);
-    tcase_add_test(expiry, test_extend_after_expiry_reactivates);
-    tcase_add_test(expiry, test_extend_expired_by_duration_counts_from_now);
-    tcase_add_test(expiry, test_grant_after_expiry);
-    tcase_add_test(expiry, test_grant_of_expired_unswept_emits_expired_then_granted);
-    tcase_add_test(expiry, test_extend_of_expired_unswept_emits_expired_then_extended);
-    suite_add_tcase(s, expiry);
-
-    TCase *order = tcase("source_order");
-    tcase_add_test(order, test_stale_order_changes_nothing);
-    tcase_add_test(order, test_newer_order_applies);
-    tcase_add_test(order, test_commands_without_order_are_not_checked);
-    suite_add_tcase(s, order);
-
-    TCase *validation = tcase("validation");
-    tcase_add_test(validation, test_subject_length_is_validated);
-    tcase_add_test(validation, test_feature_length_is_validated);
-    tcase_add_test(validation, test_until_and_duration_are_exclusive);
-    tcase_add_test(validation, test_times_out_of_range);
-    tcase_add_test(validation, test_extend_needs_an_end);
-    tcase_add_test(validation, test_duration_past_the_last_time_is_out_of_range);
-    tcase_add_test(validation, test_revoke_with_an_end_is_a_stored_rejection);
-    tcase_add_test(validation, test_extend_with_grant_transfer_is_a_stored_rejection);
-    suite_add_tcase(s, validation);
-
-    TCase *list = tcase("list");
-    tcase_add_test(list, test_list_returns_only_that_subject);
-    suite_add_tcase(s, list);
-    return s;
+    const test_row tests[] = {
+        {"grant", test_grant_for_life, TIMEOUT_S},
+        {"grant", test_grant_until_a_time, TIMEOUT_S},
+        {"grant", test_grant_with_duration_ends_at_commit_time_plus_duration, TIMEOUT_S},
+        {"grant", test_grant_until_in_the_past_is_rejected, TIMEOUT_S},
+        {"grant", test_grant_on_active_is_rejected, TIMEOUT_S},
+        {"grant", test_grant_transfer_must_exist, TIMEOUT_S},
+        {"extend", test_extend_moves_end_forward, TIMEOUT_S},
+        {"extend", test_extend_must_move_forward, TIMEOUT_S},
+        {"extend", test_extend_of_lifetime_is_rejected, TIMEOUT_S},
+        {"extend", test_extend_unknown_is_not_found, TIMEOUT_S},
+        {"revoke", test_revoke_active, TIMEOUT_S},
+        {"revoke", test_extend_after_revoke_is_rejected, TIMEOUT_S},
+        {"revoke", test_revoke_twice_is_rejected, TIMEOUT_S},
+        {"revoke", test_revoke_unknown_is_not_found, TIMEOUT_S},
+        {"revoke", test_regrant_after_revoke, TIMEOUT_S},
+        {"expiry", test_expired_before_the_sweep_then_swept, TIMEOUT_S},
+        {"expiry", test_extend_after_expiry_reactivates, TIMEOUT_S},
+        {"expiry", test_extend_expired_by_duration_counts_from_now, TIMEOUT_S},
+        {"expiry", test_grant_after_expiry, TIMEOUT_S},
+        {"expiry", test_grant_of_expired_unswept_emits_expired_then_granted, TIMEOUT_S},
+        {"expiry", test_extend_of_expired_unswept_emits_expired_then_extended, TIMEOUT_S},
+        {"source_order", test_stale_order_changes_nothing, TIMEOUT_S},
+        {"source_order", test_newer_order_applies, TIMEOUT_S},
+        {"source_order", test_commands_without_order_are_not_checked, TIMEOUT_S},
+        {"validation", test_subject_length_is_validated, TIMEOUT_S},
+        {"validation", test_feature_length_is_validated, TIMEOUT_S},
+        {"validation", test_until_and_duration_are_exclusive, TIMEOUT_S},
+        {"validation", test_times_out_of_range, TIMEOUT_S},
+        {"validation", test_extend_needs_an_end, TIMEOUT_S},
+        {"validation", test_duration_past_the_last_time_is_out_of_range, TIMEOUT_S},
+        {"validation", test_revoke_with_an_end_is_a_stored_rejection, TIMEOUT_S},
+        {"validation", test_extend_with_grant_transfer_is_a_stored_rejection, TIMEOUT_S},
+        {"list", test_list_returns_only_that_subject, TIMEOUT_S},
+    };
+    return test_suite_of_rows("entitlement", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite_both_modes(entitlement_suite()); }

@@ -10,6 +10,7 @@
  * caller's transaction: an aborted outer transaction leaves nothing, and a
  * rejected command does not disturb its batch-mates.
  */
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
@@ -572,45 +573,27 @@ END_TEST
 
 /* ---- suite ---- */
 
-static TCase *tcase(const char *name)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+#define TIMEOUT_S 60
 
 static Suite *inbox_suite(void)
 {
-    Suite *s = suite_create("inbox");
-    TCase *replay = tcase("replay");
-    tcase_add_test(replay, test_same_command_replays);
-    tcase_add_test(replay, test_same_key_other_command_is_key_reused);
-    tcase_add_test(replay, test_key_is_scoped_by_consumer);
-    tcase_add_test(replay, test_rejection_replays_after_state_changed);
-    tcase_add_test(replay, test_validation_rejection_is_stored);
-    suite_add_tcase(s, replay);
-
-    TCase *request_errors = tcase("request_errors");
-    tcase_add_test(request_errors, test_request_errors_are_not_stored);
-    tcase_add_test(request_errors, test_longest_consumer_key_and_correlation_are_accepted);
-    suite_add_tcase(s, request_errors);
-
-    TCase *fingerprint = tcase("fingerprint");
-    tcase_add_test(fingerprint, test_fingerprint_covers_every_transfer_field);
-    tcase_add_test(fingerprint, test_fingerprint_covers_every_entitlement_field);
-    tcase_add_test(fingerprint, test_correlation_is_not_in_the_fingerprint);
-    suite_add_tcase(s, fingerprint);
-
-    TCase *storage = tcase("storage");
-    tcase_add_test(storage, test_inbox_time_has_one_entry_per_record);
-    tcase_add_test(storage, test_replay_after_reopen);
-    suite_add_tcase(s, storage);
-
-    TCase *txn = tcase("outer_transaction");
-    tcase_add_test(txn, test_aborted_outer_transaction_leaves_nothing);
-    tcase_add_test(txn, test_rejected_command_keeps_batch_mates);
-    suite_add_tcase(s, txn);
-    return s;
+    const test_row tests[] = {
+        {"replay", test_same_command_replays, TIMEOUT_S},
+        {"replay", test_same_key_other_command_is_key_reused, TIMEOUT_S},
+        {"replay", test_key_is_scoped_by_consumer, TIMEOUT_S},
+        {"replay", test_rejection_replays_after_state_changed, TIMEOUT_S},
+        {"replay", test_validation_rejection_is_stored, TIMEOUT_S},
+        {"request_errors", test_request_errors_are_not_stored, TIMEOUT_S},
+        {"request_errors", test_longest_consumer_key_and_correlation_are_accepted, TIMEOUT_S},
+        {"fingerprint", test_fingerprint_covers_every_transfer_field, TIMEOUT_S},
+        {"fingerprint", test_fingerprint_covers_every_entitlement_field, TIMEOUT_S},
+        {"fingerprint", test_correlation_is_not_in_the_fingerprint, TIMEOUT_S},
+        {"storage", test_inbox_time_has_one_entry_per_record, TIMEOUT_S},
+        {"storage", test_replay_after_reopen, TIMEOUT_S},
+        {"outer_transaction", test_aborted_outer_transaction_leaves_nothing, TIMEOUT_S},
+        {"outer_transaction", test_rejected_command_keeps_batch_mates, TIMEOUT_S},
+    };
+    return test_suite_of_rows("inbox", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite_both_modes(inbox_suite()); }

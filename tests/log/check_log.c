@@ -15,6 +15,7 @@
 #include "common/msgpack_safe.h"
 #include "log/log.h"
 #include "log/store.h"
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -732,34 +733,26 @@ START_TEST(decode_rejects_wrong_sizes_and_garbage)
 }
 END_TEST
 
+#define TIMEOUT_S 60
+
 static Suite *log_suite(void)
 {
-    Suite *s = suite_create("log");
-    struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
-        {"gapless", seqs_are_gapless_under_big_endian_keys},
-        {"fields", events_decode_with_their_fields},
-        {"chain", hash_chain_verified_independently},
-        {"first_prev", first_prev_hash_is_all_zero},
-        {"flip", flipping_any_single_byte_breaks_decode},
-        {"ids", event_ids_are_unique_uuidv7},
-        {"read", log_read_returns_the_range_and_stops},
-        {"abort", aborted_txn_leaves_no_events_and_the_head_unchanged},
-        {"entities", entity_kinds_round_trip},
-        {"causation", causation_and_correlation_nil_or_present},
-        {"oversized", oversized_event_is_refused_and_remembered},
-        {"max_size", event_of_exactly_the_maximum_size_is_accepted},
-        {"decode_bad", decode_rejects_wrong_sizes_and_garbage},
+    const test_row tests[] = {
+        {"gapless", seqs_are_gapless_under_big_endian_keys, TIMEOUT_S},
+        {"fields", events_decode_with_their_fields, TIMEOUT_S},
+        {"chain", hash_chain_verified_independently, TIMEOUT_S},
+        {"first_prev", first_prev_hash_is_all_zero, TIMEOUT_S},
+        {"flip", flipping_any_single_byte_breaks_decode, TIMEOUT_S},
+        {"ids", event_ids_are_unique_uuidv7, TIMEOUT_S},
+        {"read", log_read_returns_the_range_and_stops, TIMEOUT_S},
+        {"abort", aborted_txn_leaves_no_events_and_the_head_unchanged, TIMEOUT_S},
+        {"entities", entity_kinds_round_trip, TIMEOUT_S},
+        {"causation", causation_and_correlation_nil_or_present, TIMEOUT_S},
+        {"oversized", oversized_event_is_refused_and_remembered, TIMEOUT_S},
+        {"max_size", event_of_exactly_the_maximum_size_is_accepted, TIMEOUT_S},
+        {"decode_bad", decode_rejects_wrong_sizes_and_garbage, TIMEOUT_S},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return test_suite_of_rows("log", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite(log_suite()); }

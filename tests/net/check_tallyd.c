@@ -23,6 +23,7 @@
  */
 #include "common/clock.h"
 #include "tests/support/run.h"
+#include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
@@ -1791,16 +1792,6 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_test(Suite *s, const char *name, const TTest *test, double timeout_s)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, timeout_s);
-    tcase_add_unchecked_fixture(tc, NULL, reap_leftovers);
-    tcase_add_checked_fixture(tc, NULL, nng_fini); /* NNG frees closed pipes late */
-    tcase_add_test(tc, test);
-    suite_add_tcase(s, tc);
-}
-
 int main(void)
 {
     procs = mmap(NULL, PROCS_MAX * sizeof(tallyd_proc), PROT_READ | PROT_WRITE,
@@ -1810,16 +1801,23 @@ int main(void)
         return EXIT_FAILURE;
     }
     memset(procs, 0, PROCS_MAX * sizeof(tallyd_proc));
+    const test_row tests[] = {
+        {"refused", refused_requests_leave_the_server_serving, 90},
+        {"lock", second_tallyd_on_same_data_dir_is_refused, 60},
+        {"sigterm", sigterm_exits_cleanly_and_store_reopens, 60},
+        {"sigterm_load", sigterm_under_load_keeps_every_acknowledged_write, 300},
+        {"sigkill_load", sigkill_under_load_every_key_applied_once, 300},
+        {"same_key", same_key_from_sixteen_clients_applies_once, 60},
+        {"in_flight", two_hundred_requests_in_flight_all_answered, 120},
+        {"pub", pub_delivers_committed_events_in_order, 60},
+        {"long_poll", log_read_long_poll_returns_on_commit_or_after_wait, 60},
+        {"reads", reads_history_entitlements_transfers, 60},
+    };
+    /* reap_leftovers: what a failed test left running; nng_fini: NNG frees
+     * closed pipes late */
+    const test_fixtures fixtures = {.unchecked_teardown = reap_leftovers,
+                                    .checked_teardown = nng_fini};
     Suite *s = suite_create("tallyd");
-    add_test(s, "refused", refused_requests_leave_the_server_serving, 90);
-    add_test(s, "lock", second_tallyd_on_same_data_dir_is_refused, 60);
-    add_test(s, "sigterm", sigterm_exits_cleanly_and_store_reopens, 60);
-    add_test(s, "sigterm_load", sigterm_under_load_keeps_every_acknowledged_write, 300);
-    add_test(s, "sigkill_load", sigkill_under_load_every_key_applied_once, 300);
-    add_test(s, "same_key", same_key_from_sixteen_clients_applies_once, 60);
-    add_test(s, "in_flight", two_hundred_requests_in_flight_all_answered, 120);
-    add_test(s, "pub", pub_delivers_committed_events_in_order, 60);
-    add_test(s, "long_poll", log_read_long_poll_returns_on_commit_or_after_wait, 60);
-    add_test(s, "reads", reads_history_entitlements_transfers, 60);
+    test_suite_add_rows(s, TEST_ROWS(tests), &fixtures);
     return test_run_suite(s);
 }

@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-void test_suite_add_rows(Suite *s, const test_row *rows, size_t count, SFun setup,
-                         SFun teardown)
+void test_suite_add_rows(Suite *s, const test_row *rows, size_t count,
+                         const test_fixtures *fixtures)
 {
     TCase *tc = NULL;
     for (size_t i = 0; i < count; i++) {
@@ -18,8 +18,12 @@ void test_suite_add_rows(Suite *s, const test_row *rows, size_t count, SFun setu
             tc = tcase_create(rows[i].tcase);
             if (rows[i].timeout_s > 0)
                 tcase_set_timeout(tc, rows[i].timeout_s);
-            if (setup || teardown)
-                tcase_add_unchecked_fixture(tc, setup, teardown);
+            if (fixtures && (fixtures->unchecked_setup || fixtures->unchecked_teardown))
+                tcase_add_unchecked_fixture(tc, fixtures->unchecked_setup,
+                                            fixtures->unchecked_teardown);
+            if (fixtures && (fixtures->checked_setup || fixtures->checked_teardown))
+                tcase_add_checked_fixture(tc, fixtures->checked_setup,
+                                          fixtures->checked_teardown);
             suite_add_tcase(s, tc);
         }
         tcase_add_test(tc, rows[i].test);
@@ -29,6 +33,6 @@ void test_suite_add_rows(Suite *s, const test_row *rows, size_t count, SFun setu
 Suite *test_suite_of_rows(const char *name, const test_row *rows, size_t count)
 {
     Suite *s = suite_create(name);
-    test_suite_add_rows(s, rows, count, NULL, NULL);
+    test_suite_add_rows(s, rows, count, NULL);
     return s;
 }

@@ -16,12 +16,18 @@ typedef struct test_row {
     int timeout_s; /* 0: Check's default; either way scaled by CK_TIMEOUT_MULTIPLIER */
 } test_row;
 
-/* Add the rows to s, each test case with the unchecked fixture setup and
- * teardown (both may be NULL), which runs once per test case in the
- * runner, outside the forked test. The rows of one test case must agree
- * on the timeout. */
-void test_suite_add_rows(Suite *s, const test_row *rows, size_t count, SFun setup,
-                         SFun teardown);
+/* Fixtures for every test case of a table; NULL members are none.
+ * Unchecked ones run once per test case in the runner, outside the forked
+ * test; checked ones run in the forked test, around it. */
+typedef struct test_fixtures {
+    SFun unchecked_setup, unchecked_teardown;
+    SFun checked_setup, checked_teardown;
+} test_fixtures;
+
+/* Add the rows to s, each test case with the fixtures (NULL: none). The
+ * rows of one test case must agree on the timeout. */
+void test_suite_add_rows(Suite *s, const test_row *rows, size_t count,
+                         const test_fixtures *fixtures);
 
 /* A new suite of the rows, without fixtures. */
 Suite *test_suite_of_rows(const char *name, const test_row *rows, size_t count);

@@ -432,7 +432,7 @@ static int run_suite(Suite *s, int modes)
         apply_in_place = mode == 1;
         fprintf(stderr, "-- commands applied %s\n",
                 apply_in_place ? "in place (ledger_apply_in_place)" : "nested (ledger_apply)");
-        srunner_run_all(sr, CK_NORMAL);
+        srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY, CK_NORMAL when unset */
         failed += srunner_ntests_failed(sr);
     }
     srunner_free(sr);

@@ -125,7 +125,8 @@ store *test_store_open_read_only(const char *dir);
 uint64_t test_invariant_findings(test_store *ts, const char *only_check);
 void test_assert_invariants(test_store *ts);
 
-/* Run a suite forked; returns the exit code. test_run_suite_both_modes runs
+/* Run a suite forked (CK_FORK, whatever the environment says; output as
+ * CK_VERBOSITY says); returns the exit code. test_run_suite_both_modes runs
  * it twice: test_apply through ledger_apply (a nested transaction per
  * command), then through ledger_apply_in_place (tallyd's fast path). */
 int test_run_suite(Suite *s);
