@@ -170,12 +170,6 @@ static void open_and_fund(test_store *ts)
     ck_assert_int_eq(test_code(ts, &c), TALLY_ok);
 }
 
-static void finish(test_store *ts)
-{
-    test_assert_invariants(ts);
-    test_store_close(ts);
-}
-
 /* ---- grant ---- */
 
 START_TEST(test_grant_for_life)
@@ -206,7 +200,7 @@ START_TEST(test_grant_for_life)
     ts.now_ms = TALLY_TIME_MS_MAX; /* a lifetime grant never expires */
     ck_assert_uint_eq(test_sweep(&ts), 0);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -225,7 +219,7 @@ START_TEST(test_grant_until_a_time)
     ck_assert_int_eq(e.valid_until_ms, until);
     ck_assert_uint_eq(e.version, 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -241,7 +235,7 @@ START_TEST(test_grant_with_duration_ends_at_commit_time_plus_duration)
     ck_assert(!e.lifetime);
     ck_assert_int_eq(e.valid_until_ms, TEST_NOW_MS + 12345 + 30 * DAY_MS);
     ck_assert_int_eq(e.granted_ms, TEST_NOW_MS + 12345);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -258,7 +252,7 @@ START_TEST(test_grant_until_in_the_past_is_rejected)
 
     ledger_command next_ms = test_cmd_grant("user-1", "pro", TEST_NOW_MS + 1);
     assert_applied(&ts, NULL, &next_ms, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -281,7 +275,7 @@ START_TEST(test_grant_on_active_is_rejected)
     ledger_command other = test_cmd_grant("user-2", "pro", 0); /* another subject is free */
     assert_applied(&ts, NULL, &other, 1);
     assert_rejected(&ts, &other, TALLY_entitlement_already_active);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -302,7 +296,7 @@ START_TEST(test_grant_transfer_must_exist)
     ck_assert(e.has_grant_transfer);
     tally_id128 paid = test_id(7);
     ck_assert_mem_eq(e.grant_transfer_id.bytes, paid.bytes, 16);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -335,7 +329,7 @@ START_TEST(test_extend_moves_end_forward)
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
     ts.now_ms = end2;
     ck_assert_uint_eq(test_sweep(&ts), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -358,7 +352,7 @@ START_TEST(test_extend_must_move_forward)
     ledger_command one_more_ms = test_cmd_extend("user-1", "pro", end + 1);
     assert_applied(&ts, NULL, &one_more_ms, 1);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").valid_until_ms, end + 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -374,7 +368,7 @@ START_TEST(test_extend_of_lifetime_is_rejected)
     ck_assert(e.lifetime);
     ck_assert_uint_eq(e.version, 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -387,7 +381,7 @@ START_TEST(test_extend_unknown_is_not_found)
     ledger_command extend = test_cmd_extend("user-1", "pro", TEST_NOW_MS + DAY_MS);
     assert_rejected(&ts, &extend, TALLY_entitlement_not_found);
     ck_assert(!entitlement_exists(&ts, "user-1", "pro"));
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -421,7 +415,7 @@ START_TEST(test_revoke_active)
     ck_assert_uint_eq(test_sweep(&ts), 0);
     ck_assert_uint_eq(test_head(&ts).seq, head);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_REVOKED);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -435,7 +429,7 @@ START_TEST(test_extend_after_revoke_is_rejected)
     assert_rejected(&ts, &extend, TALLY_entitlement_revoked);
     ledger_entitlement after = test_entitlement(&ts, "user-1", "pro");
     assert_same_entitlement(&before, &after);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -447,7 +441,7 @@ START_TEST(test_revoke_twice_is_rejected)
     ledger_command revoke = test_cmd_revoke("user-1", "pro");
     assert_rejected(&ts, &revoke, TALLY_entitlement_already_revoked);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 2);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -458,7 +452,7 @@ START_TEST(test_revoke_unknown_is_not_found)
     ledger_command revoke = test_cmd_revoke("user-1", "pro");
     assert_rejected(&ts, &revoke, TALLY_entitlement_not_found);
     ck_assert(!entitlement_exists(&ts, "user-1", "pro"));
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -477,7 +471,7 @@ START_TEST(test_regrant_after_revoke)
     ck_assert_int_eq(e.valid_until_ms, 0);
     ck_assert_uint_eq(e.version, 3);
     ck_assert_int_eq(e.granted_ms, TEST_NOW_MS + 5000);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -510,7 +504,7 @@ START_TEST(test_expired_before_the_sweep_then_swept)
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
     ck_assert_uint_eq(test_sweep(&ts), 0); /* expires once */
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -542,7 +536,7 @@ START_TEST(test_extend_after_expiry_reactivates)
     ck_assert_int_eq(e.valid_until_ms, end);
     ck_assert_uint_eq(e.version, 3);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -556,7 +550,7 @@ START_TEST(test_extend_expired_by_duration_counts_from_now)
     ledger_entitlement e = test_entitlement(&ts, "user-1", "pro");
     ck_assert_int_eq(e.state, LEDGER_ENTITLEMENT_ACTIVE);
     ck_assert_int_eq(e.valid_until_ms, ts.now_ms + 7 * DAY_MS);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -569,7 +563,7 @@ START_TEST(test_grant_after_expiry)
     ledger_outcome out = assert_applied(&ts, NULL, &grant, 1);
     assert_entitlement_event(&ts, out.first_seq, "entitlement.granted", "user-1", "pro", 3);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -608,7 +602,7 @@ START_TEST(test_grant_of_expired_unswept_emits_expired_then_granted)
     ledger_entitlement e = test_entitlement(&ts, "user-1", "pro");
     ck_assert(e.lifetime);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -621,7 +615,7 @@ START_TEST(test_extend_of_expired_unswept_emits_expired_then_extended)
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").valid_until_ms,
                      TEST_NOW_MS + DAY_MS);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -657,7 +651,7 @@ START_TEST(test_stale_order_changes_nothing)
     ck_assert(out.replayed);
     ck_assert_uint_eq(test_head(&ts).seq, head.seq);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), inbox + 3);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -679,7 +673,7 @@ START_TEST(test_newer_order_applies)
     ck_assert_int_eq(e.state, LEDGER_ENTITLEMENT_ACTIVE);
     ck_assert_uint_eq(e.source_order, 1000);
     ck_assert_uint_eq(e.version, 3);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -706,7 +700,7 @@ START_TEST(test_commands_without_order_are_not_checked)
     e = test_entitlement(&ts, "user-2", "pro");
     ck_assert(e.has_source_order);
     ck_assert_uint_eq(e.source_order, 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -737,7 +731,7 @@ START_TEST(test_subject_length_is_validated)
     ck_assert(entitlement_exists(&ts, longest, "pro"));
     free(too_long);
     free(longest);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -756,7 +750,7 @@ START_TEST(test_feature_length_is_validated)
     ck_assert(entitlement_exists(&ts, "user-1", longest));
     free(too_long);
     free(longest);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -773,7 +767,7 @@ START_TEST(test_until_and_duration_are_exclusive)
     c.kind = LEDGER_EXTEND;
     assert_rejected(&ts, &c, TALLY_until_and_duration_are_mutually_exclusive);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -797,7 +791,7 @@ START_TEST(test_times_out_of_range)
     assert_applied(&ts, NULL, &c, 1);
     ck_assert_int_eq(test_entitlement(&ts, "user-2", "pro").valid_until_ms,
                      TEST_NOW_MS + TALLY_GRANT_DURATION_MS_MAX);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -810,7 +804,7 @@ START_TEST(test_extend_needs_an_end)
     ledger_command extend = test_cmd_extend("user-1", "pro", 0);
     assert_rejected(&ts, &extend, TALLY_time_out_of_range);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -825,7 +819,7 @@ START_TEST(test_duration_past_the_last_time_is_out_of_range)
     c = grant_for("user-1", "pro", 1000);
     assert_applied(&ts, NULL, &c, 1);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").valid_until_ms, TALLY_TIME_MS_MAX);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -859,7 +853,7 @@ START_TEST(test_revoke_with_an_end_is_a_stored_rejection)
     revoke.u.entitlement.valid_until_ms = TEST_NOW_MS + DAY_MS;
     assert_stored_validation_rejection(&ts, &revoke);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -875,7 +869,7 @@ START_TEST(test_extend_with_grant_transfer_is_a_stored_rejection)
     extend.u.entitlement.grant_transfer_id = test_id(7);
     assert_stored_validation_rejection(&ts, &extend);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -940,7 +934,7 @@ START_TEST(test_list_returns_only_that_subject)
     ck_assert_int_eq(list_of(&ts, "abc").count, 1);
     ck_assert_int_eq(list_of(&ts, "c").count, 0);
     ck_assert_int_eq(list_of(&ts, "abcd").count, 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 

@@ -44,6 +44,31 @@ int test_apply_rc(test_store *ts, const char *consumer, const char *key,
 /* Shorthand: apply with a fresh key, return the outcome code. */
 int test_code(test_store *ts, const ledger_command *cmd);
 
+/* Apply cmd with a fresh key; fails the test unless its code is ok. */
+void test_apply_ok(test_store *ts, const ledger_command *cmd);
+/* Apply cmd as consumer "setup" with a fresh key; fails the test unless
+ * its code is ok. For what a scenario prepares. */
+void test_setup_ok(test_store *ts, ledger_command cmd);
+
+/* The accounts of a payment scenario, on ledger 1, opened with
+ * test_setup_ok: a bank that may go negative, a user that may not spend
+ * more than it was credited (funded by transfer 1 from the bank with
+ * TEST_USER_FUNDS) and a merchant. */
+#define TEST_BANK 1
+#define TEST_USER 2
+#define TEST_MERCHANT 3
+#define TEST_USER_FUNDS 100
+void test_open_bank_user_merchant(test_store *ts);
+
+/* Fails the test unless account id has these balances. */
+void test_assert_balances(test_store *ts, uint64_t id, int64_t debits_posted,
+                          int64_t credits_posted, int64_t debits_pending,
+                          int64_t credits_pending);
+
+/* The end of a scenario: no invariant findings, then close the store and
+ * remove its directory. */
+void test_finish(test_store *ts);
+
 /* Run the sweep at ts->now_ms in its own transaction; returns expired count. */
 uint32_t test_sweep(test_store *ts);
 
