@@ -953,11 +953,11 @@ static tail_proc tail_spawn(const char *const *args)
 static void tail_read_lines(tail_proc *p, char *text, size_t size, size_t lines)
 {
     size_t len = strlen(text), have = 0;
-    int64_t deadline = test_mono_ms() + 60000;
+    int64_t deadline = clock_mono_ms() + 60000;
     for (const char *q = text; (q = strchr(q, '\n')); q++)
         have++;
     while (have < lines) {
-        int left = (int)(deadline - test_mono_ms());
+        int left = (int)(deadline - clock_mono_ms());
         ck_assert_msg(left > 0, "tail printed %zu of %zu lines: %s", have, lines, text);
         struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
         if (poll(&pfd, 1, left) <= 0)

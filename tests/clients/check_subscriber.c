@@ -14,6 +14,7 @@
  * stats) say what the test did; stop, options and bad arguments.
  */
 #include "clients/tally.h"
+#include "common/clock.h"
 
 #include "tests/support/client_support.h"
 #include "tests/support/run.h"
@@ -180,7 +181,7 @@ static void child_start(child *ch, const char *url, const char *name, uint64_t b
  * when the child dies. */
 static void child_next(child *ch, uint64_t *seq, uint32_t *attempt)
 {
-    int64_t deadline = test_mono_ms() + LINE_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + LINE_WAIT_MS;
     for (;;) {
         char *nl = memchr(ch->buf, '\n', ch->len);
         if (nl) {
@@ -191,7 +192,7 @@ static void child_next(child *ch, uint64_t *seq, uint32_t *attempt)
             ch->len -= used;
             return;
         }
-        int left = (int)(deadline - test_mono_ms());
+        int left = (int)(deadline - clock_mono_ms());
         ck_assert_msg(left > 0, "the subscriber child reported nothing for %d ms", LINE_WAIT_MS);
         struct pollfd p = {.fd = ch->fd, .events = POLLIN};
         if (poll(&p, 1, left) <= 0)

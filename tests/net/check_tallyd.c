@@ -424,6 +424,20 @@ static void expect_ok_write(nng_socket s, req_buf *b)
     reply_free(&r);
 }
 
+/* Transfers 1..count from debit to credit, transfer i moving i under key
+ * "<prefix>-i" (consumer "shop"); each must be applied. */
+static void write_transfers(nng_socket s, const char *prefix, uint64_t count, uint64_t debit,
+                            uint64_t credit)
+{
+    req_buf b;
+    for (uint64_t i = 1; i <= count; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "%s-%llu", prefix, (unsigned long long)i);
+        build_transfer(&b, "shop", key, i, debit, credit, (int64_t)i);
+        expect_ok_write(s, &b);
+    }
+}
+
 static void open_account(nng_socket s, uint64_t id)
 {
     char key[32];
@@ -774,13 +788,7 @@ START_TEST(sigterm_exits_cleanly_and_store_reopens)
     nng_socket s = client_open(p->url, CLIENT_TIMEOUT_MS);
     open_account(s, 1);
     open_account(s, 2);
-    req_buf b;
-    for (uint64_t i = 1; i <= 5; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "pay-%llu", (unsigned long long)i);
-        build_transfer(&b, "shop", key, i, 1, 2, (int64_t)i);
-        expect_ok_write(s, &b);
-    }
+    write_transfers(s, "pay", 5, 1, 2);
     uint64_t head = stats_head(s);
     nng_close(s);
 
@@ -799,6 +807,7 @@ START_TEST(sigterm_exits_cleanly_and_store_reopens)
     tallyd_restart(p);
     s = client_open(p->url, CLIENT_TIMEOUT_MS);
     ck_assert_uint_eq(stats_head(s), head);
+    req_buf b;
     build_transfer(&b, "shop", "pay-6", 6, 1, 2, 6);
     expect_ok_write(s, &b);
     build_transfer(&b, "shop", "pay-1", 1, 1, 2, 1); /* the inbox survived */
@@ -1438,13 +1447,7 @@ START_TEST(pub_delivers_committed_events_in_order)
     nng_socket_set_ms(sub, NNG_OPT_RECVTIMEO, PUB_RECV_TIMEOUT_MS);
     open_account(s, 1000);
     open_account(s, 1001);
-    req_buf b;
-    for (uint64_t i = 1; i <= 8; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "pub-%llu", (unsigned long long)i);
-        build_transfer(&b, "shop", key, i, 1000, 1001, (int64_t)i);
-        expect_ok_write(s, &b);
-    }
+    write_transfers(s, "pub", 8, 1000, 1001);
     uint64_t head = stats_head(s);
 
     msgpack_unpacked up;
