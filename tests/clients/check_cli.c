@@ -15,8 +15,12 @@
  * dead-letter commands.
  */
 #include "clients/tally.h"
+#include "common/clock.h"
 #include "tests/support/client_support.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -31,7 +35,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OUTPUT_BYTES_MAX (4 * 1024 * 1024)
 #define TEST_TIMEOUT_S 60
 /* An ipc path where no server listens. */
 #define DEAD_URL "ipc:///nonexistent-tally-cli-test/req.sock"
@@ -92,41 +95,6 @@ typedef struct cli_output {
     double seconds;
 } cli_output;
 
-static char *read_all(int fd)
-{
-    char *buf = malloc(OUTPUT_BYTES_MAX + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t len = 0;
-    lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        ssize_t n = read(fd, buf + len, OUTPUT_BYTES_MAX - len);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    close(fd);
-    return buf;
-}
-
-static int temp_file(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    char path[512];
-    snprintf(path, sizeof(path), "%s/check-cli-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    unlink(path);
-    return fd;
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Run `tally args...` with TALLY_URL = the test's server (or a dead URL). */
 static cli_output tally_argv(const char *const *args)
 {
@@ -137,26 +105,14 @@ static cli_output tally_argv(const char *const *args)
         argv[argc] = args[argc - 1];
     }
     argv[argc] = NULL;
-    int out_fd = temp_file(), err_fd = temp_file();
-    double start = now_seconds();
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        dup2(out_fd, 1);
-        dup2(err_fd, 2);
-        setenv("TALLY_URL", server.url[0] ? server.url : DEAD_URL, 1);
-        setenv("TALLY_PUBLISH", server.pub_url[0] ? server.pub_url : DEAD_URL, 1);
-        unsetenv("TALLY_CONSUMER");
-        execv(argv[0], (char *const *)argv);
-        fprintf(stderr, "exec %s failed\n", argv[0]);
-        _exit(127);
-    }
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    cli_output r = {.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-                    .seconds = now_seconds() - start};
-    r.out = read_all(out_fd);
-    r.err = read_all(err_fd);
+    char url[sizeof(server.url) + 16], pub[sizeof(server.pub_url) + 16];
+    snprintf(url, sizeof(url), "TALLY_URL=%s", server.url[0] ? server.url : DEAD_URL);
+    snprintf(pub, sizeof(pub), "TALLY_PUBLISH=%s", server.pub_url[0] ? server.pub_url : DEAD_URL);
+    const char *env[] = {url, pub, "TALLY_CONSUMER", NULL};
+    int64_t start = clock_mono_ms();
+    cli_output r;
+    r.status = test_run(argv, env, &r.out, &r.err);
+    r.seconds = (double)(clock_mono_ms() - start) / 1000;
     return r;
 }
 
@@ -978,22 +934,17 @@ typedef struct tail_proc {
 static tail_proc tail_spawn(const char *const *args)
 {
     int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0); /* dup2 gives the child its stdout */
     const char *argv[16] = {tallyd_program("tally")};
     for (int i = 0; args[i]; i++) {
         ck_assert_int_lt(i, 14);
         argv[i + 1] = args[i];
     }
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        setenv("TALLY_URL", server.url, 1);
-        setenv("TALLY_PUBLISH", server.pub_url, 1);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
+    char url[sizeof(server.url) + 16], pub[sizeof(server.pub_url) + 16];
+    snprintf(url, sizeof(url), "TALLY_URL=%s", server.url);
+    snprintf(pub, sizeof(pub), "TALLY_PUBLISH=%s", server.pub_url);
+    const char *env[] = {url, pub, NULL};
+    pid_t pid = test_spawn(argv, env, fds[1], -1);
     close(fds[1]);
     return (tail_proc){pid, fds[0]};
 }
@@ -1002,11 +953,11 @@ static tail_proc tail_spawn(const char *const *args)
 static void tail_read_lines(tail_proc *p, char *text, size_t size, size_t lines)
 {
     size_t len = strlen(text), have = 0;
-    int64_t deadline = test_mono_ms() + 60000;
+    int64_t deadline = clock_mono_ms() + 60000;
     for (const char *q = text; (q = strchr(q, '\n')); q++)
         have++;
     while (have < lines) {
-        int left = (int)(deadline - test_mono_ms());
+        int left = (int)(deadline - clock_mono_ms());
         ck_assert_msg(left > 0, "tail printed %zu of %zu lines: %s", have, lines, text);
         struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
         if (poll(&pfd, 1, left) <= 0)
@@ -1153,41 +1104,32 @@ END_TEST
 
 /* ---- the runner ---- */
 
-static void add(Suite *s, const char *name, const TTest *test, bool with_server)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, TEST_TIMEOUT_S);
-    if (with_server)
-        tcase_add_unchecked_fixture(tc, server_up, server_down);
-    tcase_add_test(tc, test);
-    suite_add_tcase(s, tc);
-}
-
 int main(void)
 {
-    Suite *s = suite_create("cli");
-    add(s, "help", test_help_explains_keys_ids_and_exit_codes, false);
-    add(s, "usage", test_usage_errors_exit_2, false);
-    add(s, "unreachable", test_unreachable_exits_3, false);
-    add(s, "account", test_account_open_and_get, true);
-    add(s, "replay_key", test_transfer_same_key_is_a_replay, true);
-    add(s, "replay_id", test_transfer_id_without_key_is_a_replay, true);
-    add(s, "generated_key", test_generated_key_is_printed_and_retries, true);
-    add(s, "rejection", test_rejection_exits_1, true);
-    add(s, "hold", test_hold_post_and_void, true);
-    add(s, "grant", test_grant_for_and_until, true);
-    add(s, "extend_revoke", test_extend_and_revoke, true);
-    add(s, "log", test_log_lines_are_json, true);
-    add(s, "history", test_account_history_lines_are_json, true);
-    add(s, "stats", test_stats, true);
-    add(s, "consumer", test_consumer_namespaces_keys, true);
-    add(s, "tail_subscriber", test_tail_subscriber_continues_where_it_stopped, true);
-    add(s, "tail_live", test_tail_follows_the_live_stream, true);
-    add(s, "dlq", test_dead_letter_commands, true);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    const test_row without_server[] = {
+        {"help", test_help_explains_keys_ids_and_exit_codes, TEST_TIMEOUT_S},
+        {"usage", test_usage_errors_exit_2, TEST_TIMEOUT_S},
+        {"unreachable", test_unreachable_exits_3, TEST_TIMEOUT_S},
+    };
+    const test_row with_server[] = {
+        {"account", test_account_open_and_get, TEST_TIMEOUT_S},
+        {"replay_key", test_transfer_same_key_is_a_replay, TEST_TIMEOUT_S},
+        {"replay_id", test_transfer_id_without_key_is_a_replay, TEST_TIMEOUT_S},
+        {"generated_key", test_generated_key_is_printed_and_retries, TEST_TIMEOUT_S},
+        {"rejection", test_rejection_exits_1, TEST_TIMEOUT_S},
+        {"hold", test_hold_post_and_void, TEST_TIMEOUT_S},
+        {"grant", test_grant_for_and_until, TEST_TIMEOUT_S},
+        {"extend_revoke", test_extend_and_revoke, TEST_TIMEOUT_S},
+        {"log", test_log_lines_are_json, TEST_TIMEOUT_S},
+        {"history", test_account_history_lines_are_json, TEST_TIMEOUT_S},
+        {"stats", test_stats, TEST_TIMEOUT_S},
+        {"consumer", test_consumer_namespaces_keys, TEST_TIMEOUT_S},
+        {"tail_subscriber", test_tail_subscriber_continues_where_it_stopped, TEST_TIMEOUT_S},
+        {"tail_live", test_tail_follows_the_live_stream, TEST_TIMEOUT_S},
+        {"dlq", test_dead_letter_commands, TEST_TIMEOUT_S},
+    };
+    Suite *s = test_suite_of_rows("cli", TEST_ROWS(without_server));
+    const test_fixtures keeper = {.unchecked_setup = server_up, .unchecked_teardown = server_down};
+    test_suite_add_rows(s, TEST_ROWS(with_server), &keeper);
+    return test_run_suite(s);
 }

@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 
+#include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
@@ -49,7 +50,6 @@
 #define SERVER_AWAY_S 8
 #define DELIVERIES 3
 #define CHUNK_MAX 8
-#define OUTPUT_BYTES_MAX (1024 * 1024)
 #define DAY_MS INT64_C(86400000)
 
 static const char *const subjects[] = {"alice", "bob", "carol", "dave", "erin", "frank", "gina"};
@@ -923,7 +923,8 @@ typedef struct run_output {
     char *out;
 } run_output;
 
-/* err_fd -1: stderr is the test's. */
+/* Start tally-readmodel --data <model> args... with TALLY_URL = the
+ * fixture's server; err_fd -1: stderr is the test's. */
 static pid_t spawn_readmodel(const fixture *f, const char *const *args, int out_fd, int err_fd)
 {
     const char *argv[16] = {tallyd_program("tally-readmodel"), "--data", f->model_dir};
@@ -931,42 +932,19 @@ static pid_t spawn_readmodel(const fixture *f, const char *const *args, int out_
     for (; args[argc - 3]; argc++)
         argv[argc] = args[argc - 3];
     argv[argc] = NULL;
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        dup2(out_fd, 1);
-        if (err_fd >= 0)
-            dup2(err_fd, 2);
-        setenv("TALLY_URL", f->srv.url, 1);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Wait for pid (0: none) and read what it wrote to out. */
-static run_output output_collect(pid_t pid, FILE *out)
-{
-    run_output r = {0, calloc(1, OUTPUT_BYTES_MAX + 1)};
-    ck_assert_ptr_nonnull(r.out);
-    int status;
-    if (pid > 0) {
-        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    rewind(out);
-    size_t n = fread(r.out, 1, OUTPUT_BYTES_MAX, out);
-    r.out[n] = '\0';
-    fclose(out);
-    return r;
+    char url[sizeof(f->srv.url) + 16];
+    snprintf(url, sizeof(url), "TALLY_URL=%s", f->srv.url);
+    const char *env[] = {url, NULL};
+    return test_spawn(argv, env, out_fd, err_fd);
 }
 
 /* Run tally-readmodel --data <model> args... to the end. */
 static run_output run_readmodel(const fixture *f, const char *const *args)
 {
-    FILE *out = tmpfile();
-    ck_assert_ptr_nonnull(out);
-    return output_collect(spawn_readmodel(f, args, fileno(out), -1), out);
+    int out = test_temp_fd();
+    run_output r = {.status = test_wait(spawn_readmodel(f, args, out, -1))};
+    r.out = test_fd_read_all(out);
+    return r;
 }
 
 static int64_t json_int_of(json_t *o, const char *name)
@@ -1116,11 +1094,9 @@ START_TEST(test_readmodel_follows_until_sigterm)
     fixture f;
     up(&f);
     open_account(f.c, BANK, 0);
-    FILE *out = tmpfile(), *err = tmpfile();
-    ck_assert_ptr_nonnull(out);
-    ck_assert_ptr_nonnull(err);
+    int out = test_temp_fd(), err = test_temp_fd();
     static const char *const follow[] = {"--wait-ms", "500", "--timeout-ms", "1000", NULL};
-    pid_t pid = spawn_readmodel(&f, follow, fileno(out), fileno(err));
+    pid_t pid = spawn_readmodel(&f, follow, out, err);
     for (uint64_t u = 2; u <= ACCOUNTS; u++)
         open_account(f.c, u, 0);
     for (uint64_t n = 1; n <= 20; n++)
@@ -1138,10 +1114,11 @@ START_TEST(test_readmodel_follows_until_sigterm)
     entitle(f.c, tally_revoke, "alice", "pro", 0, 0, 0, TALLY_ok);
     follower_caught_up(&f);
     kill(pid, SIGTERM);
-    run_output r = output_collect(pid, out);
+    run_output r = {.status = test_wait(pid)};
+    r.out = test_fd_read_all(out);
     ck_assert_int_eq(r.status, 0);
     free(r.out);
-    run_output e = output_collect(0, err);
+    run_output e = {.out = test_fd_read_all(err)};
     /* unreachable, or timed_out when a long-poll was in flight at the stop */
     ck_assert_msg(strstr(e.out, "; retrying") != NULL, "stderr: %s", e.out);
     free(e.out);

@@ -11,8 +11,10 @@
  */
 #include "clients/tally.h"
 
+#include "common/clock.h"
 #include "log/sha256.h"
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -63,20 +65,6 @@ static void down(fixture *f)
 {
     tally_client_close(f->c);
     tallyd_cleanup(&f->srv);
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static tally_uuid uuid_n(uint64_t n)
@@ -230,7 +218,7 @@ START_TEST(test_transfer_and_get)
     ck_assert_str_eq(t.state, "posted");
     ck_assert_uint_eq(t.created_seq, seq);
     ck_assert_uint_eq(t.version, 1);
-    ck_assert_int_ge(t.created_ms, wall_ms() - 60000);
+    ck_assert_int_ge(t.created_ms, clock_wall_ms() - 60000);
     /* USER cannot overdraw; the rejection is stored under its key. */
     ck_assert_int_eq(transfer(f.c, "buy-2", 2, USER, SHOP, 71, &r), TALLY_exceeds_credits);
     ck_assert_int_eq(r.code, TALLY_exceeds_credits);
@@ -269,7 +257,7 @@ START_TEST(test_hold_post_void)
     ck_assert_int_eq(tally_transfer_get(f.c, &id, &t), TALLY_ok);
     ck_assert_str_eq(t.state, "pending");
     ck_assert_uint_eq(t.timeout_s, 3600);
-    ck_assert_int_gt(t.expires_at_ms, wall_ms());
+    ck_assert_int_gt(t.expires_at_ms, clock_wall_ms());
     /* Post 25 of the 60 held. */
     ck_assert_int_eq(tally_post(f.c, "post-10", &id, 25, &r), TALLY_ok);
     ck_assert_int_eq(tally_post(f.c, "post-10", &id, 25, &r), TALLY_ok);
@@ -346,7 +334,7 @@ START_TEST(test_entitlement_timed)
     /* A timed grant paid by a transfer, with a provider order. */
     open_three(f.c, 100);
     transfer_ok(f.c, 20, USER, SHOP, 10);
-    int64_t until = wall_ms() + 3600000;
+    int64_t until = clock_wall_ms() + 3600000;
     tally_entitlement_args timed = ent("user-1", "api");
     timed.valid_until_ms = until;
     timed.has_source_order = true;
@@ -745,9 +733,9 @@ START_TEST(test_log_read_long_poll)
     /* Nothing comes: the wait runs out with no events; no timeout although
      * wait_ms is longer than timeout_ms (each attempt waits both). */
     tally_client *short_c = client_for(f.srv.url, 1000, 0);
-    int64_t t0 = mono_ms();
+    int64_t t0 = clock_mono_ms();
     ck_assert_int_eq(tally_log_read(short_c, 2, 10, 2500, ev, 4, &n, &head), TALLY_ok);
-    int64_t waited = mono_ms() - t0;
+    int64_t waited = clock_mono_ms() - t0;
     ck_assert_uint_eq(n, 0);
     ck_assert_uint_eq(head, 1);
     ck_assert_int_ge(waited, 2400);
@@ -756,9 +744,9 @@ START_TEST(test_log_read_long_poll)
     delayed_write w = {f.c, 400, -1};
     pthread_t th;
     pthread_create(&th, NULL, write_later, &w);
-    t0 = mono_ms();
+    t0 = clock_mono_ms();
     ck_assert_int_eq(tally_log_read(f.c, 2, 10, 20000, ev, 4, &n, &head), TALLY_ok);
-    waited = mono_ms() - t0;
+    waited = clock_mono_ms() - t0;
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, TALLY_ok);
     ck_assert_uint_eq(n, 1);
@@ -846,9 +834,9 @@ START_TEST(test_request_raw)
     tally_client *short_c = client_for(f.srv.url, 1000, 0);
     static const char poll[] = "\x84\xa1v\x01\xa2op\xa8log_read\xa8"
                                "from_seq\x05\xa7wait_ms\xcd\x07\xd0"; /* 2000 */
-    int64_t t0 = mono_ms();
+    int64_t t0 = clock_mono_ms();
     ck_assert_int_eq(tally_request_raw(short_c, poll, sizeof(poll) - 1, &reply, &len), TALLY_ok);
-    ck_assert_int_ge(mono_ms() - t0, 1900);
+    ck_assert_int_ge(clock_mono_ms() - t0, 1900);
     reply_code(reply, len, code, sizeof(code));
     ck_assert_str_eq(code, "ok");
     free(reply);
@@ -1011,9 +999,9 @@ START_TEST(test_server_down_is_unreachable_quickly)
     ck_assert_int_eq(tallyd_stop(&f.srv), 0);
     tally_client *c = client_for(f.srv.url, 5000, 0);
     tally_result r;
-    int64_t t0 = mono_ms();
+    int64_t t0 = clock_mono_ms();
     int rc = transfer(c, NULL, 1, USER, SHOP, 1, &r);
-    int64_t took = mono_ms() - t0;
+    int64_t took = clock_mono_ms() - t0;
     ck_assert_int_eq(rc, TALLY_unreachable);
     ck_assert_int_eq(r.code, TALLY_unreachable);
     ck_assert_uint_eq(strlen(r.key), 36);
@@ -1077,7 +1065,7 @@ START_TEST(test_reconnects_after_a_handshake_cut_short)
     tallyd_restart(&f.srv);
     tally_stats s;
     int rc = TALLY_unreachable;
-    for (int64_t until = mono_ms() + 30000; rc != TALLY_ok && mono_ms() < until;)
+    for (int64_t until = clock_mono_ms() + 30000; rc != TALLY_ok && clock_mono_ms() < until;)
         rc = tally_stats_get(c, &s);
     ck_assert_msg(rc == TALLY_ok, "no answer from the restarted tallyd: %s", tally_strerror(rc));
     tally_client_close(c);
@@ -1249,7 +1237,7 @@ START_TEST(test_generated_keys_are_fresh_uuidv7)
     fixture f;
     up(&f);
     char keys[3][TALLY_CLIENT_KEY_BYTES_MAX + 1];
-    int64_t before = wall_ms();
+    int64_t before = clock_wall_ms();
     for (int i = 0; i < 3; i++) {
         tally_result r = open_account(f.c, 10 + (uint64_t)i, 0);
         memcpy(keys[i], r.key, sizeof(keys[i]));
@@ -1263,7 +1251,7 @@ START_TEST(test_generated_keys_are_fresh_uuidv7)
         for (int b = 0; b < 6; b++)
             ms = (ms << 8) | id.bytes[b];
         ck_assert_int_ge(ms, before - 1000);
-        ck_assert_int_le(ms, wall_ms() + 1000);
+        ck_assert_int_le(ms, clock_wall_ms() + 1000);
         char text[37];
         tally_uuid_format(&id, text);
         ck_assert_str_eq(text, r.key);
@@ -1525,10 +1513,5 @@ int main(void)
     tcase_add_test(tc, test_options_from_environment);
     tcase_add_test(tc, test_threads_share_one_client);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return test_run_suite(s);
 }

@@ -14,13 +14,16 @@
  * stats) say what the test did; stop, options and bad arguments.
  */
 #include "clients/tally.h"
+#include "common/clock.h"
 
 #include "tests/support/client_support.h"
+#include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -159,20 +162,15 @@ static void child_start(child *ch, const char *url, const char *name, uint64_t b
                         unsigned pause_us)
 {
     int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+    ck_assert_int_eq(fcntl(fds[1], F_SETFD, 0), 0); /* the child writes its reports here */
     char fd_text[16], block[24], pause_text[16];
     snprintf(fd_text, sizeof(fd_text), "%d", fds[1]);
     snprintf(block, sizeof(block), "%" PRIu64, block_at);
     snprintf(pause_text, sizeof(pause_text), "%u", pause_us);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        const char *argv[] = {"check_subscriber", "--child", url, name, fd_text, block,
-                              pause_text, NULL};
-        execv("/proc/self/exe", (char *const *)argv);
-        _exit(127);
-    }
+    const char *argv[] = {"/proc/self/exe", "--child", url, name, fd_text, block, pause_text,
+                          NULL};
+    pid_t pid = test_spawn(argv, NULL, -1, -1);
     close(fds[1]);
     memset(ch, 0, sizeof(*ch));
     ch->pid = pid;
@@ -183,7 +181,7 @@ static void child_start(child *ch, const char *url, const char *name, uint64_t b
  * when the child dies. */
 static void child_next(child *ch, uint64_t *seq, uint32_t *attempt)
 {
-    int64_t deadline = test_mono_ms() + LINE_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + LINE_WAIT_MS;
     for (;;) {
         char *nl = memchr(ch->buf, '\n', ch->len);
         if (nl) {
@@ -194,7 +192,7 @@ static void child_next(child *ch, uint64_t *seq, uint32_t *attempt)
             ch->len -= used;
             return;
         }
-        int left = (int)(deadline - test_mono_ms());
+        int left = (int)(deadline - clock_mono_ms());
         ck_assert_msg(left > 0, "the subscriber child reported nothing for %d ms", LINE_WAIT_MS);
         struct pollfd p = {.fd = ch->fd, .events = POLLIN};
         if (poll(&p, 1, left) <= 0)

@@ -7,6 +7,7 @@
  * breaks clients and must fail this suite.
  */
 #include "common/error.h"
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -176,23 +177,14 @@ END_TEST
 
 static Suite *error_suite(void)
 {
-    Suite *s = suite_create("error");
-    struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
-        {"names", names_are_unique_lower_case_and_round_trip},
-        {"enum_names", every_declared_code_is_named_after_its_enum},
-        {"unknown", unknown_codes_and_names},
-        {"classes", classes_decide_what_is_stored},
-        {"pinned", pinned_values},
+    const test_row tests[] = {
+        {"names", names_are_unique_lower_case_and_round_trip, 0},
+        {"enum_names", every_declared_code_is_named_after_its_enum, 0},
+        {"unknown", unknown_codes_and_names, 0},
+        {"classes", classes_decide_what_is_stored, 0},
+        {"pinned", pinned_values, 0},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return test_suite_of_rows("error", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite(error_suite()); }

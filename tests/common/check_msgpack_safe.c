@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "common/table.h"
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -932,50 +933,42 @@ START_TEST(big_endian_helpers_round_trip)
 }
 END_TEST
 
+#define TIMEOUT_S 60
+
 static Suite *msgpack_safe_suite(void)
 {
-    Suite *s = suite_create("msgpack_safe");
-    struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
-        {"valid", valid_objects_of_every_type_are_accepted},
-        {"into_buffer", unpacked_values_point_into_the_buffer},
-        {"count_bomb", count_bomb_is_rejected_without_allocation},
-        {"count_vs_bytes", count_larger_than_bytes_left_is_rejected},
-        {"lengths", lengths_larger_than_the_buffer_are_rejected},
-        {"trailing", trailing_bytes_are_rejected},
-        {"truncation", every_truncation_of_a_nested_object_is_rejected},
-        {"depth", nesting_deeper_than_depth_max_is_rejected},
-        {"depth_cap", depth_max_is_capped_at_the_library_limit},
-        {"c1", byte_0xc1_is_rejected},
-        {"empty", empty_input_is_rejected},
-        {"fixed_overflow", fixed_buffer_reports_overflow_instead_of_writing_past_capacity},
-        {"fixed_round_trip", fixed_buffer_output_round_trips},
-        {"get_u64", get_u64_rejects_negative_and_other_types},
-        {"get_i64", get_i64_rejects_values_above_int64_max},
-        {"get_id128", get_id128_rejects_bins_of_other_sizes},
-        {"get_str_bin", get_str_and_bin_check_their_types},
-        {"map_get", map_get_matches_whole_string_keys_only},
-        {"table_basic", table_insert_find_remove},
-        {"table_key_len", table_rejects_bad_key_lengths},
-        {"table_100k", table_grows_to_100k_entries},
-        {"table_churn", table_survives_insert_remove_churn},
-        {"table_aligned", table_values_are_aligned},
-        {"hex", hex_round_trip},
-        {"hex_bad", hex_rejects_malformed_text},
-        {"uuidv7", uuidv7_has_version_variant_and_time_prefix},
-        {"uuidv7_fork", uuidv7_differs_across_fork},
-        {"pack_str", pack_str_matches_msgpack_c},
-        {"big_endian", big_endian_helpers_round_trip},
+    const test_row tests[] = {
+        {"valid", valid_objects_of_every_type_are_accepted, TIMEOUT_S},
+        {"into_buffer", unpacked_values_point_into_the_buffer, TIMEOUT_S},
+        {"count_bomb", count_bomb_is_rejected_without_allocation, TIMEOUT_S},
+        {"count_vs_bytes", count_larger_than_bytes_left_is_rejected, TIMEOUT_S},
+        {"lengths", lengths_larger_than_the_buffer_are_rejected, TIMEOUT_S},
+        {"trailing", trailing_bytes_are_rejected, TIMEOUT_S},
+        {"truncation", every_truncation_of_a_nested_object_is_rejected, TIMEOUT_S},
+        {"depth", nesting_deeper_than_depth_max_is_rejected, TIMEOUT_S},
+        {"depth_cap", depth_max_is_capped_at_the_library_limit, TIMEOUT_S},
+        {"c1", byte_0xc1_is_rejected, TIMEOUT_S},
+        {"empty", empty_input_is_rejected, TIMEOUT_S},
+        {"fixed_overflow", fixed_buffer_reports_overflow_instead_of_writing_past_capacity, TIMEOUT_S},
+        {"fixed_round_trip", fixed_buffer_output_round_trips, TIMEOUT_S},
+        {"get_u64", get_u64_rejects_negative_and_other_types, TIMEOUT_S},
+        {"get_i64", get_i64_rejects_values_above_int64_max, TIMEOUT_S},
+        {"get_id128", get_id128_rejects_bins_of_other_sizes, TIMEOUT_S},
+        {"get_str_bin", get_str_and_bin_check_their_types, TIMEOUT_S},
+        {"map_get", map_get_matches_whole_string_keys_only, TIMEOUT_S},
+        {"table_basic", table_insert_find_remove, TIMEOUT_S},
+        {"table_key_len", table_rejects_bad_key_lengths, TIMEOUT_S},
+        {"table_100k", table_grows_to_100k_entries, TIMEOUT_S},
+        {"table_churn", table_survives_insert_remove_churn, TIMEOUT_S},
+        {"table_aligned", table_values_are_aligned, TIMEOUT_S},
+        {"hex", hex_round_trip, TIMEOUT_S},
+        {"hex_bad", hex_rejects_malformed_text, TIMEOUT_S},
+        {"uuidv7", uuidv7_has_version_variant_and_time_prefix, TIMEOUT_S},
+        {"uuidv7_fork", uuidv7_differs_across_fork, TIMEOUT_S},
+        {"pack_str", pack_str_matches_msgpack_c, TIMEOUT_S},
+        {"big_endian", big_endian_helpers_round_trip, TIMEOUT_S},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return test_suite_of_rows("msgpack_safe", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite(msgpack_safe_suite()); }

@@ -8,62 +8,27 @@
  * pay-and-grant in one chain, members that depend on earlier members, and
  * the chain's own validation (empty, too long, nested).
  */
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* Accounts of every scenario: a bank that may go negative, a user that may
- * not spend more than it was credited, and a merchant. */
-#define BANK 1
-#define USER 2
-#define MERCHANT 3
-#define USER_FUNDS 100
+/* Accounts of every scenario (test_open_bank_user_merchant): a bank that
+ * may go negative, a user that may not spend more than it was credited, and
+ * a merchant. */
+#define BANK TEST_BANK
+#define USER TEST_USER
+#define MERCHANT TEST_MERCHANT
+#define USER_FUNDS TEST_USER_FUNDS
 
 /* ---- helpers ---- */
-
-static void expect_ok(test_store *ts, ledger_command c)
-{
-    ledger_outcome out = test_apply(ts, "setup", NULL, &c);
-    ck_assert_msg(out.code == TALLY_ok, "setup: %s", tally_strerror(out.code));
-}
-
-static void open_accounts(test_store *ts)
-{
-    expect_ok(ts, test_cmd_open(BANK, 1, 0));
-    expect_ok(ts, test_cmd_open(USER, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS));
-    expect_ok(ts, test_cmd_open(MERCHANT, 1, 0));
-    expect_ok(ts, test_cmd_transfer(1, BANK, USER, USER_FUNDS));
-}
 
 static ledger_command chain_of(const ledger_command *members, uint32_t count)
 {
     ledger_command c = {.kind = LEDGER_CHAIN};
     c.u.chain = (ledger_chain){.members = members, .count = count};
     return c;
-}
-
-static bool account_exists(test_store *ts, uint64_t id)
-{
-    store_txn t;
-    ledger_account a;
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_account_get(&t, id, &a);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "account: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
-}
-
-static bool transfer_exists(test_store *ts, uint64_t tid)
-{
-    store_txn t;
-    ledger_transfer_record r;
-    tally_id128 id = test_id(tid);
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_transfer_get(&t, &id, &r);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "transfer: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
 }
 
 static void assert_account_unchanged(test_store *ts, const ledger_account *before)
@@ -157,19 +122,13 @@ static void assert_nothing_changed(test_store *ts, const snapshot *s, uint64_t i
     ck_assert_uint_eq(test_count(ts, STORE_DB_INBOX), s->inbox + inbox_added);
 }
 
-static void finish(test_store *ts)
-{
-    test_assert_invariants(ts);
-    test_store_close(ts);
-}
-
 /* ---- success ---- */
 
 START_TEST(test_chain_all_ok_applies_every_member)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     uint64_t head = test_head(&ts).seq, inbox = test_count(&ts, STORE_DB_INBOX);
     ledger_command members[] = {
         test_cmd_open(10, 1, 0),
@@ -203,7 +162,7 @@ START_TEST(test_chain_all_ok_applies_every_member)
     ck_assert_uint_eq(a10.created_seq, head + 1);
     ck_assert_int_eq(a11.credits_posted, 5);
     ck_assert_uint_eq(a11.created_seq, head + 2);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -211,7 +170,7 @@ START_TEST(test_chain_success_replays)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command members[] = {test_cmd_open(10, 1, 0), test_cmd_transfer(100, BANK, 10, 7)};
     ledger_command chain = chain_of(members, 2);
     ledger_outcome first = test_apply(&ts, "test", "chain", &chain);
@@ -228,7 +187,7 @@ START_TEST(test_chain_success_replays)
     ck_assert_int_eq(again.time_ms, first.time_ms);
     ck_assert_uint_eq(test_head(&ts).seq, head);
     ck_assert_int_eq(test_account(&ts, 10).credits_posted, 7);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -236,7 +195,7 @@ START_TEST(test_member_depends_on_earlier_member)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command members[] = {
         test_cmd_open(20, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS),
         test_cmd_transfer(200, BANK, 20, 40),     /* needs account 20 */
@@ -251,7 +210,7 @@ START_TEST(test_member_depends_on_earlier_member)
     ck_assert_int_eq(a.debits_posted, 40);
     ck_assert_uint_eq(a.version, 3);
     ck_assert_int_eq(test_account(&ts, MERCHANT).credits_posted, 40);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -270,7 +229,7 @@ START_TEST(test_longest_chain_applies)
     ck_assert_uint_eq(out.first_seq, 1);
     ck_assert_uint_eq(test_head(&ts).seq, TALLY_CHAIN_COMMANDS_MAX);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_ACCOUNTS), TALLY_CHAIN_COMMANDS_MAX);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -289,7 +248,7 @@ START_TEST(test_failing_member_leaves_no_state_and_no_events)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command members[4];
     build_failing_chain(members);
@@ -298,11 +257,11 @@ START_TEST(test_failing_member_leaves_no_state_and_no_events)
 
     assert_chain_failed(&out, 4, 2, TALLY_exceeds_credits);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 10)); /* opened by member 0, rolled back */
-    ck_assert(!account_exists(&ts, 11));
-    ck_assert(!transfer_exists(&ts, 200));
-    ck_assert(!transfer_exists(&ts, 201));
-    finish(&ts);
+    ck_assert(!test_account_exists(&ts, 10)); /* opened by member 0, rolled back */
+    ck_assert(!test_account_exists(&ts, 11));
+    ck_assert(!test_transfer_exists(&ts, 200));
+    ck_assert(!test_transfer_exists(&ts, 201));
+    test_finish(&ts);
 }
 END_TEST
 
@@ -310,7 +269,7 @@ START_TEST(test_failed_chain_is_recorded_and_replays)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command members[4];
     build_failing_chain(members);
     ledger_command chain = chain_of(members, 4);
@@ -319,7 +278,7 @@ START_TEST(test_failed_chain_is_recorded_and_replays)
 
     /* Fund the user so that the chain would now succeed: the replay must
      * still be the recorded outcome. */
-    expect_ok(&ts, test_cmd_transfer(2, BANK, USER, 1000));
+    test_setup_ok(&ts, test_cmd_transfer(2, BANK, USER, 1000));
     snapshot s = take_snapshot(&ts);
     ts.now_ms += 60000;
     ledger_outcome again = test_apply(&ts, "test", "chain-bad", &chain);
@@ -333,8 +292,8 @@ START_TEST(test_failed_chain_is_recorded_and_replays)
     ck_assert_uint_eq(again.failed_index, first.failed_index);
     ck_assert_mem_eq(again.chain_codes, first.chain_codes, sizeof(first.chain_codes));
     assert_nothing_changed(&ts, &s, 0);
-    ck_assert(!account_exists(&ts, 10));
-    finish(&ts);
+    ck_assert(!test_account_exists(&ts, 10));
+    test_finish(&ts);
 }
 END_TEST
 
@@ -342,7 +301,7 @@ START_TEST(test_failing_first_and_last_member)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command first_fails[] = {test_cmd_transfer(300, 99, MERCHANT, 1),
                                     test_cmd_open(10, 1, 0)};
@@ -356,9 +315,9 @@ START_TEST(test_failing_first_and_last_member)
     out = test_apply(&ts, "test", "last", &chain);
     assert_chain_failed(&out, 3, 2, TALLY_exists_with_different_ledger);
     assert_nothing_changed(&ts, &s, 2);
-    ck_assert(!account_exists(&ts, 10));
-    ck_assert(!account_exists(&ts, 11));
-    finish(&ts);
+    ck_assert(!test_account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 11));
+    test_finish(&ts);
 }
 END_TEST
 
@@ -366,7 +325,7 @@ START_TEST(test_invalid_member_fails_the_chain)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command members[] = {test_cmd_open(10, 1, 0), test_cmd_transfer(300, BANK, 10, 0),
                                 test_cmd_open(11, 1, 0)};
@@ -374,8 +333,8 @@ START_TEST(test_invalid_member_fails_the_chain)
     ledger_outcome out = test_apply(&ts, "test", "invalid", &chain);
     assert_chain_failed(&out, 3, 1, TALLY_amount_must_not_be_zero);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 10));
-    finish(&ts);
+    ck_assert(!test_account_exists(&ts, 10));
+    test_finish(&ts);
 }
 END_TEST
 
@@ -394,7 +353,7 @@ START_TEST(test_pay_and_grant_in_one_chain)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     uint64_t head = test_head(&ts).seq;
     ledger_command members[] = {test_cmd_transfer(300, USER, MERCHANT, 40), grant_paid_by(300)};
     ledger_command chain = chain_of(members, 2);
@@ -412,7 +371,7 @@ START_TEST(test_pay_and_grant_in_one_chain)
     ck_assert_mem_eq(e.grant_transfer_id.bytes, paid.bytes, 16);
     ck_assert_int_eq(e.valid_until_ms, TEST_NOW_MS + INT64_C(30) * 24 * 3600 * 1000);
     ck_assert_int_eq(test_account(&ts, USER).debits_posted, 40);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -420,7 +379,7 @@ START_TEST(test_failed_payment_grants_nothing)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command members[] = {test_cmd_transfer(300, USER, MERCHANT, USER_FUNDS + 1),
                                 grant_paid_by(300)};
@@ -437,8 +396,8 @@ START_TEST(test_failed_payment_grants_nothing)
     out = test_apply(&ts, "test", "pay-grant-wrong", &chain);
     assert_chain_failed(&out, 2, 1, TALLY_grant_transfer_not_found);
     assert_nothing_changed(&ts, &s, 2);
-    ck_assert(!transfer_exists(&ts, 301));
-    finish(&ts);
+    ck_assert(!test_transfer_exists(&ts, 301));
+    test_finish(&ts);
 }
 END_TEST
 
@@ -448,7 +407,7 @@ START_TEST(test_empty_chain_is_rejected)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command chain = chain_of(NULL, 0);
     ledger_outcome out = test_apply(&ts, "test", "empty", &chain);
@@ -457,7 +416,7 @@ START_TEST(test_empty_chain_is_rejected)
     ck_assert_uint_eq(out.event_count, 0);
     ck_assert_uint_eq(out.chain_count, 0);
     assert_nothing_changed(&ts, &s, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -465,7 +424,7 @@ START_TEST(test_too_long_chain_is_rejected)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command members[TALLY_CHAIN_COMMANDS_MAX + 1];
     for (uint32_t i = 0; i < TALLY_CHAIN_COMMANDS_MAX + 1; i++)
@@ -476,8 +435,8 @@ START_TEST(test_too_long_chain_is_rejected)
     ck_assert(out.stored);
     ck_assert_uint_eq(out.event_count, 0);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 100));
-    finish(&ts);
+    ck_assert(!test_account_exists(&ts, 100));
+    test_finish(&ts);
 }
 END_TEST
 
@@ -485,7 +444,7 @@ START_TEST(test_nested_chain_is_rejected)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command inner_members[] = {test_cmd_open(11, 1, 0)};
     ledger_command members[] = {test_cmd_open(10, 1, 0), chain_of(inner_members, 1)};
@@ -493,49 +452,34 @@ START_TEST(test_nested_chain_is_rejected)
     ledger_outcome out = test_apply(&ts, "test", "nested", &chain);
     assert_chain_failed(&out, 2, 1, TALLY_chain_must_not_nest);
     assert_nothing_changed(&ts, &s, 1);
-    ck_assert(!account_exists(&ts, 10));
-    ck_assert(!account_exists(&ts, 11));
-    finish(&ts);
+    ck_assert(!test_account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 11));
+    test_finish(&ts);
 }
 END_TEST
 
 /* ---- suite ---- */
 
-static TCase *tcase(const char *name)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+#define TIMEOUT_S 60
 
 static Suite *chain_suite(void)
 {
-    Suite *s = suite_create("chain");
-    TCase *ok = tcase("success");
-    tcase_add_test(ok, test_chain_all_ok_applies_every_member);
-    tcase_add_test(ok, test_chain_success_replays);
-    tcase_add_test(ok, test_member_depends_on_earlier_member);
-    tcase_add_test(ok, test_longest_chain_applies);
-    suite_add_tcase(s, ok);
-
-    TCase *failure = tcase("failure");
-    tcase_add_test(failure, test_failing_member_leaves_no_state_and_no_events);
-    tcase_add_test(failure, test_failed_chain_is_recorded_and_replays);
-    tcase_add_test(failure, test_failing_first_and_last_member);
-    tcase_add_test(failure, test_invalid_member_fails_the_chain);
-    suite_add_tcase(s, failure);
-
-    TCase *pay = tcase("pay_and_grant");
-    tcase_add_test(pay, test_pay_and_grant_in_one_chain);
-    tcase_add_test(pay, test_failed_payment_grants_nothing);
-    suite_add_tcase(s, pay);
-
-    TCase *validation = tcase("validation");
-    tcase_add_test(validation, test_empty_chain_is_rejected);
-    tcase_add_test(validation, test_too_long_chain_is_rejected);
-    tcase_add_test(validation, test_nested_chain_is_rejected);
-    suite_add_tcase(s, validation);
-    return s;
+    const test_row tests[] = {
+        {"success", test_chain_all_ok_applies_every_member, TIMEOUT_S},
+        {"success", test_chain_success_replays, TIMEOUT_S},
+        {"success", test_member_depends_on_earlier_member, TIMEOUT_S},
+        {"success", test_longest_chain_applies, TIMEOUT_S},
+        {"failure", test_failing_member_leaves_no_state_and_no_events, TIMEOUT_S},
+        {"failure", test_failed_chain_is_recorded_and_replays, TIMEOUT_S},
+        {"failure", test_failing_first_and_last_member, TIMEOUT_S},
+        {"failure", test_invalid_member_fails_the_chain, TIMEOUT_S},
+        {"pay_and_grant", test_pay_and_grant_in_one_chain, TIMEOUT_S},
+        {"pay_and_grant", test_failed_payment_grants_nothing, TIMEOUT_S},
+        {"validation", test_empty_chain_is_rejected, TIMEOUT_S},
+        {"validation", test_too_long_chain_is_rejected, TIMEOUT_S},
+        {"validation", test_nested_chain_is_rejected, TIMEOUT_S},
+    };
+    return test_suite_of_rows("chain", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite_both_modes(chain_suite()); }

@@ -34,6 +34,7 @@
  * repeated), TALLY_CRASH_DELAY_MS_MAX (longest delay before a kill,
  * default 30).
  */
+#include "common/clock.h"
 #include "tests/support/test_support.h"
 
 #include <errno.h>
@@ -195,13 +196,6 @@ static bool crash_outcome_ok(uint64_t n, const ledger_outcome *out)
                out->chain_codes[0] == TALLY_linked_operation_failed &&
                out->chain_codes[1] == TALLY_credit_account_not_found;
     return true;
-}
-
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- the child ---- */
@@ -394,11 +388,11 @@ static void crash_round(crash_run *run, uint32_t round, uint64_t delay_ms_max,
     close(fds[1]);
     uint8_t partial[8];
     size_t partial_len = 0;
-    int64_t start = monotonic_ms();
+    int64_t start = clock_mono_ms();
     int64_t deadline = from_fork ? start + delay_ms : start + CRASH_PROGRESS_WAIT_MS;
     bool timed = from_fork, open = true, stalled = false;
     for (;;) {
-        int64_t now = monotonic_ms();
+        int64_t now = clock_mono_ms();
         if (now >= deadline) {
             stalled = !timed;
             break;
@@ -414,7 +408,7 @@ static void crash_round(crash_run *run, uint32_t round, uint64_t delay_ms_max,
         }
         if (rep->ready && rep->keys >= wait_keys && !timed) {
             timed = true;
-            deadline = monotonic_ms() + delay_ms;
+            deadline = clock_mono_ms() + delay_ms;
         }
         if (rep->fault)
             break;
@@ -669,7 +663,7 @@ static void crash_test(uint32_t batch_max, const char *name)
     uint64_t seed = seed_env && *seed_env
                         ? test_env_u64("TALLY_CRASH_SEED", 0)
                         : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^
-                              (uint64_t)monotonic_ms();
+                              (uint64_t)clock_mono_ms();
     ck_assert_msg(kills >= 1 && delay_max >= 1, "TALLY_CRASH_KILLS/DELAY must be >= 1");
     fprintf(stderr, "%s: TALLY_CRASH_SEED=%" PRIu64 " TALLY_CRASH_KILLS=%" PRIu64 "\n", name,
             seed, kills);

@@ -10,6 +10,7 @@
  * (type, entity version, causation) and that the log head moved by exactly
  * the expected number of events; every test ends with the invariants.
  */
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
@@ -169,12 +170,6 @@ static void open_and_fund(test_store *ts)
     ck_assert_int_eq(test_code(ts, &c), TALLY_ok);
 }
 
-static void finish(test_store *ts)
-{
-    test_assert_invariants(ts);
-    test_store_close(ts);
-}
-
 /* ---- grant ---- */
 
 START_TEST(test_grant_for_life)
@@ -205,7 +200,7 @@ START_TEST(test_grant_for_life)
     ts.now_ms = TALLY_TIME_MS_MAX; /* a lifetime grant never expires */
     ck_assert_uint_eq(test_sweep(&ts), 0);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -224,7 +219,7 @@ START_TEST(test_grant_until_a_time)
     ck_assert_int_eq(e.valid_until_ms, until);
     ck_assert_uint_eq(e.version, 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -240,7 +235,7 @@ START_TEST(test_grant_with_duration_ends_at_commit_time_plus_duration)
     ck_assert(!e.lifetime);
     ck_assert_int_eq(e.valid_until_ms, TEST_NOW_MS + 12345 + 30 * DAY_MS);
     ck_assert_int_eq(e.granted_ms, TEST_NOW_MS + 12345);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -257,7 +252,7 @@ START_TEST(test_grant_until_in_the_past_is_rejected)
 
     ledger_command next_ms = test_cmd_grant("user-1", "pro", TEST_NOW_MS + 1);
     assert_applied(&ts, NULL, &next_ms, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -280,7 +275,7 @@ START_TEST(test_grant_on_active_is_rejected)
     ledger_command other = test_cmd_grant("user-2", "pro", 0); /* another subject is free */
     assert_applied(&ts, NULL, &other, 1);
     assert_rejected(&ts, &other, TALLY_entitlement_already_active);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -301,7 +296,7 @@ START_TEST(test_grant_transfer_must_exist)
     ck_assert(e.has_grant_transfer);
     tally_id128 paid = test_id(7);
     ck_assert_mem_eq(e.grant_transfer_id.bytes, paid.bytes, 16);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -334,7 +329,7 @@ START_TEST(test_extend_moves_end_forward)
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
     ts.now_ms = end2;
     ck_assert_uint_eq(test_sweep(&ts), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -357,7 +352,7 @@ START_TEST(test_extend_must_move_forward)
     ledger_command one_more_ms = test_cmd_extend("user-1", "pro", end + 1);
     assert_applied(&ts, NULL, &one_more_ms, 1);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").valid_until_ms, end + 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -373,7 +368,7 @@ START_TEST(test_extend_of_lifetime_is_rejected)
     ck_assert(e.lifetime);
     ck_assert_uint_eq(e.version, 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -386,7 +381,7 @@ START_TEST(test_extend_unknown_is_not_found)
     ledger_command extend = test_cmd_extend("user-1", "pro", TEST_NOW_MS + DAY_MS);
     assert_rejected(&ts, &extend, TALLY_entitlement_not_found);
     ck_assert(!entitlement_exists(&ts, "user-1", "pro"));
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -420,7 +415,7 @@ START_TEST(test_revoke_active)
     ck_assert_uint_eq(test_sweep(&ts), 0);
     ck_assert_uint_eq(test_head(&ts).seq, head);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_REVOKED);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -434,7 +429,7 @@ START_TEST(test_extend_after_revoke_is_rejected)
     assert_rejected(&ts, &extend, TALLY_entitlement_revoked);
     ledger_entitlement after = test_entitlement(&ts, "user-1", "pro");
     assert_same_entitlement(&before, &after);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -446,7 +441,7 @@ START_TEST(test_revoke_twice_is_rejected)
     ledger_command revoke = test_cmd_revoke("user-1", "pro");
     assert_rejected(&ts, &revoke, TALLY_entitlement_already_revoked);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 2);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -457,7 +452,7 @@ START_TEST(test_revoke_unknown_is_not_found)
     ledger_command revoke = test_cmd_revoke("user-1", "pro");
     assert_rejected(&ts, &revoke, TALLY_entitlement_not_found);
     ck_assert(!entitlement_exists(&ts, "user-1", "pro"));
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -476,7 +471,7 @@ START_TEST(test_regrant_after_revoke)
     ck_assert_int_eq(e.valid_until_ms, 0);
     ck_assert_uint_eq(e.version, 3);
     ck_assert_int_eq(e.granted_ms, TEST_NOW_MS + 5000);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -509,7 +504,7 @@ START_TEST(test_expired_before_the_sweep_then_swept)
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
     ck_assert_uint_eq(test_sweep(&ts), 0); /* expires once */
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -541,7 +536,7 @@ START_TEST(test_extend_after_expiry_reactivates)
     ck_assert_int_eq(e.valid_until_ms, end);
     ck_assert_uint_eq(e.version, 3);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -555,7 +550,7 @@ START_TEST(test_extend_expired_by_duration_counts_from_now)
     ledger_entitlement e = test_entitlement(&ts, "user-1", "pro");
     ck_assert_int_eq(e.state, LEDGER_ENTITLEMENT_ACTIVE);
     ck_assert_int_eq(e.valid_until_ms, ts.now_ms + 7 * DAY_MS);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -568,7 +563,7 @@ START_TEST(test_grant_after_expiry)
     ledger_outcome out = assert_applied(&ts, NULL, &grant, 1);
     assert_entitlement_event(&ts, out.first_seq, "entitlement.granted", "user-1", "pro", 3);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -607,7 +602,7 @@ START_TEST(test_grant_of_expired_unswept_emits_expired_then_granted)
     ledger_entitlement e = test_entitlement(&ts, "user-1", "pro");
     ck_assert(e.lifetime);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -620,7 +615,7 @@ START_TEST(test_extend_of_expired_unswept_emits_expired_then_extended)
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").valid_until_ms,
                      TEST_NOW_MS + DAY_MS);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -656,7 +651,7 @@ START_TEST(test_stale_order_changes_nothing)
     ck_assert(out.replayed);
     ck_assert_uint_eq(test_head(&ts).seq, head.seq);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), inbox + 3);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -678,7 +673,7 @@ START_TEST(test_newer_order_applies)
     ck_assert_int_eq(e.state, LEDGER_ENTITLEMENT_ACTIVE);
     ck_assert_uint_eq(e.source_order, 1000);
     ck_assert_uint_eq(e.version, 3);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -705,7 +700,7 @@ START_TEST(test_commands_without_order_are_not_checked)
     e = test_entitlement(&ts, "user-2", "pro");
     ck_assert(e.has_source_order);
     ck_assert_uint_eq(e.source_order, 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -736,7 +731,7 @@ START_TEST(test_subject_length_is_validated)
     ck_assert(entitlement_exists(&ts, longest, "pro"));
     free(too_long);
     free(longest);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -755,7 +750,7 @@ START_TEST(test_feature_length_is_validated)
     ck_assert(entitlement_exists(&ts, "user-1", longest));
     free(too_long);
     free(longest);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -772,7 +767,7 @@ START_TEST(test_until_and_duration_are_exclusive)
     c.kind = LEDGER_EXTEND;
     assert_rejected(&ts, &c, TALLY_until_and_duration_are_mutually_exclusive);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -796,7 +791,7 @@ START_TEST(test_times_out_of_range)
     assert_applied(&ts, NULL, &c, 1);
     ck_assert_int_eq(test_entitlement(&ts, "user-2", "pro").valid_until_ms,
                      TEST_NOW_MS + TALLY_GRANT_DURATION_MS_MAX);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -809,7 +804,7 @@ START_TEST(test_extend_needs_an_end)
     ledger_command extend = test_cmd_extend("user-1", "pro", 0);
     assert_rejected(&ts, &extend, TALLY_time_out_of_range);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -824,7 +819,7 @@ START_TEST(test_duration_past_the_last_time_is_out_of_range)
     c = grant_for("user-1", "pro", 1000);
     assert_applied(&ts, NULL, &c, 1);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").valid_until_ms, TALLY_TIME_MS_MAX);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -858,7 +853,7 @@ START_TEST(test_revoke_with_an_end_is_a_stored_rejection)
     revoke.u.entitlement.valid_until_ms = TEST_NOW_MS + DAY_MS;
     assert_stored_validation_rejection(&ts, &revoke);
     ck_assert_int_eq(test_entitlement(&ts, "user-1", "pro").state, LEDGER_ENTITLEMENT_ACTIVE);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -874,7 +869,7 @@ START_TEST(test_extend_with_grant_transfer_is_a_stored_rejection)
     extend.u.entitlement.grant_transfer_id = test_id(7);
     assert_stored_validation_rejection(&ts, &extend);
     ck_assert_uint_eq(test_entitlement(&ts, "user-1", "pro").version, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -939,76 +934,52 @@ START_TEST(test_list_returns_only_that_subject)
     ck_assert_int_eq(list_of(&ts, "abc").count, 1);
     ck_assert_int_eq(list_of(&ts, "c").count, 0);
     ck_assert_int_eq(list_of(&ts, "abcd").count, 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
 /* ---- suite ---- */
 
-static TCase *tcase(const char *name)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+#define TIMEOUT_S 60
 
 static Suite *entitlement_suite(void)
 {
-    Suite *s = suite_create("entitlement");
-    TCase *grant = tcase("grant");
-    tcase_add_test(grant, test_grant_for_life);
-    tcase_add_test(grant, test_grant_until_a_time);
-    tcase_add_test(grant, test_grant_with_duration_ends_at_commit_time_plus_duration);
-    tcase_add_test(grant, test_grant_until_in_the_past_is_rejected);
-    tcase_add_test(grant, test_grant_on_active_is_rejected);
-    tcase_add_test(grant, test_grant_transfer_must_exist);
-    suite_add_tcase(s, grant);
-
-    TCase *extend = tcase("extend");
-    tcase_add_test(extend, test_extend_moves_end_forward);
-    tcase_add_test(extend, test_extend_must_move_forward);
-    tcase_add_test(extend, test_extend_of_lifetime_is_rejected);
-    tcase_add_test(extend, test_extend_unknown_is_not_found);
-    suite_add_tcase(s, extend);
-
-    TCase *revoke = tcase("revoke");
-    tcase_add_test(revoke, test_revoke_active);
-    tcase_add_test(revoke, test_extend_after_revoke_is_rejected);
-    tcase_add_test(revoke, test_revoke_twice_is_rejected);
-    tcase_add_test(revoke, test_revoke_unknown_is_not_found);
-    tcase_add_test(revoke, test_regrant_after_revoke);
-    suite_add_tcase(s, revoke);
-
-    TCase *expiry = tcase("expiry");
-    tcase_add_test(expiry, test_expired_before_the_sweep_then_swept);
-    tcase_add_test(expiry, test_extend_after_expiry_reactivates);
-    tcase_add_test(expiry, test_extend_expired_by_duration_counts_from_now);
-    tcase_add_test(expiry, test_grant_after_expiry);
-    tcase_add_test(expiry, test_grant_of_expired_unswept_emits_expired_then_granted);
-    tcase_add_test(expiry, test_extend_of_expired_unswept_emits_expired_then_extended);
-    suite_add_tcase(s, expiry);
-
-    TCase *order = tcase("source_order");
-    tcase_add_test(order, test_stale_order_changes_nothing);
-    tcase_add_test(order, test_newer_order_applies);
-    tcase_add_test(order, test_commands_without_order_are_not_checked);
-    suite_add_tcase(s, order);
-
-    TCase *validation = tcase("validation");
-    tcase_add_test(validation, test_subject_length_is_validated);
-    tcase_add_test(validation, test_feature_length_is_validated);
-    tcase_add_test(validation, test_until_and_duration_are_exclusive);
-    tcase_add_test(validation, test_times_out_of_range);
-    tcase_add_test(validation, test_extend_needs_an_end);
-    tcase_add_test(validation, test_duration_past_the_last_time_is_out_of_range);
-    tcase_add_test(validation, test_revoke_with_an_end_is_a_stored_rejection);
-    tcase_add_test(validation, test_extend_with_grant_transfer_is_a_stored_rejection);
-    suite_add_tcase(s, validation);
-
-    TCase *list = tcase("list");
-    tcase_add_test(list, test_list_returns_only_that_subject);
-    suite_add_tcase(s, list);
-    return s;
+    const test_row tests[] = {
+        {"grant", test_grant_for_life, TIMEOUT_S},
+        {"grant", test_grant_until_a_time, TIMEOUT_S},
+        {"grant", test_grant_with_duration_ends_at_commit_time_plus_duration, TIMEOUT_S},
+        {"grant", test_grant_until_in_the_past_is_rejected, TIMEOUT_S},
+        {"grant", test_grant_on_active_is_rejected, TIMEOUT_S},
+        {"grant", test_grant_transfer_must_exist, TIMEOUT_S},
+        {"extend", test_extend_moves_end_forward, TIMEOUT_S},
+        {"extend", test_extend_must_move_forward, TIMEOUT_S},
+        {"extend", test_extend_of_lifetime_is_rejected, TIMEOUT_S},
+        {"extend", test_extend_unknown_is_not_found, TIMEOUT_S},
+        {"revoke", test_revoke_active, TIMEOUT_S},
+        {"revoke", test_extend_after_revoke_is_rejected, TIMEOUT_S},
+        {"revoke", test_revoke_twice_is_rejected, TIMEOUT_S},
+        {"revoke", test_revoke_unknown_is_not_found, TIMEOUT_S},
+        {"revoke", test_regrant_after_revoke, TIMEOUT_S},
+        {"expiry", test_expired_before_the_sweep_then_swept, TIMEOUT_S},
+        {"expiry", test_extend_after_expiry_reactivates, TIMEOUT_S},
+        {"expiry", test_extend_expired_by_duration_counts_from_now, TIMEOUT_S},
+        {"expiry", test_grant_after_expiry, TIMEOUT_S},
+        {"expiry", test_grant_of_expired_unswept_emits_expired_then_granted, TIMEOUT_S},
+        {"expiry", test_extend_of_expired_unswept_emits_expired_then_extended, TIMEOUT_S},
+        {"source_order", test_stale_order_changes_nothing, TIMEOUT_S},
+        {"source_order", test_newer_order_applies, TIMEOUT_S},
+        {"source_order", test_commands_without_order_are_not_checked, TIMEOUT_S},
+        {"validation", test_subject_length_is_validated, TIMEOUT_S},
+        {"validation", test_feature_length_is_validated, TIMEOUT_S},
+        {"validation", test_until_and_duration_are_exclusive, TIMEOUT_S},
+        {"validation", test_times_out_of_range, TIMEOUT_S},
+        {"validation", test_extend_needs_an_end, TIMEOUT_S},
+        {"validation", test_duration_past_the_last_time_is_out_of_range, TIMEOUT_S},
+        {"validation", test_revoke_with_an_end_is_a_stored_rejection, TIMEOUT_S},
+        {"validation", test_extend_with_grant_transfer_is_a_stored_rejection, TIMEOUT_S},
+        {"list", test_list_returns_only_that_subject, TIMEOUT_S},
+    };
+    return test_suite_of_rows("entitlement", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite_both_modes(entitlement_suite()); }

@@ -51,16 +51,10 @@ static void assert_rejected_no_transfer(test_store *ts, const ledger_command *cm
     test_assert_unchanged(ts, &before);
 }
 
-static void apply_ok(test_store *ts, const ledger_command *cmd)
-{
-    int code = test_code(ts, cmd);
-    ck_assert_msg(code == TALLY_ok, "expected ok, got %s", tally_strerror(code));
-}
-
 static void open_account(test_store *ts, uint64_t id, uint16_t flags)
 {
     ledger_command cmd = test_cmd_open(id, 1, flags);
-    apply_ok(ts, &cmd);
+    test_apply_ok(ts, &cmd);
 }
 
 /* A store with accounts 1 and 2 on ledger 1. */
@@ -75,42 +69,25 @@ static void open_pair(test_store *ts)
 static void hold(test_store *ts, uint64_t tid, int64_t amount, uint32_t timeout_s)
 {
     ledger_command cmd = test_cmd_hold(tid, 1, 2, amount, timeout_s);
-    apply_ok(ts, &cmd);
+    test_apply_ok(ts, &cmd);
 }
 
 static void post(test_store *ts, uint64_t tid, int64_t amount)
 {
     ledger_command cmd = test_cmd_post(tid, amount);
-    apply_ok(ts, &cmd);
+    test_apply_ok(ts, &cmd);
 }
 
 static void void_hold(test_store *ts, uint64_t tid)
 {
     ledger_command cmd = test_cmd_void(tid);
-    apply_ok(ts, &cmd);
-}
-
-static void assert_balances(test_store *ts, uint64_t id, int64_t debits_posted,
-                            int64_t credits_posted, int64_t debits_pending,
-                            int64_t credits_pending)
-{
-    ledger_account a = test_account(ts, id);
-    ck_assert_int_eq(a.debits_posted, debits_posted);
-    ck_assert_int_eq(a.credits_posted, credits_posted);
-    ck_assert_int_eq(a.debits_pending, debits_pending);
-    ck_assert_int_eq(a.credits_pending, credits_pending);
+    test_apply_ok(ts, &cmd);
 }
 
 static void assert_state(test_store *ts, uint64_t tid, uint8_t state)
 {
     ledger_transfer_record r = test_transfer(ts, tid);
     ck_assert_str_eq(ledger_transfer_state_name(r.state), ledger_transfer_state_name(state));
-}
-
-static void finish(test_store *ts)
-{
-    test_assert_invariants(ts);
-    test_store_close(ts);
 }
 
 
@@ -183,8 +160,8 @@ START_TEST(test_hold_adds_to_pending_only)
     uint64_t head = test_head(&ts).seq;
     hold(&ts, 1, 100, 0);
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
-    assert_balances(&ts, 1, 0, 0, 100, 0);
-    assert_balances(&ts, 2, 0, 0, 0, 100);
+    test_assert_balances(&ts, 1, 0, 0, 100, 0);
+    test_assert_balances(&ts, 2, 0, 0, 0, 100);
     ck_assert_uint_eq(test_account(&ts, 1).version, 2);
     ck_assert_uint_eq(test_account(&ts, 2).version, 2);
 
@@ -198,7 +175,7 @@ START_TEST(test_hold_adds_to_pending_only)
     ck_assert_uint_eq(r.created_seq, head + 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0); /* no timeout, no entry */
     assert_transfer_event(&ts, head + 1, "transfer.created", 1, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -211,7 +188,7 @@ START_TEST(test_hold_with_timeout_is_indexed)
     ck_assert_uint_eq(r.timeout_s, TIMEOUT_S);
     ck_assert_int_eq(r.expires_at_ms, TEST_NOW_MS + TIMEOUT_MS);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -230,8 +207,8 @@ START_TEST(test_post_full)
     ck_assert_uint_eq(out.first_seq, head + 1);
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
 
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 100, 0, 0);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 100, 0, 0);
     ck_assert_uint_eq(test_account(&ts, 1).version, 3);
     ck_assert_uint_eq(test_account(&ts, 2).version, 3);
     ledger_transfer_record r = test_transfer(&ts, 1);
@@ -242,7 +219,7 @@ START_TEST(test_post_full)
     ck_assert_uint_eq(r.resolved_seq, head + 1);
     test_transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.posted", 1, 2);
     ck_assert(ev.has_causation);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -252,10 +229,10 @@ START_TEST(test_post_full_by_explicit_amount)
     open_pair(&ts);
     hold(&ts, 1, 100, 0);
     post(&ts, 1, 100);
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 100, 0, 0);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 100, 0, 0);
     ck_assert_int_eq(test_transfer(&ts, 1).posted_amount, 100);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -268,15 +245,15 @@ START_TEST(test_post_partial)
     uint64_t head = test_head(&ts).seq;
     post(&ts, 1, 30);
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
-    assert_balances(&ts, 1, 30, 0, 5, 0);
-    assert_balances(&ts, 2, 0, 30, 0, 5);
+    test_assert_balances(&ts, 1, 30, 0, 5, 0);
+    test_assert_balances(&ts, 2, 0, 30, 0, 5);
     ledger_transfer_record r = test_transfer(&ts, 1);
     ck_assert_uint_eq(r.state, LEDGER_TRANSFER_HOLD_POSTED);
     ck_assert_int_eq(r.posted_amount, 30);
     ck_assert_int_eq(r.amount, 100);
     assert_transfer_event(&ts, head + 1, "transfer.posted", 1, 2);
     assert_state(&ts, 2, LEDGER_TRANSFER_PENDING_STATE);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -291,8 +268,8 @@ START_TEST(test_post_more_than_held)
     assert_rejected(&ts, &max, TALLY_exceeds_pending_transfer_amount, 1);
     assert_state(&ts, 1, LEDGER_TRANSFER_PENDING_STATE);
     post(&ts, 1, 100); /* still open */
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -307,7 +284,7 @@ START_TEST(test_post_invalid)
     assert_rejected_no_transfer(&ts, &zero_id, TALLY_id_must_not_be_zero);
     ledger_command zero_void = test_cmd_void(0);
     assert_rejected_no_transfer(&ts, &zero_void, TALLY_id_must_not_be_zero);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -321,8 +298,8 @@ START_TEST(test_void)
     uint64_t head = test_head(&ts).seq;
     void_hold(&ts, 1);
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
-    assert_balances(&ts, 1, 0, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 0, 0, 0);
+    test_assert_balances(&ts, 1, 0, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 0, 0, 0);
     ck_assert_uint_eq(test_account(&ts, 1).version, 3);
     ledger_transfer_record r = test_transfer(&ts, 1);
     ck_assert_str_eq(ledger_transfer_state_name(r.state), "pending_voided");
@@ -331,7 +308,7 @@ START_TEST(test_void)
     ck_assert_uint_eq(r.resolved_seq, head + 1);
     test_transfer_event ev = assert_transfer_event(&ts, head + 1, "transfer.voided", 1, 2);
     ck_assert(ev.has_causation);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -342,14 +319,14 @@ START_TEST(test_void_releases_limit)
     open_account(&ts, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
     open_account(&ts, 2, 0);
     ledger_command fund = test_cmd_transfer(9, 2, 1, 100);
-    apply_ok(&ts, &fund);
+    test_apply_ok(&ts, &fund);
     hold(&ts, 1, 100, 0);
     ledger_command spend = test_cmd_transfer(10, 1, 2, 100);
     ck_assert_int_eq(test_code(&ts, &spend), TALLY_exceeds_credits);
     void_hold(&ts, 1);
-    apply_ok(&ts, &spend);
-    assert_balances(&ts, 1, 100, 100, 0, 0);
-    finish(&ts);
+    test_apply_ok(&ts, &spend);
+    test_assert_balances(&ts, 1, 100, 100, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -365,8 +342,8 @@ START_TEST(test_post_after_post)
     assert_rejected(&ts, &again, TALLY_pending_transfer_already_posted, 1);
     ledger_command rest = test_cmd_post(1, 60);
     assert_rejected(&ts, &rest, TALLY_pending_transfer_already_posted, 1);
-    assert_balances(&ts, 1, 40, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 40, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -378,7 +355,7 @@ START_TEST(test_void_after_void)
     void_hold(&ts, 1);
     ledger_command again = test_cmd_void(1);
     assert_rejected(&ts, &again, TALLY_pending_transfer_already_voided, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -390,8 +367,8 @@ START_TEST(test_post_after_void)
     void_hold(&ts, 1);
     ledger_command cmd = test_cmd_post(1, 0);
     assert_rejected(&ts, &cmd, TALLY_pending_transfer_already_voided, 1);
-    assert_balances(&ts, 1, 0, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -403,8 +380,8 @@ START_TEST(test_void_after_post)
     post(&ts, 1, 0);
     ledger_command cmd = test_cmd_void(1);
     assert_rejected(&ts, &cmd, TALLY_pending_transfer_already_posted, 1);
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -413,13 +390,13 @@ START_TEST(test_resolve_single_phase)
     test_store ts;
     open_pair(&ts);
     ledger_command t = test_cmd_transfer(1, 1, 2, 100);
-    apply_ok(&ts, &t);
+    test_apply_ok(&ts, &t);
     ledger_command p = test_cmd_post(1, 0);
     assert_rejected(&ts, &p, TALLY_pending_transfer_not_pending, 1);
     ledger_command v = test_cmd_void(1);
     assert_rejected(&ts, &v, TALLY_pending_transfer_not_pending, 1);
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -432,7 +409,7 @@ START_TEST(test_resolve_unknown)
     assert_rejected_no_transfer(&ts, &p, TALLY_pending_transfer_not_found);
     ledger_command v = test_cmd_void(2);
     assert_rejected_no_transfer(&ts, &v, TALLY_pending_transfer_not_found);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -453,8 +430,8 @@ START_TEST(test_expiry_by_sweep)
     ts.now_ms = TEST_NOW_MS + TIMEOUT_MS; /* due exactly now */
     ck_assert_uint_eq(test_sweep(&ts), 1);
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
-    assert_balances(&ts, 1, 0, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 0, 0, 0);
+    test_assert_balances(&ts, 1, 0, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 0, 0, 0);
     ledger_transfer_record r = test_transfer(&ts, 1);
     ck_assert_str_eq(ledger_transfer_state_name(r.state), "pending_expired");
     ck_assert_int_eq(r.posted_amount, 0);
@@ -466,7 +443,7 @@ START_TEST(test_expiry_by_sweep)
 
     ck_assert_uint_eq(test_sweep(&ts), 0); /* once only */
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -481,8 +458,8 @@ START_TEST(test_resolve_after_expiry)
     assert_rejected(&ts, &p, TALLY_pending_transfer_expired, 1);
     ledger_command v = test_cmd_void(1);
     assert_rejected(&ts, &v, TALLY_pending_transfer_expired, 1);
-    assert_balances(&ts, 1, 0, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -503,12 +480,12 @@ START_TEST(test_resolve_due_before_sweep)
     ck_assert_str_eq(tally_strerror(out.code), "pending_transfer_expired");
     test_assert_unchanged(&ts, &before);
     assert_state(&ts, 1, LEDGER_TRANSFER_PENDING_STATE); /* not swept yet */
-    assert_balances(&ts, 1, 0, 0, 100, 0);
+    test_assert_balances(&ts, 1, 0, 0, 100, 0);
 
     ck_assert_uint_eq(test_sweep(&ts), 1);
     assert_state(&ts, 1, LEDGER_TRANSFER_HOLD_EXPIRED);
-    assert_balances(&ts, 1, 0, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -521,8 +498,8 @@ START_TEST(test_post_just_before_due)
     ledger_command p = test_cmd_post(1, 0);
     ck_assert_int_eq(apply_without_sweep(&ts, &p).code, TALLY_ok);
     assert_state(&ts, 1, LEDGER_TRANSFER_HOLD_POSTED);
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -540,9 +517,9 @@ START_TEST(test_sweep_skips_resolved_holds)
     ck_assert_uint_eq(test_head(&ts).seq, head);
     assert_state(&ts, 1, LEDGER_TRANSFER_HOLD_POSTED);
     assert_state(&ts, 2, LEDGER_TRANSFER_HOLD_VOIDED);
-    assert_balances(&ts, 1, 70, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 70, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 70, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 70, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -555,8 +532,8 @@ START_TEST(test_sweep_leaves_holds_without_timeout)
     ck_assert_uint_eq(test_sweep(&ts), 0);
     assert_state(&ts, 1, LEDGER_TRANSFER_PENDING_STATE);
     post(&ts, 1, 0);
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -579,15 +556,15 @@ START_TEST(test_sweep_is_bounded)
     assert_state(&ts, 4, LEDGER_TRANSFER_HOLD_EXPIRED);
     for (uint64_t i = 1; i <= 3; i++)
         assert_state(&ts, i, LEDGER_TRANSFER_PENDING_STATE);
-    assert_balances(&ts, 1, 0, 0, 1 + 2 + 3, 0);
+    test_assert_balances(&ts, 1, 0, 0, 1 + 2 + 3, 0);
 
     ck_assert_uint_eq(sweep_bounded(&ts, 3, &more), 3);
     ck_assert(!more);
     ck_assert_uint_eq(test_head(&ts).seq, head + 5);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
-    assert_balances(&ts, 1, 0, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -604,8 +581,8 @@ START_TEST(test_sweep_more_only_when_due_remain)
     ck_assert_uint_eq(sweep_bounded(&ts, 2, &more), 2);
     ck_assert(!more);
     assert_state(&ts, 3, LEDGER_TRANSFER_PENDING_STATE);
-    assert_balances(&ts, 1, 0, 0, 10, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, 10, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -625,9 +602,9 @@ START_TEST(test_expiry_entries_removed_on_resolution)
     ck_assert_uint_eq(test_sweep(&ts), 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
     assert_state(&ts, 3, LEDGER_TRANSFER_HOLD_EXPIRED);
-    assert_balances(&ts, 1, 10, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 10, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 10, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 10, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -640,9 +617,9 @@ START_TEST(test_partial_post_removes_expiry_entry)
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
     ts.now_ms = TEST_NOW_MS + 2 * TIMEOUT_MS;
     ck_assert_uint_eq(test_sweep(&ts), 0);
-    assert_balances(&ts, 1, 1, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 1, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 1, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 1, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 

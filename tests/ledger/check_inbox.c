@@ -10,33 +10,19 @@
  * caller's transaction: an aborted outer transaction leaves nothing, and a
  * rejected command does not disturb its batch-mates.
  */
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BANK 1
-#define USER 2
-#define MERCHANT 3
-#define USER_FUNDS 100
+#define BANK TEST_BANK
+#define USER TEST_USER
+#define MERCHANT TEST_MERCHANT
+#define USER_FUNDS TEST_USER_FUNDS
 
 /* ---- helpers ---- */
-
-static void expect_ok(test_store *ts, ledger_command c)
-{
-    ledger_outcome out = test_apply(ts, "setup", NULL, &c);
-    ck_assert_msg(out.code == TALLY_ok, "setup: %s", tally_strerror(out.code));
-}
-
-/* A bank, a user who cannot overdraw (funded with USER_FUNDS), a merchant. */
-static void open_accounts(test_store *ts)
-{
-    expect_ok(ts, test_cmd_open(BANK, 1, 0));
-    expect_ok(ts, test_cmd_open(USER, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS));
-    expect_ok(ts, test_cmd_open(MERCHANT, 1, 0));
-    expect_ok(ts, test_cmd_transfer(1, BANK, USER, USER_FUNDS));
-}
 
 static ledger_request request(const char *consumer, const char *key, ledger_command cmd)
 {
@@ -65,29 +51,6 @@ static ledger_outcome apply_in(test_store *ts, store_txn *txn, const char *key,
     return out;
 }
 
-static bool account_exists(test_store *ts, uint64_t id)
-{
-    store_txn t;
-    ledger_account a;
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_account_get(&t, id, &a);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "account: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
-}
-
-static bool transfer_exists(test_store *ts, uint64_t tid)
-{
-    store_txn t;
-    ledger_transfer_record r;
-    tally_id128 id = test_id(tid);
-    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    int rc = ledger_transfer_get(&t, &id, &r);
-    store_txn_abort(&t);
-    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "transfer: %s", tally_strerror(rc));
-    return rc == TALLY_ok;
-}
-
 /* What a command that leaves no trace must not move. */
 typedef struct snapshot {
     log_head head;
@@ -102,9 +65,9 @@ static snapshot take_snapshot(test_store *ts)
                   .transfers = test_count(ts, STORE_DB_TRANSFERS),
                   .inbox = test_count(ts, STORE_DB_INBOX),
                   .inbox_time = test_count(ts, STORE_DB_INBOX_TIME)};
-    if (account_exists(ts, USER))
+    if (test_account_exists(ts, USER))
         s.user_debits = test_account(ts, USER).debits_posted;
-    if (account_exists(ts, MERCHANT))
+    if (test_account_exists(ts, MERCHANT))
         s.merchant_credits = test_account(ts, MERCHANT).credits_posted;
     return s;
 }
@@ -144,19 +107,13 @@ static void assert_key_reused(const ledger_outcome *out)
     ck_assert_uint_eq(out->event_count, 0);
 }
 
-static void finish(test_store *ts)
-{
-    test_assert_invariants(ts);
-    test_store_close(ts);
-}
-
 /* ---- replay ---- */
 
 START_TEST(test_same_command_replays)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command pay = test_cmd_transfer(10, USER, MERCHANT, 30);
     uint64_t head = test_head(&ts).seq;
     ledger_outcome first = test_apply(&ts, "shop", "order-1", &pay);
@@ -176,7 +133,7 @@ START_TEST(test_same_command_replays)
     assert_unchanged(&ts, &s, 0);
     ck_assert_int_eq(test_account(&ts, USER).debits_posted, 30); /* applied once */
     ck_assert_int_eq(test_account(&ts, MERCHANT).credits_posted, 30);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -184,7 +141,7 @@ START_TEST(test_same_key_other_command_is_key_reused)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command pay = test_cmd_transfer(10, USER, MERCHANT, 30);
     ledger_outcome first = test_apply(&ts, "shop", "order-1", &pay);
     ck_assert_int_eq(first.code, TALLY_ok);
@@ -197,13 +154,13 @@ START_TEST(test_same_key_other_command_is_key_reused)
     out = test_apply(&ts, "shop", "order-1", &other);
     assert_key_reused(&out);
     assert_unchanged(&ts, &s, 0);
-    ck_assert(!transfer_exists(&ts, 11));
+    ck_assert(!test_transfer_exists(&ts, 11));
     ck_assert_int_eq(test_transfer(&ts, 10).amount, 30);
 
     ledger_outcome again = test_apply(&ts, "shop", "order-1", &pay); /* original kept */
     assert_replay_of(&again, &first);
     assert_unchanged(&ts, &s, 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -211,7 +168,7 @@ START_TEST(test_key_is_scoped_by_consumer)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command pay = test_cmd_transfer(10, USER, MERCHANT, 30);
     ck_assert_int_eq(test_apply(&ts, "shop", "k", &pay).code, TALLY_ok);
 
@@ -233,7 +190,7 @@ START_TEST(test_key_is_scoped_by_consumer)
     ck_assert(test_apply(&ts, "shop", "k", &pay).replayed);
     ck_assert(test_apply(&ts, "billing", "k", &pay).replayed);
     ck_assert(test_apply(&ts, "crm", "k", &other).replayed);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -241,7 +198,7 @@ START_TEST(test_rejection_replays_after_state_changed)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command pay = test_cmd_transfer(10, USER, MERCHANT, USER_FUNDS + 50);
     snapshot before = take_snapshot(&ts);
     ledger_outcome first = test_apply(&ts, "shop", "order-1", &pay);
@@ -252,17 +209,17 @@ START_TEST(test_rejection_replays_after_state_changed)
     ck_assert_uint_eq(first.first_seq, 0);
     assert_unchanged(&ts, &before, 1);
 
-    expect_ok(&ts, test_cmd_transfer(2, BANK, USER, 1000)); /* now it would succeed */
+    test_setup_ok(&ts, test_cmd_transfer(2, BANK, USER, 1000)); /* now it would succeed */
     snapshot s = take_snapshot(&ts);
     ts.now_ms += 1000;
     ledger_outcome again = test_apply(&ts, "shop", "order-1", &pay);
     assert_replay_of(&again, &first);
     assert_unchanged(&ts, &s, 0);
-    ck_assert(!transfer_exists(&ts, 10));
+    ck_assert(!test_transfer_exists(&ts, 10));
 
     ledger_outcome fresh = test_apply(&ts, "shop", "order-2", &pay);
     ck_assert_int_eq(fresh.code, TALLY_ok);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -270,7 +227,7 @@ START_TEST(test_validation_rejection_is_stored)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     ledger_command zero = test_cmd_transfer(10, USER, MERCHANT, 0);
     ledger_outcome first = test_apply(&ts, "shop", "bad", &zero);
@@ -279,7 +236,7 @@ START_TEST(test_validation_rejection_is_stored)
     ledger_outcome again = test_apply(&ts, "shop", "bad", &zero);
     assert_replay_of(&again, &first);
     assert_unchanged(&ts, &s, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -311,7 +268,7 @@ START_TEST(test_request_errors_are_not_stored)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command pay = test_cmd_transfer(10, USER, MERCHANT, 30);
     char *consumer_65 = repeat('c', TALLY_CONSUMER_BYTES_MAX + 1);
     char *key_129 = repeat('k', TALLY_KEY_BYTES_MAX + 1);
@@ -328,7 +285,7 @@ START_TEST(test_request_errors_are_not_stored)
     r = request("shop", "k", pay);
     r.correlation = tally_str_from(correlation_65);
     assert_request_error(&ts, &r, TALLY_correlation_too_long);
-    ck_assert(!transfer_exists(&ts, 10));
+    ck_assert(!test_transfer_exists(&ts, 10));
 
     /* Nothing was stored under shop/k: the same key now runs the command. */
     r.correlation = tally_str_from("");
@@ -338,7 +295,7 @@ START_TEST(test_request_errors_are_not_stored)
     free(consumer_65);
     free(key_129);
     free(correlation_65);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -346,7 +303,7 @@ START_TEST(test_longest_consumer_key_and_correlation_are_accepted)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     char *consumer = repeat('c', TALLY_CONSUMER_BYTES_MAX);
     char *key = repeat('k', TALLY_KEY_BYTES_MAX);
     char *correlation = repeat('r', TALLY_CORRELATION_BYTES_MAX);
@@ -360,7 +317,7 @@ START_TEST(test_longest_consumer_key_and_correlation_are_accepted)
     free(consumer);
     free(key);
     free(correlation);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -384,7 +341,7 @@ START_TEST(test_fingerprint_covers_every_transfer_field)
                                               change_flags,  change_timeout};
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command pay = test_cmd_transfer(10, USER, MERCHANT, 30);
     ledger_outcome first = test_apply(&ts, "shop", "fp", &pay);
     ck_assert_int_eq(first.code, TALLY_ok);
@@ -401,7 +358,7 @@ START_TEST(test_fingerprint_covers_every_transfer_field)
     assert_unchanged(&ts, &s, 0);
     ledger_outcome again = test_apply(&ts, "shop", "fp", &pay);
     assert_replay_of(&again, &first);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -431,7 +388,7 @@ START_TEST(test_fingerprint_covers_every_entitlement_field)
         change_duration, change_order_flag, change_order,   change_grant_transfer};
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command grant = test_with_order(test_cmd_grant("u1", "f1", TEST_NOW_MS + 60000), 5);
     ledger_outcome first = test_apply(&ts, "shop", "fp", &grant);
     ck_assert_int_eq(first.code, TALLY_ok);
@@ -446,7 +403,7 @@ START_TEST(test_fingerprint_covers_every_entitlement_field)
     }
     assert_unchanged(&ts, &s, 0);
     ck_assert_uint_eq(test_entitlement(&ts, "u1", "f1").version, 1);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -454,7 +411,7 @@ START_TEST(test_correlation_is_not_in_the_fingerprint)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_request r = request("shop", "order-1", test_cmd_transfer(10, USER, MERCHANT, 30));
     r.correlation = tally_str_from("trace-a");
     ledger_outcome first = apply_request(&ts, &r);
@@ -463,7 +420,7 @@ START_TEST(test_correlation_is_not_in_the_fingerprint)
     ledger_outcome again = apply_request(&ts, &r);
     assert_replay_of(&again, &first);
     ck_assert_int_eq(test_account(&ts, USER).debits_posted, 30);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -473,7 +430,7 @@ START_TEST(test_inbox_time_has_one_entry_per_record)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts); /* 4 records */
+    test_open_bank_user_merchant(&ts); /* 4 records */
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 4);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 4);
 
@@ -495,7 +452,7 @@ START_TEST(test_inbox_time_has_one_entry_per_record)
     ck_assert_int_eq(test_apply(&ts, "", "z", &ok).code, TALLY_consumer_must_not_be_empty);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 8);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 8);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -503,7 +460,7 @@ START_TEST(test_replay_after_reopen)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     ledger_command pay = test_cmd_transfer(10, USER, MERCHANT, 30);
     ledger_command over = test_cmd_transfer(11, USER, MERCHANT, 1000);
     ledger_outcome ok = test_apply(&ts, "shop", "order-1", &pay);
@@ -521,7 +478,7 @@ START_TEST(test_replay_after_reopen)
     ledger_outcome reused = test_apply(&ts, "shop", "order-1", &over);
     assert_key_reused(&reused);
     assert_unchanged(&ts, &s, 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -531,7 +488,7 @@ START_TEST(test_aborted_outer_transaction_leaves_nothing)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     snapshot s = take_snapshot(&ts);
     store_txn txn;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &txn), TALLY_ok);
@@ -545,13 +502,13 @@ START_TEST(test_aborted_outer_transaction_leaves_nothing)
     store_txn_abort(&txn);
 
     assert_unchanged(&ts, &s, 0);
-    ck_assert(!account_exists(&ts, 10));
-    ck_assert(!transfer_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 10));
+    ck_assert(!test_transfer_exists(&ts, 10));
     ledger_command open = test_cmd_open(10, 1, 0); /* the keys are fresh again */
     ledger_outcome out = test_apply(&ts, "test", "a", &open);
     ck_assert_int_eq(out.code, TALLY_ok);
     ck_assert(!out.replayed);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -559,7 +516,7 @@ START_TEST(test_rejected_command_keeps_batch_mates)
 {
     test_store ts;
     test_store_open(&ts);
-    open_accounts(&ts);
+    test_open_bank_user_merchant(&ts);
     uint64_t head = test_head(&ts).seq, inbox = test_count(&ts, STORE_DB_INBOX);
     /* B emits an event (opening 11) before its overdraft fails. */
     ledger_command b_members[] = {test_cmd_open(11, 1, 0),
@@ -581,59 +538,41 @@ START_TEST(test_rejected_command_keeps_batch_mates)
     ck_assert_uint_eq(ob.event_count, 0);
     ck_assert_uint_eq(oc.first_seq, head + 2); /* B's rolled-back event left no gap */
     ck_assert_uint_eq(test_head(&ts).seq, head + 2);
-    ck_assert(account_exists(&ts, 10));
-    ck_assert(!account_exists(&ts, 11));
-    ck_assert(account_exists(&ts, 12));
+    ck_assert(test_account_exists(&ts, 10));
+    ck_assert(!test_account_exists(&ts, 11));
+    ck_assert(test_account_exists(&ts, 12));
     ck_assert_uint_eq(test_account(&ts, 12).created_seq, head + 2);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), inbox + 3);
 
     ledger_outcome again = test_apply(&ts, "test", "B", &b);
     assert_replay_of(&again, &ob);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
 /* ---- suite ---- */
 
-static TCase *tcase(const char *name)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+#define TIMEOUT_S 60
 
 static Suite *inbox_suite(void)
 {
-    Suite *s = suite_create("inbox");
-    TCase *replay = tcase("replay");
-    tcase_add_test(replay, test_same_command_replays);
-    tcase_add_test(replay, test_same_key_other_command_is_key_reused);
-    tcase_add_test(replay, test_key_is_scoped_by_consumer);
-    tcase_add_test(replay, test_rejection_replays_after_state_changed);
-    tcase_add_test(replay, test_validation_rejection_is_stored);
-    suite_add_tcase(s, replay);
-
-    TCase *request_errors = tcase("request_errors");
-    tcase_add_test(request_errors, test_request_errors_are_not_stored);
-    tcase_add_test(request_errors, test_longest_consumer_key_and_correlation_are_accepted);
-    suite_add_tcase(s, request_errors);
-
-    TCase *fingerprint = tcase("fingerprint");
-    tcase_add_test(fingerprint, test_fingerprint_covers_every_transfer_field);
-    tcase_add_test(fingerprint, test_fingerprint_covers_every_entitlement_field);
-    tcase_add_test(fingerprint, test_correlation_is_not_in_the_fingerprint);
-    suite_add_tcase(s, fingerprint);
-
-    TCase *storage = tcase("storage");
-    tcase_add_test(storage, test_inbox_time_has_one_entry_per_record);
-    tcase_add_test(storage, test_replay_after_reopen);
-    suite_add_tcase(s, storage);
-
-    TCase *txn = tcase("outer_transaction");
-    tcase_add_test(txn, test_aborted_outer_transaction_leaves_nothing);
-    tcase_add_test(txn, test_rejected_command_keeps_batch_mates);
-    suite_add_tcase(s, txn);
-    return s;
+    const test_row tests[] = {
+        {"replay", test_same_command_replays, TIMEOUT_S},
+        {"replay", test_same_key_other_command_is_key_reused, TIMEOUT_S},
+        {"replay", test_key_is_scoped_by_consumer, TIMEOUT_S},
+        {"replay", test_rejection_replays_after_state_changed, TIMEOUT_S},
+        {"replay", test_validation_rejection_is_stored, TIMEOUT_S},
+        {"request_errors", test_request_errors_are_not_stored, TIMEOUT_S},
+        {"request_errors", test_longest_consumer_key_and_correlation_are_accepted, TIMEOUT_S},
+        {"fingerprint", test_fingerprint_covers_every_transfer_field, TIMEOUT_S},
+        {"fingerprint", test_fingerprint_covers_every_entitlement_field, TIMEOUT_S},
+        {"fingerprint", test_correlation_is_not_in_the_fingerprint, TIMEOUT_S},
+        {"storage", test_inbox_time_has_one_entry_per_record, TIMEOUT_S},
+        {"storage", test_replay_after_reopen, TIMEOUT_S},
+        {"outer_transaction", test_aborted_outer_transaction_leaves_nothing, TIMEOUT_S},
+        {"outer_transaction", test_rejected_command_keeps_batch_mates, TIMEOUT_S},
+    };
+    return test_suite_of_rows("inbox", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite_both_modes(inbox_suite()); }

@@ -12,12 +12,11 @@
 #include "ledger/invariants.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
 #include <inttypes.h>
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,25 +223,6 @@ static void tamper_account(test_store *ts, uint64_t id, void (*edit)(ledger_acco
     free(val);
 }
 
-static void sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
-                         uint8_t out[32])
-{
-    mbedtls_sha256_context c;
-    mbedtls_sha256_init(&c);
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-    ck_assert_int_eq(mbedtls_sha256_starts(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish(&c, out), 0);
-#else
-    ck_assert_int_eq(mbedtls_sha256_starts_ret(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish_ret(&c, out), 0);
-#endif
-    mbedtls_sha256_free(&c);
-}
-
 static size_t find_bytes(const uint8_t *hay, size_t hay_len, const void *needle, size_t n)
 {
     for (size_t i = 0; i + n <= hay_len; i++)
@@ -349,7 +329,7 @@ START_TEST(rehashed_event_breaks_the_link_to_the_next)
     ev[at + sizeof(time_key) + 7] ^= 0x01;
     uint8_t prev[32], hash[32];
     memcpy(prev, ev + len - 39 - 32, 32);
-    sha256_chain(prev, ev, len - 39, hash);
+    test_sha256_chain(prev, ev, len - 39, hash);
     memcpy(ev + len - 32, hash, 32);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
@@ -671,39 +651,31 @@ START_TEST(deleted_history_entry_is_found)
 }
 END_TEST
 
+#define TIMEOUT_S 60
+
 static Suite *invariants_suite(void)
 {
-    Suite *s = suite_create("invariants");
-    struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
-        {"clean", clean_store_has_no_findings},
-        {"log_gap", deleted_event_is_a_log_gap},
-        {"log_gap_head", deleted_last_event_is_a_log_gap_at_the_head},
-        {"hash_flip", flipped_byte_in_an_event_breaks_the_hash_chain},
-        {"hash_rehash", rehashed_event_breaks_the_link_to_the_next},
-        {"meta_head", tampered_meta_head_is_found},
-        {"balance", changed_account_balance_fails_rebuild_and_balance_sum},
-        {"limit_flag", limit_flag_on_an_overdrawn_account_is_found},
-        {"limit_balance", balances_moved_past_a_limit_are_found},
-        {"inbox_deleted", deleted_inbox_record_breaks_inbox_links},
-        {"inbox_orphan", orphan_inbox_record_claiming_other_events_breaks_inbox_links},
-        {"inbox_past_log", inbox_record_pointing_past_the_log_breaks_inbox_links},
-        {"hold_resolved", hold_resolved_without_an_event_is_found},
-        {"hold_twice", hold_resolved_twice_in_the_log_is_found},
-        {"expiry_hold", missing_expiry_entry_of_a_pending_hold_is_found},
-        {"expiry_entitlement", missing_expiry_entry_of_an_active_entitlement_is_found},
-        {"entitlement", changed_entitlement_record_fails_rebuild},
-        {"history", deleted_history_entry_is_found},
+    const test_row tests[] = {
+        {"clean", clean_store_has_no_findings, TIMEOUT_S},
+        {"log_gap", deleted_event_is_a_log_gap, TIMEOUT_S},
+        {"log_gap_head", deleted_last_event_is_a_log_gap_at_the_head, TIMEOUT_S},
+        {"hash_flip", flipped_byte_in_an_event_breaks_the_hash_chain, TIMEOUT_S},
+        {"hash_rehash", rehashed_event_breaks_the_link_to_the_next, TIMEOUT_S},
+        {"meta_head", tampered_meta_head_is_found, TIMEOUT_S},
+        {"balance", changed_account_balance_fails_rebuild_and_balance_sum, TIMEOUT_S},
+        {"limit_flag", limit_flag_on_an_overdrawn_account_is_found, TIMEOUT_S},
+        {"limit_balance", balances_moved_past_a_limit_are_found, TIMEOUT_S},
+        {"inbox_deleted", deleted_inbox_record_breaks_inbox_links, TIMEOUT_S},
+        {"inbox_orphan", orphan_inbox_record_claiming_other_events_breaks_inbox_links, TIMEOUT_S},
+        {"inbox_past_log", inbox_record_pointing_past_the_log_breaks_inbox_links, TIMEOUT_S},
+        {"hold_resolved", hold_resolved_without_an_event_is_found, TIMEOUT_S},
+        {"hold_twice", hold_resolved_twice_in_the_log_is_found, TIMEOUT_S},
+        {"expiry_hold", missing_expiry_entry_of_a_pending_hold_is_found, TIMEOUT_S},
+        {"expiry_entitlement", missing_expiry_entry_of_an_active_entitlement_is_found, TIMEOUT_S},
+        {"entitlement", changed_entitlement_record_fails_rebuild, TIMEOUT_S},
+        {"history", deleted_history_entry_is_found, TIMEOUT_S},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return test_suite_of_rows("invariants", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite_both_modes(invariants_suite()); }

@@ -38,23 +38,6 @@ static void open_account(test_store *ts, uint64_t id, uint32_t ledger, uint16_t 
     ck_assert_int_eq(test_code(ts, &cmd), TALLY_ok);
 }
 
-static void apply_ok(test_store *ts, const ledger_command *cmd)
-{
-    int code = test_code(ts, cmd);
-    ck_assert_msg(code == TALLY_ok, "expected ok, got %s", tally_strerror(code));
-}
-
-static void assert_balances(test_store *ts, uint64_t id, int64_t debits_posted,
-                            int64_t credits_posted, int64_t debits_pending,
-                            int64_t credits_pending)
-{
-    ledger_account a = test_account(ts, id);
-    ck_assert_int_eq(a.debits_posted, debits_posted);
-    ck_assert_int_eq(a.credits_posted, credits_posted);
-    ck_assert_int_eq(a.debits_pending, debits_pending);
-    ck_assert_int_eq(a.credits_pending, credits_pending);
-}
-
 static void assert_accounts_equal(const ledger_account *x, const ledger_account *y)
 {
     ck_assert_uint_eq(x->id, y->id);
@@ -97,12 +80,6 @@ static void open_pair(test_store *ts)
     open_account(ts, 2, 1, 0);
 }
 
-static void finish(test_store *ts)
-{
-    test_assert_invariants(ts);
-    test_store_close(ts);
-}
-
 /* ---- success ---- */
 
 START_TEST(test_transfer_moves_balances)
@@ -118,8 +95,8 @@ START_TEST(test_transfer_moves_balances)
     ck_assert_uint_eq(out.first_seq, head + 1);
     ck_assert_uint_eq(test_head(&ts).seq, head + 1);
 
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 100, 0, 0);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 100, 0, 0);
     ck_assert_uint_eq(test_account(&ts, 1).version, 2);
     ck_assert_uint_eq(test_account(&ts, 2).version, 2);
 
@@ -137,7 +114,7 @@ START_TEST(test_transfer_moves_balances)
     ck_assert_int_eq(r.expires_at_ms, 0);
     ck_assert_int_eq(r.created_ms, TEST_NOW_MS);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -150,17 +127,17 @@ START_TEST(test_transfers_accumulate)
     ledger_command a = test_cmd_transfer(1, 1, 2, 100);
     ledger_command b = test_cmd_transfer(2, 1, 2, 50);
     ledger_command c = test_cmd_transfer(3, 2, 3, 30);
-    apply_ok(&ts, &a);
-    apply_ok(&ts, &b);
-    apply_ok(&ts, &c);
+    test_apply_ok(&ts, &a);
+    test_apply_ok(&ts, &b);
+    test_apply_ok(&ts, &c);
     ck_assert_uint_eq(test_head(&ts).seq, head + 3);
-    assert_balances(&ts, 1, 150, 0, 0, 0);
-    assert_balances(&ts, 2, 30, 150, 0, 0);
-    assert_balances(&ts, 3, 0, 30, 0, 0);
+    test_assert_balances(&ts, 1, 150, 0, 0, 0);
+    test_assert_balances(&ts, 2, 30, 150, 0, 0);
+    test_assert_balances(&ts, 3, 0, 30, 0, 0);
     ck_assert_uint_eq(test_account(&ts, 1).version, 3);
     ck_assert_uint_eq(test_account(&ts, 2).version, 4);
     ck_assert_uint_eq(test_account(&ts, 3).version, 2);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -169,10 +146,10 @@ START_TEST(test_transfer_amount_max)
     test_store ts;
     open_pair(&ts);
     ledger_command cmd = test_cmd_transfer(1, 1, 2, TALLY_AMOUNT_MAX);
-    apply_ok(&ts, &cmd);
-    assert_balances(&ts, 1, TALLY_AMOUNT_MAX, 0, 0, 0);
-    assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX, 0, 0);
-    finish(&ts);
+    test_apply_ok(&ts, &cmd);
+    test_assert_balances(&ts, 1, TALLY_AMOUNT_MAX, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -182,9 +159,9 @@ START_TEST(test_transfer_event_snapshots)
     test_store ts;
     open_pair(&ts);
     ledger_command first = test_cmd_transfer(1, 2, 1, 7);
-    apply_ok(&ts, &first);
+    test_apply_ok(&ts, &first);
     ledger_command cmd = test_cmd_transfer(2, 1, 2, 100);
-    apply_ok(&ts, &cmd);
+    test_apply_ok(&ts, &cmd);
 
     ledger_transfer_record r = test_transfer(&ts, 2);
     test_transfer_event ev;
@@ -205,7 +182,7 @@ START_TEST(test_transfer_event_snapshots)
     assert_accounts_equal(&ev.credit, &credit);
     ck_assert_int_eq(ev.debit.debits_posted, 100);
     ck_assert_int_eq(ev.debit.credits_posted, 7);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -217,7 +194,7 @@ START_TEST(test_same_account)
     open_pair(&ts);
     ledger_command cmd = test_cmd_transfer(1, 1, 1, 10);
     assert_rejected(&ts, &cmd, TALLY_accounts_must_be_different);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -227,7 +204,7 @@ START_TEST(test_amount_zero)
     open_pair(&ts);
     ledger_command cmd = test_cmd_transfer(1, 1, 2, 0);
     assert_rejected(&ts, &cmd, TALLY_amount_must_not_be_zero);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -239,7 +216,7 @@ START_TEST(test_amount_negative)
     assert_rejected(&ts, &minus_one, TALLY_amount_must_not_be_negative);
     ledger_command min = test_cmd_transfer(1, 1, 2, INT64_MIN);
     assert_rejected(&ts, &min, TALLY_amount_must_not_be_negative);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -259,7 +236,7 @@ START_TEST(test_zero_fields)
     ledger_command code = test_cmd_transfer(1, 1, 2, 10);
     code.u.transfer.code = 0;
     assert_rejected(&ts, &code, TALLY_code_must_not_be_zero);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -270,7 +247,7 @@ START_TEST(test_reserved_transfer_flag)
     ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
     cmd.u.transfer.flags = 1u << 1;
     assert_rejected(&ts, &cmd, TALLY_reserved_flag);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -281,7 +258,7 @@ START_TEST(test_timeout_on_single_phase)
     ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
     cmd.u.transfer.timeout_s = 60;
     assert_rejected(&ts, &cmd, TALLY_timeout_reserved_for_pending_transfer);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -295,11 +272,11 @@ START_TEST(test_timeout_too_large)
     assert_rejected(&ts, &huge, TALLY_timeout_too_large);
 
     ledger_command max = test_cmd_hold(1, 1, 2, 10, TALLY_HOLD_TIMEOUT_S_MAX);
-    apply_ok(&ts, &max);
+    test_apply_ok(&ts, &max);
     ledger_transfer_record r = test_transfer(&ts, 1);
     ck_assert_int_eq(r.expires_at_ms,
                      TEST_NOW_MS + (int64_t)TALLY_HOLD_TIMEOUT_S_MAX * 1000);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -315,7 +292,7 @@ START_TEST(test_unknown_accounts)
     assert_rejected(&ts, &credit, TALLY_credit_account_not_found);
     ledger_command both = test_cmd_transfer(1, 5, 6, 10);
     assert_rejected(&ts, &both, TALLY_debit_account_not_found);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -329,7 +306,7 @@ START_TEST(test_accounts_on_different_ledgers)
     ledger_command reverse = test_cmd_transfer(1, 3, 1, 10);
     reverse.u.transfer.ledger = 2;
     assert_rejected(&ts, &reverse, TALLY_accounts_must_have_the_same_ledger);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -340,7 +317,7 @@ START_TEST(test_transfer_ledger_differs_from_accounts)
     ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
     cmd.u.transfer.ledger = 2;
     assert_rejected(&ts, &cmd, TALLY_transfer_must_have_the_same_ledger_as_accounts);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -352,10 +329,10 @@ START_TEST(test_transfer_on_other_ledger)
     open_account(&ts, 4, 5, 0);
     ledger_command cmd = test_cmd_transfer(1, 3, 4, 10);
     cmd.u.transfer.ledger = 5;
-    apply_ok(&ts, &cmd);
-    assert_balances(&ts, 3, 10, 0, 0, 0);
-    assert_balances(&ts, 4, 0, 10, 0, 0);
-    finish(&ts);
+    test_apply_ok(&ts, &cmd);
+    test_assert_balances(&ts, 3, 10, 0, 0, 0);
+    test_assert_balances(&ts, 4, 0, 10, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -366,7 +343,7 @@ static void open_with_transfer(test_store *ts, const ledger_command *original)
 {
     open_pair(ts);
     open_account(ts, 3, 1, 0);
-    apply_ok(ts, original);
+    test_apply_ok(ts, original);
 }
 
 START_TEST(test_duplicate_identical_exists)
@@ -378,9 +355,9 @@ START_TEST(test_duplicate_identical_exists)
     assert_rejected(&ts, &original, TALLY_exists);
     ledger_outcome out = test_apply(&ts, "someone-else", "their-key", &original);
     ck_assert_int_eq(out.code, TALLY_exists);
-    assert_balances(&ts, 1, 100, 0, 0, 0);
-    assert_balances(&ts, 2, 0, 100, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 100, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, 100, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -408,7 +385,7 @@ START_TEST(test_duplicate_with_different_fields)
     ledger_command ledger = original;
     ledger.u.transfer.ledger = 2;
     assert_rejected(&ts, &ledger, TALLY_exists_with_different_ledger);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -421,7 +398,7 @@ START_TEST(test_duplicate_with_unknown_accounts_is_still_exists)
     open_with_transfer(&ts, &original);
     ledger_command other = test_cmd_transfer(9, 7, 8, 100);
     assert_rejected(&ts, &other, TALLY_exists_with_different_debit_account_id);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -436,9 +413,9 @@ START_TEST(test_duplicate_hold_with_different_timeout)
     assert_rejected(&ts, &timeout, TALLY_exists_with_different_timeout);
     ledger_command flags = test_cmd_transfer(9, 1, 2, 100);
     assert_rejected(&ts, &flags, TALLY_exists_with_different_flags);
-    assert_balances(&ts, 1, 0, 0, 100, 0);
-    assert_balances(&ts, 2, 0, 0, 0, 100);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, 100, 0);
+    test_assert_balances(&ts, 2, 0, 0, 0, 100);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -452,38 +429,30 @@ START_TEST(test_rejected_transfer_id_is_free)
     ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
     assert_rejected(&ts, &pay, TALLY_exceeds_credits);
     ledger_command fund = test_cmd_transfer(8, 2, 1, 100);
-    apply_ok(&ts, &fund);
-    apply_ok(&ts, &pay);
-    assert_balances(&ts, 1, 100, 100, 0, 0);
-    finish(&ts);
+    test_apply_ok(&ts, &fund);
+    test_apply_ok(&ts, &pay);
+    test_assert_balances(&ts, 1, 100, 100, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
 /* ---- overflow: never wrap ---- */
 
-/* Accounts 1, 2, 3 on ledger 1 with first applied. */
-static void open_three_with(test_store *ts, const ledger_command *first)
-{
-    open_pair(ts);
-    open_account(ts, 3, 1, 0);
-    apply_ok(ts, first);
-}
-
 START_TEST(test_overflow_posted)
 {
     test_store ts;
     ledger_command max = test_cmd_transfer(1, 1, 2, TALLY_AMOUNT_MAX);
-    open_three_with(&ts, &max);
+    open_with_transfer(&ts, &max);
     ledger_command into_credit = test_cmd_transfer(2, 3, 2, 1);
     assert_rejected(&ts, &into_credit, TALLY_overflows_credits_posted);
     ledger_command from_debit = test_cmd_transfer(2, 1, 3, 1);
     assert_rejected(&ts, &from_debit, TALLY_overflows_debits_posted);
     ledger_command big = test_cmd_transfer(2, 3, 2, TALLY_AMOUNT_MAX);
     assert_rejected(&ts, &big, TALLY_overflows_credits_posted);
-    assert_balances(&ts, 1, TALLY_AMOUNT_MAX, 0, 0, 0);
-    assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX, 0, 0);
-    assert_balances(&ts, 3, 0, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, TALLY_AMOUNT_MAX, 0, 0, 0);
+    test_assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX, 0, 0);
+    test_assert_balances(&ts, 3, 0, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -491,14 +460,14 @@ START_TEST(test_overflow_pending)
 {
     test_store ts;
     ledger_command max = test_cmd_hold(1, 1, 2, TALLY_AMOUNT_MAX, 0);
-    open_three_with(&ts, &max);
+    open_with_transfer(&ts, &max);
     ledger_command into_credit = test_cmd_hold(2, 3, 2, 1, 0);
     assert_rejected(&ts, &into_credit, TALLY_overflows_credits_pending);
     ledger_command from_debit = test_cmd_hold(2, 1, 3, 1, 0);
     assert_rejected(&ts, &from_debit, TALLY_overflows_debits_pending);
-    assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
-    assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
+    test_assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -507,15 +476,15 @@ START_TEST(test_overflow_pending_plus_posted)
     /* Each balance fits on its own, but pending + posted would not. */
     test_store ts;
     ledger_command max = test_cmd_hold(1, 1, 2, TALLY_AMOUNT_MAX, 0);
-    open_three_with(&ts, &max);
+    open_with_transfer(&ts, &max);
     ledger_command from_debit = test_cmd_transfer(2, 1, 3, 1);
     assert_rejected(&ts, &from_debit, TALLY_overflows_debits);
     ledger_command into_credit = test_cmd_transfer(2, 3, 2, 1);
     assert_rejected(&ts, &into_credit, TALLY_overflows_credits);
-    assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
-    assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
-    assert_balances(&ts, 3, 0, 0, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
+    test_assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
+    test_assert_balances(&ts, 3, 0, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -523,16 +492,16 @@ START_TEST(test_overflow_posted_plus_pending)
 {
     test_store ts;
     ledger_command most = test_cmd_transfer(1, 1, 2, TALLY_AMOUNT_MAX - 10);
-    open_three_with(&ts, &most);
+    open_with_transfer(&ts, &most);
     ledger_command fits = test_cmd_hold(2, 1, 2, 10, 0);
-    apply_ok(&ts, &fits);
+    test_apply_ok(&ts, &fits);
     ledger_command hold = test_cmd_hold(3, 1, 3, 1, 0);
     assert_rejected(&ts, &hold, TALLY_overflows_debits);
     ledger_command hold_in = test_cmd_hold(3, 3, 2, 1, 0);
     assert_rejected(&ts, &hold_in, TALLY_overflows_credits);
-    assert_balances(&ts, 1, TALLY_AMOUNT_MAX - 10, 0, 10, 0);
-    assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX - 10, 0, 10);
-    finish(&ts);
+    test_assert_balances(&ts, 1, TALLY_AMOUNT_MAX - 10, 0, 10, 0);
+    test_assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX - 10, 0, 10);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -548,15 +517,15 @@ START_TEST(test_debits_must_not_exceed_credits)
     assert_rejected(&ts, &empty, TALLY_exceeds_credits);
 
     ledger_command fund = test_cmd_transfer(2, 2, 1, 100);
-    apply_ok(&ts, &fund);
+    test_apply_ok(&ts, &fund);
     ledger_command over = test_cmd_transfer(3, 1, 2, 101);
     assert_rejected(&ts, &over, TALLY_exceeds_credits);
     ledger_command exact = test_cmd_transfer(3, 1, 2, 100);
-    apply_ok(&ts, &exact);
+    test_apply_ok(&ts, &exact);
     ledger_command one_more = test_cmd_transfer(4, 1, 2, 1);
     assert_rejected(&ts, &one_more, TALLY_exceeds_credits);
-    assert_balances(&ts, 1, 100, 100, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 100, 100, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -570,15 +539,15 @@ START_TEST(test_credits_must_not_exceed_debits)
     assert_rejected(&ts, &empty, TALLY_exceeds_debits);
 
     ledger_command spend = test_cmd_transfer(2, 2, 1, 50);
-    apply_ok(&ts, &spend);
+    test_apply_ok(&ts, &spend);
     ledger_command over = test_cmd_transfer(3, 1, 2, 51);
     assert_rejected(&ts, &over, TALLY_exceeds_debits);
     ledger_command exact = test_cmd_transfer(3, 1, 2, 50);
-    apply_ok(&ts, &exact);
+    test_apply_ok(&ts, &exact);
     ledger_command one_more = test_cmd_transfer(4, 1, 2, 1);
     assert_rejected(&ts, &one_more, TALLY_exceeds_debits);
-    assert_balances(&ts, 2, 50, 50, 0, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 2, 50, 50, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -592,12 +561,12 @@ START_TEST(test_limit_does_not_bind_other_side)
     open_account(&ts, 2, 1, LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS);
     open_account(&ts, 3, 1, 0);
     ledger_command credit_1 = test_cmd_transfer(1, 3, 1, 40);
-    apply_ok(&ts, &credit_1);
+    test_apply_ok(&ts, &credit_1);
     ledger_command debit_2 = test_cmd_transfer(2, 2, 3, 40);
-    apply_ok(&ts, &debit_2);
-    assert_balances(&ts, 1, 0, 40, 0, 0);
-    assert_balances(&ts, 2, 40, 0, 0, 0);
-    finish(&ts);
+    test_apply_ok(&ts, &debit_2);
+    test_assert_balances(&ts, 1, 0, 40, 0, 0);
+    test_assert_balances(&ts, 2, 40, 0, 0, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -608,20 +577,20 @@ START_TEST(test_hold_consumes_debit_limit)
     open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
     open_account(&ts, 2, 1, 0);
     ledger_command fund = test_cmd_transfer(1, 2, 1, 100);
-    apply_ok(&ts, &fund);
+    test_apply_ok(&ts, &fund);
     ledger_command hold = test_cmd_hold(2, 1, 2, 60, 0);
-    apply_ok(&ts, &hold);
+    test_apply_ok(&ts, &hold);
 
     ledger_command too_much = test_cmd_transfer(3, 1, 2, 41);
     assert_rejected(&ts, &too_much, TALLY_exceeds_credits);
     ledger_command second_hold = test_cmd_hold(3, 1, 2, 41, 0);
     assert_rejected(&ts, &second_hold, TALLY_exceeds_credits);
     ledger_command rest = test_cmd_transfer(3, 1, 2, 40);
-    apply_ok(&ts, &rest);
+    test_apply_ok(&ts, &rest);
     ledger_command one_more = test_cmd_hold(4, 1, 2, 1, 0);
     assert_rejected(&ts, &one_more, TALLY_exceeds_credits);
-    assert_balances(&ts, 1, 40, 100, 60, 0);
-    finish(&ts);
+    test_assert_balances(&ts, 1, 40, 100, 60, 0);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -632,16 +601,16 @@ START_TEST(test_hold_consumes_credit_limit)
     open_account(&ts, 1, 1, 0);
     open_account(&ts, 2, 1, LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS);
     ledger_command spend = test_cmd_transfer(1, 2, 1, 100);
-    apply_ok(&ts, &spend);
+    test_apply_ok(&ts, &spend);
     ledger_command hold = test_cmd_hold(2, 1, 2, 60, 0);
-    apply_ok(&ts, &hold);
+    test_apply_ok(&ts, &hold);
 
     ledger_command too_much = test_cmd_transfer(3, 1, 2, 41);
     assert_rejected(&ts, &too_much, TALLY_exceeds_debits);
     ledger_command rest = test_cmd_transfer(3, 1, 2, 40);
-    apply_ok(&ts, &rest);
-    assert_balances(&ts, 2, 100, 40, 0, 60);
-    finish(&ts);
+    test_apply_ok(&ts, &rest);
+    test_assert_balances(&ts, 2, 100, 40, 0, 60);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -653,10 +622,10 @@ START_TEST(test_pending_credits_do_not_fund_debits)
     open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
     open_account(&ts, 2, 1, 0);
     ledger_command incoming = test_cmd_hold(1, 2, 1, 100, 0);
-    apply_ok(&ts, &incoming);
+    test_apply_ok(&ts, &incoming);
     ledger_command spend = test_cmd_transfer(2, 1, 2, 1);
     assert_rejected(&ts, &spend, TALLY_exceeds_credits);
-    finish(&ts);
+    test_finish(&ts);
 }
 END_TEST
 

@@ -15,34 +15,12 @@
 #include "common/msgpack_safe.h"
 #include "log/log.h"
 #include "log/store.h"
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- an independent SHA-256 ---- */
-
-static void sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
-                         uint8_t out[32])
-{
-    mbedtls_sha256_context c;
-    mbedtls_sha256_init(&c);
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-    ck_assert_int_eq(mbedtls_sha256_starts(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish(&c, out), 0);
-#else
-    ck_assert_int_eq(mbedtls_sha256_starts_ret(&c, 0), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, prev, 32), 0);
-    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, bytes, len), 0);
-    ck_assert_int_eq(mbedtls_sha256_finish_ret(&c, out), 0);
-#endif
-    mbedtls_sha256_free(&c);
-}
 
 /* ---- appending ---- */
 
@@ -282,7 +260,7 @@ static void verify_link(test_store *ts, uint64_t seq, const uint8_t prev[32],
     /* prev_hash sits right before the hash entry. */
     ck_assert_mem_eq(bytes + len - 39 - 44, prev_entry_head, 12);
     ck_assert_mem_eq(bytes + len - 39 - 32, prev, 32);
-    sha256_chain(prev, bytes, len - 39, hash_out);
+    test_sha256_chain(prev, bytes, len - 39, hash_out);
     ck_assert_mem_eq(bytes + len - 32, hash_out, 32);
 
     msgpack_unpacked up;
@@ -755,34 +733,26 @@ START_TEST(decode_rejects_wrong_sizes_and_garbage)
 }
 END_TEST
 
+#define TIMEOUT_S 60
+
 static Suite *log_suite(void)
 {
-    Suite *s = suite_create("log");
-    struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
-        {"gapless", seqs_are_gapless_under_big_endian_keys},
-        {"fields", events_decode_with_their_fields},
-        {"chain", hash_chain_verified_independently},
-        {"first_prev", first_prev_hash_is_all_zero},
-        {"flip", flipping_any_single_byte_breaks_decode},
-        {"ids", event_ids_are_unique_uuidv7},
-        {"read", log_read_returns_the_range_and_stops},
-        {"abort", aborted_txn_leaves_no_events_and_the_head_unchanged},
-        {"entities", entity_kinds_round_trip},
-        {"causation", causation_and_correlation_nil_or_present},
-        {"oversized", oversized_event_is_refused_and_remembered},
-        {"max_size", event_of_exactly_the_maximum_size_is_accepted},
-        {"decode_bad", decode_rejects_wrong_sizes_and_garbage},
+    const test_row tests[] = {
+        {"gapless", seqs_are_gapless_under_big_endian_keys, TIMEOUT_S},
+        {"fields", events_decode_with_their_fields, TIMEOUT_S},
+        {"chain", hash_chain_verified_independently, TIMEOUT_S},
+        {"first_prev", first_prev_hash_is_all_zero, TIMEOUT_S},
+        {"flip", flipping_any_single_byte_breaks_decode, TIMEOUT_S},
+        {"ids", event_ids_are_unique_uuidv7, TIMEOUT_S},
+        {"read", log_read_returns_the_range_and_stops, TIMEOUT_S},
+        {"abort", aborted_txn_leaves_no_events_and_the_head_unchanged, TIMEOUT_S},
+        {"entities", entity_kinds_round_trip, TIMEOUT_S},
+        {"causation", causation_and_correlation_nil_or_present, TIMEOUT_S},
+        {"oversized", oversized_event_is_refused_and_remembered, TIMEOUT_S},
+        {"max_size", event_of_exactly_the_maximum_size_is_accepted, TIMEOUT_S},
+        {"decode_bad", decode_rejects_wrong_sizes_and_garbage, TIMEOUT_S},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return test_suite_of_rows("log", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite(log_suite()); }

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "log/store.h"
+#include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -610,37 +611,29 @@ START_TEST(write_txn_on_read_only_store_is_refused)
 }
 END_TEST
 
+#define TIMEOUT_S 30
+
 static Suite *store_suite(void)
 {
-    Suite *s = suite_create("store");
-    struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
-        {"creates", open_creates_directory_and_all_named_databases},
-        {"not_a_dir", open_of_a_file_instead_of_a_directory_is_refused},
-        {"locked", second_writer_on_the_same_directory_is_locked_out},
-        {"ro_missing", read_only_open_of_a_missing_directory_fails},
-        {"ro_alongside", read_only_handle_alongside_a_writer_sees_committed_data},
-        {"map_size", map_size_out_of_bounds_is_invalid_argument},
-        {"format", format_version_mismatch_is_refused},
-        {"instance_id", instance_id_is_stable_across_reopen},
-        {"first_error", failed_put_is_remembered_and_commit_writes_nothing},
-        {"misses", misses_are_not_remembered},
-        {"nested", nested_abort_leaves_the_parent_unchanged},
-        {"abort", aborted_transaction_writes_nothing},
-        {"translate", translate_maps_lmdb_and_errno_codes},
-        {"map_full", real_map_full_is_storage_full_and_remembered},
-        {"ro_reads", read_only_store_reads_committed_data},
-        {"read_only", write_txn_on_read_only_store_is_refused},
+    const test_row tests[] = {
+        {"creates", open_creates_directory_and_all_named_databases, TIMEOUT_S},
+        {"not_a_dir", open_of_a_file_instead_of_a_directory_is_refused, TIMEOUT_S},
+        {"locked", second_writer_on_the_same_directory_is_locked_out, TIMEOUT_S},
+        {"ro_missing", read_only_open_of_a_missing_directory_fails, TIMEOUT_S},
+        {"ro_alongside", read_only_handle_alongside_a_writer_sees_committed_data, TIMEOUT_S},
+        {"map_size", map_size_out_of_bounds_is_invalid_argument, TIMEOUT_S},
+        {"format", format_version_mismatch_is_refused, TIMEOUT_S},
+        {"instance_id", instance_id_is_stable_across_reopen, TIMEOUT_S},
+        {"first_error", failed_put_is_remembered_and_commit_writes_nothing, TIMEOUT_S},
+        {"misses", misses_are_not_remembered, TIMEOUT_S},
+        {"nested", nested_abort_leaves_the_parent_unchanged, TIMEOUT_S},
+        {"abort", aborted_transaction_writes_nothing, TIMEOUT_S},
+        {"translate", translate_maps_lmdb_and_errno_codes, TIMEOUT_S},
+        {"map_full", real_map_full_is_storage_full_and_remembered, TIMEOUT_S},
+        {"ro_reads", read_only_store_reads_committed_data, TIMEOUT_S},
+        {"read_only", write_txn_on_read_only_store_is_refused, TIMEOUT_S},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 30);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return test_suite_of_rows("store", TEST_ROWS(tests));
 }
 
 int main(void) { return test_run_suite(store_suite()); }

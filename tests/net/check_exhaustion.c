@@ -9,6 +9,7 @@
 #include "clients/tally.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
@@ -380,20 +381,15 @@ START_TEST(a_hang_up_at_connect_does_not_lock_new_clients_out)
 }
 END_TEST
 
-static void add(Suite *s, const char *name, const TTest *test)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test);
-    suite_add_tcase(s, tc);
-}
+#define TIMEOUT_S 240
 
 int main(void)
 {
-    Suite *s = suite_create("exhaustion");
-    add(s, "map_full", map_full_then_a_larger_map);
-    add(s, "disk_full", disk_full_then_room_again);
-    add(s, "floods", floods_of_connections_and_requests_are_bounded);
-    add(s, "hang_up", a_hang_up_at_connect_does_not_lock_new_clients_out);
-    return test_run_suite(s);
+    const test_row tests[] = {
+        {"map_full", map_full_then_a_larger_map, TIMEOUT_S},
+        {"disk_full", disk_full_then_room_again, TIMEOUT_S},
+        {"floods", floods_of_connections_and_requests_are_bounded, TIMEOUT_S},
+        {"hang_up", a_hang_up_at_connect_does_not_lock_new_clients_out, TIMEOUT_S},
+    };
+    return test_run_suite(test_suite_of_rows("exhaustion", TEST_ROWS(tests)));
 }

@@ -9,6 +9,7 @@
  * replies are checked field by field.
  */
 #include "clients/tally.h"
+#include "common/clock.h"
 #include "common/msgpack_safe.h"
 #include "ledger/invariants.h"
 #include "log/log.h"
@@ -28,13 +29,6 @@
 
 static tallyd_proc proc;
 static tally_client *client;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void start(void) { wire_server_start(&proc, &client, NULL); }
 
@@ -229,9 +223,9 @@ static void *fetch_main(void *arg)
     msgpack_pack_uint64(&pk, f->wait_ms);
     void *bytes = NULL;
     size_t len = 0;
-    int64_t t0 = mono_ms();
+    int64_t t0 = clock_mono_ms();
     int rc = tally_request_raw(c, sb.data, sb.size, &bytes, &len);
-    f->elapsed_ms = mono_ms() - t0;
+    f->elapsed_ms = clock_mono_ms() - t0;
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     if (rc == TALLY_ok && msgpack_safe_unpack(bytes, len, 16, &up) == TALLY_ok) {

@@ -21,6 +21,9 @@
  * Assertions are made in the test's main thread; client threads record
  * what they saw.
  */
+#include "common/clock.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
@@ -78,20 +81,6 @@ static void reap_leftovers(void)
     }
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
 
 /* The last line of tallyd's log, for failure messages. */
@@ -116,19 +105,15 @@ static int stop_tallyd(tallyd_proc *p)
 {
     ck_assert_int_gt(p->pid, 0);
     ck_assert_int_eq(kill(p->pid, SIGTERM), 0);
-    int64_t until = mono_ms() + STOP_WAIT_MS;
     int status = 0;
-    while (waitpid(p->pid, &status, WNOHANG) == 0) {
-        if (mono_ms() > until) {
-            char last[512];
-            log_tail(p, last, sizeof(last));
-            ck_abort_msg("tallyd did not exit within %d s of SIGTERM; last log line: %s",
-                         STOP_WAIT_MS / 1000, last);
-        }
-        sleep_ms(10);
+    if (!test_wait_ms(p->pid, STOP_WAIT_MS, &status)) {
+        char last[512];
+        log_tail(p, last, sizeof(last));
+        ck_abort_msg("tallyd did not exit within %d s of SIGTERM; last log line: %s",
+                     STOP_WAIT_MS / 1000, last);
     }
     p->pid = 0;
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int code = test_exit_code(status);
     if (code != 0) { /* why: the end of its log (a sanitizer report, an assertion) */
         char cmd[600];
         snprintf(cmd, sizeof(cmd), "tail -c 6000 '%s' >&2", p->log_path);
@@ -439,6 +424,20 @@ static void expect_ok_write(nng_socket s, req_buf *b)
     reply_free(&r);
 }
 
+/* Transfers 1..count from debit to credit, transfer i moving i under key
+ * "<prefix>-i" (consumer "shop"); each must be applied. */
+static void write_transfers(nng_socket s, const char *prefix, uint64_t count, uint64_t debit,
+                            uint64_t credit)
+{
+    req_buf b;
+    for (uint64_t i = 1; i <= count; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "%s-%llu", prefix, (unsigned long long)i);
+        build_transfer(&b, "shop", key, i, debit, credit, (int64_t)i);
+        expect_ok_write(s, &b);
+    }
+}
+
 static void open_account(nng_socket s, uint64_t id)
 {
     char key[32];
@@ -736,26 +735,17 @@ static int run_second_tallyd(tallyd_proc *first, tallyd_proc *second, const char
     snprintf(url, sizeof(url), "ipc://%s/second.sock", first->dir);
     const char *argv[] = {tallyd_program("tallyd"), "--data", first->data_dir, "--listen", url,
                           "--publish", "none", NULL};
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0)
-            dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
+    int err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ck_assert_int_ge(err_fd, 0);
+    pid_t pid = test_spawn(argv, NULL, -1, err_fd);
+    close(err_fd);
     second->pid = pid;
     int status = 0;
-    int64_t until = mono_ms() + 30000;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (mono_ms() > until) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            second->pid = 0;
-            ck_abort_msg("a second tallyd on the same data directory kept running");
-        }
-        sleep_ms(20);
+    if (!test_wait_ms(pid, 30000, &status)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        second->pid = 0;
+        ck_abort_msg("a second tallyd on the same data directory kept running");
     }
     second->pid = 0;
     ck_assert_msg(WIFEXITED(status), "second tallyd died of signal %d", WTERMSIG(status));
@@ -798,13 +788,7 @@ START_TEST(sigterm_exits_cleanly_and_store_reopens)
     nng_socket s = client_open(p->url, CLIENT_TIMEOUT_MS);
     open_account(s, 1);
     open_account(s, 2);
-    req_buf b;
-    for (uint64_t i = 1; i <= 5; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "pay-%llu", (unsigned long long)i);
-        build_transfer(&b, "shop", key, i, 1, 2, (int64_t)i);
-        expect_ok_write(s, &b);
-    }
+    write_transfers(s, "pay", 5, 1, 2);
     uint64_t head = stats_head(s);
     nng_close(s);
 
@@ -823,6 +807,7 @@ START_TEST(sigterm_exits_cleanly_and_store_reopens)
     tallyd_restart(p);
     s = client_open(p->url, CLIENT_TIMEOUT_MS);
     ck_assert_uint_eq(stats_head(s), head);
+    req_buf b;
     build_transfer(&b, "shop", "pay-6", 6, 1, 2, 6);
     expect_ok_write(s, &b);
     build_transfer(&b, "shop", "pay-1", 1, 1, 2, 1); /* the inbox survived */
@@ -902,11 +887,11 @@ static int load_socket(load_thread *lt, nng_socket *s)
 
 static void load_redial(load_thread *lt, nng_socket s, int64_t *last_reply_ms)
 {
-    if (mono_ms() - *last_reply_ms < LOAD_REDIAL_AFTER_MS)
+    if (clock_mono_ms() - *last_reply_ms < LOAD_REDIAL_AFTER_MS)
         return;
     if (nng_dial(s, lt->url, NULL, NNG_FLAG_NONBLOCK) == 0)
         lt->redials++;
-    *last_reply_ms = mono_ms();
+    *last_reply_ms = clock_mono_ms();
 }
 
 /* One attempt: KEY_OK, KEY_REJECTED, KEY_FAULT or KEY_NO_REPLY. */
@@ -952,9 +937,9 @@ static void *load_main(void *arg)
         build_transfer(&b, LOAD_CONSUMER, key, load_tid(lt->index, i), 1, 2, load_amount(i));
         lt->sent = i + 1;
         int status = b.bad ? KEY_NO_REPLY : load_attempt(lt, s, &b);
-        int64_t last_reply_ms = mono_ms();
+        int64_t last_reply_ms = clock_mono_ms();
         while (lt->retry && !b.bad && (status == KEY_NO_REPLY || status == KEY_FAULT)) {
-            if (mono_ms() > lt->deadline_ms) {
+            if (clock_mono_ms() > lt->deadline_ms) {
                 lt->gave_up++;
                 break;
             }
@@ -962,7 +947,7 @@ static void *load_main(void *arg)
                 lt->no_reply++;
                 load_redial(lt, s, &last_reply_ms);
             } else {
-                last_reply_ms = mono_ms();
+                last_reply_ms = clock_mono_ms();
                 sleep_ms(20);
             }
             status = load_attempt(lt, s, &b);
@@ -1098,8 +1083,8 @@ START_TEST(sigterm_under_load_keeps_every_acknowledged_write)
 
     pthread_t threads[LOAD_THREADS];
     load_thread *lts = load_start(p->url, threads, false, 2000, 0, 0);
-    int64_t until = mono_ms() + 40000;
-    while (atomic_load(&load_acked) < 100 && mono_ms() < until)
+    int64_t until = clock_mono_ms() + 40000;
+    while (atomic_load(&load_acked) < 100 && clock_mono_ms() < until)
         sleep_ms(10);
     ck_assert_uint_gt(atomic_load(&load_acked), 0);
     ck_assert_int_eq(stop_tallyd(p), 0); /* SIGTERM mid-load */
@@ -1142,12 +1127,12 @@ START_TEST(sigkill_under_load_every_key_applied_once)
     pthread_t threads[LOAD_THREADS];
     /* a generous deadline: a loaded shared machine is slow, and a key given
      * up would fail the test for the machine's sake, not tallyd's */
-    load_thread *lts = load_start(p->url, threads, true, 300, 30, mono_ms() + 240000);
+    load_thread *lts = load_start(p->url, threads, true, 300, 30, clock_mono_ms() + 240000);
     unsigned seed = (unsigned)getpid();
     for (int k = 0; k < KILLS; k++) {
         unsigned from = atomic_load(&load_acked);
-        int64_t until = mono_ms() + 20000;
-        while (atomic_load(&load_acked) < from + 10 && mono_ms() < until)
+        int64_t until = clock_mono_ms() + 20000;
+        while (atomic_load(&load_acked) < from + 10 && clock_mono_ms() < until)
             sleep_ms(5);
         sleep_ms((int)(rand_r(&seed) % 200));
         tallyd_kill(p);
@@ -1451,9 +1436,9 @@ START_TEST(pub_delivers_committed_events_in_order)
     static stored_event got[PUB_EVENTS_MAX];
     unsigned n = 0;
     uint64_t id = 1;
-    int64_t until = mono_ms() + 30000;
+    int64_t until = clock_mono_ms() + 30000;
     while (n == 0) {
-        ck_assert_msg(id < 1000 && mono_ms() < until, "no event published within %llu writes",
+        ck_assert_msg(id < 1000 && clock_mono_ms() < until, "no event published within %llu writes",
                       (unsigned long long)id);
         open_account(s, id++);
         if (sub_recv(sub, &got[0]))
@@ -1462,13 +1447,7 @@ START_TEST(pub_delivers_committed_events_in_order)
     nng_socket_set_ms(sub, NNG_OPT_RECVTIMEO, PUB_RECV_TIMEOUT_MS);
     open_account(s, 1000);
     open_account(s, 1001);
-    req_buf b;
-    for (uint64_t i = 1; i <= 8; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "pub-%llu", (unsigned long long)i);
-        build_transfer(&b, "shop", key, i, 1000, 1001, (int64_t)i);
-        expect_ok_write(s, &b);
-    }
+    write_transfers(s, "pub", 8, 1000, 1001);
     uint64_t head = stats_head(s);
 
     msgpack_unpacked up;
@@ -1547,13 +1526,13 @@ static void *long_poll_main(void *arg)
     req_buf b;
     build_log_read(&b, lp->from_seq, 10, lp->wait_ms);
     reply r;
-    int64_t start = mono_ms();
+    int64_t start = clock_mono_ms();
     lp->rv = nng_send(s, b.sb.data, b.sb.size, 0);
     atomic_store(&lp->sent, true);
     if (lp->rv == 0) {
         memset(&r, 0, sizeof(r));
         lp->rv = nng_recv(s, &r.buf, &r.len, NNG_FLAG_ALLOC);
-        lp->elapsed_ms = mono_ms() - start;
+        lp->elapsed_ms = clock_mono_ms() - start;
         if (lp->rv == 0 && !reply_parse(&r))
             lp->rv = -1;
         if (lp->rv == 0) {
@@ -1713,7 +1692,7 @@ static void assert_history(nng_socket s)
 
 static void assert_entitlements(nng_socket s)
 {
-    int64_t until = wall_ms() + INT64_C(86400000);
+    int64_t until = clock_wall_ms() + INT64_C(86400000);
     req_buf b;
     build_grant(&b, "g-1", "alice", "pro", 0);
     expect_ok_write(s, &b);
@@ -1816,16 +1795,6 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_test(Suite *s, const char *name, const TTest *test, double timeout_s)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, timeout_s);
-    tcase_add_unchecked_fixture(tc, NULL, reap_leftovers);
-    tcase_add_checked_fixture(tc, NULL, nng_fini); /* NNG frees closed pipes late */
-    tcase_add_test(tc, test);
-    suite_add_tcase(s, tc);
-}
-
 int main(void)
 {
     procs = mmap(NULL, PROCS_MAX * sizeof(tallyd_proc), PROT_READ | PROT_WRITE,
@@ -1835,16 +1804,23 @@ int main(void)
         return EXIT_FAILURE;
     }
     memset(procs, 0, PROCS_MAX * sizeof(tallyd_proc));
+    const test_row tests[] = {
+        {"refused", refused_requests_leave_the_server_serving, 90},
+        {"lock", second_tallyd_on_same_data_dir_is_refused, 60},
+        {"sigterm", sigterm_exits_cleanly_and_store_reopens, 60},
+        {"sigterm_load", sigterm_under_load_keeps_every_acknowledged_write, 300},
+        {"sigkill_load", sigkill_under_load_every_key_applied_once, 300},
+        {"same_key", same_key_from_sixteen_clients_applies_once, 60},
+        {"in_flight", two_hundred_requests_in_flight_all_answered, 120},
+        {"pub", pub_delivers_committed_events_in_order, 60},
+        {"long_poll", log_read_long_poll_returns_on_commit_or_after_wait, 60},
+        {"reads", reads_history_entitlements_transfers, 60},
+    };
+    /* reap_leftovers: what a failed test left running; nng_fini: NNG frees
+     * closed pipes late */
+    const test_fixtures fixtures = {.unchecked_teardown = reap_leftovers,
+                                    .checked_teardown = nng_fini};
     Suite *s = suite_create("tallyd");
-    add_test(s, "refused", refused_requests_leave_the_server_serving, 90);
-    add_test(s, "lock", second_tallyd_on_same_data_dir_is_refused, 60);
-    add_test(s, "sigterm", sigterm_exits_cleanly_and_store_reopens, 60);
-    add_test(s, "sigterm_load", sigterm_under_load_keeps_every_acknowledged_write, 300);
-    add_test(s, "sigkill_load", sigkill_under_load_every_key_applied_once, 300);
-    add_test(s, "same_key", same_key_from_sixteen_clients_applies_once, 60);
-    add_test(s, "in_flight", two_hundred_requests_in_flight_all_answered, 120);
-    add_test(s, "pub", pub_delivers_committed_events_in_order, 60);
-    add_test(s, "long_poll", log_read_long_poll_returns_on_commit_or_after_wait, 60);
-    add_test(s, "reads", reads_history_entitlements_transfers, 60);
+    test_suite_add_rows(s, TEST_ROWS(tests), &fixtures);
     return test_run_suite(s);
 }

@@ -21,13 +21,6 @@ void test_client_down(test_client_fixture *f)
     tallyd_cleanup(&f->srv);
 }
 
-int64_t test_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 tally_client *test_client_open(const char *url)
 {
     tally_client_options o = {.url = url, .consumer = "test", .timeout_ms = 10000};

@@ -25,9 +25,6 @@ typedef struct test_client_fixture {
 void test_client_up(test_client_fixture *f);
 void test_client_down(test_client_fixture *f);
 
-/* CLOCK_MONOTONIC in milliseconds, for deadlines. */
-int64_t test_mono_ms(void);
-
 /* A client of url (consumer "test", 10 s per attempt, 3 retries). */
 tally_client *test_client_open(const char *url);
 /* Open accounts first_id .. first_id + n - 1 (ledger 1, code 1), in batches

@@ -9,6 +9,7 @@
  * #1543, #1813), and a probe runs many times per start.
  */
 #include "tests/support/tallyd_harness.h"
+#include "common/clock.h"
 
 #include <check.h>
 #include <ctype.h>
@@ -57,13 +58,6 @@ const char *tallyd_program(const char *name)
     return path;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The last LOG_TAIL_BYTES of tallyd's log, to stderr. */
 static void log_tail_print(const tallyd_proc *p)
 {
@@ -85,7 +79,7 @@ static void log_tail_print(const tallyd_proc *p)
 static bool fd_ready(int fd, short events, int64_t deadline)
 {
     for (;;) {
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - clock_mono_ms();
         if (left <= 0)
             return false;
         struct pollfd pfd = {.fd = fd, .events = events};
@@ -171,7 +165,7 @@ static void frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_i
 int tallyd_sp_open(const char *url)
 {
     static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
-    int64_t deadline = mono_ms() + NEGOTIATION_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + NEGOTIATION_WAIT_MS;
     int fd = ipc_connect(url, deadline);
     if (fd < 0)
         return -1;
@@ -195,7 +189,7 @@ static bool answers(const char *url)
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
-    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + PROBE_WAIT_MS;
     uint8_t head[9];
     bool ok = send_all(fd, frame, sizeof(frame), deadline) &&
               recv_all(fd, head, sizeof(head), deadline) && head[0] == 1;
@@ -213,7 +207,7 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
-    int64_t deadline = mono_ms() + 10000;
+    int64_t deadline = clock_mono_ms() + 10000;
     uint8_t chunk[4096] = {0};
     bool ok = send_all(fd, head, sizeof(head), deadline);
     /* Send the body until the server hangs up (it may before the end). */
@@ -240,11 +234,11 @@ bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, i
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
-    int64_t deadline = mono_ms() + PROBE_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + PROBE_WAIT_MS;
     bool sent = send_all(fd, head, sizeof(head), deadline) &&
                 send_all(fd, request, len, deadline);
     if (sent && linger_ms > 0)
-        (void)fd_ready(fd, POLLIN, mono_ms() + linger_ms); /* a reply may come: unread */
+        (void)fd_ready(fd, POLLIN, clock_mono_ms() + linger_ms); /* a reply may come: unread */
     close(fd);
     return sent;
 }
@@ -263,7 +257,7 @@ int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms)
         return -1;
     }
     int closed = 0;
-    for (int64_t deadline = mono_ms() + wait_ms; closed < count && fd_ready(lfd, POLLIN, deadline);) {
+    for (int64_t deadline = clock_mono_ms() + wait_ms; closed < count && fd_ready(lfd, POLLIN, deadline);) {
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0) {
             close(fd); /* before the SP header: the client's handshake fails */
@@ -335,9 +329,9 @@ static void spawn(tallyd_proc *p)
     ck_assert_msg(pid > 0, "fork: %s", strerror(errno));
     p->pid = pid;
     mark_point(); /* waiting for tallyd to answer */
-    int64_t started = mono_ms();
+    int64_t started = clock_mono_ms();
     int start_wait_ms = wait_ms_scaled(START_WAIT_MS);
-    while (mono_ms() - started < start_wait_ms) {
+    while (clock_mono_ms() - started < start_wait_ms) {
         if (answers(p->url))
             return;
         int status;
@@ -376,12 +370,12 @@ void tallyd_restart(tallyd_proc *p)
 /* Reap pid within wait_ms; true with *status when it exited. */
 static bool reap_within(pid_t pid, int wait_ms, int *status)
 {
-    int64_t deadline = mono_ms() + wait_ms;
+    int64_t deadline = clock_mono_ms() + wait_ms;
     for (;;) {
         pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid || (r < 0 && errno != EINTR))
             return r == pid;
-        if (mono_ms() >= deadline)
+        if (clock_mono_ms() >= deadline)
             return false;
         usleep(10000);
     }

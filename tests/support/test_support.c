@@ -7,6 +7,8 @@
 #include "log/sha256.h"
 
 #include <errno.h>
+#include <mbedtls/sha256.h>
+#include <mbedtls/version.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +86,43 @@ ledger_outcome test_apply(test_store *ts, const char *consumer, const char *key,
 int test_code(test_store *ts, const ledger_command *cmd)
 {
     return test_apply(ts, "test", NULL, cmd).code;
+}
+
+void test_apply_ok(test_store *ts, const ledger_command *cmd)
+{
+    int code = test_code(ts, cmd);
+    ck_assert_msg(code == TALLY_ok, "expected ok, got %s", tally_strerror(code));
+}
+
+void test_setup_ok(test_store *ts, ledger_command cmd)
+{
+    ledger_outcome out = test_apply(ts, "setup", NULL, &cmd);
+    ck_assert_msg(out.code == TALLY_ok, "setup: %s", tally_strerror(out.code));
+}
+
+void test_open_bank_user_merchant(test_store *ts)
+{
+    test_setup_ok(ts, test_cmd_open(TEST_BANK, 1, 0));
+    test_setup_ok(ts, test_cmd_open(TEST_USER, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS));
+    test_setup_ok(ts, test_cmd_open(TEST_MERCHANT, 1, 0));
+    test_setup_ok(ts, test_cmd_transfer(1, TEST_BANK, TEST_USER, TEST_USER_FUNDS));
+}
+
+void test_assert_balances(test_store *ts, uint64_t id, int64_t debits_posted,
+                          int64_t credits_posted, int64_t debits_pending,
+                          int64_t credits_pending)
+{
+    ledger_account a = test_account(ts, id);
+    ck_assert_int_eq(a.debits_posted, debits_posted);
+    ck_assert_int_eq(a.credits_posted, credits_posted);
+    ck_assert_int_eq(a.debits_pending, debits_pending);
+    ck_assert_int_eq(a.credits_pending, credits_pending);
+}
+
+void test_finish(test_store *ts)
+{
+    test_assert_invariants(ts);
+    test_store_close(ts);
 }
 
 uint32_t test_sweep(test_store *ts)
@@ -180,27 +219,57 @@ static void begin_read(test_store *ts, store_txn *t)
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, t), TALLY_ok);
 }
 
-ledger_account test_account(test_store *ts, uint64_t id)
+/* An account or transfer read in a fresh read-only transaction: the
+ * lookup's code. */
+static int account_get(test_store *ts, uint64_t id, ledger_account *a)
 {
     store_txn t;
-    ledger_account a;
     begin_read(ts, &t);
-    int rc = ledger_account_get(&t, id, &a);
+    int rc = ledger_account_get(&t, id, a);
     store_txn_abort(&t);
+    return rc;
+}
+
+static int transfer_get(test_store *ts, uint64_t tid, ledger_transfer_record *r)
+{
+    store_txn t;
+    tally_id128 id = test_id(tid);
+    begin_read(ts, &t);
+    int rc = ledger_transfer_get(&t, &id, r);
+    store_txn_abort(&t);
+    return rc;
+}
+
+ledger_account test_account(test_store *ts, uint64_t id)
+{
+    ledger_account a;
+    int rc = account_get(ts, id, &a);
     ck_assert_msg(rc == TALLY_ok, "account %llu: %s", (unsigned long long)id, tally_strerror(rc));
     return a;
 }
 
 ledger_transfer_record test_transfer(test_store *ts, uint64_t tid)
 {
-    store_txn t;
     ledger_transfer_record r;
-    tally_id128 id = test_id(tid);
-    begin_read(ts, &t);
-    int rc = ledger_transfer_get(&t, &id, &r);
-    store_txn_abort(&t);
+    int rc = transfer_get(ts, tid, &r);
     ck_assert_msg(rc == TALLY_ok, "transfer %llu: %s", (unsigned long long)tid, tally_strerror(rc));
     return r;
+}
+
+bool test_account_exists(test_store *ts, uint64_t id)
+{
+    ledger_account a;
+    int rc = account_get(ts, id, &a);
+    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "account: %s", tally_strerror(rc));
+    return rc == TALLY_ok;
+}
+
+bool test_transfer_exists(test_store *ts, uint64_t tid)
+{
+    ledger_transfer_record r;
+    int rc = transfer_get(ts, tid, &r);
+    ck_assert_msg(rc == TALLY_ok || rc == TALLY_not_found, "transfer: %s", tally_strerror(rc));
+    return rc == TALLY_ok;
 }
 
 int test_entitlement_rc(test_store *ts, const char *subject, const char *feature,
@@ -407,7 +476,7 @@ static int run_suite(Suite *s, int modes)
         apply_in_place = mode == 1;
         fprintf(stderr, "-- commands applied %s\n",
                 apply_in_place ? "in place (ledger_apply_in_place)" : "nested (ledger_apply)");
-        srunner_run_all(sr, CK_NORMAL);
+        srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY, CK_NORMAL when unset */
         failed += srunner_ntests_failed(sr);
     }
     srunner_free(sr);
@@ -427,6 +496,25 @@ uint64_t test_rng_next(uint64_t *state)
 }
 
 uint64_t test_rng_below(uint64_t *state, uint64_t bound) { return test_rng_next(state) % bound; }
+
+void test_sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
+                       uint8_t out[32])
+{
+    mbedtls_sha256_context c;
+    mbedtls_sha256_init(&c);
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    ck_assert_int_eq(mbedtls_sha256_starts(&c, 0), 0);
+    ck_assert_int_eq(mbedtls_sha256_update(&c, prev, 32), 0);
+    ck_assert_int_eq(mbedtls_sha256_update(&c, bytes, len), 0);
+    ck_assert_int_eq(mbedtls_sha256_finish(&c, out), 0);
+#else
+    ck_assert_int_eq(mbedtls_sha256_starts_ret(&c, 0), 0);
+    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, prev, 32), 0);
+    ck_assert_int_eq(mbedtls_sha256_update_ret(&c, bytes, len), 0);
+    ck_assert_int_eq(mbedtls_sha256_finish_ret(&c, out), 0);
+#endif
+    mbedtls_sha256_free(&c);
+}
 
 uint64_t test_env_u64(const char *name, uint64_t fallback)
 {

@@ -44,6 +44,31 @@ int test_apply_rc(test_store *ts, const char *consumer, const char *key,
 /* Shorthand: apply with a fresh key, return the outcome code. */
 int test_code(test_store *ts, const ledger_command *cmd);
 
+/* Apply cmd with a fresh key; fails the test unless its code is ok. */
+void test_apply_ok(test_store *ts, const ledger_command *cmd);
+/* Apply cmd as consumer "setup" with a fresh key; fails the test unless
+ * its code is ok. For what a scenario prepares. */
+void test_setup_ok(test_store *ts, ledger_command cmd);
+
+/* The accounts of a payment scenario, on ledger 1, opened with
+ * test_setup_ok: a bank that may go negative, a user that may not spend
+ * more than it was credited (funded by transfer 1 from the bank with
+ * TEST_USER_FUNDS) and a merchant. */
+#define TEST_BANK 1
+#define TEST_USER 2
+#define TEST_MERCHANT 3
+#define TEST_USER_FUNDS 100
+void test_open_bank_user_merchant(test_store *ts);
+
+/* Fails the test unless account id has these balances. */
+void test_assert_balances(test_store *ts, uint64_t id, int64_t debits_posted,
+                          int64_t credits_posted, int64_t debits_pending,
+                          int64_t credits_pending);
+
+/* The end of a scenario: no invariant findings, then close the store and
+ * remove its directory. */
+void test_finish(test_store *ts);
+
 /* Run the sweep at ts->now_ms in its own transaction; returns expired count. */
 uint32_t test_sweep(test_store *ts);
 
@@ -66,6 +91,10 @@ ledger_transfer_record test_transfer(test_store *ts, uint64_t tid);
 ledger_entitlement test_entitlement(test_store *ts, const char *subject, const char *feature);
 int test_entitlement_rc(test_store *ts, const char *subject, const char *feature,
                         ledger_entitlement *out);
+/* Whether the account or transfer exists, in a fresh read-only
+ * transaction; fails the test on an error other than not_found. */
+bool test_account_exists(test_store *ts, uint64_t id);
+bool test_transfer_exists(test_store *ts, uint64_t tid);
 log_head test_head(test_store *ts);
 uint64_t test_count(test_store *ts, store_db db);
 
@@ -121,7 +150,8 @@ store *test_store_open_read_only(const char *dir);
 uint64_t test_invariant_findings(test_store *ts, const char *only_check);
 void test_assert_invariants(test_store *ts);
 
-/* Run a suite forked; returns the exit code. test_run_suite_both_modes runs
+/* Run a suite forked (CK_FORK, whatever the environment says; output as
+ * CK_VERBOSITY says); returns the exit code. test_run_suite_both_modes runs
  * it twice: test_apply through ledger_apply (a nested transaction per
  * command), then through ledger_apply_in_place (tallyd's fast path). */
 int test_run_suite(Suite *s);
@@ -136,6 +166,11 @@ uint64_t test_rng_below(uint64_t *state, uint64_t bound);
  * fallback when unset or empty; exits (failing the test) when it is not a
  * number. Usable outside a test (in main). */
 uint64_t test_env_u64(const char *name, uint64_t fallback);
+
+/* SHA-256(prev || bytes), the log's hash chain, computed with mbedTLS:
+ * independent of log/sha256.c, which it checks. */
+void test_sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
+                       uint8_t out[32]);
 
 /* rm -rf dir (tests only). */
 void test_remove_dir(const char *dir);

@@ -6,62 +6,32 @@
  * are read from the stopped server's store.
  */
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "log/store.h"
+#include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #define BENCH_OPS 400
-#define OUTPUT_BYTES_MAX (1024 * 1024)
 #define SLACK_MS 5000 /* ids' times may lead or trail the run by this much */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Run tally-bench with args; its stdout into out (NUL-terminated); returns
- * the exit status, -1 when it did not exit normally. */
-static int run_bench(const char *const *args, char *out, size_t out_bytes)
+/* Run tally-bench with args; its stdout into *out (NUL-terminated; free
+ * it); returns its exit code (128 + a signal that ended it). */
+static int run_bench(const char *const *args, char **out)
 {
     const char *argv[32] = {tallyd_program("tally-bench")};
     int argc = 1;
     for (; args[argc - 1] && argc < 31; argc++)
         argv[argc] = args[argc - 1];
     argv[argc] = NULL;
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t got = 0;
-    ssize_t n;
-    while ((n = read(fds[0], out + got, out_bytes - 1 - got)) > 0)
-        got += (size_t)n;
-    out[got] = '\0';
-    close(fds[0]);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return test_run(argv, NULL, out, NULL);
 }
 
 /* Transfer ids in the store whose UUIDv7 time lies in [from_ms, to_ms]. */
@@ -99,12 +69,12 @@ static uint64_t bench_run(const char *keys, uint64_t *total)
     tallyd_start(&p);
     char pid[32];
     snprintf(pid, sizeof(pid), "%ld", (long)p.pid);
-    static char out[OUTPUT_BYTES_MAX];
-    int64_t from = now_ms();
+    char *out;
+    int64_t from = clock_wall_ms();
     const char *args[] = {"--url", p.url, "--ops", "400", "--clients", "4", "--batch", "20",
                           "--accounts", "10", "--keys", keys, "--server-pid", pid, "--json", NULL};
-    int status = run_bench(args, out, sizeof(out));
-    int64_t to = now_ms();
+    int status = run_bench(args, &out);
+    int64_t to = clock_wall_ms();
     ck_assert_msg(status == 0, "tally-bench exited %d: %s", status, out);
     json_error_t err;
     json_t *j = json_loads(out, 0, &err);
@@ -122,6 +92,7 @@ static uint64_t bench_run(const char *keys, uint64_t *total)
     ck_assert(json_integer_value(json_object_get(server, "rss_file_kb")) >= 0);
     ck_assert(rss > 0);
     json_decref(j);
+    free(out);
     ck_assert_int_eq(tallyd_stop(&p), 0);
     uint64_t in_window;
     count_ids(p.data_dir, from - SLACK_MS, to + SLACK_MS, total, &in_window);
@@ -150,9 +121,10 @@ END_TEST
 
 START_TEST(test_keys_option_refuses_other_orders)
 {
-    static char out[OUTPUT_BYTES_MAX];
+    char *out;
     const char *args[] = {"--keys", "sorted", NULL};
-    ck_assert_int_eq(run_bench(args, out, sizeof(out)), 2);
+    ck_assert_int_eq(run_bench(args, &out), 2);
+    free(out);
 }
 END_TEST
 

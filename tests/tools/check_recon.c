@@ -15,9 +15,12 @@
  * directory checked while tally-bench writes to it; progress only on a
  * terminal; --help and the check list against ledger/invariants*.c.
  */
-#include "tests/support/tallyd_harness.h"
+#include "common/clock.h"
 #include "ledger/retention.h"
 #include "log/subscriber.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
+#include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tools/recon_statement.h"
 
@@ -37,7 +40,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OUTPUT_BYTES_MAX (8 * 1024 * 1024)
 #define TEST_TIMEOUT_S 120
 #define LIVE_TIMEOUT_S 300
 #define DAY_MS INT64_C(86400000)
@@ -262,55 +264,6 @@ typedef struct run_output {
     char *out, *err;
 } run_output;
 
-static int temp_fd(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    char path[512];
-    snprintf(path, sizeof(path), "%s/check-recon-out-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    unlink(path);
-    return fd;
-}
-
-static char *read_fd(int fd)
-{
-    char *buf = malloc(OUTPUT_BYTES_MAX + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t len = 0;
-    lseek(fd, 0, SEEK_SET);
-    ssize_t n;
-    while (len < OUTPUT_BYTES_MAX && (n = read(fd, buf + len, OUTPUT_BYTES_MAX - len)) > 0)
-        len += (size_t)n;
-    buf[len] = '\0';
-    close(fd);
-    return buf;
-}
-
-/* Start argv[0] with stdout/stderr to the given fds (-1: inherit). */
-static pid_t spawn(const char *const *argv, int out_fd, int err_fd)
-{
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (out_fd >= 0)
-            dup2(out_fd, 1);
-        if (err_fd >= 0)
-            dup2(err_fd, 2);
-        execv(argv[0], (char *const *)argv);
-        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    return pid;
-}
-
-static int wait_status(pid_t pid)
-{
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* Run tally-recon with args (NULL-terminated). */
 static run_output recon_argv(const char *const *args)
 {
@@ -321,10 +274,8 @@ static run_output recon_argv(const char *const *args)
         argv[argc] = args[argc - 1];
     }
     argv[argc] = NULL;
-    int out_fd = temp_fd(), err_fd = temp_fd();
-    run_output r = {.status = wait_status(spawn(argv, out_fd, err_fd))};
-    r.out = read_fd(out_fd);
-    r.err = read_fd(err_fd);
+    run_output r;
+    r.status = test_run(argv, NULL, &r.out, &r.err);
     return r;
 }
 
@@ -1269,7 +1220,7 @@ static size_t reported_checks_listed(const char *path)
 {
     int fd = open(path, O_RDONLY);
     ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
-    char *source = read_fd(fd);
+    char *source = test_fd_read_all(fd);
     size_t names = 0;
     /* report(<audit>, "name", ...): the first argument, then a literal. */
     for (const char *p = source; (p = strstr(p, "report(")) != NULL;) {
@@ -1322,9 +1273,9 @@ START_TEST(progress_is_shown_on_a_terminal)
     ck_assert_int_eq(unlockpt(master_fd), 0);
     int tty = open(ptsname(master_fd), O_RDWR | O_NOCTTY);
     ck_assert_int_ge(tty, 0);
-    int out_fd = temp_fd();
+    int out_fd = test_temp_fd();
     const char *argv[] = {tallyd_program("tally-recon"), "--data", ts.dir, NULL};
-    pid_t pid = spawn(argv, out_fd, tty);
+    pid_t pid = test_spawn(argv, NULL, out_fd, tty);
     close(tty);
     char seen[8192];
     size_t len = 0;
@@ -1338,11 +1289,11 @@ START_TEST(progress_is_shown_on_a_terminal)
         len += (size_t)n;
     }
     seen[len] = '\0';
-    ck_assert_int_eq(wait_status(pid), EXIT_CLEAN);
+    ck_assert_int_eq(test_wait(pid), EXIT_CLEAN);
     close(master_fd);
     ck_assert_msg(strstr(seen, "tally-recon: log ") != NULL, "no progress on the tty: %s", seen);
     ck_assert_msg(strstr(seen, "tally-recon: inbox ") != NULL, "no inbox phase: %s", seen);
-    char *out = read_fd(out_fd);
+    char *out = test_fd_read_all(out_fd);
     ck_assert_ptr_nonnull(strstr(out, "result: clean"));
     free(out);
     test_remove_dir(ts.dir);
@@ -1350,13 +1301,6 @@ START_TEST(progress_is_shown_on_a_terminal)
 END_TEST
 
 /* ---- a live store ---- */
-
-static int64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* tallyd keeps writing (tally-bench) while tally-recon checks its live
  * directory again and again: every run sees a consistent snapshot (exit
@@ -1370,14 +1314,14 @@ START_TEST(live_directory_is_checked_while_writes_continue)
     tallyd_start(&p);
     const char *bench[] = {tallyd_program("tally-bench"), "--url", p.url, "--clients", "4",
                            "--seconds", "12", "--accounts", "100", "--batch", "20", NULL};
-    int bench_out = temp_fd();
-    pid_t bench_pid = spawn(bench, bench_out, bench_out);
+    int bench_out = test_temp_fd();
+    pid_t bench_pid = test_spawn(bench, NULL, bench_out, bench_out);
     uint64_t runs = 0, heads_seen = 0, last_head = 0;
-    int64_t deadline = mono_ms() + 240000;
+    int64_t deadline = clock_mono_ms() + 240000;
     int bench_status = -1;
-    while (mono_ms() < deadline) {
+    while (clock_mono_ms() < deadline) {
         int status;
-        bool bench_done = waitpid(bench_pid, &status, WNOHANG) == bench_pid;
+        bool bench_done = test_wait_ms(bench_pid, 0, &status);
         json_t *doc = RECON_JSON(EXIT_CLEAN, p.data_dir, "--max-findings", "5");
         uint64_t head = (uint64_t)json_integer_value(
             json_object_get(json_object_get(doc, "snapshot"), "head_seq"));
@@ -1387,7 +1331,7 @@ START_TEST(live_directory_is_checked_while_writes_continue)
         runs++;
         json_decref(doc);
         if (bench_done) {
-            bench_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            bench_status = test_exit_code(status);
             break;
         }
     }
@@ -1395,7 +1339,7 @@ START_TEST(live_directory_is_checked_while_writes_continue)
         kill(bench_pid, SIGKILL);
         waitpid(bench_pid, NULL, 0);
     }
-    char *bench_text = read_fd(bench_out);
+    char *bench_text = test_fd_read_all(bench_out);
     ck_assert_msg(bench_status == 0, "tally-bench exit %d:\n%s", bench_status, bench_text);
     free(bench_text);
     fprintf(stderr, "live: %" PRIu64 " recon runs saw %" PRIu64 " distinct heads, last %" PRIu64
@@ -1406,9 +1350,9 @@ START_TEST(live_directory_is_checked_while_writes_continue)
     char backup[400];
     snprintf(backup, sizeof(backup), "%s/backup", p.dir);
     const char *tally[] = {tallyd_program("tally"), "--url", p.url, "backup", backup, NULL};
-    int tally_out = temp_fd();
-    int tally_status = wait_status(spawn(tally, tally_out, tally_out));
-    char *tally_text = read_fd(tally_out);
+    int tally_out = test_temp_fd();
+    int tally_status = test_wait(test_spawn(tally, NULL, tally_out, tally_out));
+    char *tally_text = test_fd_read_all(tally_out);
     ck_assert_msg(tally_status == 0, "tally backup exit %d: %s", tally_status, tally_text);
     free(tally_text);
     json_t *doc = RECON_JSON(EXIT_CLEAN, backup);
@@ -1430,12 +1374,7 @@ END_TEST
 
 static Suite *recon_suite(void)
 {
-    Suite *s = suite_create("recon");
-    struct {
-        const char *name;
-        const TTest *test;
-        int timeout_s;
-    } tests[] = {
+    const test_row tests[] = {
         {"clean", clean_copy_exits_0_with_every_check_ok, TEST_TIMEOUT_S},
         {"no_rebuild", no_rebuild_skips_only_the_fold, TEST_TIMEOUT_S},
         {"log_gap", removed_event_is_a_log_gap, TEST_TIMEOUT_S},
@@ -1462,13 +1401,7 @@ static Suite *recon_suite(void)
         {"progress", progress_is_shown_on_a_terminal, TEST_TIMEOUT_S},
         {"live", live_directory_is_checked_while_writes_continue, LIVE_TIMEOUT_S},
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, tests[i].timeout_s);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return test_suite_of_rows("recon", TEST_ROWS(tests));
 }
 
 int main(void)
