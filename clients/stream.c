@@ -116,9 +116,11 @@ static pub_result pub_receive(tally_stream *s, nng_duration wait_ms, tally_event
     tally_event e;
     bool ok = client_event_from_bytes(nng_msg_body(m), nng_msg_len(m), &e);
     nng_msg_free(m);
-    if (!ok) {
+    if (!ok) { /* not an event, or damaged: log_read from next_seq at once */
         s->counters.refused++;
-        return PUB_SKIPPED; /* not an event: a poll or a later gap covers it */
+        s->known_head = s->counters.next_seq > s->known_head ? s->counters.next_seq
+                                                             : s->known_head;
+        return PUB_GAP;
     }
     if (e.seq == s->counters.next_seq && !client_chain_follows(&s->chain, &e)) {
         tally_events_release(&e, 1);
