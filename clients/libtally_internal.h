@@ -2,13 +2,16 @@
  * libtally_internal.h — what the parts of libtally share and users never
  * see: the field list a request is packed from, the one request path
  * (client_call), decoded replies and the typed reply decoder, and the event
- * decoder. libtally.c owns the client and the request path; stream.c (the
- * live stream) and subscriber.c (durable subscribers) build on it. None of
+ * decoder. libtally.c owns the client and the request path; keys.c,
+ * writes.c and reads.c the calls built on it; events.c the event decoder;
+ * stream.c (the live stream) and subscriber.c (durable subscribers) read
+ * the log. None of
  * these names are exported from the shared library (only tally_*).
  */
 #ifndef TALLY_LIBTALLY_INTERNAL_H
 #define TALLY_LIBTALLY_INTERNAL_H
 
+#include "clients/events.h"
 #include "clients/tally.h"
 #include "common/bytes.h"
 #include "common/msgpack_safe.h"
@@ -19,6 +22,25 @@
 #include <string.h>
 
 #define FIELDS_MAX 16
+#define KEY_BUFFER_BYTES (TALLY_CLIENT_KEY_BYTES_MAX + 1)
+
+/* ---- keys (keys.c) ---- */
+
+/* The key of a write into out: the caller's (1..128 bytes) or a new
+ * UUIDv7 text. TALLY_ok, TALLY_invalid_argument, TALLY_io_error. */
+int client_key_resolve(const char *given, char out[KEY_BUFFER_BYTES]);
+
+/* ---- batches (writes.c): members packed once, when added ---- */
+
+struct tally_batch {
+    bool atomic;
+    size_t count;
+    msgpack_sbuffer members;         /* packed member maps, back to back */
+    char (*keys)[KEY_BUFFER_BYTES];  /* batch: member i's key */
+    size_t keys_capacity;
+    char chain_key[KEY_BUFFER_BYTES]; /* chain: used when sent without a key */
+};
+
 
 /* ---- requests: a field list packed into one msgpack map ---- */
 
@@ -75,6 +97,9 @@ static inline void put_uints(fields *fs, const char *name, const uint64_t *items
  * (c != NULL) and the key (key != NULL). */
 void client_fields_begin(fields *fs, const char *op, const tally_client *c, const char *key);
 
+/* Pack fs as one map into pk; 0 on success, like msgpack-c. */
+int client_pack_fields(msgpack_packer *pk, const fields *fs);
+
 /* ---- transport ---- */
 
 /* An NNG error as a tally code: TALLY_ok, TALLY_out_of_memory,
@@ -106,6 +131,10 @@ int client_read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_
 void client_reply_free(reply *r);
 
 /* ---- decoding replies ---- */
+
+/* The error code named by a msgpack string; TALLY_internal for anything
+ * else (not a string, an unknown name). */
+int client_code_of(const msgpack_object *o);
 
 /* Reads typed fields of one reply map; ok turns false at the first field
  * that is missing, of another type or out of range. */
@@ -203,13 +232,5 @@ static inline uint32_t client_page_limit(uint32_t limit, size_t capacity, uint32
         n = capacity;
     return (uint32_t)(n < max ? n : max);
 }
-
-/* ---- events ---- */
-
-/* Decode one stored event (docs/EVENTS.md) from its bytes into *e, with
- * e->raw a malloc'd copy of them (free with tally_events_release). false
- * when the bytes are not an event or memory ran out (*e then owns
- * nothing). */
-bool client_event_from_bytes(const void *bytes, size_t len, tally_event *e);
 
 #endif

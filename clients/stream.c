@@ -11,7 +11,10 @@
  * before a pause, which no later message reveals: when PUB has been silent
  * for idle_ms the stream long-polls log_read from next_seq. Every event
  * handed out is checked to carry next_seq, so nothing is skipped or given
- * twice whatever the socket does.
+ * twice whatever the socket does, and to chain to the event handed out
+ * before it (prev_hash = its hash, clients/events.h), so a forged or
+ * damaged PUB message is never handed out: it is dropped and log_read,
+ * whose pages tally_log_read checks the same way, brings the event.
  *
  * The SUB socket is read with one aio that is never left in flight between
  * calls (NNG 1.5.2 can hang closing a socket with a pending aio).
@@ -40,6 +43,7 @@ struct tally_stream {
     uint64_t known_head; /* highest seq known to exist (log_read's head, PUB seqs) */
     tally_event *fill; /* events read with log_read, fill[fill_at..fill_count) not handed out */
     size_t fill_capacity, fill_count, fill_at;
+    client_chain chain; /* the last event handed out */
     tally_stream_counters counters;
 };
 
@@ -74,6 +78,12 @@ static int fill_read(tally_stream *s, uint32_t wait_ms)
             fill_drop(s);
             return rc;
         }
+    /* The page chains inside (tally_log_read checked); its first event
+     * must chain to the last one handed out. */
+    if (!client_chain_follows(&s->chain, &s->fill[0])) {
+        fill_drop(s);
+        return TALLY_corrupt_record;
+    }
     return TALLY_ok;
 }
 
@@ -83,6 +93,7 @@ static bool fill_take(tally_stream *s, tally_event *out)
         return false;
     *out = s->fill[s->fill_at++];
     assert(out->seq == s->counters.next_seq);
+    client_chain_take(&s->chain, out);
     s->counters.next_seq++;
     s->counters.delivered++;
     s->counters.from_fill++;
@@ -105,9 +116,20 @@ static pub_result pub_receive(tally_stream *s, nng_duration wait_ms, tally_event
     tally_event e;
     bool ok = client_event_from_bytes(nng_msg_body(m), nng_msg_len(m), &e);
     nng_msg_free(m);
-    if (!ok)
-        return PUB_SKIPPED; /* not an event: a poll or a later gap covers it */
+    if (!ok) { /* not an event, or damaged: log_read from next_seq at once */
+        s->counters.refused++;
+        s->known_head = s->counters.next_seq > s->known_head ? s->counters.next_seq
+                                                             : s->known_head;
+        return PUB_GAP;
+    }
+    if (e.seq == s->counters.next_seq && !client_chain_follows(&s->chain, &e)) {
+        tally_events_release(&e, 1);
+        s->counters.refused++;
+        s->known_head = e.seq > s->known_head ? e.seq : s->known_head;
+        return PUB_GAP; /* log_read brings the event (and checks it) */
+    }
     if (e.seq == s->counters.next_seq) {
+        client_chain_take(&s->chain, &e);
         *out = e;
         s->counters.next_seq++;
         s->counters.delivered++;
@@ -177,6 +199,7 @@ int tally_stream_open(tally_client *c, const char *pub_url, uint64_t from_seq,
         return rc;
     }
     s->counters.next_seq = from_seq;
+    client_chain_start(&s->chain);
     s->heard_at = nng_clock();
     *out = s;
     return TALLY_ok;

@@ -45,7 +45,8 @@ struct tally_subscriber {
     bool restart; /* the next fetch makes every in-flight event due now */
     atomic_bool stop;
     atomic_bool running;
-    nng_mtx *mu; /* guards counters */
+    client_chain chain; /* the last event fetched (its seq and hash) */
+    nng_mtx *mu;        /* guards counters */
     tally_subscriber_counters counters;
 };
 
@@ -232,6 +233,7 @@ int tally_subscriber_open(tally_client *c, const char *name,
     }
     s->client = c;
     memcpy(s->name, name, strlen(name) + 1);
+    client_chain_start(&s->chain);
     s->restart = true;
     atomic_init(&s->stop, false);
     atomic_init(&s->running, false);
@@ -368,6 +370,19 @@ static void batch_release(run *r)
     r->done_count = 0;
 }
 
+/* Every fetched event that follows the one fetched before it (seq + 1, in
+ * this batch or the last) must carry its hash as prev_hash. Redeliveries
+ * and replays come out of order; those have nothing to compare with. */
+static bool batch_chained(run *r)
+{
+    for (size_t i = 0; i < r->batch_count; i++) {
+        if (!client_chain_follows(&r->s->chain, &r->batch[i].event))
+            return false;
+        client_chain_take(&r->s->chain, &r->batch[i].event);
+    }
+    return true;
+}
+
 static int fetch_decode(run *r, const msgpack_object *root, uint32_t max)
 {
     decoder d = decoder_of(root);
@@ -379,7 +394,7 @@ static int fetch_decode(run *r, const msgpack_object *root, uint32_t max)
     bool ok = client_array_decode(events, delivery_decode, r->batch, sizeof(*r->batch), max,
                                   &r->batch_count);
     positions_set(r->s, r->batch_ack_floor, head);
-    return ok ? TALLY_ok : TALLY_internal;
+    return !ok ? TALLY_internal : batch_chained(r) ? TALLY_ok : TALLY_corrupt_record;
 }
 
 /* Fetch the next batch into r->batch (none when a stop came first). */

@@ -14,7 +14,7 @@
  * thread until sent.
  *
  * Return codes: every function returns an int from the tally error enum
- * (error.h, names by tally_strerror):
+ * (tally_error.h, names by tally_strerror):
  *   TALLY_ok            the server answered and the operation succeeded;
  *   a business or validation code (e.g. TALLY_exceeds_credits): the server
  *                       answered with that rejection (stored: retrying the
@@ -44,7 +44,7 @@
 #ifndef TALLY_H
 #define TALLY_H
 
-#include "error.h"
+#include "tally_error.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -287,24 +287,53 @@ typedef struct tally_history_entry {
     tally_account account; /* this account right after the event */
 } tally_history_entry;
 
-/* An event from the log, decoded (docs/EVENTS.md). raw is a malloc'd copy
- * of the event's bytes, freed by tally_events_release. */
+/* The kind of entity an event is about, as a number (tally_event.kind). */
+typedef enum tally_entity_kind {
+    TALLY_ENTITY_ACCOUNT = 1,
+    TALLY_ENTITY_TRANSFER = 2,
+    TALLY_ENTITY_ENTITLEMENT = 3,
+} tally_entity_kind;
+
+#define TALLY_EVENT_HASH_BYTES 32
+
+struct msgpack_object; /* msgpack-c's; tally_inbox.h includes <msgpack.h> */
+
+/* An event from the log, decoded (docs/EVENTS.md): the one event type of
+ * libtally, handed out by tally_log_read, the live stream, durable
+ * subscribers (tally_delivery.event) and the subscriber-side inbox
+ * (tally_inbox_event is this type). Every event libtally hands out was
+ * decoded by the same codec as tallyd's log and checked: its structure and
+ * types, its bounds, and its own hash over its bytes; the stream and
+ * durable subscribers also check the chain (prev_hash) wherever they know
+ * the previous event's hash (docs/SUBSCRIBERS.md, "What is checked").
+ * Strings are NUL-terminated copies. Who owns raw and body depends on who
+ * handed the event out: see each function. */
 typedef struct tally_event {
     uint64_t seq;
     tally_uuid id;
     char type[32];
     /* The entity the event is about (docs/EVENTS.md): entity_kind is
      * "account" (account_id set), "transfer" (transfer_id set) or
-     * "entitlement" (subject and feature set); the others are zero / "". */
+     * "entitlement" (subject and feature set); the others are zero / "".
+     * kind is the same as a number (before the types were one, the inbox's
+     * event called it entity_kind: use kind there now). */
     char entity_kind[16];
+    tally_entity_kind kind;
     uint64_t account_id;
     tally_uuid transfer_id;
     char subject[129];
     char feature[65];
+    size_t subject_len, feature_len; /* tell embedded NULs apart */
     uint64_t entity_version; /* the entity's version after this event */
     int64_t time_ms;
-    char consumer[65];
+    char consumer[65]; /* causation; "" for events of the expiry sweep */
     char key[TALLY_CLIENT_KEY_BYTES_MAX + 1];
+    uint8_t prev_hash[TALLY_EVENT_HASH_BYTES]; /* the previous event's hash */
+    uint8_t hash[TALLY_EVENT_HASH_BYTES];      /* this event's chain hash */
+    /* The body map (full objects after the change), set in the inbox's
+     * callbacks (valid during the call); NULL elsewhere: unpack raw with
+     * tally_msgpack_unpack (tally_inbox.h) to read it there. */
+    const struct msgpack_object *body;
     const uint8_t *raw; /* the event's msgpack bytes (hash-chained) */
     size_t raw_len;
 } tally_event;
@@ -344,7 +373,11 @@ int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint
  * request until one is committed or wait_ms passes (then *count = 0); each
  * attempt then waits timeout_ms + wait_ms. raw pointers stay valid until
  * tally_events_release(out, *count), which the caller must call after
- * TALLY_ok (on any other code nothing is allocated). */
+ * TALLY_ok (on any other code nothing is allocated); body is NULL. Each
+ * event is checked as tally_event says, and so is the chain inside the
+ * page: TALLY_internal for an event that fails its own checks (its hash
+ * among them), TALLY_corrupt_record when an event's prev_hash is not the
+ * hash of the event before it. */
 int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t wait_ms,
                    tally_event *out, size_t capacity, size_t *count, uint64_t *head_seq);
 void tally_events_release(tally_event *events, size_t count);
@@ -403,6 +436,8 @@ typedef struct tally_stream_counters {
     uint64_t duplicates;   /* PUB messages dropped: already handed out */
     uint64_t polls;        /* log_read calls because PUB was silent */
     uint64_t reads;        /* log_read calls in all (gap fills, catch-up, polls) */
+    uint64_t refused;      /* PUB messages dropped: not an event, a failed hash, or
+                              not chained to the event handed out before */
 } tally_stream_counters;
 
 /* Open a stream on client c that starts at from_seq (1 = the whole log;
@@ -427,8 +462,13 @@ int tally_stream_open(tally_client *c, const char *pub_url, uint64_t from_seq,
  * tally_log_read (e.g. TALLY_unreachable after the client's retries: the
  * stream is unchanged, call again); TALLY_not_found (the events from the
  * next seq are no longer in the log); TALLY_internal (the server sent
- * events that are not the next ones); TALLY_invalid_argument (s or out
- * NULL). *out is filled only on TALLY_ok. */
+ * events that are not the next ones); TALLY_corrupt_record (the log_read
+ * events do not chain to the last event handed out: prev_hash is not its
+ * hash; the stream is unchanged); TALLY_invalid_argument (s or out NULL).
+ * *out is filled only on TALLY_ok. Hash checks: every event's own hash;
+ * each event's prev_hash against the hash of the one handed out before
+ * it. A PUB message that fails either is dropped (counters.refused) and
+ * the event is read with log_read instead. */
 int tally_stream_next(tally_stream *s, tally_event *out, uint32_t timeout_ms);
 
 /* The stream's position and counters so far (for metrics and tests). */
@@ -581,7 +621,10 @@ typedef struct tally_subscriber_counters {
  * in a row, then returned; after a failed fetch the next one asks for the
  * unacked window at once (restart). Any other code from the server (e.g.
  * TALLY_subscriber_not_found: deleted meanwhile) ends the run and is
- * returned; TALLY_internal for a reply of the wrong shape;
+ * returned; TALLY_internal for a reply of the wrong shape (an event that
+ * fails its own checks, its hash among them, included);
+ * TALLY_corrupt_record when a fetched event that follows the one fetched
+ * before it (seq + 1) does not carry that event's hash as prev_hash;
  * TALLY_invalid_argument for a NULL argument, options out of range, a run
  * already in progress on this handle, or a handler answer that is not a
  * tally_verdict; TALLY_out_of_memory. A retry or park refused with

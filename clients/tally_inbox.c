@@ -6,20 +6,21 @@
  *   tally_inbox_processed_time  processed time (8) + event id (16) -> empty: the prune order
  *   tally_inbox_versions        kind length (1) + kind + key -> version (8)
  *   tally_inbox_meta            "format" -> u32; "counters" -> applied, repeated, stale (3 x 8)
- * All integers big-endian. Events are decoded and checked by the log's own
- * decoder (log_event_decode: bounded, hash verified), so the helper accepts
- * exactly what tally writes. A transaction remembers its first error and
+ * All integers big-endian. Events are decoded and checked by libtally's one
+ * event decoder (clients/events.c over the log's codec, log/event.c:
+ * bounded, hash verified), so the helper accepts exactly what tally writes. A transaction remembers its first error and
  * refuses to commit after one (STYLE 3); counters are added at commit, so
  * they count committed outcomes only.
  */
 #include "tally_inbox.h"
 
+#include "clients/events.h"
+
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
-#include "log/log.h"
-#include "log/store.h"
+#include "log/lmdb_error.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -43,10 +44,6 @@ _Static_assert(TALLY_INBOX_MAP_SIZE_BYTES_MIN == TALLY_MAP_SIZE_BYTES_MIN &&
                "the inbox's map bounds are the store's");
 _Static_assert(TALLY_INBOX_PATH_BYTES_MAX == TALLY_PATH_BYTES_MAX, "path bound as the store's");
 _Static_assert(PRUNE_ENTRIES_DEFAULT <= TALLY_INBOX_PRUNE_ENTRIES_MAX, "default within maximum");
-_Static_assert((int)TALLY_ENTITY_ACCOUNT == (int)LOG_ENTITY_ACCOUNT &&
-                   (int)TALLY_ENTITY_TRANSFER == (int)LOG_ENTITY_TRANSFER &&
-                   (int)TALLY_ENTITY_ENTITLEMENT == (int)LOG_ENTITY_ENTITLEMENT,
-               "entity kinds as the log's");
 _Static_assert(sizeof(((tally_inbox_event *)0)->subject) == TALLY_SUBJECT_BYTES_MAX + 1 &&
                    sizeof(((tally_inbox_event *)0)->feature) == TALLY_FEATURE_BYTES_MAX + 1,
                "subject and feature copies hold the largest");
@@ -107,7 +104,7 @@ static int directory_ensure(const char *path)
     if (stat(path, &sb) == 0)
         return S_ISDIR(sb.st_mode) ? TALLY_ok : TALLY_invalid_argument;
     if (errno != ENOENT || mkdir(path, 0700) != 0)
-        return store_translate(errno);
+        return lmdb_error_translate(errno);
     return TALLY_ok;
 }
 
@@ -120,10 +117,10 @@ static int format_check(tally_inbox *ib, MDB_txn *txn)
         uint8_t format[4];
         put_u32_be(format, INBOX_FORMAT);
         val = val_of(format, sizeof(format));
-        return store_translate(mdb_put(txn, ib->dbi[DB_META], &key, &val, 0));
+        return lmdb_error_translate(mdb_put(txn, ib->dbi[DB_META], &key, &val, 0));
     }
     if (rc != MDB_SUCCESS)
-        return store_translate(rc);
+        return lmdb_error_translate(rc);
     return val.mv_size == 4 && get_u32_be(val.mv_data) == INBOX_FORMAT
                ? TALLY_ok
                : TALLY_store_version_mismatch;
@@ -132,9 +129,9 @@ static int format_check(tally_inbox *ib, MDB_txn *txn)
 static int databases_open(tally_inbox *ib)
 {
     MDB_txn *txn = NULL;
-    int rc = store_translate(mdb_txn_begin(ib->env, NULL, 0, &txn));
+    int rc = lmdb_error_translate(mdb_txn_begin(ib->env, NULL, 0, &txn));
     for (int i = 0; rc == TALLY_ok && i < DB_COUNT; i++)
-        rc = store_translate(mdb_dbi_open(txn, db_names[i], MDB_CREATE, &ib->dbi[i]));
+        rc = lmdb_error_translate(mdb_dbi_open(txn, db_names[i], MDB_CREATE, &ib->dbi[i]));
     if (rc == TALLY_ok)
         rc = format_check(ib, txn);
     if (rc != TALLY_ok) {
@@ -142,7 +139,7 @@ static int databases_open(tally_inbox *ib)
             mdb_txn_abort(txn);
         return rc;
     }
-    return store_translate(mdb_txn_commit(txn));
+    return lmdb_error_translate(mdb_txn_commit(txn));
 }
 
 int tally_inbox_open(const tally_inbox_options *options, tally_inbox **out)
@@ -160,13 +157,13 @@ int tally_inbox_open(const tally_inbox_options *options, tally_inbox **out)
     unsigned app_dbs = options->app_dbs ? options->app_dbs : TALLY_INBOX_APP_DBS_DEFAULT;
     uint64_t map = options->map_size_bytes ? options->map_size_bytes
                                            : TALLY_INBOX_MAP_SIZE_BYTES_DEFAULT;
-    rc = store_translate(mdb_env_create(&ib->env));
+    rc = lmdb_error_translate(mdb_env_create(&ib->env));
     if (rc == TALLY_ok)
-        rc = store_translate(mdb_env_set_maxdbs(ib->env, DB_COUNT + app_dbs));
+        rc = lmdb_error_translate(mdb_env_set_maxdbs(ib->env, DB_COUNT + app_dbs));
     if (rc == TALLY_ok)
-        rc = store_translate(mdb_env_set_mapsize(ib->env, (size_t)map));
+        rc = lmdb_error_translate(mdb_env_set_mapsize(ib->env, (size_t)map));
     if (rc == TALLY_ok)
-        rc = store_translate(mdb_env_open(ib->env, options->path, MDB_NOTLS, 0600));
+        rc = lmdb_error_translate(mdb_env_open(ib->env, options->path, MDB_NOTLS, 0600));
     if (rc == TALLY_ok)
         rc = databases_open(ib);
     if (rc != TALLY_ok) {
@@ -200,14 +197,14 @@ int tally_inbox_db_open(tally_inbox *ib, const char *name, unsigned flags, MDB_d
     MDB_txn *txn;
     int rc = mdb_txn_begin(ib->env, NULL, 0, &txn);
     if (rc != MDB_SUCCESS)
-        return store_translate(rc);
+        return lmdb_error_translate(rc);
     rc = mdb_dbi_open(txn, name, flags | MDB_CREATE, out);
     if (rc != MDB_SUCCESS) {
         mdb_txn_abort(txn);
         return rc == MDB_DBS_FULL || rc == MDB_INCOMPATIBLE ? TALLY_invalid_argument
-                                                            : store_translate(rc);
+                                                            : lmdb_error_translate(rc);
     }
-    return store_translate(mdb_txn_commit(txn));
+    return lmdb_error_translate(mdb_txn_commit(txn));
 }
 
 /* ---- versions ---- */
@@ -241,7 +238,7 @@ static int version_read(tally_inbox *ib, MDB_txn *txn, const uint8_t *key, size_
     if (rc == MDB_NOTFOUND)
         return TALLY_ok;
     if (rc != MDB_SUCCESS)
-        return store_translate(rc);
+        return lmdb_error_translate(rc);
     if (v.mv_size != 8)
         return TALLY_corrupt_record;
     *version = get_u64_be(v.mv_data);
@@ -260,7 +257,7 @@ static int version_advance(tally_inbox *ib, MDB_txn *txn, const uint8_t *key, si
     uint8_t value[8];
     put_u64_be(value, version);
     MDB_val k = val_of(key, key_len), v = val_of(value, sizeof(value));
-    rc = store_translate(mdb_put(txn, ib->dbi[DB_VERSIONS], &k, &v, 0));
+    rc = lmdb_error_translate(mdb_put(txn, ib->dbi[DB_VERSIONS], &k, &v, 0));
     *advanced = rc == TALLY_ok;
     return rc;
 }
@@ -310,48 +307,19 @@ int tally_inbox_account_advance(tally_inbox *ib, MDB_txn *txn, const tally_accou
     return tally_inbox_version_set(ib, txn, "account", id, sizeof(id), a->version, newer);
 }
 
-/* ---- decoding an event ---- */
+/* ---- an event's row in the version table ---- */
 
-static bool str_copy(tally_str s, char *out, size_t capacity)
+/* The version-table key of the entity a decoded event is about. */
+static int event_version_key(const tally_event *ev, uint8_t *key, size_t *key_len)
 {
-    if (s.len >= capacity)
-        return false;
-    memcpy(out, s.ptr, s.len);
-    out[s.len] = '\0';
-    return true;
-}
-
-/* The decoded event in the shape of tally_inbox_event; its entity's key in
- * the version table into key. */
-static int event_convert(const log_event *le, tally_inbox_event *ev, uint8_t *key,
-                         size_t *key_len)
-{
-    memset(ev, 0, sizeof(*ev));
-    ev->seq = le->seq;
-    memcpy(ev->id.bytes, le->id.bytes, 16);
-    ev->entity_kind = (tally_entity_kind)le->entity.kind;
-    ev->entity_version = le->entity_version;
-    ev->time_ms = le->time_ms;
-    ev->body = le->body;
-    ev->raw = le->raw;
-    ev->raw_len = le->raw_len;
-    if (!str_copy(le->type, ev->type, sizeof(ev->type)) || le->entity_version == 0)
-        return TALLY_corrupt_record;
     uint8_t id[8], entitlement[1 + TALLY_SUBJECT_BYTES_MAX + 1 + TALLY_FEATURE_BYTES_MAX];
-    switch (le->entity.kind) {
-    case LOG_ENTITY_ACCOUNT:
-        ev->account_id = le->entity.account_id;
+    switch (ev->kind) {
+    case TALLY_ENTITY_ACCOUNT:
         put_u64_be(id, ev->account_id);
         return version_key("account", id, sizeof(id), key, key_len);
-    case LOG_ENTITY_TRANSFER:
-        memcpy(ev->transfer_id.bytes, le->entity.transfer_id.bytes, 16);
+    case TALLY_ENTITY_TRANSFER:
         return version_key("transfer", ev->transfer_id.bytes, 16, key, key_len);
-    case LOG_ENTITY_ENTITLEMENT:
-        if (!str_copy(le->entity.subject, ev->subject, sizeof(ev->subject)) ||
-            !str_copy(le->entity.feature, ev->feature, sizeof(ev->feature)))
-            return TALLY_corrupt_record;
-        ev->subject_len = le->entity.subject.len;
-        ev->feature_len = le->entity.feature.len;
+    case TALLY_ENTITY_ENTITLEMENT:
         entitlement[0] = (uint8_t)ev->subject_len;
         memcpy(entitlement + 1, ev->subject, ev->subject_len);
         entitlement[1 + ev->subject_len] = (uint8_t)ev->feature_len;
@@ -370,7 +338,7 @@ static int processed_read(tally_inbox *ib, MDB_txn *txn, const uint8_t id[16],
     MDB_val k = val_of(id, 16), v;
     int rc = mdb_get(txn, ib->dbi[DB_PROCESSED], &k, &v);
     if (rc != MDB_SUCCESS)
-        return store_translate(rc);
+        return lmdb_error_translate(rc);
     if (v.mv_size != PROCESSED_VALUE_BYTES)
         return TALLY_corrupt_record;
     const uint8_t *p = v.mv_data;
@@ -394,7 +362,7 @@ static int processed_record(tally_inbox_txn *t, const tally_inbox_event *ev)
     MDB_val tk = val_of(time_key, sizeof(time_key)), empty = val_of("", 0);
     if (rc == MDB_SUCCESS)
         rc = mdb_put(t->txn, ib->dbi[DB_PROCESSED_TIME], &tk, &empty, 0);
-    return store_translate(rc);
+    return lmdb_error_translate(rc);
 }
 
 int tally_inbox_processed_get(tally_inbox *ib, MDB_txn *txn, const tally_uuid *id,
@@ -406,7 +374,7 @@ int tally_inbox_processed_get(tally_inbox *ib, MDB_txn *txn, const tally_uuid *i
     if (txn == NULL) {
         int rc = mdb_txn_begin(ib->env, NULL, MDB_RDONLY, &own);
         if (rc != MDB_SUCCESS)
-            return store_translate(rc);
+            return lmdb_error_translate(rc);
     }
     int rc = processed_read(ib, txn ? txn : own, id->bytes, out);
     if (own != NULL)
@@ -423,7 +391,7 @@ static int prune_before(tally_inbox *ib, MDB_txn *txn, int64_t cutoff_ms, uint32
     *more = false;
     int rc = mdb_cursor_open(txn, ib->dbi[DB_PROCESSED_TIME], &cur);
     if (rc != MDB_SUCCESS)
-        return store_translate(rc);
+        return lmdb_error_translate(rc);
     bool corrupt = false;
     MDB_val k, v;
     while ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)) == MDB_SUCCESS) {
@@ -445,7 +413,7 @@ static int prune_before(tally_inbox *ib, MDB_txn *txn, int64_t cutoff_ms, uint32
     mdb_cursor_close(cur);
     if (corrupt)
         return TALLY_corrupt_record;
-    return rc == MDB_NOTFOUND ? TALLY_ok : store_translate(rc);
+    return rc == MDB_NOTFOUND ? TALLY_ok : lmdb_error_translate(rc);
 }
 
 int tally_inbox_prune(tally_inbox *ib, int64_t now_ms, uint32_t max_entries, uint32_t *pruned,
@@ -456,13 +424,13 @@ int tally_inbox_prune(tally_inbox *ib, int64_t now_ms, uint32_t max_entries, uin
     uint32_t n = 0;
     bool left = false;
     MDB_txn *txn;
-    int rc = store_translate(mdb_txn_begin(ib->env, NULL, 0, &txn));
+    int rc = lmdb_error_translate(mdb_txn_begin(ib->env, NULL, 0, &txn));
     if (rc != TALLY_ok)
         return rc;
     rc = prune_before(ib, txn, now_ms - ib->retention_ms,
                       max_entries ? max_entries : PRUNE_ENTRIES_DEFAULT, &n, &left);
     if (rc == TALLY_ok)
-        rc = store_translate(mdb_txn_commit(txn));
+        rc = lmdb_error_translate(mdb_txn_commit(txn));
     else
         mdb_txn_abort(txn);
     if (pruned != NULL)
@@ -482,7 +450,7 @@ static int counters_read(tally_inbox *ib, MDB_txn *txn, uint64_t counts[3])
     if (rc == MDB_NOTFOUND)
         return TALLY_ok;
     if (rc != MDB_SUCCESS)
-        return store_translate(rc);
+        return lmdb_error_translate(rc);
     if (v.mv_size != COUNTERS_BYTES)
         return TALLY_corrupt_record;
     for (int i = 0; i < 3; i++)
@@ -501,7 +469,7 @@ static int counters_add(tally_inbox_txn *t)
         put_u64_be(value + 8 * i, counts[i] + t->counts[i]);
     MDB_val k = val_of(meta_key_counters, sizeof(meta_key_counters) - 1);
     MDB_val v = val_of(value, sizeof(value));
-    return store_translate(mdb_put(t->txn, t->inbox->dbi[DB_META], &k, &v, 0));
+    return lmdb_error_translate(mdb_put(t->txn, t->inbox->dbi[DB_META], &k, &v, 0));
 }
 
 int tally_inbox_stats_get(tally_inbox *ib, tally_inbox_stats *out)
@@ -509,16 +477,16 @@ int tally_inbox_stats_get(tally_inbox *ib, tally_inbox_stats *out)
     if (ib == NULL || out == NULL)
         return TALLY_invalid_argument;
     MDB_txn *txn;
-    int rc = store_translate(mdb_txn_begin(ib->env, NULL, MDB_RDONLY, &txn));
+    int rc = lmdb_error_translate(mdb_txn_begin(ib->env, NULL, MDB_RDONLY, &txn));
     if (rc != TALLY_ok)
         return rc;
     uint64_t counts[3];
     MDB_stat processed, versions;
     rc = counters_read(ib, txn, counts);
     if (rc == TALLY_ok)
-        rc = store_translate(mdb_stat(txn, ib->dbi[DB_PROCESSED], &processed));
+        rc = lmdb_error_translate(mdb_stat(txn, ib->dbi[DB_PROCESSED], &processed));
     if (rc == TALLY_ok)
-        rc = store_translate(mdb_stat(txn, ib->dbi[DB_VERSIONS], &versions));
+        rc = lmdb_error_translate(mdb_stat(txn, ib->dbi[DB_VERSIONS], &versions));
     mdb_txn_abort(txn);
     if (rc != TALLY_ok)
         return rc;
@@ -536,7 +504,7 @@ int tally_inbox_txn_begin(tally_inbox *ib, tally_inbox_txn **out)
     tally_inbox_txn *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return TALLY_out_of_memory;
-    int rc = store_translate(mdb_txn_begin(ib->env, NULL, 0, &t->txn));
+    int rc = lmdb_error_translate(mdb_txn_begin(ib->env, NULL, 0, &t->txn));
     if (rc != TALLY_ok) {
         free(t);
         return rc;
@@ -597,14 +565,13 @@ int tally_inbox_txn_apply(tally_inbox_txn *t, const void *bytes, size_t len,
         return txn_fail(t, TALLY_too_many_operations);
     msgpack_unpacked unpacked;
     msgpack_unpacked_init(&unpacked);
-    log_event le;
     tally_inbox_event ev;
     uint8_t key[VERSION_KEY_BYTES_MAX];
     size_t key_len = 0;
     tally_inbox_outcome result = TALLY_INBOX_APPLIED;
-    int rc = bytes == NULL ? TALLY_corrupt_record : log_event_decode(bytes, len, &unpacked, &le);
+    int rc = client_event_decode(bytes, len, &unpacked, &ev);
     if (rc == TALLY_ok)
-        rc = event_convert(&le, &ev, key, &key_len);
+        rc = event_version_key(&ev, key, &key_len);
     if (rc == TALLY_invalid_argument) /* a key of the wrong size: not a tally event */
         rc = TALLY_corrupt_record;
     if (rc == TALLY_ok)
@@ -643,7 +610,7 @@ int tally_inbox_txn_commit(tally_inbox_txn *t)
         tally_inbox_txn_abort(t);
         return rc;
     }
-    rc = store_translate(mdb_txn_commit(t->txn));
+    rc = lmdb_error_translate(mdb_txn_commit(t->txn));
     free(t);
     return rc;
 }
@@ -688,7 +655,7 @@ const msgpack_object *tally_msgpack_get(const msgpack_object *o, const char *key
 
 int tally_lmdb_error(int mdb_rc)
 {
-    return store_translate(mdb_rc);
+    return lmdb_error_translate(mdb_rc);
 }
 
 int tally_msgpack_unpack(const void *bytes, size_t len, msgpack_unpacked *out)

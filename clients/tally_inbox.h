@@ -52,7 +52,7 @@
  * sharing the handle. Open an environment once per process (LMDB's rule);
  * other processes may open it too, e.g. to read.
  *
- * Return codes are tally error codes (error.h): TALLY_ok; TALLY_invalid_argument
+ * Return codes are tally error codes (tally_error.h): TALLY_ok; TALLY_invalid_argument
  * (a NULL pointer, a bad option; nothing done); TALLY_corrupt_record (event
  * bytes that are not a well-formed tally event; stored records of the
  * wrong shape); TALLY_storage_full (the map is full: raise map_size_bytes);
@@ -106,30 +106,12 @@ typedef struct tally_inbox_options {
     int64_t retention_ms;    /* keep processed entries this long; 0 = 7 days */
 } tally_inbox_options;
 
-typedef enum tally_entity_kind {
-    TALLY_ENTITY_ACCOUNT = 1,
-    TALLY_ENTITY_TRANSFER = 2,
-    TALLY_ENTITY_ENTITLEMENT = 3,
-} tally_entity_kind;
-
-/* A decoded event, as the callback sees it. body and raw point into the
- * caller's bytes and the decoder's memory: valid during the callback only. */
-typedef struct tally_inbox_event {
-    uint64_t seq;
-    tally_uuid id;
-    char type[32];              /* "transfer.posted", ... */
-    tally_entity_kind entity_kind;
-    uint64_t account_id;        /* account events */
-    tally_uuid transfer_id;     /* transfer events */
-    char subject[129];          /* entitlement events (NUL-terminated copies; */
-    char feature[65];           /*  the lengths tell embedded NULs apart) */
-    size_t subject_len, feature_len;
-    uint64_t entity_version;
-    int64_t time_ms;
-    const msgpack_object *body; /* the body map: full objects after the change */
-    const uint8_t *raw;         /* the event's bytes as given */
-    size_t raw_len;
-} tally_inbox_event;
+/* A decoded event, as the callback sees it: libtally's one event type
+ * (tally.h). body, raw and the strings are set; body and raw point into
+ * the caller's bytes and the decoder's memory: valid during the callback
+ * only. The entity's kind as a number is event->kind (tally_entity_kind);
+ * event->entity_kind is its name. */
+typedef tally_event tally_inbox_event;
 
 typedef enum tally_inbox_outcome {
     TALLY_INBOX_APPLIED = 1,  /* the callback ran and its writes committed */

@@ -6,354 +6,13 @@
  * open), checks, and only then writes, so a refusal writes nothing.
  */
 #include "log/subscriber.h"
+#include "log/subscriber_record.h"
 
 #include "common/error.h"
 #include "log/log.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define RECORD_VERSION 1
-#define KEY_BYTES_MAX (1 + TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8)
-#define CURSOR_VALUE_BYTES (1 + 4 * 4 + 4 * TALLY_SUB_BACKOFF_STEPS_MAX + 8 * 2 + 4 * 2 + 8 * 2 + 8 * 2)
-#define FLIGHT_VALUE_HEAD (4 + 8 + 2)
-#define DEAD_VALUE_HEAD (4 + 8 + 1 + 2)
-#define VALUE_BYTES_MAX (DEAD_VALUE_HEAD + TALLY_SUB_ERROR_BYTES_MAX)
-
-enum { KIND_CURSOR = 'c', KIND_FLIGHT = 'f', KIND_REPLAY = 'r' };
-
-void sub_config_default(sub_config *cfg)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->max_deliver = TALLY_SUB_MAX_DELIVER_DEFAULT;
-    cfg->ack_wait_ms = TALLY_SUB_ACK_WAIT_MS_DEFAULT;
-    cfg->max_ack_pending = TALLY_SUB_MAX_ACK_PENDING_DEFAULT;
-}
-
-int sub_name_check(tally_str name)
-{
-    if (name.len == 0 || name.len > TALLY_SUBSCRIBER_NAME_BYTES_MAX)
-        return TALLY_invalid_subscriber_name;
-    for (size_t i = 0; i < name.len; i++) {
-        unsigned char c = (unsigned char)name.ptr[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == '-';
-        if (!ok)
-            return TALLY_invalid_subscriber_name;
-    }
-    return TALLY_ok;
-}
-
-static int config_check(const sub_config *c)
-{
-    if (c->max_deliver < 1 || c->max_deliver > TALLY_SUB_MAX_DELIVER_MAX ||
-        c->ack_wait_ms < TALLY_SUB_ACK_WAIT_MS_MIN || c->ack_wait_ms > TALLY_SUB_ACK_WAIT_MS_MAX ||
-        c->max_ack_pending < 1 || c->max_ack_pending > TALLY_SUB_MAX_ACK_PENDING_MAX ||
-        c->backoff_count > TALLY_SUB_BACKOFF_STEPS_MAX)
-        return TALLY_invalid_argument;
-    for (uint32_t i = 0; i < c->backoff_count; i++)
-        if (c->backoff_ms[i] > TALLY_SUB_ACK_WAIT_MS_MAX)
-            return TALLY_invalid_argument;
-    return TALLY_ok;
-}
-
-static bool config_equal(const sub_config *a, const sub_config *b)
-{
-    if (a->max_deliver != b->max_deliver || a->ack_wait_ms != b->ack_wait_ms ||
-        a->max_ack_pending != b->max_ack_pending || a->backoff_count != b->backoff_count)
-        return false;
-    return memcmp(a->backoff_ms, b->backoff_ms, a->backoff_count * sizeof(uint32_t)) == 0;
-}
-
-/* ---- keys ---- */
-
-static size_t cursor_key(uint8_t *k, tally_str name)
-{
-    k[0] = KIND_CURSOR;
-    memcpy(k + 1, name.ptr, name.len);
-    return 1 + name.len;
-}
-
-/* kind + name + 0x00 + seq; kind 0 = none (the dlq's keys). */
-static size_t seq_key(uint8_t *k, char kind, tally_str name, uint64_t seq)
-{
-    size_t n = 0;
-    if (kind)
-        k[n++] = (uint8_t)kind;
-    memcpy(k + n, name.ptr, name.len);
-    n += name.len;
-    k[n++] = 0;
-    put_u64_be(k + n, seq);
-    return n + 8;
-}
-
-/* ---- values ---- */
-
-static uint8_t *put32(uint8_t *p, uint32_t v) { put_u32_be(p, v); return p + 4; }
-static uint8_t *put64(uint8_t *p, uint64_t v) { put_u64_be(p, v); return p + 8; }
-static const uint8_t *get32(const uint8_t *p, uint32_t *v) { *v = get_u32_be(p); return p + 4; }
-static const uint8_t *get64(const uint8_t *p, uint64_t *v) { *v = get_u64_be(p); return p + 8; }
-
-static void cursor_encode(const sub_state *s, uint8_t out[CURSOR_VALUE_BYTES])
-{
-    uint8_t *p = out;
-    *p++ = RECORD_VERSION;
-    p = put32(p, s->config.max_deliver);
-    p = put32(p, s->config.ack_wait_ms);
-    p = put32(p, s->config.max_ack_pending);
-    p = put32(p, s->config.backoff_count);
-    for (int i = 0; i < TALLY_SUB_BACKOFF_STEPS_MAX; i++)
-        p = put32(p, s->config.backoff_ms[i]);
-    p = put64(p, s->ack_floor);
-    p = put64(p, s->delivered_seq);
-    p = put32(p, s->in_flight);
-    p = put32(p, s->replaying);
-    p = put64(p, s->dead_letters);
-    p = put64(p, s->redelivered);
-    p = put64(p, (uint64_t)s->created_ms);
-    put64(p, (uint64_t)s->updated_ms);
-}
-
-static int cursor_decode(const MDB_val *v, tally_str name, sub_state *s)
-{
-    const uint8_t *p = v->mv_data;
-    if (v->mv_size != CURSOR_VALUE_BYTES || p[0] != RECORD_VERSION)
-        return TALLY_corrupt_record;
-    memset(s, 0, sizeof(*s));
-    memcpy(s->name, name.ptr, name.len);
-    p++;
-    p = get32(p, &s->config.max_deliver);
-    p = get32(p, &s->config.ack_wait_ms);
-    p = get32(p, &s->config.max_ack_pending);
-    p = get32(p, &s->config.backoff_count);
-    for (int i = 0; i < TALLY_SUB_BACKOFF_STEPS_MAX; i++)
-        p = get32(p, &s->config.backoff_ms[i]);
-    p = get64(p, &s->ack_floor);
-    p = get64(p, &s->delivered_seq);
-    p = get32(p, &s->in_flight);
-    p = get32(p, &s->replaying);
-    p = get64(p, &s->dead_letters);
-    p = get64(p, &s->redelivered);
-    uint64_t created, updated;
-    p = get64(p, &created);
-    get64(p, &updated);
-    s->created_ms = (int64_t)created;
-    s->updated_ms = (int64_t)updated;
-    if (config_check(&s->config) != TALLY_ok || s->ack_floor > s->delivered_seq)
-        return TALLY_corrupt_record;
-    return TALLY_ok;
-}
-
-/* An in-flight record or a dead letter (one layout with an optional flag). */
-typedef struct record {
-    uint32_t attempts;
-    int64_t when_ms; /* deliver_after (in flight) or parked (dead letter) */
-    bool replaying;  /* dead letters only */
-    uint16_t error_len;
-    char error[TALLY_SUB_ERROR_BYTES_MAX];
-} record;
-
-static size_t record_encode(const record *r, bool dead, uint8_t out[VALUE_BYTES_MAX])
-{
-    uint8_t *p = put64(put32(out, r->attempts), (uint64_t)r->when_ms);
-    if (dead)
-        *p++ = r->replaying;
-    put_u16_be(p, r->error_len);
-    memcpy(p + 2, r->error, r->error_len);
-    return (size_t)(p + 2 - out) + r->error_len;
-}
-
-static int record_decode(const MDB_val *v, bool dead, record *r)
-{
-    size_t head = dead ? DEAD_VALUE_HEAD : FLIGHT_VALUE_HEAD;
-    const uint8_t *p = v->mv_data;
-    if (v->mv_size < head)
-        return TALLY_corrupt_record;
-    memset(r, 0, sizeof(*r));
-    uint64_t when;
-    p = get64(get32(p, &r->attempts), &when);
-    r->when_ms = (int64_t)when;
-    if (dead) {
-        if (*p > 1)
-            return TALLY_corrupt_record;
-        r->replaying = *p++;
-    }
-    r->error_len = get_u16_be(p);
-    if (r->error_len > TALLY_SUB_ERROR_BYTES_MAX || v->mv_size != head + r->error_len)
-        return TALLY_corrupt_record;
-    memcpy(r->error, p + 2, r->error_len);
-    return TALLY_ok;
-}
-
-static void record_set_error(record *r, tally_str text)
-{
-    size_t n = text.len < TALLY_SUB_ERROR_BYTES_MAX ? text.len : TALLY_SUB_ERROR_BYTES_MAX;
-    memcpy(r->error, text.ptr, n);
-    r->error_len = (uint16_t)n;
-}
-
-/* ---- record access ---- */
-
-static int cursor_load(store_txn *t, tally_str name, sub_state *s)
-{
-    int rc = sub_name_check(name);
-    if (rc != TALLY_ok)
-        return rc;
-    uint8_t k[KEY_BYTES_MAX];
-    MDB_val v;
-    rc = store_get(t, STORE_DB_CURSORS, k, cursor_key(k, name), &v);
-    if (rc == TALLY_not_found)
-        return TALLY_subscriber_not_found;
-    return rc == TALLY_ok ? cursor_decode(&v, name, s) : rc;
-}
-
-static int cursor_save(store_txn *t, const sub_state *s)
-{
-    uint8_t k[KEY_BYTES_MAX], v[CURSOR_VALUE_BYTES];
-    cursor_encode(s, v);
-    return store_put(t, STORE_DB_CURSORS, k, cursor_key(k, tally_str_from(s->name)), v,
-                     sizeof(v), 0);
-}
-
-/* kind 'f' or 'r' in cursors, or 0 for the dlq. */
-static int record_load(store_txn *t, char kind, tally_str name, uint64_t seq, record *r)
-{
-    uint8_t k[KEY_BYTES_MAX];
-    MDB_val v;
-    store_db db = kind ? STORE_DB_CURSORS : STORE_DB_DLQ;
-    int rc = store_get(t, db, k, seq_key(k, kind, name, seq), &v);
-    return rc == TALLY_ok ? record_decode(&v, kind == 0, r) : rc;
-}
-
-static int record_save(store_txn *t, char kind, tally_str name, uint64_t seq, const record *r)
-{
-    uint8_t k[KEY_BYTES_MAX], v[VALUE_BYTES_MAX];
-    store_db db = kind ? STORE_DB_CURSORS : STORE_DB_DLQ;
-    return store_put(t, db, k, seq_key(k, kind, name, seq), v, record_encode(r, kind == 0, v), 0);
-}
-
-static int record_delete(store_txn *t, char kind, tally_str name, uint64_t seq)
-{
-    uint8_t k[KEY_BYTES_MAX];
-    store_db db = kind ? STORE_DB_CURSORS : STORE_DB_DLQ;
-    int rc = store_del(t, db, k, seq_key(k, kind, name, seq));
-    return rc == TALLY_not_found ? store_txn_fail(t, TALLY_internal) : rc;
-}
-
-/* Call fn(key, value) for each key of db from start on while its first
- * prefix_len bytes equal start's (and, key_len != 0, it is key_len long),
- * until fn returns non-zero (returned). Values are valid during the call. */
-typedef int (*entry_fn)(const MDB_val *key, const MDB_val *val, void *ctx);
-
-static int each_with_prefix(store_txn *t, store_db db, const uint8_t *start, size_t start_len,
-                            size_t prefix_len, size_t key_len, entry_fn fn, void *ctx)
-{
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, db, &cur);
-    if (rc != TALLY_ok)
-        return rc;
-    MDB_val key = {start_len, (void *)start}, val;
-    int mrc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-    while (mrc == 0 && rc == TALLY_ok) {
-        if (key.mv_size < prefix_len || memcmp(key.mv_data, start, prefix_len) != 0 ||
-            (key_len && key.mv_size != key_len))
-            break;
-        rc = fn(&key, &val, ctx);
-        if (rc == TALLY_ok)
-            mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
-    }
-    mdb_cursor_close(cur);
-    if (mrc != 0 && mrc != MDB_NOTFOUND)
-        return store_translate(mrc);
-    return rc;
-}
-
-/* Call fn for each record of (kind, name) with seq >= from_seq, in seq
- * order, until fn returns non-zero (returned) or the records end. */
-typedef int (*record_fn)(uint64_t seq, const MDB_val *v, void *ctx);
-
-typedef struct record_walk {
-    record_fn fn;
-    void *ctx;
-} record_walk;
-
-static int record_entry(const MDB_val *key, const MDB_val *val, void *ctx)
-{
-    record_walk *w = ctx;
-    return w->fn(get_u64_be((const uint8_t *)key->mv_data + key->mv_size - 8), val, w->ctx);
-}
-
-static int records_each(store_txn *t, char kind, tally_str name, uint64_t from_seq,
-                        record_fn fn, void *ctx)
-{
-    uint8_t k[KEY_BYTES_MAX];
-    size_t klen = seq_key(k, kind, name, from_seq);
-    record_walk w = {fn, ctx};
-    return each_with_prefix(t, kind ? STORE_DB_CURSORS : STORE_DB_DLQ, k, klen, klen - 8, klen,
-                            record_entry, &w);
-}
-
-/* A growable list of seqs (what an operation will touch). */
-typedef struct seq_list {
-    uint64_t *seqs;
-    size_t count, capacity;
-    uint64_t upto; /* collect seqs <= upto */
-} seq_list;
-
-static int collect_seq(uint64_t seq, const MDB_val *v, void *ctx)
-{
-    (void)v;
-    seq_list *l = ctx;
-    if (seq > l->upto)
-        return 1;
-    if (l->count == l->capacity) {
-        size_t cap = l->capacity ? l->capacity * 2 : 64;
-        uint64_t *p = realloc(l->seqs, cap * sizeof(uint64_t));
-        if (!p)
-            return TALLY_out_of_memory;
-        l->seqs = p;
-        l->capacity = cap;
-    }
-    l->seqs[l->count++] = seq;
-    return TALLY_ok;
-}
-
-static int collect(store_txn *t, char kind, tally_str name, uint64_t upto, seq_list *l)
-{
-    l->count = 0;
-    l->upto = upto;
-    int rc = records_each(t, kind, name, 0, collect_seq, l);
-    return rc == 1 ? TALLY_ok : rc;
-}
-
-static int first_seq_cb(uint64_t seq, const MDB_val *v, void *ctx)
-{
-    (void)v;
-    *(uint64_t *)ctx = seq;
-    return 1;
-}
-
-/* The ack floor after a change: the seq before the first "f" record, or the
- * delivered seq when nothing is in flight; never lower than it was. */
-static int floor_update(store_txn *t, sub_state *s)
-{
-    uint64_t first = 0;
-    int rc = records_each(t, KIND_FLIGHT, tally_str_from(s->name), 0, first_seq_cb, &first);
-    if (rc != TALLY_ok && rc != 1)
-        return rc;
-    uint64_t floor = first ? first - 1 : s->delivered_seq;
-    if (floor > s->ack_floor)
-        s->ack_floor = floor;
-    return TALLY_ok;
-}
-
-static uint32_t redelivery_delay(const sub_config *c, uint32_t attempt)
-{
-    if (c->backoff_count == 0)
-        return c->ack_wait_ms;
-    uint32_t i = attempt < c->backoff_count ? attempt : c->backoff_count;
-    return c->backoff_ms[i ? i - 1 : 0];
-}
 
 /* ---- create, get, list, delete ---- */
 
@@ -444,13 +103,13 @@ int sub_create(store_txn *t, tally_str name, const sub_start *start, const sub_c
                int64_t now_ms, bool *created, sub_state *out)
 {
     *created = false;
-    int rc = cursor_load(t, name, out);
+    int rc = sub_cursor_load(t, name, out);
     if (rc == TALLY_ok)
-        return config_equal(&out->config, cfg) ? TALLY_ok
+        return sub_config_equal(&out->config, cfg) ? TALLY_ok
                                                 : TALLY_subscriber_exists_with_different_config;
     if (rc != TALLY_subscriber_not_found)
         return rc;
-    rc = config_check(cfg);
+    rc = sub_config_check(cfg);
     if (rc != TALLY_ok)
         return rc;
     count_ctx n = {0};
@@ -470,14 +129,14 @@ int sub_create(store_txn *t, tally_str name, const sub_start *start, const sub_c
            (TALLY_SUB_BACKOFF_STEPS_MAX - cfg->backoff_count) * sizeof(uint32_t));
     out->ack_floor = out->delivered_seq = floor;
     out->created_ms = out->updated_ms = now_ms;
-    rc = cursor_save(t, out);
+    rc = sub_cursor_save(t, out);
     *created = rc == TALLY_ok;
     return rc;
 }
 
 int sub_get(store_txn *t, tally_str name, sub_state *out)
 {
-    return cursor_load(t, name, out);
+    return sub_cursor_load(t, name, out);
 }
 
 typedef struct list_walk {
@@ -490,7 +149,7 @@ static int list_entry(const MDB_val *key, const MDB_val *val, void *ctx)
     list_walk *w = ctx;
     sub_state s;
     tally_str name = {(const char *)key->mv_data + 1, key->mv_size - 1};
-    int rc = sub_name_check(name) == TALLY_ok ? cursor_decode(val, name, &s) : TALLY_corrupt_record;
+    int rc = sub_name_check(name) == TALLY_ok ? sub_cursor_decode(val, name, &s) : TALLY_corrupt_record;
     return rc == TALLY_ok ? w->fn(&s, w->ctx) : rc;
 }
 
@@ -498,24 +157,24 @@ int sub_list(store_txn *t, sub_list_fn fn, void *ctx)
 {
     static const uint8_t first = KIND_CURSOR;
     list_walk w = {fn, ctx};
-    return each_with_prefix(t, STORE_DB_CURSORS, &first, 1, 1, 0, list_entry, &w);
+    return sub_each_with_prefix(t, STORE_DB_CURSORS, &first, 1, 1, 0, list_entry, &w);
 }
 
-static int delete_all(store_txn *t, char kind, tally_str name, seq_list *l)
+static int delete_all(store_txn *t, char kind, tally_str name, sub_seq_list *l)
 {
-    int rc = collect(t, kind, name, UINT64_MAX, l);
+    int rc = sub_seqs_collect(t, kind, name, UINT64_MAX, l);
     for (size_t i = 0; rc == TALLY_ok && i < l->count; i++)
-        rc = record_delete(t, kind, name, l->seqs[i]);
+        rc = sub_record_delete(t, kind, name, l->seqs[i]);
     return rc;
 }
 
 int sub_delete(store_txn *t, tally_str name)
 {
     sub_state s;
-    int rc = cursor_load(t, name, &s);
+    int rc = sub_cursor_load(t, name, &s);
     if (rc != TALLY_ok)
         return rc;
-    seq_list l = {0};
+    sub_seq_list l = {0};
     rc = delete_all(t, KIND_FLIGHT, name, &l);
     if (rc == TALLY_ok)
         rc = delete_all(t, KIND_REPLAY, name, &l);
@@ -524,7 +183,7 @@ int sub_delete(store_txn *t, tally_str name)
     free(l.seqs);
     if (rc == TALLY_ok) {
         uint8_t k[KEY_BYTES_MAX];
-        rc = store_del(t, STORE_DB_CURSORS, k, cursor_key(k, name));
+        rc = store_del(t, STORE_DB_CURSORS, k, sub_cursor_key(k, name));
     }
     return rc;
 }
@@ -554,8 +213,8 @@ typedef struct fetch_plan {
 static int plan_replay(uint64_t seq, const MDB_val *v, void *ctx)
 {
     fetch_plan *p = ctx;
-    record r;
-    int rc = record_decode(v, true, &r);
+    sub_record r;
+    int rc = sub_record_decode(v, true, &r);
     if (rc != TALLY_ok)
         return rc;
     if (!r.replaying)
@@ -570,8 +229,8 @@ static int plan_replay(uint64_t seq, const MDB_val *v, void *ctx)
 static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
 {
     fetch_plan *p = ctx;
-    record r;
-    int rc = record_decode(v, false, &r);
+    sub_record r;
+    int rc = sub_record_decode(v, false, &r);
     if (rc != TALLY_ok)
         return rc;
     if (p->kind == KIND_FLIGHT)
@@ -593,16 +252,16 @@ static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
     return TALLY_ok;
 }
 
-static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, const record *r,
+static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, const sub_record *r,
                        tally_str reason, int64_t now_ms)
 {
-    record dead = *r;
+    sub_record dead = *r;
     dead.when_ms = now_ms;
     dead.replaying = false;
-    record_set_error(&dead, reason);
-    int rc = record_delete(t, kind, tally_str_from(s->name), seq);
+    sub_record_set_error(&dead, reason);
+    int rc = sub_record_delete(t, kind, tally_str_from(s->name), seq);
     if (rc == TALLY_ok)
-        rc = record_save(t, 0, tally_str_from(s->name), seq, &dead);
+        rc = sub_record_save(t, 0, tally_str_from(s->name), seq, &dead);
     s->in_flight--;
     s->dead_letters++;
     return rc;
@@ -612,35 +271,35 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
                     sub_delivery *out, uint32_t *count)
 {
     tally_str name = tally_str_from(s->name);
-    record r;
+    sub_record r;
     int rc;
     switch (st->what) {
     case PLAN_REPLAY_DLQ:
-        rc = record_load(t, 0, name, st->seq, &r);
+        rc = sub_record_load(t, 0, name, st->seq, &r);
         if (rc == TALLY_ok)
-            rc = record_delete(t, 0, name, st->seq);
+            rc = sub_record_delete(t, 0, name, st->seq);
         r.attempts = 1;
-        r.when_ms = now_ms + redelivery_delay(&s->config, 1);
+        r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
         if (rc == TALLY_ok)
-            rc = record_save(t, KIND_REPLAY, name, st->seq, &r);
+            rc = sub_record_save(t, KIND_REPLAY, name, st->seq, &r);
         s->dead_letters--;
         s->replaying--;
         s->in_flight++;
         out[(*count)++] = (sub_delivery){st->seq, 1, true};
         return rc;
     case PLAN_REDELIVER:
-        rc = record_load(t, st->kind, name, st->seq, &r);
+        rc = sub_record_load(t, st->kind, name, st->seq, &r);
         if (rc != TALLY_ok)
             return rc;
         r.attempts++;
-        r.when_ms = now_ms + redelivery_delay(&s->config, r.attempts);
+        r.when_ms = now_ms + sub_redelivery_delay(&s->config, r.attempts);
         if (rc == TALLY_ok)
-            rc = record_save(t, st->kind, name, st->seq, &r);
+            rc = sub_record_save(t, st->kind, name, st->seq, &r);
         s->redelivered++;
         out[(*count)++] = (sub_delivery){st->seq, r.attempts, st->kind == KIND_REPLAY};
         return rc;
     case PLAN_PARK: {
-        rc = record_load(t, st->kind, name, st->seq, &r);
+        rc = sub_record_load(t, st->kind, name, st->seq, &r);
         if (rc != TALLY_ok)
             return rc;
         char text[TALLY_SUB_ERROR_BYTES_MAX + 64];
@@ -652,11 +311,11 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
     case PLAN_NEW:
         memset(&r, 0, sizeof(r));
         r.attempts = 1;
-        r.when_ms = now_ms + redelivery_delay(&s->config, 1);
+        r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
         s->delivered_seq = st->seq;
         s->in_flight++;
         out[(*count)++] = (sub_delivery){st->seq, 1, false};
-        return record_save(t, KIND_FLIGHT, name, st->seq, &r);
+        return sub_record_save(t, KIND_FLIGHT, name, st->seq, &r);
     }
     return TALLY_internal;
 }
@@ -666,18 +325,18 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
  * fetches as it takes, not just the first fetch's worth. */
 typedef struct due_ctx {
     int64_t now_ms;
-    seq_list later;
+    sub_seq_list later;
 } due_ctx;
 
 static int collect_later(uint64_t seq, const MDB_val *v, void *ctx)
 {
     due_ctx *d = ctx;
-    record r;
-    int rc = record_decode(v, false, &r);
+    sub_record r;
+    int rc = sub_record_decode(v, false, &r);
     if (rc != TALLY_ok || r.when_ms <= d->now_ms)
         return rc;
     d->later.upto = UINT64_MAX;
-    return collect_seq(seq, v, &d->later);
+    return sub_seq_collect_one(seq, v, &d->later);
 }
 
 static int make_all_due(store_txn *t, tally_str name, int64_t now_ms)
@@ -687,13 +346,13 @@ static int make_all_due(store_txn *t, tally_str name, int64_t now_ms)
     due_ctx d = {now_ms, {0}};
     for (int i = 0; i < 2 && rc == TALLY_ok; i++) {
         d.later.count = 0;
-        rc = records_each(t, kinds[i], name, 0, collect_later, &d);
+        rc = sub_records_each(t, kinds[i], name, 0, collect_later, &d);
         for (size_t j = 0; rc == TALLY_ok && j < d.later.count; j++) {
-            record r;
-            rc = record_load(t, kinds[i], name, d.later.seqs[j], &r);
+            sub_record r;
+            rc = sub_record_load(t, kinds[i], name, d.later.seqs[j], &r);
             r.when_ms = now_ms;
             if (rc == TALLY_ok)
-                rc = record_save(t, kinds[i], name, d.later.seqs[j], &r);
+                rc = sub_record_save(t, kinds[i], name, d.later.seqs[j], &r);
         }
     }
     free(d.later.seqs);
@@ -708,7 +367,7 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
     if (max == 0 || max > TALLY_SUB_FETCH_EVENTS_MAX)
         return TALLY_invalid_argument;
     sub_state *s = after;
-    int rc = cursor_load(t, name, s);
+    int rc = sub_cursor_load(t, name, s);
     log_head head;
     uint64_t first = 0;
     if (rc == TALLY_ok)
@@ -731,11 +390,11 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
     p->max = max;
     p->next_due_ms = INT64_MAX;
     if (s->replaying > 0)
-        rc = records_each(t, 0, name, 0, plan_replay, p);
+        rc = sub_records_each(t, 0, name, 0, plan_replay, p);
     static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
     for (int i = 0; i < 2 && (rc == TALLY_ok || rc == 1); i++) {
         p->kind = kinds[i];
-        rc = records_each(t, kinds[i], name, 0, plan_due, p);
+        rc = sub_records_each(t, kinds[i], name, 0, plan_due, p);
     }
     if (rc == 1)
         rc = TALLY_ok;
@@ -749,10 +408,10 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
     for (uint32_t i = 0; rc == TALLY_ok && i < p->count; i++)
         rc = run_step(t, s, &p->steps[i], now_ms, out, count);
     if (rc == TALLY_ok && p->count > 0) {
-        rc = floor_update(t, s);
+        rc = sub_floor_update(t, s);
         s->updated_ms = now_ms;
         if (rc == TALLY_ok)
-            rc = cursor_save(t, s);
+            rc = sub_cursor_save(t, s);
     }
     *next_due_ms = p->next_due_ms;
     free(p);
@@ -762,12 +421,12 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
 /* ---- ack, nak, park ---- */
 
 /* Which in-flight record holds seq: 'f', 'r', or 0 (none). */
-static int flight_find(store_txn *t, tally_str name, uint64_t seq, char *kind, record *r)
+static int flight_find(store_txn *t, tally_str name, uint64_t seq, char *kind, sub_record *r)
 {
     *kind = 0;
     static const char kinds[2] = {KIND_FLIGHT, KIND_REPLAY};
     for (int i = 0; i < 2; i++) {
-        int rc = record_load(t, kinds[i], name, seq, r);
+        int rc = sub_record_load(t, kinds[i], name, seq, r);
         if (rc == TALLY_ok) {
             *kind = kinds[i];
             return TALLY_ok;
@@ -778,12 +437,12 @@ static int flight_find(store_txn *t, tally_str name, uint64_t seq, char *kind, r
     return TALLY_ok;
 }
 
-static int delete_upto(store_txn *t, char kind, tally_str name, uint64_t upto, seq_list *l,
+static int delete_upto(store_txn *t, char kind, tally_str name, uint64_t upto, sub_seq_list *l,
                        sub_state *s, uint32_t *acked)
 {
-    int rc = collect(t, kind, name, upto, l);
+    int rc = sub_seqs_collect(t, kind, name, upto, l);
     for (size_t i = 0; rc == TALLY_ok && i < l->count; i++) {
-        rc = record_delete(t, kind, name, l->seqs[i]);
+        rc = sub_record_delete(t, kind, name, l->seqs[i]);
         s->in_flight--;
         (*acked)++;
     }
@@ -796,7 +455,7 @@ int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
     *acked = 0;
     sub_state *s = after;
     log_head head;
-    int rc = cursor_load(t, name, s);
+    int rc = sub_cursor_load(t, name, s);
     if (rc == TALLY_ok)
         rc = log_head_get(t, &head);
     if (rc != TALLY_ok)
@@ -807,7 +466,7 @@ int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
     for (uint32_t i = 0; i < done_count; i++)
         if (done[i] == 0 || done[i] > handed)
             return TALLY_seq_not_delivered;
-    seq_list l = {0};
+    sub_seq_list l = {0};
     if (upto > 0) {
         rc = delete_upto(t, KIND_FLIGHT, name, upto, &l, s, acked);
         if (rc == TALLY_ok)
@@ -818,18 +477,18 @@ int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
     free(l.seqs);
     for (uint32_t i = 0; rc == TALLY_ok && i < done_count; i++) {
         char kind;
-        record r;
+        sub_record r;
         rc = flight_find(t, name, done[i], &kind, &r);
         if (rc != TALLY_ok || kind == 0)
             continue; /* already acknowledged or parked: acks are retried freely */
-        rc = record_delete(t, kind, name, done[i]);
+        rc = sub_record_delete(t, kind, name, done[i]);
         s->in_flight--;
         (*acked)++;
     }
     if (rc == TALLY_ok)
-        rc = floor_update(t, s);
+        rc = sub_floor_update(t, s);
     s->updated_ms = now_ms;
-    return rc == TALLY_ok ? cursor_save(t, s) : rc;
+    return rc == TALLY_ok ? sub_cursor_save(t, s) : rc;
 }
 
 int sub_nak(store_txn *t, tally_str name, uint64_t seq, bool has_delay, uint32_t delay_ms,
@@ -837,40 +496,40 @@ int sub_nak(store_txn *t, tally_str name, uint64_t seq, bool has_delay, uint32_t
 {
     sub_state s;
     char kind;
-    record r;
-    int rc = cursor_load(t, name, &s);
+    sub_record r;
+    int rc = sub_cursor_load(t, name, &s);
     if (rc == TALLY_ok)
         rc = flight_find(t, name, seq, &kind, &r);
     if (rc != TALLY_ok)
         return rc;
     if (kind == 0)
         return TALLY_seq_not_in_flight;
-    r.when_ms = now_ms + (has_delay ? delay_ms : redelivery_delay(&s.config, r.attempts));
-    record_set_error(&r, error);
+    r.when_ms = now_ms + (has_delay ? delay_ms : sub_redelivery_delay(&s.config, r.attempts));
+    sub_record_set_error(&r, error);
     *attempt = r.attempts;
     *deliver_after_ms = r.when_ms;
-    return record_save(t, kind, name, seq, &r);
+    return sub_record_save(t, kind, name, seq, &r);
 }
 
 int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64_t now_ms,
              sub_state *after)
 {
     char kind;
-    record r;
-    int rc = cursor_load(t, name, after);
+    sub_record r;
+    int rc = sub_cursor_load(t, name, after);
     if (rc == TALLY_ok)
         rc = flight_find(t, name, seq, &kind, &r);
     if (rc != TALLY_ok)
         return rc;
     if (kind == 0) {
-        rc = record_load(t, 0, name, seq, &r);
+        rc = sub_record_load(t, 0, name, seq, &r);
         return rc == TALLY_not_found ? TALLY_seq_not_in_flight : rc; /* parked already: ok */
     }
     rc = park_record(t, after, kind, seq, &r, reason, now_ms);
     if (rc == TALLY_ok && kind == KIND_FLIGHT)
-        rc = floor_update(t, after);
+        rc = sub_floor_update(t, after);
     after->updated_ms = now_ms;
-    return rc == TALLY_ok ? cursor_save(t, after) : rc;
+    return rc == TALLY_ok ? sub_cursor_save(t, after) : rc;
 }
 
 /* ---- dead letters ---- */
@@ -889,8 +548,8 @@ static int dlq_page_one(uint64_t seq, const MDB_val *v, void *ctx)
         p->next = seq; /* there is more */
         return 1;
     }
-    record r;
-    int rc = record_decode(v, true, &r);
+    sub_record r;
+    int rc = sub_record_decode(v, true, &r);
     if (rc != TALLY_ok)
         return rc;
     const uint8_t *text = (const uint8_t *)v->mv_data + DEAD_VALUE_HEAD;
@@ -905,13 +564,13 @@ int sub_dlq_list(store_txn *t, tally_str name, uint64_t after_seq, uint32_t limi
 {
     sub_state s;
     *next = 0;
-    int rc = cursor_load(t, name, &s);
+    int rc = sub_cursor_load(t, name, &s);
     if (rc != TALLY_ok)
         return rc;
     if (after_seq == UINT64_MAX)
         return TALLY_ok;
     dlq_page p = {fn, ctx, limit, 0, 0};
-    rc = records_each(t, 0, name, after_seq + 1, dlq_page_one, &p);
+    rc = sub_records_each(t, 0, name, after_seq + 1, dlq_page_one, &p);
     if (rc == 1 && p.next) {
         rc = TALLY_ok;
         *next = p.next - 1; /* pass as after_seq: the page ends before p.next */
@@ -921,56 +580,56 @@ int sub_dlq_list(store_txn *t, tally_str name, uint64_t after_seq, uint32_t limi
 
 static int mark_replay(store_txn *t, sub_state *s, uint64_t seq, bool must_exist)
 {
-    record r;
+    sub_record r;
     tally_str name = tally_str_from(s->name);
-    int rc = record_load(t, 0, name, seq, &r);
+    int rc = sub_record_load(t, 0, name, seq, &r);
     if (rc == TALLY_not_found)
         return must_exist ? TALLY_dead_letter_not_found : TALLY_ok;
     if (rc != TALLY_ok || r.replaying)
         return rc;
     r.replaying = true;
     s->replaying++;
-    return record_save(t, 0, name, seq, &r);
+    return sub_record_save(t, 0, name, seq, &r);
 }
 
 int sub_dlq_replay(store_txn *t, tally_str name, bool one, uint64_t seq, int64_t now_ms,
                    uint32_t *replaying)
 {
     sub_state s;
-    int rc = cursor_load(t, name, &s);
+    int rc = sub_cursor_load(t, name, &s);
     if (rc != TALLY_ok)
         return rc;
     if (one) {
         rc = mark_replay(t, &s, seq, true);
     } else {
-        seq_list l = {0};
-        rc = collect(t, 0, name, UINT64_MAX, &l);
+        sub_seq_list l = {0};
+        rc = sub_seqs_collect(t, 0, name, UINT64_MAX, &l);
         for (size_t i = 0; rc == TALLY_ok && i < l.count; i++)
             rc = mark_replay(t, &s, l.seqs[i], false);
         free(l.seqs);
     }
     *replaying = s.replaying;
     s.updated_ms = now_ms;
-    return rc == TALLY_ok ? cursor_save(t, &s) : rc;
+    return rc == TALLY_ok ? sub_cursor_save(t, &s) : rc;
 }
 
 int sub_dlq_discard(store_txn *t, tally_str name, uint64_t seq, int64_t now_ms)
 {
     sub_state s;
-    record r;
-    int rc = cursor_load(t, name, &s);
+    sub_record r;
+    int rc = sub_cursor_load(t, name, &s);
     if (rc == TALLY_ok)
-        rc = record_load(t, 0, name, seq, &r);
+        rc = sub_record_load(t, 0, name, seq, &r);
     if (rc == TALLY_not_found)
         return TALLY_dead_letter_not_found;
     if (rc != TALLY_ok)
         return rc;
-    rc = record_delete(t, 0, name, seq);
+    rc = sub_record_delete(t, 0, name, seq);
     s.dead_letters--;
     if (r.replaying)
         s.replaying--;
     s.updated_ms = now_ms;
-    return rc == TALLY_ok ? cursor_save(t, &s) : rc;
+    return rc == TALLY_ok ? sub_cursor_save(t, &s) : rc;
 }
 
 /* ---- metrics ---- */

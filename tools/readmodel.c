@@ -121,7 +121,7 @@ int readmodel_apply(tally_inbox *ib, MDB_txn *txn, const tally_inbox_event *ev, 
     (void)ib;
     readmodel *rm = ctx;
     int rc;
-    switch (ev->entity_kind) {
+    switch (ev->kind) {
     case TALLY_ENTITY_ACCOUNT:
         return account_keep(rm, txn, tally_msgpack_get(ev->body, "account"));
     case TALLY_ENTITY_TRANSFER: /* both accounts, each by its own version */

@@ -16,7 +16,7 @@
 #include "common/table.h"
 #include "ledger/account.h"
 #include "ledger/retention.h"
-#include "log/log.h"
+#include "log/event.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -25,7 +25,7 @@
 #define TALLY_RECON_STATEMENT_H
 
 #include "ledger/invariants.h"
-#include "log/log.h"
+#include "log/event.h"
 #include "log/store.h"
 
 #include <stddef.h>

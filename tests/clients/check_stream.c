@@ -8,10 +8,14 @@
  * before (log_event_decode verifies the hash, the test the links), so an
  * event skipped, repeated or invented fails. The main test makes PUB lose
  * messages for real: a reader slower than the writer, with a one-message
- * receive buffer, must still get every seq, through gap fill.
+ * receive buffer, must still get every seq, through gap fill. The forger
+ * tests put a PUB socket of their own in tallyd's place and publish a
+ * damaged event and one that does not chain: the stream must hand out
+ * neither, but the real event, read with log_read.
  */
 #include "clients/tally.h"
 
+#include "common/msgpack_safe.h"
 #include "log/log.h"
 #include "tests/support/client_support.h"
 #include "tests/support/tallyd_harness.h"
@@ -20,6 +24,8 @@
 #include <check.h>
 #include <inttypes.h>
 #include <msgpack.h>
+#include <nng/nng.h>
+#include <nng/protocol/pubsub0/pub.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -285,6 +291,138 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* ---- a forged publisher ---- */
+
+#define FORGER_TRIES 100
+#define FORGER_WAIT_MS 200
+
+typedef struct forger {
+    test_client_fixture f;
+    nng_socket pub;
+    char url[400];
+    tally_stream *s;
+    tally_event real[2]; /* the log's events 1 and 2 (forger_write) */
+} forger;
+
+/* Open account seq (event seq) and keep its event in g->real[seq - 1]. */
+static void forger_write(forger *g, uint64_t seq)
+{
+    test_client_open_accounts(g->f.c, seq, 1);
+    size_t count = 0;
+    uint64_t head = 0;
+    ck_assert_int_eq(tally_log_read(g->f.c, seq, 1, 0, &g->real[seq - 1], 1, &count, &head),
+                     TALLY_ok);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_uint_eq(g->real[seq - 1].seq, seq);
+}
+
+/* tallyd with event 1, a PUB socket of the test's own, and a stream
+ * from seq 1 that listens to it (and never polls on its own: idle 30 s). */
+static void forger_up(forger *g)
+{
+    memset(g, 0, sizeof(*g));
+    test_client_up(&g->f);
+    forger_write(g, 1);
+    snprintf(g->url, sizeof(g->url), "ipc://%s/forger.sock", g->f.srv.dir);
+    ck_assert_int_eq(nng_pub0_open(&g->pub), 0);
+    ck_assert_int_eq(nng_listen(g->pub, g->url, NULL, 0), 0);
+    tally_stream_options o = {.idle_ms = TALLY_STREAM_IDLE_MS_MAX};
+    ck_assert_int_eq(tally_stream_open(g->f.c, g->url, 1, &o, &g->s), TALLY_ok);
+}
+
+static void forger_down(forger *g)
+{
+    tally_stream_close(g->s);
+    nng_close(g->pub);
+    tally_events_release(g->real, 2);
+    test_client_down(&g->f);
+}
+
+/* Publish bytes until the stream hands out an event (PUB sends only once
+ * the subscription is up, so the first copies may be lost); it must be the
+ * log's event expected, read with log_read, and the forgery refused. */
+static void forger_expect_real(forger *g, const void *bytes, size_t len, const tally_event *expected)
+{
+    tally_stream_counters before, after;
+    tally_stream_counters_get(g->s, &before);
+    tally_event e;
+    int rc = TALLY_timed_out;
+    for (int i = 0; i < FORGER_TRIES && rc == TALLY_timed_out; i++) {
+        nng_msg *m;
+        ck_assert_int_eq(nng_msg_alloc(&m, 0), 0);
+        ck_assert_int_eq(nng_msg_append(m, bytes, len), 0);
+        ck_assert_int_eq(nng_sendmsg(g->pub, m, 0), 0);
+        rc = tally_stream_next(g->s, &e, FORGER_WAIT_MS);
+    }
+    ck_assert_msg(rc == TALLY_ok, "no event: %s", tally_strerror(rc));
+    ck_assert_uint_eq(e.seq, expected->seq);
+    ck_assert_uint_eq(e.raw_len, expected->raw_len);
+    ck_assert_msg(memcmp(e.raw, expected->raw, e.raw_len) == 0,
+                  "the stream handed out the forged event %" PRIu64, e.seq);
+    ck_assert_msg(memcmp(e.hash, expected->hash, sizeof(e.hash)) == 0, "hash as the log's");
+    tally_events_release(&e, 1);
+    tally_stream_counters_get(g->s, &after);
+    ck_assert_uint_ge(after.refused - before.refused, 1);
+    ck_assert_uint_eq(after.from_publish, before.from_publish);
+    ck_assert_uint_eq(after.from_fill - before.from_fill, 1);
+}
+
+/* The real event 1 with one byte of its hash changed: still msgpack of the
+ * right shape, but its bytes no longer match its hash. */
+static void forger_damaged_first(forger *g)
+{
+    uint8_t damaged[TALLY_EVENT_BYTES_MAX];
+    memcpy(damaged, g->real[0].raw, g->real[0].raw_len);
+    damaged[g->real[0].raw_len - 1] ^= 0x01;
+    forger_expect_real(g, damaged, g->real[0].raw_len, &g->real[0]);
+}
+
+START_TEST(test_event_failing_its_hash_is_refused)
+{
+    forger g;
+    forger_up(&g);
+    forger_damaged_first(&g);
+    forger_down(&g);
+}
+END_TEST
+
+static int pack_empty_body(msgpack_packer *pk, const void *ctx)
+{
+    (void)ctx;
+    return msgpack_pack_map(pk, 0);
+}
+
+/* After event 1, an event 2 with a hash of its own that is right, but a
+ * prev_hash that is not event 1's hash: a forgery that only the chain
+ * reveals. */
+START_TEST(test_event_not_chained_is_refused)
+{
+    forger g;
+    forger_up(&g);
+    forger_damaged_first(&g); /* event 1, read with log_read */
+    forger_write(&g, 2);         /* the stream knows no head past 1: it listens */
+    log_event_draft d = {.type = "account.opened",
+                         .entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = 2},
+                         .entity_version = 1,
+                         .time_ms = g.real[1].time_ms,
+                         .pack_body = pack_empty_body};
+    uint8_t wrong_prev[LOG_HASH_BYTES], hash[LOG_HASH_BYTES], buf[TALLY_EVENT_BYTES_MAX];
+    memset(wrong_prev, 0x55, sizeof(wrong_prev));
+    tally_id128 id;
+    memcpy(id.bytes, g.real[1].id.bytes, 16);
+    size_t len;
+    ck_assert_int_eq(log_event_encode(&d, 2, &id, wrong_prev, buf, sizeof(buf), &len, hash),
+                     TALLY_ok);
+    msgpack_unpacked up;
+    log_event ev;
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(log_event_decode(buf, len, &up, &ev), TALLY_ok); /* sound by itself */
+    msgpack_unpacked_destroy(&up);
+    forger_expect_real(&g, buf, len, &g.real[1]);
+    forger_down(&g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stream");
@@ -295,6 +433,8 @@ int main(void)
     tcase_add_test(tc, test_silent_publisher_is_covered_by_polls);
     tcase_add_test(tc, test_from_now_starts_after_the_head);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_event_failing_its_hash_is_refused);
+    tcase_add_test(tc, test_event_not_chained_is_refused);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -1,10 +1,16 @@
 /*
  * fuzz_client.c — libtally's reply and event decoders for the fuzz
- * targets, reached without a socket: clients/libtally.c is compiled into
- * this file, so its static decoders are called directly on the input, as
- * they would be on a reply that arrived (an nng_msg needs no socket).
+ * targets, reached without a socket: the request path and the calls of
+ * libtally (clients/libtally.c, keys.c, writes.c, reads.c, events.c) are
+ * compiled into this file, so their static decoders are called directly on
+ * the input, as they would be on a reply that arrived (an nng_msg needs no
+ * socket).
  */
 #include "clients/libtally.c"
+#include "clients/keys.c"
+#include "clients/writes.c"
+#include "clients/reads.c"
+#include "clients/events.c"
 
 #include "tests/fuzz/fuzz.h"
 

@@ -1,0 +1,71 @@
+/*
+ * subscriber_record.h — the stored records of durable subscribers, shared
+ * by log/subscriber.c (the operations) and log/subscriber_record.c (their
+ * encoding and access): a cursor per subscriber, in-flight records and
+ * dead letters keyed by (kind, name, seq), the walks over them and the ack
+ * floor. Internal to log/.
+ */
+#ifndef TALLY_LOG_SUBSCRIBER_RECORD_H
+#define TALLY_LOG_SUBSCRIBER_RECORD_H
+
+#include "log/store.h"
+#include "log/subscriber.h"
+
+/* Internal to the two files: short names are theirs alone. */
+#define RECORD_VERSION 1
+#define KEY_BYTES_MAX (1 + TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8)
+#define CURSOR_VALUE_BYTES (1 + 4 * 4 + 4 * TALLY_SUB_BACKOFF_STEPS_MAX + 8 * 2 + 4 * 2 + 8 * 2 + 8 * 2)
+#define FLIGHT_VALUE_HEAD (4 + 8 + 2)
+#define DEAD_VALUE_HEAD (4 + 8 + 1 + 2)
+#define VALUE_BYTES_MAX (DEAD_VALUE_HEAD + TALLY_SUB_ERROR_BYTES_MAX)
+
+enum { KIND_CURSOR = 'c', KIND_FLIGHT = 'f', KIND_REPLAY = 'r' };
+
+/* An in-flight record or a dead letter (one layout with an optional flag). */
+typedef struct sub_record {
+    uint32_t attempts;
+    int64_t when_ms; /* deliver_after (in flight) or parked (dead letter) */
+    bool replaying;  /* dead letters only */
+    uint16_t error_len;
+    char error[TALLY_SUB_ERROR_BYTES_MAX];
+} sub_record;
+
+/* Call fn(key, value) for each key of db from start on while its first
+ * prefix_len bytes equal start's (and, key_len != 0, it is key_len long),
+ * until fn returns non-zero (returned). Values are valid during the call. */
+typedef int (*sub_entry_fn)(const MDB_val *key, const MDB_val *val, void *ctx);
+
+/* Call fn for each record of (kind, name) with seq >= from_seq, in seq
+ * order, until fn returns non-zero (returned) or the records end. */
+typedef int (*sub_seq_fn)(uint64_t seq, const MDB_val *v, void *ctx);
+
+/* A growable list of seqs (what an operation will touch). */
+typedef struct sub_seq_list {
+    uint64_t *seqs;
+    size_t count, capacity;
+    uint64_t upto; /* collect seqs <= upto */
+} sub_seq_list;
+
+/* The record layer (subscriber_record.c, where each is described):
+ * configs, keys, cursors, records, walks, the ack floor, redelivery delay. */
+int sub_seqs_collect(store_txn *t, char kind, tally_str name, uint64_t upto, sub_seq_list *l);
+int sub_config_check(const sub_config *c);
+bool sub_config_equal(const sub_config *a, const sub_config *b);
+int sub_cursor_decode(const MDB_val *v, tally_str name, sub_state *s);
+size_t sub_cursor_key(uint8_t *k, tally_str name);
+int sub_cursor_load(store_txn *t, tally_str name, sub_state *s);
+int sub_cursor_save(store_txn *t, const sub_state *s);
+int sub_each_with_prefix(store_txn *t, store_db db, const uint8_t *start, size_t start_len,
+                         size_t prefix_len, size_t key_len, sub_entry_fn fn, void *ctx);
+int sub_floor_update(store_txn *t, sub_state *s);
+int sub_record_decode(const MDB_val *v, bool dead, sub_record *r);
+int sub_record_delete(store_txn *t, char kind, tally_str name, uint64_t seq);
+int sub_record_load(store_txn *t, char kind, tally_str name, uint64_t seq, sub_record *r);
+int sub_record_save(store_txn *t, char kind, tally_str name, uint64_t seq, const sub_record *r);
+void sub_record_set_error(sub_record *r, tally_str text);
+int sub_records_each(store_txn *t, char kind, tally_str name, uint64_t from_seq,
+                     sub_seq_fn fn, void *ctx);
+uint32_t sub_redelivery_delay(const sub_config *c, uint32_t attempt);
+int sub_seq_collect_one(uint64_t seq, const MDB_val *v, void *ctx);
+
+#endif
