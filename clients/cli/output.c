@@ -160,6 +160,39 @@ void time_text(int64_t ms, char out[40])
         snprintf(out, 40, "-");
 }
 
+/* ---- listings read in pages ---- */
+
+void *listing_begin(const cli *c, cli_listing *l, const cli_listing_kind *kind)
+{
+    l->page = calloc(kind->page_max, kind->entry_bytes);
+    if (!l->page)
+        cli_out_of_memory();
+    l->page_max = kind->page_max;
+    l->remaining = value_or(c, SLOT_LIMIT, CLI_LOG_LIMIT_DEFAULT);
+    l->rc = TALLY_ok;
+    table_init(&l->table, kind->titles, kind->columns);
+    return l->page;
+}
+
+uint32_t listing_next(const cli_listing *l)
+{
+    return l->remaining < l->page_max ? (uint32_t)l->remaining : l->page_max;
+}
+
+void listing_took(cli_listing *l, size_t count)
+{
+    l->remaining -= count < l->remaining ? count : l->remaining;
+}
+
+void listing_end(const cli *c, cli_listing *l, bool show)
+{
+    free(l->page);
+    if (!c->json && show)
+        table_print_free(&l->table);
+    else
+        free(l->table.cells);
+}
+
 /* ---- failures ---- */
 
 /* Tell a person what failed and, for a write, how to retry it. */

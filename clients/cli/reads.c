@@ -261,42 +261,34 @@ static void log_page_output(const cli *c, cli_table *t, const tally_event *event
     }
 }
 
+static const char *const log_titles[] = {"SEQ",     "TIME",     "TYPE", "ENTITY",
+                                         "VERSION", "CONSUMER", "KEY"};
+static const cli_listing_kind log_listing = {log_titles, 7, TALLY_LOG_READ_EVENTS_MAX,
+                                             sizeof(tally_event)};
+
 int run_log(cli *c)
 {
-    static const char *const titles[] = {"SEQ", "TIME", "TYPE", "ENTITY", "VERSION", "CONSUMER",
-                                         "KEY"};
+    cli_listing l;
+    tally_event *events = listing_begin(c, &l, &log_listing);
     uint64_t from = value_or(c, SLOT_FROM, 1), head = 0;
-    uint64_t remaining = value_or(c, SLOT_LIMIT, CLI_LOG_LIMIT_DEFAULT);
-    tally_event *events = calloc(TALLY_LOG_READ_EVENTS_MAX, sizeof(*events));
-    if (!events)
-        cli_out_of_memory();
-    cli_table t;
-    table_init(&t, titles, 7);
-    int rc = TALLY_ok;
     from = from ? from : 1;
-    while (remaining > 0) {
-        uint32_t page = remaining < TALLY_LOG_READ_EVENTS_MAX ? (uint32_t)remaining
-                                                              : TALLY_LOG_READ_EVENTS_MAX;
+    for (uint32_t page; (page = listing_next(&l)) > 0;) {
         size_t count = 0;
-        rc = tally_log_read(c->client, from, page, 0, events, page, &count, &head);
-        if (rc != TALLY_ok)
+        l.rc = tally_log_read(c->client, from, page, 0, events, page, &count, &head);
+        if (l.rc != TALLY_ok)
             break;
         count = count < page ? count : page;
-        log_page_output(c, &t, events, count);
+        log_page_output(c, &l.table, events, count);
         if (count > 0)
             from = events[count - 1].seq + 1;
         tally_events_release(events, count);
         if (count == 0)
             break;
-        remaining -= count;
+        listing_took(&l, count);
     }
-    free(events);
-    if (!c->json)
-        table_print_free(&t);
-    else
-        free(t.cells);
-    if (rc != TALLY_ok)
-        return read_failure(c, "log", rc);
+    listing_end(c, &l, true);
+    if (l.rc != TALLY_ok)
+        return read_failure(c, "log", l.rc);
     if (!c->json)
         fprintf(stderr, "tally: head %" PRIu64 "\n", head);
     return CLI_EXIT_OK;

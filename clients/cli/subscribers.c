@@ -106,41 +106,32 @@ static void dead_letters_output(const cli *c, cli_table *t, const tally_dead_let
     }
 }
 
+static const char *const dlq_titles[] = {"SEQ", "ATTEMPTS", "TYPE", "PARKED", "REPLAYING",
+                                         "ERROR"};
+static const cli_listing_kind dlq_listing = {dlq_titles, 6, TALLY_DLQ_LIST_ENTRIES_MAX,
+                                             sizeof(tally_dead_letter)};
+
 int run_dlq_list(cli *c)
 {
-    static const char *const titles[] = {"SEQ", "ATTEMPTS", "TYPE", "PARKED", "REPLAYING",
-                                         "ERROR"};
+    cli_listing l;
+    tally_dead_letter *page = listing_begin(c, &l, &dlq_listing);
     uint64_t after = value_or(c, SLOT_AFTER, 0), next = 0;
-    uint64_t remaining = value_or(c, SLOT_LIMIT, CLI_LOG_LIMIT_DEFAULT);
-    tally_dead_letter *page = calloc(TALLY_DLQ_LIST_ENTRIES_MAX, sizeof(*page));
-    if (!page)
-        cli_out_of_memory();
-    cli_table t;
-    table_init(&t, titles, 6);
-    int rc = TALLY_ok;
-    while (remaining > 0) {
-        uint32_t limit = remaining < TALLY_DLQ_LIST_ENTRIES_MAX ? (uint32_t)remaining
-                                                                : TALLY_DLQ_LIST_ENTRIES_MAX;
+    for (uint32_t limit; (limit = listing_next(&l)) > 0; after = next) {
         size_t count = 0;
-        rc = tally_dlq_list(c->client, c->v[SLOT_NAME].text, after, limit, page, limit, &count,
-                            &next);
-        if (rc != TALLY_ok)
+        l.rc = tally_dlq_list(c->client, c->v[SLOT_NAME].text, after, limit, page, limit, &count,
+                              &next);
+        if (l.rc != TALLY_ok)
             break;
-        dead_letters_output(c, &t, page, count);
-        remaining -= count < remaining ? count : remaining;
+        dead_letters_output(c, &l.table, page, count);
+        listing_took(&l, count);
         if (next == 0 || count == 0)
             break;
-        after = next;
     }
-    free(page);
-    if (!c->json && (rc == TALLY_ok || t.rows > 0))
-        table_print_free(&t); /* what was read, also before a failure */
-    else
-        free(t.cells);
+    listing_end(c, &l, l.rc == TALLY_ok || l.table.rows > 0); /* shown also before a failure */
     char what[96];
-    if (rc != TALLY_ok)
-        return read_failure(c, about(c, "dead letters of", what, sizeof(what)), rc);
-    if (!c->json && remaining == 0 && next != 0)
+    if (l.rc != TALLY_ok)
+        return read_failure(c, about(c, "dead letters of", what, sizeof(what)), l.rc);
+    if (!c->json && l.remaining == 0 && next != 0)
         fprintf(stderr, "tally: more: tally dlq list %s --after %" PRIu64 "\n",
                 c->v[SLOT_NAME].text, after);
     return CLI_EXIT_OK;

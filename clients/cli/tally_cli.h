@@ -120,6 +120,26 @@ typedef struct cli_table {
     char **cells;
 } cli_table;
 
+/* What a listing read in pages (log, dlq list) shows: its table's columns
+ * and the entries of one read. */
+typedef struct cli_listing_kind {
+    const char *const *titles;
+    size_t columns;
+    uint32_t page_max; /* entries per read */
+    size_t entry_bytes;
+} cli_listing_kind;
+
+/* A listing under way: at most --limit entries in all (default
+ * CLI_LOG_LIMIT_DEFAULT), one page of entries at a time, the table they go
+ * to unless --json, and the code of the read that ended it. */
+typedef struct cli_listing {
+    cli_table table;
+    void *page;         /* page_max entries */
+    uint32_t page_max;
+    uint64_t remaining; /* entries still to show */
+    int rc;             /* TALLY_ok, or the failed read's code */
+} cli_listing;
+
 
 /* ---- commands.c ---- */
 
@@ -178,6 +198,15 @@ void json_emit(json_t *o);
 json_t *json_u64(uint64_t v);
 json_t *json_time(int64_t ms);
 json_t *json_tid(const tally_uuid *id);
+/* Start a listing of kind; returns its page buffer. */
+void *listing_begin(const cli *c, cli_listing *l, const cli_listing_kind *kind);
+/* How many entries to ask for next: what is left, at most a page; 0 when
+ * the listing is done. */
+uint32_t listing_next(const cli_listing *l);
+/* count entries were shown. */
+void listing_took(cli_listing *l, size_t count);
+/* Print the table (unless --json, or when show is false) and free the listing. */
+void listing_end(const cli *c, cli_listing *l, bool show);
 /* A time for a table: RFC 3339, or "-" for 0. */
 void time_text(int64_t ms, char out[40]);
 /* Tell a person what failed and, for a write, how to retry it. */

@@ -29,12 +29,13 @@ bool parse_tid(const char *text, tally_uuid *out)
 
 void tid_format(const tally_uuid *id, char out[33])
 {
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
-        out[2 * i] = digits[id->bytes[i] >> 4];
-        out[2 * i + 1] = digits[id->bytes[i] & 15];
-    }
-    out[32] = '\0';
+    char text[37];
+    size_t n = 0;
+    tally_uuid_format(id, text);
+    for (const char *p = text; *p; p++)
+        if (*p != '-')
+            out[n++] = *p;
+    out[n] = '\0';
 }
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
