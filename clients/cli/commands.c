@@ -7,6 +7,7 @@
 
 #include "clients/cli/tally_cli.h"
 
+/* ---- the option tables ---- */
 
 #define OPT_END {NULL}
 #define OPT_KEY                                                                                    \
@@ -250,4 +251,3 @@ const cli_command cli_commands[] = {
      "(below tallyd's --backup-dir when it has one). Restoring: docs/OPERATIONS.md.\n"
      "--json prints one object: code, path, bytes.\n"},
     {NULL}};
-

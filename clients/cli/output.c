@@ -50,7 +50,7 @@ int exit_code_of(int code)
 
 bool is_transport_fault(int code) { return exit_code_of(code) == CLI_EXIT_UNREACHABLE; }
 
-/* ---- output: tables and JSON ---- */
+/* ---- tables and JSON ---- */
 
 void table_init(cli_table *t, const char *const *titles, size_t columns)
 {
@@ -224,4 +224,3 @@ int read_failure(const cli *c, const char *what, int rc)
         explain_failure(c, what, rc, false);
     return exit_code_of(rc);
 }
-

@@ -138,4 +138,3 @@ int check_required(cli *c)
     }
     return CLI_EXIT_OK;
 }
-

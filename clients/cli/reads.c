@@ -219,7 +219,7 @@ int run_entitlements(cli *c)
     return CLI_EXIT_OK;
 }
 
-/* ---- log and stats ---- */
+/* ---- the log ---- */
 
 /* The entity of an event: {kind, id} for accounts and transfers, {kind,
  * subject, feature} for entitlements. */
@@ -369,4 +369,3 @@ int run_backup(cli *c)
                dest, bytes, dest);
     return CLI_EXIT_OK;
 }
-

@@ -167,4 +167,3 @@ int run_dlq_discard(cli *c)
                c->v[SLOT_NAME].text);
     return CLI_EXIT_OK;
 }
-

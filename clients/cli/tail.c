@@ -185,4 +185,3 @@ int run_tail(cli *c)
                                                 : TALLY_STREAM_FROM_NOW;
     return tail_stream(c, from, count);
 }
-

@@ -140,7 +140,6 @@ typedef struct cli_listing {
     int rc;             /* TALLY_ok, or the failed read's code */
 } cli_listing;
 
-
 /* ---- commands.c ---- */
 
 extern const cli_option cli_global_options[]; /* terminated by {NULL} */

@@ -31,7 +31,6 @@ static int key_prepare(cli *c)
     return CLI_EXIT_OK;
 }
 
-
 static void write_human(const cli *c, int code, const tally_result *r, const tally_uuid *tid)
 {
     printf("%-12s %s\n", "code", tally_strerror(code));
@@ -72,7 +71,6 @@ static int write_report(cli *c, const char *what, int rc, const tally_result *r,
         explain_failure(c, what, code, true);
     return exit_code_of(code);
 }
-
 
 /* ---- accounts ---- */
 
@@ -203,4 +201,3 @@ int run_extend(cli *c)
 }
 
 int run_revoke(cli *c) { return entitlement_write(c, "revoke", tally_revoke); }
-

@@ -76,7 +76,6 @@ typedef struct histogram {
     uint64_t total, max_ns, sum_ns;
 } histogram;
 
-
 /* ---- run state ---- */
 
 typedef struct bench_op {
@@ -190,7 +189,6 @@ typedef struct report {
     unsigned count;
     bool verified;
 } report;
-
 
 typedef struct summary {
     histogram hist;

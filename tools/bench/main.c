@@ -114,7 +114,6 @@ static int prepare(bench *b, account_snapshot *s0, tally_stats *stats0)
     return rc;
 }
 
-
 int main(int argc, char **argv)
 {
     static bench b; /* large: histograms */

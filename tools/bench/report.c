@@ -36,7 +36,6 @@ void server_memory(long pid, proc_memory *m)
     fclose(f);
 }
 
-
 /* User+system CPU seconds this process has used. */
 double self_cpu_s(void)
 {
@@ -68,7 +67,6 @@ double process_cpu_s(long pid)
     long ticks = sysconf(_SC_CLK_TCK);
     return ticks > 0 ? (double)(utime + stime) / (double)ticks : -1;
 }
-
 
 void summarize(bench *b, int64_t elapsed_ns, summary *s)
 {
@@ -206,4 +204,3 @@ void print_json(const bench *b, const summary *s, const report *r)
     free(text);
     json_decref(j);
 }
-

@@ -28,7 +28,6 @@ void backoff(unsigned attempt)
     usleep((ms < BENCH_BACKOFF_MS_MAX ? ms : BENCH_BACKOFF_MS_MAX) * 1000u);
 }
 
-
 /* ---- recording results ---- */
 
 static void effect_add(bench *b, const tally_transfer_args *t)
@@ -186,4 +185,3 @@ void send_ops(bench *b, tally_client *c, thread_stats *st, bench_op *ops, size_t
         count = still;
     }
 }
-

@@ -31,7 +31,6 @@ static void check_add(report *r, const char *name, bool ok, bool counts, const c
         r->verified = false;
 }
 
-
 static void verify_results(const bench *b, report *r)
 {
     uint64_t effects = LOAD(effects), rejected = LOAD(rejections), unresolved = LOAD(unresolved);
@@ -142,7 +141,6 @@ static void verify_samples(bench *b, report *r)
               "%u sampled transfers read back by id (derived from the key): %u differ or are missing",
               checked, wrong);
 }
-
 
 /* The snapshot after the run and every check. */
 void verify(bench *b, const account_snapshot *s0, summary *s, report *r)

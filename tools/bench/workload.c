@@ -26,7 +26,6 @@ static double rand_unit(uint64_t *state)
     return (double)(splitmix64(state) >> 11) / 9007199254740992.0;
 }
 
-
 /* ---- twins: the second, concurrent sender of duplicates ---- */
 
 static void *twin_main(void *arg)
@@ -304,4 +303,3 @@ int64_t run_threads(bench *b)
     }
     return end - b->start_ns;
 }
-
