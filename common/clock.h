@@ -1,7 +1,7 @@
 /*
  * clock.h — the two clocks tally reads: wall time (Unix milliseconds, for
  * times that are stored or compared with stored ones) and monotonic time
- * (milliseconds, for deadlines and waits).
+ * (milliseconds, for deadlines and waits); both also in nanoseconds.
  */
 #ifndef TALLY_CLOCK_H
 #define TALLY_CLOCK_H
@@ -21,5 +21,20 @@ static inline int64_t clock_wall_ms(void) { return clock_ms_of(CLOCK_REALTIME); 
 
 /* Milliseconds of a clock that never steps back. */
 static inline int64_t clock_mono_ms(void) { return clock_ms_of(CLOCK_MONOTONIC); }
+
+/* Nanoseconds, for what milliseconds are too coarse for: request latencies
+ * (tally-bench's histogram) and seeds. Fits int64_t until the year 2262. */
+static inline int64_t clock_ns_of(clockid_t which)
+{
+    struct timespec ts;
+    clock_gettime(which, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Nanoseconds since the Unix epoch, UTC. */
+static inline int64_t clock_wall_ns(void) { return clock_ns_of(CLOCK_REALTIME); }
+
+/* Nanoseconds of a clock that never steps back. */
+static inline int64_t clock_mono_ns(void) { return clock_ns_of(CLOCK_MONOTONIC); }
 
 #endif

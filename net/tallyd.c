@@ -3,12 +3,12 @@
  */
 #include "config.h"
 
+#include "common/cli.h"
 #include "common/limits.h"
 #include "ledger/retention.h"
 #include "net/protocol.h"
 #include "net/server.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -67,18 +67,6 @@ static void usage(FILE *f)
             TALLY_CONNECTIONS_MAX, TALLY_CONNECTIONS_DEFAULT);
 }
 
-static bool parse_number(const char *text, unsigned long long min, unsigned long long max,
-                         unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || v < min || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
 static bool parse_level(const char *text, net_log_level *out)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
@@ -115,7 +103,7 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
         {NULL, 0, NULL, 0}};
-    unsigned long long n;
+    uint64_t n;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -127,7 +115,7 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             break;
         case 'p': opt->publish_url = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
         case 'm':
-            if (!parse_number(optarg, TALLY_MAP_SIZE_BYTES_MIN >> 20, TALLY_MAP_SIZE_BYTES_MAX >> 20, &n))
+            if (!cli_parse_u64(optarg, TALLY_MAP_SIZE_BYTES_MIN >> 20, TALLY_MAP_SIZE_BYTES_MAX >> 20, &n))
                 return usage_error("--map-size-mb: not a size in range: %s", optarg);
             opt->map_size_bytes = (uint64_t)n << 20;
             break;
@@ -136,18 +124,18 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
                 return usage_error("--log-level: expected error, warn, info or debug, got %s", optarg);
             break;
         case OPT_CONTEXTS:
-            if (!parse_number(optarg, 1, TALLY_CONTEXTS_MAX, &n))
+            if (!cli_parse_u64(optarg, 1, TALLY_CONTEXTS_MAX, &n))
                 return usage_error("--contexts: not a count in range: %s", optarg);
             opt->contexts = (unsigned)n;
             break;
         case OPT_DEDUPE:
         case OPT_LOG_RETENTION:
-            if (!parse_number(optarg, 0, RETENTION_S_MAX, &n))
+            if (!cli_parse_u64(optarg, 0, RETENTION_S_MAX, &n))
                 return usage_error("not a number of seconds in range (0 .. 100 years): %s", optarg);
             *(c == OPT_DEDUPE ? &opt->inbox_window_ms : &opt->log_age_ms) = (int64_t)n * 1000;
             break;
         case OPT_MAX_CONNECTIONS:
-            if (!parse_number(optarg, 0, TALLY_CONNECTIONS_MAX, &n))
+            if (!cli_parse_u64(optarg, 0, TALLY_CONNECTIONS_MAX, &n))
                 return usage_error("--max-connections: not a count in range: %s", optarg);
             opt->max_connections = (unsigned)n;
             break;
@@ -203,12 +191,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     net_log_set_level(opt.log_level);
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_catch_stop_signals(on_signal, false, true);
     raise_fd_limit(opt.max_connections);
     return net_server_run(&opt, &stop_requested);
 }

@@ -16,9 +16,9 @@
 #include "config.h"
 
 #include "clients/tally_inbox.h"
+#include "common/cli.h"
 #include "tools/readmodel.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -98,18 +98,6 @@ static int usage_error(const char *what, const char *arg)
     return EXIT_USAGE;
 }
 
-/* A decimal count in [min, max]. */
-static bool count_parse(const char *text, uint64_t min, uint64_t max, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
-    bool ok = end != NULL && *end == '\0' && errno == 0 && v >= min && v <= max;
-    if (ok)
-        *out = v;
-    return ok;
-}
-
 enum { OPT_DATA = 1000, OPT_URL, OPT_ONCE, OPT_DUMP, OPT_JSON, OPT_BATCH, OPT_WAIT, OPT_TIMEOUT,
        OPT_MAP, OPT_RETENTION, OPT_HELP };
 
@@ -135,7 +123,7 @@ static int option_take(int c, const char *arg, options *o)
     for (size_t i = 0; i < sizeof(count_options) / sizeof(count_options[0]); i++) {
         const count_option *co = &count_options[i];
         if (co->id == c)
-            return count_parse(arg, co->min, co->max, (uint64_t *)((char *)o + co->offset))
+            return cli_parse_u64(arg, co->min, co->max, (uint64_t *)((char *)o + co->offset))
                        ? -1
                        : usage_error(co->name, ": not a number in range");
     }
@@ -288,9 +276,7 @@ int main(int argc, char **argv)
     int rc = options_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    struct sigaction sa = {.sa_handler = stop_on};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_stop_signals(stop_on, false, false);
     readmodel_options ro = {.path = o.data, .map_size_bytes = o.map_size_mb << 20,
                             .retention_ms = (int64_t)o.retention_hours * MS_PER_HOUR};
     readmodel *rm = NULL;

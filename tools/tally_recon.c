@@ -25,6 +25,8 @@
  */
 #include "config.h"
 
+#include "common/cli.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
 #include "ledger/invariants.h"
@@ -43,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define EXIT_CLEAN 0
@@ -118,13 +119,6 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- usage ---- */
 
 static void print_help(void)
@@ -182,19 +176,6 @@ static int usage_error(const char *fmt, ...)
     return EXIT_CANNOT_RUN;
 }
 
-static bool parse_count(const char *text, uint64_t max, uint64_t *out)
-{
-    if (text[0] < '0' || text[0] > '9')
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0' || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* Returns -1 to go on, or the exit code. */
 static int parse_options(int argc, char **argv, recon_options *o)
 {
@@ -221,17 +202,17 @@ static int parse_options(int argc, char **argv, recon_options *o)
         case OPT_NO_REBUILD: o->no_rebuild = true; break;
         case OPT_HELP: print_help(); return EXIT_CLEAN;
         case OPT_DRIFT:
-            if (!parse_count(optarg, UINT64_MAX, &o->drift))
+            if (!cli_parse_u64(optarg, 0, UINT64_MAX, &o->drift))
                 return usage_error("--drift: not a non-negative integer: '%s'", optarg);
             o->drift_set = true;
             break;
         case OPT_THROUGH:
-            if (!parse_count(optarg, UINT64_MAX, &o->through_seq) || o->through_seq == 0)
+            if (!cli_parse_u64(optarg, 1, UINT64_MAX, &o->through_seq))
                 return usage_error("--through: not a seq 1..2^64-1: '%s'", optarg);
             o->through_set = true;
             break;
         case OPT_MAX_FINDINGS:
-            if (!parse_count(optarg, RECON_LISTED_MAX, &o->listed_max))
+            if (!cli_parse_u64(optarg, 0, RECON_LISTED_MAX, &o->listed_max))
                 return usage_error("--max-findings: not a count 0..%d: '%s'", RECON_LISTED_MAX,
                                    optarg);
             break;
@@ -339,7 +320,7 @@ static bool on_progress(const char *phase, uint64_t done, uint64_t total, void *
     recon *r = ctx;
     if (stop_requested)
         return false;
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     if (!r->progress_tty || (now - r->progress_last_ms < RECON_PROGRESS_INTERVAL_MS && done != total))
         return true;
     r->progress_last_ms = now;
@@ -663,17 +644,6 @@ static int print_json(const recon *r)
     return -1;
 }
 
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-}
-
 static int recon_run(recon *r)
 {
     checks_init(r);
@@ -682,18 +652,18 @@ static int recon_run(recon *r)
         if (exit_code >= 0)
             return exit_code;
     }
-    int64_t start = mono_ms();
+    int64_t start = clock_mono_ms();
     store *st = NULL;
     int exit_code = open_store(r, &st);
     if (exit_code >= 0)
         return exit_code;
     r->progress_tty = isatty(STDERR_FILENO);
-    install_signals();
+    cli_catch_stop_signals(on_signal, true, false);
     exit_code = run_checks(r, st);
     store_close(st); /* before the report: the snapshot is released */
     if (exit_code >= 0)
         return exit_code;
-    r->elapsed_s = (double)(mono_ms() - start) / 1000.0;
+    r->elapsed_s = (double)(clock_mono_ms() - start) / 1000.0;
     if (r->opt.json)
         exit_code = print_json(r);
     else

@@ -1,0 +1,253 @@
+/*
+ * commands.c — the tables of `tally`: every command with its arguments and
+ * options (cli_option rows, checked by parse.c and explained by help.c) and
+ * its run function.
+ */
+#include "config.h"
+
+#include "clients/cli/tally_cli.h"
+
+/* ---- the option tables ---- */
+
+#define OPT_END {NULL}
+#define OPT_KEY                                                                                    \
+    {"--key", SLOT_KEY, CLI_TEXT, 1, TALLY_KEY_BYTES_MAX, false, "K",                              \
+     "idempotency key, 1-128 bytes (default: a new UUIDv7, printed)"}
+#define OPT_LEDGER                                                                                 \
+    {"--ledger", SLOT_LEDGER, CLI_UINT, 1, UINT32_MAX, false, "N", "ledger, 1..2^32-1 (default 1)"}
+#define OPT_CODE(what)                                                                             \
+    {"--code", SLOT_CODE, CLI_UINT, 1, UINT16_MAX, false, "N", what " code, 1..65535 (default 1)"}
+#define OPT_ORDER                                                                                  \
+    {"--source-order", SLOT_SOURCE_ORDER, CLI_UINT, 0, UINT64_MAX, false, "N",                     \
+     "provider's ordering value; a command not newer than the last applied is `stale`"}
+#define OPT_UNTIL(what)                                                                            \
+    {"--until", SLOT_UNTIL, CLI_TIME, 0, 0, false, "RFC3339",                                      \
+     what ", e.g. 2027-01-01T00:00:00Z or 2027-01-01T09:00:00+02:00"}
+#define OPT_FOR(what)                                                                              \
+    {"--for", SLOT_FOR, CLI_DURATION, 0, 0, false, "DURATION",                                     \
+     what ", e.g. 30d, 12h, 90m, 45s, 1w, 1d12h (at most 100 years)"}
+#define ARG_ACCOUNT                                                                                \
+    {"ID", SLOT_ACCOUNT, CLI_UINT, 1, UINT64_MAX, true, NULL, "account id, 1..2^64-1"}
+#define ARG_TID {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL, "transfer id of the hold"}
+#define ARG_SUBJECT                                                                                \
+    {"SUBJECT", SLOT_SUBJECT, CLI_TEXT, 1, TALLY_SUBJECT_BYTES_MAX, true, NULL,                    \
+     "who has access, 1-128 bytes"}
+#define ARG_FEATURE                                                                                \
+    {"FEATURE", SLOT_FEATURE, CLI_TEXT, 1, TALLY_FEATURE_BYTES_MAX, true, NULL,                    \
+     "what they have access to, 1-64 bytes"}
+
+const cli_option cli_global_options[] = {
+    {"--url", SLOT_URL, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
+     "tallyd's NNG address (default $TALLY_URL, else " CLI_URL_DEFAULT ")"},
+    {"--publish", SLOT_PUBLISH, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
+     "tallyd's event publisher, for tail (default $TALLY_PUBLISH, else " CLI_PUBLISH_DEFAULT
+     ")"},
+    {"--json", SLOT_JSON, CLI_FLAG, 0, 0, false, NULL,
+     "print one JSON object per result (one per line)"},
+    {"--timeout-ms", SLOT_TIMEOUT_MS, CLI_UINT, 1, CLI_TIMEOUT_MS_MAX, false, "N",
+     "wait this long for each attempt (default 5000)"},
+    {"--consumer", SLOT_CONSUMER, CLI_TEXT, 1, TALLY_CONSUMER_BYTES_MAX, false, "NAME",
+     "namespace of the keys (default $TALLY_CONSUMER, else " CLI_CONSUMER_DEFAULT ")"},
+    {"--retries", SLOT_RETRIES, CLI_UINT, 0, CLI_RETRIES_MAX, false, "N",
+     "extra attempts, same key, when the server is unreachable or busy (default 3)"},
+    {"--help", SLOT_HELP, CLI_FLAG, 0, 0, false, NULL, "explain tally, or the command"},
+    {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
+    OPT_END};
+
+static const cli_option account_open_options[] = {
+    ARG_ACCOUNT, OPT_LEDGER, OPT_CODE("account"),
+    {"--debits-must-not-exceed-credits", SLOT_DEBITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
+     "refuse transfers that would take debits above credits"},
+    {"--credits-must-not-exceed-debits", SLOT_CREDITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
+     "refuse transfers that would take credits above debits"},
+    OPT_KEY, OPT_END};
+
+static const cli_option account_get_options[] = {ARG_ACCOUNT, OPT_END};
+
+static const cli_option account_history_options[] = {
+    ARG_ACCOUNT,
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, TALLY_HISTORY_ENTRIES_MAX, false, "N",
+     "entries, 1..1000 (default 100)"},
+    {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "SEQ",
+     "entries after this seq (before it with --reverse): the next page"},
+    {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"},
+    OPT_END};
+
+static const cli_option transfer_options[] = {
+    {"--debit", SLOT_DEBIT, CLI_UINT, 1, UINT64_MAX, true, "ID", "account debited"},
+    {"--credit", SLOT_CREDIT, CLI_UINT, 1, UINT64_MAX, true, "ID", "account credited"},
+    {"--amount", SLOT_AMOUNT, CLI_AMOUNT, 0, 0, true, "N", "amount, 1..2^63-1"},
+    OPT_LEDGER, OPT_CODE("transfer"),
+    {"--id", SLOT_ID, CLI_TID, 0, 0, false, "TID",
+     "transfer id: 32 hex digits (dashes allowed) or a decimal number (default: from the key)"},
+    {"--pending", SLOT_PENDING, CLI_FLAG, 0, 0, false, NULL,
+     "hold the amount (post or void it later)"},
+    {"--timeout-s", SLOT_TIMEOUT_S, CLI_UINT, 0, TALLY_HOLD_TIMEOUT_S_MAX, false, "N",
+     "with --pending: the hold expires after N seconds (default 0: never)"},
+    OPT_KEY, OPT_END};
+
+static const cli_option post_options[] = {
+    ARG_TID,
+    {"--amount", SLOT_AMOUNT, CLI_AMOUNT, 0, 0, false, "N",
+     "amount to post, at most the held amount (default: all of it)"},
+    OPT_KEY, OPT_END};
+
+static const cli_option void_options[] = {ARG_TID, OPT_KEY, OPT_END};
+
+static const cli_option grant_options[] = {
+    ARG_SUBJECT, ARG_FEATURE, OPT_UNTIL("end of validity"),
+    OPT_FOR("valid for this long from now"), OPT_ORDER, OPT_KEY, OPT_END};
+
+static const cli_option extend_options[] = {
+    ARG_SUBJECT, ARG_FEATURE, OPT_UNTIL("new end"),
+    OPT_FOR("instead of --until: move the current end this much later"), OPT_ORDER, OPT_KEY,
+    OPT_END};
+
+static const cli_option revoke_options[] = {ARG_SUBJECT, ARG_FEATURE, OPT_ORDER, OPT_KEY, OPT_END};
+
+static const cli_option entitlements_options[] = {
+    {"SUBJECT", SLOT_SUBJECT, CLI_TEXT, 1, TALLY_SUBJECT_BYTES_MAX, true, NULL,
+     "whose entitlements to list"},
+    OPT_END};
+
+static const cli_option log_options[] = {
+    {"--from", SLOT_FROM, CLI_UINT, 0, UINT64_MAX, false, "SEQ", "first seq (default 1)"},
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
+     "events, 1..1000000 (default 100; read in pages of 1000)"},
+    OPT_END};
+
+static const cli_option stats_options[] = {OPT_END};
+
+#define ARG_NAME                                                                                   \
+    {"NAME", SLOT_NAME, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, true, NULL,                  \
+     "subscriber name, 1-64 bytes of A-Z a-z 0-9 . _ -"}
+
+static const cli_option tail_options[] = {
+    {"--subscriber", SLOT_SUBSCRIBER, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, false, "NAME",
+     "read as the durable subscriber NAME (created if needed): acknowledge what was read, "
+     "continue there next time"},
+    {"--from", SLOT_FROM, CLI_UINT, 1, UINT64_MAX, false, "SEQ", "start at this seq"},
+    {"--from-start", SLOT_FROM_START, CLI_FLAG, 0, 0, false, NULL, "start at the first event"},
+    {"--from-now", SLOT_FROM_NOW, CLI_FLAG, 0, 0, false, NULL,
+     "start after the last event (the default without --subscriber)"},
+    {"--from-time", SLOT_FROM_TIME, CLI_TIME, 0, 0, false, "RFC3339",
+     "with --subscriber: start at the first event committed at or after this time"},
+    {"--count", SLOT_EVENTS, CLI_UINT, 1, UINT64_MAX, false, "N",
+     "exit after N events (default: follow until interrupted)"},
+    {"--max-deliver", SLOT_MAX_DELIVER, CLI_UINT, 1, TALLY_SUB_MAX_DELIVER_MAX, false, "N",
+     "new subscriber: deliveries of an event before it is parked (default 5)"},
+    {"--ack-wait-ms", SLOT_ACK_WAIT_MS, CLI_UINT, TALLY_SUB_ACK_WAIT_MS_MIN,
+     TALLY_SUB_ACK_WAIT_MS_MAX, false, "N",
+     "new subscriber: redeliver an unacknowledged event after N ms (default 30000)"},
+    OPT_END};
+
+static const cli_option subscribers_options[] = {OPT_END};
+
+static const cli_option subscriber_delete_options[] = {ARG_NAME, OPT_END};
+
+static const cli_option dlq_list_options[] = {
+    ARG_NAME,
+    {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "SEQ", "dead letters after this seq"},
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
+     "dead letters, 1..1000000 (default 100; read in pages of 1000)"},
+    OPT_END};
+
+static const cli_option dlq_replay_options[] = {
+    ARG_NAME,
+    {"SEQ", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, false, NULL,
+     "the dead letter to deliver again (default: all of them)"},
+    OPT_END};
+
+static const cli_option backup_options[] = {
+    {"DEST", SLOT_NAME, CLI_TEXT, 2, TALLY_PATH_BYTES_MAX - 1, true, NULL,
+     "absolute path of a new directory on tallyd's machine"},
+    OPT_END};
+
+static const cli_option dlq_discard_options[] = {
+    ARG_NAME, {"SEQ", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, true, NULL, "the dead letter to remove"},
+    OPT_END};
+
+/* ---- the command table ---- */
+
+static const char details_transfer[] =
+    "Without --id the transfer id is derived from the key, so repeating the command\n"
+    "with the same --key is a retry (same id, same fields) and is answered\n"
+    "\"replayed\"; the id is printed (transfer_id). With --id and no --key the key\n"
+    "is \"transfer-<32 hex digits of the id>\", so repeating the same command is a\n"
+    "retry too. A TID is 32 hex digits (dashes allowed) or a decimal number n\n"
+    "(the 16-byte big-endian n). A hold (--pending) is resolved with `tally post`\n"
+    "or `tally void`, or expires after --timeout-s.\n";
+
+static const char details_write[] =
+    "Without --key a new key (UUIDv7) is generated and printed; repeat the command\n"
+    "with --key KEY to retry it safely: the first outcome is returned (replayed).\n";
+
+static const char details_time[] =
+    "--until takes an RFC 3339 time (2027-01-01T00:00:00Z or, with an offset and\n"
+    "a fraction, 2027-01-01T09:00:00.5+02:00) or a date (midnight UTC); --for a\n"
+    "duration: a number and a unit ms, s, m, h, d or w, several may follow each\n"
+    "other (1d12h). A grant with neither is for life. Without --key a new key\n"
+    "(UUIDv7) is generated and printed.\n";
+
+static const char details_tail[] =
+    "Without --subscriber, tail reads the live stream (tallyd's publisher, see\n"
+    "--publish; what it drops is read from the log, so no event is skipped or\n"
+    "shown twice) from --from SEQ, --from-start, or by default from now; nothing\n"
+    "is remembered. With --subscriber NAME, tail reads as that durable subscriber:\n"
+    "each event is acknowledged once printed, and the next `tail --subscriber NAME`\n"
+    "continues after it (an event printed just before a crash may be printed\n"
+    "again). A new subscriber starts at --from SEQ, --from-now, --from-time, or by\n"
+    "default at the first event; an existing one continues where it is, and\n"
+    "--max-deliver, --ack-wait-ms must match its settings or be left out (see\n"
+    "`tally subscribers --json`). Without --count, tail follows until interrupted\n"
+    "(Ctrl-C: exit 0). --json prints one object per event: seq, event_id, type,\n"
+    "entity_kind, entity, entity_version, time, time_ms, consumer, key, and with\n"
+    "--subscriber attempt and replay.\n";
+
+const cli_command cli_commands[] = {
+    {"account open", "Open an account.", account_open_options, run_account_open, details_write},
+    {"account get", "Show an account with its balances and version.", account_get_options,
+     run_account_get, NULL},
+    {"account history", "Show the transfer events of an account, with its balances after each.",
+     account_history_options, run_account_history,
+     "--json prints one object per line: seq, type, time, transfer, account.\n"},
+    {"transfer", "Move an amount from one account to another, or hold it (--pending).",
+     transfer_options, run_transfer, details_transfer},
+    {"post", "Post (capture) a hold, fully or partly.", post_options, run_post, details_write},
+    {"void", "Void a hold.", void_options, run_void, details_write},
+    {"grant", "Grant an entitlement: until a time, for a duration, or for life.", grant_options,
+     run_grant, details_time},
+    {"extend", "Extend an active or expired entitlement to a later end.", extend_options,
+     run_extend, details_time},
+    {"revoke", "Revoke an entitlement.", revoke_options, run_revoke, details_write},
+    {"entitlements", "List a subject's entitlements, states evaluated now.",
+     entitlements_options, run_entitlements,
+     "--json prints one JSON list of objects (valid_until null for a lifetime grant).\n"},
+    {"log", "Show events of the log from a seq.", log_options, run_log,
+     "--json prints one object per line: seq, event_id, type, entity_kind,\n"
+     "entity_version, time, consumer, key (null for events of the expiry sweep).\n"},
+    {"stats", "Show the head seq, counts, inbox size, map use and subscribers.", stats_options,
+     run_stats, "--json prints one object; subscribers is the list of their metrics (as in\n"
+     "`tally subscribers --json`).\n"},
+    {"tail", "Follow the event log: live, or as a durable subscriber that resumes.",
+     tail_options, run_tail, details_tail},
+    {"subscribers", "List durable subscribers: progress, backlog, redeliveries, dead letters.",
+     subscribers_options, run_subscribers,
+     "PENDING is head - ACK_FLOOR; OLDEST_UNACKED_AGE_S the age of the event after the\n"
+     "ack floor. --json prints one object per subscriber with every metric and setting.\n"},
+    {"subscriber delete", "Delete a durable subscriber with its in-flight events and dead letters.",
+     subscriber_delete_options, run_subscriber_delete, NULL},
+    {"dlq list", "List a subscriber's dead letters (parked events).", dlq_list_options,
+     run_dlq_list,
+     "--json prints one object per line: seq, attempts, error, parked, replaying,\n"
+     "event_id, type.\n"},
+    {"dlq replay", "Deliver a subscriber's dead letters again, ahead of new events.",
+     dlq_replay_options, run_dlq_replay, NULL},
+    {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,
+     run_dlq_discard, NULL},
+    {"backup", "Have tallyd write an online, consistent, compacted copy of its store.",
+     backup_options, run_backup,
+     "DEST is a directory that must not exist yet, on the machine tallyd runs on\n"
+     "(below tallyd's --backup-dir when it has one). Restoring: docs/OPERATIONS.md.\n"
+     "--json prints one object: code, path, bytes.\n"},
+    {NULL}};

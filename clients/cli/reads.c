@@ -1,0 +1,371 @@
+/*
+ * reads.c — the reads of `tally`: an account and its history,
+ * entitlements, the log, stats, and backup.
+ */
+#include "config.h"
+
+#include "clients/cli/tally_cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- accounts ---- */
+
+static const char *flags_text(uint16_t flags)
+{
+    bool debits = flags & TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS;
+    bool credits = flags & TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS;
+    return debits && credits ? "both"
+           : debits          ? "debits<=credits"
+           : credits         ? "credits<=debits"
+                             : "-";
+}
+
+static json_t *account_json(const tally_account *a)
+{
+    return json_pack("{s:o, s:I, s:I, s:I, s:b, s:b, s:I, s:I, s:I, s:I, s:o, s:o}", "id",
+                     json_u64(a->id), "ledger", (json_int_t)a->ledger, "code", (json_int_t)a->code,
+                     "flags", (json_int_t)a->flags, "debits_must_not_exceed_credits",
+                     (int)((a->flags & TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS) != 0),
+                     "credits_must_not_exceed_debits",
+                     (int)((a->flags & TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS) != 0),
+                     "debits_posted", (json_int_t)a->debits_posted, "credits_posted",
+                     (json_int_t)a->credits_posted, "debits_pending", (json_int_t)a->debits_pending,
+                     "credits_pending", (json_int_t)a->credits_pending, "version",
+                     json_u64(a->version), "created_seq", json_u64(a->created_seq));
+}
+
+int run_account_get(cli *c)
+{
+    static const char *const titles[] = {"ID",             "LEDGER",         "CODE",
+                                         "FLAGS",          "DEBITS_POSTED",  "CREDITS_POSTED",
+                                         "DEBITS_PENDING", "CREDITS_PENDING", "VERSION"};
+    tally_account a;
+    memset(&a, 0, sizeof(a));
+    int rc = tally_account_get(c->client, c->v[SLOT_ACCOUNT].u, &a);
+    if (rc != TALLY_ok) {
+        char what[48];
+        snprintf(what, sizeof(what), "account %" PRIu64, c->v[SLOT_ACCOUNT].u);
+        return read_failure(c, what, rc);
+    }
+    if (c->json) {
+        json_emit(account_json(&a));
+        return CLI_EXIT_OK;
+    }
+    cli_table t;
+    table_init(&t, titles, 9);
+    table_add(&t,
+              "%" PRIu64 SEP "%" PRIu32 SEP "%u" SEP "%s" SEP "%" PRId64 SEP "%" PRId64 SEP
+              "%" PRId64 SEP "%" PRId64 SEP "%" PRIu64,
+              a.id, a.ledger, (unsigned)a.code, flags_text(a.flags), a.debits_posted,
+              a.credits_posted, a.debits_pending, a.credits_pending, a.version);
+    table_print_free(&t);
+    return CLI_EXIT_OK;
+}
+
+static json_t *transfer_json(const tally_transfer_info *x)
+{
+    json_t *o = json_pack(
+        "{s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:s, s:I, s:o?, s:I, s:o, s:o, s:o, s:o?}", "id",
+        json_tid(&x->id), "debit_account_id", json_u64(x->debit_account_id), "credit_account_id",
+        json_u64(x->credit_account_id), "amount", (json_int_t)x->amount, "ledger",
+        (json_int_t)x->ledger, "code", (json_int_t)x->code, "flags", (json_int_t)x->flags,
+        "pending", (int)((x->flags & TALLY_TRANSFER_PENDING) != 0), "state", x->state, "timeout_s",
+        (json_int_t)x->timeout_s, "expires_at",
+        x->expires_at_ms ? json_time(x->expires_at_ms) : NULL, "posted_amount",
+        (json_int_t)x->posted_amount, "version", json_u64(x->version), "created_seq",
+        json_u64(x->created_seq), "resolved_seq", json_u64(x->resolved_seq), "created",
+        x->created_ms ? json_time(x->created_ms) : NULL);
+    return o;
+}
+
+static json_t *history_json(const tally_history_entry *e)
+{
+    return json_pack("{s:o, s:s, s:o, s:I, s:o, s:o}", "seq", json_u64(e->seq), "type", e->type,
+                     "time", json_time(e->time_ms), "time_ms", (json_int_t)e->time_ms, "transfer",
+                     transfer_json(&e->transfer), "account", account_json(&e->account));
+}
+
+static void history_table(const tally_history_entry *entries, size_t count)
+{
+    static const char *const titles[] = {
+        "SEQ",    "TIME",  "TYPE",          "TRANSFER",       "DEBIT",          "CREDIT",
+        "AMOUNT", "STATE", "DEBITS_POSTED", "CREDITS_POSTED", "DEBITS_PENDING", "CREDITS_PENDING"};
+    cli_table t;
+    table_init(&t, titles, 12);
+    for (size_t i = 0; i < count; i++) {
+        const tally_history_entry *e = &entries[i];
+        char when[40], hex[33];
+        time_text(e->time_ms, when);
+        tid_format(&e->transfer.id, hex);
+        table_add(&t,
+                  "%" PRIu64 SEP "%s" SEP "%s" SEP "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP
+                  "%" PRId64 SEP "%s" SEP "%" PRId64 SEP "%" PRId64 SEP "%" PRId64 SEP "%" PRId64,
+                  e->seq, when, e->type, hex, e->transfer.debit_account_id,
+                  e->transfer.credit_account_id, e->transfer.amount, e->transfer.state,
+                  e->account.debits_posted, e->account.credits_posted, e->account.debits_pending,
+                  e->account.credits_pending);
+    }
+    table_print_free(&t);
+}
+
+int run_account_history(cli *c)
+{
+    uint64_t id = c->v[SLOT_ACCOUNT].u;
+    uint32_t limit = (uint32_t)value_or(c, SLOT_LIMIT, TALLY_HISTORY_ENTRIES_DEFAULT);
+    bool reverse = c->v[SLOT_REVERSE].set;
+    tally_history_entry *entries = calloc(limit, sizeof(*entries));
+    if (!entries)
+        cli_out_of_memory();
+    size_t count = 0;
+    uint64_t next = 0;
+    int rc = tally_account_history(c->client, id, value_or(c, SLOT_AFTER, 0), limit, reverse,
+                                   entries, limit, &count, &next);
+    if (rc != TALLY_ok) {
+        free(entries);
+        char what[48];
+        snprintf(what, sizeof(what), "history of account %" PRIu64, id);
+        return read_failure(c, what, rc);
+    }
+    count = count < limit ? count : limit;
+    if (c->json) {
+        for (size_t i = 0; i < count; i++)
+            json_emit(history_json(&entries[i]));
+    } else {
+        history_table(entries, count);
+        if (next)
+            fprintf(stderr,
+                    "tally: more: tally account history %" PRIu64 " --after %" PRIu64 "%s\n", id,
+                    next, reverse ? " --reverse" : "");
+    }
+    free(entries);
+    return CLI_EXIT_OK;
+}
+
+/* ---- entitlements ---- */
+
+static json_t *entitlement_json(const tally_entitlement *e)
+{
+    bool until = !e->lifetime;
+    return json_pack("{s:s, s:s, s:s, s:b, s:o?, s:o?, s:o, s:o?, s:o?, s:o?}", "subject",
+                     e->subject, "feature", e->feature, "state", e->state, "lifetime",
+                     (int)e->lifetime, "valid_until", until ? json_time(e->valid_until_ms) : NULL,
+                     "valid_until_ms", until ? json_integer(e->valid_until_ms) : NULL, "version",
+                     json_u64(e->version), "source_order",
+                     e->has_source_order ? json_u64(e->source_order) : NULL, "granted",
+                     e->granted_ms ? json_time(e->granted_ms) : NULL, "updated",
+                     e->updated_ms ? json_time(e->updated_ms) : NULL);
+}
+
+static void entitlements_print(const cli *c, const tally_entitlement *list, size_t count)
+{
+    static const char *const titles[] = {"FEATURE",      "STATE",   "VALID_UNTIL", "VERSION",
+                                         "SOURCE_ORDER", "GRANTED", "UPDATED"};
+    if (c->json) {
+        json_t *array = json_array();
+        for (size_t i = 0; array && i < count; i++)
+            if (json_array_append_new(array, entitlement_json(&list[i])) != 0)
+                cli_out_of_memory();
+        json_emit(array);
+        return;
+    }
+    cli_table t;
+    table_init(&t, titles, 7);
+    for (size_t i = 0; i < count; i++) {
+        const tally_entitlement *e = &list[i];
+        char until[40], granted[40], updated[40], order[24] = "-";
+        if (e->lifetime)
+            snprintf(until, sizeof(until), "lifetime");
+        else
+            time_format(e->valid_until_ms, until);
+        time_text(e->granted_ms, granted);
+        time_text(e->updated_ms, updated);
+        if (e->has_source_order)
+            snprintf(order, sizeof(order), "%" PRIu64, e->source_order);
+        table_add(&t, "%s" SEP "%s" SEP "%s" SEP "%" PRIu64 SEP "%s" SEP "%s" SEP "%s", e->feature,
+                  e->state, until, e->version, order, granted, updated);
+    }
+    table_print_free(&t);
+}
+
+int run_entitlements(cli *c)
+{
+    size_t capacity = CLI_ENTITLEMENTS_FIRST, count = 0;
+    tally_entitlement *list = NULL;
+    int rc;
+    for (;;) {
+        tally_entitlement *bigger = realloc(list, capacity * sizeof(*list));
+        if (!bigger)
+            cli_out_of_memory();
+        list = bigger;
+        count = 0;
+        rc = tally_entitlement_list(c->client, c->v[SLOT_SUBJECT].text, list, capacity, &count);
+        if (rc != TALLY_ok || count < capacity || capacity >= CLI_ENTITLEMENTS_MAX)
+            break;
+        /* The list may have been cut at capacity: ask again with room for more. */
+        capacity = count > capacity * 2 ? count : capacity * 2;
+        capacity = capacity < CLI_ENTITLEMENTS_MAX ? capacity : CLI_ENTITLEMENTS_MAX;
+    }
+    if (rc == TALLY_ok)
+        entitlements_print(c, list, count < capacity ? count : capacity);
+    free(list);
+    if (rc != TALLY_ok) {
+        char what[160];
+        snprintf(what, sizeof(what), "entitlements of %s", c->v[SLOT_SUBJECT].text);
+        return read_failure(c, what, rc);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---- the log ---- */
+
+/* The entity of an event: {kind, id} for accounts and transfers, {kind,
+ * subject, feature} for entitlements. */
+static json_t *entity_json(const tally_event *e)
+{
+    if (strcmp(e->entity_kind, "account") == 0)
+        return json_pack("{s:s, s:o}", "kind", e->entity_kind, "id", json_u64(e->account_id));
+    if (strcmp(e->entity_kind, "transfer") == 0)
+        return json_pack("{s:s, s:o}", "kind", e->entity_kind, "id", json_tid(&e->transfer_id));
+    return json_pack("{s:s, s:s, s:s}", "kind", e->entity_kind, "subject", e->subject, "feature",
+                     e->feature);
+}
+
+json_t *event_json(const tally_event *e)
+{
+    char id[37];
+    tally_uuid_format(&e->id, id);
+    return json_pack("{s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:s?, s:s?}", "seq",
+                     json_u64(e->seq), "event_id", id, "type", e->type, "entity_kind",
+                     e->entity_kind, "entity", entity_json(e), "entity_version",
+                     json_u64(e->entity_version), "time", json_time(e->time_ms), "time_ms",
+                     (json_int_t)e->time_ms, "consumer", e->consumer[0] ? e->consumer : NULL,
+                     "key", e->key[0] ? e->key : NULL);
+}
+
+static void log_page_output(const cli *c, cli_table *t, const tally_event *events, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const tally_event *e = &events[i];
+        if (c->json) {
+            json_emit(event_json(e));
+            continue;
+        }
+        char when[40];
+        time_text(e->time_ms, when);
+        table_add(t, "%" PRIu64 SEP "%s" SEP "%s" SEP "%s" SEP "%" PRIu64 SEP "%s" SEP "%s", e->seq,
+                  when, e->type, e->entity_kind, e->entity_version,
+                  e->consumer[0] ? e->consumer : "-", e->key[0] ? e->key : "-");
+    }
+}
+
+static const char *const log_titles[] = {"SEQ",     "TIME",     "TYPE", "ENTITY",
+                                         "VERSION", "CONSUMER", "KEY"};
+static const cli_listing_kind log_listing = {log_titles, 7, TALLY_LOG_READ_EVENTS_MAX,
+                                             sizeof(tally_event)};
+
+int run_log(cli *c)
+{
+    cli_listing l;
+    tally_event *events = listing_begin(c, &l, &log_listing);
+    uint64_t from = value_or(c, SLOT_FROM, 1), head = 0;
+    from = from ? from : 1;
+    for (uint32_t page; (page = listing_next(&l)) > 0;) {
+        size_t count = 0;
+        l.rc = tally_log_read(c->client, from, page, 0, events, page, &count, &head);
+        if (l.rc != TALLY_ok)
+            break;
+        count = count < page ? count : page;
+        log_page_output(c, &l.table, events, count);
+        if (count > 0)
+            from = events[count - 1].seq + 1;
+        tally_events_release(events, count);
+        if (count == 0)
+            break;
+        listing_took(&l, count);
+    }
+    listing_end(c, &l, true);
+    if (l.rc != TALLY_ok)
+        return read_failure(c, "log", l.rc);
+    if (!c->json)
+        fprintf(stderr, "tally: head %" PRIu64 "\n", head);
+    return CLI_EXIT_OK;
+}
+
+/* ---- stats and backup ---- */
+
+/* stats --json: "subscribers" becomes the array of their metrics. */
+static int stats_subscribers_add(const cli *c, json_t *o, uint64_t count)
+{
+    static tally_subscriber_info list[TALLY_SUBSCRIBERS_MAX];
+    size_t n = 0;
+    int rc = count ? tally_stats_subscribers(c->client, list, TALLY_SUBSCRIBERS_MAX, &n)
+                   : TALLY_ok;
+    json_t *array = json_array();
+    for (size_t k = 0; rc == TALLY_ok && array && k < n; k++)
+        if (json_array_append_new(array, subscriber_json(&list[k])) != 0)
+            cli_out_of_memory();
+    if (!array || json_object_set_new(o, "subscribers", array) != 0)
+        cli_out_of_memory();
+    return rc;
+}
+
+int run_stats(cli *c)
+{
+    static const char *const titles[] = {"NAME", "VALUE"};
+    tally_stats s;
+    memset(&s, 0, sizeof(s));
+    int rc = tally_stats_get(c->client, &s);
+    if (rc != TALLY_ok)
+        return read_failure(c, "stats", rc);
+    const struct { const char *name; uint64_t value; } rows[] = {
+        {"head_seq", s.head_seq},         {"first_seq", s.first_seq},
+        {"accounts", s.accounts},         {"transfers", s.transfers},
+        {"entitlements", s.entitlements}, {"inbox", s.inbox},
+        {"events", s.events},             {"map_used_bytes", s.map_used_bytes},
+        {"map_size_bytes", s.map_size_bytes}, {"inbox_oldest_age_s", s.inbox_oldest_age_s},
+        {"log_floor", s.log_floor}, {"subscribers", s.subscribers}};
+    size_t n = sizeof(rows) / sizeof(rows[0]); /* JSON: the last row becomes a list */
+    json_t *o = c->json ? json_object() : NULL;
+    cli_table t;
+    table_init(&t, titles, 2);
+    for (size_t i = 0; i < n; i++) {
+        if (o && i + 1 < n && json_object_set_new(o, rows[i].name, json_u64(rows[i].value)) != 0)
+            cli_out_of_memory();
+        if (!o)
+            table_add(&t, "%s" SEP "%" PRIu64, rows[i].name, rows[i].value);
+    }
+    if (o) /* --json: "subscribers" is the list of their metrics, as stats reports them */
+        rc = stats_subscribers_add(c, o, s.subscribers);
+    if (rc != TALLY_ok) {
+        json_decref(o);
+        return read_failure(c, "stats", rc);
+    }
+    if (o)
+        json_emit(o);
+    else
+        table_print_free(&t);
+    return CLI_EXIT_OK;
+}
+
+int run_backup(cli *c)
+{
+    const char *dest = c->v[SLOT_NAME].text;
+    if (dest[0] != '/') {
+        fprintf(stderr, "tally backup: DEST must be an absolute path on tallyd's machine\n");
+        return CLI_EXIT_USAGE;
+    }
+    uint64_t bytes = 0;
+    int rc = tally_backup(c->client, dest, &bytes);
+    if (rc != TALLY_ok)
+        return read_failure(c, "backup", rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:s, s:o}", "code", "ok", "path", dest, "bytes",
+                            json_u64(bytes)));
+    else
+        printf("backup written to %s (%" PRIu64 " bytes); check it with: tally-recon --data %s\n",
+               dest, bytes, dest);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,169 @@
+/*
+ * subscribers.c — `tally subscribers`, `subscriber delete` and the dead
+ * letters of a subscriber (`dlq list`, `dlq replay`, `dlq discard`).
+ */
+#include "config.h"
+
+#include "clients/cli/tally_cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+json_t *subscriber_json(const tally_subscriber_info *i)
+{
+    json_t *backoff = json_array();
+    for (uint32_t k = 0; backoff && k < i->backoff_count; k++)
+        if (json_array_append_new(backoff, json_integer(i->backoff_ms[k])) != 0)
+            cli_out_of_memory();
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:I, s:o?, "
+                     "s:o?}",
+                     "name", i->name, "ack_floor", json_u64(i->ack_floor), "delivered_seq",
+                     json_u64(i->delivered_seq), "pending", json_u64(i->pending), "in_flight",
+                     json_u64(i->in_flight), "oldest_unacked_age_s",
+                     json_u64(i->oldest_unacked_age_s), "redelivered", json_u64(i->redelivered),
+                     "dead_letters", json_u64(i->dead_letters), "replaying",
+                     json_u64(i->replaying), "max_deliver", (json_int_t)i->max_deliver,
+                     "ack_wait_ms", (json_int_t)i->ack_wait_ms, "backoff_ms", backoff,
+                     "max_ack_pending", (json_int_t)i->max_ack_pending, "created",
+                     i->created_ms ? json_time(i->created_ms) : NULL, "updated",
+                     i->updated_ms ? json_time(i->updated_ms) : NULL);
+}
+
+int run_subscribers(cli *c)
+{
+    static const char *const titles[] = {"NAME",        "ACK_FLOOR",   "PENDING",
+                                         "IN_FLIGHT",   "OLDEST_UNACKED_AGE_S",
+                                         "REDELIVERED", "DEAD_LETTERS"};
+    static tally_subscriber_info list[TALLY_SUBSCRIBERS_MAX];
+    size_t n = 0;
+    int rc = tally_subscriber_list(c->client, list, TALLY_SUBSCRIBERS_MAX, &n);
+    if (rc != TALLY_ok)
+        return read_failure(c, "subscribers", rc);
+    cli_table t;
+    table_init(&t, titles, 7);
+    for (size_t k = 0; k < n; k++) {
+        const tally_subscriber_info *i = &list[k];
+        if (c->json)
+            json_emit(subscriber_json(i));
+        else
+            table_add(&t,
+                      "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP
+                      "%" PRIu64 SEP "%" PRIu64,
+                      i->name, i->ack_floor, i->pending, i->in_flight, i->oldest_unacked_age_s,
+                      i->redelivered, i->dead_letters);
+    }
+    if (!c->json)
+        table_print_free(&t);
+    return CLI_EXIT_OK;
+}
+
+/* What a subscriber op acts on, for messages: "dlq of NAME". */
+static const char *about(const cli *c, const char *what, char *out, size_t size)
+{
+    snprintf(out, size, "%s %s", what, c->v[SLOT_NAME].text);
+    return out;
+}
+
+int run_subscriber_delete(cli *c)
+{
+    char what[96];
+    int rc = tally_subscriber_delete(c->client, c->v[SLOT_NAME].text);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "delete subscriber", what, sizeof(what)), rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:b, s:s}", "code", "ok", "deleted", 1, "name",
+                            c->v[SLOT_NAME].text));
+    else
+        printf("deleted subscriber %s\n", c->v[SLOT_NAME].text);
+    return CLI_EXIT_OK;
+}
+
+static json_t *dead_letter_json(const tally_dead_letter *l)
+{
+    char id[37];
+    tally_uuid_format(&l->event_id, id);
+    return json_pack("{s:o, s:I, s:s, s:o, s:I, s:b, s:s?, s:s?}", "seq", json_u64(l->seq),
+                     "attempts", (json_int_t)l->attempts, "error", l->error, "parked",
+                     json_time(l->parked_ms), "parked_ms", (json_int_t)l->parked_ms, "replaying",
+                     (int)l->replaying, "event_id", l->type[0] ? id : NULL, "type",
+                     l->type[0] ? l->type : NULL);
+}
+
+static void dead_letters_output(const cli *c, cli_table *t, const tally_dead_letter *list,
+                                size_t count)
+{
+    for (size_t k = 0; k < count; k++) {
+        const tally_dead_letter *l = &list[k];
+        char parked[40];
+        if (c->json) {
+            json_emit(dead_letter_json(l));
+            continue;
+        }
+        time_text(l->parked_ms, parked);
+        table_add(t, "%" PRIu64 SEP "%u" SEP "%s" SEP "%s" SEP "%s" SEP "%s", l->seq, l->attempts,
+                  l->type[0] ? l->type : "-", parked, l->replaying ? "yes" : "no", l->error);
+    }
+}
+
+static const char *const dlq_titles[] = {"SEQ", "ATTEMPTS", "TYPE", "PARKED", "REPLAYING",
+                                         "ERROR"};
+static const cli_listing_kind dlq_listing = {dlq_titles, 6, TALLY_DLQ_LIST_ENTRIES_MAX,
+                                             sizeof(tally_dead_letter)};
+
+int run_dlq_list(cli *c)
+{
+    cli_listing l;
+    tally_dead_letter *page = listing_begin(c, &l, &dlq_listing);
+    uint64_t after = value_or(c, SLOT_AFTER, 0), next = 0;
+    for (uint32_t limit; (limit = listing_next(&l)) > 0; after = next) {
+        size_t count = 0;
+        l.rc = tally_dlq_list(c->client, c->v[SLOT_NAME].text, after, limit, page, limit, &count,
+                              &next);
+        if (l.rc != TALLY_ok)
+            break;
+        dead_letters_output(c, &l.table, page, count);
+        listing_took(&l, count);
+        if (next == 0 || count == 0)
+            break;
+    }
+    listing_end(c, &l, l.rc == TALLY_ok || l.table.rows > 0); /* shown also before a failure */
+    char what[96];
+    if (l.rc != TALLY_ok)
+        return read_failure(c, about(c, "dead letters of", what, sizeof(what)), l.rc);
+    if (!c->json && l.remaining == 0 && next != 0)
+        fprintf(stderr, "tally: more: tally dlq list %s --after %" PRIu64 "\n",
+                c->v[SLOT_NAME].text, after);
+    return CLI_EXIT_OK;
+}
+
+int run_dlq_replay(cli *c)
+{
+    uint64_t replaying = 0;
+    char what[96];
+    int rc = tally_dlq_replay(c->client, c->v[SLOT_NAME].text, value_or(c, SLOT_SEQ, 0),
+                              &replaying);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "replay dead letters of", what, sizeof(what)), rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:o}", "code", "ok", "replaying", json_u64(replaying)));
+    else
+        printf("replaying %" PRIu64 " dead letter%s of %s: delivered again on the next fetch\n",
+               replaying, replaying == 1 ? "" : "s", c->v[SLOT_NAME].text);
+    return CLI_EXIT_OK;
+}
+
+int run_dlq_discard(cli *c)
+{
+    char what[96];
+    int rc = tally_dlq_discard(c->client, c->v[SLOT_NAME].text, c->v[SLOT_SEQ].u);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "discard a dead letter of", what, sizeof(what)), rc);
+    if (c->json)
+        json_emit(json_pack("{s:s, s:b, s:o}", "code", "ok", "discarded", 1, "seq",
+                            json_u64(c->v[SLOT_SEQ].u)));
+    else
+        printf("discarded dead letter %" PRIu64 " of %s\n", c->v[SLOT_SEQ].u,
+               c->v[SLOT_NAME].text);
+    return CLI_EXIT_OK;
+}
