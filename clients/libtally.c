@@ -21,6 +21,7 @@
 #include "common/bytes.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
+#include "net/nng_compat.h"
 
 #include <assert.h>
 #include <msgpack.h>
@@ -239,9 +240,12 @@ static int ctx_round_trip(nng_ctx ctx, nng_aio *aio, nng_msg *msg, nng_time dead
  * 1.6.0), and the client would stay unreachable while the server is back.
  * So a client without a connection for REDIAL_AFTER_MS replaces its dialer
  * (one thread at a time). With no connection up, closing the old dialer
- * has nothing to tear down. */
+ * has nothing to tear down. Off when built against a fixed NNG
+ * (NNG_COMPAT_REDIAL, net/nng_compat.h). */
 static void client_redial(tally_client *c)
 {
+    if (!NNG_COMPAT_REDIAL)
+        return;
     nng_mtx_lock(c->mu);
     bool due = c->pipes == 0 && !c->redialing &&
                nng_clock() - c->idle_since >= REDIAL_AFTER_MS;
