@@ -24,6 +24,8 @@ void net_control_backup(net_out *o, const net_control_env *env, const net_reques
         return net_reply_error(o, TALLY_backup_destination_invalid, "an absolute directory path");
     memcpy(path, p.ptr, p.len);
     path[p.len] = '\0';
+    if (env->st == NULL)
+        return net_reply_error(o, TALLY_shutting_down, "server is stopping, retry later");
     uint64_t bytes = 0;
     int rc = store_backup(env->st, path, env->backup_dir, &bytes);
     if (rc != TALLY_ok) {

@@ -139,7 +139,7 @@ typedef struct net_result {
 
 /* What control ops run against. */
 typedef struct net_control_env {
-    store *st;
+    store *st;              /* NULL: the store is closed (shutting down) */
     const char *backup_dir; /* NULL: anywhere */
 } net_control_env;
 

@@ -68,6 +68,8 @@ static int open_sockets(server *srv)
 {
     int rv = nng_rep0_open(&srv->rep);
     if (rv == 0)
+        rv = slots_limit_requests(srv);
+    if (rv == 0)
         rv = pipes_watch(srv);
     if (rv == 0)
         rv = listeners_open(srv);
@@ -165,6 +167,7 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         close_everything(srv);
         return 1;
     }
+    slots_start(srv); /* only now: every thread that answers a request runs */
     net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu)%s%s", opt->data_dir,
             opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
             srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "");

@@ -122,14 +122,22 @@ struct server {
 /* ---- slot.c ---- */
 /* Pass s from one owner to the next (asserts it held the slot). */
 void slot_own(slot *s, slot_owner from, slot_owner to);
+/* The request size limit: set before any listener exists (listeners of
+ * newer NNG copy the socket's options when they are made). */
+int slots_limit_requests(server *srv);
+/* The slots, receiving only once slots_start runs (after the threads
+ * that answer them have started). */
 int slots_open(server *srv);
-void slot_send_error(slot *s, int code, const char *detail);
+void slots_start(server *srv);
+/* Every function that answers or passes on a slot takes the owner the
+ * caller holds it as; slot_own asserts it. */
+void slot_send_error(slot *s, slot_owner from, int code, const char *detail);
 /* A read's reply, from a fresh snapshot. */
-void slot_send_read(slot *s);
+void slot_send_read(slot *s, slot_owner from);
 /* A write's or subscriber write's reply after its group's commit (fault
  * non-zero when the commit failed). */
-void slot_send_written(slot *s, int fault, int64_t now_ms);
-void slot_enqueue_write(slot *s);
+void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms);
+void slot_enqueue_write(slot *s, slot_owner from);
 
 /* ---- waiter.c ---- */
 /* Park s (owned by from) until the head passes s->watermark or wait_ms

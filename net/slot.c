@@ -61,39 +61,34 @@ static nng_msg *error_reply(int code, const char *detail)
     return net_out_take(&o);
 }
 
-static void send_error_from(slot *s, slot_owner from, int code, const char *detail)
+void slot_send_error(slot *s, slot_owner from, int code, const char *detail)
 {
     slot_send(s, from, error_reply(code, detail));
 }
 
-void slot_send_error(slot *s, int code, const char *detail)
-{
-    send_error_from(s, (slot_owner)atomic_load(&s->owner), code, detail);
-}
 
-/* A reply that could not be built (too large, a read failed) is answered
- * with internal. */
+/* A read's reply that could not be built (too large, a read failed) is
+ * answered with internal. */
 static void send_built(slot *s, slot_owner from, net_out *o)
 {
     nng_msg *m = net_out_take(o);
     if (m == NULL)
-        send_error_from(s, from, TALLY_internal, "reply too large or read failed");
+        slot_send_error(s, from, TALLY_internal, "reply too large or read failed");
     else
         slot_send(s, from, m);
 }
 
 /* Build a reply in a read-only snapshot: a read, or a subscriber write
  * after its group's commit. */
-static void send_snapshot(slot *s, int fault, int64_t now_ms)
+static void send_snapshot(slot *s, slot_owner from, int fault, int64_t now_ms)
 {
     server *srv = s->srv;
-    slot_owner from = (slot_owner)atomic_load(&s->owner);
     store_txn t;
     pthread_rwlock_rdlock(&srv->store_rw);
     int rc = srv->store_closed ? TALLY_shutting_down : store_txn_begin(srv->st, NULL, true, &t);
     if (rc != TALLY_ok) {
         pthread_rwlock_unlock(&srv->store_rw);
-        send_error_from(s, from, rc, rc == TALLY_shutting_down ? "server is stopping, retry later"
+        slot_send_error(s, from, rc, rc == TALLY_shutting_down ? "server is stopping, retry later"
                                                                : "cannot begin a read transaction");
         return;
     }
@@ -113,24 +108,29 @@ static void send_snapshot(slot *s, int fault, int64_t now_ms)
     send_built(s, from, &o);
 }
 
-void slot_send_read(slot *s) { send_snapshot(s, TALLY_ok, clock_wall_ms()); }
+void slot_send_read(slot *s, slot_owner from) { send_snapshot(s, from, TALLY_ok, clock_wall_ms()); }
 
-void slot_send_written(slot *s, int fault, int64_t now_ms)
+void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
 {
     if (s->req.op->kind == NET_KIND_SUBSCRIBER) {
-        send_snapshot(s, fault, clock_wall_ms());
+        send_snapshot(s, from, fault, clock_wall_ms());
         return;
     }
+    /* A write's reply that cannot be built goes unanswered (logged): the
+     * write may be durable, and internal would tell the caller it was
+     * not; a retry with the same key gets the stored outcome. */
     net_out o;
     if (net_out_begin(&o) != 0) {
-        slot_send(s, OWNER_COMPLETER, NULL);
+        slot_send(s, from, NULL);
         return;
     }
     s->req.op->reply(&o, NULL, &s->req, &s->res, fault, now_ms);
-    send_built(s, OWNER_COMPLETER, &o);
+    slot_send(s, from, net_out_take(&o));
 }
 
-/* Control ops run here, on the NNG thread, beside reader and writer. */
+/* Control ops run here, on the NNG thread, beside reader and writer
+ * (the store is NULL to them once it is closed). A reply that cannot be
+ * built goes unanswered (logged). */
 static void send_control(slot *s)
 {
     server *srv = s->srv;
@@ -140,20 +140,15 @@ static void send_control(slot *s)
         return;
     }
     pthread_rwlock_rdlock(&srv->store_rw);
-    if (srv->store_closed) {
-        net_reply_error(&o, TALLY_shutting_down, "server is stopping, retry later");
-    } else {
-        net_control_env env = {srv->st, srv->opt->backup_dir};
-        s->req.op->control(&o, &env, &s->req);
-    }
+    net_control_env env = {srv->store_closed ? NULL : srv->st, srv->opt->backup_dir};
+    s->req.op->control(&o, &env, &s->req);
     pthread_rwlock_unlock(&srv->store_rw);
-    send_built(s, OWNER_NNG, &o);
+    slot_send(s, OWNER_NNG, net_out_take(&o));
 }
 
-void slot_enqueue_write(slot *s)
+void slot_enqueue_write(slot *s, slot_owner from)
 {
     server *srv = s->srv;
-    slot_owner from = (slot_owner)atomic_load(&s->owner);
     pthread_mutex_lock(&srv->mu);
     int refuse = srv->stopping                              ? TALLY_shutting_down
                  : srv->queued >= TALLY_QUEUE_REQUESTS_MAX ? TALLY_overloaded
@@ -171,7 +166,7 @@ void slot_enqueue_write(slot *s)
     }
     pthread_mutex_unlock(&srv->mu);
     if (refuse != TALLY_ok)
-        send_error_from(s, from, refuse, refuse == TALLY_overloaded ? "write queue full, retry later"
+        slot_send_error(s, from, refuse, refuse == TALLY_overloaded ? "write queue full, retry later"
                                                                     : "server is stopping, retry later");
 }
 
@@ -190,7 +185,7 @@ static void dispatch_read(slot *s)
             return;
         }
     }
-    slot_send_read(s);
+    slot_send_read(s, OWNER_NNG);
 }
 
 static void slot_handle(slot *s)
@@ -198,19 +193,19 @@ static void slot_handle(slot *s)
     s->state = SLOT_BUSY;
     size_t len = nng_msg_len(s->msg);
     if (len > TALLY_REQUEST_BYTES_MAX) {
-        send_error_from(s, OWNER_NNG, TALLY_request_too_large, "requests are at most 512 KiB");
+        slot_send_error(s, OWNER_NNG, TALLY_request_too_large, "requests are at most 512 KiB");
         return;
     }
     int rc = net_request_decode(&s->req, nng_msg_body(s->msg), len);
     if (rc != TALLY_ok) {
         net_log(NET_LOG_DEBUG, "refused request: %s (%s)", tally_strerror(rc), s->req.error_detail);
-        send_error_from(s, OWNER_NNG, rc, s->req.error_detail);
+        slot_send_error(s, OWNER_NNG, rc, s->req.error_detail);
         return;
     }
     s->until_ms = clock_mono_ms() + s->req.wait_ms;
     switch (s->req.op->kind) {
     case NET_KIND_WRITE:
-    case NET_KIND_SUBSCRIBER: slot_enqueue_write(s); return;
+    case NET_KIND_SUBSCRIBER: slot_enqueue_write(s, OWNER_NNG); return;
     case NET_KIND_CONTROL: send_control(s); return;
     case NET_KIND_READ: dispatch_read(s); return;
     }
@@ -237,11 +232,14 @@ static void slot_callback(void *arg)
     slot_handle(s);
 }
 
+int slots_limit_requests(server *srv)
+{
+    return nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ, RECV_HARD_LIMIT_BYTES);
+}
+
 int slots_open(server *srv)
 {
-    int rv = nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ, RECV_HARD_LIMIT_BYTES);
-    if (rv != 0)
-        return rv;
+    int rv;
     srv->slot_count = srv->opt->contexts;
     srv->slots = calloc(srv->slot_count, sizeof(slot));
     if (srv->slots == NULL)
@@ -257,7 +255,11 @@ int slots_open(server *srv)
         if (rv != 0)
             return rv;
     }
+    return 0;
+}
+
+void slots_start(server *srv)
+{
     for (unsigned i = 0; i < srv->slot_count; i++)
         slot_recv(&srv->slots[i]);
-    return 0;
 }

@@ -27,9 +27,9 @@ void slot_park(slot *s, slot_owner from, int64_t wait_ms)
     /* Stopping: answered now (the waiter may have exited, and a slot
      * parked then would never be answered). */
     if (stopping && s->req.op->kind == NET_KIND_SUBSCRIBER)
-        slot_send_written(s, 0, clock_wall_ms());
+        slot_send_written(s, from, 0, clock_wall_ms());
     else if (stopping)
-        slot_send_read(s);
+        slot_send_read(s, from);
 }
 
 /* Remove and return a waiter that is ready (events or deadline), or NULL;
@@ -73,9 +73,9 @@ void *waiter_main(void *arg)
         if (s) {
             pthread_mutex_unlock(&srv->mu);
             if (s->req.op->kind == NET_KIND_SUBSCRIBER)
-                slot_enqueue_write(s); /* runs again */
+                slot_enqueue_write(s, OWNER_WAITER); /* runs again */
             else
-                slot_send_read(s);
+                slot_send_read(s, OWNER_WAITER);
             pthread_mutex_lock(&srv->mu);
             continue;
         }

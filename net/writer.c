@@ -190,7 +190,7 @@ static void send_or_park(server *srv, slot *s, int fault, int64_t now)
     const net_op *op = s->req.op;
     if (fault != TALLY_ok || !op->apply_waits || !op->apply_waits(&s->req, &s->res, &watermark) ||
         mono >= s->until_ms) {
-        slot_send_written(s, fault, now);
+        slot_send_written(s, OWNER_COMPLETER, fault, now);
         return;
     }
     int64_t wait = s->until_ms - mono;
@@ -206,7 +206,7 @@ static void send_or_park(server *srv, slot *s, int fault, int64_t now)
     pthread_mutex_unlock(&srv->mu);
     s->watermark = watermark;
     if (passed)
-        slot_enqueue_write(s);
+        slot_enqueue_write(s, OWNER_COMPLETER);
     else
         slot_park(s, OWNER_COMPLETER, wait);
 }
@@ -324,7 +324,7 @@ static void refuse_queued(server *srv)
         pthread_mutex_unlock(&srv->mu);
         if (s == NULL)
             return;
-        slot_send_error(s, TALLY_shutting_down, "server is stopping, retry later");
+        slot_send_error(s, OWNER_WRITER, TALLY_shutting_down, "server is stopping, retry later");
     }
 }
 
