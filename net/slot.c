@@ -202,7 +202,8 @@ static void slot_handle(slot *s)
         slot_send_error(s, OWNER_NNG, rc, s->req.error_detail);
         return;
     }
-    s->until_ms = clock_mono_ms() + s->req.wait_ms;
+    if (s->req.wait_ms > 0) /* long-polls only: no clock read on the write path */
+        s->until_ms = clock_mono_ms() + s->req.wait_ms;
     switch (s->req.op->kind) {
     case NET_KIND_WRITE:
     case NET_KIND_SUBSCRIBER: slot_enqueue_write(s, OWNER_NNG); return;
