@@ -19,6 +19,18 @@ _Static_assert((int)TALLY_ENTITY_ACCOUNT == (int)LOG_ENTITY_ACCOUNT &&
                    (int)TALLY_ENTITY_ENTITLEMENT == (int)LOG_ENTITY_ENTITLEMENT,
                "entity kinds as the log's");
 _Static_assert(sizeof(tally_uuid) == sizeof(tally_id128), "a tally_uuid is a tally_id128");
+_Static_assert((int)TALLY_PART_ACCOUNT == (int)LOG_PART_ACCOUNT &&
+                   (int)TALLY_PART_TRANSFER == (int)LOG_PART_TRANSFER &&
+                   (int)TALLY_PART_DEBIT_ACCOUNT == (int)LOG_PART_DEBIT_ACCOUNT &&
+                   (int)TALLY_PART_CREDIT_ACCOUNT == (int)LOG_PART_CREDIT_ACCOUNT &&
+                   (int)TALLY_PART_ENTITLEMENT == (int)LOG_PART_ENTITLEMENT,
+               "body parts as the log's");
+
+const msgpack_object *tally_event_part(const tally_event *ev, tally_body_part part)
+{
+    return ev == NULL ? NULL
+                      : log_body_part_of(ev->body, (log_entity_kind)ev->kind, (log_body_part)part);
+}
 
 /* s into out (capacity bytes with the NUL); false when it does not fit. */
 static bool str_copy(tally_str s, char *out, size_t capacity)

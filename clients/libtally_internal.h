@@ -19,6 +19,7 @@
 #include <assert.h>
 #include <msgpack.h>
 #include <nng/nng.h>
+#include <stdio.h>
 #include <string.h>
 
 #define FIELDS_MAX 16
@@ -136,23 +137,45 @@ void client_reply_free(reply *r);
  * else (not a string, an unknown name). */
 int client_code_of(const msgpack_object *o);
 
-/* Reads typed fields of one reply map; ok turns false at the first field
- * that is missing, of another type or out of range. */
+/* Reads typed fields of one reply map, or of a body object in either form
+ * (a map, or a row of event format 2: the same fields by position, read in
+ * their documented order); ok turns false at the first field that is
+ * missing, of another type or out of range. */
 typedef struct decoder {
     const msgpack_object *map;
     bool ok;
+    uint32_t pos; /* a row's next field */
 } decoder;
 
 static inline decoder decoder_of(const msgpack_object *o)
 {
-    return (decoder){o, o != NULL && o->type == MSGPACK_OBJECT_MAP};
+    return (decoder){o, o != NULL && o->type == MSGPACK_OBJECT_MAP, 0};
+}
+
+/* A body object: a map, or a row. */
+static inline decoder decoder_of_record(const msgpack_object *o)
+{
+    return (decoder){o, o != NULL && (o->type == MSGPACK_OBJECT_MAP ||
+                                      o->type == MSGPACK_OBJECT_ARRAY), 0};
+}
+
+/* The field: by name in a map; in a row the next one (peek: left for the
+ * next call). */
+static inline const msgpack_object *dec_field(decoder *d, const char *name, bool peek)
+{
+    const msgpack_object *o = NULL;
+    if (d->ok && d->map->type == MSGPACK_OBJECT_ARRAY)
+        o = d->pos < d->map->via.array.size ? &d->map->via.array.ptr[d->pos] : NULL;
+    else if (d->ok)
+        o = msgpack_safe_map_get(d->map, name);
+    d->pos += o != NULL && !peek;
+    d->ok = d->ok && o != NULL;
+    return o;
 }
 
 static inline const msgpack_object *dec_get(decoder *d, const char *name)
 {
-    const msgpack_object *o = d->ok ? msgpack_safe_map_get(d->map, name) : NULL;
-    d->ok = d->ok && o != NULL;
-    return o;
+    return dec_field(d, name, false);
 }
 
 static inline uint64_t dec_uint(decoder *d, const char *name, uint64_t max)
@@ -178,11 +201,15 @@ static inline bool dec_bool(decoder *d, const char *name)
     return d->ok && o->via.boolean;
 }
 
-/* A field that may be nil: false (and no change) when nil. */
+/* A field that may be nil: false (and no change) when nil; else the field
+ * is left for the dec_* call that reads it. */
 static inline bool dec_present(decoder *d, const char *name)
 {
-    const msgpack_object *o = dec_get(d, name);
-    return d->ok && o->type != MSGPACK_OBJECT_NIL;
+    const msgpack_object *o = dec_field(d, name, true);
+    bool present = d->ok && o->type != MSGPACK_OBJECT_NIL;
+    if (d->ok && !present)
+        dec_get(d, name); /* a nil is read here */
+    return present;
 }
 
 /* A string into out (capacity bytes with the NUL); "" when it fails. */
@@ -194,6 +221,23 @@ static inline void dec_str(decoder *d, const char *name, char *out, size_t capac
     if (d->ok)
         memcpy(out, s.ptr, s.len);
     out[d->ok ? s.len : 0] = '\0';
+}
+
+/* A state: its name (a map) or its number (a row), named by name_of
+ * (log_transfer_state_name, log_entitlement_state_name); "" when it fails. */
+static inline void dec_state(decoder *d, const char *name, const char *(*name_of)(uint64_t),
+                             char *out, size_t capacity)
+{
+    const msgpack_object *o = dec_field(d, name, true);
+    uint64_t n;
+    if (d->ok && o->type != MSGPACK_OBJECT_STR) {
+        const char *s = msgpack_safe_get_u64(o, &n) ? name_of(n) : NULL;
+        dec_get(d, name);
+        d->ok = d->ok && s != NULL && strlen(s) < capacity;
+        snprintf(out, capacity, "%s", d->ok ? s : "");
+        return;
+    }
+    dec_str(d, name, out, capacity);
 }
 
 static inline void dec_id(decoder *d, const char *name, tally_uuid *out)

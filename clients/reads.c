@@ -8,6 +8,7 @@
 #include "clients/tally_inbox.h"
 
 #include "common/limits.h"
+#include "log/event.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 static bool account_decode(const msgpack_object *o, void *out)
 {
     tally_account *a = out;
-    decoder d = decoder_of(o);
+    decoder d = decoder_of_record(o);
     a->id = dec_uint(&d, "id", UINT64_MAX);
     a->ledger = (uint32_t)dec_uint(&d, "ledger", UINT32_MAX);
     a->code = (uint16_t)dec_uint(&d, "code", UINT16_MAX);
@@ -34,7 +35,7 @@ static bool account_decode(const msgpack_object *o, void *out)
 static bool transfer_decode(const msgpack_object *o, void *out)
 {
     tally_transfer_info *t = out;
-    decoder d = decoder_of(o);
+    decoder d = decoder_of_record(o);
     dec_id(&d, "id", &t->id);
     t->debit_account_id = dec_uint(&d, "debit_account_id", UINT64_MAX);
     t->credit_account_id = dec_uint(&d, "credit_account_id", UINT64_MAX);
@@ -42,7 +43,7 @@ static bool transfer_decode(const msgpack_object *o, void *out)
     t->ledger = (uint32_t)dec_uint(&d, "ledger", UINT32_MAX);
     t->code = (uint16_t)dec_uint(&d, "code", UINT16_MAX);
     t->flags = (uint16_t)dec_uint(&d, "flags", UINT16_MAX);
-    dec_str(&d, "state", t->state, sizeof(t->state));
+    dec_state(&d, "state", log_transfer_state_name, t->state, sizeof(t->state));
     t->timeout_s = (uint32_t)dec_uint(&d, "timeout_s", UINT32_MAX);
     t->expires_at_ms = dec_int(&d, "expires_at_ms");
     t->posted_amount = dec_int(&d, "posted_amount");
@@ -56,11 +57,11 @@ static bool transfer_decode(const msgpack_object *o, void *out)
 static bool entitlement_decode(const msgpack_object *o, void *out)
 {
     tally_entitlement *e = out;
-    decoder d = decoder_of(o);
+    decoder d = decoder_of_record(o);
     memset(e, 0, sizeof(*e));
     dec_str(&d, "subject", e->subject, sizeof(e->subject));
     dec_str(&d, "feature", e->feature, sizeof(e->feature));
-    dec_str(&d, "state", e->state, sizeof(e->state));
+    dec_state(&d, "state", log_entitlement_state_name, e->state, sizeof(e->state));
     e->lifetime = !dec_present(&d, "valid_until_ms");
     if (!e->lifetime)
         e->valid_until_ms = dec_int(&d, "valid_until_ms");

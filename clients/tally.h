@@ -338,6 +338,21 @@ typedef struct tally_event {
     size_t raw_len;
 } tally_event;
 
+/* The parts of an event body by role (docs/EVENTS.md). The body is a map of
+ * named objects in events of format 1 and an array of rows in format 2;
+ * tally_event_part finds a part in either, and tally_account_from_msgpack
+ * and its siblings (tally_inbox.h) read either form of an object. */
+typedef enum tally_body_part {
+    TALLY_PART_ACCOUNT = 0,        /* account events: the account */
+    TALLY_PART_TRANSFER = 1,       /* transfer events: the transfer, */
+    TALLY_PART_DEBIT_ACCOUNT = 2,  /* its debit account */
+    TALLY_PART_CREDIT_ACCOUNT = 3, /* and its credit account, after the change */
+    TALLY_PART_ENTITLEMENT = 4,    /* entitlement events: the entitlement */
+} tally_body_part;
+/* The part of ev's body (ev->body must be set, as in the inbox's callbacks),
+ * or NULL when the event's kind has no such part. */
+const struct msgpack_object *tally_event_part(const tally_event *ev, tally_body_part part);
+
 typedef struct tally_stats {
     uint64_t head_seq, first_seq, accounts, transfers, entitlements, inbox, events;
     uint64_t map_used_bytes, map_size_bytes;

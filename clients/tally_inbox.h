@@ -223,7 +223,10 @@ int tally_inbox_stats_get(tally_inbox *inbox, tally_inbox_stats *out);
 
 /* ---- decoding bodies ----
  * The objects of an event body (docs/EVENTS.md "Objects in bodies"), e.g.
- * tally_account_from_msgpack(msgpack map value "debit_account", &a).
+ * tally_account_from_msgpack(tally_event_part(ev, TALLY_PART_DEBIT_ACCOUNT), &a).
+ * The body is a map of named objects in events of format 1 and an array of
+ * rows in format 2: tally_event_part (tally.h) finds a part in either, and the
+ * *_from_msgpack functions read either form of an object.
  * TALLY_ok, or TALLY_corrupt_record when o is not such an object. */
 int tally_account_from_msgpack(const msgpack_object *o, tally_account *out);
 int tally_transfer_from_msgpack(const msgpack_object *o, tally_transfer_info *out);

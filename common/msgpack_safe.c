@@ -89,6 +89,19 @@ static bool read_header(reader *r, uint64_t *children)
     }
 }
 
+size_t msgpack_safe_skip(const void *buf, size_t len)
+{
+    reader r = {buf, len};
+    uint64_t todo = 1;
+    while (todo > 0) {
+        uint64_t children;
+        if (!read_header(&r, &children) || children > r.left)
+            return 0;
+        todo += children - 1;
+    }
+    return len - r.left;
+}
+
 int msgpack_safe_check(const void *buf, size_t len, unsigned depth_max)
 {
     if (buf == NULL || len == 0)
@@ -146,6 +159,57 @@ const msgpack_object *msgpack_safe_map_get(const msgpack_object *map, const char
             return &map->via.map.ptr[i].val;
     }
     return NULL;
+}
+
+int msgpack_record_begin(msgpack_record *r, msgpack_packer *pk, bool row, uint32_t n)
+{
+    r->pk = pk;
+    r->row = row;
+    return row ? msgpack_pack_array(pk, n) : msgpack_pack_map(pk, n);
+}
+
+int msgpack_record_key(const msgpack_record *r, const char *name)
+{
+    return r->row ? 0 : msgpack_safe_pack_cstr(r->pk, name);
+}
+
+msgpack_record_reader msgpack_record_read(const msgpack_object *o)
+{
+    bool ok = o != NULL && (o->type == MSGPACK_OBJECT_MAP || o->type == MSGPACK_OBJECT_ARRAY);
+    return (msgpack_record_reader){o, 0, ok};
+}
+
+bool msgpack_record_is_row(const msgpack_record_reader *r)
+{
+    return r->o != NULL && r->o->type == MSGPACK_OBJECT_ARRAY;
+}
+
+uint32_t msgpack_record_fields(const msgpack_record_reader *r)
+{
+    if (r->o == NULL)
+        return 0;
+    if (r->o->type == MSGPACK_OBJECT_MAP)
+        return r->o->via.map.size;
+    return r->o->type == MSGPACK_OBJECT_ARRAY ? r->o->via.array.size : 0;
+}
+
+const msgpack_object *msgpack_record_next(msgpack_record_reader *r, const char *name)
+{
+    const msgpack_object *v = NULL;
+    if (r->ok && msgpack_record_is_row(r))
+        v = r->pos < r->o->via.array.size ? &r->o->via.array.ptr[r->pos++] : NULL;
+    else if (r->ok)
+        v = msgpack_safe_map_get(r->o, name);
+    r->ok = r->ok && v != NULL;
+    return v;
+}
+
+bool msgpack_record_next_u64(msgpack_record_reader *r, const char *name, uint64_t max,
+                             uint64_t *out)
+{
+    bool ok = msgpack_safe_get_u64(msgpack_record_next(r, name), out) && *out <= max;
+    r->ok = r->ok && ok;
+    return ok;
 }
 
 bool msgpack_safe_get_u64(const msgpack_object *o, uint64_t *out)

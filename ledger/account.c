@@ -77,48 +77,43 @@ int ledger_account_put(store_txn *t, const ledger_account *a)
     return store_put(t, STORE_DB_ACCOUNTS, key, sizeof(key), val, sizeof(val), 0);
 }
 
-int ledger_account_pack(msgpack_packer *pk, const ledger_account *a)
+int ledger_account_pack(msgpack_packer *pk, const ledger_account *a, bool row)
 {
-    return msgpack_pack_map(pk, 10) ||
-           msgpack_safe_pack_cstr(pk, "id") || msgpack_pack_uint64(pk, a->id) ||
-           msgpack_safe_pack_cstr(pk, "ledger") || msgpack_pack_uint32(pk, a->ledger) ||
-           msgpack_safe_pack_cstr(pk, "code") || msgpack_pack_uint16(pk, a->code) ||
-           msgpack_safe_pack_cstr(pk, "flags") || msgpack_pack_uint16(pk, a->flags) ||
-           msgpack_safe_pack_cstr(pk, "debits_posted") ||
-           msgpack_pack_int64(pk, a->debits_posted) ||
-           msgpack_safe_pack_cstr(pk, "credits_posted") ||
+    msgpack_record r;
+    return msgpack_record_begin(&r, pk, row, 10) ||
+           msgpack_record_key(&r, "id") || msgpack_pack_uint64(pk, a->id) ||
+           msgpack_record_key(&r, "ledger") || msgpack_pack_uint32(pk, a->ledger) ||
+           msgpack_record_key(&r, "code") || msgpack_pack_uint16(pk, a->code) ||
+           msgpack_record_key(&r, "flags") || msgpack_pack_uint16(pk, a->flags) ||
+           msgpack_record_key(&r, "debits_posted") || msgpack_pack_int64(pk, a->debits_posted) ||
+           msgpack_record_key(&r, "credits_posted") ||
            msgpack_pack_int64(pk, a->credits_posted) ||
-           msgpack_safe_pack_cstr(pk, "debits_pending") ||
+           msgpack_record_key(&r, "debits_pending") ||
            msgpack_pack_int64(pk, a->debits_pending) ||
-           msgpack_safe_pack_cstr(pk, "credits_pending") ||
+           msgpack_record_key(&r, "credits_pending") ||
            msgpack_pack_int64(pk, a->credits_pending) ||
-           msgpack_safe_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, a->version) ||
-           msgpack_safe_pack_cstr(pk, "created_seq") || msgpack_pack_uint64(pk, a->created_seq);
-}
-
-static bool get_u32_field(const msgpack_object *o, const char *name, uint32_t max,
-                          uint64_t *out)
-{
-    return msgpack_safe_get_u64(msgpack_safe_map_get(o, name), out) && *out <= max;
+           msgpack_record_key(&r, "version") || msgpack_pack_uint64(pk, a->version) ||
+           msgpack_record_key(&r, "created_seq") || msgpack_pack_uint64(pk, a->created_seq);
 }
 
 int ledger_account_unpack(const msgpack_object *o, ledger_account *out)
 {
     uint64_t ledger, code, flags;
-    bool ok = o != NULL && o->type == MSGPACK_OBJECT_MAP &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "id"), &out->id) &&
-              get_u32_field(o, "ledger", UINT32_MAX, &ledger) &&
-              get_u32_field(o, "code", UINT16_MAX, &code) &&
-              get_u32_field(o, "flags", UINT16_MAX, &flags) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "debits_posted"), &out->debits_posted) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "credits_posted"),
+    msgpack_record_reader r = msgpack_record_read(o);
+    bool ok = msgpack_safe_get_u64(msgpack_record_next(&r, "id"), &out->id) &&
+              msgpack_record_next_u64(&r, "ledger", UINT32_MAX, &ledger) &&
+              msgpack_record_next_u64(&r, "code", UINT16_MAX, &code) &&
+              msgpack_record_next_u64(&r, "flags", UINT16_MAX, &flags) &&
+              msgpack_safe_get_i64(msgpack_record_next(&r, "debits_posted"),
+                                   &out->debits_posted) &&
+              msgpack_safe_get_i64(msgpack_record_next(&r, "credits_posted"),
                                    &out->credits_posted) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "debits_pending"),
+              msgpack_safe_get_i64(msgpack_record_next(&r, "debits_pending"),
                                    &out->debits_pending) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "credits_pending"),
+              msgpack_safe_get_i64(msgpack_record_next(&r, "credits_pending"),
                                    &out->credits_pending) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "version"), &out->version) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "created_seq"), &out->created_seq);
+              msgpack_safe_get_u64(msgpack_record_next(&r, "version"), &out->version) &&
+              msgpack_safe_get_u64(msgpack_record_next(&r, "created_seq"), &out->created_seq);
     if (!ok)
         return TALLY_corrupt_record;
     out->ledger = (uint32_t)ledger;
@@ -129,8 +124,7 @@ int ledger_account_unpack(const msgpack_object *o, ledger_account *out)
 
 int ledger_account_pack_body(msgpack_packer *pk, const void *account)
 {
-    return msgpack_pack_map(pk, 1) || msgpack_safe_pack_cstr(pk, "account") ||
-           ledger_account_pack(pk, account);
+    return msgpack_pack_array(pk, 1) || ledger_account_pack(pk, account, true);
 }
 
 static int compare_existing(const ledger_account *have, const ledger_account_open *cmd)

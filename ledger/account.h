@@ -14,6 +14,7 @@
 #include "ledger/context.h"
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define LEDGER_ACCOUNT_RECORD_BYTES 57
@@ -46,11 +47,12 @@ int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_acc
 /* Apply account_open: ok, exists, exists_with_different_*, or a fault. */
 int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd);
 
-/* The account as a msgpack map (event bodies, replies) and back. */
-int ledger_account_pack(msgpack_packer *pk, const ledger_account *a);
+/* The account as a msgpack map (replies, event format 1) or a row (event
+ * format 2; docs/EVENTS.md), and back from either. */
+int ledger_account_pack(msgpack_packer *pk, const ledger_account *a, bool row);
 int ledger_account_unpack(const msgpack_object *o, ledger_account *out);
 
-/* Event body {"account": {...}} for account.opened. */
+/* Event body [account] (format 2) for account.opened. */
 int ledger_account_pack_body(msgpack_packer *pk, const void *account);
 
 #endif

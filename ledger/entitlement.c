@@ -9,6 +9,7 @@
 #include "ledger/expiry.h"
 #include "ledger/pair_key.h"
 #include "ledger/transfer.h"
+#include "log/event.h"
 
 #include <assert.h>
 #include <string.h>
@@ -21,14 +22,11 @@
 _Static_assert(LEDGER_ENTITLEMENT_KEY_BYTES_MAX <= LEDGER_EXPIRY_ID_BYTES_MAX,
                "an entitlement key is an expiry id");
 
+/* The states' numbers are the event format's (log_entitlement_state_name). */
 const char *ledger_entitlement_state_name(uint8_t state)
 {
-    switch (state) {
-    case LEDGER_ENTITLEMENT_ACTIVE: return "active";
-    case LEDGER_ENTITLEMENT_REVOKED: return "revoked";
-    case LEDGER_ENTITLEMENT_EXPIRED: return "expired";
-    }
-    return "none";
+    const char *name = log_entitlement_state_name(state);
+    return name ? name : "none";
 }
 
 uint8_t ledger_entitlement_state_at(const ledger_entitlement *e, int64_t now_ms)
@@ -166,22 +164,25 @@ static int pack_optional_i64(msgpack_packer *pk, bool has, int64_t v)
     return has ? msgpack_pack_int64(pk, v) : msgpack_pack_nil(pk);
 }
 
-int ledger_entitlement_pack(msgpack_packer *pk, const ledger_entitlement *e)
+int ledger_entitlement_pack(msgpack_packer *pk, const ledger_entitlement *e, bool row)
 {
-    return msgpack_pack_map(pk, 9) ||
-           msgpack_safe_pack_cstr(pk, "subject") || msgpack_safe_pack_str(pk, subject_of(e)) ||
-           msgpack_safe_pack_cstr(pk, "feature") || msgpack_safe_pack_str(pk, feature_of(e)) ||
-           msgpack_safe_pack_cstr(pk, "state") ||
-           msgpack_safe_pack_cstr(pk, ledger_entitlement_state_name(e->state)) ||
-           msgpack_safe_pack_cstr(pk, "valid_until_ms") ||
+    msgpack_record m;
+    return msgpack_record_begin(&m, pk, row, 9) ||
+           msgpack_record_key(&m, "subject") || msgpack_safe_pack_str(pk, subject_of(e)) ||
+           msgpack_record_key(&m, "feature") || msgpack_safe_pack_str(pk, feature_of(e)) ||
+           /* the state: its name in a map, its number in a row */
+           msgpack_record_key(&m, "state") ||
+           (row ? msgpack_pack_uint8(pk, e->state)
+                : msgpack_safe_pack_cstr(pk, ledger_entitlement_state_name(e->state))) ||
+           msgpack_record_key(&m, "valid_until_ms") ||
            pack_optional_i64(pk, !e->lifetime, e->valid_until_ms) ||
-           msgpack_safe_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, e->version) ||
-           msgpack_safe_pack_cstr(pk, "source_order") ||
+           msgpack_record_key(&m, "version") || msgpack_pack_uint64(pk, e->version) ||
+           msgpack_record_key(&m, "source_order") ||
            (e->has_source_order ? msgpack_pack_uint64(pk, e->source_order)
                                 : msgpack_pack_nil(pk)) ||
-           msgpack_safe_pack_cstr(pk, "granted_ms") || msgpack_pack_int64(pk, e->granted_ms) ||
-           msgpack_safe_pack_cstr(pk, "updated_ms") || msgpack_pack_int64(pk, e->updated_ms) ||
-           msgpack_safe_pack_cstr(pk, "grant_transfer_id") ||
+           msgpack_record_key(&m, "granted_ms") || msgpack_pack_int64(pk, e->granted_ms) ||
+           msgpack_record_key(&m, "updated_ms") || msgpack_pack_int64(pk, e->updated_ms) ||
+           msgpack_record_key(&m, "grant_transfer_id") ||
            (e->has_grant_transfer ? msgpack_safe_pack_bin(pk, e->grant_transfer_id.bytes, 16)
                                   : msgpack_pack_nil(pk));
 }
@@ -198,40 +199,49 @@ static bool unpack_copy_str(const msgpack_object *o, char *dst, size_t max, size
 
 static bool is_nil(const msgpack_object *o) { return o && o->type == MSGPACK_OBJECT_NIL; }
 
+/* The state: a name (map) or a number (row); 0 when neither names one. */
+static uint8_t unpack_state(const msgpack_object *o)
+{
+    tally_str name;
+    uint64_t n;
+    for (uint8_t s = LEDGER_ENTITLEMENT_ACTIVE; s <= LEDGER_ENTITLEMENT_EXPIRED; s++)
+        if ((msgpack_safe_get_str(o, &name) &&
+             tally_str_equal(name, tally_str_from(ledger_entitlement_state_name(s)))) ||
+            (msgpack_safe_get_u64(o, &n) && n == s))
+            return s;
+    return 0;
+}
+
 int ledger_entitlement_unpack(const msgpack_object *o, ledger_entitlement *out)
 {
     memset(out, 0, sizeof(*out));
-    tally_str state;
-    const msgpack_object *until = msgpack_safe_map_get(o, "valid_until_ms");
-    const msgpack_object *order = msgpack_safe_map_get(o, "source_order");
-    const msgpack_object *grant = msgpack_safe_map_get(o, "grant_transfer_id");
-    bool ok = unpack_copy_str(msgpack_safe_map_get(o, "subject"), out->subject,
+    msgpack_record_reader m = msgpack_record_read(o);
+    bool ok = unpack_copy_str(msgpack_record_next(&m, "subject"), out->subject,
                               TALLY_SUBJECT_BYTES_MAX, &out->subject_len) &&
-              unpack_copy_str(msgpack_safe_map_get(o, "feature"), out->feature,
-                              TALLY_FEATURE_BYTES_MAX, &out->feature_len) &&
-              msgpack_safe_get_str(msgpack_safe_map_get(o, "state"), &state) &&
-              (is_nil(until) || msgpack_safe_get_i64(until, &out->valid_until_ms)) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "version"), &out->version) &&
-              (is_nil(order) || msgpack_safe_get_u64(order, &out->source_order)) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "granted_ms"), &out->granted_ms) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "updated_ms"), &out->updated_ms) &&
-              (is_nil(grant) || msgpack_safe_get_id128(grant, &out->grant_transfer_id));
+              unpack_copy_str(msgpack_record_next(&m, "feature"), out->feature,
+                              TALLY_FEATURE_BYTES_MAX, &out->feature_len);
+    out->state = ok ? unpack_state(msgpack_record_next(&m, "state")) : 0;
+    const msgpack_object *until = msgpack_record_next(&m, "valid_until_ms");
+    ok = ok && (is_nil(until) || msgpack_safe_get_i64(until, &out->valid_until_ms)) &&
+         msgpack_safe_get_u64(msgpack_record_next(&m, "version"), &out->version);
+    const msgpack_object *order = msgpack_record_next(&m, "source_order");
+    ok = ok && (is_nil(order) || msgpack_safe_get_u64(order, &out->source_order)) &&
+         msgpack_safe_get_i64(msgpack_record_next(&m, "granted_ms"), &out->granted_ms) &&
+         msgpack_safe_get_i64(msgpack_record_next(&m, "updated_ms"), &out->updated_ms);
+    const msgpack_object *grant = msgpack_record_next(&m, "grant_transfer_id");
+    ok = ok && m.ok && (is_nil(grant) || msgpack_safe_get_id128(grant, &out->grant_transfer_id));
     if (!ok)
         return TALLY_corrupt_record;
     out->lifetime = is_nil(until);
     out->has_source_order = !is_nil(order);
     out->has_grant_transfer = !is_nil(grant);
-    out->state = 0;
-    for (uint8_t s = LEDGER_ENTITLEMENT_ACTIVE; s <= LEDGER_ENTITLEMENT_EXPIRED; s++)
-        if (tally_str_equal(state, tally_str_from(ledger_entitlement_state_name(s))))
-            out->state = s;
     return entitlement_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
 }
 
+/* Format 2: [entitlement], a row. */
 static int pack_entitlement_body(msgpack_packer *pk, const void *e)
 {
-    return msgpack_pack_map(pk, 1) || msgpack_safe_pack_cstr(pk, "entitlement") ||
-           ledger_entitlement_pack(pk, e);
+    return msgpack_pack_array(pk, 1) || ledger_entitlement_pack(pk, e, true);
 }
 
 static int set_expiry(store_txn *t, const ledger_entitlement *e, bool add)

@@ -73,7 +73,8 @@ void ledger_entitlement_encode(const ledger_entitlement *e,
 int ledger_entitlement_list(store_txn *t, tally_str subject,
                             int (*fn)(const ledger_entitlement *e, void *ctx), void *ctx);
 
-int ledger_entitlement_pack(msgpack_packer *pk, const ledger_entitlement *e);
+/* A map (replies, event format 1) or a row (event format 2), and back. */
+int ledger_entitlement_pack(msgpack_packer *pk, const ledger_entitlement *e, bool row);
 int ledger_entitlement_unpack(const msgpack_object *o, ledger_entitlement *out);
 
 /* Commands: ok, a business code, or a fault. */

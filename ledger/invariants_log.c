@@ -38,7 +38,7 @@ static void fold_account_opened(audit *a, const log_event *ev)
     char name[64];
     ledger_account acc;
     audit_name_seq(ev->seq, name);
-    if (ledger_account_unpack(msgpack_safe_map_get(ev->body, "account"), &acc) != TALLY_ok) {
+    if (ledger_account_unpack(log_event_part(ev, LOG_PART_ACCOUNT), &acc) != TALLY_ok) {
         audit_report(a, "rebuild", name, "account.opened body is not an account");
         return;
     }
@@ -70,12 +70,13 @@ static void compare_snapshots(audit *a, const log_event *ev, const ledger_accoun
                               const ledger_account *cr)
 {
     const char *names[2] = {"debit_account", "credit_account"};
+    const log_body_part parts[2] = {LOG_PART_DEBIT_ACCOUNT, LOG_PART_CREDIT_ACCOUNT};
     const ledger_account *folded[2] = {dr, cr};
     for (int i = 0; i < 2; i++) {
         ledger_account snap;
         char name[64];
         bool missing =
-            ledger_account_unpack(msgpack_safe_map_get(ev->body, names[i]), &snap) != TALLY_ok;
+            ledger_account_unpack(log_event_part(ev, parts[i]), &snap) != TALLY_ok;
         if (!missing && audit_accounts_equal(&snap, folded[i]))
             continue;
         audit_name_account(folded[i]->id, name); /* only now: this runs for every event */
@@ -152,7 +153,7 @@ static void fold_transfer_event(audit *a, const log_event *ev)
     char name[64];
     audit_name_seq(ev->seq, name);
     ledger_transfer_record tr;
-    if (ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &tr) != TALLY_ok) {
+    if (ledger_transfer_unpack(log_event_part(ev, LOG_PART_TRANSFER), &tr) != TALLY_ok) {
         audit_report(a, "rebuild", name, "transfer event body is not a transfer");
         return;
     }
@@ -209,7 +210,7 @@ static void fold_entitlement_event(audit *a, const log_event *ev)
 {
     char name[256];
     ledger_entitlement e;
-    if (ledger_entitlement_unpack(msgpack_safe_map_get(ev->body, "entitlement"), &e) !=
+    if (ledger_entitlement_unpack(log_event_part(ev, LOG_PART_ENTITLEMENT), &e) !=
         TALLY_ok) {
         audit_name_seq(ev->seq, name);
         audit_report(a, "rebuild", name, "entitlement event body is not an entitlement");
@@ -257,7 +258,7 @@ static void check_event_history(audit *a, const log_event *ev)
 {
     ledger_transfer_record tr;
     if (ev->entity.kind == LOG_ENTITY_TRANSFER &&
-        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &tr) == TALLY_ok)
+        ledger_transfer_unpack(log_event_part(ev, LOG_PART_TRANSFER), &tr) == TALLY_ok)
         check_history(a, ev, &tr);
 }
 
@@ -479,7 +480,7 @@ static int find_missing_history(uint64_t seq, const void *bytes, size_t len, voi
     ledger_transfer_record tr;
     if (log_event_decode(bytes, len, &up, &ev) == TALLY_ok &&
         ev.entity.kind == LOG_ENTITY_TRANSFER &&
-        ledger_transfer_unpack(msgpack_safe_map_get(ev.body, "transfer"), &tr) == TALLY_ok) {
+        ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) == TALLY_ok) {
         uint64_t ids[2] = {tr.debit_account_id, tr.credit_account_id};
         for (int i = 0; i < 2; i++) {
             uint8_t key[16];
@@ -516,7 +517,7 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
     ledger_transfer_record tr;
     if (log_event_decode(v.mv_data, v.mv_size, &up, &ev) == TALLY_ok && /* else: hash_chain */
         (ev.entity.kind != LOG_ENTITY_TRANSFER ||
-         ledger_transfer_unpack(msgpack_safe_map_get(ev.body, "transfer"), &tr) != TALLY_ok ||
+         ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) != TALLY_ok ||
          memcmp(tr.id.bytes, transfer_id, 16) != 0 ||
          (tr.debit_account_id != account && tr.credit_account_id != account)))
         audit_report(a, "history", name, "entry for seq %" PRIu64 " names no transfer of the account",

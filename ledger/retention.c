@@ -188,11 +188,12 @@ static int checkpoint_put(store_txn *t, const uint8_t *key, size_t key_len,
  * history entries of a transfer event. */
 static int checkpoint_event(store_txn *t, const log_event *ev)
 {
-    static const char *const accounts[3] = {"account", "debit_account", "credit_account"};
+    static const log_body_part accounts[3] = {LOG_PART_ACCOUNT, LOG_PART_DEBIT_ACCOUNT,
+                                              LOG_PART_CREDIT_ACCOUNT};
     uint8_t key[CHECKPOINT_KEY_BYTES_MAX];
     int rc = TALLY_ok;
     for (int i = 0; i < 3 && rc == TALLY_ok; i++) {
-        const msgpack_object *o = msgpack_safe_map_get(ev->body, accounts[i]);
+        const msgpack_object *o = log_event_part(ev, accounts[i]);
         ledger_account a;
         if (!o)
             continue;
@@ -202,7 +203,7 @@ static int checkpoint_event(store_txn *t, const log_event *ev)
         put_u64_be(key + 1, a.id);
         rc = checkpoint_put(t, key, 9, o);
     }
-    const msgpack_object *o = msgpack_safe_map_get(ev->body, "transfer");
+    const msgpack_object *o = log_event_part(ev, LOG_PART_TRANSFER);
     if (o && rc == TALLY_ok) {
         ledger_transfer_record tr;
         if (ledger_transfer_unpack(o, &tr) != TALLY_ok)
@@ -220,7 +221,7 @@ static int checkpoint_event(store_txn *t, const log_event *ev)
             rc = r2 == TALLY_not_found ? TALLY_ok : r2;
         }
     }
-    o = msgpack_safe_map_get(ev->body, "entitlement");
+    o = log_event_part(ev, LOG_PART_ENTITLEMENT);
     if (o && rc == TALLY_ok) {
         ledger_entitlement e;
         if (ledger_entitlement_unpack(o, &e) != TALLY_ok)

@@ -10,22 +10,18 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
+#include "log/event.h"
 
 #include <assert.h>
 #include <string.h>
 
 #define TRANSFER_RECORD_FORMAT 1
 
+/* The states' numbers are the event format's (log_transfer_state_name). */
 const char *ledger_transfer_state_name(uint8_t state)
 {
-    switch (state) {
-    case LEDGER_TRANSFER_POSTED: return "posted";
-    case LEDGER_TRANSFER_PENDING_STATE: return "pending";
-    case LEDGER_TRANSFER_HOLD_POSTED: return "pending_posted";
-    case LEDGER_TRANSFER_HOLD_VOIDED: return "pending_voided";
-    case LEDGER_TRANSFER_HOLD_EXPIRED: return "pending_expired";
-    }
-    return "unknown";
+    const char *name = log_transfer_state_name(state);
+    return name ? name : "unknown";
 }
 
 static bool transfer_is_sane(const ledger_transfer_record *r)
@@ -104,39 +100,41 @@ static int transfer_put(store_txn *t, const ledger_transfer_record *r)
     return store_put(t, STORE_DB_TRANSFERS, r->id.bytes, 16, val, sizeof(val), 0);
 }
 
-int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r)
+int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row)
 {
-    return msgpack_pack_map(pk, 15) ||
-           msgpack_safe_pack_cstr(pk, "id") || msgpack_safe_pack_bin(pk, r->id.bytes, 16) ||
-           msgpack_safe_pack_cstr(pk, "debit_account_id") ||
+    msgpack_record m;
+    return msgpack_record_begin(&m, pk, row, 15) ||
+           msgpack_record_key(&m, "id") || msgpack_safe_pack_bin(pk, r->id.bytes, 16) ||
+           msgpack_record_key(&m, "debit_account_id") ||
            msgpack_pack_uint64(pk, r->debit_account_id) ||
-           msgpack_safe_pack_cstr(pk, "credit_account_id") ||
+           msgpack_record_key(&m, "credit_account_id") ||
            msgpack_pack_uint64(pk, r->credit_account_id) ||
-           msgpack_safe_pack_cstr(pk, "amount") || msgpack_pack_int64(pk, r->amount) ||
-           msgpack_safe_pack_cstr(pk, "ledger") || msgpack_pack_uint32(pk, r->ledger) ||
-           msgpack_safe_pack_cstr(pk, "code") || msgpack_pack_uint16(pk, r->code) ||
-           msgpack_safe_pack_cstr(pk, "flags") || msgpack_pack_uint16(pk, r->flags) ||
-           msgpack_safe_pack_cstr(pk, "state") ||
-           msgpack_safe_pack_cstr(pk, ledger_transfer_state_name(r->state)) ||
-           msgpack_safe_pack_cstr(pk, "timeout_s") || msgpack_pack_uint32(pk, r->timeout_s) ||
-           msgpack_safe_pack_cstr(pk, "expires_at_ms") ||
-           msgpack_pack_int64(pk, r->expires_at_ms) ||
-           msgpack_safe_pack_cstr(pk, "posted_amount") ||
-           msgpack_pack_int64(pk, r->posted_amount) ||
-           msgpack_safe_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, r->version) ||
-           msgpack_safe_pack_cstr(pk, "created_seq") || msgpack_pack_uint64(pk, r->created_seq) ||
-           msgpack_safe_pack_cstr(pk, "resolved_seq") ||
-           msgpack_pack_uint64(pk, r->resolved_seq) ||
-           msgpack_safe_pack_cstr(pk, "created_ms") || msgpack_pack_int64(pk, r->created_ms);
+           msgpack_record_key(&m, "amount") || msgpack_pack_int64(pk, r->amount) ||
+           msgpack_record_key(&m, "ledger") || msgpack_pack_uint32(pk, r->ledger) ||
+           msgpack_record_key(&m, "code") || msgpack_pack_uint16(pk, r->code) ||
+           msgpack_record_key(&m, "flags") || msgpack_pack_uint16(pk, r->flags) ||
+           /* the state: its name in a map, its number in a row */
+           msgpack_record_key(&m, "state") ||
+           (row ? msgpack_pack_uint8(pk, r->state)
+                : msgpack_safe_pack_cstr(pk, ledger_transfer_state_name(r->state))) ||
+           msgpack_record_key(&m, "timeout_s") || msgpack_pack_uint32(pk, r->timeout_s) ||
+           msgpack_record_key(&m, "expires_at_ms") || msgpack_pack_int64(pk, r->expires_at_ms) ||
+           msgpack_record_key(&m, "posted_amount") || msgpack_pack_int64(pk, r->posted_amount) ||
+           msgpack_record_key(&m, "version") || msgpack_pack_uint64(pk, r->version) ||
+           msgpack_record_key(&m, "created_seq") || msgpack_pack_uint64(pk, r->created_seq) ||
+           msgpack_record_key(&m, "resolved_seq") || msgpack_pack_uint64(pk, r->resolved_seq) ||
+           msgpack_record_key(&m, "created_ms") || msgpack_pack_int64(pk, r->created_ms);
 }
 
+/* The state: a name (map) or a number (row), one of ledger_transfer_state. */
 static bool unpack_state(const msgpack_object *o, uint8_t *state)
 {
     tally_str s;
-    if (!msgpack_safe_get_str(o, &s))
-        return false;
+    uint64_t n;
     for (uint8_t v = LEDGER_TRANSFER_POSTED; v <= LEDGER_TRANSFER_HOLD_EXPIRED; v++) {
-        if (tally_str_equal(s, tally_str_from(ledger_transfer_state_name(v)))) {
+        if ((msgpack_safe_get_str(o, &s) &&
+             tally_str_equal(s, tally_str_from(ledger_transfer_state_name(v)))) ||
+            (msgpack_safe_get_u64(o, &n) && n == v)) {
             *state = v;
             return true;
         }
@@ -147,26 +145,26 @@ static bool unpack_state(const msgpack_object *o, uint8_t *state)
 int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out)
 {
     uint64_t ledger, code, flags, timeout;
-    bool ok = o != NULL && o->type == MSGPACK_OBJECT_MAP &&
-              msgpack_safe_get_id128(msgpack_safe_map_get(o, "id"), &out->id) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "debit_account_id"),
+    msgpack_record_reader m = msgpack_record_read(o);
+    bool ok = msgpack_safe_get_id128(msgpack_record_next(&m, "id"), &out->id) &&
+              msgpack_safe_get_u64(msgpack_record_next(&m, "debit_account_id"),
                                    &out->debit_account_id) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "credit_account_id"),
+              msgpack_safe_get_u64(msgpack_record_next(&m, "credit_account_id"),
                                    &out->credit_account_id) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "amount"), &out->amount) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "ledger"), &ledger) &&
-              ledger <= UINT32_MAX &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "code"), &code) && code <= UINT16_MAX &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "flags"), &flags) &&
-              flags <= UINT16_MAX && unpack_state(msgpack_safe_map_get(o, "state"), &out->state) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "timeout_s"), &timeout) &&
-              timeout <= UINT32_MAX &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "expires_at_ms"), &out->expires_at_ms) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "posted_amount"), &out->posted_amount) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "version"), &out->version) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "created_seq"), &out->created_seq) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "resolved_seq"), &out->resolved_seq) &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "created_ms"), &out->created_ms);
+              msgpack_safe_get_i64(msgpack_record_next(&m, "amount"), &out->amount) &&
+              msgpack_record_next_u64(&m, "ledger", UINT32_MAX, &ledger) &&
+              msgpack_record_next_u64(&m, "code", UINT16_MAX, &code) &&
+              msgpack_record_next_u64(&m, "flags", UINT16_MAX, &flags) &&
+              unpack_state(msgpack_record_next(&m, "state"), &out->state) &&
+              msgpack_record_next_u64(&m, "timeout_s", UINT32_MAX, &timeout) &&
+              msgpack_safe_get_i64(msgpack_record_next(&m, "expires_at_ms"),
+                                   &out->expires_at_ms) &&
+              msgpack_safe_get_i64(msgpack_record_next(&m, "posted_amount"),
+                                   &out->posted_amount) &&
+              msgpack_safe_get_u64(msgpack_record_next(&m, "version"), &out->version) &&
+              msgpack_safe_get_u64(msgpack_record_next(&m, "created_seq"), &out->created_seq) &&
+              msgpack_safe_get_u64(msgpack_record_next(&m, "resolved_seq"), &out->resolved_seq) &&
+              msgpack_safe_get_i64(msgpack_record_next(&m, "created_ms"), &out->created_ms);
     if (!ok)
         return TALLY_corrupt_record;
     out->ledger = (uint32_t)ledger;
@@ -183,13 +181,12 @@ typedef struct transfer_body {
     const ledger_account *credit;
 } transfer_body;
 
+/* Format 2: [transfer, debit_account, credit_account], each a row. */
 static int pack_transfer_body(msgpack_packer *pk, const void *ctx)
 {
     const transfer_body *b = ctx;
-    return msgpack_pack_map(pk, 3) || msgpack_safe_pack_cstr(pk, "transfer") ||
-           ledger_transfer_pack(pk, b->transfer) ||
-           msgpack_safe_pack_cstr(pk, "debit_account") || ledger_account_pack(pk, b->debit) ||
-           msgpack_safe_pack_cstr(pk, "credit_account") || ledger_account_pack(pk, b->credit);
+    return msgpack_pack_array(pk, 3) || ledger_transfer_pack(pk, b->transfer, true) ||
+           ledger_account_pack(pk, b->debit, true) || ledger_account_pack(pk, b->credit, true);
 }
 
 void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16])

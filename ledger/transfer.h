@@ -56,7 +56,8 @@ const char *ledger_transfer_state_name(uint8_t state);
 int ledger_transfer_get(store_txn *t, const tally_id128 *id, ledger_transfer_record *out);
 int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
                            ledger_transfer_record *out);
-int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r);
+/* A map (replies, event format 1) or a row (event format 2), and back. */
+int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row);
 int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out);
 
 /* Commands. Each returns ok, a business code, or a fault. */

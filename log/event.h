@@ -4,10 +4,15 @@
  * tallyd's log (log/log.c), libtally's stream and durable subscriber, the
  * subscriber-side inbox and tally-recon all share this one codec.
  *
- * Chain: hash = SHA-256(prev_hash || event bytes without the trailing
- * "hash" entry), where the trailing entry is always the last 39 bytes of
- * the encoded event (fixstr "hash", bin8 header, 32 bytes). The first
- * event's prev_hash is 32 zero bytes.
+ * Two formats are read; format 2 is written:
+ *   1: a map of 12 named fields, bodies of named maps (stores written
+ *      before format 2; 700-900 bytes for a transfer);
+ *   2: an array of the same 12 fields in the same order, and bodies of rows
+ *      (docs/EVENTS.md; about 300 bytes for a transfer).
+ * Chain: hash = SHA-256(prev_hash || event bytes without the trailing hash
+ * entry). The trailing entry is the last 34 bytes in format 2 (bin8 header,
+ * 32 bytes) and the last 39 in format 1 (fixstr "hash" before them). The
+ * first event's prev_hash is 32 zero bytes; the chain runs across formats.
  */
 #ifndef TALLY_LOG_EVENT_H
 #define TALLY_LOG_EVENT_H
@@ -20,8 +25,10 @@
 #include <stdint.h>
 
 #define LOG_HASH_BYTES 32
-#define LOG_HASH_ENTRY_BYTES 39 /* a4 'h' 'a' 's' 'h' c4 20 + 32 bytes */
-#define LOG_EVENT_FORMAT 1
+#define LOG_HASH_ENTRY_BYTES 34    /* format 2: c4 20 + 32 bytes */
+#define LOG_HASH_ENTRY_BYTES_V1 39 /* format 1: a4 'h' 'a' 's' 'h' c4 20 + 32 bytes */
+#define LOG_EVENT_FORMAT 2         /* the format written */
+#define LOG_EVENT_FORMAT_V1 1      /* still read */
 
 typedef enum log_entity_kind {
     LOG_ENTITY_ACCOUNT = 1,
@@ -42,6 +49,8 @@ typedef struct log_entity {
  * the chain (log_append's arguments). */
 typedef struct log_event_draft {
     const char *type; /* "account.opened", ... (docs/EVENTS.md) */
+    /* Packs the body: a msgpack array of rows, in the order of
+     * log_body_part for the entity's kind (docs/EVENTS.md). */
     log_entity entity;
     uint64_t entity_version;
     int64_t time_ms;
@@ -56,6 +65,7 @@ typedef struct log_event_draft {
 /* A decoded event. Strings, the body and the raw bytes point into the buffer
  * given to log_event_decode, which must outlive this struct. */
 typedef struct log_event {
+    unsigned format; /* LOG_EVENT_FORMAT or LOG_EVENT_FORMAT_V1 */
     uint64_t seq;
     tally_id128 id;
     tally_str type;
@@ -66,7 +76,7 @@ typedef struct log_event {
     tally_str consumer;
     tally_str key;
     tally_str correlation;
-    const msgpack_object *body;
+    const msgpack_object *body; /* format 1: a map; 2: an array (log_event_part) */
     uint8_t prev_hash[LOG_HASH_BYTES];
     uint8_t hash[LOG_HASH_BYTES];
     const uint8_t *raw;
@@ -80,9 +90,10 @@ int log_event_encode(const log_event_draft *draft, uint64_t seq, const tally_id1
                      const uint8_t prev_hash[LOG_HASH_BYTES], uint8_t *buf, size_t capacity,
                      size_t *len, uint8_t hash[LOG_HASH_BYTES]);
 
-/* Decode and check one stored event: at most TALLY_EVENT_BYTES_MAX bytes,
- * counts bounded before msgpack-c allocates, exactly the 12 fields of the
- * format with their types, the hash entry trailing, and the declared hash
+/* Decode and check one stored event of either format: at most
+ * TALLY_EVENT_BYTES_MAX bytes, counts bounded before msgpack-c allocates,
+ * exactly the 12 fields of the format with their types, a body with the
+ * parts of its entity's kind, the hash entry trailing, and the declared hash
  * matching prev_hash and the bytes (the event's own integrity; whether
  * prev_hash is the previous event's hash is for the reader who knows it).
  * unpacked must be initialised by the caller (msgpack_unpacked_init) and
@@ -90,10 +101,36 @@ int log_event_encode(const log_event_draft *draft, uint64_t seq, const tally_id1
 int log_event_decode(const void *bytes, size_t len, msgpack_unpacked *unpacked,
                      log_event *out);
 
-/* Compute the hash an event must carry, from prev_hash and its bytes.
- * TALLY_ok, or TALLY_corrupt_record when len is shorter than the hash entry. */
+/* Compute the hash an event of either format must carry, from prev_hash and
+ * its bytes. TALLY_ok, or TALLY_corrupt_record when the bytes are of
+ * neither format (by their first byte) or shorter than the hash entry. */
 int log_event_hash(const uint8_t prev_hash[LOG_HASH_BYTES], const void *bytes, size_t len,
                    uint8_t out[LOG_HASH_BYTES]);
+
+/* The parts of an event body, by role. */
+typedef enum log_body_part {
+    LOG_PART_ACCOUNT,        /* account events: the account */
+    LOG_PART_TRANSFER,       /* transfer events: the transfer, */
+    LOG_PART_DEBIT_ACCOUNT,  /* its debit account */
+    LOG_PART_CREDIT_ACCOUNT, /* and its credit account, after the change */
+    LOG_PART_ENTITLEMENT,    /* entitlement events: the entitlement */
+} log_body_part;
+
+/* The part of a decoded event's body (a map in format 1, a row in 2: read
+ * either with the ledger's or libtally's unpack functions), or NULL when
+ * the event's kind has no such part. log_body_part_of does the same from a
+ * body and its entity's kind. */
+const msgpack_object *log_event_part(const log_event *ev, log_body_part part);
+const msgpack_object *log_body_part_of(const msgpack_object *body, log_entity_kind kind,
+                                       log_body_part part);
+
+/* The closed vocabularies of bodies: a state is its name in a map (format
+ * 1, replies) and its number in a row (format 2). The name of a number, or
+ * NULL when it names none. Transfers: 1 posted, 2 pending, 3 pending_posted,
+ * 4 pending_voided, 5 pending_expired. Entitlements: 1 active, 2 revoked,
+ * 3 expired. */
+const char *log_transfer_state_name(uint64_t state);
+const char *log_entitlement_state_name(uint64_t state);
 
 /* Name of an entity kind ("account", "transfer", "entitlement"). */
 const char *log_entity_kind_name(log_entity_kind kind);

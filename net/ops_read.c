@@ -78,7 +78,7 @@ void net_read_account(net_out *o, store_txn *t, const net_request *req, int64_t 
         return reply_not_found(o, rc);
     net_reply_open(o, TALLY_ok);
     net_key(o, "account");
-    if (ledger_account_pack(&o->pk, &a))
+    if (ledger_account_pack(&o->pk, &a, false))
         net_out_fail(o);
     net_map_end(o);
 }
@@ -92,7 +92,7 @@ void net_read_transfer(net_out *o, store_txn *t, const net_request *req, int64_t
         return reply_not_found(o, rc);
     net_reply_open(o, TALLY_ok);
     net_key(o, "transfer");
-    if (ledger_transfer_pack(&o->pk, &r))
+    if (ledger_transfer_pack(&o->pk, &r, false))
         net_out_fail(o);
     net_map_end(o);
 }
@@ -101,7 +101,7 @@ static int pack_entitlement_at(net_out *o, const ledger_entitlement *e, int64_t 
 {
     ledger_entitlement view = *e;
     view.state = ledger_entitlement_state_at(e, now_ms);
-    return ledger_entitlement_pack(&o->pk, &view) ? net_out_fail(o) : 0;
+    return ledger_entitlement_pack(&o->pk, &view, false) ? net_out_fail(o) : 0;
 }
 
 void net_read_entitlement(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
@@ -164,13 +164,15 @@ static void pack_history_entry(net_out *o, store_txn *t, uint64_t account_id, ui
         msgpack_unpacked_destroy(&up);
         return;
     }
-    const msgpack_object *dr = msgpack_safe_map_get(ev.body, "debit_account");
-    uint64_t dr_id = 0;
-    msgpack_safe_get_u64(msgpack_safe_map_get(dr, "id"), &dr_id);
-    const char *side = dr_id == account_id ? "debit_account" : "credit_account";
-    const msgpack_object *acc = msgpack_safe_map_get(ev.body, side);
-    const msgpack_object *tr = msgpack_safe_map_get(ev.body, "transfer");
-    if (!acc || !tr) {
+    /* The body's objects, of either event format, go out as maps. */
+    ledger_transfer_record tr;
+    ledger_account acc;
+    bool debit_side = ledger_account_unpack(log_event_part(&ev, LOG_PART_DEBIT_ACCOUNT), &acc) ==
+                          TALLY_ok &&
+                      acc.id == account_id;
+    if (ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) != TALLY_ok ||
+        (!debit_side &&
+         ledger_account_unpack(log_event_part(&ev, LOG_PART_CREDIT_ACCOUNT), &acc) != TALLY_ok)) {
         net_out_fail(o);
     } else {
         net_map_begin(o);
@@ -178,9 +180,11 @@ static void pack_history_entry(net_out *o, store_txn *t, uint64_t account_id, ui
         net_kv_str(o, "type", ev.type.ptr, ev.type.len);
         net_kv_i64(o, "time_ms", ev.time_ms);
         net_key(o, "transfer");
-        msgpack_pack_object(&o->pk, *tr);
+        if (ledger_transfer_pack(&o->pk, &tr, false))
+            net_out_fail(o);
         net_key(o, "account");
-        msgpack_pack_object(&o->pk, *acc);
+        if (ledger_account_pack(&o->pk, &acc, false))
+            net_out_fail(o);
         net_map_end(o);
     }
     msgpack_unpacked_destroy(&up);

@@ -104,7 +104,7 @@ static int account_keep(readmodel *rm, MDB_txn *txn, const msgpack_object *o)
 /* The inbox checked the entitlement's version (the event's entity). */
 static int entitlement_keep(readmodel *rm, MDB_txn *txn, const tally_inbox_event *ev)
 {
-    const msgpack_object *o = tally_msgpack_get(ev->body, "entitlement");
+    const msgpack_object *o = tally_event_part(ev, TALLY_PART_ENTITLEMENT);
     tally_entitlement e;
     int rc = tally_entitlement_from_msgpack(o, &e);
     if (rc != TALLY_ok)
@@ -123,11 +123,11 @@ int readmodel_apply(tally_inbox *ib, MDB_txn *txn, const tally_inbox_event *ev, 
     int rc;
     switch (ev->kind) {
     case TALLY_ENTITY_ACCOUNT:
-        return account_keep(rm, txn, tally_msgpack_get(ev->body, "account"));
+        return account_keep(rm, txn, tally_event_part(ev, TALLY_PART_ACCOUNT));
     case TALLY_ENTITY_TRANSFER: /* both accounts, each by its own version */
-        rc = account_keep(rm, txn, tally_msgpack_get(ev->body, "debit_account"));
+        rc = account_keep(rm, txn, tally_event_part(ev, TALLY_PART_DEBIT_ACCOUNT));
         return rc != TALLY_ok ? rc
-                              : account_keep(rm, txn, tally_msgpack_get(ev->body, "credit_account"));
+                              : account_keep(rm, txn, tally_event_part(ev, TALLY_PART_CREDIT_ACCOUNT));
     case TALLY_ENTITY_ENTITLEMENT:
         return entitlement_keep(rm, txn, ev);
     }

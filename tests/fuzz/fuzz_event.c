@@ -29,29 +29,37 @@
 /* The body objects, behind one signature. */
 #define CODEC(name, type, unpack_fn, pack_fn)                                                  \
     static int name##_unpack(const msgpack_object *o, void *out) { return unpack_fn(o, out); } \
-    static int name##_pack(msgpack_packer *pk, const void *in) { return pack_fn(pk, in); }
+    static int name##_pack(msgpack_packer *pk, const void *in, bool row)                      \
+    {                                                                                          \
+        return pack_fn(pk, in, row);                                                           \
+    }
 CODEC(account, ledger_account, ledger_account_unpack, ledger_account_pack)
 CODEC(transfer, ledger_transfer_record, ledger_transfer_unpack, ledger_transfer_pack)
 CODEC(entitlement, ledger_entitlement, ledger_entitlement_unpack, ledger_entitlement_pack)
 
 typedef struct codec {
     const char *field; /* in the body */
+    log_body_part part;
     size_t size;
     int (*unpack)(const msgpack_object *o, void *out);
-    int (*pack)(msgpack_packer *pk, const void *in);
+    int (*pack)(msgpack_packer *pk, const void *in, bool row);
 } codec;
 
 static const codec codecs[] = {
-    {"account", sizeof(ledger_account), account_unpack, account_pack},
-    {"debit_account", sizeof(ledger_account), account_unpack, account_pack},
-    {"credit_account", sizeof(ledger_account), account_unpack, account_pack},
-    {"transfer", sizeof(ledger_transfer_record), transfer_unpack, transfer_pack},
-    {"entitlement", sizeof(ledger_entitlement), entitlement_unpack, entitlement_pack},
+    {"account", LOG_PART_ACCOUNT, sizeof(ledger_account), account_unpack, account_pack},
+    {"debit_account", LOG_PART_DEBIT_ACCOUNT, sizeof(ledger_account), account_unpack,
+     account_pack},
+    {"credit_account", LOG_PART_CREDIT_ACCOUNT, sizeof(ledger_account), account_unpack,
+     account_pack},
+    {"transfer", LOG_PART_TRANSFER, sizeof(ledger_transfer_record), transfer_unpack,
+     transfer_pack},
+    {"entitlement", LOG_PART_ENTITLEMENT, sizeof(ledger_entitlement), entitlement_unpack,
+     entitlement_pack},
 };
 
-/* Unpack, pack, unpack again: the two objects must be equal (both start
- * zeroed, so padding compares equal too). */
-static void round_trip(const codec *c, const msgpack_object *o)
+/* Unpack, pack (as a map or a row), unpack again: the two objects must be
+ * equal (both start zeroed, so padding compares equal too). */
+static void round_trip(const codec *c, const msgpack_object *o, bool row)
 {
     static _Alignas(max_align_t) uint8_t first[sizeof(ledger_entitlement) + 64];
     static _Alignas(max_align_t) uint8_t second[sizeof(first)];
@@ -65,7 +73,7 @@ static void round_trip(const codec *c, const msgpack_object *o)
     msgpack_packer pk;
     msgpack_safe_buffer b;
     msgpack_safe_buffer_init(&b, buf, sizeof(buf), &pk);
-    if (c->pack(&pk, first) != 0)
+    if (c->pack(&pk, first, row) != 0)
         fuzz_fail("%s: an unpacked object does not pack", c->field);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
@@ -76,10 +84,11 @@ static void round_trip(const codec *c, const msgpack_object *o)
     msgpack_unpacked_destroy(&up);
 }
 
-static void bodies_round_trip(const msgpack_object *body)
+static void bodies_round_trip(const log_event *ev)
 {
     for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++)
-        round_trip(&codecs[i], msgpack_safe_map_get(body, codecs[i].field));
+        for (int row = 0; row < 2; row++)
+            round_trip(&codecs[i], log_event_part(ev, codecs[i].part), row);
 }
 
 static void decode_event(const uint8_t *data, size_t size)
@@ -90,7 +99,7 @@ static void decode_event(const uint8_t *data, size_t size)
     if (log_event_decode(data, size, &up, &ev) == TALLY_ok) {
         if (ev.raw != data || ev.raw_len != size || ev.body == NULL)
             fuzz_fail("a decoded event does not point at its bytes");
-        bodies_round_trip(ev.body);
+        bodies_round_trip(&ev);
     }
     msgpack_unpacked_destroy(&up);
 }
@@ -107,9 +116,12 @@ static void decode_rehashed(const uint8_t *data, size_t size)
     size_t n = 0;
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
-    bool found = msgpack_safe_unpack(copy, size, TALLY_MSGPACK_DEPTH_MAX, &up) == TALLY_ok &&
-                 msgpack_safe_get_bin(msgpack_safe_map_get(&up.data, "prev_hash"), &p, &n) &&
-                 n == LOG_HASH_BYTES;
+    /* prev_hash: the 11th field, by name (format 1) or position (2) */
+    bool found = msgpack_safe_unpack(copy, size, TALLY_MSGPACK_DEPTH_MAX, &up) == TALLY_ok;
+    const msgpack_object *prev_obj = msgpack_safe_map_get(&up.data, "prev_hash");
+    if (found && up.data.type == MSGPACK_OBJECT_ARRAY && up.data.via.array.size == 12)
+        prev_obj = &up.data.via.array.ptr[10];
+    found = found && msgpack_safe_get_bin(prev_obj, &p, &n) && n == LOG_HASH_BYTES;
     if (found)
         memcpy(prev, p, LOG_HASH_BYTES);
     msgpack_unpacked_destroy(&up);

@@ -36,7 +36,7 @@ static void read_opened_event(const log_event *ev, void *ctx)
     out->entity_version = ev->entity_version;
     out->time_ms = ev->time_ms;
     out->has_causation = ev->has_causation;
-    out->body_rc = ledger_account_unpack(msgpack_safe_map_get(ev->body, "account"),
+    out->body_rc = ledger_account_unpack(log_event_part(ev, LOG_PART_ACCOUNT),
                                          &out->body_account);
 }
 

@@ -223,15 +223,6 @@ static void tamper_account(test_store *ts, uint64_t id, void (*edit)(ledger_acco
     free(val);
 }
 
-static size_t find_bytes(const uint8_t *hay, size_t hay_len, const void *needle, size_t n)
-{
-    for (size_t i = 0; i + n <= hay_len; i++)
-        if (memcmp(hay + i, needle, n) == 0)
-            return i;
-    ck_abort_msg("pattern not found in the event");
-    return 0;
-}
-
 /* ---- tests ---- */
 
 START_TEST(clean_store_has_no_findings)
@@ -298,10 +289,12 @@ START_TEST(flipped_byte_in_an_event_breaks_the_hash_chain)
     log_seq_key(f.seq_t101, key);
     size_t len;
     uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
-    /* The transfer's amount, 100, a positive fixint after its key. */
-    static const uint8_t amount_key[] = {0xa6, 'a', 'm', 'o', 'u', 'n', 't', 0x64};
-    size_t at = find_bytes(ev, len, amount_key, sizeof(amount_key));
-    ev[at + sizeof(amount_key) - 1] = 0x65; /* 101: still a valid encoding */
+    /* The transfer's amount, 100, a positive fixint: the body's (field 9)
+     * transfer (part 0), its fourth field. */
+    static const uint32_t amount_at[] = {9, 0, 3};
+    size_t at = test_msgpack_at(ev, len, amount_at, 3);
+    ck_assert_uint_eq(ev[at], 0x64);
+    ev[at] = 0x65; /* 101: still a valid encoding */
     raw_put(txn, &f.ts, STORE_DB_LOG, key, 8, ev, len);
     raw_commit(txn);
     free(ev);
@@ -324,12 +317,13 @@ START_TEST(rehashed_event_breaks_the_link_to_the_next)
     uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
     /* Change the commit time (not folded), then give the event a correct hash
      * of its own: it decodes, but the next event no longer chains to it. */
-    static const uint8_t time_key[] = {0xa7, 't', 'i', 'm', 'e', '_', 'm', 's', 0xcf};
-    size_t at = find_bytes(ev, len, time_key, sizeof(time_key));
-    ev[at + sizeof(time_key) + 7] ^= 0x01;
+    static const uint32_t time_at[] = {6}; /* time_ms: 0xcf and 8 bytes */
+    size_t at = test_msgpack_at(ev, len, time_at, 1);
+    ck_assert_uint_eq(ev[at], 0xcf);
+    ev[at + 8] ^= 0x01;
     uint8_t prev[32], hash[32];
-    memcpy(prev, ev + len - 39 - 32, 32);
-    test_sha256_chain(prev, ev, len - 39, hash);
+    memcpy(prev, ev + len - LOG_HASH_ENTRY_BYTES - 32, 32);
+    test_sha256_chain(prev, ev, len - LOG_HASH_ENTRY_BYTES, hash);
     memcpy(ev + len - 32, hash, 32);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);

@@ -213,7 +213,7 @@ START_TEST(a_tampered_checkpoint_is_caught)
     msgpack_safe_buffer sb;
     msgpack_packer pk;
     msgpack_safe_buffer_init(&sb, buf, sizeof(buf), &pk);
-    ck_assert_int_eq(ledger_account_pack(&pk, &a), 0);
+    ck_assert_int_eq(ledger_account_pack(&pk, &a, false), 0);
     ck_assert_int_eq(store_put(&t, STORE_DB_CHECKPOINT, key, 9, buf, sb.len, 0), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
@@ -227,7 +227,7 @@ START_TEST(a_tampered_checkpoint_is_caught)
     a.credits_posted = 100;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
     msgpack_safe_buffer_init(&sb, buf, sizeof(buf), &pk);
-    ck_assert_int_eq(ledger_account_pack(&pk, &a), 0);
+    ck_assert_int_eq(ledger_account_pack(&pk, &a, false), 0);
     ck_assert_int_eq(store_put(&t, STORE_DB_CHECKPOINT, key, 9, buf, sb.len, 0), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
 }

@@ -5,7 +5,7 @@
  * leaves behind.
  *
  * The chain rule of log.h — hash = SHA-256(prev_hash || the event bytes
- * without their last 39 bytes) — is verified here with mbedTLS directly,
+ * without their trailing hash entry) — is verified here with mbedTLS directly,
  * not with log_event_hash, so that the test and the code under test do not
  * share a mistake.
  */
@@ -26,7 +26,7 @@
 
 typedef struct body_spec {
     uint64_t n;
-    size_t pad_bytes; /* a "pad" bin of this size when non-zero */
+    size_t pad_bytes; /* a pad bin of this size when non-zero, else nil */
 } body_spec;
 
 static const uint8_t pad_source[2 * TALLY_EVENT_BYTES_MAX];
@@ -34,13 +34,14 @@ static const uint8_t pad_source[2 * TALLY_EVENT_BYTES_MAX];
 static int pack_test_body(msgpack_packer *pk, const void *ctx)
 {
     const body_spec *b = ctx;
-    if (msgpack_pack_map(pk, b->pad_bytes ? 2 : 1) || msgpack_safe_pack_cstr(pk, "n") ||
-        msgpack_pack_uint64(pk, b->n))
+    /* A body of format 2 has a part per role of the entity's kind (3 for
+     * transfers): [n, pad or nil, nil]. */
+    if (msgpack_pack_array(pk, 3) || msgpack_pack_uint64(pk, b->n))
         return -1;
-    if (b->pad_bytes == 0)
-        return 0;
-    return msgpack_safe_pack_cstr(pk, "pad") ||
-           msgpack_safe_pack_bin(pk, pad_source, b->pad_bytes);
+    if (b->pad_bytes == 0 ? msgpack_pack_nil(pk)
+                          : msgpack_safe_pack_bin(pk, pad_source, b->pad_bytes))
+        return -1;
+    return msgpack_pack_nil(pk);
 }
 
 static log_append_args account_args(uint64_t account_id, const body_spec *body)
@@ -195,9 +196,10 @@ static void check_fields(const log_event *ev, void *ctx)
     ck_assert(tally_str_equal(ev->key, a->key));
     ck_assert(tally_str_equal(ev->correlation, a->correlation));
     ck_assert_ptr_nonnull(ev->body);
-    ck_assert_int_eq(ev->body->type, MSGPACK_OBJECT_MAP);
+    ck_assert_int_eq(ev->format, LOG_EVENT_FORMAT);
+    ck_assert_int_eq(ev->body->type, MSGPACK_OBJECT_ARRAY);
     uint64_t n;
-    ck_assert(msgpack_safe_get_u64(msgpack_safe_map_get(ev->body, "n"), &n));
+    ck_assert(msgpack_safe_get_u64(&ev->body->via.array.ptr[0], &n));
     ck_assert_uint_eq(n, x->body_n);
     ck_assert_ptr_nonnull(ev->raw);
     ck_assert_uint_gt(ev->raw_len, LOG_HASH_ENTRY_BYTES);
@@ -219,28 +221,30 @@ START_TEST(events_decode_with_their_fields)
     expect_event x = {.seq = 1, .args = &a, .body_n = 77};
     test_with_event(&ts, 1, check_fields, &x);
 
-    /* The map has the 12 documented keys in order, the hash last. */
+    /* Format 2: an array of the 12 documented fields in order, each of its
+     * documented type, the hash last (docs/EVENTS.md). */
     size_t len;
     uint8_t *bytes = event_copy(&ts, 1, &len);
-    ck_assert_uint_eq(bytes[0], 0x8c);
-    static const char *const keys[] = {"v", "seq", "id", "type", "entity", "entity_version",
-                                       "time_ms", "causation", "correlation", "body",
-                                       "prev_hash", "hash"};
-    const uint8_t *from = bytes;
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        uint8_t enc[32];
-        size_t n = strlen(keys[i]);
-        enc[0] = (uint8_t)(0xa0 | n);
-        memcpy(enc + 1, keys[i], n);
-        const uint8_t *at = NULL;
-        for (const uint8_t *p = from; p + n + 1 <= bytes + len; p++)
-            if (memcmp(p, enc, n + 1) == 0) {
-                at = p;
-                break;
-            }
-        ck_assert_msg(at != NULL, "key %s missing or out of order", keys[i]);
-        from = at + n + 1;
-    }
+    ck_assert_uint_eq(bytes[0], 0x9c);
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    ck_assert(msgpack_unpack_next(&up, (const char *)bytes, len, NULL) == MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *f = up.data.via.array.ptr;
+    static const msgpack_object_type types[12] = {
+        MSGPACK_OBJECT_POSITIVE_INTEGER, MSGPACK_OBJECT_POSITIVE_INTEGER, MSGPACK_OBJECT_BIN,
+        MSGPACK_OBJECT_STR, MSGPACK_OBJECT_ARRAY, MSGPACK_OBJECT_POSITIVE_INTEGER,
+        MSGPACK_OBJECT_POSITIVE_INTEGER, MSGPACK_OBJECT_ARRAY, MSGPACK_OBJECT_STR,
+        MSGPACK_OBJECT_ARRAY, MSGPACK_OBJECT_BIN, MSGPACK_OBJECT_BIN};
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(f[i].type == types[i], "field %d of type %d", i, (int)f[i].type);
+    ck_assert_uint_eq(f[0].via.u64, 2);
+    ck_assert_uint_eq(f[1].via.u64, 1);
+    ck_assert_uint_eq(f[4].via.array.ptr[0].via.u64, LOG_ENTITY_ACCOUNT);
+    ck_assert_uint_eq(f[4].via.array.ptr[1].via.u64, 42);
+    ck_assert_uint_eq(f[5].via.u64, 9);
+    ck_assert_int_eq((int64_t)f[6].via.u64, TEST_NOW_MS + 123);
+    ck_assert_uint_eq(f[7].via.array.size, 2); /* [consumer, key] */
+    msgpack_unpacked_destroy(&up);
     free(bytes);
     test_store_close(&ts);
 }
@@ -250,17 +254,16 @@ END_TEST
 static void verify_link(test_store *ts, uint64_t seq, const uint8_t prev[32],
                         uint8_t hash_out[32])
 {
-    static const uint8_t hash_entry_head[7] = {0xa4, 'h', 'a', 's', 'h', 0xc4, 0x20};
-    static const uint8_t prev_entry_head[12] = {0xa9, 'p', 'r', 'e', 'v', '_', 'h',
-                                                'a',  's', 'h', 0xc4, 0x20};
+    static const uint8_t bin32_head[2] = {0xc4, 0x20};
     size_t len;
     uint8_t *bytes = event_copy(ts, seq, &len);
-    ck_assert_uint_gt(len, LOG_HASH_ENTRY_BYTES + 44);
-    ck_assert_mem_eq(bytes + len - 39, hash_entry_head, 7);
+    ck_assert_uint_gt(len, LOG_HASH_ENTRY_BYTES + 34);
+    ck_assert_uint_eq(LOG_HASH_ENTRY_BYTES, 34);
+    ck_assert_mem_eq(bytes + len - 34, bin32_head, 2);
     /* prev_hash sits right before the hash entry. */
-    ck_assert_mem_eq(bytes + len - 39 - 44, prev_entry_head, 12);
-    ck_assert_mem_eq(bytes + len - 39 - 32, prev, 32);
-    test_sha256_chain(prev, bytes, len - 39, hash_out);
+    ck_assert_mem_eq(bytes + len - 34 - 34, bin32_head, 2);
+    ck_assert_mem_eq(bytes + len - 34 - 32, prev, 32);
+    test_sha256_chain(prev, bytes, len - 34, hash_out);
     ck_assert_mem_eq(bytes + len - 32, hash_out, 32);
 
     msgpack_unpacked up;
@@ -619,21 +622,18 @@ START_TEST(causation_and_correlation_nil_or_present)
     test_with_event(&ts, 1, check_fields, &x1);
     test_with_event(&ts, 2, check_fields, &x2);
 
-    static const uint8_t causation_nil[] = {0xa9, 'c', 'a', 'u', 's', 'a', 't', 'i', 'o', 'n',
-                                            0xc0};
-    static const uint8_t causation_map[] = {0xa9, 'c', 'a', 'u', 's', 'a', 't', 'i', 'o', 'n',
-                                            0x82};
-    static const uint8_t correlation_nil[] = {0xab, 'c', 'o', 'r', 'r', 'e', 'l', 'a',
-                                              't',  'i', 'o', 'n', 0xc0};
+    /* causation (field 7): [consumer, key] or nil; correlation (8): a
+     * string or nil. */
+    static const uint32_t causation_at[] = {7}, correlation_at[] = {8};
     size_t len;
     uint8_t *bytes = event_copy(&ts, 1, &len);
-    ck_assert(mem_contains(bytes, len, causation_map, sizeof(causation_map)));
-    ck_assert(!mem_contains(bytes, len, correlation_nil, sizeof(correlation_nil)));
+    ck_assert_uint_eq(bytes[test_msgpack_at(bytes, len, causation_at, 1)], 0x92);
+    ck_assert_uint_eq(bytes[test_msgpack_at(bytes, len, correlation_at, 1)], 0xa0 | 7);
     ck_assert(mem_contains(bytes, len, "trace-7", 7));
     free(bytes);
     bytes = event_copy(&ts, 2, &len);
-    ck_assert(mem_contains(bytes, len, causation_nil, sizeof(causation_nil)));
-    ck_assert(mem_contains(bytes, len, correlation_nil, sizeof(correlation_nil)));
+    ck_assert_uint_eq(bytes[test_msgpack_at(bytes, len, causation_at, 1)], 0xc0);
+    ck_assert_uint_eq(bytes[test_msgpack_at(bytes, len, correlation_at, 1)], 0xc0);
     ck_assert(!mem_contains(bytes, len, "billing", 7));
     free(bytes);
     test_store_close(&ts);

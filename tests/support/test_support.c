@@ -381,11 +381,11 @@ static void read_transfer_event(const log_event *ev, void *ctx)
     out->entity_version = ev->entity_version;
     out->has_causation = ev->has_causation;
     out->transfer_rc =
-        ledger_transfer_unpack(msgpack_safe_map_get(ev->body, "transfer"), &out->transfer);
+        ledger_transfer_unpack(log_event_part(ev, LOG_PART_TRANSFER), &out->transfer);
     out->debit_rc =
-        ledger_account_unpack(msgpack_safe_map_get(ev->body, "debit_account"), &out->debit);
+        ledger_account_unpack(log_event_part(ev, LOG_PART_DEBIT_ACCOUNT), &out->debit);
     out->credit_rc =
-        ledger_account_unpack(msgpack_safe_map_get(ev->body, "credit_account"), &out->credit);
+        ledger_account_unpack(log_event_part(ev, LOG_PART_CREDIT_ACCOUNT), &out->credit);
 }
 
 test_transfer_event test_read_transfer_event(test_store *ts, uint64_t seq)
@@ -529,4 +529,31 @@ uint64_t test_env_u64(const char *name, uint64_t fallback)
         exit(EXIT_FAILURE);
     }
     return v;
+}
+
+size_t test_msgpack_at(const uint8_t *buf, size_t len, const uint32_t *path, size_t depth)
+{
+    size_t at = 0;
+    for (size_t d = 0; d < depth; d++) {
+        ck_assert_uint_lt(at, len);
+        uint8_t b = buf[at];
+        uint32_t n;
+        if ((b & 0xf0) == 0x90) {
+            n = b & 0x0f;
+            at += 1;
+        } else if (b == 0xdc && at + 3 <= len) {
+            n = (uint32_t)buf[at + 1] << 8 | buf[at + 2];
+            at += 3;
+        } else {
+            ck_abort_msg("no array at depth %zu", d);
+            return 0;
+        }
+        ck_assert_uint_lt(path[d], n);
+        for (uint32_t i = 0; i < path[d]; i++) {
+            size_t skip = msgpack_safe_skip(buf + at, len - at);
+            ck_assert_uint_gt(skip, 0);
+            at += skip;
+        }
+    }
+    return at;
 }

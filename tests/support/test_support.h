@@ -175,4 +175,9 @@ void test_sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
 /* rm -rf dir (tests only). */
 void test_remove_dir(const char *dir);
 
+/* The offset in buf of the element reached by path through nested arrays
+ * (e.g. {9, 0, 3}: a format 2 event's body, its first part, that part's
+ * fourth field); the test fails when the path does not exist. */
+size_t test_msgpack_at(const uint8_t *buf, size_t len, const uint32_t *path, size_t depth);
+
 #endif

@@ -533,28 +533,24 @@ static void tamper_event(test_store *ts, uint64_t seq, void (*edit)(uint8_t *ev,
     free(ev);
 }
 
-static size_t find_bytes(const uint8_t *hay, size_t len, const void *needle, size_t n)
-{
-    for (size_t i = 0; i + n <= len; i++)
-        if (memcmp(hay + i, needle, n) == 0)
-            return i;
-    ck_abort_msg("pattern not in the event");
-    return 0;
-}
-
-/* The transfer's amount, 100 as a positive fixint, becomes 101. */
+/* The transfer's amount, 100 as a positive fixint, becomes 101: the body's
+ * (field 9) transfer (part 0), its fourth field. */
 static void flip_amount(uint8_t *ev, size_t len)
 {
-    static const uint8_t amount[] = {0xa6, 'a', 'm', 'o', 'u', 'n', 't', 0x64};
-    ev[find_bytes(ev, len, amount, sizeof(amount)) + sizeof(amount) - 1] = 0x65;
+    static const uint32_t amount_at[] = {9, 0, 3};
+    size_t at = test_msgpack_at(ev, len, amount_at, 3);
+    ck_assert_uint_eq(ev[at], 0x64);
+    ev[at] = 0x65;
 }
 
 /* Another commit time, and a hash of its own that is right again: the
  * event decodes, but the next one no longer chains to it. */
 static void rehash_with_other_time(uint8_t *ev, size_t len)
 {
-    static const uint8_t time_key[] = {0xa7, 't', 'i', 'm', 'e', '_', 'm', 's', 0xcf};
-    ev[find_bytes(ev, len, time_key, sizeof(time_key)) + sizeof(time_key) + 7] ^= 1;
+    static const uint32_t time_at[] = {6}; /* time_ms: 0xcf and 8 bytes */
+    size_t at = test_msgpack_at(ev, len, time_at, 1);
+    ck_assert_uint_eq(ev[at], 0xcf);
+    ev[at + 8] ^= 1;
     uint8_t prev[LOG_HASH_BYTES];
     memcpy(prev, ev + len - LOG_HASH_ENTRY_BYTES - LOG_HASH_BYTES, LOG_HASH_BYTES);
     ck_assert_int_eq(log_event_hash(prev, ev, len, ev + len - LOG_HASH_BYTES), TALLY_ok);

@@ -1,0 +1,197 @@
+/*
+ * check_formats.c — a store written before event format 2 keeps working.
+ *
+ * tests/data/store-v1.dump is a store that tallyd wrote in event format 1
+ * (mdb_dump -a of 16 events: three accounts, a transfer, a hold posted, a
+ * hold voided, a hold expired by the sweep, entitlements granted, extended,
+ * revoked and expired, and a rejected transfer). It is loaded with
+ * mdb_load (lmdb-utils), then: tally-recon finds it clean; a real tallyd
+ * serves it, replays a key of the old era and appends format 2 events to
+ * the same hash chain; history, the log, the read model (libtally's
+ * subscriber-side inbox) and tally-recon read both formats and agree with
+ * the server's balances.
+ */
+#include "common/error.h"
+#include "log/event.h"
+#include "log/log.h"
+#include "log/store.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define V1_EVENTS 16
+
+static json_t *json_of(const char *text)
+{
+    json_error_t e;
+    json_t *doc = json_loads(text, JSON_DISABLE_EOF_CHECK, &e);
+    ck_assert_msg(doc != NULL, "not JSON (%s): %.500s", e.text, text);
+    return doc;
+}
+
+/* Run argv (NULL-terminated) and expect exit 0; its stdout (free it). */
+static char *run_ok(const char *const *argv)
+{
+    char *out = NULL, *err = NULL;
+    int status = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(status == 0, "%s exited %d\nstdout: %.2000s\nstderr: %.2000s", argv[0],
+                  status, out, err);
+    free(err);
+    return out;
+}
+
+/* The fixture loaded into tallyd's data directory (tallyd stopped). */
+static void load_v1(tallyd_proc *p)
+{
+    char path[512], dump[512];
+    tallyd_start(p);
+    ck_assert_int_eq(tallyd_stop(p), 0);
+    snprintf(path, sizeof(path), "%s/data.mdb", p->data_dir);
+    ck_assert_int_eq(unlink(path), 0);
+    snprintf(path, sizeof(path), "%s/lock.mdb", p->data_dir);
+    unlink(path);
+    const char *src = getenv("TALLY_SRCDIR");
+    snprintf(dump, sizeof(dump), "%s/tests/data/store-v1.dump", src ? src : ".");
+    free(run_ok((const char *const[]){"/usr/bin/mdb_load", "-f", dump, p->data_dir, NULL}));
+}
+
+static json_t *recon_json(const char *data_dir)
+{
+    char *out = run_ok((const char *const[]){tallyd_program("tally-recon"), "--data", data_dir,
+                                              "--json", NULL});
+    json_t *doc = json_of(out);
+    free(out);
+    return doc;
+}
+
+/* The first byte of every stored event: fixmap 12 (format 1) up to
+ * last_v1, fixarray 12 (format 2) after it. */
+static void expect_formats(const char *data_dir, uint64_t last_v1, uint64_t head)
+{
+    store *st = test_store_open_read_only(data_dir);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    for (uint64_t seq = 1; seq <= head; seq++) {
+        uint8_t key[8];
+        MDB_val v;
+        log_seq_key(seq, key);
+        ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
+        uint8_t first = ((const uint8_t *)v.mv_data)[0];
+        ck_assert_msg(first == (seq <= last_v1 ? 0x8c : 0x9c), "seq %llu starts with %02x",
+                      (unsigned long long)seq, first);
+        msgpack_unpacked up;
+        msgpack_unpacked_init(&up);
+        log_event ev;
+        ck_assert_int_eq(log_event_decode(v.mv_data, v.mv_size, &up, &ev), TALLY_ok);
+        ck_assert_uint_eq(ev.format, seq <= last_v1 ? LOG_EVENT_FORMAT_V1 : LOG_EVENT_FORMAT);
+        msgpack_unpacked_destroy(&up);
+    }
+    store_txn_abort(&t);
+    store_close(st);
+}
+
+START_TEST(format1_store_is_clean_for_recon)
+{
+    tallyd_proc p = {0};
+    load_v1(&p);
+    json_t *doc = recon_json(p.data_dir);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "status")), "clean");
+    json_decref(doc);
+    expect_formats(p.data_dir, V1_EVENTS, V1_EVENTS);
+    tallyd_cleanup(&p);
+}
+END_TEST
+
+START_TEST(format1_store_is_served_and_extended_in_format2)
+{
+    tallyd_proc p = {0};
+    load_v1(&p);
+    tallyd_restart(&p);
+    const char *tally = tallyd_program("tally");
+#define TALLY(...) run_ok((const char *const[]){tally, "--url", p.url, "--json", __VA_ARGS__, NULL})
+    /* A key of the old era replays its stored outcome. */
+    json_t *r = json_of(TALLY("transfer", "--debit", "1", "--credit", "2", "--amount", "100",
+                              "--key", "t1"));
+    ck_assert(json_is_true(json_object_get(r, "replayed")));
+    ck_assert_int_eq(json_integer_value(json_object_get(r, "seq")), 4);
+    json_decref(r);
+    /* New effects: a transfer, a hold posted in part, an extension. */
+    free(TALLY("transfer", "--debit", "1", "--credit", "2", "--amount", "5", "--key", "n1"));
+    free(TALLY("transfer", "--debit", "2", "--credit", "3", "--amount", "3", "--pending", "--id",
+               "21", "--key", "n2"));
+    free(TALLY("post", "21", "--amount", "2", "--key", "n3"));
+    free(TALLY("extend", "carol", "pro", "--for", "120d", "--key", "n4"));
+    const uint64_t head = V1_EVENTS + 4;
+
+    /* Account 2's history spans both formats, with its balances after each. */
+    char *out = TALLY("account", "history", "2");
+    int lines = 0;
+    int64_t last_credits = -1;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        json_t *h = json_of(line);
+        last_credits = json_integer_value(json_object_get(json_object_get(h, "account"),
+                                                          "credits_posted"));
+        json_decref(h);
+    }
+    free(out);
+    ck_assert_int_eq(lines, 8); /* t1, h1, p1, h2, v1 in format 1; n1, n2, n3 in 2 */
+    ck_assert_int_eq(last_credits, 105);
+
+    /* The read model applies every event of both formats. */
+    char rm[600];
+    snprintf(rm, sizeof(rm), "%s/readmodel", p.dir);
+    out = run_ok((const char *const[]){tallyd_program("tally-readmodel"), "--data", rm, "--url",
+                                       p.url, "--once", "--dump", "--json", NULL});
+    json_t *model = json_of(out);
+    free(out);
+    ck_assert_int_eq(json_integer_value(json_object_get(model, "position")), (json_int_t)head);
+    json_t *accounts = json_object_get(model, "accounts");
+    ck_assert_uint_eq(json_array_size(accounts), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *a = json_array_get(accounts, i);
+        char id[32];
+        snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(a, "id")));
+        json_t *server = json_of(TALLY("account", "get", id));
+        static const char *const fields[] = {"debits_posted", "credits_posted", "debits_pending",
+                                             "credits_pending", "version"};
+        for (size_t f = 0; f < 5; f++)
+            ck_assert_msg(json_integer_value(json_object_get(a, fields[f])) ==
+                              json_integer_value(json_object_get(server, fields[f])),
+                          "account %s: %s differs", id, fields[f]);
+        json_decref(server);
+    }
+    json_decref(model);
+    free(TALLY("log", "--from", "1", "--limit", "100"));
+#undef TALLY
+    ck_assert_int_eq(tallyd_stop(&p), 0);
+
+    /* One hash chain across the formats; the fold of both is the state. */
+    expect_formats(p.data_dir, V1_EVENTS, head);
+    json_t *doc = recon_json(p.data_dir);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "status")), "clean");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(doc, "examined"),
+                                                        "events")),
+                     (json_int_t)head);
+    json_decref(doc);
+    tallyd_cleanup(&p);
+}
+END_TEST
+
+#define TIMEOUT_S 120
+
+int main(void)
+{
+    const test_row tests[] = {
+        {"formats", format1_store_is_clean_for_recon, TIMEOUT_S},
+        {"formats", format1_store_is_served_and_extended_in_format2, TIMEOUT_S},
+    };
+    return test_run_suite(test_suite_of_rows("formats", TEST_ROWS(tests)));
+}
