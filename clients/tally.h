@@ -427,7 +427,7 @@ int tally_backup(tally_client *c, const char *path, uint64_t *bytes);
 #define TALLY_STREAM_FROM_NOW 0          /* from_seq: the first event after the head */
 #define TALLY_STREAM_IDLE_MS_DEFAULT 1000
 #define TALLY_STREAM_IDLE_MS_MAX 30000
-#define TALLY_STREAM_FILL_EVENTS_DEFAULT 100
+#define TALLY_STREAM_FILL_EVENTS_DEFAULT 1000
 #define TALLY_STREAM_FILL_EVENTS_MAX 1000
 #define TALLY_STREAM_RECV_BUFFER_MAX 8192
 
@@ -439,7 +439,7 @@ typedef struct tally_stream_options {
                              further behind loses messages (and fills them) */
     uint32_t idle_ms;     /* PUB silent this long: poll log_read; 0 = 1000,
                              at most 30000 */
-    uint32_t fill_events; /* events per log_read, 1..1000; 0 = 100 */
+    uint32_t fill_events; /* events per log_read, 1..1000; 0 = 1000 */
 } tally_stream_options;
 
 typedef struct tally_stream_counters {
