@@ -94,24 +94,21 @@ static void slot_answer(echo_slot *s, nng_msg *msg)
     nng_ctx_send(s->ctx, s->aio);
 }
 
+/* A send or a receive finished: receive again, or answer what came; a
+ * closed or cancelled receive ends the slot. */
 static void slot_callback(void *arg)
 {
     echo_slot *s = arg;
     int rv = nng_aio_result(s->aio);
-    if (s->sending) {
-        if (rv != 0) /* a failed send leaves the message with us */
-            nng_msg_free(nng_aio_get_msg(s->aio));
+    bool sent = s->sending;
+    if (sent && rv != 0) /* a failed send leaves the message with us */
+        nng_msg_free(nng_aio_get_msg(s->aio));
+    if (sent)
         atomic_fetch_sub(&echo.sends_in_flight, 1);
+    if (!sent && rv == 0)
+        slot_answer(s, nng_aio_get_msg(s->aio));
+    else if (sent || (rv != NNG_ECLOSED && rv != NNG_ECANCELED))
         slot_recv(s);
-        return;
-    }
-    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
-        return;
-    if (rv != 0) {
-        slot_recv(s);
-        return;
-    }
-    slot_answer(s, nng_aio_get_msg(s->aio));
 }
 
 /* The socket, its contexts and the listener; an NNG error (0 = ok). */
