@@ -171,7 +171,7 @@ static void usage(FILE *f)
             "echoed and dropped requests, exit 0.\n"
             "\n"
             "Exit status: 0 stopped cleanly, 1 cannot serve (e.g. the URL is in use),\n"
-            "2 usage error.\n",
+            "2 usage error (also a URL NNG does not accept).\n",
             TALLY_CONTEXTS_MAX, ECHO_CONTEXTS_DEFAULT, TALLY_REQUEST_BYTES_MAX,
             ECHO_BYTES_MAX_DEFAULT, ECHO_RECV_HARD_FACTOR);
 }

@@ -20,7 +20,7 @@ static void usage(FILE *f)
     fprintf(f,
 "usage: tally-bench [--url URL] [--clients N] [--seconds S | --ops N] [--batch N]\n"
 "                   [--accounts N] [--dup-ratio R] [--json] [more options below]\n"
-"       tally-bench --echo [--echo-bytes N] --url URL [--clients N] [--seconds S | --ops N]\n"
+"       tally-bench --echo [--echo-bytes N] [--url URL] [--clients N] [--seconds S | --ops N]\n"
 "\n"
 "Load generator for tallyd: opens bench accounts, sends transfers from N\n"
 "concurrent client threads, reports throughput and latency, then verifies\n"
@@ -69,7 +69,7 @@ static void usage(FILE *f)
 "                      back byte for byte. No accounts, no server verification;\n"
 "                      --clients, --seconds/--ops, --client-mode, --timeout-ms,\n"
 "                      --attempts, --server-pid and --json work as for transfers,\n"
-"                      --batch and --dup-ratio do not apply\n"
+"                      --batch and --dup-ratio are refused\n"
 "  --echo-bytes N      size of each echo request, %d..%d (default %d; needs --echo)\n"
 "  --help\n"
 "\n"
