@@ -1,7 +1,13 @@
 #!/bin/bash
 # pg_side_by_side.sh — durable exactly-once effects per second: PostgreSQL 15
 # running the classic inbox/outbox pattern, and tallyd, side by side on this
-# machine, at the same client counts. See docs/BENCHMARKS.md.
+# machine, at the same client counts, with the NNG request/reply echo
+# ceiling measured in the same run. See docs/BENCHMARKS.md.
+#
+# The echo ceiling: tally-echo (a bare NNG REP echo server, 128 contexts, no
+# storage) and tally-bench --echo (the same client threads, client mode and
+# libtally transport as the tally runs; 200-byte requests, each checked to
+# come back byte for byte).
 #
 # PostgreSQL: the Debian postgresql-15 package (installed with apt-get when
 # missing), a private cluster in a temporary directory listening on loopback
@@ -17,11 +23,14 @@
 #
 # run by pgbench (prepared statements, one connection per client). tally:
 # tally-bench against a fresh tallyd on TCP loopback with the same client
-# count, one transfer per request (or --batch). Both sides get a fresh store
-# for every client count, 1000 accounts, amounts 1..100, and time-ordered
-# keys. Afterwards each side is checked: PostgreSQL's inbox, outbox and
-# balances must agree with the transactions pgbench counted; tally-bench
-# verifies exactly-once against the server itself.
+# count and client mode, one transfer per request (or --batch). Both sides
+# get a fresh store for every client count, 1000 accounts, amounts 1..100,
+# and time-ordered keys. Afterwards each side is checked: PostgreSQL's
+# inbox, outbox and balances must agree with the transactions pgbench
+# counted; tally-bench verifies exactly-once against the server itself, and
+# every echo must come back identical. In every round the three runs of a
+# client count go in a rotating order (echo, pg, tally; then pg, tally,
+# echo; ...), so that none always runs first on a machine that drifts.
 set -euo pipefail
 
 CLIENTS="1 8 32 64"
@@ -31,6 +40,10 @@ BATCH=1
 BUILD=""
 PG_PORT=55432
 TALLY_PORT=17460
+ECHO_PORT=17462
+ECHO_BYTES=200
+CLIENT_MODE=per-thread
+NO_PG=0
 KEEP=0
 ROUNDS=1
 PG_BIN=/usr/lib/postgresql/15/bin
@@ -38,33 +51,47 @@ PG_BIN=/usr/lib/postgresql/15/bin
 usage() {
     cat <<EOF
 usage: tools/pg_side_by_side.sh [--build DIR] [--clients "1 8 32 64"] [--seconds N]
-                                [--batch N] [--accounts N] [--pg-port P]
-                                [--tally-port P] [--rounds N] [--keep] [--help]
+                                [--batch N] [--accounts N] [--client-mode M]
+                                [--no-pg] [--echo-bytes N] [--pg-port P]
+                                [--tally-port P] [--echo-port P] [--rounds N]
+                                [--keep] [--help]
 
-Runs PostgreSQL 15 (classic inbox + balance update + outbox, one transaction
-per effect, fsync and synchronous_commit on) and tallyd (tally-bench) at the
-same client counts on this machine, and prints effects/s, p50/p99 latency and
-the ratio tally / PostgreSQL for each count (medians over --rounds).
+Runs the NNG echo ceiling (tally-echo + tally-bench --echo), PostgreSQL 15
+(classic inbox + balance update + outbox, one transaction per effect, fsync
+and synchronous_commit on) and tallyd (tally-bench) at the same client counts
+on this machine, and prints one table, a row per client count: echoes/s,
+effects/s, p50/p99 latency, and the ratios tally / echo and
+tally / PostgreSQL (medians over --rounds).
 
-  --build DIR      directory holding the built tallyd and tally-bench
-                   (default: \$TALLYD and \$TALLY_BENCH, else the PATH)
+  --build DIR      directory holding the built tallyd, tally-bench and
+                   tally-echo (default: \$TALLYD, \$TALLY_BENCH and
+                   \$TALLY_ECHO, else the PATH)
   --clients LIST   client counts, space-separated (default "1 8 32 64")
   --seconds N      length of every run (default 10)
   --batch N        tally-bench operations per request (default 1; PostgreSQL
                    always does one effect per transaction)
   --accounts N     accounts (default 1000)
+  --client-mode M  per-thread (default): one tally_client per bench thread,
+                   one connection each, as many services would have;
+                   shared: one client for all threads. For the echo and the
+                   tally runs alike
+  --no-pg          skip PostgreSQL (echo and tally only; nothing installed)
+  --echo-bytes N   size of each echo request (default 200)
   --pg-port P      PostgreSQL's loopback port (default 55432)
   --tally-port P   tallyd's loopback port (default 17460; P+1 publishes)
+  --echo-port P    tally-echo's loopback port (default 17462)
   --rounds N       repeat the whole sequence N times, client counts
-                   interleaved; the table shows medians and every run's
-                   effects/s (default 1)
+                   interleaved and the three runs of each count in a
+                   rotating order; the table shows medians and every run's
+                   rate (default 1)
   --keep           keep the temporary directory (logs, pgbench logs)
   --help
 
 Needs root (or a user allowed to use apt-get and runuser) only to install
 postgresql-15 when it is missing; the cluster runs as the 'postgres' user when
-started by root, else as the caller. Exit status 0 when every run of both
-sides was verified.
+started by root, else as the caller. Exit status 0 when every run was
+verified (echo: every echo identical), 1 when one was not, 2 on a usage
+error.
 EOF
 }
 
@@ -77,30 +104,40 @@ while [ $# -gt 0 ]; do
     --accounts) ACCOUNTS=$2; shift 2 ;;
     --pg-port) PG_PORT=$2; shift 2 ;;
     --tally-port) TALLY_PORT=$2; shift 2 ;;
+    --echo-port) ECHO_PORT=$2; shift 2 ;;
+    --echo-bytes) ECHO_BYTES=$2; shift 2 ;;
+    --client-mode) CLIENT_MODE=$2; shift 2 ;;
+    --no-pg) NO_PG=1; shift ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --help) usage; exit 0 ;;
     *) echo "pg_side_by_side.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-for n in $CLIENTS $SECONDS_PER_RUN $BATCH $ACCOUNTS $PG_PORT $TALLY_PORT $ROUNDS; do
+for n in $CLIENTS $SECONDS_PER_RUN $BATCH $ACCOUNTS $PG_PORT $TALLY_PORT $ECHO_PORT $ECHO_BYTES $ROUNDS; do
     case "$n" in '' | *[!0-9]*) echo "pg_side_by_side.sh: not a number: $n" >&2; exit 2 ;; esac
 done
 [ "$ACCOUNTS" -ge 2 ] || { echo "pg_side_by_side.sh: --accounts must be at least 2" >&2; exit 2; }
+case "$CLIENT_MODE" in
+shared | per-thread) ;;
+*) echo "pg_side_by_side.sh: --client-mode: shared or per-thread: $CLIENT_MODE" >&2; exit 2 ;;
+esac
 
 if [ -n "$BUILD" ]; then
     TALLYD="$BUILD/tallyd"
     TALLY_BENCH="$BUILD/tally-bench"
+    TALLY_ECHO="$BUILD/tally-echo"
 fi
 TALLYD=${TALLYD:-$(command -v tallyd || true)}
 TALLY_BENCH=${TALLY_BENCH:-$(command -v tally-bench || true)}
-for p in "$TALLYD" "$TALLY_BENCH"; do
-    [ -n "$p" ] && [ -x "$p" ] || { echo "pg_side_by_side.sh: tallyd or tally-bench not found (--build DIR)" >&2; exit 2; }
+TALLY_ECHO=${TALLY_ECHO:-$(command -v tally-echo || true)}
+for p in "$TALLYD" "$TALLY_BENCH" "$TALLY_ECHO"; do
+    [ -n "$p" ] && [ -x "$p" ] || { echo "pg_side_by_side.sh: tallyd, tally-bench or tally-echo not found (--build DIR)" >&2; exit 2; }
 done
 command -v python3 >/dev/null || { echo "pg_side_by_side.sh: needs python3" >&2; exit 2; }
 
 # ---- PostgreSQL 15 from Debian ----
-if [ ! -x "$PG_BIN/initdb" ]; then
+if [ "$NO_PG" = 0 ] && [ ! -x "$PG_BIN/initdb" ]; then
     echo "installing postgresql-15 (apt-get)" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15 >&2
 fi
@@ -113,14 +150,51 @@ WORK=$(mktemp -d /tmp/pg-side-by-side.XXXXXX)
 chmod 755 "$WORK"
 PGDATA="$WORK/pg/data"
 TALLYD_PID=""
+ECHO_PID=""
 cleanup() {
     [ -n "$TALLYD_PID" ] && kill -TERM "$TALLYD_PID" 2>/dev/null && wait "$TALLYD_PID" 2>/dev/null || true
+    [ -n "$ECHO_PID" ] && kill -TERM "$ECHO_PID" 2>/dev/null && wait "$ECHO_PID" 2>/dev/null || true
     [ -d "$PGDATA" ] && "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null 2>&1 || true
     if [ "$KEEP" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
-mkdir -p "$WORK/pg" "$WORK/tally"
+mkdir -p "$WORK/pg" "$WORK/tally" "$WORK/echo"
+
+# ---- the echo ceiling: tally-echo and tally-bench --echo ----
+
+# tally-bench --echo at $1 clients against a fresh tally-echo; prints
+# "echoes/s p50 p99 verified"
+echo_run() {
+    local c=$1 dir="$WORK/echo/c$1"
+    mkdir -p "$dir"
+    "$TALLY_ECHO" --listen "tcp://127.0.0.1:$ECHO_PORT" >/dev/null 2>"$dir/echo.log" &
+    ECHO_PID=$!
+    for _ in $(seq 300); do grep -q serving "$dir/echo.log" 2>/dev/null && break; sleep 0.1; done
+    local rc=0
+    "$TALLY_BENCH" --echo --echo-bytes "$ECHO_BYTES" --url "tcp://127.0.0.1:$ECHO_PORT" \
+        --server-pid "$ECHO_PID" --json --clients "$c" --client-mode "$CLIENT_MODE" \
+        --seconds "$SECONDS_PER_RUN" >"$dir/bench.json" 2>"$dir/bench.err" || rc=$?
+    kill -TERM "$ECHO_PID"
+    wait "$ECHO_PID" || true
+    ECHO_PID=""
+    [ "$rc" -le 1 ] || { cat "$dir/echo.log" "$dir/bench.err" >&2; return 1; }
+    bench_line "$dir/bench.json"
+}
+
+# "rate p50 p99 verified" from a tally-bench --json report
+bench_line() {
+    python3 - "$1" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print("%.0f %.2f %.2f %s" % (j["effects_per_sec"], j["p50_ms"], j["p99_ms"],
+                             "true" if j["verified"] else "false"))
+PY
+}
+
+# ---- PostgreSQL: a private cluster (not made with --no-pg) ----
+
+pg_start() {
 if [ ${#AS_PG[@]} -gt 0 ]; then chown postgres "$WORK/pg"; fi
 "${AS_PG[@]}" "$PG_BIN/initdb" -D "$PGDATA" -A trust -U bench --no-locale -E UTF8 >"$WORK/pg/initdb.log" 2>&1 ||
     { cat "$WORK/pg/initdb.log" >&2; exit 1; }
@@ -136,7 +210,9 @@ wal_sync_method = fdatasync
 shared_buffers = 256MB
 EOF
 "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PGDATA" -l "$WORK/pg/server.log" -w start >/dev/null
+}
 PSQL=("${AS_PG[@]}" "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres)
+if [ "$NO_PG" = 0 ]; then pg_start; fi
 
 cat >"$WORK/pg/effect.sql" <<'EOF'
 \set a random(1, :accounts)
@@ -230,57 +306,73 @@ tally_run() {
     for _ in $(seq 300); do grep -q serving "$dir/tallyd.log" 2>/dev/null && break; sleep 0.1; done
     local rc=0
     "$TALLY_BENCH" --url "tcp://127.0.0.1:$TALLY_PORT" --server-pid "$TALLYD_PID" --json \
-        --clients "$c" --batch "$BATCH" --accounts "$ACCOUNTS" --seconds "$SECONDS_PER_RUN" \
-        >"$dir/bench.json" 2>"$dir/bench.err" || rc=$?
+        --clients "$c" --client-mode "$CLIENT_MODE" --batch "$BATCH" --accounts "$ACCOUNTS" \
+        --seconds "$SECONDS_PER_RUN" >"$dir/bench.json" 2>"$dir/bench.err" || rc=$?
     kill -TERM "$TALLYD_PID"
     wait "$TALLYD_PID" || true
     TALLYD_PID=""
     rm -rf "$dir/data"
     [ "$rc" -le 1 ] || { cat "$dir/bench.err" >&2; return 1; }
-    python3 - "$dir/bench.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-print("%.0f %.2f %.2f %s" % (j["effects_per_sec"], j["p50_ms"], j["p99_ms"],
-                             "true" if j["verified"] else "false"))
-PY
+    bench_line "$dir/bench.json"
 }
 
+SIDES=(echo pg tally)
+[ "$NO_PG" = 1 ] && SIDES=(echo tally)
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'): one transaction per effect (inbox ON CONFLICT DO NOTHING, 2 balance updates, outbox insert), fsync=on synchronous_commit=on"
-echo "# tally: tally-bench --batch $BATCH against a fresh tallyd; ${SECONDS_PER_RUN} s per run, $ACCOUNTS accounts"
+echo "# echo ceiling: tally-echo (128 contexts, no storage) and tally-bench --echo, ${ECHO_BYTES}-byte requests, client mode $CLIENT_MODE"
+[ "$NO_PG" = 1 ] ||
+    echo "# PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'): one transaction per effect (inbox ON CONFLICT DO NOTHING, 2 balance updates, outbox insert), fsync=on synchronous_commit=on"
+echo "# tally: tally-bench --batch $BATCH --client-mode $CLIENT_MODE against a fresh tallyd; ${SECONDS_PER_RUN} s per run, $ACCOUNTS accounts"
 echo
-# Rounds interleave the client counts; each run's line goes to $WORK/runs,
-# and the table gives the median of every column over the rounds.
+# Rounds interleave the client counts, and within a count the sides in a
+# rotating order; each run's line goes to $WORK/runs ("round clients side
+# rate p50 p99 verified load"); a run that failed counts as unverified.
 : >"$WORK/runs"
 for round in $(seq "$ROUNDS"); do
     for c in $CLIENTS; do
-        load=$(cut -d' ' -f1 /proc/loadavg)
-        read -r pg_eps pg_p50 pg_p99 pg_ok < <(pg_run "$c")
-        echo "$round $c pg $pg_eps $pg_p50 $pg_p99 $pg_ok $load" >>"$WORK/runs"
-        load=$(cut -d' ' -f1 /proc/loadavg)
-        read -r t_eps t_p50 t_p99 t_ok < <(tally_run "$c")
-        echo "$round $c tally $t_eps $t_p50 $t_p99 $t_ok $load" >>"$WORK/runs"
-        echo "round $round, $c clients: PostgreSQL $pg_eps effects/s, tally $t_eps effects/s" >&2
+        said="round $round, $c clients:"
+        for k in "${!SIDES[@]}"; do
+            side=${SIDES[$(((k + round - 1) % ${#SIDES[@]}))]}
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            # in this shell (not $(...)), so that cleanup sees the server's pid
+            if "${side}_run" "$c" >"$WORK/line"; then line=$(cat "$WORK/line"); else line="0 0 0 false"; fi
+            echo "$round $c $side $line $load" >>"$WORK/runs"
+            said="$said $side ${line%% *}/s"
+        done
+        echo "$said" >&2
     done
 done
-python3 - "$WORK/runs" "$CLIENTS" <<'PY'
+python3 - "$WORK/runs" "$CLIENTS" "$NO_PG" <<'PY'
 import statistics, sys
 runs = [l.split() for l in open(sys.argv[1]) if l.strip()]
-med = lambda xs: statistics.median(xs)
-print("| clients | PostgreSQL effects/s | PG p50 ms | PG p99 ms | tally effects/s | tally p50 ms | tally p99 ms | tally / PG | verified (PG, tally) | load (1 min) |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+sides = ["echo", "tally"] if sys.argv[3] == "1" else ["echo", "pg", "tally"]
+names = {"echo": "echo", "pg": "PG", "tally": "tally"}
+rate = {"echo": "echo req/s", "pg": "PostgreSQL effects/s", "tally": "tally effects/s"}
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+head = ["clients"]
+for k in sides:
+    head += [rate[k], names[k] + " p50 ms", names[k] + " p99 ms"]
+head += ["tally / echo"] + (["tally / PG"] if "pg" in sides else [])
+head += ["verified (%s)" % ", ".join(names[k] for k in sides), "load (1 min)"]
+print("| " + " | ".join(head) + " |")
+print("|" + "---|" * len(head))
+ratio = lambda a, b: "**%.2f×**" % (a / b) if b else "–"
 bad = False
 for c in sys.argv[2].split():
-    side = {k: [r for r in runs if r[1] == c and r[2] == k] for k in ("pg", "tally")}
+    side = {k: [r for r in runs if r[1] == c and r[2] == k] for k in sides}
     col = lambda k, i: [float(r[i]) for r in side[k]]
-    pg, t = med(col("pg", 3)), med(col("tally", 3))
-    each = lambda k: ", ".join("%.0f" % v for v in col(k, 3))
-    ok = lambda k: sum(r[6] == "true" for r in side[k])
-    bad |= ok("pg") < len(side["pg"]) or ok("tally") < len(side["tally"])
-    print("| %s | %.0f (%s) | %.1f | %.1f | %.0f (%s) | %.1f | %.1f | **%.1f×** | %d/%d, %d/%d | %s |" % (
-        c, pg, each("pg"), med(col("pg", 4)), med(col("pg", 5)), t, each("tally"),
-        med(col("tally", 4)), med(col("tally", 5)), t / pg if pg else float("nan"),
-        ok("pg"), len(side["pg"]), ok("tally"), len(side["tally"]),
-        " / ".join(r[7] for r in runs if r[1] == c)))
+    ok = {k: sum(r[6] == "true" for r in side[k]) for k in sides}
+    bad |= any(ok[k] < len(side[k]) for k in sides)
+    rates = {k: med(col(k, 3)) for k in sides}
+    row = [c]
+    for k in sides:
+        each = ", ".join("%.0f" % v for v in col(k, 3))
+        row += ["%.0f (%s)" % (rates[k], each), "%.2f" % med(col(k, 4)), "%.2f" % med(col(k, 5))]
+    row.append(ratio(rates["tally"], rates["echo"]))
+    if "pg" in sides:
+        row.append(ratio(rates["tally"], rates["pg"]))
+    row.append(", ".join("%d/%d" % (ok[k], len(side[k])) for k in sides))
+    row.append(" / ".join(r[7] for r in runs if r[1] == c))
+    print("| " + " | ".join(row) + " |")
 sys.exit(1 if bad else 0)
 PY

@@ -9,6 +9,7 @@
 
 #include "clients/tally.h"
 #include "common/clock.h"
+#include "common/limits.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,6 +39,13 @@
 #define BENCH_ACCOUNT_CODE 1
 #define BENCH_TRANSFER_CODE 1
 #define NO_TRACK UINT32_MAX
+/* --echo: a request of ECHO_HEADER_BYTES (a msgpack map {op, seq, pad}
+ * with a bin32 pad) plus the pad; at most what tallyd (and tally-echo by
+ * default) accepts. */
+#define BENCH_ECHO_HEADER_BYTES 31
+#define BENCH_ECHO_BYTES_MIN BENCH_ECHO_HEADER_BYTES
+#define BENCH_ECHO_BYTES_MAX TALLY_REQUEST_BYTES_MAX
+#define BENCH_ECHO_BYTES_DEFAULT 200
 
 _Static_assert(BENCH_KEY_BYTES - 1 <= TALLY_CLIENT_KEY_BYTES_MAX, "keys fit the protocol");
 
@@ -63,6 +71,8 @@ typedef struct bench_options {
     unsigned attempts_max;
     int64_t amount_max;
     bool random_keys;     /* --keys random: keys and ids in no order (UUIDv4-like) */
+    bool echo;            /* --echo: one echo request per operation (echo.c) */
+    uint32_t echo_bytes;  /* size of each echo request; 0 until set */
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */
@@ -135,6 +145,8 @@ typedef struct worker {
     uint64_t seen;
     bench_op samples[BENCH_SAMPLES_PER_WORKER];
     unsigned sample_count;
+    uint8_t *echo_request; /* --echo: this worker's request, its seq rewritten per op */
+    uint64_t echo_seq;
 } worker;
 
 typedef struct account_snapshot {
@@ -146,7 +158,8 @@ typedef struct bench_counters {
     atomic_uint_fast64_t effects, amount_total, applied_results, replayed_results,
         events_caused, rejections, unresolved, unexpected_replays, lost_answers, dup_keys,
         dup_exactly_once, dup_lost_answer, dup_double_applied, dup_anomalies,
-        dup_replayed_results, jobs_concurrent, jobs_sequential, jobs_overlapped;
+        dup_replayed_results, jobs_concurrent, jobs_sequential, jobs_overlapped,
+        echo_mismatches;
 } bench_counters;
 
 struct bench {
@@ -259,6 +272,21 @@ int64_t run_threads(bench *b);
 
 /* The snapshot after the run and every check. */
 void verify(bench *b, const account_snapshot *s0, summary *s, report *r);
+/* Add one line to the report; a failed check that counts clears verified. */
+void check_add(report *r, const char *name, bool ok, bool counts, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* ---- echo.c: --echo, the transport's ceiling against tally-echo ---- */
+
+/* Can the echo server be reached, and does it echo? -1 when yes, else the
+ * exit status. */
+int echo_probe(bench *b);
+/* Clients (each connected by one echo) and the threads with their requests. */
+int echo_prepare(bench *b);
+/* One operation of worker w: one echo, retried on faults. */
+void echo_send(worker *w);
+/* The report: every echo answered, and each came back byte for byte. */
+void echo_verify(bench *b, report *r);
 
 /* ---- report.c ---- */
 

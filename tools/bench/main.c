@@ -24,13 +24,17 @@
  * is measured and a lost answer is visible: a fault is retried with the
  * same keys, which is what a real caller does.
  *
+ * With --echo (echo.c) the same threads, retries and report measure the
+ * transport alone against tally-echo: no accounts, no snapshots, each
+ * operation one echo checked byte for byte.
+ *
  * Exit codes: 0 verified, 1 verification failed (or setup failed),
  * 2 usage, 3 server unreachable.
  *
  * The parts: options.c (command line), setup.c (clients, accounts,
  * snapshots), workload.c (the threads), send.c (attempts, retries and
- * what the answers count for), verify.c, report.c, histogram.c; the
- * shared state is bench.h.
+ * what the answers count for), verify.c, report.c, histogram.c, echo.c
+ * (--echo); the shared state is bench.h.
  */
 #include "config.h"
 
@@ -128,15 +132,19 @@ int main(int argc, char **argv)
         return EXIT_FAILED;
     }
     summary s = {0};
-    rc = probe_server(&b, &s.s0);
+    rc = b.opt.echo ? echo_probe(&b) : probe_server(&b, &s.s0);
     if (rc >= 0)
         return rc;
     account_snapshot s0 = {0};
-    if (prepare(&b, &s0, &s.s0) != TALLY_ok) {
+    if ((b.opt.echo ? echo_prepare(&b) : prepare(&b, &s0, &s.s0)) != TALLY_ok) {
         fprintf(stderr, "tally-bench: %s\n", b.first_error);
         return EXIT_FAILED;
     }
-    if (!b.opt.json)
+    if (!b.opt.json && b.opt.echo)
+        fprintf(stderr, "tally-bench --echo: %u clients, %" PRIu32 "-byte requests, %s %g%s...\n",
+                b.opt.clients, b.opt.echo_bytes, b.opt.ops ? "ops" : "seconds",
+                b.opt.ops ? (double)b.opt.ops : b.opt.seconds, b.opt.ops ? "" : " s");
+    else if (!b.opt.json)
         fprintf(stderr, "tally-bench: %u clients, batch %u, %s %g%s, seed %" PRIu64 "...\n",
                 b.opt.clients, b.opt.batch, b.opt.ops ? "ops" : "seconds",
                 b.opt.ops ? (double)b.opt.ops : b.opt.seconds, b.opt.ops ? "" : " s", b.opt.seed);
@@ -145,7 +153,10 @@ int main(int argc, char **argv)
     int64_t elapsed = run_threads(&b);
     summarize(&b, elapsed, &s);
     report r = {0};
-    verify(&b, &s0, &s, &r);
+    if (b.opt.echo)
+        echo_verify(&b, &r);
+    else
+        verify(&b, &s0, &s, &r);
     if (b.opt.json)
         print_json(&b, &s, &r);
     else

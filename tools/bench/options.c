@@ -20,6 +20,7 @@ static void usage(FILE *f)
     fprintf(f,
 "usage: tally-bench [--url URL] [--clients N] [--seconds S | --ops N] [--batch N]\n"
 "                   [--accounts N] [--dup-ratio R] [--json] [more options below]\n"
+"       tally-bench --echo [--echo-bytes N] [--url URL] [--clients N] [--seconds S | --ops N]\n"
 "\n"
 "Load generator for tallyd: opens bench accounts, sends transfers from N\n"
 "concurrent client threads, reports throughput and latency, then verifies\n"
@@ -60,6 +61,16 @@ static void usage(FILE *f)
 "                      time (default); random: the same bits in no time order\n"
 "                      (like UUIDv4 keys), so every insert lands on a random\n"
 "                      page of the inbox and transfer trees\n"
+"  --echo              measure the transport's ceiling instead: against\n"
+"                      tally-echo (not tallyd), each operation is one request of\n"
+"                      --echo-bytes sent through libtally's own transport\n"
+"                      (tally_request_raw: the client's socket, a context per\n"
+"                      call, timeouts, the bench's retries) and checked to come\n"
+"                      back byte for byte. No accounts, no server verification;\n"
+"                      --clients, --seconds/--ops, --client-mode, --timeout-ms,\n"
+"                      --attempts, --server-pid and --json work as for transfers,\n"
+"                      --batch and --dup-ratio are refused\n"
+"  --echo-bytes N      size of each echo request, %d..%d (default %d; needs --echo)\n"
 "  --help\n"
 "\n"
 "What is measured:\n"
@@ -97,12 +108,16 @@ static void usage(FILE *f)
 "_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb,\n"
 "rss_anon_kb, peak_rss_anon_kb (sampled every 100 ms), rss_file_kb, cpu_s,\n"
 "transfers_added, head_seq_added, inbox_added, events_added, map_used_bytes},\n"
-"checks {name: {ok, counts, detail}}, first_error.\n"
+"checks {name: {ok, counts, detail}}, first_error, echo, echo_bytes.\n"
+"With --echo, ops and effects_per_sec count echoes that came back identical,\n"
+"the server's store fields are null, and the checks are answered (every echo\n"
+"answered) and identical (each byte for byte); verified is both.\n"
 "\n"
 "Exit status: 0 verified, 1 verification or setup failed, 2 usage error,\n"
 "3 server unreachable.\n",
             BENCH_CLIENTS_MAX, TALLY_CLIENT_BATCH_MAX, BENCH_ACCOUNTS_MAX, BENCH_TIMEOUT_MS_MAX,
-            BENCH_ATTEMPTS_MAX_LIMIT, BENCH_AMOUNT_MAX_LIMIT);
+            BENCH_ATTEMPTS_MAX_LIMIT, BENCH_AMOUNT_MAX_LIMIT, BENCH_ECHO_BYTES_MIN,
+            BENCH_ECHO_BYTES_MAX, BENCH_ECHO_BYTES_DEFAULT);
 }
 
 static bool parse_fraction(const char *text, double min, double max, double *out)
@@ -126,7 +141,7 @@ static int usage_error(const char *what, const char *arg)
 enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
-    OPT_AMOUNT, OPT_KEYS, OPT_HELP
+    OPT_AMOUNT, OPT_KEYS, OPT_ECHO, OPT_ECHO_BYTES, OPT_HELP
 };
 
 static const struct option long_options[] = {
@@ -147,6 +162,8 @@ static const struct option long_options[] = {
     {"attempts", required_argument, NULL, OPT_ATTEMPTS},
     {"amount-max", required_argument, NULL, OPT_AMOUNT},
     {"keys", required_argument, NULL, OPT_KEYS},
+    {"echo", no_argument, NULL, OPT_ECHO},
+    {"echo-bytes", required_argument, NULL, OPT_ECHO_BYTES},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -175,6 +192,8 @@ static const count_option count_options[] = {
                  "--attempts: not a count in range"),
     COUNT_OPTION(OPT_AMOUNT, amount_max, 1, BENCH_AMOUNT_MAX_LIMIT,
                  "--amount-max: not an amount in range"),
+    COUNT_OPTION(OPT_ECHO_BYTES, echo_bytes, BENCH_ECHO_BYTES_MIN, BENCH_ECHO_BYTES_MAX,
+                 "--echo-bytes: not a size in range"),
 };
 
 /* The count option c, if it is one: -1 when stored, else the exit status;
@@ -221,6 +240,7 @@ static int parse_one(int c, const char *arg, bench_options *o, bool *seconds_giv
             return usage_error("--concurrent-share: not a fraction 0..1", arg);
         return -1;
     case OPT_JSON: o->json = true; return -1;
+    case OPT_ECHO: o->echo = true; return -1;
     case OPT_MODE:
         if (strcmp(arg, "shared") == 0)
             o->mode = CLIENT_SHARED;
@@ -256,6 +276,13 @@ int parse_options(int argc, char **argv, bench_options *o)
         return usage_error("unexpected argument", argv[optind]);
     if (seconds_given && o->ops)
         return usage_error("--seconds and --ops exclude each other", NULL);
+    if (o->echo_bytes && !o->echo)
+        return usage_error("--echo-bytes needs --echo", NULL);
+    if (o->echo && (o->batch != 1 || o->dup_ratio > 0))
+        return usage_error("--echo sends one request per operation: --batch and --dup-ratio "
+                           "do not apply", NULL);
+    if (o->echo && !o->echo_bytes)
+        o->echo_bytes = BENCH_ECHO_BYTES_DEFAULT;
     if (!seed_given) {
         o->seed = (uint64_t)clock_wall_ns();
         o->seed ^= (uint64_t)getpid() << 32;

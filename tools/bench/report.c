@@ -108,28 +108,37 @@ static const char *mode_name(client_mode m)
 void print_text(const bench *b, const summary *s, const report *r)
 {
     const bench_options *o = &b->opt;
-    printf("tally-bench: %s, consumer %s, %u clients (%s client), batch %u, %" PRIu64
-           " accounts, dup-ratio %.3g, %s keys, seed %" PRIu64 "\n",
-           effective_url(o), o->consumer, o->clients, mode_name(o->mode), o->batch, o->accounts,
-           o->dup_ratio, o->random_keys ? "random" : "time-ordered", o->seed);
-    printf("  ran %.2f s: %" PRIu64 " effects, %" PRIu64 " requests, %" PRIu64
+    const char *unit = o->echo ? "echoes" : "effects";
+    if (o->echo)
+        printf("tally-bench --echo: %s, %u clients (%s client), %" PRIu32 "-byte requests\n",
+               effective_url(o), o->clients, mode_name(o->mode), o->echo_bytes);
+    else
+        printf("tally-bench: %s, consumer %s, %u clients (%s client), batch %u, %" PRIu64
+               " accounts, dup-ratio %.3g, %s keys, seed %" PRIu64 "\n",
+               effective_url(o), o->consumer, o->clients, mode_name(o->mode), o->batch, o->accounts,
+               o->dup_ratio, o->random_keys ? "random" : "time-ordered", o->seed);
+    printf("  ran %.2f s: %" PRIu64 " %s, %" PRIu64 " requests, %" PRIu64
            " duplicate sends, %" PRIu64 " retries\n",
-           s->seconds, s->effects, s->requests, s->dup_sends, s->retries);
-    printf("  effects/s   %.0f\n  requests/s  %.0f\n", s->effects_per_sec, s->requests_per_sec);
+           s->seconds, s->effects, unit, s->requests, s->dup_sends, s->retries);
+    printf("  %-11s %.0f\n  requests/s  %.0f\n", o->echo ? "echoes/s" : "effects/s",
+           s->effects_per_sec, s->requests_per_sec);
     printf("  bench CPU   %.2f s (load generator, same machine)\n", s->client_cpu_s);
     printf("  latency ms  p50 %.3f  p99 %.3f  p999 %.3f  max %.3f  mean %.3f  (per request)\n",
            hist_quantile_ms(&s->hist, 0.50), hist_quantile_ms(&s->hist, 0.99),
            hist_quantile_ms(&s->hist, 0.999), (double)s->hist.max_ns / 1e6,
            s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0);
+    const char *server = o->echo ? "tally-echo" : "tallyd";
     if (o->server_pid > 0 && s->mem.hwm_kb >= 0)
-        printf("  tallyd pid %ld: peak RSS (VmHWM) %.1f MiB, RSS now %.1f MiB (own memory "
-               "%.1f MiB, peak %.1f; map pages %.1f MiB), CPU %.2f s (%.0f us per effect)\n",
-               o->server_pid, (double)s->mem.hwm_kb / 1024, (double)s->mem.rss_kb / 1024,
+        printf("  %s pid %ld: peak RSS (VmHWM) %.1f MiB, RSS now %.1f MiB (own memory "
+               "%.1f MiB, peak %.1f; map pages %.1f MiB), CPU %.2f s (%.0f us per %s)\n",
+               server, o->server_pid, (double)s->mem.hwm_kb / 1024, (double)s->mem.rss_kb / 1024,
                (double)s->mem.anon_kb / 1024, (double)s->anon_peak_kb / 1024,
                (double)s->mem.file_kb / 1024, s->server_cpu_s,
-               s->effects ? s->server_cpu_s * 1e6 / (double)s->effects : 0.0);
+               s->effects ? s->server_cpu_s * 1e6 / (double)s->effects : 0.0,
+               o->echo ? "echo" : "effect");
     else if (o->server_pid > 0)
-        printf("  tallyd pid %ld: /proc/%ld/status not readable\n", o->server_pid, o->server_pid);
+        printf("  %s pid %ld: /proc/%ld/status not readable\n", server, o->server_pid,
+               o->server_pid);
     printf("verification:\n");
     for (unsigned i = 0; i < r->count; i++)
         printf("  %-4s %-18s %s\n", r->checks[i].ok ? "ok" : (r->checks[i].counts ? "FAIL" : "note"),
@@ -139,7 +148,13 @@ void print_text(const bench *b, const summary *s, const report *r)
     printf("verified: %s\n", r->verified ? "true" : "false");
 }
 
-static json_t *json_server(const summary *s)
+/* The store's growth: null with --echo (no store). */
+static json_t *json_added(bool echo, uint64_t before, uint64_t after)
+{
+    return echo ? json_null() : json_integer((json_int_t)(after - before));
+}
+
+static json_t *json_server(const summary *s, bool echo)
 {
     json_t *o = json_object();
     json_object_set_new(o, "peak_rss_kb", s->mem.hwm_kb >= 0 ? json_integer(s->mem.hwm_kb) : json_null());
@@ -148,11 +163,11 @@ static json_t *json_server(const summary *s)
     json_object_set_new(o, "peak_rss_anon_kb", s->anon_peak_kb >= 0 ? json_integer(s->anon_peak_kb) : json_null());
     json_object_set_new(o, "rss_file_kb", s->mem.file_kb >= 0 ? json_integer(s->mem.file_kb) : json_null());
     json_object_set_new(o, "cpu_s", s->server_cpu_s >= 0 ? json_real(s->server_cpu_s) : json_null());
-    json_object_set_new(o, "transfers_added", json_integer((json_int_t)(s->s1.transfers - s->s0.transfers)));
-    json_object_set_new(o, "head_seq_added", json_integer((json_int_t)(s->s1.head_seq - s->s0.head_seq)));
-    json_object_set_new(o, "inbox_added", json_integer((json_int_t)(s->s1.inbox - s->s0.inbox)));
-    json_object_set_new(o, "events_added", json_integer((json_int_t)(s->s1.events - s->s0.events)));
-    json_object_set_new(o, "map_used_bytes", json_integer((json_int_t)s->s1.map_used_bytes));
+    json_object_set_new(o, "transfers_added", json_added(echo, s->s0.transfers, s->s1.transfers));
+    json_object_set_new(o, "head_seq_added", json_added(echo, s->s0.head_seq, s->s1.head_seq));
+    json_object_set_new(o, "inbox_added", json_added(echo, s->s0.inbox, s->s1.inbox));
+    json_object_set_new(o, "events_added", json_added(echo, s->s0.events, s->s1.events));
+    json_object_set_new(o, "map_used_bytes", json_added(echo, 0, s->s1.map_used_bytes));
     return o;
 }
 
@@ -187,7 +202,9 @@ void print_json(const bench *b, const summary *s, const report *r)
     json_object_set_new(j, "duplicate_requests_overlapping", json_integer((json_int_t)LOAD(jobs_overlapped)));
     json_object_set_new(j, "duplicate_requests_sequential", json_integer((json_int_t)LOAD(jobs_sequential)));
     json_object_set_new(j, "client_cpu_s", json_real(s->client_cpu_s));
-    json_object_set_new(j, "server", json_server(s));
+    json_object_set_new(j, "server", json_server(s, o->echo));
+    json_object_set_new(j, "echo", json_boolean(o->echo));
+    json_object_set_new(j, "echo_bytes", o->echo ? json_integer(o->echo_bytes) : json_null());
     json_t *checks = json_object();
     for (unsigned i = 0; i < r->count; i++) {
         json_t *c = json_object();

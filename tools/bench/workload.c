@@ -206,8 +206,12 @@ static void *worker_main(void *arg)
     worker *w = arg;
     pthread_barrier_wait(&w->b->start);
     size_t n;
-    while ((n = claim_ops(w->b, w->b->opt.batch)) > 0)
-        worker_request(w, n);
+    while ((n = claim_ops(w->b, w->b->opt.batch)) > 0) {
+        if (w->b->opt.echo)
+            echo_send(w); /* batch is 1 */
+        else
+            worker_request(w, n);
+    }
     w->st.end_ns = clock_mono_ns();
     if (w->twin)
         twin_close(w->twin);
