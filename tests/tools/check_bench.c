@@ -119,6 +119,63 @@ START_TEST(test_random_keys_give_random_ids)
 }
 END_TEST
 
+static json_t *bench_json(const char *const *args, int want_status)
+{
+    char *out;
+    int status = run_bench(args, &out);
+    ck_assert_msg(status == want_status, "tally-bench exited %d: %s", status, out);
+    json_error_t err;
+    json_t *j = json_loads(out, 0, &err);
+    ck_assert_msg(j != NULL, "not JSON (%s): %s", err.text, out);
+    free(out);
+    return j;
+}
+
+/* --stream reads the whole log with one verified libtally stream, in small
+ * pages or large; from a seq; and counts what it read. */
+START_TEST(test_stream_reads_the_log)
+{
+    tallyd_proc p = {0};
+    tallyd_start(&p);
+    const char *load[] = {"--url", p.url, "--ops", "400", "--clients", "4", "--batch", "20",
+                          "--accounts", "10", "--json", NULL};
+    json_decref(bench_json(load, 0));
+    const uint64_t head = 410; /* 10 accounts opened, 400 transfers */
+    const char *all[] = {"--url", p.url, "--stream", "--stream-page", "7", "--json", NULL};
+    json_t *j = bench_json(all, 0);
+    ck_assert(json_is_true(json_object_get(j, "verified")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "events")), head);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "first_seq")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "last_seq")), head);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "page_events")), 7);
+    json_decref(j);
+    const char *part[] = {"--url", p.url, "--stream", "--from-seq", "400", "--ops", "5",
+                          "--json", NULL};
+    j = bench_json(part, 0);
+    ck_assert(json_is_true(json_object_get(j, "verified")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "events")), 5);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "last_seq")), 404);
+    json_decref(j);
+    ck_assert_int_eq(tallyd_stop(&p), 0);
+    tallyd_cleanup(&p);
+}
+END_TEST
+
+START_TEST(test_stream_options_need_stream)
+{
+    char *out;
+    const char *args[] = {"--from-seq", "3", NULL};
+    ck_assert_int_eq(run_bench(args, &out), 2);
+    free(out);
+    const char *args2[] = {"--stream", "--seconds", "3", NULL};
+    ck_assert_int_eq(run_bench(args2, &out), 2);
+    free(out);
+    const char *args3[] = {"--stream", "--stream-page", "1001", NULL};
+    ck_assert_int_eq(run_bench(args3, &out), 2);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_keys_option_refuses_other_orders)
 {
     char *out;
@@ -136,6 +193,8 @@ int main(void)
     tcase_add_test(tc, test_time_ordered_ids_by_default);
     tcase_add_test(tc, test_random_keys_give_random_ids);
     tcase_add_test(tc, test_keys_option_refuses_other_orders);
+    tcase_add_test(tc, test_stream_reads_the_log);
+    tcase_add_test(tc, test_stream_options_need_stream);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -73,6 +73,10 @@ typedef struct bench_options {
     bool random_keys;     /* --keys random: keys and ids in no order (UUIDv4-like) */
     bool echo;            /* --echo: one echo request per operation (echo.c) */
     uint32_t echo_bytes;  /* size of each echo request; 0 until set */
+    bool stream;          /* --stream: read the log with one stream (stream.c) */
+    uint64_t stream_from; /* first seq; 0 = 1 */
+    uint32_t stream_page; /* events per log_read; 0 until set */
+    const char *publish_url; /* NULL: log_read only */
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */
@@ -287,6 +291,11 @@ int echo_prepare(bench *b);
 void echo_send(worker *w);
 /* The report: every echo answered, and each came back byte for byte. */
 void echo_verify(bench *b, report *r);
+
+/* ---- stream.c: --stream, a subscriber catching up ---- */
+
+/* The whole --stream run; returns the exit status. */
+int stream_run(bench *b);
 
 /* ---- report.c ---- */
 

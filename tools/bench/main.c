@@ -28,13 +28,17 @@
  * transport alone against tally-echo: no accounts, no snapshots, each
  * operation one echo checked byte for byte.
  *
+ * With --stream (stream.c) it measures a subscriber instead: one libtally
+ * stream reads the log from a seq to the head, verified, with a handler
+ * that does nothing.
+ *
  * Exit codes: 0 verified, 1 verification failed (or setup failed),
  * 2 usage, 3 server unreachable.
  *
  * The parts: options.c (command line), setup.c (clients, accounts,
  * snapshots), workload.c (the threads), send.c (attempts, retries and
  * what the answers count for), verify.c, report.c, histogram.c, echo.c
- * (--echo); the shared state is bench.h.
+ * (--echo), stream.c (--stream); the shared state is bench.h.
  */
 #include "config.h"
 
@@ -131,6 +135,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "tally-bench: out of memory\n");
         return EXIT_FAILED;
     }
+    if (b.opt.stream)
+        return stream_run(&b);
     summary s = {0};
     rc = b.opt.echo ? echo_probe(&b) : probe_server(&b, &s.s0);
     if (rc >= 0)

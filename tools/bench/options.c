@@ -21,6 +21,7 @@ static void usage(FILE *f)
 "usage: tally-bench [--url URL] [--clients N] [--seconds S | --ops N] [--batch N]\n"
 "                   [--accounts N] [--dup-ratio R] [--json] [more options below]\n"
 "       tally-bench --echo [--echo-bytes N] [--url URL] [--clients N] [--seconds S | --ops N]\n"
+"       tally-bench --stream [--from-seq N] [--ops N] [--stream-page N] [--publish URL]\n"
 "\n"
 "Load generator for tallyd: opens bench accounts, sends transfers from N\n"
 "concurrent client threads, reports throughput and latency, then verifies\n"
@@ -71,6 +72,17 @@ static void usage(FILE *f)
 "                      --attempts, --server-pid and --json work as for transfers,\n"
 "                      --batch and --dup-ratio are refused\n"
 "  --echo-bytes N      size of each echo request, %d..%d (default %d; needs --echo)\n"
+"  --stream            measure a subscriber catching up instead: one libtally\n"
+"                      stream (tally_stream_next, every event's hash and chain\n"
+"                      checked) reads the log from --from-seq to the head the\n"
+"                      server had at the start (or --ops events) with a handler\n"
+"                      that does nothing; reports events/s and CPU per event;\n"
+"                      verified when every seq came once, in order\n"
+"  --from-seq N        --stream: the first seq to read (default 1)\n"
+"  --stream-page N     --stream: events per log_read, 1..1000 (default 1000)\n"
+"  --publish URL       --stream: tallyd's PUB endpoint (default none: the\n"
+"                      stream reads with log_read only, as a reader catching up\n"
+"                      does)\n"
 "  --help\n"
 "\n"
 "What is measured:\n"
@@ -141,7 +153,8 @@ static int usage_error(const char *what, const char *arg)
 enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
-    OPT_AMOUNT, OPT_KEYS, OPT_ECHO, OPT_ECHO_BYTES, OPT_HELP
+    OPT_AMOUNT, OPT_KEYS, OPT_ECHO, OPT_ECHO_BYTES, OPT_STREAM, OPT_FROM_SEQ, OPT_STREAM_PAGE,
+    OPT_PUBLISH, OPT_HELP
 };
 
 static const struct option long_options[] = {
@@ -164,6 +177,10 @@ static const struct option long_options[] = {
     {"keys", required_argument, NULL, OPT_KEYS},
     {"echo", no_argument, NULL, OPT_ECHO},
     {"echo-bytes", required_argument, NULL, OPT_ECHO_BYTES},
+    {"stream", no_argument, NULL, OPT_STREAM},
+    {"from-seq", required_argument, NULL, OPT_FROM_SEQ},
+    {"stream-page", required_argument, NULL, OPT_STREAM_PAGE},
+    {"publish", required_argument, NULL, OPT_PUBLISH},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -194,6 +211,9 @@ static const count_option count_options[] = {
                  "--amount-max: not an amount in range"),
     COUNT_OPTION(OPT_ECHO_BYTES, echo_bytes, BENCH_ECHO_BYTES_MIN, BENCH_ECHO_BYTES_MAX,
                  "--echo-bytes: not a size in range"),
+    COUNT_OPTION(OPT_FROM_SEQ, stream_from, 1, UINT64_MAX, "--from-seq: not a seq"),
+    COUNT_OPTION(OPT_STREAM_PAGE, stream_page, 1, TALLY_STREAM_FILL_EVENTS_MAX,
+                 "--stream-page: not a count in range"),
 };
 
 /* The count option c, if it is one: -1 when stored, else the exit status;
@@ -241,6 +261,8 @@ static int parse_one(int c, const char *arg, bench_options *o, bool *seconds_giv
         return -1;
     case OPT_JSON: o->json = true; return -1;
     case OPT_ECHO: o->echo = true; return -1;
+    case OPT_STREAM: o->stream = true; return -1;
+    case OPT_PUBLISH: o->publish_url = arg; return -1;
     case OPT_MODE:
         if (strcmp(arg, "shared") == 0)
             o->mode = CLIENT_SHARED;
@@ -281,6 +303,13 @@ int parse_options(int argc, char **argv, bench_options *o)
     if (o->echo && (o->batch != 1 || o->dup_ratio > 0))
         return usage_error("--echo sends one request per operation: --batch and --dup-ratio "
                            "do not apply", NULL);
+    if ((o->stream_from || o->stream_page || o->publish_url) && !o->stream)
+        return usage_error("--from-seq, --stream-page and --publish need --stream", NULL);
+    if (o->stream && (o->echo || seconds_given))
+        return usage_error("--stream reads the log once: --echo and --seconds do not apply",
+                           NULL);
+    if (o->stream && !o->stream_page)
+        o->stream_page = TALLY_STREAM_FILL_EVENTS_MAX;
     if (o->echo && !o->echo_bytes)
         o->echo_bytes = BENCH_ECHO_BYTES_DEFAULT;
     if (!seed_given) {
