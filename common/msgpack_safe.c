@@ -132,6 +132,21 @@ int msgpack_safe_check(const void *buf, size_t len, unsigned depth_max)
     return r.left == 0 ? TALLY_ok : TALLY_invalid_argument;
 }
 
+int msgpack_safe_unpack_in(const void *buf, size_t len, unsigned depth_max, msgpack_zone *zone,
+                           msgpack_object *out)
+{
+    int rc = msgpack_safe_check(buf, len, depth_max);
+    if (rc != TALLY_ok)
+        return rc;
+    size_t off = 0;
+    msgpack_unpack_return ur = msgpack_unpack(buf, len, &off, zone, out);
+    if (ur == MSGPACK_UNPACK_NOMEM_ERROR)
+        return TALLY_out_of_memory;
+    if ((ur != MSGPACK_UNPACK_SUCCESS && ur != MSGPACK_UNPACK_EXTRA_BYTES) || off != len)
+        return TALLY_invalid_argument;
+    return TALLY_ok;
+}
+
 int msgpack_safe_unpack(const void *buf, size_t len, unsigned depth_max,
                         msgpack_unpacked *out)
 {

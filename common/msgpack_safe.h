@@ -24,6 +24,11 @@
  * Returns TALLY_ok or TALLY_invalid_argument. Allocates nothing. */
 int msgpack_safe_check(const void *buf, size_t len, unsigned depth_max);
 
+/* The same into a zone the caller owns and reuses (msgpack_zone_clear
+ * between objects): no allocation per object once the zone has grown. */
+int msgpack_safe_unpack_in(const void *buf, size_t len, unsigned depth_max, msgpack_zone *zone,
+                           msgpack_object *out);
+
 /* The size in bytes of the first object in buf, or 0 when it is truncated
  * or malformed. Allocates nothing. */
 size_t msgpack_safe_skip(const void *buf, size_t len);

@@ -66,6 +66,25 @@ typedef struct folded_entitlement {
     uint64_t version;
 } folded_entitlement;
 
+/* ---- invariants_pipe.c: the log, decoded ahead of the walk ---- */
+
+/* One event of the log as decoded for the walk (its objects live in a
+ * zone that audit_decode_log owns). */
+typedef struct audit_decoded_event {
+    uint64_t seq;
+    int rc; /* log_event_decode_in's: TALLY_ok or TALLY_corrupt_record */
+    msgpack_object root;
+    log_event ev;
+} audit_decoded_event;
+
+/* Decode every event of the log in seq order and hand each to fn (in this
+ * thread, in order; d is valid during the call); fn's non-zero return stops
+ * the walk and is returned. When a->t is a read-only transaction and a
+ * second one sees the same snapshot, the decoding runs on a thread of its
+ * own (two cores: decode and check at once); otherwise here, in turn.
+ * Returns TALLY_ok, fn's code, or a fault of reading the log. */
+int audit_decode_log(audit *a, int (*fn)(audit_decoded_event *d, void *ctx), void *ctx);
+
 /* ---- invariants_report.c ---- */
 
 /* Count a finding of check about entity and pass it on (unless its check

@@ -105,19 +105,31 @@ int audit_walk_db(audit *a, store_db db, const char *phase, uint64_t *count, aud
     return rc == TALLY_ok ? a->fault : rc;
 }
 
-void audit_name_account(uint64_t id, char out[64])
+/* prefix and n in decimal (names are made for every event: no printf). */
+static void name_u64(const char *prefix, uint64_t n, char out[64])
 {
-    snprintf(out, 64, "account:%" PRIu64, id);
+    size_t len = strlen(prefix);
+    memcpy(out, prefix, len);
+    char digits[20];
+    int d = 0;
+    do {
+        digits[d++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    while (d > 0)
+        out[len++] = digits[--d];
+    out[len] = '\0';
 }
+
+void audit_name_account(uint64_t id, char out[64]) { name_u64("account:", id, out); }
 
 void audit_name_transfer(const tally_id128 *id, char out[64])
 {
-    char hex[33];
-    tally_id128_to_hex(id, hex);
-    snprintf(out, 64, "transfer:%s", hex);
+    memcpy(out, "transfer:", 9);
+    tally_id128_to_hex(id, out + 9);
 }
 
-void audit_name_seq(uint64_t seq, char out[64]) { snprintf(out, 64, "seq:%" PRIu64, seq); }
+void audit_name_seq(uint64_t seq, char out[64]) { name_u64("seq:", seq, out); }
 
 void audit_name_entitlement(const ledger_entitlement *e, char out[256])
 {

@@ -262,14 +262,37 @@ const msgpack_object *log_body_part_of(const msgpack_object *body, log_entity_ki
     return NULL;
 }
 
+/* The checks after the unpack (into root). */
+static int decode_checked(const void *bytes, size_t len, const msgpack_object *root,
+                          log_event *out);
+
 int log_event_decode(const void *bytes, size_t len, msgpack_unpacked *unpacked,
                      log_event *out)
 {
     memset(out, 0, sizeof(*out));
     size_t entry = hash_entry_bytes(bytes, len);
     if (len > TALLY_EVENT_BYTES_MAX || entry == 0 || len < entry ||
-        msgpack_safe_unpack(bytes, len, TALLY_MSGPACK_DEPTH_MAX, unpacked) != TALLY_ok ||
-        !decode_fields(&unpacked->data, out))
+        msgpack_safe_unpack(bytes, len, TALLY_MSGPACK_DEPTH_MAX, unpacked) != TALLY_ok)
+        return TALLY_corrupt_record;
+    return decode_checked(bytes, len, &unpacked->data, out);
+}
+
+int log_event_decode_in(const void *bytes, size_t len, msgpack_zone *zone, msgpack_object *root,
+                        log_event *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t entry = hash_entry_bytes(bytes, len);
+    if (len > TALLY_EVENT_BYTES_MAX || entry == 0 || len < entry ||
+        msgpack_safe_unpack_in(bytes, len, TALLY_MSGPACK_DEPTH_MAX, zone, root) != TALLY_ok)
+        return TALLY_corrupt_record;
+    return decode_checked(bytes, len, root, out);
+}
+
+static int decode_checked(const void *bytes, size_t len, const msgpack_object *root,
+                          log_event *out)
+{
+    size_t entry = hash_entry_bytes(bytes, len);
+    if (!decode_fields(root, out))
         return TALLY_corrupt_record;
     /* The hash entry must be the trailing bytes, and must match. */
     static const uint8_t hash_entry_head[7] = {0xa4, 'h', 'a', 's', 'h', 0xc4, 0x20};

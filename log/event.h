@@ -101,6 +101,13 @@ int log_event_encode(const log_event_draft *draft, uint64_t seq, const tally_id1
 int log_event_decode(const void *bytes, size_t len, msgpack_unpacked *unpacked,
                      log_event *out);
 
+/* log_event_decode into a zone the caller owns (and clears with
+ * msgpack_zone_clear before reusing it for the next event), with the root
+ * object in *root: for readers of many events, no allocation per event.
+ * *root and zone must outlive out. */
+int log_event_decode_in(const void *bytes, size_t len, msgpack_zone *zone, msgpack_object *root,
+                        log_event *out);
+
 /* Compute the hash an event of either format must carry, from prev_hash and
  * its bytes. TALLY_ok, or TALLY_corrupt_record when the bytes are of
  * neither format (by their first byte) or shorter than the hash entry. */
