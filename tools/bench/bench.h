@@ -63,6 +63,7 @@ typedef struct bench_options {
     unsigned attempts_max;
     int64_t amount_max;
     bool random_keys;     /* --keys random: keys and ids in no order (UUIDv4-like) */
+    bool no_autobatch;    /* --no-autobatch: libtally sends every single write alone */
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */
