@@ -58,27 +58,48 @@ static void *caller_main(void *arg)
     return NULL;
 }
 
-/* fn(c, t, i) for i < calls in each of threads threads, all started at
+typedef struct callers {
+    int threads;
+    pthread_barrier_t start;
+    caller *cl;
+    pthread_t *th;
+} callers;
+
+/* Start fn(c, t, i) for i < calls in each of threads threads, all at
  * once; call i of thread t leaves its result and return code at
  * [t * calls + i]. */
+static callers *callers_start(tally_client *c, int threads, int calls, call_fn fn,
+                              tally_result *results, int *rcs)
+{
+    callers *g = calloc(1, sizeof(*g));
+    ck_assert_ptr_nonnull(g);
+    g->threads = threads;
+    pthread_barrier_init(&g->start, NULL, (unsigned)threads);
+    g->cl = calloc((size_t)threads, sizeof(*g->cl));
+    g->th = calloc((size_t)threads, sizeof(*g->th));
+    ck_assert_ptr_nonnull(g->cl);
+    ck_assert_ptr_nonnull(g->th);
+    for (int t = 0; t < threads; t++) {
+        g->cl[t] = (caller){c, fn, &g->start, t, calls, &results[t * calls], &rcs[t * calls]};
+        ck_assert_int_eq(pthread_create(&g->th[t], NULL, caller_main, &g->cl[t]), 0);
+    }
+    return g;
+}
+
+static void callers_join(callers *g)
+{
+    for (int t = 0; t < g->threads; t++)
+        pthread_join(g->th[t], NULL);
+    pthread_barrier_destroy(&g->start);
+    free(g->cl);
+    free(g->th);
+    free(g);
+}
+
 static void run_callers(tally_client *c, int threads, int calls, call_fn fn,
                         tally_result *results, int *rcs)
 {
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, (unsigned)threads);
-    caller *cl = calloc((size_t)threads, sizeof(*cl));
-    pthread_t *th = calloc((size_t)threads, sizeof(*th));
-    ck_assert_ptr_nonnull(cl);
-    ck_assert_ptr_nonnull(th);
-    for (int t = 0; t < threads; t++) {
-        cl[t] = (caller){c, fn, &start, t, calls, &results[t * calls], &rcs[t * calls]};
-        ck_assert_int_eq(pthread_create(&th[t], NULL, caller_main, &cl[t]), 0);
-    }
-    for (int t = 0; t < threads; t++)
-        pthread_join(th[t], NULL);
-    pthread_barrier_destroy(&start);
-    free(cl);
-    free(th);
+    callers_join(callers_start(c, threads, calls, fn, results, rcs));
 }
 
 static tally_client *client_with(const char *url, bool no_autobatch, uint32_t timeout_ms,
@@ -366,14 +387,21 @@ START_TEST(test_off_switch_sends_one_request_per_call)
 }
 END_TEST
 
-/* tallyd stopped (SIGSTOP): requests are delivered, never answered. */
+/* tallyd with the accounts, then stopped (SIGSTOP): requests are
+ * delivered, never answered; a client of it with these attempts. */
+static tally_client *stopped_server(test_client_fixture *f, uint32_t timeout_ms, uint32_t retries)
+{
+    test_client_up(f);
+    test_client_open_accounts(f->c, 1, ACCOUNTS);
+    tally_client *c = client_with(f->srv.url, false, timeout_ms, retries);
+    ck_assert_int_eq(kill(f->srv.pid, SIGSTOP), 0);
+    return c;
+}
+
 START_TEST(test_unanswered_merged_request_is_every_callers_timeout)
 {
     test_client_fixture f;
-    test_client_up(&f);
-    tally_client *c = client_with(f.srv.url, false, 300, 0);
-    test_client_open_accounts(f.c, 1, ACCOUNTS);
-    ck_assert_int_eq(kill(f.srv.pid, SIGSTOP), 0);
+    tally_client *c = stopped_server(&f, 300, 0);
     static tally_result r[CLOSE_THREADS * 2];
     static int rcs[CLOSE_THREADS * 2];
     run_callers(c, CLOSE_THREADS, 2, unique_transfer, r, rcs);
@@ -396,51 +424,30 @@ START_TEST(test_unanswered_merged_request_is_every_callers_timeout)
 }
 END_TEST
 
-typedef struct closing_call {
-    tally_client *c;
-    int thread;
-    int rc;
-    tally_result r;
-} closing_call;
-
-static void *closing_main(void *arg)
-{
-    closing_call *x = arg;
-    x->rc = unique_transfer(x->c, x->thread, 0, &x->r);
-    return NULL;
-}
-
 /* A client whose server does not answer, with calls in flight and queued,
  * is closed: every call returns (queued ones unreachable, sent ones
  * timed_out), soon, although each attempt could wait a minute. */
 START_TEST(test_close_ends_waiting_calls)
 {
     test_client_fixture f;
-    test_client_up(&f);
-    tally_client *c = client_with(f.srv.url, false, 60000, 3);
-    test_client_open_accounts(f.c, 1, ACCOUNTS);
-    ck_assert_int_eq(kill(f.srv.pid, SIGSTOP), 0);
-    closing_call x[CLOSE_THREADS];
-    pthread_t th[CLOSE_THREADS];
-    for (int t = 0; t < CLOSE_THREADS; t++) {
-        x[t] = (closing_call){.c = c, .thread = t, .rc = -1};
-        ck_assert_int_eq(pthread_create(&th[t], NULL, closing_main, &x[t]), 0);
-    }
+    tally_client *c = stopped_server(&f, 60000, 3);
+    tally_result r[CLOSE_THREADS];
+    int rcs[CLOSE_THREADS];
+    callers *g = callers_start(c, CLOSE_THREADS, 1, unique_transfer, r, rcs);
     usleep(500 * 1000);
     tally_client_counters n = counters(c);
     ck_assert_uint_eq(n.writes, CLOSE_THREADS); /* all of them inside */
     int64_t start = clock_mono_ms();
     tally_client_close(c);
-    for (int t = 0; t < CLOSE_THREADS; t++)
-        pthread_join(th[t], NULL);
+    callers_join(g);
     int64_t took = clock_mono_ms() - start;
     ck_assert_msg(took < 5000, "close and the calls took %" PRId64 " ms", took);
     int unreachable = 0;
     for (int t = 0; t < CLOSE_THREADS; t++) {
-        ck_assert_msg(x[t].rc == TALLY_unreachable || x[t].rc == TALLY_timed_out, "call %d: %s",
-                      t, tally_strerror(x[t].rc));
-        ck_assert_int_eq(x[t].r.code, x[t].rc);
-        unreachable += x[t].rc == TALLY_unreachable;
+        ck_assert_msg(rcs[t] == TALLY_unreachable || rcs[t] == TALLY_timed_out, "call %d: %s", t,
+                      tally_strerror(rcs[t]));
+        ck_assert_int_eq(r[t].code, rcs[t]);
+        unreachable += rcs[t] == TALLY_unreachable;
     }
     ck_assert_int_ge(unreachable, CLOSE_THREADS - 2); /* two requests were in flight */
     ck_assert_int_eq(kill(f.srv.pid, SIGCONT), 0);
