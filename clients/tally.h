@@ -123,7 +123,8 @@ int tally_client_open(const tally_client_options *options, tally_client **out);
  * sent, waiting for a connection or for its next retry returns
  * TALLY_unreachable when no attempt of it was delivered, else
  * TALLY_timed_out (it may have been applied: retry with the same key on
- * another client). No call may start once close has begun, and streams and
+ * another client), or the fault the server answered last (e.g.
+ * TALLY_overloaded). No call may start once close has begun, and streams and
  * subscribers of the client must be closed before. */
 void tally_client_close(tally_client *client);
 

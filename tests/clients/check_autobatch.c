@@ -7,7 +7,7 @@
  * replayed with the same seq; good and failing writes in one merged batch
  * get their own codes, and a write the server refuses as a request
  * (a subject over 128 bytes) fails only its caller; a server that does not
- * answer gives every caller timed_out, never a business code; without
+ * answer gives every caller a transport code (timed_out), never an outcome; without
  * contention, or with auto-batching off (option or environment), every
  * call is its own request; chains and tally_batch_send are not merged;
  * tally_client_close with calls waiting ends them all, quickly.
@@ -405,14 +405,24 @@ START_TEST(test_unanswered_merged_request_is_every_callers_timeout)
     static tally_result r[CLOSE_THREADS * 2];
     static int rcs[CLOSE_THREADS * 2];
     run_callers(c, CLOSE_THREADS, 2, unique_transfer, r, rcs);
-    for (int k = 0; k < CLOSE_THREADS * 2; k++)
-        ck_assert_msg(rcs[k] == TALLY_timed_out && r[k].code == TALLY_timed_out && !r[k].replayed &&
-                          r[k].seq == 0,
+    /* timed_out, or unreachable for an attempt NNG could not hand to the
+     * connection within its 300 ms (a busy machine): a transport code as
+     * alone, never an outcome */
+    int timed_out = 0;
+    for (int k = 0; k < CLOSE_THREADS * 2; k++) {
+        ck_assert_msg((r[k].code == TALLY_timed_out || r[k].code == TALLY_unreachable) &&
+                          rcs[k] == r[k].code && !r[k].replayed && r[k].seq == 0 &&
+                          r[k].events == 0,
                       "call %d: %s", k, tally_strerror(r[k].code));
+        timed_out += r[k].code == TALLY_timed_out;
+    }
+    ck_assert_int_gt(timed_out, 0);
     tally_client_counters n = counters(c);
     assert_merged(&n, CLOSE_THREADS * 2);
     ck_assert_int_eq(kill(f.srv.pid, SIGCONT), 0);
-    /* Retried by key once the server is back: each applied once. */
+    /* Retried by key once the server is back (patiently): each applied once. */
+    tally_client_close(c);
+    c = client_with(f.srv.url, false, 10000, 3);
     run_callers(c, CLOSE_THREADS, 2, unique_transfer, r, rcs);
     for (int k = 0; k < CLOSE_THREADS * 2; k++)
         ck_assert_msg(r[k].code == TALLY_ok, "call %d: %s", k, tally_strerror(r[k].code));
