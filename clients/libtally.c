@@ -10,7 +10,11 @@
  * is decoded with msgpack_safe_unpack (reply_decode) before any field of
  * it is read. Pipe events keep a count of live connections so that a
  * request that could not be delivered is reported as unreachable, not as
- * a timeout that might have been applied.
+ * a timeout that might have been applied. Calls inside the request path
+ * are counted (client_enter, client_leave): tally_client_close wakes them
+ * (backoffs and connection waits end, nng_close aborts requests in flight)
+ * and frees the client only once the last has left. Single writes reach
+ * this path through autobatch.c, which may merge them.
  *
  * This file is the client and the one request path (connection, retries,
  * packing requests, decoding replies); keys.c, writes.c and reads.c hold

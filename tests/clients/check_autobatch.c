@@ -394,6 +394,7 @@ static tally_client *stopped_server(test_client_fixture *f, uint32_t timeout_ms,
     test_client_up(f);
     test_client_open_accounts(f->c, 1, ACCOUNTS);
     tally_client *c = client_with(f->srv.url, false, timeout_ms, retries);
+    test_client_head(c); /* connected (the handshake needs a running tallyd) */
     ck_assert_int_eq(kill(f->srv.pid, SIGSTOP), 0);
     return c;
 }
@@ -406,7 +407,7 @@ START_TEST(test_unanswered_merged_request_is_every_callers_timeout)
     static int rcs[CLOSE_THREADS * 2];
     run_callers(c, CLOSE_THREADS, 2, unique_transfer, r, rcs);
     /* timed_out, or unreachable for an attempt NNG could not hand to the
-     * connection within its 300 ms (a busy machine): a transport code as
+     * connection within its 300 ms (a busy machine): a transport code, as
      * alone, never an outcome */
     int timed_out = 0;
     for (int k = 0; k < CLOSE_THREADS * 2; k++) {
