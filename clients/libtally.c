@@ -10,7 +10,11 @@
  * is decoded with msgpack_safe_unpack (reply_decode) before any field of
  * it is read. Pipe events keep a count of live connections so that a
  * request that could not be delivered is reported as unreachable, not as
- * a timeout that might have been applied.
+ * a timeout that might have been applied. Calls inside the request path
+ * are counted (client_enter, client_leave): tally_client_close wakes them
+ * (backoffs and connection waits end, nng_close aborts requests in flight)
+ * and frees the client only once the last has left. Single writes reach
+ * this path through autobatch.c, which may merge them.
  *
  * This file is the client and the one request path (connection, retries,
  * packing requests, decoding replies); keys.c, writes.c and reads.c hold
@@ -48,8 +52,12 @@ _Static_assert(TALLY_CLIENT_CONSUMER_BYTES_MAX == TALLY_CONSUMER_BYTES_MAX,
 struct tally_client {
     nng_socket socket;
     nng_mtx *mu;
-    nng_cv *connected; /* signalled on every pipe event */
+    nng_cv *connected; /* signalled on every pipe event and when closing */
+    nng_cv *drained;   /* signalled when the last call leaves a closing client */
     unsigned pipes;    /* live connections, under mu */
+    unsigned calls;    /* calls inside the request path, under mu */
+    bool closing;      /* tally_client_close has begun, under mu */
+    client_autobatch *autobatch;
     char *url;
     nng_dialer dialer;   /* under mu */
     nng_time idle_since; /* when the last connection went (or the dialer came), under mu */
@@ -101,6 +109,23 @@ int client_pack_fields(msgpack_packer *pk, const fields *fs)
     int bad = msgpack_pack_map(pk, fs->n);
     for (unsigned i = 0; !bad && i < fs->n; i++)
         bad = msgpack_safe_pack_cstr(pk, fs->f[i].name) || pack_field_value(pk, &fs->f[i]);
+    return bad;
+}
+
+static bool field_is_top_level(const field *f)
+{
+    return strcmp(f->name, "v") == 0 || strcmp(f->name, "consumer") == 0;
+}
+
+int client_pack_member(msgpack_packer *pk, const fields *fs)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < fs->n; i++)
+        n += !field_is_top_level(&fs->f[i]);
+    int bad = msgpack_pack_map(pk, n);
+    for (unsigned i = 0; !bad && i < fs->n; i++)
+        if (!field_is_top_level(&fs->f[i]))
+            bad = msgpack_safe_pack_cstr(pk, fs->f[i].name) || pack_field_value(pk, &fs->f[i]);
     return bad;
 }
 
@@ -191,13 +216,14 @@ static void pipe_event(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     nng_mtx_unlock(c->mu);
 }
 
-/* true when a connection is up, waiting for one until `until`. */
+/* true when a connection is up, waiting for one until `until`; false at
+ * once when the client is closing. */
 static bool wait_connected(tally_client *c, nng_time until)
 {
     nng_mtx_lock(c->mu);
-    while (c->pipes == 0 && nng_clock() < until)
+    while (c->pipes == 0 && !c->closing && nng_clock() < until)
         nng_cv_until(c->connected, until);
-    bool up = c->pipes > 0;
+    bool up = c->pipes > 0 && !c->closing;
     nng_mtx_unlock(c->mu);
     return up;
 }
@@ -247,7 +273,7 @@ static void client_redial(tally_client *c)
     if (!NNG_COMPAT_REDIAL)
         return;
     nng_mtx_lock(c->mu);
-    bool due = c->pipes == 0 && !c->redialing &&
+    bool due = c->pipes == 0 && !c->redialing && !c->closing &&
                nng_clock() - c->idle_since >= REDIAL_AFTER_MS;
     nng_dialer old = c->dialer;
     c->redialing = c->redialing || due;
@@ -284,10 +310,10 @@ __attribute__((noinline)) static int attempt(tally_client *c, const void *bytes,
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
-    int rc = client_nng_error(nng_ctx_open(&ctx, c->socket));
-    if (rc != TALLY_ok)
-        return rc;
-    rc = TALLY_out_of_memory;
+    int rv = nng_ctx_open(&ctx, c->socket);
+    if (rv != 0) /* closed: tally_client_close has begun, nothing was sent */
+        return rv == NNG_ECLOSED ? TALLY_unreachable : client_nng_error(rv);
+    int rc = TALLY_out_of_memory;
     if (nng_aio_alloc(&aio, NULL, NULL) == 0 && nng_msg_alloc(&msg, len) == 0) {
         memcpy(nng_msg_body(msg), bytes, len);
         rc = ctx_round_trip(ctx, aio, msg, deadline, reply_out, delivered);
@@ -303,20 +329,49 @@ static bool retryable(int code)
            code == TALLY_shutting_down;
 }
 
-static void backoff_sleep(const tally_client *c, uint64_t retry)
+/* Wait before retry number `retry` (1, 2, ...); false, at once, when the
+ * client is closing. */
+static bool backoff_wait(tally_client *c, uint64_t retry)
 {
     uint64_t ms = c->backoff_ms;
     for (uint64_t i = 1; i < retry && ms < TALLY_CLIENT_BACKOFF_MS_MAX; i++)
         ms *= 2;
-    nng_msleep((nng_duration)(ms < TALLY_CLIENT_BACKOFF_MS_MAX ? ms : TALLY_CLIENT_BACKOFF_MS_MAX));
+    nng_time until = nng_clock() + (ms < TALLY_CLIENT_BACKOFF_MS_MAX ? ms : TALLY_CLIENT_BACKOFF_MS_MAX);
+    nng_mtx_lock(c->mu);
+    while (!c->closing && nng_clock() < until)
+        nng_cv_until(c->connected, until);
+    bool open = !c->closing;
+    nng_mtx_unlock(c->mu);
+    return open;
 }
 
-/* The one request path: send bytes until a final answer or the retries
- * are spent. Returns TALLY_ok with r live (r->code is the server's code,
- * possibly overloaded/shutting_down after the last retry), or the
- * transport code: TALLY_unreachable only when no attempt was delivered. */
-static int exchange(tally_client *c, const void *bytes, size_t len, uint32_t extra_wait_ms,
-                    reply *r)
+bool client_enter(tally_client *c)
+{
+    nng_mtx_lock(c->mu);
+    bool open = !c->closing;
+    c->calls += open;
+    nng_mtx_unlock(c->mu);
+    return open;
+}
+
+void client_leave(tally_client *c)
+{
+    nng_mtx_lock(c->mu);
+    assert(c->calls > 0);
+    if (--c->calls == 0 && c->closing)
+        nng_cv_wake(c->drained);
+    nng_mtx_unlock(c->mu);
+}
+
+client_autobatch *client_autobatch_of(const tally_client *c)
+{
+    return c->autobatch;
+}
+
+/* The attempts of exchange: the same bytes until a final answer, the
+ * retries are spent or the client closes. */
+static int exchange_attempts(tally_client *c, const void *bytes, size_t len,
+                             uint32_t extra_wait_ms, reply *r)
 {
     bool delivered = false;
     int rc = TALLY_internal;
@@ -324,8 +379,8 @@ static int exchange(tally_client *c, const void *bytes, size_t len, uint32_t ext
     if (timeout_ms < c->timeout_ms)
         timeout_ms = UINT32_MAX;
     for (uint64_t i = 0; i <= c->retries; i++) {
-        if (i > 0)
-            backoff_sleep(c, i);
+        if (i > 0 && !backoff_wait(c, i))
+            break; /* closing: rc is the last attempt's transport code */
         rc = attempt(c, bytes, len, timeout_ms, &r->msg, &delivered);
         if (rc != TALLY_ok) {
             if (!retryable(rc))
@@ -335,9 +390,25 @@ static int exchange(tally_client *c, const void *bytes, size_t len, uint32_t ext
         reply_decode(r);
         if (!retryable(r->code) || i == c->retries)
             return TALLY_ok;
+        rc = r->code; /* reported as it is if the client closes before the next attempt */
         client_reply_free(r);
     }
     return rc == TALLY_unreachable && delivered ? TALLY_timed_out : rc;
+}
+
+/* The one request path: send bytes until a final answer or the retries
+ * are spent. Returns TALLY_ok with r live (r->code is the server's code,
+ * possibly overloaded/shutting_down after the last retry), or the
+ * transport code: TALLY_unreachable only when no attempt was delivered
+ * (also when the client is closing and nothing was). */
+static int exchange(tally_client *c, const void *bytes, size_t len, uint32_t extra_wait_ms,
+                    reply *r)
+{
+    if (!client_enter(c))
+        return TALLY_unreachable;
+    int rc = exchange_attempts(c, bytes, len, extra_wait_ms, r);
+    client_leave(c);
+    return rc;
 }
 
 /* Pack fs, exchange it; r is live on TALLY_ok. */
@@ -358,12 +429,26 @@ typedef struct client_settings {
     const char *url;
     const char *consumer;
     uint32_t timeout_ms, retries, backoff_ms;
+    bool autobatch;
 } client_settings;
 
 static const char *first_set(const char *given, const char *env_name, const char *dflt)
 {
     const char *env = getenv(env_name);
     return given ? given : env && *env ? env : dflt;
+}
+
+/* Auto-batching: off when the options say so, else as $TALLY_AUTOBATCH
+ * says ("on"/"1", "off"/"0"; unset or empty: on). false for another value. */
+static bool autobatch_resolve(const tally_client_options *o, bool *on)
+{
+    const char *env = getenv("TALLY_AUTOBATCH");
+    *on = !o->no_autobatch;
+    if (o->no_autobatch || env == NULL || *env == '\0')
+        return true;
+    bool off = strcmp(env, "off") == 0 || strcmp(env, "0") == 0;
+    *on = !off;
+    return off || strcmp(env, "on") == 0 || strcmp(env, "1") == 0;
 }
 
 static int settings_resolve(const tally_client_options *o, client_settings *s)
@@ -377,7 +462,8 @@ static int settings_resolve(const tally_client_options *o, client_settings *s)
     s->retries = o->retries_set ? o->retries : TALLY_CLIENT_RETRIES_DEFAULT;
     s->backoff_ms = o->backoff_ms ? o->backoff_ms : TALLY_CLIENT_BACKOFF_MS_DEFAULT;
     size_t n = strlen(s->consumer);
-    return n == 0 || n > TALLY_CLIENT_CONSUMER_BYTES_MAX || *s->url == '\0'
+    bool autobatch_valid = autobatch_resolve(o, &s->autobatch);
+    return n == 0 || n > TALLY_CLIENT_CONSUMER_BYTES_MAX || *s->url == '\0' || !autobatch_valid
                ? TALLY_invalid_argument
                : TALLY_ok;
 }
@@ -431,10 +517,16 @@ int tally_client_open(const tally_client_options *options, tally_client **out)
     c->timeout_ms = s.timeout_ms;
     c->retries = s.retries;
     c->backoff_ms = s.backoff_ms;
-    rc = nng_mtx_alloc(&c->mu) == 0 && nng_cv_alloc(&c->connected, c->mu) == 0
-             ? socket_open(c, s.url)
+    rc = nng_mtx_alloc(&c->mu) == 0 && nng_cv_alloc(&c->connected, c->mu) == 0 &&
+                 nng_cv_alloc(&c->drained, c->mu) == 0
+             ? client_autobatch_new(s.autobatch, &c->autobatch)
              : TALLY_out_of_memory;
+    if (rc == TALLY_ok)
+        rc = socket_open(c, s.url);
     if (rc != TALLY_ok) {
+        client_autobatch_free(c->autobatch);
+        if (c->drained)
+            nng_cv_free(c->drained);
         if (c->connected)
             nng_cv_free(c->connected);
         if (c->mu)
@@ -446,11 +538,25 @@ int tally_client_open(const tally_client_options *options, tally_client **out)
     return TALLY_ok;
 }
 
+/* Calls in progress end first: queued writes at once (unreachable), a
+ * backoff or a wait for a connection at once, a request in flight when
+ * nng_close aborts it; then nothing of the client is in use. */
 void tally_client_close(tally_client *c)
 {
     if (c == NULL)
         return;
-    nng_close(c->socket); /* waits for the pipe callbacks */
+    nng_mtx_lock(c->mu);
+    c->closing = true;
+    nng_cv_wake(c->connected);
+    nng_mtx_unlock(c->mu);
+    client_autobatch_close(c->autobatch);
+    nng_close(c->socket); /* waits for the pipe callbacks, aborts requests in flight */
+    nng_mtx_lock(c->mu);
+    while (c->calls > 0)
+        nng_cv_wait(c->drained);
+    nng_mtx_unlock(c->mu);
+    client_autobatch_free(c->autobatch);
+    nng_cv_free(c->drained);
     nng_cv_free(c->connected);
     nng_mtx_free(c->mu);
     free(c->url);

@@ -3,7 +3,8 @@
  * see: the field list a request is packed from, the one request path
  * (client_call), decoded replies and the typed reply decoder, and the event
  * decoder. libtally.c owns the client and the request path; keys.c,
- * writes.c and reads.c the calls built on it; events.c the event decoder;
+ * writes.c and reads.c the calls built on it; autobatch.c merges
+ * concurrent single writes into batch requests; events.c the event decoder;
  * stream.c (the live stream) and subscriber.c (durable subscribers) read
  * the log. None of
  * these names are exported from the shared library (only tally_*).
@@ -100,6 +101,9 @@ void client_fields_begin(fields *fs, const char *op, const tally_client *c, cons
 
 /* Pack fs as one map into pk; 0 on success, like msgpack-c. */
 int client_pack_fields(msgpack_packer *pk, const fields *fs);
+/* Pack fs as a batch or chain member: the map without the request's own
+ * entries (v, consumer), which the batch carries once; 0 on success. */
+int client_pack_member(msgpack_packer *pk, const fields *fs);
 
 /* ---- transport ---- */
 
@@ -130,6 +134,44 @@ int client_call(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply
  * live, else the transport code or the server's code (r freed). */
 int client_read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r);
 void client_reply_free(reply *r);
+
+/* A call enters the request path (false, and nothing counted, once
+ * tally_client_close has begun) and leaves it; close waits until every
+ * call that entered has left. */
+bool client_enter(tally_client *c);
+void client_leave(tally_client *c);
+
+/* ---- writes (writes.c) ---- */
+
+/* Send one single write or chain (fs complete) and fill out from the reply
+ * (out cleared, its key set, before); returns out->code. */
+int client_write_exchange(tally_client *c, const fields *fs, tally_result *out);
+/* Fill a result from one write's reply map m; returns its code. */
+int client_result_fill(tally_result *out, const msgpack_object *m);
+/* Send the non-atomic batch b (members packed) as one `batch` request:
+ * as client_call. */
+int client_batch_call(tally_client *c, const tally_batch *b, reply *r);
+/* The `results` array of a batch reply r of count members, or NULL when
+ * r's code is not ok or the array is missing or of another length. */
+const msgpack_object *client_batch_results(const reply *r, size_t count);
+
+/* ---- auto-batching (autobatch.c) ---- */
+
+typedef struct client_autobatch client_autobatch;
+
+/* The merging state of a client (enabled: merge; else only count).
+ * TALLY_ok or TALLY_out_of_memory. */
+int client_autobatch_new(bool enabled, client_autobatch **out);
+/* Fail every queued write with TALLY_unreachable (nothing sent) and take
+ * no more; writes being sent finish as their requests do. */
+void client_autobatch_close(client_autobatch *ab);
+/* Free it (NULL allowed); no call may be inside. */
+void client_autobatch_free(client_autobatch *ab);
+client_autobatch *client_autobatch_of(const tally_client *c);
+/* Send one single write (fs complete, out cleared with its key set):
+ * alone when few requests are in flight, else merged with the other
+ * waiting writes into one batch request. Returns out->code. */
+int client_autobatch_write(tally_client *c, const fields *fs, tally_result *out);
 
 /* ---- decoding replies ---- */
 

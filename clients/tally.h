@@ -13,6 +13,26 @@
  * once (each call uses its own NNG context). A tally_batch belongs to one
  * thread until sent.
  *
+ * Auto-batching (on by default): single writes (tally_account_open,
+ * tally_transfer, tally_post, tally_void, tally_grant, tally_extend,
+ * tally_revoke) made by many threads on one client are merged. A write
+ * that finds fewer than two requests of single writes in flight on its
+ * client is sent at once as its own request, exactly as without
+ * auto-batching (no timer, no added wait). Otherwise it waits; when one of
+ * those requests is answered, the writes waiting by then (at most
+ * TALLY_CLIENT_BATCH_MAX, and what fits the server's 512 KiB request
+ * limit; the rest waits for the next) go as ONE non-atomic `batch` request,
+ * each member with its own key, sent with the same retries. Each caller
+ * still gets its own tally_result: the code, replayed, seq, events and
+ * key it would have got alone. A timeout, `overloaded`, `shutting_down` or
+ * an unreachable server is every member's code, as it would be alone; a
+ * refusal of the whole merged request (a member's field the server
+ * refuses, e.g. a subject over 128 bytes) stores nothing, and each member
+ * is then sent again alone, so a bad call fails only its own caller.
+ * Chains and tally_batch_send are never merged. Turn it off with
+ * tally_client_options.no_autobatch or TALLY_AUTOBATCH=off in the
+ * environment; tally_client_counters_get shows what was merged.
+ *
  * Return codes: every function returns an int from the tally error enum
  * (tally_error.h, names by tally_strerror):
  *   TALLY_ok            the server answered and the operation succeeded;
@@ -84,19 +104,41 @@ typedef struct tally_client_options {
                              retries_set is false */
     bool retries_set;     /* use retries as given (0 = no retry) */
     uint32_t backoff_ms;  /* wait before the first retry, doubled each time; 0 = 50 */
+    bool no_autobatch;    /* true: every single write is its own request. false:
+                             $TALLY_AUTOBATCH decides ("off"/"0" or "on"/"1"; unset
+                             or empty: on); see "Auto-batching" above */
 } tally_client_options;
 
 /* Create a client and start connecting (in the background: an absent
  * server is not an error here, and the connection is re-made whenever it
  * drops). options may be NULL (all defaults). *out is set on success only.
  * Returns TALLY_ok, TALLY_invalid_argument (out NULL, bad URL, consumer
- * empty or over 64 bytes), TALLY_out_of_memory, TALLY_internal (NNG could
- * not open a socket). */
+ * empty or over 64 bytes, $TALLY_AUTOBATCH not one of on, 1, off, 0),
+ * TALLY_out_of_memory, TALLY_internal (NNG could not open a socket). */
 int tally_client_open(const tally_client_options *options, tally_client **out);
 
-/* Close the client and free it; no call may be in progress. NULL is
- * allowed. */
+/* Close the client and free it. NULL is allowed. Writes and reads in
+ * progress on other threads return first, promptly: a write still waiting
+ * to be merged gets TALLY_unreachable (nothing was sent); a request being
+ * sent, waiting for a connection or for its next retry returns
+ * TALLY_unreachable when no attempt of it was delivered, else
+ * TALLY_timed_out (it may have been applied: retry with the same key on
+ * another client), or the fault the server answered last (e.g.
+ * TALLY_overloaded). No call may start once close has begun, and streams and
+ * subscribers of the client must be closed before. */
 void tally_client_close(tally_client *client);
+
+/* What auto-batching did on a client, since it was opened. Requests are
+ * counted once however often they were retried. */
+typedef struct tally_client_counters {
+    uint64_t writes;         /* single writes that were sent or queued */
+    uint64_t requests;       /* requests sent for them: alone or merged */
+    uint64_t batches;        /* ... of them merged `batch` requests */
+    uint64_t batched_writes; /* single writes sent in those batches */
+} tally_client_counters;
+
+/* Copy the counters of c into *out (zeros for a NULL c; NULL out: nothing). */
+void tally_client_counters_get(const tally_client *c, tally_client_counters *out);
 
 /* ---- ids and keys ---- */
 

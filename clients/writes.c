@@ -1,8 +1,9 @@
 /*
  * writes.c — the writes of libtally (tally.h, "writes", "batches and
- * atomic chains"): each write is a field list sent by client_call under
- * its idempotency key; a batch or chain packs its members once, when they
- * are added, so a resend is the same bytes.
+ * atomic chains"): each write is a field list sent under its idempotency
+ * key (a single write through autobatch.c, which may merge it with
+ * others); a batch or chain packs its members once, when they are added,
+ * so a resend is the same bytes.
  */
 #include "clients/libtally_internal.h"
 
@@ -113,8 +114,7 @@ static void result_codes(tally_result *out, const msgpack_object *codes)
         out->chain_codes[i] = client_code_of(&codes->via.array.ptr[i]);
 }
 
-/* Fill a result from one write's reply map m; returns its code. */
-static int result_fill(tally_result *out, const msgpack_object *m)
+int client_result_fill(tally_result *out, const msgpack_object *m)
 {
     uint64_t v;
     const msgpack_object *replayed = msgpack_safe_map_get(m, "replayed");
@@ -132,16 +132,32 @@ static int result_fill(tally_result *out, const msgpack_object *m)
     return out->code;
 }
 
-/* Send a single write or a chain (fs complete) and fill out. */
-static int write_exchange(tally_client *c, const fields *fs, tally_result *out)
+int client_write_exchange(tally_client *c, const fields *fs, tally_result *out)
 {
     reply r;
     int rc = client_call(c, fs, 0, &r);
     if (rc != TALLY_ok)
         return out->code = rc;
-    rc = r.root ? result_fill(out, r.root) : (out->code = r.code);
+    rc = r.root ? client_result_fill(out, r.root) : (out->code = r.code);
     client_reply_free(&r);
     return rc;
+}
+
+int client_batch_call(tally_client *c, const tally_batch *b, reply *r)
+{
+    fields fs;
+    client_fields_begin(&fs, "batch", c, NULL);
+    put_ops(&fs, b);
+    return client_call(c, &fs, 0, r);
+}
+
+const msgpack_object *client_batch_results(const reply *r, size_t count)
+{
+    const msgpack_object *list =
+        r->code == TALLY_ok ? msgpack_safe_map_get(r->root, "results") : NULL;
+    return list != NULL && list->type == MSGPACK_OBJECT_ARRAY && list->via.array.size == count
+               ? list
+               : NULL;
 }
 
 static int write_single(tally_client *c, const char *key, write_op op, tally_result *out)
@@ -157,7 +173,7 @@ static int write_single(tally_client *c, const char *key, write_op op, tally_res
     rc = op.fill(&fs, op.args);
     if (rc != TALLY_ok)
         return out->code = rc;
-    return write_exchange(c, &fs, out);
+    return client_autobatch_write(c, &fs, out);
 }
 
 int tally_account_open(tally_client *c, const char *key, const tally_account_open_args *a,
@@ -259,10 +275,8 @@ static int batch_add(tally_batch *b, const char *key, write_op op)
     int rc = b->atomic ? TALLY_ok : client_key_resolve(key, k);
     if (rc == TALLY_ok && !b->atomic)
         rc = batch_keys_reserve(b);
-    fields fs = {.n = 0};
-    put_str(&fs, "op", op.name);
-    if (!b->atomic)
-        put_str(&fs, "key", k);
+    fields fs;
+    client_fields_begin(&fs, op.name, NULL, b->atomic ? NULL : k);
     if (rc == TALLY_ok)
         rc = op.fill(&fs, op.args);
     if (rc != TALLY_ok)
@@ -270,7 +284,7 @@ static int batch_add(tally_batch *b, const char *key, write_op op)
     msgpack_packer pk;
     msgpack_packer_init(&pk, &b->members, msgpack_sbuffer_write);
     size_t before = b->members.size;
-    if (client_pack_fields(&pk, &fs) != 0) {
+    if (client_pack_member(&pk, &fs) != 0) { /* the same member map a merged single write packs */
         b->members.size = before; /* drop the partial member */
         return TALLY_out_of_memory;
     }
@@ -327,7 +341,7 @@ static int chain_send(tally_client *c, tally_batch *b, const char *key, tally_re
     fields fs;
     client_fields_begin(&fs, "chain", c, out->key);
     put_ops(&fs, b);
-    rc = write_exchange(c, &fs, out);
+    rc = client_write_exchange(c, &fs, out);
     return tally_error_is_stored(rc) ? TALLY_ok : rc;
 }
 
@@ -342,20 +356,16 @@ static int batch_send(tally_client *c, tally_batch *b, tally_result *results)
 {
     for (size_t i = 0; i < b->count; i++)
         result_clear(&results[i], b->keys[i]);
-    fields fs;
-    client_fields_begin(&fs, "batch", c, NULL);
-    put_ops(&fs, b);
     reply r;
-    int rc = client_call(c, &fs, 0, &r);
+    int rc = client_batch_call(c, b, &r);
     if (rc != TALLY_ok)
         return batch_fail(results, b->count, rc);
     rc = r.code;
-    const msgpack_object *list = msgpack_safe_map_get(r.root, "results");
-    if (rc == TALLY_ok && (list == NULL || list->type != MSGPACK_OBJECT_ARRAY ||
-                           list->via.array.size != b->count))
+    const msgpack_object *list = client_batch_results(&r, b->count);
+    if (rc == TALLY_ok && list == NULL)
         rc = TALLY_internal;
     for (size_t i = 0; rc == TALLY_ok && i < b->count; i++)
-        result_fill(&results[i], &list->via.array.ptr[i]);
+        client_result_fill(&results[i], &list->via.array.ptr[i]);
     client_reply_free(&r);
     return rc == TALLY_ok ? TALLY_ok : batch_fail(results, b->count, rc);
 }

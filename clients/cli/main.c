@@ -105,7 +105,11 @@ static int client_open(cli *c)
                               .consumer = c->consumer,
                               .timeout_ms = (uint32_t)value_or(c, SLOT_TIMEOUT_MS, 0),
                               .retries = (uint32_t)value_or(c, SLOT_RETRIES, 0),
-                              .retries_set = c->v[SLOT_RETRIES].set};
+                              .retries_set = c->v[SLOT_RETRIES].set,
+                              /* one call at a time: nothing to merge, so
+                               * $TALLY_AUTOBATCH is not read (a bad value
+                               * would otherwise read as a bad URL below) */
+                              .no_autobatch = true};
     int rc = tally_client_open(&o, &c->client);
     if (rc == TALLY_invalid_argument)
         return usage_error(c, "bad URL '%s' or consumer '%s'", c->url, c->consumer);

@@ -1,12 +1,13 @@
 /*
  * fuzz_client.c — libtally's reply and event decoders for the fuzz
  * targets, reached without a socket: the request path and the calls of
- * libtally (clients/libtally.c, keys.c, writes.c, reads.c, events.c) are
+ * libtally (clients/libtally.c, autobatch.c, keys.c, writes.c, reads.c, events.c) are
  * compiled into this file, so their static decoders are called directly on
  * the input, as they would be on a reply that arrived (an nng_msg needs no
  * socket).
  */
 #include "clients/libtally.c"
+#include "clients/autobatch.c"
 #include "clients/keys.c"
 #include "clients/writes.c"
 #include "clients/reads.c"
@@ -24,12 +25,12 @@ static void decode_every_shape(const msgpack_object *root)
     static tally_history_entry history[LIST_MAX];
     static tally_event events[LIST_MAX];
     result_clear(&results[0], "key");
-    result_fill(&results[0], root);
+    client_result_fill(&results[0], root);
     const msgpack_object *list = msgpack_safe_map_get(root, "results");
     for (uint32_t i = 0; list && list->type == MSGPACK_OBJECT_ARRAY && i < list->via.array.size &&
                          i < TALLY_CLIENT_BATCH_MAX;
          i++)
-        result_fill(&results[i], &list->via.array.ptr[i]);
+        client_result_fill(&results[i], &list->via.array.ptr[i]);
     tally_account account;
     tally_transfer_info transfer;
     tally_entitlement entitlement;

@@ -77,6 +77,7 @@ typedef struct bench_options {
     uint64_t stream_from; /* first seq; 0 = 1 */
     uint32_t stream_page; /* events per log_read; 0 until set */
     const char *publish_url; /* NULL: log_read only */
+    bool no_autobatch;    /* --no-autobatch: libtally sends every single write alone */
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */

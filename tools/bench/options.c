@@ -50,6 +50,10 @@ static void usage(FILE *f)
 "  --consumer NAME     consumer (key namespace) of every write (default bench)\n"
 "  --client-mode M     shared: one tally_client for all threads (default);\n"
 "                      per-thread: one client per thread\n"
+"  --no-autobatch      turn libtally's auto-batching off (tally_client_options\n"
+"                      .no_autobatch): with a shared client, single transfers\n"
+"                      of threads that find two requests in flight are no\n"
+"                      longer merged into one batch request (tally.h)\n"
 "  --server-pid PID    report tallyd's peak RSS (VmHWM in /proc/PID/status), its\n"
 "                      own memory (RssAnon, peak sampled during the run) apart\n"
 "                      from the LMDB map pages it touched (RssFile), and the\n"
@@ -116,7 +120,7 @@ static void usage(FILE *f)
 "p999_ms, max_ms, mean_ms, verified, clients, batch, ops (unique operations\n"
 "acknowledged = effects), duplicates (member sends of resent keys), seconds\n"
 "(measured run time), requests, retries, accounts, dup_ratio, seed, url,\n"
-"consumer, client_mode, keys, duplicate_keys, duplicate_requests_concurrent /\n"
+"consumer, client_mode, autobatch, keys, duplicate_keys, duplicate_requests_concurrent /\n"
 "_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb,\n"
 "rss_anon_kb, peak_rss_anon_kb (sampled every 100 ms), rss_file_kb, cpu_s,\n"
 "transfers_added, head_seq_added, inbox_added, events_added, map_used_bytes},\n"
@@ -154,7 +158,7 @@ enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
     OPT_AMOUNT, OPT_KEYS, OPT_ECHO, OPT_ECHO_BYTES, OPT_STREAM, OPT_FROM_SEQ, OPT_STREAM_PAGE,
-    OPT_PUBLISH, OPT_HELP
+    OPT_PUBLISH, OPT_NO_AUTOBATCH, OPT_HELP
 };
 
 static const struct option long_options[] = {
@@ -181,6 +185,7 @@ static const struct option long_options[] = {
     {"from-seq", required_argument, NULL, OPT_FROM_SEQ},
     {"stream-page", required_argument, NULL, OPT_STREAM_PAGE},
     {"publish", required_argument, NULL, OPT_PUBLISH},
+    {"no-autobatch", no_argument, NULL, OPT_NO_AUTOBATCH},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -263,6 +268,7 @@ static int parse_one(int c, const char *arg, bench_options *o, bool *seconds_giv
     case OPT_ECHO: o->echo = true; return -1;
     case OPT_STREAM: o->stream = true; return -1;
     case OPT_PUBLISH: o->publish_url = arg; return -1;
+    case OPT_NO_AUTOBATCH: o->no_autobatch = true; return -1;
     case OPT_MODE:
         if (strcmp(arg, "shared") == 0)
             o->mode = CLIENT_SHARED;

@@ -100,6 +100,14 @@ const char *effective_url(const bench_options *o)
     return env && *env ? env : "tcp://127.0.0.1:7450";
 }
 
+/* Whether libtally merges single writes: --no-autobatch, else as
+ * $TALLY_AUTOBATCH says (tally.h). */
+static bool autobatch_on(const bench_options *o)
+{
+    const char *env = getenv("TALLY_AUTOBATCH");
+    return !o->no_autobatch && !(env && (strcmp(env, "off") == 0 || strcmp(env, "0") == 0));
+}
+
 static const char *mode_name(client_mode m)
 {
     return m == CLIENT_SHARED ? "shared" : "per-thread";
@@ -113,10 +121,11 @@ void print_text(const bench *b, const summary *s, const report *r)
         printf("tally-bench --echo: %s, %u clients (%s client), %" PRIu32 "-byte requests\n",
                effective_url(o), o->clients, mode_name(o->mode), o->echo_bytes);
     else
-        printf("tally-bench: %s, consumer %s, %u clients (%s client), batch %u, %" PRIu64
-               " accounts, dup-ratio %.3g, %s keys, seed %" PRIu64 "\n",
-               effective_url(o), o->consumer, o->clients, mode_name(o->mode), o->batch, o->accounts,
-               o->dup_ratio, o->random_keys ? "random" : "time-ordered", o->seed);
+        printf("tally-bench: %s, consumer %s, %u clients (%s client, auto-batching %s), batch "
+               "%u, %" PRIu64 " accounts, dup-ratio %.3g, %s keys, seed %" PRIu64 "\n",
+               effective_url(o), o->consumer, o->clients, mode_name(o->mode),
+               autobatch_on(o) ? "on" : "off", o->batch, o->accounts, o->dup_ratio,
+               o->random_keys ? "random" : "time-ordered", o->seed);
     printf("  ran %.2f s: %" PRIu64 " %s, %" PRIu64 " requests, %" PRIu64
            " duplicate sends, %" PRIu64 " retries\n",
            s->seconds, s->effects, unit, s->requests, s->dup_sends, s->retries);
@@ -195,6 +204,7 @@ void print_json(const bench *b, const summary *s, const report *r)
     json_object_set_new(j, "url", json_string(effective_url(o)));
     json_object_set_new(j, "consumer", json_string(o->consumer));
     json_object_set_new(j, "client_mode", json_string(mode_name(o->mode)));
+    json_object_set_new(j, "autobatch", json_boolean(autobatch_on(o)));
     json_object_set_new(j, "keys", json_string(o->random_keys ? "random" : "time"));
     json_object_set_new(j, "mean_ms", json_real(s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0));
     json_object_set_new(j, "duplicate_keys", json_integer((json_int_t)LOAD(dup_keys)));

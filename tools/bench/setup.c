@@ -15,7 +15,8 @@
 int client_open(const bench_options *o, uint32_t timeout_ms, tally_client **out)
 {
     tally_client_options co = {.url = o->url, .consumer = o->consumer,
-                               .timeout_ms = timeout_ms, .retries = 0, .retries_set = true};
+                               .timeout_ms = timeout_ms, .retries = 0, .retries_set = true,
+                               .no_autobatch = o->no_autobatch};
     return tally_client_open(&co, out);
 }
 
