@@ -34,7 +34,7 @@ static void usage(FILE *f)
             "usage: tallyd [--data DIR] [--listen URL]... [--publish URL] [--map-size-mb N]\n"
             "              [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
             "              [--log-retention-s N] [--backup-dir DIR] [--max-connections N]\n"
-            "              [--help] [--version]\n"
+            "              [--replies writer|completer] [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
@@ -56,6 +56,10 @@ static void usage(FILE *f)
             "                    closed at connect (default %d; 0 = no limit)\n"
             "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
             "                    tallyd may write; the destination must not exist)\n"
+            "  --replies T       which thread answers a committed group and publishes its\n"
+            "                    events: writer (right after the commit; default) or\n"
+            "                    completer (its own thread, while the writer applies the\n"
+            "                    next group); docs/DESIGN.md\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
@@ -86,7 +90,8 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS };
+enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
+       OPT_REPLIES };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
@@ -102,6 +107,7 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"log-retention-s", required_argument, NULL, OPT_LOG_RETENTION},
         {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+        {"replies", required_argument, NULL, OPT_REPLIES},
         {NULL, 0, NULL, 0}};
     uint64_t n;
     int c;
@@ -138,6 +144,14 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             if (!cli_parse_u64(optarg, 0, TALLY_CONNECTIONS_MAX, &n))
                 return usage_error("--max-connections: not a count in range: %s", optarg);
             opt->max_connections = (unsigned)n;
+            break;
+        case OPT_REPLIES:
+            if (strcmp(optarg, "writer") == 0)
+                opt->replies = NET_REPLIES_WRITER;
+            else if (strcmp(optarg, "completer") == 0)
+                opt->replies = NET_REPLIES_COMPLETER;
+            else
+                return usage_error("--replies: expected writer or completer, got %s", optarg);
             break;
         case OPT_BACKUP_DIR:
             if (optarg[0] != '/')
@@ -186,7 +200,8 @@ int main(int argc, char **argv)
                               .log_level = NET_LOG_INFO,
                               .contexts = TALLY_CONTEXTS_DEFAULT,
                               .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT,
-                              .max_connections = TALLY_CONNECTIONS_DEFAULT};
+                              .max_connections = TALLY_CONNECTIONS_DEFAULT,
+                              .replies = NET_REPLIES_WRITER};
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;
