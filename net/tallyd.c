@@ -71,16 +71,22 @@ static void usage(FILE *f)
             TALLY_CONNECTIONS_MAX, TALLY_CONNECTIONS_DEFAULT);
 }
 
-static bool parse_level(const char *text, net_log_level *out)
+/* The index of text among count names (an enum's values in order). */
+static bool parse_name(const char *text, const char *const *names, int count, int *out)
 {
-    static const char *names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < count; i++)
         if (strcmp(text, names[i]) == 0) {
-            *out = (net_log_level)i;
+            *out = i;
             return true;
         }
     return false;
 }
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"}; /* net_log_level */
+static const char *const replies_names[] = {"writer", "completer"};          /* net_replies */
+#define NAMES_COUNT(names) ((int)(sizeof(names) / sizeof((names)[0])))
+_Static_assert(NAMES_COUNT(level_names) == NET_LOG_DEBUG + 1, "a name per log level");
+_Static_assert(NAMES_COUNT(replies_names) == NET_REPLIES_COMPLETER + 1, "a name per replies mode");
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -110,7 +116,7 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"replies", required_argument, NULL, OPT_REPLIES},
         {NULL, 0, NULL, 0}};
     uint64_t n;
-    int c;
+    int c, choice;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd': opt->data_dir = optarg; break;
@@ -126,8 +132,9 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             opt->map_size_bytes = (uint64_t)n << 20;
             break;
         case 'L':
-            if (!parse_level(optarg, &opt->log_level))
+            if (!parse_name(optarg, level_names, NAMES_COUNT(level_names), &choice))
                 return usage_error("--log-level: expected error, warn, info or debug, got %s", optarg);
+            opt->log_level = (net_log_level)choice;
             break;
         case OPT_CONTEXTS:
             if (!cli_parse_u64(optarg, 1, TALLY_CONTEXTS_MAX, &n))
@@ -146,12 +153,9 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             opt->max_connections = (unsigned)n;
             break;
         case OPT_REPLIES:
-            if (strcmp(optarg, "writer") == 0)
-                opt->replies = NET_REPLIES_WRITER;
-            else if (strcmp(optarg, "completer") == 0)
-                opt->replies = NET_REPLIES_COMPLETER;
-            else
+            if (!parse_name(optarg, replies_names, NAMES_COUNT(replies_names), &choice))
                 return usage_error("--replies: expected writer or completer, got %s", optarg);
+            opt->replies = (net_replies)choice;
             break;
         case OPT_BACKUP_DIR:
             if (optarg[0] != '/')

@@ -278,22 +278,29 @@ static void verify_link(test_store *ts, uint64_t seq, const uint8_t prev[32],
     free(bytes);
 }
 
+/* Seqs 1..last each chain to the one before (seq 1 to 32 zero bytes), and
+ * meta/head is last with its hash. */
+static void assert_chained_to_head(test_store *ts, uint64_t last)
+{
+    uint8_t prev[32] = {0}, hash[32];
+    for (uint64_t seq = 1; seq <= last; seq++) {
+        verify_link(ts, seq, prev, hash);
+        ck_assert_msg(memcmp(prev, hash, 32) != 0, "seq %llu hash equals its prev",
+                      (unsigned long long)seq);
+        memcpy(prev, hash, 32);
+    }
+    log_head h = test_head(ts);
+    ck_assert_uint_eq(h.seq, last);
+    ck_assert_mem_eq(h.hash, prev, 32);
+}
+
 START_TEST(hash_chain_verified_independently)
 {
     test_store ts;
     test_store_open(&ts);
     append_committed(&ts, 3);
     append_committed(&ts, 4);
-    uint8_t prev[32] = {0}, hash[32];
-    for (uint64_t seq = 1; seq <= 7; seq++) {
-        verify_link(&ts, seq, prev, hash); /* seq 1 chains to 32 zero bytes */
-        ck_assert_msg(memcmp(prev, hash, 32) != 0, "seq %llu hash equals its prev",
-                      (unsigned long long)seq);
-        memcpy(prev, hash, 32);
-    }
-    log_head h = test_head(&ts);
-    ck_assert_uint_eq(h.seq, 7);
-    ck_assert_mem_eq(h.hash, prev, 32);
+    assert_chained_to_head(&ts, 7);
     test_store_close(&ts);
 }
 END_TEST
@@ -619,14 +626,7 @@ START_TEST(head_kept_in_the_txn_and_written_once_at_commit)
 
     /* Gapless, chained, and meta/head names the last event. */
     ck_assert_uint_eq(test_count(&ts, STORE_DB_LOG), 9);
-    uint8_t prev[32] = {0}, hash[32];
-    for (uint64_t seq = 1; seq <= 9; seq++) {
-        verify_link(&ts, seq, prev, hash);
-        memcpy(prev, hash, 32);
-    }
-    log_head h = test_head(&ts);
-    ck_assert_uint_eq(h.seq, 9);
-    ck_assert_mem_eq(h.hash, prev, 32);
+    assert_chained_to_head(&ts, 9);
     test_store_close(&ts);
 }
 END_TEST
