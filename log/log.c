@@ -12,7 +12,11 @@
 
 static const char meta_key_head[] = "head";
 
-int log_head_get(store_txn *t, log_head *head)
+_Static_assert(sizeof(((store_txn_head *)0)->hash) == LOG_HASH_BYTES,
+               "a transaction's head holds one event hash");
+
+/* The head as stored in meta (seq 0 and a zero hash when absent). */
+static int head_read(store_txn *t, log_head *head)
 {
     MDB_val val;
     int rc = store_get(t, STORE_DB_META, meta_key_head, sizeof(meta_key_head) - 1, &val);
@@ -29,19 +33,45 @@ int log_head_get(store_txn *t, log_head *head)
     return TALLY_ok;
 }
 
-static int log_head_put(store_txn *t, const log_head *head)
+int log_head_get(store_txn *t, log_head *head)
 {
+    store_txn_head *h = &t->head;
+    if (!t->read_only && h->known) {
+        head->seq = h->seq;
+        memcpy(head->hash, h->hash, LOG_HASH_BYTES);
+        return TALLY_ok;
+    }
+    int rc = head_read(t, head);
+    if (rc == TALLY_ok && !t->read_only) {
+        h->seq = head->seq;
+        memcpy(h->hash, head->hash, LOG_HASH_BYTES);
+        h->known = true;
+    }
+    return rc;
+}
+
+/* meta/head := the transaction's head; store_txn_commit calls it once,
+ * just before a top-level commit, when appends moved the head. */
+static int head_write_back(store_txn *t)
+{
+    assert(t->parent == NULL && t->head.known && t->head.moved);
     uint8_t val[8 + LOG_HASH_BYTES];
-    put_u64_be(val, head->seq);
-    memcpy(val + 8, head->hash, LOG_HASH_BYTES);
+    put_u64_be(val, t->head.seq);
+    memcpy(val + 8, t->head.hash, LOG_HASH_BYTES);
     return store_put(t, STORE_DB_META, meta_key_head, sizeof(meta_key_head) - 1, val,
                      sizeof(val), 0);
 }
 
+/* The head is read from meta once per transaction (log_head_get) and then
+ * moved here in memory; meta/head is written once, at the commit. A crash
+ * between an append and that commit loses the whole transaction (events,
+ * state and meta/head commit together or not at all), so on disk meta/head
+ * always names the last stored event. */
 int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
 {
     assert(args != NULL && args->type != NULL && args->pack_body != NULL);
     assert(args->entity_version > 0);
+    assert(!t->read_only);
     log_head head;
     int rc = log_head_get(t, &head);
     if (rc != TALLY_ok)
@@ -62,11 +92,10 @@ int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
     rc = store_put(t, STORE_DB_LOG, key, sizeof(key), buf, len, MDB_APPEND);
     if (rc != TALLY_ok)
         return rc;
-    head.seq = seq;
-    memcpy(head.hash, hash, LOG_HASH_BYTES);
-    rc = log_head_put(t, &head);
-    if (rc != TALLY_ok)
-        return rc;
+    t->head.seq = seq;
+    memcpy(t->head.hash, hash, LOG_HASH_BYTES);
+    t->head.moved = true;
+    t->head.write_back = head_write_back;
     *seq_out = seq;
     return TALLY_ok;
 }

@@ -5,7 +5,10 @@
  * as a msgpack map (format in docs/EVENTS.md). Events are appended with
  * MDB_APPEND inside the same write transaction as the state change that
  * they describe, so they commit or vanish with it. The head (last seq and
- * its hash) is kept in "meta" under "head".
+ * its hash) is kept in "meta" under "head". A write transaction reads it
+ * from there once and keeps it in memory (store_txn.head, which follows
+ * nested transactions: an aborted child's appends leave no trace in it);
+ * the commit writes it back once.
  *
  * Encoding, decoding and the hash chain are log/event.h's (no LMDB there,
  * so clients share them); this file is only what touches the store.
@@ -28,12 +31,17 @@ typedef struct log_head {
 /* What the caller supplies to append an event (log/event.h). */
 typedef log_event_draft log_append_args;
 
-/* Current head (seq 0 and a zero hash for an empty log). */
+/* Current head as t sees it (seq 0 and a zero hash for an empty log): in
+ * a write transaction read from meta at most once, then from memory, with
+ * the transaction's own appends. TALLY_ok, TALLY_corrupt_record or a store
+ * error. */
 int log_head_get(store_txn *t, log_head *head);
 
-/* Append one event at head+1 within t. On success *seq_out is its seq.
- * Returns TALLY_ok, TALLY_storage_full, TALLY_internal (body too large or
- * packing failed), TALLY_io_error; errors are remembered in t. */
+/* Append one event at head+1 within the write transaction t and move t's
+ * head; meta/head is written once, when the top-level transaction commits.
+ * On success *seq_out is its seq. Returns TALLY_ok, TALLY_storage_full,
+ * TALLY_internal (body too large or packing failed), TALLY_io_error;
+ * errors are remembered in t. */
 int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out);
 
 /* Read and decode the event at seq (log_event_decode's rules; unpacked

@@ -216,6 +216,8 @@ int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out
     out->parent = parent;
     out->read_only = read_only;
     out->active = true;
+    if (parent)
+        out->head = parent->head;
     return TALLY_ok;
 }
 
@@ -241,12 +243,17 @@ static bool store_out_of_room(const store *st)
 int store_txn_commit(store_txn *t)
 {
     assert(t->active);
+    assert(!t->head.moved || t->head.write_back != NULL);
+    if (t->error == TALLY_ok && t->parent == NULL && t->head.moved)
+        t->head.write_back(t); /* a failure is remembered in t->error */
     t->active = false;
     if (t->error != TALLY_ok) {
         mdb_txn_abort(t->txn);
         return t->error;
     }
     int rc = mdb_txn_commit(t->txn);
+    if (rc == MDB_SUCCESS && t->parent != NULL)
+        t->parent->head = t->head;
     if (rc == EIO && t->parent == NULL && store_out_of_room(t->st))
         return TALLY_storage_full;
     return store_translate(rc);

@@ -48,6 +48,21 @@ typedef struct store_options {
 
 typedef struct store store;
 
+/* The log head as a write transaction sees it. log/log.c keeps it: read
+ * from "meta" at most once, moved in memory by each append, written back
+ * once by write_back at the top-level commit. The store only makes it
+ * follow nesting as the data does: a child begins with its parent's, a
+ * child's commit hands it back, an abort drops it with the rest of the
+ * child (so the events of a failed command leave no trace in the head). */
+struct store_txn;
+typedef struct store_txn_head {
+    uint64_t seq;
+    uint8_t hash[32];
+    bool known;  /* seq and hash hold this transaction's head */
+    bool moved;  /* appended to: meta must get it before the commit */
+    int (*write_back)(struct store_txn *t); /* set with moved */
+} store_txn_head;
+
 typedef struct store_txn {
     store *st;
     MDB_txn *txn;
@@ -56,6 +71,7 @@ typedef struct store_txn {
     bool read_only;
     bool active;
     uint64_t writes; /* successful puts and deletes in this txn (not children) */
+    store_txn_head head; /* write transactions only; log/log.h's */
 } store_txn;
 
 /* Open (and for writers create) the store. A writer takes an exclusive lock
@@ -88,8 +104,10 @@ const tally_id128 *store_instance_id(const store *st);
 int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out);
 
 /* Commit; if the transaction remembered an error it is aborted instead and
- * that error returned. Otherwise TALLY_ok, TALLY_storage_full (map or disk
- * full), TALLY_io_error. The txn is finished either way. */
+ * that error returned. A top-level commit first writes back a moved log
+ * head (head.write_back); a child's commit hands its head to the parent.
+ * Otherwise TALLY_ok, TALLY_storage_full (map or disk full),
+ * TALLY_io_error. The txn is finished either way. */
 int store_txn_commit(store_txn *t);
 
 /* Abort; safe on a finished or never-begun (zeroed) transaction. */

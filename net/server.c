@@ -1,8 +1,8 @@
 /*
  * server.c — tallyd's engine, wiring and lifecycle (see server.h): open
- * the store and the sockets, start the writer, completer and waiter
- * threads, watch the listeners while serving, and stop cleanly. The rooms
- * are listed in server_internal.h.
+ * the store and the sockets, start the writer and waiter threads (and the
+ * completer with --replies completer), watch the listeners while serving,
+ * and stop cleanly. The rooms are listed in server_internal.h.
  */
 #include "net/server.h"
 
@@ -82,28 +82,37 @@ static int open_sockets(server *srv)
     return rv;
 }
 
-/* The threads, started in this order and stopped in reverse. */
+/* The threads, started in this order (the completer only when it answers
+ * groups) and stopped in reverse; only those that started are joined. */
 typedef struct threads {
     pthread_t completer, writer, waiter;
-    unsigned started;
+    bool completer_started, writer_started, waiter_started;
 } threads;
+
+static int start_thread(pthread_t *id, void *(*main_fn)(void *), server *srv, bool *started)
+{
+    int rv = pthread_create(id, NULL, main_fn, srv);
+    if (rv != 0)
+        net_log(NET_LOG_ERROR, "cannot start a thread: %s", strerror(rv));
+    *started = rv == 0;
+    return rv;
+}
 
 static int start_threads(server *srv, threads *th)
 {
-    void *(*const mains[3])(void *) = {completer_main, writer_main, waiter_main};
-    pthread_t *ids[3] = {&th->completer, &th->writer, &th->waiter};
-    for (th->started = 0; th->started < 3; th->started++) {
-        int rv = pthread_create(ids[th->started], NULL, mains[th->started], srv);
-        if (rv != 0) {
-            net_log(NET_LOG_ERROR, "cannot start a thread: %s", strerror(rv));
-            return rv;
-        }
-    }
-    return 0;
+    int rv = 0;
+    if (srv->opt->replies == NET_REPLIES_COMPLETER)
+        rv = start_thread(&th->completer, completer_main, srv, &th->completer_started);
+    if (rv == 0)
+        rv = start_thread(&th->writer, writer_main, srv, &th->writer_started);
+    if (rv == 0)
+        rv = start_thread(&th->waiter, waiter_main, srv, &th->waiter_started);
+    return rv;
 }
 
-/* Stop taking requests, let the writer finish and answer its group, then
- * the completer and the waiter; only threads that started are joined. */
+/* Stop taking requests, let the writer finish and answer its group (it
+ * drains the completer before it returns), then the completer and the
+ * waiter. */
 static void stop_threads(server *srv, threads *th)
 {
     pthread_mutex_lock(&srv->mu);
@@ -111,12 +120,12 @@ static void stop_threads(server *srv, threads *th)
     pthread_cond_broadcast(&srv->writer_cv);
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
-    if (th->started > 1)
-        pthread_join(th->writer, NULL); /* it drains the completer before it returns */
+    if (th->writer_started)
+        pthread_join(th->writer, NULL);
     completer_stop(srv);
-    if (th->started > 0)
+    if (th->completer_started)
         pthread_join(th->completer, NULL);
-    if (th->started > 2)
+    if (th->waiter_started)
         pthread_join(th->waiter, NULL);
 }
 
@@ -168,8 +177,9 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         return 1;
     }
     slots_start(srv); /* only now: every thread that answers a request runs */
-    net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu)%s%s", opt->data_dir,
-            opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
+    net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu, replies from the %s)%s%s",
+            opt->data_dir, opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
+            opt->replies == NET_REPLIES_COMPLETER ? "completer" : "writer",
             srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "");
     int64_t next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
     while (!*stop) {

@@ -5,8 +5,9 @@
  * Threads: NNG's callback threads decode requests and answer reads (each in
  * its own read-only transaction, never waiting for the writer); one writer
  * thread applies queued writes in groups, commits once per group, then
- * replies and publishes; one waiter thread finishes long-polls. Replies to
- * writes are sent only after their group's commit returned.
+ * replies and publishes (itself, or through a completer thread: replies);
+ * one waiter thread finishes long-polls. Replies to writes are sent only
+ * after their group's commit returned.
  */
 #ifndef TALLY_NET_SERVER_H
 #define TALLY_NET_SERVER_H
@@ -19,6 +20,11 @@
 
 #define NET_LISTEN_URLS_MAX 8
 
+/* Which thread answers a committed group and publishes its events. */
+typedef enum net_replies {
+    NET_REPLIES_WRITER,    /* the writer, right after the commit (default) */
+    NET_REPLIES_COMPLETER, /* a completer thread, while the writer applies the next group */
+} net_replies;
 
 typedef struct net_server_options {
     const char *data_dir;
@@ -32,6 +38,7 @@ typedef struct net_server_options {
     int64_t log_age_ms;        /* log retention; 0 = keep every event */
     const char *backup_dir;    /* NULL: backups anywhere; else only below it */
     unsigned max_connections;  /* request connections at once; 0 = no limit */
+    net_replies replies;       /* who answers committed groups */
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

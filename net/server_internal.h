@@ -4,8 +4,9 @@
  *
  *   slot.c       a slot's life: receive, decode, dispatch by the op table,
  *                reply; reads and control ops on the NNG callback thread
- *   writer.c     the queue, group commit, sweeps, and the completer that
- *                answers committed groups and hands events to the publisher
+ *   writer.c     the queue, group commit, sweeps, answering committed
+ *                groups and handing their events to the publisher (on the
+ *                writer, or on the completer with --replies completer)
  *   waiter.c     parked long-polls (log_read, sub_fetch)
  *   publisher.c  the PUB socket and its subscriber count
  *   pipes.c      request connections: accounting and --max-connections
@@ -15,8 +16,9 @@
  * A slot is one REP context with its request and reply state. It belongs
  * to exactly one owner at a time — the NNG callback, the write queue, the
  * writer's group, the completer, or the waiter list — and ownership passes
- * under the server mutex or the completion hand-over; slot_own asserts
- * each hand-over.
+ * under the server mutex, by the thread that holds it (the writer hands a
+ * committed group's slots straight back to NNG), or at the completion
+ * hand-over; slot_own asserts each hand-over.
  */
 #ifndef TALLY_NET_SERVER_INTERNAL_H
 #define TALLY_NET_SERVER_INTERNAL_H
@@ -38,7 +40,7 @@ typedef enum slot_owner {
     OWNER_NNG,       /* receiving, sending, or in the NNG callback */
     OWNER_QUEUE,     /* in the write queue */
     OWNER_WRITER,    /* in the group being applied */
-    OWNER_COMPLETER, /* in the group being answered */
+    OWNER_COMPLETER, /* in the group being answered by the completer */
     OWNER_WAITER,    /* parked in the waiter list */
 } slot_owner;
 
@@ -70,7 +72,7 @@ typedef struct listeners {
     atomic_uint accepted[NET_LISTEN_URLS_MAX]; /* connections handed over (ADD_PRE) */
 } listeners;
 
-/* One committed group, handed from the writer to the completer. */
+/* One committed group, to be answered (by the writer or the completer). */
 typedef struct completion {
     slot **group;
     uint32_t count;
@@ -108,9 +110,10 @@ struct server {
     table *pub_pipes;             /* connected subscribers (PUB pipes), by pipe id */
     bool pub_pipes_unknown;       /* under pipes_mu: one could not be recorded */
     atomic_uint_fast64_t commits, commands;
-    /* The writer hands each committed group to the completer thread, which
-     * answers it and publishes its events while the writer applies the
-     * next group; one completion at a time (busy until done). */
+    /* With --replies completer the writer hands each committed group to
+     * the completer thread, which answers it and publishes its events
+     * while the writer applies the next group; one completion at a time
+     * (busy until done). Unused otherwise. */
     pthread_mutex_t completion_mu;
     pthread_cond_t completion_cv; /* handed, done, or stop */
     completion done;
@@ -148,6 +151,7 @@ void *waiter_main(void *arg);
 /* ---- writer.c ---- */
 int writer_init(server *srv);
 void *writer_main(void *arg);
+/* The completer thread (started only with --replies completer). */
 void *completer_main(void *arg);
 void completer_stop(server *srv);
 /* A commit moved the log head: wake long-polls and parked fetches. */

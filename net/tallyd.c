@@ -34,7 +34,7 @@ static void usage(FILE *f)
             "usage: tallyd [--data DIR] [--listen URL]... [--publish URL] [--map-size-mb N]\n"
             "              [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
             "              [--log-retention-s N] [--backup-dir DIR] [--max-connections N]\n"
-            "              [--help] [--version]\n"
+            "              [--replies writer|completer] [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
@@ -56,6 +56,10 @@ static void usage(FILE *f)
             "                    closed at connect (default %d; 0 = no limit)\n"
             "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
             "                    tallyd may write; the destination must not exist)\n"
+            "  --replies T       which thread answers a committed group and publishes its\n"
+            "                    events: writer (right after the commit; default) or\n"
+            "                    completer (its own thread, while the writer applies the\n"
+            "                    next group); docs/DESIGN.md\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
@@ -67,16 +71,22 @@ static void usage(FILE *f)
             TALLY_CONNECTIONS_MAX, TALLY_CONNECTIONS_DEFAULT);
 }
 
-static bool parse_level(const char *text, net_log_level *out)
+/* The index of text among count names (an enum's values in order). */
+static bool parse_name(const char *text, const char *const *names, int count, int *out)
 {
-    static const char *names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < count; i++)
         if (strcmp(text, names[i]) == 0) {
-            *out = (net_log_level)i;
+            *out = i;
             return true;
         }
     return false;
 }
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"}; /* net_log_level */
+static const char *const replies_names[] = {"writer", "completer"};          /* net_replies */
+#define NAMES_COUNT(names) ((int)(sizeof(names) / sizeof((names)[0])))
+_Static_assert(NAMES_COUNT(level_names) == NET_LOG_DEBUG + 1, "a name per log level");
+_Static_assert(NAMES_COUNT(replies_names) == NET_REPLIES_COMPLETER + 1, "a name per replies mode");
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -86,7 +96,8 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS };
+enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
+       OPT_REPLIES };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
@@ -102,9 +113,10 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"log-retention-s", required_argument, NULL, OPT_LOG_RETENTION},
         {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+        {"replies", required_argument, NULL, OPT_REPLIES},
         {NULL, 0, NULL, 0}};
     uint64_t n;
-    int c;
+    int c, choice;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd': opt->data_dir = optarg; break;
@@ -120,8 +132,9 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             opt->map_size_bytes = (uint64_t)n << 20;
             break;
         case 'L':
-            if (!parse_level(optarg, &opt->log_level))
+            if (!parse_name(optarg, level_names, NAMES_COUNT(level_names), &choice))
                 return usage_error("--log-level: expected error, warn, info or debug, got %s", optarg);
+            opt->log_level = (net_log_level)choice;
             break;
         case OPT_CONTEXTS:
             if (!cli_parse_u64(optarg, 1, TALLY_CONTEXTS_MAX, &n))
@@ -138,6 +151,11 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             if (!cli_parse_u64(optarg, 0, TALLY_CONNECTIONS_MAX, &n))
                 return usage_error("--max-connections: not a count in range: %s", optarg);
             opt->max_connections = (unsigned)n;
+            break;
+        case OPT_REPLIES:
+            if (!parse_name(optarg, replies_names, NAMES_COUNT(replies_names), &choice))
+                return usage_error("--replies: expected writer or completer, got %s", optarg);
+            opt->replies = (net_replies)choice;
             break;
         case OPT_BACKUP_DIR:
             if (optarg[0] != '/')
@@ -186,7 +204,8 @@ int main(int argc, char **argv)
                               .log_level = NET_LOG_INFO,
                               .contexts = TALLY_CONTEXTS_DEFAULT,
                               .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT,
-                              .max_connections = TALLY_CONNECTIONS_DEFAULT};
+                              .max_connections = TALLY_CONNECTIONS_DEFAULT,
+                              .replies = NET_REPLIES_WRITER};
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;

@@ -1,10 +1,12 @@
 /*
  * writer.c — group commit: one writer thread drains the write queue into
  * one LMDB write transaction per group (the expiry and retention sweeps
- * first), commits once, and hands the committed group to the completer
- * thread, which answers every request of it and publishes its events
- * while the writer applies the next group. Nothing of a group is answered
- * or published before its commit returned.
+ * first), commits once, and then answers every request of the group and
+ * publishes its events: by default itself, right after the commit
+ * (--replies writer: no thread between the commit and NNG's send), or
+ * through the completer thread, which does it while the writer applies
+ * the next group (--replies completer). Nothing of a group is answered or
+ * published before its commit returned.
  */
 #include "net/server_internal.h"
 
@@ -112,7 +114,11 @@ static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
     return work.inbox_removed + work.events_removed;
 }
 
-/* A write transaction with the sweeps done; head before it in *before. */
+/* A write transaction with the sweeps done; head before it in *before.
+ * That read is the group's only read of meta/head: the transaction keeps
+ * the head from then on, every append of the group (sweep, retention,
+ * commands) moves it in memory, and the commit writes it back once
+ * (log/log.h). */
 static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *before)
 {
     int rc = store_txn_begin(srv->st, NULL, false, txn);
@@ -152,45 +158,31 @@ static uint32_t take_queue_on_fault(server *srv, slot **group)
     return n;
 }
 
+/* Parked long-polls are woken only when there are any: otherwise every
+ * commit would wake the waiter thread for nothing. */
 void advance_head(server *srv, uint64_t seq)
 {
     pthread_mutex_lock(&srv->mu);
     srv->head_seq = seq;
-    pthread_cond_broadcast(&srv->waiter_cv);
+    if (srv->waiters != NULL)
+        pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
 }
 
-/* ---- the completer ---- */
-
-/* Give a finished group (and the events its commit appended) to the
- * completer. Waits while the completer still works on the previous one, so
- * at most two groups exist: one being applied, one being answered; the
- * caller's array is the completer's until the next hand-over returns. */
-static void hand_to_completer(server *srv, slot **group, uint32_t count, int rc, int64_t now,
-                              uint64_t from_seq, uint64_t to_seq)
-{
-    for (uint32_t i = 0; i < count; i++)
-        slot_own(group[i], OWNER_WRITER, OWNER_COMPLETER);
-    pthread_mutex_lock(&srv->completion_mu);
-    while (srv->completion_busy)
-        pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
-    srv->done = (completion){group, count, rc, now, from_seq, to_seq};
-    srv->completion_busy = true;
-    pthread_cond_broadcast(&srv->completion_cv);
-    pthread_mutex_unlock(&srv->completion_mu);
-}
+/* ---- answering a committed group ---- */
 
 /* A subscriber write that asks to wait (a sub_fetch that found nothing)
  * parks until a commit passes what it saw, its next redelivery, or its
- * deadline; everything else is answered. */
-static void send_or_park(server *srv, slot *s, int fault, int64_t now)
+ * deadline; everything else is answered. from: the writer or the
+ * completer, whichever answers the group. */
+static void send_or_park(server *srv, slot *s, slot_owner from, int fault, int64_t now)
 {
     uint64_t watermark;
     int64_t mono = clock_mono_ms();
     const net_op *op = s->req.op;
     if (fault != TALLY_ok || !op->apply_waits || !op->apply_waits(&s->req, &s->res, &watermark) ||
         mono >= s->until_ms) {
-        slot_send_written(s, OWNER_COMPLETER, fault, now);
+        slot_send_written(s, from, fault, now);
         return;
     }
     int64_t wait = s->until_ms - mono;
@@ -206,20 +198,44 @@ static void send_or_park(server *srv, slot *s, int fault, int64_t now)
     pthread_mutex_unlock(&srv->mu);
     s->watermark = watermark;
     if (passed)
-        slot_enqueue_write(s, OWNER_COMPLETER);
+        slot_enqueue_write(s, from);
     else
-        slot_park(s, OWNER_COMPLETER, wait);
+        slot_park(s, from, wait);
 }
 
 /* Answer every request of a group with its outcome (or, when the commit
- * failed, with that fault: nothing of the group is durable). */
-static void answer_group(server *srv, const completion *c)
+ * failed, with that fault: nothing of the group is durable), then publish
+ * its events. Each send is nng_ctx_send with the slot's aio: it queues
+ * the reply and returns, so the caller never waits for a client. */
+static void answer_group(server *srv, const completion *c, slot_owner from)
 {
     for (uint32_t i = 0; i < c->count; i++)
-        send_or_park(srv, c->group[i], c->rc, c->now_ms);
+        send_or_park(srv, c->group[i], from, c->rc, c->now_ms);
+    if (c->to_seq >= c->from_seq && c->to_seq > 0)
+        publish_events(srv, c->from_seq, c->to_seq);
 }
 
-/* Wait until the completer has answered everything handed to it. */
+/* ---- the completer (--replies completer) ---- */
+
+/* Give a finished group (and the events its commit appended) to the
+ * completer. Waits while the completer still works on the previous one, so
+ * at most two groups exist: one being applied, one being answered; the
+ * caller's array is the completer's until the next hand-over returns. */
+static void hand_to_completer(server *srv, const completion *c)
+{
+    for (uint32_t i = 0; i < c->count; i++)
+        slot_own(c->group[i], OWNER_WRITER, OWNER_COMPLETER);
+    pthread_mutex_lock(&srv->completion_mu);
+    while (srv->completion_busy)
+        pthread_cond_wait(&srv->completion_cv, &srv->completion_mu);
+    srv->done = *c;
+    srv->completion_busy = true;
+    pthread_cond_broadcast(&srv->completion_cv);
+    pthread_mutex_unlock(&srv->completion_mu);
+}
+
+/* Wait until the completer has answered everything handed to it (at once
+ * when there is none). */
 static void completer_drain(server *srv)
 {
     pthread_mutex_lock(&srv->completion_mu);
@@ -247,15 +263,23 @@ void *completer_main(void *arg)
             break; /* stopping, and everything handed over is answered */
         completion c = srv->done;
         pthread_mutex_unlock(&srv->completion_mu);
-        answer_group(srv, &c);
-        if (c.to_seq >= c.from_seq && c.to_seq > 0)
-            publish_events(srv, c.from_seq, c.to_seq);
+        answer_group(srv, &c, OWNER_COMPLETER);
         pthread_mutex_lock(&srv->completion_mu);
         srv->completion_busy = false;
         pthread_cond_broadcast(&srv->completion_cv);
     }
     pthread_mutex_unlock(&srv->completion_mu);
     return NULL;
+}
+
+/* A committed (or failed) group is answered and its events published:
+ * here on the writer, or by the completer (see the file's head). */
+static void finish_group(server *srv, const completion *c)
+{
+    if (srv->opt->replies == NET_REPLIES_COMPLETER)
+        hand_to_completer(srv, c);
+    else
+        answer_group(srv, c, OWNER_WRITER);
 }
 
 /* ---- the writer ---- */
@@ -287,7 +311,8 @@ static void run_group(server *srv, slot **group)
     }
     /* Only now, after the durable commit, may anything of the group be
      * answered or published. */
-    hand_to_completer(srv, group, n, rc, now, before.seq + 1, rc == TALLY_ok ? after.seq : 0);
+    finish_group(srv, &(completion){group, n, rc, now, before.seq + 1,
+                                    rc == TALLY_ok ? after.seq : 0});
 }
 
 /* Expire due holds and entitlements while no writes arrive. */
@@ -313,7 +338,7 @@ static void idle_sweep(server *srv)
         return;
     net_log(NET_LOG_DEBUG, "sweep expired %u", expired);
     advance_head(srv, after.seq);
-    hand_to_completer(srv, NULL, 0, TALLY_ok, now, before.seq + 1, after.seq);
+    finish_group(srv, &(completion){NULL, 0, TALLY_ok, now, before.seq + 1, after.seq});
 }
 
 static void refuse_queued(server *srv)
@@ -328,8 +353,9 @@ static void refuse_queued(server *srv)
     }
 }
 
-/* The two group arrays (one being applied, one with the completer),
- * allocated before the writer starts, so it never runs out of memory. */
+/* The two group arrays (one being applied, one with the completer; a
+ * writer that answers its own groups just alternates them), allocated
+ * before the writer starts, so it never runs out of memory. */
 int writer_init(server *srv)
 {
     for (int i = 0; i < 2; i++) {

@@ -1,6 +1,7 @@
 /*
  * check_log.c — tests of log/log: appending (gapless seqs under 8-byte
- * big-endian keys, the head in meta), the event encoding and its decoder,
+ * big-endian keys, the head in meta, kept in the transaction and written
+ * once at commit through nested commits and aborts), the event encoding and its decoder,
  * the hash chain, reading ranges, and what an aborted or oversized append
  * leaves behind.
  *
@@ -280,22 +281,29 @@ static void verify_link(test_store *ts, uint64_t seq, const uint8_t prev[32],
     free(bytes);
 }
 
+/* Seqs 1..last each chain to the one before (seq 1 to 32 zero bytes), and
+ * meta/head is last with its hash. */
+static void assert_chained_to_head(test_store *ts, uint64_t last)
+{
+    uint8_t prev[32] = {0}, hash[32];
+    for (uint64_t seq = 1; seq <= last; seq++) {
+        verify_link(ts, seq, prev, hash);
+        ck_assert_msg(memcmp(prev, hash, 32) != 0, "seq %llu hash equals its prev",
+                      (unsigned long long)seq);
+        memcpy(prev, hash, 32);
+    }
+    log_head h = test_head(ts);
+    ck_assert_uint_eq(h.seq, last);
+    ck_assert_mem_eq(h.hash, prev, 32);
+}
+
 START_TEST(hash_chain_verified_independently)
 {
     test_store ts;
     test_store_open(&ts);
     append_committed(&ts, 3);
     append_committed(&ts, 4);
-    uint8_t prev[32] = {0}, hash[32];
-    for (uint64_t seq = 1; seq <= 7; seq++) {
-        verify_link(&ts, seq, prev, hash); /* seq 1 chains to 32 zero bytes */
-        ck_assert_msg(memcmp(prev, hash, 32) != 0, "seq %llu hash equals its prev",
-                      (unsigned long long)seq);
-        memcpy(prev, hash, 32);
-    }
-    log_head h = test_head(&ts);
-    ck_assert_uint_eq(h.seq, 7);
-    ck_assert_mem_eq(h.hash, prev, 32);
+    assert_chained_to_head(&ts, 7);
     test_store_close(&ts);
 }
 END_TEST
@@ -543,6 +551,89 @@ START_TEST(aborted_txn_leaves_no_events_and_the_head_unchanged)
 }
 END_TEST
 
+/* meta/head as stored, read raw inside t (what a crash would leave). */
+static uint64_t meta_head_seq_in(test_store *ts, store_txn *t)
+{
+    MDB_val k = {4, (void *)"head"}, v;
+    int rc = mdb_get(t->txn, store_dbi(ts->st, STORE_DB_META), &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    ck_assert_int_eq(rc, MDB_SUCCESS);
+    ck_assert_uint_eq(v.mv_size, 8 + LOG_HASH_BYTES);
+    return get_u64_be(v.mv_data);
+}
+
+static uint64_t head_seq_of(store_txn *t)
+{
+    log_head h;
+    ck_assert_int_eq(log_head_get(t, &h), TALLY_ok);
+    return h.seq;
+}
+
+/* The head lives in the transaction: appends move it in memory (one put
+ * per event: the event), meta/head is written once at the top-level
+ * commit, and nested transactions carry it both ways: a committed child's
+ * appends move the parent's head, an aborted child's (at any depth) leave
+ * no trace, so the log stays gapless and chained. */
+START_TEST(head_kept_in_the_txn_and_written_once_at_commit)
+{
+    test_store ts;
+    test_store_open(&ts);
+    append_committed(&ts, 2);
+    body_spec body = {.n = 7};
+    log_append_args a = account_args(7, &body);
+
+    store_txn t, c1, c2;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    for (uint64_t want = 3; want <= 5; want++)
+        ck_assert_uint_eq(append_ok(&t, &a), want);
+    ck_assert_uint_eq(t.writes, 3);                /* the events, not meta per event */
+    ck_assert_uint_eq(meta_head_seq_in(&ts, &t), 2); /* not yet written */
+    ck_assert_uint_eq(head_seq_of(&t), 5);
+
+    /* A child that commits, with a grandchild that commits and one that
+     * aborts after appending. */
+    ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &c1), TALLY_ok);
+    ck_assert_uint_eq(head_seq_of(&c1), 5);
+    ck_assert_uint_eq(append_ok(&c1, &a), 6);
+    ck_assert_int_eq(store_txn_begin(ts.st, &c1, false, &c2), TALLY_ok);
+    ck_assert_uint_eq(append_ok(&c2, &a), 7);
+    ck_assert_int_eq(store_txn_commit(&c2), TALLY_ok);
+    ck_assert_uint_eq(head_seq_of(&c1), 7);
+    ck_assert_int_eq(store_txn_begin(ts.st, &c1, false, &c2), TALLY_ok);
+    ck_assert_uint_eq(append_ok(&c2, &a), 8);
+    ck_assert_uint_eq(append_ok(&c2, &a), 9);
+    store_txn_abort(&c2);
+    ck_assert_uint_eq(head_seq_of(&c1), 7);
+    ck_assert_uint_eq(head_seq_of(&t), 5); /* the parent sees nothing before c1 commits */
+    ck_assert_int_eq(store_txn_commit(&c1), TALLY_ok);
+    ck_assert_uint_eq(head_seq_of(&t), 7);
+
+    /* A child that aborts after appending. */
+    ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &c1), TALLY_ok);
+    ck_assert_uint_eq(append_ok(&c1, &a), 8);
+    store_txn_abort(&c1);
+    ck_assert_uint_eq(head_seq_of(&t), 7);
+    ck_assert_uint_eq(append_ok(&t, &a), 8);
+    ck_assert_uint_eq(meta_head_seq_in(&ts, &t), 2);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+
+    /* A transaction whose first append is in a child that aborts reads
+     * meta again afterwards. */
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &c1), TALLY_ok);
+    ck_assert_uint_eq(append_ok(&c1, &a), 9);
+    store_txn_abort(&c1);
+    ck_assert_uint_eq(append_ok(&t, &a), 9);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+
+    /* Gapless, chained, and meta/head names the last event. */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_LOG), 9);
+    assert_chained_to_head(&ts, 9);
+    test_store_close(&ts);
+}
+END_TEST
+
 static void check_entity(const log_event *ev, void *ctx)
 {
     const log_entity *want = ctx;
@@ -746,6 +837,7 @@ static Suite *log_suite(void)
         {"ids", event_ids_are_unique_uuidv7, TIMEOUT_S},
         {"read", log_read_returns_the_range_and_stops, TIMEOUT_S},
         {"abort", aborted_txn_leaves_no_events_and_the_head_unchanged, TIMEOUT_S},
+        {"head_in_txn", head_kept_in_the_txn_and_written_once_at_commit, TIMEOUT_S},
         {"entities", entity_kinds_round_trip, TIMEOUT_S},
         {"causation", causation_and_correlation_nil_or_present, TIMEOUT_S},
         {"oversized", oversized_event_is_refused_and_remembered, TIMEOUT_S},

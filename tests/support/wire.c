@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void wire_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, ...)
+static int wire_vcall(tally_client *c, wire_reply *r, const char *op, const char *fmt,
+                      va_list ap)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -25,8 +26,6 @@ void wire_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, 
     msgpack_pack_uint32(&pk, 1);
     msgpack_safe_pack_cstr(&pk, "op");
     msgpack_safe_pack_cstr(&pk, op);
-    va_list ap;
-    va_start(ap, fmt);
     for (const char *f = fmt; *f; f++) {
         msgpack_safe_pack_cstr(&pk, va_arg(ap, const char *));
         if (*f == 's') {
@@ -47,17 +46,36 @@ void wire_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, 
             ck_abort_msg("wire_call: unknown format letter %c", *f);
         }
     }
-    va_end(ap);
     memset(r, 0, sizeof(*r));
     int rc = tally_request_raw(c, sb.data, sb.size, &r->bytes, &r->len);
     msgpack_sbuffer_destroy(&sb);
-    ck_assert_msg(rc == TALLY_ok, "%s: no reply: %s", op, tally_strerror(rc));
+    if (rc != TALLY_ok)
+        return rc;
     msgpack_unpacked_init(&r->up);
     ck_assert_int_eq(msgpack_safe_unpack(r->bytes, r->len, 16, &r->up), TALLY_ok);
     r->map = &r->up.data;
     tally_str code;
     ck_assert(msgpack_safe_get_str(msgpack_safe_map_get(r->map, "code"), &code));
     snprintf(r->code, sizeof(r->code), "%.*s", (int)code.len, code.ptr);
+    return TALLY_ok;
+}
+
+void wire_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = wire_vcall(c, r, op, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(rc == TALLY_ok, "%s: no reply: %s", op, tally_strerror(rc));
+}
+
+int wire_try_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = wire_vcall(c, r, op, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 void wire_done(wire_reply *r)

@@ -26,6 +26,10 @@ typedef struct wire_reply {
  * uint64_t *). Fails the test when no reply arrives or it is not a map
  * with a code. Free with wire_done. */
 void wire_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, ...);
+/* The same, but when no reply arrives its code (libtally's: timed_out,
+ * unreachable, ...) is returned instead of failing the test; only after
+ * TALLY_ok is r filled (free it with wire_done). */
+int wire_try_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, ...);
 void wire_done(wire_reply *r);
 
 /* A field that must exist; a uint field; the code must be this. */
