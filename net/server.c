@@ -101,7 +101,7 @@ static int start_thread(pthread_t *id, void *(*main_fn)(void *), server *srv, bo
 static int start_threads(server *srv, threads *th)
 {
     int rv = 0;
-    if (srv->opt->replies == NET_REPLIES_COMPLETER)
+    if (srv->opt->replies != NET_REPLIES_WRITER)
         rv = start_thread(&th->completer, completer_main, srv, &th->completer_started);
     if (rv == 0)
         rv = start_thread(&th->writer, writer_main, srv, &th->writer_started);
@@ -177,9 +177,14 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         return 1;
     }
     slots_start(srv); /* only now: every thread that answers a request runs */
-    net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu, replies from the %s)%s%s",
+    static const char *const answered_by[] = {
+        [NET_REPLIES_WRITER] = "the writer",
+        [NET_REPLIES_COMPLETER] = "the completer",
+        [NET_REPLIES_AUTO] = "the completer under load, else the writer",
+    };
+    net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu, replies from %s)%s%s",
             opt->data_dir, opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
-            opt->replies == NET_REPLIES_COMPLETER ? "completer" : "writer",
+            answered_by[opt->replies],
             srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "");
     int64_t next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
     while (!*stop) {

@@ -22,8 +22,10 @@
 
 /* Which thread answers a committed group and publishes its events. */
 typedef enum net_replies {
-    NET_REPLIES_WRITER,    /* the writer, right after the commit (default) */
+    NET_REPLIES_WRITER,    /* the writer, right after the commit */
     NET_REPLIES_COMPLETER, /* a completer thread, while the writer applies the next group */
+    NET_REPLIES_AUTO,      /* the completer when requests wait for the writer, else the
+                              writer (tallyd's default: docs/BENCHMARKS.md) */
 } net_replies;
 
 typedef struct net_server_options {

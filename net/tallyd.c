@@ -57,9 +57,10 @@ static void usage(FILE *f)
             "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
             "                    tallyd may write; the destination must not exist)\n"
             "  --replies T       which thread answers a committed group and publishes its\n"
-            "                    events: writer (right after the commit; default) or\n"
-            "                    completer (its own thread, while the writer applies the\n"
-            "                    next group); docs/DESIGN.md\n"
+            "                    events: auto (default: the completer when requests wait\n"
+            "                    for the writer, else the writer), completer (its own\n"
+            "                    thread, while the writer applies the next group) or\n"
+            "                    writer (right after the commit); docs/DESIGN.md\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
@@ -83,10 +84,10 @@ static bool parse_name(const char *text, const char *const *names, int count, in
 }
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"}; /* net_log_level */
-static const char *const replies_names[] = {"writer", "completer"};          /* net_replies */
+static const char *const replies_names[] = {"writer", "completer", "auto"};  /* net_replies */
 #define NAMES_COUNT(names) ((int)(sizeof(names) / sizeof((names)[0])))
 _Static_assert(NAMES_COUNT(level_names) == NET_LOG_DEBUG + 1, "a name per log level");
-_Static_assert(NAMES_COUNT(replies_names) == NET_REPLIES_COMPLETER + 1, "a name per replies mode");
+_Static_assert(NAMES_COUNT(replies_names) == NET_REPLIES_AUTO + 1, "a name per replies mode");
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -205,7 +206,7 @@ int main(int argc, char **argv)
                               .contexts = TALLY_CONTEXTS_DEFAULT,
                               .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT,
                               .max_connections = TALLY_CONNECTIONS_DEFAULT,
-                              .replies = NET_REPLIES_WRITER};
+                              .replies = NET_REPLIES_AUTO};
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;

@@ -2,11 +2,12 @@
  * writer.c — group commit: one writer thread drains the write queue into
  * one LMDB write transaction per group (the expiry and retention sweeps
  * first), commits once, and then answers every request of the group and
- * publishes its events: by default itself, right after the commit
- * (--replies writer: no thread between the commit and NNG's send), or
- * through the completer thread, which does it while the writer applies
- * the next group (--replies completer). Nothing of a group is answered or
- * published before its commit returned.
+ * publishes its events: itself, right after the commit (--replies writer:
+ * no thread between the commit and NNG's send), or through the completer
+ * thread, which does it while the writer applies the next group (--replies
+ * completer), or (--replies auto, the default) the completer while
+ * requests wait for the writer and the writer itself when none do. Nothing
+ * of a group is answered or published before its commit returned.
  */
 #include "net/server_internal.h"
 
@@ -272,14 +273,34 @@ void *completer_main(void *arg)
     return NULL;
 }
 
+/* --replies auto: answer on the writer when no request waits for it (the
+ * overlap would gain nothing and the hand-over costs a wake-up on the
+ * reply's path) and the completer holds no earlier group (so replies and
+ * events stay in commit order). Only the writer sets completion_busy, so
+ * "not busy" read here stays true until it hands over again. */
+static bool writer_is_free(server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    bool idle = srv->queued == 0;
+    pthread_mutex_unlock(&srv->mu);
+    if (!idle)
+        return false;
+    pthread_mutex_lock(&srv->completion_mu);
+    bool free = !srv->completion_busy;
+    pthread_mutex_unlock(&srv->completion_mu);
+    return free;
+}
+
 /* A committed (or failed) group is answered and its events published:
  * here on the writer, or by the completer (see the file's head). */
 static void finish_group(server *srv, const completion *c)
 {
-    if (srv->opt->replies == NET_REPLIES_COMPLETER)
-        hand_to_completer(srv, c);
-    else
+    bool inline_answer = srv->opt->replies == NET_REPLIES_WRITER ||
+                         (srv->opt->replies == NET_REPLIES_AUTO && writer_is_free(srv));
+    if (inline_answer)
         answer_group(srv, c, OWNER_WRITER);
+    else
+        hand_to_completer(srv, c);
 }
 
 /* ---- the writer ---- */

@@ -35,8 +35,8 @@
 #define LIMITED 2 /* debits must not exceed credits, and it has none */
 #define SINK 3
 
-/* The two ways a committed group is answered (--replies). */
-static const char *const reply_modes[] = {"writer", "completer"};
+/* The three ways a committed group is answered (--replies). */
+static const char *const reply_modes[] = {"writer", "completer", "auto"};
 
 static tally_client *client_of(const char *url, uint32_t timeout_ms, bool retry)
 {
@@ -504,11 +504,11 @@ int main(void)
     Suite *s = suite_create("writer");
     TCase *tc = tcase_create("mixed");
     tcase_set_timeout(tc, TIMEOUT_S);
-    tcase_add_loop_test(tc, mixed_groups_leave_a_gapless_chained_log, 0, 2);
+    tcase_add_loop_test(tc, mixed_groups_leave_a_gapless_chained_log, 0, 3);
     suite_add_tcase(s, tc);
     tc = tcase_create("shutdown");
     tcase_set_timeout(tc, TIMEOUT_S);
-    tcase_add_loop_test(tc, shutdown_under_load_answers_everything_and_nothing_hangs, 0, 2);
+    tcase_add_loop_test(tc, shutdown_under_load_answers_everything_and_nothing_hangs, 0, 3);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
