@@ -3,12 +3,14 @@
  *
  * msgpack-c allocates an array's or map's element storage from the count in
  * its header before it reads any element, so a 5-byte input can ask for
- * gigabytes (msgpack-c issue 1013). msgpack_safe_check walks the encoding
- * first without allocating: every element needs at least one byte, so each
- * declared count must fit the bytes left; str/bin/ext lengths must fit too;
- * nesting is bounded; exactly one object must fill the whole buffer. Only
- * then is msgpack_unpack_next called, whose allocation is now bounded by a
- * small multiple of the input size.
+ * gigabytes (msgpack-c issue 1013). So tally never calls msgpack-c's
+ * unpacker on outside bytes: msgpack_safe_check walks the encoding without
+ * allocating, and msgpack_safe_unpack parses it in one pass with the same
+ * rules, building msgpack-c's object tree itself: every element needs at
+ * least one byte, so each declared count must fit the bytes left;
+ * str/bin/ext lengths must fit too; nesting is bounded; exactly one object
+ * must fill the whole buffer. Its allocation is bounded by a small
+ * multiple of the input size.
  */
 #include "common/msgpack_safe.h"
 
@@ -132,34 +134,224 @@ int msgpack_safe_check(const void *buf, size_t len, unsigned depth_max)
     return r.left == 0 ? TALLY_ok : TALLY_invalid_argument;
 }
 
+/* ---- one pass: check and build the object tree together ----
+ * The same rules as msgpack_safe_check (every count fits the bytes left,
+ * lengths fit, nesting at most depth_max, one object filling the buffer,
+ * 0xc1 refused), and the same objects msgpack-c's unpacker builds (signed
+ * types holding a value >= 0 are POSITIVE_INTEGER, strings, bins and exts
+ * point into the buffer). A container's children are allocated only once
+ * its count is known to fit the bytes left, so the zone never holds more
+ * than a small multiple of the input. About twice as fast as the check
+ * followed by msgpack-c's unpacker (docs/BENCHMARKS.md). */
+
+typedef struct parser {
+    const uint8_t *p, *end;
+    msgpack_zone *zone;
+    unsigned depth_max;
+    int error; /* TALLY_invalid_argument or TALLY_out_of_memory once failed */
+} parser;
+
+static bool parse_fail(parser *ps, int code)
+{
+    if (ps->error == TALLY_ok)
+        ps->error = code;
+    return false;
+}
+
+static bool parse_take(parser *ps, size_t n, const uint8_t **out)
+{
+    if ((size_t)(ps->end - ps->p) < n)
+        return parse_fail(ps, TALLY_invalid_argument);
+    *out = ps->p;
+    ps->p += n;
+    return true;
+}
+
+static bool parse_uint(parser *ps, size_t width, uint64_t *out)
+{
+    const uint8_t *b;
+    if (!parse_take(ps, width, &b))
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < width; i++)
+        v = v << 8 | b[i];
+    *out = v;
+    return true;
+}
+
+/* A str, bin or ext payload of n bytes. */
+static bool parse_bytes(parser *ps, uint64_t n, const char **ptr, uint32_t *size)
+{
+    const uint8_t *b;
+    if (n > UINT32_MAX || !parse_take(ps, (size_t)n, &b))
+        return parse_fail(ps, TALLY_invalid_argument);
+    *ptr = (const char *)b;
+    *size = (uint32_t)n;
+    return true;
+}
+
+static bool parse_signed(parser *ps, size_t width, msgpack_object *o)
+{
+    uint64_t u;
+    if (!parse_uint(ps, width, &u))
+        return false;
+    int64_t v = width == 1   ? (int8_t)u
+                : width == 2 ? (int16_t)u
+                : width == 4 ? (int32_t)u
+                             : (int64_t)u;
+    o->type = v < 0 ? MSGPACK_OBJECT_NEGATIVE_INTEGER : MSGPACK_OBJECT_POSITIVE_INTEGER;
+    if (v < 0)
+        o->via.i64 = v;
+    else
+        o->via.u64 = (uint64_t)v;
+    return true;
+}
+
+static bool parse_float(parser *ps, size_t width, msgpack_object *o)
+{
+    uint64_t u;
+    if (!parse_uint(ps, width, &u))
+        return false;
+    if (width == 4) {
+        uint32_t bits = (uint32_t)u;
+        float f;
+        memcpy(&f, &bits, sizeof(f));
+        o->type = MSGPACK_OBJECT_FLOAT32;
+        o->via.f64 = f;
+    } else {
+        memcpy(&o->via.f64, &u, sizeof(u));
+        o->type = MSGPACK_OBJECT_FLOAT64;
+    }
+    return true;
+}
+
+static bool parse_ext(parser *ps, uint64_t n, msgpack_object *o)
+{
+    const uint8_t *t;
+    o->type = MSGPACK_OBJECT_EXT;
+    if (!parse_take(ps, 1, &t))
+        return false;
+    o->via.ext.type = (int8_t)t[0];
+    return parse_bytes(ps, n, &o->via.ext.ptr, &o->via.ext.size);
+}
+
+static bool parse_object(parser *ps, msgpack_object *o, unsigned depth);
+
+/* An array of n elements, or a map of n entries, at nesting level depth. */
+static bool parse_container(parser *ps, msgpack_object *o, uint64_t n, bool map, unsigned depth)
+{
+    o->type = map ? MSGPACK_OBJECT_MAP : MSGPACK_OBJECT_ARRAY;
+    o->via.array.size = 0;
+    o->via.array.ptr = NULL;
+    if (n == 0)
+        return true;
+    uint64_t children = map ? 2 * n : n;
+    if (children > (uint64_t)(ps->end - ps->p) || depth + 1 > ps->depth_max)
+        return parse_fail(ps, TALLY_invalid_argument);
+    size_t bytes = (size_t)n * (map ? sizeof(msgpack_object_kv) : sizeof(msgpack_object));
+    void *items = msgpack_zone_malloc(ps->zone, bytes);
+    if (items == NULL)
+        return parse_fail(ps, TALLY_out_of_memory);
+    for (uint64_t i = 0; i < n; i++) {
+        bool ok = map ? parse_object(ps, &((msgpack_object_kv *)items)[i].key, depth + 1) &&
+                            parse_object(ps, &((msgpack_object_kv *)items)[i].val, depth + 1)
+                      : parse_object(ps, &((msgpack_object *)items)[i], depth + 1);
+        if (!ok)
+            return false;
+    }
+    if (map) {
+        o->via.map.size = (uint32_t)n;
+        o->via.map.ptr = items;
+    } else {
+        o->via.array.size = (uint32_t)n;
+        o->via.array.ptr = items;
+    }
+    return true;
+}
+
+static bool parse_object(parser *ps, msgpack_object *o, unsigned depth)
+{
+    const uint8_t *head;
+    uint64_t n;
+    if (!parse_take(ps, 1, &head))
+        return false;
+    uint8_t b = *head;
+    memset(o, 0, sizeof(*o));
+    if (b <= 0x7f) {
+        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        o->via.u64 = b;
+        return true;
+    }
+    if (b >= 0xe0) {
+        o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+        o->via.i64 = (int8_t)b;
+        return true;
+    }
+    if ((b & 0xe0) == 0xa0) {
+        o->type = MSGPACK_OBJECT_STR;
+        return parse_bytes(ps, b & 0x1f, &o->via.str.ptr, &o->via.str.size);
+    }
+    if ((b & 0xf0) == 0x90)
+        return parse_container(ps, o, b & 0x0f, false, depth);
+    if ((b & 0xf0) == 0x80)
+        return parse_container(ps, o, b & 0x0f, true, depth);
+    switch (b) {
+    case 0xc0: o->type = MSGPACK_OBJECT_NIL; return true;
+    case 0xc2: case 0xc3:
+        o->type = MSGPACK_OBJECT_BOOLEAN;
+        o->via.boolean = b == 0xc3;
+        return true;
+    case 0xcc: case 0xcd: case 0xce: case 0xcf:
+        o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        return parse_uint(ps, (size_t)1 << (b - 0xcc), &o->via.u64);
+    case 0xd0: case 0xd1: case 0xd2: case 0xd3:
+        return parse_signed(ps, (size_t)1 << (b - 0xd0), o);
+    case 0xca: return parse_float(ps, 4, o);
+    case 0xcb: return parse_float(ps, 8, o);
+    case 0xd9: case 0xda: case 0xdb:
+        o->type = MSGPACK_OBJECT_STR;
+        return parse_uint(ps, (size_t)1 << (b - 0xd9), &n) &&
+               parse_bytes(ps, n, &o->via.str.ptr, &o->via.str.size);
+    case 0xc4: case 0xc5: case 0xc6:
+        o->type = MSGPACK_OBJECT_BIN;
+        return parse_uint(ps, (size_t)1 << (b - 0xc4), &n) &&
+               parse_bytes(ps, n, &o->via.bin.ptr, &o->via.bin.size);
+    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+        return parse_ext(ps, (uint64_t)1 << (b - 0xd4), o);
+    case 0xc7: case 0xc8: case 0xc9:
+        return parse_uint(ps, (size_t)1 << (b - 0xc7), &n) && parse_ext(ps, n, o);
+    case 0xdc: case 0xdd:
+        return parse_uint(ps, b == 0xdc ? 2 : 4, &n) && parse_container(ps, o, n, false, depth);
+    case 0xde: case 0xdf:
+        return parse_uint(ps, b == 0xde ? 2 : 4, &n) && parse_container(ps, o, n, true, depth);
+    default: return parse_fail(ps, TALLY_invalid_argument); /* 0xc1 is never used */
+    }
+}
+
 int msgpack_safe_unpack_in(const void *buf, size_t len, unsigned depth_max, msgpack_zone *zone,
                            msgpack_object *out)
 {
-    int rc = msgpack_safe_check(buf, len, depth_max);
-    if (rc != TALLY_ok)
-        return rc;
-    size_t off = 0;
-    msgpack_unpack_return ur = msgpack_unpack(buf, len, &off, zone, out);
-    if (ur == MSGPACK_UNPACK_NOMEM_ERROR)
-        return TALLY_out_of_memory;
-    if ((ur != MSGPACK_UNPACK_SUCCESS && ur != MSGPACK_UNPACK_EXTRA_BYTES) || off != len)
+    if (buf == NULL || len == 0)
         return TALLY_invalid_argument;
-    return TALLY_ok;
+    parser ps = {buf, (const uint8_t *)buf + len, zone,
+                 depth_max > MSGPACK_SAFE_DEPTH_LIMIT ? MSGPACK_SAFE_DEPTH_LIMIT : depth_max,
+                 TALLY_ok};
+    if (!parse_object(&ps, out, 0))
+        return ps.error;
+    return ps.p == ps.end ? TALLY_ok : TALLY_invalid_argument;
 }
 
 int msgpack_safe_unpack(const void *buf, size_t len, unsigned depth_max,
                         msgpack_unpacked *out)
 {
-    int rc = msgpack_safe_check(buf, len, depth_max);
-    if (rc != TALLY_ok)
-        return rc;
-    size_t off = 0;
-    msgpack_unpack_return ur = msgpack_unpack_next(out, buf, len, &off);
-    if (ur == MSGPACK_UNPACK_NOMEM_ERROR)
+    msgpack_unpacked_destroy(out); /* as msgpack_unpack_next does with a used one */
+    out->zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+    if (out->zone == NULL)
         return TALLY_out_of_memory;
-    if (ur != MSGPACK_UNPACK_SUCCESS || off != len)
-        return TALLY_invalid_argument;
-    return TALLY_ok;
+    int rc = msgpack_safe_unpack_in(buf, len, depth_max, out->zone, &out->data);
+    if (rc != TALLY_ok)
+        msgpack_unpacked_destroy(out); /* a refused input leaves nothing allocated */
+    return rc;
 }
 
 const msgpack_object *msgpack_safe_map_get(const msgpack_object *map, const char *key)
