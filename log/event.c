@@ -186,7 +186,7 @@ static uint32_t body_parts(log_entity_kind kind)
  * names are written once, here, in their order. */
 static bool decode_fields(const msgpack_object *m, log_event *out)
 {
-    uint64_t version;
+    uint64_t version = 0;
     msgpack_record_reader r = msgpack_record_read(m);
     bool ok = msgpack_record_fields(&r) == LOG_EVENT_FIELDS &&
               msgpack_safe_get_u64(msgpack_record_next(&r, "v"), &version) &&
