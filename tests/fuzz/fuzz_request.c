@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "log/event.h"
 #include "net/protocol.h"
 
 #include <stdio.h>
@@ -136,9 +137,9 @@ static uint64_t seq_of(const msgpack_object *o)
         return seq;
     }
     msgpack_unpacked_init(&up);
-    if (msgpack_safe_unpack(o->via.bin.ptr, o->via.bin.size, TALLY_MSGPACK_DEPTH_MAX, &up) ==
-        TALLY_ok)
-        msgpack_safe_get_u64(msgpack_safe_map_get(&up.data, "seq"), &seq);
+    log_event ev; /* either event format */
+    if (log_event_decode(o->via.bin.ptr, o->via.bin.size, &up, &ev) == TALLY_ok)
+        seq = ev.seq;
     msgpack_unpacked_destroy(&up);
     return seq;
 }
