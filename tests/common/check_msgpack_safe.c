@@ -144,10 +144,12 @@ static bool same_tree(const msgpack_object *a, const msgpack_object *b)
     case MSGPACK_OBJECT_STR:
     case MSGPACK_OBJECT_BIN:
         return a->via.str.size == b->via.str.size &&
-               memcmp(a->via.str.ptr, b->via.str.ptr, a->via.str.size) == 0;
+               (a->via.str.size == 0 || /* an empty one may point nowhere */
+                memcmp(a->via.str.ptr, b->via.str.ptr, a->via.str.size) == 0);
     case MSGPACK_OBJECT_EXT:
         return a->via.ext.type == b->via.ext.type && a->via.ext.size == b->via.ext.size &&
-               memcmp(a->via.ext.ptr, b->via.ext.ptr, a->via.ext.size) == 0;
+               (a->via.ext.size == 0 ||
+                memcmp(a->via.ext.ptr, b->via.ext.ptr, a->via.ext.size) == 0);
     case MSGPACK_OBJECT_BOOLEAN: return a->via.boolean == b->via.boolean;
     case MSGPACK_OBJECT_NIL: return true;
     default: return memcmp(&a->via.u64, &b->via.u64, sizeof(uint64_t)) == 0; /* ints, floats */

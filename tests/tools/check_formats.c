@@ -37,6 +37,14 @@ static json_t *json_of(const char *text)
     return doc;
 }
 
+/* json_of a program's output, which it frees. */
+static json_t *json_taken(char *text)
+{
+    json_t *doc = json_of(text);
+    free(text);
+    return doc;
+}
+
 /* Run argv (NULL-terminated) and expect exit 0; its stdout (free it). */
 static char *run_ok(const char *const *argv)
 {
@@ -118,7 +126,7 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
     const char *tally = tallyd_program("tally");
 #define TALLY(...) run_ok((const char *const[]){tally, "--url", p.url, "--json", __VA_ARGS__, NULL})
     /* A key of the old era replays its stored outcome. */
-    json_t *r = json_of(TALLY("transfer", "--debit", "1", "--credit", "2", "--amount", "100",
+    json_t *r = json_taken(TALLY("transfer", "--debit", "1", "--credit", "2", "--amount", "100",
                               "--key", "t1"));
     ck_assert(json_is_true(json_object_get(r, "replayed")));
     ck_assert_int_eq(json_integer_value(json_object_get(r, "seq")), 4);
@@ -159,7 +167,7 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
         json_t *a = json_array_get(accounts, i);
         char id[32];
         snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(a, "id")));
-        json_t *server = json_of(TALLY("account", "get", id));
+        json_t *server = json_taken(TALLY("account", "get", id));
         static const char *const fields[] = {"debits_posted", "credits_posted", "debits_pending",
                                              "credits_pending", "version"};
         for (size_t f = 0; f < 5; f++)
