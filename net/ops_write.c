@@ -86,8 +86,9 @@ int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool 
 }
 
 /* The entries of one write result (the enclosing map is the caller's):
- * code, replayed, seq, events, key, and for a stored chain codes and
- * failed_index. */
+ * code, replayed, seq, events, key, and for a chain always codes and
+ * failed_index: nil when the chain was not decided (refused as a request,
+ * e.g. idempotency_key_reused, or a fault). */
 static void pack_result(net_out *o, const ledger_request *w, const ledger_outcome *r, int fault)
 {
     int code = fault ? fault : r->code;
@@ -101,13 +102,18 @@ static void pack_result(net_out *o, const ledger_request *w, const ledger_outcom
     net_kv_u64(o, "events", ok_events ? r->event_count : 0);
     net_key(o, "key");
     msgpack_safe_pack_str(&o->pk, w->key);
-    if (w->command.kind != LEDGER_CHAIN || fault || !r->stored)
+    if (w->command.kind != LEDGER_CHAIN)
         return;
-    net_key(o, "codes");
-    msgpack_pack_array(&o->pk, r->chain_count);
-    for (uint32_t i = 0; i < r->chain_count; i++)
-        msgpack_safe_pack_cstr(&o->pk, tally_strerror(r->chain_codes[i]));
-    if (r->code != TALLY_ok)
+    bool decided = !fault && r->stored;
+    if (decided) {
+        net_key(o, "codes");
+        msgpack_pack_array(&o->pk, r->chain_count);
+        for (uint32_t i = 0; i < r->chain_count; i++)
+            msgpack_safe_pack_cstr(&o->pk, tally_strerror(r->chain_codes[i]));
+    } else {
+        net_kv_nil(o, "codes");
+    }
+    if (decided && r->code != TALLY_ok)
         net_kv_u64(o, "failed_index", r->failed_index);
     else
         net_kv_nil(o, "failed_index");

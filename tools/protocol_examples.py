@@ -145,6 +145,11 @@ EXAMPLES = [
          {"op": "account_open", "id": 3, "ledger": 1, "code": 10},
          {"op": "transfer", "id": Bin(bytes.fromhex("0000000000000000000000000000000c")), "debit_account_id": 3,
           "credit_account_id": 9, "amount": 1, "ledger": 1, "code": 1}]}),
+    ("The same chain key with another amount: refused as a request, nothing decided, so codes and failed_index are nil.",
+     {"v": 1, "op": "chain", "consumer": "shop", "key": "chain-1", "ops": [
+         {"op": "account_open", "id": 3, "ledger": 1, "code": 10},
+         {"op": "transfer", "id": Bin(bytes.fromhex("0000000000000000000000000000000c")), "debit_account_id": 3,
+          "credit_account_id": 9, "amount": 2, "ledger": 1, "code": 1}]}),
     ("A batch of two independent writes, each with its own key and result.",
      {"v": 1, "op": "batch", "consumer": "shop", "ops": [
          {"op": "account_open", "key": "open-4", "id": 4, "ledger": 1, "code": 10},
