@@ -80,6 +80,8 @@ static int validate_hold_step(ledger_command_kind kind, const ledger_hold_step *
         return h->amount == 0 ? TALLY_ok : TALLY_field_not_allowed_for_command;
     if (h->amount < 0)
         return TALLY_amount_must_not_be_negative;
+    if (h->amount_given && h->amount == 0) /* "all" is said by sending no amount */
+        return TALLY_amount_must_not_be_zero;
     return TALLY_ok;
 }
 
@@ -185,6 +187,10 @@ static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
     case LEDGER_POST:
     case LEDGER_VOID:
         fp_id(h, &cmd->u.hold.pending_id), fp_u64(h, (uint64_t)cmd->u.hold.amount);
+        /* An amount of 0 sent differs from none sent; other fingerprints
+         * stay as they were, so keys stored before keep replaying. */
+        if (cmd->u.hold.amount_given && cmd->u.hold.amount == 0)
+            fp_u64(h, UINT64_MAX);
         break;
     case LEDGER_GRANT:
     case LEDGER_EXTEND:

@@ -58,7 +58,8 @@ typedef struct ledger_transfer {
 /* Post (capture) or void a hold. */
 typedef struct ledger_hold_step {
     tally_id128 pending_id;
-    int64_t amount;   /* post only: 0 = the full held amount */
+    int64_t amount;    /* post only: 0 = the full held amount (no amount given) */
+    bool amount_given; /* an amount was sent: then 0 is refused, as for transfers */
 } ledger_hold_step;
 
 /* grant / extend / revoke. */

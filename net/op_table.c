@@ -57,7 +57,7 @@ const net_op net_ops[NET_OP_COUNT] = {
         .id = NET_OP_POST, .name = "post", WRITE(net_command_post),
         .doc = "Post (capture) a hold, fully or partly.",
         .fields = {{"pending_id", NET_FIELD_ID128, true, 16, "the hold's transfer id"},
-                   {"amount", NET_FIELD_AMOUNT, false, INT64_MAX, "amount to post, <= held (default: all)"}}},
+                   {"amount", NET_FIELD_AMOUNT, false, INT64_MAX, "amount to post, 1 .. held (absent: all)"}}},
     [NET_OP_VOID] = {
         .id = NET_OP_VOID, .name = "void", WRITE(net_command_void),
         .doc = "Void a hold.",

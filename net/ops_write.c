@@ -41,6 +41,7 @@ static void command_hold(const net_fields *fs, ledger_command *c, ledger_command
     c->kind = kind;
     net_fields_id(fs, "pending_id", &c->u.hold.pending_id);
     c->u.hold.amount = net_fields_i64(fs, "amount");
+    c->u.hold.amount_given = net_fields_value(fs, "amount") != NULL;
 }
 
 void net_command_post(const net_fields *fs, ledger_command *c) { command_hold(fs, c, LEDGER_POST); }
