@@ -27,11 +27,14 @@ static const char help_keys[] =
 static const char help_exit[] =
     "Exit codes:\n"
     "  0  ok (a replayed write is ok)\n"
-    "  1  the server answered with any other code (a rejection such as\n"
-    "     exceeds_credits, not_found, or a server fault); the code is printed\n"
+    "  1  the server answered with a rejection (exceeds_credits, not_found,\n"
+    "     idempotency_key_reused, ...): give up or change the request; the code\n"
+    "     is printed\n"
     "  2  usage error: bad option or argument\n"
     "  3  server unreachable, timed out, overloaded or shutting down after the\n"
-    "     retries; for a write, retry with the printed key to learn its outcome\n";
+    "     retries; for a write, retry with the printed key to learn its outcome\n"
+    "  4  a server fault (storage_full, io_error, internal, ...): nothing was\n"
+    "     stored; retry later with the same key\n";
 
 /* Print item at *col after a space (none at indent), first moving to a new
  * line indented by indent if it would pass HELP_COLUMNS. */

@@ -44,7 +44,12 @@ int exit_code_of(int code)
     case TALLY_overloaded:
     case TALLY_shutting_down: return CLI_EXIT_UNREACHABLE;
     case TALLY_invalid_argument: return CLI_EXIT_USAGE; /* refused by libtally: nothing sent */
-    default: return CLI_EXIT_REJECTED;
+    case TALLY_not_found: return CLI_EXIT_REJECTED; /* an answer, not a fault */
+    default:
+        /* storage_full, io_error, internal, ...: the server stored nothing
+         * and the same key may be sent again */
+        return tally_error_class_of(code) == TALLY_CLASS_FAULT ? CLI_EXIT_FAULT
+                                                                : CLI_EXIT_REJECTED;
     }
 }
 

@@ -40,6 +40,7 @@ enum cli_exit {
     CLI_EXIT_REJECTED = 1,
     CLI_EXIT_USAGE = 2,
     CLI_EXIT_UNREACHABLE = 3,
+    CLI_EXIT_FAULT = 4, /* a server fault: stored nowhere, retry with the same key */
 };
 
 /* Where a parsed value goes; one slot per argument or option name. */

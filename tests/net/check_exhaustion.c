@@ -9,6 +9,7 @@
 #include "clients/tally.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
@@ -84,6 +85,17 @@ static void assert_full_but_readable(uint64_t first, uint64_t acked)
     ck_assert_int_eq(res.code, TALLY_storage_full);
     tally_account acc;
     ck_assert_int_eq(tally_account_get(client, first + acked, &acc), TALLY_not_found);
+    /* The same write from the CLI: "server fault, retry with the same key",
+     * exit 4, not the 1 of a rejection (docs: tally --help, README). */
+    char id[24];
+    snprintf(id, sizeof(id), "%llu", (unsigned long long)(first + acked));
+    const char *argv[] = {tallyd_program("tally"), "--url", proc.url, "--consumer", "fill",
+                          "--retries", "0", "--json", "account", "open", id, "--key", key, NULL};
+    char *out = NULL;
+    int status = test_run(argv, NULL, &out, NULL);
+    ck_assert_msg(status == 4 && strstr(out, "storage_full") != NULL,
+                  "tally account open on a full store: exit %d, %s", status, out);
+    free(out);
 }
 
 /* Room again: the refused key applies now, once, and more writes follow. */
