@@ -26,6 +26,25 @@ static int check_request(const ledger_request *req)
     return TALLY_ok;
 }
 
+/* A UUIDv7 key (32 hex digits, dashes allowed: what libtally and the CLI
+ * make) whose 48-bit Unix ms time is more than req->key_max_age_ms before
+ * now. Keys of any other form carry no time: the window alone guards them. */
+static bool key_expired(const ledger_request *req, int64_t now_ms)
+{
+    char text[TALLY_KEY_BYTES_MAX + 1];
+    tally_id128 id;
+    if (req->key_max_age_ms <= 0 || req->key.len > 36 || req->key.len < 32)
+        return false;
+    memcpy(text, req->key.ptr, req->key.len);
+    text[req->key.len] = '\0';
+    if (!tally_id128_from_hex(text, &id) || id.bytes[6] >> 4 != 7 || id.bytes[8] >> 6 != 2)
+        return false;
+    int64_t created_ms = 0;
+    for (int i = 0; i < 6; i++)
+        created_ms = created_ms << 8 | id.bytes[i];
+    return created_ms < now_ms - req->key_max_age_ms;
+}
+
 static int apply_member(ledger_ctx *ctx, const ledger_command *cmd)
 {
     switch (cmd->kind) {
@@ -176,6 +195,10 @@ static int apply_request(store_txn *txn, const ledger_request *req, int64_t now_
         return replay_or_reject(&rec, fp, out);
     if (rc != TALLY_not_found)
         return rc;
+    if (key_expired(req, now_ms)) {
+        out->code = TALLY_key_expired; /* a request refusal: nothing stored */
+        return TALLY_ok;
+    }
     if (in_place && req->command.kind != LEDGER_CHAIN)
         rc = decide_in_place(txn, req, fp, now_ms, out);
     else

@@ -25,6 +25,12 @@ typedef struct ledger_request {
     tally_str key;         /* 1..TALLY_KEY_BYTES_MAX bytes */
     tally_str correlation; /* optional, copied into the events */
     ledger_command command;
+    /* > 0: a key that is a UUIDv7 (it carries its creation time) older than
+     * this is refused with key_expired, unless its record is still in the
+     * inbox (then it replays): its record may have been removed by inbox
+     * retention, and the command must not apply twice. tallyd sets it to
+     * its dedupe window (--dedupe-window-s). */
+    int64_t key_max_age_ms;
 } ledger_request;
 
 /* Apply req at now_ms (the commit time, 1..TALLY_TIME_MS_MAX) inside txn.

@@ -49,6 +49,9 @@ static slot *queue_pop_fitting(server *srv, uint32_t commands_left)
 
 static int apply_slot(store_txn *txn, slot *s, int64_t now_ms, bool in_place)
 {
+    /* Keys older than the dedupe window are refused (key_expired). */
+    for (uint32_t i = 0; i < s->req.write_count; i++)
+        s->req.writes[i].key_max_age_ms = s->srv->opt->inbox_window_ms;
     return s->req.op->apply(txn, &s->req, now_ms, in_place, &s->res);
 }
 

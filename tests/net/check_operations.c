@@ -5,6 +5,8 @@
  * and events removed, the checkpoint verified, the stats showing it).
  */
 #include "clients/tally.h"
+#include "common/bytes.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
@@ -188,6 +190,68 @@ START_TEST(retention_runs_in_the_writer)
 }
 END_TEST
 
+/* A UUIDv7 key as libtally writes it, made ms_ago milliseconds ago. */
+static void key_made_ago(int64_t ms_ago, char out[37])
+{
+    tally_id128 id;
+    ck_assert_int_eq(tally_id128_uuidv7(clock_wall_ms() - ms_ago, &id), TALLY_ok);
+    tally_uuid u;
+    memcpy(u.bytes, id.bytes, 16);
+    tally_uuid_format(&u, out);
+}
+
+static tally_entitlement carol_pro(void)
+{
+    tally_entitlement e;
+    ck_assert_int_eq(tally_entitlement_get(client, "carol", "pro", &e), TALLY_ok);
+    return e;
+}
+
+/* Issue 16, item 1: with a dedupe window of 1 s, a relative command
+ * (extend --for 1d) sent again after its inbox record was removed must not
+ * apply again: its UUIDv7 key is older than the window, key_expired, and
+ * nothing is stored. A key without a time relies on the window alone. */
+START_TEST(keys_older_than_the_dedupe_window_are_refused)
+{
+    start("--dedupe-window-s=1", NULL);
+    tally_entitlement_args g = {.subject = "carol", .feature = "pro", .duration_ms = 86400000};
+    tally_result res;
+    char key[37];
+    key_made_ago(0, key);
+    ck_assert_int_eq(tally_grant(client, key, &g, &res), TALLY_ok);
+    key_made_ago(0, key);
+    ck_assert_int_eq(tally_extend(client, key, &g, &res), TALLY_ok);
+    tally_entitlement once = carol_pro();
+    uint64_t events = stats_u64("head_seq");
+    /* the record goes with the window; the same retry then is refused */
+    for (int i = 0; i < 600 && stats_u64("inbox") > 0; i++) {
+        struct timespec pause = {0, 100 * 1000000};
+        nanosleep(&pause, NULL);
+    }
+    ck_assert_uint_eq(stats_u64("inbox"), 0);
+    ck_assert_int_eq(tally_extend(client, key, &g, &res), TALLY_key_expired);
+    tally_entitlement after = carol_pro();
+    ck_assert_uint_eq(after.version, once.version);
+    ck_assert_int_eq(after.valid_until_ms, once.valid_until_ms);
+    ck_assert_uint_eq(stats_u64("head_seq"), events);
+    ck_assert_uint_eq(stats_u64("inbox"), 0); /* nothing stored */
+    /* a key made an hour ago never applies; a fresh one does */
+    key_made_ago(3600 * 1000, key);
+    tally_account_open_args a = {.id = 7, .ledger = 1, .code = 1};
+    ck_assert_int_eq(tally_account_open(client, key, &a, &res), TALLY_key_expired);
+    tally_account acc;
+    ck_assert_int_eq(tally_account_get(client, 7, &acc), TALLY_not_found);
+    key_made_ago(0, key);
+    ck_assert_int_eq(tally_account_open(client, key, &a, &res), TALLY_ok);
+    /* a key without a time is not refused for its age */
+    ck_assert_int_eq(tally_account_open(client, "open-8-free-form", &(tally_account_open_args){
+                                            .id = 8, .ledger = 1, .code = 1}, &res),
+                     TALLY_ok);
+    stop();
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("operations");
@@ -195,6 +259,7 @@ int main(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, online_backup_is_consistent_and_verifiable);
     tcase_add_test(tc, retention_runs_in_the_writer);
+    tcase_add_test(tc, keys_older_than_the_dedupe_window_are_refused);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
