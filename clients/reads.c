@@ -113,6 +113,10 @@ static bool stats_decode(const msgpack_object *o, void *out)
     s->events = dec_uint(&d, "events", UINT64_MAX);
     s->map_used_bytes = dec_uint(&d, "map_used_bytes", UINT64_MAX);
     s->map_size_bytes = dec_uint(&d, "map_size_bytes", UINT64_MAX);
+    uint64_t max_bytes = 0; /* optional: absent from servers before it */
+    if (d.ok)
+        msgpack_safe_get_u64(msgpack_safe_map_get(d.map, "map_max_bytes"), &max_bytes);
+    s->map_max_bytes = max_bytes;
     const msgpack_object *subscribers = dec_get(&d, "subscribers");
     if (d.ok && subscribers->type != MSGPACK_OBJECT_ARRAY)
         return false;

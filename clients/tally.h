@@ -398,6 +398,8 @@ const struct msgpack_object *tally_event_part(const tally_event *ev, tally_body_
 typedef struct tally_stats {
     uint64_t head_seq, first_seq, accounts, transfers, entitlements, inbox, events;
     uint64_t map_used_bytes, map_size_bytes;
+    uint64_t map_max_bytes; /* what tallyd may grow the map to (--map-max-mb); 0 from a
+                               server before it */
     uint64_t subscribers; /* durable subscribers (their metrics: tally_stats_subscribers) */
     uint64_t inbox_oldest_age_s; /* age of the oldest idempotency record */
     uint64_t log_floor;          /* last seq removed by log retention, 0 = none */

@@ -50,6 +50,9 @@
 #define TALLY_MAP_SIZE_BYTES_DEFAULT (UINT64_C(1) << 30)       /* 1 GiB */
 #define TALLY_MAP_SIZE_BYTES_MIN (UINT64_C(1) << 20)           /* 1 MiB */
 #define TALLY_MAP_SIZE_BYTES_MAX (UINT64_C(1) << 44)           /* 16 TiB */
+/* tallyd grows a full map up to --map-max-mb; by default up to this or the
+ * size of the data directory's filesystem, whichever is smaller. */
+#define TALLY_MAP_MAX_BYTES_DEFAULT (UINT64_C(1) << 40)        /* 1 TiB */
 #define TALLY_STORE_READERS_MAX 512
 #define TALLY_PATH_BYTES_MAX 4000
 

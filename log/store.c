@@ -32,6 +32,7 @@ struct store {
     bool read_only;
     tally_id128 instance_id;
     char path[TALLY_PATH_BYTES_MAX + 1];
+    _Atomic uint64_t map_max_bytes; /* what the map may grow to; 0 = not set (its size) */
 };
 
 static const char *const db_names[STORE_DB_COUNT] = {
@@ -318,6 +319,42 @@ int store_map_usage(store_txn *t, uint64_t *used_bytes, uint64_t *map_bytes)
         return store_translate(rc);
     *used_bytes = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
     *map_bytes = info.me_mapsize;
+    return TALLY_ok;
+}
+
+void store_set_map_max(store *st, uint64_t bytes) { st->map_max_bytes = bytes; }
+
+uint64_t store_map_max(store *st)
+{
+    uint64_t max = st->map_max_bytes, now = store_map_size(st);
+    return max > now ? max : now;
+}
+
+uint64_t store_map_size(store *st)
+{
+    MDB_envinfo info;
+    return mdb_env_info(st->env, &info) == MDB_SUCCESS ? info.me_mapsize : 0;
+}
+
+int store_map_grow(store *st, uint64_t *now_bytes)
+{
+    uint64_t max_bytes = store_map_max(st);
+    MDB_envinfo info;
+    MDB_stat ms;
+    int rc = mdb_env_info(st->env, &info);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_stat(st->env, &ms);
+    if (rc != MDB_SUCCESS)
+        return store_translate(rc);
+    uint64_t page = ms.ms_psize;
+    uint64_t now = info.me_mapsize, max = max_bytes / page * page;
+    if (now >= max)
+        return TALLY_storage_full;
+    uint64_t next = now > max / 2 ? max : now * 2;
+    rc = mdb_env_set_mapsize(st->env, (size_t)next);
+    if (rc != MDB_SUCCESS)
+        return store_translate(rc);
+    *now_bytes = next;
     return TALLY_ok;
 }
 

@@ -140,6 +140,18 @@ int store_txn_fail(store_txn *t, int err);
  * map size. */
 int store_map_usage(store_txn *t, uint64_t *used_bytes, uint64_t *map_bytes);
 
+/* The map's size now; the limit it may grow to (set by tallyd from
+ * --map-max-mb; never below the size now). */
+uint64_t store_map_size(store *st);
+void store_set_map_max(store *st, uint64_t bytes);
+uint64_t store_map_max(store *st);
+
+/* Double the map, up to store_map_max (rounded down to whole pages);
+ * *now_bytes gets the new size. TALLY_storage_full when it already is at
+ * the limit. No transaction of this process may be active (LMDB's rule for
+ * mdb_env_set_mapsize): the caller makes sure. */
+int store_map_grow(store *st, uint64_t *now_bytes);
+
 /* An online, compacting, consistent copy of the environment into the new
  * directory dest (absolute; created with mode 0700; must not exist), with
  * LMDB's mdb_env_copy2(MDB_CP_COMPACT): a read transaction's snapshot,

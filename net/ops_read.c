@@ -319,6 +319,7 @@ void net_read_stats(net_out *o, store_txn *t, const net_request *req, int64_t no
         net_kv_u64(o, names[i], counts[i]);
     net_kv_u64(o, "map_used_bytes", used);
     net_kv_u64(o, "map_size_bytes", size);
+    net_kv_u64(o, "map_max_bytes", store_map_max(t->st)); /* what it may grow to */
     net_key(o, "subscribers");
     net_pack_subscribers(o, t, now_ms);
     net_kv_i64(o, "inbox_oldest_age_s", oldest_age_s);

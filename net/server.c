@@ -15,6 +15,7 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define SHUTDOWN_SEND_WAIT_MS 3000
@@ -53,6 +54,14 @@ static int open_store(server *srv)
         net_log(NET_LOG_ERROR, "cannot open store %s: %s", srv->opt->data_dir, tally_strerror(rc));
         return rc;
     }
+    uint64_t max = srv->opt->map_max_bytes;
+    if (max == 0) { /* the default, bounded by the filesystem */
+        struct statvfs fs;
+        max = TALLY_MAP_MAX_BYTES_DEFAULT;
+        if (statvfs(srv->opt->data_dir, &fs) == 0 && (uint64_t)fs.f_blocks * fs.f_frsize < max)
+            max = (uint64_t)fs.f_blocks * fs.f_frsize;
+    }
+    store_set_map_max(srv->st, max); /* never below a map grown before */
     store_txn t;
     log_head head = {0};
     rc = store_txn_begin(srv->st, NULL, true, &t);

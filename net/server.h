@@ -33,7 +33,9 @@ typedef struct net_server_options {
     const char *listen_urls[NET_LISTEN_URLS_MAX];
     unsigned listen_count;
     const char *publish_url;   /* NULL or "" = no PUB socket */
-    uint64_t map_size_bytes;
+    uint64_t map_size_bytes;   /* the map at start; 0 = TALLY_MAP_SIZE_BYTES_DEFAULT */
+    uint64_t map_max_bytes;    /* the map grows up to this; 0 = as large as the filesystem,
+                                  at most TALLY_MAP_MAX_BYTES_DEFAULT */
     net_log_level log_level;
     unsigned contexts;         /* REP contexts in flight */
     int64_t inbox_window_ms;   /* inbox retention; 0 = keep every record */

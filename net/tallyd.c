@@ -32,9 +32,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tallyd [--data DIR] [--listen URL]... [--publish URL] [--map-size-mb N]\n"
-            "              [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
+            "              [--map-max-mb N] [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
             "              [--log-retention-s N] [--backup-dir DIR] [--max-connections N]\n"
-            "              [--replies writer|completer] [--help] [--version]\n"
+            "              [--replies auto|completer|writer] [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
@@ -43,7 +43,10 @@ static void usage(FILE *f)
             "                    (default %s)\n"
             "  --publish URL     NNG PUB endpoint for committed events; \"none\" disables\n"
             "                    (default %s)\n"
-            "  --map-size-mb N   LMDB map size in MiB, %d..%d (default %d)\n"
+            "  --map-size-mb N   LMDB map size at start in MiB, %d..%d (default %d)\n"
+            "  --map-max-mb N    a full map doubles, up to N MiB (default: the data\n"
+            "                    directory's filesystem size, at most 1 TiB); beyond it\n"
+            "                    writes get storage_full\n"
             "  --log-level L     error, warn, info or debug (default info); logs go to stderr\n"
             "  --contexts N      requests served concurrently, 1..%d (default %d)\n"
             "  --dedupe-window-s N  keep idempotency records this long, then remove them;\n"
@@ -98,7 +101,7 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
-       OPT_REPLIES };
+       OPT_REPLIES, OPT_MAP_MAX };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
@@ -115,6 +118,7 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
         {"replies", required_argument, NULL, OPT_REPLIES},
+        {"map-max-mb", required_argument, NULL, OPT_MAP_MAX},
         {NULL, 0, NULL, 0}};
     uint64_t n;
     int c, choice;
@@ -131,6 +135,11 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             if (!cli_parse_u64(optarg, TALLY_MAP_SIZE_BYTES_MIN >> 20, TALLY_MAP_SIZE_BYTES_MAX >> 20, &n))
                 return usage_error("--map-size-mb: not a size in range: %s", optarg);
             opt->map_size_bytes = (uint64_t)n << 20;
+            break;
+        case OPT_MAP_MAX:
+            if (!cli_parse_u64(optarg, TALLY_MAP_SIZE_BYTES_MIN >> 20, TALLY_MAP_SIZE_BYTES_MAX >> 20, &n))
+                return usage_error("--map-max-mb: not a size in range: %s", optarg);
+            opt->map_max_bytes = (uint64_t)n << 20;
             break;
         case 'L':
             if (!parse_name(optarg, level_names, NAMES_COUNT(level_names), &choice))
@@ -173,6 +182,9 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         return usage_error("unexpected argument: %s", argv[optind]);
     if (opt->listen_count == 0)
         opt->listen_urls[opt->listen_count++] = TALLYD_LISTEN_DEFAULT;
+    uint64_t start_bytes = opt->map_size_bytes ? opt->map_size_bytes : TALLY_MAP_SIZE_BYTES_DEFAULT;
+    if (opt->map_max_bytes && opt->map_max_bytes < start_bytes)
+        return usage_error("--map-max-mb must be at least the map at start (--map-size-mb)%s", "");
     return -1;
 }
 

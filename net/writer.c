@@ -151,6 +151,51 @@ static int redo_nested(server *srv, int64_t now, store_txn *txn, log_head *befor
     return rc;
 }
 
+static void completer_drain(server *srv);
+
+/* The map is full: grow it, up to the limit (srv->map_max_bytes), or
+ * TALLY_storage_full there. LMDB resizes only while no transaction of the
+ * process is active: the writer has aborted its own, the completer's
+ * earlier group (its publishing reads the log) is answered first, and the
+ * readers wait on store_rw meanwhile. */
+static int grow_map(server *srv)
+{
+    completer_drain(srv);
+    pthread_rwlock_wrlock(&srv->store_rw);
+    uint64_t now_bytes = 0;
+    int rc = store_map_grow(srv->st, &now_bytes);
+    pthread_rwlock_unlock(&srv->store_rw);
+    if (rc == TALLY_ok)
+        net_log(NET_LOG_INFO, "map full: grown to %llu MiB (at most %llu MiB)",
+                (unsigned long long)(now_bytes >> 20),
+                (unsigned long long)(store_map_max(srv->st) >> 20));
+    else
+        net_log(NET_LOG_ERROR, "map full at its limit of %llu MiB: writes get storage_full",
+                (unsigned long long)(store_map_max(srv->st) >> 20));
+    return rc;
+}
+
+/* A group applied in txn (fault: the first fault of the fast path): commit
+ * it, after redoing it command by command when a command faulted. A full
+ * map while the map may still grow aborts at once (TALLY_storage_full) so
+ * that the group is applied again in a larger map. txn is finished. */
+static int settle_group(server *srv, int64_t now, store_txn *txn, log_head *before,
+                        log_head *after, slot **group, uint32_t n, int fault)
+{
+    int rc = TALLY_ok;
+    if (fault == TALLY_storage_full && store_map_size(srv->st) < store_map_max(srv->st)) {
+        store_txn_abort(txn);
+        return TALLY_storage_full;
+    }
+    if (fault != TALLY_ok)
+        rc = redo_nested(srv, now, txn, before, group, n);
+    if (rc == TALLY_ok) {
+        rc = log_head_get(txn, after);
+        rc = rc == TALLY_ok ? store_txn_commit(txn) : (store_txn_abort(txn), rc);
+    }
+    return rc;
+}
+
 /* Answer every request of a group that nothing of became durable. */
 static uint32_t take_queue_on_fault(server *srv, slot **group)
 {
@@ -318,14 +363,19 @@ static void run_group(server *srv, slot **group)
     int rc = begin_group_txn(srv, now, &txn, &before);
     if (rc == TALLY_ok) {
         n = fill_group(srv, &txn, now, group, &fault);
-        if (fault != TALLY_ok)
-            rc = redo_nested(srv, now, &txn, &before, group, n);
+        rc = settle_group(srv, now, &txn, &before, &after, group, n, fault);
     } else {
         n = take_queue_on_fault(srv, group);
     }
-    if (rc == TALLY_ok) {
-        rc = log_head_get(&txn, &after);
-        rc = rc == TALLY_ok ? store_txn_commit(&txn) : (store_txn_abort(&txn), rc);
+    /* A full map (in a command or at the commit): nothing of the group is
+     * durable; grow the map and apply the same group again. */
+    while (rc == TALLY_storage_full && grow_map(srv) == TALLY_ok) {
+        rc = begin_group_txn(srv, now, &txn, &before);
+        fault = TALLY_ok;
+        for (uint32_t i = 0; rc == TALLY_ok && fault == TALLY_ok && i < n; i++)
+            fault = apply_slot(&txn, group[i], now, true);
+        if (rc == TALLY_ok)
+            rc = settle_group(srv, now, &txn, &before, &after, group, n, fault);
     }
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));

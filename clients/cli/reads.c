@@ -325,7 +325,8 @@ int run_stats(cli *c)
         {"accounts", s.accounts},         {"transfers", s.transfers},
         {"entitlements", s.entitlements}, {"inbox", s.inbox},
         {"events", s.events},             {"map_used_bytes", s.map_used_bytes},
-        {"map_size_bytes", s.map_size_bytes}, {"inbox_oldest_age_s", s.inbox_oldest_age_s},
+        {"map_size_bytes", s.map_size_bytes}, {"map_max_bytes", s.map_max_bytes},
+        {"inbox_oldest_age_s", s.inbox_oldest_age_s},
         {"log_floor", s.log_floor}, {"subscribers", s.subscribers}};
     size_t n = sizeof(rows) / sizeof(rows[0]); /* JSON: the last row becomes a list */
     json_t *o = c->json ? json_object() : NULL;

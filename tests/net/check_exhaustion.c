@@ -120,6 +120,8 @@ START_TEST(map_full_then_a_larger_map)
 {
     memset(&proc, 0, sizeof(proc));
     proc.map_size_mb = 1;
+    proc.extra_args[0] = "--map-max-mb";
+    proc.extra_args[1] = "1"; /* the real limit: no room to grow */
     tallyd_start(&proc);
     open_client();
     uint64_t acked = fill(1);
@@ -130,6 +132,7 @@ START_TEST(map_full_then_a_larger_map)
     wire_assert_invariants(proc.data_dir);
 
     proc.map_size_mb = 8;
+    proc.extra_args[1] = "8";
     tallyd_restart(&proc);
     open_client();
     assert_continues(1, acked);
@@ -141,6 +144,52 @@ END_TEST
 /* A disk that fills: a 2 MiB tmpfs when this process may mount one, else
  * a 2 MiB file size limit on tallyd (writes past it fail with EFBIG, which
  * the store treats as full too). */
+/* Issue 16, item 4: a 1 MiB map grows by doubling while tally-bench
+ * writes from 8 clients, and nothing is lost or applied twice (the bench
+ * verifies every acknowledged transfer, tally-recon the store); at the
+ * limit (--map-max-mb) writes get storage_full, and stats reports it. */
+START_TEST(map_grows_under_load_up_to_its_limit)
+{
+    memset(&proc, 0, sizeof(proc));
+    proc.map_size_mb = 1;
+    proc.extra_args[0] = "--map-max-mb";
+    proc.extra_args[1] = "40";
+    tallyd_start(&proc);
+    const char *bench[] = {tallyd_program("tally-bench"), "--url", proc.url, "--clients", "8",
+                           "--batch", "50", "--ops", "30000", "--accounts", "100", "--json",
+                           NULL};
+    char *out = NULL;
+    int status = test_run(bench, NULL, &out, NULL);
+    ck_assert_msg(status == 0 && strstr(out, "\"verified\":true") != NULL,
+                  "tally-bench exited %d: %.2000s", status, out);
+    free(out);
+    open_client();
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    ck_assert_uint_ge(st.map_size_bytes, UINT64_C(16) << 20); /* doubled at least 4 times */
+    ck_assert_uint_le(st.map_size_bytes, UINT64_C(40) << 20);
+    ck_assert_uint_eq(st.map_max_bytes, UINT64_C(40) << 20);
+    /* on to the limit: writes then get storage_full, nothing half done */
+    uint64_t acked = fill(1000000);
+    tally_stats full;
+    ck_assert_int_eq(tally_stats_get(client, &full), TALLY_ok);
+    ck_assert_uint_eq(full.map_size_bytes, UINT64_C(40) << 20);
+    char key[32];
+    snprintf(key, sizeof(key), "open-%llu", (unsigned long long)(1000000 + acked));
+    tally_account_open_args a = {.id = 1000000 + acked, .ledger = 1, .code = 1};
+    tally_result res;
+    tally_account_open(client, key, &a, &res);
+    ck_assert_int_eq(res.code, TALLY_storage_full); /* refused again: it was not stored */
+    tally_account acc;
+    ck_assert_int_eq(tally_account_get(client, 1000000 + acked, &acc), TALLY_not_found);
+    ck_assert_int_eq(tally_account_get(client, 1000000 + acked - 1, &acc), TALLY_ok);
+    tally_client_close(client);
+    ck_assert_int_eq(tallyd_stop(&proc), 0);
+    wire_assert_invariants(proc.data_dir);
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
 START_TEST(disk_full_then_room_again)
 {
     memset(&proc, 0, sizeof(proc));
@@ -400,6 +449,7 @@ int main(void)
     const test_row tests[] = {
         {"map_full", map_full_then_a_larger_map, TIMEOUT_S},
         {"disk_full", disk_full_then_room_again, TIMEOUT_S},
+        {"map_grows", map_grows_under_load_up_to_its_limit, 2 * TIMEOUT_S},
         {"floods", floods_of_connections_and_requests_are_bounded, TIMEOUT_S},
         {"hang_up", a_hang_up_at_connect_does_not_lock_new_clients_out, TIMEOUT_S},
     };
