@@ -153,13 +153,21 @@ static int redo_nested(server *srv, int64_t now, store_txn *txn, log_head *befor
 
 static void completer_drain(server *srv);
 
-/* The map is full: grow it, up to the limit (srv->map_max_bytes), or
- * TALLY_storage_full there. LMDB resizes only while no transaction of the
- * process is active: the writer has aborted its own, the completer's
- * earlier group (its publishing reads the log) is answered first, and the
- * readers wait on store_rw meanwhile. */
+static bool map_can_grow(server *srv)
+{
+    return store_map_size(srv->st) < store_map_max(srv->st);
+}
+
+/* The map is full: grow it, up to the limit (store_map_max, --map-max-mb),
+ * or TALLY_storage_full there, at once: at the limit nobody is made to
+ * wait. LMDB resizes only while no transaction of the process is active:
+ * the writer has aborted its own, the completer's earlier group (its
+ * publishing reads the log) is answered first, and the readers wait on
+ * store_rw meanwhile. */
 static int grow_map(server *srv)
 {
+    if (!map_can_grow(srv))
+        return TALLY_storage_full; /* the faulting commands get storage_full, as before */
     completer_drain(srv);
     pthread_rwlock_wrlock(&srv->store_rw);
     uint64_t now_bytes = 0;
@@ -170,8 +178,7 @@ static int grow_map(server *srv)
                 (unsigned long long)(now_bytes >> 20),
                 (unsigned long long)(store_map_max(srv->st) >> 20));
     else
-        net_log(NET_LOG_ERROR, "map full at its limit of %llu MiB: writes get storage_full",
-                (unsigned long long)(store_map_max(srv->st) >> 20));
+        net_log(NET_LOG_ERROR, "map full and it could not grow: %s", tally_strerror(rc));
     return rc;
 }
 
@@ -183,7 +190,7 @@ static int settle_group(server *srv, int64_t now, store_txn *txn, log_head *befo
                         log_head *after, slot **group, uint32_t n, int fault)
 {
     int rc = TALLY_ok;
-    if (fault == TALLY_storage_full && store_map_size(srv->st) < store_map_max(srv->st)) {
+    if (fault == TALLY_storage_full && map_can_grow(srv)) {
         store_txn_abort(txn);
         return TALLY_storage_full;
     }
