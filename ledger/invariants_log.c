@@ -117,7 +117,7 @@ static bool move_amounts(ledger_account *dr, ledger_account *cr, int64_t pending
 /* ---- history: the log's transfer events against the history index ----
  *
  * Each side is summed up as a multiset fingerprint: the number of entries
- * (account, seq, transfer id) and two sums of keyed 64-bit hashes of them.
+ * (account, seq) and two sums of keyed 64-bit hashes of them.
  * Equal fingerprints mean equal multisets but for a chance of about 2^-64
  * per sum (the keys are random per run, so no store can be made to
  * collide); this spares two lookups per transfer event, most of the cost
@@ -130,15 +130,13 @@ static uint64_t mix64(uint64_t z) /* splitmix64's finalizer, a bijection */
     return z ^ (z >> 31);
 }
 
-static void history_sums_add(const audit *a, history_sums *s, uint64_t account, uint64_t seq,
-                             const uint8_t transfer_id[16])
+static void history_sums_add(const audit *a, history_sums *s, uint64_t account, uint64_t seq)
 {
-    const uint64_t words[4] = {account, seq, get_u64_be(transfer_id),
-                               get_u64_be(transfer_id + 8)};
+    const uint64_t words[2] = {account, seq};
     s->count++;
     for (int k = 0; k < 2; k++) {
         uint64_t x = a->history_keys[k];
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 2; i++)
             x = mix64(x ^ words[i]);
         s->sum[k] += x;
     }
@@ -147,8 +145,8 @@ static void history_sums_add(const audit *a, history_sums *s, uint64_t account, 
 /* Both accounts of a transfer event list it in their history. */
 static void check_history(audit *a, const log_event *ev, const ledger_transfer_record *tr)
 {
-    history_sums_add(a, &a->history_log, tr->debit_account_id, ev->seq, tr->id.bytes);
-    history_sums_add(a, &a->history_log, tr->credit_account_id, ev->seq, tr->id.bytes);
+    history_sums_add(a, &a->history_log, tr->debit_account_id, ev->seq);
+    history_sums_add(a, &a->history_log, tr->credit_account_id, ev->seq);
 }
 
 static void fold_transfer_event(audit *a, const log_event *ev)
@@ -492,8 +490,8 @@ static int find_missing_history(uint64_t seq, const void *bytes, size_t len, voi
             MDB_val v;
             char name[64];
             audit_name_account(ids[i], name);
-            if (store_get(a->t, STORE_DB_HISTORY, key, 16, &v) != TALLY_ok || v.mv_size != 16 ||
-                memcmp(v.mv_data, tr.id.bytes, 16) != 0)
+            if (store_get(a->t, STORE_DB_HISTORY, key, 16, &v) != TALLY_ok ||
+                (v.mv_size == 16 && memcmp(v.mv_data, tr.id.bytes, 16) != 0))
                 audit_report(a, "history", name, "no history entry for seq %" PRIu64, seq);
         }
     }
@@ -502,9 +500,10 @@ static int find_missing_history(uint64_t seq, const void *bytes, size_t len, voi
     return a->fault;
 }
 
-/* An index entry must name a transfer event of its account. */
+/* An index entry must name a transfer event of its account (and, in the
+ * entries that still hold a transfer id as their value, that transfer). */
 static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
-                                const uint8_t transfer_id[16])
+                                const uint8_t *transfer_id)
 {
     char name[64];
     audit_name_account(account, name);
@@ -522,7 +521,7 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
     if (log_event_decode(v.mv_data, v.mv_size, &up, &ev) == TALLY_ok && /* else: hash_chain */
         (ev.entity.kind != LOG_ENTITY_TRANSFER ||
          ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) != TALLY_ok ||
-         memcmp(tr.id.bytes, transfer_id, 16) != 0 ||
+         (transfer_id != NULL && memcmp(tr.id.bytes, transfer_id, 16) != 0) ||
          (tr.debit_account_id != account && tr.credit_account_id != account)))
         audit_report(a, "history", name, "entry for seq %" PRIu64 " names no transfer of the account",
                seq);
@@ -534,7 +533,7 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
 static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
 {
     history_sums *sums = ctx;
-    if (k->mv_size != 16 || v->mv_size != 16) {
+    if (k->mv_size != 16 || (v->mv_size != 0 && v->mv_size != 16)) {
         if (sums)
             audit_report(a, "history", "history", "an entry of %zu/%zu bytes is corrupt", k->mv_size,
                    v->mv_size);
@@ -542,9 +541,9 @@ static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ct
     }
     uint64_t account = get_u64_be(k->mv_data), seq = get_u64_be((uint8_t *)k->mv_data + 8);
     if (sums)
-        history_sums_add(a, sums, account, seq, v->mv_data);
+        history_sums_add(a, sums, account, seq);
     else
-        check_history_entry(a, account, seq, v->mv_data);
+        check_history_entry(a, account, seq, v->mv_size == 16 ? v->mv_data : NULL);
 }
 
 /* Every transfer event is in both accounts' history, and the history

@@ -195,13 +195,15 @@ void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16])
     put_u64_be(out + 8, seq);
 }
 
-/* History entry of the event the command appended last. */
-static int history_put(ledger_ctx *ctx, uint64_t account_id, const tally_id128 *transfer_id)
+/* History entry of the event the command appended last: the key alone (the
+ * event at seq names the transfer; stores before format 2 of the history
+ * also hold the 16-byte transfer id as the value, and readers take both). */
+static int history_put(ledger_ctx *ctx, uint64_t account_id)
 {
     assert(ctx->event_count > 0);
     uint8_t key[16];
     ledger_history_key(account_id, ctx->first_seq + ctx->event_count - 1, key);
-    return store_put(ctx->txn, STORE_DB_HISTORY, key, sizeof(key), transfer_id->bytes, 16, 0);
+    return store_put(ctx->txn, STORE_DB_HISTORY, key, sizeof(key), "", 0, 0);
 }
 
 /* Write the transfer, both accounts, the event and the history entries. */
@@ -221,9 +223,9 @@ static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_re
     log_entity entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = r->id};
     rc = ledger_emit(ctx, type, &entity, r->version, pack_transfer_body, &body);
     if (rc == TALLY_ok)
-        rc = history_put(ctx, debit->id, &r->id);
+        rc = history_put(ctx, debit->id);
     if (rc == TALLY_ok)
-        rc = history_put(ctx, credit->id, &r->id);
+        rc = history_put(ctx, credit->id);
     return rc;
 }
 

@@ -12,9 +12,11 @@
  * voided, or expired at its timeout by the sweep; each step releases the
  * whole pending amount and is one event.
  *
- * Database "history": key = account id (u64 BE) | seq (u64 BE), value = the
- * 16-byte transfer id: one entry per account per transfer event, so an
- * account's history is one key range in commit order.
+ * Database "history": key = account id (u64 BE) | seq (u64 BE), value
+ * empty: one entry per account per transfer event, so an account's history
+ * is one key range in commit order, and the event at seq names the
+ * transfer. Stores written by earlier builds hold the 16-byte transfer id as the
+ * value; readers accept both, and tally-recon checks such an id.
  */
 #ifndef TALLY_LEDGER_TRANSFER_H
 #define TALLY_LEDGER_TRANSFER_H

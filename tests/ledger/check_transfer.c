@@ -118,6 +118,32 @@ START_TEST(test_transfer_moves_balances)
 }
 END_TEST
 
+/* Each account of a transfer gets a history entry keyed (account, seq),
+ * with no value: the event at seq names the transfer, and the 16 bytes a
+ * copy of its id took cost ~60 bytes of store per transfer
+ * (docs/BENCHMARKS.md, "Store size"). */
+START_TEST(test_transfer_history_entries_are_keys_only)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(11, 1, 2, 5);
+    ledger_outcome out = test_apply(&ts, "svc", "pay-11b", &cmd);
+    ck_assert_int_eq(out.code, TALLY_ok);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    for (uint64_t account = 1; account <= 2; account++) {
+        uint8_t key[16];
+        ledger_history_key(account, out.first_seq, key);
+        MDB_val v;
+        ck_assert_int_eq(store_get(&t, STORE_DB_HISTORY, key, sizeof(key), &v), TALLY_ok);
+        ck_assert_uint_eq(v.mv_size, 0);
+    }
+    store_txn_abort(&t);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2);
+    test_finish(&ts);
+}
+END_TEST
+
 START_TEST(test_transfers_accumulate)
 {
     test_store ts;
@@ -634,6 +660,7 @@ int main(void)
     Suite *s = suite_create("transfer");
     TCase *ok = tcase_create("success");
     tcase_add_test(ok, test_transfer_moves_balances);
+    tcase_add_test(ok, test_transfer_history_entries_are_keys_only);
     tcase_add_test(ok, test_transfers_accumulate);
     tcase_add_test(ok, test_transfer_amount_max);
     tcase_add_test(ok, test_transfer_event_snapshots);
