@@ -144,6 +144,98 @@ START_TEST(test_transfer_history_entries_are_keys_only)
 }
 END_TEST
 
+/* Transfer records are format 2 (varints): a typical transfer takes
+ * under 32 bytes; every field round-trips at its extremes; format 1's
+ * fixed 86 bytes still decode; malformed records are corrupt. */
+START_TEST(test_transfer_record_formats)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(12, 1, 2, 250);
+    ck_assert_int_eq(test_apply(&ts, "svc", "pay-12", &cmd).code, TALLY_ok);
+    tally_id128 id = test_id(12);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_TRANSFERS, id.bytes, 16, &v), TALLY_ok);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
+    ck_assert_uint_lt(v.mv_size, 32);
+    store_txn_abort(&t);
+    ledger_transfer_record stored = test_transfer(&ts, 12);
+    test_finish(&ts);
+
+    /* Extremes round-trip. */
+    ledger_transfer_record big = stored, back;
+    big.debit_account_id = UINT64_MAX;
+    big.credit_account_id = UINT64_MAX - 1;
+    big.amount = INT64_MAX;
+    big.ledger = UINT32_MAX;
+    big.code = UINT16_MAX;
+    big.flags = LEDGER_TRANSFER_PENDING;
+    big.state = LEDGER_TRANSFER_HOLD_POSTED;
+    big.timeout_s = UINT32_MAX;
+    big.expires_at_ms = INT64_MAX;
+    big.posted_amount = INT64_MAX;
+    big.version = 2;
+    big.created_seq = UINT64_MAX;
+    big.resolved_seq = UINT64_MAX;
+    big.created_ms = INT64_MAX;
+    uint8_t rec[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+    size_t n = ledger_transfer_encode(&big, rec);
+    ck_assert_uint_le(n, LEDGER_TRANSFER_RECORD_BYTES_MAX);
+    ck_assert_int_eq(ledger_transfer_decode(&id, rec, n, &back), TALLY_ok);
+    assert_transfers_equal(&big, &back);
+    /* A trailing byte, a truncation, an unknown format: corrupt. */
+    uint8_t longer[LEDGER_TRANSFER_RECORD_BYTES_MAX + 1];
+    memcpy(longer, rec, n);
+    longer[n] = 0;
+    ck_assert_int_eq(ledger_transfer_decode(&id, longer, n + 1, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_transfer_decode(&id, rec, n - 1, &back), TALLY_corrupt_record);
+    rec[0] = 3;
+    ck_assert_int_eq(ledger_transfer_decode(&id, rec, n, &back), TALLY_corrupt_record);
+
+    /* A field beyond its range (ledger 2^32) and a non-minimal varint. */
+    n = ledger_transfer_encode(&stored, rec);
+    uint8_t wide[LEDGER_TRANSFER_RECORD_BYTES_MAX + 8];
+    size_t w = 0;
+    const uint8_t *q = rec + 1;
+    wide[w++] = 2;
+    for (int i = 0; i < 14; i++) {
+        uint64_t x;
+        ck_assert(get_uvarint(&q, rec + n, &x));
+        w += put_uvarint(wide + w, i == 3 ? UINT64_C(1) << 32 : x);
+    }
+    ck_assert_int_eq(ledger_transfer_decode(&id, wide, w, &back), TALLY_corrupt_record);
+    uint8_t padded[LEDGER_TRANSFER_RECORD_BYTES_MAX + 1];
+    padded[0] = 2;
+    padded[1] = (uint8_t)(rec[1] | 0x80); /* debit 1 as 0x81 0x00 */
+    padded[2] = 0;
+    memcpy(padded + 3, rec + 2, n - 2);
+    ck_assert_uint_eq(rec[1], 1);
+    ck_assert_int_eq(ledger_transfer_decode(&id, padded, n + 1, &back), TALLY_corrupt_record);
+
+    /* Format 1, as stores before December 2026 hold it. */
+    uint8_t v1[86] = {1};
+    put_u64_be(v1 + 1, stored.debit_account_id);
+    put_u64_be(v1 + 9, stored.credit_account_id);
+    put_u64_be(v1 + 17, (uint64_t)stored.amount);
+    put_u32_be(v1 + 25, stored.ledger);
+    put_u16_be(v1 + 29, stored.code);
+    put_u16_be(v1 + 31, stored.flags);
+    v1[33] = stored.state;
+    put_u32_be(v1 + 34, stored.timeout_s);
+    put_u64_be(v1 + 38, (uint64_t)stored.expires_at_ms);
+    put_u64_be(v1 + 46, (uint64_t)stored.posted_amount);
+    put_u64_be(v1 + 54, stored.version);
+    put_u64_be(v1 + 62, stored.created_seq);
+    put_u64_be(v1 + 70, stored.resolved_seq);
+    put_u64_be(v1 + 78, (uint64_t)stored.created_ms);
+    ck_assert_int_eq(ledger_transfer_decode(&id, v1, sizeof(v1), &back), TALLY_ok);
+    assert_transfers_equal(&stored, &back);
+    ck_assert_int_eq(ledger_transfer_decode(&id, v1, sizeof(v1) - 1, &back), TALLY_corrupt_record);
+}
+END_TEST
+
 START_TEST(test_transfers_accumulate)
 {
     test_store ts;
@@ -661,6 +753,7 @@ int main(void)
     TCase *ok = tcase_create("success");
     tcase_add_test(ok, test_transfer_moves_balances);
     tcase_add_test(ok, test_transfer_history_entries_are_keys_only);
+    tcase_add_test(ok, test_transfer_record_formats);
     tcase_add_test(ok, test_transfers_accumulate);
     tcase_add_test(ok, test_transfer_amount_max);
     tcase_add_test(ok, test_transfer_event_snapshots);
