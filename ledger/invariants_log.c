@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/history.h"
 #include "log/log.h"
 
 #include <inttypes.h>
@@ -485,13 +486,9 @@ static int find_missing_history(uint64_t seq, const void *bytes, size_t len, voi
         ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) == TALLY_ok) {
         uint64_t ids[2] = {tr.debit_account_id, tr.credit_account_id};
         for (int i = 0; i < 2; i++) {
-            uint8_t key[16];
-            ledger_history_key(ids[i], seq, key);
-            MDB_val v;
             char name[64];
             audit_name_account(ids[i], name);
-            if (store_get(a->t, STORE_DB_HISTORY, key, 16, &v) != TALLY_ok ||
-                (v.mv_size == 16 && memcmp(v.mv_data, tr.id.bytes, 16) != 0))
+            if (ledger_history_has(a->t, ids[i], seq) != TALLY_ok)
                 audit_report(a, "history", name, "no history entry for seq %" PRIu64, seq);
         }
     }
@@ -528,8 +525,31 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
     msgpack_unpacked_destroy(&up);
 }
 
-/* One index entry: its fingerprint into *sums, or (sums NULL) the entry
- * checked against the log. */
+/* One entry of either table: its fingerprint into *sums, or (sums NULL)
+ * the entry checked against the log. */
+static void history_entry_check(audit *a, uint64_t account, uint64_t seq,
+                                const uint8_t *transfer_id, history_sums *sums)
+{
+    if (sums)
+        history_sums_add(a, sums, account, seq);
+    else
+        check_history_entry(a, account, seq, transfer_id);
+}
+
+/* An "account_history" entry: account id -> seq. */
+static void history_set_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
+{
+    if (k->mv_size != 8 || v->mv_size != 8) {
+        if (ctx)
+            audit_report(a, "history", "account_history", "an entry of %zu/%zu bytes is corrupt",
+                         k->mv_size, v->mv_size);
+        return;
+    }
+    history_entry_check(a, get_u64_be(k->mv_data), get_u64_be(v->mv_data), NULL, ctx);
+}
+
+/* An entry of the old "history" range: account id | seq -> nothing or the
+ * transfer id. */
 static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
 {
     history_sums *sums = ctx;
@@ -539,11 +559,8 @@ static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ct
                    v->mv_size);
         return;
     }
-    uint64_t account = get_u64_be(k->mv_data), seq = get_u64_be((uint8_t *)k->mv_data + 8);
-    if (sums)
-        history_sums_add(a, sums, account, seq);
-    else
-        check_history_entry(a, account, seq, v->mv_size == 16 ? v->mv_data : NULL);
+    history_entry_check(a, get_u64_be(k->mv_data), get_u64_be((uint8_t *)k->mv_data + 8),
+                        v->mv_size == 16 ? v->mv_data : NULL, sums);
 }
 
 /* Every transfer event is in both accounts' history, and the history
@@ -552,12 +569,18 @@ int audit_check_history_index(audit *a)
 {
     history_sums stored = {0};
     int rc = audit_walk_db(a, STORE_DB_HISTORY, "history", NULL, history_entry, &stored);
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_ACCOUNT_HISTORY, "account_history", NULL,
+                           history_set_entry, &stored);
     if (rc != TALLY_ok || memcmp(&stored, &a->history_log, sizeof(stored)) == 0)
         return rc;
     uint64_t findings = a->stats->findings;
     rc = log_read(a->t, 1, UINT64_MAX, find_missing_history, a);
     if (rc == TALLY_ok)
         rc = audit_walk_db(a, STORE_DB_HISTORY, "history entries", NULL, history_entry, NULL);
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_ACCOUNT_HISTORY, "account_history entries", NULL,
+                           history_set_entry, NULL);
     if (rc == TALLY_ok && a->stats->findings == findings)
         audit_report(a, "history", "history",
                "the index (%" PRIu64 " entries) differs from the transfer events (%" PRIu64

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
+#include "ledger/history.h"
 #include "log/event.h"
 
 #include <assert.h>
@@ -236,23 +237,6 @@ static int pack_transfer_body(msgpack_packer *pk, const void *ctx)
            ledger_account_pack(pk, b->debit, true) || ledger_account_pack(pk, b->credit, true);
 }
 
-void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16])
-{
-    put_u64_be(out, account_id);
-    put_u64_be(out + 8, seq);
-}
-
-/* History entry of the event the command appended last: the key alone (the
- * event at seq names the transfer; stores before format 2 of the history
- * also hold the 16-byte transfer id as the value, and readers take both). */
-static int history_put(ledger_ctx *ctx, uint64_t account_id)
-{
-    assert(ctx->event_count > 0);
-    uint8_t key[16];
-    ledger_history_key(account_id, ctx->first_seq + ctx->event_count - 1, key);
-    return store_put(ctx->txn, STORE_DB_HISTORY, key, sizeof(key), "", 0, 0);
-}
-
 /* Write the transfer, both accounts, the event and the history entries. */
 static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_record *r,
                            ledger_account *debit, ledger_account *credit)
@@ -269,10 +253,11 @@ static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_re
     transfer_body body = {r, debit, credit};
     log_entity entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = r->id};
     rc = ledger_emit(ctx, type, &entity, r->version, pack_transfer_body, &body);
+    uint64_t seq = ctx->first_seq + ctx->event_count - 1; /* the event just appended */
     if (rc == TALLY_ok)
-        rc = history_put(ctx, debit->id);
+        rc = ledger_history_put(ctx->txn, debit->id, seq);
     if (rc == TALLY_ok)
-        rc = history_put(ctx, credit->id);
+        rc = ledger_history_put(ctx->txn, credit->id, seq);
     return rc;
 }
 

@@ -16,11 +16,7 @@
  * voided, or expired at its timeout by the sweep; each step releases the
  * whole pending amount and is one event.
  *
- * Database "history": key = account id (u64 BE) | seq (u64 BE), value
- * empty: one entry per account per transfer event, so an account's history
- * is one key range in commit order, and the event at seq names the
- * transfer. Stores written by earlier builds hold the 16-byte transfer id as the
- * value; readers accept both, and tally-recon checks such an id.
+ * Each transfer event is also in both accounts' history (history.h).
  */
 #ifndef TALLY_LEDGER_TRANSFER_H
 #define TALLY_LEDGER_TRANSFER_H
@@ -76,8 +72,6 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd);
 int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
 int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
 
-/* Key of a history entry. */
-void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16]);
 
 /* Sweep step: expire the hold id if it is still pending and due at
  * expires_at_ms <= now. *expired is set when it was. */

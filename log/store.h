@@ -32,6 +32,8 @@ typedef enum store_db {
     STORE_DB_META,
     STORE_DB_HISTORY,
     STORE_DB_CHECKPOINT,
+    STORE_DB_ACCOUNT_HISTORY, /* since December 2026: absent from older stores
+                               * opened read-only (see store_cursor_open) */
     STORE_DB_COUNT
 } store_db;
 
@@ -122,11 +124,19 @@ int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_va
 int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
               size_t val_len, unsigned flags);
 
+/* Delete one value of a key of a MDB_DUPSORT database: TALLY_ok,
+ * TALLY_not_found (not remembered) or an error (remembered). */
+int store_del_value(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
+                    size_t val_len);
+
 /* Delete a key: TALLY_ok, TALLY_not_found (not remembered) or an error
  * (remembered). */
 int store_del(store_txn *t, store_db db, const void *key, size_t key_len);
 
-/* Open a cursor on db; close it with mdb_cursor_close before the txn ends. */
+/* Open a cursor on db; close it with mdb_cursor_close before the txn ends.
+ * TALLY_not_found for a database the store was written without (a store
+ * older than it, opened read-only, where it cannot be created): such a
+ * database reads as empty, in store_get and store_count too. */
 int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out);
 
 /* Translate an LMDB or errno code into tally_error (log/lmdb_error.h). */
