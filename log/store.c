@@ -128,9 +128,20 @@ static int store_open_databases(store *st)
         mdb_txn_abort(txn);
         return store_translate(rc);
     }
-    if (val.mv_size != 4 || get_u32_be(val.mv_data) != STORE_FORMAT_VERSION) {
+    uint32_t version = val.mv_size == 4 ? get_u32_be(val.mv_data) : 0;
+    if (version < STORE_FORMAT_VERSION_OLDEST || version > STORE_FORMAT_VERSION) {
         mdb_txn_abort(txn);
         return TALLY_store_version_mismatch;
+    }
+    if (version < STORE_FORMAT_VERSION && !st->read_only) { /* see STORE_FORMAT_VERSION */
+        uint8_t now[4];
+        put_u32_be(now, STORE_FORMAT_VERSION);
+        MDB_val nv = {sizeof(now), now};
+        rc = mdb_put(txn, st->dbi[STORE_DB_META], &key, &nv, 0);
+        if (rc != MDB_SUCCESS) {
+            mdb_txn_abort(txn);
+            return store_translate(rc);
+        }
     }
     MDB_val ikey = {sizeof(meta_key_instance) - 1, (void *)meta_key_instance}, ival;
     rc = mdb_get(txn, st->dbi[STORE_DB_META], &ikey, &ival);

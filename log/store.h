@@ -38,8 +38,13 @@ typedef enum store_db {
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. */
-#define STORE_FORMAT_VERSION 1
+ * with TALLY_store_version_mismatch. Format 2 (December 2026) may hold
+ * records older builds cannot read (transfer and inbox records of format 2,
+ * "account_history"), so they refuse it rather than report corruption.
+ * Format 1 stores are read as they are and marked 2 by the first writer
+ * that opens them: nothing is rewritten, new records take the new forms. */
+#define STORE_FORMAT_VERSION 2
+#define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {
     const char *path;        /* data directory; created (mode 0700) if missing */
