@@ -84,6 +84,41 @@ static inline uint64_t get_u64_be(const uint8_t *p)
     return v;
 }
 
+/* Unsigned LEB128 varints (7 bits per byte, low group first, high bit =
+ * more): at most UVARINT_BYTES_MAX bytes. put_uvarint returns the bytes
+ * written; get_uvarint reads one from *p (not past end), advances *p and
+ * returns false for a truncated, overlong (> 10 bytes or beyond 64 bits)
+ * or non-minimal encoding, so each value has exactly one encoding. */
+#define UVARINT_BYTES_MAX 10
+
+static inline size_t put_uvarint(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    for (; v >= 0x80; v >>= 7)
+        out[n++] = (uint8_t)(v | 0x80);
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+static inline bool get_uvarint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0, i = 0; *p + i < end && i < UVARINT_BYTES_MAX; i++, shift += 7) {
+        uint8_t b = (*p)[i];
+        if (shift == 63 && b > 1)
+            return false; /* beyond 64 bits */
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            if (b == 0 && i > 0)
+                return false; /* non-minimal */
+            *p += i + 1;
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Hex of a 128-bit id into out (33 bytes: 32 digits and a NUL). */
 void tally_id128_to_hex(const tally_id128 *id, char out[33]);
 

@@ -9,9 +9,17 @@
 #include <assert.h>
 #include <string.h>
 
-#define INBOX_RECORD_FORMAT 1
-#define INBOX_FIXED_BYTES (1 + LEDGER_FINGERPRINT_BYTES + 2 + 8 + 8 + 4 + 1 + 1)
+#define INBOX_RECORD_FORMAT 2
+/* format byte and fingerprint, then the outcome's fixed fields */
+#define INBOX_OUTCOME_FIXED_BYTES (2 + 8 + 8 + 4 + 1 + 1)
+#define INBOX_FIXED_BYTES (1 + LEDGER_FINGERPRINT_STORED_BYTES + INBOX_OUTCOME_FIXED_BYTES)
 #define INBOX_RECORD_BYTES_MAX (INBOX_FIXED_BYTES + 2 * TALLY_CHAIN_COMMANDS_MAX)
+
+/* Bytes of fingerprint a record of format f holds; 0 for an unknown format. */
+static size_t fingerprint_bytes_of(uint8_t f)
+{
+    return f == 1 ? LEDGER_FINGERPRINT_BYTES : f == 2 ? LEDGER_FINGERPRINT_STORED_BYTES : 0;
+}
 
 _Static_assert(TALLY_CHAIN_COMMANDS_MAX <= 255, "chain_count is one byte");
 
@@ -29,12 +37,17 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     memset(out, 0, sizeof(*out));
     if (!ledger_pair_key_split(key, key_len, TALLY_CONSUMER_BYTES_MAX, TALLY_KEY_BYTES_MAX,
                                &consumer, &idempotency_key) ||
-        val_len < INBOX_FIXED_BYTES || p[0] != INBOX_RECORD_FORMAT)
+        val_len < 1)
+        return TALLY_corrupt_record;
+    size_t fp_len = fingerprint_bytes_of(p[0]);
+    size_t fixed = 1 + fp_len + INBOX_OUTCOME_FIXED_BYTES;
+    if (fp_len == 0 || val_len < fixed)
         return TALLY_corrupt_record;
     out->consumer = consumer;
     out->key = idempotency_key;
-    memcpy(out->fingerprint, p + 1, LEDGER_FINGERPRINT_BYTES);
-    const uint8_t *q = p + 1 + LEDGER_FINGERPRINT_BYTES;
+    memcpy(out->fingerprint, p + 1, fp_len);
+    out->fingerprint_len = (uint8_t)fp_len;
+    const uint8_t *q = p + 1 + fp_len;
     ledger_outcome *o = &out->outcome;
     o->code = get_u16_be(q);
     o->time_ms = (int64_t)get_u64_be(q + 2);
@@ -44,7 +57,7 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     o->failed_index = q[23];
     o->stored = true;
     if (o->chain_count > TALLY_CHAIN_COMMANDS_MAX ||
-        val_len != INBOX_FIXED_BYTES + 2 * o->chain_count ||
+        val_len != fixed + 2 * o->chain_count ||
         !tally_error_is_stored(o->code) || (o->event_count == 0) != (o->first_seq == 0) ||
         (o->code != TALLY_ok && o->event_count != 0))
         return TALLY_corrupt_record;
@@ -81,8 +94,8 @@ int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,
     uint8_t k[8 + LEDGER_INBOX_KEY_BYTES_MAX], v[INBOX_RECORD_BYTES_MAX];
     size_t n = ledger_inbox_key(consumer, key, k + 8);
     v[0] = INBOX_RECORD_FORMAT;
-    memcpy(v + 1, fingerprint, LEDGER_FINGERPRINT_BYTES);
-    uint8_t *q = v + 1 + LEDGER_FINGERPRINT_BYTES;
+    memcpy(v + 1, fingerprint, LEDGER_FINGERPRINT_STORED_BYTES);
+    uint8_t *q = v + 1 + LEDGER_FINGERPRINT_STORED_BYTES;
     put_u16_be(q, (uint16_t)o->code);
     put_u64_be(q + 2, (uint64_t)o->time_ms);
     put_u64_be(q + 10, o->first_seq);

@@ -2,9 +2,10 @@
  * inbox.h — idempotency records: one outcome per (consumer, key).
  *
  * Database "inbox": key = consumer length (u8) | consumer | key; value =
- * format 1 | fingerprint (32) | code u16 | time_ms i64 | first_seq u64 |
- * event_count u32 | chain_count u8 | failed_index u8 | chain codes (u16
- * each). Database "inbox_time": key = time_ms (i64 BE) | inbox key, empty
+ * format 2 | fingerprint (the first 16 bytes of the SHA-256) | code u16 |
+ * time_ms i64 | first_seq u64 | event_count u32 | chain_count u8 |
+ * failed_index u8 | chain codes (u16 each). Format 1, written before
+ * December 2026, holds the whole 32-byte fingerprint; both are read. Database "inbox_time": key = time_ms (i64 BE) | inbox key, empty
  * value: the index retention sweeps walk.
  */
 #ifndef TALLY_LEDGER_INBOX_H
@@ -18,7 +19,8 @@
 #include <stdint.h>
 
 #define LEDGER_INBOX_KEY_BYTES_MAX (1 + TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX)
-#define LEDGER_FINGERPRINT_BYTES 32
+#define LEDGER_FINGERPRINT_BYTES 32        /* a request's SHA-256 */
+#define LEDGER_FINGERPRINT_STORED_BYTES 16 /* the part format 2 keeps */
 
 /* What a command did; stored for deterministic outcomes and replayed. */
 typedef struct ledger_outcome {
@@ -37,6 +39,7 @@ typedef struct ledger_inbox_record {
     tally_str consumer;   /* point into the key given to decode */
     tally_str key;
     uint8_t fingerprint[LEDGER_FINGERPRINT_BYTES];
+    uint8_t fingerprint_len; /* bytes of it stored: 16, or 32 (format 1) */
     ledger_outcome outcome;
 } ledger_inbox_record;
 

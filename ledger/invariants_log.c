@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/history.h"
 #include "log/log.h"
 
 #include <inttypes.h>
@@ -117,7 +118,7 @@ static bool move_amounts(ledger_account *dr, ledger_account *cr, int64_t pending
 /* ---- history: the log's transfer events against the history index ----
  *
  * Each side is summed up as a multiset fingerprint: the number of entries
- * (account, seq, transfer id) and two sums of keyed 64-bit hashes of them.
+ * (account, seq) and two sums of keyed 64-bit hashes of them.
  * Equal fingerprints mean equal multisets but for a chance of about 2^-64
  * per sum (the keys are random per run, so no store can be made to
  * collide); this spares two lookups per transfer event, most of the cost
@@ -130,15 +131,13 @@ static uint64_t mix64(uint64_t z) /* splitmix64's finalizer, a bijection */
     return z ^ (z >> 31);
 }
 
-static void history_sums_add(const audit *a, history_sums *s, uint64_t account, uint64_t seq,
-                             const uint8_t transfer_id[16])
+static void history_sums_add(const audit *a, history_sums *s, uint64_t account, uint64_t seq)
 {
-    const uint64_t words[4] = {account, seq, get_u64_be(transfer_id),
-                               get_u64_be(transfer_id + 8)};
+    const uint64_t words[2] = {account, seq};
     s->count++;
     for (int k = 0; k < 2; k++) {
         uint64_t x = a->history_keys[k];
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 2; i++)
             x = mix64(x ^ words[i]);
         s->sum[k] += x;
     }
@@ -147,8 +146,8 @@ static void history_sums_add(const audit *a, history_sums *s, uint64_t account, 
 /* Both accounts of a transfer event list it in their history. */
 static void check_history(audit *a, const log_event *ev, const ledger_transfer_record *tr)
 {
-    history_sums_add(a, &a->history_log, tr->debit_account_id, ev->seq, tr->id.bytes);
-    history_sums_add(a, &a->history_log, tr->credit_account_id, ev->seq, tr->id.bytes);
+    history_sums_add(a, &a->history_log, tr->debit_account_id, ev->seq);
+    history_sums_add(a, &a->history_log, tr->credit_account_id, ev->seq);
 }
 
 static void fold_transfer_event(audit *a, const log_event *ev)
@@ -487,13 +486,9 @@ static int find_missing_history(uint64_t seq, const void *bytes, size_t len, voi
         ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) == TALLY_ok) {
         uint64_t ids[2] = {tr.debit_account_id, tr.credit_account_id};
         for (int i = 0; i < 2; i++) {
-            uint8_t key[16];
-            ledger_history_key(ids[i], seq, key);
-            MDB_val v;
             char name[64];
             audit_name_account(ids[i], name);
-            if (store_get(a->t, STORE_DB_HISTORY, key, 16, &v) != TALLY_ok || v.mv_size != 16 ||
-                memcmp(v.mv_data, tr.id.bytes, 16) != 0)
+            if (ledger_history_has(a->t, ids[i], seq) != TALLY_ok)
                 audit_report(a, "history", name, "no history entry for seq %" PRIu64, seq);
         }
     }
@@ -502,9 +497,10 @@ static int find_missing_history(uint64_t seq, const void *bytes, size_t len, voi
     return a->fault;
 }
 
-/* An index entry must name a transfer event of its account. */
+/* An index entry must name a transfer event of its account (and, in the
+ * entries that still hold a transfer id as their value, that transfer). */
 static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
-                                const uint8_t transfer_id[16])
+                                const uint8_t *transfer_id)
 {
     char name[64];
     audit_name_account(account, name);
@@ -522,29 +518,49 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
     if (log_event_decode(v.mv_data, v.mv_size, &up, &ev) == TALLY_ok && /* else: hash_chain */
         (ev.entity.kind != LOG_ENTITY_TRANSFER ||
          ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) != TALLY_ok ||
-         memcmp(tr.id.bytes, transfer_id, 16) != 0 ||
+         (transfer_id != NULL && memcmp(tr.id.bytes, transfer_id, 16) != 0) ||
          (tr.debit_account_id != account && tr.credit_account_id != account)))
         audit_report(a, "history", name, "entry for seq %" PRIu64 " names no transfer of the account",
                seq);
     msgpack_unpacked_destroy(&up);
 }
 
-/* One index entry: its fingerprint into *sums, or (sums NULL) the entry
- * checked against the log. */
+/* One entry of either table: its fingerprint into *sums, or (sums NULL)
+ * the entry checked against the log. */
+static void history_entry_check(audit *a, uint64_t account, uint64_t seq,
+                                const uint8_t *transfer_id, history_sums *sums)
+{
+    if (sums)
+        history_sums_add(a, sums, account, seq);
+    else
+        check_history_entry(a, account, seq, transfer_id);
+}
+
+/* An "account_history" entry: account id -> seq. */
+static void history_set_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
+{
+    if (k->mv_size != 8 || v->mv_size != 8) {
+        if (ctx)
+            audit_report(a, "history", "account_history", "an entry of %zu/%zu bytes is corrupt",
+                         k->mv_size, v->mv_size);
+        return;
+    }
+    history_entry_check(a, get_u64_be(k->mv_data), get_u64_be(v->mv_data), NULL, ctx);
+}
+
+/* An entry of the old "history" range: account id | seq -> nothing or the
+ * transfer id. */
 static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
 {
     history_sums *sums = ctx;
-    if (k->mv_size != 16 || v->mv_size != 16) {
+    if (k->mv_size != 16 || (v->mv_size != 0 && v->mv_size != 16)) {
         if (sums)
             audit_report(a, "history", "history", "an entry of %zu/%zu bytes is corrupt", k->mv_size,
                    v->mv_size);
         return;
     }
-    uint64_t account = get_u64_be(k->mv_data), seq = get_u64_be((uint8_t *)k->mv_data + 8);
-    if (sums)
-        history_sums_add(a, sums, account, seq, v->mv_data);
-    else
-        check_history_entry(a, account, seq, v->mv_data);
+    history_entry_check(a, get_u64_be(k->mv_data), get_u64_be((uint8_t *)k->mv_data + 8),
+                        v->mv_size == 16 ? v->mv_data : NULL, sums);
 }
 
 /* Every transfer event is in both accounts' history, and the history
@@ -553,12 +569,18 @@ int audit_check_history_index(audit *a)
 {
     history_sums stored = {0};
     int rc = audit_walk_db(a, STORE_DB_HISTORY, "history", NULL, history_entry, &stored);
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_ACCOUNT_HISTORY, "account_history", NULL,
+                           history_set_entry, &stored);
     if (rc != TALLY_ok || memcmp(&stored, &a->history_log, sizeof(stored)) == 0)
         return rc;
     uint64_t findings = a->stats->findings;
     rc = log_read(a->t, 1, UINT64_MAX, find_missing_history, a);
     if (rc == TALLY_ok)
         rc = audit_walk_db(a, STORE_DB_HISTORY, "history entries", NULL, history_entry, NULL);
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_ACCOUNT_HISTORY, "account_history entries", NULL,
+                           history_set_entry, NULL);
     if (rc == TALLY_ok && a->stats->findings == findings)
         audit_report(a, "history", "history",
                "the index (%" PRIu64 " entries) differs from the transfer events (%" PRIu64

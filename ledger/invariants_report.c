@@ -86,6 +86,8 @@ int audit_walk_db(audit *a, store_db db, const char *phase, uint64_t *count, aud
 {
     MDB_cursor *cur;
     int rc = store_cursor_open(a->t, db, &cur);
+    if (rc == TALLY_not_found)
+        return a->fault; /* a database the store predates: empty */
     if (rc != TALLY_ok)
         return rc;
     uint64_t total = phase_total(a, db), done = 0;

@@ -90,7 +90,8 @@ static int run_command(ledger_ctx *ctx, const ledger_command *cmd, ledger_outcom
 static int replay_or_reject(const ledger_inbox_record *rec, const uint8_t fp[32],
                             ledger_outcome *out)
 {
-    if (memcmp(rec->fingerprint, fp, LEDGER_FINGERPRINT_BYTES) != 0) {
+    assert(rec->fingerprint_len >= LEDGER_FINGERPRINT_STORED_BYTES);
+    if (memcmp(rec->fingerprint, fp, rec->fingerprint_len) != 0) {
         memset(out, 0, sizeof(*out));
         out->code = TALLY_idempotency_key_reused;
         return TALLY_ok;

@@ -12,6 +12,7 @@
 #include "common/msgpack_safe.h"
 #include "ledger/account.h"
 #include "ledger/entitlement.h"
+#include "ledger/history.h"
 #include "ledger/inbox.h"
 #include "ledger/transfer.h"
 #include "log/subscriber.h"
@@ -215,9 +216,7 @@ static int checkpoint_event(store_txn *t, const log_event *ev)
         }
         uint64_t sides[2] = {tr.debit_account_id, tr.credit_account_id};
         for (int i = 0; i < 2 && rc == TALLY_ok; i++) {
-            uint8_t hk[16];
-            ledger_history_key(sides[i], ev->seq, hk);
-            int r2 = store_del(t, STORE_DB_HISTORY, hk, sizeof(hk));
+            int r2 = ledger_history_del(t, sides[i], ev->seq);
             rc = r2 == TALLY_not_found ? TALLY_ok : r2;
         }
     }

@@ -10,12 +10,13 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
+#include "ledger/history.h"
 #include "log/event.h"
 
 #include <assert.h>
 #include <string.h>
 
-#define TRANSFER_RECORD_FORMAT 1
+#define TRANSFER_RECORD_FORMAT 2
 
 /* The states' numbers are the event format's (log_transfer_state_name). */
 const char *ledger_transfer_state_name(uint8_t state)
@@ -39,47 +40,94 @@ static bool transfer_is_sane(const ledger_transfer_record *r)
            r->version >= 1 && r->version <= 2;
 }
 
-static void transfer_encode(const ledger_transfer_record *r,
-                            uint8_t out[LEDGER_TRANSFER_RECORD_BYTES])
+/* The fields of a record in their stored order, as unsigned 64-bit
+ * values (negative times and amounts are not sane, so never stored). */
+#define TRANSFER_FIELDS 14
+
+static void transfer_fields(const ledger_transfer_record *r, uint64_t f[TRANSFER_FIELDS])
 {
-    out[0] = TRANSFER_RECORD_FORMAT;
-    put_u64_be(out + 1, r->debit_account_id);
-    put_u64_be(out + 9, r->credit_account_id);
-    put_u64_be(out + 17, (uint64_t)r->amount);
-    put_u32_be(out + 25, r->ledger);
-    put_u16_be(out + 29, r->code);
-    put_u16_be(out + 31, r->flags);
-    out[33] = r->state;
-    put_u32_be(out + 34, r->timeout_s);
-    put_u64_be(out + 38, (uint64_t)r->expires_at_ms);
-    put_u64_be(out + 46, (uint64_t)r->posted_amount);
-    put_u64_be(out + 54, r->version);
-    put_u64_be(out + 62, r->created_seq);
-    put_u64_be(out + 70, r->resolved_seq);
-    put_u64_be(out + 78, (uint64_t)r->created_ms);
+    const uint64_t v[TRANSFER_FIELDS] = {
+        r->debit_account_id,     r->credit_account_id,       (uint64_t)r->amount,
+        r->ledger,               r->code,                    r->flags,
+        r->state,                r->timeout_s,               (uint64_t)r->expires_at_ms,
+        (uint64_t)r->posted_amount, r->version,              r->created_seq,
+        r->resolved_seq,         (uint64_t)r->created_ms};
+    memcpy(f, v, sizeof(v));
+}
+
+/* The fields' widths in format 1, which are also each field's range. */
+static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 1,
+                                                              4, 8, 8, 8, 8, 8, 8};
+
+static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRANSFER_FIELDS])
+{
+    for (int i = 0; i < TRANSFER_FIELDS; i++)
+        if (transfer_field_bytes[i] < 8 && f[i] >> (8 * transfer_field_bytes[i]) != 0)
+            return false;
+    r->debit_account_id = f[0];
+    r->credit_account_id = f[1];
+    r->amount = (int64_t)f[2];
+    r->ledger = (uint32_t)f[3];
+    r->code = (uint16_t)f[4];
+    r->flags = (uint16_t)f[5];
+    r->state = (uint8_t)f[6];
+    r->timeout_s = (uint32_t)f[7];
+    r->expires_at_ms = (int64_t)f[8];
+    r->posted_amount = (int64_t)f[9];
+    r->version = f[10];
+    r->created_seq = f[11];
+    r->resolved_seq = f[12];
+    r->created_ms = (int64_t)f[13];
+    return true;
+}
+
+size_t ledger_transfer_encode(const ledger_transfer_record *r,
+                              uint8_t out[LEDGER_TRANSFER_RECORD_BYTES_MAX])
+{
+    uint64_t f[TRANSFER_FIELDS];
+    transfer_fields(r, f);
+    size_t n = 0;
+    out[n++] = TRANSFER_RECORD_FORMAT;
+    for (int i = 0; i < TRANSFER_FIELDS; i++)
+        n += put_uvarint(out + n, f[i]);
+    return n;
+}
+
+/* Format 1: the same fields fixed-width, big-endian. */
+static bool transfer_fields_v1(const uint8_t *p, size_t len, uint64_t f[TRANSFER_FIELDS])
+{
+    if (len != LEDGER_TRANSFER_RECORD_V1_BYTES)
+        return false;
+    p++;
+    for (int i = 0; i < TRANSFER_FIELDS; p += transfer_field_bytes[i++]) {
+        f[i] = 0;
+        for (int b = 0; b < transfer_field_bytes[i]; b++)
+            f[i] = f[i] << 8 | p[b];
+    }
+    return true;
+}
+
+static bool transfer_fields_v2(const uint8_t *p, size_t len, uint64_t f[TRANSFER_FIELDS])
+{
+    const uint8_t *q = p + 1, *end = p + len;
+    for (int i = 0; i < TRANSFER_FIELDS; i++)
+        if (!get_uvarint(&q, end, &f[i]))
+            return false;
+    return q == end;
 }
 
 int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
                            ledger_transfer_record *out)
 {
     const uint8_t *p = bytes;
-    if (len != LEDGER_TRANSFER_RECORD_BYTES || p[0] != TRANSFER_RECORD_FORMAT)
+    uint64_t f[TRANSFER_FIELDS];
+    if (len < 1 ||
+        !(p[0] == 1   ? transfer_fields_v1(p, len, f)
+          : p[0] == 2 ? transfer_fields_v2(p, len, f)
+                      : false) ||
+        !transfer_set_fields(out, f))
         return TALLY_corrupt_record;
     out->id = *id;
-    out->debit_account_id = get_u64_be(p + 1);
-    out->credit_account_id = get_u64_be(p + 9);
-    out->amount = (int64_t)get_u64_be(p + 17);
-    out->ledger = get_u32_be(p + 25);
-    out->code = get_u16_be(p + 29);
-    out->flags = get_u16_be(p + 31);
-    out->state = p[33];
-    out->timeout_s = get_u32_be(p + 34);
-    out->expires_at_ms = (int64_t)get_u64_be(p + 38);
-    out->posted_amount = (int64_t)get_u64_be(p + 46);
-    out->version = get_u64_be(p + 54);
-    out->created_seq = get_u64_be(p + 62);
-    out->resolved_seq = get_u64_be(p + 70);
-    out->created_ms = (int64_t)get_u64_be(p + 78);
     return transfer_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
 }
 
@@ -95,9 +143,9 @@ int ledger_transfer_get(store_txn *t, const tally_id128 *id, ledger_transfer_rec
 static int transfer_put(store_txn *t, const ledger_transfer_record *r)
 {
     assert(transfer_is_sane(r));
-    uint8_t val[LEDGER_TRANSFER_RECORD_BYTES];
-    transfer_encode(r, val);
-    return store_put(t, STORE_DB_TRANSFERS, r->id.bytes, 16, val, sizeof(val), 0);
+    uint8_t val[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+    size_t len = ledger_transfer_encode(r, val);
+    return store_put(t, STORE_DB_TRANSFERS, r->id.bytes, 16, val, len, 0);
 }
 
 int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row)
@@ -189,21 +237,6 @@ static int pack_transfer_body(msgpack_packer *pk, const void *ctx)
            ledger_account_pack(pk, b->debit, true) || ledger_account_pack(pk, b->credit, true);
 }
 
-void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16])
-{
-    put_u64_be(out, account_id);
-    put_u64_be(out + 8, seq);
-}
-
-/* History entry of the event the command appended last. */
-static int history_put(ledger_ctx *ctx, uint64_t account_id, const tally_id128 *transfer_id)
-{
-    assert(ctx->event_count > 0);
-    uint8_t key[16];
-    ledger_history_key(account_id, ctx->first_seq + ctx->event_count - 1, key);
-    return store_put(ctx->txn, STORE_DB_HISTORY, key, sizeof(key), transfer_id->bytes, 16, 0);
-}
-
 /* Write the transfer, both accounts, the event and the history entries. */
 static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_record *r,
                            ledger_account *debit, ledger_account *credit)
@@ -220,10 +253,11 @@ static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_re
     transfer_body body = {r, debit, credit};
     log_entity entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = r->id};
     rc = ledger_emit(ctx, type, &entity, r->version, pack_transfer_body, &body);
+    uint64_t seq = ctx->first_seq + ctx->event_count - 1; /* the event just appended */
     if (rc == TALLY_ok)
-        rc = history_put(ctx, debit->id, &r->id);
+        rc = ledger_history_put(ctx->txn, debit->id, seq);
     if (rc == TALLY_ok)
-        rc = history_put(ctx, credit->id, &r->id);
+        rc = ledger_history_put(ctx->txn, credit->id, seq);
     return rc;
 }
 

@@ -1,10 +1,14 @@
 /*
  * transfer.h — transfers and holds (pending transfers).
  *
- * Database "transfers": key = id (16 bytes), value = fixed 86-byte record
- * (format 1; debit u64, credit u64, amount i64, ledger u32, code u16,
- * flags u16, state u8, timeout_s u32, expires_at_ms i64, posted_amount i64,
- * version u64, created_seq u64, resolved_seq u64, created_ms i64; big-endian).
+ * Database "transfers": key = id (16 bytes), value = format 2: the byte 2,
+ * then debit, credit, amount, ledger, code, flags, state, timeout_s,
+ * expires_at_ms, posted_amount, version, created_seq, resolved_seq and
+ * created_ms, each an unsigned LEB128 varint (common/bytes.h): 25-30 bytes
+ * for a typical transfer. Format 1, written before December 2026, is the
+ * byte 1 and the same fields fixed-width big-endian (86 bytes: u64, u64,
+ * i64, u32, u16, u16, u8, u32, i64, i64, u64, u64, u64, i64); both are read,
+ * and a hold written in format 1 is rewritten in format 2 when it resolves.
  *
  * A single-phase transfer is created posted and never changes. A hold is
  * created pending (its amount added to both accounts' *_pending) and then
@@ -12,9 +16,7 @@
  * voided, or expired at its timeout by the sweep; each step releases the
  * whole pending amount and is one event.
  *
- * Database "history": key = account id (u64 BE) | seq (u64 BE), value = the
- * 16-byte transfer id: one entry per account per transfer event, so an
- * account's history is one key range in commit order.
+ * Each transfer event is also in both accounts' history (history.h).
  */
 #ifndef TALLY_LEDGER_TRANSFER_H
 #define TALLY_LEDGER_TRANSFER_H
@@ -23,7 +25,9 @@
 #include "ledger/command.h"
 #include "ledger/context.h"
 
-#define LEDGER_TRANSFER_RECORD_BYTES 86
+#define LEDGER_TRANSFER_RECORD_V1_BYTES 86
+/* The longest format 2 record: the format byte and 14 varints. */
+#define LEDGER_TRANSFER_RECORD_BYTES_MAX (1 + 14 * UVARINT_BYTES_MAX)
 
 typedef enum ledger_transfer_state {
     LEDGER_TRANSFER_POSTED = 1,         /* single-phase, done */
@@ -56,6 +60,9 @@ const char *ledger_transfer_state_name(uint8_t state);
 int ledger_transfer_get(store_txn *t, const tally_id128 *id, ledger_transfer_record *out);
 int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
                            ledger_transfer_record *out);
+/* The record's value in format 2; returns its length. */
+size_t ledger_transfer_encode(const ledger_transfer_record *r,
+                              uint8_t out[LEDGER_TRANSFER_RECORD_BYTES_MAX]);
 /* A map (replies, event format 1) or a row (event format 2), and back. */
 int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row);
 int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out);
@@ -65,8 +72,6 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd);
 int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
 int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
 
-/* Key of a history entry. */
-void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16]);
 
 /* Sweep step: expire the hold id if it is still pending and due at
  * expires_at_ms <= now. *expired is set when it was. */

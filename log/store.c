@@ -28,6 +28,7 @@
 struct store {
     MDB_env *env;
     MDB_dbi dbi[STORE_DB_COUNT];
+    bool absent[STORE_DB_COUNT]; /* read-only, on a store older than the database */
     int lock_fd;
     bool read_only;
     tally_id128 instance_id;
@@ -42,7 +43,17 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
     [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
+    [STORE_DB_ACCOUNT_HISTORY] = "account_history",
 };
+
+/* Flags a database is created with (fixed for its life). */
+static const unsigned db_flags[STORE_DB_COUNT] = {
+    [STORE_DB_ACCOUNT_HISTORY] = MDB_DUPSORT | MDB_DUPFIXED,
+};
+
+/* Databases a store of format 1 may lack: added since, created by the
+ * first writer that opens it. */
+static bool db_added_later(int db) { return db == STORE_DB_ACCOUNT_HISTORY; }
 
 static const char meta_key_format[] = "format_version";
 static const char meta_key_instance[] = "instance_id";
@@ -84,8 +95,14 @@ static int store_open_databases(store *st)
     int rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &txn);
     if (rc != MDB_SUCCESS)
         return store_translate(rc);
-    for (int i = 0; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++)
-        rc = mdb_dbi_open(txn, db_names[i], st->read_only ? 0 : MDB_CREATE, &st->dbi[i]);
+    for (int i = 0; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++) {
+        rc = mdb_dbi_open(txn, db_names[i], db_flags[i] | (st->read_only ? 0 : MDB_CREATE),
+                          &st->dbi[i]);
+        if (rc == MDB_NOTFOUND && st->read_only && db_added_later(i)) {
+            st->absent[i] = true;
+            rc = MDB_SUCCESS;
+        }
+    }
     if (rc != MDB_SUCCESS) {
         mdb_txn_abort(txn);
         return store_translate(rc);
@@ -111,9 +128,20 @@ static int store_open_databases(store *st)
         mdb_txn_abort(txn);
         return store_translate(rc);
     }
-    if (val.mv_size != 4 || get_u32_be(val.mv_data) != STORE_FORMAT_VERSION) {
+    uint32_t version = val.mv_size == 4 ? get_u32_be(val.mv_data) : 0;
+    if (version < STORE_FORMAT_VERSION_OLDEST || version > STORE_FORMAT_VERSION) {
         mdb_txn_abort(txn);
         return TALLY_store_version_mismatch;
+    }
+    if (version < STORE_FORMAT_VERSION && !st->read_only) { /* see STORE_FORMAT_VERSION */
+        uint8_t now[4];
+        put_u32_be(now, STORE_FORMAT_VERSION);
+        MDB_val nv = {sizeof(now), now};
+        rc = mdb_put(txn, st->dbi[STORE_DB_META], &key, &nv, 0);
+        if (rc != MDB_SUCCESS) {
+            mdb_txn_abort(txn);
+            return store_translate(rc);
+        }
     }
     MDB_val ikey = {sizeof(meta_key_instance) - 1, (void *)meta_key_instance}, ival;
     rc = mdb_get(txn, st->dbi[STORE_DB_META], &ikey, &ival);
@@ -271,6 +299,8 @@ void store_txn_abort(store_txn *t)
 int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_val *val)
 {
     assert(t->active);
+    if (t->st->absent[db])
+        return TALLY_not_found;
     MDB_val k = {key_len, (void *)key};
     return store_translate(mdb_get(t->txn, t->st->dbi[db], &k, val));
 }
@@ -302,9 +332,25 @@ int store_del(store_txn *t, store_db db, const void *key, size_t key_len)
     return store_txn_fail(t, store_translate(rc));
 }
 
+int store_del_value(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
+                    size_t val_len)
+{
+    assert(t->active && !t->read_only);
+    if (t->error != TALLY_ok)
+        return t->error;
+    MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
+    int rc = mdb_del(t->txn, t->st->dbi[db], &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return TALLY_not_found;
+    t->writes += rc == MDB_SUCCESS;
+    return store_txn_fail(t, store_translate(rc));
+}
+
 int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out)
 {
     assert(t->active);
+    if (t->st->absent[db])
+        return TALLY_not_found;
     return store_translate(mdb_cursor_open(t->txn, t->st->dbi[db], out));
 }
 
@@ -361,6 +407,10 @@ int store_map_grow(store *st, uint64_t *now_bytes)
 int store_count(store_txn *t, store_db db, uint64_t *entries)
 {
     MDB_stat st;
+    if (t->st->absent[db]) {
+        *entries = 0;
+        return TALLY_ok;
+    }
     int rc = mdb_stat(t->txn, t->st->dbi[db], &st);
     if (rc != MDB_SUCCESS)
         return store_translate(rc);

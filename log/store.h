@@ -32,12 +32,19 @@ typedef enum store_db {
     STORE_DB_META,
     STORE_DB_HISTORY,
     STORE_DB_CHECKPOINT,
+    STORE_DB_ACCOUNT_HISTORY, /* since December 2026: absent from older stores
+                               * opened read-only (see store_cursor_open) */
     STORE_DB_COUNT
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. */
-#define STORE_FORMAT_VERSION 1
+ * with TALLY_store_version_mismatch. Format 2 (December 2026) may hold
+ * records older builds cannot read (transfer and inbox records of format 2,
+ * "account_history"), so they refuse it rather than report corruption.
+ * Format 1 stores are read as they are and marked 2 by the first writer
+ * that opens them: nothing is rewritten, new records take the new forms. */
+#define STORE_FORMAT_VERSION 2
+#define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {
     const char *path;        /* data directory; created (mode 0700) if missing */
@@ -122,11 +129,19 @@ int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_va
 int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
               size_t val_len, unsigned flags);
 
+/* Delete one value of a key of a MDB_DUPSORT database: TALLY_ok,
+ * TALLY_not_found (not remembered) or an error (remembered). */
+int store_del_value(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
+                    size_t val_len);
+
 /* Delete a key: TALLY_ok, TALLY_not_found (not remembered) or an error
  * (remembered). */
 int store_del(store_txn *t, store_db db, const void *key, size_t key_len);
 
-/* Open a cursor on db; close it with mdb_cursor_close before the txn ends. */
+/* Open a cursor on db; close it with mdb_cursor_close before the txn ends.
+ * TALLY_not_found for a database the store was written without (a store
+ * older than it, opened read-only, where it cannot be created): such a
+ * database reads as empty, in store_get and store_count too. */
 int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out);
 
 /* Translate an LMDB or errno code into tally_error (log/lmdb_error.h). */

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/history.h"
 #include "ledger/retention.h"
 #include "log/log.h"
 
@@ -190,36 +191,6 @@ static void pack_history_entry(net_out *o, store_txn *t, uint64_t account_id, ui
     msgpack_unpacked_destroy(&up);
 }
 
-/* Collect up to limit seqs of the account's history after/before cursor. */
-static int history_seqs(store_txn *t, const net_read *r, uint64_t *seqs, uint32_t *count)
-{
-    *count = 0;
-    if (!r->reverse && r->after_seq == UINT64_MAX)
-        return TALLY_ok; /* nothing after the largest seq (after_seq + 1 would wrap to 0) */
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_HISTORY, &cur);
-    if (rc != TALLY_ok)
-        return rc;
-    uint8_t key[16];
-    uint64_t start = r->reverse ? (r->after_seq ? r->after_seq : UINT64_MAX) : r->after_seq + 1;
-    ledger_history_key(r->account_id, start, key);
-    MDB_val k = {16, key}, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (r->reverse) /* step back to the last entry below the cursor */
-        mrc = mrc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_PREV)
-                                 : mdb_cursor_get(cur, &k, &v, MDB_LAST);
-    while (mrc == MDB_SUCCESS && *count < r->limit && k.mv_size == 16 &&
-           get_u64_be(k.mv_data) == r->account_id) {
-        uint64_t seq = get_u64_be((const uint8_t *)k.mv_data + 8);
-        if (r->reverse && r->after_seq && seq >= r->after_seq)
-            break;
-        seqs[(*count)++] = seq;
-        mrc = mdb_cursor_get(cur, &k, &v, r->reverse ? MDB_PREV : MDB_NEXT);
-    }
-    mdb_cursor_close(cur);
-    return mrc == MDB_SUCCESS || mrc == MDB_NOTFOUND ? TALLY_ok : store_translate(mrc);
-}
-
 void net_read_history(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
 {
     (void)now_ms;
@@ -229,7 +200,8 @@ void net_read_history(net_out *o, store_txn *t, const net_request *req, int64_t 
         return reply_not_found(o, rc);
     static _Thread_local uint64_t seqs[TALLY_HISTORY_ENTRIES_MAX];
     uint32_t n;
-    rc = history_seqs(t, &req->read, seqs, &n);
+    const net_read *r = &req->read;
+    rc = ledger_history_seqs(t, r->account_id, r->reverse, r->after_seq, seqs, r->limit, &n);
     if (rc != TALLY_ok)
         return reply_not_found(o, rc);
     bool full = n == req->read.limit && n > 0;

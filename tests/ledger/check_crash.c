@@ -559,7 +559,9 @@ static void check_key(store_txn *t, const log_tally *lt, uint64_t n)
     crash_command_build(n, &c);
     uint8_t fp[LEDGER_FINGERPRINT_BYTES];
     ledger_command_fingerprint(&c.cmd, fp);
-    ck_assert_msg(memcmp(fp, rec.fingerprint, sizeof(fp)) == 0, "key %s: fingerprint", key);
+    ck_assert_msg(rec.fingerprint_len == LEDGER_FINGERPRINT_STORED_BYTES &&
+                      memcmp(fp, rec.fingerprint, rec.fingerprint_len) == 0,
+                  "key %s: fingerprint", key);
     for (uint32_t i = 0; i < o->event_count; i++) {
         uint8_t sk[8];
         log_seq_key(o->first_seq + i, sk);

@@ -346,6 +346,16 @@ START_TEST(test_fingerprint_covers_every_transfer_field)
     ledger_outcome first = test_apply(&ts, "shop", "fp", &pay);
     ck_assert_int_eq(first.code, TALLY_ok);
     snapshot s = take_snapshot(&ts);
+    /* The record keeps 16 bytes of the fingerprint (format 2, 41 bytes) */
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t n = ledger_inbox_key(tally_str_from("shop"), tally_str_from("fp"), k);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_INBOX, k, n, &v), TALLY_ok);
+    ck_assert_uint_eq(v.mv_size, 41);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
+    store_txn_abort(&t);
 
     for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
         ledger_command changed = pay;

@@ -9,6 +9,7 @@
  */
 #include "common/bytes.h"
 #include "common/error.h"
+#include "ledger/history.h"
 #include "ledger/invariants.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
@@ -447,7 +448,8 @@ START_TEST(orphan_inbox_record_claiming_other_events_breaks_inbox_links)
     fixture f;
     build(&f);
     /* format | fingerprint | code | time_ms | first_seq | event_count |
-     * chain_count | failed_index, as documented in ledger/inbox.h. */
+     * chain_count | failed_index, as documented in ledger/inbox.h (format 1,
+     * with the whole 32-byte fingerprint: recon reads both formats). */
     uint8_t val[1 + 32 + 2 + 8 + 8 + 4 + 1 + 1];
     memset(val, 0, sizeof(val));
     val[0] = 1;
@@ -484,7 +486,8 @@ START_TEST(inbox_record_pointing_past_the_log_breaks_inbox_links)
     inbox_key_of("grant-1", key, &key_len);
     MDB_txn *txn = raw_begin(&f.ts);
     uint8_t *val = raw_get(txn, &f.ts, STORE_DB_INBOX, key, key_len, &len);
-    put_u32_be(val + 33 + 18, 2); /* claims the event after the head too */
+    /* event_count, after the format byte, fingerprint, code, time, first_seq */
+    put_u32_be(val + 1 + LEDGER_FINGERPRINT_STORED_BYTES + 18, 2); /* and the event after the head */
     raw_put(txn, &f.ts, STORE_DB_INBOX, key, key_len, val, len);
     raw_commit(txn);
     free(val);
@@ -501,15 +504,17 @@ START_TEST(hold_resolved_without_an_event_is_found)
     MDB_txn *txn = raw_begin(&f.ts);
     size_t len;
     uint8_t *val = raw_get(txn, &f.ts, STORE_DB_TRANSFERS, id.bytes, 16, &len);
-    ck_assert_uint_eq(len, LEDGER_TRANSFER_RECORD_BYTES);
-    ck_assert_uint_eq(val[33], LEDGER_TRANSFER_PENDING_STATE);
-    /* Voided, version 2, resolved at a seq that never happened. */
-    val[33] = LEDGER_TRANSFER_HOLD_VOIDED;
-    put_u64_be(val + 54, 2);
-    put_u64_be(val + 70, test_head(&f.ts).seq + 1);
     ledger_transfer_record r;
     ck_assert_int_eq(ledger_transfer_decode(&id, val, len, &r), TALLY_ok);
-    raw_put(txn, &f.ts, STORE_DB_TRANSFERS, id.bytes, 16, val, len);
+    ck_assert_uint_eq(r.state, LEDGER_TRANSFER_PENDING_STATE);
+    /* Voided, version 2, resolved at a seq that never happened. */
+    r.state = LEDGER_TRANSFER_HOLD_VOIDED;
+    r.version = 2;
+    r.resolved_seq = test_head(&f.ts).seq + 1;
+    uint8_t changed[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+    size_t changed_len = ledger_transfer_encode(&r, changed);
+    ck_assert_int_eq(ledger_transfer_decode(&id, changed, changed_len, &r), TALLY_ok);
+    raw_put(txn, &f.ts, STORE_DB_TRANSFERS, id.bytes, 16, changed, changed_len);
     raw_commit(txn);
     free(val);
     char name[64];
@@ -635,10 +640,12 @@ START_TEST(deleted_history_entry_is_found)
 {
     fixture f;
     build(&f);
-    uint8_t key[16];
+    uint8_t key[16]; /* account 1 -> seq of t-101, one value of its set */
     ledger_history_key(1, f.seq_t101, key);
     MDB_txn *txn = raw_begin(&f.ts);
-    raw_del(txn, &f.ts, STORE_DB_HISTORY, key, sizeof(key));
+    MDB_val k = {8, key}, v = {8, key + 8};
+    ck_assert_int_eq(mdb_del(txn, store_dbi(f.ts.st, STORE_DB_ACCOUNT_HISTORY), &k, &v),
+                     MDB_SUCCESS);
     raw_commit(txn);
     expect_finding(&f.ts, "history", "account:1");
     test_store_close(&f.ts);

@@ -14,6 +14,7 @@
 #include "tests/support/test_support.h"
 
 #include "common/msgpack_safe.h"
+#include "ledger/history.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -115,6 +116,196 @@ START_TEST(test_transfer_moves_balances)
     ck_assert_int_eq(r.created_ms, TEST_NOW_MS);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_EXPIRY), 0);
     test_finish(&ts);
+}
+END_TEST
+
+/* Each account of a transfer gets its seq appended to its set in
+ * "account_history" (8 bytes, pages filled whole); the old "history"
+ * table gets nothing (docs/BENCHMARKS.md, "Store size"). */
+START_TEST(test_transfer_history_entries_are_seqs_in_account_sets)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(11, 1, 2, 5);
+    ledger_outcome first = test_apply(&ts, "svc", "pay-11", &cmd);
+    ck_assert_int_eq(first.code, TALLY_ok);
+    cmd = test_cmd_transfer(13, 2, 1, 3);
+    ledger_outcome second = test_apply(&ts, "svc", "pay-13", &cmd);
+    ck_assert_int_eq(second.code, TALLY_ok);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    for (uint64_t account = 1; account <= 2; account++) {
+        uint64_t seqs[4];
+        uint32_t n;
+        ck_assert_int_eq(ledger_history_seqs(&t, account, false, 0, seqs, 4, &n), TALLY_ok);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_uint_eq(seqs[0], first.first_seq);
+        ck_assert_uint_eq(seqs[1], second.first_seq);
+        ck_assert_int_eq(ledger_history_seqs(&t, account, true, 0, seqs, 4, &n), TALLY_ok);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_uint_eq(seqs[0], second.first_seq);
+        ck_assert_int_eq(ledger_history_seqs(&t, account, true, second.first_seq, seqs, 4, &n),
+                         TALLY_ok);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_uint_eq(seqs[0], first.first_seq);
+        ck_assert_int_eq(ledger_history_seqs(&t, account, false, first.first_seq, seqs, 4, &n),
+                         TALLY_ok);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_uint_eq(seqs[0], second.first_seq);
+    }
+    store_txn_abort(&t);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_ACCOUNT_HISTORY), 4);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 0);
+    test_finish(&ts);
+}
+END_TEST
+
+/* A store from before "account_history" keeps its entries in "history":
+ * an account's history reads as that range, then its set, in both
+ * directions and across pages; deletion finds an entry in either. */
+START_TEST(test_history_reads_the_old_range_then_the_set)
+{
+    test_store ts;
+    open_pair(&ts);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    uint64_t head = test_head(&ts).seq;
+    for (uint64_t seq = 1; seq <= 2; seq++) { /* as an older tallyd wrote them */
+        uint8_t key[16];
+        ledger_history_key(1, seq, key);
+        ck_assert_int_eq(store_put(&t, STORE_DB_HISTORY, key, 16, "", 0, 0), TALLY_ok);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ledger_command cmd = test_cmd_transfer(14, 1, 2, 5);
+    ck_assert_int_eq(test_apply(&ts, "svc", "pay-14", &cmd).code, TALLY_ok);
+    const uint64_t s3 = head + 1;
+
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    uint64_t seqs[4];
+    uint32_t n;
+    ck_assert_int_eq(ledger_history_seqs(&t, 1, false, 0, seqs, 2, &n), TALLY_ok);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(seqs[0] == 1 && seqs[1] == 2);
+    ck_assert_int_eq(ledger_history_seqs(&t, 1, false, 2, seqs, 2, &n), TALLY_ok);
+    ck_assert(n == 1 && seqs[0] == s3);
+    ck_assert_int_eq(ledger_history_seqs(&t, 1, true, 0, seqs, 4, &n), TALLY_ok);
+    ck_assert(n == 3 && seqs[0] == s3 && seqs[1] == 2 && seqs[2] == 1);
+    ck_assert_int_eq(ledger_history_seqs(&t, 1, true, s3, seqs, 1, &n), TALLY_ok);
+    ck_assert(n == 1 && seqs[0] == 2);
+    ck_assert_int_eq(ledger_history_has(&t, 1, 2), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 1, s3), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 2, 2), TALLY_not_found);
+    store_txn_abort(&t);
+
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, 1), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, 1), TALLY_not_found);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_ACCOUNT_HISTORY), 2);
+    /* tally-recon sees the made-up old entry (seq 2 is no transfer) */
+    ck_assert_uint_gt(test_invariant_findings(&ts, "history"), 0);
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, 2), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 2, s3), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 2, s3), TALLY_not_found);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_ACCOUNT_HISTORY), 1);
+    ck_assert_uint_gt(test_invariant_findings(&ts, "history"), 0); /* account 2 lost its entry */
+    test_store_close(&ts);
+}
+END_TEST
+
+/* Transfer records are format 2 (varints): a typical transfer takes
+ * under 32 bytes; every field round-trips at its extremes; format 1's
+ * fixed 86 bytes still decode; malformed records are corrupt. */
+START_TEST(test_transfer_record_formats)
+{
+    test_store ts;
+    open_pair(&ts);
+    ledger_command cmd = test_cmd_transfer(12, 1, 2, 250);
+    ck_assert_int_eq(test_apply(&ts, "svc", "pay-12", &cmd).code, TALLY_ok);
+    tally_id128 id = test_id(12);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_TRANSFERS, id.bytes, 16, &v), TALLY_ok);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
+    ck_assert_uint_lt(v.mv_size, 32);
+    store_txn_abort(&t);
+    ledger_transfer_record stored = test_transfer(&ts, 12);
+    test_finish(&ts);
+
+    /* Extremes round-trip. */
+    ledger_transfer_record big = stored, back;
+    big.debit_account_id = UINT64_MAX;
+    big.credit_account_id = UINT64_MAX - 1;
+    big.amount = INT64_MAX;
+    big.ledger = UINT32_MAX;
+    big.code = UINT16_MAX;
+    big.flags = LEDGER_TRANSFER_PENDING;
+    big.state = LEDGER_TRANSFER_HOLD_POSTED;
+    big.timeout_s = UINT32_MAX;
+    big.expires_at_ms = INT64_MAX;
+    big.posted_amount = INT64_MAX;
+    big.version = 2;
+    big.created_seq = UINT64_MAX;
+    big.resolved_seq = UINT64_MAX;
+    big.created_ms = INT64_MAX;
+    uint8_t rec[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+    size_t n = ledger_transfer_encode(&big, rec);
+    ck_assert_uint_le(n, LEDGER_TRANSFER_RECORD_BYTES_MAX);
+    ck_assert_int_eq(ledger_transfer_decode(&id, rec, n, &back), TALLY_ok);
+    assert_transfers_equal(&big, &back);
+    /* A trailing byte, a truncation, an unknown format: corrupt. */
+    uint8_t longer[LEDGER_TRANSFER_RECORD_BYTES_MAX + 1];
+    memcpy(longer, rec, n);
+    longer[n] = 0;
+    ck_assert_int_eq(ledger_transfer_decode(&id, longer, n + 1, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_transfer_decode(&id, rec, n - 1, &back), TALLY_corrupt_record);
+    rec[0] = 3;
+    ck_assert_int_eq(ledger_transfer_decode(&id, rec, n, &back), TALLY_corrupt_record);
+
+    /* A field beyond its range (ledger 2^32) and a non-minimal varint. */
+    n = ledger_transfer_encode(&stored, rec);
+    uint8_t wide[LEDGER_TRANSFER_RECORD_BYTES_MAX + 8];
+    size_t w = 0;
+    const uint8_t *q = rec + 1;
+    wide[w++] = 2;
+    for (int i = 0; i < 14; i++) {
+        uint64_t x;
+        ck_assert(get_uvarint(&q, rec + n, &x));
+        w += put_uvarint(wide + w, i == 3 ? UINT64_C(1) << 32 : x);
+    }
+    ck_assert_int_eq(ledger_transfer_decode(&id, wide, w, &back), TALLY_corrupt_record);
+    uint8_t padded[LEDGER_TRANSFER_RECORD_BYTES_MAX + 1];
+    padded[0] = 2;
+    padded[1] = (uint8_t)(rec[1] | 0x80); /* debit 1 as 0x81 0x00 */
+    padded[2] = 0;
+    memcpy(padded + 3, rec + 2, n - 2);
+    ck_assert_uint_eq(rec[1], 1);
+    ck_assert_int_eq(ledger_transfer_decode(&id, padded, n + 1, &back), TALLY_corrupt_record);
+
+    /* Format 1, as stores before December 2026 hold it. */
+    uint8_t v1[86] = {1};
+    put_u64_be(v1 + 1, stored.debit_account_id);
+    put_u64_be(v1 + 9, stored.credit_account_id);
+    put_u64_be(v1 + 17, (uint64_t)stored.amount);
+    put_u32_be(v1 + 25, stored.ledger);
+    put_u16_be(v1 + 29, stored.code);
+    put_u16_be(v1 + 31, stored.flags);
+    v1[33] = stored.state;
+    put_u32_be(v1 + 34, stored.timeout_s);
+    put_u64_be(v1 + 38, (uint64_t)stored.expires_at_ms);
+    put_u64_be(v1 + 46, (uint64_t)stored.posted_amount);
+    put_u64_be(v1 + 54, stored.version);
+    put_u64_be(v1 + 62, stored.created_seq);
+    put_u64_be(v1 + 70, stored.resolved_seq);
+    put_u64_be(v1 + 78, (uint64_t)stored.created_ms);
+    ck_assert_int_eq(ledger_transfer_decode(&id, v1, sizeof(v1), &back), TALLY_ok);
+    assert_transfers_equal(&stored, &back);
+    ck_assert_int_eq(ledger_transfer_decode(&id, v1, sizeof(v1) - 1, &back), TALLY_corrupt_record);
 }
 END_TEST
 
@@ -634,6 +825,9 @@ int main(void)
     Suite *s = suite_create("transfer");
     TCase *ok = tcase_create("success");
     tcase_add_test(ok, test_transfer_moves_balances);
+    tcase_add_test(ok, test_transfer_history_entries_are_seqs_in_account_sets);
+    tcase_add_test(ok, test_history_reads_the_old_range_then_the_set);
+    tcase_add_test(ok, test_transfer_record_formats);
     tcase_add_test(ok, test_transfers_accumulate);
     tcase_add_test(ok, test_transfer_amount_max);
     tcase_add_test(ok, test_transfer_event_snapshots);

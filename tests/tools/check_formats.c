@@ -131,6 +131,17 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
     ck_assert(json_is_true(json_object_get(r, "replayed")));
     ck_assert_int_eq(json_integer_value(json_object_get(r, "seq")), 4);
     json_decref(r);
+    /* Its record holds format 1's whole 32-byte fingerprint: a different
+     * request under that key is still told apart (exit 1: a rejection). */
+    char *out = NULL, *err = NULL;
+    int status = test_run((const char *const[]){tally, "--url", p.url, "--json", "transfer",
+                                                "--debit", "1", "--credit", "2", "--amount",
+                                                "101", "--key", "t1", NULL},
+                          NULL, &out, &err);
+    ck_assert_msg(status == 1 && strstr(out, "idempotency_key_reused") != NULL,
+                  "exit %d: %s %s", status, out, err);
+    free(out);
+    free(err);
     /* New effects: a transfer, a hold posted in part, an extension. */
     free(TALLY("transfer", "--debit", "1", "--credit", "2", "--amount", "5", "--key", "n1"));
     free(TALLY("transfer", "--debit", "2", "--credit", "3", "--amount", "3", "--pending", "--id",
@@ -140,7 +151,7 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
     const uint64_t head = V1_EVENTS + 4;
 
     /* Account 2's history spans both formats, with its balances after each. */
-    char *out = TALLY("account", "history", "2");
+    out = TALLY("account", "history", "2");
     int lines = 0;
     int64_t last_credits = -1;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++) {

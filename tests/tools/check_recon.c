@@ -16,6 +16,7 @@
  * terminal; --help and the check list against ledger/invariants*.c.
  */
 #include "common/clock.h"
+#include "ledger/history.h"
 #include "ledger/retention.h"
 #include "log/subscriber.h"
 #include "tests/support/run.h"
@@ -640,13 +641,10 @@ START_TEST(moved_history_entry_is_found)
     copy_master(&ts);
     store_txn t;
     begin_write(&ts, &t);
-    uint8_t key[16];
-    ledger_history_key(1, m.seq_t101, key);
-    ck_assert_int_eq(store_del(&t, STORE_DB_HISTORY, key, 16), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, m.seq_t101), TALLY_ok);
+    uint8_t key[16]; /* account 3 -> the seq, inserted among its later seqs */
     ledger_history_key(3, m.seq_t101, key);
-    tally_id128 id = test_id(101);
-    ck_assert_int_eq(store_put(&t, STORE_DB_HISTORY, key, 16, id.bytes, 16, MDB_NOOVERWRITE),
-                     TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_ACCOUNT_HISTORY, key, 8, key + 8, 8, 0), TALLY_ok);
     commit(&t);
     close_copy(&ts);
     json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
