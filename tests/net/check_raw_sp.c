@@ -13,10 +13,13 @@
  * connection matched by id; a bad header and a wrong protocol id closed by
  * tallyd, which still serves afterwards; the size limits measured on the
  * msgpack body (512 KiB accepted, one byte more request_too_large; 2 MiB
- * still answered, one byte more and the connection is dropped).
+ * still answered, one byte more and the connection is dropped); which
+ * error wins when several apply (PROTOCOL.md, "The order of the checks"),
+ * requests written in PROTOCOL.md's notation (tests/support/doc_requests.h).
  */
 #include "common/clock.h"
 #include "common/msgpack_safe.h"
+#include "tests/support/doc_requests.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
@@ -348,6 +351,79 @@ START_TEST(size_limits_are_measured_on_the_msgpack_body)
 }
 END_TEST
 
+/* PROTOCOL.md, "The order of the checks": one row per rule about which
+ * error wins. message NULL: a write result (no message), code only. */
+typedef struct precedence_row {
+    const char *what, *request, *code, *message;
+} precedence_row;
+
+static const precedence_row precedence[] = {
+    {"v is checked first, wherever it is sent", "{\"op\": \"stats\", \"x\": 1, \"v\": 2}",
+     "unsupported_version", "this server speaks v 1"},
+    {"of two bad fields the first sent wins (unknown)",
+     "{\"v\": 1, \"op\": \"account_get\", \"colour\": \"red\", \"id\": \"1\"}", "unknown_field",
+     "colour"},
+    {"of two bad fields the first sent wins (type)",
+     "{\"v\": 1, \"op\": \"account_get\", \"id\": \"1\", \"colour\": \"red\"}", "wrong_type", "id"},
+    {"a bad field wins over a missing one", "{\"v\": 1, \"op\": \"transfer\", \"amount\": 1.5}",
+     "wrong_type", "amount"},
+    {"missing fields: consumer before key before the op's",
+     "{\"v\": 1, \"op\": \"transfer\", \"id\": bin(00)*16}", "missing_field", "consumer"},
+    {"missing fields: key before the op's", "{\"v\": 1, \"op\": \"transfer\", \"consumer\": \"shop\"}",
+     "missing_field", "key"},
+    {"a bad batch member refuses the whole batch (the first member is not applied)",
+     "{\"v\": 1, \"op\": \"batch\", \"consumer\": \"shop\", \"ops\": [{\"op\": \"account_open\", "
+     "\"key\": \"w-1\", \"id\": 50, \"ledger\": 1, \"code\": 10}, {\"op\": \"account_open\", \"key\": "
+     "\"w-2\", \"id\": 51, \"ledger\": 1, \"code\": 10, \"colour\": 1}]}",
+     "unknown_field", "colour"},
+    {"... so account 50 does not exist", "{\"v\": 1, \"op\": \"account_get\", \"id\": 50}", "not_found",
+     "no such entity"},
+    {"a decided key", "{\"v\": 1, \"op\": \"account_open\", \"consumer\": \"shop\", \"key\": \"w-3\", "
+     "\"id\": 52, \"ledger\": 1, \"code\": 10}", "ok", NULL},
+    {"a reused key wins over the command's own checks",
+     "{\"v\": 1, \"op\": \"account_open\", \"consumer\": \"shop\", \"key\": \"w-3\", \"id\": 0, "
+     "\"ledger\": 0, \"code\": 10}", "idempotency_key_reused", NULL},
+    {"transfer checks: the id first",
+     "{\"v\": 1, \"op\": \"transfer\", \"consumer\": \"shop\", \"key\": \"w-4\", \"id\": bin(00)*16, "
+     "\"debit_account_id\": 0, \"credit_account_id\": 0, \"amount\": 0, \"ledger\": 0, \"code\": 0}",
+     "id_must_not_be_zero", NULL},
+    {"transfer checks: the accounts before the amount",
+     "{\"v\": 1, \"op\": \"transfer\", \"consumer\": \"shop\", \"key\": \"w-5\", \"id\": "
+     "bin(00000000000000000000000000000063), \"debit_account_id\": 7, \"credit_account_id\": 7, "
+     "\"amount\": 0, \"ledger\": 0, \"code\": 0}",
+     "accounts_must_be_different", NULL},
+};
+
+START_TEST(which_error_wins)
+{
+    start();
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    for (size_t i = 0; i < sizeof(precedence) / sizeof(precedence[0]); i++) {
+        const precedence_row *row = &precedence[i];
+        doc_bytes b;
+        char err[128];
+        ck_assert_msg(doc_request_build(row->request, &b, err, sizeof(err)) == 0, "row %zu: %s",
+                      i + 1, err);
+        sp_reply r;
+        sp_send(fd, (uint32_t)(10 + i), b.data, b.len);
+        sp_recv(fd, &r);
+        doc_bytes_free(&b);
+        ck_assert_msg(strcmp(r.code, row->code) == 0, "%s: code %s, expected %s", row->what,
+                      r.code, row->code);
+        const msgpack_object *m = msgpack_safe_map_get(&r.up.data, "message");
+        tally_str message = {NULL, 0};
+        ck_assert_msg(row->message == NULL ? m == NULL
+                                           : m && msgpack_safe_get_str(m, &message) &&
+                                                 tally_str_equal(message, tally_str_from(row->message)),
+                      "%s: wrong message", row->what);
+        sp_reply_free(&r);
+    }
+    close(fd);
+    stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("raw_sp");
@@ -356,6 +432,7 @@ int main(void)
     tcase_add_test(tc, one_write_and_one_read_over_raw_tcp);
     tcase_add_test(tc, bad_headers_are_closed_and_tallyd_serves_on);
     tcase_add_test(tc, size_limits_are_measured_on_the_msgpack_body);
+    tcase_add_test(tc, which_error_wins);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
