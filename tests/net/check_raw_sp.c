@@ -152,21 +152,29 @@ static void sp_reply_free(sp_reply *r)
     free(r->body);
 }
 
-static void pack_str(msgpack_packer *pk, const char *s) { msgpack_safe_pack_cstr(pk, s); }
+static int pack_str(msgpack_packer *pk, const char *s) { return msgpack_safe_pack_cstr(pk, s); }
 
 static void build_account_open(msgpack_sbuffer *b, const char *key, uint64_t id)
 {
     msgpack_sbuffer_init(b);
     msgpack_packer pk;
     msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 7);
-    pack_str(&pk, "v"), msgpack_pack_uint64(&pk, 1);
-    pack_str(&pk, "op"), pack_str(&pk, "account_open");
-    pack_str(&pk, "consumer"), pack_str(&pk, "raw");
-    pack_str(&pk, "key"), pack_str(&pk, key);
-    pack_str(&pk, "id"), msgpack_pack_uint64(&pk, id);
-    pack_str(&pk, "ledger"), msgpack_pack_uint64(&pk, 1);
-    pack_str(&pk, "code"), msgpack_pack_uint64(&pk, 10);
+    int rc = msgpack_pack_map(&pk, 7);
+    rc |= pack_str(&pk, "v");
+    rc |= msgpack_pack_uint64(&pk, 1);
+    rc |= pack_str(&pk, "op");
+    rc |= pack_str(&pk, "account_open");
+    rc |= pack_str(&pk, "consumer");
+    rc |= pack_str(&pk, "raw");
+    rc |= pack_str(&pk, "key");
+    rc |= pack_str(&pk, key);
+    rc |= pack_str(&pk, "id");
+    rc |= msgpack_pack_uint64(&pk, id);
+    rc |= pack_str(&pk, "ledger");
+    rc |= msgpack_pack_uint64(&pk, 1);
+    rc |= pack_str(&pk, "code");
+    rc |= msgpack_pack_uint64(&pk, 10);
+    ck_assert_int_eq(rc, 0);
 }
 
 static void build_account_get(msgpack_sbuffer *b, uint64_t id)
@@ -174,10 +182,14 @@ static void build_account_get(msgpack_sbuffer *b, uint64_t id)
     msgpack_sbuffer_init(b);
     msgpack_packer pk;
     msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    pack_str(&pk, "v"), msgpack_pack_uint64(&pk, 1);
-    pack_str(&pk, "op"), pack_str(&pk, "account_get");
-    pack_str(&pk, "id"), msgpack_pack_uint64(&pk, id);
+    int rc = msgpack_pack_map(&pk, 3);
+    rc |= pack_str(&pk, "v");
+    rc |= msgpack_pack_uint64(&pk, 1);
+    rc |= pack_str(&pk, "op");
+    rc |= pack_str(&pk, "account_get");
+    rc |= pack_str(&pk, "id");
+    rc |= msgpack_pack_uint64(&pk, id);
+    ck_assert_int_eq(rc, 0);
 }
 
 /* {"v": 1, "op": "stats", "pad": bin} of exactly total bytes (bin 32). */
