@@ -129,6 +129,10 @@ _Static_assert(TALLY_COMMAND_EVENTS_MAX <= TALLY_PUBLISH_QUEUE_MESSAGES &&
                    TALLY_PUBLISH_QUEUE_MESSAGES <= 8192,
                "one command's events (a full chain with its expiries) fit a subscriber's PUB "
                "queue, which NNG 1.5 caps at 8192 messages");
+_Static_assert(TALLY_BATCH_OPS_MAX * (TALLY_COMMAND_EVENTS_MAX / TALLY_CHAIN_COMMANDS_MAX) <=
+                   TALLY_PUBLISH_QUEUE_MESSAGES,
+               "one full batch request's events (3 per member at most) fit a subscriber's PUB "
+               "queue (docs/PROTOCOL.md, Transport)");
 _Static_assert(TALLY_EVENT_BYTES_MAX * TALLY_LOG_READ_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
                "a full log read fits a reply");
 _Static_assert((TALLY_EVENT_BYTES_MAX + 64) * TALLY_SUB_FETCH_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
