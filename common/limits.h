@@ -86,6 +86,11 @@
 #define TALLY_GROUP_BYTES_MAX (8 * 1024 * 1024) /* request bytes in one commit */
 #define TALLY_GROUP_APPLY_MS_MAX 100      /* time applying before committing */
 #define TALLY_PUBLISH_EVENTS_MAX 100000   /* events published per commit */
+/* PUB messages queued per subscriber (NNG_OPT_SENDBUF, NNG's largest):
+ * a commit's events go out as a burst of messages, and NNG's PUB drops
+ * the oldest queued message of a subscriber whose queue is full (its
+ * default, 16, lost events of one 32-member chain, issue 16 item 7). */
+#define TALLY_PUBLISH_QUEUE_MESSAGES 8192
 
 /* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
 #define TALLY_SUBSCRIBERS_MAX 256
@@ -120,6 +125,14 @@ _Static_assert(TALLY_GRANT_DURATION_MS_MAX < TALLY_TIME_MS_MAX,
                "a grant duration added to a valid time must not overflow");
 _Static_assert(TALLY_BATCH_OPS_MAX <= TALLY_GROUP_COMMANDS_MAX,
                "one full batch request fits one commit");
+_Static_assert(TALLY_COMMAND_EVENTS_MAX <= TALLY_PUBLISH_QUEUE_MESSAGES &&
+                   TALLY_PUBLISH_QUEUE_MESSAGES <= 8192,
+               "one command's events (a full chain with its expiries) fit a subscriber's PUB "
+               "queue, which NNG 1.5 caps at 8192 messages");
+_Static_assert(TALLY_BATCH_OPS_MAX * (TALLY_COMMAND_EVENTS_MAX / TALLY_CHAIN_COMMANDS_MAX) <=
+                   TALLY_PUBLISH_QUEUE_MESSAGES,
+               "one full batch request's events (3 per member at most) fit a subscriber's PUB "
+               "queue (docs/PROTOCOL.md, Transport)");
 _Static_assert(TALLY_EVENT_BYTES_MAX * TALLY_LOG_READ_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
                "a full log read fits a reply");
 _Static_assert((TALLY_EVENT_BYTES_MAX + 64) * TALLY_SUB_FETCH_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,

@@ -1,7 +1,9 @@
 /*
  * publisher.c — committed events on the PUB socket, in seq order (the
- * completer calls it after each commit). A slow subscriber loses messages,
- * never blocks the writer, and fills the gap with log_read.
+ * completer calls it after each commit), one message per event. Each
+ * subscriber's queue holds TALLY_PUBLISH_QUEUE_MESSAGES, so a commit's
+ * burst reaches a subscriber that keeps up; one that falls further behind
+ * loses messages, never blocks the writer, and fills the gap with log_read.
  */
 #include "net/server_internal.h"
 
@@ -36,6 +38,8 @@ int publisher_open(server *srv)
     int rv = nng_pub0_open(&srv->pub);
     if (rv == 0)
         srv->has_pub = true;
+    if (rv == 0) /* per subscriber; NNG's default (16) dropped events of one chain */
+        rv = nng_socket_set_int(srv->pub, NNG_OPT_SENDBUF, TALLY_PUBLISH_QUEUE_MESSAGES);
     if (rv == 0)
         rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_ADD_POST, pub_pipe_event, srv);
     if (rv == 0)

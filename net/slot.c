@@ -12,9 +12,13 @@
 #include <assert.h>
 #include <stdlib.h>
 
-/* Messages above the protocol limit but below this still get an error
- * reply; above it NNG drops the connection before tally sees them. */
+/* Requests (msgpack bytes) above the protocol limit but up to this still
+ * get request_too_large; above it NNG drops the connection before tally
+ * sees them. NNG_OPT_RECVMAXSZ measures the SP frame, which also holds
+ * the REQ request id (docs/PROTOCOL.md, "The SP layer"): it is added, so
+ * the limit clients read about is the msgpack body's. */
 #define RECV_HARD_LIMIT_BYTES (4 * TALLY_REQUEST_BYTES_MAX)
+#define SP_REQUEST_ID_BYTES 4
 
 void slot_own(slot *s, slot_owner from, slot_owner to)
 {
@@ -235,7 +239,8 @@ static void slot_callback(void *arg)
 
 int slots_limit_requests(server *srv)
 {
-    return nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ, RECV_HARD_LIMIT_BYTES);
+    return nng_socket_set_size(srv->rep, NNG_OPT_RECVMAXSZ,
+                               RECV_HARD_LIMIT_BYTES + SP_REQUEST_ID_BYTES);
 }
 
 int slots_open(server *srv)

@@ -186,6 +186,15 @@ EXAMPLES = [
      {"v": 1, "op": "sub_get", "name": "nobody"}),
     ("Not a map: the msgpack integer 1.", 1),
     ("The count bomb: a 5-byte array header claiming 4294967295 elements.", None),
+    ("An account that does not exist: not_found, with a message like every refusal.",
+     {"v": 1, "op": "account_get", "id": 99}),
+    ("Account 1's history: one entry per transfer event that moved it, with the transfer and the account right after it.",
+     {"v": 1, "op": "account_history", "id": 1}),
+    ("One key twice in a batch (and once more with another id): the second member replays the first, the third is refused.",
+     {"v": 1, "op": "batch", "consumer": "shop", "ops": [
+         {"op": "account_open", "key": "twice", "id": 5, "ledger": 1, "code": 10},
+         {"op": "account_open", "key": "twice", "id": 5, "ledger": 1, "code": 10},
+         {"op": "account_open", "key": "twice", "id": 6, "ledger": 1, "code": 10}]}),
 ]
 RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"\xdd\xff\xff\xff\xff"}
 

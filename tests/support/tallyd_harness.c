@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -123,21 +125,50 @@ static bool recv_all(int fd, uint8_t *buf, size_t len, int64_t deadline)
     return true;
 }
 
-/* A non-blocking Unix socket connected to an ipc:// url, or -1. */
-static int ipc_connect(const char *url, int64_t deadline)
+bool tallyd_fd_send_all(int fd, const void *buf, size_t len, int64_t deadline_ms)
 {
+    return send_all(fd, buf, len, deadline_ms);
+}
+
+bool tallyd_fd_recv_all(int fd, void *buf, size_t len, int64_t deadline_ms)
+{
+    return recv_all(fd, buf, len, deadline_ms);
+}
+
+/* Connect the non-blocking socket fd to sa, waiting until deadline. */
+static int connect_by(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline)
+{
+    if (fd < 0)
+        return -1;
+    if (connect(fd, sa, len) == 0 || (errno == EINPROGRESS && fd_ready(fd, POLLOUT, deadline))) {
+        int err = 0;
+        socklen_t err_len = sizeof(err);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) == 0 && err == 0)
+            return fd;
+    }
+    close(fd); /* no socket file or listener yet, or the backlog is full (EAGAIN) */
+    return -1;
+}
+
+int tallyd_connect(const char *url, int64_t deadline_ms)
+{
+    if (strncmp(url, "tcp://", 6) == 0) {
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        char host[64];
+        unsigned port;
+        if (sscanf(url + 6, "%63[0-9.]:%u", host, &port) != 2 || port == 0 || port > 65535 ||
+            inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+            return -1;
+        sa.sin_port = htons((uint16_t)port);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        return connect_by(fd, (struct sockaddr *)&sa, sizeof(sa), deadline_ms);
+    }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strncmp(url, "ipc://", 6) != 0 || strlen(url + 6) >= sizeof(sa.sun_path))
         return -1;
     strcpy(sa.sun_path, url + 6);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
-        (errno == EINPROGRESS && fd_ready(fd, POLLOUT, deadline)))
-        return fd;
-    close(fd); /* no socket file yet, or the backlog is full (EAGAIN) */
-    return -1;
+    return connect_by(fd, (struct sockaddr *)&sa, sizeof(sa), deadline_ms);
 }
 
 /* The 13-byte head of an SP/IPC request frame: message type 1, the
@@ -166,7 +197,7 @@ int tallyd_sp_open(const char *url)
 {
     static const uint8_t hello[8] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
     int64_t deadline = clock_mono_ms() + NEGOTIATION_WAIT_MS;
-    int fd = ipc_connect(url, deadline);
+    int fd = tallyd_connect(url, deadline);
     if (fd < 0)
         return -1;
     uint8_t peer[8];

@@ -11,6 +11,7 @@
 #define TALLY_TALLYD_HARNESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -41,8 +42,17 @@ void tallyd_kill(tallyd_proc *p);
  * report comes at exit) and remove the temp dir. */
 void tallyd_cleanup(tallyd_proc *p);
 
-/* A connection to tallyd's ipc:// url that has done the SP header exchange
- * by hand (no NNG in the test process), as a REQ peer: its fd, or -1.
+/* A non-blocking socket connected to an ipc:// or tcp://IPV4:PORT url,
+ * nothing sent yet: its fd, or -1 (nothing listens, or deadline passed). */
+int tallyd_connect(const char *url, int64_t deadline_ms);
+/* Send or receive exactly len bytes on such a socket by deadline_ms
+ * (clock_mono_ms); false on timeout, EOF or error. */
+bool tallyd_fd_send_all(int fd, const void *buf, size_t len, int64_t deadline_ms);
+bool tallyd_fd_recv_all(int fd, void *buf, size_t len, int64_t deadline_ms);
+
+/* A connection to tallyd's ipc:// (or tcp://) url that has done the SP
+ * header exchange by hand (no NNG in the test process), as a REQ peer: its
+ * fd, or -1.
  * Closing it is harmless (see the .c file); a connection tallyd refuses
  * (--max-connections) reads EOF after the exchange. */
 int tallyd_sp_open(const char *url);

@@ -1,0 +1,450 @@
+/*
+ * check_raw_sp.c — a client written from docs/PROTOCOL.md ("The SP layer")
+ * alone: a plain TCP socket to a real tallyd, no NNG on the client side.
+ *
+ * tallyd listens on tcp://127.0.0.1:PORT besides the harness's ipc://
+ * endpoint. The test speaks the SP framing by hand: the 8-byte header
+ * {0x00 'S' 'P' 0x00, protocol id (u16 BE), 0x00 0x00} with REQ0 (0x30)
+ * and REP0 (0x31), then per message a u64 big-endian length and the
+ * payload, whose first 4 bytes are the request id with its high bit set
+ * and which the reply echoes. Requests are built with msgpack-c.
+ *
+ * Covered: one write and one read, a replay, two requests in flight on one
+ * connection matched by id; a bad header and a wrong protocol id closed by
+ * tallyd, which still serves afterwards; the size limits measured on the
+ * msgpack body (512 KiB accepted, one byte more request_too_large; 2 MiB
+ * still answered, one byte more and the connection is dropped); which
+ * error wins when several apply (PROTOCOL.md, "The order of the checks"),
+ * requests written in PROTOCOL.md's notation (tests/support/doc_requests.h).
+ */
+#include "common/clock.h"
+#include "common/msgpack_safe.h"
+#include "tests/support/doc_requests.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wire.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <msgpack.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SP_REQ0 0x30
+#define SP_REP0 0x31
+#define SP_PUB0 0x20
+#define REQUEST_ID_HIGH_BIT UINT32_C(0x80000000)
+#define IO_WAIT_MS 30000
+#define REPLY_BYTES_MAX (8 * 1024 * 1024)
+#define SOFT_LIMIT_BYTES (512 * 1024)      /* PROTOCOL.md: requests at most */
+#define HARD_LIMIT_BYTES (2 * 1024 * 1024) /* PROTOCOL.md: answered up to */
+
+static tallyd_proc proc;
+static tally_client *client;
+static char tcp_url[64];
+
+/* A free loopback port: bound, read back and released (tallyd binds it
+ * next; another process taking it in between fails the start, loudly). */
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void start(void)
+{
+    snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%u", free_port());
+    const char *extra[] = {"--listen", tcp_url, NULL};
+    wire_server_start(&proc, &client, extra);
+}
+
+static void stop(void)
+{
+    wire_server_stop(&proc, &client);
+    tallyd_cleanup(&proc);
+}
+
+static int64_t deadline(void) { return clock_mono_ms() + IO_WAIT_MS; }
+
+static void put_be(uint8_t *out, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        out[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+}
+
+static uint64_t get_be(const uint8_t *in, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = v << 8 | in[i];
+    return v;
+}
+
+/* Connect and exchange SP headers as protocol; the server's header in
+ * peer. Returns the fd. */
+static int sp_connect(uint16_t protocol, uint8_t peer[8])
+{
+    int fd = tallyd_connect(tcp_url, deadline());
+    ck_assert_msg(fd >= 0, "cannot connect to %s", tcp_url);
+    uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0, 0, 0x00, 0x00};
+    put_be(hello + 4, protocol, 2);
+    ck_assert(tallyd_fd_send_all(fd, hello, sizeof(hello), deadline()));
+    ck_assert_msg(tallyd_fd_recv_all(fd, peer, 8, deadline()), "no SP header from tallyd");
+    return fd;
+}
+
+/* One REQ frame: u64 length, request id (high bit set), body. */
+static void sp_send(int fd, uint32_t request_id, const void *body, size_t len)
+{
+    uint8_t head[12];
+    put_be(head, 4 + (uint64_t)len, 8);
+    put_be(head + 8, request_id | REQUEST_ID_HIGH_BIT, 4);
+    ck_assert(tallyd_fd_send_all(fd, head, sizeof(head), deadline()));
+    ck_assert(tallyd_fd_send_all(fd, body, len, deadline()));
+}
+
+typedef struct sp_reply {
+    uint32_t request_id;
+    uint8_t *body;
+    size_t len;
+    msgpack_unpacked up;
+    char code[64];
+} sp_reply;
+
+/* One REP frame: the echoed request id and a msgpack map with a code. */
+static void sp_recv(int fd, sp_reply *r)
+{
+    uint8_t head[12];
+    ck_assert_msg(tallyd_fd_recv_all(fd, head, sizeof(head), deadline()), "no reply");
+    uint64_t len = get_be(head, 8);
+    ck_assert_uint_ge(len, 4);
+    ck_assert_uint_le(len, REPLY_BYTES_MAX);
+    r->request_id = (uint32_t)get_be(head + 8, 4);
+    r->len = (size_t)len - 4;
+    r->body = malloc(r->len ? r->len : 1);
+    ck_assert_ptr_nonnull(r->body);
+    ck_assert(tallyd_fd_recv_all(fd, r->body, r->len, deadline()));
+    msgpack_unpacked_init(&r->up);
+    ck_assert_int_eq(msgpack_safe_unpack(r->body, r->len, 16, &r->up), TALLY_ok);
+    ck_assert_int_eq(r->up.data.type, MSGPACK_OBJECT_MAP);
+    tally_str code;
+    ck_assert(msgpack_safe_get_str(wire_field(&r->up.data, "code"), &code));
+    ck_assert_uint_lt(code.len, sizeof(r->code));
+    memcpy(r->code, code.ptr, code.len);
+    r->code[code.len] = '\0';
+}
+
+static void sp_reply_free(sp_reply *r)
+{
+    msgpack_unpacked_destroy(&r->up);
+    free(r->body);
+}
+
+static int pack_str(msgpack_packer *pk, const char *s) { return msgpack_safe_pack_cstr(pk, s); }
+
+static void build_account_open(msgpack_sbuffer *b, const char *key, uint64_t id)
+{
+    msgpack_sbuffer_init(b);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 7);
+    rc |= pack_str(&pk, "v");
+    rc |= msgpack_pack_uint64(&pk, 1);
+    rc |= pack_str(&pk, "op");
+    rc |= pack_str(&pk, "account_open");
+    rc |= pack_str(&pk, "consumer");
+    rc |= pack_str(&pk, "raw");
+    rc |= pack_str(&pk, "key");
+    rc |= pack_str(&pk, key);
+    rc |= pack_str(&pk, "id");
+    rc |= msgpack_pack_uint64(&pk, id);
+    rc |= pack_str(&pk, "ledger");
+    rc |= msgpack_pack_uint64(&pk, 1);
+    rc |= pack_str(&pk, "code");
+    rc |= msgpack_pack_uint64(&pk, 10);
+    ck_assert_int_eq(rc, 0);
+}
+
+static void build_account_get(msgpack_sbuffer *b, uint64_t id)
+{
+    msgpack_sbuffer_init(b);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 3);
+    rc |= pack_str(&pk, "v");
+    rc |= msgpack_pack_uint64(&pk, 1);
+    rc |= pack_str(&pk, "op");
+    rc |= pack_str(&pk, "account_get");
+    rc |= pack_str(&pk, "id");
+    rc |= msgpack_pack_uint64(&pk, id);
+    ck_assert_int_eq(rc, 0);
+}
+
+/* {"v": 1, "op": "stats", "pad": bin} of exactly total bytes (bin 32). */
+static uint8_t *build_padded_stats(size_t total)
+{
+    static const uint8_t prefix[] = {0x83, 0xa1, 'v', 0x01, 0xa2, 'o', 'p', 0xa5, 's', 't', 'a',
+                                     't', 's', 0xa3, 'p', 'a', 'd', 0xc6};
+    size_t head = sizeof(prefix) + 4;
+    ck_assert_uint_gt(total, head + 65535); /* the bin needs its 32-bit length */
+    uint8_t *b = calloc(1, total);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, prefix, sizeof(prefix));
+    put_be(b + sizeof(prefix), total - head, 4);
+    return b;
+}
+
+static void send_and_expect(int fd, uint32_t id, const void *body, size_t len, const char *code,
+                            sp_reply *r)
+{
+    sp_send(fd, id, body, len);
+    sp_recv(fd, r);
+    ck_assert_uint_eq(r->request_id, id | REQUEST_ID_HIGH_BIT);
+    ck_assert_msg(strcmp(r->code, code) == 0, "request %u: code %s, expected %s", id, r->code,
+                  code);
+}
+
+/* True when the server closes fd (EOF or reset) within IO_WAIT_MS, having
+ * sent at most max_bytes before. */
+static bool closed_by_server(int fd, size_t max_bytes)
+{
+    size_t got = 0;
+    int64_t until = deadline();
+    for (;;) {
+        int64_t left = until - clock_mono_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            return false;
+        uint8_t buf[256];
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return got <= max_bytes;
+        if (n > 0)
+            got += (size_t)n;
+    }
+}
+
+/* ---- tests ---- */
+
+START_TEST(one_write_and_one_read_over_raw_tcp)
+{
+    start();
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    static const uint8_t rep0_header[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REP0, 0x00, 0x00};
+    ck_assert_mem_eq(peer, rep0_header, 8);
+
+    msgpack_sbuffer open, get;
+    build_account_open(&open, "raw-open-7", 7);
+    build_account_get(&get, 7);
+    sp_reply r;
+    send_and_expect(fd, 1, open.data, open.size, "ok", &r);
+    ck_assert_int_eq(wire_field(&r.up.data, "replayed")->via.boolean, false);
+    ck_assert_uint_eq(wire_u64(&r.up.data, "seq"), 1);
+    ck_assert_uint_eq(wire_u64(&r.up.data, "events"), 1);
+    sp_reply_free(&r);
+
+    send_and_expect(fd, 2, get.data, get.size, "ok", &r);
+    const msgpack_object *account = wire_field(&r.up.data, "account");
+    ck_assert_uint_eq(wire_u64(account, "id"), 7);
+    ck_assert_uint_eq(wire_u64(account, "ledger"), 1);
+    ck_assert_uint_eq(wire_u64(account, "code"), 10);
+    sp_reply_free(&r);
+
+    /* The same write again (a retry): replayed. Any 31-bit id will do. */
+    send_and_expect(fd, 0x7fffffff, open.data, open.size, "ok", &r);
+    ck_assert_int_eq(wire_field(&r.up.data, "replayed")->via.boolean, true);
+    sp_reply_free(&r);
+
+    /* Two requests in flight on one connection: each reply names its id. */
+    sp_send(fd, 100, get.data, get.size);
+    sp_send(fd, 101, open.data, open.size);
+    bool seen[2] = {false, false};
+    for (int i = 0; i < 2; i++) {
+        sp_recv(fd, &r);
+        ck_assert_str_eq(r.code, "ok");
+        uint32_t id = r.request_id & ~REQUEST_ID_HIGH_BIT;
+        ck_assert_msg(id == 100 || id == 101, "reply to unknown request id %u", id);
+        ck_assert_uint_eq(r.request_id >> 31, 1);
+        ck_assert(!seen[id - 100]);
+        seen[id - 100] = true;
+        ck_assert_int_eq(msgpack_safe_map_get(&r.up.data, "account") != NULL, id == 100);
+        sp_reply_free(&r);
+    }
+    msgpack_sbuffer_destroy(&open);
+    msgpack_sbuffer_destroy(&get);
+    close(fd);
+    stop();
+}
+END_TEST
+
+START_TEST(bad_headers_are_closed_and_tallyd_serves_on)
+{
+    start();
+    /* Not an SP header at all: tallyd sends its own header (at most 8
+     * bytes) and closes. */
+    int fd = tallyd_connect(tcp_url, deadline());
+    ck_assert_int_ge(fd, 0);
+    ck_assert(tallyd_fd_send_all(fd, "GET / HT", 8, deadline()));
+    ck_assert_msg(closed_by_server(fd, 8), "a bad SP header was not closed");
+    close(fd);
+
+    /* A good header of the wrong protocol (PUB to tallyd's REP). */
+    uint8_t peer[8];
+    fd = sp_connect(SP_PUB0, peer);
+    ck_assert_msg(closed_by_server(fd, 0), "a PUB peer on the REP socket was not closed");
+    close(fd);
+
+    /* A REQ peer is still answered. */
+    fd = sp_connect(SP_REQ0, peer);
+    msgpack_sbuffer get;
+    build_account_get(&get, 1);
+    sp_reply r;
+    send_and_expect(fd, 5, get.data, get.size, "not_found", &r);
+    tally_str message;
+    ck_assert(msgpack_safe_get_str(wire_field(&r.up.data, "message"), &message));
+    ck_assert_int_eq(message.len, strlen("no such entity"));
+    ck_assert_uint_eq(r.up.data.via.map.size, 3); /* v, code, message */
+    sp_reply_free(&r);
+    msgpack_sbuffer_destroy(&get);
+    close(fd);
+    stop();
+}
+END_TEST
+
+START_TEST(size_limits_are_measured_on_the_msgpack_body)
+{
+    start();
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    sp_reply r;
+    /* Exactly 512 KiB passes the size check: decoding finds the pad. */
+    uint8_t *b = build_padded_stats(SOFT_LIMIT_BYTES);
+    send_and_expect(fd, 1, b, SOFT_LIMIT_BYTES, "unknown_field", &r);
+    sp_reply_free(&r);
+    free(b);
+    b = build_padded_stats(SOFT_LIMIT_BYTES + 1);
+    send_and_expect(fd, 2, b, SOFT_LIMIT_BYTES + 1, "request_too_large", &r);
+    sp_reply_free(&r);
+    free(b);
+    /* Exactly 2 MiB of msgpack (a frame of 2 MiB + 4) is still answered. */
+    b = build_padded_stats(HARD_LIMIT_BYTES);
+    send_and_expect(fd, 3, b, HARD_LIMIT_BYTES, "request_too_large", &r);
+    sp_reply_free(&r);
+    free(b);
+    /* One byte more: NNG drops the connection on reading the length. */
+    uint8_t head[12];
+    put_be(head, 4 + (uint64_t)HARD_LIMIT_BYTES + 1, 8);
+    put_be(head + 8, 4 | REQUEST_ID_HIGH_BIT, 4);
+    ck_assert(tallyd_fd_send_all(fd, head, sizeof(head), deadline()));
+    ck_assert_msg(closed_by_server(fd, 0), "a request of 2 MiB + 1 was not dropped");
+    close(fd);
+    /* tallyd serves on. */
+    fd = sp_connect(SP_REQ0, peer);
+    msgpack_sbuffer get;
+    build_account_get(&get, 1);
+    send_and_expect(fd, 6, get.data, get.size, "not_found", &r);
+    sp_reply_free(&r);
+    msgpack_sbuffer_destroy(&get);
+    close(fd);
+    stop();
+}
+END_TEST
+
+/* PROTOCOL.md, "The order of the checks": one row per rule about which
+ * error wins. message NULL: a write result (no message), code only. */
+typedef struct precedence_row {
+    const char *what, *request, *code, *message;
+} precedence_row;
+
+static const precedence_row precedence[] = {
+    {"v is checked first, wherever it is sent", "{\"op\": \"stats\", \"x\": 1, \"v\": 2}",
+     "unsupported_version", "this server speaks v 1"},
+    {"of two bad fields the first sent wins (unknown)",
+     "{\"v\": 1, \"op\": \"account_get\", \"colour\": \"red\", \"id\": \"1\"}", "unknown_field",
+     "colour"},
+    {"of two bad fields the first sent wins (type)",
+     "{\"v\": 1, \"op\": \"account_get\", \"id\": \"1\", \"colour\": \"red\"}", "wrong_type", "id"},
+    {"a bad field wins over a missing one", "{\"v\": 1, \"op\": \"transfer\", \"amount\": 1.5}",
+     "wrong_type", "amount"},
+    {"missing fields: consumer before key before the op's",
+     "{\"v\": 1, \"op\": \"transfer\", \"id\": bin(00)*16}", "missing_field", "consumer"},
+    {"missing fields: key before the op's", "{\"v\": 1, \"op\": \"transfer\", \"consumer\": \"shop\"}",
+     "missing_field", "key"},
+    {"a bad batch member refuses the whole batch (the first member is not applied)",
+     "{\"v\": 1, \"op\": \"batch\", \"consumer\": \"shop\", \"ops\": [{\"op\": \"account_open\", "
+     "\"key\": \"w-1\", \"id\": 50, \"ledger\": 1, \"code\": 10}, {\"op\": \"account_open\", \"key\": "
+     "\"w-2\", \"id\": 51, \"ledger\": 1, \"code\": 10, \"colour\": 1}]}",
+     "unknown_field", "colour"},
+    {"... so account 50 does not exist", "{\"v\": 1, \"op\": \"account_get\", \"id\": 50}", "not_found",
+     "no such entity"},
+    {"a decided key", "{\"v\": 1, \"op\": \"account_open\", \"consumer\": \"shop\", \"key\": \"w-3\", "
+     "\"id\": 52, \"ledger\": 1, \"code\": 10}", "ok", NULL},
+    {"a reused key wins over the command's own checks",
+     "{\"v\": 1, \"op\": \"account_open\", \"consumer\": \"shop\", \"key\": \"w-3\", \"id\": 0, "
+     "\"ledger\": 0, \"code\": 10}", "idempotency_key_reused", NULL},
+    {"transfer checks: the id first",
+     "{\"v\": 1, \"op\": \"transfer\", \"consumer\": \"shop\", \"key\": \"w-4\", \"id\": bin(00)*16, "
+     "\"debit_account_id\": 0, \"credit_account_id\": 0, \"amount\": 0, \"ledger\": 0, \"code\": 0}",
+     "id_must_not_be_zero", NULL},
+    {"transfer checks: the accounts before the amount",
+     "{\"v\": 1, \"op\": \"transfer\", \"consumer\": \"shop\", \"key\": \"w-5\", \"id\": "
+     "bin(00000000000000000000000000000063), \"debit_account_id\": 7, \"credit_account_id\": 7, "
+     "\"amount\": 0, \"ledger\": 0, \"code\": 0}",
+     "accounts_must_be_different", NULL},
+};
+
+START_TEST(which_error_wins)
+{
+    start();
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    for (size_t i = 0; i < sizeof(precedence) / sizeof(precedence[0]); i++) {
+        const precedence_row *row = &precedence[i];
+        doc_bytes b;
+        char err[128];
+        ck_assert_msg(doc_request_build(row->request, &b, err, sizeof(err)) == 0, "row %zu: %s",
+                      i + 1, err);
+        sp_reply r;
+        sp_send(fd, (uint32_t)(10 + i), b.data, b.len);
+        sp_recv(fd, &r);
+        doc_bytes_free(&b);
+        ck_assert_msg(strcmp(r.code, row->code) == 0, "%s: code %s, expected %s", row->what,
+                      r.code, row->code);
+        const msgpack_object *m = msgpack_safe_map_get(&r.up.data, "message");
+        tally_str message = {NULL, 0};
+        ck_assert_msg(row->message == NULL ? m == NULL
+                                           : m && msgpack_safe_get_str(m, &message) &&
+                                                 tally_str_equal(message, tally_str_from(row->message)),
+                      "%s: wrong message", row->what);
+        sp_reply_free(&r);
+    }
+    close(fd);
+    stop();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("raw_sp");
+    TCase *tc = tcase_create("tcp");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, one_write_and_one_read_over_raw_tcp);
+    tcase_add_test(tc, bad_headers_are_closed_and_tallyd_serves_on);
+    tcase_add_test(tc, size_limits_are_measured_on_the_msgpack_body);
+    tcase_add_test(tc, which_error_wins);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
