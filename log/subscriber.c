@@ -200,7 +200,6 @@ typedef struct plan_step {
 
 typedef struct fetch_plan {
     const sub_config *cfg;
-    bool restart;
     int64_t now_ms;
     uint32_t max, deliveries, parks;
     uint32_t flights; /* "f" records seen */
@@ -235,7 +234,7 @@ static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
         return rc;
     if (p->kind == KIND_FLIGHT)
         p->flights++;
-    bool due = p->restart || r.when_ms <= p->now_ms;
+    bool due = r.when_ms <= p->now_ms; /* held by anyone: its lease ran out */
     bool park = r.attempts >= p->cfg->max_deliver;
     bool room = park ? p->parks < TALLY_SUB_FETCH_EVENTS_MAX : p->deliveries < p->max;
     if (!due || !room) {
@@ -267,8 +266,9 @@ static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, cons
     return rc;
 }
 
-static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now_ms,
-                    sub_delivery *out, uint32_t *count)
+/* Each delivery is leased to the fetching instance (none: no instance). */
+static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str instance,
+                    int64_t now_ms, sub_delivery *out, uint32_t *count)
 {
     tally_str name = tally_str_from(s->name);
     sub_record r;
@@ -280,6 +280,7 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
             rc = sub_record_delete(t, 0, name, st->seq);
         r.attempts = 1;
         r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
+        sub_record_set_instance(&r, instance);
         if (rc == TALLY_ok)
             rc = sub_record_save(t, KIND_REPLAY, name, st->seq, &r);
         s->dead_letters--;
@@ -293,8 +294,8 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
             return rc;
         r.attempts++;
         r.when_ms = now_ms + sub_redelivery_delay(&s->config, r.attempts);
-        if (rc == TALLY_ok)
-            rc = sub_record_save(t, st->kind, name, st->seq, &r);
+        sub_record_set_instance(&r, instance); /* taken over, or back to its holder */
+        rc = sub_record_save(t, st->kind, name, st->seq, &r);
         s->redelivered++;
         out[(*count)++] = (sub_delivery){st->seq, r.attempts, st->kind == KIND_REPLAY};
         return rc;
@@ -312,6 +313,7 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
         memset(&r, 0, sizeof(r));
         r.attempts = 1;
         r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
+        sub_record_set_instance(&r, instance);
         s->delivered_seq = st->seq;
         s->in_flight++;
         out[(*count)++] = (sub_delivery){st->seq, 1, false};
@@ -320,11 +322,14 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
     return TALLY_internal;
 }
 
-/* restart: every in-flight event (and replay) not yet due becomes due now,
- * so a (re)starting consumer gets its whole unacked window over as many
- * fetches as it takes, not just the first fetch's worth. */
+/* restart: every in-flight event (and replay) not yet due that the
+ * instance holds becomes due now — every one, whoever holds it, for a fetch
+ * without an instance — so a (re)starting consumer gets its whole unacked
+ * window over as many fetches as it takes, not just the first fetch's
+ * worth, and never another instance's. */
 typedef struct due_ctx {
     int64_t now_ms;
+    tally_str instance; /* len 0: every holder */
     sub_seq_list later;
 } due_ctx;
 
@@ -333,17 +338,18 @@ static int collect_later(uint64_t seq, const MDB_val *v, void *ctx)
     due_ctx *d = ctx;
     sub_record r;
     int rc = sub_record_decode(v, false, &r);
-    if (rc != TALLY_ok || r.when_ms <= d->now_ms)
+    if (rc != TALLY_ok || r.when_ms <= d->now_ms ||
+        (d->instance.len > 0 && !sub_record_held_by(&r, d->instance)))
         return rc;
     d->later.upto = UINT64_MAX;
     return sub_seq_collect_one(seq, v, &d->later);
 }
 
-static int make_all_due(store_txn *t, tally_str name, int64_t now_ms)
+static int make_due(store_txn *t, tally_str name, tally_str instance, int64_t now_ms)
 {
     static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
     int rc = TALLY_ok;
-    due_ctx d = {now_ms, {0}};
+    due_ctx d = {now_ms, instance, {0}};
     for (int i = 0; i < 2 && rc == TALLY_ok; i++) {
         d.later.count = 0;
         rc = sub_records_each(t, kinds[i], name, 0, collect_later, &d);
@@ -359,12 +365,14 @@ static int make_all_due(store_txn *t, tally_str name, int64_t now_ms)
     return rc;
 }
 
-int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t now_ms,
-              sub_delivery *out, uint32_t *count, int64_t *next_due_ms, sub_state *after)
+int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
+              int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
+              sub_state *after)
 {
     *count = 0;
     *next_due_ms = INT64_MAX;
-    if (max == 0 || max > TALLY_SUB_FETCH_EVENTS_MAX)
+    if (max == 0 || max > TALLY_SUB_FETCH_EVENTS_MAX ||
+        (instance.len > 0 && sub_name_check(instance) != TALLY_ok))
         return TALLY_invalid_argument;
     sub_state *s = after;
     int rc = sub_cursor_load(t, name, s);
@@ -377,7 +385,7 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
     if (rc != TALLY_ok)
         return rc;
     if (restart) {
-        rc = make_all_due(t, name, now_ms);
+        rc = make_due(t, name, instance, now_ms);
         if (rc != TALLY_ok)
             return rc;
     }
@@ -385,7 +393,6 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
     if (!p)
         return TALLY_out_of_memory;
     p->cfg = &s->config;
-    p->restart = false; /* made due above */
     p->now_ms = now_ms;
     p->max = max;
     p->next_due_ms = INT64_MAX;
@@ -406,7 +413,7 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
          next++, p->deliveries++, p->flights++)
         p->steps[p->count++] = (plan_step){PLAN_NEW, KIND_FLIGHT, next};
     for (uint32_t i = 0; rc == TALLY_ok && i < p->count; i++)
-        rc = run_step(t, s, &p->steps[i], now_ms, out, count);
+        rc = run_step(t, s, &p->steps[i], instance, now_ms, out, count);
     if (rc == TALLY_ok && p->count > 0) {
         rc = sub_floor_update(t, s);
         s->updated_ms = now_ms;

@@ -11,9 +11,11 @@
  *            "r" name 0x00 seq(8, BE)  -> an in-flight replay of a dead letter
  *   dlq      name 0x00 seq(8, BE)      -> a dead letter (parked event)
  *
- * In-flight values: attempts (u32), deliver_after_ms (i64), error text.
- * Dead-letter values: attempts (u32), parked_ms (i64), replaying (u8),
- * error text. All integers big-endian; every record is length-checked when
+ * In-flight values: attempts (u32), deliver_after_ms (i64), error text,
+ * then optionally the consumer instance holding it (u8 length 1-64, the
+ * id; absent in records written before instances and for fetches without
+ * one). Dead-letter values: attempts (u32), parked_ms (i64), replaying
+ * (u8), error text. All integers big-endian; every record is length-checked when
  * read (a bad one is TALLY_corrupt_record).
  *
  * The ack floor is the highest seq at or below which every event was acked
@@ -108,13 +110,19 @@ typedef int (*sub_list_fn)(const sub_state *s, void *ctx);
 int sub_list(store_txn *t, sub_list_fn fn, void *ctx);
 
 /* Deliver up to max events (docs/SUBSCRIBERS.md, "Delivery rules"): replays
- * first, then due redeliveries, then new events. restart makes every
- * in-flight event due now. out gets *count deliveries; *next_due_ms the
- * earliest time a not-yet-due in-flight event falls due (INT64_MAX: none);
- * *after the cursor record after the fetch. Nothing is written when nothing
- * is delivered or parked. */
-int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t now_ms,
-              sub_delivery *out, uint32_t *count, int64_t *next_due_ms, sub_state *after);
+ * first, then due redeliveries, then new events. Each delivery is leased
+ * to instance (a consumer instance's id, 1-64 bytes like a name; len 0:
+ * none) until it is acked, parked, or falls due again; a due event is
+ * delivered to whichever instance fetches. restart makes the in-flight
+ * events that instance holds due now (with no instance: every in-flight
+ * event). out gets *count deliveries; *next_due_ms the earliest time a
+ * not-yet-due in-flight event falls due (INT64_MAX: none); *after the
+ * cursor record after the fetch. Nothing is written when nothing is
+ * delivered or parked. TALLY_invalid_argument for max or instance out of
+ * range. */
+int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
+              int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
+              sub_state *after);
 
 /* Acknowledge: every event <= upto (0: none) and each seq of done.
  * seq_beyond_head when upto > head; seq_not_delivered when a done seq was

@@ -156,7 +156,7 @@ START_TEST(subscribers_and_dead_letters_hold_the_log_back)
     sub_delivery d[8];
     uint32_t count, acked;
     int64_t due;
-    ck_assert_int_eq(sub_fetch(&t, tally_str_from("slow"), 5, false, ts.now_ms, d, &count, &due,
+    ck_assert_int_eq(sub_fetch(&t, tally_str_from("slow"), 5, false, tally_str_from(NULL), ts.now_ms, d, &count, &due,
                                &st), TALLY_ok);
     ck_assert_int_eq(sub_park(&t, tally_str_from("slow"), 3, tally_str_from("bad"), ts.now_ms,
                               &st), TALLY_ok);

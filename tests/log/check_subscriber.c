@@ -75,15 +75,19 @@ static op create(sub_start start)
     return create_cfg(NAME, start, &cfg);
 }
 
-static op fetch(uint32_t max, bool restart)
+/* A fetch by the consumer instance `instance` (NULL: none). */
+static op fetch_as(const char *instance, uint32_t max, bool restart)
 {
     op o = {0};
     store_txn t = begin();
-    o.rc = sub_fetch(&t, NAME, max, restart, ts.now_ms, o.d, &o.count, &o.next_due, &o.st);
+    o.rc = sub_fetch(&t, NAME, max, restart, tally_str_from(instance), ts.now_ms, o.d, &o.count,
+                     &o.next_due, &o.st);
     o.writes = t.writes;
     o.rc = finish(&t, o.rc);
     return o;
 }
+
+static op fetch(uint32_t max, bool restart) { return fetch_as(NULL, max, restart); }
 
 static op ack(uint64_t upto, const uint64_t *done, uint32_t n)
 {
@@ -129,6 +133,11 @@ static void expect_seqs(const op *o, const uint64_t *seqs, uint32_t n, uint32_t 
         if (attempt)
             ck_assert_uint_eq(o->d[i].attempt, attempt);
     }
+}
+
+static void expect_fetched(op o, const uint64_t *seqs, uint32_t n, uint32_t attempt)
+{
+    expect_seqs(&o, seqs, n, attempt);
 }
 
 static const sub_start BEGINNING = {SUB_START_BEGINNING, 0, 0};
@@ -283,6 +292,56 @@ START_TEST(redelivery_after_ack_wait_and_restart)
     o = fetch(10, true);
     expect_seqs(&o, (uint64_t[]){1, 3}, 2, 5);
     ck_assert_uint_eq(o.st.redelivered, 8);
+}
+END_TEST
+
+/* Each instance holds what it was handed: a restart releases only its own
+ * in-flight events; another instance takes them over once they fall due. */
+START_TEST(instances_hold_their_own_leases)
+{
+    events(1, 9);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    expect_fetched(fetch_as("a", 3, false), (uint64_t[]){1, 2, 3}, 3, 1);
+    expect_fetched(fetch_as("b", 3, true), (uint64_t[]){4, 5, 6}, 3, 1); /* not a's */
+    expect_fetched(fetch_as("c", 1, true), (uint64_t[]){7}, 1, 1);
+    /* a restart gives b its own window back, and nothing else */
+    op o = fetch_as("b", 10, true);
+    expect_seqs(&o, (uint64_t[]){4, 5, 6, 8, 9}, 5, 0);
+    ck_assert_uint_eq(o.d[0].attempt, 2);
+    ck_assert_uint_eq(o.d[3].attempt, 1);
+    o = fetch_as("a", 10, true);
+    expect_seqs(&o, (uint64_t[]){1, 2, 3}, 3, 2);
+    /* an ack from any instance counts */
+    ck_assert_uint_eq(ack(0, (uint64_t[]){1, 4, 5, 6, 8, 9}, 6).acked, 6);
+    /* a dies holding 2 and 3, c holding 7: after the ack wait b takes them over */
+    ck_assert_uint_eq(fetch_as("b", 10, false).count, 0);
+    ts.now_ms += TALLY_SUB_ACK_WAIT_MS_DEFAULT;
+    o = fetch_as("b", 10, false);
+    expect_seqs(&o, (uint64_t[]){2, 3, 7}, 3, 0);
+    ck_assert_uint_eq(o.d[0].attempt, 3);
+    ck_assert_uint_eq(o.d[2].attempt, 2);
+    /* now b's: a restart of a or c leaves them alone, b's brings them back */
+    ck_assert_uint_eq(fetch_as("a", 10, true).count, 0);
+    ck_assert_uint_eq(fetch_as("c", 10, true).count, 0);
+    test_store_reopen(&ts); /* the holder is in the store */
+    expect_fetched(fetch_as("b", 10, true), (uint64_t[]){2, 3, 7}, 3, 0);
+    /* a fetch without an instance: restart releases every holder's (as before) */
+    expect_fetched(fetch(10, true), (uint64_t[]){2, 3, 7}, 3, 0);
+    ck_assert_int_eq(fetch_as("bad name", 1, false).rc, TALLY_invalid_argument);
+}
+END_TEST
+
+/* An in-flight record without an instance (written before instances, or
+ * for a fetch without one) is held by no instance: an instance's restart
+ * leaves it, a restart without an instance or the ack wait releases it. */
+START_TEST(records_without_an_instance)
+{
+    events(1, 2);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    expect_fetched(fetch(1, false), (uint64_t[]){1}, 1, 1);
+    expect_fetched(fetch_as("a", 10, true), (uint64_t[]){2}, 1, 1);
+    ck_assert_uint_eq(fetch_as("a", 10, true).count, 1); /* 2 again, not 1 */
+    expect_fetched(fetch(10, true), (uint64_t[]){1, 2}, 2, 0);
 }
 END_TEST
 
@@ -546,6 +605,8 @@ int main(void)
     tcase_add_test(tc, fetch_in_order_and_the_ack_floor);
     tcase_add_test(tc, refusals_write_nothing);
     tcase_add_test(tc, redelivery_after_ack_wait_and_restart);
+    tcase_add_test(tc, instances_hold_their_own_leases);
+    tcase_add_test(tc, records_without_an_instance);
     tcase_add_test(tc, max_ack_pending_bounds_the_window);
     tcase_add_test(tc, nak_and_backoff);
     tcase_add_test(tc, poison_event_is_parked_and_the_stream_moves_on);
