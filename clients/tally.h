@@ -564,6 +564,7 @@ void tally_stream_close(tally_stream *s);
 #define TALLY_CLIENT_SUB_WAIT_MS_MAX 30000
 #define TALLY_CLIENT_SUB_FAILURES_DEFAULT 10 /* failed round trips in a row before giving up */
 #define TALLY_CLIENT_SUB_FAILURES_MAX 1000
+#define TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX 64 /* a consumer instance's id */
 
 typedef enum tally_start {
     TALLY_START_BEGINNING = 0, /* every event in the log */
@@ -606,10 +607,13 @@ typedef struct tally_subscriber tally_subscriber;
 /* Open the subscriber name on client c. With options, create it
  * (sub_create; creating an identical one again is fine, so every start of a
  * program may call this); with options NULL, use it as it is, or create it
- * with every default (from the beginning) when it does not exist. The
- * first fetch of the handle asks the server to redeliver at once whatever
- * was in flight (restart), so a process that crashed gets its unacked
- * window back first. *out is set on success; free it with
+ * with every default (from the beginning) when it does not exist. Each
+ * handle is one consumer instance: what its fetches get is leased to it
+ * (several processes on one name share the stream without duplicates),
+ * and its first fetch asks the server to redeliver at once whatever its
+ * instance id holds (restart) — with a stable id (tally_run_options
+ * .instance) a process that crashed gets its unacked window back first;
+ * with the generated one, that window falls due after the ack wait. *out is set on success; free it with
  * tally_subscriber_close. Returns TALLY_ok or a code above (e.g.
  * TALLY_subscriber_exists_with_different_config), a transport code, or
  * TALLY_out_of_memory. */
@@ -617,6 +621,10 @@ int tally_subscriber_open(tally_client *c, const char *name,
                           const tally_subscriber_options *options, tally_subscriber **out);
 /* true when tally_subscriber_open created the subscriber. */
 bool tally_subscriber_created(const tally_subscriber *s);
+/* The consumer instance id the handle fetches with: a new UUIDv7 text per
+ * handle, or the one a run was given (tally_run_options.instance). Valid
+ * until the handle is closed or the next run. */
+const char *tally_subscriber_instance(const tally_subscriber *s);
 /* Free the handle (the subscriber stays on the server). NULL allowed; no
  * run may be in progress. */
 void tally_subscriber_close(tally_subscriber *s);
@@ -652,6 +660,13 @@ typedef struct tally_run_options {
                               retries) before the run gives up; 0 = 10, at most 1000 */
     bool until_idle;       /* also return once a fetch, after waiting wait_ms,
                               brings nothing: work off what is there, then stop */
+    const char *instance;  /* this consumer instance's id (1-64 bytes of A-Z a-z
+                              0-9 . _ -), kept by the handle from this run on;
+                              NULL = the handle's (generated at open, or the
+                              last one given). Stable across restarts of a
+                              process, it gets that process's unacked events
+                              back at once; never give two live processes the
+                              same one (docs/SUBSCRIBERS.md, "Instances") */
 } tally_run_options;
 
 /* Counters of a handle, over all its runs. */
