@@ -65,7 +65,7 @@ size_t sub_cursor_key(uint8_t *k, tally_str name)
 }
 
 /* kind + name + 0x00 + seq; kind 0 = none (the dlq's keys). */
-static size_t sub_seq_key(uint8_t *k, char kind, tally_str name, uint64_t seq)
+size_t sub_seq_key(uint8_t *k, char kind, tally_str name, uint64_t seq)
 {
     size_t n = 0;
     if (kind)

@@ -20,7 +20,9 @@
 /* An in-flight record may end with its holder: instance length (1) and id. */
 #define VALUE_BYTES_MAX (FLIGHT_VALUE_HEAD + TALLY_SUB_ERROR_BYTES_MAX + 1 + TALLY_SUB_INSTANCE_BYTES_MAX)
 
-enum { KIND_CURSOR = 'c', KIND_FLIGHT = 'f', KIND_REPLAY = 'r' };
+/* 'm' name 0x00 seq -> empty: the dead letter seq is marked for replay (the
+ * index a fetch walks, so it never reads the unmarked rest of the dlq). */
+enum { KIND_CURSOR = 'c', KIND_FLIGHT = 'f', KIND_REPLAY = 'r', KIND_MARK = 'm' };
 
 /* An in-flight record or a dead letter (one layout with an optional flag).
  * An in-flight record names the consumer instance that holds it (its
@@ -59,6 +61,7 @@ int sub_config_check(const sub_config *c);
 bool sub_config_equal(const sub_config *a, const sub_config *b);
 int sub_cursor_decode(const MDB_val *v, tally_str name, sub_state *s);
 size_t sub_cursor_key(uint8_t *k, tally_str name);
+size_t sub_seq_key(uint8_t *k, char kind, tally_str name, uint64_t seq);
 int sub_cursor_load(store_txn *t, tally_str name, sub_state *s);
 int sub_cursor_save(store_txn *t, const sub_state *s);
 int sub_each_with_prefix(store_txn *t, store_db db, const uint8_t *start, size_t start_len,
@@ -74,6 +77,12 @@ bool sub_record_held_by(const sub_record *r, tally_str instance);
 int sub_records_each(store_txn *t, char kind, tally_str name, uint64_t from_seq,
                      sub_seq_fn fn, void *ctx);
 uint32_t sub_redelivery_delay(const sub_config *c, uint32_t attempt);
+/* Replay marks (subscriber_dlq.c): set, clear (a missing mark is fine:
+ * stores from before the marks), and the repair that marks what a store
+ * from before them has replaying without a mark. */
+int sub_mark_set(store_txn *t, tally_str name, uint64_t seq);
+int sub_mark_clear(store_txn *t, tally_str name, uint64_t seq);
+int sub_marks_repair(store_txn *t, tally_str name);
 int sub_seq_collect_one(uint64_t seq, const MDB_val *v, void *ctx);
 
 #endif

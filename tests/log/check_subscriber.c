@@ -9,6 +9,7 @@
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NAME tally_str_from("sub-a")
@@ -529,6 +530,85 @@ START_TEST(dead_letters_list_replay_discard)
 }
 END_TEST
 
+#define MANY_DEAD 5000
+
+/* The dlq key of NAME's dead letter seq. */
+static size_t dlq_key(uint8_t *k, uint64_t seq)
+{
+    tally_str n = NAME;
+    memcpy(k, n.ptr, n.len);
+    k[n.len] = 0;
+    put_u64_be(k + n.len + 1, seq);
+    return n.len + 9;
+}
+
+/* Replaying a few of many dead letters reads the marked ones only: an
+ * unmarked dead letter that cannot be read (its value broken on purpose)
+ * is never touched by the fetches that deliver the replays. */
+START_TEST(replay_of_a_few_reads_only_the_marked)
+{
+    events(1, MANY_DEAD);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    store_txn t = begin();
+    for (int batch = 0; batch < MANY_DEAD / TALLY_SUB_FETCH_EVENTS_MAX; batch++) {
+        op *o = calloc(1, sizeof(*o));
+        ck_assert_int_eq(sub_fetch(&t, NAME, TALLY_SUB_FETCH_EVENTS_MAX, false, tally_str_from(NULL),
+                                   ts.now_ms, o->d, &o->count, &o->next_due, &o->st),
+                         TALLY_ok);
+        for (uint32_t i = 0; i < o->count; i++)
+            ck_assert_int_eq(sub_park(&t, NAME, o->d[i].seq, tally_str_from("poison"), ts.now_ms,
+                                      &o->st),
+                             TALLY_ok);
+        free(o);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(get().dead_letters, MANY_DEAD);
+    static const uint64_t marked[5] = {7, 1234, 2501, 3999, MANY_DEAD};
+    for (int i = 0; i < 5; i++) {
+        t = begin();
+        uint32_t replaying;
+        ck_assert_int_eq(sub_dlq_replay(&t, NAME, true, marked[i], ts.now_ms, &replaying), TALLY_ok);
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    }
+    /* Break an unmarked one in the middle (kept to put back). */
+    uint8_t k[80], saved[512];
+    size_t klen = dlq_key(k, 2500);
+    MDB_val v;
+    t = begin();
+    ck_assert_int_eq(store_get(&t, STORE_DB_DLQ, k, klen, &v), TALLY_ok);
+    size_t saved_len = v.mv_size;
+    memcpy(saved, v.mv_data, saved_len);
+    ck_assert_int_eq(store_put(&t, STORE_DB_DLQ, k, klen, "x", 1, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+
+    op o = fetch(3, false);
+    expect_seqs(&o, (uint64_t[]){7, 1234, 2501}, 3, 1);
+    for (int i = 0; i < 3; i++)
+        ck_assert(o.d[i].replay);
+    expect_fetched(fetch(10, false), (uint64_t[]){3999, MANY_DEAD}, 2, 1);
+    ck_assert_uint_eq(fetch(10, false).count, 0);
+    sub_state st = get();
+    ck_assert_uint_eq(st.dead_letters, MANY_DEAD - 5);
+    ck_assert_uint_eq(st.replaying, 0);
+    ck_assert_uint_eq(st.in_flight, 5);
+
+    /* Put it back; a store from before the marks (replaying, no mark) is
+     * repaired by the first fetch that finds no mark. */
+    t = begin();
+    ck_assert_int_eq(store_put(&t, STORE_DB_DLQ, k, klen, saved, saved_len, 0), TALLY_ok);
+    uint32_t replaying;
+    ck_assert_int_eq(sub_dlq_replay(&t, NAME, true, 2500, ts.now_ms, &replaying), TALLY_ok);
+    uint8_t mk[80];
+    mk[0] = 'm';
+    size_t mlen = 1 + dlq_key(mk + 1, 2500);
+    ck_assert_int_eq(store_del(&t, STORE_DB_CURSORS, mk, mlen), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    o = fetch(10, false);
+    expect_seqs(&o, (uint64_t[]){2500}, 1, 1);
+    ck_assert(o.d[0].replay);
+}
+END_TEST
+
 START_TEST(delete_removes_everything)
 {
     events(1, 5);
@@ -611,6 +691,7 @@ int main(void)
     tcase_add_test(tc, nak_and_backoff);
     tcase_add_test(tc, poison_event_is_parked_and_the_stream_moves_on);
     tcase_add_test(tc, dead_letters_list_replay_discard);
+    tcase_add_test(tc, replay_of_a_few_reads_only_the_marked);
     tcase_add_test(tc, delete_removes_everything);
     tcase_add_test(tc, invariants_catch_broken_cursors_and_dead_letters);
     suite_add_tcase(s, tc);
