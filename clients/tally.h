@@ -334,6 +334,7 @@ typedef enum tally_entity_kind {
     TALLY_ENTITY_ACCOUNT = 1,
     TALLY_ENTITY_TRANSFER = 2,
     TALLY_ENTITY_ENTITLEMENT = 3,
+    TALLY_ENTITY_DEAD_LETTER = 4, /* dead_letter.expired (tallyd --dlq-retention-s) */
 } tally_entity_kind;
 
 #define TALLY_EVENT_HASH_BYTES 32
@@ -355,8 +356,11 @@ typedef struct tally_event {
     tally_uuid id;
     char type[32];
     /* The entity the event is about (docs/EVENTS.md): entity_kind is
-     * "account" (account_id set), "transfer" (transfer_id set) or
-     * "entitlement" (subject and feature set); the others are zero / "".
+     * "account" (account_id set), "transfer" (transfer_id set),
+     * "entitlement" (subject and feature set) or "dead_letter" (subject:
+     * the subscriber's name, feature: the dead letter's seq as decimal
+     * text; the rest is in the body's TALLY_PART_DEAD_LETTER); the others
+     * are zero / "".
      * kind is the same as a number (before the types were one, the inbox's
      * event called it entity_kind: use kind there now). */
     char entity_kind[16];
@@ -390,6 +394,8 @@ typedef enum tally_body_part {
     TALLY_PART_DEBIT_ACCOUNT = 2,  /* its debit account */
     TALLY_PART_CREDIT_ACCOUNT = 3, /* and its credit account, after the change */
     TALLY_PART_ENTITLEMENT = 4,    /* entitlement events: the entitlement */
+    TALLY_PART_DEAD_LETTER = 5,    /* dead-letter events: [subscriber, seq, attempts,
+                                      parked_ms, error] */
 } tally_body_part;
 /* The part of ev's body (ev->body must be set, as in the inbox's callbacks),
  * or NULL when the event's kind has no such part. */

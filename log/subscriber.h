@@ -158,6 +158,22 @@ int sub_dlq_replay(store_txn *t, tally_str name, bool one, uint64_t seq, int64_t
 /* Remove a dead letter: TALLY_ok or dead_letter_not_found. */
 int sub_dlq_discard(store_txn *t, tally_str name, uint64_t seq, int64_t now_ms);
 
+/* Retention of dead letters (tallyd --dlq-retention-s): one bounded pass
+ * over the dlq of every subscriber, from *pos on (len 0: the start; the
+ * pass leaves where the next one starts, 0 again after the end). It reads
+ * at most 16 × max entries and removes at most max dead letters parked
+ * before before_ms and not marked for replay (a replay asked for is kept
+ * until it is delivered), calling fn for each just before its removal (fn
+ * appends its event; non-zero stops and is returned). The subscriber's
+ * dead-letter count follows. *removed counts them. */
+typedef struct sub_dlq_position {
+    uint8_t key[TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8];
+    size_t len;
+} sub_dlq_position;
+typedef int (*sub_dlq_expired_fn)(tally_str name, const sub_dead_letter *d, void *ctx);
+int sub_dlq_expire(store_txn *t, int64_t before_ms, uint32_t max, sub_dlq_position *pos,
+                   sub_dlq_expired_fn fn, void *ctx, uint32_t *removed);
+
 /* Lag of a subscriber: head, pending (head - ack floor) and the age in
  * seconds of the oldest unacked event (the one after the floor; 0 when
  * nothing is pending). */

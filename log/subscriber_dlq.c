@@ -153,3 +153,103 @@ int sub_dlq_discard(store_txn *t, tally_str name, uint64_t seq, int64_t now_ms)
     return rc == TALLY_ok ? sub_cursor_save(t, &s) : rc;
 }
 
+
+/* ---- retention ---- */
+
+#define EXPIRE_VISITS_PER_REMOVAL 16
+
+typedef struct expiring {
+    char name[TALLY_SUBSCRIBER_NAME_BYTES_MAX];
+    size_t name_len;
+    uint64_t seq;
+    sub_record r;
+} expiring;
+
+typedef struct expire_scan {
+    int64_t before_ms;
+    uint32_t max, visits_left;
+    expiring *found;
+    uint32_t count;
+} expire_scan;
+
+/* One dlq entry: kept as expiring when it is due. 1 stops the scan. */
+static int expire_visit(const MDB_val *key, const MDB_val *val, expire_scan *x)
+{
+    const uint8_t *k = key->mv_data;
+    if (key->mv_size < 1 + 1 + 8 || key->mv_size > sizeof(((sub_dlq_position *)0)->key) ||
+        k[key->mv_size - 9] != 0)
+        return TALLY_corrupt_record;
+    expiring *e = &x->found[x->count];
+    int rc = sub_record_decode(val, true, &e->r);
+    if (rc != TALLY_ok)
+        return rc;
+    if (e->r.when_ms < x->before_ms && !e->r.replaying) {
+        e->name_len = key->mv_size - 9;
+        memcpy(e->name, k, e->name_len);
+        e->seq = get_u64_be(k + key->mv_size - 8);
+        x->count++;
+    }
+    return --x->visits_left == 0 || x->count == x->max ? 1 : TALLY_ok;
+}
+
+/* Collect due dead letters from pos on; pos moves past what was read. */
+static int expire_collect(store_txn *t, sub_dlq_position *pos, expire_scan *x)
+{
+    MDB_cursor *cur;
+    int rc = store_cursor_open(t, STORE_DB_DLQ, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val key = {pos->len, pos->key}, val;
+    int mrc = mdb_cursor_get(cur, &key, &val, pos->len ? MDB_SET_RANGE : MDB_FIRST);
+    while (mrc == 0 && rc == TALLY_ok) {
+        rc = expire_visit(&key, &val, x);
+        mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+    }
+    if (rc == 1 && mrc == 0 && key.mv_size <= sizeof(pos->key)) {
+        /* stopped early: the next pass starts at the next entry */
+        rc = TALLY_ok;
+        memcpy(pos->key, key.mv_data, key.mv_size);
+        pos->len = key.mv_size;
+    } else if (rc == TALLY_ok || rc == 1) {
+        rc = mrc == 0 || mrc == MDB_NOTFOUND ? TALLY_ok : store_translate(mrc);
+        pos->len = 0; /* the end: from the start next time */
+    }
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+static int expire_one(store_txn *t, const expiring *e, sub_dlq_expired_fn fn, void *ctx)
+{
+    tally_str name = {e->name, e->name_len};
+    sub_state s;
+    int rc = sub_cursor_load(t, name, &s);
+    if (rc == TALLY_subscriber_not_found)
+        rc = TALLY_corrupt_record; /* a dead letter of no subscriber */
+    if (rc != TALLY_ok)
+        return rc;
+    sub_dead_letter d = {e->seq, e->r.attempts, e->r.when_ms, false,
+                         {e->r.error, e->r.error_len}};
+    rc = fn(name, &d, ctx);
+    if (rc == TALLY_ok)
+        rc = sub_record_delete(t, 0, name, e->seq);
+    s.dead_letters--;
+    return rc == TALLY_ok ? sub_cursor_save(t, &s) : rc;
+}
+
+int sub_dlq_expire(store_txn *t, int64_t before_ms, uint32_t max, sub_dlq_position *pos,
+                   sub_dlq_expired_fn fn, void *ctx, uint32_t *removed)
+{
+    *removed = 0;
+    if (max == 0)
+        return TALLY_ok;
+    expire_scan x = {before_ms, max, max * EXPIRE_VISITS_PER_REMOVAL, calloc(max, sizeof(expiring)), 0};
+    if (x.found == NULL)
+        return TALLY_out_of_memory;
+    int rc = expire_collect(t, pos, &x);
+    for (uint32_t i = 0; rc == TALLY_ok && i < x.count; i++) {
+        rc = expire_one(t, &x.found[i], fn, ctx);
+        *removed += rc == TALLY_ok;
+    }
+    free(x.found);
+    return rc;
+}
