@@ -301,21 +301,21 @@ static int pack_dead_letter_body(msgpack_packer *pk, const void *body)
 
 static int emit_dead_letter_expired(tally_str name, const sub_dead_letter *d, void *ctx)
 {
-    ledger_ctx *c = ctx; /* no causation: the server's own upkeep */
+    const ledger_ctx *sweep = ctx;
+    ledger_ctx one = {.txn = sweep->txn, .now_ms = sweep->now_ms}; /* no causation: upkeep */
     log_entity entity = {.kind = LOG_ENTITY_DEAD_LETTER, .subscriber = name,
                          .letter_seq = d->seq};
     dead_body body = {name, d};
-    return ledger_emit(c, "dead_letter.expired", &entity, 1, pack_dead_letter_body, &body);
+    return ledger_emit(&one, "dead_letter.expired", &entity, 1, pack_dead_letter_body, &body);
 }
 
 static int dlq_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt, uint32_t *removed)
 {
     sub_dlq_position start = {.len = 0};
-    sub_dlq_position *pos = opt->dlq_position ? opt->dlq_position : &start;
-    ledger_ctx c = {.txn = t, .now_ms = now_ms};
-    int rc = sub_dlq_expire(t, now_ms - opt->dlq_age_ms, TALLY_DLQ_EXPIRE_ITEMS_MAX, pos,
-                            emit_dead_letter_expired, &c, removed);
-    return rc;
+    ledger_ctx sweep = {.txn = t, .now_ms = now_ms};
+    return sub_dlq_expire(t, now_ms - opt->dlq_age_ms, TALLY_DLQ_EXPIRE_ITEMS_MAX,
+                          opt->dlq_position ? opt->dlq_position : &start,
+                          emit_dead_letter_expired, &sweep, removed);
 }
 
 int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt,
