@@ -9,6 +9,8 @@
  *                                          delivered seq, counters, times)
  *            "f" name 0x00 seq(8, BE)  -> an in-flight delivery above the floor
  *            "r" name 0x00 seq(8, BE)  -> an in-flight replay of a dead letter
+ *            "m" name 0x00 seq(8, BE)  -> empty: that dead letter is marked for
+ *                                          replay (what a fetch walks)
  *   dlq      name 0x00 seq(8, BE)      -> a dead letter (parked event)
  *
  * In-flight values: attempts (u32), deliver_after_ms (i64), error text,
