@@ -27,15 +27,20 @@ static void teardown(void)
     test_store_close(&ts);
 }
 
-static ledger_retention_work sweep(int64_t window_ms, int64_t age_ms)
+static ledger_retention_work sweep_with(const ledger_retention *opt)
 {
-    ledger_retention opt = {window_ms, age_ms, 0};
     ledger_retention_work w;
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, &opt, &w), TALLY_ok);
+    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, opt, &w), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     return w;
+}
+
+static ledger_retention_work sweep(int64_t window_ms, int64_t age_ms)
+{
+    ledger_retention opt = {window_ms, age_ms, 0};
+    return sweep_with(&opt);
 }
 
 static void open_account(uint64_t id, const char *key)
@@ -137,6 +142,19 @@ START_TEST(log_retention_keeps_a_checkpoint_the_rebuild_starts_from)
 }
 END_TEST
 
+/* Create subscriber name in t with the defaults, from the beginning. */
+static sub_state sub_from_beginning(store_txn *t, const char *name)
+{
+    sub_config cfg;
+    sub_config_default(&cfg);
+    sub_start beginning = {SUB_START_BEGINNING, 0, 0};
+    bool created;
+    sub_state st;
+    ck_assert_int_eq(sub_create(t, tally_str_from(name), &beginning, &cfg, ts.now_ms, &created,
+                                &st), TALLY_ok);
+    return st;
+}
+
 START_TEST(subscribers_and_dead_letters_hold_the_log_back)
 {
     for (unsigned i = 1; i <= 6; i++) {
@@ -146,18 +164,12 @@ START_TEST(subscribers_and_dead_letters_hold_the_log_back)
     }
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    sub_config cfg;
-    sub_config_default(&cfg);
-    sub_start beginning = {SUB_START_BEGINNING, 0, 0};
-    bool created;
-    sub_state st;
-    ck_assert_int_eq(sub_create(&t, tally_str_from("slow"), &beginning, &cfg, ts.now_ms,
-                                &created, &st), TALLY_ok);
+    sub_state st = sub_from_beginning(&t, "slow");
     sub_delivery d[8];
     uint32_t count, acked;
     int64_t due;
-    ck_assert_int_eq(sub_fetch(&t, tally_str_from("slow"), 5, false, tally_str_from(NULL), ts.now_ms, d, &count, &due,
-                               &st), TALLY_ok);
+    ck_assert_int_eq(sub_fetch(&t, tally_str_from("slow"), 5, false, tally_str_from(NULL),
+                               ts.now_ms, d, &count, &due, &st), TALLY_ok);
     ck_assert_int_eq(sub_park(&t, tally_str_from("slow"), 3, tally_str_from("bad"), ts.now_ms,
                               &st), TALLY_ok);
     uint64_t done[] = {1, 2, 4};
@@ -188,13 +200,7 @@ static void park_all(unsigned n)
     }
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    sub_config cfg;
-    sub_config_default(&cfg);
-    sub_start beginning = {SUB_START_BEGINNING, 0, 0};
-    bool created;
-    sub_state st;
-    ck_assert_int_eq(sub_create(&t, tally_str_from("dlq"), &beginning, &cfg, ts.now_ms, &created,
-                                &st), TALLY_ok);
+    sub_state st = sub_from_beginning(&t, "dlq");
     static sub_delivery d[TALLY_SUB_FETCH_EVENTS_MAX];
     uint32_t count;
     int64_t due;
@@ -210,12 +216,7 @@ static void park_all(unsigned n)
 static ledger_retention_work dlq_sweep(int64_t age_ms, sub_dlq_position *pos)
 {
     ledger_retention opt = {.dlq_age_ms = age_ms, .dlq_position = pos};
-    ledger_retention_work w;
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, &opt, &w), TALLY_ok);
-    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
-    return w;
+    return sweep_with(&opt);
 }
 
 static sub_state dlq_state(void)
