@@ -619,8 +619,8 @@ typedef struct tally_subscriber tally_subscriber;
  * and its first fetch asks the server to redeliver at once whatever its
  * instance id holds (restart) — with a stable id (tally_run_options
  * .instance) a process that crashed gets its unacked window back first;
- * with the generated one, that window falls due after the ack wait. *out is set on success; free it with
- * tally_subscriber_close. Returns TALLY_ok or a code above (e.g.
+ * with the generated one, that window falls due after the ack wait. *out
+ * is set on success; free it with tally_subscriber_close. Returns TALLY_ok or a code above (e.g.
  * TALLY_subscriber_exists_with_different_config), a transport code, or
  * TALLY_out_of_memory. */
 int tally_subscriber_open(tally_client *c, const char *name,

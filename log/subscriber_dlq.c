@@ -242,7 +242,8 @@ int sub_dlq_expire(store_txn *t, int64_t before_ms, uint32_t max, sub_dlq_positi
     *removed = 0;
     if (max == 0)
         return TALLY_ok;
-    expire_scan x = {before_ms, max, max * EXPIRE_VISITS_PER_REMOVAL, calloc(max, sizeof(expiring)), 0};
+    expire_scan x = {before_ms, max, max * EXPIRE_VISITS_PER_REMOVAL,
+                     calloc(max, sizeof(expiring)), 0};
     if (x.found == NULL)
         return TALLY_out_of_memory;
     int rc = expire_collect(t, pos, &x);

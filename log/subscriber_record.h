@@ -18,7 +18,8 @@
 #define FLIGHT_VALUE_HEAD (4 + 8 + 2)
 #define DEAD_VALUE_HEAD (4 + 8 + 1 + 2)
 /* An in-flight record may end with its holder: instance length (1) and id. */
-#define VALUE_BYTES_MAX (FLIGHT_VALUE_HEAD + TALLY_SUB_ERROR_BYTES_MAX + 1 + TALLY_SUB_INSTANCE_BYTES_MAX)
+#define VALUE_BYTES_MAX \
+    (FLIGHT_VALUE_HEAD + TALLY_SUB_ERROR_BYTES_MAX + 1 + TALLY_SUB_INSTANCE_BYTES_MAX)
 
 /* 'm' name 0x00 seq -> empty: the dead letter seq is marked for replay (the
  * index a fetch walks, so it never reads the unmarked rest of the dlq). */

@@ -552,8 +552,9 @@ START_TEST(replay_of_a_few_reads_only_the_marked)
     store_txn t = begin();
     for (int batch = 0; batch < MANY_DEAD / TALLY_SUB_FETCH_EVENTS_MAX; batch++) {
         op *o = calloc(1, sizeof(*o));
-        ck_assert_int_eq(sub_fetch(&t, NAME, TALLY_SUB_FETCH_EVENTS_MAX, false, tally_str_from(NULL),
-                                   ts.now_ms, o->d, &o->count, &o->next_due, &o->st),
+        ck_assert_int_eq(sub_fetch(&t, NAME, TALLY_SUB_FETCH_EVENTS_MAX, false,
+                                   tally_str_from(NULL), ts.now_ms, o->d, &o->count,
+                                   &o->next_due, &o->st),
                          TALLY_ok);
         for (uint32_t i = 0; i < o->count; i++)
             ck_assert_int_eq(sub_park(&t, NAME, o->d[i].seq, tally_str_from("poison"), ts.now_ms,
@@ -567,7 +568,8 @@ START_TEST(replay_of_a_few_reads_only_the_marked)
     for (int i = 0; i < 5; i++) {
         t = begin();
         uint32_t replaying;
-        ck_assert_int_eq(sub_dlq_replay(&t, NAME, true, marked[i], ts.now_ms, &replaying), TALLY_ok);
+        ck_assert_int_eq(sub_dlq_replay(&t, NAME, true, marked[i], ts.now_ms, &replaying),
+                         TALLY_ok);
         ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     }
     /* Break an unmarked one in the middle (kept to put back). */
