@@ -16,14 +16,16 @@
 _Static_assert(TALLY_EVENT_HASH_BYTES == LOG_HASH_BYTES, "hash size as the log's");
 _Static_assert((int)TALLY_ENTITY_ACCOUNT == (int)LOG_ENTITY_ACCOUNT &&
                    (int)TALLY_ENTITY_TRANSFER == (int)LOG_ENTITY_TRANSFER &&
-                   (int)TALLY_ENTITY_ENTITLEMENT == (int)LOG_ENTITY_ENTITLEMENT,
+                   (int)TALLY_ENTITY_ENTITLEMENT == (int)LOG_ENTITY_ENTITLEMENT &&
+                   (int)TALLY_ENTITY_DEAD_LETTER == (int)LOG_ENTITY_DEAD_LETTER,
                "entity kinds as the log's");
 _Static_assert(sizeof(tally_uuid) == sizeof(tally_id128), "a tally_uuid is a tally_id128");
 _Static_assert((int)TALLY_PART_ACCOUNT == (int)LOG_PART_ACCOUNT &&
                    (int)TALLY_PART_TRANSFER == (int)LOG_PART_TRANSFER &&
                    (int)TALLY_PART_DEBIT_ACCOUNT == (int)LOG_PART_DEBIT_ACCOUNT &&
                    (int)TALLY_PART_CREDIT_ACCOUNT == (int)LOG_PART_CREDIT_ACCOUNT &&
-                   (int)TALLY_PART_ENTITLEMENT == (int)LOG_PART_ENTITLEMENT,
+                   (int)TALLY_PART_ENTITLEMENT == (int)LOG_PART_ENTITLEMENT &&
+                   (int)TALLY_PART_DEAD_LETTER == (int)LOG_PART_DEAD_LETTER,
                "body parts as the log's");
 
 const msgpack_object *tally_event_part(const tally_event *ev, tally_body_part part)
@@ -60,6 +62,12 @@ static bool entity_copy(const log_entity *le, tally_event *e)
         return le->subject.len > 0 && le->feature.len > 0 &&
                str_copy(le->subject, e->subject, sizeof(e->subject)) &&
                str_copy(le->feature, e->feature, sizeof(e->feature));
+    case LOG_ENTITY_DEAD_LETTER: /* subject: the subscriber, feature: the seq */
+        e->feature_len = (size_t)snprintf(e->feature, sizeof(e->feature), "%llu",
+                                          (unsigned long long)le->letter_seq);
+        e->subject_len = le->subscriber.len;
+        return le->subscriber.len > 0 && le->letter_seq > 0 &&
+               str_copy(le->subscriber, e->subject, sizeof(e->subject));
     }
     return false;
 }

@@ -35,6 +35,9 @@ _Static_assert(TALLY_CLIENT_SUB_FETCH_MAX <= TALLY_SUB_ACK_SEQS_MAX,
 _Static_assert(TALLY_CLIENT_SUB_FETCH_MAX == TALLY_DLQ_LIST_ENTRIES_MAX &&
                    TALLY_CLIENT_SUB_FETCH_DEFAULT == TALLY_DLQ_LIST_ENTRIES_DEFAULT,
                "a dlq page is as large as a fetch");
+_Static_assert(TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX == TALLY_SUB_INSTANCE_BYTES_MAX &&
+                   TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX >= 36,
+               "an instance id as the server's, and a UUID text fits one");
 _Static_assert(TALLY_CLIENT_SUB_WAIT_MS_MAX <= TALLY_LOG_WAIT_MS_MAX,
                "a fetch waits within the server's long-poll limit");
 
@@ -42,7 +45,8 @@ struct tally_subscriber {
     tally_client *client;
     char name[TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX + 1];
     bool created;
-    bool restart; /* the next fetch makes every in-flight event due now */
+    bool restart; /* the next fetch makes the instance's in-flight events due now */
+    char instance[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1]; /* sub_fetch's instance */
     atomic_bool stop;
     atomic_bool running;
     client_chain chain; /* the last event fetched (its seq and hash) */
@@ -235,9 +239,16 @@ int tally_subscriber_open(tally_client *c, const char *name,
     memcpy(s->name, name, strlen(name) + 1);
     client_chain_start(&s->chain);
     s->restart = true;
+    tally_uuid id;
+    int rc = tally_uuid_v7(&id); /* the instance: one per handle */
+    if (rc != TALLY_ok) {
+        tally_subscriber_close(s);
+        return rc;
+    }
+    tally_uuid_format(&id, s->instance);
     atomic_init(&s->stop, false);
     atomic_init(&s->running, false);
-    int rc = subscriber_attach(s, options);
+    rc = subscriber_attach(s, options);
     if (rc != TALLY_ok) {
         tally_subscriber_close(s);
         return rc;
@@ -249,6 +260,11 @@ int tally_subscriber_open(tally_client *c, const char *name,
 bool tally_subscriber_created(const tally_subscriber *s)
 {
     return s != NULL && s->created;
+}
+
+const char *tally_subscriber_instance(const tally_subscriber *s)
+{
+    return s != NULL ? s->instance : NULL;
 }
 
 void tally_subscriber_close(tally_subscriber *s)
@@ -406,6 +422,7 @@ static int fetch(run *r)
     fields_named(&fs, "sub_fetch", r->s->name);
     put_uint(&fs, "max", max);
     put_uint(&fs, "wait_ms", r->wait_ms);
+    put_str(&fs, "instance", r->s->instance);
     if (r->s->restart)
         put_bool(&fs, "restart", true);
     reply rep;
@@ -415,7 +432,7 @@ static int fetch(run *r)
         r->s->restart = true; /* a lost reply may hold deliveries: get them back at once */
         return rc;
     }
-    r->s->restart = false; /* the server made the whole unacked window due */
+    r->s->restart = false; /* the server made the instance's unacked window due */
     count(r->s, &r->s->counters.fetches, 1);
     rc = fetch_decode(r, rep.root, max);
     client_reply_free(&rep);
@@ -505,11 +522,37 @@ static int run_batch(run *r, tally_subscriber_handler handler, void *arg)
     return rc != TALLY_ok ? rc : ack_rc;
 }
 
+/* An instance id: 1-64 bytes of A-Z a-z 0-9 . _ - (as the server checks). */
+static bool instance_ok(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 static bool run_options_valid(const tally_run_options *o)
 {
     return o->fetch_max <= TALLY_CLIENT_SUB_FETCH_MAX &&
            o->wait_ms <= TALLY_CLIENT_SUB_WAIT_MS_MAX &&
-           o->failures_max <= TALLY_CLIENT_SUB_FAILURES_MAX;
+           o->failures_max <= TALLY_CLIENT_SUB_FAILURES_MAX &&
+           (o->instance == NULL || instance_ok(o->instance));
+}
+
+/* A run given another instance id fetches as that instance from now on,
+ * and first gets back at once whatever that instance holds (restart). */
+static void instance_take(tally_subscriber *s, const char *id)
+{
+    if (id == NULL || strcmp(id, s->instance) == 0)
+        return;
+    memcpy(s->instance, id, strlen(id) + 1);
+    s->restart = true;
 }
 
 int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
@@ -521,6 +564,7 @@ int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
     if (s == NULL || handler == NULL || !run_options_valid(o) ||
         !atomic_compare_exchange_strong(&s->running, &idle, true))
         return TALLY_invalid_argument;
+    instance_take(s, o->instance);
     run r = {.s = s,
              .max_events = o->max_events,
              .fetch_max = o->fetch_max ? o->fetch_max : TALLY_CLIENT_SUB_FETCH_DEFAULT,

@@ -334,6 +334,7 @@ typedef enum tally_entity_kind {
     TALLY_ENTITY_ACCOUNT = 1,
     TALLY_ENTITY_TRANSFER = 2,
     TALLY_ENTITY_ENTITLEMENT = 3,
+    TALLY_ENTITY_DEAD_LETTER = 4, /* dead_letter.expired (tallyd --dlq-retention-s) */
 } tally_entity_kind;
 
 #define TALLY_EVENT_HASH_BYTES 32
@@ -355,8 +356,11 @@ typedef struct tally_event {
     tally_uuid id;
     char type[32];
     /* The entity the event is about (docs/EVENTS.md): entity_kind is
-     * "account" (account_id set), "transfer" (transfer_id set) or
-     * "entitlement" (subject and feature set); the others are zero / "".
+     * "account" (account_id set), "transfer" (transfer_id set),
+     * "entitlement" (subject and feature set) or "dead_letter" (subject:
+     * the subscriber's name, feature: the dead letter's seq as decimal
+     * text; the rest is in the body's TALLY_PART_DEAD_LETTER); the others
+     * are zero / "".
      * kind is the same as a number (before the types were one, the inbox's
      * event called it entity_kind: use kind there now). */
     char entity_kind[16];
@@ -390,6 +394,8 @@ typedef enum tally_body_part {
     TALLY_PART_DEBIT_ACCOUNT = 2,  /* its debit account */
     TALLY_PART_CREDIT_ACCOUNT = 3, /* and its credit account, after the change */
     TALLY_PART_ENTITLEMENT = 4,    /* entitlement events: the entitlement */
+    TALLY_PART_DEAD_LETTER = 5,    /* dead-letter events: [subscriber, seq, attempts,
+                                      parked_ms, error] */
 } tally_body_part;
 /* The part of ev's body (ev->body must be set, as in the inbox's callbacks),
  * or NULL when the event's kind has no such part. */
@@ -564,6 +570,7 @@ void tally_stream_close(tally_stream *s);
 #define TALLY_CLIENT_SUB_WAIT_MS_MAX 30000
 #define TALLY_CLIENT_SUB_FAILURES_DEFAULT 10 /* failed round trips in a row before giving up */
 #define TALLY_CLIENT_SUB_FAILURES_MAX 1000
+#define TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX 64 /* a consumer instance's id */
 
 typedef enum tally_start {
     TALLY_START_BEGINNING = 0, /* every event in the log */
@@ -606,17 +613,24 @@ typedef struct tally_subscriber tally_subscriber;
 /* Open the subscriber name on client c. With options, create it
  * (sub_create; creating an identical one again is fine, so every start of a
  * program may call this); with options NULL, use it as it is, or create it
- * with every default (from the beginning) when it does not exist. The
- * first fetch of the handle asks the server to redeliver at once whatever
- * was in flight (restart), so a process that crashed gets its unacked
- * window back first. *out is set on success; free it with
- * tally_subscriber_close. Returns TALLY_ok or a code above (e.g.
+ * with every default (from the beginning) when it does not exist. Each
+ * handle is one consumer instance: what its fetches get is leased to it
+ * (several processes on one name share the stream without duplicates),
+ * and its first fetch asks the server to redeliver at once whatever its
+ * instance id holds (restart) — with a stable id (tally_run_options
+ * .instance) a process that crashed gets its unacked window back first;
+ * with the generated one, that window falls due after the ack wait. *out
+ * is set on success; free it with tally_subscriber_close. Returns TALLY_ok or a code above (e.g.
  * TALLY_subscriber_exists_with_different_config), a transport code, or
  * TALLY_out_of_memory. */
 int tally_subscriber_open(tally_client *c, const char *name,
                           const tally_subscriber_options *options, tally_subscriber **out);
 /* true when tally_subscriber_open created the subscriber. */
 bool tally_subscriber_created(const tally_subscriber *s);
+/* The consumer instance id the handle fetches with: a new UUIDv7 text per
+ * handle, or the one a run was given (tally_run_options.instance). Valid
+ * until the handle is closed or the next run. */
+const char *tally_subscriber_instance(const tally_subscriber *s);
 /* Free the handle (the subscriber stays on the server). NULL allowed; no
  * run may be in progress. */
 void tally_subscriber_close(tally_subscriber *s);
@@ -652,6 +666,13 @@ typedef struct tally_run_options {
                               retries) before the run gives up; 0 = 10, at most 1000 */
     bool until_idle;       /* also return once a fetch, after waiting wait_ms,
                               brings nothing: work off what is there, then stop */
+    const char *instance;  /* this consumer instance's id (1-64 bytes of A-Z a-z
+                              0-9 . _ -), kept by the handle from this run on;
+                              NULL = the handle's (generated at open, or the
+                              last one given). Stable across restarts of a
+                              process, it gets that process's unacked events
+                              back at once; never give two live processes the
+                              same one (docs/SUBSCRIBERS.md, "Instances") */
 } tally_run_options;
 
 /* Counters of a handle, over all its runs. */

@@ -107,6 +107,8 @@
 #define TALLY_SUB_MAX_ACK_PENDING_MAX 10000
 #define TALLY_SUB_MAX_ACK_PENDING_DEFAULT 1000
 #define TALLY_SUB_ERROR_BYTES_MAX 256         /* nak error and park reason text */
+#define TALLY_SUB_INSTANCE_BYTES_MAX 64       /* a consumer instance's id on sub_fetch */
+#define TALLY_DLQ_EXPIRE_ITEMS_MAX 256        /* dead letters one retention pass removes */
 #define TALLY_DLQ_LIST_ENTRIES_MAX 1000
 #define TALLY_DLQ_LIST_ENTRIES_DEFAULT 100
 

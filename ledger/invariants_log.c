@@ -264,6 +264,31 @@ static void check_event_history(audit *a, const log_event *ev)
         check_history(a, ev, &tr);
 }
 
+/* A dead_letter.expired event changes no account or entitlement: it must
+ * be well-formed, its body naming the dead letter its entity names. */
+static void check_dead_letter_event(audit *a, const log_event *ev)
+{
+    const msgpack_object *row = log_event_part(ev, LOG_PART_DEAD_LETTER);
+    msgpack_record_reader r = msgpack_record_read(row);
+    tally_str name, error;
+    uint64_t seq = 0, attempts = 0;
+    int64_t parked_ms = 0;
+    bool ok = row != NULL && msgpack_record_fields(&r) >= 5 &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "subscriber"), &name) &&
+              msgpack_safe_get_u64(msgpack_record_next(&r, "seq"), &seq) &&
+              msgpack_safe_get_u64(msgpack_record_next(&r, "attempts"), &attempts) &&
+              msgpack_safe_get_i64(msgpack_record_next(&r, "parked_ms"), &parked_ms) &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "error"), &error);
+    if (!ok || !tally_str_equal(ev->type, tally_str_from("dead_letter.expired")) ||
+        !tally_str_equal(name, ev->entity.subscriber) || seq != ev->entity.letter_seq ||
+        seq == 0 || seq >= ev->seq || ev->entity_version != 1 || parked_ms > ev->time_ms ||
+        ev->has_causation) {
+        char where[64];
+        audit_name_seq(ev->seq, where);
+        audit_report(a, "rebuild", where, "a dead_letter event that does not hold together");
+    }
+}
+
 static void fold_event(audit *a, const log_event *ev)
 {
     if (a->opt->skip_rebuild) {
@@ -277,6 +302,8 @@ static void fold_event(audit *a, const log_event *ev)
         fold_transfer_event(a, ev);
     else if (ev->entity.kind == LOG_ENTITY_ENTITLEMENT)
         fold_entitlement_event(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_DEAD_LETTER)
+        check_dead_letter_event(a, ev);
     else {
         char name[64];
         audit_name_seq(ev->seq, name);

@@ -11,6 +11,7 @@
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "ledger/account.h"
+#include "ledger/context.h"
 #include "ledger/entitlement.h"
 #include "ledger/history.h"
 #include "ledger/inbox.h"
@@ -280,6 +281,42 @@ static int log_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *re
     return rc;
 }
 
+/* ---- dead letters ---- */
+
+/* [subscriber, seq, attempts, parked_ms, error]: the dead_letter row. */
+typedef struct dead_body {
+    tally_str name;
+    const sub_dead_letter *d;
+} dead_body;
+
+static int pack_dead_letter_body(msgpack_packer *pk, const void *body)
+{
+    const dead_body *b = body;
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 5) ||
+           msgpack_safe_pack_str(pk, b->name) || msgpack_pack_uint64(pk, b->d->seq) ||
+           msgpack_pack_uint32(pk, b->d->attempts) || msgpack_pack_int64(pk, b->d->parked_ms) ||
+           msgpack_safe_pack_str(pk, b->d->error);
+}
+
+static int emit_dead_letter_expired(tally_str name, const sub_dead_letter *d, void *ctx)
+{
+    const ledger_ctx *sweep = ctx;
+    ledger_ctx one = {.txn = sweep->txn, .now_ms = sweep->now_ms}; /* no causation: upkeep */
+    log_entity entity = {.kind = LOG_ENTITY_DEAD_LETTER, .subscriber = name,
+                         .letter_seq = d->seq};
+    dead_body body = {name, d};
+    return ledger_emit(&one, "dead_letter.expired", &entity, 1, pack_dead_letter_body, &body);
+}
+
+static int dlq_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt, uint32_t *removed)
+{
+    sub_dlq_position start = {.len = 0};
+    ledger_ctx sweep = {.txn = t, .now_ms = now_ms};
+    return sub_dlq_expire(t, now_ms - opt->dlq_age_ms, TALLY_DLQ_EXPIRE_ITEMS_MAX,
+                          opt->dlq_position ? opt->dlq_position : &start,
+                          emit_dead_letter_expired, &sweep, removed);
+}
+
 int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt,
                            ledger_retention_work *work)
 {
@@ -292,6 +329,8 @@ int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention 
         rc = inbox_sweep(t, now_ms - opt->inbox_window_ms, batch, &work->inbox_removed);
     if (rc == TALLY_ok && opt->log_age_ms > 0)
         rc = log_sweep(t, now_ms - opt->log_age_ms, batch, &work->events_removed);
+    if (rc == TALLY_ok && opt->dlq_age_ms > 0)
+        rc = dlq_sweep(t, now_ms, opt, &work->dead_letters_removed);
     if (rc == TALLY_ok && (work->inbox_removed || work->events_removed)) {
         uint8_t b[16];
         put_u64_be(b, (uint64_t)now_ms);

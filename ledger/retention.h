@@ -19,6 +19,11 @@
  * and the rebuild can still be verified from there (ledger/invariants.c).
  * The history entries of removed transfer events go with them.
  *
+ * Dead-letter retention (off by default): dead letters parked longer than
+ * the configured age are removed, at most TALLY_DLQ_EXPIRE_ITEMS_MAX per
+ * call, each with a `dead_letter.expired` event (docs/EVENTS.md) appended
+ * in the same transaction: what left the queue stays on the record.
+ *
  *   checkpoint  'a' id(8)                 -> account snapshot (msgpack)
  *               't' id(16)                -> transfer snapshot
  *               'e' entitlement key       -> entitlement snapshot
@@ -28,6 +33,7 @@
 
 #include "log/log.h"
 #include "log/store.h"
+#include "log/subscriber.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,12 +44,17 @@ typedef struct ledger_retention {
     int64_t inbox_window_ms; /* > 0: records older than this go */
     int64_t log_age_ms;      /* > 0: events older than this may go; 0 = keep all */
     uint32_t batch;          /* at most this many of each per call */
+    int64_t dlq_age_ms;      /* > 0: dead letters parked longer than this go, each
+                                with a dead_letter.expired event; 0 = keep all */
+    sub_dlq_position *dlq_position; /* where the dlq pass resumes (the caller's,
+                                kept between calls; NULL: from the start) */
 } ledger_retention;
 
 typedef struct ledger_retention_work {
     uint32_t inbox_removed;
     uint32_t events_removed;
     uint64_t log_floor;      /* seq of the last removed event after the call */
+    uint32_t dead_letters_removed;
 } ledger_retention_work;
 
 /* One bounded sweep of both at now_ms in t (the writer's transaction).

@@ -34,6 +34,7 @@ typedef enum log_entity_kind {
     LOG_ENTITY_ACCOUNT = 1,
     LOG_ENTITY_TRANSFER = 2,
     LOG_ENTITY_ENTITLEMENT = 3,
+    LOG_ENTITY_DEAD_LETTER = 4, /* a subscriber's dead letter: subscriber, seq */
 } log_entity_kind;
 
 /* The entity an event is about; which members are used depends on kind. */
@@ -43,6 +44,8 @@ typedef struct log_entity {
     tally_id128 transfer_id;
     tally_str subject;
     tally_str feature;
+    tally_str subscriber; /* dead letters: the subscriber's name */
+    uint64_t letter_seq;  /* and the seq of the event it parked */
 } log_entity;
 
 /* What an event says before the log gives it a seq, an id and its place in
@@ -121,6 +124,7 @@ typedef enum log_body_part {
     LOG_PART_DEBIT_ACCOUNT,  /* its debit account */
     LOG_PART_CREDIT_ACCOUNT, /* and its credit account, after the change */
     LOG_PART_ENTITLEMENT,    /* entitlement events: the entitlement */
+    LOG_PART_DEAD_LETTER,    /* dead-letter events: the dead letter */
 } log_body_part;
 
 /* The part of a decoded event's body (a map in format 1, a row in 2: read
@@ -139,7 +143,8 @@ const msgpack_object *log_body_part_of(const msgpack_object *body, log_entity_ki
 const char *log_transfer_state_name(uint64_t state);
 const char *log_entitlement_state_name(uint64_t state);
 
-/* Name of an entity kind ("account", "transfer", "entitlement"). */
+/* Name of an entity kind ("account", "transfer", "entitlement",
+ * "dead_letter"). */
 const char *log_entity_kind_name(log_entity_kind kind);
 
 #endif

@@ -179,6 +179,8 @@ int sub_delete(store_txn *t, tally_str name)
     if (rc == TALLY_ok)
         rc = delete_all(t, KIND_REPLAY, name, &l);
     if (rc == TALLY_ok)
+        rc = delete_all(t, KIND_MARK, name, &l);
+    if (rc == TALLY_ok)
         rc = delete_all(t, 0, name, &l);
     free(l.seqs);
     if (rc == TALLY_ok) {
@@ -200,7 +202,6 @@ typedef struct plan_step {
 
 typedef struct fetch_plan {
     const sub_config *cfg;
-    bool restart;
     int64_t now_ms;
     uint32_t max, deliveries, parks;
     uint32_t flights; /* "f" records seen */
@@ -210,20 +211,32 @@ typedef struct fetch_plan {
     uint32_t count;
 } fetch_plan;
 
+/* One replay mark: the dead letter seq is delivered again. The marks are
+ * walked, never the dlq, so a fetch costs what it replays. */
 static int plan_replay(uint64_t seq, const MDB_val *v, void *ctx)
 {
     fetch_plan *p = ctx;
-    sub_record r;
-    int rc = sub_record_decode(v, true, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    if (!r.replaying)
-        return TALLY_ok;
+    if (v->mv_size != 0)
+        return TALLY_corrupt_record;
     if (p->deliveries == p->max)
         return 1;
     p->steps[p->count++] = (plan_step){PLAN_REPLAY_DLQ, 0, seq};
     p->deliveries++;
     return TALLY_ok;
+}
+
+static int plan_replays(store_txn *t, const sub_state *s, fetch_plan *p)
+{
+    tally_str name = tally_str_from(s->name);
+    if (s->replaying == 0)
+        return TALLY_ok;
+    int rc = sub_records_each(t, KIND_MARK, name, 0, plan_replay, p);
+    if (rc == TALLY_ok && p->count == 0) { /* replays without marks: an older store */
+        rc = sub_marks_repair(t, name);
+        if (rc == TALLY_ok)
+            rc = sub_records_each(t, KIND_MARK, name, 0, plan_replay, p);
+    }
+    return rc;
 }
 
 static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
@@ -235,7 +248,7 @@ static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
         return rc;
     if (p->kind == KIND_FLIGHT)
         p->flights++;
-    bool due = p->restart || r.when_ms <= p->now_ms;
+    bool due = r.when_ms <= p->now_ms; /* held by anyone: its lease ran out */
     bool park = r.attempts >= p->cfg->max_deliver;
     bool room = park ? p->parks < TALLY_SUB_FETCH_EVENTS_MAX : p->deliveries < p->max;
     if (!due || !room) {
@@ -267,8 +280,9 @@ static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, cons
     return rc;
 }
 
-static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now_ms,
-                    sub_delivery *out, uint32_t *count)
+/* Each delivery is leased to the fetching instance (none: no instance). */
+static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str instance,
+                    int64_t now_ms, sub_delivery *out, uint32_t *count)
 {
     tally_str name = tally_str_from(s->name);
     sub_record r;
@@ -278,8 +292,11 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
         rc = sub_record_load(t, 0, name, st->seq, &r);
         if (rc == TALLY_ok)
             rc = sub_record_delete(t, 0, name, st->seq);
+        if (rc == TALLY_ok)
+            rc = sub_mark_clear(t, name, st->seq);
         r.attempts = 1;
         r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
+        sub_record_set_instance(&r, instance);
         if (rc == TALLY_ok)
             rc = sub_record_save(t, KIND_REPLAY, name, st->seq, &r);
         s->dead_letters--;
@@ -293,8 +310,8 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
             return rc;
         r.attempts++;
         r.when_ms = now_ms + sub_redelivery_delay(&s->config, r.attempts);
-        if (rc == TALLY_ok)
-            rc = sub_record_save(t, st->kind, name, st->seq, &r);
+        sub_record_set_instance(&r, instance); /* taken over, or back to its holder */
+        rc = sub_record_save(t, st->kind, name, st->seq, &r);
         s->redelivered++;
         out[(*count)++] = (sub_delivery){st->seq, r.attempts, st->kind == KIND_REPLAY};
         return rc;
@@ -312,6 +329,7 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
         memset(&r, 0, sizeof(r));
         r.attempts = 1;
         r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
+        sub_record_set_instance(&r, instance);
         s->delivered_seq = st->seq;
         s->in_flight++;
         out[(*count)++] = (sub_delivery){st->seq, 1, false};
@@ -320,11 +338,14 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, int64_t now
     return TALLY_internal;
 }
 
-/* restart: every in-flight event (and replay) not yet due becomes due now,
- * so a (re)starting consumer gets its whole unacked window over as many
- * fetches as it takes, not just the first fetch's worth. */
+/* restart: every in-flight event (and replay) not yet due that the
+ * instance holds becomes due now — every one, whoever holds it, for a fetch
+ * without an instance — so a (re)starting consumer gets its whole unacked
+ * window over as many fetches as it takes, not just the first fetch's
+ * worth, and never another instance's. */
 typedef struct due_ctx {
     int64_t now_ms;
+    tally_str instance; /* len 0: every holder */
     sub_seq_list later;
 } due_ctx;
 
@@ -333,17 +354,18 @@ static int collect_later(uint64_t seq, const MDB_val *v, void *ctx)
     due_ctx *d = ctx;
     sub_record r;
     int rc = sub_record_decode(v, false, &r);
-    if (rc != TALLY_ok || r.when_ms <= d->now_ms)
+    if (rc != TALLY_ok || r.when_ms <= d->now_ms ||
+        (d->instance.len > 0 && !sub_record_held_by(&r, d->instance)))
         return rc;
     d->later.upto = UINT64_MAX;
     return sub_seq_collect_one(seq, v, &d->later);
 }
 
-static int make_all_due(store_txn *t, tally_str name, int64_t now_ms)
+static int make_due(store_txn *t, tally_str name, tally_str instance, int64_t now_ms)
 {
     static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
     int rc = TALLY_ok;
-    due_ctx d = {now_ms, {0}};
+    due_ctx d = {now_ms, instance, {0}};
     for (int i = 0; i < 2 && rc == TALLY_ok; i++) {
         d.later.count = 0;
         rc = sub_records_each(t, kinds[i], name, 0, collect_later, &d);
@@ -359,12 +381,14 @@ static int make_all_due(store_txn *t, tally_str name, int64_t now_ms)
     return rc;
 }
 
-int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t now_ms,
-              sub_delivery *out, uint32_t *count, int64_t *next_due_ms, sub_state *after)
+int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
+              int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
+              sub_state *after)
 {
     *count = 0;
     *next_due_ms = INT64_MAX;
-    if (max == 0 || max > TALLY_SUB_FETCH_EVENTS_MAX)
+    if (max == 0 || max > TALLY_SUB_FETCH_EVENTS_MAX ||
+        (instance.len > 0 && sub_name_check(instance) != TALLY_ok))
         return TALLY_invalid_argument;
     sub_state *s = after;
     int rc = sub_cursor_load(t, name, s);
@@ -377,7 +401,7 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
     if (rc != TALLY_ok)
         return rc;
     if (restart) {
-        rc = make_all_due(t, name, now_ms);
+        rc = make_due(t, name, instance, now_ms);
         if (rc != TALLY_ok)
             return rc;
     }
@@ -385,12 +409,10 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
     if (!p)
         return TALLY_out_of_memory;
     p->cfg = &s->config;
-    p->restart = false; /* made due above */
     p->now_ms = now_ms;
     p->max = max;
     p->next_due_ms = INT64_MAX;
-    if (s->replaying > 0)
-        rc = sub_records_each(t, 0, name, 0, plan_replay, p);
+    rc = plan_replays(t, s, p);
     static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
     for (int i = 0; i < 2 && (rc == TALLY_ok || rc == 1); i++) {
         p->kind = kinds[i];
@@ -406,7 +428,7 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t 
          next++, p->deliveries++, p->flights++)
         p->steps[p->count++] = (plan_step){PLAN_NEW, KIND_FLIGHT, next};
     for (uint32_t i = 0; rc == TALLY_ok && i < p->count; i++)
-        rc = run_step(t, s, &p->steps[i], now_ms, out, count);
+        rc = run_step(t, s, &p->steps[i], instance, now_ms, out, count);
     if (rc == TALLY_ok && p->count > 0) {
         rc = sub_floor_update(t, s);
         s->updated_ms = now_ms;
@@ -532,106 +554,6 @@ int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64
     return rc == TALLY_ok ? sub_cursor_save(t, after) : rc;
 }
 
-/* ---- dead letters ---- */
-
-typedef struct dlq_page {
-    sub_dead_letter_fn fn;
-    void *ctx;
-    uint32_t limit, seen;
-    uint64_t next;
-} dlq_page;
-
-static int dlq_page_one(uint64_t seq, const MDB_val *v, void *ctx)
-{
-    dlq_page *p = ctx;
-    if (p->seen == p->limit) {
-        p->next = seq; /* there is more */
-        return 1;
-    }
-    sub_record r;
-    int rc = sub_record_decode(v, true, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    const uint8_t *text = (const uint8_t *)v->mv_data + DEAD_VALUE_HEAD;
-    sub_dead_letter d = {seq, r.attempts, r.when_ms, r.replaying,
-                         {(const char *)text, r.error_len}};
-    p->seen++;
-    return p->fn(&d, p->ctx);
-}
-
-int sub_dlq_list(store_txn *t, tally_str name, uint64_t after_seq, uint32_t limit,
-                 sub_dead_letter_fn fn, void *ctx, uint64_t *next)
-{
-    sub_state s;
-    *next = 0;
-    int rc = sub_cursor_load(t, name, &s);
-    if (rc != TALLY_ok)
-        return rc;
-    if (after_seq == UINT64_MAX)
-        return TALLY_ok;
-    dlq_page p = {fn, ctx, limit, 0, 0};
-    rc = sub_records_each(t, 0, name, after_seq + 1, dlq_page_one, &p);
-    if (rc == 1 && p.next) {
-        rc = TALLY_ok;
-        *next = p.next - 1; /* pass as after_seq: the page ends before p.next */
-    }
-    return rc;
-}
-
-static int mark_replay(store_txn *t, sub_state *s, uint64_t seq, bool must_exist)
-{
-    sub_record r;
-    tally_str name = tally_str_from(s->name);
-    int rc = sub_record_load(t, 0, name, seq, &r);
-    if (rc == TALLY_not_found)
-        return must_exist ? TALLY_dead_letter_not_found : TALLY_ok;
-    if (rc != TALLY_ok || r.replaying)
-        return rc;
-    r.replaying = true;
-    s->replaying++;
-    return sub_record_save(t, 0, name, seq, &r);
-}
-
-int sub_dlq_replay(store_txn *t, tally_str name, bool one, uint64_t seq, int64_t now_ms,
-                   uint32_t *replaying)
-{
-    sub_state s;
-    int rc = sub_cursor_load(t, name, &s);
-    if (rc != TALLY_ok)
-        return rc;
-    if (one) {
-        rc = mark_replay(t, &s, seq, true);
-    } else {
-        sub_seq_list l = {0};
-        rc = sub_seqs_collect(t, 0, name, UINT64_MAX, &l);
-        for (size_t i = 0; rc == TALLY_ok && i < l.count; i++)
-            rc = mark_replay(t, &s, l.seqs[i], false);
-        free(l.seqs);
-    }
-    *replaying = s.replaying;
-    s.updated_ms = now_ms;
-    return rc == TALLY_ok ? sub_cursor_save(t, &s) : rc;
-}
-
-int sub_dlq_discard(store_txn *t, tally_str name, uint64_t seq, int64_t now_ms)
-{
-    sub_state s;
-    sub_record r;
-    int rc = sub_cursor_load(t, name, &s);
-    if (rc == TALLY_ok)
-        rc = sub_record_load(t, 0, name, seq, &r);
-    if (rc == TALLY_not_found)
-        return TALLY_dead_letter_not_found;
-    if (rc != TALLY_ok)
-        return rc;
-    rc = sub_record_delete(t, 0, name, seq);
-    s.dead_letters--;
-    if (r.replaying)
-        s.replaying--;
-    s.updated_ms = now_ms;
-    return rc == TALLY_ok ? sub_cursor_save(t, &s) : rc;
-}
-
 /* ---- metrics ---- */
 
 int sub_metrics_get(store_txn *t, const sub_state *s, int64_t now_ms, sub_metrics *out)
@@ -675,9 +597,9 @@ int sub_records(store_txn *t, sub_record_fn fn, void *ctx)
             char kind = d == 0 ? (char)k[0] : 'd';
             if (kind != KIND_CURSOR) {
                 if (key.mv_size < skip + 1 + 1 + 8 || k[key.mv_size - 9] != 0 ||
-                    (d == 0 && kind != KIND_FLIGHT && kind != KIND_REPLAY))
+                    (d == 0 && kind != KIND_FLIGHT && kind != KIND_REPLAY && kind != KIND_MARK))
                     rc = TALLY_corrupt_record;
-                else
+                else if (kind != KIND_MARK) /* a mark stands beside its dead letter */
                     rc = fn(kind, (tally_str){(const char *)k + skip, key.mv_size - 9 - skip},
                             get_u64_be(k + key.mv_size - 8), ctx);
             }

@@ -9,11 +9,15 @@
  *                                          delivered seq, counters, times)
  *            "f" name 0x00 seq(8, BE)  -> an in-flight delivery above the floor
  *            "r" name 0x00 seq(8, BE)  -> an in-flight replay of a dead letter
+ *            "m" name 0x00 seq(8, BE)  -> empty: that dead letter is marked for
+ *                                          replay (what a fetch walks)
  *   dlq      name 0x00 seq(8, BE)      -> a dead letter (parked event)
  *
- * In-flight values: attempts (u32), deliver_after_ms (i64), error text.
- * Dead-letter values: attempts (u32), parked_ms (i64), replaying (u8),
- * error text. All integers big-endian; every record is length-checked when
+ * In-flight values: attempts (u32), deliver_after_ms (i64), error text,
+ * then optionally the consumer instance holding it (u8 length 1-64, the
+ * id; absent in records written before instances and for fetches without
+ * one). Dead-letter values: attempts (u32), parked_ms (i64), replaying
+ * (u8), error text. All integers big-endian; every record is length-checked when
  * read (a bad one is TALLY_corrupt_record).
  *
  * The ack floor is the highest seq at or below which every event was acked
@@ -108,13 +112,19 @@ typedef int (*sub_list_fn)(const sub_state *s, void *ctx);
 int sub_list(store_txn *t, sub_list_fn fn, void *ctx);
 
 /* Deliver up to max events (docs/SUBSCRIBERS.md, "Delivery rules"): replays
- * first, then due redeliveries, then new events. restart makes every
- * in-flight event due now. out gets *count deliveries; *next_due_ms the
- * earliest time a not-yet-due in-flight event falls due (INT64_MAX: none);
- * *after the cursor record after the fetch. Nothing is written when nothing
- * is delivered or parked. */
-int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, int64_t now_ms,
-              sub_delivery *out, uint32_t *count, int64_t *next_due_ms, sub_state *after);
+ * first, then due redeliveries, then new events. Each delivery is leased
+ * to instance (a consumer instance's id, 1-64 bytes like a name; len 0:
+ * none) until it is acked, parked, or falls due again; a due event is
+ * delivered to whichever instance fetches. restart makes the in-flight
+ * events that instance holds due now (with no instance: every in-flight
+ * event). out gets *count deliveries; *next_due_ms the earliest time a
+ * not-yet-due in-flight event falls due (INT64_MAX: none); *after the
+ * cursor record after the fetch. Nothing is written when nothing is
+ * delivered or parked. TALLY_invalid_argument for max or instance out of
+ * range. */
+int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
+              int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
+              sub_state *after);
 
 /* Acknowledge: every event <= upto (0: none) and each seq of done.
  * seq_beyond_head when upto > head; seq_not_delivered when a done seq was
@@ -149,6 +159,22 @@ int sub_dlq_replay(store_txn *t, tally_str name, bool one, uint64_t seq, int64_t
 
 /* Remove a dead letter: TALLY_ok or dead_letter_not_found. */
 int sub_dlq_discard(store_txn *t, tally_str name, uint64_t seq, int64_t now_ms);
+
+/* Retention of dead letters (tallyd --dlq-retention-s): one bounded pass
+ * over the dlq of every subscriber, from *pos on (len 0: the start; the
+ * pass leaves where the next one starts, 0 again after the end). It reads
+ * at most 16 × max entries and removes at most max dead letters parked
+ * before before_ms and not marked for replay (a replay asked for is kept
+ * until it is delivered), calling fn for each just before its removal (fn
+ * appends its event; non-zero stops and is returned). The subscriber's
+ * dead-letter count follows. *removed counts them. */
+typedef struct sub_dlq_position {
+    uint8_t key[TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8];
+    size_t len;
+} sub_dlq_position;
+typedef int (*sub_dlq_expired_fn)(tally_str name, const sub_dead_letter *d, void *ctx);
+int sub_dlq_expire(store_txn *t, int64_t before_ms, uint32_t max, sub_dlq_position *pos,
+                   sub_dlq_expired_fn fn, void *ctx, uint32_t *removed);
 
 /* Lag of a subscriber: head, pending (head - ack floor) and the age in
  * seconds of the oldest unacked event (the one after the floor; 0 when

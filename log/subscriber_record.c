@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "log/log.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +65,7 @@ size_t sub_cursor_key(uint8_t *k, tally_str name)
 }
 
 /* kind + name + 0x00 + seq; kind 0 = none (the dlq's keys). */
-static size_t sub_seq_key(uint8_t *k, char kind, tally_str name, uint64_t seq)
+size_t sub_seq_key(uint8_t *k, char kind, tally_str name, uint64_t seq)
 {
     size_t n = 0;
     if (kind)
@@ -141,7 +142,13 @@ static size_t record_encode(const sub_record *r, bool dead, uint8_t out[VALUE_BY
         *p++ = r->replaying;
     put_u16_be(p, r->error_len);
     memcpy(p + 2, r->error, r->error_len);
-    return (size_t)(p + 2 - out) + r->error_len;
+    p += 2 + r->error_len;
+    if (!dead && r->instance_len > 0) { /* the holder, after the text */
+        *p++ = r->instance_len;
+        memcpy(p, r->instance, r->instance_len);
+        p += r->instance_len;
+    }
+    return (size_t)(p - out);
 }
 
 int sub_record_decode(const MDB_val *v, bool dead, sub_record *r)
@@ -160,9 +167,17 @@ int sub_record_decode(const MDB_val *v, bool dead, sub_record *r)
         r->replaying = *p++;
     }
     r->error_len = get_u16_be(p);
-    if (r->error_len > TALLY_SUB_ERROR_BYTES_MAX || v->mv_size != head + r->error_len)
+    if (r->error_len > TALLY_SUB_ERROR_BYTES_MAX || v->mv_size < head + r->error_len)
         return TALLY_corrupt_record;
     memcpy(r->error, p + 2, r->error_len);
+    size_t rest = v->mv_size - head - r->error_len;
+    if (rest == 0)
+        return TALLY_ok; /* no instance: a dead letter, or an in-flight record without one */
+    const uint8_t *inst = p + 2 + r->error_len;
+    if (dead || inst[0] == 0 || inst[0] > TALLY_SUB_INSTANCE_BYTES_MAX || rest != 1u + inst[0])
+        return TALLY_corrupt_record;
+    r->instance_len = inst[0];
+    memcpy(r->instance, inst + 1, r->instance_len);
     return TALLY_ok;
 }
 
@@ -171,6 +186,18 @@ void sub_record_set_error(sub_record *r, tally_str text)
     size_t n = text.len < TALLY_SUB_ERROR_BYTES_MAX ? text.len : TALLY_SUB_ERROR_BYTES_MAX;
     memcpy(r->error, text.ptr, n);
     r->error_len = (uint16_t)n;
+}
+
+void sub_record_set_instance(sub_record *r, tally_str instance)
+{
+    assert(instance.len <= TALLY_SUB_INSTANCE_BYTES_MAX);
+    memcpy(r->instance, instance.ptr, instance.len);
+    r->instance_len = (uint8_t)instance.len;
+}
+
+bool sub_record_held_by(const sub_record *r, tally_str instance)
+{
+    return tally_str_equal((tally_str){r->instance, r->instance_len}, instance);
 }
 
 /* ---- record access ---- */

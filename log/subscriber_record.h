@@ -17,17 +17,26 @@
 #define CURSOR_VALUE_BYTES (1 + 4 * 4 + 4 * TALLY_SUB_BACKOFF_STEPS_MAX + 8 * 2 + 4 * 2 + 8 * 2 + 8 * 2)
 #define FLIGHT_VALUE_HEAD (4 + 8 + 2)
 #define DEAD_VALUE_HEAD (4 + 8 + 1 + 2)
-#define VALUE_BYTES_MAX (DEAD_VALUE_HEAD + TALLY_SUB_ERROR_BYTES_MAX)
+/* An in-flight record may end with its holder: instance length (1) and id. */
+#define VALUE_BYTES_MAX \
+    (FLIGHT_VALUE_HEAD + TALLY_SUB_ERROR_BYTES_MAX + 1 + TALLY_SUB_INSTANCE_BYTES_MAX)
 
-enum { KIND_CURSOR = 'c', KIND_FLIGHT = 'f', KIND_REPLAY = 'r' };
+/* 'm' name 0x00 seq -> empty: the dead letter seq is marked for replay (the
+ * index a fetch walks, so it never reads the unmarked rest of the dlq). */
+enum { KIND_CURSOR = 'c', KIND_FLIGHT = 'f', KIND_REPLAY = 'r', KIND_MARK = 'm' };
 
-/* An in-flight record or a dead letter (one layout with an optional flag). */
+/* An in-flight record or a dead letter (one layout with an optional flag).
+ * An in-flight record names the consumer instance that holds it (its
+ * lease); records written before instances existed, and deliveries to a
+ * fetch without an instance, have none (instance_len 0). */
 typedef struct sub_record {
     uint32_t attempts;
     int64_t when_ms; /* deliver_after (in flight) or parked (dead letter) */
     bool replaying;  /* dead letters only */
     uint16_t error_len;
     char error[TALLY_SUB_ERROR_BYTES_MAX];
+    uint8_t instance_len; /* in flight only; 0 = no instance */
+    char instance[TALLY_SUB_INSTANCE_BYTES_MAX];
 } sub_record;
 
 /* Call fn(key, value) for each key of db from start on while its first
@@ -53,6 +62,7 @@ int sub_config_check(const sub_config *c);
 bool sub_config_equal(const sub_config *a, const sub_config *b);
 int sub_cursor_decode(const MDB_val *v, tally_str name, sub_state *s);
 size_t sub_cursor_key(uint8_t *k, tally_str name);
+size_t sub_seq_key(uint8_t *k, char kind, tally_str name, uint64_t seq);
 int sub_cursor_load(store_txn *t, tally_str name, sub_state *s);
 int sub_cursor_save(store_txn *t, const sub_state *s);
 int sub_each_with_prefix(store_txn *t, store_db db, const uint8_t *start, size_t start_len,
@@ -63,9 +73,17 @@ int sub_record_delete(store_txn *t, char kind, tally_str name, uint64_t seq);
 int sub_record_load(store_txn *t, char kind, tally_str name, uint64_t seq, sub_record *r);
 int sub_record_save(store_txn *t, char kind, tally_str name, uint64_t seq, const sub_record *r);
 void sub_record_set_error(sub_record *r, tally_str text);
+void sub_record_set_instance(sub_record *r, tally_str instance);
+bool sub_record_held_by(const sub_record *r, tally_str instance);
 int sub_records_each(store_txn *t, char kind, tally_str name, uint64_t from_seq,
                      sub_seq_fn fn, void *ctx);
 uint32_t sub_redelivery_delay(const sub_config *c, uint32_t attempt);
+/* Replay marks (subscriber_dlq.c): set, clear (a missing mark is fine:
+ * stores from before the marks), and the repair that marks what a store
+ * from before them has replaying without a mark. */
+int sub_mark_set(store_txn *t, tally_str name, uint64_t seq);
+int sub_mark_clear(store_txn *t, tally_str name, uint64_t seq);
+int sub_marks_repair(store_txn *t, tally_str name);
 int sub_seq_collect_one(uint64_t seq, const MDB_val *v, void *ctx);
 
 #endif

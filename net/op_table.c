@@ -160,7 +160,9 @@ const net_op net_ops[NET_OP_COUNT] = {
                    {"wait_ms", NET_FIELD_UINT, false, TALLY_LOG_WAIT_MS_MAX,
                     "if none is due, wait up to this long (default 0)"},
                    {"restart", NET_FIELD_BOOL, false, 0,
-                    "every in-flight event is due now (a consumer's first fetch; default false)"}}},
+                    "the in-flight events of `instance` (without one: every in-flight event) are due now (a consumer's first fetch; default false)"},
+                   {"instance", NET_FIELD_STR, false, TALLY_SUB_INSTANCE_BYTES_MAX,
+                    "this consumer instance's id, 1-64 bytes of A-Z a-z 0-9 . _ -: what it is handed is leased to it until acked or the ack wait passes (default: none)"}}},
     [NET_OP_SUB_ACK] = {
         .id = NET_OP_SUB_ACK, .name = "sub_ack", SUBSCRIBER(net_build_sub_ack, sub_ack),
         .doc = "Acknowledge events: `seq` (everything up to it) and/or `done`.",

@@ -102,6 +102,10 @@ int net_build_sub_fetch(net_request *req, const net_fields *fs)
         return net_request_fail(req, TALLY_value_out_of_range, "max: at least 1");
     req->wait_ms = (uint32_t)net_fields_u64(fs, "wait_ms", 0);
     req->sub.restart = net_fields_bool(fs, "restart");
+    req->sub.instance = net_fields_str(fs, "instance");
+    if (net_fields_value(fs, "instance") && sub_name_check(req->sub.instance) != TALLY_ok)
+        return net_request_fail(req, TALLY_value_out_of_range,
+                                "instance: 1-64 bytes of A-Z a-z 0-9 . _ -");
     return TALLY_ok;
 }
 
@@ -204,8 +208,8 @@ static int run_delete(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_re
 
 static int run_fetch(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
 {
-    return sub_fetch(t, u->name, u->max, u->restart, now_ms, r->deliveries, &r->count,
-                     &r->next_due_ms, &r->state);
+    return sub_fetch(t, u->name, u->max, u->restart, u->instance, now_ms, r->deliveries,
+                     &r->count, &r->next_due_ms, &r->state);
 }
 
 static int run_ack(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)

@@ -88,6 +88,7 @@ typedef struct net_sub {
     sub_config config;
     uint32_t max;         /* fetch */
     bool restart;         /* fetch */
+    tally_str instance;   /* fetch: the consumer instance (len 0: none) */
     uint64_t seq;         /* ack (cumulative), nak, park, dlq ops; 0 = none */
     uint64_t done[TALLY_SUB_ACK_SEQS_MAX];
     uint32_t done_count;

@@ -40,6 +40,7 @@ typedef struct net_server_options {
     unsigned contexts;         /* REP contexts in flight */
     int64_t inbox_window_ms;   /* inbox retention; 0 = keep every record */
     int64_t log_age_ms;        /* log retention; 0 = keep every event */
+    int64_t dlq_age_ms;        /* dead-letter retention; 0 = keep every dead letter */
     const char *backup_dir;    /* NULL: backups anywhere; else only below it */
     unsigned max_connections;  /* request connections at once; 0 = no limit */
     net_replies replies;       /* who answers committed groups */

@@ -33,7 +33,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tallyd [--data DIR] [--listen URL]... [--publish URL] [--map-size-mb N]\n"
             "              [--map-max-mb N] [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
-            "              [--log-retention-s N] [--backup-dir DIR] [--max-connections N]\n"
+            "              [--log-retention-s N] [--dlq-retention-s N] [--backup-dir DIR]\n"
+            "              [--max-connections N]\n"
             "              [--replies auto|completer|writer] [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
@@ -55,6 +56,9 @@ static void usage(FILE *f)
             "  --log-retention-s N  remove events older than this once every durable\n"
             "                    subscriber has acknowledged them, keeping a checkpoint\n"
             "                    (default 0: keep every event)\n"
+            "  --dlq-retention-s N  remove dead letters parked longer than this (not those\n"
+            "                    marked for replay), each with a dead_letter.expired event\n"
+            "                    (default 0: keep every dead letter)\n"
             "  --max-connections N  request connections at once, 0..%d; one more is\n"
             "                    closed at connect (default %d; 0 = no limit)\n"
             "  --backup-dir DIR  'tally backup' may only write below DIR (default: anywhere\n"
@@ -101,7 +105,7 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
-       OPT_REPLIES, OPT_MAP_MAX };
+       OPT_REPLIES, OPT_MAP_MAX, OPT_DLQ_RETENTION };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
@@ -115,6 +119,7 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"protocol-reference", no_argument, NULL, OPT_PROTOCOL_REFERENCE},
         {"dedupe-window-s", required_argument, NULL, OPT_DEDUPE},
         {"log-retention-s", required_argument, NULL, OPT_LOG_RETENTION},
+        {"dlq-retention-s", required_argument, NULL, OPT_DLQ_RETENTION},
         {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
         {"replies", required_argument, NULL, OPT_REPLIES},
@@ -153,9 +158,12 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             break;
         case OPT_DEDUPE:
         case OPT_LOG_RETENTION:
+        case OPT_DLQ_RETENTION:
             if (!cli_parse_u64(optarg, 0, RETENTION_S_MAX, &n))
                 return usage_error("not a number of seconds in range (0 .. 100 years): %s", optarg);
-            *(c == OPT_DEDUPE ? &opt->inbox_window_ms : &opt->log_age_ms) = (int64_t)n * 1000;
+            *(c == OPT_DEDUPE          ? &opt->inbox_window_ms
+              : c == OPT_LOG_RETENTION ? &opt->log_age_ms
+                                       : &opt->dlq_age_ms) = (int64_t)n * 1000;
             break;
         case OPT_MAX_CONNECTIONS:
             if (!cli_parse_u64(optarg, 0, TALLY_CONNECTIONS_MAX, &n))

@@ -97,11 +97,12 @@ static int64_t commit_time(server *srv)
 static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
 {
     const net_server_options *o = srv->opt;
-    if ((o->inbox_window_ms == 0 && o->log_age_ms == 0) ||
+    if ((o->inbox_window_ms == 0 && o->log_age_ms == 0 && o->dlq_age_ms == 0) ||
         now - srv->last_retention_ms < RETENTION_INTERVAL_MS)
         return 0;
     srv->last_retention_ms = now;
-    ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0};
+    sub_dlq_position resume = srv->dlq_position; /* moves only when the sweep commits */
+    ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0, o->dlq_age_ms, &resume};
     ledger_retention_work work;
     store_txn child;
     int rc = store_txn_begin(srv->st, txn, false, &child);
@@ -112,10 +113,13 @@ static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
         net_log(NET_LOG_WARN, "retention sweep not done: %s", tally_strerror(rc));
         return 0;
     }
-    if (work.inbox_removed || work.events_removed)
-        net_log(NET_LOG_DEBUG, "retention removed %u inbox records, %u events (log floor %llu)",
-                work.inbox_removed, work.events_removed, (unsigned long long)work.log_floor);
-    return work.inbox_removed + work.events_removed;
+    srv->dlq_position = resume;
+    if (work.inbox_removed || work.events_removed || work.dead_letters_removed)
+        net_log(NET_LOG_DEBUG,
+                "retention removed %u inbox records, %u events (log floor %llu), %u dead letters",
+                work.inbox_removed, work.events_removed, (unsigned long long)work.log_floor,
+                work.dead_letters_removed);
+    return work.inbox_removed + work.events_removed + work.dead_letters_removed;
 }
 
 /* A write transaction with the sweeps done; head before it in *before.

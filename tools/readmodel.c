@@ -130,6 +130,8 @@ int readmodel_apply(tally_inbox *ib, MDB_txn *txn, const tally_inbox_event *ev, 
                               : account_keep(rm, txn, tally_event_part(ev, TALLY_PART_CREDIT_ACCOUNT));
     case TALLY_ENTITY_ENTITLEMENT:
         return entitlement_keep(rm, txn, ev);
+    case TALLY_ENTITY_DEAD_LETTER: /* the server's upkeep, not the model's */
+        break;
     }
     return TALLY_ok; /* a kind this model does not keep */
 }

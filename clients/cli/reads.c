@@ -229,6 +229,9 @@ static json_t *entity_json(const tally_event *e)
         return json_pack("{s:s, s:o}", "kind", e->entity_kind, "id", json_u64(e->account_id));
     if (strcmp(e->entity_kind, "transfer") == 0)
         return json_pack("{s:s, s:o}", "kind", e->entity_kind, "id", json_tid(&e->transfer_id));
+    if (e->kind == TALLY_ENTITY_DEAD_LETTER)
+        return json_pack("{s:s, s:s, s:o}", "kind", e->entity_kind, "subscriber", e->subject,
+                         "seq", json_u64(strtoull(e->feature, NULL, 10)));
     return json_pack("{s:s, s:s, s:s}", "kind", e->entity_kind, "subject", e->subject, "feature",
                      e->feature);
 }

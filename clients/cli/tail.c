@@ -156,8 +156,10 @@ static int tail_durable(cli *c, uint64_t count)
     if (tail_interrupted)
         tally_subscriber_stop(tail_subscriber);
     tail_header(c, true);
+    /* One stable instance: a tail started again gets the unacked window of
+     * the one before it at once (docs/SUBSCRIBERS.md, "CLI"). */
     tally_run_options ro = {.max_events = count, .wait_ms = CLI_TAIL_WAIT_MS,
-                            .failures_max = CLI_TAIL_FAILURES_MAX};
+                            .failures_max = CLI_TAIL_FAILURES_MAX, .instance = "tally-cli"};
     rc = tally_subscriber_run(tail_subscriber, &ro, tail_handle, c);
     tally_subscriber *s = tail_subscriber;
     tail_subscriber = NULL;

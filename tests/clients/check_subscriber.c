@@ -99,14 +99,20 @@ static tally_verdict record(const tally_delivery *d, tally_answer *answer, void 
 
 /* Run s with r until r->stop_at is handed out, max_events were, or (both
  * 0) a fetch brings nothing. */
-static void run_until(tally_subscriber *s, recorder *r, uint64_t stop_at, uint64_t max_events)
+static void run_as(tally_subscriber *s, const char *instance, recorder *r, uint64_t stop_at,
+                   uint64_t max_events)
 {
     r->sub = s;
     r->stop_at = stop_at;
     tally_run_options o = {.max_events = max_events, .wait_ms = 2000, .fetch_max = 20,
-                           .until_idle = stop_at == 0 && max_events == 0};
+                           .until_idle = stop_at == 0 && max_events == 0, .instance = instance};
     int rc = tally_subscriber_run(s, &o, record, r);
     ck_assert_msg(rc == TALLY_ok, "run: %s", tally_strerror(rc));
+}
+
+static void run_until(tally_subscriber *s, recorder *r, uint64_t stop_at, uint64_t max_events)
+{
+    run_as(s, NULL, r, stop_at, max_events);
 }
 
 /* ---- the child: this program run as a subscriber process ---- */
@@ -115,10 +121,13 @@ typedef struct child_ctx {
     int fd;
     uint64_t block_at;
     useconds_t pause_us;
+    const char *hold_path; /* "-": none; else the first event waits for this file */
+    bool held;
 } child_ctx;
 
 /* Report "seq attempt" on the pipe (the event is "applied"), then done. At
- * block_at the handler never returns: the parent kills it there. */
+ * block_at the handler never returns: the parent kills it there. With a
+ * hold path, the first event's handler waits until that file exists. */
 static tally_verdict child_handle(const tally_delivery *d, tally_answer *answer, void *arg)
 {
     (void)answer;
@@ -129,23 +138,29 @@ static tally_verdict child_handle(const tally_delivery *d, tally_answer *answer,
         _exit(4);
     while (d->event.seq == ctx->block_at)
         pause();
+    while (strcmp(ctx->hold_path, "-") != 0 && !ctx->held && access(ctx->hold_path, F_OK) != 0)
+        usleep(2000);
+    ctx->held = true;
     if (ctx->pause_us)
         usleep(ctx->pause_us);
     return TALLY_DONE;
 }
 
-/* --child URL NAME FD BLOCK_AT PAUSE_US */
+/* --child URL NAME FD BLOCK_AT PAUSE_US INSTANCE FETCH_MAX HOLD_PATH
+ * (INSTANCE "-": the handle's generated one). */
 static int child_main(char **argv)
 {
     child_ctx ctx = {.fd = atoi(argv[4]),
                      .block_at = strtoull(argv[5], NULL, 10),
-                     .pause_us = (useconds_t)atoi(argv[6])};
+                     .pause_us = (useconds_t)atoi(argv[6]),
+                     .hold_path = argv[9]};
     tally_client_options co = {.url = argv[2], .consumer = "child", .timeout_ms = 10000};
     tally_client *c = NULL;
     tally_subscriber *s = NULL;
     if (tally_client_open(&co, &c) != TALLY_ok || tally_subscriber_open(c, argv[3], NULL, &s))
         return 2;
-    tally_run_options o = {.fetch_max = CRASH_FETCH_MAX, .wait_ms = 1000};
+    tally_run_options o = {.fetch_max = (uint32_t)atoi(argv[8]), .wait_ms = 1000,
+                           .instance = strcmp(argv[7], "-") == 0 ? NULL : argv[7]};
     int rc = tally_subscriber_run(s, &o, child_handle, &ctx);
     fprintf(stderr, "child: run ended: %s\n", tally_strerror(rc));
     return 3;
@@ -158,23 +173,44 @@ typedef struct child {
     size_t len;
 } child;
 
-static void child_start(child *ch, const char *url, const char *name, uint64_t block_at,
-                        unsigned pause_us)
+/* How a child runs besides its name: its instance id (NULL: generated),
+ * fetch size, the seq it blocks at for good (0: none), a pause per event,
+ * and a file its first event waits for (NULL: none). */
+typedef struct child_plan {
+    const char *instance;
+    unsigned fetch_max;
+    uint64_t block_at;
+    unsigned pause_us;
+    const char *hold_path;
+} child_plan;
+
+static void child_start_plan(child *ch, const char *url, const char *name, const child_plan *p)
 {
     int fds[2];
     ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
     ck_assert_int_eq(fcntl(fds[1], F_SETFD, 0), 0); /* the child writes its reports here */
-    char fd_text[16], block[24], pause_text[16];
+    char fd_text[16], block[24], pause_text[16], fetch_text[16];
     snprintf(fd_text, sizeof(fd_text), "%d", fds[1]);
-    snprintf(block, sizeof(block), "%" PRIu64, block_at);
-    snprintf(pause_text, sizeof(pause_text), "%u", pause_us);
+    snprintf(block, sizeof(block), "%" PRIu64, p->block_at);
+    snprintf(pause_text, sizeof(pause_text), "%u", p->pause_us);
+    snprintf(fetch_text, sizeof(fetch_text), "%u", p->fetch_max);
     const char *argv[] = {"/proc/self/exe", "--child", url, name, fd_text, block, pause_text,
-                          NULL};
+                          p->instance ? p->instance : "-", fetch_text,
+                          p->hold_path ? p->hold_path : "-", NULL};
     pid_t pid = test_spawn(argv, NULL, -1, -1);
     close(fds[1]);
     memset(ch, 0, sizeof(*ch));
     ch->pid = pid;
     ch->fd = fds[0];
+}
+
+/* The crash test's children: one stable instance id, so a restarted child
+ * gets the killed one's unacked window back at once. */
+static void child_start(child *ch, const char *url, const char *name, uint64_t block_at,
+                        unsigned pause_us)
+{
+    child_plan p = {"crashy-1", CRASH_FETCH_MAX, block_at, pause_us, NULL};
+    child_start_plan(ch, url, name, &p);
 }
 
 /* The next "seq attempt" report of the child; fails after LINE_WAIT_MS or
@@ -276,10 +312,11 @@ START_TEST(test_killed_subscriber_resumes_from_the_ack_floor)
     ck_assert_uint_ge(w[1].floor, w[0].delivered);
     ck_assert_uint_le(w[1].delivered - w[1].floor, CRASH_FETCH_MAX);
 
-    /* This process finishes the log. */
+    /* This process, as the same instance, finishes the log. */
     s = sub_open(f.c, "crashy", NULL);
     recorder *r = calloc(1, sizeof(*r));
-    run_until(s, r, CRASH_EVENTS, 0);
+    run_as(s, "crashy-1", r, CRASH_EVENTS, 0);
+    ck_assert_str_eq(tally_subscriber_instance(s), "crashy-1");
     for (size_t k = 0; k < r->count; k++)
         handled[r->items[k].seq]++;
     i = info_of(f.c, "crashy");
@@ -306,6 +343,189 @@ START_TEST(test_killed_subscriber_resumes_from_the_ack_floor)
             CRASH_EVENTS, twice, w[0].floor, w[0].delivered, w[1].floor, w[1].delivered);
     free(r);
     tally_subscriber_close(s);
+    test_client_down(&f);
+}
+END_TEST
+
+/* ---- several instances on one name ---- */
+
+#define SHARE_EVENTS 300
+#define SHARE_FETCH_MAX 10
+#define SHARE_KILL_AFTER 150       /* reports before one instance is killed */
+#define SHARE_ACK_WAIT_MS 15000    /* longer than any batch takes on a loaded machine */
+#define SHARE_WAIT_MS 180000       /* for the rest, the ack wait included */
+
+typedef struct report {
+    uint64_t seq;
+    uint32_t attempt;
+    int who; /* the child's index */
+} report;
+
+typedef struct reports {
+    report items[4 * SHARE_EVENTS];
+    size_t count;
+    uint32_t handled[SHARE_EVENTS + 1];
+} reports;
+
+static void reports_add(reports *rs, int who, uint64_t seq, uint32_t attempt)
+{
+    ck_assert_uint_ge(seq, 1);
+    ck_assert_uint_le(seq, SHARE_EVENTS);
+    ck_assert_uint_lt(rs->count, sizeof(rs->items) / sizeof(rs->items[0]));
+    rs->items[rs->count++] = (report){seq, attempt, who};
+    rs->handled[seq]++;
+}
+
+/* Take every whole report line of ch's buffer. */
+static void child_take_lines(child *ch, int who, reports *rs)
+{
+    char *nl;
+    while ((nl = memchr(ch->buf, '\n', ch->len)) != NULL) {
+        uint64_t seq;
+        uint32_t attempt;
+        *nl = '\0';
+        ck_assert_int_eq(sscanf(ch->buf, "%" SCNu64 " %u", &seq, &attempt), 2);
+        reports_add(rs, who, seq, attempt);
+        size_t used = (size_t)(nl - ch->buf) + 1;
+        memmove(ch->buf, nl + 1, ch->len - used);
+        ch->len -= used;
+    }
+}
+
+/* Read what the live children reported within wait_ms (one poll). A child
+ * whose pipe ends (it was killed) gets fd -1. */
+static void children_read(child *chs, int n, reports *rs, int wait_ms)
+{
+    struct pollfd p[4];
+    for (int i = 0; i < n; i++)
+        p[i] = (struct pollfd){.fd = chs[i].fd, .events = POLLIN};
+    if (poll(p, (nfds_t)n, wait_ms) <= 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (chs[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP)))
+            continue;
+        ssize_t got = read(chs[i].fd, chs[i].buf + chs[i].len, sizeof(chs[i].buf) - chs[i].len);
+        if (got <= 0) {
+            close(chs[i].fd);
+            chs[i].fd = -1;
+            continue;
+        }
+        chs[i].len += (size_t)got;
+        child_take_lines(&chs[i], i, rs);
+    }
+}
+
+/* SIGKILL a child and take what it reported before it died. */
+static void child_kill_drain(child *chs, int n, int who, reports *rs)
+{
+    kill(chs[who].pid, SIGKILL);
+    int status;
+    ck_assert_int_eq(waitpid(chs[who].pid, &status, 0), chs[who].pid);
+    while (chs[who].fd >= 0)
+        children_read(chs, n, rs, 100);
+}
+
+static size_t reports_of(const reports *rs, int who)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < rs->count; i++)
+        k += rs->items[i].who == who;
+    return k;
+}
+
+/* Whether seq is among the last `last` reports of who. */
+static bool reported_late(const reports *rs, int who, uint64_t seq, size_t last)
+{
+    size_t looked = 0;
+    for (size_t i = rs->count; i-- > 0 && looked < last;) {
+        if (rs->items[i].who != who)
+            continue;
+        if (rs->items[i].seq == seq)
+            return true;
+        looked++;
+    }
+    return false;
+}
+
+/* Three processes on one name, each its own instance (libtally's generated
+ * id): they share the stream with no event twice, even though each start
+ * sends restart and the first one holds a batch while the others start.
+ * One is SIGKILLed mid-way: the other two take over its unacked events
+ * after the ack wait; only those come twice. */
+START_TEST(test_three_instances_share_one_name)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, SHARE_EVENTS);
+    tally_subscriber_options so = {.ack_wait_ms = SHARE_ACK_WAIT_MS};
+    tally_subscriber_close(sub_open(f.c, "shared", &so));
+    static reports rs;
+    memset(&rs, 0, sizeof(rs));
+    char go[300];
+    snprintf(go, sizeof(go), "%s/go", f.srv.dir);
+    child chs[3];
+
+    /* A takes the first batch and holds it (its first event waits for the
+     * go file) while B and C start, each with restart on its first fetch. */
+    child_plan hold = {NULL, SHARE_FETCH_MAX, 0, 3000, go};
+    child_plan flow = {NULL, SHARE_FETCH_MAX, 0, 3000, NULL};
+    child_start_plan(&chs[0], f.srv.url, "shared", &hold);
+    int64_t deadline = clock_mono_ms() + LINE_WAIT_MS;
+    while (rs.count == 0 && clock_mono_ms() < deadline)
+        children_read(chs, 1, &rs, 100);
+    ck_assert_msg(rs.count == 1 && rs.items[0].seq == 1, "A's first report");
+    child_start_plan(&chs[1], f.srv.url, "shared", &flow);
+    child_start_plan(&chs[2], f.srv.url, "shared", &flow);
+    while ((reports_of(&rs, 1) == 0 || reports_of(&rs, 2) == 0) && clock_mono_ms() < deadline)
+        children_read(chs, 3, &rs, 100);
+    ck_assert_msg(reports_of(&rs, 1) > 0 && reports_of(&rs, 2) > 0, "B and C report");
+    int fd = open(go, O_CREAT | O_WRONLY, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+
+    /* Normal operation: all three share the stream, nothing twice. */
+    while (rs.count < SHARE_KILL_AFTER && clock_mono_ms() < deadline)
+        children_read(chs, 3, &rs, 100);
+    child_kill_drain(chs, 3, 2, &rs);
+    size_t before_kill = rs.count;
+    ck_assert_uint_ge(before_kill, SHARE_KILL_AFTER);
+    for (int who = 0; who < 3; who++)
+        ck_assert_msg(reports_of(&rs, who) > 0, "instance %d handled nothing", who);
+    for (uint64_t k = 1; k <= SHARE_EVENTS; k++)
+        ck_assert_msg(rs.handled[k] <= 1, "seq %" PRIu64 " handled %u times before the kill",
+                      k, rs.handled[k]);
+
+    /* A and B finish, C's unacked events included once their lease ends. */
+    deadline = clock_mono_ms() + SHARE_WAIT_MS;
+    tally_subscriber_info i = info_of(f.c, "shared");
+    while ((i.ack_floor < SHARE_EVENTS || i.in_flight > 0) && clock_mono_ms() < deadline) {
+        children_read(chs, 2, &rs, 200);
+        i = info_of(f.c, "shared");
+    }
+    ck_assert_uint_eq(i.ack_floor, SHARE_EVENTS);
+    ck_assert_uint_eq(i.in_flight, 0);
+    child_kill_drain(chs, 2, 0, &rs);
+    child_kill_drain(chs, 2, 1, &rs);
+
+    /* Every event handled; twice only for what C held unacked (its last
+     * batch at most), the second time by A or B, a redelivery. */
+    uint64_t twice = 0;
+    for (uint64_t k = 1; k <= SHARE_EVENTS; k++) {
+        ck_assert_msg(rs.handled[k] >= 1, "seq %" PRIu64 " was never handled", k);
+        if (rs.handled[k] == 1)
+            continue;
+        twice++;
+        ck_assert_msg(rs.handled[k] == 2 && reported_late(&rs, 2, k, SHARE_FETCH_MAX),
+                      "seq %" PRIu64 " handled %u times, not one C held at its death", k,
+                      rs.handled[k]);
+    }
+    for (size_t n = before_kill; n < rs.count; n++)
+        if (rs.handled[rs.items[n].seq] > 1)
+            ck_assert_uint_ge(rs.items[n].attempt, 2);
+    ck_assert_uint_le(twice, SHARE_FETCH_MAX);
+    fprintf(stderr, "three instances: %zu, %zu, %zu reports; %" PRIu64 " handled twice\n",
+            reports_of(&rs, 0), reports_of(&rs, 1), reports_of(&rs, 2), twice);
+    unlink(go);
     test_client_down(&f);
 }
 END_TEST
@@ -652,12 +872,13 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    if (argc == 7 && strcmp(argv[1], "--child") == 0)
+    if (argc == 10 && strcmp(argv[1], "--child") == 0)
         return child_main(argv);
     Suite *s = suite_create("subscriber");
     TCase *tc = tcase_create("subscriber");
     tcase_set_timeout(tc, TEST_TIMEOUT_S);
     tcase_add_test(tc, test_killed_subscriber_resumes_from_the_ack_floor);
+    tcase_add_test(tc, test_three_instances_share_one_name);
     tcase_add_test(tc, test_poison_event_is_parked_and_replayed);
     tcase_add_test(tc, test_two_subscribers_progress_independently);
     tcase_add_test(tc, test_stop_ends_a_run);

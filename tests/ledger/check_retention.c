@@ -27,15 +27,20 @@ static void teardown(void)
     test_store_close(&ts);
 }
 
-static ledger_retention_work sweep(int64_t window_ms, int64_t age_ms)
+static ledger_retention_work sweep_with(const ledger_retention *opt)
 {
-    ledger_retention opt = {window_ms, age_ms, 0};
     ledger_retention_work w;
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, &opt, &w), TALLY_ok);
+    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, opt, &w), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     return w;
+}
+
+static ledger_retention_work sweep(int64_t window_ms, int64_t age_ms)
+{
+    ledger_retention opt = {window_ms, age_ms, 0};
+    return sweep_with(&opt);
 }
 
 static void open_account(uint64_t id, const char *key)
@@ -137,6 +142,19 @@ START_TEST(log_retention_keeps_a_checkpoint_the_rebuild_starts_from)
 }
 END_TEST
 
+/* Create subscriber name in t with the defaults, from the beginning. */
+static sub_state sub_from_beginning(store_txn *t, const char *name)
+{
+    sub_config cfg;
+    sub_config_default(&cfg);
+    sub_start beginning = {SUB_START_BEGINNING, 0, 0};
+    bool created;
+    sub_state st;
+    ck_assert_int_eq(sub_create(t, tally_str_from(name), &beginning, &cfg, ts.now_ms, &created,
+                                &st), TALLY_ok);
+    return st;
+}
+
 START_TEST(subscribers_and_dead_letters_hold_the_log_back)
 {
     for (unsigned i = 1; i <= 6; i++) {
@@ -146,18 +164,12 @@ START_TEST(subscribers_and_dead_letters_hold_the_log_back)
     }
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    sub_config cfg;
-    sub_config_default(&cfg);
-    sub_start beginning = {SUB_START_BEGINNING, 0, 0};
-    bool created;
-    sub_state st;
-    ck_assert_int_eq(sub_create(&t, tally_str_from("slow"), &beginning, &cfg, ts.now_ms,
-                                &created, &st), TALLY_ok);
+    sub_state st = sub_from_beginning(&t, "slow");
     sub_delivery d[8];
     uint32_t count, acked;
     int64_t due;
-    ck_assert_int_eq(sub_fetch(&t, tally_str_from("slow"), 5, false, ts.now_ms, d, &count, &due,
-                               &st), TALLY_ok);
+    ck_assert_int_eq(sub_fetch(&t, tally_str_from("slow"), 5, false, tally_str_from(NULL),
+                               ts.now_ms, d, &count, &due, &st), TALLY_ok);
     ck_assert_int_eq(sub_park(&t, tally_str_from("slow"), 3, tally_str_from("bad"), ts.now_ms,
                               &st), TALLY_ok);
     uint64_t done[] = {1, 2, 4};
@@ -174,6 +186,107 @@ START_TEST(subscribers_and_dead_letters_hold_the_log_back)
     w = sweep(0, DAY_MS);
     ck_assert_uint_eq(w.events_removed, 2); /* now up to the ack floor, 4 */
     ck_assert_uint_eq(w.log_floor, 4);
+}
+END_TEST
+
+#define DEAD_MANY 300 /* more than one pass removes */
+
+/* n events, each parked as a dead letter of subscriber "dlq" at ts.now_ms. */
+static void park_all(unsigned n)
+{
+    for (unsigned i = 1; i <= n; i++) {
+        ledger_command c = test_cmd_open(1000 + i, 1, 0);
+        ck_assert_int_eq(test_apply(&ts, "shop", NULL, &c).code, TALLY_ok);
+    }
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    sub_state st = sub_from_beginning(&t, "dlq");
+    static sub_delivery d[TALLY_SUB_FETCH_EVENTS_MAX];
+    uint32_t count;
+    int64_t due;
+    ck_assert_int_eq(sub_fetch(&t, tally_str_from("dlq"), n, false, tally_str_from(NULL),
+                               ts.now_ms, d, &count, &due, &st), TALLY_ok);
+    ck_assert_uint_eq(count, n);
+    for (unsigned i = 0; i < count; i++)
+        ck_assert_int_eq(sub_park(&t, tally_str_from("dlq"), d[i].seq, tally_str_from("no handler"),
+                                  ts.now_ms, &st), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+}
+
+static ledger_retention_work dlq_sweep(int64_t age_ms, sub_dlq_position *pos)
+{
+    ledger_retention opt = {.dlq_age_ms = age_ms, .dlq_position = pos};
+    return sweep_with(&opt);
+}
+
+static sub_state dlq_state(void)
+{
+    store_txn t;
+    sub_state st;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(sub_get(&t, tally_str_from("dlq"), &st), TALLY_ok);
+    store_txn_abort(&t);
+    return st;
+}
+
+typedef struct expired_seen {
+    uint64_t count, last_letter;
+} expired_seen;
+
+static void expect_expired_event(const log_event *ev, void *ctx)
+{
+    expired_seen *x = ctx;
+    ck_assert(tally_str_equal(ev->type, tally_str_from("dead_letter.expired")));
+    ck_assert_int_eq(ev->entity.kind, LOG_ENTITY_DEAD_LETTER);
+    ck_assert(tally_str_equal(ev->entity.subscriber, tally_str_from("dlq")));
+    ck_assert_uint_eq(ev->entity_version, 1);
+    ck_assert(!ev->has_causation);
+    const msgpack_object *row = log_event_part(ev, LOG_PART_DEAD_LETTER);
+    ck_assert_ptr_nonnull(row);
+    ck_assert_uint_eq(row->via.array.size, 5);
+    ck_assert_uint_eq(row->via.array.ptr[1].via.u64, ev->entity.letter_seq);
+    ck_assert_uint_eq(row->via.array.ptr[2].via.u64, 1);                   /* attempts */
+    ck_assert_int_eq(row->via.array.ptr[3].via.i64, TEST_NOW_MS);         /* parked */
+    ck_assert_uint_eq(row->via.array.ptr[4].via.str.size, strlen("no handler"));
+    ck_assert_uint_gt(ev->entity.letter_seq, x->last_letter);             /* in dlq order */
+    x->last_letter = ev->entity.letter_seq;
+    x->count++;
+}
+
+/* Dead letters parked longer than the age go, a bounded number per pass,
+ * each with a dead_letter.expired event in the same transaction; one
+ * marked for replay stays; younger ones and no age keep them. */
+START_TEST(expired_dead_letters_go_with_an_event_each)
+{
+    park_all(DEAD_MANY);
+    uint64_t head = test_head(&ts).seq;
+    sub_dlq_position pos = {.len = 0};
+    ts.now_ms += DAY_MS;
+    ck_assert_uint_eq(dlq_sweep(0, &pos).dead_letters_removed, 0); /* off: kept */
+    ck_assert_uint_eq(dlq_sweep(2 * DAY_MS, &pos).dead_letters_removed, 0); /* young */
+    store_txn t;
+    uint32_t replaying;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(sub_dlq_replay(&t, tally_str_from("dlq"), true, 7, ts.now_ms, &replaying),
+                     TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ledger_retention_work w = dlq_sweep(DAY_MS - 1, &pos);
+    ck_assert_uint_eq(w.dead_letters_removed, TALLY_DLQ_EXPIRE_ITEMS_MAX);
+    ck_assert_uint_eq(dlq_state().dead_letters, DEAD_MANY - TALLY_DLQ_EXPIRE_ITEMS_MAX);
+    w = dlq_sweep(DAY_MS - 1, &pos);
+    ck_assert_uint_eq(w.dead_letters_removed, DEAD_MANY - TALLY_DLQ_EXPIRE_ITEMS_MAX - 1);
+    ck_assert_uint_eq(dlq_sweep(DAY_MS - 1, &pos).dead_letters_removed, 0);
+    sub_state st = dlq_state();
+    ck_assert_uint_eq(st.dead_letters, 1); /* 7, marked for replay */
+    ck_assert_uint_eq(st.replaying, 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_DLQ), 1);
+    /* one event per removal, after the head, in the chain (the teardown's
+     * invariants walk it and fold past them) */
+    ck_assert_uint_eq(test_head(&ts).seq, head + DEAD_MANY - 1);
+    expired_seen x = {0};
+    for (uint64_t seq = head + 1; seq <= head + DEAD_MANY - 1; seq++)
+        test_with_event(&ts, seq, expect_expired_event, &x); /* the 2nd pass resumes */
+    ck_assert_uint_eq(x.count, DEAD_MANY - 1);
 }
 END_TEST
 
@@ -244,6 +357,7 @@ int main(void)
     tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
     tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);
     tcase_add_test(tc, a_tampered_checkpoint_is_caught);
+    tcase_add_test(tc, expired_dead_letters_go_with_an_event_each);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

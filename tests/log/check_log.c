@@ -649,6 +649,10 @@ static void check_entity(const log_event *ev, void *ctx)
         ck_assert(tally_str_equal(ev->entity.subject, want->subject));
         ck_assert(tally_str_equal(ev->entity.feature, want->feature));
         break;
+    case LOG_ENTITY_DEAD_LETTER:
+        ck_assert(tally_str_equal(ev->entity.subscriber, want->subscriber));
+        ck_assert_uint_eq(ev->entity.letter_seq, want->letter_seq);
+        break;
     }
 }
 
@@ -670,6 +674,8 @@ START_TEST(entity_kinds_round_trip)
          .feature = tally_str_from("pro")},
         {.kind = LOG_ENTITY_ENTITLEMENT, .subject = {subject, sizeof(subject)},
          .feature = {feature, sizeof(feature)}},
+        {.kind = LOG_ENTITY_DEAD_LETTER, .subscriber = tally_str_from("billing"),
+         .letter_seq = 42},
     };
     const size_t n = sizeof(entities) / sizeof(entities[0]);
     store_txn t;
@@ -687,6 +693,7 @@ START_TEST(entity_kinds_round_trip)
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_ACCOUNT), "account");
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_TRANSFER), "transfer");
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_ENTITLEMENT), "entitlement");
+    ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_DEAD_LETTER), "dead_letter");
     ck_assert_str_eq(log_entity_kind_name((log_entity_kind)0), "unknown");
     test_store_close(&ts);
 }

@@ -9,6 +9,7 @@
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NAME tally_str_from("sub-a")
@@ -75,15 +76,19 @@ static op create(sub_start start)
     return create_cfg(NAME, start, &cfg);
 }
 
-static op fetch(uint32_t max, bool restart)
+/* A fetch by the consumer instance `instance` (NULL: none). */
+static op fetch_as(const char *instance, uint32_t max, bool restart)
 {
     op o = {0};
     store_txn t = begin();
-    o.rc = sub_fetch(&t, NAME, max, restart, ts.now_ms, o.d, &o.count, &o.next_due, &o.st);
+    o.rc = sub_fetch(&t, NAME, max, restart, tally_str_from(instance), ts.now_ms, o.d, &o.count,
+                     &o.next_due, &o.st);
     o.writes = t.writes;
     o.rc = finish(&t, o.rc);
     return o;
 }
+
+static op fetch(uint32_t max, bool restart) { return fetch_as(NULL, max, restart); }
 
 static op ack(uint64_t upto, const uint64_t *done, uint32_t n)
 {
@@ -129,6 +134,11 @@ static void expect_seqs(const op *o, const uint64_t *seqs, uint32_t n, uint32_t 
         if (attempt)
             ck_assert_uint_eq(o->d[i].attempt, attempt);
     }
+}
+
+static void expect_fetched(op o, const uint64_t *seqs, uint32_t n, uint32_t attempt)
+{
+    expect_seqs(&o, seqs, n, attempt);
 }
 
 static const sub_start BEGINNING = {SUB_START_BEGINNING, 0, 0};
@@ -283,6 +293,56 @@ START_TEST(redelivery_after_ack_wait_and_restart)
     o = fetch(10, true);
     expect_seqs(&o, (uint64_t[]){1, 3}, 2, 5);
     ck_assert_uint_eq(o.st.redelivered, 8);
+}
+END_TEST
+
+/* Each instance holds what it was handed: a restart releases only its own
+ * in-flight events; another instance takes them over once they fall due. */
+START_TEST(instances_hold_their_own_leases)
+{
+    events(1, 9);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    expect_fetched(fetch_as("a", 3, false), (uint64_t[]){1, 2, 3}, 3, 1);
+    expect_fetched(fetch_as("b", 3, true), (uint64_t[]){4, 5, 6}, 3, 1); /* not a's */
+    expect_fetched(fetch_as("c", 1, true), (uint64_t[]){7}, 1, 1);
+    /* a restart gives b its own window back, and nothing else */
+    op o = fetch_as("b", 10, true);
+    expect_seqs(&o, (uint64_t[]){4, 5, 6, 8, 9}, 5, 0);
+    ck_assert_uint_eq(o.d[0].attempt, 2);
+    ck_assert_uint_eq(o.d[3].attempt, 1);
+    o = fetch_as("a", 10, true);
+    expect_seqs(&o, (uint64_t[]){1, 2, 3}, 3, 2);
+    /* an ack from any instance counts */
+    ck_assert_uint_eq(ack(0, (uint64_t[]){1, 4, 5, 6, 8, 9}, 6).acked, 6);
+    /* a dies holding 2 and 3, c holding 7: after the ack wait b takes them over */
+    ck_assert_uint_eq(fetch_as("b", 10, false).count, 0);
+    ts.now_ms += TALLY_SUB_ACK_WAIT_MS_DEFAULT;
+    o = fetch_as("b", 10, false);
+    expect_seqs(&o, (uint64_t[]){2, 3, 7}, 3, 0);
+    ck_assert_uint_eq(o.d[0].attempt, 3);
+    ck_assert_uint_eq(o.d[2].attempt, 2);
+    /* now b's: a restart of a or c leaves them alone, b's brings them back */
+    ck_assert_uint_eq(fetch_as("a", 10, true).count, 0);
+    ck_assert_uint_eq(fetch_as("c", 10, true).count, 0);
+    test_store_reopen(&ts); /* the holder is in the store */
+    expect_fetched(fetch_as("b", 10, true), (uint64_t[]){2, 3, 7}, 3, 0);
+    /* a fetch without an instance: restart releases every holder's (as before) */
+    expect_fetched(fetch(10, true), (uint64_t[]){2, 3, 7}, 3, 0);
+    ck_assert_int_eq(fetch_as("bad name", 1, false).rc, TALLY_invalid_argument);
+}
+END_TEST
+
+/* An in-flight record without an instance (written before instances, or
+ * for a fetch without one) is held by no instance: an instance's restart
+ * leaves it, a restart without an instance or the ack wait releases it. */
+START_TEST(records_without_an_instance)
+{
+    events(1, 2);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    expect_fetched(fetch(1, false), (uint64_t[]){1}, 1, 1);
+    expect_fetched(fetch_as("a", 10, true), (uint64_t[]){2}, 1, 1);
+    ck_assert_uint_eq(fetch_as("a", 10, true).count, 1); /* 2 again, not 1 */
+    expect_fetched(fetch(10, true), (uint64_t[]){1, 2}, 2, 0);
 }
 END_TEST
 
@@ -470,6 +530,87 @@ START_TEST(dead_letters_list_replay_discard)
 }
 END_TEST
 
+#define MANY_DEAD 5000
+
+/* The dlq key of NAME's dead letter seq. */
+static size_t dlq_key(uint8_t *k, uint64_t seq)
+{
+    tally_str n = NAME;
+    memcpy(k, n.ptr, n.len);
+    k[n.len] = 0;
+    put_u64_be(k + n.len + 1, seq);
+    return n.len + 9;
+}
+
+/* Replaying a few of many dead letters reads the marked ones only: an
+ * unmarked dead letter that cannot be read (its value broken on purpose)
+ * is never touched by the fetches that deliver the replays. */
+START_TEST(replay_of_a_few_reads_only_the_marked)
+{
+    events(1, MANY_DEAD);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    store_txn t = begin();
+    for (int batch = 0; batch < MANY_DEAD / TALLY_SUB_FETCH_EVENTS_MAX; batch++) {
+        op *o = calloc(1, sizeof(*o));
+        ck_assert_int_eq(sub_fetch(&t, NAME, TALLY_SUB_FETCH_EVENTS_MAX, false,
+                                   tally_str_from(NULL), ts.now_ms, o->d, &o->count,
+                                   &o->next_due, &o->st),
+                         TALLY_ok);
+        for (uint32_t i = 0; i < o->count; i++)
+            ck_assert_int_eq(sub_park(&t, NAME, o->d[i].seq, tally_str_from("poison"), ts.now_ms,
+                                      &o->st),
+                             TALLY_ok);
+        free(o);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(get().dead_letters, MANY_DEAD);
+    static const uint64_t marked[5] = {7, 1234, 2501, 3999, MANY_DEAD};
+    for (int i = 0; i < 5; i++) {
+        t = begin();
+        uint32_t replaying;
+        ck_assert_int_eq(sub_dlq_replay(&t, NAME, true, marked[i], ts.now_ms, &replaying),
+                         TALLY_ok);
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    }
+    /* Break an unmarked one in the middle (kept to put back). */
+    uint8_t k[80], saved[512];
+    size_t klen = dlq_key(k, 2500);
+    MDB_val v;
+    t = begin();
+    ck_assert_int_eq(store_get(&t, STORE_DB_DLQ, k, klen, &v), TALLY_ok);
+    size_t saved_len = v.mv_size;
+    memcpy(saved, v.mv_data, saved_len);
+    ck_assert_int_eq(store_put(&t, STORE_DB_DLQ, k, klen, "x", 1, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+
+    op o = fetch(3, false);
+    expect_seqs(&o, (uint64_t[]){7, 1234, 2501}, 3, 1);
+    for (int i = 0; i < 3; i++)
+        ck_assert(o.d[i].replay);
+    expect_fetched(fetch(10, false), (uint64_t[]){3999, MANY_DEAD}, 2, 1);
+    ck_assert_uint_eq(fetch(10, false).count, 0);
+    sub_state st = get();
+    ck_assert_uint_eq(st.dead_letters, MANY_DEAD - 5);
+    ck_assert_uint_eq(st.replaying, 0);
+    ck_assert_uint_eq(st.in_flight, 5);
+
+    /* Put it back; a store from before the marks (replaying, no mark) is
+     * repaired by the first fetch that finds no mark. */
+    t = begin();
+    ck_assert_int_eq(store_put(&t, STORE_DB_DLQ, k, klen, saved, saved_len, 0), TALLY_ok);
+    uint32_t replaying;
+    ck_assert_int_eq(sub_dlq_replay(&t, NAME, true, 2500, ts.now_ms, &replaying), TALLY_ok);
+    uint8_t mk[80];
+    mk[0] = 'm';
+    size_t mlen = 1 + dlq_key(mk + 1, 2500);
+    ck_assert_int_eq(store_del(&t, STORE_DB_CURSORS, mk, mlen), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    o = fetch(10, false);
+    expect_seqs(&o, (uint64_t[]){2500}, 1, 1);
+    ck_assert(o.d[0].replay);
+}
+END_TEST
+
 START_TEST(delete_removes_everything)
 {
     events(1, 5);
@@ -546,10 +687,13 @@ int main(void)
     tcase_add_test(tc, fetch_in_order_and_the_ack_floor);
     tcase_add_test(tc, refusals_write_nothing);
     tcase_add_test(tc, redelivery_after_ack_wait_and_restart);
+    tcase_add_test(tc, instances_hold_their_own_leases);
+    tcase_add_test(tc, records_without_an_instance);
     tcase_add_test(tc, max_ack_pending_bounds_the_window);
     tcase_add_test(tc, nak_and_backoff);
     tcase_add_test(tc, poison_event_is_parked_and_the_stream_moves_on);
     tcase_add_test(tc, dead_letters_list_replay_discard);
+    tcase_add_test(tc, replay_of_a_few_reads_only_the_marked);
     tcase_add_test(tc, delete_removes_everything);
     tcase_add_test(tc, invariants_catch_broken_cursors_and_dead_letters);
     suite_add_tcase(s, tc);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static tallyd_proc proc;
 static tally_client *client;
@@ -380,6 +381,86 @@ START_TEST(deliveries_survive_sigkill)
 }
 END_TEST
 
+/* Park seq 1 of subscriber name: delivered max_deliver (2) times, nak'd
+ * each time, then parked by the next fetch. */
+static void park_first(const char *name)
+{
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "su", "name", name, "max_deliver", (uint64_t)2);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    for (int attempt = 1; attempt <= 2; attempt++) {
+        wire_call(client, &r, "sub_fetch", "su", "name", name, "max", (uint64_t)1);
+        wire_expect(&r, "ok");
+        const msgpack_object *ev = wire_field(r.map, "events");
+        ck_assert_uint_eq(ev->via.array.size, 1);
+        ck_assert_uint_eq(wire_u64(&ev->via.array.ptr[0], "attempt"), (uint64_t)attempt);
+        wire_done(&r);
+        wire_call(client, &r, "sub_nak", "suus", "name", name, "seq", (uint64_t)1, "delay_ms",
+                  (uint64_t)0, "error", "cannot apply");
+        wire_expect(&r, "ok");
+        wire_done(&r);
+    }
+    wire_call(client, &r, "sub_fetch", "su", "name", name, "max", (uint64_t)1);
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(&wire_field(r.map, "events")->via.array.ptr[0], "seq"), 2);
+    wire_done(&r);
+}
+
+static uint64_t dead_letters_of(const char *name)
+{
+    wire_reply r;
+    wire_call(client, &r, "dlq_list", "s", "name", name);
+    wire_expect(&r, "ok");
+    uint64_t n = wire_field(r.map, "entries")->via.array.size;
+    wire_done(&r);
+    return n;
+}
+
+/* --dlq-retention-s 1 removes a dead letter once it was parked for a
+ * second, with a dead_letter.expired event in the log; without the option
+ * it stays. */
+START_TEST(dead_letters_expire_with_dlq_retention)
+{
+    static const char *const args[] = {"--dlq-retention-s", "1", NULL};
+    wire_server_start(&proc, &client, args);
+    open_accounts(1, 2);
+    park_first("expiring");
+    ck_assert_uint_eq(dead_letters_of("expiring"), 1);
+    int64_t deadline = clock_mono_ms() + 60000;
+    while (dead_letters_of("expiring") > 0 && clock_mono_ms() < deadline)
+        usleep(100000);
+    ck_assert_uint_eq(dead_letters_of("expiring"), 0);
+    tally_event ev[4];
+    size_t got;
+    uint64_t head;
+    ck_assert_int_eq(tally_log_read(client, 3, 4, 0, ev, 4, &got, &head), TALLY_ok);
+    ck_assert_uint_ge(got, 1);
+    ck_assert_str_eq(ev[0].type, "dead_letter.expired");
+    ck_assert_int_eq(ev[0].kind, TALLY_ENTITY_DEAD_LETTER);
+    ck_assert_str_eq(ev[0].entity_kind, "dead_letter");
+    ck_assert_str_eq(ev[0].subject, "expiring");
+    ck_assert_str_eq(ev[0].feature, "1");
+    ck_assert_str_eq(ev[0].consumer, "");
+    tally_events_release(ev, got);
+    wire_reply r;
+    wire_call(client, &r, "sub_get", "s", "name", "expiring");
+    ck_assert_uint_eq(wire_u64(wire_field(r.map, "subscriber"), "dead_letters"), 0);
+    wire_done(&r);
+    wire_call(client, &r, "sub_fetch", "ss", "name", "expiring", "instance", "no spaces");
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    stop_and_check(); /* the invariants accept the event and its chain */
+
+    start(); /* the default keeps dead letters */
+    open_accounts(1, 2);
+    park_first("kept");
+    usleep(2500000);
+    ck_assert_uint_eq(dead_letters_of("kept"), 1);
+    stop_and_check();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("subscriptions");
@@ -389,6 +470,7 @@ int main(void)
     tcase_add_test(tc, fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery);
     tcase_add_test(tc, fetch_waits_on_when_a_due_redelivery_gives_nothing);
     tcase_add_test(tc, deliveries_survive_sigkill);
+    tcase_add_test(tc, dead_letters_expire_with_dlq_retention);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -160,7 +160,8 @@ static int master_subscriber(store *st, int64_t now)
     tally_str name = tally_str_from(SUBSCRIBER);
     m.parked_seq = 4;
     bool bad = sub_create(&t, name, &start, &cfg, now, &created, &after) != TALLY_ok ||
-               sub_fetch(&t, name, 5, false, now, d, &count, &next_due, &after) != TALLY_ok ||
+               sub_fetch(&t, name, 5, false, tally_str_from(NULL), now, d, &count, &next_due,
+                         &after) != TALLY_ok ||
                count != 5 || sub_ack(&t, name, 3, NULL, 0, now, &acked, &after) != TALLY_ok ||
                sub_park(&t, name, m.parked_seq, tally_str_from("poison"), now, &after) !=
                    TALLY_ok;
