@@ -28,6 +28,7 @@
 struct store {
     MDB_env *env;
     MDB_dbi dbi[STORE_DB_COUNT];
+    bool missing[STORE_DB_COUNT]; /* read-only: added later, not in this store */
     int lock_fd;
     bool read_only;
     tally_id128 instance_id;
@@ -42,6 +43,13 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
     [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
+    [STORE_DB_FAILED_IDS] = "failed_ids",
+};
+
+/* Databases that stores written before them lack until a writer of this
+ * version opens them (and creates them). */
+static const bool db_added_later[STORE_DB_COUNT] = {
+    [STORE_DB_FAILED_IDS] = true,
 };
 
 static const char meta_key_format[] = "format_version";
@@ -84,8 +92,13 @@ static int store_open_databases(store *st)
     int rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &txn);
     if (rc != MDB_SUCCESS)
         return store_translate(rc);
-    for (int i = 0; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++)
+    for (int i = 0; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++) {
         rc = mdb_dbi_open(txn, db_names[i], st->read_only ? 0 : MDB_CREATE, &st->dbi[i]);
+        if (rc == MDB_NOTFOUND && st->read_only && db_added_later[i]) {
+            st->missing[i] = true;
+            rc = MDB_SUCCESS;
+        }
+    }
     if (rc != MDB_SUCCESS) {
         mdb_txn_abort(txn);
         return store_translate(rc);
@@ -271,6 +284,8 @@ void store_txn_abort(store_txn *t)
 int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_val *val)
 {
     assert(t->active);
+    if (t->st->missing[db])
+        return TALLY_not_found;
     MDB_val k = {key_len, (void *)key};
     return store_translate(mdb_get(t->txn, t->st->dbi[db], &k, val));
 }
@@ -305,6 +320,8 @@ int store_del(store_txn *t, store_db db, const void *key, size_t key_len)
 int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out)
 {
     assert(t->active);
+    if (t->st->missing[db])
+        return TALLY_not_found;
     return store_translate(mdb_cursor_open(t->txn, t->st->dbi[db], out));
 }
 
@@ -361,6 +378,10 @@ int store_map_grow(store *st, uint64_t *now_bytes)
 int store_count(store_txn *t, store_db db, uint64_t *entries)
 {
     MDB_stat st;
+    if (t->st->missing[db]) {
+        *entries = 0;
+        return TALLY_ok;
+    }
     int rc = mdb_stat(t->txn, t->st->dbi[db], &st);
     if (rc != MDB_SUCCESS)
         return store_translate(rc);

@@ -32,6 +32,7 @@ typedef enum store_db {
     STORE_DB_META,
     STORE_DB_HISTORY,
     STORE_DB_CHECKPOINT,
+    STORE_DB_FAILED_IDS, /* ledger/failed_id.h; may be missing read-only (store_open) */
     STORE_DB_COUNT
 } store_db;
 
@@ -74,7 +75,12 @@ typedef struct store_txn {
     store_txn_head head; /* write transactions only; log/log.h's */
 } store_txn;
 
-/* Open (and for writers create) the store. A writer takes an exclusive lock
+/* Open (and for writers create) the store. A database added after the
+ * first stores were written (failed_ids) is created by the first writer
+ * that opens an older store; a read-only open of a store that no writer of
+ * this version has opened finds it missing, and it then reads as empty:
+ * store_get gives TALLY_not_found, store_count 0 entries, and
+ * store_cursor_open TALLY_not_found. A writer takes an exclusive lock
  * on DIR/tally.lock: a second writer gets TALLY_store_locked. Returns
  * TALLY_ok, TALLY_invalid_argument (bad options), TALLY_store_locked,
  * TALLY_store_version_mismatch, TALLY_not_found (read-only and missing),
@@ -126,7 +132,9 @@ int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const 
  * (remembered). */
 int store_del(store_txn *t, store_db db, const void *key, size_t key_len);
 
-/* Open a cursor on db; close it with mdb_cursor_close before the txn ends. */
+/* Open a cursor on db; close it with mdb_cursor_close before the txn ends.
+ * TALLY_not_found (no cursor) for a database missing in a read-only store
+ * (store_open): it has no entries. */
 int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out);
 
 /* Translate an LMDB or errno code into tally_error (log/lmdb_error.h). */
