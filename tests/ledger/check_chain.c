@@ -245,6 +245,20 @@ static void build_failing_chain(ledger_command members[4])
     members[3] = test_cmd_open(11, 1, 0);
 }
 
+/* A new store with the scenario's accounts, and the failing chain applied
+ * under "chain-bad" (its outcome checked). */
+static ledger_outcome open_and_fail_chain(test_store *ts, ledger_command members[4],
+                                          ledger_command *chain)
+{
+    test_store_open(ts);
+    test_open_bank_user_merchant(ts);
+    build_failing_chain(members);
+    *chain = chain_of(members, 4);
+    ledger_outcome out = test_apply(ts, "test", "chain-bad", chain);
+    assert_chain_failed(&out, 4, 2, TALLY_exceeds_credits);
+    return out;
+}
+
 START_TEST(test_failing_member_leaves_no_state_and_no_events)
 {
     test_store ts;
@@ -269,13 +283,8 @@ END_TEST
 START_TEST(test_failed_chain_is_recorded_and_replays)
 {
     test_store ts;
-    test_store_open(&ts);
-    test_open_bank_user_merchant(&ts);
-    ledger_command members[4];
-    build_failing_chain(members);
-    ledger_command chain = chain_of(members, 4);
-    ledger_outcome first = test_apply(&ts, "test", "chain-bad", &chain);
-    assert_chain_failed(&first, 4, 2, TALLY_exceeds_credits);
+    ledger_command members[4], chain;
+    ledger_outcome first = open_and_fail_chain(&ts, members, &chain);
 
     /* Fund the user so that the chain would now succeed: the replay must
      * still be the recorded outcome. */
@@ -303,13 +312,8 @@ END_TEST
 START_TEST(test_failing_member_leaves_its_transfer_id_failed)
 {
     test_store ts;
-    test_store_open(&ts);
-    test_open_bank_user_merchant(&ts);
-    ledger_command members[4];
-    build_failing_chain(members);
-    ledger_command chain = chain_of(members, 4);
-    ledger_outcome out = test_apply(&ts, "test", "chain-bad", &chain);
-    assert_chain_failed(&out, 4, 2, TALLY_exceeds_credits);
+    ledger_command members[4], chain;
+    open_and_fail_chain(&ts, members, &chain);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 1);
     test_setup_ok(&ts, test_cmd_transfer(2, BANK, USER, 1000));
     snapshot s = take_snapshot(&ts);
@@ -319,7 +323,7 @@ START_TEST(test_failing_member_leaves_its_transfer_id_failed)
     /* in a chain too: the member fails with it, the chain with the member */
     ledger_command retry[2] = {test_cmd_transfer(202, BANK, USER, 1), members[2]};
     ledger_command chain2 = chain_of(retry, 2);
-    out = test_apply(&ts, "test", "chain-retry", &chain2);
+    ledger_outcome out = test_apply(&ts, "test", "chain-retry", &chain2);
     assert_chain_failed(&out, 2, 1, TALLY_id_already_failed);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 1);
     test_apply_ok(&ts, &members[1]); /* linked_operation_failed: free */

@@ -62,6 +62,25 @@ static void put_str(store *st, const char *key, const char *val)
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
 }
 
+/* A write transaction on the store at path with plain LMDB, and the
+ * database name in it: for tampering outside the store's functions. */
+static MDB_txn *raw_write_txn(const char *path, const char *name, MDB_env **env, MDB_dbi *dbi)
+{
+    MDB_txn *txn;
+    ck_assert_int_eq(mdb_env_create(env), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_env_set_maxdbs(*env, STORE_DB_COUNT), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_env_open(*env, path, 0, 0600), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_txn_begin(*env, NULL, 0, &txn), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_dbi_open(txn, name, 0, dbi), MDB_SUCCESS);
+    return txn;
+}
+
+static void raw_commit_close(MDB_env *env, MDB_txn *txn)
+{
+    ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
+    mdb_env_close(env);
+}
+
 /* TALLY_ok and a copy in out (NUL-terminated), or the get error. */
 static int get_str(store *st, store_db db, const char *key, char *out, size_t out_size)
 {
@@ -345,15 +364,10 @@ START_TEST(format_version_mismatch_is_refused)
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     MDB_env *env;
     MDB_dbi meta;
-    ck_assert_int_eq(mdb_env_create(&env), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_env_set_maxdbs(env, STORE_DB_COUNT), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_env_open(env, p.path, 0, 0600), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), MDB_SUCCESS);
+    txn = raw_write_txn(p.path, "meta", &env, &meta);
     v = (MDB_val){3, (void *)"\x00\x00\x01"};
     ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
-    mdb_env_close(env);
+    raw_commit_close(env, txn);
     opt.no_lock = false;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     ck_assert_ptr_null(st);
@@ -601,16 +615,10 @@ START_TEST(store_without_a_later_database_opens)
     store *st = open_writer(p.path);
     store_close(st);
     MDB_env *env;
-    MDB_txn *txn;
     MDB_dbi dbi;
-    ck_assert_int_eq(mdb_env_create(&env), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_env_set_maxdbs(env, STORE_DB_COUNT), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_env_open(env, p.path, 0, 0600), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_dbi_open(txn, "failed_ids", 0, &dbi), MDB_SUCCESS);
+    MDB_txn *txn = raw_write_txn(p.path, "failed_ids", &env, &dbi);
     ck_assert_int_eq(mdb_drop(txn, dbi, 1), MDB_SUCCESS); /* gone, as in an older store */
-    ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
-    mdb_env_close(env);
+    raw_commit_close(env, txn);
 
     store_options opt = {.path = p.path, .read_only = true};
     ck_assert_int_eq(store_open(&opt, &st), TALLY_ok);
