@@ -175,6 +175,9 @@ typedef struct tally_result {
     uint32_t chain_count;                     /* chains: member codes */
     int chain_codes[TALLY_CLIENT_CHAIN_MAX];
     int failed_index;                         /* chains: failing member, -1 if none */
+    uint64_t original_seq; /* exists, exists_with_different_*: the seq of the event that
+                              created the existing account or transfer; 0 otherwise
+                              (id_already_failed: a failed attempt caused no event) */
 } tally_result;
 
 /* ---- writes (key NULL: generate one) ----

@@ -121,6 +121,7 @@ int client_result_fill(tally_result *out, const msgpack_object *m)
     out->code = client_code_of(msgpack_safe_map_get(m, "code"));
     out->replayed = replayed && replayed->type == MSGPACK_OBJECT_BOOLEAN && replayed->via.boolean;
     out->seq = msgpack_safe_get_u64(msgpack_safe_map_get(m, "seq"), &v) ? v : 0;
+    out->original_seq = msgpack_safe_get_u64(msgpack_safe_map_get(m, "original_seq"), &v) ? v : 0;
     out->events = msgpack_safe_get_u64(msgpack_safe_map_get(m, "events"), &v) && v <= UINT32_MAX
                       ? (uint32_t)v
                       : 0;

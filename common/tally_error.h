@@ -80,6 +80,7 @@
     X(overflows_credits, 71, B)                                                \
     X(exceeds_credits, 72, B)                                                  \
     X(exceeds_debits, 73, B)                                                   \
+    X(id_already_failed, 74, B)                                                \
     /* holds (pending transfers) */                                            \
     X(pending_transfer_not_found, 80, B)                                       \
     X(pending_transfer_not_pending, 81, B)                                     \

@@ -142,8 +142,10 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
 {
     ledger_account a;
     int rc = ledger_account_get(ctx->txn, cmd->id, &a);
-    if (rc == TALLY_ok)
+    if (rc == TALLY_ok) {
+        ctx->original_seq = a.created_seq;
         return compare_existing(&a, cmd);
+    }
     if (rc != TALLY_not_found)
         return rc;
     log_head head;

@@ -22,6 +22,8 @@ typedef struct ledger_ctx {
     tally_str correlation;
     uint64_t first_seq;    /* 0 until the first event */
     uint32_t event_count;
+    uint64_t original_seq; /* set with an exists* rejection: the seq that
+                              created the existing account or transfer */
 } ledger_ctx;
 
 /* Append one event caused by the current command; counts it in ctx.

@@ -10,18 +10,42 @@
 #include <string.h>
 
 #define INBOX_RECORD_FORMAT 2
+#define INBOX_RECORD_FORMAT_ORIGINAL 3 /* + original_seq, failed transfer id */
 /* format byte and fingerprint, then the outcome's fixed fields */
 #define INBOX_OUTCOME_FIXED_BYTES (2 + 8 + 8 + 4 + 1 + 1)
 #define INBOX_FIXED_BYTES (1 + LEDGER_FINGERPRINT_STORED_BYTES + INBOX_OUTCOME_FIXED_BYTES)
-#define INBOX_RECORD_BYTES_MAX (INBOX_FIXED_BYTES + 2 * TALLY_CHAIN_COMMANDS_MAX)
+#define INBOX_ORIGINAL_BYTES (8 + 16)
+#define INBOX_RECORD_BYTES_MAX \
+    (INBOX_FIXED_BYTES + 2 * TALLY_CHAIN_COMMANDS_MAX + INBOX_ORIGINAL_BYTES)
 
 /* Bytes of fingerprint a record of format f holds; 0 for an unknown format. */
 static size_t fingerprint_bytes_of(uint8_t f)
 {
-    return f == 1 ? LEDGER_FINGERPRINT_BYTES : f == 2 ? LEDGER_FINGERPRINT_STORED_BYTES : 0;
+    return f == 1 ? LEDGER_FINGERPRINT_BYTES
+           : f == INBOX_RECORD_FORMAT || f == INBOX_RECORD_FORMAT_ORIGINAL
+               ? LEDGER_FINGERPRINT_STORED_BYTES
+               : 0;
 }
 
 _Static_assert(TALLY_CHAIN_COMMANDS_MAX <= 255, "chain_count is one byte");
+
+bool ledger_outcome_names_original(int code)
+{
+    switch (code) {
+    case TALLY_exists:
+    case TALLY_exists_with_different_ledger:
+    case TALLY_exists_with_different_code:
+    case TALLY_exists_with_different_flags:
+    case TALLY_exists_with_different_debit_account_id:
+    case TALLY_exists_with_different_credit_account_id:
+    case TALLY_exists_with_different_amount:
+    case TALLY_exists_with_different_timeout:
+    case TALLY_id_already_failed:
+        return true;
+    default:
+        return false;
+    }
+}
 
 size_t ledger_inbox_key(tally_str consumer, tally_str key,
                         uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
@@ -43,6 +67,7 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     size_t fixed = 1 + fp_len + INBOX_OUTCOME_FIXED_BYTES;
     if (fp_len == 0 || val_len < fixed)
         return TALLY_corrupt_record;
+    size_t tail = p[0] == INBOX_RECORD_FORMAT_ORIGINAL ? INBOX_ORIGINAL_BYTES : 0;
     out->consumer = consumer;
     out->key = idempotency_key;
     memcpy(out->fingerprint, p + 1, fp_len);
@@ -57,13 +82,20 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     o->failed_index = q[23];
     o->stored = true;
     if (o->chain_count > TALLY_CHAIN_COMMANDS_MAX ||
-        val_len != fixed + 2 * o->chain_count ||
+        val_len != fixed + 2 * o->chain_count + tail ||
         !tally_error_is_stored(o->code) || (o->event_count == 0) != (o->first_seq == 0) ||
         (o->code != TALLY_ok && o->event_count != 0))
         return TALLY_corrupt_record;
     for (uint32_t i = 0; i < o->chain_count; i++) {
         o->chain_codes[i] = get_u16_be(q + 24 + 2 * i);
         if (!tally_error_is_stored(o->chain_codes[i]))
+            return TALLY_corrupt_record;
+    }
+    if (tail) {
+        const uint8_t *e = q + 24 + 2 * o->chain_count;
+        o->original_seq = get_u64_be(e);
+        memcpy(o->failed_id.bytes, e + 8, 16);
+        if (o->code == TALLY_ok || (o->original_seq == 0 && tally_id128_is_zero(&o->failed_id)))
             return TALLY_corrupt_record;
     }
     return TALLY_ok;
@@ -105,6 +137,13 @@ int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,
     for (uint32_t i = 0; i < o->chain_count; i++)
         put_u16_be(q + 24 + 2 * i, o->chain_codes[i]);
     size_t v_len = INBOX_FIXED_BYTES + 2 * o->chain_count;
+    if (o->original_seq != 0 || !tally_id128_is_zero(&o->failed_id)) {
+        assert(o->code != TALLY_ok);
+        v[0] = INBOX_RECORD_FORMAT_ORIGINAL;
+        put_u64_be(v + v_len, o->original_seq);
+        memcpy(v + v_len + 8, o->failed_id.bytes, 16);
+        v_len += INBOX_ORIGINAL_BYTES;
+    }
     int rc = store_put(t, STORE_DB_INBOX, k + 8, n, v, v_len, MDB_NOOVERWRITE);
     if (rc != TALLY_ok)
         return rc;

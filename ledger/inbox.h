@@ -4,9 +4,12 @@
  * Database "inbox": key = consumer length (u8) | consumer | key; value =
  * format 2 | fingerprint (the first 16 bytes of the SHA-256) | code u16 |
  * time_ms i64 | first_seq u64 | event_count u32 | chain_count u8 |
- * failed_index u8 | chain codes (u16 each). Format 1, written before
- * December 2026, holds the whole 32-byte fingerprint; both are read. Database "inbox_time": key = time_ms (i64 BE) | inbox key, empty
- * value: the index retention sweeps walk.
+ * failed_index u8 | chain codes (u16 each). Format 3, written only for a
+ * rejection that has one of the two, appends original_seq u64 | failed
+ * transfer id (16 bytes, zero: none). Format 1, written before December
+ * 2026, is format 2 with the whole 32-byte fingerprint; all three are read.
+ * Database "inbox_time": key = time_ms (i64 BE) | inbox key, empty value:
+ * the index retention sweeps walk.
  */
 #ifndef TALLY_LEDGER_INBOX_H
 #define TALLY_LEDGER_INBOX_H
@@ -33,6 +36,10 @@ typedef struct ledger_outcome {
     uint32_t chain_count; /* members, 0 for a single command */
     uint32_t failed_index;/* chain member that failed (code != ok) */
     uint16_t chain_codes[TALLY_CHAIN_COMMANDS_MAX];
+    uint64_t original_seq;/* an exists* rejection: the seq that created the
+                             existing account or transfer; 0 otherwise */
+    tally_id128 failed_id;/* the transfer id this rejection left failed
+                             (failed_id.h); zero: none */
 } ledger_outcome;
 
 typedef struct ledger_inbox_record {
@@ -49,6 +56,10 @@ size_t ledger_inbox_key(tally_str consumer, tally_str key,
 /* TALLY_ok, TALLY_not_found, TALLY_corrupt_record or a store error. */
 int ledger_inbox_get(store_txn *t, tally_str consumer, tally_str key,
                      ledger_inbox_record *out);
+
+/* Codes whose replies carry original_seq (net/ops_write.c): the exists
+ * family and id_already_failed. */
+bool ledger_outcome_names_original(int code);
 
 /* Record an outcome and its time index entry. */
 int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,

@@ -19,6 +19,9 @@
  *                  entitlement with an end has its expiry entry
  *   inbox_links    every successful inbox record points at the events it
  *                  caused; every caused event has its inbox record
+ *   failed_ids     every failed transfer id (failed_id.h) has the inbox
+ *                  record of its attempt, which names it, and is no live
+ *                  transfer; every inbox record naming a failed id has it
  *   history        every transfer event is in both accounts' history
  *   cursors        every subscriber's ack floor <= delivered seq <= head;
  *                  in-flight records belong to a subscriber, lie above its

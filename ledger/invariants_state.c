@@ -252,6 +252,49 @@ static void check_record_events(audit *a, const ledger_inbox_record *rec)
     }
 }
 
+/* An inbox record that left a transfer id failed: the entry is there and
+ * names this record. */
+static void check_failed_id_of(audit *a, const ledger_inbox_record *rec)
+{
+    ledger_failed_id f;
+    int rc = ledger_failed_id_get(a->t, &rec->outcome.failed_id, &f);
+    if (rc == TALLY_ok && tally_str_equal(f.consumer, rec->consumer) &&
+        tally_str_equal(f.key, rec->key) && f.code == rec->outcome.code)
+        return;
+    char name[256], transfer[64];
+    name_inbox(rec, name);
+    audit_name_transfer(&rec->outcome.failed_id, transfer);
+    audit_report(a, "failed_ids", name, "left %s failed, whose entry %s", transfer,
+                 rc == TALLY_ok ? "names another attempt" : "is missing or unreadable");
+}
+
+/* One failed transfer id: its attempt's inbox record names it, and no
+ * transfer has the id. */
+static void failed_id_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
+{
+    (void)ctx;
+    ledger_failed_id f;
+    char name[64];
+    if (ledger_failed_id_decode(k->mv_data, k->mv_size, v->mv_data, v->mv_size, &f) != TALLY_ok) {
+        audit_report(a, "failed_ids", "failed_ids", "entry is corrupt");
+        return;
+    }
+    audit_name_transfer(&f.id, name);
+    ledger_transfer_record tr;
+    int rc = ledger_transfer_get(a->t, &f.id, &tr);
+    if (rc != TALLY_not_found)
+        audit_report(a, "failed_ids", name, "failed, yet a transfer (%s)", tally_strerror(rc));
+    ledger_inbox_record rec;
+    rc = ledger_inbox_get(a->t, f.consumer, f.key, &rec);
+    if (rc != TALLY_ok)
+        audit_report(a, "failed_ids", name, "its attempt %.*s/%.*s has no inbox record (%s)",
+                     (int)f.consumer.len, f.consumer.ptr, (int)f.key.len, f.key.ptr,
+                     tally_strerror(rc));
+    else if (!tally_id128_equal(&rec.outcome.failed_id, &f.id) || rec.outcome.code != f.code)
+        audit_report(a, "failed_ids", name, "the inbox record of %.*s/%.*s does not name it",
+                     (int)f.consumer.len, f.consumer.ptr, (int)f.key.len, f.key.ptr);
+}
+
 /* One inbox record. The first pass (*each_event false) counts the events
  * that successful records claim and checks what needs no event; the
  * second looks every claimed event up, to name the records that claim
@@ -267,6 +310,8 @@ static void inbox_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
             audit_report(a, "inbox_links", "inbox", "record is corrupt");
         return;
     }
+    if (!each_event && !tally_id128_is_zero(&rec.outcome.failed_id))
+        check_failed_id_of(a, &rec);
     if (rec.outcome.code != TALLY_ok)
         return;
     if (each_event) {
@@ -412,6 +457,8 @@ int audit_check_records(audit *a)
         rc = check_entitlements(a);
     if (rc == TALLY_ok)
         rc = check_inbox(a);
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_FAILED_IDS, "failed ids", NULL, failed_id_entry, NULL);
     table_destroy(sums.ledgers);
     table_destroy(sums.pending);
     return rc;

@@ -102,7 +102,21 @@ static int replay_or_reject(const ledger_inbox_record *rec, const uint8_t fp[32]
     return TALLY_ok;
 }
 
-/* Fill the outcome of a decided command and record it under its key. */
+/* The transfer that failed with code, alone or as the chain member at
+ * out->failed_index, when code leaves its id failed (failed_id.h). */
+static const tally_id128 *failed_transfer_id(const ledger_command *cmd, int code,
+                                             const ledger_outcome *out)
+{
+    if (!ledger_failed_id_remembers(code))
+        return NULL;
+    if (cmd->kind == LEDGER_CHAIN)
+        cmd = out->failed_index < cmd->u.chain.count ? &cmd->u.chain.members[out->failed_index]
+                                                     : NULL;
+    return cmd && cmd->kind == LEDGER_TRANSFER ? &cmd->u.transfer.id : NULL;
+}
+
+/* Fill the outcome of a decided command and record it under its key; a
+ * transfer that failed leaves its id failed, in the same transaction. */
 static int record_outcome(store_txn *t, const ledger_request *req, const uint8_t fp[32],
                           int code, const ledger_ctx *ctx, int64_t now_ms, ledger_outcome *out)
 {
@@ -111,7 +125,14 @@ static int record_outcome(store_txn *t, const ledger_request *req, const uint8_t
     out->time_ms = now_ms;
     out->first_seq = code == TALLY_ok ? ctx->first_seq : 0;
     out->event_count = code == TALLY_ok ? ctx->event_count : 0;
-    return ledger_inbox_put(t, req->consumer, req->key, fp, out);
+    out->original_seq = ledger_outcome_names_original(code) ? ctx->original_seq : 0;
+    const tally_id128 *failed = failed_transfer_id(&req->command, code, out);
+    if (failed)
+        out->failed_id = *failed;
+    int rc = ledger_inbox_put(t, req->consumer, req->key, fp, out);
+    if (rc == TALLY_ok && failed)
+        rc = ledger_failed_id_put(t, failed, code, now_ms, req->consumer, req->key);
+    return rc;
 }
 
 /* Validate and run the command in t; the chain part of out is filled. */

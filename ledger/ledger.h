@@ -15,6 +15,7 @@
 #include "ledger/command.h"
 #include "ledger/entitlement.h"
 #include "ledger/expiry.h"
+#include "ledger/failed_id.h"
 #include "ledger/inbox.h"
 #include "ledger/sweep.h"
 #include "ledger/transfer.h"

@@ -13,6 +13,7 @@
 #include "ledger/account.h"
 #include "ledger/context.h"
 #include "ledger/entitlement.h"
+#include "ledger/failed_id.h"
 #include "ledger/history.h"
 #include "ledger/inbox.h"
 #include "ledger/transfer.h"
@@ -95,6 +96,24 @@ typedef struct inbox_batch {
     uint32_t count;
 } inbox_batch;
 
+/* The transfer id the inbox record at key left failed goes with it. A
+ * record that does not decode names none it could be trusted for: it goes
+ * alone (tally-recon's failed_ids check then names what it left). */
+static int forget_failed_id(store_txn *t, const uint8_t *key, size_t key_len)
+{
+    MDB_val v;
+    int rc = store_get(t, STORE_DB_INBOX, key, key_len, &v);
+    if (rc == TALLY_not_found)
+        return TALLY_ok;
+    if (rc != TALLY_ok)
+        return rc;
+    ledger_inbox_record rec;
+    if (ledger_inbox_decode(key, key_len, v.mv_data, v.mv_size, &rec) != TALLY_ok ||
+        tally_id128_is_zero(&rec.outcome.failed_id))
+        return TALLY_ok;
+    return ledger_failed_id_forget(t, &rec.outcome.failed_id, key, key_len);
+}
+
 static int inbox_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *removed)
 {
     *removed = 0;
@@ -128,7 +147,9 @@ static int inbox_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *
     if (rc == TALLY_ok && mrc != 0 && mrc != MDB_NOTFOUND)
         rc = store_translate(mrc);
     for (uint32_t i = 0; rc == TALLY_ok && i < b->count; i++) {
-        rc = store_del(t, STORE_DB_INBOX_TIME, b->keys[i], b->lens[i]);
+        rc = forget_failed_id(t, b->keys[i] + 8, b->lens[i] - 8);
+        if (rc == TALLY_ok)
+            rc = store_del(t, STORE_DB_INBOX_TIME, b->keys[i], b->lens[i]);
         int r2 = store_del(t, STORE_DB_INBOX, b->keys[i] + 8, b->lens[i] - 8);
         if (rc == TALLY_ok && r2 != TALLY_not_found)
             rc = r2;

@@ -7,7 +7,9 @@
  * call. A key retried after its record is gone would be applied again, so
  * the window must exceed the longest time a client may retry. meta
  * "inbox_swept" keeps the newest commit time removed so far: events up to
- * it may have lost their inbox records, events after it may not.
+ * it may have lost their inbox records, events after it may not. A record
+ * that left a transfer id failed (failed_id.h) takes that entry with it,
+ * in the same batch: the id is failed exactly as long as the record lives.
  *
  * Log retention (off by default): events are removed only when older than
  * the configured age AND at or below the lowest ack floor of all durable

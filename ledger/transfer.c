@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
+#include "ledger/failed_id.h"
 #include "ledger/history.h"
 #include "log/event.h"
 
@@ -321,12 +322,23 @@ static int load_accounts(store_txn *t, uint64_t debit_id, uint64_t credit_id,
     return rc;
 }
 
+/* The order of the checks (docs/PROTOCOL.md, "Idempotency"): a live
+ * transfer with the id (exists, exists_with_different_*), then an id that
+ * failed within the dedupe window (id_already_failed), then the accounts,
+ * ledgers and balances. */
 int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd)
 {
     ledger_transfer_record r;
     int rc = ledger_transfer_get(ctx->txn, &cmd->id, &r);
-    if (rc == TALLY_ok)
+    if (rc == TALLY_ok) {
+        ctx->original_seq = r.created_seq;
         return compare_existing(&r, cmd);
+    }
+    if (rc != TALLY_not_found)
+        return rc;
+    rc = ledger_failed_id_get(ctx->txn, &cmd->id, NULL);
+    if (rc == TALLY_ok)
+        return TALLY_id_already_failed;
     if (rc != TALLY_not_found)
         return rc;
     ledger_account dr, cr;

@@ -43,7 +43,7 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
     [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
-    [STORE_DB_ACCOUNT_HISTORY] = "account_history",
+    [STORE_DB_ACCOUNT_HISTORY] = "account_history", [STORE_DB_FAILED_IDS] = "failed_ids",
 };
 
 /* Flags a database is created with (fixed for its life). */
@@ -53,7 +53,10 @@ static const unsigned db_flags[STORE_DB_COUNT] = {
 
 /* Databases a store of format 1 may lack: added since, created by the
  * first writer that opens it. */
-static bool db_added_later(int db) { return db == STORE_DB_ACCOUNT_HISTORY; }
+static bool db_added_later(int db)
+{
+    return db == STORE_DB_ACCOUNT_HISTORY || db == STORE_DB_FAILED_IDS;
+}
 
 static const char meta_key_format[] = "format_version";
 static const char meta_key_instance[] = "instance_id";

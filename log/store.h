@@ -34,6 +34,7 @@ typedef enum store_db {
     STORE_DB_CHECKPOINT,
     STORE_DB_ACCOUNT_HISTORY, /* since December 2026: absent from older stores
                                * opened read-only (see store_cursor_open) */
+    STORE_DB_FAILED_IDS, /* ledger/failed_id.h; since December 2026, like account_history */
     STORE_DB_COUNT
 } store_db;
 
@@ -81,7 +82,12 @@ typedef struct store_txn {
     store_txn_head head; /* write transactions only; log/log.h's */
 } store_txn;
 
-/* Open (and for writers create) the store. A writer takes an exclusive lock
+/* Open (and for writers create) the store. A database added after the
+ * first stores were written (failed_ids) is created by the first writer
+ * that opens an older store; a read-only open of a store that no writer of
+ * this version has opened finds it missing, and it then reads as empty:
+ * store_get gives TALLY_not_found, store_count 0 entries, and
+ * store_cursor_open TALLY_not_found. A writer takes an exclusive lock
  * on DIR/tally.lock: a second writer gets TALLY_store_locked. Returns
  * TALLY_ok, TALLY_invalid_argument (bad options), TALLY_store_locked,
  * TALLY_store_version_mismatch, TALLY_not_found (read-only and missing),

@@ -87,9 +87,12 @@ int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool 
 }
 
 /* The entries of one write result (the enclosing map is the caller's):
- * code, replayed, seq, events, key, and for a chain always codes and
- * failed_index: nil when the chain was not decided (refused as a request,
- * e.g. idempotency_key_reused, or a fault). */
+ * code, replayed, seq, events, key; for an exists* or id_already_failed
+ * code original_seq (the seq that created the existing account or
+ * transfer; nil for id_already_failed: a failed attempt caused no event);
+ * and for a chain always codes and failed_index: nil when the chain was
+ * not decided (refused as a request, e.g. idempotency_key_reused, or a
+ * fault). */
 static void pack_result(net_out *o, const ledger_request *w, const ledger_outcome *r, int fault)
 {
     int code = fault ? fault : r->code;
@@ -103,6 +106,12 @@ static void pack_result(net_out *o, const ledger_request *w, const ledger_outcom
     net_kv_u64(o, "events", ok_events ? r->event_count : 0);
     net_key(o, "key");
     msgpack_safe_pack_str(&o->pk, w->key);
+    if (!fault && ledger_outcome_names_original(r->code)) {
+        if (r->original_seq)
+            net_kv_u64(o, "original_seq", r->original_seq);
+        else
+            net_kv_nil(o, "original_seq");
+    }
     if (w->command.kind != LEDGER_CHAIN)
         return;
     bool decided = !fault && r->stored;

@@ -140,6 +140,12 @@ EXAMPLES = [
       "credit_account_id": 1, "amount": 900, "ledger": 1, "code": 1}),
     ("Read account 2.",
      {"v": 1, "op": "account_get", "id": 2}),
+    ("The failed transfer id again under another key: id_already_failed, stored, nothing applied; the id stays failed while refund-1's record lives (original_seq nil: the failed attempt caused no event).",
+     {"v": 1, "op": "transfer", "consumer": "shop", "key": "refund-2", "id": TID2, "debit_account_id": 2,
+      "credit_account_id": 1, "amount": 900, "ledger": 1, "code": 1}),
+    ("Transfer id 0x…0a again under another key: exists, with original_seq, the seq of the event that created it.",
+     {"v": 1, "op": "transfer", "consumer": "shop", "key": "pay-2", "id": TID1, "debit_account_id": 1,
+      "credit_account_id": 2, "amount": 500, "ledger": 1, "code": 1}),
     ("An atomic chain whose second member fails: nothing of it is applied.",
      {"v": 1, "op": "chain", "consumer": "shop", "key": "chain-1", "ops": [
          {"op": "account_open", "id": 3, "ledger": 1, "code": 10},

@@ -22,7 +22,11 @@ static const char help_keys[] =
     "      key) and printed: repeating the command with the same --key is a true\n"
     "      retry (same id, same fields), never a second transfer;\n"
     "    - with --id and no --key, the key is \"transfer-<32 hex digits of the id>\",\n"
-    "      so repeating the same command is a retry too.\n";
+    "      so repeating the same command is a retry too.\n"
+    "  Another key sending a transfer id that exists gets \"exists\" (or\n"
+    "  exists_with_different_<field>) and original_seq, the seq that created it;\n"
+    "  one sending an id that failed (e.g. exceeds_credits) within the server's\n"
+    "  dedupe window gets \"id_already_failed\" and nothing is applied.\n";
 
 static const char help_exit[] =
     "Exit codes:\n"

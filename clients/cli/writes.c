@@ -40,6 +40,8 @@ static void write_human(const cli *c, int code, const tally_result *r, const tal
     else
         printf("%-12s -\n", "seq");
     printf("%-12s %" PRIu32 "\n", "events", r->events);
+    if (r->original_seq)
+        printf("%-12s %" PRIu64 "\n", "original_seq", r->original_seq);
     printf("%-12s %s\n", "key", c->key);
     if (tid) {
         char hex[33];
@@ -61,6 +63,8 @@ static int write_report(cli *c, const char *what, int rc, const tally_result *r,
                               "replayed", (int)r->replayed, "seq",
                               r->seq ? json_u64(r->seq) : NULL, "events", (json_int_t)r->events,
                               "key", c->key);
+        if (o && r->original_seq)
+            json_object_set_new(o, "original_seq", json_u64(r->original_seq));
         if (o && tid)
             json_object_set_new(o, "transfer_id", json_tid(tid));
         json_emit(o);

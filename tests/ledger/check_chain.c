@@ -6,7 +6,8 @@
  * the failing member's code at its index and linked_operation_failed for the
  * others, and is stored and replayed under its key like any outcome. Also:
  * pay-and-grant in one chain, members that depend on earlier members, and
- * the chain's own validation (empty, too long, nested).
+ * the chain's own validation (empty, too long, nested); the failing member's
+ * transfer id stays failed, a linked one's does not.
  */
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
@@ -244,6 +245,20 @@ static void build_failing_chain(ledger_command members[4])
     members[3] = test_cmd_open(11, 1, 0);
 }
 
+/* A new store with the scenario's accounts, and the failing chain applied
+ * under "chain-bad" (its outcome checked). */
+static ledger_outcome open_and_fail_chain(test_store *ts, ledger_command members[4],
+                                          ledger_command *chain)
+{
+    test_store_open(ts);
+    test_open_bank_user_merchant(ts);
+    build_failing_chain(members);
+    *chain = chain_of(members, 4);
+    ledger_outcome out = test_apply(ts, "test", "chain-bad", chain);
+    assert_chain_failed(&out, 4, 2, TALLY_exceeds_credits);
+    return out;
+}
+
 START_TEST(test_failing_member_leaves_no_state_and_no_events)
 {
     test_store ts;
@@ -268,13 +283,8 @@ END_TEST
 START_TEST(test_failed_chain_is_recorded_and_replays)
 {
     test_store ts;
-    test_store_open(&ts);
-    test_open_bank_user_merchant(&ts);
-    ledger_command members[4];
-    build_failing_chain(members);
-    ledger_command chain = chain_of(members, 4);
-    ledger_outcome first = test_apply(&ts, "test", "chain-bad", &chain);
-    assert_chain_failed(&first, 4, 2, TALLY_exceeds_credits);
+    ledger_command members[4], chain;
+    ledger_outcome first = open_and_fail_chain(&ts, members, &chain);
 
     /* Fund the user so that the chain would now succeed: the replay must
      * still be the recorded outcome. */
@@ -293,6 +303,30 @@ START_TEST(test_failed_chain_is_recorded_and_replays)
     ck_assert_mem_eq(again.chain_codes, first.chain_codes, sizeof(first.chain_codes));
     assert_nothing_changed(&ts, &s, 0);
     ck_assert(!test_account_exists(&ts, 10));
+    test_finish(&ts);
+}
+END_TEST
+
+/* The failing member's transfer id stays failed (failed_id.h); a member
+ * that only got linked_operation_failed leaves its id free. */
+START_TEST(test_failing_member_leaves_its_transfer_id_failed)
+{
+    test_store ts;
+    ledger_command members[4], chain;
+    open_and_fail_chain(&ts, members, &chain);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 1);
+    test_setup_ok(&ts, test_cmd_transfer(2, BANK, USER, 1000));
+    snapshot s = take_snapshot(&ts);
+    ledger_command again = members[2];
+    ck_assert_str_eq(tally_strerror(test_code(&ts, &again)), "id_already_failed");
+    assert_nothing_changed(&ts, &s, 1);
+    /* in a chain too: the member fails with it, the chain with the member */
+    ledger_command retry[2] = {test_cmd_transfer(202, BANK, USER, 1), members[2]};
+    ledger_command chain2 = chain_of(retry, 2);
+    ledger_outcome out = test_apply(&ts, "test", "chain-retry", &chain2);
+    assert_chain_failed(&out, 2, 1, TALLY_id_already_failed);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 1);
+    test_apply_ok(&ts, &members[1]); /* linked_operation_failed: free */
     test_finish(&ts);
 }
 END_TEST
@@ -472,6 +506,7 @@ static Suite *chain_suite(void)
         {"failure", test_failing_member_leaves_no_state_and_no_events, TIMEOUT_S},
         {"failure", test_failed_chain_is_recorded_and_replays, TIMEOUT_S},
         {"failure", test_failing_first_and_last_member, TIMEOUT_S},
+        {"failure", test_failing_member_leaves_its_transfer_id_failed, TIMEOUT_S},
         {"failure", test_invalid_member_fails_the_chain, TIMEOUT_S},
         {"pay_and_grant", test_pay_and_grant_in_one_chain, TIMEOUT_S},
         {"pay_and_grant", test_failed_payment_grants_nothing, TIMEOUT_S},

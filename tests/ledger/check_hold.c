@@ -324,6 +324,7 @@ START_TEST(test_void_releases_limit)
     ledger_command spend = test_cmd_transfer(10, 1, 2, 100);
     ck_assert_int_eq(test_code(&ts, &spend), TALLY_exceeds_credits);
     void_hold(&ts, 1);
+    spend.u.transfer.id = test_id(11); /* 10 failed, and stays failed */
     test_apply_ok(&ts, &spend);
     test_assert_balances(&ts, 1, 100, 100, 0, 0);
     test_finish(&ts);

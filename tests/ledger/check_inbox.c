@@ -217,8 +217,13 @@ START_TEST(test_rejection_replays_after_state_changed)
     assert_unchanged(&ts, &s, 0);
     ck_assert(!test_transfer_exists(&ts, 10));
 
+    /* A fresh key with the same transfer id: the id failed, and stays so
+     * while order-1 replays the failure (failed_id.h). A new id applies. */
     ledger_outcome fresh = test_apply(&ts, "shop", "order-2", &pay);
-    ck_assert_int_eq(fresh.code, TALLY_ok);
+    ck_assert_int_eq(fresh.code, TALLY_id_already_failed);
+    ck_assert(!test_transfer_exists(&ts, 10));
+    ledger_command pay_again = test_cmd_transfer(11, USER, MERCHANT, USER_FUNDS + 50);
+    ck_assert_int_eq(test_apply(&ts, "shop", "order-3", &pay_again).code, TALLY_ok);
     test_finish(&ts);
 }
 END_TEST
@@ -451,7 +456,7 @@ START_TEST(test_inbox_time_has_one_entry_per_record)
     ck_assert_int_eq(test_apply(&ts, "shop", "b", &rejected).code, TALLY_exceeds_credits);
     ck_assert_int_eq(test_apply(&ts, "shop", "c", &invalid).code,
                      TALLY_amount_must_not_be_zero);
-    ck_assert_int_eq(test_apply(&ts, "other", "a", &rejected).code, TALLY_exceeds_credits);
+    ck_assert_int_eq(test_apply(&ts, "other", "a", &rejected).code, TALLY_id_already_failed);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 8);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 8);
 

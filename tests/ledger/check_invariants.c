@@ -84,7 +84,10 @@ static void build(fixture *f)
     /* Account 5 may not take credits beyond its debits: give it debits first. */
     ledger_command back = test_cmd_transfer(106, 5, 4, 7);
     back.u.transfer.ledger = 2;
-    ck_assert_int_eq(test_code(&f->ts, &c), TALLY_exceeds_debits);
+    /* The early attempt, under an id of its own, leaves that id failed. */
+    ledger_command early = c;
+    early.u.transfer.id = test_id(107);
+    ck_assert_int_eq(test_apply(&f->ts, "test", "t-107", &early).code, TALLY_exceeds_debits);
     apply_ok(f, "t-106", &back);
     f->seq_t105 = apply_ok(f, "t-105", &c);
     c = test_cmd_grant("user-1", "pro", f->ts.now_ms + 30 * DAY_MS);
@@ -477,6 +480,57 @@ START_TEST(orphan_inbox_record_claiming_other_events_breaks_inbox_links)
 }
 END_TEST
 
+/* failed_ids: an entry whose attempt's inbox record is gone, an entry
+ * for a live transfer, and a record naming an entry that is gone. */
+START_TEST(failed_id_without_its_inbox_record_is_found)
+{
+    fixture f;
+    build(&f);
+    uint8_t key[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t key_len;
+    inbox_key_of("t-107", key, &key_len);
+    MDB_txn *txn = raw_begin(&f.ts);
+    raw_del(txn, &f.ts, STORE_DB_INBOX, key, key_len);
+    raw_commit(txn);
+    char name[64];
+    transfer_name(107, name);
+    expect_finding(&f.ts, "failed_ids", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(failed_id_of_a_live_transfer_is_found)
+{
+    fixture f;
+    build(&f);
+    tally_id128 failed = test_id(107), live = test_id(101);
+    MDB_txn *txn = raw_begin(&f.ts);
+    size_t len;
+    uint8_t *val = raw_get(txn, &f.ts, STORE_DB_FAILED_IDS, failed.bytes, 16, &len);
+    raw_put(txn, &f.ts, STORE_DB_FAILED_IDS, live.bytes, 16, val, len);
+    raw_commit(txn);
+    free(val);
+    char name[64];
+    transfer_name(101, name);
+    expect_finding(&f.ts, "failed_ids", name);
+    test_store_close(&f.ts);
+}
+END_TEST
+
+START_TEST(inbox_record_naming_a_missing_failed_id_is_found)
+{
+    fixture f;
+    build(&f);
+    tally_id128 failed = test_id(107);
+    MDB_txn *txn = raw_begin(&f.ts);
+    raw_del(txn, &f.ts, STORE_DB_FAILED_IDS, failed.bytes, 16);
+    raw_commit(txn);
+    expect_finding(&f.ts, "failed_ids", "inbox:test/t-107");
+    expect_no_finding(&f.ts, "inbox_links");
+    test_store_close(&f.ts);
+}
+END_TEST
+
 START_TEST(inbox_record_pointing_past_the_log_breaks_inbox_links)
 {
     fixture f;
@@ -747,6 +801,9 @@ static Suite *invariants_suite(void)
         {"inbox_deleted", deleted_inbox_record_breaks_inbox_links, TIMEOUT_S},
         {"inbox_orphan", orphan_inbox_record_claiming_other_events_breaks_inbox_links, TIMEOUT_S},
         {"inbox_past_log", inbox_record_pointing_past_the_log_breaks_inbox_links, TIMEOUT_S},
+        {"failed_id_no_inbox", failed_id_without_its_inbox_record_is_found, TIMEOUT_S},
+        {"failed_id_live", failed_id_of_a_live_transfer_is_found, TIMEOUT_S},
+        {"failed_id_missing", inbox_record_naming_a_missing_failed_id_is_found, TIMEOUT_S},
         {"hold_resolved", hold_resolved_without_an_event_is_found, TIMEOUT_S},
         {"hold_twice", hold_resolved_twice_in_the_log_is_found, TIMEOUT_S},
         {"expiry_hold", missing_expiry_entry_of_a_pending_hold_is_found, TIMEOUT_S},

@@ -80,6 +80,31 @@ START_TEST(inbox_records_older_than_the_window_go)
 }
 END_TEST
 
+/* A failed transfer id is failed as long as the inbox record of its
+ * attempt lives, and goes with it: after the window the id is free. */
+START_TEST(failed_transfer_ids_go_with_their_inbox_records)
+{
+    ledger_command c = test_cmd_open(1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
+    ck_assert_int_eq(test_apply(&ts, "shop", "open-1", &c).code, TALLY_ok);
+    open_account(2, "open-2");
+    ledger_command pay = test_cmd_transfer(600, 1, 2, 100);
+    ck_assert_int_eq(test_apply(&ts, "shop", "k-d", &pay).code, TALLY_exceeds_credits);
+    ledger_command fund = test_cmd_transfer(8, 2, 1, 100);
+    ck_assert_int_eq(test_apply(&ts, "shop", "fund", &fund).code, TALLY_ok);
+    ts.now_ms += 5 * DAY_MS;
+    ck_assert_int_eq(test_apply(&ts, "shop", "k-f", &pay).code, TALLY_id_already_failed);
+    ts.now_ms += 3 * DAY_MS; /* day 8: the day-0 records go, k-f (day 5) stays */
+    ck_assert_uint_eq(sweep(7 * DAY_MS, 0).inbox_removed, 4);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 1);
+    test_assert_invariants(&ts);
+    /* forgotten: the id is free, and k-f still replays its own outcome */
+    ck_assert(test_apply(&ts, "shop", "k-f", &pay).replayed);
+    ck_assert_int_eq(test_apply(&ts, "shop", "k-g", &pay).code, TALLY_ok);
+    ck_assert(test_transfer_exists(&ts, 600));
+}
+END_TEST
+
 START_TEST(sweeps_are_bounded)
 {
     unsigned n = TALLY_RETENTION_BATCH_MAX + 10;
@@ -353,6 +378,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, inbox_records_older_than_the_window_go);
+    tcase_add_test(tc, failed_transfer_ids_go_with_their_inbox_records);
     tcase_add_test(tc, sweeps_are_bounded);
     tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
     tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);

@@ -6,7 +6,8 @@
  * credit account's credits_posted, bumps both versions and appends one
  * transfer.created event whose body snapshots the transfer and both
  * accounts. Everything else is a rejection: invalid commands, unknown or
- * mismatched accounts, a transfer id that exists already (whoever sends it),
+ * mismatched accounts, a transfer id that exists already or failed within
+ * the dedupe window (whoever sends it),
  * balances that would overflow, account limits (which count held amounts)
  * and misused timeouts. A rejection leaves every balance, every transfer
  * and the log head exactly as they were.
@@ -479,9 +480,10 @@ START_TEST(test_unknown_accounts)
     open_pair(&ts);
     ledger_command debit = test_cmd_transfer(1, 5, 2, 10);
     assert_rejected(&ts, &debit, TALLY_debit_account_not_found);
-    ledger_command credit = test_cmd_transfer(1, 1, 5, 10);
+    /* each attempt with an id of its own: a failed id stays failed */
+    ledger_command credit = test_cmd_transfer(2, 1, 5, 10);
     assert_rejected(&ts, &credit, TALLY_credit_account_not_found);
-    ledger_command both = test_cmd_transfer(1, 5, 6, 10);
+    ledger_command both = test_cmd_transfer(3, 5, 6, 10);
     assert_rejected(&ts, &both, TALLY_debit_account_not_found);
     test_finish(&ts);
 }
@@ -494,7 +496,7 @@ START_TEST(test_accounts_on_different_ledgers)
     open_account(&ts, 3, 2, 0);
     ledger_command cmd = test_cmd_transfer(1, 1, 3, 10);
     assert_rejected(&ts, &cmd, TALLY_accounts_must_have_the_same_ledger);
-    ledger_command reverse = test_cmd_transfer(1, 3, 1, 10);
+    ledger_command reverse = test_cmd_transfer(2, 3, 1, 10);
     reverse.u.transfer.ledger = 2;
     assert_rejected(&ts, &reverse, TALLY_accounts_must_have_the_same_ledger);
     test_finish(&ts);
@@ -610,19 +612,90 @@ START_TEST(test_duplicate_hold_with_different_timeout)
 }
 END_TEST
 
-START_TEST(test_rejected_transfer_id_is_free)
+/* The issue's case (issue 16, item 2): transfer 600 fails with
+ * exceeds_credits under key k-d; once the account could pay, the same id
+ * under key k-f is id_already_failed and stores nothing but its record;
+ * k-d still replays the failure; nothing is applied. */
+START_TEST(test_failed_transfer_id_stays_failed)
 {
-    /* A rejection stores no transfer, so the id can be used afterwards. */
     test_store ts;
     test_store_open(&ts);
     open_account(&ts, 1, 1, LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS);
     open_account(&ts, 2, 1, 0);
-    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
-    assert_rejected(&ts, &pay, TALLY_exceeds_credits);
+    ledger_command pay = test_cmd_transfer(600, 1, 2, 100);
+    ck_assert_int_eq(test_apply(&ts, "shop", "k-d", &pay).code, TALLY_exceeds_credits);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 1);
     ledger_command fund = test_cmd_transfer(8, 2, 1, 100);
     test_apply_ok(&ts, &fund);
+    test_snapshot before = test_take_snapshot(&ts);
+    uint64_t inbox = test_count(&ts, STORE_DB_INBOX);
+
+    ledger_outcome f = test_apply(&ts, "shop", "k-f", &pay);
+    ck_assert_str_eq(tally_strerror(f.code), "id_already_failed");
+    ck_assert(!f.replayed && f.stored);
+    ck_assert_uint_eq(f.event_count, 0);
+    ck_assert_uint_eq(f.original_seq, 0); /* the failed attempt caused no event */
+    test_assert_unchanged(&ts, &before);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), inbox + 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 1);
+    ck_assert(!test_transfer_exists(&ts, 600));
+
+    ledger_outcome d = test_apply(&ts, "shop", "k-d", &pay);
+    ck_assert(d.replayed);
+    ck_assert_str_eq(tally_strerror(d.code), "exceeds_credits");
+    ck_assert(test_apply(&ts, "shop", "k-f", &pay).replayed);
+    /* the id is checked before the accounts: any transfer with it fails so */
+    ledger_command other = test_cmd_transfer(600, 7, 9, 1);
+    ck_assert_str_eq(tally_strerror(test_code(&ts, &other)), "id_already_failed");
+    test_assert_unchanged(&ts, &before);
+    test_assert_balances(&ts, 1, 0, 100, 0, 0);
+    test_finish(&ts);
+}
+END_TEST
+
+START_TEST(test_invalid_transfer_id_is_free)
+{
+    /* A validation error says the command itself is wrong: it does not
+     * depend on the store, and the id stays free (as in TigerBeetle). */
+    test_store ts;
+    open_pair(&ts);
+    ledger_command zero = test_cmd_transfer(9, 1, 2, 0);
+    ck_assert_int_eq(test_code(&ts, &zero), TALLY_amount_must_not_be_zero);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 0);
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 5);
     test_apply_ok(&ts, &pay);
-    test_assert_balances(&ts, 1, 100, 100, 0, 0);
+    test_finish(&ts);
+}
+END_TEST
+
+START_TEST(test_exists_names_the_original_seq)
+{
+    /* exists and exists_with_different_* carry the seq of the event that
+     * created the transfer (or account), stored and replayed with them. */
+    test_store ts;
+    open_pair(&ts);
+    ledger_command first = test_cmd_transfer(9, 1, 2, 5);
+    test_apply_ok(&ts, &first);
+    uint64_t created = test_transfer(&ts, 9).created_seq;
+    ck_assert_uint_eq(created, test_head(&ts).seq);
+    ledger_outcome o = test_apply(&ts, "other", "again", &first);
+    ck_assert_int_eq(o.code, TALLY_exists);
+    ck_assert_uint_eq(o.original_seq, created);
+    ledger_command more = test_cmd_transfer(9, 1, 2, 6);
+    o = test_apply(&ts, "other", "more", &more);
+    ck_assert_int_eq(o.code, TALLY_exists_with_different_amount);
+    ck_assert_uint_eq(o.original_seq, created);
+    o = test_apply(&ts, "other", "more", &more);
+    ck_assert(o.replayed);
+    ck_assert_uint_eq(o.original_seq, created);
+    ledger_command open = test_cmd_open(2, 1, 0);
+    o = test_apply(&ts, "other", "open-2", &open);
+    ck_assert_int_eq(o.code, TALLY_exists);
+    ck_assert_uint_eq(o.original_seq, test_account(&ts, 2).created_seq);
+    /* other rejections carry none */
+    ledger_command unknown = test_cmd_transfer(10, 1, 7, 5);
+    ck_assert_uint_eq(test_apply(&ts, "other", "unknown", &unknown).original_seq, 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_FAILED_IDS), 1);
     test_finish(&ts);
 }
 END_TEST
@@ -636,9 +709,9 @@ START_TEST(test_overflow_posted)
     open_with_transfer(&ts, &max);
     ledger_command into_credit = test_cmd_transfer(2, 3, 2, 1);
     assert_rejected(&ts, &into_credit, TALLY_overflows_credits_posted);
-    ledger_command from_debit = test_cmd_transfer(2, 1, 3, 1);
+    ledger_command from_debit = test_cmd_transfer(3, 1, 3, 1);
     assert_rejected(&ts, &from_debit, TALLY_overflows_debits_posted);
-    ledger_command big = test_cmd_transfer(2, 3, 2, TALLY_AMOUNT_MAX);
+    ledger_command big = test_cmd_transfer(4, 3, 2, TALLY_AMOUNT_MAX);
     assert_rejected(&ts, &big, TALLY_overflows_credits_posted);
     test_assert_balances(&ts, 1, TALLY_AMOUNT_MAX, 0, 0, 0);
     test_assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX, 0, 0);
@@ -654,7 +727,7 @@ START_TEST(test_overflow_pending)
     open_with_transfer(&ts, &max);
     ledger_command into_credit = test_cmd_hold(2, 3, 2, 1, 0);
     assert_rejected(&ts, &into_credit, TALLY_overflows_credits_pending);
-    ledger_command from_debit = test_cmd_hold(2, 1, 3, 1, 0);
+    ledger_command from_debit = test_cmd_hold(3, 1, 3, 1, 0);
     assert_rejected(&ts, &from_debit, TALLY_overflows_debits_pending);
     test_assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
     test_assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
@@ -670,7 +743,7 @@ START_TEST(test_overflow_pending_plus_posted)
     open_with_transfer(&ts, &max);
     ledger_command from_debit = test_cmd_transfer(2, 1, 3, 1);
     assert_rejected(&ts, &from_debit, TALLY_overflows_debits);
-    ledger_command into_credit = test_cmd_transfer(2, 3, 2, 1);
+    ledger_command into_credit = test_cmd_transfer(3, 3, 2, 1);
     assert_rejected(&ts, &into_credit, TALLY_overflows_credits);
     test_assert_balances(&ts, 1, 0, 0, TALLY_AMOUNT_MAX, 0);
     test_assert_balances(&ts, 2, 0, 0, 0, TALLY_AMOUNT_MAX);
@@ -688,7 +761,7 @@ START_TEST(test_overflow_posted_plus_pending)
     test_apply_ok(&ts, &fits);
     ledger_command hold = test_cmd_hold(3, 1, 3, 1, 0);
     assert_rejected(&ts, &hold, TALLY_overflows_debits);
-    ledger_command hold_in = test_cmd_hold(3, 3, 2, 1, 0);
+    ledger_command hold_in = test_cmd_hold(4, 3, 2, 1, 0);
     assert_rejected(&ts, &hold_in, TALLY_overflows_credits);
     test_assert_balances(&ts, 1, TALLY_AMOUNT_MAX - 10, 0, 10, 0);
     test_assert_balances(&ts, 2, 0, TALLY_AMOUNT_MAX - 10, 0, 10);
@@ -711,9 +784,9 @@ START_TEST(test_debits_must_not_exceed_credits)
     test_apply_ok(&ts, &fund);
     ledger_command over = test_cmd_transfer(3, 1, 2, 101);
     assert_rejected(&ts, &over, TALLY_exceeds_credits);
-    ledger_command exact = test_cmd_transfer(3, 1, 2, 100);
+    ledger_command exact = test_cmd_transfer(4, 1, 2, 100);
     test_apply_ok(&ts, &exact);
-    ledger_command one_more = test_cmd_transfer(4, 1, 2, 1);
+    ledger_command one_more = test_cmd_transfer(5, 1, 2, 1);
     assert_rejected(&ts, &one_more, TALLY_exceeds_credits);
     test_assert_balances(&ts, 1, 100, 100, 0, 0);
     test_finish(&ts);
@@ -733,9 +806,9 @@ START_TEST(test_credits_must_not_exceed_debits)
     test_apply_ok(&ts, &spend);
     ledger_command over = test_cmd_transfer(3, 1, 2, 51);
     assert_rejected(&ts, &over, TALLY_exceeds_debits);
-    ledger_command exact = test_cmd_transfer(3, 1, 2, 50);
+    ledger_command exact = test_cmd_transfer(4, 1, 2, 50);
     test_apply_ok(&ts, &exact);
-    ledger_command one_more = test_cmd_transfer(4, 1, 2, 1);
+    ledger_command one_more = test_cmd_transfer(5, 1, 2, 1);
     assert_rejected(&ts, &one_more, TALLY_exceeds_debits);
     test_assert_balances(&ts, 2, 50, 50, 0, 0);
     test_finish(&ts);
@@ -774,11 +847,11 @@ START_TEST(test_hold_consumes_debit_limit)
 
     ledger_command too_much = test_cmd_transfer(3, 1, 2, 41);
     assert_rejected(&ts, &too_much, TALLY_exceeds_credits);
-    ledger_command second_hold = test_cmd_hold(3, 1, 2, 41, 0);
+    ledger_command second_hold = test_cmd_hold(4, 1, 2, 41, 0);
     assert_rejected(&ts, &second_hold, TALLY_exceeds_credits);
-    ledger_command rest = test_cmd_transfer(3, 1, 2, 40);
+    ledger_command rest = test_cmd_transfer(5, 1, 2, 40);
     test_apply_ok(&ts, &rest);
-    ledger_command one_more = test_cmd_hold(4, 1, 2, 1, 0);
+    ledger_command one_more = test_cmd_hold(6, 1, 2, 1, 0);
     assert_rejected(&ts, &one_more, TALLY_exceeds_credits);
     test_assert_balances(&ts, 1, 40, 100, 60, 0);
     test_finish(&ts);
@@ -798,7 +871,7 @@ START_TEST(test_hold_consumes_credit_limit)
 
     ledger_command too_much = test_cmd_transfer(3, 1, 2, 41);
     assert_rejected(&ts, &too_much, TALLY_exceeds_debits);
-    ledger_command rest = test_cmd_transfer(3, 1, 2, 40);
+    ledger_command rest = test_cmd_transfer(4, 1, 2, 40);
     test_apply_ok(&ts, &rest);
     test_assert_balances(&ts, 2, 100, 40, 0, 60);
     test_finish(&ts);
@@ -855,7 +928,9 @@ int main(void)
     tcase_add_test(ids, test_duplicate_with_different_fields);
     tcase_add_test(ids, test_duplicate_with_unknown_accounts_is_still_exists);
     tcase_add_test(ids, test_duplicate_hold_with_different_timeout);
-    tcase_add_test(ids, test_rejected_transfer_id_is_free);
+    tcase_add_test(ids, test_failed_transfer_id_stays_failed);
+    tcase_add_test(ids, test_invalid_transfer_id_is_free);
+    tcase_add_test(ids, test_exists_names_the_original_seq);
     suite_add_tcase(s, ids);
 
     TCase *overflow = tcase_create("overflow");

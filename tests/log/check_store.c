@@ -62,6 +62,25 @@ static void put_str(store *st, const char *key, const char *val)
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
 }
 
+/* A write transaction on the store at path with plain LMDB, and the
+ * database name in it: for tampering outside the store's functions. */
+static MDB_txn *raw_write_txn(const char *path, const char *name, MDB_env **env, MDB_dbi *dbi)
+{
+    MDB_txn *txn;
+    ck_assert_int_eq(mdb_env_create(env), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_env_set_maxdbs(*env, STORE_DB_COUNT), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_env_open(*env, path, 0, 0600), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_txn_begin(*env, NULL, 0, &txn), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_dbi_open(txn, name, 0, dbi), MDB_SUCCESS);
+    return txn;
+}
+
+static void raw_commit_close(MDB_env *env, MDB_txn *txn)
+{
+    ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
+    mdb_env_close(env);
+}
+
 /* TALLY_ok and a copy in out (NUL-terminated), or the get error. */
 static int get_str(store *st, store_db db, const char *key, char *out, size_t out_size)
 {
@@ -360,15 +379,10 @@ START_TEST(format_version_mismatch_is_refused)
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     MDB_env *env;
     MDB_dbi meta;
-    ck_assert_int_eq(mdb_env_create(&env), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_env_set_maxdbs(env, STORE_DB_COUNT), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_env_open(env, p.path, 0, 0600), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), MDB_SUCCESS);
+    txn = raw_write_txn(p.path, "meta", &env, &meta);
     v = (MDB_val){3, (void *)"\x00\x00\x01"};
     ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
-    mdb_env_close(env);
+    raw_commit_close(env, txn);
     opt.no_lock = false;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     ck_assert_ptr_null(st);
@@ -607,6 +621,51 @@ START_TEST(read_only_store_reads_committed_data)
 }
 END_TEST
 
+/* A store written before failed_ids existed: it opens read-only (the
+ * database reads as empty) and a writer creates the database. */
+START_TEST(store_without_a_later_database_opens)
+{
+    tmp_path p;
+    tmp_path_make(&p);
+    store *st = open_writer(p.path);
+    store_close(st);
+    MDB_env *env;
+    MDB_dbi dbi;
+    MDB_txn *txn = raw_write_txn(p.path, "failed_ids", &env, &dbi);
+    ck_assert_int_eq(mdb_drop(txn, dbi, 1), MDB_SUCCESS); /* gone, as in an older store */
+    raw_commit_close(env, txn);
+
+    store_options opt = {.path = p.path, .read_only = true};
+    ck_assert_int_eq(store_open(&opt, &st), TALLY_ok);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    uint64_t n = 1;
+    MDB_val v;
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_count(&t, STORE_DB_FAILED_IDS, &n), TALLY_ok);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(store_get(&t, STORE_DB_FAILED_IDS, "0123456789abcdef", 16, &v),
+                     TALLY_not_found);
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_FAILED_IDS, &cur), TALLY_not_found);
+    store_txn_abort(&t);
+    store_close(st);
+
+    st = open_writer(p.path);
+    ck_assert_int_eq(store_txn_begin(st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_FAILED_IDS, "0123456789abcdef", 16, "x", 1, 0),
+                     TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    store_close(st);
+    ck_assert_int_eq(store_open(&opt, &st), TALLY_ok);
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(store_count(&t, STORE_DB_FAILED_IDS, &n), TALLY_ok);
+    ck_assert_uint_eq(n, 1);
+    store_txn_abort(&t);
+    store_close(st);
+    test_remove_dir(p.dir);
+}
+END_TEST
+
 START_TEST(write_txn_on_read_only_store_is_refused)
 {
     tmp_path p;
@@ -647,6 +706,7 @@ static Suite *store_suite(void)
         {"map_full", real_map_full_is_storage_full_and_remembered, TIMEOUT_S},
         {"ro_reads", read_only_store_reads_committed_data, TIMEOUT_S},
         {"read_only", write_txn_on_read_only_store_is_refused, TIMEOUT_S},
+        {"later_database", store_without_a_later_database_opens, TIMEOUT_S},
     };
     return test_suite_of_rows("store", TEST_ROWS(tests));
 }

@@ -2,7 +2,8 @@
  * check_operations.c — operating a real tallyd: online backups (consistent,
  * compact, verified, readable by mdb_stat, refused for an existing or
  * disallowed destination) and retention run by the writer (inbox records
- * and events removed, the checkpoint verified, the stats showing it).
+ * and events removed, the checkpoint verified, the stats showing it); keys
+ * older than the dedupe window, and failed transfer ids remembered for it.
  */
 #include "clients/tally.h"
 #include "common/bytes.h"
@@ -252,6 +253,100 @@ START_TEST(keys_older_than_the_dedupe_window_are_refused)
 }
 END_TEST
 
+/* The 16-byte big-endian n, as the CLI reads a decimal TID. */
+static tally_uuid tid_of(uint64_t n)
+{
+    tally_uuid id;
+    memset(&id, 0, sizeof(id));
+    for (int i = 0; i < 8; i++)
+        id.bytes[15 - i] = (uint8_t)(n >> (8 * i));
+    return id;
+}
+
+static void assert_balance_1(int64_t debits_posted, int64_t credits_posted)
+{
+    tally_account a;
+    ck_assert_int_eq(tally_account_get(client, 1, &a), TALLY_ok);
+    ck_assert_int_eq(a.debits_posted, debits_posted);
+    ck_assert_int_eq(a.credits_posted, credits_posted);
+}
+
+/* tally --json transfer ... | grep PATTERN: what the CLI shows of a reply. */
+static int cli_transfer_shows(const char *args, const char *pattern)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "'%s' --url '%s' --consumer test --json transfer %s | grep -q '%s'",
+             tallyd_program("tally"), proc.url, args, pattern);
+    return system(cmd);
+}
+
+/* Issue 16, item 2: transfer 600 failed with exceeds_credits under key
+ * k-d; sent under k-f once it could pay, it is id_already_failed (nothing
+ * applied) while k-d still replays the failure. exists names the original
+ * seq. After the dedupe window (1 s here) the sweep removes k-d's record
+ * and the failed id with it: the id is free again, as documented. */
+START_TEST(failed_transfer_ids_are_remembered_for_the_dedupe_window)
+{
+    start("--dedupe-window-s=1", NULL);
+    tally_result res;
+    tally_account_open_args a1 = {.id = 1, .ledger = 1, .code = 1,
+                                  .flags = TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS};
+    tally_account_open_args a2 = {.id = 2, .ledger = 1, .code = 1};
+    ck_assert_int_eq(tally_account_open(client, "open-1", &a1, &res), TALLY_ok);
+    ck_assert_int_eq(tally_account_open(client, "open-2", &a2, &res), TALLY_ok);
+    tally_transfer_args pay = {.id = tid_of(600), .debit_account_id = 1, .credit_account_id = 2,
+                               .amount = 100, .ledger = 1, .code = 1};
+    ck_assert_int_eq(tally_transfer(client, "k-d", &pay, &res), TALLY_exceeds_credits);
+    tally_transfer_args fund = {.id = tid_of(8), .debit_account_id = 2, .credit_account_id = 1,
+                                .amount = 100, .ledger = 1, .code = 1};
+    ck_assert_int_eq(tally_transfer(client, "fund", &fund, &res), TALLY_ok);
+    uint64_t fund_seq = res.seq, head = stats_u64("head_seq");
+
+    ck_assert_int_eq(tally_transfer(client, "k-f", &pay, &res), TALLY_id_already_failed);
+    ck_assert(!res.replayed);
+    ck_assert_uint_eq(res.seq, 0);
+    ck_assert_uint_eq(res.original_seq, 0); /* the failed attempt caused no event */
+    ck_assert_int_eq(tally_transfer(client, "k-d", &pay, &res), TALLY_exceeds_credits);
+    ck_assert(res.replayed);
+    ck_assert_int_eq(tally_transfer(client, "k-f", &pay, &res), TALLY_id_already_failed);
+    ck_assert(res.replayed);
+    tally_transfer_info info;
+    ck_assert_int_eq(tally_transfer_get(client, &pay.id, &info), TALLY_not_found);
+    ck_assert_uint_eq(stats_u64("head_seq"), head);
+    assert_balance_1(0, 100);
+
+    /* exists carries the seq that created the transfer, in libtally and the CLI */
+    ck_assert_int_eq(tally_transfer(client, "fund-again", &fund, &res), TALLY_exists);
+    ck_assert_uint_eq(res.original_seq, fund_seq);
+    char pattern[64];
+    snprintf(pattern, sizeof(pattern), "\"original_seq\":%llu", (unsigned long long)fund_seq);
+    ck_assert_int_eq(cli_transfer_shows("--debit 2 --credit 1 --amount 100 --id 8 --key fund-cli",
+                                        pattern), 0);
+    ck_assert_int_eq(cli_transfer_shows("--debit 1 --credit 2 --amount 100 --id 600 --key k-cli",
+                                        "\"code\":\"id_already_failed\""), 0);
+
+    /* the window passes: the records go, and the failed id with them */
+    for (int i = 0; i < 600 && stats_u64("inbox") > 0; i++) {
+        struct timespec pause = {0, 100 * 1000000};
+        nanosleep(&pause, NULL);
+    }
+    ck_assert_uint_eq(stats_u64("inbox"), 0);
+    store *st = test_store_open_read_only(proc.data_dir);
+    store_txn t;
+    uint64_t failed = 1;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(store_count(&t, STORE_DB_FAILED_IDS, &failed), TALLY_ok);
+    store_txn_abort(&t);
+    store_close(st);
+    ck_assert_uint_eq(failed, 0);
+    ck_assert_int_eq(tally_transfer(client, "k-g", &pay, &res), TALLY_ok);
+    assert_balance_1(100, 100);
+    stop();
+    wire_assert_invariants(proc.data_dir);
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("operations");
@@ -260,6 +355,7 @@ int main(void)
     tcase_add_test(tc, online_backup_is_consistent_and_verifiable);
     tcase_add_test(tc, retention_runs_in_the_writer);
     tcase_add_test(tc, keys_older_than_the_dedupe_window_are_refused);
+    tcase_add_test(tc, failed_transfer_ids_are_remembered_for_the_dedupe_window);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
