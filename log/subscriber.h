@@ -150,6 +150,18 @@ int sub_dlq_replay(store_txn *t, tally_str name, bool one, uint64_t seq, int64_t
 /* Remove a dead letter: TALLY_ok or dead_letter_not_found. */
 int sub_dlq_discard(store_txn *t, tally_str name, uint64_t seq, int64_t now_ms);
 
+/* The earliest time any of name's dead letters was parked (*parked_ms 0
+ * when it has none): one pass over its dead letters, in a read-only
+ * transaction of the caller. TALLY_ok or a fault. */
+int sub_dlq_oldest_parked(store_txn *t, tally_str name, int64_t *parked_ms);
+
+/* Told of every event parked as a dead letter (by sub_fetch after its
+ * last delivery, or by sub_park), inside the transaction that parks it;
+ * NULL (the default) for none. tallyd logs them once the commit is done. */
+typedef void (*sub_park_observer)(const char *name, uint64_t seq, uint32_t attempts,
+                                  tally_str reason);
+void sub_park_observer_set(sub_park_observer fn);
+
 /* Lag of a subscriber: head, pending (head - ack floor) and the age in
  * seconds of the oldest unacked event (the one after the floor; 0 when
  * nothing is pending). */
