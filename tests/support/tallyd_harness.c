@@ -300,7 +300,8 @@ static void spawn(tallyd_proc *p)
     const char *argv[WRAPPER_WORDS_MAX + 24];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
-                          "--publish", p->pub_url, "--log-level", "info"};
+                          "--publish", p->pub_url, "--log-level", "info",
+                          "--http", "none"}; /* a test that wants it passes --http again */
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
         argv[argc++] = args[i];
     if (p->map_size_mb) {

@@ -26,6 +26,8 @@ typedef struct tallyd_proc {
     uint64_t file_size_limit_bytes; /* > 0: RLIMIT_FSIZE for tallyd (SIGXFSZ ignored) */
 } tallyd_proc;
 
+/* tallyd runs with --http none (several run at once; the default port is
+ * one): a test of the HTTP face puts --http URL in extra_args. */
 /* Make the temp dir and start tallyd; waits until it answers `stats`.
  * Fails the Check test (printing the tail of tallyd's log) if it does not
  * answer within 30 s. */
