@@ -297,7 +297,7 @@ static int wait_ms_scaled(int ms)
 static void spawn(tallyd_proc *p)
 {
     char map[32], wrapper[WRAPPER_BYTES_MAX];
-    const char *argv[WRAPPER_WORDS_MAX + 24];
+    const char *argv[WRAPPER_WORDS_MAX + 16 + TALLYD_EXTRA_ARGS_MAX];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
                           "--publish", p->pub_url, "--log-level", "info",
@@ -309,7 +309,7 @@ static void spawn(tallyd_proc *p)
         argv[argc++] = "--map-size-mb";
         argv[argc++] = map;
     }
-    for (int i = 0; i < 8 && p->extra_args[i]; i++)
+    for (int i = 0; i < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
         argv[argc++] = p->extra_args[i];
     argv[argc] = NULL;
     pid_t pid = fork();
