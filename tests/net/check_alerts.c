@@ -107,6 +107,35 @@ static int tally_health_exit(const alert_server *a)
     return rc;
 }
 
+/* A field of subscriber name in `tally subscribers --json` (one object a
+ * line). */
+static long long subscriber_field(const alert_server *a, const char *name, const char *field)
+{
+    const char *argv[] = {tallyd_program("tally"), "--url", a->f.srv.url, "subscribers", "--json",
+                          NULL};
+    char *out = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, NULL), 0);
+    long long value = -1;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        json_error_t e;
+        json_t *o = json_loads(line, 0, &e);
+        if (o && strcmp(json_string_value(json_object_get(o, "name")), name) == 0)
+            value = json_integer_value(json_object_get(o, field));
+        json_decref(o);
+    }
+    free(out);
+    ck_assert_msg(value >= 0, "no %s of %s in tally subscribers --json", field, name);
+    return value;
+}
+
+static void wait_field_at_least(const alert_server *a, const char *name, const char *field,
+                                long long min)
+{
+    for (int waited = 0; waited < WAIT_MS && subscriber_field(a, name, field) < min; waited += 200)
+        usleep(200000);
+    ck_assert_int_ge(subscriber_field(a, name, field), min);
+}
+
 static tally_verdict park_first(const tally_delivery *d, tally_answer *answer, void *arg)
 {
     (void)arg;
@@ -141,6 +170,7 @@ START_TEST(each_subscriber_threshold_crosses_and_clears)
     wait_log(&a, "alert started: idle_subscriber_s: subscriber relay");
     ck_assert_ptr_null(strstr(log_text(&a), "pending: subscriber audit")); /* audit=none */
     ck_assert_int_eq(tally_health_exit(&a), 1);
+    ck_assert_int_eq(subscriber_field(&a, "relay", "oldest_dead_letter_age_s"), 0);
     /* relay works off its events, parking the first: a dead letter */
     tally_run_options ro = {.max_events = 3, .until_idle = true, .wait_ms = 100};
     ck_assert_int_eq(tally_subscriber_run(relay, &ro, park_first, NULL), TALLY_ok);
@@ -151,6 +181,12 @@ START_TEST(each_subscriber_threshold_crosses_and_clears)
     wait_log(&a, "alert cleared: oldest_unacked_s of subscriber relay");
     wait_log(&a, "alert cleared: idle_subscriber_s of subscriber relay");
     ck_assert_int_eq(tally_health_exit(&a), 1);
+    /* tally subscribers: the dead letter ages; relay fetched at least a
+     * second after tallyd started (its alerts needed that), audit never */
+    wait_field_at_least(&a, "relay", "oldest_dead_letter_age_s", 1);
+    ck_assert_int_eq(subscriber_field(&a, "audit", "oldest_dead_letter_age_s"), 0);
+    ck_assert_int_lt(subscriber_field(&a, "relay", "last_fetch_age_s"),
+                     subscriber_field(&a, "audit", "last_fetch_age_s"));
     /* audit too works off its events; then the dead letter is discarded */
     ck_assert_int_eq(tally_subscriber_run(audit, &ro, park_first, NULL), TALLY_ok);
     ck_assert_int_eq(tally_dlq_discard(a.f.c, "relay", 1), TALLY_ok);
