@@ -3,7 +3,8 @@
  * on loopback scrapes a real tallyd through the sample scrape config of
  * docs/OPERATIONS.md (docs/prometheus.yml, its target and interval
  * replaced), and its HTTP API returns what the test did:
- * tally_commits_total and a subscriber's pending count.
+ * tally_commits_total and a subscriber's pending count. $PROMETHEUS names
+ * the server's binary (default /usr/bin/prometheus).
  */
 #include "tests/support/client_support.h"
 #include "tests/support/http_client.h"
@@ -114,7 +115,9 @@ START_TEST(prometheus_scrapes_what_the_test_did)
     snprintf(log_path, sizeof(log_path), "%s/prometheus.log", f.srv.dir);
     int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     ck_assert_int_ge(log_fd, 0);
-    const char *argv[] = {"/usr/bin/prometheus", config_arg, storage_arg, listen, NULL};
+    const char *bin = getenv("PROMETHEUS"); /* Debian's package puts it here */
+    const char *argv[] = {bin && *bin ? bin : "/usr/bin/prometheus", config_arg, storage_arg,
+                          listen, NULL};
     pid_t prom = test_spawn(argv, NULL, log_fd, log_fd);
     close(log_fd);
 
