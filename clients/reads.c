@@ -290,6 +290,40 @@ int tally_backup(tally_client *c, const char *path, uint64_t *bytes)
     return rc;
 }
 
+static bool health_check_decode(const msgpack_object *o, void *out)
+{
+    tally_health_check *k = out;
+    decoder d = decoder_of(o);
+    memset(k, 0, sizeof(*k));
+    dec_str(&d, "check", k->check, sizeof(k->check));
+    if (dec_present(&d, "subscriber"))
+        dec_str(&d, "subscriber", k->subscriber, sizeof(k->subscriber));
+    k->ok = dec_bool(&d, "ok");
+    k->value = dec_uint(&d, "value", UINT64_MAX);
+    k->threshold = dec_uint(&d, "threshold", UINT64_MAX);
+    dec_str(&d, "reason", k->reason, sizeof(k->reason));
+    return d.ok;
+}
+
+int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t capacity,
+                 size_t *count)
+{
+    if (c == NULL || healthy == NULL || out == NULL || capacity == 0 || count == NULL)
+        return TALLY_invalid_argument;
+    fields fs;
+    client_fields_begin(&fs, "health", NULL, NULL);
+    reply r;
+    int rc = client_read_exchange(c, &fs, 0, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    decoder d = decoder_of(r.root);
+    *healthy = dec_bool(&d, "healthy");
+    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "checks"),
+                                          health_check_decode, out, sizeof(*out), capacity, count);
+    client_reply_free(&r);
+    return ok ? TALLY_ok : TALLY_internal;
+}
+
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,
                            size_t capacity, size_t *count)
 {

@@ -103,6 +103,11 @@ static bool info_decode(const msgpack_object *o, void *out)
     i->max_ack_pending = (uint32_t)dec_uint(&d, "max_ack_pending", UINT32_MAX);
     i->created_ms = dec_int(&d, "created_ms");
     i->updated_ms = dec_int(&d, "updated_ms");
+    int64_t dead_age_s = dec_present(&d, "oldest_dead_letter_age_s") /* absent: an older server */
+                             ? dec_int(&d, "oldest_dead_letter_age_s") : 0;
+    int64_t fetch_age_s = dec_present(&d, "last_fetch_age_s") ? dec_int(&d, "last_fetch_age_s") : 0;
+    i->oldest_dead_letter_age_s = dead_age_s > 0 ? (uint64_t)dead_age_s : 0;
+    i->last_fetch_age_s = fetch_age_s > 0 ? (uint64_t)fetch_age_s : 0;
     return d.ok && backoff_decode(dec_get(&d, "backoff_ms"), &i->backoff_count, i->backoff_ms);
 }
 

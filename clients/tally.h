@@ -462,6 +462,22 @@ int tally_stats_get(tally_client *c, tally_stats *out);
  * answers backup_destination_exists: check the directory with tally-recon. */
 int tally_backup(tally_client *c, const char *path, uint64_t *bytes);
 
+/* One of tallyd's health checks (the health op; docs/OPERATIONS.md). */
+typedef struct tally_health_check {
+    char check[32];      /* map_used_pct, pending, oldest_unacked_s, dead_letters,
+                            idle_subscriber_s */
+    char subscriber[65]; /* "" for a check of the store */
+    bool ok;             /* false: value is above threshold (an alert is on) */
+    uint64_t value, threshold;
+    char reason[192];    /* why it fails; "" when ok */
+} tally_health_check;
+
+/* tallyd's health checks against its alert thresholds (--alert-*): *healthy
+ * is true when none fails; up to capacity checks go to out, *count gets how
+ * many were stored. TALLY_ok, or a transport code or shutting_down. */
+int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t capacity,
+                 size_t *count);
+
 /* ---- live stream: PUB with gap fill ----
  * A cursor-less reader of the log that hands out every event from a
  * starting seq exactly once, in seq order, with none skipped. It listens on
@@ -609,6 +625,9 @@ typedef struct tally_subscriber_info {
     uint32_t backoff_count;
     uint32_t backoff_ms[TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX];
     int64_t created_ms, updated_ms;
+    uint64_t oldest_dead_letter_age_s; /* since its oldest dead letter was parked; 0 if none */
+    uint64_t last_fetch_age_s; /* since its last fetch (or since tallyd started, if it has not
+                                  fetched since); 0 from a server before these fields */
 } tally_subscriber_info;
 
 typedef struct tally_subscriber tally_subscriber;

@@ -92,6 +92,15 @@
  * default, 16, lost events of one 32-member chain, issue 16 item 7). */
 #define TALLY_PUBLISH_QUEUE_MESSAGES 8192
 
+/* The HTTP face (net/http.c, docs/OPERATIONS.md). */
+#define TALLY_HTTP_BODY_BYTES_MAX (1024 * 1024)   /* a request's body; more: 413 */
+#define TALLY_HTTP_HEADER_BYTES_MAX (32 * 1024)   /* request line and headers; more: refused */
+#define TALLY_HTTP_TIMEOUT_S_DEFAULT 10           /* an idle or slow connection is closed */
+#define TALLY_HTTP_TIMEOUT_S_MAX 3600
+#define TALLY_HTTP_CONNECTIONS_DEFAULT 64         /* HTTP connections at once */
+#define TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT 16 /* from one client address */
+#define TALLY_HTTP_CONNECTIONS_MAX 4096
+
 /* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
 #define TALLY_SUBSCRIBERS_MAX 256
 #define TALLY_SUBSCRIBER_NAME_BYTES_MAX 64

@@ -265,6 +265,10 @@ static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
     return TALLY_ok;
 }
 
+static sub_park_observer park_observer;
+
+void sub_park_observer_set(sub_park_observer fn) { park_observer = fn; }
+
 static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, const sub_record *r,
                        tally_str reason, int64_t now_ms)
 {
@@ -277,6 +281,8 @@ static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, cons
         rc = sub_record_save(t, 0, tally_str_from(s->name), seq, &dead);
     s->in_flight--;
     s->dead_letters++;
+    if (rc == TALLY_ok && park_observer)
+        park_observer(s->name, seq, dead.attempts, reason);
     return rc;
 }
 
@@ -555,6 +561,23 @@ int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64
 }
 
 /* ---- metrics ---- */
+
+static int oldest_parked_one(uint64_t seq, const MDB_val *v, void *ctx)
+{
+    (void)seq;
+    int64_t *oldest = ctx;
+    sub_record r;
+    int rc = sub_record_decode(v, true, &r);
+    if (rc == TALLY_ok && (*oldest == 0 || r.when_ms < *oldest))
+        *oldest = r.when_ms;
+    return rc;
+}
+
+int sub_dlq_oldest_parked(store_txn *t, tally_str name, int64_t *parked_ms)
+{
+    *parked_ms = 0;
+    return sub_records_each(t, 0, name, 0, oldest_parked_one, parked_ms);
+}
 
 int sub_metrics_get(store_txn *t, const sub_state *s, int64_t now_ms, sub_metrics *out)
 {

@@ -176,6 +176,18 @@ typedef int (*sub_dlq_expired_fn)(tally_str name, const sub_dead_letter *d, void
 int sub_dlq_expire(store_txn *t, int64_t before_ms, uint32_t max, sub_dlq_position *pos,
                    sub_dlq_expired_fn fn, void *ctx, uint32_t *removed);
 
+/* The earliest time any of name's dead letters was parked (*parked_ms 0
+ * when it has none): one pass over its dead letters, in a read-only
+ * transaction of the caller. TALLY_ok or a fault. */
+int sub_dlq_oldest_parked(store_txn *t, tally_str name, int64_t *parked_ms);
+
+/* Told of every event parked as a dead letter (by sub_fetch after its
+ * last delivery, or by sub_park), inside the transaction that parks it;
+ * NULL (the default) for none. tallyd logs them once the commit is done. */
+typedef void (*sub_park_observer)(const char *name, uint64_t seq, uint32_t attempts,
+                                  tally_str reason);
+void sub_park_observer_set(sub_park_observer fn);
+
 /* Lag of a subscriber: head, pending (head - ack floor) and the age in
  * seconds of the oldest unacked event (the one after the floor; 0 when
  * nothing is pending). */

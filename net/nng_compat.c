@@ -5,6 +5,7 @@
  * NNG, the watchdog does not probe and the pass takes nothing back.
  */
 #include "net/server_internal.h"
+#include "net/metrics.h"
 
 #include "net/nng_compat.h"
 
@@ -58,6 +59,7 @@ static void relisten(server *srv, unsigned i)
     atomic_store(&ls->ids[i], (unsigned)nng_listener_id(ls->l[i]));
     ls->down[i] = false;
     ls->stopped[i] = 0;
+    net_metrics_listener_restart();
     net_log(NET_LOG_INFO, "listening on %s again", url);
 }
 

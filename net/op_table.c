@@ -201,4 +201,8 @@ const net_op net_ops[NET_OP_COUNT] = {
         .doc = "An online, compacting, consistent copy of the store into a new directory on the server's machine (docs/OPERATIONS.md).",
         .fields = {{"path", NET_FIELD_STR, true, TALLY_PATH_BYTES_MAX - 1,
                     "absolute path of a directory that does not exist yet (below tallyd's --backup-dir when set)"}}},
+    [NET_OP_HEALTH] = {
+        .id = NET_OP_HEALTH, .name = "health", .kind = NET_KIND_CONTROL,
+        .build = net_build_nothing, .control = net_control_health,
+        .doc = "The health checks against tallyd's alert thresholds (--alert-*), as GET /readyz runs them (docs/OPERATIONS.md)."},
 };

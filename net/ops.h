@@ -76,5 +76,6 @@ void net_pack_subscribers(net_out *o, store_txn *t, int64_t now_ms);
 /* ---- control (ops_control.c) ---- */
 int net_build_backup(net_request *req, const net_fields *fs);
 void net_control_backup(net_out *o, const net_control_env *env, const net_request *req);
+void net_control_health(net_out *o, const net_control_env *env, const net_request *req);
 
 #endif

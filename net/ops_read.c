@@ -10,6 +10,7 @@
 #include "ledger/history.h"
 #include "ledger/retention.h"
 #include "log/log.h"
+#include "net/figures.h"
 
 #include <string.h>
 
@@ -260,42 +261,30 @@ void net_read_log(net_out *o, store_txn *t, const net_request *req, int64_t now_
 void net_read_stats(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
 {
     (void)req;
-    log_head head;
-    uint64_t first = 0, counts[5] = {0}, used = 0, size = 0;
-    static const store_db dbs[5] = {STORE_DB_ACCOUNTS, STORE_DB_TRANSFERS, STORE_DB_ENTITLEMENTS,
-                                    STORE_DB_INBOX, STORE_DB_LOG};
-    static const char *names[5] = {"accounts", "transfers", "entitlements", "inbox", "events"};
-    int rc = log_head_get(t, &head);
-    if (rc == TALLY_ok)
-        rc = log_first_seq(t, &first);
-    for (int i = 0; rc == TALLY_ok && i < 5; i++)
-        rc = store_count(t, dbs[i], &counts[i]);
-    if (rc == TALLY_ok)
-        rc = store_map_usage(t, &used, &size);
-    int64_t oldest_ms = 0;
-    ledger_log_floor floor = {0};
+    net_store_figures f;
     ledger_retention_last last = {0};
-    if (rc == TALLY_ok)
-        rc = ledger_inbox_oldest_ms(t, &oldest_ms);
-    if (rc == TALLY_ok)
-        rc = ledger_log_floor_get(t, &floor);
+    int rc = net_store_figures_get(t, &f);
     if (rc == TALLY_ok)
         rc = ledger_retention_last_get(t, &last);
     if (rc != TALLY_ok)
         return reply_not_found(o, rc);
+    int64_t oldest_ms = f.inbox_oldest_ms;
     int64_t oldest_age_s = oldest_ms && now_ms > oldest_ms ? (now_ms - oldest_ms) / 1000 : 0;
     net_reply_open(o, TALLY_ok);
-    net_kv_u64(o, "head_seq", head.seq);
-    net_kv_u64(o, "first_seq", first);
-    for (int i = 0; i < 5; i++)
-        net_kv_u64(o, names[i], counts[i]);
-    net_kv_u64(o, "map_used_bytes", used);
-    net_kv_u64(o, "map_size_bytes", size);
-    net_kv_u64(o, "map_max_bytes", store_map_max(t->st)); /* what it may grow to */
+    net_kv_u64(o, "head_seq", f.head.seq);
+    net_kv_u64(o, "first_seq", f.first_seq);
+    net_kv_u64(o, "accounts", f.accounts);
+    net_kv_u64(o, "transfers", f.transfers);
+    net_kv_u64(o, "entitlements", f.entitlements);
+    net_kv_u64(o, "inbox", f.inbox);
+    net_kv_u64(o, "events", f.events);
+    net_kv_u64(o, "map_used_bytes", f.map_used_bytes);
+    net_kv_u64(o, "map_size_bytes", f.map_size_bytes);
+    net_kv_u64(o, "map_max_bytes", f.map_max_bytes); /* what it may grow to */
     net_key(o, "subscribers");
     net_pack_subscribers(o, t, now_ms);
     net_kv_i64(o, "inbox_oldest_age_s", oldest_age_s);
-    net_kv_u64(o, "log_floor", floor.seq);
+    net_kv_u64(o, "log_floor", f.log_floor);
     net_key(o, "last_sweep");
     net_map_begin(o);
     net_kv_i64(o, "time_ms", last.time_ms);

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "log/log.h"
+#include "net/figures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +209,11 @@ static int run_delete(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_re
 
 static int run_fetch(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
 {
-    return sub_fetch(t, u->name, u->max, u->restart, u->instance, now_ms, r->deliveries,
-                     &r->count, &r->next_due_ms, &r->state);
+    int rc = sub_fetch(t, u->name, u->max, u->restart, u->instance, now_ms, r->deliveries,
+                       &r->count, &r->next_due_ms, &r->state);
+    if (rc == TALLY_ok) /* the relay-liveness signal: last_fetch_age_s */
+        net_liveness_fetched(u->name, now_ms);
+    return rc;
 }
 
 static int run_ack(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
@@ -269,8 +273,8 @@ static const char *refusal_detail(int code)
 
 static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t now_ms)
 {
-    sub_metrics m;
-    if (sub_metrics_get(t, s, now_ms, &m) != TALLY_ok) {
+    net_sub_figures m;
+    if (net_sub_figures_get(t, s, now_ms, &m) != TALLY_ok) {
         net_out_fail(o);
         return;
     }
@@ -293,6 +297,8 @@ static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t n
     net_kv_u64(o, "max_ack_pending", s->config.max_ack_pending);
     net_kv_i64(o, "created_ms", s->created_ms);
     net_kv_i64(o, "updated_ms", s->updated_ms);
+    net_kv_i64(o, "oldest_dead_letter_age_s", m.oldest_dead_letter_age_s);
+    net_kv_i64(o, "last_fetch_age_s", m.last_fetch_age_s);
     net_map_end(o);
 }
 

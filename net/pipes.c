@@ -1,6 +1,6 @@
 /*
- * pipes.c — request connections: counted, and bounded by
- * --max-connections. One over the limit is closed before the socket sees
+ * pipes.c — request connections: counted (tally_connections), and bounded
+ * by --max-connections. One over the limit is closed before the socket sees
  * it (NNG_PIPE_EV_ADD_PRE), so a flood of connections costs a refused
  * connect each, never unbounded memory. The accepted pipes are remembered
  * by id: NNG reports the removal of refused pipes too, and those must not
@@ -19,11 +19,8 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     server *srv = arg;
     uint32_t id = (uint32_t)nng_pipe_id(p);
-    if (ev == NNG_PIPE_EV_ADD_PRE) {
+    if (ev == NNG_PIPE_EV_ADD_PRE)
         listeners_note_accept(srv, p);
-        if (srv->opt->max_connections == 0)
-            return;
-    }
     pthread_mutex_lock(&srv->pipes_mu);
     if (ev == NNG_PIPE_EV_REM_POST) {
         table_remove(srv->pipes, &id, sizeof(id));
@@ -31,7 +28,8 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
         return;
     }
     size_t pruned = 0;
-    if (NNG_COMPAT_STALE_PIPES && table_count(srv->pipes) >= srv->opt->max_connections) {
+    if (NNG_COMPAT_STALE_PIPES && srv->opt->max_connections > 0 &&
+        table_count(srv->pipes) >= srv->opt->max_connections) {
         int64_t now = clock_mono_ms();
         if (now - srv->pipes_pruned_ms >= STALE_PIPES_PASS_INTERVAL_MS) {
             srv->pipes_pruned_ms = now;
@@ -40,8 +38,10 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
     }
     size_t open = table_count(srv->pipes);
     int inserted = 0;
-    bool accept = open < srv->opt->max_connections &&
+    bool unlimited = srv->opt->max_connections == 0;
+    bool accept = (unlimited || open < srv->opt->max_connections) &&
                   table_upsert(srv->pipes, &id, sizeof(id), &inserted) != NULL;
+    accept = accept || unlimited; /* without a limit, one not counted is still taken */
     uint64_t refused = accept ? 0 : ++srv->connections_refused;
     pthread_mutex_unlock(&srv->pipes_mu);
     if (pruned > 0)
@@ -57,9 +57,10 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 int pipes_watch(server *srv)
 {
-    /* ADD_PRE always: the listener watchdog counts connections taken */
+    /* Always: the listener watchdog counts connections taken, and
+     * tally_connections reports those open */
     int rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_ADD_PRE, pipe_event, srv);
-    if (rv == 0 && srv->opt->max_connections > 0)
+    if (rv == 0)
         rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_REM_POST, pipe_event, srv);
     return rv;
 }

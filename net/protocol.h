@@ -54,7 +54,7 @@ typedef enum net_op_id {
     NET_OP_ENTITLEMENT_GET, NET_OP_ENTITLEMENT_LIST, NET_OP_LOG_READ, NET_OP_STATS,
     NET_OP_SUB_CREATE, NET_OP_SUB_GET, NET_OP_SUB_LIST, NET_OP_SUB_DELETE, NET_OP_SUB_FETCH,
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
-    NET_OP_DLQ_DISCARD, NET_OP_BACKUP,
+    NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH,
     NET_OP_COUNT
 } net_op_id;
 
@@ -63,7 +63,7 @@ typedef enum net_op_kind {
     NET_KIND_READ,       /* an NNG callback thread, in a read-only transaction */
     NET_KIND_WRITE,      /* a ledger command: consumer and key, the inbox, the writer */
     NET_KIND_SUBSCRIBER, /* a subscriber write: the writer, no consumer or key */
-    NET_KIND_CONTROL,    /* on its own, beside reader and writer (backup) */
+    NET_KIND_CONTROL,    /* on its own, beside reader and writer (backup, health) */
 } net_op_kind;
 
 #define NET_OP_FIELDS_MAX 12
@@ -139,9 +139,12 @@ typedef struct net_result {
 } net_result;
 
 /* What control ops run against. */
+typedef struct net_health net_health;
+
 typedef struct net_control_env {
     store *st;              /* NULL: the store is closed (shutting down) */
     const char *backup_dir; /* NULL: anywhere */
+    net_health *health;     /* the health checks (the health op) */
 } net_control_env;
 
 /* The checked fields of one request or member map, for builders. */

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "log/log.h"
+#include "net/figures.h"
 #include "net/nng_compat.h"
 #include "net/server_internal.h"
 
@@ -157,11 +158,14 @@ static server *server_new(const net_server_options *opt)
     pthread_cond_init(&srv->completion_cv, NULL);
     srv->pipes = table_create(1); /* sets: values unused */
     srv->pub_pipes = table_create(1);
-    if (srv->pipes == NULL || srv->pub_pipes == NULL || open_store(srv) != TALLY_ok) {
+    srv->health = net_health_create(&opt->health);
+    if (srv->pipes == NULL || srv->pub_pipes == NULL || srv->health == NULL ||
+        open_store(srv) != TALLY_ok) {
         if (srv->pipes)
             table_destroy(srv->pipes);
         if (srv->pub_pipes)
             table_destroy(srv->pub_pipes);
+        free(srv->health);
         free(srv); /* nothing else has seen it yet */
         return NULL;
     }
@@ -175,14 +179,19 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         return 1;
     running_server = srv;
     threads th = {0};
+    net_liveness_start(clock_wall_ms());
+    sub_park_observer_set(net_parks_note); /* logged by the writer after each commit */
     int rv = open_sockets(srv);
     if (rv != 0)
         net_log(NET_LOG_ERROR, "cannot start: %s", nng_strerror(rv));
     else
         rv = start_threads(srv, &th);
+    if (rv == 0)
+        rv = http_routes_start(srv);
     if (rv != 0) {
         stop_threads(srv, &th);
         close_everything(srv);
+        http_routes_stop(srv);
         return 1;
     }
     slots_start(srv); /* only now: every thread that answers a request runs */
@@ -191,13 +200,19 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         [NET_REPLIES_COMPLETER] = "the completer",
         [NET_REPLIES_AUTO] = "the completer under load, else the writer",
     };
-    net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu, replies from %s)%s%s",
+    net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu, replies from %s)%s%s%s%s",
             opt->data_dir, opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
             answered_by[opt->replies],
-            srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "");
+            srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "",
+            srv->http ? ", http on " : "", srv->http ? opt->http_url : "");
     int64_t next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
+    int64_t next_health_ms = clock_mono_ms();
     while (!*stop) {
         usleep(20000);
+        if (clock_mono_ms() >= next_health_ms) {
+            health_tick(srv);
+            next_health_ms = clock_mono_ms() + HEALTH_TICK_MS;
+        }
         if (clock_mono_ms() >= next_probe_ms) {
             listeners_watch(srv, stop);
             next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
@@ -206,6 +221,7 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     net_log(NET_LOG_INFO, "stopping: finishing the group in progress");
     stop_threads(srv, &th);
     close_everything(srv);
+    http_routes_stop(srv); /* /healthz said 503 from the stop on */
     net_log(NET_LOG_INFO, "stopped cleanly after %llu commits",
             (unsigned long long)atomic_load(&srv->commits));
     return 0;

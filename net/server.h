@@ -12,6 +12,7 @@
 #ifndef TALLY_NET_SERVER_H
 #define TALLY_NET_SERVER_H
 
+#include "net/health.h"
 #include "net/logging.h"
 
 #include <signal.h>
@@ -44,6 +45,11 @@ typedef struct net_server_options {
     const char *backup_dir;    /* NULL: backups anywhere; else only below it */
     unsigned max_connections;  /* request connections at once; 0 = no limit */
     net_replies replies;       /* who answers committed groups */
+    const char *http_url;      /* NULL: no HTTP face; else http://HOST:PORT */
+    unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
+    unsigned http_connections_max, http_per_address_max;
+    net_health_config health;  /* alert thresholds */
+    const char *version;       /* tally_build_info's label */
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

@@ -10,6 +10,8 @@
  *   waiter.c     parked long-polls (log_read, sub_fetch)
  *   publisher.c  the PUB socket and its subscriber count
  *   pipes.c      request connections: accounting and --max-connections
+ *   http_routes.c the HTTP face's routes (/metrics, /healthz, /readyz) and
+ *                the health checks' evaluation once a second
  *   nng_compat.c the NNG 1.5.2 workarounds (listener watchdog, stale pipes)
  *   server.c     wiring, start and stop
  *
@@ -25,6 +27,8 @@
 
 #include "common/table.h"
 #include "log/store.h"
+#include "net/health.h"
+#include "net/http.h"
 #include "net/listener_probe.h"
 #include "net/protocol.h"
 #include "net/server.h"
@@ -59,6 +63,8 @@ typedef struct slot {
     struct slot *next;   /* queue or waiter list */
     net_request req;
     net_result res;
+    int64_t arrived_ns;  /* mono clock: when the request arrived */
+    int timed_kind;      /* net_request_kind observed when its reply leaves; -1: none */
 } slot;
 
 /* The listener watchdog's state (nng_compat.c). The main thread owns
@@ -101,6 +107,7 @@ struct server {
     int64_t last_now_ms; /* writer only: commit times never go backwards */
     int64_t last_retention_ms; /* writer only: when retention last ran */
     sub_dlq_position dlq_position; /* writer only: where dead-letter retention resumes */
+    int64_t last_commit_ns;    /* writer only: how long the last durable commit took */
     pthread_rwlock_t store_rw; /* readers vs closing the store at shutdown */
     bool store_closed;
     atomic_int sends_in_flight;
@@ -121,6 +128,8 @@ struct server {
     bool completion_busy;
     bool completer_stop;
     slot **groups[2];             /* the writer's two group arrays */
+    net_health *health;           /* the checks and their alerts */
+    net_http *http;               /* NULL without --http */
 };
 
 /* ---- slot.c ---- */
@@ -164,6 +173,15 @@ void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq);
 
 /* ---- pipes.c ---- */
 int pipes_watch(server *srv);
+
+/* ---- http_routes.c ---- */
+/* Serve --http (when not none). 0 or an NNG-style non-zero on failure (logged). */
+int http_routes_start(server *srv);
+void http_routes_stop(server *srv);
+/* Run the health checks (logging alerts that start or clear); the main
+ * thread calls it every HEALTH_TICK_MS while serving. */
+void health_tick(server *srv);
+#define HEALTH_TICK_MS 1000
 
 /* ---- nng_compat.c ---- */
 int listeners_open(server *srv);

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
+#include "net/metrics.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -117,6 +118,7 @@ void slot_send_read(slot *s, slot_owner from) { send_snapshot(s, from, TALLY_ok,
 void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
 {
     if (s->req.op->kind == NET_KIND_SUBSCRIBER) {
+        net_metrics_written(&s->req, &s->res, fault);
         send_snapshot(s, from, fault, clock_wall_ms());
         return;
     }
@@ -129,6 +131,7 @@ void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
         return;
     }
     s->req.op->reply(&o, NULL, &s->req, &s->res, fault, now_ms);
+    net_metrics_written(&s->req, &s->res, fault);
     slot_send(s, from, net_out_take(&o));
 }
 
@@ -144,7 +147,7 @@ static void send_control(slot *s)
         return;
     }
     pthread_rwlock_rdlock(&srv->store_rw);
-    net_control_env env = {srv->store_closed ? NULL : srv->st, srv->opt->backup_dir};
+    net_control_env env = {srv->store_closed ? NULL : srv->st, srv->opt->backup_dir, srv->health};
     s->req.op->control(&o, &env, &s->req);
     pthread_rwlock_unlock(&srv->store_rw);
     slot_send(s, OWNER_NNG, net_out_take(&o));
@@ -195,19 +198,30 @@ static void dispatch_read(slot *s)
 static void slot_handle(slot *s)
 {
     s->state = SLOT_BUSY;
+    s->timed_kind = -1;
     size_t len = nng_msg_len(s->msg);
     if (len > TALLY_REQUEST_BYTES_MAX) {
+        net_metrics_request_invalid();
         slot_send_error(s, OWNER_NNG, TALLY_request_too_large, "requests are at most 512 KiB");
         return;
     }
     int rc = net_request_decode(&s->req, nng_msg_body(s->msg), len);
+    if (rc != TALLY_ok && s->req.op)
+        net_metrics_request(s->req.op->id); /* a known op with bad fields */
+    else if (rc != TALLY_ok)
+        net_metrics_request_invalid();
     if (rc != TALLY_ok) {
         net_log(NET_LOG_DEBUG, "refused request: %s (%s)", tally_strerror(rc), s->req.error_detail);
         slot_send_error(s, OWNER_NNG, rc, s->req.error_detail);
         return;
     }
+    net_metrics_request(s->req.op->id);
     if (s->req.wait_ms > 0) /* long-polls only: no clock read on the write path */
         s->until_ms = clock_mono_ms() + s->req.wait_ms;
+    else /* observed when its reply leaves (slot_callback) */
+        s->timed_kind = s->req.op->kind == NET_KIND_READ || s->req.op->kind == NET_KIND_CONTROL
+                            ? NET_REQUEST_READ
+                            : NET_REQUEST_WRITE;
     switch (s->req.op->kind) {
     case NET_KIND_WRITE:
     case NET_KIND_SUBSCRIBER: slot_enqueue_write(s, OWNER_NNG); return;
@@ -223,6 +237,10 @@ static void slot_callback(void *arg)
     if (s->state == SLOT_SEND) {
         if (rv != 0)
             nng_msg_free(nng_aio_get_msg(s->aio));
+        else if (s->timed_kind >= 0)
+            net_metrics_request_done((net_request_kind)s->timed_kind,
+                                     clock_mono_ns() - s->arrived_ns);
+        s->timed_kind = -1;
         atomic_fetch_sub(&s->srv->sends_in_flight, 1);
         slot_recv(s);
         return;
@@ -234,6 +252,7 @@ static void slot_callback(void *arg)
         return;
     }
     s->msg = nng_aio_get_msg(s->aio);
+    s->arrived_ns = clock_mono_ns();
     slot_handle(s);
 }
 
@@ -254,6 +273,7 @@ int slots_open(server *srv)
         slot *s = &srv->slots[i];
         s->srv = srv;
         atomic_init(&s->owner, OWNER_NNG);
+        s->timed_kind = -1;
         net_request_init(&s->req);
         rv = nng_aio_alloc(&s->aio, slot_callback, s);
         if (rv == 0)

@@ -6,6 +6,7 @@
 #include "common/cli.h"
 #include "common/limits.h"
 #include "ledger/retention.h"
+#include "net/http.h"
 #include "net/protocol.h"
 #include "net/server.h"
 
@@ -19,6 +20,7 @@
 #define TALLYD_DATA_DEFAULT "./tally-data"
 #define TALLYD_LISTEN_DEFAULT "tcp://127.0.0.1:7450"
 #define TALLYD_PUBLISH_DEFAULT "tcp://127.0.0.1:7451"
+#define TALLYD_HTTP_DEFAULT "http://127.0.0.1:7452"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -35,7 +37,11 @@ static void usage(FILE *f)
             "              [--map-max-mb N] [--log-level L] [--contexts N] [--dedupe-window-s N]\n"
             "              [--log-retention-s N] [--dlq-retention-s N] [--backup-dir DIR]\n"
             "              [--max-connections N]\n"
-            "              [--replies auto|completer|writer] [--help] [--version]\n"
+            "              [--replies auto|completer|writer] [--http URL] [--http-timeout-s N]\n"
+            "              [--http-max-connections N] [--http-max-per-address N]\n"
+            "              [--alert-pending [NAME=]N] [--alert-oldest-unacked-s [NAME=]S]\n"
+            "              [--alert-dead-letters [NAME=]N] [--alert-idle-subscriber-s [NAME=]S]\n"
+            "              [--alert-map-used-pct P] [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
@@ -68,6 +74,21 @@ static void usage(FILE *f)
             "                    for the writer, else the writer), completer (its own\n"
             "                    thread, while the writer applies the next group) or\n"
             "                    writer (right after the commit); docs/DESIGN.md\n"
+            "  --http URL        HTTP face: GET /metrics (Prometheus), /healthz, /readyz;\n"
+            "                    http://HOST:PORT, \"none\" disables (default %s)\n"
+            "  --http-timeout-s N  an idle or slow HTTP connection is closed after N s,\n"
+            "                    1..%d (default %d)\n"
+            "  --http-max-connections N  HTTP connections at once, 1..%d (default %d)\n"
+            "  --http-max-per-address N  HTTP connections from one address, 1..%d\n"
+            "                    (default %d)\n"
+            "  --alert-pending N          alert when a subscriber has more than N events pending\n"
+            "  --alert-oldest-unacked-s S ... when its oldest unacked event is older than S s\n"
+            "  --alert-dead-letters N     ... when it has more than N dead letters\n"
+            "  --alert-idle-subscriber-s S ... when it has not fetched for S s while events\n"
+            "                    are pending; each also as NAME=N (NAME=none: no alert) for one\n"
+            "                    subscriber, repeatable; off unless given\n"
+            "  --alert-map-used-pct P  alert when more than P %% of --map-max-mb is used\n"
+            "                    (default %d); alerts: /readyz 503, 'tally health', a warn line\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
@@ -76,7 +97,10 @@ static void usage(FILE *f)
             TALLYD_DATA_DEFAULT, TALLYD_LISTEN_DEFAULT, TALLYD_PUBLISH_DEFAULT,
             (int)(TALLY_MAP_SIZE_BYTES_MIN >> 20), (int)(TALLY_MAP_SIZE_BYTES_MAX >> 20),
             (int)(TALLY_MAP_SIZE_BYTES_DEFAULT >> 20), TALLY_CONTEXTS_MAX, TALLY_CONTEXTS_DEFAULT,
-            TALLY_CONNECTIONS_MAX, TALLY_CONNECTIONS_DEFAULT);
+            TALLY_CONNECTIONS_MAX, TALLY_CONNECTIONS_DEFAULT, TALLYD_HTTP_DEFAULT,
+            TALLY_HTTP_TIMEOUT_S_MAX, TALLY_HTTP_TIMEOUT_S_DEFAULT, TALLY_HTTP_CONNECTIONS_MAX,
+            TALLY_HTTP_CONNECTIONS_DEFAULT, TALLY_HTTP_CONNECTIONS_MAX,
+            TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT, NET_ALERT_MAP_USED_PCT_DEFAULT);
 }
 
 /* The index of text among count names (an enum's values in order). */
@@ -105,7 +129,8 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
-       OPT_REPLIES, OPT_MAP_MAX, OPT_DLQ_RETENTION };
+       OPT_REPLIES, OPT_MAP_MAX, OPT_DLQ_RETENTION, OPT_HTTP, OPT_HTTP_TIMEOUT,
+       OPT_HTTP_CONNECTIONS, OPT_HTTP_PER_ADDRESS, OPT_ALERT /* + net_alert_kind */ };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
@@ -124,7 +149,17 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
         {"replies", required_argument, NULL, OPT_REPLIES},
         {"map-max-mb", required_argument, NULL, OPT_MAP_MAX},
+        {"http", required_argument, NULL, OPT_HTTP},
+        {"http-timeout-s", required_argument, NULL, OPT_HTTP_TIMEOUT},
+        {"http-max-connections", required_argument, NULL, OPT_HTTP_CONNECTIONS},
+        {"http-max-per-address", required_argument, NULL, OPT_HTTP_PER_ADDRESS},
+        {"alert-map-used-pct", required_argument, NULL, OPT_ALERT + NET_ALERT_MAP_USED},
+        {"alert-pending", required_argument, NULL, OPT_ALERT + NET_ALERT_PENDING},
+        {"alert-oldest-unacked-s", required_argument, NULL, OPT_ALERT + NET_ALERT_OLDEST_UNACKED},
+        {"alert-dead-letters", required_argument, NULL, OPT_ALERT + NET_ALERT_DEAD_LETTERS},
+        {"alert-idle-subscriber-s", required_argument, NULL, OPT_ALERT + NET_ALERT_IDLE},
         {NULL, 0, NULL, 0}};
+    char why[160];
     uint64_t n;
     int c, choice;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -174,6 +209,33 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             if (!parse_name(optarg, replies_names, NAMES_COUNT(replies_names), &choice))
                 return usage_error("--replies: expected writer or completer, got %s", optarg);
             opt->replies = (net_replies)choice;
+            break;
+        case OPT_HTTP:
+            if (strcmp(optarg, "none") != 0 && !net_http_url_valid(optarg))
+                return usage_error("--http: http://HOST:PORT or none, got %s", optarg);
+            opt->http_url = strcmp(optarg, "none") == 0 ? NULL : optarg;
+            break;
+        case OPT_HTTP_TIMEOUT:
+            if (!cli_parse_u64(optarg, 1, TALLY_HTTP_TIMEOUT_S_MAX, &n))
+                return usage_error("--http-timeout-s: not a number of seconds in range: %s", optarg);
+            opt->http_timeout_s = (unsigned)n;
+            break;
+        case OPT_HTTP_CONNECTIONS:
+        case OPT_HTTP_PER_ADDRESS:
+            if (!cli_parse_u64(optarg, 1, TALLY_HTTP_CONNECTIONS_MAX, &n))
+                return usage_error("--http-max-connections/--http-max-per-address: not a count "
+                                   "in range: %s", optarg);
+            *(c == OPT_HTTP_CONNECTIONS ? &opt->http_connections_max : &opt->http_per_address_max) =
+                (unsigned)n;
+            break;
+        case OPT_ALERT + NET_ALERT_MAP_USED:
+        case OPT_ALERT + NET_ALERT_PENDING:
+        case OPT_ALERT + NET_ALERT_OLDEST_UNACKED:
+        case OPT_ALERT + NET_ALERT_DEAD_LETTERS:
+        case OPT_ALERT + NET_ALERT_IDLE:
+            if (!net_health_option(&opt->health, (net_alert_kind)(c - OPT_ALERT), optarg, why,
+                                   sizeof(why)))
+                return usage_error("%s", why);
             break;
         case OPT_BACKUP_DIR:
             if (optarg[0] != '/')
@@ -226,7 +288,13 @@ int main(int argc, char **argv)
                               .contexts = TALLY_CONTEXTS_DEFAULT,
                               .inbox_window_ms = LEDGER_INBOX_WINDOW_MS_DEFAULT,
                               .max_connections = TALLY_CONNECTIONS_DEFAULT,
-                              .replies = NET_REPLIES_AUTO};
+                              .replies = NET_REPLIES_AUTO,
+                              .http_url = TALLYD_HTTP_DEFAULT,
+                              .version = PACKAGE_VERSION,
+                              .http_timeout_s = TALLY_HTTP_TIMEOUT_S_DEFAULT,
+                              .http_connections_max = TALLY_HTTP_CONNECTIONS_DEFAULT,
+                              .http_per_address_max = TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT};
+    net_health_config_default(&opt.health);
     int rc = parse_options(argc, argv, &opt);
     if (rc >= 0)
         return rc;

@@ -16,6 +16,8 @@
 #include "common/limits.h"
 #include "ledger/retention.h"
 #include "log/log.h"
+#include "net/figures.h"
+#include "net/metrics.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -129,6 +131,7 @@ static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
  * (log/log.h). */
 static int begin_group_txn(server *srv, int64_t now, store_txn *txn, log_head *before)
 {
+    net_parks_forget(); /* those of an earlier try of this group were not committed */
     int rc = store_txn_begin(srv->st, NULL, false, txn);
     if (rc != TALLY_ok)
         return rc;
@@ -202,9 +205,20 @@ static int settle_group(server *srv, int64_t now, store_txn *txn, log_head *befo
         rc = redo_nested(srv, now, txn, before, group, n);
     if (rc == TALLY_ok) {
         rc = log_head_get(txn, after);
+        int64_t started = clock_mono_ns();
         rc = rc == TALLY_ok ? store_txn_commit(txn) : (store_txn_abort(txn), rc);
+        srv->last_commit_ns = clock_mono_ns() - started;
     }
     return rc;
+}
+
+/* The commands of a group, for tally_group_size (a subscriber op is one). */
+static uint32_t group_commands(slot **group, uint32_t n)
+{
+    uint32_t commands = 0;
+    for (uint32_t i = 0; i < n; i++)
+        commands += group[i]->req.write_count ? group[i]->req.write_count : 1;
+    return commands;
 }
 
 /* Answer every request of a group that nothing of became durable. */
@@ -392,6 +406,8 @@ static void run_group(server *srv, slot **group)
         net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));
     if (rc == TALLY_ok) {
         atomic_fetch_add(&srv->commits, 1);
+        net_metrics_commit(group_commands(group, n), srv->last_commit_ns);
+        net_parks_log();
         advance_head(srv, after.seq);
     }
     /* Only now, after the durable commit, may anything of the group be

@@ -217,6 +217,11 @@ def wildcard_times(reply):
             if reply[j] in (0xcf, 0xd3):
                 for k in range(j + 1, j + 9): h[k] = ".."
             start = j
+    # seconds since tallyd started (no fetch yet): a positive fixint
+    key = bytes([0xa0 | len(b"last_fetch_age_s")]) + b"last_fetch_age_s"
+    i = reply.find(key)
+    if i >= 0 and reply[i + len(key)] < 0x80:
+        h[i + len(key)] = ".."
     return " ".join(h)
 
 def main():

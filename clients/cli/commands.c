@@ -117,6 +117,7 @@ static const cli_option log_options[] = {
     OPT_END};
 
 static const cli_option stats_options[] = {OPT_END};
+static const cli_option health_options[] = {OPT_END};
 
 #define ARG_NAME                                                                                   \
     {"NAME", SLOT_NAME, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, true, NULL,                  \
@@ -229,12 +230,21 @@ const cli_command cli_commands[] = {
     {"stats", "Show the head seq, counts, inbox size, map use and subscribers.", stats_options,
      run_stats, "--json prints one object; subscribers is the list of their metrics (as in\n"
      "`tally subscribers --json`).\n"},
+    {"health", "Run tallyd's health checks against its alert thresholds.", health_options,
+     run_health,
+     "The checks of GET /readyz (tallyd's --alert-* options, docs/OPERATIONS.md).\n"
+     "Exit 0 when healthy, 1 when an alert is on, 3 when tallyd is unreachable.\n"
+     "--json prints one object: healthy, checks (check, subscriber, ok, value,\n"
+     "threshold, reason).\n"},
     {"tail", "Follow the event log: live, or as a durable subscriber that resumes.",
      tail_options, run_tail, details_tail},
     {"subscribers", "List durable subscribers: progress, backlog, redeliveries, dead letters.",
      subscribers_options, run_subscribers,
      "PENDING is head - ACK_FLOOR; OLDEST_UNACKED_AGE_S the age of the event after the\n"
-     "ack floor. --json prints one object per subscriber with every metric and setting.\n"},
+     "ack floor; OLDEST_DEAD_LETTER_AGE_S the time since the oldest dead letter was\n"
+     "parked (0: none); LAST_FETCH_AGE_S the time since the subscriber last fetched\n"
+     "(since tallyd started, if it has not). --json prints one object per subscriber\n"
+     "with every metric and setting.\n"},
     {"subscriber delete", "Delete a durable subscriber with its in-flight events and dead letters.",
      subscriber_delete_options, run_subscriber_delete, NULL},
     {"dlq list", "List a subscriber's dead letters (parked events).", dlq_list_options,

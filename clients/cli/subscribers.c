@@ -17,7 +17,7 @@ json_t *subscriber_json(const tally_subscriber_info *i)
         if (json_array_append_new(backoff, json_integer(i->backoff_ms[k])) != 0)
             cli_out_of_memory();
     return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:I, s:o?, "
-                     "s:o?}",
+                     "s:o?, s:o, s:o}",
                      "name", i->name, "ack_floor", json_u64(i->ack_floor), "delivered_seq",
                      json_u64(i->delivered_seq), "pending", json_u64(i->pending), "in_flight",
                      json_u64(i->in_flight), "oldest_unacked_age_s",
@@ -27,21 +27,24 @@ json_t *subscriber_json(const tally_subscriber_info *i)
                      "ack_wait_ms", (json_int_t)i->ack_wait_ms, "backoff_ms", backoff,
                      "max_ack_pending", (json_int_t)i->max_ack_pending, "created",
                      i->created_ms ? json_time(i->created_ms) : NULL, "updated",
-                     i->updated_ms ? json_time(i->updated_ms) : NULL);
+                     i->updated_ms ? json_time(i->updated_ms) : NULL,
+                     "oldest_dead_letter_age_s", json_u64(i->oldest_dead_letter_age_s),
+                     "last_fetch_age_s", json_u64(i->last_fetch_age_s));
 }
 
 int run_subscribers(cli *c)
 {
     static const char *const titles[] = {"NAME",        "ACK_FLOOR",   "PENDING",
                                          "IN_FLIGHT",   "OLDEST_UNACKED_AGE_S",
-                                         "REDELIVERED", "DEAD_LETTERS"};
+                                         "REDELIVERED", "DEAD_LETTERS",
+                                         "OLDEST_DEAD_LETTER_AGE_S", "LAST_FETCH_AGE_S"};
     static tally_subscriber_info list[TALLY_SUBSCRIBERS_MAX];
     size_t n = 0;
     int rc = tally_subscriber_list(c->client, list, TALLY_SUBSCRIBERS_MAX, &n);
     if (rc != TALLY_ok)
         return read_failure(c, "subscribers", rc);
     cli_table t;
-    table_init(&t, titles, 7);
+    table_init(&t, titles, 9);
     for (size_t k = 0; k < n; k++) {
         const tally_subscriber_info *i = &list[k];
         if (c->json)
@@ -49,9 +52,10 @@ int run_subscribers(cli *c)
         else
             table_add(&t,
                       "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP
-                      "%" PRIu64 SEP "%" PRIu64,
+                      "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64,
                       i->name, i->ack_floor, i->pending, i->in_flight, i->oldest_unacked_age_s,
-                      i->redelivered, i->dead_letters);
+                      i->redelivered, i->dead_letters, i->oldest_dead_letter_age_s,
+                      i->last_fetch_age_s);
     }
     if (!c->json)
         table_print_free(&t);

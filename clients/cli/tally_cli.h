@@ -232,6 +232,7 @@ int run_entitlements(cli *c);
 int run_log(cli *c);
 int run_stats(cli *c);
 int run_backup(cli *c);
+int run_health(cli *c);
 /* An event as --json prints it (log and tail). */
 json_t *event_json(const tally_event *e);
 

@@ -734,7 +734,7 @@ static int run_second_tallyd(tallyd_proc *first, tallyd_proc *second, const char
     char url[400];
     snprintf(url, sizeof(url), "ipc://%s/second.sock", first->dir);
     const char *argv[] = {tallyd_program("tallyd"), "--data", first->data_dir, "--listen", url,
-                          "--publish", "none", NULL};
+                          "--publish", "none", "--http", "none", NULL};
     int err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     ck_assert_int_ge(err_fd, 0);
     pid_t pid = test_spawn(argv, NULL, -1, err_fd);

@@ -328,10 +328,11 @@ static int wait_ms_scaled(int ms)
 static void spawn(tallyd_proc *p)
 {
     char map[32], wrapper[WRAPPER_BYTES_MAX];
-    const char *argv[WRAPPER_WORDS_MAX + 24];
+    const char *argv[WRAPPER_WORDS_MAX + 16 + TALLYD_EXTRA_ARGS_MAX];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
-                          "--publish", p->pub_url, "--log-level", "info"};
+                          "--publish", p->pub_url, "--log-level", "info",
+                          "--http", "none"}; /* a test that wants it passes --http again */
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
         argv[argc++] = args[i];
     if (p->map_size_mb) {
@@ -339,7 +340,7 @@ static void spawn(tallyd_proc *p)
         argv[argc++] = "--map-size-mb";
         argv[argc++] = map;
     }
-    for (int i = 0; i < 8 && p->extra_args[i]; i++)
+    for (int i = 0; i < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
         argv[argc++] = p->extra_args[i];
     argv[argc] = NULL;
     pid_t pid = fork();

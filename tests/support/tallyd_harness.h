@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define TALLYD_EXTRA_ARGS_MAX 16
+
 typedef struct tallyd_proc {
     char dir[256];        /* temp dir; data in dir/data */
     char data_dir[300];
@@ -23,10 +25,12 @@ typedef struct tallyd_proc {
     char log_path[320];   /* tallyd's stderr */
     pid_t pid;
     unsigned map_size_mb; /* 0 = default */
-    const char *extra_args[8]; /* more tallyd options, NULL-terminated */
+    const char *extra_args[TALLYD_EXTRA_ARGS_MAX]; /* more tallyd options, NULL-terminated */
     uint64_t file_size_limit_bytes; /* > 0: RLIMIT_FSIZE for tallyd (SIGXFSZ ignored) */
 } tallyd_proc;
 
+/* tallyd runs with --http none (several run at once; the default port is
+ * one): a test of the HTTP face puts --http URL in extra_args. */
 /* Make the temp dir and start tallyd; waits until it answers `stats`.
  * Fails the Check test (printing the tail of tallyd's log) if it does not
  * answer within 30 s. */

@@ -1,0 +1,336 @@
+/*
+ * check_http.c — tallyd's HTTP face (net/http.c, net/http_routes.c,
+ * net/metrics.c) against a real tallyd on a free loopback port:
+ *
+ *   - a live scrape of /metrics passes `promtool check metrics` (no errors,
+ *     no lint warnings) and says what the test did; the shipped rules
+ *     (docs/tally-alerts.yml) pass `promtool check rules`;
+ *   - /healthz answers ok;
+ *   - bad input on the HTTP port: unknown paths 404, wrong methods 405,
+ *     oversized bodies and headers and malformed requests refused; idle and
+ *     slow connections closed by the timeout, more than the limit refused;
+ *     none of it disturbs the NNG endpoint or its commits.
+ */
+#include "config.h"
+
+#include "tests/support/client_support.h"
+#include "tests/support/http_client.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct http_server {
+    test_client_fixture f;
+    int port;
+    char url[64];
+    char timeout[16];
+} http_server;
+
+/* tallyd with --http on a free port and more options (NULL-terminated). */
+static void http_up(http_server *h, const char *const *more)
+{
+    memset(h, 0, sizeof(*h));
+    h->port = test_free_port();
+    ck_assert_int_gt(h->port, 0);
+    snprintf(h->url, sizeof(h->url), "http://127.0.0.1:%d", h->port);
+    int n = 0;
+    h->f.srv.extra_args[n++] = "--http";
+    h->f.srv.extra_args[n++] = h->url;
+    for (int i = 0; more && more[i]; i++)
+        h->f.srv.extra_args[n++] = more[i];
+    tallyd_start(&h->f.srv);
+    h->f.c = test_client_open(h->f.srv.url);
+}
+
+static void http_down(http_server *h)
+{
+    tally_client_close(h->f.c);
+    ck_assert_int_eq(tallyd_stop(&h->f.srv), 0);
+    tallyd_cleanup(&h->f.srv);
+}
+
+static char *scrape(const http_server *h)
+{
+    int status = 0;
+    char *body = test_http_get(h->port, "/metrics", &status);
+    ck_assert_ptr_nonnull(body);
+    ck_assert_int_eq(status, 200);
+    return body;
+}
+
+/* The value of one sample line "name{labels} value" (the series as text,
+ * labels included); fails when absent. */
+static unsigned long long sample(const char *text, const char *series)
+{
+    char line[256];
+    snprintf(line, sizeof(line), "\n%s ", series);
+    const char *at = strstr(text, line);
+    ck_assert_msg(at != NULL, "no sample %s in the scrape", series);
+    return strtoull(at + strlen(line), NULL, 10);
+}
+
+static const char *srcdir(void)
+{
+    const char *d = getenv("TALLY_SRCDIR");
+    return d ? d : ".";
+}
+
+/* promtool with args, stdin from the file at in (or none); exit code,
+ * its output in *out (free it). */
+static int promtool(const char *args, const char *in, char **out)
+{
+    char cmd[2200];
+    snprintf(cmd, sizeof(cmd), "exec promtool %s%s%s 2>&1", args, in ? " < " : "", in ? in : "");
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return test_run(argv, NULL, out, NULL);
+}
+
+START_TEST(scrape_passes_promtool_and_says_what_happened)
+{
+    http_server h;
+    http_up(&h, NULL);
+    test_client_open_accounts(h.f.c, 1, 3); /* one batch: one commit, three commands */
+    tally_subscriber *s = NULL;
+    ck_assert_int_eq(tally_subscriber_open(h.f.c, "relay", NULL, &s), TALLY_ok);
+    tally_subscriber_close(s);
+    char *text = scrape(&h);
+    ck_assert_uint_eq(sample(text, "tally_commands_total{op=\"account_open\",code=\"ok\"}"), 3);
+    ck_assert_uint_eq(sample(text, "tally_log_head_seq"), 3);
+    ck_assert_uint_eq(sample(text, "tally_accounts"), 3);
+    ck_assert_uint_eq(sample(text, "tally_subscriber_pending{subscriber=\"relay\"}"), 3);
+    ck_assert_uint_eq(sample(text, "tally_subscriber_dead_letters{subscriber=\"relay\"}"), 0);
+    ck_assert_uint_ge(sample(text, "tally_commits_total"), 2); /* the batch, sub_create */
+    ck_assert_uint_ge(sample(text, "tally_connections"), 1);
+    ck_assert_uint_eq(sample(text, "tally_build_info{version=\"" PACKAGE_VERSION "\"}"), 1);
+    ck_assert_ptr_nonnull(strstr(text, "tally_request_duration_seconds_bucket{kind=\"write\",le=\"+Inf\"}"));
+    char path[] = "/tmp/tally-scrape-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char *out = NULL;
+    int rc = promtool("check metrics", path, &out);
+    ck_assert_msg(rc == 0 && out[0] == '\0', "promtool check metrics (exit %d):\n%s", rc, out);
+    free(out);
+    unlink(path);
+    free(text);
+    int status = 0;
+    char *ok = test_http_get(h.port, "/healthz", &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_str_eq(ok, "ok\n");
+    free(ok);
+    http_down(&h);
+}
+END_TEST
+
+START_TEST(shipped_rules_pass_promtool)
+{
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof(args), "check rules %s/docs/tally-alerts.yml", srcdir());
+    int rc = promtool(args, NULL, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "SUCCESS"), "promtool check rules (exit %d):\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* The NNG endpoint answers and commits as before. */
+static void nng_still_serves(http_server *h, uint64_t account_id)
+{
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(h->f.c, &st), TALLY_ok);
+    test_client_open_accounts(h->f.c, account_id, 1);
+    tally_stats after;
+    ck_assert_int_eq(tally_stats_get(h->f.c, &after), TALLY_ok);
+    ck_assert_uint_eq(after.head_seq, st.head_seq + 1);
+}
+
+static int status_of(int port, const char *raw, size_t len)
+{
+    int status = 0;
+    char *answer = test_http_raw(port, raw, len, &status);
+    ck_assert_ptr_nonnull(answer);
+    free(answer);
+    return status;
+}
+
+START_TEST(bad_http_input_is_refused)
+{
+    http_server h;
+    http_up(&h, NULL);
+    test_client_open_accounts(h.f.c, 1, 1);
+    char *before = scrape(&h);
+    unsigned long long commits = sample(before, "tally_commits_total");
+    free(before);
+    int status = 0;
+    free(test_http_get(h.port, "/nope", &status));
+    ck_assert_int_eq(status, 404);
+    free(test_http_get(h.port, "/metrics/x", &status));
+    ck_assert_int_eq(status, 404);
+    static const char post[] = "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                               "Connection: close\r\n\r\nhi";
+    char *answer = test_http_raw(h.port, post, sizeof(post) - 1, &status);
+    ck_assert_int_eq(status, 405);
+    ck_assert_ptr_nonnull(strstr(answer, "Allow: GET"));
+    free(answer);
+    static const char del[] = "DELETE /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq(status_of(h.port, del, sizeof(del) - 1), 405);
+    /* a body above 1 MiB: refused from its Content-Length, before it is sent */
+    static const char big[] = "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n"
+                              "Connection: close\r\n\r\n";
+    ck_assert_int_eq(status_of(h.port, big, sizeof(big) - 1), 413);
+    /* headers above 32 KiB: refused (431 or 413, or the connection closed) */
+    size_t huge_len = 64 * 1024;
+    char *huge = malloc(huge_len + 128);
+    int n = snprintf(huge, 128, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: ");
+    memset(huge + n, 'a', huge_len);
+    memcpy(huge + n + huge_len, "\r\n\r\n", 4);
+    status = status_of(h.port, huge, (size_t)n + huge_len + 4);
+    ck_assert_msg(status == 0 || status == 413 || status == 431, "huge headers: %d", status);
+    free(huge);
+    /* malformed request lines */
+    static const char junk[] = "\x16\x03\x01 hello\r\n\r\n";
+    status = status_of(h.port, junk, sizeof(junk) - 1);
+    ck_assert_msg(status == 0 || status == 400, "junk: %d", status);
+    static const char no_version[] = "GET /metrics\r\n\r\n";
+    status = status_of(h.port, no_version, sizeof(no_version) - 1);
+    ck_assert_msg(status == 0 || status == 400 || status == 505, "no version: %d", status);
+    /* none of it committed anything, and NNG serves as before */
+    char *after = scrape(&h);
+    ck_assert_uint_eq(sample(after, "tally_commits_total"), commits);
+    free(after);
+    nng_still_serves(&h, 2);
+    http_down(&h);
+}
+END_TEST
+
+START_TEST(idle_and_slow_connections_are_closed)
+{
+    http_server h;
+    static const char *const more[] = {"--http-timeout-s", "1", NULL};
+    http_up(&h, more);
+    int idle = test_tcp_connect(h.port), slow = test_tcp_connect(h.port);
+    ck_assert_int_ge(idle, 0);
+    ck_assert_int_ge(slow, 0);
+    static const char half[] = "GET /metrics HTTP/1.1\r\nHo";
+    ck_assert_int_eq(write(slow, half, sizeof(half) - 1), (ssize_t)sizeof(half) - 1);
+    ck_assert_msg(test_fd_closed_within(idle, 60000), "an idle connection stayed open");
+    ck_assert_msg(test_fd_closed_within(slow, 60000), "a half-sent request stayed open");
+    close(idle);
+    close(slow);
+    nng_still_serves(&h, 1);
+    int status = 0;
+    free(test_http_get(h.port, "/healthz", &status));
+    ck_assert_int_eq(status, 200);
+    http_down(&h);
+}
+END_TEST
+
+static void hold(int port, int *fds, int count)
+{
+    for (int i = 0; i < count; i++) {
+        fds[i] = test_tcp_connect(port);
+        ck_assert_int_ge(fds[i], 0);
+    }
+}
+
+/* A request on fd gets 200 (within 30 s). */
+static bool answers_ok(int fd, int timeout_ms)
+{
+    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (write(fd, get, sizeof(get) - 1) != (ssize_t)sizeof(get) - 1)
+        return false;
+    struct pollfd p = {fd, POLLIN, 0};
+    char buf[256] = {0};
+    return poll(&p, 1, timeout_ms) == 1 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+           strstr(buf, " 200 ") != NULL;
+}
+
+START_TEST(connections_beyond_the_limits_are_refused)
+{
+    http_server h;
+    static const char *const more[] = {"--http-max-connections", "3", "--http-max-per-address",
+                                       "2", "--http-timeout-s", "600", NULL};
+    http_up(&h, more);
+    /* per address: a third from 127.0.0.1 is closed at once */
+    int held[3];
+    hold(h.port, held, 2);
+    int third = test_tcp_connect(h.port);
+    ck_assert_int_ge(third, 0);
+    ck_assert_msg(test_fd_closed_within(third, 30000), "a third connection from one address was kept");
+    close(third);
+    ck_assert(answers_ok(held[0], 30000)); /* the held ones still work */
+    nng_still_serves(&h, 1);
+    for (int i = 0; i < 2; i++)
+        close(held[i]);
+    http_down(&h);
+}
+END_TEST
+
+START_TEST(connections_beyond_the_total_wait_their_turn)
+{
+    http_server h;
+    static const char *const more[] = {"--http-max-connections", "2", "--http-max-per-address",
+                                       "8", "--http-timeout-s", "600", NULL};
+    http_up(&h, more);
+    int held[2];
+    hold(h.port, held, 2);
+    ck_assert(answers_ok(held[0], 30000)); /* both taken by tallyd */
+    ck_assert(answers_ok(held[1], 30000));
+    /* at the limit, tallyd takes no more: a third waits in the kernel's
+     * queue, unanswered, until one of the two goes */
+    int third = test_tcp_connect(h.port);
+    ck_assert_int_ge(third, 0);
+    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    ck_assert_int_eq(write(third, get, sizeof(get) - 1), (ssize_t)sizeof(get) - 1);
+    struct pollfd p = {third, POLLIN, 0};
+    ck_assert_int_eq(poll(&p, 1, 1000), 0);
+    nng_still_serves(&h, 1);
+    close(held[0]);
+    char buf[256] = {0};
+    ck_assert_int_eq(poll(&p, 1, 30000), 1);
+    ck_assert_int_gt(read(third, buf, sizeof(buf) - 1), 0);
+    ck_assert_ptr_nonnull(strstr(buf, " 200 "));
+    close(third);
+    close(held[1]);
+    http_down(&h);
+}
+END_TEST
+
+START_TEST(http_none_and_bad_urls)
+{
+    /* the harness runs tallyd with --http none: nothing listens */
+    test_client_fixture f;
+    test_client_up(&f);
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(f.c, &st), TALLY_ok);
+    test_client_down(&f);
+    char *err = NULL;
+    const char *argv[] = {tallyd_program("tallyd"), "--http", "ftp://x:1", NULL};
+    ck_assert_int_eq(test_run(argv, NULL, NULL, &err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--http"));
+    free(err);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("http");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, scrape_passes_promtool_and_says_what_happened);
+    tcase_add_test(tc, shipped_rules_pass_promtool);
+    tcase_add_test(tc, bad_http_input_is_refused);
+    tcase_add_test(tc, idle_and_slow_connections_are_closed);
+    tcase_add_test(tc, connections_beyond_the_limits_are_refused);
+    tcase_add_test(tc, connections_beyond_the_total_wait_their_turn);
+    tcase_add_test(tc, http_none_and_bad_urls);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}

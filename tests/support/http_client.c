@@ -1,0 +1,138 @@
+/*
+ * http_client.c — the tests' bare HTTP client (http_client.h).
+ */
+#include "tests/support/http_client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ANSWER_WAIT_MS 30000
+#define ANSWER_BYTES_MAX (16u * 1024 * 1024)
+
+int test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+int test_tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read until EOF, a reset or the deadline; what was read, NUL-terminated. */
+static char *read_all(int fd, int timeout_ms)
+{
+    size_t cap = 65536, len = 0;
+    char *buf = malloc(cap);
+    long long until = now_ms() + timeout_ms;
+    while (buf) {
+        long long left = until - now_ms();
+        struct pollfd p = {fd, POLLIN, 0};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        if (len + 1 == cap) {
+            if (cap >= ANSWER_BYTES_MAX)
+                break;
+            char *more = realloc(buf, cap *= 2);
+            if (more == NULL)
+                break;
+            buf = more;
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+static bool send_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+char *test_http_raw(int port, const char *raw, size_t len, int *status)
+{
+    *status = 0;
+    int fd = test_tcp_connect(port);
+    if (fd < 0)
+        return NULL;
+    send_all(fd, raw, len); /* the server may refuse part way: read what it said */
+    char *answer = read_all(fd, ANSWER_WAIT_MS);
+    close(fd);
+    if (answer && sscanf(answer, "HTTP/1.%*d %d", status) != 1)
+        *status = 0;
+    return answer;
+}
+
+char *test_http_get(int port, const char *path, int *status)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof(req),
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path,
+                     port);
+    char *answer = test_http_raw(port, req, (size_t)n, status);
+    if (answer == NULL)
+        return NULL;
+    char *body = strstr(answer, "\r\n\r\n");
+    char *copy = strdup(body ? body + 4 : "");
+    free(answer);
+    return copy;
+}
+
+bool test_fd_closed_within(int fd, int timeout_ms)
+{
+    long long until = now_ms() + timeout_ms;
+    char buf[4096];
+    for (;;) {
+        long long left = until - now_ms();
+        struct pollfd p = {fd, POLLIN, 0};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return false;
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return true;
+        if (n < 0 && errno != EINTR && errno != EAGAIN)
+            return true;
+    }
+}

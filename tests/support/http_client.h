@@ -1,0 +1,29 @@
+/*
+ * http_client.h — a bare HTTP/1.1 client over loopback TCP for the tests
+ * of tallyd's HTTP face (and of a Prometheus server's API): no library, so
+ * a test can also send what no library would (bad request lines, huge
+ * headers, half a request) and watch the connection.
+ */
+#ifndef TALLY_TESTS_HTTP_CLIENT_H
+#define TALLY_TESTS_HTTP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A loopback TCP port that was free a moment ago. */
+int test_free_port(void);
+/* A connection to 127.0.0.1:port, or -1. */
+int test_tcp_connect(int port);
+/* Send raw (len bytes) on a new connection to port and read the whole
+ * answer until the server closes (at most 30 s). Returns the answer
+ * (NUL-terminated; free it), "" when the server closed without one, NULL
+ * when it could not connect. *status gets the HTTP status, 0 without one. */
+char *test_http_raw(int port, const char *raw, size_t len, int *status);
+/* GET path (Connection: close): the body (free it), NULL when it could not
+ * connect; *status as above. */
+char *test_http_get(int port, const char *path, int *status);
+/* Whether the server closes fd (EOF or reset) within timeout_ms; data it
+ * sends first is read and dropped. */
+bool test_fd_closed_within(int fd, int timeout_ms);
+
+#endif
