@@ -121,6 +121,15 @@ net_health *net_health_create(const net_health_config *c)
     return h;
 }
 
+void net_health_destroy(net_health *h)
+{
+    if (h == NULL)
+        return;
+    table_destroy(h->active);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
 /* ---- the checks ---- */
 
 static void add_check(net_health_report *r, net_alert_kind kind, const char *subscriber,

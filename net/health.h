@@ -81,6 +81,8 @@ typedef struct net_health net_health;
 
 /* NULL when out of memory. The config is copied. */
 net_health *net_health_create(const net_health_config *c);
+/* Free h (NULL: nothing). */
+void net_health_destroy(net_health *h);
 /* Run every check against the read-only transaction t at now_ms, log the
  * alerts that started or cleared since the last evaluation, and return the
  * report in *out (free() it). TALLY_ok, or a fault (nothing logged). */

@@ -165,7 +165,7 @@ static server *server_new(const net_server_options *opt)
             table_destroy(srv->pipes);
         if (srv->pub_pipes)
             table_destroy(srv->pub_pipes);
-        free(srv->health);
+        net_health_destroy(srv->health);
         free(srv); /* nothing else has seen it yet */
         return NULL;
     }
