@@ -32,21 +32,48 @@ typedef struct net_http_request {
     const char *path;
     const char *body; /* NULL when empty; not NUL-terminated */
     size_t body_len;
+    void *connection; /* for net_http_header and net_http_query_each */
 } net_http_request;
+
+#define NET_HTTP_EXTRA_HEADERS_MAX 2
 
 typedef struct net_http_reply {
     unsigned status;          /* 200 unless the handler sets it */
     const char *content_type; /* a static string */
     net_text body;            /* the handler's text; freed by the server */
+    struct {
+        const char *name, *value; /* static strings; name NULL: none */
+    } headers[NET_HTTP_EXTRA_HEADERS_MAX];
 } net_http_reply;
 
 typedef void (*net_http_handler)(void *ctx, const net_http_request *rq, net_http_reply *out);
+
+/* A request a route answers later, from any thread (net_http_answer). */
+typedef struct net_http_pending net_http_pending;
+
+/* Start answering rq: fill out and return false to answer now, or return
+ * true and call net_http_answer(p, ...) exactly once later (the
+ * connection waits, suspended, without holding the listener's thread). */
+typedef bool (*net_http_starter)(void *ctx, const net_http_request *rq, net_http_reply *out,
+                                 net_http_pending *p);
 
 typedef struct net_http_route {
     const char *path;    /* exact, or a prefix when it ends with '/' */
     const char *methods; /* allowed, as the Allow header says them: "GET" */
     net_http_handler handle;
+    net_http_starter start; /* instead of handle: may answer later */
 } net_http_route;
+
+/* A request header's value (the name in any case), or NULL; valid while
+ * the handler or starter runs. */
+const char *net_http_header(const net_http_request *rq, const char *name);
+/* Call each(arg, name, value) for every query argument (value "" when it
+ * has none), in order; stops when each returns false. */
+void net_http_query_each(const net_http_request *rq,
+                         bool (*each)(void *arg, const char *name, const char *value), void *arg);
+/* Answer a request its starter kept (any thread; r's body passes to the
+ * server). */
+void net_http_answer(net_http_pending *p, net_http_reply *r);
 
 typedef struct net_http net_http;
 
