@@ -124,9 +124,12 @@ EXAMPLES = [
 ]
 
 # Values that depend on the machine or the moment, not on the requests
-# (the store's map sizes, ages in seconds): always "..".
+# (the store's map sizes, ages in seconds, times in ms): always "..".
+SETTINGS_MS = ("ack_wait_ms", "backoff_ms", "delay_ms", "duration_ms")
+
 def machine_dependent(key):
-    return key.startswith("map_") or key.endswith("_age_s")
+    return (key.startswith("map_") or key.endswith("_age_s") or
+            (key.endswith("_ms") and key not in SETTINGS_MS))
 
 HEADERS_SHOWN = ("Idempotent-Replayed", "Retry-After")
 
