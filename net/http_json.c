@@ -7,7 +7,7 @@
  * decoder on: the same checks, the same dispatcher, the same writer queue
  * and group commit, the reply only after the durable commit. The reply
  * comes back as msgpack and leaves as JSON, its HTTP status chosen by its
- * code (status_of).
+ * code (net_json_status).
  *
  * The HTTP connection is suspended while its request is away
  * (net_http_starter): libmicrohttpd's one thread serves other connections,
@@ -52,40 +52,7 @@ struct http_json {
     bool stopping;           /* under mu */
 };
 
-/* ---- statuses ---- */
-
-/* The HTTP status of a reply's code: the rows first, then by class
- * (docs/PROTOCOL.md, "JSON API", the status table). */
-static unsigned status_of(int code)
-{
-    static const struct {
-        int code;
-        unsigned status;
-    } rows[] = {
-        {TALLY_ok, 200},
-        {TALLY_idempotency_key_reused, 409},
-        {TALLY_unknown_op, 404},
-        {TALLY_not_found, 404},
-        {TALLY_subscriber_not_found, 404},
-        {TALLY_dead_letter_not_found, 404},
-        {TALLY_request_too_large, 413},
-        {TALLY_overloaded, 503},
-        {TALLY_storage_full, 503},
-        {TALLY_shutting_down, 503},
-    };
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        if (rows[i].code == code)
-            return rows[i].status;
-    if (code < 0)
-        return 500;
-    switch (tally_error_class_of(code)) {
-    case TALLY_CLASS_BUSINESS:
-    case TALLY_CLASS_VALIDATION: return 422;
-    case TALLY_CLASS_REQUEST: return 400;
-    case TALLY_CLASS_FAULT: return 500;
-    }
-    return 500;
-}
+/* ---- replies ---- */
 
 /* A msgpack reply as the HTTP reply: JSON, status by code, and the
  * headers a replay and a retry-later answer carry. */
@@ -102,9 +69,9 @@ static void reply_from_msgpack(const void *bytes, size_t len, net_http_reply *ou
         return;
     }
     out->body = (net_text){text, text_len, text_len + 1, false};
-    out->status = status_of(code);
+    out->status = net_json_status(code);
     int h = 0;
-    if (code == TALLY_ok && replayed)
+    if (replayed)
         out->headers[h].name = "Idempotent-Replayed", out->headers[h++].value = "true";
     if (out->status == 503)
         out->headers[h].name = "Retry-After", out->headers[h++].value = "1";

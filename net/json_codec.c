@@ -393,3 +393,36 @@ int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len,
     *text = nl;
     return TALLY_ok;
 }
+
+/* ---- statuses ---- */
+
+unsigned net_json_status(int code)
+{
+    static const struct {
+        int code;
+        unsigned status;
+    } rows[] = {
+        {TALLY_ok, 200},
+        {TALLY_idempotency_key_reused, 409},
+        {TALLY_unknown_op, 404},
+        {TALLY_not_found, 404},
+        {TALLY_subscriber_not_found, 404},
+        {TALLY_dead_letter_not_found, 404},
+        {TALLY_request_too_large, 413},
+        {TALLY_overloaded, 503},
+        {TALLY_storage_full, 503},
+        {TALLY_shutting_down, 503},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        if (rows[i].code == code)
+            return rows[i].status;
+    if (code < 0)
+        return 500;
+    switch (tally_error_class_of(code)) {
+    case TALLY_CLASS_BUSINESS:
+    case TALLY_CLASS_VALIDATION: return 422;
+    case TALLY_CLASS_REQUEST: return 400;
+    case TALLY_CLASS_FAULT: return 500;
+    }
+    return 500;
+}

@@ -47,4 +47,10 @@ int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpac
 int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len, int *code,
                    bool *replayed);
 
+/* The HTTP status of a reply with this code (-1: none): the rows of
+ * docs/PROTOCOL.md's status table (ok 200, idempotency_key_reused 409, the
+ * not-found codes 404, request_too_large 413, overloaded, storage_full and
+ * shutting_down 503), else by class: B and V 422, R 400, F 500. */
+unsigned net_json_status(int code);
+
 #endif

@@ -6,7 +6,7 @@
  *   - every ```json-example block of docs/PROTOCOL.md, sent in order to a
  *     tallyd on an empty store, gets the documented status, headers and
  *     body ("..": any text); every op of the table but the control ops has
- *     one;
+ *     one; every code in the status table has its row's status;
  *   - 16 concurrent identical POSTs: one effect, one `replayed: false`;
  *   - the status classes the examples cannot show: 413 (body over the
  *     HTTP limit, request over msgpack's), 431, 405, 503 with Retry-After
@@ -15,6 +15,8 @@
  */
 #include "config.h"
 
+#include "common/error.h"
+#include "net/json_codec.h"
 #include "net/protocol.h"
 #include "tests/support/doc_requests.h"
 #include "tests/support/http_client.h"
@@ -301,6 +303,43 @@ START_TEST(every_op_has_an_example)
 }
 END_TEST
 
+/* Each code named in the status table answers with its row's status. */
+START_TEST(status_table_matches_the_server)
+{
+    char *doc = protocol_doc();
+    const char *begin = strstr(doc, "<!-- json statuses: begin -->");
+    const char *end = begin ? strstr(begin, "<!-- json statuses: end -->") : NULL;
+    ck_assert_msg(begin && end, "docs/PROTOCOL.md: no json statuses table");
+    int checked = 0;
+    for (const char *line = strstr(begin, "\n| ") ; line && line < end; line = strstr(line + 1, "\n| ")) {
+        const char *eol = strchr(line + 1, '\n');
+        const char *last = eol;
+        while (last > line && last[-1] != '|')
+            last--;
+        const char *cell = last - 1;
+        while (cell > line && cell[-1] != '|')
+            cell--;
+        int status = atoi(cell + 1);
+        if (status == 0)
+            continue; /* the header, or "the stored code's" */
+        for (const char *q = strchr(line, '`'); q && q < cell; q = strchr(q + 1, '`')) {
+            const char *close = strchr(q + 1, '`');
+            char name[64];
+            snprintf(name, sizeof(name), "%.*s", (int)(close - q - 1), q + 1);
+            q = close;
+            int code = tally_error_from_name(name);
+            if (code < 0)
+                continue; /* a field name such as `replayed` */
+            ck_assert_msg(net_json_status(code) == (unsigned)status, "%s: the table says %d, the server %u",
+                          name, status, net_json_status(code));
+            checked++;
+        }
+    }
+    ck_assert_int_ge(checked, 20);
+    free(doc);
+}
+END_TEST
+
 /* ---- idempotency under concurrency ---- */
 
 static void open_accounts(json_server *s)
@@ -538,6 +577,7 @@ int main(void)
     const test_row rows[] = {
         {"doc", documented_examples_replay, 300},
         {"doc", every_op_has_an_example, 300},
+        {"doc", status_table_matches_the_server, 300},
         {"semantics", concurrent_identical_posts_apply_once, 300},
         {"semantics", big_integers_are_strings_both_ways, 300},
         {"limits", limits_and_methods, 300},
