@@ -9,8 +9,12 @@
  * total and per-address connection limits refuse more at accept.
  * docs/DESIGN.md says why libmicrohttpd.
  *
- * Routes are data: tallyd's own (/metrics, /healthz, /readyz) are in
- * net/http_routes.c, and more (/v1/<op>, webhooks) are rows added there.
+ * Routes are data: tallyd's own (/metrics, /healthz, /readyz, /v1/) are in
+ * net/http_routes.c, and more (webhooks) are rows added there. A route
+ * either answers at once (handle) or may answer later from another thread
+ * (start, then net_http_answer): its connection is suspended meanwhile
+ * (MHD_suspend_connection), so the listener's one thread serves the
+ * others, and resumed with the answer.
  */
 #ifndef TALLY_NET_HTTP_H
 #define TALLY_NET_HTTP_H
