@@ -15,6 +15,8 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,11 @@ struct net_http {
     const net_http_route *routes;
     size_t route_count;
     void *ctx;
+    atomic_uint kept; /* requests a starter kept whose reply has not left */
 };
+
+/* How long net_http_stop lets answered requests' replies leave. */
+#define STOP_REPLIES_WAIT_MS 3000
 
 /* One request's state between access() calls: its body so far, and for
  * a route that answers later its reply (under mu: the answer may come
@@ -213,8 +219,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
      * another thread resumes only a suspended connection. */
     pthread_mutex_lock(&call->mu);
     call->started = route->start(h->ctx, &rq, &r, call);
-    if (call->started)
+    if (call->started) {
+        atomic_fetch_add(&h->kept, 1);
         MHD_suspend_connection(c);
+    }
     pthread_mutex_unlock(&call->mu);
     return call->started ? MHD_YES : send_reply(c, &r, NULL);
 }
@@ -258,8 +266,11 @@ void net_http_answer(net_http_pending *p, net_http_reply *r)
 static void request_done(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode why)
 {
-    (void)cls, (void)c, (void)why;
+    (void)c, (void)why;
+    net_http *h = cls;
     http_call *call = *state;
+    if (call && call->started)
+        atomic_fetch_sub(&h->kept, 1);
     if (call) {
         net_text_free(&call->reply.body);
         pthread_mutex_destroy(&call->mu);
@@ -299,7 +310,7 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         freeaddrinfo(ai);
         return TALLY_internal;
     }
-    *h = (net_http){NULL, routes, route_count, ctx};
+    *h = (net_http){.routes = routes, .route_count = route_count, .ctx = ctx};
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(
@@ -309,7 +320,7 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         MHD_OPTION_CONNECTION_LIMIT, o->connections_max,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->per_address_max,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TALLY_HTTP_HEADER_BYTES_MAX,
-        MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -333,6 +344,10 @@ void net_http_stop(net_http *h)
 {
     if (h == NULL)
         return;
+    /* Replies of kept requests, answered by now, leave on the listener's
+     * thread after their resume: stopping first would drop them. */
+    for (int waited = 0; atomic_load(&h->kept) > 0 && waited < STOP_REPLIES_WAIT_MS; waited += 5)
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     MHD_stop_daemon(h->daemon);
     free(h);
 }

@@ -10,7 +10,7 @@
  *   - 16 concurrent identical POSTs: one effect, one `replayed: false`;
  *   - the status classes the examples cannot show: 413 (body over the
  *     HTTP limit, request over msgpack's), 431, 405, 503 with Retry-After
- *     (storage_full);
+ *     (storage_full); a stop while a long-poll waits answers it and exits 0;
  *   - integers beyond 2^53 as decimal strings, both ways.
  */
 #include "config.h"
@@ -527,6 +527,38 @@ START_TEST(storage_full_is_503_with_retry_after)
 }
 END_TEST
 
+/* A stop while an HTTP request waits (a long-poll, its connection
+ * suspended): it is answered and tallyd exits cleanly. */
+START_TEST(stop_with_a_request_waiting)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    http_call c = {"GET", "/v1/log?from=10&wait_ms=25000", {NULL}, NULL};
+    const char *argv[ARGS_MAX];
+    char url[512];
+    curl_argv(&s, &c, argv, url, sizeof(url));
+    int fd = test_temp_fd();
+    pid_t pid = test_spawn(argv, NULL, fd, -1);
+    /* its connection is open once /metrics counts two (it and the scrape) */
+    bool open = false;
+    for (int i = 0; i < 3000 && !open; i++) {
+        int status = 0;
+        char *m = test_http_get(s.port, "/metrics", &status);
+        open = m && strstr(m, "\ntally_http_connections 2\n") != NULL;
+        free(m);
+        if (!open)
+            usleep(10000);
+    }
+    ck_assert_msg(open, "the long-poll's connection never showed in /metrics");
+    json_down(&s);
+    ck_assert_int_eq(test_wait(pid), 0);
+    http_answer a;
+    answer_parse(test_fd_read_all(fd), &a);
+    ck_assert_msg(a.status == 200 || a.status == 503, "%d %s", a.status, a.body);
+    free(a.raw);
+}
+END_TEST
+
 /* ---- the value rule ---- */
 
 START_TEST(big_integers_are_strings_both_ways)
@@ -582,6 +614,7 @@ int main(void)
         {"semantics", big_integers_are_strings_both_ways, 300},
         {"limits", limits_and_methods, 300},
         {"limits", storage_full_is_503_with_retry_after, 300},
+        {"limits", stop_with_a_request_waiting, 300},
     };
     return test_run_suite(test_suite_of_rows("json", TEST_ROWS(rows)));
 }
