@@ -308,9 +308,9 @@ static json_t *json_of_map(const msgpack_object *o)
     json_t *m = json_object();
     for (uint32_t i = 0; m && i < o->via.map.size; i++) {
         const msgpack_object *k = &o->via.map.ptr[i].key;
-        json_t *v = json_of(&o->via.map.ptr[i].val);
-        if (k->type != MSGPACK_OBJECT_STR || v == NULL ||
-            json_object_setn_new(m, k->via.str.ptr, k->via.str.size, v) != 0) {
+        json_t *v = k->type == MSGPACK_OBJECT_STR ? json_of(&o->via.map.ptr[i].val) : NULL;
+        /* setn_new takes v's reference, also when it fails */
+        if (v == NULL || json_object_setn_new(m, k->via.str.ptr, k->via.str.size, v) != 0) {
             json_decref(m);
             return NULL;
         }
