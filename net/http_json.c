@@ -17,6 +17,7 @@
  */
 #include "net/server_internal.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "net/json_codec.h"
 
@@ -24,12 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define JSON_TYPE "application/json"
 #define CONSUMER_DEFAULT "http"
 #define STOP_WAIT_MS 5000
+#define STOP_ROUND_MS 50
 
 /* One request in flight to the REP socket. */
 typedef struct json_call {
@@ -46,7 +47,6 @@ struct http_json {
     json_call *calls;
     unsigned call_count;
     pthread_mutex_t mu;
-    pthread_cond_t idle_cv;  /* in_flight reached 0 */
     json_call *free_calls;   /* under mu */
     unsigned in_flight;      /* under mu */
     bool stopping;           /* under mu */
@@ -101,8 +101,7 @@ static void call_release(json_call *jc)
     jc->pending = NULL;
     jc->next_free = hj->free_calls;
     hj->free_calls = jc;
-    if (--hj->in_flight == 0)
-        pthread_cond_broadcast(&hj->idle_cv);
+    hj->in_flight--;
     pthread_mutex_unlock(&hj->mu);
 }
 
@@ -361,7 +360,6 @@ int http_json_open(server *srv)
     if (hj == NULL)
         return NNG_ENOMEM;
     pthread_mutex_init(&hj->mu, NULL);
-    pthread_cond_init(&hj->idle_cv, NULL);
     srv->http_json = hj;
     int rv = nng_listen(srv->rep, url, NULL, 0);
     if (rv == 0)
@@ -389,16 +387,16 @@ bool http_json_stop(server *srv)
         return true;
     pthread_mutex_lock(&hj->mu);
     hj->stopping = true;
-    pthread_mutex_unlock(&hj->mu);
-    for (unsigned i = 0; i < hj->call_count; i++)
-        nng_aio_cancel(hj->calls[i].aio); /* an idle one: nothing happens */
-    pthread_mutex_lock(&hj->mu);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += STOP_WAIT_MS / 1000;
-    while (hj->in_flight > 0 &&
-           pthread_cond_timedwait(&hj->idle_cv, &hj->mu, &until) == 0)
-        ;
+    /* Cancel in rounds: a request whose send completed as a round ran has
+     * only then begun to wait for its reply. */
+    int64_t deadline_ms = clock_mono_ms() + STOP_WAIT_MS;
+    while (hj->in_flight > 0 && clock_mono_ms() < deadline_ms) {
+        pthread_mutex_unlock(&hj->mu);
+        for (unsigned i = 0; i < hj->call_count; i++)
+            nng_aio_cancel(hj->calls[i].aio); /* an idle one: nothing happens */
+        usleep(STOP_ROUND_MS * 1000);
+        pthread_mutex_lock(&hj->mu);
+    }
     bool idle = hj->in_flight == 0;
     pthread_mutex_unlock(&hj->mu);
     if (!idle) {
