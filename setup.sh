@@ -16,7 +16,8 @@ top=$(pwd)
 packages=(build-essential autoconf automake libtool pkg-config
           liblmdb-dev lmdb-utils libnng-dev nng-utils libmsgpack-dev check
           libmbedtls-dev libssl-dev libjansson-dev libmicrohttpd-dev
-          prometheus) # prometheus: the server and promtool, for the metrics tests
+          prometheus # prometheus: the server and promtool, for the metrics tests
+          curl) # curl: the JSON API's tests speak HTTP with it
 
 install_dependencies() {
     local missing=()

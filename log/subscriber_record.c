@@ -184,7 +184,7 @@ int sub_record_decode(const MDB_val *v, bool dead, sub_record *r)
 void sub_record_set_error(sub_record *r, tally_str text)
 {
     size_t n = text.len < TALLY_SUB_ERROR_BYTES_MAX ? text.len : TALLY_SUB_ERROR_BYTES_MAX;
-    if (n > 0)
+    if (n > 0) /* an absent text has no pointer: memcpy's source must not be NULL */
         memcpy(r->error, text.ptr, n);
     r->error_len = (uint16_t)n;
 }
@@ -192,7 +192,7 @@ void sub_record_set_error(sub_record *r, tally_str text)
 void sub_record_set_instance(sub_record *r, tally_str instance)
 {
     assert(instance.len <= TALLY_SUB_INSTANCE_BYTES_MAX);
-    if (instance.len > 0) /* an absent instance has no pointer */
+    if (instance.len > 0) /* none: no pointer, and memcpy's source must not be NULL */
         memcpy(r->instance, instance.ptr, instance.len);
     r->instance_len = (uint8_t)instance.len;
 }

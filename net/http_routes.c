@@ -10,7 +10,9 @@
  *   GET /readyz   200 with the health checks as JSON, 503 with the
  *                 failing ones and why (net/health.h)
  *
- * More routes (/v1/<op>, webhooks) are rows of the same table.
+ *   /v1/...       the JSON API (net/http_json.c)
+ *
+ * More routes (webhooks) are rows of the same table.
  */
 #include "net/server_internal.h"
 
@@ -126,6 +128,7 @@ static const net_http_route routes[] = {
     {"/metrics", "GET", route_metrics},
     {"/healthz", "GET", route_healthz},
     {"/readyz", "GET", route_readyz},
+    {"/v1/", "GET, POST", NULL, http_json_start},
 };
 
 int http_routes_start(server *srv)
@@ -135,12 +138,16 @@ int http_routes_start(server *srv)
         return 0;
     net_http_options ho = {o->http_url, o->http_timeout_s, o->http_connections_max,
                            o->http_per_address_max};
+    if (http_json_open(srv) != 0)
+        return NNG_ENOMEM;
     int rc = net_http_start(&ho, routes, sizeof(routes) / sizeof(routes[0]), srv, &srv->http);
     return rc == TALLY_ok ? 0 : NNG_EADDRINUSE;
 }
 
 void http_routes_stop(server *srv)
 {
+    if (!http_json_stop(srv))
+        return; /* a suspended connection would stop the listener's stop */
     net_http_stop(srv->http);
     srv->http = NULL;
 }

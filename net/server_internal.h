@@ -12,6 +12,8 @@
  *   pipes.c      request connections: accounting and --max-connections
  *   http_routes.c the HTTP face's routes (/metrics, /healthz, /readyz) and
  *                the health checks' evaluation once a second
+ *   http_json.c  the JSON API (/v1/...): JSON requests sent to the REP
+ *                socket over inproc, replies back as JSON
  *   nng_compat.c the NNG 1.5.2 workarounds (listener watchdog, stale pipes)
  *   server.c     wiring, start and stop
  *
@@ -130,6 +132,7 @@ struct server {
     slot **groups[2];             /* the writer's two group arrays */
     net_health *health;           /* the checks and their alerts */
     net_http *http;               /* NULL without --http */
+    struct http_json *http_json;  /* the JSON API's requests (http_json.c) */
 };
 
 /* ---- slot.c ---- */
@@ -182,6 +185,15 @@ void http_routes_stop(server *srv);
  * thread calls it every HEALTH_TICK_MS while serving. */
 void health_tick(server *srv);
 #define HEALTH_TICK_MS 1000
+
+/* ---- http_json.c ---- */
+/* The JSON API's way in: an inproc REQ socket to the REP socket. */
+int http_json_open(server *srv);
+/* The /v1/ route (net_http_starter). */
+bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
+                     net_http_pending *p);
+/* Before the listener stops: true when nothing is in flight any more. */
+bool http_json_stop(server *srv);
 
 /* ---- nng_compat.c ---- */
 int listeners_open(server *srv);

@@ -24,6 +24,7 @@ static const struct {
     target_fn fn;
 } targets[] = {
     {"request", fuzz_request_one},
+    {"json", fuzz_json_one},
     {"event", fuzz_event_one},
     {"reply", fuzz_reply_one},
 };

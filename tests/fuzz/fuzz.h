@@ -27,6 +27,9 @@ int fuzz_request_one(const uint8_t *data, size_t size);
 int fuzz_event_one(const uint8_t *data, size_t size);
 /* A reply as libtally gets it. */
 int fuzz_reply_one(const uint8_t *data, size_t size);
+/* A JSON API request ("OP\n" and the body): packed by the op table's
+ * types, decoded; the input also through the reply walk. */
+int fuzz_json_one(const uint8_t *data, size_t size);
 
 /* libtally's decoders (fuzz_client.c compiles clients/libtally.c in). */
 void fuzz_client_reply(const uint8_t *data, size_t size);
@@ -49,9 +52,10 @@ store *fuzz_store_create(void);
 int fuzz_store_scenario(store *st, int full);
 
 /* Seeds: calls fn for each generated input of each target ("request",
- * "event", "reply"): the hex examples and the bad-input rows of
+ * "event", "reply", "json"): the hex examples and the bad-input rows of
  * docs/PROTOCOL.md (found via $TALLY_DOCS or docs/), the events of the full
- * scenario, and replies packed by the server's reply code. Returns the
+ * scenario, replies packed by the server's reply code, and the bodies of
+ * the JSON examples. Returns the
  * count, or -1 with the reason on stderr. */
 typedef void (*fuzz_seed_fn)(const char *target, const char *name, const uint8_t *data,
                              size_t size, void *ctx);

@@ -3,7 +3,7 @@
 # apart from the normal (gcc, autotools) build. See docs/TESTING.md.
 #
 #   tests/fuzz/fuzz.sh build OUT               compile the targets and seeds into OUT
-#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply)
+#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json)
 #   tests/fuzz/fuzz.sh all OUT SECONDS         build, then run every target
 #
 # Every run starts from OUT/corpus/TARGET (kept between runs; new inputs
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
-targets=(request event reply)
+targets=(request event reply json)
 malloc_limit_mb=64
 rss_limit_mb=2048
 
@@ -30,7 +30,8 @@ max_len() {
         request) echo 65536 ;; # a batch of 1000 members fits
         event) echo 4200 ;;    # TALLY_EVENT_BYTES_MAX and a little more
         reply) echo 65536 ;;
-        *) echo "fuzz.sh: unknown target $1 (request, event, reply)" >&2; exit 2 ;;
+        json) echo 65536 ;;
+        *) echo "fuzz.sh: unknown target $1 (request, event, reply, json)" >&2; exit 2 ;;
     esac
 }
 
@@ -52,7 +53,7 @@ build() {
     need_clang
     mkdir -p "$out/obj" "$out/corpus" "$out/crashes"
     local pc cflags libs
-    pc="msgpack lmdb libcrypto libmicrohttpd"
+    pc="msgpack lmdb libcrypto libmicrohttpd jansson"
     cflags="-std=gnu11 -D_GNU_SOURCE -I$src -iquote $src/common -g -O1 -fno-omit-frame-pointer
             -Wall -Wextra -Werror -Wno-missing-field-initializers $(pkg-config --cflags $pc)"
     libs="$(pkg-config --libs $pc) -lnng -lpthread"

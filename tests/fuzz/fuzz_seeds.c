@@ -6,7 +6,9 @@
  *   - event: every event of a store that went through the full scenario
  *     (fuzz_store.c): all event types, as the log stores them;
  *   - reply: the reply of every read op on that store, packed by the
- *     server's own reply code.
+ *     server's own reply code;
+ *   - json: the op and body of every POST ```json-example of
+ *     docs/PROTOCOL.md.
  * Built with FUZZ_SEEDS_MAIN it is a program: `fuzz_seeds DIR` writes each
  * seed to DIR/<target>/<name>.
  */
@@ -87,6 +89,32 @@ static int doc_bad_inputs(seeder *s, const char *doc)
     }
     doc_bad_input_free(&t);
     return rc;
+}
+
+/* "OP\nBODY" of each POST json-example (the block's op, its body line). */
+static void doc_json_examples(seeder *s, const char *doc)
+{
+    static const char fence[] = "```json-example ";
+    int i = 0;
+    for (const char *at = strstr(doc, fence); at; at = strstr(at + 1, fence)) {
+        const char *op = at + sizeof(fence) - 1;
+        const char *end = strstr(op, "\n```");
+        const char *body = strstr(op, "\n>\n> ");
+        if (end == NULL || body == NULL || body > end)
+            continue;
+        body += 5;
+        size_t op_len = strcspn(op, "\n"), body_len = strcspn(body, "\n");
+        uint8_t *seed = malloc(op_len + 1 + body_len);
+        if (seed == NULL)
+            return;
+        memcpy(seed, op, op_len);
+        seed[op_len] = '\n';
+        memcpy(seed + op_len + 1, body, body_len);
+        char name[64];
+        snprintf(name, sizeof(name), "doc-json-example-%02d", ++i);
+        emit(s, "json", name, seed, op_len + 1 + body_len);
+        free(seed);
+    }
 }
 
 static int event_seed(uint64_t seq, const void *bytes, size_t len, void *ctx)
@@ -170,6 +198,8 @@ long fuzz_seeds_each(fuzz_seed_fn fn, void *ctx)
     int rc = doc_examples(&s, doc);
     if (rc == 0)
         rc = doc_bad_inputs(&s, doc);
+    if (rc == 0)
+        doc_json_examples(&s, doc);
     free(doc);
     if (rc == 0)
         rc = store_seeds(&s);

@@ -1,0 +1,620 @@
+/*
+ * check_json.c — the JSON API (/v1/..., net/http_json.c, net/json_codec.c)
+ * against a real tallyd, spoken by the curl binary (not the project's
+ * code):
+ *
+ *   - every ```json-example block of docs/PROTOCOL.md, sent in order to a
+ *     tallyd on an empty store, gets the documented status, headers and
+ *     body ("..": any text); every op of the table but the control ops has
+ *     one; every code in the status table has its row's status;
+ *   - 16 concurrent identical POSTs: one effect, one `replayed: false`;
+ *   - the status classes the examples cannot show: 413 (body over the
+ *     HTTP limit, request over msgpack's), 431, 405, 503 with Retry-After
+ *     (storage_full); a stop while a long-poll waits answers it and exits 0;
+ *   - integers beyond 2^53 as decimal strings, both ways.
+ */
+#include "config.h"
+
+#include "common/error.h"
+#include "net/json_codec.h"
+#include "net/protocol.h"
+#include "tests/support/doc_requests.h"
+#include "tests/support/http_client.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ARGS_MAX 40
+#define CONCURRENT_POSTS 16
+
+typedef struct json_server {
+    tallyd_proc p;
+    int port;
+    char url[64];
+} json_server;
+
+/* tallyd with --http on a free port, more options (NULL-terminated) and
+ * a map of map_size_mb (0: the harness's default). */
+static void json_up(json_server *s, const char *const *more, unsigned map_size_mb)
+{
+    memset(s, 0, sizeof(*s));
+    s->p.map_size_mb = map_size_mb;
+    s->port = test_free_port();
+    ck_assert_int_gt(s->port, 0);
+    snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
+    int n = 0;
+    s->p.extra_args[n++] = "--http";
+    s->p.extra_args[n++] = s->url;
+    for (int i = 0; more && more[i]; i++)
+        s->p.extra_args[n++] = more[i];
+    tallyd_start(&s->p);
+}
+
+static void json_down(json_server *s)
+{
+    ck_assert_int_eq(tallyd_stop(&s->p), 0);
+    tallyd_cleanup(&s->p);
+}
+
+/* A curl request: method, path, headers ("Name: value", NULL-terminated),
+ * body (NULL: none, a file "@path" as curl takes it). */
+typedef struct http_call {
+    const char *method, *path;
+    const char *headers[8];
+    const char *body;
+} http_call;
+
+/* curl's argv for c (through sh, so curl is found on PATH). */
+static void curl_argv(const json_server *s, const http_call *c, const char **argv, char *url,
+                      size_t url_size)
+{
+    int n = 0;
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = "exec curl \"$@\"";
+    argv[n++] = "curl";
+    argv[n++] = "-sS";
+    argv[n++] = "-i";
+    argv[n++] = "--max-time";
+    argv[n++] = "60";
+    argv[n++] = "-X";
+    argv[n++] = c->method;
+    for (int i = 0; c->headers[i]; i++) {
+        argv[n++] = "-H";
+        argv[n++] = c->headers[i];
+    }
+    if (c->body) {
+        argv[n++] = "--data-binary";
+        argv[n++] = c->body;
+    }
+    snprintf(url, url_size, "%s%s", s->url, c->path);
+    argv[n++] = url;
+    argv[n] = NULL;
+    ck_assert_int_lt(n, ARGS_MAX);
+}
+
+/* What came back: status, the raw headers, the body. */
+typedef struct http_answer {
+    char *raw; /* owns the text */
+    int status;
+    const char *headers;
+    const char *body;
+} http_answer;
+
+/* Split curl -i output (skipping 1xx interim answers). */
+static void answer_parse(char *raw, http_answer *a)
+{
+    a->raw = raw;
+    char *at = raw;
+    for (;;) {
+        ck_assert_msg(strncmp(at, "HTTP/", 5) == 0, "not an HTTP answer: %.200s", at);
+        a->status = atoi(strchr(at, ' ') + 1);
+        char *end = strstr(at, "\r\n\r\n");
+        ck_assert_ptr_nonnull(end);
+        end[2] = '\0';
+        a->headers = at;
+        a->body = end + 4;
+        if (a->status >= 200)
+            return;
+        at = end + 4;
+    }
+}
+
+static void curl_call(const json_server *s, const http_call *c, http_answer *a)
+{
+    const char *argv[ARGS_MAX];
+    char url[512];
+    curl_argv(s, c, argv, url, sizeof(url));
+    char *out = NULL, *err = NULL;
+    int rc = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(rc == 0, "curl %s %s exited %d: %s", c->method, c->path, rc, err);
+    free(err);
+    answer_parse(out, a);
+}
+
+/* The value of header name in a (case-insensitive), copied into v. */
+static bool header_value(const http_answer *a, const char *name, char *v, size_t v_size)
+{
+    size_t n = strlen(name);
+    for (const char *line = a->headers; line && *line; line = strstr(line, "\r\n") ? strstr(line, "\r\n") + 2 : NULL) {
+        if (strncasecmp(line, name, n) == 0 && line[n] == ':') {
+            const char *val = line + n + 1;
+            while (*val == ' ')
+                val++;
+            snprintf(v, v_size, "%.*s", (int)strcspn(val, "\r\n"), val);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* text matches pattern, where ".." stands for any run of characters. */
+static bool glob_match(const char *pattern, const char *text)
+{
+    const char *mark = strstr(pattern, "..");
+    if (mark == NULL)
+        return strcmp(pattern, text) == 0;
+    size_t lead = (size_t)(mark - pattern);
+    if (strncmp(pattern, text, lead) != 0)
+        return false;
+    for (const char *t = text + lead;; t++) {
+        if (glob_match(mark + 2, t))
+            return true;
+        if (*t == '\0')
+            return false;
+    }
+}
+
+/* ---- the documented examples ---- */
+
+typedef struct json_example {
+    char op[40];
+    http_call call;
+    char request_line[512];
+    char headers[8][256];
+    char body[4096];
+    int status;
+    char want_headers[4][256];
+    int want_header_count;
+    char want_body[8192];
+} json_example;
+
+static void copy_line(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    ck_assert_msg(n < size, "an example line is longer than %zu bytes", size);
+    memcpy(dst, src, n + 1);
+}
+
+/* Parse one ```json-example block starting at *at; false at the end. */
+static bool example_next(const char **at, json_example *e)
+{
+    const char *start = strstr(*at, "```json-example ");
+    if (start == NULL)
+        return false;
+    memset(e, 0, sizeof(*e));
+    start += strlen("```json-example ");
+    sscanf(start, "%39s", e->op);
+    const char *line = strchr(start, '\n') + 1;
+    int header_count = 0;
+    bool in_body = false, reply = false, reply_body = false;
+    while (strncmp(line, "```", 3) != 0) {
+        size_t len = strcspn(line, "\n");
+        char text[8192];
+        ck_assert_uint_lt(len, sizeof(text));
+        memcpy(text, line, len);
+        text[len] = '\0';
+        const char *v = len > 2 ? text + 2 : "";
+        if (text[0] == '>') {
+            if (e->request_line[0] == '\0')
+                copy_line(e->request_line, sizeof(e->request_line), v);
+            else if (len <= 1)
+                in_body = true;
+            else if (in_body)
+                copy_line(e->body, sizeof(e->body), v);
+            else
+                copy_line(e->headers[header_count++], sizeof(e->headers[0]), v);
+        } else if (text[0] == '<') {
+            if (!reply)
+                e->status = atoi(v), reply = true;
+            else if (len <= 1)
+                reply_body = true;
+            else if (reply_body)
+                copy_line(e->want_body, sizeof(e->want_body), v);
+            else
+                copy_line(e->want_headers[e->want_header_count++], sizeof(e->want_headers[0]), v);
+        }
+        line += len + 1;
+    }
+    *at = line + 3;
+    char *space = strchr(e->request_line, ' ');
+    ck_assert_ptr_nonnull(space);
+    *space = '\0';
+    e->call.method = e->request_line;
+    e->call.path = space + 1;
+    for (int i = 0; i < header_count; i++)
+        e->call.headers[i] = e->headers[i];
+    e->call.body = in_body ? e->body : NULL;
+    return true;
+}
+
+static char *protocol_doc(void)
+{
+    char *doc = doc_read("PROTOCOL.md");
+    ck_assert_msg(doc != NULL, "cannot read docs/PROTOCOL.md (TALLY_DOCS)");
+    return doc;
+}
+
+START_TEST(documented_examples_replay)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    char *doc = protocol_doc();
+    const char *at = doc;
+    json_example *e = malloc(sizeof(*e));
+    int count = 0;
+    while (example_next(&at, e)) {
+        count++;
+        http_answer a;
+        curl_call(&s, &e->call, &a);
+        ck_assert_msg(a.status == e->status, "example %d (%s %s): status %d, doc says %d: %s",
+                      count, e->call.method, e->call.path, a.status, e->status, a.body);
+        for (int i = 0; i < e->want_header_count; i++) {
+            char name[64], got[128];
+            snprintf(name, sizeof(name), "%.*s", (int)strcspn(e->want_headers[i], ":"), e->want_headers[i]);
+            ck_assert_msg(header_value(&a, name, got, sizeof(got)), "example %d: no %s header", count, name);
+            ck_assert_str_eq(got, e->want_headers[i] + strlen(name) + 2);
+        }
+        char *body = strdup(a.body);
+        body[strcspn(body, "\n")] = '\0';
+        ck_assert_msg(glob_match(e->want_body, body), "example %d (%s %s):\n got  %s\n want %s",
+                      count, e->call.method, e->call.path, body, e->want_body);
+        free(body);
+        free(a.raw);
+    }
+    ck_assert_int_ge(count, 30);
+    free(e);
+    free(doc);
+    json_down(&s);
+}
+END_TEST
+
+START_TEST(every_op_has_an_example)
+{
+    char *doc = protocol_doc();
+    for (int i = 0; i < NET_OP_COUNT; i++) {
+        if (net_ops[i].kind == NET_KIND_CONTROL)
+            continue;
+        char fence[64];
+        snprintf(fence, sizeof(fence), "```json-example %s\n", net_ops[i].name);
+        ck_assert_msg(strstr(doc, fence) != NULL, "docs/PROTOCOL.md has no JSON example of %s",
+                      net_ops[i].name);
+    }
+    free(doc);
+}
+END_TEST
+
+/* Each code named in the status table answers with its row's status. */
+START_TEST(status_table_matches_the_server)
+{
+    char *doc = protocol_doc();
+    const char *begin = strstr(doc, "<!-- json statuses: begin -->");
+    const char *end = begin ? strstr(begin, "<!-- json statuses: end -->") : NULL;
+    ck_assert_msg(begin && end, "docs/PROTOCOL.md: no json statuses table");
+    int checked = 0;
+    for (const char *line = strstr(begin, "\n| ") ; line && line < end; line = strstr(line + 1, "\n| ")) {
+        const char *eol = strchr(line + 1, '\n');
+        const char *last = eol;
+        while (last > line && last[-1] != '|')
+            last--;
+        const char *cell = last - 1;
+        while (cell > line && cell[-1] != '|')
+            cell--;
+        int status = atoi(cell + 1);
+        if (status == 0)
+            continue; /* the header, or "the stored code's" */
+        for (const char *q = strchr(line, '`'); q && q < cell; q = strchr(q + 1, '`')) {
+            const char *close = strchr(q + 1, '`');
+            char name[64];
+            snprintf(name, sizeof(name), "%.*s", (int)(close - q - 1), q + 1);
+            q = close;
+            int code = tally_error_from_name(name);
+            if (code < 0)
+                continue; /* a field name such as `replayed` */
+            ck_assert_msg(net_json_status(code) == (unsigned)status, "%s: the table says %d, the server %u",
+                          name, status, net_json_status(code));
+            checked++;
+        }
+    }
+    ck_assert_int_ge(checked, 20);
+    free(doc);
+}
+END_TEST
+
+/* ---- idempotency under concurrency ---- */
+
+static void open_accounts(json_server *s)
+{
+    http_call c = {"POST", "/v1/batch", {"Idempotency-Key: setup", NULL},
+                   "{\"ops\":[{\"op\":\"account_open\",\"id\":1,\"ledger\":1,\"code\":1},"
+                   "{\"op\":\"account_open\",\"id\":2,\"ledger\":1,\"code\":1}]}"};
+    http_answer a;
+    curl_call(s, &c, &a);
+    ck_assert_int_eq(a.status, 200);
+    ck_assert_ptr_null(strstr(a.body, "\"code\":\"exists"));
+    free(a.raw);
+}
+
+START_TEST(concurrent_identical_posts_apply_once)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    open_accounts(&s);
+    http_call c = {"POST", "/v1/transfer", {"Idempotency-Key: race-1", "Tally-Consumer: shop", NULL},
+                   "{\"id\":\"000000000000000000000000000000aa\",\"debit_account_id\":1,"
+                   "\"credit_account_id\":2,\"amount\":7,\"ledger\":1,\"code\":1}"};
+    const char *argv[ARGS_MAX];
+    char url[512];
+    curl_argv(&s, &c, argv, url, sizeof(url));
+    pid_t pids[CONCURRENT_POSTS];
+    int fds[CONCURRENT_POSTS];
+    for (int i = 0; i < CONCURRENT_POSTS; i++) {
+        fds[i] = test_temp_fd();
+        pids[i] = test_spawn(argv, NULL, fds[i], -1);
+    }
+    int fresh = 0, replayed = 0;
+    for (int i = 0; i < CONCURRENT_POSTS; i++) {
+        ck_assert_int_eq(test_wait(pids[i]), 0);
+        http_answer a;
+        answer_parse(test_fd_read_all(fds[i]), &a);
+        ck_assert_int_eq(a.status, 200);
+        char v[16];
+        bool header = header_value(&a, "Idempotent-Replayed", v, sizeof(v));
+        if (strstr(a.body, "\"replayed\":false")) {
+            fresh++;
+            ck_assert(!header);
+        } else {
+            ck_assert_ptr_nonnull(strstr(a.body, "\"replayed\":true"));
+            ck_assert(header && strcmp(v, "true") == 0);
+            replayed++;
+        }
+        ck_assert_ptr_nonnull(strstr(a.body, "\"seq\":3,"));
+        free(a.raw);
+    }
+    ck_assert_int_eq(fresh, 1);
+    ck_assert_int_eq(replayed, CONCURRENT_POSTS - 1);
+    http_call get = {"GET", "/v1/accounts/2", {NULL}, NULL};
+    http_answer a;
+    curl_call(&s, &get, &a);
+    ck_assert_msg(strstr(a.body, "\"credits_posted\":7,") != NULL, "%s", a.body);
+    free(a.raw);
+    http_call stats = {"GET", "/v1/stats", {NULL}, NULL};
+    curl_call(&s, &stats, &a);
+    ck_assert_msg(strstr(a.body, "\"head_seq\":3,") != NULL, "%s", a.body);
+    free(a.raw);
+    json_down(&s);
+}
+END_TEST
+
+/* ---- status classes beyond the examples ---- */
+
+/* A file of n bytes: a JSON object whose `correlation` is n - 20 x's. */
+static void big_body_file(char *path, size_t path_size, const json_server *s, size_t n)
+{
+    snprintf(path, path_size, "%s/big.json", s->p.dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"correlation\":\"", f);
+    for (size_t i = 0; i < n - 20; i++)
+        fputc('x', f);
+    fputs("\"}", f);
+    fclose(f);
+}
+
+static void assert_status(json_server *s, const http_call *c, int status, const char *code)
+{
+    http_answer a;
+    curl_call(s, c, &a);
+    ck_assert_msg(a.status == status, "%s %s: %d, want %d: %.200s", c->method, c->path, a.status,
+                  status, a.body);
+    if (code) {
+        char want[96];
+        snprintf(want, sizeof(want), "\"code\":\"%s\"", code);
+        ck_assert_msg(strstr(a.body, want) != NULL, "%s %s: %s", c->method, c->path, a.body);
+    }
+    free(a.raw);
+}
+
+START_TEST(limits_and_methods)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    char path[400], at[410];
+    /* over the HTTP body limit (1 MiB): 413 from the listener */
+    big_body_file(path, sizeof(path), &s, 1100 * 1024);
+    snprintf(at, sizeof(at), "@%s", path);
+    http_call big = {"POST", "/v1/account_open", {"Idempotency-Key: big", NULL}, at};
+    assert_status(&s, &big, 413, NULL);
+    /* within it, but over msgpack's request limit (512 KiB) once packed */
+    big_body_file(path, sizeof(path), &s, 600 * 1024);
+    assert_status(&s, &big, 413, "request_too_large");
+    /* headers over 32 KiB */
+    char *header = malloc(40 * 1024);
+    memcpy(header, "X-Big: ", 7);
+    memset(header + 7, 'y', 40 * 1024 - 8);
+    header[40 * 1024 - 1] = '\0';
+    http_call tall = {"GET", "/v1/stats", {header, NULL}, NULL};
+    assert_status(&s, &tall, 431, NULL);
+    free(header);
+    http_call put = {"PUT", "/v1/stats", {NULL}, NULL};
+    assert_status(&s, &put, 405, NULL);
+    http_call control = {"POST", "/v1/backup", {NULL}, "{\"path\":\"/tmp/x\"}"};
+    assert_status(&s, &control, 404, "unknown_op");
+    http_call resource = {"GET", "/v1/planets/3", {NULL}, NULL};
+    assert_status(&s, &resource, 404, "not_found");
+    http_call real = {"POST", "/v1/account_open", {"Idempotency-Key: r", NULL},
+                      "{\"id\":1.5,\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &real, 400, "wrong_type");
+    http_call array = {"POST", "/v1/account_open", {"Idempotency-Key: r", NULL}, "[1]"};
+    assert_status(&s, &array, 400, "malformed_request");
+    json_down(&s);
+}
+END_TEST
+
+START_TEST(storage_full_is_503_with_retry_after)
+{
+    json_server s;
+    const char *more[] = {"--map-max-mb", "1", NULL};
+    json_up(&s, more, 1);
+    char path[400], at[410];
+    snprintf(path, sizeof(path), "%s/batch.json", s.p.dir);
+    bool full = false;
+    for (int round = 0; round < 200 && !full; round++) {
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("{\"ops\":[", f);
+        for (int i = 0; i < 500; i++)
+            fprintf(f, "%s{\"op\":\"account_open\",\"id\":%d,\"ledger\":1,\"code\":1}", i ? "," : "",
+                    round * 500 + i + 1);
+        fputs("]}", f);
+        fclose(f);
+        snprintf(at, sizeof(at), "@%s", path);
+        char key[64];
+        snprintf(key, sizeof(key), "Idempotency-Key: fill-%d", round);
+        http_call c = {"POST", "/v1/batch", {key, NULL}, at};
+        http_answer a;
+        curl_call(&s, &c, &a);
+        ck_assert_int_eq(a.status, 200); /* a batch answers per member */
+        free(a.raw);
+        /* a chain of 32 opens: one result, so one status (a failed batch
+         * leaves room for a single open) */
+        char probe_key[64], probe_path[400], probe_at[410];
+        snprintf(probe_key, sizeof(probe_key), "Idempotency-Key: probe-%d", round);
+        snprintf(probe_path, sizeof(probe_path), "%s/chain.json", s.p.dir);
+        f = fopen(probe_path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("{\"ops\":[", f);
+        for (int i = 0; i < 32; i++)
+            fprintf(f, "%s{\"op\":\"account_open\",\"id\":%d,\"ledger\":1,\"code\":1}", i ? "," : "",
+                    1000000 + round * 32 + i);
+        fputs("]}", f);
+        fclose(f);
+        snprintf(probe_at, sizeof(probe_at), "@%s", probe_path);
+        http_call one = {"POST", "/v1/chain", {probe_key, NULL}, probe_at};
+        curl_call(&s, &one, &a);
+        if (a.status == 503) {
+            char v[16];
+            ck_assert(header_value(&a, "Retry-After", v, sizeof(v)));
+            ck_assert_str_eq(v, "1");
+            ck_assert_ptr_nonnull(strstr(a.body, "\"code\":\"storage_full\""));
+            full = true;
+        } else {
+            ck_assert_msg(a.status == 200, "probe: %d %s", a.status, a.body);
+        }
+        free(a.raw);
+    }
+    ck_assert_msg(full, "the 1 MiB map never filled");
+    json_down(&s);
+}
+END_TEST
+
+/* A stop while an HTTP request waits (a long-poll, its connection
+ * suspended): it is answered and tallyd exits cleanly. */
+START_TEST(stop_with_a_request_waiting)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    http_call c = {"GET", "/v1/log?from=10&wait_ms=25000", {NULL}, NULL};
+    const char *argv[ARGS_MAX];
+    char url[512];
+    curl_argv(&s, &c, argv, url, sizeof(url));
+    int fd = test_temp_fd();
+    pid_t pid = test_spawn(argv, NULL, fd, -1);
+    /* its connection is open once /metrics counts two (it and the scrape) */
+    bool open = false;
+    for (int i = 0; i < 3000 && !open; i++) {
+        int status = 0;
+        char *m = test_http_get(s.port, "/metrics", &status);
+        open = m && strstr(m, "\ntally_http_connections 2\n") != NULL;
+        free(m);
+        if (!open)
+            usleep(10000);
+    }
+    ck_assert_msg(open, "the long-poll's connection never showed in /metrics");
+    json_down(&s);
+    ck_assert_int_eq(test_wait(pid), 0);
+    http_answer a;
+    answer_parse(test_fd_read_all(fd), &a);
+    ck_assert_msg(a.status == 200 || a.status == 503, "%d %s", a.status, a.body);
+    free(a.raw);
+}
+END_TEST
+
+/* ---- the value rule ---- */
+
+START_TEST(big_integers_are_strings_both_ways)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    /* 2^64-1 as a string in, a string out */
+    http_call open = {"POST", "/v1/batch", {"Idempotency-Key: big", NULL},
+                      "{\"ops\":[{\"op\":\"account_open\",\"id\":\"18446744073709551615\",\"ledger\":1,\"code\":1},"
+                      "{\"op\":\"account_open\",\"id\":9007199254740993,\"ledger\":1,\"code\":1}]}"};
+    assert_status(&s, &open, 200, "ok");
+    http_call get_max = {"GET", "/v1/accounts/18446744073709551615", {NULL}, NULL};
+    http_answer a;
+    curl_call(&s, &get_max, &a);
+    ck_assert_msg(strstr(a.body, "\"id\":\"18446744073709551615\"") != NULL, "%s", a.body);
+    free(a.raw);
+    /* 2^53 exactly is a number; 2^53+1 (sent as a JSON number) a string */
+    http_call pay = {"POST", "/v1/transfer", {"Idempotency-Key: p1", NULL},
+                     "{\"id\":\"000000000000000000000000000000b1\",\"debit_account_id\":\"18446744073709551615\","
+                     "\"credit_account_id\":9007199254740993,\"amount\":9007199254740992,\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &pay, 200, "ok");
+    http_call get = {"GET", "/v1/accounts/9007199254740993", {NULL}, NULL};
+    curl_call(&s, &get, &a);
+    ck_assert_msg(strstr(a.body, "\"id\":\"9007199254740993\"") && strstr(a.body, "\"credits_posted\":9007199254740992,"),
+                  "%s", a.body);
+    free(a.raw);
+    http_call pay2 = {"POST", "/v1/transfer", {"Idempotency-Key: p2", NULL},
+                      "{\"id\":\"000000000000000000000000000000b2\",\"debit_account_id\":\"18446744073709551615\","
+                      "\"credit_account_id\":\"9007199254740993\",\"amount\":\"1\",\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &pay2, 200, "ok");
+    curl_call(&s, &get, &a);
+    ck_assert_msg(strstr(a.body, "\"credits_posted\":\"9007199254740993\""), "%s", a.body);
+    free(a.raw);
+    /* beyond int64 for an amount: the decoder's own code; beyond u64: wrong_type */
+    http_call over = {"POST", "/v1/transfer", {"Idempotency-Key: p3", NULL},
+                      "{\"id\":\"000000000000000000000000000000b3\",\"debit_account_id\":1,"
+                      "\"credit_account_id\":2,\"amount\":\"9223372036854775808\",\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &over, 422, "amount_overflows");
+    http_call huge = {"POST", "/v1/account_open", {"Idempotency-Key: p4", NULL},
+                      "{\"id\":\"18446744073709551616\",\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &huge, 400, "wrong_type");
+    json_down(&s);
+}
+END_TEST
+
+int main(void)
+{
+    const test_row rows[] = {
+        {"doc", documented_examples_replay, 300},
+        {"doc", every_op_has_an_example, 300},
+        {"doc", status_table_matches_the_server, 300},
+        {"semantics", concurrent_identical_posts_apply_once, 300},
+        {"semantics", big_integers_are_strings_both_ways, 300},
+        {"limits", limits_and_methods, 300},
+        {"limits", storage_full_is_503_with_retry_after, 300},
+        {"limits", stop_with_a_request_waiting, 300},
+    };
+    return test_run_suite(test_suite_of_rows("json", TEST_ROWS(rows)));
+}
