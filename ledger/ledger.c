@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "ledger/webhook.h"
 
 #include <assert.h>
 #include <string.h>
@@ -56,6 +57,7 @@ static int apply_member(ledger_ctx *ctx, const ledger_command *cmd)
     case LEDGER_EXTEND:
     case LEDGER_REVOKE: return ledger_entitlement_apply(ctx, cmd->kind, &cmd->u.entitlement);
     case LEDGER_CHAIN: return TALLY_chain_must_not_nest;
+    case LEDGER_WEBHOOK_RECEIVE: return ledger_webhook_apply(ctx, &cmd->u.webhook);
     }
     return TALLY_unknown_command;
 }

@@ -11,8 +11,10 @@
 #include "common/limits.h"
 #include "net/logging.h"
 
+#include <assert.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +28,21 @@ struct net_http {
     void *ctx;
 };
 
-/* One request's state between access() calls: its body so far. */
+/* One request's state between access() calls: its body so far, and a
+ * deferred reply (net_http_defer) once its handler ran. */
 typedef struct http_call {
     char *body;
     size_t len, cap;
     bool too_large;
+    struct MHD_Connection *connection;
+    bool deferred, completed; /* completed: under mu, reply set */
+    pthread_mutex_t mu;
+    net_http_reply reply;
 } http_call;
+
+struct net_http_pending {
+    http_call call;
+};
 
 /* ---- the URL ---- */
 
@@ -115,6 +126,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, net_http_reply *r, c
                             r->content_type ? r->content_type : "text/plain; charset=utf-8");
     if (allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (r->header_name && r->header_value)
+        MHD_add_response_header(resp, r->header_name, r->header_value);
     enum MHD_Result ok = MHD_queue_response(c, r->status, resp);
     MHD_destroy_response(resp);
     return ok;
@@ -123,7 +136,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, net_http_reply *r, c
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text,
                                  const char *allow)
 {
-    net_http_reply r = {status, NULL, {0}};
+    net_http_reply r = {status, NULL, {0}, NULL, NULL};
     net_text_printf(&r.body, "%s\n", text);
     return send_reply(c, &r, allow);
 }
@@ -152,6 +165,45 @@ static void take_body(http_call *call, const char *data, size_t len)
     call->len += len;
 }
 
+const char *net_http_header(const net_http_request *rq, const char *name)
+{
+    const http_call *call = rq->call;
+    return MHD_lookup_connection_value(call->connection, MHD_HEADER_KIND, name);
+}
+
+net_http_pending *net_http_defer(const net_http_request *rq)
+{
+    http_call *call = rq->call;
+    assert(!call->deferred);
+    call->deferred = true;
+    MHD_suspend_connection(call->connection); /* before anyone may complete it */
+    return (net_http_pending *)call;
+}
+
+void net_http_complete(net_http_pending *p, net_http_reply *r)
+{
+    http_call *call = &p->call;
+    pthread_mutex_lock(&call->mu);
+    assert(call->deferred && !call->completed);
+    call->reply = *r;
+    r->body = (net_text){0};
+    call->completed = true;
+    pthread_mutex_unlock(&call->mu);
+    MHD_resume_connection(call->connection); /* access() runs again: it sends the reply */
+}
+
+/* The reply of a deferred request once it is completed (MHD_YES: nothing
+ * to do yet, which does not happen: it is resumed only when completed). */
+static enum MHD_Result send_deferred(struct MHD_Connection *c, http_call *call)
+{
+    pthread_mutex_lock(&call->mu);
+    bool done = call->completed;
+    net_http_reply r = call->reply;
+    call->reply.body = (net_text){0};
+    pthread_mutex_unlock(&call->mu);
+    return done ? send_reply(c, &r, NULL) : MHD_YES;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
                                       const char *method, const char *version,
                                       const char *upload, size_t *upload_size, void **state)
@@ -160,8 +212,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     net_http *h = cls;
     http_call *call = *state;
     if (call == NULL) { /* the headers are in: the first call */
-        if ((call = calloc(1, sizeof(*call))) == NULL)
+        if ((call = calloc(1, sizeof(net_http_pending))) == NULL)
             return MHD_NO;
+        pthread_mutex_init(&call->mu, NULL);
+        call->connection = c;
         *state = call;
         const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (length && strtoull(length, NULL, 10) > TALLY_HTTP_BODY_BYTES_MAX) {
@@ -170,6 +224,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         }
         return MHD_YES;
     }
+    if (call->deferred)
+        return send_deferred(c, call);
     if (*upload_size > 0) {
         take_body(call, upload, *upload_size);
         *upload_size = 0;
@@ -182,9 +238,13 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         return send_text(c, MHD_HTTP_NOT_FOUND, "not found", NULL);
     if (!method_allowed(route->methods, method))
         return send_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", route->methods);
-    net_http_request rq = {method, url, call->body, call->len};
-    net_http_reply r = {MHD_HTTP_OK, NULL, {0}};
+    net_http_request rq = {method, url, call->body, call->len, call};
+    net_http_reply r = {MHD_HTTP_OK, NULL, {0}, NULL, NULL};
     route->handle(h->ctx, &rq, &r);
+    if (call->deferred) {
+        net_text_free(&r.body);
+        return MHD_YES; /* suspended until net_http_complete */
+    }
     return send_reply(c, &r, NULL);
 }
 
@@ -194,6 +254,8 @@ static void request_done(void *cls, struct MHD_Connection *c, void **state,
     (void)cls, (void)c, (void)why;
     http_call *call = *state;
     if (call) {
+        net_text_free(&call->reply.body);
+        pthread_mutex_destroy(&call->mu);
         free(call->body);
         free(call);
         *state = NULL;
@@ -231,7 +293,7 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         return TALLY_internal;
     }
     *h = (net_http){NULL, routes, route_count, ctx};
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, access_handler, h,

@@ -32,13 +32,31 @@ typedef struct net_http_request {
     const char *path;
     const char *body; /* NULL when empty; not NUL-terminated */
     size_t body_len;
+    void *call;       /* the server's: for net_http_header and net_http_defer */
 } net_http_request;
 
 typedef struct net_http_reply {
     unsigned status;          /* 200 unless the handler sets it */
     const char *content_type; /* a static string */
     net_text body;            /* the handler's text; freed by the server */
+    const char *header_name;  /* one more header (static strings), or NULL */
+    const char *header_value;
 } net_http_reply;
+
+/* A request header's value (the name's case does not matter), or NULL;
+ * valid while the handler runs. */
+const char *net_http_header(const net_http_request *rq, const char *name);
+
+/* Answer later, from another thread: called in a handler, it suspends the
+ * connection (the listener's thread serves the others meanwhile) and
+ * returns the token to pass to net_http_complete exactly once; the
+ * handler's own reply is then ignored. The request's body stays valid
+ * until net_http_complete. */
+typedef struct net_http_pending net_http_pending;
+net_http_pending *net_http_defer(const net_http_request *rq);
+/* Send r (its body is taken over) as the deferred request's reply and
+ * resume its connection; any thread, once. */
+void net_http_complete(net_http_pending *p, net_http_reply *r);
 
 typedef void (*net_http_handler)(void *ctx, const net_http_request *rq, net_http_reply *out);
 
@@ -58,7 +76,8 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
                    void *ctx, net_http **out);
 /* HTTP connections open now. */
 unsigned net_http_connections(net_http *h);
-/* Close the listener and every connection; waits for a handler that runs. */
+/* Close the listener and every connection; waits for a handler that runs.
+ * Every deferred request must have been completed before. */
 void net_http_stop(net_http *h);
 
 /* Whether url is a URL net_http_start takes ("none" aside), for option

@@ -9,6 +9,7 @@
  *                 once it stops
  *   GET /readyz   200 with the health checks as JSON, 503 with the
  *                 failing ones and why (net/health.h)
+ *   POST /webhooks/<source>  a signed webhook delivery (net/webhooks.c)
  *
  * More routes (/v1/<op>, webhooks) are rows of the same table.
  */
@@ -75,6 +76,7 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
         return unavailable(out, "shutting down");
     int rc = net_metrics_write(&out->body, &t, &v, clock_wall_ms());
     end_read(srv, &t);
+    webhooks_metrics(srv, &out->body);
     if (rc != TALLY_ok) {
         net_text_free(&out->body);
         out->status = 500;
@@ -126,6 +128,7 @@ static const net_http_route routes[] = {
     {"/metrics", "GET", route_metrics},
     {"/healthz", "GET", route_healthz},
     {"/readyz", "GET", route_readyz},
+    {"/webhooks/", "POST", webhooks_route},
 };
 
 int http_routes_start(server *srv)
