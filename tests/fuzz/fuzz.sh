@@ -52,7 +52,7 @@ build() {
     need_clang
     mkdir -p "$out/obj" "$out/corpus" "$out/crashes"
     local pc cflags libs
-    pc="msgpack lmdb libcrypto libmicrohttpd"
+    pc="msgpack lmdb libcrypto libmicrohttpd jansson"
     cflags="-std=gnu11 -D_GNU_SOURCE -I$src -iquote $src/common -g -O1 -fno-omit-frame-pointer
             -Wall -Wextra -Werror -Wno-missing-field-initializers $(pkg-config --cflags $pc)"
     libs="$(pkg-config --libs $pc) -lnng -lpthread"
