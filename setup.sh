@@ -16,7 +16,8 @@ top=$(pwd)
 packages=(build-essential autoconf automake libtool pkg-config
           liblmdb-dev lmdb-utils libnng-dev nng-utils libmsgpack-dev check
           libmbedtls-dev libssl-dev libjansson-dev libmicrohttpd-dev
-          prometheus) # prometheus: the server and promtool, for the metrics tests
+          prometheus  # prometheus: the server and promtool, for the metrics tests
+          curl openssl) # curl and the openssl command: tests/net/check_webhooks.sh
 
 install_dependencies() {
     local missing=()

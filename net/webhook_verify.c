@@ -128,7 +128,7 @@ static webhook_outcome verify_standard(const webhook_source *src, const webhook_
         return WEBHOOK_BAD_SIGNATURE;
     size_t id_len = strlen(id), ts_len = strlen(ts);
     if (id_len == 0 || id_len > TALLY_WEBHOOK_EVENT_ID_BYTES_MAX || ts_len > 20)
-        return WEBHOOK_BAD_SIGNATURE; /* not what a valid delivery carries */
+        return WEBHOOK_BAD_REQUEST; /* an id too long for the inbox key */
     static _Thread_local char signed_text[SIGNED_BYTES_MAX];
     size_t n = 0;
     memcpy(signed_text, id, id_len), n += id_len, signed_text[n++] = '.';
