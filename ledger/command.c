@@ -114,13 +114,16 @@ static int validate_entitlement(ledger_command_kind kind, const ledger_entitleme
     return TALLY_ok;
 }
 
+bool ledger_webhook_fits(const ledger_webhook *w)
+{
+    return w->source.len > 0 && w->source.len <= TALLY_WEBHOOK_SOURCE_BYTES_MAX &&
+           w->event_id.len > 0 && w->event_id.len <= TALLY_WEBHOOK_EVENT_ID_BYTES_MAX &&
+           w->event_type.len <= TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX &&
+           w->body.len <= TALLY_WEBHOOK_BODY_BYTES_MAX;
+}
+
 static int validate_webhook(const ledger_webhook *w)
 {
-    if (w->source.len == 0 || w->source.len > TALLY_WEBHOOK_SOURCE_BYTES_MAX ||
-        w->event_id.len == 0 || w->event_id.len > TALLY_WEBHOOK_EVENT_ID_BYTES_MAX ||
-        w->event_type.len > TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX ||
-        w->body.len > TALLY_WEBHOOK_BODY_BYTES_MAX)
-        return TALLY_value_out_of_range; /* net/webhooks.c checks these first */
     if (w->signed_at_s < 0 || w->signed_at_s > TALLY_TIME_MS_MAX / 1000)
         return TALLY_time_out_of_range;
     return TALLY_ok;

@@ -117,6 +117,12 @@ const char *ledger_command_name(ledger_command_kind kind);
  * a chain, *failed_index is set to the first invalid member. */
 int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index);
 
+/* Whether a webhook_receive's strings are within their bounds (an event
+ * holds them): checked with the request, before the inbox (ledger.c), so
+ * a delivery over them is refused and not stored (value_out_of_range);
+ * net/webhooks.c checks the same first. */
+bool ledger_webhook_fits(const ledger_webhook *w);
+
 /* Fingerprint: SHA-256 of the canonical encoding of cmd. */
 void ledger_command_fingerprint(const ledger_command *cmd, uint8_t out[32]);
 

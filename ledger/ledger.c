@@ -24,6 +24,8 @@ static int check_request(const ledger_request *req)
         return TALLY_key_too_long;
     if (req->correlation.len > TALLY_CORRELATION_BYTES_MAX)
         return TALLY_correlation_too_long;
+    if (req->command.kind == LEDGER_WEBHOOK_RECEIVE && !ledger_webhook_fits(&req->command.u.webhook))
+        return TALLY_value_out_of_range;
     return TALLY_ok;
 }
 
