@@ -309,8 +309,12 @@ int main(int argc, char **argv)
                               .http_per_address_max = TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT};
     net_health_config_default(&opt.health);
     int rc = parse_options(argc, argv, &opt);
-    if (rc >= 0)
+    if (rc < 0 && opt.webhooks && opt.http_url == NULL)
+        rc = usage_error("--webhooks %s needs the HTTP face: not with --http none", "");
+    if (rc >= 0) {
+        webhooks_free(opt.webhooks);
         return rc;
+    }
     net_log_set_level(opt.log_level);
     cli_catch_stop_signals(on_signal, false, true);
     raise_fd_limit(opt.max_connections);
