@@ -173,6 +173,10 @@ expect "metrics: std bad_signature" 2 "$(sed -n 's/^tally_webhooks_total{source=
 expect "metrics: std stale" 1 "$(sed -n 's/^tally_webhooks_total{source="std",outcome="stale_timestamp"} //p' "$tmp/metrics")"
 expect "metrics: pay conflict" 1 "$(sed -n 's/^tally_webhooks_total{source="pay",outcome="conflict"} //p' "$tmp/metrics")"
 expect "metrics: gh replayed" 1 "$(sed -n 's/^tally_webhooks_total{source="gh",outcome="replayed"} //p' "$tmp/metrics")"
+if command -v promtool >/dev/null 2>&1; then # lint as check_http does (setup.sh installs it)
+    promtool check metrics <"$tmp/metrics" >"$tmp/promtool.out" 2>&1
+    expect "metrics: promtool check metrics passes, no lint warning" "0:" "$?:$(cat "$tmp/promtool.out")"
+fi
 expect "metrics: unknown source" 1 "$(sed -n 's/^tally_webhooks_unknown_source_total //p' "$tmp/metrics")"
 "$TALLY" --url "ipc://$tmp/rep" --json log --from 1 --limit 1000 >"$tmp/log.json" 2>/dev/null
 expect "events: one webhook.received per stored delivery" 6 "$(grep -c '"type":"webhook.received"' "$tmp/log.json")"
