@@ -8,10 +8,11 @@
 # counters, the stored events (tally log) and tally-recon; start refused
 # for a secret file others may read and for errors in the file; then
 # tally-stripe-mapper end to end with deliveries sent twice and out of
-# order. Run by make check (TALLYD, TALLY, TALLY_STRIPE_MAPPER, TALLY_RECON
-# from the test environment, Makefile.am).
+# order, and tally-readmodel (libtally's subscriber-side inbox) over a log
+# with webhook events. Run by make check (TALLYD, TALLY, TALLY_STRIPE_MAPPER,
+# TALLY_RECON, TALLY_READMODEL from the test environment, Makefile.am).
 set -u
-: "${TALLYD:?run by make check}" "${TALLY:?}" "${TALLY_STRIPE_MAPPER:?}" "${TALLY_RECON:?}"
+: "${TALLYD:?run by make check}" "${TALLY:?}" "${TALLY_STRIPE_MAPPER:?}" "${TALLY_RECON:?}" "${TALLY_READMODEL:?}"
 for tool in curl openssl; do
     command -v $tool >/dev/null 2>&1 || { echo "check_webhooks: $tool is needed (setup.sh installs it)" >&2; exit 1; }
 done
@@ -228,6 +229,13 @@ expect "mapper: cus_C changed twice" 2 "$(count '"subject":"cus_C"')"
 grep -q "(3 stale)" "$tmp/mapper.out" || fail "mapper: a1, a2 and b1 answered stale, expected: $(cat "$tmp/mapper.out")"
 "$TALLY_RECON" --data "$tmp/data" >"$tmp/recon.out" 2>&1
 expect "tally-recon clean after the mapper" 0 $?
+
+# The subscriber-side inbox takes webhook events (and the read model skips them).
+"$TALLY_READMODEL" --url "ipc://$tmp/rep" --data "$tmp/readmodel" --once --dump --json \
+    >"$tmp/readmodel.json" 2>"$tmp/readmodel.err"
+expect "tally-readmodel over a log with webhook events" 0 $?
+grep -q '"subject":"cus_A","feature":"pro","state":"active"' "$tmp/readmodel.json" ||
+    fail "the read model has cus_A active: $(cat "$tmp/readmodel.json" "$tmp/readmodel.err")"
 
 kill "$pid"
 wait "$pid"
