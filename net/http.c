@@ -15,6 +15,8 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,23 +28,25 @@ struct net_http {
     const net_http_route *routes;
     size_t route_count;
     void *ctx;
+    atomic_uint kept; /* requests a starter kept whose reply has not left */
 };
 
-/* One request's state between access() calls: its body so far, and a
- * deferred reply (net_http_defer) once its handler ran. */
-typedef struct http_call {
+/* How long net_http_stop lets answered requests' replies leave. */
+#define STOP_REPLIES_WAIT_MS 3000
+
+/* One request's state between access() calls: its body so far, and for
+ * a route that answers later its reply (under mu: the answer may come
+ * from another thread). */
+typedef struct net_http_pending {
     char *body;
     size_t len, cap;
     bool too_large;
     struct MHD_Connection *connection;
-    bool deferred, completed; /* completed: under mu, reply set */
     pthread_mutex_t mu;
+    bool started;  /* a starter kept it: answered by net_http_answer */
+    bool answered; /* the reply is in `reply` */
     net_http_reply reply;
 } http_call;
-
-struct net_http_pending {
-    http_call call;
-};
 
 /* ---- the URL ---- */
 
@@ -124,10 +128,10 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, net_http_reply *r, c
         return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "text/plain; charset=utf-8");
+    for (int i = 0; i < NET_HTTP_EXTRA_HEADERS_MAX && r->headers[i].name; i++)
+        MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value);
     if (allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-    if (r->header_name && r->header_value)
-        MHD_add_response_header(resp, r->header_name, r->header_value);
     enum MHD_Result ok = MHD_queue_response(c, r->status, resp);
     MHD_destroy_response(resp);
     return ok;
@@ -136,7 +140,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, net_http_reply *r, c
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text,
                                  const char *allow)
 {
-    net_http_reply r = {status, NULL, {0}, NULL, NULL};
+    net_http_reply r = {.status = status};
     net_text_printf(&r.body, "%s\n", text);
     return send_reply(c, &r, allow);
 }
@@ -165,45 +169,6 @@ static void take_body(http_call *call, const char *data, size_t len)
     call->len += len;
 }
 
-const char *net_http_header(const net_http_request *rq, const char *name)
-{
-    const http_call *call = rq->call;
-    return MHD_lookup_connection_value(call->connection, MHD_HEADER_KIND, name);
-}
-
-net_http_pending *net_http_defer(const net_http_request *rq)
-{
-    http_call *call = rq->call;
-    assert(!call->deferred);
-    call->deferred = true;
-    MHD_suspend_connection(call->connection); /* before anyone may complete it */
-    return (net_http_pending *)call;
-}
-
-void net_http_complete(net_http_pending *p, net_http_reply *r)
-{
-    http_call *call = &p->call;
-    pthread_mutex_lock(&call->mu);
-    assert(call->deferred && !call->completed);
-    call->reply = *r;
-    r->body = (net_text){0};
-    call->completed = true;
-    pthread_mutex_unlock(&call->mu);
-    MHD_resume_connection(call->connection); /* access() runs again: it sends the reply */
-}
-
-/* The reply of a deferred request once it is completed (MHD_YES: nothing
- * to do yet, which does not happen: it is resumed only when completed). */
-static enum MHD_Result send_deferred(struct MHD_Connection *c, http_call *call)
-{
-    pthread_mutex_lock(&call->mu);
-    bool done = call->completed;
-    net_http_reply r = call->reply;
-    call->reply.body = (net_text){0};
-    pthread_mutex_unlock(&call->mu);
-    return done ? send_reply(c, &r, NULL) : MHD_YES;
-}
-
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
                                       const char *method, const char *version,
                                       const char *upload, size_t *upload_size, void **state)
@@ -212,10 +177,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     net_http *h = cls;
     http_call *call = *state;
     if (call == NULL) { /* the headers are in: the first call */
-        if ((call = calloc(1, sizeof(net_http_pending))) == NULL)
+        if ((call = calloc(1, sizeof(*call))) == NULL)
             return MHD_NO;
-        pthread_mutex_init(&call->mu, NULL);
         call->connection = c;
+        pthread_mutex_init(&call->mu, NULL);
         *state = call;
         const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (length && strtoull(length, NULL, 10) > TALLY_HTTP_BODY_BYTES_MAX) {
@@ -224,8 +189,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         }
         return MHD_YES;
     }
-    if (call->deferred)
-        return send_deferred(c, call);
+    if (call->started) { /* resumed: net_http_answer has run */
+        pthread_mutex_lock(&call->mu);
+        assert(call->answered);
+        net_http_reply r = call->reply;
+        call->reply.body = (net_text){0};
+        pthread_mutex_unlock(&call->mu);
+        return send_reply(c, &r, NULL);
+    }
     if (*upload_size > 0) {
         take_body(call, upload, *upload_size);
         *upload_size = 0;
@@ -238,21 +209,68 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         return send_text(c, MHD_HTTP_NOT_FOUND, "not found", NULL);
     if (!method_allowed(route->methods, method))
         return send_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", route->methods);
-    net_http_request rq = {method, url, call->body, call->len, call};
-    net_http_reply r = {MHD_HTTP_OK, NULL, {0}, NULL, NULL};
-    route->handle(h->ctx, &rq, &r);
-    if (call->deferred) {
-        net_text_free(&r.body);
-        return MHD_YES; /* suspended until net_http_complete */
+    net_http_request rq = {method, url, call->body, call->len, c};
+    net_http_reply r = {.status = MHD_HTTP_OK};
+    if (route->start == NULL) {
+        route->handle(h->ctx, &rq, &r);
+        return send_reply(c, &r, NULL);
     }
-    return send_reply(c, &r, NULL);
+    /* Held across the start and the suspend, so that an answer from
+     * another thread resumes only a suspended connection. */
+    pthread_mutex_lock(&call->mu);
+    call->started = route->start(h->ctx, &rq, &r, call);
+    if (call->started) {
+        atomic_fetch_add(&h->kept, 1);
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&call->mu);
+    return call->started ? MHD_YES : send_reply(c, &r, NULL);
+}
+
+const char *net_http_header(const net_http_request *rq, const char *name)
+{
+    return MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, name);
+}
+
+typedef struct query_walk {
+    bool (*each)(void *arg, const char *name, const char *value);
+    void *arg;
+} query_walk;
+
+static enum MHD_Result query_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    query_walk *w = cls;
+    return w->each(w->arg, key, value ? value : "") ? MHD_YES : MHD_NO;
+}
+
+void net_http_query_each(const net_http_request *rq,
+                         bool (*each)(void *arg, const char *name, const char *value), void *arg)
+{
+    query_walk w = {each, arg};
+    MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, query_one, &w);
+}
+
+void net_http_answer(net_http_pending *p, net_http_reply *r)
+{
+    pthread_mutex_lock(&p->mu);
+    assert(p->started && !p->answered);
+    p->reply = *r;
+    r->body = (net_text){0};
+    p->answered = true;
+    MHD_resume_connection(p->connection);
+    pthread_mutex_unlock(&p->mu);
 }
 
 static void request_done(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode why)
 {
-    (void)cls, (void)c, (void)why;
+    (void)c, (void)why;
+    net_http *h = cls;
     http_call *call = *state;
+    if (call && call->started)
+        atomic_fetch_sub(&h->kept, 1);
     if (call) {
         net_text_free(&call->reply.body);
         pthread_mutex_destroy(&call->mu);
@@ -292,7 +310,7 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         freeaddrinfo(ai);
         return TALLY_internal;
     }
-    *h = (net_http){NULL, routes, route_count, ctx};
+    *h = (net_http){.routes = routes, .route_count = route_count, .ctx = ctx};
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(
@@ -302,7 +320,7 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         MHD_OPTION_CONNECTION_LIMIT, o->connections_max,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->per_address_max,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TALLY_HTTP_HEADER_BYTES_MAX,
-        MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -326,6 +344,10 @@ void net_http_stop(net_http *h)
 {
     if (h == NULL)
         return;
+    /* Replies of kept requests, answered by now, leave on the listener's
+     * thread after their resume: stopping first would drop them. */
+    for (int waited = 0; atomic_load(&h->kept) > 0 && waited < STOP_REPLIES_WAIT_MS; waited += 5)
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     MHD_stop_daemon(h->daemon);
     free(h);
 }

@@ -9,8 +9,12 @@
  * total and per-address connection limits refuse more at accept.
  * docs/DESIGN.md says why libmicrohttpd.
  *
- * Routes are data: tallyd's own (/metrics, /healthz, /readyz) are in
- * net/http_routes.c, and more (/v1/<op>, webhooks) are rows added there.
+ * Routes are data: tallyd's own (/metrics, /healthz, /readyz, /v1/) are in
+ * net/http_routes.c, and more (webhooks) are rows added there. A route
+ * either answers at once (handle) or may answer later from another thread
+ * (start, then net_http_answer): its connection is suspended meanwhile
+ * (MHD_suspend_connection), so the listener's one thread serves the
+ * others, and resumed with the answer.
  */
 #ifndef TALLY_NET_HTTP_H
 #define TALLY_NET_HTTP_H
@@ -32,39 +36,48 @@ typedef struct net_http_request {
     const char *path;
     const char *body; /* NULL when empty; not NUL-terminated */
     size_t body_len;
-    void *call;       /* the server's: for net_http_header and net_http_defer */
+    void *connection; /* for net_http_header and net_http_query_each */
 } net_http_request;
+
+#define NET_HTTP_EXTRA_HEADERS_MAX 2
 
 typedef struct net_http_reply {
     unsigned status;          /* 200 unless the handler sets it */
     const char *content_type; /* a static string */
     net_text body;            /* the handler's text; freed by the server */
-    const char *header_name;  /* one more header (static strings), or NULL */
-    const char *header_value;
+    struct {
+        const char *name, *value; /* static strings; name NULL: none */
+    } headers[NET_HTTP_EXTRA_HEADERS_MAX];
 } net_http_reply;
 
-/* A request header's value (the name's case does not matter), or NULL;
- * valid while the handler runs. */
-const char *net_http_header(const net_http_request *rq, const char *name);
-
-/* Answer later, from another thread: called in a handler, it suspends the
- * connection (the listener's thread serves the others meanwhile) and
- * returns the token to pass to net_http_complete exactly once; the
- * handler's own reply is then ignored. The request's body stays valid
- * until net_http_complete. */
-typedef struct net_http_pending net_http_pending;
-net_http_pending *net_http_defer(const net_http_request *rq);
-/* Send r (its body is taken over) as the deferred request's reply and
- * resume its connection; any thread, once. */
-void net_http_complete(net_http_pending *p, net_http_reply *r);
-
 typedef void (*net_http_handler)(void *ctx, const net_http_request *rq, net_http_reply *out);
+
+/* A request a route answers later, from any thread (net_http_answer). */
+typedef struct net_http_pending net_http_pending;
+
+/* Start answering rq: fill out and return false to answer now, or return
+ * true and call net_http_answer(p, ...) exactly once later (the
+ * connection waits, suspended, without holding the listener's thread). */
+typedef bool (*net_http_starter)(void *ctx, const net_http_request *rq, net_http_reply *out,
+                                 net_http_pending *p);
 
 typedef struct net_http_route {
     const char *path;    /* exact, or a prefix when it ends with '/' */
     const char *methods; /* allowed, as the Allow header says them: "GET" */
     net_http_handler handle;
+    net_http_starter start; /* instead of handle: may answer later */
 } net_http_route;
+
+/* A request header's value (the name in any case), or NULL; valid while
+ * the handler or starter runs. */
+const char *net_http_header(const net_http_request *rq, const char *name);
+/* Call each(arg, name, value) for every query argument (value "" when it
+ * has none), in order; stops when each returns false. */
+void net_http_query_each(const net_http_request *rq,
+                         bool (*each)(void *arg, const char *name, const char *value), void *arg);
+/* Answer a request its starter kept (any thread; r's body passes to the
+ * server). */
+void net_http_answer(net_http_pending *p, net_http_reply *r);
 
 typedef struct net_http net_http;
 
@@ -76,8 +89,9 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
                    void *ctx, net_http **out);
 /* HTTP connections open now. */
 unsigned net_http_connections(net_http *h);
-/* Close the listener and every connection; waits for a handler that runs.
- * Every deferred request must have been completed before. */
+/* Close the listener and every connection; waits for a handler that runs,
+ * and (up to 3 s) for the replies of answered kept requests to leave.
+ * Every kept request must have been answered (net_http_answer). */
 void net_http_stop(net_http *h);
 
 /* Whether url is a URL net_http_start takes ("none" aside), for option

@@ -128,7 +128,7 @@ static const net_http_route routes[] = {
     {"/metrics", "GET", route_metrics},
     {"/healthz", "GET", route_healthz},
     {"/readyz", "GET", route_readyz},
-    {"/webhooks/", "POST", webhooks_route},
+    {"/webhooks/", "POST", NULL, webhooks_start},
 };
 
 int http_routes_start(server *srv)

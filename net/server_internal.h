@@ -160,8 +160,10 @@ void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms);
 void slot_enqueue_write(slot *s, slot_owner from);
 
 /* ---- webhooks.c ---- */
-/* POST /webhooks/<source> (a route of http_routes.c); /metrics' lines. */
-void webhooks_route(void *ctx, const net_http_request *rq, net_http_reply *out);
+/* POST /webhooks/<source> (a route of http_routes.c: a starter, answered
+ * after the commit); /metrics' lines. */
+bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
+                    net_http_pending *p);
 void webhooks_metrics(server *srv, net_text *out);
 
 /* ---- waiter.c ---- */

@@ -4,8 +4,8 @@
  * signature: webhook_verify), then goes to the writer as a webhook_receive
  * write in a slot of its own (an "outside" slot: no NNG context), joins
  * the same queue and group commit as every write, and is answered only
- * after that commit: the connection is suspended meanwhile
- * (net_http_defer), so neither the listener nor NNG's threads wait.
+ * after that commit: the route is a starter (net/http.h), its connection
+ * suspended meanwhile, so neither the listener nor NNG's threads wait.
  *
  *   200                             stored: one webhook.received event
  *   200 Idempotent-Replayed: true   the same source, id and body again: nothing stored
@@ -45,7 +45,14 @@ typedef struct webhook_call {
     net_http_pending *pending;
     webhook_source *src;
     webhook_verified v;
+    net_http_reply now; /* an answer given while the starter runs (refused at once) */
 } webhook_call;
+
+/* The delivery whose starter runs on this thread: slot_enqueue_write
+ * answers a refusal (overloaded, stopping) at once, on the caller's
+ * thread, and that answer must be the starter's own reply (the listener
+ * holds the request's lock while a starter runs). */
+static _Thread_local webhook_call *starting;
 
 static void count(webhook_source *src, webhook_outcome o)
 {
@@ -69,9 +76,9 @@ static void answer(net_http_reply *r, webhook_source *src, webhook_outcome o, ui
         net_text_printf(&r->body, ",\"seq\":%llu", (unsigned long long)seq);
     net_text_printf(&r->body, "}\n");
     if (o == WEBHOOK_REPLAYED)
-        r->header_name = "Idempotent-Replayed", r->header_value = "true";
+        r->headers[0].name = "Idempotent-Replayed", r->headers[0].value = "true";
     if (o == WEBHOOK_UNAVAILABLE)
-        r->header_name = "Retry-After", r->header_value = "1";
+        r->headers[0].name = "Retry-After", r->headers[0].value = "1";
 }
 
 /* The writer (or completer) answers the slot: after the group's commit,
@@ -94,8 +101,12 @@ static void webhook_answered(slot *s, int fault)
                 (int)call->v.event_id.len, call->v.event_id.ptr, tally_strerror(code));
     net_http_reply r = {0};
     answer(&r, call->src, w, w == WEBHOOK_ACCEPTED || w == WEBHOOK_REPLAYED ? o->first_seq : 0);
+    if (call == starting) { /* refused at once: the starter answers and frees */
+        call->now = r;
+        return;
+    }
     server *srv = s->srv;
-    net_http_complete(call->pending, &r); /* the request's body is not ours from here */
+    net_http_answer(call->pending, &r); /* the request's body is not ours from here */
     free(call);
     atomic_fetch_sub(&srv->webhooks_in_flight, 1);
 }
@@ -136,7 +147,8 @@ static webhook_call *call_new(server *srv, webhook_source *src, const net_http_r
     return call;
 }
 
-void webhooks_route(void *ctx, const net_http_request *rq, net_http_reply *out)
+bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
+                    net_http_pending *p)
 {
     server *srv = ctx;
     net_webhooks *hooks = srv->opt->webhooks;
@@ -146,7 +158,7 @@ void webhooks_route(void *ctx, const net_http_request *rq, net_http_reply *out)
             atomic_fetch_add_explicit(&hooks->unknown_source, 1, memory_order_relaxed);
         out->status = 404;
         net_text_printf(&out->body, "no such webhook source\n");
-        return;
+        return false;
     }
     webhook_delivery d = {header_of, rq, rq->body ? rq->body : "", rq->body_len,
                           clock_wall_ms() / 1000};
@@ -154,19 +166,26 @@ void webhooks_route(void *ctx, const net_http_request *rq, net_http_reply *out)
     webhook_outcome o = webhook_verify(src, &d, &v);
     if (o != WEBHOOK_ACCEPTED) {
         net_log(NET_LOG_DEBUG, "webhook %s refused: %s", src->name, webhook_outcome_name(o));
-        return answer(out, src, o, 0);
+        answer(out, src, o, 0);
+        return false;
     }
-    if (atomic_fetch_add(&srv->webhooks_in_flight, 1) >= TALLY_WEBHOOK_IN_FLIGHT_MAX) {
+    webhook_call *call = NULL;
+    if (atomic_fetch_add(&srv->webhooks_in_flight, 1) >= TALLY_WEBHOOK_IN_FLIGHT_MAX ||
+        (call = call_new(srv, src, rq, &v)) == NULL) {
         atomic_fetch_sub(&srv->webhooks_in_flight, 1);
-        return answer(out, src, WEBHOOK_UNAVAILABLE, 0);
+        answer(out, src, WEBHOOK_UNAVAILABLE, 0);
+        return false;
     }
-    webhook_call *call = call_new(srv, src, rq, &v);
-    if (call == NULL) {
-        atomic_fetch_sub(&srv->webhooks_in_flight, 1);
-        return answer(out, src, WEBHOOK_UNAVAILABLE, 0);
-    }
-    call->pending = net_http_defer(rq);
+    call->pending = p;
+    starting = call;
     slot_enqueue_write(&call->s, OWNER_NNG); /* answered by webhook_answered */
+    starting = NULL;
+    if (call->now.status == 0)
+        return true; /* queued: net_http_answer after the commit */
+    *out = call->now; /* refused at once */
+    free(call);
+    atomic_fetch_sub(&srv->webhooks_in_flight, 1);
+    return false;
 }
 
 void webhooks_metrics(server *srv, net_text *out)
