@@ -17,7 +17,7 @@ packages=(build-essential autoconf automake libtool pkg-config
           liblmdb-dev lmdb-utils libnng-dev nng-utils libmsgpack-dev check
           libmbedtls-dev libssl-dev libjansson-dev libmicrohttpd-dev
           prometheus # prometheus: the server and promtool, for the metrics tests
-          curl) # curl: the JSON API's tests speak HTTP with it
+          curl openssl) # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures
 
 install_dependencies() {
     local missing=()

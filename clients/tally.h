@@ -338,6 +338,7 @@ typedef enum tally_entity_kind {
     TALLY_ENTITY_TRANSFER = 2,
     TALLY_ENTITY_ENTITLEMENT = 3,
     TALLY_ENTITY_DEAD_LETTER = 4, /* dead_letter.expired (tallyd --dlq-retention-s) */
+    TALLY_ENTITY_WEBHOOK = 5,     /* webhook.received (tallyd --webhooks, docs/WEBHOOKS.md) */
 } tally_entity_kind;
 
 #define TALLY_EVENT_HASH_BYTES 32
@@ -362,7 +363,9 @@ typedef struct tally_event {
      * "account" (account_id set), "transfer" (transfer_id set),
      * "entitlement" (subject and feature set) or "dead_letter" (subject:
      * the subscriber's name, feature: the dead letter's seq as decimal
-     * text; the rest is in the body's TALLY_PART_DEAD_LETTER); the others
+     * text; the rest is in the body's TALLY_PART_DEAD_LETTER), "webhook"
+     * (subject: the webhook source, feature: the provider's event id; the
+     * delivery is the body's TALLY_PART_WEBHOOK); the others
      * are zero / "".
      * kind is the same as a number (before the types were one, the inbox's
      * event called it entity_kind: use kind there now). */
@@ -399,6 +402,8 @@ typedef enum tally_body_part {
     TALLY_PART_ENTITLEMENT = 4,    /* entitlement events: the entitlement */
     TALLY_PART_DEAD_LETTER = 5,    /* dead-letter events: [subscriber, seq, attempts,
                                       parked_ms, error] */
+    TALLY_PART_WEBHOOK = 6,        /* webhook events: [source, event_id, event_type or nil,
+                                      signed_at_s, body (bin)] */
 } tally_body_part;
 /* The part of ev's body (ev->body must be set, as in the inbox's callbacks),
  * or NULL when the event's kind has no such part. */

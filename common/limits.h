@@ -101,6 +101,20 @@
 #define TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT 16 /* from one client address */
 #define TALLY_HTTP_CONNECTIONS_MAX 4096
 
+/* Webhook intake (net/webhooks.c, docs/WEBHOOKS.md). The delivery is kept
+ * whole in one webhook.received event, so its body is bounded by what an
+ * event holds (TALLY_EVENT_BYTES_MAX) less the event's other fields. */
+#define TALLY_WEBHOOK_SOURCE_BYTES_MAX 55    /* "webhook:" + name is a consumer */
+#define TALLY_WEBHOOK_EVENT_ID_BYTES_MAX 64  /* the provider's event id: the inbox key */
+#define TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX 64
+#define TALLY_WEBHOOK_BODY_BYTES_MAX 3072    /* a delivery's body; more: 413 */
+#define TALLY_WEBHOOK_SOURCES_MAX 64
+#define TALLY_WEBHOOK_SECRETS_MAX 4          /* per source, for rotation */
+#define TALLY_WEBHOOK_SECRET_BYTES_MAX 256
+#define TALLY_WEBHOOK_TOLERANCE_S_DEFAULT 300
+#define TALLY_WEBHOOK_TOLERANCE_S_MAX 86400
+#define TALLY_WEBHOOK_IN_FLIGHT_MAX 64       /* deliveries waiting for the writer; more: 503 */
+
 /* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
 #define TALLY_SUBSCRIBERS_MAX 256
 #define TALLY_SUBSCRIBER_NAME_BYTES_MAX 64
@@ -148,6 +162,15 @@ _Static_assert(TALLY_EVENT_BYTES_MAX * TALLY_LOG_READ_EVENTS_MAX + 4096 <= TALLY
                "a full log read fits a reply");
 _Static_assert((TALLY_EVENT_BYTES_MAX + 64) * TALLY_SUB_FETCH_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
                "a full subscriber fetch fits a reply");
+_Static_assert(8 + TALLY_WEBHOOK_SOURCE_BYTES_MAX <= TALLY_CONSUMER_BYTES_MAX &&
+                   TALLY_WEBHOOK_EVENT_ID_BYTES_MAX <= TALLY_KEY_BYTES_MAX,
+               "a webhook's (webhook:<source>, event id) is an inbox key");
+_Static_assert(TALLY_WEBHOOK_BODY_BYTES_MAX + 2 * (TALLY_WEBHOOK_SOURCE_BYTES_MAX +
+                   TALLY_WEBHOOK_EVENT_ID_BYTES_MAX) + TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX +
+                   TALLY_CONSUMER_BYTES_MAX + 400 <= TALLY_EVENT_BYTES_MAX,
+               "a webhook.received event with the largest body fits an event");
+_Static_assert(TALLY_WEBHOOK_BODY_BYTES_MAX <= TALLY_HTTP_BODY_BYTES_MAX,
+               "the HTTP face reads a whole webhook body");
 _Static_assert(1 + TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8 <= 511,
                "a subscriber's in-flight key must fit an LMDB key");
 _Static_assert(TALLY_SUB_FETCH_EVENTS_DEFAULT <= TALLY_SUB_FETCH_EVENTS_MAX &&

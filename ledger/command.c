@@ -18,6 +18,7 @@ const char *ledger_command_name(ledger_command_kind kind)
     case LEDGER_EXTEND: return "extend";
     case LEDGER_REVOKE: return "revoke";
     case LEDGER_CHAIN: return "chain";
+    case LEDGER_WEBHOOK_RECEIVE: return "webhook_receive";
     }
     return "unknown";
 }
@@ -113,6 +114,21 @@ static int validate_entitlement(ledger_command_kind kind, const ledger_entitleme
     return TALLY_ok;
 }
 
+bool ledger_webhook_fits(const ledger_webhook *w)
+{
+    return w->source.len > 0 && w->source.len <= TALLY_WEBHOOK_SOURCE_BYTES_MAX &&
+           w->event_id.len > 0 && w->event_id.len <= TALLY_WEBHOOK_EVENT_ID_BYTES_MAX &&
+           w->event_type.len <= TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX &&
+           w->body.len <= TALLY_WEBHOOK_BODY_BYTES_MAX;
+}
+
+static int validate_webhook(const ledger_webhook *w)
+{
+    if (w->signed_at_s < 0 || w->signed_at_s > TALLY_TIME_MS_MAX / 1000)
+        return TALLY_time_out_of_range;
+    return TALLY_ok;
+}
+
 static int validate_one(const ledger_command *cmd)
 {
     switch (cmd->kind) {
@@ -124,6 +140,7 @@ static int validate_one(const ledger_command *cmd)
     case LEDGER_EXTEND:
     case LEDGER_REVOKE: return validate_entitlement(cmd->kind, &cmd->u.entitlement);
     case LEDGER_CHAIN: return TALLY_chain_must_not_nest;
+    case LEDGER_WEBHOOK_RECEIVE: return validate_webhook(&cmd->u.webhook);
     }
     return TALLY_unknown_command;
 }
@@ -204,6 +221,10 @@ static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
             fp_id(h, &e->grant_transfer_id);
         break;
     }
+    case LEDGER_WEBHOOK_RECEIVE: /* not the signed time: a retry signs anew */
+        fp_str(h, cmd->u.webhook.source), fp_str(h, cmd->u.webhook.event_id);
+        fp_str(h, cmd->u.webhook.body);
+        break;
     case LEDGER_CHAIN:
         fp_u64(h, cmd->u.chain.count);
         for (uint32_t i = 0; i < cmd->u.chain.count && i < TALLY_CHAIN_COMMANDS_MAX; i++) {

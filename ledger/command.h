@@ -26,6 +26,7 @@ typedef enum ledger_command_kind {
     LEDGER_EXTEND = 6,
     LEDGER_REVOKE = 7,
     LEDGER_CHAIN = 8,
+    LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/webhooks.c) */
 } ledger_command_kind;
 
 /* Account flags (bits of ledger_account_open.flags). */
@@ -77,6 +78,18 @@ typedef struct ledger_entitlement_command {
     tally_id128 grant_transfer_id; /* grant: the transfer that paid for it */
 } ledger_entitlement_command;
 
+/* webhook_receive: one verified delivery, kept whole in a webhook.received
+ * event. The inbox key is (webhook:<source>, event_id); the fingerprint
+ * covers the source, the event id and the body, not the signed time (a
+ * provider's retry signs the same body anew). */
+typedef struct ledger_webhook {
+    tally_str source;     /* 1 .. TALLY_WEBHOOK_SOURCE_BYTES_MAX */
+    tally_str event_id;   /* 1 .. TALLY_WEBHOOK_EVENT_ID_BYTES_MAX */
+    tally_str event_type; /* 0 .. TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX (0: the scheme gives none) */
+    int64_t signed_at_s;  /* the signed timestamp, Unix s; 0: the scheme signs none */
+    tally_str body;       /* raw bytes, 0 .. TALLY_WEBHOOK_BODY_BYTES_MAX */
+} ledger_webhook;
+
 typedef struct ledger_command ledger_command;
 
 typedef struct ledger_chain {
@@ -92,6 +105,7 @@ struct ledger_command {
         ledger_hold_step hold;
         ledger_entitlement_command entitlement;
         ledger_chain chain;
+        ledger_webhook webhook;
     } u;
 };
 
@@ -102,6 +116,12 @@ const char *ledger_command_name(ledger_command_kind kind);
  * validation error (id_must_not_be_zero, amount_must_not_be_zero, ...). For
  * a chain, *failed_index is set to the first invalid member. */
 int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index);
+
+/* Whether a webhook_receive's strings are within their bounds (an event
+ * holds them): checked with the request, before the inbox (ledger.c), so
+ * a delivery over them is refused and not stored (value_out_of_range);
+ * net/webhooks.c checks the same first. */
+bool ledger_webhook_fits(const ledger_webhook *w);
 
 /* Fingerprint: SHA-256 of the canonical encoding of cmd. */
 void ledger_command_fingerprint(const ledger_command *cmd, uint8_t out[32]);

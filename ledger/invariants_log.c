@@ -289,6 +289,37 @@ static void check_dead_letter_event(audit *a, const log_event *ev)
     }
 }
 
+/* A webhook.received event changes no account or entitlement: it must be
+ * well-formed, its body naming the delivery its entity names, caused by
+ * the inbox key (webhook:<source>, event id). */
+static void check_webhook_event(audit *a, const log_event *ev)
+{
+    const msgpack_object *row = log_event_part(ev, LOG_PART_WEBHOOK);
+    msgpack_record_reader r = msgpack_record_read(row);
+    tally_str source, id;
+    const void *body;
+    size_t body_len;
+    int64_t signed_at_s = 0;
+    bool ok = row != NULL && msgpack_record_fields(&r) >= 5 &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "source"), &source) &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "event_id"), &id) &&
+              msgpack_record_next(&r, "event_type") != NULL &&
+              msgpack_safe_get_i64(msgpack_record_next(&r, "signed_at_s"), &signed_at_s) &&
+              msgpack_safe_get_bin(msgpack_record_next(&r, "body"), &body, &body_len);
+    static const char prefix[] = "webhook:";
+    const size_t plen = sizeof(prefix) - 1;
+    if (!ok || !tally_str_equal(ev->type, tally_str_from("webhook.received")) ||
+        !tally_str_equal(source, ev->entity.webhook_source) ||
+        !tally_str_equal(id, ev->entity.webhook_event_id) || ev->entity_version != 1 ||
+        !ev->has_causation || !tally_str_equal(ev->key, id) ||
+        ev->consumer.len != plen + source.len || memcmp(ev->consumer.ptr, prefix, plen) != 0 ||
+        memcmp(ev->consumer.ptr + plen, source.ptr, source.len) != 0) {
+        char where[64];
+        audit_name_seq(ev->seq, where);
+        audit_report(a, "rebuild", where, "a webhook event that does not hold together");
+    }
+}
+
 static void fold_event(audit *a, const log_event *ev)
 {
     if (a->opt->skip_rebuild) {
@@ -304,6 +335,8 @@ static void fold_event(audit *a, const log_event *ev)
         fold_entitlement_event(a, ev);
     else if (ev->entity.kind == LOG_ENTITY_DEAD_LETTER)
         check_dead_letter_event(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_WEBHOOK)
+        check_webhook_event(a, ev);
     else {
         char name[64];
         audit_name_seq(ev->seq, name);

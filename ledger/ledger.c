@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "ledger/webhook.h"
 
 #include <assert.h>
 #include <string.h>
@@ -23,6 +24,8 @@ static int check_request(const ledger_request *req)
         return TALLY_key_too_long;
     if (req->correlation.len > TALLY_CORRELATION_BYTES_MAX)
         return TALLY_correlation_too_long;
+    if (req->command.kind == LEDGER_WEBHOOK_RECEIVE && !ledger_webhook_fits(&req->command.u.webhook))
+        return TALLY_value_out_of_range;
     return TALLY_ok;
 }
 
@@ -56,6 +59,7 @@ static int apply_member(ledger_ctx *ctx, const ledger_command *cmd)
     case LEDGER_EXTEND:
     case LEDGER_REVOKE: return ledger_entitlement_apply(ctx, cmd->kind, &cmd->u.entitlement);
     case LEDGER_CHAIN: return TALLY_chain_must_not_nest;
+    case LEDGER_WEBHOOK_RECEIVE: return ledger_webhook_apply(ctx, &cmd->u.webhook);
     }
     return TALLY_unknown_command;
 }

@@ -26,6 +26,7 @@ const char *log_entity_kind_name(log_entity_kind kind)
     case LOG_ENTITY_TRANSFER: return "transfer";
     case LOG_ENTITY_ENTITLEMENT: return "entitlement";
     case LOG_ENTITY_DEAD_LETTER: return "dead_letter";
+    case LOG_ENTITY_WEBHOOK: return "webhook";
     }
     return "unknown";
 }
@@ -74,6 +75,10 @@ static int pack_entity(msgpack_packer *pk, const log_entity *e)
     case LOG_ENTITY_DEAD_LETTER:
         return msgpack_pack_array(pk, 3) || msgpack_pack_uint8(pk, e->kind) ||
                msgpack_safe_pack_str(pk, e->subscriber) || msgpack_pack_uint64(pk, e->letter_seq);
+    case LOG_ENTITY_WEBHOOK:
+        return msgpack_pack_array(pk, 3) || msgpack_pack_uint8(pk, e->kind) ||
+               msgpack_safe_pack_str(pk, e->webhook_source) ||
+               msgpack_safe_pack_str(pk, e->webhook_event_id);
     }
     return -1;
 }
@@ -137,7 +142,7 @@ static bool decode_entity(const msgpack_object *o, log_entity *e)
     tally_str name;
     uint64_t code = 0;
     if (msgpack_safe_get_str(&items[0], &name)) {
-        for (uint64_t k = LOG_ENTITY_ACCOUNT; k <= LOG_ENTITY_DEAD_LETTER; k++)
+        for (uint64_t k = LOG_ENTITY_ACCOUNT; k <= LOG_ENTITY_WEBHOOK; k++)
             if (tally_str_equal(name, tally_str_from(log_entity_kind_name(k))))
                 code = k;
     } else if (!msgpack_safe_get_u64(&items[0], &code)) {
@@ -155,6 +160,9 @@ static bool decode_entity(const msgpack_object *o, log_entity *e)
     case LOG_ENTITY_DEAD_LETTER:
         return o->via.array.size == 3 && msgpack_safe_get_str(&items[1], &e->subscriber) &&
                msgpack_safe_get_u64(&items[2], &e->letter_seq);
+    case LOG_ENTITY_WEBHOOK:
+        return o->via.array.size == 3 && msgpack_safe_get_str(&items[1], &e->webhook_source) &&
+               msgpack_safe_get_str(&items[2], &e->webhook_event_id);
     }
     return false;
 }
@@ -259,6 +267,7 @@ const msgpack_object *log_body_part_of(const msgpack_object *body, log_entity_ki
         [LOG_PART_CREDIT_ACCOUNT] = {LOG_ENTITY_TRANSFER, 2, "credit_account"},
         [LOG_PART_ENTITLEMENT] = {LOG_ENTITY_ENTITLEMENT, 0, "entitlement"},
         [LOG_PART_DEAD_LETTER] = {LOG_ENTITY_DEAD_LETTER, 0, "dead_letter"},
+        [LOG_PART_WEBHOOK] = {LOG_ENTITY_WEBHOOK, 0, "webhook"},
     };
     if (body == NULL || (unsigned)part >= sizeof(parts) / sizeof(parts[0]) ||
         kind != parts[part].kind)

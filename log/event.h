@@ -35,6 +35,7 @@ typedef enum log_entity_kind {
     LOG_ENTITY_TRANSFER = 2,
     LOG_ENTITY_ENTITLEMENT = 3,
     LOG_ENTITY_DEAD_LETTER = 4, /* a subscriber's dead letter: subscriber, seq */
+    LOG_ENTITY_WEBHOOK = 5,     /* a received webhook delivery: source, event id */
 } log_entity_kind;
 
 /* The entity an event is about; which members are used depends on kind. */
@@ -46,6 +47,8 @@ typedef struct log_entity {
     tally_str feature;
     tally_str subscriber; /* dead letters: the subscriber's name */
     uint64_t letter_seq;  /* and the seq of the event it parked */
+    tally_str webhook_source;   /* webhooks: the source's name (--webhooks) */
+    tally_str webhook_event_id; /* and the provider's event id */
 } log_entity;
 
 /* What an event says before the log gives it a seq, an id and its place in
@@ -125,6 +128,7 @@ typedef enum log_body_part {
     LOG_PART_CREDIT_ACCOUNT, /* and its credit account, after the change */
     LOG_PART_ENTITLEMENT,    /* entitlement events: the entitlement */
     LOG_PART_DEAD_LETTER,    /* dead-letter events: the dead letter */
+    LOG_PART_WEBHOOK,        /* webhook events: the delivery */
 } log_body_part;
 
 /* The part of a decoded event's body (a map in format 1, a row in 2: read
@@ -144,7 +148,7 @@ const char *log_transfer_state_name(uint64_t state);
 const char *log_entitlement_state_name(uint64_t state);
 
 /* Name of an entity kind ("account", "transfer", "entitlement",
- * "dead_letter"). */
+ * "dead_letter", "webhook"). */
 const char *log_entity_kind_name(log_entity_kind kind);
 
 #endif

@@ -9,6 +9,7 @@
  *                 once it stops
  *   GET /readyz   200 with the health checks as JSON, 503 with the
  *                 failing ones and why (net/health.h)
+ *   POST /webhooks/<source>  a signed webhook delivery (net/webhooks.c)
  *
  *   /v1/...       the JSON API (net/http_json.c)
  *
@@ -77,6 +78,7 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
         return unavailable(out, "shutting down");
     int rc = net_metrics_write(&out->body, &t, &v, clock_wall_ms());
     end_read(srv, &t);
+    webhooks_metrics(srv, &out->body);
     if (rc != TALLY_ok) {
         net_text_free(&out->body);
         out->status = 500;
@@ -129,6 +131,7 @@ static const net_http_route routes[] = {
     {"/healthz", "GET", route_healthz},
     {"/readyz", "GET", route_readyz},
     {"/v1/", "GET, POST", NULL, http_json_start},
+    {"/webhooks/", "POST", NULL, webhooks_start},
 };
 
 int http_routes_start(server *srv)

@@ -49,6 +49,7 @@ typedef struct net_server_options {
     unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
     unsigned http_connections_max, http_per_address_max;
     net_health_config health;  /* alert thresholds */
+    struct net_webhooks *webhooks; /* --webhooks: the sources (net/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
 } net_server_options;
 

@@ -67,6 +67,12 @@ typedef struct slot {
     net_result res;
     int64_t arrived_ns;  /* mono clock: when the request arrived */
     int timed_kind;      /* net_request_kind observed when its reply leaves; -1: none */
+    /* A write from outside NNG (a webhook delivery, net/webhooks.c): no
+     * ctx, aio or msg; answered by calling this instead of sending
+     * (fault non-zero: nothing of it is durable), on the thread that
+     * answers, which then holds it as OWNER_NNG. NULL for NNG's slots. */
+    void (*outside_answer)(struct slot *s, int fault);
+    size_t outside_bytes; /* its request's size, for the group's byte bound */
 } slot;
 
 /* The listener watchdog's state (nng_compat.c). The main thread owns
@@ -133,6 +139,7 @@ struct server {
     net_health *health;           /* the checks and their alerts */
     net_http *http;               /* NULL without --http */
     struct http_json *http_json;  /* the JSON API's requests (http_json.c) */
+    atomic_uint webhooks_in_flight; /* outside slots out (net/webhooks.c) */
 };
 
 /* ---- slot.c ---- */
@@ -154,6 +161,13 @@ void slot_send_read(slot *s, slot_owner from);
  * non-zero when the commit failed). */
 void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms);
 void slot_enqueue_write(slot *s, slot_owner from);
+
+/* ---- webhooks.c ---- */
+/* POST /webhooks/<source> (a route of http_routes.c: a starter, answered
+ * after the commit); /metrics' lines. */
+bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
+                    net_http_pending *p);
+void webhooks_metrics(server *srv, net_text *out);
 
 /* ---- waiter.c ---- */
 /* Park s (owned by from) until the head passes s->watermark or wait_ms

@@ -68,6 +68,11 @@ static nng_msg *error_reply(int code, const char *detail)
 
 void slot_send_error(slot *s, slot_owner from, int code, const char *detail)
 {
+    if (s->outside_answer) {
+        slot_own(s, from, OWNER_NNG);
+        s->outside_answer(s, code);
+        return;
+    }
     slot_send(s, from, error_reply(code, detail));
 }
 
@@ -117,6 +122,11 @@ void slot_send_read(slot *s, slot_owner from) { send_snapshot(s, from, TALLY_ok,
 
 void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
 {
+    if (s->outside_answer) {
+        slot_own(s, from, OWNER_NNG);
+        s->outside_answer(s, fault);
+        return;
+    }
     if (s->req.op->kind == NET_KIND_SUBSCRIBER) {
         net_metrics_written(&s->req, &s->res, fault);
         send_snapshot(s, from, fault, clock_wall_ms());

@@ -7,6 +7,8 @@
 #include "common/limits.h"
 #include "ledger/retention.h"
 #include "net/http.h"
+#include "common/error.h"
+#include "net/webhooks.h"
 #include "net/protocol.h"
 #include "net/server.h"
 
@@ -38,7 +40,7 @@ static void usage(FILE *f)
             "              [--log-retention-s N] [--dlq-retention-s N] [--backup-dir DIR]\n"
             "              [--max-connections N]\n"
             "              [--replies auto|completer|writer] [--http URL] [--http-timeout-s N]\n"
-            "              [--http-max-connections N] [--http-max-per-address N]\n"
+            "              [--http-max-connections N] [--http-max-per-address N] [--webhooks FILE]\n"
             "              [--alert-pending [NAME=]N] [--alert-oldest-unacked-s [NAME=]S]\n"
             "              [--alert-dead-letters [NAME=]N] [--alert-idle-subscriber-s [NAME=]S]\n"
             "              [--alert-map-used-pct P] [--help] [--version]\n"
@@ -82,6 +84,9 @@ static void usage(FILE *f)
             "  --http-max-connections N  HTTP connections at once, 1..%d (default %d)\n"
             "  --http-max-per-address N  HTTP connections from one address, 1..%d\n"
             "                    (default %d)\n"
+            "  --webhooks FILE   take signed webhooks at POST /webhooks/NAME (needs --http):\n"
+            "                    one source a line, NAME SCHEME SECRET-FILE[,...] [OPT=V...];\n"
+            "                    schemes standard, stripe, hmac-sha256 (docs/WEBHOOKS.md)\n"
             "  --alert-pending N          alert when a subscriber has more than N events pending\n"
             "  --alert-oldest-unacked-s S ... when its oldest unacked event is older than S s\n"
             "  --alert-dead-letters N     ... when it has more than N dead letters\n"
@@ -131,7 +136,7 @@ static int usage_error(const char *fmt, const char *arg)
 
 enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
        OPT_REPLIES, OPT_MAP_MAX, OPT_DLQ_RETENTION, OPT_HTTP, OPT_HTTP_TIMEOUT,
-       OPT_HTTP_CONNECTIONS, OPT_HTTP_PER_ADDRESS, OPT_ALERT /* + net_alert_kind */ };
+       OPT_HTTP_CONNECTIONS, OPT_HTTP_PER_ADDRESS, OPT_WEBHOOKS, OPT_ALERT /* + net_alert_kind */ };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
@@ -154,13 +159,14 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"http-timeout-s", required_argument, NULL, OPT_HTTP_TIMEOUT},
         {"http-max-connections", required_argument, NULL, OPT_HTTP_CONNECTIONS},
         {"http-max-per-address", required_argument, NULL, OPT_HTTP_PER_ADDRESS},
+        {"webhooks", required_argument, NULL, OPT_WEBHOOKS},
         {"alert-map-used-pct", required_argument, NULL, OPT_ALERT + NET_ALERT_MAP_USED},
         {"alert-pending", required_argument, NULL, OPT_ALERT + NET_ALERT_PENDING},
         {"alert-oldest-unacked-s", required_argument, NULL, OPT_ALERT + NET_ALERT_OLDEST_UNACKED},
         {"alert-dead-letters", required_argument, NULL, OPT_ALERT + NET_ALERT_DEAD_LETTERS},
         {"alert-idle-subscriber-s", required_argument, NULL, OPT_ALERT + NET_ALERT_IDLE},
         {NULL, 0, NULL, 0}};
-    char why[160];
+    char why[TALLY_PATH_BYTES_MAX + 200];
     uint64_t n;
     int c, choice;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -228,6 +234,13 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
                                    "in range: %s", optarg);
             *(c == OPT_HTTP_CONNECTIONS ? &opt->http_connections_max : &opt->http_per_address_max) =
                 (unsigned)n;
+            break;
+        case OPT_WEBHOOKS:
+            webhooks_free(opt->webhooks);
+            if (webhooks_load(optarg, &opt->webhooks, why, sizeof(why)) != TALLY_ok) {
+                fprintf(stderr, "tallyd: --webhooks %s\n", why);
+                return 1;
+            }
             break;
         case OPT_ALERT + NET_ALERT_MAP_USED:
         case OPT_ALERT + NET_ALERT_PENDING:
@@ -297,10 +310,16 @@ int main(int argc, char **argv)
                               .http_per_address_max = TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT};
     net_health_config_default(&opt.health);
     int rc = parse_options(argc, argv, &opt);
-    if (rc >= 0)
+    if (rc < 0 && opt.webhooks && opt.http_url == NULL)
+        rc = usage_error("--webhooks %s needs the HTTP face: not with --http none", "");
+    if (rc >= 0) {
+        webhooks_free(opt.webhooks);
         return rc;
+    }
     net_log_set_level(opt.log_level);
     cli_catch_stop_signals(on_signal, false, true);
     raise_fd_limit(opt.max_connections);
-    return net_server_run(&opt, &stop_requested);
+    rc = net_server_run(&opt, &stop_requested);
+    webhooks_free(opt.webhooks);
+    return rc;
 }

@@ -76,7 +76,7 @@ static uint32_t fill_group(server *srv, store_txn *txn, int64_t now_ms, slot **g
         if (*fault != TALLY_ok)
             break;
         commands += s->req.write_count;
-        bytes += nng_msg_len(s->msg);
+        bytes += s->msg ? nng_msg_len(s->msg) : s->outside_bytes;
         if (count == srv->slot_count || bytes >= TALLY_GROUP_BYTES_MAX ||
             clock_mono_ms() - started >= TALLY_GROUP_APPLY_MS_MAX)
             break;

@@ -232,6 +232,9 @@ static json_t *entity_json(const tally_event *e)
     if (e->kind == TALLY_ENTITY_DEAD_LETTER)
         return json_pack("{s:s, s:s, s:o}", "kind", e->entity_kind, "subscriber", e->subject,
                          "seq", json_u64(strtoull(e->feature, NULL, 10)));
+    if (e->kind == TALLY_ENTITY_WEBHOOK)
+        return json_pack("{s:s, s:s, s:s}", "kind", e->entity_kind, "source", e->subject,
+                         "event_id", e->feature);
     return json_pack("{s:s, s:s, s:s}", "kind", e->entity_kind, "subject", e->subject, "feature",
                      e->feature);
 }

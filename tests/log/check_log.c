@@ -653,6 +653,10 @@ static void check_entity(const log_event *ev, void *ctx)
         ck_assert(tally_str_equal(ev->entity.subscriber, want->subscriber));
         ck_assert_uint_eq(ev->entity.letter_seq, want->letter_seq);
         break;
+    case LOG_ENTITY_WEBHOOK:
+        ck_assert(tally_str_equal(ev->entity.webhook_source, want->webhook_source));
+        ck_assert(tally_str_equal(ev->entity.webhook_event_id, want->webhook_event_id));
+        break;
     }
 }
 
@@ -676,6 +680,8 @@ START_TEST(entity_kinds_round_trip)
          .feature = {feature, sizeof(feature)}},
         {.kind = LOG_ENTITY_DEAD_LETTER, .subscriber = tally_str_from("billing"),
          .letter_seq = 42},
+        {.kind = LOG_ENTITY_WEBHOOK, .webhook_source = tally_str_from("stripe"),
+         .webhook_event_id = tally_str_from("evt_1")},
     };
     const size_t n = sizeof(entities) / sizeof(entities[0]);
     store_txn t;
@@ -694,6 +700,7 @@ START_TEST(entity_kinds_round_trip)
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_TRANSFER), "transfer");
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_ENTITLEMENT), "entitlement");
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_DEAD_LETTER), "dead_letter");
+    ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_WEBHOOK), "webhook");
     ck_assert_str_eq(log_entity_kind_name((log_entity_kind)0), "unknown");
     test_store_close(&ts);
 }
