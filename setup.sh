@@ -15,7 +15,8 @@ top=$(pwd)
 
 packages=(build-essential autoconf automake libtool pkg-config
           liblmdb-dev lmdb-utils libnng-dev nng-utils libmsgpack-dev check
-          libmbedtls-dev libssl-dev libjansson-dev)
+          libmbedtls-dev libssl-dev libjansson-dev
+          nats-server libnats-dev libcurl4-openssl-dev)
 
 install_dependencies() {
     local missing=()
