@@ -336,6 +336,11 @@ static int connect_nats(js_sink *k)
         s = natsOptions_SetReconnectWait(o, 250);
     if (s == NATS_OK)
         s = natsOptions_SetName(o, "tally-relay");
+    /* No buffering while reconnecting: a publish then fails at once and
+     * the sink retries it itself, in order, after a pause; buffered copies
+     * would only arrive later, out of the sink's sight. */
+    if (s == NATS_OK)
+        s = natsOptions_SetReconnectBufSize(o, 1);
     while (s == NATS_OK && !atomic_load(k->ctx->stop)) {
         s = natsConnection_Connect(&k->nc, o);
         if (s == NATS_OK)

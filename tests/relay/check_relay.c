@@ -7,7 +7,9 @@
  * signature with mbedTLS (not the relay's OpenSSL) and fails on demand.
  *
  * - JetStream: 10,000 events relayed while the relay is SIGKILLed 5 times
- *   and nats-server restarted once; the stream then holds exactly one
+ *   and nats-server restarted once (down while 1,000 more events are
+ *   written, until the relay said a publish failed and is retried); the
+ *   stream then holds exactly one
  *   message per event id (its message count, and the ids read back) and
  *   each entity's events in version order.
  * - HTTP, failing receiver: the first 2 attempts of every 3rd event fail;
@@ -252,6 +254,23 @@ static bool wait_stream_beyond(jsCtx *js, uint64_t count)
     return false;
 }
 
+/* Wait until the file at path holds text (the relay's log). */
+static bool wait_log_says(const char *path, const char *text)
+{
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    const char *cat[] = {"/bin/cat", path, NULL};
+    while (clock_mono_ms() < until) {
+        char *out = NULL;
+        test_run(cat, NULL, &out, NULL);
+        bool found = out && strstr(out, text);
+        free(out);
+        if (found)
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
+
 typedef struct stored {
     char id[40];
     char entity[96];
@@ -367,15 +386,22 @@ START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
 
     pid_t relay = relay_start(config, relay_log);
     int64_t base_ms = clock_wall_ms() + 365 * DAY_MS;
-    static const bool kill_after[JS_STEPS] = {[1] = true, [3] = true, [5] = true, [7] = true,
+    /* Kill the relay after steps 1, 3, 6, 7 and 8, once the stream grew
+     * during the step (so most kills land mid-run). After step 4 the broker
+     * stops; step 5 is written while it is down, and it starts again only
+     * once the relay has fetched all of step 5: those publishes fail, and
+     * must be retried, not acknowledged. */
+    static const bool kill_after[JS_STEPS] = {[1] = true, [3] = true, [6] = true, [7] = true,
                                               [8] = true};
     int kills = 0;
     for (int step = 0; step < JS_STEPS; step++) {
-        workload_step(f.c, step, base_ms);
         uint64_t before = stream_messages(js);
-        if (step == 4) { /* the broker restarts while events flow */
-            ck_assert_msg(wait_stream_beyond(js, before), "no progress before the restart");
+        workload_step(f.c, step, base_ms);
+        if (step == 4) {
+            ck_assert_msg(wait_stream_beyond(js, before), "no progress before the broker stop");
             nats_stop(&n);
+            workload_step(f.c, ++step, base_ms);
+            ck_assert_msg(wait_log_says(relay_log, "again in"), "no failed publish to retry");
             nats_start(&n);
         } else if (kill_after[step]) {
             ck_assert_msg(wait_stream_beyond(js, before), "no progress before kill %d", kills + 1);
