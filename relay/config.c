@@ -332,6 +332,9 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
     e->connect_timeout_ms = RELAY_CONNECT_TIMEOUT_MS_DEFAULT;
     e->timeout_ms = RELAY_TIMEOUT_MS_DEFAULT;
     e->sub.options.max_deliver = RELAY_MAX_DELIVER_DEFAULT;
+    e->sub.options.backoff_count = TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX; /* 1 s doubling */
+    for (uint32_t i = 0; i < TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX; i++)
+        e->sub.options.backoff_ms[i] = RELAY_BACKOFF_MS_FIRST << i;
     e->sub.fetch_max = TALLY_CLIENT_SUB_FETCH_DEFAULT;
     return e;
 }

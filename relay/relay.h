@@ -51,6 +51,7 @@
 #define RELAY_HTTP_TIMEOUT_MS_MAX 600000
 #define RELAY_MAX_DELIVER_DEFAULT 8            /* an endpoint's deliveries before its dlq */
 #define RELAY_NATS_MAX_DELIVER_DEFAULT 100     /* JetStream refusals before the dlq */
+#define RELAY_BACKOFF_MS_FIRST 1000u /* an endpoint's redeliveries: 1 s, 2 s ... 128 s */
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
 
 _Static_assert(RELAY_MAX_PENDING_MAX <= TALLY_CLIENT_SUB_FETCH_MAX, "a window fits a fetch");
@@ -137,7 +138,9 @@ typedef struct relay_sink_context {
     tally_subscriber *running;  /* the handle in a run now, for a stop to reach */
 } relay_sink_context;
 
+/* The JetStream sink: connect, create or check the stream, relay. */
 int relay_jetstream_run(const relay_nats *cfg, relay_sink_context *ctx);
+/* One HTTP endpoint. */
 int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx);
 /* "v1,<base64 HMAC-SHA256 of id.timestamp.body>" (Standard Webhooks).
  * false when out is too small. */

@@ -770,6 +770,59 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
 }
 END_TEST
 
+/* --check: a valid file passes and is printed; each bad line is an error
+ * naming the file and the line, exit 2. */
+START_TEST(test_check_validates_the_configuration)
+{
+    char dir[] = "/tmp/check_relay.XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/relay.conf", dir);
+    const char *relay = tallyd_program("tally-relay");
+    file_write(path, "url = tcp://127.0.0.1:7450\n[nats]\nurl = nats://127.0.0.1:4222\n"
+                     "stream = TALLY\n[endpoint hooks]\nurl = https://example.com/h\n"
+                     "secret = " SECRET_TEXT "\ntypes = transfer.* account.opened\n");
+    const char *ok[] = {relay, "--config", path, "--check", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(ok, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "stream TALLY") && strstr(out, "subscriber relay:hooks") &&
+                      strstr(out, "configuration ok"),
+                  "%s", out);
+    free(out);
+    free(err);
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"[nats]\nurl = nats://x:1\n", "needs url and stream"},
+        {"[nats]\nurl = nats://x:1\nstream = S\nstorage = tape\n", ":4: storage: file or memory"},
+        {"[endpoint a]\nurl = https://x/\n", "secret: required"},
+        {"[endpoint a]\nurl = https://x/\nsecret = nope\n", ":3: secret: whsec_"},
+        {"[endpoint a b]\n", "an endpoint name is"},
+        {"[endpoint a]\nurl = ftp://x/\nsecret = " SECRET_TEXT "\n", "http:// or https://"},
+        {"[endpoint a]\nmax_deliver = 0\n", ":2: max_deliver: not a number from 1"},
+        {"[endpoint a]\nbackoff_ms = 1 2 3 4 5 6 7 8 9\n", "more than 8 delays"},
+        {"[mqtt]\n", "unknown section [mqtt]"},
+        {"colour = blue\n", ":1: unknown key colour"},
+        {"just text\n", ":1: expected key = value"},
+        {"", "nothing to relay to"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        file_write(path, bad[i].text);
+        const char *argv[] = {relay, "--config", path, "--check", NULL};
+        ck_assert_int_eq(test_run(argv, NULL, &out, &err), 2);
+        ck_assert_msg(strstr(err, bad[i].says), "config %zu: %s", i, err);
+        free(out);
+        free(err);
+    }
+    const char *http[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--http", ":9", NULL};
+    ck_assert_int_eq(test_run(http, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "not built yet"), "%s", err);
+    free(out);
+    free(err);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("relay");
@@ -782,6 +835,7 @@ int main(void)
         fprintf(stderr, "check_relay: nats-server is not installed ($NATS_SERVER: %s); the "
                         "JetStream test is skipped (apt-get install nats-server)\n",
                 getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
+    tcase_add_test(tc, test_check_validates_the_configuration);
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
     suite_add_tcase(s, tc);
