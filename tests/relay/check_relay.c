@@ -86,6 +86,21 @@ static uint16_t free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* The relay under test and its log: a wait fails at once when it exited. */
+static pid_t watched_relay;
+static const char *watched_log;
+
+static void relay_must_run(void)
+{
+    int status;
+    if (watched_relay <= 0 || !test_wait_ms(watched_relay, 0, &status))
+        return;
+    char *log = NULL;
+    const char *cat[] = {"/bin/cat", watched_log, NULL};
+    test_run(cat, NULL, &log, NULL);
+    ck_abort_msg("tally-relay exited (%d); its log:\n%s", test_exit_code(status), log ? log : "");
+}
+
 /* The relay's stderr, appended over its restarts. */
 static pid_t relay_start(const char *config, const char *log_path)
 {
@@ -94,11 +109,14 @@ static pid_t relay_start(const char *config, const char *log_path)
     const char *argv[] = {tallyd_program("tally-relay"), "--config", config, NULL};
     pid_t pid = test_spawn(argv, NULL, fd, fd);
     close(fd);
+    watched_relay = pid;
+    watched_log = log_path;
     return pid;
 }
 
 static void relay_kill(pid_t pid)
 {
+    watched_relay = 0;
     kill(pid, SIGKILL);
     test_wait(pid);
 }
@@ -106,6 +124,7 @@ static void relay_kill(pid_t pid)
 /* SIGTERM: the relay must stop cleanly (exit 0) within its long-poll. */
 static void relay_stop(pid_t pid, const char *log_path)
 {
+    watched_relay = 0;
     kill(pid, SIGTERM);
     int status = 0;
     bool ended = test_wait_ms(pid, 60000, &status);
@@ -249,6 +268,7 @@ static bool wait_stream_beyond(jsCtx *js, uint64_t count)
     while (clock_mono_ms() < until) {
         if (stream_messages(js) > count)
             return true;
+        relay_must_run();
         usleep(20000);
     }
     return false;
@@ -414,8 +434,10 @@ START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
     uint64_t head = test_client_head(f.c);
     ck_assert_uint_eq(head, JS_EVENTS);
     int64_t until = clock_mono_ms() + WAIT_MS;
-    while (clock_mono_ms() < until && sub_info(f.c, "relay").ack_floor < head)
+    while (clock_mono_ms() < until && sub_info(f.c, "relay").ack_floor < head) {
+        relay_must_run();
         usleep(50000);
+    }
     ck_assert_uint_eq(sub_info(f.c, "relay").ack_floor, head);
     ck_assert_uint_eq(sub_info(f.c, "relay").dead_letters, 0);
     relay_stop(relay, relay_log);
@@ -652,6 +674,7 @@ static bool wait_delivered(receiver *r, const char *path, size_t count)
     while (clock_mono_ms() < until) {
         if (delivered(r, path, NULL) >= count)
             return true;
+        relay_must_run();
         usleep(20000);
     }
     return false;
@@ -730,8 +753,10 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
     uint64_t events = ACCOUNTS + 1;
     ck_assert_msg(wait_delivered(r, "/ok", ACCOUNTS), "the live endpoint fell behind");
     int64_t until = clock_mono_ms() + WAIT_MS;
-    while (clock_mono_ms() < until && sub_info(f.c, "relay:dead").dead_letters < events)
+    while (clock_mono_ms() < until && sub_info(f.c, "relay:dead").dead_letters < events) {
+        relay_must_run();
         usleep(20000);
+    }
     tally_subscriber_info dead = sub_info(f.c, "relay:dead");
     ck_assert_uint_eq(dead.dead_letters, events);
     ck_assert_uint_eq(dead.ack_floor, events);
