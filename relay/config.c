@@ -58,21 +58,52 @@ static bool u32_into(uint32_t *out, const char *value, uint64_t min, uint64_t ma
     return true;
 }
 
-/* Up to 8 delays in ms, separated by spaces or commas. */
-static bool backoff_into(tally_subscriber_options *o, const char *value, char *why, size_t why_size)
+/* A list value: items separated by spaces or commas, at most max of them;
+ * take(item, index, ...) stores each. *count gets how many. */
+typedef bool (*item_taker)(void *into, size_t index, const char *item, char *why, size_t n);
+
+static bool list_into(const char *value, size_t max, const char *what, void *into,
+                      item_taker take, size_t *count, char *why, size_t n)
 {
     char copy[RELAY_CONFIG_LINE_BYTES_MAX];
     snprintf(copy, sizeof(copy), "%s", value);
-    o->backoff_count = 0;
+    *count = 0;
     for (char *save, *p = strtok_r(copy, " ,", &save); p; p = strtok_r(NULL, " ,", &save)) {
-        if (o->backoff_count == TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX) {
-            snprintf(why, why_size, "more than %d delays", TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX);
+        if (*count == max) {
+            snprintf(why, n, "more than %zu %s", max, what);
             return false;
         }
-        if (!u32_into(&o->backoff_ms[o->backoff_count++], p, 1, 3600000, why, why_size))
+        if (!take(into, (*count)++, p, why, n))
             return false;
     }
     return true;
+}
+
+static bool take_delay(void *into, size_t i, const char *item, char *why, size_t n)
+{
+    return u32_into(&((uint32_t *)into)[i], item, 1, 3600000, why, n);
+}
+
+static bool take_subject(void *into, size_t i, const char *item, char *why, size_t n)
+{
+    char(*subjects)[RELAY_SUBJECT_BYTES_MAX + 1] = into;
+    return text_into(subjects[i], RELAY_SUBJECT_BYTES_MAX + 1, item, why, n);
+}
+
+static bool take_type(void *into, size_t i, const char *item, char *why, size_t n)
+{
+    char(*types)[RELAY_TYPE_BYTES_MAX + 1] = into;
+    return text_into(types[i], RELAY_TYPE_BYTES_MAX + 1, item, why, n);
+}
+
+/* Up to 8 delays in ms. */
+static bool backoff_into(tally_subscriber_options *o, const char *value, char *why, size_t n)
+{
+    size_t count = 0;
+    bool ok = list_into(value, TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX, "delays", o->backoff_ms,
+                        take_delay, &count, why, n);
+    o->backoff_count = (uint32_t)count;
+    return ok;
 }
 
 static relay_subscription *subscription_of(target *t)
@@ -113,19 +144,8 @@ static bool read_subject(target *t, const char *v, char *why, size_t n)
 static bool read_stream_subjects(target *t, const char *v, char *why, size_t n)
 {
     relay_nats *x = &t->config->nats;
-    char copy[RELAY_CONFIG_LINE_BYTES_MAX];
-    snprintf(copy, sizeof(copy), "%s", v);
-    x->stream_subject_count = 0;
-    for (char *save, *p = strtok_r(copy, " ,", &save); p; p = strtok_r(NULL, " ,", &save)) {
-        if (x->stream_subject_count == RELAY_STREAM_SUBJECTS_MAX) {
-            snprintf(why, n, "more than %d subjects", RELAY_STREAM_SUBJECTS_MAX);
-            return false;
-        }
-        char *out = x->stream_subjects[x->stream_subject_count++];
-        if (!text_into(out, RELAY_SUBJECT_BYTES_MAX + 1, p, why, n))
-            return false;
-    }
-    return true;
+    return list_into(v, RELAY_STREAM_SUBJECTS_MAX, "subjects", x->stream_subjects, take_subject,
+                     &x->stream_subject_count, why, n);
 }
 
 static bool read_storage(target *t, const char *v, char *why, size_t n)
@@ -216,18 +236,7 @@ static bool read_secret(target *t, const char *v, char *why, size_t n)
 static bool read_types(target *t, const char *v, char *why, size_t n)
 {
     relay_endpoint *e = t->endpoint;
-    char copy[RELAY_CONFIG_LINE_BYTES_MAX];
-    snprintf(copy, sizeof(copy), "%s", v);
-    e->type_count = 0;
-    for (char *save, *p = strtok_r(copy, " ,", &save); p; p = strtok_r(NULL, " ,", &save)) {
-        if (e->type_count == RELAY_TYPES_MAX) {
-            snprintf(why, n, "more than %d types", RELAY_TYPES_MAX);
-            return false;
-        }
-        if (!text_into(e->types[e->type_count++], RELAY_TYPE_BYTES_MAX + 1, p, why, n))
-            return false;
-    }
-    return true;
+    return list_into(v, RELAY_TYPES_MAX, "types", e->types, take_type, &e->type_count, why, n);
 }
 
 static bool read_connect_timeout(target *t, const char *v, char *why, size_t n)

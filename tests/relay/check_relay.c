@@ -86,6 +86,13 @@ static uint16_t free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* The relay's config file and log in tallyd's temp dir. */
+static void relay_paths(const tallyd_proc *srv, char config[320], char log[320])
+{
+    snprintf(config, 320, "%s/relay.conf", srv->dir);
+    snprintf(log, 320, "%s/relay.log", srv->dir);
+}
+
 /* The relay under test and its log: a wait fails at once when it exited. */
 static pid_t watched_relay;
 static const char *watched_log;
@@ -387,8 +394,7 @@ START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
     snprintf(n.url, sizeof(n.url), "nats://127.0.0.1:%s", n.port);
     nats_start(&n);
     char config[320], relay_log[320], text[2048];
-    snprintf(config, sizeof(config), "%s/relay.conf", f.srv.dir);
-    snprintf(relay_log, sizeof(relay_log), "%s/relay.log", f.srv.dir);
+    relay_paths(&f.srv, config, relay_log);
     snprintf(text, sizeof(text),
              "# the JetStream test\nurl = %s\n\n[nats]\nurl = %s\nstream = TALLY\n"
              "duplicate_window_s = 3600\nmax_pending = 128\nfetch = 256\nack_timeout_ms = 3000\n",
@@ -680,27 +686,51 @@ static bool wait_delivered(receiver *r, const char *path, size_t count)
     return false;
 }
 
+/* A tallyd with a client, the receiver, and the relay's paths. */
+typedef struct http_fixture {
+    test_client_fixture f;
+    receiver *r;
+    char config[320], log[320];
+} http_fixture;
+
+/* Start them and the relay with a config of endpoints, in which each '@'
+ * stands for the receiver's base URL, http://127.0.0.1:PORT. */
+static pid_t http_up(http_fixture *h, const char *endpoints)
+{
+    test_client_up(&h->f);
+    h->r = receiver_start();
+    relay_paths(&h->f.srv, h->config, h->log);
+    char text[4096], base[32];
+    snprintf(base, sizeof(base), "http://127.0.0.1:%u", (unsigned)h->r->port);
+    size_t at = (size_t)snprintf(text, sizeof(text), "url = %s\n", h->f.srv.url);
+    for (const char *p = endpoints; *p && at + sizeof(base) < sizeof(text); p++)
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "%.*s", *p == '@' ? 31 : 1,
+                               *p == '@' ? base : p);
+    file_write(h->config, text);
+    return relay_start(h->config, h->log);
+}
+
+static void http_down(http_fixture *h)
+{
+    receiver_stop(h->r);
+    test_client_down(&h->f);
+}
+
 START_TEST(test_http_failing_receiver_gets_every_event_once_after_dedupe)
 {
-    test_client_fixture f;
-    test_client_up(&f);
-    receiver *r = receiver_start();
-    char config[320], relay_log[320], text[2048];
-    snprintf(config, sizeof(config), "%s/relay.conf", f.srv.dir);
-    snprintf(relay_log, sizeof(relay_log), "%s/relay.log", f.srv.dir);
-    snprintf(text, sizeof(text),
-             "url = %s\n[endpoint flaky]\nurl = http://127.0.0.1:%u/flaky\nsecret = %s\n"
-             "max_deliver = 5\nbackoff_ms = 20 40\ntimeout_ms = 10000\n",
-             f.srv.url, (unsigned)r->port, SECRET_TEXT);
-    file_write(config, text);
-    pid_t relay = relay_start(config, relay_log);
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint flaky]\nurl = @/flaky\nsecret = " SECRET_TEXT "\n"
+                              "max_deliver = 5\nbackoff_ms = 20 40\ntimeout_ms = 10000\n");
+    test_client_fixture *f = &h.f;
+    receiver *r = h.r;
+    const char *relay_log = h.log;
     enum { EVENTS = 300 };
-    test_client_open_accounts(f.c, 1, EVENTS);
+    test_client_open_accounts(f->c, 1, EVENTS);
     ck_assert_msg(wait_delivered(r, "/flaky", EVENTS), "not every event arrived");
     relay_stop(relay, relay_log);
 
     uint64_t head;
-    char(*ids)[37] = log_ids(f.c, &head);
+    char(*ids)[37] = log_ids(f->c, &head);
     ck_assert_uint_eq(head, EVENTS);
     size_t all = 0;
     ck_assert_uint_eq(delivered(r, "/flaky", &all), EVENTS); /* exactly once after dedupe */
@@ -719,48 +749,41 @@ START_TEST(test_http_failing_receiver_gets_every_event_once_after_dedupe)
         if (seq % 3 == 0)
             ck_assert_int_ge(attempts, 3);
     }
-    tally_subscriber_info info = sub_info(f.c, "relay:flaky");
+    tally_subscriber_info info = sub_info(f->c, "relay:flaky");
     ck_assert_uint_eq(info.ack_floor, EVENTS);
     ck_assert_uint_eq(info.dead_letters, 0);
     free(ids);
-    receiver_stop(r);
-    test_client_down(&f);
+    http_down(&h);
 }
 END_TEST
 
 START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
 {
-    test_client_fixture f;
-    test_client_up(&f);
-    receiver *r = receiver_start();
-    char config[320], relay_log[320], text[2048];
-    snprintf(config, sizeof(config), "%s/relay.conf", f.srv.dir);
-    snprintf(relay_log, sizeof(relay_log), "%s/relay.log", f.srv.dir);
-    snprintf(text, sizeof(text),
-             "url = %s\n"
-             "[endpoint dead]\nurl = http://127.0.0.1:%u/dead\nsecret = %s\nmax_deliver = 2\n"
-             "backoff_ms = 10\n"
-             "[endpoint live]\nurl = http://127.0.0.1:%u/ok\nsecret = %s\ntypes = account.*\n",
-             f.srv.url, (unsigned)r->port, SECRET_TEXT, (unsigned)r->port, SECRET_TEXT);
-    file_write(config, text);
-    pid_t relay = relay_start(config, relay_log);
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint dead]\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
+                              "max_deliver = 2\nbackoff_ms = 10\n"
+                              "[endpoint live]\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
+                              "types = account.*\n");
+    test_client_fixture *f = &h.f;
+    receiver *r = h.r;
+    const char *relay_log = h.log;
     enum { ACCOUNTS = 40 };
-    test_client_open_accounts(f.c, 1, ACCOUNTS);
+    test_client_open_accounts(f->c, 1, ACCOUNTS);
     tally_entitlement_args g = {.subject = "alice", .feature = "pro"};
     tally_result res;
-    ck_assert_int_eq(tally_grant(f.c, NULL, &g, &res), TALLY_ok);
+    ck_assert_int_eq(tally_grant(f->c, NULL, &g, &res), TALLY_ok);
     ck_assert_int_eq(res.code, TALLY_ok);
     uint64_t events = ACCOUNTS + 1;
     ck_assert_msg(wait_delivered(r, "/ok", ACCOUNTS), "the live endpoint fell behind");
     int64_t until = clock_mono_ms() + WAIT_MS;
-    while (clock_mono_ms() < until && sub_info(f.c, "relay:dead").dead_letters < events) {
+    while (clock_mono_ms() < until && sub_info(f->c, "relay:dead").dead_letters < events) {
         relay_must_run();
         usleep(20000);
     }
-    tally_subscriber_info dead = sub_info(f.c, "relay:dead");
+    tally_subscriber_info dead = sub_info(f->c, "relay:dead");
     ck_assert_uint_eq(dead.dead_letters, events);
     ck_assert_uint_eq(dead.ack_floor, events);
-    ck_assert_uint_eq(sub_info(f.c, "relay:live").ack_floor, events); /* the grant: filtered */
+    ck_assert_uint_eq(sub_info(f->c, "relay:live").ack_floor, events); /* the grant: filtered */
     relay_stop(relay, relay_log);
     size_t all = 0;
     ck_assert_uint_eq(delivered(r, "/ok", &all), ACCOUNTS);
@@ -774,7 +797,7 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
     tally_dead_letter letters[64];
     size_t count = 0;
     uint64_t next = 0;
-    ck_assert_int_eq(tally_dlq_list(f.c, "relay:dead", 0, 64, letters, 64, &count, &next),
+    ck_assert_int_eq(tally_dlq_list(f->c, "relay:dead", 0, 64, letters, 64, &count, &next),
                      TALLY_ok);
     ck_assert_uint_eq(count, events);
     for (size_t i = 0; i < count; i++) {
@@ -782,7 +805,7 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
         ck_assert_msg(strstr(letters[i].error, "HTTP 500") != NULL, "error: %s",
                       letters[i].error);
     }
-    const char *argv[] = {tallyd_program("tally"), "--url", f.srv.url, "dlq", "list",
+    const char *argv[] = {tallyd_program("tally"), "--url", f->srv.url, "dlq", "list",
                           "relay:dead", NULL};
     char *out = NULL, *err = NULL;
     ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
@@ -790,8 +813,7 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
                   "tally dlq list relay:dead:\n%s%s", out, err);
     free(out);
     free(err);
-    receiver_stop(r);
-    test_client_down(&f);
+    http_down(&h);
 }
 END_TEST
 
