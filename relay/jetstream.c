@@ -392,8 +392,9 @@ static int stream_create(js_sink *k)
 }
 
 /* Create the stream when it is missing; when it exists, its storage,
- * replicas and duplicate window must be the configured ones. */
-static int stream_ensure(js_sink *k)
+ * replicas and duplicate window must be the configured ones. 0 ok, 1 a
+ * mismatch or a refusal, 2 not answered (the broker starting or away). */
+static int stream_ensure_once(js_sink *k)
 {
     const relay_nats *c = k->cfg;
     jsStreamInfo *si = NULL;
@@ -403,7 +404,7 @@ static int stream_ensure(js_sink *k)
         return stream_create(k);
     if (s != NATS_OK) {
         fprintf(stderr, "tally-relay: nats: stream %s: %s\n", c->stream, natsStatus_GetText(s));
-        return 1;
+        return jerr != 0 ? 1 : 2;
     }
     const jsStreamConfig *have = si->Config;
     bool same = have->Storage == (c->memory_storage ? js_MemoryStorage : js_FileStorage) &&
@@ -419,6 +420,19 @@ static int stream_ensure(js_sink *k)
                 c->duplicate_window_s);
     jsStreamInfo_Destroy(si);
     return same ? 0 : 1;
+}
+
+/* stream_ensure_once until answered (or stopped): 0 ok, 1 fatal. */
+static int stream_ensure(js_sink *k)
+{
+    uint32_t pause_ms = RELAY_RETRY_MS_MIN;
+    for (;;) {
+        int rc = stream_ensure_once(k);
+        if (rc != 2 || atomic_load(k->ctx->stop))
+            return rc == 2 ? 0 : rc;
+        relay_pause(k->ctx->stop, pause_ms);
+        pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
+    }
 }
 
 /* ---- the run ---- */

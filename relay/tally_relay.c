@@ -283,8 +283,9 @@ int main(int argc, char **argv)
     static relay_config config;
     char error[1024];
     relay_config_default(&config);
-    if (f.url == NULL && getenv("TALLY_URL"))
-        f.url = getenv("TALLY_URL");
+    const char *env_url = getenv("TALLY_URL"); /* the default; the file and --url win */
+    if (env_url && *env_url && strlen(env_url) < sizeof(config.url))
+        snprintf(config.url, sizeof(config.url), "%s", env_url);
     if (f.config && !relay_config_load(&config, f.config, error, sizeof(error)))
         return usage_error("", error);
     if (!flags_apply(&f, &config))
