@@ -12,6 +12,10 @@
  *   stream then holds exactly one
  *   message per event id (its message count, and the ids read back) and
  *   each entity's events in version order.
+ * - JetStream, a refusal: an event over the stream's message size is
+ *   refused while the next event of its entity would fit; that one waits,
+ *   another entity's event is stored, and once the limit is lifted both
+ *   are stored in their order.
  * - HTTP, failing receiver: the first 2 attempts of every 3rd event fail;
  *   every event arrives, exactly once after dedupe by webhook-id, every
  *   signature verifies.
@@ -52,7 +56,7 @@
 #include <unistd.h>
 
 #define TEST_TIMEOUT_S 900
-#define WAIT_MS 20000 /* for a condition on a loaded machine */
+#define WAIT_MS 240000 /* for a condition on a loaded machine */
 #define JS_EVENTS 10000
 #define JS_ACCOUNTS 2000
 #define JS_ENTITLEMENTS 100
