@@ -387,33 +387,59 @@ static void assert_entity_order(stored *all, uint64_t count)
                           all[i].version, all[i - 1].version);
 }
 
+/* A tallyd with a client, a nats-server with a client of its own
+ * (reconnecting), and the relay's config: [nats] on that server, stream
+ * TALLY, a duplicate window of an hour, and the settings given. */
+typedef struct js_fixture {
+    test_client_fixture f;
+    nats_proc n;
+    char config[320], log[320];
+    natsOptions *options;
+    natsConnection *nc;
+    jsCtx *js;
+} js_fixture;
+
+static void js_up(js_fixture *j, const char *settings)
+{
+    memset(j, 0, sizeof(*j));
+    test_client_up(&j->f);
+    nats_proc *n = &j->n;
+    snprintf(n->store, sizeof(n->store), "%s/nats", j->f.srv.dir);
+    snprintf(n->log, sizeof(n->log), "%s/nats.log", j->f.srv.dir);
+    snprintf(n->port, sizeof(n->port), "%u", (unsigned)free_port());
+    snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%s", n->port);
+    nats_start(n);
+    char text[2048];
+    relay_paths(&j->f.srv, j->config, j->log);
+    snprintf(text, sizeof(text),
+             "url = %s\n[nats]\nurl = %s\nstream = TALLY\nduplicate_window_s = 3600\n%s",
+             j->f.srv.url, n->url, settings);
+    file_write(j->config, text);
+    ck_assert(natsOptions_Create(&j->options) == NATS_OK &&
+              natsOptions_SetURL(j->options, n->url) == NATS_OK &&
+              natsOptions_SetMaxReconnect(j->options, -1) == NATS_OK &&
+              natsOptions_SetReconnectWait(j->options, 100) == NATS_OK);
+    ck_assert(natsConnection_Connect(&j->nc, j->options) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&j->js, j->nc, NULL) == NATS_OK);
+}
+
+static void js_down(js_fixture *j)
+{
+    jsCtx_Destroy(j->js);
+    natsConnection_Destroy(j->nc);
+    natsOptions_Destroy(j->options);
+    nats_stop(&j->n);
+    test_client_down(&j->f);
+}
+
 START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
 {
-    test_client_fixture f;
-    test_client_up(&f);
-    nats_proc n = {0};
-    snprintf(n.store, sizeof(n.store), "%s/nats", f.srv.dir);
-    snprintf(n.log, sizeof(n.log), "%s/nats.log", f.srv.dir);
-    snprintf(n.port, sizeof(n.port), "%u", (unsigned)free_port());
-    snprintf(n.url, sizeof(n.url), "nats://127.0.0.1:%s", n.port);
-    nats_start(&n);
-    char config[320], relay_log[320], text[2048];
-    relay_paths(&f.srv, config, relay_log);
-    snprintf(text, sizeof(text),
-             "# the JetStream test\nurl = %s\n\n[nats]\nurl = %s\nstream = TALLY\n"
-             "duplicate_window_s = 3600\nmax_pending = 128\nfetch = 256\nack_timeout_ms = 3000\n",
-             f.srv.url, n.url);
-    file_write(config, text);
-
-    natsConnection *nc = NULL;
-    natsOptions *no = NULL;
-    jsCtx *js = NULL;
-    ck_assert(natsOptions_Create(&no) == NATS_OK && natsOptions_SetURL(no, n.url) == NATS_OK &&
-              natsOptions_SetMaxReconnect(no, -1) == NATS_OK &&
-              natsOptions_SetReconnectWait(no, 100) == NATS_OK);
-    ck_assert(natsConnection_Connect(&nc, no) == NATS_OK);
-    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
-
+    js_fixture j;
+    js_up(&j, "max_pending = 128\nfetch = 256\nack_timeout_ms = 3000\n");
+    test_client_fixture *f = &j.f;
+    nats_proc *n = &j.n;
+    jsCtx *js = j.js;
+    const char *config = j.config, *relay_log = j.log;
     pid_t relay = relay_start(config, relay_log);
     int64_t base_ms = clock_wall_ms() + 365 * DAY_MS;
     /* Kill the relay after steps 1, 3, 6, 7 and 8, once the stream grew
@@ -426,13 +452,13 @@ START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
     int kills = 0;
     for (int step = 0; step < JS_STEPS; step++) {
         uint64_t before = stream_messages(js);
-        workload_step(f.c, step, base_ms);
+        workload_step(f->c, step, base_ms);
         if (step == 4) {
             ck_assert_msg(wait_stream_beyond(js, before), "no progress before the broker stop");
-            nats_stop(&n);
-            workload_step(f.c, ++step, base_ms);
+            nats_stop(n);
+            workload_step(f->c, ++step, base_ms);
             ck_assert_msg(wait_log_says(relay_log, "again in"), "no failed publish to retry");
-            nats_start(&n);
+            nats_start(n);
         } else if (kill_after[step]) {
             ck_assert_msg(wait_stream_beyond(js, before), "no progress before kill %d", kills + 1);
             relay_kill(relay);
@@ -441,31 +467,27 @@ START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
         }
     }
     ck_assert_int_eq(kills, 5);
-    uint64_t head = test_client_head(f.c);
+    uint64_t head = test_client_head(f->c);
     ck_assert_uint_eq(head, JS_EVENTS);
     int64_t until = clock_mono_ms() + WAIT_MS;
-    while (clock_mono_ms() < until && sub_info(f.c, "relay").ack_floor < head) {
+    while (clock_mono_ms() < until && sub_info(f->c, "relay").ack_floor < head) {
         relay_must_run();
         usleep(50000);
     }
-    ck_assert_uint_eq(sub_info(f.c, "relay").ack_floor, head);
-    ck_assert_uint_eq(sub_info(f.c, "relay").dead_letters, 0);
+    ck_assert_uint_eq(sub_info(f->c, "relay").ack_floor, head);
+    ck_assert_uint_eq(sub_info(f->c, "relay").dead_letters, 0);
     relay_stop(relay, relay_log);
 
     uint64_t count = stream_messages(js);
     ck_assert_uint_eq(count, JS_EVENTS);
     uint64_t ids_head;
-    char(*ids)[37] = log_ids(f.c, &ids_head);
+    char(*ids)[37] = log_ids(f->c, &ids_head);
     stored *all = stream_read(js, count);
     assert_one_message_per_event(all, count, ids, ids_head);
     assert_entity_order(all, count);
     free(all);
     free(ids);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-    natsOptions_Destroy(no);
-    nats_stop(&n);
-    test_client_down(&f);
+    js_down(&j);
 }
 END_TEST
 
@@ -505,30 +527,17 @@ static void grant_or_extend(tally_client *c, bool grant, const char *subject, co
  * and once the limit is lifted both are stored in their order. */
 START_TEST(test_jetstream_refusal_holds_back_the_entity)
 {
-    test_client_fixture f;
-    test_client_up(&f);
-    nats_proc n = {0};
-    snprintf(n.store, sizeof(n.store), "%s/nats", f.srv.dir);
-    snprintf(n.log, sizeof(n.log), "%s/nats.log", f.srv.dir);
-    snprintf(n.port, sizeof(n.port), "%u", (unsigned)free_port());
-    snprintf(n.url, sizeof(n.url), "nats://127.0.0.1:%s", n.port);
-    nats_start(&n);
-    char config[320], relay_log[320], text[1024];
-    relay_paths(&f.srv, config, relay_log);
-    snprintf(text, sizeof(text),
-             "url = %s\n[nats]\nurl = %s\nstream = TALLY\nduplicate_window_s = 3600\n",
-             f.srv.url, n.url);
-    file_write(config, text);
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    ck_assert(natsConnection_ConnectTo(&nc, n.url) == NATS_OK);
-    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    js_fixture j;
+    js_up(&j, "");
+    test_client_fixture *f = &j.f;
+    jsCtx *js = j.js;
+    const char *config = j.config, *relay_log = j.log;
     stream_put(js, -1, true);
     pid_t relay = relay_start(config, relay_log);
     int64_t until_ms = clock_wall_ms() + 365 * DAY_MS;
 
     /* A probe of the same shape tells the size of a grant with a short key. */
-    grant_or_extend(f.c, true, "probe", "p", until_ms);
+    grant_or_extend(f->c, true, "probe", "p", until_ms);
     ck_assert(wait_stream_beyond(js, 0));
     natsMsg *m = NULL;
     jsErrCode jerr = 0;
@@ -543,10 +552,10 @@ START_TEST(test_jetstream_refusal_holds_back_the_entity)
     char long_key[121];
     memset(long_key, 'k', 120);
     long_key[120] = '\0';
-    grant_or_extend(f.c, true, "alice", long_key, until_ms);       /* refused */
-    grant_or_extend(f.c, false, "alice", "y", until_ms + DAY_MS); /* would fit */
+    grant_or_extend(f->c, true, "alice", long_key, until_ms);       /* refused */
+    grant_or_extend(f->c, false, "alice", "y", until_ms + DAY_MS); /* would fit */
     ck_assert_msg(wait_log_says(relay_log, "refused"), "the grant was not refused");
-    grant_or_extend(f.c, true, "carol", "c", until_ms); /* another entity: not held back */
+    grant_or_extend(f->c, true, "carol", "c", until_ms); /* another entity: not held back */
     if (!wait_stream_beyond(js, 1)) {
         char *log = NULL;
         const char *cat[] = {"/bin/cat", relay_log, NULL};
@@ -559,9 +568,9 @@ START_TEST(test_jetstream_refusal_holds_back_the_entity)
     ck_assert_uint_eq(stream_messages(js), 2); /* alice's extend waits for her grant */
 
     stream_put(js, -1, false);
-    uint64_t head = test_client_head(f.c);
+    uint64_t head = test_client_head(f->c);
     int64_t until = clock_mono_ms() + WAIT_MS;
-    while (clock_mono_ms() < until && sub_info(f.c, "relay").ack_floor < head) {
+    while (clock_mono_ms() < until && sub_info(f->c, "relay").ack_floor < head) {
         relay_must_run();
         usleep(20000);
     }
@@ -573,10 +582,7 @@ START_TEST(test_jetstream_refusal_holds_back_the_entity)
     ck_assert_str_eq(all[3].entity, "entitlement:alice/pro");
     ck_assert_uint_eq(all[3].version, 2);
     free(all);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-    nats_stop(&n);
-    test_client_down(&f);
+    js_down(&j);
 }
 END_TEST
 
