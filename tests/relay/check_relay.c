@@ -23,7 +23,7 @@
  *   relay:<endpoint>'s dead-letter queue while another endpoint (with a
  *   type filter) keeps receiving.
  *
- * Without nats-server installed the JetStream test is left out, said on
+ * Without nats-server installed the JetStream tests are left out, said on
  * stderr, and the program exits 77 (skipped) when the rest passed.
  */
 #include "clients/tally.h"
@@ -1003,7 +1003,7 @@ int main(void)
         tcase_add_test(tc, test_jetstream_refusal_holds_back_the_entity);
     else
         fprintf(stderr, "check_relay: nats-server is not installed ($NATS_SERVER: %s); the "
-                        "JetStream test is skipped (apt-get install nats-server)\n",
+                        "JetStream tests are skipped (apt-get install nats-server)\n",
                 getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
     tcase_add_test(tc, test_check_validates_the_configuration);
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
