@@ -325,6 +325,8 @@ typedef struct run {
     size_t batch_count;
     uint64_t *done; /* seqs of the batch the handler finished */
     size_t done_count;
+    tally_verdict *verdicts; /* a batch handler's answers (tally_subscriber_run_batches) */
+    tally_answer *answers;
     uint64_t batch_ack_floor;
 } run;
 
@@ -492,18 +494,13 @@ static int ack_send(run *r)
     return TALLY_ok;
 }
 
-/* Hand one delivery to the handler and act on its verdict. */
-static int deliver(run *r, const tally_delivery *d, tally_subscriber_handler handler, void *arg)
+/* Count a verdict and act on it: a done seq joins the batch's ack, a retry
+ * or a park is sent at once. */
+static int verdict_apply(run *r, const tally_delivery *d, tally_verdict verdict,
+                         tally_answer *answer)
 {
     tally_subscriber *s = r->s;
-    tally_answer answer;
-    memset(&answer, 0, sizeof(answer));
-    r->handed++;
-    count(s, &s->counters.delivered, 1);
-    count(s, &s->counters.redelivered, d->attempt > 1);
-    count(s, &s->counters.replays, d->replay);
-    tally_verdict verdict = handler(d, &answer, arg);
-    answer.error[TALLY_CLIENT_SUB_ERROR_BYTES_MAX] = '\0';
+    answer->error[TALLY_CLIENT_SUB_ERROR_BYTES_MAX] = '\0';
     switch (verdict) {
     case TALLY_DONE:
         r->done[r->done_count++] = d->event.seq;
@@ -513,14 +510,51 @@ static int deliver(run *r, const tally_delivery *d, tally_subscriber_handler han
     case TALLY_PARK: count(s, &s->counters.parked, 1); break;
     default: return TALLY_invalid_argument; /* not a verdict */
     }
-    return answer_send(r, d, verdict, &answer);
+    return answer_send(r, d, verdict, answer);
+}
+
+static void count_handed(run *r, const tally_delivery *d)
+{
+    tally_subscriber *s = r->s;
+    r->handed++;
+    count(s, &s->counters.delivered, 1);
+    count(s, &s->counters.redelivered, d->attempt > 1);
+    count(s, &s->counters.replays, d->replay);
+}
+
+/* Hand one delivery to the handler and act on its verdict. */
+static int deliver(run *r, const tally_delivery *d, tally_subscriber_handler handler, void *arg)
+{
+    tally_answer answer;
+    memset(&answer, 0, sizeof(answer));
+    count_handed(r, d);
+    return verdict_apply(r, d, handler(d, &answer, arg), &answer);
+}
+
+/* Hand the whole batch to a batch handler, then act on its verdicts in
+ * the batch's order. */
+static int deliver_batch(run *r, tally_batch_handler handler, void *arg)
+{
+    for (size_t i = 0; i < r->batch_count; i++) {
+        count_handed(r, &r->batch[i]);
+        r->verdicts[i] = TALLY_RETRY; /* what the handler leaves unset comes again */
+    }
+    memset(r->answers, 0, r->batch_count * sizeof(*r->answers));
+    handler(r->batch, r->batch_count, r->verdicts, r->answers, arg);
+    int rc = TALLY_ok;
+    for (size_t i = 0; rc == TALLY_ok && i < r->batch_count; i++)
+        rc = verdict_apply(r, &r->batch[i], r->verdicts[i], &r->answers[i]);
+    return rc;
 }
 
 /* One batch: fetch, hand out in order, acknowledge. */
-static int run_batch(run *r, tally_subscriber_handler handler, void *arg)
+static int run_batch(run *r, tally_subscriber_handler handler, tally_batch_handler batch_handler,
+                     void *arg)
 {
     int rc = fetch(r);
-    for (size_t i = 0; rc == TALLY_ok && i < r->batch_count && !stopping(r); i++)
+    if (rc == TALLY_ok && batch_handler && r->batch_count > 0)
+        rc = deliver_batch(r, batch_handler, arg);
+    for (size_t i = 0; handler && rc == TALLY_ok && i < r->batch_count && !stopping(r); i++)
         rc = deliver(r, &r->batch[i], handler, arg);
     int ack_rc = ack_send(r); /* what was done is acknowledged, whatever came after */
     batch_release(r);
@@ -560,13 +594,13 @@ static void instance_take(tally_subscriber *s, const char *id)
     s->restart = true;
 }
 
-int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
-                         tally_subscriber_handler handler, void *arg)
+static int run_loop(tally_subscriber *s, const tally_run_options *options,
+                    tally_subscriber_handler handler, tally_batch_handler batch_handler, void *arg)
 {
     static const tally_run_options defaults = {0};
     const tally_run_options *o = options ? options : &defaults;
     bool idle = false;
-    if (s == NULL || handler == NULL || !run_options_valid(o) ||
+    if (s == NULL || (handler == NULL && batch_handler == NULL) || !run_options_valid(o) ||
         !atomic_compare_exchange_strong(&s->running, &idle, true))
         return TALLY_invalid_argument;
     instance_take(s, o->instance);
@@ -578,15 +612,35 @@ int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
              .until_idle = o->until_idle};
     r.batch = calloc(r.fetch_max, sizeof(*r.batch));
     r.done = calloc(r.fetch_max, sizeof(*r.done));
-    int rc = r.batch && r.done ? TALLY_ok : TALLY_out_of_memory;
+    if (batch_handler) {
+        r.verdicts = calloc(r.fetch_max, sizeof(*r.verdicts));
+        r.answers = calloc(r.fetch_max, sizeof(*r.answers));
+    }
+    int rc = r.batch && r.done && (!batch_handler || (r.verdicts && r.answers))
+                 ? TALLY_ok
+                 : TALLY_out_of_memory;
     while (rc == TALLY_ok && !stopping(&r))
-        rc = run_batch(&r, handler, arg);
+        rc = run_batch(&r, handler, batch_handler, arg);
     free(r.batch);
     free(r.done);
+    free(r.verdicts);
+    free(r.answers);
     if (rc == TALLY_ok)
         atomic_store(&s->stop, false); /* consumed by the run it ended */
     atomic_store(&s->running, false);
     return rc;
+}
+
+int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
+                         tally_subscriber_handler handler, void *arg)
+{
+    return handler ? run_loop(s, options, handler, NULL, arg) : TALLY_invalid_argument;
+}
+
+int tally_subscriber_run_batches(tally_subscriber *s, const tally_run_options *options,
+                                 tally_batch_handler handler, void *arg)
+{
+    return handler ? run_loop(s, options, NULL, handler, arg) : TALLY_invalid_argument;
 }
 
 /* ---- dead letters ---- */

@@ -577,7 +577,7 @@ void tally_stream_close(tally_stream *s);
  * itself, so the library retries them like reads.
  *
  * Return codes of the functions below, besides those at the top of this
- * file: TALLY_invalid_subscriber_name (not 1-64 bytes of A-Z a-z 0-9 . _ -),
+ * file: TALLY_invalid_subscriber_name (not 1-64 bytes of A-Z a-z 0-9 . _ - :),
  * TALLY_subscriber_not_found, TALLY_subscriber_exists_with_different_config,
  * TALLY_too_many_subscribers, TALLY_start_positions_are_mutually_exclusive,
  * TALLY_seq_beyond_head, TALLY_seq_not_delivered, TALLY_seq_not_in_flight,
@@ -740,6 +740,20 @@ typedef struct tally_subscriber_counters {
  * handler may call tally_subscriber_stop. */
 int tally_subscriber_run(tally_subscriber *s, const tally_run_options *options,
                          tally_subscriber_handler handler, void *arg);
+/* A handler of whole batches (tally_subscriber_run_batches): it gets the
+ * count deliveries of one fetch, in the order fetched (valid during the
+ * call), and sets verdicts[i] and answers[i] for each; verdicts come in
+ * as TALLY_RETRY and answers zeroed, so an event it leaves alone is
+ * delivered again later. For handlers that work on a batch at once, e.g.
+ * publish it asynchronously and answer when the broker has confirmed. */
+typedef void (*tally_batch_handler)(const tally_delivery *batch, size_t count,
+                                    tally_verdict *verdicts, tally_answer *answers, void *arg);
+/* tally_subscriber_run with a batch handler: the same loop, options,
+ * returns and acknowledgement (the batch's done events with one sub_ack,
+ * retries and parks sent in the batch's order once the handler returned);
+ * max_events and a stop take effect between batches. */
+int tally_subscriber_run_batches(tally_subscriber *s, const tally_run_options *options,
+                                 tally_batch_handler handler, void *arg);
 /* Ask a run to return (thread-safe and async-signal-safe: a signal
  * handler may call it). A running fetch ends within its wait_ms. Asked
  * while no run is in progress, it ends the next run before its first

@@ -90,7 +90,7 @@ typedef struct sub_dead_letter {
     tally_str error; /* points into the map: valid until the txn ends */
 } sub_dead_letter;
 
-/* TALLY_ok or TALLY_invalid_subscriber_name (1-64 bytes of A-Z a-z 0-9 . _ -). */
+/* TALLY_ok or TALLY_invalid_subscriber_name (1-64 bytes of A-Z a-z 0-9 . _ - :). */
 int sub_name_check(tally_str name);
 
 /* Create a subscriber, or find the identical one (*created false). Returns

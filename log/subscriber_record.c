@@ -27,7 +27,7 @@ int sub_name_check(tally_str name)
     for (size_t i = 0; i < name.len; i++) {
         unsigned char c = (unsigned char)name.ptr[i];
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == '-';
+                  c == '.' || c == '_' || c == '-' || c == ':';
         if (!ok)
             return TALLY_invalid_subscriber_name;
     }

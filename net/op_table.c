@@ -16,7 +16,7 @@
 #define F_FEATURE {"feature", NET_FIELD_STR, true, TALLY_FEATURE_BYTES_MAX, "what they have access to (1-64 bytes)"}
 #define F_ORDER {"source_order", NET_FIELD_UINT, false, U64, "provider's ordering value (sequence or event time); a command not newer than the last applied is `stale`"}
 #define F_UNTIL {"valid_until_ms", NET_FIELD_INT, false, 0, "end of validity, Unix ms"}
-#define F_SUB_NAME {"name", NET_FIELD_STR, true, TALLY_SUBSCRIBER_NAME_BYTES_MAX, "subscriber name: 1-64 bytes of A-Z a-z 0-9 . _ -"}
+#define F_SUB_NAME {"name", NET_FIELD_STR, true, TALLY_SUBSCRIBER_NAME_BYTES_MAX, "subscriber name: 1-64 bytes of A-Z a-z 0-9 . _ - :"}
 #define F_SUB_SEQ(d) {"seq", NET_FIELD_UINT, true, U64, d}
 #define F_DURATION {"duration_ms", NET_FIELD_INT, false, 0, "validity from the commit time (grant) or from the current end (extend), ms"}
 

@@ -22,7 +22,7 @@ static int build_name(net_request *req, const net_fields *fs)
     memset(u, 0, sizeof(*u));
     u->name = net_fields_str(fs, "name");
     if (sub_name_check(u->name) != TALLY_ok)
-        return net_request_fail(req, TALLY_invalid_subscriber_name, "1-64 bytes of A-Z a-z 0-9 . _ -");
+        return net_request_fail(req, TALLY_invalid_subscriber_name, "1-64 bytes of A-Z a-z 0-9 . _ - :");
     return TALLY_ok;
 }
 

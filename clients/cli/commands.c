@@ -121,7 +121,7 @@ static const cli_option health_options[] = {OPT_END};
 
 #define ARG_NAME                                                                                   \
     {"NAME", SLOT_NAME, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, true, NULL,                  \
-     "subscriber name, 1-64 bytes of A-Z a-z 0-9 . _ -"}
+     "subscriber name, 1-64 bytes of A-Z a-z 0-9 . _ - :"}
 
 static const cli_option tail_options[] = {
     {"--subscriber", SLOT_SUBSCRIBER, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, false, "NAME",

@@ -133,30 +133,6 @@ void json_emit(json_t *o)
     free(text);
 }
 
-/* JSON integers are signed 64-bit: larger values (account ids) become strings. */
-json_t *json_u64(uint64_t v)
-{
-    if (v <= INT64_MAX)
-        return json_integer((json_int_t)v);
-    char text[24];
-    snprintf(text, sizeof(text), "%" PRIu64, v);
-    return json_string(text);
-}
-
-json_t *json_time(int64_t ms)
-{
-    char text[40];
-    time_format(ms, text);
-    return json_string(text);
-}
-
-json_t *json_tid(const tally_uuid *id)
-{
-    char hex[33];
-    tid_format(id, hex);
-    return json_string(hex);
-}
-
 void time_text(int64_t ms, char out[40])
 {
     if (ms)

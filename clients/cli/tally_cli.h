@@ -6,6 +6,7 @@
 #ifndef TALLY_CLI_PROGRAM_H
 #define TALLY_CLI_PROGRAM_H
 
+#include "clients/cli/cli_json.h"
 #include "clients/tally.h"
 #include "common/limits.h"
 
@@ -169,12 +170,8 @@ void print_command_help(const cli_command *cmd);
 /* A transfer id: exactly 32 hex digits (dashes anywhere are ignored), or a
  * decimal number n (1 .. 2^64-1) standing for the 16-byte big-endian n. */
 bool parse_tid(const char *text, tally_uuid *out);
-/* 32 lower-case hex digits and a NUL. */
-void tid_format(const tally_uuid *id, char out[33]);
 /* RFC 3339 date-time or a bare date to Unix ms, 1 .. TALLY_TIME_MS_MAX. */
 bool parse_time(const char *text, int64_t *out);
-/* Unix ms to "2027-01-01T00:00:00Z" (".250" added when not a whole second). */
-void time_format(int64_t ms, char out[40]);
 /* "30d", "12h", "90m", "45s", "1w", "500ms", or several: "1d12h". */
 bool parse_duration(const char *text, int64_t *out);
 
@@ -194,10 +191,6 @@ void table_add(cli_table *t, const char *fmt, ...) __attribute__((format(printf,
 void table_print_free(cli_table *t);
 /* Print o as one compact line and release it. */
 void json_emit(json_t *o);
-/* JSON integers are signed 64-bit: larger values (account ids) become strings. */
-json_t *json_u64(uint64_t v);
-json_t *json_time(int64_t ms);
-json_t *json_tid(const tally_uuid *id);
 /* Start a listing of kind; returns its page buffer. */
 void *listing_begin(const cli *c, cli_listing *l, const cli_listing_kind *kind);
 /* How many entries to ask for next: what is left, at most a page; 0 when
@@ -233,8 +226,6 @@ int run_log(cli *c);
 int run_stats(cli *c);
 int run_backup(cli *c);
 int run_health(cli *c);
-/* An event as --json prints it (log and tail). */
-json_t *event_json(const tally_event *e);
 
 /* ---- tail.c ---- */
 

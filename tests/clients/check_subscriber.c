@@ -870,6 +870,68 @@ START_TEST(test_unreachable_server_ends_the_run_after_bounded_retries)
 }
 END_TEST
 
+/* A batch handler (tally_subscriber_run_batches) answers a whole fetch at
+ * once: done events are acknowledged, a retry comes back, a park goes to
+ * the dlq, and an event it leaves alone comes back as a retry. */
+typedef struct batch_log {
+    size_t batches, events;
+    uint64_t seqs[64];
+    uint32_t attempts[64];
+} batch_log;
+
+static void answer_batch(const tally_delivery *batch, size_t count, tally_verdict *verdicts,
+                         tally_answer *answers, void *arg)
+{
+    batch_log *b = arg;
+    b->batches++;
+    for (size_t i = 0; i < count && b->events < 64; i++, b->events++) {
+        uint64_t seq = batch[i].event.seq;
+        b->seqs[b->events] = seq;
+        b->attempts[b->events] = batch[i].attempt;
+        ck_assert_int_eq(verdicts[i], TALLY_RETRY); /* the default */
+        if (seq == 2 && batch[i].attempt == 1) {
+            snprintf(answers[i].error, sizeof(answers[i].error), "later");
+            answers[i].delay_set = true;
+            answers[i].delay_ms = 0;
+        } else if (seq == 3) {
+            verdicts[i] = TALLY_PARK;
+            snprintf(answers[i].error, sizeof(answers[i].error), "bad event");
+        } else if (seq != 4 || batch[i].attempt > 1) {
+            verdicts[i] = TALLY_DONE; /* seq 4, first time: left alone */
+        }
+    }
+}
+
+START_TEST(test_batch_handler_answers_a_whole_fetch)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    test_client_open_accounts(f.c, 1, 5);
+    tally_subscriber_options o = {.ack_wait_ms = 100};
+    tally_subscriber *s = sub_open(f.c, "batches", &o);
+    batch_log *b = calloc(1, sizeof(*b));
+    tally_run_options ro = {.fetch_max = 10, .wait_ms = 200, .max_events = 7};
+    ck_assert_int_eq(tally_subscriber_run_batches(s, &ro, answer_batch, b), TALLY_ok);
+    ck_assert_uint_eq(b->seqs[0], 1);
+    ck_assert_uint_eq(b->events, 7); /* 1..5, then 2 and 4 again */
+    ck_assert_uint_eq(b->batches >= 2, true);
+    tally_subscriber_info i = info_of(f.c, "batches");
+    ck_assert_uint_eq(i.ack_floor, 5);
+    ck_assert_uint_eq(i.in_flight, 0);
+    ck_assert_uint_eq(i.dead_letters, 1);
+    tally_subscriber_counters c;
+    tally_subscriber_counters_get(s, &c);
+    ck_assert_uint_eq(c.delivered, 7);
+    ck_assert_uint_eq(c.done, 4);
+    ck_assert_uint_eq(c.retried, 2);
+    ck_assert_uint_eq(c.parked, 1);
+    ck_assert_int_eq(tally_subscriber_run_batches(s, &ro, NULL, b), TALLY_invalid_argument);
+    free(b);
+    tally_subscriber_close(s);
+    test_client_down(&f);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc == 10 && strcmp(argv[1], "--child") == 0)
@@ -882,6 +944,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_poison_event_is_parked_and_replayed);
     tcase_add_test(tc, test_two_subscribers_progress_independently);
     tcase_add_test(tc, test_stop_ends_a_run);
+    tcase_add_test(tc, test_batch_handler_answers_a_whole_fetch);
     tcase_add_test(tc, test_start_positions_and_options);
     tcase_add_test(tc, test_bad_arguments_send_nothing);
     tcase_add_test(tc, test_unreachable_server_ends_the_run_after_bounded_retries);

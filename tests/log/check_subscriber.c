@@ -192,11 +192,13 @@ START_TEST(create_is_idempotent_and_checked)
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_int_eq(create_cfg(tally_str_from(bad[i]), BEGINNING, &cfg).rc,
                          TALLY_invalid_subscriber_name);
+    /* ':' is allowed: tally-relay's endpoints are relay:<endpoint> */
+    ck_assert_int_eq(create_cfg(tally_str_from("relay:hooks"), BEGINNING, &cfg).rc, TALLY_ok);
     cfg.ack_wait_ms = 1;
     ck_assert_int_eq(create_cfg(tally_str_from("low-wait"), BEGINNING, &cfg).rc,
                      TALLY_invalid_argument);
     sub_config_default(&cfg);
-    for (unsigned i = 1; i < TALLY_SUBSCRIBERS_MAX; i++) {
+    for (unsigned i = 2; i < TALLY_SUBSCRIBERS_MAX; i++) {
         char name[32];
         snprintf(name, sizeof(name), "s%u", i);
         ck_assert_int_eq(create_cfg(tally_str_from(name), BEGINNING, &cfg).rc, TALLY_ok);

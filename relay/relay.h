@@ -1,0 +1,164 @@
+/*
+ * relay.h — what the parts of tally-relay share (docs/RELAY.md): the
+ * configuration (config.c), an event as the JSON document and headers the
+ * sinks send (event_doc.c), and the two sinks, NATS JetStream
+ * (jetstream.c) and HTTP endpoints as outbound webhooks (webhook.c). Each
+ * sink is a durable subscriber of tallyd of its own; tally_relay.c starts
+ * one thread per sink and stops them on SIGINT/SIGTERM.
+ */
+#ifndef TALLY_RELAY_H
+#define TALLY_RELAY_H
+
+#include "clients/tally.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- limits ---- */
+#define RELAY_URL_BYTES_MAX 1024
+#define RELAY_ENDPOINTS_MAX 32
+#define RELAY_ENDPOINT_PREFIX "relay:" /* an endpoint's subscriber: relay:<endpoint> */
+#define RELAY_ENDPOINT_NAME_BYTES_MAX \
+    (TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX - (sizeof(RELAY_ENDPOINT_PREFIX) - 1))
+#define RELAY_TYPES_MAX 32          /* event-type patterns of one endpoint */
+#define RELAY_TYPE_BYTES_MAX 31     /* as tally_event.type */
+#define RELAY_SECRET_BYTES_MAX 64   /* an endpoint's HMAC key, decoded */
+#define RELAY_SUBJECT_BYTES_MAX 255 /* a NATS subject or its template */
+#define RELAY_STREAM_SUBJECTS_MAX 8
+#define RELAY_STREAM_NAME_BYTES_MAX 64
+#define RELAY_CONFIG_LINE_BYTES_MAX 2048
+#define RELAY_CONFIG_LINES_MAX 10000
+#define RELAY_DOC_BYTES_MAX 65536   /* one event's JSON document */
+#define RELAY_ENTITY_TEXT_BYTES_MAX 600 /* Tally-Entity: kind:percent-encoded id */
+
+/* ---- defaults ---- */
+#define RELAY_URL_DEFAULT "tcp://127.0.0.1:7450"
+#define RELAY_SUBSCRIBER_DEFAULT "relay"
+#define RELAY_SUBJECT_DEFAULT "tally.events.{type}"
+#define RELAY_STREAM_SUBJECTS_DEFAULT "tally.events.>"
+#define RELAY_DUPLICATE_WINDOW_S_DEFAULT 120 /* JetStream's own default */
+#define RELAY_MAX_PENDING_DEFAULT 256        /* outstanding PubAcks */
+#define RELAY_MAX_PENDING_MAX 1000           /* at most a fetch */
+#define RELAY_ACK_TIMEOUT_MS_DEFAULT 10000   /* a PubAck that takes longer is a failure */
+#define RELAY_FETCH_DEFAULT 256
+#define RELAY_RETRY_MS_MIN 100   /* the relay's pause after a failed batch doubles */
+#define RELAY_RETRY_MS_MAX 30000 /* from min to max */
+#define RELAY_CONNECT_TIMEOUT_MS_DEFAULT 5000
+#define RELAY_TIMEOUT_MS_DEFAULT 10000
+#define RELAY_HTTP_TIMEOUT_MS_MAX 600000
+#define RELAY_MAX_DELIVER_DEFAULT 8            /* an endpoint's deliveries before its dlq */
+#define RELAY_NATS_MAX_DELIVER_DEFAULT 100     /* JetStream refusals before the dlq */
+#define RELAY_BACKOFF_MS_FIRST 1000u /* an endpoint's redeliveries: 1 s, 2 s ... 128 s */
+#define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
+
+_Static_assert(RELAY_MAX_PENDING_MAX <= TALLY_CLIENT_SUB_FETCH_MAX, "a window fits a fetch");
+
+/* A durable subscriber's settings in the config file (max_deliver,
+ * ack_wait_ms, backoff_ms, max_ack_pending); zero: the server's default. */
+typedef struct relay_subscription {
+    char name[TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX + 1];
+    tally_subscriber_options options;
+    uint32_t fetch_max; /* events per fetch */
+} relay_subscription;
+
+typedef struct relay_nats {
+    bool enabled;
+    char url[RELAY_URL_BYTES_MAX + 1];
+    char stream[RELAY_STREAM_NAME_BYTES_MAX + 1];
+    char subject[RELAY_SUBJECT_BYTES_MAX + 1]; /* template: {type}, {entity_kind} */
+    char stream_subjects[RELAY_STREAM_SUBJECTS_MAX][RELAY_SUBJECT_BYTES_MAX + 1];
+    size_t stream_subject_count;
+    bool memory_storage; /* storage = memory; file otherwise */
+    uint32_t replicas;
+    uint32_t duplicate_window_s;
+    uint32_t max_pending;    /* outstanding PubAcks at most */
+    uint32_t ack_timeout_ms; /* no PubAck after this: the publish failed */
+    relay_subscription sub;
+} relay_nats;
+
+typedef struct relay_endpoint {
+    char name[RELAY_ENDPOINT_NAME_BYTES_MAX + 1];
+    char url[RELAY_URL_BYTES_MAX + 1];
+    uint8_t secret[RELAY_SECRET_BYTES_MAX];
+    size_t secret_len;
+    char types[RELAY_TYPES_MAX][RELAY_TYPE_BYTES_MAX + 1]; /* none: every type */
+    size_t type_count;
+    uint32_t connect_timeout_ms, timeout_ms;
+    relay_subscription sub; /* name: relay:<endpoint> */
+} relay_endpoint;
+
+typedef struct relay_config {
+    char url[RELAY_URL_BYTES_MAX + 1]; /* tallyd */
+    relay_nats nats;
+    relay_endpoint endpoints[RELAY_ENDPOINTS_MAX];
+    size_t endpoint_count;
+} relay_config;
+
+/* ---- config.c ---- */
+
+/* Defaults: tallyd's default URL, no sink. */
+void relay_config_default(relay_config *c);
+/* Read the config file path into c (docs/RELAY.md, "Configuration").
+ * false with a message "FILE:LINE: what" in error. */
+bool relay_config_load(relay_config *c, const char *path, char *error, size_t error_size);
+/* The checks after the file and the flags: at least one sink, a stream
+ * for NATS, every endpoint complete. false with a message in error. */
+bool relay_config_check(relay_config *c, char *error, size_t error_size);
+/* Print what the relay would do (--check). */
+void relay_config_print(const relay_config *c);
+/* true when type matches one of the endpoint's patterns ("x.y" exact,
+ * "x.*" every type starting "x.", "*" all); an endpoint without patterns
+ * takes every type. */
+bool relay_endpoint_wants(const relay_endpoint *e, const char *type);
+
+/* ---- event_doc.c ---- */
+
+/* The event's JSON document (docs/RELAY.md, "The event document"): a
+ * malloc'd NUL-terminated text in *out, its length in *len. TALLY_ok,
+ * TALLY_corrupt_record (the raw bytes do not decode) or
+ * TALLY_out_of_memory. */
+int relay_event_doc(const tally_event *e, char **out, size_t *len);
+/* "account:7", "transfer:<32 hex>", "entitlement:<subject>/<feature>"
+ * with bytes outside 0x21..0x7e and '%' '/' percent-encoded. */
+void relay_entity_text(const tally_event *e, char out[RELAY_ENTITY_TEXT_BYTES_MAX]);
+/* The subject template with {type} and {entity_kind} replaced. false when
+ * it does not fit. */
+bool relay_subject(const char *template_text, const tally_event *e, char *out, size_t size);
+
+/* ---- the sinks: each runs until *stop is set, then returns 0, or returns
+ * 1 on a fatal error (said on stderr). ---- */
+
+typedef struct relay_sink_context {
+    tally_client *client;
+    atomic_bool *stop;
+    pthread_mutex_t mu;         /* guards running */
+    tally_subscriber *running;  /* the handle in a run now, for a stop to reach */
+} relay_sink_context;
+
+/* The JetStream sink: connect, create or check the stream, relay. */
+int relay_jetstream_run(const relay_nats *cfg, relay_sink_context *ctx);
+/* One HTTP endpoint. */
+int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx);
+/* "v1,<base64 HMAC-SHA256 of id.timestamp.body>" (Standard Webhooks).
+ * false when out is too small. */
+bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const char *id,
+                             int64_t timestamp_s, const char *body, size_t body_len, char *out,
+                             size_t size);
+
+/* ---- tally_relay.c ---- */
+
+/* Open (create or find) the subscriber sub on ctx's client, trying again
+ * while tallyd is unreachable, until *ctx->stop. NULL when stopped or on a
+ * fatal error (said on stderr). */
+tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_subscription *sub);
+/* Mark s as the handle ctx runs: false (and nothing marked) when a stop
+ * came first. relay_sink_end unmarks it before it is closed. */
+bool relay_sink_begin(relay_sink_context *ctx, tally_subscriber *s);
+void relay_sink_end(relay_sink_context *ctx);
+/* Sleep up to ms, waking early when *stop is set. */
+void relay_pause(const atomic_bool *stop, uint32_t ms);
+
+#endif

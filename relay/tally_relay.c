@@ -1,0 +1,325 @@
+/*
+ * tally_relay.c — tally-relay: tally's events out to NATS JetStream and to
+ * HTTP endpoints (docs/RELAY.md). Reads the command line and the config
+ * file, then runs each sink on a thread of its own, each a durable
+ * subscriber of tallyd through libtally, until SIGINT or SIGTERM; the main
+ * thread waits for the signal and stops every sink's run (within a fetch's
+ * long-poll, 1 s). --check validates the configuration and exits.
+ *
+ * Exit codes: 0 ok, 1 failure (a sink stopped on an error), 2 usage or
+ * configuration error.
+ */
+#include "config.h"
+
+#include "relay/relay.h"
+
+#include <curl/curl.h>
+#include <getopt.h>
+#include <nats/nats.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: tally-relay [--config FILE] [--url TALLY_URL] [--subscriber NAME]\n"
+"                   [--nats NATS_URL --stream NAME [--subject TEMPLATE]]\n"
+"                   [--http URL] [--check] [--help]\n"
+"\n"
+"Relays tally's events to NATS JetStream and to HTTP endpoints (outbound\n"
+"webhooks), each sink a durable subscriber of tallyd (docs/SUBSCRIBERS.md), so\n"
+"a relay that stops or crashes resumes where it was. Delivery to each sink is\n"
+"at least once, and exactly once in effect for a receiver that drops repeats by\n"
+"event id (docs/RELAY.md).\n"
+"\n"
+"  --config FILE       key = value lines with [nats] and [endpoint NAME]\n"
+"                      sections (docs/RELAY.md); the flags below override it\n"
+"  --url URL           tallyd's request endpoint (default $TALLY_URL, else\n"
+"                      %s)\n"
+"  --subscriber NAME   the JetStream sink's durable subscriber (default %s);\n"
+"                      an endpoint's is relay:<endpoint>\n"
+"  --nats URL          relay to JetStream at this NATS server (nats://HOST:PORT)\n"
+"  --stream NAME       ... into this stream, created when missing (subjects\n"
+"                      %s, file storage, 1 replica, duplicate\n"
+"                      window %d s, unless the config says otherwise) and\n"
+"                      checked when present\n"
+"  --subject TEMPLATE  the subject of each event; {type} and {entity_kind} are\n"
+"                      replaced (default %s)\n"
+"  --http URL          serve /metrics here: not built yet (the relay says so\n"
+"                      and exits 2)\n"
+"  --check             check the configuration, print what would run, exit\n"
+"                      (0 valid, 2 not); nothing is contacted\n"
+"  --help\n"
+"\n"
+"JetStream: each event is published with the headers Nats-Msg-Id (the event\n"
+"id), Tally-Seq, Tally-Entity and Tally-Entity-Version and the event as JSON,\n"
+"at most max_pending unconfirmed at a time, and acknowledged to tally after\n"
+"JetStream's PubAck; two events of one entity are never reordered.\n"
+"HTTP endpoints: each event of the types an endpoint wants is POSTed with the\n"
+"Standard Webhooks headers webhook-id, webhook-timestamp and webhook-signature\n"
+"(v1,<base64 HMAC-SHA256 of id.timestamp.body>); a 2xx answer acknowledges,\n"
+"anything else retries with the subscriber's backoff, and after max_deliver\n"
+"deliveries the event waits in the endpoint's dead-letter queue:\n"
+"tally dlq list relay:<endpoint>.\n"
+"\n"
+"Runs until SIGINT or SIGTERM. Exit codes: 0 ok, 1 a sink failed, 2 usage or\n"
+"configuration error.\n",
+            RELAY_URL_DEFAULT, RELAY_SUBSCRIBER_DEFAULT, RELAY_STREAM_SUBJECTS_DEFAULT,
+            RELAY_DUPLICATE_WINDOW_S_DEFAULT, RELAY_SUBJECT_DEFAULT);
+}
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "tally-relay: %s%s\nTry 'tally-relay --help'.\n", what, arg);
+    return EXIT_USAGE;
+}
+
+enum { OPT_CONFIG = 1000, OPT_URL, OPT_SUBSCRIBER, OPT_NATS, OPT_STREAM, OPT_SUBJECT, OPT_HTTP,
+       OPT_CHECK, OPT_HELP };
+
+typedef struct flags {
+    const char *config, *url, *subscriber, *nats, *stream, *subject, *http;
+    bool check, help;
+} flags;
+
+/* Returns -1 to go on, else the exit code. */
+static int flags_parse(int argc, char **argv, flags *f)
+{
+    static const struct option long_options[] = {
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"url", required_argument, NULL, OPT_URL},
+        {"subscriber", required_argument, NULL, OPT_SUBSCRIBER},
+        {"nats", required_argument, NULL, OPT_NATS},
+        {"stream", required_argument, NULL, OPT_STREAM},
+        {"subject", required_argument, NULL, OPT_SUBJECT},
+        {"http", required_argument, NULL, OPT_HTTP},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "", long_options, NULL)) != -1;) {
+        switch (c) {
+        case OPT_CONFIG: f->config = optarg; break;
+        case OPT_URL: f->url = optarg; break;
+        case OPT_SUBSCRIBER: f->subscriber = optarg; break;
+        case OPT_NATS: f->nats = optarg; break;
+        case OPT_STREAM: f->stream = optarg; break;
+        case OPT_SUBJECT: f->subject = optarg; break;
+        case OPT_HTTP: f->http = optarg; break;
+        case OPT_CHECK: f->check = true; break;
+        case OPT_HELP: usage(stdout); return EXIT_OK;
+        default:
+            return usage_error("unknown option or missing value: ",
+                               optind > 0 && optind <= argc ? argv[optind - 1] : "");
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument: ", argv[optind]);
+    if (f->http)
+        return usage_error("--http (the relay's /metrics) is not built yet", "");
+    return -1;
+}
+
+/* The flags over the file: the same keys, the flag wins. */
+static bool flags_apply(const flags *f, relay_config *c)
+{
+    const struct {
+        const char *value;
+        char *out;
+        size_t size;
+    } texts[] = {
+        {f->url, c->url, sizeof(c->url)},
+        {f->subscriber, c->nats.sub.name, sizeof(c->nats.sub.name)},
+        {f->nats, c->nats.url, sizeof(c->nats.url)},
+        {f->stream, c->nats.stream, sizeof(c->nats.stream)},
+        {f->subject, c->nats.subject, sizeof(c->nats.subject)},
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        if (texts[i].value == NULL)
+            continue;
+        if (strlen(texts[i].value) >= texts[i].size)
+            return false;
+        snprintf(texts[i].out, texts[i].size, "%s", texts[i].value);
+    }
+    if (f->nats || f->stream)
+        c->nats.enabled = true;
+    return true;
+}
+
+/* ---- what the sinks share ---- */
+
+void relay_pause(const atomic_bool *stop, uint32_t ms)
+{
+    for (uint32_t slept = 0; slept < ms && !atomic_load(stop); slept += 50) {
+        struct timespec t = {0, 50 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+}
+
+bool relay_sink_begin(relay_sink_context *ctx, tally_subscriber *s)
+{
+    pthread_mutex_lock(&ctx->mu);
+    bool go = !atomic_load(ctx->stop);
+    if (go)
+        ctx->running = s;
+    pthread_mutex_unlock(&ctx->mu);
+    return go;
+}
+
+void relay_sink_end(relay_sink_context *ctx)
+{
+    pthread_mutex_lock(&ctx->mu);
+    ctx->running = NULL;
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+static bool transport_fault(int rc)
+{
+    return rc == TALLY_timed_out || rc == TALLY_unreachable || rc == TALLY_overloaded ||
+           rc == TALLY_shutting_down;
+}
+
+tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_subscription *sub)
+{
+    uint32_t pause_ms = RELAY_RETRY_MS_MIN;
+    while (!atomic_load(ctx->stop)) {
+        tally_subscriber *s = NULL;
+        int rc = tally_subscriber_open(ctx->client, sub->name, &sub->options, &s);
+        if (rc == TALLY_ok)
+            return s;
+        fprintf(stderr, "tally-relay: subscriber %s: %s\n", sub->name, tally_strerror(rc));
+        if (!transport_fault(rc))
+            return NULL;
+        relay_pause(ctx->stop, pause_ms);
+        pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
+    }
+    return NULL;
+}
+
+/* ---- the threads ---- */
+
+typedef struct sink_thread {
+    pthread_t thread;
+    bool started;
+    relay_sink_context ctx;
+    const relay_nats *nats;         /* this sink: JetStream, */
+    const relay_endpoint *endpoint; /* or an endpoint */
+    int result;
+} sink_thread;
+
+static void *sink_main(void *arg)
+{
+    sink_thread *t = arg;
+    t->result = t->nats ? relay_jetstream_run(t->nats, &t->ctx)
+                        : relay_webhook_run(t->endpoint, &t->ctx);
+    return NULL;
+}
+
+static void stop_all(sink_thread *threads, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        pthread_mutex_lock(&threads[i].ctx.mu);
+        if (threads[i].ctx.running)
+            tally_subscriber_stop(threads[i].ctx.running);
+        pthread_mutex_unlock(&threads[i].ctx.mu);
+    }
+}
+
+/* Start a thread per sink, wait for SIGINT/SIGTERM (or every sink ending),
+ * stop and join them. */
+static int relay_run(const relay_config *c, tally_client *client, const sigset_t *signals)
+{
+    static sink_thread threads[1 + RELAY_ENDPOINTS_MAX];
+    static atomic_bool stop;
+    size_t count = 0;
+    if (c->nats.enabled)
+        threads[count++] = (sink_thread){.nats = &c->nats};
+    for (size_t i = 0; i < c->endpoint_count; i++)
+        threads[count++] = (sink_thread){.endpoint = &c->endpoints[i]};
+    for (size_t i = 0; i < count; i++) {
+        threads[i].ctx.client = client;
+        threads[i].ctx.stop = &stop;
+        pthread_mutex_init(&threads[i].ctx.mu, NULL);
+        threads[i].started = pthread_create(&threads[i].thread, NULL, sink_main, &threads[i]) == 0;
+        if (!threads[i].started)
+            atomic_store(&stop, true);
+    }
+    /* A sink that fails on its own ends the relay too: poll for that. */
+    struct timespec tick = {0, 200 * 1000000L};
+    while (!atomic_load(&stop)) {
+        if (sigtimedwait(signals, NULL, &tick) > 0)
+            atomic_store(&stop, true);
+        for (size_t i = 0; i < count; i++)
+            if (threads[i].started && pthread_tryjoin_np(threads[i].thread, NULL) == 0) {
+                threads[i].started = false;
+                if (threads[i].result != 0)
+                    atomic_store(&stop, true);
+            }
+    }
+    stop_all(threads, count);
+    int result = EXIT_OK;
+    for (size_t i = 0; i < count; i++) {
+        if (threads[i].started)
+            pthread_join(threads[i].thread, NULL);
+        if (threads[i].result != 0)
+            result = EXIT_FAILED;
+        pthread_mutex_destroy(&threads[i].ctx.mu);
+    }
+    return result;
+}
+
+int main(int argc, char **argv)
+{
+    flags f = {0};
+    int code = flags_parse(argc, argv, &f);
+    if (code >= 0)
+        return code;
+    static relay_config config;
+    char error[1024];
+    relay_config_default(&config);
+    const char *env_url = getenv("TALLY_URL"); /* the default; the file and --url win */
+    if (env_url && *env_url && strlen(env_url) < sizeof(config.url))
+        snprintf(config.url, sizeof(config.url), "%s", env_url);
+    if (f.config && !relay_config_load(&config, f.config, error, sizeof(error)))
+        return usage_error("", error);
+    if (!flags_apply(&f, &config))
+        return usage_error("a flag's value is too long", "");
+    if (!relay_config_check(&config, error, sizeof(error)))
+        return usage_error("", error);
+    if (f.check) {
+        relay_config_print(&config);
+        printf("configuration ok\n");
+        return EXIT_OK;
+    }
+    /* SIGINT and SIGTERM are taken by the main thread's sigtimedwait: block
+     * them before any thread starts, so every thread inherits the mask. */
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "tally-relay: libcurl does not start\n");
+        return EXIT_FAILED;
+    }
+    tally_client *client = NULL;
+    tally_client_options co = {.url = config.url, .consumer = "tally-relay"};
+    int rc = tally_client_open(&co, &client);
+    if (rc != TALLY_ok) {
+        fprintf(stderr, "tally-relay: %s: %s\n", config.url, tally_strerror(rc));
+        curl_global_cleanup();
+        return EXIT_FAILED;
+    }
+    code = relay_run(&config, client, &signals);
+    tally_client_close(client);
+    curl_global_cleanup();
+    nats_Close();
+    return code;
+}

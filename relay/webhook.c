@@ -1,0 +1,176 @@
+/*
+ * webhook.c — HTTP endpoints of tally-relay as outbound webhooks
+ * (docs/RELAY.md): each endpoint is a durable subscriber of its own,
+ * relay:<endpoint>, so a slow or dead endpoint delays no other. Each event
+ * whose type the endpoint wants is POSTed as the JSON document with the
+ * Standard Webhooks headers (webhook-id = the event id, webhook-timestamp,
+ * webhook-signature = v1,<base64 HMAC-SHA256 over id.timestamp.body with
+ * the endpoint's secret>). A 2xx answer acknowledges; anything else, or
+ * no answer within the timeouts, retries after the subscriber's backoff,
+ * and tally parks the event in relay:<endpoint>'s dead-letter queue after
+ * max_deliver deliveries. libcurl with connect and total timeouts,
+ * redirects off, TLS verification on.
+ */
+#include "config.h"
+
+#include "relay/relay.h"
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WEBHOOK_SIGNATURE_BYTES 64 /* "v1," + base64 of 32 bytes + NUL */
+#define WEBHOOK_HEADER_BYTES 128
+
+typedef struct webhook_sink {
+    const relay_endpoint *cfg;
+    relay_sink_context *ctx;
+    CURL *curl;
+} webhook_sink;
+
+bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const char *id,
+                             int64_t timestamp_s, const char *body, size_t body_len, char *out,
+                             size_t size)
+{
+    char prefix[96];
+    int n = snprintf(prefix, sizeof(prefix), "%s.%" PRId64 ".", id, timestamp_s);
+    if (n < 0 || (size_t)n >= sizeof(prefix) || size < WEBHOOK_SIGNATURE_BYTES)
+        return false;
+    uint8_t mac[32];
+    unsigned mac_len = 0;
+    char *signed_text = malloc((size_t)n + body_len); /* id.timestamp.body */
+    if (signed_text == NULL)
+        return false;
+    memcpy(signed_text, prefix, (size_t)n);
+    memcpy(signed_text + n, body, body_len);
+    bool ok = HMAC(EVP_sha256(), secret, (int)secret_len, (const uint8_t *)signed_text,
+                   (size_t)n + body_len, mac, &mac_len) != NULL &&
+              mac_len == sizeof(mac);
+    free(signed_text);
+    if (!ok)
+        return false;
+    memcpy(out, "v1,", 3);
+    EVP_EncodeBlock((unsigned char *)out + 3, mac, (int)sizeof(mac));
+    return true;
+}
+
+static size_t discard_body(char *data, size_t size, size_t count, void *arg)
+{
+    (void)data;
+    (void)arg;
+    return size * count;
+}
+
+/* The headers of one delivery; NULL when out of memory. */
+static struct curl_slist *headers_of(const webhook_sink *w, const char *id, const char *body,
+                                     size_t len)
+{
+    int64_t now_s = (int64_t)time(NULL);
+    char signature[WEBHOOK_SIGNATURE_BYTES], line[WEBHOOK_HEADER_BYTES];
+    if (!relay_webhook_signature(w->cfg->secret, w->cfg->secret_len, id, now_s, body, len,
+                                 signature, sizeof(signature)))
+        return NULL;
+    struct curl_slist *h = curl_slist_append(NULL, "content-type: application/json");
+    snprintf(line, sizeof(line), "webhook-id: %s", id);
+    h = h ? curl_slist_append(h, line) : NULL;
+    snprintf(line, sizeof(line), "webhook-timestamp: %" PRId64, now_s);
+    h = h ? curl_slist_append(h, line) : NULL;
+    snprintf(line, sizeof(line), "webhook-signature: %s", signature);
+    h = h ? curl_slist_append(h, line) : NULL;
+    h = h ? curl_slist_append(h, "expect:") : NULL; /* no 100-continue round trip */
+    return h;
+}
+
+/* POST body; 2xx is true, else why says what came back. */
+static bool post(webhook_sink *w, const char *id, const char *body, size_t len, char *why,
+                 size_t why_size)
+{
+    struct curl_slist *headers = headers_of(w, id, body, len);
+    if (headers == NULL) {
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    CURL *c = w->curl;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    if (rc != CURLE_OK)
+        snprintf(why, why_size, "%s: %s", w->cfg->name, curl_easy_strerror(rc));
+    else if (status < 200 || status > 299)
+        snprintf(why, why_size, "%s: HTTP %ld", w->cfg->name, status);
+    return rc == CURLE_OK && status >= 200 && status <= 299;
+}
+
+static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    webhook_sink *w = arg;
+    const tally_event *e = &d->event;
+    if (!relay_endpoint_wants(w->cfg, e->type))
+        return TALLY_DONE; /* filtered out: nothing to deliver */
+    char id[37], *body = NULL;
+    size_t len = 0;
+    int rc = relay_event_doc(e, &body, &len);
+    if (rc != TALLY_ok) {
+        snprintf(answer->error, sizeof(answer->error), "the event document: %s",
+                 tally_strerror(rc));
+        return rc == TALLY_out_of_memory ? TALLY_RETRY : TALLY_PARK;
+    }
+    tally_uuid_format(&e->id, id);
+    bool ok = post(w, id, body, len, answer->error, sizeof(answer->error));
+    free(body);
+    return ok ? TALLY_DONE : TALLY_RETRY; /* a retry comes after the subscriber's backoff */
+}
+
+static bool curl_setup(webhook_sink *w)
+{
+    CURL *c = w->curl = curl_easy_init();
+    const relay_endpoint *e = w->cfg;
+    return c && curl_easy_setopt(c, CURLOPT_URL, e->url) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)e->connect_timeout_ms) ==
+               CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_USERAGENT, "tally-relay") == CURLE_OK;
+}
+
+int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx)
+{
+    webhook_sink w = {.cfg = cfg, .ctx = ctx};
+    if (!curl_setup(&w)) {
+        fprintf(stderr, "tally-relay: endpoint %s: cannot set up libcurl\n", cfg->name);
+        curl_easy_cleanup(w.curl);
+        return 1;
+    }
+    tally_run_options ro = {.fetch_max = cfg->sub.fetch_max, .wait_ms = RELAY_WAIT_MS,
+                            .failures_max = TALLY_CLIENT_SUB_FAILURES_MAX};
+    int result = 0;
+    tally_subscriber *s = relay_subscriber_open(ctx, &cfg->sub);
+    if (s == NULL)
+        result = atomic_load(ctx->stop) ? 0 : 1;
+    while (s && relay_sink_begin(ctx, s)) {
+        int rc = tally_subscriber_run(s, &ro, on_event, &w);
+        relay_sink_end(ctx);
+        if (rc != TALLY_ok) {
+            fprintf(stderr, "tally-relay: subscriber %s: %s\n", cfg->sub.name, tally_strerror(rc));
+            result = 1;
+            break;
+        }
+    }
+    tally_subscriber_close(s);
+    curl_easy_cleanup(w.curl);
+    return result;
+}

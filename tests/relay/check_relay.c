@@ -1,0 +1,1014 @@
+/*
+ * check_relay.c — tests of tally-relay (relay/, docs/RELAY.md) against real
+ * servers the tests start: a tallyd (tests/support/tallyd_harness.h), a
+ * nats-server with JetStream on loopback with a temporary store, and a
+ * small HTTP receiver written here (plain sockets, one connection at a
+ * time) that records every delivery, verifies its Standard Webhooks
+ * signature with mbedTLS (not the relay's OpenSSL) and fails on demand.
+ *
+ * - JetStream: 10,000 events relayed while the relay is SIGKILLed 5 times
+ *   and nats-server restarted once (down while 1,000 more events are
+ *   written, until the relay said a publish failed and is retried); the
+ *   stream then holds exactly one
+ *   message per event id (its message count, and the ids read back) and
+ *   each entity's events in version order.
+ * - JetStream, a refusal: an event over the stream's message size is
+ *   refused while the next event of its entity would fit; that one waits,
+ *   another entity's event is stored, and once the limit is lifted both
+ *   are stored in their order.
+ * - HTTP, failing receiver: the first 2 attempts of every 3rd event fail;
+ *   every event arrives, exactly once after dedupe by webhook-id, every
+ *   signature verifies.
+ * - HTTP, dead receiver: an always-failing endpoint parks its events in
+ *   relay:<endpoint>'s dead-letter queue while another endpoint (with a
+ *   type filter) keeps receiving.
+ *
+ * Without nats-server installed the JetStream tests are left out, said on
+ * stderr, and the program exits 77 (skipped) when the rest passed.
+ */
+#include "clients/tally.h"
+#include "common/clock.h"
+
+#include "tests/support/client_support.h"
+#include "tests/support/run.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <mbedtls/base64.h>
+#include <mbedtls/md.h>
+#include <nats/nats.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TEST_TIMEOUT_S 900
+#define WAIT_MS 240000 /* for a condition on a loaded machine */
+#define JS_EVENTS 10000
+#define JS_ACCOUNTS 2000
+#define JS_ENTITLEMENTS 100
+#define JS_ROUNDS 80 /* a grant and 79 extends of each entitlement */
+#define JS_STEPS 10
+#define SECRET_B64 "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define SECRET_TEXT "whsec_" SECRET_B64
+#define HOOKS_MAX 8192
+#define REQUEST_BYTES_MAX 131072
+
+_Static_assert(JS_ACCOUNTS + JS_ENTITLEMENTS * JS_ROUNDS == JS_EVENTS, "the workload's events");
+
+/* ---- small helpers ---- */
+
+static void file_write(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    ck_assert_int_ge(fputs(text, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static uint16_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* The relay's config file and log in tallyd's temp dir. */
+static void relay_paths(const tallyd_proc *srv, char config[320], char log[320])
+{
+    snprintf(config, 320, "%s/relay.conf", srv->dir);
+    snprintf(log, 320, "%s/relay.log", srv->dir);
+}
+
+/* The relay under test and its log: a wait fails at once when it exited. */
+static pid_t watched_relay;
+static const char *watched_log;
+
+static void relay_must_run(void)
+{
+    int status;
+    if (watched_relay <= 0 || !test_wait_ms(watched_relay, 0, &status))
+        return;
+    char *log = NULL;
+    const char *cat[] = {"/bin/cat", watched_log, NULL};
+    test_run(cat, NULL, &log, NULL);
+    ck_abort_msg("tally-relay exited (%d); its log:\n%s", test_exit_code(status), log ? log : "");
+}
+
+/* The relay's stderr, appended over its restarts. */
+static pid_t relay_start(const char *config, const char *log_path)
+{
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ck_assert_int_ge(fd, 0);
+    const char *argv[] = {tallyd_program("tally-relay"), "--config", config, NULL};
+    pid_t pid = test_spawn(argv, NULL, fd, fd);
+    close(fd);
+    watched_relay = pid;
+    watched_log = log_path;
+    return pid;
+}
+
+static void relay_kill(pid_t pid)
+{
+    watched_relay = 0;
+    kill(pid, SIGKILL);
+    test_wait(pid);
+}
+
+/* SIGTERM: the relay must stop cleanly (exit 0) within its long-poll. */
+static void relay_stop(pid_t pid, const char *log_path)
+{
+    watched_relay = 0;
+    kill(pid, SIGTERM);
+    int status = 0;
+    bool ended = test_wait_ms(pid, 60000, &status);
+    if (!ended)
+        relay_kill(pid);
+    if (!ended || test_exit_code(status) != 0) {
+        char *log = NULL;
+        const char *cat[] = {"/bin/cat", log_path, NULL};
+        test_run(cat, NULL, &log, NULL);
+        ck_abort_msg("tally-relay did not stop cleanly (exit %d); its log:\n%s",
+                     ended ? test_exit_code(status) : -1, log ? log : "");
+    }
+}
+
+static tally_subscriber_info sub_info(tally_client *c, const char *name)
+{
+    tally_subscriber_info i;
+    memset(&i, 0, sizeof(i));
+    int rc = tally_subscriber_get(c, name, &i);
+    ck_assert_msg(rc == TALLY_ok || rc == TALLY_subscriber_not_found, "sub_get %s: %s", name,
+                  tally_strerror(rc));
+    return i;
+}
+
+/* Every event id of the log, as text, in seq order (head of them). */
+static char (*log_ids(tally_client *c, uint64_t *head))[37]
+{
+    *head = test_client_head(c);
+    char(*ids)[37] = calloc(*head + 1, sizeof(*ids));
+    ck_assert_ptr_nonnull(ids);
+    tally_event page[1000];
+    for (uint64_t from = 1; from <= *head;) {
+        size_t count = 0;
+        uint64_t h;
+        int rc = tally_log_read(c, from, 1000, 0, page, 1000, &count, &h);
+        ck_assert_msg(rc == TALLY_ok && count > 0, "log_read: %s", tally_strerror(rc));
+        for (size_t i = 0; i < count; i++)
+            tally_uuid_format(&page[i].id, ids[page[i].seq - 1]);
+        from = page[count - 1].seq + 1;
+        tally_events_release(page, count);
+    }
+    return ids;
+}
+
+static int text_cmp(const void *a, const void *b) { return strcmp(a, b); }
+
+/* ---- workload ---- */
+
+#define DAY_MS INT64_C(86400000)
+
+/* Step s of JS_STEPS: JS_ACCOUNTS / JS_STEPS account opens and the
+ * entitlement rounds of this step (a grant in round 0, then extends), in
+ * batches of 100: 1000 events. */
+static void workload_step(tally_client *c, int step, int64_t base_ms)
+{
+    tally_result results[100];
+    uint64_t per = JS_ACCOUNTS / JS_STEPS;
+    test_client_open_accounts(c, 1 + (uint64_t)step * per, per);
+    int rounds = JS_ROUNDS / JS_STEPS;
+    for (int r = step * rounds; r < (step + 1) * rounds; r++) {
+        tally_batch *b = tally_batch_new(false);
+        ck_assert_ptr_nonnull(b);
+        char subjects[JS_ENTITLEMENTS][16];
+        for (int e = 0; e < JS_ENTITLEMENTS; e++) {
+            snprintf(subjects[e], sizeof(subjects[e]), "user-%d", e);
+            tally_entitlement_args a = {.subject = subjects[e], .feature = "pro",
+                                        .valid_until_ms = base_ms + r * DAY_MS};
+            ck_assert_int_eq(r == 0 ? tally_batch_grant(b, NULL, &a) : tally_batch_extend(b, NULL, &a),
+                             TALLY_ok);
+        }
+        int rc = tally_batch_send(c, b, NULL, results, JS_ENTITLEMENTS);
+        ck_assert_msg(rc == TALLY_ok, "entitlements: %s", tally_strerror(rc));
+        for (int e = 0; e < JS_ENTITLEMENTS; e++)
+            ck_assert_msg(results[e].code == TALLY_ok, "round %d: %s", r,
+                          tally_strerror(results[e].code));
+        tally_batch_free(b);
+    }
+}
+
+/* ---- nats-server ---- */
+
+typedef struct nats_proc {
+    char store[300], url[64], log[320], port[8];
+    pid_t pid;
+} nats_proc;
+
+static const char *nats_server_path(void)
+{
+    const char *p = getenv("NATS_SERVER");
+    return p && *p && access(p, X_OK) == 0 ? p : NULL;
+}
+
+static void nats_start(nats_proc *n)
+{
+    int fd = open(n->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ck_assert_int_ge(fd, 0);
+    const char *argv[] = {nats_server_path(), "-js", "-a", "127.0.0.1", "-p", n->port,
+                          "-sd", n->store, NULL};
+    n->pid = test_spawn(argv, NULL, fd, fd);
+    close(fd);
+    char tcp[64];
+    snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%s", n->port);
+    int64_t until = clock_mono_ms() + 30000;
+    int s = -1;
+    while (s < 0 && clock_mono_ms() < until) {
+        s = tallyd_connect(tcp, clock_mono_ms() + 1000);
+        if (s < 0)
+            usleep(20000);
+    }
+    ck_assert_msg(s >= 0, "nats-server did not listen on %s", n->url);
+    close(s);
+}
+
+static void nats_stop(nats_proc *n)
+{
+    int status;
+    kill(n->pid, SIGTERM);
+    if (!test_wait_ms(n->pid, 30000, &status)) {
+        kill(n->pid, SIGKILL);
+        test_wait(n->pid);
+    }
+    n->pid = 0;
+}
+
+/* The stream's message count, 0 while it cannot be read (missing, or the
+ * server restarting). */
+static uint64_t stream_messages(jsCtx *js)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    uint64_t n = 0;
+    if (js_GetStreamInfo(&si, js, "TALLY", NULL, &jerr) == NATS_OK)
+        n = si->State.Msgs;
+    jsStreamInfo_Destroy(si);
+    return n;
+}
+
+static bool wait_stream_beyond(jsCtx *js, uint64_t count)
+{
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until) {
+        if (stream_messages(js) > count)
+            return true;
+        relay_must_run();
+        usleep(20000);
+    }
+    return false;
+}
+
+/* Wait until the file at path holds text (the relay's log). */
+static bool wait_log_says(const char *path, const char *text)
+{
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    const char *cat[] = {"/bin/cat", path, NULL};
+    while (clock_mono_ms() < until) {
+        char *out = NULL;
+        test_run(cat, NULL, &out, NULL);
+        bool found = out && strstr(out, text);
+        free(out);
+        if (found)
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
+
+typedef struct stored {
+    char id[40];
+    char entity[96];
+    uint64_t version, stream_seq, tally_seq;
+} stored;
+
+static int stored_by_entity(const void *a, const void *b)
+{
+    const stored *x = a, *y = b;
+    int c = strcmp(x->entity, y->entity);
+    return c ? c : (x->stream_seq > y->stream_seq) - (x->stream_seq < y->stream_seq);
+}
+
+static const char *header(natsMsg *m, const char *key)
+{
+    const char *v = NULL;
+    ck_assert_msg(natsMsgHeader_Get(m, key, &v) == NATS_OK && v, "header %s missing", key);
+    return v;
+}
+
+/* Read every message of the stream back: its headers and its body's ids. */
+static stored *stream_read(jsCtx *js, uint64_t count)
+{
+    stored *all = calloc(count, sizeof(*all));
+    ck_assert_ptr_nonnull(all);
+    for (uint64_t seq = 1; seq <= count; seq++) {
+        natsMsg *m = NULL;
+        jsErrCode jerr = 0;
+        natsStatus s = js_GetMsg(&m, js, "TALLY", seq, NULL, &jerr);
+        ck_assert_msg(s == NATS_OK, "stream seq %" PRIu64 ": %s", seq, natsStatus_GetText(s));
+        stored *x = &all[seq - 1];
+        x->stream_seq = seq;
+        snprintf(x->id, sizeof(x->id), "%s", header(m, "Nats-Msg-Id"));
+        snprintf(x->entity, sizeof(x->entity), "%s", header(m, "Tally-Entity"));
+        x->version = strtoull(header(m, "Tally-Entity-Version"), NULL, 10);
+        x->tally_seq = strtoull(header(m, "Tally-Seq"), NULL, 10);
+        json_error_t err;
+        json_t *doc = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, &err);
+        ck_assert_msg(doc != NULL, "stream seq %" PRIu64 ": not JSON: %s", seq, err.text);
+        ck_assert_str_eq(json_string_value(json_object_get(doc, "event_id")), x->id);
+        ck_assert_uint_eq(json_integer_value(json_object_get(doc, "seq")), x->tally_seq);
+        const char *type = json_string_value(json_object_get(doc, "type"));
+        char subject[64];
+        snprintf(subject, sizeof(subject), "tally.events.%s", type ? type : "?");
+        ck_assert_str_eq(natsMsg_GetSubject(m), subject);
+        ck_assert_ptr_nonnull(json_object_get(json_object_get(doc, "data"),
+                                              strncmp(type, "account", 7) == 0 ? "account"
+                                                                               : "entitlement"));
+        json_decref(doc);
+        natsMsg_Destroy(m);
+    }
+    return all;
+}
+
+/* Exactly one message per event id: the ids read back, sorted, are the
+ * log's ids, sorted. */
+static void assert_one_message_per_event(stored *all, uint64_t count, char (*ids)[37],
+                                         uint64_t head)
+{
+    ck_assert_uint_eq(count, head);
+    char(*got)[37] = calloc(count, sizeof(*got));
+    ck_assert_ptr_nonnull(got);
+    for (uint64_t i = 0; i < count; i++)
+        snprintf(got[i], sizeof(got[i]), "%s", all[i].id);
+    qsort(got, count, sizeof(*got), text_cmp);
+    qsort(ids, head, sizeof(*ids), text_cmp);
+    for (uint64_t i = 0; i < count; i++) {
+        ck_assert_msg(i == 0 || strcmp(got[i], got[i - 1]) != 0, "event %s twice in the stream",
+                      got[i]);
+        ck_assert_msg(strcmp(got[i], ids[i]) == 0, "stream id %s, log id %s", got[i], ids[i]);
+    }
+    free(got);
+}
+
+/* In stream order, each entity's versions only grow. */
+static void assert_entity_order(stored *all, uint64_t count)
+{
+    qsort(all, count, sizeof(*all), stored_by_entity);
+    for (uint64_t i = 1; i < count; i++)
+        if (strcmp(all[i].entity, all[i - 1].entity) == 0)
+            ck_assert_msg(all[i].version > all[i - 1].version,
+                          "%s: version %" PRIu64 " stored after %" PRIu64, all[i].entity,
+                          all[i].version, all[i - 1].version);
+}
+
+/* A tallyd with a client, a nats-server with a client of its own
+ * (reconnecting), and the relay's config: [nats] on that server, stream
+ * TALLY, a duplicate window of an hour, and the settings given. */
+typedef struct js_fixture {
+    test_client_fixture f;
+    nats_proc n;
+    char config[320], log[320];
+    natsOptions *options;
+    natsConnection *nc;
+    jsCtx *js;
+} js_fixture;
+
+static void js_up(js_fixture *j, const char *settings)
+{
+    memset(j, 0, sizeof(*j));
+    test_client_up(&j->f);
+    nats_proc *n = &j->n;
+    snprintf(n->store, sizeof(n->store), "%s/nats", j->f.srv.dir);
+    snprintf(n->log, sizeof(n->log), "%s/nats.log", j->f.srv.dir);
+    snprintf(n->port, sizeof(n->port), "%u", (unsigned)free_port());
+    snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%s", n->port);
+    nats_start(n);
+    char text[2048];
+    relay_paths(&j->f.srv, j->config, j->log);
+    snprintf(text, sizeof(text),
+             "url = %s\n[nats]\nurl = %s\nstream = TALLY\nduplicate_window_s = 3600\n%s",
+             j->f.srv.url, n->url, settings);
+    file_write(j->config, text);
+    ck_assert(natsOptions_Create(&j->options) == NATS_OK &&
+              natsOptions_SetURL(j->options, n->url) == NATS_OK &&
+              natsOptions_SetMaxReconnect(j->options, -1) == NATS_OK &&
+              natsOptions_SetReconnectWait(j->options, 100) == NATS_OK);
+    ck_assert(natsConnection_Connect(&j->nc, j->options) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&j->js, j->nc, NULL) == NATS_OK);
+}
+
+static void js_down(js_fixture *j)
+{
+    jsCtx_Destroy(j->js);
+    natsConnection_Destroy(j->nc);
+    natsOptions_Destroy(j->options);
+    nats_stop(&j->n);
+    test_client_down(&j->f);
+}
+
+START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
+{
+    js_fixture j;
+    js_up(&j, "max_pending = 128\nfetch = 256\nack_timeout_ms = 3000\n");
+    test_client_fixture *f = &j.f;
+    nats_proc *n = &j.n;
+    jsCtx *js = j.js;
+    const char *config = j.config, *relay_log = j.log;
+    pid_t relay = relay_start(config, relay_log);
+    int64_t base_ms = clock_wall_ms() + 365 * DAY_MS;
+    /* Kill the relay after steps 1, 3, 6, 7 and 8, once the stream grew
+     * during the step (so most kills land mid-run). After step 4 the broker
+     * stops; step 5 is written while it is down, and it starts again only
+     * once the relay has fetched all of step 5: those publishes fail, and
+     * must be retried, not acknowledged. */
+    static const bool kill_after[JS_STEPS] = {[1] = true, [3] = true, [6] = true, [7] = true,
+                                              [8] = true};
+    int kills = 0;
+    for (int step = 0; step < JS_STEPS; step++) {
+        uint64_t before = stream_messages(js);
+        workload_step(f->c, step, base_ms);
+        if (step == 4) {
+            ck_assert_msg(wait_stream_beyond(js, before), "no progress before the broker stop");
+            nats_stop(n);
+            workload_step(f->c, ++step, base_ms);
+            ck_assert_msg(wait_log_says(relay_log, "again in"), "no failed publish to retry");
+            nats_start(n);
+        } else if (kill_after[step]) {
+            ck_assert_msg(wait_stream_beyond(js, before), "no progress before kill %d", kills + 1);
+            relay_kill(relay);
+            kills++;
+            relay = relay_start(config, relay_log);
+        }
+    }
+    ck_assert_int_eq(kills, 5);
+    uint64_t head = test_client_head(f->c);
+    ck_assert_uint_eq(head, JS_EVENTS);
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until && sub_info(f->c, "relay").ack_floor < head) {
+        relay_must_run();
+        usleep(50000);
+    }
+    ck_assert_uint_eq(sub_info(f->c, "relay").ack_floor, head);
+    ck_assert_uint_eq(sub_info(f->c, "relay").dead_letters, 0);
+    relay_stop(relay, relay_log);
+
+    uint64_t count = stream_messages(js);
+    ck_assert_uint_eq(count, JS_EVENTS);
+    uint64_t ids_head;
+    char(*ids)[37] = log_ids(f->c, &ids_head);
+    stored *all = stream_read(js, count);
+    assert_one_message_per_event(all, count, ids, ids_head);
+    assert_entity_order(all, count);
+    free(all);
+    free(ids);
+    js_down(&j);
+}
+END_TEST
+
+/* The stream TALLY as the relay would create it, with a message size
+ * limit (-1: none): created, or updated when it exists. */
+static void stream_put(jsCtx *js, int32_t max_msg_size, bool create)
+{
+    const char *subjects[] = {"tally.events.>"};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = "TALLY";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    sc.Storage = js_FileStorage;
+    sc.Replicas = 1;
+    sc.Duplicates = INT64_C(3600) * 1000000000;
+    sc.MaxMsgSize = max_msg_size;
+    jsErrCode jerr = 0;
+    natsStatus s = create ? js_AddStream(NULL, js, &sc, NULL, &jerr)
+                          : js_UpdateStream(NULL, js, &sc, NULL, &jerr);
+    ck_assert_msg(s == NATS_OK, "stream: %s (%d)", natsStatus_GetText(s), (int)jerr);
+}
+
+static void grant_or_extend(tally_client *c, bool grant, const char *subject, const char *key,
+                            int64_t until_ms)
+{
+    tally_entitlement_args a = {.subject = subject, .feature = "pro", .valid_until_ms = until_ms};
+    tally_result r;
+    int rc = grant ? tally_grant(c, key, &a, &r) : tally_extend(c, key, &a, &r);
+    ck_assert_msg(rc == TALLY_ok && r.code == TALLY_ok, "%s: %s %s", subject, tally_strerror(rc),
+                  tally_strerror(r.code));
+}
+
+/* JetStream refuses an event (over the stream's message size: a long
+ * idempotency key makes its document larger) while it accepts the next
+ * event of the same entity: the next one must wait, other entities go on,
+ * and once the limit is lifted both are stored in their order. */
+START_TEST(test_jetstream_refusal_holds_back_the_entity)
+{
+    js_fixture j;
+    js_up(&j, "");
+    test_client_fixture *f = &j.f;
+    jsCtx *js = j.js;
+    const char *config = j.config, *relay_log = j.log;
+    stream_put(js, -1, true);
+    pid_t relay = relay_start(config, relay_log);
+    int64_t until_ms = clock_wall_ms() + 365 * DAY_MS;
+
+    /* A probe of the same shape tells the size of a grant with a short key. */
+    grant_or_extend(f->c, true, "probe", "p", until_ms);
+    ck_assert(wait_stream_beyond(js, 0));
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    ck_assert(js_GetMsg(&m, js, "TALLY", 1, NULL, &jerr) == NATS_OK);
+    int probe_bytes = natsMsg_GetDataLength(m);
+    natsMsg_Destroy(m);
+    /* The limit counts the headers too (about 135 bytes here, the same for
+     * every event below): a grant with a 120-byte key is over it by ~55
+     * bytes, one with a 1-byte key under it by ~65. */
+    stream_put(js, probe_bytes + 200, false);
+
+    char long_key[121];
+    memset(long_key, 'k', 120);
+    long_key[120] = '\0';
+    grant_or_extend(f->c, true, "alice", long_key, until_ms);       /* refused */
+    grant_or_extend(f->c, false, "alice", "y", until_ms + DAY_MS); /* would fit */
+    ck_assert_msg(wait_log_says(relay_log, "refused"), "the grant was not refused");
+    grant_or_extend(f->c, true, "carol", "c", until_ms); /* another entity: not held back */
+    if (!wait_stream_beyond(js, 1)) {
+        char *log = NULL;
+        const char *cat[] = {"/bin/cat", relay_log, NULL};
+        test_run(cat, NULL, &log, NULL);
+        ck_abort_msg("carol's grant was held back too; the relay's log:\n%s", log);
+    }
+    stored *two = stream_read(js, 2);
+    ck_assert_str_eq(two[1].entity, "entitlement:carol/pro");
+    free(two);
+    ck_assert_uint_eq(stream_messages(js), 2); /* alice's extend waits for her grant */
+
+    stream_put(js, -1, false);
+    uint64_t head = test_client_head(f->c);
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until && sub_info(f->c, "relay").ack_floor < head) {
+        relay_must_run();
+        usleep(20000);
+    }
+    relay_stop(relay, relay_log);
+    ck_assert_uint_eq(stream_messages(js), head);
+    stored *all = stream_read(js, head);
+    ck_assert_str_eq(all[2].entity, "entitlement:alice/pro");
+    ck_assert_uint_eq(all[2].version, 1);
+    ck_assert_str_eq(all[3].entity, "entitlement:alice/pro");
+    ck_assert_uint_eq(all[3].version, 2);
+    free(all);
+    js_down(&j);
+}
+END_TEST
+
+/* ---- the HTTP receiver ---- */
+
+typedef struct hook {
+    char path[16];
+    char id[40];
+    uint64_t seq;
+    char type[32];
+    int status;
+    bool signature_ok;
+} hook;
+
+typedef struct receiver {
+    int fd;
+    uint16_t port;
+    pthread_t thread;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    hook hooks[HOOKS_MAX];
+    size_t count;
+} receiver;
+
+/* The Standard Webhooks signature, computed here with mbedTLS. */
+static bool signature_verifies(const char *id, const char *timestamp, const char *body,
+                               size_t body_len, const char *signature)
+{
+    unsigned char key[64], mac[32], b64[64];
+    size_t key_len = 0, b64_len = 0;
+    if (mbedtls_base64_decode(key, sizeof(key), &key_len, (const unsigned char *)SECRET_B64,
+                              strlen(SECRET_B64)) != 0)
+        return false;
+    size_t head_len = strlen(id) + 1 + strlen(timestamp) + 1;
+    char *text = malloc(head_len + body_len + 1);
+    if (text == NULL)
+        return false;
+    snprintf(text, head_len + 1, "%s.%s.", id, timestamp);
+    memcpy(text + head_len, body, body_len);
+    int rc = mbedtls_md_hmac(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), key, key_len,
+                             (unsigned char *)text, head_len + body_len, mac);
+    free(text);
+    if (rc != 0 || mbedtls_base64_encode(b64, sizeof(b64), &b64_len, mac, sizeof(mac)) != 0)
+        return false;
+    char expected[80];
+    snprintf(expected, sizeof(expected), "v1,%.*s", (int)b64_len, b64);
+    return strcmp(expected, signature) == 0;
+}
+
+/* A header's value (case-insensitive name) copied into out, "" if absent. */
+static void header_value(const char *head, const char *name, char *out, size_t size)
+{
+    out[0] = '\0';
+    size_t len = strlen(name);
+    for (const char *p = strstr(head, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
+        if (strncasecmp(p + 2, name, len) == 0 && p[2 + len] == ':') {
+            const char *v = p + 3 + len;
+            while (*v == ' ')
+                v++;
+            size_t n = strcspn(v, "\r\n");
+            snprintf(out, size, "%.*s", (int)(n < size ? n : size - 1), v);
+            return;
+        }
+    }
+}
+
+/* How many deliveries of id to path came before (under r->mu). */
+static int attempts_before(const receiver *r, const char *path, const char *id)
+{
+    int n = 0;
+    for (size_t i = 0; i < r->count; i++)
+        n += strcmp(r->hooks[i].path, path) == 0 && strcmp(r->hooks[i].id, id) == 0;
+    return n;
+}
+
+/* /ok answers 204; /dead 500; /flaky 503 to the first 2 attempts of every
+ * 3rd event (seq % 3 == 0), else 200. */
+static int decide(const receiver *r, const char *path, const hook *h)
+{
+    if (strcmp(path, "/dead") == 0)
+        return 500;
+    if (strcmp(path, "/flaky") == 0 && h->seq % 3 == 0 && attempts_before(r, path, h->id) < 2)
+        return 503;
+    return strcmp(path, "/ok") == 0 ? 204 : 200;
+}
+
+static bool read_request(int fd, char *buf, size_t size, size_t *head_len, size_t *total)
+{
+    size_t have = 0;
+    char *end = NULL;
+    while (!end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 10000) <= 0 || have + 1 >= size)
+            return false;
+        ssize_t n = read(fd, buf + have, size - 1 - have);
+        if (n <= 0)
+            return false;
+        have += (size_t)n;
+        buf[have] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    *head_len = (size_t)(end - buf) + 4;
+    char length[24];
+    header_value(buf, "content-length", length, sizeof(length));
+    *total = *head_len + strtoull(length, NULL, 10);
+    while (have < *total) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (*total >= size || poll(&p, 1, 10000) <= 0)
+            return false;
+        ssize_t n = read(fd, buf + have, *total - have);
+        if (n <= 0)
+            return false;
+        have += (size_t)n;
+    }
+    buf[*total] = '\0';
+    return true;
+}
+
+static void serve_one(receiver *r, int fd, char *buf)
+{
+    size_t head_len, total;
+    if (!read_request(fd, buf, REQUEST_BYTES_MAX, &head_len, &total))
+        return;
+    hook h = {0};
+    char timestamp[32], signature[128];
+    sscanf(buf, "POST %15s ", h.path);
+    header_value(buf, "webhook-id", h.id, sizeof(h.id));
+    header_value(buf, "webhook-timestamp", timestamp, sizeof(timestamp));
+    header_value(buf, "webhook-signature", signature, sizeof(signature));
+    const char *body = buf + head_len;
+    h.signature_ok = signature_verifies(h.id, timestamp, body, total - head_len, signature);
+    json_t *doc = json_loadb(body, total - head_len, 0, NULL);
+    h.seq = (uint64_t)json_integer_value(json_object_get(doc, "seq"));
+    snprintf(h.type, sizeof(h.type), "%s", json_string_value(json_object_get(doc, "type")));
+    const char *body_id = json_string_value(json_object_get(doc, "event_id"));
+    h.signature_ok = h.signature_ok && body_id && strcmp(body_id, h.id) == 0;
+    json_decref(doc);
+    pthread_mutex_lock(&r->mu);
+    h.status = decide(r, h.path, &h);
+    if (r->count < HOOKS_MAX)
+        r->hooks[r->count++] = h;
+    pthread_mutex_unlock(&r->mu);
+    char reply[128];
+    int n = snprintf(reply, sizeof(reply),
+                     "HTTP/1.1 %d X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", h.status);
+    ck_assert_int_eq(write(fd, reply, (size_t)n), n);
+}
+
+static void *receiver_main(void *arg)
+{
+    receiver *r = arg;
+    char *buf = malloc(REQUEST_BYTES_MAX);
+    while (buf && !atomic_load(&r->stop)) {
+        struct pollfd p = {r->fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        int c = accept(r->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        serve_one(r, c, buf);
+        close(c);
+    }
+    free(buf);
+    return NULL;
+}
+
+static receiver *receiver_start(void)
+{
+    receiver *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    ck_assert(r->fd >= 0 && bind(r->fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+              listen(r->fd, 64) == 0 && getsockname(r->fd, (struct sockaddr *)&a, &len) == 0);
+    r->port = ntohs(a.sin_port);
+    pthread_mutex_init(&r->mu, NULL);
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, receiver_main, r), 0);
+    return r;
+}
+
+static void receiver_stop(receiver *r)
+{
+    atomic_store(&r->stop, true);
+    pthread_join(r->thread, NULL);
+    close(r->fd);
+    free(r);
+}
+
+/* Distinct ids answered 2xx at path, and all deliveries to path. */
+static size_t delivered(receiver *r, const char *path, size_t *all)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t ok = 0, n = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        if (strcmp(r->hooks[i].path, path) != 0)
+            continue;
+        n++;
+        if (r->hooks[i].status / 100 != 2)
+            continue;
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++)
+            first = !(strcmp(r->hooks[j].path, path) == 0 && r->hooks[j].status / 100 == 2 &&
+                      strcmp(r->hooks[j].id, r->hooks[i].id) == 0);
+        ok += first;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (all)
+        *all = n;
+    return ok;
+}
+
+static bool wait_delivered(receiver *r, const char *path, size_t count)
+{
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until) {
+        if (delivered(r, path, NULL) >= count)
+            return true;
+        relay_must_run();
+        usleep(20000);
+    }
+    return false;
+}
+
+/* A tallyd with a client, the receiver, and the relay's paths. */
+typedef struct http_fixture {
+    test_client_fixture f;
+    receiver *r;
+    char config[320], log[320];
+} http_fixture;
+
+/* Start them and the relay with a config of endpoints, in which each '@'
+ * stands for the receiver's base URL, http://127.0.0.1:PORT. */
+static pid_t http_up(http_fixture *h, const char *endpoints)
+{
+    test_client_up(&h->f);
+    h->r = receiver_start();
+    relay_paths(&h->f.srv, h->config, h->log);
+    char text[4096], base[32];
+    snprintf(base, sizeof(base), "http://127.0.0.1:%u", (unsigned)h->r->port);
+    size_t at = (size_t)snprintf(text, sizeof(text), "url = %s\n", h->f.srv.url);
+    for (const char *p = endpoints; *p && at + sizeof(base) < sizeof(text); p++)
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "%.*s", *p == '@' ? 31 : 1,
+                               *p == '@' ? base : p);
+    file_write(h->config, text);
+    return relay_start(h->config, h->log);
+}
+
+static void http_down(http_fixture *h)
+{
+    receiver_stop(h->r);
+    test_client_down(&h->f);
+}
+
+START_TEST(test_http_failing_receiver_gets_every_event_once_after_dedupe)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint flaky]\nurl = @/flaky\nsecret = " SECRET_TEXT "\n"
+                              "max_deliver = 5\nbackoff_ms = 20 40\ntimeout_ms = 10000\n");
+    test_client_fixture *f = &h.f;
+    receiver *r = h.r;
+    const char *relay_log = h.log;
+    enum { EVENTS = 300 };
+    test_client_open_accounts(f->c, 1, EVENTS);
+    ck_assert_msg(wait_delivered(r, "/flaky", EVENTS), "not every event arrived");
+    relay_stop(relay, relay_log);
+
+    uint64_t head;
+    char(*ids)[37] = log_ids(f->c, &head);
+    ck_assert_uint_eq(head, EVENTS);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(r, "/flaky", &all), EVENTS); /* exactly once after dedupe */
+    ck_assert_uint_ge(all, EVENTS + 2 * (EVENTS / 3));     /* the failures were retried */
+    for (uint64_t seq = 1; seq <= head; seq++) {
+        int attempts = 0, ok = 0;
+        for (size_t i = 0; i < r->count; i++) {
+            if (strcmp(r->hooks[i].id, ids[seq - 1]) != 0)
+                continue;
+            ck_assert_msg(r->hooks[i].signature_ok, "seq %" PRIu64 ": signature", seq);
+            ck_assert_uint_eq(r->hooks[i].seq, seq);
+            attempts++;
+            ok += r->hooks[i].status / 100 == 2;
+        }
+        ck_assert_msg(ok >= 1, "seq %" PRIu64 " never delivered", seq);
+        if (seq % 3 == 0)
+            ck_assert_int_ge(attempts, 3);
+    }
+    tally_subscriber_info info = sub_info(f->c, "relay:flaky");
+    ck_assert_uint_eq(info.ack_floor, EVENTS);
+    ck_assert_uint_eq(info.dead_letters, 0);
+    free(ids);
+    http_down(&h);
+}
+END_TEST
+
+START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint dead]\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
+                              "max_deliver = 2\nbackoff_ms = 10\n"
+                              "[endpoint live]\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
+                              "types = account.*\n");
+    test_client_fixture *f = &h.f;
+    receiver *r = h.r;
+    const char *relay_log = h.log;
+    enum { ACCOUNTS = 40 };
+    test_client_open_accounts(f->c, 1, ACCOUNTS);
+    tally_entitlement_args g = {.subject = "alice", .feature = "pro"};
+    tally_result res;
+    ck_assert_int_eq(tally_grant(f->c, NULL, &g, &res), TALLY_ok);
+    ck_assert_int_eq(res.code, TALLY_ok);
+    uint64_t events = ACCOUNTS + 1;
+    ck_assert_msg(wait_delivered(r, "/ok", ACCOUNTS), "the live endpoint fell behind");
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until && sub_info(f->c, "relay:dead").dead_letters < events) {
+        relay_must_run();
+        usleep(20000);
+    }
+    tally_subscriber_info dead = sub_info(f->c, "relay:dead");
+    ck_assert_uint_eq(dead.dead_letters, events);
+    ck_assert_uint_eq(dead.ack_floor, events);
+    ck_assert_uint_eq(sub_info(f->c, "relay:live").ack_floor, events); /* the grant: filtered */
+    relay_stop(relay, relay_log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(r, "/ok", &all), ACCOUNTS);
+    ck_assert_uint_eq(delivered(r, "/dead", NULL), 0);
+    for (size_t i = 0; i < r->count; i++) {
+        ck_assert_msg(r->hooks[i].signature_ok, "delivery %zu: signature", i);
+        if (strcmp(r->hooks[i].path, "/ok") == 0)
+            ck_assert_str_eq(r->hooks[i].type, "account.opened");
+    }
+    /* Each dead letter was tried max_deliver = 2 times; the CLI lists them. */
+    tally_dead_letter letters[64];
+    size_t count = 0;
+    uint64_t next = 0;
+    ck_assert_int_eq(tally_dlq_list(f->c, "relay:dead", 0, 64, letters, 64, &count, &next),
+                     TALLY_ok);
+    ck_assert_uint_eq(count, events);
+    for (size_t i = 0; i < count; i++) {
+        ck_assert_uint_eq(letters[i].attempts, 2);
+        ck_assert_msg(strstr(letters[i].error, "HTTP 500") != NULL, "error: %s",
+                      letters[i].error);
+    }
+    const char *argv[] = {tallyd_program("tally"), "--url", f->srv.url, "dlq", "list",
+                          "relay:dead", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "account.opened") && strstr(out, "entitlement.granted"),
+                  "tally dlq list relay:dead:\n%s%s", out, err);
+    free(out);
+    free(err);
+    http_down(&h);
+}
+END_TEST
+
+/* --check: a valid file passes and is printed; each bad line is an error
+ * naming the file and the line, exit 2. */
+START_TEST(test_check_validates_the_configuration)
+{
+    char dir[] = "/tmp/check_relay.XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/relay.conf", dir);
+    const char *relay = tallyd_program("tally-relay");
+    file_write(path, "url = tcp://127.0.0.1:7450\n[nats]\nurl = nats://127.0.0.1:4222\n"
+                     "stream = TALLY\n[endpoint hooks]\nurl = https://example.com/h\n"
+                     "secret = " SECRET_TEXT "\ntypes = transfer.* account.opened\n");
+    const char *ok[] = {relay, "--config", path, "--check", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(ok, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "stream TALLY") && strstr(out, "subscriber relay:hooks") &&
+                      strstr(out, "configuration ok"),
+                  "%s", out);
+    free(out);
+    free(err);
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"[nats]\nurl = nats://x:1\n", "needs url and stream"},
+        {"[nats]\nurl = nats://x:1\nstream = S\nstorage = tape\n", ":4: storage: file or memory"},
+        {"[endpoint a]\nurl = https://x/\n", "secret: required"},
+        {"[endpoint a]\nurl = https://x/\nsecret = nope\n", ":3: secret: whsec_"},
+        {"[endpoint a b]\n", "an endpoint name is"},
+        {"[endpoint a]\nurl = ftp://x/\nsecret = " SECRET_TEXT "\n", "http:// or https://"},
+        {"[endpoint a]\nmax_deliver = 0\n", ":2: max_deliver: not a number from 1"},
+        {"[endpoint a]\nbackoff_ms = 1 2 3 4 5 6 7 8 9\n", "more than 8 delays"},
+        {"[mqtt]\n", "unknown section [mqtt]"},
+        {"colour = blue\n", ":1: unknown key colour"},
+        {"just text\n", ":1: expected key = value"},
+        {"", "nothing to relay to"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        file_write(path, bad[i].text);
+        const char *argv[] = {relay, "--config", path, "--check", NULL};
+        ck_assert_int_eq(test_run(argv, NULL, &out, &err), 2);
+        ck_assert_msg(strstr(err, bad[i].says), "config %zu: %s", i, err);
+        free(out);
+        free(err);
+    }
+    const char *http[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--http", ":9", NULL};
+    ck_assert_int_eq(test_run(http, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "not built yet"), "%s", err);
+    free(out);
+    free(err);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("relay");
+    TCase *tc = tcase_create("relay");
+    tcase_set_timeout(tc, TEST_TIMEOUT_S);
+    bool nats = nats_server_path() != NULL;
+    if (nats)
+        tcase_add_test(tc, test_jetstream_survives_kills_and_a_broker_restart);
+    if (nats)
+        tcase_add_test(tc, test_jetstream_refusal_holds_back_the_entity);
+    else
+        fprintf(stderr, "check_relay: nats-server is not installed ($NATS_SERVER: %s); the "
+                        "JetStream tests are skipped (apt-get install nats-server)\n",
+                getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
+    tcase_add_test(tc, test_check_validates_the_configuration);
+    tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
+    tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
+    suite_add_tcase(s, tc);
+    int rc = test_run_suite(s);
+    return rc == 0 && !nats ? 77 : rc;
+}
