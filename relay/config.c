@@ -120,6 +120,25 @@ static bool read_url(target *t, const char *v, char *why, size_t n)
     return text_into(t->config->url, sizeof(t->config->url), v, why, n);
 }
 
+bool relay_instance_valid(const char *v)
+{
+    size_t len = strlen(v);
+    bool ok = len >= 1 && len <= TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') ||
+             (v[i] >= '0' && v[i] <= '9') || v[i] == '.' || v[i] == '_' || v[i] == '-';
+    return ok;
+}
+
+static bool read_instance(target *t, const char *v, char *why, size_t n)
+{
+    if (!relay_instance_valid(v)) {
+        snprintf(why, n, "an instance is 1-64 bytes of A-Z a-z 0-9 . _ -");
+        return false;
+    }
+    return text_into(t->config->instance, sizeof(t->config->instance), v, why, n);
+}
+
 static bool read_subscriber(target *t, const char *v, char *why, size_t n)
 {
     return text_into(t->config->nats.sub.name, sizeof(t->config->nats.sub.name), v, why, n);
@@ -252,6 +271,7 @@ static bool read_timeout(target *t, const char *v, char *why, size_t n)
 static const key_row keys[] = {
     {SECTION_TOP, "url", read_url},
     {SECTION_TOP, "subscriber", read_subscriber},
+    {SECTION_TOP, "instance", read_instance},
     {SECTION_NATS, "url", read_nats_url},
     {SECTION_NATS, "stream", read_stream},
     {SECTION_NATS, "subject", read_subject},
@@ -284,6 +304,7 @@ void relay_config_default(relay_config *c)
 {
     memset(c, 0, sizeof(*c));
     snprintf(c->url, sizeof(c->url), "%s", RELAY_URL_DEFAULT);
+    snprintf(c->instance, sizeof(c->instance), "%s", RELAY_INSTANCE_DEFAULT);
     relay_nats *n = &c->nats;
     snprintf(n->subject, sizeof(n->subject), "%s", RELAY_SUBJECT_DEFAULT);
     snprintf(n->sub.name, sizeof(n->sub.name), "%s", RELAY_SUBSCRIBER_DEFAULT);
@@ -511,7 +532,7 @@ static void subscription_print(const relay_subscription *s)
 
 void relay_config_print(const relay_config *c)
 {
-    printf("tally: %s\n", c->url);
+    printf("tally: %s, as instance %s\n", c->url, c->instance);
     if (c->nats.enabled) {
         const relay_nats *n = &c->nats;
         printf("nats: %s, stream %s (%s, %" PRIu32 " replicas, duplicate window %" PRIu32

@@ -440,7 +440,8 @@ static int stream_ensure(js_sink *k)
 static int sink_loop(js_sink *k)
 {
     tally_run_options ro = {.fetch_max = k->cfg->sub.fetch_max, .wait_ms = RELAY_WAIT_MS,
-                            .failures_max = TALLY_CLIENT_SUB_FAILURES_MAX};
+                            .failures_max = TALLY_CLIENT_SUB_FAILURES_MAX,
+                            .instance = k->ctx->instance};
     uint32_t pause_ms = RELAY_RETRY_MS_MIN;
     while (!atomic_load(k->ctx->stop)) {
         k->sub = relay_subscriber_open(k->ctx, &k->cfg->sub);

@@ -20,6 +20,7 @@
 /* ---- limits ---- */
 #define RELAY_URL_BYTES_MAX 1024
 #define RELAY_ENDPOINTS_MAX 32
+#define RELAY_INSTANCE_DEFAULT "tally-relay" /* relay_config.instance */
 #define RELAY_ENDPOINT_PREFIX "relay:" /* an endpoint's subscriber: relay:<endpoint> */
 #define RELAY_ENDPOINT_NAME_BYTES_MAX \
     (TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX - (sizeof(RELAY_ENDPOINT_PREFIX) - 1))
@@ -92,6 +93,11 @@ typedef struct relay_endpoint {
 
 typedef struct relay_config {
     char url[RELAY_URL_BYTES_MAX + 1]; /* tallyd */
+    /* this relay's consumer instance id on every sink's subscriber
+     * (tally_run_options.instance): stable across restarts, so a restarted
+     * relay gets its unacked window back at once, in seq order; each relay
+     * sharing a config needs its own (docs/RELAY.md, "Several relays") */
+    char instance[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1];
     relay_nats nats;
     relay_endpoint endpoints[RELAY_ENDPOINTS_MAX];
     size_t endpoint_count;
@@ -107,6 +113,8 @@ bool relay_config_load(relay_config *c, const char *path, char *error, size_t er
 /* The checks after the file and the flags: at least one sink, a stream
  * for NATS, every endpoint complete. false with a message in error. */
 bool relay_config_check(relay_config *c, char *error, size_t error_size);
+/* An instance id tallyd takes: 1-64 bytes of A-Z a-z 0-9 . _ - */
+bool relay_instance_valid(const char *v);
 /* Print what the relay would do (--check). */
 void relay_config_print(const relay_config *c);
 /* true when type matches one of the endpoint's patterns ("x.y" exact,
@@ -133,6 +141,7 @@ bool relay_subject(const char *template_text, const tally_event *e, char *out, s
 
 typedef struct relay_sink_context {
     tally_client *client;
+    const char *instance;       /* relay_config.instance */
     atomic_bool *stop;
     pthread_mutex_t mu;         /* guards running */
     tally_subscriber *running;  /* the handle in a run now, for a stop to reach */

@@ -27,7 +27,7 @@ enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: tally-relay [--config FILE] [--url TALLY_URL] [--subscriber NAME]\n"
+"usage: tally-relay [--config FILE] [--url TALLY_URL] [--subscriber NAME] [--instance ID]\n"
 "                   [--nats NATS_URL --stream NAME [--subject TEMPLATE]]\n"
 "                   [--http URL] [--check] [--help]\n"
 "\n"
@@ -43,6 +43,10 @@ static void usage(FILE *f)
 "                      %s)\n"
 "  --subscriber NAME   the JetStream sink's durable subscriber (default %s);\n"
 "                      an endpoint's is relay:<endpoint>\n"
+"  --instance ID       this relay's consumer instance on every subscriber\n"
+"                      (default " RELAY_INSTANCE_DEFAULT "): keep it across restarts, so a\n"
+"                      restarted relay gets its unacked events back at once and\n"
+"                      in order; give each relay sharing a config its own\n"
 "  --nats URL          relay to JetStream at this NATS server (nats://HOST:PORT)\n"
 "  --stream NAME       ... into this stream, created when missing (subjects\n"
 "                      %s, file storage, 1 replica, duplicate\n"
@@ -79,11 +83,11 @@ static int usage_error(const char *what, const char *arg)
     return EXIT_USAGE;
 }
 
-enum { OPT_CONFIG = 1000, OPT_URL, OPT_SUBSCRIBER, OPT_NATS, OPT_STREAM, OPT_SUBJECT, OPT_HTTP,
+enum { OPT_CONFIG = 1000, OPT_URL, OPT_SUBSCRIBER, OPT_INSTANCE, OPT_NATS, OPT_STREAM, OPT_SUBJECT, OPT_HTTP,
        OPT_CHECK, OPT_HELP };
 
 typedef struct flags {
-    const char *config, *url, *subscriber, *nats, *stream, *subject, *http;
+    const char *config, *url, *subscriber, *instance, *nats, *stream, *subject, *http;
     bool check, help;
 } flags;
 
@@ -94,6 +98,7 @@ static int flags_parse(int argc, char **argv, flags *f)
         {"config", required_argument, NULL, OPT_CONFIG},
         {"url", required_argument, NULL, OPT_URL},
         {"subscriber", required_argument, NULL, OPT_SUBSCRIBER},
+        {"instance", required_argument, NULL, OPT_INSTANCE},
         {"nats", required_argument, NULL, OPT_NATS},
         {"stream", required_argument, NULL, OPT_STREAM},
         {"subject", required_argument, NULL, OPT_SUBJECT},
@@ -108,6 +113,7 @@ static int flags_parse(int argc, char **argv, flags *f)
         case OPT_CONFIG: f->config = optarg; break;
         case OPT_URL: f->url = optarg; break;
         case OPT_SUBSCRIBER: f->subscriber = optarg; break;
+        case OPT_INSTANCE: f->instance = optarg; break;
         case OPT_NATS: f->nats = optarg; break;
         case OPT_STREAM: f->stream = optarg; break;
         case OPT_SUBJECT: f->subject = optarg; break;
@@ -136,6 +142,7 @@ static bool flags_apply(const flags *f, relay_config *c)
     } texts[] = {
         {f->url, c->url, sizeof(c->url)},
         {f->subscriber, c->nats.sub.name, sizeof(c->nats.sub.name)},
+        {f->instance, c->instance, sizeof(c->instance)},
         {f->nats, c->nats.url, sizeof(c->nats.url)},
         {f->stream, c->nats.stream, sizeof(c->nats.stream)},
         {f->subject, c->nats.subject, sizeof(c->nats.subject)},
@@ -244,6 +251,7 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
         threads[count++] = (sink_thread){.endpoint = &c->endpoints[i]};
     for (size_t i = 0; i < count; i++) {
         threads[i].ctx.client = client;
+        threads[i].ctx.instance = c->instance;
         threads[i].ctx.stop = &stop;
         pthread_mutex_init(&threads[i].ctx.mu, NULL);
         threads[i].started = pthread_create(&threads[i].thread, NULL, sink_main, &threads[i]) == 0;
@@ -290,6 +298,8 @@ int main(int argc, char **argv)
         return usage_error("", error);
     if (!flags_apply(&f, &config))
         return usage_error("a flag's value is too long", "");
+    if (!relay_instance_valid(config.instance))
+        return usage_error("--instance: 1-64 bytes of A-Z a-z 0-9 . _ -: ", config.instance);
     if (!relay_config_check(&config, error, sizeof(error)))
         return usage_error("", error);
     if (f.check) {

@@ -156,7 +156,8 @@ int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx)
         return 1;
     }
     tally_run_options ro = {.fetch_max = cfg->sub.fetch_max, .wait_ms = RELAY_WAIT_MS,
-                            .failures_max = TALLY_CLIENT_SUB_FAILURES_MAX};
+                            .failures_max = TALLY_CLIENT_SUB_FAILURES_MAX,
+                            .instance = ctx->instance};
     int result = 0;
     tally_subscriber *s = relay_subscriber_open(ctx, &cfg->sub);
     if (s == NULL)

@@ -970,6 +970,7 @@ START_TEST(test_check_validates_the_configuration)
         {"[endpoint a]\nbackoff_ms = 1 2 3 4 5 6 7 8 9\n", "more than 8 delays"},
         {"[mqtt]\n", "unknown section [mqtt]"},
         {"colour = blue\n", ":1: unknown key colour"},
+        {"instance = no spaces\n", ":1: instance: an instance is 1-64 bytes"},
         {"just text\n", ":1: expected key = value"},
         {"", "nothing to relay to"},
     };
@@ -981,6 +982,12 @@ START_TEST(test_check_validates_the_configuration)
         free(out);
         free(err);
     }
+    const char *instance[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--instance", "a b",
+                              "--check", NULL};
+    ck_assert_int_eq(test_run(instance, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "--instance"), "%s", err);
+    free(out);
+    free(err);
     const char *http[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--http", ":9", NULL};
     ck_assert_int_eq(test_run(http, NULL, &out, &err), 2);
     ck_assert_msg(strstr(err, "not built yet"), "%s", err);
