@@ -585,31 +585,9 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
     msgpack_unpacked_destroy(&up);
 }
 
-/* One entry of either table: its fingerprint into *sums, or (sums NULL)
- * the entry checked against the log. */
-static void history_entry_check(audit *a, uint64_t account, uint64_t seq,
-                                const uint8_t *transfer_id, history_sums *sums)
-{
-    if (sums)
-        history_sums_add(a, sums, account, seq);
-    else
-        check_history_entry(a, account, seq, transfer_id);
-}
-
-/* An "account_history" entry: account id -> seq. */
-static void history_set_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
-{
-    if (k->mv_size != 8 || v->mv_size != 8) {
-        if (ctx)
-            audit_report(a, "history", "account_history", "an entry of %zu/%zu bytes is corrupt",
-                         k->mv_size, v->mv_size);
-        return;
-    }
-    history_entry_check(a, get_u64_be(k->mv_data), get_u64_be(v->mv_data), NULL, ctx);
-}
-
-/* An entry of the old "history" range: account id | seq -> nothing or the
- * transfer id. */
+/* A "history" entry (account id | seq -> nothing, or the transfer id in
+ * stores from before December 2026): its fingerprint into *sums, or (sums
+ * NULL) the entry checked against the log. */
 static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
 {
     history_sums *sums = ctx;
@@ -619,8 +597,15 @@ static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ct
                    v->mv_size);
         return;
     }
-    history_entry_check(a, get_u64_be(k->mv_data), get_u64_be((uint8_t *)k->mv_data + 8),
-                        v->mv_size == 16 ? v->mv_data : NULL, sums);
+    uint64_t account = get_u64_be(k->mv_data), seq = get_u64_be((uint8_t *)k->mv_data + 8);
+    const uint8_t *id = v->mv_size == 16 ? v->mv_data : NULL;
+    if (sums)
+        history_sums_add(a, sums, account, seq);
+    /* The sums cover (account, seq): an old entry's transfer id is checked
+     * against its event in the first walk (sums given); the second walk,
+     * run when the sums differ, checks the others. */
+    if (sums ? id != NULL : id == NULL)
+        check_history_entry(a, account, seq, id);
 }
 
 /* Every transfer event is in both accounts' history, and the history
@@ -629,18 +614,12 @@ int audit_check_history_index(audit *a)
 {
     history_sums stored = {0};
     int rc = audit_walk_db(a, STORE_DB_HISTORY, "history", NULL, history_entry, &stored);
-    if (rc == TALLY_ok)
-        rc = audit_walk_db(a, STORE_DB_ACCOUNT_HISTORY, "account_history", NULL,
-                           history_set_entry, &stored);
     if (rc != TALLY_ok || memcmp(&stored, &a->history_log, sizeof(stored)) == 0)
         return rc;
     uint64_t findings = a->stats->findings;
     rc = log_read(a->t, 1, UINT64_MAX, find_missing_history, a);
     if (rc == TALLY_ok)
         rc = audit_walk_db(a, STORE_DB_HISTORY, "history entries", NULL, history_entry, NULL);
-    if (rc == TALLY_ok)
-        rc = audit_walk_db(a, STORE_DB_ACCOUNT_HISTORY, "account_history entries", NULL,
-                           history_set_entry, NULL);
     if (rc == TALLY_ok && a->stats->findings == findings)
         audit_report(a, "history", "history",
                "the index (%" PRIu64 " entries) differs from the transfer events (%" PRIu64

@@ -43,19 +43,14 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
     [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
-    [STORE_DB_ACCOUNT_HISTORY] = "account_history", [STORE_DB_FAILED_IDS] = "failed_ids",
-};
-
-/* Flags a database is created with (fixed for its life). */
-static const unsigned db_flags[STORE_DB_COUNT] = {
-    [STORE_DB_ACCOUNT_HISTORY] = MDB_DUPSORT | MDB_DUPFIXED,
+    [STORE_DB_FAILED_IDS] = "failed_ids",
 };
 
 /* Databases a store of format 1 may lack: added since, created by the
  * first writer that opens it. */
 static bool db_added_later(int db)
 {
-    return db == STORE_DB_ACCOUNT_HISTORY || db == STORE_DB_FAILED_IDS;
+    return db == STORE_DB_FAILED_IDS;
 }
 
 static const char meta_key_format[] = "format_version";
@@ -99,8 +94,7 @@ static int store_open_databases(store *st)
     if (rc != MDB_SUCCESS)
         return store_translate(rc);
     for (int i = 0; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++) {
-        rc = mdb_dbi_open(txn, db_names[i], db_flags[i] | (st->read_only ? 0 : MDB_CREATE),
-                          &st->dbi[i]);
+        rc = mdb_dbi_open(txn, db_names[i], st->read_only ? 0 : MDB_CREATE, &st->dbi[i]);
         if (rc == MDB_NOTFOUND && st->read_only && db_added_later(i)) {
             st->absent[i] = true;
             rc = MDB_SUCCESS;
@@ -329,20 +323,6 @@ int store_del(store_txn *t, store_db db, const void *key, size_t key_len)
         return t->error;
     MDB_val k = {key_len, (void *)key};
     int rc = mdb_del(t->txn, t->st->dbi[db], &k, NULL);
-    if (rc == MDB_NOTFOUND)
-        return TALLY_not_found;
-    t->writes += rc == MDB_SUCCESS;
-    return store_txn_fail(t, store_translate(rc));
-}
-
-int store_del_value(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
-                    size_t val_len)
-{
-    assert(t->active && !t->read_only);
-    if (t->error != TALLY_ok)
-        return t->error;
-    MDB_val k = {key_len, (void *)key}, v = {val_len, (void *)val};
-    int rc = mdb_del(t->txn, t->st->dbi[db], &k, &v);
     if (rc == MDB_NOTFOUND)
         return TALLY_not_found;
     t->writes += rc == MDB_SUCCESS;

@@ -32,16 +32,15 @@ typedef enum store_db {
     STORE_DB_META,
     STORE_DB_HISTORY,
     STORE_DB_CHECKPOINT,
-    STORE_DB_ACCOUNT_HISTORY, /* since December 2026: absent from older stores
-                               * opened read-only (see store_cursor_open) */
-    STORE_DB_FAILED_IDS, /* ledger/failed_id.h; since December 2026, like account_history */
+    STORE_DB_FAILED_IDS, /* ledger/failed_id.h; since December 2026: absent from older
+                          * stores opened read-only (see store_cursor_open) */
     STORE_DB_COUNT
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
  * with TALLY_store_version_mismatch. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
- * "account_history"), so they refuse it rather than report corruption.
+ * "failed_ids"), so they refuse it rather than report corruption.
  * Format 1 stores are read as they are and marked 2 by the first writer
  * that opens them: nothing is rewritten, new records take the new forms. */
 #define STORE_FORMAT_VERSION 2
@@ -134,11 +133,6 @@ int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_va
  * error, which is also remembered in t->error. */
 int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
               size_t val_len, unsigned flags);
-
-/* Delete one value of a key of a MDB_DUPSORT database: TALLY_ok,
- * TALLY_not_found (not remembered) or an error (remembered). */
-int store_del_value(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
-                    size_t val_len);
 
 /* Delete a key: TALLY_ok, TALLY_not_found (not remembered) or an error
  * (remembered). */

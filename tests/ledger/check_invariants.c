@@ -694,12 +694,10 @@ START_TEST(deleted_history_entry_is_found)
 {
     fixture f;
     build(&f);
-    uint8_t key[16]; /* account 1 -> seq of t-101, one value of its set */
+    uint8_t key[16];
     ledger_history_key(1, f.seq_t101, key);
     MDB_txn *txn = raw_begin(&f.ts);
-    MDB_val k = {8, key}, v = {8, key + 8};
-    ck_assert_int_eq(mdb_del(txn, store_dbi(f.ts.st, STORE_DB_ACCOUNT_HISTORY), &k, &v),
-                     MDB_SUCCESS);
+    raw_del(txn, &f.ts, STORE_DB_HISTORY, key, sizeof(key));
     raw_commit(txn);
     expect_finding(&f.ts, "history", "account:1");
     test_store_close(&f.ts);
