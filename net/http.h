@@ -19,7 +19,7 @@
 #ifndef TALLY_NET_HTTP_H
 #define TALLY_NET_HTTP_H
 
-#include "net/metrics.h"
+#include "net/text.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -22,7 +22,6 @@
 
 #include <stdlib.h>
 
-#define TEXT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define JSON "application/json"
 
 static bool is_stopping(server *srv)
@@ -85,7 +84,7 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
         net_text_printf(&out->body, "metrics not read: %s\n", tally_strerror(rc));
         return;
     }
-    out->content_type = TEXT_METRICS;
+    out->content_type = NET_TEXT_METRICS_TYPE;
 }
 
 static void route_healthz(void *ctx, const net_http_request *rq, net_http_reply *out)

@@ -8,8 +8,10 @@
 #include <time.h>
 
 static net_log_level log_level = NET_LOG_INFO;
+static const char *log_program = "tallyd";
 
 void net_log_set_level(net_log_level level) { log_level = level; }
+void net_log_set_program(const char *name) { log_program = name; }
 
 void net_log(net_log_level level, const char *fmt, ...)
 {
@@ -27,5 +29,6 @@ void net_log(net_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s.%03ldZ tallyd %s: %s\n", when, ts.tv_nsec / 1000000, names[level], line);
+    fprintf(stderr, "%s.%03ldZ %s %s: %s\n", when, ts.tv_nsec / 1000000, log_program, names[level],
+            line);
 }

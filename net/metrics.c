@@ -7,7 +7,6 @@
 #include "common/error.h"
 #include "net/figures.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,66 +123,7 @@ void net_metrics_written(const net_request *req, const net_result *res, int faul
     }
 }
 
-/* ---- text ---- */
-
-void net_text_printf(net_text *b, const char *fmt, ...)
-{
-    for (int tries = 0; !b->bad && tries < 2; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->ptr ? b->ptr + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->bad = true;
-            return;
-        }
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->len + (size_t)n)
-            cap *= 2;
-        char *p = realloc(b->ptr, cap);
-        if (p == NULL)
-            b->bad = true;
-        else
-            b->ptr = p, b->cap = cap;
-    }
-}
-
-void net_text_escaped(net_text *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            net_text_printf(b, "\\%c", *s);
-        else if (*s == '\n')
-            net_text_printf(b, "\\n");
-        else
-            net_text_printf(b, "%c", *s);
-    }
-}
-
-void net_text_free(net_text *b)
-{
-    free(b->ptr);
-    memset(b, 0, sizeof(*b));
-}
-
 /* ---- the exposition ---- */
-
-static void family(net_text *b, const char *name, const char *type, const char *help)
-{
-    net_text_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void sample_u64(net_text *b, const char *name, const char *type, const char *help,
-                       uint64_t value)
-{
-    family(b, name, type, help);
-    net_text_printf(b, "%s %llu\n", name, (unsigned long long)value);
-}
 
 static uint64_t load(atomic_uint_fast64_t *c) { return atomic_load_explicit(c, RELAXED); }
 
@@ -211,9 +151,9 @@ static void histogram_series(net_text *b, const char *name, const char *labels, 
 
 static void write_counters(net_text *b)
 {
-    sample_u64(b, "tally_commits_total", "counter", "Durable commits of write groups.",
+    net_text_sample_u64(b, "tally_commits_total", "counter", "Durable commits of write groups.",
                load(&reg.commits));
-    family(b, "tally_commands_total", "counter",
+    net_text_family(b, "tally_commands_total", "counter",
            "Write commands and subscriber writes answered, by op and result code.");
     for (int op = 0; op < NET_OP_COUNT; op++)
         for (int code = 0; code <= NET_METRICS_CODES_MAX; code++) {
@@ -222,32 +162,32 @@ static void write_counters(net_text *b)
                 net_text_printf(b, "tally_commands_total{op=\"%s\",code=\"%s\"} %llu\n",
                                 net_ops[op].name, tally_strerror(code), (unsigned long long)v);
         }
-    family(b, "tally_replays_total", "counter",
+    net_text_family(b, "tally_replays_total", "counter",
            "Write commands answered with their stored outcome (a retried key), by op.");
     for (int op = 0; op < NET_OP_COUNT; op++)
         if (load(&reg.replays[op]))
             net_text_printf(b, "tally_replays_total{op=\"%s\"} %llu\n", net_ops[op].name,
                             (unsigned long long)load(&reg.replays[op]));
-    family(b, "tally_requests_total", "counter", "Requests decoded and accepted, by op.");
+    net_text_family(b, "tally_requests_total", "counter", "Requests decoded and accepted, by op.");
     for (int op = 0; op < NET_OP_COUNT; op++)
         net_text_printf(b, "tally_requests_total{op=\"%s\"} %llu\n", net_ops[op].name,
                         (unsigned long long)load(&reg.requests[op]));
-    sample_u64(b, "tally_requests_invalid_total", "counter",
+    net_text_sample_u64(b, "tally_requests_invalid_total", "counter",
                "Requests refused before they named a known op (malformed, too large).",
                load(&reg.requests_invalid));
-    sample_u64(b, "tally_listener_restarts_total", "counter",
+    net_text_sample_u64(b, "tally_listener_restarts_total", "counter",
                "Request listeners opened again by the listener watchdog.",
                load(&reg.listener_restarts));
 }
 
 static void write_histograms(net_text *b)
 {
-    family(b, "tally_group_size", "histogram", "Commands per durable commit.");
+    net_text_family(b, "tally_group_size", "histogram", "Commands per durable commit.");
     histogram_series(b, "tally_group_size", "", &reg.group_size, 1);
-    family(b, "tally_commit_duration_seconds", "histogram",
+    net_text_family(b, "tally_commit_duration_seconds", "histogram",
            "Time of each durable commit (pages, fdatasync, meta page).");
     histogram_series(b, "tally_commit_duration_seconds", "", &reg.commit_duration, 1e9);
-    family(b, "tally_request_duration_seconds", "histogram",
+    net_text_family(b, "tally_request_duration_seconds", "histogram",
            "Requests from arrival to the reply leaving, by kind (long-polls not observed).");
     histogram_series(b, "tally_request_duration_seconds", "kind=\"read\",",
                      &reg.request_duration[NET_REQUEST_READ], 1e9);
@@ -262,38 +202,38 @@ static int64_t age_s(int64_t since_ms, int64_t now_ms)
 
 static void write_store(net_text *b, const net_store_figures *f, int64_t now_ms)
 {
-    sample_u64(b, "tally_log_head_seq", "gauge", "Seq of the last committed event.", f->head.seq);
-    sample_u64(b, "tally_log_floor_seq", "gauge",
+    net_text_sample_u64(b, "tally_log_head_seq", "gauge", "Seq of the last committed event.", f->head.seq);
+    net_text_sample_u64(b, "tally_log_floor_seq", "gauge",
                "Last seq removed by log retention (0: none removed).", f->log_floor);
-    sample_u64(b, "tally_events_total", "counter", "Events committed since the store began.",
+    net_text_sample_u64(b, "tally_events_total", "counter", "Events committed since the store began.",
                f->head.seq);
-    sample_u64(b, "tally_log_events", "gauge", "Events stored in the log now.", f->events);
-    sample_u64(b, "tally_accounts", "gauge", "Accounts stored.", f->accounts);
-    sample_u64(b, "tally_transfers", "gauge", "Transfers and holds stored.", f->transfers);
-    sample_u64(b, "tally_entitlements", "gauge", "Entitlements stored.", f->entitlements);
-    sample_u64(b, "tally_inbox_records", "gauge", "Idempotency records stored.", f->inbox);
-    family(b, "tally_inbox_oldest_age_seconds", "gauge",
+    net_text_sample_u64(b, "tally_log_events", "gauge", "Events stored in the log now.", f->events);
+    net_text_sample_u64(b, "tally_accounts", "gauge", "Accounts stored.", f->accounts);
+    net_text_sample_u64(b, "tally_transfers", "gauge", "Transfers and holds stored.", f->transfers);
+    net_text_sample_u64(b, "tally_entitlements", "gauge", "Entitlements stored.", f->entitlements);
+    net_text_sample_u64(b, "tally_inbox_records", "gauge", "Idempotency records stored.", f->inbox);
+    net_text_family(b, "tally_inbox_oldest_age_seconds", "gauge",
            "Age of the oldest idempotency record (0: none).");
     net_text_printf(b, "tally_inbox_oldest_age_seconds %lld\n",
                     (long long)age_s(f->inbox_oldest_ms, now_ms));
-    sample_u64(b, "tally_map_used_bytes", "gauge", "Bytes of the LMDB map in use.",
+    net_text_sample_u64(b, "tally_map_used_bytes", "gauge", "Bytes of the LMDB map in use.",
                f->map_used_bytes);
-    sample_u64(b, "tally_map_size_bytes", "gauge", "Size of the LMDB map now.", f->map_size_bytes);
-    sample_u64(b, "tally_map_max_bytes", "gauge",
+    net_text_sample_u64(b, "tally_map_size_bytes", "gauge", "Size of the LMDB map now.", f->map_size_bytes);
+    net_text_sample_u64(b, "tally_map_max_bytes", "gauge",
                "Size the LMDB map may grow to (--map-max-mb).", f->map_max_bytes);
 }
 
 static void write_view(net_text *b, const net_metrics_view *v)
 {
-    sample_u64(b, "tally_connections", "gauge", "Request connections open.", v->connections);
-    sample_u64(b, "tally_connections_refused_total", "counter",
+    net_text_sample_u64(b, "tally_connections", "gauge", "Request connections open.", v->connections);
+    net_text_sample_u64(b, "tally_connections_refused_total", "counter",
                "Request connections closed at connect by --max-connections.",
                v->connections_refused);
-    sample_u64(b, "tally_publish_connections", "gauge", "Connections to the PUB endpoint.",
+    net_text_sample_u64(b, "tally_publish_connections", "gauge", "Connections to the PUB endpoint.",
                v->publish_subscribers);
-    sample_u64(b, "tally_http_connections", "gauge", "HTTP connections open.",
+    net_text_sample_u64(b, "tally_http_connections", "gauge", "HTTP connections open.",
                v->http_connections);
-    family(b, "tally_build_info", "gauge", "Always 1; the version of tallyd as a label.");
+    net_text_family(b, "tally_build_info", "gauge", "Always 1; the version of tallyd as a label.");
     net_text_printf(b, "tally_build_info{version=\"");
     net_text_escaped(b, v->version);
     net_text_printf(b, "\"} 1\n");
@@ -366,9 +306,9 @@ static int write_subscribers(net_text *b, store_txn *t, int64_t now_ms)
     if (r.rows == NULL)
         return TALLY_internal;
     int rc = sub_list(t, collect_sub, &r);
-    sample_u64(b, "tally_subscribers", "gauge", "Durable subscribers.", r.count);
+    net_text_sample_u64(b, "tally_subscribers", "gauge", "Durable subscribers.", r.count);
     for (int v = 0; rc == TALLY_ok && v < SUB_VALUE_COUNT; v++) {
-        family(b, sub_families[v].name, sub_families[v].type, sub_families[v].help);
+        net_text_family(b, sub_families[v].name, sub_families[v].type, sub_families[v].help);
         for (size_t i = 0; i < r.count; i++) /* names are A-Z a-z 0-9 . _ - : nothing to escape */
             net_text_printf(b, "%s{subscriber=\"%s\"} %lld\n", sub_families[v].name,
                             r.rows[i].state.name, sub_value_of(&r.rows[i], (sub_value)v));

@@ -16,6 +16,7 @@
 
 #include "log/store.h"
 #include "net/protocol.h"
+#include "net/text.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -50,18 +51,6 @@ typedef struct net_metrics_view {
     uint64_t http_connections;    /* HTTP connections open now */
     const char *version;
 } net_metrics_view;
-
-/* A growable text buffer (the exposition, JSON bodies). bad: out of memory
- * (the text is then incomplete and must not be used). */
-typedef struct net_text {
-    char *ptr;
-    size_t len, cap;
-    bool bad;
-} net_text;
-void net_text_printf(net_text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s with \ " and newlines escaped (label values, JSON strings). */
-void net_text_escaped(net_text *b, const char *s);
-void net_text_free(net_text *b);
 
 /* The exposition (text format 0.0.4) of every family into out, with the
  * store's figures from the read-only transaction t at now_ms. Returns
