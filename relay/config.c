@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include "common/cli.h"
+#include "net/http.h"
 #include "relay/relay.h"
 
 #include <ctype.h>
@@ -137,6 +138,26 @@ static bool read_instance(target *t, const char *v, char *why, size_t n)
         return false;
     }
     return text_into(t->config->instance, sizeof(t->config->instance), v, why, n);
+}
+
+bool relay_http_url_take(const char *v, char *out, size_t size)
+{
+    if (strcmp(v, "none") == 0) {
+        out[0] = '\0';
+        return true;
+    }
+    if (!net_http_url_valid(v) || strlen(v) >= size)
+        return false;
+    snprintf(out, size, "%s", v);
+    return true;
+}
+
+static bool read_http(target *t, const char *v, char *why, size_t n)
+{
+    if (relay_http_url_take(v, t->config->http, sizeof(t->config->http)))
+        return true;
+    snprintf(why, n, "http://HOST:PORT or none");
+    return false;
 }
 
 static bool read_subscriber(target *t, const char *v, char *why, size_t n)
@@ -272,6 +293,7 @@ static const key_row keys[] = {
     {SECTION_TOP, "url", read_url},
     {SECTION_TOP, "subscriber", read_subscriber},
     {SECTION_TOP, "instance", read_instance},
+    {SECTION_TOP, "http", read_http},
     {SECTION_NATS, "url", read_nats_url},
     {SECTION_NATS, "stream", read_stream},
     {SECTION_NATS, "subject", read_subject},
@@ -304,7 +326,7 @@ void relay_config_default(relay_config *c)
 {
     memset(c, 0, sizeof(*c));
     snprintf(c->url, sizeof(c->url), "%s", RELAY_URL_DEFAULT);
-    snprintf(c->instance, sizeof(c->instance), "%s", RELAY_INSTANCE_DEFAULT);
+    relay_instance_default(c->instance);
     relay_nats *n = &c->nats;
     snprintf(n->subject, sizeof(n->subject), "%s", RELAY_SUBJECT_DEFAULT);
     snprintf(n->sub.name, sizeof(n->sub.name), "%s", RELAY_SUBSCRIBER_DEFAULT);
@@ -533,6 +555,8 @@ static void subscription_print(const relay_subscription *s)
 void relay_config_print(const relay_config *c)
 {
     printf("tally: %s, as instance %s\n", c->url, c->instance);
+    if (c->http[0])
+        printf("metrics: %s/metrics, %s/healthz\n", c->http, c->http);
     if (c->nats.enabled) {
         const relay_nats *n = &c->nats;
         printf("nats: %s, stream %s (%s, %" PRIu32 " replicas, duplicate window %" PRIu32

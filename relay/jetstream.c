@@ -62,14 +62,6 @@ typedef struct js_sink {
     bool reopen;      /* the run was stopped to reopen the subscriber */
 } js_sink;
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* The batch index of seq among the events published and not yet answered. */
 static bool index_of_sent(const js_sink *k, uint64_t seq, size_t *out)
 {
@@ -81,19 +73,53 @@ static bool index_of_sent(const js_sink *k, uint64_t seq, size_t *out)
     return false;
 }
 
-/* A publish is answered: stored, or failed with what (under k->mu). */
-static void answered_locked(js_sink *k, natsMsg *msg, bool stored, bool rejected, const char *what)
+/* The PubAcks outstanding changed (under k->mu): the in-flight gauge. */
+static void outstanding_set(js_sink *k, size_t outstanding)
+{
+    k->outstanding = outstanding;
+    atomic_store_explicit(&k->ctx->metrics.in_flight, outstanding, memory_order_relaxed);
+}
+
+/* Publish i failed, counted as why: JS_FAILED (transient, tried again in
+ * this batch) or JS_REJECTED (naked to tally) (under k->mu). */
+static void failed_locked(js_sink *k, size_t i, js_state state, relay_failure why,
+                          const char *what)
+{
+    k->state[i] = state;
+    snprintf(k->error[i], JS_ERROR_BYTES, "%s", what);
+    relay_count(&k->ctx->metrics.failures[why], 1);
+}
+
+/* A publish is answered: stored (why unused), or failed with why and what
+ * (under k->mu). */
+static void answered_locked(js_sink *k, natsMsg *msg, bool stored, relay_failure why,
+                            const char *what)
 {
     const char *seq_text = NULL;
     size_t i;
     if (natsMsgHeader_Get(msg, "Tally-Seq", &seq_text) != NATS_OK || seq_text == NULL ||
         !index_of_sent(k, strtoull(seq_text, NULL, 10), &i))
         return; /* an answer to a batch that is over */
-    k->state[i] = stored ? JS_STORED : rejected ? JS_REJECTED : JS_FAILED;
-    if (!stored)
-        snprintf(k->error[i], JS_ERROR_BYTES, "%s", what);
-    k->outstanding--;
+    if (stored) {
+        k->state[i] = JS_STORED;
+        relay_count(&k->ctx->metrics.delivered, 1);
+    } else {
+        failed_locked(k, i, why == RELAY_FAILURE_REFUSED ? JS_REJECTED : JS_FAILED, why, what);
+    }
+    outstanding_set(k, k->outstanding - 1);
     pthread_cond_broadcast(&k->cv);
+}
+
+/* The reason label of a publish that failed with s. */
+static relay_failure failure_of(natsStatus s)
+{
+    switch (s) {
+    case NATS_TIMEOUT: return RELAY_FAILURE_TIMEOUT;
+    case NATS_CONNECTION_CLOSED: case NATS_CONNECTION_DISCONNECTED: case NATS_NO_SERVER:
+    case NATS_NO_RESPONDERS: case NATS_STALE_CONNECTION: case NATS_IO_ERROR:
+        return RELAY_FAILURE_CONNECTION;
+    default: return RELAY_FAILURE_OTHER;
+    }
 }
 
 static void on_pub_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -101,13 +127,14 @@ static void on_pub_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, 
     (void)js;
     js_sink *k = closure;
     char what[JS_ERROR_BYTES] = "";
-    bool rejected = pa == NULL && pae != NULL && pae->ErrCode != 0;
+    relay_failure why = pa == NULL && pae != NULL && pae->ErrCode != 0 ? RELAY_FAILURE_REFUSED
+                        : failure_of(pae ? pae->Err : NATS_TIMEOUT);
     if (pa == NULL)
         snprintf(what, sizeof(what), "jetstream: %s%s%s",
                  pae ? natsStatus_GetText(pae->Err) : "no answer",
                  pae && pae->ErrText ? ": " : "", pae && pae->ErrText ? pae->ErrText : "");
     pthread_mutex_lock(&k->mu);
-    answered_locked(k, msg, pa != NULL, rejected, what);
+    answered_locked(k, msg, pa != NULL, why, what);
     pthread_mutex_unlock(&k->mu);
     natsMsg_Destroy(msg);
 }
@@ -124,7 +151,8 @@ static void drain(js_sink *k)
         if (js_PublishAsyncGetPendingList(&pending, k->js) == NATS_OK) {
             pthread_mutex_lock(&k->mu);
             for (int i = 0; i < pending.Count; i++)
-                answered_locked(k, pending.Msgs[i], false, false, "jetstream: no PubAck in time");
+                answered_locked(k, pending.Msgs[i], false, RELAY_FAILURE_TIMEOUT,
+                                "jetstream: no PubAck in time");
             pthread_mutex_unlock(&k->mu);
             natsMsgList_Destroy(&pending);
         }
@@ -137,9 +165,8 @@ static void drain(js_sink *k)
         ;
     for (size_t i = 0; k->outstanding > 0 && i < k->count; i++)
         if (k->state[i] == JS_SENT) {
-            k->state[i] = JS_FAILED;
-            snprintf(k->error[i], JS_ERROR_BYTES, "jetstream: no PubAck in time");
-            k->outstanding--;
+            failed_locked(k, i, JS_FAILED, RELAY_FAILURE_TIMEOUT, "jetstream: no PubAck in time");
+            outstanding_set(k, k->outstanding - 1);
         }
     pthread_mutex_unlock(&k->mu);
 }
@@ -190,9 +217,12 @@ static void publish(js_sink *k, size_t i)
     char why[JS_ERROR_BYTES] = "";
     natsMsg *m = message_of(k, &k->batch[i].event, why, sizeof(why));
     pthread_mutex_lock(&k->mu);
-    k->state[i] = m ? JS_SENT : JS_REJECTED;
-    k->outstanding += m != NULL;
-    snprintf(k->error[i], JS_ERROR_BYTES, "%s", why);
+    if (m) {
+        k->state[i] = JS_SENT;
+        outstanding_set(k, k->outstanding + 1);
+    } else {
+        failed_locked(k, i, JS_REJECTED, RELAY_FAILURE_OTHER, why); /* cannot be built: naked */
+    }
     pthread_mutex_unlock(&k->mu);
     if (m == NULL)
         return;
@@ -200,9 +230,10 @@ static void publish(js_sink *k, size_t i)
     if (s != NATS_OK) {
         pthread_mutex_lock(&k->mu);
         if (k->state[i] == JS_SENT) {
-            k->state[i] = JS_FAILED;
-            snprintf(k->error[i], JS_ERROR_BYTES, "jetstream publish: %s", natsStatus_GetText(s));
-            k->outstanding--;
+            char what[JS_ERROR_BYTES];
+            snprintf(what, sizeof(what), "jetstream publish: %s", natsStatus_GetText(s));
+            failed_locked(k, i, JS_FAILED, failure_of(s), what);
+            outstanding_set(k, k->outstanding - 1);
         }
         pthread_mutex_unlock(&k->mu);
         natsMsg_Destroy(m);
@@ -277,11 +308,11 @@ static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *v
     pthread_mutex_lock(&k->mu);
     k->batch = batch;
     k->count = count;
-    k->outstanding = 0;
+    outstanding_set(k, 0);
     char entity[RELAY_ENTITY_TEXT_BYTES_MAX];
     for (size_t i = 0; i < count; i++) {
         relay_entity_text(&batch[i].event, entity);
-        k->entity[i] = fnv1a(entity);
+        k->entity[i] = relay_text_hash(entity);
         k->state[i] = JS_UNSENT;
     }
     pthread_mutex_unlock(&k->mu);

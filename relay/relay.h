@@ -20,7 +20,8 @@
 /* ---- limits ---- */
 #define RELAY_URL_BYTES_MAX 1024
 #define RELAY_ENDPOINTS_MAX 32
-#define RELAY_INSTANCE_DEFAULT "tally-relay" /* relay_config.instance */
+#define RELAY_INSTANCE_PREFIX "tally-relay" /* the default instance: tally-relay.<host> */
+#define RELAY_LOCK_DIR "/tmp" /* the instance claims of the relays of this host */
 #define RELAY_ENDPOINT_PREFIX "relay:" /* an endpoint's subscriber: relay:<endpoint> */
 #define RELAY_ENDPOINT_NAME_BYTES_MAX \
     (TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX - (sizeof(RELAY_ENDPOINT_PREFIX) - 1))
@@ -54,6 +55,7 @@
 #define RELAY_NATS_MAX_DELIVER_DEFAULT 100     /* JetStream refusals before the dlq */
 #define RELAY_BACKOFF_MS_FIRST 1000u /* an endpoint's redeliveries: 1 s, 2 s ... 128 s */
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
+#define RELAY_FIGURES_MS 2000 /* /metrics: each sink's lag and dead letters read this often */
 
 _Static_assert(RELAY_MAX_PENDING_MAX <= TALLY_CLIENT_SUB_FETCH_MAX, "a window fits a fetch");
 
@@ -98,6 +100,7 @@ typedef struct relay_config {
      * relay gets its unacked window back at once, in seq order; each relay
      * sharing a config needs its own (docs/RELAY.md, "Several relays") */
     char instance[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1];
+    char http[RELAY_URL_BYTES_MAX + 1]; /* /metrics at http://HOST:PORT; "": none */
     relay_nats nats;
     relay_endpoint endpoints[RELAY_ENDPOINTS_MAX];
     size_t endpoint_count;
@@ -105,7 +108,7 @@ typedef struct relay_config {
 
 /* ---- config.c ---- */
 
-/* Defaults: tallyd's default URL, no sink. */
+/* Defaults: tallyd's default URL, the default instance, no sink. */
 void relay_config_default(relay_config *c);
 /* Read the config file path into c (docs/RELAY.md, "Configuration").
  * false with a message "FILE:LINE: what" in error. */
@@ -115,6 +118,8 @@ bool relay_config_load(relay_config *c, const char *path, char *error, size_t er
 bool relay_config_check(relay_config *c, char *error, size_t error_size);
 /* An instance id tallyd takes: 1-64 bytes of A-Z a-z 0-9 . _ - */
 bool relay_instance_valid(const char *v);
+/* http = / --http: "none" (out gets "") or http://HOST:PORT. */
+bool relay_http_url_take(const char *v, char *out, size_t size);
 /* Print what the relay would do (--check). */
 void relay_config_print(const relay_config *c);
 /* true when type matches one of the endpoint's patterns ("x.y" exact,
@@ -136,16 +141,71 @@ void relay_entity_text(const tally_event *e, char out[RELAY_ENTITY_TEXT_BYTES_MA
  * it does not fit. */
 bool relay_subject(const char *template_text, const tally_event *e, char *out, size_t size);
 
+/* ---- instance.c: which relay is which (docs/RELAY.md, "Several relays") ---- */
+
+/* "tally-relay.<host name>" (bytes outside A-Z a-z 0-9 . _ - as '-', cut
+ * at 64 bytes), or "tally-relay" without a host name: stable across
+ * restarts, distinct across hosts. */
+void relay_instance_default(char out[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1]);
+/* Claim (url, subscriber, instance) of every sink of c for this process
+ * with a lock file in RELAY_LOCK_DIR, held until it exits: false, with
+ * what in error, when another relay of this host holds one. A lock file
+ * that cannot be opened is said on stderr and not checked. */
+bool relay_instance_claim(const relay_config *c, char *error, size_t error_size);
+/* FNV-1a of a text (the lock files' names, the JetStream sink's entities). */
+uint64_t relay_text_hash(const char *s);
+
+/* ---- metrics.c: what a sink counts, for /metrics ---- */
+
+/* Why a delivery failed: the reason label of tally_relay_failures_total. */
+typedef enum relay_failure {
+    RELAY_FAILURE_STATUS,     /* HTTP: an answer other than 2xx */
+    RELAY_FAILURE_TIMEOUT,    /* no PubAck or no HTTP answer in time */
+    RELAY_FAILURE_CONNECTION, /* not connected, the connection lost or refused, no responders */
+    RELAY_FAILURE_REFUSED,    /* JetStream: an API error (the stream said no) */
+    RELAY_FAILURE_OTHER,      /* the event document, TLS, ... */
+    RELAY_FAILURE_COUNT
+} relay_failure;
+
+/* Written by the sink's thread (and the PubAck callbacks) and the figures
+ * thread, read by scrapes: relaxed atomics, no lock. */
+typedef struct relay_sink_metrics {
+    atomic_bool up;                    /* the sink's thread runs */
+    atomic_uint_fast64_t delivered;    /* PubAcks, 2xx answers */
+    atomic_uint_fast64_t filtered;     /* HTTP: events of types the endpoint does not want */
+    atomic_uint_fast64_t failures[RELAY_FAILURE_COUNT];
+    atomic_uint_fast64_t in_flight;    /* PubAcks outstanding, HTTP requests under way */
+    atomic_bool figures_known;         /* the two below were read from tallyd */
+    atomic_uint_fast64_t lag;          /* the subscriber's pending: head - ack floor */
+    atomic_uint_fast64_t dead_letters; /* the subscriber's dead-letter queue */
+} relay_sink_metrics;
+
+static inline void relay_count(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
 /* ---- the sinks: each runs until *stop is set, then returns 0, or returns
  * 1 on a fatal error (said on stderr). ---- */
 
 typedef struct relay_sink_context {
     tally_client *client;
     const char *instance;       /* relay_config.instance */
+    const char *subscriber;     /* the sink's subscriber */
+    const char *endpoint;       /* the endpoint's name; NULL: the JetStream sink */
     atomic_bool *stop;
     pthread_mutex_t mu;         /* guards running */
     tally_subscriber *running;  /* the handle in a run now, for a stop to reach */
+    relay_sink_metrics metrics;
 } relay_sink_context;
+
+/* /metrics and /healthz at url for the count sinks (they outlive it),
+ * and a thread that reads each sink's lag and dead letters from tallyd
+ * every RELAY_FIGURES_MS. 0, or 1 when it cannot listen (said on stderr). */
+typedef struct relay_http relay_http;
+int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t count,
+                     relay_http **out);
+void relay_http_stop(relay_http *h);
 
 /* The JetStream sink: connect, create or check the stream, relay. */
 int relay_jetstream_run(const relay_nats *cfg, relay_sink_context *ctx);

@@ -44,9 +44,11 @@ static void usage(FILE *f)
 "  --subscriber NAME   the JetStream sink's durable subscriber (default %s);\n"
 "                      an endpoint's is relay:<endpoint>\n"
 "  --instance ID       this relay's consumer instance on every subscriber\n"
-"                      (default " RELAY_INSTANCE_DEFAULT "): keep it across restarts, so a\n"
-"                      restarted relay gets its unacked events back at once and\n"
-"                      in order; give each relay sharing a config its own\n"
+"                      (default " RELAY_INSTANCE_PREFIX ".<host name>): keep it across\n"
+"                      restarts, so a restarted relay gets its unacked events\n"
+"                      back at once and in order; several relays on one config\n"
+"                      each need their own: a second relay of this host with\n"
+"                      the same instance on a subscriber is refused (exit 2)\n"
 "  --nats URL          relay to JetStream at this NATS server (nats://HOST:PORT)\n"
 "  --stream NAME       ... into this stream, created when missing (subjects\n"
 "                      %s, file storage, 1 replica, duplicate\n"
@@ -54,8 +56,9 @@ static void usage(FILE *f)
 "                      checked when present\n"
 "  --subject TEMPLATE  the subject of each event; {type} and {entity_kind} are\n"
 "                      replaced (default %s)\n"
-"  --http URL          serve /metrics here: not built yet (the relay says so\n"
-"                      and exits 2)\n"
+"  --http URL          serve GET /metrics (Prometheus: delivered, failures,\n"
+"                      in flight, lag, dead letters per sink) and GET /healthz\n"
+"                      at http://HOST:PORT; \"none\" (the default) serves nothing\n"
 "  --check             check the configuration, print what would run, exit\n"
 "                      (0 valid, 2 not); nothing is contacted\n"
 "  --help\n"
@@ -127,8 +130,6 @@ static int flags_parse(int argc, char **argv, flags *f)
     }
     if (optind < argc)
         return usage_error("unexpected argument: ", argv[optind]);
-    if (f->http)
-        return usage_error("--http (the relay's /metrics) is not built yet", "");
     return -1;
 }
 
@@ -157,6 +158,12 @@ static bool flags_apply(const flags *f, relay_config *c)
     if (f->nats || f->stream)
         c->nats.enabled = true;
     return true;
+}
+
+/* --http over the file's http =: false when it is not a URL we take. */
+static bool flag_http_apply(const flags *f, relay_config *c)
+{
+    return f->http == NULL || relay_http_url_take(f->http, c->http, sizeof(c->http));
 }
 
 /* ---- what the sinks share ---- */
@@ -225,6 +232,7 @@ static void *sink_main(void *arg)
     sink_thread *t = arg;
     t->result = t->nats ? relay_jetstream_run(t->nats, &t->ctx)
                         : relay_webhook_run(t->endpoint, &t->ctx);
+    atomic_store(&t->ctx.metrics.up, false);
     return NULL;
 }
 
@@ -238,11 +246,12 @@ static void stop_all(sink_thread *threads, size_t count)
     }
 }
 
-/* Start a thread per sink, wait for SIGINT/SIGTERM (or every sink ending),
- * stop and join them. */
+/* Start the HTTP face (--http) and a thread per sink, wait for
+ * SIGINT/SIGTERM (or every sink ending), stop and join them. */
 static int relay_run(const relay_config *c, tally_client *client, const sigset_t *signals)
 {
     static sink_thread threads[1 + RELAY_ENDPOINTS_MAX];
+    static relay_sink_context *contexts[1 + RELAY_ENDPOINTS_MAX];
     static atomic_bool stop;
     size_t count = 0;
     if (c->nats.enabled)
@@ -250,13 +259,27 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
     for (size_t i = 0; i < c->endpoint_count; i++)
         threads[count++] = (sink_thread){.endpoint = &c->endpoints[i]};
     for (size_t i = 0; i < count; i++) {
-        threads[i].ctx.client = client;
-        threads[i].ctx.instance = c->instance;
-        threads[i].ctx.stop = &stop;
-        pthread_mutex_init(&threads[i].ctx.mu, NULL);
+        relay_sink_context *ctx = contexts[i] = &threads[i].ctx;
+        ctx->client = client;
+        ctx->instance = c->instance;
+        ctx->subscriber = threads[i].nats ? c->nats.sub.name : threads[i].endpoint->sub.name;
+        ctx->endpoint = threads[i].nats ? NULL : threads[i].endpoint->name;
+        ctx->stop = &stop;
+        atomic_store(&ctx->metrics.up, true);
+        pthread_mutex_init(&ctx->mu, NULL);
+    }
+    relay_http *http = NULL;
+    if (c->http[0] && relay_http_start(c->http, contexts, count, &http) != 0) {
+        for (size_t i = 0; i < count; i++)
+            pthread_mutex_destroy(&threads[i].ctx.mu);
+        return EXIT_FAILED;
+    }
+    for (size_t i = 0; i < count; i++) {
         threads[i].started = pthread_create(&threads[i].thread, NULL, sink_main, &threads[i]) == 0;
-        if (!threads[i].started)
+        if (!threads[i].started) {
+            atomic_store(&threads[i].ctx.metrics.up, false);
             atomic_store(&stop, true);
+        }
     }
     /* A sink that fails on its own ends the relay too: poll for that. */
     struct timespec tick = {0, 200 * 1000000L};
@@ -277,8 +300,10 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
             pthread_join(threads[i].thread, NULL);
         if (threads[i].result != 0)
             result = EXIT_FAILED;
-        pthread_mutex_destroy(&threads[i].ctx.mu);
     }
+    relay_http_stop(http); /* before the contexts it reads go */
+    for (size_t i = 0; i < count; i++)
+        pthread_mutex_destroy(&threads[i].ctx.mu);
     return result;
 }
 
@@ -298,6 +323,8 @@ int main(int argc, char **argv)
         return usage_error("", error);
     if (!flags_apply(&f, &config))
         return usage_error("a flag's value is too long", "");
+    if (!flag_http_apply(&f, &config))
+        return usage_error("--http: http://HOST:PORT or none, got ", f.http);
     if (!relay_instance_valid(config.instance))
         return usage_error("--instance: 1-64 bytes of A-Z a-z 0-9 . _ -: ", config.instance);
     if (!relay_config_check(&config, error, sizeof(error)))
@@ -307,6 +334,8 @@ int main(int argc, char **argv)
         printf("configuration ok\n");
         return EXIT_OK;
     }
+    if (!relay_instance_claim(&config, error, sizeof(error)))
+        return usage_error("", error);
     /* SIGINT and SIGTERM are taken by the main thread's sigtimedwait: block
      * them before any thread starts, so every thread inherits the mask. */
     sigset_t signals;

@@ -86,12 +86,26 @@ static struct curl_slist *headers_of(const webhook_sink *w, const char *id, cons
     return h;
 }
 
-/* POST body; 2xx is true, else why says what came back. */
+/* The reason label of a request that failed with rc. */
+static relay_failure failure_of(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OPERATION_TIMEDOUT: return RELAY_FAILURE_TIMEOUT;
+    case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_CONNECT: case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR: case CURLE_GOT_NOTHING:
+        return RELAY_FAILURE_CONNECTION;
+    default: return RELAY_FAILURE_OTHER;
+    }
+}
+
+/* POST body; 2xx is true, else why says what came back (and the failure
+ * is counted). */
 static bool post(webhook_sink *w, const char *id, const char *body, size_t len, char *why,
                  size_t why_size)
 {
     struct curl_slist *headers = headers_of(w, id, body, len);
     if (headers == NULL) {
+        relay_count(&w->ctx->metrics.failures[RELAY_FAILURE_OTHER], 1);
         snprintf(why, why_size, "out of memory");
         return false;
     }
@@ -99,27 +113,38 @@ static bool post(webhook_sink *w, const char *id, const char *body, size_t len, 
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    relay_sink_metrics *m = &w->ctx->metrics;
+    atomic_store_explicit(&m->in_flight, 1, memory_order_relaxed);
     CURLcode rc = curl_easy_perform(c);
+    atomic_store_explicit(&m->in_flight, 0, memory_order_relaxed);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(headers);
+    bool ok = rc == CURLE_OK && status >= 200 && status <= 299;
     if (rc != CURLE_OK)
         snprintf(why, why_size, "%s: %s", w->cfg->name, curl_easy_strerror(rc));
-    else if (status < 200 || status > 299)
+    else if (!ok)
         snprintf(why, why_size, "%s: HTTP %ld", w->cfg->name, status);
-    return rc == CURLE_OK && status >= 200 && status <= 299;
+    if (ok)
+        relay_count(&m->delivered, 1);
+    else
+        relay_count(&m->failures[rc != CURLE_OK ? failure_of(rc) : RELAY_FAILURE_STATUS], 1);
+    return ok;
 }
 
 static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, void *arg)
 {
     webhook_sink *w = arg;
     const tally_event *e = &d->event;
-    if (!relay_endpoint_wants(w->cfg, e->type))
+    if (!relay_endpoint_wants(w->cfg, e->type)) {
+        relay_count(&w->ctx->metrics.filtered, 1);
         return TALLY_DONE; /* filtered out: nothing to deliver */
+    }
     char id[37], *body = NULL;
     size_t len = 0;
     int rc = relay_event_doc(e, &body, &len);
     if (rc != TALLY_ok) {
+        relay_count(&w->ctx->metrics.failures[RELAY_FAILURE_OTHER], 1);
         snprintf(answer->error, sizeof(answer->error), "the event document: %s",
                  tally_strerror(rc));
         return rc == TALLY_out_of_memory ? TALLY_RETRY : TALLY_PARK;
