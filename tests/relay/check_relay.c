@@ -26,10 +26,13 @@
  * Without nats-server installed the JetStream tests are left out, said on
  * stderr, and the program exits 77 (skipped) when the rest passed.
  */
+#include "config.h"
+
 #include "clients/tally.h"
 #include "common/clock.h"
 
 #include "tests/support/client_support.h"
+#include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
@@ -97,37 +100,64 @@ static void relay_paths(const tallyd_proc *srv, char config[320], char log[320])
     snprintf(log, 320, "%s/relay.log", srv->dir);
 }
 
-/* The relay under test and its log: a wait fails at once when it exited. */
-static pid_t watched_relay;
-static const char *watched_log;
+/* The relays under test and their logs: a wait fails at once when one
+ * exited. */
+#define WATCHED_MAX 2
+static struct {
+    pid_t pid;
+    const char *log;
+} watched[WATCHED_MAX];
 
 static void relay_must_run(void)
 {
     int status;
-    if (watched_relay <= 0 || !test_wait_ms(watched_relay, 0, &status))
-        return;
-    char *log = NULL;
-    const char *cat[] = {"/bin/cat", watched_log, NULL};
-    test_run(cat, NULL, &log, NULL);
-    ck_abort_msg("tally-relay exited (%d); its log:\n%s", test_exit_code(status), log ? log : "");
+    for (int i = 0; i < WATCHED_MAX; i++) {
+        if (watched[i].pid <= 0 || !test_wait_ms(watched[i].pid, 0, &status))
+            continue;
+        char *log = NULL;
+        const char *cat[] = {"/bin/cat", watched[i].log, NULL};
+        test_run(cat, NULL, &log, NULL);
+        ck_abort_msg("tally-relay exited (%d); its log:\n%s", test_exit_code(status),
+                     log ? log : "");
+    }
 }
 
-/* The relay's stderr, appended over its restarts. */
-static pid_t relay_start(const char *config, const char *log_path)
+static void unwatch(pid_t pid)
+{
+    for (int i = 0; i < WATCHED_MAX; i++)
+        if (watched[i].pid == pid)
+            watched[i].pid = 0;
+}
+
+/* The relay's stderr, appended over its restarts; more: NULL or further
+ * arguments, NULL-terminated. */
+static pid_t relay_start_with(const char *config, const char *log_path, const char *const *more)
 {
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
     ck_assert_int_ge(fd, 0);
-    const char *argv[] = {tallyd_program("tally-relay"), "--config", config, NULL};
+    const char *argv[16] = {tallyd_program("tally-relay"), "--config", config};
+    for (int i = 0; more && more[i]; i++) {
+        ck_assert_int_lt(3 + i, 15);
+        argv[3 + i] = more[i];
+    }
     pid_t pid = test_spawn(argv, NULL, fd, fd);
     close(fd);
-    watched_relay = pid;
-    watched_log = log_path;
+    int slot = 0;
+    while (slot < WATCHED_MAX - 1 && watched[slot].pid > 0)
+        slot++;
+    watched[slot].pid = pid;
+    watched[slot].log = log_path;
     return pid;
+}
+
+static pid_t relay_start(const char *config, const char *log_path)
+{
+    return relay_start_with(config, log_path, NULL);
 }
 
 static void relay_kill(pid_t pid)
 {
-    watched_relay = 0;
+    unwatch(pid);
     kill(pid, SIGKILL);
     test_wait(pid);
 }
@@ -135,7 +165,7 @@ static void relay_kill(pid_t pid)
 /* SIGTERM: the relay must stop cleanly (exit 0) within its long-poll. */
 static void relay_stop(pid_t pid, const char *log_path)
 {
-    watched_relay = 0;
+    unwatch(pid);
     kill(pid, SIGTERM);
     int status = 0;
     bool ended = test_wait_ms(pid, 60000, &status);
@@ -938,6 +968,246 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
 }
 END_TEST
 
+/* ---- the relay's /metrics (--http) and several relays on one config ---- */
+
+/* The value of one sample "name{labels} value" in a scrape; -1 when absent. */
+static long long sample(const char *text, const char *series)
+{
+    char line[320];
+    snprintf(line, sizeof(line), "\n%s ", series);
+    const char *at = strstr(text, line);
+    return at ? strtoll(at + strlen(line), NULL, 10) : -1;
+}
+
+static char *scrape(int port)
+{
+    int status = 0;
+    char *body = test_http_get(port, "/metrics", &status);
+    ck_assert_msg(body != NULL && status == 200, "GET /metrics: %d", status);
+    return body;
+}
+
+/* The series of a family for the JetStream sink ("") or an endpoint. */
+static const char *series(const char *family, const char *endpoint, const char *reason)
+{
+    static char out[16][256]; /* enough for one expect table */
+    static int turn;
+    char *s = out[turn++ % 16];
+    if (endpoint[0] == '\0')
+        snprintf(s, 256, "%s{sink=\"jetstream\",subscriber=\"relay\"%s%s%s}", family,
+                 reason ? ",reason=\"" : "", reason ? reason : "", reason ? "\"" : "");
+    else
+        snprintf(s, 256, "%s{sink=\"http\",endpoint=\"%s\",subscriber=\"relay:%s\"%s%s%s}",
+                 family, endpoint, endpoint, reason ? ",reason=\"" : "",
+                 reason ? reason : "", reason ? "\"" : "");
+    return s;
+}
+
+/* Scrape until every (series, value) holds; the last scrape (free it). */
+typedef struct expect {
+    const char *series;
+    long long value;
+} expect;
+
+static char *scrape_until(int port, const expect *e, size_t n)
+{
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    for (;;) {
+        char *text = scrape(port);
+        size_t held = 0;
+        while (held < n && sample(text, e[held].series) == e[held].value)
+            held++;
+        if (held == n)
+            return text;
+        if (clock_mono_ms() >= until)
+            ck_abort_msg("%s is %lld, not %lld; the scrape:\n%s", e[held].series,
+                         sample(text, e[held].series), e[held].value, text);
+        free(text);
+        relay_must_run();
+        usleep(100000);
+    }
+}
+
+/* promtool check metrics on a scrape: no errors, no warnings. */
+static void assert_promtool_passes(const char *text)
+{
+    char path[] = "/tmp/relay-scrape-XXXXXX", cmd[128];
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "exec promtool check metrics < %s 2>&1", path);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL;
+    int rc = test_run(argv, NULL, &out, NULL);
+    ck_assert_msg(rc == 0 && out && out[0] == '\0', "promtool check metrics (exit %d):\n%s\n%s",
+                  rc, out ? out : "", text);
+    free(out);
+    unlink(path);
+}
+
+/* The JetStream sink, an endpoint that answers 204 and one that always
+ * fails: after N events /metrics counts N delivered per live sink, none in
+ * flight, no lag, the dead endpoint's 2 failed attempts per event (reason
+ * "status") and its N dead letters; the text passes promtool. */
+START_TEST(test_metrics_count_deliveries_and_failures)
+{
+    enum { EVENTS = 60 };
+    receiver *r = receiver_start();
+    char settings[1024], url[40];
+    snprintf(settings, sizeof(settings),
+             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
+             "[endpoint dead]\nurl = http://127.0.0.1:%u/dead\nsecret = " SECRET_TEXT "\n"
+             "max_deliver = 2\nbackoff_ms = 10\n",
+             (unsigned)r->port, (unsigned)r->port);
+    js_fixture j;
+    js_up(&j, settings);
+    int port = test_free_port();
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+    const char *more[] = {"--http", url, NULL};
+    pid_t relay = relay_start_with(j.config, j.log, more);
+    int status = 0;
+    char *ok = NULL;
+    for (int64_t until = clock_mono_ms() + WAIT_MS; !ok && clock_mono_ms() < until;) {
+        ok = test_http_get(port, "/healthz", &status);
+        if (!ok) {
+            relay_must_run();
+            usleep(50000);
+        }
+    }
+    ck_assert_msg(ok && status == 200 && strcmp(ok, "ok\n") == 0, "/healthz: %d %s", status,
+                  ok ? ok : "(no answer)");
+    free(ok);
+
+    test_client_open_accounts(j.f.c, 1, EVENTS);
+    const expect e[] = {
+        {series("tally_relay_delivered_total", "", NULL), EVENTS},
+        {series("tally_relay_delivered_total", "ok", NULL), EVENTS},
+        {series("tally_relay_delivered_total", "dead", NULL), 0},
+        {series("tally_relay_dead_letters", "dead", NULL), EVENTS},
+        {series("tally_relay_lag_events", "", NULL), 0},
+        {series("tally_relay_lag_events", "ok", NULL), 0},
+        {series("tally_relay_lag_events", "dead", NULL), 0},
+        {series("tally_relay_dead_letters", "", NULL), 0},
+        {series("tally_relay_dead_letters", "ok", NULL), 0},
+    };
+    char *text = scrape_until(port, e, sizeof(e) / sizeof(e[0]));
+    /* once delivered, nothing is in flight and the counts stay */
+    ck_assert_int_eq(sample(text, series("tally_relay_in_flight", "", NULL)), 0);
+    ck_assert_int_eq(sample(text, series("tally_relay_in_flight", "ok", NULL)), 0);
+    ck_assert_int_eq(sample(text, series("tally_relay_in_flight", "dead", NULL)), 0);
+    ck_assert_int_eq(sample(text, series("tally_relay_failures_total", "dead", "status")),
+                     2 * EVENTS);
+    ck_assert_int_eq(sample(text, series("tally_relay_failures_total", "ok", "status")), 0);
+    ck_assert_int_eq(sample(text, series("tally_relay_failures_total", "", "refused")), 0);
+    ck_assert_int_eq(sample(text, series("tally_relay_filtered_total", "ok", NULL)), 0);
+    ck_assert_int_eq(sample(text, series("tally_relay_sink_up", "", NULL)), 1);
+    ck_assert_int_eq(sample(text, series("tally_relay_sink_up", "dead", NULL)), 1);
+    ck_assert_int_gt(sample(text, "tally_relay_start_time_seconds"), 1700000000);
+    ck_assert_int_eq(sample(text, "tally_relay_build_info{version=\"" PACKAGE_VERSION "\"}"), 1);
+    ck_assert_int_eq(stream_messages(j.js), EVENTS);
+    ck_assert_uint_eq(delivered(r, "/ok", NULL), EVENTS);
+    assert_promtool_passes(text);
+    free(text);
+    relay_stop(relay, j.log);
+    js_down(&j);
+    receiver_stop(r);
+}
+END_TEST
+
+/* Wait for a relay to exit on its own; its exit code. */
+static int relay_exit_code(pid_t pid)
+{
+    int status = 0;
+    if (test_wait_ms(pid, 60000, &status))
+        return test_exit_code(status);
+    kill(pid, SIGKILL);
+    test_wait(pid);
+    return -1;
+}
+
+/* Two relays at once on one config, each with its own instance: every
+ * event reaches JetStream and the endpoint, and none twice (the relays'
+ * own delivered counters add up to the events, the receiver saw each
+ * webhook-id once). A third relay of this host with an instance in use is
+ * refused. */
+START_TEST(test_several_relays_deliver_each_event_once)
+{
+    enum { STEPS = 4, PER_STEP = 500, EVENTS = STEPS * PER_STEP };
+    receiver *r = receiver_start();
+    char settings[1024], url[2][40], log2[340];
+    snprintf(settings, sizeof(settings),
+             "ack_wait_ms = 300000\n"
+             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
+             "ack_wait_ms = 300000\n",
+             (unsigned)r->port);
+    js_fixture j;
+    js_up(&j, settings);
+    snprintf(log2, sizeof(log2), "%s.2", j.log);
+    int port[2];
+    pid_t relay[2];
+    for (int i = 0; i < 2; i++) {
+        port[i] = test_free_port();
+        snprintf(url[i], sizeof(url[i]), "http://127.0.0.1:%d", port[i]);
+        const char *more[] = {"--http", url[i], "--instance", i ? "two" : "one", NULL};
+        relay[i] = relay_start_with(j.config, i ? log2 : j.log, more);
+    }
+    char same_log[360];
+    snprintf(same_log, sizeof(same_log), "%s.same", j.log);
+    int fd = open(same_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    const char *same[] = {tallyd_program("tally-relay"), "--config", j.config, "--instance", "one",
+                          NULL};
+    /* the first relay claims its instance before it contacts anything: wait for its listener */
+    int status = 0;
+    char *ok = NULL;
+    for (int64_t until = clock_mono_ms() + WAIT_MS; !ok && clock_mono_ms() < until;)
+        if (!(ok = test_http_get(port[0], "/healthz", &status)))
+            usleep(50000);
+    free(ok);
+    pid_t third = test_spawn(same, NULL, fd, fd);
+    close(fd);
+    ck_assert_int_eq(relay_exit_code(third), 2);
+    ck_assert_msg(wait_log_says(same_log, "already runs subscriber"), "the third relay's log");
+
+    for (int step = 0; step < STEPS; step++)
+        test_client_open_accounts(j.f.c, 1 + (uint64_t)step * PER_STEP, PER_STEP);
+    ck_assert_msg(wait_delivered(r, "/ok", EVENTS), "not every event reached the endpoint");
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until && (sub_info(j.f.c, "relay").ack_floor < EVENTS ||
+                                       sub_info(j.f.c, "relay:ok").ack_floor < EVENTS)) {
+        relay_must_run();
+        usleep(50000);
+    }
+    ck_assert_uint_eq(sub_info(j.f.c, "relay").ack_floor, EVENTS);
+    long long published = 0, posted = 0;
+    for (int i = 0; i < 2; i++) {
+        char *text = scrape(port[i]);
+        long long js = sample(text, series("tally_relay_delivered_total", "", NULL));
+        long long http = sample(text, series("tally_relay_delivered_total", "ok", NULL));
+        ck_assert_msg(js >= 0 && http >= 0, "relay %d's scrape:\n%s", i + 1, text);
+        published += js;
+        posted += http;
+        free(text);
+    }
+    relay_stop(relay[0], j.log);
+    relay_stop(relay[1], log2);
+    ck_assert_int_eq(published, EVENTS); /* no event published twice */
+    ck_assert_int_eq(posted, EVENTS);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(r, "/ok", &all), EVENTS);
+    ck_assert_uint_eq(all, EVENTS); /* no webhook-id twice */
+    uint64_t count = stream_messages(j.js), head;
+    char(*ids)[37] = log_ids(j.f.c, &head);
+    stored *msgs = stream_read(j.js, count);
+    assert_one_message_per_event(msgs, count, ids, head);
+    free(msgs);
+    free(ids);
+    js_down(&j);
+    receiver_stop(r);
+}
+END_TEST
+
 /* --check: a valid file passes and is printed; each bad line is an error
  * naming the file and the line, exit 2. */
 START_TEST(test_check_validates_the_configuration)
@@ -971,6 +1241,8 @@ START_TEST(test_check_validates_the_configuration)
         {"[mqtt]\n", "unknown section [mqtt]"},
         {"colour = blue\n", ":1: unknown key colour"},
         {"instance = no spaces\n", ":1: instance: an instance is 1-64 bytes"},
+        {"http = 127.0.0.1:9\n", ":1: http: http://HOST:PORT or none"},
+        {"http = http://127.0.0.1:99999\n", ":1: http: http://HOST:PORT or none"},
         {"just text\n", ":1: expected key = value"},
         {"", "nothing to relay to"},
     };
@@ -990,7 +1262,13 @@ START_TEST(test_check_validates_the_configuration)
     free(err);
     const char *http[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--http", ":9", NULL};
     ck_assert_int_eq(test_run(http, NULL, &out, &err), 2);
-    ck_assert_msg(strstr(err, "not built yet"), "%s", err);
+    ck_assert_msg(strstr(err, "--http: http://HOST:PORT or none"), "%s", err);
+    free(out);
+    free(err);
+    const char *http_ok[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--http",
+                             "http://127.0.0.1:9", "--check", NULL};
+    ck_assert_int_eq(test_run(http_ok, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "metrics: http://127.0.0.1:9/metrics"), "%s", out);
     free(out);
     free(err);
     unlink(path);
@@ -1016,6 +1294,13 @@ int main(void)
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
     suite_add_tcase(s, tc);
+    TCase *several = tcase_create("metrics"); /* CK_RUN_CASE=metrics runs these alone */
+    tcase_set_timeout(several, TEST_TIMEOUT_S);
+    if (nats) {
+        tcase_add_test(several, test_metrics_count_deliveries_and_failures);
+        tcase_add_test(several, test_several_relays_deliver_each_event_once);
+    }
+    suite_add_tcase(s, several);
     int rc = test_run_suite(s);
     return rc == 0 && !nats ? 77 : rc;
 }
