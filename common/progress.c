@@ -17,7 +17,8 @@
 void progress_init(progress *p, const char *prefix, progress_mode mode, progress_unit unit)
 {
     assert(p && prefix);
-    *p = (progress){.prefix = prefix, .unit = unit, .last_ms = -1};
+    *p = (progress){.prefix = prefix, .unit = unit, .last_ms = -1,
+                    .last_call_ms = clock_mono_ms()};
     p->on = mode == PROGRESS_ON || (mode == PROGRESS_AUTO && isatty(STDERR_FILENO));
 }
 
@@ -60,8 +61,9 @@ static bool progress_due(progress *p, const char *label, bool final, int64_t now
     bool new_phase = strncmp(p->label, label, sizeof(p->label) - 1) != 0;
     if (new_phase) {
         snprintf(p->label, sizeof(p->label), "%s", label);
-        p->phase_start_ms = now;
+        p->phase_start_ms = p->last_call_ms;
     }
+    p->last_call_ms = now;
     if (!new_phase && !final && p->last_ms >= 0 && now - p->last_ms < PROGRESS_INTERVAL_MS)
         return false;
     p->last_ms = now;

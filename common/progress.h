@@ -38,6 +38,7 @@ typedef struct progress {
     progress_unit unit;
     bool shown;          /* a line is on the screen */
     int64_t last_ms;     /* when the line was last written; -1 never */
+    int64_t last_call_ms; /* the last update, shown or not (init: its time) */
     int64_t phase_start_ms;
     char label[PROGRESS_LABEL_BYTES]; /* the phase; its rate counts from its start */
 } progress;
@@ -48,7 +49,8 @@ void progress_init(progress *p, const char *prefix, progress_mode mode, progress
 
 /* The line "PREFIX: LABEL DONE/TOTAL (P%) RATE/s ETA M:SS" (without total:
  * "PREFIX: LABEL DONE RATE/s"). A new label starts a new phase: its rate
- * and ETA count from then. Printed at once the first time and in a new
+ * and ETA count from the previous update (the end of the last phase), or
+ * from progress_init for the first. Printed at once the first time and in a new
  * phase, else only when PROGRESS_INTERVAL_MS passed or done == total. */
 void progress_update(progress *p, const char *label, uint64_t done, uint64_t total);
 
