@@ -47,7 +47,7 @@ cleanup() {
     fi
     # Leave the machine as it was: what this run created goes.
     [ "$data_existed" = yes ] || rm -rf /var/lib/tally
-    [ "$user_existed" = yes ] || ! getent passwd tally >/dev/null || deluser --system --quiet tally || true
+    [ "$user_existed" = yes ] || ! getent passwd tally >/dev/null || deluser --system --quiet tally 2>/dev/null || true
     getent group tally >/dev/null && [ "$user_existed" = no ] && delgroup --system --quiet tally 2>/dev/null || true
     rm -rf "$tmp"
     exit "$rc"
