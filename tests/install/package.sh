@@ -112,7 +112,7 @@ if [ "$(ps -p 1 -o comm=)" = systemd ]; then
 else
     # The unit's ExecStart (its %S and $STATE_DIRECTORY as systemd sets
     # them), or before the unit exists the binary on the state directory.
-    cmd="/usr/bin/tallyd --data /var/lib/tally/data"
+    cmd="/usr/bin/tallyd --data /var/lib/tally"
     if [ -f "$unit" ]; then
         cmd=$(sed -n 's/^ExecStart=[-@+!]*//p' "$unit" | head -n 1 | sed 's|%S|/var/lib|g')
     fi
