@@ -6,31 +6,19 @@
 # shows it, --no-progress under a terminal does not; and the --json
 # document on stdout is the same with and without it (numbers, which carry
 # the timings, the seed and sizes, compared as N). Run by make check
-# (TALLYD, TALLY, TALLY_BENCH, TALLY_RECON from the test environment).
+# (TALLYD, TALLY, TALLY_BENCH, TALLY_RECON, TALLY_SRCDIR from the test
+# environment).
 set -u
-: "${TALLYD:?run by make check}" "${TALLY:?}" "${TALLY_BENCH:?}" "${TALLY_RECON:?}"
+: "${TALLYD:?run by make check}" "${TALLY:?}" "${TALLY_BENCH:?}" "${TALLY_RECON:?}" "${TALLY_SRCDIR:?}"
 command -v script >/dev/null 2>&1 || { echo "check_progress: script(1) (util-linux) is needed" >&2; exit 1; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tally-progress.XXXXXX")
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+. "$TALLY_SRCDIR/tests/support/shell_test.sh"
+shell_test_begin progress
 cr=$(printf '\r')
 
 "$TALLYD" --data "$tmp/data" --listen "ipc://$tmp/rep" --publish "ipc://$tmp/pub" --http none \
     >"$tmp/tallyd.log" 2>&1 &
 pid=$!
-for i in $(seq 1 600); do # up to 60 s on a loaded machine
-    grep -q "serving" "$tmp/tallyd.log" 2>/dev/null && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
-grep -q "serving" "$tmp/tallyd.log" || { cat "$tmp/tallyd.log" >&2; echo "check_progress: tallyd did not start" >&2; exit 1; }
+wait_serving "$tmp/tallyd.log" 60 || { cat "$tmp/tallyd.log" >&2; echo "check_progress: tallyd did not start" >&2; exit 1; }
 url="ipc://$tmp/rep"
 
 # on_tty NAME CMD: run CMD (a shell command line) under a pseudo-terminal;
@@ -101,6 +89,6 @@ done
 
 kill "$pid"
 wait "$pid"
+expect "tallyd stops cleanly" 0 $?
 pid=
-[ "$failures" -eq 0 ] || { echo "check_progress: $failures failures" >&2; exit 1; }
-echo "check_progress: all passed"
+shell_test_end check_progress
