@@ -110,17 +110,19 @@ if [ "$(ps -p 1 -o comm=)" = systemd ]; then
     systemctl start tallyd.service
     systemctl is-active --quiet tallyd.service || fail "tallyd.service is not active"
 else
-    # The unit's ExecStart (its %S and $STATE_DIRECTORY as systemd sets
-    # them), or before the unit exists the binary on the state directory.
+    # The unit's ExecStart (its %S, %E and $STATE_DIRECTORY as systemd
+    # sets them for a system unit), or, in a tree without the unit, the
+    # binary on the state directory.
     cmd="/usr/bin/tallyd --data /var/lib/tally"
     if [ -f "$unit" ]; then
-        cmd=$(sed -n 's/^ExecStart=[-@+!]*//p' "$unit" | head -n 1 | sed 's|%S|/var/lib|g')
+        cmd=$(sed -n 's/^ExecStart=[-@+!:]*//p' "$unit" | head -n 1 |
+            sed -e 's|%S|/var/lib|g' -e 's|%E|/etc|g' -e 's|%%|%|g')
     fi
     echo "$cmd"
     cd /var/lib/tally
     # setpriv execs the command (runuser would stay as its parent).
     STATE_DIRECTORY=/var/lib/tally setpriv --reuid=tally --regid=tally --init-groups \
-        -- $cmd >"$tmp/tallyd.log" 2>&1 &
+        -- /bin/sh -c "exec $cmd" >"$tmp/tallyd.log" 2>&1 &
     pid=$!
     cd "$top"
 fi
