@@ -13,7 +13,9 @@
  *
  * It reports per check ok or N findings (each naming its entity), as text
  * or as one JSON document (--json; schema in docs/OPERATIONS.md), with
- * progress on stderr when stderr is a terminal.
+ * progress on stderr when stderr is a terminal (common/progress.h: the
+ * phase, items done of its total (the log walk: events of the head seq),
+ * rate and ETA; --progress / --no-progress force it either way).
  *
  * Memory is bounded by what the checks hold (docs/OPERATIONS.md: per
  * account, hold and entitlement for the fold; nothing with --no-rebuild)
@@ -29,6 +31,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
+#include "common/progress.h"
 #include "ledger/invariants.h"
 #include "ledger/retention.h"
 #include "log/log.h"
@@ -61,7 +64,6 @@
 /* Mapped beyond data.mdb's size, for what a live writer adds between the
  * size check and the snapshot (address space, not memory). */
 #define RECON_MAP_HEADROOM_BYTES (UINT64_C(1) << 30)
-#define RECON_PROGRESS_INTERVAL_MS 200
 #define RECON_MESSAGE_BYTES 1024
 
 _Static_assert(RECON_LISTED_DEFAULT <= RECON_LISTED_MAX, "default within the maximum");
@@ -76,6 +78,7 @@ typedef struct recon_options {
     bool through_set;
     uint64_t through_seq;
     uint64_t listed_max; /* findings listed per check */
+    progress_mode progress;
 } recon_options;
 
 typedef struct recon_finding {
@@ -105,9 +108,7 @@ typedef struct recon {
     int stale_readers; /* reader slots of dead processes cleared */
     recon_statement *statement;
     recon_statement_counts statement_counts;
-    bool progress_tty;
-    bool progress_shown;
-    int64_t progress_last_ms;
+    progress progress;
     double elapsed_s;
 } recon;
 
@@ -126,6 +127,7 @@ static void print_help(void)
     printf(
 "Usage: tally-recon --data DIR [--json] [--statement FILE] [--no-rebuild]\n"
 "                   [--drift N] [--through SEQ] [--max-findings N]\n"
+"                   [--progress | --no-progress]\n"
 "\n"
 "Check a tally store: a live one next to a running tallyd (read-only, from one\n"
 "consistent snapshot; tallyd is never blocked and its lock is not taken) or a\n"
@@ -153,9 +155,14 @@ static void print_help(void)
 "                     nothing is held per account, hold or entitlement\n"
 "  --max-findings N   findings listed per check (default %d, at most %d); all\n"
 "                     are counted\n"
+"  --progress         show progress on stderr even when it is not a terminal\n"
+"  --no-progress      never show progress\n"
 "  --help             this text\n"
 "\n"
-"Progress goes to stderr when it is a terminal. docs/OPERATIONS.md describes\n"
+"Progress goes to stderr when it is a terminal: a line rewritten in place\n"
+"with the phase, items done of its total (the log walk: events of the head\n"
+"seq), the rate and the ETA. stdout (the report, --json) is the same either\n"
+"way. docs/OPERATIONS.md describes\n"
 "the checks, the statement formats and the JSON document.\n"
 "\n"
 "Exit codes: 0 clean, 1 discrepancies found, 2 could not run (usage, no such\n"
@@ -179,7 +186,8 @@ static int usage_error(const char *fmt, ...)
 /* Returns -1 to go on, or the exit code. */
 static int parse_options(int argc, char **argv, recon_options *o)
 {
-    enum { OPT_DRIFT = 256, OPT_THROUGH, OPT_MAX_FINDINGS, OPT_NO_REBUILD, OPT_HELP };
+    enum { OPT_DRIFT = 256, OPT_THROUGH, OPT_MAX_FINDINGS, OPT_NO_REBUILD, OPT_HELP,
+           OPT_PROGRESS, OPT_NO_PROGRESS };
     static const struct option longs[] = {
         {"data", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},
@@ -189,6 +197,8 @@ static int parse_options(int argc, char **argv, recon_options *o)
         {"max-findings", required_argument, NULL, OPT_MAX_FINDINGS},
         {"no-rebuild", no_argument, NULL, OPT_NO_REBUILD},
         {"help", no_argument, NULL, OPT_HELP},
+        {"progress", no_argument, NULL, OPT_PROGRESS},
+        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
         {NULL, 0, NULL, 0},
     };
     *o = (recon_options){.listed_max = RECON_LISTED_DEFAULT};
@@ -201,6 +211,8 @@ static int parse_options(int argc, char **argv, recon_options *o)
         case 's': o->statement = optarg; break;
         case OPT_NO_REBUILD: o->no_rebuild = true; break;
         case OPT_HELP: print_help(); return EXIT_CLEAN;
+        case OPT_PROGRESS: o->progress = PROGRESS_ON; break;
+        case OPT_NO_PROGRESS: o->progress = PROGRESS_OFF; break;
         case OPT_DRIFT:
             if (!cli_parse_u64(optarg, 0, UINT64_MAX, &o->drift))
                 return usage_error("--drift: not a non-negative integer: '%s'", optarg);
@@ -315,29 +327,15 @@ static void on_statement(const char *kind, const char *entity, const char *detai
     check_add(r, check_named(r, "statement"), k, entity, detail);
 }
 
+/* Called every LEDGER_INVARIANT_PROGRESS_ITEMS items of a phase (a counter
+ * check in the walks) and at its end; the line itself is rate-limited. */
 static bool on_progress(const char *phase, uint64_t done, uint64_t total, void *ctx)
 {
     recon *r = ctx;
     if (stop_requested)
         return false;
-    int64_t now = clock_mono_ms();
-    if (!r->progress_tty || (now - r->progress_last_ms < RECON_PROGRESS_INTERVAL_MS && done != total))
-        return true;
-    r->progress_last_ms = now;
-    r->progress_shown = true;
-    if (total)
-        fprintf(stderr, "\r\033[Ktally-recon: %s %" PRIu64 "/%" PRIu64 " (%.0f%%)", phase, done,
-                total, 100.0 * (double)done / (double)total);
-    else
-        fprintf(stderr, "\r\033[Ktally-recon: %s %" PRIu64, phase, done);
+    progress_update(&r->progress, phase, done, total);
     return true;
-}
-
-static void progress_clear(recon *r)
-{
-    if (r->progress_shown)
-        fputs("\r\033[K", stderr);
-    r->progress_shown = false;
 }
 
 /* Every check the invariants module runs, then `statement`. */
@@ -489,7 +487,7 @@ static int run_checks(recon *r, store *st)
     if (rc == TALLY_ok && r->statement)
         rc = recon_statement_finish(r->statement, &r->statement_counts);
     store_txn_abort(&t);
-    progress_clear(r);
+    progress_end(&r->progress);
     if (rc == TALLY_ok)
         rc = r->fault;
     if (rc == TALLY_shutting_down)
@@ -657,7 +655,7 @@ static int recon_run(recon *r)
     int exit_code = open_store(r, &st);
     if (exit_code >= 0)
         return exit_code;
-    r->progress_tty = isatty(STDERR_FILENO);
+    progress_init(&r->progress, "tally-recon", r->opt.progress, PROGRESS_ITEMS);
     cli_catch_stop_signals(on_signal, true, false);
     exit_code = run_checks(r, st);
     store_close(st); /* before the report: the snapshot is released */

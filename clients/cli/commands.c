@@ -162,6 +162,9 @@ static const cli_option dlq_replay_options[] = {
 static const cli_option backup_options[] = {
     {"DEST", SLOT_NAME, CLI_TEXT, 2, TALLY_PATH_BYTES_MAX - 1, true, NULL,
      "absolute path of a new directory on tallyd's machine"},
+    {"--progress", SLOT_PROGRESS, CLI_FLAG, 0, 0, false, NULL,
+     "show progress on stderr even when it is not a terminal"},
+    {"--no-progress", SLOT_NO_PROGRESS, CLI_FLAG, 0, 0, false, NULL, "never show progress"},
     OPT_END};
 
 static const cli_option dlq_discard_options[] = {
@@ -259,5 +262,8 @@ const cli_command cli_commands[] = {
      backup_options, run_backup,
      "DEST is a directory that must not exist yet, on the machine tallyd runs on\n"
      "(below tallyd's --backup-dir when it has one). Restoring: docs/OPERATIONS.md.\n"
-     "--json prints one object: code, path, bytes.\n"},
+     "--json prints one object: code, path, bytes.\n"
+     "Progress (stderr, when it is a terminal): the bytes of DEST/data.mdb written\n"
+     "so far, of the store's used size (stats map_used_bytes); the compacted copy\n"
+     "may end below 100 %. It needs DEST readable from where tally runs.\n"},
     {NULL}};

@@ -292,7 +292,9 @@ int run_backup(cli *c)
         return CLI_EXIT_USAGE;
     }
     uint64_t bytes = 0;
+    backup_progress *bp = backup_progress_start(c, dest);
     int rc = tally_backup(c->client, dest, &bytes);
+    backup_progress_stop(bp);
     if (rc != TALLY_ok)
         return read_failure(c, "backup", rc);
     if (c->json)

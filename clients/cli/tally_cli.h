@@ -54,6 +54,7 @@ typedef enum cli_slot {
     SLOT_UNTIL, SLOT_FOR, SLOT_SOURCE_ORDER,
     SLOT_PUBLISH, SLOT_SUBSCRIBER, SLOT_FROM_START, SLOT_FROM_NOW, SLOT_FROM_TIME, SLOT_EVENTS,
     SLOT_MAX_DELIVER, SLOT_ACK_WAIT_MS, SLOT_NAME, SLOT_SEQ,
+    SLOT_PROGRESS, SLOT_NO_PROGRESS,
     SLOT_COUNT
 } cli_slot;
 
@@ -225,6 +226,14 @@ int run_entitlements(cli *c);
 int run_log(cli *c);
 int run_stats(cli *c);
 int run_backup(cli *c);
+
+/* backup_progress.c: the progress line of a backup (--progress,
+ * --no-progress, else when stderr is a terminal): started before the
+ * request, stopped (the line cleared) after it. start returns NULL when no
+ * progress is shown; stop accepts NULL. */
+typedef struct backup_progress backup_progress;
+backup_progress *backup_progress_start(cli *c, const char *dest);
+void backup_progress_stop(backup_progress *bp);
 int run_health(cli *c);
 
 /* ---- tail.c ---- */

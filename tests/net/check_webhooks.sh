@@ -10,25 +10,15 @@
 # tally-stripe-mapper end to end with deliveries sent twice and out of
 # order, and tally-readmodel (libtally's subscriber-side inbox) over a log
 # with webhook events. Run by make check (TALLYD, TALLY, TALLY_STRIPE_MAPPER,
-# TALLY_RECON, TALLY_READMODEL from the test environment, Makefile.am).
+# TALLY_RECON, TALLY_READMODEL, TALLY_SRCDIR from the test environment,
+# Makefile.am).
 set -u
-: "${TALLYD:?run by make check}" "${TALLY:?}" "${TALLY_STRIPE_MAPPER:?}" "${TALLY_RECON:?}" "${TALLY_READMODEL:?}"
+: "${TALLYD:?run by make check}" "${TALLY:?}" "${TALLY_STRIPE_MAPPER:?}" "${TALLY_RECON:?}" "${TALLY_READMODEL:?}" "${TALLY_SRCDIR:?}"
 for tool in curl openssl; do
     command -v $tool >/dev/null 2>&1 || { echo "check_webhooks: $tool is needed (setup.sh installs it)" >&2; exit 1; }
 done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tally-webhooks.XXXXXX")
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
-expect() { # expect WHAT WANT GOT
-    if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: wanted $2, got $3"; fi
-}
+. "$TALLY_SRCDIR/tests/support/shell_test.sh"
+shell_test_begin webhooks
 
 # ---- secrets and the sources file ----
 umask 077
@@ -73,12 +63,7 @@ for try in 1 2 3 4 5 6 7 8 9 10; do
     "$TALLYD" --data "$tmp/data" --listen "ipc://$tmp/rep" --publish "ipc://$tmp/pub" \
         --http "http://127.0.0.1:$p" --webhooks "$tmp/hooks.conf" >"$tmp/tallyd.log" 2>&1 &
     pid=$!
-    for i in $(seq 1 300); do # up to 30 s on a loaded machine
-        grep -q "serving" "$tmp/tallyd.log" 2>/dev/null && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if grep -q "serving" "$tmp/tallyd.log"; then port=$p; break; fi
+    if wait_serving "$tmp/tallyd.log" 30; then port=$p; break; fi
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=
 done
 [ -n "$port" ] || { cat "$tmp/tallyd.log" >&2; echo "check_webhooks: tallyd did not start" >&2; exit 1; }
@@ -241,5 +226,5 @@ kill "$pid"
 wait "$pid"
 expect "tallyd stops cleanly" 0 $?
 pid=
-[ "$failures" -eq 0 ] || { echo "check_webhooks: $failures failures" >&2; tail -20 "$tmp/tallyd.log" >&2; exit 1; }
-echo "check_webhooks: all passed"
+[ "$failures" -eq 0 ] || tail -20 "$tmp/tallyd.log" >&2
+shell_test_end check_webhooks

@@ -10,6 +10,7 @@
 #include "clients/tally.h"
 #include "common/clock.h"
 #include "common/limits.h"
+#include "common/progress.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -78,6 +79,7 @@ typedef struct bench_options {
     uint32_t stream_page; /* events per log_read; 0 until set */
     const char *publish_url; /* NULL: log_read only */
     bool no_autobatch;    /* --no-autobatch: libtally sends every single write alone */
+    progress_mode progress; /* --progress / --no-progress; else when stderr is a terminal */
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */
@@ -176,13 +178,14 @@ struct bench {
     pthread_barrier_t start;
     int64_t start_ns, deadline_ns;
     atomic_uint_fast64_t ops_claimed;
+    atomic_uint_fast64_t ops_done; /* ops whose request was answered (the progress line) */
     atomic_bool abort;
     _Atomic int64_t *expected_debits, *expected_credits; /* per account, index id-1 */
     bench_counters n;
     pthread_mutex_t error_mu;
     char first_error[256];
     atomic_long server_anon_peak_kb; /* sampled while the workers run; -1 unknown */
-    atomic_bool sampler_stop;
+    atomic_bool sampler_stop; /* also stops the progress line */
 };
 
 /* A process's memory in kB from /proc/PID/status; -1 when unreadable. RSS

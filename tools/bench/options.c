@@ -87,6 +87,10 @@ static void usage(FILE *f)
 "  --publish URL       --stream: tallyd's PUB endpoint (default none: the\n"
 "                      stream reads with log_read only, as a reader catching up\n"
 "                      does)\n"
+"  --progress          show the progress line on stderr even when it is not a\n"
+"                      terminal (default: only when it is one): ops answered\n"
+"                      of --ops, or of the --seconds run's time, the rate, ETA\n"
+"  --no-progress       never show it (stdout and --json are the same either way)\n"
 "  --help\n"
 "\n"
 "What is measured:\n"
@@ -158,7 +162,7 @@ enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
     OPT_AMOUNT, OPT_KEYS, OPT_ECHO, OPT_ECHO_BYTES, OPT_STREAM, OPT_FROM_SEQ, OPT_STREAM_PAGE,
-    OPT_PUBLISH, OPT_NO_AUTOBATCH, OPT_HELP
+    OPT_PUBLISH, OPT_NO_AUTOBATCH, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_HELP
 };
 
 static const struct option long_options[] = {
@@ -186,6 +190,8 @@ static const struct option long_options[] = {
     {"stream-page", required_argument, NULL, OPT_STREAM_PAGE},
     {"publish", required_argument, NULL, OPT_PUBLISH},
     {"no-autobatch", no_argument, NULL, OPT_NO_AUTOBATCH},
+    {"progress", no_argument, NULL, OPT_PROGRESS},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -269,6 +275,8 @@ static int parse_one(int c, const char *arg, bench_options *o, bool *seconds_giv
     case OPT_STREAM: o->stream = true; return -1;
     case OPT_PUBLISH: o->publish_url = arg; return -1;
     case OPT_NO_AUTOBATCH: o->no_autobatch = true; return -1;
+    case OPT_PROGRESS: o->progress = PROGRESS_ON; return -1;
+    case OPT_NO_PROGRESS: o->progress = PROGRESS_OFF; return -1;
     case OPT_MODE:
         if (strcmp(arg, "shared") == 0)
             o->mode = CLIENT_SHARED;

@@ -211,6 +211,7 @@ static void *worker_main(void *arg)
             echo_send(w); /* batch is 1 */
         else
             worker_request(w, n);
+        atomic_fetch_add_explicit(&w->b->ops_done, n, memory_order_relaxed);
     }
     w->st.end_ns = clock_mono_ns();
     if (w->twin)
@@ -269,6 +270,28 @@ static void *sampler_main(void *arg)
     return NULL;
 }
 
+#define PROGRESS_POLL_US 50000
+
+/* While the workers run: the progress line (common/progress.h), ops
+ * answered of --ops, or of the time of a --seconds run. */
+static void *progress_main(void *arg)
+{
+    bench *b = arg;
+    progress line;
+    progress_init(&line, "tally-bench", b->opt.progress, PROGRESS_ITEMS);
+    while (line.on && !atomic_load(&b->sampler_stop)) {
+        uint64_t done = atomic_load_explicit(&b->ops_done, memory_order_relaxed);
+        if (b->opt.ops)
+            progress_update(&line, "ops", done, b->opt.ops);
+        else
+            progress_update_timed(&line, "ops", done, (clock_mono_ns() - b->start_ns) / 1000000,
+                                  (int64_t)(b->opt.seconds * 1000.0));
+        usleep(PROGRESS_POLL_US);
+    }
+    progress_end(&line);
+    return NULL;
+}
+
 /* Start workers (and twins) together; wait for all. Returns elapsed ns. */
 int64_t run_threads(bench *b)
 {
@@ -289,6 +312,8 @@ int64_t run_threads(bench *b)
     bool sampling = b->opt.server_pid > 0 && pthread_create(&sampler, NULL, sampler_main, b) == 0;
     b->start_ns = clock_mono_ns();
     b->deadline_ns = b->start_ns + (int64_t)(b->opt.seconds * 1e9);
+    pthread_t progress_thread;
+    bool progressing = pthread_create(&progress_thread, NULL, progress_main, b) == 0;
     pthread_barrier_wait(&b->start);
     int64_t end = b->start_ns;
     for (unsigned i = 0; i < n; i++) {
@@ -301,9 +326,10 @@ int64_t run_threads(bench *b)
             end = b->twins[i].st.end_ns;
     }
     pthread_barrier_destroy(&b->start);
-    if (sampling) {
-        atomic_store(&b->sampler_stop, true);
+    atomic_store(&b->sampler_stop, true);
+    if (sampling)
         pthread_join(sampler, NULL);
-    }
+    if (progressing)
+        pthread_join(progress_thread, NULL);
     return end - b->start_ns;
 }
