@@ -145,7 +145,7 @@ static int page_add(uint64_t seq, const void *bytes, size_t len, void *ctx)
 {
     (void)seq, (void)bytes;
     page_walk *p = ctx;
-    if (p->count > 0 && len > p->bytes_max - p->bytes)
+    if (p->count > 0 && (p->bytes >= p->bytes_max || len > p->bytes_max - p->bytes))
         return 1; /* the next event would pass the budget: the page ends before it */
     p->count++;
     p->bytes += len;

@@ -231,7 +231,8 @@ static int plan_room(fetch_plan *p, uint64_t seq, bool *room)
     if (rc != TALLY_ok && rc != TALLY_not_found)
         return rc;
     size_t len = rc == TALLY_ok ? ev.mv_size : 0;
-    if (p->deliveries > 0 && len > TALLY_SUB_FETCH_BYTES_MAX - p->bytes) {
+    if (p->deliveries > 0 &&
+        (p->bytes >= TALLY_SUB_FETCH_BYTES_MAX || len > TALLY_SUB_FETCH_BYTES_MAX - p->bytes)) {
         p->full = true;
         return TALLY_ok;
     }
