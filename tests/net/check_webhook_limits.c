@@ -52,8 +52,9 @@ typedef struct hook_server {
     char url[64], hooks_dir[256], hooks_file[300], secret_file[300];
 } hook_server;
 
-/* tallyd with --http, one hmac-sha256 source "gh" (GitHub's headers) and
- * room for 128 HTTP connections from this test's address. */
+/* tallyd with --http, one hmac-sha256 source "gh" (GitHub's headers),
+ * room for 128 HTTP connections from this test's address, and idle HTTP
+ * connections kept 10 minutes. */
 static void hook_up(hook_server *s)
 {
     memset(s, 0, sizeof(*s));
@@ -76,6 +77,7 @@ static void hook_up(hook_server *s)
     snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
     const char *args[] = {"--http", s->url, "--webhooks", s->hooks_file,
                           "--http-max-connections", "128", "--http-max-per-address", "128",
+                          "--http-timeout-s", "600", /* held deliveries outlast a slow machine */
                           NULL};
     for (int i = 0; args[i]; i++)
         s->p.extra_args[i] = args[i];
