@@ -441,7 +441,10 @@ int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint
                           bool reverse, tally_history_entry *out, size_t capacity,
                           size_t *count, uint64_t *next);
 /* Events from from_seq (0 = 1), at most min(limit, capacity, 1000) (limit
- * 0: 100); *head_seq gets the last committed seq. wait_ms > 0 (at most
+ * 0: 100) and at most 2 MiB of them, but at least one when there is one
+ * (docs/PROTOCOL.md, "Pages of events"): a page shorter than asked is not
+ * the end of the log; read on from the last seq + 1 until *head_seq.
+ * *head_seq gets the last committed seq. wait_ms > 0 (at most
  * 30000): when no event at from_seq exists yet, the server holds the
  * request until one is committed or wait_ms passes (then *count = 0); each
  * attempt then waits timeout_ms + wait_ms. raw pointers stay valid until

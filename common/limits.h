@@ -37,8 +37,14 @@
 /* Grant durations ("for 30 days"): up to a hundred years. */
 #define TALLY_GRANT_DURATION_MS_MAX INT64_C(3153600000000)
 
-/* One encoded event (header + body with up to three full objects). */
-#define TALLY_EVENT_BYTES_MAX 4096
+/* One encoded event. Every op's own field limits keep its events under
+ * TALLY_EVENT_SMALL_BYTES_MAX (a header and a body of up to three full
+ * objects); only a webhook.received event carries a delivery's raw body,
+ * so the cap is that body's limit plus room for the event's other fields.
+ * Buffers that hold any event are on the heap (log/log.c encodes on the
+ * stack first, up to the small size). */
+#define TALLY_EVENT_SMALL_BYTES_MAX 4096
+#define TALLY_EVENT_BYTES_MAX (TALLY_WEBHOOK_BODY_BYTES_MAX + 4096)
 /* Events one command may append: a chain of members, one event each, plus
  * the expiry events of entities the members touch (at most two each). */
 #define TALLY_COMMAND_EVENTS_MAX (TALLY_CHAIN_COMMANDS_MAX * 3)
@@ -65,6 +71,11 @@
 /* Reads. */
 #define TALLY_LOG_READ_EVENTS_MAX 1000
 #define TALLY_LOG_READ_EVENTS_DEFAULT 100
+/* A log_read (and sub_fetch) page holds at most this many bytes of events
+ * as well as at most `limit` events, but always at least one event: with
+ * large webhook events a page has fewer events than asked, and the reader
+ * goes on from the last seq + 1 (docs/PROTOCOL.md, "Pages"). */
+#define TALLY_LOG_READ_BYTES_MAX (2 * 1024 * 1024)
 #define TALLY_LOG_WAIT_MS_MAX 30000
 #define TALLY_HISTORY_ENTRIES_MAX 1000
 #define TALLY_HISTORY_ENTRIES_DEFAULT 100
@@ -91,6 +102,11 @@
  * the oldest queued message of a subscriber whose queue is full (its
  * default, 16, lost events of one 32-member chain, issue 16 item 7). */
 #define TALLY_PUBLISH_QUEUE_MESSAGES 8192
+/* Events larger than this are not published (only a webhook.received
+ * event with a large body is): subscribers fill them in with log_read as
+ * any event PUB did not bring, so a lagging subscriber's queue holds at
+ * most TALLY_PUBLISH_QUEUE_MESSAGES x this (32 MiB), not x 260 KiB. */
+#define TALLY_PUBLISH_EVENT_BYTES_MAX TALLY_EVENT_SMALL_BYTES_MAX
 
 /* The HTTP face (net/http.c, docs/OPERATIONS.md). */
 #define TALLY_HTTP_BODY_BYTES_MAX (1024 * 1024)   /* a request's body; more: 413 */
@@ -102,12 +118,12 @@
 #define TALLY_HTTP_CONNECTIONS_MAX 4096
 
 /* Webhook intake (net/webhooks.c, docs/WEBHOOKS.md). The delivery is kept
- * whole in one webhook.received event, so its body is bounded by what an
- * event holds (TALLY_EVENT_BYTES_MAX) less the event's other fields. */
+ * whole in one webhook.received event, which is what sets the event cap
+ * (TALLY_EVENT_BYTES_MAX). */
 #define TALLY_WEBHOOK_SOURCE_BYTES_MAX 55    /* "webhook:" + name is a consumer */
 #define TALLY_WEBHOOK_EVENT_ID_BYTES_MAX 64  /* the provider's event id: the inbox key */
 #define TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX 64
-#define TALLY_WEBHOOK_BODY_BYTES_MAX 3072    /* a delivery's body; more: 413 */
+#define TALLY_WEBHOOK_BODY_BYTES_MAX (256 * 1024) /* a delivery's body; more: 413 */
 #define TALLY_WEBHOOK_SOURCES_MAX 64
 #define TALLY_WEBHOOK_SECRETS_MAX 4          /* per source, for rotation */
 #define TALLY_WEBHOOK_SECRET_BYTES_MAX 256
@@ -120,6 +136,7 @@
 #define TALLY_SUBSCRIBER_NAME_BYTES_MAX 64
 #define TALLY_SUB_FETCH_EVENTS_MAX 1000
 #define TALLY_SUB_FETCH_EVENTS_DEFAULT 100
+#define TALLY_SUB_FETCH_BYTES_MAX TALLY_LOG_READ_BYTES_MAX /* events delivered per fetch */
 #define TALLY_SUB_ACK_SEQS_MAX 1000           /* seqs in one ack's done list */
 #define TALLY_SUB_MAX_DELIVER_MAX 1000
 #define TALLY_SUB_MAX_DELIVER_DEFAULT 5
@@ -158,10 +175,18 @@ _Static_assert(TALLY_BATCH_OPS_MAX * (TALLY_COMMAND_EVENTS_MAX / TALLY_CHAIN_COM
                    TALLY_PUBLISH_QUEUE_MESSAGES,
                "one full batch request's events (3 per member at most) fit a subscriber's PUB "
                "queue (docs/PROTOCOL.md, Transport)");
-_Static_assert(TALLY_EVENT_BYTES_MAX * TALLY_LOG_READ_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
-               "a full log read fits a reply");
-_Static_assert((TALLY_EVENT_BYTES_MAX + 64) * TALLY_SUB_FETCH_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
+_Static_assert(TALLY_EVENT_BYTES_MAX <= TALLY_LOG_READ_BYTES_MAX &&
+                   TALLY_EVENT_BYTES_MAX <= TALLY_SUB_FETCH_BYTES_MAX,
+               "a page's byte budget holds the largest event, so 'at least one event' stays "
+               "within it");
+_Static_assert(TALLY_LOG_READ_BYTES_MAX + 8 * TALLY_LOG_READ_EVENTS_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
+               "a full log read (events and their bin headers) fits a reply");
+_Static_assert(TALLY_SUB_FETCH_BYTES_MAX + 64 * TALLY_SUB_FETCH_EVENTS_MAX + 4096 <=
+                   TALLY_REPLY_BYTES_MAX,
                "a full subscriber fetch fits a reply");
+_Static_assert(TALLY_EVENT_SMALL_BYTES_MAX <= TALLY_EVENT_BYTES_MAX &&
+                   TALLY_PUBLISH_EVENT_BYTES_MAX <= TALLY_EVENT_BYTES_MAX,
+               "the small and published event sizes are within the cap");
 _Static_assert(8 + TALLY_WEBHOOK_SOURCE_BYTES_MAX <= TALLY_CONSUMER_BYTES_MAX &&
                    TALLY_WEBHOOK_EVENT_ID_BYTES_MAX <= TALLY_KEY_BYTES_MAX,
                "a webhook's (webhook:<source>, event id) is an inbox key");

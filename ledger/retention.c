@@ -198,7 +198,8 @@ static int limit_by_record(char kind, tally_str name, uint64_t seq, void *ctx)
 static int checkpoint_put(store_txn *t, const uint8_t *key, size_t key_len,
                           const msgpack_object *o)
 {
-    uint8_t buf[TALLY_EVENT_BYTES_MAX];
+    uint8_t buf[TALLY_EVENT_SMALL_BYTES_MAX]; /* an account, hold or entitlement: a part of
+                                                 an event of the small kind */
     msgpack_safe_buffer sb;
     msgpack_packer pk;
     msgpack_safe_buffer_init(&sb, buf, sizeof(buf), &pk);

@@ -8,6 +8,7 @@
 #include "common/limits.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char meta_key_head[] = "head";
@@ -81,17 +82,23 @@ int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
     rc = tally_id128_uuidv7(args->time_ms, &id);
     if (rc != TALLY_ok)
         return store_txn_fail(t, rc);
-    uint8_t buf[TALLY_EVENT_BYTES_MAX];
+    /* Every op's events fit the stack buffer; only a webhook.received
+     * event with a large body is encoded again on the heap. */
+    uint8_t small[TALLY_EVENT_SMALL_BYTES_MAX], *buf = small, *large = NULL;
     size_t len;
     uint8_t hash[LOG_HASH_BYTES];
-    rc = log_event_encode(args, seq, &id, head.hash, buf, sizeof(buf), &len, hash);
-    if (rc != TALLY_ok)
-        return store_txn_fail(t, rc);
+    rc = log_event_encode(args, seq, &id, head.hash, small, sizeof(small), &len, hash);
+    if (rc != TALLY_ok && (buf = large = malloc(TALLY_EVENT_BYTES_MAX)) == NULL)
+        return store_txn_fail(t, TALLY_out_of_memory);
+    if (buf == large)
+        rc = log_event_encode(args, seq, &id, head.hash, large, TALLY_EVENT_BYTES_MAX, &len, hash);
     uint8_t key[8];
     log_seq_key(seq, key);
-    rc = store_put(t, STORE_DB_LOG, key, sizeof(key), buf, len, MDB_APPEND);
+    if (rc == TALLY_ok)
+        rc = store_put(t, STORE_DB_LOG, key, sizeof(key), buf, len, MDB_APPEND);
+    free(large);
     if (rc != TALLY_ok)
-        return rc;
+        return store_txn_fail(t, rc);
     t->head.seq = seq;
     memcpy(t->head.hash, hash, LOG_HASH_BYTES);
     t->head.moved = true;
@@ -127,6 +134,32 @@ int log_read(store_txn *t, uint64_t from_seq, uint64_t max_count, log_read_fn fn
         rc = store_translate(mrc);
     mdb_cursor_close(cur);
     return rc;
+}
+
+typedef struct page_walk {
+    uint64_t count;
+    size_t bytes, bytes_max;
+} page_walk;
+
+static int page_add(uint64_t seq, const void *bytes, size_t len, void *ctx)
+{
+    (void)seq, (void)bytes;
+    page_walk *p = ctx;
+    if (p->count > 0 && (p->bytes >= p->bytes_max || len > p->bytes_max - p->bytes))
+        return 1; /* the next event would pass the budget: the page ends before it */
+    p->count++;
+    p->bytes += len;
+    return 0;
+}
+
+int log_page_measure(store_txn *t, uint64_t from_seq, uint64_t max_count, size_t bytes_max,
+                     uint64_t *count, size_t *bytes)
+{
+    page_walk p = {0, 0, bytes_max};
+    int rc = max_count ? log_read(t, from_seq, max_count, page_add, &p) : TALLY_ok;
+    *count = p.count;
+    *bytes = p.bytes;
+    return rc == 1 ? TALLY_ok : rc;
 }
 
 int log_first_seq(store_txn *t, uint64_t *seq)

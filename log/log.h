@@ -55,6 +55,14 @@ int log_event_load(store_txn *t, uint64_t seq, msgpack_unpacked *unpacked, log_e
 typedef int (*log_read_fn)(uint64_t seq, const void *bytes, size_t len, void *ctx);
 int log_read(store_txn *t, uint64_t from_seq, uint64_t max_count, log_read_fn fn, void *ctx);
 
+/* One page of the log from from_seq (log_read's and sub_fetch's rule,
+ * docs/PROTOCOL.md): *count events, at most max_count, whose sizes add up
+ * to *bytes <= bytes_max, except that a first event larger than bytes_max
+ * still makes a page of one (0 only when no event is at or after
+ * from_seq, or max_count is 0). TALLY_ok or a store error. */
+int log_page_measure(store_txn *t, uint64_t from_seq, uint64_t max_count, size_t bytes_max,
+                     uint64_t *count, size_t *bytes);
+
 /* Lowest seq stored (0 when empty). */
 int log_first_seq(store_txn *t, uint64_t *seq);
 

@@ -201,15 +201,45 @@ typedef struct plan_step {
 } plan_step;
 
 typedef struct fetch_plan {
+    store_txn *t;
     const sub_config *cfg;
     int64_t now_ms;
     uint32_t max, deliveries, parks;
+    size_t bytes; /* of the events delivered */
+    bool full;    /* at max, or the next event would pass the byte budget */
     uint32_t flights; /* "f" records seen */
     char kind;        /* records being scanned */
     int64_t next_due_ms;
     plan_step steps[2 * TALLY_SUB_FETCH_EVENTS_MAX];
     uint32_t count;
 } fetch_plan;
+
+/* Whether the event at seq may be delivered too: a fetch delivers at most
+ * max events and TALLY_SUB_FETCH_BYTES_MAX of them, but at least one (the
+ * log_read rule, docs/PROTOCOL.md). An event gone since (retention) weighs
+ * nothing. Once one does not fit, nothing more is planned, so what is not
+ * delivered is neither leased nor marked delivered. */
+static int plan_room(fetch_plan *p, uint64_t seq, bool *room)
+{
+    *room = false;
+    if (p->full || p->deliveries == p->max)
+        return TALLY_ok;
+    uint8_t k[8];
+    MDB_val ev = {0, NULL};
+    log_seq_key(seq, k);
+    int rc = store_get(p->t, STORE_DB_LOG, k, 8, &ev);
+    if (rc != TALLY_ok && rc != TALLY_not_found)
+        return rc;
+    size_t len = rc == TALLY_ok ? ev.mv_size : 0;
+    if (p->deliveries > 0 &&
+        (p->bytes >= TALLY_SUB_FETCH_BYTES_MAX || len > TALLY_SUB_FETCH_BYTES_MAX - p->bytes)) {
+        p->full = true;
+        return TALLY_ok;
+    }
+    p->bytes += len;
+    *room = true;
+    return TALLY_ok;
+}
 
 /* One replay mark: the dead letter seq is delivered again. The marks are
  * walked, never the dlq, so a fetch costs what it replays. */
@@ -218,8 +248,10 @@ static int plan_replay(uint64_t seq, const MDB_val *v, void *ctx)
     fetch_plan *p = ctx;
     if (v->mv_size != 0)
         return TALLY_corrupt_record;
-    if (p->deliveries == p->max)
-        return 1;
+    bool room;
+    int rc = plan_room(p, seq, &room);
+    if (rc != TALLY_ok || !room)
+        return rc == TALLY_ok ? 1 : rc;
     p->steps[p->count++] = (plan_step){PLAN_REPLAY_DLQ, 0, seq};
     p->deliveries++;
     return TALLY_ok;
@@ -250,7 +282,9 @@ static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
         p->flights++;
     bool due = r.when_ms <= p->now_ms; /* held by anyone: its lease ran out */
     bool park = r.attempts >= p->cfg->max_deliver;
-    bool room = park ? p->parks < TALLY_SUB_FETCH_EVENTS_MAX : p->deliveries < p->max;
+    bool room = park && p->parks < TALLY_SUB_FETCH_EVENTS_MAX;
+    if (due && !park && (rc = plan_room(p, seq, &room)) != TALLY_ok)
+        return rc;
     if (!due || !room) {
         int64_t when = due ? p->now_ms : r.when_ms;
         if (when < p->next_due_ms)
@@ -414,6 +448,7 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
     fetch_plan *p = calloc(1, sizeof(*p));
     if (!p)
         return TALLY_out_of_memory;
+    p->t = t;
     p->cfg = &s->config;
     p->now_ms = now_ms;
     p->max = max;
@@ -429,10 +464,14 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
     uint64_t next = s->delivered_seq + 1;
     if (first && next < first)
         next = first; /* events below the retention floor are gone */
-    for (; rc == TALLY_ok && next <= head.seq && p->deliveries < max &&
-           p->flights < s->config.max_ack_pending;
-         next++, p->deliveries++, p->flights++)
+    for (; rc == TALLY_ok && next <= head.seq && p->flights < s->config.max_ack_pending;
+         next++, p->deliveries++, p->flights++) {
+        bool room;
+        rc = plan_room(p, next, &room);
+        if (!room)
+            break;
         p->steps[p->count++] = (plan_step){PLAN_NEW, KIND_FLIGHT, next};
+    }
     for (uint32_t i = 0; rc == TALLY_ok && i < p->count; i++)
         rc = run_step(t, s, &p->steps[i], instance, now_ms, out, count);
     if (rc == TALLY_ok && p->count > 0) {

@@ -112,7 +112,9 @@ typedef int (*sub_list_fn)(const sub_state *s, void *ctx);
 int sub_list(store_txn *t, sub_list_fn fn, void *ctx);
 
 /* Deliver up to max events (docs/SUBSCRIBERS.md, "Delivery rules"): replays
- * first, then due redeliveries, then new events. Each delivery is leased
+ * first, then due redeliveries, then new events; at most
+ * TALLY_SUB_FETCH_BYTES_MAX bytes of events but at least one (an event
+ * that does not fit stays for the next fetch: not leased, not delivered). Each delivery is leased
  * to instance (a consumer instance's id, 1-64 bytes like a name; len 0:
  * none) until it is acked, parked, or falls due again; a due event is
  * delivered to whichever instance fetches. restart makes the in-flight

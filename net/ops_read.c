@@ -247,12 +247,18 @@ void net_read_log(net_out *o, store_txn *t, const net_request *req, int64_t now_
     uint64_t from = req->read.from_seq ? req->read.from_seq : 1;
     if (from < first)
         from = first;
-    uint64_t available = head.seq >= from ? head.seq - from + 1 : 0;
-    uint32_t n = available < req->read.limit ? (uint32_t)available : req->read.limit;
+    /* At most limit events and TALLY_LOG_READ_BYTES_MAX of them, at least
+     * one: the reader goes on from the last seq + 1. */
+    uint64_t n = 0;
+    size_t bytes;
+    if (head.seq >= from)
+        rc = log_page_measure(t, from, req->read.limit, TALLY_LOG_READ_BYTES_MAX, &n, &bytes);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
     net_reply_open(o, TALLY_ok);
     net_kv_u64(o, "head", head.seq);
     net_key(o, "events");
-    msgpack_pack_array(&o->pk, n);
+    msgpack_pack_array(&o->pk, (size_t)n);
     if (n && log_read(t, from, n, pack_event_bin, o) != TALLY_ok)
         net_out_fail(o);
     net_map_end(o);

@@ -4,6 +4,10 @@
  * subscriber's queue holds TALLY_PUBLISH_QUEUE_MESSAGES, so a commit's
  * burst reaches a subscriber that keeps up; one that falls further behind
  * loses messages, never blocks the writer, and fills the gap with log_read.
+ * NNG bounds the queue by messages only, so events above
+ * TALLY_PUBLISH_EVENT_BYTES_MAX (a webhook.received with a large body) are
+ * not published at all: subscribers fill them in with log_read like any
+ * gap, and a lagging subscriber's queue stays within 8192 x 4 KiB.
  */
 #include "net/server_internal.h"
 
@@ -55,6 +59,8 @@ __attribute__((noinline)) static int publish_one(uint64_t seq, const void *bytes
     (void)seq;
     server *srv = ctx;
     nng_msg *m;
+    if (len > TALLY_PUBLISH_EVENT_BYTES_MAX)
+        return 0; /* too large to queue 8192 of: log_read brings it */
     if (nng_msg_alloc(&m, len) != 0)
         return 0;
     memcpy(nng_msg_body(m), bytes, len);

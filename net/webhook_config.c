@@ -61,6 +61,8 @@ static int read_secret(parse *p, const char *file, char *text, size_t size)
     struct stat st;
     if (stat(file, &st) != 0)
         return fail(p, "secret file %s: cannot read it", file);
+    if (!S_ISREG(st.st_mode)) /* a device or a pipe could block the start */
+        return fail(p, "secret file %s: not a regular file", file);
     if (st.st_mode & (S_IRWXG | S_IRWXO))
         return fail(p, "secret file %s: its group or others may read it (chmod 600)", file);
     FILE *f = fopen(file, "r");
@@ -220,11 +222,12 @@ static int parse_file(parse *p, FILE *f, net_webhooks *w)
     return w->count ? TALLY_ok : fail(p, "no source in the file");
 }
 
-int webhooks_load(const char *path, net_webhooks **out, char *error, size_t error_size)
+/* The sources of f, read as the file named path. */
+static int load_from(const char *path, FILE *f, net_webhooks **out, char *error,
+                     size_t error_size)
 {
     parse p = {path, 0, error, error_size};
     *out = NULL;
-    FILE *f = fopen(path, "r");
     if (f == NULL)
         return fail(&p, "cannot read the file");
     net_webhooks *w = calloc(1, sizeof(*w));
@@ -238,6 +241,18 @@ int webhooks_load(const char *path, net_webhooks **out, char *error, size_t erro
     }
     *out = w;
     return TALLY_ok;
+}
+
+int webhooks_load(const char *path, net_webhooks **out, char *error, size_t error_size)
+{
+    return load_from(path, fopen(path, "r"), out, error, error_size);
+}
+
+int webhooks_parse(const char *name, const char *text, size_t len, net_webhooks **out,
+                   char *error, size_t error_size)
+{
+    FILE *f = len ? fmemopen((void *)text, len, "r") : fopen("/dev/null", "r");
+    return load_from(name, f, out, error, error_size);
 }
 
 void webhooks_free(net_webhooks *w)

@@ -14,8 +14,9 @@
 #include <string.h>
 
 #define SHA256_BYTES 32
-/* The signed text of a standard delivery: id "." timestamp "." body. */
-#define SIGNED_BYTES_MAX (TALLY_WEBHOOK_EVENT_ID_BYTES_MAX + 24 + TALLY_WEBHOOK_BODY_BYTES_MAX)
+/* The text before the body in what a standard delivery signs: id "."
+ * timestamp "." (a stripe one: timestamp "."). */
+#define SIGNED_PREFIX_BYTES_MAX (TALLY_WEBHOOK_EVENT_ID_BYTES_MAX + 24)
 
 static void hmac(const webhook_secret *k, const void *data, size_t len, uint8_t out[SHA256_BYTES])
 {
@@ -45,6 +46,20 @@ static bool base64_decode_mac(const char *s, size_t len, uint8_t out[SHA256_BYTE
         return false;
     memcpy(out, buf, SHA256_BYTES);
     return true;
+}
+
+/* prefix (n bytes) and the body, one after the other, on the heap (a
+ * body is up to 256 KiB: too much for a thread's stack or its TLS);
+ * NULL when out of memory. */
+static char *signed_text_new(const char *prefix, size_t n, const webhook_delivery *d, size_t *len)
+{
+    char *text = malloc(n + d->body_len + 1);
+    if (text == NULL)
+        return NULL;
+    memcpy(text, prefix, n);
+    memcpy(text + n, d->body, d->body_len);
+    *len = n + d->body_len;
+    return text;
 }
 
 /* Whether mac is one of the secrets' MACs over the parts. */
@@ -129,11 +144,13 @@ static webhook_outcome verify_standard(const webhook_source *src, const webhook_
     size_t id_len = strlen(id), ts_len = strlen(ts);
     if (id_len == 0 || id_len > TALLY_WEBHOOK_EVENT_ID_BYTES_MAX || ts_len > 20)
         return WEBHOOK_BAD_REQUEST; /* an id too long for the inbox key */
-    static _Thread_local char signed_text[SIGNED_BYTES_MAX];
+    char prefix[SIGNED_PREFIX_BYTES_MAX];
     size_t n = 0;
-    memcpy(signed_text, id, id_len), n += id_len, signed_text[n++] = '.';
-    memcpy(signed_text + n, ts, ts_len), n += ts_len, signed_text[n++] = '.';
-    memcpy(signed_text + n, d->body, d->body_len), n += d->body_len;
+    memcpy(prefix, id, id_len), n += id_len, prefix[n++] = '.';
+    memcpy(prefix + n, ts, ts_len), n += ts_len, prefix[n++] = '.';
+    char *signed_text = signed_text_new(prefix, n, d, &n);
+    if (signed_text == NULL)
+        return WEBHOOK_UNAVAILABLE;
     bool match = false;
     for (const char *s = sigs; *s;) { /* "v1,<base64> v1,<base64> ..." */
         size_t len = strcspn(s, " ");
@@ -142,6 +159,7 @@ static webhook_outcome verify_standard(const webhook_source *src, const webhook_
             match |= mac_matches(src, signed_text, n, mac);
         s += len + strspn(s + len, " ");
     }
+    free(signed_text);
     if (!match)
         return WEBHOOK_BAD_SIGNATURE;
     if (!fresh(src, out->signed_at_s, d->now_s))
@@ -175,16 +193,19 @@ static webhook_outcome verify_stripe(const webhook_source *src, const webhook_de
     }
     if (!parse_time(t, &out->signed_at_s) || v1_count == 0)
         return WEBHOOK_BAD_SIGNATURE;
-    static _Thread_local char signed_text[SIGNED_BYTES_MAX];
+    char prefix[sizeof(t) + 1];
     size_t n = strlen(t);
-    memcpy(signed_text, t, n), signed_text[n++] = '.';
-    memcpy(signed_text + n, d->body, d->body_len), n += d->body_len;
+    memcpy(prefix, t, n), prefix[n++] = '.';
+    char *signed_text = signed_text_new(prefix, n, d, &n);
+    if (signed_text == NULL)
+        return WEBHOOK_UNAVAILABLE;
     bool match = false;
     for (size_t i = 0; i < v1_count; i++) {
         uint8_t mac[SHA256_BYTES];
         if (hex_decode(v1[i], v1_len[i], mac))
             match |= mac_matches(src, signed_text, n, mac);
     }
+    free(signed_text);
     if (!match)
         return WEBHOOK_BAD_SIGNATURE;
     if (!fresh(src, out->signed_at_s, d->now_s))

@@ -204,4 +204,8 @@ void webhooks_metrics(server *srv, net_text *out)
                          "not in --webhooks (404).\n# TYPE tally_webhooks_unknown_source_total "
                          "counter\ntally_webhooks_unknown_source_total %llu\n",
                     (unsigned long long)atomic_load(&hooks->unknown_source));
+    net_text_printf(out, "# HELP tally_webhooks_in_flight Verified deliveries waiting for their "
+                         "commit (at most %d; more: 503).\n# TYPE tally_webhooks_in_flight "
+                         "gauge\ntally_webhooks_in_flight %lld\n",
+                    TALLY_WEBHOOK_IN_FLIGHT_MAX, (long long)atomic_load(&srv->webhooks_in_flight));
 }

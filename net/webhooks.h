@@ -69,6 +69,11 @@ typedef struct net_webhooks {
 /* Read the sources file path and the secret files it names. TALLY_ok, or
  * TALLY_invalid_argument with the reason (file name and line) in error. */
 int webhooks_load(const char *path, net_webhooks **out, char *error, size_t error_size);
+/* The same from text (len bytes, not NUL-terminated) instead of a file;
+ * name stands for the file's name in errors. For the fuzz target
+ * (tests/fuzz/fuzz_webhook.c) and tests. */
+int webhooks_parse(const char *name, const char *text, size_t len, net_webhooks **out,
+                   char *error, size_t error_size);
 void webhooks_free(net_webhooks *w);
 webhook_source *webhooks_find(net_webhooks *w, const char *name);
 const char *webhook_outcome_name(webhook_outcome o);
@@ -93,7 +98,8 @@ typedef struct webhook_verified {
 /* Check d's signature against every secret of src (in constant time), its
  * timestamp against the tolerance, and find its event id and type.
  * WEBHOOK_ACCEPTED when it may be stored, else WEBHOOK_BAD_SIGNATURE,
- * WEBHOOK_STALE or WEBHOOK_BAD_REQUEST. */
+ * WEBHOOK_STALE, WEBHOOK_BAD_REQUEST, WEBHOOK_TOO_LARGE (a body over
+ * TALLY_WEBHOOK_BODY_BYTES_MAX) or WEBHOOK_UNAVAILABLE (out of memory). */
 webhook_outcome webhook_verify(const webhook_source *src, const webhook_delivery *d,
                                webhook_verified *out);
 

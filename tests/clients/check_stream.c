@@ -371,7 +371,7 @@ static void forger_expect_real(forger *g, const void *bytes, size_t len, const t
  * right shape, but its bytes no longer match its hash. */
 static void forger_damaged_first(forger *g)
 {
-    uint8_t damaged[TALLY_EVENT_BYTES_MAX];
+    static uint8_t damaged[TALLY_EVENT_BYTES_MAX];
     memcpy(damaged, g->real[0].raw, g->real[0].raw_len);
     damaged[g->real[0].raw_len - 1] ^= 0x01;
     forger_expect_real(g, damaged, g->real[0].raw_len, &g->real[0]);
@@ -406,7 +406,8 @@ START_TEST(test_event_not_chained_is_refused)
                          .entity_version = 1,
                          .time_ms = g.real[1].time_ms,
                          .pack_body = pack_empty_body};
-    uint8_t wrong_prev[LOG_HASH_BYTES], hash[LOG_HASH_BYTES], buf[TALLY_EVENT_BYTES_MAX];
+    uint8_t wrong_prev[LOG_HASH_BYTES], hash[LOG_HASH_BYTES];
+    static uint8_t buf[TALLY_EVENT_BYTES_MAX];
     memset(wrong_prev, 0x55, sizeof(wrong_prev));
     tally_id128 id;
     memcpy(id.bytes, g.real[1].id.bytes, 16);

@@ -30,6 +30,10 @@ int fuzz_reply_one(const uint8_t *data, size_t size);
 /* A JSON API request ("OP\n" and the body): packed by the op table's
  * types, decoded; the input also through the reply walk. */
 int fuzz_json_one(const uint8_t *data, size_t size);
+/* Webhook intake: a sources file parsed from memory, or a delivery
+ * (headers and body) verified by one of four sources, as it is or signed
+ * correctly by the target first (fuzz_webhook.c says the layout). */
+int fuzz_webhook_one(const uint8_t *data, size_t size);
 
 /* libtally's decoders (fuzz_client.c compiles clients/libtally.c in). */
 void fuzz_client_reply(const uint8_t *data, size_t size);
@@ -52,10 +56,10 @@ store *fuzz_store_create(void);
 int fuzz_store_scenario(store *st, int full);
 
 /* Seeds: calls fn for each generated input of each target ("request",
- * "event", "reply", "json"): the hex examples and the bad-input rows of
+ * "event", "reply", "json", "webhook"): the hex examples and the bad-input rows of
  * docs/PROTOCOL.md (found via $TALLY_DOCS or docs/), the events of the full
- * scenario, replies packed by the server's reply code, and the bodies of
- * the JSON examples. Returns the
+ * scenario, replies packed by the server's reply code, the bodies of
+ * the JSON examples, and sources files and deliveries of each scheme. Returns the
  * count, or -1 with the reason on stderr. */
 typedef void (*fuzz_seed_fn)(const char *target, const char *name, const uint8_t *data,
                              size_t size, void *ctx);

@@ -3,7 +3,7 @@
 # apart from the normal (gcc, autotools) build. See docs/TESTING.md.
 #
 #   tests/fuzz/fuzz.sh build OUT               compile the targets and seeds into OUT
-#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json)
+#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json, webhook)
 #   tests/fuzz/fuzz.sh all OUT SECONDS         build, then run every target
 #
 # Every run starts from OUT/corpus/TARGET (kept between runs; new inputs
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
-targets=(request event reply json)
+targets=(request event reply json webhook)
 malloc_limit_mb=64
 rss_limit_mb=2048
 
@@ -28,10 +28,12 @@ usage() {
 max_len() {
     case "$1" in
         request) echo 65536 ;; # a batch of 1000 members fits
-        event) echo 4200 ;;    # TALLY_EVENT_BYTES_MAX and a little more
+        event) echo 8192 ;;    # every op's events (4 KiB) and a little more: a webhook
+                               # event's large body is one bin, decoded as any other
         reply) echo 65536 ;;
         json) echo 65536 ;;
-        *) echo "fuzz.sh: unknown target $1 (request, event, reply, json)" >&2; exit 2 ;;
+        webhook) echo 16384 ;; # headers and a body; the 256 KiB bound is a length check
+        *) echo "fuzz.sh: unknown target $1 (request, event, reply, json, webhook)" >&2; exit 2 ;;
     esac
 }
 

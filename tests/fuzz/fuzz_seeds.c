@@ -8,7 +8,10 @@
  *   - reply: the reply of every read op on that store, packed by the
  *     server's own reply code;
  *   - json: the op and body of every POST ```json-example of
- *     docs/PROTOCOL.md.
+ *     docs/PROTOCOL.md;
+ *   - webhook: sources files (good lines, each error of a line) and
+ *     deliveries of each scheme, as they are and to be signed by the
+ *     target (fuzz_webhook.c).
  * Built with FUZZ_SEEDS_MAIN it is a program: `fuzz_seeds DIR` writes each
  * seed to DIR/<target>/<name>.
  */
@@ -187,6 +190,37 @@ static int store_seeds(seeder *s)
     return rc;
 }
 
+/* The webhook target's inputs: a mode byte (0 file, 1 delivery, 2
+ * delivery signed by the target), for deliveries a source byte, then text. */
+static void webhook_seeds(seeder *s)
+{
+    static const struct {
+        const char *name, *text;
+    } seeds[] = {
+        {"file-sources", "\0# sources\nstd standard /nonexistent/a,/nonexistent/b tolerance=300\n"
+                         "pay stripe /nonexistent/s\n"},
+        {"file-hmac-options", "\0gh hmac-sha256 /nonexistent/g signature_header=X-Sig "
+                              "id_field=delivery_id type_header=X-Type\n"},
+        {"file-errors", "\0x nosuch /a\nbad name! stripe /a\nx stripe /a tolerance=abc\n"},
+        {"standard", "\1\0webhook-id: msg_1\nwebhook-timestamp: 1767225600\n"
+                     "webhook-signature: v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n"
+                     "{\"type\":\"invoice.paid\"}"},
+        {"stripe", "\1\1Stripe-Signature: t=1767225600,v1=00,v0=11\n\n"
+                   "{\"id\":\"evt_1\",\"type\":\"charge.succeeded\"}"},
+        {"hmac", "\1\2X-Hub-Signature-256: sha256=00\nX-GitHub-Delivery: d-1\n\n{}"},
+        {"signed-standard", "\2\0\n{\"type\":\"invoice.paid\",\"data\":{}}"},
+        {"signed-stripe", "\2\1\n{\"id\":\"evt_1\",\"type\":\"charge.succeeded\"}"},
+        {"signed-hmac", "\2\2X-GitHub-Delivery: d-1\nX-GitHub-Event: issues\n\n{\"a\":1}"},
+        {"signed-hmac-field", "\2\3\n{\"delivery_id\":\"j-1\"}"},
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        /* the mode (and source) bytes may be 0: the text's length past them */
+        const char *t = seeds[i].text;
+        size_t lead = t[0] == 0 ? 1 : 2;
+        emit(s, "webhook", seeds[i].name, (const uint8_t *)t, lead + strlen(t + lead));
+    }
+}
+
 long fuzz_seeds_each(fuzz_seed_fn fn, void *ctx)
 {
     seeder s = {fn, ctx, 0};
@@ -201,6 +235,7 @@ long fuzz_seeds_each(fuzz_seed_fn fn, void *ctx)
     if (rc == 0)
         doc_json_examples(&s, doc);
     free(doc);
+    webhook_seeds(&s);
     if (rc == 0)
         rc = store_seeds(&s);
     return rc == 0 ? s.count : -1;

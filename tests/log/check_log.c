@@ -796,11 +796,12 @@ START_TEST(event_of_exactly_the_maximum_size_is_accepted)
 {
     test_store ts;
     test_store_open(&ts);
-    /* bin16 padding keeps a 3-byte header from 256 bytes up, so the event
-     * grows byte for byte with the padding. */
-    size_t base = measure_event(&ts, 300);
+    /* bin32 padding keeps a 5-byte header from 65536 bytes up, so the
+     * event grows byte for byte with the padding (encoded on the heap: it
+     * is larger than log_append's stack buffer). */
+    size_t base = measure_event(&ts, 70000);
     ck_assert_uint_lt(base, TALLY_EVENT_BYTES_MAX);
-    size_t exact = 300 + (TALLY_EVENT_BYTES_MAX - base);
+    size_t exact = 70000 + (TALLY_EVENT_BYTES_MAX - base);
     ck_assert_uint_eq(measure_event(&ts, exact), TALLY_EVENT_BYTES_MAX);
 
     store_txn t;
@@ -822,9 +823,49 @@ START_TEST(event_of_exactly_the_maximum_size_is_accepted)
 }
 END_TEST
 
+static size_t stored_bytes(store_txn *t, uint64_t seq)
+{
+    uint8_t k[8];
+    MDB_val v;
+    log_seq_key(seq, k);
+    ck_assert_int_eq(store_get(t, STORE_DB_LOG, k, 8, &v), TALLY_ok);
+    return v.mv_size;
+}
+
+/* log_read's page rule (log_page_measure): at most max_count events and
+ * bytes_max of them, but at least one. */
+START_TEST(page_is_bounded_by_count_and_bytes)
+{
+    test_store ts;
+    test_store_open(&ts);
+    append_committed(&ts, 10);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    uint64_t n;
+    size_t bytes;
+    ck_assert_int_eq(log_page_measure(&t, 1, 100, SIZE_MAX, &n, &bytes), TALLY_ok);
+    ck_assert_uint_eq(n, 10);
+    ck_assert_int_eq(log_page_measure(&t, 1, 4, SIZE_MAX, &n, &bytes), TALLY_ok);
+    ck_assert_uint_eq(n, 4);
+    size_t three = stored_bytes(&t, 3) + stored_bytes(&t, 4) + stored_bytes(&t, 5);
+    size_t budget = three + stored_bytes(&t, 6) / 2;
+    ck_assert_int_eq(log_page_measure(&t, 3, 100, budget, &n, &bytes), TALLY_ok);
+    ck_assert_uint_eq(n, 3); /* the fourth would pass the budget */
+    ck_assert_uint_eq(bytes, three);
+    ck_assert_int_eq(log_page_measure(&t, 5, 100, 1, &n, &bytes), TALLY_ok);
+    ck_assert_uint_eq(n, 1); /* always one, even larger than the budget */
+    ck_assert_int_eq(log_page_measure(&t, 11, 100, SIZE_MAX, &n, &bytes), TALLY_ok);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(log_page_measure(&t, 1, 0, SIZE_MAX, &n, &bytes), TALLY_ok);
+    ck_assert_uint_eq(n, 0);
+    store_txn_abort(&t);
+    test_store_close(&ts);
+}
+END_TEST
+
 START_TEST(decode_rejects_wrong_sizes_and_garbage)
 {
-    uint8_t buf[TALLY_EVENT_BYTES_MAX + 1];
+    static uint8_t buf[TALLY_EVENT_BYTES_MAX + 1];
     memset(buf, 0, sizeof(buf));
     ck_assert_int_eq(decode_rc(buf, 0), TALLY_corrupt_record);
     ck_assert_int_eq(decode_rc(buf, LOG_HASH_ENTRY_BYTES - 1), TALLY_corrupt_record);
@@ -857,6 +898,7 @@ static Suite *log_suite(void)
         {"oversized", oversized_event_is_refused_and_remembered, TIMEOUT_S},
         {"max_size", event_of_exactly_the_maximum_size_is_accepted, TIMEOUT_S},
         {"decode_bad", decode_rejects_wrong_sizes_and_garbage, TIMEOUT_S},
+        {"page", page_is_bounded_by_count_and_bytes, TIMEOUT_S},
     };
     return test_suite_of_rows("log", TEST_ROWS(tests));
 }

@@ -678,6 +678,69 @@ START_TEST(invariants_catch_broken_cursors_and_dead_letters)
 }
 END_TEST
 
+/* n webhook.received events whose bodies are the largest a delivery may
+ * have (each event ~256 KiB). */
+static void large_events(unsigned first, unsigned n)
+{
+    static char body[TALLY_WEBHOOK_BODY_BYTES_MAX];
+    memset(body, 'w', sizeof(body));
+    for (unsigned i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "evt-%u", first + i);
+        ledger_command c = {.kind = LEDGER_WEBHOOK_RECEIVE};
+        c.u.webhook = (ledger_webhook){tally_str_from("src"), tally_str_from(id), {NULL, 0}, 0,
+                                       {body, sizeof(body)}};
+        ck_assert_int_eq(test_apply(&ts, "webhook:src", id, &c).code, TALLY_ok);
+    }
+}
+
+static size_t event_bytes(uint64_t seq)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    uint8_t k[8];
+    MDB_val v;
+    put_u64_be(k, seq);
+    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, k, 8, &v), TALLY_ok);
+    store_txn_abort(&t);
+    return v.mv_size;
+}
+
+/* A fetch delivers at most TALLY_SUB_FETCH_BYTES_MAX of events, however
+ * many it may; what does not fit is neither leased nor marked delivered,
+ * and the next fetch goes on with it. */
+START_TEST(fetch_is_bounded_by_bytes)
+{
+    events(1, 5);
+    large_events(0, 10); /* seqs 6..15 */
+    events(100, 5);      /* 16..20 */
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    op o = fetch(1000, false);
+    ck_assert_int_eq(o.rc, TALLY_ok);
+    ck_assert_uint_gt(o.count, 5);
+    ck_assert_uint_lt(o.count, 15);
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < o.count; i++) {
+        ck_assert_uint_eq(o.d[i].seq, i + 1);
+        bytes += event_bytes(i + 1);
+    }
+    ck_assert_uint_le(bytes, TALLY_SUB_FETCH_BYTES_MAX);
+    ck_assert_uint_gt(bytes + event_bytes(o.count + 1), TALLY_SUB_FETCH_BYTES_MAX);
+    ck_assert_uint_eq(o.st.in_flight, o.count); /* nothing more leased */
+    ck_assert_uint_eq(o.st.delivered_seq, o.count);
+    uint32_t first = o.count;
+    o = fetch(1000, false);
+    ck_assert_uint_ge(o.count, 1);
+    ck_assert_uint_eq(o.d[0].seq, first + 1);
+    ck_assert_uint_eq(o.st.in_flight, first + o.count);
+    /* redeliveries are bounded the same way: everything falls due again */
+    ts.now_ms += 3600 * 1000;
+    o = fetch(1000, false);
+    ck_assert_uint_eq(o.d[0].seq, 1);
+    ck_assert_uint_eq(o.count, first);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("subscriber");
@@ -698,6 +761,7 @@ int main(void)
     tcase_add_test(tc, replay_of_a_few_reads_only_the_marked);
     tcase_add_test(tc, delete_removes_everything);
     tcase_add_test(tc, invariants_catch_broken_cursors_and_dead_letters);
+    tcase_add_test(tc, fetch_is_bounded_by_bytes);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -179,6 +179,32 @@ START_TEST(test_readable_secret_is_refused)
 }
 END_TEST
 
+/* A secret "file" that is a pipe (mode 0600) is refused at once: reading it
+ * would block the start. The same sources text parses from memory. */
+START_TEST(test_secret_that_is_not_a_file_is_refused)
+{
+    setup();
+    char fifo[512], conf[1024], error[512];
+    snprintf(fifo, sizeof(fifo), "%s/secret.fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    int n = snprintf(conf, sizeof(conf), "a stripe %s\n", fifo);
+    net_webhooks *w = NULL;
+    ck_assert_int_eq(webhooks_parse("mem.conf", conf, (size_t)n, &w, error, sizeof(error)),
+                     TALLY_invalid_argument);
+    ck_assert_ptr_null(w);
+    ck_assert_msg(strstr(error, "mem.conf:1: secret file") && strstr(error, "not a regular file"),
+                  "%s", error);
+    char secret[512];
+    write_file("secret", "whsec_x\n", 0600, secret, sizeof(secret));
+    n = snprintf(conf, sizeof(conf), "# from memory\na stripe %s\n", secret);
+    ck_assert_int_eq(webhooks_parse("mem.conf", conf, (size_t)n, &w, error, sizeof(error)),
+                     TALLY_ok);
+    ck_assert_uint_eq(w->count, 1);
+    webhooks_free(w);
+    teardown();
+}
+END_TEST
+
 /* Signature headers as an attacker writes them: each refused, none read
  * past its end (ASan in CI), the one well-formed one accepted. */
 START_TEST(test_hostile_signature_headers)
@@ -248,6 +274,7 @@ int main(void)
         {"standard", test_standard_spec_example, TIMEOUT_S},
         {"file", test_file_errors_name_file_and_line, TIMEOUT_S},
         {"file", test_readable_secret_is_refused, TIMEOUT_S},
+        {"file", test_secret_that_is_not_a_file_is_refused, TIMEOUT_S},
         {"stripe", test_hostile_signature_headers, TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("webhook_verify", TEST_ROWS(tests)));

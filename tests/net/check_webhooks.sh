@@ -149,8 +149,10 @@ expect "burst: every answer names the same event" 1 "$(sed 's/.*"seq":\([0-9]*\)
 
 # ---- unknown source, too large ----
 expect "unknown source: 404" 404 "$(post nosuch '{}' "X-Hub-Signature-256: sha256=00")"
-big=$(head -c 4000 /dev/zero | tr '\0' a)
-expect "body over the limit: 413" 413 "$(post gh "$big" "X-Hub-Signature-256: sha256=$(hex_hmac github-secret "$big")" "X-GitHub-Delivery: d-big")"
+big=$(head -c 262145 /dev/zero | tr '\0' a) # 256 KiB + 1
+expect "body over the limit (256 KiB): 413" 413 "$(post gh "$big" "X-Hub-Signature-256: sha256=$(hex_hmac github-secret "$big")" "X-GitHub-Delivery: d-big")"
+big=${big%a} # 256 KiB
+expect "a body of 256 KiB: 200" 200 "$(post gh "$big" "X-Hub-Signature-256: sha256=$(hex_hmac github-secret "$big")" "X-GitHub-Delivery: d-big")"
 
 # ---- /metrics, the stored events, recon ----
 curl -s --max-time 60 "$base/metrics" >"$tmp/metrics"
@@ -159,13 +161,15 @@ expect "metrics: std bad_signature" 2 "$(sed -n 's/^tally_webhooks_total{source=
 expect "metrics: std stale" 1 "$(sed -n 's/^tally_webhooks_total{source="std",outcome="stale_timestamp"} //p' "$tmp/metrics")"
 expect "metrics: pay conflict" 1 "$(sed -n 's/^tally_webhooks_total{source="pay",outcome="conflict"} //p' "$tmp/metrics")"
 expect "metrics: gh replayed" 1 "$(sed -n 's/^tally_webhooks_total{source="gh",outcome="replayed"} //p' "$tmp/metrics")"
+expect "metrics: gh too_large" 1 "$(sed -n 's/^tally_webhooks_total{source="gh",outcome="too_large"} //p' "$tmp/metrics")"
+expect "metrics: nothing in flight" 0 "$(sed -n 's/^tally_webhooks_in_flight //p' "$tmp/metrics")"
 if command -v promtool >/dev/null 2>&1; then # lint as check_http does (setup.sh installs it)
     promtool check metrics <"$tmp/metrics" >"$tmp/promtool.out" 2>&1
     expect "metrics: promtool check metrics passes, no lint warning" "0:" "$?:$(cat "$tmp/promtool.out")"
 fi
 expect "metrics: unknown source" 1 "$(sed -n 's/^tally_webhooks_unknown_source_total //p' "$tmp/metrics")"
 "$TALLY" --url "ipc://$tmp/rep" --json log --from 1 --limit 1000 >"$tmp/log.json" 2>/dev/null
-expect "events: one webhook.received per stored delivery" 6 "$(grep -c '"type":"webhook.received"' "$tmp/log.json")"
+expect "events: one webhook.received per stored delivery" 7 "$(grep -c '"type":"webhook.received"' "$tmp/log.json")"
 grep -q '"entity":{"kind":"webhook","source":"pay","event_id":"evt_s1"}' "$tmp/log.json" || fail "the stripe event names its source and id"
 grep -q '"consumer":"webhook:gh","key":"d-1"' "$tmp/log.json" || fail "the event's causation is (webhook:<source>, event id)"
 "$TALLY_RECON" --data "$tmp/data" >"$tmp/recon.out" 2>&1
