@@ -119,7 +119,7 @@ const net_op net_ops[NET_OP_COUNT] = {
         .read_waits = net_log_read_waits,
         .doc = "Events from a seq, optionally waiting for new ones.",
         .fields = {{"from_seq", NET_FIELD_UINT, false, U64, "first seq wanted (default 1)"},
-                   {"limit", NET_FIELD_UINT, false, TALLY_LOG_READ_EVENTS_MAX, "events (default 100)"},
+                   {"limit", NET_FIELD_UINT, false, TALLY_LOG_READ_EVENTS_MAX, "events (default 100); a page also holds at most 2 MiB of events, at least one"},
                    {"wait_ms", NET_FIELD_UINT, false, TALLY_LOG_WAIT_MS_MAX,
                     "if none yet, wait up to this long for one (default 0)"}}},
     [NET_OP_STATS] = {
@@ -156,7 +156,7 @@ const net_op net_ops[NET_OP_COUNT] = {
         .apply_waits = net_sub_fetch_waits,
         .doc = "Deliver events: replays, then due redeliveries, then new events.",
         .fields = {F_SUB_NAME,
-                   {"max", NET_FIELD_UINT, false, TALLY_SUB_FETCH_EVENTS_MAX, "events, >= 1 (default 100)"},
+                   {"max", NET_FIELD_UINT, false, TALLY_SUB_FETCH_EVENTS_MAX, "events, >= 1 (default 100); at most 2 MiB of events, at least one"},
                    {"wait_ms", NET_FIELD_UINT, false, TALLY_LOG_WAIT_MS_MAX,
                     "if none is due, wait up to this long (default 0)"},
                    {"restart", NET_FIELD_BOOL, false, 0,
