@@ -150,23 +150,23 @@ static bool file_line(options_set *s, char *line, unsigned number, char *why, si
 {
     char *eq = strchr(line, '=');
     if (eq == NULL) {
-        snprintf(why, why_size, "expected key = value, got: %s", line);
+        snprintf(why, why_size, "expected key = value, got: %.200s", line);
         return false;
     }
     *eq = '\0';
     const char *key = trim(line), *value = trim(eq + 1);
     long i = row_index(s, key);
     if (i < 0 || (s->rows[i].flags & OPTIONS_COMMAND_LINE) || s->rows[i].arg == NULL) {
-        snprintf(why, why_size, "unknown key '%s'", key);
+        snprintf(why, why_size, "unknown key '%.200s'", key);
         return false;
     }
     options_given *g = &s->file[i];
     if (!(s->rows[i].flags & OPTIONS_REPEATABLE) && g->count) {
-        snprintf(why, why_size, "%s: given twice (first on line %u)", key, g->values[0].line);
+        snprintf(why, why_size, "%.200s: given twice (first on line %u)", key, g->values[0].line);
         return false;
     }
     if (!given_add(g, &s->rows[i], value, number)) {
-        snprintf(why, why_size, "%s: at most %d times", key, OPTIONS_VALUES_MAX);
+        snprintf(why, why_size, "%.200s: at most %d times", key, OPTIONS_VALUES_MAX);
         return false;
     }
     return true;
@@ -318,9 +318,11 @@ void options_print_help(const options_set *s, FILE *f)
 
 void options_print_config(const options_set *s, FILE *f)
 {
-    fprintf(f, "# %s --print-config: the configuration in effect (%s%s, the command line, "
-               "the defaults)\n",
-            s->program, s->file_path ? "the file " : "no file", s->file_path ? s->file_path : "");
+    /* The same header whatever was read, so that printing what was
+     * printed gives the same text. */
+    fprintf(f, "# %s --print-config: the configuration in effect (the config file, the "
+               "command line, the defaults)\n",
+            s->program);
     for (size_t i = 0; i < s->row_count; i++) {
         const options_row *row = &s->rows[i];
         if (!is_setting(row))

@@ -295,10 +295,11 @@ static const options_row rows[] = {
 
 static void usage(const options_set *set, FILE *f)
 {
-    fprintf(f, "usage: tallyd [OPTION]...\n"
+    fprintf(f, "Usage: tallyd [OPTION]...\n"
+               "\n"
                "The tally ledger and entitlement server.\n"
                "\n"
-               "Options (each is also a key of the config file, without the \"--\"):\n");
+               "Options (each is also a key of the config file: its name without the dashes):\n");
     options_print_help(set, f);
     fprintf(f, "\n"
                "The config file: `key = value` lines, `#` comments; a flag on the command line\n"
