@@ -317,7 +317,8 @@ START_TEST(ready_only_once_the_listeners_answer)
     fixture f;
     fixture_up(&f);
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/notify.sock", f.dir);
+    int n = snprintf(sun.sun_path, sizeof(sun.sun_path), "%.90s/notify.sock", f.dir);
+    ck_assert_int_lt(n, (int)sizeof(sun.sun_path));
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
@@ -337,7 +338,7 @@ START_TEST(ready_only_once_the_listeners_answer)
     /* At once: the listener is bound (a connect succeeds without waiting)
      * and the HTTP face answers. */
     struct sockaddr_un listener = {.sun_family = AF_UNIX};
-    snprintf(listener.sun_path, sizeof(listener.sun_path), "%s/req.sock", f.dir);
+    snprintf(listener.sun_path, sizeof(listener.sun_path), "%.90s/req.sock", f.dir);
     int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(conn, 0);
     ck_assert_msg(connect(conn, (struct sockaddr *)&listener, sizeof(listener)) == 0,
