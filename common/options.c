@@ -109,7 +109,7 @@ int options_parse_command_line(options_set *s, int argc, char **argv)
 
 /* ---- the file ---- */
 
-static char *trim(char *text)
+char *options_trim(char *text)
 {
     while (isspace((unsigned char)*text))
         text++;
@@ -154,7 +154,7 @@ static bool file_line(options_set *s, char *line, unsigned number, char *why, si
         return false;
     }
     *eq = '\0';
-    const char *key = trim(line), *value = trim(eq + 1);
+    const char *key = options_trim(line), *value = options_trim(eq + 1);
     long i = row_index(s, key);
     if (i < 0 || (s->rows[i].flags & OPTIONS_COMMAND_LINE) || s->rows[i].arg == NULL) {
         snprintf(why, why_size, "unknown key '%.200s'", key);
@@ -190,7 +190,7 @@ int options_read_file(options_set *s, const char *path, char *why, size_t why_si
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';
-        line = trim(line);
+        line = options_trim(line);
         bool ok = strlen(line) < OPTIONS_LINE_BYTES_MAX;
         if (!ok)
             snprintf(inner, sizeof(inner), "a line longer than %d bytes", OPTIONS_LINE_BYTES_MAX);

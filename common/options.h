@@ -99,6 +99,9 @@ void options_print_config(const options_set *s, FILE *f);
 /* Every key commented out with its help and default. */
 void options_print_example(const options_set *s, FILE *f);
 
+/* text without its leading and trailing white space (cut in place). */
+char *options_trim(char *text);
+
 /* A number in [row->min, row->max] (why names the range). */
 bool options_number(const options_row *row, const char *text, uint64_t *out, char *why,
                     size_t why_size);

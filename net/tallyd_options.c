@@ -93,27 +93,21 @@ static const char *const replies_names[] = {"writer", "completer", "auto"};  /* 
 _Static_assert(NAMES_COUNT(level_names) == NET_LOG_DEBUG + 1, "a name per log level");
 _Static_assert(NAMES_COUNT(replies_names) == NET_REPLIES_AUTO + 1, "a name per replies mode");
 
-static int parse_log_level(const options_row *row, void *t, const char *text, char *why, size_t n)
+/* log-level and replies: one of the names of an enum, in its order. */
+static int parse_choice(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
-    (void)row;
+    bool level = strcmp(row->name, "log-level") == 0;
     int choice;
-    if (!parse_name(text, level_names, NAMES_COUNT(level_names), &choice)) {
-        snprintf(why, n, "expected error, warn, info or debug, got %s", text);
+    if (level ? !parse_name(text, level_names, NAMES_COUNT(level_names), &choice)
+              : !parse_name(text, replies_names, NAMES_COUNT(replies_names), &choice)) {
+        snprintf(why, n, "expected %s, got %s",
+                 level ? "error, warn, info or debug" : "auto, writer or completer", text);
         return 2;
     }
-    opts_of(t)->log_level = (net_log_level)choice;
-    return 0;
-}
-
-static int parse_replies(const options_row *row, void *t, const char *text, char *why, size_t n)
-{
-    (void)row;
-    int choice;
-    if (!parse_name(text, replies_names, NAMES_COUNT(replies_names), &choice)) {
-        snprintf(why, n, "expected auto, writer or completer, got %s", text);
-        return 2;
-    }
-    opts_of(t)->replies = (net_replies)choice;
+    if (level)
+        opts_of(t)->log_level = (net_log_level)choice;
+    else
+        opts_of(t)->replies = (net_replies)choice;
     return 0;
 }
 
@@ -221,7 +215,7 @@ static const options_row rows[] = {
      "a full map doubles, up to N MiB (unset: the data directory's filesystem size, at most 1 "
      "TiB); beyond it writes get storage_full",
      parse_map_mb, MAP_MB_MIN, MAP_MB_MAX},
-    {"log-level", "L", "info", "error, warn, info or debug; logs go to stderr", parse_log_level},
+    {"log-level", "L", "info", "error, warn, info or debug; logs go to stderr", parse_choice},
     {"contexts", "N", TEXT_OF(TALLY_CONTEXTS_DEFAULT), "requests served concurrently",
      parse_count, 1, TALLY_CONTEXTS_MAX},
     {"dedupe-window-s", "N", "604800",
@@ -247,7 +241,7 @@ static const options_row rows[] = {
      "which thread answers a committed group and publishes its events: auto (the completer "
      "when requests wait for the writer, else the writer), completer (its own thread, while the "
      "writer applies the next group) or writer (right after the commit); docs/DESIGN.md",
-     parse_replies},
+     parse_choice},
     {"http", "URL", "http://127.0.0.1:7452",
      "HTTP face: GET /metrics (Prometheus), /healthz, /readyz, the JSON API /v1/... "
      "(docs/PROTOCOL.md); http://HOST:PORT; none disables",
