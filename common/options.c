@@ -246,15 +246,26 @@ int options_apply(const options_set *s, void *target, char *why, size_t why_size
     return 0;
 }
 
-bool options_number(const options_row *row, const char *text, uint64_t *out, char *why,
-                    size_t why_size)
+int options_parse_number(const options_row *row, void *target, const char *text, char *why,
+                         size_t why_size)
 {
-    assert(row->max > 0);
-    if (cli_parse_u64(text, row->min, row->max, out))
-        return true;
-    snprintf(why, why_size, "not a number in range %" PRIu64 "..%" PRIu64 ": %s", row->min,
-             row->max, text);
-    return false;
+    assert(row->max > 0 && row->store != OPTIONS_STORE_NONE && row->scale > 0);
+    assert(row->max <= (row->store == OPTIONS_STORE_UNSIGNED ? UINT32_MAX : INT64_MAX) / row->scale);
+    uint64_t v;
+    if (!cli_parse_u64(text, row->min, row->max, &v)) {
+        snprintf(why, why_size, "not a number in range %" PRIu64 "..%" PRIu64 ": %.100s",
+                 row->min, row->max, text);
+        return 2;
+    }
+    char *field = (char *)target + row->offset;
+    v *= row->scale;
+    switch (row->store) {
+    case OPTIONS_STORE_UNSIGNED: *(unsigned *)(void *)field = (unsigned)v; break;
+    case OPTIONS_STORE_U64: *(uint64_t *)(void *)field = v; break;
+    case OPTIONS_STORE_I64: *(int64_t *)(void *)field = (int64_t)v; break;
+    case OPTIONS_STORE_NONE: break;
+    }
+    return 0;
 }
 
 /* ---- the printers ---- */

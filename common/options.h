@@ -31,6 +31,14 @@ enum {
 
 struct options_row;
 
+/* Where options_parse_number stores a number (row->offset into the target). */
+typedef enum options_store {
+    OPTIONS_STORE_NONE,
+    OPTIONS_STORE_UNSIGNED, /* unsigned */
+    OPTIONS_STORE_U64,      /* uint64_t */
+    OPTIONS_STORE_I64,      /* int64_t */
+} options_store;
+
 /* Apply one value (text, never NULL) to the program's settings (target).
  * Returns 0, or the exit status to stop with (2: a bad value), with the
  * reason (without the option's name) in why. */
@@ -45,6 +53,9 @@ typedef struct options_row {
     options_parse_fn *parse;   /* NULL for command-line actions (--help, --config) */
     uint64_t min, max;         /* a number's range (max 0: not a number); help shows it */
     unsigned flags;            /* OPTIONS_REPEATABLE, OPTIONS_COMMAND_LINE */
+    options_store store;       /* options_parse_number's rows: the field's type, */
+    size_t offset;             /* its offset in the target (offsetof), */
+    uint64_t scale;            /* and what the value is multiplied by (MiB: 1 << 20) */
 } options_row;
 
 /* Where a value came from: a file's line, or the command line (file NULL). */
@@ -102,8 +113,9 @@ void options_print_example(const options_set *s, FILE *f);
 /* text without its leading and trailing white space (cut in place). */
 char *options_trim(char *text);
 
-/* A number in [row->min, row->max] (why names the range). */
-bool options_number(const options_row *row, const char *text, uint64_t *out, char *why,
-                    size_t why_size);
+/* The parse function of a number: in [row->min, row->max], times
+ * row->scale, stored as row->store says at row->offset in the target. */
+int options_parse_number(const options_row *row, void *target, const char *text, char *why,
+                         size_t why_size);
 
 #endif

@@ -17,12 +17,18 @@
 #include "net/tallyd_options.h"
 #include "net/webhooks.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define STRINGIFY(x) #x
 #define TEXT_OF(x) STRINGIFY(x) /* a macro's value as text: TEXT_OF(TALLY_CONTEXTS_DEFAULT) */
+
+/* A number's row: options_parse_number stores it in net_server_options. */
+#define NUMBER(kind, field, min, max, scale)                                                \
+    options_parse_number, min, max, 0, OPTIONS_STORE_##kind,                                \
+        offsetof(net_server_options, field), scale
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 #define MAP_MB_MIN (TALLY_MAP_SIZE_BYTES_MIN >> 20)
@@ -65,17 +71,6 @@ static int parse_publish(const options_row *row, void *t, const char *text, char
     return 0;
 }
 
-/* map-size-mb and map-max-mb: MiB into bytes. */
-static int parse_map_mb(const options_row *row, void *t, const char *text, char *why, size_t n)
-{
-    uint64_t mb;
-    if (!options_number(row, text, &mb, why, n))
-        return 2;
-    *(strcmp(row->name, "map-size-mb") == 0 ? &opts_of(t)->map_size_bytes
-                                            : &opts_of(t)->map_max_bytes) = mb << 20;
-    return 0;
-}
-
 /* The index of text among count names (an enum's values in order). */
 static bool parse_name(const char *text, const char *const *names, int count, int *out)
 {
@@ -108,36 +103,6 @@ static int parse_choice(const options_row *row, void *t, const char *text, char 
         opts_of(t)->log_level = (net_log_level)choice;
     else
         opts_of(t)->replies = (net_replies)choice;
-    return 0;
-}
-
-/* The counts kept as unsigned, by option name. */
-static int parse_count(const options_row *row, void *t, const char *text, char *why, size_t n)
-{
-    net_server_options *opt = opts_of(t);
-    uint64_t v;
-    if (!options_number(row, text, &v, why, n))
-        return 2;
-    unsigned *field = strcmp(row->name, "contexts") == 0          ? &opt->contexts
-                      : strcmp(row->name, "max-connections") == 0 ? &opt->max_connections
-                      : strcmp(row->name, "http-timeout-s") == 0  ? &opt->http_timeout_s
-                      : strcmp(row->name, "http-max-connections") == 0
-                          ? &opt->http_connections_max
-                          : &opt->http_per_address_max;
-    *field = (unsigned)v;
-    return 0;
-}
-
-/* The retention windows: seconds into ms. */
-static int parse_retention(const options_row *row, void *t, const char *text, char *why, size_t n)
-{
-    net_server_options *opt = opts_of(t);
-    uint64_t s;
-    if (!options_number(row, text, &s, why, n))
-        return 2;
-    *(strcmp(row->name, "dedupe-window-s") == 0   ? &opt->inbox_window_ms
-      : strcmp(row->name, "log-retention-s") == 0 ? &opt->log_age_ms
-                                                  : &opt->dlq_age_ms) = (int64_t)s * 1000;
     return 0;
 }
 
@@ -209,30 +174,30 @@ static const options_row rows[] = {
      OPTIONS_REPEATABLE},
     {"publish", "URL", "tcp://127.0.0.1:7451",
      "NNG PUB endpoint for committed events; none disables", parse_publish},
-    {"map-size-mb", "N", "1024", "LMDB map size at start in MiB", parse_map_mb, MAP_MB_MIN,
-     MAP_MB_MAX},
+    {"map-size-mb", "N", "1024", "LMDB map size at start in MiB",
+     NUMBER(U64, map_size_bytes, MAP_MB_MIN, MAP_MB_MAX, UINT64_C(1) << 20)},
     {"map-max-mb", "N", NULL,
      "a full map doubles, up to N MiB (unset: the data directory's filesystem size, at most 1 "
      "TiB); beyond it writes get storage_full",
-     parse_map_mb, MAP_MB_MIN, MAP_MB_MAX},
+     NUMBER(U64, map_max_bytes, MAP_MB_MIN, MAP_MB_MAX, UINT64_C(1) << 20)},
     {"log-level", "L", "info", "error, warn, info or debug; logs go to stderr", parse_choice},
     {"contexts", "N", TEXT_OF(TALLY_CONTEXTS_DEFAULT), "requests served concurrently",
-     parse_count, 1, TALLY_CONTEXTS_MAX},
+     NUMBER(UNSIGNED, contexts, 1, TALLY_CONTEXTS_MAX, 1)},
     {"dedupe-window-s", "N", "604800",
      "keep idempotency records this long (7 days), then remove them; must exceed the longest "
      "time a client retries a key; 0 keeps them forever",
-     parse_retention, 0, RETENTION_S_MAX},
+     NUMBER(I64, inbox_window_ms, 0, RETENTION_S_MAX, 1000)},
     {"log-retention-s", "N", "0",
      "remove events older than this once every durable subscriber has acknowledged them, "
      "keeping a checkpoint; 0 keeps every event",
-     parse_retention, 0, RETENTION_S_MAX},
+     NUMBER(I64, log_age_ms, 0, RETENTION_S_MAX, 1000)},
     {"dlq-retention-s", "N", "0",
      "remove dead letters parked longer than this (not those marked for replay), each with a "
      "dead_letter.expired event; 0 keeps every dead letter",
-     parse_retention, 0, RETENTION_S_MAX},
+     NUMBER(I64, dlq_age_ms, 0, RETENTION_S_MAX, 1000)},
     {"max-connections", "N", TEXT_OF(TALLY_CONNECTIONS_DEFAULT),
-     "request connections at once; one more is closed at connect; 0 = no limit", parse_count, 0,
-     TALLY_CONNECTIONS_MAX},
+     "request connections at once; one more is closed at connect; 0 = no limit",
+     NUMBER(UNSIGNED, max_connections, 0, TALLY_CONNECTIONS_MAX, 1)},
     {"backup-dir", "DIR", NULL,
      "'tally backup' may only write below DIR, an absolute path (unset: anywhere tallyd may "
      "write; the destination must not exist)",
@@ -247,12 +212,14 @@ static const options_row rows[] = {
      "(docs/PROTOCOL.md); http://HOST:PORT; none disables",
      parse_http},
     {"http-timeout-s", "N", TEXT_OF(TALLY_HTTP_TIMEOUT_S_DEFAULT),
-     "an idle or slow HTTP connection is closed after N s", parse_count, 1,
-     TALLY_HTTP_TIMEOUT_S_MAX},
+     "an idle or slow HTTP connection is closed after N s",
+     NUMBER(UNSIGNED, http_timeout_s, 1, TALLY_HTTP_TIMEOUT_S_MAX, 1)},
     {"http-max-connections", "N", TEXT_OF(TALLY_HTTP_CONNECTIONS_DEFAULT),
-     "HTTP connections at once", parse_count, 1, TALLY_HTTP_CONNECTIONS_MAX},
+     "HTTP connections at once",
+     NUMBER(UNSIGNED, http_connections_max, 1, TALLY_HTTP_CONNECTIONS_MAX, 1)},
     {"http-max-per-address", "N", TEXT_OF(TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT),
-     "HTTP connections from one address", parse_count, 1, TALLY_HTTP_CONNECTIONS_MAX},
+     "HTTP connections from one address",
+     NUMBER(UNSIGNED, http_per_address_max, 1, TALLY_HTTP_CONNECTIONS_MAX, 1)},
     {"webhooks", "FILE", NULL,
      "take signed webhooks at POST /webhooks/NAME (needs --http): one source a line, NAME "
      "SCHEME SECRET-FILE[,...] [OPT=V...]; schemes standard, stripe, hmac-sha256 "
