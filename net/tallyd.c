@@ -69,6 +69,10 @@ int main(int argc, char **argv)
     if (rc < 0) {
         net_log_set_level(opt.log_level);
         cli_catch_stop_signals(on_signal, false, true);
+        /* The unit's ExecReload sends SIGHUP: it must never stop tallyd.
+         * What reloads (issue 15's auth file) installs its handler here and
+         * says RELOADING=1 / READY=1 through opt.notify. */
+        signal(SIGHUP, SIG_IGN);
         raise_fd_limit(opt.max_connections);
         rc = net_server_run(&opt, &stop_requested);
     }

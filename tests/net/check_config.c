@@ -9,7 +9,8 @@
  *   - --print-config round-trips: printed, read back, printed again: the same;
  *   - dist/tallyd.conf is what --example-config prints, and tallyd takes it;
  *   - NOTIFY_SOCKET: READY=1 arrives only when the request/reply listener
- *     and the HTTP face answer at once, STOPPING=1 on SIGTERM.
+ *     and the HTTP face answer at once, STOPPING=1 on SIGTERM; SIGHUP (the
+ *     unit's ExecReload) leaves it serving.
  */
 #include "config.h"
 
@@ -331,6 +332,9 @@ START_TEST(ready_only_once_the_listeners_answer)
     const char *args[] = {"--config", "none", "--data", data, "--listen", url, "--publish",
                           "none", "--http", http, NULL};
     const char *env[] = {env_socket, NULL};
+    /* tallyd inherits an ignored SIGHUP (make under nohup): it must ignore
+     * it by itself. */
+    signal(SIGHUP, SIG_DFL);
     pid_t pid = tallyd_spawn(&f, args, env);
     char msg[512];
     ck_assert_msg(notify_recv(fd, msg, sizeof(msg), ANSWER_WAIT_MS), "no READY=1");
@@ -349,6 +353,10 @@ START_TEST(ready_only_once_the_listeners_answer)
     ck_assert_msg(status == 200, "READY=1 came before the HTTP face answered (%d)", status);
     free(body);
     ck_assert(answers_within(url, ANSWER_WAIT_MS));
+    /* systemctl reload (ExecReload: SIGHUP) leaves tallyd serving. */
+    ck_assert_int_eq(kill(pid, SIGHUP), 0);
+    usleep(200000);
+    ck_assert_msg(answers_within(url, ANSWER_WAIT_MS), "SIGHUP stopped tallyd");
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
     ck_assert_msg(notify_recv(fd, msg, sizeof(msg), ANSWER_WAIT_MS), "no STOPPING=1");
     ck_assert_msg(strstr(msg, "STOPPING=1"), "at the stop: %s", msg);
