@@ -18,7 +18,9 @@ packages=(build-essential autoconf automake libtool pkg-config
           libmbedtls-dev libssl-dev libjansson-dev libmicrohttpd-dev
           nats-server libnats-dev libcurl4-openssl-dev
           prometheus # prometheus: the server and promtool, for the metrics tests
-          curl openssl) # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures
+          curl openssl # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures
+          libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)
+          help2man mandoc) # the man pages from --help; mandoc -T lint checks them
 
 install_dependencies() {
     local missing=()

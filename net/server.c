@@ -205,6 +205,8 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
             answered_by[opt->replies],
             srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "",
             srv->http ? ", http on " : "", srv->http ? opt->http_url : "");
+    if (opt->notify)
+        opt->notify("READY=1");
     int64_t next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
     int64_t next_health_ms = clock_mono_ms();
     while (!*stop) {
@@ -219,6 +221,8 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         }
     }
     net_log(NET_LOG_INFO, "stopping: finishing the group in progress");
+    if (opt->notify)
+        opt->notify("STOPPING=1");
     stop_threads(srv, &th);
     close_everything(srv);
     http_routes_stop(srv); /* /healthz said 503 from the stop on */

@@ -51,6 +51,11 @@ typedef struct net_server_options {
     net_health_config health;  /* alert thresholds */
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
+    /* NULL, or told the server's state for a service manager (tallyd:
+     * sd_notify): "READY=1" once the store is open and every listener
+     * (request/reply, PUB, HTTP) is up, "STOPPING=1" when the stop begins.
+     * A reload (SIGHUP) says "RELOADING=1" before it and "READY=1" after. */
+    void (*notify)(const char *state);
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

@@ -10,6 +10,7 @@
 
 #include "common/cli.h"
 #include "net/http.h"
+#include "common/options.h"
 #include "relay/relay.h"
 
 #include <ctype.h>
@@ -338,16 +339,6 @@ void relay_config_default(relay_config *c)
     n->sub.options.max_deliver = RELAY_NATS_MAX_DELIVER_DEFAULT;
 }
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1]))
-        *--end = '\0';
-    return s;
-}
-
 /* 1..max bytes of A-Z a-z 0-9 . _ - (and ':' when colon). */
 static bool name_ok(const char *name, size_t max, bool colon)
 {
@@ -401,7 +392,7 @@ static bool section_line(char *line, relay_config *c, section *where, target *t,
         return false;
     }
     line[len - 1] = '\0';
-    char *name = trim(line + 1);
+    char *name = options_trim(line + 1);
     if (strcmp(name, "nats") == 0) {
         *where = SECTION_NATS;
         t->endpoint = NULL;
@@ -410,7 +401,7 @@ static bool section_line(char *line, relay_config *c, section *where, target *t,
     }
     if (strncmp(name, "endpoint", 8) == 0 && isspace((unsigned char)name[8])) {
         *where = SECTION_ENDPOINT;
-        t->endpoint = endpoint_begin(c, trim(name + 8), why, n);
+        t->endpoint = endpoint_begin(c, options_trim(name + 8), why, n);
         return t->endpoint != NULL;
     }
     snprintf(why, n, "unknown section [%s] ([nats] or [endpoint NAME])", name);
@@ -425,7 +416,7 @@ static bool key_line(char *line, section where, target *t, char *why, size_t n)
         return false;
     }
     *eq = '\0';
-    const char *key = trim(line), *value = trim(eq + 1);
+    const char *key = options_trim(line), *value = options_trim(eq + 1);
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         if (keys[i].where != where || strcmp(keys[i].key, key) != 0)
             continue;
@@ -460,7 +451,7 @@ bool relay_config_load(relay_config *c, const char *path, char *error, size_t er
         char *hash = strchr(buffer, '#');
         if (hash)
             *hash = '\0';
-        char *line = trim(buffer);
+        char *line = options_trim(buffer);
         if (*line == '\0')
             continue;
         ok = *line == '[' ? section_line(line, c, &where, &t, why, sizeof(why))

@@ -1,0 +1,371 @@
+/*
+ * options.c — the option table's engine (options.h): the command line, the
+ * config file, applying values, and the three printers (--help,
+ * --print-config, the example config).
+ */
+#include "config.h"
+
+#include "common/cli.h"
+#include "common/options.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OPTION_VAL_FIRST 1000 /* getopt's val of row i is OPTION_VAL_FIRST + i */
+#define HELP_COLUMN 26        /* where --help's text starts */
+#define TEXT_WIDTH 79
+
+bool options_init(options_set *s, const char *program, const options_row *rows, size_t count)
+{
+    memset(s, 0, sizeof(*s));
+    s->program = program;
+    s->rows = rows;
+    s->row_count = count;
+    s->command_line = calloc(count, sizeof(options_given));
+    s->file = calloc(count, sizeof(options_given));
+    return s->command_line && s->file;
+}
+
+void options_free(options_set *s)
+{
+    free(s->command_line);
+    free(s->file);
+    free(s->file_text);
+    memset(s, 0, sizeof(*s));
+}
+
+static long row_index(const options_set *s, const char *name)
+{
+    for (size_t i = 0; i < s->row_count; i++)
+        if (strcmp(s->rows[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}
+
+const options_row *options_find(const options_set *s, const char *name)
+{
+    long i = row_index(s, name);
+    return i < 0 ? NULL : &s->rows[i];
+}
+
+unsigned options_given_count(const options_set *s, const char *name, const char **last)
+{
+    long i = row_index(s, name);
+    assert(i >= 0);
+    const options_given *g = &s->command_line[i];
+    if (last)
+        *last = g->count ? g->values[g->count - 1].text : NULL;
+    return g->count;
+}
+
+/* Record one value; a row that is not repeatable keeps its last one. */
+static bool given_add(options_given *g, const options_row *row, const char *text, unsigned line)
+{
+    if (!(row->flags & OPTIONS_REPEATABLE))
+        g->count = 0;
+    if (g->count == OPTIONS_VALUES_MAX)
+        return false;
+    g->values[g->count++] = (options_value){text, line};
+    return true;
+}
+
+int options_parse_command_line(options_set *s, int argc, char **argv)
+{
+    struct option *opts = calloc(s->row_count + 1, sizeof(*opts));
+    if (opts == NULL) {
+        fprintf(stderr, "%s: out of memory\n", s->program);
+        return 1;
+    }
+    for (size_t i = 0; i < s->row_count; i++)
+        opts[i] = (struct option){s->rows[i].name,
+                                  s->rows[i].arg ? required_argument : no_argument, NULL,
+                                  OPTION_VAL_FIRST + (int)i};
+    int c, rc = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        size_t i = (size_t)(c - OPTION_VAL_FIRST);
+        if (c < OPTION_VAL_FIRST || i >= s->row_count) {
+            fprintf(stderr, "%s: unknown option\n", s->program);
+            rc = 2;
+        } else if (!given_add(&s->command_line[i], &s->rows[i], optarg, 0)) {
+            fprintf(stderr, "%s: --%s: at most %d times\n", s->program, s->rows[i].name,
+                    OPTIONS_VALUES_MAX);
+            rc = 2;
+        }
+    }
+    if (rc == 0 && optind < argc) {
+        fprintf(stderr, "%s: unexpected argument: %s\n", s->program, argv[optind]);
+        rc = 2;
+    }
+    if (rc != 0)
+        fprintf(stderr, "Try '%s --help'.\n", s->program);
+    free(opts);
+    return rc;
+}
+
+/* ---- the file ---- */
+
+char *options_trim(char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    char *end = text + strlen(text);
+    while (end > text && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    return text;
+}
+
+static char *file_slurp(const char *path, char *why, size_t why_size)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(why, why_size, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = malloc(OPTIONS_FILE_BYTES_MAX + 1);
+    size_t len = text ? fread(text, 1, OPTIONS_FILE_BYTES_MAX + 1, f) : 0;
+    bool failed = text == NULL || ferror(f) || len > OPTIONS_FILE_BYTES_MAX ||
+                  memchr(text, '\0', len) != NULL;
+    if (failed)
+        snprintf(why, why_size, "%s: %s", path,
+                 text == NULL ? "out of memory"
+                 : ferror(f)  ? strerror(errno)
+                 : len > OPTIONS_FILE_BYTES_MAX ? "larger than 1 MiB"
+                                                : "not a text file (a NUL byte)");
+    fclose(f);
+    if (failed) {
+        free(text);
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
+}
+
+/* One line (comments already cut, trimmed, not empty): key = value. */
+static bool file_line(options_set *s, char *line, unsigned number, char *why, size_t why_size)
+{
+    char *eq = strchr(line, '=');
+    if (eq == NULL) {
+        snprintf(why, why_size, "expected key = value, got: %.200s", line);
+        return false;
+    }
+    *eq = '\0';
+    const char *key = options_trim(line), *value = options_trim(eq + 1);
+    long i = row_index(s, key);
+    if (i < 0 || (s->rows[i].flags & OPTIONS_COMMAND_LINE) || s->rows[i].arg == NULL) {
+        snprintf(why, why_size, "unknown key '%.200s'", key);
+        return false;
+    }
+    options_given *g = &s->file[i];
+    if (!(s->rows[i].flags & OPTIONS_REPEATABLE) && g->count) {
+        snprintf(why, why_size, "%.200s: given twice (first on line %u)", key, g->values[0].line);
+        return false;
+    }
+    if (!given_add(g, &s->rows[i], value, number)) {
+        snprintf(why, why_size, "%.200s: at most %d times", key, OPTIONS_VALUES_MAX);
+        return false;
+    }
+    return true;
+}
+
+int options_read_file(options_set *s, const char *path, char *why, size_t why_size)
+{
+    assert(s->file_text == NULL);
+    s->file_text = file_slurp(path, why, why_size);
+    if (s->file_text == NULL)
+        return 2;
+    s->file_path = path;
+    char inner[OPTIONS_WHY_BYTES_MAX] = "";
+    unsigned number = 0;
+    for (char *next = s->file_text, *line; next;) {
+        line = next;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        number++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        line = options_trim(line);
+        bool ok = strlen(line) < OPTIONS_LINE_BYTES_MAX;
+        if (!ok)
+            snprintf(inner, sizeof(inner), "a line longer than %d bytes", OPTIONS_LINE_BYTES_MAX);
+        if (ok && *line != '\0')
+            ok = file_line(s, line, number, inner, sizeof(inner));
+        if (!ok) {
+            snprintf(why, why_size, "%s:%u: %s", path, number, inner);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* ---- applying ---- */
+
+/* The values in effect for row i: the command line's, else the file's. */
+static const options_given *effective(const options_set *s, size_t i)
+{
+    return s->command_line[i].count ? &s->command_line[i] : &s->file[i];
+}
+
+static bool is_setting(const options_row *row)
+{
+    return row->arg != NULL && row->parse != NULL && !(row->flags & OPTIONS_COMMAND_LINE);
+}
+
+int options_apply(const options_set *s, void *target, char *why, size_t why_size)
+{
+    char inner[OPTIONS_WHY_BYTES_MAX];
+    for (size_t i = 0; i < s->row_count; i++) {
+        const options_row *row = &s->rows[i];
+        if (!is_setting(row))
+            continue;
+        const options_given *g = effective(s, i);
+        if (g->count == 0 && row->value_default) {
+            inner[0] = '\0';
+            int rc = row->parse(row, target, row->value_default, inner, sizeof(inner));
+            assert(rc == 0); /* a default the table cannot parse is a bug */
+        }
+        for (unsigned v = 0; v < g->count; v++) {
+            inner[0] = '\0';
+            int rc = row->parse(row, target, g->values[v].text, inner, sizeof(inner));
+            if (rc == 0)
+                continue;
+            if (g == &s->file[i])
+                snprintf(why, why_size, "%s:%u: %s: %s", s->file_path, g->values[v].line,
+                         row->name, inner);
+            else
+                snprintf(why, why_size, "--%s: %s", row->name, inner);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int options_parse_number(const options_row *row, void *target, const char *text, char *why,
+                         size_t why_size)
+{
+    assert(row->max > 0 && row->store != OPTIONS_STORE_NONE && row->scale > 0);
+    assert(row->max <= (row->store == OPTIONS_STORE_UNSIGNED ? UINT32_MAX : INT64_MAX) / row->scale);
+    uint64_t v;
+    if (!cli_parse_u64(text, row->min, row->max, &v)) {
+        snprintf(why, why_size, "not a number in range %" PRIu64 "..%" PRIu64 ": %.100s",
+                 row->min, row->max, text);
+        return 2;
+    }
+    char *field = (char *)target + row->offset;
+    v *= row->scale;
+    switch (row->store) {
+    case OPTIONS_STORE_UNSIGNED: *(unsigned *)(void *)field = (unsigned)v; break;
+    case OPTIONS_STORE_U64: *(uint64_t *)(void *)field = v; break;
+    case OPTIONS_STORE_I64: *(int64_t *)(void *)field = (int64_t)v; break;
+    case OPTIONS_STORE_NONE: break;
+    }
+    return 0;
+}
+
+/* ---- the printers ---- */
+
+/* The row's help with its range and default: "text, LO..HI (default D)". */
+static void help_text(const options_row *row, char *out, size_t size)
+{
+    int n = snprintf(out, size, "%s", row->help);
+    if (row->max > 0 && n >= 0 && (size_t)n < size)
+        n += snprintf(out + n, size - (size_t)n, ", %" PRIu64 "..%" PRIu64, row->min, row->max);
+    if (row->value_default && n >= 0 && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, " (default %s)", row->value_default);
+}
+
+/* Print text wrapped at TEXT_WIDTH, each line after `prefix`; the first
+ * line starts at column `column` already reached. */
+static void wrap(FILE *f, const char *text, const char *prefix, size_t column)
+{
+    size_t indent = strlen(prefix), at = column;
+    while (*text) {
+        while (*text == ' ')
+            text++;
+        size_t word = strcspn(text, " ");
+        if (word == 0)
+            break;
+        if (at > indent && at + 1 + word > TEXT_WIDTH) {
+            fprintf(f, "\n%s", prefix);
+            at = indent;
+        } else if (at > indent) {
+            fputc(' ', f);
+            at++;
+        }
+        fwrite(text, 1, word, f);
+        at += word;
+        text += word;
+    }
+    fputc('\n', f);
+}
+
+void options_print_help(const options_set *s, FILE *f)
+{
+    char text[2048], head[128];
+    char pad[HELP_COLUMN + 1];
+    memset(pad, ' ', HELP_COLUMN);
+    pad[HELP_COLUMN] = '\0';
+    for (size_t i = 0; i < s->row_count; i++) {
+        const options_row *row = &s->rows[i];
+        int n = snprintf(head, sizeof(head), "  --%s%s%s", row->name, row->arg ? " " : "",
+                         row->arg ? row->arg : "");
+        help_text(row, text, sizeof(text));
+        if (row->flags & OPTIONS_REPEATABLE)
+            snprintf(text + strlen(text), sizeof(text) - strlen(text), "; repeatable");
+        if (n + 2 > HELP_COLUMN) {
+            fprintf(f, "%s\n%s", head, pad);
+        } else {
+            fprintf(f, "%-*s", HELP_COLUMN, head);
+        }
+        wrap(f, text, pad, HELP_COLUMN);
+    }
+}
+
+void options_print_config(const options_set *s, FILE *f)
+{
+    /* The same header whatever was read, so that printing what was
+     * printed gives the same text. */
+    fprintf(f, "# %s --print-config: the configuration in effect (the config file, the "
+               "command line, the defaults)\n",
+            s->program);
+    for (size_t i = 0; i < s->row_count; i++) {
+        const options_row *row = &s->rows[i];
+        if (!is_setting(row))
+            continue;
+        const options_given *g = effective(s, i);
+        for (unsigned v = 0; v < g->count; v++)
+            fprintf(f, "%s = %s\n", row->name, g->values[v].text);
+        if (g->count == 0 && row->value_default)
+            fprintf(f, "%s = %s\n", row->name, row->value_default);
+        else if (g->count == 0)
+            fprintf(f, "# %s is not set\n", row->name);
+    }
+}
+
+void options_print_example(const options_set *s, FILE *f)
+{
+    char text[2048];
+    fprintf(f, "# %s's configuration: `key = value` lines; a key is a long option of\n"
+               "# `%s --help` without the \"--\". Every key is shown commented out with\n"
+               "# its default; a flag on the command line wins over the file.\n"
+               "# Generated by `%s --example-config`: do not edit the shipped copy.\n",
+            s->program, s->program, s->program);
+    for (size_t i = 0; i < s->row_count; i++) {
+        const options_row *row = &s->rows[i];
+        if (!is_setting(row))
+            continue;
+        help_text(row, text, sizeof(text));
+        if (row->flags & OPTIONS_REPEATABLE)
+            snprintf(text + strlen(text), sizeof(text) - strlen(text),
+                     ". Repeatable: one line per value");
+        fputs("\n# ", f);
+        wrap(f, text, "# ", 2);
+        fprintf(f, "#%s = %s\n", row->name, row->value_default ? row->value_default : row->arg);
+    }
+}

@@ -1,0 +1,121 @@
+/*
+ * options.h — a program's options as one table: each row is a long option
+ * and a config-file key at once (name, value placeholder, default, help, the
+ * function that applies a value). The table drives getopt_long, --help, the
+ * config file (`key = value` lines), --print-config and the example config,
+ * so none of them can drift from the others (docs/DESIGN.md, "The option
+ * table"; tallyd's rows are in net/tallyd_options.c).
+ *
+ * Precedence: a row given on the command line takes the command line's
+ * values (all of them: for a repeatable row they replace the file's list);
+ * else the file's; else its default. Values are kept as the text given, so
+ * --print-config prints what was given and can be read back.
+ */
+#ifndef TALLY_OPTIONS_H
+#define TALLY_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define OPTIONS_VALUES_MAX 64            /* values of one repeatable key */
+#define OPTIONS_FILE_BYTES_MAX (1 << 20) /* a config file */
+#define OPTIONS_LINE_BYTES_MAX 4096      /* one line of it */
+#define OPTIONS_WHY_BYTES_MAX 512        /* one error message */
+
+enum {
+    OPTIONS_REPEATABLE = 1 << 0,   /* may be given several times; each value applies */
+    OPTIONS_COMMAND_LINE = 1 << 1, /* not a config-file key (--config, --help, ...) */
+};
+
+struct options_row;
+
+/* Where options_parse_number stores a number (row->offset into the target). */
+typedef enum options_store {
+    OPTIONS_STORE_NONE,
+    OPTIONS_STORE_UNSIGNED, /* unsigned */
+    OPTIONS_STORE_U64,      /* uint64_t */
+    OPTIONS_STORE_I64,      /* int64_t */
+} options_store;
+
+/* Apply one value (text, never NULL) to the program's settings (target).
+ * Returns 0, or the exit status to stop with (2: a bad value), with the
+ * reason (without the option's name) in why. */
+typedef int options_parse_fn(const struct options_row *row, void *target, const char *text,
+                             char *why, size_t why_size);
+
+typedef struct options_row {
+    const char *name;          /* the long option without "--", and the config key */
+    const char *arg;           /* the value's placeholder ("URL"); NULL: a flag without value */
+    const char *value_default; /* in config syntax; NULL: not set unless given (help says why) */
+    const char *help;          /* one paragraph; the printers wrap it */
+    options_parse_fn *parse;   /* NULL for command-line actions (--help, --config) */
+    uint64_t min, max;         /* a number's range (max 0: not a number); help shows it */
+    unsigned flags;            /* OPTIONS_REPEATABLE, OPTIONS_COMMAND_LINE */
+    options_store store;       /* options_parse_number's rows: the field's type, */
+    size_t offset;             /* its offset in the target (offsetof), */
+    uint64_t scale;            /* and what the value is multiplied by (MiB: 1 << 20) */
+} options_row;
+
+/* Where a value came from: a file's line, or the command line (file NULL). */
+typedef struct options_value {
+    const char *text; /* into argv or the file's text; NULL for a flag */
+    unsigned line;
+} options_value;
+
+typedef struct options_given {
+    options_value values[OPTIONS_VALUES_MAX];
+    unsigned count;
+} options_given;
+
+typedef struct options_set {
+    const char *program;          /* "tallyd", for messages */
+    const options_row *rows;
+    size_t row_count;
+    options_given *command_line;  /* row_count of each, calloc'd */
+    options_given *file;
+    const char *file_path;        /* NULL: no file read */
+    char *file_text;              /* owned; values point into it */
+} options_set;
+
+/* false when out of memory. */
+bool options_init(options_set *s, const char *program, const options_row *rows, size_t count);
+void options_free(options_set *s);
+
+/* The row named name, or NULL. */
+const options_row *options_find(const options_set *s, const char *name);
+/* How many times a command-line-only row was given, and its last value. */
+unsigned options_given_count(const options_set *s, const char *name, const char **last);
+
+/* getopt_long over the table: records each value. Returns 0, or 2 after a
+ * usage message on stderr. */
+int options_parse_command_line(options_set *s, int argc, char **argv);
+
+/* Read `key = value` lines: whole-line or trailing `#` comments, blank
+ * lines; a key that is not repeatable may appear once. Returns 0, or 2
+ * with "PATH:LINE: why" (or "PATH: why") in why. */
+int options_read_file(options_set *s, const char *path, char *why, size_t why_size);
+
+/* Apply every setting row's values (or its default) in table order.
+ * Returns 0, or the parse function's status with "PATH:LINE: key: why" or
+ * "--key: why" in why. */
+int options_apply(const options_set *s, void *target, char *why, size_t why_size);
+
+/* --help's option list: each row's name, placeholder and wrapped help. */
+void options_print_help(const options_set *s, FILE *f);
+/* Every key, each `key = value` line as applied (the defaults too); a key
+ * without a value or default as a comment. Read back, it gives the same. */
+void options_print_config(const options_set *s, FILE *f);
+/* Every key commented out with its help and default. */
+void options_print_example(const options_set *s, FILE *f);
+
+/* text without its leading and trailing white space (cut in place). */
+char *options_trim(char *text);
+
+/* The parse function of a number: in [row->min, row->max], times
+ * row->scale, stored as row->store says at row->offset in the target. */
+int options_parse_number(const options_row *row, void *target, const char *text, char *why,
+                         size_t why_size);
+
+#endif
