@@ -332,7 +332,8 @@ static void spawn(tallyd_proc *p)
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
                           "--publish", p->pub_url, "--log-level", "info",
-                          "--http", "none"}; /* a test that wants it passes --http again */
+                          "--http", "none", /* a test that wants it passes --http again */
+                          "--config", "none"}; /* never the machine's /etc/tally/tallyd.conf */
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
         argv[argc++] = args[i];
     if (p->map_size_mb) {
