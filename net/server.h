@@ -51,6 +51,12 @@ typedef struct net_server_options {
     net_health_config health;  /* alert thresholds */
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
+    /* --auth (docs/SECURITY.md): the principals at start (owned by the
+     * server from net_server_run on; NULL: no auth, loopback only), the
+     * file reloaded when *reload becomes non-zero (SIGHUP). */
+    struct auth_table *auth;
+    const char *auth_file;
+    volatile sig_atomic_t *reload;
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

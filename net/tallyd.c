@@ -11,6 +11,8 @@
 #include "net/webhooks.h"
 #include "net/protocol.h"
 #include "net/server.h"
+#include "net/auth.h"
+#include "net/listen_policy.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -25,11 +27,15 @@
 #define TALLYD_HTTP_DEFAULT "http://127.0.0.1:7452"
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested;
 
+/* SIGHUP reloads the auth file; SIGTERM and SIGINT stop. */
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
 static void usage(FILE *f)
@@ -43,7 +49,8 @@ static void usage(FILE *f)
             "              [--http-max-connections N] [--http-max-per-address N] [--webhooks FILE]\n"
             "              [--alert-pending [NAME=]N] [--alert-oldest-unacked-s [NAME=]S]\n"
             "              [--alert-dead-letters [NAME=]N] [--alert-idle-subscriber-s [NAME=]S]\n"
-            "              [--alert-map-used-pct P] [--help] [--version]\n"
+            "              [--alert-map-used-pct P] [--auth FILE] [--insecure]\n"
+            "              [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
@@ -95,11 +102,20 @@ static void usage(FILE *f)
             "                    subscriber, repeatable; off unless given\n"
             "  --alert-map-used-pct P  alert when more than P %% of --map-max-mb is used\n"
             "                    (default %d); alerts: /readyz 503, 'tally health', a warn line\n"
+            "  --auth FILE       principals and grants, one a line: NAME SHA256-HEX-OF-TOKEN\n"
+            "                    GRANTS (read, write:CONSUMER, subscribe:NAME, admin; * globs);\n"
+            "                    every request then carries a token (docs/SECURITY.md); the\n"
+            "                    file must be private (mode 600); needs --backup-dir\n"
+            "  --insecure        allow plaintext listeners on non-loopback addresses and\n"
+            "                    non-loopback listeners without --auth (warned at start);\n"
+            "                    without it tallyd refuses them and exits 2\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
             "SIGTERM or SIGINT: stop taking requests, finish and answer the group being\n"
-            "committed, close the store cleanly. Only one tallyd may use a data directory.\n",
+            "committed, close the store cleanly. SIGHUP: reload the --auth file (a file\n"
+            "that does not parse keeps the old table). Only one tallyd may use a data\n"
+            "directory.\n",
             TALLYD_DATA_DEFAULT, TALLYD_LISTEN_DEFAULT, TALLYD_PUBLISH_DEFAULT,
             (int)(TALLY_MAP_SIZE_BYTES_MIN >> 20), (int)(TALLY_MAP_SIZE_BYTES_MAX >> 20),
             (int)(TALLY_MAP_SIZE_BYTES_DEFAULT >> 20), TALLY_CONTEXTS_MAX, TALLY_CONTEXTS_DEFAULT,
@@ -136,9 +152,12 @@ static int usage_error(const char *fmt, const char *arg)
 
 enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
        OPT_REPLIES, OPT_MAP_MAX, OPT_DLQ_RETENTION, OPT_HTTP, OPT_HTTP_TIMEOUT,
-       OPT_HTTP_CONNECTIONS, OPT_HTTP_PER_ADDRESS, OPT_WEBHOOKS, OPT_ALERT /* + net_alert_kind */ };
+       OPT_HTTP_CONNECTIONS, OPT_HTTP_PER_ADDRESS, OPT_WEBHOOKS, OPT_AUTH, OPT_INSECURE,
+       OPT_ALERT /* + net_alert_kind */ };
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
+
+static bool insecure; /* --insecure */
 
 static int parse_options(int argc, char **argv, net_server_options *opt)
 {
@@ -160,6 +179,8 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"http-max-connections", required_argument, NULL, OPT_HTTP_CONNECTIONS},
         {"http-max-per-address", required_argument, NULL, OPT_HTTP_PER_ADDRESS},
         {"webhooks", required_argument, NULL, OPT_WEBHOOKS},
+        {"auth", required_argument, NULL, OPT_AUTH},
+        {"insecure", no_argument, NULL, OPT_INSECURE},
         {"alert-map-used-pct", required_argument, NULL, OPT_ALERT + NET_ALERT_MAP_USED},
         {"alert-pending", required_argument, NULL, OPT_ALERT + NET_ALERT_PENDING},
         {"alert-oldest-unacked-s", required_argument, NULL, OPT_ALERT + NET_ALERT_OLDEST_UNACKED},
@@ -251,6 +272,8 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
                                    sizeof(why)))
                 return usage_error("%s", why);
             break;
+        case OPT_AUTH: opt->auth_file = optarg; break;
+        case OPT_INSECURE: insecure = true; break;
         case OPT_BACKUP_DIR:
             if (optarg[0] != '/')
                 return usage_error("--backup-dir: an absolute path, got %s", optarg);
@@ -266,9 +289,57 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         return usage_error("unexpected argument: %s", argv[optind]);
     if (opt->listen_count == 0)
         opt->listen_urls[opt->listen_count++] = TALLYD_LISTEN_DEFAULT;
+    if (opt->auth_file && opt->backup_dir == NULL)
+        return usage_error("--auth needs --backup-dir: with auth on, backups are written only "
+                           "below it%s", "");
     uint64_t start_bytes = opt->map_size_bytes ? opt->map_size_bytes : TALLY_MAP_SIZE_BYTES_DEFAULT;
     if (opt->map_max_bytes && opt->map_max_bytes < start_bytes)
         return usage_error("--map-max-mb must be at least the map at start (--map-size-mb)%s", "");
+    return -1;
+}
+
+/* Safe defaults (docs/SECURITY.md): every listener is loopback, local
+ * (ipc://) or, with --auth, encrypted; else exit 2 naming it, unless
+ * --insecure, which turns each refusal into a warning at every start. */
+static int check_listeners(const net_server_options *opt)
+{
+    struct {
+        const char *role, *url;
+    } all[NET_LISTEN_URLS_MAX + 2];
+    unsigned n = 0;
+    for (unsigned i = 0; i < opt->listen_count; i++)
+        all[n].role = "--listen", all[n++].url = opt->listen_urls[i];
+    if (opt->publish_url && *opt->publish_url)
+        all[n].role = "--publish", all[n++].url = opt->publish_url;
+    if (opt->http_url)
+        all[n].role = "--http", all[n++].url = opt->http_url;
+    char why[TALLY_PATH_BYTES_MAX + 200];
+    for (unsigned i = 0; i < n; i++) {
+        if (net_listener_allowed(all[i].role, all[i].url, opt->auth_file != NULL, why, sizeof(why)))
+            continue;
+        if (!insecure) {
+            fprintf(stderr, "tallyd: refusing to start: %s\n", why);
+            return 2;
+        }
+        net_log(NET_LOG_WARN, "--insecure: serving anyway: %s", why);
+    }
+    if (insecure)
+        net_log(NET_LOG_WARN, "--insecure: the safe-default listener checks are off "
+                "(docs/SECURITY.md)");
+    return -1;
+}
+
+/* The --auth file at start: exit 2 when it is not private or does not parse. */
+static int load_auth(net_server_options *opt)
+{
+    char why[TALLY_PATH_BYTES_MAX + 300];
+    if (opt->auth_file == NULL)
+        return -1;
+    if (auth_table_load(opt->auth_file, &opt->auth, why, sizeof(why)) != TALLY_ok) {
+        fprintf(stderr, "tallyd: --auth %s\n", why);
+        return 2;
+    }
+    opt->reload = &reload_requested;
     return -1;
 }
 
@@ -312,12 +383,17 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &opt);
     if (rc < 0 && opt.webhooks && opt.http_url == NULL)
         rc = usage_error("--webhooks %s needs the HTTP face: not with --http none", "");
+    if (rc < 0)
+        net_log_set_level(opt.log_level);
+    if (rc < 0)
+        rc = check_listeners(&opt);
+    if (rc < 0)
+        rc = load_auth(&opt);
     if (rc >= 0) {
         webhooks_free(opt.webhooks);
         return rc;
     }
-    net_log_set_level(opt.log_level);
-    cli_catch_stop_signals(on_signal, false, true);
+    cli_catch_stop_signals(on_signal, true, true);
     raise_fd_limit(opt.max_connections);
     rc = net_server_run(&opt, &stop_requested);
     webhooks_free(opt.webhooks);

@@ -1,0 +1,19 @@
+/*
+ * file_mode.h — secrets on disk stay private: a key, token or auth file
+ * that the group or others may read is refused, before it is opened for
+ * its contents (docs/SECURITY.md, "Safe defaults").
+ */
+#ifndef TALLY_FILE_MODE_H
+#define TALLY_FILE_MODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* true when path is a regular file that only its owner may read or write
+ * (mode & 077 == 0, after following symlinks). Else false, with a message
+ * in why (at most why_size bytes, NUL-terminated) naming what the file is
+ * for (what: "--auth file", "token file", "TLS key"), the path and, for a
+ * mode that is too open, the mode in octal and the chmod that fixes it. */
+bool file_private_check(const char *path, const char *what, char *why, size_t why_size);
+
+#endif
