@@ -29,3 +29,33 @@ bool file_private_check(const char *path, const char *what, char *why, size_t wh
     }
     return true;
 }
+
+bool file_secret_read(const char *path, const char *what, char *out, size_t out_size, char *why,
+                      size_t why_size)
+{
+    if (!file_private_check(path, what, why, why_size))
+        return false;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(why, why_size, "%s %s: %s", what, path, strerror(errno));
+        return false;
+    }
+    size_t n = fread(out, 1, out_size, f); /* out_size: one more than fits, to see it */
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        snprintf(why, why_size, "%s %s: cannot read it", what, path);
+        return false;
+    }
+    if (n > 0 && out[n - 1] == '\n')
+        n--;
+    if (n > 0 && out[n - 1] == '\r')
+        n--;
+    if (n == 0 || n >= out_size || memchr(out, '\n', n) || memchr(out, '\0', n)) {
+        snprintf(why, why_size, "%s %s: expected one line of 1-%zu bytes", what, path,
+                 out_size - 1);
+        return false;
+    }
+    out[n] = '\0';
+    return true;
+}

@@ -16,4 +16,12 @@
  * mode that is too open, the mode in octal and the chmod that fixes it. */
 bool file_private_check(const char *path, const char *what, char *why, size_t why_size);
 
+/* The one-line secret of a private file (a token file): its bytes without
+ * one trailing newline ("\n" or "\r\n"), 1..out_size - 1 bytes with no
+ * other newline, NUL-terminated in out. false with why (as
+ * file_private_check) when the file is not private, cannot be read, is
+ * empty, holds more than one line or is too long. */
+bool file_secret_read(const char *path, const char *what, char *out, size_t out_size, char *why,
+                      size_t why_size);
+
 #endif

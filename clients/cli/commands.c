@@ -50,6 +50,9 @@ const cli_option cli_global_options[] = {
      "namespace of the keys (default $TALLY_CONSUMER, else " CLI_CONSUMER_DEFAULT ")"},
     {"--retries", SLOT_RETRIES, CLI_UINT, 0, CLI_RETRIES_MAX, false, "N",
      "extra attempts, same key, when the server is unreachable or busy (default 3)"},
+    {"--token-file", SLOT_TOKEN_FILE, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX - 1, false, "FILE",
+     "send the token in FILE (mode 600) with every request, for tallyd --auth\n"
+     "(default $TALLY_TOKEN_FILE, else $TALLY_TOKEN)"},
     {"--help", SLOT_HELP, CLI_FLAG, 0, 0, false, NULL, "explain tally, or the command"},
     {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
     OPT_END};
@@ -205,6 +208,8 @@ static const char details_tail[] =
     "entity_kind, entity, entity_version, time, time_ms, consumer, key, and with\n"
     "--subscriber attempt and replay.\n";
 
+static const cli_option auth_hash_options[] = {OPT_END};
+
 const cli_command cli_commands[] = {
     {"account open", "Open an account.", account_open_options, run_account_open, details_write},
     {"account get", "Show an account with its balances and version.", account_get_options,
@@ -260,4 +265,8 @@ const cli_command cli_commands[] = {
      "DEST is a directory that must not exist yet, on the machine tallyd runs on\n"
      "(below tallyd's --backup-dir when it has one). Restoring: docs/OPERATIONS.md.\n"
      "--json prints one object: code, path, bytes.\n"},
+    {"auth hash", "Print the SHA-256 of a token read on stdin, for a line of tallyd's --auth file.",
+     auth_hash_options, run_auth_hash,
+     "Reads one token (a trailing newline is dropped) and prints 64 hex digits:\n"
+     "the second column of a principal line (docs/SECURITY.md). Nothing is sent.\n"},
     {NULL}};
