@@ -10,6 +10,7 @@
  */
 #include "tests/support/tallyd_harness.h"
 #include "common/clock.h"
+#include "log/sha256.h"
 
 #include <check.h>
 #include <ctype.h>
@@ -325,16 +326,52 @@ static int wait_ms_scaled(int ms)
     return w && *w ? ms * WRAPPER_SLOWDOWN : ms;
 }
 
+static bool test_auth_on(const tallyd_proc *p)
+{
+    const char *on = getenv("TALLY_TEST_AUTH");
+    if (on == NULL || strcmp(on, "1") != 0)
+        return false;
+    for (int i = 0; i < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
+        if (strcmp(p->extra_args[i], "--auth") == 0)
+            return false; /* the test's own principals */
+    return true;
+}
+
+/* The harness's auth file (mode 600) in p->dir, into path. */
+static void test_auth_file(const tallyd_proc *p, char *path, size_t size)
+{
+    uint8_t h[SHA256_BYTES];
+    char hex[2 * SHA256_BYTES + 1];
+    sha256_digest(TALLYD_TEST_TOKEN, strlen(TALLYD_TEST_TOKEN), h);
+    for (int i = 0; i < SHA256_BYTES; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    snprintf(path, size, "%s/test-auth", p->dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+    char line[256];
+    int n = snprintf(line, sizeof(line), "test %s read,write:*,subscribe:*,admin\n", hex);
+    ck_assert(write(fd, line, (size_t)n) == n);
+    close(fd);
+}
+
 static void spawn(tallyd_proc *p)
 {
+    char auth_path[320];
     char map[32], wrapper[WRAPPER_BYTES_MAX];
-    const char *argv[WRAPPER_WORDS_MAX + 16 + TALLYD_EXTRA_ARGS_MAX];
+    const char *argv[WRAPPER_WORDS_MAX + 20 + TALLYD_EXTRA_ARGS_MAX];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
                           "--publish", p->pub_url, "--log-level", "info",
                           "--http", "none"}; /* a test that wants it passes --http again */
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
         argv[argc++] = args[i];
+    if (test_auth_on(p)) { /* before extra_args: a test's --backup-dir wins */
+        test_auth_file(p, auth_path, sizeof(auth_path));
+        argv[argc++] = "--auth";
+        argv[argc++] = auth_path;
+        argv[argc++] = "--backup-dir";
+        argv[argc++] = p->dir;
+    }
     if (p->map_size_mb) {
         snprintf(map, sizeof(map), "%u", p->map_size_mb);
         argv[argc++] = "--map-size-mb";
@@ -388,6 +425,8 @@ void tallyd_start(tallyd_proc *p)
     snprintf(p->url, sizeof(p->url), "ipc://%s/req.sock", p->dir);
     snprintf(p->pub_url, sizeof(p->pub_url), "ipc://%s/pub.sock", p->dir);
     snprintf(p->log_path, sizeof(p->log_path), "%s/tallyd.log", p->dir);
+    if (test_auth_on(p))
+        setenv("TALLY_TOKEN", TALLYD_TEST_TOKEN, 1);
     spawn(p);
     mark_point(); /* tallyd answers */
 }

@@ -6,6 +6,14 @@
  * $TALLYD_WRAPPER, when set, is a command line (words split at spaces)
  * that runs tallyd, e.g. "valgrind --error-exitcode=99 ..."; the start and
  * stop waits then grow to allow for the slowdown.
+ *
+ * $TALLY_TEST_AUTH=1 runs every tallyd with --auth (docs/SECURITY.md): a
+ * file in the temp dir with one principal holding every grant (read,
+ * write:*, subscribe:*, admin) and --backup-dir at the temp dir, unless the
+ * test passes its own --auth; tallyd_start then sets $TALLY_TOKEN to that
+ * principal's token (TALLYD_TEST_TOKEN) in the test process, so libtally,
+ * the CLI and the tools it starts send it. `make check` runs the libtally
+ * suite this way once (tests/clients/check_with_auth.sh).
  */
 #ifndef TALLY_TALLYD_HARNESS_H
 #define TALLY_TALLYD_HARNESS_H
@@ -16,6 +24,8 @@
 #include <sys/types.h>
 
 #define TALLYD_EXTRA_ARGS_MAX 16
+/* The token of the harness's principal under $TALLY_TEST_AUTH=1. */
+#define TALLYD_TEST_TOKEN "tally-test-token"
 
 typedef struct tallyd_proc {
     char dir[256];        /* temp dir; data in dir/data */
