@@ -212,6 +212,9 @@ static bool slot_authorized(slot *s, int decoded)
 {
     const net_request *req = &s->req;
     bool known = decoded == TALLY_ok;
+    if (!known && !req->has_auth && !req->op &&
+        (decoded == TALLY_malformed_request || decoded == TALLY_unsupported_version))
+        return true; /* not a request map at all: no token to check, nothing to run */
     auth_request rq = {req->has_auth, req->auth, known ? req->op->auth : AUTH_CLASS_READ,
                        {NULL, 0}, known ? req->op->name : NULL};
     if (known && rq.cls == AUTH_CLASS_WRITE)

@@ -337,6 +337,17 @@ static bool test_auth_on(const tallyd_proc *p)
     return true;
 }
 
+/* Under $TALLY_TEST_AUTH=1 every process of a suite (the runner, its
+ * forked tests and fixtures, the programs they start) sends the harness's
+ * token: set before main, so a tallyd started in a fixture process still
+ * has clients that know it. */
+__attribute__((constructor)) static void test_auth_token_env(void)
+{
+    const char *on = getenv("TALLY_TEST_AUTH");
+    if (on && strcmp(on, "1") == 0)
+        setenv("TALLY_TOKEN", TALLYD_TEST_TOKEN, 0);
+}
+
 /* The harness's auth file (mode 600) in p->dir, into path. */
 static void test_auth_file(const tallyd_proc *p, char *path, size_t size)
 {
@@ -425,8 +436,6 @@ void tallyd_start(tallyd_proc *p)
     snprintf(p->url, sizeof(p->url), "ipc://%s/req.sock", p->dir);
     snprintf(p->pub_url, sizeof(p->pub_url), "ipc://%s/pub.sock", p->dir);
     snprintf(p->log_path, sizeof(p->log_path), "%s/tallyd.log", p->dir);
-    if (test_auth_on(p))
-        setenv("TALLY_TOKEN", TALLYD_TEST_TOKEN, 1);
     spawn(p);
     mark_point(); /* tallyd answers */
 }

@@ -10,9 +10,10 @@
  * $TALLY_TEST_AUTH=1 runs every tallyd with --auth (docs/SECURITY.md): a
  * file in the temp dir with one principal holding every grant (read,
  * write:*, subscribe:*, admin) and --backup-dir at the temp dir, unless the
- * test passes its own --auth; tallyd_start then sets $TALLY_TOKEN to that
- * principal's token (TALLYD_TEST_TOKEN) in the test process, so libtally,
- * the CLI and the tools it starts send it. `make check` runs the libtally
+ * test passes its own --auth; $TALLY_TOKEN is then set to that
+ * principal's token (TALLYD_TEST_TOKEN) before main in every process
+ * linking the harness, so libtally, the CLI and the tools it starts send
+ * it. `make check` runs the libtally
  * suite this way once (tests/clients/check_with_auth.sh).
  */
 #ifndef TALLY_TALLYD_HARNESS_H
