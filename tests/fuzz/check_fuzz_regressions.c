@@ -27,6 +27,7 @@ static const struct {
     {"json", fuzz_json_one},
     {"event", fuzz_event_one},
     {"reply", fuzz_reply_one},
+    {"auth", fuzz_auth_one},
 };
 #define TARGET_COUNT (int)(sizeof(targets) / sizeof(targets[0]))
 

@@ -31,6 +31,9 @@ int fuzz_reply_one(const uint8_t *data, size_t size);
  * types, decoded; the input also through the reply walk. */
 int fuzz_json_one(const uint8_t *data, size_t size);
 
+/* tallyd's --auth file (net/auth.c): parsed, then asked about a token. */
+int fuzz_auth_one(const uint8_t *data, size_t size);
+
 /* libtally's decoders (fuzz_client.c compiles clients/libtally.c in). */
 void fuzz_client_reply(const uint8_t *data, size_t size);
 void fuzz_client_event(const uint8_t *data, size_t size);

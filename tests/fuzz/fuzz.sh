@@ -3,7 +3,7 @@
 # apart from the normal (gcc, autotools) build. See docs/TESTING.md.
 #
 #   tests/fuzz/fuzz.sh build OUT               compile the targets and seeds into OUT
-#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json)
+#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json, auth)
 #   tests/fuzz/fuzz.sh all OUT SECONDS         build, then run every target
 #
 # Every run starts from OUT/corpus/TARGET (kept between runs; new inputs
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
-targets=(request event reply json)
+targets=(request event reply json auth)
 malloc_limit_mb=64
 rss_limit_mb=2048
 
@@ -31,7 +31,8 @@ max_len() {
         event) echo 4200 ;;    # TALLY_EVENT_BYTES_MAX and a little more
         reply) echo 65536 ;;
         json) echo 65536 ;;
-        *) echo "fuzz.sh: unknown target $1 (request, event, reply, json)" >&2; exit 2 ;;
+        auth) echo 16384 ;;
+        *) echo "fuzz.sh: unknown target $1 (request, event, reply, json, auth)" >&2; exit 2 ;;
     esac
 }
 

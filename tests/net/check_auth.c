@@ -14,6 +14,7 @@
 #include "net/auth.h"
 #include "net/listen_policy.h"
 #include "log/sha256.h"
+#include "tests/support/doc_requests.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
@@ -223,6 +224,34 @@ START_TEST(test_parser_refuses_with_line_numbers)
     ck_assert(!auth_permits(p, AUTH_CLASS_WRITE, tally_str_from("shop")));
     ck_assert(auth_permits(p, AUTH_CLASS_SUBSCRIBE, tally_str_from("anything"))); /* admin */
     auth_table_free(t);
+}
+END_TEST
+
+/* docs/SECURITY.md's example auth file parses, and its hashes are the
+ * tokens it names (test, foo, bar). */
+START_TEST(test_security_doc_example_parses)
+{
+    char *doc = doc_read("SECURITY.md");
+    ck_assert_ptr_nonnull(doc);
+    const char *at = strstr(doc, "```auth-file\n");
+    ck_assert_ptr_nonnull(at);
+    at += strlen("```auth-file\n");
+    const char *end = strstr(at, "```");
+    char why[256];
+    auth_table *t = NULL;
+    ck_assert_int_eq(auth_table_parse(at, (size_t)(end - at), "SECURITY.md", &t, why, sizeof(why)),
+                     TALLY_ok);
+    ck_assert_uint_eq(auth_table_count(t), 3);
+    const auth_principal *billing = auth_authenticate(t, "test", 4);
+    ck_assert_ptr_nonnull(billing);
+    ck_assert_str_eq(auth_principal_name(billing), "billing");
+    ck_assert(auth_permits(billing, AUTH_CLASS_WRITE, tally_str_from("billing")));
+    ck_assert(!auth_permits(billing, AUTH_CLASS_WRITE, tally_str_from("billing-eu")));
+    const auth_principal *ops = auth_authenticate(t, "bar", 3);
+    ck_assert(auth_permits(ops, AUTH_CLASS_ADMIN, tally_str_from("")));
+    ck_assert(!auth_permits(ops, AUTH_CLASS_WRITE, tally_str_from("billing")));
+    auth_table_free(t);
+    free(doc);
 }
 END_TEST
 
@@ -722,6 +751,7 @@ static Suite *auth_suite(void)
     TCase *unit = tcase_create("parser");
     tcase_add_test(unit, test_parser_refuses_with_line_numbers);
     tcase_add_test(unit, test_glob);
+    tcase_add_test(unit, test_security_doc_example_parses);
     tcase_add_test(unit, test_listener_policy);
     suite_add_tcase(s, unit);
     TCase *server = tcase_create("tallyd");
