@@ -59,3 +59,11 @@ bool file_secret_read(const char *path, const char *what, char *out, size_t out_
     out[n] = '\0';
     return true;
 }
+
+void file_line_message(char *out, size_t size, const char *file, unsigned line, const char *fmt,
+                       va_list ap)
+{
+    int n = snprintf(out, size, "%s:%u: ", file, line);
+    if (n >= 0 && (size_t)n < size)
+        vsnprintf(out + n, size - (size_t)n, fmt, ap);
+}

@@ -6,6 +6,7 @@
 #ifndef TALLY_FILE_MODE_H
 #define TALLY_FILE_MODE_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -23,5 +24,11 @@ bool file_private_check(const char *path, const char *what, char *why, size_t wh
  * empty, holds more than one line or is too long. */
 bool file_secret_read(const char *path, const char *what, char *out, size_t out_size, char *why,
                       size_t why_size);
+
+/* "FILE:LINE: " and the message of fmt into out (at most size bytes,
+ * NUL-terminated): the shape of every error about a line of a
+ * configuration file (auth, webhooks). */
+void file_line_message(char *out, size_t size, const char *file, unsigned line, const char *fmt,
+                       va_list ap) __attribute__((format(printf, 5, 0)));
 
 #endif

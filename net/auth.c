@@ -53,11 +53,9 @@ typedef struct parser {
 
 __attribute__((format(printf, 2, 3))) static int parse_fail(parser *p, const char *fmt, ...)
 {
-    int n = snprintf(p->why, p->why_size, "%s:%u: ", p->file, p->line);
     va_list ap;
     va_start(ap, fmt);
-    if (n >= 0 && (size_t)n < p->why_size)
-        vsnprintf(p->why + n, p->why_size - (size_t)n, fmt, ap);
+    file_line_message(p->why, p->why_size, p->file, p->line, fmt, ap);
     va_end(ap);
     return TALLY_invalid_argument;
 }
@@ -70,17 +68,6 @@ static bool name_char(char c)
 
 /* A glob byte: printable ASCII but space, comma and '#'. */
 static bool glob_char(char c) { return c > ' ' && c < 127 && c != ',' && c != '#'; }
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 static int parse_name(parser *p, tally_str s, auth_principal *out)
 {
@@ -101,7 +88,7 @@ static int parse_hash(parser *p, tally_str s, auth_principal *out)
         return parse_fail(p, "the token hash is %d hex digits (SHA-256), got %zu characters",
                           2 * SHA256_BYTES, s.len);
     for (size_t i = 0; i < SHA256_BYTES; i++) {
-        int hi = hex_value(s.ptr[2 * i]), lo = hex_value(s.ptr[2 * i + 1]);
+        int hi = bytes_hex_value(s.ptr[2 * i]), lo = bytes_hex_value(s.ptr[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return parse_fail(p, "the token hash is not hex (character %zu)", 2 * i + (hi < 0 ? 1 : 2));
         out->hash[i] = (uint8_t)(hi << 4 | lo);

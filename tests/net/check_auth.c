@@ -185,28 +185,31 @@ START_TEST(test_parser_refuses_with_line_numbers)
     char hex[65], hex2[65], line[300], text[1024];
     hex_of_token("a", hex);
     hex_of_token("b", hex2);
-    snprintf(text, sizeof(text), "# c\n\nx %s read,nope\n", hex);
-    expect_parse_error(text, "F:3: unknown grant nope");
-    snprintf(text, sizeof(text), "x %.63sg read\n", hex);
-    expect_parse_error(text, "F:1: the token hash is not hex");
-    snprintf(text, sizeof(text), "x %.62s read\n", hex);
-    expect_parse_error(text, "F:1: the token hash is 64 hex digits");
-    snprintf(text, sizeof(text), "x %s read\nx %s read\n", hex, hex2);
-    expect_parse_error(text, "F:2: principal x is listed twice");
-    snprintf(text, sizeof(text), "x %s read\ny %s write:a\n", hex, hex);
-    expect_parse_error(text, "F:2: principal y has the same token hash as x");
-    snprintf(text, sizeof(text), "x %s\n", hex);
-    expect_parse_error(text, "F:1: expected NAME SHA256-HEX GRANTS");
-    snprintf(text, sizeof(text), "x %s read extra\n", hex);
-    expect_parse_error(text, "F:1: expected NAME SHA256-HEX GRANTS");
-    snprintf(text, sizeof(text), "x %s read,,admin\n", hex);
-    expect_parse_error(text, "F:1: an empty grant");
-    snprintf(text, sizeof(text), "x %s write:\n", hex);
-    expect_parse_error(text, "F:1: write:: needs a name");
-    snprintf(text, sizeof(text), "x %s read,read\n", hex);
-    expect_parse_error(text, "given twice");
-    snprintf(text, sizeof(text), "b@d %s read\n", hex);
-    expect_parse_error(text, "F:1: principal name");
+    /* H: a hash, G: another, h: a hash one digit short */
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"# c\n\nx H read,nope\n", "F:3: unknown grant nope"},
+        {"x hz read\n", "F:1: the token hash is not hex"},
+        {"x h read\n", "F:1: the token hash is 64 hex digits"},
+        {"x H read\nx G read\n", "F:2: principal x is listed twice"},
+        {"x H read\ny H write:a\n", "F:2: principal y has the same token hash as x"},
+        {"x H\n", "F:1: expected NAME SHA256-HEX GRANTS"},
+        {"x H read extra\n", "F:1: expected NAME SHA256-HEX GRANTS"},
+        {"x H read,,admin\n", "F:1: an empty grant"},
+        {"x H write:\n", "F:1: write:: needs a name"},
+        {"x H read,read\n", "given twice"},
+        {"b@d H read\n", "F:1: principal name"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t n = 0;
+        for (const char *c = bad[i].text; *c && n < sizeof(text) - 70; c++)
+            n += (size_t)(*c == 'H'   ? snprintf(text + n, 65, "%s", hex)
+                          : *c == 'G' ? snprintf(text + n, 65, "%s", hex2)
+                          : *c == 'h' ? snprintf(text + n, 64, "%.63s", hex)
+                                      : snprintf(text + n, 2, "%c", *c));
+        expect_parse_error(text, bad[i].why);
+    }
     expect_parse_error("# only comments\n\n", "no principal");
     /* a good one, with every grant, upper-case hex and a comment */
     for (char *p = hex; *p; p++)
@@ -433,13 +436,7 @@ static bool sp_call(int fd, uint32_t id, const char *token, char *code, size_t c
     msgpack_pack_str_with_body(&pk, "auth", 4);
     msgpack_pack_str_with_body(&pk, token, strlen(token));
     uint8_t head[13];
-    uint64_t len = 4 + sb.size;
-    head[0] = 1;
-    for (int i = 0; i < 8; i++)
-        head[1 + i] = (uint8_t)(len >> (56 - 8 * i));
-    id |= UINT32_C(0x80000000);
-    for (int i = 0; i < 4; i++)
-        head[9 + i] = (uint8_t)(id >> (24 - 8 * i));
+    tallyd_sp_frame_head(head, sb.size, id);
     int64_t deadline = clock_mono_ms() + 30000;
     bool ok = tallyd_fd_send_all(fd, head, sizeof(head), deadline) &&
               tallyd_fd_send_all(fd, sb.data, sb.size, deadline);
@@ -770,9 +767,5 @@ static Suite *auth_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(auth_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return test_run_suite(auth_suite());
 }

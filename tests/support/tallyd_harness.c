@@ -174,7 +174,7 @@ int tallyd_connect(const char *url, int64_t deadline_ms)
 
 /* The 13-byte head of an SP/IPC request frame: message type 1, the
  * 8-byte length (request id + body), the request id with its high bit set. */
-static void frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_id)
+void tallyd_sp_frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_id)
 {
     uint64_t len = 4 + body_bytes;
     head[0] = 1;
@@ -216,7 +216,7 @@ static bool answers(const char *url)
 {
     static const char stats[] = "\x82\xa1v\x01\xa2op\xa5stats";
     uint8_t frame[13 + sizeof(stats) - 1];
-    frame_head(frame, sizeof(stats) - 1, 1);
+    tallyd_sp_frame_head(frame, sizeof(stats) - 1, 1);
     memcpy(frame + 13, stats, sizeof(stats) - 1);
     int fd = tallyd_sp_open(url);
     if (fd < 0)
@@ -235,7 +235,7 @@ static bool answers(const char *url)
 bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 {
     uint8_t head[13];
-    frame_head(head, body_bytes, 2);
+    tallyd_sp_frame_head(head, body_bytes, 2);
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
@@ -262,7 +262,7 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, int linger_ms)
 {
     uint8_t head[13];
-    frame_head(head, len, 3);
+    tallyd_sp_frame_head(head, len, 3);
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;

@@ -72,6 +72,11 @@ bool tallyd_fd_recv_all(int fd, void *buf, size_t len, int64_t deadline_ms);
  * (--max-connections) reads EOF after the exchange. */
 int tallyd_sp_open(const char *url);
 
+/* The 13-byte head of an SP/IPC request frame (message type 1, the 8-byte
+ * length of request id + body, the request id with its high bit set):
+ * write it, then body_bytes of request, on a tallyd_sp_open connection. */
+void tallyd_sp_frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_id);
+
 /* Speak the SP protocol over the ipc socket by hand (no NNG in the test
  * process): send one request frame declaring body_bytes and return true
  * when tallyd hangs up without replying. */
