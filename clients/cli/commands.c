@@ -51,7 +51,7 @@ const cli_option cli_global_options[] = {
     {"--retries", SLOT_RETRIES, CLI_UINT, 0, CLI_RETRIES_MAX, false, "N",
      "extra attempts, same key, when the server is unreachable or busy (default 3)"},
     {"--token-file", SLOT_TOKEN_FILE, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX - 1, false, "FILE",
-     "send the token in FILE (mode 600) with every request, for tallyd --auth\n"
+     "send the token in FILE (mode 600) with every request, for tallyd --auth "
      "(default $TALLY_TOKEN_FILE, else $TALLY_TOKEN)"},
     {"--help", SLOT_HELP, CLI_FLAG, 0, 0, false, NULL, "explain tally, or the command"},
     {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
