@@ -78,7 +78,7 @@ static void standard_auth(char *text, size_t size, bool with_all)
 }
 
 static tallyd_proc proc;
-static char auth_path[400];
+static char auth_dir[300], auth_path[400]; /* the principals, beside the harness's dir */
 
 /* A file's text (NUL-terminated; free it). */
 static char *test_read_file(const char *path)
@@ -96,6 +96,7 @@ static void auth_start(const char *a0, const char *a1)
     char tmpl[300];
     snprintf(tmpl, sizeof(tmpl), "%s/tally-auth-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    snprintf(auth_dir, sizeof(auth_dir), "%s", tmpl);
     snprintf(auth_path, sizeof(auth_path), "%s/auth", tmpl);
     char text[2048];
     standard_auth(text, sizeof(text), true);
@@ -166,6 +167,7 @@ static void auth_stop(void)
 {
     ck_assert_int_eq(tallyd_stop(&proc), 0);
     tallyd_cleanup(&proc);
+    test_remove_dir(auth_dir);
 }
 
 /* ---- the parser ---- */
