@@ -163,6 +163,18 @@ static int account_code(uint64_t id, tally_account *out)
     return rc;
 }
 
+/* op on the subscriber name (or, name NULL, with no field) as c: code. */
+static void expect_named(tally_client *c, const char *op, const char *name, const char *code)
+{
+    wire_reply r;
+    if (name)
+        wire_call(c, &r, op, "s", "name", name);
+    else
+        wire_call(c, &r, op, "");
+    wire_expect(&r, code);
+    wire_done(&r);
+}
+
 static void auth_stop(void)
 {
     ck_assert_int_eq(tallyd_stop(&proc), 0);
@@ -344,9 +356,7 @@ START_TEST(test_missing_unknown_and_near_tokens_are_unauthenticated)
         wire_expect(&r, "unauthenticated");
         wire_done(&r);
         /* health needs no token */
-        wire_call(c, &r, "health", "");
-        wire_expect(&r, "ok");
-        wire_done(&r);
+        expect_named(c, "health", NULL, "ok");
         tally_client_close(c);
     }
     ck_assert_uint_eq(head_seq(), head);
@@ -374,41 +384,24 @@ START_TEST(test_grants_of_reader_mailer_and_admin)
     ck_assert_int_eq(tally_account_get(reader, 1, &acc), TALLY_not_found); /* read: allowed */
 
     /* subscribers: mailer's own names only; admin any; reader none */
-    wire_reply r;
-    wire_call(mailer, &r, "sub_create", "s", "name", "mail-1");
-    wire_expect(&r, "ok");
-    wire_done(&r);
-    wire_call(mailer, &r, "sub_create", "s", "name", "billing-1");
-    wire_expect(&r, "forbidden");
-    wire_done(&r);
-    wire_call(reader, &r, "sub_fetch", "s", "name", "mail-1");
-    wire_expect(&r, "forbidden");
-    wire_done(&r);
-    wire_call(mailer, &r, "dlq_list", "s", "name", "mail-1");
-    wire_expect(&r, "ok");
-    wire_done(&r);
+    expect_named(mailer, "sub_create", "mail-1", "ok");
+    expect_named(mailer, "sub_create", "billing-1", "forbidden");
+    expect_named(reader, "sub_fetch", "mail-1", "forbidden");
+    expect_named(mailer, "dlq_list", "mail-1", "ok");
 
     /* dead-letter replay, subscriber deletion and backup: admin only */
     const char *admin_ops[][2] = {{"dlq_replay", "mail-1"}, {"sub_delete", "mail-1"}};
     for (int i = 0; i < 2; i++) {
-        wire_call(reader, &r, admin_ops[i][0], "s", "name", admin_ops[i][1]);
-        wire_expect(&r, "forbidden");
-        wire_done(&r);
-        wire_call(mailer, &r, admin_ops[i][0], "s", "name", admin_ops[i][1]);
-        wire_expect(&r, "forbidden");
-        wire_done(&r);
+        expect_named(reader, admin_ops[i][0], admin_ops[i][1], "forbidden");
+        expect_named(mailer, admin_ops[i][0], admin_ops[i][1], "forbidden");
     }
     char dest[500];
     snprintf(dest, sizeof(dest), "%s/backup-1", proc.extra_args[3]);
     uint64_t bytes = 0;
     ck_assert_int_eq(tally_backup(reader, dest, &bytes), TALLY_forbidden);
     ck_assert_int_ne(access(dest, F_OK), 0);
-    wire_call(admin, &r, "dlq_replay", "s", "name", "mail-1");
-    wire_expect(&r, "ok");
-    wire_done(&r);
-    wire_call(admin, &r, "sub_delete", "s", "name", "mail-1");
-    wire_expect(&r, "ok");
-    wire_done(&r);
+    expect_named(admin, "dlq_replay", "mail-1", "ok");
+    expect_named(admin, "sub_delete", "mail-1", "ok");
     ck_assert_int_eq(tally_backup(admin, dest, &bytes), TALLY_ok);
     ck_assert_uint_gt(bytes, 0);
     ck_assert_int_eq(access(dest, F_OK), 0);
