@@ -23,6 +23,7 @@
 #include "clients/libtally_internal.h"
 
 #include "common/bytes.h"
+#include "common/file_mode.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "net/nng_compat.h"
@@ -63,6 +64,7 @@ struct tally_client {
     nng_time idle_since; /* when the last connection went (or the dialer came), under mu */
     bool redialing;      /* under mu */
     char consumer[TALLY_CLIENT_CONSUMER_BYTES_MAX + 1];
+    char token[TALLY_CLIENT_TOKEN_BYTES_MAX + 1]; /* "" : none; one more byte to see a long file */
     uint32_t timeout_ms;
     uint32_t retries;
     uint32_t backoff_ms;
@@ -130,13 +132,19 @@ int client_pack_member(msgpack_packer *pk, const fields *fs)
 }
 
 /* Pack a whole request into buf (initialised here; the caller destroys it
- * on TALLY_ok). Returns TALLY_ok, TALLY_out_of_memory or
- * TALLY_request_too_large. */
-static int request_pack(const fields *fs, msgpack_sbuffer *buf)
+ * on TALLY_ok), with the client's token as `auth` when it has one.
+ * Returns TALLY_ok, TALLY_out_of_memory or TALLY_request_too_large. */
+static int request_pack(const tally_client *c, const fields *fs, msgpack_sbuffer *buf)
 {
     msgpack_packer pk;
     msgpack_sbuffer_init(buf);
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    fields with_auth;
+    if (c->token[0]) {
+        with_auth = *fs;
+        put_str(&with_auth, "auth", c->token);
+        fs = &with_auth;
+    }
     int rc = client_pack_fields(&pk, fs) ? TALLY_out_of_memory
              : buf->size > TALLY_REQUEST_BYTES_MAX ? TALLY_request_too_large
                                                    : TALLY_ok;
@@ -415,7 +423,7 @@ static int exchange(tally_client *c, const void *bytes, size_t len, uint32_t ext
 int client_call(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r)
 {
     msgpack_sbuffer buf;
-    int rc = request_pack(fs, &buf);
+    int rc = request_pack(c, fs, &buf);
     if (rc != TALLY_ok)
         return rc;
     rc = exchange(c, buf.data, buf.size, extra_wait_ms, r);
@@ -428,6 +436,8 @@ int client_call(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply
 typedef struct client_settings {
     const char *url;
     const char *consumer;
+    const char *token;      /* NULL: none, or read token_file */
+    const char *token_file;
     uint32_t timeout_ms, retries, backoff_ms;
     bool autobatch;
 } client_settings;
@@ -461,6 +471,12 @@ static int settings_resolve(const tally_client_options *o, client_settings *s)
     s->timeout_ms = o->timeout_ms ? o->timeout_ms : TALLY_CLIENT_TIMEOUT_MS_DEFAULT;
     s->retries = o->retries_set ? o->retries : TALLY_CLIENT_RETRIES_DEFAULT;
     s->backoff_ms = o->backoff_ms ? o->backoff_ms : TALLY_CLIENT_BACKOFF_MS_DEFAULT;
+    const char *env_token = getenv("TALLY_TOKEN"), *env_file = getenv("TALLY_TOKEN_FILE");
+    bool given = o->token || o->token_file;
+    s->token = given ? o->token : env_token && *env_token ? env_token : NULL;
+    s->token_file = given ? o->token_file : s->token == NULL && env_file && *env_file ? env_file : NULL;
+    if (s->token && (*s->token == '\0' || strlen(s->token) > TALLY_CLIENT_TOKEN_BYTES_MAX))
+        return TALLY_invalid_argument;
     size_t n = strlen(s->consumer);
     bool autobatch_valid = autobatch_resolve(o, &s->autobatch);
     return n == 0 || n > TALLY_CLIENT_CONSUMER_BYTES_MAX || *s->url == '\0' || !autobatch_valid
@@ -514,6 +530,15 @@ int tally_client_open(const tally_client_options *options, tally_client **out)
     if (c == NULL)
         return TALLY_out_of_memory;
     memcpy(c->consumer, s.consumer, strlen(s.consumer) + 1);
+    char why[256];
+    if (s.token)
+        memcpy(c->token, s.token, strlen(s.token) + 1);
+    else if (s.token_file &&
+             !file_secret_read(s.token_file, "token file", c->token, TALLY_CLIENT_TOKEN_BYTES_MAX + 1,
+                               why, sizeof(why))) {
+        free(c);
+        return TALLY_invalid_argument;
+    }
     c->timeout_ms = s.timeout_ms;
     c->retries = s.retries;
     c->backoff_ms = s.backoff_ms;
@@ -579,13 +604,45 @@ static uint32_t raw_wait_ms(const void *request, size_t len)
     return (uint32_t)wait;
 }
 
+/* A raw request map without `auth` gets the client's token (into buf,
+ * initialised here: *bytes and *len then point into it); anything else
+ * goes as it is. */
+static void raw_with_token(const tally_client *c, const void **bytes, size_t *len,
+                           msgpack_sbuffer *buf)
+{
+    msgpack_unpacked up;
+    msgpack_sbuffer_init(buf);
+    if (!c->token[0])
+        return;
+    msgpack_unpacked_init(&up);
+    const msgpack_object *m = &up.data;
+    if (msgpack_safe_unpack(*bytes, *len, TALLY_MSGPACK_DEPTH_MAX, &up) == TALLY_ok &&
+        m->type == MSGPACK_OBJECT_MAP && msgpack_safe_map_get(m, "auth") == NULL) {
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+        int bad = msgpack_pack_map(&pk, m->via.map.size + 1);
+        for (uint32_t i = 0; !bad && i < m->via.map.size; i++)
+            bad = msgpack_pack_object(&pk, m->via.map.ptr[i].key) ||
+                  msgpack_pack_object(&pk, m->via.map.ptr[i].val);
+        bad = bad || msgpack_safe_pack_cstr(&pk, "auth") || msgpack_safe_pack_cstr(&pk, c->token);
+        if (!bad) {
+            *bytes = buf->data;
+            *len = buf->size;
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
 int tally_request_raw(tally_client *c, const void *request, size_t len, void **reply_out,
                       size_t *reply_len)
 {
     if (c == NULL || request == NULL || len == 0 || reply_out == NULL || reply_len == NULL)
         return TALLY_invalid_argument;
     reply r;
+    msgpack_sbuffer buf;
+    raw_with_token(c, &request, &len, &buf);
     int rc = exchange(c, request, len, raw_wait_ms(request, len), &r);
+    msgpack_sbuffer_destroy(&buf);
     if (rc != TALLY_ok)
         return rc;
     size_t n = nng_msg_len(r.msg);

@@ -76,6 +76,8 @@ extern "C" {
 
 #define TALLY_CLIENT_KEY_BYTES_MAX 128
 #define TALLY_CLIENT_CONSUMER_BYTES_MAX 64
+/* A token (tally_client_options.token): the server's `auth` field limit. */
+#define TALLY_CLIENT_TOKEN_BYTES_MAX 256
 #define TALLY_CLIENT_CHAIN_MAX 32
 #define TALLY_CLIENT_BATCH_MAX 1000
 
@@ -107,13 +109,21 @@ typedef struct tally_client_options {
     bool no_autobatch;    /* true: every single write is its own request. false:
                              $TALLY_AUTOBATCH decides ("off"/"0" or "on"/"1"; unset
                              or empty: on); see "Auto-batching" above */
+    const char *token;      /* sent as every request's `auth` (tallyd --auth,
+                               docs/SECURITY.md), 1-256 bytes; NULL: read from
+                               token_file, else $TALLY_TOKEN, else the file
+                               $TALLY_TOKEN_FILE names, else none */
+    const char *token_file; /* a file holding the token on one line (a trailing
+                               newline is dropped); it must be private (mode 600:
+                               a file the group or others may read is refused) */
 } tally_client_options;
 
 /* Create a client and start connecting (in the background: an absent
  * server is not an error here, and the connection is re-made whenever it
  * drops). options may be NULL (all defaults). *out is set on success only.
  * Returns TALLY_ok, TALLY_invalid_argument (out NULL, bad URL, consumer
- * empty or over 64 bytes, $TALLY_AUTOBATCH not one of on, 1, off, 0),
+ * empty or over 64 bytes, $TALLY_AUTOBATCH not one of on, 1, off, 0, a
+ * token empty or over 256 bytes, a token file unreadable or not private),
  * TALLY_out_of_memory, TALLY_internal (NNG could not open a socket). */
 int tally_client_open(const tally_client_options *options, tally_client **out);
 
@@ -804,7 +814,8 @@ int tally_dlq_discard(tally_client *c, const char *name, uint64_t seq);
  * it). For tools and tests. Retries like every other call (the same
  * bytes; a reply with code overloaded or shutting_down is retried too); a
  * top-level wait_ms in the request lengthens each attempt as for
- * tally_log_read. Returns TALLY_ok whenever a reply arrived, whatever its
+ * tally_log_read; a request map without `auth` gets the client's token
+ * (when it has one). Returns TALLY_ok whenever a reply arrived, whatever its
  * code (*reply and *reply_len set); else TALLY_timed_out,
  * TALLY_unreachable, TALLY_invalid_argument (NULL, len 0),
  * TALLY_out_of_memory. */

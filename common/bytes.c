@@ -21,7 +21,7 @@ void tally_id128_to_hex(const tally_id128 *id, char out[33])
     out[32] = '\0';
 }
 
-static int hex_value(char c)
+int bytes_hex_value(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -39,7 +39,7 @@ bool tally_id128_from_hex(const char *text, tally_id128 *id)
     for (const char *p = text; *p; p++) {
         if (*p == '-')
             continue;
-        int v = hex_value(*p);
+        int v = bytes_hex_value(*p);
         if (v < 0 || nibbles >= 32)
             return false;
         out[nibbles / 2] = (uint8_t)(out[nibbles / 2] | (v << ((nibbles % 2) ? 0 : 4)));

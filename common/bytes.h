@@ -122,6 +122,8 @@ static inline bool get_uvarint(const uint8_t **p, const uint8_t *end, uint64_t *
 /* Hex of a 128-bit id into out (33 bytes: 32 digits and a NUL). */
 void tally_id128_to_hex(const tally_id128 *id, char out[33]);
 
+/* The value of one hex digit (either case), or -1. */
+int bytes_hex_value(char c);
 /* Parse 32 hex digits (optionally with UUID dashes); false when malformed. */
 bool tally_id128_from_hex(const char *text, tally_id128 *id);
 

@@ -136,6 +136,9 @@
     /* backup (tally backup DEST) */                                           \
     X(backup_destination_exists, 160, R)                                       \
     X(backup_destination_invalid, 161, R)                                      \
+    /* auth (tallyd --auth): refused before anything is stored */             \
+    X(unauthenticated, 170, R)                                                 \
+    X(forbidden, 171, R)                                                       \
     /* server and client conditions: never stored, retry later */              \
     X(overloaded, 140, F)                                                      \
     X(shutting_down, 141, F)                                                   \

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define JSON_TYPE "application/json"
@@ -275,12 +276,26 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
     return true;
 }
 
+/* The token of "Authorization: Bearer TOKEN" (the scheme's case does
+ * not matter), or NULL: then the request carries no `auth`, and tallyd
+ * with --auth answers it 401 unauthenticated. */
+static const char *bearer_token(const net_http_request *rq)
+{
+    const char *h = net_http_header(rq, "Authorization");
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+        return NULL;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return *h ? h : NULL;
+}
+
 /* The request as msgpack, or NULL (out filled). */
 static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const json_t *body,
                              net_http_reply *out)
 {
     net_json_envelope e = {op, net_http_header(rq, "Tally-Consumer"),
-                           net_http_header(rq, "Idempotency-Key")};
+                           net_http_header(rq, "Idempotency-Key"), bearer_token(rq)};
     if (e.consumer == NULL)
         e.consumer = CONSUMER_DEFAULT;
     if (op->kind == NET_KIND_WRITE && e.key == NULL) {

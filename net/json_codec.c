@@ -228,12 +228,17 @@ int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpac
     }
     bool write = e->op->kind == NET_KIND_WRITE;
     bool batch = e->op->id == NET_OP_BATCH;
-    size_t n = 2 + (write ? 1 : 0) + (write && !batch ? 1 : 0) + (body ? json_object_size(body) : 0);
+    size_t n = 2 + (write ? 1 : 0) + (write && !batch ? 1 : 0) + (e->auth ? 1 : 0) +
+               (body ? json_object_size(body) : 0);
     pack_check(&p, msgpack_pack_map(pk, n));
     pack_str(&p, "v", 1);
     pack_check(&p, msgpack_pack_uint32(pk, TALLY_PROTOCOL_VERSION));
     pack_str(&p, "op", 2);
     pack_str(&p, e->op->name, strlen(e->op->name));
+    if (e->auth) {
+        pack_str(&p, "auth", 4);
+        pack_str(&p, e->auth, strlen(e->auth));
+    }
     if (write) {
         pack_str(&p, "consumer", 8);
         pack_str(&p, e->consumer, strlen(e->consumer));
@@ -409,6 +414,8 @@ unsigned net_json_status(int code)
         {TALLY_subscriber_not_found, 404},
         {TALLY_dead_letter_not_found, 404},
         {TALLY_request_too_large, 413},
+        {TALLY_unauthenticated, 401},
+        {TALLY_forbidden, 403},
         {TALLY_overloaded, 503},
         {TALLY_storage_full, 503},
         {TALLY_shutting_down, 503},

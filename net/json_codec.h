@@ -31,6 +31,7 @@ typedef struct net_json_envelope {
     const char *consumer; /* writes: the key namespace */
     const char *key;      /* writes: the idempotency key; for a batch, member
                            * i without its own key gets "<key>.<i>" */
+    const char *auth;     /* the Bearer token (the request's `auth`); NULL: none */
 } net_json_envelope;
 
 /* Pack body (a JSON object; NULL: none) as the msgpack request of e->op

@@ -29,11 +29,13 @@ static const net_field field_consumer = {"consumer", NET_FIELD_STR, true, TALLY_
                                          "writes: the caller's namespace for keys (1-64 bytes)"};
 static const net_field field_key = {"key", NET_FIELD_STR, true, TALLY_KEY_BYTES_MAX,
                                     "writes: idempotency key (1-128 bytes)"};
+static const net_field field_auth = {"auth", NET_FIELD_STR, false, AUTH_TOKEN_BYTES_MAX,
+                                     "the caller's token when tallyd runs with --auth (1-256 bytes; never logged or stored)"};
 static const net_field field_correlation = {"correlation", NET_FIELD_STR, false,
                                             TALLY_CORRELATION_BYTES_MAX,
                                             "writes: copied into the events (0-64 bytes)"};
 
-#define FIELDS_MAX (NET_OP_FIELDS_MAX + 5)
+#define FIELDS_MAX (NET_OP_FIELDS_MAX + 6)
 
 struct net_fields {
     const net_field *fields[FIELDS_MAX];
@@ -67,6 +69,8 @@ static void field_set_build(net_fields *fs, const net_op *op, member_kind kind)
     if (kind == MEMBER_TOP)
         fs->fields[fs->count++] = &field_v;
     fs->fields[fs->count++] = &field_op;
+    if (kind == MEMBER_TOP)
+        fs->fields[fs->count++] = &field_auth;
     bool batch_top = kind == MEMBER_TOP && op->id == NET_OP_BATCH;
     if (write && kind == MEMBER_TOP)
         fs->fields[fs->count++] = &field_consumer;
@@ -296,6 +300,8 @@ void net_request_reset(net_request *req)
     req->error_detail[0] = '\0';
     req->wait_ms = 0;
     req->consumer = (tally_str){NULL, 0};
+    req->has_auth = false;
+    req->auth = (tally_str){NULL, 0};
     req->write_count = 0;
     memset(&req->writes[0], 0, sizeof(req->writes[0]));
 }
@@ -310,6 +316,14 @@ static int decode_top(net_request *req, const msgpack_object *m)
                        v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER);
     if (v_int && !(v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 == TALLY_PROTOCOL_VERSION))
         return net_request_fail(req, TALLY_unsupported_version, "this server speaks v 1");
+    /* the token first: with --auth it is checked before any other
+     * refusal is told (net/slot.c) */
+    tally_str token;
+    if (msgpack_safe_get_str(msgpack_safe_map_get(m, "auth"), &token) &&
+        token.len <= AUTH_TOKEN_BYTES_MAX) {
+        req->has_auth = true;
+        req->auth = token;
+    }
     const msgpack_object *op_obj = msgpack_safe_map_get(m, "op");
     if (!op_obj)
         return net_request_fail(req, TALLY_missing_field, "op");
@@ -398,7 +412,8 @@ void net_protocol_reference(FILE *out)
     for (int i = 0; i < NET_OP_COUNT; i++) {
         const net_op *op = &net_ops[i];
         const char *kind = net_op_kind_name(op->kind);
-        fprintf(out, "### `%s` (%s)\n\n%s\n\n", op->name, kind, op->doc);
+        fprintf(out, "### `%s` (%s; auth: %s)\n\n%s\n\n", op->name, kind,
+                auth_class_name(op->auth), op->doc);
         fprintf(out, "| field | type | required | limit | meaning |\n|---|---|---|---|---|\n");
         net_fields fs;
         field_set_build(&fs, op, MEMBER_TOP);

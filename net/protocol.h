@@ -21,6 +21,7 @@
 #include "common/limits.h"
 #include "ledger/ledger.h"
 #include "log/subscriber.h"
+#include "net/auth.h"
 #include "net/out.h"
 
 #include <msgpack.h>
@@ -108,6 +109,8 @@ typedef struct net_request {
     char error_detail[96];  /* e.g. the field name */
     uint32_t wait_ms;       /* log_read, sub_fetch: long-poll for up to this long */
     tally_str consumer;
+    bool has_auth;          /* an `auth` field was sent (a string of 0..256 bytes) */
+    tally_str auth;         /* its token: checked, never logged or stored */
     uint32_t write_count;   /* writes: 1, or the ops of a batch */
     ledger_request writes[TALLY_BATCH_OPS_MAX];
     ledger_command chain_members[TALLY_CHAIN_COMMANDS_MAX];
@@ -165,6 +168,8 @@ struct net_op {
     net_op_id id;
     const char *name;
     net_op_kind kind;
+    /* What --auth requires of the caller (docs/SECURITY.md). */
+    auth_class auth;
     const char *doc;
     net_field fields[NET_OP_FIELDS_MAX]; /* terminated by name == NULL */
     /* Checked fields into req (the ledger command, net_read or net_sub),

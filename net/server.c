@@ -159,13 +159,17 @@ static server *server_new(const net_server_options *opt)
     srv->pipes = table_create(1); /* sets: values unused */
     srv->pub_pipes = table_create(1);
     srv->health = net_health_create(&opt->health);
+    if (opt->auth && (srv->auth = auth_guard_create(opt->auth)) == NULL)
+        auth_table_free(opt->auth);
     if (srv->pipes == NULL || srv->pub_pipes == NULL || srv->health == NULL ||
+        (opt->auth && srv->auth == NULL) ||
         open_store(srv) != TALLY_ok) {
         if (srv->pipes)
             table_destroy(srv->pipes);
         if (srv->pub_pipes)
             table_destroy(srv->pub_pipes);
         net_health_destroy(srv->health);
+        auth_guard_destroy(srv->auth);
         free(srv); /* nothing else has seen it yet */
         return NULL;
     }
@@ -214,6 +218,17 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         if (clock_mono_ms() >= next_health_ms) {
             health_tick(srv);
             next_health_ms = clock_mono_ms() + HEALTH_TICK_MS;
+        }
+        if (opt->reload && *opt->reload) {
+            *opt->reload = 0;
+            if (opt->notify)
+                opt->notify("RELOADING=1");
+            if (srv->auth)
+                auth_guard_reload(srv->auth, opt->auth_file);
+            else
+                net_log(NET_LOG_INFO, "SIGHUP: nothing to reload (no --auth)");
+            if (opt->notify)
+                opt->notify("READY=1");
         }
         if (clock_mono_ms() >= next_probe_ms) {
             listeners_watch(srv, stop);

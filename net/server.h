@@ -56,6 +56,12 @@ typedef struct net_server_options {
      * (request/reply, PUB, HTTP) is up, "STOPPING=1" when the stop begins.
      * A reload (SIGHUP) says "RELOADING=1" before it and "READY=1" after. */
     void (*notify)(const char *state);
+    /* --auth (docs/SECURITY.md): the principals at start (owned by the
+     * server from net_server_run on; NULL: no auth, loopback only), the
+     * file reloaded when *reload becomes non-zero (SIGHUP). */
+    struct auth_table *auth;
+    const char *auth_file;
+    volatile sig_atomic_t *reload;
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

@@ -28,6 +28,7 @@
 #define TALLY_NET_SERVER_INTERNAL_H
 
 #include "common/table.h"
+#include "net/auth_guard.h"
 #include "log/store.h"
 #include "net/health.h"
 #include "net/http.h"
@@ -140,6 +141,7 @@ struct server {
     net_http *http;               /* NULL without --http */
     struct http_json *http_json;  /* the JSON API's requests (http_json.c) */
     atomic_uint webhooks_in_flight; /* outside slots out (net/webhooks.c) */
+    auth_guard *auth;             /* NULL without --auth (net/auth_guard.h) */
 };
 
 /* ---- slot.c ---- */

@@ -205,6 +205,30 @@ static void dispatch_read(slot *s)
     slot_send_read(s, OWNER_NNG);
 }
 
+/* With --auth: the token before anything else (a refusal of the
+ * request's fields is told only to a known principal), then the grant the
+ * op's row asks for. false: refused and answered (nothing stored). */
+static bool slot_authorized(slot *s, int decoded)
+{
+    const net_request *req = &s->req;
+    bool known = decoded == TALLY_ok;
+    if (!known && !req->has_auth && !req->op &&
+        (decoded == TALLY_malformed_request || decoded == TALLY_unsupported_version))
+        return true; /* not a request map at all: no token to check, nothing to run */
+    auth_request rq = {req->has_auth, req->auth, known ? req->op->auth : AUTH_CLASS_READ,
+                       {NULL, 0}, known ? req->op->name : NULL};
+    if (known && rq.cls == AUTH_CLASS_WRITE)
+        rq.name = req->consumer;
+    else if (known && rq.cls == AUTH_CLASS_SUBSCRIBE)
+        rq.name = req->sub.name;
+    char detail[96];
+    int rc = auth_guard_check(s->srv->auth, &rq, detail, sizeof(detail));
+    if (rc == TALLY_ok)
+        return true;
+    slot_send_error(s, OWNER_NNG, rc, detail);
+    return false;
+}
+
 static void slot_handle(slot *s)
 {
     s->state = SLOT_BUSY;
@@ -216,6 +240,8 @@ static void slot_handle(slot *s)
         return;
     }
     int rc = net_request_decode(&s->req, nng_msg_body(s->msg), len);
+    if (s->srv->auth && !slot_authorized(s, rc))
+        return;
     if (rc != TALLY_ok && s->req.op)
         net_metrics_request(s->req.op->id); /* a known op with bad fields */
     else if (rc != TALLY_ok)

@@ -5,6 +5,10 @@
 #include "config.h"
 
 #include "common/cli.h"
+#include "common/error.h"
+#include "common/limits.h"
+#include "net/auth.h"
+#include "net/listen_policy.h"
 #include "net/server.h"
 #include "net/tallyd_options.h"
 #include "net/webhooks.h"
@@ -18,11 +22,60 @@
 #endif
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested;
 
+/* SIGHUP reloads the auth file (the unit's ExecReload); SIGTERM and SIGINT
+ * stop. */
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
+}
+
+/* Safe defaults (docs/SECURITY.md): every listener is loopback, local
+ * (ipc://) or, with --auth, encrypted; else exit 2 naming it, unless
+ * --insecure, which turns each refusal into a warning at every start. */
+static int check_listeners(const net_server_options *opt, bool insecure)
+{
+    struct {
+        const char *role, *url;
+    } all[NET_LISTEN_URLS_MAX + 2];
+    unsigned n = 0;
+    for (unsigned i = 0; i < opt->listen_count; i++)
+        all[n].role = "--listen", all[n++].url = opt->listen_urls[i];
+    if (opt->publish_url && *opt->publish_url)
+        all[n].role = "--publish", all[n++].url = opt->publish_url;
+    if (opt->http_url)
+        all[n].role = "--http", all[n++].url = opt->http_url;
+    char why[TALLY_PATH_BYTES_MAX + 200];
+    for (unsigned i = 0; i < n; i++) {
+        if (net_listener_allowed(all[i].role, all[i].url, opt->auth_file != NULL, why, sizeof(why)))
+            continue;
+        if (!insecure) {
+            fprintf(stderr, "tallyd: refusing to start: %s\n", why);
+            return 2;
+        }
+        net_log(NET_LOG_WARN, "--insecure: serving anyway: %s", why);
+    }
+    if (insecure)
+        net_log(NET_LOG_WARN, "--insecure: the safe-default listener checks are off "
+                "(docs/SECURITY.md)");
+    return -1;
+}
+
+/* The --auth file at start: exit 2 when it is not private or does not parse. */
+static int load_auth(net_server_options *opt)
+{
+    char why[TALLY_PATH_BYTES_MAX + 300];
+    if (opt->auth_file == NULL)
+        return -1;
+    if (auth_table_load(opt->auth_file, &opt->auth, why, sizeof(why)) != TALLY_ok) {
+        fprintf(stderr, "tallyd: --auth %s\n", why);
+        return 2;
+    }
+    return -1;
 }
 
 /* File descriptors beyond the connections: the store, its lock file,
@@ -68,11 +121,14 @@ int main(int argc, char **argv)
     int rc = tallyd_options_load(argc, argv, &opt, &set);
     if (rc < 0) {
         net_log_set_level(opt.log_level);
-        cli_catch_stop_signals(on_signal, false, true);
-        /* The unit's ExecReload sends SIGHUP: it must never stop tallyd.
-         * What reloads (issue 15's auth file) installs its handler here and
-         * says RELOADING=1 / READY=1 through opt.notify. */
-        signal(SIGHUP, SIG_IGN);
+        rc = check_listeners(&opt, options_given_count(&set, "insecure", NULL) > 0);
+    }
+    if (rc < 0)
+        rc = load_auth(&opt);
+    if (rc < 0) {
+        /* SIGHUP (the unit's ExecReload) never stops tallyd: it reloads. */
+        cli_catch_stop_signals(on_signal, true, true);
+        opt.reload = &reload_requested;
         raise_fd_limit(opt.max_connections);
         rc = net_server_run(&opt, &stop_requested);
     }

@@ -129,6 +129,13 @@ static int parse_http(const options_row *row, void *t, const char *text, char *w
     return 0;
 }
 
+static int parse_auth(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row, (void)why, (void)n;
+    opts_of(t)->auth_file = text; /* read and checked by tallyd.c's load_auth */
+    return 0;
+}
+
 /* The sources file is read at once: its errors stop the start with 1. */
 static int parse_webhooks(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
@@ -225,6 +232,17 @@ static const options_row rows[] = {
      "SCHEME SECRET-FILE[,...] [OPT=V...]; schemes standard, stripe, hmac-sha256 "
      "(docs/WEBHOOKS.md)",
      parse_webhooks},
+    {"auth", "FILE", NULL,
+     "principals and grants, one a line: NAME SHA256-HEX-OF-TOKEN GRANTS (read, "
+     "write:CONSUMER, subscribe:NAME, admin; * globs); every request then carries a token "
+     "(docs/SECURITY.md); the file must be private (mode 600); needs backup-dir; SIGHUP "
+     "reloads it",
+     parse_auth},
+    {"insecure", NULL, NULL,
+     "allow plaintext listeners on non-loopback addresses and non-loopback listeners without "
+     "--auth (warned at every start); without it tallyd refuses them and exits 2. A command-line "
+     "flag only, never a config key: turning the safe defaults off shows in the command line",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"alert-pending", "N", NULL,
      "alert when a subscriber has more than N events pending" ALERT_HELP_EACH, parse_alert, 0, 0,
      OPTIONS_REPEATABLE},
@@ -266,7 +284,8 @@ static void usage(const options_set *set, FILE *f)
                "The config file: `key = value` lines, `#` comments; a flag on the command line\n"
                "overrides its key (a repeatable one's values replace the file's list).\n"
                "SIGTERM or SIGINT: stop taking requests, finish and answer the group being\n"
-               "committed, close the store cleanly. Only one tallyd may use a data directory.\n");
+               "committed, close the store cleanly. SIGHUP: reload the --auth file (one that\n"
+               "does not parse keeps the old table). Only one tallyd may use a data directory.\n");
 }
 
 static int usage_error(const char *message)
@@ -297,6 +316,9 @@ static int check_together(const net_server_options *opt)
         return usage_error("--map-max-mb must be at least the map at start (--map-size-mb)");
     if (opt->webhooks && opt->http_url == NULL)
         return usage_error("--webhooks needs the HTTP face: not with --http none");
+    if (opt->auth_file && opt->backup_dir == NULL)
+        return usage_error("--auth needs --backup-dir: with auth on, backups are written only "
+                           "below it");
     return -1;
 }
 

@@ -7,6 +7,7 @@
 #include "net/webhooks.h"
 
 #include "common/error.h"
+#include "common/file_mode.h"
 
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -27,11 +28,9 @@ typedef struct parse {
 static int fail(parse *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(parse *p, const char *fmt, ...)
 {
-    int n = snprintf(p->error, p->error_size, "%s:%u: ", p->path, p->line);
     va_list ap;
     va_start(ap, fmt);
-    if (n >= 0 && (size_t)n < p->error_size)
-        vsnprintf(p->error + n, p->error_size - (size_t)n, fmt, ap);
+    file_line_message(p->error, p->error_size, p->path, p->line, fmt, ap);
     va_end(ap);
     return TALLY_invalid_argument;
 }

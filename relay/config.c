@@ -11,6 +11,7 @@
 #include "common/cli.h"
 #include "net/http.h"
 #include "common/options.h"
+#include "common/file_mode.h"
 #include "relay/relay.h"
 
 #include <ctype.h>
@@ -130,6 +131,11 @@ bool relay_instance_valid(const char *v)
         ok = (v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') ||
              (v[i] >= '0' && v[i] <= '9') || v[i] == '.' || v[i] == '_' || v[i] == '-';
     return ok;
+}
+
+static bool read_token_file(target *t, const char *v, char *why, size_t n)
+{
+    return text_into(t->config->token_file, sizeof(t->config->token_file), v, why, n);
 }
 
 static bool read_instance(target *t, const char *v, char *why, size_t n)
@@ -295,6 +301,7 @@ static const key_row keys[] = {
     {SECTION_TOP, "subscriber", read_subscriber},
     {SECTION_TOP, "instance", read_instance},
     {SECTION_TOP, "http", read_http},
+    {SECTION_TOP, "token_file", read_token_file},
     {SECTION_NATS, "url", read_nats_url},
     {SECTION_NATS, "stream", read_stream},
     {SECTION_NATS, "subject", read_subject},
@@ -501,6 +508,8 @@ bool relay_config_check(relay_config *c, char *error, size_t size)
         return false;
     }
     if (c->nats.enabled && !nats_check(&c->nats, error, size))
+        return false;
+    if (c->token_file[0] && !file_private_check(c->token_file, "token_file", error, size))
         return false;
     for (size_t i = 0; i < c->endpoint_count; i++) {
         relay_endpoint *e = &c->endpoints[i];

@@ -101,6 +101,9 @@ typedef struct relay_config {
      * sharing a config needs its own (docs/RELAY.md, "Several relays") */
     char instance[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1];
     char http[RELAY_URL_BYTES_MAX + 1]; /* /metrics at http://HOST:PORT; "": none */
+    /* token_file = / --token-file: the token for tallyd --auth (a private
+     * file, docs/SECURITY.md); "": libtally's $TALLY_TOKEN_FILE / $TALLY_TOKEN */
+    char token_file[RELAY_URL_BYTES_MAX + 1];
     relay_nats nats;
     relay_endpoint endpoints[RELAY_ENDPOINTS_MAX];
     size_t endpoint_count;

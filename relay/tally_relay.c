@@ -28,6 +28,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: tally-relay [--config FILE] [--url TALLY_URL] [--subscriber NAME] [--instance ID]\n"
+"                   [--token-file FILE]\n"
 "                   [--nats NATS_URL --stream NAME [--subject TEMPLATE]]\n"
 "                   [--http URL] [--check] [--help]\n"
 "\n"
@@ -49,6 +50,9 @@ static void usage(FILE *f)
 "                      back at once and in order; several relays on one config\n"
 "                      each need their own: a second relay of this host with\n"
 "                      the same instance on a subscriber is refused (exit 2)\n"
+"  --token-file FILE   the token for tallyd --auth, in a private file (mode 600;\n"
+"                      config key token_file; default $TALLY_TOKEN_FILE, else\n"
+"                      $TALLY_TOKEN)\n"
 "  --nats URL          relay to JetStream at this NATS server (nats://HOST:PORT)\n"
 "  --stream NAME       ... into this stream, created when missing (subjects\n"
 "                      %s, file storage, 1 replica, duplicate\n"
@@ -87,10 +91,10 @@ static int usage_error(const char *what, const char *arg)
 }
 
 enum { OPT_CONFIG = 1000, OPT_URL, OPT_SUBSCRIBER, OPT_INSTANCE, OPT_NATS, OPT_STREAM, OPT_SUBJECT, OPT_HTTP,
-       OPT_CHECK, OPT_HELP };
+       OPT_CHECK, OPT_TOKEN_FILE, OPT_HELP };
 
 typedef struct flags {
-    const char *config, *url, *subscriber, *instance, *nats, *stream, *subject, *http;
+    const char *config, *url, *subscriber, *instance, *nats, *stream, *subject, *http, *token_file;
     bool check, help;
 } flags;
 
@@ -107,6 +111,7 @@ static int flags_parse(int argc, char **argv, flags *f)
         {"subject", required_argument, NULL, OPT_SUBJECT},
         {"http", required_argument, NULL, OPT_HTTP},
         {"check", no_argument, NULL, OPT_CHECK},
+        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -122,6 +127,7 @@ static int flags_parse(int argc, char **argv, flags *f)
         case OPT_SUBJECT: f->subject = optarg; break;
         case OPT_HTTP: f->http = optarg; break;
         case OPT_CHECK: f->check = true; break;
+        case OPT_TOKEN_FILE: f->token_file = optarg; break;
         case OPT_HELP: usage(stdout); return EXIT_OK;
         default:
             return usage_error("unknown option or missing value: ",
@@ -147,6 +153,7 @@ static bool flags_apply(const flags *f, relay_config *c)
         {f->nats, c->nats.url, sizeof(c->nats.url)},
         {f->stream, c->nats.stream, sizeof(c->nats.stream)},
         {f->subject, c->nats.subject, sizeof(c->nats.subject)},
+        {f->token_file, c->token_file, sizeof(c->token_file)},
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         if (texts[i].value == NULL)
@@ -349,7 +356,8 @@ int main(int argc, char **argv)
         return EXIT_FAILED;
     }
     tally_client *client = NULL;
-    tally_client_options co = {.url = config.url, .consumer = "tally-relay"};
+    tally_client_options co = {.url = config.url, .consumer = "tally-relay",
+                               .token_file = config.token_file[0] ? config.token_file : NULL};
     int rc = tally_client_open(&co, &client);
     if (rc != TALLY_ok) {
         fprintf(stderr, "tally-relay: %s: %s\n", config.url, tally_strerror(rc));

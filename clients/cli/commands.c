@@ -50,6 +50,9 @@ const cli_option cli_global_options[] = {
      "namespace of the keys (default $TALLY_CONSUMER, else " CLI_CONSUMER_DEFAULT ")"},
     {"--retries", SLOT_RETRIES, CLI_UINT, 0, CLI_RETRIES_MAX, false, "N",
      "extra attempts, same key, when the server is unreachable or busy (default 3)"},
+    {"--token-file", SLOT_TOKEN_FILE, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX - 1, false, "FILE",
+     "send the token in FILE (mode 600) with every request, for tallyd --auth "
+     "(default $TALLY_TOKEN_FILE, else $TALLY_TOKEN)"},
     {"--help", SLOT_HELP, CLI_FLAG, 0, 0, false, NULL, "explain tally, or the command"},
     {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
     OPT_END};
@@ -208,6 +211,8 @@ static const char details_tail[] =
     "entity_kind, entity, entity_version, time, time_ms, consumer, key, and with\n"
     "--subscriber attempt and replay.\n";
 
+static const cli_option auth_hash_options[] = {OPT_END};
+
 const cli_command cli_commands[] = {
     {"account open", "Open an account.", account_open_options, run_account_open, details_write},
     {"account get", "Show an account with its balances and version.", account_get_options,
@@ -266,4 +271,8 @@ const cli_command cli_commands[] = {
      "Progress (stderr, when it is a terminal): the bytes of DEST/data.mdb written\n"
      "so far, of the store's used size (stats map_used_bytes); the compacted copy\n"
      "may end below 100 %. It needs DEST readable from where tally runs.\n"},
+    {"auth hash", "Print the SHA-256 of a token read on stdin, for a line of tallyd's --auth file.",
+     auth_hash_options, run_auth_hash,
+     "Reads one token (a trailing newline is dropped) and prints 64 hex digits:\n"
+     "the second column of a principal line (docs/SECURITY.md). Nothing is sent.\n"},
     {NULL}};

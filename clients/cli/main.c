@@ -101,6 +101,10 @@ static int client_open(cli *c)
     if (strlen(c->consumer) > TALLY_CONSUMER_BYTES_MAX)
         return usage_error(c, "consumer '%s' is longer than %d bytes", c->consumer,
                            TALLY_CONSUMER_BYTES_MAX);
+    static char token[TALLY_CLIENT_TOKEN_BYTES_MAX + 1];
+    int trc = cli_token_resolve(c, token, sizeof(token));
+    if (trc != CLI_EXIT_OK)
+        return trc;
     tally_client_options o = {.url = c->url,
                               .consumer = c->consumer,
                               .timeout_ms = (uint32_t)value_or(c, SLOT_TIMEOUT_MS, 0),
@@ -109,10 +113,12 @@ static int client_open(cli *c)
                               /* one call at a time: nothing to merge, so
                                * $TALLY_AUTOBATCH is not read (a bad value
                                * would otherwise read as a bad URL below) */
-                              .no_autobatch = true};
+                              .no_autobatch = true,
+                              .token = token[0] ? token : NULL};
     int rc = tally_client_open(&o, &c->client);
     if (rc == TALLY_invalid_argument)
-        return usage_error(c, "bad URL '%s' or consumer '%s'", c->url, c->consumer);
+        return usage_error(c, "bad URL '%s', consumer '%s' or token ($TALLY_TOKEN: 1-256 "
+                           "bytes)", c->url, c->consumer);
     if (rc != TALLY_ok) {
         fprintf(stderr, "tally: cannot start the client: %s\n", tally_strerror(rc));
         return CLI_EXIT_REJECTED;

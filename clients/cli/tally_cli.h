@@ -55,6 +55,7 @@ typedef enum cli_slot {
     SLOT_PUBLISH, SLOT_SUBSCRIBER, SLOT_FROM_START, SLOT_FROM_NOW, SLOT_FROM_TIME, SLOT_EVENTS,
     SLOT_MAX_DELIVER, SLOT_ACK_WAIT_MS, SLOT_NAME, SLOT_SEQ,
     SLOT_PROGRESS, SLOT_NO_PROGRESS,
+    SLOT_TOKEN_FILE,
     SLOT_COUNT
 } cli_slot;
 
@@ -147,6 +148,13 @@ typedef struct cli_listing {
 
 extern const cli_option cli_global_options[]; /* terminated by {NULL} */
 extern const cli_command cli_commands[];      /* terminated by {NULL} */
+
+/* ---- auth.c ---- */
+/* The token of --token-file (else $TALLY_TOKEN_FILE) into out ("" when
+ * neither is given: libtally then reads $TALLY_TOKEN); a usage error when
+ * the file is not private or not one line. */
+int cli_token_resolve(cli *c, char *out, size_t size);
+int run_auth_hash(cli *c);
 
 /* ---- parse.c ---- */
 

@@ -28,6 +28,7 @@ static const struct {
     {"event", fuzz_event_one},
     {"reply", fuzz_reply_one},
     {"webhook", fuzz_webhook_one},
+    {"auth", fuzz_auth_one},
 };
 #define TARGET_COUNT (int)(sizeof(targets) / sizeof(targets[0]))
 

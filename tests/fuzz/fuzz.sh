@@ -3,7 +3,7 @@
 # apart from the normal (gcc, autotools) build. See docs/TESTING.md.
 #
 #   tests/fuzz/fuzz.sh build OUT               compile the targets and seeds into OUT
-#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json, webhook)
+#   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json, webhook, auth)
 #   tests/fuzz/fuzz.sh all OUT SECONDS         build, then run every target
 #
 # Every run starts from OUT/corpus/TARGET (kept between runs; new inputs
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
-targets=(request event reply json webhook)
+targets=(request event reply json webhook auth)
 malloc_limit_mb=64
 rss_limit_mb=2048
 
@@ -33,7 +33,8 @@ max_len() {
         reply) echo 65536 ;;
         json) echo 65536 ;;
         webhook) echo 16384 ;; # headers and a body; the 256 KiB bound is a length check
-        *) echo "fuzz.sh: unknown target $1 (request, event, reply, json, webhook)" >&2; exit 2 ;;
+        auth) echo 16384 ;;
+        *) echo "fuzz.sh: unknown target $1 (request, event, reply, json, webhook, auth)" >&2; exit 2 ;;
     esac
 }
 

@@ -12,6 +12,7 @@
  *   - webhook: sources files (good lines, each error of a line) and
  *     deliveries of each scheme, as they are and to be signed by the
  *     target (fuzz_webhook.c).
+ *   - auth: every ```auth-file block of docs/SECURITY.md.
  * Built with FUZZ_SEEDS_MAIN it is a program: `fuzz_seeds DIR` writes each
  * seed to DIR/<target>/<name>.
  */
@@ -118,6 +119,24 @@ static void doc_json_examples(seeder *s, const char *doc)
         emit(s, "json", name, seed, op_len + 1 + body_len);
         free(seed);
     }
+}
+
+/* The text of each ```auth-file block of docs/SECURITY.md. */
+static void doc_auth_files(seeder *s)
+{
+    static const char fence[] = "```auth-file\n";
+    char *doc = doc_read("SECURITY.md");
+    int i = 0;
+    for (const char *at = doc ? strstr(doc, fence) : NULL; at; at = strstr(at + 1, fence)) {
+        const char *text = at + sizeof(fence) - 1;
+        const char *end = strstr(text, "```");
+        if (end == NULL)
+            break;
+        char name[64];
+        snprintf(name, sizeof(name), "doc-auth-file-%02d", ++i);
+        emit(s, "auth", name, (const uint8_t *)text, (size_t)(end - text));
+    }
+    free(doc);
 }
 
 static int event_seed(uint64_t seq, const void *bytes, size_t len, void *ctx)
@@ -236,6 +255,8 @@ long fuzz_seeds_each(fuzz_seed_fn fn, void *ctx)
         doc_json_examples(&s, doc);
     free(doc);
     webhook_seeds(&s);
+    if (rc == 0)
+        doc_auth_files(&s);
     if (rc == 0)
         rc = store_seeds(&s);
     return rc == 0 ? s.count : -1;

@@ -19,6 +19,11 @@
  *     failed with a business rejection.
  * A separate test checks the table is complete: every refusal code of the
  * error enum and every class named in issue 6 has a row.
+ *
+ * tallyd runs with --auth (docs/SECURITY.md): one principal with every
+ * grant, whose token the client adds to every request map that has no
+ * `auth` of its own (tally_request_raw), and a read-only one, so the rows
+ * of unauthenticated and forbidden requests run like every other row.
  */
 #include "tests/support/doc_requests.h"
 #include "tests/support/tallyd_harness.h"
@@ -26,6 +31,7 @@
 
 #include "clients/tally.h"
 #include "common/msgpack_safe.h"
+#include "log/sha256.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +39,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define CLIENT_TIMEOUT_MS 30000
 #define CLIENT_RETRIES 5
@@ -40,7 +48,12 @@
 #define NAME_BYTES_MAX 256
 #define ERR_BYTES_MAX 256
 
+/* The principals of the table's tallyd (their tokens appear in rows). */
+#define TABLE_TOKEN "bad-input-token"
+#define READER_TOKEN "bad-input-reader"
+
 static doc_bad_input_table table;
+static char auth_dir[256], auth_file[300];
 static char table_error[ERR_BYTES_MAX];
 static tallyd_proc *proc; /* shared with the runner: it kills what a failed test left */
 
@@ -60,7 +73,8 @@ static void kill_leftover(void)
 static tally_client *client_open(const char *url)
 {
     tally_client_options o = {.url = url, .timeout_ms = CLIENT_TIMEOUT_MS,
-                              .retries = CLIENT_RETRIES, .retries_set = true};
+                              .retries = CLIENT_RETRIES, .retries_set = true,
+                              .token = TABLE_TOKEN};
     tally_client *c = NULL;
     int rc = tally_client_open(&o, &c);
     ck_assert_msg(rc == TALLY_ok, "tally_client_open: %s", tally_strerror(rc));
@@ -305,6 +319,8 @@ START_TEST(bad_input_row)
     const doc_bad_input_row *row = &table.rows[_i];
     fprintf(stderr, "row %u: %s\n", row->number, row->what);
     kill_leftover(); /* of a row that failed half-way */
+    const char *auth_args[] = {"--auth", auth_file, "--backup-dir", "/", NULL};
+    memcpy(proc->extra_args, auth_args, sizeof(auth_args));
     tallyd_start(proc);
     tally_client *c = client_open(proc->url);
     send_setup(c);
@@ -390,6 +406,39 @@ START_TEST(table_is_complete)
 }
 END_TEST
 
+static void auth_line(int fd, const char *name, const char *token, const char *grants)
+{
+    uint8_t h[SHA256_BYTES];
+    char line[256];
+    sha256_digest(token, strlen(token), h);
+    int n = snprintf(line, sizeof(line), "%s ", name);
+    for (int i = 0; i < SHA256_BYTES; i++)
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "%02x", h[i]);
+    n += snprintf(line + n, sizeof(line) - (size_t)n, " %s\n", grants);
+    if (write(fd, line, (size_t)n) != n)
+        perror("auth file");
+}
+
+/* The auth file of every row's tallyd (mode 600, in a dir of its own). */
+static void auth_file_write(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(auth_dir, sizeof(auth_dir), "%s/tally-bad-input-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(auth_dir) == NULL) {
+        perror("mkdtemp");
+        exit(EXIT_FAILURE);
+    }
+    snprintf(auth_file, sizeof(auth_file), "%s/auth", auth_dir);
+    int fd = open(auth_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) {
+        perror(auth_file);
+        exit(EXIT_FAILURE);
+    }
+    auth_line(fd, "table", TABLE_TOKEN, "read,write:*,subscribe:*,admin");
+    auth_line(fd, "reader", READER_TOKEN, "read");
+    close(fd);
+}
+
 int main(void)
 {
     proc = mmap(NULL, sizeof(*proc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -405,6 +454,7 @@ int main(void)
         table.count = 0;
     free(doc);
 
+    auth_file_write();
     Suite *s = suite_create("bad_input");
     TCase *tc = tcase_create("table");
     tcase_add_test(tc, table_is_complete);
@@ -416,5 +466,6 @@ int main(void)
     suite_add_tcase(s, rows);
     int rc = test_run_suite(s);
     doc_bad_input_free(&table);
+    test_remove_dir(auth_dir);
     return rc;
 }

@@ -10,6 +10,7 @@
  */
 #include "tests/support/tallyd_harness.h"
 #include "common/clock.h"
+#include "log/sha256.h"
 
 #include <check.h>
 #include <ctype.h>
@@ -173,7 +174,7 @@ int tallyd_connect(const char *url, int64_t deadline_ms)
 
 /* The 13-byte head of an SP/IPC request frame: message type 1, the
  * 8-byte length (request id + body), the request id with its high bit set. */
-static void frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_id)
+void tallyd_sp_frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_id)
 {
     uint64_t len = 4 + body_bytes;
     head[0] = 1;
@@ -215,7 +216,7 @@ static bool answers(const char *url)
 {
     static const char stats[] = "\x82\xa1v\x01\xa2op\xa5stats";
     uint8_t frame[13 + sizeof(stats) - 1];
-    frame_head(frame, sizeof(stats) - 1, 1);
+    tallyd_sp_frame_head(frame, sizeof(stats) - 1, 1);
     memcpy(frame + 13, stats, sizeof(stats) - 1);
     int fd = tallyd_sp_open(url);
     if (fd < 0)
@@ -234,7 +235,7 @@ static bool answers(const char *url)
 bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 {
     uint8_t head[13];
-    frame_head(head, body_bytes, 2);
+    tallyd_sp_frame_head(head, body_bytes, 2);
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
@@ -261,7 +262,7 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, int linger_ms)
 {
     uint8_t head[13];
-    frame_head(head, len, 3);
+    tallyd_sp_frame_head(head, len, 3);
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
@@ -325,10 +326,50 @@ static int wait_ms_scaled(int ms)
     return w && *w ? ms * WRAPPER_SLOWDOWN : ms;
 }
 
+static bool test_auth_on(const tallyd_proc *p)
+{
+    const char *on = getenv("TALLY_TEST_AUTH");
+    if (on == NULL || strcmp(on, "1") != 0)
+        return false;
+    for (int i = 0; i < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
+        if (strcmp(p->extra_args[i], "--auth") == 0)
+            return false; /* the test's own principals */
+    return true;
+}
+
+/* Under $TALLY_TEST_AUTH=1 every process of a suite (the runner, its
+ * forked tests and fixtures, the programs they start) sends the harness's
+ * token: set before main, so a tallyd started in a fixture process still
+ * has clients that know it. */
+__attribute__((constructor)) static void test_auth_token_env(void)
+{
+    const char *on = getenv("TALLY_TEST_AUTH");
+    if (on && strcmp(on, "1") == 0)
+        setenv("TALLY_TOKEN", TALLYD_TEST_TOKEN, 0);
+}
+
+/* The harness's auth file (mode 600) in p->dir, into path. */
+static void test_auth_file(const tallyd_proc *p, char *path, size_t size)
+{
+    uint8_t h[SHA256_BYTES];
+    char hex[2 * SHA256_BYTES + 1];
+    sha256_digest(TALLYD_TEST_TOKEN, strlen(TALLYD_TEST_TOKEN), h);
+    for (int i = 0; i < SHA256_BYTES; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    snprintf(path, size, "%s/test-auth", p->dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+    char line[256];
+    int n = snprintf(line, sizeof(line), "test %s read,write:*,subscribe:*,admin\n", hex);
+    ck_assert(write(fd, line, (size_t)n) == n);
+    close(fd);
+}
+
 static void spawn(tallyd_proc *p)
 {
+    char auth_path[320];
     char map[32], wrapper[WRAPPER_BYTES_MAX];
-    const char *argv[WRAPPER_WORDS_MAX + 16 + TALLYD_EXTRA_ARGS_MAX];
+    const char *argv[WRAPPER_WORDS_MAX + 20 + TALLYD_EXTRA_ARGS_MAX];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
                           "--publish", p->pub_url, "--log-level", "info",
@@ -336,6 +377,13 @@ static void spawn(tallyd_proc *p)
                           "--config", "none"}; /* never the machine's /etc/tally/tallyd.conf */
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
         argv[argc++] = args[i];
+    if (test_auth_on(p)) { /* before extra_args: a test's --backup-dir wins */
+        test_auth_file(p, auth_path, sizeof(auth_path));
+        argv[argc++] = "--auth";
+        argv[argc++] = auth_path;
+        argv[argc++] = "--backup-dir";
+        argv[argc++] = p->dir;
+    }
     if (p->map_size_mb) {
         snprintf(map, sizeof(map), "%u", p->map_size_mb);
         argv[argc++] = "--map-size-mb";

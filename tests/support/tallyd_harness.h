@@ -6,6 +6,15 @@
  * $TALLYD_WRAPPER, when set, is a command line (words split at spaces)
  * that runs tallyd, e.g. "valgrind --error-exitcode=99 ..."; the start and
  * stop waits then grow to allow for the slowdown.
+ *
+ * $TALLY_TEST_AUTH=1 runs every tallyd with --auth (docs/SECURITY.md): a
+ * file in the temp dir with one principal holding every grant (read,
+ * write:*, subscribe:*, admin) and --backup-dir at the temp dir, unless the
+ * test passes its own --auth; $TALLY_TOKEN is then set to that
+ * principal's token (TALLYD_TEST_TOKEN) before main in every process
+ * linking the harness, so libtally, the CLI and the tools it starts send
+ * it. `make check` runs the libtally
+ * suite this way once (tests/clients/check_with_auth.sh).
  */
 #ifndef TALLY_TALLYD_HARNESS_H
 #define TALLY_TALLYD_HARNESS_H
@@ -16,6 +25,8 @@
 #include <sys/types.h>
 
 #define TALLYD_EXTRA_ARGS_MAX 16
+/* The token of the harness's principal under $TALLY_TEST_AUTH=1. */
+#define TALLYD_TEST_TOKEN "tally-test-token"
 
 typedef struct tallyd_proc {
     char dir[256];        /* temp dir; data in dir/data */
@@ -60,6 +71,11 @@ bool tallyd_fd_recv_all(int fd, void *buf, size_t len, int64_t deadline_ms);
  * Closing it is harmless (see the .c file); a connection tallyd refuses
  * (--max-connections) reads EOF after the exchange. */
 int tallyd_sp_open(const char *url);
+
+/* The 13-byte head of an SP/IPC request frame (message type 1, the 8-byte
+ * length of request id + body, the request id with its high bit set):
+ * write it, then body_bytes of request, on a tallyd_sp_open connection. */
+void tallyd_sp_frame_head(uint8_t head[13], uint64_t body_bytes, uint32_t request_id);
 
 /* Speak the SP protocol over the ipc socket by hand (no NNG in the test
  * process): send one request frame declaring body_bytes and return true

@@ -176,6 +176,14 @@ static void pack_write_map(msgpack_packer *pk, uint32_t head, const char *op,
 }
 
 /* v, consumer, key, and for a chain its ops. */
+/* $TALLY_TOKEN (set by the harness under TALLY_TEST_AUTH=1): the requests
+ * sent by hand carry it as libtally's do; NULL when unset. */
+static const char *torture_token(void)
+{
+    const char *t = getenv("TALLY_TOKEN");
+    return t && *t ? t : NULL;
+}
+
 static void pack_envelope(msgpack_packer *pk, const void *ctx)
 {
     const torture_cmd *c = ctx;
@@ -184,6 +192,8 @@ static void pack_envelope(msgpack_packer *pk, const void *ctx)
     pack_uint(pk, "v", 1);
     pack_text(pk, "consumer", TORTURE_CONSUMER);
     pack_text(pk, "key", key);
+    if (torture_token())
+        pack_text(pk, "auth", torture_token());
     if (!c->chain)
         return;
     msgpack_safe_pack_cstr(pk, "ops");
@@ -197,10 +207,11 @@ void torture_request_pack(const torture_cmd *c, msgpack_sbuffer *sb)
     msgpack_packer pk;
     msgpack_sbuffer_init(sb);
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    uint32_t envelope = torture_token() ? 4 : 3;
     if (c->chain)
-        pack_write_map(&pk, 4, "chain", NULL, pack_envelope, c);
+        pack_write_map(&pk, envelope + 1, "chain", NULL, pack_envelope, c);
     else
-        pack_write_map(&pk, 3, ledger_command_name(c->w[0].kind), &c->w[0], pack_envelope, c);
+        pack_write_map(&pk, envelope, ledger_command_name(c->w[0].kind), &c->w[0], pack_envelope, c);
 }
 
 /* ---- answers ---- */

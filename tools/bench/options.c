@@ -5,6 +5,7 @@
 
 #include "common/cli.h"
 #include "common/clock.h"
+#include "common/file_mode.h"
 #include "tools/bench/bench.h"
 
 #include <assert.h>
@@ -48,6 +49,8 @@ static void usage(FILE *f)
 "  --seed N            seed of the account/amount/duplicate choices (default:\n"
 "                      from the clock; always printed)\n"
 "  --consumer NAME     consumer (key namespace) of every write (default bench)\n"
+"  --token-file FILE   the token for tallyd --auth (mode 600; default\n"
+"                      $TALLY_TOKEN_FILE, else $TALLY_TOKEN: tally.h)\n"
 "  --client-mode M     shared: one tally_client for all threads (default);\n"
 "                      per-thread: one client per thread\n"
 "  --no-autobatch      turn libtally's auto-batching off (tally_client_options\n"
@@ -162,7 +165,7 @@ enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
     OPT_AMOUNT, OPT_KEYS, OPT_ECHO, OPT_ECHO_BYTES, OPT_STREAM, OPT_FROM_SEQ, OPT_STREAM_PAGE,
-    OPT_PUBLISH, OPT_NO_AUTOBATCH, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_HELP
+    OPT_PUBLISH, OPT_NO_AUTOBATCH, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_TOKEN_FILE, OPT_HELP
 };
 
 static const struct option long_options[] = {
@@ -177,6 +180,7 @@ static const struct option long_options[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"seed", required_argument, NULL, OPT_SEED},
     {"consumer", required_argument, NULL, OPT_CONSUMER},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"client-mode", required_argument, NULL, OPT_MODE},
     {"server-pid", required_argument, NULL, OPT_PID},
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
@@ -252,6 +256,13 @@ static int parse_one(int c, const char *arg, bench_options *o, bool *seconds_giv
 {
     switch (c) {
     case OPT_URL: o->url = arg; return -1;
+    case OPT_TOKEN_FILE: {
+        char why[4200];
+        if (!file_private_check(arg, "--token-file", why, sizeof(why)))
+            return usage_error(why, NULL);
+        o->token_file = arg;
+        return -1;
+    }
     case OPT_CONSUMER:
         if (strlen(arg) < 1 || strlen(arg) > 64)
             return usage_error("--consumer: 1 to 64 bytes", arg);

@@ -16,7 +16,7 @@ int client_open(const bench_options *o, uint32_t timeout_ms, tally_client **out)
 {
     tally_client_options co = {.url = o->url, .consumer = o->consumer,
                                .timeout_ms = timeout_ms, .retries = 0, .retries_set = true,
-                               .no_autobatch = o->no_autobatch};
+                               .no_autobatch = o->no_autobatch, .token_file = o->token_file};
     return tally_client_open(&co, out);
 }
 
