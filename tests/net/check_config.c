@@ -353,9 +353,13 @@ START_TEST(ready_only_once_the_listeners_answer)
     ck_assert_msg(status == 200, "READY=1 came before the HTTP face answered (%d)", status);
     free(body);
     ck_assert(answers_within(url, ANSWER_WAIT_MS));
-    /* systemctl reload (ExecReload: SIGHUP) leaves tallyd serving. */
+    /* systemctl reload (ExecReload: SIGHUP) leaves tallyd serving, and
+     * says RELOADING=1, then READY=1 once the reload is done. */
     ck_assert_int_eq(kill(pid, SIGHUP), 0);
-    usleep(200000);
+    ck_assert_msg(notify_recv(fd, msg, sizeof(msg), ANSWER_WAIT_MS), "no RELOADING=1");
+    ck_assert_msg(strstr(msg, "RELOADING=1"), "at SIGHUP: %s", msg);
+    ck_assert_msg(notify_recv(fd, msg, sizeof(msg), ANSWER_WAIT_MS), "no READY=1 after reload");
+    ck_assert_msg(strstr(msg, "READY=1"), "after the reload: %s", msg);
     ck_assert_msg(answers_within(url, ANSWER_WAIT_MS), "SIGHUP stopped tallyd");
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
     ck_assert_msg(notify_recv(fd, msg, sizeof(msg), ANSWER_WAIT_MS), "no STOPPING=1");
