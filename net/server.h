@@ -15,6 +15,9 @@
 #include "net/health.h"
 #include "net/logging.h"
 
+#include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,6 +54,12 @@ typedef struct net_server_options {
     net_health_config health;  /* alert thresholds */
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
+    /* TLS (docs/SECURITY.md): the server configuration of every tls+tcp://
+     * --listen and --publish URL, and the PEM text an https:// --http
+     * serves; NULL when none is given. tallyd.c builds both (common/tls_config.h). */
+    nng_tls_config *tls;
+    const struct tls_pem *tls_pem;
+    nng_tls_auth_mode tls_client_auth;
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

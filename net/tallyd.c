@@ -5,6 +5,7 @@
 
 #include "common/cli.h"
 #include "common/limits.h"
+#include "common/tls_config.h"
 #include "ledger/retention.h"
 #include "net/http.h"
 #include "common/error.h"
@@ -43,14 +44,19 @@ static void usage(FILE *f)
             "              [--http-max-connections N] [--http-max-per-address N] [--webhooks FILE]\n"
             "              [--alert-pending [NAME=]N] [--alert-oldest-unacked-s [NAME=]S]\n"
             "              [--alert-dead-letters [NAME=]N] [--alert-idle-subscriber-s [NAME=]S]\n"
-            "              [--alert-map-used-pct P] [--help] [--version]\n"
+            "              [--alert-map-used-pct P] [--tls-cert FILE --tls-key FILE]\n"
+            "              [--tls-ca FILE] [--tls-client-auth required|optional|none]\n"
+            "              [--help] [--version]\n"
             "\n"
             "The tally ledger and entitlement server.\n"
             "\n"
             "  --data DIR        store directory, created if missing (default %s)\n"
-            "  --listen URL      NNG request/reply endpoint; repeat for several\n"
+            "  --listen URL      NNG request/reply endpoint (tcp://, ipc://, or\n"
+            "                    tls+tcp://HOST:PORT with --tls-cert/--tls-key); repeat\n"
+            "                    for several\n"
             "                    (default %s)\n"
-            "  --publish URL     NNG PUB endpoint for committed events; \"none\" disables\n"
+            "  --publish URL     NNG PUB endpoint for committed events (tls+tcp:// too);\n"
+            "                    \"none\" disables\n"
             "                    (default %s)\n"
             "  --map-size-mb N   LMDB map size at start in MiB, %d..%d (default %d)\n"
             "  --map-max-mb N    a full map doubles, up to N MiB (default: the data\n"
@@ -78,7 +84,8 @@ static void usage(FILE *f)
             "                    writer (right after the commit); docs/DESIGN.md\n"
             "  --http URL        HTTP face: GET /metrics (Prometheus), /healthz, /readyz,\n"
             "                    the JSON API /v1/... (docs/PROTOCOL.md);\n"
-            "                    http://HOST:PORT, \"none\" disables (default %s)\n"
+            "                    http://HOST:PORT, https://HOST:PORT (the --tls-* files),\n"
+            "                    \"none\" disables (default %s)\n"
             "  --http-timeout-s N  an idle or slow HTTP connection is closed after N s,\n"
             "                    1..%d (default %d)\n"
             "  --http-max-connections N  HTTP connections at once, 1..%d (default %d)\n"
@@ -95,6 +102,14 @@ static void usage(FILE *f)
             "                    subscriber, repeatable; off unless given\n"
             "  --alert-map-used-pct P  alert when more than P %% of --map-max-mb is used\n"
             "                    (default %d); alerts: /readyz 503, 'tally health', a warn line\n"
+            "  --tls-cert FILE   PEM certificate (chain) of tls+tcp:// and https:// endpoints\n"
+            "  --tls-key FILE    its PEM private key, unencrypted, mode 0600 or stricter\n"
+            "  --tls-ca FILE     PEM CA that client certificates must chain to\n"
+            "  --tls-client-auth M  required (the default with --tls-ca: a client without\n"
+            "                    a valid certificate fails the handshake), optional (checked\n"
+            "                    when presented) or none (the default without --tls-ca);\n"
+            "                    certificates are read at start: a restart takes new ones\n"
+            "                    (docs/SECURITY.md)\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
@@ -136,11 +151,21 @@ static int usage_error(const char *fmt, const char *arg)
 
 enum { OPT_PROTOCOL_REFERENCE = 1000, OPT_CONTEXTS, OPT_DEDUPE, OPT_LOG_RETENTION, OPT_BACKUP_DIR, OPT_MAX_CONNECTIONS,
        OPT_REPLIES, OPT_MAP_MAX, OPT_DLQ_RETENTION, OPT_HTTP, OPT_HTTP_TIMEOUT,
-       OPT_HTTP_CONNECTIONS, OPT_HTTP_PER_ADDRESS, OPT_WEBHOOKS, OPT_ALERT /* + net_alert_kind */ };
+       OPT_HTTP_CONNECTIONS, OPT_HTTP_PER_ADDRESS, OPT_WEBHOOKS, OPT_TLS_CERT, OPT_TLS_KEY,
+       OPT_TLS_CA, OPT_TLS_CLIENT_AUTH, OPT_ALERT /* + net_alert_kind */ };
+
+/* The --tls-* options until tls_setup has read them. */
+typedef struct tls_choice {
+    tls_files files;
+    int client_auth; /* an nng_tls_auth_mode, or -1: not given */
+    tls_pem pem;
+} tls_choice;
+
+static const char *const client_auth_names[] = {"none", "optional", "required"}; /* nng_tls_auth_mode */
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
-static int parse_options(int argc, char **argv, net_server_options *opt)
+static int parse_options(int argc, char **argv, net_server_options *opt, tls_choice *tls)
 {
     static const struct option opts[] = {
         {"data", required_argument, NULL, 'd'},    {"listen", required_argument, NULL, 'l'},
@@ -160,6 +185,10 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
         {"http-max-connections", required_argument, NULL, OPT_HTTP_CONNECTIONS},
         {"http-max-per-address", required_argument, NULL, OPT_HTTP_PER_ADDRESS},
         {"webhooks", required_argument, NULL, OPT_WEBHOOKS},
+        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+        {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+        {"tls-client-auth", required_argument, NULL, OPT_TLS_CLIENT_AUTH},
         {"alert-map-used-pct", required_argument, NULL, OPT_ALERT + NET_ALERT_MAP_USED},
         {"alert-pending", required_argument, NULL, OPT_ALERT + NET_ALERT_PENDING},
         {"alert-oldest-unacked-s", required_argument, NULL, OPT_ALERT + NET_ALERT_OLDEST_UNACKED},
@@ -219,7 +248,8 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
             break;
         case OPT_HTTP:
             if (strcmp(optarg, "none") != 0 && !net_http_url_valid(optarg))
-                return usage_error("--http: http://HOST:PORT or none, got %s", optarg);
+                return usage_error("--http: http://HOST:PORT, https://HOST:PORT or none, got %s",
+                                   optarg);
             opt->http_url = strcmp(optarg, "none") == 0 ? NULL : optarg;
             break;
         case OPT_HTTP_TIMEOUT:
@@ -251,6 +281,15 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
                                    sizeof(why)))
                 return usage_error("%s", why);
             break;
+        case OPT_TLS_CERT: tls->files.cert = optarg; break;
+        case OPT_TLS_KEY: tls->files.key = optarg; break;
+        case OPT_TLS_CA: tls->files.ca = optarg; break;
+        case OPT_TLS_CLIENT_AUTH:
+            if (!parse_name(optarg, client_auth_names, NAMES_COUNT(client_auth_names), &choice))
+                return usage_error("--tls-client-auth: expected required, optional or none, got %s",
+                                   optarg);
+            tls->client_auth = choice;
+            break;
         case OPT_BACKUP_DIR:
             if (optarg[0] != '/')
                 return usage_error("--backup-dir: an absolute path, got %s", optarg);
@@ -269,6 +308,44 @@ static int parse_options(int argc, char **argv, net_server_options *opt)
     uint64_t start_bytes = opt->map_size_bytes ? opt->map_size_bytes : TALLY_MAP_SIZE_BYTES_DEFAULT;
     if (opt->map_max_bytes && opt->map_max_bytes < start_bytes)
         return usage_error("--map-max-mb must be at least the map at start (--map-size-mb)%s", "");
+    return -1;
+}
+
+/* The first endpoint that speaks TLS (tls+tcp:// or https://), or NULL. */
+static const char *first_tls_endpoint(const net_server_options *opt)
+{
+    for (unsigned i = 0; i < opt->listen_count; i++)
+        if (tls_url_is_tls(opt->listen_urls[i]))
+            return opt->listen_urls[i];
+    if (tls_url_is_tls(opt->publish_url))
+        return opt->publish_url;
+    return opt->http_url && strncmp(opt->http_url, "https://", 8) == 0 ? opt->http_url : NULL;
+}
+
+/* Read the --tls-* files and build the server configuration: -1 when
+ * tallyd may go on, else the exit status (2: refused, with the reason). */
+static int tls_setup(net_server_options *opt, tls_choice *tls)
+{
+    char why[TALLY_PATH_BYTES_MAX + 300];
+    const char *endpoint = first_tls_endpoint(opt);
+    bool any_file = tls->files.cert || tls->files.key || tls->files.ca;
+    if (endpoint == NULL && !any_file && tls->client_auth < 0)
+        return -1;
+    if (endpoint == NULL)
+        return usage_error("--tls-* options without a tls+tcp:// or https:// endpoint%s", "");
+    if (tls->files.cert == NULL || tls->files.key == NULL)
+        return usage_error("%s: a TLS endpoint needs --tls-cert FILE and --tls-key FILE", endpoint);
+    if (tls->client_auth < 0)
+        tls->client_auth = tls->files.ca ? NNG_TLS_AUTH_MODE_REQUIRED : NNG_TLS_AUTH_MODE_NONE;
+    if (tls->client_auth != NNG_TLS_AUTH_MODE_NONE && tls->files.ca == NULL)
+        return usage_error("--tls-client-auth %s needs --tls-ca FILE (the CA of the clients' "
+                           "certificates)", client_auth_names[tls->client_auth]);
+    if (tls_pem_load(&tls->files, &tls->pem, why, sizeof(why)) != TALLY_ok)
+        return usage_error("%s", why);
+    opt->tls_pem = &tls->pem;
+    opt->tls_client_auth = (nng_tls_auth_mode)tls->client_auth;
+    if (tls_config_server(&tls->pem, opt->tls_client_auth, &opt->tls, why, sizeof(why)) != TALLY_ok)
+        return usage_error("%s", why);
     return -1;
 }
 
@@ -309,11 +386,17 @@ int main(int argc, char **argv)
                               .http_connections_max = TALLY_HTTP_CONNECTIONS_DEFAULT,
                               .http_per_address_max = TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT};
     net_health_config_default(&opt.health);
-    int rc = parse_options(argc, argv, &opt);
+    tls_choice tls = {.client_auth = -1};
+    int rc = parse_options(argc, argv, &opt, &tls);
     if (rc < 0 && opt.webhooks && opt.http_url == NULL)
         rc = usage_error("--webhooks %s needs the HTTP face: not with --http none", "");
+    if (rc < 0)
+        rc = tls_setup(&opt, &tls);
     if (rc >= 0) {
         webhooks_free(opt.webhooks);
+        tls_pem_free(&tls.pem);
+        if (opt.tls)
+            nng_tls_config_free(opt.tls);
         return rc;
     }
     net_log_set_level(opt.log_level);
@@ -321,5 +404,6 @@ int main(int argc, char **argv)
     raise_fd_limit(opt.max_connections);
     rc = net_server_run(&opt, &stop_requested);
     webhooks_free(opt.webhooks);
+    tls_pem_free(&tls.pem); /* the configuration stays: NNG's sockets are never closed */
     return rc;
 }
