@@ -82,8 +82,10 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
             relisten(srv, i);
             continue;
         }
-        listener_probe_result r = listener_probe(ls->l[i], &ls->accepted[i],
-                                                 LISTENER_PROBE_WAIT_MS, stop);
+        listener_probe_result r =
+            tls_url_is_tls(srv->opt->listen_urls[i])
+                ? listener_probe_tls(ls->l[i], LISTENER_PROBE_WAIT_MS, stop)
+                : listener_probe(ls->l[i], &ls->accepted[i], LISTENER_PROBE_WAIT_MS, stop);
         if (r != LISTENER_ACCEPTING)
             net_log(NET_LOG_DEBUG, "probe of %s: %s", srv->opt->listen_urls[i],
                     r == LISTENER_STOPPED ? "not accepting" : "not probed");

@@ -50,6 +50,12 @@ const cli_option cli_global_options[] = {
      "namespace of the keys (default $TALLY_CONSUMER, else " CLI_CONSUMER_DEFAULT ")"},
     {"--retries", SLOT_RETRIES, CLI_UINT, 0, CLI_RETRIES_MAX, false, "N",
      "extra attempts, same key, when the server is unreachable or busy (default 3)"},
+    {"--tls-ca", SLOT_TLS_CA, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX, false, "FILE",
+     "for tls+tcp:// URLs: the CA of tallyd's certificate (default $TALLY_TLS_CA)"},
+    {"--tls-cert", SLOT_TLS_CERT, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX, false, "FILE",
+     "client certificate, when tallyd asks for one (default $TALLY_TLS_CERT)"},
+    {"--tls-key", SLOT_TLS_KEY, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX, false, "FILE",
+     "its private key, mode 0600 (default $TALLY_TLS_KEY)"},
     {"--help", SLOT_HELP, CLI_FLAG, 0, 0, false, NULL, "explain tally, or the command"},
     {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
     OPT_END};

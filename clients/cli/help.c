@@ -135,7 +135,8 @@ void print_command_help(const cli_command *cmd)
     if (cmd->details)
         printf("\n%s", cmd->details);
     printf("\nGlobal options: --url URL, --publish URL, --json, --timeout-ms N,\n"
-           "--consumer NAME, --retries N (see 'tally --help').\n\n%s", help_exit);
+           "--consumer NAME, --retries N, --tls-ca/--tls-cert/--tls-key FILE\n"
+           "(see 'tally --help').\n\n%s", help_exit);
 }
 
 void print_global_help(void)
@@ -153,6 +154,8 @@ void print_global_help(void)
     printf("Environment:\n"
            "  TALLY_URL       default for --url\n"
            "  TALLY_PUBLISH   default for --publish\n"
-           "  TALLY_CONSUMER  default for --consumer\n\n"
+           "  TALLY_CONSUMER  default for --consumer\n"
+           "  TALLY_TLS_CA, TALLY_TLS_CERT, TALLY_TLS_KEY  defaults for --tls-ca,\n"
+           "                  --tls-cert, --tls-key (docs/SECURITY.md)\n\n"
            "Run 'tally COMMAND --help' for a command's arguments and options.\n");
 }
