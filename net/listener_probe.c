@@ -117,20 +117,19 @@ fail:
     return -1;
 }
 
-/* Everything NNG's statistics count for listener l: connections taken
- * and accepts that failed, each kind. -1 without statistics. */
-static int64_t listener_outcomes(nng_listener l)
+static const char *const all_outcomes[] = {"accept", "disconnect", "canceled", "other",
+                                           "timeout", "proto", "auth", "oom", "reject", NULL};
+
+int64_t listener_stats_sum(nng_listener l, const char *const *names)
 {
-    static const char *const counted[] = {"accept", "disconnect", "canceled", "other",
-                                          "timeout", "proto", "auth", "oom", "reject"};
     nng_stat *all;
     if (nng_stats_get(&all) != 0)
         return -1;
     int64_t sum = -1;
     nng_stat *ls = nng_stat_find_listener(all, l);
     for (nng_stat *c = ls ? nng_stat_child(ls) : NULL; c; c = nng_stat_next(c))
-        for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
-            if (strcmp(nng_stat_name(c), counted[i]) == 0)
+        for (size_t i = 0; names[i]; i++)
+            if (strcmp(nng_stat_name(c), names[i]) == 0)
                 sum = (sum < 0 ? 0 : sum) + (int64_t)nng_stat_value(c);
     nng_stats_free(all);
     return sum;
@@ -138,7 +137,7 @@ static int64_t listener_outcomes(nng_listener l)
 
 listener_probe_result listener_probe_tls(nng_listener l, int wait_ms, volatile sig_atomic_t *stop)
 {
-    int64_t before = listener_outcomes(l);
+    int64_t before = listener_stats_sum(l, all_outcomes);
     if (before < 0)
         return LISTENER_UNKNOWN;
     int64_t deadline = clock_mono_ms() + wait_ms;
@@ -160,7 +159,7 @@ listener_probe_result listener_probe_tls(nng_listener l, int wait_ms, volatile s
             break;
     }
     close(fd);
-    while (listener_outcomes(l) == before) {
+    while (listener_stats_sum(l, all_outcomes) == before) {
         if (*stop)
             return LISTENER_UNKNOWN;
         if (clock_mono_ms() >= deadline)

@@ -91,6 +91,8 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
                     r == LISTENER_STOPPED ? "not accepting" : "not probed");
         if (r == LISTENER_ACCEPTING)
             ls->stopped[i] = 0;
+        if (r == LISTENER_ACCEPTING && tls_url_is_tls(srv->opt->listen_urls[i]))
+            ls->tls_refused[i]++; /* the probe's own refused handshake: not logged */
         else if (r == LISTENER_STOPPED && ++ls->stopped[i] >= LISTENER_STOPPED_PROBES)
             relisten(srv, i);
     }

@@ -215,6 +215,7 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         }
         if (clock_mono_ms() >= next_probe_ms) {
             listeners_watch(srv, stop);
+            listeners_log_tls_refusals(srv);
             next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
         }
     }

@@ -84,6 +84,7 @@ typedef struct listeners {
     bool down[NET_LISTEN_URLS_MAX];        /* closed, not yet back */
     atomic_uint ids[NET_LISTEN_URLS_MAX];
     atomic_uint accepted[NET_LISTEN_URLS_MAX]; /* connections handed over (ADD_PRE) */
+    int64_t tls_refused[NET_LISTEN_URLS_MAX]; /* TLS handshakes refused, as last logged */
 } listeners;
 
 /* One committed group, to be answered (by the writer or the completer). */
@@ -215,6 +216,9 @@ int listeners_open(server *srv);
 void listeners_note_accept(server *srv, nng_pipe p);
 /* Main thread, every LISTENER_PROBE_INTERVAL_MS while serving. */
 void listeners_watch(server *srv, volatile sig_atomic_t *stop);
+/* Log the TLS handshakes each tls+tcp:// listener refused since the last
+ * call (a warn line per listener and call at most: pipes.c). */
+void listeners_log_tls_refusals(server *srv);
 void listeners_close(server *srv);
 #define LISTENER_PROBE_INTERVAL_MS 2000
 /* At the connection limit: places of connections NNG no longer knows

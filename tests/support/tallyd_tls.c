@@ -55,6 +55,13 @@ void tallyd_tls_prepare(tallyd_proc *p)
     snprintf(p->plain_url, sizeof(p->plain_url), "%s", p->url);
     snprintf(p->url, sizeof(p->url), "tls+tcp://127.0.0.1:%u", free_port());
     snprintf(p->pub_url, sizeof(p->pub_url), "tls+tcp://127.0.0.1:%u", free_port());
+    tallyd_tls_export(p);
+}
+
+void tallyd_tls_export(const tallyd_proc *p)
+{
+    if (!p->tls_dir[0])
+        return;
     static const char *const vars[][2] = {{"TALLY_TLS_CA", "ca.pem"},
                                           {"TALLY_TLS_CERT", "client.pem"},
                                           {"TALLY_TLS_KEY", "client.key"}};

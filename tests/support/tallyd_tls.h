@@ -21,6 +21,11 @@ void tallyd_tls_make_certs(const char *dir);
  * ipc:// stays as p->plain_url, the harness's readiness probe), find or
  * make the certificates and export the TALLY_TLS_* variables. */
 void tallyd_tls_prepare(tallyd_proc *p);
+/* Export TALLY_TLS_CA, TALLY_TLS_CERT, TALLY_TLS_KEY for p's certificates
+ * (nothing when p is not in TLS mode): for a process other than the one
+ * that started p, e.g. the runner of a suite whose tallyd a forked keeper
+ * started. */
+void tallyd_tls_export(const tallyd_proc *p);
 /* Append tallyd's TLS options for p to argv; returns how many (0 when
  * p is not in TLS mode; at most TALLYD_TLS_ARGS_MAX). */
 #define TALLYD_TLS_ARGS_MAX 10
