@@ -98,30 +98,31 @@ bool net_http_url_valid(const char *url)
 
 /* ---- client certificates (https) ---- */
 
-/* At a connection's start, before its handshake: a client certificate is
- * required there (GnuTLS then fails the handshake without one) and checked
- * there against the CA libmicrohttpd was given (its chain and dates), so a
- * refused client never gets to send a request. */
+/* At a connection's start, before its handshake, with client certificates
+ * required: one is required there (GnuTLS then fails the handshake without
+ * one) and checked there against the CA libmicrohttpd was given (its chain
+ * and dates), so a refused client never gets to send a request. Optional
+ * ones are checked at each request (GnuTLS's check in the handshake would
+ * refuse a client without one). */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
     (void)socket_context;
     net_http *h = cls;
-    if (code != MHD_CONNECTION_NOTIFY_STARTED || h->client_auth == NNG_TLS_AUTH_MODE_NONE)
+    if (code != MHD_CONNECTION_NOTIFY_STARTED || h->client_auth != NNG_TLS_AUTH_MODE_REQUIRED)
         return;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
     gnutls_session_t s = ci ? (gnutls_session_t)ci->tls_session : NULL;
     if (s == NULL)
         return; /* the check at the first request still refuses */
-    if (h->client_auth == NNG_TLS_AUTH_MODE_REQUIRED)
-        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+    gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
     gnutls_session_set_verify_cert(s, NULL, 0);
 }
 
-/* The same check again at each request, in case the handshake let a
- * connection through: true when the client certificate (if required,
- * present) verifies against the CA. */
+/* At each request (the check of optional certificates, and a second one
+ * of required ones): true when the client certificate verifies against
+ * the CA, or none was presented and none is required. */
 static bool client_certificate_ok(const net_http *h, struct MHD_Connection *c)
 {
     if (h->client_auth == NNG_TLS_AUTH_MODE_NONE)

@@ -32,10 +32,10 @@ typedef struct net_http_options {
     /* https:// only: the certificate and key served, and the CA of client
      * certificates (common/tls_config.h); client_auth an nng_tls_auth_mode:
      * 0 none, 1 optional (a certificate presented must verify), 2 required.
-     * A client certificate is asked for in the handshake and checked there
-     * (GnuTLS, against the CA, with its dates); a request on a connection
-     * whose certificate is missing (required) or fails the check is
-     * answered 403 before any route runs. */
+     * A client certificate is asked for in the handshake; a required one
+     * is checked there (GnuTLS, against the CA, with its dates); a request
+     * on a connection whose certificate is missing (required) or fails the
+     * check is answered 403 before any route runs. */
     const struct tls_pem *tls;
     int client_auth;
 } net_http_options;

@@ -106,8 +106,9 @@ static void usage(FILE *f)
             "  --tls-key FILE    its PEM private key, unencrypted, mode 0600 or stricter\n"
             "  --tls-ca FILE     PEM CA that client certificates must chain to\n"
             "  --tls-client-auth M  required (the default with --tls-ca: a client without\n"
-            "                    a valid certificate fails the handshake), optional (checked\n"
-            "                    when presented) or none (the default without --tls-ca);\n"
+            "                    a valid certificate fails the handshake), optional (https://\n"
+            "                    only: checked when presented) or none (the default\n"
+            "                    without --tls-ca);\n"
             "                    certificates are read at start: a restart takes new ones\n"
             "                    (docs/SECURITY.md)\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
@@ -340,6 +341,14 @@ static int tls_setup(net_server_options *opt, tls_choice *tls)
     if (tls->client_auth != NNG_TLS_AUTH_MODE_NONE && tls->files.ca == NULL)
         return usage_error("--tls-client-auth %s needs --tls-ca FILE (the CA of the clients' "
                            "certificates)", client_auth_names[tls->client_auth]);
+    /* mbedTLS's optional mode lets a bad certificate through as unverified,
+     * and NNG 1.5.2 tells a connection only "verified or not", the same for
+     * a missing and a bad certificate: optional would let both in. */
+    const char *nng_tls = first_tls_endpoint(opt);
+    if (tls->client_auth == NNG_TLS_AUTH_MODE_OPTIONAL && strncmp(nng_tls, "tls+", 4) == 0)
+        return usage_error("%s: --tls-client-auth optional is for https:// only (NNG cannot tell "
+                           "a missing client certificate from a bad one): use required or none",
+                           nng_tls);
     if (tls_pem_load(&tls->files, &tls->pem, why, sizeof(why)) != TALLY_ok)
         return usage_error("%s", why);
     opt->tls_pem = &tls->pem;

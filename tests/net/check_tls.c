@@ -210,10 +210,11 @@ START_TEST(test_publish_stream_over_tls)
 }
 END_TEST
 
-/* curl with the given TLS arguments (a NULL-ended list); its exit code,
+/* curl with the given TLS arguments (a NULL-ended list) and, with a body,
+ * the Idempotency-Key header key_header; its exit code,
  * the HTTP status in *status (0 when none came). */
 static int curl_tls(const char *const *tls_args, const char *method, const char *url,
-                    const char *body, int *status)
+                    const char *body, const char *key_header, int *status)
 {
     const char *argv[40] = {"/bin/sh", "-c", "exec curl \"$@\"", "curl", "-sS", "-o",
                             "/dev/null", "-w", "%{http_code}", "--max-time", "60", "-X", method};
@@ -222,7 +223,7 @@ static int curl_tls(const char *const *tls_args, const char *method, const char 
         argv[n++] = tls_args[i];
     if (body) {
         argv[n++] = "-H";
-        argv[n++] = "Idempotency-Key: https-1";
+        argv[n++] = key_header;
         argv[n++] = "--data-binary";
         argv[n++] = body;
     }
@@ -255,18 +256,19 @@ START_TEST(test_https_with_curl)
     const char *without_ca[] = {"--cert", cert, "--key", key, NULL};
     int status;
     snprintf(url, sizeof(url), "%s/healthz", http);
-    ck_assert_int_eq(curl_tls(with_cert, "GET", url, NULL, &status), 0);
+    ck_assert_int_eq(curl_tls(with_cert, "GET", url, NULL, NULL, &status), 0);
     ck_assert_int_eq(status, 200);
     snprintf(url, sizeof(url), "%s/v1/account_open", http);
     ck_assert_int_eq(curl_tls(with_cert, "POST", url, "{\"id\":5,\"ledger\":1,\"code\":10}",
-                              &status), 0);
+                              "Idempotency-Key: https-5", &status), 0);
     ck_assert_int_eq(status, 200);
     /* curl cannot verify tallyd without the CA (60: peer certificate) */
     snprintf(url, sizeof(url), "%s/healthz", http);
-    ck_assert_int_eq(curl_tls(without_ca, "GET", url, NULL, &status), 60);
+    ck_assert_int_eq(curl_tls(without_ca, "GET", url, NULL, NULL, &status), 60);
     /* client certificates are required: none, nothing stored */
     snprintf(url, sizeof(url), "%s/v1/account_open", http);
-    int code = curl_tls(without_cert, "POST", url, "{\"id\":6,\"ledger\":1,\"code\":10}", &status);
+    int code = curl_tls(without_cert, "POST", url, "{\"id\":6,\"ledger\":1,\"code\":10}",
+                        "Idempotency-Key: https-6", &status);
     ck_assert_msg(code != 0 || status == 403, "no client certificate: curl %d, HTTP %d", code,
                   status);
     ck_assert_int_ne(status, 200);
@@ -276,6 +278,49 @@ START_TEST(test_https_with_curl)
     ck_assert_int_eq(tally_account_get(c, 6, &a), TALLY_not_found);
     tally_client_close(c);
     tls_down(&p);
+}
+END_TEST
+
+/* --tls-client-auth optional (HTTPS only): no certificate is let in, one
+ * from another CA is not. */
+START_TEST(test_optional_client_auth_on_https)
+{
+    char dir[] = "/tmp/tally-tls-XXXXXX", certs[64], cert[128], key[128], ca[128];
+    char other_cert[128], other_key[128], http[64], url[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(certs, sizeof(certs), "%s/tls", dir);
+    tallyd_tls_make_certs(certs);
+    snprintf(cert, sizeof(cert), "%s/server.pem", certs);
+    snprintf(key, sizeof(key), "%s/server.key", certs);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", certs);
+    snprintf(other_cert, sizeof(other_cert), "%s/other-client.pem", certs);
+    snprintf(other_key, sizeof(other_key), "%s/other-client.key", certs);
+    snprintf(http, sizeof(http), "https://127.0.0.1:%u", (unsigned)test_free_port());
+    tallyd_proc p;
+    memset(&p, 0, sizeof(p));
+    const char *extra[] = {"--http", http, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca,
+                           "--tls-client-auth", "optional", NULL};
+    memcpy(p.extra_args, extra, sizeof(extra));
+    tallyd_start(&p);
+    const char *without_cert[] = {"--cacert", ca, NULL};
+    const char *other[] = {"--cacert", ca, "--cert", other_cert, "--key", other_key, NULL};
+    int status;
+    snprintf(url, sizeof(url), "%s/v1/account_open", http);
+    ck_assert_int_eq(curl_tls(without_cert, "POST", url, "{\"id\":1,\"ledger\":1,\"code\":10}",
+                              "Idempotency-Key: https-1", &status), 0);
+    ck_assert_int_eq(status, 200);
+    int code = curl_tls(other, "POST", url, "{\"id\":2,\"ledger\":1,\"code\":10}",
+                        "Idempotency-Key: https-2", &status);
+    ck_assert_msg(code != 0 || status == 403, "another CA's certificate: curl %d, HTTP %d", code,
+                  status);
+    ck_assert_int_ne(status, 200);
+    tally_client *c = test_client_open(p.url);
+    tally_account a;
+    ck_assert_int_eq(tally_account_get(c, 1, &a), TALLY_ok);
+    ck_assert_int_eq(tally_account_get(c, 2, &a), TALLY_not_found);
+    tally_client_close(c);
+    tls_down(&p);
+    test_remove_dir(dir);
 }
 END_TEST
 
@@ -317,6 +362,8 @@ START_TEST(test_tallyd_refuses_bad_tls_setups)
                                       "--tls-client-auth", "required", NULL}, "needs --tls-ca");
     refused_at_start((const char *[]){BASE, "--tls-cert", cert, "--tls-key", key, "--tls-ca", key,
                                       NULL}, "not a PEM CA certificate");
+    refused_at_start((const char *[]){BASE, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca,
+                                      "--tls-client-auth", "optional", NULL}, "https:// only");
     char other_key[400];
     snprintf(other_key, sizeof(other_key), "%s/client.key", certs);
     refused_at_start((const char *[]){BASE, "--tls-cert", cert, "--tls-key", other_key, NULL},
@@ -337,6 +384,7 @@ int main(void)
         {"client_ca", test_client_refuses_tls_without_a_ca, TEST_TIMEOUT_S},
         {"publish", test_publish_stream_over_tls, TEST_TIMEOUT_S},
         {"https", test_https_with_curl, TEST_TIMEOUT_S},
+        {"optional", test_optional_client_auth_on_https, TEST_TIMEOUT_S},
         {"start", test_tallyd_refuses_bad_tls_setups, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("tls", TEST_ROWS(rows)));
