@@ -62,7 +62,6 @@ struct tally_client {
     client_autobatch *autobatch;
     char *url;
     tls_pem tls_pem;     /* the TLS files, for a tls+tcp:// url or publish URL */
-    bool tls_given;      /* a TLS file was given (options or environment) */
     nng_tls_config *tls; /* url's TLS configuration; NULL: not tls+tcp:// */
     nng_dialer dialer;   /* under mu */
     nng_time idle_since; /* when the last connection went (or the dialer came), under mu */
@@ -543,15 +542,18 @@ int tally_tls_check(const tally_client_options *options, const char *url, char *
 }
 
 /* Read the TLS files (when url is tls+tcp:// or one was given: a stream
- * may dial a tls+tcp:// publish URL) and make url's configuration. */
+ * may dial a tls+tcp:// publish URL) and make url's configuration. For
+ * another url, files that do not load are left out (a stream's tls+tcp://
+ * publish URL is then refused: tally_tls_check says why). */
 static int client_tls_open(tally_client *c, const tally_client_options *o, const char *url)
 {
     char why[256];
     tls_files f = tls_files_resolve(o);
-    c->tls_given = f.ca || f.cert || f.key;
-    if (!c->tls_given && !tls_url_is_tls(url))
+    if (!(f.ca || f.cert || f.key) && !tls_url_is_tls(url))
         return TALLY_ok;
     int rc = tls_pem_load(&f, &c->tls_pem, why, sizeof(why));
+    if (rc == TALLY_invalid_argument && !tls_url_is_tls(url))
+        return TALLY_ok;
     if (rc == TALLY_ok && tls_url_is_tls(url))
         rc = tls_config_client(&c->tls_pem, url, &c->tls, why, sizeof(why));
     return rc == TALLY_out_of_memory ? rc : rc == TALLY_ok ? TALLY_ok : TALLY_invalid_argument;
