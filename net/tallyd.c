@@ -163,6 +163,8 @@ typedef struct tls_choice {
 } tls_choice;
 
 static const char *const client_auth_names[] = {"none", "optional", "required"}; /* nng_tls_auth_mode */
+_Static_assert(NNG_TLS_AUTH_MODE_NONE == 0 && NNG_TLS_AUTH_MODE_OPTIONAL == 1 &&
+                   NNG_TLS_AUTH_MODE_REQUIRED == 2, "client_auth_names in NNG's order");
 
 #define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
 
