@@ -21,7 +21,7 @@
  * without), NULL for the others. */
 static nng_tls_config *listen_tls(const server *srv, const char *url)
 {
-    return tls_url_is_tls(url) ? srv->opt->tls : NULL;
+    return tls_url_is_tls(url) ? srv->tls : NULL;
 }
 
 int listeners_open(server *srv)

@@ -149,6 +149,7 @@ static server *server_new(const net_server_options *opt)
     if (srv == NULL)
         return NULL;
     srv->opt = opt;
+    srv->tls = opt->tls;
     pthread_rwlock_init(&srv->store_rw, NULL);
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->writer_cv, NULL);
@@ -209,6 +210,10 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
     int64_t next_health_ms = clock_mono_ms();
     while (!*stop) {
         usleep(20000);
+        if (opt->reload && *opt->reload) {
+            *opt->reload = 0;
+            tls_reload(srv);
+        }
         if (clock_mono_ms() >= next_health_ms) {
             health_tick(srv);
             next_health_ms = clock_mono_ms() + HEALTH_TICK_MS;

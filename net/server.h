@@ -60,6 +60,12 @@ typedef struct net_server_options {
     nng_tls_config *tls;
     const struct tls_pem *tls_pem;
     nng_tls_auth_mode tls_client_auth;
+    const struct tls_files *tls_files; /* the --tls-* paths, read again at *reload */
+    /* Set (from a SIGHUP handler) to read the --tls-* files again: new
+     * tls+tcp:// connections get the new certificates, open ones keep
+     * theirs, a file that fails keeps the old ones (logged); the HTTPS face
+     * keeps its certificate until a restart. NULL: never. */
+    volatile sig_atomic_t *reload;
 } net_server_options;
 
 /* Run until *stop becomes non-zero (set it from a signal handler), then

@@ -26,6 +26,13 @@
 #define TALLYD_HTTP_DEFAULT "http://127.0.0.1:7452"
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested; /* SIGHUP: read the --tls-* files again */
+
+static void on_hangup(int sig)
+{
+    (void)sig;
+    reload_requested = 1;
+}
 
 static void on_signal(int sig)
 {
@@ -109,11 +116,12 @@ static void usage(FILE *f)
             "                    a valid certificate fails the handshake), optional (https://\n"
             "                    only: checked when presented) or none (the default\n"
             "                    without --tls-ca);\n"
-            "                    certificates are read at start: a restart takes new ones\n"
-            "                    (docs/SECURITY.md)\n"
+            "                    SIGHUP reads the files again for new tls+tcp://\n"
+            "                    connections (HTTPS: at a restart; docs/SECURITY.md)\n"
             "  --protocol-reference  print the op reference of docs/PROTOCOL.md and exit\n"
             "  --help, --version\n"
             "\n"
+            "SIGHUP: read the --tls-* files again (new tls+tcp:// connections use them).\n"
             "SIGTERM or SIGINT: stop taking requests, finish and answer the group being\n"
             "committed, close the store cleanly. Only one tallyd may use a data directory.\n",
             TALLYD_DATA_DEFAULT, TALLYD_LISTEN_DEFAULT, TALLYD_PUBLISH_DEFAULT,
@@ -354,6 +362,7 @@ static int tls_setup(net_server_options *opt, tls_choice *tls)
     if (tls_pem_load(&tls->files, &tls->pem, why, sizeof(why)) != TALLY_ok)
         return usage_error("%s", why);
     opt->tls_pem = &tls->pem;
+    opt->tls_files = &tls->files;
     opt->tls_client_auth = (nng_tls_auth_mode)tls->client_auth;
     if (tls_config_server(&tls->pem, opt->tls_client_auth, &opt->tls, why, sizeof(why)) != TALLY_ok)
         return usage_error("%s", why);
@@ -412,6 +421,10 @@ int main(int argc, char **argv)
     }
     net_log_set_level(opt.log_level);
     cli_catch_stop_signals(on_signal, false, true);
+    struct sigaction hup = {.sa_handler = on_hangup};
+    sigemptyset(&hup.sa_mask);
+    sigaction(SIGHUP, &hup, NULL);
+    opt.reload = &reload_requested;
     raise_fd_limit(opt.max_connections);
     rc = net_server_run(&opt, &stop_requested);
     webhooks_free(opt.webhooks);

@@ -18,6 +18,7 @@
 #include "tests/support/test_support.h"
 
 #include <check.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +211,58 @@ START_TEST(test_publish_stream_over_tls)
 }
 END_TEST
 
+/* cp from to (certificate files); fails the test when it cannot. */
+static void copy_file(const char *from, const char *to)
+{
+    const char *argv[] = {"/bin/cp", from, to, NULL};
+    ck_assert_int_eq(test_run(argv, NULL, NULL, NULL), 0);
+}
+
+/* SIGHUP: new certificates (another CA) for new connections; a file that
+ * fails to load keeps the old ones. */
+START_TEST(test_sighup_reloads_certificates)
+{
+    tallyd_proc p;
+    tls_up(&p);
+    char fresh[400], from[500], to[500], old_ca[400];
+    snprintf(fresh, sizeof(fresh), "%s/fresh", p.dir);
+    tallyd_tls_make_certs(fresh); /* a new CA, server and client certificates */
+    snprintf(old_ca, sizeof(old_ca), "%s/old-ca.pem", p.dir);
+    cert_path(&p, "ca.pem", from, sizeof(from));
+    copy_file(from, old_ca);
+    /* a broken certificate first: logged, the old ones stay */
+    cert_path(&p, "server.pem", to, sizeof(to));
+    copy_file(old_ca, to); /* a CA certificate, not the key's */
+    kill(p.pid, SIGHUP);
+    ck_assert_msg(log_shows(&p, "TLS files not reloaded"), "no reload error in the log");
+    tally_client *c = client_with(&p, p.url, "client");
+    ck_assert_int_eq(open_account(c, 1), TALLY_ok);
+    tally_client_close(c);
+    static const char *const files[] = {"ca.pem", "server.pem", "server.key", "client.pem",
+                                        "client.key"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(from, sizeof(from), "%s/%s", fresh, files[i]);
+        cert_path(&p, files[i], to, sizeof(to));
+        copy_file(from, to);
+    }
+    kill(p.pid, SIGHUP);
+    ck_assert_msg(log_shows(&p, "TLS certificates reloaded"), "no reload in the log");
+    c = client_with(&p, p.url, "client"); /* the new CA and client certificate */
+    ck_assert_int_eq(open_account(c, 2), TALLY_ok);
+    tally_client_close(c);
+    /* a client that trusts only the old CA no longer accepts tallyd */
+    char cert[500], key[500];
+    cert_path(&p, "client.pem", cert, sizeof(cert));
+    cert_path(&p, "client.key", key, sizeof(key));
+    tally_client_options o = {.url = p.url, .timeout_ms = REFUSED_TIMEOUT_MS, .retries_set = true,
+                              .tls_ca = old_ca, .tls_cert = cert, .tls_key = key};
+    ck_assert_int_eq(tally_client_open(&o, &c), TALLY_ok);
+    ck_assert_int_eq(open_account(c, 3), TALLY_unreachable);
+    tally_client_close(c);
+    tls_down(&p);
+}
+END_TEST
+
 /* curl with the given TLS arguments (a NULL-ended list) and, with a body,
  * the Idempotency-Key header key_header; its exit code,
  * the HTTP status in *status (0 when none came). */
@@ -386,6 +439,7 @@ int main(void)
         {"https", test_https_with_curl, TEST_TIMEOUT_S},
         {"optional", test_optional_client_auth_on_https, TEST_TIMEOUT_S},
         {"start", test_tallyd_refuses_bad_tls_setups, TEST_TIMEOUT_S},
+        {"reload", test_sighup_reloads_certificates, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("tls", TEST_ROWS(rows)));
 }
