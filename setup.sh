@@ -15,7 +15,7 @@ top=$(pwd)
 
 packages=(build-essential autoconf automake libtool pkg-config
           liblmdb-dev lmdb-utils libnng-dev nng-utils libmsgpack-dev check
-          libmbedtls-dev libssl-dev libjansson-dev libmicrohttpd-dev
+          libmbedtls-dev libssl-dev libjansson-dev libmicrohttpd-dev libgnutls28-dev
           nats-server libnats-dev libcurl4-openssl-dev
           prometheus # prometheus: the server and promtool, for the metrics tests
           curl openssl # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures

@@ -26,6 +26,7 @@
 #include "common/file_mode.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
+#include "common/tls_config.h"
 #include "net/nng_compat.h"
 
 #include <assert.h>
@@ -33,6 +34,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +62,8 @@ struct tally_client {
     bool closing;      /* tally_client_close has begun, under mu */
     client_autobatch *autobatch;
     char *url;
+    tls_pem tls_pem;     /* the TLS files, for a tls+tcp:// url or publish URL */
+    nng_tls_config *tls; /* url's TLS configuration; NULL: not tls+tcp:// */
     nng_dialer dialer;   /* under mu */
     nng_time idle_since; /* when the last connection went (or the dialer came), under mu */
     bool redialing;      /* under mu */
@@ -290,7 +294,7 @@ static void client_redial(tally_client *c)
         return;
     nng_dialer_close(old);
     nng_dialer fresh;
-    int rv = nng_dial(c->socket, c->url, &fresh, NNG_FLAG_NONBLOCK);
+    int rv = tls_dial(c->socket, c->url, c->tls, &fresh, NNG_FLAG_NONBLOCK);
     nng_mtx_lock(c->mu);
     if (rv == 0) /* else (out of memory) the next attempt tries again */
         c->dialer = fresh;
@@ -510,12 +514,76 @@ static int socket_open(tally_client *c, const char *url)
     if (rv == 0 && c->url == NULL)
         rv = NNG_ENOMEM;
     if (rv == 0)
-        rv = nng_dial(c->socket, url, &c->dialer, NNG_FLAG_NONBLOCK);
+        rv = tls_dial(c->socket, url, c->tls, &c->dialer, NNG_FLAG_NONBLOCK);
     if (rv != 0) {
         nng_close(c->socket);
         free(c->url);
     }
     return client_nng_error(rv);
+}
+
+/* The TLS files of options, else of the environment. */
+static tls_files tls_files_resolve(const tally_client_options *o)
+{
+    static const tally_client_options none = {0};
+    if (o == NULL)
+        o = &none;
+    tls_files f = {first_set(o->tls_ca, "TALLY_TLS_CA", NULL),
+                   first_set(o->tls_cert, "TALLY_TLS_CERT", NULL),
+                   first_set(o->tls_key, "TALLY_TLS_KEY", NULL)};
+    return f;
+}
+
+int tally_tls_check(const tally_client_options *options, const char *url, char *why,
+                    size_t why_len)
+{
+    static const char none[] = "";
+    if (why == NULL || why_len == 0)
+        return TALLY_invalid_argument;
+    snprintf(why, why_len, "%s", none);
+    if (url == NULL)
+        url = first_set(options ? options->url : NULL, "TALLY_URL", TALLY_CLIENT_URL_DEFAULT);
+    if (!tls_url_is_tls(url))
+        return TALLY_ok;
+    tls_files f = tls_files_resolve(options);
+    tls_pem pem;
+    int rc = tls_pem_load(&f, &pem, why, why_len);
+    nng_tls_config *cfg = NULL;
+    if (rc == TALLY_ok)
+        rc = tls_config_client(&pem, url, &cfg, why, why_len);
+    if (cfg)
+        nng_tls_config_free(cfg);
+    tls_pem_free(&pem);
+    return rc;
+}
+
+/* Read the TLS files (when url is tls+tcp:// or one was given: a stream
+ * may dial a tls+tcp:// publish URL) and make url's configuration. For
+ * another url, files that do not load are left out (a stream's tls+tcp://
+ * publish URL is then refused: tally_tls_check says why). */
+static int client_tls_open(tally_client *c, const tally_client_options *o, const char *url)
+{
+    char why[256];
+    tls_files f = tls_files_resolve(o);
+    if (!(f.ca || f.cert || f.key) && !tls_url_is_tls(url))
+        return TALLY_ok;
+    int rc = tls_pem_load(&f, &c->tls_pem, why, sizeof(why));
+    if (rc == TALLY_invalid_argument && !tls_url_is_tls(url))
+        return TALLY_ok;
+    if (rc == TALLY_ok && tls_url_is_tls(url))
+        rc = tls_config_client(&c->tls_pem, url, &c->tls, why, sizeof(why));
+    return rc == TALLY_out_of_memory ? rc : rc == TALLY_ok ? TALLY_ok : TALLY_invalid_argument;
+}
+
+int client_tls_config(tally_client *c, const char *url, nng_tls_config **out)
+{
+    char why[256];
+    *out = NULL;
+    if (!tls_url_is_tls(url))
+        return TALLY_ok;
+    return tls_config_client(&c->tls_pem, url, out, why, sizeof(why)) == TALLY_out_of_memory
+               ? TALLY_out_of_memory
+               : *out ? TALLY_ok : TALLY_invalid_argument;
 }
 
 int tally_client_open(const tally_client_options *options, tally_client **out)
@@ -547,8 +615,13 @@ int tally_client_open(const tally_client_options *options, tally_client **out)
              ? client_autobatch_new(s.autobatch, &c->autobatch)
              : TALLY_out_of_memory;
     if (rc == TALLY_ok)
+        rc = client_tls_open(c, options, s.url);
+    if (rc == TALLY_ok)
         rc = socket_open(c, s.url);
     if (rc != TALLY_ok) {
+        if (c->tls)
+            nng_tls_config_free(c->tls);
+        tls_pem_free(&c->tls_pem);
         client_autobatch_free(c->autobatch);
         if (c->drained)
             nng_cv_free(c->drained);
@@ -585,6 +658,9 @@ void tally_client_close(tally_client *c)
     nng_cv_free(c->connected);
     nng_mtx_free(c->mu);
     free(c->url);
+    if (c->tls)
+        nng_tls_config_free(c->tls);
+    tls_pem_free(&c->tls_pem);
     free(c);
 }
 

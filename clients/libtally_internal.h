@@ -20,6 +20,7 @@
 #include <assert.h>
 #include <msgpack.h>
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -114,6 +115,11 @@ int client_nng_error(int rv);
  * (a larger one closes the connection) and quick reconnects. Returns an
  * NNG error (0 = ok). */
 int client_socket_limit(nng_socket s, size_t recv_bytes_max);
+/* The TLS configuration for dialing url with c's TLS files (the publish
+ * URL of a stream): *out NULL and TALLY_ok for a URL that is not
+ * tls+tcp://; TALLY_invalid_argument when c has no CA. Free *out with
+ * nng_tls_config_free (a dialer keeps its own reference). */
+int client_tls_config(tally_client *c, const char *url, nng_tls_config **out);
 
 /* ---- replies ---- */
 

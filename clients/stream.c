@@ -21,6 +21,7 @@
  */
 #include "clients/libtally_internal.h"
 #include "common/limits.h"
+#include "common/tls_config.h"
 
 #include <nng/protocol/pubsub0/sub.h>
 #include <nng/supplemental/util/platform.h>
@@ -148,9 +149,16 @@ static pub_result pub_receive(tally_stream *s, nng_duration wait_ms, tally_event
 
 static int sub_open(tally_stream *s, const char *url, uint32_t recv_buffer)
 {
+    nng_tls_config *tls;
+    int rc = client_tls_config(s->client, url, &tls);
+    if (rc != TALLY_ok)
+        return rc;
     int rv = nng_sub0_open(&s->sub);
-    if (rv != 0)
+    if (rv != 0) {
+        if (tls)
+            nng_tls_config_free(tls);
         return rv == NNG_ENOMEM ? TALLY_out_of_memory : TALLY_internal;
+    }
     s->has_sub = true;
     rv = nng_socket_set(s->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0);
     if (rv == 0)
@@ -160,7 +168,9 @@ static int sub_open(tally_stream *s, const char *url, uint32_t recv_buffer)
     if (rv == 0)
         rv = nng_aio_alloc(&s->aio, NULL, NULL);
     if (rv == 0)
-        rv = nng_dial(s->sub, url, NULL, NNG_FLAG_NONBLOCK);
+        rv = tls_dial(s->sub, url, tls, NULL, NNG_FLAG_NONBLOCK);
+    if (tls)
+        nng_tls_config_free(tls); /* the dialer holds it */
     return client_nng_error(rv);
 }
 

@@ -116,6 +116,16 @@ typedef struct tally_client_options {
     const char *token_file; /* a file holding the token on one line (a trailing
                                newline is dropped); it must be private (mode 600:
                                a file the group or others may read is refused) */
+    /* TLS, for a tls+tcp:// url (and a stream's tls+tcp:// publish URL):
+     * PEM file paths; NULL: $TALLY_TLS_CA, $TALLY_TLS_CERT, $TALLY_TLS_KEY.
+     * The server's certificate must chain to tls_ca and name the URL's
+     * host; a tls+tcp:// url without a CA is refused (never unverified).
+     * tls_cert and tls_key (mode 0600 or stricter) are the client
+     * certificate, for a server that asks for one. Ignored for other URLs.
+     * docs/SECURITY.md. */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
 } tally_client_options;
 
 /* Create a client and start connecting (in the background: an absent
@@ -123,9 +133,19 @@ typedef struct tally_client_options {
  * drops). options may be NULL (all defaults). *out is set on success only.
  * Returns TALLY_ok, TALLY_invalid_argument (out NULL, bad URL, consumer
  * empty or over 64 bytes, $TALLY_AUTOBATCH not one of on, 1, off, 0, a
- * token empty or over 256 bytes, a token file unreadable or not private),
+ * token empty or over 256 bytes, a token file unreadable or not private,
+ * tls+tcp:// url without a CA, a TLS file missing, unreadable, not PEM,
+ * a key readable by group or others or not the certificate's: the CLI
+ * says which with tally_tls_check),
  * TALLY_out_of_memory, TALLY_internal (NNG could not open a socket). */
 int tally_client_open(const tally_client_options *options, tally_client **out);
+
+/* Check the TLS files tally_client_open would use for options (NULL: the
+ * environment's) and url: TALLY_ok, or TALLY_invalid_argument with why
+ * (why_len bytes) naming the file and the reason (mbedTLS's words). For a
+ * URL that is not tls+tcp:// nothing is read: TALLY_ok. */
+int tally_tls_check(const tally_client_options *options, const char *url, char *why,
+                    size_t why_len);
 
 /* Close the client and free it. NULL is allowed. Writes and reads in
  * progress on other threads return first, promptly: a write still waiting

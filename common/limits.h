@@ -61,6 +61,9 @@
 #define TALLY_MAP_MAX_BYTES_DEFAULT (UINT64_C(1) << 40)        /* 1 TiB */
 #define TALLY_STORE_READERS_MAX 512
 #define TALLY_PATH_BYTES_MAX 4000
+/* A TLS certificate, key or CA file (PEM; a CA bundle of a few hundred
+ * certificates fits). */
+#define TALLY_TLS_FILE_BYTES_MAX (1024 * 1024)
 
 /* Sweeps: items expired per call, so a sweep never holds the writer long. */
 #define TALLY_SWEEP_ITEMS_MAX 1024

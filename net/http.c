@@ -9,9 +9,11 @@
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "common/tls_config.h"
 #include "net/logging.h"
 
 #include <assert.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@ struct net_http {
     size_t route_count;
     void *ctx;
     atomic_uint kept; /* requests a starter kept whose reply has not left */
+    int client_auth;  /* https: an nng_tls_auth_mode (net_http_options); http: 0 */
 };
 
 /* How long net_http_stop lets answered requests' replies leave. */
@@ -50,13 +53,19 @@ typedef struct net_http_pending {
 
 /* ---- the URL ---- */
 
-/* Split http://HOST:PORT[/] into host and port. */
+static bool url_is_https(const char *url)
+{
+    return strncmp(url, "https://", 8) == 0;
+}
+
+/* Split http://HOST:PORT[/] or https://HOST:PORT[/] into host and port. */
 static bool url_split(const char *url, char *host, size_t host_size, char *port, size_t port_size)
 {
     static const char scheme[] = "http://";
-    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0)
+    size_t skip = url_is_https(url) ? 8 : sizeof(scheme) - 1;
+    if (!url_is_https(url) && strncmp(url, scheme, sizeof(scheme) - 1) != 0)
         return false;
-    const char *h = url + sizeof(scheme) - 1, *colon, *h_end;
+    const char *h = url + skip, *colon, *h_end;
     if (*h == '[') {
         h_end = strchr(h, ']');
         if (h_end == NULL || h_end[1] != ':')
@@ -85,6 +94,47 @@ bool net_http_url_valid(const char *url)
 {
     char host[256], port[8];
     return url_split(url, host, sizeof(host), port, sizeof(port));
+}
+
+/* ---- client certificates (https) ---- */
+
+/* At a connection's start, before its handshake, with client certificates
+ * required: one is required there (GnuTLS then fails the handshake without
+ * one) and checked there against the CA libmicrohttpd was given (its chain
+ * and dates), so a refused client never gets to send a request. Optional
+ * ones are checked at each request (GnuTLS's check in the handshake would
+ * refuse a client without one). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)socket_context;
+    net_http *h = cls;
+    if (code != MHD_CONNECTION_NOTIFY_STARTED || h->client_auth != NNG_TLS_AUTH_MODE_REQUIRED)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t s = ci ? (gnutls_session_t)ci->tls_session : NULL;
+    if (s == NULL)
+        return; /* the check at the first request still refuses */
+    gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+    gnutls_session_set_verify_cert(s, NULL, 0);
+}
+
+/* At each request (the check of optional certificates, and a second one
+ * of required ones): true when the client certificate verifies against
+ * the CA, or none was presented and none is required. */
+static bool client_certificate_ok(const net_http *h, struct MHD_Connection *c)
+{
+    if (h->client_auth == NNG_TLS_AUTH_MODE_NONE)
+        return true;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t s = ci ? (gnutls_session_t)ci->tls_session : NULL;
+    unsigned count = 0;
+    if (s == NULL || gnutls_certificate_get_peers(s, &count) == NULL || count == 0)
+        return s != NULL && h->client_auth == NNG_TLS_AUTH_MODE_OPTIONAL;
+    unsigned status = 0;
+    return gnutls_certificate_verify_peers2(s, &status) == GNUTLS_E_SUCCESS && status == 0;
 }
 
 /* ---- requests ---- */
@@ -182,6 +232,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         call->connection = c;
         pthread_mutex_init(&call->mu, NULL);
         *state = call;
+        if (!client_certificate_ok(h, c)) {
+            net_log(NET_LOG_WARN, "https: refused a request without a valid client certificate");
+            call->too_large = true; /* nothing of it is read or routed */
+            return send_text(c, MHD_HTTP_FORBIDDEN, "a valid client certificate is required",
+                             NULL);
+        }
         const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (length && strtoull(length, NULL, 10) > TALLY_HTTP_BODY_BYTES_MAX) {
             call->too_large = true; /* refused before it is sent; the connection closes */
@@ -310,11 +366,25 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         freeaddrinfo(ai);
         return TALLY_internal;
     }
-    *h = (net_http){.routes = routes, .route_count = route_count, .ctx = ctx};
+    bool https = url_is_https(o->url);
+    assert(!https || (o->tls && o->tls->cert && o->tls->key));
+    *h = (net_http){.routes = routes, .route_count = route_count, .ctx = ctx,
+                    .client_auth = https ? o->client_auth : NNG_TLS_AUTH_MODE_NONE};
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
-                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (https ? MHD_USE_TLS : 0);
+    /* The TLS options lead the list; without https the list starts past
+     * them. With a CA, libmicrohttpd asks clients for a certificate. */
+    bool trust = https && h->client_auth != NNG_TLS_AUTH_MODE_NONE;
+    struct MHD_OptionItem tls_items[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, https ? (void *)o->tls->cert : NULL},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, https ? (void *)o->tls->key : NULL},
+        {trust ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, trust ? (void *)o->tls->ca : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     h->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, access_handler, h,
+        MHD_OPTION_ARRAY, https ? tls_items : &tls_items[3],
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, o->connections_max,
@@ -326,7 +396,8 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
     freeaddrinfo(ai);
     if (h->daemon == NULL) {
         net_log(NET_LOG_ERROR, "cannot listen on %s (in use, or not an address of this "
-                "machine?): use --http URL, or --http none", o->url);
+                "machine%s?): use --http URL, or --http none", o->url,
+                https ? ", or the TLS certificate refused by GnuTLS" : "");
         free(h);
         return TALLY_io_error;
     }

@@ -25,10 +25,19 @@
 #include <stddef.h>
 
 typedef struct net_http_options {
-    const char *url;          /* http://HOST:PORT (HOST: IPv4, [IPv6] or a name) */
+    const char *url;          /* http:// or https://HOST:PORT (HOST: IPv4, [IPv6] or a name) */
     unsigned timeout_s;       /* idle or slow connections closed after this */
     unsigned connections_max; /* at once */
     unsigned per_address_max; /* at once from one client address */
+    /* https:// only: the certificate and key served, and the CA of client
+     * certificates (common/tls_config.h); client_auth an nng_tls_auth_mode:
+     * 0 none, 1 optional (a certificate presented must verify), 2 required.
+     * A client certificate is asked for in the handshake; a required one
+     * is checked there (GnuTLS, against the CA, with its dates); a request
+     * on a connection whose certificate is missing (required) or fails the
+     * check is answered 403 before any route runs. */
+    const struct tls_pem *tls;
+    int client_auth;
 } net_http_options;
 
 typedef struct net_http_request {
@@ -81,7 +90,7 @@ void net_http_answer(net_http_pending *p, net_http_reply *r);
 
 typedef struct net_http net_http;
 
-/* Listen on o->url and serve routes (the array must outlive the server)
+/* Listen on o->url (https://: with TLS, o->tls required) and serve routes (the array must outlive the server)
  * with ctx passed to each handler. TALLY_ok, or TALLY_invalid_argument
  * for a URL that is not http://HOST:PORT or TALLY_io_error when it cannot
  * listen (logged with the reason). */
@@ -95,7 +104,7 @@ unsigned net_http_connections(net_http *h);
 void net_http_stop(net_http *h);
 
 /* Whether url is a URL net_http_start takes ("none" aside), for option
- * checks before anything starts. */
+ * checks before anything starts: http:// or https://HOST:PORT. */
 bool net_http_url_valid(const char *url);
 
 #endif

@@ -139,7 +139,7 @@ int http_routes_start(server *srv)
     if (o->http_url == NULL)
         return 0;
     net_http_options ho = {o->http_url, o->http_timeout_s, o->http_connections_max,
-                           o->http_per_address_max};
+                           o->http_per_address_max, o->tls_pem, (int)o->tls_client_auth};
     if (http_json_open(srv) != 0)
         return NNG_ENOMEM;
     int rc = net_http_start(&ho, routes, sizeof(routes) / sizeof(routes[0]), srv, &srv->http);

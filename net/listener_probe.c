@@ -82,33 +82,103 @@ static int wait_fd(int fd, short events, int64_t deadline, volatile sig_atomic_t
     }
 }
 
-listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted, int wait_ms,
-                                     volatile sig_atomic_t *stop)
+static const uint8_t hello[SP_HEADER_BYTES] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
+
+/* A socket connected to listener l that has sent the SP header, or -1
+ * with *result saying why (STOPPED: refused or timed out; UNKNOWN: not
+ * probed). */
+static int probe_connect(nng_listener l, int64_t deadline, volatile sig_atomic_t *stop,
+                         listener_probe_result *result)
 {
-    unsigned before = atomic_load(accepted);
     struct sockaddr_storage ss;
     socklen_t len;
+    *result = LISTENER_UNKNOWN;
     if (!probe_address(l, &ss, &len))
-        return LISTENER_UNKNOWN;
+        return -1;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return LISTENER_UNKNOWN; /* out of descriptors: says nothing of the listener */
-    int64_t deadline = clock_mono_ms() + wait_ms;
-    listener_probe_result result = LISTENER_STOPPED;
+        return -1; /* out of descriptors: says nothing of the listener */
+    *result = LISTENER_STOPPED;
     if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
         if (errno != EINPROGRESS)
-            goto done; /* refused: nothing listens there */
+            goto fail; /* refused: nothing listens there */
         int w = wait_fd(fd, POLLOUT, deadline, stop);
         int err = 0;
         socklen_t elen = sizeof(err);
         if (w == -2)
-            result = LISTENER_UNKNOWN;
+            *result = LISTENER_UNKNOWN;
         if (w != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0)
-            goto done;
+            goto fail;
     }
-    static const uint8_t hello[SP_HEADER_BYTES] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_REQ0, 0, 0};
-    if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
-        goto done; /* a fresh socket's buffer takes 8 bytes at once */
+    if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) == (ssize_t)sizeof(hello))
+        return fd; /* a fresh socket's buffer takes 8 bytes at once */
+fail:
+    close(fd);
+    return -1;
+}
+
+static const char *const all_outcomes[] = {"accept", "disconnect", "canceled", "other",
+                                           "timeout", "proto", "auth", "oom", "reject", NULL};
+
+int64_t listener_stats_sum(nng_listener l, const char *const *names)
+{
+    nng_stat *all;
+    if (nng_stats_get(&all) != 0)
+        return -1;
+    int64_t sum = -1;
+    nng_stat *ls = nng_stat_find_listener(all, l);
+    for (nng_stat *c = ls ? nng_stat_child(ls) : NULL; c; c = nng_stat_next(c))
+        for (size_t i = 0; names[i]; i++)
+            if (strcmp(nng_stat_name(c), names[i]) == 0)
+                sum = (sum < 0 ? 0 : sum) + (int64_t)nng_stat_value(c);
+    nng_stats_free(all);
+    return sum;
+}
+
+listener_probe_result listener_probe_tls(nng_listener l, int wait_ms, volatile sig_atomic_t *stop)
+{
+    int64_t before = listener_stats_sum(l, all_outcomes);
+    if (before < 0)
+        return LISTENER_UNKNOWN;
+    int64_t deadline = clock_mono_ms() + wait_ms;
+    listener_probe_result result;
+    int fd = probe_connect(l, deadline, stop, &result);
+    if (fd < 0)
+        return result;
+    /* The SP header is no TLS record: the handshake fails at once and
+     * tallyd closes the connection. Wait for that, never hang up first. */
+    uint8_t sink[64];
+    for (;;) {
+        int w = wait_fd(fd, POLLIN, deadline, stop);
+        if (w != 1) {
+            close(fd);
+            return w == -2 ? LISTENER_UNKNOWN : LISTENER_STOPPED;
+        }
+        ssize_t n = recv(fd, sink, sizeof(sink), 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            break;
+    }
+    close(fd);
+    while (listener_stats_sum(l, all_outcomes) == before) {
+        if (*stop)
+            return LISTENER_UNKNOWN;
+        if (clock_mono_ms() >= deadline)
+            return LISTENER_STOPPED;
+        struct timespec slice = {0, 10 * 1000000};
+        nanosleep(&slice, NULL);
+    }
+    return LISTENER_ACCEPTING;
+}
+
+listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted, int wait_ms,
+                                     volatile sig_atomic_t *stop)
+{
+    unsigned before = atomic_load(accepted);
+    int64_t deadline = clock_mono_ms() + wait_ms;
+    listener_probe_result result;
+    int fd = probe_connect(l, deadline, stop, &result);
+    if (fd < 0)
+        return result;
     uint8_t peer[SP_HEADER_BYTES];
     size_t got = 0;
     while (got < sizeof(peer)) {

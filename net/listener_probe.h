@@ -13,6 +13,7 @@
 
 #include <nng/nng.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdatomic.h>
 
 typedef enum listener_probe_result {
@@ -33,5 +34,19 @@ typedef enum listener_probe_result {
  * *stop becomes set. */
 listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted, int wait_ms,
                                      volatile sig_atomic_t *stop);
+
+/* The sum of NNG's statistics of listener l named in names (NULL-ended:
+ * "accept", "auth", "proto", ...), or -1 without statistics. */
+int64_t listener_stats_sum(nng_listener l, const char *const *names);
+
+/* The same question for a tls+tcp:// listener, which a probe cannot pass
+ * (the handshake may require a client certificate). NNG 1.5.2's TLS
+ * transport has the same bug (a peer hanging up during the handshake
+ * stops the listener), and it reports a failed handshake to the listener
+ * only while the listener is accepting. So: connect, send the SP header
+ * (no TLS record: the handshake fails at once and the server hangs up),
+ * and wait up to wait_ms for NNG's statistics of l (accept and each kind
+ * of failed accept) to move. LISTENER_UNKNOWN without statistics. */
+listener_probe_result listener_probe_tls(nng_listener l, int wait_ms, volatile sig_atomic_t *stop);
 
 #endif

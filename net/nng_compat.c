@@ -8,6 +8,7 @@
 #include "net/metrics.h"
 
 #include "net/nng_compat.h"
+#include "common/tls_config.h"
 
 #include <string.h>
 
@@ -16,12 +17,20 @@
 #define LISTENER_PROBE_WAIT_MS 12000 /* beyond NNG's 10 s negotiation timeout */
 #define LISTENER_STOPPED_PROBES 2    /* in a row before the listener is re-created */
 
+/* The TLS configuration of a tls+tcp:// url (tallyd.c refused one
+ * without), NULL for the others. */
+static nng_tls_config *listen_tls(const server *srv, const char *url)
+{
+    return tls_url_is_tls(url) ? srv->tls : NULL;
+}
+
 int listeners_open(server *srv)
 {
     const net_server_options *opt = srv->opt;
     listeners *ls = &srv->lis;
     for (unsigned i = 0; i < opt->listen_count; i++) {
-        int rv = nng_listen(srv->rep, opt->listen_urls[i], &ls->l[i], 0);
+        int rv = tls_listen(srv->rep, opt->listen_urls[i], listen_tls(srv, opt->listen_urls[i]),
+                            &ls->l[i]);
         if (rv != 0) {
             net_log(NET_LOG_ERROR, "cannot listen on %s: %s", opt->listen_urls[i], nng_strerror(rv));
             return rv;
@@ -50,7 +59,7 @@ static void relisten(server *srv, unsigned i)
         nng_listener_close(ls->l[i]);
         ls->down[i] = true;
     }
-    int rv = nng_listen(srv->rep, url, &ls->l[i], 0);
+    int rv = tls_listen(srv->rep, url, listen_tls(srv, url), &ls->l[i]);
     if (rv != 0) {
         net_log(NET_LOG_ERROR, "cannot listen on %s again: %s (trying again)", url,
                 nng_strerror(rv));
@@ -73,13 +82,17 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
             relisten(srv, i);
             continue;
         }
-        listener_probe_result r = listener_probe(ls->l[i], &ls->accepted[i],
-                                                 LISTENER_PROBE_WAIT_MS, stop);
+        listener_probe_result r =
+            tls_url_is_tls(srv->opt->listen_urls[i])
+                ? listener_probe_tls(ls->l[i], LISTENER_PROBE_WAIT_MS, stop)
+                : listener_probe(ls->l[i], &ls->accepted[i], LISTENER_PROBE_WAIT_MS, stop);
         if (r != LISTENER_ACCEPTING)
             net_log(NET_LOG_DEBUG, "probe of %s: %s", srv->opt->listen_urls[i],
                     r == LISTENER_STOPPED ? "not accepting" : "not probed");
         if (r == LISTENER_ACCEPTING)
             ls->stopped[i] = 0;
+        if (r == LISTENER_ACCEPTING && tls_url_is_tls(srv->opt->listen_urls[i]))
+            ls->tls_refused[i]++; /* the probe's own refused handshake: not logged */
         else if (r == LISTENER_STOPPED && ++ls->stopped[i] >= LISTENER_STOPPED_PROBES)
             relisten(srv, i);
     }

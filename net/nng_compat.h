@@ -7,9 +7,10 @@
  *
  * 1. NNG_COMPAT_LISTENER_WATCHDOG — nanomsg/nng#1518, fixed in 1.6.0: a
  *    listener stops accepting for good when a peer hangs up during the SP
- *    header exchange. tallyd probes each tcp/ipc listener every 2 s and
- *    listens again after two failed probes (nng_compat.c,
- *    listener_probe.c).
+ *    header exchange (for tls+tcp://: during the TLS handshake). tallyd
+ *    probes each tcp/ipc/tls+tcp listener every 2 s and listens again
+ *    after two failed probes (nng_compat.c, listener_probe.c; a tls+tcp
+ *    listener is probed through NNG's statistics, listener_probe_tls).
  * 2. NNG_COMPAT_REDIAL — the same bug on the client side: a dialer stops
  *    for good when the server closes a connection during the exchange.
  *    libtally replaces a dialer that has had no connection for a while

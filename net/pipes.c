@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "net/nng_compat.h"
+#include "common/tls_config.h"
 
 /* A stale-pipe pass (nng_compat.c) looks at every counted pipe; a flood of
  * connections at the limit must not pay that once per refused one. */
@@ -63,4 +64,26 @@ int pipes_watch(server *srv)
     if (rv == 0)
         rv = nng_pipe_notify(srv->rep, NNG_PIPE_EV_REM_POST, pipe_event, srv);
     return rv;
+}
+
+/* NNG counts a handshake it refused (no client certificate, one that does
+ * not chain to --tls-ca or has expired, a peer that is not TLS) as an
+ * "auth" failure of the listener; it tells the socket nothing else. */
+void listeners_log_tls_refusals(server *srv)
+{
+    static const char *const refused[] = {"auth", "proto", NULL};
+    listeners *ls = &srv->lis;
+    for (unsigned i = 0; i < ls->count; i++) {
+        if (ls->down[i] || !tls_url_is_tls(srv->opt->listen_urls[i]))
+            continue;
+        int64_t now = listener_stats_sum(ls->l[i], refused);
+        if (now < ls->tls_refused[i]) /* a listener made again counts from 0 */
+            ls->tls_refused[i] = 0;
+        if (now > ls->tls_refused[i])
+            net_log(NET_LOG_WARN, "%s: %lld TLS handshake(s) refused (no client certificate, "
+                    "one not signed by --tls-ca or expired, or not TLS)",
+                    srv->opt->listen_urls[i], (long long)(now - ls->tls_refused[i]));
+        if (now >= 0)
+            ls->tls_refused[i] = now;
+    }
 }

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "common/tls_config.h"
 #include "log/log.h"
 
 #include <nng/protocol/pubsub0/pub.h>
@@ -48,7 +49,8 @@ int publisher_open(server *srv)
         rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_ADD_POST, pub_pipe_event, srv);
     if (rv == 0)
         rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_REM_POST, pub_pipe_event, srv);
-    if (rv == 0 && (rv = nng_listen(srv->pub, url, NULL, 0)) != 0)
+    nng_tls_config *tls = tls_url_is_tls(url) ? srv->tls : NULL;
+    if (rv == 0 && (rv = tls_listen(srv->pub, url, tls, &srv->pub_listener)) != 0)
         net_log(NET_LOG_ERROR, "cannot publish on %s: %s", url, nng_strerror(rv));
     return rv;
 }

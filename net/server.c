@@ -149,6 +149,7 @@ static server *server_new(const net_server_options *opt)
     if (srv == NULL)
         return NULL;
     srv->opt = opt;
+    srv->tls = opt->tls;
     pthread_rwlock_init(&srv->store_rw, NULL);
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->writer_cv, NULL);
@@ -226,12 +227,14 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
             if (srv->auth)
                 auth_guard_reload(srv->auth, opt->auth_file);
             else
-                net_log(NET_LOG_INFO, "SIGHUP: nothing to reload (no --auth)");
+                net_log(NET_LOG_INFO, "SIGHUP: no --auth file to read again");
+            tls_reload(srv);
             if (opt->notify)
                 opt->notify("READY=1");
         }
         if (clock_mono_ms() >= next_probe_ms) {
             listeners_watch(srv, stop);
+            listeners_log_tls_refusals(srv);
             next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
         }
     }

@@ -15,6 +15,9 @@
 #include "net/health.h"
 #include "net/logging.h"
 
+#include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,6 +64,17 @@ typedef struct net_server_options {
      * file reloaded when *reload becomes non-zero (SIGHUP). */
     struct auth_table *auth;
     const char *auth_file;
+    /* TLS (docs/SECURITY.md): the server configuration of every tls+tcp://
+     * --listen and --publish URL, and the PEM text an https:// --http
+     * serves; NULL when none is given. tallyd.c builds both (common/tls_config.h). */
+    nng_tls_config *tls;
+    const struct tls_pem *tls_pem;
+    nng_tls_auth_mode tls_client_auth;
+    const struct tls_files *tls_files; /* the --tls-* paths, read again at *reload */
+    /* Set (from a SIGHUP handler) to read the --tls-* files again: new
+     * tls+tcp:// connections get the new certificates, open ones keep
+     * theirs, a file that fails keeps the old ones (logged); the HTTPS face
+     * keeps its certificate until a restart. NULL: never. */
     volatile sig_atomic_t *reload;
 } net_server_options;
 

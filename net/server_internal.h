@@ -9,12 +9,14 @@
  *                writer, or on the completer with --replies completer)
  *   waiter.c     parked long-polls (log_read, sub_fetch)
  *   publisher.c  the PUB socket and its subscriber count
- *   pipes.c      request connections: accounting and --max-connections
+ *   pipes.c      request connections: accounting and --max-connections,
+ *                and the log of refused TLS handshakes
  *   http_routes.c the HTTP face's routes (/metrics, /healthz, /readyz) and
  *                the health checks' evaluation once a second
  *   http_json.c  the JSON API (/v1/...): JSON requests sent to the REP
  *                socket over inproc, replies back as JSON
  *   nng_compat.c the NNG 1.5.2 workarounds (listener watchdog, stale pipes)
+ *   tls_reload.c SIGHUP: the --tls-* files read again for tls+tcp://
  *   server.c     wiring, start and stop
  *
  * A slot is one REP context with its request and reply state. It belongs
@@ -85,6 +87,7 @@ typedef struct listeners {
     bool down[NET_LISTEN_URLS_MAX];        /* closed, not yet back */
     atomic_uint ids[NET_LISTEN_URLS_MAX];
     atomic_uint accepted[NET_LISTEN_URLS_MAX]; /* connections handed over (ADD_PRE) */
+    int64_t tls_refused[NET_LISTEN_URLS_MAX]; /* TLS handshakes refused, as last logged */
 } listeners;
 
 /* One committed group, to be answered (by the writer or the completer). */
@@ -103,6 +106,9 @@ struct server {
     nng_socket pub;
     bool has_pub;
     listeners lis;
+    nng_listener pub_listener; /* when has_pub */
+    nng_tls_config *tls;       /* the live TLS configuration of tls+tcp:// listeners
+                                  (opt->tls, then each reload's); main thread */
     slot *slots;
     unsigned slot_count;
     pthread_mutex_t mu;
@@ -217,6 +223,12 @@ int listeners_open(server *srv);
 void listeners_note_accept(server *srv, nng_pipe p);
 /* Main thread, every LISTENER_PROBE_INTERVAL_MS while serving. */
 void listeners_watch(server *srv, volatile sig_atomic_t *stop);
+/* Log the TLS handshakes each tls+tcp:// listener refused since the last
+ * call (a warn line per listener and call at most: pipes.c). */
+void listeners_log_tls_refusals(server *srv);
+/* Read the --tls-* files again and give the tls+tcp:// listeners the new
+ * configuration (tls_reload.c); main thread. */
+void tls_reload(server *srv);
 void listeners_close(server *srv);
 #define LISTENER_PROBE_INTERVAL_MS 2000
 /* At the connection limit: places of connections NNG no longer knows

@@ -14,6 +14,7 @@
 #include "net/webhooks.h"
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -24,7 +25,7 @@
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t reload_requested;
 
-/* SIGHUP reloads the auth file (the unit's ExecReload); SIGTERM and SIGINT
+/* SIGHUP reloads the auth and TLS files (the unit's ExecReload); SIGTERM and SIGINT
  * stop. */
 static void on_signal(int sig)
 {
@@ -78,6 +79,65 @@ static int load_auth(net_server_options *opt)
     return -1;
 }
 
+/* A refused TLS setup: the message on stderr, exit status 2. */
+static int tls_refusal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tallyd: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'tallyd --help'.\n");
+    va_end(ap);
+    return 2;
+}
+
+/* The first endpoint that speaks TLS (tls+tcp:// or https://), or NULL. */
+static const char *first_tls_endpoint(const net_server_options *opt)
+{
+    for (unsigned i = 0; i < opt->listen_count; i++)
+        if (tls_url_is_tls(opt->listen_urls[i]))
+            return opt->listen_urls[i];
+    if (tls_url_is_tls(opt->publish_url))
+        return opt->publish_url;
+    return opt->http_url && strncmp(opt->http_url, "https://", 8) == 0 ? opt->http_url : NULL;
+}
+
+/* Read the --tls-* files and build the server configuration: -1 when
+ * tallyd may go on, else the exit status (2: refused, with the reason). */
+static int tls_setup(net_server_options *opt, tallyd_tls_choice *tls)
+{
+    char why[TALLY_PATH_BYTES_MAX + 300];
+    const char *endpoint = first_tls_endpoint(opt);
+    bool any_file = tls->files.cert || tls->files.key || tls->files.ca;
+    if (endpoint == NULL && !any_file && tls->client_auth < 0)
+        return -1;
+    if (endpoint == NULL)
+        return tls_refusal("--tls-* options without a tls+tcp:// or https:// endpoint%s", "");
+    if (tls->files.cert == NULL || tls->files.key == NULL)
+        return tls_refusal("%s: a TLS endpoint needs --tls-cert FILE and --tls-key FILE", endpoint);
+    if (tls->client_auth < 0)
+        tls->client_auth = tls->files.ca ? NNG_TLS_AUTH_MODE_REQUIRED : NNG_TLS_AUTH_MODE_NONE;
+    if (tls->client_auth != NNG_TLS_AUTH_MODE_NONE && tls->files.ca == NULL)
+        return tls_refusal("--tls-client-auth %s needs --tls-ca FILE (the CA of the clients' "
+                           "certificates)", tls->client_auth == NNG_TLS_AUTH_MODE_REQUIRED ? "required" : "optional");
+    /* mbedTLS's optional mode lets a bad certificate through as unverified,
+     * and NNG 1.5.2 tells a connection only "verified or not", the same for
+     * a missing and a bad certificate: optional would let both in. */
+    const char *nng_tls = first_tls_endpoint(opt);
+    if (tls->client_auth == NNG_TLS_AUTH_MODE_OPTIONAL && strncmp(nng_tls, "tls+", 4) == 0)
+        return tls_refusal("%s: --tls-client-auth optional is for https:// only (NNG cannot tell "
+                           "a missing client certificate from a bad one): use required or none",
+                           nng_tls);
+    if (tls_pem_load(&tls->files, &tls->pem, why, sizeof(why)) != TALLY_ok)
+        return tls_refusal("%s", why);
+    opt->tls_pem = &tls->pem;
+    opt->tls_files = &tls->files;
+    opt->tls_client_auth = (nng_tls_auth_mode)tls->client_auth;
+    if (tls_config_server(&tls->pem, opt->tls_client_auth, &opt->tls, why, sizeof(why)) != TALLY_ok)
+        return tls_refusal("%s", why);
+    return -1;
+}
+
 /* File descriptors beyond the connections: the store, its lock file,
  * listeners, the PUB socket's subscribers, backups, NNG's own. */
 #define FDS_BESIDES_CONNECTIONS 256
@@ -123,6 +183,9 @@ int main(int argc, char **argv)
         net_log_set_level(opt.log_level);
         rc = check_listeners(&opt, options_given_count(&set, "insecure", NULL) > 0);
     }
+    tallyd_tls_choice *tls = tallyd_options_tls();
+    if (rc < 0)
+        rc = tls_setup(&opt, tls);
     if (rc < 0)
         rc = load_auth(&opt);
     if (rc < 0) {
@@ -131,7 +194,10 @@ int main(int argc, char **argv)
         opt.reload = &reload_requested;
         raise_fd_limit(opt.max_connections);
         rc = net_server_run(&opt, &stop_requested);
+    } else if (opt.tls) {
+        nng_tls_config_free(opt.tls);
     }
+    tls_pem_free(&tls->pem); /* a running server's configuration stays: NNG keeps its copy */
     webhooks_free(opt.webhooks);
     options_free(&set);
     return rc;

@@ -122,7 +122,7 @@ static int parse_http(const options_row *row, void *t, const char *text, char *w
     (void)row;
     bool none = strcmp(text, "none") == 0;
     if (!none && !net_http_url_valid(text)) {
-        snprintf(why, n, "http://HOST:PORT or none, got %s", text);
+        snprintf(why, n, "http://HOST:PORT, https://HOST:PORT or none, got %s", text);
         return 2;
     }
     opts_of(t)->http_url = none ? NULL : text;
@@ -133,6 +133,43 @@ static int parse_auth(const options_row *row, void *t, const char *text, char *w
 {
     (void)row, (void)why, (void)n;
     opts_of(t)->auth_file = text; /* read and checked by tallyd.c's load_auth */
+    return 0;
+}
+
+/* ---- TLS: the files are read by tallyd.c's tls_setup, once every
+ * endpoint is known ---- */
+
+static tallyd_tls_choice tls_choice = {.client_auth = -1};
+
+tallyd_tls_choice *tallyd_options_tls(void)
+{
+    return &tls_choice;
+}
+
+static int parse_tls_file(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)t, (void)why, (void)n;
+    const char **field = strcmp(row->name, "tls-cert") == 0  ? &tls_choice.files.cert
+                         : strcmp(row->name, "tls-key") == 0 ? &tls_choice.files.key
+                                                              : &tls_choice.files.ca;
+    *field = text;
+    return 0;
+}
+
+static const char *const client_auth_names[] = {"none", "optional", "required"}; /* nng_tls_auth_mode */
+_Static_assert(NNG_TLS_AUTH_MODE_NONE == 0 && NNG_TLS_AUTH_MODE_OPTIONAL == 1 &&
+                   NNG_TLS_AUTH_MODE_REQUIRED == 2, "client_auth_names in NNG's order");
+
+static int parse_tls_client_auth(const options_row *row, void *t, const char *text, char *why,
+                                 size_t n)
+{
+    (void)row, (void)t;
+    int choice;
+    if (!parse_name(text, client_auth_names, 3, &choice)) {
+        snprintf(why, n, "expected required, optional or none, got %s", text);
+        return 2;
+    }
+    tls_choice.client_auth = choice;
     return 0;
 }
 
@@ -177,10 +214,12 @@ static const options_row rows[] = {
      TALLYD_CONFIG_DEFAULT " when it exists; none: no file",
      NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"data", "DIR", "./tally-data", "store directory, created if missing", parse_data},
-    {"listen", "URL", "tcp://127.0.0.1:7450", "NNG request/reply endpoint", parse_listen, 0, 0,
+    {"listen", "URL", "tcp://127.0.0.1:7450",
+     "NNG request/reply endpoint: tcp://, ipc://, or tls+tcp://HOST:PORT with tls-cert and "
+     "tls-key", parse_listen, 0, 0,
      OPTIONS_REPEATABLE},
     {"publish", "URL", "tcp://127.0.0.1:7451",
-     "NNG PUB endpoint for committed events; none disables", parse_publish},
+     "NNG PUB endpoint for committed events (tls+tcp:// too); none disables", parse_publish},
     {"map-size-mb", "N", "1024", "LMDB map size at start in MiB",
      NUMBER(U64, map_size_bytes, MAP_MB_MIN, MAP_MB_MAX, UINT64_C(1) << 20)},
     {"map-max-mb", "N", NULL,
@@ -216,7 +255,8 @@ static const options_row rows[] = {
      parse_choice},
     {"http", "URL", "http://127.0.0.1:7452",
      "HTTP face: GET /metrics (Prometheus), /healthz, /readyz, the JSON API /v1/... "
-     "(docs/PROTOCOL.md); http://HOST:PORT; none disables",
+     "(docs/PROTOCOL.md); http://HOST:PORT, https://HOST:PORT (with the tls-* files); none "
+     "disables",
      parse_http},
     {"http-timeout-s", "N", TEXT_OF(TALLY_HTTP_TIMEOUT_S_DEFAULT),
      "an idle or slow HTTP connection is closed after N s",
@@ -232,6 +272,18 @@ static const options_row rows[] = {
      "SCHEME SECRET-FILE[,...] [OPT=V...]; schemes standard, stripe, hmac-sha256 "
      "(docs/WEBHOOKS.md)",
      parse_webhooks},
+    {"tls-cert", "FILE", NULL,
+     "PEM certificate (chain) of the tls+tcp:// and https:// endpoints (docs/SECURITY.md)",
+     parse_tls_file},
+    {"tls-key", "FILE", NULL, "its PEM private key, unencrypted, mode 0600 or stricter",
+     parse_tls_file},
+    {"tls-ca", "FILE", NULL, "PEM CA that client certificates must chain to", parse_tls_file},
+    {"tls-client-auth", "M", NULL,
+     "required (unset: the default with tls-ca; a client without a valid certificate fails the "
+     "handshake), optional (https:// only: checked when presented) or none (the default "
+     "without tls-ca); SIGHUP reads the files again for new tls+tcp:// connections (HTTPS: at "
+     "a restart)",
+     parse_tls_client_auth},
     {"auth", "FILE", NULL,
      "principals and grants, one a line: NAME SHA256-HEX-OF-TOKEN GRANTS (read, "
      "write:CONSUMER, subscribe:NAME, admin; * globs); every request then carries a token "
@@ -284,8 +336,9 @@ static void usage(const options_set *set, FILE *f)
                "The config file: `key = value` lines, `#` comments; a flag on the command line\n"
                "overrides its key (a repeatable one's values replace the file's list).\n"
                "SIGTERM or SIGINT: stop taking requests, finish and answer the group being\n"
-               "committed, close the store cleanly. SIGHUP: reload the --auth file (one that\n"
-               "does not parse keeps the old table). Only one tallyd may use a data directory.\n");
+               "committed, close the store cleanly. SIGHUP: read the --auth file (one that\n"
+               "does not parse keeps the old table) and the --tls-* files again (new tls+tcp://\n"
+               "connections use them). Only one tallyd may use a data directory.\n");
 }
 
 static int usage_error(const char *message)

@@ -123,6 +123,21 @@ static bool read_url(target *t, const char *v, char *why, size_t n)
     return text_into(t->config->url, sizeof(t->config->url), v, why, n);
 }
 
+static bool read_tls_ca(target *t, const char *v, char *why, size_t n)
+{
+    return text_into(t->config->tls_ca, sizeof(t->config->tls_ca), v, why, n);
+}
+
+static bool read_tls_cert(target *t, const char *v, char *why, size_t n)
+{
+    return text_into(t->config->tls_cert, sizeof(t->config->tls_cert), v, why, n);
+}
+
+static bool read_tls_key(target *t, const char *v, char *why, size_t n)
+{
+    return text_into(t->config->tls_key, sizeof(t->config->tls_key), v, why, n);
+}
+
 bool relay_instance_valid(const char *v)
 {
     size_t len = strlen(v);
@@ -302,6 +317,9 @@ static const key_row keys[] = {
     {SECTION_TOP, "instance", read_instance},
     {SECTION_TOP, "http", read_http},
     {SECTION_TOP, "token_file", read_token_file},
+    {SECTION_TOP, "tls_ca", read_tls_ca},
+    {SECTION_TOP, "tls_cert", read_tls_cert},
+    {SECTION_TOP, "tls_key", read_tls_key},
     {SECTION_NATS, "url", read_nats_url},
     {SECTION_NATS, "stream", read_stream},
     {SECTION_NATS, "subject", read_subject},
@@ -557,6 +575,9 @@ void relay_config_print(const relay_config *c)
     printf("tally: %s, as instance %s\n", c->url, c->instance);
     if (c->http[0])
         printf("metrics: %s/metrics, %s/healthz\n", c->http, c->http);
+    if (strncmp(c->url, "tls+tcp", 7) == 0)
+        printf("tls: ca %s, client certificate %s\n", c->tls_ca[0] ? c->tls_ca : "$TALLY_TLS_CA",
+               c->tls_cert[0] ? c->tls_cert : "$TALLY_TLS_CERT (if set)");
     if (c->nats.enabled) {
         const relay_nats *n = &c->nats;
         printf("nats: %s, stream %s (%s, %" PRIu32 " replicas, duplicate window %" PRIu32

@@ -95,6 +95,10 @@ typedef struct relay_endpoint {
 
 typedef struct relay_config {
     char url[RELAY_URL_BYTES_MAX + 1]; /* tallyd */
+    /* tls_ca, tls_cert, tls_key: for a tls+tcp:// url, the PEM files of
+     * tally_client_options ("": $TALLY_TLS_CA, ... as libtally reads them) */
+    char tls_ca[RELAY_URL_BYTES_MAX + 1], tls_cert[RELAY_URL_BYTES_MAX + 1],
+        tls_key[RELAY_URL_BYTES_MAX + 1];
     /* this relay's consumer instance id on every sink's subscriber
      * (tally_run_options.instance): stable across restarts, so a restarted
      * relay gets its unacked window back at once, in seq order; each relay

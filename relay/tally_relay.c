@@ -30,6 +30,7 @@ static void usage(FILE *f)
 "usage: tally-relay [--config FILE] [--url TALLY_URL] [--subscriber NAME] [--instance ID]\n"
 "                   [--token-file FILE]\n"
 "                   [--nats NATS_URL --stream NAME [--subject TEMPLATE]]\n"
+"                   [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]\n"
 "                   [--http URL] [--check] [--help]\n"
 "\n"
 "Relays tally's events to NATS JetStream and to HTTP endpoints (outbound\n"
@@ -42,6 +43,10 @@ static void usage(FILE *f)
 "                      sections (docs/RELAY.md); the flags below override it\n"
 "  --url URL           tallyd's request endpoint (default $TALLY_URL, else\n"
 "                      %s)\n"
+"  --tls-ca FILE, --tls-cert FILE, --tls-key FILE  for a tls+tcp:// URL: the CA\n"
+"                      of tallyd's certificate and the relay's client\n"
+"                      certificate (config tls_ca, tls_cert, tls_key; default\n"
+"                      $TALLY_TLS_CA, $TALLY_TLS_CERT, $TALLY_TLS_KEY)\n"
 "  --subscriber NAME   the JetStream sink's durable subscriber (default %s);\n"
 "                      an endpoint's is relay:<endpoint>\n"
 "  --instance ID       this relay's consumer instance on every subscriber\n"
@@ -91,10 +96,11 @@ static int usage_error(const char *what, const char *arg)
 }
 
 enum { OPT_CONFIG = 1000, OPT_URL, OPT_SUBSCRIBER, OPT_INSTANCE, OPT_NATS, OPT_STREAM, OPT_SUBJECT, OPT_HTTP,
-       OPT_CHECK, OPT_TOKEN_FILE, OPT_HELP };
+       OPT_CHECK, OPT_TOKEN_FILE, OPT_HELP, OPT_TLS_CA, OPT_TLS_CERT, OPT_TLS_KEY };
 
 typedef struct flags {
     const char *config, *url, *subscriber, *instance, *nats, *stream, *subject, *http, *token_file;
+    const char *tls_ca, *tls_cert, *tls_key;
     bool check, help;
 } flags;
 
@@ -112,6 +118,9 @@ static int flags_parse(int argc, char **argv, flags *f)
         {"http", required_argument, NULL, OPT_HTTP},
         {"check", no_argument, NULL, OPT_CHECK},
         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+        {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -128,6 +137,9 @@ static int flags_parse(int argc, char **argv, flags *f)
         case OPT_HTTP: f->http = optarg; break;
         case OPT_CHECK: f->check = true; break;
         case OPT_TOKEN_FILE: f->token_file = optarg; break;
+        case OPT_TLS_CA: f->tls_ca = optarg; break;
+        case OPT_TLS_CERT: f->tls_cert = optarg; break;
+        case OPT_TLS_KEY: f->tls_key = optarg; break;
         case OPT_HELP: usage(stdout); return EXIT_OK;
         default:
             return usage_error("unknown option or missing value: ",
@@ -154,6 +166,9 @@ static bool flags_apply(const flags *f, relay_config *c)
         {f->stream, c->nats.stream, sizeof(c->nats.stream)},
         {f->subject, c->nats.subject, sizeof(c->nats.subject)},
         {f->token_file, c->token_file, sizeof(c->token_file)},
+        {f->tls_ca, c->tls_ca, sizeof(c->tls_ca)},
+        {f->tls_cert, c->tls_cert, sizeof(c->tls_cert)},
+        {f->tls_key, c->tls_key, sizeof(c->tls_key)},
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         if (texts[i].value == NULL)
@@ -336,6 +351,13 @@ int main(int argc, char **argv)
         return usage_error("--instance: 1-64 bytes of A-Z a-z 0-9 . _ -: ", config.instance);
     if (!relay_config_check(&config, error, sizeof(error)))
         return usage_error("", error);
+    tally_client_options co = {.url = config.url, .consumer = "tally-relay",
+                               .token_file = config.token_file[0] ? config.token_file : NULL,
+                               .tls_ca = config.tls_ca[0] ? config.tls_ca : NULL,
+                               .tls_cert = config.tls_cert[0] ? config.tls_cert : NULL,
+                               .tls_key = config.tls_key[0] ? config.tls_key : NULL};
+    if (tally_tls_check(&co, NULL, error, sizeof(error)) != TALLY_ok)
+        return usage_error("", error); /* the files are read, nothing is contacted */
     if (f.check) {
         relay_config_print(&config);
         printf("configuration ok\n");
@@ -356,8 +378,6 @@ int main(int argc, char **argv)
         return EXIT_FAILED;
     }
     tally_client *client = NULL;
-    tally_client_options co = {.url = config.url, .consumer = "tally-relay",
-                               .token_file = config.token_file[0] ? config.token_file : NULL};
     int rc = tally_client_open(&co, &client);
     if (rc != TALLY_ok) {
         fprintf(stderr, "tally-relay: %s: %s\n", config.url, tally_strerror(rc));

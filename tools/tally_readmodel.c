@@ -72,6 +72,8 @@ static void usage(FILE *f)
 "                      (default %s)\n"
 "  --url URL           tallyd request endpoint (default $TALLY_URL, else\n"
 "                      tcp://127.0.0.1:7450)\n"
+"                      (tls+tcp://: the CA and client certificate from\n"
+"                      $TALLY_TLS_CA, $TALLY_TLS_CERT, $TALLY_TLS_KEY)\n"
 "  --once              catch up to the head of the log, then exit\n"
 "  --dump              print the read model and exit (after --once if given);\n"
 "                      without --once the server is not contacted\n"

@@ -53,6 +53,12 @@ const cli_option cli_global_options[] = {
     {"--token-file", SLOT_TOKEN_FILE, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX - 1, false, "FILE",
      "send the token in FILE (mode 600) with every request, for tallyd --auth "
      "(default $TALLY_TOKEN_FILE, else $TALLY_TOKEN)"},
+    {"--tls-ca", SLOT_TLS_CA, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX, false, "FILE",
+     "for tls+tcp:// URLs: the CA of tallyd's certificate (default $TALLY_TLS_CA)"},
+    {"--tls-cert", SLOT_TLS_CERT, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX, false, "FILE",
+     "client certificate, when tallyd asks for one (default $TALLY_TLS_CERT)"},
+    {"--tls-key", SLOT_TLS_KEY, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX, false, "FILE",
+     "its private key, mode 0600 (default $TALLY_TLS_KEY)"},
     {"--help", SLOT_HELP, CLI_FLAG, 0, 0, false, NULL, "explain tally, or the command"},
     {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
     OPT_END};

@@ -135,8 +135,8 @@ void print_command_help(const cli_command *cmd)
     if (cmd->details)
         printf("\n%s", cmd->details);
     printf("\nGlobal options: --url URL, --publish URL, --json, --timeout-ms N,\n"
-           "--consumer NAME, --retries N, --token-file FILE (see 'tally --help').\n\n%s",
-           help_exit);
+           "--consumer NAME, --retries N, --token-file FILE,\n"
+           "--tls-ca/--tls-cert/--tls-key FILE (see 'tally --help').\n\n%s", help_exit);
 }
 
 void print_global_help(void)
@@ -157,5 +157,7 @@ void print_global_help(void)
            "  TALLY_CONSUMER  default for --consumer\n"
            "  TALLY_TOKEN_FILE  default for --token-file\n"
            "  TALLY_TOKEN     the token itself, when no token file is given\n\n"
+           "  TALLY_TLS_CA, TALLY_TLS_CERT, TALLY_TLS_KEY  defaults for --tls-ca,\n"
+           "                  --tls-cert, --tls-key (docs/SECURITY.md)\n\n"
            "Run 'tally COMMAND --help' for a command's arguments and options.\n");
 }

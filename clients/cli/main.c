@@ -114,8 +114,17 @@ static int client_open(cli *c)
                                * $TALLY_AUTOBATCH is not read (a bad value
                                * would otherwise read as a bad URL below) */
                               .no_autobatch = true,
-                              .token = token[0] ? token : NULL};
-    int rc = tally_client_open(&o, &c->client);
+                              .token = token[0] ? token : NULL,
+                              .tls_ca = c->v[SLOT_TLS_CA].set ? c->v[SLOT_TLS_CA].text : NULL,
+                              .tls_cert = c->v[SLOT_TLS_CERT].set ? c->v[SLOT_TLS_CERT].text : NULL,
+                              .tls_key = c->v[SLOT_TLS_KEY].set ? c->v[SLOT_TLS_KEY].text : NULL};
+    char why[TALLY_PATH_BYTES_MAX + 300];
+    int rc = tally_tls_check(&o, c->url, why, sizeof(why));
+    if (rc == TALLY_ok && c->command && strcmp(c->command->name, "tail") == 0)
+        rc = tally_tls_check(&o, c->publish, why, sizeof(why));
+    if (rc != TALLY_ok)
+        return usage_error(c, "%s", why);
+    rc = tally_client_open(&o, &c->client);
     if (rc == TALLY_invalid_argument)
         return usage_error(c, "bad URL '%s', consumer '%s' or token ($TALLY_TOKEN: 1-256 "
                            "bytes)", c->url, c->consumer);

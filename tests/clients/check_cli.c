@@ -20,6 +20,7 @@
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -77,6 +78,7 @@ static void server_up(void)
     keeper_pid = pid;
     keeper_fd = down[1];
     ck_assert_msg(got == sizeof(server), "tallyd did not start (see the keeper's messages)");
+    tallyd_tls_export(&server); /* the keeper's TALLY_TLS_* stayed in the keeper */
 }
 
 static void server_down(void)

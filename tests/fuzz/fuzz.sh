@@ -56,10 +56,10 @@ build() {
     need_clang
     mkdir -p "$out/obj" "$out/corpus" "$out/crashes"
     local pc cflags libs
-    pc="msgpack lmdb libcrypto libmicrohttpd jansson"
+    pc="msgpack lmdb libcrypto libmicrohttpd gnutls jansson"
     cflags="-std=gnu11 -D_GNU_SOURCE -I$src -iquote $src/common -g -O1 -fno-omit-frame-pointer
             -Wall -Wextra -Werror -Wno-missing-field-initializers $(pkg-config --cflags $pc)"
-    libs="$(pkg-config --libs $pc) -lnng -lpthread"
+    libs="$(pkg-config --libs $pc) -lnng -lmbedx509 -lmbedcrypto -lpthread"
     local san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
     # The libraries' C files as Makefile.am lists them (so a new source file
     # cannot be forgotten here), and the fuzz support code.

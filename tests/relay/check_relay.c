@@ -35,6 +35,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
 
 #include <arpa/inet.h>
@@ -1205,6 +1206,42 @@ START_TEST(test_several_relays_deliver_each_event_once)
     free(ids);
     js_down(&j);
     receiver_stop(r);
+/* --check with a tls+tcp:// url: tls_ca, tls_cert and tls_key are read
+ * and checked as libtally will (the flags win); a CA is required. */
+START_TEST(test_check_reads_the_tls_keys)
+{
+    char dir[] = "/tmp/check_relay.XXXXXX", path[64], certs[64], text[600], other[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/relay.conf", dir);
+    snprintf(certs, sizeof(certs), "%s/tls", dir);
+    tallyd_tls_make_certs(certs);
+    unsetenv("TALLY_TLS_CA");
+    unsetenv("TALLY_TLS_CERT");
+    unsetenv("TALLY_TLS_KEY");
+    const char *relay = tallyd_program("tally-relay");
+    static const char sink[] = "[nats]\nurl = nats://127.0.0.1:4222\nstream = TALLY\n";
+    snprintf(text, sizeof(text), "url = tls+tcp://127.0.0.1:7450\ntls_ca = %s/ca.pem\n"
+             "tls_cert = %s/client.pem\ntls_key = %s/client.key\n%s", certs, certs, certs, sink);
+    file_write(path, text);
+    const char *ok[] = {relay, "--config", path, "--check", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(ok, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "tls: ca ") && strstr(out, "configuration ok"), "%s", out);
+    free(out);
+    free(err);
+    snprintf(other, sizeof(other), "%s/other-client.key", certs); /* not client.pem's key */
+    const char *flag[] = {relay, "--config", path, "--tls-key", other, "--check", NULL};
+    ck_assert_int_eq(test_run(flag, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "not the key of the certificate"), "%s", err);
+    free(out);
+    free(err);
+    snprintf(text, sizeof(text), "url = tls+tcp://127.0.0.1:7450\n%s", sink);
+    file_write(path, text);
+    ck_assert_int_eq(test_run(ok, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "needs the CA"), "%s", err);
+    free(out);
+    free(err);
+    test_remove_dir(dir);
 }
 END_TEST
 
@@ -1291,6 +1328,7 @@ int main(void)
                         "JetStream tests are skipped (apt-get install nats-server)\n",
                 getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
     tcase_add_test(tc, test_check_validates_the_configuration);
+    tcase_add_test(tc, test_check_reads_the_tls_keys);
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
     suite_add_tcase(s, tc);

@@ -9,6 +9,7 @@
  * #1543, #1813), and a probe runs many times per start.
  */
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/tallyd_tls.h"
 #include "common/clock.h"
 #include "log/sha256.h"
 
@@ -275,15 +276,40 @@ bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, i
     return sent;
 }
 
+/* A listening socket on a tls+tcp://127.0.0.1:PORT url (the harness's
+ * TLS mode), or -1. */
+static int listen_tls_url(const char *url)
+{
+    unsigned port;
+    struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (sscanf(url, "tls+tcp://127.0.0.1:%u", &port) != 1 || port == 0 || port > 65535)
+        return -1;
+    in.sin_port = htons((uint16_t)port);
+    int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lfd >= 0)
+        setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (lfd >= 0 && (bind(lfd, (struct sockaddr *)&in, sizeof(in)) != 0 || listen(lfd, 16) != 0)) {
+        close(lfd);
+        return -1;
+    }
+    return lfd;
+}
+
 int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strncmp(url, "ipc://", 6) != 0 || strlen(url + 6) >= sizeof(sa.sun_path))
+    int lfd = -1;
+    if (strncmp(url, "tls+tcp://", 10) == 0 && (lfd = listen_tls_url(url)) < 0)
         return -1;
-    strcpy(sa.sun_path, url + 6);
-    unlink(sa.sun_path); /* a stopped tallyd leaves its socket file */
-    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0) {
+    if (lfd < 0 && (strncmp(url, "ipc://", 6) != 0 || strlen(url + 6) >= sizeof(sa.sun_path)))
+        return -1;
+    if (lfd < 0) {
+        strcpy(sa.sun_path, url + 6);
+        unlink(sa.sun_path); /* a stopped tallyd leaves its socket file */
+        lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    }
+    if (lfd < 0 || (sa.sun_path[0] && (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+                                        listen(lfd, 16) != 0))) {
         if (lfd >= 0)
             close(lfd);
         return -1;
@@ -297,7 +323,8 @@ int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms)
         }
     }
     close(lfd);
-    unlink(sa.sun_path);
+    if (sa.sun_path[0])
+        unlink(sa.sun_path);
     return closed;
 }
 
@@ -369,7 +396,7 @@ static void spawn(tallyd_proc *p)
 {
     char auth_path[320];
     char map[32], wrapper[WRAPPER_BYTES_MAX];
-    const char *argv[WRAPPER_WORDS_MAX + 20 + TALLYD_EXTRA_ARGS_MAX];
+    const char *argv[WRAPPER_WORDS_MAX + 20 + TALLYD_TLS_ARGS_MAX + TALLYD_EXTRA_ARGS_MAX];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
                           "--publish", p->pub_url, "--log-level", "info",
@@ -389,6 +416,7 @@ static void spawn(tallyd_proc *p)
         argv[argc++] = "--map-size-mb";
         argv[argc++] = map;
     }
+    argc += tallyd_tls_args(p, argv + argc);
     for (int i = 0; i < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
         argv[argc++] = p->extra_args[i];
     argv[argc] = NULL;
@@ -413,7 +441,7 @@ static void spawn(tallyd_proc *p)
     int64_t started = clock_mono_ms();
     int start_wait_ms = wait_ms_scaled(START_WAIT_MS);
     while (clock_mono_ms() - started < start_wait_ms) {
-        if (answers(p->url))
+        if (answers(p->plain_url[0] ? p->plain_url : p->url))
             return;
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -437,6 +465,7 @@ void tallyd_start(tallyd_proc *p)
     snprintf(p->url, sizeof(p->url), "ipc://%s/req.sock", p->dir);
     snprintf(p->pub_url, sizeof(p->pub_url), "ipc://%s/pub.sock", p->dir);
     snprintf(p->log_path, sizeof(p->log_path), "%s/tallyd.log", p->dir);
+    tallyd_tls_prepare(p);
     spawn(p);
     mark_point(); /* tallyd answers */
 }

@@ -38,6 +38,11 @@ typedef struct tallyd_proc {
     unsigned map_size_mb; /* 0 = default */
     const char *extra_args[TALLYD_EXTRA_ARGS_MAX]; /* more tallyd options, NULL-terminated */
     uint64_t file_size_limit_bytes; /* > 0: RLIMIT_FSIZE for tallyd (SIGXFSZ ignored) */
+    /* TLS mode (tallyd_tls.h; or $TALLY_TEST_TLS): url and pub_url are
+     * tls+tcp://127.0.0.1:PORT, plain_url the ipc:// one beside them */
+    bool tls;
+    char tls_dir[320];    /* the certificates (make_test_certs.sh) */
+    char plain_url[320];
 } tallyd_proc;
 
 /* tallyd runs with --http none (several run at once; the default port is
@@ -90,7 +95,7 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes);
 bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, int linger_ms);
 
 /* Play a server that dies during the SP handshake: listen on the ipc://
- * url (of a stopped tallyd) and close each connection at once, before the
+ * url (or tls+tcp://127.0.0.1:PORT url: during the TLS handshake) (of a stopped tallyd) and close each connection at once, before the
  * SP header, until count were closed or wait_ms passed; then remove the
  * socket file. Returns how many were closed, or -1 when the url could not
  * be bound. */

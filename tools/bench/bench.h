@@ -56,6 +56,7 @@ typedef enum client_mode { CLIENT_SHARED, CLIENT_PER_THREAD } client_mode;
 
 typedef struct bench_options {
     const char *url;      /* NULL: libtally's default ($TALLY_URL, tcp://127.0.0.1:7450) */
+    const char *tls_ca, *tls_cert, *tls_key; /* NULL: $TALLY_TLS_CA, ... (tally_client_options) */
     const char *consumer;
     const char *token_file; /* NULL: libtally's $TALLY_TOKEN_FILE / $TALLY_TOKEN */
     unsigned clients;

@@ -30,6 +30,10 @@ static void usage(FILE *f)
 "\n"
 "  --url URL           tallyd request endpoint (default $TALLY_URL, else\n"
 "                      tcp://127.0.0.1:7450)\n"
+"  --tls-ca FILE       for tls+tcp:// URLs: the CA of tallyd's certificate\n"
+"                      (default $TALLY_TLS_CA)\n"
+"  --tls-cert FILE, --tls-key FILE  client certificate and its key, when\n"
+"                      tallyd asks for one ($TALLY_TLS_CERT, $TALLY_TLS_KEY)\n"
 "  --clients N         concurrent client threads, 1..%d (default 8)\n"
 "  --seconds S         run for S seconds (default 10); threads stop starting\n"
 "                      requests at the deadline and finish the ones in flight\n"
@@ -165,11 +169,15 @@ enum {
     OPT_URL = 1000, OPT_CLIENTS, OPT_SECONDS, OPT_OPS, OPT_BATCH, OPT_ACCOUNTS, OPT_DUP,
     OPT_SHARE, OPT_JSON, OPT_SEED, OPT_CONSUMER, OPT_MODE, OPT_PID, OPT_TIMEOUT, OPT_ATTEMPTS,
     OPT_AMOUNT, OPT_KEYS, OPT_ECHO, OPT_ECHO_BYTES, OPT_STREAM, OPT_FROM_SEQ, OPT_STREAM_PAGE,
-    OPT_PUBLISH, OPT_NO_AUTOBATCH, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_TOKEN_FILE, OPT_HELP
+    OPT_PUBLISH, OPT_NO_AUTOBATCH, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_TOKEN_FILE, OPT_TLS_CA,
+    OPT_TLS_CERT, OPT_TLS_KEY, OPT_HELP
 };
 
 static const struct option long_options[] = {
     {"url", required_argument, NULL, OPT_URL},
+    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"clients", required_argument, NULL, OPT_CLIENTS},
     {"seconds", required_argument, NULL, OPT_SECONDS},
     {"ops", required_argument, NULL, OPT_OPS},
@@ -263,6 +271,9 @@ static int parse_one(int c, const char *arg, bench_options *o, bool *seconds_giv
         o->token_file = arg;
         return -1;
     }
+    case OPT_TLS_CA: o->tls_ca = arg; return -1;
+    case OPT_TLS_CERT: o->tls_cert = arg; return -1;
+    case OPT_TLS_KEY: o->tls_key = arg; return -1;
     case OPT_CONSUMER:
         if (strlen(arg) < 1 || strlen(arg) > 64)
             return usage_error("--consumer: 1 to 64 bytes", arg);

@@ -16,7 +16,14 @@ int client_open(const bench_options *o, uint32_t timeout_ms, tally_client **out)
 {
     tally_client_options co = {.url = o->url, .consumer = o->consumer,
                                .timeout_ms = timeout_ms, .retries = 0, .retries_set = true,
-                               .no_autobatch = o->no_autobatch, .token_file = o->token_file};
+                               .no_autobatch = o->no_autobatch, .token_file = o->token_file,
+                               .tls_ca = o->tls_ca, .tls_cert = o->tls_cert, .tls_key = o->tls_key};
+
+    char why[512];
+    if (tally_tls_check(&co, NULL, why, sizeof(why)) != TALLY_ok) {
+        fprintf(stderr, "tally-bench: %s\n", why);
+        return TALLY_invalid_argument;
+    }
     return tally_client_open(&co, out);
 }
 

@@ -1,0 +1,89 @@
+/*
+ * tallyd_tls.c — see tallyd_tls.h.
+ */
+#include "tests/support/tallyd_tls.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void tallyd_tls_make_certs(const char *dir)
+{
+    const char *src = getenv("TALLY_SRCDIR");
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "sh '%s/tests/support/make_test_certs.sh' '%s'",
+             src && *src ? src : ".", dir);
+    ck_assert_msg(system(cmd) == 0, "%s failed (openssl missing?)", cmd);
+}
+
+/* A TCP port of 127.0.0.1 that nothing listens on now. */
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static bool tls_mode(const tallyd_proc *p)
+{
+    const char *env = getenv("TALLY_TEST_TLS");
+    return p->tls || (env && *env && strcmp(env, "0") != 0);
+}
+
+void tallyd_tls_prepare(tallyd_proc *p)
+{
+    if (!tls_mode(p))
+        return;
+    const char *env = getenv("TALLY_TEST_TLS");
+    if (env && env[0] == '/') {
+        snprintf(p->tls_dir, sizeof(p->tls_dir), "%s", env);
+    } else {
+        snprintf(p->tls_dir, sizeof(p->tls_dir), "%s/tls", p->dir);
+        tallyd_tls_make_certs(p->tls_dir);
+    }
+    snprintf(p->plain_url, sizeof(p->plain_url), "%s", p->url);
+    snprintf(p->url, sizeof(p->url), "tls+tcp://127.0.0.1:%u", free_port());
+    snprintf(p->pub_url, sizeof(p->pub_url), "tls+tcp://127.0.0.1:%u", free_port());
+    tallyd_tls_export(p);
+}
+
+void tallyd_tls_export(const tallyd_proc *p)
+{
+    if (!p->tls_dir[0])
+        return;
+    static const char *const vars[][2] = {{"TALLY_TLS_CA", "ca.pem"},
+                                          {"TALLY_TLS_CERT", "client.pem"},
+                                          {"TALLY_TLS_KEY", "client.key"}};
+    for (size_t i = 0; i < 3; i++) {
+        char path[400];
+        snprintf(path, sizeof(path), "%s/%s", p->tls_dir, vars[i][1]);
+        setenv(vars[i][0], path, 1);
+    }
+}
+
+int tallyd_tls_args(const tallyd_proc *p, const char **argv)
+{
+    if (!p->tls_dir[0])
+        return 0;
+    static __thread char cert[400], key[400], ca[400];
+    snprintf(cert, sizeof(cert), "%s/server.pem", p->tls_dir);
+    snprintf(key, sizeof(key), "%s/server.key", p->tls_dir);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", p->tls_dir);
+    const char *args[] = {"--listen", p->plain_url, "--tls-cert", cert, "--tls-key", key,
+                          "--tls-ca", ca, "--tls-client-auth", "required"};
+    _Static_assert(sizeof(args) / sizeof(args[0]) <= TALLYD_TLS_ARGS_MAX, "room for them");
+    for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
+        argv[i] = args[i];
+    return (int)(sizeof(args) / sizeof(args[0]));
+}

@@ -1,0 +1,34 @@
+/*
+ * tallyd_tls.h — the harness's TLS mode (tallyd_harness.h): tallyd serves
+ * --listen and --publish on tls+tcp://127.0.0.1 with client certificates
+ * required, and the test process's clients (libtally, the CLI it runs)
+ * find the CA and their certificate in TALLY_TLS_CA, TALLY_TLS_CERT,
+ * TALLY_TLS_KEY. On when tallyd_proc.tls is set or $TALLY_TEST_TLS is "1"
+ * (certificates made in the test's temp dir) or a directory of
+ * certificates made once by tests/support/make_test_certs.sh (the
+ * check_*_tls.sh wrappers do that).
+ */
+#ifndef TALLY_TALLYD_TLS_H
+#define TALLY_TALLYD_TLS_H
+
+#include "tests/support/tallyd_harness.h"
+
+/* Make certificates in dir with make_test_certs.sh ($TALLY_SRCDIR's);
+ * fails the Check test when it cannot. */
+void tallyd_tls_make_certs(const char *dir);
+/* At tallyd_start, after the ipc:// URLs are set: in TLS mode, move
+ * p->url and p->pub_url to tls+tcp:// on free loopback ports (p->url's
+ * ipc:// stays as p->plain_url, the harness's readiness probe), find or
+ * make the certificates and export the TALLY_TLS_* variables. */
+void tallyd_tls_prepare(tallyd_proc *p);
+/* Export TALLY_TLS_CA, TALLY_TLS_CERT, TALLY_TLS_KEY for p's certificates
+ * (nothing when p is not in TLS mode): for a process other than the one
+ * that started p, e.g. the runner of a suite whose tallyd a forked keeper
+ * started. */
+void tallyd_tls_export(const tallyd_proc *p);
+/* Append tallyd's TLS options for p to argv; returns how many (0 when
+ * p is not in TLS mode; at most TALLYD_TLS_ARGS_MAX). */
+#define TALLYD_TLS_ARGS_MAX 10
+int tallyd_tls_args(const tallyd_proc *p, const char **argv);
+
+#endif
