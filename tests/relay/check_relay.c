@@ -1206,6 +1206,9 @@ START_TEST(test_several_relays_deliver_each_event_once)
     free(ids);
     js_down(&j);
     receiver_stop(r);
+}
+END_TEST
+
 /* --check with a tls+tcp:// url: tls_ca, tls_cert and tls_key are read
  * and checked as libtally will (the flags win); a CA is required. */
 START_TEST(test_check_reads_the_tls_keys)
