@@ -396,7 +396,7 @@ static void spawn(tallyd_proc *p)
 {
     char auth_path[320];
     char map[32], wrapper[WRAPPER_BYTES_MAX];
-    const char *argv[WRAPPER_WORDS_MAX + 20 + TALLYD_TLS_ARGS_MAX + TALLYD_EXTRA_ARGS_MAX];
+    const char *argv[WRAPPER_WORDS_MAX + 24 + TALLYD_TLS_ARGS_MAX + TALLYD_EXTRA_ARGS_MAX];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
                           "--publish", p->pub_url, "--log-level", "info",
