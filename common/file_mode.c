@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -66,4 +67,33 @@ void file_line_message(char *out, size_t size, const char *file, unsigned line, 
     int n = snprintf(out, size, "%s:%u: ", file, line);
     if (n >= 0 && (size_t)n < size)
         vsnprintf(out + n, size - (size_t)n, fmt, ap);
+}
+
+char *file_read_bounded(const char *path, const char *what, size_t max, size_t *len, char *why,
+                        size_t why_size)
+{
+    const char *sep = what ? " " : "";
+    what = what ? what : "";
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(why, why_size, "%s%s%s: %s", what, sep, path, strerror(errno));
+        return NULL;
+    }
+    char *text = malloc(max + 1);
+    size_t n = text ? fread(text, 1, max + 1, f) : 0; /* max + 1: to see a larger file */
+    bool failed = text == NULL || ferror(f);
+    fclose(f);
+    if (failed || n > max) {
+        if (failed)
+            snprintf(why, why_size, "%s%s%s: %s", what, sep, path,
+                     text == NULL ? "out of memory" : "cannot read it");
+        else
+            snprintf(why, why_size, "%s%s%s: larger than %zu bytes", what, sep, path, max);
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    if (len)
+        *len = n;
+    return text;
 }

@@ -25,6 +25,14 @@ bool file_private_check(const char *path, const char *what, char *why, size_t wh
 bool file_secret_read(const char *path, const char *what, char *out, size_t out_size, char *why,
                       size_t why_size);
 
+/* The whole of a file of at most max bytes, NUL-terminated, in a buffer
+ * the caller frees; its length in *len (NULL: not wanted). NULL when it
+ * cannot be opened or read, is larger than max, or memory runs out, with
+ * "WHAT PATH: why" in why ("PATH: why" when what is NULL). The content is
+ * not checked: an empty file or NUL bytes are the caller's to refuse. */
+char *file_read_bounded(const char *path, const char *what, size_t max, size_t *len, char *why,
+                        size_t why_size);
+
 /* "FILE:LINE: " and the message of fmt into out (at most size bytes,
  * NUL-terminated): the shape of every error about a line of a
  * configuration file (auth, webhooks). */

@@ -7,6 +7,7 @@
 
 #include "common/cli.h"
 #include "common/options.h"
+#include "common/file_mode.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -121,27 +122,13 @@ char *options_trim(char *text)
 
 static char *file_slurp(const char *path, char *why, size_t why_size)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(why, why_size, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *text = malloc(OPTIONS_FILE_BYTES_MAX + 1);
-    size_t len = text ? fread(text, 1, OPTIONS_FILE_BYTES_MAX + 1, f) : 0;
-    bool failed = text == NULL || ferror(f) || len > OPTIONS_FILE_BYTES_MAX ||
-                  memchr(text, '\0', len) != NULL;
-    if (failed)
-        snprintf(why, why_size, "%s: %s", path,
-                 text == NULL ? "out of memory"
-                 : ferror(f)  ? strerror(errno)
-                 : len > OPTIONS_FILE_BYTES_MAX ? "larger than 1 MiB"
-                                                : "not a text file (a NUL byte)");
-    fclose(f);
-    if (failed) {
+    size_t len = 0;
+    char *text = file_read_bounded(path, NULL, OPTIONS_FILE_BYTES_MAX, &len, why, why_size);
+    if (text != NULL && memchr(text, '\0', len) != NULL) {
+        snprintf(why, why_size, "%s: not a text file (a NUL byte)", path);
         free(text);
         return NULL;
     }
-    text[len] = '\0';
     return text;
 }
 

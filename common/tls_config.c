@@ -15,26 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The whole file as a NUL-terminated string. */
+/* The whole file as a NUL-terminated string: 1 byte .. 1 MiB. */
 static int read_text(const char *path, char **out, char *why, size_t why_len)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(why, why_len, "%s: %s", path, strerror(errno));
-        return TALLY_invalid_argument;
-    }
-    char *text = malloc(TALLY_TLS_FILE_BYTES_MAX + 1);
-    size_t n = text ? fread(text, 1, TALLY_TLS_FILE_BYTES_MAX + 1, f) : 0;
-    bool failed = text == NULL || ferror(f);
-    fclose(f);
-    if (failed || n > TALLY_TLS_FILE_BYTES_MAX || n == 0) {
-        snprintf(why, why_len, "%s: %s", path,
-                 text == NULL ? "out of memory" : failed ? "read error"
-                 : n == 0 ? "empty" : "larger than 1 MiB");
+    size_t n = 0;
+    char *text = file_read_bounded(path, NULL, TALLY_TLS_FILE_BYTES_MAX, &n, why, why_len);
+    if (text != NULL && n == 0) {
+        snprintf(why, why_len, "%s: empty", path);
         free(text);
-        return text == NULL ? TALLY_out_of_memory : TALLY_invalid_argument;
+        text = NULL;
     }
-    text[n] = '\0';
+    if (text == NULL)
+        return TALLY_invalid_argument;
     *out = text;
     return TALLY_ok;
 }

@@ -267,20 +267,10 @@ int auth_table_load(const char *path, auth_table **out, char *why, size_t why_si
 {
     if (!file_private_check(path, "auth file", why, why_size))
         return TALLY_invalid_argument;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(why, why_size, "auth file %s: %s", path, strerror(errno));
+    size_t len = 0;
+    char *text = file_read_bounded(path, "auth file", AUTH_FILE_BYTES_MAX, &len, why, why_size);
+    if (text == NULL)
         return TALLY_io_error;
-    }
-    char *text = malloc(AUTH_FILE_BYTES_MAX + 1);
-    size_t len = text ? fread(text, 1, AUTH_FILE_BYTES_MAX + 1, f) : 0;
-    bool failed = text == NULL || ferror(f);
-    fclose(f);
-    if (failed) {
-        free(text);
-        snprintf(why, why_size, "auth file %s: cannot read it", path);
-        return text == NULL ? TALLY_out_of_memory : TALLY_io_error;
-    }
     int rc = auth_table_parse(text, len, path, out, why, why_size);
     free(text);
     return rc;
