@@ -66,6 +66,8 @@ bench="$TALLY_BENCH --url $url --accounts 50 --clients 2 --batch 10 --ops 3000"
 check tally-bench tally-bench "$bench"
 json_same tally-bench "$bench --seed 7 --json" "$bench --seed 7 --json"
 # A timed run: the share of its time.
+# --stream: events read of the log (the runs above wrote a few thousand)
+check tally-bench-stream tally-bench "$TALLY_BENCH --url $url --stream"
 on_tty bench-timed "$TALLY_BENCH --url $url --accounts 50 --clients 2 --seconds 1"
 shows_progress "$tmp/bench-timed.tty" tally-bench && grep -aq '/1.0 s (' "$tmp/bench-timed.tty" &&
     ok "tally-bench --seconds: the time's share" ||

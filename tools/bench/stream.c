@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include "common/progress.h"
 #include "tools/bench/bench.h"
 
 #include "common/clock.h"
@@ -35,7 +36,9 @@ static void stream_read(const bench *b, tally_client *c, uint64_t until, stream_
     tally_stream_options so = {.fill_events = o->stream_page};
     r->error = tally_stream_open(c, o->publish_url, r->first, &so, &s);
     int64_t start = clock_mono_ns();
-    uint64_t expect = r->first;
+    uint64_t expect = r->first, total = until >= r->first ? until - r->first + 1 : 0;
+    progress line; /* events read of those asked for, every 1024 events: a clock read */
+    progress_init(&line, "tally-bench", o->progress, PROGRESS_ITEMS);
     while (r->error == TALLY_ok && expect <= until) {
         tally_event ev;
         int rc = tally_stream_next(s, &ev, 1000);
@@ -50,8 +53,11 @@ static void stream_read(const bench *b, tally_client *c, uint64_t until, stream_
         r->events++;
         expect = ev.seq + 1;
         tally_events_release(&ev, 1); /* the handler that does nothing */
+        if ((r->events & 1023) == 0)
+            progress_update(&line, "events", r->events, total);
     }
     r->elapsed_ns = clock_mono_ns() - start;
+    progress_end(&line);
     tally_stream_close(s);
 }
 
