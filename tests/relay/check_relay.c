@@ -1209,6 +1209,53 @@ START_TEST(test_several_relays_deliver_each_event_once)
 }
 END_TEST
 
+/* Two relays on one config, and one of them dies (SIGKILL) right after a
+ * burst: the events it had leased go to the other after the ack wait, so
+ * every event still reaches JetStream (once: Nats-Msg-Id) and the endpoint
+ * (at least once: each webhook-id is there), and both subscribers' ack
+ * floors reach the head. docs/RELAY.md, "Several relays on one config". */
+START_TEST(test_a_dead_relays_events_go_to_the_other)
+{
+    enum { BURST = 500, EVENTS = 2 * BURST };
+    receiver *r = receiver_start();
+    char settings[1024], log2[340];
+    snprintf(settings, sizeof(settings),
+             "ack_wait_ms = 3000\n"
+             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
+             "ack_wait_ms = 3000\n",
+             (unsigned)r->port);
+    js_fixture j;
+    js_up(&j, settings);
+    snprintf(log2, sizeof(log2), "%s.2", j.log);
+    const char *one[] = {"--instance", "one", NULL}, *two[] = {"--instance", "two", NULL};
+    pid_t relay1 = relay_start_with(j.config, j.log, one);
+    pid_t relay2 = relay_start_with(j.config, log2, two);
+    test_client_open_accounts(j.f.c, 1, BURST);
+    ck_assert_msg(wait_delivered(r, "/ok", 1), "no event reached the endpoint");
+    relay_kill(relay1); /* mid-burst: what it leased and did not ack is left to its lease */
+    test_client_open_accounts(j.f.c, 1 + BURST, BURST);
+    ck_assert_msg(wait_delivered(r, "/ok", EVENTS), "the dead relay's events never arrived");
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until && (sub_info(j.f.c, "relay").ack_floor < EVENTS ||
+                                       sub_info(j.f.c, "relay:ok").ack_floor < EVENTS)) {
+        relay_must_run();
+        usleep(50000);
+    }
+    ck_assert_uint_eq(sub_info(j.f.c, "relay").ack_floor, EVENTS);
+    ck_assert_uint_eq(sub_info(j.f.c, "relay:ok").ack_floor, EVENTS);
+    relay_stop(relay2, log2);
+    ck_assert_uint_eq(delivered(r, "/ok", NULL), EVENTS); /* every webhook-id, at least once */
+    uint64_t count = stream_messages(j.js), head;
+    char(*ids)[37] = log_ids(j.f.c, &head);
+    stored *msgs = stream_read(j.js, count);
+    assert_one_message_per_event(msgs, count, ids, head); /* JetStream: once each */
+    free(msgs);
+    free(ids);
+    js_down(&j);
+    receiver_stop(r);
+}
+END_TEST
+
 /* --check with a tls+tcp:// url: tls_ca, tls_cert and tls_key are read
  * and checked as libtally will (the flags win); a CA is required. */
 START_TEST(test_check_reads_the_tls_keys)
@@ -1340,6 +1387,7 @@ int main(void)
     if (nats) {
         tcase_add_test(several, test_metrics_count_deliveries_and_failures);
         tcase_add_test(several, test_several_relays_deliver_each_event_once);
+        tcase_add_test(several, test_a_dead_relays_events_go_to_the_other);
     }
     suite_add_tcase(s, several);
     int rc = test_run_suite(s);
