@@ -8,37 +8,79 @@
 
 #include <string.h>
 
-/* The top-level commit's write-back: the group's keys under one entry. */
-static int write_group(store_txn *t, const uint8_t *bytes)
+size_t ledger_inbox_time_encode(const uint8_t *prev, size_t prev_len, const uint8_t *key,
+                                size_t len, uint8_t *out)
 {
-    uint8_t k[LEDGER_INBOX_TIME_GROUP_KEY_BYTES];
-    int64_t time_ms = t->collect.tag;
+    size_t shared = 0;
+    while (shared < prev_len && shared < len && prev[shared] == key[shared])
+        shared++;
+    size_t n = put_uvarint(out, shared);
+    n += put_uvarint(out + n, len - shared);
+    memcpy(out + n, key + shared, len - shared);
+    return n + len - shared;
+}
+
+/* The key after the table's last (time_ms, or later: see inbox_time.h). */
+static int next_group_key(store_txn *t, int64_t time_ms, uint8_t k[LEDGER_INBOX_TIME_GROUP_KEY_BYTES])
+{
     uint64_t counter = 0;
     MDB_cursor *cur;
     int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
     if (rc != TALLY_ok)
-        return store_txn_fail(t, rc);
+        return rc;
     MDB_val lk, lv;
     int mrc = mdb_cursor_get(cur, &lk, &lv, MDB_LAST);
     if (mrc == 0 && lk.mv_size >= 8) {
         int64_t last_ms = (int64_t)get_u64_be(lk.mv_data);
         bool last_group = lk.mv_size == LEDGER_INBOX_TIME_GROUP_KEY_BYTES &&
                           ((const uint8_t *)lk.mv_data)[8] == 0;
-        if (last_ms > time_ms || (last_ms == time_ms && !last_group)) {
-            /* The clock stepped back, or an old per-key entry holds this ms. */
-            time_ms = last_group ? last_ms : last_ms + 1;
-        }
+        if (last_ms > time_ms || (last_ms == time_ms && !last_group))
+            time_ms = last_group ? last_ms : last_ms + 1; /* a clock step back, or a
+                                                             per-key entry at this ms */
         if (last_group && last_ms == time_ms)
             counter = get_u64_be((const uint8_t *)lk.mv_data + 9) + 1;
-    } else if (mrc != 0 && mrc != MDB_NOTFOUND) {
-        mdb_cursor_close(cur);
-        return store_txn_fail(t, store_translate(mrc));
     }
     mdb_cursor_close(cur);
+    if (mrc != 0 && mrc != MDB_NOTFOUND)
+        return store_translate(mrc);
     put_u64_be(k, (uint64_t)time_ms);
     k[8] = 0;
     put_u64_be(k + 9, counter);
-    return store_put(t, STORE_DB_INBOX_TIME, k, sizeof(k), bytes, t->collect.len, MDB_APPEND);
+    return TALLY_ok;
+}
+
+/* The top-level commit's write-back: the group's keys (collected as
+ * uvarint length | key), front-coded, in entries that fit a node. */
+static int write_group(store_txn *t, const uint8_t *bytes)
+{
+    uint8_t k[LEDGER_INBOX_TIME_GROUP_KEY_BYTES];
+    uint8_t chunk[LEDGER_INBOX_TIME_VALUE_BYTES_MAX];
+    uint8_t item[2 * UVARINT_BYTES_MAX + LEDGER_INBOX_KEY_BYTES_MAX];
+    int rc = next_group_key(t, t->collect.tag, k);
+    if (rc != TALLY_ok)
+        return store_txn_fail(t, rc);
+    const uint8_t *p = bytes, *end = bytes + t->collect.len, *prev = NULL;
+    size_t prev_len = 0, used = 0;
+    while (rc == TALLY_ok && p < end) {
+        uint64_t n = 0;
+        bool ok = get_uvarint(&p, end, &n);
+        (void)ok; /* written by ledger_inbox_time_collect: well formed */
+        size_t m = ledger_inbox_time_encode(prev, prev_len, p, (size_t)n, item);
+        if (used + m > sizeof(chunk)) { /* full: this entry ends, the next begins */
+            rc = store_put(t, STORE_DB_INBOX_TIME, k, sizeof(k), chunk, used, MDB_APPEND);
+            put_u64_be(k + 9, get_u64_be(k + 9) + 1);
+            used = 0;
+            m = ledger_inbox_time_encode(NULL, 0, p, (size_t)n, item);
+        }
+        memcpy(chunk + used, item, m);
+        used += m;
+        prev = p;
+        prev_len = (size_t)n;
+        p += n;
+    }
+    if (rc == TALLY_ok && used > 0)
+        rc = store_put(t, STORE_DB_INBOX_TIME, k, sizeof(k), chunk, used, MDB_APPEND);
+    return rc;
 }
 
 int ledger_inbox_time_collect(store_txn *t, const uint8_t *inbox_key, size_t n, int64_t time_ms)
@@ -71,27 +113,35 @@ int ledger_inbox_time_decode(const MDB_val *k, const MDB_val *v, ledger_inbox_ti
     return TALLY_ok;
 }
 
-bool ledger_inbox_time_next(const ledger_inbox_time_entry *e, size_t *pos, const uint8_t **key,
-                            size_t *len, bool *corrupt)
+void ledger_inbox_time_iter_init(ledger_inbox_time_iter *it, const ledger_inbox_time_entry *e)
 {
-    *corrupt = false;
-    if (*pos >= e->keys_len)
+    it->e = e;
+    it->pos = 0;
+    it->len = 0;
+    it->corrupt = false;
+}
+
+bool ledger_inbox_time_next(ledger_inbox_time_iter *it)
+{
+    const ledger_inbox_time_entry *e = it->e;
+    if (it->pos >= e->keys_len)
         return false;
     if (!e->group) { /* the whole of it, once */
-        *key = e->keys;
-        *len = e->keys_len;
-        *pos = e->keys_len;
+        memcpy(it->key, e->keys, e->keys_len);
+        it->len = e->keys_len;
+        it->pos = e->keys_len;
         return true;
     }
-    const uint8_t *p = e->keys + *pos, *end = e->keys + e->keys_len;
-    uint64_t n;
-    if (!get_uvarint(&p, end, &n) || n == 0 || n > LEDGER_INBOX_KEY_BYTES_MAX ||
-        n > (uint64_t)(end - p)) {
-        *corrupt = true;
+    const uint8_t *p = e->keys + it->pos, *end = e->keys + e->keys_len;
+    uint64_t shared, rest;
+    if (!get_uvarint(&p, end, &shared) || !get_uvarint(&p, end, &rest) || shared > it->len ||
+        rest > LEDGER_INBOX_KEY_BYTES_MAX - shared || shared + rest == 0 ||
+        rest > (uint64_t)(end - p)) {
+        it->corrupt = true;
         return false;
     }
-    *key = p;
-    *len = (size_t)n;
-    *pos = (size_t)(p + n - e->keys);
+    memcpy(it->key + shared, p, rest);
+    it->len = (size_t)(shared + rest);
+    it->pos = (size_t)(p + rest - e->keys);
     return true;
 }

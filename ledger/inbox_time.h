@@ -9,12 +9,17 @@
  *             key = time_ms (i64 BE) | inbox key, empty value
  *   per group (format 3, December 2026, the only kind written now):
  *             key = time_ms (i64 BE) | 0x00 | counter (u64 BE),
- *             value = the inbox keys the commit stored, each as
- *             uvarint length | inbox key (at least one)
+ *             value = inbox keys the commit stored, front-coded: each as
+ *             uvarint shared | uvarint rest | its last rest bytes, where
+ *             shared is the bytes it has in common with the key before it
+ *             in the entry (0 for the first; at least one key)
  * A group entry's time is the latest commit time of its keys; its key is
  * the table's largest (written with MDB_APPEND, so leaves fill whole): the
  * next counter at the same ms, or the last entry's time when the clock
- * stepped back (that group is kept that much longer, never shorter).
+ * stepped back (that group is kept that much longer, never shorter). A
+ * commit's keys are split into entries of at most
+ * LEDGER_INBOX_TIME_VALUE_BYTES_MAX, so that each fits an LMDB node of a
+ * 4 KiB page (two a leaf) instead of taking overflow pages of its own.
  * ledger_inbox_put collects each key in its transaction (store_txn_collect:
  * a rolled-back child drops its keys), and the top-level commit writes the
  * one entry: every commit point indexes what it stored.
@@ -30,6 +35,9 @@
 
 #define LEDGER_INBOX_TIME_GROUP_KEY_BYTES 17
 #define LEDGER_INBOX_TIME_KEY_BYTES_MAX (8 + LEDGER_INBOX_KEY_BYTES_MAX)
+/* LMDB's largest node on a 4 KiB page, (4096 - 16) / 2 - 2 = 2038 bytes,
+ * less its 8-byte header and the 17-byte key. */
+#define LEDGER_INBOX_TIME_VALUE_BYTES_MAX 2013
 
 /* Collect the inbox key (n bytes) stored at time_ms in t, for the entry of
  * t's commit group. */
@@ -46,10 +54,24 @@ typedef struct ledger_inbox_time_entry {
 /* TALLY_ok or TALLY_corrupt_record. */
 int ledger_inbox_time_decode(const MDB_val *k, const MDB_val *v, ledger_inbox_time_entry *out);
 
-/* The next inbox key of an entry from *pos (start at 0): true with *key and
- * *len set and *pos moved past it; false at the end, or with *corrupt set
- * when the list is malformed. */
-bool ledger_inbox_time_next(const ledger_inbox_time_entry *e, size_t *pos, const uint8_t **key,
-                            size_t *len, bool *corrupt);
+/* The inbox keys of an entry, one by one. */
+typedef struct ledger_inbox_time_iter {
+    const ledger_inbox_time_entry *e;
+    size_t pos;      /* bytes of e->keys read */
+    uint8_t key[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t len;      /* of key */
+    bool corrupt;    /* the list is malformed (next returned false) */
+} ledger_inbox_time_iter;
+
+void ledger_inbox_time_iter_init(ledger_inbox_time_iter *it, const ledger_inbox_time_entry *e);
+
+/* The next key into it->key and it->len: true, or false at the end (or
+ * with it->corrupt set). */
+bool ledger_inbox_time_next(ledger_inbox_time_iter *it);
+
+/* Encode key (len bytes) after prev (prev_len; 0: the first of an entry)
+ * into out (at least 2 * UVARINT_BYTES_MAX + len bytes); the bytes used. */
+size_t ledger_inbox_time_encode(const uint8_t *prev, size_t prev_len, const uint8_t *key,
+                                size_t len, uint8_t *out);
 
 #endif

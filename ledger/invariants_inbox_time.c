@@ -74,10 +74,11 @@ static void index_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
             audit_report(a, "inbox_time", "inbox_time", "an entry is corrupt");
         return;
     }
-    size_t pos = 0, len;
-    const uint8_t *key;
-    bool corrupt;
-    while (ledger_inbox_time_next(&e, &pos, &key, &len, &corrupt)) {
+    ledger_inbox_time_iter it;
+    ledger_inbox_time_iter_init(&it, &e);
+    while (ledger_inbox_time_next(&it)) {
+        const uint8_t *key = it.key;
+        size_t len = it.len;
         audit_inbox_key_add(a, &w->sums, key, len);
         if (!w->named)
             continue;
@@ -103,7 +104,7 @@ static void index_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
             return;
         }
     }
-    if (corrupt && !w->named)
+    if (it.corrupt && !w->named)
         audit_report(a, "inbox_time", "inbox_time", "the key list of the entry of %" PRId64
                      " is corrupt", e.time_ms);
 }

@@ -130,24 +130,28 @@ static int forget_failed_id(store_txn *t, const uint8_t *key, size_t key_len)
 static int take_entry(inbox_batch *b, const MDB_val *k, const ledger_inbox_time_entry *e,
                       uint32_t max)
 {
-    size_t pos = 0, len;
-    const uint8_t *key;
-    bool corrupt = false;
-    while (b->count < max && ledger_inbox_time_next(e, &pos, &key, &len, &corrupt)) {
-        memcpy(b->keys[b->count], key, len);
-        b->lens[b->count++] = len;
+    ledger_inbox_time_iter it;
+    ledger_inbox_time_iter_init(&it, e);
+    while (b->count < max && ledger_inbox_time_next(&it)) {
+        memcpy(b->keys[b->count], it.key, it.len);
+        b->lens[b->count++] = it.len;
     }
-    if (corrupt)
-        return TALLY_corrupt_record;
-    if (pos < e->keys_len) { /* cut: only a group has more than one key */
-        b->rest_len = e->keys_len - pos;
+    if (!it.corrupt && it.pos < e->keys_len && ledger_inbox_time_next(&it)) {
+        /* cut (only a group has more than one key): the keys left, the
+         * first of them written whole */
+        uint8_t first[2 * UVARINT_BYTES_MAX + LEDGER_INBOX_KEY_BYTES_MAX];
+        size_t n = ledger_inbox_time_encode(NULL, 0, it.key, it.len, first);
+        b->rest_len = n + e->keys_len - it.pos;
         b->rest = malloc(b->rest_len);
         if (!b->rest)
             return TALLY_out_of_memory;
-        memcpy(b->rest, e->keys + pos, b->rest_len);
+        memcpy(b->rest, first, n);
+        memcpy(b->rest + n, e->keys + it.pos, e->keys_len - it.pos);
         memcpy(b->rest_key, k->mv_data, k->mv_size);
         return TALLY_ok;
     }
+    if (it.corrupt)
+        return TALLY_corrupt_record;
     memcpy(b->entries[b->entry_count], k->mv_data, k->mv_size);
     b->entry_lens[b->entry_count++] = k->mv_size;
     return TALLY_ok;
