@@ -21,7 +21,8 @@ size_t ledger_inbox_time_encode(const uint8_t *prev, size_t prev_len, const uint
 }
 
 /* The key after the table's last (time_ms, or later: see inbox_time.h). */
-static int next_group_key(store_txn *t, int64_t time_ms, uint8_t k[LEDGER_INBOX_TIME_GROUP_KEY_BYTES])
+static int next_group_key(store_txn *t, int64_t time_ms,
+                          uint8_t k[LEDGER_INBOX_TIME_GROUP_KEY_BYTES])
 {
     uint64_t counter = 0;
     MDB_cursor *cur;
@@ -63,8 +64,8 @@ static int write_group(store_txn *t, const uint8_t *bytes)
     size_t prev_len = 0, used = 0;
     while (rc == TALLY_ok && p < end) {
         uint64_t n = 0;
-        bool ok = get_uvarint(&p, end, &n);
-        (void)ok; /* written by ledger_inbox_time_collect: well formed */
+        if (!get_uvarint(&p, end, &n) || n > (uint64_t)(end - p))
+            return store_txn_fail(t, TALLY_internal); /* collect wrote them well formed */
         size_t m = ledger_inbox_time_encode(prev, prev_len, p, (size_t)n, item);
         if (used + m > sizeof(chunk)) { /* full: this entry ends, the next begins */
             rc = store_put(t, STORE_DB_INBOX_TIME, k, sizeof(k), chunk, used, MDB_APPEND);
