@@ -4,6 +4,7 @@
 #include "ledger/inbox.h"
 
 #include "common/error.h"
+#include "ledger/inbox_time.h"
 #include "ledger/pair_key.h"
 
 #include <assert.h>
@@ -123,8 +124,8 @@ int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,
 {
     assert(tally_error_is_stored(o->code));
     assert(o->chain_count <= TALLY_CHAIN_COMMANDS_MAX);
-    uint8_t k[8 + LEDGER_INBOX_KEY_BYTES_MAX], v[INBOX_RECORD_BYTES_MAX];
-    size_t n = ledger_inbox_key(consumer, key, k + 8);
+    uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX], v[INBOX_RECORD_BYTES_MAX];
+    size_t n = ledger_inbox_key(consumer, key, k);
     v[0] = INBOX_RECORD_FORMAT;
     memcpy(v + 1, fingerprint, LEDGER_FINGERPRINT_STORED_BYTES);
     uint8_t *q = v + 1 + LEDGER_FINGERPRINT_STORED_BYTES;
@@ -144,9 +145,8 @@ int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,
         memcpy(v + v_len + 8, o->failed_id.bytes, 16);
         v_len += INBOX_ORIGINAL_BYTES;
     }
-    int rc = store_put(t, STORE_DB_INBOX, k + 8, n, v, v_len, MDB_NOOVERWRITE);
+    int rc = store_put(t, STORE_DB_INBOX, k, n, v, v_len, MDB_NOOVERWRITE);
     if (rc != TALLY_ok)
         return rc;
-    put_u64_be(k, (uint64_t)o->time_ms);
-    return store_put(t, STORE_DB_INBOX_TIME, k, 8 + n, "", 0, 0);
+    return ledger_inbox_time_collect(t, k, n, o->time_ms);
 }

@@ -8,8 +8,8 @@
  * rejection that has one of the two, appends original_seq u64 | failed
  * transfer id (16 bytes, zero: none). Format 1, written before December
  * 2026, is format 2 with the whole 32-byte fingerprint; all three are read.
- * Database "inbox_time": key = time_ms (i64 BE) | inbox key, empty value:
- * the index retention sweeps walk.
+ * Database "inbox_time": the index retention sweeps walk, one entry per
+ * commit group listing its keys (format 3; per key before): inbox_time.h.
  */
 #ifndef TALLY_LEDGER_INBOX_H
 #define TALLY_LEDGER_INBOX_H
@@ -61,7 +61,8 @@ int ledger_inbox_get(store_txn *t, tally_str consumer, tally_str key,
  * family and id_already_failed. */
 bool ledger_outcome_names_original(int code);
 
-/* Record an outcome and its time index entry. */
+/* Record an outcome; its key is collected for the time index entry the
+ * transaction's top-level commit writes (inbox_time.h). */
 int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,
                      const uint8_t fingerprint[LEDGER_FINGERPRINT_BYTES],
                      const ledger_outcome *outcome);

@@ -42,6 +42,8 @@ int ledger_invariants_check_with(store_txn *t, const ledger_invariant_options *o
     if (rc == TALLY_ok)
         rc = audit_check_records(&a);
     if (rc == TALLY_ok)
+        rc = audit_check_inbox_time(&a);
+    if (rc == TALLY_ok)
         rc = audit_check_history_index(&a);
     if (rc == TALLY_ok)
         rc = audit_check_subscribers(&a);

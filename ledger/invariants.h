@@ -22,6 +22,9 @@
  *   failed_ids     every failed transfer id (failed_id.h) has the inbox
  *                  record of its attempt, which names it, and is no live
  *                  transfer; every inbox record naming a failed id has it
+ *   inbox_time     every inbox record is named by exactly one inbox_time
+ *                  entry (per group or, in older stores, per key), and
+ *                  every key an entry names has its record or was swept
  *   history        every transfer event is in both accounts' history
  *   cursors        every subscriber's ack floor <= delivered seq <= head;
  *                  in-flight records belong to a subscriber, lie above its

@@ -7,6 +7,7 @@
  *                        progress, the walk of a database, names of entities
  *   invariants_log.c     the log walk (log_gap, hash_chain, rebuild's fold,
  *                        inbox links per event) and the history index
+ *   invariants_inbox_time.c  the inbox time index against the inbox
  *   invariants_state.c   the stored records against the fold (accounts,
  *                        transfers, entitlements, sums, expiry entries, inbox
  *                        records) and the subscribers' cursors and dlq
@@ -47,6 +48,7 @@ typedef struct audit {
     MDB_cursor *inbox_cursor; /* the walk's lookups of causes */
     ledger_log_floor floor; /* log retention: events up to floor.seq are gone */
     int64_t inbox_swept_ms; /* inbox retention: records up to this time are gone */
+    history_sums inbox_keys; /* the inbox's keys (see audit_inbox_key_add) */
     int fault;
 } audit;
 
@@ -84,6 +86,15 @@ typedef struct audit_decoded_event {
  * own (two cores: decode and check at once); otherwise here, in turn.
  * Returns TALLY_ok, fn's code, or a fault of reading the log. */
 int audit_decode_log(audit *a, int (*fn)(audit_decoded_event *d, void *ctx), void *ctx);
+
+/* splitmix64's finalizer, a bijection: the mixer of the keyed hashes of
+ * the multiset fingerprints (history_sums). */
+static inline uint64_t audit_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
 
 /* ---- invariants_report.c ---- */
 
@@ -132,6 +143,16 @@ int audit_check_history_index(audit *a);
 /* Stored transfers, then accounts (with the per-ledger sums), entitlements
  * and inbox records against the fold. */
 int audit_check_records(audit *a);
+
+/* ---- invariants_inbox_time.c ---- */
+
+/* Add an inbox key to the fingerprint s (a->history_keys hash it). */
+void audit_inbox_key_add(const audit *a, history_sums *s, const void *key, size_t len);
+
+/* inbox_time: every inbox record (a->inbox_keys, summed by the inbox walk
+ * of audit_check_records) is named by exactly one index entry, and every
+ * key an entry names has its record, unless swept already. */
+int audit_check_inbox_time(audit *a);
 /* Cursors and dead letters of the subscribers. */
 int audit_check_subscribers(audit *a);
 

@@ -124,13 +124,6 @@ static bool move_amounts(ledger_account *dr, ledger_account *cr, int64_t pending
  * collide); this spares two lookups per transfer event, most of the cost
  * of the check. When they differ, find_history_differences looks every
  * entry up to name the accounts concerned. */
-static uint64_t mix64(uint64_t z) /* splitmix64's finalizer, a bijection */
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static void history_sums_add(const audit *a, history_sums *s, uint64_t account, uint64_t seq)
 {
     const uint64_t words[2] = {account, seq};
@@ -138,7 +131,7 @@ static void history_sums_add(const audit *a, history_sums *s, uint64_t account, 
     for (int k = 0; k < 2; k++) {
         uint64_t x = a->history_keys[k];
         for (int i = 0; i < 2; i++)
-            x = mix64(x ^ words[i]);
+            x = audit_mix64(x ^ words[i]);
         s->sum[k] += x;
     }
 }
@@ -527,8 +520,8 @@ void audit_history_keys_init(audit *a)
     if (getrandom(a->history_keys, sizeof(a->history_keys), 0) != sizeof(a->history_keys)) {
         /* no kernel randomness: still differs per run */
         uint64_t now_ms = (uint64_t)clock_wall_ms();
-        a->history_keys[0] = mix64(now_ms ^ (uint64_t)getpid());
-        a->history_keys[1] = mix64(now_ms + a->history_keys[0]);
+        a->history_keys[0] = audit_mix64(now_ms ^ (uint64_t)getpid());
+        a->history_keys[1] = audit_mix64(now_ms + a->history_keys[0]);
     }
 }
 

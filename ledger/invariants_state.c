@@ -303,6 +303,8 @@ static void inbox_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
 {
     bool each_event = *(const bool *)ctx;
     a->stats->inbox_records += !each_event;
+    if (!each_event)
+        audit_inbox_key_add(a, &a->inbox_keys, k->mv_data, k->mv_size);
     ledger_inbox_record rec;
     char name[256];
     if (ledger_inbox_decode(k->mv_data, k->mv_size, v->mv_data, v->mv_size, &rec) != TALLY_ok) {

@@ -3,7 +3,9 @@
  *
  * Rules and layout: retention.h and docs/OPERATIONS.md. Each sweep reads
  * the keys it will remove (bounded by the batch) while a cursor is open,
- * then removes them, all inside the caller's write transaction.
+ * then removes them, all inside the caller's write transaction. The inbox
+ * sweep bounds its batch by keys: a group entry (inbox_time.h) larger than
+ * what is left of the batch is cut, and rewritten with the keys it has left.
  */
 #include "ledger/retention.h"
 
@@ -16,6 +18,7 @@
 #include "ledger/failed_id.h"
 #include "ledger/history.h"
 #include "ledger/inbox.h"
+#include "ledger/inbox_time.h"
 #include "ledger/transfer.h"
 #include "log/subscriber.h"
 
@@ -26,7 +29,6 @@ static const char meta_inbox_swept[] = "inbox_swept";
 static const char meta_log_floor[] = "log_floor";
 static const char meta_retention_last[] = "retention_last";
 #define LOG_FLOOR_BYTES (8 + LOG_HASH_BYTES + 8)
-#define INBOX_TIME_KEY_BYTES_MAX (8 + LEDGER_INBOX_KEY_BYTES_MAX)
 #define CHECKPOINT_KEY_BYTES_MAX (1 + LEDGER_ENTITLEMENT_KEY_BYTES_MAX)
 
 /* ---- meta records ---- */
@@ -90,10 +92,19 @@ int ledger_inbox_oldest_ms(store_txn *t, int64_t *oldest_ms)
 
 /* ---- inbox ---- */
 
+/* One sweep's work, read while the cursor is open: the inbox keys to
+ * remove, the index entries to delete, and at most one group entry cut by
+ * the bound, rewritten with the keys it has left. */
 typedef struct inbox_batch {
-    uint8_t keys[TALLY_RETENTION_BATCH_MAX][INBOX_TIME_KEY_BYTES_MAX];
+    uint8_t keys[TALLY_RETENTION_BATCH_MAX][LEDGER_INBOX_KEY_BYTES_MAX];
     size_t lens[TALLY_RETENTION_BATCH_MAX];
     uint32_t count;
+    uint8_t entries[TALLY_RETENTION_BATCH_MAX][LEDGER_INBOX_TIME_KEY_BYTES_MAX];
+    size_t entry_lens[TALLY_RETENTION_BATCH_MAX];
+    uint32_t entry_count;
+    uint8_t rest_key[LEDGER_INBOX_TIME_GROUP_KEY_BYTES];
+    uint8_t *rest; /* malloc'd; NULL: no entry cut */
+    size_t rest_len;
 } inbox_batch;
 
 /* The transfer id the inbox record at key left failed goes with it. A
@@ -114,46 +125,86 @@ static int forget_failed_id(store_txn *t, const uint8_t *key, size_t key_len)
     return ledger_failed_id_forget(t, &rec.outcome.failed_id, key, key_len);
 }
 
+/* Take the keys of entry e (key k) into b while the bound allows; a group
+ * cut by it is kept in b->rest. */
+static int take_entry(inbox_batch *b, const MDB_val *k, const ledger_inbox_time_entry *e,
+                      uint32_t max)
+{
+    ledger_inbox_time_iter it;
+    ledger_inbox_time_iter_init(&it, e);
+    while (b->count < max && ledger_inbox_time_next(&it)) {
+        memcpy(b->keys[b->count], it.key, it.len);
+        b->lens[b->count++] = it.len;
+    }
+    if (!it.corrupt && it.pos < e->keys_len && ledger_inbox_time_next(&it)) {
+        /* cut (only a group has more than one key): the keys left, the
+         * first of them written whole */
+        uint8_t first[2 * UVARINT_BYTES_MAX + LEDGER_INBOX_KEY_BYTES_MAX];
+        size_t n = ledger_inbox_time_encode(NULL, 0, it.key, it.len, first);
+        b->rest_len = n + e->keys_len - it.pos;
+        b->rest = malloc(b->rest_len);
+        if (!b->rest)
+            return TALLY_out_of_memory;
+        memcpy(b->rest, first, n);
+        memcpy(b->rest + n, e->keys + it.pos, e->keys_len - it.pos);
+        memcpy(b->rest_key, k->mv_data, k->mv_size);
+        return TALLY_ok;
+    }
+    if (it.corrupt)
+        return TALLY_corrupt_record;
+    memcpy(b->entries[b->entry_count], k->mv_data, k->mv_size);
+    b->entry_lens[b->entry_count++] = k->mv_size;
+    return TALLY_ok;
+}
+
+/* Read the oldest entries before before_ms into b, at most max keys. */
+static int inbox_batch_read(store_txn *t, int64_t before_ms, uint32_t max, inbox_batch *b,
+                            int64_t *newest)
+{
+    MDB_cursor *cur;
+    int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
+    if (rc != TALLY_ok)
+        return rc;
+    MDB_val k, v;
+    int mrc;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && b->count < max && !b->rest;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        ledger_inbox_time_entry e;
+        rc = ledger_inbox_time_decode(&k, &v, &e);
+        if (rc != TALLY_ok || e.time_ms >= before_ms)
+            break;
+        *newest = e.time_ms;
+        rc = take_entry(b, &k, &e, max);
+        if (rc != TALLY_ok)
+            break;
+    }
+    mdb_cursor_close(cur);
+    if (rc == TALLY_ok && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = store_translate(mrc);
+    return rc;
+}
+
 static int inbox_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *removed)
 {
     *removed = 0;
     inbox_batch *b = malloc(sizeof(*b));
     if (!b)
         return TALLY_out_of_memory;
-    b->count = 0;
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
-    if (rc != TALLY_ok) {
-        free(b);
-        return rc;
-    }
-    MDB_val k, v;
-    int mrc;
+    b->count = b->entry_count = 0;
+    b->rest = NULL;
     int64_t newest = 0;
-    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && b->count < max;
-         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size <= 8 || k.mv_size > INBOX_TIME_KEY_BYTES_MAX) {
-            rc = TALLY_corrupt_record;
-            break;
-        }
-        int64_t time_ms = (int64_t)get_u64_be(k.mv_data);
-        if (time_ms >= before_ms)
-            break;
-        newest = time_ms;
-        memcpy(b->keys[b->count], k.mv_data, k.mv_size);
-        b->lens[b->count++] = k.mv_size;
-    }
-    mdb_cursor_close(cur);
-    if (rc == TALLY_ok && mrc != 0 && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
+    int rc = inbox_batch_read(t, before_ms, max, b, &newest);
     for (uint32_t i = 0; rc == TALLY_ok && i < b->count; i++) {
-        rc = forget_failed_id(t, b->keys[i] + 8, b->lens[i] - 8);
-        if (rc == TALLY_ok)
-            rc = store_del(t, STORE_DB_INBOX_TIME, b->keys[i], b->lens[i]);
-        int r2 = store_del(t, STORE_DB_INBOX, b->keys[i] + 8, b->lens[i] - 8);
+        rc = forget_failed_id(t, b->keys[i], b->lens[i]);
+        int r2 = store_del(t, STORE_DB_INBOX, b->keys[i], b->lens[i]);
         if (rc == TALLY_ok && r2 != TALLY_not_found)
             rc = r2;
     }
+    for (uint32_t i = 0; rc == TALLY_ok && i < b->entry_count; i++)
+        rc = store_del(t, STORE_DB_INBOX_TIME, b->entries[i], b->entry_lens[i]);
+    if (rc == TALLY_ok && b->rest)
+        rc = store_put(t, STORE_DB_INBOX_TIME, b->rest_key, sizeof(b->rest_key), b->rest,
+                       b->rest_len, 0);
     if (rc == TALLY_ok && b->count > 0) {
         int64_t swept;
         rc = ledger_inbox_swept_ms(t, &swept);
@@ -165,6 +216,7 @@ static int inbox_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *
         }
         *removed = b->count;
     }
+    free(b->rest);
     free(b);
     return rc;
 }

@@ -68,7 +68,8 @@ int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention 
  * none removed yet). */
 int ledger_inbox_swept_ms(store_txn *t, int64_t *swept_ms);
 
-/* Commit time of the oldest inbox record (0 when the inbox is empty). */
+/* Time of the oldest inbox_time entry (a group's latest commit time; 0 when
+ * the inbox is empty). */
 int ledger_inbox_oldest_ms(store_txn *t, int64_t *oldest_ms);
 
 /* meta "log_floor": the last removed event (seq 0 and zero hash: none). */

@@ -242,9 +242,47 @@ int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out
     out->parent = parent;
     out->read_only = read_only;
     out->active = true;
-    if (parent)
+    if (parent) {
         out->head = parent->head;
+        out->collect = parent->collect;
+    }
     return TALLY_ok;
+}
+
+int store_txn_collect_add(store_txn *t, const void *bytes, size_t len, int64_t tag,
+                          int (*write_back)(store_txn *t, const uint8_t *bytes))
+{
+    assert(t->active && !t->read_only && write_back != NULL);
+    store_txn *root = t;
+    while (root->parent)
+        root = root->parent;
+    size_t need = t->collect.len + len;
+    if (need > root->collect_cap) {
+        size_t cap = root->collect_cap ? root->collect_cap : 4096;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *b = realloc(root->collect_buf, cap);
+        if (!b)
+            return store_txn_fail(t, TALLY_out_of_memory);
+        root->collect_buf = b;
+        root->collect_cap = cap;
+    }
+    memcpy(root->collect_buf + t->collect.len, bytes, len);
+    t->collect.len = need;
+    if (t->collect.count++ == 0 || tag > t->collect.tag)
+        t->collect.tag = tag;
+    t->collect.write_back = write_back;
+    return TALLY_ok;
+}
+
+/* A top-level transaction ends: its collected bytes go. */
+static void collect_free(store_txn *t)
+{
+    if (t->parent != NULL)
+        return;
+    free(t->collect_buf);
+    t->collect_buf = NULL;
+    t->collect_cap = 0;
 }
 
 /* LMDB reports a short write as EIO, and a filling disk (or a file size
@@ -272,14 +310,19 @@ int store_txn_commit(store_txn *t)
     assert(!t->head.moved || t->head.write_back != NULL);
     if (t->error == TALLY_ok && t->parent == NULL && t->head.moved)
         t->head.write_back(t); /* a failure is remembered in t->error */
+    if (t->error == TALLY_ok && t->parent == NULL && t->collect.count > 0)
+        t->collect.write_back(t, t->collect_buf); /* likewise */
+    collect_free(t);
     t->active = false;
     if (t->error != TALLY_ok) {
         mdb_txn_abort(t->txn);
         return t->error;
     }
     int rc = mdb_txn_commit(t->txn);
-    if (rc == MDB_SUCCESS && t->parent != NULL)
+    if (rc == MDB_SUCCESS && t->parent != NULL) {
         t->parent->head = t->head;
+        t->parent->collect = t->collect;
+    }
     if (rc == EIO && t->parent == NULL && store_out_of_room(t->st))
         return TALLY_storage_full;
     return store_translate(rc);
@@ -290,6 +333,7 @@ void store_txn_abort(store_txn *t)
     if (t == NULL || !t->active)
         return;
     t->active = false;
+    collect_free(t);
     mdb_txn_abort(t->txn);
 }
 

@@ -38,12 +38,15 @@ typedef enum store_db {
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 2 (December 2026) may hold
+ * with TALLY_store_version_mismatch. Format 3 (December 2026) indexes the
+ * inbox by commit group (ledger/inbox_time.h): one inbox_time entry lists
+ * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 stores are read as they are and marked 2 by the first writer
- * that opens them: nothing is rewritten, new records take the new forms. */
-#define STORE_FORMAT_VERSION 2
+ * Format 1 and 2 stores are read as they are and marked 3 by the first
+ * writer that opens them: nothing is rewritten, new records take the new
+ * forms (their per-key inbox_time entries are swept as before). */
+#define STORE_FORMAT_VERSION 3
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {
@@ -70,6 +73,19 @@ typedef struct store_txn_head {
     int (*write_back)(struct store_txn *t); /* set with moved */
 } store_txn_head;
 
+/* Bytes a write transaction collects to write once at its top-level commit
+ * (ledger/inbox_time.h: the inbox keys of a commit group). They follow
+ * nesting as the head does: a child begins with its parent's, a child's
+ * commit hands them back, an abort drops what the child added. The bytes
+ * live in one buffer owned by the top-level transaction (freed when it
+ * ends); a transaction sees the first len of them. */
+typedef struct store_txn_collect {
+    size_t len;      /* bytes collected, as this transaction sees them */
+    uint32_t count;  /* items collected */
+    int64_t tag;     /* the largest tag given with an item */
+    int (*write_back)(struct store_txn *t, const uint8_t *bytes); /* set with count */
+} store_txn_collect;
+
 typedef struct store_txn {
     store *st;
     MDB_txn *txn;
@@ -79,6 +95,9 @@ typedef struct store_txn {
     bool active;
     uint64_t writes; /* successful puts and deletes in this txn (not children) */
     store_txn_head head; /* write transactions only; log/log.h's */
+    store_txn_collect collect; /* write transactions only; store_txn_collect_add */
+    uint8_t *collect_buf;  /* top-level only: the collected bytes */
+    size_t collect_cap;
 } store_txn;
 
 /* Open (and for writers create) the store. A database added after the
@@ -115,9 +134,17 @@ const tally_id128 *store_instance_id(const store *st);
  * TALLY_out_of_memory or TALLY_internal. */
 int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out);
 
+/* Add len bytes (one item, with tag) to what t collects for its top-level
+ * commit, which calls write_back(t, bytes) first when anything was
+ * collected (store_txn_collect). TALLY_ok or TALLY_out_of_memory
+ * (remembered). */
+int store_txn_collect_add(store_txn *t, const void *bytes, size_t len, int64_t tag,
+                          int (*write_back)(store_txn *t, const uint8_t *bytes));
+
 /* Commit; if the transaction remembered an error it is aborted instead and
  * that error returned. A top-level commit first writes back a moved log
- * head (head.write_back); a child's commit hands its head to the parent.
+ * head (head.write_back) and what was collected (collect.write_back); a
+ * child's commit hands its head and collection to the parent.
  * Otherwise TALLY_ok, TALLY_storage_full (map or disk full),
  * TALLY_io_error. The txn is finished either way. */
 int store_txn_commit(store_txn *t);

@@ -7,6 +7,8 @@
  */
 #include "common/msgpack_safe.h"
 #include "ledger/account.h"
+#include "ledger/inbox.h"
+#include "ledger/ledger.h"
 #include "ledger/retention.h"
 #include "log/subscriber.h"
 #include "tests/support/test_support.h"
@@ -124,6 +126,203 @@ START_TEST(sweeps_are_bounded)
     ck_assert_uint_eq(w.events_removed, 10);
     ck_assert_uint_eq(w.log_floor, n);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_LOG), 1);
+}
+END_TEST
+
+/* Apply cmd under key in t (a group's transaction, as the writer's). */
+static ledger_outcome apply_in(store_txn *t, const char *key, const ledger_command *cmd)
+{
+    ledger_request req = {.consumer = tally_str_from("shop"), .key = tally_str_from(key),
+                          .command = *cmd};
+    ledger_outcome o;
+    ck_assert_int_eq(ledger_apply(t, &req, ts.now_ms, &o), TALLY_ok);
+    return o;
+}
+
+/* The inbox_time entries: how many, and the group entries' keys' count. */
+static uint64_t index_entries(uint64_t *groups)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_INBOX_TIME, &cur), TALLY_ok);
+    MDB_val k, v;
+    uint64_t n = 0;
+    *groups = 0;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), n++)
+        *groups += v.mv_size > 0;
+    mdb_cursor_close(cur);
+    store_txn_abort(&t);
+    return n;
+}
+
+/* One commit of 1000 keys (a batch) takes a few index entries (each fits
+ * an LMDB node); the sweep removes them over several bounded batches,
+ * rewriting the entry it cuts with the keys left, and leaves a newer
+ * commit alone. */
+START_TEST(a_large_group_is_swept_across_batches)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    for (unsigned i = 1; i <= 1000; i++) {
+        char key[40]; /* as long as a UUID's text */
+        snprintf(key, sizeof(key), "0190ffff-0000-7000-8000-%012u", i * 7919);
+        ledger_command c = test_cmd_open(i, 1, 0);
+        ck_assert_int_eq(apply_in(&t, key, &c).code, TALLY_ok);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    uint64_t groups;
+    uint64_t entries = index_entries(&groups);
+    ck_assert_uint_eq(groups, entries);
+    ck_assert_uint_ge(entries, 2);  /* more than a node holds */
+    ck_assert_uint_le(entries, 20); /* front-coded: ~20 bytes a key */
+    ts.now_ms += 5 * DAY_MS;
+    open_account(5001, "new-1");
+    open_account(5002, "new-2");
+    ts.now_ms += 3 * DAY_MS;
+    uint32_t left = 1000, sweeps = 0;
+    while (left > 0) {
+        uint32_t want = left < TALLY_RETENTION_BATCH_MAX ? left : TALLY_RETENTION_BATCH_MAX;
+        ck_assert_uint_eq(sweep(7 * DAY_MS, 0).inbox_removed, want);
+        left -= want;
+        sweeps++;
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), left + 2);
+        uint64_t now = index_entries(&groups);
+        ck_assert_uint_eq(groups, now);
+        ck_assert(left > 0 ? now > 2 : now == 2);
+        test_assert_invariants(&ts);
+    }
+    ck_assert_uint_eq(sweeps, 4);
+    ck_assert_uint_eq(sweep(7 * DAY_MS, 0).inbox_removed, 0);
+    ledger_command again = test_cmd_open(5001, 1, 0);
+    ck_assert(test_apply(&ts, "shop", "new-1", &again).replayed);
+}
+END_TEST
+
+/* Only the keys whose records stay are indexed: a command refused before
+ * storing, a chain rolled back with its failing member (its record
+ * stays), and a child transaction aborted after storing (its record and
+ * key go). */
+START_TEST(a_group_indexes_only_the_records_it_keeps)
+{
+    open_account(1, "o1");
+    open_account(2, "o2");
+    uint64_t before = test_count(&ts, STORE_DB_INBOX);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ledger_command pay = test_cmd_transfer(10, 1, 2, 5);
+    ck_assert_int_eq(apply_in(&t, "pay", &pay).code, TALLY_ok);
+    ledger_request refused = {.consumer = tally_str_from(""), .key = tally_str_from("x"),
+                              .command = pay};
+    ledger_outcome o;
+    ck_assert_int_eq(ledger_apply(&t, &refused, ts.now_ms, &o), TALLY_ok);
+    ck_assert_int_eq(o.code, TALLY_consumer_must_not_be_empty);
+    ledger_command members[2] = {test_cmd_transfer(11, 1, 2, 5), test_cmd_transfer(12, 1, 9, 5)};
+    ledger_command chain = {.kind = LEDGER_CHAIN};
+    chain.u.chain = (ledger_chain){.members = members, .count = 2};
+    ck_assert_int_ne(apply_in(&t, "chain", &chain).code, TALLY_ok);
+    store_txn child;
+    ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
+    ledger_command gone = test_cmd_transfer(13, 1, 2, 5);
+    ck_assert_int_eq(apply_in(&child, "rolled-back", &gone).code, TALLY_ok);
+    store_txn_abort(&child);
+    ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
+    ledger_command kept = test_cmd_transfer(14, 1, 2, 5);
+    ck_assert_int_eq(apply_in(&child, "kept", &kept).code, TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&child), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), before + 3); /* pay, chain, kept */
+    uint64_t groups;
+    ck_assert_uint_eq(index_entries(&groups), 3);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "inbox_time"), 0);
+    ts.now_ms += 8 * DAY_MS;
+    ck_assert_uint_eq(sweep(7 * DAY_MS, 0).inbox_removed, before + 3);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 0);
+}
+END_TEST
+
+/* A store of format 2 indexes each key alone (key = time | inbox key,
+ * empty value); after the upgrade both layouts live side by side, the
+ * sweep removes both, and the invariants read both. Group entries keep
+ * their keys growing when the clock steps back. */
+START_TEST(both_layouts_are_swept)
+{
+    open_account(1, "old-1");
+    open_account(2, "old-2");
+    /* Rewrite the two group entries as format 2 wrote them. */
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    const char *keys[] = {"old-1", "old-2"};
+    for (int i = 0; i < 2; i++) {
+        uint8_t k[8 + LEDGER_INBOX_KEY_BYTES_MAX];
+        put_u64_be(k, (uint64_t)ts.now_ms);
+        size_t n = ledger_inbox_key(tally_str_from("shop"), tally_str_from(keys[i]), k + 8);
+        ck_assert_int_eq(store_put(&t, STORE_DB_INBOX_TIME, k, 8 + n, "", 0, 0), TALLY_ok);
+    }
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_INBOX_TIME, &cur), TALLY_ok);
+    MDB_val k, v;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        if (v.mv_size > 0)
+            ck_assert_int_eq(mdb_cursor_del(cur, 0), 0);
+    mdb_cursor_close(cur);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    uint64_t groups;
+    ck_assert_uint_eq(index_entries(&groups), 2);
+    ck_assert_uint_eq(groups, 0);
+    test_assert_invariants(&ts);
+    /* A group at the old entries' ms comes after them. */
+    open_account(3, "same-ms");
+    ts.now_ms += 5 * DAY_MS;
+    open_account(4, "new-4");
+    ts.now_ms -= 1000; /* the clock steps back: the entry takes the last one's time */
+    open_account(5, "new-5");
+    ck_assert_uint_eq(index_entries(&groups), 5);
+    ck_assert_uint_eq(groups, 3);
+    test_assert_invariants(&ts);
+    ts.now_ms += 3 * DAY_MS;
+    ck_assert_uint_eq(sweep(7 * DAY_MS, 0).inbox_removed, 3);
+    ck_assert_uint_eq(index_entries(&groups), 2);
+    ck_assert_uint_eq(groups, 2);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 2);
+    ledger_command again = test_cmd_open(5, 1, 0);
+    ck_assert(test_apply(&ts, "shop", "new-5", &again).replayed);
+}
+END_TEST
+
+/* An inbox record without an index entry would never be swept: the
+ * inbox_time check names it; so it does an entry naming a missing record. */
+START_TEST(an_unindexed_record_is_found)
+{
+    open_account(1, "o1");
+    open_account(2, "o2");
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    test_drop_last_inbox_time_entry(&t);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "inbox_time"), 1);
+    /* An entry naming a key with no record (o1's, kept to put back). */
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    uint8_t key[8 + LEDGER_INBOX_KEY_BYTES_MAX], val[512];
+    size_t n = ledger_inbox_key(tally_str_from("shop"), tally_str_from("o1"), key);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_INBOX, key, n, &v), TALLY_ok);
+    size_t val_len = v.mv_size;
+    memcpy(val, v.mv_data, val_len);
+    ck_assert_int_eq(store_del(&t, STORE_DB_INBOX, key, n), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "inbox_time"), 2);
+    /* Put o1 back, and index o2 as format 2 did (teardown checks all). */
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_INBOX, key, n, val, val_len, 0), TALLY_ok);
+    put_u64_be(key, (uint64_t)ts.now_ms);
+    n = ledger_inbox_key(tally_str_from("shop"), tally_str_from("o2"), key + 8);
+    ck_assert_int_eq(store_put(&t, STORE_DB_INBOX_TIME, key, 8 + n, "", 0, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "inbox_time"), 0);
 }
 END_TEST
 
@@ -380,6 +579,10 @@ int main(void)
     tcase_add_test(tc, inbox_records_older_than_the_window_go);
     tcase_add_test(tc, failed_transfer_ids_go_with_their_inbox_records);
     tcase_add_test(tc, sweeps_are_bounded);
+    tcase_add_test(tc, a_large_group_is_swept_across_batches);
+    tcase_add_test(tc, a_group_indexes_only_the_records_it_keeps);
+    tcase_add_test(tc, both_layouts_are_swept);
+    tcase_add_test(tc, an_unindexed_record_is_found);
     tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
     tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);
     tcase_add_test(tc, a_tampered_checkpoint_is_caught);

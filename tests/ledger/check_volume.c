@@ -244,7 +244,12 @@ START_TEST(test_volume_transfers)
         total += debits[id];
     check_balances(&ts, debits, credits, total);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), transfers + VOLUME_ACCOUNTS);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), transfers + VOLUME_ACCOUNTS);
+    /* inbox_time lists each commit's keys (the accounts', then each
+     * batch's) in entries that fit a node: at least one a commit, many
+     * keys each */
+    uint64_t index_entries = test_count(&ts, STORE_DB_INBOX_TIME);
+    ck_assert_uint_ge(index_entries, 1 + (transfers + VOLUME_BATCH - 1) / VOLUME_BATCH);
+    ck_assert_uint_le(index_entries, (transfers + VOLUME_ACCOUNTS) / 10);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFERS), transfers);
     ck_assert_uint_eq(test_head(&ts).seq, transfers + VOLUME_ACCOUNTS);
 

@@ -346,20 +346,22 @@ START_TEST(format_version_mismatch_is_refused)
     ck_assert_uint_eq(get_u32_be(v.mv_data), STORE_FORMAT_VERSION);
     mdb_txn_abort(txn);
 
-    /* Format 1 (before December 2026) opens: read-only as it is, and the
-     * first writer marks it 2. */
-    uint8_t old[4];
-    put_u32_be(old, 1);
-    tamper_format(st, old, sizeof(old));
-    store_close(st);
-    store_options ro = {.path = p.path, .read_only = true, .no_lock = true};
-    ck_assert_int_eq(store_open(&ro, &st), TALLY_ok);
-    store_close(st);
-    st = open_writer(p.path);
-    ck_assert_int_eq(mdb_txn_begin(store_env(st), NULL, MDB_RDONLY, &txn), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_get(txn, store_dbi(st, STORE_DB_META), &k, &v), MDB_SUCCESS);
-    ck_assert_uint_eq(get_u32_be(v.mv_data), 2);
-    mdb_txn_abort(txn);
+    /* Formats 1 and 2 (before December 2026) open: read-only as they are,
+     * and the first writer marks them 3. */
+    for (uint32_t f = 1; f <= 2; f++) {
+        uint8_t old[4];
+        put_u32_be(old, f);
+        tamper_format(st, old, sizeof(old));
+        store_close(st);
+        store_options ro = {.path = p.path, .read_only = true, .no_lock = true};
+        ck_assert_int_eq(store_open(&ro, &st), TALLY_ok);
+        store_close(st);
+        st = open_writer(p.path);
+        ck_assert_int_eq(mdb_txn_begin(store_env(st), NULL, MDB_RDONLY, &txn), MDB_SUCCESS);
+        ck_assert_int_eq(mdb_get(txn, store_dbi(st, STORE_DB_META), &k, &v), MDB_SUCCESS);
+        ck_assert_uint_eq(get_u32_be(v.mv_data), 3);
+        mdb_txn_abort(txn);
+    }
 
     uint8_t next[4];
     put_u32_be(next, STORE_FORMAT_VERSION + 1);

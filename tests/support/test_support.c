@@ -310,6 +310,16 @@ uint64_t test_count(test_store *ts, store_db db)
     return n;
 }
 
+void test_drop_last_inbox_time_entry(store_txn *t)
+{
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_cursor_open(t, STORE_DB_INBOX_TIME, &cur), TALLY_ok);
+    MDB_val k, v;
+    ck_assert_int_eq(mdb_cursor_get(cur, &k, &v, MDB_LAST), 0);
+    ck_assert_int_eq(mdb_cursor_del(cur, 0), 0);
+    mdb_cursor_close(cur);
+}
+
 void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx)
 {
     store_txn t;

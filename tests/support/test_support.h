@@ -97,6 +97,10 @@ bool test_account_exists(test_store *ts, uint64_t id);
 bool test_transfer_exists(test_store *ts, uint64_t tid);
 log_head test_head(test_store *ts);
 uint64_t test_count(test_store *ts, store_db db);
+/* Delete the last inbox_time entry in the write transaction t (the last
+ * commit's keys, if it fit one entry): a store whose records lost their
+ * index entry. */
+void test_drop_last_inbox_time_entry(store_txn *t);
 
 /* Decode the event at seq; the callback sees it inside a read txn. */
 typedef void (*test_event_fn)(const log_event *ev, void *ctx);

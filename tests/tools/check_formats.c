@@ -9,7 +9,10 @@
  * serves it, replays a key of the old era and appends format 2 events to
  * the same hash chain; history, the log, the read model (libtally's
  * subscriber-side inbox) and tally-recon read both formats and agree with
- * the server's balances.
+ * the server's balances. Its inbox time index has one entry per key (the
+ * layout before store format 3): after the upgrade, retention sweeps those
+ * past the window, indexes new keys by commit group, and recon's
+ * inbox_time check finds every record indexed.
  */
 #include "common/error.h"
 #include "log/event.h"
@@ -204,6 +207,69 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
 }
 END_TEST
 
+/* inbox_time entries of each layout (inbox_time.h) and inbox records. */
+typedef struct index_counts {
+    uint64_t per_key, groups, records;
+} index_counts;
+
+static index_counts count_index(const char *data_dir)
+{
+    index_counts c = {0};
+    store *st = test_store_open_read_only(data_dir);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_INBOX_TIME, &cur), TALLY_ok);
+    MDB_val k, v;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        bool group = v.mv_size > 0;
+        ck_assert_uint_eq(k.mv_size == 17 && ((const uint8_t *)k.mv_data)[8] == 0, group);
+        group ? c.groups++ : c.per_key++;
+    }
+    mdb_cursor_close(cur);
+    ck_assert_int_eq(store_count(&t, STORE_DB_INBOX, &c.records), TALLY_ok);
+    store_txn_abort(&t);
+    store_close(st);
+    return c;
+}
+
+START_TEST(format1_inbox_index_is_swept_after_upgrade)
+{
+    tallyd_proc p = {0};
+    load_v1(&p);
+    index_counts before = count_index(p.data_dir);
+    ck_assert_uint_gt(before.per_key, 0);
+    ck_assert_uint_eq(before.groups, 0);
+    ck_assert_uint_eq(before.per_key, before.records);
+    /* The fixture's keys are hours old: a one-hour window makes them due. */
+    p.extra_args[0] = "--dedupe-window-s";
+    p.extra_args[1] = "3600";
+    tallyd_restart(&p);
+    const char *tally = tallyd_program("tally");
+    free(run_ok((const char *const[]){tally, "--url", p.url, "--json", "transfer", "--debit",
+                                      "1", "--credit", "2", "--amount", "5", "--key", "n1",
+                                      NULL}));
+    free(run_ok((const char *const[]){tally, "--url", p.url, "--json", "transfer", "--debit",
+                                      "2", "--credit", "1", "--amount", "1", "--key", "n2",
+                                      NULL}));
+    /* Retention runs on the writer at most once a second; poll. */
+    index_counts now = count_index(p.data_dir);
+    for (int i = 0; i < 600 && (now.per_key > 0 || now.records != 2); i++) {
+        usleep(100 * 1000);
+        now = count_index(p.data_dir);
+    }
+    ck_assert_uint_eq(now.per_key, 0);
+    ck_assert_uint_eq(now.records, 2);
+    ck_assert_uint_ge(now.groups, 1);
+    ck_assert_int_eq(tallyd_stop(&p), 0);
+    json_t *doc = recon_json(p.data_dir);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "status")), "clean");
+    json_decref(doc);
+    tallyd_cleanup(&p);
+}
+END_TEST
+
 #define TIMEOUT_S 120
 
 int main(void)
@@ -211,6 +277,7 @@ int main(void)
     const test_row tests[] = {
         {"formats", format1_store_is_clean_for_recon, TIMEOUT_S},
         {"formats", format1_store_is_served_and_extended_in_format2, TIMEOUT_S},
+        {"formats", format1_inbox_index_is_swept_after_upgrade, TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("formats", TEST_ROWS(tests)));
 }

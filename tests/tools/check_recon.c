@@ -614,6 +614,32 @@ START_TEST(orphan_inbox_record_breaks_inbox_links)
 }
 END_TEST
 
+/* An inbox record whose inbox_time entry is gone: retention would never
+ * remove it. */
+START_TEST(unindexed_inbox_record_breaks_inbox_time)
+{
+    test_store ts;
+    copy_master(&ts);
+    store_txn t;
+    begin_write(&ts, &t);
+    ledger_outcome o = {.code = TALLY_exceeds_credits, .time_ms = TEST_NOW_MS};
+    uint8_t fingerprint[LEDGER_FINGERPRINT_BYTES] = {0xcd};
+    ck_assert_int_eq(ledger_inbox_put(&t, tally_str_from("test"), tally_str_from("unindexed"),
+                                      fingerprint, &o),
+                     TALLY_ok);
+    commit(&t);
+    begin_write(&ts, &t); /* its commit wrote the last entry: remove it */
+    test_drop_last_inbox_time_entry(&t);
+    commit(&t);
+    close_copy(&ts);
+    json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
+    expect_finding(doc, "inbox_time", "inbox:test/unindexed");
+    EXPECT_ONLY_FAILED(doc, "inbox_time");
+    json_decref(doc);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
 START_TEST(removed_inbox_record_breaks_inbox_links)
 {
     test_store ts;
@@ -629,6 +655,7 @@ START_TEST(removed_inbox_record_breaks_inbox_links)
     char entity[64];
     seq_entity(m.seq_t101, entity);
     expect_finding(doc, "inbox_links", entity);
+    expect_finding(doc, "inbox_time", "inbox:test/t-101"); /* its entry names it */
     json_decref(doc);
     test_remove_dir(ts.dir);
 }
@@ -739,7 +766,9 @@ START_TEST(findings_beyond_the_cap_are_counted)
     ck_assert_int_eq(count_of(c, "findings"), 6);
     ck_assert_int_eq(count_of(c, "listed"), 2);
     ck_assert_uint_eq(json_array_size(json_object_get(c, "findings")), 2);
-    ck_assert_int_eq(json_integer_value(json_object_get(doc, "findings_total")), 6);
+    /* each removed record is also named by its inbox_time entry */
+    ck_assert_int_eq(count_of(check_of(doc, "inbox_time"), "findings"), 6);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "findings_total")), 12);
     json_decref(doc);
     /* The text report says how many more there are. */
     run_output r = RECON("--data", ts.dir, "--max-findings", "2");
@@ -1376,6 +1405,7 @@ static Suite *recon_suite(void)
         {"hash_link", rehashed_event_breaks_the_link_to_the_next, TEST_TIMEOUT_S},
         {"inbox_orphan", orphan_inbox_record_breaks_inbox_links, TEST_TIMEOUT_S},
         {"inbox_removed", removed_inbox_record_breaks_inbox_links, TEST_TIMEOUT_S},
+        {"inbox_unindexed", unindexed_inbox_record_breaks_inbox_time, TEST_TIMEOUT_S},
         {"history", moved_history_entry_is_found, TEST_TIMEOUT_S},
         {"cursors", cursor_beyond_the_head_is_found, TEST_TIMEOUT_S},
         {"dlq", dead_letter_of_a_missing_seq_is_found, TEST_TIMEOUT_S},
