@@ -413,7 +413,8 @@ static int open_store(recon *r, store **out)
                           dir);
     case TALLY_store_version_mismatch:
         return cannot_run(r, rc, "%s: written in another store format (this tally-recon reads "
-                                 "format %d)", dir, STORE_FORMAT_VERSION);
+                                 "formats %d to %d)", dir, STORE_FORMAT_VERSION_OLDEST,
+                          STORE_FORMAT_VERSION);
     case TALLY_corrupt_record:
         return cannot_run(r, rc, "%s: data.mdb is not an LMDB environment or is damaged", dir);
     case TALLY_read_only:
