@@ -1127,6 +1127,41 @@ static int relay_exit_code(pid_t pid)
     return -1;
 }
 
+/* The config of the several-relays tests: JetStream and one endpoint
+ * "ok" at the receiver, both with the ack wait given. */
+static void two_sink_settings(char *out, size_t size, const receiver *r, unsigned ack_wait_ms)
+{
+    snprintf(out, size,
+             "ack_wait_ms = %u\n"
+             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
+             "ack_wait_ms = %u\n",
+             ack_wait_ms, (unsigned)r->port, ack_wait_ms);
+}
+
+/* Both sinks' subscribers acknowledged every event up to events. */
+static void assert_ack_floors_reach(tally_client *c, uint64_t events)
+{
+    int64_t until = clock_mono_ms() + WAIT_MS;
+    while (clock_mono_ms() < until && (sub_info(c, "relay").ack_floor < events ||
+                                       sub_info(c, "relay:ok").ack_floor < events)) {
+        relay_must_run();
+        usleep(50000);
+    }
+    ck_assert_uint_eq(sub_info(c, "relay").ack_floor, events);
+    ck_assert_uint_eq(sub_info(c, "relay:ok").ack_floor, events);
+}
+
+/* The stream holds exactly one message per event of the log. */
+static void assert_stream_once_per_event(js_fixture *j)
+{
+    uint64_t count = stream_messages(j->js), head;
+    char(*ids)[37] = log_ids(j->f.c, &head);
+    stored *msgs = stream_read(j->js, count);
+    assert_one_message_per_event(msgs, count, ids, head);
+    free(msgs);
+    free(ids);
+}
+
 /* Two relays at once on one config, each with its own instance: every
  * event reaches JetStream and the endpoint, and none twice (the relays'
  * own delivered counters add up to the events, the receiver saw each
@@ -1137,11 +1172,7 @@ START_TEST(test_several_relays_deliver_each_event_once)
     enum { STEPS = 4, PER_STEP = 500, EVENTS = STEPS * PER_STEP };
     receiver *r = receiver_start();
     char settings[1024], url[2][40], log2[340];
-    snprintf(settings, sizeof(settings),
-             "ack_wait_ms = 300000\n"
-             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
-             "ack_wait_ms = 300000\n",
-             (unsigned)r->port);
+    two_sink_settings(settings, sizeof(settings), r, 300000);
     js_fixture j;
     js_up(&j, settings);
     snprintf(log2, sizeof(log2), "%s.2", j.log);
@@ -1174,13 +1205,7 @@ START_TEST(test_several_relays_deliver_each_event_once)
     for (int step = 0; step < STEPS; step++)
         test_client_open_accounts(j.f.c, 1 + (uint64_t)step * PER_STEP, PER_STEP);
     ck_assert_msg(wait_delivered(r, "/ok", EVENTS), "not every event reached the endpoint");
-    int64_t until = clock_mono_ms() + WAIT_MS;
-    while (clock_mono_ms() < until && (sub_info(j.f.c, "relay").ack_floor < EVENTS ||
-                                       sub_info(j.f.c, "relay:ok").ack_floor < EVENTS)) {
-        relay_must_run();
-        usleep(50000);
-    }
-    ck_assert_uint_eq(sub_info(j.f.c, "relay").ack_floor, EVENTS);
+    assert_ack_floors_reach(j.f.c, EVENTS);
     long long published = 0, posted = 0;
     for (int i = 0; i < 2; i++) {
         char *text = scrape(port[i]);
@@ -1198,12 +1223,7 @@ START_TEST(test_several_relays_deliver_each_event_once)
     size_t all = 0;
     ck_assert_uint_eq(delivered(r, "/ok", &all), EVENTS);
     ck_assert_uint_eq(all, EVENTS); /* no webhook-id twice */
-    uint64_t count = stream_messages(j.js), head;
-    char(*ids)[37] = log_ids(j.f.c, &head);
-    stored *msgs = stream_read(j.js, count);
-    assert_one_message_per_event(msgs, count, ids, head);
-    free(msgs);
-    free(ids);
+    assert_stream_once_per_event(&j);
     js_down(&j);
     receiver_stop(r);
 }
@@ -1219,11 +1239,7 @@ START_TEST(test_a_dead_relays_events_go_to_the_other)
     enum { BURST = 500, EVENTS = 2 * BURST };
     receiver *r = receiver_start();
     char settings[1024], log2[340];
-    snprintf(settings, sizeof(settings),
-             "ack_wait_ms = 3000\n"
-             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
-             "ack_wait_ms = 3000\n",
-             (unsigned)r->port);
+    two_sink_settings(settings, sizeof(settings), r, 3000);
     js_fixture j;
     js_up(&j, settings);
     snprintf(log2, sizeof(log2), "%s.2", j.log);
@@ -1235,22 +1251,10 @@ START_TEST(test_a_dead_relays_events_go_to_the_other)
     relay_kill(relay1); /* mid-burst: what it leased and did not ack is left to its lease */
     test_client_open_accounts(j.f.c, 1 + BURST, BURST);
     ck_assert_msg(wait_delivered(r, "/ok", EVENTS), "the dead relay's events never arrived");
-    int64_t until = clock_mono_ms() + WAIT_MS;
-    while (clock_mono_ms() < until && (sub_info(j.f.c, "relay").ack_floor < EVENTS ||
-                                       sub_info(j.f.c, "relay:ok").ack_floor < EVENTS)) {
-        relay_must_run();
-        usleep(50000);
-    }
-    ck_assert_uint_eq(sub_info(j.f.c, "relay").ack_floor, EVENTS);
-    ck_assert_uint_eq(sub_info(j.f.c, "relay:ok").ack_floor, EVENTS);
+    assert_ack_floors_reach(j.f.c, EVENTS);
     relay_stop(relay2, log2);
     ck_assert_uint_eq(delivered(r, "/ok", NULL), EVENTS); /* every webhook-id, at least once */
-    uint64_t count = stream_messages(j.js), head;
-    char(*ids)[37] = log_ids(j.f.c, &head);
-    stored *msgs = stream_read(j.js, count);
-    assert_one_message_per_event(msgs, count, ids, head); /* JetStream: once each */
-    free(msgs);
-    free(ids);
+    assert_stream_once_per_event(&j); /* JetStream: once each */
     js_down(&j);
     receiver_stop(r);
 }
