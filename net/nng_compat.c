@@ -9,6 +9,7 @@
 
 #include "net/nng_compat.h"
 #include "common/tls_config.h"
+#include "net/sp_loop.h"
 
 #include <string.h>
 
@@ -29,13 +30,16 @@ int listeners_open(server *srv)
     const net_server_options *opt = srv->opt;
     listeners *ls = &srv->lis;
     for (unsigned i = 0; i < opt->listen_count; i++) {
+        ls->count++;
+        if ((ls->ours[i] = sp_loop_serves(opt, opt->listen_urls[i])))
+            continue; /* the loop listens (sp_loop_open) */
         int rv = tls_listen(srv->rep, opt->listen_urls[i], listen_tls(srv, opt->listen_urls[i]),
                             &ls->l[i]);
         if (rv != 0) {
             net_log(NET_LOG_ERROR, "cannot listen on %s: %s", opt->listen_urls[i], nng_strerror(rv));
             return rv;
         }
-        atomic_store(&ls->ids[ls->count++], (unsigned)nng_listener_id(ls->l[i]));
+        atomic_store(&ls->ids[i], (unsigned)nng_listener_id(ls->l[i]));
     }
     return 0;
 }
@@ -78,6 +82,8 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
         return;
     listeners *ls = &srv->lis;
     for (unsigned i = 0; i < ls->count && !*stop; i++) {
+        if (ls->ours[i])
+            continue; /* the loop's own accept does not stop */
         if (ls->down[i]) {
             relisten(srv, i);
             continue;
@@ -101,8 +107,9 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
 void listeners_close(server *srv)
 {
     for (unsigned i = 0; i < srv->lis.count; i++)
-        if (!srv->lis.down[i])
+        if (!srv->lis.down[i] && !srv->lis.ours[i])
             nng_listener_close(srv->lis.l[i]);
+    sp_loop_stop_accepting(srv);
 }
 
 /* ---- stale pipes (NNG 1.5.2's late REM_POST) ---- */
@@ -126,6 +133,8 @@ static int collect_stale_pipe(const void *key, size_t key_len, void *value, void
     if (key_len != sizeof(p.id))
         return 0;
     memcpy(&p.id, key, sizeof(p.id));
+    if (p.id & 0x80000000u)
+        return 0; /* the tcp:// loop's: it forgets its own */
     nng_sockaddr sa;
     int rv = nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa);
     if (rv == NNG_ENOENT || rv == NNG_ECLOSED)

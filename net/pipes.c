@@ -4,7 +4,8 @@
  * it (NNG_PIPE_EV_ADD_PRE), so a flood of connections costs a refused
  * connect each, never unbounded memory. The accepted pipes are remembered
  * by id: NNG reports the removal of refused pipes too, and those must not
- * be counted.
+ * be counted. The tcp:// loop's connections (net/sp_loop.c) are counted
+ * here too, with ids NNG never gives (the high bit set).
  */
 #include "net/server_internal.h"
 
@@ -16,18 +17,9 @@
  * connections at the limit must not pay that once per refused one. */
 #define STALE_PIPES_PASS_INTERVAL_MS 250
 
-static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+bool pipes_admit(server *srv, uint32_t id)
 {
-    server *srv = arg;
-    uint32_t id = (uint32_t)nng_pipe_id(p);
-    if (ev == NNG_PIPE_EV_ADD_PRE)
-        listeners_note_accept(srv, p);
     pthread_mutex_lock(&srv->pipes_mu);
-    if (ev == NNG_PIPE_EV_REM_POST) {
-        table_remove(srv->pipes, &id, sizeof(id));
-        pthread_mutex_unlock(&srv->pipes_mu);
-        return;
-    }
     size_t pruned = 0;
     if (NNG_COMPAT_STALE_PIPES && srv->opt->max_connections > 0 &&
         table_count(srv->pipes) >= srv->opt->max_connections) {
@@ -48,12 +40,30 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
     if (pruned > 0)
         net_log(NET_LOG_WARN, "%zu connections counted after they had gone (no REM_POST "
                 "from NNG yet): no longer counted", pruned);
-    if (accept)
-        return;
-    if (refused % 1000 == 1)
+    if (!accept && refused % 1000 == 1)
         net_log(NET_LOG_WARN, "connection refused: %zu open, the --max-connections limit "
                 "(%llu refused so far)", open, (unsigned long long)refused);
-    nng_pipe_close(p); /* no further events for this pipe */
+    return accept;
+}
+
+void pipes_forget(server *srv, uint32_t id)
+{
+    pthread_mutex_lock(&srv->pipes_mu);
+    table_remove(srv->pipes, &id, sizeof(id));
+    pthread_mutex_unlock(&srv->pipes_mu);
+}
+
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    server *srv = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        pipes_forget(srv, id);
+        return;
+    }
+    listeners_note_accept(srv, p);
+    if (!pipes_admit(srv, id))
+        nng_pipe_close(p); /* no further events for this pipe */
 }
 
 int pipes_watch(server *srv)
@@ -74,7 +84,7 @@ void listeners_log_tls_refusals(server *srv)
     static const char *const refused[] = {"auth", "proto", NULL};
     listeners *ls = &srv->lis;
     for (unsigned i = 0; i < ls->count; i++) {
-        if (ls->down[i] || !tls_url_is_tls(srv->opt->listen_urls[i]))
+        if (ls->down[i] || ls->ours[i] || !tls_url_is_tls(srv->opt->listen_urls[i]))
             continue;
         int64_t now = listener_stats_sum(ls->l[i], refused);
         if (now < ls->tls_refused[i]) /* a listener made again counts from 0 */

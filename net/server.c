@@ -12,6 +12,7 @@
 #include "net/figures.h"
 #include "net/nng_compat.h"
 #include "net/server_internal.h"
+#include "net/sp_loop.h"
 
 #include <nng/protocol/reqrep0/rep.h>
 #include <stdlib.h>
@@ -83,6 +84,8 @@ static int open_sockets(server *srv)
         rv = pipes_watch(srv);
     if (rv == 0)
         rv = listeners_open(srv);
+    if (rv == 0)
+        rv = sp_loop_open(srv);
     if (rv == 0)
         rv = publisher_open(srv);
     if (rv == 0)
@@ -200,6 +203,12 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         return 1;
     }
     slots_start(srv); /* only now: every thread that answers a request runs */
+    if (sp_loop_start(srv) != 0) {
+        stop_threads(srv, &th);
+        close_everything(srv);
+        http_routes_stop(srv);
+        return 1;
+    }
     static const char *const answered_by[] = {
         [NET_REPLIES_WRITER] = "the writer",
         [NET_REPLIES_COMPLETER] = "the completer",

@@ -32,6 +32,13 @@ typedef enum net_replies {
                               writer (tallyd's default: docs/BENCHMARKS.md) */
 } net_replies;
 
+/* Who serves tcp:// request endpoints (ipc://, ws://, tls+tcp:// are
+ * always NNG's). */
+typedef enum net_tcp_engine {
+    NET_TCP_ENGINE_EPOLL, /* tallyd's own epoll loop (net/sp_loop.c; the default) */
+    NET_TCP_ENGINE_NNG,   /* NNG's REP socket, as every other transport */
+} net_tcp_engine;
+
 typedef struct net_server_options {
     const char *data_dir;
     const char *listen_urls[NET_LISTEN_URLS_MAX];
@@ -48,6 +55,7 @@ typedef struct net_server_options {
     const char *backup_dir;    /* NULL: backups anywhere; else only below it */
     unsigned max_connections;  /* request connections at once; 0 = no limit */
     net_replies replies;       /* who answers committed groups */
+    net_tcp_engine tcp_engine; /* who serves tcp:// --listen URLs */
     const char *http_url;      /* NULL: no HTTP face; else http://HOST:PORT */
     unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
     unsigned http_connections_max, http_per_address_max;

@@ -17,6 +17,8 @@
  *                socket over inproc, replies back as JSON
  *   nng_compat.c the NNG 1.5.2 workarounds (listener watchdog, stale pipes)
  *   tls_reload.c SIGHUP: the --tls-* files read again for tls+tcp://
+ *   sp_loop.c    tcp:// requests on tallyd's own epoll loop (--tcp-engine
+ *                epoll): its slots are answered by sp_loop_answer
  *   server.c     wiring, start and stop
  *
  * A slot is one REP context with its request and reply state. It belongs
@@ -76,7 +78,22 @@ typedef struct slot {
      * answers, which then holds it as OWNER_NNG. NULL for NNG's slots. */
     void (*outside_answer)(struct slot *s, int fault);
     size_t outside_bytes; /* its request's size, for the group's byte bound */
+    /* A request of the tcp:// loop (net/sp_loop.c): no ctx or aio; its
+     * connection, and the SP trace (hops and id) its reply carries back.
+     * NULL for NNG's slots. */
+    struct sp_conn *conn;
+    uint8_t trace[32];
+    uint8_t trace_len;
 } slot;
+
+/* Requests (msgpack bytes) above the protocol limit but up to this still
+ * get request_too_large; above it the connection is dropped before tally
+ * sees them (NNG_OPT_RECVMAXSZ, and the loop's frame limit). The SP frame
+ * also holds the REQ request id (docs/PROTOCOL.md, "The SP layer"): it is
+ * added, so the limit clients read about is the msgpack body's. */
+#define RECV_HARD_LIMIT_BYTES (4 * TALLY_REQUEST_BYTES_MAX)
+#define SP_REQUEST_ID_BYTES 4
+#define SP_FRAME_BYTES_MAX (RECV_HARD_LIMIT_BYTES + SP_REQUEST_ID_BYTES)
 
 /* The listener watchdog's state (nng_compat.c). The main thread owns
  * it, except listener ids and accepted counts, which pipe callbacks read. */
@@ -85,6 +102,7 @@ typedef struct listeners {
     unsigned count;
     unsigned stopped[NET_LISTEN_URLS_MAX]; /* probes in a row that found it not accepting */
     bool down[NET_LISTEN_URLS_MAX];        /* closed, not yet back */
+    bool ours[NET_LISTEN_URLS_MAX];        /* served by the tcp:// loop, not NNG */
     atomic_uint ids[NET_LISTEN_URLS_MAX];
     atomic_uint accepted[NET_LISTEN_URLS_MAX]; /* connections handed over (ADD_PRE) */
     int64_t tls_refused[NET_LISTEN_URLS_MAX]; /* TLS handshakes refused, as last logged */
@@ -148,6 +166,7 @@ struct server {
     struct http_json *http_json;  /* the JSON API's requests (http_json.c) */
     atomic_uint webhooks_in_flight; /* outside slots out (net/webhooks.c) */
     auth_guard *auth;             /* NULL without --auth (net/auth_guard.h) */
+    struct sp_loop *loop;         /* the tcp:// loop; NULL with --tcp-engine nng */
 };
 
 /* ---- slot.c ---- */
@@ -169,6 +188,11 @@ void slot_send_read(slot *s, slot_owner from);
  * non-zero when the commit failed). */
 void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms);
 void slot_enqueue_write(slot *s, slot_owner from);
+/* A request that arrived (s->msg set, owned as OWNER_NNG): decode, check,
+ * dispatch by its op's kind. */
+void slot_serve(slot *s);
+/* A control op's reply, built and sent on the calling thread. */
+void slot_send_control(slot *s);
 
 /* ---- webhooks.c ---- */
 /* POST /webhooks/<source> (a route of http_routes.c: a starter, answered
@@ -198,6 +222,11 @@ void publish_events(server *srv, uint64_t from_seq, uint64_t to_seq);
 
 /* ---- pipes.c ---- */
 int pipes_watch(server *srv);
+/* Count a new request connection (an NNG pipe id, or one of the loop's
+ * with the high bit), unless --max-connections are open (logged): false,
+ * and the caller closes it. pipes_forget: it has gone. */
+bool pipes_admit(server *srv, uint32_t id);
+void pipes_forget(server *srv, uint32_t id);
 
 /* ---- http_routes.c ---- */
 /* Serve --http (when not none). 0 or an NNG-style non-zero on failure (logged). */

@@ -9,17 +9,10 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "net/metrics.h"
+#include "net/sp_loop.h"
 
 #include <assert.h>
 #include <stdlib.h>
-
-/* Requests (msgpack bytes) above the protocol limit but up to this still
- * get request_too_large; above it NNG drops the connection before tally
- * sees them. NNG_OPT_RECVMAXSZ measures the SP frame, which also holds
- * the REQ request id (docs/PROTOCOL.md, "The SP layer"): it is added, so
- * the limit clients read about is the msgpack body's. */
-#define RECV_HARD_LIMIT_BYTES (4 * TALLY_REQUEST_BYTES_MAX)
-#define SP_REQUEST_ID_BYTES 4
 
 void slot_own(slot *s, slot_owner from, slot_owner to)
 {
@@ -45,6 +38,10 @@ static void slot_send(slot *s, slot_owner from, nng_msg *reply)
     if (s->msg) {
         nng_msg_free(s->msg);
         s->msg = NULL;
+    }
+    if (s->conn) {
+        sp_loop_answer(s, reply);
+        return;
     }
     if (reply == NULL) {
         net_log(NET_LOG_ERROR, "could not build a reply; the request gets none");
@@ -145,10 +142,10 @@ void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
     slot_send(s, from, net_out_take(&o));
 }
 
-/* Control ops run here, on the NNG thread, beside reader and writer
- * (the store is NULL to them once it is closed). A reply that cannot be
- * built goes unanswered (logged). */
-static void send_control(slot *s)
+/* Control ops run on the NNG thread (the loop's control thread for the
+ * tcp:// loop), beside reader and writer (the store is NULL to them once
+ * it is closed). A reply that cannot be built goes unanswered (logged). */
+void slot_send_control(slot *s)
 {
     server *srv = s->srv;
     net_out o;
@@ -229,7 +226,7 @@ static bool slot_authorized(slot *s, int decoded)
     return false;
 }
 
-static void slot_handle(slot *s)
+void slot_serve(slot *s)
 {
     s->state = SLOT_BUSY;
     s->timed_kind = -1;
@@ -261,7 +258,12 @@ static void slot_handle(slot *s)
     switch (s->req.op->kind) {
     case NET_KIND_WRITE:
     case NET_KIND_SUBSCRIBER: slot_enqueue_write(s, OWNER_NNG); return;
-    case NET_KIND_CONTROL: send_control(s); return;
+    case NET_KIND_CONTROL:
+        if (s->conn)
+            sp_loop_control(s);
+        else
+            slot_send_control(s);
+        return;
     case NET_KIND_READ: dispatch_read(s); return;
     }
 }
@@ -289,7 +291,7 @@ static void slot_callback(void *arg)
     }
     s->msg = nng_aio_get_msg(s->aio);
     s->arrived_ns = clock_mono_ns();
-    slot_handle(s);
+    slot_serve(s);
 }
 
 int slots_limit_requests(server *srv)

@@ -84,25 +84,40 @@ static bool parse_name(const char *text, const char *const *names, int count, in
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"}; /* net_log_level */
 static const char *const replies_names[] = {"writer", "completer", "auto"};  /* net_replies */
+static const char *const engine_names[] = {"epoll", "nng"};                  /* net_tcp_engine */
 #define NAMES_COUNT(names) ((int)(sizeof(names) / sizeof((names)[0])))
 _Static_assert(NAMES_COUNT(level_names) == NET_LOG_DEBUG + 1, "a name per log level");
 _Static_assert(NAMES_COUNT(replies_names) == NET_REPLIES_AUTO + 1, "a name per replies mode");
+_Static_assert(NAMES_COUNT(engine_names) == NET_TCP_ENGINE_NNG + 1, "a name per tcp engine");
 
-/* log-level and replies: one of the names of an enum, in its order. */
+/* log-level, replies and tcp-engine: one of the names of an enum, in its
+ * order. */
 static int parse_choice(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
-    bool level = strcmp(row->name, "log-level") == 0;
+    static const struct {
+        const char *option, *expected;
+        const char *const *names;
+        int count;
+    } sets[] = {
+        {"log-level", "error, warn, info or debug", level_names, NAMES_COUNT(level_names)},
+        {"replies", "auto, writer or completer", replies_names, NAMES_COUNT(replies_names)},
+        {"tcp-engine", "epoll or nng", engine_names, NAMES_COUNT(engine_names)},
+    };
+    unsigned k = 0;
+    while (strcmp(sets[k].option, row->name) != 0)
+        k++; /* every row that names this parser is in sets */
     int choice;
-    if (level ? !parse_name(text, level_names, NAMES_COUNT(level_names), &choice)
-              : !parse_name(text, replies_names, NAMES_COUNT(replies_names), &choice)) {
-        snprintf(why, n, "expected %s, got %s",
-                 level ? "error, warn, info or debug" : "auto, writer or completer", text);
+    if (!parse_name(text, sets[k].names, sets[k].count, &choice)) {
+        snprintf(why, n, "expected %s, got %s", sets[k].expected, text);
         return 2;
     }
-    if (level)
-        opts_of(t)->log_level = (net_log_level)choice;
+    net_server_options *o = opts_of(t);
+    if (k == 0)
+        o->log_level = (net_log_level)choice;
+    else if (k == 1)
+        o->replies = (net_replies)choice;
     else
-        opts_of(t)->replies = (net_replies)choice;
+        o->tcp_engine = (net_tcp_engine)choice;
     return 0;
 }
 
@@ -252,6 +267,11 @@ static const options_row rows[] = {
      "which thread answers a committed group and publishes its events: auto (the completer "
      "when requests wait for the writer, else the writer), completer (its own thread, while the "
      "writer applies the next group) or writer (right after the commit); docs/DESIGN.md",
+     parse_choice},
+    {"tcp-engine", "E", "epoll",
+     "who serves tcp:// --listen URLs: epoll (tallyd's own loop: a request is read, queued and "
+     "answered with no thread hand-off but the writer's) or nng (NNG's REP socket, as for ipc://, "
+     "ws:// and tls+tcp://); docs/DESIGN.md",
      parse_choice},
     {"http", "URL", "http://127.0.0.1:7452",
      "HTTP face: GET /metrics (Prometheus), /healthz, /readyz, the JSON API /v1/... "

@@ -15,7 +15,16 @@
  * msgpack body (512 KiB accepted, one byte more request_too_large; 2 MiB
  * still answered, one byte more and the connection is dropped); which
  * error wins when several apply (PROTOCOL.md, "The order of the checks"),
- * requests written in PROTOCOL.md's notation (tests/support/doc_requests.h).
+ * requests written in PROTOCOL.md's notation (tests/support/doc_requests.h);
+ * routing hops carried back and too many of them dropped; a header that
+ * does not come in 10 s; hundreds of requests pipelined on one connection
+ * through 4 contexts; replies the client does not read for a while (12 MB
+ * of them) kept and sent later while another connection is served; a
+ * connection closed with requests in flight.
+ *
+ * Every test runs twice: against tallyd's own tcp:// loop (--tcp-engine
+ * epoll, the default) and against NNG's REP socket (--tcp-engine nng), so
+ * the two speak the same bytes.
  */
 #include "common/clock.h"
 #include "common/msgpack_safe.h"
@@ -48,6 +57,7 @@
 static tallyd_proc proc;
 static tally_client *client;
 static char tcp_url[64];
+static const char *engine = "epoll"; /* the TCase's --tcp-engine */
 
 /* A free loopback port: bound, read back and released (tallyd binds it
  * next; another process taking it in between fails the start, loudly). */
@@ -63,12 +73,18 @@ static unsigned free_port(void)
     return ntohs(sa.sin_port);
 }
 
-static void start(void)
+/* tallyd with the TCase's engine on tcp_url, and up to two more args. */
+static void start_with(const char *arg, const char *value)
 {
     snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%u", free_port());
-    const char *extra[] = {"--listen", tcp_url, NULL};
+    const char *extra[] = {"--listen", tcp_url, "--tcp-engine", engine, arg, value, NULL};
     wire_server_start(&proc, &client, extra);
 }
+
+static void start(void) { start_with(NULL, NULL); }
+
+static void engine_epoll(void) { engine = "epoll"; }
+static void engine_nng(void) { engine = "nng"; }
 
 static void stop(void)
 {
@@ -436,15 +452,238 @@ START_TEST(which_error_wins)
 }
 END_TEST
 
+/* A frame with a raw payload (the trace written by the caller). */
+static void sp_send_payload(int fd, const uint8_t *trace, size_t trace_len, const void *body,
+                            size_t len)
+{
+    uint8_t head[8];
+    put_be(head, trace_len + (uint64_t)len, 8);
+    ck_assert(tallyd_fd_send_all(fd, head, sizeof(head), deadline()));
+    ck_assert(tallyd_fd_send_all(fd, trace, trace_len, deadline()));
+    ck_assert(tallyd_fd_send_all(fd, body, len, deadline()));
+}
+
+START_TEST(routing_hops_come_back_and_too_many_are_dropped)
+{
+    start();
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    msgpack_sbuffer get;
+    build_account_get(&get, 3);
+    /* Two hops, then the id: the reply carries all three words back. */
+    uint8_t trace[9 * 4];
+    put_be(trace, 0x11, 4);
+    put_be(trace + 4, 0x22, 4);
+    put_be(trace + 8, REQUEST_ID_HIGH_BIT | 9, 4);
+    sp_send_payload(fd, trace, 12, get.data, get.size);
+    uint8_t head[20];
+    ck_assert(tallyd_fd_recv_all(fd, head, sizeof(head), deadline()));
+    ck_assert_uint_gt(get_be(head, 8), 12);
+    ck_assert_mem_eq(head + 8, trace, 12);
+    uint8_t rest[256];
+    size_t body = (size_t)get_be(head, 8) - 12;
+    ck_assert_uint_le(body, sizeof(rest));
+    ck_assert(tallyd_fd_recv_all(fd, rest, body, deadline()));
+    /* Eight hops before the id: dropped unanswered; the connection serves
+     * the next request, whose reply is the first to come. */
+    for (int i = 0; i < 8; i++)
+        put_be(trace + 4 * i, (uint64_t)i + 1, 4);
+    put_be(trace + 32, REQUEST_ID_HIGH_BIT | 10, 4);
+    sp_send_payload(fd, trace, 36, get.data, get.size);
+    sp_reply r;
+    send_and_expect(fd, 11, get.data, get.size, "not_found", &r);
+    sp_reply_free(&r);
+    /* A payload shorter than an id: the connection is closed. */
+    sp_send_payload(fd, trace, 3, "", 0);
+    ck_assert_msg(closed_by_server(fd, 0), "a 3-byte payload was not closed");
+    close(fd);
+    msgpack_sbuffer_destroy(&get);
+    stop();
+}
+END_TEST
+
+START_TEST(a_header_that_does_not_come_is_closed_after_10_s)
+{
+    start();
+    int fd = tallyd_connect(tcp_url, deadline());
+    ck_assert_int_ge(fd, 0);
+    int64_t t0 = clock_mono_ms();
+    ck_assert_msg(closed_by_server(fd, 8), "a silent peer was never closed");
+    ck_assert_int_ge(clock_mono_ms() - t0, 9000);
+    close(fd);
+    stop();
+}
+END_TEST
+
+/* Read n replies, each to one of the ids first..first+n-1, each once, all
+ * with code; returns how many events the log_read replies held in all. */
+static size_t recv_all_once(int fd, uint32_t first, unsigned n, const char *code)
+{
+    bool *seen = calloc(n, sizeof(bool));
+    ck_assert_ptr_nonnull(seen);
+    size_t events = 0;
+    for (unsigned i = 0; i < n; i++) {
+        sp_reply r;
+        sp_recv(fd, &r);
+        uint32_t id = (r.request_id & ~REQUEST_ID_HIGH_BIT) - first;
+        ck_assert_msg(id < n && !seen[id], "reply %u: unknown or twice", id + first);
+        seen[id] = true;
+        ck_assert_msg(strcmp(r.code, code) == 0, "reply %u: %s", id + first, r.code);
+        const msgpack_object *ev = msgpack_safe_map_get(&r.up.data, "events");
+        if (ev && ev->type == MSGPACK_OBJECT_ARRAY)
+            events += ev->via.array.size;
+        sp_reply_free(&r);
+    }
+    free(seen);
+    return events;
+}
+
+static void build_log_read(msgpack_sbuffer *b, uint64_t from, uint64_t limit)
+{
+    msgpack_sbuffer_init(b);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 4);
+    rc |= pack_str(&pk, "v") | msgpack_pack_uint64(&pk, 1);
+    rc |= pack_str(&pk, "op") | pack_str(&pk, "log_read");
+    rc |= pack_str(&pk, "from_seq") | msgpack_pack_uint64(&pk, from);
+    rc |= pack_str(&pk, "limit") | msgpack_pack_uint64(&pk, limit);
+    ck_assert_int_eq(rc, 0);
+}
+
+#define PIPELINED 600
+
+/* 600 writes sent at once on one connection to a tallyd with 4 contexts:
+ * the rest wait (in the socket, not lost), and every one is answered once
+ * and applied once. */
+START_TEST(hundreds_pipelined_through_four_contexts)
+{
+    start_with("--contexts", "4");
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    for (uint32_t i = 0; i < PIPELINED; i++) {
+        msgpack_sbuffer open;
+        char key[32];
+        snprintf(key, sizeof(key), "pipelined-%u", i);
+        build_account_open(&open, key, 1000 + i);
+        sp_send(fd, 1 + i, open.data, open.size);
+        msgpack_sbuffer_destroy(&open);
+    }
+    recv_all_once(fd, 1, PIPELINED, "ok");
+    /* Each applied once: the log holds exactly PIPELINED events. */
+    msgpack_sbuffer rd;
+    build_log_read(&rd, PIPELINED, 1000);
+    sp_reply r;
+    send_and_expect(fd, 5000, rd.data, rd.size, "ok", &r);
+    ck_assert_uint_eq(wire_u64(&r.up.data, "head"), PIPELINED);
+    ck_assert_uint_eq(wire_field(&r.up.data, "events")->via.array.size, 1);
+    sp_reply_free(&r);
+    msgpack_sbuffer_destroy(&rd);
+    close(fd);
+    stop();
+}
+END_TEST
+
+#define BIG_READS 40
+
+/* A client that sends 40 reads of 1000 events (~12 MB of replies) and
+ * reads nothing for a while: tallyd keeps what the socket does not take,
+ * serves another connection meanwhile, and sends it all, in whole frames,
+ * once the client reads. */
+START_TEST(replies_not_read_are_kept_and_others_served)
+{
+    start();
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    for (uint32_t i = 0; i < 1000; i++) {
+        msgpack_sbuffer open;
+        char key[32];
+        snprintf(key, sizeof(key), "big-%u", i);
+        build_account_open(&open, key, 5000 + i);
+        sp_send(fd, 1 + i, open.data, open.size);
+        msgpack_sbuffer_destroy(&open);
+    }
+    recv_all_once(fd, 1, 1000, "ok");
+    msgpack_sbuffer rd;
+    build_log_read(&rd, 1, 1000);
+    for (uint32_t i = 0; i < BIG_READS; i++)
+        sp_send(fd, 2000 + i, rd.data, rd.size);
+    usleep(500 * 1000); /* replies pile up unread */
+    int other = sp_connect(SP_REQ0, peer);
+    msgpack_sbuffer get;
+    build_account_get(&get, 5000);
+    sp_reply r;
+    send_and_expect(other, 1, get.data, get.size, "ok", &r);
+    sp_reply_free(&r);
+    close(other);
+    ck_assert_uint_eq(recv_all_once(fd, 2000, BIG_READS, "ok"), (size_t)BIG_READS * 1000);
+    msgpack_sbuffer_destroy(&get);
+    msgpack_sbuffer_destroy(&rd);
+    close(fd);
+    stop();
+}
+END_TEST
+
+/* A connection that goes with 200 writes in flight: tallyd drops their
+ * replies, stays up, and each write is applied at most once (a retry of
+ * every key on a new connection leaves exactly one event per key). */
+START_TEST(a_connection_closed_with_requests_in_flight)
+{
+    start();
+    uint8_t peer[8];
+    int fd = sp_connect(SP_REQ0, peer);
+    for (uint32_t i = 0; i < 200; i++) {
+        msgpack_sbuffer open;
+        char key[32];
+        snprintf(key, sizeof(key), "gone-%u", i);
+        build_account_open(&open, key, 9000 + i);
+        sp_send(fd, 1 + i, open.data, open.size);
+        msgpack_sbuffer_destroy(&open);
+    }
+    close(fd);
+    fd = sp_connect(SP_REQ0, peer);
+    for (uint32_t i = 0; i < 200; i++) {
+        msgpack_sbuffer open;
+        char key[32];
+        snprintf(key, sizeof(key), "gone-%u", i);
+        build_account_open(&open, key, 9000 + i);
+        sp_send(fd, 1 + i, open.data, open.size);
+        msgpack_sbuffer_destroy(&open);
+    }
+    recv_all_once(fd, 1, 200, "ok");
+    msgpack_sbuffer rd;
+    build_log_read(&rd, 200, 1);
+    sp_reply r;
+    send_and_expect(fd, 500, rd.data, rd.size, "ok", &r);
+    ck_assert_uint_eq(wire_u64(&r.up.data, "head"), 200);
+    sp_reply_free(&r);
+    msgpack_sbuffer_destroy(&rd);
+    close(fd);
+    stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("raw_sp");
-    TCase *tc = tcase_create("tcp");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, one_write_and_one_read_over_raw_tcp);
-    tcase_add_test(tc, bad_headers_are_closed_and_tallyd_serves_on);
-    tcase_add_test(tc, size_limits_are_measured_on_the_msgpack_body);
-    tcase_add_test(tc, which_error_wins);
-    suite_add_tcase(s, tc);
+    static const struct {
+        const char *name;
+        void (*setup)(void);
+    } engines[] = {{"tcp_epoll", engine_epoll}, {"tcp_nng", engine_nng}};
+    for (unsigned i = 0; i < 2; i++) {
+        TCase *tc = tcase_create(engines[i].name);
+        tcase_add_checked_fixture(tc, engines[i].setup, NULL);
+        tcase_set_timeout(tc, 240);
+        tcase_add_test(tc, one_write_and_one_read_over_raw_tcp);
+        tcase_add_test(tc, bad_headers_are_closed_and_tallyd_serves_on);
+        tcase_add_test(tc, size_limits_are_measured_on_the_msgpack_body);
+        tcase_add_test(tc, which_error_wins);
+        tcase_add_test(tc, routing_hops_come_back_and_too_many_are_dropped);
+        tcase_add_test(tc, a_header_that_does_not_come_is_closed_after_10_s);
+        tcase_add_test(tc, hundreds_pipelined_through_four_contexts);
+        tcase_add_test(tc, replies_not_read_are_kept_and_others_served);
+        tcase_add_test(tc, a_connection_closed_with_requests_in_flight);
+        suite_add_tcase(s, tc);
+    }
     return test_run_suite(s);
 }

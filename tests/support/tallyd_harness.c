@@ -276,13 +276,15 @@ bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, i
     return sent;
 }
 
-/* A listening socket on a tls+tcp://127.0.0.1:PORT url (the harness's
- * TLS mode), or -1. */
-static int listen_tls_url(const char *url)
+/* A listening socket on a tls+tcp:// or tcp://127.0.0.1:PORT url (the
+ * harness's TLS and TCP modes), or -1. */
+static int listen_tcp_url(const char *url)
 {
     unsigned port;
     struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (sscanf(url, "tls+tcp://127.0.0.1:%u", &port) != 1 || port == 0 || port > 65535)
+    if ((sscanf(url, "tls+tcp://127.0.0.1:%u", &port) != 1 &&
+         sscanf(url, "tcp://127.0.0.1:%u", &port) != 1) ||
+        port == 0 || port > 65535)
         return -1;
     in.sin_port = htons((uint16_t)port);
     int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -299,7 +301,8 @@ int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int lfd = -1;
-    if (strncmp(url, "tls+tcp://", 10) == 0 && (lfd = listen_tls_url(url)) < 0)
+    if ((strncmp(url, "tls+tcp://", 10) == 0 || strncmp(url, "tcp://", 6) == 0) &&
+        (lfd = listen_tcp_url(url)) < 0)
         return -1;
     if (lfd < 0 && (strncmp(url, "ipc://", 6) != 0 || strlen(url + 6) >= sizeof(sa.sun_path)))
         return -1;

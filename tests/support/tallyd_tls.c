@@ -41,10 +41,23 @@ static bool tls_mode(const tallyd_proc *p)
     return p->tls || (env && *env && strcmp(env, "0") != 0);
 }
 
+/* $TALLY_TEST_TCP: "epoll", "nng" (the --tcp-engine), "1" the default
+ * engine; NULL when off. */
+static const char *tcp_mode(void)
+{
+    const char *env = getenv("TALLY_TEST_TCP");
+    return env && *env && strcmp(env, "0") != 0 ? env : NULL;
+}
+
 void tallyd_tls_prepare(tallyd_proc *p)
 {
-    if (!tls_mode(p))
+    if (!tls_mode(p)) {
+        if (tcp_mode()) { /* requests on tcp://, the ipc:// URL kept as the probe's */
+            snprintf(p->plain_url, sizeof(p->plain_url), "%s", p->url);
+            snprintf(p->url, sizeof(p->url), "tcp://127.0.0.1:%u", free_port());
+        }
         return;
+    }
     const char *env = getenv("TALLY_TEST_TLS");
     if (env && env[0] == '/') {
         snprintf(p->tls_dir, sizeof(p->tls_dir), "%s", env);
@@ -74,6 +87,17 @@ void tallyd_tls_export(const tallyd_proc *p)
 
 int tallyd_tls_args(const tallyd_proc *p, const char **argv)
 {
+    if (!p->tls_dir[0] && p->plain_url[0]) { /* TCP mode */
+        const char *engine = tcp_mode();
+        int n = 0;
+        argv[n++] = "--listen";
+        argv[n++] = p->plain_url;
+        if (engine && strcmp(engine, "1") != 0) {
+            argv[n++] = "--tcp-engine";
+            argv[n++] = engine;
+        }
+        return n;
+    }
     if (!p->tls_dir[0])
         return 0;
     static __thread char cert[400], key[400], ca[400];

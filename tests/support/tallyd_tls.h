@@ -7,6 +7,11 @@
  * (certificates made in the test's temp dir) or a directory of
  * certificates made once by tests/support/make_test_certs.sh (the
  * check_*_tls.sh wrappers do that).
+ *
+ * The harness's TCP mode, beside it: with $TALLY_TEST_TCP set ("1", or
+ * "epoll" or "nng" for tallyd's --tcp-engine) and TLS off, requests go to
+ * tcp://127.0.0.1:PORT and the ipc:// URL stays as the readiness probe's
+ * (tests/clients/check_over_tcp.sh).
  */
 #ifndef TALLY_TALLYD_TLS_H
 #define TALLY_TALLYD_TLS_H
@@ -16,7 +21,8 @@
 /* Make certificates in dir with make_test_certs.sh ($TALLY_SRCDIR's);
  * fails the Check test when it cannot. */
 void tallyd_tls_make_certs(const char *dir);
-/* At tallyd_start, after the ipc:// URLs are set: in TLS mode, move
+/* At tallyd_start, after the ipc:// URLs are set: in TCP mode, move p->url
+ * to tcp:// on a free loopback port (p->plain_url keeps the ipc:// one). In TLS mode, move
  * p->url and p->pub_url to tls+tcp:// on free loopback ports (p->url's
  * ipc:// stays as p->plain_url, the harness's readiness probe), find or
  * make the certificates and export the TALLY_TLS_* variables. */
@@ -26,8 +32,9 @@ void tallyd_tls_prepare(tallyd_proc *p);
  * that started p, e.g. the runner of a suite whose tallyd a forked keeper
  * started. */
 void tallyd_tls_export(const tallyd_proc *p);
-/* Append tallyd's TLS options for p to argv; returns how many (0 when
- * p is not in TLS mode; at most TALLYD_TLS_ARGS_MAX). */
+/* Append tallyd's TLS options for p to argv (in TCP mode: the ipc://
+ * --listen and the --tcp-engine); returns how many (0 when p is in neither
+ * mode; at most TALLYD_TLS_ARGS_MAX). */
 #define TALLYD_TLS_ARGS_MAX 10
 int tallyd_tls_args(const tallyd_proc *p, const char **argv);
 
