@@ -20,7 +20,7 @@
  * does not come in 10 s; hundreds of requests pipelined on one connection
  * through 4 contexts; replies the client does not read for a while (12 MB
  * of them) kept and sent later while another connection is served; a
- * connection closed with requests in flight.
+ * connection closed with requests in flight; --max-connections.
  *
  * Every test runs twice: against tallyd's own tcp:// loop (--tcp-engine
  * epoll, the default) and against NNG's REP socket (--tcp-engine nng), so
@@ -663,6 +663,73 @@ START_TEST(a_connection_closed_with_requests_in_flight)
 }
 END_TEST
 
+/* Connect and ask something: true when tallyd answers (accepted), false
+ * when it closes the connection (refused: at connect with tallyd's loop,
+ * right after the SP header exchange with NNG's). */
+static bool sp_try_connect(int *fd_out)
+{
+    int fd = tallyd_connect(tcp_url, deadline());
+    ck_assert_int_ge(fd, 0);
+    static const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REQ0, 0x00, 0x00};
+    static const uint8_t stats[] = {0x82, 0xa1, 'v', 0x01, 0xa2, 'o', 'p', 0xa5, 's', 't', 'a', 't', 's'};
+    uint8_t head[12], peer[8];
+    put_be(head, 4 + sizeof(stats), 8);
+    put_be(head + 8, REQUEST_ID_HIGH_BIT | 1, 4);
+    bool ok = tallyd_fd_send_all(fd, hello, sizeof(hello), deadline()) &&
+              tallyd_fd_recv_all(fd, peer, sizeof(peer), deadline()) &&
+              tallyd_fd_send_all(fd, head, sizeof(head), deadline()) &&
+              tallyd_fd_send_all(fd, stats, sizeof(stats), deadline()) &&
+              tallyd_fd_recv_all(fd, head, sizeof(head), deadline());
+    uint8_t body[4096];
+    size_t len = ok ? (size_t)get_be(head, 8) - 4 : 0;
+    ok = ok && len <= sizeof(body) && tallyd_fd_recv_all(fd, body, len, deadline());
+    if (!ok) {
+        close(fd);
+        return false;
+    }
+    *fd_out = fd;
+    return true;
+}
+
+/* --max-connections 3 (the harness's own client counts too): one more is
+ * closed at connect; once one of them goes, a new one is taken. */
+START_TEST(max_connections_refuses_one_more_and_frees_a_place)
+{
+    start_with("--max-connections", "3");
+    int fds[6];
+    unsigned accepted = 0, refused = 0;
+    for (int i = 0; i < 6; i++) {
+        int fd;
+        if (sp_try_connect(&fd))
+            fds[accepted++] = fd;
+        else
+            refused++;
+    }
+    ck_assert_uint_ge(accepted, 2); /* the harness's client holds at most one place */
+    ck_assert_uint_le(accepted, 3);
+    ck_assert_uint_ge(refused, 3);
+    close(fds[--accepted]);
+    bool again = false;
+    for (int64_t until = deadline(); !again && clock_mono_ms() < until;) {
+        int fd;
+        if ((again = sp_try_connect(&fd)))
+            fds[accepted++] = fd;
+        else
+            usleep(50 * 1000);
+    }
+    ck_assert_msg(again, "the place of a closed connection was never given back");
+    msgpack_sbuffer get;
+    build_account_get(&get, 1);
+    sp_reply r;
+    send_and_expect(fds[accepted - 1], 1, get.data, get.size, "not_found", &r);
+    sp_reply_free(&r);
+    msgpack_sbuffer_destroy(&get);
+    while (accepted > 0)
+        close(fds[--accepted]);
+    stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("raw_sp");
@@ -683,6 +750,7 @@ int main(void)
         tcase_add_test(tc, hundreds_pipelined_through_four_contexts);
         tcase_add_test(tc, replies_not_read_are_kept_and_others_served);
         tcase_add_test(tc, a_connection_closed_with_requests_in_flight);
+        tcase_add_test(tc, max_connections_refuses_one_more_and_frees_a_place);
         suite_add_tcase(s, tc);
     }
     return test_run_suite(s);
