@@ -338,8 +338,10 @@ int store_txn_commit(store_txn *t)
     assert(!t->head.moved || t->head.write_back != NULL);
     if (t->error == TALLY_ok && t->parent == NULL && t->head.moved)
         t->head.write_back(t); /* a failure is remembered in t->error */
-    for (int c = 0; c < STORE_COLLECT_COUNT && t->parent == NULL; c++)
-        store_txn_collect_flush(t, (store_collector)c); /* likewise */
+    for (int c = 0; c < STORE_COLLECT_COUNT && t->parent == NULL; c++) {
+        if (t->collect[c].written < t->collect[c].len) /* never in a read-only txn */
+            store_txn_collect_flush(t, (store_collector)c); /* likewise */
+    }
     collect_free(t);
     t->active = false;
     if (t->error != TALLY_ok) {
