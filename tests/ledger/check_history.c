@@ -28,10 +28,14 @@
 #define GROUP_ACCOUNTS 5
 #define PAGE_ENTRIES 37 /* pages that do not divide the counts */
 
-static void open_accounts(test_store *ts, uint64_t count)
+/* A fresh store with accounts 1..accounts (committed), and a write
+ * transaction t begun on it. */
+static void begin_on_fresh_store(test_store *ts, uint64_t accounts, store_txn *t)
 {
-    for (uint64_t id = 1; id <= count; id++)
+    test_store_open(ts);
+    for (uint64_t id = 1; id <= accounts; id++)
         test_setup_ok(ts, test_cmd_open(id, 1, 0));
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, t), TALLY_ok);
 }
 
 /* Apply cmd under key in the write transaction t: nested (ledger_apply)
@@ -89,10 +93,8 @@ static void assert_history(test_store *ts, uint64_t account, const uint64_t *wan
 static void batch_with_a_failed_middle(bool in_place)
 {
     test_store ts;
-    test_store_open(&ts);
-    open_accounts(&ts, 4);
     store_txn t;
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    begin_on_fresh_store(&ts, 4, &t);
     ledger_command first = test_cmd_transfer(100, 1, 2, 5);
     ledger_outcome a = apply_in(&t, "first", &first, in_place);
     ck_assert_int_eq(a.code, TALLY_ok);
@@ -139,9 +141,8 @@ END_TEST
 START_TEST(test_aborted_child_leaves_none)
 {
     test_store ts;
-    test_store_open(&ts);
     store_txn t, child;
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    begin_on_fresh_store(&ts, 0, &t);
     ck_assert_int_eq(ledger_history_put(&t, 9, 1), TALLY_ok);
     ck_assert_int_eq(ledger_history_put(&t, 1, 2), TALLY_ok);
 
@@ -187,14 +188,12 @@ END_TEST
 START_TEST(test_group_of_many_transfers_indexes_each_event)
 {
     test_store ts;
-    test_store_open(&ts);
-    open_accounts(&ts, GROUP_ACCOUNTS);
+    store_txn t;
+    begin_on_fresh_store(&ts, GROUP_ACCOUNTS, &t);
     static uint64_t want[GROUP_ACCOUNTS + 1][2 * GROUP_TRANSFERS];
     uint32_t wanted[GROUP_ACCOUNTS + 1] = {0};
     uint64_t rng = 17, events = 0;
-    uint64_t held[GROUP_TRANSFERS][2] = {{0}}; /* hold tid, its debit and credit */
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    uint64_t held[GROUP_TRANSFERS][2] = {{0}}; /* each command's debit and credit */
     for (uint64_t i = 0; i < GROUP_TRANSFERS; i++) {
         uint64_t debit = 1 + test_rng_below(&rng, GROUP_ACCOUNTS);
         uint64_t credit = 1 + (debit + test_rng_below(&rng, GROUP_ACCOUNTS - 1)) % GROUP_ACCOUNTS;
@@ -230,10 +229,8 @@ END_TEST
 START_TEST(test_reads_in_the_same_write_see_pending_entries)
 {
     test_store ts;
-    test_store_open(&ts);
-    open_accounts(&ts, 3);
     store_txn t;
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    begin_on_fresh_store(&ts, 3, &t);
     ledger_command cmd = test_cmd_transfer(200, 1, 2, 5);
     uint64_t first = apply_in(&t, "first", &cmd, true).first_seq;
     ck_assert_int_eq(ledger_history_has(&t, 1, first), TALLY_ok);
