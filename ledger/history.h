@@ -18,7 +18,12 @@
  * order) and puts them in ascending order through one cursor
  * (store_put_sorted, flags 0): consecutive keys on one leaf cost no
  * descent from the root. A failed put is remembered in the transaction
- * and the commit refuses it (storage_full, transaction_full, ...).
+ * and the commit refuses it (storage_full, transaction_full, ...). So the
+ * pages of a group's entries are taken at its commit, not as each command
+ * applies: on a map that can no longer grow, a group whose commands all
+ * applied may fail whole at its commit (storage_full for each, retried as
+ * any storage_full; nothing of it stored), where per-command puts would
+ * have failed one command and committed the rest.
  *
  * Readers in the same write transaction see the pending keys because
  * ledger_history_has, ledger_history_seqs and ledger_history_del first
