@@ -8,6 +8,34 @@
  * transfer. Stores written before December 2026 hold the 16-byte transfer
  * id as the value; readers accept both, and tally-recon checks such an id.
  *
+ * Written in bulk, once per top-level commit. ledger_history_put writes
+ * nothing: it collects the key in the write transaction (log/store.h's
+ * collector STORE_COLLECT_HISTORY), which follows nesting, so a command
+ * rolled back in its nested transaction (a rejected chain whose first
+ * member had applied, a fault) leaves no entry. store_txn_commit of the
+ * top-level transaction, after the log head and inbox_time and before the
+ * LMDB commit, sorts the pending keys (big-endian: memcmp order is key
+ * order) and puts them in ascending order through one cursor
+ * (store_put_sorted, flags 0): consecutive keys on one leaf cost no
+ * descent from the root. A failed put is remembered in the transaction
+ * and the commit refuses it (storage_full, transaction_full, ...). So the
+ * pages of a group's entries are taken at its commit, not as each command
+ * applies: on a map that can no longer grow, a group whose commands all
+ * applied may fail whole at its commit (storage_full for each, retried as
+ * any storage_full; nothing of it stored), where per-command puts would
+ * have failed one command and committed the rest.
+ *
+ * Readers in the same write transaction see the pending keys because
+ * ledger_history_has, ledger_history_seqs and ledger_history_del first
+ * call ledger_history_flush, which writes them into the transaction then
+ * (in a child: into the child, so its abort drops them and the parent's
+ * keys stay pending). A delete therefore always finds the entry a put
+ * collected before it (retention, in its nested transaction of the
+ * writer's group, after the expiry sweep's transfers), and a put collected
+ * after a delete is written after it. Code that reads "history" directly
+ * in a write transaction (the invariant audit's walk) calls
+ * ledger_history_flush first. A read-only transaction has nothing pending.
+ *
  * A layout with a sorted set of 8-byte seqs per account (MDB_DUPSORT |
  * MDB_DUPFIXED, appended with MDB_APPENDDUP) was built and measured: 67
  * bytes less store per transfer, but each account's set becomes a sub-tree
@@ -23,20 +51,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Record that the transfer event at seq touched the account. */
+/* Record that the transfer event at seq touched the account: collected in
+ * the write transaction t, written at its top-level commit or at the next
+ * ledger_history_flush. TALLY_ok or TALLY_out_of_memory (remembered). */
 int ledger_history_put(store_txn *t, uint64_t account_id, uint64_t seq);
 
-/* Remove the account's entry for seq: TALLY_ok, TALLY_not_found, or a
- * store error. */
+/* Write the keys t has pending into t now, sorted, through one cursor.
+ * TALLY_ok (also for a read-only t, or nothing pending) or t's remembered
+ * error. */
+int ledger_history_flush(store_txn *t);
+
+/* Remove the account's entry for seq (pending ones flushed first):
+ * TALLY_ok, TALLY_not_found, or a store error. */
 int ledger_history_del(store_txn *t, uint64_t account_id, uint64_t seq);
 
-/* Whether the account's history has seq: TALLY_ok, TALLY_not_found or a
- * store error. */
+/* Whether the account's history has seq (pending ones flushed first):
+ * TALLY_ok, TALLY_not_found or a store error. */
 int ledger_history_has(store_txn *t, uint64_t account_id, uint64_t seq);
 
 /* Up to max seqs of the account's history into seqs: ascending, above
  * cursor (0: from the first); or with reverse, descending, below cursor
- * (0: from the last). */
+ * (0: from the last). Pending entries are flushed first. */
 int ledger_history_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
                         uint64_t *seqs, uint32_t max, uint32_t *count);
 

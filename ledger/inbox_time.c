@@ -52,15 +52,15 @@ static int next_group_key(store_txn *t, int64_t time_ms,
 
 /* The top-level commit's write-back: the group's keys (collected as
  * uvarint length | key), front-coded, in entries that fit a node. */
-static int write_group(store_txn *t, const uint8_t *bytes)
+static int write_group(store_txn *t, uint8_t *bytes, size_t len, int64_t time_ms)
 {
     uint8_t k[LEDGER_INBOX_TIME_GROUP_KEY_BYTES];
     uint8_t chunk[LEDGER_INBOX_TIME_VALUE_BYTES_MAX];
     uint8_t item[2 * UVARINT_BYTES_MAX + LEDGER_INBOX_KEY_BYTES_MAX];
-    int rc = next_group_key(t, t->collect.tag, k);
+    int rc = next_group_key(t, time_ms, k);
     if (rc != TALLY_ok)
         return store_txn_fail(t, rc);
-    const uint8_t *p = bytes, *end = bytes + t->collect.len, *prev = NULL;
+    const uint8_t *p = bytes, *end = bytes + len, *prev = NULL;
     size_t prev_len = 0, used = 0;
     while (rc == TALLY_ok && p < end) {
         uint64_t n = 0;
@@ -89,7 +89,8 @@ int ledger_inbox_time_collect(store_txn *t, const uint8_t *inbox_key, size_t n, 
     uint8_t item[UVARINT_BYTES_MAX + LEDGER_INBOX_KEY_BYTES_MAX];
     size_t h = put_uvarint(item, n);
     memcpy(item + h, inbox_key, n);
-    return store_txn_collect_add(t, item, h + n, time_ms, write_group);
+    return store_txn_collect_add(t, STORE_COLLECT_INBOX_TIME, item, h + n, time_ms,
+                                 write_group);
 }
 
 int ledger_inbox_time_decode(const MDB_val *k, const MDB_val *v, ledger_inbox_time_entry *out)

@@ -20,9 +20,10 @@
  * commit's keys are split into entries of at most
  * LEDGER_INBOX_TIME_VALUE_BYTES_MAX, so that each fits an LMDB node of a
  * 4 KiB page (two a leaf) instead of taking overflow pages of its own.
- * ledger_inbox_put collects each key in its transaction (store_txn_collect:
- * a rolled-back child drops its keys), and the top-level commit writes the
- * one entry: every commit point indexes what it stored.
+ * ledger_inbox_put collects each key in its transaction (log/store.h's
+ * collector STORE_COLLECT_INBOX_TIME: a rolled-back child drops its keys),
+ * and the top-level commit writes the one entry: every commit point
+ * indexes what it stored.
  */
 #ifndef TALLY_LEDGER_INBOX_TIME_H
 #define TALLY_LEDGER_INBOX_TIME_H

@@ -606,7 +606,9 @@ static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ct
 int audit_check_history_index(audit *a)
 {
     history_sums stored = {0};
-    int rc = audit_walk_db(a, STORE_DB_HISTORY, "history", NULL, history_entry, &stored);
+    int rc = ledger_history_flush(a->t); /* a write transaction's pending entries: walked too */
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_HISTORY, "history", NULL, history_entry, &stored);
     if (rc != TALLY_ok || memcmp(&stored, &a->history_log, sizeof(stored)) == 0)
         return rc;
     uint64_t findings = a->stats->findings;

@@ -244,35 +244,61 @@ int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out
     out->active = true;
     if (parent) {
         out->head = parent->head;
-        out->collect = parent->collect;
+        memcpy(out->collect, parent->collect, sizeof(out->collect));
     }
     return TALLY_ok;
 }
 
-int store_txn_collect_add(store_txn *t, const void *bytes, size_t len, int64_t tag,
-                          int (*write_back)(store_txn *t, const uint8_t *bytes))
+static store_txn *txn_root(store_txn *t)
 {
-    assert(t->active && !t->read_only && write_back != NULL);
-    store_txn *root = t;
-    while (root->parent)
-        root = root->parent;
-    size_t need = t->collect.len + len;
-    if (need > root->collect_cap) {
-        size_t cap = root->collect_cap ? root->collect_cap : 4096;
+    while (t->parent)
+        t = t->parent;
+    return t;
+}
+
+int store_txn_collect_add(store_txn *t, store_collector c, const void *bytes, size_t len,
+                          int64_t tag, store_collect_write_fn write_back)
+{
+    assert(t->active && !t->read_only && c < STORE_COLLECT_COUNT && write_back != NULL);
+    store_txn *root = txn_root(t);
+    store_txn_collect *col = &t->collect[c];
+    size_t need = col->len + len;
+    if (need > root->collect_cap[c]) {
+        size_t cap = root->collect_cap[c] ? root->collect_cap[c] : 4096;
         while (cap < need)
             cap *= 2;
-        uint8_t *b = realloc(root->collect_buf, cap);
+        uint8_t *b = realloc(root->collect_buf[c], cap);
         if (!b)
             return store_txn_fail(t, TALLY_out_of_memory);
-        root->collect_buf = b;
-        root->collect_cap = cap;
+        root->collect_buf[c] = b;
+        root->collect_cap[c] = cap;
     }
-    memcpy(root->collect_buf + t->collect.len, bytes, len);
-    t->collect.len = need;
-    if (t->collect.count++ == 0 || tag > t->collect.tag)
-        t->collect.tag = tag;
-    t->collect.write_back = write_back;
+    memcpy(root->collect_buf[c] + col->len, bytes, len);
+    if (col->len == 0 || tag > col->tag)
+        col->tag = tag;
+    col->len = need;
+    col->write_back = write_back;
     return TALLY_ok;
+}
+
+int store_txn_collect_flush(store_txn *t, store_collector c)
+{
+    assert(t->active && !t->read_only && c < STORE_COLLECT_COUNT);
+    store_txn_collect *col = &t->collect[c];
+    if (t->error != TALLY_ok || col->written == col->len)
+        return t->error;
+    uint8_t *bytes = txn_root(t)->collect_buf[c] + col->written, *copy = NULL;
+    size_t len = col->len - col->written;
+    if (t->parent != NULL) { /* the write-back may reorder: not the parent's bytes */
+        copy = malloc(len);
+        if (!copy)
+            return store_txn_fail(t, TALLY_out_of_memory);
+        bytes = memcpy(copy, bytes, len);
+    }
+    col->write_back(t, bytes, len, col->tag); /* a failure is remembered in t->error */
+    free(copy);
+    col->written = col->len;
+    return t->error;
 }
 
 /* A top-level transaction ends: its collected bytes go. */
@@ -280,9 +306,11 @@ static void collect_free(store_txn *t)
 {
     if (t->parent != NULL)
         return;
-    free(t->collect_buf);
-    t->collect_buf = NULL;
-    t->collect_cap = 0;
+    for (int c = 0; c < STORE_COLLECT_COUNT; c++) {
+        free(t->collect_buf[c]);
+        t->collect_buf[c] = NULL;
+        t->collect_cap[c] = 0;
+    }
 }
 
 /* LMDB reports a short write as EIO, and a filling disk (or a file size
@@ -310,8 +338,10 @@ int store_txn_commit(store_txn *t)
     assert(!t->head.moved || t->head.write_back != NULL);
     if (t->error == TALLY_ok && t->parent == NULL && t->head.moved)
         t->head.write_back(t); /* a failure is remembered in t->error */
-    if (t->error == TALLY_ok && t->parent == NULL && t->collect.count > 0)
-        t->collect.write_back(t, t->collect_buf); /* likewise */
+    for (int c = 0; c < STORE_COLLECT_COUNT && t->parent == NULL; c++) {
+        if (t->collect[c].written < t->collect[c].len) /* never in a read-only txn */
+            store_txn_collect_flush(t, (store_collector)c); /* likewise */
+    }
     collect_free(t);
     t->active = false;
     if (t->error != TALLY_ok) {
@@ -321,7 +351,7 @@ int store_txn_commit(store_txn *t)
     int rc = mdb_txn_commit(t->txn);
     if (rc == MDB_SUCCESS && t->parent != NULL) {
         t->parent->head = t->head;
-        t->parent->collect = t->collect;
+        memcpy(t->parent->collect, t->collect, sizeof(t->collect));
     }
     if (rc == EIO && t->parent == NULL && store_out_of_room(t->st))
         return TALLY_storage_full;
@@ -357,6 +387,28 @@ int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const 
     if (rc == MDB_KEYEXIST)
         return store_txn_fail(t, TALLY_internal); /* callers check before put */
     t->writes += rc == MDB_SUCCESS;
+    return store_txn_fail(t, store_translate(rc));
+}
+
+int store_put_sorted(store_txn *t, store_db db, const uint8_t *keys, size_t key_len, size_t n,
+                     unsigned flags)
+{
+    assert(t->active && !t->read_only && (flags & ~(unsigned)MDB_NOOVERWRITE) == 0);
+    if (t->error != TALLY_ok || n == 0)
+        return t->error;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(t->txn, t->st->dbi[db], &cur);
+    if (rc != MDB_SUCCESS)
+        return store_txn_fail(t, store_translate(rc));
+    for (size_t i = 0; rc == MDB_SUCCESS && i < n; i++) {
+        assert(i == 0 || memcmp(keys + (i - 1) * key_len, keys + i * key_len, key_len) <= 0);
+        MDB_val k = {key_len, (void *)(keys + i * key_len)}, v = {0, (void *)""};
+        rc = mdb_cursor_put(cur, &k, &v, flags);
+        t->writes += rc == MDB_SUCCESS;
+    }
+    mdb_cursor_close(cur);
+    if (rc == MDB_KEYEXIST)
+        return store_txn_fail(t, TALLY_internal); /* callers check before put */
     return store_txn_fail(t, store_translate(rc));
 }
 

@@ -73,17 +73,41 @@ typedef struct store_txn_head {
     int (*write_back)(struct store_txn *t); /* set with moved */
 } store_txn_head;
 
-/* Bytes a write transaction collects to write once at its top-level commit
- * (ledger/inbox_time.h: the inbox keys of a commit group). They follow
- * nesting as the head does: a child begins with its parent's, a child's
- * commit hands them back, an abort drops what the child added. The bytes
- * live in one buffer owned by the top-level transaction (freed when it
- * ends); a transaction sees the first len of them. */
+/* Collectors: items a write transaction gathers to write once, in bulk, at
+ * its top-level commit, instead of one put each as it goes. A small fixed
+ * set, one per owner, each with its own bytes and write-back:
+ *   STORE_COLLECT_INBOX_TIME  ledger/inbox_time.h: the inbox keys of a
+ *                             commit group, one entry per group
+ *   STORE_COLLECT_HISTORY     ledger/history.h: the 16-byte (account, seq)
+ *                             keys, sorted and put through one cursor
+ * Each follows nesting as the head does: a child begins with its parent's
+ * collections, a child's commit hands them back, an abort drops what the
+ * child added (and what it wrote back early: see store_txn_collect_flush).
+ * A collector's bytes live in one buffer owned by the top-level
+ * transaction (freed when it ends); a transaction sees the first len of
+ * them, of which the first written were already written back (by a flush
+ * in it or in a child it committed) and the rest are pending. A child
+ * only appends past its parent's len and never reorders bytes below it, so
+ * an abort leaves the parent's bytes as they were. Commit write-backs run
+ * in enum order, after the head's. */
+typedef enum store_collector {
+    STORE_COLLECT_INBOX_TIME,
+    STORE_COLLECT_HISTORY,
+    STORE_COLLECT_COUNT
+} store_collector;
+
+/* Write len collected bytes (whole items) into t; bytes are the caller's
+ * to reorder (a private copy when t is nested). tag: the largest tag given
+ * with an item since the collection began. Returns TALLY_ok or an error,
+ * which it remembers in t (store_put does). */
+typedef int (*store_collect_write_fn)(struct store_txn *t, uint8_t *bytes, size_t len,
+                                      int64_t tag);
+
 typedef struct store_txn_collect {
     size_t len;      /* bytes collected, as this transaction sees them */
-    uint32_t count;  /* items collected */
+    size_t written;  /* of len: written back already (store_txn_collect_flush) */
     int64_t tag;     /* the largest tag given with an item */
-    int (*write_back)(struct store_txn *t, const uint8_t *bytes); /* set with count */
+    store_collect_write_fn write_back; /* set with the first item */
 } store_txn_collect;
 
 typedef struct store_txn {
@@ -95,9 +119,10 @@ typedef struct store_txn {
     bool active;
     uint64_t writes; /* successful puts and deletes in this txn (not children) */
     store_txn_head head; /* write transactions only; log/log.h's */
-    store_txn_collect collect; /* write transactions only; store_txn_collect_add */
-    uint8_t *collect_buf;  /* top-level only: the collected bytes */
-    size_t collect_cap;
+    store_txn_collect collect[STORE_COLLECT_COUNT]; /* write transactions only;
+                                                      store_txn_collect_add */
+    uint8_t *collect_buf[STORE_COLLECT_COUNT]; /* top-level only: the collected bytes */
+    size_t collect_cap[STORE_COLLECT_COUNT];
 } store_txn;
 
 /* Open (and for writers create) the store. A database added after the
@@ -134,17 +159,24 @@ const tally_id128 *store_instance_id(const store *st);
  * TALLY_out_of_memory or TALLY_internal. */
 int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out);
 
-/* Add len bytes (one item, with tag) to what t collects for its top-level
- * commit, which calls write_back(t, bytes) first when anything was
- * collected (store_txn_collect). TALLY_ok or TALLY_out_of_memory
- * (remembered). */
-int store_txn_collect_add(store_txn *t, const void *bytes, size_t len, int64_t tag,
-                          int (*write_back)(store_txn *t, const uint8_t *bytes));
+/* Add len bytes (one item, with tag) to what collector c gathers in t for
+ * its top-level commit, which calls write_back first when anything is
+ * pending. TALLY_ok or TALLY_out_of_memory (remembered). */
+int store_txn_collect_add(store_txn *t, store_collector c, const void *bytes, size_t len,
+                          int64_t tag, store_collect_write_fn write_back);
+
+/* Write what collector c has pending in t into t now (write_back), for a
+ * reader of the same transaction that must see it; the commit then writes
+ * only what is collected after. In a child, the writes go into the child:
+ * an abort drops them and leaves the parent's items pending as they were.
+ * TALLY_ok (also with nothing pending) or t's remembered error. */
+int store_txn_collect_flush(store_txn *t, store_collector c);
 
 /* Commit; if the transaction remembered an error it is aborted instead and
  * that error returned. A top-level commit first writes back a moved log
- * head (head.write_back) and what was collected (collect.write_back); a
- * child's commit hands its head and collection to the parent.
+ * head (head.write_back) and what each collector has pending
+ * (store_txn_collect_flush); a child's commit hands its head and
+ * collections to the parent.
  * Otherwise TALLY_ok, TALLY_storage_full (map or disk full),
  * TALLY_io_error. The txn is finished either way. */
 int store_txn_commit(store_txn *t);
@@ -160,6 +192,14 @@ int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_va
  * error, which is also remembered in t->error. */
 int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
               size_t val_len, unsigned flags);
+
+/* Put n keys of key_len bytes each, laid end to end in keys in ascending
+ * key order, each with an empty value, through one cursor (flags: 0 or
+ * MDB_NOOVERWRITE): LMDB skips the descent from the root when the next key
+ * falls on the page the cursor is on. TALLY_ok or the translated error of
+ * the first put that failed, remembered as store_put does. */
+int store_put_sorted(store_txn *t, store_db db, const uint8_t *keys, size_t key_len, size_t n,
+                     unsigned flags);
 
 /* Delete a key: TALLY_ok, TALLY_not_found (not remembered) or an error
  * (remembered). */

@@ -14,10 +14,12 @@
  *   - a group-commit batch (many ledger_apply in one outer transaction) that
  *     fills the map midway: the fault comes from an apply or from the
  *     commit, and after the abort nothing of the batch remains;
- *   - a batch whose last member (a 32-member chain) hits storage_full is
- *     committed without it: its batch-mates are kept, each exactly once,
- *     the chain leaves nothing; every commit that itself fails on the way
- *     leaves nothing either. With a larger map the chain then succeeds.
+ *   - on a map filled by groups of 25 commands, a group whose last member
+ *     (a 32-member chain) hits storage_full is committed without it: its
+ *     batch-mates are kept, each exactly once, the chain leaves nothing;
+ *     every try that fails on the way (a command, or the commit, which
+ *     also writes the group's history entries) leaves nothing either.
+ *     With a larger map the chain then succeeds.
  */
 #include "tests/support/test_support.h"
 
@@ -29,6 +31,7 @@
 #define FULL_ACCOUNTS 2
 #define FULL_COMMANDS_MAX 100000 /* far more than any small map holds */
 #define FULL_BATCH_MAX 5000
+#define FULL_GROUP_COMMANDS 25 /* a group needs fewer pages than the big chain */
 #define FULL_BIGGER_MAP_BYTES (UINT64_C(8) << 20)
 
 /* ---- a snapshot of everything a command could change ---- */
@@ -425,60 +428,102 @@ static void big_chain_build(big_chain *b)
     b->cmd.u.chain = (ledger_chain){.members = b->members, .count = TALLY_CHAIN_COMMANDS_MAX};
 }
 
+/* Fill a fresh map as tallyd's writer does, FULL_GROUP_COMMANDS commands
+ * in each committed transaction, until a group does not fit (an apply or
+ * its commit fails; nothing of it may remain). Returns the group's first
+ * command: the map has less room left than that group needs. */
+static uint64_t fill_in_groups(test_store *ts)
+{
+    test_store_open_sized(ts, TALLY_MAP_SIZE_BYTES_MIN);
+    open_accounts(ts);
+    for (uint64_t first = 1; first < FULL_COMMANDS_MAX; first += FULL_GROUP_COMMANDS) {
+        full_snapshot before, after;
+        snapshot_take(ts, &before);
+        store_txn txn;
+        ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &txn), TALLY_ok);
+        int rc = TALLY_ok;
+        for (uint64_t n = first; rc == TALLY_ok && n < first + FULL_GROUP_COMMANDS; n++) {
+            full_command c;
+            full_command_build(n, &c);
+            ledger_request req = full_request(&c);
+            ledger_outcome out;
+            rc = ledger_apply(&txn, &req, ts->now_ms, &out);
+            ck_assert(rc != TALLY_ok || out.code == TALLY_ok);
+        }
+        rc = rc == TALLY_ok ? store_txn_commit(&txn) : (store_txn_abort(&txn), rc);
+        if (rc == TALLY_storage_full) {
+            snapshot_take(ts, &after);
+            snapshot_assert_equal(&before, &after, "after a group that did not fit");
+            return first;
+        }
+        ck_assert_msg(rc == TALLY_ok, "group from %" PRIu64 ": %s", first, tally_strerror(rc));
+    }
+    ck_abort_msg("the map never filled");
+    return 0;
+}
+
 START_TEST(test_group_member_fails_batch_commits)
 {
     /* BRIEF §3: one failing command rolls back only its own nested
-     * transaction. A batch of small commands ends with one big chain that
-     * does not fit; the writer commits the rest. Whether the commit fits
-     * depends on the room left, so the batch is shortened one command at a
-     * time until the chain fails but the commit succeeds; every commit
-     * that fails on the way must leave nothing. */
+     * transaction. The map is filled by groups as the writer fills it; the
+     * group that no longer fits is applied again, shortened one command
+     * at a time and ended with one big chain that does not fit, until its
+     * commands apply and its commit (which also writes the history
+     * entries the group collected, ledger/history.h) succeeds without the
+     * chain. Every try that fails on the way (a command, or the commit)
+     * must leave nothing. */
     test_store ts;
     full_snapshot before, after;
-    batch_result probe;
-    int rc = run_full_batch(&ts, &before, &probe); /* how many fit */
-    ck_assert_int_eq(rc, TALLY_storage_full);
+    uint64_t first = fill_in_groups(&ts);
     big_chain big;
     big_chain_build(&big);
     ledger_request big_req = {.consumer = tally_str_from(FULL_CONSUMER),
                               .key = tally_str_from("big"),
                               .command = big.cmd};
     uint64_t kept = 0;
-    for (uint64_t drop = 1; drop < probe.applied && kept == 0; drop++) {
+    int rc;
+    for (uint64_t drop = 1; drop < FULL_GROUP_COMMANDS && kept == 0; drop++) {
         snapshot_take(&ts, &before);
         store_txn txn;
         ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &txn), TALLY_ok);
-        uint64_t count = probe.applied - drop, seq = before.head.seq + 1;
-        for (uint64_t n = probe.first; n < probe.first + count; n++) {
+        uint64_t count = FULL_GROUP_COMMANDS - drop, seq = before.head.seq + 1;
+        rc = TALLY_ok;
+        for (uint64_t n = first; rc == TALLY_ok && n < first + count; n++) {
             full_command c;
             full_command_build(n, &c);
             ledger_request req = full_request(&c);
             ledger_outcome out;
-            ck_assert_int_eq(ledger_apply(&txn, &req, ts.now_ms, &out), TALLY_ok);
-            ck_assert(out.code == TALLY_ok && out.first_seq == seq);
-            seq += out.event_count;
+            rc = ledger_apply(&txn, &req, ts.now_ms, &out);
+            ck_assert(rc != TALLY_ok || (out.code == TALLY_ok && out.first_seq == seq));
+            seq += rc == TALLY_ok ? out.event_count : 0;
         }
         ledger_outcome out;
-        rc = ledger_apply(&txn, &big_req, ts.now_ms, &out);
         if (rc == TALLY_ok) {
-            /* The room left now holds the chain: no smaller batch will
-             * make it fail. */
+            rc = ledger_apply(&txn, &big_req, ts.now_ms, &out);
+            if (rc == TALLY_ok) {
+                /* The room left holds the chain: no shorter group will
+                 * make it fail. */
+                store_txn_abort(&txn);
+                ck_abort_msg("dropping %" PRIu64 " commands: chain fits before a commit did",
+                             drop);
+            }
+            ck_assert_int_eq(rc, TALLY_storage_full);
+            ck_assert_int_eq(txn.error, TALLY_ok); /* the batch is not poisoned */
+            rc = store_txn_commit(&txn);
+        } else {
+            ck_assert_int_eq(rc, TALLY_storage_full); /* a command of the group */
             store_txn_abort(&txn);
-            ck_abort_msg("dropping %" PRIu64 " commands: chain fits before a commit did", drop);
         }
-        ck_assert_int_eq(rc, TALLY_storage_full);
-        ck_assert_int_eq(txn.error, TALLY_ok); /* the batch is not poisoned */
-        rc = store_txn_commit(&txn);
         snapshot_take(&ts, &after);
         if (rc == TALLY_storage_full) {
-            snapshot_assert_equal(&before, &after, "after a failed commit");
+            snapshot_assert_equal(&before, &after, "after a failed try");
             continue;
         }
         ck_assert_msg(rc == TALLY_ok, "commit: %s", tally_strerror(rc));
         kept = count;
         fprintf(stderr, "storage_full: batch of %" PRIu64 " + failing chain committed "
                         "(%" PRIu64 " dropped)\n", count, drop);
-        assert_batch_keys(&ts, probe.first, count, true, before.head.seq + 1);
+        assert_batch_keys(&ts, first, count, true, before.head.seq + 1);
         ck_assert_uint_eq(after.counts[STORE_DB_INBOX], before.counts[STORE_DB_INBOX] + count);
         ck_assert_uint_eq(after.head.seq, seq - 1);
         ledger_inbox_record rec;
