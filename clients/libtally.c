@@ -21,6 +21,7 @@
  * the calls built on it, stream.c and subscriber.c the readers of the log.
  */
 #include "clients/libtally_internal.h"
+#include "clients/sp_direct.h"
 
 #include "common/bytes.h"
 #include "common/file_mode.h"
@@ -53,7 +54,8 @@ _Static_assert(TALLY_CLIENT_CONSUMER_BYTES_MAX == TALLY_CONSUMER_BYTES_MAX,
                "consumer limit as the server's");
 
 struct tally_client {
-    nng_socket socket;
+    nng_socket socket;   /* NNG's REQ socket; unused when direct */
+    sp_direct *direct;   /* tcp://: the calling thread speaks SP itself (sp_direct.h) */
     nng_mtx *mu;
     nng_cv *connected; /* signalled on every pipe event and when closing */
     nng_cv *drained;   /* signalled when the last call leaves a closing client */
@@ -315,6 +317,9 @@ __attribute__((noinline)) static int attempt(tally_client *c, const void *bytes,
     uint32_t connect_ms = timeout_ms < TALLY_CLIENT_CONNECT_WAIT_MS_MAX
                               ? timeout_ms
                               : TALLY_CLIENT_CONNECT_WAIT_MS_MAX;
+    if (c->direct)
+        return sp_direct_attempt(c->direct, bytes, len, timeout_ms, connect_ms, reply_out,
+                                 delivered);
     if (!wait_connected(c, start + connect_ms)) {
         client_redial(c);
         return TALLY_unreachable;
@@ -498,9 +503,17 @@ int client_socket_limit(nng_socket s, size_t recv_bytes_max)
     return rv;
 }
 
-/* Open the socket, watch its pipes, start dialing in the background. */
+/* Open the socket, watch its pipes, start dialing in the background; on
+ * tcp://, only the direct pool (connections made by the calls). */
 static int socket_open(tally_client *c, const char *url)
 {
+    if (c->tls == NULL && sp_direct_serves(url)) {
+        c->url = strdup(url);
+        int rc = c->url ? sp_direct_open(url, RECV_BYTES_MAX, &c->direct) : TALLY_out_of_memory;
+        if (rc != TALLY_ok)
+            free(c->url);
+        return rc;
+    }
     int rv = nng_req0_open(&c->socket);
     if (rv != 0)
         return client_nng_error(rv) == TALLY_out_of_memory ? TALLY_out_of_memory : TALLY_internal;
@@ -648,12 +661,16 @@ void tally_client_close(tally_client *c)
     nng_cv_wake(c->connected);
     nng_mtx_unlock(c->mu);
     client_autobatch_close(c->autobatch);
-    nng_close(c->socket); /* waits for the pipe callbacks, aborts requests in flight */
+    if (c->direct)
+        sp_direct_shutdown(c->direct); /* aborts requests in flight */
+    else
+        nng_close(c->socket); /* waits for the pipe callbacks, aborts requests in flight */
     nng_mtx_lock(c->mu);
     while (c->calls > 0)
         nng_cv_wait(c->drained);
     nng_mtx_unlock(c->mu);
     client_autobatch_free(c->autobatch);
+    sp_direct_close(c->direct);
     nng_cv_free(c->drained);
     nng_cv_free(c->connected);
     nng_mtx_free(c->mu);

@@ -130,7 +130,14 @@ typedef struct tally_client_options {
 
 /* Create a client and start connecting (in the background: an absent
  * server is not an error here, and the connection is re-made whenever it
- * drops). options may be NULL (all defaults). *out is set on success only.
+ * drops). On a tcp:// url nothing connects until the first call: each call
+ * takes a connection of its own from the client's pool (made on demand,
+ * kept for the next call) and speaks SP on it from the calling thread, so
+ * a call costs no thread hand-off in the library; concurrent calls use as
+ * many connections. $TALLY_CLIENT_TRANSPORT=nng puts tcp:// on NNG's REQ
+ * socket instead (one connection, NNG's threads), as ipc://, ws:// and
+ * tls+tcp:// always are. options may be NULL (all defaults). *out is set
+ * on success only.
  * Returns TALLY_ok, TALLY_invalid_argument (out NULL, bad URL, consumer
  * empty or over 64 bytes, $TALLY_AUTOBATCH not one of on, 1, off, 0, a
  * token empty or over 256 bytes, a token file unreadable or not private,

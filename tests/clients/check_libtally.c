@@ -22,6 +22,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -760,6 +761,49 @@ START_TEST(test_log_read_long_poll)
 }
 END_TEST
 
+/* tally_client_close while a call waits (a 20 s long-poll): the call ends
+ * at once, and the close returns, on either transport. */
+typedef struct waiting_read {
+    tally_client *c;
+    int rc;
+    int64_t ended_ms;
+} waiting_read;
+
+static void *read_and_wait(void *arg)
+{
+    waiting_read *w = arg;
+    tally_event ev[1];
+    size_t n = 0;
+    uint64_t head;
+    w->rc = tally_log_read(w->c, 100, 1, 20000, ev, 1, &n, &head);
+    tally_events_release(ev, n);
+    w->ended_ms = clock_mono_ms();
+    return NULL;
+}
+
+START_TEST(test_close_ends_a_call_in_flight)
+{
+    fixture f;
+    up(&f);
+    tally_client *c = client_for(f.srv.url, 30000, 0);
+    tally_stats s;
+    ck_assert_int_eq(tally_stats_get(c, &s), TALLY_ok); /* a connection is up */
+    waiting_read w = {c, -1, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, read_and_wait, &w);
+    usleep(300 * 1000); /* the read is parked in tallyd */
+    int64_t t0 = clock_mono_ms();
+    tally_client_close(c);
+    int64_t closed = clock_mono_ms() - t0;
+    pthread_join(th, NULL);
+    ck_assert_int_lt(closed, 5000);
+    ck_assert_int_lt(w.ended_ms - t0, 5000);
+    ck_assert_msg(w.rc == TALLY_unreachable || w.rc == TALLY_timed_out,
+                  "a call cut by the close: %s", tally_strerror(w.rc));
+    down(&f);
+}
+END_TEST
+
 START_TEST(test_stats)
 {
     fixture f;
@@ -1050,18 +1094,42 @@ START_TEST(test_retries_wait_for_server)
 }
 END_TEST
 
+/* Calls while the handshakes are cut: on tcp:// libtally connects only for
+ * a call (clients/sp_direct.c), NNG's dialer on its own. */
+typedef struct calling {
+    tally_client *c;
+    atomic_bool stop;
+} calling;
+
+static void *call_until_stopped(void *arg)
+{
+    calling *k = arg;
+    tally_stats s;
+    while (!atomic_load(&k->stop))
+        if (tally_stats_get(k->c, &s) != TALLY_ok)
+            usleep(20 * 1000);
+    return NULL;
+}
+
 /* A server that dies during the SP handshake stops an NNG 1.5.2 dialer for
  * good (nanomsg/nng#1518); the client must still reconnect once tallyd is
- * back (libtally replaces a dialer that has had no connection for 2 s). */
+ * back (libtally replaces a dialer that has had no connection for 2 s; on
+ * tcp:// each call makes its own connection). */
 START_TEST(test_reconnects_after_a_handshake_cut_short)
 {
     fixture f;
     up(&f);
     ck_assert_int_eq(tallyd_stop(&f.srv), 0);
     tally_client *c = client_for(f.srv.url, 1000, 0);
+    calling k = {.c = c};
+    pthread_t th;
+    pthread_create(&th, NULL, call_until_stopped, &k);
     /* as many as come in 3 s: the dialer retries every 20-500 ms while it
      * lives; not every cut handshake stops it */
-    ck_assert_int_ge(tallyd_hang_up_handshakes(f.srv.url, 1000, 3000), 1);
+    int cut = tallyd_hang_up_handshakes(f.srv.url, 1000, 3000);
+    atomic_store(&k.stop, true);
+    pthread_join(th, NULL);
+    ck_assert_int_ge(cut, 1);
     tallyd_restart(&f.srv);
     tally_stats s;
     int rc = TALLY_unreachable;
@@ -1512,6 +1580,7 @@ int main(void)
     tcase_add_test(tc, test_invalid_arguments);
     tcase_add_test(tc, test_options_from_environment);
     tcase_add_test(tc, test_threads_share_one_client);
+    tcase_add_test(tc, test_close_ends_a_call_in_flight);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -7,6 +7,7 @@
  * socket).
  */
 #include "clients/libtally.c"
+#include "clients/sp_direct.c"
 #include "clients/autobatch.c"
 #include "clients/keys.c"
 #include "clients/writes.c"
