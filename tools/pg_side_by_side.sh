@@ -56,12 +56,14 @@ usage: tools/pg_side_by_side.sh [--build DIR] [--clients "1 8 32 64"] [--seconds
                                 [--tally-port P] [--echo-port P] [--rounds N]
                                 [--keep] [--help]
 
-Runs the NNG echo ceiling (tally-echo + tally-bench --echo), PostgreSQL 15
-(classic inbox + balance update + outbox, one transaction per effect, fsync
-and synchronous_commit on) and tallyd (tally-bench) at the same client counts
-on this machine, and prints one table, a row per client count: echoes/s,
-effects/s, p50/p99 latency, and the ratios tally / echo and
-tally / PostgreSQL (medians over --rounds).
+Runs the NNG echo ceiling (tally-echo + tally-bench --echo, twice: with
+NNG's REQ client as issue 17 defined it, and with libtally's own tcp://
+client), PostgreSQL 15 (classic inbox + balance update + outbox, one
+transaction per effect, fsync and synchronous_commit on) and tallyd
+(tally-bench) at the same client counts on this machine, and prints one
+table, a row per client count: echoes/s, effects/s, p50/p99 latency, and
+the ratios tally / NNG echo, tally / echo and tally / PostgreSQL (medians
+over --rounds).
 
   --build DIR      directory holding the built tallyd, tally-bench and
                    tally-echo (default: \$TALLYD, \$TALLY_BENCH and
@@ -159,14 +161,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$WORK/pg" "$WORK/tally" "$WORK/echo"
+mkdir -p "$WORK/pg" "$WORK/tally" "$WORK/echo" "$WORK/echonng"
 
 # ---- the echo ceiling: tally-echo and tally-bench --echo ----
 
 # tally-bench --echo at $1 clients against a fresh tally-echo; prints
-# "echoes/s p50 p99 verified"
+# "echoes/s p50 p99 verified". echo: the client libtally uses on tcp://
+# (the calling thread speaks SP, clients/sp_direct.c); echonng: NNG's REQ
+# socket ($TALLY_CLIENT_TRANSPORT=nng), the ceiling as issue 17 defined it
+# (NNG clients against NNG's REP echo).
+echonng_run() { TALLY_CLIENT_TRANSPORT=nng ECHO_DIR=echonng echo_run "$1"; }
 echo_run() {
-    local c=$1 dir="$WORK/echo/c$1"
+    local c=$1 dir="$WORK/${ECHO_DIR:-echo}/c$1"
     mkdir -p "$dir"
     "$TALLY_ECHO" --listen "tcp://127.0.0.1:$ECHO_PORT" >/dev/null 2>"$dir/echo.log" &
     ECHO_PID=$!
@@ -316,10 +322,10 @@ tally_run() {
     bench_line "$dir/bench.json"
 }
 
-SIDES=(echo pg tally)
-[ "$NO_PG" = 1 ] && SIDES=(echo tally)
+SIDES=(echonng echo pg tally)
+[ "$NO_PG" = 1 ] && SIDES=(echonng echo tally)
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# echo ceiling: tally-echo (128 contexts, no storage) and tally-bench --echo, ${ECHO_BYTES}-byte requests, client mode $CLIENT_MODE"
+echo "# echo ceiling: tally-echo (NNG REP, 128 contexts, no storage) and tally-bench --echo, ${ECHO_BYTES}-byte requests, client mode $CLIENT_MODE; NNG echo: NNG's REQ client (TALLY_CLIENT_TRANSPORT=nng), echo: libtally's own tcp:// client"
 [ "$NO_PG" = 1 ] ||
     echo "# PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'): one transaction per effect (inbox ON CONFLICT DO NOTHING, 2 balance updates, outbox insert), fsync=on synchronous_commit=on"
 echo "# tally: tally-bench --batch $BATCH --client-mode $CLIENT_MODE against a fresh tallyd; ${SECONDS_PER_RUN} s per run, $ACCOUNTS accounts"
@@ -345,14 +351,15 @@ done
 python3 - "$WORK/runs" "$CLIENTS" "$NO_PG" <<'PY'
 import statistics, sys
 runs = [l.split() for l in open(sys.argv[1]) if l.strip()]
-sides = ["echo", "tally"] if sys.argv[3] == "1" else ["echo", "pg", "tally"]
-names = {"echo": "echo", "pg": "PG", "tally": "tally"}
-rate = {"echo": "echo req/s", "pg": "PostgreSQL effects/s", "tally": "tally effects/s"}
+sides = ["echonng", "echo", "tally"] if sys.argv[3] == "1" else ["echonng", "echo", "pg", "tally"]
+names = {"echonng": "NNG echo", "echo": "echo", "pg": "PG", "tally": "tally"}
+rate = {"echonng": "NNG echo req/s (NNG client)", "echo": "echo req/s (libtally client)",
+        "pg": "PostgreSQL effects/s", "tally": "tally effects/s"}
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 head = ["clients"]
 for k in sides:
     head += [rate[k], names[k] + " p50 ms", names[k] + " p99 ms"]
-head += ["tally / echo"] + (["tally / PG"] if "pg" in sides else [])
+head += ["tally / NNG echo", "tally / echo"] + (["tally / PG"] if "pg" in sides else [])
 head += ["verified (%s)" % ", ".join(names[k] for k in sides), "load (1 min)"]
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
@@ -368,6 +375,7 @@ for c in sys.argv[2].split():
     for k in sides:
         each = ", ".join("%.0f" % v for v in col(k, 3))
         row += ["%.0f (%s)" % (rates[k], each), "%.2f" % med(col(k, 4)), "%.2f" % med(col(k, 5))]
+    row.append(ratio(rates["tally"], rates["echonng"]))
     row.append(ratio(rates["tally"], rates["echo"]))
     if "pg" in sides:
         row.append(ratio(rates["tally"], rates["pg"]))
