@@ -83,6 +83,9 @@ static int tail_write(store_txn *t, uint64_t account_id, const uint64_t *seqs, u
     return store_put(t, STORE_DB_HISTORY_TAIL, key, sizeof(key), value, 1 + 8 * (size_t)count, 0);
 }
 
+static int indexed_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
+                        uint64_t *seqs, uint32_t max, uint32_t *count);
+
 /* One account's new keys (n, sorted) appended to its tail, or with the
  * tail folded into "history" when that makes HISTORY_TAIL_MAX seqs or
  * more (or when a new seq is not above the tail: see history.h). */
@@ -94,7 +97,13 @@ static int write_account(store_txn *t, uint64_t account_id, const uint8_t *keys,
     if (rc != TALLY_ok)
         return store_txn_fail(t, rc);
     uint32_t stored = have;
-    if (have == 0 || get_u64_be(keys + 8) > tail[have - 1]) { /* else fold: see history.h */
+    uint64_t first = get_u64_be(keys + 8), last = 0;
+    if (have > 0)
+        last = tail[have - 1];
+    else if ((rc = ledger_history_indexed_last(t, account_id, &last)) != TALLY_ok &&
+             rc != TALLY_not_found)
+        return store_txn_fail(t, rc);
+    if (first > last) { /* else fold: see history.h */
         size_t i;
         for (i = 0; i < n; i++) {
             uint64_t seq = get_u64_be(keys + i * HISTORY_KEY_BYTES + 8);

@@ -34,9 +34,10 @@
  * descent from the root. That is, per account in ascending account order:
  * its new seqs are appended to its tail (read, rewritten); a tail that
  * reaches HISTORY_TAIL_MAX is put into "history" in ascending order and
- * deleted. Seqs only grow, so a new seq is above the account's tail; one
- * that is not (never written by the ledger) is folded with the tail, so
- * the order above holds. A failed put is remembered in the transaction
+ * deleted. Seqs only grow, so a new seq is above the account's tail (or,
+ * with no tail, its last "history" seq); one that is not (never written
+ * by the ledger; a repair could) is folded with the tail, so the order
+ * above holds. A failed put is remembered in the transaction
  * and the commit refuses it (storage_full, transaction_full, ...). So the
  * pages of a group's entries are taken at its commit, not as each command
  * applies: on a map that can no longer grow, a group whose commands all

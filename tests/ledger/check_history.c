@@ -119,7 +119,7 @@ static void batch_with_a_failed_middle(bool in_place)
     assert_history(&ts, 2, both, 2);
     assert_history(&ts, 3, NULL, 0);
     assert_history(&ts, 4, NULL, 0);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 4);
+    ck_assert_uint_eq(test_history_entries(&ts), 4);
     test_finish(&ts); /* the invariants (tally-recon's checks) find nothing */
 }
 
@@ -177,7 +177,7 @@ START_TEST(test_aborted_child_leaves_none)
     for (uint64_t account = 2; account <= 6; account++)
         if (account != 3)
             assert_history(&ts, account, NULL, 0);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 5);
+    ck_assert_uint_eq(test_history_entries(&ts), 5);
     test_store_close(&ts); /* entries without events: not for the invariants */
 }
 END_TEST
@@ -218,7 +218,7 @@ START_TEST(test_group_of_many_transfers_indexes_each_event)
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     for (uint64_t account = 1; account <= GROUP_ACCOUNTS; account++)
         assert_history(&ts, account, want[account], wanted[account]);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * events);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * events);
     test_finish(&ts);
 }
 END_TEST
@@ -251,7 +251,7 @@ START_TEST(test_reads_in_the_same_write_see_pending_entries)
     assert_history(&ts, 1, one, 2);
     assert_history(&ts, 2, two, 2);
     assert_history(&ts, 3, three, 1);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 5);
+    ck_assert_uint_eq(test_history_entries(&ts), 5);
     test_store_close(&ts); /* one entry deleted by hand: not for the invariants */
 }
 END_TEST

@@ -345,7 +345,7 @@ START_TEST(log_retention_keeps_a_checkpoint_the_rebuild_starts_from)
     ledger_retention_work w = sweep(30 * DAY_MS, 5 * DAY_MS);
     ck_assert_uint_eq(w.events_removed, 5);
     ck_assert_uint_eq(w.log_floor, 5);
-    uint64_t history = test_count(&ts, STORE_DB_HISTORY);
+    uint64_t history = test_history_entries(&ts);
     ck_assert_uint_eq(history, 2); /* only the post's two entries remain */
     ck_assert_uint_eq(test_count(&ts, STORE_DB_CHECKPOINT), 4); /* 2 accounts, 1 hold, 1 entitlement */
     store_txn t;
