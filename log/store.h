@@ -84,7 +84,9 @@ typedef struct store_txn_head {
  *   STORE_COLLECT_INBOX_TIME  ledger/inbox_time.h: the inbox keys of a
  *                             commit group, one entry per group
  *   STORE_COLLECT_HISTORY     ledger/history.h: the 16-byte (account, seq)
- *                             keys, sorted and put through one cursor
+ *                             keys, sorted, appended to the accounts'
+ *                             "history_tail" records (a full tail put
+ *                             into "history" through one cursor)
  * Each follows nesting as the head does: a child begins with its parent's
  * collections, a child's commit hands them back, an abort drops what the
  * child added (and what it wrote back early: see store_txn_collect_flush).
