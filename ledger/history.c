@@ -109,11 +109,11 @@ static int write_account(store_txn *t, uint64_t account_id, const uint8_t *keys,
             uint64_t seq = get_u64_be(keys + i * HISTORY_KEY_BYTES + 8);
             if (have > 0 && seq == tail[have - 1])
                 continue; /* the same entry twice */
-            if (have == HISTORY_TAIL_MAX - 1)
+            if (have >= HISTORY_TAIL_MAX - 1)
                 break; /* it would make HISTORY_TAIL_MAX: fold */
             tail[have++] = seq;
         }
-        if (i == n)
+        if (i == n && have < HISTORY_TAIL_MAX)
             return tail_write(t, account_id, tail, have);
     }
     /* Fold: the tail as stored (tail[0..stored)), then the new keys. */

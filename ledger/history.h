@@ -10,7 +10,7 @@
  *
  * Database "history_tail" (store format 4): key = account id (u64 BE),
  * value = the format byte 1 then 1 to HISTORY_TAIL_MAX seqs (u64 BE,
- * strictly ascending): the account's newest entries, kept out of
+ * strictly ascending; the writer leaves at most HISTORY_TAIL_MAX - 1): the account's newest entries, kept out of
  * "history" until there are HISTORY_TAIL_MAX of them, then moved there
  * together ("folded") and the record deleted. Every seq of a tail is above
  * every seq of its account in "history": the account's history is its
@@ -29,12 +29,13 @@
  * member had applied, a fault) leaves no entry. store_txn_commit of the
  * top-level transaction, after the log head and inbox_time and before the
  * LMDB commit, sorts the pending keys (big-endian: memcmp order is key
- * order) and puts them in ascending order through one cursor
- * (store_put_sorted, flags 0): consecutive keys on one leaf cost no
- * descent from the root. That is, per account in ascending account order:
- * its new seqs are appended to its tail (read, rewritten); a tail that
- * reaches HISTORY_TAIL_MAX is put into "history" in ascending order and
- * deleted. Seqs only grow, so a new seq is above the account's tail (or,
+ * order) and writes them per account, in ascending account order: the
+ * account's new seqs are appended to its tail (read, rewritten); when that
+ * makes HISTORY_TAIL_MAX or more, the tail and the new seqs are put into
+ * "history" in ascending order through one cursor (store_put_sorted,
+ * flags 0: consecutive keys on one leaf cost no descent from the root)
+ * and the tail record deleted. A tail as stored holds 1 to
+ * HISTORY_TAIL_MAX - 1 seqs; readers accept up to HISTORY_TAIL_MAX. Seqs only grow, so a new seq is above the account's tail (or,
  * with no tail, its last "history" seq); one that is not (never written
  * by the ledger; a repair could) is folded with the tail, so the order
  * above holds. A failed put is remembered in the transaction
@@ -84,17 +85,20 @@ int ledger_history_put(store_txn *t, uint64_t account_id, uint64_t seq);
  * error. */
 int ledger_history_flush(store_txn *t);
 
-/* Remove the account's entry for seq (pending ones flushed first):
+/* Remove the account's entry for seq (pending ones flushed first), from
+ * "history" or from its tail (an emptied tail record is deleted):
  * TALLY_ok, TALLY_not_found, or a store error. */
 int ledger_history_del(store_txn *t, uint64_t account_id, uint64_t seq);
 
-/* Whether the account's history has seq (pending ones flushed first):
- * TALLY_ok, TALLY_not_found or a store error. */
+/* Whether the account's history ("history", else its tail) has seq
+ * (pending ones flushed first): TALLY_ok, TALLY_not_found or a store
+ * error (TALLY_corrupt_record: a tail that does not decode). */
 int ledger_history_has(store_txn *t, uint64_t account_id, uint64_t seq);
 
 /* Up to max seqs of the account's history into seqs: ascending, above
- * cursor (0: from the first); or with reverse, descending, below cursor
- * (0: from the last). Pending entries are flushed first. */
+ * cursor (0: from the first), the "history" range then the tail; or with
+ * reverse, descending, below cursor (0: from the last), the tail reversed
+ * then the range. Pending entries are flushed first. */
 int ledger_history_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
                         uint64_t *seqs, uint32_t max, uint32_t *count);
 
