@@ -41,13 +41,18 @@
 #define GROUP_ACCOUNTS 5
 #define PAGE_ENTRIES 37 /* pages that do not divide the counts */
 
-/* A fresh store with accounts 1..accounts (committed), and a write
- * transaction t begun on it. */
-static void begin_on_fresh_store(test_store *ts, uint64_t accounts, store_txn *t)
+/* A fresh store with accounts 1..accounts (committed). */
+static void fresh_store(test_store *ts, uint64_t accounts)
 {
     test_store_open(ts);
     for (uint64_t id = 1; id <= accounts; id++)
         test_setup_ok(ts, test_cmd_open(id, 1, 0));
+}
+
+/* fresh_store, and a write transaction t begun on it. */
+static void begin_on_fresh_store(test_store *ts, uint64_t accounts, store_txn *t)
+{
+    fresh_store(ts, accounts);
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, t), TALLY_ok);
 }
 
@@ -299,9 +304,7 @@ static uint32_t tail_of(test_store *ts, uint64_t account, uint64_t seqs[HISTORY_
 START_TEST(test_tail_folds_into_history_at_exactly_sixteen)
 {
     test_store ts;
-    test_store_open(&ts);
-    for (uint64_t id = 1; id <= 3; id++)
-        test_setup_ok(&ts, test_cmd_open(id, 1, 0));
+    fresh_store(&ts, 3);
     static uint64_t want[4][64];
     uint32_t wanted[4] = {0};
     uint64_t tail[HISTORY_TAIL_MAX];
@@ -401,9 +404,7 @@ static void assert_pages(store_txn *t, uint64_t account, const uint64_t *list, u
 START_TEST(test_paging_across_index_and_tail_matches_a_model)
 {
     test_store ts;
-    test_store_open(&ts);
-    for (uint64_t id = 1; id <= MODEL_ACCOUNTS; id++)
-        test_setup_ok(&ts, test_cmd_open(id, 1, 0));
+    fresh_store(&ts, MODEL_ACCOUNTS);
     static uint64_t list[MODEL_ACCOUNTS + 1][2 * MODEL_TRANSFERS];
     uint32_t len[MODEL_ACCOUNTS + 1] = {0};
     uint64_t rng = 99, done = 0, commits = 0;
@@ -456,9 +457,7 @@ END_TEST
 START_TEST(test_has_and_del_on_tail_entries)
 {
     test_store ts;
-    test_store_open(&ts);
-    for (uint64_t id = 1; id <= 2; id++)
-        test_setup_ok(&ts, test_cmd_open(id, 1, 0));
+    fresh_store(&ts, 2);
     uint64_t seqs[HISTORY_TAIL_MAX + 3];
     for (uint32_t i = 0; i < HISTORY_TAIL_MAX + 3; i++) {
         ledger_command cmd = test_cmd_transfer(10 + i, 1, 2, 1);
@@ -512,8 +511,7 @@ START_TEST(test_aborted_child_leaves_tails_untouched)
 {
     test_store ts;
     store_txn t, child;
-    begin_on_fresh_store(&ts, 2, &t);
-    store_txn_abort(&t);
+    fresh_store(&ts, 2);
     uint64_t first[2];
     for (int i = 0; i < 2; i++) {
         ledger_command cmd = test_cmd_transfer(1 + (uint64_t)i, 1, 2, 1);
@@ -615,9 +613,7 @@ static uint32_t format_of(test_store *ts)
 START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
 {
     test_store ts;
-    test_store_open(&ts);
-    for (uint64_t id = 1; id <= 2; id++)
-        test_setup_ok(&ts, test_cmd_open(id, 1, 0));
+    fresh_store(&ts, 2);
     uint64_t want[HISTORY_TAIL_MAX + 8];
     uint32_t n = 0;
     for (; n < HISTORY_TAIL_MAX + 4; n++) {
