@@ -8,6 +8,20 @@
  * transfer. Stores written before December 2026 hold the 16-byte transfer
  * id as the value; readers accept both, and tally-recon checks such an id.
  *
+ * Database "history_tail" (store format 4): key = account id (u64 BE),
+ * value = the format byte 1 then 1 to HISTORY_TAIL_MAX seqs (u64 BE,
+ * strictly ascending; the writer leaves at most HISTORY_TAIL_MAX - 1): the account's newest entries, kept out of
+ * "history" until there are HISTORY_TAIL_MAX of them, then moved there
+ * together ("folded") and the record deleted. Every seq of a tail is above
+ * every seq of its account in "history": the account's history is its
+ * "history" range followed by its tail. So a commit whose transfers touch
+ * many accounts rewrites a few leaves of the small tail database (one
+ * short record per active account) and one "history" leaf per fold,
+ * instead of one "history" leaf per account, each at the end of that
+ * account's range (docs/BENCHMARKS.md, "What bounds the targets still
+ * missed"). Stores older than format 4 have no tails; they get them as a
+ * writer appends.
+ *
  * Written in bulk, once per top-level commit. ledger_history_put writes
  * nothing: it collects the key in the write transaction (log/store.h's
  * collector STORE_COLLECT_HISTORY), which follows nesting, so a command
@@ -15,9 +29,16 @@
  * member had applied, a fault) leaves no entry. store_txn_commit of the
  * top-level transaction, after the log head and inbox_time and before the
  * LMDB commit, sorts the pending keys (big-endian: memcmp order is key
- * order) and puts them in ascending order through one cursor
- * (store_put_sorted, flags 0): consecutive keys on one leaf cost no
- * descent from the root. A failed put is remembered in the transaction
+ * order) and writes them per account, in ascending account order: the
+ * account's new seqs are appended to its tail (read, rewritten); when that
+ * makes HISTORY_TAIL_MAX or more, the tail and the new seqs are put into
+ * "history" in ascending order through one cursor (store_put_sorted,
+ * flags 0: consecutive keys on one leaf cost no descent from the root)
+ * and the tail record deleted. A tail as stored holds 1 to
+ * HISTORY_TAIL_MAX - 1 seqs; readers accept up to HISTORY_TAIL_MAX. Seqs only grow, so a new seq is above the account's tail (or,
+ * with no tail, its last "history" seq); one that is not (never written
+ * by the ledger; a repair could) is folded with the tail, so the order
+ * above holds. A failed put is remembered in the transaction
  * and the commit refuses it (storage_full, transaction_full, ...). So the
  * pages of a group's entries are taken at its commit, not as each command
  * applies: on a map that can no longer grow, a group whose commands all
@@ -51,6 +72,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#define HISTORY_TAIL_MAX 16   /* seqs in a tail that fold it into "history" */
+#define HISTORY_TAIL_FORMAT 1 /* the first byte of a tail record */
+
 /* Record that the transfer event at seq touched the account: collected in
  * the write transaction t, written at its top-level commit or at the next
  * ledger_history_flush. TALLY_ok or TALLY_out_of_memory (remembered). */
@@ -61,21 +85,34 @@ int ledger_history_put(store_txn *t, uint64_t account_id, uint64_t seq);
  * error. */
 int ledger_history_flush(store_txn *t);
 
-/* Remove the account's entry for seq (pending ones flushed first):
+/* Remove the account's entry for seq (pending ones flushed first), from
+ * "history" or from its tail (an emptied tail record is deleted):
  * TALLY_ok, TALLY_not_found, or a store error. */
 int ledger_history_del(store_txn *t, uint64_t account_id, uint64_t seq);
 
-/* Whether the account's history has seq (pending ones flushed first):
- * TALLY_ok, TALLY_not_found or a store error. */
+/* Whether the account's history ("history", else its tail) has seq
+ * (pending ones flushed first): TALLY_ok, TALLY_not_found or a store
+ * error (TALLY_corrupt_record: a tail that does not decode). */
 int ledger_history_has(store_txn *t, uint64_t account_id, uint64_t seq);
 
 /* Up to max seqs of the account's history into seqs: ascending, above
- * cursor (0: from the first); or with reverse, descending, below cursor
- * (0: from the last). Pending entries are flushed first. */
+ * cursor (0: from the first), the "history" range then the tail; or with
+ * reverse, descending, below cursor (0: from the last), the tail reversed
+ * then the range. Pending entries are flushed first. */
 int ledger_history_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
                         uint64_t *seqs, uint32_t max, uint32_t *count);
 
 /* Key of an entry. */
 void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16]);
+
+/* Decode a "history_tail" value into seqs: TALLY_ok with *count (1 to
+ * HISTORY_TAIL_MAX), or TALLY_corrupt_record with *why saying what is
+ * wrong (the format byte, the length, the order). */
+int ledger_history_tail_decode(const MDB_val *v, uint64_t seqs[HISTORY_TAIL_MAX],
+                               uint32_t *count, const char **why);
+
+/* The largest seq of the account in "history" (not its tail): TALLY_ok,
+ * TALLY_not_found (none) or a store error. For the invariant checks. */
+int ledger_history_indexed_last(store_txn *t, uint64_t account_id, uint64_t *seq);
 
 #endif

@@ -601,20 +601,67 @@ static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ct
         check_history_entry(a, account, seq, id);
 }
 
-/* Every transfer event is in both accounts' history, and the history
- * holds nothing else. */
+/* A "history_tail" record (account id -> format, seqs): well formed, every
+ * seq above the account's largest in "history"; its seqs' fingerprints
+ * into *sums, or (sums NULL) each checked against the log. */
+static void history_tail_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
+{
+    history_sums *sums = ctx;
+    if (k->mv_size != 8) {
+        if (sums)
+            audit_report(a, "history", "history_tail", "a key of %zu bytes is corrupt", k->mv_size);
+        return;
+    }
+    uint64_t account = get_u64_be(k->mv_data), seqs[HISTORY_TAIL_MAX], last;
+    uint32_t n;
+    const char *why;
+    char name[64];
+    audit_name_account(account, name);
+    if (ledger_history_tail_decode(v, seqs, &n, &why) != TALLY_ok) {
+        if (sums)
+            audit_report(a, "history", name, "tail record is corrupt: %s", why);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (sums)
+            history_sums_add(a, sums, account, seqs[i]);
+        else
+            check_history_entry(a, account, seqs[i], NULL);
+    }
+    int rc = sums ? ledger_history_indexed_last(a->t, account, &last) : TALLY_not_found;
+    if (rc == TALLY_ok && seqs[0] <= last)
+        audit_report(a, "history", name,
+                     "tail seq %" PRIu64 " is not above the indexed seq %" PRIu64, seqs[0], last);
+    else if (rc != TALLY_ok && rc != TALLY_not_found)
+        a->fault = rc;
+}
+
+/* Both walks of the index: "history", then "history_tail". */
+static int walk_history(audit *a, history_sums *sums)
+{
+    int rc = audit_walk_db(a, STORE_DB_HISTORY, sums ? "history" : "history entries", NULL,
+                           history_entry, sums);
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_HISTORY_TAIL, sums ? "history_tail" : "history_tail entries",
+                           NULL, history_tail_entry, sums);
+    return rc;
+}
+
+/* Every transfer event is in both accounts' history (its "history" range
+ * and its tail), the history holds nothing else, and the tails are well
+ * formed and above their accounts' ranges. */
 int audit_check_history_index(audit *a)
 {
     history_sums stored = {0};
     int rc = ledger_history_flush(a->t); /* a write transaction's pending entries: walked too */
     if (rc == TALLY_ok)
-        rc = audit_walk_db(a, STORE_DB_HISTORY, "history", NULL, history_entry, &stored);
+        rc = walk_history(a, &stored);
     if (rc != TALLY_ok || memcmp(&stored, &a->history_log, sizeof(stored)) == 0)
         return rc;
     uint64_t findings = a->stats->findings;
     rc = log_read(a->t, 1, UINT64_MAX, find_missing_history, a);
     if (rc == TALLY_ok)
-        rc = audit_walk_db(a, STORE_DB_HISTORY, "history entries", NULL, history_entry, NULL);
+        rc = walk_history(a, NULL);
     if (rc == TALLY_ok && a->stats->findings == findings)
         audit_report(a, "history", "history",
                "the index (%" PRIu64 " entries) differs from the transfer events (%" PRIu64

@@ -43,14 +43,14 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_INBOX_TIME] = "inbox_time", [STORE_DB_CURSORS] = "cursors",
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
     [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
-    [STORE_DB_FAILED_IDS] = "failed_ids",
+    [STORE_DB_FAILED_IDS] = "failed_ids", [STORE_DB_HISTORY_TAIL] = "history_tail",
 };
 
-/* Databases a store of format 1 may lack: added since, created by the
- * first writer that opens it. */
+/* Databases an older store may lack (failed_ids: format 1; history_tail:
+ * formats 1-3): added since, created by the first writer that opens it. */
 static bool db_added_later(int db)
 {
-    return db == STORE_DB_FAILED_IDS;
+    return db == STORE_DB_FAILED_IDS || db == STORE_DB_HISTORY_TAIL;
 }
 
 static const char meta_key_format[] = "format_version";

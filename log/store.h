@@ -34,19 +34,24 @@ typedef enum store_db {
     STORE_DB_CHECKPOINT,
     STORE_DB_FAILED_IDS, /* ledger/failed_id.h; since December 2026: absent from older
                           * stores opened read-only (see store_cursor_open) */
+    STORE_DB_HISTORY_TAIL, /* ledger/history.h; since store format 4, absent as failed_ids */
     STORE_DB_COUNT
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 3 (December 2026) indexes the
+ * with TALLY_store_version_mismatch. Format 4 (December 2026) keeps each
+ * account's newest history entries in "history_tail" (ledger/history.h),
+ * which older builds would not read: their account_history would miss
+ * them. Format 3 (December 2026) indexes the
  * inbox by commit group (ledger/inbox_time.h): one inbox_time entry lists
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 and 2 stores are read as they are and marked 3 by the first
+ * Format 1, 2 and 3 stores are read as they are and marked 4 by the first
  * writer that opens them: nothing is rewritten, new records take the new
- * forms (their per-key inbox_time entries are swept as before). */
-#define STORE_FORMAT_VERSION 3
+ * forms (their per-key inbox_time entries are swept as before; their
+ * history has no tails until a writer appends to it). */
+#define STORE_FORMAT_VERSION 4
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {
@@ -79,7 +84,9 @@ typedef struct store_txn_head {
  *   STORE_COLLECT_INBOX_TIME  ledger/inbox_time.h: the inbox keys of a
  *                             commit group, one entry per group
  *   STORE_COLLECT_HISTORY     ledger/history.h: the 16-byte (account, seq)
- *                             keys, sorted and put through one cursor
+ *                             keys, sorted, appended to the accounts'
+ *                             "history_tail" records (a full tail put
+ *                             into "history" through one cursor)
  * Each follows nesting as the head does: a child begins with its parent's
  * collections, a child's commit hands them back, an abort drops what the
  * child added (and what it wrote back early: see store_txn_collect_flush).
@@ -126,7 +133,7 @@ typedef struct store_txn {
 } store_txn;
 
 /* Open (and for writers create) the store. A database added after the
- * first stores were written (failed_ids) is created by the first writer
+ * first stores were written (failed_ids, history_tail) is created by the first writer
  * that opens an older store; a read-only open of a store that no writer of
  * this version has opened finds it missing, and it then reads as empty:
  * store_get gives TALLY_not_found, store_count 0 entries, and

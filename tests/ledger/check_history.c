@@ -14,6 +14,18 @@
  *   - reads and deletes inside the same write transaction see the pending
  *     entries (ledger_history_has/seqs/del flush first), and a fresh read
  *     transaction sees what the commit wrote.
+ * And of the per-account tails ("history_tail", history.h):
+ *   - an account's newest entries wait in its tail and fold into
+ *     "history" when they make exactly HISTORY_TAIL_MAX, in one commit or
+ *     over many;
+ *   - account_history pages (ledger_history_seqs) across the boundary of
+ *     index and tail, both ways, with every cursor and small limits, as a
+ *     model of the seqs applied says; has and del find tail entries (a
+ *     tail emptied by deletes goes);
+ *   - an aborted nested transaction leaves the tails (and folds) as they
+ *     were;
+ *   - a store of format 3 (no "history_tail") reads as empty tails
+ *     read-only, and its first writer creates them and marks it 4.
  * The layout (keys only, paging) is in check_transfer.c; retention's
  * deletes in check_retention.c.
  */
@@ -22,19 +34,25 @@
 #include "ledger/history.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GROUP_TRANSFERS 600
 #define GROUP_ACCOUNTS 5
 #define PAGE_ENTRIES 37 /* pages that do not divide the counts */
 
-/* A fresh store with accounts 1..accounts (committed), and a write
- * transaction t begun on it. */
-static void begin_on_fresh_store(test_store *ts, uint64_t accounts, store_txn *t)
+/* A fresh store with accounts 1..accounts (committed). */
+static void fresh_store(test_store *ts, uint64_t accounts)
 {
     test_store_open(ts);
     for (uint64_t id = 1; id <= accounts; id++)
         test_setup_ok(ts, test_cmd_open(id, 1, 0));
+}
+
+/* fresh_store, and a write transaction t begun on it. */
+static void begin_on_fresh_store(test_store *ts, uint64_t accounts, store_txn *t)
+{
+    fresh_store(ts, accounts);
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, t), TALLY_ok);
 }
 
@@ -119,7 +137,7 @@ static void batch_with_a_failed_middle(bool in_place)
     assert_history(&ts, 2, both, 2);
     assert_history(&ts, 3, NULL, 0);
     assert_history(&ts, 4, NULL, 0);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 4);
+    ck_assert_uint_eq(test_history_entries(&ts), 4);
     test_finish(&ts); /* the invariants (tally-recon's checks) find nothing */
 }
 
@@ -177,7 +195,7 @@ START_TEST(test_aborted_child_leaves_none)
     for (uint64_t account = 2; account <= 6; account++)
         if (account != 3)
             assert_history(&ts, account, NULL, 0);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 5);
+    ck_assert_uint_eq(test_history_entries(&ts), 5);
     test_store_close(&ts); /* entries without events: not for the invariants */
 }
 END_TEST
@@ -218,7 +236,7 @@ START_TEST(test_group_of_many_transfers_indexes_each_event)
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     for (uint64_t account = 1; account <= GROUP_ACCOUNTS; account++)
         assert_history(&ts, account, want[account], wanted[account]);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * events);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * events);
     test_finish(&ts);
 }
 END_TEST
@@ -251,8 +269,383 @@ START_TEST(test_reads_in_the_same_write_see_pending_entries)
     assert_history(&ts, 1, one, 2);
     assert_history(&ts, 2, two, 2);
     assert_history(&ts, 3, three, 1);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 5);
+    ck_assert_uint_eq(test_history_entries(&ts), 5);
     test_store_close(&ts); /* one entry deleted by hand: not for the invariants */
+}
+END_TEST
+
+/* ---- the tails ---- */
+
+/* The seqs of the account's tail record (0: none), read in a fresh read
+ * transaction. */
+static uint32_t tail_of(test_store *ts, uint64_t account, uint64_t seqs[HISTORY_TAIL_MAX])
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    uint8_t key[8];
+    put_u64_be(key, account);
+    MDB_val v;
+    uint32_t n = 0;
+    int rc = store_get(&t, STORE_DB_HISTORY_TAIL, key, sizeof(key), &v);
+    if (rc == TALLY_ok) {
+        const char *why = "";
+        ck_assert_msg(ledger_history_tail_decode(&v, seqs, &n, &why) == TALLY_ok, "tail: %s", why);
+    } else {
+        ck_assert_int_eq(rc, TALLY_not_found);
+    }
+    store_txn_abort(&t);
+    return n;
+}
+
+/* One transfer per commit between accounts 1 and 2: each commit grows
+ * both tails by one, and the sixteenth folds them into "history". Then a
+ * group of one commit that brings account 1 from 1 to 21 entries folds
+ * them all, and account 3's 20 new ones too. */
+START_TEST(test_tail_folds_into_history_at_exactly_sixteen)
+{
+    test_store ts;
+    fresh_store(&ts, 3);
+    static uint64_t want[4][64];
+    uint32_t wanted[4] = {0};
+    uint64_t tail[HISTORY_TAIL_MAX];
+    for (uint32_t i = 1; i <= HISTORY_TAIL_MAX + 1; i++) {
+        ledger_command cmd = test_cmd_transfer(i, 1, 2, 1);
+        ledger_outcome out = test_apply(&ts, "history", NULL, &cmd);
+        ck_assert_int_eq(out.code, TALLY_ok);
+        want[1][wanted[1]++] = want[2][wanted[2]++] = out.first_seq;
+        uint32_t in_tail = i % HISTORY_TAIL_MAX;
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * (i - in_tail));
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), in_tail ? 2 : 0);
+        ck_assert_uint_eq(tail_of(&ts, 1, tail), in_tail);
+        for (uint32_t k = 0; k < in_tail; k++)
+            ck_assert_uint_eq(tail[k], want[1][wanted[1] - in_tail + k]);
+        assert_history(&ts, 1, want[1], wanted[1]);
+    }
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    for (uint64_t i = 0; i < 20; i++) {
+        ledger_command cmd = test_cmd_transfer(100 + i, 1, 3, 1);
+        char key[32];
+        snprintf(key, sizeof(key), "group-%llu", (unsigned long long)i);
+        ledger_outcome out = apply_in(&t, key, &cmd, i % 2 == 0);
+        ck_assert_int_eq(out.code, TALLY_ok);
+        want[1][wanted[1]++] = want[3][wanted[3]++] = out.first_seq;
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 0);
+    ck_assert_uint_eq(tail_of(&ts, 2, tail), 1); /* untouched */
+    ck_assert_uint_eq(tail_of(&ts, 3, tail), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * HISTORY_TAIL_MAX + 21 + 20);
+    for (uint64_t account = 1; account <= 3; account++)
+        assert_history(&ts, account, want[account], wanted[account]);
+    test_finish(&ts);
+}
+END_TEST
+
+#define MODEL_ACCOUNTS 4
+#define MODEL_TRANSFERS 300
+
+/* What ledger_history_seqs must give, from the model list (ascending). */
+static uint32_t model_seqs(const uint64_t *list, uint32_t len, bool reverse, uint64_t cursor,
+                           uint64_t *out, uint32_t max)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < len && n < max; i++) {
+        uint64_t seq = reverse ? list[len - 1 - i] : list[i];
+        if (reverse ? cursor == 0 || seq < cursor : seq > cursor)
+            out[n++] = seq;
+    }
+    return n;
+}
+
+/* Every cursor (0, each seq, one past it, the largest) and small limits,
+ * both ways, against the model, in the transaction t. */
+static void assert_pages(store_txn *t, uint64_t account, const uint64_t *list, uint32_t len)
+{
+    static const uint32_t limits[] = {1, 2, 3, 5, HISTORY_TAIL_MAX - 1, HISTORY_TAIL_MAX,
+                                      HISTORY_TAIL_MAX + 1, 2 * MODEL_TRANSFERS};
+    static uint64_t got[2 * MODEL_TRANSFERS], want[2 * MODEL_TRANSFERS];
+    for (uint32_t c = 0; c < 2 * len + 2; c++) {
+        uint64_t cursor = c == 0 ? 0 : c == 1 ? UINT64_MAX : list[(c - 2) / 2] + (c % 2);
+        for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++)
+            for (int reverse = 0; reverse <= 1; reverse++) {
+                uint32_t n;
+                ck_assert_int_eq(ledger_history_seqs(t, account, reverse, cursor, got, limits[l],
+                                                     &n), TALLY_ok);
+                uint32_t m = model_seqs(list, len, reverse, cursor, want, limits[l]);
+                ck_assert_msg(n == m && memcmp(got, want, n * sizeof(got[0])) == 0,
+                              "account %llu %s from %llu limit %u: %u seqs, want %u",
+                              (unsigned long long)account, reverse ? "back" : "forward",
+                              (unsigned long long)cursor, limits[l], n, m);
+            }
+    }
+    /* The whole list, paged with the last seq of each page as the cursor. */
+    for (size_t l = 0; l < 4; l++)
+        for (int reverse = 0; reverse <= 1; reverse++) {
+            uint32_t total = 0, n;
+            uint64_t cursor = 0;
+            do {
+                ck_assert_int_eq(ledger_history_seqs(t, account, reverse, cursor, got + total,
+                                                     limits[l], &n), TALLY_ok);
+                total += n;
+                if (n)
+                    cursor = got[total - 1];
+            } while (n == limits[l]);
+            ck_assert_uint_eq(total, len);
+            for (uint32_t i = 0; i < len; i++)
+                ck_assert_uint_eq(got[i], list[reverse ? len - 1 - i : i]);
+        }
+}
+
+/* Transfers over a few accounts in commits of 1 to 40, so the tails stand
+ * at every fill; after each few commits, every page of every account
+ * against the model: in a read transaction, and in the write that has
+ * entries pending. The invariants find the store clean. */
+START_TEST(test_paging_across_index_and_tail_matches_a_model)
+{
+    test_store ts;
+    fresh_store(&ts, MODEL_ACCOUNTS);
+    static uint64_t list[MODEL_ACCOUNTS + 1][2 * MODEL_TRANSFERS];
+    uint32_t len[MODEL_ACCOUNTS + 1] = {0};
+    uint64_t rng = 99, done = 0, commits = 0;
+    while (done < MODEL_TRANSFERS) {
+        store_txn t;
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+        uint64_t group = 1 + test_rng_below(&rng, 40);
+        for (uint64_t g = 0; g < group && done < MODEL_TRANSFERS; g++, done++) {
+            uint64_t debit = 1 + test_rng_below(&rng, MODEL_ACCOUNTS);
+            uint64_t credit =
+                1 + (debit + test_rng_below(&rng, MODEL_ACCOUNTS - 1)) % MODEL_ACCOUNTS;
+            ledger_command cmd = test_cmd_transfer(1000 + done, debit, credit, 1);
+            char key[32];
+            snprintf(key, sizeof(key), "m-%llu", (unsigned long long)done);
+            ledger_outcome out = apply_in(&t, key, &cmd, done % 3 == 0);
+            ck_assert_int_eq(out.code, TALLY_ok);
+            list[debit][len[debit]++] = out.first_seq;
+            list[credit][len[credit]++] = out.first_seq;
+        }
+        if (++commits % 4 == 0) /* pending entries, then flushed by the read */
+            assert_pages(&t, 1 + commits / 4 % MODEL_ACCOUNTS,
+                         list[1 + commits / 4 % MODEL_ACCOUNTS],
+                         len[1 + commits / 4 % MODEL_ACCOUNTS]);
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        if (commits % 3 == 0) {
+            ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+            for (uint64_t account = 1; account <= MODEL_ACCOUNTS; account++)
+                assert_pages(&t, account, list[account], len[account]);
+            store_txn_abort(&t);
+        }
+    }
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    uint64_t in_tails = 0;
+    for (uint64_t account = 1; account <= MODEL_ACCOUNTS; account++) {
+        assert_pages(&t, account, list[account], len[account]);
+        uint64_t tail[HISTORY_TAIL_MAX];
+        in_tails += tail_of(&ts, account, tail);
+    }
+    store_txn_abort(&t);
+    ck_assert_uint_gt(in_tails, 0);                         /* both places in use */
+    ck_assert_uint_gt(test_count(&ts, STORE_DB_HISTORY), 0);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * MODEL_TRANSFERS);
+    test_finish(&ts); /* the invariants: clean */
+}
+END_TEST
+
+/* has and del find an entry in the tail as in "history"; a tail emptied
+ * by deletes is removed; a later entry starts a new one. */
+START_TEST(test_has_and_del_on_tail_entries)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    uint64_t seqs[HISTORY_TAIL_MAX + 3];
+    for (uint32_t i = 0; i < HISTORY_TAIL_MAX + 3; i++) {
+        ledger_command cmd = test_cmd_transfer(10 + i, 1, 2, 1);
+        seqs[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    uint64_t tail[HISTORY_TAIL_MAX];
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 3);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    uint64_t in_tail = seqs[HISTORY_TAIL_MAX + 1], indexed = seqs[3];
+    ck_assert_int_eq(ledger_history_has(&t, 1, in_tail), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 1, indexed), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 1, in_tail + 100), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_has(&t, 3, in_tail), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_del(&t, 1, in_tail), TALLY_ok); /* the middle one */
+    ck_assert_int_eq(ledger_history_has(&t, 1, in_tail), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_del(&t, 1, in_tail), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_del(&t, 1, in_tail + 100), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_del(&t, 1, indexed), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 1, indexed), TALLY_not_found);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 2);
+    ck_assert(tail[0] == seqs[HISTORY_TAIL_MAX] && tail[1] == seqs[HISTORY_TAIL_MAX + 2]);
+
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[HISTORY_TAIL_MAX + 2]), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[HISTORY_TAIL_MAX]), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), 1); /* account 2's */
+    uint64_t left[HISTORY_TAIL_MAX];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < HISTORY_TAIL_MAX; i++)
+        if (i != 3)
+            left[n++] = seqs[i];
+    assert_history(&ts, 1, left, n);
+
+    ledger_command cmd = test_cmd_transfer(99, 2, 1, 1);
+    uint64_t later = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 1);
+    ck_assert_uint_eq(tail[0], later);
+    left[n++] = later;
+    assert_history(&ts, 1, left, n);
+    test_store_close(&ts); /* entries deleted by hand: not for the invariants */
+}
+END_TEST
+
+/* A child that appends to a tail, or folds one, and aborts leaves the
+ * parent's tails and "history" as they were. */
+START_TEST(test_aborted_child_leaves_tails_untouched)
+{
+    test_store ts;
+    store_txn t, child;
+    fresh_store(&ts, 2);
+    uint64_t first[2];
+    for (int i = 0; i < 2; i++) {
+        ledger_command cmd = test_cmd_transfer(1 + (uint64_t)i, 1, 2, 1);
+        first[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ledger_command cmd = test_cmd_transfer(3, 1, 2, 1);
+    uint64_t kept = apply_in(&t, "kept", &cmd, true).first_seq; /* pending in t */
+
+    ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
+    cmd = test_cmd_transfer(4, 2, 1, 1);
+    ledger_outcome out = apply_in(&child, "dropped", &cmd, true);
+    ck_assert_int_eq(ledger_history_has(&child, 1, out.first_seq), TALLY_ok); /* flushed */
+    store_txn_abort(&child);
+
+    ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
+    for (uint64_t k = 0; k < HISTORY_TAIL_MAX; k++) /* a fold, in the child */
+        ck_assert_int_eq(ledger_history_put(&child, 1, kept + 100 + k), TALLY_ok);
+    ck_assert_int_eq(ledger_history_flush(&child), TALLY_ok);
+    uint64_t n;
+    ck_assert_int_eq(store_count(&child, STORE_DB_HISTORY, &n), TALLY_ok);
+    ck_assert_uint_eq(n, HISTORY_TAIL_MAX + 3);
+    store_txn_abort(&child);
+
+    ck_assert_int_eq(store_count(&t, STORE_DB_HISTORY, &n), TALLY_ok);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(ledger_history_has(&t, 1, out.first_seq), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_has(&t, 1, kept + 100), TALLY_not_found);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    uint64_t tail[HISTORY_TAIL_MAX], want[3] = {first[0], first[1], kept};
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 3);
+    ck_assert_int_eq(memcmp(tail, want, sizeof(want)), 0);
+    ck_assert_uint_eq(tail_of(&ts, 2, tail), 3);
+    ck_assert_int_eq(memcmp(tail, want, sizeof(want)), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 0);
+    test_finish(&ts);
+}
+END_TEST
+
+/* A store of format 3: every entry in "history", no "history_tail", the
+ * format written back to 3 (as the previous tallyd left it). */
+static void make_format_3(test_store *ts)
+{
+    store_close(ts->st);
+    ts->st = NULL;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi tails, history, meta;
+    ck_assert_int_eq(mdb_env_create(&env), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, STORE_DB_COUNT), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_env_open(env, ts->dir, 0, 0600), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_dbi_open(txn, "history_tail", 0, &tails), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_dbi_open(txn, "history", 0, &history), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), MDB_SUCCESS);
+    MDB_cursor *cur;
+    ck_assert_int_eq(mdb_cursor_open(txn, tails, &cur), MDB_SUCCESS);
+    MDB_val k, v;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        uint64_t seqs[HISTORY_TAIL_MAX];
+        uint32_t n;
+        const char *why;
+        ck_assert_int_eq(ledger_history_tail_decode(&v, seqs, &n, &why), TALLY_ok);
+        uint64_t account = get_u64_be(k.mv_data);
+        for (uint32_t i = 0; i < n; i++) {
+            uint8_t key[16];
+            ledger_history_key(account, seqs[i], key);
+            MDB_val hk = {16, key}, hv = {0, (void *)""};
+            ck_assert_int_eq(mdb_put(txn, history, &hk, &hv, 0), MDB_SUCCESS);
+        }
+    }
+    mdb_cursor_close(cur);
+    ck_assert_int_eq(mdb_drop(txn, tails, 1), MDB_SUCCESS);
+    uint8_t three[4];
+    put_u32_be(three, 3);
+    MDB_val fk = {14, (void *)"format_version"}, fv = {4, three};
+    ck_assert_int_eq(mdb_put(txn, meta, &fk, &fv, 0), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
+    mdb_env_close(env);
+}
+
+static uint32_t format_of(test_store *ts)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_META, "format_version", 14, &v), TALLY_ok);
+    ck_assert_uint_eq(v.mv_size, 4);
+    uint32_t format = get_u32_be(v.mv_data);
+    store_txn_abort(&t);
+    return format;
+}
+
+/* Opened read-only, a format 3 store's history is its "history" (no
+ * tails: the database is missing and reads as empty); its first writer
+ * creates "history_tail", marks it 4, and new entries go to the tails
+ * after the old ones. */
+START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    uint64_t want[HISTORY_TAIL_MAX + 8];
+    uint32_t n = 0;
+    for (; n < HISTORY_TAIL_MAX + 4; n++) {
+        ledger_command cmd = test_cmd_transfer(10 + n, 1 + n % 2, 2 - n % 2, 1);
+        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    make_format_3(&ts);
+
+    store_options ro = {.path = ts.dir, .read_only = true};
+    ck_assert_int_eq(store_open(&ro, &ts.st), TALLY_ok);
+    ck_assert_uint_eq(format_of(&ts), 3);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * n);
+    assert_history(&ts, 1, want, n);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 2, want[n - 1]), TALLY_ok);
+    store_txn_abort(&t);
+    test_assert_invariants(&ts);
+
+    test_store_reopen(&ts); /* the writer */
+    ck_assert_uint_eq(format_of(&ts), STORE_FORMAT_VERSION);
+    for (uint32_t i = 0; i < 3; i++, n++) {
+        ledger_command cmd = test_cmd_transfer(100 + i, 2, 1, 1);
+        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    uint64_t tail[HISTORY_TAIL_MAX];
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 3);
+    ck_assert_uint_eq(tail[0], want[n - 3]);
+    assert_history(&ts, 1, want, n);
+    assert_history(&ts, 2, want, n);
+    test_finish(&ts);
 }
 END_TEST
 
@@ -266,6 +659,14 @@ int main(void)
     tcase_add_test(tc, test_aborted_child_leaves_none);
     tcase_add_test(tc, test_group_of_many_transfers_indexes_each_event);
     tcase_add_test(tc, test_reads_in_the_same_write_see_pending_entries);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tail");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_tail_folds_into_history_at_exactly_sixteen);
+    tcase_add_test(tc, test_paging_across_index_and_tail_matches_a_model);
+    tcase_add_test(tc, test_has_and_del_on_tail_entries);
+    tcase_add_test(tc, test_aborted_child_leaves_tails_untouched);
+    tcase_add_test(tc, test_format_3_store_reads_without_tails_and_is_upgraded);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -690,17 +690,90 @@ START_TEST(hold_resolved_twice_in_the_log_is_found)
 }
 END_TEST
 
+/* Account 1's history (t-101, hold-104, post-104) sits in its tail. */
+static void put_tail(test_store *ts, uint64_t account, const uint64_t *seqs, size_t n,
+                     uint8_t format)
+{
+    uint8_t key[8], value[1 + 8 * 20];
+    ck_assert_uint_le(n, 20);
+    put_u64_be(key, account);
+    value[0] = format;
+    for (size_t i = 0; i < n; i++)
+        put_u64_be(value + 1 + 8 * i, seqs[i]);
+    MDB_txn *txn = raw_begin(ts);
+    raw_put(txn, ts, STORE_DB_HISTORY_TAIL, key, sizeof(key), value, 1 + 8 * n);
+    raw_commit(txn);
+}
+
+/* A finding of check about entity whose detail contains what. */
+static void expect_finding_saying(test_store *ts, const char *check, const char *entity,
+                                  const char *what)
+{
+    findings *f = run_checks(ts);
+    bool found = false;
+    for (size_t i = 0; i < f->count; i++)
+        found = found || (strcmp(f->items[i].check, check) == 0 &&
+                          strcmp(f->items[i].entity, entity) == 0 &&
+                          strstr(f->items[i].detail, what) != NULL);
+    ck_assert_msg(found, "no %s finding for %s saying \"%s\" (%zu findings, see stderr)", check,
+                  entity, what, f->count);
+    free(f);
+}
+
 START_TEST(deleted_history_entry_is_found)
 {
     fixture f;
     build(&f);
-    uint8_t key[16];
-    ledger_history_key(1, f.seq_t101, key);
-    MDB_txn *txn = raw_begin(&f.ts);
-    raw_del(txn, &f.ts, STORE_DB_HISTORY, key, sizeof(key));
-    raw_commit(txn);
-    expect_finding(&f.ts, "history", "account:1");
+    ck_assert_uint_eq(test_count(&f.ts, STORE_DB_HISTORY), 0); /* all in tails */
+    test_assert_invariants(&f.ts);
+    const uint64_t rest[] = {f.seq_hold104, f.seq_post104}; /* t-101's entry gone */
+    put_tail(&f.ts, 1, rest, 2, HISTORY_TAIL_FORMAT);
+    expect_finding_saying(&f.ts, "history", "account:1", "no history entry for seq");
     test_store_close(&f.ts);
+}
+END_TEST
+
+/* Each way a tail record can be wrong is a finding of its own. */
+START_TEST(corrupt_history_tail_is_found)
+{
+    for (int kind = 0; kind < 6; kind++) {
+        fixture f;
+        build(&f);
+        const uint64_t all[] = {f.seq_t101, f.seq_hold104, f.seq_post104};
+        const char *what = NULL;
+        if (kind == 0) { /* an unknown format byte */
+            put_tail(&f.ts, 1, all, 3, HISTORY_TAIL_FORMAT + 1);
+            what = "unknown format";
+        } else if (kind == 1) { /* more than HISTORY_TAIL_MAX seqs */
+            uint64_t many[HISTORY_TAIL_MAX + 1];
+            for (uint64_t i = 0; i <= HISTORY_TAIL_MAX; i++)
+                many[i] = f.seq_t101 + i;
+            put_tail(&f.ts, 1, many, HISTORY_TAIL_MAX + 1, HISTORY_TAIL_FORMAT);
+            what = "wrong length";
+        } else if (kind == 2) { /* empty */
+            put_tail(&f.ts, 1, all, 0, HISTORY_TAIL_FORMAT);
+            what = "wrong length";
+        } else if (kind == 3) { /* the same seqs, out of order */
+            const uint64_t swapped[] = {f.seq_hold104, f.seq_t101, f.seq_post104};
+            put_tail(&f.ts, 1, swapped, 3, HISTORY_TAIL_FORMAT);
+            what = "not ascending";
+        } else if (kind == 4) { /* the same entries, one indexed above the tail */
+            uint8_t key[16];
+            ledger_history_key(1, f.seq_post104, key);
+            MDB_txn *txn = raw_begin(&f.ts);
+            raw_put(txn, &f.ts, STORE_DB_HISTORY, key, sizeof(key), "", 0);
+            raw_commit(txn);
+            put_tail(&f.ts, 1, all, 2, HISTORY_TAIL_FORMAT);
+            what = "is not above the indexed seq";
+        } else { /* a seq of a transfer between other accounts */
+            const uint64_t more[] = {f.seq_t101, f.seq_hold104, f.seq_post104, f.seq_t105};
+            put_tail(&f.ts, 1, more, 4, HISTORY_TAIL_FORMAT);
+            what = "names no transfer of the account";
+        }
+        ck_assert_msg(test_invariant_findings(&f.ts, "history") > 0, "kind %d: no finding", kind);
+        expect_finding_saying(&f.ts, "history", "account:1", what);
+        test_store_close(&f.ts);
+    }
 }
 END_TEST
 
@@ -808,6 +881,7 @@ static Suite *invariants_suite(void)
         {"expiry_entitlement", missing_expiry_entry_of_an_active_entitlement_is_found, TIMEOUT_S},
         {"entitlement", changed_entitlement_record_fails_rebuild, TIMEOUT_S},
         {"history", deleted_history_entry_is_found, TIMEOUT_S},
+        {"history_tail", corrupt_history_tail_is_found, TIMEOUT_S},
         {"two_threads", log_walk_on_two_threads_finds_what_one_finds, 4 * TIMEOUT_S},
     };
     return test_suite_of_rows("invariants", TEST_ROWS(tests));

@@ -7,6 +7,7 @@
  */
 #include "common/msgpack_safe.h"
 #include "ledger/account.h"
+#include "ledger/history.h"
 #include "ledger/inbox.h"
 #include "ledger/ledger.h"
 #include "ledger/retention.h"
@@ -345,7 +346,7 @@ START_TEST(log_retention_keeps_a_checkpoint_the_rebuild_starts_from)
     ledger_retention_work w = sweep(30 * DAY_MS, 5 * DAY_MS);
     ck_assert_uint_eq(w.events_removed, 5);
     ck_assert_uint_eq(w.log_floor, 5);
-    uint64_t history = test_count(&ts, STORE_DB_HISTORY);
+    uint64_t history = test_history_entries(&ts);
     ck_assert_uint_eq(history, 2); /* only the post's two entries remain */
     ck_assert_uint_eq(test_count(&ts, STORE_DB_CHECKPOINT), 4); /* 2 accounts, 1 hold, 1 entitlement */
     store_txn t;
@@ -363,6 +364,44 @@ START_TEST(log_retention_keeps_a_checkpoint_the_rebuild_starts_from)
     ck_assert_int_eq(a.credits_posted, 130);
     ck_assert_int_eq(a.credits_pending, 0);
     /* the invariants (teardown) fold from the checkpoint and pass */
+}
+END_TEST
+
+/* The history of removed events goes from both of its places: "history"
+ * (the first HISTORY_TAIL_MAX entries of each account, folded) and the
+ * accounts' tails (the rest of the old ones, below the new ones). */
+START_TEST(log_retention_removes_history_from_the_index_and_the_tails)
+{
+    open_account(1, "o1");
+    open_account(2, "o2");
+    const unsigned old = HISTORY_TAIL_MAX + 3, young = 3;
+    for (unsigned i = 0; i < old + young; i++) {
+        if (i == old)
+            ts.now_ms += 10 * DAY_MS;
+        ledger_command c = test_cmd_transfer(100 + i, 1 + i % 2, 2 - i % 2, 1);
+        char key[16];
+        snprintf(key, sizeof(key), "t%u", i);
+        ck_assert_int_eq(test_apply(&ts, "shop", key, &c).code, TALLY_ok);
+    }
+    /* seqs 1-2 open the accounts, 3.. the transfers */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * HISTORY_TAIL_MAX);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * (old + young));
+    ledger_retention_work w = sweep(30 * DAY_MS, 5 * DAY_MS);
+    ck_assert_uint_eq(w.events_removed, 2 + old);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 0);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * young);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    for (uint64_t account = 1; account <= 2; account++) {
+        uint64_t seqs[8];
+        uint32_t n;
+        ck_assert_int_eq(ledger_history_seqs(&t, account, false, 0, seqs, 8, &n), TALLY_ok);
+        ck_assert_uint_eq(n, young);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert_uint_eq(seqs[i], 3 + old + i);
+    }
+    store_txn_abort(&t);
+    /* the invariants (teardown) find every event's entries and no others */
 }
 END_TEST
 
@@ -584,6 +623,7 @@ int main(void)
     tcase_add_test(tc, both_layouts_are_swept);
     tcase_add_test(tc, an_unindexed_record_is_found);
     tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
+    tcase_add_test(tc, log_retention_removes_history_from_the_index_and_the_tails);
     tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);
     tcase_add_test(tc, a_tampered_checkpoint_is_caught);
     tcase_add_test(tc, expired_dead_letters_go_with_an_event_each);

@@ -122,33 +122,42 @@ END_TEST
 
 /* Each account of a transfer gets a history entry keyed (account, seq),
  * with no value: the event at seq names the transfer (docs/BENCHMARKS.md,
- * "Store size"); history pages forward and back from a cursor. A store
- * from before December 2026 holds the transfer id as the value, which
- * tally-recon still reads and checks. */
+ * "Store size"); history pages forward and back from a cursor. The newest
+ * entries wait in the account's "history_tail" record until there are
+ * HISTORY_TAIL_MAX of them (check_history.c); then they are such keys. A
+ * store from before December 2026 holds the transfer id as the value,
+ * which tally-recon still reads and checks. */
 START_TEST(test_transfer_history_entries_are_keys_only)
 {
     test_store ts;
     open_pair(&ts);
-    ledger_command cmd = test_cmd_transfer(11, 1, 2, 5);
-    ledger_outcome first = test_apply(&ts, "svc", "pay-11", &cmd);
-    ck_assert_int_eq(first.code, TALLY_ok);
-    cmd = test_cmd_transfer(13, 2, 1, 3);
-    ledger_outcome second = test_apply(&ts, "svc", "pay-13", &cmd);
-    ck_assert_int_eq(second.code, TALLY_ok);
+    uint64_t seqs_applied[HISTORY_TAIL_MAX];
+    for (uint64_t i = 0; i < HISTORY_TAIL_MAX; i++) {
+        ledger_command cmd = test_cmd_transfer(11 + 2 * i, 1 + i % 2, 2 - i % 2, 5);
+        char key[32];
+        snprintf(key, sizeof(key), "pay-%llu", (unsigned long long)(11 + 2 * i));
+        ledger_outcome out = test_apply(&ts, "svc", key, &cmd);
+        ck_assert_int_eq(out.code, TALLY_ok);
+        seqs_applied[i] = out.first_seq;
+    }
+    ledger_outcome first = {.first_seq = seqs_applied[0]}, second = {.first_seq = seqs_applied[1]};
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), 0); /* folded at 16 */
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
     for (uint64_t account = 1; account <= 2; account++) {
-        uint8_t key[16];
-        ledger_history_key(account, first.first_seq, key);
-        MDB_val v;
-        ck_assert_int_eq(store_get(&t, STORE_DB_HISTORY, key, sizeof(key), &v), TALLY_ok);
-        ck_assert_uint_eq(v.mv_size, 0);
+        for (uint32_t i = 0; i < HISTORY_TAIL_MAX; i++) {
+            uint8_t key[16];
+            ledger_history_key(account, seqs_applied[i], key);
+            MDB_val v;
+            ck_assert_int_eq(store_get(&t, STORE_DB_HISTORY, key, sizeof(key), &v), TALLY_ok);
+            ck_assert_uint_eq(v.mv_size, 0);
+        }
         uint64_t seqs[4];
         uint32_t n;
-        ck_assert_int_eq(ledger_history_seqs(&t, account, false, 0, seqs, 4, &n), TALLY_ok);
+        ck_assert_int_eq(ledger_history_seqs(&t, account, false, 0, seqs, 2, &n), TALLY_ok);
         ck_assert(n == 2 && seqs[0] == first.first_seq && seqs[1] == second.first_seq);
         ck_assert_int_eq(ledger_history_seqs(&t, account, true, 0, seqs, 4, &n), TALLY_ok);
-        ck_assert(n == 2 && seqs[0] == second.first_seq);
+        ck_assert(n == 4 && seqs[0] == seqs_applied[HISTORY_TAIL_MAX - 1]);
         ck_assert_int_eq(ledger_history_seqs(&t, account, true, second.first_seq, seqs, 4, &n),
                          TALLY_ok);
         ck_assert(n == 1 && seqs[0] == first.first_seq);
@@ -157,7 +166,7 @@ START_TEST(test_transfer_history_entries_are_keys_only)
         ck_assert(n == 1 && seqs[0] == second.first_seq);
     }
     store_txn_abort(&t);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 4);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * HISTORY_TAIL_MAX);
     /* An entry as older stores wrote it (the transfer id as its value) is
      * read the same; tally-recon finds one naming another transfer. */
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);

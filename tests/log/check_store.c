@@ -346,9 +346,10 @@ START_TEST(format_version_mismatch_is_refused)
     ck_assert_uint_eq(get_u32_be(v.mv_data), STORE_FORMAT_VERSION);
     mdb_txn_abort(txn);
 
-    /* Formats 1 and 2 (before December 2026) open: read-only as they are,
-     * and the first writer marks them 3. */
-    for (uint32_t f = 1; f <= 2; f++) {
+    /* Formats 1, 2 and 3 (before December 2026) open: read-only as they
+     * are, and the first writer marks them 4. */
+    ck_assert_uint_eq(STORE_FORMAT_VERSION, 4);
+    for (uint32_t f = 1; f <= 3; f++) {
         uint8_t old[4];
         put_u32_be(old, f);
         tamper_format(st, old, sizeof(old));
@@ -359,7 +360,7 @@ START_TEST(format_version_mismatch_is_refused)
         st = open_writer(p.path);
         ck_assert_int_eq(mdb_txn_begin(store_env(st), NULL, MDB_RDONLY, &txn), MDB_SUCCESS);
         ck_assert_int_eq(mdb_get(txn, store_dbi(st, STORE_DB_META), &k, &v), MDB_SUCCESS);
-        ck_assert_uint_eq(get_u32_be(v.mv_data), 3);
+        ck_assert_uint_eq(get_u32_be(v.mv_data), STORE_FORMAT_VERSION);
         mdb_txn_abort(txn);
     }
 
@@ -623,48 +624,51 @@ START_TEST(read_only_store_reads_committed_data)
 }
 END_TEST
 
-/* A store written before failed_ids existed: it opens read-only (the
- * database reads as empty) and a writer creates the database. */
+/* A store written before failed_ids (format 1) or history_tail (formats
+ * 1-3) existed: it opens read-only (the database reads as empty) and a
+ * writer creates the database. */
 START_TEST(store_without_a_later_database_opens)
 {
-    tmp_path p;
-    tmp_path_make(&p);
-    store *st = open_writer(p.path);
-    store_close(st);
-    MDB_env *env;
-    MDB_dbi dbi;
-    MDB_txn *txn = raw_write_txn(p.path, "failed_ids", &env, &dbi);
-    ck_assert_int_eq(mdb_drop(txn, dbi, 1), MDB_SUCCESS); /* gone, as in an older store */
-    raw_commit_close(env, txn);
+    static const store_db later[] = {STORE_DB_FAILED_IDS, STORE_DB_HISTORY_TAIL};
+    for (size_t d = 0; d < sizeof(later) / sizeof(later[0]); d++) {
+        store_db db = later[d];
+        tmp_path p;
+        tmp_path_make(&p);
+        store *st = open_writer(p.path);
+        store_close(st);
+        MDB_env *env;
+        MDB_dbi dbi;
+        MDB_txn *txn = raw_write_txn(p.path, store_db_name(db), &env, &dbi);
+        ck_assert_int_eq(mdb_drop(txn, dbi, 1), MDB_SUCCESS); /* gone, as in an older store */
+        raw_commit_close(env, txn);
 
-    store_options opt = {.path = p.path, .read_only = true};
-    ck_assert_int_eq(store_open(&opt, &st), TALLY_ok);
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
-    uint64_t n = 1;
-    MDB_val v;
-    MDB_cursor *cur;
-    ck_assert_int_eq(store_count(&t, STORE_DB_FAILED_IDS, &n), TALLY_ok);
-    ck_assert_uint_eq(n, 0);
-    ck_assert_int_eq(store_get(&t, STORE_DB_FAILED_IDS, "0123456789abcdef", 16, &v),
-                     TALLY_not_found);
-    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_FAILED_IDS, &cur), TALLY_not_found);
-    store_txn_abort(&t);
-    store_close(st);
+        store_options opt = {.path = p.path, .read_only = true};
+        ck_assert_int_eq(store_open(&opt, &st), TALLY_ok);
+        store_txn t;
+        ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+        uint64_t n = 1;
+        MDB_val v;
+        MDB_cursor *cur;
+        ck_assert_int_eq(store_count(&t, db, &n), TALLY_ok);
+        ck_assert_uint_eq(n, 0);
+        ck_assert_int_eq(store_get(&t, db, "0123456789abcdef", 16, &v), TALLY_not_found);
+        ck_assert_int_eq(store_cursor_open(&t, db, &cur), TALLY_not_found);
+        store_txn_abort(&t);
+        store_close(st);
 
-    st = open_writer(p.path);
-    ck_assert_int_eq(store_txn_begin(st, NULL, false, &t), TALLY_ok);
-    ck_assert_int_eq(store_put(&t, STORE_DB_FAILED_IDS, "0123456789abcdef", 16, "x", 1, 0),
-                     TALLY_ok);
-    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
-    store_close(st);
-    ck_assert_int_eq(store_open(&opt, &st), TALLY_ok);
-    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
-    ck_assert_int_eq(store_count(&t, STORE_DB_FAILED_IDS, &n), TALLY_ok);
-    ck_assert_uint_eq(n, 1);
-    store_txn_abort(&t);
-    store_close(st);
-    test_remove_dir(p.dir);
+        st = open_writer(p.path);
+        ck_assert_int_eq(store_txn_begin(st, NULL, false, &t), TALLY_ok);
+        ck_assert_int_eq(store_put(&t, db, "0123456789abcdef", 16, "x", 1, 0), TALLY_ok);
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        store_close(st);
+        ck_assert_int_eq(store_open(&opt, &st), TALLY_ok);
+        ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+        ck_assert_int_eq(store_count(&t, db, &n), TALLY_ok);
+        ck_assert_uint_eq(n, 1);
+        store_txn_abort(&t);
+        store_close(st);
+        test_remove_dir(p.dir);
+    }
 }
 END_TEST
 

@@ -4,6 +4,7 @@
 #include "tests/support/test_support.h"
 
 #include "common/msgpack_safe.h"
+#include "ledger/history.h"
 #include "log/sha256.h"
 
 #include <errno.h>
@@ -306,6 +307,29 @@ uint64_t test_count(test_store *ts, store_db db)
     uint64_t n;
     begin_read(ts, &t);
     ck_assert_int_eq(store_count(&t, db, &n), TALLY_ok);
+    store_txn_abort(&t);
+    return n;
+}
+
+uint64_t test_history_entries(test_store *ts)
+{
+    store_txn t;
+    uint64_t n;
+    begin_read(ts, &t);
+    ck_assert_int_eq(store_count(&t, STORE_DB_HISTORY, &n), TALLY_ok);
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_HISTORY_TAIL, &cur), TALLY_ok);
+    MDB_val k, v;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        uint64_t seqs[HISTORY_TAIL_MAX];
+        uint32_t count;
+        const char *why = "";
+        ck_assert_msg(ledger_history_tail_decode(&v, seqs, &count, &why) == TALLY_ok, "tail: %s",
+                      why);
+        n += count;
+    }
+    mdb_cursor_close(cur);
     store_txn_abort(&t);
     return n;
 }

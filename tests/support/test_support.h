@@ -97,6 +97,9 @@ bool test_account_exists(test_store *ts, uint64_t id);
 bool test_transfer_exists(test_store *ts, uint64_t tid);
 log_head test_head(test_store *ts);
 uint64_t test_count(test_store *ts, store_db db);
+/* History entries of all accounts: those of "history" and the seqs of the
+ * "history_tail" records (ledger/history.h). */
+uint64_t test_history_entries(test_store *ts);
 /* Delete the last inbox_time entry in the write transaction t (the last
  * commit's keys, if it fit one entry): a store whose records lost their
  * index entry. */
