@@ -56,6 +56,7 @@ typedef struct net_server_options {
     unsigned max_connections;  /* request connections at once; 0 = no limit */
     net_replies replies;       /* who answers committed groups */
     net_tcp_engine tcp_engine; /* who serves tcp:// --listen URLs */
+    unsigned writer_spin_us;   /* an idle writer watches its queue this long before it sleeps */
     const char *http_url;      /* NULL: no HTTP face; else http://HOST:PORT */
     unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
     unsigned http_connections_max, http_per_address_max;

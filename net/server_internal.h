@@ -151,6 +151,7 @@ struct server {
     table *pub_pipes;             /* connected subscribers (PUB pipes), by pipe id */
     bool pub_pipes_unknown;       /* under pipes_mu: one could not be recorded */
     atomic_uint_fast64_t commits, commands;
+    atomic_uint_fast64_t enqueued; /* writes queued so far (the idle writer watches it) */
     /* With --replies completer the writer hands each committed group to
      * the completer thread, which answers it and publishes its events
      * while the writer applies the next group; one completion at a time

@@ -176,6 +176,7 @@ void slot_enqueue_write(slot *s, slot_owner from)
             srv->queue_head = s;
         srv->queue_tail = s;
         srv->queued++;
+        atomic_fetch_add_explicit(&srv->enqueued, 1, memory_order_release);
         pthread_cond_signal(&srv->writer_cv);
     }
     pthread_mutex_unlock(&srv->mu);

@@ -268,6 +268,11 @@ static const options_row rows[] = {
      "when requests wait for the writer, else the writer), completer (its own thread, while the "
      "writer applies the next group) or writer (right after the commit); docs/DESIGN.md",
      parse_choice},
+    {"writer-spin-us", "N", "150",
+     "an idle writer watches its queue this long before it sleeps, so that a request coming "
+     "within it (the next of a client that waits for each answer) is taken without a thread "
+     "wake-up; costs up to N us of CPU per commit when idle; 0 never spins",
+     NUMBER(UNSIGNED, writer_spin_us, 0, 10000, 1)},
     {"tcp-engine", "E", "epoll",
      "who serves tcp:// --listen URLs: epoll (tallyd's own loop: a request is read, queued and "
      "answered with no thread hand-off but the writer's) or nng (NNG's REP socket, as for ipc://, "
