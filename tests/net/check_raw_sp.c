@@ -551,6 +551,20 @@ static void build_log_read(msgpack_sbuffer *b, uint64_t from, uint64_t limit)
     ck_assert_int_eq(rc, 0);
 }
 
+/* Send n account_open requests at once on fd, ids first_id.., keys
+ * PREFIX-i, request ids 1..n; no reply read. */
+static void send_opens(int fd, const char *prefix, uint32_t n, uint64_t first_id)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        msgpack_sbuffer open;
+        char key[32];
+        snprintf(key, sizeof(key), "%s-%u", prefix, i);
+        build_account_open(&open, key, first_id + i);
+        sp_send(fd, 1 + i, open.data, open.size);
+        msgpack_sbuffer_destroy(&open);
+    }
+}
+
 #define PIPELINED 600
 
 /* 600 writes sent at once on one connection to a tallyd with 4 contexts:
@@ -561,14 +575,7 @@ START_TEST(hundreds_pipelined_through_four_contexts)
     start_with("--contexts", "4");
     uint8_t peer[8];
     int fd = sp_connect(SP_REQ0, peer);
-    for (uint32_t i = 0; i < PIPELINED; i++) {
-        msgpack_sbuffer open;
-        char key[32];
-        snprintf(key, sizeof(key), "pipelined-%u", i);
-        build_account_open(&open, key, 1000 + i);
-        sp_send(fd, 1 + i, open.data, open.size);
-        msgpack_sbuffer_destroy(&open);
-    }
+    send_opens(fd, "pipelined", PIPELINED, 1000);
     recv_all_once(fd, 1, PIPELINED, "ok");
     /* Each applied once: the log holds exactly PIPELINED events. */
     msgpack_sbuffer rd;
@@ -595,14 +602,7 @@ START_TEST(replies_not_read_are_kept_and_others_served)
     start();
     uint8_t peer[8];
     int fd = sp_connect(SP_REQ0, peer);
-    for (uint32_t i = 0; i < 1000; i++) {
-        msgpack_sbuffer open;
-        char key[32];
-        snprintf(key, sizeof(key), "big-%u", i);
-        build_account_open(&open, key, 5000 + i);
-        sp_send(fd, 1 + i, open.data, open.size);
-        msgpack_sbuffer_destroy(&open);
-    }
+    send_opens(fd, "big", 1000, 5000);
     recv_all_once(fd, 1, 1000, "ok");
     msgpack_sbuffer rd;
     build_log_read(&rd, 1, 1000);
@@ -632,24 +632,10 @@ START_TEST(a_connection_closed_with_requests_in_flight)
     start();
     uint8_t peer[8];
     int fd = sp_connect(SP_REQ0, peer);
-    for (uint32_t i = 0; i < 200; i++) {
-        msgpack_sbuffer open;
-        char key[32];
-        snprintf(key, sizeof(key), "gone-%u", i);
-        build_account_open(&open, key, 9000 + i);
-        sp_send(fd, 1 + i, open.data, open.size);
-        msgpack_sbuffer_destroy(&open);
-    }
+    send_opens(fd, "gone", 200, 9000);
     close(fd);
     fd = sp_connect(SP_REQ0, peer);
-    for (uint32_t i = 0; i < 200; i++) {
-        msgpack_sbuffer open;
-        char key[32];
-        snprintf(key, sizeof(key), "gone-%u", i);
-        build_account_open(&open, key, 9000 + i);
-        sp_send(fd, 1 + i, open.data, open.size);
-        msgpack_sbuffer_destroy(&open);
-    }
+    send_opens(fd, "gone", 200, 9000);
     recv_all_once(fd, 1, 200, "ok");
     msgpack_sbuffer rd;
     build_log_read(&rd, 200, 1);
