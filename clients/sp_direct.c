@@ -223,9 +223,7 @@ static sp_direct_conn *conn_new(sp_direct *d, int64_t deadline)
         return NULL;
     }
     k->fd = fd;
-    uint32_t seed;
-    memcpy(&seed, &k, sizeof(seed)); /* any start will do: one request at a time */
-    k->next_id = seed ^ (uint32_t)clock_mono_ns();
+    k->next_id = (uint32_t)clock_mono_ns(); /* any start will do: one request at a time */
     return k;
 }
 

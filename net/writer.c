@@ -279,8 +279,9 @@ static void send_or_park(server *srv, slot *s, slot_owner from, int fault, int64
 
 /* Answer every request of a group with its outcome (or, when the commit
  * failed, with that fault: nothing of the group is durable), then publish
- * its events. Each send is nng_ctx_send with the slot's aio: it queues
- * the reply and returns, so the caller never waits for a client. */
+ * its events. No send waits for a client: on NNG, nng_ctx_send with the
+ * slot's aio queues the reply; on the tcp:// loop, a non-blocking sendmsg
+ * writes it, and what the socket does not take waits for the loop. */
 static void answer_group(server *srv, const completion *c, slot_owner from)
 {
     for (uint32_t i = 0; i < c->count; i++)
