@@ -22,6 +22,25 @@
  * missed"). Stores older than format 4 have no tails; they get them as a
  * writer appends.
  *
+ * Database "history_recent" (store format 5): key = a record number (u64
+ * BE, 1 up, restarting after each fold), value = the format byte 1 then 1
+ * to HISTORY_RECENT_KEYS_MAX 16-byte keys (account | seq), strictly
+ * ascending: the entries of one commit (or of one flush, below). The
+ * commit appends its record, and only every HISTORY_RECENT_RECORDS_MAX
+ * commits (or HISTORY_RECENT_KEYS_MAX keys) folds the records and its own
+ * keys together into the tails and "history" as described next, and
+ * empties "history_recent". So a commit of single transfers writes one
+ * page of it, usually the leaf the previous commit wrote, instead of the
+ * tail leaf of every account it touched; the fold writes each touched
+ * tail once for up to 16 commits. Each record's seqs are above those of
+ * the record before (seqs only grow), and above every seq of their
+ * accounts in the tails and "history": an account's history is its
+ * "history" range, its tail, then its seqs in the records in record
+ * order. A commit with more than HISTORY_RECENT_KEYS_MAX keys (batches of
+ * hundreds) folds at once, and so does one with a key whose seq is not of
+ * an event it appended (above the head it began from: never written by
+ * the ledger; a repair could), so that the order above holds. Stores older than format 5 have no records.
+ *
  * Written in bulk, once per top-level commit. ledger_history_put writes
  * nothing: it collects the key in the write transaction (log/store.h's
  * collector STORE_COLLECT_HISTORY), which follows nesting, so a command
@@ -29,7 +48,7 @@
  * member had applied, a fault) leaves no entry. store_txn_commit of the
  * top-level transaction, after the log head and inbox_time and before the
  * LMDB commit, sorts the pending keys (big-endian: memcmp order is key
- * order) and writes them per account, in ascending account order: the
+ * order) and, when it folds (above), writes them per account, in ascending account order: the
  * account's new seqs are appended to its tail (read, rewritten); when that
  * makes HISTORY_TAIL_MAX or more, the tail and the new seqs are put into
  * "history" in ascending order through one cursor (store_put_sorted,
@@ -74,6 +93,9 @@
 
 #define HISTORY_TAIL_MAX 16   /* seqs in a tail that fold it into "history" */
 #define HISTORY_TAIL_FORMAT 1 /* the first byte of a tail record */
+#define HISTORY_RECENT_FORMAT 1 /* the first byte of a history_recent record */
+#define HISTORY_RECENT_RECORDS_MAX 16 /* records kept before a fold */
+#define HISTORY_RECENT_KEYS_MAX 4096  /* keys kept before a fold */
 
 /* Record that the transfer event at seq touched the account: collected in
  * the write transaction t, written at its top-level commit or at the next
@@ -85,20 +107,28 @@ int ledger_history_put(store_txn *t, uint64_t account_id, uint64_t seq);
  * error. */
 int ledger_history_flush(store_txn *t);
 
+/* Fold now: what t has pending and every "history_recent" record into
+ * the tails and "history", and empty "history_recent" (what a commit does
+ * every HISTORY_RECENT_RECORDS_MAX records). TALLY_ok or t's remembered
+ * error. */
+int ledger_history_fold(store_txn *t);
+
 /* Remove the account's entry for seq (pending ones flushed first), from
- * "history" or from its tail (an emptied tail record is deleted):
+ * "history", its tail (an emptied tail record is deleted) or its recent
+ * record (rewritten without it; an emptied one deleted):
  * TALLY_ok, TALLY_not_found, or a store error. */
 int ledger_history_del(store_txn *t, uint64_t account_id, uint64_t seq);
 
-/* Whether the account's history ("history", else its tail) has seq
- * (pending ones flushed first): TALLY_ok, TALLY_not_found or a store
- * error (TALLY_corrupt_record: a tail that does not decode). */
+/* Whether the account's history ("history", else its tail, else the
+ * recent records) has seq (pending ones flushed first): TALLY_ok,
+ * TALLY_not_found or a store error (TALLY_corrupt_record: a tail or recent
+ * record that does not decode). */
 int ledger_history_has(store_txn *t, uint64_t account_id, uint64_t seq);
 
 /* Up to max seqs of the account's history into seqs: ascending, above
- * cursor (0: from the first), the "history" range then the tail; or with
- * reverse, descending, below cursor (0: from the last), the tail reversed
- * then the range. Pending entries are flushed first. */
+ * cursor (0: from the first), the "history" range, the tail, then the
+ * recent records; or with reverse, descending, below cursor (0: from the
+ * last), the same reversed. Pending entries are flushed first. */
 int ledger_history_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
                         uint64_t *seqs, uint32_t max, uint32_t *count);
 
@@ -110,6 +140,17 @@ void ledger_history_key(uint64_t account_id, uint64_t seq, uint8_t out[16]);
  * wrong (the format byte, the length, the order). */
 int ledger_history_tail_decode(const MDB_val *v, uint64_t seqs[HISTORY_TAIL_MAX],
                                uint32_t *count, const char **why);
+
+/* Decode a "history_recent" value: TALLY_ok with *keys (into v) and *n
+ * (1 to HISTORY_RECENT_KEYS_MAX 16-byte keys, strictly ascending), or
+ * TALLY_corrupt_record with *why saying what is wrong. */
+int ledger_history_recent_decode(const MDB_val *v, const uint8_t **keys, size_t *n,
+                                 const char **why);
+
+/* The largest seq of the account in its tail, else in "history" (not the
+ * recent records): TALLY_ok, TALLY_not_found (none) or a store error. For
+ * the invariant checks. */
+int ledger_history_settled_last(store_txn *t, uint64_t account_id, uint64_t *seq);
 
 /* The largest seq of the account in "history" (not its tail): TALLY_ok,
  * TALLY_not_found (none) or a store error. For the invariant checks. */

@@ -49,6 +49,7 @@ typedef struct audit {
     ledger_log_floor floor; /* log retention: events up to floor.seq are gone */
     int64_t inbox_swept_ms; /* inbox retention: records up to this time are gone */
     history_sums inbox_keys; /* the inbox's keys (see audit_inbox_key_add) */
+    uint64_t recent_last_seq; /* the history_recent walk: the last record's largest seq */
     int fault;
 } audit;
 

@@ -13,6 +13,7 @@
 #include "log/log.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -636,7 +637,53 @@ static void history_tail_entry(audit *a, const MDB_val *k, const MDB_val *v, voi
         a->fault = rc;
 }
 
-/* Both walks of the index: "history", then "history_tail". */
+/* A "history_recent" record (number -> format, keys): well formed, its
+ * seqs above the record before's and above their accounts' tails and
+ * ranges; its keys' fingerprints into *sums, or (sums NULL) each checked
+ * against the log. */
+static void history_recent_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
+{
+    history_sums *sums = ctx;
+    const uint8_t *keys;
+    size_t n;
+    const char *why;
+    char name[64];
+    snprintf(name, sizeof(name), "history_recent:%" PRIu64,
+             k->mv_size == 8 ? get_u64_be(k->mv_data) : 0);
+    if (k->mv_size != 8 || ledger_history_recent_decode(v, &keys, &n, &why) != TALLY_ok) {
+        if (sums)
+            audit_report(a, "history", name, "record is corrupt: %s",
+                         k->mv_size != 8 ? "wrong key length" : why);
+        return;
+    }
+    uint64_t low = UINT64_MAX, high = 0;
+    for (size_t i = 0; i < n && a->fault == TALLY_ok; i++) {
+        uint64_t account = get_u64_be(keys + 16 * i), seq = get_u64_be(keys + 16 * i + 8), last;
+        low = seq < low ? seq : low;
+        high = seq > high ? seq : high;
+        if (!sums) {
+            check_history_entry(a, account, seq, NULL);
+            continue;
+        }
+        history_sums_add(a, sums, account, seq);
+        int rc = ledger_history_settled_last(a->t, account, &last);
+        char acct[64];
+        audit_name_account(account, acct);
+        if (rc == TALLY_ok && seq <= last)
+            audit_report(a, "history", acct,
+                         "recent seq %" PRIu64 " is not above the tail or indexed seq %" PRIu64,
+                         seq, last);
+        else if (rc != TALLY_ok && rc != TALLY_not_found)
+            a->fault = rc;
+    }
+    if (sums && low <= a->recent_last_seq)
+        audit_report(a, "history", name,
+                     "seq %" PRIu64 " is not above the record before's seqs (up to %" PRIu64 ")",
+                     low, a->recent_last_seq);
+    a->recent_last_seq = high > a->recent_last_seq ? high : a->recent_last_seq;
+}
+
+/* The walks of the index: "history", "history_tail", "history_recent". */
 static int walk_history(audit *a, history_sums *sums)
 {
     int rc = audit_walk_db(a, STORE_DB_HISTORY, sums ? "history" : "history entries", NULL,
@@ -644,12 +691,18 @@ static int walk_history(audit *a, history_sums *sums)
     if (rc == TALLY_ok)
         rc = audit_walk_db(a, STORE_DB_HISTORY_TAIL, sums ? "history_tail" : "history_tail entries",
                            NULL, history_tail_entry, sums);
+    a->recent_last_seq = 0;
+    if (rc == TALLY_ok)
+        rc = audit_walk_db(a, STORE_DB_HISTORY_RECENT,
+                           sums ? "history_recent" : "history_recent entries", NULL,
+                           history_recent_entry, sums);
     return rc;
 }
 
-/* Every transfer event is in both accounts' history (its "history" range
- * and its tail), the history holds nothing else, and the tails are well
- * formed and above their accounts' ranges. */
+/* Every transfer event is in both accounts' history (its "history" range,
+ * its tail, the recent records), the history holds nothing else, the
+ * tails are well formed and above their accounts' ranges, and the recent
+ * records well formed, in seq order and above both. */
 int audit_check_history_index(audit *a)
 {
     history_sums stored = {0};

@@ -44,7 +44,7 @@ int log_head_get(store_txn *t, log_head *head)
     }
     int rc = head_read(t, head);
     if (rc == TALLY_ok && !t->read_only) {
-        h->seq = head->seq;
+        h->seq = h->committed_seq = head->seq;
         memcpy(h->hash, head->hash, LOG_HASH_BYTES);
         h->known = true;
     }

@@ -44,13 +44,16 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_DLQ] = "dlq",             [STORE_DB_META] = "meta",
     [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
     [STORE_DB_FAILED_IDS] = "failed_ids", [STORE_DB_HISTORY_TAIL] = "history_tail",
+    [STORE_DB_HISTORY_RECENT] = "history_recent",
 };
 
 /* Databases an older store may lack (failed_ids: format 1; history_tail:
- * formats 1-3): added since, created by the first writer that opens it. */
+ * formats 1-3; history_recent: formats 1-4): added since, created by the
+ * first writer that opens it. */
 static bool db_added_later(int db)
 {
-    return db == STORE_DB_FAILED_IDS || db == STORE_DB_HISTORY_TAIL;
+    return db == STORE_DB_FAILED_IDS || db == STORE_DB_HISTORY_TAIL ||
+           db == STORE_DB_HISTORY_RECENT;
 }
 
 static const char meta_key_format[] = "format_version";
@@ -481,6 +484,16 @@ int store_map_grow(store *st, uint64_t *now_bytes)
         return store_translate(rc);
     *now_bytes = next;
     return TALLY_ok;
+}
+
+int store_clear(store_txn *t, store_db db)
+{
+    assert(t->active && !t->read_only);
+    if (t->error != TALLY_ok)
+        return t->error;
+    int rc = mdb_drop(t->txn, t->st->dbi[db], 0);
+    t->writes += rc == MDB_SUCCESS;
+    return store_txn_fail(t, store_translate(rc));
 }
 
 int store_count(store_txn *t, store_db db, uint64_t *entries)

@@ -35,11 +35,14 @@ typedef enum store_db {
     STORE_DB_FAILED_IDS, /* ledger/failed_id.h; since December 2026: absent from older
                           * stores opened read-only (see store_cursor_open) */
     STORE_DB_HISTORY_TAIL, /* ledger/history.h; since store format 4, absent as failed_ids */
+    STORE_DB_HISTORY_RECENT, /* ledger/history.h; since store format 5, absent as failed_ids */
     STORE_DB_COUNT
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 4 (December 2026) keeps each
+ * with TALLY_store_version_mismatch. Format 5 (December 2026) keeps the
+ * history entries of the newest commits in "history_recent", one record
+ * per commit (ledger/history.h), which older builds would not read. Format 4 (December 2026) keeps each
  * account's newest history entries in "history_tail" (ledger/history.h),
  * which older builds would not read: their account_history would miss
  * them. Format 3 (December 2026) indexes the
@@ -47,11 +50,11 @@ typedef enum store_db {
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1, 2 and 3 stores are read as they are and marked 4 by the first
+ * Format 1 to 4 stores are read as they are and marked 5 by the first
  * writer that opens them: nothing is rewritten, new records take the new
  * forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
-#define STORE_FORMAT_VERSION 4
+#define STORE_FORMAT_VERSION 5
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {
@@ -74,6 +77,8 @@ typedef struct store_txn_head {
     uint64_t seq;
     uint8_t hash[32];
     bool known;  /* seq and hash hold this transaction's head */
+    uint64_t committed_seq; /* with known: the head's seq when first read (the
+                             * last commit's: appends move only seq) */
     bool moved;  /* appended to: meta must get it before the commit */
     int (*write_back)(struct store_txn *t); /* set with moved */
 } store_txn_head;
@@ -250,6 +255,10 @@ int store_map_grow(store *st, uint64_t *now_bytes);
  * absolute, parent missing, outside root), TALLY_storage_full,
  * TALLY_io_error; a failed copy is removed. */
 int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes);
+
+/* Delete every entry of db (mdb_drop without deleting the database):
+ * TALLY_ok or the translated error, remembered as store_put does. */
+int store_clear(store_txn *t, store_db db);
 
 /* Entries in a database. */
 int store_count(store_txn *t, store_db db, uint64_t *entries);

@@ -25,7 +25,14 @@
  *   - an aborted nested transaction leaves the tails (and folds) as they
  *     were;
  *   - a store of format 3 (no "history_tail") reads as empty tails
- *     read-only, and its first writer creates them and marks it 4.
+ *     read-only, and its first writer creates them and marks it current.
+ * And of the recent records ("history_recent", history.h):
+ *   - each commit appends one; the one after HISTORY_RECENT_RECORDS_MAX
+ *     records, or past HISTORY_RECENT_KEYS_MAX keys, folds them all into
+ *     the tails; a commit with more keys than that folds at once;
+ *   - the history reads the same wherever its entries sit (every test
+ *     above runs with them, as their commits leave them); has and del
+ *     find entries in records.
  * The layout (keys only, paging) is in check_transfer.c; retention's
  * deletes in check_retention.c.
  */
@@ -313,6 +320,9 @@ START_TEST(test_tail_folds_into_history_at_exactly_sixteen)
         ledger_outcome out = test_apply(&ts, "history", NULL, &cmd);
         ck_assert_int_eq(out.code, TALLY_ok);
         want[1][wanted[1]++] = want[2][wanted[2]++] = out.first_seq;
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1); /* the commit's record */
+        test_history_fold(&ts);
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
         uint32_t in_tail = i % HISTORY_TAIL_MAX;
         ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * (i - in_tail));
         ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), in_tail ? 2 : 0);
@@ -332,6 +342,7 @@ START_TEST(test_tail_folds_into_history_at_exactly_sixteen)
         want[1][wanted[1]++] = want[3][wanted[3]++] = out.first_seq;
     }
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    test_history_fold(&ts);
     ck_assert_uint_eq(tail_of(&ts, 1, tail), 0);
     ck_assert_uint_eq(tail_of(&ts, 2, tail), 1); /* untouched */
     ck_assert_uint_eq(tail_of(&ts, 3, tail), 0);
@@ -397,21 +408,24 @@ static void assert_pages(store_txn *t, uint64_t account, const uint64_t *list, u
         }
 }
 
-/* Transfers over a few accounts in commits of 1 to 40, so the tails stand
- * at every fill; after each few commits, every page of every account
- * against the model: in a read transaction, and in the write that has
- * entries pending. The invariants find the store clean. */
+/* Transfers over a few accounts in commits of 1 to 40, each big one left
+ * in the recent records and each small one folded, so that the entries
+ * sit in "history", the tails and the recent records, the tails at every
+ * fill; after each few commits, every page of every account against the
+ * model: in a read transaction, and in the write that has entries
+ * pending. The invariants find the store clean. */
 START_TEST(test_paging_across_index_and_tail_matches_a_model)
 {
     test_store ts;
     fresh_store(&ts, MODEL_ACCOUNTS);
     static uint64_t list[MODEL_ACCOUNTS + 1][2 * MODEL_TRANSFERS];
     uint32_t len[MODEL_ACCOUNTS + 1] = {0};
-    uint64_t rng = 99, done = 0, commits = 0;
+    uint64_t rng = 99, done = 0, commits = 0, seen_tails = 0, seen_recent = 0;
     while (done < MODEL_TRANSFERS) {
         store_txn t;
         ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-        uint64_t group = 1 + test_rng_below(&rng, 40);
+        bool small = commits % 3 != 0; /* folded: the entries reach the tails */
+        uint64_t group = 1 + test_rng_below(&rng, small ? 3 : 40);
         for (uint64_t g = 0; g < group && done < MODEL_TRANSFERS; g++, done++) {
             uint64_t debit = 1 + test_rng_below(&rng, MODEL_ACCOUNTS);
             uint64_t credit =
@@ -424,6 +438,8 @@ START_TEST(test_paging_across_index_and_tail_matches_a_model)
             list[debit][len[debit]++] = out.first_seq;
             list[credit][len[credit]++] = out.first_seq;
         }
+        if (small) /* the others stay in the recent records */
+            ck_assert_int_eq(ledger_history_fold(&t), TALLY_ok);
         if (++commits % 4 == 0) /* pending entries, then flushed by the read */
             assert_pages(&t, 1 + commits / 4 % MODEL_ACCOUNTS,
                          list[1 + commits / 4 % MODEL_ACCOUNTS],
@@ -435,17 +451,18 @@ START_TEST(test_paging_across_index_and_tail_matches_a_model)
                 assert_pages(&t, account, list[account], len[account]);
             store_txn_abort(&t);
         }
+        uint64_t tail[HISTORY_TAIL_MAX];
+        for (uint64_t account = 1; account <= MODEL_ACCOUNTS; account++)
+            seen_tails += tail_of(&ts, account, tail);
+        seen_recent += test_count(&ts, STORE_DB_HISTORY_RECENT);
     }
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
-    uint64_t in_tails = 0;
-    for (uint64_t account = 1; account <= MODEL_ACCOUNTS; account++) {
+    for (uint64_t account = 1; account <= MODEL_ACCOUNTS; account++)
         assert_pages(&t, account, list[account], len[account]);
-        uint64_t tail[HISTORY_TAIL_MAX];
-        in_tails += tail_of(&ts, account, tail);
-    }
     store_txn_abort(&t);
-    ck_assert_uint_gt(in_tails, 0);                         /* both places in use */
+    ck_assert_uint_gt(seen_tails, 0); /* the three places were in use */
+    ck_assert_uint_gt(seen_recent, 0);
     ck_assert_uint_gt(test_count(&ts, STORE_DB_HISTORY), 0);
     ck_assert_uint_eq(test_history_entries(&ts), 2 * MODEL_TRANSFERS);
     test_finish(&ts); /* the invariants: clean */
@@ -462,6 +479,7 @@ START_TEST(test_has_and_del_on_tail_entries)
     for (uint32_t i = 0; i < HISTORY_TAIL_MAX + 3; i++) {
         ledger_command cmd = test_cmd_transfer(10 + i, 1, 2, 1);
         seqs[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+        test_history_fold(&ts);
     }
     uint64_t tail[HISTORY_TAIL_MAX];
     ck_assert_uint_eq(tail_of(&ts, 1, tail), 3);
@@ -497,6 +515,7 @@ START_TEST(test_has_and_del_on_tail_entries)
 
     ledger_command cmd = test_cmd_transfer(99, 2, 1, 1);
     uint64_t later = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    test_history_fold(&ts);
     ck_assert_uint_eq(tail_of(&ts, 1, tail), 1);
     ck_assert_uint_eq(tail[0], later);
     left[n++] = later;
@@ -516,6 +535,7 @@ START_TEST(test_aborted_child_leaves_tails_untouched)
     for (int i = 0; i < 2; i++) {
         ledger_command cmd = test_cmd_transfer(1 + (uint64_t)i, 1, 2, 1);
         first[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+        test_history_fold(&ts);
     }
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
     ledger_command cmd = test_cmd_transfer(3, 1, 2, 1);
@@ -530,7 +550,7 @@ START_TEST(test_aborted_child_leaves_tails_untouched)
     ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
     for (uint64_t k = 0; k < HISTORY_TAIL_MAX; k++) /* a fold, in the child */
         ck_assert_int_eq(ledger_history_put(&child, 1, kept + 100 + k), TALLY_ok);
-    ck_assert_int_eq(ledger_history_flush(&child), TALLY_ok);
+    ck_assert_int_eq(ledger_history_fold(&child), TALLY_ok);
     uint64_t n;
     ck_assert_int_eq(store_count(&child, STORE_DB_HISTORY, &n), TALLY_ok);
     ck_assert_uint_eq(n, HISTORY_TAIL_MAX + 3);
@@ -541,6 +561,8 @@ START_TEST(test_aborted_child_leaves_tails_untouched)
     ck_assert_int_eq(ledger_history_has(&t, 1, out.first_seq), TALLY_not_found);
     ck_assert_int_eq(ledger_history_has(&t, 1, kept + 100), TALLY_not_found);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1); /* kept's */
+    test_history_fold(&ts);
     uint64_t tail[HISTORY_TAIL_MAX], want[3] = {first[0], first[1], kept};
     ck_assert_uint_eq(tail_of(&ts, 1, tail), 3);
     ck_assert_int_eq(memcmp(tail, want, sizeof(want)), 0);
@@ -559,12 +581,13 @@ static void make_format_3(test_store *ts)
     ts->st = NULL;
     MDB_env *env;
     MDB_txn *txn;
-    MDB_dbi tails, history, meta;
+    MDB_dbi tails, recent, history, meta;
     ck_assert_int_eq(mdb_env_create(&env), MDB_SUCCESS);
     ck_assert_int_eq(mdb_env_set_maxdbs(env, STORE_DB_COUNT), MDB_SUCCESS);
     ck_assert_int_eq(mdb_env_open(env, ts->dir, 0, 0600), MDB_SUCCESS);
     ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), MDB_SUCCESS);
     ck_assert_int_eq(mdb_dbi_open(txn, "history_tail", 0, &tails), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_dbi_open(txn, "history_recent", 0, &recent), MDB_SUCCESS);
     ck_assert_int_eq(mdb_dbi_open(txn, "history", 0, &history), MDB_SUCCESS);
     ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), MDB_SUCCESS);
     MDB_cursor *cur;
@@ -586,6 +609,7 @@ static void make_format_3(test_store *ts)
     }
     mdb_cursor_close(cur);
     ck_assert_int_eq(mdb_drop(txn, tails, 1), MDB_SUCCESS);
+    ck_assert_int_eq(mdb_drop(txn, recent, 1), MDB_SUCCESS); /* empty: folded before */
     uint8_t three[4];
     put_u32_be(three, 3);
     MDB_val fk = {14, (void *)"format_version"}, fv = {4, three};
@@ -620,6 +644,7 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
         ledger_command cmd = test_cmd_transfer(10 + n, 1 + n % 2, 2 - n % 2, 1);
         want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
     }
+    test_history_fold(&ts); /* a format 3 store had no recent records either */
     make_format_3(&ts);
 
     store_options ro = {.path = ts.dir, .read_only = true};
@@ -639,6 +664,7 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
     for (uint32_t i = 0; i < 3; i++, n++) {
         ledger_command cmd = test_cmd_transfer(100 + i, 2, 1, 1);
         want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+        test_history_fold(&ts);
     }
     uint64_t tail[HISTORY_TAIL_MAX];
     ck_assert_uint_eq(tail_of(&ts, 1, tail), 3);
@@ -646,6 +672,128 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
     assert_history(&ts, 1, want, n);
     assert_history(&ts, 2, want, n);
     test_finish(&ts);
+}
+END_TEST
+
+
+/* ---- the recent records ("history_recent") ---- */
+
+/* Single transfers in commits of their own, 1 -> 2 and 3 -> 4 in turn:
+ * each commit appends one record, and the history reads right from the
+ * records; the commit after HISTORY_RECENT_RECORDS_MAX records folds them
+ * all, with its own entries, into the tails (8 or 9 per account: below a
+ * tail's fold), and the history reads the same. */
+START_TEST(test_recent_records_fold_after_sixteen)
+{
+    test_store ts;
+    fresh_store(&ts, 4);
+    static uint64_t want[5][HISTORY_RECENT_RECORDS_MAX + 1];
+    uint32_t wanted[5] = {0};
+    for (uint32_t i = 1; i <= HISTORY_RECENT_RECORDS_MAX + 1; i++) {
+        uint64_t debit = i % 2 ? 1 : 3;
+        ledger_command cmd = test_cmd_transfer(i, debit, debit + 1, 1);
+        ledger_outcome out = test_apply(&ts, "history", NULL, &cmd);
+        ck_assert_int_eq(out.code, TALLY_ok);
+        want[debit][wanted[debit]++] = want[debit + 1][wanted[debit + 1]++] = out.first_seq;
+        bool folded = i > HISTORY_RECENT_RECORDS_MAX;
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), folded ? 0 : i);
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), folded ? 4 : 0);
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 0);
+        for (uint64_t account = 1; account <= 4; account++)
+            assert_history(&ts, account, want[account], wanted[account]);
+    }
+    uint64_t tail[HISTORY_TAIL_MAX];
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), wanted[1]);
+    ck_assert_int_eq(memcmp(tail, want[1], wanted[1] * sizeof(tail[0])), 0);
+    test_finish(&ts);
+}
+END_TEST
+
+/* Commits of 1000 transfers (2000 entries): two records fit in
+ * HISTORY_RECENT_KEYS_MAX, the third commit folds; a commit of more
+ * entries than that folds at once, leaving no record. */
+START_TEST(test_recent_records_fold_at_the_key_limit)
+{
+    test_store ts;
+    fresh_store(&ts, GROUP_ACCOUNTS);
+    static uint64_t want[GROUP_ACCOUNTS + 1][2 * GROUP_TRANSFERS];
+    uint32_t wanted[GROUP_ACCOUNTS + 1] = {0};
+    const uint64_t sizes[] = {1000, 1000, 1000, HISTORY_RECENT_KEYS_MAX / 2 + 1};
+    const uint64_t records_after[] = {1, 2, 0, 0};
+    uint64_t id = 1, rng = 7;
+    for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+        store_txn t;
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+        for (uint64_t i = 0; i < sizes[c]; i++, id++) {
+            uint64_t debit = 1 + test_rng_below(&rng, GROUP_ACCOUNTS);
+            uint64_t credit = 1 + debit % GROUP_ACCOUNTS;
+            ledger_command cmd = test_cmd_transfer(id, debit, credit, 1);
+            char key[32];
+            snprintf(key, sizeof(key), "k-%llu", (unsigned long long)id);
+            ledger_outcome out = apply_in(&t, key, &cmd, true);
+            ck_assert_int_eq(out.code, TALLY_ok);
+            if (wanted[debit] < 2 * GROUP_TRANSFERS) /* the first ones of each */
+                want[debit][wanted[debit]++] = out.first_seq;
+            if (wanted[credit] < 2 * GROUP_TRANSFERS)
+                want[credit][wanted[credit]++] = out.first_seq;
+        }
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), records_after[c]);
+    }
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * (id - 1));
+    store_txn t; /* the first entries of each account, paged */
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    static uint64_t got[2 * GROUP_TRANSFERS];
+    for (uint64_t account = 1; account <= GROUP_ACCOUNTS; account++) {
+        uint32_t n = history_in(&t, account, got, wanted[account]);
+        ck_assert_uint_eq(n, wanted[account]);
+        ck_assert_int_eq(memcmp(got, want[account], n * sizeof(got[0])), 0);
+    }
+    store_txn_abort(&t);
+    test_finish(&ts);
+}
+END_TEST
+
+/* has and del find entries in the recent records: a record losing one of
+ * several keys is rewritten without it, one losing its only key goes; the
+ * history pages around the holes; a read-only transaction sees it. */
+START_TEST(test_has_and_del_on_recent_entries)
+{
+    test_store ts;
+    fresh_store(&ts, 3);
+    uint64_t seqs[4];
+    for (uint64_t i = 0; i < 3; i++) {
+        ledger_command cmd = test_cmd_transfer(10 + i, 1, 2, 1);
+        seqs[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ledger_command cmd = test_cmd_transfer(13, 2, 3, 1); /* a record of 2 keys */
+    seqs[3] = apply_in(&t, "13", &cmd, true).first_seq;
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 4);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), 0);
+
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(ledger_history_has(&t, 1, seqs[i]), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 1, seqs[3]), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_has(&t, 3, seqs[3]), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 3, seqs[0]), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[1]), TALLY_ok); /* 2 keys -> 1 */
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[1]), TALLY_not_found);
+    ck_assert_int_eq(ledger_history_has(&t, 2, seqs[1]), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 2, seqs[1]), TALLY_ok); /* 1 key -> gone */
+    ck_assert_int_eq(ledger_history_del(&t, 3, seqs[3] + 1), TALLY_not_found);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
+    const uint64_t one[] = {seqs[0], seqs[2]}, two[] = {seqs[0], seqs[2], seqs[3]},
+                   three[] = {seqs[3]};
+    assert_history(&ts, 1, one, 2);
+    assert_history(&ts, 2, two, 3);
+    assert_history(&ts, 3, three, 1);
+    ck_assert_uint_eq(test_history_entries(&ts), 6);
+    test_store_close(&ts); /* entries deleted by hand: not for the invariants */
 }
 END_TEST
 
@@ -667,6 +815,12 @@ int main(void)
     tcase_add_test(tc, test_has_and_del_on_tail_entries);
     tcase_add_test(tc, test_aborted_child_leaves_tails_untouched);
     tcase_add_test(tc, test_format_3_store_reads_without_tails_and_is_upgraded);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("recent");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_recent_records_fold_after_sixteen);
+    tcase_add_test(tc, test_recent_records_fold_at_the_key_limit);
+    tcase_add_test(tc, test_has_and_del_on_recent_entries);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

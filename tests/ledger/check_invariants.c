@@ -92,6 +92,9 @@ static void build(fixture *f)
     f->seq_t105 = apply_ok(f, "t-105", &c);
     c = test_cmd_grant("user-1", "pro", f->ts.now_ms + 30 * DAY_MS);
     f->seq_grant = apply_ok(f, "grant-1", &c);
+    /* The history from the recent records into the tails, as a later
+     * commit would fold it (the recent records' own tests refill them). */
+    test_history_fold(&f->ts);
 }
 
 /* ---- findings, captured with their entity ---- */
@@ -777,6 +780,88 @@ START_TEST(corrupt_history_tail_is_found)
 }
 END_TEST
 
+
+/* A "history_recent" record number -> format, then n (account, seq) keys
+ * as given. */
+static void put_recent(test_store *ts, uint64_t number, const uint64_t (*keys)[2], size_t n,
+                       uint8_t format)
+{
+    uint8_t key[8], value[1 + 16 * 8];
+    ck_assert_uint_le(n, 8);
+    put_u64_be(key, number);
+    value[0] = format;
+    for (size_t i = 0; i < n; i++)
+        ledger_history_key(keys[i][0], keys[i][1], value + 1 + 16 * i);
+    MDB_txn *txn = raw_begin(ts);
+    raw_put(txn, ts, STORE_DB_HISTORY_RECENT, key, sizeof(key), value, 1 + 16 * n);
+    raw_commit(txn);
+}
+
+/* Account 1's history moved from its tail into recent records: clean when
+ * in order; each way a record can be wrong is a finding of its own. */
+START_TEST(corrupt_history_recent_is_found)
+{
+    for (int kind = -1; kind < 7; kind++) {
+        fixture f;
+        build(&f);
+        uint8_t tail_key[8];
+        put_u64_be(tail_key, 1);
+        MDB_txn *txn = raw_begin(&f.ts);
+        raw_del(txn, &f.ts, STORE_DB_HISTORY_TAIL, tail_key, sizeof(tail_key));
+        raw_commit(txn);
+        const uint64_t first[][2] = {{1, f.seq_t101}, {1, f.seq_hold104}};
+        const uint64_t last[][2] = {{1, f.seq_post104}};
+        const char *what = NULL, *entity = "account:1";
+        if (kind == -1) { /* in order, in two records: clean */
+            put_recent(&f.ts, 1, first, 2, HISTORY_RECENT_FORMAT);
+            put_recent(&f.ts, 2, last, 1, HISTORY_RECENT_FORMAT);
+            expect_no_finding(&f.ts, "history");
+            test_store_close(&f.ts);
+            continue;
+        }
+        if (kind == 0) { /* an unknown format byte */
+            put_recent(&f.ts, 1, first, 2, HISTORY_RECENT_FORMAT + 1);
+            put_recent(&f.ts, 2, last, 1, HISTORY_RECENT_FORMAT);
+            what = "unknown format", entity = "history_recent:1";
+        } else if (kind == 1) { /* no keys */
+            put_recent(&f.ts, 1, first, 0, HISTORY_RECENT_FORMAT);
+            what = "wrong length", entity = "history_recent:1";
+        } else if (kind == 2) { /* the keys out of order */
+            const uint64_t swapped[][2] = {{1, f.seq_hold104}, {1, f.seq_t101}};
+            put_recent(&f.ts, 1, swapped, 2, HISTORY_RECENT_FORMAT);
+            put_recent(&f.ts, 2, last, 1, HISTORY_RECENT_FORMAT);
+            what = "keys not ascending", entity = "history_recent:1";
+        } else if (kind == 3) { /* the records out of order */
+            put_recent(&f.ts, 1, last, 1, HISTORY_RECENT_FORMAT);
+            put_recent(&f.ts, 2, first, 2, HISTORY_RECENT_FORMAT);
+            what = "is not above the record before's", entity = "history_recent:2";
+        } else if (kind == 4) { /* a seq below the account's tail */
+            const uint64_t tail[] = {f.seq_post104};
+            put_tail(&f.ts, 1, tail, 1, HISTORY_TAIL_FORMAT);
+            put_recent(&f.ts, 1, first, 2, HISTORY_RECENT_FORMAT);
+            what = "is not above the tail or indexed seq";
+        } else if (kind == 5) { /* a seq of a transfer between other accounts */
+            const uint64_t more[][2] = {{1, f.seq_post104}, {1, f.seq_t105}};
+            put_recent(&f.ts, 1, first, 2, HISTORY_RECENT_FORMAT);
+            put_recent(&f.ts, 2, more, 2, HISTORY_RECENT_FORMAT);
+            what = "names no transfer of the account";
+        } else { /* a key of the wrong length */
+            put_recent(&f.ts, 1, first, 2, HISTORY_RECENT_FORMAT);
+            put_recent(&f.ts, 2, last, 1, HISTORY_RECENT_FORMAT);
+            txn = raw_begin(&f.ts);
+            uint8_t value[17] = {HISTORY_RECENT_FORMAT};
+            ledger_history_key(1, f.seq_post104, value + 1);
+            raw_put(txn, &f.ts, STORE_DB_HISTORY_RECENT, "abc", 3, value, sizeof(value));
+            raw_commit(txn);
+            what = "wrong key length", entity = "history_recent:0";
+        }
+        ck_assert_msg(test_invariant_findings(&f.ts, "history") > 0, "kind %d: no finding", kind);
+        expect_finding_saying(&f.ts, "history", entity, what);
+        test_store_close(&f.ts);
+    }
+}
+END_TEST
+
 /* ---- the log walk on two threads (a read-only snapshot) and on one ---- */
 
 typedef struct stop_at {
@@ -882,6 +967,7 @@ static Suite *invariants_suite(void)
         {"entitlement", changed_entitlement_record_fails_rebuild, TIMEOUT_S},
         {"history", deleted_history_entry_is_found, TIMEOUT_S},
         {"history_tail", corrupt_history_tail_is_found, TIMEOUT_S},
+        {"history_recent", corrupt_history_recent_is_found, TIMEOUT_S},
         {"two_threads", log_walk_on_two_threads_finds_what_one_finds, 4 * TIMEOUT_S},
     };
     return test_suite_of_rows("invariants", TEST_ROWS(tests));

@@ -367,10 +367,14 @@ START_TEST(log_retention_keeps_a_checkpoint_the_rebuild_starts_from)
 }
 END_TEST
 
-/* The history of removed events goes from both of its places: "history"
- * (the first HISTORY_TAIL_MAX entries of each account, folded) and the
- * accounts' tails (the rest of the old ones, below the new ones). */
-START_TEST(log_retention_removes_history_from_the_index_and_the_tails)
+/* The history of removed events goes from each of its places. With
+ * fold_each, every commit's entries go to the tails: "history" gets the
+ * first HISTORY_TAIL_MAX entries of each account, folded, and the tails
+ * the rest of the old ones, below the new ones. Without, as commits leave
+ * them: the first HISTORY_RECENT_RECORDS_MAX + 1 commits fold into
+ * "history", and the last old ones wait in recent records (emptied by the
+ * removal, so deleted) with the young ones. */
+static void retention_removes_history(bool fold_each)
 {
     open_account(1, "o1");
     open_account(2, "o2");
@@ -382,13 +386,19 @@ START_TEST(log_retention_removes_history_from_the_index_and_the_tails)
         char key[16];
         snprintf(key, sizeof(key), "t%u", i);
         ck_assert_int_eq(test_apply(&ts, "shop", key, &c).code, TALLY_ok);
+        if (fold_each)
+            test_history_fold(&ts);
     }
     /* seqs 1-2 open the accounts, 3.. the transfers */
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * HISTORY_TAIL_MAX);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY),
+                      2 * (fold_each ? HISTORY_TAIL_MAX : HISTORY_RECENT_RECORDS_MAX + 1));
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT),
+                      fold_each ? 0 : old + young - HISTORY_RECENT_RECORDS_MAX - 1);
     ck_assert_uint_eq(test_history_entries(&ts), 2 * (old + young));
     ledger_retention_work w = sweep(30 * DAY_MS, 5 * DAY_MS);
     ck_assert_uint_eq(w.events_removed, 2 + old);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 0);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), fold_each ? 0 : young);
     ck_assert_uint_eq(test_history_entries(&ts), 2 * young);
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
@@ -402,6 +412,17 @@ START_TEST(log_retention_removes_history_from_the_index_and_the_tails)
     }
     store_txn_abort(&t);
     /* the invariants (teardown) find every event's entries and no others */
+}
+
+START_TEST(log_retention_removes_history_from_the_index_and_the_tails)
+{
+    retention_removes_history(true);
+}
+END_TEST
+
+START_TEST(log_retention_removes_history_from_the_recent_records)
+{
+    retention_removes_history(false);
 }
 END_TEST
 
@@ -624,6 +645,7 @@ int main(void)
     tcase_add_test(tc, an_unindexed_record_is_found);
     tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
     tcase_add_test(tc, log_retention_removes_history_from_the_index_and_the_tails);
+    tcase_add_test(tc, log_retention_removes_history_from_the_recent_records);
     tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);
     tcase_add_test(tc, a_tampered_checkpoint_is_caught);
     tcase_add_test(tc, expired_dead_letters_go_with_an_event_each);

@@ -124,7 +124,8 @@ END_TEST
  * with no value: the event at seq names the transfer (docs/BENCHMARKS.md,
  * "Store size"); history pages forward and back from a cursor. The newest
  * entries wait in the account's "history_tail" record until there are
- * HISTORY_TAIL_MAX of them (check_history.c); then they are such keys. A
+ * HISTORY_TAIL_MAX of them (check_history.c; the newest commits' entries
+ * wait in "history_recent" before that); then they are such keys. A
  * store from before December 2026 holds the transfer id as the value,
  * which tally-recon still reads and checks. */
 START_TEST(test_transfer_history_entries_are_keys_only)
@@ -139,6 +140,7 @@ START_TEST(test_transfer_history_entries_are_keys_only)
         ledger_outcome out = test_apply(&ts, "svc", key, &cmd);
         ck_assert_int_eq(out.code, TALLY_ok);
         seqs_applied[i] = out.first_seq;
+        test_history_fold(&ts); /* as every HISTORY_RECENT_RECORDS_MAX commits */
     }
     ledger_outcome first = {.first_seq = seqs_applied[0]}, second = {.first_seq = seqs_applied[1]};
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_TAIL), 0); /* folded at 16 */

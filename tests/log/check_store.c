@@ -346,10 +346,10 @@ START_TEST(format_version_mismatch_is_refused)
     ck_assert_uint_eq(get_u32_be(v.mv_data), STORE_FORMAT_VERSION);
     mdb_txn_abort(txn);
 
-    /* Formats 1, 2 and 3 (before December 2026) open: read-only as they
-     * are, and the first writer marks them 4. */
-    ck_assert_uint_eq(STORE_FORMAT_VERSION, 4);
-    for (uint32_t f = 1; f <= 3; f++) {
+    /* Formats 1 to 4 (before December 2026) open: read-only as they
+     * are, and the first writer marks them 5. */
+    ck_assert_uint_eq(STORE_FORMAT_VERSION, 5);
+    for (uint32_t f = 1; f <= 4; f++) {
         uint8_t old[4];
         put_u32_be(old, f);
         tamper_format(st, old, sizeof(old));
@@ -624,12 +624,13 @@ START_TEST(read_only_store_reads_committed_data)
 }
 END_TEST
 
-/* A store written before failed_ids (format 1) or history_tail (formats
- * 1-3) existed: it opens read-only (the database reads as empty) and a
- * writer creates the database. */
+/* A store written before failed_ids (format 1), history_tail (formats
+ * 1-3) or history_recent (formats 1-4) existed: it opens read-only (the
+ * database reads as empty) and a writer creates the database. */
 START_TEST(store_without_a_later_database_opens)
 {
-    static const store_db later[] = {STORE_DB_FAILED_IDS, STORE_DB_HISTORY_TAIL};
+    static const store_db later[] = {STORE_DB_FAILED_IDS, STORE_DB_HISTORY_TAIL,
+                                     STORE_DB_HISTORY_RECENT};
     for (size_t d = 0; d < sizeof(later) / sizeof(later[0]); d++) {
         store_db db = later[d];
         tmp_path p;

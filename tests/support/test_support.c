@@ -330,8 +330,27 @@ uint64_t test_history_entries(test_store *ts)
         n += count;
     }
     mdb_cursor_close(cur);
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_HISTORY_RECENT, &cur), TALLY_ok);
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const uint8_t *keys;
+        size_t count;
+        const char *why = "";
+        ck_assert_msg(ledger_history_recent_decode(&v, &keys, &count, &why) == TALLY_ok,
+                      "recent: %s", why);
+        n += count;
+    }
+    mdb_cursor_close(cur);
     store_txn_abort(&t);
     return n;
+}
+
+void test_history_fold(test_store *ts)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_fold(&t), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
 }
 
 void test_drop_last_inbox_time_entry(store_txn *t)

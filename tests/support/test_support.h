@@ -100,6 +100,11 @@ uint64_t test_count(test_store *ts, store_db db);
 /* History entries of all accounts: those of "history" and the seqs of the
  * "history_tail" records (ledger/history.h). */
 uint64_t test_history_entries(test_store *ts);
+
+/* Fold the history's recent records into the tails and "history" now, in
+ * a write transaction of its own (ledger_history_fold): what a commit does
+ * every HISTORY_RECENT_RECORDS_MAX records, for tests of the tails. */
+void test_history_fold(test_store *ts);
 /* Delete the last inbox_time entry in the write transaction t (the last
  * commit's keys, if it fit one entry): a store whose records lost their
  * index entry. */
