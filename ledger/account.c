@@ -9,7 +9,8 @@
 #include <assert.h>
 #include <string.h>
 
-#define ACCOUNT_RECORD_FORMAT 1
+#define ACCOUNT_RECORD_FORMAT 2 /* format 1: fixed width, read only */
+#define ACCOUNT_FIELDS 9
 
 static bool balance_ok(int64_t v) { return v >= 0; }
 
@@ -24,35 +25,85 @@ static bool account_is_sane(const ledger_account *a)
            a->credits_posted <= TALLY_AMOUNT_MAX - a->credits_pending && a->version > 0;
 }
 
-void ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES])
+/* The record's fields in their stored order. */
+static void account_fields(const ledger_account *a, uint64_t f[ACCOUNT_FIELDS])
 {
-    out[0] = ACCOUNT_RECORD_FORMAT;
-    put_u32_be(out + 1, a->ledger);
-    put_u16_be(out + 5, a->code);
-    put_u16_be(out + 7, a->flags);
-    put_u64_be(out + 9, (uint64_t)a->debits_posted);
-    put_u64_be(out + 17, (uint64_t)a->credits_posted);
-    put_u64_be(out + 25, (uint64_t)a->debits_pending);
-    put_u64_be(out + 33, (uint64_t)a->credits_pending);
-    put_u64_be(out + 41, a->version);
-    put_u64_be(out + 49, a->created_seq);
+    f[0] = a->ledger;
+    f[1] = a->code;
+    f[2] = a->flags;
+    f[3] = (uint64_t)a->debits_posted;
+    f[4] = (uint64_t)a->credits_posted;
+    f[5] = (uint64_t)a->debits_pending;
+    f[6] = (uint64_t)a->credits_pending;
+    f[7] = a->version;
+    f[8] = a->created_seq;
+}
+
+/* Widths of the fields in format 1 (bytes), the bounds of format 2's. */
+static const uint8_t account_field_bytes[ACCOUNT_FIELDS] = {4, 2, 2, 8, 8, 8, 8, 8, 8};
+
+static bool account_set_fields(ledger_account *a, const uint64_t f[ACCOUNT_FIELDS])
+{
+    for (int i = 0; i < ACCOUNT_FIELDS; i++)
+        if (account_field_bytes[i] < 8 && f[i] >> (8 * account_field_bytes[i]) != 0)
+            return false;
+    a->ledger = (uint32_t)f[0];
+    a->code = (uint16_t)f[1];
+    a->flags = (uint16_t)f[2];
+    a->debits_posted = (int64_t)f[3];
+    a->credits_posted = (int64_t)f[4];
+    a->debits_pending = (int64_t)f[5];
+    a->credits_pending = (int64_t)f[6];
+    a->version = f[7];
+    a->created_seq = f[8];
+    return true;
+}
+
+size_t ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES_MAX])
+{
+    uint64_t f[ACCOUNT_FIELDS];
+    account_fields(a, f);
+    size_t n = 0;
+    out[n++] = ACCOUNT_RECORD_FORMAT;
+    for (int i = 0; i < ACCOUNT_FIELDS; i++)
+        n += put_uvarint(out + n, f[i]);
+    return n;
+}
+
+/* Format 1: the same fields fixed-width, big-endian. */
+static bool account_fields_v1(const uint8_t *p, size_t len, uint64_t f[ACCOUNT_FIELDS])
+{
+    if (len != LEDGER_ACCOUNT_RECORD_V1_BYTES)
+        return false;
+    p++;
+    for (int i = 0; i < ACCOUNT_FIELDS; p += account_field_bytes[i++]) {
+        f[i] = 0;
+        for (int b = 0; b < account_field_bytes[i]; b++)
+            f[i] = f[i] << 8 | p[b];
+    }
+    return true;
+}
+
+static bool account_fields_v2(const uint8_t *p, size_t len, uint64_t f[ACCOUNT_FIELDS])
+{
+    const uint8_t *q = p + 1, *end = p + len;
+    for (int i = 0; i < ACCOUNT_FIELDS; i++)
+        if (!get_uvarint(&q, end, &f[i]))
+            return false;
+    return q == end;
 }
 
 int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out)
 {
     const uint8_t *p = bytes;
-    if (len != LEDGER_ACCOUNT_RECORD_BYTES || p[0] != ACCOUNT_RECORD_FORMAT)
+    uint64_t f[ACCOUNT_FIELDS];
+    if (len < 1 ||
+        !(p[0] == 1   ? account_fields_v1(p, len, f)
+          : p[0] == 2 ? account_fields_v2(p, len, f)
+                      : false) ||
+        !account_set_fields(out, f))
         return TALLY_corrupt_record;
     out->id = id;
-    out->ledger = get_u32_be(p + 1);
-    out->code = get_u16_be(p + 5);
-    out->flags = get_u16_be(p + 7);
-    out->debits_posted = (int64_t)get_u64_be(p + 9);
-    out->credits_posted = (int64_t)get_u64_be(p + 17);
-    out->debits_pending = (int64_t)get_u64_be(p + 25);
-    out->credits_pending = (int64_t)get_u64_be(p + 33);
-    out->version = get_u64_be(p + 41);
-    out->created_seq = get_u64_be(p + 49);
     return account_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;
 }
 
@@ -71,10 +122,10 @@ int ledger_account_put(store_txn *t, const ledger_account *a)
 {
     /* A record that would break the account's own rules is a bug upstream. */
     assert(account_is_sane(a));
-    uint8_t key[8], val[LEDGER_ACCOUNT_RECORD_BYTES];
+    uint8_t key[8], val[LEDGER_ACCOUNT_RECORD_BYTES_MAX];
     put_u64_be(key, a->id);
-    ledger_account_encode(a, val);
-    return store_put(t, STORE_DB_ACCOUNTS, key, sizeof(key), val, sizeof(val), 0);
+    size_t len = ledger_account_encode(a, val);
+    return store_put(t, STORE_DB_ACCOUNTS, key, sizeof(key), val, len, 0);
 }
 
 int ledger_account_pack(msgpack_packer *pk, const ledger_account *a, bool row)

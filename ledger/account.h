@@ -1,15 +1,23 @@
 /*
  * account.h — accounts: the record, its encoding, opening one.
  *
- * Database "accounts": key = id (u64 big-endian), value = fixed 57-byte
- * record (format byte 1, ledger u32, code u16, flags u16, debits_posted,
- * credits_posted, debits_pending, credits_pending (i64), version u64,
- * created_seq u64; all big-endian). Balances are never negative and never
- * exceed TALLY_AMOUNT_MAX; a record that breaks this is corrupt.
+ * Database "accounts": key = id (u64 big-endian), value = the record:
+ * format 2 (since December 2026) is the byte 2 then nine unsigned LEB128
+ * varints (common/bytes.h): ledger, code, flags, debits_posted,
+ * credits_posted, debits_pending, credits_pending, version, created_seq;
+ * 12-30 bytes for a typical account, so a leaf holds about twice the
+ * accounts of format 1, and a commit that touches accounts across the
+ * tree writes about half the leaves. Format 1 (older stores, still read;
+ * rewritten as format 2 when the account next changes): fixed 57 bytes,
+ * the byte 1, ledger u32, code u16, flags u16, the four balances (i64),
+ * version u64, created_seq u64, all big-endian. Balances are never
+ * negative and never exceed TALLY_AMOUNT_MAX; a record that breaks this,
+ * or a field beyond its width, is corrupt.
  */
 #ifndef TALLY_LEDGER_ACCOUNT_H
 #define TALLY_LEDGER_ACCOUNT_H
 
+#include "common/bytes.h"
 #include "ledger/command.h"
 #include "ledger/context.h"
 
@@ -17,7 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LEDGER_ACCOUNT_RECORD_BYTES 57
+#define LEDGER_ACCOUNT_RECORD_V1_BYTES 57
+#define LEDGER_ACCOUNT_RECORD_BYTES_MAX (1 + 9 * UVARINT_BYTES_MAX)
 
 typedef struct ledger_account {
     uint64_t id;
@@ -39,9 +48,11 @@ int ledger_account_get(store_txn *t, uint64_t id, ledger_account *out);
 /* Check and write an account record (TALLY_ok or a fault). */
 int ledger_account_put(store_txn *t, const ledger_account *a);
 
-/* Encode/decode the fixed record. decode returns TALLY_corrupt_record for a
- * record of the wrong size, format or with an impossible value. */
-void ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES]);
+/* Encode the record (format 2): returns its length. Decode either
+ * format: TALLY_ok, or TALLY_corrupt_record for a record of another
+ * format or length, a field beyond its width, or one that breaks the
+ * account's rules. */
+size_t ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES_MAX]);
 int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out);
 
 /* Apply account_open: ok, exists, exists_with_different_*, or a fault. */

@@ -6,7 +6,11 @@
  * (zero id, ledger or code, conflicting or unknown flags) are refused
  * without an effect; opening an existing id again is `exists` when the
  * command is identical and `exists_with_different_<field>` otherwise, and
- * never writes anything.
+ * never writes anything. The record: format 2 (varints) is what is written,
+ * under 32 bytes for a typical account; every field round-trips at its
+ * extremes; format 1's fixed 57 bytes still decode (and a store holding
+ * them keeps working, the next change rewriting them as format 2);
+ * malformed records are corrupt.
  */
 #include "tests/support/test_support.h"
 
@@ -236,12 +240,139 @@ START_TEST(test_reopen_after_transfer_keeps_balances)
 }
 END_TEST
 
+
+static void assert_accounts_equal(const ledger_account *a, const ledger_account *b)
+{
+    ck_assert(a->id == b->id && a->ledger == b->ledger && a->code == b->code &&
+              a->flags == b->flags && a->debits_posted == b->debits_posted &&
+              a->credits_posted == b->credits_posted && a->debits_pending == b->debits_pending &&
+              a->credits_pending == b->credits_pending && a->version == b->version &&
+              a->created_seq == b->created_seq);
+}
+
+/* The same account as format 1 wrote it. */
+static size_t encode_v1(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_V1_BYTES])
+{
+    out[0] = 1;
+    put_u32_be(out + 1, a->ledger);
+    put_u16_be(out + 5, a->code);
+    put_u16_be(out + 7, a->flags);
+    put_u64_be(out + 9, (uint64_t)a->debits_posted);
+    put_u64_be(out + 17, (uint64_t)a->credits_posted);
+    put_u64_be(out + 25, (uint64_t)a->debits_pending);
+    put_u64_be(out + 33, (uint64_t)a->credits_pending);
+    put_u64_be(out + 41, a->version);
+    put_u64_be(out + 49, a->created_seq);
+    return LEDGER_ACCOUNT_RECORD_V1_BYTES;
+}
+
+START_TEST(test_account_record_formats)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_setup_ok(&ts, test_cmd_open(1, 1, 0));
+    test_setup_ok(&ts, test_cmd_open(2, 1, 0));
+    ledger_command pay = test_cmd_transfer(10, 1, 2, 250);
+    ck_assert_int_eq(test_apply(&ts, "svc", "pay-10", &pay).code, TALLY_ok);
+    uint8_t key[8];
+    put_u64_be(key, 1);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_ACCOUNTS, key, 8, &v), TALLY_ok);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
+    ck_assert_uint_lt(v.mv_size, 32);
+    store_txn_abort(&t);
+    ledger_account stored = test_account(&ts, 1), back;
+
+    /* A store holding format 1 (written before December 2026): read the
+     * same, changed as usual, rewritten as format 2. */
+    uint8_t v1[LEDGER_ACCOUNT_RECORD_V1_BYTES];
+    encode_v1(&stored, v1);
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_ACCOUNTS, key, 8, v1, sizeof(v1), 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    back = test_account(&ts, 1);
+    assert_accounts_equal(&stored, &back);
+    pay = test_cmd_transfer(11, 1, 2, 5);
+    ck_assert_int_eq(test_apply(&ts, "svc", "pay-11", &pay).code, TALLY_ok);
+    back = test_account(&ts, 1);
+    ck_assert_int_eq(back.debits_posted, 255);
+    ck_assert_uint_eq(back.version, stored.version + 1);
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(store_get(&t, STORE_DB_ACCOUNTS, key, 8, &v), TALLY_ok);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
+    store_txn_abort(&t);
+    test_finish(&ts);
+
+    /* Extremes round-trip, in both formats. */
+    ledger_account big = {.id = UINT64_MAX,
+                          .ledger = UINT32_MAX,
+                          .code = UINT16_MAX,
+                          .flags = LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS,
+                          .debits_posted = 0,
+                          .credits_posted = TALLY_AMOUNT_MAX - 1,
+                          .debits_pending = TALLY_AMOUNT_MAX,
+                          .credits_pending = 1,
+                          .version = UINT64_MAX,
+                          .created_seq = UINT64_MAX};
+    uint8_t rec[LEDGER_ACCOUNT_RECORD_BYTES_MAX];
+    size_t n = ledger_account_encode(&big, rec);
+    ck_assert_uint_le(n, LEDGER_ACCOUNT_RECORD_BYTES_MAX);
+    ck_assert_int_eq(ledger_account_decode(big.id, rec, n, &back), TALLY_ok);
+    assert_accounts_equal(&big, &back);
+    encode_v1(&big, v1);
+    ck_assert_int_eq(ledger_account_decode(big.id, v1, sizeof(v1), &back), TALLY_ok);
+    assert_accounts_equal(&big, &back);
+
+    /* A trailing byte, a truncation, an unknown format: corrupt. */
+    uint8_t longer[LEDGER_ACCOUNT_RECORD_BYTES_MAX + 1];
+    memcpy(longer, rec, n);
+    longer[n] = 0;
+    ck_assert_int_eq(ledger_account_decode(big.id, longer, n + 1, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(big.id, rec, n - 1, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(big.id, rec, 0, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(big.id, v1, sizeof(v1) - 1, &back),
+                     TALLY_corrupt_record);
+    rec[0] = 3;
+    ck_assert_int_eq(ledger_account_decode(big.id, rec, n, &back), TALLY_corrupt_record);
+
+    /* A field beyond its width (code 2^16), a balance beyond
+     * TALLY_AMOUNT_MAX, a non-minimal varint: corrupt. */
+    n = ledger_account_encode(&stored, rec);
+    for (int bad = 0; bad < 2; bad++) {
+        uint8_t wide[LEDGER_ACCOUNT_RECORD_BYTES_MAX + 8];
+        size_t w = 0;
+        const uint8_t *q = rec + 1;
+        wide[w++] = 2;
+        for (int i = 0; i < 9; i++) {
+            uint64_t x;
+            ck_assert(get_uvarint(&q, rec + n, &x));
+            if (bad == 0 && i == 1)
+                x = UINT64_C(1) << 16;
+            if (bad == 1 && i == 3)
+                x = (uint64_t)TALLY_AMOUNT_MAX + 1;
+            w += put_uvarint(wide + w, x);
+        }
+        ck_assert_int_eq(ledger_account_decode(1, wide, w, &back), TALLY_corrupt_record);
+    }
+    uint8_t padded[LEDGER_ACCOUNT_RECORD_BYTES_MAX + 1];
+    ck_assert_uint_eq(rec[1], 1); /* ledger 1 */
+    padded[0] = 2;
+    padded[1] = 0x81; /* ledger 1 as 0x81 0x00 */
+    padded[2] = 0;
+    memcpy(padded + 3, rec + 2, n - 2);
+    ck_assert_int_eq(ledger_account_decode(1, padded, n + 1, &back), TALLY_corrupt_record);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("account");
     TCase *open = tcase_create("open");
     tcase_add_test(open, test_open_creates_account);
     tcase_add_test(open, test_open_event_describes_account);
+    tcase_add_test(open, test_account_record_formats);
     suite_add_tcase(s, open);
 
     TCase *invalid = tcase_create("invalid");

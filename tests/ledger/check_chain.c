@@ -35,10 +35,10 @@ static ledger_command chain_of(const ledger_command *members, uint32_t count)
 static void assert_account_unchanged(test_store *ts, const ledger_account *before)
 {
     ledger_account now = test_account(ts, before->id);
-    uint8_t x[LEDGER_ACCOUNT_RECORD_BYTES], y[LEDGER_ACCOUNT_RECORD_BYTES];
-    ledger_account_encode(before, x);
-    ledger_account_encode(&now, y);
-    ck_assert_mem_eq(x, y, sizeof(x));
+    uint8_t x[LEDGER_ACCOUNT_RECORD_BYTES_MAX], y[LEDGER_ACCOUNT_RECORD_BYTES_MAX];
+    size_t nx = ledger_account_encode(before, x), ny = ledger_account_encode(&now, y);
+    ck_assert_uint_eq(nx, ny);
+    ck_assert_mem_eq(x, y, nx);
 }
 
 typedef struct event_cause {

@@ -223,9 +223,9 @@ static void tamper_account(test_store *ts, uint64_t id, void (*edit)(ledger_acco
     ledger_account a;
     ck_assert_int_eq(ledger_account_decode(id, val, len, &a), TALLY_ok);
     edit(&a);
-    uint8_t rec[LEDGER_ACCOUNT_RECORD_BYTES];
-    ledger_account_encode(&a, rec);
-    raw_put(txn, ts, STORE_DB_ACCOUNTS, key, 8, rec, sizeof(rec));
+    uint8_t rec[LEDGER_ACCOUNT_RECORD_BYTES_MAX];
+    size_t rec_len = ledger_account_encode(&a, rec);
+    raw_put(txn, ts, STORE_DB_ACCOUNTS, key, 8, rec, rec_len);
     raw_commit(txn);
     free(val);
 }

@@ -40,7 +40,7 @@ typedef struct full_snapshot {
     log_head head;
     uint64_t counts[STORE_DB_COUNT];
     bool present[FULL_ACCOUNTS + 1];
-    uint8_t accounts[FULL_ACCOUNTS + 1][LEDGER_ACCOUNT_RECORD_BYTES];
+    uint8_t accounts[FULL_ACCOUNTS + 1][LEDGER_ACCOUNT_RECORD_BYTES_MAX];
 } full_snapshot;
 
 static void snapshot_take(test_store *ts, full_snapshot *s)
@@ -76,7 +76,7 @@ static void snapshot_assert_equal(const full_snapshot *want, const full_snapshot
     for (int id = 1; id <= FULL_ACCOUNTS; id++)
         ck_assert_msg(have->present[id] == want->present[id] &&
                           memcmp(have->accounts[id], want->accounts[id],
-                                 LEDGER_ACCOUNT_RECORD_BYTES) == 0,
+                                 LEDGER_ACCOUNT_RECORD_BYTES_MAX) == 0,
                       "%s: account %d changed", when, id);
 }
 
