@@ -42,7 +42,9 @@ typedef enum store_db {
 /* Format of the environment; a store written by another format is refused
  * with TALLY_store_version_mismatch. Format 5 (December 2026) keeps the
  * history entries of the newest commits in "history_recent", one record
- * per commit (ledger/history.h), which older builds would not read. Format 4 (December 2026) keeps each
+ * per commit (ledger/history.h), which older builds would not read, and
+ * writes account records of format 2 (varints, ledger/account.h), which
+ * they would call corrupt. Format 4 (December 2026) keeps each
  * account's newest history entries in "history_tail" (ledger/history.h),
  * which older builds would not read: their account_history would miss
  * them. Format 3 (December 2026) indexes the
