@@ -667,13 +667,13 @@ static void history_recent_entry(audit *a, const MDB_val *k, const MDB_val *v, v
         }
         history_sums_add(a, sums, account, seq);
         int rc = ledger_history_settled_last(a->t, account, &last);
-        char acct[64];
-        audit_name_account(account, acct);
-        if (rc == TALLY_ok && seq <= last)
+        if (rc == TALLY_ok && seq <= last) {
+            char acct[64];
+            audit_name_account(account, acct);
             audit_report(a, "history", acct,
                          "recent seq %" PRIu64 " is not above the tail or indexed seq %" PRIu64,
                          seq, last);
-        else if (rc != TALLY_ok && rc != TALLY_not_found)
+        } else if (rc != TALLY_ok && rc != TALLY_not_found)
             a->fault = rc;
     }
     if (sums && low <= a->recent_last_seq)
