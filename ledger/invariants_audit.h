@@ -121,6 +121,21 @@ int audit_walk_db(audit *a, store_db db, const char *phase, uint64_t *count, aud
 void audit_name_account(uint64_t id, char out[64]);
 void audit_name_transfer(const tally_id128 *id, char out[64]);
 void audit_name_seq(uint64_t seq, char out[64]);
+
+/* The name written into buf, as an argument of audit_report: so that a
+ * check run for every record names its entity only when it reports. */
+static inline const char *audit_seq_name(char buf[64], uint64_t seq)
+{
+    audit_name_seq(seq, buf);
+    return buf;
+}
+static inline const char *audit_transfer_name(char buf[64], const tally_id128 *id)
+{
+    audit_name_transfer(id, buf);
+    return buf;
+}
+#define AUDIT_SEQ(buf, seq) audit_seq_name((buf), (seq))
+#define AUDIT_TRANSFER(buf, id) audit_transfer_name((buf), (id))
 void audit_name_entitlement(const ledger_entitlement *e, char out[256]);
 
 /* ---- invariants_log.c ---- */

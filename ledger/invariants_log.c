@@ -146,18 +146,16 @@ static void check_history(audit *a, const log_event *ev, const ledger_transfer_r
 
 static void fold_transfer_event(audit *a, const log_event *ev)
 {
-    char name[64];
-    audit_name_seq(ev->seq, name);
+    char name[64]; /* named only for a finding: this runs for every transfer event */
     ledger_transfer_record tr;
     if (ledger_transfer_unpack(log_event_part(ev, LOG_PART_TRANSFER), &tr) != TALLY_ok) {
-        audit_report(a, "rebuild", name, "transfer event body is not a transfer");
+        audit_report(a, "rebuild", AUDIT_SEQ(name, ev->seq), "transfer event body is not a transfer");
         return;
     }
-    audit_name_transfer(&tr.id, name);
     ledger_account *dr = audit_fold_account(a, tr.debit_account_id);
     ledger_account *cr = audit_fold_account(a, tr.credit_account_id);
     if (!dr || !cr) {
-        audit_report(a, "rebuild", name, "seq %" PRIu64 ": account not opened before", ev->seq);
+        audit_report(a, "rebuild", AUDIT_TRANSFER(name, &tr.id), "seq %" PRIu64 ": account not opened before", ev->seq);
         return;
     }
     bool created = tally_str_equal(ev->type, tally_str_from("transfer.created"));
@@ -174,7 +172,7 @@ static void fold_transfer_event(audit *a, const log_event *ev)
     bool ok;
     if (created) {
         if (pending && !inserted)
-            audit_report(a, "rebuild", name, "hold created twice (seq %" PRIu64 ")", ev->seq);
+            audit_report(a, "rebuild", AUDIT_TRANSFER(name, &tr.id), "hold created twice (seq %" PRIu64 ")", ev->seq);
         ok = move_amounts(dr, cr, pending ? tr.amount : 0, pending ? 0 : tr.amount);
         if (pending) {
             hold->amount = tr.amount;
@@ -182,11 +180,11 @@ static void fold_transfer_event(audit *a, const log_event *ev)
             hold->state = tr.state;
         }
     } else if (!pending || inserted) {
-        audit_report(a, "hold_resolution", name, "seq %" PRIu64 ": resolves an unknown hold",
+        audit_report(a, "hold_resolution", AUDIT_TRANSFER(name, &tr.id), "seq %" PRIu64 ": resolves an unknown hold",
                ev->seq);
         return;
     } else if (hold->resolved) {
-        audit_report(a, "hold_resolution", name, "resolved again at seq %" PRIu64, ev->seq);
+        audit_report(a, "hold_resolution", AUDIT_TRANSFER(name, &tr.id), "resolved again at seq %" PRIu64, ev->seq);
         return;
     } else {
         int64_t posted = tally_str_equal(ev->type, tally_str_from("transfer.posted"))
@@ -197,7 +195,7 @@ static void fold_transfer_event(audit *a, const log_event *ev)
         hold->state = tr.state;
     }
     if (!ok)
-        audit_report(a, "rebuild", name, "seq %" PRIu64 ": amounts do not fold", ev->seq);
+        audit_report(a, "rebuild", AUDIT_TRANSFER(name, &tr.id), "seq %" PRIu64 ": amounts do not fold", ev->seq);
     compare_snapshots(a, ev, dr, cr);
     check_history(a, ev, &tr);
 }
@@ -424,11 +422,10 @@ static void check_event_causation(audit *a, const log_event *ev)
 {
     if (!ev->has_causation)
         return;
-    char name[64];
-    audit_name_seq(ev->seq, name);
+    char name[64]; /* named only for a finding */
     if (ev->consumer.len == 0 || ev->consumer.len > TALLY_CONSUMER_BYTES_MAX ||
         ev->key.len == 0 || ev->key.len > TALLY_KEY_BYTES_MAX) {
-        audit_report(a, "inbox_links", name, "causation is malformed");
+        audit_report(a, "inbox_links", AUDIT_SEQ(name, ev->seq), "causation is malformed");
         return;
     }
     ledger_inbox_record rec;
@@ -436,13 +433,13 @@ static void check_event_causation(audit *a, const log_event *ev)
     if (rc == TALLY_not_found && ev->time_ms <= a->inbox_swept_ms)
         return; /* removed by inbox retention with the rest of its time */
     if (rc == TALLY_not_found)
-        audit_report(a, "inbox_links", name, "caused by %.*s/%.*s which has no inbox record",
+        audit_report(a, "inbox_links", AUDIT_SEQ(name, ev->seq), "caused by %.*s/%.*s which has no inbox record",
                (int)ev->consumer.len, ev->consumer.ptr, (int)ev->key.len, ev->key.ptr);
     else if (rc != TALLY_ok)
-        audit_report(a, "inbox_links", name, "inbox record unreadable: %s", tally_strerror(rc));
+        audit_report(a, "inbox_links", AUDIT_SEQ(name, ev->seq), "inbox record unreadable: %s", tally_strerror(rc));
     else if (rec.outcome.code != TALLY_ok || ev->seq < rec.outcome.first_seq ||
              ev->seq >= rec.outcome.first_seq + rec.outcome.event_count)
-        audit_report(a, "inbox_links", name, "inbox record of %.*s/%.*s does not cover this event",
+        audit_report(a, "inbox_links", AUDIT_SEQ(name, ev->seq), "inbox record of %.*s/%.*s does not cover this event",
                (int)ev->consumer.len, ev->consumer.ptr, (int)ev->key.len, ev->key.ptr);
     else
         a->events_covered++;
@@ -461,23 +458,22 @@ typedef struct log_walk {
 static int walk_decoded(log_walk *w, audit_decoded_event *d)
 {
     audit *a = w->a;
-    char name[64];
-    audit_name_seq(d->seq, name);
+    char name[64]; /* named only for a finding: this runs for every event */
     if (d->seq != w->expect_seq) {
-        audit_report(a, "log_gap", name, "expected seq %" PRIu64, w->expect_seq);
+        audit_report(a, "log_gap", AUDIT_SEQ(name, d->seq), "expected seq %" PRIu64, w->expect_seq);
         memset(w->prev_hash, 0xff, LOG_HASH_BYTES); /* chain unknown across a gap */
     }
     w->expect_seq = d->seq + 1;
     a->stats->events++;
     const log_event *ev = &d->ev;
     if (d->rc != TALLY_ok) {
-        audit_report(a, "hash_chain", name, "event does not decode or its hash is wrong");
+        audit_report(a, "hash_chain", AUDIT_SEQ(name, d->seq), "event does not decode or its hash is wrong");
         memset(w->prev_hash, 0xff, LOG_HASH_BYTES);
     } else {
         if (ev->seq != d->seq)
-            audit_report(a, "hash_chain", name, "event carries seq %" PRIu64, ev->seq);
+            audit_report(a, "hash_chain", AUDIT_SEQ(name, d->seq), "event carries seq %" PRIu64, ev->seq);
         if (memcmp(ev->prev_hash, w->prev_hash, LOG_HASH_BYTES) != 0)
-            audit_report(a, "hash_chain", name, "prev_hash does not match the previous event");
+            audit_report(a, "hash_chain", AUDIT_SEQ(name, d->seq), "prev_hash does not match the previous event");
         memcpy(w->prev_hash, ev->hash, LOG_HASH_BYTES);
         fold_event(a, ev);
         check_event_causation(a, ev);
