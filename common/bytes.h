@@ -132,4 +132,59 @@ bool tally_id128_from_hex(const char *text, tally_id128 *id);
  * no randomness. */
 int tally_id128_uuidv7(int64_t unix_ms, tally_id128 *id);
 
+/* Records of n unsigned fields (ledger/account.c, ledger/transfer.c):
+ * written as the format byte then one uvarint per field; read either that
+ * way or fixed-width big-endian (an older format) with widths[i] bytes
+ * per field, widths[i] being also each field's range. */
+
+/* The format byte and the fields as uvarints into out; returns the length
+ * (at most 1 + n * UVARINT_BYTES_MAX). */
+static inline size_t fields_put_uvarints(uint8_t *out, uint8_t format, const uint64_t *f, int n)
+{
+    size_t len = 0;
+    out[len++] = format;
+    for (int i = 0; i < n; i++)
+        len += put_uvarint(out + len, f[i]);
+    return len;
+}
+
+/* The fields after the format byte of p[0..len), as uvarints that fill it
+ * exactly: false for a truncated, trailing or non-minimal record. */
+static inline bool fields_get_uvarints(const uint8_t *p, size_t len, uint64_t *f, int n)
+{
+    const uint8_t *q = p + 1, *end = p + len;
+    for (int i = 0; i < n; i++)
+        if (!get_uvarint(&q, end, &f[i]))
+            return false;
+    return q == end;
+}
+
+/* The fields after the format byte of p[0..len), fixed-width big-endian:
+ * false unless len is exactly 1 + the widths' sum. */
+static inline bool fields_get_fixed(const uint8_t *p, size_t len, const uint8_t *widths,
+                                    uint64_t *f, int n)
+{
+    size_t want = 1;
+    for (int i = 0; i < n; i++)
+        want += widths[i];
+    if (len != want)
+        return false;
+    p++;
+    for (int i = 0; i < n; p += widths[i++]) {
+        f[i] = 0;
+        for (int b = 0; b < widths[i]; b++)
+            f[i] = f[i] << 8 | p[b];
+    }
+    return true;
+}
+
+/* Whether every field fits its width. */
+static inline bool fields_fit(const uint64_t *f, const uint8_t *widths, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (widths[i] < 8 && f[i] >> (8 * widths[i]) != 0)
+            return false;
+    return true;
+}
+
 #endif

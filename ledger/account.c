@@ -44,9 +44,8 @@ static const uint8_t account_field_bytes[ACCOUNT_FIELDS] = {4, 2, 2, 8, 8, 8, 8,
 
 static bool account_set_fields(ledger_account *a, const uint64_t f[ACCOUNT_FIELDS])
 {
-    for (int i = 0; i < ACCOUNT_FIELDS; i++)
-        if (account_field_bytes[i] < 8 && f[i] >> (8 * account_field_bytes[i]) != 0)
-            return false;
+    if (!fields_fit(f, account_field_bytes, ACCOUNT_FIELDS))
+        return false;
     a->ledger = (uint32_t)f[0];
     a->code = (uint16_t)f[1];
     a->flags = (uint16_t)f[2];
@@ -63,34 +62,7 @@ size_t ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT
 {
     uint64_t f[ACCOUNT_FIELDS];
     account_fields(a, f);
-    size_t n = 0;
-    out[n++] = ACCOUNT_RECORD_FORMAT;
-    for (int i = 0; i < ACCOUNT_FIELDS; i++)
-        n += put_uvarint(out + n, f[i]);
-    return n;
-}
-
-/* Format 1: the same fields fixed-width, big-endian. */
-static bool account_fields_v1(const uint8_t *p, size_t len, uint64_t f[ACCOUNT_FIELDS])
-{
-    if (len != LEDGER_ACCOUNT_RECORD_V1_BYTES)
-        return false;
-    p++;
-    for (int i = 0; i < ACCOUNT_FIELDS; p += account_field_bytes[i++]) {
-        f[i] = 0;
-        for (int b = 0; b < account_field_bytes[i]; b++)
-            f[i] = f[i] << 8 | p[b];
-    }
-    return true;
-}
-
-static bool account_fields_v2(const uint8_t *p, size_t len, uint64_t f[ACCOUNT_FIELDS])
-{
-    const uint8_t *q = p + 1, *end = p + len;
-    for (int i = 0; i < ACCOUNT_FIELDS; i++)
-        if (!get_uvarint(&q, end, &f[i]))
-            return false;
-    return q == end;
+    return fields_put_uvarints(out, ACCOUNT_RECORD_FORMAT, f, ACCOUNT_FIELDS);
 }
 
 int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out)
@@ -98,8 +70,8 @@ int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_acc
     const uint8_t *p = bytes;
     uint64_t f[ACCOUNT_FIELDS];
     if (len < 1 ||
-        !(p[0] == 1   ? account_fields_v1(p, len, f)
-          : p[0] == 2 ? account_fields_v2(p, len, f)
+        !(p[0] == 1   ? fields_get_fixed(p, len, account_field_bytes, f, ACCOUNT_FIELDS)
+          : p[0] == 2 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS)
                       : false) ||
         !account_set_fields(out, f))
         return TALLY_corrupt_record;

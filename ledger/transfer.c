@@ -62,9 +62,8 @@ static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 
 
 static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRANSFER_FIELDS])
 {
-    for (int i = 0; i < TRANSFER_FIELDS; i++)
-        if (transfer_field_bytes[i] < 8 && f[i] >> (8 * transfer_field_bytes[i]) != 0)
-            return false;
+    if (!fields_fit(f, transfer_field_bytes, TRANSFER_FIELDS))
+        return false;
     r->debit_account_id = f[0];
     r->credit_account_id = f[1];
     r->amount = (int64_t)f[2];
@@ -87,34 +86,7 @@ size_t ledger_transfer_encode(const ledger_transfer_record *r,
 {
     uint64_t f[TRANSFER_FIELDS];
     transfer_fields(r, f);
-    size_t n = 0;
-    out[n++] = TRANSFER_RECORD_FORMAT;
-    for (int i = 0; i < TRANSFER_FIELDS; i++)
-        n += put_uvarint(out + n, f[i]);
-    return n;
-}
-
-/* Format 1: the same fields fixed-width, big-endian. */
-static bool transfer_fields_v1(const uint8_t *p, size_t len, uint64_t f[TRANSFER_FIELDS])
-{
-    if (len != LEDGER_TRANSFER_RECORD_V1_BYTES)
-        return false;
-    p++;
-    for (int i = 0; i < TRANSFER_FIELDS; p += transfer_field_bytes[i++]) {
-        f[i] = 0;
-        for (int b = 0; b < transfer_field_bytes[i]; b++)
-            f[i] = f[i] << 8 | p[b];
-    }
-    return true;
-}
-
-static bool transfer_fields_v2(const uint8_t *p, size_t len, uint64_t f[TRANSFER_FIELDS])
-{
-    const uint8_t *q = p + 1, *end = p + len;
-    for (int i = 0; i < TRANSFER_FIELDS; i++)
-        if (!get_uvarint(&q, end, &f[i]))
-            return false;
-    return q == end;
+    return fields_put_uvarints(out, TRANSFER_RECORD_FORMAT, f, TRANSFER_FIELDS);
 }
 
 int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
@@ -123,8 +95,8 @@ int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
     const uint8_t *p = bytes;
     uint64_t f[TRANSFER_FIELDS];
     if (len < 1 ||
-        !(p[0] == 1   ? transfer_fields_v1(p, len, f)
-          : p[0] == 2 ? transfer_fields_v2(p, len, f)
+        !(p[0] == 1   ? fields_get_fixed(p, len, transfer_field_bytes, f, TRANSFER_FIELDS)
+          : p[0] == 2 ? fields_get_uvarints(p, len, f, TRANSFER_FIELDS)
                       : false) ||
         !transfer_set_fields(out, f))
         return TALLY_corrupt_record;
