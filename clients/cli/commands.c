@@ -149,6 +149,9 @@ static const cli_option tail_options[] = {
     {"--ack-wait-ms", SLOT_ACK_WAIT_MS, CLI_UINT, TALLY_SUB_ACK_WAIT_MS_MIN,
      TALLY_SUB_ACK_WAIT_MS_MAX, false, "N",
      "new subscriber: redeliver an unacknowledged event after N ms (default 30000)"},
+    {"--instance", SLOT_INSTANCE, CLI_TEXT, 1, TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX, false, "ID",
+     "with --subscriber: the consumer instance to fetch as, 1-64 bytes of A-Z a-z 0-9 . _ - "
+     "(default tally-cli); give each tail running at once on one subscriber its own"},
     OPT_END};
 
 static const cli_option subscribers_options[] = {OPT_END};
@@ -212,7 +215,11 @@ static const char details_tail[] =
     "again). A new subscriber starts at --from SEQ, --from-now, --from-time, or by\n"
     "default at the first event; an existing one continues where it is, and\n"
     "--max-deliver, --ack-wait-ms must match its settings or be left out (see\n"
-    "`tally subscribers --json`). Without --count, tail follows until interrupted\n"
+    "`tally subscribers --json`). tail fetches as the consumer instance tally-cli,\n"
+    "or --instance ID: what an instance left unacknowledged (a tail stopped\n"
+    "mid-batch) comes back at once to the next tail of that instance, and two\n"
+    "tails reading one subscriber at the same time need two instances, which\n"
+    "share its events. Without --count, tail follows until interrupted\n"
     "(Ctrl-C: exit 0). --json prints one object per event: seq, event_id, type,\n"
     "entity_kind, entity, entity_version, time, time_ms, consumer, key, and with\n"
     "--subscriber attempt and replay.\n";

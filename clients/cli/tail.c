@@ -138,6 +138,15 @@ static const tally_subscriber_options *tail_subscriber_options(const cli *c,
     return o; /* new (or settings to check): created with them, identical is fine */
 }
 
+/* A consumer instance id as libtally and tallyd take it. */
+static bool instance_valid(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX)
+        return false;
+    return strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
 /* A durable subscriber: events are acknowledged once printed. */
 static int tail_durable(cli *c, uint64_t count)
 {
@@ -156,10 +165,13 @@ static int tail_durable(cli *c, uint64_t count)
     if (tail_interrupted)
         tally_subscriber_stop(tail_subscriber);
     tail_header(c, true);
-    /* One stable instance: a tail started again gets the unacked window of
-     * the one before it at once (docs/SUBSCRIBERS.md, "CLI"). */
+    /* One stable instance (tally-cli, or --instance): a tail started again
+     * gets the unacked window of the one before it at once
+     * (docs/SUBSCRIBERS.md, "CLI"). */
     tally_run_options ro = {.max_events = count, .wait_ms = CLI_TAIL_WAIT_MS,
-                            .failures_max = CLI_TAIL_FAILURES_MAX, .instance = "tally-cli"};
+                            .failures_max = CLI_TAIL_FAILURES_MAX,
+                            .instance = c->v[SLOT_INSTANCE].set ? c->v[SLOT_INSTANCE].text
+                                                                : CLI_TAIL_INSTANCE};
     rc = tally_subscriber_run(tail_subscriber, &ro, tail_handle, c);
     tally_subscriber *s = tail_subscriber;
     tail_subscriber = NULL;
@@ -176,8 +188,11 @@ int run_tail(cli *c)
                               "exclusive");
     bool durable = c->v[SLOT_SUBSCRIBER].set;
     if (!durable && (c->v[SLOT_FROM_TIME].set || c->v[SLOT_MAX_DELIVER].set ||
-                     c->v[SLOT_ACK_WAIT_MS].set))
-        return usage_error(c, "--from-time, --max-deliver and --ack-wait-ms need --subscriber");
+                     c->v[SLOT_ACK_WAIT_MS].set || c->v[SLOT_INSTANCE].set))
+        return usage_error(c, "--from-time, --max-deliver, --ack-wait-ms and --instance need "
+                              "--subscriber");
+    if (c->v[SLOT_INSTANCE].set && !instance_valid(c->v[SLOT_INSTANCE].text))
+        return usage_error(c, "--instance: 1-64 bytes of A-Z a-z 0-9 . _ -");
     cli_catch_stop_signals(tail_on_signal, false, false);
     uint64_t count = value_or(c, SLOT_EVENTS, 0);
     if (durable)

@@ -29,6 +29,7 @@
 #define CLI_TABLE_COLUMNS_MAX 16
 #define CLI_TAIL_WAIT_MS 1000       /* a tail checks for an interrupt this often */
 #define CLI_TAIL_FAILURES_MAX 10    /* failed reads in a row before a tail gives up */
+#define CLI_TAIL_INSTANCE "tally-cli" /* the consumer instance of a tail without --instance */
 #define CLI_TAIL_LINE_BYTES_MAX 512 /* one human line of tail */
 #define HELP_COLUMNS 79     /* help text is wrapped to this width */
 #define HELP_TEXT_COLUMN 22 /* where the text of an option starts */
@@ -53,7 +54,7 @@ typedef enum cli_slot {
     SLOT_DEBIT, SLOT_CREDIT, SLOT_AMOUNT, SLOT_ID, SLOT_PENDING, SLOT_TIMEOUT_S,
     SLOT_UNTIL, SLOT_FOR, SLOT_SOURCE_ORDER,
     SLOT_PUBLISH, SLOT_SUBSCRIBER, SLOT_FROM_START, SLOT_FROM_NOW, SLOT_FROM_TIME, SLOT_EVENTS,
-    SLOT_MAX_DELIVER, SLOT_ACK_WAIT_MS, SLOT_NAME, SLOT_SEQ,
+    SLOT_MAX_DELIVER, SLOT_ACK_WAIT_MS, SLOT_INSTANCE, SLOT_NAME, SLOT_SEQ,
     SLOT_PROGRESS, SLOT_NO_PROGRESS,
     SLOT_TOKEN_FILE,
     SLOT_TLS_CA, SLOT_TLS_CERT, SLOT_TLS_KEY,

@@ -329,6 +329,12 @@ START_TEST(test_usage_errors_exit_2)
         {"tail", "--subscriber",
          "n123456789n123456789n123456789n123456789n123456789n123456789n1234", NULL},
         {"tail", "--subscriber", "s", "--ack-wait-ms", "99", NULL},
+        {"tail", "--instance", "a", NULL},
+        {"tail", "--subscriber", "s", "--instance", "", NULL},
+        {"tail", "--subscriber", "s", "--instance", "a b", NULL},
+        {"tail", "--subscriber", "s", "--instance", "a:b", NULL},
+        {"tail", "--subscriber", "s", "--instance",
+         "i123456789i123456789i123456789i123456789i123456789i123456789i1234", NULL},
         {"subscribers", "extra", NULL},
         {"subscriber", "delete", NULL},
         {"dlq", NULL},
@@ -927,6 +933,69 @@ START_TEST(test_tail_subscriber_continues_where_it_stopped)
 }
 END_TEST
 
+/* Takes the first event, then stops the run: what the fetch brought after
+ * it stays in flight, leased to the run's instance. */
+static tally_verdict take_one_then_stop(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    (void)d;
+    (void)answer;
+    tally_subscriber_stop(arg);
+    return TALLY_DONE;
+}
+
+/* --instance: a tail of the instance that left events in flight gets them
+ * back at once; a tail of another instance does not take them (they stay
+ * leased until the ack wait) and reads on after them. */
+START_TEST(test_tail_instance_gets_its_unacked_window)
+{
+    for (int i = 1; i <= 5; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "%d", i);
+        WRITE_OK("account", "open", id);
+    }
+    tally_client *c = test_client_open(server.url);
+    tally_subscriber *s = NULL;
+    /* An hour's ack wait: only worker-a's restart makes its events due in
+     * the test's time. */
+    tally_subscriber_options so = {.ack_wait_ms = 3600000};
+    ck_assert_int_eq(tally_subscriber_open(c, "pair", &so, &s), TALLY_ok);
+    tally_run_options o = {.wait_ms = 500, .instance = "worker-a"};
+    ck_assert_int_eq(tally_subscriber_run(s, &o, take_one_then_stop, s), TALLY_ok);
+    tally_subscriber_close(s);
+    tally_client_close(c);
+    WRITE_OK("account", "open", "6"); /* seq 6 */
+
+    json_t *lines[8];
+    cli_output r = TALLY("--json", "tail", "--subscriber", "pair", "--instance", "worker-b",
+                         "--count", "1");
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(json_lines(r.out, lines, 8), 1);
+    output_free(&r);
+    ck_assert_int_eq(jint(lines[0], "seq"), 6);
+    ck_assert_int_eq(jint(lines[0], "attempt"), 1);
+    json_lines_free(lines, 1);
+
+    r = TALLY("--json", "tail", "--subscriber", "pair", "--instance", "worker-a", "--count", "4");
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(json_lines(r.out, lines, 8), 4);
+    output_free(&r);
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_eq(jint(lines[i], "seq"), (json_int_t)i + 2);
+        ck_assert_int_eq(jint(lines[i], "attempt"), 2);
+    }
+    json_lines_free(lines, 4);
+
+    r = TALLY("--json", "subscribers"); /* one line each: "pair" is the only one */
+    expect_exit(&r, 0);
+    ck_assert_uint_eq(json_lines(r.out, lines, 8), 1);
+    output_free(&r);
+    ck_assert_str_eq(jstr(lines[0], "name"), "pair");
+    ck_assert_int_eq(jint(lines[0], "ack_floor"), 6);
+    ck_assert_int_eq(jint(lines[0], "in_flight"), 0);
+    json_lines_free(lines, 1);
+}
+END_TEST
+
 /* A tail process whose stdout is a pipe. */
 typedef struct tail_proc {
     pid_t pid;
@@ -1128,6 +1197,7 @@ int main(void)
         {"consumer", test_consumer_namespaces_keys, TEST_TIMEOUT_S},
         {"tail_subscriber", test_tail_subscriber_continues_where_it_stopped, TEST_TIMEOUT_S},
         {"tail_live", test_tail_follows_the_live_stream, TEST_TIMEOUT_S},
+        {"tail_instance", test_tail_instance_gets_its_unacked_window, TEST_TIMEOUT_S},
         {"dlq", test_dead_letter_commands, TEST_TIMEOUT_S},
     };
     Suite *s = test_suite_of_rows("cli", TEST_ROWS(without_server));
