@@ -797,6 +797,44 @@ START_TEST(test_has_and_del_on_recent_entries)
 }
 END_TEST
 
+/* A record under a key that is not a record number (8 bytes) is corrupt
+ * for every reader, as for the writer's survey: has, seqs and del say
+ * corrupt_record instead of finding a key in it (del: rewriting it under
+ * a number read past the key's end). */
+START_TEST(test_recent_record_with_a_bad_key_is_corrupt)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    ledger_command cmd = test_cmd_transfer(10, 1, 2, 1);
+    uint64_t seq = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    uint8_t value[1 + 2 * 16] = {HISTORY_RECENT_FORMAT};
+    ledger_history_key(1, seq + 1, value + 1);
+    ledger_history_key(2, seq + 1, value + 17);
+    ck_assert_int_eq(store_put(&t, STORE_DB_HISTORY_RECENT, "abc", 3, value, sizeof(value), 0),
+                     TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+
+    for (int read_only = 1; read_only >= 0; read_only--) {
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, read_only, &t), TALLY_ok);
+        ck_assert_int_eq(ledger_history_has(&t, 1, seq + 1), TALLY_corrupt_record);
+        uint64_t seqs[4];
+        uint32_t n;
+        for (int reverse = 0; reverse <= 1; reverse++)
+            ck_assert_int_eq(ledger_history_seqs(&t, 1, reverse, 0, seqs, 4, &n),
+                             TALLY_corrupt_record);
+        if (!read_only) {
+            ck_assert_int_eq(ledger_history_del(&t, 1, seq + 1), TALLY_corrupt_record);
+            ck_assert_int_eq(ledger_history_del(&t, 2, seq), TALLY_corrupt_record);
+        }
+        store_txn_abort(&t);
+    }
+    test_store_close(&ts); /* a record written by hand: not for the invariants */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("history");
@@ -821,6 +859,7 @@ int main(void)
     tcase_add_test(tc, test_recent_records_fold_after_sixteen);
     tcase_add_test(tc, test_recent_records_fold_at_the_key_limit);
     tcase_add_test(tc, test_has_and_del_on_recent_entries);
+    tcase_add_test(tc, test_recent_record_with_a_bad_key_is_corrupt);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
