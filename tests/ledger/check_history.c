@@ -40,6 +40,7 @@
 
 #include "ledger/history.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@
 #define GROUP_TRANSFERS 600
 #define GROUP_ACCOUNTS 5
 #define PAGE_ENTRIES 37 /* pages that do not divide the counts */
+#define ACCOUNT_ENTRIES_MAX 4096 /* what assert_history reads of an account */
 
 /* A fresh store with accounts 1..accounts (committed). */
 static void fresh_store(test_store *ts, uint64_t accounts)
@@ -98,10 +100,10 @@ static uint32_t history_in(store_txn *t, uint64_t account, uint64_t *seqs, uint3
  * transaction, is exactly want[0..n). */
 static void assert_history(test_store *ts, uint64_t account, const uint64_t *want, uint32_t n)
 {
-    static uint64_t got[2 * GROUP_TRANSFERS + 1];
+    static uint64_t got[ACCOUNT_ENTRIES_MAX + 1];
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    uint32_t count = history_in(&t, account, got, 2 * GROUP_TRANSFERS + 1);
+    uint32_t count = history_in(&t, account, got, ACCOUNT_ENTRIES_MAX + 1);
     store_txn_abort(&t);
     ck_assert_msg(count == n, "account %llu: %u entries, want %u", (unsigned long long)account,
                   count, n);
@@ -573,10 +575,13 @@ START_TEST(test_aborted_child_leaves_tails_untouched)
 }
 END_TEST
 
-/* A store of format 3: every entry in "history", no "history_tail", the
- * format written back to 3 (as the previous tallyd left it). */
-static void make_format_3(test_store *ts)
+/* A store of an older format, as the previous tallyd left it: of format
+ * 4, its tails kept and no "history_recent" (the records folded before);
+ * of format 3, also every tail entry in "history" and no "history_tail".
+ * The format written back. */
+static void make_older_format(test_store *ts, uint32_t format)
 {
+    assert(format == 3 || format == 4);
     store_close(ts->st);
     ts->st = NULL;
     MDB_env *env;
@@ -593,7 +598,7 @@ static void make_format_3(test_store *ts)
     MDB_cursor *cur;
     ck_assert_int_eq(mdb_cursor_open(txn, tails, &cur), MDB_SUCCESS);
     MDB_val k, v;
-    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS && format == 3;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         uint64_t seqs[HISTORY_TAIL_MAX];
         uint32_t n;
@@ -608,11 +613,15 @@ static void make_format_3(test_store *ts)
         }
     }
     mdb_cursor_close(cur);
-    ck_assert_int_eq(mdb_drop(txn, tails, 1), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_drop(txn, recent, 1), MDB_SUCCESS); /* empty: folded before */
-    uint8_t three[4];
-    put_u32_be(three, 3);
-    MDB_val fk = {14, (void *)"format_version"}, fv = {4, three};
+    if (format == 3)
+        ck_assert_int_eq(mdb_drop(txn, tails, 1), MDB_SUCCESS);
+    MDB_stat recent_stat;
+    ck_assert_int_eq(mdb_stat(txn, recent, &recent_stat), MDB_SUCCESS);
+    ck_assert_uint_eq(recent_stat.ms_entries, 0); /* folded before */
+    ck_assert_int_eq(mdb_drop(txn, recent, 1), MDB_SUCCESS);
+    uint8_t old[4];
+    put_u32_be(old, format);
+    MDB_val fk = {14, (void *)"format_version"}, fv = {4, old};
     ck_assert_int_eq(mdb_put(txn, meta, &fk, &fv, 0), MDB_SUCCESS);
     ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
     mdb_env_close(env);
@@ -645,7 +654,7 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
         want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
     }
     test_history_fold(&ts); /* a format 3 store had no recent records either */
-    make_format_3(&ts);
+    make_older_format(&ts, 3);
 
     store_options ro = {.path = ts.dir, .read_only = true};
     ck_assert_int_eq(store_open(&ro, &ts.st), TALLY_ok);
@@ -675,6 +684,65 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
 }
 END_TEST
 
+
+/* Opened read-only, a format 4 store's history is its "history" and its
+ * tails (no "history_recent": it reads as having no records); its first
+ * writer creates "history_recent" and marks it 5; new entries wait in
+ * records after the tails, and a fold appends them to the tails (and
+ * "history", where a tail fills). */
+START_TEST(test_format_4_store_with_tails_reads_and_is_upgraded)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    uint64_t want[2 * HISTORY_TAIL_MAX + 8];
+    uint32_t n = 0;
+    for (; n < HISTORY_TAIL_MAX + 5; n++) {
+        ledger_command cmd = test_cmd_transfer(10 + n, 1 + n % 2, 2 - n % 2, 1);
+        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    test_history_fold(&ts);
+    uint64_t tail[HISTORY_TAIL_MAX];
+    /* The 17th commit folded 17 entries of each into "history"; 4 in the tail. */
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 4);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * (HISTORY_RECENT_RECORDS_MAX + 1));
+    make_older_format(&ts, 4);
+
+    store_options ro = {.path = ts.dir, .read_only = true};
+    ck_assert_int_eq(store_open(&ro, &ts.st), TALLY_ok);
+    ck_assert_uint_eq(format_of(&ts), 4);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * n);
+    assert_history(&ts, 1, want, n);
+    assert_history(&ts, 2, want, n);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 2, want[n - 1]), TALLY_ok); /* a tail's */
+    ck_assert_int_eq(ledger_history_has(&t, 2, want[0]), TALLY_ok);     /* "history"'s */
+    uint64_t back[4];
+    uint32_t got;
+    ck_assert_int_eq(ledger_history_seqs(&t, 1, true, 0, back, 4, &got), TALLY_ok);
+    ck_assert(got == 4 && back[0] == want[n - 1] && back[3] == want[n - 4]);
+    store_txn_abort(&t);
+    test_assert_invariants(&ts);
+
+    test_store_reopen(&ts); /* the writer */
+    ck_assert_uint_eq(format_of(&ts), STORE_FORMAT_VERSION);
+    for (uint32_t i = 0; i < 3; i++, n++) {
+        ledger_command cmd = test_cmd_transfer(100 + i, 2, 1, 1);
+        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 4); /* untouched until the fold */
+    assert_history(&ts, 1, want, n);
+    test_assert_invariants(&ts);
+    test_history_fold(&ts);
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 7);
+    ck_assert_uint_eq(tail[6], want[n - 1]);
+    assert_history(&ts, 1, want, n);
+    assert_history(&ts, 2, want, n);
+    test_finish(&ts);
+}
+END_TEST
 
 /* ---- the recent records ("history_recent") ---- */
 
@@ -751,6 +819,93 @@ START_TEST(test_recent_records_fold_at_the_key_limit)
     }
     store_txn_abort(&t);
     test_finish(&ts);
+}
+END_TEST
+
+/* The accounts' histories as the transfers of limit_commit made them. */
+typedef struct limit_model {
+    uint64_t next_id, rng;
+    uint64_t seqs[GROUP_ACCOUNTS + 1][ACCOUNT_ENTRIES_MAX];
+    uint32_t len[GROUP_ACCOUNTS + 1];
+} limit_model;
+
+/* One write transaction of n transfers between random accounts, with a
+ * read of the history (which writes the pending entries: a record, or a
+ * fold) after the first flush_after of them when that is below n. */
+static void limit_commit(test_store *ts, limit_model *m, uint64_t n, uint64_t flush_after)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    for (uint64_t i = 0; i < n; i++, m->next_id++) {
+        if (i == flush_after)
+            ck_assert_int_eq(ledger_history_has(&t, 1, 1), TALLY_not_found);
+        uint64_t debit = 1 + test_rng_below(&m->rng, GROUP_ACCOUNTS);
+        uint64_t credit = 1 + (debit + test_rng_below(&m->rng, GROUP_ACCOUNTS - 1)) % GROUP_ACCOUNTS;
+        ledger_command cmd = test_cmd_transfer(m->next_id, debit, credit, 1);
+        char key[32];
+        snprintf(key, sizeof(key), "l-%llu", (unsigned long long)m->next_id);
+        uint64_t seq = apply_in(&t, key, &cmd, i % 2 == 0).first_seq;
+        m->seqs[debit][m->len[debit]++] = m->seqs[credit][m->len[credit]++] = seq;
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+}
+
+static void assert_limit_model(test_store *ts, const limit_model *m)
+{
+    for (uint64_t account = 1; account <= GROUP_ACCOUNTS; account++)
+        assert_history(ts, account, m->seqs[account], m->len[account]);
+}
+
+/* The limits of the recent records exactly: records appended at a flush
+ * inside a commit count as any (the 16th at a flush, then the commit's
+ * own folds as the 17th; or the 17th at the flush folds and the commit
+ * starts anew); HISTORY_RECENT_KEYS_MAX keys in all, and in one record,
+ * stay; one key more (4097, after a delete) folds. */
+START_TEST(test_recent_records_at_their_limits_exactly)
+{
+    test_store ts;
+    fresh_store(&ts, GROUP_ACCOUNTS);
+    static limit_model m;
+    memset(&m, 0, sizeof(m));
+    m.next_id = 1, m.rng = 5;
+    for (uint32_t i = 0; i < HISTORY_RECENT_RECORDS_MAX - 2; i++)
+        limit_commit(&ts, &m, 1, 1);
+    limit_commit(&ts, &m, 2, 1); /* a record at the flush, one at the commit */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), HISTORY_RECENT_RECORDS_MAX);
+    assert_limit_model(&ts, &m);
+    limit_commit(&ts, &m, 2, 1); /* the flush folds; the commit's record */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
+    assert_limit_model(&ts, &m);
+    test_assert_invariants(&ts);
+
+    /* 2 + 2 + 4092 keys: exactly HISTORY_RECENT_KEYS_MAX, kept; 2 more fold. */
+    limit_commit(&ts, &m, 1, 1);
+    limit_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2 - 2, UINT64_MAX);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * (m.next_id - 1));
+    assert_limit_model(&ts, &m);
+    limit_commit(&ts, &m, 1, 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+    assert_limit_model(&ts, &m);
+    /* One record of HISTORY_RECENT_KEYS_MAX keys, read back. */
+    limit_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2, UINT64_MAX);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
+    assert_limit_model(&ts, &m);
+    test_assert_invariants(&ts);
+
+    /* A delete leaves 4095; a commit of 2 makes 4097: folded. */
+    uint64_t gone = m.seqs[1][m.len[1] - 1];
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, gone), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    m.len[1]--;
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * (m.next_id - 1) - 1);
+    limit_commit(&ts, &m, 1, 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * (m.next_id - 1) - 1);
+    assert_limit_model(&ts, &m);
+    test_store_close(&ts); /* an entry deleted by hand: not for the invariants */
 }
 END_TEST
 
@@ -853,11 +1008,13 @@ int main(void)
     tcase_add_test(tc, test_has_and_del_on_tail_entries);
     tcase_add_test(tc, test_aborted_child_leaves_tails_untouched);
     tcase_add_test(tc, test_format_3_store_reads_without_tails_and_is_upgraded);
+    tcase_add_test(tc, test_format_4_store_with_tails_reads_and_is_upgraded);
     suite_add_tcase(s, tc);
     tc = tcase_create("recent");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_recent_records_fold_after_sixteen);
     tcase_add_test(tc, test_recent_records_fold_at_the_key_limit);
+    tcase_add_test(tc, test_recent_records_at_their_limits_exactly);
     tcase_add_test(tc, test_has_and_del_on_recent_entries);
     tcase_add_test(tc, test_recent_record_with_a_bad_key_is_corrupt);
     suite_add_tcase(s, tc);
