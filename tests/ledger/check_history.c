@@ -909,6 +909,141 @@ START_TEST(test_recent_records_at_their_limits_exactly)
 }
 END_TEST
 
+/* ---- everything at once, against a model ---- */
+
+#define MIXED_ACCOUNTS 5
+#define MIXED_COMMITS 80
+#define MIXED_ENTRIES_MAX 8192 /* per account; the run makes about 3500 */
+
+typedef struct mixed_model {
+    uint64_t next_id, rng;
+    uint64_t seqs[MIXED_ACCOUNTS + 1][MIXED_ENTRIES_MAX];
+    uint32_t len[MIXED_ACCOUNTS + 1];
+} mixed_model;
+
+/* n transfers in t, each nested or in place, into the model. */
+static void mixed_transfers(store_txn *t, mixed_model *m, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++, m->next_id++) {
+        uint64_t debit = 1 + test_rng_below(&m->rng, MIXED_ACCOUNTS);
+        uint64_t credit = 1 + (debit + test_rng_below(&m->rng, MIXED_ACCOUNTS - 1)) % MIXED_ACCOUNTS;
+        ledger_command cmd = test_cmd_transfer(m->next_id, debit, credit, 1);
+        char key[32];
+        snprintf(key, sizeof(key), "x-%llu", (unsigned long long)m->next_id);
+        uint64_t seq = apply_in(t, key, &cmd, test_rng_below(&m->rng, 2)).first_seq;
+        ck_assert(m->len[debit] < MIXED_ENTRIES_MAX && m->len[credit] < MIXED_ENTRIES_MAX);
+        m->seqs[debit][m->len[debit]++] = m->seqs[credit][m->len[credit]++] = seq;
+    }
+}
+
+/* Delete a random entry of a random account in t (as retention does),
+ * and from the model. */
+static void mixed_delete(store_txn *t, mixed_model *m)
+{
+    uint64_t account = 1 + test_rng_below(&m->rng, MIXED_ACCOUNTS);
+    uint32_t len = m->len[account];
+    if (len == 0)
+        return;
+    uint32_t at = (uint32_t)test_rng_below(&m->rng, len);
+    ck_assert_int_eq(ledger_history_del(t, account, m->seqs[account][at]), TALLY_ok);
+    memmove(&m->seqs[account][at], &m->seqs[account][at + 1], (len - at - 1) * sizeof(uint64_t));
+    m->len[account]--;
+}
+
+/* Every account's history in t, paged both ways with a random limit, is
+ * the model's; has finds a random entry of each (each read in a write
+ * transaction writes its pending entries first). */
+static void mixed_assert(store_txn *t, mixed_model *m)
+{
+    static uint64_t got[MIXED_ENTRIES_MAX];
+    for (uint64_t account = 1; account <= MIXED_ACCOUNTS; account++) {
+        const uint64_t *want = m->seqs[account];
+        uint32_t len = m->len[account];
+        for (int reverse = 0; reverse <= 1; reverse++) {
+            uint32_t limit = 1 + (uint32_t)test_rng_below(&m->rng, 40), total = 0, n;
+            uint64_t cursor = 0;
+            do {
+                ck_assert_int_eq(ledger_history_seqs(t, account, reverse, cursor, got + total,
+                                                     limit, &n), TALLY_ok);
+                total += n;
+                cursor = n ? got[total - 1] : cursor;
+            } while (n == limit && total + limit <= MIXED_ENTRIES_MAX);
+            ck_assert_msg(total == len, "account %llu %s: %u entries, want %u",
+                          (unsigned long long)account, reverse ? "back" : "forward", total, len);
+            for (uint32_t i = 0; i < len; i++)
+                ck_assert_msg(got[i] == want[reverse ? len - 1 - i : i],
+                              "account %llu %s: entry %u differs", (unsigned long long)account,
+                              reverse ? "back" : "forward", i);
+        }
+        if (len > 0)
+            ck_assert_int_eq(ledger_history_has(t, account, want[test_rng_below(&m->rng, len)]),
+                             TALLY_ok);
+    }
+}
+
+/* Commits of single transfers and of hundreds to thousands (past
+ * HISTORY_RECENT_KEYS_MAX), with reads and deletes inside them and inside
+ * nested transactions that commit or abort (after writing their parent's
+ * pending entries early), so that entries sit in "history", the tails and
+ * the records in every mix, records are appended at flushes, folded at
+ * flushes and commits, and rewritten by deletes: after each commit, a
+ * fresh read sees each account's history as the model says, in pages
+ * both ways; the entries are counted where they sit; the records never
+ * pass their limits. */
+START_TEST(test_writes_reads_and_deletes_in_any_order_match_a_model)
+{
+    test_store ts;
+    fresh_store(&ts, MIXED_ACCOUNTS);
+    static mixed_model m, saved;
+    memset(&m, 0, sizeof(m));
+    m.next_id = 1, m.rng = 2026;
+    for (int c = 0; c < MIXED_COMMITS; c++) {
+        store_txn t, child;
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+        for (uint64_t steps = 1 + test_rng_below(&m.rng, 5); steps > 0; steps--) {
+            uint64_t what = test_rng_below(&m.rng, 100);
+            if (what < 50) {
+                bool big = test_rng_below(&m.rng, 20) == 0;
+                mixed_transfers(&t, &m, big ? 200 + test_rng_below(&m.rng, 2000)
+                                            : 1 + test_rng_below(&m.rng, 4));
+            } else if (what < 80) { /* nested: abort (the model as before) or commit */
+                bool abort = what < 65;
+                if (abort)
+                    saved = m;
+                ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
+                mixed_transfers(&child, &m, 1 + test_rng_below(&m.rng, 5));
+                if (test_rng_below(&m.rng, 2))
+                    mixed_assert(&child, &m);
+                if (test_rng_below(&m.rng, 2))
+                    mixed_delete(&child, &m);
+                if (abort) {
+                    store_txn_abort(&child);
+                    uint64_t next_id = m.next_id, rng = m.rng;
+                    m = saved;
+                    m.next_id = next_id, m.rng = rng; /* transfer ids are not reused */
+                } else {
+                    ck_assert_int_eq(store_txn_commit(&child), TALLY_ok);
+                }
+            } else if (what < 90) {
+                mixed_assert(&t, &m);
+            } else {
+                mixed_delete(&t, &m);
+            }
+        }
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+        mixed_assert(&t, &m);
+        store_txn_abort(&t);
+        uint64_t entries = 0;
+        for (uint64_t account = 1; account <= MIXED_ACCOUNTS; account++)
+            entries += m.len[account];
+        ck_assert_uint_eq(test_history_entries(&ts), entries);
+        ck_assert_uint_le(test_count(&ts, STORE_DB_HISTORY_RECENT), HISTORY_RECENT_RECORDS_MAX);
+    }
+    test_store_close(&ts); /* entries deleted by hand: not for the invariants */
+}
+END_TEST
+
 /* has and del find entries in the recent records: a record losing one of
  * several keys is rewritten without it, one losing its only key goes; the
  * history pages around the holes; a read-only transaction sees it. */
@@ -1017,6 +1152,7 @@ int main(void)
     tcase_add_test(tc, test_recent_records_at_their_limits_exactly);
     tcase_add_test(tc, test_has_and_del_on_recent_entries);
     tcase_add_test(tc, test_recent_record_with_a_bad_key_is_corrupt);
+    tcase_add_test(tc, test_writes_reads_and_deletes_in_any_order_match_a_model);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
