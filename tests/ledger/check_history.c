@@ -909,6 +909,49 @@ START_TEST(test_recent_records_at_their_limits_exactly)
 }
 END_TEST
 
+/* A key whose seq is at or below the head the transaction began from (not
+ * of an event it appended: a repair putting back deleted entries) is not
+ * sure to be above what is stored, so its commit folds the records at
+ * once instead of appending one, with the transaction's fresh keys: the
+ * entry of the head itself, then the account's first entry behind later
+ * ones. The history reads in order, and the invariants find it whole. */
+START_TEST(test_keys_at_or_below_the_head_fold_at_once)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    uint64_t seqs[5];
+    for (int i = 0; i < 3; i++) {
+        ledger_command cmd = test_cmd_transfer(10 + (uint64_t)i, 1, 2, 1);
+        seqs[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    }
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[0]), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[2]), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
+
+    for (int i = 3; i < 5; i++) {
+        uint64_t head = test_head(&ts).seq, again = i == 3 ? seqs[2] : seqs[0];
+        ck_assert(i == 3 ? again == head : again < head);
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+        ledger_command cmd = test_cmd_transfer(10 + (uint64_t)i, 2, 1, 1);
+        seqs[i] = apply_in(&t, i == 3 ? "13" : "14", &cmd, true).first_seq; /* fresh */
+        ck_assert_int_eq(ledger_history_put(&t, 1, again), TALLY_ok);
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+        uint64_t one[5] = {seqs[1], seqs[2], seqs[3]}, n = 3;
+        if (i == 4) {
+            memcpy(one, seqs, sizeof(one));
+            n = 5;
+        }
+        assert_history(&ts, 1, one, (uint32_t)n);
+        assert_history(&ts, 2, seqs, (uint32_t)i + 1);
+    }
+    test_finish(&ts);
+}
+END_TEST
+
 /* ---- everything at once, against a model ---- */
 
 #define MIXED_ACCOUNTS 5
@@ -1150,6 +1193,7 @@ int main(void)
     tcase_add_test(tc, test_recent_records_fold_after_sixteen);
     tcase_add_test(tc, test_recent_records_fold_at_the_key_limit);
     tcase_add_test(tc, test_recent_records_at_their_limits_exactly);
+    tcase_add_test(tc, test_keys_at_or_below_the_head_fold_at_once);
     tcase_add_test(tc, test_has_and_del_on_recent_entries);
     tcase_add_test(tc, test_recent_record_with_a_bad_key_is_corrupt);
     tcase_add_test(tc, test_writes_reads_and_deletes_in_any_order_match_a_model);
