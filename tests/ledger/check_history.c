@@ -48,7 +48,6 @@
 #define GROUP_TRANSFERS 600
 #define GROUP_ACCOUNTS 5
 #define PAGE_ENTRIES 37 /* pages that do not divide the counts */
-#define ACCOUNT_ENTRIES_MAX 4096 /* what assert_history reads of an account */
 
 /* A fresh store with accounts 1..accounts (committed). */
 static void fresh_store(test_store *ts, uint64_t accounts)
@@ -63,6 +62,19 @@ static void begin_on_fresh_store(test_store *ts, uint64_t accounts, store_txn *t
 {
     fresh_store(ts, accounts);
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, t), TALLY_ok);
+}
+
+/* Transfers of 1 between accounts 1 and 2, ids from first_id up, each in
+ * a commit of its own (with alternate, each the other way than the one
+ * before); their seqs into seqs[0..n). */
+static void commit_transfers(test_store *ts, uint64_t first_id, uint32_t n, bool alternate,
+                             uint64_t *seqs)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t debit = alternate ? 1 + i % 2 : 1;
+        ledger_command cmd = test_cmd_transfer(first_id + i, debit, 3 - debit, 1);
+        seqs[i] = test_apply(ts, "history", NULL, &cmd).first_seq;
+    }
 }
 
 /* Apply cmd under key in the write transaction t: nested (ledger_apply)
@@ -100,10 +112,10 @@ static uint32_t history_in(store_txn *t, uint64_t account, uint64_t *seqs, uint3
  * transaction, is exactly want[0..n). */
 static void assert_history(test_store *ts, uint64_t account, const uint64_t *want, uint32_t n)
 {
-    static uint64_t got[ACCOUNT_ENTRIES_MAX + 1];
+    static uint64_t got[2 * GROUP_TRANSFERS + 1];
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    uint32_t count = history_in(&t, account, got, ACCOUNT_ENTRIES_MAX + 1);
+    uint32_t count = history_in(&t, account, got, 2 * GROUP_TRANSFERS + 1);
     store_txn_abort(&t);
     ck_assert_msg(count == n, "account %llu: %u entries, want %u", (unsigned long long)account,
                   count, n);
@@ -648,11 +660,8 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
     test_store ts;
     fresh_store(&ts, 2);
     uint64_t want[HISTORY_TAIL_MAX + 8];
-    uint32_t n = 0;
-    for (; n < HISTORY_TAIL_MAX + 4; n++) {
-        ledger_command cmd = test_cmd_transfer(10 + n, 1 + n % 2, 2 - n % 2, 1);
-        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
-    }
+    uint32_t n = HISTORY_TAIL_MAX + 4;
+    commit_transfers(&ts, 10, n, true, want);
     test_history_fold(&ts); /* a format 3 store had no recent records either */
     make_older_format(&ts, 3);
 
@@ -694,12 +703,9 @@ START_TEST(test_format_4_store_with_tails_reads_and_is_upgraded)
 {
     test_store ts;
     fresh_store(&ts, 2);
-    uint64_t want[2 * HISTORY_TAIL_MAX + 8];
-    uint32_t n = 0;
-    for (; n < HISTORY_TAIL_MAX + 5; n++) {
-        ledger_command cmd = test_cmd_transfer(10 + n, 1 + n % 2, 2 - n % 2, 1);
-        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
-    }
+    uint64_t want[HISTORY_TAIL_MAX + 8];
+    uint32_t n = HISTORY_TAIL_MAX + 5;
+    commit_transfers(&ts, 10, n, true, want);
     test_history_fold(&ts);
     uint64_t tail[HISTORY_TAIL_MAX];
     /* The 17th commit folded 17 entries of each into "history"; 4 in the tail. */
@@ -727,10 +733,8 @@ START_TEST(test_format_4_store_with_tails_reads_and_is_upgraded)
 
     test_store_reopen(&ts); /* the writer */
     ck_assert_uint_eq(format_of(&ts), STORE_FORMAT_VERSION);
-    for (uint32_t i = 0; i < 3; i++, n++) {
-        ledger_command cmd = test_cmd_transfer(100 + i, 2, 1, 1);
-        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
-    }
+    commit_transfers(&ts, 100, 3, false, want + n);
+    n += 3;
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
     ck_assert_uint_eq(tail_of(&ts, 1, tail), 4); /* untouched until the fold */
     assert_history(&ts, 1, want, n);
@@ -822,38 +826,107 @@ START_TEST(test_recent_records_fold_at_the_key_limit)
 }
 END_TEST
 
-/* The accounts' histories as the transfers of limit_commit made them. */
-typedef struct limit_model {
-    uint64_t next_id, rng;
-    uint64_t seqs[GROUP_ACCOUNTS + 1][ACCOUNT_ENTRIES_MAX];
-    uint32_t len[GROUP_ACCOUNTS + 1];
-} limit_model;
+/* ---- a model of the accounts' histories (the tests below) ---- */
 
-/* One write transaction of n transfers between random accounts, with a
- * read of the history (which writes the pending entries: a record, or a
- * fold) after the first flush_after of them when that is below n. */
-static void limit_commit(test_store *ts, limit_model *m, uint64_t n, uint64_t flush_after)
+#define HISTORY_MODEL_ACCOUNTS 5
+#define HISTORY_MODEL_ENTRIES_MAX 8192 /* per account */
+
+typedef struct history_model {
+    uint64_t next_id, rng;
+    uint64_t seqs[HISTORY_MODEL_ACCOUNTS + 1][HISTORY_MODEL_ENTRIES_MAX];
+    uint32_t len[HISTORY_MODEL_ACCOUNTS + 1];
+} history_model;
+
+/* n transfers between random accounts in t, each nested or in place,
+ * into the model. */
+static void model_transfers(store_txn *t, history_model *m, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++, m->next_id++) {
+        uint64_t debit = 1 + test_rng_below(&m->rng, HISTORY_MODEL_ACCOUNTS);
+        uint64_t credit =
+            1 + (debit + test_rng_below(&m->rng, HISTORY_MODEL_ACCOUNTS - 1)) % HISTORY_MODEL_ACCOUNTS;
+        ledger_command cmd = test_cmd_transfer(m->next_id, debit, credit, 1);
+        char key[32];
+        snprintf(key, sizeof(key), "x-%llu", (unsigned long long)m->next_id);
+        uint64_t seq = apply_in(t, key, &cmd, test_rng_below(&m->rng, 2)).first_seq;
+        ck_assert(m->len[debit] < HISTORY_MODEL_ENTRIES_MAX &&
+                  m->len[credit] < HISTORY_MODEL_ENTRIES_MAX);
+        m->seqs[debit][m->len[debit]++] = m->seqs[credit][m->len[credit]++] = seq;
+    }
+}
+
+/* Delete a random entry of a random account in t (as retention does),
+ * and from the model. */
+static void model_delete(store_txn *t, history_model *m)
+{
+    uint64_t account = 1 + test_rng_below(&m->rng, HISTORY_MODEL_ACCOUNTS);
+    uint32_t len = m->len[account];
+    if (len == 0)
+        return;
+    uint32_t at = (uint32_t)test_rng_below(&m->rng, len);
+    ck_assert_int_eq(ledger_history_del(t, account, m->seqs[account][at]), TALLY_ok);
+    memmove(&m->seqs[account][at], &m->seqs[account][at + 1], (len - at - 1) * sizeof(uint64_t));
+    m->len[account]--;
+}
+
+/* Every account's history in t, paged both ways with a random limit, is
+ * the model's; has finds a random entry of each (each read in a write
+ * transaction writes its pending entries first). */
+static void model_assert(store_txn *t, history_model *m)
+{
+    static uint64_t got[HISTORY_MODEL_ENTRIES_MAX];
+    for (uint64_t account = 1; account <= HISTORY_MODEL_ACCOUNTS; account++) {
+        const uint64_t *want = m->seqs[account];
+        uint32_t len = m->len[account];
+        for (int reverse = 0; reverse <= 1; reverse++) {
+            uint32_t limit = 1 + (uint32_t)test_rng_below(&m->rng, 40), total = 0, n;
+            uint64_t cursor = 0;
+            do {
+                ck_assert_int_eq(ledger_history_seqs(t, account, reverse, cursor, got + total,
+                                                     limit, &n), TALLY_ok);
+                total += n;
+                cursor = n ? got[total - 1] : cursor;
+            } while (n == limit && total + limit <= HISTORY_MODEL_ENTRIES_MAX);
+            ck_assert_msg(total == len, "account %llu %s: %u entries, want %u",
+                          (unsigned long long)account, reverse ? "back" : "forward", total, len);
+            for (uint32_t i = 0; i < len; i++)
+                ck_assert_msg(got[i] == want[reverse ? len - 1 - i : i],
+                              "account %llu %s: entry %u differs", (unsigned long long)account,
+                              reverse ? "back" : "forward", i);
+        }
+        if (len > 0)
+            ck_assert_int_eq(ledger_history_has(t, account, want[test_rng_below(&m->rng, len)]),
+                             TALLY_ok);
+    }
+}
+
+/* model_assert in a fresh read transaction, and the entries counted where
+ * they sit. */
+static void model_assert_stored(test_store *ts, history_model *m)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    model_assert(&t, m);
+    store_txn_abort(&t);
+    uint64_t entries = 0;
+    for (uint64_t account = 1; account <= HISTORY_MODEL_ACCOUNTS; account++)
+        entries += m->len[account];
+    ck_assert_uint_eq(test_history_entries(ts), entries);
+}
+
+/* One write transaction of n transfers, with a read of the history (which
+ * writes the pending entries: a record, or a fold) after the first
+ * flush_after of them when that is below n. */
+static void model_commit(test_store *ts, history_model *m, uint64_t n, uint64_t flush_after)
 {
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
-    for (uint64_t i = 0; i < n; i++, m->next_id++) {
-        if (i == flush_after)
-            ck_assert_int_eq(ledger_history_has(&t, 1, 1), TALLY_not_found);
-        uint64_t debit = 1 + test_rng_below(&m->rng, GROUP_ACCOUNTS);
-        uint64_t credit = 1 + (debit + test_rng_below(&m->rng, GROUP_ACCOUNTS - 1)) % GROUP_ACCOUNTS;
-        ledger_command cmd = test_cmd_transfer(m->next_id, debit, credit, 1);
-        char key[32];
-        snprintf(key, sizeof(key), "l-%llu", (unsigned long long)m->next_id);
-        uint64_t seq = apply_in(&t, key, &cmd, i % 2 == 0).first_seq;
-        m->seqs[debit][m->len[debit]++] = m->seqs[credit][m->len[credit]++] = seq;
+    model_transfers(&t, m, n < flush_after ? n : flush_after);
+    if (flush_after < n) {
+        ck_assert_int_eq(ledger_history_has(&t, 1, 1), TALLY_not_found); /* an account.opened */
+        model_transfers(&t, m, n - flush_after);
     }
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
-}
-
-static void assert_limit_model(test_store *ts, const limit_model *m)
-{
-    for (uint64_t account = 1; account <= GROUP_ACCOUNTS; account++)
-        assert_history(ts, account, m->seqs[account], m->len[account]);
 }
 
 /* The limits of the recent records exactly: records appended at a flush
@@ -864,33 +937,32 @@ static void assert_limit_model(test_store *ts, const limit_model *m)
 START_TEST(test_recent_records_at_their_limits_exactly)
 {
     test_store ts;
-    fresh_store(&ts, GROUP_ACCOUNTS);
-    static limit_model m;
+    fresh_store(&ts, HISTORY_MODEL_ACCOUNTS);
+    static history_model m;
     memset(&m, 0, sizeof(m));
     m.next_id = 1, m.rng = 5;
     for (uint32_t i = 0; i < HISTORY_RECENT_RECORDS_MAX - 2; i++)
-        limit_commit(&ts, &m, 1, 1);
-    limit_commit(&ts, &m, 2, 1); /* a record at the flush, one at the commit */
+        model_commit(&ts, &m, 1, 1);
+    model_commit(&ts, &m, 2, 1); /* a record at the flush, one at the commit */
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), HISTORY_RECENT_RECORDS_MAX);
-    assert_limit_model(&ts, &m);
-    limit_commit(&ts, &m, 2, 1); /* the flush folds; the commit's record */
+    model_assert_stored(&ts, &m);
+    model_commit(&ts, &m, 2, 1); /* the flush folds; the commit's record */
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
-    assert_limit_model(&ts, &m);
+    model_assert_stored(&ts, &m);
     test_assert_invariants(&ts);
 
     /* 2 + 2 + 4092 keys: exactly HISTORY_RECENT_KEYS_MAX, kept; 2 more fold. */
-    limit_commit(&ts, &m, 1, 1);
-    limit_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2 - 2, UINT64_MAX);
+    model_commit(&ts, &m, 1, 1);
+    model_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2 - 2, UINT64_MAX);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
-    ck_assert_uint_eq(test_history_entries(&ts), 2 * (m.next_id - 1));
-    assert_limit_model(&ts, &m);
-    limit_commit(&ts, &m, 1, 1);
+    model_assert_stored(&ts, &m);
+    model_commit(&ts, &m, 1, 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
-    assert_limit_model(&ts, &m);
+    model_assert_stored(&ts, &m);
     /* One record of HISTORY_RECENT_KEYS_MAX keys, read back. */
-    limit_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2, UINT64_MAX);
+    model_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2, UINT64_MAX);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
-    assert_limit_model(&ts, &m);
+    model_assert_stored(&ts, &m);
     test_assert_invariants(&ts);
 
     /* A delete leaves 4095; a commit of 2 makes 4097: folded. */
@@ -900,11 +972,10 @@ START_TEST(test_recent_records_at_their_limits_exactly)
     ck_assert_int_eq(ledger_history_del(&t, 1, gone), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     m.len[1]--;
-    ck_assert_uint_eq(test_history_entries(&ts), 2 * (m.next_id - 1) - 1);
-    limit_commit(&ts, &m, 1, 1);
+    model_assert_stored(&ts, &m);
+    model_commit(&ts, &m, 1, 1);
     ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
-    ck_assert_uint_eq(test_history_entries(&ts), 2 * (m.next_id - 1) - 1);
-    assert_limit_model(&ts, &m);
+    model_assert_stored(&ts, &m);
     test_store_close(&ts); /* an entry deleted by hand: not for the invariants */
 }
 END_TEST
@@ -920,10 +991,7 @@ START_TEST(test_keys_at_or_below_the_head_fold_at_once)
     test_store ts;
     fresh_store(&ts, 2);
     uint64_t seqs[5];
-    for (int i = 0; i < 3; i++) {
-        ledger_command cmd = test_cmd_transfer(10 + (uint64_t)i, 1, 2, 1);
-        seqs[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
-    }
+    commit_transfers(&ts, 10, 3, false, seqs);
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
     ck_assert_int_eq(ledger_history_del(&t, 1, seqs[0]), TALLY_ok);
@@ -952,77 +1020,7 @@ START_TEST(test_keys_at_or_below_the_head_fold_at_once)
 }
 END_TEST
 
-/* ---- everything at once, against a model ---- */
-
-#define MIXED_ACCOUNTS 5
 #define MIXED_COMMITS 80
-#define MIXED_ENTRIES_MAX 8192 /* per account; the run makes about 3500 */
-
-typedef struct mixed_model {
-    uint64_t next_id, rng;
-    uint64_t seqs[MIXED_ACCOUNTS + 1][MIXED_ENTRIES_MAX];
-    uint32_t len[MIXED_ACCOUNTS + 1];
-} mixed_model;
-
-/* n transfers in t, each nested or in place, into the model. */
-static void mixed_transfers(store_txn *t, mixed_model *m, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++, m->next_id++) {
-        uint64_t debit = 1 + test_rng_below(&m->rng, MIXED_ACCOUNTS);
-        uint64_t credit = 1 + (debit + test_rng_below(&m->rng, MIXED_ACCOUNTS - 1)) % MIXED_ACCOUNTS;
-        ledger_command cmd = test_cmd_transfer(m->next_id, debit, credit, 1);
-        char key[32];
-        snprintf(key, sizeof(key), "x-%llu", (unsigned long long)m->next_id);
-        uint64_t seq = apply_in(t, key, &cmd, test_rng_below(&m->rng, 2)).first_seq;
-        ck_assert(m->len[debit] < MIXED_ENTRIES_MAX && m->len[credit] < MIXED_ENTRIES_MAX);
-        m->seqs[debit][m->len[debit]++] = m->seqs[credit][m->len[credit]++] = seq;
-    }
-}
-
-/* Delete a random entry of a random account in t (as retention does),
- * and from the model. */
-static void mixed_delete(store_txn *t, mixed_model *m)
-{
-    uint64_t account = 1 + test_rng_below(&m->rng, MIXED_ACCOUNTS);
-    uint32_t len = m->len[account];
-    if (len == 0)
-        return;
-    uint32_t at = (uint32_t)test_rng_below(&m->rng, len);
-    ck_assert_int_eq(ledger_history_del(t, account, m->seqs[account][at]), TALLY_ok);
-    memmove(&m->seqs[account][at], &m->seqs[account][at + 1], (len - at - 1) * sizeof(uint64_t));
-    m->len[account]--;
-}
-
-/* Every account's history in t, paged both ways with a random limit, is
- * the model's; has finds a random entry of each (each read in a write
- * transaction writes its pending entries first). */
-static void mixed_assert(store_txn *t, mixed_model *m)
-{
-    static uint64_t got[MIXED_ENTRIES_MAX];
-    for (uint64_t account = 1; account <= MIXED_ACCOUNTS; account++) {
-        const uint64_t *want = m->seqs[account];
-        uint32_t len = m->len[account];
-        for (int reverse = 0; reverse <= 1; reverse++) {
-            uint32_t limit = 1 + (uint32_t)test_rng_below(&m->rng, 40), total = 0, n;
-            uint64_t cursor = 0;
-            do {
-                ck_assert_int_eq(ledger_history_seqs(t, account, reverse, cursor, got + total,
-                                                     limit, &n), TALLY_ok);
-                total += n;
-                cursor = n ? got[total - 1] : cursor;
-            } while (n == limit && total + limit <= MIXED_ENTRIES_MAX);
-            ck_assert_msg(total == len, "account %llu %s: %u entries, want %u",
-                          (unsigned long long)account, reverse ? "back" : "forward", total, len);
-            for (uint32_t i = 0; i < len; i++)
-                ck_assert_msg(got[i] == want[reverse ? len - 1 - i : i],
-                              "account %llu %s: entry %u differs", (unsigned long long)account,
-                              reverse ? "back" : "forward", i);
-        }
-        if (len > 0)
-            ck_assert_int_eq(ledger_history_has(t, account, want[test_rng_below(&m->rng, len)]),
-                             TALLY_ok);
-    }
-}
 
 /* Commits of single transfers and of hundreds to thousands (past
  * HISTORY_RECENT_KEYS_MAX), with reads and deletes inside them and inside
@@ -1036,8 +1034,8 @@ static void mixed_assert(store_txn *t, mixed_model *m)
 START_TEST(test_writes_reads_and_deletes_in_any_order_match_a_model)
 {
     test_store ts;
-    fresh_store(&ts, MIXED_ACCOUNTS);
-    static mixed_model m, saved;
+    fresh_store(&ts, HISTORY_MODEL_ACCOUNTS);
+    static history_model m, saved;
     memset(&m, 0, sizeof(m));
     m.next_id = 1, m.rng = 2026;
     for (int c = 0; c < MIXED_COMMITS; c++) {
@@ -1047,18 +1045,18 @@ START_TEST(test_writes_reads_and_deletes_in_any_order_match_a_model)
             uint64_t what = test_rng_below(&m.rng, 100);
             if (what < 50) {
                 bool big = test_rng_below(&m.rng, 20) == 0;
-                mixed_transfers(&t, &m, big ? 200 + test_rng_below(&m.rng, 2000)
+                model_transfers(&t, &m, big ? 200 + test_rng_below(&m.rng, 2000)
                                             : 1 + test_rng_below(&m.rng, 4));
             } else if (what < 80) { /* nested: abort (the model as before) or commit */
                 bool abort = what < 65;
                 if (abort)
                     saved = m;
                 ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
-                mixed_transfers(&child, &m, 1 + test_rng_below(&m.rng, 5));
+                model_transfers(&child, &m, 1 + test_rng_below(&m.rng, 5));
                 if (test_rng_below(&m.rng, 2))
-                    mixed_assert(&child, &m);
+                    model_assert(&child, &m);
                 if (test_rng_below(&m.rng, 2))
-                    mixed_delete(&child, &m);
+                    model_delete(&child, &m);
                 if (abort) {
                     store_txn_abort(&child);
                     uint64_t next_id = m.next_id, rng = m.rng;
@@ -1068,19 +1066,13 @@ START_TEST(test_writes_reads_and_deletes_in_any_order_match_a_model)
                     ck_assert_int_eq(store_txn_commit(&child), TALLY_ok);
                 }
             } else if (what < 90) {
-                mixed_assert(&t, &m);
+                model_assert(&t, &m);
             } else {
-                mixed_delete(&t, &m);
+                model_delete(&t, &m);
             }
         }
         ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
-        ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
-        mixed_assert(&t, &m);
-        store_txn_abort(&t);
-        uint64_t entries = 0;
-        for (uint64_t account = 1; account <= MIXED_ACCOUNTS; account++)
-            entries += m.len[account];
-        ck_assert_uint_eq(test_history_entries(&ts), entries);
+        model_assert_stored(&ts, &m);
         ck_assert_uint_le(test_count(&ts, STORE_DB_HISTORY_RECENT), HISTORY_RECENT_RECORDS_MAX);
     }
     test_store_close(&ts); /* entries deleted by hand: not for the invariants */
@@ -1095,10 +1087,7 @@ START_TEST(test_has_and_del_on_recent_entries)
     test_store ts;
     fresh_store(&ts, 3);
     uint64_t seqs[4];
-    for (uint64_t i = 0; i < 3; i++) {
-        ledger_command cmd = test_cmd_transfer(10 + i, 1, 2, 1);
-        seqs[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
-    }
+    commit_transfers(&ts, 10, 3, false, seqs);
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
     ledger_command cmd = test_cmd_transfer(13, 2, 3, 1); /* a record of 2 keys */
