@@ -345,8 +345,9 @@ static size_t account_bound(const uint8_t *keys, size_t n, uint64_t account_id, 
 
 /* Calls fn for each "history_recent" record, oldest first (with reverse:
  * newest first), until fn returns other than TALLY_ok (returned, with
- * TALLY_not_found turned into TALLY_ok by none of them). A store without
- * the database has no records. */
+ * TALLY_not_found turned into TALLY_ok by none of them); a record whose
+ * key is not a record number, or whose value does not decode, is
+ * TALLY_corrupt_record. A store without the database has no records. */
 typedef int (*recent_fn)(const MDB_val *k, const uint8_t *keys, size_t n, void *ctx);
 
 static int each_recent(store_txn *t, bool reverse, recent_fn fn, void *ctx)
@@ -363,7 +364,8 @@ static int each_recent(store_txn *t, bool reverse, recent_fn fn, void *ctx)
         const uint8_t *keys;
         size_t n;
         const char *why;
-        rc = ledger_history_recent_decode(&v, &keys, &n, &why);
+        rc = k.mv_size == 8 ? ledger_history_recent_decode(&v, &keys, &n, &why)
+                            : TALLY_corrupt_record;
         if (rc == TALLY_ok)
             rc = fn(&k, keys, n, ctx);
         if (rc == TALLY_ok)

@@ -669,8 +669,8 @@ static void history_recent_entry(audit *a, const MDB_val *k, const MDB_val *v, v
             audit_report(a, "history", acct,
                          "recent seq %" PRIu64 " is not above the tail or indexed seq %" PRIu64,
                          seq, last);
-        } else if (rc != TALLY_ok && rc != TALLY_not_found)
-            a->fault = rc;
+        } else if (rc != TALLY_ok && rc != TALLY_not_found && rc != TALLY_corrupt_record)
+            a->fault = rc; /* a corrupt tail: history_tail_entry reported it */
     }
     if (sums && low <= a->recent_last_seq)
         audit_report(a, "history", name,

@@ -40,6 +40,7 @@
 
 #include "ledger/history.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,19 @@ static void begin_on_fresh_store(test_store *ts, uint64_t accounts, store_txn *t
 {
     fresh_store(ts, accounts);
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, t), TALLY_ok);
+}
+
+/* Transfers of 1 between accounts 1 and 2, ids from first_id up, each in
+ * a commit of its own (with alternate, each the other way than the one
+ * before); their seqs into seqs[0..n). */
+static void commit_transfers(test_store *ts, uint64_t first_id, uint32_t n, bool alternate,
+                             uint64_t *seqs)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t debit = alternate ? 1 + i % 2 : 1;
+        ledger_command cmd = test_cmd_transfer(first_id + i, debit, 3 - debit, 1);
+        seqs[i] = test_apply(ts, "history", NULL, &cmd).first_seq;
+    }
 }
 
 /* Apply cmd under key in the write transaction t: nested (ledger_apply)
@@ -573,10 +587,13 @@ START_TEST(test_aborted_child_leaves_tails_untouched)
 }
 END_TEST
 
-/* A store of format 3: every entry in "history", no "history_tail", the
- * format written back to 3 (as the previous tallyd left it). */
-static void make_format_3(test_store *ts)
+/* A store of an older format, as the previous tallyd left it: of format
+ * 4, its tails kept and no "history_recent" (the records folded before);
+ * of format 3, also every tail entry in "history" and no "history_tail".
+ * The format written back. */
+static void make_older_format(test_store *ts, uint32_t format)
 {
+    assert(format == 3 || format == 4);
     store_close(ts->st);
     ts->st = NULL;
     MDB_env *env;
@@ -593,7 +610,7 @@ static void make_format_3(test_store *ts)
     MDB_cursor *cur;
     ck_assert_int_eq(mdb_cursor_open(txn, tails, &cur), MDB_SUCCESS);
     MDB_val k, v;
-    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS && format == 3;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         uint64_t seqs[HISTORY_TAIL_MAX];
         uint32_t n;
@@ -608,11 +625,15 @@ static void make_format_3(test_store *ts)
         }
     }
     mdb_cursor_close(cur);
-    ck_assert_int_eq(mdb_drop(txn, tails, 1), MDB_SUCCESS);
-    ck_assert_int_eq(mdb_drop(txn, recent, 1), MDB_SUCCESS); /* empty: folded before */
-    uint8_t three[4];
-    put_u32_be(three, 3);
-    MDB_val fk = {14, (void *)"format_version"}, fv = {4, three};
+    if (format == 3)
+        ck_assert_int_eq(mdb_drop(txn, tails, 1), MDB_SUCCESS);
+    MDB_stat recent_stat;
+    ck_assert_int_eq(mdb_stat(txn, recent, &recent_stat), MDB_SUCCESS);
+    ck_assert_uint_eq(recent_stat.ms_entries, 0); /* folded before */
+    ck_assert_int_eq(mdb_drop(txn, recent, 1), MDB_SUCCESS);
+    uint8_t old[4];
+    put_u32_be(old, format);
+    MDB_val fk = {14, (void *)"format_version"}, fv = {4, old};
     ck_assert_int_eq(mdb_put(txn, meta, &fk, &fv, 0), MDB_SUCCESS);
     ck_assert_int_eq(mdb_txn_commit(txn), MDB_SUCCESS);
     mdb_env_close(env);
@@ -639,13 +660,10 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
     test_store ts;
     fresh_store(&ts, 2);
     uint64_t want[HISTORY_TAIL_MAX + 8];
-    uint32_t n = 0;
-    for (; n < HISTORY_TAIL_MAX + 4; n++) {
-        ledger_command cmd = test_cmd_transfer(10 + n, 1 + n % 2, 2 - n % 2, 1);
-        want[n] = test_apply(&ts, "history", NULL, &cmd).first_seq;
-    }
+    uint32_t n = HISTORY_TAIL_MAX + 4;
+    commit_transfers(&ts, 10, n, true, want);
     test_history_fold(&ts); /* a format 3 store had no recent records either */
-    make_format_3(&ts);
+    make_older_format(&ts, 3);
 
     store_options ro = {.path = ts.dir, .read_only = true};
     ck_assert_int_eq(store_open(&ro, &ts.st), TALLY_ok);
@@ -675,6 +693,60 @@ START_TEST(test_format_3_store_reads_without_tails_and_is_upgraded)
 }
 END_TEST
 
+
+/* Opened read-only, a format 4 store's history is its "history" and its
+ * tails (no "history_recent": it reads as having no records); its first
+ * writer creates "history_recent" and marks it 5; new entries wait in
+ * records after the tails, and a fold appends them to the tails (and
+ * "history", where a tail fills). */
+START_TEST(test_format_4_store_with_tails_reads_and_is_upgraded)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    uint64_t want[HISTORY_TAIL_MAX + 8];
+    uint32_t n = HISTORY_TAIL_MAX + 5;
+    commit_transfers(&ts, 10, n, true, want);
+    test_history_fold(&ts);
+    uint64_t tail[HISTORY_TAIL_MAX];
+    /* The 17th commit folded 17 entries of each into "history"; 4 in the tail. */
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 4);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * (HISTORY_RECENT_RECORDS_MAX + 1));
+    make_older_format(&ts, 4);
+
+    store_options ro = {.path = ts.dir, .read_only = true};
+    ck_assert_int_eq(store_open(&ro, &ts.st), TALLY_ok);
+    ck_assert_uint_eq(format_of(&ts), 4);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * n);
+    assert_history(&ts, 1, want, n);
+    assert_history(&ts, 2, want, n);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_has(&t, 2, want[n - 1]), TALLY_ok); /* a tail's */
+    ck_assert_int_eq(ledger_history_has(&t, 2, want[0]), TALLY_ok);     /* "history"'s */
+    uint64_t back[4];
+    uint32_t got;
+    ck_assert_int_eq(ledger_history_seqs(&t, 1, true, 0, back, 4, &got), TALLY_ok);
+    ck_assert(got == 4 && back[0] == want[n - 1] && back[3] == want[n - 4]);
+    store_txn_abort(&t);
+    test_assert_invariants(&ts);
+
+    test_store_reopen(&ts); /* the writer */
+    ck_assert_uint_eq(format_of(&ts), STORE_FORMAT_VERSION);
+    commit_transfers(&ts, 100, 3, false, want + n);
+    n += 3;
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 4); /* untouched until the fold */
+    assert_history(&ts, 1, want, n);
+    test_assert_invariants(&ts);
+    test_history_fold(&ts);
+    ck_assert_uint_eq(tail_of(&ts, 1, tail), 7);
+    ck_assert_uint_eq(tail[6], want[n - 1]);
+    assert_history(&ts, 1, want, n);
+    assert_history(&ts, 2, want, n);
+    test_finish(&ts);
+}
+END_TEST
 
 /* ---- the recent records ("history_recent") ---- */
 
@@ -754,6 +826,259 @@ START_TEST(test_recent_records_fold_at_the_key_limit)
 }
 END_TEST
 
+/* ---- a model of the accounts' histories (the tests below) ---- */
+
+#define HISTORY_MODEL_ACCOUNTS 5
+#define HISTORY_MODEL_ENTRIES_MAX 8192 /* per account */
+
+typedef struct history_model {
+    uint64_t next_id, rng;
+    uint64_t seqs[HISTORY_MODEL_ACCOUNTS + 1][HISTORY_MODEL_ENTRIES_MAX];
+    uint32_t len[HISTORY_MODEL_ACCOUNTS + 1];
+} history_model;
+
+/* n transfers between random accounts in t, each nested or in place,
+ * into the model. */
+static void model_transfers(store_txn *t, history_model *m, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++, m->next_id++) {
+        uint64_t debit = 1 + test_rng_below(&m->rng, HISTORY_MODEL_ACCOUNTS);
+        uint64_t credit =
+            1 + (debit + test_rng_below(&m->rng, HISTORY_MODEL_ACCOUNTS - 1)) % HISTORY_MODEL_ACCOUNTS;
+        ledger_command cmd = test_cmd_transfer(m->next_id, debit, credit, 1);
+        char key[32];
+        snprintf(key, sizeof(key), "x-%llu", (unsigned long long)m->next_id);
+        uint64_t seq = apply_in(t, key, &cmd, test_rng_below(&m->rng, 2)).first_seq;
+        ck_assert(m->len[debit] < HISTORY_MODEL_ENTRIES_MAX &&
+                  m->len[credit] < HISTORY_MODEL_ENTRIES_MAX);
+        m->seqs[debit][m->len[debit]++] = m->seqs[credit][m->len[credit]++] = seq;
+    }
+}
+
+/* Delete a random entry of a random account in t (as retention does),
+ * and from the model. */
+static void model_delete(store_txn *t, history_model *m)
+{
+    uint64_t account = 1 + test_rng_below(&m->rng, HISTORY_MODEL_ACCOUNTS);
+    uint32_t len = m->len[account];
+    if (len == 0)
+        return;
+    uint32_t at = (uint32_t)test_rng_below(&m->rng, len);
+    ck_assert_int_eq(ledger_history_del(t, account, m->seqs[account][at]), TALLY_ok);
+    memmove(&m->seqs[account][at], &m->seqs[account][at + 1], (len - at - 1) * sizeof(uint64_t));
+    m->len[account]--;
+}
+
+/* Every account's history in t, paged both ways with a random limit, is
+ * the model's; has finds a random entry of each (each read in a write
+ * transaction writes its pending entries first). */
+static void model_assert(store_txn *t, history_model *m)
+{
+    static uint64_t got[HISTORY_MODEL_ENTRIES_MAX];
+    for (uint64_t account = 1; account <= HISTORY_MODEL_ACCOUNTS; account++) {
+        const uint64_t *want = m->seqs[account];
+        uint32_t len = m->len[account];
+        for (int reverse = 0; reverse <= 1; reverse++) {
+            uint32_t limit = 1 + (uint32_t)test_rng_below(&m->rng, 40), total = 0, n;
+            uint64_t cursor = 0;
+            do {
+                ck_assert_int_eq(ledger_history_seqs(t, account, reverse, cursor, got + total,
+                                                     limit, &n), TALLY_ok);
+                total += n;
+                cursor = n ? got[total - 1] : cursor;
+            } while (n == limit && total + limit <= HISTORY_MODEL_ENTRIES_MAX);
+            ck_assert_msg(total == len, "account %llu %s: %u entries, want %u",
+                          (unsigned long long)account, reverse ? "back" : "forward", total, len);
+            for (uint32_t i = 0; i < len; i++)
+                ck_assert_msg(got[i] == want[reverse ? len - 1 - i : i],
+                              "account %llu %s: entry %u differs", (unsigned long long)account,
+                              reverse ? "back" : "forward", i);
+        }
+        if (len > 0)
+            ck_assert_int_eq(ledger_history_has(t, account, want[test_rng_below(&m->rng, len)]),
+                             TALLY_ok);
+    }
+}
+
+/* model_assert in a fresh read transaction, and the entries counted where
+ * they sit. */
+static void model_assert_stored(test_store *ts, history_model *m)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    model_assert(&t, m);
+    store_txn_abort(&t);
+    uint64_t entries = 0;
+    for (uint64_t account = 1; account <= HISTORY_MODEL_ACCOUNTS; account++)
+        entries += m->len[account];
+    ck_assert_uint_eq(test_history_entries(ts), entries);
+}
+
+/* One write transaction of n transfers, with a read of the history (which
+ * writes the pending entries: a record, or a fold) after the first
+ * flush_after of them when that is below n. */
+static void model_commit(test_store *ts, history_model *m, uint64_t n, uint64_t flush_after)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    model_transfers(&t, m, n < flush_after ? n : flush_after);
+    if (flush_after < n) {
+        ck_assert_int_eq(ledger_history_has(&t, 1, 1), TALLY_not_found); /* an account.opened */
+        model_transfers(&t, m, n - flush_after);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+}
+
+/* The limits of the recent records exactly: records appended at a flush
+ * inside a commit count as any (the 16th at a flush, then the commit's
+ * own folds as the 17th; or the 17th at the flush folds and the commit
+ * starts anew); HISTORY_RECENT_KEYS_MAX keys in all, and in one record,
+ * stay; one key more (4097, after a delete) folds. */
+START_TEST(test_recent_records_at_their_limits_exactly)
+{
+    test_store ts;
+    fresh_store(&ts, HISTORY_MODEL_ACCOUNTS);
+    static history_model m;
+    memset(&m, 0, sizeof(m));
+    m.next_id = 1, m.rng = 5;
+    for (uint32_t i = 0; i < HISTORY_RECENT_RECORDS_MAX - 2; i++)
+        model_commit(&ts, &m, 1, 1);
+    model_commit(&ts, &m, 2, 1); /* a record at the flush, one at the commit */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), HISTORY_RECENT_RECORDS_MAX);
+    model_assert_stored(&ts, &m);
+    model_commit(&ts, &m, 2, 1); /* the flush folds; the commit's record */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
+    model_assert_stored(&ts, &m);
+    test_assert_invariants(&ts);
+
+    /* 2 + 2 + 4092 keys: exactly HISTORY_RECENT_KEYS_MAX, kept; 2 more fold. */
+    model_commit(&ts, &m, 1, 1);
+    model_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2 - 2, UINT64_MAX);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
+    model_assert_stored(&ts, &m);
+    model_commit(&ts, &m, 1, 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+    model_assert_stored(&ts, &m);
+    /* One record of HISTORY_RECENT_KEYS_MAX keys, read back. */
+    model_commit(&ts, &m, HISTORY_RECENT_KEYS_MAX / 2, UINT64_MAX);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
+    model_assert_stored(&ts, &m);
+    test_assert_invariants(&ts);
+
+    /* A delete leaves 4095; a commit of 2 makes 4097: folded. */
+    uint64_t gone = m.seqs[1][m.len[1] - 1];
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, gone), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    m.len[1]--;
+    model_assert_stored(&ts, &m);
+    model_commit(&ts, &m, 1, 1);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+    model_assert_stored(&ts, &m);
+    test_store_close(&ts); /* an entry deleted by hand: not for the invariants */
+}
+END_TEST
+
+/* A key whose seq is at or below the head the transaction began from (not
+ * of an event it appended: a repair putting back deleted entries) is not
+ * sure to be above what is stored, so its commit folds the records at
+ * once instead of appending one, with the transaction's fresh keys: the
+ * entry of the head itself, then the account's first entry behind later
+ * ones. The history reads in order, and the invariants find it whole. */
+START_TEST(test_keys_at_or_below_the_head_fold_at_once)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    uint64_t seqs[5];
+    commit_transfers(&ts, 10, 3, false, seqs);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[0]), TALLY_ok);
+    ck_assert_int_eq(ledger_history_del(&t, 1, seqs[2]), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 3);
+
+    for (int i = 3; i < 5; i++) {
+        uint64_t head = test_head(&ts).seq, again = i == 3 ? seqs[2] : seqs[0];
+        ck_assert(i == 3 ? again == head : again < head);
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+        ledger_command cmd = test_cmd_transfer(10 + (uint64_t)i, 2, 1, 1);
+        seqs[i] = apply_in(&t, i == 3 ? "13" : "14", &cmd, true).first_seq; /* fresh */
+        ck_assert_int_eq(ledger_history_put(&t, 1, again), TALLY_ok);
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
+        uint64_t one[5] = {seqs[1], seqs[2], seqs[3]}, n = 3;
+        if (i == 4) {
+            memcpy(one, seqs, sizeof(one));
+            n = 5;
+        }
+        assert_history(&ts, 1, one, (uint32_t)n);
+        assert_history(&ts, 2, seqs, (uint32_t)i + 1);
+    }
+    test_finish(&ts);
+}
+END_TEST
+
+#define MIXED_COMMITS 80
+
+/* Commits of single transfers and of hundreds to thousands (past
+ * HISTORY_RECENT_KEYS_MAX), with reads and deletes inside them and inside
+ * nested transactions that commit or abort (after writing their parent's
+ * pending entries early), so that entries sit in "history", the tails and
+ * the records in every mix, records are appended at flushes, folded at
+ * flushes and commits, and rewritten by deletes: after each commit, a
+ * fresh read sees each account's history as the model says, in pages
+ * both ways; the entries are counted where they sit; the records never
+ * pass their limits. */
+START_TEST(test_writes_reads_and_deletes_in_any_order_match_a_model)
+{
+    test_store ts;
+    fresh_store(&ts, HISTORY_MODEL_ACCOUNTS);
+    static history_model m, saved;
+    memset(&m, 0, sizeof(m));
+    m.next_id = 1, m.rng = 2026;
+    for (int c = 0; c < MIXED_COMMITS; c++) {
+        store_txn t, child;
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+        for (uint64_t steps = 1 + test_rng_below(&m.rng, 5); steps > 0; steps--) {
+            uint64_t what = test_rng_below(&m.rng, 100);
+            if (what < 50) {
+                bool big = test_rng_below(&m.rng, 20) == 0;
+                model_transfers(&t, &m, big ? 200 + test_rng_below(&m.rng, 2000)
+                                            : 1 + test_rng_below(&m.rng, 4));
+            } else if (what < 80) { /* nested: abort (the model as before) or commit */
+                bool abort = what < 65;
+                if (abort)
+                    saved = m;
+                ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
+                model_transfers(&child, &m, 1 + test_rng_below(&m.rng, 5));
+                if (test_rng_below(&m.rng, 2))
+                    model_assert(&child, &m);
+                if (test_rng_below(&m.rng, 2))
+                    model_delete(&child, &m);
+                if (abort) {
+                    store_txn_abort(&child);
+                    uint64_t next_id = m.next_id, rng = m.rng;
+                    m = saved;
+                    m.next_id = next_id, m.rng = rng; /* transfer ids are not reused */
+                } else {
+                    ck_assert_int_eq(store_txn_commit(&child), TALLY_ok);
+                }
+            } else if (what < 90) {
+                model_assert(&t, &m);
+            } else {
+                model_delete(&t, &m);
+            }
+        }
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        model_assert_stored(&ts, &m);
+        ck_assert_uint_le(test_count(&ts, STORE_DB_HISTORY_RECENT), HISTORY_RECENT_RECORDS_MAX);
+    }
+    test_store_close(&ts); /* entries deleted by hand: not for the invariants */
+}
+END_TEST
+
 /* has and del find entries in the recent records: a record losing one of
  * several keys is rewritten without it, one losing its only key goes; the
  * history pages around the holes; a read-only transaction sees it. */
@@ -762,10 +1087,7 @@ START_TEST(test_has_and_del_on_recent_entries)
     test_store ts;
     fresh_store(&ts, 3);
     uint64_t seqs[4];
-    for (uint64_t i = 0; i < 3; i++) {
-        ledger_command cmd = test_cmd_transfer(10 + i, 1, 2, 1);
-        seqs[i] = test_apply(&ts, "history", NULL, &cmd).first_seq;
-    }
+    commit_transfers(&ts, 10, 3, false, seqs);
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
     ledger_command cmd = test_cmd_transfer(13, 2, 3, 1); /* a record of 2 keys */
@@ -797,6 +1119,44 @@ START_TEST(test_has_and_del_on_recent_entries)
 }
 END_TEST
 
+/* A record under a key that is not a record number (8 bytes) is corrupt
+ * for every reader, as for the writer's survey: has, seqs and del say
+ * corrupt_record instead of finding a key in it (del: rewriting it under
+ * a number read past the key's end). */
+START_TEST(test_recent_record_with_a_bad_key_is_corrupt)
+{
+    test_store ts;
+    fresh_store(&ts, 2);
+    ledger_command cmd = test_cmd_transfer(10, 1, 2, 1);
+    uint64_t seq = test_apply(&ts, "history", NULL, &cmd).first_seq;
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 1);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    uint8_t value[1 + 2 * 16] = {HISTORY_RECENT_FORMAT};
+    ledger_history_key(1, seq + 1, value + 1);
+    ledger_history_key(2, seq + 1, value + 17);
+    ck_assert_int_eq(store_put(&t, STORE_DB_HISTORY_RECENT, "abc", 3, value, sizeof(value), 0),
+                     TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+
+    for (int read_only = 1; read_only >= 0; read_only--) {
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, read_only, &t), TALLY_ok);
+        ck_assert_int_eq(ledger_history_has(&t, 1, seq + 1), TALLY_corrupt_record);
+        uint64_t seqs[4];
+        uint32_t n;
+        for (int reverse = 0; reverse <= 1; reverse++)
+            ck_assert_int_eq(ledger_history_seqs(&t, 1, reverse, 0, seqs, 4, &n),
+                             TALLY_corrupt_record);
+        if (!read_only) {
+            ck_assert_int_eq(ledger_history_del(&t, 1, seq + 1), TALLY_corrupt_record);
+            ck_assert_int_eq(ledger_history_del(&t, 2, seq), TALLY_corrupt_record);
+        }
+        store_txn_abort(&t);
+    }
+    test_store_close(&ts); /* a record written by hand: not for the invariants */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("history");
@@ -815,12 +1175,17 @@ int main(void)
     tcase_add_test(tc, test_has_and_del_on_tail_entries);
     tcase_add_test(tc, test_aborted_child_leaves_tails_untouched);
     tcase_add_test(tc, test_format_3_store_reads_without_tails_and_is_upgraded);
+    tcase_add_test(tc, test_format_4_store_with_tails_reads_and_is_upgraded);
     suite_add_tcase(s, tc);
     tc = tcase_create("recent");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_recent_records_fold_after_sixteen);
     tcase_add_test(tc, test_recent_records_fold_at_the_key_limit);
+    tcase_add_test(tc, test_recent_records_at_their_limits_exactly);
+    tcase_add_test(tc, test_keys_at_or_below_the_head_fold_at_once);
     tcase_add_test(tc, test_has_and_del_on_recent_entries);
+    tcase_add_test(tc, test_recent_record_with_a_bad_key_is_corrupt);
+    tcase_add_test(tc, test_writes_reads_and_deletes_in_any_order_match_a_model);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

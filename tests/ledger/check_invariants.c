@@ -798,10 +798,12 @@ static void put_recent(test_store *ts, uint64_t number, const uint64_t (*keys)[2
 }
 
 /* Account 1's history moved from its tail into recent records: clean when
- * in order; each way a record can be wrong is a finding of its own. */
+ * in order; each way a record can be wrong is a finding of its own, and so
+ * is a corrupt tail of an account with recent entries (the order check
+ * reads it: a finding, never a fault that stops the checks). */
 START_TEST(corrupt_history_recent_is_found)
 {
-    for (int kind = -1; kind < 7; kind++) {
+    for (int kind = -1; kind < 8; kind++) {
         fixture f;
         build(&f);
         uint8_t tail_key[8];
@@ -845,6 +847,12 @@ START_TEST(corrupt_history_recent_is_found)
             put_recent(&f.ts, 1, first, 2, HISTORY_RECENT_FORMAT);
             put_recent(&f.ts, 2, more, 2, HISTORY_RECENT_FORMAT);
             what = "names no transfer of the account";
+        } else if (kind == 6) { /* a corrupt tail under the account's recent entries */
+            const uint64_t tail[] = {f.seq_t101}, later[][2] = {{1, f.seq_hold104}};
+            put_tail(&f.ts, 1, tail, 1, HISTORY_TAIL_FORMAT + 1);
+            put_recent(&f.ts, 1, later, 1, HISTORY_RECENT_FORMAT);
+            put_recent(&f.ts, 2, last, 1, HISTORY_RECENT_FORMAT);
+            what = "tail record is corrupt";
         } else { /* a key of the wrong length */
             put_recent(&f.ts, 1, first, 2, HISTORY_RECENT_FORMAT);
             put_recent(&f.ts, 2, last, 1, HISTORY_RECENT_FORMAT);

@@ -426,6 +426,80 @@ START_TEST(log_retention_removes_history_from_the_recent_records)
 }
 END_TEST
 
+/* As tallyd's writer runs it: log retention in a transaction nested in a
+ * group's, between the group's commands, whose history entries are still
+ * pending. The sweep's first delete writes them (a record, in the nested
+ * transaction), then the removed events' entries go from "history" and
+ * the records; the group's later entries make a record at its commit.
+ * Aborted, the sweep leaves nothing, and the pending entries are written
+ * at the commit as they were. */
+static void retention_in_a_group(bool abort)
+{
+    open_account(1, "o1");
+    open_account(2, "o2");
+    const unsigned old = HISTORY_RECENT_RECORDS_MAX + 3; /* 17 folded, 2 in records */
+    uint64_t seqs[HISTORY_RECENT_RECORDS_MAX + 8];
+    unsigned n = 0;
+    for (; n < old; n++) {
+        ledger_command c = test_cmd_transfer(100 + n, 1 + n % 2, 2 - n % 2, 1);
+        char key[16];
+        snprintf(key, sizeof(key), "t%u", n);
+        seqs[n] = test_apply(&ts, "shop", key, &c).first_seq;
+    }
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY), 2 * (HISTORY_RECENT_RECORDS_MAX + 1));
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 2);
+    ts.now_ms += 10 * DAY_MS;
+    store_txn t, child;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    for (unsigned i = 0; i < 4; i++, n++) {
+        if (i == 2) {
+            ck_assert_int_eq(store_txn_begin(ts.st, &t, false, &child), TALLY_ok);
+            ledger_retention opt = {0, 5 * DAY_MS, 0};
+            ledger_retention_work w;
+            ck_assert_int_eq(ledger_retention_sweep(&child, ts.now_ms, &opt, &w), TALLY_ok);
+            ck_assert_uint_eq(w.events_removed, 2 + old);
+            if (abort)
+                store_txn_abort(&child);
+            else
+                ck_assert_int_eq(store_txn_commit(&child), TALLY_ok);
+        }
+        ledger_command c = test_cmd_transfer(200 + i, 2 - i % 2, 1 + i % 2, 1);
+        char key[16];
+        snprintf(key, sizeof(key), "g%u", i);
+        seqs[n] = apply_in(&t, key, &c).first_seq;
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    unsigned first = abort ? 0 : old; /* the entries that stay */
+    ck_assert_uint_eq(test_history_entries(&ts), 2 * (n - first));
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), abort ? 3 : 2);
+    store_txn r;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &r), TALLY_ok);
+    for (uint64_t account = 1; account <= 2; account++)
+        for (int reverse = 0; reverse <= 1; reverse++) {
+            uint64_t got[HISTORY_RECENT_RECORDS_MAX + 8];
+            uint32_t count;
+            ck_assert_int_eq(ledger_history_seqs(&r, account, reverse, 0, got, n + 1, &count),
+                             TALLY_ok);
+            ck_assert_uint_eq(count, n - first);
+            for (uint32_t i = 0; i < count; i++)
+                ck_assert_uint_eq(got[i], seqs[reverse ? n - 1 - i : first + i]);
+        }
+    store_txn_abort(&r);
+    /* the invariants (teardown) find every event's entries and no others */
+}
+
+START_TEST(log_retention_in_a_group_with_pending_history)
+{
+    retention_in_a_group(false);
+}
+END_TEST
+
+START_TEST(log_retention_aborted_in_a_group_leaves_pending_history)
+{
+    retention_in_a_group(true);
+}
+END_TEST
+
 /* Create subscriber name in t with the defaults, from the beginning. */
 static sub_state sub_from_beginning(store_txn *t, const char *name)
 {
@@ -646,6 +720,8 @@ int main(void)
     tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
     tcase_add_test(tc, log_retention_removes_history_from_the_index_and_the_tails);
     tcase_add_test(tc, log_retention_removes_history_from_the_recent_records);
+    tcase_add_test(tc, log_retention_in_a_group_with_pending_history);
+    tcase_add_test(tc, log_retention_aborted_in_a_group_leaves_pending_history);
     tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);
     tcase_add_test(tc, a_tampered_checkpoint_is_caught);
     tcase_add_test(tc, expired_dead_letters_go_with_an_event_each);

@@ -97,8 +97,9 @@ bool test_account_exists(test_store *ts, uint64_t id);
 bool test_transfer_exists(test_store *ts, uint64_t tid);
 log_head test_head(test_store *ts);
 uint64_t test_count(test_store *ts, store_db db);
-/* History entries of all accounts: those of "history" and the seqs of the
- * "history_tail" records (ledger/history.h). */
+/* History entries of all accounts: those of "history", the seqs of the
+ * "history_tail" records and the keys of the "history_recent" records
+ * (ledger/history.h); a store older than a database has none in it. */
 uint64_t test_history_entries(test_store *ts);
 
 /* Fold the history's recent records into the tails and "history" now, in
