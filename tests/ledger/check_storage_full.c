@@ -8,7 +8,8 @@
  *   - single commands (ledger_apply_one) fill maps of 1 MiB, 1800 KiB and
  *     2 MiB with a mix of transfers, holds with timeouts, timed grants and
  *     chains until
- *     storage_full; the store is compared with a snapshot taken after the
+ *     storage_full, which comes at a commit that folds the history's
+ *     recent records; the store is compared with a snapshot taken after the
  *     last success (every database's entry count, the log head, the
  *     accounts byte for byte);
  *   - a group-commit batch (many ledger_apply in one outer transaction) that
@@ -21,6 +22,7 @@
  *     also writes the group's history entries) leaves nothing either.
  *     With a larger map the chain then succeeds.
  */
+#include "ledger/history.h"
 #include "tests/support/test_support.h"
 
 #include <inttypes.h>
@@ -210,9 +212,16 @@ START_TEST(test_single_command_fills_map)
     full_snapshot before, after;
     uint64_t failed = fill_until_full(&ts, &before);
     fprintf(stderr, "storage_full: %" PRIu64 " KiB map full at command %" PRIu64
-                    " (kind %" PRIu64 ", log head %" PRIu64 ")\n",
-            map_bytes >> 10, failed, failed % 4, before.head.seq);
+                    " (kind %" PRIu64 ", log head %" PRIu64 ", %" PRIu64 " recent records)\n",
+            map_bytes >> 10, failed, failed % 4, before.head.seq,
+            before.counts[STORE_DB_HISTORY_RECENT]);
     ck_assert_uint_gt(failed, 10); /* it filled midway, not at once */
+    /* A commit that folds the history's recent records writes the most
+     * pages, so the map fills at one: every size here fails a command with
+     * history entries while 16 records wait, and what follows checks that
+     * a fold cut short leaves nothing either. */
+    ck_assert_uint_eq(before.counts[STORE_DB_HISTORY_RECENT], HISTORY_RECENT_RECORDS_MAX);
+    ck_assert_uint_ne(failed % 4, 2);
 
     /* The failed command left nothing: no inbox record, no event, no
      * balance, no transfer, no entitlement, no expiry entry. */
@@ -244,6 +253,8 @@ START_TEST(test_single_command_fills_map)
     ck_assert_uint_eq(out.first_seq, before.head.seq + 1);
     ck_assert_uint_eq(out.event_count, full_expected_events(failed));
     uint64_t first_seq = out.first_seq;
+    /* It folded: the records and its own entries went to the tails. */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_HISTORY_RECENT), 0);
     ck_assert_int_eq(ledger_apply_one(ts.st, &req, ts.now_ms, &out), TALLY_ok);
     ck_assert(out.replayed && out.code == TALLY_ok && out.first_seq == first_seq);
     ck_assert_uint_eq(test_head(&ts).seq, before.head.seq + full_expected_events(failed));
