@@ -192,8 +192,8 @@ static const struct {
 } query_aliases[] = {{"from", "from_seq"}};
 
 /* The resource rest (the path after /v1/) names, with its parameter put
- * into fields; NULL when none does. */
-static const resource *resource_find(const char *rest, json_t *fields)
+ * into fields (*text false when it is not UTF-8); NULL when none does. */
+static const resource *resource_find(const char *rest, json_t *fields, bool *text)
 {
     size_t n = strlen(rest);
     for (size_t i = 0; i < sizeof(resources) / sizeof(resources[0]); i++) {
@@ -207,7 +207,8 @@ static const resource *resource_find(const char *rest, json_t *fields)
         size_t sl = strlen(r->suffix);
         if (n <= pl + sl || strncmp(rest, r->prefix, pl) != 0 || strcmp(rest + n - sl, r->suffix) != 0)
             continue;
-        json_object_set_new(fields, r->param, json_stringn(rest + pl, n - pl - sl));
+        json_t *param = json_stringn(rest + pl, n - pl - sl);
+        *text = json_object_set_new(fields, r->param, param) == 0;
         return r;
     }
     return NULL;
@@ -216,6 +217,7 @@ static const resource *resource_find(const char *rest, json_t *fields)
 typedef struct query_fields {
     json_t *fields;
     char bad[64]; /* a repeated argument */
+    bool not_text; /* an argument's name or value is not UTF-8 */
 } query_fields;
 
 static bool query_field(void *arg, const char *name, const char *value)
@@ -228,7 +230,10 @@ static bool query_field(void *arg, const char *name, const char *value)
         snprintf(q->bad, sizeof(q->bad), "%s", name);
         return false;
     }
-    json_object_set_new(q->fields, name, json_string(value));
+    if (json_object_set_new(q->fields, name, json_string(value)) != 0) {
+        q->not_text = true;
+        return false;
+    }
     return true;
 }
 
@@ -236,13 +241,19 @@ static bool query_field(void *arg, const char *name, const char *value)
 static bool get_request(const net_http_request *rq, const char *rest, const net_op **op,
                         json_t *fields, net_http_reply *out)
 {
-    const resource *r = resource_find(rest, fields);
+    bool text = true;
+    const resource *r = resource_find(rest, fields, &text);
     if (r == NULL) {
         reply_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
         return false;
     }
-    query_fields q = {fields, ""};
-    net_http_query_each(rq, query_field, &q);
+    query_fields q = {fields, "", false};
+    if (text)
+        net_http_query_each(rq, query_field, &q);
+    if (!text || q.not_text) {
+        reply_error(out, TALLY_malformed_request, "a path parameter or query argument not UTF-8");
+        return false;
+    }
     if (q.bad[0]) {
         reply_error(out, TALLY_duplicate_field, q.bad);
         return false;

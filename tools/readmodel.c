@@ -5,6 +5,7 @@
 #include "tools/readmodel.h"
 
 #include "common/bytes.h"
+#include "common/json_text.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -324,10 +325,10 @@ static json_t *entitlement_to_json(const tally_entitlement *e)
     char grant[37];
     if (e->has_grant_transfer)
         tally_uuid_format(&e->grant_transfer_id, grant);
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:I, s:o}", "subject", e->subject,
-                     "feature", e->feature, "state", e->state, "valid_until_ms",
-                     e->lifetime ? json_null() : json_integer(e->valid_until_ms), "version",
-                     json_uint(e->version), "source_order",
+    return json_pack("{s:o, s:o, s:s, s:o, s:o, s:o, s:I, s:I, s:o}", "subject",
+                     json_text(e->subject), "feature", json_text(e->feature), "state", e->state,
+                     "valid_until_ms", e->lifetime ? json_null() : json_integer(e->valid_until_ms),
+                     "version", json_uint(e->version), "source_order",
                      e->has_source_order ? json_uint(e->source_order) : json_null(),
                      "granted_ms", (json_int_t)e->granted_ms, "updated_ms",
                      (json_int_t)e->updated_ms, "grant_transfer_id",

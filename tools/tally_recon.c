@@ -30,6 +30,7 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/json_text.h"
 #include "common/limits.h"
 #include "common/progress.h"
 #include "ledger/invariants.h"
@@ -580,9 +581,9 @@ static json_t *json_u64(uint64_t v)
 static json_t *statement_json(const recon *r)
 {
     const recon_statement_counts *n = &r->statement_counts;
-    return json_pack("{s:s, s:s, s:s, s:o, s:o*, s:{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}}",
+    return json_pack("{s:o, s:s, s:s, s:o, s:o*, s:{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}}",
                      "file",
-                     r->opt.statement, "format",
+                     json_text(r->opt.statement), "format",
                      recon_statement_format_name(recon_statement_format_of(r->statement)),
                      "kind", recon_statement_kind_name(recon_statement_kind_of(r->statement)),
                      "drift", json_u64(r->opt.drift), "through_seq",
@@ -599,15 +600,22 @@ static json_t *check_json(const recon *r, const recon_check *c)
     json_t *findings = json_array();
     for (size_t j = 0; findings && j < c->listed_count; j++) {
         const recon_finding *f = &c->listed[j];
-        json_array_append_new(findings, json_pack("{s:s, s:s, s:s*}", "entity", f->entity,
-                                                  "detail", f->detail, "kind", f->kind));
+        json_t *row = json_pack("{s:o, s:o, s:s*}", "entity", json_text(f->entity), "detail",
+                                json_text(f->detail), "kind", f->kind);
+        if (json_array_append_new(findings, row) != 0) {
+            json_decref(findings);
+            findings = NULL;
+        }
     }
     json_t *o = json_pack("{s:s, s:s, s:s*, s:{s:o, s:o}, s:o}", "name", c->name, "status",
                           check_status(c), "reason", c->skipped, "counts", "findings",
                           json_u64(c->findings), "listed", json_u64(c->listed_count),
                           "findings", findings);
-    if (o && strcmp(c->name, "statement") == 0 && r->statement)
-        json_object_set_new(o, "statement", statement_json(r));
+    if (o && strcmp(c->name, "statement") == 0 && r->statement &&
+        json_object_set_new(o, "statement", statement_json(r)) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return o;
 }
 
@@ -617,15 +625,19 @@ static int print_json(const recon *r)
     for (int i = 0; i < LOG_HASH_BYTES; i++)
         snprintf(head_hash + 2 * i, 3, "%02x", r->head.hash[i]);
     json_t *checks = json_array();
-    for (size_t i = 0; checks && i < r->check_count; i++)
-        json_array_append_new(checks, check_json(r, &r->checks[i]));
+    for (size_t i = 0; checks && i < r->check_count; i++) {
+        if (json_array_append_new(checks, check_json(r, &r->checks[i])) != 0) {
+            json_decref(checks);
+            checks = NULL;
+        }
+    }
     const ledger_invariant_stats *s = &r->stats;
     uint64_t total = findings_total(r);
     json_t *doc = json_pack(
-        "{s:s, s:i, s:s, s:s, s:o, s:{s:o, s:s, s:o, s:o, s:s, s:i}, "
+        "{s:s, s:i, s:o, s:s, s:o, s:{s:o, s:s, s:o, s:o, s:s, s:i}, "
         "s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:I}",
-        "tool", "tally-recon", "format", RECON_JSON_FORMAT, "data", r->opt.data, "status",
-        total ? "discrepancies" : "clean", "findings_total", json_u64(total), "snapshot",
+        "tool", "tally-recon", "format", RECON_JSON_FORMAT, "data", json_text(r->opt.data),
+        "status", total ? "discrepancies" : "clean", "findings_total", json_u64(total), "snapshot",
         "head_seq", json_u64(r->head.seq), "head_hash", head_hash, "first_seq",
         json_u64(r->first_seq), "log_floor_seq", json_u64(r->floor_seq), "instance_id",
         r->instance_id, "stale_readers_cleared",

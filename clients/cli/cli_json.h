@@ -7,6 +7,7 @@
 #define TALLY_CLI_JSON_H
 
 #include "clients/tally.h"
+#include "common/json_text.h"
 
 #include <jansson.h>
 

@@ -69,10 +69,11 @@ json_t *transfer_json(const tally_transfer_info *x)
 json_t *entitlement_json(const tally_entitlement *e)
 {
     bool until = !e->lifetime;
-    return json_pack("{s:s, s:s, s:s, s:b, s:o?, s:o?, s:o, s:o?, s:o?, s:o?}", "subject",
-                     e->subject, "feature", e->feature, "state", e->state, "lifetime",
-                     (int)e->lifetime, "valid_until", until ? json_time(e->valid_until_ms) : NULL,
-                     "valid_until_ms", until ? json_integer(e->valid_until_ms) : NULL, "version",
+    return json_pack("{s:o, s:o, s:s, s:b, s:o?, s:o?, s:o, s:o?, s:o?, s:o?}", "subject",
+                     json_text(e->subject), "feature", json_text(e->feature), "state", e->state,
+                     "lifetime", (int)e->lifetime, "valid_until",
+                     until ? json_time(e->valid_until_ms) : NULL, "valid_until_ms",
+                     until ? json_integer(e->valid_until_ms) : NULL, "version",
                      json_u64(e->version), "source_order",
                      e->has_source_order ? json_u64(e->source_order) : NULL, "granted",
                      e->granted_ms ? json_time(e->granted_ms) : NULL, "updated",
@@ -88,23 +89,24 @@ static json_t *entity_json(const tally_event *e)
     if (strcmp(e->entity_kind, "transfer") == 0)
         return json_pack("{s:s, s:o}", "kind", e->entity_kind, "id", json_tid(&e->transfer_id));
     if (e->kind == TALLY_ENTITY_DEAD_LETTER)
-        return json_pack("{s:s, s:s, s:o}", "kind", e->entity_kind, "subscriber", e->subject,
-                         "seq", json_u64(strtoull(e->feature, NULL, 10)));
+        return json_pack("{s:s, s:o, s:o}", "kind", e->entity_kind, "subscriber",
+                         json_text(e->subject), "seq", json_u64(strtoull(e->feature, NULL, 10)));
     if (e->kind == TALLY_ENTITY_WEBHOOK)
-        return json_pack("{s:s, s:s, s:s}", "kind", e->entity_kind, "source", e->subject,
-                         "event_id", e->feature);
-    return json_pack("{s:s, s:s, s:s}", "kind", e->entity_kind, "subject", e->subject, "feature",
-                     e->feature);
+        return json_pack("{s:s, s:o, s:o}", "kind", e->entity_kind, "source",
+                         json_text(e->subject), "event_id", json_text(e->feature));
+    return json_pack("{s:s, s:o, s:o}", "kind", e->entity_kind, "subject", json_text(e->subject),
+                     "feature", json_text(e->feature));
 }
 
 json_t *event_json(const tally_event *e)
 {
     char id[37];
     tally_uuid_format(&e->id, id);
-    return json_pack("{s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:s?, s:s?}", "seq",
+    return json_pack("{s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o?, s:o?}", "seq",
                      json_u64(e->seq), "event_id", id, "type", e->type, "entity_kind",
                      e->entity_kind, "entity", entity_json(e), "entity_version",
                      json_u64(e->entity_version), "time", json_time(e->time_ms), "time_ms",
-                     (json_int_t)e->time_ms, "consumer", e->consumer[0] ? e->consumer : NULL,
-                     "key", e->key[0] ? e->key : NULL);
+                     (json_int_t)e->time_ms, "consumer",
+                     e->consumer[0] ? json_text(e->consumer) : NULL, "key",
+                     e->key[0] ? json_text(e->key) : NULL);
 }

@@ -87,8 +87,8 @@ static json_t *dead_letter_json(const tally_dead_letter *l)
 {
     char id[37];
     tally_uuid_format(&l->event_id, id);
-    return json_pack("{s:o, s:I, s:s, s:o, s:I, s:b, s:s?, s:s?}", "seq", json_u64(l->seq),
-                     "attempts", (json_int_t)l->attempts, "error", l->error, "parked",
+    return json_pack("{s:o, s:I, s:o, s:o, s:I, s:b, s:s?, s:s?}", "seq", json_u64(l->seq),
+                     "attempts", (json_int_t)l->attempts, "error", json_text(l->error), "parked",
                      json_time(l->parked_ms), "parked_ms", (json_int_t)l->parked_ms, "replaying",
                      (int)l->replaying, "event_id", l->type[0] ? id : NULL, "type",
                      l->type[0] ? l->type : NULL);

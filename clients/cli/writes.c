@@ -59,10 +59,10 @@ static int write_report(cli *c, const char *what, int rc, const tally_result *r,
     if (!c->key_given && !c->json)
         fprintf(stderr, "tally: key %s (repeat with --key %s to retry)\n", c->key, c->key);
     if (c->json) {
-        json_t *o = json_pack("{s:s, s:b, s:o?, s:I, s:s}", "code", tally_strerror(code),
+        json_t *o = json_pack("{s:s, s:b, s:o?, s:I, s:o}", "code", tally_strerror(code),
                               "replayed", (int)r->replayed, "seq",
                               r->seq ? json_u64(r->seq) : NULL, "events", (json_int_t)r->events,
-                              "key", c->key);
+                              "key", json_text(c->key));
         if (o && r->original_seq)
             json_object_set_new(o, "original_seq", json_u64(r->original_seq));
         if (o && tid)

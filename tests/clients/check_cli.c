@@ -10,6 +10,7 @@
  * transfer repeated with the same --key (with the id derived from the key)
  * or the same --id (with the key derived from the id), generated keys that a
  * person can reuse, --for and --until, log and history lines, human tables;
+ * keys and subjects that are not UTF-8 in --json output;
  * tail (live, and as a durable subscriber that continues where the last run
  * stopped), subscribers' metrics in `subscribers` and `stats`, and the
  * dead-letter commands.
@@ -814,6 +815,31 @@ START_TEST(test_consumer_namespaces_keys)
 }
 END_TEST
 
+/* A key and a subject are any bytes over msgpack: --json gives those that
+ * are not UTF-8 with U+FFFD (docs/PROTOCOL.md's rule), where it used to
+ * say "out of memory" and exit 1 after the write had been committed. */
+START_TEST(test_json_of_strings_not_utf8)
+{
+    json_t *w = TALLY_JSON(0, "account", "open", "1", "--key", "k\xff");
+    ck_assert_str_eq(jstr(w, "key"), "k\xef\xbf\xbd");
+    json_decref(w);
+    WRITE_OK("grant", "al\xff" "ce", "pro", "--for", "1d");
+    json_t *list = TALLY_JSON(0, "entitlements", "al\xff" "ce");
+    ck_assert_uint_eq(json_array_size(list), 1);
+    ck_assert_str_eq(jstr(json_array_get(list, 0), "subject"), "al\xef\xbf\xbd" "ce");
+    json_decref(list);
+    cli_output r = TALLY("--json", "log");
+    expect_exit(&r, 0);
+    json_t *lines[4];
+    size_t n = json_lines(r.out, lines, 4);
+    output_free(&r);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(jstr(lines[0], "key"), "k\xef\xbf\xbd");
+    ck_assert_str_eq(jstr(json_object_get(lines[1], "entity"), "subject"), "al\xef\xbf\xbd" "ce");
+    json_lines_free(lines, n);
+}
+END_TEST
+
 /* ---- tail, subscribers, dead letters ---- */
 
 /* The seqs of --json tail lines, which must carry the documented fields. */
@@ -1195,6 +1221,7 @@ int main(void)
         {"history", test_account_history_lines_are_json, TEST_TIMEOUT_S},
         {"stats", test_stats, TEST_TIMEOUT_S},
         {"consumer", test_consumer_namespaces_keys, TEST_TIMEOUT_S},
+        {"not_utf8", test_json_of_strings_not_utf8, TEST_TIMEOUT_S},
         {"tail_subscriber", test_tail_subscriber_continues_where_it_stopped, TEST_TIMEOUT_S},
         {"tail_live", test_tail_follows_the_live_stream, TEST_TIMEOUT_S},
         {"tail_instance", test_tail_instance_gets_its_unacked_window, TEST_TIMEOUT_S},

@@ -11,6 +11,7 @@
  *   - the status classes the examples cannot show: 413 (body over the
  *     HTTP limit, request over msgpack's), 431, 405, 503 with Retry-After
  *     (storage_full); a stop while a long-poll waits answers it and exits 0;
+ *   - a GET's path parameter or query argument that is not UTF-8: 400;
  *   - integers beyond 2^53 as decimal strings, both ways.
  */
 #include "config.h"
@@ -470,6 +471,27 @@ START_TEST(limits_and_methods)
 }
 END_TEST
 
+/* A GET's path parameter and query arguments, percent-decoded, are text
+ * as a body is: bytes that are not UTF-8 are refused, not dropped (a
+ * dropped `feature` turned entitlement_get into entitlement_list). */
+START_TEST(get_arguments_not_utf8_are_malformed)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    http_call value = {"GET", "/v1/entitlements/alice?feature=%FF", {NULL}, NULL};
+    assert_status(&s, &value, 400, "malformed_request");
+    http_call name = {"GET", "/v1/entitlements/alice?%FF=1", {NULL}, NULL};
+    assert_status(&s, &name, 400, "malformed_request");
+    http_call from = {"GET", "/v1/log?from=%FF", {NULL}, NULL};
+    assert_status(&s, &from, 400, "malformed_request");
+    http_call param = {"GET", "/v1/entitlements/%FF", {NULL}, NULL};
+    assert_status(&s, &param, 400, "malformed_request");
+    http_call fine = {"GET", "/v1/entitlements/%C3%A9?feature=pro", {NULL}, NULL};
+    assert_status(&s, &fine, 404, "not_found");
+    json_down(&s);
+}
+END_TEST
+
 START_TEST(storage_full_is_503_with_retry_after)
 {
     json_server s;
@@ -613,6 +635,7 @@ int main(void)
         {"semantics", concurrent_identical_posts_apply_once, 300},
         {"semantics", big_integers_are_strings_both_ways, 300},
         {"limits", limits_and_methods, 300},
+        {"limits", get_arguments_not_utf8_are_malformed, 300},
         {"limits", storage_full_is_503_with_retry_after, 300},
         {"limits", stop_with_a_request_waiting, 300},
     };

@@ -8,7 +8,8 @@
  * extended, revoked and expired). Each test copies it to a fresh directory,
  * damages the copy through the store API (log/store.h and the ledger headers) and runs
  * `tally-recon --json` on it, asserting the exit code and that the report
- * names the problem: the check and the entity. Also covered: a clean copy
+ * names the problem: the check and the entity (with U+FFFD for bytes that
+ * are not UTF-8). Also covered: a clean copy
  * exits 0; --no-rebuild; the findings cap; statements of balances and of
  * event ids in CSV and JSON lines (matching, missing, extra, mismatched,
  * within drift, duplicates, --through); every exit-2 case; a live tallyd's
@@ -597,17 +598,23 @@ START_TEST(orphan_inbox_record_breaks_inbox_links)
     store_txn t;
     begin_write(&ts, &t);
     /* A success that claims an event after the head: no event has it as
-     * its cause. */
+     * its cause. Twice: a key is any bytes over msgpack, and the report
+     * gives one that is not UTF-8 with U+FFFD rather than leave it out. */
     ledger_outcome o = {.code = TALLY_ok, .time_ms = TEST_NOW_MS, .first_seq = m.head + 1,
                         .event_count = 1};
     uint8_t fingerprint[LEDGER_FINGERPRINT_BYTES] = {0xab};
     ck_assert_int_eq(ledger_inbox_put(&t, tally_str_from("test"), tally_str_from("orphan"),
                                       fingerprint, &o),
                      TALLY_ok);
+    ck_assert_int_eq(ledger_inbox_put(&t, tally_str_from("test"), tally_str_from("orphan\xff"),
+                                      fingerprint, &o),
+                     TALLY_ok);
     commit(&t);
     close_copy(&ts);
     json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
     expect_finding(doc, "inbox_links", "inbox:test/orphan");
+    expect_finding(doc, "inbox_links", "inbox:test/orphan\xef\xbf\xbd");
+    ck_assert_int_eq(count_of(check_of(doc, "inbox_links"), "listed"), 2);
     EXPECT_ONLY_FAILED(doc, "inbox_links");
     json_decref(doc);
     test_remove_dir(ts.dir);
