@@ -24,17 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 struct net_http {
     struct MHD_Daemon *daemon;
     const net_http_route *routes;
     size_t route_count;
     void *ctx;
-    atomic_uint kept; /* requests a starter kept whose reply has not left */
+    atomic_uint kept;  /* requests a starter kept whose reply has not left */
+    atomic_uint begun; /* requests whose headers are in and whose reply has not left */
     int client_auth;  /* https: an nng_tls_auth_mode (net_http_options); http: 0 */
 };
 
-/* How long net_http_stop lets answered requests' replies leave. */
+/* How long net_http_stop lets requests begun finish and their replies
+ * leave. */
 #define STOP_REPLIES_WAIT_MS 3000
 
 /* One request's state between access() calls: its body so far, and for
@@ -232,6 +235,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         call->connection = c;
         pthread_mutex_init(&call->mu, NULL);
         *state = call;
+        atomic_fetch_add(&h->begun, 1);
         if (!client_certificate_ok(h, c)) {
             net_log(NET_LOG_WARN, "https: refused a request without a valid client certificate");
             call->too_large = true; /* nothing of it is read or routed */
@@ -328,6 +332,7 @@ static void request_done(void *cls, struct MHD_Connection *c, void **state,
     if (call && call->started)
         atomic_fetch_sub(&h->kept, 1);
     if (call) {
+        atomic_fetch_sub(&h->begun, 1);
         net_text_free(&call->reply.body);
         pthread_mutex_destroy(&call->mu);
         free(call->body);
@@ -411,13 +416,24 @@ unsigned net_http_connections(net_http *h)
     return i ? i->num_connections : 0;
 }
 
+unsigned net_http_waiting(net_http *h)
+{
+    return atomic_load(&h->kept);
+}
+
 void net_http_stop(net_http *h)
 {
     if (h == NULL)
         return;
-    /* Replies of kept requests, answered by now, leave on the listener's
-     * thread after their resume: stopping first would drop them. */
-    for (int waited = 0; atomic_load(&h->kept) > 0 && waited < STOP_REPLIES_WAIT_MS; waited += 5)
+    /* No new connection; a request begun on an open one is read to its
+     * end and answered (the JSON API and webhooks say shutting_down by
+     * now), and replies of kept requests, answered by now, leave on the
+     * listener's thread after their resume: stopping at once would close
+     * their connections without a reply. */
+    MHD_socket listener = MHD_quiesce_daemon(h->daemon);
+    if (listener != MHD_INVALID_SOCKET)
+        close(listener);
+    for (int waited = 0; atomic_load(&h->begun) > 0 && waited < STOP_REPLIES_WAIT_MS; waited += 5)
         nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     MHD_stop_daemon(h->daemon);
     free(h);

@@ -98,9 +98,13 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
                    void *ctx, net_http **out);
 /* HTTP connections open now. */
 unsigned net_http_connections(net_http *h);
-/* Close the listener and every connection; waits for a handler that runs,
- * and (up to 3 s) for the replies of answered kept requests to leave.
- * Every kept request must have been answered (net_http_answer). */
+/* Requests a starter kept that wait for their answer now (long-polls,
+ * requests at the writer). */
+unsigned net_http_waiting(net_http *h);
+/* Close the listener, then every connection; waits for a handler that
+ * runs, and (up to 3 s) for requests begun to be read and answered and
+ * for their replies to leave. Every kept request must have been answered
+ * (net_http_answer). */
 void net_http_stop(net_http *h);
 
 /* Whether url is a URL net_http_start takes ("none" aside), for option

@@ -52,6 +52,7 @@ typedef struct net_metrics_view {
     uint64_t connections_refused; /* by --max-connections, since start */
     uint64_t publish_subscribers; /* PUB connections now */
     uint64_t http_connections;    /* HTTP connections open now */
+    uint64_t http_waiting;        /* HTTP requests waiting for their answer */
     const char *version;
 } net_metrics_view;
 

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -561,23 +562,59 @@ START_TEST(stop_with_a_request_waiting)
     curl_argv(&s, &c, argv, url, sizeof(url));
     int fd = test_temp_fd();
     pid_t pid = test_spawn(argv, NULL, fd, -1);
-    /* its connection is open once /metrics counts two (it and the scrape) */
-    bool open = false;
-    for (int i = 0; i < 3000 && !open; i++) {
+    /* it waits once /metrics counts it (its connection open is not
+     * enough: its request may not have been read yet) */
+    bool waiting = false;
+    for (int i = 0; i < 3000 && !waiting; i++) {
         int status = 0;
         char *m = test_http_get(s.port, "/metrics", &status);
-        open = m && strstr(m, "\ntally_http_connections 2\n") != NULL;
+        waiting = m && strstr(m, "\ntally_http_requests_waiting 1\n") != NULL;
         free(m);
-        if (!open)
+        if (!waiting)
             usleep(10000);
     }
-    ck_assert_msg(open, "the long-poll's connection never showed in /metrics");
+    ck_assert_msg(waiting, "the long-poll never showed in /metrics");
     json_down(&s);
     ck_assert_int_eq(test_wait(pid), 0);
     http_answer a;
     answer_parse(test_fd_read_all(fd), &a);
     ck_assert_msg(a.status == 200 || a.status == 503, "%d %s", a.status, a.body);
     free(a.raw);
+}
+END_TEST
+
+/* A stop while a request is half sent (its headers in, its body still
+ * coming): the listener closes, and the request is read to its end and
+ * answered 503 shutting_down rather than its connection closed under it. */
+START_TEST(stop_with_a_request_half_sent)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    static const char body[] =
+        "{\"ops\":[{\"op\":\"account_open\",\"id\":7,\"ledger\":1,\"code\":1}]}";
+    char head[256];
+    int head_len = snprintf(head, sizeof(head),
+                            "POST /v1/batch HTTP/1.1\r\nHost: x\r\nIdempotency-Key: half\r\n"
+                            "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                            sizeof(body) - 1);
+    int fd = test_tcp_connect(s.port);
+    ck_assert_int_ge(fd, 0);
+    size_t half = 10;
+    ck_assert_int_eq(write(fd, head, (size_t)head_len), head_len);
+    ck_assert_int_eq(write(fd, body, half), (ssize_t)half);
+    usleep(300 * 1000); /* the headers read */
+    kill(s.p.pid, SIGTERM);
+    usleep(600 * 1000); /* the stop under way: the JSON API refuses, the listener drains */
+    ck_assert_int_eq(write(fd, body + half, sizeof(body) - 1 - half), (ssize_t)(sizeof(body) - 1 - half));
+    char answer[4096];
+    size_t got = 0;
+    for (ssize_t n; got < sizeof(answer) - 1 && (n = read(fd, answer + got, sizeof(answer) - 1 - got)) > 0;)
+        got += (size_t)n;
+    answer[got] = '\0';
+    close(fd);
+    ck_assert_msg(strncmp(answer, "HTTP/1.1 503", 12) == 0, "answer: [%s]", answer);
+    ck_assert_msg(strstr(answer, "\"code\":\"shutting_down\"") != NULL, "%s", answer);
+    json_down(&s);
 }
 END_TEST
 
@@ -638,6 +675,7 @@ int main(void)
         {"limits", get_arguments_not_utf8_are_malformed, 300},
         {"limits", storage_full_is_503_with_retry_after, 300},
         {"limits", stop_with_a_request_waiting, 300},
+        {"limits", stop_with_a_request_half_sent, 300},
     };
     return test_run_suite(test_suite_of_rows("json", TEST_ROWS(rows)));
 }
