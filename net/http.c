@@ -421,6 +421,11 @@ unsigned net_http_waiting(net_http *h)
     return atomic_load(&h->kept);
 }
 
+unsigned net_http_in_flight(net_http *h)
+{
+    return atomic_load(&h->begun);
+}
+
 void net_http_stop(net_http *h)
 {
     if (h == NULL)

@@ -101,6 +101,9 @@ unsigned net_http_connections(net_http *h);
 /* Requests a starter kept that wait for their answer now (long-polls,
  * requests at the writer). */
 unsigned net_http_waiting(net_http *h);
+/* Requests begun (their headers in) whose reply has not left: those
+ * waiting, those being read or answered, the caller's own. */
+unsigned net_http_in_flight(net_http *h);
 /* Close the listener, then every connection; waits for a handler that
  * runs, and (up to 3 s) for requests begun to be read and answered and
  * for their replies to leave. Every kept request must have been answered

@@ -64,6 +64,7 @@ static void view_of(server *srv, net_metrics_view *v)
     pthread_mutex_unlock(&srv->pipes_mu);
     v->http_connections = srv->http ? net_http_connections(srv->http) : 0;
     v->http_waiting = srv->http ? net_http_waiting(srv->http) : 0;
+    v->http_in_flight = srv->http ? net_http_in_flight(srv->http) : 0;
     v->version = srv->opt->version ? srv->opt->version : "unknown";
 }
 

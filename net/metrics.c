@@ -244,6 +244,9 @@ static void write_view(net_text *b, const net_metrics_view *v)
     net_text_sample_u64(b, "tally_http_requests_waiting", "gauge",
                "HTTP requests waiting for their answer (long-polls, requests at the writer).",
                v->http_waiting);
+    net_text_sample_u64(b, "tally_http_requests_in_flight", "gauge",
+               "HTTP requests begun (headers in) whose reply has not left, this scrape included.",
+               v->http_in_flight);
     net_text_family(b, "tally_build_info", "gauge", "Always 1; the version of tallyd as a label.");
     net_text_printf(b, "tally_build_info{version=\"");
     net_text_escaped(b, v->version);

@@ -53,6 +53,7 @@ typedef struct net_metrics_view {
     uint64_t publish_subscribers; /* PUB connections now */
     uint64_t http_connections;    /* HTTP connections open now */
     uint64_t http_waiting;        /* HTTP requests waiting for their answer */
+    uint64_t http_in_flight;      /* HTTP requests begun, reply not sent */
     const char *version;
 } net_metrics_view;
 

@@ -550,6 +550,24 @@ START_TEST(storage_full_is_503_with_retry_after)
 }
 END_TEST
 
+/* Whether tallyd's /metrics shows the sample line (name and value)
+ * within 30 s. */
+static bool metrics_show(int port, const char *sample)
+{
+    char line[128];
+    snprintf(line, sizeof(line), "\n%s\n", sample);
+    for (int i = 0; i < 3000; i++) {
+        int status = 0;
+        char *m = test_http_get(port, "/metrics", &status);
+        bool shown = m && strstr(m, line) != NULL;
+        free(m);
+        if (shown)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
 /* A stop while an HTTP request waits (a long-poll, its connection
  * suspended): it is answered and tallyd exits cleanly. */
 START_TEST(stop_with_a_request_waiting)
@@ -564,16 +582,8 @@ START_TEST(stop_with_a_request_waiting)
     pid_t pid = test_spawn(argv, NULL, fd, -1);
     /* it waits once /metrics counts it (its connection open is not
      * enough: its request may not have been read yet) */
-    bool waiting = false;
-    for (int i = 0; i < 3000 && !waiting; i++) {
-        int status = 0;
-        char *m = test_http_get(s.port, "/metrics", &status);
-        waiting = m && strstr(m, "\ntally_http_requests_waiting 1\n") != NULL;
-        free(m);
-        if (!waiting)
-            usleep(10000);
-    }
-    ck_assert_msg(waiting, "the long-poll never showed in /metrics");
+    ck_assert_msg(metrics_show(s.port, "tally_http_requests_waiting 1"),
+                  "the long-poll never showed in /metrics");
     json_down(&s);
     ck_assert_int_eq(test_wait(pid), 0);
     http_answer a;
@@ -602,9 +612,12 @@ START_TEST(stop_with_a_request_half_sent)
     size_t half = 10;
     ck_assert_int_eq(write(fd, head, (size_t)head_len), head_len);
     ck_assert_int_eq(write(fd, body, half), (ssize_t)half);
-    usleep(300 * 1000); /* the headers read */
+    /* its headers read: /metrics counts it and the scrape in flight */
+    ck_assert_msg(metrics_show(s.port, "tally_http_requests_in_flight 2"),
+                  "the half-sent request never showed in /metrics");
     kill(s.p.pid, SIGTERM);
-    usleep(600 * 1000); /* the stop under way: the JSON API refuses, the listener drains */
+    ck_assert(tallyd_log_wait(&s.p, "stopping: finishing the group in progress", 30000));
+    usleep(300 * 1000); /* the listener draining by now (the test's point; sooner is answered the same) */
     ck_assert_int_eq(write(fd, body + half, sizeof(body) - 1 - half), (ssize_t)(sizeof(body) - 1 - half));
     char answer[4096];
     size_t got = 0;

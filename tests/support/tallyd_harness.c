@@ -494,6 +494,24 @@ static bool reap_within(pid_t pid, int wait_ms, int *status)
     }
 }
 
+bool tallyd_log_wait(const tallyd_proc *p, const char *text, int timeout_ms)
+{
+    int64_t deadline = clock_mono_ms() + wait_ms_scaled(timeout_ms);
+    do {
+        FILE *f = fopen(p->log_path, "r");
+        char line[1024];
+        bool found = false;
+        while (f && !found && fgets(line, sizeof(line), f))
+            found = strstr(line, text) != NULL;
+        if (f)
+            fclose(f);
+        if (found)
+            return true;
+        usleep(10 * 1000);
+    } while (clock_mono_ms() < deadline);
+    return false;
+}
+
 int tallyd_stop(tallyd_proc *p)
 {
     if (p->pid <= 0)
