@@ -123,14 +123,33 @@ void wire_assert_invariants(const char *data_dir)
     ck_assert_msg(stats.findings == 0, "%llu invariant findings", (unsigned long long)stats.findings);
 }
 
+/* p's extra_args become extra_args (NULL: none; at most 7). */
+static void extra_args_set(tallyd_proc *p, const char *const *extra_args)
+{
+    memset(p->extra_args, 0, sizeof(p->extra_args));
+    for (int i = 0; extra_args && extra_args[i] && i < 7; i++)
+        p->extra_args[i] = extra_args[i];
+}
+
+static void client_open_on(const tallyd_proc *p, tally_client **c)
+{
+    tally_client_options o = {.url = p->url, .timeout_ms = 60000, .consumer = "test"};
+    ck_assert_int_eq(tally_client_open(&o, c), TALLY_ok);
+}
+
 void wire_server_start(tallyd_proc *p, tally_client **c, const char *const *extra_args)
 {
     memset(p, 0, sizeof(*p));
-    for (int i = 0; extra_args && extra_args[i] && i < 7; i++)
-        p->extra_args[i] = extra_args[i];
+    extra_args_set(p, extra_args);
     tallyd_start(p);
-    tally_client_options o = {.url = p->url, .timeout_ms = 60000, .consumer = "test"};
-    ck_assert_int_eq(tally_client_open(&o, c), TALLY_ok);
+    client_open_on(p, c);
+}
+
+void wire_server_restart(tallyd_proc *p, tally_client **c, const char *const *extra_args)
+{
+    extra_args_set(p, extra_args);
+    tallyd_restart(p);
+    client_open_on(p, c);
 }
 
 void wire_server_stop(tallyd_proc *p, tally_client **c)

@@ -41,6 +41,11 @@ void wire_expect(wire_reply *r, const char *code);
  * NULL-terminated) and open a client on it (60 s per attempt). */
 void wire_server_start(tallyd_proc *p, tally_client **c, const char *const *extra_args);
 
+/* Start tallyd again on p's store (after wire_server_stop) with
+ * extra_args in place of the options it had, and open a client on it: for
+ * a test that needs another setting for part of its run. */
+void wire_server_restart(tallyd_proc *p, tally_client **c, const char *const *extra_args);
+
 /* Close the client, SIGTERM tallyd (must exit 0), check the store's
  * invariants. The temp dir stays until tallyd_cleanup. */
 void wire_server_stop(tallyd_proc *p, tally_client **c);
