@@ -35,6 +35,7 @@
 #define ACCOUNTS 16 /* ids 1..16; 999 is never opened */
 #define MISSING_ACCOUNT 999
 #define CLOSE_THREADS 16
+#define ALL_INSIDE_WAIT_MS 30000 /* for CLOSE_THREADS threads to start, on a loaded machine */
 
 /* ---- many callers at once ---- */
 
@@ -445,9 +446,13 @@ START_TEST(test_close_ends_waiting_calls)
     tally_result r[CLOSE_THREADS];
     int rcs[CLOSE_THREADS];
     callers *g = callers_start(c, CLOSE_THREADS, 1, unique_transfer, r, rcs);
-    usleep(500 * 1000);
+    /* all of them inside before the close (a fixed pause was not enough
+     * for 16 threads to start on a loaded machine) */
     tally_client_counters n = counters(c);
-    ck_assert_uint_eq(n.writes, CLOSE_THREADS); /* all of them inside */
+    for (int64_t until = clock_mono_ms() + ALL_INSIDE_WAIT_MS;
+         n.writes < CLOSE_THREADS && clock_mono_ms() < until; n = counters(c))
+        usleep(10 * 1000);
+    ck_assert_uint_eq(n.writes, CLOSE_THREADS);
     int64_t start = clock_mono_ms();
     tally_client_close(c);
     callers_join(g);
