@@ -37,6 +37,7 @@
 
 #define TEST_TIMEOUT_S 300
 #define LINE_WAIT_MS 60000 /* a child's next report, on a loaded machine */
+#define RUN_ACKED_WAIT_MS 60000 /* a run's acknowledgements, on a loaded machine */
 #define RECORD_MAX 4096
 #define CRASH_EVENTS 400
 #define CRASH_FETCH_MAX 50
@@ -724,10 +725,30 @@ END_TEST
 
 /* ---- stopping, starting points, refusals ---- */
 
-static void *stop_later(void *arg)
+/* Stop a run from another thread once the server shows its subscriber's
+ * ack floor at ack_floor (the run handled and acknowledged that far and
+ * goes on to wait for more), after a pause in which it most likely parks
+ * in its next fetch: a stop sooner or later than that ends the run the
+ * same. A stop before the run had its events would end it with none. */
+typedef struct stop_when_acked {
+    tally_subscriber *sub;
+    const char *url;
+    const char *name;
+    uint64_t ack_floor;
+} stop_when_acked;
+
+static void *stop_once_acked(void *arg)
 {
+    stop_when_acked *w = arg;
+    tally_client *c = test_client_open(w->url);
+    tally_subscriber_info i = {0};
+    int64_t until = clock_mono_ms() + RUN_ACKED_WAIT_MS;
+    while ((tally_subscriber_get(c, w->name, &i) != TALLY_ok || i.ack_floor < w->ack_floor) &&
+           clock_mono_ms() < until)
+        usleep(10 * 1000);
+    tally_client_close(c);
     usleep(300 * 1000);
-    tally_subscriber_stop(arg);
+    tally_subscriber_stop(w->sub); /* on time or not: the run's caller checks what it did */
     return NULL;
 }
 
@@ -748,7 +769,8 @@ START_TEST(test_stop_ends_a_run)
     ck_assert_uint_eq(k.fetches, 0);
     /* Asked from another thread while the run waits for events. */
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, stop_later, s), 0);
+    stop_when_acked w = {s, f.srv.url, "waiter", 3};
+    ck_assert_int_eq(pthread_create(&th, NULL, stop_once_acked, &w), 0);
     tally_run_options o = {.wait_ms = 1000};
     ck_assert_int_eq(tally_subscriber_run(s, &o, record, r), TALLY_ok);
     pthread_join(th, NULL);
