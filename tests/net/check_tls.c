@@ -28,6 +28,9 @@
 
 #define TEST_TIMEOUT_S 120
 #define REFUSED_TIMEOUT_MS 3000
+/* A client that must get in: a TLS handshake needs CPU, which a loaded
+ * machine (or tallyd under valgrind) gives slowly. */
+#define ACCEPTED_TIMEOUT_MS 60000
 #define LOG_WAIT_MS 30000
 
 static void tls_up(tallyd_proc *p)
@@ -49,8 +52,11 @@ static void cert_path(const tallyd_proc *p, const char *name, char *out, size_t 
 }
 
 /* A client of url with the CA and the certificate NAME.pem / NAME.key of
- * p's directory (NULL: no client certificate); no retry, short attempts. */
-static tally_client *client_with(const tallyd_proc *p, const char *url, const char *name)
+ * p's directory (NULL: no client certificate); no retry, attempts of
+ * timeout_ms (REFUSED_TIMEOUT_MS for one tallyd refuses, ACCEPTED_TIMEOUT_MS
+ * for one it takes). */
+static tally_client *client_with(const tallyd_proc *p, const char *url, const char *name,
+                                 uint32_t timeout_ms)
 {
     char ca[400], cert[400], key[400];
     cert_path(p, "ca.pem", ca, sizeof(ca));
@@ -58,7 +64,7 @@ static tally_client *client_with(const tallyd_proc *p, const char *url, const ch
     snprintf(key, sizeof(key), "%s/%s.key", p->tls_dir, name ? name : "");
     unsetenv("TALLY_TLS_CERT"); /* the harness's: this client gets exactly what it is given */
     unsetenv("TALLY_TLS_KEY");
-    tally_client_options o = {.url = url, .consumer = "tls", .timeout_ms = REFUSED_TIMEOUT_MS,
+    tally_client_options o = {.url = url, .consumer = "tls", .timeout_ms = timeout_ms,
                               .retries_set = true, .retries = 0, .tls_ca = ca,
                               .tls_cert = name ? cert : NULL, .tls_key = name ? key : NULL};
     tally_client *c = NULL;
@@ -100,7 +106,7 @@ START_TEST(test_libtally_writes_and_reads_with_client_auth)
     tallyd_proc p;
     tls_up(&p);
     ck_assert_ptr_nonnull(strstr(p.url, "tls+tcp://"));
-    tally_client *c = client_with(&p, p.url, "client");
+    tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     ck_assert_int_eq(open_account(c, 7), TALLY_ok);
     tally_account a;
     ck_assert_int_eq(tally_account_get(c, 7, &a), TALLY_ok);
@@ -108,7 +114,7 @@ START_TEST(test_libtally_writes_and_reads_with_client_auth)
     /* the name in the URL must be in the certificate: localhost is too */
     char url[sizeof(p.url)];
     snprintf(url, sizeof(url), "tls+tcp://localhost:%.10s", strrchr(p.url, ':') + 1);
-    tally_client *by_name = client_with(&p, url, "client");
+    tally_client *by_name = client_with(&p, url, "client", ACCEPTED_TIMEOUT_MS);
     ck_assert_int_eq(tally_account_get(by_name, 7, &a), TALLY_ok);
     tally_client_close(by_name);
     tally_client_close(c);
@@ -124,7 +130,7 @@ START_TEST(test_handshake_refuses_bad_client_certificates)
     tls_up(&p);
     const char *refused[] = {NULL, "other-client", "expired-client"};
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        tally_client *c = client_with(&p, p.url, refused[i]);
+        tally_client *c = client_with(&p, p.url, refused[i], REFUSED_TIMEOUT_MS);
         ck_assert_msg(open_account(c, 100 + i) == TALLY_unreachable, "%s was let in",
                       refused[i] ? refused[i] : "no certificate");
         tally_client_close(c);
@@ -139,7 +145,7 @@ START_TEST(test_handshake_refuses_bad_client_certificates)
     ck_assert_int_eq(open_account(c, 200), TALLY_unreachable);
     tally_client_close(c);
     ck_assert_msg(log_shows(&p, "TLS handshake(s) refused"), "tallyd did not log the refusals");
-    tally_client *good = client_with(&p, p.url, "client");
+    tally_client *good = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     tally_stats st;
     ck_assert_int_eq(tally_stats_get(good, &st), TALLY_ok);
     ck_assert_uint_eq(st.head_seq, 0); /* nothing stored */
@@ -181,7 +187,7 @@ START_TEST(test_publish_stream_over_tls)
     tallyd_proc p;
     tls_up(&p);
     ck_assert_ptr_nonnull(strstr(p.pub_url, "tls+tcp://"));
-    tally_client *c = client_with(&p, p.url, "client");
+    tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     tally_stream *s;
     ck_assert_int_eq(tally_stream_open(c, p.pub_url, 1, NULL, &s), TALLY_ok);
     tally_stream_counters n = {0};
@@ -242,7 +248,7 @@ START_TEST(test_sighup_reloads_certificates)
     copy_file(old_ca, to); /* a CA certificate, not the key's */
     kill(p.pid, SIGHUP);
     ck_assert_msg(log_shows(&p, "TLS files not reloaded"), "no reload error in the log");
-    tally_client *c = client_with(&p, p.url, "client");
+    tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     ck_assert_int_eq(open_account(c, 1), TALLY_ok);
     tally_client_close(c);
     static const char *const files[] = {"ca.pem", "server.pem", "server.key", "client.pem",
@@ -254,7 +260,8 @@ START_TEST(test_sighup_reloads_certificates)
     }
     kill(p.pid, SIGHUP);
     ck_assert_msg(log_shows(&p, "TLS certificates reloaded"), "no reload in the log");
-    c = client_with(&p, p.url, "client"); /* the new CA and client certificate */
+    /* the new CA and client certificate */
+    c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     ck_assert_int_eq(open_account(c, 2), TALLY_ok);
     tally_client_close(c);
     /* a client that trusts only the old CA no longer accepts tallyd */
@@ -332,7 +339,7 @@ START_TEST(test_https_with_curl)
     ck_assert_msg(code != 0 || status == 403, "no client certificate: curl %d, HTTP %d", code,
                   status);
     ck_assert_int_ne(status, 200);
-    tally_client *c = client_with(&p, p.url, "client");
+    tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     tally_account a;
     ck_assert_int_eq(tally_account_get(c, 5, &a), TALLY_ok);
     ck_assert_int_eq(tally_account_get(c, 6, &a), TALLY_not_found);
