@@ -988,7 +988,9 @@ START_TEST(test_lost_reply_retried_with_same_key)
     fixture f;
     up(&f);
     open_three(f.c, 100);
-    tally_client *impatient = client_for(f.srv.url, 200, 0);
+    /* impatient, but not so that a loaded machine's NNG threads may miss
+     * handing the request to the connection (unreachable, not timed_out) */
+    tally_client *impatient = client_for(f.srv.url, 2000, 0);
     tally_stats s;
     ck_assert_int_eq(tally_stats_get(impatient, &s), TALLY_ok); /* connected */
     /* The server stops answering; the write times out, key reported. */
