@@ -37,6 +37,11 @@
 #define SHOP 3
 #define TEST_TIMEOUT_S 300
 #define PATIENT_TIMEOUT_MS 200000
+/* A long-poll longer than one attempt's timeout_ms: an attempt waits both,
+ * so the answer, due at the end of the wait, has SHORT_TIMEOUT_MS to come
+ * (seconds: a loaded machine is slow to wake and answer it). */
+#define SHORT_TIMEOUT_MS 5000
+#define LONGER_WAIT_MS 6000
 
 /* ---- fixture ---- */
 
@@ -733,14 +738,14 @@ START_TEST(test_log_read_long_poll)
     uint64_t head;
     /* Nothing comes: the wait runs out with no events; no timeout although
      * wait_ms is longer than timeout_ms (each attempt waits both). */
-    tally_client *short_c = client_for(f.srv.url, 1000, 0);
+    tally_client *short_c = client_for(f.srv.url, SHORT_TIMEOUT_MS, 0);
     int64_t t0 = clock_mono_ms();
-    ck_assert_int_eq(tally_log_read(short_c, 2, 10, 2500, ev, 4, &n, &head), TALLY_ok);
+    ck_assert_int_eq(tally_log_read(short_c, 2, 10, LONGER_WAIT_MS, ev, 4, &n, &head), TALLY_ok);
     int64_t waited = clock_mono_ms() - t0;
     ck_assert_uint_eq(n, 0);
     ck_assert_uint_eq(head, 1);
-    ck_assert_int_ge(waited, 2400);
-    ck_assert_int_lt(waited, 8000);
+    ck_assert_int_ge(waited, LONGER_WAIT_MS - 100);
+    ck_assert_int_lt(waited, LONGER_WAIT_MS + SHORT_TIMEOUT_MS);
     /* Another thread writes while we wait: the read returns with it. */
     delayed_write w = {f.c, 400, -1};
     pthread_t th;
@@ -875,12 +880,13 @@ START_TEST(test_request_raw)
     ck_assert_str_eq(code, "unknown_op");
     free(reply);
     /* A raw long poll waits longer than one timeout_ms. */
-    tally_client *short_c = client_for(f.srv.url, 1000, 0);
+    tally_client *short_c = client_for(f.srv.url, SHORT_TIMEOUT_MS, 0);
+    _Static_assert(LONGER_WAIT_MS == 0x1770, "the wait_ms of poll[]");
     static const char poll[] = "\x84\xa1v\x01\xa2op\xa8log_read\xa8"
-                               "from_seq\x05\xa7wait_ms\xcd\x07\xd0"; /* 2000 */
+                               "from_seq\x05\xa7wait_ms\xcd\x17\x70"; /* LONGER_WAIT_MS */
     int64_t t0 = clock_mono_ms();
     ck_assert_int_eq(tally_request_raw(short_c, poll, sizeof(poll) - 1, &reply, &len), TALLY_ok);
-    ck_assert_int_ge(clock_mono_ms() - t0, 1900);
+    ck_assert_int_ge(clock_mono_ms() - t0, LONGER_WAIT_MS - 100);
     reply_code(reply, len, code, sizeof(code));
     ck_assert_str_eq(code, "ok");
     free(reply);
