@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "log/sha256.h"
+#include "tests/support/http_client.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
@@ -789,14 +790,25 @@ static void *read_and_wait(void *arg)
 START_TEST(test_close_ends_a_call_in_flight)
 {
     fixture f;
-    up(&f);
+    memset(&f, 0, sizeof(f));
+    int port = test_free_port();
+    char http[64];
+    snprintf(http, sizeof(http), "http://127.0.0.1:%d", port);
+    f.srv.extra_args[0] = "--http"; /* for /metrics: whether the read has come */
+    f.srv.extra_args[1] = http;
+    tallyd_start(&f.srv);
+    f.c = client_for(f.srv.url, 5000, 3);
     tally_client *c = client_for(f.srv.url, 30000, 0);
     tally_stats s;
     ck_assert_int_eq(tally_stats_get(c, &s), TALLY_ok); /* a connection is up */
     waiting_read w = {c, -1, 0};
     pthread_t th;
     pthread_create(&th, NULL, read_and_wait, &w);
-    usleep(300 * 1000); /* the read is parked in tallyd */
+    /* the read parked in tallyd (counted once decoded): a close before the
+     * thread had begun its call would free the client under it */
+    ck_assert_msg(test_metrics_sample_reaches(port, "tally_requests_total{op=\"log_read\"}", 1,
+                                              30000),
+                  "the read never reached tallyd");
     int64_t t0 = clock_mono_ms();
     tally_client_close(c);
     int64_t closed = clock_mono_ms() - t0;

@@ -3,6 +3,8 @@
  */
 #include "tests/support/http_client.h"
 
+#include "common/clock.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -118,6 +120,31 @@ char *test_http_get(int port, const char *path, int *status)
     char *copy = strdup(body ? body + 4 : "");
     free(answer);
     return copy;
+}
+
+long long test_metrics_sample(int port, const char *series)
+{
+    int status = 0;
+    char *text = test_http_get(port, "/metrics", &status);
+    char line[320];
+    snprintf(line, sizeof(line), "\n%s ", series);
+    const char *at = text && status == 200 ? strstr(text, line) : NULL;
+    long long value = at ? strtoll(at + strlen(line), NULL, 10) : -1;
+    free(text);
+    return value;
+}
+
+bool test_metrics_sample_reaches(int port, const char *series, long long min, int timeout_ms)
+{
+    struct timespec pause = {0, 10 * 1000000};
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    for (;;) {
+        if (test_metrics_sample(port, series) >= min)
+            return true;
+        if (clock_mono_ms() >= deadline)
+            return false;
+        nanosleep(&pause, NULL);
+    }
 }
 
 bool test_fd_closed_within(int fd, int timeout_ms)

@@ -22,6 +22,12 @@ char *test_http_raw(int port, const char *raw, size_t len, int *status);
 /* GET path (Connection: close): the body (free it), NULL when it could not
  * connect; *status as above. */
 char *test_http_get(int port, const char *path, int *status);
+/* The value of one sample of GET /metrics on port, its series written as
+ * in the scrape (name and labels: tally_requests_total{op="log_read"}):
+ * -1 when there is no scrape or no such sample. */
+long long test_metrics_sample(int port, const char *series);
+/* Whether that sample reaches at least min within timeout_ms (polled). */
+bool test_metrics_sample_reaches(int port, const char *series, long long min, int timeout_ms);
 /* Whether the server closes fd (EOF or reset) within timeout_ms; data it
  * sends first is read and dropped. */
 bool test_fd_closed_within(int fd, int timeout_ms);
