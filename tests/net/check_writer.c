@@ -17,6 +17,7 @@
 #include "ledger/account.h"
 #include "ledger/inbox.h"
 #include "log/log.h"
+#include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
@@ -50,10 +51,19 @@ static tally_client *client_of(const char *url, uint32_t timeout_ms, bool retry)
     return c;
 }
 
-static void start_mode(tallyd_proc *p, tally_client **c, int mode)
+/* http_url: NULL, or where tallyd serves /metrics. */
+static void start_mode(tallyd_proc *p, tally_client **c, int mode, const char *http_url)
 {
-    const char *args[] = {"--replies", reply_modes[mode], mode == 3 ? "--writer-spin-us" : NULL,
-                          "0", NULL};
+    const char *args[7] = {"--replies", reply_modes[mode]};
+    int n = 2;
+    if (mode == 3) {
+        args[n++] = "--writer-spin-us";
+        args[n++] = "0";
+    }
+    if (http_url) {
+        args[n++] = "--http";
+        args[n++] = http_url;
+    }
     wire_server_start(p, c, args);
     tally_account_open_args a = {.ledger = LEDGER_ID, .code = 1};
     tally_result r;
@@ -231,7 +241,7 @@ START_TEST(mixed_groups_leave_a_gapless_chained_log)
 {
     tallyd_proc p;
     tally_client *c;
-    start_mode(&p, &c, _i);
+    start_mode(&p, &c, _i, NULL);
     static mix_thread ms[MIX_THREADS];
     for (unsigned i = 0; i < MIX_THREADS; i++) {
         ms[i] = (mix_thread){.url = p.url, .index = i, .rounds = MIX_ROUNDS};
@@ -274,6 +284,7 @@ END_TEST
  * client timeout, with room for a slow machine), and parked ones before
  * their wait could have ended. */
 #define AFTER_EXIT_MS 20000
+#define PARKED_ARRIVE_WAIT_MS 60000 /* for the long-polls begun to reach tallyd */
 _Static_assert(AFTER_EXIT_MS < PARKED_WAIT_MS, "a parked call must be answered at the stop");
 
 typedef enum key_status { KEY_UNSENT, KEY_OK, KEY_REFUSED, KEY_UNKNOWN } key_status;
@@ -394,6 +405,29 @@ static void *parked_main(void *arg)
     return NULL;
 }
 
+/* Whether every long-poll call begun has reached tallyd (its request
+ * decoded, so parked or answered: tally_requests_total counts it), within
+ * a generous wait. The scrape is read before the calls begun: what had
+ * come by then cannot exceed what had begun, so a scrape at least the
+ * count read after it means every call begun then had come. No other
+ * client sends log_read or sub_fetch. */
+static bool parked_calls_arrived(int port, parked_thread *ws)
+{
+    int64_t until = clock_mono_ms() + PARKED_ARRIVE_WAIT_MS;
+    for (;;) {
+        long long reads = test_metrics_sample(port, "tally_requests_total{op=\"log_read\"}");
+        long long fetches = test_metrics_sample(port, "tally_requests_total{op=\"sub_fetch\"}");
+        unsigned begun_reads = atomic_load(&ws[PARK_LOG_READ].calls);
+        unsigned begun_fetches = atomic_load(&ws[PARK_FETCH_ACKING].calls) +
+                                 atomic_load(&ws[PARK_FETCH_STUCK].calls);
+        if (reads >= begun_reads && fetches >= begun_fetches)
+            return true;
+        if (clock_mono_ms() >= until)
+            return false;
+        usleep(10000);
+    }
+}
+
 static void create_subscribers(tally_client *c)
 {
     wire_reply r;
@@ -440,7 +474,10 @@ START_TEST(shutdown_under_load_answers_everything_and_nothing_hangs)
 {
     tallyd_proc p;
     tally_client *c;
-    start_mode(&p, &c, _i);
+    int port = test_free_port();
+    char http[64];
+    snprintf(http, sizeof(http), "http://127.0.0.1:%d", port);
+    start_mode(&p, &c, _i, http);
     create_subscribers(c);
     atomic_store(&load_acked, 0);
     atomic_store(&threads_done, 0);
@@ -466,7 +503,7 @@ START_TEST(shutdown_under_load_answers_everything_and_nothing_hangs)
     ck_assert_uint_ge(atomic_load(&ws[PARK_FETCH_STUCK].calls), 2); /* then parked */
     tally_client_close(c);
     atomic_store(&parked_stop, true);
-    usleep(200000); /* a call that began before the flag has reached tallyd */
+    ck_assert_msg(parked_calls_arrived(port, ws), "long-polls begun never reached tallyd");
     int64_t stop = clock_mono_ms();
     ck_assert_int_eq(tallyd_stop(&p), 0); /* SIGTERM mid-load; it must exit 0 */
     int64_t exited = clock_mono_ms();
