@@ -105,10 +105,11 @@ static void webhook_answered(slot *s, int fault)
         call->now = r;
         return;
     }
-    server *srv = s->srv;
+    /* out of the count before the answer leaves: a client that has its
+     * answer never sees itself still counted */
+    atomic_fetch_sub(&s->srv->webhooks_in_flight, 1);
     net_http_answer(call->pending, &r); /* the request's body is not ours from here */
     free(call);
-    atomic_fetch_sub(&srv->webhooks_in_flight, 1);
 }
 
 static const char *header_of(const void *rq, const char *name)

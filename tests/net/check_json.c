@@ -550,24 +550,6 @@ START_TEST(storage_full_is_503_with_retry_after)
 }
 END_TEST
 
-/* Whether tallyd's /metrics shows the sample line (name and value)
- * within 30 s. */
-static bool metrics_show(int port, const char *sample)
-{
-    char line[128];
-    snprintf(line, sizeof(line), "\n%s\n", sample);
-    for (int i = 0; i < 3000; i++) {
-        int status = 0;
-        char *m = test_http_get(port, "/metrics", &status);
-        bool shown = m && strstr(m, line) != NULL;
-        free(m);
-        if (shown)
-            return true;
-        usleep(10000);
-    }
-    return false;
-}
-
 /* A stop while an HTTP request waits (a long-poll, its connection
  * suspended): it is answered and tallyd exits cleanly. */
 START_TEST(stop_with_a_request_waiting)
@@ -582,7 +564,7 @@ START_TEST(stop_with_a_request_waiting)
     pid_t pid = test_spawn(argv, NULL, fd, -1);
     /* it waits once /metrics counts it (its connection open is not
      * enough: its request may not have been read yet) */
-    ck_assert_msg(metrics_show(s.port, "tally_http_requests_waiting 1"),
+    ck_assert_msg(test_metrics_sample_reaches(s.port, "tally_http_requests_waiting", 1, 30000),
                   "the long-poll never showed in /metrics");
     json_down(&s);
     ck_assert_int_eq(test_wait(pid), 0);
@@ -613,7 +595,7 @@ START_TEST(stop_with_a_request_half_sent)
     ck_assert_int_eq(write(fd, head, (size_t)head_len), head_len);
     ck_assert_int_eq(write(fd, body, half), (ssize_t)half);
     /* its headers read: /metrics counts it and the scrape in flight */
-    ck_assert_msg(metrics_show(s.port, "tally_http_requests_in_flight 2"),
+    ck_assert_msg(test_metrics_sample_reaches(s.port, "tally_http_requests_in_flight", 2, 30000),
                   "the half-sent request never showed in /metrics");
     kill(s.p.pid, SIGTERM);
     ck_assert(tallyd_log_wait(&s.p, "stopping: finishing the group in progress", 30000));
