@@ -22,6 +22,7 @@
  */
 #include "clients/libtally_internal.h"
 #include "clients/sp_direct.h"
+#include "clients/sp_pipes.h"
 
 #include "common/bytes.h"
 #include "common/file_mode.h"
@@ -60,6 +61,7 @@ struct tally_client {
     nng_cv *connected; /* signalled on every pipe event and when closing */
     nng_cv *drained;   /* signalled when the last call leaves a closing client */
     unsigned pipes;    /* live connections, under mu */
+    sp_pipes pipe_set; /* the socket's pipes, closed before it (sp_pipes.h) */
     unsigned calls;    /* calls inside the request path, under mu */
     bool closing;      /* tally_client_close has begun, under mu */
     client_autobatch *autobatch;
@@ -219,8 +221,8 @@ int client_nng_error(int rv)
  * not usable yet; a request sent then waits for one within its attempt. */
 static void pipe_event(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
-    (void)pipe;
     tally_client *c = arg;
+    sp_pipes_event(&c->pipe_set, pipe, ev);
     nng_mtx_lock(c->mu);
     if (ev == NNG_PIPE_EV_ADD_PRE)
         c->pipes++;
@@ -514,9 +516,13 @@ static int socket_open(tally_client *c, const char *url)
             free(c->url);
         return rc;
     }
-    int rv = nng_req0_open(&c->socket);
-    if (rv != 0)
+    int rv = sp_pipes_init(&c->pipe_set);
+    if (rv == 0)
+        rv = nng_req0_open(&c->socket);
+    if (rv != 0) {
+        sp_pipes_fini(&c->pipe_set);
         return client_nng_error(rv) == TALLY_out_of_memory ? TALLY_out_of_memory : TALLY_internal;
+    }
     rv = client_socket_limit(c->socket, RECV_BYTES_MAX);
     if (rv == 0)
         rv = nng_pipe_notify(c->socket, NNG_PIPE_EV_ADD_PRE, pipe_event, c);
@@ -530,6 +536,7 @@ static int socket_open(tally_client *c, const char *url)
         rv = tls_dial(c->socket, url, c->tls, &c->dialer, NNG_FLAG_NONBLOCK);
     if (rv != 0) {
         nng_close(c->socket);
+        sp_pipes_fini(&c->pipe_set);
         free(c->url);
     }
     return client_nng_error(rv);
@@ -661,16 +668,22 @@ void tally_client_close(tally_client *c)
     nng_cv_wake(c->connected);
     nng_mtx_unlock(c->mu);
     client_autobatch_close(c->autobatch);
-    if (c->direct)
+    if (c->direct) {
         sp_direct_shutdown(c->direct); /* aborts requests in flight */
-    else
-        nng_close(c->socket); /* waits for the pipe callbacks, aborts requests in flight */
+    } else {
+        nng_mtx_lock(c->mu);
+        nng_dialer d = c->dialer; /* client_redial replaces it only while not closing */
+        nng_mtx_unlock(c->mu);
+        /* waits for the pipe callbacks, aborts requests in flight */
+        sp_pipes_close_socket(&c->pipe_set, c->socket, d);
+    }
     nng_mtx_lock(c->mu);
     while (c->calls > 0)
         nng_cv_wait(c->drained);
     nng_mtx_unlock(c->mu);
     client_autobatch_free(c->autobatch);
     sp_direct_close(c->direct);
+    sp_pipes_fini(&c->pipe_set);
     nng_cv_free(c->drained);
     nng_cv_free(c->connected);
     nng_mtx_free(c->mu);

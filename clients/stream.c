@@ -17,9 +17,12 @@
  * whose pages tally_log_read checks the same way, brings the event.
  *
  * The SUB socket is read with one aio that is never left in flight between
- * calls (NNG 1.5.2 can hang closing a socket with a pending aio).
+ * calls (NNG 1.5.2 can hang closing a socket with a pending aio), and it is
+ * closed pipes first (clients/sp_pipes.h): events keep arriving on it until
+ * the last moment.
  */
 #include "clients/libtally_internal.h"
+#include "clients/sp_pipes.h"
 #include "common/limits.h"
 #include "common/tls_config.h"
 
@@ -38,6 +41,8 @@ struct tally_stream {
     tally_client *client;
     bool has_sub;
     nng_socket sub;
+    nng_dialer dialer; /* sub's only one */
+    sp_pipes pipes;    /* sub's, closed before it */
     nng_aio *aio;
     uint32_t idle_ms;
     nng_time heard_at; /* last PUB message or poll: silence is measured from it */
@@ -147,13 +152,20 @@ static pub_result pub_receive(tally_stream *s, nng_duration wait_ms, tally_event
     return PUB_GAP;
 }
 
+static void sub_pipe_event(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+    sp_pipes_event(&((tally_stream *)arg)->pipes, pipe, ev);
+}
+
 static int sub_open(tally_stream *s, const char *url, uint32_t recv_buffer)
 {
     nng_tls_config *tls;
     int rc = client_tls_config(s->client, url, &tls);
     if (rc != TALLY_ok)
         return rc;
-    int rv = nng_sub0_open(&s->sub);
+    int rv = sp_pipes_init(&s->pipes);
+    if (rv == 0)
+        rv = nng_sub0_open(&s->sub);
     if (rv != 0) {
         if (tls)
             nng_tls_config_free(tls);
@@ -162,13 +174,17 @@ static int sub_open(tally_stream *s, const char *url, uint32_t recv_buffer)
     s->has_sub = true;
     rv = nng_socket_set(s->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0);
     if (rv == 0)
+        rv = nng_pipe_notify(s->sub, NNG_PIPE_EV_ADD_PRE, sub_pipe_event, s);
+    if (rv == 0)
+        rv = nng_pipe_notify(s->sub, NNG_PIPE_EV_REM_POST, sub_pipe_event, s);
+    if (rv == 0)
         rv = client_socket_limit(s->sub, PUB_MESSAGE_BYTES_MAX);
     if (rv == 0 && recv_buffer > 0)
         rv = nng_socket_set_int(s->sub, NNG_OPT_RECVBUF, (int)recv_buffer);
     if (rv == 0)
         rv = nng_aio_alloc(&s->aio, NULL, NULL);
     if (rv == 0)
-        rv = tls_dial(s->sub, url, tls, NULL, NNG_FLAG_NONBLOCK);
+        rv = tls_dial(s->sub, url, tls, &s->dialer, NNG_FLAG_NONBLOCK);
     if (tls)
         nng_tls_config_free(tls); /* the dialer holds it */
     return client_nng_error(rv);
@@ -272,8 +288,9 @@ void tally_stream_close(tally_stream *s)
 {
     if (s == NULL)
         return;
-    if (s->has_sub)
-        nng_close(s->sub); /* no aio is in flight: every receive was waited for */
+    if (s->has_sub) /* no aio of ours is in flight: every receive was waited for */
+        sp_pipes_close_socket(&s->pipes, s->sub, s->dialer);
+    sp_pipes_fini(&s->pipes);
     if (s->aio)
         nng_aio_free(s->aio);
     if (s->fill)

@@ -52,28 +52,70 @@ void listeners_note_accept(server *srv, nng_pipe p)
             atomic_fetch_add(&srv->lis.accepted[i], 1);
 }
 
-static void relisten(server *srv, unsigned i)
+/* Close listener *l of sock (once: *down says it is closed) and listen on
+ * url again. true when it listens again. */
+static bool listen_again(server *srv, nng_socket sock, const char *url, nng_listener *l,
+                         bool *down)
 {
-    listeners *ls = &srv->lis;
-    const char *url = srv->opt->listen_urls[i];
-    if (!ls->down[i]) {
+    if (!*down) {
         net_log(NET_LOG_WARN, "%s stopped accepting connections (NNG 1.5.2 after a peer hung "
                 "up during the SP header exchange, nanomsg/nng#1518): listening again; its "
                 "connections are closed and their clients reconnect", url);
-        nng_listener_close(ls->l[i]);
-        ls->down[i] = true;
+        nng_listener_close(*l);
+        *down = true;
     }
-    int rv = tls_listen(srv->rep, url, listen_tls(srv, url), &ls->l[i]);
+    int rv = tls_listen(sock, url, listen_tls(srv, url), l);
     if (rv != 0) {
         net_log(NET_LOG_ERROR, "cannot listen on %s again: %s (trying again)", url,
                 nng_strerror(rv));
-        return;
+        return false;
     }
-    atomic_store(&ls->ids[i], (unsigned)nng_listener_id(ls->l[i]));
-    ls->down[i] = false;
-    ls->stopped[i] = 0;
+    *down = false;
     net_metrics_listener_restart();
     net_log(NET_LOG_INFO, "listening on %s again", url);
+    return true;
+}
+
+static listener_probe_result probe(const char *url, nng_listener l, const atomic_uint *accepted,
+                                   volatile sig_atomic_t *stop)
+{
+    listener_probe_result r = tls_url_is_tls(url)
+                                  ? listener_probe_tls(l, LISTENER_PROBE_WAIT_MS, stop)
+                                  : listener_probe(l, accepted, LISTENER_PROBE_WAIT_MS, stop);
+    if (r != LISTENER_ACCEPTING)
+        net_log(NET_LOG_DEBUG, "probe of %s: %s", url,
+                r == LISTENER_STOPPED ? "not accepting" : "not probed");
+    return r;
+}
+
+static void relisten(server *srv, unsigned i)
+{
+    listeners *ls = &srv->lis;
+    if (!listen_again(srv, srv->rep, srv->opt->listen_urls[i], &ls->l[i], &ls->down[i]))
+        return;
+    atomic_store(&ls->ids[i], (unsigned)nng_listener_id(ls->l[i]));
+    ls->stopped[i] = 0;
+}
+
+/* The publish listener stops the same way (a subscriber that hangs up
+ * during the handshake, or closes just as it redials): subscribers then
+ * read by log_read until it is back. */
+static void watch_publisher(server *srv, volatile sig_atomic_t *stop)
+{
+    const char *url = srv->opt->publish_url;
+    if (!srv->has_pub || *stop)
+        return;
+    if (srv->pub_down) {
+        if (listen_again(srv, srv->pub, url, &srv->pub_listener, &srv->pub_down))
+            srv->pub_stopped = 0;
+        return;
+    }
+    listener_probe_result r = probe(url, srv->pub_listener, &srv->pub_accepted, stop);
+    if (r == LISTENER_ACCEPTING)
+        srv->pub_stopped = 0;
+    else if (r == LISTENER_STOPPED && ++srv->pub_stopped >= LISTENER_STOPPED_PROBES &&
+             listen_again(srv, srv->pub, url, &srv->pub_listener, &srv->pub_down))
+        srv->pub_stopped = 0;
 }
 
 void listeners_watch(server *srv, volatile sig_atomic_t *stop)
@@ -88,20 +130,16 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
             relisten(srv, i);
             continue;
         }
-        listener_probe_result r =
-            tls_url_is_tls(srv->opt->listen_urls[i])
-                ? listener_probe_tls(ls->l[i], LISTENER_PROBE_WAIT_MS, stop)
-                : listener_probe(ls->l[i], &ls->accepted[i], LISTENER_PROBE_WAIT_MS, stop);
-        if (r != LISTENER_ACCEPTING)
-            net_log(NET_LOG_DEBUG, "probe of %s: %s", srv->opt->listen_urls[i],
-                    r == LISTENER_STOPPED ? "not accepting" : "not probed");
+        const char *url = srv->opt->listen_urls[i];
+        listener_probe_result r = probe(url, ls->l[i], &ls->accepted[i], stop);
         if (r == LISTENER_ACCEPTING)
             ls->stopped[i] = 0;
-        if (r == LISTENER_ACCEPTING && tls_url_is_tls(srv->opt->listen_urls[i]))
+        if (r == LISTENER_ACCEPTING && tls_url_is_tls(url))
             ls->tls_refused[i]++; /* the probe's own refused handshake: not logged */
         else if (r == LISTENER_STOPPED && ++ls->stopped[i] >= LISTENER_STOPPED_PROBES)
             relisten(srv, i);
     }
+    watch_publisher(srv, stop);
 }
 
 void listeners_close(server *srv)

@@ -35,6 +35,14 @@ static void pub_pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
     pthread_mutex_unlock(&srv->pipes_mu);
 }
 
+/* ADD_PRE: counted for the listener watchdog's probe (nng_compat.c). */
+static void pub_pipe_accepted(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    (void)p;
+    (void)ev;
+    atomic_fetch_add(&((server *)arg)->pub_accepted, 1);
+}
+
 int publisher_open(server *srv)
 {
     const char *url = srv->opt->publish_url;
@@ -45,6 +53,8 @@ int publisher_open(server *srv)
         srv->has_pub = true;
     if (rv == 0) /* per subscriber; NNG's default (16) dropped events of one chain */
         rv = nng_socket_set_int(srv->pub, NNG_OPT_SENDBUF, TALLY_PUBLISH_QUEUE_MESSAGES);
+    if (rv == 0)
+        rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_ADD_PRE, pub_pipe_accepted, srv);
     if (rv == 0)
         rv = nng_pipe_notify(srv->pub, NNG_PIPE_EV_ADD_POST, pub_pipe_event, srv);
     if (rv == 0)

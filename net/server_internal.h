@@ -124,7 +124,10 @@ struct server {
     nng_socket pub;
     bool has_pub;
     listeners lis;
-    nng_listener pub_listener; /* when has_pub */
+    nng_listener pub_listener; /* when has_pub; main thread */
+    atomic_uint pub_accepted;  /* PUB connections handed to the socket (ADD_PRE), for the probe */
+    unsigned pub_stopped;      /* probes in a row that found pub_listener not accepting */
+    bool pub_down;             /* pub_listener closed by the watchdog, not yet back */
     nng_tls_config *tls;       /* the live TLS configuration of tls+tcp:// listeners
                                   (opt->tls, then each reload's); main thread */
     slot *slots;

@@ -47,7 +47,7 @@ void tls_reload(server *srv)
     for (unsigned i = 0; i < srv->lis.count; i++)
         if (tls_url_is_tls(opt->listen_urls[i]) && !srv->lis.down[i])
             failed += set_config(srv->lis.l[i], opt->listen_urls[i], cfg) != 0;
-    if (srv->has_pub && tls_url_is_tls(opt->publish_url))
+    if (srv->has_pub && tls_url_is_tls(opt->publish_url) && !srv->pub_down)
         failed += set_config(srv->pub_listener, opt->publish_url, cfg) != 0;
     srv->tls = cfg; /* a listener made again by the watchdog takes it too */
     net_log(failed ? NET_LOG_WARN : NET_LOG_INFO, "SIGHUP: TLS certificates reloaded for new "

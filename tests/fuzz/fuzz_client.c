@@ -8,6 +8,7 @@
  */
 #include "clients/libtally.c"
 #include "clients/sp_direct.c"
+#include "clients/sp_pipes.c"
 #include "clients/autobatch.c"
 #include "clients/keys.c"
 #include "clients/writes.c"

@@ -446,6 +446,63 @@ START_TEST(a_hang_up_at_connect_does_not_lock_new_clients_out)
 }
 END_TEST
 
+/* true when a stream opened now hears an event over PUB within wait_ms;
+ * the test writes an event each turn meanwhile. */
+static bool pub_delivers(uint64_t *id, int64_t wait_ms)
+{
+    tally_stream *s;
+    ck_assert_int_eq(tally_stream_open(client, proc.pub_url, TALLY_STREAM_FROM_NOW, NULL, &s),
+                     TALLY_ok);
+    tally_stream_counters n = {0};
+    for (int64_t until = clock_mono_ms() + wait_ms;
+         n.from_publish == 0 && clock_mono_ms() < until;) {
+        tally_account_open_args a = {.id = (*id)++, .ledger = 1, .code = 1};
+        tally_result r;
+        ck_assert_int_eq(tally_account_open(client, NULL, &a, &r), TALLY_ok);
+        tally_event ev;
+        int rc = tally_stream_next(s, &ev, 100);
+        if (rc == TALLY_ok)
+            tally_events_release(&ev, 1);
+        else
+            ck_assert_int_eq(rc, TALLY_timed_out);
+        tally_stream_counters_get(s, &n);
+    }
+    tally_stream_close(s);
+    return n.from_publish > 0;
+}
+
+/* The publish listener stops the same way (a subscriber killed during its
+ * handshake); the watchdog listens again there too, and new subscribers
+ * hear PUB again. */
+START_TEST(a_subscriber_hang_up_does_not_stop_publishing)
+{
+    memset(&proc, 0, sizeof(proc));
+    wire_server_start(&proc, &client, NULL);
+    uint64_t id = 1;
+    ck_assert_msg(pub_delivers(&id, 30000), "no event over PUB before the hang-up");
+    int tries = 0;
+    bool stuck = false;
+    while (!stuck && tries < 10) {
+        tries++;
+        hang_up_at_connect(proc.pub_url);
+        usleep(100000);
+        stuck = !pub_delivers(&id, 3000);
+    }
+    fprintf(stderr, "hang-up on PUB: new subscribers %s after %d hang-ups\n",
+            stuck ? "stuck" : "never stuck", tries);
+    if (stuck) { /* tallyd must say so, listen again, and serve new subscribers */
+        char again[400];
+        snprintf(again, sizeof(again), "listening on %s again", proc.pub_url);
+        ck_assert_msg(tallyd_log_wait(&proc, again, 90000), "tallyd did not listen again");
+        ck_assert_msg(tallyd_log_wait(&proc, "stopped accepting connections", 0),
+                      "listening again without saying why");
+    }
+    ck_assert_msg(pub_delivers(&id, 30000), "no event over PUB after the hang-ups");
+    wire_server_stop(&proc, &client);
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
 #define TIMEOUT_S 240
 
 int main(void)
@@ -456,6 +513,7 @@ int main(void)
         {"map_grows", map_grows_under_load_up_to_its_limit, 2 * TIMEOUT_S},
         {"floods", floods_of_connections_and_requests_are_bounded, TIMEOUT_S},
         {"hang_up", a_hang_up_at_connect_does_not_lock_new_clients_out, TIMEOUT_S},
+        {"pub_hang_up", a_subscriber_hang_up_does_not_stop_publishing, TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("exhaustion", TEST_ROWS(tests)));
 }
