@@ -178,7 +178,7 @@ static void write_counters(net_text *b)
                "Requests refused before they named a known op (malformed, too large).",
                load(&reg.requests_invalid));
     net_text_sample_u64(b, "tally_listener_restarts_total", "counter",
-               "Request listeners opened again by the listener watchdog.",
+               "Listeners (request and publish) opened again by the listener watchdog.",
                load(&reg.listener_restarts));
     net_text_family(b, "tally_auth_refused_total", "counter",
                     "Requests refused by --auth before anything was stored, by reason.");

@@ -8,9 +8,10 @@
  * 1. NNG_COMPAT_LISTENER_WATCHDOG — nanomsg/nng#1518, fixed in 1.6.0: a
  *    listener stops accepting for good when a peer hangs up during the SP
  *    header exchange (for tls+tcp://: during the TLS handshake). tallyd
- *    probes each tcp/ipc/tls+tcp listener every 2 s and listens again
- *    after two failed probes (nng_compat.c, listener_probe.c; a tls+tcp
- *    listener is probed through NNG's statistics, listener_probe_tls).
+ *    probes each tcp/ipc/tls+tcp listener, the publish listener included,
+ *    every 2 s and listens again after two failed probes (nng_compat.c,
+ *    listener_probe.c; a tls+tcp listener is probed through NNG's
+ *    statistics, listener_probe_tls).
  * 2. NNG_COMPAT_REDIAL — the same bug on the client side: a dialer stops
  *    for good when the server closes a connection during the exchange.
  *    libtally replaces a dialer that has had no connection for a while
@@ -31,6 +32,12 @@
  *    watchdog restart, and request or reply messages it loses when a peer
  *    dies mid-send: tests/lsan.supp and tests/valgrind/tallyd.supp, with
  *    the reproduction beside each entry.
+ * 7. Pipes first — NNG 1.5.2's nng_close hangs for good when a message
+ *    arrives as the socket closes (a dialer's close closes the transport's
+ *    side of a pipe before the protocol's; fixed on NNG's main branch,
+ *    where a refused aio still calls back). libtally closes each pipe
+ *    first, holds its removal until the dialer is closed, then closes the
+ *    socket (clients/sp_pipes.c). Harmless on any version, so not switched.
  */
 #ifndef TALLY_NET_NNG_COMPAT_H
 #define TALLY_NET_NNG_COMPAT_H
