@@ -446,29 +446,47 @@ START_TEST(a_hang_up_at_connect_does_not_lock_new_clients_out)
 }
 END_TEST
 
-/* true when a stream opened now hears an event over PUB within wait_ms;
- * the test writes an event each turn meanwhile. */
-static bool pub_delivers(uint64_t *id, int64_t wait_ms)
+/* true when stream s hears an event over PUB within wait_ms. Each turn
+ * writes an event and reads all there is: a stream that fell behind (its
+ * connection came up late) takes events from log_read until it has caught
+ * up, and only then from PUB. */
+static bool pub_heard(tally_stream *s, uint64_t *id, int64_t wait_ms)
 {
-    tally_stream *s;
-    ck_assert_int_eq(tally_stream_open(client, proc.pub_url, TALLY_STREAM_FROM_NOW, NULL, &s),
-                     TALLY_ok);
-    tally_stream_counters n = {0};
+    tally_stream_counters n;
+    tally_stream_counters_get(s, &n);
+    uint64_t before = n.from_publish;
     for (int64_t until = clock_mono_ms() + wait_ms;
-         n.from_publish == 0 && clock_mono_ms() < until;) {
+         n.from_publish == before && clock_mono_ms() < until;) {
         tally_account_open_args a = {.id = (*id)++, .ledger = 1, .code = 1};
         tally_result r;
         ck_assert_int_eq(tally_account_open(client, NULL, &a, &r), TALLY_ok);
         tally_event ev;
-        int rc = tally_stream_next(s, &ev, 100);
-        if (rc == TALLY_ok)
+        int rc = TALLY_timed_out;
+        while (n.from_publish == before && (rc = tally_stream_next(s, &ev, 100)) == TALLY_ok) {
             tally_events_release(&ev, 1);
-        else
+            tally_stream_counters_get(s, &n);
+        }
+        if (n.from_publish == before)
             ck_assert_int_eq(rc, TALLY_timed_out);
-        tally_stream_counters_get(s, &n);
     }
+    return n.from_publish > before;
+}
+
+static tally_stream *pub_stream(void)
+{
+    tally_stream *s;
+    ck_assert_int_eq(tally_stream_open(client, proc.pub_url, TALLY_STREAM_FROM_NOW, NULL, &s),
+                     TALLY_ok);
+    return s;
+}
+
+/* true when a stream opened now hears an event over PUB within wait_ms. */
+static bool pub_delivers(uint64_t *id, int64_t wait_ms)
+{
+    tally_stream *s = pub_stream();
+    bool heard = pub_heard(s, id, wait_ms);
     tally_stream_close(s);
-    return n.from_publish > 0;
+    return heard;
 }
 
 /* The publish listener stops the same way (a subscriber killed during its
@@ -491,11 +509,16 @@ START_TEST(a_subscriber_hang_up_does_not_stop_publishing)
     fprintf(stderr, "hang-up on PUB: new subscribers %s after %d hang-ups\n",
             stuck ? "stuck" : "never stuck", tries);
     if (stuck) { /* tallyd must say so, listen again, and serve new subscribers */
+        tally_stream *during = pub_stream(); /* connects to the stopped listener */
         char again[400];
         snprintf(again, sizeof(again), "listening on %s again", proc.pub_url);
         ck_assert_msg(tallyd_log_wait(&proc, again, 90000), "tallyd did not listen again");
         ck_assert_msg(tallyd_log_wait(&proc, "stopped accepting connections", 0),
                       "listening again without saying why");
+        /* its connection is closed by the restart; it reconnects */
+        ck_assert_msg(pub_heard(during, &id, 30000),
+                      "a stream opened while the listener was stopped never heard PUB");
+        tally_stream_close(during);
     }
     ck_assert_msg(pub_delivers(&id, 30000), "no event over PUB after the hang-ups");
     wire_server_stop(&proc, &client);
