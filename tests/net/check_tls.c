@@ -206,9 +206,10 @@ START_TEST(test_publish_stream_over_tls)
         tally_stream_counters_get(s, &n);
     }
     ck_assert_msg(n.from_publish > 0, "no event came over the tls+tcp:// publisher");
-    /* The closes are marked: a run of session 9 timed out past line 200 (in
-     * one of them: NNG 1.5.2's nng_close with live TLS pipes), and a timeout
-     * report names the last mark reached. */
+    /* The closes are marked, so that a timeout report names the last mark
+     * reached: runs of sessions 9 and 12 hung in tally_stream_close (NNG
+     * 1.5.2's nng_close as a message arrived; libtally now closes pipes
+     * first, see close_under_publish below). */
     mark_point();
     tally_stream_close(s);
     mark_point();
