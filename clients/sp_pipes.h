@@ -11,15 +11,21 @@
  * on the transport pipe, whose read was closed: nni_aio_begin refuses the
  * read without calling back, nothing completes the receive, and the
  * reaper waits for it forever (every later close in the process then
- * waits behind it). Closing each pipe first, with nng_pipe_close, closes
- * the protocol's side first, and such a receive is refused at once.
+ * waits behind it). So the pipes go first, and not by a close of theirs
+ * under a read in progress: a TCP connection (tcp://, tls+tcp://) is shut
+ * down under NNG (shutdown(2) on its descriptor, found by its addresses),
+ * its reads end as if the server had hung up, and NNG closes the pipe
+ * through its own callbacks; any other pipe is closed with nng_pipe_close
+ * (protocol side first: a receive posted after it is refused at once). The
+ * dialer is closed only when the pipes are gone.
  *
- * A pipe closed first makes its dialer redial, though (at once half the
- * time: NNG 1.5.2 draws the back-off as a negative number), and a close
+ * The last pipe's removal makes its dialer redial, though (at once half
+ * the time: NNG 1.5.2 draws the back-off as a negative number), and a close
  * during that connection's handshake stops the server's listener for good
- * (nanomsg/nng#1518). So the pipe's removal waits, in its REM_POST
- * callback, until the dialer is closed too: then the redial finds the
- * dialer stopped and does nothing. docs/DESIGN.md ("Closing NNG sockets").
+ * (nanomsg/nng#1518). So that removal waits, in its REM_POST callback,
+ * until the dialer is closed too: then the redial finds the dialer stopped
+ * and does nothing. docs/DESIGN.md (Choices: "libtally closes its NNG
+ * sockets pipes first").
  *
  * A socket registers sp_pipes_event for NNG_PIPE_EV_ADD_PRE and
  * NNG_PIPE_EV_REM_POST (alone, or from its own pipe callback) and is
@@ -39,10 +45,13 @@
 /* The longest a REM_POST callback waits for the dialer's close (NNG's
  * reaper thread waits with it): a bound, never reached in practice. */
 #define SP_PIPES_HOLD_MS 2000
+/* The longest a close waits for its pipes to go after shutting them down. */
+#define SP_PIPES_GONE_MS 5000
 
 typedef struct sp_pipes {
     nng_mtx *mu;
     nng_cv *dialer_closed;
+    nng_cv *removed; /* signalled at each REM_POST */
     nng_pipe open[SP_PIPES_MAX];
     unsigned count;
     bool closing; /* pipes closed, the dialer not yet: removals wait */

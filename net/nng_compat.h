@@ -35,9 +35,11 @@
  * 7. Pipes first — NNG 1.5.2's nng_close hangs for good when a message
  *    arrives as the socket closes (a dialer's close closes the transport's
  *    side of a pipe before the protocol's; fixed on NNG's main branch,
- *    where a refused aio still calls back). libtally closes each pipe
- *    first, holds its removal until the dialer is closed, then closes the
- *    socket (clients/sp_pipes.c). Harmless on any version, so not switched.
+ *    where a refused aio still calls back). libtally ends each pipe first
+ *    (shutdown(2) of a TCP connection under NNG, nng_pipe_close of an ipc
+ *    one), holds the last removal until the dialer is closed, then closes
+ *    the socket (clients/sp_pipes.c). Harmless on any version, so not
+ *    switched.
  */
 #ifndef TALLY_NET_NNG_COMPAT_H
 #define TALLY_NET_NNG_COMPAT_H
