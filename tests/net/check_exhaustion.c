@@ -65,11 +65,11 @@ static unsigned long long free_kib(void)
  * FULL_REFUSALS times in a row, 100 ms apart, with nothing written
  * between: a single refusal may be followed by room. LMDB reuses the pages
  * an earlier commit freed only once no reader still sees them, so a commit
- * made while tallyd's publisher was still reading the one before needs a
- * new page that the same command, retried a moment later, does not (and
- * storage_full tells the client exactly that: nothing stored, retry with
- * the same key). After a refusal the account is never there, and a retry
- * that gets room applies once. */
+ * made while tallyd's health tick (once a second, on its main thread) reads
+ * the store needs a new page that the same command, retried a moment
+ * later, does not (and storage_full tells the client exactly that: nothing
+ * stored, retry with the same key). After a refusal the account is never
+ * there, and a retry that gets room applies once. */
 static uint64_t fill(uint64_t first)
 {
     uint64_t acked = 0;
