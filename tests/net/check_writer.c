@@ -297,6 +297,7 @@ typedef struct load_thread {
     uint8_t status[LOAD_KEYS_MAX];
     unsigned wrong;
     char wrong_what[200];
+    atomic_bool done;
 } load_thread;
 
 static atomic_uint load_acked;
@@ -342,6 +343,7 @@ static void *load_main(void *arg)
         break;
     }
     tally_client_close(c);
+    atomic_store(&l->done, true);
     atomic_fetch_add(&threads_done, 1);
     return NULL;
 }
@@ -361,17 +363,52 @@ typedef struct parked_thread {
     const char *url;
     park_kind kind;
     pthread_t thread;
-    atomic_uint calls;    /* calls begun */
+    atomic_uint calls;    /* long-polls begun */
+    atomic_uint acks;     /* sub_acks begun */
     int last_rc;          /* libtally's code of the last call: ok = a reply */
     char last_code[64];   /* the reply's code */
     int64_t returned_ms;  /* when the last call returned (mono) */
+    atomic_bool done;
 } parked_thread;
 
-static atomic_bool parked_stop;
+/* The test's stop, and the calls begun by then: a thread counts a call and
+ * reads the flag under parked_mu, and the test sets the flag and reads the
+ * counts under it too, so every call begun is in the counts the test reads
+ * (and then waits to see reach tallyd), and none begins after. An
+ * unlocked check let a call (a fetch, or the acking thread's sub_ack after
+ * a fetch answered at the stop) reach tallyd after its last read: lost with
+ * the process, it left that client waiting for its own timeout. */
+static pthread_mutex_t parked_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool parked_stop;
+
+static bool begin_call(atomic_uint *count)
+{
+    pthread_mutex_lock(&parked_mu);
+    bool go = !parked_stop;
+    if (go)
+        atomic_fetch_add(count, 1);
+    pthread_mutex_unlock(&parked_mu);
+    return go;
+}
+
+typedef struct parked_counts {
+    unsigned reads, fetches, acks;
+} parked_counts;
+
+static parked_counts stop_parked_calls(parked_thread *ws)
+{
+    pthread_mutex_lock(&parked_mu);
+    parked_stop = true;
+    parked_counts n = {atomic_load(&ws[PARK_LOG_READ].calls),
+                       atomic_load(&ws[PARK_FETCH_ACKING].calls) +
+                           atomic_load(&ws[PARK_FETCH_STUCK].calls),
+                       atomic_load(&ws[PARK_FETCH_ACKING].acks)};
+    pthread_mutex_unlock(&parked_mu);
+    return n;
+}
 
 static int parked_call(parked_thread *w, tally_client *c, wire_reply *r)
 {
-    atomic_fetch_add(&w->calls, 1);
     if (w->kind == PARK_LOG_READ)
         return wire_try_call(c, r, "log_read", "uuu", "from_seq", (uint64_t)1 << 40, "limit",
                              (uint64_t)1, "wait_ms", (uint64_t)PARKED_WAIT_MS);
@@ -384,7 +421,7 @@ static void *parked_main(void *arg)
 {
     parked_thread *w = arg;
     tally_client *c = client_of(w->url, PARKED_WAIT_MS + 10000, false);
-    while (!atomic_load(&parked_stop)) {
+    while (begin_call(&w->calls)) {
         wire_reply r;
         w->last_rc = parked_call(w, c, &r);
         w->returned_ms = clock_mono_ms();
@@ -396,31 +433,28 @@ static void *parked_main(void *arg)
         wire_done(&r);
         if (!ok)
             break;
-        if (head > 0 && wire_try_call(c, &r, "sub_ack", "su", "name", "acking", "seq", head) ==
-                            TALLY_ok)
+        if (head > 0 && begin_call(&w->acks) &&
+            wire_try_call(c, &r, "sub_ack", "su", "name", "acking", "seq", head) == TALLY_ok)
             wire_done(&r);
     }
     tally_client_close(c);
+    atomic_store(&w->done, true);
     atomic_fetch_add(&threads_done, 1);
     return NULL;
 }
 
-/* Whether every long-poll call begun has reached tallyd (its request
- * decoded, so parked or answered: tally_requests_total counts it), within
- * a generous wait. The scrape is read before the calls begun: what had
- * come by then cannot exceed what had begun, so a scrape at least the
- * count read after it means every call begun then had come. No other
- * client sends log_read or sub_fetch. */
-static bool parked_calls_arrived(int port, parked_thread *ws)
+/* Whether every call the parked threads began (n: counted at the stop,
+ * after which they begin none) has reached tallyd: its request decoded, so
+ * parked or answered, as tally_requests_total counts it. No other client
+ * sends log_read, sub_fetch or sub_ack. */
+static bool parked_calls_arrived(int port, parked_counts n)
 {
     int64_t until = clock_mono_ms() + PARKED_ARRIVE_WAIT_MS;
     for (;;) {
         long long reads = test_metrics_sample(port, "tally_requests_total{op=\"log_read\"}");
         long long fetches = test_metrics_sample(port, "tally_requests_total{op=\"sub_fetch\"}");
-        unsigned begun_reads = atomic_load(&ws[PARK_LOG_READ].calls);
-        unsigned begun_fetches = atomic_load(&ws[PARK_FETCH_ACKING].calls) +
-                                 atomic_load(&ws[PARK_FETCH_STUCK].calls);
-        if (reads >= begun_reads && fetches >= begun_fetches)
+        long long acks = test_metrics_sample(port, "tally_requests_total{op=\"sub_ack\"}");
+        if (reads >= n.reads && fetches >= n.fetches && (n.acks == 0 || acks >= n.acks))
             return true;
         if (clock_mono_ms() >= until)
             return false;
@@ -481,7 +515,7 @@ START_TEST(shutdown_under_load_answers_everything_and_nothing_hangs)
     create_subscribers(c);
     atomic_store(&load_acked, 0);
     atomic_store(&threads_done, 0);
-    atomic_store(&parked_stop, false);
+    parked_stop = false;
     static load_thread ls[LOAD_THREADS];
     for (unsigned i = 0; i < LOAD_THREADS; i++) {
         ls[i] = (load_thread){.url = p.url, .index = i};
@@ -502,17 +536,27 @@ START_TEST(shutdown_under_load_answers_everything_and_nothing_hangs)
     ck_assert_uint_ge(atomic_load(&ws[PARK_FETCH_ACKING].calls), 3); /* woken by commits */
     ck_assert_uint_ge(atomic_load(&ws[PARK_FETCH_STUCK].calls), 2); /* then parked */
     tally_client_close(c);
-    atomic_store(&parked_stop, true);
-    ck_assert_msg(parked_calls_arrived(port, ws), "long-polls begun never reached tallyd");
+    ck_assert_msg(parked_calls_arrived(port, stop_parked_calls(ws)),
+                  "calls begun never reached tallyd");
     int64_t stop = clock_mono_ms();
     ck_assert_int_eq(tallyd_stop(&p), 0); /* SIGTERM mid-load; it must exit 0 */
     int64_t exited = clock_mono_ms();
     const unsigned threads = LOAD_THREADS + PARK_KINDS;
     while (atomic_load(&threads_done) < threads && clock_mono_ms() - exited < AFTER_EXIT_MS)
         usleep(10000);
-    ck_assert_msg(atomic_load(&threads_done) == threads,
-                  "%u of %u client threads still waiting %d s after tallyd exited",
-                  threads - atomic_load(&threads_done), threads, AFTER_EXIT_MS / 1000);
+    if (atomic_load(&threads_done) < threads) {
+        char who[256] = "";
+        for (unsigned i = 0; i < LOAD_THREADS; i++)
+            if (!atomic_load(&ls[i].done))
+                snprintf(who + strlen(who), sizeof(who) - strlen(who), " load %u (key %u)", i,
+                         ls[i].sent);
+        for (unsigned i = 0; i < PARK_KINDS; i++)
+            if (!atomic_load(&ws[i].done))
+                snprintf(who + strlen(who), sizeof(who) - strlen(who), " %s (%u calls, %u acks)",
+                         park_names[i], atomic_load(&ws[i].calls), atomic_load(&ws[i].acks));
+        ck_abort_msg("%u of %u client threads still waiting %d s after tallyd exited:%s",
+                     threads - atomic_load(&threads_done), threads, AFTER_EXIT_MS / 1000, who);
+    }
     for (unsigned i = 0; i < LOAD_THREADS; i++) {
         pthread_join(ls[i].thread, NULL);
         ck_assert_msg(ls[i].wrong == 0, "thread %u: %s", i, ls[i].wrong_what);
