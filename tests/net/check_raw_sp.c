@@ -677,11 +677,17 @@ static bool sp_try_connect(int *fd_out)
     return true;
 }
 
-/* --max-connections 3 (the harness's own client counts too): one more is
- * closed at connect; once one of them goes, a new one is taken. */
+/* --max-connections 3: the harness's own client holds one place (a call
+ * through it first: tally_client_open dials in the background, and a
+ * client still dialing would take the place the test frees below and keep
+ * it), the listener watchdog's probe may hold another for a moment, the
+ * test's connections get the rest; one more is closed at connect; once
+ * one of them goes, a new one is taken. */
 START_TEST(max_connections_refuses_one_more_and_frees_a_place)
 {
     start_with("--max-connections", "3");
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
     int fds[6];
     unsigned accepted = 0, refused = 0;
     for (int i = 0; i < 6; i++) {
@@ -691,9 +697,9 @@ START_TEST(max_connections_refuses_one_more_and_frees_a_place)
         else
             refused++;
     }
-    ck_assert_uint_ge(accepted, 2); /* the harness's client holds at most one place */
-    ck_assert_uint_le(accepted, 3);
-    ck_assert_uint_ge(refused, 3);
+    ck_assert_uint_ge(accepted, 1); /* a probe holds one place at most */
+    ck_assert_uint_le(accepted, 2);
+    ck_assert_uint_ge(refused, 4);
     close(fds[--accepted]);
     bool again = false;
     for (int64_t until = deadline(); !again && clock_mono_ms() < until;) {
