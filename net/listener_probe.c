@@ -88,7 +88,8 @@ static const uint8_t hello[SP_HEADER_BYTES] = {0, 'S', 'P', 0, 0, SP_PROTOCOL_RE
  * with *result saying why (STOPPED: refused or timed out; UNKNOWN: not
  * probed). */
 static int probe_connect(nng_listener l, int64_t deadline, volatile sig_atomic_t *stop,
-                         listener_probe_result *result)
+                         listener_probe_result *result, listener_probe_mark_fn mark,
+                         void *mark_ctx)
 {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -110,8 +111,17 @@ static int probe_connect(nng_listener l, int64_t deadline, volatile sig_atomic_t
         if (w != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0)
             goto fail;
     }
+    if (mark) {
+        struct sockaddr_storage self;
+        socklen_t self_len = sizeof(self);
+        if (getsockname(fd, (struct sockaddr *)&self, &self_len) != 0)
+            goto fail;
+        mark(mark_ctx, (struct sockaddr *)&self, self_len);
+    }
     if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) == (ssize_t)sizeof(hello))
         return fd; /* a fresh socket's buffer takes 8 bytes at once */
+    if (mark)
+        mark(mark_ctx, NULL, 0);
 fail:
     close(fd);
     return -1;
@@ -142,7 +152,7 @@ listener_probe_result listener_probe_tls(nng_listener l, int wait_ms, volatile s
         return LISTENER_UNKNOWN;
     int64_t deadline = clock_mono_ms() + wait_ms;
     listener_probe_result result;
-    int fd = probe_connect(l, deadline, stop, &result);
+    int fd = probe_connect(l, deadline, stop, &result, NULL, NULL);
     if (fd < 0)
         return result;
     /* The SP header is no TLS record: the handshake fails at once and
@@ -170,13 +180,14 @@ listener_probe_result listener_probe_tls(nng_listener l, int wait_ms, volatile s
     return LISTENER_ACCEPTING;
 }
 
-listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted, int wait_ms,
+listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted,
+                                     listener_probe_mark_fn mark, void *mark_ctx, int wait_ms,
                                      volatile sig_atomic_t *stop)
 {
     unsigned before = atomic_load(accepted);
     int64_t deadline = clock_mono_ms() + wait_ms;
     listener_probe_result result;
-    int fd = probe_connect(l, deadline, stop, &result);
+    int fd = probe_connect(l, deadline, stop, &result, mark, mark_ctx);
     if (fd < 0)
         return result;
     uint8_t peer[SP_HEADER_BYTES];
@@ -212,5 +223,7 @@ listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted
     result = LISTENER_ACCEPTING;
 done:
     close(fd);
+    if (mark)
+        mark(mark_ctx, NULL, 0);
     return result;
 }

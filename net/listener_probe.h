@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 
 typedef enum listener_probe_result {
     LISTENER_ACCEPTING, /* the listener handed a new connection to the socket */
@@ -32,7 +33,14 @@ typedef enum listener_probe_result {
  * up only after the exchange, or after wait_ms, which must exceed NNG's
  * own negotiation timeout (10 s). Returns early with LISTENER_UNKNOWN when
  * *stop becomes set. */
-listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted, int wait_ms,
+/* Tells who probes: called with the probe's own end of its connection
+ * before its SP header leaves (an unnamed AF_UNIX address for ipc://),
+ * and with NULL once the connection is closed, so that the socket's
+ * ADD_PRE can tell the probe from a client. */
+typedef void (*listener_probe_mark_fn)(void *ctx, const struct sockaddr *self, socklen_t len);
+
+listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted,
+                                     listener_probe_mark_fn mark, void *mark_ctx, int wait_ms,
                                      volatile sig_atomic_t *stop);
 
 /* The sum of NNG's statistics of listener l named in names (NULL-ended:

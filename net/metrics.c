@@ -48,6 +48,7 @@ static struct registry {
     atomic_uint_fast64_t replays[NET_OP_COUNT];
     atomic_uint_fast64_t commits;
     atomic_uint_fast64_t listener_restarts;
+    atomic_uint_fast64_t listener_probes;
     atomic_uint_fast64_t auth_refused[2]; /* unauthenticated, forbidden */
     histogram group_size, commit_duration, request_duration[2];
 } reg = {
@@ -71,6 +72,7 @@ static void count(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, REL
 void net_metrics_request(net_op_id op) { count(&reg.requests[op]); }
 void net_metrics_request_invalid(void) { count(&reg.requests_invalid); }
 void net_metrics_listener_restart(void) { count(&reg.listener_restarts); }
+void net_metrics_listener_probe(void) { count(&reg.listener_probes); }
 void net_metrics_auth_refused(int code) { count(&reg.auth_refused[code == TALLY_forbidden]); }
 
 void net_metrics_request_done(net_request_kind kind, int64_t elapsed_ns)
@@ -180,6 +182,10 @@ static void write_counters(net_text *b)
     net_text_sample_u64(b, "tally_listener_restarts_total", "counter",
                "Listeners (request and publish) opened again by the listener watchdog.",
                load(&reg.listener_restarts));
+    net_text_sample_u64(b, "tally_listener_probes_total", "counter",
+               "Probes of the request and publish listeners by the listener watchdog "
+               "(never counted as connections).",
+               load(&reg.listener_probes));
     net_text_family(b, "tally_auth_refused_total", "counter",
                     "Requests refused by --auth before anything was stored, by reason.");
     net_text_printf(b, "tally_auth_refused_total{reason=\"unauthenticated\"} %llu\n",

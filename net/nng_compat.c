@@ -11,7 +11,10 @@
 #include "common/tls_config.h"
 #include "net/sp_loop.h"
 
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 /* ---- the listener watchdog (nanomsg/nng#1518, fixed in 1.6.0) ---- */
 
@@ -76,12 +79,53 @@ static bool listen_again(server *srv, nng_socket sock, const char *url, nng_list
     return true;
 }
 
-static listener_probe_result probe(const char *url, nng_listener l, const atomic_uint *accepted,
-                                   volatile sig_atomic_t *stop)
+/* The probe's own end, for listeners_pipe_is_probe (self NULL: done). */
+static void mark_probe(void *ctx, const struct sockaddr *self, socklen_t len)
 {
-    listener_probe_result r = tls_url_is_tls(url)
-                                  ? listener_probe_tls(l, LISTENER_PROBE_WAIT_MS, stop)
-                                  : listener_probe(l, accepted, LISTENER_PROBE_WAIT_MS, stop);
+    server *srv = ctx;
+    pthread_mutex_lock(&srv->pipes_mu);
+    srv->probe_self_len = self && len <= sizeof(srv->probe_self) ? len : 0;
+    if (srv->probe_self_len)
+        memcpy(&srv->probe_self, self, len);
+    pthread_mutex_unlock(&srv->pipes_mu);
+}
+
+bool listeners_pipe_is_probe(server *srv, nng_pipe p)
+{
+    nng_sockaddr peer; /* the ipc transport has no REMADDR for a pipe */
+    if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &peer) != 0)
+        peer.s_family = NNG_AF_UNSPEC;
+    uint64_t pid = 0; /* NNG_OPT_IPC_PEER_PID is a uint64 */
+    bool ipc_self = nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0 &&
+                    pid == (uint64_t)getpid();
+    pthread_mutex_lock(&srv->pipes_mu);
+    const struct sockaddr_storage *self = &srv->probe_self;
+    bool is = false;
+    if (srv->probe_self_len == 0)
+        is = false; /* no probe under way */
+    else if (self->ss_family == AF_UNIX)
+        is = ipc_self; /* only tallyd's own probe connects from tallyd */
+    else if (self->ss_family == AF_INET && peer.s_family == NNG_AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)self;
+        is = in->sin_port == peer.s_in.sa_port && in->sin_addr.s_addr == peer.s_in.sa_addr;
+    } else if (self->ss_family == AF_INET6 && peer.s_family == NNG_AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)self;
+        is = in6->sin6_port == peer.s_in6.sa_port &&
+             memcmp(&in6->sin6_addr, peer.s_in6.sa_addr, 16) == 0;
+    }
+    pthread_mutex_unlock(&srv->pipes_mu);
+    return is;
+}
+
+static listener_probe_result probe(server *srv, const char *url, nng_listener l,
+                                   const atomic_uint *accepted, volatile sig_atomic_t *stop)
+{
+    listener_probe_result r =
+        tls_url_is_tls(url) ? listener_probe_tls(l, LISTENER_PROBE_WAIT_MS, stop)
+                            : listener_probe(l, accepted, mark_probe, srv, LISTENER_PROBE_WAIT_MS,
+                                             stop);
+    if (r != LISTENER_UNKNOWN)
+        net_metrics_listener_probe();
     if (r != LISTENER_ACCEPTING)
         net_log(NET_LOG_DEBUG, "probe of %s: %s", url,
                 r == LISTENER_STOPPED ? "not accepting" : "not probed");
@@ -110,7 +154,7 @@ static void watch_publisher(server *srv, volatile sig_atomic_t *stop)
             srv->pub_stopped = 0;
         return;
     }
-    listener_probe_result r = probe(url, srv->pub_listener, &srv->pub_accepted, stop);
+    listener_probe_result r = probe(srv, url, srv->pub_listener, &srv->pub_accepted, stop);
     if (r == LISTENER_ACCEPTING)
         srv->pub_stopped = 0;
     else if (r == LISTENER_STOPPED && ++srv->pub_stopped >= LISTENER_STOPPED_PROBES &&
@@ -131,7 +175,7 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
             continue;
         }
         const char *url = srv->opt->listen_urls[i];
-        listener_probe_result r = probe(url, ls->l[i], &ls->accepted[i], stop);
+        listener_probe_result r = probe(srv, url, ls->l[i], &ls->accepted[i], stop);
         if (r == LISTENER_ACCEPTING)
             ls->stopped[i] = 0;
         if (r == LISTENER_ACCEPTING && tls_url_is_tls(url))

@@ -11,7 +11,9 @@
  *    probes each tcp/ipc/tls+tcp listener, the publish listener included,
  *    every 2 s and listens again after two failed probes (nng_compat.c,
  *    listener_probe.c; a tls+tcp listener is probed through NNG's
- *    statistics, listener_probe_tls).
+ *    statistics, listener_probe_tls). The probe is tallyd's own
+ *    connection: its ADD_PRE is told apart (its address, or over ipc://
+ *    its peer pid) and takes no client's place under --max-connections.
  * 2. NNG_COMPAT_REDIAL — the same bug on the client side: a dialer stops
  *    for good when the server closes a connection during the exchange.
  *    libtally replaces a dialer that has had no connection for a while

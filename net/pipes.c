@@ -62,6 +62,8 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
         return;
     }
     listeners_note_accept(srv, p);
+    if (listeners_pipe_is_probe(srv, p))
+        return; /* the watchdog's: gone at once, never a client's place */
     if (!pipes_admit(srv, id))
         nng_pipe_close(p); /* no further events for this pipe */
 }

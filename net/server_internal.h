@@ -151,6 +151,8 @@ struct server {
     table *pipes;                 /* accepted request connections, by pipe id */
     uint64_t connections_refused; /* under pipes_mu */
     int64_t pipes_pruned_ms;      /* under pipes_mu: the last stale-pipe pass */
+    struct sockaddr_storage probe_self; /* under pipes_mu: the watchdog's probe's own end */
+    socklen_t probe_self_len;           /* under pipes_mu: 0 while no probe is under way */
     table *pub_pipes;             /* connected subscribers (PUB pipes), by pipe id */
     bool pub_pipes_unknown;       /* under pipes_mu: one could not be recorded */
     atomic_uint_fast64_t commits, commands;
@@ -254,6 +256,9 @@ bool http_json_stop(server *srv);
 int listeners_open(server *srv);
 /* A pipe callback's ADD_PRE: count it for its listener's probe. */
 void listeners_note_accept(server *srv, nng_pipe p);
+/* A pipe callback's ADD_PRE: whether p is the watchdog's own probe (it
+ * takes no client's place under --max-connections and is not counted). */
+bool listeners_pipe_is_probe(server *srv, nng_pipe p);
 /* Main thread, every LISTENER_PROBE_INTERVAL_MS while serving. */
 void listeners_watch(server *srv, volatile sig_atomic_t *stop);
 /* Log the TLS handshakes each tls+tcp:// listener refused since the last

@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/msgpack_safe.h"
 #include "tests/support/doc_requests.h"
+#include "tests/support/http_client.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
@@ -722,6 +723,41 @@ START_TEST(max_connections_refuses_one_more_and_frees_a_place)
 }
 END_TEST
 
+/* The listener watchdog's probe (every 2 s, each NNG listener: the
+ * harness's ipc:// one and, with the nng engine, tcp_url) is tallyd's own:
+ * at --max-connections it takes no client's place and is never refused,
+ * counted or logged as a connection. With two places, held by the
+ * JSON API's in-process connection (--http: docs/DESIGN.md) and the
+ * harness's client, probes come and go; then a client is refused. */
+START_TEST(the_watchdog_probe_takes_no_place)
+{
+    snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%u", free_port());
+    int port = test_free_port();
+    char http[64];
+    snprintf(http, sizeof(http), "http://127.0.0.1:%d", port);
+    const char *extra[] = {"--listen", tcp_url, "--tcp-engine", engine, "--max-connections", "2",
+                           "--http", http, NULL};
+    wire_server_start(&proc, &client, extra);
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok); /* the last place */
+    /* two rounds at least: the request listeners (ipc, and tcp with NNG)
+     * and the publish listener, each probed once a round */
+    long long probes = 0;
+    for (int64_t until = clock_mono_ms() + 60000;
+         (probes = test_metrics_sample(port, "tally_listener_probes_total")) < 6 &&
+         clock_mono_ms() < until;)
+        usleep(100 * 1000);
+    ck_assert_int_ge(probes, 6);
+    ck_assert_int_eq(test_metrics_sample(port, "tally_connections_refused_total"), 0);
+    ck_assert_int_eq(test_metrics_sample(port, "tally_connections"), 2);
+    int fd;
+    ck_assert_msg(!sp_try_connect(&fd), "a client got a third place");
+    ck_assert_int_eq(test_metrics_sample(port, "tally_connections_refused_total"), 1);
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("raw_sp");
@@ -743,6 +779,7 @@ int main(void)
         tcase_add_test(tc, replies_not_read_are_kept_and_others_served);
         tcase_add_test(tc, a_connection_closed_with_requests_in_flight);
         tcase_add_test(tc, max_connections_refuses_one_more_and_frees_a_place);
+        tcase_add_test(tc, the_watchdog_probe_takes_no_place);
         suite_add_tcase(s, tc);
     }
     return test_run_suite(s);

@@ -127,8 +127,11 @@ void wire_assert_invariants(const char *data_dir)
 static void extra_args_set(tallyd_proc *p, const char *const *extra_args)
 {
     memset(p->extra_args, 0, sizeof(p->extra_args));
-    for (int i = 0; extra_args && extra_args[i] && i < 7; i++)
+    int i = 0;
+    for (; extra_args && extra_args[i] && i < TALLYD_EXTRA_ARGS_MAX - 1; i++)
         p->extra_args[i] = extra_args[i];
+    ck_assert_msg(!extra_args || !extra_args[i], "more than %d extra tallyd args",
+                  TALLYD_EXTRA_ARGS_MAX - 1);
 }
 
 static void client_open_on(const tallyd_proc *p, tally_client **c)
