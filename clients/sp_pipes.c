@@ -3,8 +3,9 @@
  */
 #include "clients/sp_pipes.h"
 
+#include "common/sockaddr_nng.h"
+
 #include <dirent.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -62,20 +63,6 @@ void sp_pipes_event(sp_pipes *ps, nng_pipe pipe, nng_pipe_ev ev)
     nng_mtx_unlock(ps->mu);
 }
 
-static bool same_inet(const struct sockaddr_storage *a, const nng_sockaddr *b)
-{
-    if (a->ss_family == AF_INET && b->s_family == NNG_AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)a;
-        return in->sin_port == b->s_in.sa_port && in->sin_addr.s_addr == b->s_in.sa_addr;
-    }
-    if (a->ss_family == AF_INET6 && b->s_family == NNG_AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a;
-        return in6->sin6_port == b->s_in6.sa_port &&
-               memcmp(&in6->sin6_addr, b->s_in6.sa_addr, 16) == 0;
-    }
-    return false;
-}
-
 /* The descriptor of pipe's TCP connection (tcp:// or tls+tcp://), found in
  * /proc/self/fd by its two addresses; -1 when not exactly one matches (an
  * ipc:// pipe: its addresses do not tell two connections apart). */
@@ -97,10 +84,10 @@ static int pipe_fd(nng_pipe pipe)
             continue;
         struct sockaddr_storage a;
         socklen_t n = sizeof(a);
-        if (getsockname(fd, (struct sockaddr *)&a, &n) != 0 || !same_inet(&a, &local))
+        if (getsockname(fd, (struct sockaddr *)&a, &n) != 0 || !sockaddr_is_nng(&a, &local))
             continue;
         n = sizeof(a);
-        if (getpeername(fd, (struct sockaddr *)&a, &n) != 0 || !same_inet(&a, &remote))
+        if (getpeername(fd, (struct sockaddr *)&a, &n) != 0 || !sockaddr_is_nng(&a, &remote))
             continue;
         found = fd;
         matches++;

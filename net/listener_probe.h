@@ -23,6 +23,12 @@ typedef enum listener_probe_result {
     LISTENER_UNKNOWN,   /* not probed: a transport other than tcp or ipc, or *stop was set */
 } listener_probe_result;
 
+/* Tells who probes: called with the probe's own end of its connection
+ * before its SP header leaves (an unnamed AF_UNIX address for ipc://),
+ * and with NULL once the connection is closed, so that the socket's
+ * ADD_PRE can tell the probe from a client. */
+typedef void (*listener_probe_mark_fn)(void *ctx, const struct sockaddr *self, socklen_t len);
+
 /* Connect to the address listener l is bound to (a wildcard tcp address
  * through loopback), do the SP header exchange as a REQ0 peer, and wait up
  * to wait_ms for *accepted (the count of connections the listener handed
@@ -32,13 +38,7 @@ typedef enum listener_probe_result {
  * for the socket to take it — so the exchange alone proves nothing. Hangs
  * up only after the exchange, or after wait_ms, which must exceed NNG's
  * own negotiation timeout (10 s). Returns early with LISTENER_UNKNOWN when
- * *stop becomes set. */
-/* Tells who probes: called with the probe's own end of its connection
- * before its SP header leaves (an unnamed AF_UNIX address for ipc://),
- * and with NULL once the connection is closed, so that the socket's
- * ADD_PRE can tell the probe from a client. */
-typedef void (*listener_probe_mark_fn)(void *ctx, const struct sockaddr *self, socklen_t len);
-
+ * *stop becomes set. mark (NULL: none) is told the probe's own end. */
 listener_probe_result listener_probe(nng_listener l, const atomic_uint *accepted,
                                      listener_probe_mark_fn mark, void *mark_ctx, int wait_ms,
                                      volatile sig_atomic_t *stop);

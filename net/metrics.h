@@ -42,6 +42,7 @@ void net_metrics_written(const net_request *req, const net_result *res, int faul
 void net_metrics_commit(uint32_t commands, int64_t commit_ns);
 /* The listener watchdog listened again (nng_compat.c). */
 void net_metrics_listener_restart(void);
+/* The listener watchdog probed a listener (nng_compat.c). */
 void net_metrics_listener_probe(void);
 /* A request refused by --auth: code TALLY_unauthenticated or TALLY_forbidden
  * (tally_auth_refused_total{reason}). */

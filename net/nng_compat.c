@@ -8,10 +8,10 @@
 #include "net/metrics.h"
 
 #include "net/nng_compat.h"
+#include "common/sockaddr_nng.h"
 #include "common/tls_config.h"
 #include "net/sp_loop.h"
 
-#include <netinet/in.h>
 #include <string.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -92,29 +92,20 @@ static void mark_probe(void *ctx, const struct sockaddr *self, socklen_t len)
 
 bool listeners_pipe_is_probe(server *srv, nng_pipe p)
 {
-    nng_sockaddr peer; /* the ipc transport has no REMADDR for a pipe */
-    if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &peer) != 0)
-        peer.s_family = NNG_AF_UNSPEC;
-    uint64_t pid = 0; /* NNG_OPT_IPC_PEER_PID is a uint64 */
-    bool ipc_self = nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0 &&
-                    pid == (uint64_t)getpid();
+    struct sockaddr_storage self;
     pthread_mutex_lock(&srv->pipes_mu);
-    const struct sockaddr_storage *self = &srv->probe_self;
-    bool is = false;
-    if (srv->probe_self_len == 0)
-        is = false; /* no probe under way */
-    else if (self->ss_family == AF_UNIX)
-        is = ipc_self; /* only tallyd's own probe connects from tallyd */
-    else if (self->ss_family == AF_INET && peer.s_family == NNG_AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)self;
-        is = in->sin_port == peer.s_in.sa_port && in->sin_addr.s_addr == peer.s_in.sa_addr;
-    } else if (self->ss_family == AF_INET6 && peer.s_family == NNG_AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)self;
-        is = in6->sin6_port == peer.s_in6.sa_port &&
-             memcmp(&in6->sin6_addr, peer.s_in6.sa_addr, 16) == 0;
-    }
+    bool probing = srv->probe_self_len > 0;
+    self = srv->probe_self;
     pthread_mutex_unlock(&srv->pipes_mu);
-    return is;
+    if (!probing)
+        return false; /* the common case: no NNG option read per connection */
+    if (self.ss_family == AF_UNIX) { /* only tallyd's own probe connects from tallyd */
+        uint64_t pid = 0;          /* NNG_OPT_IPC_PEER_PID is a uint64 */
+        return nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0 &&
+               pid == (uint64_t)getpid();
+    }
+    nng_sockaddr peer;
+    return nng_pipe_get_addr(p, NNG_OPT_REMADDR, &peer) == 0 && sockaddr_is_nng(&self, &peer);
 }
 
 static listener_probe_result probe(server *srv, const char *url, nng_listener l,
