@@ -130,6 +130,8 @@ struct server {
     bool pub_down;             /* pub_listener closed by the watchdog, not yet back */
     nng_tls_config *tls;       /* the live TLS configuration of tls+tcp:// listeners
                                   (opt->tls, then each reload's); main thread */
+    nng_tls_config **tls_held; /* the ones a reload replaced, held until exit */
+    unsigned tls_held_count;   /* (tls_reload.c); main thread */
     slot *slots;
     unsigned slot_count;
     pthread_mutex_t mu;
