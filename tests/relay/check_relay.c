@@ -109,17 +109,23 @@ static struct {
     const char *log;
 } watched[WATCHED_MAX];
 
+/* The text of the log at path ("" when there is none yet). Free it. */
+static char *log_text(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *text = fd >= 0 ? test_fd_read_all(fd) : strdup("");
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
 static void relay_must_run(void)
 {
     int status;
     for (int i = 0; i < WATCHED_MAX; i++) {
         if (watched[i].pid <= 0 || !test_wait_ms(watched[i].pid, 0, &status))
             continue;
-        char *log = NULL;
-        const char *cat[] = {"/bin/cat", watched[i].log, NULL};
-        test_run(cat, NULL, &log, NULL);
         ck_abort_msg("tally-relay exited (%d); its log:\n%s", test_exit_code(status),
-                     log ? log : "");
+                     log_text(watched[i].log));
     }
 }
 
@@ -173,11 +179,8 @@ static void relay_stop(pid_t pid, const char *log_path)
     if (!ended)
         relay_kill(pid);
     if (!ended || test_exit_code(status) != 0) {
-        char *log = NULL;
-        const char *cat[] = {"/bin/cat", log_path, NULL};
-        test_run(cat, NULL, &log, NULL);
         ck_abort_msg("tally-relay did not stop cleanly (exit %d); its log:\n%s",
-                     ended ? test_exit_code(status) : -1, log ? log : "");
+                     ended ? test_exit_code(status) : -1, log_text(log_path));
     }
 }
 
@@ -320,11 +323,9 @@ static bool wait_stream_beyond(jsCtx *js, uint64_t count)
 static bool wait_log_says(const char *path, const char *text)
 {
     int64_t until = clock_mono_ms() + WAIT_MS;
-    const char *cat[] = {"/bin/cat", path, NULL};
     while (clock_mono_ms() < until) {
-        char *out = NULL;
-        test_run(cat, NULL, &out, NULL);
-        bool found = out && strstr(out, text);
+        char *out = log_text(path);
+        bool found = strstr(out, text) != NULL;
         free(out);
         if (found)
             return true;
@@ -587,12 +588,9 @@ START_TEST(test_jetstream_refusal_holds_back_the_entity)
     grant_or_extend(f->c, false, "alice", "y", until_ms + DAY_MS); /* would fit */
     ck_assert_msg(wait_log_says(relay_log, "refused"), "the grant was not refused");
     grant_or_extend(f->c, true, "carol", "c", until_ms); /* another entity: not held back */
-    if (!wait_stream_beyond(js, 1)) {
-        char *log = NULL;
-        const char *cat[] = {"/bin/cat", relay_log, NULL};
-        test_run(cat, NULL, &log, NULL);
-        ck_abort_msg("carol's grant was held back too; the relay's log:\n%s", log);
-    }
+    if (!wait_stream_beyond(js, 1))
+        ck_abort_msg("carol's grant was held back too; the relay's log:\n%s",
+                     log_text(relay_log));
     stored *two = stream_read(js, 2);
     ck_assert_str_eq(two[1].entity, "entitlement:carol/pro");
     free(two);
@@ -1224,11 +1222,8 @@ START_TEST(test_several_relays_deliver_each_event_once)
     relay_stop(relay[1], log2);
     if (published != EVENTS || posted != EVENTS) /* say why before failing */
         for (int i = 0; i < 2; i++) {
-            char *log = NULL;
-            const char *cat[] = {"/bin/cat", i ? log2 : j.log, NULL};
-            test_run(cat, NULL, &log, NULL);
-            fprintf(stderr, "relay %d's scrape:\n%s\nits log:\n%s\n", i + 1, text[i],
-                    log ? log : "");
+            char *log = log_text(i ? log2 : j.log);
+            fprintf(stderr, "relay %d's scrape:\n%s\nits log:\n%s\n", i + 1, text[i], log);
             free(log);
         }
     free(text[0]);
