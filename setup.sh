@@ -5,6 +5,8 @@
 #   ./setup.sh run [ARGS] ... then run tallyd on its defaults (./tally-data,
 #                         tcp://127.0.0.1:7450, events on tcp://127.0.0.1:7451)
 #   ./setup.sh test       ... then run the whole test suite (make check)
+#   ./setup.sh deps [PKG...]  only install the dependencies, and PKG too
+#                         (one apt-get: .ci/run adds what its stages need)
 #
 # The build lives in ./build (an out-of-tree autotools build). Running this
 # twice is harmless: packages already present are not reinstalled, and
@@ -24,7 +26,7 @@ packages=(build-essential autoconf automake libtool pkg-config
 
 install_dependencies() {
     local missing=()
-    for p in "${packages[@]}"; do
+    for p in "${packages[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
             missing+=("$p")
     done
@@ -53,11 +55,17 @@ build() {
 
 command=${1:-build}
 [ $# -gt 0 ] && shift
+if [ "$command" = deps ]; then
+    install_dependencies "$@"
+    exit 0
+fi
 install_dependencies
 build
 case "$command" in
     build) ;;
     run) exec "$top/build/tallyd" "$@" ;;
-    test) make -C build -j"$(nproc)" check ;;
-    *) echo "usage: ./setup.sh [build|run|test]" >&2; exit 2 ;;
+    # The suites mostly wait on processes and sockets: twice as many jobs
+    # as cores keeps both busy (each test has its own temp dir and ports).
+    test) make -C build -j"$(( 2 * $(nproc) ))" check ;;
+    *) echo "usage: ./setup.sh [build|run|test|deps]" >&2; exit 2 ;;
 esac

@@ -5,11 +5,17 @@
 #   tests/fuzz/fuzz.sh build OUT               compile the targets and seeds into OUT
 #   tests/fuzz/fuzz.sh run OUT TARGET SECONDS  fuzz one target (request, event, reply, json, webhook, auth)
 #   tests/fuzz/fuzz.sh all OUT SECONDS         build, then run every target
+#   tests/fuzz/fuzz.sh ci OUT SECONDS          the same, as .ci/run does (timed per target)
+#   tests/fuzz/fuzz.sh corpus OUT              merge OUT's corpus into the committed one
 #
 # Every run starts from OUT/corpus/TARGET (kept between runs; new inputs
-# land there), OUT/seeds/TARGET (generated from docs/PROTOCOL.md and a real
-# store at build time) and tests/fuzz/regressions/TARGET (committed: count
-# bombs and every input that once crashed a target). A run fails on any
+# land there), tests/fuzz/corpus/TARGET (committed: a minimized corpus of
+# long runs, so that a short run starts where they stopped),
+# OUT/seeds/TARGET (generated from docs/PROTOCOL.md and a real store at
+# build time) and tests/fuzz/regressions/TARGET (committed: count bombs and
+# every input that once crashed a target). `corpus` keeps, per target, the
+# smallest set of all of these that covers what they cover (-merge=1) as
+# the new tests/fuzz/corpus/TARGET. A run fails on any
 # crash, sanitizer report, leak, broken property, input slower than 30 s,
 # or single allocation above 64 MiB (-malloc_limit_mb: the msgpack count
 # bomb must be refused without allocating what it claims); the crashing
@@ -22,7 +28,7 @@ malloc_limit_mb=64
 rss_limit_mb=2048
 
 usage() {
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 max_len() {
@@ -70,13 +76,16 @@ build() {
     ' "$src/Makefile.am")
     [ "${#lib_sources[@]}" -gt 10 ] || { echo "fuzz.sh: no library sources in Makefile.am" >&2; exit 2; }
     lib_sources+=(tests/support/doc_requests.c tests/fuzz/fuzz_store.c tests/fuzz/fuzz_client.c)
-    local objs=() s o
+    local objs=() s o jobs=0
     for s in "${lib_sources[@]}"; do
         o="$out/obj/$(echo "$s" | tr / _).o"
         # shellcheck disable=SC2086
-        "$CC" $cflags $san -fsanitize=fuzzer-no-link -c "$src/$s" -o "$o"
+        "$CC" $cflags $san -fsanitize=fuzzer-no-link -c "$src/$s" -o "$o" &
         objs+=("$o")
+        jobs=$((jobs + 1))
+        if [ "$jobs" -ge "$(nproc)" ]; then wait -n; jobs=$((jobs - 1)); fi
     done
+    while [ "$jobs" -gt 0 ]; do wait -n; jobs=$((jobs - 1)); done
     local t
     for t in "${targets[@]}"; do
         # shellcheck disable=SC2086
@@ -102,7 +111,24 @@ run() {
     "$out/fuzz_$target" -max_total_time="$seconds" -max_len="$len" -timeout=30 \
         -malloc_limit_mb=$malloc_limit_mb -rss_limit_mb=$rss_limit_mb \
         -print_final_stats=1 -artifact_prefix="$out/crashes/$target-" ${FUZZ_FLAGS:-} \
-        "$out/corpus/$target" "$out/seeds/$target" "$src/tests/fuzz/regressions/$target"
+        "$out/corpus/$target" "$src/tests/fuzz/corpus/$target" "$out/seeds/$target" \
+        "$src/tests/fuzz/regressions/$target"
+}
+
+# The committed corpus of each target becomes the minimized union of itself,
+# OUT's corpus, the seeds and the regressions.
+corpus() {
+    local out=$1 t
+    for t in "${targets[@]}"; do
+        [ -x "$out/fuzz_$t" ] || { echo "fuzz.sh: build first ($out/fuzz_$t)" >&2; exit 1; }
+        rm -rf "$out/merged/$t" && mkdir -p "$out/merged/$t" "$out/corpus/$t" "$src/tests/fuzz/corpus/$t"
+        "$out/fuzz_$t" -merge=1 -max_len="$(max_len "$t")" -malloc_limit_mb=$malloc_limit_mb \
+            -rss_limit_mb=$rss_limit_mb -timeout=30 "$out/merged/$t" "$src/tests/fuzz/corpus/$t" \
+            "$out/corpus/$t" "$out/seeds/$t" "$src/tests/fuzz/regressions/$t" 2>&1 | tail -n 2
+        rm -rf "$src/tests/fuzz/corpus/$t"
+        mv "$out/merged/$t" "$src/tests/fuzz/corpus/$t"
+        echo "fuzz.sh: $t: $(ls "$src/tests/fuzz/corpus/$t" | wc -l) inputs, $(du -sh "$src/tests/fuzz/corpus/$t" | cut -f1)"
+    done
 }
 
 case "${1:-}" in
@@ -113,6 +139,25 @@ case "${1:-}" in
         build "$2"
         for t in "${targets[@]}"; do run "$2" "$t" "$3"; done
         ;;
+    ci)
+        [ $# -eq 3 ] || { usage >&2; exit 2; }
+        t0=$(date +%s)
+        build "$2"
+        echo "fuzz.sh: built in $(( $(date +%s) - t0 )) s"
+        for t in "${targets[@]}"; do
+            t0=$(date +%s)
+            rc=0
+            run "$2" "$t" "$3" >"$2/$t.log" 2>&1 || rc=$?
+            if [ "$rc" -ne 0 ]; then
+                tail -n 60 "$2/$t.log"
+                echo "fuzz.sh: $t FAILED (exit $rc; the input is in $2/crashes/)"
+                exit 1
+            fi
+            grep -E '^stat::(number_of_executed_units|new_units_added)' "$2/$t.log" | tr '\n' ' '
+            echo "fuzz.sh: $t: $(( $(date +%s) - t0 )) s"
+        done
+        ;;
+    corpus) [ $# -eq 2 ] || { usage >&2; exit 2; }; corpus "$2" ;;
     -h | --help) usage ;;
     *) usage >&2; exit 2 ;;
 esac
