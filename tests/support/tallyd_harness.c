@@ -418,6 +418,17 @@ static bool ready_read(tallyd_proc *p)
     return true;
 }
 
+/* Whether the test's --http (the last in extra_args) asks for port 0. */
+static bool http_port_is_kernels(const tallyd_proc *p)
+{
+    const char *http = NULL;
+    for (int i = 0; i + 1 < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
+        if (strcmp(p->extra_args[i], "--http") == 0)
+            http = p->extra_args[i + 1];
+    size_t n = http ? strlen(http) : 0;
+    return n > 2 && strcmp(http + n - 2, ":0") == 0;
+}
+
 static void spawn(tallyd_proc *p, bool again)
 {
     char auth_path[320];
@@ -447,7 +458,7 @@ static void spawn(tallyd_proc *p, bool again)
     argc += tallyd_tls_args(p, argv + argc);
     for (int i = 0; i < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
         argv[argc++] = p->extra_args[i];
-    if (again && p->http_url[0]) { /* the port its clients know, not extra_args' port 0 */
+    if (again && p->http_url[0] && http_port_is_kernels(p)) { /* the port its clients know */
         argv[argc++] = "--http";
         argv[argc++] = p->http_url;
     }

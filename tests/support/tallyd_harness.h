@@ -62,8 +62,9 @@ typedef struct tallyd_proc {
  * or writes no file within 30 s. */
 void tallyd_start(tallyd_proc *p);
 /* Start again on the same directory (after a stop or kill), on the URLs
- * of the last start (url, pub_url, http_url: the ports clients hold); a
- * port taken meanwhile fails the test, naming it. */
+ * of the last start (url, pub_url, and http_url when the test's --http
+ * asked for port 0: the ports clients hold); a port taken meanwhile fails
+ * the test, naming it. */
 void tallyd_restart(tallyd_proc *p);
 /* The URL of the nth (from 0) line of role ("listen", "publish", "http")
  * in the ready file of the last start, into out; false when there is none. */
