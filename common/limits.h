@@ -111,6 +111,15 @@
  * most TALLY_PUBLISH_QUEUE_MESSAGES x this (32 MiB), not x 260 KiB. */
 #define TALLY_PUBLISH_EVENT_BYTES_MAX TALLY_EVENT_SMALL_BYTES_MAX
 
+/* tallyd's listener watchdog (net/nng_compat.c): how often it probes
+ * each NNG listener (--listener-probe-ms; tests shorten it). */
+#define TALLY_LISTENER_PROBE_MS_DEFAULT 2000
+#define TALLY_LISTENER_PROBE_MS_MIN 20
+#define TALLY_LISTENER_PROBE_MS_MAX 60000
+_Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
+                   TALLY_LISTENER_PROBE_MS_DEFAULT <= TALLY_LISTENER_PROBE_MS_MAX,
+               "the probe interval's default within its range");
+
 /* The HTTP face (net/http.c, docs/OPERATIONS.md). */
 #define TALLY_HTTP_BODY_BYTES_MAX (1024 * 1024)   /* a request's body; more: 413 */
 #define TALLY_HTTP_HEADER_BYTES_MAX (32 * 1024)   /* request line and headers; more: refused */

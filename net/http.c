@@ -410,6 +410,12 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
     return TALLY_ok;
 }
 
+unsigned net_http_port(net_http *h)
+{
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return i ? i->port : 0;
+}
+
 unsigned net_http_connections(net_http *h)
 {
     const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);

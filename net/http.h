@@ -96,6 +96,9 @@ typedef struct net_http net_http;
  * listen (logged with the reason). */
 int net_http_start(const net_http_options *o, const net_http_route *routes, size_t route_count,
                    void *ctx, net_http **out);
+/* The port the listener is bound to (the kernel's choice when o->url
+ * gave port 0), 0 when libmicrohttpd cannot say. */
+unsigned net_http_port(net_http *h);
 /* HTTP connections open now. */
 unsigned net_http_connections(net_http *h);
 /* Requests a starter kept that wait for their answer now (long-polls,

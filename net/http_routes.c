@@ -145,7 +145,14 @@ int http_routes_start(server *srv)
     if (http_json_open(srv) != 0)
         return NNG_ENOMEM;
     int rc = net_http_start(&ho, routes, sizeof(routes) / sizeof(routes[0]), srv, &srv->http);
-    return rc == TALLY_ok ? 0 : NNG_EADDRINUSE;
+    if (rc != TALLY_ok)
+        return NNG_EADDRINUSE;
+    if (!net_url_with_port(o->http_url, net_http_port(srv->http), srv->http_url,
+                           sizeof(srv->http_url))) {
+        net_log(NET_LOG_ERROR, "%s: a URL over %zu bytes", o->http_url, sizeof(srv->http_url) - 1);
+        return NNG_EINVAL;
+    }
+    return 0;
 }
 
 void http_routes_stop(server *srv)

@@ -12,6 +12,7 @@
 #include "common/tls_config.h"
 #include "net/sp_loop.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -28,20 +29,33 @@ static nng_tls_config *listen_tls(const server *srv, const char *url)
     return tls_url_is_tls(url) ? srv->tls : NULL;
 }
 
+int listener_bound_url(nng_listener l, const char *url, char out[NET_URL_BYTES_MAX])
+{
+    int port;
+    bool fits = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0
+                    ? net_url_with_port(url, (unsigned)port, out, NET_URL_BYTES_MAX)
+                    : snprintf(out, NET_URL_BYTES_MAX, "%s", url) < NET_URL_BYTES_MAX;
+    if (!fits)
+        net_log(NET_LOG_ERROR, "%s: a URL over %d bytes", url, NET_URL_BYTES_MAX - 1);
+    return fits ? 0 : NNG_EINVAL;
+}
+
 int listeners_open(server *srv)
 {
     const net_server_options *opt = srv->opt;
     listeners *ls = &srv->lis;
     for (unsigned i = 0; i < opt->listen_count; i++) {
+        const char *url = opt->listen_urls[i];
         ls->count++;
-        if ((ls->ours[i] = sp_loop_serves(opt, opt->listen_urls[i])))
-            continue; /* the loop listens (sp_loop_open) */
-        int rv = tls_listen(srv->rep, opt->listen_urls[i], listen_tls(srv, opt->listen_urls[i]),
-                            &ls->l[i]);
+        if ((ls->ours[i] = sp_loop_serves(opt, url)))
+            continue; /* the loop listens and sets ls->url[i] (sp_loop_open) */
+        int rv = tls_listen(srv->rep, url, listen_tls(srv, url), &ls->l[i]);
         if (rv != 0) {
-            net_log(NET_LOG_ERROR, "cannot listen on %s: %s", opt->listen_urls[i], nng_strerror(rv));
+            net_log(NET_LOG_ERROR, "cannot listen on %s: %s", url, nng_strerror(rv));
             return rv;
         }
+        if ((rv = listener_bound_url(ls->l[i], url, ls->url[i])) != 0)
+            return rv;
         atomic_store(&ls->ids[i], (unsigned)nng_listener_id(ls->l[i]));
     }
     return 0;
@@ -126,7 +140,7 @@ static listener_probe_result probe(server *srv, const char *url, nng_listener l,
 static void relisten(server *srv, unsigned i)
 {
     listeners *ls = &srv->lis;
-    if (!listen_again(srv, srv->rep, srv->opt->listen_urls[i], &ls->l[i], &ls->down[i]))
+    if (!listen_again(srv, srv->rep, ls->url[i], &ls->l[i], &ls->down[i]))
         return;
     atomic_store(&ls->ids[i], (unsigned)nng_listener_id(ls->l[i]));
     ls->stopped[i] = 0;
@@ -137,7 +151,7 @@ static void relisten(server *srv, unsigned i)
  * read by log_read until it is back. */
 static void watch_publisher(server *srv, volatile sig_atomic_t *stop)
 {
-    const char *url = srv->opt->publish_url;
+    const char *url = srv->pub_url;
     if (!srv->has_pub || *stop)
         return;
     if (srv->pub_down) {
@@ -165,7 +179,7 @@ void listeners_watch(server *srv, volatile sig_atomic_t *stop)
             relisten(srv, i);
             continue;
         }
-        const char *url = srv->opt->listen_urls[i];
+        const char *url = ls->url[i];
         listener_probe_result r = probe(srv, url, ls->l[i], &ls->accepted[i], stop);
         if (r == LISTENER_ACCEPTING)
             ls->stopped[i] = 0;

@@ -86,7 +86,7 @@ void listeners_log_tls_refusals(server *srv)
     static const char *const refused[] = {"auth", "proto", NULL};
     listeners *ls = &srv->lis;
     for (unsigned i = 0; i < ls->count; i++) {
-        if (ls->down[i] || ls->ours[i] || !tls_url_is_tls(srv->opt->listen_urls[i]))
+        if (ls->down[i] || ls->ours[i] || !tls_url_is_tls(ls->url[i]))
             continue;
         int64_t now = listener_stats_sum(ls->l[i], refused);
         if (now < ls->tls_refused[i]) /* a listener made again counts from 0 */
@@ -94,7 +94,7 @@ void listeners_log_tls_refusals(server *srv)
         if (now > ls->tls_refused[i])
             net_log(NET_LOG_WARN, "%s: %lld TLS handshake(s) refused (no client certificate, "
                     "one not signed by --tls-ca or expired, or not TLS)",
-                    srv->opt->listen_urls[i], (long long)(now - ls->tls_refused[i]));
+                    ls->url[i], (long long)(now - ls->tls_refused[i]));
         if (now >= 0)
             ls->tls_refused[i] = now;
     }

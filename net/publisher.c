@@ -62,6 +62,8 @@ int publisher_open(server *srv)
     nng_tls_config *tls = tls_url_is_tls(url) ? srv->tls : NULL;
     if (rv == 0 && (rv = tls_listen(srv->pub, url, tls, &srv->pub_listener)) != 0)
         net_log(NET_LOG_ERROR, "cannot publish on %s: %s", url, nng_strerror(rv));
+    if (rv == 0) /* the watchdog listens on the bound port again (nng_compat.c) */
+        rv = listener_bound_url(srv->pub_listener, url, srv->pub_url);
     return rv;
 }
 

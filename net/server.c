@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/limits.h"
 #include "log/log.h"
 #include "net/figures.h"
 #include "net/nng_compat.h"
@@ -15,6 +16,7 @@
 #include "net/sp_loop.h"
 
 #include <nng/protocol/reqrep0/rep.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -93,6 +95,45 @@ static int open_sockets(server *srv)
     if (rv == 0)
         rv = writer_init(srv);
     return rv;
+}
+
+/* Every endpoint as bound, a "ROLE URL" line each (the ready file's
+ * lines, docs/OPERATIONS.md), into text. */
+static void endpoints_text(const server *srv, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (unsigned i = 0; i < srv->lis.count && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, "listen %s\n", srv->lis.url[i]);
+    if (srv->has_pub && used < size)
+        used += (size_t)snprintf(text + used, size - used, "publish %s\n", srv->pub_url);
+    if (srv->http && used < size)
+        snprintf(text + used, size - used, "http %s\n", srv->http_url);
+}
+
+/* Log the bound endpoints on one line and write --ready-file: 0, or 1
+ * when the file cannot be written (logged). */
+static int announce_endpoints(server *srv)
+{
+    static char text[NET_READY_FILE_BYTES_MAX]; /* main thread only */
+    static char line[2 * NET_READY_FILE_BYTES_MAX];
+    endpoints_text(srv, text, sizeof(text));
+    char *out = line; /* one line: "listen URL, publish URL, ..." */
+    for (const char *c = text; *c; c++) {
+        if (*c != '\n')
+            *out++ = *c;
+        else if (c[1])
+            out += sprintf(out, ", "); /* line has room for two bytes per byte of text */
+    }
+    *out = '\0';
+    net_log(NET_LOG_INFO, "endpoints: %s", line);
+    char why[TALLY_PATH_BYTES_MAX + 200];
+    if (srv->opt->ready_file &&
+        net_ready_file_write(srv->opt->ready_file, text, why, sizeof(why)) != TALLY_ok) {
+        net_log(NET_LOG_ERROR, "cannot write the ready file: %s", why);
+        return 1;
+    }
+    return 0;
 }
 
 /* The threads, started in this order (the completer only when it answers
@@ -203,7 +244,7 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         return 1;
     }
     slots_start(srv); /* only now: every thread that answers a request runs */
-    if (sp_loop_start(srv) != 0) {
+    if (sp_loop_start(srv) != 0 || announce_endpoints(srv) != 0) {
         stop_threads(srv, &th);
         close_everything(srv);
         http_routes_stop(srv);
@@ -215,13 +256,13 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         [NET_REPLIES_AUTO] = "the completer under load, else the writer",
     };
     net_log(NET_LOG_INFO, "serving %s on %s (%u contexts, head seq %llu, replies from %s)%s%s%s%s",
-            opt->data_dir, opt->listen_urls[0], srv->slot_count, (unsigned long long)srv->head_seq,
+            opt->data_dir, srv->lis.url[0], srv->slot_count, (unsigned long long)srv->head_seq,
             answered_by[opt->replies],
-            srv->has_pub ? ", publishing on " : "", srv->has_pub ? opt->publish_url : "",
-            srv->http ? ", http on " : "", srv->http ? opt->http_url : "");
+            srv->has_pub ? ", publishing on " : "", srv->has_pub ? srv->pub_url : "",
+            srv->http ? ", http on " : "", srv->http ? srv->http_url : "");
     if (opt->notify)
         opt->notify("READY=1");
-    int64_t next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
+    int64_t next_probe_ms = clock_mono_ms() + opt->listener_probe_ms;
     int64_t next_health_ms = clock_mono_ms();
     while (!*stop) {
         usleep(20000);
@@ -244,12 +285,14 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         if (clock_mono_ms() >= next_probe_ms) {
             listeners_watch(srv, stop);
             listeners_log_tls_refusals(srv);
-            next_probe_ms = clock_mono_ms() + LISTENER_PROBE_INTERVAL_MS;
+            next_probe_ms = clock_mono_ms() + opt->listener_probe_ms;
         }
     }
     net_log(NET_LOG_INFO, "stopping: finishing the group in progress");
     if (opt->notify)
         opt->notify("STOPPING=1");
+    if (opt->ready_file) /* the endpoints are going: a file present names a running tallyd */
+        unlink(opt->ready_file);
     stop_threads(srv, &th);
     close_everything(srv);
     http_routes_stop(srv); /* /healthz said 503 from the stop on */

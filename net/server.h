@@ -63,6 +63,13 @@ typedef struct net_server_options {
     net_health_config health;  /* alert thresholds */
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
+    /* NULL, or a file written once every listener is up, before READY=1:
+     * a line per endpoint, "listen URL" (each --listen, in order), "publish
+     * URL", "http URL", each URL as bound (a port 0 given is the kernel's
+     * choice); written whole (a temporary file, then a rename), removed at
+     * a clean stop. */
+    const char *ready_file;
+    unsigned listener_probe_ms; /* the listener watchdog probes this often */
     /* NULL, or told the server's state for a service manager (tallyd:
      * sd_notify): "READY=1" once the store is open and every listener
      * (request/reply, PUB, HTTP) is up, "STOPPING=1" when the stop begins.

@@ -38,6 +38,7 @@
 #include "net/http.h"
 #include "net/listener_probe.h"
 #include "net/protocol.h"
+#include "net/ready_file.h"
 #include "net/server.h"
 
 #include <nng/nng.h>
@@ -106,6 +107,11 @@ typedef struct listeners {
     atomic_uint ids[NET_LISTEN_URLS_MAX];
     atomic_uint accepted[NET_LISTEN_URLS_MAX]; /* connections handed over (ADD_PRE) */
     int64_t tls_refused[NET_LISTEN_URLS_MAX]; /* TLS handshakes refused, as last logged */
+    /* Each --listen URL as bound: port 0 replaced by the kernel's choice
+     * (set at start, then read-only). The watchdog listens on it again, so
+     * a re-created listener keeps the port its clients know; logs, the
+     * ready file and the probe name it. */
+    char url[NET_LISTEN_URLS_MAX][NET_URL_BYTES_MAX];
 } listeners;
 
 /* One committed group, to be answered (by the writer or the completer). */
@@ -128,6 +134,8 @@ struct server {
     atomic_uint pub_accepted;  /* PUB connections handed to the socket (ADD_PRE), for the probe */
     unsigned pub_stopped;      /* probes in a row that found pub_listener not accepting */
     bool pub_down;             /* pub_listener closed by the watchdog, not yet back */
+    char pub_url[NET_URL_BYTES_MAX];  /* --publish as bound (as lis.url); "" without PUB */
+    char http_url[NET_URL_BYTES_MAX]; /* --http as bound; "" without the HTTP face */
     nng_tls_config *tls;       /* the live TLS configuration of tls+tcp:// listeners
                                   (opt->tls, then each reload's); main thread */
     nng_tls_config **tls_held; /* the ones a reload replaced, held until exit */
@@ -256,12 +264,16 @@ bool http_json_stop(server *srv);
 
 /* ---- nng_compat.c ---- */
 int listeners_open(server *srv);
+/* url with the port listener l is bound to (a tcp:// or tls+tcp:// port 0
+ * is the kernel's choice), into out; url itself for ipc://. 0, or
+ * NNG_EINVAL when it does not fit (logged). */
+int listener_bound_url(nng_listener l, const char *url, char out[NET_URL_BYTES_MAX]);
 /* A pipe callback's ADD_PRE: count it for its listener's probe. */
 void listeners_note_accept(server *srv, nng_pipe p);
 /* A pipe callback's ADD_PRE: whether p is the watchdog's own probe (it
  * takes no client's place under --max-connections and is not counted). */
 bool listeners_pipe_is_probe(server *srv, nng_pipe p);
-/* Main thread, every LISTENER_PROBE_INTERVAL_MS while serving. */
+/* Main thread, every --listener-probe-ms while serving. */
 void listeners_watch(server *srv, volatile sig_atomic_t *stop);
 /* Log the TLS handshakes each tls+tcp:// listener refused since the last
  * call (a warn line per listener and call at most: pipes.c). */
@@ -270,7 +282,6 @@ void listeners_log_tls_refusals(server *srv);
  * configuration (tls_reload.c); main thread. */
 void tls_reload(server *srv);
 void listeners_close(server *srv);
-#define LISTENER_PROBE_INTERVAL_MS 2000
 /* At the connection limit: places of connections NNG no longer knows
  * taken back (under pipes_mu). Returns how many. */
 size_t pipes_prune_stale(server *srv);

@@ -171,6 +171,20 @@ static int listen_url(const char *url, int *fd_out, char *why, size_t n)
     return 0;
 }
 
+/* url with the port listening socket fd is bound to (port 0: the
+ * kernel's choice), into out. */
+static bool bound_url(int fd, const char *url, char out[NET_URL_BYTES_MAX])
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return false;
+    in_port_t port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port;
+    errno = ENAMETOOLONG;
+    return net_url_with_port(url, ntohs(port), out, NET_URL_BYTES_MAX);
+}
+
 static int epoll_set(sp_loop *lp, int op, int fd, uint32_t events, void *tag)
 {
     struct epoll_event ev = {.events = events, .data.ptr = tag};
@@ -793,11 +807,15 @@ int sp_loop_open(server *srv)
         sp_listener *l = &lp->listeners[lp->listener_count++];
         char why[160];
         l->kind = SP_LISTENER;
-        l->url = url;
+        l->url = srv->lis.url[i];
         l->fd = -1;
         if (listen_url(url, &l->fd, why, sizeof(why)) != 0) {
             net_log(NET_LOG_ERROR, "cannot listen on %s: %s", url, why);
             return NNG_EADDRINVAL;
+        }
+        if (!bound_url(l->fd, url, srv->lis.url[i])) {
+            net_log(NET_LOG_ERROR, "cannot tell the port of %s: %s", url, strerror(errno));
+            return NNG_EINVAL;
         }
         if (epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) != 0)
             return NNG_ENOMEM;

@@ -144,6 +144,14 @@ static int parse_http(const options_row *row, void *t, const char *text, char *w
     return 0;
 }
 
+static int parse_ready_file(const options_row *row, void *t, const char *text, char *why,
+                            size_t n)
+{
+    (void)row, (void)why, (void)n;
+    opts_of(t)->ready_file = text;
+    return 0;
+}
+
 static int parse_auth(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
     (void)row, (void)why, (void)n;
@@ -231,10 +239,18 @@ static const options_row rows[] = {
     {"data", "DIR", "./tally-data", "store directory, created if missing", parse_data},
     {"listen", "URL", "tcp://127.0.0.1:7450",
      "NNG request/reply endpoint: tcp://, ipc://, or tls+tcp://HOST:PORT with tls-cert and "
-     "tls-key", parse_listen, 0, 0,
+     "tls-key; PORT 0: one the kernel chooses (see ready-file)", parse_listen, 0, 0,
      OPTIONS_REPEATABLE},
     {"publish", "URL", "tcp://127.0.0.1:7451",
-     "NNG PUB endpoint for committed events (tls+tcp:// too); none disables", parse_publish},
+     "NNG PUB endpoint for committed events (tls+tcp:// too; PORT 0 as for listen); none "
+     "disables", parse_publish},
+    {"ready-file", "FILE", NULL,
+     "once every listener is up (before systemd's READY=1), write FILE with a line per "
+     "endpoint, as bound (a PORT 0 filled in): `listen URL` for each listen in order, "
+     "`publish URL`, `http URL`; written whole (a temporary file in FILE's directory, then a "
+     "rename), replaced at each start, removed at a clean stop (a crash leaves it: remove it "
+     "before a start you wait on)",
+     parse_ready_file},
     {"map-size-mb", "N", "1024", "LMDB map size at start in MiB",
      NUMBER(U64, map_size_bytes, MAP_MB_MIN, MAP_MB_MAX, UINT64_C(1) << 20)},
     {"map-max-mb", "N", NULL,
@@ -280,9 +296,14 @@ static const options_row rows[] = {
      parse_choice},
     {"http", "URL", "http://127.0.0.1:7452",
      "HTTP face: GET /metrics (Prometheus), /healthz, /readyz, the JSON API /v1/... "
-     "(docs/PROTOCOL.md); http://HOST:PORT, https://HOST:PORT (with the tls-* files); none "
-     "disables",
+     "(docs/PROTOCOL.md); http://HOST:PORT, https://HOST:PORT (with the tls-* files; PORT 0 "
+     "as for listen); none disables",
      parse_http},
+    {"listener-probe-ms", "MS", TEXT_OF(TALLY_LISTENER_PROBE_MS_DEFAULT),
+     "the watchdog of NNG's listeners (docs/OPERATIONS.md) probes each this often; a knob for "
+     "tests and tuning, the default suits production",
+     NUMBER(UNSIGNED, listener_probe_ms, TALLY_LISTENER_PROBE_MS_MIN,
+            TALLY_LISTENER_PROBE_MS_MAX, 1)},
     {"http-timeout-s", "N", TEXT_OF(TALLY_HTTP_TIMEOUT_S_DEFAULT),
      "an idle or slow HTTP connection is closed after N s",
      NUMBER(UNSIGNED, http_timeout_s, 1, TALLY_HTTP_TIMEOUT_S_MAX, 1)},

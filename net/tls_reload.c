@@ -49,10 +49,10 @@ void tls_reload(server *srv)
     }
     unsigned failed = 0;
     for (unsigned i = 0; i < srv->lis.count; i++)
-        if (tls_url_is_tls(opt->listen_urls[i]) && !srv->lis.down[i])
-            failed += set_config(srv->lis.l[i], opt->listen_urls[i], cfg) != 0;
-    if (srv->has_pub && tls_url_is_tls(opt->publish_url) && !srv->pub_down)
-        failed += set_config(srv->pub_listener, opt->publish_url, cfg) != 0;
+        if (tls_url_is_tls(srv->lis.url[i]) && !srv->lis.down[i])
+            failed += set_config(srv->lis.l[i], srv->lis.url[i], cfg) != 0;
+    if (srv->has_pub && tls_url_is_tls(srv->pub_url) && !srv->pub_down)
+        failed += set_config(srv->pub_listener, srv->pub_url, cfg) != 0;
     nng_tls_config **held =
         realloc(srv->tls_held, (srv->tls_held_count + 1) * sizeof(*srv->tls_held));
     if (held != NULL) { /* else the old one is only unreferenced: nothing is freed under NNG */
@@ -62,6 +62,6 @@ void tls_reload(server *srv)
     srv->tls = cfg; /* a listener made again by the watchdog takes it too */
     net_log(failed ? NET_LOG_WARN : NET_LOG_INFO, "SIGHUP: TLS certificates reloaded for new "
             "tls+tcp:// connections%s%s", failed ? " (not on every listener: see above)" : "",
-            srv->http && opt->http_url && strncmp(opt->http_url, "https://", 8) == 0
+            srv->http && strncmp(srv->http_url, "https://", 8) == 0
                 ? "; HTTPS keeps its certificate until a restart" : "");
 }

@@ -353,6 +353,7 @@ void relay_config_default(relay_config *c)
     memset(c, 0, sizeof(*c));
     snprintf(c->url, sizeof(c->url), "%s", RELAY_URL_DEFAULT);
     relay_instance_default(c->instance);
+    snprintf(c->lock_dir, sizeof(c->lock_dir), "%s", RELAY_LOCK_DIR);
     relay_nats *n = &c->nats;
     snprintf(n->subject, sizeof(n->subject), "%s", RELAY_SUBJECT_DEFAULT);
     snprintf(n->sub.name, sizeof(n->sub.name), "%s", RELAY_SUBSCRIBER_DEFAULT);

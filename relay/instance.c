@@ -46,12 +46,13 @@ void relay_instance_default(char out[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1])
 
 /* Lock the claim of one subscriber; the descriptor stays open (and the
  * lock held) until the process exits, however it exits. */
-static bool claim_one(const char *url, const char *subscriber, const char *instance, char *error,
-                      size_t error_size)
+static bool claim_one(const char *lock_dir, const char *url, const char *subscriber,
+                      const char *instance, char *error, size_t error_size)
 {
-    char key[RELAY_URL_BYTES_MAX + 2 * TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 8], path[128];
+    char key[RELAY_URL_BYTES_MAX + 2 * TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 8];
+    char path[RELAY_URL_BYTES_MAX + 64];
     snprintf(key, sizeof(key), "%s\n%s\n%s", url, subscriber, instance);
-    snprintf(path, sizeof(path), "%s/tally-relay.%016" PRIx64 ".lock", RELAY_LOCK_DIR,
+    snprintf(path, sizeof(path), "%s/tally-relay.%016" PRIx64 ".lock", lock_dir,
              relay_text_hash(key));
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) {
@@ -81,10 +82,12 @@ static bool claim_one(const char *url, const char *subscriber, const char *insta
 
 bool relay_instance_claim(const relay_config *c, char *error, size_t error_size)
 {
-    if (c->nats.enabled && !claim_one(c->url, c->nats.sub.name, c->instance, error, error_size))
+    if (c->nats.enabled &&
+        !claim_one(c->lock_dir, c->url, c->nats.sub.name, c->instance, error, error_size))
         return false;
     for (size_t i = 0; i < c->endpoint_count; i++)
-        if (!claim_one(c->url, c->endpoints[i].sub.name, c->instance, error, error_size))
+        if (!claim_one(c->lock_dir, c->url, c->endpoints[i].sub.name, c->instance, error,
+                       error_size))
             return false;
     return true;
 }

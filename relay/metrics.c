@@ -204,6 +204,11 @@ int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t c
     return 0;
 }
 
+unsigned relay_http_port(relay_http *h)
+{
+    return net_http_port(h->listener);
+}
+
 void relay_http_stop(relay_http *h)
 {
     if (h == NULL)

@@ -21,7 +21,7 @@
 #define RELAY_URL_BYTES_MAX 1024
 #define RELAY_ENDPOINTS_MAX 32
 #define RELAY_INSTANCE_PREFIX "tally-relay" /* the default instance: tally-relay.<host> */
-#define RELAY_LOCK_DIR "/tmp" /* the instance claims of the relays of this host */
+#define RELAY_LOCK_DIR "/tmp" /* the instance claims of the relays of this host (--lock-dir) */
 #define RELAY_ENDPOINT_PREFIX "relay:" /* an endpoint's subscriber: relay:<endpoint> */
 #define RELAY_ENDPOINT_NAME_BYTES_MAX \
     (TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX - (sizeof(RELAY_ENDPOINT_PREFIX) - 1))
@@ -108,6 +108,11 @@ typedef struct relay_config {
     /* token_file = / --token-file: the token for tallyd --auth (a private
      * file, docs/SECURITY.md); "": libtally's $TALLY_TOKEN_FILE / $TALLY_TOKEN */
     char token_file[RELAY_URL_BYTES_MAX + 1];
+    /* flags only, no file keys: --lock-dir (the instance claims' lock
+     * files, RELAY_LOCK_DIR by default; relays that must see each other's
+     * claims share it) and --ready-file ("": none) */
+    char lock_dir[RELAY_URL_BYTES_MAX + 1];
+    char ready_file[RELAY_URL_BYTES_MAX + 1];
     relay_nats nats;
     relay_endpoint endpoints[RELAY_ENDPOINTS_MAX];
     size_t endpoint_count;
@@ -155,7 +160,7 @@ bool relay_subject(const char *template_text, const tally_event *e, char *out, s
  * restarts, distinct across hosts. */
 void relay_instance_default(char out[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1]);
 /* Claim (url, subscriber, instance) of every sink of c for this process
- * with a lock file in RELAY_LOCK_DIR, held until it exits: false, with
+ * with a lock file in c->lock_dir, held until it exits: false, with
  * what in error, when another relay of this host holds one. A lock file
  * that cannot be opened is said on stderr and not checked. */
 bool relay_instance_claim(const relay_config *c, char *error, size_t error_size);
@@ -212,6 +217,8 @@ typedef struct relay_sink_context {
 typedef struct relay_http relay_http;
 int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t count,
                      relay_http **out);
+/* The port its listener is bound to (the kernel's choice for port 0). */
+unsigned relay_http_port(relay_http *h);
 void relay_http_stop(relay_http *h);
 
 /* The JetStream sink: connect, create or check the stream, relay. */

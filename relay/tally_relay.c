@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "relay/relay.h"
+#include "net/ready_file.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
@@ -31,7 +33,7 @@ static void usage(FILE *f)
 "                   [--token-file FILE]\n"
 "                   [--nats NATS_URL --stream NAME [--subject TEMPLATE]]\n"
 "                   [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]\n"
-"                   [--http URL] [--check] [--help]\n"
+"                   [--http URL] [--ready-file FILE] [--lock-dir DIR] [--check] [--help]\n"
 "\n"
 "Relays tally's events to NATS JetStream and to HTTP endpoints (outbound\n"
 "webhooks), each sink a durable subscriber of tallyd (docs/SUBSCRIBERS.md), so\n"
@@ -67,7 +69,14 @@ static void usage(FILE *f)
 "                      replaced (default %s)\n"
 "  --http URL          serve GET /metrics (Prometheus: delivered, failures,\n"
 "                      in flight, lag, dead letters per sink) and GET /healthz\n"
-"                      at http://HOST:PORT; \"none\" (the default) serves nothing\n"
+"                      at http://HOST:PORT (PORT 0: one the kernel chooses, see\n"
+"                      --ready-file); \"none\" (the default) serves nothing\n"
+"  --ready-file FILE   once the HTTP face listens and the sinks run, write FILE\n"
+"                      with the line `http URL` (the URL as bound, a PORT 0\n"
+"                      filled in; no line without --http), whole (a temporary\n"
+"                      file, then a rename); removed at a clean stop\n"
+"  --lock-dir DIR      where the instance claims' lock files live (default %s;\n"
+"                      relays that must see each other's claims share it)\n"
 "  --check             check the configuration, print what would run, exit\n"
 "                      (0 valid, 2 not); nothing is contacted\n"
 "  --help\n"
@@ -86,7 +95,7 @@ static void usage(FILE *f)
 "Runs until SIGINT or SIGTERM. Exit codes: 0 ok, 1 a sink failed, 2 usage or\n"
 "configuration error.\n",
             RELAY_URL_DEFAULT, RELAY_SUBSCRIBER_DEFAULT, RELAY_STREAM_SUBJECTS_DEFAULT,
-            RELAY_DUPLICATE_WINDOW_S_DEFAULT, RELAY_SUBJECT_DEFAULT);
+            RELAY_DUPLICATE_WINDOW_S_DEFAULT, RELAY_SUBJECT_DEFAULT, RELAY_LOCK_DIR);
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -96,11 +105,12 @@ static int usage_error(const char *what, const char *arg)
 }
 
 enum { OPT_CONFIG = 1000, OPT_URL, OPT_SUBSCRIBER, OPT_INSTANCE, OPT_NATS, OPT_STREAM, OPT_SUBJECT, OPT_HTTP,
-       OPT_CHECK, OPT_TOKEN_FILE, OPT_HELP, OPT_TLS_CA, OPT_TLS_CERT, OPT_TLS_KEY };
+       OPT_CHECK, OPT_TOKEN_FILE, OPT_HELP, OPT_TLS_CA, OPT_TLS_CERT, OPT_TLS_KEY, OPT_READY_FILE,
+       OPT_LOCK_DIR };
 
 typedef struct flags {
     const char *config, *url, *subscriber, *instance, *nats, *stream, *subject, *http, *token_file;
-    const char *tls_ca, *tls_cert, *tls_key;
+    const char *tls_ca, *tls_cert, *tls_key, *ready_file, *lock_dir;
     bool check, help;
 } flags;
 
@@ -121,6 +131,8 @@ static int flags_parse(int argc, char **argv, flags *f)
         {"tls-ca", required_argument, NULL, OPT_TLS_CA},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+        {"ready-file", required_argument, NULL, OPT_READY_FILE},
+        {"lock-dir", required_argument, NULL, OPT_LOCK_DIR},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -140,6 +152,8 @@ static int flags_parse(int argc, char **argv, flags *f)
         case OPT_TLS_CA: f->tls_ca = optarg; break;
         case OPT_TLS_CERT: f->tls_cert = optarg; break;
         case OPT_TLS_KEY: f->tls_key = optarg; break;
+        case OPT_READY_FILE: f->ready_file = optarg; break;
+        case OPT_LOCK_DIR: f->lock_dir = optarg; break;
         case OPT_HELP: usage(stdout); return EXIT_OK;
         default:
             return usage_error("unknown option or missing value: ",
@@ -169,6 +183,8 @@ static bool flags_apply(const flags *f, relay_config *c)
         {f->tls_ca, c->tls_ca, sizeof(c->tls_ca)},
         {f->tls_cert, c->tls_cert, sizeof(c->tls_cert)},
         {f->tls_key, c->tls_key, sizeof(c->tls_key)},
+        {f->ready_file, c->ready_file, sizeof(c->ready_file)},
+        {f->lock_dir, c->lock_dir, sizeof(c->lock_dir)},
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         if (texts[i].value == NULL)
@@ -268,6 +284,23 @@ static void stop_all(sink_thread *threads, size_t count)
     }
 }
 
+/* Say where the HTTP face listens (its port as bound) on stderr and in
+ * --ready-file: false when the file cannot be written (said). */
+static bool relay_announce(const relay_config *c, relay_http *http)
+{
+    char bound[RELAY_URL_BYTES_MAX + 1] = "", text[RELAY_URL_BYTES_MAX + 8] = "";
+    if (http && net_url_with_port(c->http, relay_http_port(http), bound, sizeof(bound))) {
+        snprintf(text, sizeof(text), "http %s\n", bound);
+        fprintf(stderr, "tally-relay: endpoints: http %s\n", bound);
+    }
+    char why[RELAY_URL_BYTES_MAX + 200];
+    if (c->ready_file[0] && net_ready_file_write(c->ready_file, text, why, sizeof(why)) != TALLY_ok) {
+        fprintf(stderr, "tally-relay: cannot write the ready file: %s\n", why);
+        return false;
+    }
+    return true;
+}
+
 /* Start the HTTP face (--http) and a thread per sink, wait for
  * SIGINT/SIGTERM (or every sink ending), stop and join them. */
 static int relay_run(const relay_config *c, tally_client *client, const sigset_t *signals)
@@ -303,6 +336,9 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
             atomic_store(&stop, true);
         }
     }
+    bool unannounced = !atomic_load(&stop) && !relay_announce(c, http);
+    if (unannounced)
+        atomic_store(&stop, true);
     /* A sink that fails on its own ends the relay too: poll for that. */
     struct timespec tick = {0, 200 * 1000000L};
     while (!atomic_load(&stop)) {
@@ -315,8 +351,10 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
                     atomic_store(&stop, true);
             }
     }
+    if (c->ready_file[0]) /* what it named is going */
+        unlink(c->ready_file);
     stop_all(threads, count);
-    int result = EXIT_OK;
+    int result = unannounced ? EXIT_FAILED : EXIT_OK;
     for (size_t i = 0; i < count; i++) {
         if (threads[i].started)
             pthread_join(threads[i].thread, NULL);

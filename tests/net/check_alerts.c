@@ -24,20 +24,20 @@
 typedef struct alert_server {
     test_client_fixture f;
     int port;
-    char url[64];
+    char url[320];
 } alert_server;
 
 static void alert_up(alert_server *a, const char *const *more)
 {
     memset(a, 0, sizeof(*a));
-    a->port = test_free_port();
-    snprintf(a->url, sizeof(a->url), "http://127.0.0.1:%d", a->port);
     int n = 0;
     a->f.srv.extra_args[n++] = "--http";
-    a->f.srv.extra_args[n++] = a->url;
+    a->f.srv.extra_args[n++] = "http://127.0.0.1:0"; /* the harness reads the port back */
     for (int i = 0; more[i]; i++)
         a->f.srv.extra_args[n++] = more[i];
     tallyd_start(&a->f.srv);
+    a->port = a->f.srv.http_port;
+    snprintf(a->url, sizeof(a->url), "%s", a->f.srv.http_url);
     a->f.c = test_client_open(a->f.srv.url);
 }
 

@@ -9,8 +9,12 @@
  *   - --print-config round-trips: printed, read back, printed again: the same;
  *   - dist/tallyd.conf is what --example-config prints, and tallyd takes it;
  *   - NOTIFY_SOCKET: READY=1 arrives only when the request/reply listener
- *     and the HTTP face answer at once, STOPPING=1 on SIGTERM; SIGHUP (the
- *     unit's ExecReload) leaves it serving.
+ *     and the HTTP face answer at once (and the --ready-file is there),
+ *     STOPPING=1 on SIGTERM; SIGHUP (the unit's ExecReload) leaves it
+ *     serving;
+ *   - port 0 (tcp://, tls+tcp://, http://): --ready-file and the log's
+ *     endpoints line name the ports the kernel chose, and tallyd answers
+ *     there; the file is gone after a clean stop.
  */
 #include "config.h"
 
@@ -20,6 +24,7 @@
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -83,9 +88,11 @@ static int tallyd_run(const char *const *args, char **out, char **err)
 }
 
 /* True once url answers `stats` within wait_ms. */
-static bool answers_within(const char *url, int64_t wait_ms)
+/* Whether tallyd answers stats on url within wait_ms (ca: the CA of a
+ * tls+tcp:// url's certificate, else NULL). */
+static bool answers_within_tls(const char *url, const char *ca, int64_t wait_ms)
 {
-    tally_client_options o = {.url = url, .timeout_ms = 1000, .retries_set = true};
+    tally_client_options o = {.url = url, .timeout_ms = 1000, .retries_set = true, .tls_ca = ca};
     tally_client *c = NULL;
     ck_assert_int_eq(tally_client_open(&o, &c), TALLY_ok);
     int64_t deadline = clock_mono_ms() + wait_ms;
@@ -97,12 +104,17 @@ static bool answers_within(const char *url, int64_t wait_ms)
     return rc == TALLY_ok;
 }
 
+static bool answers_within(const char *url, int64_t wait_ms)
+{
+    return answers_within_tls(url, NULL, wait_ms);
+}
+
 /* Start tallyd with args and env (NULL-terminated), stderr into dir/log. */
 static pid_t tallyd_spawn(const fixture *f, const char *const *args, const char *const *env)
 {
-    const char *argv[16] = {tallyd_program("tallyd")};
+    const char *argv[24] = {tallyd_program("tallyd")};
     for (int i = 0; args[i]; i++) {
-        ck_assert_int_lt(i, 12);
+        ck_assert_int_lt(i, 20);
         argv[i + 1] = args[i];
     }
     char log[320];
@@ -121,6 +133,104 @@ static int tallyd_term(pid_t pid)
     ck_assert_msg(test_wait_ms(pid, ANSWER_WAIT_MS, &status), "tallyd did not stop");
     return test_exit_code(status);
 }
+
+/* The URL of role's line in a ready file's text (NULL: none), into out;
+ * its port is non-zero. */
+static void ready_url(const char *text, const char *role, char *out, size_t size)
+{
+    char head[32];
+    snprintf(head, sizeof(head), "%s ", role);
+    const char *at = strncmp(text, head, strlen(head)) == 0 ? text : NULL;
+    if (at == NULL) {
+        snprintf(head, sizeof(head), "\n%s ", role);
+        at = strstr(text, head);
+        at = at ? at + 1 : NULL;
+    }
+    ck_assert_msg(at != NULL, "no %s line in the ready file:\n%s", role, text);
+    at += strlen(role) + 1;
+    size_t len = strcspn(at, "\n");
+    ck_assert_uint_lt(len, size);
+    memcpy(out, at, len);
+    out[len] = '\0';
+    const char *colon = strrchr(out, ':');
+    ck_assert_msg(colon && atoi(colon + 1) > 0 && atoi(colon + 1) < 65536,
+                  "%s line without a bound port: %s", role, out);
+}
+
+/* Wait for path (tallyd renames it into place whole) while pid runs. */
+static char *ready_wait(const char *path, pid_t pid)
+{
+    for (int64_t until = clock_mono_ms() + ANSWER_WAIT_MS; clock_mono_ms() < until;) {
+        if (access(path, F_OK) == 0)
+            return read_text(path);
+        int status;
+        ck_assert_msg(!test_wait_ms(pid, 0, &status), "tallyd exited (%d) before its ready file",
+                      test_exit_code(status));
+        usleep(10000);
+    }
+    ck_abort_msg("no ready file %s", path);
+    return NULL;
+}
+
+/* Every TCP endpoint on port 0: the kernel chooses, the ready file and the
+ * log's endpoints line say which, tallyd answers there. Then tls+tcp://
+ * the same, with the certificates of tests/support/make_test_certs.sh. */
+START_TEST(port_0_is_bound_and_said)
+{
+    fixture f;
+    fixture_up(&f);
+    char data[300], ready[300], listen[300], publish[300], http[300], log[320];
+    snprintf(data, sizeof(data), "%s/data", f.dir);
+    snprintf(ready, sizeof(ready), "%s/ready", f.dir);
+    snprintf(log, sizeof(log), "%s/tallyd.log", f.dir);
+    const char *args[] = {"--config", "none", "--data", data, "--listen", "tcp://127.0.0.1:0",
+                          "--publish", "tcp://127.0.0.1:0", "--http", "http://127.0.0.1:0",
+                          "--ready-file", ready, NULL};
+    pid_t pid = tallyd_spawn(&f, args, NULL);
+    char *said = ready_wait(ready, pid);
+    ready_url(said, "listen", listen, sizeof(listen));
+    ready_url(said, "publish", publish, sizeof(publish));
+    ready_url(said, "http", http, sizeof(http));
+    ck_assert_msg(strncmp(listen, "tcp://127.0.0.1:", 16) == 0 &&
+                      strncmp(publish, "tcp://127.0.0.1:", 16) == 0 &&
+                      strncmp(http, "http://127.0.0.1:", 17) == 0 &&
+                      strcmp(listen, publish) != 0,
+                  "the ready file:\n%s", said);
+    ck_assert_msg(answers_within(listen, ANSWER_WAIT_MS), "no answer on %s", listen);
+    int status = 0;
+    free(test_http_get(atoi(strrchr(http, ':') + 1), "/healthz", &status));
+    ck_assert_int_eq(status, 200);
+    char line[1200];
+    snprintf(line, sizeof(line), "endpoints: listen %s, publish %s, http %s", listen, publish,
+             http);
+    char *text = read_text(log);
+    ck_assert_msg(strstr(text, line), "no line \"%s\" in the log:\n%s", line, text);
+    free(text);
+    free(said);
+    ck_assert_int_eq(tallyd_term(pid), 0);
+    ck_assert_msg(access(ready, F_OK) != 0, "the ready file stayed after a clean stop");
+
+    char certs[300], cert[400], key[400], ca[400];
+    snprintf(certs, sizeof(certs), "%s/tls", f.dir);
+    tallyd_tls_make_certs(certs);
+    snprintf(cert, sizeof(cert), "%s/server.pem", certs);
+    snprintf(key, sizeof(key), "%s/server.key", certs);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", certs);
+    const char *tls[] = {"--config", "none", "--data", data, "--listen", "tls+tcp://127.0.0.1:0",
+                         "--publish", "none", "--http", "none", "--ready-file", ready,
+                         "--tls-cert", cert, "--tls-key", key, NULL};
+    pid = tallyd_spawn(&f, tls, NULL);
+    said = ready_wait(ready, pid);
+    ready_url(said, "listen", listen, sizeof(listen));
+    ck_assert_msg(strncmp(listen, "tls+tcp://127.0.0.1:", 20) == 0 && !strstr(said, "publish") &&
+                      !strstr(said, "http"),
+                  "the ready file:\n%s", said);
+    ck_assert_msg(answers_within_tls(listen, ca, ANSWER_WAIT_MS), "no answer on %s", listen);
+    free(said);
+    ck_assert_int_eq(tallyd_term(pid), 0);
+    fixture_down(&f);
+}
+END_TEST
 
 START_TEST(config_file_keys_are_honoured)
 {
@@ -323,14 +433,13 @@ START_TEST(ready_only_once_the_listeners_answer)
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
-    char env_socket[400], url[300], data[300], http[64];
+    char env_socket[400], url[300], data[300], ready[300];
     snprintf(env_socket, sizeof(env_socket), "NOTIFY_SOCKET=%s", sun.sun_path);
     snprintf(url, sizeof(url), "ipc://%s/req.sock", f.dir);
     snprintf(data, sizeof(data), "%s/data", f.dir);
-    int port = test_free_port();
-    snprintf(http, sizeof(http), "http://127.0.0.1:%d", port);
+    snprintf(ready, sizeof(ready), "%s/ready", f.dir);
     const char *args[] = {"--config", "none", "--data", data, "--listen", url, "--publish",
-                          "none", "--http", http, NULL};
+                          "none", "--http", "http://127.0.0.1:0", "--ready-file", ready, NULL};
     const char *env[] = {env_socket, NULL};
     /* tallyd inherits an ignored SIGHUP (make under nohup): it must ignore
      * it by itself. */
@@ -348,6 +457,11 @@ START_TEST(ready_only_once_the_listeners_answer)
     ck_assert_msg(connect(conn, (struct sockaddr *)&listener, sizeof(listener)) == 0,
                   "READY=1 came before the request/reply listener was up: %s", strerror(errno));
     close(conn);
+    char *said = read_text(ready); /* written before READY=1 */
+    const char *at = strstr(said, "\nhttp http://127.0.0.1:");
+    int port = at ? atoi(at + strlen("\nhttp http://127.0.0.1:")) : 0;
+    ck_assert_msg(port > 0, "the ready file at READY=1:\n%s", said);
+    free(said);
     int status = 0;
     char *body = test_http_get(port, "/healthz", &status);
     ck_assert_msg(status == 200, "READY=1 came before the HTTP face answered (%d)", status);
@@ -385,6 +499,7 @@ int main(void)
     tcase_add_test(tc, a_missing_config_file_is_refused);
     tcase_add_test(tc, print_config_round_trips);
     tcase_add_test(tc, the_shipped_example_config_is_generated_and_accepted);
+    tcase_add_test(tc, port_0_is_bound_and_said);
 #ifdef HAVE_SYSTEMD
     tcase_add_test(tc, ready_only_once_the_listeners_answer);
 #endif

@@ -448,6 +448,11 @@ static int stats_with_fresh_client(const char *url, uint32_t timeout_ms)
     return rc;
 }
 
+/* The listener watchdog probes every 150 ms, not every 2 s: the tests
+ * below wait for it to find a stopped listener (two probes in a row, each
+ * waiting out NNG's negotiation) and listen again. */
+static const char *const probe_often[] = {"--listener-probe-ms", "150", NULL};
+
 /* NNG 1.5.2 stops taking new connections on a listener when a peer hangs
  * up during the header exchange (docs/TESTING.md); tallyd's watchdog
  * notices and listens again. Hang up until new clients are stuck, then
@@ -455,7 +460,7 @@ static int stats_with_fresh_client(const char *url, uint32_t timeout_ms)
 START_TEST(a_hang_up_at_connect_does_not_lock_new_clients_out)
 {
     memset(&proc, 0, sizeof(proc));
-    wire_server_start(&proc, &client, NULL);
+    wire_server_start(&proc, &client, probe_often);
     tally_stats st;
     ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
     int tries = 0;
@@ -535,7 +540,7 @@ static bool pub_delivers(uint64_t *id, int64_t wait_ms)
 START_TEST(a_subscriber_hang_up_does_not_stop_publishing)
 {
     memset(&proc, 0, sizeof(proc));
-    wire_server_start(&proc, &client, NULL);
+    wire_server_start(&proc, &client, probe_often);
     uint64_t id = 1;
     ck_assert_msg(pub_delivers(&id, 30000), "no event over PUB before the hang-up");
     int tries = 0;

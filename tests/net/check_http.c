@@ -29,23 +29,24 @@
 typedef struct http_server {
     test_client_fixture f;
     int port;
-    char url[64];
+    char url[320];
     char timeout[16];
 } http_server;
 
-/* tallyd with --http on a free port and more options (NULL-terminated). */
+/* tallyd with --http on a port of the kernel's and more options
+ * (NULL-terminated). */
 static void http_up(http_server *h, const char *const *more)
 {
     memset(h, 0, sizeof(*h));
-    h->port = test_free_port();
-    ck_assert_int_gt(h->port, 0);
-    snprintf(h->url, sizeof(h->url), "http://127.0.0.1:%d", h->port);
     int n = 0;
     h->f.srv.extra_args[n++] = "--http";
-    h->f.srv.extra_args[n++] = h->url;
+    h->f.srv.extra_args[n++] = "http://127.0.0.1:0"; /* the harness reads the port back */
     for (int i = 0; more && more[i]; i++)
         h->f.srv.extra_args[n++] = more[i];
     tallyd_start(&h->f.srv);
+    h->port = h->f.srv.http_port;
+    ck_assert_int_gt(h->port, 0);
+    snprintf(h->url, sizeof(h->url), "%s", h->f.srv.http_url);
     h->f.c = test_client_open(h->f.srv.url);
 }
 

@@ -41,24 +41,24 @@
 typedef struct json_server {
     tallyd_proc p;
     int port;
-    char url[64];
+    char url[320];
 } json_server;
 
-/* tallyd with --http on a free port, more options (NULL-terminated) and
+/* tallyd with --http on a port of the kernel's, more options (NULL-terminated) and
  * a map of map_size_mb (0: the harness's default). */
 static void json_up(json_server *s, const char *const *more, unsigned map_size_mb)
 {
     memset(s, 0, sizeof(*s));
     s->p.map_size_mb = map_size_mb;
-    s->port = test_free_port();
-    ck_assert_int_gt(s->port, 0);
-    snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
     int n = 0;
     s->p.extra_args[n++] = "--http";
-    s->p.extra_args[n++] = s->url;
+    s->p.extra_args[n++] = "http://127.0.0.1:0"; /* the harness reads the port back */
     for (int i = 0; more && more[i]; i++)
         s->p.extra_args[n++] = more[i];
     tallyd_start(&s->p);
+    s->port = s->p.http_port;
+    ck_assert_int_gt(s->port, 0);
+    snprintf(s->url, sizeof(s->url), "%s", s->p.http_url);
 }
 
 static void json_down(json_server *s)

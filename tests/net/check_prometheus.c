@@ -58,6 +58,27 @@ static void wait_value(int port, const char *query_escaped, const char *want)
                   query_escaped, got, want);
 }
 
+/* The port Prometheus listens on, given port 0: its log's `msg="Listening
+ * on" address=127.0.0.1:PORT` line (waited for). */
+static int listening_port(const char *log_path)
+{
+    static const char said[] = "msg=\"Listening on\" address=127.0.0.1:";
+    for (int waited = 0; waited < QUERY_WAIT_MS; waited += 100) {
+        FILE *f = fopen(log_path, "r");
+        char line[1024];
+        const char *at = NULL;
+        while (f && at == NULL && fgets(line, sizeof(line), f))
+            at = strstr(line, said);
+        if (f)
+            fclose(f);
+        if (at)
+            return atoi(at + sizeof(said) - 1);
+        usleep(100000);
+    }
+    ck_abort_msg("Prometheus did not say its port (no `Listening on` in %s)", log_path);
+    return 0;
+}
+
 /* docs/prometheus.yml with the target and the scrape interval for a
  * test, written to dir/prometheus.yml. */
 static void write_config(const char *dir, int tally_port, char *path, size_t size)
@@ -91,13 +112,11 @@ START_TEST(prometheus_scrapes_what_the_test_did)
 {
     test_client_fixture f;
     memset(&f, 0, sizeof(f));
-    int tally_port = test_free_port(), prom_port = test_free_port();
-    char http_url[64], listen[64];
-    snprintf(http_url, sizeof(http_url), "http://127.0.0.1:%d", tally_port);
-    snprintf(listen, sizeof(listen), "--web.listen-address=127.0.0.1:%d", prom_port);
     f.srv.extra_args[0] = "--http";
-    f.srv.extra_args[1] = http_url;
+    f.srv.extra_args[1] = "http://127.0.0.1:0";
     tallyd_start(&f.srv);
+    int tally_port = f.srv.http_port; /* the kernel's choice, from tallyd's ready file */
+    ck_assert_int_gt(tally_port, 0);
     f.c = test_client_open(f.srv.url);
     /* three accounts in one batch (one commit), a subscriber made from the
      * beginning (one commit): two commits, three events pending for it */
@@ -117,9 +136,10 @@ START_TEST(prometheus_scrapes_what_the_test_did)
     ck_assert_int_ge(log_fd, 0);
     const char *bin = getenv("PROMETHEUS"); /* Debian's package puts it here */
     const char *argv[] = {bin && *bin ? bin : "/usr/bin/prometheus", config_arg, storage_arg,
-                          listen, NULL};
+                          "--web.listen-address=127.0.0.1:0", NULL};
     pid_t prom = test_spawn(argv, NULL, log_fd, log_fd);
     close(log_fd);
+    int prom_port = listening_port(log_path);
 
     wait_value(prom_port, "tally_commits_total", "2");
     wait_value(prom_port, "tally_subscriber_pending%7Bsubscriber%3D%22relay%22%7D", "3");

@@ -60,26 +60,26 @@ static tally_client *client;
 static char tcp_url[64];
 static const char *engine = "epoll"; /* the TCase's --tcp-engine */
 
-/* A free loopback port: bound, read back and released (tallyd binds it
- * next; another process taking it in between fails the start, loudly). */
-static unsigned free_port(void)
+/* tcp_url: the last listen line of tallyd's ready file (the test's
+ * --listen comes after the harness's). */
+static void tcp_url_read(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
+    unsigned n = 1;
+    while (tallyd_endpoint(&proc, "listen", n, tcp_url, sizeof(tcp_url)))
+        n++;
+    ck_assert_msg(n > 1 && tallyd_endpoint(&proc, "listen", n - 1, tcp_url, sizeof(tcp_url)) &&
+                      strncmp(tcp_url, "tcp://", 6) == 0,
+                  "no tcp:// listen line of the test's in tallyd's ready file:\n%s", proc.ready);
 }
 
-/* tallyd with the TCase's engine on tcp_url, and up to two more args. */
+/* tallyd with the TCase's engine on a loopback port of the kernel's
+ * (tcp_url), and up to two more args. */
 static void start_with(const char *arg, const char *value)
 {
-    snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%u", free_port());
-    const char *extra[] = {"--listen", tcp_url, "--tcp-engine", engine, arg, value, NULL};
+    const char *extra[] = {"--listen", "tcp://127.0.0.1:0", "--tcp-engine", engine, arg, value,
+                           NULL};
     wire_server_start(&proc, &client, extra);
+    tcp_url_read();
 }
 
 static void start(void) { start_with(NULL, NULL); }
@@ -731,17 +731,16 @@ END_TEST
  * harness's client, probes come and go; then a client is refused. */
 START_TEST(the_watchdog_probe_takes_no_place)
 {
-    snprintf(tcp_url, sizeof(tcp_url), "tcp://127.0.0.1:%u", free_port());
-    int port = test_free_port();
-    char http[64];
-    snprintf(http, sizeof(http), "http://127.0.0.1:%d", port);
-    const char *extra[] = {"--listen", tcp_url, "--tcp-engine", engine, "--max-connections", "2",
-                           "--http", http, NULL};
+    const char *extra[] = {"--listen", "tcp://127.0.0.1:0", "--tcp-engine", engine,
+                           "--max-connections", "2", "--http", "http://127.0.0.1:0", NULL};
     wire_server_start(&proc, &client, extra);
+    tcp_url_read();
+    int port = proc.http_port; /* the kernel's choices, from tallyd's ready file */
+    ck_assert_int_gt(port, 0);
     tally_stats st;
     ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok); /* the last place */
-    /* The harness's start check (one raw connection, closed once answered)
-     * may still hold its place while the client first dials: that dial is
+    /* A connection closed just before (the client's first dial, redialed)
+     * may still hold its place while the client dials: that dial is
      * refused and redialed (CI saw it). Count from here. */
     long long refused = test_metrics_sample(port, "tally_connections_refused_total");
     ck_assert_int_ge(refused, 0);

@@ -375,12 +375,13 @@ START_TEST(test_https_with_curl)
     tallyd_proc p;
     memset(&p, 0, sizeof(p));
     p.tls = true;
-    char http[64];
-    snprintf(http, sizeof(http), "https://127.0.0.1:%u", (unsigned)test_free_port());
+    char http[320];
     p.extra_args[0] = "--http";
-    p.extra_args[1] = http;
+    p.extra_args[1] = "https://127.0.0.1:0";
     tallyd_start(&p);
-    char ca[400], cert[400], key[400], url[128];
+    snprintf(http, sizeof(http), "%s", p.http_url); /* the port tallyd's ready file says */
+    ck_assert_int_gt(p.http_port, 0);
+    char ca[400], cert[400], key[400], url[400];
     cert_path(&p, "ca.pem", ca, sizeof(ca));
     cert_path(&p, "client.pem", cert, sizeof(cert));
     cert_path(&p, "client.key", key, sizeof(key));
@@ -419,7 +420,7 @@ END_TEST
 START_TEST(test_optional_client_auth_on_https)
 {
     char dir[] = "/tmp/tally-tls-XXXXXX", certs[64], cert[128], key[128], ca[128];
-    char other_cert[128], other_key[128], http[64], url[128];
+    char other_cert[128], other_key[128], http[320], url[400];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(certs, sizeof(certs), "%s/tls", dir);
     tallyd_tls_make_certs(certs);
@@ -428,13 +429,14 @@ START_TEST(test_optional_client_auth_on_https)
     snprintf(ca, sizeof(ca), "%s/ca.pem", certs);
     snprintf(other_cert, sizeof(other_cert), "%s/other-client.pem", certs);
     snprintf(other_key, sizeof(other_key), "%s/other-client.key", certs);
-    snprintf(http, sizeof(http), "https://127.0.0.1:%u", (unsigned)test_free_port());
     tallyd_proc p;
     memset(&p, 0, sizeof(p));
-    const char *extra[] = {"--http", http, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca,
+    const char *extra[] = {"--http", "https://127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca,
                            "--tls-client-auth", "optional", NULL};
     memcpy(p.extra_args, extra, sizeof(extra));
     tallyd_start(&p);
+    snprintf(http, sizeof(http), "%s", p.http_url); /* the port tallyd's ready file says */
+    ck_assert_int_gt(p.http_port, 0);
     const char *without_cert[] = {"--cacert", ca, NULL};
     const char *other[] = {"--cacert", ca, "--cert", other_cert, "--key", other_key, NULL};
     int status;
@@ -484,7 +486,7 @@ START_TEST(test_tallyd_refuses_bad_tls_setups)
     snprintf(cert, sizeof(cert), "%s/server.pem", certs);
     snprintf(key, sizeof(key), "%s/server.key", certs);
     snprintf(ca, sizeof(ca), "%s/ca.pem", certs);
-    snprintf(listen, sizeof(listen), "tls+tcp://127.0.0.1:%u", (unsigned)test_free_port());
+    snprintf(listen, sizeof(listen), "tls+tcp://127.0.0.1:0"); /* refused before it listens */
 #define BASE "--data", data, "--listen", listen, "--publish", "none", "--http", "none"
     refused_at_start((const char *[]){BASE, NULL}, "needs --tls-cert FILE and --tls-key FILE");
     refused_at_start((const char *[]){BASE, "--tls-cert", key, "--tls-key", key, NULL},

@@ -49,7 +49,7 @@ typedef struct hook_server {
     tallyd_proc p;
     tally_client *c;
     int port;
-    char url[64], hooks_dir[256], hooks_file[300], secret_file[300];
+    char url[320], hooks_dir[256], hooks_file[300], secret_file[300];
 } hook_server;
 
 /* tallyd with --http, one hmac-sha256 source "gh" (GitHub's headers),
@@ -72,10 +72,7 @@ static void hook_up(hook_server *s)
     ck_assert_ptr_nonnull(f);
     fprintf(f, "gh hmac-sha256 %s\n", s->secret_file);
     fclose(f);
-    s->port = test_free_port();
-    ck_assert_int_gt(s->port, 0);
-    snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
-    const char *args[] = {"--http", s->url, "--webhooks", s->hooks_file,
+    const char *args[] = {"--http", "http://127.0.0.1:0", "--webhooks", s->hooks_file,
                           "--http-max-connections", "128", "--http-max-per-address", "128",
                           "--http-timeout-s", "600", /* held deliveries outlast a slow machine */
                           NULL};
@@ -83,6 +80,9 @@ static void hook_up(hook_server *s)
         s->p.extra_args[i] = args[i];
     s->p.map_size_mb = 64;
     tallyd_start(&s->p);
+    s->port = s->p.http_port; /* the kernel's choice, from tallyd's ready file */
+    ck_assert_int_gt(s->port, 0);
+    snprintf(s->url, sizeof(s->url), "%s", s->p.http_url);
     s->c = test_client_open(s->p.url);
 }
 

@@ -55,19 +55,14 @@ expect "start refused for a bad option (exit 1)" 1 $?
 "$TALLYD" --data "$tmp/refused" --webhooks "$tmp/hooks.conf" --http none >"$tmp/refused.log" 2>&1
 expect "start refused for --webhooks with --http none (exit 2)" 2 $?
 
-# ---- tallyd on a free port ----
-port=
-for try in 1 2 3 4 5 6 7 8 9 10; do
-    p=$((20000 + ($$ * 7 + try * 1009) % 40000))
-    rm -f "$tmp/tallyd.log"
-    "$TALLYD" --data "$tmp/data" --listen "ipc://$tmp/rep" --publish "ipc://$tmp/pub" \
-        --http "http://127.0.0.1:$p" --webhooks "$tmp/hooks.conf" >"$tmp/tallyd.log" 2>&1 &
-    pid=$!
-    if wait_serving "$tmp/tallyd.log" 30; then port=$p; break; fi
-    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=
-done
-[ -n "$port" ] || { cat "$tmp/tallyd.log" >&2; echo "check_webhooks: tallyd did not start" >&2; exit 1; }
-base="http://127.0.0.1:$port"
+# ---- tallyd on a port of the kernel's (its ready file says which) ----
+"$TALLYD" --data "$tmp/data" --listen "ipc://$tmp/rep" --publish "ipc://$tmp/pub" \
+    --http "http://127.0.0.1:0" --webhooks "$tmp/hooks.conf" --ready-file "$tmp/ready" \
+    >"$tmp/tallyd.log" 2>&1 &
+pid=$!
+wait_serving "$tmp/tallyd.log" 30 && [ -f "$tmp/ready" ] ||
+    { cat "$tmp/tallyd.log" >&2; echo "check_webhooks: tallyd did not start" >&2; exit 1; }
+base=$(sed -n 's/^http //p' "$tmp/ready")
 
 # post SOURCE BODY [HEADER...]: prints the status; headers in $tmp/h, body in $tmp/b
 post() {

@@ -83,17 +83,6 @@ static void file_write(const char *path, const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-static uint16_t free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* The relay's config file and log in tallyd's temp dir. */
 static void relay_paths(const tallyd_proc *srv, char config[320], char log[320])
 {
@@ -138,14 +127,27 @@ static void unwatch(pid_t pid)
 
 /* The relay's stderr, appended over its restarts; more: NULL or further
  * arguments, NULL-terminated. */
+/* The directory of the relay's config (tallyd's temp dir): its --lock-dir,
+ * so that the instance claims of a test are its own. */
+static const char *lock_dir_of(const char *config)
+{
+    static char dir[320];
+    snprintf(dir, sizeof(dir), "%s", config);
+    char *slash = strrchr(dir, '/');
+    ck_assert_ptr_nonnull(slash);
+    *slash = '\0';
+    return dir;
+}
+
 static pid_t relay_start_with(const char *config, const char *log_path, const char *const *more)
 {
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
     ck_assert_int_ge(fd, 0);
-    const char *argv[16] = {tallyd_program("tally-relay"), "--config", config};
+    const char *argv[20] = {tallyd_program("tally-relay"), "--config", config, "--lock-dir",
+                            lock_dir_of(config)};
     for (int i = 0; more && more[i]; i++) {
-        ck_assert_int_lt(3 + i, 15);
-        argv[3 + i] = more[i];
+        ck_assert_int_lt(5 + i, 19);
+        argv[5 + i] = more[i];
     }
     pid_t pid = test_spawn(argv, NULL, fd, fd);
     close(fd);
@@ -160,6 +162,45 @@ static pid_t relay_start_with(const char *config, const char *log_path, const ch
 static pid_t relay_start(const char *config, const char *log_path)
 {
     return relay_start_with(config, log_path, NULL);
+}
+
+static bool wait_log_says(const char *path, const char *text);
+
+/* A relay with --http on a port of the kernel's and more args (at most
+ * 6, NULL-terminated): its pid, the port read from its --ready-file (a
+ * file beside its log, waited for) into *port. */
+static pid_t relay_start_http(const char *config, const char *log_path, const char *const *more,
+                              int *port)
+{
+    static char ready[340];
+    snprintf(ready, sizeof(ready), "%s.ready", log_path);
+    unlink(ready); /* an earlier relay's */
+    const char *args[12] = {"--http", "http://127.0.0.1:0", "--ready-file", ready};
+    for (int i = 0; more && more[i]; i++) {
+        ck_assert_int_lt(4 + i, 11);
+        args[4 + i] = more[i];
+    }
+    pid_t pid = relay_start_with(config, log_path, args);
+    char text[400] = "";
+    for (int64_t until = clock_mono_ms() + WAIT_MS; clock_mono_ms() < until;) {
+        int fd = open(ready, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) { /* renamed into place whole */
+            ssize_t n = read(fd, text, sizeof(text) - 1);
+            close(fd);
+            text[n > 0 ? n : 0] = '\0';
+            break;
+        }
+        relay_must_run();
+        usleep(20000);
+    }
+    unsigned p = 0;
+    ck_assert_msg(sscanf(text, "http http://127.0.0.1:%u\n", &p) == 1 && p > 0 && p < 65536,
+                  "the relay's ready file %s: \"%s\"; its log:\n%s", ready, text,
+                  log_text(log_path));
+    ck_assert_msg(wait_log_says(log_path, "endpoints: http http://127.0.0.1:"),
+                  "the relay logged no endpoints line");
+    *port = (int)p;
+    return pid;
 }
 
 static void relay_kill(pid_t pid)
@@ -252,7 +293,7 @@ static void workload_step(tally_client *c, int step, int64_t base_ms)
 /* ---- nats-server ---- */
 
 typedef struct nats_proc {
-    char store[300], url[64], log[320], port[8];
+    char store[300], url[64], log[320], port[12];
     pid_t pid;
 } nats_proc;
 
@@ -262,14 +303,40 @@ static const char *nats_server_path(void)
     return p && *p && access(p, X_OK) == 0 ? p : NULL;
 }
 
+/* The port nats-server says it listens on in log (its first start, with
+ * -p -1: any), waited for; 0 when it exits or never says. */
+static unsigned nats_port_said(const char *log, pid_t pid)
+{
+    static const char said[] = "Listening for client connections on 127.0.0.1:";
+    for (int64_t until = clock_mono_ms() + 30000; clock_mono_ms() < until;) {
+        char *text = log_text(log);
+        const char *at = text ? strstr(text, said) : NULL;
+        unsigned port = at ? (unsigned)atoi(at + sizeof(said) - 1) : 0;
+        free(text);
+        int status;
+        if (port > 0 || test_wait_ms(pid, 0, &status))
+            return port;
+        usleep(20000);
+    }
+    return 0;
+}
+
+/* nats-server on a port of the kernel's at its first start (n->port ""),
+ * on the same port after (the relay's config names it). */
 static void nats_start(nats_proc *n)
 {
     int fd = open(n->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     ck_assert_int_ge(fd, 0);
-    const char *argv[] = {nats_server_path(), "-js", "-a", "127.0.0.1", "-p", n->port,
-                          "-sd", n->store, NULL};
+    const char *argv[] = {nats_server_path(), "-js", "-a", "127.0.0.1", "-p",
+                          n->port[0] ? n->port : "-1", "-sd", n->store, NULL};
     n->pid = test_spawn(argv, NULL, fd, fd);
     close(fd);
+    if (!n->port[0]) {
+        unsigned port = nats_port_said(n->log, n->pid);
+        ck_assert_msg(port > 0, "nats-server said no port; its log:\n%s", log_text(n->log));
+        snprintf(n->port, sizeof(n->port), "%u", port);
+        snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%s", n->port);
+    }
     char tcp[64];
     snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%s", n->port);
     int64_t until = clock_mono_ms() + 30000;
@@ -438,9 +505,7 @@ static void js_up(js_fixture *j, const char *settings)
     nats_proc *n = &j->n;
     snprintf(n->store, sizeof(n->store), "%s/nats", j->f.srv.dir);
     snprintf(n->log, sizeof(n->log), "%s/nats.log", j->f.srv.dir);
-    snprintf(n->port, sizeof(n->port), "%u", (unsigned)free_port());
-    snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%s", n->port);
-    nats_start(n);
+    nats_start(n); /* on a port of the kernel's: n->port, n->url */
     char text[2048];
     relay_paths(&j->f.srv, j->config, j->log);
     snprintf(text, sizeof(text),
@@ -1053,7 +1118,7 @@ START_TEST(test_metrics_count_deliveries_and_failures)
 {
     enum { EVENTS = 60 };
     receiver *r = receiver_start();
-    char settings[1024], url[40];
+    char settings[1024];
     snprintf(settings, sizeof(settings),
              "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
              "[endpoint dead]\nurl = http://127.0.0.1:%u/dead\nsecret = " SECRET_TEXT "\n"
@@ -1061,10 +1126,8 @@ START_TEST(test_metrics_count_deliveries_and_failures)
              (unsigned)r->port, (unsigned)r->port);
     js_fixture j;
     js_up(&j, settings);
-    int port = test_free_port();
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
-    const char *more[] = {"--http", url, NULL};
-    pid_t relay = relay_start_with(j.config, j.log, more);
+    int port;
+    pid_t relay = relay_start_http(j.config, j.log, NULL, &port);
     int status = 0;
     char *ok = NULL;
     for (int64_t until = clock_mono_ms() + WAIT_MS; !ok && clock_mono_ms() < until;) {
@@ -1173,7 +1236,7 @@ START_TEST(test_several_relays_deliver_each_event_once)
 {
     enum { STEPS = 4, PER_STEP = 500, EVENTS = STEPS * PER_STEP };
     receiver *r = receiver_start();
-    char settings[1024], url[2][40], log2[340];
+    char settings[1024], log2[340];
     two_sink_settings(settings, sizeof(settings), r, 300000);
     js_fixture j;
     js_up(&j, settings);
@@ -1181,17 +1244,15 @@ START_TEST(test_several_relays_deliver_each_event_once)
     int port[2];
     pid_t relay[2];
     for (int i = 0; i < 2; i++) {
-        port[i] = test_free_port();
-        snprintf(url[i], sizeof(url[i]), "http://127.0.0.1:%d", port[i]);
-        const char *more[] = {"--http", url[i], "--instance", i ? "two" : "one", NULL};
-        relay[i] = relay_start_with(j.config, i ? log2 : j.log, more);
+        const char *more[] = {"--instance", i ? "two" : "one", NULL};
+        relay[i] = relay_start_http(j.config, i ? log2 : j.log, more, &port[i]);
     }
     char same_log[360];
     snprintf(same_log, sizeof(same_log), "%s.same", j.log);
     int fd = open(same_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ck_assert_int_ge(fd, 0);
     const char *same[] = {tallyd_program("tally-relay"), "--config", j.config, "--instance", "one",
-                          NULL};
+                          "--lock-dir", lock_dir_of(j.config), NULL};
     /* the first relay claims its instance before it contacts anything: wait for its listener */
     int status = 0;
     char *ok = NULL;

@@ -10,8 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A loopback TCP port that was free a moment ago. */
-int test_free_port(void);
+/* (No "free port" helper: a port found free and released races other
+ * tests under make check -j. Servers get port 0 and say what they bound:
+ * tallyd_harness.h, tallyd's and tally-relay's --ready-file.) */
 /* A connection to 127.0.0.1:port, or -1. */
 int test_tcp_connect(int port);
 /* Send raw (len bytes) on a new connection to port and read the whole

@@ -41,7 +41,7 @@
 #define WRAPPER_BYTES_MAX 1024
 #define PROBE_WAIT_MS 1000
 #define NEGOTIATION_WAIT_MS 15000
-#define PROBE_PAUSE_US 50000
+#define READY_PAUSE_US 10000
 #define LOG_TAIL_BYTES 4096
 #define SP_PROTOCOL_REQ0 0x30
 
@@ -210,29 +210,6 @@ int tallyd_sp_open(const char *url)
     return -1;
 }
 
-/* true when tallyd answers a stats request on its ipc:// url within
- * PROBE_WAIT_MS: the SP header exchange, then one REQ frame (length,
- * request id, body) and the start of the REP frame back. */
-static bool answers(const char *url)
-{
-    static const char stats[] = "\x82\xa1v\x01\xa2op\xa5stats";
-    uint8_t frame[13 + sizeof(stats) - 1];
-    tallyd_sp_frame_head(frame, sizeof(stats) - 1, 1);
-    memcpy(frame + 13, stats, sizeof(stats) - 1);
-    int fd = tallyd_sp_open(url);
-    if (fd < 0)
-        return false;
-    int64_t deadline = clock_mono_ms() + PROBE_WAIT_MS;
-    uint8_t head[9];
-    bool ok = send_all(fd, frame, sizeof(frame), deadline) &&
-              recv_all(fd, head, sizeof(head), deadline) && head[0] == 1;
-    close(fd);
-    uint64_t reply_len = 0;
-    for (int i = 1; ok && i < 9; i++)
-        reply_len = reply_len << 8 | head[i];
-    return ok && reply_len > 4; /* more than the echoed request id */
-}
-
 bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
 {
     uint8_t head[13];
@@ -395,15 +372,74 @@ static void test_auth_file(const tallyd_proc *p, char *path, size_t size)
     close(fd);
 }
 
-static void spawn(tallyd_proc *p)
+bool tallyd_endpoint(const tallyd_proc *p, const char *role, unsigned nth, char *out,
+                     size_t size)
+{
+    size_t role_len = strlen(role);
+    for (const char *line = p->ready; *line;) {
+        size_t len = strcspn(line, "\n");
+        if (len > role_len + 1 && strncmp(line, role, role_len) == 0 && line[role_len] == ' ' &&
+            nth-- == 0) {
+            size_t url_len = len - role_len - 1;
+            if (url_len >= size)
+                return false;
+            memcpy(out, line + role_len + 1, url_len);
+            out[url_len] = '\0';
+            return true;
+        }
+        line += len + (line[len] == '\n');
+    }
+    return false;
+}
+
+/* Whether tallyd has written its ready file; then p->ready holds it and
+ * url, pub_url and http_url are the bound ones. tallyd renames a whole
+ * file into place, so a file that is there is complete. */
+static bool ready_read(tallyd_proc *p)
+{
+    int fd = open(p->ready_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, p->ready, sizeof(p->ready) - 1);
+    close(fd);
+    ck_assert_msg(n > 0 && (size_t)n < sizeof(p->ready) - 1, "%s: empty or over %zu bytes",
+                  p->ready_path, sizeof(p->ready) - 2);
+    p->ready[n] = '\0';
+    ck_assert_msg(tallyd_endpoint(p, "listen", 0, p->url, sizeof(p->url)),
+                  "%s names no listen URL:\n%s", p->ready_path, p->ready);
+    if (!tallyd_endpoint(p, "publish", 0, p->pub_url, sizeof(p->pub_url)))
+        p->pub_url[0] = '\0';
+    p->http_port = 0;
+    if (!tallyd_endpoint(p, "http", 0, p->http_url, sizeof(p->http_url)))
+        p->http_url[0] = '\0';
+    const char *colon = p->http_url[0] ? strrchr(p->http_url, ':') : NULL;
+    if (colon)
+        p->http_port = atoi(colon + 1);
+    return true;
+}
+
+/* Whether the test's --http (the last in extra_args) asks for port 0. */
+static bool http_port_is_kernels(const tallyd_proc *p)
+{
+    const char *http = NULL;
+    for (int i = 0; i + 1 < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
+        if (strcmp(p->extra_args[i], "--http") == 0)
+            http = p->extra_args[i + 1];
+    size_t n = http ? strlen(http) : 0;
+    return n > 2 && strcmp(http + n - 2, ":0") == 0;
+}
+
+static void spawn(tallyd_proc *p, bool again)
 {
     char auth_path[320];
     char map[32], wrapper[WRAPPER_BYTES_MAX];
-    const char *argv[WRAPPER_WORDS_MAX + 24 + TALLYD_TLS_ARGS_MAX + TALLYD_EXTRA_ARGS_MAX];
+    const char *argv[WRAPPER_WORDS_MAX + 28 + TALLYD_TLS_ARGS_MAX + TALLYD_EXTRA_ARGS_MAX];
     int argc = wrapper_words(argv, wrapper);
     const char *args[] = {tallyd_program("tallyd"), "--data", p->data_dir, "--listen", p->url,
-                          "--publish", p->pub_url, "--log-level", "info",
+                          "--publish", p->pub_url[0] ? p->pub_url : "none",
+                          "--log-level", "info",
                           "--http", "none", /* a test that wants it passes --http again */
+                          "--ready-file", p->ready_path,
                           "--config", "none"}; /* never the machine's /etc/tally/tallyd.conf */
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
         argv[argc++] = args[i];
@@ -422,7 +458,12 @@ static void spawn(tallyd_proc *p)
     argc += tallyd_tls_args(p, argv + argc);
     for (int i = 0; i < TALLYD_EXTRA_ARGS_MAX && p->extra_args[i]; i++)
         argv[argc++] = p->extra_args[i];
+    if (again && p->http_url[0] && http_port_is_kernels(p)) { /* the port its clients know */
+        argv[argc++] = "--http";
+        argv[argc++] = p->http_url;
+    }
     argv[argc] = NULL;
+    unlink(p->ready_path); /* a killed tallyd's file is not this one's */
     pid_t pid = fork();
     if (pid == 0) { /* only async-signal-safe calls here: no Check, no stdio */
         int fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -440,23 +481,28 @@ static void spawn(tallyd_proc *p)
     }
     ck_assert_msg(pid > 0, "fork: %s", strerror(errno));
     p->pid = pid;
-    mark_point(); /* waiting for tallyd to answer */
+    mark_point(); /* waiting for tallyd's ready file */
     int64_t started = clock_mono_ms();
     int start_wait_ms = wait_ms_scaled(START_WAIT_MS);
     while (clock_mono_ms() - started < start_wait_ms) {
-        if (answers(p->plain_url[0] ? p->plain_url : p->url))
+        if (ready_read(p))
             return;
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
             p->pid = 0;
             log_tail_print(p);
-            ck_abort_msg("tallyd exited at start (status %d); log in %s", status, p->log_path);
+            ck_abort_msg("tallyd exited at start (status %d)%s%s%s; log in %s", status,
+                         again ? ": restarted on the ports of its last start (" : "",
+                         again ? p->ready : "",
+                         again ? "), one of them taken meanwhile is a real failure" : "",
+                         p->log_path);
         }
-        usleep(PROBE_PAUSE_US);
+        usleep(READY_PAUSE_US);
     }
     log_tail_print(p);
     tallyd_kill(p);
-    ck_abort_msg("tallyd did not answer within %d ms; log in %s", start_wait_ms, p->log_path);
+    ck_abort_msg("tallyd wrote no %s within %d ms; log in %s", p->ready_path, start_wait_ms,
+                 p->log_path);
 }
 
 void tallyd_start(tallyd_proc *p)
@@ -468,15 +514,19 @@ void tallyd_start(tallyd_proc *p)
     snprintf(p->url, sizeof(p->url), "ipc://%s/req.sock", p->dir);
     snprintf(p->pub_url, sizeof(p->pub_url), "ipc://%s/pub.sock", p->dir);
     snprintf(p->log_path, sizeof(p->log_path), "%s/tallyd.log", p->dir);
+    snprintf(p->ready_path, sizeof(p->ready_path), "%s/ready", p->dir);
+    p->http_url[0] = '\0';
+    p->http_port = 0;
+    p->ready[0] = '\0';
     tallyd_tls_prepare(p);
-    spawn(p);
+    spawn(p, false);
     mark_point(); /* tallyd answers */
 }
 
 void tallyd_restart(tallyd_proc *p)
 {
     ck_assert_int_eq(p->pid, 0);
-    spawn(p);
+    spawn(p, true);
     mark_point(); /* tallyd answers again */
 }
 

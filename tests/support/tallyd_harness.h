@@ -31,8 +31,12 @@
 typedef struct tallyd_proc {
     char dir[256];        /* temp dir; data in dir/data */
     char data_dir[300];
-    char url[320];        /* ipc://dir/req.sock */
-    char pub_url[320];    /* ipc://dir/pub.sock */
+    char url[320];        /* ipc://dir/req.sock (the first --listen line of the ready file) */
+    char pub_url[320];    /* ipc://dir/pub.sock (its publish line) */
+    char http_url[320];   /* its http line: the HTTP face as bound; "" with --http none */
+    int http_port;        /* http_url's port; 0 without it */
+    char ready_path[320]; /* dir/ready: tallyd's --ready-file */
+    char ready[2048];     /* what it said at the last start (tallyd_endpoint) */
     char log_path[320];   /* tallyd's stderr */
     pid_t pid;
     unsigned map_size_mb; /* 0 = default */
@@ -46,13 +50,26 @@ typedef struct tallyd_proc {
 } tallyd_proc;
 
 /* tallyd runs with --http none (several run at once; the default port is
- * one): a test of the HTTP face puts --http URL in extra_args. */
-/* Make the temp dir and start tallyd; waits until it answers `stats`.
- * Fails the Check test (printing the tail of tallyd's log) if it does not
- * answer within 30 s. */
+ * one): a test of the HTTP face puts --http http://127.0.0.1:0 in
+ * extra_args and finds the port tallyd bound in http_url / http_port.
+ * Every TCP port is the kernel's choice (port 0) read back from tallyd's
+ * --ready-file, never a "free port" found beforehand (that races other
+ * tests under make check -j). */
+/* Make the temp dir and start tallyd with --ready-file dir/ready; waits
+ * for that file (tallyd writes it once every listener is up and the
+ * threads that answer run) and fills url, pub_url and http_url from it.
+ * Fails the Check test (printing the tail of tallyd's log) if tallyd exits
+ * or writes no file within 30 s. */
 void tallyd_start(tallyd_proc *p);
-/* Start again on the same directory (after a stop or kill). */
+/* Start again on the same directory (after a stop or kill), on the URLs
+ * of the last start (url, pub_url, and http_url when the test's --http
+ * asked for port 0: the ports clients hold); a port taken meanwhile fails
+ * the test, naming it. */
 void tallyd_restart(tallyd_proc *p);
+/* The URL of the nth (from 0) line of role ("listen", "publish", "http")
+ * in the ready file of the last start, into out; false when there is none. */
+bool tallyd_endpoint(const tallyd_proc *p, const char *role, unsigned nth, char *out,
+                     size_t size);
 /* SIGTERM and wait; returns the exit status (0 = clean). A tallyd still
  * running 10 s after SIGTERM is reported on stderr and killed (137). */
 int tallyd_stop(tallyd_proc *p);

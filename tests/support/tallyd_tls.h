@@ -10,7 +10,7 @@
  *
  * The harness's TCP mode, beside it: with $TALLY_TEST_TCP set ("1", or
  * "epoll" or "nng" for tallyd's --tcp-engine) and TLS off, requests go to
- * tcp://127.0.0.1:PORT and the ipc:// URL stays as the readiness probe's
+ * tcp://127.0.0.1:PORT and the ipc:// URL stays beside it
  * (tests/clients/check_over_tcp.sh).
  */
 #ifndef TALLY_TALLYD_TLS_H
@@ -22,10 +22,11 @@
  * fails the Check test when it cannot. */
 void tallyd_tls_make_certs(const char *dir);
 /* At tallyd_start, after the ipc:// URLs are set: in TCP mode, move p->url
- * to tcp:// on a free loopback port (p->plain_url keeps the ipc:// one). In TLS mode, move
- * p->url and p->pub_url to tls+tcp:// on free loopback ports (p->url's
- * ipc:// stays as p->plain_url, the harness's readiness probe), find or
- * make the certificates and export the TALLY_TLS_* variables. */
+ * to tcp://127.0.0.1:0 (p->plain_url keeps the ipc:// one). In TLS mode, move
+ * p->url and p->pub_url to tls+tcp://127.0.0.1:0 (p->url's ipc:// stays
+ * as p->plain_url), find or make the certificates and export the
+ * TALLY_TLS_* variables. tallyd chooses the ports; the harness reads them
+ * from its ready file. */
 void tallyd_tls_prepare(tallyd_proc *p);
 /* Export TALLY_TLS_CA, TALLY_TLS_CERT, TALLY_TLS_KEY for p's certificates
  * (nothing when p is not in TLS mode): for a process other than the one
