@@ -66,14 +66,16 @@ int64_t test_deadline_ms(int64_t base_ms)
     return clock_mono_ms() + test_scaled_ms(base_ms);
 }
 
-void test_pause_ms(int64_t ms)
+void test_pause_us(int64_t us)
 {
-    if (ms <= 0)
+    if (us <= 0)
         return;
-    struct timespec left = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    struct timespec left = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
     while (nanosleep(&left, &left) != 0 && errno == EINTR)
         ;
 }
+
+void test_pause_ms(int64_t ms) { test_pause_us(ms * 1000); }
 
 void test_wait_failed(int64_t base_ms, const char *what_format, ...)
 {

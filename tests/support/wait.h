@@ -48,6 +48,9 @@ int64_t test_deadline_ms(int64_t base_ms);
  * sleep of the tests. A poll interval or a pause that is an input of the
  * test, never a synchronisation. */
 void test_pause_ms(int64_t ms);
+/* The same in microseconds, for a client whose work per message is paced
+ * below a millisecond. */
+void test_pause_us(int64_t us);
 /* Fail the Check test: what (printf format and arguments) did not happen
  * within base_ms scaled. */
 void test_wait_failed(int64_t base_ms, const char *what_format, ...)
