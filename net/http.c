@@ -444,6 +444,8 @@ void net_http_stop(net_http *h)
     MHD_socket listener = MHD_quiesce_daemon(h->daemon);
     if (listener != MHD_INVALID_SOCKET)
         close(listener);
+    net_log(NET_LOG_INFO, "HTTP: listener closed; answering the %u requests begun",
+            (unsigned)atomic_load(&h->begun));
     for (int waited = 0; atomic_load(&h->begun) > 0 && waited < STOP_REPLIES_WAIT_MS; waited += 5)
         nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     MHD_stop_daemon(h->daemon);

@@ -62,6 +62,11 @@ static void view_of(server *srv, net_metrics_view *v)
     v->connections_refused = srv->connections_refused;
     v->publish_subscribers = table_count(srv->pub_pipes);
     pthread_mutex_unlock(&srv->pipes_mu);
+    pthread_mutex_lock(&srv->mu);
+    v->long_polls_parked = 0;
+    for (const slot *s = srv->waiters; s; s = s->next)
+        v->long_polls_parked++;
+    pthread_mutex_unlock(&srv->mu);
     v->http_connections = srv->http ? net_http_connections(srv->http) : 0;
     v->http_waiting = srv->http ? net_http_waiting(srv->http) : 0;
     v->http_in_flight = srv->http ? net_http_in_flight(srv->http) : 0;

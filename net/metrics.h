@@ -56,6 +56,7 @@ typedef struct net_metrics_view {
     uint64_t http_connections;    /* HTTP connections open now */
     uint64_t http_waiting;        /* HTTP requests waiting for their answer */
     uint64_t http_in_flight;      /* HTTP requests begun, reply not sent */
+    uint64_t long_polls_parked;   /* log_reads and sub_fetches parked by the waiter now */
     const char *version;
 } net_metrics_view;
 

@@ -26,6 +26,7 @@
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -47,7 +48,7 @@
 #define EVENTS_MAX 4096
 #define EXPIRY_WAIT_MS 60000
 #define FOLLOW_WAIT_MS 60000
-#define SERVER_AWAY_S 8
+#define RETRYING_WAIT_MS 60000 /* libtally's retries (4 of at most 1.5 s) given up */
 #define DELIVERIES 3
 #define CHUNK_MAX 8
 #define DAY_MS INT64_C(86400000)
@@ -268,7 +269,7 @@ static size_t events_of_type(const event_set *s, const char *type)
  * trial grant, then read the whole log. */
 static void events_after_expiries(tally_client *c, event_set *s)
 {
-    int64_t deadline = clock_mono_ms() + EXPIRY_WAIT_MS;
+    int64_t deadline = test_deadline_ms(EXPIRY_WAIT_MS);
     for (;;) {
         events_read_all(c, s);
         if (events_of_type(s, "transfer.expired") == 1 &&
@@ -276,7 +277,7 @@ static void events_after_expiries(tally_client *c, event_set *s)
             return;
         ck_assert_msg(clock_mono_ms() < deadline, "the sweep did not expire the hold and the grant");
         events_free(s);
-        usleep(200000);
+        test_pause_ms(200);
     }
 }
 
@@ -702,9 +703,8 @@ START_TEST(test_processed_table_prunes)
         int64_t ms = processed_ms_of(ib, &s.items[i]);
         last_first = ms > last_first ? ms : last_first;
     }
-    int64_t deadline = clock_mono_ms() + 10000;
-    while (clock_wall_ms() <= last_first) /* the second half is processed later */
-        ck_assert_msg(clock_mono_ms() < deadline && usleep(1000) == 0, "the clock does not move");
+    TEST_WAIT_UNTIL(clock_wall_ms() > last_first, 10000, /* the second half is processed later */
+                    "the wall clock past %lld", (long long)last_first);
     for (size_t i = first; i < s.count; i++)
         expect(tally_inbox_apply(ib, s.items[i].bytes, s.items[i].len, readmodel_apply, rm, NULL),
                TALLY_ok, "apply");
@@ -768,9 +768,8 @@ START_TEST(test_commits_prune_a_bounded_number)
         in[i] = (tally_inbox_input){s.items[i].bytes, s.items[i].len};
     expect(tally_inbox_apply_batch(ib, in, n, probe_apply, &p, NULL, NULL), TALLY_ok, "batch");
     int64_t done = processed_ms_of(ib, &s.items[0]);
-    int64_t deadline = clock_mono_ms() + 10000;
-    while (clock_wall_ms() <= done + 1)
-        ck_assert_msg(clock_mono_ms() < deadline && usleep(1000) == 0, "the clock does not move");
+    TEST_WAIT_UNTIL(clock_wall_ms() > done + 1, 10000, "the wall clock past %lld",
+                    (long long)(done + 1));
     expect(tally_inbox_apply(ib, s.items[n].bytes, s.items[n].len, probe_apply, &p, NULL),
            TALLY_ok, "one more");
     /* That commit pruned (its events + 16) = 17 of the 40. */
@@ -1072,17 +1071,26 @@ END_TEST
 
 /* Wait (bounded) until a follower committed up to the server's head, then
  * compare its model with the server. */
+/* Whether what was written to fd (a test_temp_fd, kept open) holds text. */
+static bool fd_holds(int fd, const char *text)
+{
+    char *all = test_fd_read_all(dup(fd)); /* which closes what it reads */
+    bool held = strstr(all, text) != NULL;
+    free(all);
+    return held;
+}
+
 static void follower_caught_up(const fixture *f)
 {
     tally_stats server;
     expect(tally_stats_get(f->c, &server), TALLY_ok, "stats");
     readmodel *rm = model_open(f->model_dir);
-    int64_t deadline = clock_mono_ms() + FOLLOW_WAIT_MS;
+    int64_t deadline = test_deadline_ms(FOLLOW_WAIT_MS);
     uint64_t position = 0;
     while (readmodel_position(rm, &position) == TALLY_ok && position < server.head_seq) {
         ck_assert_msg(clock_mono_ms() < deadline, "the follower is at %" PRIu64 " of %" PRIu64,
                       position, server.head_seq);
-        usleep(50000);
+        test_pause_ms(50);
     }
     ck_assert_uint_eq(position, server.head_seq);
     assert_model_is_server(rm, f->c);
@@ -1105,9 +1113,11 @@ START_TEST(test_readmodel_follows_until_sigterm)
         entitle(f.c, tally_grant, subjects[i], "pro", 0, 0, 0, TALLY_ok);
     follower_caught_up(&f);
     /* The server goes away for longer than libtally's own retries last
-     * (4 attempts of at most 1.5 s each) and comes back: the follower waits. */
+     * (4 attempts of at most 1.5 s each), until the follower says it is
+     * retrying itself, and comes back: the follower waits. */
     ck_assert_int_eq(tallyd_stop(&f.srv), 0);
-    sleep(SERVER_AWAY_S);
+    TEST_WAIT_UNTIL(fd_holds(err, "; retrying"), RETRYING_WAIT_MS,
+                    "tally-readmodel retrying on its own after libtally's retries");
     tallyd_restart(&f.srv);
     for (uint64_t n = 21; n <= 30; n++)
         move(f.c, n, 2 + n % 5, BANK, 1, TALLY_ok);

@@ -16,6 +16,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -43,6 +44,7 @@
  * (seconds: a loaded machine is slow to wake and answer it). */
 #define SHORT_TIMEOUT_MS 5000
 #define LONGER_WAIT_MS 6000
+#define STOP_SEEN_WAIT_MS 10000 /* for the kernel to report a SIGSTOP'ed tallyd stopped */
 
 /* ---- fixture ---- */
 
@@ -715,14 +717,16 @@ END_TEST
 
 typedef struct delayed_write {
     tally_client *c;
-    unsigned delay_ms;
+    int port; /* of tallyd's /metrics */
+    bool parked; /* whether the write came after tallyd counted the long-poll parked */
     int rc;
 } delayed_write;
 
+/* Once a long-poll is parked in tallyd, a write that wakes it. */
 static void *write_later(void *arg)
 {
     delayed_write *w = arg;
-    usleep(w->delay_ms * 1000);
+    w->parked = test_metrics_sample_reaches(w->port, "tally_long_polls_parked", 1, 30000);
     tally_account_open_args a = {.id = 424242, .ledger = LEDGER, .code = CODE};
     tally_result r;
     w->rc = tally_account_open(w->c, NULL, &a, &r);
@@ -732,7 +736,12 @@ static void *write_later(void *arg)
 START_TEST(test_log_read_long_poll)
 {
     fixture f;
-    up(&f);
+    memset(&f, 0, sizeof(f));
+    f.srv.extra_args[0] = "--http"; /* for /metrics: tally_long_polls_parked */
+    f.srv.extra_args[1] = "http://127.0.0.1:0";
+    tallyd_start(&f.srv);
+    int port = f.srv.http_port;
+    f.c = client_for(f.srv.url, 5000, 3);
     open_account(f.c, BANK, 0);
     tally_event ev[4];
     size_t n;
@@ -745,22 +754,22 @@ START_TEST(test_log_read_long_poll)
     int64_t waited = clock_mono_ms() - t0;
     ck_assert_uint_eq(n, 0);
     ck_assert_uint_eq(head, 1);
-    ck_assert_int_ge(waited, LONGER_WAIT_MS - 100);
-    ck_assert_int_lt(waited, LONGER_WAIT_MS + SHORT_TIMEOUT_MS);
+    ck_assert_int_ge(waited, LONGER_WAIT_MS - 100); /* (a timeout, no retries: timed_out) */
     /* Another thread writes while we wait: the read returns with it. */
-    delayed_write w = {f.c, 400, -1};
+    delayed_write w = {f.c, port, false, -1};
     pthread_t th;
     pthread_create(&th, NULL, write_later, &w);
     t0 = clock_mono_ms();
     ck_assert_int_eq(tally_log_read(f.c, 2, 10, 20000, ev, 4, &n, &head), TALLY_ok);
     waited = clock_mono_ms() - t0;
     pthread_join(th, NULL);
+    ck_assert_msg(w.parked, "the long-poll never parked in tallyd");
     ck_assert_int_eq(w.rc, TALLY_ok);
     ck_assert_uint_eq(n, 1);
     ck_assert_uint_eq(ev[0].seq, 2);
     ck_assert_str_eq(ev[0].type, "account.opened");
-    ck_assert_int_ge(waited, 300);
-    ck_assert_int_lt(waited, 10000);
+    ck_assert_msg(waited < 20000, "returned after %lld ms: its wait ran out, not woken",
+                  (long long)waited);
     tally_events_release(ev, n);
     tally_client_close(short_c);
     down(&f);
@@ -812,8 +821,10 @@ START_TEST(test_close_ends_a_call_in_flight)
     tally_client_close(c);
     int64_t closed = clock_mono_ms() - t0;
     pthread_join(th, NULL);
-    ck_assert_int_lt(closed, 5000);
-    ck_assert_int_lt(w.ended_ms - t0, 5000);
+    /* ended by the close, not by the read's 20 s wait */
+    ck_assert_msg(closed < 20000, "the close returned after %lld ms", (long long)closed);
+    ck_assert_msg(w.ended_ms - t0 < 20000, "the read ended %lld ms after the close",
+                  (long long)(w.ended_ms - t0));
     ck_assert_msg(w.rc == TALLY_unreachable || w.rc == TALLY_timed_out,
                   "a call cut by the close: %s", tally_strerror(w.rc));
     down(&f);
@@ -975,7 +986,7 @@ static void stop_server(pid_t pid)
     ck_assert_int_eq(kill(pid, SIGSTOP), 0);
     char path[64], buf[256];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    for (int i = 0; i < 1000; i++) {
+    for (int64_t deadline = test_deadline_ms(STOP_SEEN_WAIT_MS);;) {
         FILE *f = fopen(path, "r");
         size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
         if (f)
@@ -984,15 +995,16 @@ static void stop_server(pid_t pid)
         const char *end = strrchr(buf, ')');
         if (end && (end[2] == 'T' || end[2] == 't'))
             return;
-        usleep(1000);
+        if (clock_mono_ms() >= deadline)
+            ck_abort_msg("tallyd did not stop: %s", buf);
+        test_pause_ms(1);
     }
-    ck_abort_msg("tallyd did not stop");
 }
 
 static void *revive_later(void *arg)
 {
     later_ctx *l = arg;
-    usleep(l->delay_ms * 1000);
+    test_pause_ms(l->delay_ms); /* the test's input: back during the client's retries */
     if (l->restart)
         tallyd_restart(l->srv);
     else
@@ -1068,7 +1080,8 @@ START_TEST(test_server_down_is_unreachable_quickly)
     ck_assert_int_eq(rc, TALLY_unreachable);
     ck_assert_int_eq(r.code, TALLY_unreachable);
     ck_assert_uint_eq(strlen(r.key), 36);
-    ck_assert_int_lt(took, 2500);
+    ck_assert_msg(took < 5000, "unreachable after %lld ms: the 5 s timeout, not the refusal",
+                  (long long)took);
     tally_stats s;
     ck_assert_int_eq(tally_stats_get(c, &s), TALLY_unreachable);
     tally_client_close(c);
@@ -1126,7 +1139,7 @@ static void *call_until_stopped(void *arg)
     tally_stats s;
     while (!atomic_load(&k->stop))
         if (tally_stats_get(k->c, &s) != TALLY_ok)
-            usleep(20 * 1000);
+            test_pause_ms(20); /* a client's pause before it retries */
     return NULL;
 }
 
@@ -1414,7 +1427,9 @@ START_TEST(test_uuid_from_key_time_ordered)
     tally_uuid k1, k2;
     char t1[37], t2[37];
     ck_assert_int_eq(tally_uuid_v7(&k1), TALLY_ok);
-    usleep(3000);
+    int64_t k1_by_ms = clock_wall_ms(); /* k1's time is at most this */
+    TEST_WAIT_UNTIL(clock_wall_ms() > k1_by_ms, 10000, "the wall clock past %lld",
+                    (long long)k1_by_ms);
     ck_assert_int_eq(tally_uuid_v7(&k2), TALLY_ok);
     tally_uuid_format(&k1, t1);
     tally_uuid_format(&k2, t2);

@@ -20,6 +20,7 @@
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <errno.h>
@@ -140,10 +141,10 @@ static tally_verdict child_handle(const tally_delivery *d, tally_answer *answer,
     while (d->event.seq == ctx->block_at)
         pause();
     while (strcmp(ctx->hold_path, "-") != 0 && !ctx->held && access(ctx->hold_path, F_OK) != 0)
-        usleep(2000);
+        test_pause_ms(2); /* polls for the parent's file; the parent kills a child that hangs */
     ctx->held = true;
     if (ctx->pause_us)
-        usleep(ctx->pause_us);
+        test_pause_us(ctx->pause_us); /* a handler slow on purpose: the test's input */
     return TALLY_DONE;
 }
 
@@ -561,11 +562,12 @@ START_TEST(test_poison_event_is_parked_and_replayed)
             ck_assert_uint_eq(r->items[k].attempt, ++n);
     /* Later events keep flowing; a fetch parks 4 instead of delivering it
      * a 4th time, once its redelivery is due (backoff 50 ms after the 3rd
-     * answer: wait it out, or a fast machine fetches before). */
+     * answer; a fetch parked then is woken by it): runs until idle, until
+     * tallyd counts 4 as a dead letter. */
     test_client_open_accounts(f.c, 11, 5);
-    usleep(200000);
     r->count = 0;
-    run_until(s, r, 0, 0);
+    TEST_WAIT_UNTIL((run_until(s, r, 0, 0), info_of(f.c, "poison").dead_letters == 1), 30000,
+                    "seq 4 parked as a dead letter (%zu events run)", (size_t)r->count);
     ck_assert_uint_eq(count_seq(r, 4), 0);
     ck_assert_uint_eq(r->count, 5);
     ck_assert_uint_eq(r->items[4].seq, 15);
@@ -742,12 +744,11 @@ static void *stop_once_acked(void *arg)
     stop_when_acked *w = arg;
     tally_client *c = test_client_open(w->url);
     tally_subscriber_info i = {0};
-    int64_t until = clock_mono_ms() + RUN_ACKED_WAIT_MS;
-    while ((tally_subscriber_get(c, w->name, &i) != TALLY_ok || i.ack_floor < w->ack_floor) &&
-           clock_mono_ms() < until)
-        usleep(10 * 1000);
+    (void)TEST_WAITED_UNTIL(tally_subscriber_get(c, w->name, &i) == TALLY_ok &&
+                                i.ack_floor >= w->ack_floor,
+                            RUN_ACKED_WAIT_MS); /* the run's caller checks what it did */
     tally_client_close(c);
-    usleep(300 * 1000);
+    test_pause_ms(300); /* an input: the run most likely parks in its next fetch by then */
     tally_subscriber_stop(w->sub); /* on time or not: the run's caller checks what it did */
     return NULL;
 }

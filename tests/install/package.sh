@@ -24,6 +24,8 @@ for p in "${packages[@]}"; do
         exit 1
     fi
 done
+# wait_for and pause (tests/support/shell_test.sh); fail is this file's own
+. "$top/tests/support/shell_test.sh"
 start=$(date +%s)
 step() { echo "--- package.sh: $* ($(( $(date +%s) - start ))s)"; }
 fail() { echo "package.sh: FAIL: $*" >&2; exit 1; }
@@ -126,11 +128,13 @@ else
     pid=$!
     cd "$top"
 fi
-for i in $(seq 1 600); do # up to 60 s on a loaded machine
-    tally --json stats >/dev/null 2>&1 && break
+# Whether tallyd answers; fails the run when it exited.
+tallyd_answers() {
+    tally --json stats >/dev/null 2>&1 && return 0
     [ -z "$pid" ] || kill -0 "$pid" 2>/dev/null || fail "tallyd exited: $(cat "$tmp/tallyd.log")"
-    sleep 0.1
-done
+    return 1
+}
+wait_for "tallyd answers tally stats" 60 tallyd_answers || true # a loaded machine is slow
 tally --json stats >/dev/null || fail "tallyd does not answer tally stats"
 
 step "a transfer with the packaged CLI"

@@ -11,6 +11,7 @@
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -60,12 +61,13 @@ static void wait_readyz(const alert_server *a, const char *text, bool present)
 {
     char *body = NULL;
     int status = 0;
-    for (int waited = 0; waited < WAIT_MS; waited += 100) {
+    int64_t deadline = test_deadline_ms(WAIT_MS);
+    for (;;) {
         free(body);
         body = readyz(a, &status);
-        if ((strstr(body, text) != NULL) == present)
+        if ((strstr(body, text) != NULL) == present || clock_mono_ms() >= deadline)
             break;
-        usleep(100000);
+        test_pause_ms(100);
     }
     ck_assert_msg((strstr(body, text) != NULL) == present, "/readyz (%d) %s \"%s\":\n%s", status,
                   present ? "never had" : "kept", text, body);
@@ -86,9 +88,8 @@ static char *log_text(const alert_server *a)
 
 static void wait_log(const alert_server *a, const char *text)
 {
-    for (int waited = 0; waited < WAIT_MS && !strstr(log_text(a), text); waited += 100)
-        usleep(100000);
-    ck_assert_msg(strstr(log_text(a), text), "log lacks \"%s\":\n%s", text, log_text(a));
+    if (!TEST_WAITED_UNTIL(strstr(log_text(a), text) != NULL, WAIT_MS))
+        ck_abort_msg("log lacks \"%s\":\n%s", text, log_text(a));
 }
 
 /* `tally health --json`: its exit code; the JSON's healthy must agree. */
@@ -131,9 +132,8 @@ static long long subscriber_field(const alert_server *a, const char *name, const
 static void wait_field_at_least(const alert_server *a, const char *name, const char *field,
                                 long long min)
 {
-    for (int waited = 0; waited < WAIT_MS && subscriber_field(a, name, field) < min; waited += 200)
-        usleep(200000);
-    ck_assert_int_ge(subscriber_field(a, name, field), min);
+    TEST_WAIT_UNTIL(subscriber_field(a, name, field) >= min, WAIT_MS, "%s of %s at least %lld",
+                    field, name, min);
 }
 
 static tally_verdict park_first(const tally_delivery *d, tally_answer *answer, void *arg)

@@ -20,6 +20,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -482,9 +483,7 @@ START_TEST(test_sighup_reload_over_a_live_connection)
     strcat(text, "broken line\n");
     write_file(auth_path, text, 0600);
     ck_assert_int_eq(kill(proc.pid, SIGHUP), 0);
-    int64_t until = clock_mono_ms() + 30000;
-    while (!log_has("auth file not reloaded") && clock_mono_ms() < until)
-        usleep(20000);
+    TEST_WAIT_UNTIL(log_has("auth file not reloaded"), 30000, "the reload's refusal in the log");
     ck_assert(log_has("auth file not reloaded, the old table stays"));
     ck_assert(log_has(":9: expected NAME SHA256-HEX GRANTS"));
     ck_assert(sp_call(fd, id++, TOKEN_READER, code, sizeof(code)));
@@ -498,13 +497,12 @@ START_TEST(test_sighup_reload_over_a_live_connection)
     write_file(auth_path, text, 0600);
     ck_assert_int_eq(kill(proc.pid, SIGHUP), 0);
     bool refused = false;
-    until = clock_mono_ms() + 30000;
-    while (!refused && clock_mono_ms() < until) {
+    for (int64_t until = test_deadline_ms(30000); !refused && clock_mono_ms() < until;) {
         ck_assert_msg(sp_call(fd, id++, TOKEN_READER, code, sizeof(code)),
                       "the connection was dropped by the reload");
         refused = strcmp(code, "unauthenticated") == 0;
         if (!refused)
-            usleep(20000);
+            test_pause_ms(20);
     }
     ck_assert(refused);
     /* tallyd swaps the table in, then logs: wait for the line */

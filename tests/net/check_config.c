@@ -26,6 +26,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <errno.h>
@@ -95,11 +96,9 @@ static bool answers_within_tls(const char *url, const char *ca, int64_t wait_ms)
     tally_client_options o = {.url = url, .timeout_ms = 1000, .retries_set = true, .tls_ca = ca};
     tally_client *c = NULL;
     ck_assert_int_eq(tally_client_open(&o, &c), TALLY_ok);
-    int64_t deadline = clock_mono_ms() + wait_ms;
     tally_stats st;
     int rc;
-    while ((rc = tally_stats_get(c, &st)) != TALLY_ok && clock_mono_ms() < deadline)
-        usleep(50000);
+    (void)TEST_WAITED_UNTIL((rc = tally_stats_get(c, &st)) == TALLY_ok, wait_ms);
     tally_client_close(c);
     return rc == TALLY_ok;
 }
@@ -410,7 +409,7 @@ END_TEST
 /* A datagram from the notify socket within wait_ms, NUL-terminated. */
 static bool notify_recv(int fd, char *buf, size_t size, int wait_ms)
 {
-    int64_t deadline = clock_mono_ms() + wait_ms;
+    int64_t deadline = test_deadline_ms(wait_ms);
     while (clock_mono_ms() < deadline) {
         ssize_t n = recv(fd, buf, size - 1, MSG_DONTWAIT);
         if (n >= 0) {
@@ -418,7 +417,7 @@ static bool notify_recv(int fd, char *buf, size_t size, int wait_ms)
             return true;
         }
         ck_assert_msg(errno == EAGAIN || errno == EWOULDBLOCK, "recv: %s", strerror(errno));
-        usleep(2000);
+        test_pause_ms(2);
     }
     return false;
 }

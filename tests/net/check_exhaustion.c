@@ -14,6 +14,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <errno.h>
@@ -85,7 +86,7 @@ static uint64_t fill(uint64_t first)
             expect_no_account(id);
             if (++refusals == FULL_REFUSALS)
                 return acked;
-            usleep(100000);
+            test_pause_ms(100); /* a client's pause before it retries */
             continue;
         }
         ck_assert_msg(res.code == TALLY_ok, "account %llu: %s", (unsigned long long)id,
@@ -361,7 +362,7 @@ START_TEST(floods_of_connections_and_requests_are_bounded)
     /* the first client is unharmed, and nothing more is refused */
     for (int i = 0; i < 20; i++) {
         ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
-        usleep(50000);
+        test_pause_ms(50); /* the first client works on, at its pace */
     }
     ck_assert_int_ge(poll(idle, FLOOD_CONNECTIONS, 0), 0);
     for (int i = 0; i < FLOOD_CONNECTIONS; i++) {
@@ -468,7 +469,7 @@ START_TEST(a_hang_up_at_connect_does_not_lock_new_clients_out)
     while (!stuck && tries < 10) {
         tries++;
         hang_up_at_connect(proc.url);
-        usleep(100000);
+        test_pause_ms(100); /* an input: hang-ups spaced out (stuck is only reported) */
         stuck = stats_with_fresh_client(proc.url, 2000) != TALLY_ok;
     }
     fprintf(stderr, "hang-up: new clients %s after %d hang-ups\n",
@@ -548,7 +549,7 @@ START_TEST(a_subscriber_hang_up_does_not_stop_publishing)
     while (!stuck && tries < 10) {
         tries++;
         hang_up_at_connect(proc.pub_url);
-        usleep(100000);
+        test_pause_ms(100); /* an input: hang-ups spaced out (stuck is only reported) */
         stuck = !pub_delivers(&id, 3000);
     }
     fprintf(stderr, "hang-up on PUB: new subscribers %s after %d hang-ups\n",

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 #include "tests/support/wire.h"
 
 #include <check.h>
@@ -21,6 +22,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* How long the idle writer may take to apply retention (it runs about once
+ * a second), scaled by test_slowdown(). */
+#define STATS_WAIT_MS 60000
 
 static tallyd_proc proc;
 static tally_client *client;
@@ -144,14 +149,12 @@ START_TEST(online_backup_is_consistent_and_verifiable)
 }
 END_TEST
 
-/* Poll stats until key reaches at least want (bounded). */
+/* Poll stats until key reaches at least want (bounded: STATS_WAIT_MS
+ * scaled); the last value read. */
 static uint64_t wait_stats(const char *key, uint64_t want)
 {
     uint64_t v = 0;
-    for (int i = 0; i < 600 && (v = stats_u64(key)) < want; i++) {
-        struct timespec pause = {0, 100 * 1000000};
-        nanosleep(&pause, NULL);
-    }
+    (void)TEST_WAITED_UNTIL((v = stats_u64(key)) >= want, STATS_WAIT_MS);
     return v;
 }
 
@@ -171,10 +174,7 @@ START_TEST(retention_runs_in_the_writer)
     /* a second later the idle writer removes what is old enough: events up
      * to the reader's ack floor, every inbox record */
     ck_assert_uint_eq(wait_stats("log_floor", 12), 12);
-    for (int i = 0; i < 600 && stats_u64("inbox") > 0; i++) {
-        struct timespec pause = {0, 100 * 1000000};
-        nanosleep(&pause, NULL);
-    }
+    TEST_WAIT_UNTIL(stats_u64("inbox") == 0, STATS_WAIT_MS, "no inbox records left (stats)");
     wire_call(client, &r, "stats", "");
     ck_assert_uint_eq(wire_u64(r.map, "inbox"), 0);
     ck_assert_uint_eq(wire_u64(r.map, "first_seq"), 13);
@@ -252,10 +252,7 @@ START_TEST(keys_older_than_the_dedupe_window_are_refused)
     uint64_t events = stats_u64("head_seq");
     /* the record goes with the window; the same retry then is refused */
     restart_with("--dedupe-window-s=1");
-    for (int i = 0; i < 600 && stats_u64("inbox") > 0; i++) {
-        struct timespec pause = {0, 100 * 1000000};
-        nanosleep(&pause, NULL);
-    }
+    TEST_WAIT_UNTIL(stats_u64("inbox") == 0, STATS_WAIT_MS, "no inbox records left (stats)");
     ck_assert_uint_eq(stats_u64("inbox"), 0);
     ck_assert_int_eq(tally_extend(client, key, &g, &res), TALLY_key_expired);
     tally_entitlement after = carol_pro();
@@ -344,10 +341,7 @@ START_TEST(failed_transfer_ids_are_remembered_for_the_dedupe_window)
 
     /* the window passes: the records go, and the failed id with them */
     restart_with("--dedupe-window-s=1");
-    for (int i = 0; i < 600 && stats_u64("inbox") > 0; i++) {
-        struct timespec pause = {0, 100 * 1000000};
-        nanosleep(&pause, NULL);
-    }
+    TEST_WAIT_UNTIL(stats_u64("inbox") == 0, STATS_WAIT_MS, "no inbox records left (stats)");
     ck_assert_uint_eq(stats_u64("inbox"), 0);
     store *st = test_store_open_read_only(proc.data_dir);
     store_txn t;

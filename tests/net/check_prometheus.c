@@ -11,6 +11,7 @@
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -49,13 +50,9 @@ static void query_value(int port, const char *query_escaped, char *out, size_t s
 static void wait_value(int port, const char *query_escaped, const char *want)
 {
     char got[64] = "";
-    for (int waited = 0; waited < QUERY_WAIT_MS && strcmp(got, want) != 0; waited += 500) {
-        query_value(port, query_escaped, got, sizeof(got));
-        if (strcmp(got, want) != 0)
-            usleep(500000);
-    }
-    ck_assert_msg(strcmp(got, want) == 0, "Prometheus says %s = \"%s\", the test did %s",
-                  query_escaped, got, want);
+    if (!TEST_WAITED_UNTIL((query_value(port, query_escaped, got, sizeof(got)), strcmp(got, want) == 0),
+                           QUERY_WAIT_MS))
+        ck_abort_msg("Prometheus says %s = \"%s\", the test did %s", query_escaped, got, want);
 }
 
 /* The port Prometheus listens on, given port 0: its log's `msg="Listening

@@ -24,6 +24,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <msgpack.h>
@@ -95,7 +96,7 @@ static void *reader_main(void *arg)
         }
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
-        usleep(READER_WORK_US);
+        test_pause_us(READER_WORK_US); /* the reader's work: the test's input */
     }
     return NULL;
 }

@@ -33,6 +33,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
+#include "tests/support/wait.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -93,7 +94,7 @@ static void stop(void)
     tallyd_cleanup(&proc);
 }
 
-static int64_t deadline(void) { return clock_mono_ms() + IO_WAIT_MS; }
+static int64_t deadline(void) { return test_deadline_ms(IO_WAIT_MS); }
 
 static void put_be(uint8_t *out, uint64_t v, int bytes)
 {
@@ -600,7 +601,8 @@ END_TEST
  * once the client reads. */
 START_TEST(replies_not_read_are_kept_and_others_served)
 {
-    start();
+    start_with("--http", "http://127.0.0.1:0");
+    int port = proc.http_port;
     uint8_t peer[8];
     int fd = sp_connect(SP_REQ0, peer);
     send_opens(fd, "big", 1000, 5000);
@@ -609,7 +611,10 @@ START_TEST(replies_not_read_are_kept_and_others_served)
     build_log_read(&rd, 1, 1000);
     for (uint32_t i = 0; i < BIG_READS; i++)
         sp_send(fd, 2000 + i, rd.data, rd.size);
-    usleep(500 * 1000); /* replies pile up unread */
+    /* every read decoded: their replies pile up unread */
+    ck_assert_msg(test_metrics_sample_reaches(port, "tally_requests_total{op=\"log_read\"}", BIG_READS,
+                                              30000),
+                  "tallyd never decoded the %d reads", BIG_READS);
     int other = sp_connect(SP_REQ0, peer);
     msgpack_sbuffer get;
     build_account_get(&get, 5000);
@@ -708,7 +713,7 @@ START_TEST(max_connections_refuses_one_more_and_frees_a_place)
         if ((again = sp_try_connect(&fd)))
             fds[accepted++] = fd;
         else
-            usleep(50 * 1000);
+            test_pause_ms(50);
     }
     ck_assert_msg(again, "the place of a closed connection was never given back");
     msgpack_sbuffer get;
@@ -747,11 +752,8 @@ START_TEST(the_watchdog_probe_takes_no_place)
     /* two rounds at least: the request listeners (ipc, and tcp with NNG)
      * and the publish listener, each probed once a round */
     long long probes = 0;
-    for (int64_t until = clock_mono_ms() + 60000;
-         (probes = test_metrics_sample(port, "tally_listener_probes_total")) < 6 &&
-         clock_mono_ms() < until;)
-        usleep(100 * 1000);
-    ck_assert_int_ge(probes, 6);
+    TEST_WAIT_UNTIL((probes = test_metrics_sample(port, "tally_listener_probes_total")) >= 6, 60000,
+                    "6 listener probes (%lld so far)", probes);
     ck_assert_int_eq(test_metrics_sample(port, "tally_connections_refused_total"), refused);
     ck_assert_int_eq(test_metrics_sample(port, "tally_connections"), 2);
     int fd;

@@ -17,6 +17,8 @@
 #include "tests/support/test_support.h"
 #include "tests/support/wire.h"
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/http_client.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <msgpack.h>
@@ -31,7 +33,26 @@
 static tallyd_proc proc;
 static tally_client *client;
 
+static int http_port; /* of start_with_metrics's tallyd */
+
 static void start(void) { wire_server_start(&proc, &client, NULL); }
+
+/* tallyd with /metrics on http_port: a test that must know a long-poll is
+ * parked reads tally_long_polls_parked. */
+static void start_with_metrics(void)
+{
+    const char *extra[] = {"--http", "http://127.0.0.1:0", NULL};
+    wire_server_start(&proc, &client, extra);
+    http_port = proc.http_port;
+}
+
+/* Wait until parked long-polls number at least n. */
+static void wait_parked(long long n)
+{
+    ck_assert_msg(test_metrics_sample_reaches(http_port, "tally_long_polls_parked", n, 30000),
+                  "never %lld long-polls parked (tally_long_polls_parked %lld)", n,
+                  test_metrics_sample(http_port, "tally_long_polls_parked"));
+}
 
 static void stop_and_check(void)
 {
@@ -251,12 +272,14 @@ static void *fetch_main(void *arg)
     return NULL;
 }
 
+/* The longest wait_ms (TALLY_LOG_WAIT_MS_MAX): a fetch that returns before
+ * it was woken, since a fetch whose wait runs out runs again and would
+ * find the event too. */
 #define WAIT_MS 30000
-#define WOKEN_WELL_BEFORE_MS 15000 /* half the wait: only a wake-up explains it */
 
 START_TEST(fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery)
 {
-    start();
+    start_with_metrics();
     open_accounts(1, 1);
     wire_reply r;
     wire_call(client, &r, "sub_create", "ssu", "name", "live", "start", "now", "ack_wait_ms", (uint64_t)500);
@@ -267,14 +290,13 @@ START_TEST(fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery)
     fetcher f = {.url = proc.url, .name = "live", .wait_ms = WAIT_MS};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, fetch_main, &f), 0);
-    struct timespec pause = {0, 300 * 1000000};
-    nanosleep(&pause, NULL); /* let it park; if it has not, it finds the event at once */
+    wait_parked(1);
     open_accounts(2, 1);
     pthread_join(th, NULL);
     ck_assert_str_eq(f.code, "ok");
     ck_assert_uint_eq(f.events, 1);
     ck_assert_uint_eq(f.first_seq, 2);
-    ck_assert_msg(f.elapsed_ms < WOKEN_WELL_BEFORE_MS, "returned after %lld ms",
+    ck_assert_msg(f.elapsed_ms < WAIT_MS, "returned after %lld ms: its wait ran out, not woken",
                   (long long)f.elapsed_ms);
 
     /* not acked: after the 500 ms ack wait the parked fetch gets it again */
@@ -284,7 +306,7 @@ START_TEST(fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery)
     ck_assert_uint_eq(g.events, 1);
     ck_assert_uint_eq(g.first_seq, 2);
     ck_assert_uint_eq(g.first_attempt, 2);
-    ck_assert_msg(g.elapsed_ms < WOKEN_WELL_BEFORE_MS, "returned after %lld ms",
+    ck_assert_msg(g.elapsed_ms < WAIT_MS, "returned after %lld ms: its wait ran out, not woken",
                   (long long)g.elapsed_ms);
 
     /* nothing new and nothing due: empty after the wait */
@@ -300,13 +322,24 @@ START_TEST(fetch_long_poll_is_woken_by_a_commit_or_a_due_redelivery)
 }
 END_TEST
 
+/* A field of subscriber name's sub_get. */
+static uint64_t subscriber_u64(const char *name, const char *field)
+{
+    wire_reply r;
+    wire_call(client, &r, "sub_get", "s", "name", name);
+    wire_expect(&r, "ok");
+    uint64_t v = wire_u64(wire_field(r.map, "subscriber"), field);
+    wire_done(&r);
+    return v;
+}
+
 /* A parked fetch runs again when an in-flight event falls due; when that
  * run gives nothing (the event has had its max_deliver and is parked as a
  * dead letter), the fetch goes on waiting for the rest of its wait_ms and
  * returns the next event committed, rather than answering empty early. */
 START_TEST(fetch_waits_on_when_a_due_redelivery_gives_nothing)
 {
-    start();
+    start_with_metrics();
     open_accounts(1, 1);
     wire_reply r;
     wire_call(client, &r, "sub_create", "ssuu", "name", "once", "start", "now", "ack_wait_ms",
@@ -321,12 +354,13 @@ START_TEST(fetch_waits_on_when_a_due_redelivery_gives_nothing)
     ck_assert_uint_eq(a.first_seq, 2);
 
     /* not acked: due after 200 ms, and parked then instead of redelivered;
-     * the fetch must still be waiting 1 s later when seq 3 is committed */
+     * the fetch must still be waiting after that when seq 3 is committed */
     fetcher b = {.url = proc.url, .name = "once", .wait_ms = WAIT_MS};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, fetch_main, &b), 0);
-    struct timespec pause = {1, 0};
-    nanosleep(&pause, NULL);
+    TEST_WAIT_UNTIL(subscriber_u64("once", "dead_letters") == 1, 30000,
+                    "seq 2 parked as a dead letter by the fetch's run at its due time");
+    wait_parked(1); /* the fetch, parked again after that run */
     open_accounts(3, 1);
     pthread_join(th, NULL);
     ck_assert_str_eq(b.code, "ok");
@@ -427,10 +461,8 @@ START_TEST(dead_letters_expire_with_dlq_retention)
     open_accounts(1, 2);
     park_first("expiring");
     ck_assert_uint_eq(dead_letters_of("expiring"), 1);
-    int64_t deadline = clock_mono_ms() + 60000;
-    while (dead_letters_of("expiring") > 0 && clock_mono_ms() < deadline)
-        usleep(100000);
-    ck_assert_uint_eq(dead_letters_of("expiring"), 0);
+    TEST_WAIT_UNTIL(dead_letters_of("expiring") == 0, 60000,
+                    "the dead letter removed by --dlq-retention-s 1");
     tally_event ev[4];
     size_t got;
     uint64_t head;
@@ -455,7 +487,10 @@ START_TEST(dead_letters_expire_with_dlq_retention)
     start(); /* the default keeps dead letters */
     open_accounts(1, 2);
     park_first("kept");
-    usleep(2500000);
+    /* older than the 1 s retention above by more than a retention pass
+     * (the idle writer's, about once a second): still there */
+    TEST_WAIT_UNTIL(subscriber_u64("kept", "oldest_dead_letter_age_s") >= 3, 60000,
+                    "the dead letter 3 s old by tallyd's figures");
     ck_assert_uint_eq(dead_letters_of("kept"), 1);
     stop_and_check();
 }

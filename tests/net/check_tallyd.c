@@ -26,6 +26,8 @@
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
+#include "tests/support/http_client.h"
 
 #include "common/msgpack_safe.h"
 
@@ -80,8 +82,6 @@ static void reap_leftovers(void)
         memset(p, 0, sizeof(*p));
     }
 }
-
-static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
 
 /* The last line of tallyd's log, for failure messages. */
 static void log_tail(const tallyd_proc *p, char *out, size_t size)
@@ -948,7 +948,7 @@ static void *load_main(void *arg)
                 load_redial(lt, s, &last_reply_ms);
             } else {
                 last_reply_ms = clock_mono_ms();
-                sleep_ms(20);
+                test_pause_ms(20); /* a client's pause before it retries */
             }
             status = load_attempt(lt, s, &b);
         }
@@ -1083,9 +1083,7 @@ START_TEST(sigterm_under_load_keeps_every_acknowledged_write)
 
     pthread_t threads[LOAD_THREADS];
     load_thread *lts = load_start(p->url, threads, false, 2000, 0, 0);
-    int64_t until = clock_mono_ms() + 40000;
-    while (atomic_load(&load_acked) < 100 && clock_mono_ms() < until)
-        sleep_ms(10);
+    (void)TEST_WAITED_UNTIL(atomic_load(&load_acked) >= 100, 40000); /* mid-load: at least one */
     ck_assert_uint_gt(atomic_load(&load_acked), 0);
     ck_assert_int_eq(stop_tallyd(p), 0); /* SIGTERM mid-load */
     atomic_store(&load_stop, true);
@@ -1131,12 +1129,10 @@ START_TEST(sigkill_under_load_every_key_applied_once)
     unsigned seed = (unsigned)getpid();
     for (int k = 0; k < KILLS; k++) {
         unsigned from = atomic_load(&load_acked);
-        int64_t until = clock_mono_ms() + 20000;
-        while (atomic_load(&load_acked) < from + 10 && clock_mono_ms() < until)
-            sleep_ms(5);
-        sleep_ms((int)(rand_r(&seed) % 200));
+        (void)TEST_WAITED_UNTIL(atomic_load(&load_acked) >= from + 10, 20000); /* some load */
+        test_pause_ms(rand_r(&seed) % 200); /* a random kill point: the test's input */
         tallyd_kill(p);
-        sleep_ms((int)(rand_r(&seed) % 300));
+        test_pause_ms(rand_r(&seed) % 300); /* a random time down */
         tallyd_restart(p);
     }
     atomic_store(&load_kills_done, true);
@@ -1491,10 +1487,10 @@ END_TEST
 
 /* ==== 9. log_read long-poll ==== */
 
-/* Long enough that a return well before it can only be the commit's wake-up,
- * however slow a shared CI machine is. */
+/* The longest wait_ms (TALLY_LOG_WAIT_MS_MAX): a long-poll that returns
+ * before it ran out was woken (one whose wait ran out reads the log again
+ * and would find the event too). */
 #define LONG_POLL_WAIT_MS 30000
-#define LONG_POLL_MARGIN_MS 15000
 
 typedef struct long_poll {
     const char *url;
@@ -1559,7 +1555,10 @@ static void *long_poll_main(void *arg)
 START_TEST(log_read_long_poll_returns_on_commit_or_after_wait)
 {
     tallyd_proc *p = proc_fresh(0);
+    p->extra_args[0] = "--http"; /* /metrics: tally_long_polls_parked */
+    p->extra_args[1] = "http://127.0.0.1:0";
     tallyd_start(p);
+    int port = p->http_port;
     nng_socket s = client_open(p->url, CLIENT_TIMEOUT_MS);
     open_account(s, 1);
     open_account(s, 2);
@@ -1569,17 +1568,17 @@ START_TEST(log_read_long_poll_returns_on_commit_or_after_wait)
     long_poll lp = {.url = p->url, .from_seq = head + 1, .wait_ms = LONG_POLL_WAIT_MS};
     pthread_t thread;
     ck_assert_int_eq(pthread_create(&thread, NULL, long_poll_main, &lp), 0);
-    while (!atomic_load(&lp.sent))
-        sleep_ms(1);
-    sleep_ms(100); /* let it park; if it has not yet, it finds the event at once */
+    ck_assert_msg(test_metrics_sample_reaches(port, "tally_long_polls_parked", 1, 30000),
+                  "the long-poll never parked (sent: %d)", (int)atomic_load(&lp.sent));
     req_buf b;
     build_transfer(&b, "shop", "poll-1", 1, 1, 2, 3);
     expect_ok_write(s, &b);
     pthread_join(thread, NULL);
     ck_assert_msg(lp.rv == 0, "long-poll: %s", lp.rv < 0 ? "bad reply" : nng_strerror(lp.rv));
     ck_assert_str_eq(lp.code, "ok");
-    ck_assert_msg(lp.elapsed_ms < LONG_POLL_WAIT_MS - LONG_POLL_MARGIN_MS,
-                  "long-poll returned after %lld ms, not at the commit", (long long)lp.elapsed_ms);
+    ck_assert_msg(lp.elapsed_ms < LONG_POLL_WAIT_MS,
+                  "long-poll returned after %lld ms: its wait ran out, not woken by the commit",
+                  (long long)lp.elapsed_ms);
     ck_assert_uint_eq(lp.events, 1);
     ck_assert_uint_eq(lp.head, head + 1);
     msgpack_unpacked up;

@@ -16,6 +16,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <signal.h>
@@ -93,13 +94,13 @@ static char *log_text(const tallyd_proc *p)
 /* Whether tallyd's log holds text, waiting up to LOG_WAIT_MS for it. */
 static bool log_shows(const tallyd_proc *p, const char *text)
 {
-    for (int64_t until = clock_mono_ms() + LOG_WAIT_MS;;) {
+    for (int64_t until = test_deadline_ms(LOG_WAIT_MS);;) {
         char *log = log_text(p);
         bool found = strstr(log, text) != NULL;
         free(log);
         if (found || clock_mono_ms() >= until)
             return found;
-        usleep(100 * 1000);
+        test_pause_ms(100);
     }
 }
 

@@ -25,6 +25,7 @@
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <jansson.h>
 #include <lmdb.h>
@@ -497,10 +498,9 @@ START_TEST(sixty_fifth_delivery_in_flight_gets_503)
         ck_assert(tallyd_fd_send_all(fds[i], raw, len, clock_mono_ms() + WAIT_MS));
         free(raw);
     }
-    int64_t deadline = clock_mono_ms() + WAIT_MS;
-    while (in_flight(&s) != TALLY_WEBHOOK_IN_FLIGHT_MAX && clock_mono_ms() < deadline)
-        usleep(20 * 1000);
-    ck_assert_int_eq(in_flight(&s), TALLY_WEBHOOK_IN_FLIGHT_MAX);
+    TEST_WAIT_UNTIL(in_flight(&s) == TALLY_WEBHOOK_IN_FLIGHT_MAX, WAIT_MS,
+                    "%d webhook deliveries in flight (%lld)", TALLY_WEBHOOK_IN_FLIGHT_MAX,
+                    (long long)in_flight(&s));
 
     char *answer = NULL;
     ck_assert_int_eq(deliver(&s, "held-65", "{\"n\":65}", 8, &answer), 503);
@@ -516,10 +516,8 @@ START_TEST(sixty_fifth_delivery_in_flight_gets_503)
     ck_assert_uint_eq(test_client_head(s.c), head + TALLY_WEBHOOK_IN_FLIGHT_MAX);
     /* the writer hands each answer over, then counts its delivery out:
      * the last count may come a moment after its answer was read */
-    deadline = clock_mono_ms() + WAIT_MS;
-    while (in_flight(&s) != 0 && clock_mono_ms() < deadline)
-        usleep(20 * 1000);
-    ck_assert_int_eq(in_flight(&s), 0);
+    TEST_WAIT_UNTIL(in_flight(&s) == 0, WAIT_MS, "no webhook delivery in flight (%lld)",
+                    (long long)in_flight(&s));
     /* the 65th stored nothing: sent again it is new, not a replay */
     ck_assert_int_eq(deliver(&s, "held-65", "{\"n\":65}", 8, &answer), 200);
     ck_assert_msg(strstr(answer, "\"accepted\"") != NULL, "%s", answer);

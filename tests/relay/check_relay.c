@@ -37,6 +37,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -339,12 +340,12 @@ static void nats_start(nats_proc *n)
     }
     char tcp[64];
     snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%s", n->port);
-    int64_t until = clock_mono_ms() + 30000;
+    int64_t until = test_deadline_ms(30000);
     int s = -1;
     while (s < 0 && clock_mono_ms() < until) {
         s = tallyd_connect(tcp, clock_mono_ms() + 1000);
         if (s < 0)
-            usleep(20000);
+            test_pause_ms(20);
     }
     ck_assert_msg(s >= 0, "nats-server did not listen on %s", n->url);
     close(s);
@@ -376,12 +377,12 @@ static uint64_t stream_messages(jsCtx *js)
 
 static bool wait_stream_beyond(jsCtx *js, uint64_t count)
 {
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until) {
         if (stream_messages(js) > count)
             return true;
         relay_must_run();
-        usleep(20000);
+        test_pause_ms(20);
     }
     return false;
 }
@@ -389,14 +390,14 @@ static bool wait_stream_beyond(jsCtx *js, uint64_t count)
 /* Wait until the file at path holds text (the relay's log). */
 static bool wait_log_says(const char *path, const char *text)
 {
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until) {
         char *out = log_text(path);
         bool found = strstr(out, text) != NULL;
         free(out);
         if (found)
             return true;
-        usleep(50000);
+        test_pause_ms(50);
     }
     return false;
 }
@@ -566,10 +567,10 @@ START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
     ck_assert_int_eq(kills, 5);
     uint64_t head = test_client_head(f->c);
     ck_assert_uint_eq(head, JS_EVENTS);
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until && sub_info(f->c, "relay").ack_floor < head) {
         relay_must_run();
-        usleep(50000);
+        test_pause_ms(50);
     }
     ck_assert_uint_eq(sub_info(f->c, "relay").ack_floor, head);
     ck_assert_uint_eq(sub_info(f->c, "relay").dead_letters, 0);
@@ -663,10 +664,10 @@ START_TEST(test_jetstream_refusal_holds_back_the_entity)
 
     stream_put(js, -1, false);
     uint64_t head = test_client_head(f->c);
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until && sub_info(f->c, "relay").ack_floor < head) {
         relay_must_run();
-        usleep(20000);
+        test_pause_ms(20);
     }
     relay_stop(relay, relay_log);
     ck_assert_uint_eq(stream_messages(js), head);
@@ -891,12 +892,12 @@ static size_t delivered(receiver *r, const char *path, size_t *all)
 
 static bool wait_delivered(receiver *r, const char *path, size_t count)
 {
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until) {
         if (delivered(r, path, NULL) >= count)
             return true;
         relay_must_run();
-        usleep(20000);
+        test_pause_ms(20);
     }
     return false;
 }
@@ -990,10 +991,10 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
     ck_assert_int_eq(res.code, TALLY_ok);
     uint64_t events = ACCOUNTS + 1;
     ck_assert_msg(wait_delivered(r, "/ok", ACCOUNTS), "the live endpoint fell behind");
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until && sub_info(f->c, "relay:dead").dead_letters < events) {
         relay_must_run();
-        usleep(20000);
+        test_pause_ms(20);
     }
     tally_subscriber_info dead = sub_info(f->c, "relay:dead");
     ck_assert_uint_eq(dead.dead_letters, events);
@@ -1075,7 +1076,7 @@ typedef struct expect {
 
 static char *scrape_until(int port, const expect *e, size_t n)
 {
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     for (;;) {
         char *text = scrape(port);
         size_t held = 0;
@@ -1088,7 +1089,7 @@ static char *scrape_until(int port, const expect *e, size_t n)
                          sample(text, e[held].series), e[held].value, text);
         free(text);
         relay_must_run();
-        usleep(100000);
+        test_pause_ms(100);
     }
 }
 
@@ -1130,11 +1131,11 @@ START_TEST(test_metrics_count_deliveries_and_failures)
     pid_t relay = relay_start_http(j.config, j.log, NULL, &port);
     int status = 0;
     char *ok = NULL;
-    for (int64_t until = clock_mono_ms() + WAIT_MS; !ok && clock_mono_ms() < until;) {
+    for (int64_t until = test_deadline_ms(WAIT_MS); !ok && clock_mono_ms() < until;) {
         ok = test_http_get(port, "/healthz", &status);
         if (!ok) {
             relay_must_run();
-            usleep(50000);
+            test_pause_ms(50);
         }
     }
     ck_assert_msg(ok && status == 200 && strcmp(ok, "ok\n") == 0, "/healthz: %d %s", status,
@@ -1206,11 +1207,11 @@ static void two_sink_settings(char *out, size_t size, const receiver *r, unsigne
 /* Both sinks' subscribers acknowledged every event up to events. */
 static void assert_ack_floors_reach(tally_client *c, uint64_t events)
 {
-    int64_t until = clock_mono_ms() + WAIT_MS;
+    int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until && (sub_info(c, "relay").ack_floor < events ||
                                        sub_info(c, "relay:ok").ack_floor < events)) {
         relay_must_run();
-        usleep(50000);
+        test_pause_ms(50);
     }
     ck_assert_uint_eq(sub_info(c, "relay").ack_floor, events);
     ck_assert_uint_eq(sub_info(c, "relay:ok").ack_floor, events);
@@ -1256,9 +1257,9 @@ START_TEST(test_several_relays_deliver_each_event_once)
     /* the first relay claims its instance before it contacts anything: wait for its listener */
     int status = 0;
     char *ok = NULL;
-    for (int64_t until = clock_mono_ms() + WAIT_MS; !ok && clock_mono_ms() < until;)
+    for (int64_t until = test_deadline_ms(WAIT_MS); !ok && clock_mono_ms() < until;)
         if (!(ok = test_http_get(port[0], "/healthz", &status)))
-            usleep(50000);
+            test_pause_ms(50);
     free(ok);
     pid_t third = test_spawn(same, NULL, fd, fd);
     close(fd);

@@ -4,6 +4,7 @@
 #include "tests/support/http_client.h"
 
 #include "common/clock.h"
+#include "tests/support/wait.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,21 +32,15 @@ int test_tcp_connect(int port)
     return -1;
 }
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Read until EOF, a reset or the deadline; what was read, NUL-terminated. */
+/* Read until EOF, a reset or timeout_ms scaled; what was read,
+ * NUL-terminated. */
 static char *read_all(int fd, int timeout_ms)
 {
     size_t cap = 65536, len = 0;
     char *buf = malloc(cap);
-    long long until = now_ms() + timeout_ms;
+    int64_t until = test_deadline_ms(timeout_ms);
     while (buf) {
-        long long left = until - now_ms();
+        int64_t left = until - clock_mono_ms();
         struct pollfd p = {fd, POLLIN, 0};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             break;
@@ -122,23 +117,15 @@ long long test_metrics_sample(int port, const char *series)
 
 bool test_metrics_sample_reaches(int port, const char *series, long long min, int timeout_ms)
 {
-    struct timespec pause = {0, 10 * 1000000};
-    int64_t deadline = clock_mono_ms() + timeout_ms;
-    for (;;) {
-        if (test_metrics_sample(port, series) >= min)
-            return true;
-        if (clock_mono_ms() >= deadline)
-            return false;
-        nanosleep(&pause, NULL);
-    }
+    return TEST_WAITED_UNTIL(test_metrics_sample(port, series) >= min, timeout_ms);
 }
 
 bool test_fd_closed_within(int fd, int timeout_ms)
 {
-    long long until = now_ms() + timeout_ms;
+    int64_t until = test_deadline_ms(timeout_ms);
     char buf[4096];
     for (;;) {
-        long long left = until - now_ms();
+        int64_t left = until - clock_mono_ms();
         struct pollfd p = {fd, POLLIN, 0};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             return false;

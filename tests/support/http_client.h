@@ -27,9 +27,11 @@ char *test_http_get(int port, const char *path, int *status);
  * in the scrape (name and labels: tally_requests_total{op="log_read"}):
  * -1 when there is no scrape or no such sample. */
 long long test_metrics_sample(int port, const char *series);
-/* Whether that sample reaches at least min within timeout_ms (polled). */
+/* Whether that sample reaches at least min within timeout_ms, scaled by
+ * test_slowdown() (polled; tests/support/wait.h). */
 bool test_metrics_sample_reaches(int port, const char *series, long long min, int timeout_ms);
-/* Whether the server closes fd (EOF or reset) within timeout_ms; data it
+/* Whether the server closes fd (EOF or reset) within timeout_ms (scaled
+ * by test_slowdown()); data it
  * sends first is read and dropped. */
 bool test_fd_closed_within(int fd, int timeout_ms);
 

@@ -4,6 +4,7 @@
 #include "tests/support/run.h"
 
 #include "common/clock.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <errno.h>
@@ -15,9 +16,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-/* How often test_wait_ms looks whether the child ended. */
-#define WAIT_POLL_US 10000
 
 static size_t name_len(const char *entry)
 {
@@ -95,7 +93,7 @@ int test_wait(pid_t pid)
 
 bool test_wait_ms(pid_t pid, int64_t timeout_ms, int *wait_status)
 {
-    int64_t until = clock_mono_ms() + timeout_ms;
+    int64_t until = test_deadline_ms(timeout_ms);
     for (;;) {
         pid_t w = waitpid(pid, wait_status, WNOHANG);
         ck_assert_msg(w >= 0, "waitpid %ld: %s", (long)pid, strerror(errno));
@@ -103,7 +101,7 @@ bool test_wait_ms(pid_t pid, int64_t timeout_ms, int *wait_status)
             return true;
         if (clock_mono_ms() >= until)
             return false;
-        usleep(WAIT_POLL_US);
+        test_pause_ms(TEST_WAIT_POLL_MS);
     }
 }
 

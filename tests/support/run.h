@@ -37,7 +37,8 @@ int test_exit_code(int wait_status);
 /* Wait for the child pid to end; its exit code as test_exit_code says. */
 int test_wait(pid_t pid);
 
-/* Wait up to timeout_ms (0: only look) for the child pid to end: true,
+/* Wait up to timeout_ms, scaled by test_slowdown() (tests/support/wait.h;
+ * 0: only look), for the child pid to end: true,
  * with its raw wait status in *wait_status, when it did; false when it is
  * still running (then it is still the caller's to wait for or kill). */
 bool test_wait_ms(pid_t pid, int64_t timeout_ms, int *wait_status);

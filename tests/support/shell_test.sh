@@ -6,9 +6,25 @@
 #   shell_test_begin NAME      # $tmp, the trap, failures=0
 #   ok WHAT / fail WHAT / expect WHAT WANT GOT
 #   wait_serving LOG SECONDS   # tallyd ($pid) wrote "serving" to LOG
+#   wait_for WHAT SECONDS CMD...  # CMD succeeds within SECONDS scaled
+#   pause SECONDS              # the only sleep of the shell tests
 #   shell_test_end NAME        # exit 1 with the count when any failed
+#
+# Waits are on facts, never on time (docs/TESTING.md): wait_for polls CMD
+# every 0.1 s for SECONDS times the slowdown factor of the C suites
+# (tests/support/wait.h): $TALLY_TEST_SLOWDOWN, else 6 under
+# $TALLYD_WRAPPER, else 1; past it, it names WHAT on stderr and returns 1.
+# pause is for a poll interval or a pause that is an input of a test,
+# never a synchronisation; tests/check_no_sleep.sh fails on any other sleep.
 pid=
 failures=0
+if [ -n "${TALLY_TEST_SLOWDOWN:-}" ]; then
+    shell_test_slowdown=$TALLY_TEST_SLOWDOWN
+elif [ -n "${TALLYD_WRAPPER:-}" ]; then
+    shell_test_slowdown=6
+else
+    shell_test_slowdown=1
+fi
 shell_test_cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     rm -rf "$tmp"
@@ -22,14 +38,26 @@ ok() { echo "ok: $*"; }
 expect() { # expect WHAT WANT GOT
     if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: wanted $2, got $3"; fi
 }
-wait_serving() {
-    i=0
-    while [ "$i" -lt $(($2 * 10)) ]; do # a loaded machine is slow to start it
-        grep -q "serving" "$1" 2>/dev/null && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
+pause() { sleep "$1"; }
+wait_for() { # wait_for WHAT SECONDS CMD...
+    wait_for_what=$1 wait_for_seconds=$2
+    wait_for_tries=$(awk -v s="$2" -v f="$shell_test_slowdown" \
+        'BEGIN { t = s * f * 10; print (t == int(t)) ? t : int(t) + 1 }')
+    shift 2
+    wait_for_try=0
+    until "$@"; do
+        if [ "$wait_for_try" -ge "$wait_for_tries" ]; then
+            echo "waited $wait_for_seconds s (times slowdown $shell_test_slowdown) for: $wait_for_what" >&2
+            return 1
+        fi
+        pause 0.1
+        wait_for_try=$((wait_for_try + 1))
     done
+}
+# Whether LOG says "serving" or tallyd ($pid) is gone (nothing to wait for).
+serving_or_gone() { grep -q "serving" "$1" 2>/dev/null || ! kill -0 "$pid" 2>/dev/null; }
+wait_serving() { # a loaded machine is slow to start it
+    wait_for "tallyd's \"serving\" in $1" "$2" serving_or_gone "$1"
     grep -q "serving" "$1" 2>/dev/null
 }
 shell_test_end() {

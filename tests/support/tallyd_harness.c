@@ -10,6 +10,7 @@
  */
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/tallyd_tls.h"
+#include "tests/support/wait.h"
 #include "common/clock.h"
 #include "log/sha256.h"
 
@@ -32,16 +33,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The start and stop waits, scaled by test_slowdown() (tests/support/wait.h:
+ * $TALLYD_WRAPPER, e.g. valgrind, runs tallyd several times slower). */
 #define START_WAIT_MS 30000
 #define STOP_WAIT_MS 10000
-/* $TALLYD_WRAPPER (e.g. valgrind) runs tallyd this many times slower at
- * most: the start and stop waits grow by it. */
-#define WRAPPER_SLOWDOWN 6
 #define WRAPPER_WORDS_MAX 16
 #define WRAPPER_BYTES_MAX 1024
 #define PROBE_WAIT_MS 1000
 #define NEGOTIATION_WAIT_MS 15000
-#define READY_PAUSE_US 10000
+#define READY_PAUSE_MS 10
 #define LOG_TAIL_BYTES 4096
 #define SP_PROTOCOL_REQ0 0x30
 
@@ -327,12 +327,6 @@ static int wrapper_words(const char **argv, char buf[WRAPPER_BYTES_MAX])
     return n;
 }
 
-static int wait_ms_scaled(int ms)
-{
-    const char *w = getenv("TALLYD_WRAPPER");
-    return w && *w ? ms * WRAPPER_SLOWDOWN : ms;
-}
-
 static bool test_auth_on(const tallyd_proc *p)
 {
     const char *on = getenv("TALLY_TEST_AUTH");
@@ -482,9 +476,8 @@ static void spawn(tallyd_proc *p, bool again)
     ck_assert_msg(pid > 0, "fork: %s", strerror(errno));
     p->pid = pid;
     mark_point(); /* waiting for tallyd's ready file */
-    int64_t started = clock_mono_ms();
-    int start_wait_ms = wait_ms_scaled(START_WAIT_MS);
-    while (clock_mono_ms() - started < start_wait_ms) {
+    int64_t deadline = test_deadline_ms(START_WAIT_MS);
+    while (clock_mono_ms() < deadline) {
         if (ready_read(p))
             return;
         int status;
@@ -497,12 +490,12 @@ static void spawn(tallyd_proc *p, bool again)
                          again ? "), one of them taken meanwhile is a real failure" : "",
                          p->log_path);
         }
-        usleep(READY_PAUSE_US);
+        test_pause_ms(READY_PAUSE_MS);
     }
     log_tail_print(p);
     tallyd_kill(p);
-    ck_abort_msg("tallyd wrote no %s within %d ms; log in %s", p->ready_path, start_wait_ms,
-                 p->log_path);
+    ck_abort_msg("tallyd wrote no %s within %lld ms; log in %s", p->ready_path,
+                 (long long)test_scaled_ms(START_WAIT_MS), p->log_path);
 }
 
 void tallyd_start(tallyd_proc *p)
@@ -530,36 +523,36 @@ void tallyd_restart(tallyd_proc *p)
     mark_point(); /* tallyd answers again */
 }
 
-/* Reap pid within wait_ms; true with *status when it exited. */
-static bool reap_within(pid_t pid, int wait_ms, int *status)
+/* Reap pid within base_ms scaled; true with *status when it exited. */
+static bool reap_within(pid_t pid, int base_ms, int *status)
 {
-    int64_t deadline = clock_mono_ms() + wait_ms;
+    int64_t deadline = test_deadline_ms(base_ms);
     for (;;) {
         pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid || (r < 0 && errno != EINTR))
             return r == pid;
         if (clock_mono_ms() >= deadline)
             return false;
-        usleep(10000);
+        test_pause_ms(TEST_WAIT_POLL_MS);
     }
+}
+
+/* Whether a line of p's log contains text. */
+static bool log_has(const tallyd_proc *p, const char *text)
+{
+    FILE *f = fopen(p->log_path, "r");
+    char line[1024];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = strstr(line, text) != NULL;
+    if (f)
+        fclose(f);
+    return found;
 }
 
 bool tallyd_log_wait(const tallyd_proc *p, const char *text, int timeout_ms)
 {
-    int64_t deadline = clock_mono_ms() + wait_ms_scaled(timeout_ms);
-    do {
-        FILE *f = fopen(p->log_path, "r");
-        char line[1024];
-        bool found = false;
-        while (f && !found && fgets(line, sizeof(line), f))
-            found = strstr(line, text) != NULL;
-        if (f)
-            fclose(f);
-        if (found)
-            return true;
-        usleep(10 * 1000);
-    } while (clock_mono_ms() < deadline);
-    return false;
+    return TEST_WAITED_UNTIL(log_has(p, text), timeout_ms);
 }
 
 int tallyd_stop(tallyd_proc *p)
@@ -569,10 +562,9 @@ int tallyd_stop(tallyd_proc *p)
     mark_point(); /* stopping tallyd */
     kill(p->pid, SIGTERM);
     int status = 0;
-    int stop_wait_ms = wait_ms_scaled(STOP_WAIT_MS);
-    if (!reap_within(p->pid, stop_wait_ms, &status)) {
-        fprintf(stderr, "tallyd %d did not exit within %d ms of SIGTERM; killing it\n",
-                (int)p->pid, stop_wait_ms);
+    if (!reap_within(p->pid, STOP_WAIT_MS, &status)) {
+        fprintf(stderr, "tallyd %d did not exit within %lld ms of SIGTERM; killing it\n",
+                (int)p->pid, (long long)test_scaled_ms(STOP_WAIT_MS));
         log_tail_print(p);
         kill(p->pid, SIGKILL);
         waitpid(p->pid, &status, 0);
@@ -599,7 +591,8 @@ void tallyd_kill(tallyd_proc *p)
 void tallyd_cleanup(tallyd_proc *p)
 {
     mark_point(); /* cleaning up tallyd */
-    if (wait_ms_scaled(1) > 1)
+    const char *wrapper = getenv("TALLYD_WRAPPER");
+    if (wrapper && *wrapper)
         tallyd_stop(p); /* a wrapper such as valgrind reports only when tallyd exits */
     tallyd_kill(p);
     if (p->dir[0] && !getenv("TALLY_KEEP_TEST_DIRS"))

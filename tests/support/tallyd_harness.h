@@ -74,7 +74,7 @@ bool tallyd_endpoint(const tallyd_proc *p, const char *role, unsigned nth, char 
  * running 10 s after SIGTERM is reported on stderr and killed (137). */
 int tallyd_stop(tallyd_proc *p);
 /* Whether a line of tallyd's log holds text, waiting up to timeout_ms
- * (scaled under $TALLYD_WRAPPER) for it to come. */
+ * (scaled by test_slowdown(), tests/support/wait.h) for it to come. */
 bool tallyd_log_wait(const tallyd_proc *p, const char *text, int timeout_ms);
 /* SIGKILL and reap. */
 void tallyd_kill(tallyd_proc *p);

@@ -11,6 +11,7 @@
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -55,15 +56,15 @@ static void echo_start(echo_proc *e, const char *const *extra)
     e->err_fd = test_temp_fd();
     e->pid = test_spawn(argv, NULL, e->err_fd, e->err_fd);
     char log[1024];
-    for (int waited = 0;; waited += 10) {
+    for (int64_t deadline = test_deadline_ms(ECHO_START_WAIT_MS);;) {
         fd_peek(e->err_fd, log, sizeof(log));
         if (strstr(log, "serving"))
             return;
         int status;
         ck_assert_msg(!test_wait_ms(e->pid, 0, &status), "tally-echo exited %d: %s",
                       test_exit_code(status), log);
-        ck_assert_msg(waited < ECHO_START_WAIT_MS, "tally-echo not serving: %s", log);
-        usleep(10000);
+        ck_assert_msg(clock_mono_ms() < deadline, "tally-echo not serving: %s", log);
+        test_pause_ms(10);
     }
 }
 

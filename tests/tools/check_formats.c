@@ -22,6 +22,7 @@
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -254,11 +255,9 @@ START_TEST(format1_inbox_index_is_swept_after_upgrade)
                                       "2", "--credit", "1", "--amount", "1", "--key", "n2",
                                       NULL}));
     /* Retention runs on the writer at most once a second; poll. */
-    index_counts now = count_index(p.data_dir);
-    for (int i = 0; i < 600 && (now.per_key > 0 || now.records != 2); i++) {
-        usleep(100 * 1000);
-        now = count_index(p.data_dir);
-    }
+    index_counts now;
+    (void)TEST_WAITED_UNTIL((now = count_index(p.data_dir), now.per_key == 0 && now.records == 2),
+                            60000); /* the asserts below say what was left */
     ck_assert_uint_eq(now.per_key, 0);
     ck_assert_uint_eq(now.records, 2);
     ck_assert_uint_ge(now.groups, 1);

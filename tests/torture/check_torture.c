@@ -34,6 +34,7 @@
 #include "common/error.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -102,7 +103,6 @@ typedef struct worker {
 
 static uint64_t below(worker *w, uint64_t bound) { return test_rng_below(&w->rng, bound); }
 
-static void sleep_ms(uint64_t ms) { usleep((useconds_t)(ms * 1000)); }
 
 /* ---- what commands refer to: recent holds and transfers ---- */
 
@@ -419,11 +419,11 @@ static void open_accounts(run *r, tally_client *client)
 static bool progress_wait(run *r, uint64_t answers)
 {
     uint64_t from = atomic_load(&r->decided);
-    int64_t deadline = clock_mono_ms() + PROGRESS_WAIT_MS;
+    int64_t deadline = test_deadline_ms(PROGRESS_WAIT_MS);
     while (atomic_load(&r->decided) < from + answers) {
         if (clock_mono_ms() > deadline || torture_failures(&r->cmds) > 0)
             return false;
-        sleep_ms(2);
+        test_pause_ms(2);
     }
     return true;
 }
@@ -451,13 +451,13 @@ static uint64_t kill_loop(run *r, uint64_t *rng, uint64_t *sigterms)
     while (kills < options.kills || clock_mono_ms() - start < (int64_t)options.seconds * 1000) {
         if (!progress_wait(r, 1 + test_rng_below(rng, KILL_AFTER_ANSWERS_MAX))) {
             if (torture_failures(&r->cmds) == 0)
-                torture_fail(&r->cmds, "no answers for %d s after a restart",
-                             PROGRESS_WAIT_MS / 1000);
+                torture_fail(&r->cmds, "no answers for %lld s after a restart",
+                             (long long)test_scaled_ms(PROGRESS_WAIT_MS) / 1000);
             break;
         }
-        sleep_ms(test_rng_below(rng, KILL_DELAY_MS_MAX));
+        test_pause_ms(test_rng_below(rng, KILL_DELAY_MS_MAX)); /* the random kill point: an input */
         stop_once(r, rng, &kills, sigterms);
-        sleep_ms(test_rng_below(rng, DOWN_MS_MAX));
+        test_pause_ms(test_rng_below(rng, DOWN_MS_MAX)); /* the random time down: an input */
         tallyd_restart(&r->srv);
         if ((kills + *sigterms) % 100 == 0)
             fprintf(stderr, "torture: %" PRIu64 " kills, %" PRIu32 " commands, %" PRId64 " s\n",
@@ -478,7 +478,7 @@ static bool hold_may_expire(const torture_cmd *c, const torture_write *t)
  * newest holds expire last: once they have, the older ones are read once. */
 static void expiries_wait(run *r, tally_client *client)
 {
-    int64_t waited_ms = 0;
+    int64_t deadline = test_deadline_ms(EXPIRY_WAIT_MS);
     for (uint32_t i = r->cmds.count; i-- > 0;) {
         const torture_cmd *c = torture_cmd_at(&r->cmds, i);
         for (uint32_t m = 0; m < c->count; m++) {
@@ -488,10 +488,8 @@ static void expiries_wait(run *r, tally_client *client)
             tally_uuid id;
             memcpy(id.bytes, c->w[m].id.bytes, sizeof(id.bytes));
             while (tally_transfer_get(client, &id, &info) == TALLY_ok &&
-                   strcmp(info.state, "pending") == 0 && waited_ms < EXPIRY_WAIT_MS) {
-                sleep_ms(100);
-                waited_ms += 100;
-            }
+                   strcmp(info.state, "pending") == 0 && clock_mono_ms() < deadline)
+                test_pause_ms(100);
         }
     }
 }
