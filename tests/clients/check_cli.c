@@ -18,6 +18,7 @@
 #include "clients/tally.h"
 #include "common/clock.h"
 #include "tests/support/client_support.h"
+#include "tests/support/wait.h"
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
@@ -1050,7 +1051,7 @@ static tail_proc tail_spawn(const char *const *args)
 static void tail_read_lines(tail_proc *p, char *text, size_t size, size_t lines)
 {
     size_t len = strlen(text), have = 0;
-    int64_t deadline = clock_mono_ms() + 60000;
+    int64_t deadline = test_deadline_ms(60000);
     for (const char *q = text; (q = strchr(q, '\n')); q++)
         have++;
     while (have < lines) {

@@ -219,7 +219,7 @@ static void child_start(child *ch, const char *url, const char *name, uint64_t b
  * when the child dies. */
 static void child_next(child *ch, uint64_t *seq, uint32_t *attempt)
 {
-    int64_t deadline = clock_mono_ms() + LINE_WAIT_MS;
+    int64_t deadline = test_deadline_ms(LINE_WAIT_MS);
     for (;;) {
         char *nl = memchr(ch->buf, '\n', ch->len);
         if (nl) {
@@ -472,7 +472,7 @@ START_TEST(test_three_instances_share_one_name)
     child_plan hold = {NULL, SHARE_FETCH_MAX, 0, 3000, go};
     child_plan flow = {NULL, SHARE_FETCH_MAX, 0, 3000, NULL};
     child_start_plan(&chs[0], f.srv.url, "shared", &hold);
-    int64_t deadline = clock_mono_ms() + LINE_WAIT_MS;
+    int64_t deadline = test_deadline_ms(LINE_WAIT_MS);
     while (rs.count == 0 && clock_mono_ms() < deadline)
         children_read(chs, 1, &rs, 100);
     ck_assert_msg(rs.count == 1 && rs.items[0].seq == 1, "A's first report");
@@ -498,7 +498,7 @@ START_TEST(test_three_instances_share_one_name)
                       k, rs.handled[k]);
 
     /* A and B finish, C's unacked events included once their lease ends. */
-    deadline = clock_mono_ms() + SHARE_WAIT_MS;
+    deadline = test_deadline_ms(SHARE_WAIT_MS);
     tally_subscriber_info i = info_of(f.c, "shared");
     while ((i.ack_floor < SHARE_EVENTS || i.in_flight > 0) && clock_mono_ms() < deadline) {
         children_read(chs, 2, &rs, 200);

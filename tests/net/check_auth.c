@@ -433,7 +433,7 @@ static bool sp_call(int fd, uint32_t id, const char *token, char *code, size_t c
     msgpack_pack_str_with_body(&pk, token, strlen(token));
     uint8_t head[13];
     tallyd_sp_frame_head(head, sb.size, id);
-    int64_t deadline = clock_mono_ms() + 30000;
+    int64_t deadline = test_deadline_ms(30000);
     bool ok = tallyd_fd_send_all(fd, head, sizeof(head), deadline) &&
               tallyd_fd_send_all(fd, sb.data, sb.size, deadline);
     msgpack_sbuffer_destroy(&sb);

@@ -159,13 +159,13 @@ static void ready_url(const char *text, const char *role, char *out, size_t size
 /* Wait for path (tallyd renames it into place whole) while pid runs. */
 static char *ready_wait(const char *path, pid_t pid)
 {
-    for (int64_t until = clock_mono_ms() + ANSWER_WAIT_MS; clock_mono_ms() < until;) {
+    for (int64_t until = test_deadline_ms(ANSWER_WAIT_MS); clock_mono_ms() < until;) {
         if (access(path, F_OK) == 0)
             return read_text(path);
         int status;
         ck_assert_msg(!test_wait_ms(pid, 0, &status), "tallyd exited (%d) before its ready file",
                       test_exit_code(status));
-        usleep(10000);
+        test_pause_ms(TEST_WAIT_POLL_MS);
     }
     ck_abort_msg("no ready file %s", path);
     return NULL;

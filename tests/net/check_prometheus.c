@@ -60,7 +60,7 @@ static void wait_value(int port, const char *query_escaped, const char *want)
 static int listening_port(const char *log_path)
 {
     static const char said[] = "msg=\"Listening on\" address=127.0.0.1:";
-    for (int waited = 0; waited < QUERY_WAIT_MS; waited += 100) {
+    for (int64_t until = test_deadline_ms(QUERY_WAIT_MS); clock_mono_ms() < until;) {
         FILE *f = fopen(log_path, "r");
         char line[1024];
         const char *at = NULL;
@@ -70,7 +70,7 @@ static int listening_port(const char *log_path)
             fclose(f);
         if (at)
             return atoi(at + sizeof(said) - 1);
-        usleep(100000);
+        test_pause_ms(100);
     }
     ck_abort_msg("Prometheus did not say its port (no `Listening on` in %s)", log_path);
     return 0;

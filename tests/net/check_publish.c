@@ -125,7 +125,7 @@ static void reader_stop(reader *r)
  * when it did not within wait_ms. */
 static bool reader_wait(reader *r, uint64_t seq, int64_t wait_ms)
 {
-    int64_t deadline = clock_mono_ms() + wait_ms;
+    int64_t deadline = test_deadline_ms(wait_ms);
     pthread_mutex_lock(&r->mu);
     while (r->highest < seq && clock_mono_ms() < deadline) {
         struct timespec ts;
@@ -156,7 +156,7 @@ static unsigned reader_count(reader *r, uint64_t first, uint64_t last)
  * until one arrives over PUB. */
 static void wait_subscribed(reader *r, uint64_t *next_id)
 {
-    int64_t deadline = clock_mono_ms() + SUBSCRIBED_WAIT_MS;
+    int64_t deadline = test_deadline_ms(SUBSCRIBED_WAIT_MS);
     for (;;) {
         tally_account_open_args a = {.id = (*next_id)++, .ledger = 1, .code = 1};
         tally_result res;

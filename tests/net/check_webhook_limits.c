@@ -454,7 +454,7 @@ static int answer_status(int fd)
 {
     char buf[4096];
     size_t len = 0;
-    int64_t deadline = clock_mono_ms() + WAIT_MS;
+    int64_t deadline = test_deadline_ms(WAIT_MS);
     while (len < sizeof(buf) - 1 && clock_mono_ms() < deadline) {
         struct pollfd pfd = {fd, POLLIN, 0};
         if (poll(&pfd, 1, 100) <= 0)
@@ -495,7 +495,7 @@ START_TEST(sixty_fifth_delivery_in_flight_gets_503)
         char *raw = delivery_request(id, body, strlen(body), &len);
         fds[i] = test_tcp_connect(s.port);
         ck_assert_int_ge(fds[i], 0);
-        ck_assert(tallyd_fd_send_all(fds[i], raw, len, clock_mono_ms() + WAIT_MS));
+        ck_assert(tallyd_fd_send_all(fds[i], raw, len, test_deadline_ms(WAIT_MS)));
         free(raw);
     }
     TEST_WAIT_UNTIL(in_flight(&s) == TALLY_WEBHOOK_IN_FLIGHT_MAX, WAIT_MS,

@@ -183,7 +183,7 @@ static pid_t relay_start_http(const char *config, const char *log_path, const ch
     }
     pid_t pid = relay_start_with(config, log_path, args);
     char text[400] = "";
-    for (int64_t until = clock_mono_ms() + WAIT_MS; clock_mono_ms() < until;) {
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
         int fd = open(ready, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) { /* renamed into place whole */
             ssize_t n = read(fd, text, sizeof(text) - 1);
@@ -192,7 +192,7 @@ static pid_t relay_start_http(const char *config, const char *log_path, const ch
             break;
         }
         relay_must_run();
-        usleep(20000);
+        test_pause_ms(TEST_WAIT_POLL_MS);
     }
     unsigned p = 0;
     ck_assert_msg(sscanf(text, "http http://127.0.0.1:%u\n", &p) == 1 && p > 0 && p < 65536,
@@ -309,7 +309,7 @@ static const char *nats_server_path(void)
 static unsigned nats_port_said(const char *log, pid_t pid)
 {
     static const char said[] = "Listening for client connections on 127.0.0.1:";
-    for (int64_t until = clock_mono_ms() + 30000; clock_mono_ms() < until;) {
+    for (int64_t until = test_deadline_ms(30000); clock_mono_ms() < until;) {
         char *text = log_text(log);
         const char *at = text ? strstr(text, said) : NULL;
         unsigned port = at ? (unsigned)atoi(at + sizeof(said) - 1) : 0;
@@ -317,7 +317,7 @@ static unsigned nats_port_said(const char *log, pid_t pid)
         int status;
         if (port > 0 || test_wait_ms(pid, 0, &status))
             return port;
-        usleep(20000);
+        test_pause_ms(TEST_WAIT_POLL_MS);
     }
     return 0;
 }
@@ -343,7 +343,7 @@ static void nats_start(nats_proc *n)
     int64_t until = test_deadline_ms(30000);
     int s = -1;
     while (s < 0 && clock_mono_ms() < until) {
-        s = tallyd_connect(tcp, clock_mono_ms() + 1000);
+        s = tallyd_connect(tcp, test_deadline_ms(1000));
         if (s < 0)
             test_pause_ms(20);
     }

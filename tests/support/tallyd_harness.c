@@ -217,7 +217,7 @@ bool tallyd_oversized_is_dropped(const char *url, uint64_t body_bytes)
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
-    int64_t deadline = clock_mono_ms() + 10000;
+    int64_t deadline = test_deadline_ms(10000);
     uint8_t chunk[4096] = {0};
     bool ok = send_all(fd, head, sizeof(head), deadline);
     /* Send the body until the server hangs up (it may before the end). */
@@ -244,7 +244,7 @@ bool tallyd_send_and_hang_up(const char *url, const void *request, size_t len, i
     int fd = tallyd_sp_open(url);
     if (fd < 0)
         return false;
-    int64_t deadline = clock_mono_ms() + PROBE_WAIT_MS;
+    int64_t deadline = test_deadline_ms(PROBE_WAIT_MS);
     bool sent = send_all(fd, head, sizeof(head), deadline) &&
                 send_all(fd, request, len, deadline);
     if (sent && linger_ms > 0)

@@ -21,6 +21,7 @@
 #include "ledger/retention.h"
 #include "log/subscriber.h"
 #include "tests/support/run.h"
+#include "tests/support/wait.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
@@ -1346,7 +1347,7 @@ START_TEST(live_directory_is_checked_while_writes_continue)
     int bench_out = test_temp_fd();
     pid_t bench_pid = test_spawn(bench, NULL, bench_out, bench_out);
     uint64_t runs = 0, heads_seen = 0, last_head = 0;
-    int64_t deadline = clock_mono_ms() + 240000;
+    int64_t deadline = test_deadline_ms(240000);
     int bench_status = -1;
     while (clock_mono_ms() < deadline) {
         int status;

@@ -315,7 +315,7 @@ static void send_and_hang_up(worker *w, torture_cmd *c)
 
 static void answer_until_decided(run *r, tally_client *client, torture_cmd *c)
 {
-    int64_t deadline = clock_mono_ms() + ANSWER_WAIT_MS;
+    int64_t deadline = test_deadline_ms(ANSWER_WAIT_MS);
     int rc;
     while (!send_with(r, client, c, &rc)) {
         if (clock_mono_ms() > deadline) {
