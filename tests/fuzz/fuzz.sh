@@ -105,7 +105,7 @@ run() {
     local len
     len=$(max_len "$target")
     [ -x "$out/fuzz_$target" ] || { echo "fuzz.sh: build first ($out/fuzz_$target)" >&2; exit 1; }
-    mkdir -p "$out/corpus/$target" "$out/crashes"
+    mkdir -p "$out/corpus/$target" "$out/crashes" "$src/tests/fuzz/corpus/$target"
     echo "fuzz.sh: fuzzing $target for $seconds s"
     # shellcheck disable=SC2086
     "$out/fuzz_$target" -max_total_time="$seconds" -max_len="$len" -timeout=30 \
