@@ -19,7 +19,12 @@
 
 /* ---- the listener watchdog (nanomsg/nng#1518, fixed in 1.6.0) ---- */
 
-#define LISTENER_PROBE_WAIT_MS 12000 /* beyond NNG's 10 s negotiation timeout */
+/* A probe waits for the listener's answer up to 8 probe intervals, within
+ * these bounds: the default 2 s interval waits 12 s, beyond NNG's 10 s
+ * negotiation timeout; a test that probes every 150 ms waits 1.2 s. */
+#define LISTENER_PROBE_WAIT_INTERVALS 8
+#define LISTENER_PROBE_WAIT_MIN_MS 1000
+#define LISTENER_PROBE_WAIT_MAX_MS 12000
 #define LISTENER_STOPPED_PROBES 2    /* in a row before the listener is re-created */
 
 /* The TLS configuration of a tls+tcp:// url (tallyd.c refused one
@@ -125,10 +130,14 @@ bool listeners_pipe_is_probe(server *srv, nng_pipe p)
 static listener_probe_result probe(server *srv, const char *url, nng_listener l,
                                    const atomic_uint *accepted, volatile sig_atomic_t *stop)
 {
+    uint64_t wait_ms = (uint64_t)srv->opt->listener_probe_ms * LISTENER_PROBE_WAIT_INTERVALS;
+    if (wait_ms < LISTENER_PROBE_WAIT_MIN_MS)
+        wait_ms = LISTENER_PROBE_WAIT_MIN_MS;
+    if (wait_ms > LISTENER_PROBE_WAIT_MAX_MS)
+        wait_ms = LISTENER_PROBE_WAIT_MAX_MS;
     listener_probe_result r =
-        tls_url_is_tls(url) ? listener_probe_tls(l, LISTENER_PROBE_WAIT_MS, stop)
-                            : listener_probe(l, accepted, mark_probe, srv, LISTENER_PROBE_WAIT_MS,
-                                             stop);
+        tls_url_is_tls(url) ? listener_probe_tls(l, (int)wait_ms, stop)
+                            : listener_probe(l, accepted, mark_probe, srv, (int)wait_ms, stop);
     if (r != LISTENER_UNKNOWN)
         net_metrics_listener_probe();
     if (r != LISTENER_ACCEPTING)

@@ -451,9 +451,9 @@ static int stats_with_fresh_client(const char *url, uint32_t timeout_ms)
     return rc;
 }
 
-/* The listener watchdog probes every 150 ms, not every 2 s: the tests
- * below wait for it to find a stopped listener (two probes in a row, each
- * waiting out NNG's negotiation) and listen again. */
+/* The listener watchdog probes every 150 ms, not every 2 s, and a probe
+ * waits 1.2 s, not 12 s: the tests below wait for it to find a stopped
+ * listener (two probes in a row without an answer) and listen again. */
 static const char *const probe_often[] = {"--listener-probe-ms", "150", NULL};
 
 /* NNG 1.5.2 stops taking new connections on a listener when a peer hangs

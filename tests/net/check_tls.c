@@ -43,6 +43,19 @@ static void tls_up(tallyd_proc *p)
     tallyd_start(p);
 }
 
+/* The same with the listener watchdog probing every 150 ms (a probe then
+ * waits 1.2 s): a stream closed during its handshake can stop NNG 1.5.2's
+ * publish listener, and the watchdog's default rounds (two probes of 12 s)
+ * would hold the test up for half a minute each time. */
+static void tls_up_probing_often(tallyd_proc *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->tls = true;
+    p->extra_args[0] = "--listener-probe-ms";
+    p->extra_args[1] = "150";
+    tallyd_start(p);
+}
+
 static void tls_down(tallyd_proc *p)
 {
     ck_assert_int_eq(tallyd_stop(p), 0);
@@ -258,7 +271,7 @@ static void *keep_writing(void *arg)
 START_TEST(test_stream_closes_while_events_arrive)
 {
     tallyd_proc p;
-    tls_up(&p);
+    tls_up_probing_often(&p);
     writer_run w = {.client = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS)};
     tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     pthread_t writer;
