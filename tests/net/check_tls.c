@@ -525,9 +525,33 @@ START_TEST(test_tallyd_refuses_bad_tls_setups)
 }
 END_TEST
 
+/* The watchdog's probes of healthy tls+tcp listeners find them accepting:
+ * none is opened again. NNG 1.5.2's nng_stat_find_listener gave the
+ * publish listener's probe the request listener's counters, so it was
+ * "stopped" at every second probe and listened again every 28 s, cutting
+ * every subscriber's connection (net/nng_compat.h, item 8). */
+START_TEST(test_watchdog_leaves_healthy_tls_listeners_alone)
+{
+    tallyd_proc p;
+    memset(&p, 0, sizeof(p));
+    p.tls = true;
+    const char *extra[] = {"--listener-probe-ms", "150", "--http", "http://127.0.0.1:0"};
+    memcpy(p.extra_args, extra, sizeof(extra));
+    tallyd_start(&p);
+    ck_assert_int_gt(p.http_port, 0);
+    /* ten rounds at least of the three listeners (ipc, tls+tcp, publish) */
+    long long probes = 0;
+    TEST_WAIT_UNTIL((probes = test_metrics_sample(p.http_port, "tally_listener_probes_total")) >= 30,
+                    60000, "30 listener probes (%lld so far)", probes);
+    ck_assert_int_eq(test_metrics_sample(p.http_port, "tally_listener_restarts_total"), 0);
+    tls_down(&p);
+}
+END_TEST
+
 int main(void)
 {
     const test_row rows[] = {
+        {"watchdog", test_watchdog_leaves_healthy_tls_listeners_alone, TEST_TIMEOUT_S},
         {"request_reply", test_libtally_writes_and_reads_with_client_auth, TEST_TIMEOUT_S},
         {"handshake", test_handshake_refuses_bad_client_certificates, TEST_TIMEOUT_S},
         {"client_ca", test_client_refuses_tls_without_a_ca, TEST_TIMEOUT_S},
