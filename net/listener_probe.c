@@ -130,30 +130,13 @@ fail:
 static const char *const all_outcomes[] = {"accept", "disconnect", "canceled", "other",
                                            "timeout", "proto", "auth", "oom", "reject", NULL};
 
-/* The statistics scope of listener l. Not nng_stat_find_listener: NNG
- * 1.5.2's returns the first listener's scope for any listener
- * (nng_compat.h), so the publish listener's probe read the request
- * listener's counters and never saw its own move. */
-static nng_stat *listener_scope(nng_stat *all, nng_listener l)
-{
-    uint64_t id = (uint64_t)nng_listener_id(l);
-    for (nng_stat *sc = nng_stat_child(all); sc; sc = nng_stat_next(sc)) {
-        if (nng_stat_type(sc) != NNG_STAT_SCOPE || strcmp(nng_stat_name(sc), "listener") != 0)
-            continue;
-        for (nng_stat *c = nng_stat_child(sc); c; c = nng_stat_next(c))
-            if (strcmp(nng_stat_name(c), "id") == 0 && nng_stat_value(c) == id)
-                return sc;
-    }
-    return NULL;
-}
-
 int64_t listener_stats_sum(nng_listener l, const char *const *names)
 {
     nng_stat *all;
     if (nng_stats_get(&all) != 0)
         return -1;
     int64_t sum = -1;
-    nng_stat *ls = listener_scope(all, l);
+    nng_stat *ls = nng_stat_find_listener(all, l);
     for (nng_stat *c = ls ? nng_stat_child(ls) : NULL; c; c = nng_stat_next(c))
         for (size_t i = 0; names[i]; i++)
             if (strcmp(nng_stat_name(c), names[i]) == 0)

@@ -42,13 +42,6 @@
  *    one), holds the last removal until the dialer is closed, then closes
  *    the socket (clients/sp_pipes.c). Harmless on any version, so not
  *    switched.
- * 8. Finding a listener's statistics — NNG 1.5.2's nng_stat_find_listener
- *    returns the first listener's scope whatever listener it is asked
- *    for, so a tls+tcp probe of the publish listener read the request
- *    listener's counters, never saw its own move, and the watchdog made
- *    the publish listener listen again every 28 s. listener_probe.c finds
- *    the scope by the listener's id itself. Harmless on any version, so
- *    not switched.
  */
 #ifndef TALLY_NET_NNG_COMPAT_H
 #define TALLY_NET_NNG_COMPAT_H

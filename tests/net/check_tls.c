@@ -43,18 +43,6 @@ static void tls_up(tallyd_proc *p)
     tallyd_start(p);
 }
 
-/* The same with the listener watchdog probing every 150 ms (a probe then
- * waits 1.2 s): a stream closed during its handshake can stop NNG 1.5.2's
- * publish listener, and the watchdog's default rounds (two probes of 12 s)
- * would hold the test up for half a minute each time. */
-static void tls_up_probing_often(tallyd_proc *p)
-{
-    memset(p, 0, sizeof(*p));
-    p->tls = true;
-    p->extra_args[0] = "--listener-probe-ms";
-    p->extra_args[1] = "150";
-    tallyd_start(p);
-}
 
 static void tls_down(tallyd_proc *p)
 {
@@ -271,7 +259,7 @@ static void *keep_writing(void *arg)
 START_TEST(test_stream_closes_while_events_arrive)
 {
     tallyd_proc p;
-    tls_up_probing_often(&p);
+    tls_up(&p);
     writer_run w = {.client = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS)};
     tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
     pthread_t writer;
@@ -525,33 +513,9 @@ START_TEST(test_tallyd_refuses_bad_tls_setups)
 }
 END_TEST
 
-/* The watchdog's probes of healthy tls+tcp listeners find them accepting:
- * none is opened again. NNG 1.5.2's nng_stat_find_listener gave the
- * publish listener's probe the request listener's counters, so it was
- * "stopped" at every second probe and listened again every 28 s, cutting
- * every subscriber's connection (net/nng_compat.h, item 8). */
-START_TEST(test_watchdog_leaves_healthy_tls_listeners_alone)
-{
-    tallyd_proc p;
-    memset(&p, 0, sizeof(p));
-    p.tls = true;
-    const char *extra[] = {"--listener-probe-ms", "150", "--http", "http://127.0.0.1:0"};
-    memcpy(p.extra_args, extra, sizeof(extra));
-    tallyd_start(&p);
-    ck_assert_int_gt(p.http_port, 0);
-    /* ten rounds at least of the three listeners (ipc, tls+tcp, publish) */
-    long long probes = 0;
-    TEST_WAIT_UNTIL((probes = test_metrics_sample(p.http_port, "tally_listener_probes_total")) >= 30,
-                    60000, "30 listener probes (%lld so far)", probes);
-    ck_assert_int_eq(test_metrics_sample(p.http_port, "tally_listener_restarts_total"), 0);
-    tls_down(&p);
-}
-END_TEST
-
 int main(void)
 {
     const test_row rows[] = {
-        {"watchdog", test_watchdog_leaves_healthy_tls_listeners_alone, TEST_TIMEOUT_S},
         {"request_reply", test_libtally_writes_and_reads_with_client_auth, TEST_TIMEOUT_S},
         {"handshake", test_handshake_refuses_bad_client_certificates, TEST_TIMEOUT_S},
         {"client_ca", test_client_refuses_tls_without_a_ca, TEST_TIMEOUT_S},
