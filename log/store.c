@@ -32,6 +32,7 @@ struct store {
     int lock_fd;
     bool read_only;
     tally_id128 instance_id;
+    const tally_id128 *new_instance_id; /* store_options.instance_id, while opening */
     char path[TALLY_PATH_BYTES_MAX + 1];
     _Atomic uint64_t map_max_bytes; /* what the map may grow to; 0 = not set (its size) */
 };
@@ -115,7 +116,9 @@ static int store_open_databases(store *st)
         val = (MDB_val){sizeof(version), version};
         rc = mdb_put(txn, st->dbi[STORE_DB_META], &key, &val, 0);
         tally_id128 id;
-        if (rc == MDB_SUCCESS && tally_id128_uuidv7(0, &id) != TALLY_ok)
+        if (st->new_instance_id != NULL)
+            id = *st->new_instance_id;
+        else if (rc == MDB_SUCCESS && tally_id128_uuidv7(0, &id) != TALLY_ok)
             rc = EIO;
         MDB_val ikey = {sizeof(meta_key_instance) - 1, (void *)meta_key_instance};
         MDB_val ival = {16, id.bytes};
@@ -191,6 +194,7 @@ int store_open(const store_options *options, store **out)
         return TALLY_out_of_memory;
     memcpy(st->path, options->path, path_len + 1);
     st->read_only = options->read_only;
+    st->new_instance_id = options->instance_id;
     st->lock_fd = -1;
     int rc = TALLY_ok;
     struct stat sb;

@@ -64,6 +64,10 @@ typedef struct store_options {
     uint64_t map_size_bytes; /* 0 = TALLY_MAP_SIZE_BYTES_DEFAULT */
     bool read_only;          /* open an existing store for reading only */
     bool no_lock;            /* skip the writer lock file (tests of two handles) */
+    /* A new store's identity (meta/instance_id), e.g. another store's for
+     * a copy that must apply the same commands to the same bytes; NULL: a
+     * fresh UUIDv7. An existing store keeps its own. */
+    const tally_id128 *instance_id;
 } store_options;
 
 typedef struct store store;

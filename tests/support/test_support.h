@@ -29,6 +29,9 @@ typedef struct test_store {
 /* Create a temp dir and open a store in it (map 64 MiB unless set). */
 void test_store_open(test_store *ts);
 void test_store_open_sized(test_store *ts, uint64_t map_size_bytes);
+/* The same (64 MiB) with the new store's identity given (a copy of
+ * another: store_options.instance_id). */
+void test_store_open_as(test_store *ts, const tally_id128 *instance_id);
 /* Close and open again on the same directory. */
 void test_store_reopen(test_store *ts);
 /* Close and remove the directory. */
