@@ -116,7 +116,7 @@ static void play(test_store *ts)
     ck_assert_int_eq(test_apply(ts, "app", "t1", &t1).code, TALLY_ok);
     ck_assert_int_eq(test_apply(ts, "app", "t1", &t1).code, TALLY_ok); /* a replay */
     ledger_command clash = test_cmd_transfer(2, 1, 2, 7);
-    ck_assert_int_eq(test_apply(ts, "app", "t1", &clash).code, TALLY_key_reused);
+    ck_assert_int_eq(test_apply(ts, "app", "t1", &clash).code, TALLY_idempotency_key_reused);
     ledger_command self = test_cmd_transfer(3, 1, 1, 5);
     ck_assert_int_ne(test_apply(ts, "app", "t3", &self).code, TALLY_ok); /* refused, stored */
     ts->now_ms += 10;
