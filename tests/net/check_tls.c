@@ -43,7 +43,6 @@ static void tls_up(tallyd_proc *p)
     tallyd_start(p);
 }
 
-
 static void tls_down(tallyd_proc *p)
 {
     ck_assert_int_eq(tallyd_stop(p), 0);

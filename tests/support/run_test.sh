@@ -36,6 +36,16 @@ name=${name#"$src"/}
 name=${name#./}
 slowdown=${TALLY_TEST_SLOWDOWN:-1}
 
+# A pass that repeats the suite may leave out tests that only repeat what
+# another test of that pass covers: $TALLY_TEST_SKIP lists them (.ci/run's
+# sanitizer pass). They are reported skipped (77), never silently passed.
+for skip in ${TALLY_TEST_SKIP:-}; do
+    if [ "$skip" = "$name" ]; then
+        echo "run_test: $name is left out of this pass (TALLY_TEST_SKIP)"
+        exit 77
+    fi
+done
+
 base=$(awk -v t="$name" '$1 == t { print $2; exit }' "$src/tests/timeouts")
 if [ -z "$base" ]; then
     echo "run_test: $name has no bound in tests/timeouts (add a line: '$name SECONDS', about 3x its duration)" >&2
