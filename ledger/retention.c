@@ -28,6 +28,7 @@
 static const char meta_inbox_swept[] = "inbox_swept";
 static const char meta_log_floor[] = "log_floor";
 static const char meta_retention_last[] = "retention_last";
+static const char meta_retention_next[] = "retention_next";
 #define LOG_FLOOR_BYTES (8 + LOG_HASH_BYTES + 8)
 #define CHECKPOINT_KEY_BYTES_MAX (1 + LEDGER_ENTITLEMENT_KEY_BYTES_MAX)
 
@@ -418,6 +419,64 @@ int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention 
         rc = ledger_log_floor_get(t, &floor);
     work->log_floor = floor.seq;
     return rc;
+}
+
+/* meta "retention_next": next due time (u64 be), then the dlq position's
+ * key bytes (0 of them: from the start). */
+static int retention_next_get(store_txn *t, int64_t *due_ms, sub_dlq_position *pos)
+{
+    MDB_val v;
+    *due_ms = 0;
+    pos->len = 0;
+    int rc = store_get(t, STORE_DB_META, meta_retention_next, strlen(meta_retention_next), &v);
+    if (rc == TALLY_not_found)
+        return TALLY_ok;
+    if (rc != TALLY_ok)
+        return rc;
+    if (v.mv_size < 8 || v.mv_size - 8 > sizeof(pos->key))
+        return TALLY_corrupt_record;
+    *due_ms = (int64_t)get_u64_be(v.mv_data);
+    pos->len = v.mv_size - 8;
+    memcpy(pos->key, (const uint8_t *)v.mv_data + 8, pos->len);
+    return TALLY_ok;
+}
+
+static int retention_next_put(store_txn *t, int64_t due_ms, const sub_dlq_position *pos)
+{
+    uint8_t b[8 + sizeof(pos->key)];
+    put_u64_be(b, (uint64_t)due_ms);
+    memcpy(b + 8, pos->key, pos->len);
+    return store_put(t, STORE_DB_META, meta_retention_next, strlen(meta_retention_next), b,
+                     8 + pos->len, 0);
+}
+
+int ledger_retention_run(store_txn *t, int64_t now_ms, int64_t interval_ms,
+                         const ledger_retention *opt, ledger_retention_work *work, bool *ran)
+{
+    memset(work, 0, sizeof(*work));
+    *ran = false;
+    int64_t due_ms;
+    sub_dlq_position pos;
+    int rc = retention_next_get(t, &due_ms, &pos);
+    if (rc != TALLY_ok || now_ms < due_ms)
+        return rc;
+    *ran = true;
+    rc = retention_next_put(t, now_ms + interval_ms, &pos); /* a failed sweep waits too */
+    if (rc != TALLY_ok)
+        return rc;
+    ledger_retention run = *opt;
+    run.dlq_position = &pos;
+    store_txn child;
+    rc = store_txn_begin(t->st, t, false, &child);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = ledger_retention_sweep(&child, now_ms, &run, work);
+    if (rc != TALLY_ok) {
+        store_txn_abort(&child);
+        return rc;
+    }
+    rc = store_txn_commit(&child);
+    return rc == TALLY_ok ? retention_next_put(t, now_ms + interval_ms, &pos) : rc;
 }
 
 int ledger_retention_last_get(store_txn *t, ledger_retention_last *out)

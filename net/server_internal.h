@@ -151,8 +151,6 @@ struct server {
     bool stopping;
     uint64_t head_seq;   /* last committed seq, under mu */
     int64_t last_now_ms; /* writer only: commit times never go backwards */
-    int64_t last_retention_ms; /* writer only: when retention last ran */
-    sub_dlq_position dlq_position; /* writer only: where dead-letter retention resumes */
     int64_t last_commit_ns;    /* writer only: how long the last durable commit took */
     pthread_rwlock_t store_rw; /* readers vs closing the store at shutdown */
     bool store_closed;

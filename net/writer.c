@@ -93,29 +93,22 @@ static int64_t commit_time(server *srv)
     return now;
 }
 
-/* Retention, at most once a second, in a transaction nested in txn: a
- * failure (logged) costs only the sweep, never the writes around it.
- * Returns the records removed. */
+/* Retention, at most once a second by the store's own record of it
+ * (ledger_retention_run): a failure (logged) costs only the sweep, never
+ * the writes around it. Returns the records removed. */
 static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
 {
     const net_server_options *o = srv->opt;
-    if ((o->inbox_window_ms == 0 && o->log_age_ms == 0 && o->dlq_age_ms == 0) ||
-        now - srv->last_retention_ms < RETENTION_INTERVAL_MS)
+    if (o->inbox_window_ms == 0 && o->log_age_ms == 0 && o->dlq_age_ms == 0)
         return 0;
-    srv->last_retention_ms = now;
-    sub_dlq_position resume = srv->dlq_position; /* moves only when the sweep commits */
-    ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0, o->dlq_age_ms, &resume};
+    ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0, o->dlq_age_ms, NULL};
     ledger_retention_work work;
-    store_txn child;
-    int rc = store_txn_begin(srv->st, txn, false, &child);
-    if (rc == TALLY_ok)
-        rc = ledger_retention_sweep(&child, now, &opt, &work);
-    rc = rc == TALLY_ok ? store_txn_commit(&child) : (store_txn_abort(&child), rc);
+    bool ran;
+    int rc = ledger_retention_run(txn, now, RETENTION_INTERVAL_MS, &opt, &work, &ran);
     if (rc != TALLY_ok) {
         net_log(NET_LOG_WARN, "retention sweep not done: %s", tally_strerror(rc));
         return 0;
     }
-    srv->dlq_position = resume;
     if (work.inbox_removed || work.events_removed || work.dead_letters_removed)
         net_log(NET_LOG_DEBUG,
                 "retention removed %u inbox records, %u events (log floor %llu), %u dead letters",

@@ -26,19 +26,18 @@
 #define NAME tally_str_from("reader")
 
 /* One transaction at now_ms: the writer's sweep of due holds and
- * entitlements, then retention when asked, as net/writer.c begins each
- * group. */
-static void sweep_and_retain(test_store *ts, bool retain, sub_dlq_position *dlq)
+ * entitlements, then retention, which runs when the store says it is due
+ * (at most once a second), as net/writer.c begins each group. */
+static void sweep_and_retain(test_store *ts)
 {
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
     ck_assert_int_eq(ledger_sweep(&t, ts->now_ms, 0, NULL, NULL), TALLY_ok);
-    if (retain) {
-        ledger_retention opt = {.inbox_window_ms = 30 * SECOND, .log_age_ms = 60 * SECOND,
-                                .batch = 0, .dlq_age_ms = 20 * SECOND, .dlq_position = dlq};
-        ledger_retention_work work;
-        ck_assert_int_eq(ledger_retention_sweep(&t, ts->now_ms, &opt, &work), TALLY_ok);
-    }
+    ledger_retention opt = {.inbox_window_ms = 30 * SECOND, .log_age_ms = 60 * SECOND,
+                            .batch = 0, .dlq_age_ms = 20 * SECOND};
+    ledger_retention_work work;
+    bool ran;
+    ck_assert_int_eq(ledger_retention_run(&t, ts->now_ms, SECOND, &opt, &work, &ran), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
 }
 
@@ -103,7 +102,6 @@ static ledger_command delivery(const char *id, const char *body)
 /* The recorded stream: each step's time is the one the writer gave it. */
 static void play(test_store *ts)
 {
-    sub_dlq_position dlq = {0};
     ts->now_ms = T0;
     for (uint64_t id = 1; id <= 4; id++) {
         ledger_command open = test_cmd_open(id, 1, 0);
@@ -144,12 +142,12 @@ static void play(test_store *ts)
     subscriber_steps(ts, 0);
 
     ts->now_ms = T0 + 3 * SECOND; /* h1 times out */
-    sweep_and_retain(ts, false, &dlq);
+    sweep_and_retain(ts);
     ledger_command late = test_cmd_transfer(30, 3, 1, 1);
     ck_assert_int_eq(test_apply(ts, "app", "t30", &late).code, TALLY_ok);
 
     ts->now_ms = T0 + 6 * SECOND; /* g1 expires; redeliveries are due */
-    sweep_and_retain(ts, false, &dlq);
+    sweep_and_retain(ts);
     subscriber_steps(ts, 1);
     ledger_command rv = test_cmd_revoke("user-3", "api");
     ck_assert_int_eq(test_apply(ts, "app", "r3", &rv).code, TALLY_ok);
@@ -157,11 +155,11 @@ static void play(test_store *ts)
     /* retention: the inbox window, the log age and the dead letters' age
      * have passed for the first commands */
     ts->now_ms = T0 + 70 * SECOND;
-    sweep_and_retain(ts, true, &dlq);
+    sweep_and_retain(ts);
     ledger_command after = test_cmd_transfer(31, 4, 1, 2);
     ck_assert_int_eq(test_apply(ts, "app", "t31", &after).code, TALLY_ok);
     ts->now_ms = T0 + 100 * SECOND; /* user-2's extension ends */
-    sweep_and_retain(ts, true, &dlq);
+    sweep_and_retain(ts);
 }
 
 static void assert_same(test_store *a, test_store *b)
