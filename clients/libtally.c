@@ -29,7 +29,7 @@
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "common/tls_config.h"
-#include "net/nng_compat.h"
+#include "common/nng_compat.h"
 
 #include <assert.h>
 #include <msgpack.h>
@@ -283,7 +283,7 @@ static int ctx_round_trip(nng_ctx ctx, nng_aio *aio, nng_msg *msg, nng_time dead
  * So a client without a connection for REDIAL_AFTER_MS replaces its dialer
  * (one thread at a time). With no connection up, closing the old dialer
  * has nothing to tear down. Off when built against a fixed NNG
- * (NNG_COMPAT_REDIAL, net/nng_compat.h). */
+ * (NNG_COMPAT_REDIAL, common/nng_compat.h). */
 static void client_redial(tally_client *c)
 {
     if (!NNG_COMPAT_REDIAL)

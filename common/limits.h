@@ -111,7 +111,7 @@
  * most TALLY_PUBLISH_QUEUE_MESSAGES x this (32 MiB), not x 260 KiB. */
 #define TALLY_PUBLISH_EVENT_BYTES_MAX TALLY_EVENT_SMALL_BYTES_MAX
 
-/* tallyd's listener watchdog (net/nng_compat.c): how often it probes
+/* tallyd's listener watchdog (net/listeners.c): how often it probes
  * each NNG listener (--listener-probe-ms; tests shorten it). */
 #define TALLY_LISTENER_PROBE_MS_DEFAULT 2000
 #define TALLY_LISTENER_PROBE_MS_MIN 20

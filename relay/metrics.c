@@ -16,8 +16,8 @@
 #include "config.h"
 
 #include "common/limits.h"
-#include "net/http.h"
-#include "net/logging.h"
+#include "net/http/http.h"
+#include "common/logging.h"
 #include "relay/relay.h"
 
 #include <stdio.h>

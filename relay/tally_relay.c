@@ -12,7 +12,7 @@
 #include "config.h"
 
 #include "relay/relay.h"
-#include "net/ready_file.h"
+#include "common/ready_file.h"
 
 #include <curl/curl.h>
 #include <getopt.h>

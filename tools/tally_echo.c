@@ -18,7 +18,7 @@
 
 #include "common/cli.h"
 #include "common/limits.h"
-#include "net/nng_compat.h"
+#include "common/nng_compat.h"
 
 #include <getopt.h>
 #include <inttypes.h>

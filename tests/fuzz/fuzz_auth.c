@@ -12,7 +12,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
-#include "net/auth.h"
+#include "net/auth/auth.h"
 
 #include <string.h>
 

@@ -15,8 +15,8 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
-#include "net/json_codec.h"
-#include "net/protocol.h"
+#include "net/http/json_codec.h"
+#include "net/ops/protocol.h"
 
 #include <stdlib.h>
 #include <string.h>

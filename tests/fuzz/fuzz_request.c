@@ -23,7 +23,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "log/event.h"
-#include "net/protocol.h"
+#include "net/ops/protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,7 +21,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "log/log.h"
-#include "net/protocol.h"
+#include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
 
 #include <stdio.h>

@@ -23,7 +23,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
-#include "net/webhooks.h"
+#include "net/http/webhooks.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

@@ -17,8 +17,8 @@
 #include "config.h"
 
 #include "common/error.h"
-#include "net/json_codec.h"
-#include "net/protocol.h"
+#include "net/http/json_codec.h"
+#include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"

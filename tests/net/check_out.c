@@ -6,7 +6,7 @@
  */
 #include "common/error.h"
 #include "common/limits.h"
-#include "net/out.h"
+#include "net/ops/out.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 

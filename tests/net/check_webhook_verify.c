@@ -11,7 +11,7 @@
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
-#include "net/webhooks.h"
+#include "net/http/webhooks.h"
 
 #include <fcntl.h>
 #include <stdio.h>
