@@ -126,7 +126,7 @@ typedef struct cli_table {
     char **cells;
 } cli_table;
 
-/* What a listing read in pages (log, dlq list) shows: its table's columns
+/* What a listing read in pages (log, dlq list, account list) shows: its table's columns
  * and the entries of one read. */
 typedef struct cli_listing_kind {
     const char *const *titles;
@@ -232,6 +232,8 @@ int run_revoke(cli *c);
 
 int run_account_get(cli *c);
 int run_account_history(cli *c);
+int run_account_list(cli *c);
+int run_transfer_get(cli *c);
 int run_entitlements(cli *c);
 int run_log(cli *c);
 int run_stats(cli *c);
