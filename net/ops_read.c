@@ -84,6 +84,15 @@ static void reply_not_found(net_out *o, int rc)
     net_reply_error(o, rc, rc == TALLY_not_found ? "no such entity" : "read failed");
 }
 
+/* A read that failed after its reply was begun: nothing of the reply can
+ * stand, the error goes out alone. */
+static void reply_restarted_with_error(net_out *o, int rc)
+{
+    net_out_discard(o);
+    if (net_out_begin(o) == 0)
+        reply_not_found(o, rc);
+}
+
 void net_read_account(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
 {
     (void)now_ms;
@@ -157,12 +166,8 @@ void net_read_entitlement_list(net_out *o, store_txn *t, const net_request *req,
     net_array_begin(o);
     list_ctx l = {o, now_ms};
     int rc = ledger_entitlement_list(t, req->read.subject, list_one, &l);
-    if (rc != TALLY_ok) { /* nothing of this reply can stand: the error alone */
-        net_out_discard(o);
-        if (net_out_begin(o) == 0)
-            reply_not_found(o, rc);
-        return;
-    }
+    if (rc != TALLY_ok)
+        return reply_restarted_with_error(o, rc);
     net_array_end(o);
     net_map_end(o);
 }
@@ -249,12 +254,8 @@ void net_read_account_list(net_out *o, store_txn *t, const net_request *req, int
     uint64_t next = 0;
     int rc = ledger_account_list(t, req->read.after_id, req->read.limit, account_list_one, o,
                                  &next);
-    if (rc != TALLY_ok) { /* nothing of this reply can stand: the error alone */
-        net_out_discard(o);
-        if (net_out_begin(o) == 0)
-            reply_not_found(o, rc);
-        return;
-    }
+    if (rc != TALLY_ok)
+        return reply_restarted_with_error(o, rc);
     net_array_end(o);
     if (next)
         net_kv_u64(o, "next", next);

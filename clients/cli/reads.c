@@ -62,29 +62,31 @@ static const cli_listing_kind account_listing = {account_titles, 9,
                                                  TALLY_ACCOUNT_LIST_ENTRIES_MAX,
                                                  sizeof(tally_account)};
 
+static int accounts_read(cli *c, uint64_t after, uint32_t limit, void *page, size_t *count,
+                         uint64_t *next)
+{
+    return tally_account_list(c->client, after, limit, page, limit, count, next);
+}
+
+static void accounts_output(const cli *c, cli_table *t, const void *page, size_t count)
+{
+    const tally_account *accounts = page;
+    for (size_t i = 0; i < count; i++) {
+        if (c->json)
+            json_emit(account_json(&accounts[i]));
+        else
+            account_row(t, &accounts[i]);
+    }
+}
+
 /* account list: pages of accounts in id order, until --limit of them are
  * shown or none follows (as dlq list reads dead letters). */
 int run_account_list(cli *c)
 {
     cli_listing l;
-    tally_account *page = listing_begin(c, &l, &account_listing);
-    uint64_t after = value_or(c, SLOT_AFTER, 0), next = 0;
-    for (uint32_t limit; (limit = listing_next(&l)) > 0; after = next) {
-        size_t count = 0;
-        l.rc = tally_account_list(c->client, after, limit, page, limit, &count, &next);
-        if (l.rc != TALLY_ok)
-            break;
-        for (size_t i = 0; i < count; i++) {
-            if (c->json)
-                json_emit(account_json(&page[i]));
-            else
-                account_row(&l.table, &page[i]);
-        }
-        listing_took(&l, count);
-        if (next == 0 || count == 0)
-            break;
-    }
-    listing_end(c, &l, l.rc == TALLY_ok || l.table.rows > 0); /* shown also before a failure */
+    listing_begin(c, &l, &account_listing);
+    uint64_t next = listing_by_cursor(c, &l, value_or(c, SLOT_AFTER, 0), accounts_read,
+                                      accounts_output);
     if (l.rc != TALLY_ok)
         return read_failure(c, "accounts", l.rc);
     if (!c->json && l.remaining == 0 && next != 0)
