@@ -1,7 +1,8 @@
 /*
  * reads.c — the reads of libtally (tally.h, "reads"): decoding each reply
- * shape (accounts, transfers, entitlements, history, events, stats), the
- * body objects subscribers decode (tally_inbox.h), and the read calls.
+ * shape (accounts and their pages, transfers, entitlements, history,
+ * events, stats), the body objects subscribers decode (tally_inbox.h), and
+ * the read calls.
  * Events are decoded by clients/events.c (the log's own codec).
  */
 #include "clients/libtally_internal.h"
@@ -351,6 +352,19 @@ int tally_account_history(tally_client *c, uint64_t id, uint64_t after_seq, uint
     put_bool(&fs, "reverse", reverse);
     return client_read_page(c, &fs, history_entry_decode, out, sizeof(*out), capacity, count,
                             next);
+}
+
+int tally_account_list(tally_client *c, uint64_t after_id, uint32_t limit, tally_account *out,
+                       size_t capacity, size_t *count, uint64_t *next)
+{
+    if (c == NULL || out == NULL || capacity == 0 || count == NULL || next == NULL)
+        return TALLY_invalid_argument;
+    fields fs;
+    client_fields_begin(&fs, "account_list", NULL, NULL);
+    put_uint(&fs, "after_id", after_id);
+    put_uint(&fs, "limit", client_page_limit(limit, capacity, TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT,
+                                             TALLY_ACCOUNT_LIST_ENTRIES_MAX));
+    return client_read_page(c, &fs, account_decode, out, sizeof(*out), capacity, count, next);
 }
 
 void tally_events_release(tally_event *events, size_t count)

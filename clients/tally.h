@@ -466,6 +466,13 @@ int tally_account_get(tally_client *c, uint64_t id, tally_account *out);
 int tally_transfer_get(tally_client *c, const tally_uuid *id, tally_transfer_info *out);
 int tally_entitlement_get(tally_client *c, const char *subject, const char *feature,
                           tally_entitlement *out);
+/* A page of accounts in id order: those with an id above after_id (0:
+ * from the first), at most min(limit, capacity, 1000) (limit 0: 100), each
+ * as tally_account_get gives it; *next = the id to pass as after_id for the
+ * next page, 0 when no account follows. An empty store is TALLY_ok with
+ * *count 0. */
+int tally_account_list(tally_client *c, uint64_t after_id, uint32_t limit, tally_account *out,
+                       size_t capacity, size_t *count, uint64_t *next);
 /* Up to capacity entitlements of subject, in feature order; *count gets
  * how many were stored (when the subject has more, the first capacity). */
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,

@@ -82,6 +82,8 @@
 #define TALLY_LOG_WAIT_MS_MAX 30000
 #define TALLY_HISTORY_ENTRIES_MAX 1000
 #define TALLY_HISTORY_ENTRIES_DEFAULT 100
+#define TALLY_ACCOUNT_LIST_ENTRIES_MAX 1000   /* accounts of one account_list page */
+#define TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT 100
 
 /* Wire (net/). */
 #define TALLY_PROTOCOL_VERSION 1
@@ -214,8 +216,11 @@ _Static_assert(TALLY_SUB_FETCH_EVENTS_DEFAULT <= TALLY_SUB_FETCH_EVENTS_MAX &&
                    TALLY_SUB_MAX_ACK_PENDING_DEFAULT <= TALLY_SUB_MAX_ACK_PENDING_MAX,
                "subscriber defaults within maxima");
 _Static_assert(TALLY_LOG_READ_EVENTS_DEFAULT <= TALLY_LOG_READ_EVENTS_MAX &&
-                   TALLY_HISTORY_ENTRIES_DEFAULT <= TALLY_HISTORY_ENTRIES_MAX,
+                   TALLY_HISTORY_ENTRIES_DEFAULT <= TALLY_HISTORY_ENTRIES_MAX &&
+                   TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT <= TALLY_ACCOUNT_LIST_ENTRIES_MAX,
                "defaults within maxima");
+_Static_assert(256 * TALLY_ACCOUNT_LIST_ENTRIES_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
+               "a full account_list page fits a reply (an account map is under 256 bytes)");
 _Static_assert(TALLY_MAP_SIZE_BYTES_MIN <= TALLY_MAP_SIZE_BYTES_DEFAULT &&
                    TALLY_MAP_SIZE_BYTES_DEFAULT <= TALLY_MAP_SIZE_BYTES_MAX,
                "default map size within bounds");

@@ -175,6 +175,7 @@ typedef struct resource {
 } resource;
 
 static const resource resources[] = {
+    {"accounts", NULL, NET_OP_ACCOUNT_LIST, NULL, NULL, 0},
     {"accounts/", "/history", NET_OP_ACCOUNT_HISTORY, "id", NULL, 0},
     {"accounts/", "", NET_OP_ACCOUNT_GET, "id", NULL, 0},
     {"transfers/", "", NET_OP_TRANSFER_GET, "id", NULL, 0},

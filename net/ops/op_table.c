@@ -101,6 +101,12 @@ const net_op net_ops[NET_OP_COUNT] = {
                     "page cursor: entries after (or with `reverse`, before) this seq"},
                    {"limit", NET_FIELD_UINT, false, TALLY_HISTORY_ENTRIES_MAX, "entries (default 100)"},
                    {"reverse", NET_FIELD_BOOL, false, 0, "newest first (default false)"}}},
+    [NET_OP_ACCOUNT_LIST] = {
+        .id = NET_OP_ACCOUNT_LIST, .name = "account_list", .auth = AUTH_CLASS_READ,
+        READ(net_build_account_list, net_read_account_list),
+        .doc = "Accounts with their balances and versions, paged by id.",
+        .fields = {{"after_id", NET_FIELD_UINT, false, U64, "page cursor: accounts after this id (default 0)"},
+                   {"limit", NET_FIELD_UINT, false, TALLY_ACCOUNT_LIST_ENTRIES_MAX, "entries, >= 1 (default 100)"}}},
     [NET_OP_TRANSFER_GET] = {
         .id = NET_OP_TRANSFER_GET, .name = "transfer_get", .auth = AUTH_CLASS_READ,
         READ(net_build_transfer_read, net_read_transfer),

@@ -29,12 +29,14 @@ void net_reply_writes(net_out *o, store_txn *rt, const net_request *req, const n
 /* ---- reads (ops_read.c) ---- */
 int net_build_account_read(net_request *req, const net_fields *fs);
 int net_build_history(net_request *req, const net_fields *fs);
+int net_build_account_list(net_request *req, const net_fields *fs);
 int net_build_transfer_read(net_request *req, const net_fields *fs);
 int net_build_entitlement_read(net_request *req, const net_fields *fs);
 int net_build_log_read(net_request *req, const net_fields *fs);
 int net_build_nothing(net_request *req, const net_fields *fs);
 void net_read_account(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 void net_read_history(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+void net_read_account_list(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 void net_read_transfer(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 void net_read_entitlement(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 void net_read_entitlement_list(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);

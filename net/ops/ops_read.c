@@ -40,6 +40,19 @@ int net_build_history(net_request *req, const net_fields *fs)
     return TALLY_ok;
 }
 
+/* The conventions of dlq_list: limit 1 .. max (default 100), after_*
+ * exclusive (default 0). */
+int net_build_account_list(net_request *req, const net_fields *fs)
+{
+    net_build_nothing(req, fs);
+    net_read *r = &req->read;
+    r->limit = (uint32_t)net_fields_u64(fs, "limit", TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT);
+    if (r->limit == 0)
+        return net_request_fail(req, TALLY_value_out_of_range, "limit: at least 1");
+    r->after_id = net_fields_u64(fs, "after_id", 0);
+    return TALLY_ok;
+}
+
 int net_build_transfer_read(net_request *req, const net_fields *fs)
 {
     net_build_nothing(req, fs);
@@ -69,6 +82,15 @@ int net_build_log_read(net_request *req, const net_fields *fs)
 static void reply_not_found(net_out *o, int rc)
 {
     net_reply_error(o, rc, rc == TALLY_not_found ? "no such entity" : "read failed");
+}
+
+/* A read that failed after its reply was begun: nothing of the reply can
+ * stand, the error goes out alone. */
+static void reply_restarted_with_error(net_out *o, int rc)
+{
+    net_out_discard(o);
+    if (net_out_begin(o) == 0)
+        reply_not_found(o, rc);
 }
 
 void net_read_account(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
@@ -144,12 +166,8 @@ void net_read_entitlement_list(net_out *o, store_txn *t, const net_request *req,
     net_array_begin(o);
     list_ctx l = {o, now_ms};
     int rc = ledger_entitlement_list(t, req->read.subject, list_one, &l);
-    if (rc != TALLY_ok) { /* nothing of this reply can stand: the error alone */
-        net_out_discard(o);
-        if (net_out_begin(o) == 0)
-            reply_not_found(o, rc);
-        return;
-    }
+    if (rc != TALLY_ok)
+        return reply_restarted_with_error(o, rc);
     net_array_end(o);
     net_map_end(o);
 }
@@ -213,6 +231,34 @@ void net_read_history(net_out *o, store_txn *t, const net_request *req, int64_t 
         pack_history_entry(o, t, req->read.account_id, seqs[i]);
     if (full)
         net_kv_u64(o, "next", seqs[n - 1]);
+    else
+        net_kv_nil(o, "next");
+    net_map_end(o);
+}
+
+static int account_list_one(const ledger_account *a, void *ctx)
+{
+    net_out *o = ctx;
+    net_item(o);
+    if (ledger_account_pack(&o->pk, a, false))
+        net_out_fail(o); /* sticky: the reply fails as a whole */
+    return 0;
+}
+
+void net_read_account_list(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "entries");
+    net_array_begin(o);
+    uint64_t next = 0;
+    int rc = ledger_account_list(t, req->read.after_id, req->read.limit, account_list_one, o,
+                                 &next);
+    if (rc != TALLY_ok)
+        return reply_restarted_with_error(o, rc);
+    net_array_end(o);
+    if (next)
+        net_kv_u64(o, "next", next);
     else
         net_kv_nil(o, "next");
     net_map_end(o);

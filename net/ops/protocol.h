@@ -51,7 +51,7 @@ typedef struct net_field {
 typedef enum net_op_id {
     NET_OP_ACCOUNT_OPEN, NET_OP_TRANSFER, NET_OP_POST, NET_OP_VOID,
     NET_OP_GRANT, NET_OP_EXTEND, NET_OP_REVOKE, NET_OP_CHAIN, NET_OP_BATCH,
-    NET_OP_ACCOUNT_GET, NET_OP_ACCOUNT_HISTORY, NET_OP_TRANSFER_GET,
+    NET_OP_ACCOUNT_GET, NET_OP_ACCOUNT_HISTORY, NET_OP_ACCOUNT_LIST, NET_OP_TRANSFER_GET,
     NET_OP_ENTITLEMENT_GET, NET_OP_ENTITLEMENT_LIST, NET_OP_LOG_READ, NET_OP_STATS,
     NET_OP_SUB_CREATE, NET_OP_SUB_GET, NET_OP_SUB_LIST, NET_OP_SUB_DELETE, NET_OP_SUB_FETCH,
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
@@ -76,7 +76,8 @@ typedef struct net_read {
     tally_str subject;
     tally_str feature;
     uint64_t after_seq;   /* history: exclusive cursor (0 = from the start/end) */
-    uint32_t limit;       /* history and log_read: entries to return */
+    uint64_t after_id;    /* account_list: exclusive cursor (0 = from the first account) */
+    uint32_t limit;       /* history, account_list and log_read: entries to return */
     bool reverse;
     uint64_t from_seq;    /* log_read */
     tally_str path;       /* backup */

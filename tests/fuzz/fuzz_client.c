@@ -49,6 +49,9 @@ static void decode_every_shape(const msgpack_object *root)
         dec_uint(&d, "next", UINT64_MAX);
     client_array_decode(msgpack_safe_map_get(root, "entries"), history_entry_decode, history,
                  sizeof(history[0]), LIST_MAX, &n);
+    static tally_account accounts[LIST_MAX]; /* account_list's entries */
+    client_array_decode(msgpack_safe_map_get(root, "entries"), account_decode, accounts,
+                 sizeof(accounts[0]), LIST_MAX, &n);
     client_array_decode(msgpack_safe_map_get(root, "events"), event_decode, events, sizeof(events[0]),
                  LIST_MAX, &n);
     tally_events_release(events, n);
