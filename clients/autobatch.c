@@ -16,7 +16,7 @@
  * (client_pack_member: op, key, fields), and its result is filled from its
  * entry of the batch reply by the same decoder as a single reply
  * (client_result_fill): the server packs both with one function
- * (net/ops_write.c:pack_result), so code, replayed, seq, events and key are
+ * (net/ops/ops_write.c:pack_result), so code, replayed, seq, events and key are
  * those the write would have got alone. What the server says about the
  * whole merged request is handled so that no member gets a code that is
  * not its own:

@@ -4,7 +4,7 @@
  * function that applies a value). The table drives getopt_long, --help, the
  * config file (`key = value` lines), --print-config and the example config,
  * so none of them can drift from the others (docs/DESIGN.md, "The option
- * table"; tallyd's rows are in net/tallyd_options.c).
+ * table"; tallyd's rows are in net/server/tallyd_options.c).
  *
  * Precedence: a row given on the command line takes the command line's
  * values (all of them: for a repeatable row they replace the file's list);

@@ -26,7 +26,7 @@ typedef enum ledger_command_kind {
     LEDGER_EXTEND = 6,
     LEDGER_REVOKE = 7,
     LEDGER_CHAIN = 8,
-    LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/webhooks.c) */
+    LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/http/webhooks.c) */
 } ledger_command_kind;
 
 /* Account flags (bits of ledger_account_open.flags). */
@@ -120,7 +120,7 @@ int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index);
 /* Whether a webhook_receive's strings are within their bounds (an event
  * holds them): checked with the request, before the inbox (ledger.c), so
  * a delivery over them is refused and not stored (value_out_of_range);
- * net/webhooks.c checks the same first. */
+ * net/http/webhooks.c checks the same first. */
 bool ledger_webhook_fits(const ledger_webhook *w);
 
 /* Fingerprint: SHA-256 of the canonical encoding of cmd. */

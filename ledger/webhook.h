@@ -1,6 +1,6 @@
 /*
  * webhook.h — the webhook_receive command: a verified webhook delivery
- * (net/webhooks.c checked its signature) becomes one webhook.received
+ * (net/http/webhooks.c checked its signature) becomes one webhook.received
  * event that carries it whole (docs/WEBHOOKS.md, docs/EVENTS.md). It
  * changes no account or entitlement: mapping a provider's event to
  * ledger commands is a subscriber's job (tools/tally_stripe_mapper.c).

@@ -67,7 +67,7 @@ static int head_write_back(store_txn *t)
  * bits of the store's identity and the event's seq (common/bytes.h), so
  * the same commands applied to copies of a store (same identity) give the
  * same ids, and ids are unique and ordered within a store: seq grows, and
- * the writer's times never go back (net/writer.c). */
+ * the writer's times never go back (net/engine/writer.c). */
 static void event_id(store_txn *t, int64_t time_ms, uint64_t seq, tally_id128 *id)
 {
     const uint8_t *self = store_instance_id(t->st)->bytes;

@@ -1,6 +1,6 @@
 /*
  * metrics.c — tally-relay's own HTTP face (--http, docs/RELAY.md,
- * "Metrics"), on tallyd's listener (net/http.h):
+ * "Metrics"), on tallyd's listener (net/http/http.h):
  *
  *   GET /metrics  the Prometheus exposition (text format 0.0.4) of every
  *                 sink's counters, labelled sink="jetstream" or

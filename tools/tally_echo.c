@@ -3,7 +3,7 @@
  * measures the transport's ceiling (docs/BENCHMARKS.md, "The echo
  * ceiling"): a bare REP socket whose N contexts each receive a request
  * and send the same message back, with async I/O as tallyd's slots do
- * (net/slot.c), but nothing decoded and nothing stored. tally-bench --echo
+ * (net/engine/slot.c), but nothing decoded and nothing stored. tally-bench --echo
  * drives it through libtally.
  *
  * Bounded: a request over --max-bytes is dropped (counted, no reply: the

@@ -1,6 +1,6 @@
 /*
  * auth_guard.h — tallyd's current auth table and the check every request
- * passes before dispatch (net/slot.c), for every transport: NNG, the JSON
+ * passes before dispatch (net/engine/slot.c), for every transport: NNG, the JSON
  * API (whose requests reach the REP socket over inproc, with the Bearer
  * token as their `auth` field) — webhooks are authenticated by their
  * signatures instead (docs/WEBHOOKS.md).

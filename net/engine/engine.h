@@ -60,7 +60,7 @@ typedef struct slot {
     net_result res;
     int64_t arrived_ns;  /* mono clock: when the request arrived */
     int timed_kind;      /* net_request_kind observed when its reply leaves; -1: none */
-    /* A write from outside NNG (a webhook delivery, net/webhooks.c): no
+    /* A write from outside NNG (a webhook delivery, net/http/webhooks.c): no
      * ctx, aio or msg; answered by calling this instead of sending
      * (fault non-zero: nothing of it is durable), on the thread that
      * answers, which then holds it as OWNER_NNG. NULL for NNG's slots. */

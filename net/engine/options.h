@@ -29,7 +29,7 @@ typedef enum net_replies {
 /* Who serves tcp:// request endpoints (ipc://, ws://, tls+tcp:// are
  * always NNG's). */
 typedef enum net_tcp_engine {
-    NET_TCP_ENGINE_EPOLL, /* tallyd's own epoll loop (net/sp_loop.c; the default) */
+    NET_TCP_ENGINE_EPOLL, /* tallyd's own epoll loop (net/sp/sp_loop.c; the default) */
     NET_TCP_ENGINE_NNG,   /* NNG's REP socket, as every other transport */
 } net_tcp_engine;
 
@@ -55,7 +55,7 @@ typedef struct net_server_options {
     unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
     unsigned http_connections_max, http_per_address_max;
     net_health_config health;  /* alert thresholds */
-    struct net_webhooks *webhooks; /* --webhooks: the sources (net/webhooks.h); NULL: none */
+    struct net_webhooks *webhooks; /* --webhooks: the sources (net/http/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
     /* NULL, or a file written once every listener is up, before READY=1:
      * a line per endpoint, "listen URL" (each --listen, in order), "publish

@@ -10,7 +10,7 @@
  * docs/DESIGN.md says why libmicrohttpd.
  *
  * Routes are data: tallyd's own (/metrics, /healthz, /readyz, /v1/) are in
- * net/http_routes.c, and more (webhooks) are rows added there. A route
+ * net/http/http_routes.c, and more (webhooks) are rows added there. A route
  * either answers at once (handle) or may answer later from another thread
  * (start, then net_http_answer): its connection is suspended meanwhile
  * (MHD_suspend_connection), so the listener's one thread serves the

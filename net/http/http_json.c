@@ -2,7 +2,7 @@
  * http_json.c — the JSON API on the HTTP face (docs/PROTOCOL.md, "JSON
  * API"): POST /v1/<op> for every op of the table but the control ops,
  * GET /v1/<resource> for the reads, each turned into the msgpack request
- * of its op (net/json_codec.h) and sent to tallyd's own REP socket over
+ * of its op (net/http/json_codec.h) and sent to tallyd's own REP socket over
  * NNG's inproc transport, so that it takes the msgpack path from the
  * decoder on: the same checks, the same dispatcher, the same writer queue
  * and group commit, the reply only after the durable commit. The reply

@@ -2,16 +2,16 @@
  * http_routes.c — the routes of tallyd's HTTP face and the periodic
  * health evaluation:
  *
- *   GET /metrics  the Prometheus exposition (net/metrics.h), from a
+ *   GET /metrics  the Prometheus exposition (net/metrics/metrics.h), from a
  *                 read-only transaction and the counters: never waits for
  *                 the writer
  *   GET /healthz  200 "ok" while tallyd serves with its store open, 503
  *                 once it stops
  *   GET /readyz   200 with the health checks as JSON, 503 with the
- *                 failing ones and why (net/health.h)
- *   POST /webhooks/<source>  a signed webhook delivery (net/webhooks.c)
+ *                 failing ones and why (net/metrics/health.h)
+ *   POST /webhooks/<source>  a signed webhook delivery (net/http/webhooks.c)
  *
- *   /v1/...       the JSON API (net/http_json.c)
+ *   /v1/...       the JSON API (net/http/http_json.c)
  *
  * More routes (webhooks) are rows of the same table.
  */

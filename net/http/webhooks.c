@@ -1,10 +1,10 @@
 /*
- * webhooks.c — POST /webhooks/<source> (a row of net/http_routes.c): a
+ * webhooks.c — POST /webhooks/<source> (a row of net/http/http_routes.c): a
  * delivery is checked on the HTTP listener's thread (its source, size and
  * signature: webhook_verify), then goes to the writer as a webhook_receive
  * write in a slot of its own (an "outside" slot: no NNG context), joins
  * the same queue and group commit as every write, and is answered only
- * after that commit: the route is a starter (net/http.h), its connection
+ * after that commit: the route is a starter (net/http/http.h), its connection
  * suspended meanwhile, so neither the listener nor NNG's threads wait.
  *
  *   200                             stored: one webhook.received event
@@ -35,7 +35,7 @@
  * an op of the wire; only this file makes requests of it. */
 static const net_op webhook_op = {
     .id = NET_OP_COUNT, .name = "webhook_receive", .kind = NET_KIND_WRITE,
-    .doc = "a verified webhook delivery (net/webhooks.c)", .apply = net_apply_writes,
+    .doc = "a verified webhook delivery (net/http/webhooks.c)", .apply = net_apply_writes,
 };
 
 /* One delivery on its way through the writer. The slot comes first: the

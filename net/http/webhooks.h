@@ -9,7 +9,7 @@
  * or any error in the file, refuses the start (with the file's name and
  * line). A verified delivery becomes a webhook_receive command
  * (ledger/webhook.h) that goes through the writer like any write
- * (net/webhooks.c).
+ * (net/http/webhooks.c).
  */
 #ifndef TALLY_NET_WEBHOOKS_H
 #define TALLY_NET_WEBHOOKS_H

@@ -1,7 +1,7 @@
 /*
  * op_table.c — the op table: one row per op, with its kind, its fields as
- * data, its handlers (net/protocol.h says what each member does) and its
- * auth class, what tallyd --auth requires of the caller (net/auth.h,
+ * data, its handlers (net/ops/protocol.h says what each member does) and its
+ * auth class, what tallyd --auth requires of the caller (net/auth/auth.h,
  * docs/SECURITY.md). Rows
  * are filled by name, so a misplaced value cannot compile into the wrong
  * member; adding an op is a row here, its handlers in the ops_*.c room of

@@ -1,5 +1,5 @@
 /*
- * ops.h — the handlers that net/op_table.c puts in the op table's rows:
+ * ops.h — the handlers that net/ops/op_table.c puts in the op table's rows:
  * builders, read handlers, writer-side apply functions and reply encoders,
  * one room per kind of op (ops_write.c, ops_read.c, ops_sub.c,
  * ops_control.c). Internal to net/.

@@ -317,7 +317,7 @@ static int decode_top(net_request *req, const msgpack_object *m)
     if (v_int && !(v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 == TALLY_PROTOCOL_VERSION))
         return net_request_fail(req, TALLY_unsupported_version, "this server speaks v 1");
     /* the token first: with --auth it is checked before any other
-     * refusal is told (net/slot.c) */
+     * refusal is told (net/engine/slot.c) */
     tally_str token;
     if (msgpack_safe_get_str(msgpack_safe_map_get(m, "auth"), &token) &&
         token.len <= AUTH_TOKEN_BYTES_MAX) {

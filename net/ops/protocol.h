@@ -2,12 +2,12 @@
  * protocol.h — tally's wire protocol: the op table, request decoding, and
  * what an op's row names (docs/PROTOCOL.md is the contract).
  *
- * One table (net_ops, net/op_table.c) lists every op: its kind, its fields
+ * One table (net_ops, net/ops/op_table.c) lists every op: its kind, its fields
  * as data (name, type, required, limit, description), the builder that
  * turns checked fields into a request, and its behaviour — the read
  * handler, or the writer-side apply function and the reply encoder. The
  * decoder checks a request against the row before anything else happens;
- * the dispatcher (net/slot.c, net/writer.c) routes by the row alone, and
+ * the dispatcher (net/engine/slot.c, net/engine/writer.c) routes by the row alone, and
  * `tallyd --protocol-reference` prints the same table as the reference
  * section of docs/PROTOCOL.md. docs/DESIGN.md, "Adding an op", says what a
  * new op needs.

@@ -1,5 +1,5 @@
 /*
- * tallyd.c — the tally server: options (net/tallyd_options.c), signals,
+ * tallyd.c — the tally server: options (net/server/tallyd_options.c), signals,
  * readiness for systemd, and net_server_run.
  */
 #include "config.h"

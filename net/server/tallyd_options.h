@@ -1,5 +1,5 @@
 /*
- * tallyd_options.h — tallyd's options: one table (net/tallyd_options.c)
+ * tallyd_options.h — tallyd's options: one table (net/server/tallyd_options.c)
  * for the command line, the config file (/etc/tally/tallyd.conf),
  * --help, --print-config, --example-config and the man page
  * (docs/OPERATIONS.md, "The config file"; docs/DESIGN.md, "The option

@@ -6,7 +6,7 @@
  * connect() and close() on tallyd's port — a port scan, a TCP health
  * check, a client killed at the wrong moment — and every new client waits
  * forever. tallyd's main thread probes each listener every few seconds
- * with this and re-creates a listener that stopped (net/server.c).
+ * with this and re-creates a listener that stopped (net/server/server.c).
  */
 #ifndef TALLY_NET_LISTENER_PROBE_H
 #define TALLY_NET_LISTENER_PROBE_H

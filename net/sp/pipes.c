@@ -4,7 +4,7 @@
  * it (NNG_PIPE_EV_ADD_PRE), so a flood of connections costs a refused
  * connect each, never unbounded memory. The accepted pipes are remembered
  * by id: NNG reports the removal of refused pipes too, and those must not
- * be counted. The tcp:// loop's connections (net/sp_loop.c) are counted
+ * be counted. The tcp:// loop's connections (net/sp/sp_loop.c) are counted
  * here too, with ids NNG never gives (the high bit set).
  */
 #include "net/sp/sp.h"

@@ -27,7 +27,7 @@
 
 /* One transaction at now_ms: the writer's sweep of due holds and
  * entitlements, then retention, which runs when the store says it is due
- * (at most once a second), as net/writer.c begins each group. */
+ * (at most once a second), as net/engine/writer.c begins each group. */
 static void sweep_and_retain(test_store *ts)
 {
     store_txn t;

@@ -1,5 +1,5 @@
 /*
- * check_json.c — the JSON API (/v1/..., net/http_json.c, net/json_codec.c)
+ * check_json.c — the JSON API (/v1/..., net/http/http_json.c, net/http/json_codec.c)
  * against a real tallyd, spoken by the curl binary (not the project's
  * code):
  *

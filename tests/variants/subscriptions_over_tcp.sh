@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/variants/subscriptions_over_tcp.sh — tests/net/check_subscriptions
 # with every tallyd's requests on tcp://127.0.0.1 served by tallyd's default
-# engine (its own epoll loop, net/sp_loop.c), which libtally reaches from
+# engine (its own epoll loop, net/sp/sp_loop.c), which libtally reaches from
 # the calling thread (clients/sp_direct.c): the default production path. The
 # harness's TCP mode: TALLY_TEST_TCP, tests/support/tallyd_tls.h.
 # (docs/TESTING.md, "Variants": one suite again in one setting, a test of
