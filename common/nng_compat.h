@@ -64,11 +64,12 @@
  *    a tls+tcp:// listener's statistics only while it accepts, so the
  *    watchdog probes such a listener by those statistics
  *    (net/sp/listener_probe.h, listener_probe_tls). Its
- *    nng_stat_find_listener finds the first listener's statistics for any
- *    listener of the process: a TLS publish listener beside a TLS request
- *    listener reads the request listener's counters, and the watchdog can
- *    take it for stopped and listen again (its subscribers reconnect and
- *    fill the gap by seq). Not yet worked around.
+ *    nng_stat_find_listener returns the first listener's statistics for
+ *    any listener of the process (a TLS publish listener beside a TLS
+ *    request listener read the request listener's counters, and the
+ *    watchdog took it for stopped); tallyd finds a listener's scope by its
+ *    "id" itself (net/sp/listener_probe.c, stat_find_listener). Harmless
+ *    on any version, so not switched.
  */
 #ifndef TALLY_COMMON_NNG_COMPAT_H
 #define TALLY_COMMON_NNG_COMPAT_H

@@ -130,13 +130,35 @@ fail:
 static const char *const all_outcomes[] = {"accept", "disconnect", "canceled", "other",
                                            "timeout", "proto", "auth", "oom", "reject", NULL};
 
+/* The statistics of listener id under s: the scope named "listener"
+ * whose "id" is id (NULL: none). NNG 1.5.2's nng_stat_find_listener
+ * returns the first listener's for any (common/nng_compat.h, entry 12). */
+static nng_stat *stat_find_listener(nng_stat *s, int id)
+{
+    for (; s != NULL; s = nng_stat_next(s)) {
+        if (nng_stat_type(s) != NNG_STAT_SCOPE)
+            continue;
+        if (strcmp(nng_stat_name(s), "listener") == 0) {
+            nng_stat *sid = nng_stat_find(s, "id");
+            if (sid != NULL && sid != s && nng_stat_type(sid) == NNG_STAT_ID &&
+                nng_stat_value(sid) == (uint64_t)id)
+                return s;
+        }
+        nng_stat *found = stat_find_listener(nng_stat_child(s), id);
+        if (found != NULL)
+            return found;
+    }
+    return NULL;
+}
+
 int64_t listener_stats_sum(nng_listener l, const char *const *names)
 {
+    int id = nng_listener_id(l);
     nng_stat *all;
-    if (nng_stats_get(&all) != 0)
+    if (id <= 0 || nng_stats_get(&all) != 0)
         return -1;
     int64_t sum = -1;
-    nng_stat *ls = nng_stat_find_listener(all, l);
+    nng_stat *ls = stat_find_listener(all, id);
     for (nng_stat *c = ls ? nng_stat_child(ls) : NULL; c; c = nng_stat_next(c))
         for (size_t i = 0; names[i]; i++)
             if (strcmp(nng_stat_name(c), names[i]) == 0)
