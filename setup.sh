@@ -22,7 +22,8 @@ packages=(build-essential autoconf automake libtool pkg-config
           prometheus # prometheus: the server and promtool, for the metrics tests
           curl openssl # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures
           libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)
-          help2man mandoc) # the man pages from --help; mandoc -T lint checks them
+          help2man mandoc # the man pages from --help; mandoc -T lint checks them
+          gdb) # a test past its bound: run_test.sh prints its stacks
 
 install_dependencies() {
     local missing=()

@@ -24,7 +24,6 @@
 #include <check.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,7 +388,7 @@ START_TEST(test_off_switch_sends_one_request_per_call)
 }
 END_TEST
 
-/* tallyd with the accounts, then stopped (SIGSTOP): requests are
+/* tallyd with the accounts, then frozen (every thread stopped): requests are
  * delivered, never answered; a client of it with these attempts. */
 static tally_client *stopped_server(test_client_fixture *f, uint32_t timeout_ms, uint32_t retries)
 {
@@ -397,7 +396,7 @@ static tally_client *stopped_server(test_client_fixture *f, uint32_t timeout_ms,
     test_client_open_accounts(f->c, 1, ACCOUNTS);
     tally_client *c = client_with(f->srv.url, false, timeout_ms, retries);
     test_client_head(c); /* connected (the handshake needs a running tallyd) */
-    ck_assert_int_eq(kill(f->srv.pid, SIGSTOP), 0);
+    tallyd_freeze(&f->srv);
     return c;
 }
 
@@ -422,7 +421,7 @@ START_TEST(test_unanswered_merged_request_is_every_callers_timeout)
     ck_assert_int_gt(timed_out, 0);
     tally_client_counters n = counters(c);
     assert_merged(&n, CLOSE_THREADS * 2);
-    ck_assert_int_eq(kill(f.srv.pid, SIGCONT), 0);
+    tallyd_thaw(&f.srv);
     /* Retried by key once the server is back (patiently): each applied once. */
     tally_client_close(c);
     c = client_with(f.srv.url, false, 10000, 3);
@@ -467,7 +466,7 @@ START_TEST(test_close_ends_waiting_calls)
         unreachable += rcs[t] == TALLY_unreachable;
     }
     ck_assert_int_ge(unreachable, CLOSE_THREADS - 2); /* two requests were in flight */
-    ck_assert_int_eq(kill(f.srv.pid, SIGCONT), 0);
+    tallyd_thaw(&f.srv);
     test_client_down(&f);
 }
 END_TEST

@@ -46,7 +46,6 @@
  * (seconds: a loaded machine is slow to wake and answer it). */
 #define SHORT_TIMEOUT_MS 5000
 #define LONGER_WAIT_MS 6000
-#define STOP_SEEN_WAIT_MS 10000 /* for the kernel to report a SIGSTOP'ed tallyd stopped */
 
 /* ---- fixture ---- */
 
@@ -1052,29 +1051,6 @@ typedef struct later_ctx {
     bool restart;
 } later_ctx;
 
-/* SIGSTOP and wait until the kernel reports the process stopped: kill()
- * returns before every thread has stopped, and on a loaded machine a
- * reply could still leave in between. */
-static void stop_server(pid_t pid)
-{
-    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
-    char path[64], buf[256];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    for (int64_t deadline = test_deadline_ms(STOP_SEEN_WAIT_MS);;) {
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = '\0';
-        const char *end = strrchr(buf, ')');
-        if (end && (end[2] == 'T' || end[2] == 't'))
-            return;
-        if (clock_mono_ms() >= deadline)
-            ck_abort_msg("tallyd did not stop: %s", buf);
-        test_pause_ms(1);
-    }
-}
-
 static void *revive_later(void *arg)
 {
     later_ctx *l = arg;
@@ -1082,7 +1058,7 @@ static void *revive_later(void *arg)
     if (l->restart)
         tallyd_restart(l->srv);
     else
-        kill(l->srv->pid, SIGCONT);
+        tallyd_thaw(l->srv);
     return NULL;
 }
 
@@ -1097,10 +1073,10 @@ START_TEST(test_lost_reply_retried_with_same_key)
     tally_stats s;
     ck_assert_int_eq(tally_stats_get(impatient, &s), TALLY_ok); /* connected */
     /* The server stops answering; the write times out, key reported. */
-    stop_server(f.srv.pid);
+    tallyd_freeze(&f.srv);
     tally_result lost;
     int rc = transfer(impatient, NULL, 5, USER, SHOP, 40, &lost);
-    ck_assert_int_eq(kill(f.srv.pid, SIGCONT), 0);
+    tallyd_thaw(&f.srv);
     ck_assert_int_eq(rc, TALLY_timed_out);
     ck_assert_int_eq(lost.code, TALLY_timed_out);
     ck_assert_uint_eq(strlen(lost.key), 36);
@@ -1127,7 +1103,7 @@ START_TEST(test_timeout_then_library_retry_applies_once)
     tally_client *c = client_for(f.srv.url, 150, 20);
     tally_stats s;
     ck_assert_int_eq(tally_stats_get(c, &s), TALLY_ok);
-    stop_server(f.srv.pid);
+    tallyd_freeze(&f.srv);
     later_ctx l = {&f.srv, 500, false};
     pthread_t th;
     pthread_create(&th, NULL, revive_later, &l);

@@ -102,15 +102,37 @@ if [ "$test" = "$1" ]; then
     set -- "$unwrapped" "$@"
 fi
 
+# The stacks of every thread of every process of group $1 (gdb, when the
+# machine has it): what a test that ran past its bound was stuck in.
+stacks() {
+    command -v gdb >/dev/null 2>&1 || { echo "run_test: no gdb: no stacks"; return; }
+    for pid in $(pgrep -g "$1"); do
+        [ "$pid" = "$1" ] && continue # timeout(1) itself
+        echo "---- stacks of $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-200) ----"
+        timeout 60 gdb -p "$pid" -batch -nx -ex 'set pagination off' \
+            -ex 'thread apply all bt 30' 2>/dev/null |
+            grep -E '^(Thread|#)' | head -n 400
+    done
+}
+
 start=$(date +%s)
 # timeout(1) puts itself and the test in a process group of their own and
 # signals the whole group: tallyd, nats-server and the clients a test
-# started go with it.
-timeout --kill-after=10 "$bound" "$@"
+# started go with it. At the bound, the stacks of the group are printed
+# first; the hard bound a minute later is timeout's own.
+timeout --kill-after=10 $((bound + 60)) "$@" &
+group=$!
+timed_out=0
+if ! timeout "$bound" tail --pid="$group" -f /dev/null; then
+    timed_out=1
+    stacks "$group"
+    pkill -TERM -g "$group"
+fi
+wait "$group"
 rc=$?
 took=$(( $(date +%s) - start ))
 
-if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+if [ "$timed_out" -eq 1 ] || [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     echo
     echo "run_test: TIMEOUT: $name ran past its bound of $bound s ($base s x $slowdown) and was stopped"
     find "$dir" -name '*.log' -type f 2>/dev/null | while read -r log; do

@@ -16,6 +16,7 @@
 
 #include <check.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -586,6 +587,48 @@ void tallyd_kill(tallyd_proc *p)
     kill(p->pid, SIGKILL);
     waitpid(p->pid, NULL, 0);
     p->pid = 0;
+}
+
+/* Whether every thread of pid is stopped (state T or t in
+ * /proc/pid/task/TID/stat); false while one runs or cannot be read. */
+static bool all_threads_stopped(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    if (dir == NULL)
+        return false;
+    bool stopped = true, seen = false;
+    for (struct dirent *e; stopped && (e = readdir(dir)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char stat[400], buf[512];
+        snprintf(stat, sizeof(stat), "%s/%s/stat", path, e->d_name);
+        FILE *f = fopen(stat, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *end = strrchr(buf, ')'); /* the name may hold spaces and parens */
+        stopped = end != NULL && end[1] == ' ' && (end[2] == 'T' || end[2] == 't');
+        seen = true;
+    }
+    closedir(dir);
+    return stopped && seen;
+}
+
+void tallyd_freeze(tallyd_proc *p)
+{
+    ck_assert_int_gt(p->pid, 0);
+    ck_assert_int_eq(kill(p->pid, SIGSTOP), 0);
+    TEST_WAIT_UNTIL(all_threads_stopped(p->pid), 10000, "every thread of tallyd %d stopped",
+                    (int)p->pid);
+}
+
+void tallyd_thaw(tallyd_proc *p)
+{
+    ck_assert_int_gt(p->pid, 0);
+    ck_assert_int_eq(kill(p->pid, SIGCONT), 0);
 }
 
 void tallyd_cleanup(tallyd_proc *p)

@@ -78,6 +78,13 @@ int tallyd_stop(tallyd_proc *p);
 bool tallyd_log_wait(const tallyd_proc *p, const char *text, int timeout_ms);
 /* SIGKILL and reap. */
 void tallyd_kill(tallyd_proc *p);
+/* SIGSTOP, then wait until the kernel reports every thread of tallyd
+ * stopped: kill() returns before that (a stop signal wakes one thread,
+ * which stops the others), and on a loaded machine a reply can still
+ * leave in between. Fails the test if that takes over 10 s (scaled). */
+void tallyd_freeze(tallyd_proc *p);
+/* SIGCONT: a frozen tallyd runs again. */
+void tallyd_thaw(tallyd_proc *p);
 /* Stop if running (SIGKILL; SIGTERM first under $TALLYD_WRAPPER, whose
  * report comes at exit) and remove the temp dir. */
 void tallyd_cleanup(tallyd_proc *p);
