@@ -93,6 +93,16 @@ static bool fresh(const webhook_source *src, int64_t at_s, int64_t now_s)
     return d <= (int64_t)src->tolerance_s;
 }
 
+/* A signed scheme's verdict once its signatures were checked: one
+ * matched, and the time it signs is within the source's tolerance. */
+static webhook_outcome signed_verdict(const webhook_source *src, bool match, int64_t at_s,
+                                      int64_t now_s)
+{
+    if (!match)
+        return WEBHOOK_BAD_SIGNATURE;
+    return fresh(src, at_s, now_s) ? WEBHOOK_ACCEPTED : WEBHOOK_STALE;
+}
+
 /* Copy s (up to max bytes) into out->text at *at as a tally_str. */
 static bool keep(webhook_verified *out, size_t *at, const char *s, size_t len, size_t max,
                  tally_str *dst)
@@ -160,10 +170,9 @@ static webhook_outcome verify_standard(const webhook_source *src, const webhook_
         s += len + strspn(s + len, " ");
     }
     free(signed_text);
-    if (!match)
-        return WEBHOOK_BAD_SIGNATURE;
-    if (!fresh(src, out->signed_at_s, d->now_s))
-        return WEBHOOK_STALE;
+    webhook_outcome v = signed_verdict(src, match, out->signed_at_s, d->now_s);
+    if (v != WEBHOOK_ACCEPTED)
+        return v;
     size_t at = 0;
     if (!keep(out, &at, id, id_len, TALLY_WEBHOOK_EVENT_ID_BYTES_MAX, &out->event_id))
         return WEBHOOK_BAD_REQUEST;
@@ -206,10 +215,9 @@ static webhook_outcome verify_stripe(const webhook_source *src, const webhook_de
             match |= mac_matches(src, signed_text, n, mac);
     }
     free(signed_text);
-    if (!match)
-        return WEBHOOK_BAD_SIGNATURE;
-    if (!fresh(src, out->signed_at_s, d->now_s))
-        return WEBHOOK_STALE;
+    webhook_outcome v = signed_verdict(src, match, out->signed_at_s, d->now_s);
+    if (v != WEBHOOK_ACCEPTED)
+        return v;
     size_t at = 0;
     return json_names(d, "id", "type", out, &at);
 }
