@@ -3,8 +3,10 @@
  *
  * Decoding is table-driven: the top-level map and every member map of a
  * chain or batch are checked field by field against the op's row in
- * net_ops (unknown, duplicate, missing, wrong type, out of range) before
- * the row's builder makes a request of the values. Nothing is trusted: the
+ * net_ops (unknown, duplicate, missing, wrong type, out of range); the
+ * values then go into the op's struct of fields (net/ops/op_fields.h) at
+ * the offsets the rows give, and the row's builder makes a request of the
+ * struct. Nothing is trusted: the
  * bytes pass msgpack_safe_unpack first (counts checked against the bytes
  * left).
  */
@@ -48,12 +50,12 @@ static const net_field envelope_fields[ENVELOPE_COUNT] = {ENVELOPE_FIELDS(NET_FI
 
 /* The fields a map may carry, with where each value goes: the envelope's
  * or the op's struct. */
-typedef struct net_fields {
+typedef struct field_set {
     const net_field *fields[FIELDS_MAX];
     const msgpack_object *values[FIELDS_MAX];
     char *dest[FIELDS_MAX];
     unsigned count;
-} net_fields;
+} field_set;
 
 const net_op *net_op_find(tally_str name)
 {
@@ -74,7 +76,7 @@ const char *net_op_kind_name(net_op_kind kind)
     return "?";
 }
 
-static void field_add(net_fields *fs, const net_field *f, void *dest)
+static void field_add(field_set *fs, const net_field *f, void *dest)
 {
     assert(fs->count < FIELDS_MAX);
     fs->fields[fs->count] = f;
@@ -83,7 +85,7 @@ static void field_add(net_fields *fs, const net_field *f, void *dest)
 
 /* The fields of op in a map of this kind; values go to env and args (the
  * op's struct), both zeroed here. */
-static void field_set_build(net_fields *fs, const net_op *op, member_kind kind, envelope *env,
+static void field_set_build(field_set *fs, const net_op *op, member_kind kind, envelope *env,
                             net_args *args)
 {
     memset(fs, 0, sizeof(*fs));
@@ -180,7 +182,7 @@ static int check_value(const net_field *f, const msgpack_object *o)
 }
 
 /* Match every entry of map m to a field of fs; check types and presence. */
-static int match_fields(net_request *req, net_fields *fs, const msgpack_object *m)
+static int match_fields(net_request *req, field_set *fs, const msgpack_object *m)
 {
     if (m->type != MSGPACK_OBJECT_MAP)
         return net_request_fail(req, TALLY_malformed_request, "a request and each member is a map");
@@ -235,7 +237,7 @@ static void store_value(const net_field *f, const msgpack_object *o, char *dest)
 static int decode_fields(net_request *req, const net_op *op, member_kind kind,
                          const msgpack_object *m, envelope *env, net_args *args)
 {
-    net_fields fs;
+    field_set fs;
     field_set_build(&fs, op, kind, env, args);
     int rc = match_fields(req, &fs, m);
     if (rc != TALLY_ok)
@@ -432,7 +434,7 @@ void net_protocol_reference(FILE *out)
         fprintf(out, "### `%s` (%s; auth: %s)\n\n%s\n\n", op->name, kind,
                 auth_class_name(op->auth), op->doc);
         fprintf(out, "| field | type | required | limit | meaning |\n|---|---|---|---|---|\n");
-        net_fields fs;
+        field_set fs;
         envelope env;
         net_args args;
         field_set_build(&fs, op, MEMBER_TOP, &env, &args);
