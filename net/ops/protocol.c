@@ -6,9 +6,8 @@
  * net_ops (unknown, duplicate, missing, wrong type, out of range); the
  * values then go into the op's struct of fields (net/ops/op_fields.h) at
  * the offsets the rows give, and the row's builder makes a request of the
- * struct. Nothing is trusted: the
- * bytes pass msgpack_safe_unpack first (counts checked against the bytes
- * left).
+ * struct. Nothing is trusted: the bytes pass msgpack_safe_unpack first
+ * (counts checked against the bytes left).
  */
 #include "net/ops/protocol.h"
 
