@@ -12,10 +12,10 @@
 
 #include <string.h>
 
-int net_build_backup(net_request *req, const net_fields *fs)
+int net_build_backup(net_request *req, const net_args_backup *a)
 {
     memset(&req->read, 0, sizeof(req->read));
-    req->read.path = net_fields_str(fs, "path");
+    req->read.path = a->path;
     return TALLY_ok;
 }
 

@@ -1,7 +1,7 @@
 /*
- * ops_read.c — the read ops: their parameters from checked fields and
- * their replies, each packed from one read-only snapshot that never waits
- * for the writer.
+ * ops_read.c — the read ops: their parameters from their structs of
+ * checked fields (op_fields.h) and their replies, each packed from one
+ * read-only snapshot that never waits for the writer.
  */
 #include "net/ops/ops.h"
 
@@ -16,64 +16,72 @@
 
 /* ---- builders ---- */
 
-int net_build_nothing(net_request *req, const net_fields *fs)
+int net_build_nothing(net_request *req, const void *args)
 {
-    (void)fs;
+    (void)args;
     memset(&req->read, 0, sizeof(req->read));
     return TALLY_ok;
 }
 
-int net_build_account_read(net_request *req, const net_fields *fs)
+int net_build_account_get(net_request *req, const net_args_account_get *a)
 {
-    net_build_nothing(req, fs);
-    req->read.account_id = net_fields_u64(fs, "id", 0);
+    net_build_nothing(req, a);
+    req->read.account_id = a->id;
     return TALLY_ok;
 }
 
-int net_build_history(net_request *req, const net_fields *fs)
+int net_build_account_history(net_request *req, const net_args_account_history *a)
 {
-    net_build_account_read(req, fs);
+    net_build_nothing(req, a);
     net_read *r = &req->read;
-    r->after_seq = net_fields_u64(fs, "after_seq", 0);
-    r->reverse = net_fields_bool(fs, "reverse");
-    r->limit = (uint32_t)net_fields_u64(fs, "limit", TALLY_HISTORY_ENTRIES_DEFAULT);
+    r->account_id = a->id;
+    r->after_seq = a->after_seq;
+    r->reverse = a->reverse;
+    r->limit = (uint32_t)(a->has_limit ? a->limit : TALLY_HISTORY_ENTRIES_DEFAULT);
     return TALLY_ok;
 }
 
 /* The conventions of dlq_list: limit 1 .. max (default 100), after_*
  * exclusive (default 0). */
-int net_build_account_list(net_request *req, const net_fields *fs)
+int net_build_account_list(net_request *req, const net_args_account_list *a)
 {
-    net_build_nothing(req, fs);
+    net_build_nothing(req, a);
     net_read *r = &req->read;
-    r->limit = (uint32_t)net_fields_u64(fs, "limit", TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT);
+    r->limit = (uint32_t)(a->has_limit ? a->limit : TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT);
     if (r->limit == 0)
         return net_request_fail(req, TALLY_value_out_of_range, "limit: at least 1");
-    r->after_id = net_fields_u64(fs, "after_id", 0);
+    r->after_id = a->after_id;
     return TALLY_ok;
 }
 
-int net_build_transfer_read(net_request *req, const net_fields *fs)
+int net_build_transfer_get(net_request *req, const net_args_transfer_get *a)
 {
-    net_build_nothing(req, fs);
-    net_fields_id(fs, "id", &req->read.transfer_id);
+    net_build_nothing(req, a);
+    req->read.transfer_id = a->id;
     return TALLY_ok;
 }
 
-int net_build_entitlement_read(net_request *req, const net_fields *fs)
+int net_build_entitlement_get(net_request *req, const net_args_entitlement_get *a)
 {
-    net_build_nothing(req, fs);
-    req->read.subject = net_fields_str(fs, "subject");
-    req->read.feature = net_fields_str(fs, "feature");
+    net_build_nothing(req, a);
+    req->read.subject = a->subject;
+    req->read.feature = a->feature;
     return TALLY_ok;
 }
 
-int net_build_log_read(net_request *req, const net_fields *fs)
+int net_build_entitlement_list(net_request *req, const net_args_entitlement_list *a)
 {
-    net_build_nothing(req, fs);
-    req->read.from_seq = net_fields_u64(fs, "from_seq", 1);
-    req->read.limit = (uint32_t)net_fields_u64(fs, "limit", TALLY_LOG_READ_EVENTS_DEFAULT);
-    req->wait_ms = (uint32_t)net_fields_u64(fs, "wait_ms", 0);
+    net_build_nothing(req, a);
+    req->read.subject = a->subject;
+    return TALLY_ok;
+}
+
+int net_build_log_read(net_request *req, const net_args_log_read *a)
+{
+    net_build_nothing(req, a);
+    req->read.from_seq = a->has_from_seq ? a->from_seq : 1;
+    req->read.limit = (uint32_t)(a->has_limit ? a->limit : TALLY_LOG_READ_EVENTS_DEFAULT);
+    req->wait_ms = (uint32_t)a->wait_ms;
     return TALLY_ok;
 }
 

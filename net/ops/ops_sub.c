@@ -16,76 +16,81 @@
 
 /* ---- builders: what the field table cannot say ---- */
 
-static int build_name(net_request *req, const net_fields *fs)
+static int build_name(net_request *req, tally_str name)
 {
     net_sub *u = &req->sub;
     memset(u, 0, sizeof(*u));
-    u->name = net_fields_str(fs, "name");
+    u->name = name;
     if (sub_name_check(u->name) != TALLY_ok)
         return net_request_fail(req, TALLY_invalid_subscriber_name, "1-64 bytes of A-Z a-z 0-9 . _ - :");
     return TALLY_ok;
 }
 
-/* A seq that is given must be a seq (they start at 1). */
-static int build_seq(net_request *req, const net_fields *fs)
+/* A subscriber name, then a seq: one that is given must be a seq (they
+ * start at 1). */
+static int build_name_seq(net_request *req, tally_str name, bool has_seq, uint64_t seq)
 {
-    req->sub.seq = net_fields_u64(fs, "seq", 0);
-    if (net_fields_value(fs, "seq") && req->sub.seq == 0)
+    int rc = build_name(req, name);
+    if (rc != TALLY_ok)
+        return rc;
+    req->sub.seq = seq;
+    if (has_seq && seq == 0)
         return net_request_fail(req, TALLY_value_out_of_range, "seq: seqs start at 1");
     return TALLY_ok;
 }
 
-int net_build_sub_named(net_request *req, const net_fields *fs) { return build_name(req, fs); }
+int net_build_sub_named(net_request *req, const net_args_sub_named *a)
+{
+    return build_name(req, a->name);
+}
 
-static int build_start(net_request *req, const net_fields *fs)
+static int build_start(net_request *req, const net_args_sub_create *a)
 {
     net_sub *u = &req->sub;
-    const msgpack_object *start = net_fields_value(fs, "start"),
-                         *from_seq = net_fields_value(fs, "from_seq"),
-                         *from_time = net_fields_value(fs, "from_time_ms");
-    if ((start != NULL) + (from_seq != NULL) + (from_time != NULL) > 1)
+    if (a->has_start + a->has_from_seq + a->has_from_time_ms > 1)
         return net_request_fail(req, TALLY_start_positions_are_mutually_exclusive,
                                 "start, from_seq, from_time_ms");
     u->start.kind = SUB_START_BEGINNING;
-    if (start) {
-        tally_str st = net_fields_str(fs, "start");
-        if (tally_str_equal(st, tally_str_from("now")))
+    if (a->has_start) {
+        if (tally_str_equal(a->start, tally_str_from("now")))
             u->start.kind = SUB_START_NOW;
-        else if (!tally_str_equal(st, tally_str_from("beginning")))
+        else if (!tally_str_equal(a->start, tally_str_from("beginning")))
             return net_request_fail(req, TALLY_value_out_of_range, "start: beginning or now");
-    } else if (from_seq) {
-        u->start = (sub_start){SUB_START_SEQ, net_fields_u64(fs, "from_seq", 0), 0};
+    } else if (a->has_from_seq) {
+        u->start = (sub_start){SUB_START_SEQ, a->from_seq, 0};
         if (u->start.seq == 0)
             return net_request_fail(req, TALLY_value_out_of_range, "from_seq: seqs start at 1");
-    } else if (from_time) {
-        u->start = (sub_start){SUB_START_TIME, 0, net_fields_i64(fs, "from_time_ms")};
+    } else if (a->has_from_time_ms) {
+        u->start = (sub_start){SUB_START_TIME, 0, a->from_time_ms};
         if (u->start.time_ms < 0 || u->start.time_ms > TALLY_TIME_MS_MAX)
             return net_request_fail(req, TALLY_time_out_of_range, "from_time_ms");
     }
     return TALLY_ok;
 }
 
-int net_build_sub_create(net_request *req, const net_fields *fs)
+int net_build_sub_create(net_request *req, const net_args_sub_create *a)
 {
-    int rc = build_name(req, fs);
+    int rc = build_name(req, a->name);
     if (rc == TALLY_ok)
-        rc = build_start(req, fs);
+        rc = build_start(req, a);
     if (rc != TALLY_ok)
         return rc;
     sub_config *c = &req->sub.config;
     sub_config_default(c);
-    c->max_deliver = (uint32_t)net_fields_u64(fs, "max_deliver", c->max_deliver);
-    c->ack_wait_ms = (uint32_t)net_fields_u64(fs, "ack_wait_ms", c->ack_wait_ms);
-    c->max_ack_pending = (uint32_t)net_fields_u64(fs, "max_ack_pending", c->max_ack_pending);
+    if (a->has_max_deliver)
+        c->max_deliver = (uint32_t)a->max_deliver;
+    if (a->has_ack_wait_ms)
+        c->ack_wait_ms = (uint32_t)a->ack_wait_ms;
+    if (a->has_max_ack_pending)
+        c->max_ack_pending = (uint32_t)a->max_ack_pending;
     if (c->max_deliver < 1)
         return net_request_fail(req, TALLY_value_out_of_range, "max_deliver: at least 1");
     if (c->ack_wait_ms < TALLY_SUB_ACK_WAIT_MS_MIN)
         return net_request_fail(req, TALLY_value_out_of_range, "ack_wait_ms: at least 100");
     if (c->max_ack_pending < 1)
         return net_request_fail(req, TALLY_value_out_of_range, "max_ack_pending: at least 1");
-    const msgpack_object *backoff = net_fields_value(fs, "backoff_ms");
-    for (uint32_t i = 0; backoff && i < backoff->via.array.size; i++) {
-        uint64_t ms = backoff->via.array.ptr[i].via.u64;
+    for (uint32_t i = 0; i < a->backoff_ms.count; i++) {
+        uint64_t ms = a->backoff_ms.items[i].via.u64;
         if (ms > TALLY_SUB_ACK_WAIT_MS_MAX)
             return net_request_fail(req, TALLY_value_out_of_range, "backoff_ms: each at most 86400000");
         c->backoff_ms[c->backoff_count++] = (uint32_t)ms;
@@ -93,80 +98,77 @@ int net_build_sub_create(net_request *req, const net_fields *fs)
     return TALLY_ok;
 }
 
-int net_build_sub_fetch(net_request *req, const net_fields *fs)
+int net_build_sub_fetch(net_request *req, const net_args_sub_fetch *a)
 {
-    int rc = build_name(req, fs);
+    int rc = build_name(req, a->name);
     if (rc != TALLY_ok)
         return rc;
-    req->sub.max = (uint32_t)net_fields_u64(fs, "max", TALLY_SUB_FETCH_EVENTS_DEFAULT);
+    req->sub.max = (uint32_t)(a->has_max ? a->max : TALLY_SUB_FETCH_EVENTS_DEFAULT);
     if (req->sub.max == 0)
         return net_request_fail(req, TALLY_value_out_of_range, "max: at least 1");
-    req->wait_ms = (uint32_t)net_fields_u64(fs, "wait_ms", 0);
-    req->sub.restart = net_fields_bool(fs, "restart");
-    req->sub.instance = net_fields_str(fs, "instance");
-    if (net_fields_value(fs, "instance") && sub_name_check(req->sub.instance) != TALLY_ok)
+    req->wait_ms = (uint32_t)a->wait_ms;
+    req->sub.restart = a->restart;
+    req->sub.instance = a->instance;
+    if (a->has_instance && sub_name_check(req->sub.instance) != TALLY_ok)
         return net_request_fail(req, TALLY_value_out_of_range,
                                 "instance: 1-64 bytes of A-Z a-z 0-9 . _ -");
     return TALLY_ok;
 }
 
-int net_build_sub_ack(net_request *req, const net_fields *fs)
+int net_build_sub_ack(net_request *req, const net_args_sub_ack *a)
 {
-    int rc = build_name(req, fs);
-    if (rc == TALLY_ok)
-        rc = build_seq(req, fs);
+    int rc = build_name_seq(req, a->name, a->has_seq, a->seq);
     if (rc != TALLY_ok)
         return rc;
     net_sub *u = &req->sub;
-    const msgpack_object *done = net_fields_value(fs, "done");
-    for (uint32_t i = 0; done && i < done->via.array.size; i++) {
-        u->done[u->done_count] = done->via.array.ptr[i].via.u64;
+    for (uint32_t i = 0; i < a->done.count; i++) {
+        u->done[u->done_count] = a->done.items[i].via.u64;
         if (u->done[u->done_count++] == 0)
             return net_request_fail(req, TALLY_value_out_of_range, "done: seqs start at 1");
     }
-    if (!net_fields_value(fs, "seq") && u->done_count == 0)
+    if (!a->has_seq && u->done_count == 0)
         return net_request_fail(req, TALLY_missing_field, "seq or done");
     return TALLY_ok;
 }
 
-int net_build_sub_nak(net_request *req, const net_fields *fs)
+int net_build_sub_nak(net_request *req, const net_args_sub_nak *a)
 {
-    int rc = build_name(req, fs);
-    if (rc == TALLY_ok)
-        rc = build_seq(req, fs);
+    int rc = build_name_seq(req, a->name, a->has_seq, a->seq);
     if (rc != TALLY_ok)
         return rc;
-    req->sub.has_delay = net_fields_value(fs, "delay_ms") != NULL;
-    req->sub.delay_ms = (uint32_t)net_fields_u64(fs, "delay_ms", 0);
-    req->sub.text = net_fields_str(fs, "error");
+    req->sub.has_delay = a->has_delay_ms;
+    req->sub.delay_ms = (uint32_t)a->delay_ms;
+    req->sub.text = a->error;
     return TALLY_ok;
 }
 
-int net_build_sub_park(net_request *req, const net_fields *fs)
+int net_build_sub_park(net_request *req, const net_args_sub_park *a)
 {
-    int rc = build_name(req, fs);
-    if (rc == TALLY_ok)
-        rc = build_seq(req, fs);
-    req->sub.text = net_fields_str(fs, "reason");
+    int rc = build_name_seq(req, a->name, a->has_seq, a->seq);
+    req->sub.text = a->reason;
     return rc;
 }
 
-int net_build_dlq_list(net_request *req, const net_fields *fs)
+int net_build_dlq_list(net_request *req, const net_args_dlq_list *a)
 {
-    int rc = build_name(req, fs);
+    int rc = build_name(req, a->name);
     if (rc != TALLY_ok)
         return rc;
-    req->sub.limit = (uint32_t)net_fields_u64(fs, "limit", TALLY_DLQ_LIST_ENTRIES_DEFAULT);
+    req->sub.limit = (uint32_t)(a->has_limit ? a->limit : TALLY_DLQ_LIST_ENTRIES_DEFAULT);
     if (req->sub.limit == 0)
         return net_request_fail(req, TALLY_value_out_of_range, "limit: at least 1");
-    req->sub.after_seq = net_fields_u64(fs, "after_seq", 0);
+    req->sub.after_seq = a->after_seq;
     return TALLY_ok;
 }
 
-int net_build_dlq_seq(net_request *req, const net_fields *fs)
+int net_build_dlq_replay(net_request *req, const net_args_dlq_replay *a)
 {
-    int rc = build_name(req, fs);
-    return rc == TALLY_ok ? build_seq(req, fs) : rc;
+    return build_name_seq(req, a->name, a->has_seq, a->seq);
+}
+
+int net_build_dlq_discard(net_request *req, const net_args_dlq_discard *a)
+{
+    return build_name_seq(req, a->name, a->has_seq, a->seq);
 }
 
 /* ---- the writer's part ---- */

@@ -1,6 +1,7 @@
 /*
- * ops_write.c — the ledger write ops: their commands from checked fields,
- * the writer's apply (ledger_apply for each command) and the reply.
+ * ops_write.c — the ledger write ops: their commands from their structs
+ * of checked fields (op_fields.h), the writer's apply (ledger_apply for
+ * each command) and the reply.
  */
 #include "net/ops/ops.h"
 
@@ -10,65 +11,102 @@
 
 #include <string.h>
 
-void net_command_account_open(const net_fields *fs, ledger_command *c)
+void net_command_account_open(const net_args_account_open *a, ledger_command *c)
 {
     memset(c, 0, sizeof(*c));
     c->kind = LEDGER_ACCOUNT_OPEN;
-    c->u.account_open = (ledger_account_open){
-        .id = net_fields_u64(fs, "id", 0), .ledger = (uint32_t)net_fields_u64(fs, "ledger", 0),
-        .code = (uint16_t)net_fields_u64(fs, "code", 0),
-        .flags = (uint16_t)net_fields_u64(fs, "flags", 0)};
+    c->u.account_open = (ledger_account_open){.id = a->id, .ledger = (uint32_t)a->ledger,
+                                              .code = (uint16_t)a->code,
+                                              .flags = (uint16_t)a->flags};
 }
 
-void net_command_transfer(const net_fields *fs, ledger_command *c)
+void net_command_transfer(const net_args_transfer *a, ledger_command *c)
 {
     memset(c, 0, sizeof(*c));
     c->kind = LEDGER_TRANSFER;
     ledger_transfer *t = &c->u.transfer;
-    net_fields_id(fs, "id", &t->id);
-    t->debit_account_id = net_fields_u64(fs, "debit_account_id", 0);
-    t->credit_account_id = net_fields_u64(fs, "credit_account_id", 0);
-    t->amount = net_fields_i64(fs, "amount");
-    t->ledger = (uint32_t)net_fields_u64(fs, "ledger", 0);
-    t->code = (uint16_t)net_fields_u64(fs, "code", 0);
-    t->flags = (uint16_t)net_fields_u64(fs, "flags", 0);
-    t->timeout_s = (uint32_t)net_fields_u64(fs, "timeout_s", 0);
+    t->id = a->id;
+    t->debit_account_id = a->debit_account_id;
+    t->credit_account_id = a->credit_account_id;
+    t->amount = a->amount;
+    t->ledger = (uint32_t)a->ledger;
+    t->code = (uint16_t)a->code;
+    t->flags = (uint16_t)a->flags;
+    t->timeout_s = (uint32_t)a->timeout_s;
 }
 
-static void command_hold(const net_fields *fs, ledger_command *c, ledger_command_kind kind)
+static void command_hold(ledger_command *c, ledger_command_kind kind, tally_id128 pending_id)
 {
     memset(c, 0, sizeof(*c));
     c->kind = kind;
-    net_fields_id(fs, "pending_id", &c->u.hold.pending_id);
-    c->u.hold.amount = net_fields_i64(fs, "amount");
-    c->u.hold.amount_given = net_fields_value(fs, "amount") != NULL;
+    c->u.hold.pending_id = pending_id;
 }
 
-void net_command_post(const net_fields *fs, ledger_command *c) { command_hold(fs, c, LEDGER_POST); }
-void net_command_void(const net_fields *fs, ledger_command *c) { command_hold(fs, c, LEDGER_VOID); }
+void net_command_post(const net_args_post *a, ledger_command *c)
+{
+    command_hold(c, LEDGER_POST, a->pending_id);
+    c->u.hold.amount = a->amount;
+    c->u.hold.amount_given = a->has_amount;
+}
 
-static void command_entitlement(const net_fields *fs, ledger_command *c, ledger_command_kind kind)
+void net_command_void(const net_args_void *a, ledger_command *c)
+{
+    command_hold(c, LEDGER_VOID, a->pending_id);
+}
+
+/* What grant, extend and revoke share; each adds its own fields. */
+static ledger_entitlement_command *command_entitlement(ledger_command *c, ledger_command_kind kind,
+                                                       tally_str subject, tally_str feature,
+                                                       bool has_source_order, uint64_t source_order)
 {
     memset(c, 0, sizeof(*c));
     c->kind = kind;
     ledger_entitlement_command *e = &c->u.entitlement;
-    e->subject = net_fields_str(fs, "subject");
-    e->feature = net_fields_str(fs, "feature");
-    e->valid_until_ms = net_fields_i64(fs, "valid_until_ms");
-    e->duration_ms = net_fields_i64(fs, "duration_ms");
-    e->has_source_order = net_fields_value(fs, "source_order") != NULL;
-    e->source_order = net_fields_u64(fs, "source_order", 0);
-    e->has_grant_transfer = net_fields_id(fs, "grant_transfer_id", &e->grant_transfer_id);
+    e->subject = subject;
+    e->feature = feature;
+    e->has_source_order = has_source_order;
+    e->source_order = source_order;
+    return e;
 }
 
-void net_command_grant(const net_fields *fs, ledger_command *c) { command_entitlement(fs, c, LEDGER_GRANT); }
-void net_command_extend(const net_fields *fs, ledger_command *c) { command_entitlement(fs, c, LEDGER_EXTEND); }
-void net_command_revoke(const net_fields *fs, ledger_command *c) { command_entitlement(fs, c, LEDGER_REVOKE); }
-
-int net_build_write(net_request *req, const net_fields *fs)
+void net_command_grant(const net_args_grant *a, ledger_command *c)
 {
-    req->op->command(fs, &req->writes[0].command);
+    ledger_entitlement_command *e = command_entitlement(c, LEDGER_GRANT, a->subject, a->feature,
+                                                        a->has_source_order, a->source_order);
+    e->valid_until_ms = a->valid_until_ms;
+    e->duration_ms = a->duration_ms;
+    e->has_grant_transfer = a->has_grant_transfer_id;
+    e->grant_transfer_id = a->grant_transfer_id;
+}
+
+void net_command_extend(const net_args_extend *a, ledger_command *c)
+{
+    ledger_entitlement_command *e = command_entitlement(c, LEDGER_EXTEND, a->subject, a->feature,
+                                                        a->has_source_order, a->source_order);
+    e->valid_until_ms = a->valid_until_ms;
+    e->duration_ms = a->duration_ms;
+}
+
+void net_command_revoke(const net_args_revoke *a, ledger_command *c)
+{
+    command_entitlement(c, LEDGER_REVOKE, a->subject, a->feature, a->has_source_order,
+                        a->source_order);
+}
+
+int net_build_write(net_request *req, const void *args)
+{
+    req->op->command(args, &req->writes[0].command);
     return TALLY_ok;
+}
+
+int net_build_chain(net_request *req, const net_args_chain *a)
+{
+    return net_request_members(req, a->ops);
+}
+
+int net_build_batch(net_request *req, const net_args_batch *a)
+{
+    return net_request_members(req, a->ops);
 }
 
 int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,

@@ -3,10 +3,11 @@
  *
  * Decoding is table-driven: the top-level map and every member map of a
  * chain or batch are checked field by field against the op's row in
- * net_ops (unknown, duplicate, missing, wrong type, out of range) before
- * the row's builder makes a request of the values. Nothing is trusted: the
- * bytes pass msgpack_safe_unpack first (counts checked against the bytes
- * left).
+ * net_ops (unknown, duplicate, missing, wrong type, out of range); the
+ * values then go into the op's struct of fields (net/ops/op_fields.h) at
+ * the offsets the rows give, and the row's builder makes a request of the
+ * struct. Nothing is trusted: the bytes pass msgpack_safe_unpack first
+ * (counts checked against the bytes left).
  */
 #include "net/ops/protocol.h"
 
@@ -15,33 +16,45 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <string.h>
 
-#define U32 UINT32_MAX
-
-/* Fields every request or member may carry besides the op's own. */
+/* Fields every request or member may carry besides the op's own: the
+ * envelope, declared like an op's fields (net/ops/op_fields.h). */
 typedef enum member_kind { MEMBER_TOP, MEMBER_BATCH, MEMBER_CHAIN } member_kind;
 
-static const net_field field_v = {"v", NET_FIELD_UINT, true, U32, "protocol version, 1"};
-static const net_field field_op = {"op", NET_FIELD_STR, true, TALLY_FIELD_NAME_BYTES_MAX, "op name"};
-static const net_field field_consumer = {"consumer", NET_FIELD_STR, true, TALLY_CONSUMER_BYTES_MAX,
-                                         "writes: the caller's namespace for keys (1-64 bytes)"};
-static const net_field field_key = {"key", NET_FIELD_STR, true, TALLY_KEY_BYTES_MAX,
-                                    "writes: idempotency key (1-128 bytes)"};
-static const net_field field_auth = {"auth", NET_FIELD_STR, false, AUTH_TOKEN_BYTES_MAX,
-                                     "the caller's token when tallyd runs with --auth (1-256 bytes; never logged or stored)"};
-static const net_field field_correlation = {"correlation", NET_FIELD_STR, false,
-                                            TALLY_CORRELATION_BYTES_MAX,
-                                            "writes: copied into the events (0-64 bytes)"};
+#define ENVELOPE_FIELDS(F, T)                                                                 \
+    F(T, UINT, v, REQUIRED, UINT32_MAX, "protocol version, 1")                                \
+    F(T, STR, op, REQUIRED, TALLY_FIELD_NAME_BYTES_MAX, "op name")                            \
+    F(T, STR, auth, OPTIONAL, AUTH_TOKEN_BYTES_MAX,                                           \
+      "the caller's token when tallyd runs with --auth (1-256 bytes; never logged or stored)") \
+    F(T, STR, consumer, REQUIRED, TALLY_CONSUMER_BYTES_MAX,                                   \
+      "writes: the caller's namespace for keys (1-64 bytes)")                                 \
+    F(T, STR, key, REQUIRED, TALLY_KEY_BYTES_MAX, "writes: idempotency key (1-128 bytes)")    \
+    F(T, STR, correlation, OPTIONAL, TALLY_CORRELATION_BYTES_MAX,                             \
+      "writes: copied into the events (0-64 bytes)")
 
-#define FIELDS_MAX (NET_OP_FIELDS_MAX + 6)
+typedef struct envelope {
+    ENVELOPE_FIELDS(NET_FIELD_MEMBER, envelope)
+} envelope;
 
-struct net_fields {
+#define ENVELOPE_INDEX(T, type, name, presence, max, doc) ENVELOPE_##name,
+enum { ENVELOPE_FIELDS(ENVELOPE_INDEX, envelope) ENVELOPE_COUNT };
+#undef ENVELOPE_INDEX
+
+static const net_field envelope_fields[ENVELOPE_COUNT] = {ENVELOPE_FIELDS(NET_FIELD_ROW, envelope)};
+
+#define FIELDS_MAX (NET_OP_FIELDS_MAX + ENVELOPE_COUNT)
+
+/* The fields a map may carry, with where each value goes: the envelope's
+ * or the op's struct. */
+typedef struct field_set {
     const net_field *fields[FIELDS_MAX];
     const msgpack_object *values[FIELDS_MAX];
+    char *dest[FIELDS_MAX];
     unsigned count;
-};
+} field_set;
 
 const net_op *net_op_find(tally_str name)
 {
@@ -62,24 +75,36 @@ const char *net_op_kind_name(net_op_kind kind)
     return "?";
 }
 
-static void field_set_build(net_fields *fs, const net_op *op, member_kind kind)
+static void field_add(field_set *fs, const net_field *f, void *dest)
+{
+    assert(fs->count < FIELDS_MAX);
+    fs->fields[fs->count] = f;
+    fs->dest[fs->count++] = dest;
+}
+
+/* The fields of op in a map of this kind; values go to env and args (the
+ * op's struct), both zeroed here. */
+static void field_set_build(field_set *fs, const net_op *op, member_kind kind, envelope *env,
+                            net_args *args)
 {
     memset(fs, 0, sizeof(*fs));
+    memset(env, 0, sizeof(*env));
+    memset(args, 0, sizeof(*args));
     bool write = op->kind == NET_KIND_WRITE;
     if (kind == MEMBER_TOP)
-        fs->fields[fs->count++] = &field_v;
-    fs->fields[fs->count++] = &field_op;
+        field_add(fs, &envelope_fields[ENVELOPE_v], env);
+    field_add(fs, &envelope_fields[ENVELOPE_op], env);
     if (kind == MEMBER_TOP)
-        fs->fields[fs->count++] = &field_auth;
+        field_add(fs, &envelope_fields[ENVELOPE_auth], env);
     bool batch_top = kind == MEMBER_TOP && op->id == NET_OP_BATCH;
     if (write && kind == MEMBER_TOP)
-        fs->fields[fs->count++] = &field_consumer;
+        field_add(fs, &envelope_fields[ENVELOPE_consumer], env);
     if (write && (kind == MEMBER_BATCH || (kind == MEMBER_TOP && !batch_top)))
-        fs->fields[fs->count++] = &field_key;
+        field_add(fs, &envelope_fields[ENVELOPE_key], env);
     if (write && kind != MEMBER_CHAIN && !batch_top)
-        fs->fields[fs->count++] = &field_correlation;
+        field_add(fs, &envelope_fields[ENVELOPE_correlation], env);
     for (int i = 0; i < NET_OP_FIELDS_MAX && op->fields[i].name; i++)
-        fs->fields[fs->count++] = &op->fields[i];
+        field_add(fs, &op->fields[i], args);
 }
 
 int net_request_fail(net_request *req, int code, const char *detail)
@@ -156,7 +181,7 @@ static int check_value(const net_field *f, const msgpack_object *o)
 }
 
 /* Match every entry of map m to a field of fs; check types and presence. */
-static int match_fields(net_request *req, net_fields *fs, const msgpack_object *m)
+static int match_fields(net_request *req, field_set *fs, const msgpack_object *m)
 {
     if (m->type != MSGPACK_OBJECT_MAP)
         return net_request_fail(req, TALLY_malformed_request, "a request and each member is a map");
@@ -184,48 +209,42 @@ static int match_fields(net_request *req, net_fields *fs, const msgpack_object *
     return TALLY_ok;
 }
 
-const msgpack_object *net_fields_value(const net_fields *fs, const char *name)
+/* A checked value into its member of the struct at dest. */
+static void store_value(const net_field *f, const msgpack_object *o, char *dest)
 {
-    for (unsigned j = 0; j < fs->count; j++)
-        if (strcmp(fs->fields[j]->name, name) == 0)
-            return fs->values[j];
-    return NULL;
+    void *member = dest + f->offset;
+    switch (f->type) {
+    case NET_FIELD_UINT: *(uint64_t *)member = o->via.u64; break;
+    case NET_FIELD_AMOUNT:
+    case NET_FIELD_INT:
+        *(int64_t *)member =
+            o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? o->via.i64 : (int64_t)o->via.u64;
+        break;
+    case NET_FIELD_STR: *(tally_str *)member = (tally_str){o->via.str.ptr, o->via.str.size}; break;
+    case NET_FIELD_ID128: memcpy(((tally_id128 *)member)->bytes, o->via.bin.ptr, 16); break;
+    case NET_FIELD_BOOL: *(bool *)member = o->via.boolean; break;
+    case NET_FIELD_OPS:
+    case NET_FIELD_UINTS:
+        *(net_list *)member = (net_list){o->via.array.ptr, o->via.array.size};
+        break;
+    }
+    *(bool *)(dest + f->has_offset) = true;
 }
 
-uint64_t net_fields_u64(const net_fields *fs, const char *name, uint64_t dflt)
+/* Check map m against the fields of op in a map of this kind and fill env
+ * and args with its values. */
+static int decode_fields(net_request *req, const net_op *op, member_kind kind,
+                         const msgpack_object *m, envelope *env, net_args *args)
 {
-    const msgpack_object *o = net_fields_value(fs, name);
-    return o ? o->via.u64 : dflt;
-}
-
-int64_t net_fields_i64(const net_fields *fs, const char *name)
-{
-    const msgpack_object *o = net_fields_value(fs, name);
-    if (!o)
-        return 0;
-    return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? o->via.i64 : (int64_t)o->via.u64;
-}
-
-tally_str net_fields_str(const net_fields *fs, const char *name)
-{
-    const msgpack_object *o = net_fields_value(fs, name);
-    return o ? (tally_str){o->via.str.ptr, o->via.str.size} : (tally_str){NULL, 0};
-}
-
-bool net_fields_id(const net_fields *fs, const char *name, tally_id128 *out)
-{
-    const msgpack_object *o = net_fields_value(fs, name);
-    memset(out, 0, sizeof(*out));
-    if (!o)
-        return false;
-    memcpy(out->bytes, o->via.bin.ptr, 16);
-    return true;
-}
-
-bool net_fields_bool(const net_fields *fs, const char *name)
-{
-    const msgpack_object *o = net_fields_value(fs, name);
-    return o && o->via.boolean;
+    field_set fs;
+    field_set_build(&fs, op, kind, env, args);
+    int rc = match_fields(req, &fs, m);
+    if (rc != TALLY_ok)
+        return rc;
+    for (unsigned j = 0; j < fs.count; j++)
+        if (fs.values[j])
+            store_value(fs.fields[j], fs.values[j], fs.dest[j]);
+    return TALLY_ok;
 }
 
 static const net_op *member_op(net_request *req, const msgpack_object *m)
@@ -248,33 +267,32 @@ static const net_op *member_op(net_request *req, const msgpack_object *m)
 
 /* The `ops` of a chain or batch: each member checked against its own row,
  * its command built by the row's command function. */
-int net_request_members(net_request *req, const net_fields *top)
+int net_request_members(net_request *req, net_list ops)
 {
-    const msgpack_object *ops = net_fields_value(top, "ops");
-    tally_str correlation = net_fields_str(top, "correlation");
-    uint32_t n = ops->via.array.size;
+    uint32_t n = ops.count;
     bool chain = req->op->id == NET_OP_CHAIN;
     if (n == 0 && !chain)
         return net_request_fail(req, TALLY_value_out_of_range, "ops");
     for (uint32_t i = 0; i < n; i++) {
-        const net_op *mop = member_op(req, &ops->via.array.ptr[i]);
+        const net_op *mop = member_op(req, &ops.items[i]);
         if (!mop)
             return req->error;
-        net_fields fs;
-        field_set_build(&fs, mop, chain ? MEMBER_CHAIN : MEMBER_BATCH);
-        int rc = match_fields(req, &fs, &ops->via.array.ptr[i]);
+        envelope env;
+        net_args args;
+        int rc = decode_fields(req, mop, chain ? MEMBER_CHAIN : MEMBER_BATCH, &ops.items[i], &env,
+                               &args);
         if (rc != TALLY_ok)
             return rc;
         if (chain) {
-            mop->command(&fs, &req->chain_members[i]);
+            mop->command(&args, &req->chain_members[i]);
             continue;
         }
+        /* a batch's top map has no correlation: a member's own or none */
         ledger_request *w = &req->writes[i];
         w->consumer = req->consumer;
-        w->key = net_fields_str(&fs, "key");
-        w->correlation = net_fields_value(&fs, "correlation") ? net_fields_str(&fs, "correlation")
-                                                              : correlation;
-        mop->command(&fs, &w->command);
+        w->key = env.key;
+        w->correlation = env.correlation;
+        mop->command(&args, &w->command);
     }
     if (chain) {
         req->writes[0].command.kind = LEDGER_CHAIN;
@@ -332,20 +350,20 @@ static int decode_top(net_request *req, const msgpack_object *m)
     req->op = net_op_find(name);
     if (!req->op)
         return net_request_fail(req, TALLY_unknown_op, "see docs/PROTOCOL.md for the ops");
-    net_fields fs;
-    field_set_build(&fs, req->op, MEMBER_TOP);
-    int rc = match_fields(req, &fs, m);
+    envelope env;
+    net_args args;
+    int rc = decode_fields(req, req->op, MEMBER_TOP, m, &env, &args);
     if (rc != TALLY_ok)
         return rc;
     if (req->op->kind == NET_KIND_WRITE) {
-        req->consumer = net_fields_str(&fs, "consumer");
+        req->consumer = env.consumer;
         ledger_request *w = &req->writes[0];
         w->consumer = req->consumer;
-        w->key = net_fields_str(&fs, "key");
-        w->correlation = net_fields_str(&fs, "correlation");
+        w->key = env.key;
+        w->correlation = env.correlation;
         req->write_count = 1;
     }
-    return req->op->build(req, &fs);
+    return req->op->build(req, &args);
 }
 
 int net_request_decode(net_request *req, const void *bytes, size_t len)
@@ -415,8 +433,10 @@ void net_protocol_reference(FILE *out)
         fprintf(out, "### `%s` (%s; auth: %s)\n\n%s\n\n", op->name, kind,
                 auth_class_name(op->auth), op->doc);
         fprintf(out, "| field | type | required | limit | meaning |\n|---|---|---|---|---|\n");
-        net_fields fs;
-        field_set_build(&fs, op, MEMBER_TOP);
+        field_set fs;
+        envelope env;
+        net_args args;
+        field_set_build(&fs, op, MEMBER_TOP, &env, &args);
         for (unsigned j = 0; j < fs.count; j++)
             print_field(out, fs.fields[j]);
         fprintf(out, "\n");

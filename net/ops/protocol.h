@@ -3,9 +3,11 @@
  * what an op's row names (docs/PROTOCOL.md is the contract).
  *
  * One table (net_ops, net/ops/op_table.c) lists every op: its kind, its fields
- * as data (name, type, required, limit, description), the builder that
- * turns checked fields into a request, and its behaviour — the read
- * handler, or the writer-side apply function and the reply encoder. The
+ * as data (name, type, required, limit, description, where the decoder puts
+ * the value; declared with the op's struct in net/ops/op_fields.h), the
+ * builder that turns the filled struct into a request, and its behaviour —
+ * the read handler, or the writer-side apply function and the reply
+ * encoder. The
  * decoder checks a request against the row before anything else happens;
  * the dispatcher (net/engine/slot.c, net/engine/writer.c) routes by the row alone, and
  * `tallyd --protocol-reference` prints the same table as the reference
@@ -26,6 +28,7 @@
 
 #include <msgpack.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -46,7 +49,40 @@ typedef struct net_field {
     bool required;
     uint64_t max;     /* UINT: largest value; STR: bytes; OPS: count */
     const char *doc;
+    size_t offset;     /* where the decoder stores the value in the op's struct */
+    size_t has_offset; /* and the bool that says it was sent */
 } net_field;
+
+/* An array field's elements (OPS: maps; UINTS: positive integers, checked
+ * against the row), pointing into the decoded message. */
+typedef struct net_list {
+    const msgpack_object *items;
+    uint32_t count;
+} net_list;
+
+/* An op's fields are declared once, as an X-macro list of
+ * F(T, type, name, presence, max, doc) (net/ops/op_fields.h); these make
+ * of one list both the struct T that the decoder fills (a member `name`
+ * of the type's C type and a `has_name`) and the table's net_field rows,
+ * so a handler that names a field the op does not have does not compile.
+ * presence is REQUIRED or OPTIONAL. */
+#define NET_CTYPE_UINT uint64_t
+#define NET_CTYPE_AMOUNT int64_t
+#define NET_CTYPE_INT int64_t
+#define NET_CTYPE_STR tally_str
+#define NET_CTYPE_ID128 tally_id128
+#define NET_CTYPE_BOOL bool
+#define NET_CTYPE_OPS net_list
+#define NET_CTYPE_UINTS net_list
+#define NET_PRESENCE_REQUIRED true
+#define NET_PRESENCE_OPTIONAL false
+
+#define NET_FIELD_MEMBER(T, type, name, presence, max, doc) \
+    NET_CTYPE_##type name;                                  \
+    bool has_##name;
+#define NET_FIELD_ROW(T, type, name, presence, max, doc)                                  \
+    {#name, NET_FIELD_##type, NET_PRESENCE_##presence, (max), (doc), offsetof(T, name), \
+     offsetof(T, has_##name)},
 
 typedef enum net_op_id {
     NET_OP_ACCOUNT_OPEN, NET_OP_TRANSFER, NET_OP_POST, NET_OP_VOID,
@@ -152,17 +188,6 @@ typedef struct net_control_env {
     void *health_ctx;
 } net_control_env;
 
-/* The checked fields of one request or member map, for builders. */
-typedef struct net_fields net_fields;
-
-const msgpack_object *net_fields_value(const net_fields *fs, const char *name);
-uint64_t net_fields_u64(const net_fields *fs, const char *name, uint64_t dflt);
-int64_t net_fields_i64(const net_fields *fs, const char *name);
-tally_str net_fields_str(const net_fields *fs, const char *name);
-bool net_fields_bool(const net_fields *fs, const char *name);
-/* false (and *out zeroed) when the field is absent. */
-bool net_fields_id(const net_fields *fs, const char *name, tally_id128 *out);
-
 /* Record why req is refused; returns code. */
 int net_request_fail(net_request *req, int code, const char *detail);
 
@@ -175,12 +200,14 @@ struct net_op {
     const char *doc;
     net_field fields[NET_OP_FIELDS_MAX]; /* terminated by name == NULL */
     /* Checked fields into req (the ledger command, net_read or net_sub),
-     * with the rules the field table cannot say (minimums, choices).
+     * with the rules the field table cannot say (minimums, choices). args:
+     * the op's struct of fields (net/ops/op_fields.h), filled by the
+     * decoder; the row's handler takes it typed (net/ops/op_table.c).
      * TALLY_ok or a refusal recorded with net_request_fail. */
-    int (*build)(net_request *req, const net_fields *fs);
-    /* A single write op: its ledger command from a (member) map's fields.
-     * NULL for ops that cannot be a chain or batch member. */
-    void (*command)(const net_fields *fs, ledger_command *c);
+    int (*build)(net_request *req, const void *args);
+    /* A single write op: its ledger command from a (member) map's struct
+     * of fields. NULL for ops that cannot be a chain or batch member. */
+    void (*command)(const void *args, ledger_command *c);
     /* READ: pack the reply from the snapshot t at now_ms. */
     void (*read)(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
     /* READ with wait_ms: the head req waits to pass (parked until the log's
