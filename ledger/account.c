@@ -215,8 +215,9 @@ static int compare_existing(const ledger_account *have, const ledger_account_ope
     return TALLY_exists;
 }
 
-int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
+int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
 {
+    const ledger_account_open *cmd = &command->u.account_open;
     ledger_account a;
     int rc = ledger_account_get(ctx->txn, cmd->id, &a);
     if (rc == TALLY_ok) {
@@ -240,5 +241,6 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
     if (rc != TALLY_ok)
         return rc;
     log_entity entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = a.id};
-    return ledger_emit(ctx, "account.opened", &entity, a.version, ledger_account_pack_body, &a);
+    return ledger_emit(ctx, LOG_EVENT_ACCOUNT_OPENED, &entity, a.version, ledger_account_pack_body,
+                       &a);
 }

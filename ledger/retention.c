@@ -380,7 +380,7 @@ static int emit_dead_letter_expired(tally_str name, const sub_dead_letter *d, vo
     log_entity entity = {.kind = LOG_ENTITY_DEAD_LETTER, .subscriber = name,
                          .letter_seq = d->seq};
     dead_body body = {name, d};
-    return ledger_emit(&one, "dead_letter.expired", &entity, 1, pack_dead_letter_body, &body);
+    return ledger_emit(&one, LOG_EVENT_DEAD_LETTER_EXPIRED, &entity, 1, pack_dead_letter_body, &body);
 }
 
 static int dlq_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt, uint32_t *removed)
