@@ -139,24 +139,20 @@ int ledger_entitlement_list(store_txn *t, tally_str subject,
         return TALLY_invalid_argument;
     uint8_t prefix[1 + TALLY_SUBJECT_BYTES_MAX];
     size_t prefix_len = ledger_pair_key_prefix(subject, TALLY_SUBJECT_BYTES_MAX, prefix);
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_ENTITLEMENTS, &cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_ENTITLEMENTS, prefix, prefix_len, false, &s);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k = {prefix_len, prefix}, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (mrc == MDB_SUCCESS && rc == TALLY_ok && k.mv_size > prefix_len &&
-           memcmp(k.mv_data, prefix, prefix_len) == 0) {
+    for (; rc == TALLY_ok && store_scan_on(&s) && s.key.mv_size > prefix_len &&
+           memcmp(s.key.mv_data, prefix, prefix_len) == 0;
+         store_scan_next(&s)) {
         ledger_entitlement e;
-        rc = ledger_entitlement_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &e);
+        rc = ledger_entitlement_decode(s.key.mv_data, s.key.mv_size, s.val.mv_data,
+                                       s.val.mv_size, &e);
         if (rc == TALLY_ok)
             rc = fn(&e, ctx);
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
-    if (rc == TALLY_ok && mrc != MDB_SUCCESS && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
-    mdb_cursor_close(cur);
-    return rc;
+    return store_scan_end(&s, rc);
 }
 
 static int pack_optional_i64(msgpack_packer *pk, bool has, int64_t v)
