@@ -93,29 +93,27 @@ int ledger_account_get(store_txn *t, uint64_t id, ledger_account *out)
 
 /* The walk of ledger_account_list from the cursor's first key: fn for
  * each account up to limit, then a look one key further for *next. */
-static int account_walk(MDB_cursor *cur, MDB_val *k, MDB_val *v, int mrc, uint32_t limit,
+static int account_walk(store_scan *s, uint32_t limit,
                         int (*fn)(const ledger_account *a, void *ctx), void *ctx,
                         uint64_t *next)
 {
     uint32_t given = 0;
     uint64_t last = 0;
-    while (mrc == MDB_SUCCESS && given < limit) {
-        if (k->mv_size != 8)
+    for (; store_scan_on(s) && given < limit; store_scan_next(s)) {
+        if (s->key.mv_size != 8)
             return TALLY_corrupt_record;
         ledger_account a;
-        int rc = ledger_account_decode(get_u64_be(k->mv_data), v->mv_data, v->mv_size, &a);
+        int rc = ledger_account_decode(get_u64_be(s->key.mv_data), s->val.mv_data,
+                                       s->val.mv_size, &a);
         if (rc == TALLY_ok)
             rc = fn(&a, ctx);
         if (rc != TALLY_ok)
             return rc;
         last = a.id;
         given++;
-        mrc = mdb_cursor_get(cur, k, v, MDB_NEXT);
     }
-    if (mrc != MDB_SUCCESS && mrc != MDB_NOTFOUND)
-        return store_translate(mrc);
     /* A full page with a key after it: there is more. */
-    *next = given == limit && mrc == MDB_SUCCESS ? last : 0;
+    *next = given == limit && store_scan_on(s) ? last : 0;
     return TALLY_ok;
 }
 
@@ -129,16 +127,13 @@ int ledger_account_list(store_txn *t, uint64_t after_id, uint32_t limit,
         return TALLY_invalid_argument;
     if (after_id == UINT64_MAX) /* past every id; after_id + 1 would wrap to the first */
         return TALLY_ok;
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_ACCOUNTS, &cur);
-    if (rc != TALLY_ok)
-        return rc;
     uint8_t from[8];
     put_u64_be(from, after_id + 1);
-    MDB_val k = {sizeof(from), from}, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    rc = account_walk(cur, &k, &v, mrc, limit, fn, ctx, next);
-    mdb_cursor_close(cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_ACCOUNTS, from, sizeof(from), false, &s);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = store_scan_end(&s, account_walk(&s, limit, fn, ctx, next));
     if (rc != TALLY_ok)
         *next = 0;
     return rc;
@@ -215,8 +210,9 @@ static int compare_existing(const ledger_account *have, const ledger_account_ope
     return TALLY_exists;
 }
 
-int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
+int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
 {
+    const ledger_account_open *cmd = &command->u.account_open;
     ledger_account a;
     int rc = ledger_account_get(ctx->txn, cmd->id, &a);
     if (rc == TALLY_ok) {
@@ -240,5 +236,6 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
     if (rc != TALLY_ok)
         return rc;
     log_entity entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = a.id};
-    return ledger_emit(ctx, "account.opened", &entity, a.version, ledger_account_pack_body, &a);
+    return ledger_emit(ctx, LOG_EVENT_ACCOUNT_OPENED, &entity, a.version, ledger_account_pack_body,
+                       &a);
 }

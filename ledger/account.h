@@ -69,8 +69,9 @@ int ledger_account_put(store_txn *t, const ledger_account *a);
 size_t ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES_MAX]);
 int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out);
 
-/* Apply account_open: ok, exists, exists_with_different_*, or a fault. */
-int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd);
+/* Apply account_open (its row in ledger/command.c's op table; cmd
+ * validated): ok, exists, exists_with_different_*, or a fault. */
+int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
 /* The account as a msgpack map (replies, event format 1) or a row (event
  * format 2; docs/EVENTS.md), and back from either. */

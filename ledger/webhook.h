@@ -11,8 +11,9 @@
 #include "ledger/command.h"
 #include "ledger/context.h"
 
-/* Append the webhook.received event of w (validated) in ctx. TALLY_ok or
- * a fault. */
-int ledger_webhook_apply(ledger_ctx *ctx, const ledger_webhook *w);
+/* Append the webhook.received event of cmd's delivery (validated) in ctx:
+ * webhook_receive's row in ledger/command.c's op table. TALLY_ok or a
+ * fault. */
+int ledger_webhook_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
 #endif

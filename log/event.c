@@ -31,6 +31,35 @@ const char *log_entity_kind_name(log_entity_kind kind)
     return "unknown";
 }
 
+static const char *const event_type_names[LOG_EVENT_TYPE_END] = {
+#define LOG_EVENT_TYPE_NAME(id, name) [id] = name,
+    LOG_EVENT_TYPES(LOG_EVENT_TYPE_NAME)
+#undef LOG_EVENT_TYPE_NAME
+};
+
+const char *log_event_type_name(log_event_type type)
+{
+    return type > LOG_EVENT_TYPE_NONE && type < LOG_EVENT_TYPE_END ? event_type_names[type]
+                                                                    : NULL;
+}
+
+bool log_event_type_of(tally_str name, log_event_type *out)
+{
+    for (int t = LOG_EVENT_TYPE_NONE + 1; t < LOG_EVENT_TYPE_END; t++)
+        if (tally_str_equal(name, tally_str_from(event_type_names[t]))) {
+            *out = (log_event_type)t;
+            return true;
+        }
+    *out = LOG_EVENT_TYPE_NONE;
+    return false;
+}
+
+bool log_event_type_is(const log_event *ev, log_event_type type)
+{
+    const char *name = log_event_type_name(type);
+    return name != NULL && tally_str_equal(ev->type, tally_str_from(name));
+}
+
 /* The length of the trailing hash entry of an encoded event, by its first
  * byte (fixarray 12: format 2; fixmap 12: format 1); 0 for neither. */
 static size_t hash_entry_bytes(const uint8_t *bytes, size_t len)
@@ -94,7 +123,8 @@ static int pack_event_head(msgpack_packer *pk, const log_event_draft *a, uint64_
 {
     return msgpack_pack_array(pk, LOG_EVENT_FIELDS) ||
            msgpack_pack_uint32(pk, LOG_EVENT_FORMAT) || msgpack_pack_uint64(pk, seq) ||
-           msgpack_safe_pack_bin(pk, id->bytes, 16) || msgpack_safe_pack_cstr(pk, a->type) ||
+           msgpack_safe_pack_bin(pk, id->bytes, 16) ||
+           msgpack_safe_pack_cstr(pk, log_event_type_name(a->type)) ||
            pack_entity(pk, &a->entity) || msgpack_pack_uint64(pk, a->entity_version) ||
            msgpack_pack_int64(pk, a->time_ms) ||
            (a->consumer.len == 0
@@ -109,7 +139,7 @@ int log_event_encode(const log_event_draft *draft, uint64_t seq, const tally_id1
                      const uint8_t prev_hash[LOG_HASH_BYTES], uint8_t *buf, size_t capacity,
                      size_t *len, uint8_t hash[LOG_HASH_BYTES])
 {
-    assert(draft != NULL && draft->type != NULL && draft->pack_body != NULL);
+    assert(draft != NULL && log_event_type_name(draft->type) != NULL && draft->pack_body != NULL);
     assert(draft->entity_version > 0);
     msgpack_safe_buffer out;
     msgpack_packer pk;

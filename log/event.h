@@ -51,10 +51,44 @@ typedef struct log_entity {
     tally_str webhook_event_id; /* and the provider's event id */
 } log_entity;
 
+/* The event types, each with its wire name, once (docs/EVENTS.md). The
+ * name is what the log stores and the chain hashes, so a name never
+ * changes; the enum's numbers are for code only and are never written.
+ * A new type is one row here (and its section in docs/EVENTS.md). */
+#define LOG_EVENT_TYPES(X)                                \
+    X(LOG_EVENT_ACCOUNT_OPENED, "account.opened")         \
+    X(LOG_EVENT_TRANSFER_CREATED, "transfer.created")     \
+    X(LOG_EVENT_TRANSFER_POSTED, "transfer.posted")       \
+    X(LOG_EVENT_TRANSFER_VOIDED, "transfer.voided")       \
+    X(LOG_EVENT_TRANSFER_EXPIRED, "transfer.expired")     \
+    X(LOG_EVENT_ENTITLEMENT_GRANTED, "entitlement.granted")   \
+    X(LOG_EVENT_ENTITLEMENT_EXTENDED, "entitlement.extended") \
+    X(LOG_EVENT_ENTITLEMENT_REVOKED, "entitlement.revoked")   \
+    X(LOG_EVENT_ENTITLEMENT_EXPIRED, "entitlement.expired")   \
+    X(LOG_EVENT_DEAD_LETTER_EXPIRED, "dead_letter.expired")   \
+    X(LOG_EVENT_WEBHOOK_RECEIVED, "webhook.received")
+
+typedef enum log_event_type {
+    LOG_EVENT_TYPE_NONE = 0, /* no type: ends lists, never written */
+#define LOG_EVENT_TYPE_ENUM(id, name) id,
+    LOG_EVENT_TYPES(LOG_EVENT_TYPE_ENUM)
+#undef LOG_EVENT_TYPE_ENUM
+    LOG_EVENT_TYPE_END /* one past the last type */
+} log_event_type;
+
+/* The wire name of a type ("account.opened", ...), a static string; NULL
+ * for LOG_EVENT_TYPE_NONE and numbers that are no type. */
+const char *log_event_type_name(log_event_type type);
+
+/* The type a decoded event's name names: true with *out set, or false
+ * (with *out LOG_EVENT_TYPE_NONE) for a name that is no type this build
+ * writes (a reader must still accept it: the log may be newer). */
+bool log_event_type_of(tally_str name, log_event_type *out);
+
 /* What an event says before the log gives it a seq, an id and its place in
  * the chain (log_append's arguments). */
 typedef struct log_event_draft {
-    const char *type; /* "account.opened", ... (docs/EVENTS.md) */
+    log_event_type type; /* written as log_event_type_name(type) */
     /* Packs the body: a msgpack array of rows, in the order of
      * log_body_part for the entity's kind (docs/EVENTS.md). */
     log_entity entity;
@@ -88,6 +122,9 @@ typedef struct log_event {
     const uint8_t *raw;
     size_t raw_len;
 } log_event;
+
+/* Whether a decoded event is of type (its name is type's wire name). */
+bool log_event_type_is(const log_event *ev, log_event_type type);
 
 /* Encode draft as the event seq with id, chained to prev_hash, into buf
  * (capacity bytes): *len gets its size and hash its chain hash. Returns

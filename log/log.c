@@ -83,7 +83,7 @@ static void event_id(store_txn *t, int64_t time_ms, uint64_t seq, tally_id128 *i
  * always names the last stored event. */
 int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
 {
-    assert(args != NULL && args->type != NULL && args->pack_body != NULL);
+    assert(args != NULL && log_event_type_name(args->type) != NULL && args->pack_body != NULL);
     assert(args->entity_version > 0);
     assert(!t->read_only);
     log_head head;

@@ -440,6 +440,47 @@ int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out)
     return store_translate(mdb_cursor_open(t->txn, t->st->dbi[db], out));
 }
 
+int store_scan_begin(store_txn *t, store_db db, const void *from, size_t from_len, bool reverse,
+                     store_scan *s)
+{
+    assert(from != NULL || from_len == 0);
+    memset(s, 0, sizeof(*s));
+    s->reverse = reverse;
+    int rc = store_cursor_open(t, db, &s->cursor);
+    if (rc != TALLY_ok)
+        return rc;
+    int mrc;
+    if (from == NULL) {
+        mrc = mdb_cursor_get(s->cursor, &s->key, &s->val, reverse ? MDB_LAST : MDB_FIRST);
+    } else {
+        s->key = (MDB_val){from_len, (void *)from};
+        mrc = mdb_cursor_get(s->cursor, &s->key, &s->val, MDB_SET_RANGE);
+        if (reverse) /* from the first key at or after from back to the one before it */
+            mrc = mdb_cursor_get(s->cursor, &s->key, &s->val,
+                                 mrc == MDB_SUCCESS ? MDB_PREV : MDB_LAST);
+    }
+    s->rc = store_translate(mrc);
+    return TALLY_ok;
+}
+
+bool store_scan_next(store_scan *s)
+{
+    assert(s->cursor != NULL && store_scan_on(s));
+    s->rc = store_translate(
+        mdb_cursor_get(s->cursor, &s->key, &s->val, s->reverse ? MDB_PREV : MDB_NEXT));
+    return store_scan_on(s);
+}
+
+int store_scan_end(store_scan *s, int rc)
+{
+    if (s->cursor != NULL)
+        mdb_cursor_close(s->cursor);
+    s->cursor = NULL;
+    if (rc != TALLY_ok)
+        return rc;
+    return s->rc == TALLY_not_found ? TALLY_ok : s->rc;
+}
+
 int store_map_usage(store_txn *t, uint64_t *used_bytes, uint64_t *map_bytes)
 {
     MDB_envinfo info;

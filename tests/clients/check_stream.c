@@ -415,7 +415,7 @@ START_TEST(test_event_not_chained_is_refused)
     forger_up(&g);
     forger_damaged_first(&g); /* event 1, read with log_read */
     forger_write(&g, 2);         /* the stream knows no head past 1: it listens */
-    log_event_draft d = {.type = "account.opened",
+    log_event_draft d = {.type = LOG_EVENT_ACCOUNT_OPENED,
                          .entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = 2},
                          .entity_version = 1,
                          .time_ms = g.real[1].time_ms,
