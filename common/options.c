@@ -161,9 +161,16 @@ int options_usage_error(const options_set *s, const char *fmt, ...)
     return 2;
 }
 
-int options_load_command_line(options_set *s, int argc, char **argv, void *target,
+int options_load_command_line(options_set *s, const char *program, const options_row *rows,
+                              size_t count, int argc, char **argv, void *target,
                               options_usage_fn *usage)
 {
+    size_t arguments_max = s->arguments_max; /* options_init clears it */
+    if (!options_init(s, program, rows, count)) {
+        fprintf(stderr, "%s: out of memory\n", program);
+        return 1;
+    }
+    s->arguments_max = arguments_max;
     int rc = options_parse_command_line(s, argc, argv);
     if (rc != 0)
         return rc;

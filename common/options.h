@@ -133,13 +133,15 @@ int options_usage_error(const options_set *s, const char *fmt, ...)
 
 typedef void options_usage_fn(const options_set *s, FILE *f);
 
-/* The whole command line of a program without a config file: parse it;
- * with --help (a row named "help") print usage to stdout; else apply the
- * values (and defaults) to target. Returns -1 to go on, else the exit
- * status (0 after --help; 2, or a parse function's, after a message on
- * stderr). s stays the caller's to free either way; values point into
- * argv. */
-int options_load_command_line(options_set *s, int argc, char **argv, void *target,
+/* The whole command line of a program without a config file: options_init
+ * s (program, rows, count), parse argv; with --help (a row named "help")
+ * print usage to stdout; else apply the values (and defaults) to target.
+ * s comes zeroed (`options_set set = {0}`), or with arguments_max set: it
+ * is kept. Returns -1 to go on, else the exit status (0 after --help; 2, or
+ * a parse function's, after a message on stderr; 1 out of memory). The
+ * caller frees s either way (options_free); values point into argv. */
+int options_load_command_line(options_set *s, const char *program, const options_row *rows,
+                              size_t count, int argc, char **argv, void *target,
                               options_usage_fn *usage);
 
 /* Read `key = value` lines: whole-line or trailing `#` comments, blank

@@ -143,12 +143,9 @@ static int usage_error(const char *what, const char *arg)
 /* Returns -1 to go on, else the exit code. */
 static int flags_parse(int argc, char **argv, flags *f)
 {
-    options_set set;
-    if (!options_init(&set, "tally-relay", rows, sizeof(rows) / sizeof(rows[0]))) {
-        fprintf(stderr, "tally-relay: out of memory\n");
-        return EXIT_FAILED;
-    }
-    int code = options_load_command_line(&set, argc, argv, f, usage);
+    options_set set = {0};
+    int code = options_load_command_line(&set, "tally-relay", rows, sizeof(rows) / sizeof(rows[0]),
+                                         argc, argv, f, usage);
     options_free(&set);
     return code;
 }

@@ -157,14 +157,11 @@ static void usage(const options_set *set, FILE *f)
 int main(int argc, char **argv)
 {
     demo_options o = {0};
-    options_set set;
-    if (!options_init(&set, "tally-demo", rows, sizeof(rows) / sizeof(rows[0]))) {
-        fprintf(stderr, "tally-demo: out of memory\n");
-        return 1;
-    }
+    options_set set = {0};
     /* Words after the options were never read; they stay allowed. */
     set.arguments_max = (size_t)argc;
-    int rc = options_load_command_line(&set, argc, argv, &o, usage);
+    int rc = options_load_command_line(&set, "tally-demo", rows, sizeof(rows) / sizeof(rows[0]),
+                                       argc, argv, &o, usage);
     options_free(&set);
     if (rc >= 0)
         return rc;

@@ -189,12 +189,9 @@ static void usage(const options_set *set, FILE *f)
 /* Returns -1 to run, else the exit status (help, or a usage error). */
 static int parse_options(int argc, char **argv, echo_options *o)
 {
-    options_set set;
-    if (!options_init(&set, "tally-echo", rows, sizeof(rows) / sizeof(rows[0]))) {
-        fprintf(stderr, "tally-echo: out of memory\n");
-        return 1;
-    }
-    int rc = options_load_command_line(&set, argc, argv, o, usage);
+    options_set set = {0};
+    int rc = options_load_command_line(&set, "tally-echo", rows, sizeof(rows) / sizeof(rows[0]),
+                                       argc, argv, o, usage);
     if (rc < 0 && o->url == NULL)
         rc = options_usage_error(&set, "--listen URL is required");
     options_free(&set);

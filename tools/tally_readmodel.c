@@ -113,12 +113,9 @@ static void usage(const options_set *set, FILE *f)
 static int parse_options(int argc, char **argv, options *o)
 {
     *o = (options){0};
-    options_set set;
-    if (!options_init(&set, "tally-readmodel", rows, sizeof(rows) / sizeof(rows[0]))) {
-        fprintf(stderr, "tally-readmodel: out of memory\n");
-        return EXIT_FAILED;
-    }
-    int rc = options_load_command_line(&set, argc, argv, o, usage);
+    options_set set = {0};
+    int rc = options_load_command_line(&set, "tally-readmodel", rows,
+                                       sizeof(rows) / sizeof(rows[0]), argc, argv, o, usage);
     if (rc < 0 && o->json && !o->dump)
         rc = options_usage_error(&set, "--json goes with --dump");
     options_free(&set);

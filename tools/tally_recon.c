@@ -200,12 +200,9 @@ static int check_together(const options_set *set, const recon_options *o)
 static int parse_options(int argc, char **argv, recon_options *o)
 {
     *o = (recon_options){0};
-    options_set set;
-    if (!options_init(&set, "tally-recon", rows, sizeof(rows) / sizeof(rows[0]))) {
-        fprintf(stderr, "tally-recon: out of memory\n");
-        return EXIT_CANNOT_RUN;
-    }
-    int rc = options_load_command_line(&set, argc, argv, o, print_help);
+    options_set set = {0};
+    int rc = options_load_command_line(&set, "tally-recon", rows, sizeof(rows) / sizeof(rows[0]),
+                                       argc, argv, o, print_help);
     if (rc < 0) {
         o->drift_set = options_given_count(&set, "drift", NULL) > 0;
         o->through_set = options_given_count(&set, "through", NULL) > 0;

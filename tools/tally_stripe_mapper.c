@@ -276,12 +276,9 @@ static void usage(const options_set *set, FILE *f)
 int main(int argc, char **argv)
 {
     mapper_options o = {0};
-    options_set set;
-    if (!options_init(&set, "tally-stripe-mapper", rows, sizeof(rows) / sizeof(rows[0]))) {
-        fprintf(stderr, "tally-stripe-mapper: out of memory\n");
-        return EXIT_FAILED;
-    }
-    int code = options_load_command_line(&set, argc, argv, &o, usage);
+    options_set set = {0};
+    int code = options_load_command_line(&set, "tally-stripe-mapper", rows,
+                                         sizeof(rows) / sizeof(rows[0]), argc, argv, &o, usage);
     options_free(&set);
     if (code >= 0)
         return code;

@@ -303,12 +303,9 @@ static int check_together(const options_set *set, bench_options *o)
 
 int parse_options(int argc, char **argv, bench_options *o)
 {
-    options_set set;
-    if (!options_init(&set, "tally-bench", rows, sizeof(rows) / sizeof(rows[0]))) {
-        fprintf(stderr, "tally-bench: out of memory\n");
-        return EXIT_FAILED;
-    }
-    int rc = options_load_command_line(&set, argc, argv, o, usage);
+    options_set set = {0};
+    int rc = options_load_command_line(&set, "tally-bench", rows, sizeof(rows) / sizeof(rows[0]),
+                                       argc, argv, o, usage);
     if (rc < 0)
         rc = check_together(&set, o);
     options_free(&set);
