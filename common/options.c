@@ -133,6 +133,7 @@ int options_parse_command_line(options_set *s, int argc, char **argv)
                                   OPTION_VAL_FIRST + (int)i};
     int c, rc = 0;
     opterr = 0; /* option_error says it, with the program's name */
+    optind = 0; /* glibc: start over at argv[1], whatever was parsed before */
     while (rc == 0 && (c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
         long i = row_of_option(s, c);
         if (i < 0)
