@@ -114,6 +114,9 @@ static int option_error(const options_set *s, int c, char **argv)
     const char *option = optopt > 0 && optopt < OPTION_VAL_FIRST ? shown : argv[optind - 1];
     if (c == ':')
         return options_usage_error(s, "%s: a value is missing", option);
+    if (optopt >= OPTION_VAL_FIRST) /* a known flag, given "--flag=value" */
+        return options_usage_error(s, "--%s takes no value: %s",
+                                   s->rows[optopt - OPTION_VAL_FIRST].name, option);
     return options_usage_error(s, "unknown option: %s", option);
 }
 

@@ -130,7 +130,8 @@ START_TEST(usage_errors_exit_2)
     char *missing[] = {"sample", "--path", NULL};
     char *missing_short[] = {"sample", "-p", NULL};
     char *stray[] = {"sample", "word", NULL};
-    char **cases[] = {unknown, unknown_short, missing, missing_short, stray};
+    char *flag_value[] = {"sample", "--verbose=yes", NULL};
+    char **cases[] = {unknown, unknown_short, missing, missing_short, stray, flag_value};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ck_assert_msg(load(cases[i], 0, &o, &s) == 2, "case %zu", i);
         options_free(&s);
