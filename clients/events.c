@@ -7,7 +7,7 @@
 #include "clients/events.h"
 
 #include "common/error.h"
-#include "log/event.h"
+#include "common/log_event.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #include "clients/libtally_internal.h"
 
 #include "common/clock.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <assert.h>
 #include <string.h>

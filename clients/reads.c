@@ -9,7 +9,7 @@
 #include "clients/tally_inbox.h"
 
 #include "common/limits.h"
-#include "log/event.h"
+#include "common/log_event.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -19,8 +19,8 @@
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/limits.h"
+#include "common/lmdb_error.h"
 #include "common/msgpack_safe.h"
-#include "log/lmdb_error.h"
 
 #include <errno.h>
 #include <stdlib.h>

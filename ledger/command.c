@@ -4,7 +4,7 @@
 #include "ledger/command.h"
 
 #include "common/error.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 
 const char *ledger_command_name(ledger_command_kind kind)

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "common/bytes.h"
-#include "log/lmdb_error.h"
+#include "common/lmdb_error.h"
 
 /* Named databases; their names (store_db_name) are a stable contract. */
 typedef enum store_db {
@@ -229,7 +229,7 @@ int store_del(store_txn *t, store_db db, const void *key, size_t key_len);
  * database reads as empty, in store_get and store_count too. */
 int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out);
 
-/* Translate an LMDB or errno code into tally_error (log/lmdb_error.h). */
+/* Translate an LMDB or errno code into tally_error (common/lmdb_error.h). */
 static inline int store_translate(int rc) { return lmdb_error_translate(rc); }
 
 /* Remember err as the transaction's first error (no-op if err is ok or an

@@ -9,7 +9,7 @@
 
 #include "clients/cli/cli_json.h"
 #include "clients/tally_inbox.h"
-#include "log/event.h"
+#include "common/log_event.h"
 #include "relay/relay.h"
 
 #include <stdio.h>

@@ -13,7 +13,7 @@
 #include "clients/tally.h"
 
 #include "common/clock.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 #include "tests/support/http_client.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"

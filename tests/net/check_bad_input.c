@@ -31,7 +31,7 @@
 
 #include "clients/tally.h"
 #include "common/msgpack_safe.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <signal.h>
 #include <stdio.h>

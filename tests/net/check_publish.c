@@ -20,11 +20,11 @@
 #include "clients/tally.h"
 #include "common/clock.h"
 #include "common/limits.h"
-#include "log/event.h"
+#include "common/log_event.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
-#include "tests/support/wire.h"
 #include "tests/support/wait.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <msgpack.h>

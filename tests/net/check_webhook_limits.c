@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
-#include "log/event.h"
+#include "common/log_event.h"
 #include "tests/support/client_support.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"
