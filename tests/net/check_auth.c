@@ -7,7 +7,7 @@
  * private-file checks, and the safe defaults that refuse non-loopback
  * listeners.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file_mode.h"

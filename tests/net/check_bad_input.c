@@ -29,7 +29,7 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/msgpack_safe.h"
 #include "common/sha256.h"
 

@@ -17,7 +17,7 @@
  * The reader takes READER_WORK_US per message, the work of a realistic
  * subscriber, so the test does not hinge on how fast this machine is.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "common/limits.h"
 #include "common/log_event.h"

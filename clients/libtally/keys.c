@@ -3,7 +3,7 @@
  * UUIDv7s, their text form, the transfer id a key stands for, and the key
  * a write is sent with (the caller's or a generated one).
  */
-#include "clients/libtally_internal.h"
+#include "clients/libtally/libtally_internal.h"
 
 #include "common/clock.h"
 #include "common/sha256.h"

@@ -4,7 +4,7 @@
  * reaches a client: log_read replies, PUB messages, durable fetches and the
  * subscriber-side inbox.
  */
-#include "clients/events.h"
+#include "clients/libtally/events.h"
 
 #include "common/error.h"
 #include "common/log_event.h"

@@ -8,7 +8,7 @@
 #ifndef TALLY_CLIENTS_EVENTS_H
 #define TALLY_CLIENTS_EVENTS_H
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
