@@ -17,7 +17,7 @@
  * 2. NNG_COMPAT_REDIAL — the same bug on the client side: a dialer stops
  *    for good when the server closes a connection during the exchange.
  *    libtally replaces a dialer that has had no connection for a while
- *    (clients/libtally.c, REDIAL_AFTER_MS).
+ *    (clients/libtally/libtally.c, REDIAL_AFTER_MS).
  * 3. NNG_COMPAT_STALE_PIPES — NNG 1.5.2 reports a pipe's removal
  *    (NNG_PIPE_EV_REM_POST) late, from its reaper; at the connection limit
  *    tallyd takes back places of connections NNG no longer knows
@@ -40,7 +40,7 @@
  *    where a refused aio still calls back). libtally ends each pipe first
  *    (shutdown(2) of a TCP connection under NNG, nng_pipe_close of an ipc
  *    one), holds the last removal until the dialer is closed, then closes
- *    the socket (clients/sp_pipes.c). Harmless on any version, so not
+ *    the socket (clients/transport/sp_pipes.c). Harmless on any version, so not
  *    switched.
  * 8. TLS client auth "optional" — NNG 1.5.2 tells a tls+tcp:// connection
  *    only "verified or not", the same for a missing and a bad client
@@ -55,10 +55,10 @@
  * 10. Negative redial back-off — NNG 1.5.2 draws a dialer's reconnect
  *    back-off as a negative number half the time, so a dialer whose last
  *    pipe goes redials at once; libtally holds that removal until the
- *    dialer is closed (clients/sp_pipes.h, with 7). Not switched.
+ *    dialer is closed (clients/transport/sp_pipes.h, with 7). Not switched.
  * 11. No aio left in flight at close — NNG 1.5.2 can hang closing a socket
  *    with a pending receive; libtally's SUB reader keeps no aio in flight
- *    between calls (clients/stream.c). Harmless on any version, so not
+ *    between calls (clients/libtally/stream.c). Harmless on any version, so not
  *    switched.
  * 12. TLS listener statistics — NNG 1.5.2 reports a failed handshake to
  *    a tls+tcp:// listener's statistics only while it accepts, so the

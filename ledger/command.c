@@ -11,6 +11,7 @@
 #include "ledger/command.h"
 
 #include "common/error.h"
+#include "common/sha256.h"
 #include "ledger/account.h"
 #include "ledger/entitlement.h"
 #include "ledger/transfer.h"

@@ -14,8 +14,8 @@
 
 #include "common/bytes.h"
 #include "common/limits.h"
-#include "log/event.h"
-#include "log/sha256.h"
+#include "common/log_event.h"
+#include "common/sha256.h"
 
 #include <stdbool.h>
 #include <stdint.h>

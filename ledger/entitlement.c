@@ -5,11 +5,11 @@
 #include "ledger/entitlement.h"
 
 #include "common/error.h"
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
 #include "ledger/pair_key.h"
 #include "ledger/transfer.h"
-#include "log/event.h"
 
 #include <assert.h>
 #include <string.h>

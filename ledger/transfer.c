@@ -8,11 +8,11 @@
 #include "ledger/transfer.h"
 
 #include "common/error.h"
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
 #include "ledger/failed_id.h"
 #include "ledger/history.h"
-#include "log/event.h"
 
 #include <assert.h>
 #include <string.h>

@@ -6,8 +6,8 @@
  */
 #include "ledger/webhook.h"
 
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
-#include "log/event.h"
 
 static int pack_webhook_body(msgpack_packer *pk, const void *body)
 {

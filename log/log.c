@@ -1,6 +1,6 @@
 /*
  * log.c — the outbox log in the store: appending, reading, the head. The
- * bytes of an event are log/event.c's (encode, decode, hash).
+ * bytes of an event are common/log_event.c's (encode, decode, hash).
  */
 #include "log/log.h"
 

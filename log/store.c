@@ -1,6 +1,6 @@
 /*
  * store.c — opening the LMDB environment, transactions (error translation:
- * log/lmdb_error.c).
+ * common/lmdb_error.c).
  *
  * Durability: the environment is opened without MDB_NOSYNC/MDB_NOMETASYNC,
  * so a returned commit is on disk. MDB_NOTLS lets read transactions live on

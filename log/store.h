@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "common/bytes.h"
-#include "log/lmdb_error.h"
+#include "common/lmdb_error.h"
 
 /* Named databases; their names (store_db_name) are a stable contract. */
 typedef enum store_db {
@@ -268,7 +268,7 @@ bool store_scan_next(store_scan *s);
  * s->key and s->val keep pointing into the map until the txn ends. */
 int store_scan_end(store_scan *s, int rc);
 
-/* Translate an LMDB or errno code into tally_error (log/lmdb_error.h). */
+/* Translate an LMDB or errno code into tally_error (common/lmdb_error.h). */
 static inline int store_translate(int rc) { return lmdb_error_translate(rc); }
 
 /* Remember err as the transaction's first error (no-op if err is ok or an

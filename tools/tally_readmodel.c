@@ -15,7 +15,7 @@
  */
 #include "config.h"
 
-#include "clients/tally_inbox.h"
+#include "clients/inbox/tally_inbox.h"
 #include "common/cli.h"
 #include "common/options.h"
 #include "tools/readmodel.h"

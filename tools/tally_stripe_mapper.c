@@ -25,8 +25,8 @@
  */
 #include "config.h"
 
-#include "clients/tally.h"
-#include "clients/tally_inbox.h"
+#include "clients/inbox/tally_inbox.h"
+#include "clients/libtally/tally.h"
 #include "common/cli.h"
 #include "common/options.h"
 

@@ -6,8 +6,8 @@
 #ifndef TALLY_CLI_PROGRAM_H
 #define TALLY_CLI_PROGRAM_H
 
-#include "clients/cli/cli_json.h"
-#include "clients/tally.h"
+#include "clients/json/json.h"
+#include "clients/libtally/tally.h"
 #include "common/limits.h"
 
 #include <jansson.h>

@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/file_mode.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <errno.h>
 #include <stdarg.h>

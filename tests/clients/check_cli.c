@@ -1,5 +1,5 @@
 /*
- * check_cli.c — tests of clients/tally_cli.c: the real `tally` binary against
+ * check_cli.c — tests of clients/cli/: the real `tally` binary against
  * a real tallyd.
  *
  * Each test that needs a server gets its own tallyd (started and stopped by
@@ -17,15 +17,15 @@
  * stopped), subscribers' metrics in `subscribers` and `stats`, and the
  * dead-letter commands.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "tests/support/client_support.h"
-#include "tests/support/wait.h"
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
- * check_libtally.c — tests of libtally (clients/libtally.c) against a real
- * tallyd on an ipc:// endpoint in a temp directory (tests/support/
+ * check_libtally.c — tests of libtally (clients/libtally/libtally.c) against a
+ * real tallyd on an ipc:// endpoint in a temp directory (tests/support/
  * tallyd_harness.h). Every op goes through the library: accounts,
  * transfers, holds, entitlements, chains (and their failure codes),
  * batches, every read (account pages with the server's bounds on them),
@@ -10,10 +10,10 @@
  * key; an absent server is reported as unreachable, quickly; generated
  * keys are fresh UUIDv7s; one client serves many threads exactly.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include "common/clock.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 #include "tests/support/http_client.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
@@ -1177,7 +1177,7 @@ START_TEST(test_retries_wait_for_server)
 END_TEST
 
 /* Calls while the handshakes are cut: on tcp:// libtally connects only for
- * a call (clients/sp_direct.c), NNG's dialer on its own. */
+ * a call (clients/transport/sp_direct.c), NNG's dialer on its own. */
 typedef struct calling {
     tally_client *c;
     atomic_bool stop;

@@ -1,6 +1,6 @@
 /*
- * check_stream.c — tests of the live stream (clients/stream.c) against a
- * real tallyd with its PUB socket on ipc:// in a temp directory.
+ * check_stream.c — tests of the live stream (clients/libtally/stream.c) against
+ * a real tallyd with its PUB socket on ipc:// in a temp directory.
  *
  * The stream promises every seq from its start exactly once, in order, with
  * nothing skipped, whatever PUB drops. The tests check that on the events
@@ -13,7 +13,7 @@
  * damaged event and one that does not chain: the stream must hand out
  * neither, but the real event, read with log_read.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include "common/msgpack_safe.h"
 #include "log/log.h"

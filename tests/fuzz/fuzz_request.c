@@ -21,8 +21,8 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
-#include "log/event.h"
 #include "net/ops/protocol.h"
 
 #include <stdio.h>

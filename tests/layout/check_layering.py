@@ -3,13 +3,15 @@
 "Layers and rooms", checked on the sources and on the built objects.
 
   1. Layers: a file includes only headers of its own room or of a room
-     below it (RANKS below); rooms of one rank do not include each other.
+     below it (RANKS below); rooms of one rank do not include each other,
+     nor does a client's room include the server's folders, or the other way
+     round (FORBIDDEN), and every source is in a room.
   2. No circle of headers: the include graph of the project's headers has
      no cycle.
   3. No circle of rooms through calls: every function or object one room of
-     libtallynet uses from another is defined in a room below it (nm of the
-     built objects, when BUILDDIR has them: a declaration written by hand
-     escapes rule 1, a call cannot escape this one).
+     net/ or clients/ uses from another is defined in a room below it (nm of
+     the built objects, when BUILDDIR has them: a declaration written by
+     hand escapes rule 1, a call cannot escape this one).
   4. No production source over 900 lines (tests/ excluded).
 
 Usage: check_layering.py [SRCDIR [BUILDDIR]] (make check passes both by
@@ -27,7 +29,12 @@ RANKS = {
     "common": 0,
     "log": 1,
     "ledger": 2,
-    "clients": 2,   # libtally and its CLI: common/ and log/'s event codec only
+    # the client side: common/ only below it (FORBIDDEN)
+    "clients/transport": 1,  # libtally's SP connections and pipes
+    "clients/libtally": 2,   # libtally's core: the client, calls, events, streams
+    "clients/inbox": 3,      # the subscriber-side inbox (in libtally.so, above its core)
+    "clients/json": 3,       # objects and values as JSON and text (libtallyjson)
+    "clients/cli": 4,        # the tally CLI
     "net/auth": 3,
     "net/ops": 4,
     "net/metrics": 5,
@@ -38,9 +45,13 @@ RANKS = {
     "relay": 9,
     "tools": 9,
 }
-# Rooms a room must never include even when lower (a client is not a server).
+# Folders a folder's rooms never include, whatever the ranks: a client is
+# not a server (it shares only common/ with tallyd), nor a server a client.
 FORBIDDEN = {
-    "clients": ("ledger",),
+    "clients": ("log", "ledger", "net"),
+    "net": ("clients",),
+    "ledger": ("clients",),
+    "log": ("clients",),
 }
 LINES_MAX = 900
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -51,6 +62,10 @@ def room_of(path):
         if path == room or path.startswith(room + "/"):
             return room
     return None
+
+
+def folder_of(room):
+    return room.split("/")[0]
 
 
 def sources(src):
@@ -72,6 +87,10 @@ def check_includes(src, files, breaches):
         if lines > LINES_MAX:
             breaches.append(f"{f}: size: {lines} lines (at most {LINES_MAX})")
         room = room_of(f)
+        if room is None:
+            breaches.append(f"{f}: rooms: in no room (RANKS)")
+            graph[f] = []
+            continue
         deps = []
         for inc in INCLUDE.findall(text):
             target = room_of(inc)
@@ -80,8 +99,9 @@ def check_includes(src, files, breaches):
             deps.append(inc)
             if target == room:
                 continue
-            if target in FORBIDDEN.get(room, ()):
-                breaches.append(f"{f}: layers: includes {inc} ({room} never includes {target})")
+            if folder_of(target) in FORBIDDEN.get(folder_of(room), ()):
+                breaches.append(f"{f}: layers: includes {inc} ({folder_of(room)}/ never "
+                                f"includes {folder_of(target)}/)")
             elif RANKS[target] >= RANKS[room]:
                 breaches.append(f"{f}: layers: includes {inc}, a room not below {room}")
         graph[f] = deps
@@ -118,17 +138,30 @@ def nm_symbols(obj):
     return defined, used
 
 
+# The folders whose calls are checked, and the prefixes automake gives
+# their objects (a library's, or a program's: the tally CLI).
+OBJECT_PREFIXES = {
+    "net": ("libtallynet_la-",),
+    "clients": ("libtally_la-", "libtallyjson_la-", "tally-"),
+}
+
+
+def object_of(build, f):
+    d, b = os.path.split(f)
+    for prefix in OBJECT_PREFIXES.get(folder_of(f), ()):
+        for obj in (os.path.join(build, d, ".libs", prefix + b[:-2] + ".o"),
+                    os.path.join(build, d, prefix + b[:-2] + ".o")):
+            if os.path.exists(obj):
+                return obj
+    return None
+
+
 def check_calls(build, files, breaches):
     objects = {}
     for f in files:
-        if not (f.startswith("net/") and f.endswith(".c")):
-            continue
-        d, b = os.path.split(f)
-        for obj in (os.path.join(build, d, ".libs", "libtallynet_la-" + b[:-2] + ".o"),
-                    os.path.join(build, d, "libtallynet_la-" + b[:-2] + ".o")):
-            if os.path.exists(obj):
-                objects[f] = obj
-                break
+        obj = object_of(build, f) if f.endswith(".c") and room_of(f) else None
+        if obj is not None:
+            objects[f] = obj
     if not objects:
         return False
     owner, used_by = {}, {}
@@ -143,7 +176,10 @@ def check_calls(build, files, breaches):
             g = owner.get(sym)
             if g is None or room_of(g) == room:
                 continue
-            if RANKS[room_of(g)] >= RANKS[room]:
+            if folder_of(room_of(g)) in FORBIDDEN.get(folder_of(room), ()):
+                breaches.append(f"{f}: calls: {sym} of {g} ({folder_of(room)}/ never "
+                                f"calls {folder_of(room_of(g))}/)")
+            elif RANKS[room_of(g)] >= RANKS[room]:
                 breaches.append(f"{f}: calls: {sym} of {g}, a room not below {room}")
     return True
 
@@ -159,7 +195,8 @@ def main():
     graph = check_includes(src, files, breaches)
     check_header_cycles(graph, breaches)
     if not check_calls(build, files, breaches):
-        print(f"check_layering: no objects of libtallynet under {build}: calls not checked")
+        print(f"check_layering: no objects of net/ or clients/ under {build}: "
+              "calls not checked")
     for b in breaches:
         print(b)
     print(f"check_layering: {len(files)} files, {len(breaches)} breaches")

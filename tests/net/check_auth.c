@@ -7,20 +7,20 @@
  * private-file checks, and the safe defaults that refuse non-loopback
  * listeners.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/file_mode.h"
-#include "common/clock.h"
+#include "common/sha256.h"
 #include "net/auth/auth.h"
 #include "net/auth/listen_policy.h"
-#include "log/sha256.h"
 #include "tests/support/doc_requests.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
-#include "tests/support/wire.h"
 #include "tests/support/wait.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <fcntl.h>

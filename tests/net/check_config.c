@@ -18,7 +18,7 @@
  */
 #include "config.h"
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"

@@ -250,7 +250,7 @@ static void *keep_writing(void *arg)
 }
 
 /* NNG 1.5.2 could hang nng_close for good when a PUB message arrived as a
- * SUB socket closed (clients/sp_pipes.h): the stream closes its pipes
+ * SUB socket closed (clients/transport/sp_pipes.h): the stream closes its pipes
  * first. Each cycle opens a stream, reads an event that came over PUB (so
  * the connection is up and busy), and closes it with events still coming;
  * before the fix one close in about a hundred hung, and the test timed

@@ -4,8 +4,8 @@
 #include "tests/support/test_support.h"
 
 #include "common/msgpack_safe.h"
+#include "common/sha256.h"
 #include "ledger/history.h"
-#include "log/sha256.h"
 
 #include <errno.h>
 #include <mbedtls/sha256.h>

@@ -184,7 +184,7 @@ uint64_t test_rng_below(uint64_t *state, uint64_t bound);
 uint64_t test_env_u64(const char *name, uint64_t fallback);
 
 /* SHA-256(prev || bytes), the log's hash chain, computed with mbedTLS:
- * independent of log/sha256.c, which it checks. */
+ * independent of common/sha256.c, which it checks. */
 void test_sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
                        uint8_t out[32]);
 

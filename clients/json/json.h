@@ -1,12 +1,13 @@
 /*
- * cli_json.h — tally's objects as JSON (json.c): what `tally --json` prints
- * and tally-relay sends. Each returns a new reference, NULL when out of
- * memory.
+ * json.h — tally's objects as JSON (json.c): what `tally --json` prints
+ * and tally-relay sends (libtallyjson, linked by both). Each returns a new
+ * reference, NULL when out of memory.
  */
-#ifndef TALLY_CLI_JSON_H
-#define TALLY_CLI_JSON_H
+#ifndef TALLY_CLIENTS_JSON_H
+#define TALLY_CLIENTS_JSON_H
 
-#include "clients/tally.h"
+#include "clients/json/format.h"
+#include "clients/libtally/tally.h"
 #include "common/json_text.h"
 
 #include <jansson.h>
@@ -21,10 +22,5 @@ json_t *entitlement_json(const tally_entitlement *e);
 /* {seq, event_id, type, entity_kind, entity, entity_version, time,
  * time_ms, consumer?, key?}: an event without its body. */
 json_t *event_json(const tally_event *e);
-
-/* From values.c: 32 lower-case hex digits and a NUL; Unix ms to
- * "2027-01-01T00:00:00Z" (".250" added when not a whole second). */
-void tid_format(const tally_uuid *id, char out[33]);
-void time_format(int64_t ms, char out[40]);
 
 #endif

@@ -7,20 +7,23 @@
  *   tally_inbox_versions        kind length (1) + kind + key -> version (8)
  *   tally_inbox_meta            "format" -> u32; "counters" -> applied, repeated, stale (3 x 8)
  * All integers big-endian. Events are decoded and checked by libtally's one
- * event decoder (clients/events.c over the log's codec, log/event.c:
- * bounded, hash verified), so the helper accepts exactly what tally writes. A transaction remembers its first error and
- * refuses to commit after one (STYLE 3); counters are added at commit, so
- * they count committed outcomes only.
+ * event decoder (clients/libtally/events.c over the log's codec,
+ * common/log_event.c: bounded, hash verified), so the helper accepts exactly
+ * what tally writes; the objects of event bodies by libtally's own reply
+ * decoders (tally_*_from_msgpack). A transaction remembers its first error
+ * and refuses to commit after one (STYLE 3); counters are added at commit,
+ * so they count committed outcomes only.
  */
-#include "tally_inbox.h"
+#include "clients/inbox/tally_inbox.h"
 
-#include "clients/events.h"
+#include "clients/libtally/events.h"
+#include "clients/libtally/libtally_internal.h"
 
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/limits.h"
+#include "common/lmdb_error.h"
 #include "common/msgpack_safe.h"
-#include "log/lmdb_error.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -648,6 +651,30 @@ int tally_inbox_apply_batch(tally_inbox *ib, const tally_inbox_input *events, si
         }
     }
     return tally_inbox_txn_commit(t);
+}
+
+/* ---- the objects of event bodies, by libtally's reply decoders ---- */
+
+static int body_object_decode(decode_fn decode, const msgpack_object *o, void *out)
+{
+    if (out == NULL)
+        return TALLY_invalid_argument;
+    return decode(o, out) ? TALLY_ok : TALLY_corrupt_record;
+}
+
+int tally_account_from_msgpack(const msgpack_object *o, tally_account *out)
+{
+    return body_object_decode(client_account_decode, o, out);
+}
+
+int tally_transfer_from_msgpack(const msgpack_object *o, tally_transfer_info *out)
+{
+    return body_object_decode(client_transfer_decode, o, out);
+}
+
+int tally_entitlement_from_msgpack(const msgpack_object *o, tally_entitlement *out)
+{
+    return body_object_decode(client_entitlement_decode, o, out);
 }
 
 /* ---- msgpack helpers for subscribers ---- */

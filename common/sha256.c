@@ -10,7 +10,7 @@
  * verifies the chain with an independent implementation (mbedTLS).
  */
 #define OPENSSL_SUPPRESS_DEPRECATED 1
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <openssl/sha.h>
 

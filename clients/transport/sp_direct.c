@@ -14,7 +14,7 @@
  * Closing the pool shuts down the connections in use, so calls in flight
  * end at once (their threads close them).
  */
-#include "clients/sp_direct.h"
+#include "clients/transport/sp_direct.h"
 
 #include "common/bytes.h"
 #include "common/clock.h"

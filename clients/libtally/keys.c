@@ -3,10 +3,10 @@
  * UUIDv7s, their text form, the transfer id a key stands for, and the key
  * a write is sent with (the caller's or a generated one).
  */
-#include "clients/libtally_internal.h"
+#include "clients/libtally/libtally_internal.h"
 
 #include "common/clock.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <assert.h>
 #include <string.h>

@@ -1,8 +1,10 @@
 /*
- * event.h — the event codec: encode, decode (bounded, checked) and hash one
- * stored event (docs/EVENTS.md). Pure bytes in, bytes out: no LMDB here, so
- * tallyd's log (log/log.c), libtally's stream and durable subscriber, the
- * subscriber-side inbox and tally-recon all share this one codec.
+ * log_event.h — the event codec: encode, decode (bounded, checked) and hash
+ * one event of the log (docs/EVENTS.md), as stored and as sent on the wire.
+ * Pure bytes in, bytes out: no LMDB here, so tallyd's log (log/log.c),
+ * libtally's stream and durable subscriber (clients/libtally/events.c), the
+ * subscriber-side inbox, tally-relay and tally-recon all share this one
+ * codec; it sits in common/ because both sides of the wire use it.
  *
  * Two formats are read; format 2 is written:
  *   1: a map of 12 named fields, bodies of named maps (stores written
@@ -14,8 +16,8 @@
  * 32 bytes) and the last 39 in format 1 (fixstr "hash" before them). The
  * first event's prev_hash is 32 zero bytes; the chain runs across formats.
  */
-#ifndef TALLY_LOG_EVENT_H
-#define TALLY_LOG_EVENT_H
+#ifndef TALLY_COMMON_LOG_EVENT_H
+#define TALLY_COMMON_LOG_EVENT_H
 
 #include "common/bytes.h"
 

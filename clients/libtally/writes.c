@@ -5,7 +5,7 @@
  * others); a batch or chain packs its members once, when they are added,
  * so a resend is the same bytes.
  */
-#include "clients/libtally_internal.h"
+#include "clients/libtally/libtally_internal.h"
 
 #include "common/limits.h"
 

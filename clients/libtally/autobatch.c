@@ -34,7 +34,7 @@
  * only split the waiting writes into smaller batches. Two concurrent
  * callers therefore still send alone, as before.
  */
-#include "clients/libtally_internal.h"
+#include "clients/libtally/libtally_internal.h"
 
 #include "common/limits.h"
 

@@ -4,10 +4,10 @@
  * reaches a client: log_read replies, PUB messages, durable fetches and the
  * subscriber-side inbox.
  */
-#include "clients/events.h"
+#include "clients/libtally/events.h"
 
 #include "common/error.h"
-#include "log/event.h"
+#include "common/log_event.h"
 
 #include <stdio.h>
 #include <stdlib.h>

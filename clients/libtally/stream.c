@@ -12,17 +12,17 @@
  * for idle_ms the stream long-polls log_read from next_seq. Every event
  * handed out is checked to carry next_seq, so nothing is skipped or given
  * twice whatever the socket does, and to chain to the event handed out
- * before it (prev_hash = its hash, clients/events.h), so a forged or
+ * before it (prev_hash = its hash, clients/libtally/events.h), so a forged or
  * damaged PUB message is never handed out: it is dropped and log_read,
  * whose pages tally_log_read checks the same way, brings the event.
  *
  * The SUB socket is read with one aio that is never left in flight between
  * calls (NNG 1.5.2 can hang closing a socket with a pending aio), and it is
- * closed pipes first (clients/sp_pipes.h): events keep arriving on it until
- * the last moment.
+ * closed pipes first (clients/transport/sp_pipes.h): events keep arriving on it
+ * until the last moment.
  */
-#include "clients/libtally_internal.h"
-#include "clients/sp_pipes.h"
+#include "clients/libtally/libtally_internal.h"
+#include "clients/transport/sp_pipes.h"
 #include "common/limits.h"
 #include "common/tls_config.h"
 

@@ -1,22 +1,21 @@
 /*
  * reads.c — the reads of libtally (tally.h, "reads"): decoding each reply
  * shape (accounts and their pages, transfers, entitlements, history,
- * events, stats), the body objects subscribers decode (tally_inbox.h), and
- * the read calls.
- * Events are decoded by clients/events.c (the log's own codec).
+ * events, stats; the object decoders also read event bodies for the inbox
+ * helper's tally_*_from_msgpack), and the read calls.
+ * Events are decoded by clients/libtally/events.c (the log's own codec).
  */
-#include "clients/libtally_internal.h"
-#include "clients/tally_inbox.h"
+#include "clients/libtally/libtally_internal.h"
 
 #include "common/limits.h"
-#include "log/event.h"
+#include "common/log_event.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- decoding read replies ---- */
 
-static bool account_decode(const msgpack_object *o, void *out)
+bool client_account_decode(const msgpack_object *o, void *out)
 {
     tally_account *a = out;
     decoder d = decoder_of_record(o);
@@ -33,7 +32,7 @@ static bool account_decode(const msgpack_object *o, void *out)
     return d.ok;
 }
 
-static bool transfer_decode(const msgpack_object *o, void *out)
+bool client_transfer_decode(const msgpack_object *o, void *out)
 {
     tally_transfer_info *t = out;
     decoder d = decoder_of_record(o);
@@ -55,7 +54,7 @@ static bool transfer_decode(const msgpack_object *o, void *out)
     return d.ok;
 }
 
-static bool entitlement_decode(const msgpack_object *o, void *out)
+bool client_entitlement_decode(const msgpack_object *o, void *out)
 {
     tally_entitlement *e = out;
     decoder d = decoder_of_record(o);
@@ -85,8 +84,8 @@ static bool history_entry_decode(const msgpack_object *o, void *out)
     h->seq = dec_uint(&d, "seq", UINT64_MAX);
     dec_str(&d, "type", h->type, sizeof(h->type));
     h->time_ms = dec_int(&d, "time_ms");
-    return d.ok && transfer_decode(dec_get(&d, "transfer"), &h->transfer) &&
-           account_decode(dec_get(&d, "account"), &h->account);
+    return d.ok && client_transfer_decode(dec_get(&d, "transfer"), &h->transfer) &&
+           client_account_decode(dec_get(&d, "account"), &h->account);
 }
 
 /* One log_read element: the event's stored bytes (bin). */
@@ -142,30 +141,6 @@ bool client_array_decode(const msgpack_object *o, decode_fn decode, void *out, s
         (*count)++;
     }
     return true;
-}
-
-/* ---- event bodies (declared in tally_inbox.h: subscribers decode them) ---- */
-
-static int body_object_decode(decode_fn decode, const msgpack_object *o, void *out)
-{
-    if (out == NULL)
-        return TALLY_invalid_argument;
-    return decode(o, out) ? TALLY_ok : TALLY_corrupt_record;
-}
-
-int tally_account_from_msgpack(const msgpack_object *o, tally_account *out)
-{
-    return body_object_decode(account_decode, o, out);
-}
-
-int tally_transfer_from_msgpack(const msgpack_object *o, tally_transfer_info *out)
-{
-    return body_object_decode(transfer_decode, o, out);
-}
-
-int tally_entitlement_from_msgpack(const msgpack_object *o, tally_entitlement *out)
-{
-    return body_object_decode(entitlement_decode, o, out);
 }
 
 /* ---- reads ---- */
@@ -232,7 +207,7 @@ int tally_account_get(tally_client *c, uint64_t id, tally_account *out)
     fields fs;
     client_fields_begin(&fs, "account_get", NULL, NULL);
     put_uint(&fs, "id", id);
-    return read_object(c, &fs, "account", account_decode, out);
+    return read_object(c, &fs, "account", client_account_decode, out);
 }
 
 int tally_transfer_get(tally_client *c, const tally_uuid *id, tally_transfer_info *out)
@@ -242,7 +217,7 @@ int tally_transfer_get(tally_client *c, const tally_uuid *id, tally_transfer_inf
     fields fs;
     client_fields_begin(&fs, "transfer_get", NULL, NULL);
     put_id(&fs, "id", id);
-    return read_object(c, &fs, "transfer", transfer_decode, out);
+    return read_object(c, &fs, "transfer", client_transfer_decode, out);
 }
 
 int tally_entitlement_get(tally_client *c, const char *subject, const char *feature,
@@ -254,7 +229,7 @@ int tally_entitlement_get(tally_client *c, const char *subject, const char *feat
     client_fields_begin(&fs, "entitlement_get", NULL, NULL);
     put_str(&fs, "subject", subject);
     put_str(&fs, "feature", feature);
-    return read_object(c, &fs, "entitlement", entitlement_decode, out);
+    return read_object(c, &fs, "entitlement", client_entitlement_decode, out);
 }
 
 int tally_stats_get(tally_client *c, tally_stats *out)
@@ -333,7 +308,7 @@ int tally_entitlement_list(tally_client *c, const char *subject, tally_entitleme
     fields fs;
     client_fields_begin(&fs, "entitlement_list", NULL, NULL);
     put_str(&fs, "subject", subject);
-    return client_read_array(c, &fs, "entitlements", entitlement_decode, out, sizeof(*out),
+    return client_read_array(c, &fs, "entitlements", client_entitlement_decode, out, sizeof(*out),
                              capacity, count);
 }
 
@@ -364,7 +339,8 @@ int tally_account_list(tally_client *c, uint64_t after_id, uint32_t limit, tally
     put_uint(&fs, "after_id", after_id);
     put_uint(&fs, "limit", client_page_limit(limit, capacity, TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT,
                                              TALLY_ACCOUNT_LIST_ENTRIES_MAX));
-    return client_read_page(c, &fs, account_decode, out, sizeof(*out), capacity, count, next);
+    return client_read_page(c, &fs, client_account_decode, out, sizeof(*out), capacity, count,
+                            next);
 }
 
 void tally_events_release(tally_event *events, size_t count)

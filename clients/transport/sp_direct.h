@@ -2,7 +2,8 @@
  * sp_direct.h — libtally's request path on tcp:// without NNG's threads:
  * a pool of blocking SP connections (REQ0 over TCP, docs/PROTOCOL.md "The
  * SP layer"), one request at a time each, sent and awaited by the calling
- * thread (clients/sp_direct.c). ipc://, ws:// and tls+tcp:// stay on NNG.
+ * thread (clients/transport/sp_direct.c). ipc://, ws:// and tls+tcp:// stay on
+ * NNG.
  */
 #ifndef TALLY_CLIENTS_SP_DIRECT_H
 #define TALLY_CLIENTS_SP_DIRECT_H

@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "clients/cli/cli_json.h"
+#include "clients/json/json.h"
 
 #include <inttypes.h>
 #include <stdio.h>

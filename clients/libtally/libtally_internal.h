@@ -12,8 +12,8 @@
 #ifndef TALLY_LIBTALLY_INTERNAL_H
 #define TALLY_LIBTALLY_INTERNAL_H
 
-#include "clients/events.h"
-#include "clients/tally.h"
+#include "clients/libtally/events.h"
+#include "clients/libtally/tally.h"
 #include "common/bytes.h"
 #include "common/msgpack_safe.h"
 
@@ -298,6 +298,14 @@ static inline void dec_id(decoder *d, const char *name, tally_uuid *out)
 }
 
 typedef bool (*decode_fn)(const msgpack_object *o, void *out);
+
+/* The decoders of reply objects (reads.c), which also read the objects of
+ * event bodies (the inbox helper's tally_*_from_msgpack): false when o is
+ * not such an object; out is a tally_account, tally_transfer_info or
+ * tally_entitlement. */
+bool client_account_decode(const msgpack_object *o, void *out);
+bool client_transfer_decode(const msgpack_object *o, void *out);
+bool client_entitlement_decode(const msgpack_object *o, void *out);
 
 /* Decode up to capacity elements of array o into out (stride bytes each);
  * *count gets how many decoded, also when one fails (false). */

@@ -4,8 +4,8 @@
  * subscriber-side inbox of libtally (its own environment), which must not
  * carry the store.
  */
-#ifndef TALLY_LOG_LMDB_ERROR_H
-#define TALLY_LOG_LMDB_ERROR_H
+#ifndef TALLY_COMMON_LMDB_ERROR_H
+#define TALLY_COMMON_LMDB_ERROR_H
 
 /* MDB_SUCCESS is TALLY_ok, MDB_NOTFOUND TALLY_not_found, a full map or disk
  * TALLY_storage_full, ...; an unknown errno is TALLY_io_error, any other

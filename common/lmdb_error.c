@@ -1,7 +1,7 @@
 /*
  * lmdb_error.c — the translation of LMDB and errno codes (lmdb_error.h).
  */
-#include "log/lmdb_error.h"
+#include "common/lmdb_error.h"
 
 #include "common/error.h"
 

@@ -1,7 +1,7 @@
 /*
  * sp_pipes.c — see sp_pipes.h.
  */
-#include "clients/sp_pipes.h"
+#include "clients/transport/sp_pipes.h"
 
 #include "common/sockaddr_nng.h"
 

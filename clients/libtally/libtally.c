@@ -20,9 +20,9 @@
  * packing requests, decoding replies); keys.c, writes.c and reads.c hold
  * the calls built on it, stream.c and subscriber.c the readers of the log.
  */
-#include "clients/libtally_internal.h"
-#include "clients/sp_direct.h"
-#include "clients/sp_pipes.h"
+#include "clients/libtally/libtally_internal.h"
+#include "clients/transport/sp_direct.h"
+#include "clients/transport/sp_pipes.h"
 
 #include "common/bytes.h"
 #include "common/file_mode.h"

@@ -12,7 +12,7 @@
  * is idempotent on the server, so a round trip that failed is simply sent
  * again, a bounded number of times in a row.
  */
-#include "clients/libtally_internal.h"
+#include "clients/libtally/libtally_internal.h"
 #include "common/limits.h"
 
 #include <nng/supplemental/util/platform.h>

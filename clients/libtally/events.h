@@ -1,14 +1,14 @@
 /*
  * events.h — events on the client side of libtally: the log's codec
- * (log/event.h) turned into the public tally_event, and the chain check of
- * consecutive events. Used by tally_log_read, the live stream, durable
- * subscribers and the subscriber-side inbox; internal (no tally_ prefix,
- * not exported).
+ * (common/log_event.h, shared with tallyd) turned into the public
+ * tally_event, and the chain check of consecutive events. Used by
+ * tally_log_read, the live stream, durable subscribers and the
+ * subscriber-side inbox; internal (no tally_ prefix, not exported).
  */
 #ifndef TALLY_CLIENTS_EVENTS_H
 #define TALLY_CLIENTS_EVENTS_H
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include <msgpack.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /*
- * event.c — the one event codec (see event.h; docs/EVENTS.md).
+ * log_event.c — the one event codec (see log_event.h; docs/EVENTS.md).
  *
  * Encoding (format 2): a msgpack array of 12 fields in this order: v, seq,
  * id, type, entity, entity_version, time_ms, causation, correlation, body,
@@ -7,12 +7,12 @@
  * name. The hash entry is last and fixed-size so that anyone can verify
  * the chain from the raw bytes.
  */
-#include "log/event.h"
+#include "common/log_event.h"
 
 #include "common/error.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <assert.h>
 #include <string.h>
