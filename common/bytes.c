@@ -87,14 +87,31 @@ static int random_bytes(uint8_t *out, size_t n)
     return TALLY_ok;
 }
 
+static void uuidv7_time(int64_t unix_ms, tally_id128 *id)
+{
+    uint64_t ms = (uint64_t)unix_ms & UINT64_C(0xffffffffffff);
+    for (int i = 5; i >= 0; i--, ms >>= 8)
+        id->bytes[i] = (uint8_t)ms;
+}
+
+void tally_id128_uuidv7_counted(int64_t unix_ms, uint32_t tag, uint64_t counter,
+                                tally_id128 *id)
+{
+    uuidv7_time(unix_ms, id);
+    id->bytes[6] = (uint8_t)(0x70 | ((tag >> 22) & 0x0f)); /* version 7 */
+    id->bytes[7] = (uint8_t)(tag >> 14);
+    id->bytes[8] = (uint8_t)(0x80 | ((tag >> 8) & 0x3f)); /* variant 10 */
+    id->bytes[9] = (uint8_t)tag;
+    for (int i = 15; i >= 10; i--, counter >>= 8)
+        id->bytes[i] = (uint8_t)counter;
+}
+
 int tally_id128_uuidv7(int64_t unix_ms, tally_id128 *id)
 {
     uint8_t random[10];
     if (random_bytes(random, sizeof(random)) != TALLY_ok)
         return TALLY_io_error;
-    uint64_t ms = (uint64_t)unix_ms & UINT64_C(0xffffffffffff);
-    for (int i = 5; i >= 0; i--, ms >>= 8)
-        id->bytes[i] = (uint8_t)ms;
+    uuidv7_time(unix_ms, id);
     memcpy(id->bytes + 6, random, 10);
     id->bytes[6] = (uint8_t)(0x70 | (id->bytes[6] & 0x0f)); /* version 7 */
     id->bytes[8] = (uint8_t)(0x80 | (id->bytes[8] & 0x3f)); /* variant 10 */

@@ -132,6 +132,17 @@ bool tally_id128_from_hex(const char *text, tally_id128 *id);
  * no randomness. */
 int tally_id128_uuidv7(int64_t unix_ms, tally_id128 *id);
 
+/* A UUIDv7 drawn from no randomness (RFC 9562's fixed-length counter,
+ * method 1): 48-bit Unix milliseconds, version 7, a 26-bit tag (12 bits in
+ * rand_a, 14 at the top of rand_b), variant 10, and the low 48 bits of
+ * counter. For one tag, unique while equal times come with counters less
+ * than 2^48 apart, and ordered by (unix_ms, counter). An event's id
+ * (log/log.c): the time the writer gave its command, the store's tag and
+ * the event's seq, so applying the same commands to copies of a store
+ * gives the same ids. */
+void tally_id128_uuidv7_counted(int64_t unix_ms, uint32_t tag, uint64_t counter,
+                                tally_id128 *id);
+
 /* Records of n unsigned fields (ledger/account.c, ledger/transfer.c):
  * written as the format byte then one uvarint per field; read either that
  * way or fixed-width big-endian (an older format) with widths[i] bytes

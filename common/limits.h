@@ -82,6 +82,8 @@
 #define TALLY_LOG_WAIT_MS_MAX 30000
 #define TALLY_HISTORY_ENTRIES_MAX 1000
 #define TALLY_HISTORY_ENTRIES_DEFAULT 100
+#define TALLY_ACCOUNT_LIST_ENTRIES_MAX 1000   /* accounts of one account_list page */
+#define TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT 100
 
 /* Wire (net/). */
 #define TALLY_PROTOCOL_VERSION 1
@@ -111,7 +113,7 @@
  * most TALLY_PUBLISH_QUEUE_MESSAGES x this (32 MiB), not x 260 KiB. */
 #define TALLY_PUBLISH_EVENT_BYTES_MAX TALLY_EVENT_SMALL_BYTES_MAX
 
-/* tallyd's listener watchdog (net/nng_compat.c): how often it probes
+/* tallyd's listener watchdog (net/sp/listeners.c): how often it probes
  * each NNG listener (--listener-probe-ms; tests shorten it). */
 #define TALLY_LISTENER_PROBE_MS_DEFAULT 2000
 #define TALLY_LISTENER_PROBE_MS_MIN 20
@@ -120,7 +122,7 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
                    TALLY_LISTENER_PROBE_MS_DEFAULT <= TALLY_LISTENER_PROBE_MS_MAX,
                "the probe interval's default within its range");
 
-/* The HTTP face (net/http.c, docs/OPERATIONS.md). */
+/* The HTTP face (net/http/http.c, docs/OPERATIONS.md). */
 #define TALLY_HTTP_BODY_BYTES_MAX (1024 * 1024)   /* a request's body; more: 413 */
 #define TALLY_HTTP_HEADER_BYTES_MAX (32 * 1024)   /* request line and headers; more: refused */
 #define TALLY_HTTP_TIMEOUT_S_DEFAULT 10           /* an idle or slow connection is closed */
@@ -129,7 +131,7 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
 #define TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT 16 /* from one client address */
 #define TALLY_HTTP_CONNECTIONS_MAX 4096
 
-/* Webhook intake (net/webhooks.c, docs/WEBHOOKS.md). The delivery is kept
+/* Webhook intake (net/http/webhooks.c, docs/WEBHOOKS.md). The delivery is kept
  * whole in one webhook.received event, which is what sets the event cap
  * (TALLY_EVENT_BYTES_MAX). */
 #define TALLY_WEBHOOK_SOURCE_BYTES_MAX 55    /* "webhook:" + name is a consumer */
@@ -214,8 +216,11 @@ _Static_assert(TALLY_SUB_FETCH_EVENTS_DEFAULT <= TALLY_SUB_FETCH_EVENTS_MAX &&
                    TALLY_SUB_MAX_ACK_PENDING_DEFAULT <= TALLY_SUB_MAX_ACK_PENDING_MAX,
                "subscriber defaults within maxima");
 _Static_assert(TALLY_LOG_READ_EVENTS_DEFAULT <= TALLY_LOG_READ_EVENTS_MAX &&
-                   TALLY_HISTORY_ENTRIES_DEFAULT <= TALLY_HISTORY_ENTRIES_MAX,
+                   TALLY_HISTORY_ENTRIES_DEFAULT <= TALLY_HISTORY_ENTRIES_MAX &&
+                   TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT <= TALLY_ACCOUNT_LIST_ENTRIES_MAX,
                "defaults within maxima");
+_Static_assert(256 * TALLY_ACCOUNT_LIST_ENTRIES_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
+               "a full account_list page fits a reply (an account map is under 256 bytes)");
 _Static_assert(TALLY_MAP_SIZE_BYTES_MIN <= TALLY_MAP_SIZE_BYTES_DEFAULT &&
                    TALLY_MAP_SIZE_BYTES_DEFAULT <= TALLY_MAP_SIZE_BYTES_MAX,
                "default map size within bounds");

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,10 +76,57 @@ static bool given_add(options_given *g, const options_row *row, const char *text
     return true;
 }
 
+/* getopt's string: ':' first (a missing value is told apart), then each
+ * row's short option. */
+static char *short_options(const options_set *s)
+{
+    char *text = malloc(2 * s->row_count + 2), *at = text;
+    if (text == NULL)
+        return NULL;
+    *at++ = ':';
+    for (size_t i = 0; i < s->row_count; i++) {
+        if (s->rows[i].short_name == 0)
+            continue;
+        *at++ = s->rows[i].short_name;
+        if (s->rows[i].arg)
+            *at++ = ':';
+    }
+    *at = '\0';
+    return text;
+}
+
+/* The row of getopt's answer c, or -1. */
+static long row_of_option(const options_set *s, int c)
+{
+    if (c >= OPTION_VAL_FIRST && (size_t)(c - OPTION_VAL_FIRST) < s->row_count)
+        return c - OPTION_VAL_FIRST;
+    for (size_t i = 0; c > 0 && i < s->row_count; i++)
+        if (s->rows[i].short_name == c)
+            return (long)i;
+    return -1;
+}
+
+/* What is wrong with getopt's '?' or ':' (the option in argv[optind - 1],
+ * or a short one in optopt). */
+static int option_error(const options_set *s, int c, char **argv)
+{
+    char shown[3] = {'-', (char)optopt, '\0'};
+    const char *option = optopt > 0 && optopt < OPTION_VAL_FIRST ? shown : argv[optind - 1];
+    if (c == ':')
+        return options_usage_error(s, "%s: a value is missing", option);
+    if (optopt >= OPTION_VAL_FIRST) /* a known flag, given "--flag=value" */
+        return options_usage_error(s, "--%s takes no value: %s",
+                                   s->rows[optopt - OPTION_VAL_FIRST].name, option);
+    return options_usage_error(s, "unknown option: %s", option);
+}
+
 int options_parse_command_line(options_set *s, int argc, char **argv)
 {
     struct option *opts = calloc(s->row_count + 1, sizeof(*opts));
-    if (opts == NULL) {
+    char *shorts = short_options(s);
+    if (opts == NULL || shorts == NULL) {
+        free(opts);
+        free(shorts);
         fprintf(stderr, "%s: out of memory\n", s->program);
         return 1;
     }
@@ -87,25 +135,60 @@ int options_parse_command_line(options_set *s, int argc, char **argv)
                                   s->rows[i].arg ? required_argument : no_argument, NULL,
                                   OPTION_VAL_FIRST + (int)i};
     int c, rc = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        size_t i = (size_t)(c - OPTION_VAL_FIRST);
-        if (c < OPTION_VAL_FIRST || i >= s->row_count) {
-            fprintf(stderr, "%s: unknown option\n", s->program);
-            rc = 2;
-        } else if (!given_add(&s->command_line[i], &s->rows[i], optarg, 0)) {
-            fprintf(stderr, "%s: --%s: at most %d times\n", s->program, s->rows[i].name,
-                    OPTIONS_VALUES_MAX);
-            rc = 2;
-        }
+    opterr = 0; /* option_error says it, with the program's name */
+    optind = 0; /* glibc: start over at argv[1], whatever was parsed before */
+    while (rc == 0 && (c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+        long i = row_of_option(s, c);
+        if (i < 0)
+            rc = option_error(s, c, argv);
+        else if (!given_add(&s->command_line[i], &s->rows[i], optarg, ++s->command_line_count))
+            rc = options_usage_error(s, "--%s: at most %d times", s->rows[i].name,
+                                     OPTIONS_VALUES_MAX);
     }
-    if (rc == 0 && optind < argc) {
-        fprintf(stderr, "%s: unexpected argument: %s\n", s->program, argv[optind]);
-        rc = 2;
-    }
-    if (rc != 0)
-        fprintf(stderr, "Try '%s --help'.\n", s->program);
+    if (rc == 0 && (size_t)(argc - optind) > s->arguments_max)
+        rc = options_usage_error(s, "unexpected argument: %s", argv[optind + s->arguments_max]);
+    s->arguments = argv + optind;
+    s->argument_count = rc == 0 ? (size_t)(argc - optind) : 0;
     free(opts);
+    free(shorts);
     return rc;
+}
+
+int options_usage_error(const options_set *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", s->program);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", s->program);
+    return 2;
+}
+
+int options_load_command_line(options_set *s, const char *program, const options_row *rows,
+                              size_t count, int argc, char **argv, void *target,
+                              options_usage_fn *usage)
+{
+    size_t arguments_max = s->arguments_max; /* options_init clears it */
+    if (!options_init(s, program, rows, count)) {
+        fprintf(stderr, "%s: out of memory\n", program);
+        return 1;
+    }
+    s->arguments_max = arguments_max;
+    int rc = options_parse_command_line(s, argc, argv);
+    if (rc != 0)
+        return rc;
+    if (options_given_count(s, "help", NULL)) {
+        usage(s, stdout);
+        return 0;
+    }
+    char why[OPTIONS_WHY_BYTES_MAX];
+    rc = options_apply(s, target, why, sizeof(why));
+    if (rc == 2)
+        return options_usage_error(s, "%s", why);
+    if (rc != 0)
+        fprintf(stderr, "%s: %s\n", s->program, why);
+    return rc != 0 ? rc : -1;
 }
 
 /* ---- the file ---- */
@@ -204,44 +287,85 @@ static bool is_setting(const options_row *row)
     return row->arg != NULL && row->parse != NULL && !(row->flags & OPTIONS_COMMAND_LINE);
 }
 
-int options_apply(const options_set *s, void *target, char *why, size_t why_size)
+/* Apply row i's values g (or its default when g has none). */
+static int apply_row(const options_set *s, size_t i, const options_given *g, void *target,
+                     char *why, size_t why_size)
 {
+    const options_row *row = &s->rows[i];
     char inner[OPTIONS_WHY_BYTES_MAX];
-    for (size_t i = 0; i < s->row_count; i++) {
-        const options_row *row = &s->rows[i];
-        if (!is_setting(row))
+    if (g->count == 0 && row->value_default) {
+        inner[0] = '\0';
+        int rc = row->parse(row, target, row->value_default, inner, sizeof(inner));
+        assert(rc == 0); /* a default the table cannot parse is a bug */
+    }
+    for (unsigned v = 0; v < g->count; v++) {
+        inner[0] = '\0';
+        const char *text = g->values[v].text ? g->values[v].text : "";
+        int rc = row->parse(row, target, text, inner, sizeof(inner));
+        if (rc == 0)
             continue;
-        const options_given *g = effective(s, i);
-        if (g->count == 0 && row->value_default) {
-            inner[0] = '\0';
-            int rc = row->parse(row, target, row->value_default, inner, sizeof(inner));
-            assert(rc == 0); /* a default the table cannot parse is a bug */
-        }
-        for (unsigned v = 0; v < g->count; v++) {
-            inner[0] = '\0';
-            int rc = row->parse(row, target, g->values[v].text, inner, sizeof(inner));
-            if (rc == 0)
-                continue;
-            if (g == &s->file[i])
-                snprintf(why, why_size, "%s:%u: %s: %s", s->file_path, g->values[v].line,
-                         row->name, inner);
-            else
-                snprintf(why, why_size, "--%s: %s", row->name, inner);
-            return rc;
-        }
+        if (g == &s->file[i])
+            snprintf(why, why_size, "%s:%u: %s: %s", s->file_path, g->values[v].line, row->name,
+                     inner);
+        else
+            snprintf(why, why_size, "--%s: %s", row->name, inner);
+        return rc;
     }
     return 0;
+}
+
+/* The command line's value that came place-th (1, 2, ...) of a row that is
+ * not a setting, as row i and the values from it (one); false if none
+ * (not such a row's, or replaced by a later one). */
+static bool value_at(const options_set *s, unsigned place, size_t *row_out, options_given *one)
+{
+    for (size_t i = 0; i < s->row_count; i++) {
+        if (is_setting(&s->rows[i]) || s->rows[i].parse == NULL)
+            continue;
+        const options_given *g = &s->command_line[i];
+        for (unsigned v = 0; v < g->count; v++)
+            if (g->values[v].line == place) {
+                *row_out = i;
+                one->values[0] = g->values[v];
+                one->count = 1;
+                return true;
+            }
+    }
+    return false;
+}
+
+int options_apply(const options_set *s, void *target, char *why, size_t why_size)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < s->row_count; i++)
+        if (is_setting(&s->rows[i]))
+            rc = apply_row(s, i, effective(s, i), target, why, why_size);
+    static const options_given none;
+    for (size_t i = 0; rc == 0 && i < s->row_count; i++)
+        if (!is_setting(&s->rows[i]) && s->rows[i].parse != NULL)
+            rc = apply_row(s, i, &none, target, why, why_size);
+    options_given one;
+    size_t row;
+    for (unsigned place = 1; rc == 0 && place <= s->command_line_count; place++)
+        if (value_at(s, place, &row, &one))
+            rc = apply_row(s, row, &one, target, why, why_size);
+    return rc;
 }
 
 int options_parse_number(const options_row *row, void *target, const char *text, char *why,
                          size_t why_size)
 {
-    assert(row->max > 0 && row->store != OPTIONS_STORE_NONE && row->scale > 0);
-    assert(row->max <= (row->store == OPTIONS_STORE_UNSIGNED ? UINT32_MAX : INT64_MAX) / row->scale);
+    assert(row->max > 0 && row->scale > 0);
+    assert(row->store == OPTIONS_STORE_UNSIGNED || row->store == OPTIONS_STORE_U64 ||
+           row->store == OPTIONS_STORE_I64);
+    assert(row->max <= (row->store == OPTIONS_STORE_UNSIGNED ? UINT32_MAX
+                        : row->store == OPTIONS_STORE_U64    ? UINT64_MAX
+                                                             : INT64_MAX) /
+                           row->scale);
     uint64_t v;
     if (!cli_parse_u64(text, row->min, row->max, &v)) {
-        snprintf(why, why_size, "not a number in range %" PRIu64 "..%" PRIu64 ": %.100s",
-                 row->min, row->max, text);
+        snprintf(why, why_size, "not a %s in range %" PRIu64 "..%" PRIu64 ": %.100s",
+                 row->noun ? row->noun : "number", row->min, row->max, text);
         return 2;
     }
     char *field = (char *)target + row->offset;
@@ -250,8 +374,26 @@ int options_parse_number(const options_row *row, void *target, const char *text,
     case OPTIONS_STORE_UNSIGNED: *(unsigned *)(void *)field = (unsigned)v; break;
     case OPTIONS_STORE_U64: *(uint64_t *)(void *)field = v; break;
     case OPTIONS_STORE_I64: *(int64_t *)(void *)field = (int64_t)v; break;
-    case OPTIONS_STORE_NONE: break;
+    default: break;
     }
+    return 0;
+}
+
+int options_parse_text(const options_row *row, void *target, const char *text, char *why,
+                       size_t why_size)
+{
+    (void)why, (void)why_size;
+    assert(row->store == OPTIONS_STORE_TEXT);
+    *(const char **)(void *)((char *)target + row->offset) = text;
+    return 0;
+}
+
+int options_parse_flag(const options_row *row, void *target, const char *text, char *why,
+                       size_t why_size)
+{
+    (void)text, (void)why, (void)why_size;
+    assert(row->store == OPTIONS_STORE_BOOL);
+    *(bool *)(void *)((char *)target + row->offset) = true;
     return 0;
 }
 
@@ -300,8 +442,11 @@ void options_print_help(const options_set *s, FILE *f)
     pad[HELP_COLUMN] = '\0';
     for (size_t i = 0; i < s->row_count; i++) {
         const options_row *row = &s->rows[i];
-        int n = snprintf(head, sizeof(head), "  --%s%s%s", row->name, row->arg ? " " : "",
-                         row->arg ? row->arg : "");
+        char short_head[8] = "";
+        if (row->short_name)
+            snprintf(short_head, sizeof(short_head), "-%c, ", row->short_name);
+        int n = snprintf(head, sizeof(head), "  %s--%s%s%s", short_head, row->name,
+                         row->arg ? " " : "", row->arg ? row->arg : "");
         help_text(row, text, sizeof(text));
         if (row->flags & OPTIONS_REPEATABLE)
             snprintf(text + strlen(text), sizeof(text) - strlen(text), "; repeatable");

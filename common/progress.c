@@ -121,3 +121,13 @@ void progress_end(progress *p)
     }
     p->shown = false;
 }
+
+int progress_option_parse(const options_row *row, void *target, const char *text, char *why,
+                          size_t why_size)
+{
+    (void)text, (void)why, (void)why_size;
+    bool off = strcmp(row->name, "no-progress") == 0;
+    assert(off || strcmp(row->name, "progress") == 0);
+    *(progress_mode *)(void *)((char *)target + row->offset) = off ? PROGRESS_OFF : PROGRESS_ON;
+    return 0;
+}

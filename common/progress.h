@@ -14,6 +14,8 @@
 #ifndef TALLY_PROGRESS_H
 #define TALLY_PROGRESS_H
 
+#include "common/options.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -26,6 +28,19 @@ typedef enum progress_mode {
     PROGRESS_ON,   /* --progress */
     PROGRESS_OFF,  /* --no-progress */
 } progress_mode;
+
+/* The option table's parse function of --progress (PROGRESS_ON) and
+ * --no-progress (PROGRESS_OFF): a progress_mode at row->offset. */
+int progress_option_parse(const options_row *row, void *target, const char *text, char *why,
+                          size_t why_size);
+
+/* The two rows, for a progress_mode field of struct type; the last given
+ * wins. */
+#define PROGRESS_OPTION_ROWS(type, field)                                                   \
+    {"progress", NULL, NULL, "show progress on stderr even when it is not a terminal",      \
+     progress_option_parse, 0, 0, 0, OPTIONS_STORE_NONE, offsetof(type, field), 1},         \
+    {"no-progress", NULL, NULL, "never show progress", progress_option_parse, 0, 0, 0,      \
+     OPTIONS_STORE_NONE, offsetof(type, field), 1}
 
 typedef enum progress_unit {
     PROGRESS_ITEMS, /* counts: 12345/100000, 45.2k/s */

@@ -2,8 +2,8 @@
  * sockaddr_nng.h — whether a socket address the kernel gave
  * (getsockname, getpeername) is the one NNG reports for a pipe
  * (NNG_OPT_LOCADDR, NNG_OPT_REMADDR): same family, address and port.
- * libtally finds a pipe's descriptor by it (clients/sp_pipes.c), tallyd
- * its listener watchdog's own probe (net/nng_compat.c).
+ * libtally finds a pipe's descriptor by it (clients/transport/sp_pipes.c),
+ * tallyd its listener watchdog's own probe (net/sp/listeners.c).
  */
 #ifndef TALLY_COMMON_SOCKADDR_NNG_H
 #define TALLY_COMMON_SOCKADDR_NNG_H

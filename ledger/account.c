@@ -1,5 +1,6 @@
 /*
- * account.c — account records and the account_open command.
+ * account.c — account records, the account_open command, and the walk of
+ * the accounts database in id order that account_list pages through.
  */
 #include "ledger/account.h"
 
@@ -90,6 +91,54 @@ int ledger_account_get(store_txn *t, uint64_t id, ledger_account *out)
     return ledger_account_decode(id, val.mv_data, val.mv_size, out);
 }
 
+/* The walk of ledger_account_list from the cursor's first key: fn for
+ * each account up to limit, then a look one key further for *next. */
+static int account_walk(store_scan *s, uint32_t limit,
+                        int (*fn)(const ledger_account *a, void *ctx), void *ctx,
+                        uint64_t *next)
+{
+    uint32_t given = 0;
+    uint64_t last = 0;
+    for (; store_scan_on(s) && given < limit; store_scan_next(s)) {
+        if (s->key.mv_size != 8)
+            return TALLY_corrupt_record;
+        ledger_account a;
+        int rc = ledger_account_decode(get_u64_be(s->key.mv_data), s->val.mv_data,
+                                       s->val.mv_size, &a);
+        if (rc == TALLY_ok)
+            rc = fn(&a, ctx);
+        if (rc != TALLY_ok)
+            return rc;
+        last = a.id;
+        given++;
+    }
+    /* A full page with a key after it: there is more. */
+    *next = given == limit && store_scan_on(s) ? last : 0;
+    return TALLY_ok;
+}
+
+int ledger_account_list(store_txn *t, uint64_t after_id, uint32_t limit,
+                        int (*fn)(const ledger_account *a, void *ctx), void *ctx,
+                        uint64_t *next)
+{
+    assert(fn != NULL && next != NULL);
+    *next = 0;
+    if (limit == 0 || limit > TALLY_ACCOUNT_LIST_ENTRIES_MAX)
+        return TALLY_invalid_argument;
+    if (after_id == UINT64_MAX) /* past every id; after_id + 1 would wrap to the first */
+        return TALLY_ok;
+    uint8_t from[8];
+    put_u64_be(from, after_id + 1);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_ACCOUNTS, from, sizeof(from), false, &s);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = store_scan_end(&s, account_walk(&s, limit, fn, ctx, next));
+    if (rc != TALLY_ok)
+        *next = 0;
+    return rc;
+}
+
 int ledger_account_put(store_txn *t, const ledger_account *a)
 {
     /* A record that would break the account's own rules is a bug upstream. */
@@ -161,8 +210,9 @@ static int compare_existing(const ledger_account *have, const ledger_account_ope
     return TALLY_exists;
 }
 
-int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
+int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
 {
+    const ledger_account_open *cmd = &command->u.account_open;
     ledger_account a;
     int rc = ledger_account_get(ctx->txn, cmd->id, &a);
     if (rc == TALLY_ok) {
@@ -186,5 +236,6 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd)
     if (rc != TALLY_ok)
         return rc;
     log_entity entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = a.id};
-    return ledger_emit(ctx, "account.opened", &entity, a.version, ledger_account_pack_body, &a);
+    return ledger_emit(ctx, LOG_EVENT_ACCOUNT_OPENED, &entity, a.version, ledger_account_pack_body,
+                       &a);
 }

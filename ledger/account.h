@@ -1,5 +1,6 @@
 /*
- * account.h — accounts: the record, its encoding, opening one.
+ * account.h — accounts: the record, its encoding, opening one, listing
+ * them in id order.
  *
  * Database "accounts": key = id (u64 big-endian), value = the record:
  * format 2 (since December 2026) is the byte 2 then nine unsigned LEB128
@@ -45,6 +46,19 @@ typedef struct ledger_account {
  * store error. */
 int ledger_account_get(store_txn *t, uint64_t id, ledger_account *out);
 
+/* One page of accounts in id order (account_list): each account whose id
+ * is above after_id, at most limit of them (1 .. TALLY_ACCOUNT_LIST_ENTRIES_MAX),
+ * is decoded and given to fn, which returns 0 to go on (any other value
+ * stops the walk and is returned). *next gets the id of the page's last
+ * account when an account with a larger id exists (pass it as after_id
+ * for the next page), else 0; after_id UINT64_MAX is past every id (an
+ * empty page). Returns TALLY_ok, TALLY_invalid_argument (limit out of
+ * range: nothing read), TALLY_corrupt_record (a record that fails its
+ * checks) or a store error; *next is 0 unless TALLY_ok. */
+int ledger_account_list(store_txn *t, uint64_t after_id, uint32_t limit,
+                        int (*fn)(const ledger_account *a, void *ctx), void *ctx,
+                        uint64_t *next);
+
 /* Check and write an account record (TALLY_ok or a fault). */
 int ledger_account_put(store_txn *t, const ledger_account *a);
 
@@ -55,8 +69,9 @@ int ledger_account_put(store_txn *t, const ledger_account *a);
 size_t ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES_MAX]);
 int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out);
 
-/* Apply account_open: ok, exists, exists_with_different_*, or a fault. */
-int ledger_account_open_apply(ledger_ctx *ctx, const ledger_account_open *cmd);
+/* Apply account_open (its row in ledger/command.c's op table; cmd
+ * validated): ok, exists, exists_with_different_*, or a fault. */
+int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
 /* The account as a msgpack map (replies, event format 1) or a row (event
  * format 2; docs/EVENTS.md), and back from either. */

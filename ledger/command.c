@@ -1,30 +1,26 @@
 /*
- * command.c — stateless validation and fingerprints of commands.
+ * command.c — the op table: one row per command kind (command.h's
+ * ledger_op_row) with its name, its stateless validation, its fingerprint,
+ * its apply function and the event types it emits. Every decision ledger/
+ * makes by a command's kind is a lookup here; adding a command is adding
+ * its kind, its row and the functions the row names (docs/DESIGN.md,
+ * "Adding an op"). The validations and fingerprints live here; the apply
+ * functions live with their state (account.c, transfer.c, entitlement.c,
+ * webhook.c).
  */
 #include "ledger/command.h"
 
 #include "common/error.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
+#include "ledger/account.h"
+#include "ledger/entitlement.h"
+#include "ledger/transfer.h"
+#include "ledger/webhook.h"
 
 
-const char *ledger_command_name(ledger_command_kind kind)
+static int validate_account_open(const ledger_command *cmd)
 {
-    switch (kind) {
-    case LEDGER_ACCOUNT_OPEN: return "account_open";
-    case LEDGER_TRANSFER: return "transfer";
-    case LEDGER_POST: return "post";
-    case LEDGER_VOID: return "void";
-    case LEDGER_GRANT: return "grant";
-    case LEDGER_EXTEND: return "extend";
-    case LEDGER_REVOKE: return "revoke";
-    case LEDGER_CHAIN: return "chain";
-    case LEDGER_WEBHOOK_RECEIVE: return "webhook_receive";
-    }
-    return "unknown";
-}
-
-static int validate_account_open(const ledger_account_open *a)
-{
+    const ledger_account_open *a = &cmd->u.account_open;
     if (a->id == 0)
         return TALLY_id_must_not_be_zero;
     if (a->flags & ~LEDGER_ACCOUNT_FLAGS_KNOWN)
@@ -47,8 +43,9 @@ static int validate_amount(int64_t amount)
     return TALLY_ok;
 }
 
-static int validate_transfer(const ledger_transfer *t)
+static int validate_transfer(const ledger_command *cmd)
 {
+    const ledger_transfer *t = &cmd->u.transfer;
     if (tally_id128_is_zero(&t->id))
         return TALLY_id_must_not_be_zero;
     if (t->flags & ~LEDGER_TRANSFER_FLAGS_KNOWN)
@@ -73,12 +70,11 @@ static int validate_transfer(const ledger_transfer *t)
     return TALLY_ok;
 }
 
-static int validate_hold_step(ledger_command_kind kind, const ledger_hold_step *h)
+static int validate_post(const ledger_command *cmd)
 {
+    const ledger_hold_step *h = &cmd->u.hold;
     if (tally_id128_is_zero(&h->pending_id))
         return TALLY_id_must_not_be_zero;
-    if (kind == LEDGER_VOID)
-        return h->amount == 0 ? TALLY_ok : TALLY_field_not_allowed_for_command;
     if (h->amount < 0)
         return TALLY_amount_must_not_be_negative;
     if (h->amount_given && h->amount == 0) /* "all" is said by sending no amount */
@@ -86,7 +82,16 @@ static int validate_hold_step(ledger_command_kind kind, const ledger_hold_step *
     return TALLY_ok;
 }
 
-static int validate_entitlement(ledger_command_kind kind, const ledger_entitlement_command *e)
+static int validate_void(const ledger_command *cmd)
+{
+    const ledger_hold_step *h = &cmd->u.hold;
+    if (tally_id128_is_zero(&h->pending_id))
+        return TALLY_id_must_not_be_zero;
+    return h->amount == 0 ? TALLY_ok : TALLY_field_not_allowed_for_command;
+}
+
+/* What grant, extend and revoke check alike, first. */
+static int validate_entitlement(const ledger_entitlement_command *e)
 {
     if (e->subject.len == 0)
         return TALLY_subject_must_not_be_empty;
@@ -100,18 +105,38 @@ static int validate_entitlement(ledger_command_kind kind, const ledger_entitleme
         return TALLY_time_out_of_range;
     if (e->duration_ms < 0 || e->duration_ms > TALLY_GRANT_DURATION_MS_MAX)
         return TALLY_duration_out_of_range;
-    bool has_until = e->valid_until_ms != 0, has_duration = e->duration_ms != 0;
-    if (has_until && has_duration)
+    if (e->valid_until_ms != 0 && e->duration_ms != 0)
         return TALLY_until_and_duration_are_mutually_exclusive;
-    if (kind == LEDGER_EXTEND && !has_until && !has_duration)
-        return TALLY_time_out_of_range;
-    if (kind == LEDGER_REVOKE && (has_until || has_duration))
-        return TALLY_field_not_allowed_for_command;
-    if (kind != LEDGER_GRANT && e->has_grant_transfer)
-        return TALLY_field_not_allowed_for_command;
-    if (e->has_grant_transfer && tally_id128_is_zero(&e->grant_transfer_id))
-        return TALLY_id_must_not_be_zero;
     return TALLY_ok;
+}
+
+static int validate_grant(const ledger_command *cmd)
+{
+    const ledger_entitlement_command *e = &cmd->u.entitlement;
+    int rc = validate_entitlement(e);
+    if (rc == TALLY_ok && e->has_grant_transfer && tally_id128_is_zero(&e->grant_transfer_id))
+        rc = TALLY_id_must_not_be_zero;
+    return rc;
+}
+
+static int validate_extend(const ledger_command *cmd)
+{
+    const ledger_entitlement_command *e = &cmd->u.entitlement;
+    int rc = validate_entitlement(e);
+    if (rc == TALLY_ok && e->valid_until_ms == 0 && e->duration_ms == 0)
+        rc = TALLY_time_out_of_range;
+    if (rc == TALLY_ok && e->has_grant_transfer)
+        rc = TALLY_field_not_allowed_for_command;
+    return rc;
+}
+
+static int validate_revoke(const ledger_command *cmd)
+{
+    const ledger_entitlement_command *e = &cmd->u.entitlement;
+    int rc = validate_entitlement(e);
+    if (rc == TALLY_ok && (e->valid_until_ms != 0 || e->duration_ms != 0 || e->has_grant_transfer))
+        rc = TALLY_field_not_allowed_for_command;
+    return rc;
 }
 
 bool ledger_webhook_fits(const ledger_webhook *w)
@@ -122,27 +147,25 @@ bool ledger_webhook_fits(const ledger_webhook *w)
            w->body.len <= TALLY_WEBHOOK_BODY_BYTES_MAX;
 }
 
-static int validate_webhook(const ledger_webhook *w)
+static int validate_webhook(const ledger_command *cmd)
 {
+    const ledger_webhook *w = &cmd->u.webhook;
     if (w->signed_at_s < 0 || w->signed_at_s > TALLY_TIME_MS_MAX / 1000)
         return TALLY_time_out_of_range;
     return TALLY_ok;
 }
 
+/* A chain inside a chain. */
+static int validate_member_chain(const ledger_command *cmd)
+{
+    (void)cmd;
+    return TALLY_chain_must_not_nest;
+}
+
 static int validate_one(const ledger_command *cmd)
 {
-    switch (cmd->kind) {
-    case LEDGER_ACCOUNT_OPEN: return validate_account_open(&cmd->u.account_open);
-    case LEDGER_TRANSFER: return validate_transfer(&cmd->u.transfer);
-    case LEDGER_POST:
-    case LEDGER_VOID: return validate_hold_step(cmd->kind, &cmd->u.hold);
-    case LEDGER_GRANT:
-    case LEDGER_EXTEND:
-    case LEDGER_REVOKE: return validate_entitlement(cmd->kind, &cmd->u.entitlement);
-    case LEDGER_CHAIN: return TALLY_chain_must_not_nest;
-    case LEDGER_WEBHOOK_RECEIVE: return validate_webhook(&cmd->u.webhook);
-    }
-    return TALLY_unknown_command;
+    const ledger_op_row *row = ledger_op_of(cmd->kind);
+    return row ? row->validate(cmd) : TALLY_unknown_command;
 }
 
 int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index)
@@ -185,56 +208,66 @@ static void fp_str(sha256_ctx *h, tally_str s)
 
 static void fp_id(sha256_ctx *h, const tally_id128 *id) { sha256_update(h, id->bytes, 16); }
 
+static void fp_account_open(sha256_ctx *h, const ledger_command *cmd)
+{
+    const ledger_account_open *a = &cmd->u.account_open;
+    fp_u64(h, a->id), fp_u64(h, a->ledger), fp_u64(h, a->code), fp_u64(h, a->flags);
+}
+
+static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
+{
+    const ledger_transfer *t = &cmd->u.transfer;
+    fp_id(h, &t->id), fp_u64(h, t->debit_account_id), fp_u64(h, t->credit_account_id);
+    fp_u64(h, (uint64_t)t->amount), fp_u64(h, t->ledger), fp_u64(h, t->code);
+    fp_u64(h, t->flags), fp_u64(h, t->timeout_s);
+}
+
+/* post and void */
+static void fp_hold_step(sha256_ctx *h, const ledger_command *cmd)
+{
+    fp_id(h, &cmd->u.hold.pending_id), fp_u64(h, (uint64_t)cmd->u.hold.amount);
+    /* An amount of 0 sent differs from none sent; other fingerprints
+     * stay as they were, so keys stored before keep replaying. */
+    if (cmd->u.hold.amount_given && cmd->u.hold.amount == 0)
+        fp_u64(h, UINT64_MAX);
+}
+
+/* grant, extend and revoke */
+static void fp_entitlement(sha256_ctx *h, const ledger_command *cmd)
+{
+    const ledger_entitlement_command *e = &cmd->u.entitlement;
+    fp_str(h, e->subject), fp_str(h, e->feature);
+    fp_u64(h, (uint64_t)e->valid_until_ms), fp_u64(h, (uint64_t)e->duration_ms);
+    fp_u8(h, e->has_source_order), fp_u64(h, e->source_order);
+    fp_u8(h, e->has_grant_transfer);
+    if (e->has_grant_transfer)
+        fp_id(h, &e->grant_transfer_id);
+}
+
+/* not the signed time: a retry signs anew */
+static void fp_webhook(sha256_ctx *h, const ledger_command *cmd)
+{
+    fp_str(h, cmd->u.webhook.source), fp_str(h, cmd->u.webhook.event_id);
+    fp_str(h, cmd->u.webhook.body);
+}
+
 static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
 {
     fp_u8(h, (uint8_t)cmd->kind);
-    switch (cmd->kind) {
-    case LEDGER_ACCOUNT_OPEN: {
-        const ledger_account_open *a = &cmd->u.account_open;
-        fp_u64(h, a->id), fp_u64(h, a->ledger), fp_u64(h, a->code), fp_u64(h, a->flags);
-        break;
-    }
-    case LEDGER_TRANSFER: {
-        const ledger_transfer *t = &cmd->u.transfer;
-        fp_id(h, &t->id), fp_u64(h, t->debit_account_id), fp_u64(h, t->credit_account_id);
-        fp_u64(h, (uint64_t)t->amount), fp_u64(h, t->ledger), fp_u64(h, t->code);
-        fp_u64(h, t->flags), fp_u64(h, t->timeout_s);
-        break;
-    }
-    case LEDGER_POST:
-    case LEDGER_VOID:
-        fp_id(h, &cmd->u.hold.pending_id), fp_u64(h, (uint64_t)cmd->u.hold.amount);
-        /* An amount of 0 sent differs from none sent; other fingerprints
-         * stay as they were, so keys stored before keep replaying. */
-        if (cmd->u.hold.amount_given && cmd->u.hold.amount == 0)
-            fp_u64(h, UINT64_MAX);
-        break;
-    case LEDGER_GRANT:
-    case LEDGER_EXTEND:
-    case LEDGER_REVOKE: {
-        const ledger_entitlement_command *e = &cmd->u.entitlement;
-        fp_str(h, e->subject), fp_str(h, e->feature);
-        fp_u64(h, (uint64_t)e->valid_until_ms), fp_u64(h, (uint64_t)e->duration_ms);
-        fp_u8(h, e->has_source_order), fp_u64(h, e->source_order);
-        fp_u8(h, e->has_grant_transfer);
-        if (e->has_grant_transfer)
-            fp_id(h, &e->grant_transfer_id);
-        break;
-    }
-    case LEDGER_WEBHOOK_RECEIVE: /* not the signed time: a retry signs anew */
-        fp_str(h, cmd->u.webhook.source), fp_str(h, cmd->u.webhook.event_id);
-        fp_str(h, cmd->u.webhook.body);
-        break;
-    case LEDGER_CHAIN:
-        fp_u64(h, cmd->u.chain.count);
-        for (uint32_t i = 0; i < cmd->u.chain.count && i < TALLY_CHAIN_COMMANDS_MAX; i++) {
-            const ledger_command *m = &cmd->u.chain.members[i];
-            if (m->kind == LEDGER_CHAIN) /* rejected as chain_must_not_nest; kind only */
-                fp_u8(h, (uint8_t)m->kind);
-            else
-                fingerprint_one(h, m);
-        }
-        break;
+    const ledger_op_row *row = ledger_op_of(cmd->kind);
+    if (row)
+        row->fingerprint(h, cmd);
+}
+
+static void fp_chain(sha256_ctx *h, const ledger_command *cmd)
+{
+    fp_u64(h, cmd->u.chain.count);
+    for (uint32_t i = 0; i < cmd->u.chain.count && i < TALLY_CHAIN_COMMANDS_MAX; i++) {
+        const ledger_command *m = &cmd->u.chain.members[i];
+        if (m->kind == LEDGER_CHAIN) /* rejected as chain_must_not_nest; kind only */
+            fp_u8(h, (uint8_t)m->kind);
+        else
+            fingerprint_one(h, m);
     }
 }
 
@@ -246,4 +279,60 @@ void ledger_command_fingerprint(const ledger_command *cmd, uint8_t out[32])
     sha256_update(&h, domain, sizeof(domain) - 1);
     fingerprint_one(&h, cmd);
     sha256_finish(&h, out);
+}
+
+/* ---- the op table ---- */
+
+/* A chain inside a chain (ledger.c runs a chain's members itself). */
+static int apply_member_chain(struct ledger_ctx *ctx, const ledger_command *cmd)
+{
+    (void)ctx, (void)cmd;
+    return TALLY_chain_must_not_nest;
+}
+
+static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
+    [LEDGER_ACCOUNT_OPEN] = {LEDGER_ACCOUNT_OPEN, "account_open", validate_account_open,
+                             fp_account_open, ledger_account_open_apply,
+                             {LOG_EVENT_ACCOUNT_OPENED}},
+    [LEDGER_TRANSFER] = {LEDGER_TRANSFER, "transfer", validate_transfer, fp_transfer,
+                         ledger_transfer_apply, {LOG_EVENT_TRANSFER_CREATED}},
+    [LEDGER_POST] = {LEDGER_POST, "post", validate_post, fp_hold_step, ledger_hold_post_apply,
+                     {LOG_EVENT_TRANSFER_POSTED}},
+    [LEDGER_VOID] = {LEDGER_VOID, "void", validate_void, fp_hold_step, ledger_hold_void_apply,
+                     {LOG_EVENT_TRANSFER_VOIDED}},
+    /* grant and extend first expire an entitlement that is due but not
+     * swept yet (entitlement.c) */
+    [LEDGER_GRANT] = {LEDGER_GRANT, "grant", validate_grant, fp_entitlement,
+                      ledger_entitlement_grant_apply,
+                      {LOG_EVENT_ENTITLEMENT_EXPIRED, LOG_EVENT_ENTITLEMENT_GRANTED}},
+    [LEDGER_EXTEND] = {LEDGER_EXTEND, "extend", validate_extend, fp_entitlement,
+                       ledger_entitlement_extend_apply,
+                       {LOG_EVENT_ENTITLEMENT_EXPIRED, LOG_EVENT_ENTITLEMENT_EXTENDED}},
+    [LEDGER_REVOKE] = {LEDGER_REVOKE, "revoke", validate_revoke, fp_entitlement,
+                       ledger_entitlement_revoke_apply, {LOG_EVENT_ENTITLEMENT_REVOKED}},
+    /* as a member: its members' rows say what a chain emits */
+    [LEDGER_CHAIN] = {LEDGER_CHAIN, "chain", validate_member_chain, fp_chain,
+                      apply_member_chain, {LOG_EVENT_TYPE_NONE}},
+    [LEDGER_WEBHOOK_RECEIVE] = {LEDGER_WEBHOOK_RECEIVE, "webhook_receive", validate_webhook,
+                                fp_webhook, ledger_webhook_apply,
+                                {LOG_EVENT_WEBHOOK_RECEIVED}},
+};
+
+/* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left
+ * out is a zero row: tests/ledger/check_command.c walks them all). */
+_Static_assert(sizeof(ledger_ops) / sizeof(ledger_ops[0]) == LEDGER_COMMAND_KIND_END,
+               "the op table has a row for every command kind");
+_Static_assert(LEDGER_ACCOUNT_OPEN == 1, "kinds start at 1: row 0 is no kind");
+
+const ledger_op_row *ledger_op_of(ledger_command_kind kind)
+{
+    if ((unsigned)kind < LEDGER_ACCOUNT_OPEN || (unsigned)kind >= LEDGER_COMMAND_KIND_END)
+        return NULL;
+    return &ledger_ops[kind];
+}
+
+const char *ledger_command_name(ledger_command_kind kind)
+{
+    const ledger_op_row *row = ledger_op_of(kind);
+    return row ? row->name : "unknown";
 }

@@ -1,6 +1,7 @@
 /*
- * command.h — the commands tally applies, their stateless validation and
- * their idempotency fingerprint.
+ * command.h — the commands tally applies, their op table (one row per
+ * kind: name, validation, fingerprint, apply, the events it emits), their
+ * stateless validation and their idempotency fingerprint.
  *
  * A command is everything that defines one write; the fingerprint (SHA-256
  * of a canonical binary encoding of every defining field) is what the inbox
@@ -13,10 +14,15 @@
 
 #include "common/bytes.h"
 #include "common/limits.h"
+#include "common/log_event.h"
+#include "common/sha256.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The command kinds. The numbers are hashed into fingerprints (stored in
+ * the inbox): never renumber. A new kind is appended, LEDGER_COMMAND_KIND_END
+ * moved past it, and given its row in the op table (ledger/command.c). */
 typedef enum ledger_command_kind {
     LEDGER_ACCOUNT_OPEN = 1,
     LEDGER_TRANSFER = 2,
@@ -26,8 +32,13 @@ typedef enum ledger_command_kind {
     LEDGER_EXTEND = 6,
     LEDGER_REVOKE = 7,
     LEDGER_CHAIN = 8,
-    LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/webhooks.c) */
+    LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/http/webhooks.c) */
 } ledger_command_kind;
+
+/* One past the last kind: the op table's length. Outside the enum, so that
+ * switches over kinds elsewhere (net/metrics/metrics.c) need no case for
+ * it. */
+#define LEDGER_COMMAND_KIND_END (LEDGER_WEBHOOK_RECEIVE + 1)
 
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
@@ -109,7 +120,36 @@ struct ledger_command {
     } u;
 };
 
-/* Stable name of a command kind ("account_open", "transfer", ...). */
+/* At most this many event types per op (an op emits some of them). */
+#define LEDGER_OP_EVENT_TYPES_MAX 2
+
+struct ledger_ctx; /* ledger/context.h */
+
+/* One row of the op table: everything ledger/ decides by a command's kind.
+ * A chain is the one composite kind: ledger.c runs its members through
+ * their rows; as a chain member itself it is refused (chain_must_not_nest),
+ * which is what its row's validate and apply say. */
+typedef struct ledger_op_row {
+    ledger_command_kind kind; /* the row's own index (checked by a test) */
+    const char *name;         /* stable: "account_open", "transfer", ... */
+    /* The checks that need no store, of one command (a chain member too):
+     * TALLY_ok or a validation code. */
+    int (*validate)(const ledger_command *cmd);
+    /* Feed the fields that define the command into its fingerprint, after
+     * its kind byte (ledger_command_fingerprint). */
+    void (*fingerprint)(sha256_ctx *h, const ledger_command *cmd);
+    /* Apply the validated command in ctx: ok, a business code or a fault. */
+    int (*apply)(struct ledger_ctx *ctx, const ledger_command *cmd);
+    /* The event types apply may emit (LOG_EVENT_TYPE_NONE after the last);
+     * ledger_emit asserts that an op emits no other. */
+    log_event_type events[LEDGER_OP_EVENT_TYPES_MAX + 1];
+} ledger_op_row;
+
+/* The row of kind, or NULL for a number that is no kind. Static storage. */
+const ledger_op_row *ledger_op_of(ledger_command_kind kind);
+
+/* Stable name of a command kind ("account_open", "transfer", ...), or
+ * "unknown". */
 const char *ledger_command_name(ledger_command_kind kind);
 
 /* Validate what can be validated without the store. Returns TALLY_ok or a
@@ -120,7 +160,7 @@ int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index);
 /* Whether a webhook_receive's strings are within their bounds (an event
  * holds them): checked with the request, before the inbox (ledger.c), so
  * a delivery over them is refused and not stored (value_out_of_range);
- * net/webhooks.c checks the same first. */
+ * net/http/webhooks.c checks the same first. */
 bool ledger_webhook_fits(const ledger_webhook *w);
 
 /* Fingerprint: SHA-256 of the canonical encoding of cmd. */

@@ -24,11 +24,15 @@ typedef struct ledger_ctx {
     uint32_t event_count;
     uint64_t original_seq; /* set with an exists* rejection: the seq that
                               created the existing account or transfer */
+    const log_event_type *op_events; /* the running op's event types (its row
+                                        in ledger/command.c, NONE-ended);
+                                        NULL in upkeep (sweeps, retention) */
 } ledger_ctx;
 
-/* Append one event caused by the current command; counts it in ctx.
- * Returns TALLY_ok or a fault (remembered in ctx->txn). */
-int ledger_emit(ledger_ctx *ctx, const char *type, const log_entity *entity,
+/* Append one event caused by the current command; counts it in ctx. An
+ * op emits only the types its row lists (asserted: a row that forgot one
+ * is a bug). Returns TALLY_ok or a fault (remembered in ctx->txn). */
+int ledger_emit(ledger_ctx *ctx, log_event_type type, const log_entity *entity,
                 uint64_t entity_version,
                 int (*pack_body)(msgpack_packer *pk, const void *body), const void *body);
 

@@ -5,11 +5,11 @@
 #include "ledger/entitlement.h"
 
 #include "common/error.h"
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
 #include "ledger/pair_key.h"
 #include "ledger/transfer.h"
-#include "log/event.h"
 
 #include <assert.h>
 #include <string.h>
@@ -139,24 +139,20 @@ int ledger_entitlement_list(store_txn *t, tally_str subject,
         return TALLY_invalid_argument;
     uint8_t prefix[1 + TALLY_SUBJECT_BYTES_MAX];
     size_t prefix_len = ledger_pair_key_prefix(subject, TALLY_SUBJECT_BYTES_MAX, prefix);
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_ENTITLEMENTS, &cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_ENTITLEMENTS, prefix, prefix_len, false, &s);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k = {prefix_len, prefix}, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (mrc == MDB_SUCCESS && rc == TALLY_ok && k.mv_size > prefix_len &&
-           memcmp(k.mv_data, prefix, prefix_len) == 0) {
+    for (; rc == TALLY_ok && store_scan_on(&s) && s.key.mv_size > prefix_len &&
+           memcmp(s.key.mv_data, prefix, prefix_len) == 0;
+         store_scan_next(&s)) {
         ledger_entitlement e;
-        rc = ledger_entitlement_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &e);
+        rc = ledger_entitlement_decode(s.key.mv_data, s.key.mv_size, s.val.mv_data,
+                                       s.val.mv_size, &e);
         if (rc == TALLY_ok)
             rc = fn(&e, ctx);
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
-    if (rc == TALLY_ok && mrc != MDB_SUCCESS && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
-    mdb_cursor_close(cur);
-    return rc;
+    return store_scan_end(&s, rc);
 }
 
 static int pack_optional_i64(msgpack_packer *pk, bool has, int64_t v)
@@ -259,7 +255,7 @@ static int set_expiry(store_txn *t, const ledger_entitlement *e, bool add)
 /* Write e (already changed in memory, version bumped) and its event. The
  * expiry index follows: old_e's entry (if any) is removed, e's added. */
 static int entitlement_commit(ledger_ctx *ctx, const ledger_entitlement *old_e,
-                              const ledger_entitlement *e, const char *type)
+                              const ledger_entitlement *e, log_event_type type)
 {
     int rc = old_e ? set_expiry(ctx->txn, old_e, false) : TALLY_ok;
     if (rc == TALLY_ok)
@@ -280,7 +276,7 @@ static int expire_now(ledger_ctx *ctx, ledger_entitlement *e)
     e->state = LEDGER_ENTITLEMENT_EXPIRED;
     e->version++;
     e->updated_ms = ctx->now_ms;
-    return entitlement_commit(ctx, &old_e, e, "entitlement.expired");
+    return entitlement_commit(ctx, &old_e, e, LOG_EVENT_ENTITLEMENT_EXPIRED);
 }
 
 /* The end a grant or extend asks for, from base_ms for durations. */
@@ -348,7 +344,7 @@ static int apply_grant(ledger_ctx *ctx, const ledger_entitlement_command *cmd, b
     e->updated_ms = ctx->now_ms;
     e->has_grant_transfer = cmd->has_grant_transfer;
     e->grant_transfer_id = cmd->grant_transfer_id;
-    return entitlement_commit(ctx, NULL, e, "entitlement.granted");
+    return entitlement_commit(ctx, NULL, e, LOG_EVENT_ENTITLEMENT_GRANTED);
 }
 
 static int apply_extend(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
@@ -379,7 +375,7 @@ static int apply_extend(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
     e->valid_until_ms = end;
     e->version++;
     e->updated_ms = ctx->now_ms;
-    return entitlement_commit(ctx, &old_e, e, "entitlement.extended");
+    return entitlement_commit(ctx, &old_e, e, LOG_EVENT_ENTITLEMENT_EXTENDED);
 }
 
 static int apply_revoke(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
@@ -392,31 +388,64 @@ static int apply_revoke(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
     e->state = LEDGER_ENTITLEMENT_REVOKED;
     e->version++;
     e->updated_ms = ctx->now_ms;
-    return entitlement_commit(ctx, &old_e, e, "entitlement.revoked");
+    return entitlement_commit(ctx, &old_e, e, LOG_EVENT_ENTITLEMENT_REVOKED);
 }
 
-int ledger_entitlement_apply(ledger_ctx *ctx, ledger_command_kind kind,
-                             const ledger_entitlement_command *cmd)
+/* What grant, extend and revoke share: the entitlement as stored (*exists;
+ * zeroed when not), refused as stale when the command's source order is
+ * not past the stored one, and its state at the commit time. ok, stale, or
+ * a fault. */
+static int entitlement_load(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
+                            ledger_entitlement *e, bool *exists, uint8_t *state_now)
 {
-    ledger_entitlement e;
-    int rc = ledger_entitlement_get(ctx->txn, cmd->subject, cmd->feature, &e);
-    bool exists = rc == TALLY_ok;
+    int rc = ledger_entitlement_get(ctx->txn, cmd->subject, cmd->feature, e);
+    *exists = rc == TALLY_ok;
     if (rc == TALLY_not_found)
-        memset(&e, 0, sizeof(e));
+        memset(e, 0, sizeof(*e));
     else if (rc != TALLY_ok)
         return rc;
-    if (exists && cmd->has_source_order && e.has_source_order &&
-        cmd->source_order <= e.source_order)
+    if (*exists && cmd->has_source_order && e->has_source_order &&
+        cmd->source_order <= e->source_order)
         return TALLY_stale;
-    if (!exists && kind != LEDGER_GRANT)
-        return TALLY_entitlement_not_found;
-    uint8_t state_now = exists ? ledger_entitlement_state_at(&e, ctx->now_ms) : 0;
-    switch (kind) {
-    case LEDGER_GRANT: return apply_grant(ctx, cmd, exists, &e, state_now);
-    case LEDGER_EXTEND: return apply_extend(ctx, cmd, &e, state_now);
-    case LEDGER_REVOKE: return apply_revoke(ctx, cmd, &e, state_now);
-    default: return TALLY_unknown_command;
-    }
+    *state_now = *exists ? ledger_entitlement_state_at(e, ctx->now_ms) : 0;
+    return TALLY_ok;
+}
+
+int ledger_entitlement_grant_apply(ledger_ctx *ctx, const ledger_command *command)
+{
+    const ledger_entitlement_command *cmd = &command->u.entitlement;
+    ledger_entitlement e;
+    bool exists;
+    uint8_t state_now;
+    int rc = entitlement_load(ctx, cmd, &e, &exists, &state_now);
+    return rc == TALLY_ok ? apply_grant(ctx, cmd, exists, &e, state_now) : rc;
+}
+
+/* extend and revoke: step applied to the entitlement, which must exist. */
+typedef int (*entitlement_step_fn)(ledger_ctx *ctx, const ledger_entitlement_command *cmd,
+                                   ledger_entitlement *e, uint8_t state_now);
+
+static int apply_to_existing(ledger_ctx *ctx, const ledger_command *command,
+                             entitlement_step_fn step)
+{
+    const ledger_entitlement_command *cmd = &command->u.entitlement;
+    ledger_entitlement e;
+    bool exists;
+    uint8_t state_now;
+    int rc = entitlement_load(ctx, cmd, &e, &exists, &state_now);
+    if (rc == TALLY_ok && !exists)
+        rc = TALLY_entitlement_not_found;
+    return rc == TALLY_ok ? step(ctx, cmd, &e, state_now) : rc;
+}
+
+int ledger_entitlement_extend_apply(ledger_ctx *ctx, const ledger_command *cmd)
+{
+    return apply_to_existing(ctx, cmd, apply_extend);
+}
+
+int ledger_entitlement_revoke_apply(ledger_ctx *ctx, const ledger_command *cmd)
+{
+    return apply_to_existing(ctx, cmd, apply_revoke);
 }
 
 int ledger_entitlement_expire(ledger_ctx *ctx, const void *key, size_t key_len, bool *expired)

@@ -77,9 +77,11 @@ int ledger_entitlement_list(store_txn *t, tally_str subject,
 int ledger_entitlement_pack(msgpack_packer *pk, const ledger_entitlement *e, bool row);
 int ledger_entitlement_unpack(const msgpack_object *o, ledger_entitlement *out);
 
-/* Commands: ok, a business code, or a fault. */
-int ledger_entitlement_apply(ledger_ctx *ctx, ledger_command_kind kind,
-                             const ledger_entitlement_command *cmd);
+/* Commands (rows of ledger/command.c's op table: grant, extend, revoke),
+ * validated already: ok, a business code, or a fault. */
+int ledger_entitlement_grant_apply(ledger_ctx *ctx, const ledger_command *cmd);
+int ledger_entitlement_extend_apply(ledger_ctx *ctx, const ledger_command *cmd);
+int ledger_entitlement_revoke_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
 /* Sweep step for the entitlement stored under key. */
 int ledger_entitlement_expire(ledger_ctx *ctx, const void *key, size_t key_len,

@@ -196,26 +196,22 @@ typedef struct recent_survey {
 static int survey_recent(store_txn *t, recent_survey *out)
 {
     memset(out, 0, sizeof(*out));
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_HISTORY_RECENT, &cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_HISTORY_RECENT, NULL, 0, false, &s);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-    for (; mrc == MDB_SUCCESS; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size != 8 || v.mv_size < 1 + HISTORY_KEY_BYTES ||
-            (v.mv_size - 1) % HISTORY_KEY_BYTES != 0) {
+    for (; store_scan_on(&s); store_scan_next(&s)) {
+        size_t value_len = s.val.mv_size;
+        if (s.key.mv_size != 8 || value_len < 1 + HISTORY_KEY_BYTES ||
+            (value_len - 1) % HISTORY_KEY_BYTES != 0) {
             rc = TALLY_corrupt_record;
             break;
         }
         out->records++;
-        out->keys += (v.mv_size - 1) / HISTORY_KEY_BYTES;
-        out->last = get_u64_be(k.mv_data);
+        out->keys += (value_len - 1) / HISTORY_KEY_BYTES;
+        out->last = get_u64_be(s.key.mv_data);
     }
-    mdb_cursor_close(cur);
-    if (rc == TALLY_ok && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
-    return rc;
+    return store_scan_end(&s, rc);
 }
 
 /* The sorted keys as the next "history_recent" record. */
@@ -242,25 +238,23 @@ static int fold_recent(store_txn *t, const uint8_t *keys, size_t n, const recent
     if (all == NULL)
         return store_txn_fail(t, TALLY_out_of_memory);
     size_t m = 0;
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_HISTORY_RECENT, &cur);
+    store_scan scan;
+    int rc = store_scan_begin(t, STORE_DB_HISTORY_RECENT, NULL, 0, false, &scan);
     if (rc == TALLY_ok) {
-        MDB_val k, v;
-        int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-        for (; mrc == MDB_SUCCESS; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        for (; store_scan_on(&scan); store_scan_next(&scan)) {
             const uint8_t *rk;
             size_t rn;
             const char *why;
-            rc = ledger_history_recent_decode(&v, &rk, &rn, &why);
+            rc = ledger_history_recent_decode(&scan.val, &rk, &rn, &why);
             if (rc != TALLY_ok || m + rn > s->keys)
                 break;
             memcpy(all + m * HISTORY_KEY_BYTES, rk, rn * HISTORY_KEY_BYTES);
             m += rn;
         }
-        mdb_cursor_close(cur);
-        if (rc == TALLY_ok && (mrc != MDB_NOTFOUND || m != s->keys))
-            rc = mrc != MDB_NOTFOUND && mrc != MDB_SUCCESS ? store_translate(mrc)
-                                                            : TALLY_corrupt_record;
+        bool stopped = store_scan_on(&scan); /* more keys than the survey saw */
+        rc = store_scan_end(&scan, rc);
+        if (rc == TALLY_ok && (stopped || m != s->keys))
+            rc = TALLY_corrupt_record;
     }
     if (rc == TALLY_ok) {
         if (n > 0)
@@ -352,29 +346,24 @@ typedef int (*recent_fn)(const MDB_val *k, const uint8_t *keys, size_t n, void *
 
 static int each_recent(store_txn *t, bool reverse, recent_fn fn, void *ctx)
 {
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_HISTORY_RECENT, &cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_HISTORY_RECENT, NULL, 0, reverse, &s);
     if (rc == TALLY_not_found)
         return TALLY_ok;
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, reverse ? MDB_LAST : MDB_FIRST);
-    while (mrc == MDB_SUCCESS && rc == TALLY_ok) {
+    while (store_scan_on(&s) && rc == TALLY_ok) {
         const uint8_t *keys;
         size_t n;
         const char *why;
-        rc = k.mv_size == 8 ? ledger_history_recent_decode(&v, &keys, &n, &why)
-                            : TALLY_corrupt_record;
+        rc = s.key.mv_size == 8 ? ledger_history_recent_decode(&s.val, &keys, &n, &why)
+                                : TALLY_corrupt_record;
         if (rc == TALLY_ok)
-            rc = fn(&k, keys, n, ctx);
+            rc = fn(&s.key, keys, n, ctx);
         if (rc == TALLY_ok)
-            mrc = mdb_cursor_get(cur, &k, &v, reverse ? MDB_PREV : MDB_NEXT);
+            store_scan_next(&s);
     }
-    mdb_cursor_close(cur);
-    if (rc == TALLY_ok && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
-    return rc;
+    return store_scan_end(&s, rc);
 }
 
 /* ledger_history_seqs's walk over the recent records. */
@@ -532,28 +521,22 @@ int ledger_history_has(store_txn *t, uint64_t account_id, uint64_t seq)
 static int indexed_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
                         uint64_t *seqs, uint32_t max, uint32_t *count)
 {
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_HISTORY, &cur);
-    if (rc != TALLY_ok)
-        return rc;
     uint8_t key[HISTORY_KEY_BYTES];
     uint64_t start = reverse ? (cursor ? cursor : UINT64_MAX) : cursor + 1;
     ledger_history_key(account_id, start, key);
-    MDB_val k = {16, key}, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (reverse) /* step back to the last entry below the start */
-        mrc = mrc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_PREV)
-                                 : mdb_cursor_get(cur, &k, &v, MDB_LAST);
-    while (mrc == MDB_SUCCESS && *count < max && k.mv_size == 16 &&
-           get_u64_be(k.mv_data) == account_id) {
-        uint64_t seq = get_u64_be((const uint8_t *)k.mv_data + 8);
+    store_scan s; /* reverse: from the last entry below the start */
+    int rc = store_scan_begin(t, STORE_DB_HISTORY, key, sizeof(key), reverse, &s);
+    if (rc != TALLY_ok)
+        return rc;
+    for (; store_scan_on(&s) && *count < max && s.key.mv_size == 16 &&
+           get_u64_be(s.key.mv_data) == account_id;
+         store_scan_next(&s)) {
+        uint64_t seq = get_u64_be((const uint8_t *)s.key.mv_data + 8);
         if (reverse && cursor && seq >= cursor)
             break;
         seqs[(*count)++] = seq;
-        mrc = mdb_cursor_get(cur, &k, &v, reverse ? MDB_PREV : MDB_NEXT);
     }
-    mdb_cursor_close(cur);
-    return mrc == MDB_SUCCESS || mrc == MDB_NOTFOUND ? TALLY_ok : store_translate(mrc);
+    return store_scan_end(&s, TALLY_ok);
 }
 
 int ledger_history_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,

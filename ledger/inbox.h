@@ -57,7 +57,7 @@ size_t ledger_inbox_key(tally_str consumer, tally_str key,
 int ledger_inbox_get(store_txn *t, tally_str consumer, tally_str key,
                      ledger_inbox_record *out);
 
-/* Codes whose replies carry original_seq (net/ops_write.c): the exists
+/* Codes whose replies carry original_seq (net/ops/ops_write.c): the exists
  * family and id_already_failed. */
 bool ledger_outcome_names_original(int code);
 

@@ -25,13 +25,12 @@ static int next_group_key(store_txn *t, int64_t time_ms,
                           uint8_t k[LEDGER_INBOX_TIME_GROUP_KEY_BYTES])
 {
     uint64_t counter = 0;
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
+    store_scan last;
+    int rc = store_scan_begin(t, STORE_DB_INBOX_TIME, NULL, 0, true, &last);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val lk, lv;
-    int mrc = mdb_cursor_get(cur, &lk, &lv, MDB_LAST);
-    if (mrc == 0 && lk.mv_size >= 8) {
+    const MDB_val lk = last.key;
+    if (store_scan_on(&last) && lk.mv_size >= 8) {
         int64_t last_ms = (int64_t)get_u64_be(lk.mv_data);
         bool last_group = lk.mv_size == LEDGER_INBOX_TIME_GROUP_KEY_BYTES &&
                           ((const uint8_t *)lk.mv_data)[8] == 0;
@@ -41,9 +40,9 @@ static int next_group_key(store_txn *t, int64_t time_ms,
         if (last_group && last_ms == time_ms)
             counter = get_u64_be((const uint8_t *)lk.mv_data + 9) + 1;
     }
-    mdb_cursor_close(cur);
-    if (mrc != 0 && mrc != MDB_NOTFOUND)
-        return store_translate(mrc);
+    rc = store_scan_end(&last, TALLY_ok);
+    if (rc != TALLY_ok)
+        return rc;
     put_u64_be(k, (uint64_t)time_ms);
     k[8] = 0;
     put_u64_be(k + 9, counter);

@@ -158,7 +158,7 @@ static void fold_transfer_event(audit *a, const log_event *ev)
         audit_report(a, "rebuild", AUDIT_TRANSFER(name, &tr.id), "seq %" PRIu64 ": account not opened before", ev->seq);
         return;
     }
-    bool created = tally_str_equal(ev->type, tally_str_from("transfer.created"));
+    bool created = log_event_type_is(ev, LOG_EVENT_TRANSFER_CREATED);
     bool pending = tr.flags & LEDGER_TRANSFER_PENDING;
     int inserted = 0;
     hold_state *hold = NULL;
@@ -187,8 +187,7 @@ static void fold_transfer_event(audit *a, const log_event *ev)
         audit_report(a, "hold_resolution", AUDIT_TRANSFER(name, &tr.id), "resolved again at seq %" PRIu64, ev->seq);
         return;
     } else {
-        int64_t posted = tally_str_equal(ev->type, tally_str_from("transfer.posted"))
-                             ? tr.posted_amount : 0;
+        int64_t posted = log_event_type_is(ev, LOG_EVENT_TRANSFER_POSTED) ? tr.posted_amount : 0;
         ok = posted <= hold->amount && move_amounts(dr, cr, -hold->amount, posted);
         hold->resolved = true;
         hold->version = tr.version;
@@ -220,15 +219,17 @@ static void fold_entitlement_event(audit *a, const log_event *ev)
         return;
     }
     uint64_t expect_version = inserted ? 1 : slot->version + 1;
-    static const struct { const char *type; uint8_t state; } kinds[] = {
-        {"entitlement.granted", LEDGER_ENTITLEMENT_ACTIVE},
-        {"entitlement.extended", LEDGER_ENTITLEMENT_ACTIVE},
-        {"entitlement.revoked", LEDGER_ENTITLEMENT_REVOKED},
-        {"entitlement.expired", LEDGER_ENTITLEMENT_EXPIRED},
+    static const struct { log_event_type type; uint8_t state; } kinds[] = {
+        {LOG_EVENT_ENTITLEMENT_GRANTED, LEDGER_ENTITLEMENT_ACTIVE},
+        {LOG_EVENT_ENTITLEMENT_EXTENDED, LEDGER_ENTITLEMENT_ACTIVE},
+        {LOG_EVENT_ENTITLEMENT_REVOKED, LEDGER_ENTITLEMENT_REVOKED},
+        {LOG_EVENT_ENTITLEMENT_EXPIRED, LEDGER_ENTITLEMENT_EXPIRED},
     };
+    log_event_type type;
+    log_event_type_of(ev->type, &type);
     int kind = -1;
     for (int i = 0; i < 4; i++)
-        if (tally_str_equal(ev->type, tally_str_from(kinds[i].type)))
+        if (type == kinds[i].type)
             kind = i;
     if (kind < 0 || e.state != kinds[kind].state)
         audit_report(a, "rebuild", name, "seq %" PRIu64 ": state does not match event type", ev->seq);
@@ -271,7 +272,7 @@ static void check_dead_letter_event(audit *a, const log_event *ev)
               msgpack_safe_get_u64(msgpack_record_next(&r, "attempts"), &attempts) &&
               msgpack_safe_get_i64(msgpack_record_next(&r, "parked_ms"), &parked_ms) &&
               msgpack_safe_get_str(msgpack_record_next(&r, "error"), &error);
-    if (!ok || !tally_str_equal(ev->type, tally_str_from("dead_letter.expired")) ||
+    if (!ok || !log_event_type_is(ev, LOG_EVENT_DEAD_LETTER_EXPIRED) ||
         !tally_str_equal(name, ev->entity.subscriber) || seq != ev->entity.letter_seq ||
         seq == 0 || seq >= ev->seq || ev->entity_version != 1 || parked_ms > ev->time_ms ||
         ev->has_causation) {
@@ -300,7 +301,7 @@ static void check_webhook_event(audit *a, const log_event *ev)
               msgpack_safe_get_bin(msgpack_record_next(&r, "body"), &body, &body_len);
     static const char prefix[] = "webhook:";
     const size_t plen = sizeof(prefix) - 1;
-    if (!ok || !tally_str_equal(ev->type, tally_str_from("webhook.received")) ||
+    if (!ok || !log_event_type_is(ev, LOG_EVENT_WEBHOOK_RECEIVED) ||
         !tally_str_equal(source, ev->entity.webhook_source) ||
         !tally_str_equal(id, ev->entity.webhook_event_id) || ev->entity_version != 1 ||
         !ev->has_causation || !tally_str_equal(ev->key, id) ||
@@ -318,8 +319,7 @@ static void fold_event(audit *a, const log_event *ev)
         check_event_history(a, ev);
         return;
     }
-    tally_str type = ev->type;
-    if (tally_str_equal(type, tally_str_from("account.opened")))
+    if (log_event_type_is(ev, LOG_EVENT_ACCOUNT_OPENED))
         fold_account_opened(a, ev);
     else if (ev->entity.kind == LOG_ENTITY_TRANSFER)
         fold_transfer_event(a, ev);
@@ -332,7 +332,7 @@ static void fold_event(audit *a, const log_event *ev)
     else {
         char name[64];
         audit_name_seq(ev->seq, name);
-        audit_report(a, "rebuild", name, "unknown event type %.*s", (int)type.len, type.ptr);
+        audit_report(a, "rebuild", name, "unknown event type %.*s", (int)ev->type.len, ev->type.ptr);
     }
 }
 

@@ -85,8 +85,8 @@ static uint64_t phase_total(audit *a, store_db db)
 int audit_walk_db(audit *a, store_db db, const char *phase, uint64_t *count, audit_entry_fn fn,
                   void *ctx)
 {
-    MDB_cursor *cur;
-    int rc = store_cursor_open(a->t, db, &cur);
+    store_scan s;
+    int rc = store_scan_begin(a->t, db, NULL, 0, false, &s);
     if (rc == TALLY_not_found)
         return a->fault; /* a database the store predates: empty */
     if (rc != TALLY_ok)
@@ -94,17 +94,12 @@ int audit_walk_db(audit *a, store_db db, const char *phase, uint64_t *count, aud
     uint64_t total = phase_total(a, db), done = 0;
     if (!count)
         count = &done;
-    MDB_val k, v;
-    int mrc;
-    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS && !a->fault;
-         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    for (; store_scan_on(&s) && !a->fault; store_scan_next(&s)) {
         if (!audit_progress(a, phase, ++*count, total))
             break;
-        fn(a, &k, &v, ctx);
+        fn(a, &s.key, &s.val, ctx);
     }
-    if (mrc != MDB_NOTFOUND && mrc != MDB_SUCCESS)
-        rc = store_translate(mrc);
-    mdb_cursor_close(cur);
+    rc = store_scan_end(&s, TALLY_ok);
     return rc == TALLY_ok ? a->fault : rc;
 }
 

@@ -48,20 +48,17 @@ static bool key_expired(const ledger_request *req, int64_t now_ms)
     return created_ms < now_ms - req->key_max_age_ms;
 }
 
+/* One command (a chain's member or a command alone) through its row of
+ * the op table; ledger_emit holds it to the row's event types. */
 static int apply_member(ledger_ctx *ctx, const ledger_command *cmd)
 {
-    switch (cmd->kind) {
-    case LEDGER_ACCOUNT_OPEN: return ledger_account_open_apply(ctx, &cmd->u.account_open);
-    case LEDGER_TRANSFER: return ledger_transfer_apply(ctx, &cmd->u.transfer);
-    case LEDGER_POST: return ledger_hold_post_apply(ctx, &cmd->u.hold);
-    case LEDGER_VOID: return ledger_hold_void_apply(ctx, &cmd->u.hold);
-    case LEDGER_GRANT:
-    case LEDGER_EXTEND:
-    case LEDGER_REVOKE: return ledger_entitlement_apply(ctx, cmd->kind, &cmd->u.entitlement);
-    case LEDGER_CHAIN: return TALLY_chain_must_not_nest;
-    case LEDGER_WEBHOOK_RECEIVE: return ledger_webhook_apply(ctx, &cmd->u.webhook);
-    }
-    return TALLY_unknown_command;
+    const ledger_op_row *row = ledger_op_of(cmd->kind);
+    if (row == NULL)
+        return TALLY_unknown_command;
+    ctx->op_events = row->events;
+    int rc = row->apply(ctx, cmd);
+    ctx->op_events = NULL;
+    return rc;
 }
 
 /* Mark member failed with code and every other member linked_operation_failed. */

@@ -28,6 +28,7 @@
 static const char meta_inbox_swept[] = "inbox_swept";
 static const char meta_log_floor[] = "log_floor";
 static const char meta_retention_last[] = "retention_last";
+static const char meta_retention_next[] = "retention_next";
 #define LOG_FLOOR_BYTES (8 + LOG_HASH_BYTES + 8)
 #define CHECKPOINT_KEY_BYTES_MAX (1 + LEDGER_ENTITLEMENT_KEY_BYTES_MAX)
 
@@ -73,17 +74,15 @@ int ledger_log_floor_get(store_txn *t, ledger_log_floor *out)
 int ledger_inbox_oldest_ms(store_txn *t, int64_t *oldest_ms)
 {
     *oldest_ms = 0;
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
+    store_scan first;
+    int rc = store_scan_begin(t, STORE_DB_INBOX_TIME, NULL, 0, false, &first);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-    mdb_cursor_close(cur);
-    if (mrc == MDB_NOTFOUND)
-        return TALLY_ok;
-    if (mrc != 0)
-        return store_translate(mrc);
+    bool on = store_scan_on(&first);
+    const MDB_val k = first.key;
+    rc = store_scan_end(&first, TALLY_ok);
+    if (rc != TALLY_ok || !on)
+        return rc;
     if (k.mv_size < 8)
         return TALLY_corrupt_record;
     *oldest_ms = (int64_t)get_u64_be(k.mv_data);
@@ -161,27 +160,21 @@ static int take_entry(inbox_batch *b, const MDB_val *k, const ledger_inbox_time_
 static int inbox_batch_read(store_txn *t, int64_t before_ms, uint32_t max, inbox_batch *b,
                             int64_t *newest)
 {
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_INBOX_TIME, &cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_INBOX_TIME, NULL, 0, false, &s);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k, v;
-    int mrc;
-    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && b->count < max && !b->rest;
-         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    for (; store_scan_on(&s) && b->count < max && !b->rest; store_scan_next(&s)) {
         ledger_inbox_time_entry e;
-        rc = ledger_inbox_time_decode(&k, &v, &e);
+        rc = ledger_inbox_time_decode(&s.key, &s.val, &e);
         if (rc != TALLY_ok || e.time_ms >= before_ms)
             break;
         *newest = e.time_ms;
-        rc = take_entry(b, &k, &e, max);
+        rc = take_entry(b, &s.key, &e, max);
         if (rc != TALLY_ok)
             break;
     }
-    mdb_cursor_close(cur);
-    if (rc == TALLY_ok && mrc != 0 && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
-    return rc;
+    return store_scan_end(&s, rc);
 }
 
 static int inbox_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *removed)
@@ -379,7 +372,7 @@ static int emit_dead_letter_expired(tally_str name, const sub_dead_letter *d, vo
     log_entity entity = {.kind = LOG_ENTITY_DEAD_LETTER, .subscriber = name,
                          .letter_seq = d->seq};
     dead_body body = {name, d};
-    return ledger_emit(&one, "dead_letter.expired", &entity, 1, pack_dead_letter_body, &body);
+    return ledger_emit(&one, LOG_EVENT_DEAD_LETTER_EXPIRED, &entity, 1, pack_dead_letter_body, &body);
 }
 
 static int dlq_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt, uint32_t *removed)
@@ -420,6 +413,64 @@ int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention 
     return rc;
 }
 
+/* meta "retention_next": next due time (u64 be), then the dlq position's
+ * key bytes (0 of them: from the start). */
+static int retention_next_get(store_txn *t, int64_t *due_ms, sub_dlq_position *pos)
+{
+    MDB_val v;
+    *due_ms = 0;
+    pos->len = 0;
+    int rc = store_get(t, STORE_DB_META, meta_retention_next, strlen(meta_retention_next), &v);
+    if (rc == TALLY_not_found)
+        return TALLY_ok;
+    if (rc != TALLY_ok)
+        return rc;
+    if (v.mv_size < 8 || v.mv_size - 8 > sizeof(pos->key))
+        return TALLY_corrupt_record;
+    *due_ms = (int64_t)get_u64_be(v.mv_data);
+    pos->len = v.mv_size - 8;
+    memcpy(pos->key, (const uint8_t *)v.mv_data + 8, pos->len);
+    return TALLY_ok;
+}
+
+static int retention_next_put(store_txn *t, int64_t due_ms, const sub_dlq_position *pos)
+{
+    uint8_t b[8 + sizeof(pos->key)];
+    put_u64_be(b, (uint64_t)due_ms);
+    memcpy(b + 8, pos->key, pos->len);
+    return store_put(t, STORE_DB_META, meta_retention_next, strlen(meta_retention_next), b,
+                     8 + pos->len, 0);
+}
+
+int ledger_retention_run(store_txn *t, int64_t now_ms, int64_t interval_ms,
+                         const ledger_retention *opt, ledger_retention_work *work, bool *ran)
+{
+    memset(work, 0, sizeof(*work));
+    *ran = false;
+    int64_t due_ms;
+    sub_dlq_position pos;
+    int rc = retention_next_get(t, &due_ms, &pos);
+    if (rc != TALLY_ok || now_ms < due_ms)
+        return rc;
+    *ran = true;
+    rc = retention_next_put(t, now_ms + interval_ms, &pos); /* a failed sweep waits too */
+    if (rc != TALLY_ok)
+        return rc;
+    ledger_retention run = *opt;
+    run.dlq_position = &pos;
+    store_txn child;
+    rc = store_txn_begin(t->st, t, false, &child);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = ledger_retention_sweep(&child, now_ms, &run, work);
+    if (rc != TALLY_ok) {
+        store_txn_abort(&child);
+        return rc;
+    }
+    rc = store_txn_commit(&child);
+    return rc == TALLY_ok ? retention_next_put(t, now_ms + interval_ms, &pos) : rc;
+}
+
 int ledger_retention_last_get(store_txn *t, ledger_retention_last *out)
 {
     uint8_t b[16];
@@ -434,24 +485,19 @@ int ledger_retention_last_get(store_txn *t, ledger_retention_last *out)
 
 int ledger_checkpoint_each(store_txn *t, ledger_checkpoint_fn fn, void *ctx)
 {
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_CHECKPOINT, &cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_CHECKPOINT, NULL, 0, false, &s);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k, v;
-    int mrc;
-    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && rc == TALLY_ok;
-         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    for (; store_scan_on(&s) && rc == TALLY_ok; store_scan_next(&s)) {
         msgpack_unpacked up;
         msgpack_unpacked_init(&up);
-        rc = k.mv_size < 2 ? TALLY_corrupt_record
-                           : msgpack_safe_unpack(v.mv_data, v.mv_size, TALLY_MSGPACK_DEPTH_MAX, &up);
+        rc = s.key.mv_size < 2 ? TALLY_corrupt_record
+                               : msgpack_safe_unpack(s.val.mv_data, s.val.mv_size,
+                                                     TALLY_MSGPACK_DEPTH_MAX, &up);
         if (rc == TALLY_ok)
-            rc = fn(*(const char *)k.mv_data, &up.data, ctx);
+            rc = fn(*(const char *)s.key.mv_data, &up.data, ctx);
         msgpack_unpacked_destroy(&up);
     }
-    mdb_cursor_close(cur);
-    if (rc == TALLY_ok && mrc != 0 && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
-    return rc;
+    return store_scan_end(&s, rc);
 }

@@ -64,6 +64,18 @@ typedef struct ledger_retention_work {
 int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt,
                            ledger_retention_work *work);
 
+/* The writer's retention, as a function of the store and of now_ms alone
+ * (a replica applying the same groups does the same): meta
+ * "retention_next" keeps when the next sweep is due and where the dead
+ * letters' pass resumes. At or after that time one sweep runs, in a
+ * transaction nested in t, and the next is due interval_ms later; before
+ * it, nothing happens (*ran false). A failed sweep costs only itself (its
+ * nested transaction is aborted and its error returned; the next is due
+ * as if it had run); the writes around it stay. opt->dlq_position is
+ * ignored: the store keeps it. */
+int ledger_retention_run(store_txn *t, int64_t now_ms, int64_t interval_ms,
+                         const ledger_retention *opt, ledger_retention_work *work, bool *ran);
+
 /* meta "inbox_swept": newest commit time of a removed inbox record (0:
  * none removed yet). */
 int ledger_inbox_swept_ms(store_txn *t, int64_t *swept_ms);

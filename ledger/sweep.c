@@ -27,29 +27,23 @@ static int collect_due(store_txn *t, int64_t now_ms, due_entry *due, uint32_t ma
                        uint32_t *count)
 {
     *count = 0;
-    MDB_cursor *cur;
-    int rc = store_cursor_open(t, STORE_DB_EXPIRY, &cur);
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_EXPIRY, NULL, 0, false, &s);
     if (rc != TALLY_ok)
         return rc;
-    MDB_val k, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-    while (mrc == MDB_SUCCESS && *count < max) {
-        if (k.mv_size <= LEDGER_EXPIRY_KEY_OFFSET_ID ||
-            k.mv_size > LEDGER_EXPIRY_KEY_BYTES_MAX) {
+    for (; store_scan_on(&s) && *count < max; store_scan_next(&s)) {
+        const MDB_val *k = &s.key;
+        if (k->mv_size <= LEDGER_EXPIRY_KEY_OFFSET_ID || k->mv_size > LEDGER_EXPIRY_KEY_BYTES_MAX) {
             rc = TALLY_corrupt_record;
             break;
         }
-        if ((int64_t)get_u64_be(k.mv_data) > now_ms)
+        if ((int64_t)get_u64_be(k->mv_data) > now_ms)
             break;
-        memcpy(due[*count].key, k.mv_data, k.mv_size);
-        due[*count].len = k.mv_size;
+        memcpy(due[*count].key, k->mv_data, k->mv_size);
+        due[*count].len = k->mv_size;
         (*count)++;
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
-    if (rc == TALLY_ok && mrc != MDB_SUCCESS && mrc != MDB_NOTFOUND)
-        rc = store_translate(mrc);
-    mdb_cursor_close(cur);
-    return rc;
+    return store_scan_end(&s, rc);
 }
 
 static int expire_entry(ledger_ctx *ctx, const due_entry *d, bool *expired)

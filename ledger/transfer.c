@@ -8,11 +8,11 @@
 #include "ledger/transfer.h"
 
 #include "common/error.h"
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
 #include "ledger/expiry.h"
 #include "ledger/failed_id.h"
 #include "ledger/history.h"
-#include "log/event.h"
 
 #include <assert.h>
 #include <string.h>
@@ -211,7 +211,7 @@ static int pack_transfer_body(msgpack_packer *pk, const void *ctx)
 }
 
 /* Write the transfer, both accounts, the event and the history entries. */
-static int transfer_commit(ledger_ctx *ctx, const char *type, ledger_transfer_record *r,
+static int transfer_commit(ledger_ctx *ctx, log_event_type type, ledger_transfer_record *r,
                            ledger_account *debit, ledger_account *credit)
 {
     debit->version++;
@@ -298,8 +298,9 @@ static int load_accounts(store_txn *t, uint64_t debit_id, uint64_t credit_id,
  * transfer with the id (exists, exists_with_different_*), then an id that
  * failed within the dedupe window (id_already_failed), then the accounts,
  * ledgers and balances. */
-int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd)
+int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
 {
+    const ledger_transfer *cmd = &command->u.transfer;
     ledger_transfer_record r;
     int rc = ledger_transfer_get(ctx->txn, &cmd->id, &r);
     if (rc == TALLY_ok) {
@@ -356,7 +357,7 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd)
         if (rc != TALLY_ok)
             return rc;
     }
-    return transfer_commit(ctx, "transfer.created", &r, &dr, &cr);
+    return transfer_commit(ctx, LOG_EVENT_TRANSFER_CREATED, &r, &dr, &cr);
 }
 
 /* Load a hold that can still be resolved now, or say why not. */
@@ -382,7 +383,7 @@ static int load_open_hold(ledger_ctx *ctx, const tally_id128 *id, ledger_transfe
 
 /* Release the held amount, post posted_amount of it, resolve the hold. */
 static int resolve_hold(ledger_ctx *ctx, ledger_transfer_record *r, uint8_t state,
-                        int64_t posted_amount, const char *event_type)
+                        int64_t posted_amount, log_event_type event_type)
 {
     ledger_account dr, cr;
     int rc = load_accounts(ctx->txn, r->debit_account_id, r->credit_account_id, &dr, &cr);
@@ -410,8 +411,9 @@ static int resolve_hold(ledger_ctx *ctx, ledger_transfer_record *r, uint8_t stat
     return transfer_commit(ctx, event_type, r, &dr, &cr);
 }
 
-int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_hold_step *cmd)
+int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_command *command)
 {
+    const ledger_hold_step *cmd = &command->u.hold;
     ledger_transfer_record r;
     int rc = load_open_hold(ctx, &cmd->pending_id, &r);
     if (rc != TALLY_ok)
@@ -419,16 +421,17 @@ int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_hold_step *cmd)
     int64_t amount = cmd->amount == 0 ? r.amount : cmd->amount;
     if (amount > r.amount)
         return TALLY_exceeds_pending_transfer_amount;
-    return resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_POSTED, amount, "transfer.posted");
+    return resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_POSTED, amount, LOG_EVENT_TRANSFER_POSTED);
 }
 
-int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_hold_step *cmd)
+int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_command *command)
 {
+    const ledger_hold_step *cmd = &command->u.hold;
     ledger_transfer_record r;
     int rc = load_open_hold(ctx, &cmd->pending_id, &r);
     if (rc != TALLY_ok)
         return rc;
-    return resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_VOIDED, 0, "transfer.voided");
+    return resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_VOIDED, 0, LOG_EVENT_TRANSFER_VOIDED);
 }
 
 int ledger_hold_expire(ledger_ctx *ctx, const tally_id128 *id, bool *expired)
@@ -443,7 +446,7 @@ int ledger_hold_expire(ledger_ctx *ctx, const tally_id128 *id, bool *expired)
     if (r.state != LEDGER_TRANSFER_PENDING_STATE || r.expires_at_ms == 0 ||
         r.expires_at_ms > ctx->now_ms)
         return TALLY_ok;
-    rc = resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_EXPIRED, 0, "transfer.expired");
+    rc = resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_EXPIRED, 0, LOG_EVENT_TRANSFER_EXPIRED);
     *expired = rc == TALLY_ok;
     return rc;
 }

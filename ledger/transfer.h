@@ -67,10 +67,11 @@ size_t ledger_transfer_encode(const ledger_transfer_record *r,
 int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row);
 int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out);
 
-/* Commands. Each returns ok, a business code, or a fault. */
-int ledger_transfer_apply(ledger_ctx *ctx, const ledger_transfer *cmd);
-int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
-int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_hold_step *cmd);
+/* Commands (rows of ledger/command.c's op table: transfer, post, void),
+ * validated already. Each returns ok, a business code, or a fault. */
+int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *cmd);
+int ledger_hold_post_apply(ledger_ctx *ctx, const ledger_command *cmd);
+int ledger_hold_void_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
 
 /* Sweep step: expire the hold id if it is still pending and due at

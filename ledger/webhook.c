@@ -6,8 +6,8 @@
  */
 #include "ledger/webhook.h"
 
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
-#include "log/event.h"
 
 static int pack_webhook_body(msgpack_packer *pk, const void *body)
 {
@@ -19,9 +19,10 @@ static int pack_webhook_body(msgpack_packer *pk, const void *body)
            msgpack_safe_pack_bin(pk, w->body.ptr, w->body.len);
 }
 
-int ledger_webhook_apply(ledger_ctx *ctx, const ledger_webhook *w)
+int ledger_webhook_apply(ledger_ctx *ctx, const ledger_command *cmd)
 {
+    const ledger_webhook *w = &cmd->u.webhook;
     log_entity entity = {.kind = LOG_ENTITY_WEBHOOK, .webhook_source = w->source,
                          .webhook_event_id = w->event_id};
-    return ledger_emit(ctx, "webhook.received", &entity, 1, pack_webhook_body, w);
+    return ledger_emit(ctx, LOG_EVENT_WEBHOOK_RECEIVED, &entity, 1, pack_webhook_body, w);
 }

@@ -1,6 +1,6 @@
 /*
  * log.c — the outbox log in the store: appending, reading, the head. The
- * bytes of an event are log/event.c's (encode, decode, hash).
+ * bytes of an event are common/log_event.c's (encode, decode, hash).
  */
 #include "log/log.h"
 
@@ -63,6 +63,19 @@ static int head_write_back(store_txn *t)
                      sizeof(val), 0);
 }
 
+/* An event's id: a UUIDv7 of the time the writer gave its command, 26
+ * bits of the store's identity and the event's seq (common/bytes.h), so
+ * the same commands applied to copies of a store (same identity) give the
+ * same ids, and ids are unique and ordered within a store: seq grows, and
+ * the writer's times never go back (net/engine/writer.c). */
+static void event_id(store_txn *t, int64_t time_ms, uint64_t seq, tally_id128 *id)
+{
+    const uint8_t *self = store_instance_id(t->st)->bytes;
+    uint32_t tag = ((uint32_t)(self[13] & 0x03) << 24) | ((uint32_t)self[14] << 16) |
+                   ((uint32_t)self[15] << 8) | self[12];
+    tally_id128_uuidv7_counted(time_ms, tag, seq, id);
+}
+
 /* The head is read from meta once per transaction (log_head_get) and then
  * moved here in memory; meta/head is written once, at the commit. A crash
  * between an append and that commit loses the whole transaction (events,
@@ -70,7 +83,7 @@ static int head_write_back(store_txn *t)
  * always names the last stored event. */
 int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
 {
-    assert(args != NULL && args->type != NULL && args->pack_body != NULL);
+    assert(args != NULL && log_event_type_name(args->type) != NULL && args->pack_body != NULL);
     assert(args->entity_version > 0);
     assert(!t->read_only);
     log_head head;
@@ -79,9 +92,7 @@ int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
         return store_txn_fail(t, rc);
     uint64_t seq = head.seq + 1;
     tally_id128 id;
-    rc = tally_id128_uuidv7(args->time_ms, &id);
-    if (rc != TALLY_ok)
-        return store_txn_fail(t, rc);
+    event_id(t, args->time_ms, seq, &id);
     /* Every op's events fit the stack buffer; only a webhook.received
      * event with a large body is encoded again on the heap. */
     uint8_t small[TALLY_EVENT_SMALL_BYTES_MAX], *buf = small, *large = NULL;

@@ -10,14 +10,14 @@
  * nested transactions: an aborted child's appends leave no trace in it);
  * the commit writes it back once.
  *
- * Encoding, decoding and the hash chain are log/event.h's (no LMDB there,
- * so clients share them); this file is only what touches the store.
+ * Encoding, decoding and the hash chain are common/log_event.h's (no LMDB
+ * there, so clients share them); this file is only what touches the store.
  */
 #ifndef TALLY_LOG_H
 #define TALLY_LOG_H
 
 #include "common/bytes.h"
-#include "log/event.h"
+#include "common/log_event.h"
 #include "log/store.h"
 
 #include <msgpack.h>
@@ -28,7 +28,7 @@ typedef struct log_head {
     uint8_t hash[LOG_HASH_BYTES];
 } log_head;
 
-/* What the caller supplies to append an event (log/event.h). */
+/* What the caller supplies to append an event (common/log_event.h). */
 typedef log_event_draft log_append_args;
 
 /* Current head as t sees it (seq 0 and a zero hash for an empty log): in

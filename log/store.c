@@ -1,6 +1,6 @@
 /*
  * store.c — opening the LMDB environment, transactions (error translation:
- * log/lmdb_error.c).
+ * common/lmdb_error.c).
  *
  * Durability: the environment is opened without MDB_NOSYNC/MDB_NOMETASYNC,
  * so a returned commit is on disk. MDB_NOTLS lets read transactions live on
@@ -32,6 +32,7 @@ struct store {
     int lock_fd;
     bool read_only;
     tally_id128 instance_id;
+    const tally_id128 *new_instance_id; /* store_options.instance_id, while opening */
     char path[TALLY_PATH_BYTES_MAX + 1];
     _Atomic uint64_t map_max_bytes; /* what the map may grow to; 0 = not set (its size) */
 };
@@ -115,7 +116,9 @@ static int store_open_databases(store *st)
         val = (MDB_val){sizeof(version), version};
         rc = mdb_put(txn, st->dbi[STORE_DB_META], &key, &val, 0);
         tally_id128 id;
-        if (rc == MDB_SUCCESS && tally_id128_uuidv7(0, &id) != TALLY_ok)
+        if (st->new_instance_id != NULL)
+            id = *st->new_instance_id;
+        else if (rc == MDB_SUCCESS && tally_id128_uuidv7(0, &id) != TALLY_ok)
             rc = EIO;
         MDB_val ikey = {sizeof(meta_key_instance) - 1, (void *)meta_key_instance};
         MDB_val ival = {16, id.bytes};
@@ -191,6 +194,7 @@ int store_open(const store_options *options, store **out)
         return TALLY_out_of_memory;
     memcpy(st->path, options->path, path_len + 1);
     st->read_only = options->read_only;
+    st->new_instance_id = options->instance_id;
     st->lock_fd = -1;
     int rc = TALLY_ok;
     struct stat sb;
@@ -434,6 +438,47 @@ int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out)
     if (t->st->absent[db])
         return TALLY_not_found;
     return store_translate(mdb_cursor_open(t->txn, t->st->dbi[db], out));
+}
+
+int store_scan_begin(store_txn *t, store_db db, const void *from, size_t from_len, bool reverse,
+                     store_scan *s)
+{
+    assert(from != NULL || from_len == 0);
+    memset(s, 0, sizeof(*s));
+    s->reverse = reverse;
+    int rc = store_cursor_open(t, db, &s->cursor);
+    if (rc != TALLY_ok)
+        return rc;
+    int mrc;
+    if (from == NULL) {
+        mrc = mdb_cursor_get(s->cursor, &s->key, &s->val, reverse ? MDB_LAST : MDB_FIRST);
+    } else {
+        s->key = (MDB_val){from_len, (void *)from};
+        mrc = mdb_cursor_get(s->cursor, &s->key, &s->val, MDB_SET_RANGE);
+        if (reverse) /* from the first key at or after from back to the one before it */
+            mrc = mdb_cursor_get(s->cursor, &s->key, &s->val,
+                                 mrc == MDB_SUCCESS ? MDB_PREV : MDB_LAST);
+    }
+    s->rc = store_translate(mrc);
+    return TALLY_ok;
+}
+
+bool store_scan_next(store_scan *s)
+{
+    assert(s->cursor != NULL && store_scan_on(s));
+    s->rc = store_translate(
+        mdb_cursor_get(s->cursor, &s->key, &s->val, s->reverse ? MDB_PREV : MDB_NEXT));
+    return store_scan_on(s);
+}
+
+int store_scan_end(store_scan *s, int rc)
+{
+    if (s->cursor != NULL)
+        mdb_cursor_close(s->cursor);
+    s->cursor = NULL;
+    if (rc != TALLY_ok)
+        return rc;
+    return s->rc == TALLY_not_found ? TALLY_ok : s->rc;
 }
 
 int store_map_usage(store_txn *t, uint64_t *used_bytes, uint64_t *map_bytes)

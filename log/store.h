@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "common/bytes.h"
-#include "log/lmdb_error.h"
+#include "common/lmdb_error.h"
 
 /* Named databases; their names (store_db_name) are a stable contract. */
 typedef enum store_db {
@@ -64,6 +64,10 @@ typedef struct store_options {
     uint64_t map_size_bytes; /* 0 = TALLY_MAP_SIZE_BYTES_DEFAULT */
     bool read_only;          /* open an existing store for reading only */
     bool no_lock;            /* skip the writer lock file (tests of two handles) */
+    /* A new store's identity (meta/instance_id), e.g. another store's for
+     * a copy that must apply the same commands to the same bytes; NULL: a
+     * fresh UUIDv7. An existing store keeps its own. */
+    const tally_id128 *instance_id;
 } store_options;
 
 typedef struct store store;
@@ -225,7 +229,46 @@ int store_del(store_txn *t, store_db db, const void *key, size_t key_len);
  * database reads as empty, in store_get and store_count too. */
 int store_cursor_open(store_txn *t, store_db db, MDB_cursor **out);
 
-/* Translate an LMDB or errno code into tally_error (log/lmdb_error.h). */
+/* A walk over one database through a cursor, forward or backward: the
+ * loops of ledger/ (lists, sweeps, retention, the audit's walks) without
+ * raw cursor calls or LMDB codes. Typical use:
+ *     store_scan s;
+ *     int rc = store_scan_begin(t, db, NULL, 0, false, &s);
+ *     if (rc != TALLY_ok) return rc;
+ *     for (; rc == TALLY_ok && store_scan_on(&s); store_scan_next(&s))
+ *         rc = use(&s.key, &s.val);
+ *     return store_scan_end(&s, rc); */
+typedef struct store_scan {
+    MDB_cursor *cursor;
+    MDB_val key, val; /* the entry the scan is on: into the map, valid until
+                         the next step, a write in the txn, or its end */
+    bool reverse;
+    int rc;           /* TALLY_ok on an entry, TALLY_not_found past the end,
+                         or the translated error of the last step */
+} store_scan;
+
+/* Open a scan of db in t and put it on its first entry: forward, the first
+ * key at or after from (from NULL: the first key); with reverse, the last
+ * key before from (from NULL: the last key). Returns TALLY_ok, and then
+ * the scan must be ended with store_scan_end whether or not it is on an
+ * entry; TALLY_not_found for a database the store was written without (as
+ * store_cursor_open); or a translated error (no scan to end). */
+int store_scan_begin(store_txn *t, store_db db, const void *from, size_t from_len, bool reverse,
+                     store_scan *s);
+
+/* Whether the scan is on an entry (s->key, s->val). */
+static inline bool store_scan_on(const store_scan *s) { return s->rc == 0; /* TALLY_ok */ }
+
+/* Step to the next entry (the previous one with reverse): store_scan_on. */
+bool store_scan_next(store_scan *s);
+
+/* Close the scan's cursor. Returns rc when it is an error (the caller's
+ * own, which wins), else the scan's: TALLY_ok when it ran off its end or
+ * was left on an entry, the translated error of a step that failed.
+ * s->key and s->val keep pointing into the map until the txn ends. */
+int store_scan_end(store_scan *s, int rc);
+
+/* Translate an LMDB or errno code into tally_error (common/lmdb_error.h). */
 static inline int store_translate(int rc) { return lmdb_error_translate(rc); }
 
 /* Remember err as the transaction's first error (no-op if err is ok or an

@@ -38,14 +38,19 @@ static int event_time(store_txn *t, uint64_t seq, int64_t *time_ms)
     return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
 }
 
+/* The log's head and its first kept seq. */
+static int log_bounds(store_txn *t, log_head *head, uint64_t *first)
+{
+    int rc = log_head_get(t, head);
+    return rc == TALLY_ok ? log_first_seq(t, first) : rc;
+}
+
 /* The seq before the first event committed at or after time_ms. */
 static int floor_for_time(store_txn *t, int64_t time_ms, uint64_t *floor)
 {
     log_head head;
     uint64_t first;
-    int rc = log_head_get(t, &head);
-    if (rc == TALLY_ok)
-        rc = log_first_seq(t, &first);
+    int rc = log_bounds(t, &head, &first);
     if (rc != TALLY_ok)
         return rc;
     if (head.seq == 0) {
@@ -72,9 +77,7 @@ static int start_floor(store_txn *t, const sub_start *start, uint64_t *floor)
 {
     log_head head;
     uint64_t first;
-    int rc = log_head_get(t, &head);
-    if (rc == TALLY_ok)
-        rc = log_first_seq(t, &first);
+    int rc = log_bounds(t, &head, &first);
     if (rc != TALLY_ok)
         return rc;
     switch (start->kind) {

@@ -9,7 +9,7 @@
 #include "config.h"
 
 #include "common/cli.h"
-#include "net/http.h"
+#include "net/http/http.h"
 #include "common/options.h"
 #include "common/file_mode.h"
 #include "relay/relay.h"

@@ -1,15 +1,15 @@
 /*
  * event_doc.c — an event as tally-relay sends it (docs/RELAY.md, "The
- * event document"): the JSON of `tally log --json` (clients/cli/json.c)
+ * event document"): the JSON of `tally log --json` (clients/json/json.c)
  * with the body's objects under "data", decoded with libtally's accessors
  * (tally_event_part, tally_*_from_msgpack) from either event format; the
  * entity as header text; the NATS subject from its template.
  */
 #include "config.h"
 
-#include "clients/cli/cli_json.h"
-#include "clients/tally_inbox.h"
-#include "log/event.h"
+#include "clients/inbox/tally_inbox.h"
+#include "clients/json/json.h"
+#include "common/log_event.h"
 #include "relay/relay.h"
 
 #include <stdio.h>

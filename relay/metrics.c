@@ -1,6 +1,6 @@
 /*
  * metrics.c — tally-relay's own HTTP face (--http, docs/RELAY.md,
- * "Metrics"), on tallyd's listener (net/http.h):
+ * "Metrics"), on tallyd's listener (net/http/http.h):
  *
  *   GET /metrics  the Prometheus exposition (text format 0.0.4) of every
  *                 sink's counters, labelled sink="jetstream" or
@@ -16,8 +16,8 @@
 #include "config.h"
 
 #include "common/limits.h"
-#include "net/http.h"
-#include "net/logging.h"
+#include "net/http/http.h"
+#include "common/logging.h"
 #include "relay/relay.h"
 
 #include <stdio.h>

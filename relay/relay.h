@@ -9,7 +9,7 @@
 #ifndef TALLY_RELAY_H
 #define TALLY_RELAY_H
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

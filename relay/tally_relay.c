@@ -12,12 +12,13 @@
 #include "config.h"
 
 #include "relay/relay.h"
-#include "net/ready_file.h"
+#include "common/options.h"
+#include "common/ready_file.h"
 
 #include <curl/curl.h>
-#include <getopt.h>
 #include <nats/nats.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,81 @@
 
 enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
-static void usage(FILE *f)
+typedef struct flags {
+    const char *config, *url, *subscriber, *instance, *nats, *stream, *subject, *http, *token_file;
+    const char *tls_ca, *tls_cert, *tls_key, *ready_file, *lock_dir;
+    bool check;
+} flags;
+
+#define TEXT(field) OPTIONS_TEXT(flags, field)
+
+/* The command line (common/options.h); --help is made from it. The config
+ * file is relay/config.c's own format, read with --config: these rows are
+ * command-line options only. */
+static const options_row rows[] = {
+    {"config", "FILE", NULL,
+     "key = value lines with [nats] and [endpoint NAME] sections (docs/RELAY.md); the options "
+     "below override it",
+     TEXT(config)},
+    {"url", "URL", NULL,
+     "tallyd's request endpoint (default $TALLY_URL, else " RELAY_URL_DEFAULT ")", TEXT(url)},
+    {"tls-ca", "FILE", NULL,
+     "for a tls+tcp:// URL: the CA of tallyd's certificate (config tls_ca; default "
+     "$TALLY_TLS_CA)",
+     TEXT(tls_ca)},
+    {"tls-cert", "FILE", NULL,
+     "the relay's client certificate (config tls_cert; default $TALLY_TLS_CERT)",
+     TEXT(tls_cert)},
+    {"tls-key", "FILE", NULL, "its key (config tls_key; default $TALLY_TLS_KEY)",
+     TEXT(tls_key)},
+    {"subscriber", "NAME", NULL,
+     "the JetStream sink's durable subscriber (default " RELAY_SUBSCRIBER_DEFAULT "); an "
+     "endpoint's is relay:<endpoint>",
+     TEXT(subscriber)},
+    {"instance", "ID", NULL,
+     "this relay's consumer instance on every subscriber (default " RELAY_INSTANCE_PREFIX
+     ".<host name>): keep it across restarts, so a restarted relay gets its unacked events "
+     "back at once and in order; several relays on one config each need their own: a second "
+     "relay of this host with the same instance on a subscriber is refused (exit 2)",
+     TEXT(instance)},
+    {"token-file", "FILE", NULL,
+     "the token for tallyd --auth, in a private file (mode 600; config key token_file; default "
+     "$TALLY_TOKEN_FILE, else $TALLY_TOKEN)",
+     TEXT(token_file)},
+    {"nats", "URL", NULL, "relay to JetStream at this NATS server (nats://HOST:PORT)",
+     TEXT(nats)},
+    {"stream", "NAME", NULL,
+     "... into this stream, created when missing (subjects " RELAY_STREAM_SUBJECTS_DEFAULT
+     ", file storage, 1 replica, duplicate window " OPTIONS_TEXT_OF(
+         RELAY_DUPLICATE_WINDOW_S_DEFAULT) " s, unless the config says otherwise) and checked "
+     "when present",
+     TEXT(stream)},
+    {"subject", "TEMPLATE", NULL,
+     "the subject of each event; {type} and {entity_kind} are replaced (default "
+     RELAY_SUBJECT_DEFAULT ")",
+     TEXT(subject)},
+    {"http", "URL", NULL,
+     "serve GET /metrics (Prometheus: delivered, failures, in flight, lag, dead letters per "
+     "sink) and GET /healthz at http://HOST:PORT (PORT 0: one the kernel chooses, see "
+     "--ready-file); \"none\" (the default) serves nothing",
+     TEXT(http)},
+    {"ready-file", "FILE", NULL,
+     "once the HTTP face listens and the sinks run, write FILE with the line `http URL` (the "
+     "URL as bound, a PORT 0 filled in; no line without --http), whole (a temporary file, then "
+     "a rename); removed at a clean stop",
+     TEXT(ready_file)},
+    {"lock-dir", "DIR", NULL,
+     "where the instance claims' lock files live (default " RELAY_LOCK_DIR "; relays that must "
+     "see each other's claims share it)",
+     TEXT(lock_dir)},
+    {"check", NULL, NULL,
+     "check the configuration, print what would run, exit (0 valid, 2 not); nothing is "
+     "contacted",
+     OPTIONS_FLAG(flags, check)},
+    OPTIONS_ROW_HELP,
+};
+
+static void usage(const options_set *set, FILE *f)
 {
     fprintf(f,
 "usage: tally-relay [--config FILE] [--url TALLY_URL] [--subscriber NAME] [--instance ID]\n"
@@ -40,46 +115,9 @@ static void usage(FILE *f)
 "a relay that stops or crashes resumes where it was. Delivery to each sink is\n"
 "at least once, and exactly once in effect for a receiver that drops repeats by\n"
 "event id (docs/RELAY.md).\n"
-"\n"
-"  --config FILE       key = value lines with [nats] and [endpoint NAME]\n"
-"                      sections (docs/RELAY.md); the flags below override it\n"
-"  --url URL           tallyd's request endpoint (default $TALLY_URL, else\n"
-"                      %s)\n"
-"  --tls-ca FILE, --tls-cert FILE, --tls-key FILE  for a tls+tcp:// URL: the CA\n"
-"                      of tallyd's certificate and the relay's client\n"
-"                      certificate (config tls_ca, tls_cert, tls_key; default\n"
-"                      $TALLY_TLS_CA, $TALLY_TLS_CERT, $TALLY_TLS_KEY)\n"
-"  --subscriber NAME   the JetStream sink's durable subscriber (default %s);\n"
-"                      an endpoint's is relay:<endpoint>\n"
-"  --instance ID       this relay's consumer instance on every subscriber\n"
-"                      (default " RELAY_INSTANCE_PREFIX ".<host name>): keep it across\n"
-"                      restarts, so a restarted relay gets its unacked events\n"
-"                      back at once and in order; several relays on one config\n"
-"                      each need their own: a second relay of this host with\n"
-"                      the same instance on a subscriber is refused (exit 2)\n"
-"  --token-file FILE   the token for tallyd --auth, in a private file (mode 600;\n"
-"                      config key token_file; default $TALLY_TOKEN_FILE, else\n"
-"                      $TALLY_TOKEN)\n"
-"  --nats URL          relay to JetStream at this NATS server (nats://HOST:PORT)\n"
-"  --stream NAME       ... into this stream, created when missing (subjects\n"
-"                      %s, file storage, 1 replica, duplicate\n"
-"                      window %d s, unless the config says otherwise) and\n"
-"                      checked when present\n"
-"  --subject TEMPLATE  the subject of each event; {type} and {entity_kind} are\n"
-"                      replaced (default %s)\n"
-"  --http URL          serve GET /metrics (Prometheus: delivered, failures,\n"
-"                      in flight, lag, dead letters per sink) and GET /healthz\n"
-"                      at http://HOST:PORT (PORT 0: one the kernel chooses, see\n"
-"                      --ready-file); \"none\" (the default) serves nothing\n"
-"  --ready-file FILE   once the HTTP face listens and the sinks run, write FILE\n"
-"                      with the line `http URL` (the URL as bound, a PORT 0\n"
-"                      filled in; no line without --http), whole (a temporary\n"
-"                      file, then a rename); removed at a clean stop\n"
-"  --lock-dir DIR      where the instance claims' lock files live (default %s;\n"
-"                      relays that must see each other's claims share it)\n"
-"  --check             check the configuration, print what would run, exit\n"
-"                      (0 valid, 2 not); nothing is contacted\n"
-"  --help\n"
+"\n");
+    options_print_help(set, f);
+    fprintf(f,
 "\n"
 "JetStream: each event is published with the headers Nats-Msg-Id (the event\n"
 "id), Tally-Seq, Tally-Entity and Tally-Entity-Version and the event as JSON,\n"
@@ -93,9 +131,7 @@ static void usage(FILE *f)
 "tally dlq list relay:<endpoint>.\n"
 "\n"
 "Runs until SIGINT or SIGTERM. Exit codes: 0 ok, 1 a sink failed, 2 usage or\n"
-"configuration error.\n",
-            RELAY_URL_DEFAULT, RELAY_SUBSCRIBER_DEFAULT, RELAY_STREAM_SUBJECTS_DEFAULT,
-            RELAY_DUPLICATE_WINDOW_S_DEFAULT, RELAY_SUBJECT_DEFAULT, RELAY_LOCK_DIR);
+"configuration error.\n");
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -104,65 +140,14 @@ static int usage_error(const char *what, const char *arg)
     return EXIT_USAGE;
 }
 
-enum { OPT_CONFIG = 1000, OPT_URL, OPT_SUBSCRIBER, OPT_INSTANCE, OPT_NATS, OPT_STREAM, OPT_SUBJECT, OPT_HTTP,
-       OPT_CHECK, OPT_TOKEN_FILE, OPT_HELP, OPT_TLS_CA, OPT_TLS_CERT, OPT_TLS_KEY, OPT_READY_FILE,
-       OPT_LOCK_DIR };
-
-typedef struct flags {
-    const char *config, *url, *subscriber, *instance, *nats, *stream, *subject, *http, *token_file;
-    const char *tls_ca, *tls_cert, *tls_key, *ready_file, *lock_dir;
-    bool check, help;
-} flags;
-
 /* Returns -1 to go on, else the exit code. */
 static int flags_parse(int argc, char **argv, flags *f)
 {
-    static const struct option long_options[] = {
-        {"config", required_argument, NULL, OPT_CONFIG},
-        {"url", required_argument, NULL, OPT_URL},
-        {"subscriber", required_argument, NULL, OPT_SUBSCRIBER},
-        {"instance", required_argument, NULL, OPT_INSTANCE},
-        {"nats", required_argument, NULL, OPT_NATS},
-        {"stream", required_argument, NULL, OPT_STREAM},
-        {"subject", required_argument, NULL, OPT_SUBJECT},
-        {"http", required_argument, NULL, OPT_HTTP},
-        {"check", no_argument, NULL, OPT_CHECK},
-        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-        {"tls-ca", required_argument, NULL, OPT_TLS_CA},
-        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-        {"ready-file", required_argument, NULL, OPT_READY_FILE},
-        {"lock-dir", required_argument, NULL, OPT_LOCK_DIR},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "", long_options, NULL)) != -1;) {
-        switch (c) {
-        case OPT_CONFIG: f->config = optarg; break;
-        case OPT_URL: f->url = optarg; break;
-        case OPT_SUBSCRIBER: f->subscriber = optarg; break;
-        case OPT_INSTANCE: f->instance = optarg; break;
-        case OPT_NATS: f->nats = optarg; break;
-        case OPT_STREAM: f->stream = optarg; break;
-        case OPT_SUBJECT: f->subject = optarg; break;
-        case OPT_HTTP: f->http = optarg; break;
-        case OPT_CHECK: f->check = true; break;
-        case OPT_TOKEN_FILE: f->token_file = optarg; break;
-        case OPT_TLS_CA: f->tls_ca = optarg; break;
-        case OPT_TLS_CERT: f->tls_cert = optarg; break;
-        case OPT_TLS_KEY: f->tls_key = optarg; break;
-        case OPT_READY_FILE: f->ready_file = optarg; break;
-        case OPT_LOCK_DIR: f->lock_dir = optarg; break;
-        case OPT_HELP: usage(stdout); return EXIT_OK;
-        default:
-            return usage_error("unknown option or missing value: ",
-                               optind > 0 && optind <= argc ? argv[optind - 1] : "");
-        }
-    }
-    if (optind < argc)
-        return usage_error("unexpected argument: ", argv[optind]);
-    return -1;
+    options_set set = {0};
+    int code = options_load_command_line(&set, "tally-relay", rows, sizeof(rows) / sizeof(rows[0]),
+                                         argc, argv, f, usage);
+    options_free(&set);
+    return code;
 }
 
 /* The flags over the file: the same keys, the flag wins. */

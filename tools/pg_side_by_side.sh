@@ -167,8 +167,8 @@ mkdir -p "$WORK/pg" "$WORK/tally" "$WORK/echo" "$WORK/echonng"
 
 # tally-bench --echo at $1 clients against a fresh tally-echo; prints
 # "echoes/s p50 p99 verified". echo: the client libtally uses on tcp://
-# (the calling thread speaks SP, clients/sp_direct.c); echonng: NNG's REQ
-# socket ($TALLY_CLIENT_TRANSPORT=nng), the ceiling as issue 17 defined it
+# (the calling thread speaks SP, clients/transport/sp_direct.c); echonng: NNG's
+# REQ socket ($TALLY_CLIENT_TRANSPORT=nng), the ceiling as issue 17 defined it
 # (NNG clients against NNG's REP echo).
 echonng_run() { TALLY_CLIENT_TRANSPORT=nng ECHO_DIR=echonng echo_run "$1"; }
 echo_run() {

@@ -160,6 +160,10 @@ EXAMPLES = [
      {"v": 1, "op": "batch", "consumer": "shop", "ops": [
          {"op": "account_open", "key": "open-4", "id": 4, "ledger": 1, "code": 10},
          {"op": "account_open", "key": "open-0", "id": 0, "ledger": 1, "code": 10}]}),
+    ("The accounts in id order, two at a time: `next` is the last id of a full page that more follow, to pass as `after_id`.",
+     {"v": 1, "op": "account_list", "limit": 2}),
+    ("The next page: the last, so `next` is nil.",
+     {"v": 1, "op": "account_list", "after_id": 2, "limit": 2}),
     ("Grant alice the feature pro for life (source order 7).",
      {"v": 1, "op": "grant", "consumer": "billing", "key": "evt-7", "subject": "alice", "feature": "pro", "source_order": 7}),
     ("A provider event older than the one applied: stale, recorded, no change.",

@@ -1,7 +1,7 @@
 /*
  * readmodel.h — the read model of tally-readmodel, an example subscriber:
  * account balances and entitlements kept in the subscriber's own LMDB
- * environment through the subscriber-side inbox (clients/tally_inbox.h).
+ * environment through the subscriber-side inbox (clients/inbox/tally_inbox.h).
  *
  * Each object is stored as tally sent it (the msgpack object of the event
  * body), keyed by account id (8 bytes big-endian) or by entitlement
@@ -15,7 +15,7 @@
 #ifndef TALLY_READMODEL_H
 #define TALLY_READMODEL_H
 
-#include "clients/tally_inbox.h"
+#include "clients/inbox/tally_inbox.h"
 
 #include <stdio.h>
 

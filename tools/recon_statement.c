@@ -13,10 +13,10 @@
 #include "tools/recon_statement.h"
 
 #include "common/error.h"
+#include "common/log_event.h"
 #include "common/table.h"
 #include "ledger/account.h"
 #include "ledger/retention.h"
-#include "log/event.h"
 
 #include <assert.h>
 #include <errno.h>

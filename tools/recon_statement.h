@@ -24,8 +24,8 @@
 #ifndef TALLY_RECON_STATEMENT_H
 #define TALLY_RECON_STATEMENT_H
 
+#include "common/log_event.h"
 #include "ledger/invariants.h"
-#include "log/event.h"
 #include "log/store.h"
 
 #include <stddef.h>

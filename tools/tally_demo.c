@@ -8,11 +8,12 @@
  */
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
 
-#include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,32 +132,43 @@ static int print_state(store *st)
     return rc;
 }
 
-static void usage(FILE *f)
+typedef struct demo_options {
+    const char *dir;
+} demo_options;
+
+/* The options (common/options.h); --help is made from them. */
+static const options_row rows[] = {
+    {"data", "DIR", "./tally-data", "the store, created if missing",
+     OPTIONS_TEXT(demo_options, dir), .short_name = 'd'},
+    {"help", NULL, NULL, "print this help and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE,
+     .short_name = 'h'},
+};
+
+static void usage(const options_set *set, FILE *f)
 {
     fprintf(f, "usage: tally-demo [--data DIR] [--help]\n"
-               "Opens (or creates) a tally store in DIR (default ./tally-data), applies a few\n"
-               "commands with fixed idempotency keys and prints outcomes, balances and events.\n"
-               "A second run replays every command: no new effects.\n");
+               "Opens (or creates) a tally store in DIR, applies a few commands with fixed\n"
+               "idempotency keys and prints outcomes, balances and events. A second run\n"
+               "replays every command: no new effects.\n"
+               "\n");
+    options_print_help(set, f);
 }
 
 int main(int argc, char **argv)
 {
-    const char *dir = "./tally-data";
-    static const struct option opts[] = {{"data", required_argument, NULL, 'd'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "d:h", opts, NULL)) != -1) {
-        if (c == 'd')
-            dir = optarg;
-        else {
-            usage(c == 'h' ? stdout : stderr);
-            return c == 'h' ? 0 : 2;
-        }
-    }
+    demo_options o = {0};
+    options_set set = {0};
+    /* Words after the options were never read; they stay allowed. */
+    set.arguments_max = (size_t)argc;
+    int rc = options_load_command_line(&set, "tally-demo", rows, sizeof(rows) / sizeof(rows[0]),
+                                       argc, argv, &o, usage);
+    options_free(&set);
+    if (rc >= 0)
+        return rc;
+    const char *dir = o.dir;
     store *st;
     store_options opt = {.path = dir};
-    int rc = store_open(&opt, &st);
+    rc = store_open(&opt, &st);
     if (rc != TALLY_ok) {
         fprintf(stderr, "tally-demo: cannot open store %s: %s\n", dir, tally_strerror(rc));
         return 1;

@@ -3,7 +3,7 @@
  * measures the transport's ceiling (docs/BENCHMARKS.md, "The echo
  * ceiling"): a bare REP socket whose N contexts each receive a request
  * and send the same message back, with async I/O as tallyd's slots do
- * (net/slot.c), but nothing decoded and nothing stored. tally-bench --echo
+ * (net/engine/slot.c), but nothing decoded and nothing stored. tally-bench --echo
  * drives it through libtally.
  *
  * Bounded: a request over --max-bytes is dropped (counted, no reply: the
@@ -18,9 +18,9 @@
 
 #include "common/cli.h"
 #include "common/limits.h"
-#include "net/nng_compat.h"
+#include "common/nng_compat.h"
+#include "common/options.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -44,7 +45,7 @@ _Static_assert(ECHO_CONTEXTS_DEFAULT <= TALLY_CONTEXTS_MAX, "default within the 
 typedef struct echo_options {
     const char *url;
     unsigned contexts;
-    size_t bytes_max;
+    uint64_t bytes_max;
 } echo_options;
 
 typedef struct echo_slot {
@@ -149,80 +150,57 @@ static void echo_stop(void)
         nng_close(echo.rep);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: tally-echo --listen URL [--contexts N] [--max-bytes N] [--help]\n"
-            "\n"
-            "A bare NNG request/reply echo server: the transport's ceiling for\n"
-            "tally-bench --echo (docs/BENCHMARKS.md, \"The echo ceiling\"). Every request\n"
-            "is answered with its own bytes; nothing is decoded or stored.\n"
-            "\n"
-            "  --listen URL     NNG endpoint to listen on (tcp://HOST:PORT, ipc://PATH)\n"
-            "  --contexts N     requests served concurrently (NNG contexts with async\n"
-            "                   I/O, as tallyd's), 1..%d (default %d)\n"
-            "  --max-bytes N    larger requests are dropped unanswered and counted,\n"
-            "                   1..%d (default %d); beyond %d times N NNG closes the\n"
-            "                   connection\n"
-            "  --help\n"
-            "\n"
-            "Prints \"tally-echo: serving URL (N contexts)\" on stderr when ready. SIGTERM or\n"
-            "SIGINT: stop listening, let replies in flight leave, print the counts of\n"
-            "echoed and dropped requests, exit 0.\n"
-            "\n"
-            "Exit status: 0 stopped cleanly, 1 cannot serve (e.g. the URL is in use),\n"
-            "2 usage error (also a URL NNG does not accept).\n",
-            TALLY_CONTEXTS_MAX, ECHO_CONTEXTS_DEFAULT, TALLY_REQUEST_BYTES_MAX,
-            ECHO_BYTES_MAX_DEFAULT, ECHO_RECV_HARD_FACTOR);
-}
+_Static_assert(ECHO_CONTEXTS_DEFAULT == 128, "--contexts' default text");
+_Static_assert(ECHO_BYTES_MAX_DEFAULT == 524288, "--max-bytes' default text");
+_Static_assert(ECHO_RECV_HARD_FACTOR == 4, "--max-bytes' help");
 
-static int usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, "tally-echo: %s%s%s\nTry 'tally-echo --help'.\n", what, arg ? ": " : "",
-            arg ? arg : "");
-    return 2;
-}
+/* The options, one row each (common/options.h); --help is made from them. */
+static const options_row rows[] = {
+    {"listen", "URL", NULL, "NNG endpoint to listen on (tcp://HOST:PORT, ipc://PATH); required",
+     OPTIONS_TEXT(echo_options, url)},
+    {"contexts", "N", "128",
+     "requests served concurrently (NNG contexts with async I/O, as tallyd's)",
+     OPTIONS_NUMBER(echo_options, contexts, UNSIGNED, 1, TALLY_CONTEXTS_MAX), .noun = "count"},
+    {"max-bytes", "N", "524288",
+     "larger requests are dropped unanswered and counted (beyond 4 times N NNG closes the "
+     "connection)",
+     OPTIONS_NUMBER(echo_options, bytes_max, U64, 1, TALLY_REQUEST_BYTES_MAX), .noun = "size"},
+    OPTIONS_ROW_HELP,
+};
 
-enum { OPT_LISTEN = 1000, OPT_CONTEXTS, OPT_BYTES_MAX, OPT_HELP };
+static void usage(const options_set *set, FILE *f)
+{
+    fprintf(f, "usage: tally-echo --listen URL [--contexts N] [--max-bytes N] [--help]\n"
+               "\n"
+               "A bare NNG request/reply echo server: the transport's ceiling for\n"
+               "tally-bench --echo (docs/BENCHMARKS.md, \"The echo ceiling\"). Every request\n"
+               "is answered with its own bytes; nothing is decoded or stored.\n"
+               "\n");
+    options_print_help(set, f);
+    fprintf(f, "\n"
+               "Prints \"tally-echo: serving URL (N contexts)\" on stderr when ready. SIGTERM or\n"
+               "SIGINT: stop listening, let replies in flight leave, print the counts of\n"
+               "echoed and dropped requests, exit 0.\n"
+               "\n"
+               "Exit status: 0 stopped cleanly, 1 cannot serve (e.g. the URL is in use),\n"
+               "2 usage error (also a URL NNG does not accept).\n");
+}
 
 /* Returns -1 to run, else the exit status (help, or a usage error). */
 static int parse_options(int argc, char **argv, echo_options *o)
 {
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, OPT_LISTEN},
-        {"contexts", required_argument, NULL, OPT_CONTEXTS},
-        {"max-bytes", required_argument, NULL, OPT_BYTES_MAX},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0}};
-    uint64_t n;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_LISTEN: o->url = optarg; break;
-        case OPT_CONTEXTS:
-            if (!cli_parse_u64(optarg, 1, TALLY_CONTEXTS_MAX, &n))
-                return usage_error("--contexts: not a count in range", optarg);
-            o->contexts = (unsigned)n;
-            break;
-        case OPT_BYTES_MAX:
-            if (!cli_parse_u64(optarg, 1, TALLY_REQUEST_BYTES_MAX, &n))
-                return usage_error("--max-bytes: not a size in range", optarg);
-            o->bytes_max = (size_t)n;
-            break;
-        case OPT_HELP: usage(stdout); return 0;
-        default: return usage_error("unknown option", NULL);
-        }
-    }
-    if (optind < argc)
-        return usage_error("unexpected argument", argv[optind]);
-    if (o->url == NULL)
-        return usage_error("--listen URL is required", NULL);
-    return -1;
+    options_set set = {0};
+    int rc = options_load_command_line(&set, "tally-echo", rows, sizeof(rows) / sizeof(rows[0]),
+                                       argc, argv, o, usage);
+    if (rc < 0 && o->url == NULL)
+        rc = options_usage_error(&set, "--listen URL is required");
+    options_free(&set);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    echo_options o = {.contexts = ECHO_CONTEXTS_DEFAULT, .bytes_max = ECHO_BYTES_MAX_DEFAULT};
+    echo_options o = {0};
     int rc = parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;

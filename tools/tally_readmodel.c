@@ -15,11 +15,11 @@
  */
 #include "config.h"
 
-#include "clients/tally_inbox.h"
+#include "clients/inbox/tally_inbox.h"
 #include "common/cli.h"
+#include "common/options.h"
 #include "tools/readmodel.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
@@ -41,7 +41,7 @@
 #define MS_PER_HOUR INT64_C(3600000)
 #define RETRY_PAUSE_MS 1000
 
-enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1 }; /* 2, a usage error: options_load_command_line */
 
 typedef struct options {
     const char *data;
@@ -55,7 +55,41 @@ static volatile sig_atomic_t stop_signal;
 
 static void stop_on(int sig) { stop_signal = sig; }
 
-static void usage(FILE *f)
+_Static_assert(PAGE_EVENTS_DEFAULT == 500 && WAIT_MS_DEFAULT == 10000 &&
+                   MAP_SIZE_MB_DEFAULT == 256 && RETENTION_HOURS_DEFAULT == 168,
+               "the defaults' texts in rows");
+
+/* The options (common/options.h); --help is made from them. */
+static const options_row rows[] = {
+    {"data", "DIR", DATA_DEFAULT, "the read model's environment, created if missing",
+     OPTIONS_TEXT(options, data)},
+    {"url", "URL", NULL,
+     "tallyd request endpoint (default $TALLY_URL, else tcp://127.0.0.1:7450; tls+tcp://: the "
+     "CA and client certificate from $TALLY_TLS_CA, $TALLY_TLS_CERT, $TALLY_TLS_KEY)",
+     OPTIONS_TEXT(options, url)},
+    {"once", NULL, NULL, "catch up to the head of the log, then exit", OPTIONS_FLAG(options, once)},
+    {"dump", NULL, NULL,
+     "print the read model and exit (after --once if given); without --once the server is not "
+     "contacted",
+     OPTIONS_FLAG(options, dump)},
+    {"json", NULL, NULL, "--dump as one JSON document: position, accounts, entitlements",
+     OPTIONS_FLAG(options, json)},
+    {"batch", "N", "500", "events per read and per transaction",
+     OPTIONS_NUMBER(options, page_events, U64, 1, PAGE_EVENTS_MAX)},
+    {"wait-ms", "N", "10000", "long-poll wait for new events",
+     OPTIONS_NUMBER(options, wait_ms, U64, 1, WAIT_MS_MAX)},
+    {"timeout-ms", "N", NULL,
+     "per attempt of a read, on top of the wait; libtally retries 3 times, then a follower "
+     "waits for the server and tries again; unset: libtally's 5000",
+     OPTIONS_NUMBER(options, timeout_ms, U64, 1, TIMEOUT_MS_MAX)},
+    {"map-size-mb", "N", "256", "LMDB map size of the read model in MiB",
+     OPTIONS_NUMBER(options, map_size_mb, U64, 1, MAP_SIZE_MB_MAX)},
+    {"retention-hours", "N", "168", "keep processed event ids this long",
+     OPTIONS_NUMBER(options, retention_hours, U64, 1, RETENTION_HOURS_MAX)},
+    OPTIONS_ROW_HELP,
+};
+
+static void usage(const options_set *set, FILE *f)
 {
     fprintf(f,
 "usage: tally-readmodel [--data DIR] [--url URL] [--once] [--dump [--json]]\n"
@@ -67,107 +101,25 @@ static void usage(FILE *f)
 "through the subscriber-side inbox of libtally (docs/SUBSCRIBERS.md). It reads\n"
 "the log after its position (log_read, long-polling) and commits each page\n"
 "together with the new position, so it resumes after a crash on its own.\n"
-"\n"
-"  --data DIR          the read model's environment, created if missing\n"
-"                      (default %s)\n"
-"  --url URL           tallyd request endpoint (default $TALLY_URL, else\n"
-"                      tcp://127.0.0.1:7450)\n"
-"                      (tls+tcp://: the CA and client certificate from\n"
-"                      $TALLY_TLS_CA, $TALLY_TLS_CERT, $TALLY_TLS_KEY)\n"
-"  --once              catch up to the head of the log, then exit\n"
-"  --dump              print the read model and exit (after --once if given);\n"
-"                      without --once the server is not contacted\n"
-"  --json              --dump as one JSON document: position, accounts,\n"
-"                      entitlements\n"
-"  --batch N           events per read and per transaction, 1..%d (default %d)\n"
-"  --wait-ms N         long-poll wait for new events, 1..%d (default %d)\n"
-"  --timeout-ms N      per attempt of a read, on top of the wait, 1..%d\n"
-"                      (default libtally's: 5000); libtally retries 3 times,\n"
-"                      then a follower waits for the server and tries again\n"
-"  --map-size-mb N     LMDB map size of the read model in MiB (default %d)\n"
-"  --retention-hours N keep processed event ids this long, 1..%d (default %d)\n"
-"  --help\n"
+"\n");
+    options_print_help(set, f);
+    fprintf(f,
 "\n"
 "Without --once or --dump it follows the log until SIGINT or SIGTERM (noticed\n"
-"within --wait-ms). Exit codes: 0 ok, 1 failure, 2 usage error.\n",
-            DATA_DEFAULT, PAGE_EVENTS_MAX, PAGE_EVENTS_DEFAULT, WAIT_MS_MAX, WAIT_MS_DEFAULT,
-            TIMEOUT_MS_MAX, MAP_SIZE_MB_DEFAULT, RETENTION_HOURS_MAX, RETENTION_HOURS_DEFAULT);
+"within --wait-ms). Exit codes: 0 ok, 1 failure, 2 usage error.\n");
 }
-
-static int usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, "tally-readmodel: %s%s\nTry 'tally-readmodel --help'.\n", what, arg);
-    return EXIT_USAGE;
-}
-
-enum { OPT_DATA = 1000, OPT_URL, OPT_ONCE, OPT_DUMP, OPT_JSON, OPT_BATCH, OPT_WAIT, OPT_TIMEOUT,
-       OPT_MAP, OPT_RETENTION, OPT_HELP };
-
-typedef struct count_option {
-    int id;
-    const char *name;
-    uint64_t min, max;
-    size_t offset;
-} count_option;
-
-static const count_option count_options[] = {
-    {OPT_BATCH, "--batch", 1, PAGE_EVENTS_MAX, offsetof(options, page_events)},
-    {OPT_WAIT, "--wait-ms", 1, WAIT_MS_MAX, offsetof(options, wait_ms)},
-    {OPT_TIMEOUT, "--timeout-ms", 1, TIMEOUT_MS_MAX, offsetof(options, timeout_ms)},
-    {OPT_MAP, "--map-size-mb", 1, MAP_SIZE_MB_MAX, offsetof(options, map_size_mb)},
-    {OPT_RETENTION, "--retention-hours", 1, RETENTION_HOURS_MAX,
-     offsetof(options, retention_hours)},
-};
 
 /* Returns -1 to go on, else the exit code. */
-static int option_take(int c, const char *arg, options *o)
+static int parse_options(int argc, char **argv, options *o)
 {
-    for (size_t i = 0; i < sizeof(count_options) / sizeof(count_options[0]); i++) {
-        const count_option *co = &count_options[i];
-        if (co->id == c)
-            return cli_parse_u64(arg, co->min, co->max, (uint64_t *)((char *)o + co->offset))
-                       ? -1
-                       : usage_error(co->name, ": not a number in range");
-    }
-    switch (c) {
-    case OPT_DATA: o->data = arg; return -1;
-    case OPT_URL: o->url = arg; return -1;
-    case OPT_ONCE: o->once = true; return -1;
-    case OPT_DUMP: o->dump = true; return -1;
-    case OPT_JSON: o->json = true; return -1;
-    case OPT_HELP: usage(stdout); return EXIT_OK;
-    default: return usage_error("unknown option", "");
-    }
-}
-
-static int options_parse(int argc, char **argv, options *o)
-{
-    static const struct option long_options[] = {
-        {"data", required_argument, NULL, OPT_DATA},   {"url", required_argument, NULL, OPT_URL},
-        {"once", no_argument, NULL, OPT_ONCE},         {"dump", no_argument, NULL, OPT_DUMP},
-        {"json", no_argument, NULL, OPT_JSON},         {"batch", required_argument, NULL, OPT_BATCH},
-        {"wait-ms", required_argument, NULL, OPT_WAIT},
-        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
-        {"map-size-mb", required_argument, NULL, OPT_MAP},
-        {"retention-hours", required_argument, NULL, OPT_RETENTION},
-        {"help", no_argument, NULL, OPT_HELP},         {NULL, 0, NULL, 0}};
-    *o = (options){.data = DATA_DEFAULT, .map_size_mb = MAP_SIZE_MB_DEFAULT,
-                   .retention_hours = RETENTION_HOURS_DEFAULT, .page_events = PAGE_EVENTS_DEFAULT,
-                   .wait_ms = WAIT_MS_DEFAULT};
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
-        if (c == '?' || c == ':')
-            return usage_error("unknown option or missing value: ", argv[optind - 1]);
-        int rc = option_take(c, optarg, o);
-        if (rc >= 0)
-            return rc;
-    }
-    if (optind < argc)
-        return usage_error("unexpected argument: ", argv[optind]);
-    if (o->json && !o->dump)
-        return usage_error("--json goes with --dump", "");
-    return -1;
+    *o = (options){0};
+    options_set set = {0};
+    int rc = options_load_command_line(&set, "tally-readmodel", rows,
+                                       sizeof(rows) / sizeof(rows[0]), argc, argv, o, usage);
+    if (rc < 0 && o->json && !o->dump)
+        rc = options_usage_error(&set, "--json goes with --dump");
+    options_free(&set);
+    return rc;
 }
 
 /* ---- the feed ---- */
@@ -275,7 +227,7 @@ static int follow(readmodel *rm, const options *o)
 int main(int argc, char **argv)
 {
     options o;
-    int rc = options_parse(argc, argv, &o);
+    int rc = parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
     cli_catch_stop_signals(stop_on, false, false);

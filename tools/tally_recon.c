@@ -32,6 +32,7 @@
 #include "common/error.h"
 #include "common/json_text.h"
 #include "common/limits.h"
+#include "common/options.h"
 #include "common/progress.h"
 #include "ledger/invariants.h"
 #include "ledger/retention.h"
@@ -40,11 +41,11 @@
 #include "tools/recon_statement.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,11 +122,40 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
-/* ---- usage ---- */
+/* ---- the options ---- */
 
-static void print_help(void)
+_Static_assert(RECON_LISTED_DEFAULT == 20, "--max-findings' default text");
+
+/* The options (common/options.h); --help lists them from here. */
+static const options_row rows[] = {
+    {"data", "DIR", NULL, "the store's directory (as given to tallyd --data); required",
+     OPTIONS_TEXT(recon_options, data)},
+    {"json", NULL, NULL, "one JSON document on stdout instead of the text report",
+     OPTIONS_FLAG(recon_options, json)},
+    {"statement", "FILE", NULL,
+     "compare with FILE: CSV with a header line, or JSON lines; account balances (account_id "
+     "and one or more of debits_posted, credits_posted, debits_pending, credits_pending, "
+     "balance = credits_posted - debits_posted) or event ids a downstream holds (event_id, "
+     "optional seq); reports missing, extra, mismatched and duplicate entries",
+     OPTIONS_TEXT(recon_options, statement)},
+    {"drift", "N", "0", "balances that differ by at most N match",
+     OPTIONS_NUMBER(recon_options, drift, U64, 0, UINT64_MAX), .noun = "non-negative integer"},
+    {"through", "SEQ", NULL,
+     "events after SEQ are not missing from an event statement (unset: the snapshot's head)",
+     OPTIONS_NUMBER(recon_options, through_seq, U64, 1, UINT64_MAX), .noun = "seq"},
+    {"no-rebuild", NULL, NULL,
+     "skip folding the log (the rebuild check): faster, and nothing is held per account, hold "
+     "or entitlement",
+     OPTIONS_FLAG(recon_options, no_rebuild)},
+    {"max-findings", "N", "20", "findings listed per check (all are counted)",
+     OPTIONS_NUMBER(recon_options, listed_max, U64, 0, RECON_LISTED_MAX), .noun = "count"},
+    PROGRESS_OPTION_ROWS(recon_options, progress),
+    OPTIONS_ROW_HELP,
+};
+
+static void print_help(const options_set *set, FILE *f)
 {
-    printf(
+    fprintf(f,
 "Usage: tally-recon --data DIR [--json] [--statement FILE] [--no-rebuild]\n"
 "                   [--drift N] [--through SEQ] [--max-findings N]\n"
 "                   [--progress | --no-progress]\n"
@@ -136,29 +166,13 @@ static void print_help(void)
 "the entity it concerns:\n"
 "\n");
     for (size_t i = 0; i < ledger_invariant_check_count(); i++)
-        printf("  %s\n", ledger_invariant_check_name(i));
-    printf(
+        fprintf(f, "  %s\n", ledger_invariant_check_name(i));
+    fprintf(f,
 "  statement        (with --statement) the store against a statement file\n"
 "\n"
-"Options:\n"
-"  --data DIR         the store's directory (as given to tallyd --data)\n"
-"  --json             one JSON document on stdout instead of the text report\n"
-"  --statement FILE   compare with FILE: CSV with a header line, or JSON lines;\n"
-"                     account balances (account_id and one or more of\n"
-"                     debits_posted, credits_posted, debits_pending,\n"
-"                     credits_pending, balance = credits_posted - debits_posted)\n"
-"                     or event ids a downstream holds (event_id, optional seq);\n"
-"                     reports missing, extra, mismatched and duplicate entries\n"
-"  --drift N          balances that differ by at most N match (default 0)\n"
-"  --through SEQ      events after SEQ are not missing from an event statement\n"
-"                     (default: the snapshot's head)\n"
-"  --no-rebuild       skip folding the log (the rebuild check): faster, and\n"
-"                     nothing is held per account, hold or entitlement\n"
-"  --max-findings N   findings listed per check (default %d, at most %d); all\n"
-"                     are counted\n"
-"  --progress         show progress on stderr even when it is not a terminal\n"
-"  --no-progress      never show progress\n"
-"  --help             this text\n"
+"Options:\n");
+    options_print_help(set, f);
+    fprintf(f,
 "\n"
 "Progress goes to stderr when it is a terminal: a line rewritten in place\n"
 "with the phase, items done of its total (the log walk: events of the head\n"
@@ -167,81 +181,35 @@ static void print_help(void)
 "the checks, the statement formats and the JSON document.\n"
 "\n"
 "Exit codes: 0 clean, 1 discrepancies found, 2 could not run (usage, no such\n"
-"directory, not a tally store, unreadable, bad statement file, interrupted).\n",
-           RECON_LISTED_DEFAULT, RECON_LISTED_MAX);
+"directory, not a tally store, unreadable, bad statement file, interrupted).\n");
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
+/* What the options must satisfy together; -1 when they do. */
+static int check_together(const options_set *set, const recon_options *o)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("tally-recon: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'tally-recon --help'.\n", stderr);
-    return EXIT_CANNOT_RUN;
+    if (o->data == NULL || o->data[0] == '\0')
+        return options_usage_error(set, "--data DIR is required");
+    if (strlen(o->data) > TALLY_PATH_BYTES_MAX)
+        return options_usage_error(set, "--data: longer than %d bytes", TALLY_PATH_BYTES_MAX);
+    if ((o->drift_set || o->through_set) && o->statement == NULL)
+        return options_usage_error(set, "--drift and --through apply to --statement");
+    return -1;
 }
 
 /* Returns -1 to go on, or the exit code. */
 static int parse_options(int argc, char **argv, recon_options *o)
 {
-    enum { OPT_DRIFT = 256, OPT_THROUGH, OPT_MAX_FINDINGS, OPT_NO_REBUILD, OPT_HELP,
-           OPT_PROGRESS, OPT_NO_PROGRESS };
-    static const struct option longs[] = {
-        {"data", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},
-        {"statement", required_argument, NULL, 's'},
-        {"drift", required_argument, NULL, OPT_DRIFT},
-        {"through", required_argument, NULL, OPT_THROUGH},
-        {"max-findings", required_argument, NULL, OPT_MAX_FINDINGS},
-        {"no-rebuild", no_argument, NULL, OPT_NO_REBUILD},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"progress", no_argument, NULL, OPT_PROGRESS},
-        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-        {NULL, 0, NULL, 0},
-    };
-    *o = (recon_options){.listed_max = RECON_LISTED_DEFAULT};
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-        switch (c) {
-        case 'd': o->data = optarg; break;
-        case 'j': o->json = true; break;
-        case 's': o->statement = optarg; break;
-        case OPT_NO_REBUILD: o->no_rebuild = true; break;
-        case OPT_HELP: print_help(); return EXIT_CLEAN;
-        case OPT_PROGRESS: o->progress = PROGRESS_ON; break;
-        case OPT_NO_PROGRESS: o->progress = PROGRESS_OFF; break;
-        case OPT_DRIFT:
-            if (!cli_parse_u64(optarg, 0, UINT64_MAX, &o->drift))
-                return usage_error("--drift: not a non-negative integer: '%s'", optarg);
-            o->drift_set = true;
-            break;
-        case OPT_THROUGH:
-            if (!cli_parse_u64(optarg, 1, UINT64_MAX, &o->through_seq))
-                return usage_error("--through: not a seq 1..2^64-1: '%s'", optarg);
-            o->through_set = true;
-            break;
-        case OPT_MAX_FINDINGS:
-            if (!cli_parse_u64(optarg, 0, RECON_LISTED_MAX, &o->listed_max))
-                return usage_error("--max-findings: not a count 0..%d: '%s'", RECON_LISTED_MAX,
-                                   optarg);
-            break;
-        default:
-            return usage_error("unknown option or missing value: '%s'", argv[optind - 1]);
-        }
+    *o = (recon_options){0};
+    options_set set = {0};
+    int rc = options_load_command_line(&set, "tally-recon", rows, sizeof(rows) / sizeof(rows[0]),
+                                       argc, argv, o, print_help);
+    if (rc < 0) {
+        o->drift_set = options_given_count(&set, "drift", NULL) > 0;
+        o->through_set = options_given_count(&set, "through", NULL) > 0;
+        rc = check_together(&set, o);
     }
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
-    if (o->data == NULL || o->data[0] == '\0')
-        return usage_error("--data DIR is required");
-    if (strlen(o->data) > TALLY_PATH_BYTES_MAX)
-        return usage_error("--data: longer than %d bytes", TALLY_PATH_BYTES_MAX);
-    if ((o->drift_set || o->through_set) && o->statement == NULL)
-        return usage_error("--drift and --through apply to --statement");
-    return -1;
+    options_free(&set);
+    return rc;
 }
 
 /* ---- errors that stop the run ---- */

@@ -25,18 +25,19 @@
  */
 #include "config.h"
 
-#include "clients/tally.h"
-#include "clients/tally_inbox.h"
+#include "clients/inbox/tally_inbox.h"
+#include "clients/libtally/tally.h"
 #include "common/cli.h"
+#include "common/options.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1 }; /* 2, a usage error: options_load_command_line */
 #define WEBHOOK_ROW_FIELDS 5 /* [source, event_id, event_type, signed_at_s, body] */
 #define BODY_FIELD 9         /* the body's place in a format 2 event */
 
@@ -239,7 +240,27 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
     return transient(code) ? TALLY_RETRY : TALLY_PARK;
 }
 
-static void usage(FILE *f)
+typedef struct mapper_options {
+    const char *url, *source, *feature, *subscriber, *consumer;
+    bool until_idle;
+} mapper_options;
+
+/* The options (common/options.h); --help is made from them. */
+static const options_row rows[] = {
+    {"url", "URL", NULL, "tallyd's request socket (default $TALLY_URL or tcp://127.0.0.1:7450)",
+     OPTIONS_TEXT(mapper_options, url)},
+    {"source", "NAME", "stripe", "the webhook source to map", OPTIONS_TEXT(mapper_options, source)},
+    {"feature", "NAME", "pro", "the entitlement granted", OPTIONS_TEXT(mapper_options, feature)},
+    {"subscriber", "NAME", "stripe-mapper", "the durable subscriber's name",
+     OPTIONS_TEXT(mapper_options, subscriber)},
+    {"consumer", "NAME", "stripe-mapper", "the key namespace of its commands",
+     OPTIONS_TEXT(mapper_options, consumer)},
+    {"until-idle", NULL, NULL, "stop once everything there is has been mapped",
+     OPTIONS_FLAG(mapper_options, until_idle)},
+    OPTIONS_ROW_HELP,
+};
+
+static void usage(const options_set *set, FILE *f)
 {
     fprintf(f,
             "usage: tally-stripe-mapper [--url URL] [--source NAME] [--feature NAME]\n"
@@ -248,42 +269,22 @@ static void usage(FILE *f)
             "Turn the webhook.received events of a Stripe-style webhook source (tallyd\n"
             "--webhooks) into grant, extend and revoke of FEATURE for the customer, as a\n"
             "durable subscriber of tallyd (docs/WEBHOOKS.md).\n"
-            "\n"
-            "  --url URL         tallyd's request socket (default $TALLY_URL or tcp://127.0.0.1:7450)\n"
-            "  --source NAME     the webhook source to map (default stripe)\n"
-            "  --feature NAME    the entitlement granted (default pro)\n"
-            "  --subscriber NAME the durable subscriber's name (default stripe-mapper)\n"
-            "  --consumer NAME   the key namespace of its commands (default stripe-mapper)\n"
-            "  --until-idle      stop once everything there is has been mapped\n"
-            "  --help\n");
+            "\n");
+    options_print_help(set, f);
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"url", required_argument, NULL, 'u'},        {"source", required_argument, NULL, 's'},
-        {"feature", required_argument, NULL, 'f'},    {"subscriber", required_argument, NULL, 'n'},
-        {"consumer", required_argument, NULL, 'c'},   {"until-idle", no_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
-    const char *url = NULL, *name = "stripe-mapper", *consumer = "stripe-mapper";
-    mapper m = {.source = "stripe", .feature = "pro"};
-    tally_run_options run = {.wait_ms = 1000};
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        switch (c) {
-        case 'u': url = optarg; break;
-        case 's': m.source = optarg; break;
-        case 'f': m.feature = optarg; break;
-        case 'n': name = optarg; break;
-        case 'c': consumer = optarg; break;
-        case 'i': run.until_idle = true; break;
-        case 'h': usage(stdout); return EXIT_OK;
-        default: usage(stderr); return EXIT_USAGE;
-        }
-    }
-    if (optind != argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    mapper_options o = {0};
+    options_set set = {0};
+    int code = options_load_command_line(&set, "tally-stripe-mapper", rows,
+                                         sizeof(rows) / sizeof(rows[0]), argc, argv, &o, usage);
+    options_free(&set);
+    if (code >= 0)
+        return code;
+    const char *url = o.url, *name = o.subscriber, *consumer = o.consumer;
+    mapper m = {.source = o.source, .feature = o.feature};
+    tally_run_options run = {.wait_ms = 1000, .until_idle = o.until_idle};
     tally_client_options co = {.url = url, .consumer = consumer, .timeout_ms = 10000};
     tally_subscriber *sub = NULL;
     int rc = tally_client_open(&co, &m.client);

@@ -6,7 +6,7 @@
 #include "clients/cli/tally_cli.h"
 
 #include "common/file_mode.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <stdio.h>
 #include <stdlib.h>

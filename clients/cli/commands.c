@@ -82,6 +82,18 @@ static const cli_option account_history_options[] = {
     {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"},
     OPT_END};
 
+static const cli_option account_list_options[] = {
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
+     "accounts, 1..1000000 (default 100; read in pages of 1000)"},
+    {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "ID",
+     "accounts with an id above this one: the next page"},
+    OPT_END};
+
+static const cli_option transfer_get_options[] = {
+    {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL,
+     "transfer id: 32 hex digits (dashes allowed) or a decimal number"},
+    OPT_END};
+
 static const cli_option transfer_options[] = {
     {"--debit", SLOT_DEBIT, CLI_UINT, 1, UINT64_MAX, true, "ID", "account debited"},
     {"--credit", SLOT_CREDIT, CLI_UINT, 1, UINT64_MAX, true, "ID", "account credited"},
@@ -233,8 +245,18 @@ const cli_command cli_commands[] = {
     {"account history", "Show the transfer events of an account, with its balances after each.",
      account_history_options, run_account_history,
      "--json prints one object per line: seq, type, time, transfer, account.\n"},
+    {"account list", "List accounts in id order, with their balances and versions.",
+     account_list_options, run_account_list,
+     "--json prints one object per line, as `tally --json account get` prints one.\n"
+     "When --limit accounts were shown and more follow, the command for the next page\n"
+     "is printed on stderr.\n"},
     {"transfer", "Move an amount from one account to another, or hold it (--pending).",
      transfer_options, run_transfer, details_transfer},
+    {"transfer get", "Show a transfer or hold: accounts, amount, state, times and version.",
+     transfer_get_options, run_transfer_get,
+     "--json prints one object: id, debit_account_id, credit_account_id, amount,\n"
+     "ledger, code, flags, pending, state, timeout_s, expires_at, posted_amount,\n"
+     "version, created_seq, resolved_seq, created.\n"},
     {"post", "Post (capture) a hold, fully or partly.", post_options, run_post, details_write},
     {"void", "Void a hold.", void_options, run_void, details_write},
     {"grant", "Grant an entitlement: until a time, for a duration, or for life.", grant_options,

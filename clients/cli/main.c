@@ -29,24 +29,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The command named by argv[i] (and argv[i+1] for "group word" names). */
+/* The command named by argv[i] (and argv[i+1] for "group word" names): a
+ * "group word" name before a one-word name with the same first word, so
+ * that `transfer get ID` is not `transfer` with an argument. */
 static const cli_command *command_find(int argc, char **argv, int i, int *words)
 {
+    const cli_command *one_word = NULL;
     for (const cli_command *cmd = cli_commands; cmd->name; cmd++) {
         const char *space = strchr(cmd->name, ' ');
         size_t first = space ? (size_t)(space - cmd->name) : strlen(cmd->name);
         if (strlen(argv[i]) != first || strncmp(argv[i], cmd->name, first) != 0)
             continue;
         if (!space) {
-            *words = 1;
-            return cmd;
+            one_word = cmd;
+            continue;
         }
         if (i + 1 < argc && strcmp(argv[i + 1], space + 1) == 0) {
             *words = 2;
             return cmd;
         }
     }
-    return NULL;
+    if (one_word)
+        *words = 1;
+    return one_word;
 }
 
 /* "account" without a known subcommand: help or a usage error. */

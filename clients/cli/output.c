@@ -174,6 +174,24 @@ void listing_end(const cli *c, cli_listing *l, bool show)
         free(l->table.cells);
 }
 
+uint64_t listing_by_cursor(cli *c, cli_listing *l, uint64_t after, listing_read_fn read,
+                           listing_show_fn show)
+{
+    uint64_t next = 0;
+    for (uint32_t limit; (limit = listing_next(l)) > 0; after = next) {
+        size_t count = 0;
+        l->rc = read(c, after, limit, l->page, &count, &next);
+        if (l->rc != TALLY_ok)
+            break;
+        show(c, &l->table, l->page, count);
+        listing_took(l, count);
+        if (next == 0 || count == 0)
+            break;
+    }
+    listing_end(c, l, l->rc == TALLY_ok || l->table.rows > 0); /* shown also before a failure */
+    return l->rc == TALLY_ok ? next : 0;
+}
+
 /* ---- failures ---- */
 
 /* Tell a person what failed and, for a write, how to retry it. */

@@ -1,6 +1,6 @@
 /*
- * reads.c — the reads of `tally`: an account and its history,
- * entitlements, the log, stats, and backup.
+ * reads.c — the reads of `tally`: an account, its history and the list of
+ * accounts, a transfer, entitlements, the log, stats, and backup.
  */
 #include "config.h"
 
@@ -23,11 +23,22 @@ static const char *flags_text(uint16_t flags)
                              : "-";
 }
 
+static const char *const account_titles[] = {"ID",             "LEDGER",         "CODE",
+                                             "FLAGS",          "DEBITS_POSTED",  "CREDITS_POSTED",
+                                             "DEBITS_PENDING", "CREDITS_PENDING", "VERSION"};
+
+/* One account as a row of a table of account_titles. */
+static void account_row(cli_table *t, const tally_account *a)
+{
+    table_add(t,
+              "%" PRIu64 SEP "%" PRIu32 SEP "%u" SEP "%s" SEP "%" PRId64 SEP "%" PRId64 SEP
+              "%" PRId64 SEP "%" PRId64 SEP "%" PRIu64,
+              a->id, a->ledger, (unsigned)a->code, flags_text(a->flags), a->debits_posted,
+              a->credits_posted, a->debits_pending, a->credits_pending, a->version);
+}
+
 int run_account_get(cli *c)
 {
-    static const char *const titles[] = {"ID",             "LEDGER",         "CODE",
-                                         "FLAGS",          "DEBITS_POSTED",  "CREDITS_POSTED",
-                                         "DEBITS_PENDING", "CREDITS_PENDING", "VERSION"};
     tally_account a;
     memset(&a, 0, sizeof(a));
     int rc = tally_account_get(c->client, c->v[SLOT_ACCOUNT].u, &a);
@@ -41,13 +52,45 @@ int run_account_get(cli *c)
         return CLI_EXIT_OK;
     }
     cli_table t;
-    table_init(&t, titles, 9);
-    table_add(&t,
-              "%" PRIu64 SEP "%" PRIu32 SEP "%u" SEP "%s" SEP "%" PRId64 SEP "%" PRId64 SEP
-              "%" PRId64 SEP "%" PRId64 SEP "%" PRIu64,
-              a.id, a.ledger, (unsigned)a.code, flags_text(a.flags), a.debits_posted,
-              a.credits_posted, a.debits_pending, a.credits_pending, a.version);
+    table_init(&t, account_titles, 9);
+    account_row(&t, &a);
     table_print_free(&t);
+    return CLI_EXIT_OK;
+}
+
+static const cli_listing_kind account_listing = {account_titles, 9,
+                                                 TALLY_ACCOUNT_LIST_ENTRIES_MAX,
+                                                 sizeof(tally_account)};
+
+static int accounts_read(cli *c, uint64_t after, uint32_t limit, void *page, size_t *count,
+                         uint64_t *next)
+{
+    return tally_account_list(c->client, after, limit, page, limit, count, next);
+}
+
+static void accounts_output(const cli *c, cli_table *t, const void *page, size_t count)
+{
+    const tally_account *accounts = page;
+    for (size_t i = 0; i < count; i++) {
+        if (c->json)
+            json_emit(account_json(&accounts[i]));
+        else
+            account_row(t, &accounts[i]);
+    }
+}
+
+/* account list: pages of accounts in id order, until --limit of them are
+ * shown or none follows (as dlq list reads dead letters). */
+int run_account_list(cli *c)
+{
+    cli_listing l;
+    listing_begin(c, &l, &account_listing);
+    uint64_t next = listing_by_cursor(c, &l, value_or(c, SLOT_AFTER, 0), accounts_read,
+                                      accounts_output);
+    if (l.rc != TALLY_ok)
+        return read_failure(c, "accounts", l.rc);
+    if (!c->json && l.remaining == 0 && next != 0)
+        fprintf(stderr, "tally: more: tally account list --after %" PRIu64 "\n", next);
     return CLI_EXIT_OK;
 }
 
@@ -111,6 +154,42 @@ int run_account_history(cli *c)
                     next, reverse ? " --reverse" : "");
     }
     free(entries);
+    return CLI_EXIT_OK;
+}
+
+/* ---- transfers ---- */
+
+int run_transfer_get(cli *c)
+{
+    static const char *const titles[] = {"ID",    "DEBIT",     "CREDIT",  "AMOUNT",
+                                         "LEDGER", "CODE",     "STATE",   "POSTED_AMOUNT",
+                                         "TIMEOUT_S", "EXPIRES", "CREATED", "VERSION"};
+    tally_transfer_info x;
+    memset(&x, 0, sizeof(x));
+    char hex[33];
+    tid_format(&c->v[SLOT_TID].id, hex);
+    int rc = tally_transfer_get(c->client, &c->v[SLOT_TID].id, &x);
+    if (rc != TALLY_ok) {
+        char what[48];
+        snprintf(what, sizeof(what), "transfer %s", hex);
+        return read_failure(c, what, rc);
+    }
+    if (c->json) {
+        json_emit(transfer_json(&x));
+        return CLI_EXIT_OK;
+    }
+    char expires[40], created[40];
+    time_text(x.expires_at_ms, expires);
+    time_text(x.created_ms, created);
+    cli_table t;
+    table_init(&t, titles, 12);
+    table_add(&t,
+              "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRId64 SEP "%" PRIu32 SEP "%u" SEP
+              "%s" SEP "%" PRId64 SEP "%" PRIu32 SEP "%s" SEP "%s" SEP "%" PRIu64,
+              hex, x.debit_account_id, x.credit_account_id, x.amount, x.ledger,
+              (unsigned)x.code, x.state, x.posted_amount, x.timeout_s, expires, created,
+              x.version);
+    table_print_free(&t);
     return CLI_EXIT_OK;
 }
 

@@ -94,9 +94,9 @@ static json_t *dead_letter_json(const tally_dead_letter *l)
                      l->type[0] ? l->type : NULL);
 }
 
-static void dead_letters_output(const cli *c, cli_table *t, const tally_dead_letter *list,
-                                size_t count)
+static void dead_letters_output(const cli *c, cli_table *t, const void *page, size_t count)
 {
+    const tally_dead_letter *list = page;
     for (size_t k = 0; k < count; k++) {
         const tally_dead_letter *l = &list[k];
         char parked[40];
@@ -115,29 +115,25 @@ static const char *const dlq_titles[] = {"SEQ", "ATTEMPTS", "TYPE", "PARKED", "R
 static const cli_listing_kind dlq_listing = {dlq_titles, 6, TALLY_DLQ_LIST_ENTRIES_MAX,
                                              sizeof(tally_dead_letter)};
 
+static int dead_letters_read(cli *c, uint64_t after, uint32_t limit, void *page, size_t *count,
+                             uint64_t *next)
+{
+    return tally_dlq_list(c->client, c->v[SLOT_NAME].text, after, limit, page, limit, count,
+                          next);
+}
+
 int run_dlq_list(cli *c)
 {
     cli_listing l;
-    tally_dead_letter *page = listing_begin(c, &l, &dlq_listing);
-    uint64_t after = value_or(c, SLOT_AFTER, 0), next = 0;
-    for (uint32_t limit; (limit = listing_next(&l)) > 0; after = next) {
-        size_t count = 0;
-        l.rc = tally_dlq_list(c->client, c->v[SLOT_NAME].text, after, limit, page, limit, &count,
-                              &next);
-        if (l.rc != TALLY_ok)
-            break;
-        dead_letters_output(c, &l.table, page, count);
-        listing_took(&l, count);
-        if (next == 0 || count == 0)
-            break;
-    }
-    listing_end(c, &l, l.rc == TALLY_ok || l.table.rows > 0); /* shown also before a failure */
+    listing_begin(c, &l, &dlq_listing);
+    uint64_t next = listing_by_cursor(c, &l, value_or(c, SLOT_AFTER, 0), dead_letters_read,
+                                      dead_letters_output);
     char what[96];
     if (l.rc != TALLY_ok)
         return read_failure(c, about(c, "dead letters of", what, sizeof(what)), l.rc);
     if (!c->json && l.remaining == 0 && next != 0)
         fprintf(stderr, "tally: more: tally dlq list %s --after %" PRIu64 "\n",
-                c->v[SLOT_NAME].text, after);
+                c->v[SLOT_NAME].text, next);
     return CLI_EXIT_OK;
 }
 

@@ -6,8 +6,8 @@
 #ifndef TALLY_CLI_PROGRAM_H
 #define TALLY_CLI_PROGRAM_H
 
-#include "clients/cli/cli_json.h"
-#include "clients/tally.h"
+#include "clients/json/json.h"
+#include "clients/libtally/tally.h"
 #include "common/limits.h"
 
 #include <jansson.h>
@@ -126,7 +126,7 @@ typedef struct cli_table {
     char **cells;
 } cli_table;
 
-/* What a listing read in pages (log, dlq list) shows: its table's columns
+/* What a listing read in pages (log, dlq list, account list) shows: its table's columns
  * and the entries of one read. */
 typedef struct cli_listing_kind {
     const char *const *titles;
@@ -211,6 +211,20 @@ uint32_t listing_next(const cli_listing *l);
 void listing_took(cli_listing *l, size_t count);
 /* Print the table (unless --json, or when show is false) and free the listing. */
 void listing_end(const cli *c, cli_listing *l, bool show);
+/* One page of a listing read by an exclusive cursor (dlq list, account
+ * list): up to limit entries after `after` into page, *count of them,
+ * *next the cursor of the page after (0: no page follows). */
+typedef int (*listing_read_fn)(cli *c, uint64_t after, uint32_t limit, void *page, size_t *count,
+                               uint64_t *next);
+/* Show count entries of page: one JSON line each with --json, else rows of t. */
+typedef void (*listing_show_fn)(const cli *c, cli_table *t, const void *page, size_t count);
+/* Read and show pages from after on until --limit entries were shown or
+ * no page follows, then print the table (also after a failed read, when
+ * it has rows) and free the listing; l->rc is the code of the read that
+ * failed. Returns the cursor of the page after the last one shown, 0 when
+ * none follows. */
+uint64_t listing_by_cursor(cli *c, cli_listing *l, uint64_t after, listing_read_fn read,
+                           listing_show_fn show);
 /* A time for a table: RFC 3339, or "-" for 0. */
 void time_text(int64_t ms, char out[40]);
 /* Tell a person what failed and, for a write, how to retry it. */
@@ -232,6 +246,8 @@ int run_revoke(cli *c);
 
 int run_account_get(cli *c);
 int run_account_history(cli *c);
+int run_account_list(cli *c);
+int run_transfer_get(cli *c);
 int run_entitlements(cli *c);
 int run_log(cli *c);
 int run_stats(cli *c);

@@ -1,6 +1,7 @@
 /*
  * values.c — the values of `tally`'s arguments: transfer ids, RFC 3339 times and
- * durations, read from the command line and written back.
+ * durations, read from the command line (clients/json/format.c writes ids
+ * and times back).
  */
 #include "config.h"
 
@@ -8,9 +9,7 @@
 #include "common/cli.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* A transfer id: exactly 32 hex digits (dashes anywhere are ignored), or a
  * decimal number n (1 .. 2^64-1) standing for the 16-byte big-endian n. */
@@ -25,17 +24,6 @@ bool parse_tid(const char *text, tally_uuid *out)
     for (int i = 0; i < 8; i++)
         out->bytes[15 - i] = (uint8_t)(n >> (8 * i));
     return true;
-}
-
-void tid_format(const tally_uuid *id, char out[33])
-{
-    char text[37];
-    size_t n = 0;
-    tally_uuid_format(id, text);
-    for (const char *p = text; *p; p++)
-        if (*p != '-')
-            out[n++] = *p;
-    out[n] = '\0';
 }
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
@@ -125,23 +113,6 @@ bool parse_time(const char *text, int64_t *out)
         return false;
     *out = total;
     return true;
-}
-
-/* Unix ms to "2027-01-01T00:00:00Z" (".250" added when not a whole second). */
-void time_format(int64_t ms, char out[40])
-{
-    time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-    int frac = (int)(ms - (int64_t)secs * 1000);
-    struct tm tm;
-    if (!gmtime_r(&secs, &tm)) {
-        snprintf(out, 40, "%" PRId64 "ms", ms);
-        return;
-    }
-    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (frac)
-        snprintf(out + n, 40 - n, ".%03dZ", frac);
-    else
-        snprintf(out + n, 40 - n, "Z");
 }
 
 /* "30d", "12h", "90m", "45s", "1w", "500ms", or several: "1d12h". */

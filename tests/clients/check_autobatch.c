@@ -1,5 +1,5 @@
 /*
- * check_autobatch.c — tests of libtally's auto-batching (clients/
+ * check_autobatch.c — tests of libtally's auto-batching (clients/libtally/
  * autobatch.c) against a real tallyd: many threads on one client, each
  * checking its own result. Unique transfers merge (fewer requests than
  * calls) and each caller gets ok, not replayed, its own seq and a readable
@@ -12,7 +12,7 @@
  * call is its own request; chains and tally_batch_send are not merged;
  * tally_client_close with calls waiting ends them all, quickly.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include "common/clock.h"
 #include "tests/support/client_support.h"

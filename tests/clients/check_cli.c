@@ -1,5 +1,5 @@
 /*
- * check_cli.c — tests of clients/tally_cli.c: the real `tally` binary against
+ * check_cli.c — tests of clients/cli/: the real `tally` binary against
  * a real tallyd.
  *
  * Each test that needs a server gets its own tallyd (started and stopped by
@@ -9,21 +9,23 @@
  * jansson. Covered: every command, the exit codes 0/1/2/3, replays of a
  * transfer repeated with the same --key (with the id derived from the key)
  * or the same --id (with the key derived from the id), generated keys that a
- * person can reuse, --for and --until, log and history lines, human tables;
+ * person can reuse, --for and --until, log and history lines, account
+ * lists read page by page (more than one server page, the next page's
+ * command on stderr), transfer get by either form of id, human tables;
  * keys and subjects that are not UTF-8 in --json output;
  * tail (live, and as a durable subscriber that continues where the last run
  * stopped), subscribers' metrics in `subscribers` and `stats`, and the
  * dead-letter commands.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "tests/support/client_support.h"
-#include "tests/support/wait.h"
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -250,7 +252,8 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
 {
     cli_output r = TALLY("--help");
     expect_exit(&r, 0);
-    const char *wanted[] = {"account open", "account history", "transfer", "post", "void",
+    const char *wanted[] = {"account open", "account history", "account list", "transfer get",
+                            "transfer", "post", "void",
                             "grant", "extend", "revoke", "entitlements", "log", "stats",
                             "tail", "subscribers", "subscriber delete", "dlq list",
                             "dlq replay", "dlq discard", "--publish", "TALLY_PUBLISH",
@@ -262,6 +265,7 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
     output_free(&r);
 
     const char *commands[][2] = {{"account", "open"}, {"account", "get"}, {"account", "history"},
+                                 {"account", "list"}, {"transfer", "get"},
                                  {"transfer", NULL},  {"post", NULL},     {"void", NULL},
                                  {"grant", NULL},     {"extend", NULL},   {"revoke", NULL},
                                  {"entitlements", NULL}, {"log", NULL},   {"stats", NULL},
@@ -279,6 +283,12 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
     }
     r = TALLY("dlq", "replay", "--help");
     ck_assert_ptr_nonnull(strstr(r.out, "usage: tally dlq replay NAME [SEQ]"));
+    output_free(&r);
+    r = TALLY("account", "list", "--help");
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: tally account list [--limit N] [--after ID]"));
+    output_free(&r);
+    r = TALLY("transfer", "get", "--help");
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: tally transfer get TID"));
     output_free(&r);
     r = TALLY("transfer", "--help");
     ck_assert_ptr_nonnull(strstr(r.out, "--debit ID --credit ID --amount N"));
@@ -311,6 +321,14 @@ START_TEST(test_usage_errors_exit_2)
         {"transfer", "--debit", "1", "--credit", "2", "--amount", "5", "--id", "xyz", NULL},
         {"transfer", "--debit", "1", "--credit", "2", "--amount", "5", "--timeout-s", "9", NULL},
         {"transfer", "--debit", "1", "--debit", "1", "--credit", "2", "--amount", "5", NULL},
+        {"transfer", "get", NULL},
+        {"transfer", "get", "xyz", NULL},
+        {"transfer", "get", "1", "2", NULL},
+        {"account", "list", "--limit", "0", NULL},
+        {"account", "list", "--limit", "1000001", NULL},
+        {"account", "list", "--after", "-1", NULL},
+        {"account", "list", "--after", "x", NULL},
+        {"account", "list", "5", NULL},
         {"post", NULL},
         {"grant", "alice", NULL},
         {"grant", "alice", "pro", "--for", "10x", NULL},
@@ -769,6 +787,180 @@ START_TEST(test_account_history_lines_are_json)
 }
 END_TEST
 
+/* Run `tally --json args...` and parse each line of stdout into lines
+ * (malloc'd, max entries); returns the count. */
+static size_t json_lines_of(const char *const *args, json_t ***lines, size_t max)
+{
+    cli_output r = tally_argv(args);
+    expect_exit(&r, 0);
+    *lines = calloc(max, sizeof(**lines));
+    ck_assert_ptr_nonnull(*lines);
+    size_t n = json_lines(r.out, *lines, max);
+    output_free(&r);
+    return n;
+}
+
+#define LIST_LINES_MAX 1100
+
+START_TEST(test_account_list_pages)
+{
+    cli_output r = TALLY("--json", "account", "list");
+    expect_exit(&r, 0);
+    ck_assert_str_eq(r.out, ""); /* an empty store: no lines */
+    output_free(&r);
+
+    WRITE_OK("account", "open", "5");
+    WRITE_OK("account", "open", "1");
+    WRITE_OK("account", "open", "3", "--debits-must-not-exceed-credits");
+    WRITE_OK("transfer", "--debit", "1", "--credit", "3", "--amount", "7");
+    /* 1001 more, by batches: a listing past one server page (1000) */
+    tally_client *c = test_client_open(server.url);
+    test_client_open_accounts(c, 100, 1001);
+    tally_client_close(c);
+
+    /* Every line is what `account get` prints for that id. */
+    json_t **lines;
+    size_t n = json_lines_of((const char *const[]){"--json", "account", "list", "--limit", "2",
+                                                   NULL},
+                             &lines, LIST_LINES_MAX);
+    ck_assert_uint_eq(n, 2);
+    const char *ids[] = {"1", "3"};
+    for (size_t i = 0; i < n; i++) {
+        json_t *get = TALLY_JSON(0, "account", "get", ids[i]);
+        ck_assert_msg(json_equal(lines[i], get), "list line %zu differs from account get", i);
+        json_decref(get);
+    }
+    ck_assert_int_eq(jint(lines[0], "debits_posted"), 7);
+    ck_assert(jbool(lines[1], "debits_must_not_exceed_credits"));
+    json_lines_free(lines, n);
+    free(lines);
+
+    /* Across the server's pages: 1000 + 3, in id order, no id twice. */
+    n = json_lines_of((const char *const[]){"--json", "account", "list", "--limit", "1003", NULL},
+                      &lines, LIST_LINES_MAX);
+    ck_assert_uint_eq(n, 1003);
+    json_int_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_gt(jint(lines[i], "id"), last);
+        last = jint(lines[i], "id");
+    }
+    ck_assert_int_eq(last, 1099);
+    json_lines_free(lines, n);
+    free(lines);
+    n = json_lines_of((const char *const[]){"--json", "account", "list", "--limit", "1000000",
+                                            NULL},
+                      &lines, LIST_LINES_MAX);
+    ck_assert_uint_eq(n, 1004);
+    ck_assert_int_eq(jint(lines[n - 1], "id"), 1100);
+    json_lines_free(lines, n);
+    free(lines);
+
+    /* --after: the page after an id (one that is no account's too). */
+    n = json_lines_of((const char *const[]){"--json", "account", "list", "--after", "1098",
+                                            NULL},
+                      &lines, LIST_LINES_MAX);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(jint(lines[0], "id"), 1099);
+    json_lines_free(lines, n);
+    free(lines);
+    n = json_lines_of((const char *const[]){"--json", "account", "list", "--after", "4",
+                                            "--limit", "2", NULL},
+                      &lines, LIST_LINES_MAX);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(jint(lines[0], "id"), 5);
+    ck_assert_int_eq(jint(lines[1], "id"), 100);
+    json_lines_free(lines, n);
+    free(lines);
+
+    /* The human table; the next page's command on stderr when more follow. */
+    r = TALLY("account", "list", "--limit", "2");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "ID") && strstr(r.out, "DEBITS_POSTED") &&
+                      strstr(r.out, "VERSION") && strstr(r.out, "debits<=credits"),
+                  "account list table: %s", r.out);
+    ck_assert_msg(strstr(r.err, "tally: more: tally account list --after 3\n"), "stderr: %s",
+                  r.err);
+    output_free(&r);
+    r = TALLY("account", "list", "--after", "1099");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "1100") && !strstr(r.out, "1099"), "last page: %s", r.out);
+    ck_assert_msg(!strstr(r.err, "more"), "no more after the last page: %s", r.err);
+    output_free(&r);
+    r = TALLY("--json", "account", "list", "--after", "1100");
+    expect_exit(&r, 0);
+    ck_assert_str_eq(r.out, "");
+    output_free(&r);
+}
+END_TEST
+
+START_TEST(test_transfer_get)
+{
+    open_accounts();
+    WRITE_OK("transfer", "--debit", "1", "--credit", "2", "--amount", "9", "--id", "77",
+             "--pending", "--timeout-s", "3600");
+    json_t *w = TALLY_JSON(0, "transfer", "--debit", "2", "--credit", "1", "--amount", "4",
+                           "--key", "pay-back");
+    char hex[33];
+    snprintf(hex, sizeof(hex), "%s", jstr(w, "transfer_id"));
+    json_decref(w);
+
+    json_t *t = TALLY_JSON(0, "transfer", "get", "77");
+    ck_assert_str_eq(jstr(t, "id"), "0000000000000000000000000000004d");
+    ck_assert_int_eq(jint(t, "debit_account_id"), 1);
+    ck_assert_int_eq(jint(t, "credit_account_id"), 2);
+    ck_assert_int_eq(jint(t, "amount"), 9);
+    ck_assert(jbool(t, "pending"));
+    ck_assert_str_eq(jstr(t, "state"), "pending");
+    ck_assert_int_eq(jint(t, "timeout_s"), 3600);
+    ck_assert_ptr_nonnull(json_string_value(json_object_get(t, "expires_at")));
+    ck_assert_int_eq(jint(t, "version"), 1);
+    ck_assert_int_eq(jint(t, "resolved_seq"), 0);
+    json_decref(t);
+
+    /* By its 32 hex digits, and in the dashed form */
+    t = TALLY_JSON(0, "transfer", "get", hex);
+    ck_assert_str_eq(jstr(t, "id"), hex);
+    ck_assert_int_eq(jint(t, "amount"), 4);
+    ck_assert_str_eq(jstr(t, "state"), "posted");
+    ck_assert(!jbool(t, "pending"));
+    json_decref(t);
+    char dashed[37];
+    snprintf(dashed, sizeof(dashed), "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
+             hex + 16, hex + 20);
+    t = TALLY_JSON(0, "transfer", "get", dashed);
+    ck_assert_str_eq(jstr(t, "id"), hex);
+    json_decref(t);
+
+    /* A hold posted in part: the state, amount posted and version follow. */
+    WRITE_OK("post", "77", "--amount", "5");
+    t = TALLY_JSON(0, "transfer", "get", "77");
+    ck_assert_str_eq(jstr(t, "state"), "pending_posted");
+    ck_assert_int_eq(jint(t, "posted_amount"), 5);
+    ck_assert_int_eq(jint(t, "version"), 2);
+    ck_assert_int_gt(jint(t, "resolved_seq"), jint(t, "created_seq"));
+    json_decref(t);
+
+    cli_output r = TALLY("transfer", "get", "77");
+    expect_exit(&r, 0);
+    ck_assert_msg(strstr(r.out, "ID") && strstr(r.out, "STATE") && strstr(r.out, "POSTED_AMOUNT") &&
+                      strstr(r.out, "0000000000000000000000000000004d") &&
+                      strstr(r.out, "pending_posted"),
+                  "transfer table: %s", r.out);
+    output_free(&r);
+
+    /* Not found: exit 1, the code on stderr (or as JSON), nothing on stdout. */
+    r = TALLY("transfer", "get", "404");
+    expect_exit(&r, 1);
+    ck_assert_str_eq(r.out, "");
+    ck_assert_msg(strstr(r.err, "transfer 00000000000000000000000000000194 failed: not_found"),
+                  "stderr: %s", r.err);
+    output_free(&r);
+    t = TALLY_JSON(1, "transfer", "get", "404");
+    ck_assert_str_eq(jstr(t, "code"), "not_found");
+    json_decref(t);
+}
+END_TEST
+
 START_TEST(test_stats)
 {
     open_accounts();
@@ -1220,6 +1412,8 @@ int main(void)
         {"extend_revoke", test_extend_and_revoke, TEST_TIMEOUT_S},
         {"log", test_log_lines_are_json, TEST_TIMEOUT_S},
         {"history", test_account_history_lines_are_json, TEST_TIMEOUT_S},
+        {"account_list", test_account_list_pages, TEST_TIMEOUT_S},
+        {"transfer_get", test_transfer_get, TEST_TIMEOUT_S},
         {"stats", test_stats, TEST_TIMEOUT_S},
         {"consumer", test_consumer_namespaces_keys, TEST_TIMEOUT_S},
         {"not_utf8", test_json_of_strings_not_utf8, TEST_TIMEOUT_S},

@@ -1,8 +1,8 @@
 /*
- * check_inbox.c — tests of the subscriber-side inbox (clients/tally_inbox.c)
- * and of the example read model (tools/readmodel.c, `tally-readmodel`)
- * with a real tallyd on an ipc:// endpoint and real LMDB environments in
- * its temp directory.
+ * check_inbox.c — tests of the subscriber-side inbox
+ * (clients/inbox/tally_inbox.c) and of the example read model
+ * (tools/readmodel.c, `tally-readmodel`) with a real tallyd on an ipc://
+ * endpoint and real LMDB environments in its temp directory.
  *
  * The main test runs a workload through libtally (accounts, transfers,
  * holds posted, partly posted, voided and expired, entitlements granted,
@@ -18,7 +18,7 @@
  * version helpers, the environment's databases, and the tally-readmodel
  * program: --once twice, resume from a position, follow mode, --help.
  */
-#include "clients/tally_inbox.h"
+#include "clients/inbox/tally_inbox.h"
 #include "tools/readmodel.h"
 
 #include "common/clock.h"

@@ -1,22 +1,24 @@
 /*
- * check_libtally.c — tests of libtally (clients/libtally.c) against a real
- * tallyd on an ipc:// endpoint in a temp directory (tests/support/
+ * check_libtally.c — tests of libtally (clients/libtally/libtally.c) against a
+ * real tallyd on an ipc:// endpoint in a temp directory (tests/support/
  * tallyd_harness.h). Every op goes through the library: accounts,
  * transfers, holds, entitlements, chains (and their failure codes),
- * batches, every read, long-poll log reads, raw requests. Then the
+ * batches, every read (account pages with the server's bounds on them),
+ * long-poll log reads, raw requests. Then the
  * promises of tally.h: the same key sent by 16 threads at once has one
  * effect; a reply lost to a stopped server is recovered by retrying the
  * key; an absent server is reported as unreachable, quickly; generated
  * keys are fresh UUIDv7s; one client serves many threads exactly.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include "common/clock.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 #include "tests/support/http_client.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wait.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -639,6 +641,78 @@ START_TEST(test_account_history_paging)
 }
 END_TEST
 
+/* account_list through libtally: pages by id, each account as
+ * tally_account_get gives it, next 0 on the last page; the server's own
+ * bounds on a raw request (a limit of 0 or above 1000, a negative cursor). */
+START_TEST(test_account_list_paging)
+{
+    fixture f;
+    up(&f);
+    tally_account page[3];
+    size_t n = 99;
+    uint64_t next = 99;
+    ck_assert_int_eq(tally_account_list(f.c, 0, 2, page, 3, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 0); /* an empty store */
+    ck_assert_uint_eq(next, 0);
+
+    open_three(f.c, 100);
+    open_account(f.c, 20, 0);
+    open_account(f.c, 10, TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS);
+    static const uint64_t ids[] = {BANK, USER, SHOP, 10, 20};
+    uint64_t after = 0;
+    size_t seen = 0;
+    for (int p = 0; p < 3; p++) {
+        ck_assert_int_eq(tally_account_list(f.c, after, 2, page, 3, &n, &next), TALLY_ok);
+        ck_assert_uint_eq(n, p < 2 ? 2 : 1);
+        for (size_t i = 0; i < n; i++, seen++) {
+            tally_account want;
+            ck_assert_uint_eq(page[i].id, ids[seen]);
+            ck_assert_int_eq(tally_account_get(f.c, ids[seen], &want), TALLY_ok);
+            ck_assert_mem_eq(&page[i], &want, sizeof(want));
+        }
+        ck_assert_uint_eq(next, p < 2 ? ids[2 * p + 1] : 0);
+        after = next;
+    }
+    ck_assert_uint_eq(seen, 5);
+    ck_assert_int_eq(page[0].flags, 0);
+    ck_assert_int_eq(tally_account_list(f.c, 0, 5, page, 3, &n, &next), TALLY_ok);
+    ck_assert_int_eq(page[1].credits_posted, 100); /* USER, funded by BANK */
+    ck_assert_uint_eq(n, 3);                       /* limit bounded by capacity */
+    ck_assert_uint_eq(next, SHOP);
+    ck_assert_int_eq(tally_account_list(f.c, 0, 0, page, 3, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 3); /* limit 0: the default (100), bounded by capacity */
+    ck_assert_int_eq(tally_account_list(f.c, 5, 3, page, 3, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 2); /* a cursor between ids */
+    ck_assert_uint_eq(page[0].id, 10);
+    ck_assert_uint_eq(page[0].flags, TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS);
+    ck_assert_uint_eq(next, 0);
+    ck_assert_int_eq(tally_account_list(f.c, 20, 3, page, 3, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 0); /* past the end */
+    ck_assert_int_eq(tally_account_list(f.c, UINT64_MAX, 3, page, 3, &n, &next), TALLY_ok);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(tally_account_list(f.c, 0, 2, page, 0, &n, &next), TALLY_invalid_argument);
+    ck_assert_int_eq(tally_account_list(f.c, 0, 2, page, 3, &n, NULL), TALLY_invalid_argument);
+
+    /* What libtally never sends, sent raw: the server's own bounds. */
+    wire_reply r;
+    wire_call(f.c, &r, "account_list", "u", "limit", (uint64_t)0);
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(f.c, &r, "account_list", "u", "limit", (uint64_t)TALLY_ACCOUNT_LIST_ENTRIES_MAX + 1);
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(f.c, &r, "account_list", "i", "after_id", (int64_t)-1);
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(f.c, &r, "account_list", "uu", "after_id", (uint64_t)2, "limit", (uint64_t)1000);
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_field(r.map, "entries")->via.array.size, 3);
+    ck_assert_int_eq(wire_field(r.map, "next")->type, MSGPACK_OBJECT_NIL);
+    wire_done(&r);
+    down(&f);
+}
+END_TEST
+
 /* Check the hash chain of events read back (docs/EVENTS.md). */
 static void assert_chained(const tally_event *ev, size_t n)
 {
@@ -1103,7 +1177,7 @@ START_TEST(test_retries_wait_for_server)
 END_TEST
 
 /* Calls while the handshakes are cut: on tcp:// libtally connects only for
- * a call (clients/sp_direct.c), NNG's dialer on its own. */
+ * a call (clients/transport/sp_direct.c), NNG's dialer on its own. */
 typedef struct calling {
     tally_client *c;
     atomic_bool stop;
@@ -1570,6 +1644,7 @@ int main(void)
     tcase_add_test(tc, test_batch);
     tcase_add_test(tc, test_batch_full_size);
     tcase_add_test(tc, test_account_history_paging);
+    tcase_add_test(tc, test_account_list_paging);
     tcase_add_test(tc, test_log_read);
     tcase_add_test(tc, test_log_read_long_poll);
     tcase_add_test(tc, test_stats);

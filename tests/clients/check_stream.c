@@ -1,6 +1,6 @@
 /*
- * check_stream.c — tests of the live stream (clients/stream.c) against a
- * real tallyd with its PUB socket on ipc:// in a temp directory.
+ * check_stream.c — tests of the live stream (clients/libtally/stream.c) against
+ * a real tallyd with its PUB socket on ipc:// in a temp directory.
  *
  * The stream promises every seq from its start exactly once, in order, with
  * nothing skipped, whatever PUB drops. The tests check that on the events
@@ -13,7 +13,7 @@
  * damaged event and one that does not chain: the stream must hand out
  * neither, but the real event, read with log_read.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 
 #include "common/msgpack_safe.h"
 #include "log/log.h"
@@ -415,7 +415,7 @@ START_TEST(test_event_not_chained_is_refused)
     forger_up(&g);
     forger_damaged_first(&g); /* event 1, read with log_read */
     forger_write(&g, 2);         /* the stream knows no head past 1: it listens */
-    log_event_draft d = {.type = "account.opened",
+    log_event_draft d = {.type = LOG_EVENT_ACCOUNT_OPENED,
                          .entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = 2},
                          .entity_version = 1,
                          .time_ms = g.real[1].time_ms,

@@ -1,6 +1,7 @@
 /*
  * check_subscriber.c — tests of libtally's durable subscribers
- * (clients/subscriber.c) against a real tallyd on ipc:// in a temp dir.
+ * (clients/libtally/subscriber.c) against a real tallyd on ipc:// in a temp
+ * dir.
  *
  * Crash and restart use real processes: this program re-executes itself
  * (/proc/self/exe --child ...) as the subscriber, so the child starts with
@@ -13,7 +14,7 @@
  * two subscribers move independently; the metrics (sub_get, sub_list,
  * stats) say what the test did; stop, options and bad arguments.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 
 #include "tests/support/client_support.h"

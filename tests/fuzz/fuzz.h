@@ -35,10 +35,11 @@ int fuzz_json_one(const uint8_t *data, size_t size);
  * correctly by the target first (fuzz_webhook.c says the layout). */
 int fuzz_webhook_one(const uint8_t *data, size_t size);
 
-/* tallyd's --auth file (net/auth.c): parsed, then asked about a token. */
+/* tallyd's --auth file (net/auth/auth.c): parsed, then asked about a token. */
 int fuzz_auth_one(const uint8_t *data, size_t size);
 
-/* libtally's decoders (fuzz_client.c compiles clients/libtally.c in). */
+/* libtally's decoders (fuzz_client.c compiles clients/libtally/libtally.c in).
+ * */
 void fuzz_client_reply(const uint8_t *data, size_t size);
 void fuzz_client_event(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_auth.c — fuzz target: tallyd's --auth file (net/auth.c), the bytes
+ * fuzz_auth.c — fuzz target: tallyd's --auth file (net/auth/auth.c), the bytes
  * as auth_table_parse gets them from auth_table_load. A table that parses
  * is then asked about a token and a name taken from the input, through
  * every class of grant.
@@ -12,7 +12,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
-#include "net/auth.h"
+#include "net/auth/auth.h"
 
 #include <string.h>
 

@@ -1,19 +1,19 @@
 /*
  * fuzz_client.c — libtally's reply and event decoders for the fuzz
  * targets, reached without a socket: the request path and the calls of
- * libtally (clients/libtally.c, autobatch.c, keys.c, writes.c, reads.c, events.c) are
- * compiled into this file, so their static decoders are called directly on
- * the input, as they would be on a reply that arrived (an nng_msg needs no
- * socket).
+ * libtally (clients/libtally/libtally.c, autobatch.c, keys.c, writes.c,
+ * reads.c, events.c) are compiled into this file, so their static decoders are
+ * called directly on the input, as they would be on a reply that arrived (an
+ * nng_msg needs no socket).
  */
-#include "clients/libtally.c"
-#include "clients/sp_direct.c"
-#include "clients/sp_pipes.c"
-#include "clients/autobatch.c"
-#include "clients/keys.c"
-#include "clients/writes.c"
-#include "clients/reads.c"
-#include "clients/events.c"
+#include "clients/libtally/libtally.c"
+#include "clients/transport/sp_direct.c"
+#include "clients/transport/sp_pipes.c"
+#include "clients/libtally/autobatch.c"
+#include "clients/libtally/keys.c"
+#include "clients/libtally/writes.c"
+#include "clients/libtally/reads.c"
+#include "clients/libtally/events.c"
 
 #include "tests/fuzz/fuzz.h"
 
@@ -37,18 +37,21 @@ static void decode_every_shape(const msgpack_object *root)
     tally_transfer_info transfer;
     tally_entitlement entitlement;
     tally_stats stats;
-    account_decode(msgpack_safe_map_get(root, "account"), &account);
-    transfer_decode(msgpack_safe_map_get(root, "transfer"), &transfer);
-    entitlement_decode(msgpack_safe_map_get(root, "entitlement"), &entitlement);
+    client_account_decode(msgpack_safe_map_get(root, "account"), &account);
+    client_transfer_decode(msgpack_safe_map_get(root, "transfer"), &transfer);
+    client_entitlement_decode(msgpack_safe_map_get(root, "entitlement"), &entitlement);
     stats_decode(root, &stats);
     size_t n;
-    client_array_decode(msgpack_safe_map_get(root, "entitlements"), entitlement_decode, entitlements,
-                 sizeof(entitlements[0]), LIST_MAX, &n);
+    client_array_decode(msgpack_safe_map_get(root, "entitlements"), client_entitlement_decode,
+                        entitlements, sizeof(entitlements[0]), LIST_MAX, &n);
     decoder d = decoder_of(root);
     if (dec_present(&d, "next"))
         dec_uint(&d, "next", UINT64_MAX);
     client_array_decode(msgpack_safe_map_get(root, "entries"), history_entry_decode, history,
                  sizeof(history[0]), LIST_MAX, &n);
+    static tally_account accounts[LIST_MAX]; /* account_list's entries */
+    client_array_decode(msgpack_safe_map_get(root, "entries"), client_account_decode, accounts,
+                 sizeof(accounts[0]), LIST_MAX, &n);
     client_array_decode(msgpack_safe_map_get(root, "events"), event_decode, events, sizeof(events[0]),
                  LIST_MAX, &n);
     tally_events_release(events, n);

@@ -1,6 +1,6 @@
 /*
  * fuzz_json.c — fuzz target: a JSON API request, the way tallyd's HTTP
- * face handles it (net/json_codec.c). The input is an op name, a newline
+ * face handles it (net/http/json_codec.c). The input is an op name, a newline
  * and the JSON body; a first line that names no op picks one by its first
  * byte. The body is parsed (jansson, duplicates refused), packed as the
  * op's msgpack request by the op table's field types, and decoded by
@@ -15,8 +15,8 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
-#include "net/json_codec.h"
-#include "net/protocol.h"
+#include "net/http/json_codec.h"
+#include "net/ops/protocol.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /*
  * fuzz_reply.c — fuzz target: a reply as libtally receives it (the bounded
  * decode, then every reply shape a libtally call reads: write results,
- * batch results, accounts, transfers, entitlements, history pages, log
- * pages with their events, stats). See fuzz_client.c.
+ * batch results, accounts and their pages, transfers, entitlements,
+ * history pages, log pages with their events, stats). See fuzz_client.c.
  */
 #include "tests/fuzz/fuzz.h"
 

@@ -21,9 +21,9 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
+#include "common/log_event.h"
 #include "common/msgpack_safe.h"
-#include "log/event.h"
-#include "net/protocol.h"
+#include "net/ops/protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,19 +144,51 @@ static uint64_t seq_of(const msgpack_object *o)
     return seq;
 }
 
+/* An account_list page: at most limit accounts, ids ascending above the
+ * cursor, and a next that is the last id of a full page or nil. */
+static void check_account_page(const msgpack_object *reply)
+{
+    const net_read *r = &req->read;
+    const msgpack_object *list = msgpack_safe_map_get(reply, "entries");
+    if (list == NULL) /* a refusal */
+        return;
+    uint32_t n = list->type == MSGPACK_OBJECT_ARRAY ? list->via.array.size : 0;
+    if (n > r->limit)
+        fuzz_fail("%u accounts for a limit of %u", n, r->limit);
+    uint64_t last = r->after_id, next = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t id = 0;
+        msgpack_safe_get_u64(msgpack_safe_map_get(&list->via.array.ptr[i], "id"), &id);
+        if (id <= last)
+            fuzz_fail("account_list page: id %llu at %u is not above %llu",
+                      (unsigned long long)id, i, (unsigned long long)last);
+        last = id;
+    }
+    const msgpack_object *more = msgpack_safe_map_get(reply, "next");
+    if (more && more->type != MSGPACK_OBJECT_NIL &&
+        (!msgpack_safe_get_u64(more, &next) || n != r->limit || next != last))
+        fuzz_fail("account_list page of %u: next is not the last id of a full page", n);
+}
+
 /* Pages hold what was asked for: at most limit entries, history entries
  * after (reverse: before) the cursor, log events from from_seq on in
- * order. */
+ * order, accounts in id order after the cursor. */
 static void check_page(nng_msg *m)
 {
     const net_read *r = &req->read;
     bool history = req->op->id == NET_OP_ACCOUNT_HISTORY;
-    if (!history && req->op->id != NET_OP_LOG_READ)
+    bool accounts = req->op->id == NET_OP_ACCOUNT_LIST;
+    if (!history && !accounts && req->op->id != NET_OP_LOG_READ)
         return;
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     if (msgpack_safe_unpack(nng_msg_body(m), nng_msg_len(m), TALLY_MSGPACK_DEPTH_MAX, &up) != TALLY_ok)
         fuzz_fail("a read reply does not decode");
+    if (accounts) {
+        check_account_page(&up.data);
+        msgpack_unpacked_destroy(&up);
+        return;
+    }
     const msgpack_object *list = msgpack_safe_map_get(&up.data, history ? "entries" : "events");
     uint32_t n = list && list->type == MSGPACK_OBJECT_ARRAY ? list->via.array.size : 0;
     if (n > r->limit)

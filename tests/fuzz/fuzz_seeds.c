@@ -21,7 +21,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "log/log.h"
-#include "net/protocol.h"
+#include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
 
 #include <stdio.h>
@@ -152,6 +152,8 @@ static const char *const reads[] = {
     "{\"v\": 1, \"op\": \"account_get\", \"id\": 1}",
     "{\"v\": 1, \"op\": \"account_history\", \"id\": 1}",
     "{\"v\": 1, \"op\": \"account_history\", \"id\": 2, \"limit\": 2, \"reverse\": true}",
+    "{\"v\": 1, \"op\": \"account_list\"}",
+    "{\"v\": 1, \"op\": \"account_list\", \"after_id\": 1, \"limit\": 2}",
     "{\"v\": 1, \"op\": \"transfer_get\", \"id\": bin(0000000000000000000000000000000c)}",
     "{\"v\": 1, \"op\": \"entitlement_get\", \"subject\": \"bob\", \"feature\": \"pro\"}",
     "{\"v\": 1, \"op\": \"entitlement_list\", \"subject\": \"alice\"}",

@@ -1,6 +1,6 @@
 /*
  * fuzz_webhook.c — fuzz target: webhook intake before the writer
- * (net/webhook_config.c, net/webhook_verify.c; docs/WEBHOOKS.md). The
+ * (net/http/webhook_config.c, net/http/webhook_verify.c; docs/WEBHOOKS.md). The
  * first byte of the input picks what the rest is:
  *
  *   0 (mod 3)  a sources file (`--webhooks FILE`), parsed from memory
@@ -23,7 +23,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "common/error.h"
-#include "net/webhooks.h"
+#include "net/http/webhooks.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

@@ -49,10 +49,15 @@ for page in $pages; do
     lexgrog "$file" | grep -q "\"$name - " || fail "lexgrog finds no NAME line in $page"
     checked=$((checked + 1))
 done
-# The page is --help's text: every option of tallyd --help is in tallyd(8).
-[ -z "$pages" ] || for option in $("$TALLY_BUILDDIR/tallyd" --help | sed -n 's/^  --\([a-z-]*\).*/\1/p'); do
-    MANWIDTH=200 man -l "$root$TALLY_MANDIR/man8/tallyd.8" 2>/dev/null | grep -q -- "--$option" ||
-        fail "tallyd(8) lacks --$option"
+# The page is --help's text: every option of a program's --help (the option
+# table's rows, common/options.h) is in its page.
+for page in $pages; do
+    program=$(basename "$page" | sed 's/\.[18]$//')
+    [ "$program" = tally ] && continue # commands, not an option table: check_cli
+    MANWIDTH=200 man -l "$root$TALLY_MANDIR/$page" 2>/dev/null >"$tmp/page.txt"
+    for option in $("$TALLY_BUILDDIR/$program" --help | sed -n 's/^  \(-., \)\{0,1\}--\([a-z-]*\).*/\2/p'); do
+        grep -q -- "--$option" "$tmp/page.txt" || fail "$program($page) lacks --$option"
+    done
 done
 
 # ---- the example config ----

@@ -11,11 +11,18 @@
  * extremes; format 1's fixed 57 bytes still decode (and a store holding
  * them keeps working, the next change rewriting them as format 2);
  * malformed records are corrupt.
+ *
+ * Listing (ledger_account_list, the account_list op): pages in id order
+ * from an exclusive cursor, on an empty store, at exact page boundaries
+ * (a full last page says no more), with a cursor between ids, past the
+ * end and at 2^64-1 (no wrap to the first id), at the limit's bounds,
+ * with a callback that stops early, and over records that are corrupt.
  */
 #include "tests/support/test_support.h"
 
 #include "common/msgpack_safe.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -366,6 +373,207 @@ START_TEST(test_account_record_formats)
 }
 END_TEST
 
+
+/* ---- listing ---- */
+
+#define LIST_CAPACITY (TALLY_ACCOUNT_LIST_ENTRIES_MAX + 1)
+
+typedef struct listed {
+    uint64_t ids[LIST_CAPACITY];
+    ledger_account accounts[LIST_CAPACITY];
+    uint32_t count;
+    uint32_t stop_after; /* 0: never stop */
+} listed;
+
+static int collect_account(const ledger_account *a, void *ctx)
+{
+    listed *l = ctx;
+    ck_assert_uint_lt(l->count, LIST_CAPACITY);
+    l->ids[l->count] = a->id;
+    l->accounts[l->count++] = *a;
+    return l->stop_after && l->count == l->stop_after ? 7 : 0;
+}
+
+/* One page in a fresh read-only transaction: its code, ids in l, *next. */
+static int list_page(test_store *ts, uint64_t after_id, uint32_t limit, listed *l,
+                     uint64_t *next)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    l->count = 0;
+    *next = 12345; /* must be overwritten */
+    int rc = ledger_account_list(&t, after_id, limit, collect_account, l, next);
+    store_txn_abort(&t);
+    return rc;
+}
+
+/* Fails the test unless the page is ok and holds exactly ids, then next. */
+static void assert_page(test_store *ts, uint64_t after_id, uint32_t limit,
+                        const uint64_t *ids, uint32_t n, uint64_t want_next)
+{
+    static listed l;
+    uint64_t next;
+    int rc = list_page(ts, after_id, limit, &l, &next);
+    ck_assert_msg(rc == TALLY_ok, "after %" PRIu64 " limit %u: %s", after_id, limit,
+                  tally_strerror(rc));
+    ck_assert_msg(l.count == n, "after %" PRIu64 " limit %u: %u accounts, want %u", after_id,
+                  limit, l.count, n);
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_msg(l.ids[i] == ids[i], "after %" PRIu64 " limit %u: [%u] is %" PRIu64
+                      ", want %" PRIu64, after_id, limit, i, l.ids[i], ids[i]);
+    ck_assert_msg(next == want_next, "after %" PRIu64 " limit %u: next %" PRIu64 ", want %" PRIu64,
+                  after_id, limit, next, want_next);
+}
+
+START_TEST(test_list_empty_store)
+{
+    test_store ts;
+    test_store_open(&ts);
+    assert_page(&ts, 0, 1, NULL, 0, 0);
+    assert_page(&ts, 0, TALLY_ACCOUNT_LIST_ENTRIES_MAX, NULL, 0, 0);
+    assert_page(&ts, 77, 100, NULL, 0, 0);
+    assert_page(&ts, UINT64_MAX, 100, NULL, 0, 0);
+    test_finish(&ts);
+}
+END_TEST
+
+START_TEST(test_list_pages_at_exact_boundaries)
+{
+    test_store ts;
+    test_store_open(&ts);
+    /* ids 2, 4, ... 20, opened out of order: the list is by id, not by
+     * when they were opened */
+    static const uint64_t order[] = {14, 2, 20, 8, 6, 18, 4, 12, 10, 16};
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+        test_setup_ok(&ts, test_cmd_open(order[i], 1, 0));
+    static const uint64_t all[] = {2, 4, 6, 8, 10, 12, 14, 16, 18, 20};
+
+    assert_page(&ts, 0, 10, all, 10, 0);       /* exactly all: a full page, none after */
+    assert_page(&ts, 0, 11, all, 10, 0);       /* a short page */
+    assert_page(&ts, 0, 9, all, 9, 18);        /* one left after it */
+    assert_page(&ts, 18, 9, all + 9, 1, 0);
+    assert_page(&ts, 0, 5, all, 5, 10);        /* two exact halves */
+    assert_page(&ts, 10, 5, all + 5, 5, 0);
+    assert_page(&ts, 0, 1, all, 1, 2);
+    assert_page(&ts, 2, 1, all + 1, 1, 4);
+
+    /* Walking by next in pages of 3 meets every id once, in order. */
+    uint64_t after = 0, next;
+    uint32_t seen = 0, pages = 0;
+    static listed l;
+    do {
+        ck_assert_int_eq(list_page(&ts, after, 3, &l, &next), TALLY_ok);
+        for (uint32_t i = 0; i < l.count; i++, seen++)
+            ck_assert_uint_eq(l.ids[i], all[seen]);
+        after = next;
+        pages++;
+    } while (next != 0);
+    ck_assert_uint_eq(seen, 10);
+    ck_assert_uint_eq(pages, 4); /* 3 + 3 + 3 + 1 */
+
+    /* Each listed account is what ledger_account_get reads. */
+    ck_assert_int_eq(list_page(&ts, 0, 10, &l, &next), TALLY_ok);
+    for (uint32_t i = 0; i < l.count; i++) {
+        ledger_account got = test_account(&ts, l.ids[i]);
+        assert_accounts_equal(&l.accounts[i], &got);
+    }
+    test_finish(&ts);
+}
+END_TEST
+
+START_TEST(test_list_cursor_between_and_past_the_end)
+{
+    test_store ts;
+    test_store_open(&ts);
+    static const uint64_t ids[] = {5, 10, 15, UINT64_MAX - 1, UINT64_MAX};
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+        test_setup_ok(&ts, test_cmd_open(ids[i], 1, 0));
+
+    assert_page(&ts, 7, 2, ids + 1, 2, 15);          /* an after that is no account's id */
+    assert_page(&ts, 4, 1, ids, 1, 5);
+    assert_page(&ts, 15, 10, ids + 3, 2, 0);
+    assert_page(&ts, 1000, 10, ids + 3, 2, 0);
+    assert_page(&ts, UINT64_MAX - 2, 1, ids + 3, 1, UINT64_MAX - 1);
+    assert_page(&ts, UINT64_MAX - 1, 10, ids + 4, 1, 0); /* the largest id */
+    /* Past every id: empty; after_id + 1 must not wrap to the first page. */
+    assert_page(&ts, UINT64_MAX, 10, NULL, 0, 0);
+    test_finish(&ts);
+}
+END_TEST
+
+START_TEST(test_list_limit_bounds)
+{
+    test_store ts;
+    test_store_open(&ts);
+    /* one account more than a page holds, written directly (no events:
+     * this store is not checked against its log) */
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    for (uint64_t id = 1; id <= TALLY_ACCOUNT_LIST_ENTRIES_MAX + 1; id++) {
+        ledger_account a = {.id = id, .ledger = 1, .code = 1, .version = 1, .created_seq = id};
+        ck_assert_int_eq(ledger_account_put(&t, &a), TALLY_ok);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+
+    static listed l;
+    uint64_t next;
+    ck_assert_int_eq(list_page(&ts, 0, 0, &l, &next), TALLY_invalid_argument);
+    ck_assert_uint_eq(l.count, 0);
+    ck_assert_uint_eq(next, 0);
+    ck_assert_int_eq(list_page(&ts, 0, TALLY_ACCOUNT_LIST_ENTRIES_MAX + 1, &l, &next),
+                     TALLY_invalid_argument);
+    ck_assert_uint_eq(l.count, 0);
+    ck_assert_uint_eq(next, 0);
+    ck_assert_int_eq(list_page(&ts, 0, TALLY_ACCOUNT_LIST_ENTRIES_MAX, &l, &next), TALLY_ok);
+    ck_assert_uint_eq(l.count, TALLY_ACCOUNT_LIST_ENTRIES_MAX);
+    ck_assert_uint_eq(l.ids[0], 1);
+    ck_assert_uint_eq(l.ids[TALLY_ACCOUNT_LIST_ENTRIES_MAX - 1], TALLY_ACCOUNT_LIST_ENTRIES_MAX);
+    ck_assert_uint_eq(next, TALLY_ACCOUNT_LIST_ENTRIES_MAX);
+    ck_assert_int_eq(list_page(&ts, next, TALLY_ACCOUNT_LIST_ENTRIES_MAX, &l, &next), TALLY_ok);
+    ck_assert_uint_eq(l.count, 1);
+    ck_assert_uint_eq(l.ids[0], TALLY_ACCOUNT_LIST_ENTRIES_MAX + 1);
+    ck_assert_uint_eq(next, 0);
+
+    /* A callback that stops: its value comes back, no next. */
+    l.stop_after = 3;
+    ck_assert_int_eq(list_page(&ts, 0, 10, &l, &next), 7);
+    ck_assert_uint_eq(l.count, 3);
+    ck_assert_uint_eq(next, 0);
+    test_store_close(&ts);
+}
+END_TEST
+
+START_TEST(test_list_corrupt_records)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_setup_ok(&ts, test_cmd_open(1, 1, 0));
+    test_setup_ok(&ts, test_cmd_open(3, 1, 0));
+    /* account 2's record is one byte; a key of 4 bytes is no account id */
+    store_txn t;
+    uint8_t key[8], bad = 2;
+    put_u64_be(key, 2);
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_ACCOUNTS, key, 8, &bad, 1, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    static listed l;
+    uint64_t next;
+    ck_assert_int_eq(list_page(&ts, 0, 10, &l, &next), TALLY_corrupt_record);
+    ck_assert_uint_eq(next, 0);
+    assert_page(&ts, 2, 10, (const uint64_t[]){3}, 1, 0); /* after it: readable */
+
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_del(&t, STORE_DB_ACCOUNTS, key, 8), TALLY_ok);
+    uint8_t short_key[4] = {0xff, 0xff, 0xff, 0xff}; /* sorts after every 8-byte id below it */
+    ck_assert_int_eq(store_put(&t, STORE_DB_ACCOUNTS, short_key, 4, &bad, 1, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    assert_page(&ts, 0, 1, (const uint64_t[]){1}, 1, 1);
+    ck_assert_int_eq(list_page(&ts, 3, 10, &l, &next), TALLY_corrupt_record);
+    ck_assert_uint_eq(next, 0);
+    test_store_close(&ts);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("account");
@@ -390,5 +598,13 @@ int main(void)
     tcase_add_test(reopen, test_reopen_different_flags);
     tcase_add_test(reopen, test_reopen_after_transfer_keeps_balances);
     suite_add_tcase(s, reopen);
+
+    TCase *list = tcase_create("list");
+    tcase_add_test(list, test_list_empty_store);
+    tcase_add_test(list, test_list_pages_at_exact_boundaries);
+    tcase_add_test(list, test_list_cursor_between_and_past_the_end);
+    tcase_add_test(list, test_list_limit_bounds);
+    tcase_add_test(list, test_list_corrupt_records);
+    suite_add_tcase(s, list);
     return test_run_suite_both_modes(s);
 }

@@ -672,7 +672,7 @@ START_TEST(hold_resolved_twice_in_the_log_is_found)
     log_event posted;
     ck_assert_int_eq(log_event_decode(copy, v.mv_size, &up, &posted), TALLY_ok);
     log_append_args a = {
-        .type = "transfer.voided",
+        .type = LOG_EVENT_TRANSFER_VOIDED,
         .entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = test_id(104)},
         .entity_version = 2,
         .time_ms = f.ts.now_ms,

@@ -48,7 +48,7 @@ static int pack_test_body(msgpack_packer *pk, const void *ctx)
 static log_append_args account_args(uint64_t account_id, const body_spec *body)
 {
     log_append_args a = {
-        .type = "account.opened",
+        .type = LOG_EVENT_ACCOUNT_OPENED,
         .entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = account_id},
         .entity_version = 1,
         .time_ms = TEST_NOW_MS,
@@ -188,7 +188,7 @@ static void check_fields(const log_event *ev, void *ctx)
     const expect_event *x = ctx;
     const log_append_args *a = x->args;
     ck_assert_uint_eq(ev->seq, x->seq);
-    ck_assert(tally_str_equal(ev->type, tally_str_from(a->type)));
+    ck_assert(log_event_type_is(ev, a->type));
     ck_assert_int_eq(ev->entity.kind, a->entity.kind);
     ck_assert_uint_eq(ev->entity_version, a->entity_version);
     ck_assert_int_eq(ev->time_ms, a->time_ms);
@@ -338,11 +338,11 @@ START_TEST(flipping_any_single_byte_breaks_decode)
     body_spec body = {.n = 5, .pad_bytes = 40};
     log_append_args a = account_args(7, &body);
     append_ok(&t, &a);
-    a.type = "transfer.created";
+    a.type = LOG_EVENT_TRANSFER_CREATED;
     a.entity = (log_entity){.kind = LOG_ENTITY_TRANSFER, .transfer_id = test_id(99)};
     a.correlation = tally_str_from("corr");
     append_ok(&t, &a);
-    a.type = "entitlement.granted";
+    a.type = LOG_EVENT_ENTITLEMENT_GRANTED;
     a.entity = (log_entity){.kind = LOG_ENTITY_ENTITLEMENT,
                             .subject = tally_str_from("user-1"),
                             .feature = tally_str_from("pro")};
@@ -689,7 +689,7 @@ START_TEST(entity_kinds_round_trip)
     for (size_t i = 0; i < n; i++) {
         body_spec body = {.n = i};
         log_append_args a = account_args(1, &body);
-        a.type = "test.entity";
+        a.type = LOG_EVENT_ACCOUNT_OPENED; /* the entity is what is tested */
         a.entity = entities[i];
         append_ok(&t, &a);
     }
@@ -703,6 +703,33 @@ START_TEST(entity_kinds_round_trip)
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_WEBHOOK), "webhook");
     ck_assert_str_eq(log_entity_kind_name((log_entity_kind)0), "unknown");
     test_store_close(&ts);
+}
+END_TEST
+
+/* The event types' wire names are what the log stores and hashes: each
+ * type has its name, the names are the ones of docs/EVENTS.md, and a
+ * decoder finds the type by its name (and no type for another name). */
+START_TEST(event_type_names_are_stable)
+{
+    static const char *const names[] = {
+        "account.opened",       "transfer.created",     "transfer.posted",
+        "transfer.voided",      "transfer.expired",     "entitlement.granted",
+        "entitlement.extended", "entitlement.revoked",  "entitlement.expired",
+        "dead_letter.expired",  "webhook.received",
+    };
+    ck_assert_uint_eq(sizeof(names) / sizeof(names[0]), LOG_EVENT_TYPE_END - 1);
+    for (int t = LOG_EVENT_TYPE_NONE + 1; t < LOG_EVENT_TYPE_END; t++) {
+        ck_assert_str_eq(log_event_type_name((log_event_type)t), names[t - 1]);
+        log_event_type back;
+        ck_assert(log_event_type_of(tally_str_from(names[t - 1]), &back));
+        ck_assert_int_eq(back, t);
+    }
+    ck_assert_ptr_null(log_event_type_name(LOG_EVENT_TYPE_NONE));
+    ck_assert_ptr_null(log_event_type_name(LOG_EVENT_TYPE_END));
+    log_event_type none = LOG_EVENT_ACCOUNT_OPENED;
+    ck_assert(!log_event_type_of(tally_str_from("account.closed"), &none));
+    ck_assert_int_eq(none, LOG_EVENT_TYPE_NONE);
+    ck_assert(!log_event_type_of(tally_str_from("account.opene"), &none));
 }
 END_TEST
 
@@ -894,6 +921,7 @@ static Suite *log_suite(void)
         {"abort", aborted_txn_leaves_no_events_and_the_head_unchanged, TIMEOUT_S},
         {"head_in_txn", head_kept_in_the_txn_and_written_once_at_commit, TIMEOUT_S},
         {"entities", entity_kinds_round_trip, TIMEOUT_S},
+        {"entities", event_type_names_are_stable, TIMEOUT_S},
         {"causation", causation_and_correlation_nil_or_present, TIMEOUT_S},
         {"oversized", oversized_event_is_refused_and_remembered, TIMEOUT_S},
         {"max_size", event_of_exactly_the_maximum_size_is_accepted, TIMEOUT_S},

@@ -1,6 +1,6 @@
 /*
  * check_alerts.c — tallyd's health checks and alert thresholds
- * (net/health.c): for each threshold, a real tallyd crosses it and GET
+ * (net/metrics/health.c): for each threshold, a real tallyd crosses it and GET
  * /readyz answers 503 with the reason, `tally health` exits 1, and the log
  * has the warn line; then it clears, /readyz answers 200, `tally health`
  * exits 0 and the log says it cleared. Parking a dead letter logs a warn

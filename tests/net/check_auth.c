@@ -7,20 +7,20 @@
  * private-file checks, and the safe defaults that refuse non-loopback
  * listeners.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/file_mode.h"
-#include "common/clock.h"
-#include "net/auth.h"
-#include "net/listen_policy.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
+#include "net/auth/auth.h"
+#include "net/auth/listen_policy.h"
 #include "tests/support/doc_requests.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
-#include "tests/support/wire.h"
 #include "tests/support/wait.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -351,6 +351,9 @@ START_TEST(test_missing_unknown_and_near_tokens_are_unauthenticated)
         ck_assert_int_eq(open_account(c, 7, "k-7", &res), TALLY_unauthenticated);
         tally_account acc;
         ck_assert_int_eq(tally_account_get(c, 1, &acc), TALLY_unauthenticated);
+        size_t n;
+        uint64_t next;
+        ck_assert_int_eq(tally_account_list(c, 0, 1, &acc, 1, &n, &next), TALLY_unauthenticated);
         /* a malformed request tells an unknown caller nothing more */
         wire_reply r;
         wire_call(c, &r, "account_get", "s", "nonsense", "x");
@@ -383,6 +386,9 @@ START_TEST(test_grants_of_reader_mailer_and_admin)
     ck_assert_int_eq(open_account(admin, 1, "k-1", &res), TALLY_forbidden); /* admin is no write */
     tally_account acc;
     ck_assert_int_eq(tally_account_get(reader, 1, &acc), TALLY_not_found); /* read: allowed */
+    size_t n;
+    uint64_t next;
+    ck_assert_int_eq(tally_account_list(reader, 0, 1, &acc, 1, &n, &next), TALLY_ok);
 
     /* subscribers: mailer's own names only; admin any; reader none */
     expect_named(mailer, "sub_create", "mail-1", "ok");

@@ -29,9 +29,9 @@
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/msgpack_safe.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * check_config.c — tallyd's config file and option table
- * (net/tallyd_options.c, common/options.c) and its readiness for systemd,
+ * (net/server/tallyd_options.c, common/options.c) and its readiness for systemd,
  * against a real tallyd:
  *   - a file's keys are honoured: tallyd started with only --config answers
  *     on the file's two listen URLs and keeps its store in the file's data;
@@ -18,7 +18,7 @@
  */
 #include "config.h"
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"

@@ -1,6 +1,6 @@
 /*
- * check_http.c — tallyd's HTTP face (net/http.c, net/http_routes.c,
- * net/metrics.c) against a real tallyd on a free loopback port:
+ * check_http.c — tallyd's HTTP face (net/http/http.c, net/http/http_routes.c,
+ * net/metrics/metrics.c) against a real tallyd on a free loopback port:
  *
  *   - a live scrape of /metrics passes `promtool check metrics` (no errors,
  *     no lint warnings) and says what the test did; the shipped rules

@@ -1,5 +1,5 @@
 /*
- * check_json.c — the JSON API (/v1/..., net/http_json.c, net/json_codec.c)
+ * check_json.c — the JSON API (/v1/..., net/http/http_json.c, net/http/json_codec.c)
  * against a real tallyd, spoken by the curl binary (not the project's
  * code):
  *
@@ -12,13 +12,16 @@
  *     HTTP limit, request over msgpack's), 431, 405, 503 with Retry-After
  *     (storage_full); a stop while a long-poll waits answers it and exits 0;
  *   - a GET's path parameter or query argument that is not UTF-8: 400;
- *   - integers beyond 2^53 as decimal strings, both ways.
+ *   - integers beyond 2^53 as decimal strings, both ways;
+ *   - GET /v1/accounts walked page by page by its `next` (a string beyond
+ *     2^53, given back as after_id) to the last page, each entry as GET
+ *     /v1/accounts/{id} gives it; its bad arguments.
  */
 #include "config.h"
 
 #include "common/error.h"
-#include "net/json_codec.h"
-#include "net/protocol.h"
+#include "net/http/json_codec.h"
+#include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"
@@ -27,6 +30,7 @@
 #include "tests/support/test_support.h"
 
 #include <check.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -660,6 +664,98 @@ START_TEST(big_integers_are_strings_both_ways)
 }
 END_TEST
 
+/* ---- a paged list ---- */
+
+/* GET path: 200 and its body as JSON. */
+static json_t *get_json(json_server *s, const char *path)
+{
+    http_call c = {"GET", path, {NULL}, NULL};
+    http_answer a;
+    curl_call(s, &c, &a);
+    ck_assert_msg(a.status == 200, "GET %s: %d %.200s", path, a.status, a.body);
+    json_error_t e;
+    json_t *j = json_loads(a.body, 0, &e);
+    ck_assert_msg(j != NULL, "GET %s: not JSON (%s): %.200s", path, e.text, a.body);
+    free(a.raw);
+    return j;
+}
+
+/* An id of a reply: a JSON integer, or a decimal string beyond 2^53. */
+static void id_text(const json_t *v, char *out, size_t size)
+{
+    if (json_is_integer(v))
+        snprintf(out, size, "%lld", (long long)json_integer_value(v));
+    else if (json_is_string(v))
+        snprintf(out, size, "%s", json_string_value(v));
+    else
+        ck_abort_msg("an id that is neither an integer nor a string");
+}
+
+START_TEST(account_pages_walk_to_the_end)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    json_t *empty = get_json(&s, "/v1/accounts");
+    ck_assert_uint_eq(json_array_size(json_object_get(empty, "entries")), 0);
+    ck_assert(json_is_null(json_object_get(empty, "next")));
+    json_decref(empty);
+
+    http_call open = {"POST", "/v1/batch", {"Idempotency-Key: list", NULL},
+                      "{\"ops\":[{\"op\":\"account_open\",\"id\":3,\"ledger\":1,\"code\":1},"
+                      "{\"op\":\"account_open\",\"id\":\"18446744073709551615\",\"ledger\":1,\"code\":1},"
+                      "{\"op\":\"account_open\",\"id\":1,\"ledger\":1,\"code\":1},"
+                      "{\"op\":\"account_open\",\"id\":9007199254740993,\"ledger\":1,\"code\":1},"
+                      "{\"op\":\"account_open\",\"id\":2,\"ledger\":1,\"code\":1}]}"};
+    assert_status(&s, &open, 200, "ok");
+
+    static const char *const want[] = {"1", "2", "3", "9007199254740993", "18446744073709551615"};
+    static const char *const want_next[] = {"2", "9007199254740993", NULL};
+    char path[128] = "/v1/accounts?limit=2", id[32];
+    size_t seen = 0;
+    for (int page = 0; page < 3; page++) {
+        json_t *j = get_json(&s, path);
+        json_t *entries = json_object_get(j, "entries"), *next = json_object_get(j, "next");
+        ck_assert_uint_eq(json_array_size(entries), page < 2 ? 2 : 1);
+        for (size_t i = 0; i < json_array_size(entries); i++, seen++) {
+            id_text(json_object_get(json_array_get(entries, i), "id"), id, sizeof(id));
+            ck_assert_str_eq(id, want[seen]);
+            /* each entry is account_get's `account` */
+            char one[64];
+            snprintf(one, sizeof(one), "/v1/accounts/%s", id);
+            json_t *got = get_json(&s, one);
+            ck_assert(json_equal(json_object_get(got, "account"), json_array_get(entries, i)));
+            json_decref(got);
+        }
+        if (want_next[page] == NULL) {
+            ck_assert_msg(json_is_null(next), "page %d: next is not null", page);
+        } else {
+            id_text(next, id, sizeof(id));
+            ck_assert_str_eq(id, want_next[page]);
+            snprintf(path, sizeof(path), "/v1/accounts?after_id=%s&limit=2", id);
+        }
+        json_decref(j);
+    }
+    ck_assert_uint_eq(seen, 5);
+
+    json_t *past = get_json(&s, "/v1/accounts?after_id=18446744073709551615");
+    ck_assert_uint_eq(json_array_size(json_object_get(past, "entries")), 0);
+    json_decref(past);
+    http_call post = {"POST", "/v1/account_list", {NULL}, "{\"after_id\":\"9007199254740993\"}"};
+    assert_status(&s, &post, 200, "ok");
+    http_call bad[] = {{"GET", "/v1/accounts?limit=0", {NULL}, NULL},
+                       {"GET", "/v1/accounts?limit=1001", {NULL}, NULL},
+                       {"GET", "/v1/accounts?after_id=-1", {NULL}, NULL},
+                       {"GET", "/v1/accounts?limit=two", {NULL}, NULL},
+                       {"GET", "/v1/accounts?after=1", {NULL}, NULL},
+                       {"GET", "/v1/accounts?limit=1&limit=2", {NULL}, NULL}};
+    const char *codes[] = {"value_out_of_range", "value_out_of_range", "value_out_of_range",
+                           "wrong_type", "unknown_field", "duplicate_field"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_status(&s, &bad[i], 400, codes[i]);
+    json_down(&s);
+}
+END_TEST
+
 int main(void)
 {
     const test_row rows[] = {
@@ -668,6 +764,7 @@ int main(void)
         {"doc", status_table_matches_the_server, 300},
         {"semantics", concurrent_identical_posts_apply_once, 300},
         {"semantics", big_integers_are_strings_both_ways, 300},
+        {"semantics", account_pages_walk_to_the_end, 300},
         {"limits", limits_and_methods, 300},
         {"limits", get_arguments_not_utf8_are_malformed, 300},
         {"limits", storage_full_is_503_with_retry_after, 300},

@@ -5,7 +5,7 @@
  * and events removed, the checkpoint verified, the stats showing it); keys
  * older than the dedupe window, and failed transfer ids remembered for it.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/error.h"

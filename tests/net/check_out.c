@@ -1,12 +1,12 @@
 /*
- * check_out.c — replies with counted maps and arrays (net/out.c): the
+ * check_out.c — replies with counted maps and arrays (net/ops/out.c): the
  * header written after the entries were counted must be byte for byte what
  * msgpack_pack_map/msgpack_pack_array(n) writes up front, at every size
  * class (fix, 16-bit, 32-bit), nested, and failures must be sticky.
  */
 #include "common/error.h"
 #include "common/limits.h"
-#include "net/out.h"
+#include "net/ops/out.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 

@@ -5,7 +5,7 @@
  */
 #include "common/error.h"
 #include "common/msgpack_safe.h"
-#include "net/protocol.h"
+#include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
 #include "tests/support/test_support.h"
 

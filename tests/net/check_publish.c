@@ -17,14 +17,14 @@
  * The reader takes READER_WORK_US per message, the work of a realistic
  * subscriber, so the test does not hinge on how fast this machine is.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "common/limits.h"
-#include "log/event.h"
+#include "common/log_event.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
-#include "tests/support/wire.h"
 #include "tests/support/wait.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <msgpack.h>

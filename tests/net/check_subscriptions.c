@@ -8,17 +8,17 @@
  * Requests are built with msgpack-c and sent with libtally's raw call; the
  * replies are checked field by field.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "common/msgpack_safe.h"
 #include "ledger/invariants.h"
 #include "log/log.h"
 #include "log/store.h"
-#include "tests/support/test_support.h"
-#include "tests/support/wire.h"
-#include "tests/support/tallyd_harness.h"
 #include "tests/support/http_client.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
 #include "tests/support/wait.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <msgpack.h>

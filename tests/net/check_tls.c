@@ -250,7 +250,7 @@ static void *keep_writing(void *arg)
 }
 
 /* NNG 1.5.2 could hang nng_close for good when a PUB message arrived as a
- * SUB socket closed (clients/sp_pipes.h): the stream closes its pipes
+ * SUB socket closed (clients/transport/sp_pipes.h): the stream closes its pipes
  * first. Each cycle opens a stream, reads an event that came over PUB (so
  * the connection is up and busy), and closes it with events still coming;
  * before the fix one close in about a hundred hung, and the test timed
@@ -512,6 +512,38 @@ START_TEST(test_tallyd_refuses_bad_tls_setups)
 }
 END_TEST
 
+/* The listener watchdog probes a tls+tcp:// listener through NNG's
+ * statistics of that listener. NNG 1.5.2's nng_stat_find_listener finds
+ * the first listener's statistics for any listener: the publish
+ * listener's probes then read the request listener's counters, never see
+ * their handshake fail, and the watchdog takes a listener that accepts
+ * for stopped and listens again (common/nng_compat.h, entry 12). Both
+ * listeners probed several times: none is opened again, and both serve. */
+START_TEST(test_watchdog_probes_each_tls_listener_by_its_own_statistics)
+{
+    tallyd_proc p;
+    memset(&p, 0, sizeof(p));
+    p.tls = true;
+    const char *extra[] = {"--http", "http://127.0.0.1:0", "--listener-probe-ms", "100", NULL};
+    memcpy(p.extra_args, extra, sizeof(extra));
+    tallyd_start(&p);
+    ck_assert_ptr_nonnull(strstr(p.pub_url, "tls+tcp://"));
+    long long probes = 0;
+    /* three rounds: a listener is listened to again after two failed probes */
+    TEST_WAIT_UNTIL((probes = test_metrics_sample(p.http_port, "tally_listener_probes_total")) >= 6,
+                    60000, "6 listener probes (%lld so far)", probes);
+    ck_assert_int_eq(test_metrics_sample(p.http_port, "tally_listener_restarts_total"), 0);
+    tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
+    ck_assert_int_eq(open_account(c, 9), TALLY_ok);
+    tally_client_close(c);
+    char *log = log_text(&p);
+    ck_assert_msg(strstr(log, "stopped accepting") == NULL, "a listener was taken for stopped:\n%s",
+                  log);
+    free(log);
+    tls_down(&p);
+}
+END_TEST
+
 int main(void)
 {
     const test_row rows[] = {
@@ -524,6 +556,7 @@ int main(void)
         {"optional", test_optional_client_auth_on_https, TEST_TIMEOUT_S},
         {"start", test_tallyd_refuses_bad_tls_setups, TEST_TIMEOUT_S},
         {"reload", test_sighup_reloads_certificates, TEST_TIMEOUT_S},
+        {"watchdog", test_watchdog_probes_each_tls_listener_by_its_own_statistics, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("tls", TEST_ROWS(rows)));
 }

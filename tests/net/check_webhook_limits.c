@@ -14,11 +14,11 @@
  *     that this test opens on the same LMDB environment): a 65th gets
  *     503 with Retry-After and stores nothing; the 64 are stored after.
  */
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
-#include "log/event.h"
+#include "common/log_event.h"
 #include "tests/support/client_support.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"

@@ -1,6 +1,6 @@
 /*
- * check_webhook_verify.c — tests of the sources file (net/webhook_config.c)
- * and the signature checks (net/webhook_verify.c) without a server: the
+ * check_webhook_verify.c — tests of the sources file (net/http/webhook_config.c)
+ * and the signature checks (net/http/webhook_verify.c) without a server: the
  * Standard Webhooks specification's own example (secret, id, timestamp,
  * payload and the signature it publishes) verifies; a changed byte of the
  * body, id or timestamp, another secret, or a time outside the tolerance
@@ -11,7 +11,7 @@
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 
-#include "net/webhooks.h"
+#include "net/http/webhooks.h"
 
 #include <fcntl.h>
 #include <stdio.h>

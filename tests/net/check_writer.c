@@ -1,5 +1,5 @@
 /*
- * check_writer.c — tests of net/writer.c over a real tallyd: groups that
+ * check_writer.c — tests of net/engine/writer.c over a real tallyd: groups that
  * mix commands which succeed, fail, fail after appending events (a chain
  * whose second member fails: its nested transaction is aborted after the
  * first member's event), replay and reuse keys, answered by the writer or

@@ -28,7 +28,7 @@
  */
 #include "config.h"
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 
 #include "tests/support/client_support.h"

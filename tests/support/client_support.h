@@ -7,7 +7,7 @@
 #ifndef TALLY_CLIENT_SUPPORT_H
 #define TALLY_CLIENT_SUPPORT_H
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "tests/support/tallyd_harness.h"
 
 #include <stdint.h>

@@ -12,7 +12,7 @@
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/wait.h"
 #include "common/clock.h"
-#include "log/sha256.h"
+#include "common/sha256.h"
 
 #include <check.h>
 #include <ctype.h>

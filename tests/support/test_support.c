@@ -4,8 +4,8 @@
 #include "tests/support/test_support.h"
 
 #include "common/msgpack_safe.h"
+#include "common/sha256.h"
 #include "ledger/history.h"
-#include "log/sha256.h"
 
 #include <errno.h>
 #include <mbedtls/sha256.h>
@@ -16,7 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-void test_store_open_sized(test_store *ts, uint64_t map_size_bytes)
+static void store_open_in_temp(test_store *ts, uint64_t map_size_bytes,
+                               const tally_id128 *instance_id)
 {
     memset(ts, 0, sizeof(*ts));
     const char *tmp = getenv("TMPDIR");
@@ -24,12 +25,23 @@ void test_store_open_sized(test_store *ts, uint64_t map_size_bytes)
     ck_assert_ptr_nonnull(mkdtemp(ts->dir));
     ts->now_ms = TEST_NOW_MS;
     ts->map_size_bytes = map_size_bytes;
-    store_options opt = {.path = ts->dir, .map_size_bytes = map_size_bytes};
+    store_options opt = {.path = ts->dir, .map_size_bytes = map_size_bytes,
+                         .instance_id = instance_id};
     int rc = store_open(&opt, &ts->st);
     ck_assert_msg(rc == TALLY_ok, "store_open: %s", tally_strerror(rc));
 }
 
+void test_store_open_sized(test_store *ts, uint64_t map_size_bytes)
+{
+    store_open_in_temp(ts, map_size_bytes, NULL);
+}
+
 void test_store_open(test_store *ts) { test_store_open_sized(ts, UINT64_C(64) << 20); }
+
+void test_store_open_as(test_store *ts, const tally_id128 *instance_id)
+{
+    store_open_in_temp(ts, UINT64_C(64) << 20, instance_id);
+}
 
 void test_store_reopen(test_store *ts)
 {

@@ -29,6 +29,9 @@ typedef struct test_store {
 /* Create a temp dir and open a store in it (map 64 MiB unless set). */
 void test_store_open(test_store *ts);
 void test_store_open_sized(test_store *ts, uint64_t map_size_bytes);
+/* The same (64 MiB) with the new store's identity given (a copy of
+ * another: store_options.instance_id). */
+void test_store_open_as(test_store *ts, const tally_id128 *instance_id);
 /* Close and open again on the same directory. */
 void test_store_reopen(test_store *ts);
 /* Close and remove the directory. */
@@ -181,7 +184,7 @@ uint64_t test_rng_below(uint64_t *state, uint64_t bound);
 uint64_t test_env_u64(const char *name, uint64_t fallback);
 
 /* SHA-256(prev || bytes), the log's hash chain, computed with mbedTLS:
- * independent of log/sha256.c, which it checks. */
+ * independent of common/sha256.c, which it checks. */
 void test_sha256_chain(const uint8_t prev[32], const uint8_t *bytes, size_t len,
                        uint8_t out[32]);
 

@@ -6,7 +6,7 @@
 #ifndef TALLY_TESTS_WIRE_H
 #define TALLY_TESTS_WIRE_H
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "tests/support/tallyd_harness.h"
 
 #include <msgpack.h>

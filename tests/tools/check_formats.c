@@ -15,7 +15,7 @@
  * inbox_time check finds every record indexed.
  */
 #include "common/error.h"
-#include "log/event.h"
+#include "common/log_event.h"
 #include "log/log.h"
 #include "log/store.h"
 #include "tests/support/run.h"

@@ -29,7 +29,7 @@
  */
 #include "tests/torture/torture.h"
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "tests/support/tallyd_harness.h"

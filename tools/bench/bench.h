@@ -7,7 +7,7 @@
 #ifndef TALLY_BENCH_H
 #define TALLY_BENCH_H
 
-#include "clients/tally.h"
+#include "clients/libtally/tally.h"
 #include "common/clock.h"
 #include "common/limits.h"
 #include "common/progress.h"

@@ -125,10 +125,7 @@ static int prepare(bench *b, account_snapshot *s0, tally_stats *stats0)
 int main(int argc, char **argv)
 {
     static bench b; /* large: histograms */
-    b.opt = (bench_options){.consumer = "bench", .clients = 8, .seconds = 10, .batch = 1,
-                            .accounts = 1000, .concurrent_share = 0.5, .mode = CLIENT_SHARED,
-                            .timeout_ms = 10000, .attempts_max = 20, .amount_max = 100};
-    int rc = parse_options(argc, argv, &b.opt);
+    int rc = parse_options(argc, argv, &b.opt); /* the defaults are options.c's rows */
     if (rc >= 0)
         return rc;
     if (bench_init(&b) != TALLY_ok) {

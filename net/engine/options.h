@@ -1,0 +1,92 @@
+/*
+ * options.h — what tallyd's engine and its rooms are configured with
+ * (net_server_options: tallyd_options.c fills it from the command line
+ * and the config file; every room reads its own part).
+ */
+#ifndef TALLY_NET_ENGINE_OPTIONS_H
+#define TALLY_NET_ENGINE_OPTIONS_H
+
+#include "common/logging.h"
+#include "net/metrics/health.h"
+
+#include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NET_LISTEN_URLS_MAX 8
+
+/* Which thread answers a committed group and publishes its events. */
+typedef enum net_replies {
+    NET_REPLIES_WRITER,    /* the writer, right after the commit */
+    NET_REPLIES_COMPLETER, /* a completer thread, while the writer applies the next group */
+    NET_REPLIES_AUTO,      /* the completer when requests wait for the writer, else the
+                              writer (tallyd's default: docs/BENCHMARKS.md) */
+} net_replies;
+
+/* Who serves tcp:// request endpoints (ipc://, ws://, tls+tcp:// are
+ * always NNG's). */
+typedef enum net_tcp_engine {
+    NET_TCP_ENGINE_EPOLL, /* tallyd's own epoll loop (net/sp/sp_loop.c; the default) */
+    NET_TCP_ENGINE_NNG,   /* NNG's REP socket, as every other transport */
+} net_tcp_engine;
+
+typedef struct net_server_options {
+    const char *data_dir;
+    const char *listen_urls[NET_LISTEN_URLS_MAX];
+    unsigned listen_count;
+    const char *publish_url;   /* NULL or "" = no PUB socket */
+    uint64_t map_size_bytes;   /* the map at start; 0 = TALLY_MAP_SIZE_BYTES_DEFAULT */
+    uint64_t map_max_bytes;    /* the map grows up to this; 0 = as large as the filesystem,
+                                  at most TALLY_MAP_MAX_BYTES_DEFAULT */
+    net_log_level log_level;
+    unsigned contexts;         /* REP contexts in flight */
+    int64_t inbox_window_ms;   /* inbox retention; 0 = keep every record */
+    int64_t log_age_ms;        /* log retention; 0 = keep every event */
+    int64_t dlq_age_ms;        /* dead-letter retention; 0 = keep every dead letter */
+    const char *backup_dir;    /* NULL: backups anywhere; else only below it */
+    unsigned max_connections;  /* request connections at once; 0 = no limit */
+    net_replies replies;       /* who answers committed groups */
+    net_tcp_engine tcp_engine; /* who serves tcp:// --listen URLs */
+    unsigned writer_spin_us;   /* an idle writer watches its queue this long before it sleeps */
+    const char *http_url;      /* NULL: no HTTP face; else http://HOST:PORT */
+    unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
+    unsigned http_connections_max, http_per_address_max;
+    net_health_config health;  /* alert thresholds */
+    struct net_webhooks *webhooks; /* --webhooks: the sources (net/http/webhooks.h); NULL: none */
+    const char *version;       /* tally_build_info's label */
+    /* NULL, or a file written once every listener is up, before READY=1:
+     * a line per endpoint, "listen URL" (each --listen, in order), "publish
+     * URL", "http URL", each URL as bound (a port 0 given is the kernel's
+     * choice); written whole (a temporary file, then a rename), removed at
+     * a clean stop. */
+    const char *ready_file;
+    unsigned listener_probe_ms; /* the listener watchdog probes this often */
+    /* NULL, or told the server's state for a service manager (tallyd:
+     * sd_notify): "READY=1" once the store is open and every listener
+     * (request/reply, PUB, HTTP) is up, "STOPPING=1" when the stop begins.
+     * A reload (SIGHUP) says "RELOADING=1" before it and "READY=1" after. */
+    void (*notify)(const char *state);
+    /* --auth (docs/SECURITY.md): the principals at start (owned by the
+     * server from net_server_run on; NULL: no auth, loopback only), the
+     * file reloaded when *reload becomes non-zero (SIGHUP). */
+    struct auth_table *auth;
+    const char *auth_file;
+    /* TLS (docs/SECURITY.md): the server configuration of every tls+tcp://
+     * --listen and --publish URL, and the PEM text an https:// --http
+     * serves; NULL when none is given. tallyd.c builds both (common/tls_config.h). */
+    nng_tls_config *tls;
+    const struct tls_pem *tls_pem;
+    nng_tls_auth_mode tls_client_auth;
+    const struct tls_files *tls_files; /* the --tls-* paths, read again at *reload */
+    /* Set (from a SIGHUP handler) to read the --tls-* files again: new
+     * tls+tcp:// connections get the new certificates, open ones keep
+     * theirs, a file that fails keeps the old ones (logged); the HTTPS face
+     * keeps its certificate until a restart. NULL: never. */
+    volatile sig_atomic_t *reload;
+} net_server_options;
+
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * face.h — tallyd's HTTP face (net/http/): /metrics, /healthz, /readyz,
+ * the JSON API and webhook intake, over the HTTP listener of http.h.
+ *
+ *   http_routes.c the routes and the health checks' evaluation once a second
+ *   http_json.c   the JSON API (/v1/...): JSON requests sent to the REP
+ *                 socket over inproc, replies back as JSON
+ *   webhooks.c    POST /webhooks/<source>: verified deliveries written as
+ *                 commands through the engine's queue
+ */
+#ifndef TALLY_NET_HTTP_FACE_H
+#define TALLY_NET_HTTP_FACE_H
+
+#include "common/ready_file.h"
+#include "net/engine/engine.h"
+#include "net/http/http.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* What the HTTP face needs from the transports beside it, which it does
+ * not see (net/server/ fills these in). */
+typedef struct http_hooks {
+    /* Request connections, refusals and subscribers now (net/sp/). */
+    void (*counts)(server *srv, uint64_t *connections, uint64_t *refused,
+                   uint64_t *subscribers);
+    /* The inproc URL of the REP socket the JSON API sends to. */
+    nng_socket rep;
+} http_hooks;
+
+typedef struct http_room {
+    char url[NET_URL_BYTES_MAX];  /* --http as bound */
+    net_http *http;
+    struct http_json *json;       /* the JSON API's requests (http_json.c) */
+    atomic_uint webhooks_in_flight; /* outside slots out (webhooks.c) */
+    http_hooks hooks;
+} http_room;
+
+/* ---- webhooks.c ---- */
+/* POST /webhooks/<source> (a route of http_routes.c: a starter, answered
+ * after the commit); /metrics' lines. */
+bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
+                    net_http_pending *p);
+void webhooks_metrics(server *srv, net_text *out);
+
+/* ---- http_routes.c ---- */
+/* Serve --http (when not none). 0 or an NNG-style non-zero on failure (logged). */
+int http_routes_start(server *srv);
+void http_routes_stop(server *srv);
+/* Run the health checks (logging alerts that start or clear); the main
+ * thread calls it every HEALTH_TICK_MS while serving. */
+void health_tick(server *srv);
+#define HEALTH_TICK_MS 1000
+
+/* ---- http_json.c ---- */
+/* The JSON API's way in: an inproc REQ socket to the REP socket. */
+int http_json_open(server *srv);
+/* The /v1/ route (net_http_starter). */
+bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
+                     net_http_pending *p);
+/* Before the listener stops: true when nothing is in flight any more. */
+bool http_json_stop(server *srv);
+
+#endif

@@ -1,0 +1,441 @@
+/*
+ * http_json.c — the JSON API on the HTTP face (docs/PROTOCOL.md, "JSON
+ * API"): POST /v1/<op> for every op of the table but the control ops,
+ * GET /v1/<resource> for the reads, each turned into the msgpack request
+ * of its op (net/http/json_codec.h) and sent to tallyd's own REP socket over
+ * NNG's inproc transport, so that it takes the msgpack path from the
+ * decoder on: the same checks, the same dispatcher, the same writer queue
+ * and group commit, the reply only after the durable commit. The reply
+ * comes back as msgpack and leaves as JSON, its HTTP status chosen by its
+ * code (net_json_status).
+ *
+ * The HTTP connection is suspended while its request is away
+ * (net_http_starter): libmicrohttpd's one thread serves other connections,
+ * and NNG's threads do what they do for any client. Requests in flight are
+ * bounded by the HTTP connection limit (one request per connection at a
+ * time); each uses a REQ context of a pool of that size.
+ */
+#include "net/http/face.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "net/http/json_codec.h"
+
+#include <nng/protocol/reqrep0/req.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define JSON_TYPE "application/json"
+#define CONSUMER_DEFAULT "http"
+#define STOP_WAIT_MS 5000
+#define STOP_ROUND_MS 50
+
+/* One request in flight to the REP socket. */
+typedef struct json_call {
+    struct http_json *owner;
+    nng_ctx ctx;
+    nng_aio *aio;
+    bool receiving;          /* sent: the aio now waits for the reply */
+    net_http_pending *pending;
+    struct json_call *next_free;
+} json_call;
+
+struct http_json {
+    nng_socket req;
+    json_call *calls;
+    unsigned call_count;
+    pthread_mutex_t mu;
+    json_call *free_calls;   /* under mu */
+    unsigned in_flight;      /* under mu */
+    bool stopping;           /* under mu */
+};
+
+/* ---- replies ---- */
+
+/* A msgpack reply as the HTTP reply: JSON, status by code, and the
+ * headers a replay and a retry-later answer carry. */
+static void reply_from_msgpack(const void *bytes, size_t len, net_http_reply *out)
+{
+    char *text;
+    size_t text_len;
+    int code;
+    bool replayed;
+    out->content_type = JSON_TYPE;
+    if (net_json_reply(bytes, len, &text, &text_len, &code, &replayed) != TALLY_ok) {
+        out->status = 500;
+        net_text_printf(&out->body, "{\"v\":1,\"code\":\"internal\",\"message\":\"reply not converted\"}\n");
+        return;
+    }
+    out->body = (net_text){text, text_len, text_len + 1, false};
+    out->status = net_json_status(code);
+    int h = 0;
+    if (replayed)
+        out->headers[h].name = "Idempotent-Replayed", out->headers[h++].value = "true";
+    if (out->status == 503)
+        out->headers[h].name = "Retry-After", out->headers[h++].value = "1";
+}
+
+/* An answer made here (bad HTTP-level input): packed as the server packs
+ * an error reply, then converted like every reply. */
+static void reply_error(net_http_reply *out, int code, const char *detail)
+{
+    net_out o;
+    nng_msg *m = NULL;
+    if (net_out_begin(&o) == 0) {
+        net_reply_error(&o, code, detail);
+        m = net_out_take(&o);
+    }
+    reply_from_msgpack(m ? nng_msg_body(m) : "", m ? nng_msg_len(m) : 0, out);
+    if (m)
+        nng_msg_free(m);
+}
+
+/* ---- requests in flight ---- */
+
+static void call_release(json_call *jc)
+{
+    struct http_json *hj = jc->owner;
+    pthread_mutex_lock(&hj->mu);
+    jc->pending = NULL;
+    jc->next_free = hj->free_calls;
+    hj->free_calls = jc;
+    hj->in_flight--;
+    pthread_mutex_unlock(&hj->mu);
+}
+
+static void call_finish(json_call *jc, net_http_reply *r)
+{
+    net_http_answer(jc->pending, r);
+    call_release(jc);
+}
+
+static void call_callback(void *arg)
+{
+    json_call *jc = arg;
+    int rv = nng_aio_result(jc->aio);
+    net_http_reply r = {.status = 200};
+    if (!jc->receiving && rv == 0) {
+        jc->receiving = true;
+        nng_ctx_recv(jc->ctx, jc->aio);
+        return;
+    }
+    if (rv != 0) {
+        if (!jc->receiving)
+            nng_msg_free(nng_aio_get_msg(jc->aio));
+        bool stopping = rv == NNG_ECANCELED || rv == NNG_ECLOSED;
+        reply_error(&r, stopping ? TALLY_shutting_down : TALLY_internal,
+                    stopping ? "server is stopping, retry later" : nng_strerror(rv));
+        return call_finish(jc, &r);
+    }
+    nng_msg *m = nng_aio_get_msg(jc->aio);
+    reply_from_msgpack(nng_msg_body(m), nng_msg_len(m), &r);
+    nng_msg_free(m);
+    call_finish(jc, &r);
+}
+
+/* Send the msgpack request m for p; false (m freed, out filled) when it
+ * cannot go. */
+static bool call_start(struct http_json *hj, nng_msg *m, net_http_pending *p, net_http_reply *out)
+{
+    pthread_mutex_lock(&hj->mu);
+    json_call *jc = hj->stopping ? NULL : hj->free_calls;
+    bool stopping = hj->stopping;
+    if (jc) {
+        hj->free_calls = jc->next_free;
+        hj->in_flight++;
+        jc->pending = p;
+        jc->receiving = false;
+    }
+    pthread_mutex_unlock(&hj->mu);
+    if (jc == NULL) {
+        nng_msg_free(m);
+        reply_error(out, stopping ? TALLY_shutting_down : TALLY_overloaded,
+                    stopping ? "server is stopping, retry later" : "too many HTTP requests in flight");
+        return false;
+    }
+    nng_aio_set_msg(jc->aio, m);
+    nng_ctx_send(jc->ctx, jc->aio);
+    return true;
+}
+
+/* ---- from HTTP to a msgpack request ---- */
+
+/* A GET resource: the read op its path names, the path's one parameter
+ * as a field, and the query arguments as the op's fields by name. */
+typedef struct resource {
+    const char *prefix;     /* after /v1/; ends with '/' when a parameter follows */
+    const char *suffix;     /* after the parameter */
+    net_op_id op;
+    const char *param;      /* the field the path parameter fills */
+    const char *switch_arg; /* a query argument that selects alt_op */
+    net_op_id alt_op;
+} resource;
+
+static const resource resources[] = {
+    {"accounts", NULL, NET_OP_ACCOUNT_LIST, NULL, NULL, 0},
+    {"accounts/", "/history", NET_OP_ACCOUNT_HISTORY, "id", NULL, 0},
+    {"accounts/", "", NET_OP_ACCOUNT_GET, "id", NULL, 0},
+    {"transfers/", "", NET_OP_TRANSFER_GET, "id", NULL, 0},
+    {"entitlements/", "", NET_OP_ENTITLEMENT_LIST, "subject", "feature", NET_OP_ENTITLEMENT_GET},
+    {"log", NULL, NET_OP_LOG_READ, NULL, NULL, 0},
+    {"stats", NULL, NET_OP_STATS, NULL, NULL, 0},
+    {"subscribers", NULL, NET_OP_SUB_LIST, NULL, NULL, 0},
+    {"subscribers/", "/dead_letters", NET_OP_DLQ_LIST, "name", NULL, 0},
+    {"subscribers/", "", NET_OP_SUB_GET, "name", NULL, 0},
+};
+
+/* Query argument names that are shorter than their field's. */
+static const struct {
+    const char *arg, *field;
+} query_aliases[] = {{"from", "from_seq"}};
+
+/* The resource rest (the path after /v1/) names, with its parameter put
+ * into fields (*text false when it is not UTF-8); NULL when none does. */
+static const resource *resource_find(const char *rest, json_t *fields, bool *text)
+{
+    size_t n = strlen(rest);
+    for (size_t i = 0; i < sizeof(resources) / sizeof(resources[0]); i++) {
+        const resource *r = &resources[i];
+        size_t pl = strlen(r->prefix);
+        if (r->param == NULL) {
+            if (strcmp(rest, r->prefix) == 0)
+                return r;
+            continue;
+        }
+        size_t sl = strlen(r->suffix);
+        if (n <= pl + sl || strncmp(rest, r->prefix, pl) != 0 || strcmp(rest + n - sl, r->suffix) != 0)
+            continue;
+        json_t *param = json_stringn(rest + pl, n - pl - sl);
+        *text = json_object_set_new(fields, r->param, param) == 0;
+        return r;
+    }
+    return NULL;
+}
+
+typedef struct query_fields {
+    json_t *fields;
+    char bad[64]; /* a repeated argument */
+    bool not_text; /* an argument's name or value is not UTF-8 */
+} query_fields;
+
+static bool query_field(void *arg, const char *name, const char *value)
+{
+    query_fields *q = arg;
+    for (size_t i = 0; i < sizeof(query_aliases) / sizeof(query_aliases[0]); i++)
+        if (strcmp(name, query_aliases[i].arg) == 0)
+            name = query_aliases[i].field;
+    if (json_object_get(q->fields, name)) {
+        snprintf(q->bad, sizeof(q->bad), "%s", name);
+        return false;
+    }
+    if (json_object_set_new(q->fields, name, json_string(value)) != 0) {
+        q->not_text = true;
+        return false;
+    }
+    return true;
+}
+
+/* GET /v1/<resource>: the op and its fields, or false (out filled). */
+static bool get_request(const net_http_request *rq, const char *rest, const net_op **op,
+                        json_t *fields, net_http_reply *out)
+{
+    bool text = true;
+    const resource *r = resource_find(rest, fields, &text);
+    if (r == NULL) {
+        reply_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
+        return false;
+    }
+    query_fields q = {fields, "", false};
+    if (text)
+        net_http_query_each(rq, query_field, &q);
+    if (!text || q.not_text) {
+        reply_error(out, TALLY_malformed_request, "a path parameter or query argument not UTF-8");
+        return false;
+    }
+    if (q.bad[0]) {
+        reply_error(out, TALLY_duplicate_field, q.bad);
+        return false;
+    }
+    *op = &net_ops[r->op];
+    if (r->switch_arg && json_object_get(fields, r->switch_arg))
+        *op = &net_ops[r->alt_op];
+    return true;
+}
+
+/* POST /v1/<op>: the op and its body, or false (out filled). */
+static bool post_request(const net_http_request *rq, const char *rest, const net_op **op,
+                         json_t **body, net_http_reply *out)
+{
+    *op = net_op_find(tally_str_from(rest));
+    if (*op == NULL || (*op)->kind == NET_KIND_CONTROL) {
+        reply_error(out, TALLY_unknown_op, *op ? "control ops are not offered over HTTP"
+                                               : "see docs/PROTOCOL.md for the ops");
+        return false;
+    }
+    if (rq->body_len == 0)
+        return true;
+    json_error_t err;
+    *body = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &err);
+    if (*body == NULL) {
+        char detail[96];
+        snprintf(detail, sizeof(detail), "not JSON: %.60s (offset %d)", err.text, err.position);
+        reply_error(out, TALLY_malformed_request, detail);
+        return false;
+    }
+    return true;
+}
+
+/* The token of "Authorization: Bearer TOKEN" (the scheme's case does
+ * not matter), or NULL: then the request carries no `auth`, and tallyd
+ * with --auth answers it 401 unauthenticated. */
+static const char *bearer_token(const net_http_request *rq)
+{
+    const char *h = net_http_header(rq, "Authorization");
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+        return NULL;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return *h ? h : NULL;
+}
+
+/* The request as msgpack, or NULL (out filled). */
+static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const json_t *body,
+                             net_http_reply *out)
+{
+    net_json_envelope e = {op, net_http_header(rq, "Tally-Consumer"),
+                           net_http_header(rq, "Idempotency-Key"), bearer_token(rq)};
+    if (e.consumer == NULL)
+        e.consumer = CONSUMER_DEFAULT;
+    if (op->kind == NET_KIND_WRITE && e.key == NULL) {
+        reply_error(out, TALLY_missing_field, "Idempotency-Key header (required on writes)");
+        return NULL;
+    }
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char detail[96];
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = net_json_request_pack(&e, body, &pk, detail, sizeof(detail));
+    nng_msg *m = NULL;
+    if (rc == TALLY_ok && nng_msg_alloc(&m, 0) == 0 && nng_msg_append(m, sb.data, sb.size) != 0) {
+        nng_msg_free(m);
+        m = NULL;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    if (m == NULL)
+        reply_error(out, rc != TALLY_ok ? rc : TALLY_overloaded,
+                    rc != TALLY_ok ? detail : "out of memory");
+    return m;
+}
+
+bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
+                     net_http_pending *p)
+{
+    server *srv = ctx;
+    const char *rest = rq->path + strlen("/v1/");
+    const net_op *op = NULL;
+    json_t *body = NULL;
+    bool get = strcmp(rq->method, "GET") == 0;
+    if (get) {
+        body = json_object();
+        if (body == NULL) {
+            reply_error(out, TALLY_overloaded, "out of memory");
+            return false;
+        }
+    }
+    bool ok = get ? get_request(rq, rest, &op, body, out) : post_request(rq, rest, &op, &body, out);
+    nng_msg *m = ok ? pack_request(rq, op, body, out) : NULL;
+    json_decref(body);
+    return m != NULL && call_start(srv->http->json, m, p, out);
+}
+
+/* ---- start and stop ---- */
+
+static int open_pool(struct http_json *hj, unsigned count)
+{
+    hj->calls = calloc(count, sizeof(json_call));
+    if (hj->calls == NULL)
+        return NNG_ENOMEM;
+    for (unsigned i = 0; i < count; i++) {
+        json_call *jc = &hj->calls[i];
+        jc->owner = hj;
+        int rv = nng_ctx_open(&jc->ctx, hj->req);
+        if (rv == 0)
+            rv = nng_aio_alloc(&jc->aio, call_callback, jc);
+        if (rv != 0)
+            return rv;
+        hj->call_count = i + 1;
+        jc->next_free = hj->free_calls;
+        hj->free_calls = jc;
+    }
+    return 0;
+}
+
+/* The REQ socket on an inproc listener of tallyd's REP socket; a write's
+ * reply waits for its group's commit however long it takes, so the REQ
+ * never resends (a resend would be a retry: answered from the inbox, but
+ * a second trip through the writer for nothing). */
+int http_json_open(server *srv)
+{
+    char url[96];
+    snprintf(url, sizeof(url), "inproc://tallyd-json-%ld-%p", (long)getpid(), (void *)srv);
+    struct http_json *hj = calloc(1, sizeof(*hj));
+    if (hj == NULL)
+        return NNG_ENOMEM;
+    pthread_mutex_init(&hj->mu, NULL);
+    srv->http->json = hj;
+    int rv = nng_listen(srv->http->hooks.rep, url, NULL, 0);
+    if (rv == 0)
+        rv = nng_req0_open(&hj->req);
+    if (rv == 0)
+        rv = nng_socket_set_ms(hj->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    if (rv == 0)
+        rv = nng_socket_set_size(hj->req, NNG_OPT_RECVMAXSZ, 0); /* replies: bounded by the server */
+    if (rv == 0)
+        rv = nng_dial(hj->req, url, NULL, 0);
+    if (rv == 0)
+        rv = open_pool(hj, srv->opt->http_connections_max);
+    if (rv != 0)
+        net_log(NET_LOG_ERROR, "cannot start the JSON API: %s", nng_strerror(rv));
+    return rv;
+}
+
+/* Answer what is in flight (503 shutting_down) and refuse what comes;
+ * false when some request was still out after STOP_WAIT_MS. The REQ socket is left to the kernel like tallyd's other sockets (see
+ * server.c, close_everything). */
+bool http_json_stop(server *srv)
+{
+    struct http_json *hj = srv->http->json;
+    if (hj == NULL)
+        return true;
+    pthread_mutex_lock(&hj->mu);
+    hj->stopping = true;
+    /* Cancel in rounds: a request whose send completed as a round ran has
+     * only then begun to wait for its reply. */
+    int64_t deadline_ms = clock_mono_ms() + STOP_WAIT_MS;
+    while (hj->in_flight > 0 && clock_mono_ms() < deadline_ms) {
+        pthread_mutex_unlock(&hj->mu);
+        for (unsigned i = 0; i < hj->call_count; i++)
+            nng_aio_cancel(hj->calls[i].aio); /* an idle one: nothing happens */
+        usleep(STOP_ROUND_MS * 1000);
+        pthread_mutex_lock(&hj->mu);
+    }
+    bool idle = hj->in_flight == 0;
+    pthread_mutex_unlock(&hj->mu);
+    if (!idle) {
+        net_log(NET_LOG_ERROR, "JSON API: requests still in flight at stop");
+        return false; /* their connections stay suspended: the process is exiting */
+    }
+    for (unsigned i = 0; i < hj->call_count; i++) {
+        nng_aio_free(hj->calls[i].aio);
+        nng_ctx_close(hj->calls[i].ctx);
+    }
+    free(hj->calls);
+    hj->calls = NULL;
+    hj->call_count = 0;
+    return true;
+}

@@ -1,0 +1,179 @@
+/*
+ * http_routes.c — the routes of tallyd's HTTP face and the periodic
+ * health evaluation:
+ *
+ *   GET /metrics  the Prometheus exposition (net/metrics/metrics.h), from a
+ *                 read-only transaction and the counters: never waits for
+ *                 the writer
+ *   GET /healthz  200 "ok" while tallyd serves with its store open, 503
+ *                 once it stops
+ *   GET /readyz   200 with the health checks as JSON, 503 with the
+ *                 failing ones and why (net/metrics/health.h)
+ *   POST /webhooks/<source>  a signed webhook delivery (net/http/webhooks.c)
+ *
+ *   /v1/...       the JSON API (net/http/http_json.c)
+ *
+ * More routes (webhooks) are rows of the same table.
+ */
+#include "net/http/face.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+
+#include <stdlib.h>
+
+#define JSON "application/json"
+
+static bool is_stopping(server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    bool stopping = srv->stopping;
+    pthread_mutex_unlock(&srv->mu);
+    return stopping;
+}
+
+/* A read-only transaction on the open store, with store_rw held for
+ * reading (release with end_read); false while stopping. */
+static bool begin_read(server *srv, store_txn *t)
+{
+    pthread_rwlock_rdlock(&srv->store_rw);
+    if (!srv->store_closed && store_txn_begin(srv->st, NULL, true, t) == TALLY_ok)
+        return true;
+    pthread_rwlock_unlock(&srv->store_rw);
+    return false;
+}
+
+static void end_read(server *srv, store_txn *t)
+{
+    store_txn_abort(t);
+    pthread_rwlock_unlock(&srv->store_rw);
+}
+
+static void unavailable(net_http_reply *out, const char *why)
+{
+    out->status = 503;
+    net_text_printf(&out->body, "%s\n", why);
+}
+
+static void view_of(server *srv, net_metrics_view *v)
+{
+    srv->http->hooks.counts(srv, &v->connections, &v->connections_refused,
+                            &v->publish_subscribers);
+    pthread_mutex_lock(&srv->mu);
+    v->long_polls_parked = 0;
+    for (const slot *s = srv->waiters; s; s = s->next)
+        v->long_polls_parked++;
+    pthread_mutex_unlock(&srv->mu);
+    v->http_connections = srv->http->http ? net_http_connections(srv->http->http) : 0;
+    v->http_waiting = srv->http->http ? net_http_waiting(srv->http->http) : 0;
+    v->http_in_flight = srv->http->http ? net_http_in_flight(srv->http->http) : 0;
+    v->version = srv->opt->version ? srv->opt->version : "unknown";
+}
+
+static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply *out)
+{
+    (void)rq;
+    server *srv = ctx;
+    store_txn t;
+    net_metrics_view v;
+    view_of(srv, &v);
+    if (!begin_read(srv, &t))
+        return unavailable(out, "shutting down");
+    int rc = net_metrics_write(&out->body, &t, &v, clock_wall_ms());
+    end_read(srv, &t);
+    webhooks_metrics(srv, &out->body);
+    if (rc != TALLY_ok) {
+        net_text_free(&out->body);
+        out->status = 500;
+        net_text_printf(&out->body, "metrics not read: %s\n", tally_strerror(rc));
+        return;
+    }
+    out->content_type = NET_TEXT_METRICS_TYPE;
+}
+
+static void route_healthz(void *ctx, const net_http_request *rq, net_http_reply *out)
+{
+    (void)rq;
+    server *srv = ctx;
+    pthread_rwlock_rdlock(&srv->store_rw);
+    bool open = !srv->store_closed;
+    pthread_rwlock_unlock(&srv->store_rw);
+    if (!open || is_stopping(srv))
+        return unavailable(out, "shutting down");
+    net_text_printf(&out->body, "ok\n");
+}
+
+static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *out)
+{
+    (void)rq;
+    server *srv = ctx;
+    store_txn t;
+    net_health_report *r = NULL;
+    out->content_type = JSON;
+    if (is_stopping(srv) || !begin_read(srv, &t)) {
+        out->status = 503;
+        net_text_printf(&out->body, "{\"status\":\"failing\",\"checks\":[{\"check\":\"store\","
+                                    "\"ok\":false,\"reason\":\"shutting down\"}]}\n");
+        return;
+    }
+    int rc = net_health_evaluate(srv->health, &t, clock_wall_ms(), &r);
+    end_read(srv, &t);
+    if (rc != TALLY_ok) {
+        out->status = 503;
+        net_text_printf(&out->body, "{\"status\":\"failing\",\"checks\":[{\"check\":\"store\","
+                                    "\"ok\":false,\"reason\":\"%s\"}]}\n", tally_strerror(rc));
+        return;
+    }
+    out->status = r->failing ? 503 : 200;
+    net_health_json(&out->body, r);
+    free(r);
+}
+
+static const net_http_route routes[] = {
+    {"/metrics", "GET", route_metrics},
+    {"/healthz", "GET", route_healthz},
+    {"/readyz", "GET", route_readyz},
+    {"/v1/", "GET, POST", NULL, http_json_start},
+    {"/webhooks/", "POST", NULL, webhooks_start},
+};
+
+int http_routes_start(server *srv)
+{
+    const net_server_options *o = srv->opt;
+    if (o->http_url == NULL)
+        return 0;
+    net_http_options ho = {o->http_url, o->http_timeout_s, o->http_connections_max,
+                           o->http_per_address_max, o->tls_pem, (int)o->tls_client_auth};
+    if (http_json_open(srv) != 0)
+        return NNG_ENOMEM;
+    int rc = net_http_start(&ho, routes, sizeof(routes) / sizeof(routes[0]), srv, &srv->http->http);
+    if (rc != TALLY_ok)
+        return NNG_EADDRINUSE;
+    if (!net_url_with_port(o->http_url, net_http_port(srv->http->http), srv->http->url,
+                           sizeof(srv->http->url))) {
+        net_log(NET_LOG_ERROR, "%s: a URL over %zu bytes", o->http_url, sizeof(srv->http->url) - 1);
+        return NNG_EINVAL;
+    }
+    return 0;
+}
+
+void http_routes_stop(server *srv)
+{
+    if (!http_json_stop(srv))
+        return; /* a suspended connection would stop the listener's stop */
+    net_http_stop(srv->http->http);
+    srv->http->http = NULL;
+}
+
+void health_tick(server *srv)
+{
+    store_txn t;
+    net_health_report *r = NULL;
+    if (!begin_read(srv, &t))
+        return;
+    int rc = net_health_evaluate(srv->health, &t, clock_wall_ms(), &r);
+    end_read(srv, &t);
+    if (rc != TALLY_ok)
+        net_log(NET_LOG_WARN, "health checks not run: %s", tally_strerror(rc));
+    free(r);
+}

@@ -1,0 +1,57 @@
+/*
+ * json_codec.h — JSON requests as msgpack requests, msgpack replies as
+ * JSON, both driven by the op table (docs/PROTOCOL.md, "JSON API").
+ *
+ * No op has a JSON parser of its own: a JSON request is packed into the
+ * msgpack request map the wire decoder (net/ops/protocol.c) takes, each value
+ * converted by the type its field has in the op's row (net/ops/op_table.c) —
+ * an id from 32 hex digits to 16 bytes, an integer from a decimal string —
+ * and everything else packed as it is, so the decoder's own checks
+ * (unknown, missing, wrong type, out of range) answer for JSON exactly as
+ * for msgpack. A reply goes the other way by one generic walk: maps,
+ * arrays, strings, booleans and nil as such; integers beyond 2^53 as
+ * decimal strings; 16-byte bins as 32 hex digits, other bins as base64.
+ */
+#ifndef TALLY_NET_JSON_CODEC_H
+#define TALLY_NET_JSON_CODEC_H
+
+#include "net/ops/protocol.h"
+
+#include <jansson.h>
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Integers beyond this (either sign) are decimal strings in replies. */
+#define NET_JSON_EXACT_INT_MAX (UINT64_C(1) << 53)
+
+/* What a JSON request is sent as, besides its body's fields. */
+typedef struct net_json_envelope {
+    const net_op *op;
+    const char *consumer; /* writes: the key namespace */
+    const char *key;      /* writes: the idempotency key; for a batch, member
+                           * i without its own key gets "<key>.<i>" */
+    const char *auth;     /* the Bearer token (the request's `auth`); NULL: none */
+} net_json_envelope;
+
+/* Pack body (a JSON object; NULL: none) as the msgpack request of e->op
+ * into pk. TALLY_ok, or TALLY_malformed_request (not an object, nested
+ * deeper than TALLY_MSGPACK_DEPTH_MAX) or TALLY_overloaded (out of memory),
+ * with detail filled. Field errors are left to the wire decoder. */
+int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpack_packer *pk,
+                          char *detail, size_t detail_size);
+
+/* A msgpack reply as JSON (compact, a newline at the end). *text is
+ * malloc'd (the caller frees it), *code the reply's `code` (-1 when it
+ * has none), *replayed its top-level `replayed`. TALLY_ok, or
+ * TALLY_internal when the bytes are not one msgpack map or memory ran out. */
+int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len, int *code,
+                   bool *replayed);
+
+/* The HTTP status of a reply with this code (-1: none): the rows of
+ * docs/PROTOCOL.md's status table (ok 200, idempotency_key_reused 409, the
+ * not-found codes 404, request_too_large 413, overloaded, storage_full and
+ * shutting_down 503), else by class: B and V 422, R 400, F 500. */
+unsigned net_json_status(int code);
+
+#endif

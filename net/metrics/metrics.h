@@ -1,0 +1,68 @@
+/*
+ * metrics.h — tallyd's counters and histograms, and the Prometheus text
+ * exposition of them with the store's figures (GET /metrics; the families
+ * are listed in docs/OPERATIONS.md, "Metrics").
+ *
+ * The counters are one registry per process (tallyd runs one server), like
+ * a Prometheus client library's default registry: hot paths add to them
+ * with relaxed atomics and take no lock; a scrape reads each atomically
+ * and the store's figures in its own read-only transaction, so it never
+ * holds up the writer or a commit. Histograms have fixed buckets
+ * (net_metrics_write says which); a sum is kept in integer units (ns or
+ * commands) and printed in the family's unit.
+ */
+#ifndef TALLY_NET_METRICS_H
+#define TALLY_NET_METRICS_H
+
+#include "log/store.h"
+#include "net/ops/protocol.h"
+#include "common/text.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error codes 0 .. NET_METRICS_CODES_MAX - 1 get their own series; any
+ * other counts as "unknown_error". */
+#define NET_METRICS_CODES_MAX 256
+
+typedef enum net_request_kind { NET_REQUEST_READ, NET_REQUEST_WRITE } net_request_kind;
+
+/* A request decoded and accepted for op (tally_requests_total{op}). */
+void net_metrics_request(net_op_id op);
+/* A request refused before it had an op (undecodable, too large). */
+void net_metrics_request_invalid(void);
+/* A request answered, elapsed_ns after it arrived (long-polls are not
+ * observed: their wait is the client's choice). */
+void net_metrics_request_done(net_request_kind kind, int64_t elapsed_ns);
+/* A write's or subscriber write's outcomes, once its group was committed
+ * (fault: the commit's fault, which every command of it gets). */
+void net_metrics_written(const net_request *req, const net_result *res, int fault);
+/* A group committed: its commands and how long the durable commit took. */
+void net_metrics_commit(uint32_t commands, int64_t commit_ns);
+/* The listener watchdog listened again (net/sp/listeners.c). */
+void net_metrics_listener_restart(void);
+/* The listener watchdog probed a listener (net/sp/listeners.c). */
+void net_metrics_listener_probe(void);
+/* A request refused by --auth: code TALLY_unauthenticated or TALLY_forbidden
+ * (tally_auth_refused_total{reason}). */
+void net_metrics_auth_refused(int code);
+
+/* What the server knows that the store does not, for a scrape. */
+typedef struct net_metrics_view {
+    uint64_t connections;         /* request connections open now */
+    uint64_t connections_refused; /* by --max-connections, since start */
+    uint64_t publish_subscribers; /* PUB connections now */
+    uint64_t http_connections;    /* HTTP connections open now */
+    uint64_t http_waiting;        /* HTTP requests waiting for their answer */
+    uint64_t http_in_flight;      /* HTTP requests begun, reply not sent */
+    uint64_t long_polls_parked;   /* log_reads and sub_fetches parked by the waiter now */
+    const char *version;
+} net_metrics_view;
+
+/* The exposition (text format 0.0.4) of every family into out, with the
+ * store's figures from the read-only transaction t at now_ms. Returns
+ * TALLY_ok, or the store's fault (out is then unusable). */
+int net_metrics_write(net_text *out, store_txn *t, const net_metrics_view *view, int64_t now_ms);
+
+#endif

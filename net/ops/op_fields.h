@@ -1,0 +1,214 @@
+/*
+ * op_fields.h — every op's fields, declared once: one X-macro list per op
+ * (or per set of ops with the same fields), each entry
+ * F(T, type, name, presence, max, doc). The list makes the op's struct,
+ * net_args_<list>, which the decoder fills and the handlers read, and the
+ * net_field rows of its row in net/ops/op_table.c, which the decoder
+ * checks, the JSON face packs by and `tallyd --protocol-reference` prints
+ * (protocol.h, NET_FIELD_MEMBER and NET_FIELD_ROW). A field's wire name is
+ * its member's name. Internal to net/ops/.
+ */
+#ifndef TALLY_NET_OP_FIELDS_H
+#define TALLY_NET_OP_FIELDS_H
+
+#include "net/ops/protocol.h"
+
+/* ---- fields several ops share ---- */
+
+#define NET_FIELD_SUBJECT(F, T) \
+    F(T, STR, subject, REQUIRED, TALLY_SUBJECT_BYTES_MAX, "who has access (1-128 bytes)")
+#define NET_FIELD_FEATURE(F, T) \
+    F(T, STR, feature, REQUIRED, TALLY_FEATURE_BYTES_MAX, "what they have access to (1-64 bytes)")
+#define NET_FIELD_SOURCE_ORDER(F, T)                                                           \
+    F(T, UINT, source_order, OPTIONAL, UINT64_MAX,                                             \
+      "provider's ordering value (sequence or event time); a command not newer than the last " \
+      "applied is `stale`")
+#define NET_FIELD_VALID_UNTIL(F, T) \
+    F(T, INT, valid_until_ms, OPTIONAL, 0, "end of validity, Unix ms")
+#define NET_FIELD_DURATION(F, T)        \
+    F(T, INT, duration_ms, OPTIONAL, 0, \
+      "validity from the commit time (grant) or from the current end (extend), ms")
+#define NET_FIELD_SUB_NAME(F, T)                               \
+    F(T, STR, name, REQUIRED, TALLY_SUBSCRIBER_NAME_BYTES_MAX, \
+      "subscriber name: 1-64 bytes of A-Z a-z 0-9 . _ - :")
+#define NET_FIELD_SUB_SEQ(F, T, doc) F(T, UINT, seq, REQUIRED, UINT64_MAX, doc)
+#define NET_FIELD_PENDING_ID(F, T) \
+    F(T, ID128, pending_id, REQUIRED, 16, "the hold's transfer id")
+
+/* ---- writes ---- */
+
+#define NET_FIELDS_account_open(F, T)                            \
+    F(T, UINT, id, REQUIRED, UINT64_MAX, "account id, != 0")     \
+    F(T, UINT, ledger, REQUIRED, UINT32_MAX, "ledger, != 0")     \
+    F(T, UINT, code, REQUIRED, UINT16_MAX, "account code, != 0") \
+    F(T, UINT, flags, OPTIONAL, UINT16_MAX,                      \
+      "bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits (default 0)")
+
+#define NET_FIELDS_transfer(F, T)                                                \
+    F(T, ID128, id, REQUIRED, 16, "transfer id (16 bytes, != 0), unique")        \
+    F(T, UINT, debit_account_id, REQUIRED, UINT64_MAX, "account debited")        \
+    F(T, UINT, credit_account_id, REQUIRED, UINT64_MAX, "account credited")      \
+    F(T, AMOUNT, amount, REQUIRED, INT64_MAX, "1 .. 2^63-1")                     \
+    F(T, UINT, ledger, REQUIRED, UINT32_MAX, "must equal both accounts' ledger") \
+    F(T, UINT, code, REQUIRED, UINT16_MAX, "transfer code, != 0")                \
+    F(T, UINT, flags, OPTIONAL, UINT16_MAX, "bit 0 pending: a hold (default 0)") \
+    F(T, UINT, timeout_s, OPTIONAL, TALLY_HOLD_TIMEOUT_S_MAX,                    \
+      "holds: expire after this many seconds (0 = never)")
+
+#define NET_FIELDS_post(F, T)  \
+    NET_FIELD_PENDING_ID(F, T) \
+    F(T, AMOUNT, amount, OPTIONAL, INT64_MAX, "amount to post, 1 .. held (absent: all)")
+
+#define NET_FIELDS_void(F, T) NET_FIELD_PENDING_ID(F, T)
+
+#define NET_FIELDS_grant(F, T)   \
+    NET_FIELD_SUBJECT(F, T)      \
+    NET_FIELD_FEATURE(F, T)      \
+    NET_FIELD_VALID_UNTIL(F, T)  \
+    NET_FIELD_DURATION(F, T)     \
+    NET_FIELD_SOURCE_ORDER(F, T) \
+    F(T, ID128, grant_transfer_id, OPTIONAL, 16, "the transfer that paid for it (must exist)")
+
+#define NET_FIELDS_extend(F, T) \
+    NET_FIELD_SUBJECT(F, T)     \
+    NET_FIELD_FEATURE(F, T)     \
+    NET_FIELD_VALID_UNTIL(F, T) \
+    NET_FIELD_DURATION(F, T)    \
+    NET_FIELD_SOURCE_ORDER(F, T)
+
+#define NET_FIELDS_revoke(F, T) \
+    NET_FIELD_SUBJECT(F, T)     \
+    NET_FIELD_FEATURE(F, T)     \
+    NET_FIELD_SOURCE_ORDER(F, T)
+
+#define NET_FIELDS_chain(F, T)                         \
+    F(T, OPS, ops, REQUIRED, TALLY_CHAIN_COMMANDS_MAX, \
+      "member op maps: `op` and its fields, no `key`")
+
+#define NET_FIELDS_batch(F, T)                    \
+    F(T, OPS, ops, REQUIRED, TALLY_BATCH_OPS_MAX, \
+      "member op maps: `op`, `key`, optional `correlation`, and the op's fields")
+
+/* ---- reads ---- */
+
+#define NET_FIELDS_account_get(F, T) F(T, UINT, id, REQUIRED, UINT64_MAX, "account id")
+
+#define NET_FIELDS_account_history(F, T)                                            \
+    F(T, UINT, id, REQUIRED, UINT64_MAX, "account id")                              \
+    F(T, UINT, after_seq, OPTIONAL, UINT64_MAX,                                     \
+      "page cursor: entries after (or with `reverse`, before) this seq")            \
+    F(T, UINT, limit, OPTIONAL, TALLY_HISTORY_ENTRIES_MAX, "entries (default 100)") \
+    F(T, BOOL, reverse, OPTIONAL, 0, "newest first (default false)")
+
+#define NET_FIELDS_account_list(F, T)                                                             \
+    F(T, UINT, after_id, OPTIONAL, UINT64_MAX, "page cursor: accounts after this id (default 0)") \
+    F(T, UINT, limit, OPTIONAL, TALLY_ACCOUNT_LIST_ENTRIES_MAX, "entries, >= 1 (default 100)")
+
+#define NET_FIELDS_transfer_get(F, T) F(T, ID128, id, REQUIRED, 16, "transfer id")
+
+#define NET_FIELDS_entitlement_get(F, T) \
+    NET_FIELD_SUBJECT(F, T)              \
+    NET_FIELD_FEATURE(F, T)
+
+#define NET_FIELDS_entitlement_list(F, T) NET_FIELD_SUBJECT(F, T)
+
+#define NET_FIELDS_log_read(F, T)                                                      \
+    F(T, UINT, from_seq, OPTIONAL, UINT64_MAX, "first seq wanted (default 1)")         \
+    F(T, UINT, limit, OPTIONAL, TALLY_LOG_READ_EVENTS_MAX,                             \
+      "events (default 100); a page also holds at most 2 MiB of events, at least one") \
+    F(T, UINT, wait_ms, OPTIONAL, TALLY_LOG_WAIT_MS_MAX,                               \
+      "if none yet, wait up to this long for one (default 0)")
+
+/* ---- subscribers (sub_named: sub_get and sub_delete) ---- */
+
+#define NET_FIELDS_sub_create(F, T)                                                         \
+    NET_FIELD_SUB_NAME(F, T)                                                                \
+    F(T, STR, start, OPTIONAL, 16, "`beginning` (default) or `now`")                        \
+    F(T, UINT, from_seq, OPTIONAL, UINT64_MAX, "start at this seq (1 .. head + 1)")         \
+    F(T, INT, from_time_ms, OPTIONAL, 0,                                                    \
+      "start at the first event committed at or after this Unix ms")                        \
+    F(T, UINT, max_deliver, OPTIONAL, TALLY_SUB_MAX_DELIVER_MAX,                            \
+      "deliveries of an event before it is parked, >= 1 (default 5)")                       \
+    F(T, UINT, ack_wait_ms, OPTIONAL, TALLY_SUB_ACK_WAIT_MS_MAX,                            \
+      "redelivery delay of an unacked event, >= 100 (default 30000)")                       \
+    F(T, UINTS, backoff_ms, OPTIONAL, TALLY_SUB_BACKOFF_STEPS_MAX,                          \
+      "redelivery delay after the n-th delivery (the last repeats); replaces ack_wait_ms; " \
+      "each <= 86400000")                                                                   \
+    F(T, UINT, max_ack_pending, OPTIONAL, TALLY_SUB_MAX_ACK_PENDING_MAX,                    \
+      "events in flight at most, >= 1 (default 1000)")
+
+#define NET_FIELDS_sub_named(F, T) NET_FIELD_SUB_NAME(F, T)
+
+#define NET_FIELDS_sub_fetch(F, T)                                                           \
+    NET_FIELD_SUB_NAME(F, T)                                                                 \
+    F(T, UINT, max, OPTIONAL, TALLY_SUB_FETCH_EVENTS_MAX,                                    \
+      "events, >= 1 (default 100); at most 2 MiB of events, at least one")                   \
+    F(T, UINT, wait_ms, OPTIONAL, TALLY_LOG_WAIT_MS_MAX,                                     \
+      "if none is due, wait up to this long (default 0)")                                    \
+    F(T, BOOL, restart, OPTIONAL, 0,                                                         \
+      "the in-flight events of `instance` (without one: every in-flight event) are due now " \
+      "(a consumer's first fetch; default false)")                                           \
+    F(T, STR, instance, OPTIONAL, TALLY_SUB_INSTANCE_BYTES_MAX,                              \
+      "this consumer instance's id, 1-64 bytes of A-Z a-z 0-9 . _ -: what it is handed is "  \
+      "leased to it until acked or the ack wait passes (default: none)")
+
+#define NET_FIELDS_sub_ack(F, T)                                                  \
+    NET_FIELD_SUB_NAME(F, T)                                                      \
+    F(T, UINT, seq, OPTIONAL, UINT64_MAX, "every event <= seq is done (<= head)") \
+    F(T, UINTS, done, OPTIONAL, TALLY_SUB_ACK_SEQS_MAX, "these delivered seqs are done")
+
+#define NET_FIELDS_sub_nak(F, T)                               \
+    NET_FIELD_SUB_NAME(F, T)                                   \
+    NET_FIELD_SUB_SEQ(F, T, "the in-flight event")             \
+    F(T, UINT, delay_ms, OPTIONAL, TALLY_SUB_ACK_WAIT_MS_MAX,  \
+      "due again after this long (default: the backoff rule)") \
+    F(T, STR, error, OPTIONAL, TALLY_SUB_ERROR_BYTES_MAX, "why; kept as the event's last error")
+
+#define NET_FIELDS_sub_park(F, T)                  \
+    NET_FIELD_SUB_NAME(F, T)                       \
+    NET_FIELD_SUB_SEQ(F, T, "the in-flight event") \
+    F(T, STR, reason, OPTIONAL, TALLY_SUB_ERROR_BYTES_MAX, "why")
+
+#define NET_FIELDS_dlq_list(F, T)                                                                  \
+    NET_FIELD_SUB_NAME(F, T)                                                                       \
+    F(T, UINT, after_seq, OPTIONAL, UINT64_MAX, "page cursor: entries after this seq (default 0)") \
+    F(T, UINT, limit, OPTIONAL, TALLY_DLQ_LIST_ENTRIES_MAX, "entries, >= 1 (default 100)")
+
+#define NET_FIELDS_dlq_replay(F, T) \
+    NET_FIELD_SUB_NAME(F, T)        \
+    F(T, UINT, seq, OPTIONAL, UINT64_MAX, "this dead letter (default: all)")
+
+#define NET_FIELDS_dlq_discard(F, T) \
+    NET_FIELD_SUB_NAME(F, T)         \
+    NET_FIELD_SUB_SEQ(F, T, "the dead letter")
+
+/* ---- control ---- */
+
+#define NET_FIELDS_backup(F, T)                                                            \
+    F(T, STR, path, REQUIRED, TALLY_PATH_BYTES_MAX - 1,                                    \
+      "absolute path of a directory that does not exist yet (below tallyd's --backup-dir " \
+      "when set)")
+
+/* Every list above (ops without fields have none). */
+#define NET_FIELD_LISTS(X)                                                            \
+    X(account_open) X(transfer) X(post) X(void) X(grant) X(extend) X(revoke) X(chain) \
+    X(batch) X(account_get) X(account_history) X(account_list) X(transfer_get)        \
+    X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
+    X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_park) X(dlq_list) X(dlq_replay)          \
+    X(dlq_discard) X(backup)
+
+#define NET_ARGS_STRUCT(list)                                 \
+    typedef struct net_args_##list {                          \
+        NET_FIELDS_##list(NET_FIELD_MEMBER, net_args_##list) \
+    } net_args_##list;
+NET_FIELD_LISTS(NET_ARGS_STRUCT)
+#undef NET_ARGS_STRUCT
+
+/* Room for any op's struct: what the decoder fills before the builder. */
+#define NET_ARGS_UNION_MEMBER(list) net_args_##list list##_args;
+typedef union net_args {
+    NET_FIELD_LISTS(NET_ARGS_UNION_MEMBER)
+} net_args;
+#undef NET_ARGS_UNION_MEMBER
+
+#endif

@@ -1,0 +1,566 @@
+/*
+ * ops_sub.c — the durable subscriber ops (docs/SUBSCRIBERS.md): their
+ * parameters, the writer's part (each in a transaction nested in the
+ * group's, so a refusal or fault undoes only it), their replies, and the
+ * subscriber reads. log/subscriber.h keeps the state.
+ */
+#include "net/ops/ops.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "log/log.h"
+#include "net/ops/figures.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- builders: what the field table cannot say ---- */
+
+static int build_name(net_request *req, tally_str name)
+{
+    net_sub *u = &req->sub;
+    memset(u, 0, sizeof(*u));
+    u->name = name;
+    if (sub_name_check(u->name) != TALLY_ok)
+        return net_request_fail(req, TALLY_invalid_subscriber_name, "1-64 bytes of A-Z a-z 0-9 . _ - :");
+    return TALLY_ok;
+}
+
+/* A subscriber name, then a seq: one that is given must be a seq (they
+ * start at 1). */
+static int build_name_seq(net_request *req, tally_str name, bool has_seq, uint64_t seq)
+{
+    int rc = build_name(req, name);
+    if (rc != TALLY_ok)
+        return rc;
+    req->sub.seq = seq;
+    if (has_seq && seq == 0)
+        return net_request_fail(req, TALLY_value_out_of_range, "seq: seqs start at 1");
+    return TALLY_ok;
+}
+
+int net_build_sub_named(net_request *req, const net_args_sub_named *a)
+{
+    return build_name(req, a->name);
+}
+
+static int build_start(net_request *req, const net_args_sub_create *a)
+{
+    net_sub *u = &req->sub;
+    if (a->has_start + a->has_from_seq + a->has_from_time_ms > 1)
+        return net_request_fail(req, TALLY_start_positions_are_mutually_exclusive,
+                                "start, from_seq, from_time_ms");
+    u->start.kind = SUB_START_BEGINNING;
+    if (a->has_start) {
+        if (tally_str_equal(a->start, tally_str_from("now")))
+            u->start.kind = SUB_START_NOW;
+        else if (!tally_str_equal(a->start, tally_str_from("beginning")))
+            return net_request_fail(req, TALLY_value_out_of_range, "start: beginning or now");
+    } else if (a->has_from_seq) {
+        u->start = (sub_start){SUB_START_SEQ, a->from_seq, 0};
+        if (u->start.seq == 0)
+            return net_request_fail(req, TALLY_value_out_of_range, "from_seq: seqs start at 1");
+    } else if (a->has_from_time_ms) {
+        u->start = (sub_start){SUB_START_TIME, 0, a->from_time_ms};
+        if (u->start.time_ms < 0 || u->start.time_ms > TALLY_TIME_MS_MAX)
+            return net_request_fail(req, TALLY_time_out_of_range, "from_time_ms");
+    }
+    return TALLY_ok;
+}
+
+int net_build_sub_create(net_request *req, const net_args_sub_create *a)
+{
+    int rc = build_name(req, a->name);
+    if (rc == TALLY_ok)
+        rc = build_start(req, a);
+    if (rc != TALLY_ok)
+        return rc;
+    sub_config *c = &req->sub.config;
+    sub_config_default(c);
+    if (a->has_max_deliver)
+        c->max_deliver = (uint32_t)a->max_deliver;
+    if (a->has_ack_wait_ms)
+        c->ack_wait_ms = (uint32_t)a->ack_wait_ms;
+    if (a->has_max_ack_pending)
+        c->max_ack_pending = (uint32_t)a->max_ack_pending;
+    if (c->max_deliver < 1)
+        return net_request_fail(req, TALLY_value_out_of_range, "max_deliver: at least 1");
+    if (c->ack_wait_ms < TALLY_SUB_ACK_WAIT_MS_MIN)
+        return net_request_fail(req, TALLY_value_out_of_range, "ack_wait_ms: at least 100");
+    if (c->max_ack_pending < 1)
+        return net_request_fail(req, TALLY_value_out_of_range, "max_ack_pending: at least 1");
+    for (uint32_t i = 0; i < a->backoff_ms.count; i++) {
+        uint64_t ms = a->backoff_ms.items[i].via.u64;
+        if (ms > TALLY_SUB_ACK_WAIT_MS_MAX)
+            return net_request_fail(req, TALLY_value_out_of_range, "backoff_ms: each at most 86400000");
+        c->backoff_ms[c->backoff_count++] = (uint32_t)ms;
+    }
+    return TALLY_ok;
+}
+
+int net_build_sub_fetch(net_request *req, const net_args_sub_fetch *a)
+{
+    int rc = build_name(req, a->name);
+    if (rc != TALLY_ok)
+        return rc;
+    req->sub.max = (uint32_t)(a->has_max ? a->max : TALLY_SUB_FETCH_EVENTS_DEFAULT);
+    if (req->sub.max == 0)
+        return net_request_fail(req, TALLY_value_out_of_range, "max: at least 1");
+    req->wait_ms = (uint32_t)a->wait_ms;
+    req->sub.restart = a->restart;
+    req->sub.instance = a->instance;
+    if (a->has_instance && sub_name_check(req->sub.instance) != TALLY_ok)
+        return net_request_fail(req, TALLY_value_out_of_range,
+                                "instance: 1-64 bytes of A-Z a-z 0-9 . _ -");
+    return TALLY_ok;
+}
+
+int net_build_sub_ack(net_request *req, const net_args_sub_ack *a)
+{
+    int rc = build_name_seq(req, a->name, a->has_seq, a->seq);
+    if (rc != TALLY_ok)
+        return rc;
+    net_sub *u = &req->sub;
+    for (uint32_t i = 0; i < a->done.count; i++) {
+        u->done[u->done_count] = a->done.items[i].via.u64;
+        if (u->done[u->done_count++] == 0)
+            return net_request_fail(req, TALLY_value_out_of_range, "done: seqs start at 1");
+    }
+    if (!a->has_seq && u->done_count == 0)
+        return net_request_fail(req, TALLY_missing_field, "seq or done");
+    return TALLY_ok;
+}
+
+int net_build_sub_nak(net_request *req, const net_args_sub_nak *a)
+{
+    int rc = build_name_seq(req, a->name, a->has_seq, a->seq);
+    if (rc != TALLY_ok)
+        return rc;
+    req->sub.has_delay = a->has_delay_ms;
+    req->sub.delay_ms = (uint32_t)a->delay_ms;
+    req->sub.text = a->error;
+    return TALLY_ok;
+}
+
+int net_build_sub_park(net_request *req, const net_args_sub_park *a)
+{
+    int rc = build_name_seq(req, a->name, a->has_seq, a->seq);
+    req->sub.text = a->reason;
+    return rc;
+}
+
+int net_build_dlq_list(net_request *req, const net_args_dlq_list *a)
+{
+    int rc = build_name(req, a->name);
+    if (rc != TALLY_ok)
+        return rc;
+    req->sub.limit = (uint32_t)(a->has_limit ? a->limit : TALLY_DLQ_LIST_ENTRIES_DEFAULT);
+    if (req->sub.limit == 0)
+        return net_request_fail(req, TALLY_value_out_of_range, "limit: at least 1");
+    req->sub.after_seq = a->after_seq;
+    return TALLY_ok;
+}
+
+int net_build_dlq_replay(net_request *req, const net_args_dlq_replay *a)
+{
+    return build_name_seq(req, a->name, a->has_seq, a->seq);
+}
+
+int net_build_dlq_discard(net_request *req, const net_args_dlq_discard *a)
+{
+    return build_name_seq(req, a->name, a->has_seq, a->seq);
+}
+
+/* ---- the writer's part ---- */
+
+typedef int (*sub_run_fn)(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *res);
+
+/* Run one subscriber op in a transaction nested in t: a refusal or fault
+ * undoes only it, and stays in res->code (never stops the group). */
+static int apply_nested(store_txn *t, const net_request *req, int64_t now_ms, net_result *res,
+                        sub_run_fn run)
+{
+    net_sub_result *r = &res->sub;
+    r->code = TALLY_ok;
+    r->count = 0;
+    r->created = false;
+    r->next_due_ms = INT64_MAX;
+    store_txn child;
+    int rc = store_txn_begin(t->st, t, false, &child);
+    if (rc == TALLY_ok) {
+        rc = run(&child, &req->sub, now_ms, r);
+        rc = rc == TALLY_ok ? store_txn_commit(&child) : (store_txn_abort(&child), rc);
+    }
+    if (rc != TALLY_ok)
+        r->count = 0;
+    r->code = rc;
+    return TALLY_ok;
+}
+
+static int run_create(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    return sub_create(t, u->name, &u->start, &u->config, now_ms, &r->created, &r->state);
+}
+
+static int run_delete(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    (void)now_ms;
+    (void)r;
+    return sub_delete(t, u->name);
+}
+
+static int run_fetch(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    int rc = sub_fetch(t, u->name, u->max, u->restart, u->instance, now_ms, r->deliveries,
+                       &r->count, &r->next_due_ms, &r->state);
+    if (rc == TALLY_ok) /* the relay-liveness signal: last_fetch_age_s */
+        net_liveness_fetched(u->name, now_ms);
+    return rc;
+}
+
+static int run_ack(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    return sub_ack(t, u->name, u->seq, u->done, u->done_count, now_ms, &r->acked, &r->state);
+}
+
+static int run_nak(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    return sub_nak(t, u->name, u->seq, u->has_delay, u->delay_ms, u->text, now_ms, &r->attempt,
+                   &r->deliver_after_ms);
+}
+
+static int run_park(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    return sub_park(t, u->name, u->seq, u->text, now_ms, &r->state);
+}
+
+static int run_dlq_replay(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    return sub_dlq_replay(t, u->name, u->seq != 0, u->seq, now_ms, &r->replaying);
+}
+
+static int run_dlq_discard(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    (void)r;
+    return sub_dlq_discard(t, u->name, u->seq, now_ms);
+}
+
+bool net_sub_fetch_waits(const net_request *req, const net_result *res, uint64_t *watermark)
+{
+    const net_sub_result *r = &res->sub;
+    if (req->wait_ms == 0 || r->code != TALLY_ok || r->count > 0)
+        return false;
+    bool room = r->state.in_flight < r->state.config.max_ack_pending;
+    *watermark = room ? r->state.delivered_seq : UINT64_MAX;
+    return true;
+}
+
+/* ---- replies ---- */
+
+static const char *refusal_detail(int code)
+{
+    switch (code) {
+    case TALLY_subscriber_not_found: return "no subscriber by that name";
+    case TALLY_subscriber_exists_with_different_config:
+        return "a subscriber by that name exists with another max_deliver, ack_wait_ms, backoff_ms or max_ack_pending";
+    case TALLY_too_many_subscribers: return "at most 256 subscribers; delete one first";
+    case TALLY_seq_beyond_head: return "beyond the log's head";
+    case TALLY_seq_not_delivered: return "a done seq was never delivered to this subscriber";
+    case TALLY_seq_not_in_flight: return "not in flight: acknowledged, parked, or never delivered";
+    case TALLY_dead_letter_not_found: return "no dead letter with that seq";
+    default:
+        return tally_error_class_of(code) == TALLY_CLASS_FAULT ? "not applied; retry later" : "";
+    }
+}
+
+static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t now_ms)
+{
+    net_sub_figures m;
+    if (net_sub_figures_get(t, s, now_ms, &m) != TALLY_ok) {
+        net_out_fail(o);
+        return;
+    }
+    net_map_begin(o);
+    net_kv_cstr(o, "name", s->name);
+    net_kv_u64(o, "ack_floor", s->ack_floor);
+    net_kv_u64(o, "delivered_seq", s->delivered_seq);
+    net_kv_u64(o, "pending", m.pending);
+    net_kv_u64(o, "in_flight", s->in_flight);
+    net_kv_i64(o, "oldest_unacked_age_s", m.oldest_unacked_age_s);
+    net_kv_u64(o, "redelivered", s->redelivered);
+    net_kv_u64(o, "dead_letters", s->dead_letters);
+    net_kv_u64(o, "replaying", s->replaying);
+    net_kv_u64(o, "max_deliver", s->config.max_deliver);
+    net_kv_u64(o, "ack_wait_ms", s->config.ack_wait_ms);
+    net_key(o, "backoff_ms");
+    msgpack_pack_array(&o->pk, s->config.backoff_count);
+    for (uint32_t i = 0; i < s->config.backoff_count; i++)
+        msgpack_pack_uint32(&o->pk, s->config.backoff_ms[i]);
+    net_kv_u64(o, "max_ack_pending", s->config.max_ack_pending);
+    net_kv_i64(o, "created_ms", s->created_ms);
+    net_kv_i64(o, "updated_ms", s->updated_ms);
+    net_kv_i64(o, "oldest_dead_letter_age_s", m.oldest_dead_letter_age_s);
+    net_kv_i64(o, "last_fetch_age_s", m.last_fetch_age_s);
+    net_map_end(o);
+}
+
+/* The reply of a subscriber write: the refusal or fault, or true when the
+ * caller packs the ok reply (already opened). */
+static bool reply_opened(net_out *o, const net_result *res, int fault)
+{
+    int code = fault ? fault : res->sub.code;
+    if (code != TALLY_ok) {
+        net_reply_error(o, code, refusal_detail(code));
+        return false;
+    }
+    net_reply_open(o, TALLY_ok);
+    return true;
+}
+
+void net_reply_sub_create(net_out *o, store_txn *rt, const net_request *req,
+                          const net_result *res, int fault, int64_t now_ms)
+{
+    (void)req;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_bool(o, "created", res->sub.created);
+    net_key(o, "subscriber");
+    pack_metrics(o, rt, &res->sub.state, now_ms);
+    net_map_end(o);
+}
+
+void net_reply_sub_delete(net_out *o, store_txn *rt, const net_request *req,
+                          const net_result *res, int fault, int64_t now_ms)
+{
+    (void)rt, (void)req, (void)now_ms;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_bool(o, "deleted", true);
+    net_map_end(o);
+}
+
+void net_reply_sub_fetch(net_out *o, store_txn *rt, const net_request *req,
+                         const net_result *res, int fault, int64_t now_ms)
+{
+    (void)req, (void)now_ms;
+    const net_sub_result *r = &res->sub;
+    log_head head;
+    if (!reply_opened(o, res, fault))
+        return;
+    if (log_head_get(rt, &head) != TALLY_ok) {
+        net_out_fail(o);
+        return;
+    }
+    net_key(o, "events");
+    net_array_begin(o);
+    for (uint32_t i = 0; i < r->count; i++) {
+        const sub_delivery *d = &r->deliveries[i];
+        uint8_t k[8];
+        MDB_val ev;
+        log_seq_key(d->seq, k);
+        if (store_get(rt, STORE_DB_LOG, k, 8, &ev) != TALLY_ok)
+            continue; /* removed by retention since: nothing to deliver */
+        net_item(o);
+        net_map_begin(o);
+        net_kv_u64(o, "seq", d->seq);
+        net_kv_u64(o, "attempt", d->attempt);
+        net_kv_bool(o, "replay", d->replay);
+        net_key(o, "event");
+        msgpack_safe_pack_bin(&o->pk, ev.mv_data, ev.mv_size);
+        net_map_end(o);
+    }
+    net_array_end(o);
+    net_kv_u64(o, "ack_floor", r->state.ack_floor);
+    net_kv_u64(o, "head", head.seq);
+    net_map_end(o);
+}
+
+void net_reply_sub_ack(net_out *o, store_txn *rt, const net_request *req, const net_result *res,
+                       int fault, int64_t now_ms)
+{
+    (void)rt, (void)req, (void)now_ms;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_u64(o, "ack_floor", res->sub.state.ack_floor);
+    net_kv_u64(o, "acked", res->sub.acked);
+    net_map_end(o);
+}
+
+void net_reply_sub_nak(net_out *o, store_txn *rt, const net_request *req, const net_result *res,
+                       int fault, int64_t now_ms)
+{
+    (void)rt, (void)req, (void)now_ms;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_u64(o, "attempt", res->sub.attempt);
+    net_kv_i64(o, "deliver_after_ms", res->sub.deliver_after_ms);
+    net_map_end(o);
+}
+
+void net_reply_sub_park(net_out *o, store_txn *rt, const net_request *req, const net_result *res,
+                        int fault, int64_t now_ms)
+{
+    (void)rt, (void)req, (void)now_ms;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_u64(o, "ack_floor", res->sub.state.ack_floor);
+    net_map_end(o);
+}
+
+void net_reply_dlq_replay(net_out *o, store_txn *rt, const net_request *req,
+                          const net_result *res, int fault, int64_t now_ms)
+{
+    (void)rt, (void)req, (void)now_ms;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_u64(o, "replaying", res->sub.replaying);
+    net_map_end(o);
+}
+
+void net_reply_dlq_discard(net_out *o, store_txn *rt, const net_request *req,
+                           const net_result *res, int fault, int64_t now_ms)
+{
+    (void)rt, (void)req, (void)now_ms;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_bool(o, "discarded", true);
+    net_map_end(o);
+}
+
+#define APPLY(op, run)                                                                        \
+    int net_apply_##op(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,  \
+                       net_result *res)                                                    \
+    {                                                                                       \
+        (void)in_place; /* always nested: its refusals and faults stay its own */           \
+        return apply_nested(t, req, now_ms, res, run);                                      \
+    }
+APPLY(sub_create, run_create)
+APPLY(sub_delete, run_delete)
+APPLY(sub_fetch, run_fetch)
+APPLY(sub_ack, run_ack)
+APPLY(sub_nak, run_nak)
+APPLY(sub_park, run_park)
+APPLY(dlq_replay, run_dlq_replay)
+APPLY(dlq_discard, run_dlq_discard)
+#undef APPLY
+
+/* ---- reads ---- */
+
+typedef struct list_ctx {
+    net_out *o;
+    store_txn *t;
+    int64_t now_ms;
+} list_ctx;
+
+static int list_one(const sub_state *s, void *ctx)
+{
+    list_ctx *l = ctx;
+    net_item(l->o);
+    pack_metrics(l->o, l->t, s, l->now_ms);
+    return net_out_ok(l->o) ? TALLY_ok : TALLY_internal;
+}
+
+void net_pack_subscribers(net_out *o, store_txn *t, int64_t now_ms)
+{
+    list_ctx l = {o, t, now_ms};
+    net_array_begin(o);
+    if (sub_list(t, list_one, &l) != TALLY_ok)
+        net_out_fail(o);
+    net_array_end(o);
+}
+
+void net_read_sub(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    sub_state s;
+    int rc = sub_get(t, req->sub.name, &s);
+    if (rc != TALLY_ok)
+        return net_reply_error(o, rc, refusal_detail(rc));
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "subscriber");
+    pack_metrics(o, t, &s, now_ms);
+    net_map_end(o);
+}
+
+void net_read_sub_list(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)req;
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "subscribers");
+    net_pack_subscribers(o, t, now_ms);
+    net_map_end(o);
+}
+
+typedef struct dead_copy {
+    sub_dead_letter d;
+    char text[TALLY_SUB_ERROR_BYTES_MAX];
+} dead_copy;
+
+typedef struct dlq_ctx {
+    dead_copy *entries;
+    uint32_t count;
+} dlq_ctx;
+
+static int dlq_keep(const sub_dead_letter *d, void *ctx)
+{
+    dlq_ctx *c = ctx;
+    dead_copy *e = &c->entries[c->count++];
+    e->d = *d;
+    memcpy(e->text, d->error.ptr, d->error.len);
+    e->d.error.ptr = e->text;
+    return TALLY_ok;
+}
+
+/* The event's id and type, or nils when the event is gone. */
+static void pack_event_names(net_out *o, store_txn *t, uint64_t seq)
+{
+    msgpack_unpacked up;
+    log_event ev;
+    msgpack_unpacked_init(&up);
+    bool have = log_event_load(t, seq, &up, &ev) == TALLY_ok;
+    net_key(o, "event_id");
+    if (have)
+        msgpack_safe_pack_bin(&o->pk, ev.id.bytes, 16);
+    else
+        msgpack_pack_nil(&o->pk);
+    if (have)
+        net_kv_str(o, "type", ev.type.ptr, ev.type.len);
+    else
+        net_kv_nil(o, "type");
+    msgpack_unpacked_destroy(&up);
+}
+
+void net_read_dlq(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    dlq_ctx c = {calloc(req->sub.limit, sizeof(dead_copy)), 0};
+    if (!c.entries)
+        return net_reply_error(o, TALLY_overloaded, "out of memory");
+    uint64_t next = 0;
+    int rc = sub_dlq_list(t, req->sub.name, req->sub.after_seq, req->sub.limit, dlq_keep, &c,
+                          &next);
+    if (rc != TALLY_ok) {
+        net_reply_error(o, rc, refusal_detail(rc));
+        free(c.entries);
+        return;
+    }
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "entries");
+    msgpack_pack_array(&o->pk, c.count);
+    for (uint32_t i = 0; i < c.count; i++) {
+        const sub_dead_letter *d = &c.entries[i].d;
+        net_map_begin(o);
+        net_kv_u64(o, "seq", d->seq);
+        net_kv_u64(o, "attempts", d->attempts);
+        net_kv_str(o, "error", d->error.ptr, d->error.len);
+        net_kv_i64(o, "parked_ms", d->parked_ms);
+        net_kv_bool(o, "replaying", d->replaying);
+        pack_event_names(o, t, d->seq);
+        net_map_end(o);
+    }
+    if (next)
+        net_kv_u64(o, "next", next);
+    else
+        net_kv_nil(o, "next");
+    net_map_end(o);
+    free(c.entries);
+}

@@ -1,0 +1,191 @@
+/*
+ * ops_write.c — the ledger write ops: their commands from their structs
+ * of checked fields (op_fields.h), the writer's apply (ledger_apply for
+ * each command) and the reply.
+ */
+#include "net/ops/ops.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+#include "common/logging.h"
+
+#include <string.h>
+
+void net_command_account_open(const net_args_account_open *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ACCOUNT_OPEN;
+    c->u.account_open = (ledger_account_open){.id = a->id, .ledger = (uint32_t)a->ledger,
+                                              .code = (uint16_t)a->code,
+                                              .flags = (uint16_t)a->flags};
+}
+
+void net_command_transfer(const net_args_transfer *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_TRANSFER;
+    ledger_transfer *t = &c->u.transfer;
+    t->id = a->id;
+    t->debit_account_id = a->debit_account_id;
+    t->credit_account_id = a->credit_account_id;
+    t->amount = a->amount;
+    t->ledger = (uint32_t)a->ledger;
+    t->code = (uint16_t)a->code;
+    t->flags = (uint16_t)a->flags;
+    t->timeout_s = (uint32_t)a->timeout_s;
+}
+
+static void command_hold(ledger_command *c, ledger_command_kind kind, tally_id128 pending_id)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = kind;
+    c->u.hold.pending_id = pending_id;
+}
+
+void net_command_post(const net_args_post *a, ledger_command *c)
+{
+    command_hold(c, LEDGER_POST, a->pending_id);
+    c->u.hold.amount = a->amount;
+    c->u.hold.amount_given = a->has_amount;
+}
+
+void net_command_void(const net_args_void *a, ledger_command *c)
+{
+    command_hold(c, LEDGER_VOID, a->pending_id);
+}
+
+/* What grant, extend and revoke share; each adds its own fields. */
+static ledger_entitlement_command *command_entitlement(ledger_command *c, ledger_command_kind kind,
+                                                       tally_str subject, tally_str feature,
+                                                       bool has_source_order, uint64_t source_order)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = kind;
+    ledger_entitlement_command *e = &c->u.entitlement;
+    e->subject = subject;
+    e->feature = feature;
+    e->has_source_order = has_source_order;
+    e->source_order = source_order;
+    return e;
+}
+
+void net_command_grant(const net_args_grant *a, ledger_command *c)
+{
+    ledger_entitlement_command *e = command_entitlement(c, LEDGER_GRANT, a->subject, a->feature,
+                                                        a->has_source_order, a->source_order);
+    e->valid_until_ms = a->valid_until_ms;
+    e->duration_ms = a->duration_ms;
+    e->has_grant_transfer = a->has_grant_transfer_id;
+    e->grant_transfer_id = a->grant_transfer_id;
+}
+
+void net_command_extend(const net_args_extend *a, ledger_command *c)
+{
+    ledger_entitlement_command *e = command_entitlement(c, LEDGER_EXTEND, a->subject, a->feature,
+                                                        a->has_source_order, a->source_order);
+    e->valid_until_ms = a->valid_until_ms;
+    e->duration_ms = a->duration_ms;
+}
+
+void net_command_revoke(const net_args_revoke *a, ledger_command *c)
+{
+    command_entitlement(c, LEDGER_REVOKE, a->subject, a->feature, a->has_source_order,
+                        a->source_order);
+}
+
+int net_build_write(net_request *req, const void *args)
+{
+    req->op->command(args, &req->writes[0].command);
+    return TALLY_ok;
+}
+
+int net_build_chain(net_request *req, const net_args_chain *a)
+{
+    return net_request_members(req, a->ops);
+}
+
+int net_build_batch(net_request *req, const net_args_batch *a)
+{
+    return net_request_members(req, a->ops);
+}
+
+int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,
+                     net_result *res)
+{
+    for (uint32_t i = 0; i < req->write_count; i++) {
+        res->faults[i] = in_place ? ledger_apply_in_place(t, &req->writes[i], now_ms, &res->outcomes[i])
+                                  : ledger_apply(t, &req->writes[i], now_ms, &res->outcomes[i]);
+        if (res->faults[i] != TALLY_ok) {
+            net_log(NET_LOG_WARN, "command not applied: %s", tally_strerror(res->faults[i]));
+            if (in_place)
+                return res->faults[i];
+        }
+    }
+    return TALLY_ok;
+}
+
+/* The entries of one write result (the enclosing map is the caller's):
+ * code, replayed, seq, events, key; for an exists* or id_already_failed
+ * code original_seq (the seq that created the existing account or
+ * transfer; nil for id_already_failed: a failed attempt caused no event);
+ * and for a chain always codes and failed_index: nil when the chain was
+ * not decided (refused as a request, e.g. idempotency_key_reused, or a
+ * fault). */
+static void pack_result(net_out *o, const ledger_request *w, const ledger_outcome *r, int fault)
+{
+    int code = fault ? fault : r->code;
+    bool ok_events = !fault && r->event_count > 0;
+    net_kv_cstr(o, "code", tally_strerror(code));
+    net_kv_bool(o, "replayed", !fault && r->replayed);
+    if (ok_events)
+        net_kv_u64(o, "seq", r->first_seq);
+    else
+        net_kv_nil(o, "seq");
+    net_kv_u64(o, "events", ok_events ? r->event_count : 0);
+    net_key(o, "key");
+    msgpack_safe_pack_str(&o->pk, w->key);
+    if (!fault && ledger_outcome_names_original(r->code)) {
+        if (r->original_seq)
+            net_kv_u64(o, "original_seq", r->original_seq);
+        else
+            net_kv_nil(o, "original_seq");
+    }
+    if (w->command.kind != LEDGER_CHAIN)
+        return;
+    bool decided = !fault && r->stored;
+    if (decided) {
+        net_key(o, "codes");
+        msgpack_pack_array(&o->pk, r->chain_count);
+        for (uint32_t i = 0; i < r->chain_count; i++)
+            msgpack_safe_pack_cstr(&o->pk, tally_strerror(r->chain_codes[i]));
+    } else {
+        net_kv_nil(o, "codes");
+    }
+    if (decided && r->code != TALLY_ok)
+        net_kv_u64(o, "failed_index", r->failed_index);
+    else
+        net_kv_nil(o, "failed_index");
+}
+
+void net_reply_writes(net_out *o, store_txn *rt, const net_request *req, const net_result *res,
+                      int fault, int64_t now_ms)
+{
+    (void)rt;
+    (void)now_ms;
+    net_map_begin(o);
+    net_kv_u64(o, "v", TALLY_PROTOCOL_VERSION);
+    if (req->op->id != NET_OP_BATCH) {
+        pack_result(o, &req->writes[0], &res->outcomes[0], fault ? fault : res->faults[0]);
+        net_map_end(o);
+        return;
+    }
+    net_kv_cstr(o, "code", tally_strerror(TALLY_ok));
+    net_key(o, "results");
+    msgpack_pack_array(&o->pk, req->write_count);
+    for (uint32_t i = 0; i < req->write_count; i++) {
+        net_map_begin(o);
+        pack_result(o, &req->writes[i], &res->outcomes[i], fault ? fault : res->faults[i]);
+        net_map_end(o);
+    }
+    net_map_end(o);
+}

@@ -1,0 +1,466 @@
+/*
+ * tallyd_options.c — tallyd's option table: one row per option, each with
+ * its placeholder, default, help and the function that applies a value to
+ * net_server_options. The engine (common/options.c) turns the rows into
+ * getopt_long's array, --help, the config file's keys, --print-config and
+ * --example-config (dist/tallyd.conf); help2man turns --help into
+ * tallyd(8). Adding an option is adding a row (and, unless an existing
+ * parse function fits, one function): docs/DESIGN.md, "The option table".
+ */
+#include "config.h"
+
+#include "common/error.h"
+#include "common/limits.h"
+#include "ledger/retention.h"
+#include "net/http/http.h"
+#include "net/ops/protocol.h"
+#include "net/server/tallyd_options.h"
+#include "net/http/webhooks.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STRINGIFY(x) #x
+#define TEXT_OF(x) STRINGIFY(x) /* a macro's value as text: TEXT_OF(TALLY_CONTEXTS_DEFAULT) */
+
+/* A number's row: options_parse_number stores it in net_server_options. */
+#define NUMBER(kind, field, min, max, scale)                                                \
+    options_parse_number, min, max, 0, OPTIONS_STORE_##kind,                                \
+        offsetof(net_server_options, field), scale
+
+#define RETENTION_S_MAX (UINT64_C(100) * 365 * 24 * 3600)
+#define MAP_MB_MIN (TALLY_MAP_SIZE_BYTES_MIN >> 20)
+#define MAP_MB_MAX (TALLY_MAP_SIZE_BYTES_MAX >> 20)
+_Static_assert((TALLY_MAP_SIZE_BYTES_DEFAULT >> 20) == 1024, "map-size-mb's default text");
+_Static_assert(LEDGER_INBOX_WINDOW_MS_DEFAULT == INT64_C(604800) * 1000,
+               "dedupe-window-s's default text");
+_Static_assert(NET_ALERT_MAP_USED_PCT_DEFAULT == 90, "alert-map-used-pct's default text");
+
+static net_server_options *opts_of(void *target)
+{
+    return target;
+}
+
+/* ---- the parse functions (options_parse_fn), one per kind of value ---- */
+
+static int parse_data(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row, (void)why, (void)n;
+    opts_of(t)->data_dir = text;
+    return 0;
+}
+
+static int parse_listen(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row;
+    net_server_options *opt = opts_of(t);
+    if (opt->listen_count == NET_LISTEN_URLS_MAX) {
+        snprintf(why, n, "at most %d --listen URLs", NET_LISTEN_URLS_MAX);
+        return 2;
+    }
+    opt->listen_urls[opt->listen_count++] = text;
+    return 0;
+}
+
+static int parse_publish(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row, (void)why, (void)n;
+    opts_of(t)->publish_url = strcmp(text, "none") == 0 ? NULL : text;
+    return 0;
+}
+
+/* The index of text among count names (an enum's values in order). */
+static bool parse_name(const char *text, const char *const *names, int count, int *out)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(text, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    return false;
+}
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"}; /* net_log_level */
+static const char *const replies_names[] = {"writer", "completer", "auto"};  /* net_replies */
+static const char *const engine_names[] = {"epoll", "nng"};                  /* net_tcp_engine */
+#define NAMES_COUNT(names) ((int)(sizeof(names) / sizeof((names)[0])))
+_Static_assert(NAMES_COUNT(level_names) == NET_LOG_DEBUG + 1, "a name per log level");
+_Static_assert(NAMES_COUNT(replies_names) == NET_REPLIES_AUTO + 1, "a name per replies mode");
+_Static_assert(NAMES_COUNT(engine_names) == NET_TCP_ENGINE_NNG + 1, "a name per tcp engine");
+
+/* log-level, replies and tcp-engine: one of the names of an enum, in its
+ * order. */
+static int parse_choice(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    static const struct {
+        const char *option, *expected;
+        const char *const *names;
+        int count;
+    } sets[] = {
+        {"log-level", "error, warn, info or debug", level_names, NAMES_COUNT(level_names)},
+        {"replies", "auto, writer or completer", replies_names, NAMES_COUNT(replies_names)},
+        {"tcp-engine", "epoll or nng", engine_names, NAMES_COUNT(engine_names)},
+    };
+    unsigned k = 0;
+    while (strcmp(sets[k].option, row->name) != 0)
+        k++; /* every row that names this parser is in sets */
+    int choice;
+    if (!parse_name(text, sets[k].names, sets[k].count, &choice)) {
+        snprintf(why, n, "expected %s, got %s", sets[k].expected, text);
+        return 2;
+    }
+    net_server_options *o = opts_of(t);
+    if (k == 0)
+        o->log_level = (net_log_level)choice;
+    else if (k == 1)
+        o->replies = (net_replies)choice;
+    else
+        o->tcp_engine = (net_tcp_engine)choice;
+    return 0;
+}
+
+static int parse_backup_dir(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row;
+    if (text[0] != '/') {
+        snprintf(why, n, "an absolute path, got %s", text);
+        return 2;
+    }
+    opts_of(t)->backup_dir = text;
+    return 0;
+}
+
+static int parse_http(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row;
+    bool none = strcmp(text, "none") == 0;
+    if (!none && !net_http_url_valid(text)) {
+        snprintf(why, n, "http://HOST:PORT, https://HOST:PORT or none, got %s", text);
+        return 2;
+    }
+    opts_of(t)->http_url = none ? NULL : text;
+    return 0;
+}
+
+static int parse_ready_file(const options_row *row, void *t, const char *text, char *why,
+                            size_t n)
+{
+    (void)row, (void)why, (void)n;
+    opts_of(t)->ready_file = text;
+    return 0;
+}
+
+static int parse_auth(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row, (void)why, (void)n;
+    opts_of(t)->auth_file = text; /* read and checked by tallyd.c's load_auth */
+    return 0;
+}
+
+/* ---- TLS: the files are read by tallyd.c's tls_setup, once every
+ * endpoint is known ---- */
+
+static tallyd_tls_choice tls_choice = {.client_auth = -1};
+
+tallyd_tls_choice *tallyd_options_tls(void)
+{
+    return &tls_choice;
+}
+
+static int parse_tls_file(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)t, (void)why, (void)n;
+    const char **field = strcmp(row->name, "tls-cert") == 0  ? &tls_choice.files.cert
+                         : strcmp(row->name, "tls-key") == 0 ? &tls_choice.files.key
+                                                              : &tls_choice.files.ca;
+    *field = text;
+    return 0;
+}
+
+static const char *const client_auth_names[] = {"none", "optional", "required"}; /* nng_tls_auth_mode */
+_Static_assert(NNG_TLS_AUTH_MODE_NONE == 0 && NNG_TLS_AUTH_MODE_OPTIONAL == 1 &&
+                   NNG_TLS_AUTH_MODE_REQUIRED == 2, "client_auth_names in NNG's order");
+
+static int parse_tls_client_auth(const options_row *row, void *t, const char *text, char *why,
+                                 size_t n)
+{
+    (void)row, (void)t;
+    int choice;
+    if (!parse_name(text, client_auth_names, 3, &choice)) {
+        snprintf(why, n, "expected required, optional or none, got %s", text);
+        return 2;
+    }
+    tls_choice.client_auth = choice;
+    return 0;
+}
+
+/* The sources file is read at once: its errors stop the start with 1. */
+static int parse_webhooks(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row;
+    net_server_options *opt = opts_of(t);
+    webhooks_free(opt->webhooks);
+    opt->webhooks = NULL;
+    return webhooks_load(text, &opt->webhooks, why, n) == TALLY_ok ? 0 : 1;
+}
+
+static int parse_alert(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    for (int kind = 0; kind < NET_ALERT_KIND_COUNT; kind++) {
+        if (strcmp(row->name, net_health_option_name((net_alert_kind)kind)) != 0)
+            continue;
+        char inner[OPTIONS_WHY_BYTES_MAX];
+        if (net_health_option(&opts_of(t)->health, (net_alert_kind)kind, text, inner,
+                              sizeof(inner)))
+            return 0;
+        /* net_health_option names the option ("--alert-pending: ..."); the
+         * caller does too. */
+        size_t skip = strlen(row->name) + 4;
+        snprintf(why, n, "%s", strncmp(inner, "--", 2) == 0 && strlen(inner) > skip ? inner + skip
+                                                                                  : inner);
+        return 2;
+    }
+    assert(!"an alert row without its kind");
+    return 2;
+}
+
+#define ALERT_HELP_EACH                                                                   \
+    "; also NAME=N for one subscriber (NAME=none: no alert for it); off unless given"
+
+/* The rows, in --help's order. Settings first; then the command line's
+ * actions (their value is read by tallyd_options_load). */
+static const options_row rows[] = {
+    {"config", "FILE", NULL,
+     "read settings from FILE, `key = value` lines (docs/OPERATIONS.md); the default is "
+     TALLYD_CONFIG_DEFAULT " when it exists; none: no file",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"data", "DIR", "./tally-data", "store directory, created if missing", parse_data},
+    {"listen", "URL", "tcp://127.0.0.1:7450",
+     "NNG request/reply endpoint: tcp://, ipc://, or tls+tcp://HOST:PORT with tls-cert and "
+     "tls-key; PORT 0: one the kernel chooses (see ready-file)", parse_listen, 0, 0,
+     OPTIONS_REPEATABLE},
+    {"publish", "URL", "tcp://127.0.0.1:7451",
+     "NNG PUB endpoint for committed events (tls+tcp:// too; PORT 0 as for listen); none "
+     "disables", parse_publish},
+    {"ready-file", "FILE", NULL,
+     "once every listener is up (before systemd's READY=1), write FILE with a line per "
+     "endpoint, as bound (a PORT 0 filled in): `listen URL` for each listen in order, "
+     "`publish URL`, `http URL`; written whole (a temporary file in FILE's directory, then a "
+     "rename), replaced at each start, removed at a clean stop (a crash leaves it: remove it "
+     "before a start you wait on)",
+     parse_ready_file},
+    {"map-size-mb", "N", "1024", "LMDB map size at start in MiB",
+     NUMBER(U64, map_size_bytes, MAP_MB_MIN, MAP_MB_MAX, UINT64_C(1) << 20)},
+    {"map-max-mb", "N", NULL,
+     "a full map doubles, up to N MiB (unset: the data directory's filesystem size, at most 1 "
+     "TiB); beyond it writes get storage_full",
+     NUMBER(U64, map_max_bytes, MAP_MB_MIN, MAP_MB_MAX, UINT64_C(1) << 20)},
+    {"log-level", "L", "info", "error, warn, info or debug; logs go to stderr", parse_choice},
+    {"contexts", "N", TEXT_OF(TALLY_CONTEXTS_DEFAULT), "requests served concurrently",
+     NUMBER(UNSIGNED, contexts, 1, TALLY_CONTEXTS_MAX, 1)},
+    {"dedupe-window-s", "N", "604800",
+     "keep idempotency records this long (7 days), then remove them; must exceed the longest "
+     "time a client retries a key; 0 keeps them forever",
+     NUMBER(I64, inbox_window_ms, 0, RETENTION_S_MAX, 1000)},
+    {"log-retention-s", "N", "0",
+     "remove events older than this once every durable subscriber has acknowledged them, "
+     "keeping a checkpoint; 0 keeps every event",
+     NUMBER(I64, log_age_ms, 0, RETENTION_S_MAX, 1000)},
+    {"dlq-retention-s", "N", "0",
+     "remove dead letters parked longer than this (not those marked for replay), each with a "
+     "dead_letter.expired event; 0 keeps every dead letter",
+     NUMBER(I64, dlq_age_ms, 0, RETENTION_S_MAX, 1000)},
+    {"max-connections", "N", TEXT_OF(TALLY_CONNECTIONS_DEFAULT),
+     "request connections at once; one more is closed at connect; 0 = no limit",
+     NUMBER(UNSIGNED, max_connections, 0, TALLY_CONNECTIONS_MAX, 1)},
+    {"backup-dir", "DIR", NULL,
+     "'tally backup' may only write below DIR, an absolute path (unset: anywhere tallyd may "
+     "write; the destination must not exist)",
+     parse_backup_dir},
+    {"replies", "T", "auto",
+     "which thread answers a committed group and publishes its events: auto (the completer "
+     "when requests wait for the writer, else the writer), completer (its own thread, while the "
+     "writer applies the next group) or writer (right after the commit); docs/DESIGN.md",
+     parse_choice},
+    {"writer-spin-us", "N", "150",
+     "an idle writer watches its queue this long before it sleeps, so that a request coming "
+     "within it (the next of a client that waits for each answer) is taken without a thread "
+     "wake-up; costs up to N us of CPU per commit when idle; 0 never spins",
+     NUMBER(UNSIGNED, writer_spin_us, 0, 10000, 1)},
+    {"tcp-engine", "E", "epoll",
+     "who serves tcp:// --listen URLs: epoll (tallyd's own loop: a request is read, queued and "
+     "answered with no thread hand-off but the writer's) or nng (NNG's REP socket, as for ipc://, "
+     "ws:// and tls+tcp://); docs/DESIGN.md",
+     parse_choice},
+    {"http", "URL", "http://127.0.0.1:7452",
+     "HTTP face: GET /metrics (Prometheus), /healthz, /readyz, the JSON API /v1/... "
+     "(docs/PROTOCOL.md); http://HOST:PORT, https://HOST:PORT (with the tls-* files; PORT 0 "
+     "as for listen); none disables",
+     parse_http},
+    {"listener-probe-ms", "MS", TEXT_OF(TALLY_LISTENER_PROBE_MS_DEFAULT),
+     "the watchdog of NNG's listeners (docs/OPERATIONS.md) probes each this often; a knob for "
+     "tests and tuning, the default suits production",
+     NUMBER(UNSIGNED, listener_probe_ms, TALLY_LISTENER_PROBE_MS_MIN,
+            TALLY_LISTENER_PROBE_MS_MAX, 1)},
+    {"http-timeout-s", "N", TEXT_OF(TALLY_HTTP_TIMEOUT_S_DEFAULT),
+     "an idle or slow HTTP connection is closed after N s",
+     NUMBER(UNSIGNED, http_timeout_s, 1, TALLY_HTTP_TIMEOUT_S_MAX, 1)},
+    {"http-max-connections", "N", TEXT_OF(TALLY_HTTP_CONNECTIONS_DEFAULT),
+     "HTTP connections at once",
+     NUMBER(UNSIGNED, http_connections_max, 1, TALLY_HTTP_CONNECTIONS_MAX, 1)},
+    {"http-max-per-address", "N", TEXT_OF(TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT),
+     "HTTP connections from one address",
+     NUMBER(UNSIGNED, http_per_address_max, 1, TALLY_HTTP_CONNECTIONS_MAX, 1)},
+    {"webhooks", "FILE", NULL,
+     "take signed webhooks at POST /webhooks/NAME (needs --http): one source a line, NAME "
+     "SCHEME SECRET-FILE[,...] [OPT=V...]; schemes standard, stripe, hmac-sha256 "
+     "(docs/WEBHOOKS.md)",
+     parse_webhooks},
+    {"tls-cert", "FILE", NULL,
+     "PEM certificate (chain) of the tls+tcp:// and https:// endpoints (docs/SECURITY.md)",
+     parse_tls_file},
+    {"tls-key", "FILE", NULL, "its PEM private key, unencrypted, mode 0600 or stricter",
+     parse_tls_file},
+    {"tls-ca", "FILE", NULL, "PEM CA that client certificates must chain to", parse_tls_file},
+    {"tls-client-auth", "M", NULL,
+     "required (unset: the default with tls-ca; a client without a valid certificate fails the "
+     "handshake), optional (https:// only: checked when presented) or none (the default "
+     "without tls-ca); SIGHUP reads the files again for new tls+tcp:// connections (HTTPS: at "
+     "a restart)",
+     parse_tls_client_auth},
+    {"auth", "FILE", NULL,
+     "principals and grants, one a line: NAME SHA256-HEX-OF-TOKEN GRANTS (read, "
+     "write:CONSUMER, subscribe:NAME, admin; * globs); every request then carries a token "
+     "(docs/SECURITY.md); the file must be private (mode 600); needs backup-dir; SIGHUP "
+     "reloads it",
+     parse_auth},
+    {"insecure", NULL, NULL,
+     "allow plaintext listeners on non-loopback addresses and non-loopback listeners without "
+     "--auth (warned at every start); without it tallyd refuses them and exits 2. A command-line "
+     "flag only, never a config key: turning the safe defaults off shows in the command line",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"alert-pending", "N", NULL,
+     "alert when a subscriber has more than N events pending" ALERT_HELP_EACH, parse_alert, 0, 0,
+     OPTIONS_REPEATABLE},
+    {"alert-oldest-unacked-s", "S", NULL,
+     "alert when a subscriber's oldest unacked event is older than S s" ALERT_HELP_EACH,
+     parse_alert, 0, 0, OPTIONS_REPEATABLE},
+    {"alert-dead-letters", "N", NULL,
+     "alert when a subscriber has more than N dead letters" ALERT_HELP_EACH, parse_alert, 0, 0,
+     OPTIONS_REPEATABLE},
+    {"alert-idle-subscriber-s", "S", NULL,
+     "alert when a subscriber has not fetched for S s while events are pending" ALERT_HELP_EACH,
+     parse_alert, 0, 0, OPTIONS_REPEATABLE},
+    {"alert-map-used-pct", "P", TEXT_OF(NET_ALERT_MAP_USED_PCT_DEFAULT),
+     "alert when more than P % of --map-max-mb is used; alerts: /readyz 503, 'tally health', a "
+     "warn line",
+     parse_alert},
+    {"print-config", NULL, NULL,
+     "print the configuration in effect (the file, the flags, the defaults) as a config file "
+     "and exit",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"example-config", NULL, NULL,
+     "print the example config file, every key commented out with its default, and exit",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"protocol-reference", NULL, NULL, "print the op reference of docs/PROTOCOL.md and exit",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"help", NULL, NULL, "print this help and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"version", NULL, NULL, "print the version and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE},
+};
+
+static void usage(const options_set *set, FILE *f)
+{
+    fprintf(f, "Usage: tallyd [OPTION]...\n"
+               "\n"
+               "The tally ledger and entitlement server.\n"
+               "\n"
+               "Options (each is also a key of the config file: its name without the dashes):\n");
+    options_print_help(set, f);
+    fprintf(f, "\n"
+               "The config file: `key = value` lines, `#` comments; a flag on the command line\n"
+               "overrides its key (a repeatable one's values replace the file's list).\n"
+               "SIGTERM or SIGINT: stop taking requests, finish and answer the group being\n"
+               "committed, close the store cleanly. SIGHUP: read the --auth file (one that\n"
+               "does not parse keeps the old table) and the --tls-* files again (new tls+tcp://\n"
+               "connections use them). Only one tallyd may use a data directory.\n");
+}
+
+static int usage_error(const char *message)
+{
+    fprintf(stderr, "tallyd: %s\nTry 'tallyd --help'.\n", message);
+    return 2;
+}
+
+/* The file named by --config, else the default one when it exists. */
+static int read_config_file(options_set *set)
+{
+    const char *path = NULL;
+    char why[OPTIONS_WHY_BYTES_MAX + TALLY_PATH_BYTES_MAX];
+    if (options_given_count(set, "config", &path) == 0)
+        path = access(TALLYD_CONFIG_DEFAULT, F_OK) == 0 ? TALLYD_CONFIG_DEFAULT : "none";
+    if (strcmp(path, "none") == 0)
+        return 0;
+    if (options_read_file(set, path, why, sizeof(why)) != 0)
+        return usage_error(why);
+    return 0;
+}
+
+/* What the settings must satisfy together. */
+static int check_together(const net_server_options *opt)
+{
+    uint64_t start_bytes = opt->map_size_bytes ? opt->map_size_bytes : TALLY_MAP_SIZE_BYTES_DEFAULT;
+    if (opt->map_max_bytes && opt->map_max_bytes < start_bytes)
+        return usage_error("--map-max-mb must be at least the map at start (--map-size-mb)");
+    if (opt->webhooks && opt->http_url == NULL)
+        return usage_error("--webhooks needs the HTTP face: not with --http none");
+    if (opt->auth_file && opt->backup_dir == NULL)
+        return usage_error("--auth needs --backup-dir: with auth on, backups are written only "
+                           "below it");
+    return -1;
+}
+
+int tallyd_options_load(int argc, char **argv, net_server_options *opt, options_set *set)
+{
+    if (!options_init(set, "tallyd", rows, sizeof(rows) / sizeof(rows[0]))) {
+        fprintf(stderr, "tallyd: out of memory\n");
+        return 1;
+    }
+    int rc = options_parse_command_line(set, argc, argv);
+    if (rc != 0)
+        return rc;
+    if (options_given_count(set, "help", NULL)) {
+        usage(set, stdout);
+        return 0;
+    }
+    if (options_given_count(set, "version", NULL)) {
+        printf("tallyd %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (options_given_count(set, "protocol-reference", NULL)) {
+        net_protocol_reference(stdout);
+        return 0;
+    }
+    if (options_given_count(set, "example-config", NULL)) {
+        options_print_example(set, stdout);
+        return 0;
+    }
+    if ((rc = read_config_file(set)) != 0)
+        return rc;
+    char why[OPTIONS_WHY_BYTES_MAX + TALLY_PATH_BYTES_MAX];
+    rc = options_apply(set, opt, why, sizeof(why));
+    if (rc == 2)
+        return usage_error(why);
+    if (rc != 0) {
+        fprintf(stderr, "tallyd: %s\n", why);
+        return rc;
+    }
+    if ((rc = check_together(opt)) >= 0)
+        return rc;
+    if (options_given_count(set, "print-config", NULL)) {
+        options_print_config(set, stdout);
+        return 0;
+    }
+    return -1;
+}

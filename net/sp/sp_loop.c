@@ -1,0 +1,858 @@
+/*
+ * sp_loop.c — tallyd's own transport for tcp:// request endpoints
+ * (--tcp-engine epoll, the default): one thread owns the listening and
+ * accepted sockets in an epoll loop and speaks the SP layer of
+ * docs/PROTOCOL.md ("The SP layer") itself, byte for byte as NNG's REP0
+ * over TCP does; ipc://, ws:// and tls+tcp:// stay with NNG.
+ *
+ * Why: with NNG 1.5 a request crosses at least three threads (the poller,
+ * a task thread for the receive, another for the send) before and after
+ * the writer; on two vCPUs those switches were the largest part of
+ * tallyd's cost per request (docs/BENCHMARKS.md). Here a request is read
+ * and decoded on the loop, handed to the writer's queue (one wake-up per
+ * group, not per request), and its reply is written to the socket by the
+ * thread that has it ready — the writer or completer after the commit, the
+ * loop itself for a read — with one sendmsg. Only when the socket's buffer
+ * is full does the rest wait for the loop (EPOLLOUT).
+ *
+ * A connection (sp_conn) is counted with NNG's in tally_connections and
+ * bounded by --max-connections. Each request is a slot of its own, taken
+ * from a free list; at most --contexts are in flight over all connections,
+ * and a connection whose replies are not read (SP_OUT_PAUSE_BYTES pending)
+ * is not read either: requests wait in the kernel's buffers, as they do
+ * with NNG. A slot holds a reference to its connection, so a reply to a
+ * connection that has gone is dropped, never written to a reused fd.
+ * Control ops (backup, health) run on a thread of their own, so a backup
+ * does not stall the loop.
+ */
+#include "net/sp/sp_loop.h"
+
+#include "common/bytes.h"
+#include "common/clock.h"
+#include "common/limits.h"
+#include "net/metrics/metrics.h"
+#include "net/sp/sp.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define SP_HEADER_BYTES 8
+#define SP_HEADER_WAIT_MS 10000       /* NNG's negotiation timeout */
+#define SP_READ_CHUNK (16 * 1024)
+#define SP_OUT_PAUSE_BYTES (4u << 20) /* replies not read: stop reading requests */
+#define SP_TRACE_WORDS_MAX 8          /* hops + the id (docs/PROTOCOL.md: 7 hops at most) */
+#define SP_ID_BIT 0x80000000u         /* in srv->sp->pipes: ids NNG never gives */
+#define SP_EVENTS_MAX 64
+#define SP_TICK_MS 1000
+
+enum { SP_LISTENER, SP_CONN, SP_WAKE };
+
+typedef struct sp_loop sp_loop;
+
+typedef struct sp_listener {
+    int kind; /* SP_LISTENER */
+    int fd;
+    const char *url;
+    bool armed; /* in the epoll set (out of it for a tick after EMFILE) */
+} sp_listener;
+
+typedef struct sp_conn {
+    int kind; /* SP_CONN */
+    int fd;
+    uint32_t id;
+    struct sp_loop *lp;
+    atomic_uint refs;   /* the loop's while open, one per list it is on, one per slot */
+    /* the loop's alone */
+    uint8_t *in;
+    size_t in_len, in_cap;
+    bool header_in;     /* the peer's SP header was read */
+    int64_t header_deadline_ms;
+    bool paused;        /* not read: too many in flight or replies not read */
+    bool dead;          /* closed by the loop; freed at the end of the batch */
+    uint32_t mask;      /* the events asked of epoll */
+    struct sp_conn *next_wait; /* awaiting the header */
+    struct sp_conn *next_paused;
+    struct sp_conn *next_closing;
+    /* under mu: written by whichever thread answers */
+    pthread_mutex_t mu;
+    bool closed;
+    bool want_out;      /* out holds bytes for the loop to send */
+    bool out_listed;    /* on the loop's out list */
+    uint8_t *out;
+    size_t out_off, out_len, out_cap;
+    struct sp_conn *next_out;
+} sp_conn;
+
+struct sp_loop {
+    server *srv;
+    int epfd;
+    int wake_kind; /* SP_WAKE: the eventfd's epoll tag */
+    int wakefd;
+    sp_listener listeners[NET_LISTEN_URLS_MAX];
+    unsigned listener_count;
+    pthread_t thread, control_thread;
+    bool started, control_started;
+    atomic_bool stop_accepting;
+    atomic_uint in_flight;  /* slots out (all connections) */
+    unsigned in_flight_max; /* --contexts */
+    atomic_uint paused;     /* connections paused (woken when slots come back) */
+    uint32_t next_id;
+    sp_conn *waiting_header; /* the loop's */
+    sp_conn *paused_list;    /* the loop's */
+    sp_conn *closing;        /* the loop's: closed in this turn of the loop */
+    pthread_mutex_t mu;      /* free slots, the out list, the control queue */
+    slot *free_slots;
+    sp_conn *out_list;
+    slot *control_head, *control_tail;
+    pthread_cond_t control_cv;
+};
+
+/* ---- URLs and listening sockets ---- */
+
+bool sp_loop_serves(const net_server_options *opt, const char *url)
+{
+    return opt->tcp_engine == NET_TCP_ENGINE_EPOLL && strncmp(url, "tcp://", 6) == 0;
+}
+
+/* tcp://HOST:PORT, HOST a name, an IPv4 address, [IPv6], * or empty (any). */
+static int listen_url(const char *url, int *fd_out, char *why, size_t n)
+{
+    const char *hp = url + 6;
+    const char *colon = strrchr(hp, ':');
+    if (colon == NULL || colon[1] == '\0') {
+        snprintf(why, n, "no port");
+        return -1;
+    }
+    char host[256];
+    size_t hl = (size_t)(colon - hp);
+    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') {
+        hp++;
+        hl -= 2;
+    }
+    if (hl >= sizeof(host)) {
+        snprintf(why, n, "host name too long");
+        return -1;
+    }
+    memcpy(host, hp, hl);
+    host[hl] = '\0';
+    bool any = hl == 0 || strcmp(host, "*") == 0;
+    struct addrinfo hints = {.ai_family = any ? AF_INET : AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(any ? NULL : host, colon + 1, &hints, &res);
+    if (gai != 0) {
+        snprintf(why, n, "%s", gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    int rc = fd < 0 ? -1 : setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (rc == 0)
+        rc = bind(fd, res->ai_addr, res->ai_addrlen);
+    if (rc == 0)
+        rc = listen(fd, SOMAXCONN);
+    freeaddrinfo(res);
+    if (rc != 0) {
+        snprintf(why, n, "%s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+/* url with the port listening socket fd is bound to (port 0: the
+ * kernel's choice), into out. */
+static bool bound_url(int fd, const char *url, char out[NET_URL_BYTES_MAX])
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return false;
+    in_port_t port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port;
+    errno = ENAMETOOLONG;
+    return net_url_with_port(url, ntohs(port), out, NET_URL_BYTES_MAX);
+}
+
+static int epoll_set(sp_loop *lp, int op, int fd, uint32_t events, void *tag)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = tag};
+    return epoll_ctl(lp->epfd, op, fd, &ev);
+}
+
+static void wake(sp_loop *lp)
+{
+    uint64_t one = 1;
+    ssize_t w = write(lp->wakefd, &one, sizeof(one));
+    (void)w; /* a full counter already wakes the loop */
+}
+
+/* ---- connections ---- */
+
+static void resume_paused(struct sp_loop *lp);
+
+static void conn_unref(sp_conn *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    server *srv = c->lp->srv;
+    pipes_forget(srv, c->id);
+    close(c->fd);
+    pthread_mutex_destroy(&c->mu);
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+/* The loop closes c: no more reads or replies. The loop's reference goes
+ * at the end of this turn of the loop (events of the same batch may still
+ * name c); c is freed when its last list and slot let go. */
+static void conn_close(sp_conn *c)
+{
+    if (c->dead)
+        return;
+    c->dead = true;
+    c->next_closing = c->lp->closing;
+    c->lp->closing = c;
+    epoll_ctl(c->lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_lock(&c->mu);
+    c->closed = true;
+    if (c->out_len > c->out_off)
+        atomic_fetch_sub(&c->lp->srv->sp->sends_in_flight, 1);
+    c->out_len = c->out_off = 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void conn_update_mask(sp_conn *c)
+{
+    if (c->dead)
+        return;
+    pthread_mutex_lock(&c->mu);
+    uint32_t mask = (c->paused ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
+    pthread_mutex_unlock(&c->mu);
+    if (mask != c->mask && epoll_set(c->lp, EPOLL_CTL_MOD, c->fd, mask, c) == 0)
+        c->mask = mask;
+}
+
+/* Append what did not fit in the socket; the loop sends it (EPOLLOUT).
+ * Under c->mu. false: out of memory (the reply is lost; logged). */
+static bool conn_keep(sp_conn *c, const struct iovec *iov, int iovcnt, size_t skip)
+{
+    size_t left = 0;
+    for (int i = 0; i < iovcnt; i++)
+        left += iov[i].iov_len;
+    left -= skip;
+    if (c->out_off > 0 && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (c->out_len + left > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : SP_READ_CHUNK;
+        while (cap < c->out_len + left)
+            cap *= 2;
+        uint8_t *b = realloc(c->out, cap);
+        if (b == NULL)
+            return false;
+        c->out = b;
+        c->out_cap = cap;
+    }
+    for (int i = 0; i < iovcnt; i++) {
+        size_t len = iov[i].iov_len;
+        const uint8_t *p = iov[i].iov_base;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        memcpy(c->out + c->out_len, p + skip, len - skip);
+        c->out_len += len - skip;
+        skip = 0;
+    }
+    return true;
+}
+
+/* Send a frame (u64 length, the request's trace, the reply) from any
+ * thread: straight to the socket when nothing waits before it. */
+static void conn_send(sp_conn *c, const uint8_t *trace, size_t trace_len, const void *body,
+                      size_t body_len)
+{
+    uint8_t head[8 + 4 * SP_TRACE_WORDS_MAX];
+    put_u64_be(head, trace_len + body_len);
+    memcpy(head + 8, trace, trace_len);
+    struct iovec iov[2] = {{head, 8 + trace_len}, {(void *)body, body_len}};
+    size_t total = 8 + trace_len + body_len;
+    sp_loop *lp = c->lp;
+    pthread_mutex_lock(&c->mu);
+    if (c->closed) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    size_t sent = 0;
+    bool was_empty = c->out_len == c->out_off;
+    if (was_empty) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        ssize_t n;
+        do
+            n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            pthread_mutex_unlock(&c->mu); /* the loop sees the error and closes it */
+            return;
+        }
+        sent = n > 0 ? (size_t)n : 0;
+    }
+    if (sent == total) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (!conn_keep(c, iov, 2, sent)) {
+        pthread_mutex_unlock(&c->mu);
+        net_log(NET_LOG_ERROR, "out of memory keeping a reply; the connection is closed");
+        shutdown(c->fd, SHUT_RDWR);
+        return;
+    }
+    if (was_empty)
+        atomic_fetch_add(&lp->srv->sp->sends_in_flight, 1);
+    bool list = !c->out_listed;
+    c->want_out = true;
+    c->out_listed = true;
+    pthread_mutex_unlock(&c->mu);
+    if (list) {
+        atomic_fetch_add(&c->refs, 1); /* the out list's */
+        pthread_mutex_lock(&lp->mu);
+        c->next_out = lp->out_list;
+        lp->out_list = c;
+        pthread_mutex_unlock(&lp->mu);
+        wake(lp);
+    }
+}
+
+/* EPOLLOUT: send what waits. */
+static void conn_flush(sp_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (!c->closed && c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        break;
+    }
+    bool drained = c->out_off == c->out_len;
+    if (drained && c->want_out) {
+        c->want_out = false;
+        c->out_off = c->out_len = 0;
+        if (!c->closed)
+            atomic_fetch_sub(&c->lp->srv->sp->sends_in_flight, 1);
+    }
+    pthread_mutex_unlock(&c->mu);
+    conn_update_mask(c);
+    if (drained && c->paused)
+        resume_paused(c->lp);
+}
+
+/* ---- slots ---- */
+
+static void loop_answer(slot *s, nng_msg *reply);
+static void loop_control(slot *s);
+/* Control ops go to the loop's control thread: the loop never blocks. */
+static const slot_way loop_way = {loop_answer, loop_control};
+
+static slot *slot_take(sp_loop *lp, sp_conn *c)
+{
+    pthread_mutex_lock(&lp->mu);
+    slot *s = lp->free_slots;
+    if (s)
+        lp->free_slots = s->next;
+    pthread_mutex_unlock(&lp->mu);
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL)
+            return NULL;
+        net_request_init(&s->req);
+    }
+    s->srv = lp->srv;
+    atomic_init(&s->owner, OWNER_NNG);
+    s->timed_kind = -1;
+    s->next = NULL;
+    s->way = &loop_way;
+    s->conn = c;
+    atomic_fetch_add(&c->refs, 1);
+    atomic_fetch_add(&lp->in_flight, 1);
+    return s;
+}
+
+static void slot_give_back(sp_loop *lp, slot *s)
+{
+    sp_conn *c = s->conn;
+    s->conn = NULL;
+    pthread_mutex_lock(&lp->mu);
+    s->next = lp->free_slots;
+    lp->free_slots = s;
+    pthread_mutex_unlock(&lp->mu);
+    unsigned was = atomic_fetch_sub(&lp->in_flight, 1);
+    conn_unref(c);
+    if (atomic_load(&lp->paused) > 0 && was == lp->in_flight_max)
+        wake(lp);
+}
+
+static void loop_answer(slot *s, nng_msg *reply)
+{
+    sp_conn *c = s->conn;
+    if (reply == NULL) {
+        net_log(NET_LOG_ERROR, "could not build a reply; the request gets none");
+    } else {
+        conn_send(c, s->trace, s->trace_len, nng_msg_body(reply), nng_msg_len(reply));
+        nng_msg_free(reply);
+        if (s->timed_kind >= 0)
+            net_metrics_request_done((net_request_kind)s->timed_kind,
+                                     clock_mono_ns() - s->arrived_ns);
+    }
+    slot_give_back(c->lp, s);
+}
+
+/* ---- control ops: their own thread ---- */
+
+static void loop_control(slot *s)
+{
+    sp_loop *lp = s->conn->lp;
+    pthread_mutex_lock(&lp->mu);
+    s->next = NULL;
+    if (lp->control_tail)
+        lp->control_tail->next = s;
+    else
+        lp->control_head = s;
+    lp->control_tail = s;
+    pthread_cond_signal(&lp->control_cv);
+    pthread_mutex_unlock(&lp->mu);
+}
+
+static void *control_main(void *arg)
+{
+    sp_loop *lp = arg;
+    for (;;) {
+        pthread_mutex_lock(&lp->mu);
+        while (lp->control_head == NULL)
+            pthread_cond_wait(&lp->control_cv, &lp->mu);
+        slot *s = lp->control_head;
+        lp->control_head = s->next;
+        if (lp->control_head == NULL)
+            lp->control_tail = NULL;
+        pthread_mutex_unlock(&lp->mu);
+        slot_send_control(s);
+    }
+    return NULL;
+}
+
+/* ---- reading requests ---- */
+
+/* One frame's payload: the trace (routing hops, then the id with its high
+ * bit), then the msgpack request. false: close the connection. */
+static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
+{
+    size_t at = 0;
+    for (;;) {
+        if (len - at < 4)
+            return false; /* garbage: NNG closes such a peer too */
+        uint32_t word = get_u32_be(p + at);
+        at += 4;
+        if (word & SP_ID_BIT)
+            break;
+        if (at / 4 >= SP_TRACE_WORDS_MAX)
+            return true; /* too many hops: dropped unanswered */
+    }
+    sp_loop *lp = c->lp;
+    slot *s = slot_take(lp, c);
+    if (s == NULL || nng_msg_alloc(&s->msg, len - at) != 0) {
+        net_log(NET_LOG_ERROR, "out of memory taking a request; its connection is closed");
+        if (s) {
+            s->msg = NULL;
+            slot_give_back(lp, s);
+        }
+        return false;
+    }
+    memcpy(nng_msg_body(s->msg), p + at, len - at);
+    memcpy(s->trace, p, at);
+    s->trace_len = (uint8_t)at;
+    s->arrived_ns = clock_mono_ns();
+    slot_serve(s);
+    return true;
+}
+
+static bool header_ok(const uint8_t *h)
+{
+    return h[0] == 0 && h[1] == 'S' && h[2] == 'P' && h[3] == 0 && get_u16_be(h + 4) == 0x30 &&
+           h[6] == 0 && h[7] == 0;
+}
+
+/* Stop reading c until slots come back or its replies are read; the
+ * paused list holds a reference. Checked again after: a slot that came
+ * back before c was listed would not have woken the loop. */
+static void conn_pause(sp_conn *c)
+{
+    sp_loop *lp = c->lp;
+    if (c->paused)
+        return;
+    c->paused = true;
+    atomic_fetch_add(&c->refs, 1);
+    c->next_paused = lp->paused_list;
+    lp->paused_list = c;
+    atomic_fetch_add(&lp->paused, 1);
+    conn_update_mask(c);
+    if (atomic_load(&lp->in_flight) < lp->in_flight_max)
+        wake(lp);
+}
+
+static bool conn_must_wait(sp_conn *c)
+{
+    sp_loop *lp = c->lp;
+    if (atomic_load(&lp->in_flight) >= lp->in_flight_max)
+        return true;
+    pthread_mutex_lock(&c->mu);
+    bool backlog = c->out_len - c->out_off >= SP_OUT_PAUSE_BYTES;
+    pthread_mutex_unlock(&c->mu);
+    return backlog;
+}
+
+/* Serve the whole frames read so far; keep a partial one. */
+static void conn_serve_input(sp_conn *c)
+{
+    size_t at = 0;
+    if (!c->header_in) {
+        if (c->in_len < SP_HEADER_BYTES)
+            return;
+        if (!header_ok(c->in)) {
+            conn_close(c);
+            return;
+        }
+        c->header_in = true;
+        at = SP_HEADER_BYTES;
+    }
+    while (!c->dead && c->in_len - at >= 8) {
+        if (conn_must_wait(c)) {
+            conn_pause(c);
+            break;
+        }
+        uint64_t len = get_u64_be(c->in + at);
+        if (len > SP_FRAME_BYTES_MAX) {
+            conn_close(c); /* as NNG does beyond its receive limit */
+            return;
+        }
+        if (c->in_len - at - 8 < len)
+            break;
+        if (!conn_request(c, c->in + at + 8, (size_t)len)) {
+            conn_close(c);
+            return;
+        }
+        at += 8 + (size_t)len;
+    }
+    if (at > 0 && !c->dead) {
+        memmove(c->in, c->in + at, c->in_len - at);
+        c->in_len -= at;
+    }
+}
+
+/* Room for the frame in progress (up to the frame limit) or a chunk. */
+static bool conn_in_room(sp_conn *c)
+{
+    size_t want = c->in_len + SP_READ_CHUNK;
+    if (c->header_in && c->in_len >= 8) {
+        uint64_t len = get_u64_be(c->in);
+        if (len <= SP_FRAME_BYTES_MAX && 8 + len > want)
+            want = 8 + (size_t)len;
+    }
+    if (want <= c->in_cap)
+        return true;
+    uint8_t *b = realloc(c->in, want);
+    if (b == NULL)
+        return false;
+    c->in = b;
+    c->in_cap = want;
+    return true;
+}
+
+static void conn_read(sp_conn *c)
+{
+    if (c->paused || c->dead)
+        return;
+    if (!conn_in_room(c)) {
+        conn_close(c);
+        return;
+    }
+    ssize_t n;
+    do
+        n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    while (n < 0 && errno == EINTR);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        conn_close(c);
+        return;
+    }
+    if (n > 0) {
+        c->in_len += (size_t)n;
+        conn_serve_input(c);
+    }
+    if (!c->dead && c->in_len == 0 && c->in_cap > 4 * SP_READ_CHUNK) {
+        free(c->in); /* a large request went: give its room back */
+        c->in = NULL;
+        c->in_cap = 0;
+    }
+}
+
+/* ---- accepting ---- */
+
+static const uint8_t rep_header[SP_HEADER_BYTES] = {0, 'S', 'P', 0, 0, 0x31, 0, 0};
+
+static void accept_one(sp_loop *lp, int fd)
+{
+    sp_conn *c = calloc(1, sizeof(*c));
+    uint32_t id = SP_ID_BIT | (++lp->next_id & ~SP_ID_BIT);
+    if (c == NULL || !pipes_admit(lp->srv, id)) {
+        free(c);
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->kind = SP_CONN;
+    c->fd = fd;
+    c->id = id;
+    c->lp = lp;
+    atomic_init(&c->refs, 2); /* the loop's and the header list's */
+    pthread_mutex_init(&c->mu, NULL);
+    c->header_deadline_ms = clock_mono_ms() + SP_HEADER_WAIT_MS;
+    c->mask = EPOLLIN;
+    if (send(fd, rep_header, sizeof(rep_header), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+            (ssize_t)sizeof(rep_header) ||
+        epoll_set(lp, EPOLL_CTL_ADD, fd, EPOLLIN, c) != 0) {
+        atomic_store(&c->refs, 1);
+        conn_unref(c);
+        return;
+    }
+    c->next_wait = lp->waiting_header;
+    lp->waiting_header = c;
+}
+
+static void accept_all(sp_loop *lp, sp_listener *l)
+{
+    for (;;) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            accept_one(lp, fd);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            net_log(NET_LOG_WARN, "%s: cannot accept a connection: %s (trying again in 1 s)",
+                    l->url, strerror(errno));
+            epoll_ctl(lp->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+            l->armed = false;
+        }
+        return;
+    }
+}
+
+/* ---- the loop ---- */
+
+static void close_listeners(sp_loop *lp)
+{
+    for (unsigned i = 0; i < lp->listener_count; i++)
+        if (lp->listeners[i].fd >= 0) {
+            close(lp->listeners[i].fd); /* leaves the epoll set with it */
+            lp->listeners[i].fd = -1;
+        }
+}
+
+/* Once a second: headers that did not come in time, listeners to arm again. */
+static void tick(sp_loop *lp)
+{
+    int64_t now = clock_mono_ms();
+    sp_conn **pp = &lp->waiting_header;
+    while (*pp) {
+        sp_conn *c = *pp;
+        if (!c->header_in && !c->dead && now < c->header_deadline_ms) {
+            pp = &c->next_wait;
+            continue;
+        }
+        *pp = c->next_wait;
+        if (!c->header_in)
+            conn_close(c);
+        conn_unref(c); /* the list's */
+    }
+    for (unsigned i = 0; i < lp->listener_count; i++) {
+        sp_listener *l = &lp->listeners[i];
+        if (l->fd >= 0 && !l->armed && epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) == 0)
+            l->armed = true;
+    }
+}
+
+/* Read paused connections again while slots are free: first the frames
+ * they hold (which may pause them again). */
+static void resume_paused(sp_loop *lp)
+{
+    if (atomic_load(&lp->in_flight) >= lp->in_flight_max)
+        return;
+    sp_conn *p = lp->paused_list;
+    lp->paused_list = NULL;
+    while (p) {
+        sp_conn *c = p;
+        p = c->next_paused;
+        atomic_fetch_sub(&lp->paused, 1);
+        c->paused = false;
+        if (!c->dead) {
+            conn_serve_input(c);
+            conn_update_mask(c);
+        }
+        conn_unref(c); /* the list's */
+    }
+}
+
+/* Woken: replies left for EPOLLOUT, slots back for paused connections,
+ * the stop. */
+static void on_wake(sp_loop *lp)
+{
+    uint64_t count;
+    ssize_t r = read(lp->wakefd, &count, sizeof(count));
+    (void)r;
+    pthread_mutex_lock(&lp->mu);
+    sp_conn *list = lp->out_list;
+    lp->out_list = NULL;
+    pthread_mutex_unlock(&lp->mu);
+    while (list) {
+        sp_conn *c = list;
+        list = c->next_out;
+        pthread_mutex_lock(&c->mu);
+        c->out_listed = false;
+        pthread_mutex_unlock(&c->mu);
+        conn_update_mask(c);
+        conn_unref(c); /* the out list's */
+    }
+    resume_paused(lp);
+    if (atomic_load(&lp->stop_accepting))
+        close_listeners(lp);
+}
+
+static void *loop_main(void *arg)
+{
+    sp_loop *lp = arg;
+    struct epoll_event ev[SP_EVENTS_MAX];
+    int64_t next_tick = clock_mono_ms() + SP_TICK_MS;
+    for (;;) {
+        int n = epoll_wait(lp->epfd, ev, SP_EVENTS_MAX, SP_TICK_MS);
+        for (int i = 0; i < n; i++) {
+            int kind = *(int *)ev[i].data.ptr;
+            if (kind == SP_WAKE) {
+                on_wake(lp);
+                continue;
+            }
+            if (kind == SP_LISTENER) {
+                accept_all(lp, ev[i].data.ptr);
+                continue;
+            }
+            sp_conn *c = ev[i].data.ptr;
+            if (c->dead)
+                continue;
+            if (ev[i].events & EPOLLOUT)
+                conn_flush(c);
+            if ((ev[i].events & (EPOLLHUP | EPOLLERR)) && c->paused)
+                conn_close(c);
+            else if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                conn_read(c);
+        }
+        if (clock_mono_ms() >= next_tick) {
+            tick(lp);
+            next_tick = clock_mono_ms() + SP_TICK_MS;
+        }
+        while (lp->closing) { /* after the batch that may still name them */
+            sp_conn *c = lp->closing;
+            lp->closing = c->next_closing;
+            conn_unref(c); /* the loop's */
+        }
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+int sp_loop_open(server *srv)
+{
+    const net_server_options *opt = srv->opt;
+    sp_loop *lp = calloc(1, sizeof(*lp));
+    if (lp == NULL)
+        return NNG_ENOMEM;
+    lp->srv = srv;
+    lp->wake_kind = SP_WAKE;
+    lp->in_flight_max = opt->contexts;
+    pthread_mutex_init(&lp->mu, NULL);
+    pthread_cond_init(&lp->control_cv, NULL);
+    lp->epfd = epoll_create1(EPOLL_CLOEXEC);
+    lp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (lp->epfd < 0 || lp->wakefd < 0 ||
+        epoll_set(lp, EPOLL_CTL_ADD, lp->wakefd, EPOLLIN, &lp->wake_kind) != 0) {
+        net_log(NET_LOG_ERROR, "cannot start the tcp:// loop: %s", strerror(errno));
+        return NNG_ENOMEM;
+    }
+    srv->sp->loop = lp;
+    for (unsigned i = 0; i < opt->listen_count; i++) {
+        const char *url = opt->listen_urls[i];
+        if (!sp_loop_serves(opt, url))
+            continue;
+        sp_listener *l = &lp->listeners[lp->listener_count++];
+        char why[160];
+        l->kind = SP_LISTENER;
+        l->url = srv->sp->lis.url[i];
+        l->fd = -1;
+        if (listen_url(url, &l->fd, why, sizeof(why)) != 0) {
+            net_log(NET_LOG_ERROR, "cannot listen on %s: %s", url, why);
+            return NNG_EADDRINVAL;
+        }
+        if (!bound_url(l->fd, url, srv->sp->lis.url[i])) {
+            net_log(NET_LOG_ERROR, "cannot tell the port of %s: %s", url, strerror(errno));
+            return NNG_EINVAL;
+        }
+        if (epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) != 0)
+            return NNG_ENOMEM;
+        l->armed = true;
+    }
+    return 0;
+}
+
+int sp_loop_start(server *srv)
+{
+    sp_loop *lp = srv->sp->loop;
+    if (lp == NULL || lp->listener_count == 0)
+        return 0;
+    int rv = pthread_create(&lp->control_thread, NULL, control_main, lp);
+    lp->control_started = rv == 0;
+    if (rv == 0)
+        rv = pthread_create(&lp->thread, NULL, loop_main, lp);
+    lp->started = rv == 0;
+    if (rv != 0)
+        net_log(NET_LOG_ERROR, "cannot start the tcp:// loop: %s", strerror(rv));
+    return rv;
+}
+
+void sp_loop_stop_accepting(server *srv)
+{
+    sp_loop *lp = srv->sp->loop;
+    if (lp == NULL)
+        return;
+    atomic_store(&lp->stop_accepting, true);
+    if (lp->started)
+        wake(lp);
+    else
+        close_listeners(lp);
+}
