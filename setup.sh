@@ -20,6 +20,7 @@ packages=(build-essential autoconf automake libtool pkg-config
           libmbedtls-dev libssl-dev libjansson-dev libmicrohttpd-dev libgnutls28-dev
           nats-server libnats-dev libcurl4-openssl-dev
           prometheus # prometheus: the server and promtool, for the metrics tests
+          python3 # the layering check and the SP drafts test
           curl openssl # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures
           libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)
           help2man mandoc # the man pages from --help; mandoc -T lint checks them

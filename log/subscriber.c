@@ -431,7 +431,7 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
     *count = 0;
     *next_due_ms = INT64_MAX;
     if (max == 0 || max > TALLY_SUB_FETCH_EVENTS_MAX ||
-        (instance.len > 0 && sub_name_check(instance) != TALLY_ok))
+        (instance.len > 0 && sub_instance_check(instance) != TALLY_ok))
         return TALLY_invalid_argument;
     sub_state *s = after;
     int rc = sub_cursor_load(t, name, s);

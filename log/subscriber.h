@@ -93,6 +93,10 @@ typedef struct sub_dead_letter {
 /* TALLY_ok or TALLY_invalid_subscriber_name (1-64 bytes of A-Z a-z 0-9 . _ - :). */
 int sub_name_check(tally_str name);
 
+/* TALLY_ok or TALLY_invalid_subscriber_name: an instance id is 1-64 bytes of
+ * A-Z a-z 0-9 . _ - (unlike a name, no ':'). */
+int sub_instance_check(tally_str instance);
+
 /* Create a subscriber, or find the identical one (*created false). Returns
  * TALLY_ok, invalid_subscriber_name, invalid_argument (a config out of
  * range), subscriber_exists_with_different_config, too_many_subscribers,

@@ -20,18 +20,29 @@ void sub_config_default(sub_config *cfg)
     cfg->max_ack_pending = TALLY_SUB_MAX_ACK_PENDING_DEFAULT;
 }
 
-int sub_name_check(tally_str name)
+/* 1-64 bytes of A-Z a-z 0-9 . _ -, and ':' where colon is true. */
+static int name_chars_check(tally_str name, bool colon)
 {
     if (name.len == 0 || name.len > TALLY_SUBSCRIBER_NAME_BYTES_MAX)
         return TALLY_invalid_subscriber_name;
     for (size_t i = 0; i < name.len; i++) {
         unsigned char c = (unsigned char)name.ptr[i];
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == '-' || c == ':';
+                  c == '.' || c == '_' || c == '-' || (colon && c == ':');
         if (!ok)
             return TALLY_invalid_subscriber_name;
     }
     return TALLY_ok;
+}
+
+int sub_name_check(tally_str name)
+{
+    return name_chars_check(name, true);
+}
+
+int sub_instance_check(tally_str instance)
+{
+    return name_chars_check(instance, false);
 }
 
 int sub_config_check(const sub_config *c)

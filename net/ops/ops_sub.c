@@ -109,7 +109,7 @@ int net_build_sub_fetch(net_request *req, const net_args_sub_fetch *a)
     req->wait_ms = (uint32_t)a->wait_ms;
     req->sub.restart = a->restart;
     req->sub.instance = a->instance;
-    if (a->has_instance && sub_name_check(req->sub.instance) != TALLY_ok)
+    if (a->has_instance && sub_instance_check(req->sub.instance) != TALLY_ok)
         return net_request_fail(req, TALLY_value_out_of_range,
                                 "instance: 1-64 bytes of A-Z a-z 0-9 . _ -");
     return TALLY_ok;

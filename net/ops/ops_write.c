@@ -130,7 +130,8 @@ int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool 
  * transfer; nil for id_already_failed: a failed attempt caused no event);
  * and for a chain always codes and failed_index: nil when the chain was
  * not decided (refused as a request, e.g. idempotency_key_reused, or a
- * fault). */
+ * fault); failed_index is nil too when no member failed (ok, or an empty
+ * chain: chain_must_not_be_empty, codes []). */
 static void pack_result(net_out *o, const ledger_request *w, const ledger_outcome *r, int fault)
 {
     int code = fault ? fault : r->code;
@@ -161,7 +162,7 @@ static void pack_result(net_out *o, const ledger_request *w, const ledger_outcom
     } else {
         net_kv_nil(o, "codes");
     }
-    if (decided && r->code != TALLY_ok)
+    if (decided && r->code != TALLY_ok && r->failed_index < r->chain_count)
         net_kv_u64(o, "failed_index", r->failed_index);
     else
         net_kv_nil(o, "failed_index");

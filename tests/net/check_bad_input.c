@@ -386,6 +386,40 @@ static bool exempt(const char *code)
     return strcmp(code, "too_many_subscribers") == 0;
 }
 
+/* V codes of the ledger library's own checks that the wire never sends
+ * (the request checks refuse the same input first); PROTOCOL.md's
+ * reference names each, and the table must have no row for them. */
+static const char *const library_only[] = {"chain_too_long", "chain_must_not_nest",
+                                           "unknown_command", "field_not_allowed_for_command"};
+static char *doc_text; /* docs/PROTOCOL.md */
+
+static bool is_library_only(const char *code)
+{
+    for (size_t i = 0; i < sizeof(library_only) / sizeof(library_only[0]); i++)
+        if (strcmp(code, library_only[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The paragraph of the reference that lists the library-only codes. */
+static void assert_library_only_documented(void)
+{
+    const char *start = doc_text ? strstr(doc_text, "belong to the ledger library's own checks") : NULL;
+    ck_assert_msg(start != NULL, "PROTOCOL.md: the paragraph on library-only codes is missing");
+    const char *end = strstr(start, "\n\n");
+    size_t len = end ? (size_t)(end - start) : strlen(start);
+    for (size_t i = 0; i < sizeof(library_only) / sizeof(library_only[0]); i++) {
+        char quoted[64];
+        snprintf(quoted, sizeof(quoted), "`%s`", library_only[i]);
+        const char *at = strstr(start, quoted);
+        ck_assert_msg(at != NULL && at < start + len,
+                      "PROTOCOL.md's library-only paragraph does not name %s", library_only[i]);
+        ck_assert_msg(!table_has_code(library_only[i]),
+                      "%s is never sent over the wire, yet a bad-input row gets it",
+                      library_only[i]);
+    }
+}
+
 START_TEST(table_is_complete)
 {
     ck_assert_msg(table_error[0] == '\0', "docs/PROTOCOL.md: %s", table_error);
@@ -403,6 +437,15 @@ START_TEST(table_is_complete)
             ck_assert_msg(table_has_code(tally_strerror(n)), "no row gets %s", tally_strerror(n));
     for (size_t i = 0; i < sizeof(named_codes) / sizeof(named_codes[0]); i++)
         ck_assert_msg(table_has_code(named_codes[i]), "no row gets %s", named_codes[i]);
+    /* every invalid-command code is either provoked by a row or documented
+     * as one the wire never sends */
+    for (int n = 0; n < 256; n++)
+        if (tally_error_class_of(n) == TALLY_CLASS_VALIDATION &&
+            strcmp(tally_strerror(n), "unknown_error") != 0)
+            ck_assert_msg(table_has_code(tally_strerror(n)) || is_library_only(tally_strerror(n)),
+                          "no row gets %s, and PROTOCOL.md does not say the wire never sends it",
+                          tally_strerror(n));
+    assert_library_only_documented();
 }
 END_TEST
 
@@ -452,7 +495,7 @@ int main(void)
         snprintf(table_error, sizeof(table_error), "cannot read it (TALLY_DOCS)");
     else if (doc_bad_input_parse(doc, &table, table_error, sizeof(table_error)) != 0)
         table.count = 0;
-    free(doc);
+    doc_text = doc;
 
     auth_file_write();
     Suite *s = suite_create("bad_input");
@@ -466,6 +509,7 @@ int main(void)
     suite_add_tcase(s, rows);
     int rc = test_run_suite(s);
     doc_bad_input_free(&table);
+    free(doc_text);
     test_remove_dir(auth_dir);
     return rc;
 }

@@ -359,6 +359,30 @@ START_TEST(failed_transfer_ids_are_remembered_for_the_dedupe_window)
 }
 END_TEST
 
+/* An empty chain is decided (chain_must_not_be_empty, stored) but has no
+ * member that failed: codes is [] and failed_index nil, so a client that
+ * indexes codes[failed_index] never reads past the end (PROTOCOL.md,
+ * "Replies"). */
+START_TEST(an_empty_chain_names_no_failed_member)
+{
+    start(NULL, NULL);
+    for (int round = 0; round < 2; round++) { /* then its replay */
+        wire_reply r;
+        wire_call(client, &r, "chain", "ssU", "consumer", "shop", "key", "empty-chain", "ops", 0u,
+                  (const uint64_t *)NULL);
+        wire_expect(&r, "chain_must_not_be_empty");
+        const msgpack_object *codes = wire_field(r.map, "codes");
+        ck_assert_int_eq(codes->type, MSGPACK_OBJECT_ARRAY);
+        ck_assert_uint_eq(codes->via.array.size, 0);
+        ck_assert_int_eq(wire_field(r.map, "failed_index")->type, MSGPACK_OBJECT_NIL);
+        ck_assert_int_eq(wire_field(r.map, "replayed")->via.boolean, round == 1);
+        wire_done(&r);
+    }
+    stop();
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("operations");
@@ -368,6 +392,7 @@ int main(void)
     tcase_add_test(tc, retention_runs_in_the_writer);
     tcase_add_test(tc, keys_older_than_the_dedupe_window_are_refused);
     tcase_add_test(tc, failed_transfer_ids_are_remembered_for_the_dedupe_window);
+    tcase_add_test(tc, an_empty_chain_names_no_failed_member);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

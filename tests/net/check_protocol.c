@@ -5,6 +5,7 @@
  */
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "net/auth/auth.h"
 #include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
 #include "tests/support/test_support.h"
@@ -213,6 +214,32 @@ START_TEST(key_and_consumer_limits)
     kv_str(&b, "key", long_key);
     pack_id(&b, "pending_id", 1);
     expect(&b, TALLY_key_too_long, "key");
+}
+END_TEST
+
+/* A map of n entries starting with v and op (a read takes no key). */
+static void read_head(buf *b, uint32_t n, const char *op)
+{
+    buf_init(b);
+    msgpack_pack_map(&b->pk, n);
+    kv_u64(b, "v", 1);
+    kv_str(b, "op", op);
+}
+
+/* Without --auth the token's value is not looked at, but `auth` is still
+ * a field: its type and length are checked (PROTOCOL.md, "Requests"). */
+START_TEST(auth_is_checked_as_a_field_without_auth)
+{
+    buf b;
+    read_head(&b, 3, "stats");
+    kv_u64(&b, "auth", 5);
+    expect(&b, TALLY_wrong_type, "auth");
+    char long_token[AUTH_TOKEN_BYTES_MAX + 2];
+    memset(long_token, 't', sizeof(long_token) - 1);
+    long_token[sizeof(long_token) - 1] = '\0';
+    read_head(&b, 3, "stats");
+    kv_str(&b, "auth", long_token);
+    expect(&b, TALLY_value_out_of_range, NULL);
 }
 END_TEST
 
@@ -434,6 +461,7 @@ int main(void)
     tcase_add_test(tc, ledger_out_of_u32_range);
     tcase_add_test(tc, key_and_consumer_limits);
     tcase_add_test(tc, reads_take_no_key);
+    tcase_add_test(tc, auth_is_checked_as_a_field_without_auth);
     tcase_add_test(tc, version_and_op_checks);
     tcase_add_test(tc, malformed_bytes);
     tcase_add_test(tc, oversized_request);

@@ -482,6 +482,10 @@ START_TEST(dead_letters_expire_with_dlq_retention)
     wire_call(client, &r, "sub_fetch", "ss", "name", "expiring", "instance", "no spaces");
     wire_expect(&r, "value_out_of_range");
     wire_done(&r);
+    /* a name may hold ':', an instance may not (docs/SUBSCRIBERS.md) */
+    wire_call(client, &r, "sub_fetch", "ss", "name", "expiring", "instance", "a:b");
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
     stop_and_check(); /* the invariants accept the event and its chain */
 
     start(); /* the default keeps dead letters */
