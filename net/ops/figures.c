@@ -107,6 +107,7 @@ int net_store_figures_get(store_txn *t, net_store_figures *out)
         rc = ledger_log_floor_get(t, &floor);
     out->map_max_bytes = store_map_max(t->st);
     out->log_floor = floor.seq;
+    memcpy(out->log_floor_hash, floor.hash, sizeof(out->log_floor_hash));
     return rc;
 }
 

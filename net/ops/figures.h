@@ -50,6 +50,7 @@ typedef struct net_store_figures {
     uint64_t map_used_bytes, map_size_bytes, map_max_bytes;
     int64_t inbox_oldest_ms; /* the oldest idempotency record's time, 0: none */
     uint64_t log_floor;      /* the last seq removed by log retention */
+    uint8_t log_floor_hash[LOG_HASH_BYTES]; /* its hash: the anchor of the chain */
 } net_store_figures;
 
 /* TALLY_ok or the store's fault. */

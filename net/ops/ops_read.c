@@ -292,10 +292,13 @@ void net_read_log(net_out *o, store_txn *t, const net_request *req, int64_t now_
 {
     (void)now_ms;
     log_head head;
+    ledger_log_floor floor = {0};
     int rc = log_head_get(t, &head);
     uint64_t first = 0;
     if (rc == TALLY_ok)
         rc = log_first_seq(t, &first);
+    if (rc == TALLY_ok)
+        rc = ledger_log_floor_get(t, &floor);
     if (rc != TALLY_ok)
         return reply_not_found(o, rc);
     uint64_t from = req->read.from_seq ? req->read.from_seq : 1;
@@ -315,6 +318,10 @@ void net_read_log(net_out *o, store_txn *t, const net_request *req, int64_t now_
     msgpack_pack_array(&o->pk, (size_t)n);
     if (n && log_read(t, from, n, pack_event_bin, o) != TALLY_ok)
         net_out_fail(o);
+    /* the retention anchor: the last removed event's seq and hash */
+    net_kv_u64(o, "log_floor", floor.seq);
+    net_key(o, "log_floor_hash");
+    msgpack_safe_pack_bin(&o->pk, floor.hash, sizeof(floor.hash));
     net_map_end(o);
 }
 
@@ -345,6 +352,8 @@ void net_read_stats(net_out *o, store_txn *t, const net_request *req, int64_t no
     net_pack_subscribers(o, t, now_ms);
     net_kv_i64(o, "inbox_oldest_age_s", oldest_age_s);
     net_kv_u64(o, "log_floor", f.log_floor);
+    net_key(o, "log_floor_hash");
+    msgpack_safe_pack_bin(&o->pk, f.log_floor_hash, sizeof(f.log_floor_hash));
     net_key(o, "last_sweep");
     net_map_begin(o);
     net_kv_i64(o, "time_ms", last.time_ms);

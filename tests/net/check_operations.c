@@ -181,6 +181,27 @@ START_TEST(retention_runs_in_the_writer)
     ck_assert_uint_eq(wire_u64(r.map, "log_floor"), 12);
     const msgpack_object *last = wire_field(r.map, "last_sweep");
     ck_assert_uint_gt(wire_u64(last, "time_ms"), 0);
+    /* the anchor: the first event left chains to the floor's hash, which
+     * stats and log_read both give */
+    const msgpack_object *anchor = wire_field(r.map, "log_floor_hash");
+    ck_assert_int_eq(anchor->type, MSGPACK_OBJECT_BIN);
+    ck_assert_uint_eq(anchor->via.bin.size, TALLY_EVENT_HASH_BYTES);
+    uint8_t floor_hash[TALLY_EVENT_HASH_BYTES];
+    memcpy(floor_hash, anchor->via.bin.ptr, sizeof(floor_hash));
+    wire_done(&r);
+    tally_event first[1];
+    size_t got = 0;
+    uint64_t at_head = 0;
+    ck_assert_int_eq(tally_log_read(client, 1, 1, 0, first, 1, &got, &at_head), TALLY_ok);
+    ck_assert_uint_eq(got, 1);
+    ck_assert_uint_eq(first[0].seq, 13);
+    ck_assert(memcmp(first[0].prev_hash, floor_hash, sizeof(floor_hash)) == 0);
+    tally_events_release(first, got);
+    wire_call(client, &r, "log_read", "uu", "from_seq", (uint64_t)1, "limit", (uint64_t)1);
+    ck_assert_uint_eq(wire_u64(r.map, "log_floor"), 12);
+    anchor = wire_field(r.map, "log_floor_hash");
+    ck_assert(anchor->type == MSGPACK_OBJECT_BIN && anchor->via.bin.size == sizeof(floor_hash) &&
+              memcmp(anchor->via.bin.ptr, floor_hash, sizeof(floor_hash)) == 0);
     wire_done(&r);
     /* the reader's unacked events stay; once acked they go too (but the
      * head event always stays) */
