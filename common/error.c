@@ -43,6 +43,11 @@ tally_error_class tally_error_class_of(int code)
 
 bool tally_error_is_stored(int code)
 {
+    return tally_error_class_of(code) == TALLY_CLASS_BUSINESS;
+}
+
+bool tally_error_is_decided(int code)
+{
     tally_error_class cls = tally_error_class_of(code);
     return cls == TALLY_CLASS_BUSINESS || cls == TALLY_CLASS_VALIDATION;
 }

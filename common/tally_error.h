@@ -37,7 +37,7 @@
     X(invalid_argument, 10, F)                                                 \
     X(read_only, 11, F)                                                        \
     /* idempotency */                                                          \
-    X(idempotency_key_reused, 20, B)                                           \
+    X(idempotency_key_reused, 20, R)                                           \
     X(consumer_must_not_be_empty, 21, R)                                       \
     X(consumer_too_long, 22, R)                                                \
     X(key_must_not_be_empty, 23, R)                                            \
@@ -152,9 +152,9 @@ typedef enum tally_error {
 } tally_error;
 
 typedef enum tally_error_class {
-    TALLY_CLASS_BUSINESS,   /* deterministic; stored and replayed */
-    TALLY_CLASS_VALIDATION, /* deterministic from the command alone; stored */
-    TALLY_CLASS_REQUEST,    /* consumer/key unusable; not stored */
+    TALLY_CLASS_BUSINESS,   /* decided against the store; stored and replayed */
+    TALLY_CLASS_VALIDATION, /* invalid command; answered, not stored: the key stays free */
+    TALLY_CLASS_REQUEST,    /* refused request; not stored */
     TALLY_CLASS_FAULT,      /* not stored; the key may be retried */
 } tally_error_class;
 
@@ -165,8 +165,14 @@ const char *tally_strerror(int code);
 /* Class of a code; unknown values are faults. */
 tally_error_class tally_error_class_of(int code);
 
-/* true when the outcome of a command with this code is stored in the inbox. */
+/* true when the outcome of a command with this code is stored in the inbox
+ * (ok and business rejections). */
 bool tally_error_is_stored(int code);
+
+/* true when a command was judged and rejected or applied: ok, a business
+ * rejection or an invalid command (class V, answered but not stored). An
+ * inbox record written by an older tallyd may hold a V code. */
+bool tally_error_is_decided(int code);
 
 /* Look up a code by its name; returns -1 when the name is unknown. */
 int tally_error_from_name(const char *name);

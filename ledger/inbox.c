@@ -84,12 +84,12 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     o->stored = true;
     if (o->chain_count > TALLY_CHAIN_COMMANDS_MAX ||
         val_len != fixed + 2 * o->chain_count + tail ||
-        !tally_error_is_stored(o->code) || (o->event_count == 0) != (o->first_seq == 0) ||
+        !tally_error_is_decided(o->code) || (o->event_count == 0) != (o->first_seq == 0) ||
         (o->code != TALLY_ok && o->event_count != 0))
         return TALLY_corrupt_record;
     for (uint32_t i = 0; i < o->chain_count; i++) {
         o->chain_codes[i] = get_u16_be(q + 24 + 2 * i);
-        if (!tally_error_is_stored(o->chain_codes[i]))
+        if (!tally_error_is_decided(o->chain_codes[i]))
             return TALLY_corrupt_record;
     }
     if (tail) {

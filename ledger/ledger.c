@@ -117,11 +117,15 @@ static const tally_id128 *failed_transfer_id(const ledger_command *cmd, int code
 }
 
 /* Fill the outcome of a decided command and record it under its key; a
- * transfer that failed leaves its id failed, in the same transaction. */
+ * transfer that failed leaves its id failed, in the same transaction. An
+ * invalid command (class V) is answered and not recorded, so the client
+ * may correct it and send it again under the same key. */
 static int record_outcome(store_txn *t, const ledger_request *req, const uint8_t fp[32],
                           int code, const ledger_ctx *ctx, int64_t now_ms, ledger_outcome *out)
 {
     out->code = code;
+    if (!tally_error_is_stored(code))
+        return TALLY_ok; /* an invalid command: answered, the key stays free */
     out->stored = true;
     out->time_ms = now_ms;
     out->first_seq = code == TALLY_ok ? ctx->first_seq : 0;

@@ -332,7 +332,7 @@ int tally_batch_revoke(tally_batch *b, const char *key, const tally_entitlement_
     return batch_add(b, key, (write_op){"revoke", fill_entitlement, e});
 }
 
-/* A chain is one write: TALLY_ok once decided (ok or a stored rejection). */
+/* A chain is one write: TALLY_ok once decided (ok or a rejection). */
 static int chain_send(tally_client *c, tally_batch *b, const char *key, tally_result *out)
 {
     result_clear(out, NULL);
@@ -343,7 +343,7 @@ static int chain_send(tally_client *c, tally_batch *b, const char *key, tally_re
     client_fields_begin(&fs, "chain", c, out->key);
     put_ops(&fs, b);
     rc = client_write_exchange(c, &fs, out);
-    return tally_error_is_stored(rc) ? TALLY_ok : rc;
+    return tally_error_is_decided(rc) ? TALLY_ok : rc;
 }
 
 static int batch_fail(tally_result *results, size_t n, int code)

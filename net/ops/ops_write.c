@@ -153,7 +153,10 @@ static void pack_result(net_out *o, const ledger_request *w, const ledger_outcom
     }
     if (w->command.kind != LEDGER_CHAIN)
         return;
-    bool decided = !fault && r->stored;
+    /* a chain judged by the ledger: stored, or refused as invalid (class V,
+     * not stored) with the failing member named */
+    bool decided = !fault && (r->stored || (tally_error_class_of(r->code) == TALLY_CLASS_VALIDATION &&
+                                            r->chain_count > 0));
     if (decided) {
         net_key(o, "codes");
         msgpack_pack_array(&o->pk, r->chain_count);

@@ -28,7 +28,8 @@ typedef enum member_kind { MEMBER_TOP, MEMBER_BATCH, MEMBER_CHAIN } member_kind;
     F(T, UINT, v, REQUIRED, UINT32_MAX, "protocol version, 1")                                \
     F(T, STR, op, REQUIRED, TALLY_FIELD_NAME_BYTES_MAX, "op name")                            \
     F(T, STR, auth, OPTIONAL, AUTH_TOKEN_BYTES_MAX,                                           \
-      "the caller's token when tallyd runs with --auth (1-256 bytes; never logged or stored)") \
+      "the caller's token when tallyd runs with --auth (at most 256 bytes; never logged or " \
+      "stored; without --auth only its type and length are checked)")                   \
     F(T, STR, consumer, REQUIRED, TALLY_CONSUMER_BYTES_MAX,                                   \
       "writes: the caller's namespace for keys (1-64 bytes)")                                 \
     F(T, STR, key, REQUIRED, TALLY_KEY_BYTES_MAX, "writes: idempotency key (1-128 bytes)")    \

@@ -192,13 +192,18 @@ START_TEST(test_account_open_and_get)
     ck_assert_uint_eq(got.version, 1);
     ck_assert_uint_eq(got.created_seq, 1);
     ck_assert_int_eq(tally_account_get(f.c, 8, &got), TALLY_not_found);
-    /* Validation rejections are stored and replayed. */
+    /* An invalid command is answered, not stored: corrected, the same key
+     * runs. */
     tally_account_open_args zero = {.id = 0, .ledger = 1, .code = 1};
     ck_assert_int_eq(tally_account_open(f.c, "zero", &zero, &r1), TALLY_id_must_not_be_zero);
     ck_assert_int_eq(tally_account_open(f.c, "zero", &zero, &r2), TALLY_id_must_not_be_zero);
-    ck_assert(r2.replayed);
+    ck_assert(!r2.replayed);
     ck_assert_uint_eq(r2.events, 0);
     ck_assert_uint_eq(r2.seq, 0);
+    zero.id = 8;
+    ck_assert_int_eq(tally_account_open(f.c, "zero", &zero, &r2), TALLY_ok);
+    ck_assert(!r2.replayed);
+    ck_assert_uint_eq(r2.events, 1);
     down(&f);
 }
 END_TEST

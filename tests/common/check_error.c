@@ -115,14 +115,18 @@ START_TEST(classes_decide_what_is_stored)
         ck_assert_int_le(cls, TALLY_CLASS_FAULT);
         counts[cls]++;
         bool stored = tally_error_is_stored(code);
+        bool decided = tally_error_is_decided(code);
         switch (cls) {
-        case TALLY_CLASS_BUSINESS:
-        case TALLY_CLASS_VALIDATION:
-            ck_assert_msg(stored, "%s (deterministic) is not stored", tally_strerror(code));
+        case TALLY_CLASS_BUSINESS: /* decided against the store: stored */
+            ck_assert_msg(stored && decided, "%s (business) is not stored", tally_strerror(code));
+            break;
+        case TALLY_CLASS_VALIDATION: /* answered, the key stays free */
+            ck_assert_msg(!stored && decided, "%s (invalid command) is stored",
+                          tally_strerror(code));
             break;
         case TALLY_CLASS_REQUEST:
         case TALLY_CLASS_FAULT:
-            ck_assert_msg(!stored, "%s is stored", tally_strerror(code));
+            ck_assert_msg(!stored && !decided, "%s is stored", tally_strerror(code));
             break;
         }
     }
@@ -154,7 +158,8 @@ START_TEST(pinned_values)
 
     ck_assert_int_eq(tally_error_from_name("idempotency_key_reused"), 20);
     ck_assert_str_eq(tally_strerror(20), "idempotency_key_reused");
-    ck_assert_int_eq(tally_error_class_of(TALLY_idempotency_key_reused), TALLY_CLASS_BUSINESS);
+    ck_assert_int_eq(tally_error_class_of(TALLY_idempotency_key_reused), TALLY_CLASS_REQUEST);
+    ck_assert(!tally_error_is_stored(TALLY_idempotency_key_reused));
 
     ck_assert_str_eq(tally_strerror(TALLY_io_error), "io_error");
     ck_assert_str_eq(tally_strerror(TALLY_internal), "internal");
@@ -166,7 +171,8 @@ START_TEST(pinned_values)
 
     ck_assert_int_eq(tally_error_class_of(TALLY_amount_must_not_be_zero),
                      TALLY_CLASS_VALIDATION);
-    ck_assert(tally_error_is_stored(TALLY_amount_must_not_be_zero));
+    ck_assert(!tally_error_is_stored(TALLY_amount_must_not_be_zero));
+    ck_assert(tally_error_is_decided(TALLY_amount_must_not_be_zero));
     ck_assert_int_eq(tally_error_class_of(TALLY_key_too_long), TALLY_CLASS_REQUEST);
     ck_assert(!tally_error_is_stored(TALLY_key_too_long));
     ck_assert(!tally_error_is_stored(TALLY_consumer_must_not_be_empty));

@@ -228,7 +228,9 @@ START_TEST(test_rejection_replays_after_state_changed)
 }
 END_TEST
 
-START_TEST(test_validation_rejection_is_stored)
+/* An invalid command (class V) is answered and not stored: the same key
+ * with the command corrected then runs (PROTOCOL.md, "Error codes"). */
+START_TEST(test_validation_rejection_leaves_the_key_free)
 {
     test_store ts;
     test_store_open(&ts);
@@ -237,10 +239,16 @@ START_TEST(test_validation_rejection_is_stored)
     ledger_command zero = test_cmd_transfer(10, USER, MERCHANT, 0);
     ledger_outcome first = test_apply(&ts, "shop", "bad", &zero);
     ck_assert_int_eq(first.code, TALLY_amount_must_not_be_zero);
-    ck_assert(first.stored);
+    ck_assert(!first.stored);
     ledger_outcome again = test_apply(&ts, "shop", "bad", &zero);
-    assert_replay_of(&again, &first);
-    assert_unchanged(&ts, &s, 1);
+    ck_assert_int_eq(again.code, TALLY_amount_must_not_be_zero);
+    ck_assert(!again.replayed);
+    assert_unchanged(&ts, &s, 0);
+    ledger_command fixed = test_cmd_transfer(10, USER, MERCHANT, 30);
+    ledger_outcome ran = test_apply(&ts, "shop", "bad", &fixed);
+    ck_assert_int_eq(ran.code, TALLY_ok);
+    ck_assert(ran.stored && !ran.replayed);
+    ck_assert_int_eq(test_account(&ts, USER).debits_posted, 30);
     test_finish(&ts);
 }
 END_TEST
@@ -457,16 +465,17 @@ START_TEST(test_inbox_time_has_one_entry_per_record)
     ck_assert_int_eq(test_apply(&ts, "shop", "c", &invalid).code,
                      TALLY_amount_must_not_be_zero);
     ck_assert_int_eq(test_apply(&ts, "other", "a", &rejected).code, TALLY_id_already_failed);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 8);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 8);
+    /* the invalid one is not stored */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 7);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 7);
 
     ts.now_ms += 1000; /* replays, reuses and request errors add nothing */
     ck_assert(test_apply(&ts, "shop", "a", &ok).replayed);
     ck_assert(test_apply(&ts, "shop", "b", &rejected).replayed);
     ck_assert_int_eq(test_apply(&ts, "shop", "a", &invalid).code, TALLY_idempotency_key_reused);
     ck_assert_int_eq(test_apply(&ts, "", "z", &ok).code, TALLY_consumer_must_not_be_empty);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 8);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 8);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 7);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX_TIME), 7);
     test_finish(&ts);
 }
 END_TEST
@@ -576,7 +585,7 @@ static Suite *inbox_suite(void)
         {"replay", test_same_key_other_command_is_key_reused, TIMEOUT_S},
         {"replay", test_key_is_scoped_by_consumer, TIMEOUT_S},
         {"replay", test_rejection_replays_after_state_changed, TIMEOUT_S},
-        {"replay", test_validation_rejection_is_stored, TIMEOUT_S},
+        {"replay", test_validation_rejection_leaves_the_key_free, TIMEOUT_S},
         {"request_errors", test_request_errors_are_not_stored, TIMEOUT_S},
         {"request_errors", test_longest_consumer_key_and_correlation_are_accepted, TIMEOUT_S},
         {"fingerprint", test_fingerprint_covers_every_transfer_field, TIMEOUT_S},

@@ -440,6 +440,39 @@ static void assert_status(json_server *s, const http_call *c, int status, const 
     free(a.raw);
 }
 
+/* An invalid command is answered and not stored, on this wire as on
+ * msgpack: the corrected request under the same key runs (PROTOCOL.md,
+ * "Error codes"); a business rejection is stored and replays. */
+START_TEST(invalid_commands_leave_the_key_free)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    open_accounts(&s);
+    http_call zero = {"POST", "/v1/transfer", {"Idempotency-Key: fix-me", NULL},
+                      "{\"id\":\"000000000000000000000000000000c1\",\"debit_account_id\":1,"
+                      "\"credit_account_id\":2,\"amount\":0,\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &zero, 422, "amount_must_not_be_zero");
+    assert_status(&s, &zero, 422, "amount_must_not_be_zero");
+    http_call fixed = {"POST", "/v1/transfer", {"Idempotency-Key: fix-me", NULL},
+                       "{\"id\":\"000000000000000000000000000000c1\",\"debit_account_id\":1,"
+                       "\"credit_account_id\":2,\"amount\":5,\"ledger\":1,\"code\":1}"};
+    http_answer a;
+    curl_call(&s, &fixed, &a);
+    ck_assert_msg(a.status == 200 && strstr(a.body, "\"code\":\"ok\"") &&
+                      strstr(a.body, "\"replayed\":false"),
+                  "%d %s", a.status, a.body);
+    free(a.raw);
+    http_call missing = {"POST", "/v1/transfer", {"Idempotency-Key: stays", NULL},
+                         "{\"id\":\"000000000000000000000000000000c2\",\"debit_account_id\":1,"
+                         "\"credit_account_id\":9,\"amount\":5,\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &missing, 422, "credit_account_not_found");
+    curl_call(&s, &missing, &a);
+    ck_assert_msg(a.status == 422 && strstr(a.body, "\"replayed\":true"), "%d %s", a.status, a.body);
+    free(a.raw);
+    json_down(&s);
+}
+END_TEST
+
 START_TEST(limits_and_methods)
 {
     json_server s;
@@ -766,6 +799,7 @@ int main(void)
         {"semantics", big_integers_are_strings_both_ways, 300},
         {"semantics", account_pages_walk_to_the_end, 300},
         {"limits", limits_and_methods, 300},
+        {"idempotency", invalid_commands_leave_the_key_free, 300},
         {"limits", get_arguments_not_utf8_are_malformed, 300},
         {"limits", storage_full_is_503_with_retry_after, 300},
         {"limits", stop_with_a_request_waiting, 300},

@@ -442,7 +442,7 @@ START_TEST(reference_lists_every_op)
         snprintf(heading, sizeof(heading), "### `%s`", net_ops[i].name);
         ck_assert_msg(strstr(text, heading), "reference lacks %s", net_ops[i].name);
     }
-    ck_assert_ptr_nonnull(strstr(text, "| `idempotency_key_reused` | 20 | B |"));
+    ck_assert_ptr_nonnull(strstr(text, "| `idempotency_key_reused` | 20 | R |"));
     free(text);
 }
 END_TEST
