@@ -3,7 +3,10 @@
  * event document"): the JSON of `tally log --json` (clients/json/json.c)
  * with the body's objects under "data", decoded with libtally's accessors
  * (tally_event_part, tally_*_from_msgpack) from either event format; the
- * entity as header text; the NATS subject from its template.
+ * entity as header text; the NATS subject from its template. The parts
+ * that are arrays (a dead letter, a webhook delivery) become objects with
+ * their fields named as in docs/EVENTS.md; a webhook's body is its JSON
+ * under "payload", or base64 under "body_base64" when it is not JSON.
  */
 #include "config.h"
 
@@ -12,6 +15,7 @@
 #include "common/log_event.h"
 #include "relay/relay.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +58,59 @@ static json_t *part_json(const tally_event *e, tally_body_part part, bool *bad)
     return j;
 }
 
+/* The array parts: their fields in order (docs/EVENTS.md). */
+static const char *const dead_letter_fields[] = {"subscriber", "seq", "attempts", "parked_ms",
+                                                 "error", NULL};
+static const char *const webhook_fields[] = {"source", "event_id", "event_type", "signed_at_s",
+                                             "body", NULL};
+
+/* A webhook body: its JSON as "payload", else base64 as "body_base64". */
+static int body_json(json_t *obj, const char *ptr, uint32_t n)
+{
+    json_t *payload = json_loadb(ptr, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+    if (payload)
+        return json_object_set_new(obj, "payload", payload) == 0 ? TALLY_ok : TALLY_out_of_memory;
+    unsigned char *b64 = malloc(4 * ((size_t)n / 3 + 1) + 1);
+    if (b64 == NULL)
+        return TALLY_out_of_memory;
+    int w = EVP_EncodeBlock(b64, (const unsigned char *)ptr, (int)n);
+    json_t *s = json_stringn((const char *)b64, (size_t)w);
+    free(b64);
+    return s && json_object_set_new(obj, "body_base64", s) == 0 ? TALLY_ok : TALLY_out_of_memory;
+}
+
+/* An array part as an object of its named fields, or NULL (*rc set). */
+static json_t *array_part_json(const msgpack_object *o, const char *const *names, int *rc)
+{
+    json_t *obj = json_object();
+    *rc = obj ? TALLY_ok : TALLY_out_of_memory;
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+        *rc = TALLY_corrupt_record;
+    for (uint32_t i = 0; *rc == TALLY_ok && names[i]; i++) {
+        if (i >= o->via.array.size) {
+            *rc = TALLY_corrupt_record;
+            break;
+        }
+        const msgpack_object *v = &o->via.array.ptr[i];
+        json_t *j = NULL;
+        switch (v->type) {
+        case MSGPACK_OBJECT_STR: j = json_stringn(v->via.str.ptr, v->via.str.size); break;
+        case MSGPACK_OBJECT_POSITIVE_INTEGER: j = json_integer((json_int_t)v->via.u64); break;
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER: j = json_integer((json_int_t)v->via.i64); break;
+        case MSGPACK_OBJECT_NIL: j = json_null(); break;
+        case MSGPACK_OBJECT_BIN: *rc = body_json(obj, v->via.bin.ptr, v->via.bin.size); continue;
+        default: *rc = TALLY_corrupt_record; continue;
+        }
+        if (j == NULL || json_object_set_new(obj, names[i], j) != 0)
+            *rc = TALLY_out_of_memory;
+    }
+    if (*rc != TALLY_ok) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
 /* {"account": {...}} etc. from the event's body, decoded from its raw
  * bytes (a delivery carries the bytes, not the body). */
 static int data_json(const tally_event *e, json_t **out)
@@ -73,6 +130,13 @@ static int data_json(const tally_event *e, json_t **out)
         if (bad)
             rc = TALLY_corrupt_record;
         else if (j && json_object_set_new(data, parts[i].name, j) != 0)
+            rc = TALLY_out_of_memory;
+    }
+    const msgpack_object *dl = tally_event_part(&with_body, TALLY_PART_DEAD_LETTER);
+    const msgpack_object *wh = tally_event_part(&with_body, TALLY_PART_WEBHOOK);
+    if (rc == TALLY_ok && (dl || wh)) {
+        json_t *j = array_part_json(dl ? dl : wh, dl ? dead_letter_fields : webhook_fields, &rc);
+        if (j && json_object_set_new(data, dl ? "dead_letter" : "webhook", j) != 0)
             rc = TALLY_out_of_memory;
     }
     msgpack_unpacked_destroy(&up);

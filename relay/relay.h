@@ -33,7 +33,7 @@
 #define RELAY_STREAM_NAME_BYTES_MAX 64
 #define RELAY_CONFIG_LINE_BYTES_MAX 2048
 #define RELAY_CONFIG_LINES_MAX 10000
-#define RELAY_DOC_BYTES_MAX 65536   /* one event's JSON document */
+#define RELAY_DOC_BYTES_MAX 786432  /* one event's JSON document: a 256 KiB webhook body fits */
 #define RELAY_ENTITY_TEXT_BYTES_MAX 600 /* Tally-Entity: kind:percent-encoded id */
 
 /* ---- defaults ---- */

@@ -1,0 +1,156 @@
+/*
+ * check_event_doc.c — the JSON document tally-relay sends for an event
+ * (relay/event_doc.c, docs/RELAY.md, "The event document") for the kinds
+ * whose body part is a row, not an object: a webhook delivery carries the
+ * provider's payload (its JSON under "payload", other bytes as base64
+ * under "body_base64") and a dead letter its fields, each named as in
+ * docs/EVENTS.md. The events are encoded by the log's own codec
+ * (common/log_event.c) and read back by libtally's, as the relay gets them.
+ */
+#include "config.h"
+
+#include "clients/libtally/events.h"
+#include "common/log_event.h"
+#include "common/msgpack_safe.h"
+#include "relay/relay.h"
+#include "tests/support/test_support.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <string.h>
+
+typedef struct row {
+    const char *first;      /* source, or subscriber */
+    const char *second;     /* event id; NULL for a dead letter */
+    const char *type;       /* event type or NULL (nil) */
+    const void *bytes;      /* the webhook body, or the dead letter's error */
+    size_t bytes_len;
+} row;
+
+static int pack_webhook(msgpack_packer *pk, const void *ctx)
+{
+    const row *r = ctx;
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 5) ||
+           msgpack_safe_pack_cstr(pk, r->first) || msgpack_safe_pack_cstr(pk, r->second) ||
+           (r->type ? msgpack_safe_pack_cstr(pk, r->type) : msgpack_pack_nil(pk)) ||
+           msgpack_pack_int64(pk, 1796286600) || msgpack_safe_pack_bin(pk, r->bytes, r->bytes_len);
+}
+
+static int pack_dead_letter(msgpack_packer *pk, const void *ctx)
+{
+    const row *r = ctx;
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 5) ||
+           msgpack_safe_pack_cstr(pk, r->first) || msgpack_pack_uint64(pk, 7) ||
+           msgpack_pack_uint32(pk, 3) || msgpack_pack_int64(pk, 1796286600250) ||
+           msgpack_safe_pack_str(pk, (tally_str){r->bytes, r->bytes_len});
+}
+
+/* The relay's document of one event made from draft, parsed. */
+static json_t *document_of(log_event_draft *draft)
+{
+    static uint8_t buf[TALLY_EVENT_BYTES_MAX];
+    uint8_t prev[LOG_HASH_BYTES] = {0}, hash[LOG_HASH_BYTES];
+    tally_id128 id = {{0x01, 0x8f, 0, 0, 0, 0, 0x70, 0, 0x80, 0, 0, 0, 0, 0, 0, 1}};
+    size_t len = 0;
+    draft->entity_version = 1;
+    draft->time_ms = 1796286600250;
+    ck_assert_int_eq(log_event_encode(draft, 1, &id, prev, buf, sizeof(buf), &len, hash), TALLY_ok);
+    tally_event e;
+    ck_assert(client_event_from_bytes(buf, len, &e));
+    char *text = NULL;
+    size_t text_len = 0;
+    ck_assert_int_eq(relay_event_doc(&e, &text, &text_len), TALLY_ok);
+    json_error_t err;
+    json_t *doc = json_loadb(text, text_len, 0, &err);
+    ck_assert_msg(doc != NULL, "not JSON: %s", err.text);
+    free(text);
+    return doc;
+}
+
+static const char *str_at(const json_t *doc, const char *part, const char *field)
+{
+    const json_t *v = json_object_get(json_object_get(json_object_get(doc, "data"), part), field);
+    ck_assert_msg(json_is_string(v), "data.%s.%s is not a string", part, field);
+    return json_string_value(v);
+}
+
+static json_int_t int_at(const json_t *doc, const char *part, const char *field)
+{
+    const json_t *v = json_object_get(json_object_get(json_object_get(doc, "data"), part), field);
+    ck_assert_msg(json_is_integer(v), "data.%s.%s is not an integer", part, field);
+    return json_integer_value(v);
+}
+
+static log_event_draft webhook_draft(const row *r)
+{
+    log_event_draft d = {.type = LOG_EVENT_WEBHOOK_RECEIVED, .pack_body = pack_webhook, .body_ctx = r};
+    d.entity = (log_entity){.kind = LOG_ENTITY_WEBHOOK,
+                            .webhook_source = tally_str_from(r->first),
+                            .webhook_event_id = tally_str_from(r->second)};
+    d.consumer = tally_str_from("webhook:stripe");
+    d.key = tally_str_from(r->second);
+    return d;
+}
+
+START_TEST(a_webhook_carries_its_payload)
+{
+    const char body[] = "{\"id\":\"evt_1\",\"type\":\"invoice.paid\",\"data\":{\"amount\":1200}}";
+    row r = {"stripe", "evt_1", "invoice.paid", body, sizeof(body) - 1};
+    log_event_draft d = webhook_draft(&r);
+    json_t *doc = document_of(&d);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "type")), "webhook.received");
+    ck_assert_str_eq(str_at(doc, "webhook", "source"), "stripe");
+    ck_assert_str_eq(str_at(doc, "webhook", "event_id"), "evt_1");
+    ck_assert_str_eq(str_at(doc, "webhook", "event_type"), "invoice.paid");
+    ck_assert_int_eq(int_at(doc, "webhook", "signed_at_s"), 1796286600);
+    const json_t *payload = json_object_get(json_object_get(json_object_get(doc, "data"), "webhook"),
+                                            "payload");
+    ck_assert_str_eq(json_string_value(json_object_get(payload, "type")), "invoice.paid");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(payload, "data"), "amount")),
+                     1200);
+    json_decref(doc);
+}
+END_TEST
+
+START_TEST(a_body_that_is_not_json_is_base64)
+{
+    const unsigned char body[] = {0x00, 0xff, 'x'};
+    row r = {"github", "d-1", NULL, body, sizeof(body)};
+    log_event_draft d = webhook_draft(&r);
+    json_t *doc = document_of(&d);
+    ck_assert_str_eq(str_at(doc, "webhook", "body_base64"), "AP94");
+    const json_t *w = json_object_get(json_object_get(doc, "data"), "webhook");
+    ck_assert(json_is_null(json_object_get(w, "event_type")));
+    ck_assert_ptr_null(json_object_get(w, "payload"));
+    json_decref(doc);
+}
+END_TEST
+
+START_TEST(a_dead_letter_carries_its_fields)
+{
+    const char error[] = "handler failed";
+    row r = {"mailer", NULL, NULL, error, sizeof(error) - 1};
+    log_event_draft d = {.type = LOG_EVENT_DEAD_LETTER_EXPIRED, .pack_body = pack_dead_letter,
+                         .body_ctx = &r};
+    d.entity = (log_entity){.kind = LOG_ENTITY_DEAD_LETTER, .subscriber = tally_str_from("mailer"),
+                            .letter_seq = 7};
+    json_t *doc = document_of(&d);
+    ck_assert_str_eq(str_at(doc, "dead_letter", "subscriber"), "mailer");
+    ck_assert_int_eq(int_at(doc, "dead_letter", "seq"), 7);
+    ck_assert_int_eq(int_at(doc, "dead_letter", "attempts"), 3);
+    ck_assert_int_eq(int_at(doc, "dead_letter", "parked_ms"), 1796286600250);
+    ck_assert_str_eq(str_at(doc, "dead_letter", "error"), "handler failed");
+    json_decref(doc);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("event_doc");
+    TCase *tc = tcase_create("event_doc");
+    tcase_add_test(tc, a_webhook_carries_its_payload);
+    tcase_add_test(tc, a_body_that_is_not_json_is_base64);
+    tcase_add_test(tc, a_dead_letter_carries_its_fields);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
