@@ -30,14 +30,19 @@ typedef struct net_json_envelope {
     const net_op *op;
     const char *consumer; /* writes: the key namespace */
     const char *key;      /* writes: the idempotency key; for a batch, member
-                           * i without its own key gets "<key>.<i>" */
-    const char *auth;     /* the Bearer token (the request's `auth`); NULL: none */
+                           * i without its own key gets net_derived_key(key, i) */
+    tally_str auth;       /* the Bearer token (the request's `auth`); ptr NULL: none */
+    bool query;           /* the fields are a GET's query arguments, all text:
+                           * booleans come as "true" and "false" */
 } net_json_envelope;
 
 /* Pack body (a JSON object; NULL: none) as the msgpack request of e->op
  * into pk. TALLY_ok, or TALLY_malformed_request (not an object, nested
- * deeper than TALLY_MSGPACK_DEPTH_MAX) or TALLY_overloaded (out of memory),
- * with detail filled. Field errors are left to the wire decoder. */
+ * deeper than TALLY_MSGPACK_DEPTH_MAX, a key that starts with the byte
+ * derived keys start with), TALLY_unknown_field (`auth` among the fields:
+ * over HTTP the token is the Authorization header) or TALLY_overloaded
+ * (out of memory), with detail filled. Other field errors are left to the
+ * wire decoder. */
 int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpack_packer *pk,
                           char *detail, size_t detail_size);
 
