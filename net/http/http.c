@@ -2,8 +2,9 @@
  * http.c — the HTTP listener on GNU libmicrohttpd and the routing of its
  * requests (http.h). libmicrohttpd runs one polling thread that reads
  * every connection and calls access() per request; the bounds (timeout,
- * connection limits, header memory) are its options, the body limit and
- * the routing are here.
+ * connection limits, header memory) are its options; the body limit, the
+ * refusal of a request with two lengths (request smuggling) and the
+ * routing are here.
  */
 #include "net/http/http.h"
 
