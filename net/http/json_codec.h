@@ -5,7 +5,8 @@
  * No op has a JSON parser of its own: a JSON request is packed into the
  * msgpack request map the wire decoder (net/ops/protocol.c) takes, each value
  * converted by the type its field has in the op's row (net/ops/op_table.c) —
- * an id from 32 hex digits to 16 bytes, an integer from a decimal string —
+ * an id from 32 hex digits to 16 bytes, an integer from a decimal string,
+ * a bool from the words true and false only in a GET's query arguments —
  * and everything else packed as it is, so the decoder's own checks
  * (unknown, missing, wrong type, out of range) answer for JSON exactly as
  * for msgpack. A reply goes the other way by one generic walk: maps,
