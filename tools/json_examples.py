@@ -16,6 +16,7 @@ and compares.
 """
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -83,7 +84,8 @@ EXAMPLES = [
                             {"op": "transfer", "id": E, "debit_account_id": 1,
                              "credit_account_id": 3, "amount": 25, "ledger": 1, "code": 1}]},
           "chain-1")),
-    ("A batch: each member its own key (a member without one gets `<Idempotency-Key>.<index>`).", "batch",
+    ("A batch: each member its own key (a member without one gets one derived from `Idempotency-Key`: "
+     "`\\u001F`, its SHA-256 in hex, `.<index>`).", "batch",
      post("batch", {"ops": [{"op": "account_open", "id": 4, "ledger": 1, "code": 10},
                             {"op": "account_open", "key": "open-5", "id": 5, "ledger": 1, "code": 10}]},
           "batch-1")),
@@ -195,7 +197,9 @@ def dump(o):
         return "{" + ",".join(json.dumps(k) + ":" + dump(v) for k, v in o.items()) + "}"
     if isinstance(o, list):
         return "[" + ",".join(dump(x) for x in o) + "]"
-    return json.dumps(o, ensure_ascii=False)
+    # escapes as jansson writes them (a derived batch key's \u001F)
+    return re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(),
+                  json.dumps(o, ensure_ascii=False))
 
 def main():
     if len(sys.argv) != 2:

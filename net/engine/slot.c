@@ -211,6 +211,17 @@ static bool slot_authorized(slot *s, int decoded)
     return false;
 }
 
+/* Whether s's request came from the JSON API (net/http/http_json.c), the
+ * one sender over inproc: its batch members may carry keys tallyd
+ * derived (NET_DERIVED_KEY_PREFIX), which clients may not send. */
+static bool slot_from_inproc(const slot *s)
+{
+    nng_pipe p = nng_msg_get_pipe(s->msg);
+    nng_sockaddr sa;
+    return nng_pipe_id(p) > 0 && nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &sa) == 0 &&
+           sa.s_family == NNG_AF_INPROC;
+}
+
 void slot_serve(slot *s)
 {
     s->state = SLOT_BUSY;
@@ -224,6 +235,8 @@ void slot_serve(slot *s)
     int rc = net_request_decode(&s->req, nng_msg_body(s->msg), len);
     if (s->srv->auth && !slot_authorized(s, rc))
         return;
+    if (rc == TALLY_ok && net_request_has_derived_key(&s->req) && !slot_from_inproc(s))
+        rc = net_request_fail(&s->req, TALLY_malformed_request, NET_DERIVED_KEY_REFUSAL);
     if (rc != TALLY_ok && s->req.op)
         net_metrics_request(s->req.op->id); /* a known op with bad fields */
     else if (rc != TALLY_ok)

@@ -2,8 +2,9 @@
  * http.c — the HTTP listener on GNU libmicrohttpd and the routing of its
  * requests (http.h). libmicrohttpd runs one polling thread that reads
  * every connection and calls access() per request; the bounds (timeout,
- * connection limits, header memory) are its options, the body limit and
- * the routing are here.
+ * connection limits, header memory) are its options; the body limit, the
+ * refusal of a request with two lengths (request smuggling) and the
+ * routing are here.
  */
 #include "net/http/http.h"
 
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -198,6 +200,51 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     return send_reply(c, &r, allow);
 }
 
+/* ---- the framing of a request ---- */
+
+typedef struct framing {
+    unsigned content_lengths;
+    bool transfer_encoding;
+} framing;
+
+static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const char *name,
+                                     const char *value)
+{
+    (void)kind, (void)value;
+    framing *f = cls;
+    if (strcasecmp(name, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        f->content_lengths++;
+    else if (strcasecmp(name, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+        f->transfer_encoding = true;
+    return MHD_YES;
+}
+
+/* Why c's request has no one length (RFC 9112 6.3), or NULL. Behind a
+ * proxy that reads the length another way, such a request smuggles a
+ * second one past it; so Content-Length twice (even with the same value)
+ * and Content-Length beside Transfer-Encoding are refused, not resolved. */
+static const char *framing_refusal(struct MHD_Connection *c)
+{
+    framing f = {0, false};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, framing_count, &f);
+    if (f.content_lengths > 1)
+        return "more than one Content-Length header";
+    if (f.content_lengths == 1 && f.transfer_encoding)
+        return "both Content-Length and Transfer-Encoding";
+    return NULL;
+}
+
+/* 400 for a request whose body cannot be delimited: the connection closes
+ * after it, as nothing after the headers can be read as a next request. */
+static enum MHD_Result send_framing_refusal(struct MHD_Connection *c, const char *why)
+{
+    net_http_reply r = {.status = MHD_HTTP_BAD_REQUEST};
+    r.headers[0].name = MHD_HTTP_HEADER_CONNECTION;
+    r.headers[0].value = "close";
+    net_text_printf(&r.body, "request refused: %s\n", why);
+    return send_reply(c, &r, NULL);
+}
+
 /* Keep the body, up to the limit; past it the request is answered 413
  * once the upload ends (the rest is read and dropped). */
 static void take_body(http_call *call, const char *data, size_t len)
@@ -241,6 +288,11 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
             call->too_large = true; /* nothing of it is read or routed */
             return send_text(c, MHD_HTTP_FORBIDDEN, "a valid client certificate is required",
                              NULL);
+        }
+        const char *framing_bad = framing_refusal(c);
+        if (framing_bad) {
+            call->too_large = true; /* nothing of it is read or routed */
+            return send_framing_refusal(c, framing_bad);
         }
         const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (length && strtoull(length, NULL, 10) > TALLY_HTTP_BODY_BYTES_MAX) {

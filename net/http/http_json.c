@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "net/http/json_codec.h"
+#include "net/metrics/metrics.h"
 
 #include <nng/protocol/reqrep0/req.h>
 #include <stdio.h>
@@ -208,6 +209,8 @@ static const resource *resource_find(const char *rest, json_t *fields, bool *tex
         size_t sl = strlen(r->suffix);
         if (n <= pl + sl || strncmp(rest, r->prefix, pl) != 0 || strcmp(rest + n - sl, r->suffix) != 0)
             continue;
+        if (memchr(rest + pl, '/', n - pl - sl) != NULL)
+            continue; /* a parameter is one segment: more segments are no resource */
         json_t *param = json_stringn(rest + pl, n - pl - sl);
         *text = json_object_set_new(fields, r->param, param) == 0;
         return r;
@@ -289,17 +292,54 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
 }
 
 /* The token of "Authorization: Bearer TOKEN" (the scheme's case does
- * not matter), or NULL: then the request carries no `auth`, and tallyd
- * with --auth answers it 401 unauthenticated. */
-static const char *bearer_token(const net_http_request *rq)
+ * not matter; spaces and tabs around the token are optional whitespace,
+ * RFC 9110 11.4 and 5.6.3), or ptr NULL: then the request carries no
+ * `auth`, and tallyd with --auth answers it 401 unauthenticated. */
+static tally_str bearer_token(const net_http_request *rq)
 {
+    static const char ows[] = " \t";
     const char *h = net_http_header(rq, "Authorization");
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
-        return NULL;
-    h += 7;
-    while (*h == ' ')
-        h++;
-    return *h ? h : NULL;
+    if (h == NULL)
+        return (tally_str){NULL, 0};
+    h += strspn(h, ows);
+    if (strncasecmp(h, "Bearer", 6) != 0 || h[6] == '\0' || strchr(ows, h[6]) == NULL)
+        return (tally_str){NULL, 0};
+    h += 6 + strspn(h + 6, ows);
+    size_t n = strlen(h);
+    while (n > 0 && strchr(ows, h[n - 1]) != NULL)
+        n--;
+    return n > 0 ? (tally_str){h, n} : (tally_str){NULL, 0};
+}
+
+/* With --auth: a caller without a token of a principal learns nothing
+ * else, whatever is wrong with its request (no 404 for an op, no
+ * missing_field, no JSON error): 401 first, as over msgpack (PROTOCOL.md,
+ * "The order of the checks", step 5). false: refused (out filled). The
+ * grants are checked on the msgpack path, where the op is known. */
+static bool caller_authenticated(server *srv, const net_http_request *rq, net_http_reply *out)
+{
+    if (srv->auth == NULL)
+        return true;
+    tally_str token = bearer_token(rq);
+    auth_request arq = {token.ptr != NULL, token, AUTH_CLASS_READ, {NULL, 0}, NULL};
+    char detail[96];
+    int rc = auth_guard_check(srv->auth, &arq, detail, sizeof(detail));
+    if (rc == TALLY_ok)
+        return true;
+    net_metrics_auth_refused(rc);
+    reply_error(out, rc, detail);
+    return false;
+}
+
+/* Whether a header is absent or UTF-8: a key or consumer that is not
+ * could not be answered as it was sent (JSON strings are UTF-8). */
+static bool header_is_text(const char *value)
+{
+    if (value == NULL)
+        return true;
+    json_t *s = json_string(value);
+    json_decref(s);
+    return s != NULL;
 }
 
 /* The request as msgpack, or NULL (out filled). */
@@ -307,7 +347,13 @@ static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const
                              net_http_reply *out)
 {
     net_json_envelope e = {op, net_http_header(rq, "Tally-Consumer"),
-                           net_http_header(rq, "Idempotency-Key"), bearer_token(rq)};
+                           net_http_header(rq, "Idempotency-Key"), bearer_token(rq),
+                           strcmp(rq->method, "GET") == 0};
+    if (!header_is_text(e.consumer) || !header_is_text(e.key)) {
+        reply_error(out, TALLY_malformed_request,
+                    "Idempotency-Key and Tally-Consumer are UTF-8 text");
+        return NULL;
+    }
     if (e.consumer == NULL)
         e.consumer = CONSUMER_DEFAULT;
     if (op->kind == NET_KIND_WRITE && e.key == NULL) {
@@ -340,6 +386,8 @@ bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
     const net_op *op = NULL;
     json_t *body = NULL;
     bool get = strcmp(rq->method, "GET") == 0;
+    if (!caller_authenticated(srv, rq, out))
+        return false;
     if (get) {
         body = json_object();
         if (body == NULL) {

@@ -113,7 +113,8 @@ static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *
     if (is_stopping(srv) || !begin_read(srv, &t)) {
         out->status = 503;
         net_text_printf(&out->body, "{\"status\":\"failing\",\"checks\":[{\"check\":\"store\","
-                                    "\"ok\":false,\"reason\":\"shutting down\"}]}\n");
+                                    "\"subscriber\":null,\"ok\":false,\"value\":null,"
+                                    "\"threshold\":null,\"reason\":\"shutting down\"}]}\n");
         return;
     }
     int rc = net_health_evaluate(srv->health, &t, clock_wall_ms(), &r);
@@ -121,7 +122,8 @@ static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *
     if (rc != TALLY_ok) {
         out->status = 503;
         net_text_printf(&out->body, "{\"status\":\"failing\",\"checks\":[{\"check\":\"store\","
-                                    "\"ok\":false,\"reason\":\"%s\"}]}\n", tally_strerror(rc));
+                                    "\"subscriber\":null,\"ok\":false,\"value\":null,"
+                                    "\"threshold\":null,\"reason\":\"%s\"}]}\n", tally_strerror(rc));
         return;
     }
     out->status = r->failing ? 503 : 200;

@@ -151,10 +151,10 @@ static void pack_field(packing *p, const net_field *f, const json_t *v, unsigned
             return pack_check(p, msgpack_pack_bin_body(p->pk, id.bytes, sizeof(id.bytes)));
         }
         return pack_generic(p, v, depth);
-    case NET_FIELD_BOOL: /* query strings say true and false as text */
-        if (json_is_string(v) && strcmp(json_string_value(v), "true") == 0)
+    case NET_FIELD_BOOL: /* only query arguments say true and false as text */
+        if (p->e->query && json_is_string(v) && strcmp(json_string_value(v), "true") == 0)
             return pack_check(p, msgpack_pack_true(p->pk));
-        if (json_is_string(v) && strcmp(json_string_value(v), "false") == 0)
+        if (p->e->query && json_is_string(v) && strcmp(json_string_value(v), "false") == 0)
             return pack_check(p, msgpack_pack_false(p->pk));
         return pack_generic(p, v, depth);
     case NET_FIELD_UINTS:
@@ -188,8 +188,17 @@ static void pack_entries(packing *p, const net_op *op, const json_t *obj, unsign
     }
 }
 
+/* A key written in the body (a batch member's): none may start as
+ * derived keys do. */
+static void check_member_key(packing *p, const json_t *key)
+{
+    if (json_is_string(key) &&
+        !net_key_client_may_send((tally_str){json_string_value(key), json_string_length(key)}))
+        pack_fail(p, TALLY_malformed_request, NET_DERIVED_KEY_REFUSAL);
+}
+
 /* A chain's or batch's `ops`: each member map by its own op's row. A
- * batch member without a key gets "<Idempotency-Key>.<index>". */
+ * batch member without a key gets net_derived_key(Idempotency-Key, index). */
 static void pack_members(packing *p, const net_field *f, const json_t *v, unsigned depth)
 {
     (void)f;
@@ -204,13 +213,13 @@ static void pack_members(packing *p, const net_field *f, const json_t *v, unsign
             pack_generic(p, m, depth + 1);
             continue;
         }
+        check_member_key(p, json_object_get(m, "key"));
         bool derive_key = batch && p->e->key && !json_object_get(m, "key");
         pack_check(p, msgpack_pack_map(p->pk, json_object_size(m) + (derive_key ? 1 : 0)));
         if (derive_key) {
-            char key[TALLY_KEY_BYTES_MAX + 16];
-            int n = snprintf(key, sizeof(key), "%s.%zu", p->e->key, i);
+            char key[NET_DERIVED_KEY_BYTES_MAX + 1];
             pack_str(p, "key", 3);
-            pack_str(p, key, n < (int)sizeof(key) ? (size_t)n : sizeof(key) - 1);
+            pack_str(p, key, net_derived_key(p->e->key, strlen(p->e->key), (uint32_t)i, key));
         }
         tally_str op_name = {json_string_value(name), json_string_length(name)};
         pack_entries(p, net_op_find(op_name), m, depth + 1);
@@ -226,18 +235,27 @@ int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpac
         pack_fail(&p, TALLY_malformed_request, "the body is a JSON object");
         return p.rc;
     }
+    if (body && json_object_get(body, "auth")) {
+        pack_fail(&p, TALLY_unknown_field,
+                  "auth: over HTTP the token goes in the Authorization: Bearer header");
+        return p.rc;
+    }
     bool write = e->op->kind == NET_KIND_WRITE;
     bool batch = e->op->id == NET_OP_BATCH;
-    size_t n = 2 + (write ? 1 : 0) + (write && !batch ? 1 : 0) + (e->auth ? 1 : 0) +
+    if (write && e->key && !net_key_client_may_send(tally_str_from(e->key))) {
+        pack_fail(&p, TALLY_malformed_request, NET_DERIVED_KEY_REFUSAL);
+        return p.rc;
+    }
+    size_t n = 2 + (write ? 1 : 0) + (write && !batch ? 1 : 0) + (e->auth.ptr ? 1 : 0) +
                (body ? json_object_size(body) : 0);
     pack_check(&p, msgpack_pack_map(pk, n));
     pack_str(&p, "v", 1);
     pack_check(&p, msgpack_pack_uint32(pk, TALLY_PROTOCOL_VERSION));
     pack_str(&p, "op", 2);
     pack_str(&p, e->op->name, strlen(e->op->name));
-    if (e->auth) {
+    if (e->auth.ptr) {
         pack_str(&p, "auth", 4);
-        pack_str(&p, e->auth, strlen(e->auth));
+        pack_str(&p, e->auth.ptr, e->auth.len);
     }
     if (write) {
         pack_str(&p, "consumer", 8);

@@ -5,7 +5,8 @@
  * No op has a JSON parser of its own: a JSON request is packed into the
  * msgpack request map the wire decoder (net/ops/protocol.c) takes, each value
  * converted by the type its field has in the op's row (net/ops/op_table.c) —
- * an id from 32 hex digits to 16 bytes, an integer from a decimal string —
+ * an id from 32 hex digits to 16 bytes, an integer from a decimal string,
+ * a bool from the words true and false only in a GET's query arguments —
  * and everything else packed as it is, so the decoder's own checks
  * (unknown, missing, wrong type, out of range) answer for JSON exactly as
  * for msgpack. A reply goes the other way by one generic walk: maps,
@@ -30,14 +31,19 @@ typedef struct net_json_envelope {
     const net_op *op;
     const char *consumer; /* writes: the key namespace */
     const char *key;      /* writes: the idempotency key; for a batch, member
-                           * i without its own key gets "<key>.<i>" */
-    const char *auth;     /* the Bearer token (the request's `auth`); NULL: none */
+                           * i without its own key gets net_derived_key(key, i) */
+    tally_str auth;       /* the Bearer token (the request's `auth`); ptr NULL: none */
+    bool query;           /* the fields are a GET's query arguments, all text:
+                           * booleans come as "true" and "false" */
 } net_json_envelope;
 
 /* Pack body (a JSON object; NULL: none) as the msgpack request of e->op
  * into pk. TALLY_ok, or TALLY_malformed_request (not an object, nested
- * deeper than TALLY_MSGPACK_DEPTH_MAX) or TALLY_overloaded (out of memory),
- * with detail filled. Field errors are left to the wire decoder. */
+ * deeper than TALLY_MSGPACK_DEPTH_MAX, a key that starts with the byte
+ * derived keys start with), TALLY_unknown_field (`auth` among the fields:
+ * over HTTP the token is the Authorization header) or TALLY_overloaded
+ * (out of memory), with detail filled. Other field errors are left to the
+ * wire decoder. */
 int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpack_packer *pk,
                           char *detail, size_t detail_size);
 

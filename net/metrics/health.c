@@ -274,16 +274,16 @@ void net_health_json(net_text *b, const net_health_report *r)
     for (unsigned i = 0; i < r->count; i++) {
         const net_check *k = &r->checks[i];
         net_text_printf(b, "%s{\"check\":\"%s\",", i ? "," : "", kinds[k->kind].check);
+        /* every check has every field, as the health op's (null: none) */
         if (k->subscriber[0])
             net_text_printf(b, "\"subscriber\":\"%s\",", k->subscriber);
+        else
+            net_text_printf(b, "\"subscriber\":null,");
         net_text_printf(b, "\"ok\":%s,\"value\":%llu,\"threshold\":%llu", k->failing ? "false" : "true",
                         (unsigned long long)k->value, (unsigned long long)k->threshold);
-        if (k->failing) {
-            net_text_printf(b, ",\"reason\":\"");
-            net_text_escaped(b, k->reason);
-            net_text_printf(b, "\"");
-        }
-        net_text_printf(b, "}");
+        net_text_printf(b, ",\"reason\":\"");
+        net_text_escaped(b, k->reason);
+        net_text_printf(b, "\"}");
     }
     net_text_printf(b, "]}\n");
 }

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "common/sha256.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -365,6 +366,36 @@ static int decode_top(net_request *req, const msgpack_object *m)
         req->write_count = 1;
     }
     return req->op->build(req, &args);
+}
+
+size_t net_derived_key(const char *batch_key, size_t len, uint32_t index,
+                       char out[NET_DERIVED_KEY_BYTES_MAX + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t digest[SHA256_BYTES];
+    sha256_digest(batch_key, len, digest);
+    out[0] = NET_DERIVED_KEY_PREFIX;
+    for (size_t i = 0; i < SHA256_BYTES; i++) {
+        out[1 + 2 * i] = hex[digest[i] >> 4];
+        out[2 + 2 * i] = hex[digest[i] & 15];
+    }
+    int n = snprintf(out + 1 + 2 * SHA256_BYTES, NET_DERIVED_KEY_BYTES_MAX - 2 * SHA256_BYTES,
+                     ".%" PRIu32, index);
+    assert(n > 0 && (size_t)n < NET_DERIVED_KEY_BYTES_MAX - 2 * SHA256_BYTES);
+    return 1 + 2 * SHA256_BYTES + (size_t)n;
+}
+
+bool net_key_client_may_send(tally_str key)
+{
+    return key.len == 0 || key.ptr[0] != NET_DERIVED_KEY_PREFIX;
+}
+
+bool net_request_has_derived_key(const net_request *req)
+{
+    for (uint32_t i = 0; i < req->write_count; i++)
+        if (!net_key_client_may_send(req->writes[i].key))
+            return true;
+    return false;
 }
 
 int net_request_decode(net_request *req, const void *bytes, size_t len)

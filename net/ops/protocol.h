@@ -245,6 +245,33 @@ void net_request_reset(net_request *req);
  * request error (also left in req->error with a detail). */
 int net_request_decode(net_request *req, const void *bytes, size_t len);
 
+/* ---- derived batch member keys (docs/PROTOCOL.md, "Idempotency") ----
+ *
+ * A batch member sent over the JSON API without its own key gets one
+ * derived from the batch's Idempotency-Key: the byte 0x1f, the SHA-256 of
+ * the batch key as 64 lower-case hex digits, '.', and the member's index
+ * in decimal. Clients may not send a key that starts with 0x1f, so a
+ * derived key never collides with one a client chose, and its length
+ * (67-69 bytes) does not depend on the batch key's. */
+#define NET_DERIVED_KEY_PREFIX '\x1f'
+#define NET_DERIVED_KEY_BYTES_MAX (1 + 64 + 1 + 10)
+_Static_assert(NET_DERIVED_KEY_BYTES_MAX <= TALLY_KEY_BYTES_MAX,
+               "a derived key fits the key limit");
+
+/* The key of member index of a batch sent with key batch_key (len bytes)
+ * into out; its length. */
+size_t net_derived_key(const char *batch_key, size_t len, uint32_t index,
+                       char out[NET_DERIVED_KEY_BYTES_MAX + 1]);
+
+/* Whether key is one clients may send (its first byte is not 0x1f). */
+bool net_key_client_may_send(tally_str key);
+
+/* Whether a write's key, or a batch member's, starts with the reserved
+ * byte: allowed only in the JSON API's own requests (their derived keys);
+ * from a client, refused with malformed_request and this message. */
+bool net_request_has_derived_key(const net_request *req);
+#define NET_DERIVED_KEY_REFUSAL "key: a first byte 0x1f is kept for derived batch member keys"
+
 /* Print the op reference (markdown) from the table. */
 void net_protocol_reference(FILE *out);
 

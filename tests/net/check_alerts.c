@@ -218,7 +218,7 @@ START_TEST(map_threshold_crosses_and_clears)
     a.f.srv.extra_args[7] = NULL;
     tallyd_restart(&a.f.srv);
     a.f.c = test_client_open(a.f.srv.url);
-    wait_readyz(&a, "\"check\":\"map_used_pct\",\"ok\":true", true);
+    wait_readyz(&a, "\"check\":\"map_used_pct\",\"subscriber\":null,\"ok\":true", true);
     ck_assert_int_eq(tally_health_exit(&a), 0);
     alert_down(&a);
 }

@@ -570,6 +570,99 @@ START_TEST(test_json_api_bearer)
 }
 END_TEST
 
+/* A raw request: its status, and its body's code in code (may be NULL). */
+static int http_raw_call(int port, const char *method, const char *path, const char *headers,
+                         const char *body, char *code, size_t code_size)
+{
+    char raw[2048];
+    int n = snprintf(raw, sizeof(raw),
+                     "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     method, path, headers, strlen(body), body);
+    int status = 0;
+    char *answer = test_http_raw(port, raw, (size_t)n, &status);
+    ck_assert_ptr_nonnull(answer);
+    const char *c = strstr(answer, "\"code\":\"");
+    if (code)
+        snprintf(code, code_size, "%.*s", c ? (int)strcspn(c + 8, "\"") : 0, c ? c + 8 : "");
+    free(answer);
+    return status;
+}
+
+/* With --auth, an anonymous caller gets 401 before anything else can
+ * tell it which ops exist or what is wrong with its request. */
+START_TEST(test_json_api_token_checked_first)
+{
+    auth_start("--http", "http://127.0.0.1:0");
+    int port = proc.http_port;
+    ck_assert_int_gt(port, 0);
+    static const struct {
+        const char *method, *path, *headers, *body;
+        int status_with_token; /* what a known principal gets */
+    } rows[] = {
+        {"POST", "/v1/no_such_op", "", "{}", 404},
+        {"POST", "/v1/backup", "", "{}", 404},
+        {"GET", "/v1/planets", "", "", 404},
+        {"GET", "/v1/entitlements/a/b", "", "", 404},
+        {"POST", "/v1/account_open", "", "{\"id\":1,\"ledger\":1,\"code\":1}", 400},
+        {"POST", "/v1/account_open", "Idempotency-Key: t-1\r\n", "{not json", 400},
+        {"POST", "/v1/account_get", "", "[1]", 400},
+    };
+    char code[64], headers[300];
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        int status = http_raw_call(port, rows[i].method, rows[i].path, rows[i].headers,
+                                   rows[i].body, code, sizeof(code));
+        ck_assert_msg(status == 401 && strcmp(code, "unauthenticated") == 0,
+                      "anonymous %s %s: %d %s", rows[i].method, rows[i].path, status, code);
+        snprintf(headers, sizeof(headers), "%sAuthorization: Bearer %s\r\n", rows[i].headers,
+                 TOKEN_BILLING);
+        status = http_raw_call(port, rows[i].method, rows[i].path, headers, rows[i].body, code,
+                               sizeof(code));
+        ck_assert_msg(status == rows[i].status_with_token, "billing %s %s: %d %s", rows[i].method,
+                      rows[i].path, status, code);
+    }
+    auth_stop();
+}
+END_TEST
+
+/* The token is the Authorization header's, with optional whitespace
+ * around it (RFC 9110); `auth` in the body is refused, never taken. */
+START_TEST(test_json_api_bearer_whitespace_and_body_token)
+{
+    auth_start("--http", "http://127.0.0.1:0");
+    int port = proc.http_port;
+    ck_assert_int_gt(port, 0);
+    const char *get = "{\"id\":1}";
+    static const char *const forms[] = {
+        "Authorization: Bearer " TOKEN_READER " \r\n",
+        "Authorization: Bearer " TOKEN_READER "\t \r\n",
+        "Authorization: Bearer\t" TOKEN_READER "\r\n",
+        "Authorization: bearer   " TOKEN_READER "\r\n",
+    };
+    char code[64];
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        int status = http_raw_call(port, "POST", "/v1/account_get", forms[i], get, code,
+                                   sizeof(code));
+        ck_assert_msg(status == 404 && strcmp(code, "not_found") == 0, "form %zu: %d %s", i,
+                      status, code);
+    }
+    static const char *const bad[] = {"Authorization: Bearer" TOKEN_READER "\r\n",
+                                      "Authorization: Bearer " TOKEN_READER "x\r\n",
+                                      "Authorization: Basic " TOKEN_READER "\r\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_int_eq(http_raw_call(port, "POST", "/v1/account_get", bad[i], get, code,
+                                       sizeof(code)), 401);
+    /* a token in the body: not taken (401 without the header), refused with it */
+    const char *in_body = "{\"id\":1,\"auth\":\"" TOKEN_READER "\"}";
+    ck_assert_int_eq(http_raw_call(port, "POST", "/v1/account_get", "", in_body, code,
+                                   sizeof(code)), 401);
+    ck_assert_int_eq(http_raw_call(port, "POST", "/v1/account_get", forms[0], in_body, code,
+                                   sizeof(code)), 400);
+    ck_assert_str_eq(code, "unknown_field");
+    auth_stop();
+}
+END_TEST
+
 /* ---- files and safe defaults ---- */
 
 /* Run tallyd with args (NULL-terminated after the fixed ones) to its exit;
@@ -757,6 +850,8 @@ static Suite *auth_suite(void)
     tcase_add_test(server, test_grants_of_reader_mailer_and_admin);
     tcase_add_test(server, test_sighup_reload_over_a_live_connection);
     tcase_add_test(server, test_json_api_bearer);
+    tcase_add_test(server, test_json_api_token_checked_first);
+    tcase_add_test(server, test_json_api_bearer_whitespace_and_body_token);
     tcase_add_test(server, test_group_readable_auth_file_is_refused);
     tcase_add_test(server, test_non_loopback_listeners_are_refused_without_insecure);
     tcase_add_test(server, test_cli_auth_hash_and_token_file);

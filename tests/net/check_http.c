@@ -20,6 +20,7 @@
 #include "tests/support/test_support.h"
 
 #include <check.h>
+#include <jansson.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,14 +162,28 @@ static int status_of(int port, const char *raw, size_t len)
     return status;
 }
 
+static unsigned long long commits_now(const http_server *h)
+{
+    char *text = scrape(h);
+    unsigned long long commits = sample(text, "tally_commits_total");
+    free(text);
+    return commits;
+}
+
+/* Nothing committed since commits was read, and NNG serves as before. */
+static void nothing_committed_since(http_server *h, unsigned long long commits,
+                                    uint64_t account_id)
+{
+    ck_assert_uint_eq(commits_now(h), commits);
+    nng_still_serves(h, account_id);
+}
+
 START_TEST(bad_http_input_is_refused)
 {
     http_server h;
     http_up(&h, NULL);
     test_client_open_accounts(h.f.c, 1, 1);
-    char *before = scrape(&h);
-    unsigned long long commits = sample(before, "tally_commits_total");
-    free(before);
+    unsigned long long commits = commits_now(&h);
     int status = 0;
     free(test_http_get(h.port, "/nope", &status));
     ck_assert_int_eq(status, 404);
@@ -202,11 +217,85 @@ START_TEST(bad_http_input_is_refused)
     static const char no_version[] = "GET /metrics\r\n\r\n";
     status = status_of(h.port, no_version, sizeof(no_version) - 1);
     ck_assert_msg(status == 0 || status == 400 || status == 505, "no version: %d", status);
-    /* none of it committed anything, and NNG serves as before */
-    char *after = scrape(&h);
-    ck_assert_uint_eq(sample(after, "tally_commits_total"), commits);
-    free(after);
-    nng_still_serves(&h, 2);
+    nothing_committed_since(&h, commits, 2);
+    http_down(&h);
+}
+END_TEST
+
+/* A request whose body two headers could delimit two ways (RFC 9112 6.3):
+ * 400 and the connection closed, before any of it is routed. */
+static void framing_refused(int port, const char *headers, const char *what)
+{
+    char raw[512];
+    int n = snprintf(raw, sizeof(raw), "POST /v1/account_open HTTP/1.1\r\nHost: x\r\n"
+                                       "Idempotency-Key: smuggle-1\r\n%s\r\n"
+                                       "{\"id\":77,\"ledger\":1,\"code\":1}"
+                                       "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", headers);
+    int status = 0;
+    char *answer = test_http_raw(port, raw, (size_t)n, &status);
+    ck_assert_ptr_nonnull(answer);
+    ck_assert_msg(status == 400, "%s: %d\n%s", what, status, answer);
+    ck_assert_msg(strstr(answer, what) != NULL, "%s: %s", what, answer);
+    /* one answer: nothing after the headers was read as a request */
+    ck_assert_msg(strstr(strstr(answer, "HTTP/1.1") + 1, "HTTP/1.1") == NULL, "%s: %s", what, answer);
+    free(answer);
+}
+
+START_TEST(ambiguous_request_lengths_are_refused)
+{
+    http_server h;
+    http_up(&h, NULL);
+    unsigned long long commits = commits_now(&h);
+    framing_refused(h.port, "Content-Length: 29\r\nContent-Length: 5\r\n",
+                    "more than one Content-Length header");
+    framing_refused(h.port, "Content-Length: 29\r\nContent-Length: 29\r\n",
+                    "more than one Content-Length header");
+    framing_refused(h.port, "Content-Length: 29\r\nTransfer-Encoding: chunked\r\n",
+                    "both Content-Length and Transfer-Encoding");
+    framing_refused(h.port, "Transfer-Encoding: chunked\r\nContent-Length: 29\r\n",
+                    "both Content-Length and Transfer-Encoding");
+    nothing_committed_since(&h, commits, 1);
+    http_down(&h);
+}
+END_TEST
+
+/* Every check of GET /readyz has the same fields, passing or failing,
+ * of the store or of a subscriber (null where none applies). */
+START_TEST(readyz_checks_have_one_shape)
+{
+    static const char *const fields[] = {"check", "subscriber", "ok", "value", "threshold", "reason"};
+    http_server h;
+    http_up(&h, (const char *const[]){"--alert-pending", "1", NULL});
+    tally_subscriber *mailer = NULL;
+    ck_assert_int_eq(tally_subscriber_open(h.f.c, "mailer", NULL, &mailer), TALLY_ok);
+    test_client_open_accounts(h.f.c, 1, 2); /* two events pending: that check fails */
+    int status = 0;
+    char *body = test_http_get(h.port, "/readyz", &status);
+    ck_assert_int_eq(status, 503);
+    json_error_t err;
+    json_t *j = json_loads(body, 0, &err);
+    ck_assert_msg(j != NULL, "not JSON: %s", body);
+    json_t *checks = json_object_get(j, "checks");
+    bool store_seen = false, failing_seen = false;
+    for (size_t i = 0; i < json_array_size(checks); i++) {
+        json_t *k = json_array_get(checks, i);
+        ck_assert_msg(json_object_size(k) == 6, "check %zu: %s", i, body);
+        for (size_t f = 0; f < 6; f++)
+            ck_assert_msg(json_object_get(k, fields[f]) != NULL, "check %zu lacks %s: %s", i,
+                          fields[f], body);
+        json_t *sub = json_object_get(k, "subscriber");
+        if (json_is_null(sub))
+            store_seen = true;
+        else
+            ck_assert_str_eq(json_string_value(sub), "mailer");
+        bool ok = json_is_true(json_object_get(k, "ok"));
+        failing_seen |= !ok;
+        ck_assert_msg(ok == (json_string_length(json_object_get(k, "reason")) == 0), "%s", body);
+    }
+    ck_assert_msg(store_seen && failing_seen, "%s", body);
+    json_decref(j);
+    free(body);
+    tally_subscriber_close(mailer);
     http_down(&h);
 }
 END_TEST
@@ -328,6 +417,8 @@ int main(void)
     tcase_add_test(tc, scrape_passes_promtool_and_says_what_happened);
     tcase_add_test(tc, shipped_rules_pass_promtool);
     tcase_add_test(tc, bad_http_input_is_refused);
+    tcase_add_test(tc, ambiguous_request_lengths_are_refused);
+    tcase_add_test(tc, readyz_checks_have_one_shape);
     tcase_add_test(tc, idle_and_slow_connections_are_closed);
     tcase_add_test(tc, connections_beyond_the_limits_are_refused);
     tcase_add_test(tc, connections_beyond_the_total_wait_their_turn);

@@ -20,6 +20,7 @@
 #include "config.h"
 
 #include "common/error.h"
+#include "common/sha256.h"
 #include "net/http/json_codec.h"
 #include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
@@ -28,6 +29,7 @@
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -509,6 +511,15 @@ START_TEST(limits_and_methods)
 }
 END_TEST
 
+/* GET each of paths (NULL-terminated): status and code. */
+static void assert_gets(json_server *s, const char *const *paths, int status, const char *code)
+{
+    for (size_t i = 0; paths[i]; i++) {
+        http_call c = {"GET", paths[i], {NULL}, NULL};
+        assert_status(s, &c, status, code);
+    }
+}
+
 /* A GET's path parameter and query arguments, percent-decoded, are text
  * as a body is: bytes that are not UTF-8 are refused, not dropped (a
  * dropped `feature` turned entitlement_get into entitlement_list). */
@@ -516,17 +527,174 @@ START_TEST(get_arguments_not_utf8_are_malformed)
 {
     json_server s;
     json_up(&s, NULL, 0);
-    http_call value = {"GET", "/v1/entitlements/alice?feature=%FF", {NULL}, NULL};
-    assert_status(&s, &value, 400, "malformed_request");
-    http_call name = {"GET", "/v1/entitlements/alice?%FF=1", {NULL}, NULL};
-    assert_status(&s, &name, 400, "malformed_request");
-    http_call from = {"GET", "/v1/log?from=%FF", {NULL}, NULL};
-    assert_status(&s, &from, 400, "malformed_request");
-    http_call param = {"GET", "/v1/entitlements/%FF", {NULL}, NULL};
-    assert_status(&s, &param, 400, "malformed_request");
-    http_call fine = {"GET", "/v1/entitlements/%C3%A9?feature=pro", {NULL}, NULL};
-    assert_status(&s, &fine, 404, "not_found");
+    assert_gets(&s, (const char *const[]){"/v1/entitlements/alice?feature=%FF",
+                                          "/v1/entitlements/alice?%FF=1", "/v1/log?from=%FF",
+                                          "/v1/entitlements/%FF", NULL},
+                400, "malformed_request");
+    assert_gets(&s, (const char *const[]){"/v1/entitlements/%C3%A9?feature=pro", NULL}, 404,
+                "not_found");
     json_down(&s);
+}
+END_TEST
+
+/* The key a keyless batch member gets: 0x1f, the batch key's SHA-256 in
+ * hex, '.', the index (docs/PROTOCOL.md, "JSON API"), computed here. */
+static void derived_key(const char *batch_key, unsigned index, char *out, size_t size)
+{
+    uint8_t d[SHA256_BYTES];
+    sha256_digest(batch_key, strlen(batch_key), d);
+    char hex[2 * SHA256_BYTES + 1];
+    for (int i = 0; i < SHA256_BYTES; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    snprintf(out, size, "\x1f%s.%u", hex, index);
+}
+
+static json_t *post_json(json_server *s, const char *path, const char *key, const char *body,
+                         int status)
+{
+    char header[300];
+    snprintf(header, sizeof(header), "Idempotency-Key: %s", key);
+    http_call c = {"POST", path, {header, NULL}, body};
+    http_answer a;
+    curl_call(s, &c, &a);
+    ck_assert_msg(a.status == status, "%s %s: %d: %s", path, key, a.status, a.body);
+    json_error_t err;
+    json_t *j = json_loads(a.body, 0, &err);
+    ck_assert_msg(j != NULL, "%s", a.body);
+    free(a.raw);
+    return j;
+}
+
+/* A route's parameter is one path segment: more segments name no
+ * resource (404), however the route ends. */
+START_TEST(extra_path_segments_are_not_found)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    assert_gets(&s, (const char *const[]){"/v1/entitlements/g-user/a", "/v1/accounts/1/x",
+                                          "/v1/accounts/1/history/x", "/v1/accounts/1/2/history",
+                                          "/v1/transfers/0000000000000000000000000000000e/x",
+                                          "/v1/subscribers/a/b", "/v1/subscribers/a/b/dead_letters",
+                                          NULL},
+                404, "not_found");
+    assert_gets(&s, (const char *const[]){"/v1/entitlements/g-user", NULL}, 200, "ok");
+    json_down(&s);
+}
+END_TEST
+
+/* A bool field takes a JSON bool; the text "true" is wrong_type as over
+ * msgpack, in a body and in a batch member alike. Only a GET's query
+ * arguments (text by nature) say true and false as words. */
+START_TEST(a_bool_as_text_is_wrong_type)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    json_decref(post_json(&s, "/v1/account_open", "b-1", "{\"id\":1,\"ledger\":1,\"code\":1}", 200));
+    static const char *const bodies[] = {"{\"id\":1,\"reverse\":\"true\"}",
+                                         "{\"id\":1,\"reverse\":\"false\"}",
+                                         "{\"id\":1,\"reverse\":1}"};
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        http_call c = {"POST", "/v1/account_history", {NULL}, bodies[i]};
+        assert_status(&s, &c, 400, "wrong_type");
+    }
+    http_call fetch = {"POST", "/v1/sub_fetch", {NULL}, "{\"name\":\"m\",\"restart\":\"true\"}"};
+    assert_status(&s, &fetch, 400, "wrong_type");
+    http_call real = {"POST", "/v1/account_history", {NULL}, "{\"id\":1,\"reverse\":true}"};
+    assert_status(&s, &real, 200, "ok");
+    http_call query = {"GET", "/v1/accounts/1/history?reverse=true", {NULL}, NULL};
+    assert_status(&s, &query, 200, "ok");
+    json_down(&s);
+}
+END_TEST
+
+/* Idempotency-Key and Tally-Consumer are text: bytes that are not UTF-8
+ * are refused (400), not stored and answered altered. */
+START_TEST(what_headers_carry_is_checked)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    const char *body = "{\"id\":5,\"ledger\":1,\"code\":1}";
+    http_call key = {"POST", "/v1/account_open", {"Idempotency-Key: k-\xff\xfe", NULL}, body};
+    assert_status(&s, &key, 400, "malformed_request");
+    http_call consumer = {"POST", "/v1/account_open",
+                          {"Idempotency-Key: k-1", "Tally-Consumer: shop-\xc3", NULL}, body};
+    assert_status(&s, &consumer, 400, "malformed_request");
+    http_call get = {"GET", "/v1/accounts/5", {NULL}, NULL};
+    assert_status(&s, &get, 404, "not_found"); /* nothing stored */
+    http_call fine = {"POST", "/v1/account_open", {"Idempotency-Key: k-\xc3\xa9", NULL}, body};
+    assert_status(&s, &fine, 200, "ok");
+    /* a token goes in the Authorization header only: `auth` in a body or
+     * a query is refused with a message that says where it goes */
+    http_call in_body = {"POST", "/v1/stats", {NULL}, "{\"auth\":\"secret\"}"};
+    http_answer a;
+    curl_call(&s, &in_body, &a);
+    ck_assert_msg(a.status == 400 && strstr(a.body, "\"code\":\"unknown_field\"") &&
+                      strstr(a.body, "Authorization"), "%d %s", a.status, a.body);
+    free(a.raw);
+    assert_gets(&s, (const char *const[]){"/v1/stats?auth=secret", NULL}, 400, "unknown_field");
+    json_down(&s);
+}
+END_TEST
+
+/* A batch member's derived key cannot be one a client sends (the old
+ * "<key>.<index>" collided with an explicit "<key>.0"), and its length
+ * does not grow with the batch key's (a 128-byte batch key failed
+ * key_too_long). A client key with the reserved first byte is refused on
+ * both transports. */
+START_TEST(batch_member_keys_are_derived_apart)
+{
+    json_server s;
+    tally_client *c = NULL;
+    wire_server_start(&s.p, &c, (const char *const[]){"--http", "http://127.0.0.1:0", NULL});
+    s.port = s.p.http_port;
+    snprintf(s.url, sizeof(s.url), "%s", s.p.http_url);
+    char want[200];
+    const char *member = "{\"ops\":[{\"op\":\"account_open\",\"id\":%d,\"ledger\":1,\"code\":1}]}";
+    char body[200];
+    snprintf(body, sizeof(body), member, 1);
+    json_t *r = post_json(&s, "/v1/batch", "b-1", body, 200);
+    json_t *result = json_array_get(json_object_get(r, "results"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(result, "code")), "ok");
+    derived_key("b-1", 0, want, sizeof(want));
+    ck_assert_str_eq(json_string_value(json_object_get(result, "key")), want);
+    json_decref(r);
+    /* an explicit key of the old derived form is its own key */
+    snprintf(body, sizeof(body), "{\"id\":2,\"ledger\":1,\"code\":1}");
+    json_decref(post_json(&s, "/v1/account_open", "b-1.0", body, 200));
+    /* a batch key of 128 bytes: members' keys stay short */
+    char long_key[129];
+    memset(long_key, 'k', 128);
+    long_key[128] = '\0';
+    snprintf(body, sizeof(body), member, 3);
+    r = post_json(&s, "/v1/batch", long_key, body, 200);
+    result = json_array_get(json_object_get(r, "results"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(result, "code")), "ok");
+    derived_key(long_key, 0, want, sizeof(want));
+    ck_assert_str_eq(json_string_value(json_object_get(result, "key")), want);
+    json_decref(r);
+    /* the retried batch replays its member */
+    r = post_json(&s, "/v1/batch", long_key, body, 200);
+    result = json_array_get(json_object_get(r, "results"), 0);
+    ck_assert(json_is_true(json_object_get(result, "replayed")));
+    json_decref(r);
+    /* a client may not send the reserved byte: JSON member key, header, msgpack */
+    snprintf(body, sizeof(body),
+             "{\"ops\":[{\"op\":\"account_open\",\"key\":\"\\u001fx\",\"id\":4,\"ledger\":1,\"code\":1}]}");
+    json_decref(post_json(&s, "/v1/batch", "b-4", body, 400));
+    snprintf(body, sizeof(body), "{\"id\":4,\"ledger\":1,\"code\":1}");
+    derived_key("b-1", 0, want, sizeof(want));
+    json_decref(post_json(&s, "/v1/account_open", want, body, 400));
+    wire_reply w;
+    wire_call(c, &w, "account_open", "ssuuu", "consumer", "http", "key", want, "id", 4, "ledger", 1,
+              "code", 1);
+    wire_expect(&w, "malformed_request");
+    wire_done(&w);
+    http_call get = {"GET", "/v1/accounts/4", {NULL}, NULL};
+    assert_status(&s, &get, 404, "not_found");
+    /* tally-recon takes the derived keys' inbox records and their events */
+    tallyd_recon_clean(&s.p);
+    wire_server_stop(&s.p, &c);
+    tallyd_cleanup(&s.p);
 }
 END_TEST
 
@@ -801,6 +969,10 @@ int main(void)
         {"limits", limits_and_methods, 300},
         {"idempotency", invalid_commands_leave_the_key_free, 300},
         {"limits", get_arguments_not_utf8_are_malformed, 300},
+        {"edges", extra_path_segments_are_not_found, 300},
+        {"edges", a_bool_as_text_is_wrong_type, 300},
+        {"edges", what_headers_carry_is_checked, 300},
+        {"edges", batch_member_keys_are_derived_apart, 300},
         {"limits", storage_full_is_503_with_retry_after, 300},
         {"limits", stop_with_a_request_waiting, 300},
         {"limits", stop_with_a_request_half_sent, 300},

@@ -424,12 +424,7 @@ START_TEST(pages_are_bounded_by_bytes)
     tally_subscriber_close(sub);
 
     /* tally-recon on the store with the large events */
-    const char *argv[] = {tallyd_program("tally-recon"), "--data", s.p.data_dir, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = test_run(argv, NULL, &out, &err);
-    ck_assert_msg(rc == 0, "tally-recon exited %d: %s %s", rc, out, err);
-    free(out);
-    free(err);
+    tallyd_recon_clean(&s.p);
     hook_down(&s);
 }
 END_TEST

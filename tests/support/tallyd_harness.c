@@ -9,6 +9,7 @@
  * #1543, #1813), and a probe runs many times per start.
  */
 #include "tests/support/tallyd_harness.h"
+#include "tests/support/run.h"
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/wait.h"
 #include "common/clock.h"
@@ -640,4 +641,14 @@ void tallyd_cleanup(tallyd_proc *p)
     tallyd_kill(p);
     if (p->dir[0] && !getenv("TALLY_KEEP_TEST_DIRS"))
         test_remove_dir(p->dir);
+}
+
+void tallyd_recon_clean(const tallyd_proc *p)
+{
+    const char *argv[] = {tallyd_program("tally-recon"), "--data", p->data_dir, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(rc == 0, "tally-recon exited %d: %s %s", rc, out, err);
+    free(out);
+    free(err);
 }

@@ -130,5 +130,8 @@ int tallyd_hang_up_handshakes(const char *url, int count, int wait_ms);
 
 /* Path of a built program: $name_upper env var, else ./name (e.g. "tally"). */
 const char *tallyd_program(const char *name);
+/* Run tally-recon on p's store (tallyd may be serving it); fail the test,
+ * with recon's output, unless it exits 0. */
+void tallyd_recon_clean(const tallyd_proc *p);
 
 #endif
