@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
+#include "common/transfer_id.h"
 
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -246,8 +247,11 @@ int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpac
         pack_fail(&p, TALLY_malformed_request, NET_DERIVED_KEY_REFUSAL);
         return p.rc;
     }
+    /* a transfer without an id: the id of (consumer, key), as the CLI
+     * and libtally's tally_uuid_from_key derive it */
+    bool derive_id = e->op->id == NET_OP_TRANSFER && e->key && !json_object_get(body, "id");
     size_t n = 2 + (write ? 1 : 0) + (write && !batch ? 1 : 0) + (e->auth.ptr ? 1 : 0) +
-               (body ? json_object_size(body) : 0);
+               (derive_id ? 1 : 0) + (body ? json_object_size(body) : 0);
     pack_check(&p, msgpack_pack_map(pk, n));
     pack_str(&p, "v", 1);
     pack_check(&p, msgpack_pack_uint32(pk, TALLY_PROTOCOL_VERSION));
@@ -264,6 +268,13 @@ int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpac
     if (write && !batch) {
         pack_str(&p, "key", 3);
         pack_str(&p, e->key, strlen(e->key));
+    }
+    if (derive_id) {
+        tally_id128 id;
+        transfer_id_from_key(e->consumer, e->key, &id);
+        pack_str(&p, "id", 2);
+        pack_check(&p, msgpack_pack_bin(pk, sizeof(id.bytes)));
+        pack_check(&p, msgpack_pack_bin_body(pk, id.bytes, sizeof(id.bytes)));
     }
     if (body)
         pack_entries(&p, e->op, body, 1);

@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "common/sha256.h"
+#include "common/transfer_id.h"
 #include "net/http/json_codec.h"
 #include "net/ops/protocol.h"
 #include "tests/support/doc_requests.h"
@@ -470,6 +471,37 @@ START_TEST(invalid_commands_leave_the_key_free)
     assert_status(&s, &missing, 422, "credit_account_not_found");
     curl_call(&s, &missing, &a);
     ck_assert_msg(a.status == 422 && strstr(a.body, "\"replayed\":true"), "%d %s", a.status, a.body);
+    free(a.raw);
+    json_down(&s);
+}
+END_TEST
+
+/* POST /v1/transfer without an id: the id of (consumer, key), as the CLI
+ * and libtally's tally_uuid_from_key make it; the same request again is a
+ * replay of the same transfer (PROTOCOL.md, "JSON API"). */
+START_TEST(a_transfer_without_an_id_takes_the_keys)
+{
+    json_server s;
+    json_up(&s, NULL, 0);
+    open_accounts(&s);
+    http_call pay = {"POST", "/v1/transfer", {"Idempotency-Key: order-77", "Tally-Consumer: shop", NULL},
+                     "{\"debit_account_id\":1,\"credit_account_id\":2,\"amount\":5,\"ledger\":1,\"code\":1}"};
+    for (int round = 0; round < 2; round++) {
+        http_answer a;
+        curl_call(&s, &pay, &a);
+        ck_assert_msg(a.status == 200 && strstr(a.body, round ? "\"replayed\":true" : "\"replayed\":false"),
+                      "%d %s", a.status, a.body);
+        free(a.raw);
+    }
+    tally_id128 id;
+    transfer_id_from_key("shop", "order-77", &id); /* as libtally's tally_uuid_from_key */
+    char path[64], hex[33];
+    tally_id128_to_hex(&id, hex);
+    snprintf(path, sizeof(path), "/v1/transfers/%s", hex);
+    http_call get = {"GET", path, {NULL}, NULL};
+    http_answer a;
+    curl_call(&s, &get, &a);
+    ck_assert_msg(a.status == 200 && strstr(a.body, "\"amount\":5,"), "%s: %d %s", path, a.status, a.body);
     free(a.raw);
     json_down(&s);
 }
@@ -968,6 +1000,7 @@ int main(void)
         {"semantics", account_pages_walk_to_the_end, 300},
         {"limits", limits_and_methods, 300},
         {"idempotency", invalid_commands_leave_the_key_free, 300},
+        {"idempotency", a_transfer_without_an_id_takes_the_keys, 300},
         {"limits", get_arguments_not_utf8_are_malformed, 300},
         {"edges", extra_path_segments_are_not_found, 300},
         {"edges", a_bool_as_text_is_wrong_type, 300},
