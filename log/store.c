@@ -568,44 +568,63 @@ static bool path_below(const char *path, const char *root)
 }
 
 /* The directory to create for dest: its parent resolved (which must exist,
- * below root when given) and its last component. */
-static int backup_target(const char *dest, const char *root, char *out, size_t out_size)
+ * below root when given) and its last component; why says what is wrong. */
+static int backup_target(const char *dest, const char *root, char *out, size_t out_size,
+                         char *why, size_t why_size)
 {
     size_t len = strlen(dest);
-    if (dest[0] != '/' || len >= TALLY_PATH_BYTES_MAX || len < 2)
+    if (dest[0] != '/' || len >= TALLY_PATH_BYTES_MAX || len < 2) {
+        snprintf(why, why_size, "%s is not an absolute directory path", dest);
         return TALLY_backup_destination_invalid;
+    }
     char parent[TALLY_PATH_BYTES_MAX];
     memcpy(parent, dest, len + 1);
     while (len > 1 && parent[len - 1] == '/')
         parent[--len] = '\0';
     char *slash = strrchr(parent, '/');
     const char *base = slash + 1;
-    if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+    if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        snprintf(why, why_size, "%s names no new directory", dest);
         return TALLY_backup_destination_invalid;
+    }
     *slash = '\0';
-    char *real_parent = realpath(slash == parent ? "/" : parent, NULL);
-    if (!real_parent)
+    const char *parent_path = slash == parent ? "/" : parent;
+    char *real_parent = realpath(parent_path, NULL);
+    if (!real_parent) {
+        snprintf(why, why_size, "its parent %s does not exist (create it first)", parent_path);
         return TALLY_backup_destination_invalid;
+    }
     bool allowed = !root || path_below(real_parent, root);
     int n = snprintf(out, out_size, "%s/%s", strcmp(real_parent, "/") == 0 ? "" : real_parent,
                      base);
     free(real_parent);
-    if (!allowed || n < 0 || (size_t)n >= out_size)
+    if (!allowed) {
+        snprintf(why, why_size, "%s is outside --backup-dir %s", dest, root);
         return TALLY_backup_destination_invalid;
+    }
+    if (n < 0 || (size_t)n >= out_size) {
+        snprintf(why, why_size, "%s: the resolved path is too long", dest);
+        return TALLY_backup_destination_invalid;
+    }
     return TALLY_ok;
 }
 
-int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes)
+int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes, char *why,
+                 size_t why_size)
 {
     *bytes = 0;
     char target[TALLY_PATH_BYTES_MAX], data[TALLY_PATH_BYTES_MAX + 16];
-    int rc = backup_target(dest, root, target, sizeof(target));
+    int rc = backup_target(dest, root, target, sizeof(target), why, why_size);
     if (rc != TALLY_ok)
         return rc;
-    if (mkdir(target, 0700) != 0)
-        return errno == EEXIST ? TALLY_backup_destination_exists
-               : errno == ENOENT || errno == ENOTDIR ? TALLY_backup_destination_invalid
-                                                     : store_translate(errno);
+    if (mkdir(target, 0700) != 0) {
+        int e = errno;
+        snprintf(why, why_size, "%s: %s", target,
+                 e == EEXIST ? "exists; backups go to a new directory" : strerror(e));
+        return e == EEXIST                   ? TALLY_backup_destination_exists
+               : e == ENOENT || e == ENOTDIR ? TALLY_backup_destination_invalid
+                                             : store_translate(e);
+    }
     int mrc = mdb_env_copy2(st->env, target, MDB_CP_COMPACT);
     snprintf(data, sizeof(data), "%s/data.mdb", target);
     struct stat sb;

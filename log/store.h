@@ -298,8 +298,10 @@ int store_map_grow(store *st, uint64_t *now_bytes);
  * *bytes gets the copy's size. Returns TALLY_ok,
  * TALLY_backup_destination_exists, TALLY_backup_destination_invalid (not
  * absolute, parent missing, outside root), TALLY_storage_full,
- * TALLY_io_error; a failed copy is removed. */
-int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes);
+ * TALLY_io_error; a failed copy is removed. On a refusal why (why_size
+ * bytes) says what is wrong with dest, naming the path. */
+int store_backup(store *st, const char *dest, const char *root, uint64_t *bytes, char *why,
+                 size_t why_size);
 
 /* Delete every entry of db (mdb_drop without deleting the database):
  * TALLY_ok or the translated error, remembered as store_put does. */

@@ -30,14 +30,11 @@ void net_control_backup(net_out *o, const net_control_env *env, const net_reques
     if (env->st == NULL)
         return net_reply_error(o, TALLY_shutting_down, "server is stopping, retry later");
     uint64_t bytes = 0;
-    int rc = store_backup(env->st, path, env->backup_dir, &bytes);
+    char why[TALLY_PATH_BYTES_MAX + 128] = "backup failed";
+    int rc = store_backup(env->st, path, env->backup_dir, &bytes, why, sizeof(why));
     if (rc != TALLY_ok) {
-        static const char *const why[] = {"the destination exists; backups go to a new directory",
-                                          "the destination must be an absolute path whose parent "
-                                          "exists (below --backup-dir when tallyd has one)"};
-        return net_reply_error(o, rc, rc == TALLY_backup_destination_exists     ? why[0]
-                                      : rc == TALLY_backup_destination_invalid ? why[1]
-                                                                               : "backup failed");
+        net_log(NET_LOG_WARN, "backup to %s refused: %s: %s", path, tally_strerror(rc), why);
+        return net_reply_error(o, rc, why);
     }
     net_log(NET_LOG_INFO, "backup written to %s (%llu bytes)", path, (unsigned long long)bytes);
     net_reply_open(o, TALLY_ok);

@@ -75,6 +75,15 @@ static uint64_t stats_u64(const char *key)
     return v;
 }
 
+/* The reply's message holds text (a refusal says why). */
+static void assert_message_has(const wire_reply *r, const char *text)
+{
+    const msgpack_object *m = wire_field(r->map, "message");
+    ck_assert_int_eq(m->type, MSGPACK_OBJECT_STR);
+    ck_assert_msg(memmem(m->via.str.ptr, m->via.str.size, text, strlen(text)) != NULL,
+                  "message \"%.*s\" lacks \"%s\"", (int)m->via.str.size, m->via.str.ptr, text);
+}
+
 START_TEST(online_backup_is_consistent_and_verifiable)
 {
     char root[256];
@@ -119,12 +128,16 @@ START_TEST(online_backup_is_consistent_and_verifiable)
     wire_done(&r);
     wire_call(client, &r, "backup", "s", "path", "/tmp/outside-the-backup-dir");
     wire_expect(&r, "backup_destination_invalid");
+    assert_message_has(&r, "is outside --backup-dir");
     wire_done(&r);
     char missing_parent[400];
     snprintf(missing_parent, sizeof(missing_parent), "%s/no/such/parent", root);
     wire_call(client, &r, "backup", "s", "path", missing_parent);
     wire_expect(&r, "backup_destination_invalid");
+    assert_message_has(&r, "/no/such does not exist");
     wire_done(&r);
+    /* and tallyd says so in its log */
+    ck_assert(tallyd_log_wait(&proc, "backup to /tmp/outside-the-backup-dir refused", 60000));
     stop();
 
     /* the copy is a whole store at (at least) the head it was taken at */
