@@ -135,6 +135,9 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
  * whole in one webhook.received event, which is what sets the event cap
  * (TALLY_EVENT_BYTES_MAX). */
 #define TALLY_WEBHOOK_SOURCE_BYTES_MAX 55    /* "webhook:" + name is a consumer */
+/* The consumer namespace of the intake: a client request naming a consumer
+ * that starts with it is refused (consumer_reserved, net/ops/protocol.c). */
+#define TALLY_WEBHOOK_CONSUMER_PREFIX "webhook:"
 #define TALLY_WEBHOOK_EVENT_ID_BYTES_MAX 64  /* the provider's event id: the inbox key */
 #define TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX 64
 #define TALLY_WEBHOOK_BODY_BYTES_MAX (256 * 1024) /* a delivery's body; more: 413 */

@@ -208,7 +208,7 @@ static int parse_line(parse *p, net_webhooks *w, char *line)
     webhook_source *src = &w->sources[w->count];
     memset(src, 0, sizeof(*src));
     snprintf(src->name, sizeof(src->name), "%s", words[0]);
-    snprintf(src->consumer, sizeof(src->consumer), "webhook:%s", words[0]);
+    snprintf(src->consumer, sizeof(src->consumer), TALLY_WEBHOOK_CONSUMER_PREFIX "%s", words[0]);
     int rc = parse_scheme(p, words[1], src);
     for (char *opt; rc == TALLY_ok && (opt = strtok_r(NULL, " \t", &save));)
         rc = set_option(p, src, opt);

@@ -157,6 +157,20 @@ expect "hmac-sha256: no delivery id is a replay" yes "$(replayed)"
 body='{"delivery_id":"j-1","what":"x"}'
 expect "hmac-sha256: id_field, type_field and signature_header" 200 "$(post ghj "$body" "X-Signature: sha256=$(hex_hmac github-secret-0123456789 "$body")")"
 
+# ---- the webhook: consumer namespace is the intake's ----
+# A client write under webhook:pay with the provider's next event id is
+# refused, over JSON and over SP, so the genuine delivery is stored.
+code=$(curl -s -o "$tmp/b" -w '%{http_code}' --max-time 60 -X POST -H "Tally-Consumer: webhook:pay" \
+    -H "Idempotency-Key: evt_res" --data-binary '{"id":77,"ledger":1,"code":1}' "$base/v1/account_open")
+expect "JSON: a write as consumer webhook:pay is refused (400)" 400 "$code"
+grep -q '"code":"consumer_reserved"' "$tmp/b" || fail "JSON: the refusal says consumer_reserved: $(cat "$tmp/b")"
+"$TALLY" --url "ipc://$tmp/rep" --consumer webhook:pay account open 78 --ledger 1 --code 1 --key evt_res \
+    >"$tmp/sp.out" 2>&1
+[ $? -ne 0 ] && grep -q consumer_reserved "$tmp/sp.out" || fail "SP: a write as consumer webhook:pay is refused: $(cat "$tmp/sp.out")"
+body='{"id":"evt_res","type":"charge.succeeded","created":1700000000,"data":{"object":{}}}'
+expect "stripe: the genuine delivery of that id is stored" 200 "$(post pay "$body" "Stripe-Signature: t=$now,v1=$(hex_hmac whsec_stripe_endpoint_secret "$now.$body")")"
+expect "stripe: stored, not a replay" no "$(replayed)"
+
 # ---- 16 identical deliveries at once: one effect ----
 body='{"id":"evt_burst","type":"charge.succeeded","created":1700000000,"data":{"object":{}}}'
 sig=$(hex_hmac whsec_stripe_endpoint_secret "$now.$body")
@@ -195,7 +209,7 @@ if command -v promtool >/dev/null 2>&1; then # lint as check_http does (setup.sh
 fi
 expect "metrics: unknown source" 1 "$(sed -n 's/^tally_webhooks_unknown_source_total //p' "$tmp/metrics")"
 "$TALLY" --url "ipc://$tmp/rep" --json log --from 1 --limit 1000 >"$tmp/log.json" 2>/dev/null
-expect "events: one webhook.received per stored delivery" 7 "$(grep -c '"type":"webhook.received"' "$tmp/log.json")"
+expect "events: one webhook.received per stored delivery" 8 "$(grep -c '"type":"webhook.received"' "$tmp/log.json")"
 grep -q '"entity":{"kind":"webhook","source":"pay","event_id":"evt_s1"}' "$tmp/log.json" || fail "the stripe event names its source and id"
 grep -q "\"consumer\":\"webhook:gh\",\"key\":\"$gh_id\"" "$tmp/log.json" || fail "the hmac-sha256 event's causation is (webhook:gh, the body's SHA-256)"
 grep -q '"consumer":"webhook:ghj","key":"j-1"' "$tmp/log.json" || fail "the event's causation is (webhook:<source>, event id)"
