@@ -519,10 +519,12 @@ static uint64_t nats_lease_ms(const relay_nats *n, const char **from)
     uint64_t lease_ms = 0;
     for (uint32_t i = 0; i < o->backoff_count; i++)
         lease_ms = o->backoff_ms[i] > lease_ms ? o->backoff_ms[i] : lease_ms;
-    *from = o->backoff_count ? "its longest backoff_ms step" : "its ack_wait_ms";
-    if (o->backoff_count == 0)
-        lease_ms = o->ack_wait_ms ? o->ack_wait_ms : TALLY_SUB_ACK_WAIT_MS_DEFAULT;
-    return lease_ms;
+    if (o->backoff_count) {
+        *from = "its longest backoff_ms step";
+        return lease_ms;
+    }
+    *from = o->ack_wait_ms ? "its ack_wait_ms" : "tallyd's default ack wait";
+    return o->ack_wait_ms ? o->ack_wait_ms : TALLY_SUB_ACK_WAIT_MS_DEFAULT;
 }
 
 /* A relay that dies holding events leaves them leased; another relay

@@ -1426,7 +1426,8 @@ START_TEST(test_check_validates_the_configuration)
          "duplicate_window_s = 10 is shorter than the sink's lease, 20000 ms (its longest "
          "backoff_ms step)"},
         {"[nats]\nurl = nats://x:1\nstream = S\nduplicate_window_s = 29\n",
-         "duplicate_window_s = 29 is shorter than the sink's lease, 30000 ms"},
+         "duplicate_window_s = 29 is shorter than the sink's lease, 30000 ms (tallyd's default "
+         "ack wait)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         file_write(path, bad[i].text);
