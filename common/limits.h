@@ -135,12 +135,17 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
  * whole in one webhook.received event, which is what sets the event cap
  * (TALLY_EVENT_BYTES_MAX). */
 #define TALLY_WEBHOOK_SOURCE_BYTES_MAX 55    /* "webhook:" + name is a consumer */
+/* The consumer namespace of the intake: a client request naming a consumer
+ * that starts with it is refused (consumer_reserved, net/ops/protocol.c). */
+#define TALLY_WEBHOOK_CONSUMER_PREFIX "webhook:"
 #define TALLY_WEBHOOK_EVENT_ID_BYTES_MAX 64  /* the provider's event id: the inbox key */
 #define TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX 64
 #define TALLY_WEBHOOK_BODY_BYTES_MAX (256 * 1024) /* a delivery's body; more: 413 */
 #define TALLY_WEBHOOK_SOURCES_MAX 64
 #define TALLY_WEBHOOK_SECRETS_MAX 4          /* per source, for rotation */
 #define TALLY_WEBHOOK_SECRET_BYTES_MAX 256
+#define TALLY_WEBHOOK_SECRET_BYTES_MIN 16     /* a key (decoded) shorter than this: refused */
+#define TALLY_WEBHOOK_SECRET_FILE_BYTES_MAX 4096 /* a larger secret file: refused, never cut */
 #define TALLY_WEBHOOK_TOLERANCE_S_DEFAULT 300
 #define TALLY_WEBHOOK_TOLERANCE_S_MAX 86400
 #define TALLY_WEBHOOK_IN_FLIGHT_MAX 64       /* deliveries waiting for the writer; more: 503 */
@@ -210,6 +215,10 @@ _Static_assert(TALLY_WEBHOOK_BODY_BYTES_MAX + 2 * (TALLY_WEBHOOK_SOURCE_BYTES_MA
                "a webhook.received event with the largest body fits an event");
 _Static_assert(TALLY_WEBHOOK_BODY_BYTES_MAX <= TALLY_HTTP_BODY_BYTES_MAX,
                "the HTTP face reads a whole webhook body");
+_Static_assert(TALLY_WEBHOOK_SECRET_BYTES_MIN <= TALLY_WEBHOOK_SECRET_BYTES_MAX &&
+                   TALLY_WEBHOOK_SECRET_BYTES_MAX < TALLY_WEBHOOK_SECRET_FILE_BYTES_MAX &&
+                   TALLY_WEBHOOK_EVENT_ID_BYTES_MAX >= 64,
+               "a secret fits its file; a body's hex SHA-256 is an event id");
 _Static_assert(1 + TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8 <= 511,
                "a subscriber's in-flight key must fit an LMDB key");
 _Static_assert(TALLY_SUB_FETCH_EVENTS_DEFAULT <= TALLY_SUB_FETCH_EVENTS_MAX &&

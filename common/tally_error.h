@@ -44,6 +44,7 @@
     X(key_too_long, 24, R)                                                     \
     X(correlation_too_long, 25, R)                                             \
     X(key_expired, 26, R)                                                      \
+    X(consumer_reserved, 27, R)                                                \
     /* shared by accounts and transfers */                                     \
     X(exists, 30, B)                                                           \
     X(exists_with_different_ledger, 31, B)                                     \

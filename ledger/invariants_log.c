@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "ledger/history.h"
 #include "log/log.h"
@@ -299,7 +300,7 @@ static void check_webhook_event(audit *a, const log_event *ev)
               msgpack_record_next(&r, "event_type") != NULL &&
               msgpack_safe_get_i64(msgpack_record_next(&r, "signed_at_s"), &signed_at_s) &&
               msgpack_safe_get_bin(msgpack_record_next(&r, "body"), &body, &body_len);
-    static const char prefix[] = "webhook:";
+    static const char prefix[] = TALLY_WEBHOOK_CONSUMER_PREFIX;
     const size_t plen = sizeof(prefix) - 1;
     if (!ok || !log_event_type_is(ev, LOG_EVENT_WEBHOOK_RECEIVED) ||
         !tally_str_equal(source, ev->entity.webhook_source) ||

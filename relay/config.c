@@ -8,8 +8,10 @@
  */
 #include "config.h"
 
+#include "common/base64.h"
 #include "common/cli.h"
 #include "net/http/http.h"
+#include "common/limits.h"
 #include "common/options.h"
 #include "common/file_mode.h"
 #include "relay/relay.h"
@@ -17,7 +19,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,14 +279,11 @@ static bool read_secret(target *t, const char *v, char *why, size_t n)
         return false;
     }
     const char *b64 = v + sizeof(prefix) - 1;
-    size_t b64_len = len - (sizeof(prefix) - 1);
-    int out = EVP_DecodeBlock(key, (const unsigned char *)b64, (int)b64_len);
-    if (out < 0) {
+    size_t key_len = 0;
+    if (!base64_decode_strict(b64, len - (sizeof(prefix) - 1), key, sizeof(key), &key_len)) {
         snprintf(why, n, "not base64");
         return false;
     }
-    size_t pad = (b64[b64_len - 1] == '=') + (b64_len > 1 && b64[b64_len - 2] == '=');
-    size_t key_len = (size_t)out - pad;
     if (key_len == 0 || key_len > RELAY_SECRET_BYTES_MAX) {
         snprintf(why, n, "the key must be 1 to %d bytes", RELAY_SECRET_BYTES_MAX);
         return false;
@@ -456,6 +454,23 @@ static bool key_line(char *line, section where, target *t, char *why, size_t n)
     return false;
 }
 
+/* A config that holds an endpoint's signing secret is a secret file: only
+ * its owner may read or write it, as tallyd's own (file_private_check). */
+static bool secrets_private(const relay_config *c, const char *path, char *error, size_t size)
+{
+    for (size_t i = 0; i < c->endpoint_count; i++) {
+        if (c->endpoints[i].secret_len == 0)
+            continue;
+        char why[768];
+        if (file_private_check(path, "config file", why, sizeof(why)))
+            return true;
+        snprintf(error, size, "%s: it holds the signing secret of [endpoint %s]", why,
+                 c->endpoints[i].name);
+        return false;
+    }
+    return true;
+}
+
 bool relay_config_load(relay_config *c, const char *path, char *error, size_t error_size)
 {
     FILE *f = fopen(path, "r");
@@ -490,10 +505,48 @@ bool relay_config_load(relay_config *c, const char *path, char *error, size_t er
     fclose(f);
     if (!ok)
         snprintf(error, error_size, "%s:%u: %s", path, number, why);
-    return ok;
+    return ok && secrets_private(c, path, error, error_size);
 }
 
 /* ---- the checks after the file and the flags ---- */
+
+/* The longest lease tallyd gives the JetStream sink's deliveries: its
+ * longest backoff_ms step when it has a list (each step is that attempt's
+ * lease), else its ack wait (tallyd's default when not set). */
+static uint64_t nats_lease_ms(const relay_nats *n, const char **from)
+{
+    const tally_subscriber_options *o = &n->sub.options;
+    uint64_t lease_ms = 0;
+    for (uint32_t i = 0; i < o->backoff_count; i++)
+        lease_ms = o->backoff_ms[i] > lease_ms ? o->backoff_ms[i] : lease_ms;
+    if (o->backoff_count) {
+        *from = "its longest backoff_ms step";
+        return lease_ms;
+    }
+    *from = o->ack_wait_ms ? "its ack_wait_ms" : "tallyd's default ack wait";
+    return o->ack_wait_ms ? o->ack_wait_ms : TALLY_SUB_ACK_WAIT_MS_DEFAULT;
+}
+
+/* A relay that dies holding events leaves them leased; another relay
+ * takes them over when the lease ends and publishes them again. JetStream
+ * drops the second publish of a Nats-Msg-Id only within the stream's
+ * duplicate window, so a window shorter than the lease stores every such
+ * event twice. An existing stream must have the configured window
+ * (stream_ensure_once), so checking the configuration covers it too. */
+static bool duplicate_window_covers_lease(const relay_nats *n, char *error, size_t size)
+{
+    const char *from;
+    uint64_t lease_ms = nats_lease_ms(n, &from);
+    if ((uint64_t)n->duplicate_window_s * 1000 >= lease_ms)
+        return true;
+    snprintf(error, size,
+             "[nats] duplicate_window_s = %" PRIu32 " is shorter than the sink's lease, %" PRIu64
+             " ms (%s): a relay taking over a dead relay's events republishes them after the "
+             "lease, when JetStream no longer drops the repeats; set duplicate_window_s to at "
+             "least %" PRIu64 " or shorten the lease",
+             n->duplicate_window_s, lease_ms, from, (lease_ms + 999) / 1000);
+    return false;
+}
 
 static bool nats_check(relay_nats *n, char *error, size_t size)
 {
@@ -516,7 +569,7 @@ static bool nats_check(relay_nats *n, char *error, size_t size)
         snprintf(error, size, "subscriber %s: 1-64 bytes of A-Z a-z 0-9 . _ - :", n->sub.name);
         return false;
     }
-    return true;
+    return duplicate_window_covers_lease(n, error, size);
 }
 
 bool relay_config_check(relay_config *c, char *error, size_t size)

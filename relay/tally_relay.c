@@ -41,7 +41,7 @@ typedef struct flags {
 static const options_row rows[] = {
     {"config", "FILE", NULL,
      "key = value lines with [nats] and [endpoint NAME] sections (docs/RELAY.md); the options "
-     "below override it",
+     "below override it; mode 600 when it holds an endpoint secret",
      TEXT(config)},
     {"url", "URL", NULL,
      "tallyd's request endpoint (default $TALLY_URL, else " RELAY_URL_DEFAULT ")", TEXT(url)},

@@ -6,15 +6,14 @@
  */
 #include "net/http/webhooks.h"
 
+#include "common/base64.h"
 #include "common/error.h"
 #include "common/file_mode.h"
 
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define LINE_BYTES_MAX 4096
 
@@ -54,32 +53,56 @@ static bool name_valid(const char *s)
 }
 
 /* A secret file: one secret string, trailing white space dropped; only
- * its owner may read it. */
+ * its owner may read it (file_private_check, as tallyd's other secrets).
+ * A file longer than the limit is refused, never cut; so is a secret
+ * with a NUL or another control byte in it (two lines: two secrets?). */
 static int read_secret(parse *p, const char *file, char *text, size_t size)
 {
-    struct stat st;
-    if (stat(file, &st) != 0)
-        return fail(p, "secret file %s: cannot read it", file);
-    if (!S_ISREG(st.st_mode)) /* a device or a pipe could block the start */
-        return fail(p, "secret file %s: not a regular file", file);
-    if (st.st_mode & (S_IRWXG | S_IRWXO))
-        return fail(p, "secret file %s: its group or others may read it (chmod 600)", file);
-    FILE *f = fopen(file, "r");
-    if (f == NULL)
-        return fail(p, "secret file %s: cannot read it", file);
-    size_t n = fread(text, 1, size, f);
-    fclose(f);
-    while (n > 0 && strchr(" \t\r\n", text[n - 1]))
+    char why[512];
+    if (!file_private_check(file, "secret file", why, sizeof(why)))
+        return fail(p, "%s", why);
+    size_t n = 0;
+    char *all = file_read_bounded(file, "secret file", TALLY_WEBHOOK_SECRET_FILE_BYTES_MAX, &n,
+                                  why, sizeof(why));
+    if (all == NULL)
+        return fail(p, "%s", why);
+    while (n > 0 && strchr(" \t\r\n", all[n - 1]))
         n--;
+    bool control = false;
+    for (size_t i = 0; i < n; i++)
+        control |= (unsigned char)all[i] < 0x20 || all[i] == 0x7f;
+    int rc = TALLY_ok;
     if (n == 0 || n >= size)
-        return fail(p, "secret file %s: empty, or longer than %d bytes", file,
-                    TALLY_WEBHOOK_SECRET_BYTES_MAX);
-    text[n] = '\0';
+        rc = fail(p, "secret file %s: empty, or longer than %d bytes (nothing is cut)", file,
+                  TALLY_WEBHOOK_SECRET_BYTES_MAX);
+    else if (control)
+        rc = fail(p, "secret file %s: one secret string, without control bytes or inner lines",
+                  file);
+    else
+        memcpy(text, all, n), text[n] = '\0';
+    memset(all, 0, n);
+    free(all);
+    return rc;
+}
+
+/* A key anyone could guess is refused: shorter than the minimum, or all
+ * zero bytes (what a broken encoding decodes to). */
+static int key_strong(parse *p, const char *file, const webhook_secret *k)
+{
+    bool zero = true;
+    for (size_t i = 0; i < k->len; i++)
+        zero &= k->bytes[i] == 0;
+    if (k->len < TALLY_WEBHOOK_SECRET_BYTES_MIN)
+        return fail(p, "secret file %s: the key is %zu bytes, at least %d are needed", file,
+                    k->len, TALLY_WEBHOOK_SECRET_BYTES_MIN);
+    if (zero)
+        return fail(p, "secret file %s: the key is all zero bytes", file);
     return TALLY_ok;
 }
 
 /* The HMAC key of a secret string: a standard source's secret is
- * whsec_<base64 key>; the others' keys are the string itself. */
+ * whsec_<base64 key> (strict base64: "whsec_====" is refused, not an
+ * empty key); the others' keys are the string itself. */
 static int secret_key(parse *p, webhook_source *src, const char *file, const char *text,
                       webhook_secret *out)
 {
@@ -87,18 +110,13 @@ static int secret_key(parse *p, webhook_source *src, const char *file, const cha
     if (src->scheme != WEBHOOK_STANDARD) {
         memcpy(out->bytes, text, n);
         out->len = n;
-        return TALLY_ok;
+        return key_strong(p, file, out);
     }
     if (strncmp(text, "whsec_", 6) == 0)
         text += 6, n -= 6;
-    uint8_t key[TALLY_WEBHOOK_SECRET_BYTES_MAX];
-    int len = n % 4 == 0 && n > 0 ? EVP_DecodeBlock(key, (const unsigned char *)text, (int)n) : -1;
-    if (len <= 0)
+    if (!base64_decode_strict(text, n, out->bytes, sizeof(out->bytes), &out->len) || n == 0)
         return fail(p, "secret file %s: a standard secret is whsec_ and base64", file);
-    len -= (int)(n >= 1 && text[n - 1] == '=') + (int)(n >= 2 && text[n - 2] == '=');
-    memcpy(out->bytes, key, (size_t)len);
-    out->len = (size_t)len;
-    return TALLY_ok;
+    return key_strong(p, file, out);
 }
 
 static int read_secrets(parse *p, webhook_source *src, char *list)
@@ -144,14 +162,16 @@ static int set_option(parse *p, webhook_source *src, char *word)
     }
     if (hmac && strcmp(key, "signature_header") == 0)
         return set_text(p, src->signature_header, sizeof(src->signature_header), key, value);
-    if (hmac && strcmp(key, "id_header") == 0)
-        return src->id_field[0] = '\0',
-               set_text(p, src->id_header, sizeof(src->id_header), key, value);
     if (hmac && strcmp(key, "id_field") == 0)
-        return src->id_header[0] = '\0',
-               set_text(p, src->id_field, sizeof(src->id_field), key, value);
-    if (hmac && strcmp(key, "type_header") == 0)
-        return set_text(p, src->type_header, sizeof(src->type_header), key, value);
+        return set_text(p, src->id_field, sizeof(src->id_field), key, value);
+    if (hmac && strcmp(key, "type_field") == 0)
+        return set_text(p, src->type_field, sizeof(src->type_field), key, value);
+    if (hmac && (strcmp(key, "id_header") == 0 || strcmp(key, "type_header") == 0))
+        return fail(p,
+                    "%s: an hmac-sha256 signature covers the body only, so a delivery could "
+                    "be stored again under another %s; the id is the body's SHA-256 or "
+                    "id_field=, the type type_field= (docs/WEBHOOKS.md)",
+                    key, strcmp(key, "id_header") == 0 ? "id" : "type");
     return fail(p, "%s: not an option of this scheme (docs/WEBHOOKS.md)", key);
 }
 
@@ -166,11 +186,8 @@ static int parse_scheme(parse *p, const char *word, webhook_source *src)
     else
         return fail(p, "%s: the scheme is standard, stripe or hmac-sha256", word);
     src->tolerance_s = TALLY_WEBHOOK_TOLERANCE_S_DEFAULT;
-    if (src->scheme == WEBHOOK_HMAC) { /* GitHub's headers */
+    if (src->scheme == WEBHOOK_HMAC) /* GitHub's header */
         strcpy(src->signature_header, "X-Hub-Signature-256");
-        strcpy(src->id_header, "X-GitHub-Delivery");
-        strcpy(src->type_header, "X-GitHub-Event");
-    }
     return TALLY_ok;
 }
 
@@ -191,7 +208,7 @@ static int parse_line(parse *p, net_webhooks *w, char *line)
     webhook_source *src = &w->sources[w->count];
     memset(src, 0, sizeof(*src));
     snprintf(src->name, sizeof(src->name), "%s", words[0]);
-    snprintf(src->consumer, sizeof(src->consumer), "webhook:%s", words[0]);
+    snprintf(src->consumer, sizeof(src->consumer), TALLY_WEBHOOK_CONSUMER_PREFIX "%s", words[0]);
     int rc = parse_scheme(p, words[1], src);
     for (char *opt; rc == TALLY_ok && (opt = strtok_r(NULL, " \t", &save));)
         rc = set_option(p, src, opt);

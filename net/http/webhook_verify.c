@@ -6,14 +6,15 @@
  */
 #include "net/http/webhooks.h"
 
+#include "common/sha256.h"
+
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define SHA256_BYTES 32
 /* The text before the body in what a standard delivery signs: id "."
  * timestamp "." (a stripe one: timestamp "."). */
 #define SIGNED_PREFIX_BYTES_MAX (TALLY_WEBHOOK_EVENT_ID_BYTES_MAX + 24)
@@ -222,7 +223,12 @@ static webhook_outcome verify_stripe(const webhook_source *src, const webhook_de
     return json_names(d, "id", "type", out, &at);
 }
 
-/* GitHub style: <signature_header>: sha256=<hex HMAC of the body>. */
+/* GitHub style: <signature_header>: sha256=<hex HMAC of the body>. The
+ * signature covers the body and nothing else, so the id and the type come
+ * from the body too: a header could be changed by anyone replaying the
+ * signed body (a new X-GitHub-Delivery would store it again). The id is
+ * the body's id_field, else the hex SHA-256 of the body; the type its
+ * type_field, if any. */
 static webhook_outcome verify_hmac(const webhook_source *src, const webhook_delivery *d,
                                    webhook_verified *out)
 {
@@ -234,20 +240,20 @@ static webhook_outcome verify_hmac(const webhook_source *src, const webhook_deli
         return WEBHOOK_BAD_SIGNATURE;
     out->signed_at_s = 0;
     size_t at = 0;
-    if (src->id_field[0]) {
-        if (json_names(d, src->id_field, NULL, out, &at) != WEBHOOK_ACCEPTED)
-            return WEBHOOK_BAD_REQUEST;
-    } else {
-        const char *id = d->header(d->header_ctx, src->id_header);
-        if (id == NULL || !keep(out, &at, id, strlen(id), TALLY_WEBHOOK_EVENT_ID_BYTES_MAX,
-                                &out->event_id))
+    if (src->id_field[0] == '\0') {
+        uint8_t digest[SHA256_BYTES];
+        char hex[2 * SHA256_BYTES + 1];
+        sha256_digest(d->body, d->body_len, digest);
+        for (size_t i = 0; i < SHA256_BYTES; i++)
+            snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+        if (!keep(out, &at, hex, 2 * SHA256_BYTES, TALLY_WEBHOOK_EVENT_ID_BYTES_MAX,
+                  &out->event_id))
             return WEBHOOK_BAD_REQUEST;
     }
-    const char *type = src->type_header[0] ? d->header(d->header_ctx, src->type_header) : NULL;
-    if (type && *type &&
-        !keep(out, &at, type, strlen(type), TALLY_WEBHOOK_EVENT_TYPE_BYTES_MAX, &out->event_type))
-        return WEBHOOK_BAD_REQUEST;
-    return WEBHOOK_ACCEPTED;
+    if (src->id_field[0] == '\0' && src->type_field[0] == '\0')
+        return WEBHOOK_ACCEPTED;
+    return json_names(d, src->id_field[0] ? src->id_field : NULL,
+                      src->type_field[0] ? src->type_field : NULL, out, &at);
 }
 
 webhook_outcome webhook_verify(const webhook_source *src, const webhook_delivery *d,

@@ -5,9 +5,12 @@
  * The file has one source per line, `NAME SCHEME SECRET-FILE[,SECRET-FILE...]
  * [OPTION=VALUE...]`, `#` starting a comment. Schemes: standard (Standard
  * Webhooks), stripe, hmac-sha256 (GitHub style). A source's secrets are
- * read once at start; a secret file that its group or others may read,
- * or any error in the file, refuses the start (with the file's name and
- * line). A verified delivery becomes a webhook_receive command
+ * read once at start; a secret file that its group or others may read, a
+ * weak secret (webhook_config.c), or any error in the file refuses the
+ * start (with the file's name and line). A delivery is deduped on what
+ * its signature covers: an hmac-sha256 signature covers the body alone,
+ * so its event id is the body's SHA-256 or a field of the body, never an
+ * unsigned header. A verified delivery becomes a webhook_receive command
  * (ledger/webhook.h) that goes through the writer like any write
  * (net/http/webhooks.c).
  */
@@ -25,7 +28,8 @@
 typedef enum webhook_scheme {
     WEBHOOK_STANDARD, /* webhook-id, webhook-timestamp, webhook-signature: v1,<base64> */
     WEBHOOK_STRIPE,   /* Stripe-Signature: t=...,v1=<hex>; id and type from the JSON body */
-    WEBHOOK_HMAC,     /* <signature_header>: sha256=<hex of the body's HMAC> */
+    WEBHOOK_HMAC,     /* <signature_header>: sha256=<hex of the body's HMAC>; id and type
+                       * from the body (the signature covers nothing else) */
 } webhook_scheme;
 
 /* What happened to deliveries, a counter each (tally_webhooks_total). */
@@ -54,9 +58,10 @@ typedef struct webhook_source {
     unsigned secret_count;
     unsigned tolerance_s;        /* standard, stripe */
     char signature_header[64];   /* hmac-sha256 */
-    char id_header[64];          /* hmac-sha256: the event id from this header, */
-    char id_field[64];           /* or from this top-level JSON string field */
-    char type_header[64];        /* hmac-sha256: the event type (optional) */
+    char id_field[64];           /* hmac-sha256: the event id from this top-level JSON
+                                  * string field; "": the hex SHA-256 of the body */
+    char type_field[64];         /* hmac-sha256: the event type from this top-level JSON
+                                  * string field; "": no type */
     atomic_uint_fast64_t outcomes[WEBHOOK_OUTCOMES];
 } webhook_source;
 

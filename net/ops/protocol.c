@@ -14,6 +14,7 @@
 #include "net/ops/ops.h"
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "common/sha256.h"
 
@@ -136,6 +137,20 @@ static int over_limit(const net_field *f)
     return TALLY_value_out_of_range;
 }
 
+/* A consumer a client may name: not in the webhook intake's namespace,
+ * whose keys are providers' event ids (a client writing under
+ * webhook:stripe could take evt_1 before Stripe's delivery of it, which
+ * would then get 409 for ever). The intake builds its requests itself
+ * (net/http/webhooks.c), never through this decoder. */
+static int consumer_check(const msgpack_object *o)
+{
+    static const char prefix[] = TALLY_WEBHOOK_CONSUMER_PREFIX;
+    const size_t n = sizeof(prefix) - 1;
+    return o->via.str.size >= n && memcmp(o->via.str.ptr, prefix, n) == 0
+               ? TALLY_consumer_reserved
+               : TALLY_ok;
+}
+
 static int check_value(const net_field *f, const msgpack_object *o)
 {
     switch (f->type) {
@@ -155,7 +170,9 @@ static int check_value(const net_field *f, const msgpack_object *o)
     case NET_FIELD_STR:
         if (o->type != MSGPACK_OBJECT_STR)
             return TALLY_wrong_type;
-        return o->via.str.size <= f->max ? TALLY_ok : over_limit(f);
+        if (o->via.str.size > f->max)
+            return over_limit(f);
+        return f == &envelope_fields[ENVELOPE_consumer] ? consumer_check(o) : TALLY_ok;
     case NET_FIELD_ID128:
         return o->type == MSGPACK_OBJECT_BIN && o->via.bin.size == 16 ? TALLY_ok
                                                                        : TALLY_wrong_type;

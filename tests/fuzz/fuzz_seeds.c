@@ -221,7 +221,7 @@ static void webhook_seeds(seeder *s)
         {"file-sources", "\0# sources\nstd standard /nonexistent/a,/nonexistent/b tolerance=300\n"
                          "pay stripe /nonexistent/s\n"},
         {"file-hmac-options", "\0gh hmac-sha256 /nonexistent/g signature_header=X-Sig "
-                              "id_field=delivery_id type_header=X-Type\n"},
+                              "id_field=delivery_id type_field=type\n"},
         {"file-errors", "\0x nosuch /a\nbad name! stripe /a\nx stripe /a tolerance=abc\n"},
         {"standard", "\1\0webhook-id: msg_1\nwebhook-timestamp: 1767225600\n"
                      "webhook-signature: v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n"

@@ -539,6 +539,11 @@ START_TEST(limits_and_methods)
     assert_status(&s, &real, 400, "wrong_type");
     http_call array = {"POST", "/v1/account_open", {"Idempotency-Key: r", NULL}, "[1]"};
     assert_status(&s, &array, 400, "malformed_request");
+    /* the webhook intake's consumer namespace is not a client's */
+    http_call reserved = {"POST", "/v1/account_open",
+                          {"Idempotency-Key: evt_1", "Tally-Consumer: webhook:stripe", NULL},
+                          "{\"id\":1,\"ledger\":1,\"code\":1}"};
+    assert_status(&s, &reserved, 400, "consumer_reserved");
     json_down(&s);
 }
 END_TEST

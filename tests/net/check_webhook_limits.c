@@ -38,7 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SECRET "limits-secret"
+#define SECRET "limits-secret-0123456789"
 /* The issue's body limit, written out (not BODY_BYTES):
  * a smaller limit in limits.h must fail this suite. */
 #define BODY_BYTES (256 * 1024)

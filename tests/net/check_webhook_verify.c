@@ -5,8 +5,9 @@
  * payload and the signature it publishes) verifies; a changed byte of the
  * body, id or timestamp, another secret, or a time outside the tolerance
  * does not; every line error names the file and line; a secret file that
- * others may read is refused. Deliveries through tallyd are
- * tests/net/check_webhooks.sh.
+ * others may read, and a weak secret, are refused; hmac-sha256 deliveries
+ * are identified by what their signature covers (the body). Deliveries
+ * through tallyd are tests/net/check_webhooks.sh.
  */
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
@@ -14,6 +15,9 @@
 #include "net/http/webhooks.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,7 @@
 #define SPEC_TIMESTAMP "1614265330"
 #define SPEC_BODY "{\"test\": 2432232314}"
 #define SPEC_SIGNATURE "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+#define HMAC_SECRET "github-style-secret-0123"
 
 typedef struct headers {
     const char *names[4];
@@ -118,7 +123,7 @@ START_TEST(test_standard_spec_example)
                                      at - 301, &v), WEBHOOK_STALE);
     webhooks_free(w);
     /* Another secret does not verify it; a tolerance option moves the window. */
-    ck_assert_int_eq(load("std standard %s tolerance=1000\n", "whsec_AAAAAAAAAAAAAAAAAAAAAAAA\n",
+    ck_assert_int_eq(load("std standard %s tolerance=1000\n", "whsec_YW5vdGhlci1zZWNyZXQta2V5LTEyMzQ=\n",
                           0600, &w, error, sizeof(error)), TALLY_ok);
     ck_assert_int_eq(verify_standard(webhooks_find(w, "std"), SPEC_ID, SPEC_TIMESTAMP,
                                      SPEC_SIGNATURE, SPEC_BODY, at, &v), WEBHOOK_BAD_SIGNATURE);
@@ -142,13 +147,14 @@ START_TEST(test_file_errors_name_file_and_line)
         {"a hmac-sha256 %s bare\n", ":1: bare: options are OPTION=VALUE"},
         {"\n\na stripe %1$s\na stripe %1$s\n", ":4: a: named twice"},
         {"a standard %s\n", ":1: secret file"}, /* not whsec_ base64 */
-        {"a stripe /nonexistent/secret\n", ":1: secret file /nonexistent/secret: cannot read it"},
+        {"a stripe /nonexistent/secret\n", ":1: secret file /nonexistent/secret: No such file"},
     };
     setup();
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         net_webhooks *w = NULL;
         char error[512];
-        ck_assert_int_eq(load(bad[i].line, "not-base64!\n", 0600, &w, error, sizeof(error)),
+        ck_assert_int_eq(load(bad[i].line, "not-base64-but-long-enough!\n", 0600, &w, error,
+                              sizeof(error)),
                          TALLY_invalid_argument);
         ck_assert_ptr_null(w);
         ck_assert_msg(strstr(error, "hooks.conf") && strstr(error, bad[i].says),
@@ -165,15 +171,18 @@ START_TEST(test_readable_secret_is_refused)
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
         net_webhooks *w = NULL;
         char error[512];
-        ck_assert_int_eq(load("a stripe %s\n", "whsec_x\n", modes[i], &w, error, sizeof(error)),
+        ck_assert_int_eq(load("a stripe %s\n", "whsec_0123456789abcdef\n", modes[i], &w, error,
+                              sizeof(error)),
                          TALLY_invalid_argument);
-        ck_assert_msg(strstr(error, "its group or others may read it"), "%s", error);
+        ck_assert_msg(strstr(error, "group or others may read it"), "%s", error);
     }
     net_webhooks *w = NULL;
     char error[512];
-    ck_assert_int_eq(load("a stripe %s\n", "whsec_x\n", 0400, &w, error, sizeof(error)), TALLY_ok);
+    ck_assert_int_eq(load("a stripe %s\n", "whsec_0123456789abcdef\n", 0400, &w, error,
+                          sizeof(error)),
+                     TALLY_ok);
     ck_assert_uint_eq(w->count, 1);
-    ck_assert_uint_eq(w->sources[0].secrets[0].len, 7); /* the newline dropped */
+    ck_assert_uint_eq(w->sources[0].secrets[0].len, 22); /* the newline dropped */
     webhooks_free(w);
     teardown();
 }
@@ -195,7 +204,7 @@ START_TEST(test_secret_that_is_not_a_file_is_refused)
     ck_assert_msg(strstr(error, "mem.conf:1: secret file") && strstr(error, "not a regular file"),
                   "%s", error);
     char secret[512];
-    write_file("secret", "whsec_x\n", 0600, secret, sizeof(secret));
+    write_file("secret", "whsec_0123456789abcdef\n", 0600, secret, sizeof(secret));
     n = snprintf(conf, sizeof(conf), "# from memory\na stripe %s\n", secret);
     ck_assert_int_eq(webhooks_parse("mem.conf", conf, (size_t)n, &w, error, sizeof(error)),
                      TALLY_ok);
@@ -212,24 +221,24 @@ START_TEST(test_hostile_signature_headers)
     setup();
     net_webhooks *w = NULL;
     char error[512];
-    ck_assert_int_eq(load("pay stripe %s\n", "whsec_k\n", 0600, &w, error, sizeof(error)),
+    ck_assert_int_eq(load("pay stripe %s\n", "whsec_hostile-test-key\n", 0600, &w, error, sizeof(error)),
                      TALLY_ok);
     const webhook_source *pay = webhooks_find(w, "pay");
     static const char body[] = "{\"id\":\"evt_1\",\"type\":\"t\"}";
-    /* HMAC-SHA256("whsec_k", "1700000000." body), computed by `openssl dgst
-     * -sha256 -hmac whsec_k`. */
+    /* HMAC-SHA256("whsec_hostile-test-key", "1700000000." body), computed by
+     * `openssl dgst -sha256 -hmac whsec_hostile-test-key`. */
     static const char good[] =
-        "t=1700000000,v1=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e36";
+        "t=1700000000,v1=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7b";
     static const char *const hostile[] = {
         "", ",", ",,,,", "t=", "v1=", "t=1700000000", "t=1700000000,v1=",
         "t=1700000000,v1=zz", "t=1700000000,v1=00",
-        "t=-1,v1=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e36",
-        "t=99999999999999999999999,v1=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e36",
-        "t=1700000000 ,v1=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e36",
-        "t=1700000000,v1=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e3",
-        "t=1700000000,v1=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e3ff",
-        "t=1700000000,v0=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e36",
-        "v1=89805bab6426f41d3649256df33f86362618aa3d0256ae51a0dec7d545888e36",
+        "t=-1,v1=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7b",
+        "t=99999999999999999999999,v1=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7b",
+        "t=1700000000 ,v1=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7b",
+        "t=1700000000,v1=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7",
+        "t=1700000000,v1=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7ff",
+        "t=1700000000,v0=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7b",
+        "v1=3e82ee971d4d6ab69ce2e72664e32fcd51088604ddf9e933d9ac3ef59be3ed7b",
     };
     webhook_verified v;
     for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
@@ -247,11 +256,11 @@ START_TEST(test_hostile_signature_headers)
     static const struct {
         const char *body, *v1;
     } unusable[] = {
-        {"", "7708b5f4b4a539add7a7f2027635ccbbc7dccabf9c5412b49d9442488f3fc5f2"},
-        {"[]", "251d0a7d42e1d806e405bc9c1caba818d788deed791b5b9fda0a73ac3fafca19"},
-        {"{\"id\":1}", "fc2003711a124531fc7f396f9dc50c1a175c4b139c5e165208509158137e83b9"},
-        {"{\"id\":\"\"}", "ac65bc9e2eef41634fdf75b7f9410e620157713b119e7d6924914218df07f1e9"},
-        {"{\"id\"", "7f86e7feb26838dfc6c15a532f2b771bf20526583a35ba5f873098bb2e23be25"},
+        {"", "34dd9d4872d81413dbf2f3fa39e50d17c542e06a950b79b2b4a4bccc30b6f5dd"},
+        {"[]", "05abb749b88ccbfed6306c715353f49594960ecc1a1246f93763dbeea16ecaed"},
+        {"{\"id\":1}", "49a049b8a6d306637fca53383f5780da43d17d471b8dd2ab62f658decb68f11e"},
+        {"{\"id\":\"\"}", "70cd6995dcf385432b87035a53e37dbf37963dd1125120b0a5a1cfceb814223f"},
+        {"{\"id\"", "139e7d1c28a0eece757f4c546a2db84fa47e4c6f17ef6d0c33bb7b9722c5ba8f"},
     };
     for (size_t i = 0; i < sizeof(unusable) / sizeof(unusable[0]); i++) {
         char header[128];
@@ -266,6 +275,152 @@ START_TEST(test_hostile_signature_headers)
 }
 END_TEST
 
+/* Weak secrets refuse the start, each with the file, the line and the
+ * secret file: invalid base64 where base64 is expected, a key of zero
+ * bytes, all zero or shorter than 16 bytes, inner lines or control bytes,
+ * and a file longer than the limit (refused, never cut). */
+START_TEST(test_weak_secrets_are_refused)
+{
+    static const struct {
+        const char *line, *secret, *says;
+    } weak[] = {
+        {"a standard %s\n", "whsec_====\n", "whsec_ and base64"},
+        {"a standard %s\n", "whsec_AB=C\n", "whsec_ and base64"},
+        {"a standard %s\n", "whsec_YW5vdGhlci1zZWNyZXQta2V5LTEyMzQ\n", "whsec_ and base64"},
+        {"a standard %s\n", "whsec_\n", "whsec_ and base64"},
+        {"a standard %s\n", "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
+         "all zero bytes"},
+        {"a standard %s\n", "whsec_MTIzNDU2Nzg=\n", "the key is 8 bytes, at least 16"},
+        {"a stripe %s\n", "whsec_short\n", "the key is 11 bytes, at least 16"},
+        {"a hmac-sha256 %s\n", "0123456789abcde\n", "the key is 15 bytes, at least 16"},
+        {"a hmac-sha256 %s\n", "0123456789abcdef\nsecond-secret-line\n", "inner lines"},
+        {"a hmac-sha256 %s\n", "0123456789ab\tcdef\x01\n", "control bytes"},
+        {"a hmac-sha256 %s\n", "   \n\n", "empty, or longer than 256 bytes"},
+    };
+    setup();
+    char error[512];
+    for (size_t i = 0; i < sizeof(weak) / sizeof(weak[0]); i++) {
+        net_webhooks *w = NULL;
+        ck_assert_int_eq(load(weak[i].line, weak[i].secret, 0600, &w, error, sizeof(error)),
+                         TALLY_invalid_argument);
+        ck_assert_ptr_null(w);
+        ck_assert_msg(strstr(error, "hooks.conf:1: secret file") && strstr(error, weak[i].says),
+                      "secret %zu: %s", i, error);
+    }
+    /* 558 bytes: 300 of secret, then white space and more text: refused
+     * whole, not cut to what fits; a file over 4096 bytes likewise. */
+    char big[5000];
+    memset(big, 'k', 300);
+    memset(big + 300, ' ', 200);
+    memcpy(big + 500, "tail-of-the-secret-file-0123456789-0123456789-0123456789\n", 58);
+    big[558] = '\0';
+    net_webhooks *w = NULL;
+    ck_assert_int_eq(load("a hmac-sha256 %s\n", big, 0600, &w, error, sizeof(error)),
+                     TALLY_invalid_argument);
+    ck_assert_msg(strstr(error, "longer than 256 bytes"), "%s", error);
+    memset(big, 'k', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ck_assert_int_eq(load("a hmac-sha256 %s\n", big, 0600, &w, error, sizeof(error)),
+                     TALLY_invalid_argument);
+    ck_assert_msg(strstr(error, "larger than 4096 bytes"), "%s", error);
+    /* 256 bytes and trailing white space: the largest secret is taken. */
+    memset(big, 'k', 256);
+    memcpy(big + 256, " \r\n\n", 5);
+    ck_assert_int_eq(load("a hmac-sha256 %s\n", big, 0600, &w, error, sizeof(error)), TALLY_ok);
+    ck_assert_uint_eq(w->sources[0].secrets[0].len, 256);
+    webhooks_free(w);
+    teardown();
+}
+END_TEST
+
+static webhook_outcome verify_hmac(const webhook_source *src, const char *body,
+                                   const char *delivery, const char *event,
+                                   webhook_verified *v)
+{
+    uint8_t mac[32];
+    unsigned mac_len = sizeof(mac);
+    HMAC(EVP_sha256(), HMAC_SECRET, (int)strlen(HMAC_SECRET), (const uint8_t *)body,
+         strlen(body), mac, &mac_len);
+    static char sig[80];
+    strcpy(sig, "sha256=");
+    for (int i = 0; i < 32; i++)
+        sprintf(sig + 7 + 2 * i, "%02x", mac[i]);
+    headers h = {{src->signature_header, "X-GitHub-Delivery", "X-GitHub-Event", NULL},
+                 {sig, delivery, event, NULL}};
+    webhook_delivery d = {header_of, &h, body, strlen(body), 1700000000};
+    return webhook_verify(src, &d, v);
+}
+
+/* hmac-sha256 signs the body alone: the same signed body under another
+ * X-GitHub-Delivery or X-GitHub-Event has the same event id (the body's
+ * SHA-256, computed here by OpenSSL) and no type from a header, so the
+ * inbox sees a replay; id_field and type_field take them from the body;
+ * a config asking for an unsigned id or type header is refused. */
+START_TEST(test_hmac_dedupes_on_what_is_signed)
+{
+    setup();
+    net_webhooks *w = NULL;
+    char error[512];
+    ck_assert_int_eq(load("gh hmac-sha256 %s\n", HMAC_SECRET "\n", 0600, &w, error,
+                          sizeof(error)),
+                     TALLY_ok);
+    const webhook_source *gh = webhooks_find(w, "gh");
+    static const char body[] = "{\"action\":\"opened\",\"number\":1}";
+    uint8_t digest[32];
+    SHA256((const uint8_t *)body, strlen(body), digest);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        sprintf(hex + 2 * i, "%02x", digest[i]);
+    static const char *const ids[][2] = {{"d-1", "issues"}, {"d-2", "issues"}, {"d-1", "push"},
+                                         {NULL, NULL}};
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        webhook_verified v;
+        ck_assert_int_eq(verify_hmac(gh, body, ids[i][0], ids[i][1], &v), WEBHOOK_ACCEPTED);
+        ck_assert_msg(tally_str_equal(v.event_id, tally_str_from(hex)), "delivery %zu: %.*s", i,
+                      (int)v.event_id.len, v.event_id.ptr);
+        ck_assert_uint_eq(v.event_type.len, 0);
+    }
+    webhooks_free(w);
+
+    ck_assert_int_eq(load("j hmac-sha256 %s id_field=delivery_id type_field=kind\n",
+                          HMAC_SECRET "\n", 0600, &w, error, sizeof(error)),
+                     TALLY_ok);
+    const webhook_source *j = webhooks_find(w, "j");
+    webhook_verified v;
+    ck_assert_int_eq(verify_hmac(j, "{\"delivery_id\":\"j-1\",\"kind\":\"push\"}", "x", "y", &v),
+                     WEBHOOK_ACCEPTED);
+    ck_assert(tally_str_equal(v.event_id, tally_str_from("j-1")));
+    ck_assert(tally_str_equal(v.event_type, tally_str_from("push")));
+    ck_assert_int_eq(verify_hmac(j, "{\"kind\":\"push\"}", "j-1", "push", &v),
+                     WEBHOOK_BAD_REQUEST); /* no id in the body: the header is not used */
+    webhooks_free(w);
+
+    ck_assert_int_eq(load("t hmac-sha256 %s type_field=kind\n", HMAC_SECRET "\n", 0600, &w,
+                          error, sizeof(error)),
+                     TALLY_ok);
+    ck_assert_int_eq(verify_hmac(webhooks_find(w, "t"), "{\"kind\":\"push\"}", "z", "q", &v),
+                     WEBHOOK_ACCEPTED);
+    ck_assert_uint_eq(v.event_id.len, 64);
+    ck_assert(tally_str_equal(v.event_type, tally_str_from("push")));
+    webhooks_free(w);
+
+    static const char *const unsigned_headers[] = {
+        "\na hmac-sha256 %s id_header=X-GitHub-Delivery\n",
+        "\na hmac-sha256 %s type_header=X-GitHub-Event\n",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(load(unsigned_headers[i], HMAC_SECRET "\n", 0600, &w, error,
+                              sizeof(error)),
+                         TALLY_invalid_argument);
+        ck_assert_msg(strstr(error, "hooks.conf:2: ") &&
+                          strstr(error, i ? "type_header: an hmac-sha256 signature covers the body"
+                                          : "id_header: an hmac-sha256 signature covers the body"),
+                      "%s", error);
+    }
+    teardown();
+}
+END_TEST
+
 #define TIMEOUT_S 30
 
 int main(void)
@@ -276,6 +431,8 @@ int main(void)
         {"file", test_readable_secret_is_refused, TIMEOUT_S},
         {"file", test_secret_that_is_not_a_file_is_refused, TIMEOUT_S},
         {"stripe", test_hostile_signature_headers, TIMEOUT_S},
+        {"file", test_weak_secrets_are_refused, TIMEOUT_S},
+        {"hmac", test_hmac_dedupes_on_what_is_signed, TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("webhook_verify", TEST_ROWS(tests)));
 }

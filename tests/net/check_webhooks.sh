@@ -27,13 +27,13 @@ printf 'whsec_%s\n' "$(printf %s "$std_key" | openssl base64 -A)" >"$tmp/std.sec
 std_key2=rotated-standard-key-98765
 printf 'whsec_%s\n' "$(printf %s "$std_key2" | openssl base64 -A)" >"$tmp/std2.secret"
 printf 'whsec_stripe_endpoint_secret\n' >"$tmp/stripe.secret"
-printf 'github-secret\n' >"$tmp/gh.secret"
+printf 'github-secret-0123456789\n' >"$tmp/gh.secret"
 cat >"$tmp/hooks.conf" <<EOF
 # sources of check_webhooks
 std standard $tmp/std.secret,$tmp/std2.secret tolerance=300
 pay stripe $tmp/stripe.secret   # the mapper's source
 gh hmac-sha256 $tmp/gh.secret
-ghj hmac-sha256 $tmp/gh.secret signature_header=X-Signature id_field=delivery_id
+ghj hmac-sha256 $tmp/gh.secret signature_header=X-Signature id_field=delivery_id type_field=what
 EOF
 
 # ---- the start is refused for a readable secret and for errors ----
@@ -42,7 +42,7 @@ chmod 644 "$tmp/open.secret"
 printf 'bad stripe %s\n' "$tmp/open.secret" >"$tmp/open.conf"
 "$TALLYD" --data "$tmp/refused" --http none --webhooks "$tmp/open.conf" >"$tmp/refused.log" 2>&1
 expect "start refused for a world-readable secret (exit 1)" 1 $?
-grep -q "open.conf:1: secret file $tmp/open.secret: its group or others may read it" "$tmp/refused.log" ||
+grep -q "open.conf:1: secret file $tmp/open.secret has mode 0644: group or others may read it" "$tmp/refused.log" ||
     fail "the refusal names the file, the line and the secret: $(cat "$tmp/refused.log")"
 printf '# two lines\nok stripe %s\nx nosuch %s\n' "$tmp/stripe.secret" "$tmp/stripe.secret" >"$tmp/bad.conf"
 "$TALLYD" --data "$tmp/refused" --http none --webhooks "$tmp/bad.conf" >"$tmp/refused.log" 2>&1
@@ -51,6 +51,29 @@ grep -q "bad.conf:3: nosuch: the scheme is" "$tmp/refused.log" || fail "no file:
 printf 'x stripe %s tolerance=abc\n' "$tmp/stripe.secret" >"$tmp/bad.conf"
 "$TALLYD" --data "$tmp/refused" --http none --webhooks "$tmp/bad.conf" >"$tmp/refused.log" 2>&1
 expect "start refused for a bad option (exit 1)" 1 $?
+
+# weak secrets: invalid base64, an all-zero key, too short, a file too long (never cut)
+printf 'whsec_====\n' >"$tmp/weak1.secret"
+printf 'whsec_%s\n' "$(head -c 32 /dev/zero | openssl base64 -A)" >"$tmp/weak2.secret"
+printf 'short-secret\n' >"$tmp/weak3.secret"
+{ head -c 300 /dev/zero | tr '\0' k; head -c 200 /dev/zero | tr '\0' ' '; printf 'the-rest-of-a-558-byte-secret-file-0123456789-01234567890\n'; } >"$tmp/weak4.secret"
+expect "a 558-byte secret file" 558 "$(wc -c <"$tmp/weak4.secret")"
+for weak in "1 standard base64" "2 standard all zero bytes" "3 stripe the key is 12 bytes, at least 16" "4 hmac-sha256 longer than 256 bytes"; do
+    set -- $weak
+    n=$1 scheme=$2
+    shift 2
+    printf '# weak\nw%s %s %s\n' "$n" "$scheme" "$tmp/weak$n.secret" >"$tmp/weak.conf"
+    "$TALLYD" --data "$tmp/refused" --http none --webhooks "$tmp/weak.conf" >"$tmp/refused.log" 2>&1
+    expect "start refused for weak secret $n (exit 1)" 1 $?
+    grep -q "weak.conf:2: secret file $tmp/weak$n.secret: .*$*" "$tmp/refused.log" ||
+        fail "weak secret $n: the refusal names the file, the line and why: $(cat "$tmp/refused.log")"
+done
+# hmac-sha256 signs the body only: an unsigned header as the id or type is refused
+printf 'gh hmac-sha256 %s id_header=X-GitHub-Delivery\n' "$tmp/gh.secret" >"$tmp/bad.conf"
+"$TALLYD" --data "$tmp/refused" --http none --webhooks "$tmp/bad.conf" >"$tmp/refused.log" 2>&1
+expect "start refused for id_header= on hmac-sha256 (exit 1)" 1 $?
+grep -q "bad.conf:1: id_header: an hmac-sha256 signature covers the body only" "$tmp/refused.log" ||
+    fail "id_header refusal names the file and line: $(cat "$tmp/refused.log")"
 
 "$TALLYD" --data "$tmp/refused" --webhooks "$tmp/hooks.conf" --http none >"$tmp/refused.log" 2>&1
 expect "start refused for --webhooks with --http none (exit 2)" 2 $?
@@ -117,14 +140,36 @@ expect "stripe: no event id: 400" 400 "$(post pay "$nobody" "Stripe-Signature: t
 
 # ---- hmac-sha256 (GitHub style) ----
 body='{"action":"opened","number":1}'
-sig=$(hex_hmac github-secret "$body")
+sig=$(hex_hmac github-secret-0123456789 "$body")
+gh_id=$(printf %s "$body" | openssl dgst -sha256 | sed 's/^.*= //') # the event id: what is signed
 expect "hmac-sha256: valid" 200 "$(post gh "$body" "X-Hub-Signature-256: sha256=$sig" "X-GitHub-Delivery: d-1" "X-GitHub-Event: issues")"
 expect "hmac-sha256: duplicate" 200 "$(post gh "$body" "X-Hub-Signature-256: sha256=$sig" "X-GitHub-Delivery: d-1" "X-GitHub-Event: issues")"
 expect "hmac-sha256: duplicate has Idempotent-Replayed" yes "$(replayed)"
 expect "hmac-sha256: tampered" 401 "$(post gh "${body}x" "X-Hub-Signature-256: sha256=$sig" "X-GitHub-Delivery: d-2")"
-expect "hmac-sha256: no delivery id: 400" 400 "$(post gh "$body" "X-Hub-Signature-256: sha256=$sig")"
+# the signature covers neither header: a replay under another delivery id,
+# another event type or none is the same event, not a new one
+expect "hmac-sha256: the signed body under a new delivery id" 200 "$(post gh "$body" "X-Hub-Signature-256: sha256=$sig" "X-GitHub-Delivery: d-new" "X-GitHub-Event: issues")"
+expect "hmac-sha256: a new delivery id is a replay" yes "$(replayed)"
+expect "hmac-sha256: the signed body under another event type" 200 "$(post gh "$body" "X-Hub-Signature-256: sha256=$sig" "X-GitHub-Delivery: d-1" "X-GitHub-Event: push")"
+expect "hmac-sha256: another event type is a replay" yes "$(replayed)"
+expect "hmac-sha256: no delivery id" 200 "$(post gh "$body" "X-Hub-Signature-256: sha256=$sig")"
+expect "hmac-sha256: no delivery id is a replay" yes "$(replayed)"
 body='{"delivery_id":"j-1","what":"x"}'
-expect "hmac-sha256: id_field and signature_header" 200 "$(post ghj "$body" "X-Signature: sha256=$(hex_hmac github-secret "$body")")"
+expect "hmac-sha256: id_field, type_field and signature_header" 200 "$(post ghj "$body" "X-Signature: sha256=$(hex_hmac github-secret-0123456789 "$body")")"
+
+# ---- the webhook: consumer namespace is the intake's ----
+# A client write under webhook:pay with the provider's next event id is
+# refused, over JSON and over SP, so the genuine delivery is stored.
+code=$(curl -s -o "$tmp/b" -w '%{http_code}' --max-time 60 -X POST -H "Tally-Consumer: webhook:pay" \
+    -H "Idempotency-Key: evt_res" --data-binary '{"id":77,"ledger":1,"code":1}' "$base/v1/account_open")
+expect "JSON: a write as consumer webhook:pay is refused (400)" 400 "$code"
+grep -q '"code":"consumer_reserved"' "$tmp/b" || fail "JSON: the refusal says consumer_reserved: $(cat "$tmp/b")"
+"$TALLY" --url "ipc://$tmp/rep" --consumer webhook:pay account open 78 --ledger 1 --code 1 --key evt_res \
+    >"$tmp/sp.out" 2>&1
+[ $? -ne 0 ] && grep -q consumer_reserved "$tmp/sp.out" || fail "SP: a write as consumer webhook:pay is refused: $(cat "$tmp/sp.out")"
+body='{"id":"evt_res","type":"charge.succeeded","created":1700000000,"data":{"object":{}}}'
+expect "stripe: the genuine delivery of that id is stored" 200 "$(post pay "$body" "Stripe-Signature: t=$now,v1=$(hex_hmac whsec_stripe_endpoint_secret "$now.$body")")"
+expect "stripe: stored, not a replay" no "$(replayed)"
 
 # ---- 16 identical deliveries at once: one effect ----
 body='{"id":"evt_burst","type":"charge.succeeded","created":1700000000,"data":{"object":{}}}'
@@ -145,9 +190,9 @@ expect "burst: every answer names the same event" 1 "$(sed 's/.*"seq":\([0-9]*\)
 # ---- unknown source, too large ----
 expect "unknown source: 404" 404 "$(post nosuch '{}' "X-Hub-Signature-256: sha256=00")"
 big=$(head -c 262145 /dev/zero | tr '\0' a) # 256 KiB + 1
-expect "body over the limit (256 KiB): 413" 413 "$(post gh "$big" "X-Hub-Signature-256: sha256=$(hex_hmac github-secret "$big")" "X-GitHub-Delivery: d-big")"
+expect "body over the limit (256 KiB): 413" 413 "$(post gh "$big" "X-Hub-Signature-256: sha256=$(hex_hmac github-secret-0123456789 "$big")" "X-GitHub-Delivery: d-big")"
 big=${big%a} # 256 KiB
-expect "a body of 256 KiB: 200" 200 "$(post gh "$big" "X-Hub-Signature-256: sha256=$(hex_hmac github-secret "$big")" "X-GitHub-Delivery: d-big")"
+expect "a body of 256 KiB: 200" 200 "$(post gh "$big" "X-Hub-Signature-256: sha256=$(hex_hmac github-secret-0123456789 "$big")" "X-GitHub-Delivery: d-big")"
 
 # ---- /metrics, the stored events, recon ----
 curl -s --max-time 60 "$base/metrics" >"$tmp/metrics"
@@ -155,7 +200,7 @@ expect "metrics: std accepted" 2 "$(sed -n 's/^tally_webhooks_total{source="std"
 expect "metrics: std bad_signature" 2 "$(sed -n 's/^tally_webhooks_total{source="std",outcome="bad_signature"} //p' "$tmp/metrics")"
 expect "metrics: std stale" 1 "$(sed -n 's/^tally_webhooks_total{source="std",outcome="stale_timestamp"} //p' "$tmp/metrics")"
 expect "metrics: pay conflict" 1 "$(sed -n 's/^tally_webhooks_total{source="pay",outcome="conflict"} //p' "$tmp/metrics")"
-expect "metrics: gh replayed" 1 "$(sed -n 's/^tally_webhooks_total{source="gh",outcome="replayed"} //p' "$tmp/metrics")"
+expect "metrics: gh replayed" 4 "$(sed -n 's/^tally_webhooks_total{source="gh",outcome="replayed"} //p' "$tmp/metrics")"
 expect "metrics: gh too_large" 1 "$(sed -n 's/^tally_webhooks_total{source="gh",outcome="too_large"} //p' "$tmp/metrics")"
 expect "metrics: nothing in flight" 0 "$(sed -n 's/^tally_webhooks_in_flight //p' "$tmp/metrics")"
 if command -v promtool >/dev/null 2>&1; then # lint as check_http does (setup.sh installs it)
@@ -164,9 +209,10 @@ if command -v promtool >/dev/null 2>&1; then # lint as check_http does (setup.sh
 fi
 expect "metrics: unknown source" 1 "$(sed -n 's/^tally_webhooks_unknown_source_total //p' "$tmp/metrics")"
 "$TALLY" --url "ipc://$tmp/rep" --json log --from 1 --limit 1000 >"$tmp/log.json" 2>/dev/null
-expect "events: one webhook.received per stored delivery" 7 "$(grep -c '"type":"webhook.received"' "$tmp/log.json")"
+expect "events: one webhook.received per stored delivery" 8 "$(grep -c '"type":"webhook.received"' "$tmp/log.json")"
 grep -q '"entity":{"kind":"webhook","source":"pay","event_id":"evt_s1"}' "$tmp/log.json" || fail "the stripe event names its source and id"
-grep -q '"consumer":"webhook:gh","key":"d-1"' "$tmp/log.json" || fail "the event's causation is (webhook:<source>, event id)"
+grep -q "\"consumer\":\"webhook:gh\",\"key\":\"$gh_id\"" "$tmp/log.json" || fail "the hmac-sha256 event's causation is (webhook:gh, the body's SHA-256)"
+grep -q '"consumer":"webhook:ghj","key":"j-1"' "$tmp/log.json" || fail "the event's causation is (webhook:<source>, event id)"
 "$TALLY_RECON" --data "$tmp/data" >"$tmp/recon.out" 2>&1
 expect "tally-recon folds past webhook events (clean)" 0 $?
 

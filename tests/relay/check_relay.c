@@ -76,12 +76,15 @@ _Static_assert(JS_ACCOUNTS + JS_ENTITLEMENTS * JS_ROUNDS == JS_EVENTS, "the work
 
 /* ---- small helpers ---- */
 
+/* A config file, mode 0600: one that holds an endpoint's secret must be
+ * private (test_config_with_a_secret_must_be_private). */
 static void file_write(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
     ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
     ck_assert_int_ge(fputs(text, f), 0);
     ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, 0600), 0);
 }
 
 /* The relay's config file and log in tallyd's temp dir. */
@@ -1371,14 +1374,21 @@ START_TEST(test_check_reads_the_tls_keys)
 }
 END_TEST
 
+/* A temp directory dir (a mkdtemp template) for a config file at path;
+ * the relay program that reads it. */
+static const char *config_dir_make(char *dir, char path[64])
+{
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, 64, "%s/relay.conf", dir);
+    return tallyd_program("tally-relay");
+}
+
 /* --check: a valid file passes and is printed; each bad line is an error
  * naming the file and the line, exit 2. */
 START_TEST(test_check_validates_the_configuration)
 {
     char dir[] = "/tmp/check_relay.XXXXXX", path[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof(path), "%s/relay.conf", dir);
-    const char *relay = tallyd_program("tally-relay");
+    const char *relay = config_dir_make(dir, path);
     file_write(path, "url = tcp://127.0.0.1:7450\n[nats]\nurl = nats://127.0.0.1:4222\n"
                      "stream = TALLY\n[endpoint hooks]\nurl = https://example.com/h\n"
                      "secret = " SECRET_TEXT "\ntypes = transfer.* account.opened\n");
@@ -1397,6 +1407,7 @@ START_TEST(test_check_validates_the_configuration)
         {"[nats]\nurl = nats://x:1\nstream = S\nstorage = tape\n", ":4: storage: file or memory"},
         {"[endpoint a]\nurl = https://x/\n", "secret: required"},
         {"[endpoint a]\nurl = https://x/\nsecret = nope\n", ":3: secret: whsec_"},
+        {"[endpoint a]\nurl = https://x/\nsecret = whsec_====\n", ":3: secret: not base64"},
         {"[endpoint a b]\n", "an endpoint name is"},
         {"[endpoint a]\nurl = ftp://x/\nsecret = " SECRET_TEXT "\n", "http:// or https://"},
         {"[endpoint a]\nmax_deliver = 0\n", ":2: max_deliver: not a number from 1"},
@@ -1408,6 +1419,15 @@ START_TEST(test_check_validates_the_configuration)
         {"http = http://127.0.0.1:99999\n", ":1: http: http://HOST:PORT or none"},
         {"just text\n", ":1: expected key = value"},
         {"", "nothing to relay to"},
+        {"[nats]\nurl = nats://x:1\nstream = S\nack_wait_ms = 300000\n",
+         "duplicate_window_s = 120 is shorter than the sink's lease, 300000 ms (its ack_wait_ms)"},
+        {"[nats]\nurl = nats://x:1\nstream = S\nduplicate_window_s = 10\n"
+         "backoff_ms = 1000 20000\n",
+         "duplicate_window_s = 10 is shorter than the sink's lease, 20000 ms (its longest "
+         "backoff_ms step)"},
+        {"[nats]\nurl = nats://x:1\nstream = S\nduplicate_window_s = 29\n",
+         "duplicate_window_s = 29 is shorter than the sink's lease, 30000 ms (tallyd's default "
+         "ack wait)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         file_write(path, bad[i].text);
@@ -1439,6 +1459,51 @@ START_TEST(test_check_validates_the_configuration)
 }
 END_TEST
 
+/* A config holding an endpoint's signing secret that its group or others
+ * may read or write is refused, at start and by --check (exit 2, the
+ * file, its mode and the endpoint named); mode 0600 passes, and a config
+ * without a secret may be read by others. A duplicate window as long as
+ * the JetStream sink's lease passes. */
+START_TEST(test_config_with_a_secret_must_be_private)
+{
+    char dir[] = "/tmp/check_relay.XXXXXX", path[64];
+    const char *relay = config_dir_make(dir, path);
+    file_write(path, "url = tcp://127.0.0.1:1\n[endpoint hooks]\nurl = https://example.com/h\n"
+                     "secret = " SECRET_TEXT "\n");
+    const char *check[] = {relay, "--config", path, "--check", NULL};
+    const char *start[] = {relay, "--config", path, NULL};
+    char *out = NULL, *err = NULL;
+    static const mode_t open_modes[] = {0644, 0640, 0620, 0604, 0602};
+    for (size_t i = 0; i < sizeof(open_modes) / sizeof(open_modes[0]); i++) {
+        ck_assert_int_eq(chmod(path, open_modes[i]), 0);
+        for (int run = 0; run < 2; run++) {
+            ck_assert_int_eq(test_run(run ? start : check, NULL, &out, &err), 2);
+            char mode[32];
+            snprintf(mode, sizeof(mode), "has mode %04o", (unsigned)open_modes[i]);
+            ck_assert_msg(strstr(err, path) && strstr(err, mode) &&
+                              strstr(err, "signing secret of [endpoint hooks]") &&
+                              strstr(err, "chmod 600"),
+                          "mode %04o: %s", (unsigned)open_modes[i], err);
+            free(out);
+            free(err);
+        }
+    }
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    ck_assert_int_eq(test_run(check, NULL, &out, &err), 0);
+    free(out);
+    free(err);
+    file_write(path, "[nats]\nurl = nats://x:1\nstream = S\nack_wait_ms = 300000\n"
+                     "duplicate_window_s = 300\n");
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    ck_assert_int_eq(test_run(check, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "configuration ok"), "%s %s", out, err);
+    free(out);
+    free(err);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("relay");
@@ -1454,6 +1519,7 @@ int main(void)
                         "JetStream tests are skipped (apt-get install nats-server)\n",
                 getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
     tcase_add_test(tc, test_check_validates_the_configuration);
+    tcase_add_test(tc, test_config_with_a_secret_must_be_private);
     tcase_add_test(tc, test_check_reads_the_tls_keys);
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
