@@ -378,8 +378,9 @@ static const options_row rows[] = {
      "answers 503 and tallyd is not ready",
      parse_alert},
     {"test-writer-hold-file", "FILE", NULL,
-     "for tests only: while FILE exists the writer takes no work (a hung writer on demand)",
-     parse_hold_file},
+     "for tests only: while FILE exists the writer takes no work (a hung writer on demand); "
+     "a command-line flag only, never a config key",
+     parse_hold_file, 0, 0, OPTIONS_COMMAND_LINE},
     {"print-config", NULL, NULL,
      "print the configuration in effect (the file, the flags, the defaults) as a config file "
      "and exit",

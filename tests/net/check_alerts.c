@@ -225,6 +225,7 @@ START_TEST(map_threshold_crosses_and_clears)
 }
 END_TEST
 
+/* The alert and readiness thresholds' options (tests/net/check_readiness). */
 START_TEST(bad_threshold_options_are_usage_errors)
 {
     static const char *const bad[][3] = {
@@ -233,6 +234,10 @@ START_TEST(bad_threshold_options_are_usage_errors)
         {"--alert-map-used-pct", "relay=5", "--alert-map-used-pct"},
         {"--alert-dead-letters", "no spaces=1", "not a subscriber name"},
         {"--alert-idle-subscriber-s", "relay=soon", "NAME=N or NAME=none"},
+        {"--writer-stall-ms", "99", "--writer-stall-ms"},
+        {"--ready-disk-free-mb", "x", "--ready-disk-free-mb"},
+        {"--ready-map-room-kib", "relay=5", "one value for the store"},
+        {"--ready-storage-full-s", "86401", "--ready-storage-full-s"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const char *argv[] = {tallyd_program("tallyd"), bad[i][0], bad[i][1], NULL};

@@ -333,24 +333,6 @@ START_TEST(a_held_writer_fails_healthz_and_readiness)
 }
 END_TEST
 
-START_TEST(bad_readiness_options_are_usage_errors)
-{
-    static const char *const bad[][3] = {
-        {"--writer-stall-ms", "99", "--writer-stall-ms"},
-        {"--ready-disk-free-mb", "x", "--ready-disk-free-mb"},
-        {"--ready-map-room-kib", "relay=5", "one value for the store"},
-        {"--ready-storage-full-s", "86401", "--ready-storage-full-s"},
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        const char *argv[] = {tallyd_program("tallyd"), bad[i][0], bad[i][1], NULL};
-        char *err = NULL;
-        ck_assert_int_eq(test_run(argv, NULL, NULL, &err), 2);
-        ck_assert_msg(strstr(err, bad[i][2]), "%s %s: %s", bad[i][0], bad[i][1], err);
-        free(err);
-    }
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("readiness");
@@ -360,7 +342,6 @@ int main(void)
     tcase_add_test(tc, a_write_answered_storage_full_is_not_ready);
     tcase_add_test(tc, a_lagging_subscriber_alerts_and_stays_ready);
     tcase_add_test(tc, a_held_writer_fails_healthz_and_readiness);
-    tcase_add_test(tc, bad_readiness_options_are_usage_errors);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
