@@ -389,7 +389,7 @@ int run_health(cli *c)
 {
     static const char *const titles[] = {"CHECK", "CLASS", "SUBSCRIBER", "OK", "VALUE",
                                          "THRESHOLD", "REASON"};
-    static tally_health_check checks[5 + 4 * TALLY_SUBSCRIBERS_MAX];
+    static tally_health_check checks[16 + 4 * TALLY_SUBSCRIBERS_MAX]; /* 5 of the store now */
     static tally_check_class classes[sizeof(checks) / sizeof(checks[0])];
     size_t n = 0;
     bool ready = false, healthy = false;

@@ -62,8 +62,6 @@ struct net_health {
     pthread_mutex_t mu;
     table *active; /* alert key -> uint64_t round it was last seen failing; under mu */
     uint64_t round;
-    bool evaluated, ready;      /* the last evaluation's; under mu */
-    unsigned not_ready, alerts; /* its failing checks per class; under mu */
 };
 
 void net_health_config_default(net_health_config *c)
@@ -306,10 +304,6 @@ static void note_alerts(net_health *h, const net_health_report *r)
     char key[ALERT_KEY_BYTES];
     pthread_mutex_lock(&h->mu);
     uint64_t round = ++h->round;
-    h->evaluated = true;
-    h->ready = r->not_ready == 0;
-    h->not_ready = r->not_ready;
-    h->alerts = r->failing - r->not_ready;
     for (unsigned i = 0; i < r->count; i++) {
         const net_check *k = &r->checks[i];
         if (!k->failing)
@@ -353,15 +347,6 @@ int net_health_evaluate(net_health *h, store_txn *t, int64_t now_ms, net_health_
     note_alerts(h, r);
     *out = r;
     return TALLY_ok;
-}
-
-void net_health_last(net_health *h, bool *ready, unsigned *not_ready, unsigned *alerts)
-{
-    pthread_mutex_lock(&h->mu);
-    *ready = !h->evaluated || h->ready;
-    *not_ready = h->not_ready;
-    *alerts = h->alerts;
-    pthread_mutex_unlock(&h->mu);
 }
 
 void net_health_json(net_text *b, const net_health_report *r)

@@ -135,9 +135,6 @@ int net_health_evaluate(net_health *h, store_txn *t, int64_t now_ms, net_health_
 /* The health op's reply (docs/PROTOCOL.md, "health"): every check of h
  * evaluated now in a read of st (net_control_env's health). */
 void net_health_reply(net_out *o, void *h, store *st);
-/* Whether the last evaluation found tallyd ready, and its failing checks
- * per class (for /metrics; all zero before the first). */
-void net_health_last(net_health *h, bool *ready, unsigned *not_ready, unsigned *alerts);
 /* The threshold of a store check (NET_CHECK_WRITER_STALL: /healthz's). */
 uint64_t net_health_store_threshold(const net_health_config *c, net_alert_kind kind);
 /* The report as JSON ({"status":"ok"|"failing","ready":B,"alerts_failing":N,
