@@ -534,11 +534,10 @@ void *writer_main(void *arg)
         }
         bool stop = srv->stopping, work = srv->queue_head != NULL;
         pthread_mutex_unlock(&srv->mu);
-        if (work)
+        if (work) {
             hold_for_tests(srv);
-        if (work)
             run_group(srv, srv->groups[turn]); /* when stopping: this group is finished and answered */
-        else if (timed_out)
+        } else if (timed_out)
             idle_sweep(srv);
         if (stop)
             break;
