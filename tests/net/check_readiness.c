@@ -207,16 +207,20 @@ static void fill_until_storage_full(tally_client *c)
 START_TEST(a_write_answered_storage_full_is_not_ready)
 {
     ready_server a;
+    /* not ready for 5 s (more on a slow machine) after a refusal: time to
+     * see it, short enough to wait out */
+    static char window_s[24];
+    snprintf(window_s, sizeof(window_s), "%lld", (long long)test_scaled_ms(5000) / 1000);
     /* a 1 MiB map that may not grow; the room check off, to see this one */
     static const char *const small[] = {"--map-size-mb", "1", "--map-max-mb", "1",
                                         "--ready-map-room-kib", "0", "--ready-storage-full-s",
-                                        "5", NULL};
+                                        window_s, NULL};
     ready_up(&a, small);
     wait_check(&a, "storage_full", NULL, "readiness", false, 200);
     ck_assert_int_eq(metric(&a, "tally_writes_refused_total{reason=\"storage_full\"}"), 0);
     fill_until_storage_full(a.f.c);
     ck_assert_int_ge(metric(&a, "tally_writes_refused_total{reason=\"storage_full\"}"), 1);
-    /* no further writes: not ready until 5 s passed since the refusal */
+    /* no further writes: not ready until the window passed since the refusal */
     wait_check(&a, "storage_full", NULL, "readiness", true, 503);
     readyz_view v = readyz(&a, "storage_full", NULL, "readiness");
     ck_assert_msg(strstr(v.text, "a write was answered storage_full"), "%s", v.text);
