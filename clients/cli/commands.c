@@ -273,12 +273,16 @@ const cli_command cli_commands[] = {
     {"stats", "Show the head seq, counts, inbox size, map use and subscribers.", stats_options,
      run_stats, "--json prints one object; subscribers is the list of their metrics (as in\n"
      "`tally subscribers --json`).\n"},
-    {"health", "Run tallyd's health checks against its alert thresholds.", health_options,
-     run_health,
-     "The checks of GET /readyz (tallyd's --alert-* options, docs/OPERATIONS.md).\n"
-     "Exit 0 when healthy, 1 when an alert is on, 3 when tallyd is unreachable.\n"
-     "--json prints one object: healthy, checks (check, subscriber, ok, value,\n"
-     "threshold, reason).\n"},
+    {"health", "Run tallyd's readiness and alert checks.", health_options, run_health,
+     "The checks of GET /readyz (tallyd's --ready-*, --writer-stall-ms and --alert-*\n"
+     "options, docs/OPERATIONS.md). Readiness checks (free disk, map room, a recent\n"
+     "storage_full, the writer's progress) say whether tallyd can take writes; alert\n"
+     "checks (map use, subscriber backlog) are for an operator.\n"
+     "Exit 0 when every check passes, 1 when only alert checks fail (tallyd is\n"
+     "ready), 5 when a readiness check fails (not ready: /readyz answers 503),\n"
+     "3 when tallyd is unreachable.\n"
+     "--json prints one object: ready, healthy, checks (check, class, subscriber,\n"
+     "ok, value, threshold, reason).\n"},
     {"tail", "Follow the event log: live, or as a durable subscriber that resumes.",
      tail_options, run_tail, details_tail},
     {"subscribers", "List durable subscribers: progress, backlog, redeliveries, dead letters.",

@@ -38,7 +38,9 @@ static const char help_exit[] =
     "  3  server unreachable, timed out, overloaded or shutting down after the\n"
     "     retries; for a write, retry with the printed key to learn its outcome\n"
     "  4  a server fault (storage_full, io_error, internal, ...): nothing was\n"
-    "     stored; retry later with the same key\n";
+    "     stored; retry later with the same key\n"
+    "  5  tally health: a readiness check fails, tallyd is not ready (GET /readyz\n"
+    "     answers 503); its 1 means only alert checks fail (tallyd is ready)\n";
 
 /* Print item at *col after a space (none at indent), first moving to a new
  * line indented by indent if it would pass HELP_COLUMNS. */

@@ -18,7 +18,8 @@
  *
  * Exit codes: 0 ok (a replay is ok), 1 the server answered with any other
  * code, 2 usage error, 3 server unreachable, timed out, overloaded or
- * shutting down after the retries.
+ * shutting down after the retries, 4 a server fault, 5 (tally health) not
+ * ready.
  */
 #include "config.h"
 

@@ -387,36 +387,43 @@ int run_backup(cli *c)
 
 int run_health(cli *c)
 {
-    static const char *const titles[] = {"CHECK", "SUBSCRIBER", "OK", "VALUE", "THRESHOLD",
-                                         "REASON"};
-    static tally_health_check checks[1 + 4 * TALLY_SUBSCRIBERS_MAX];
+    static const char *const titles[] = {"CHECK", "CLASS", "SUBSCRIBER", "OK", "VALUE",
+                                         "THRESHOLD", "REASON"};
+    static tally_health_check checks[16 + 4 * TALLY_SUBSCRIBERS_MAX]; /* 5 of the store now */
+    static tally_check_class classes[sizeof(checks) / sizeof(checks[0])];
     size_t n = 0;
-    bool healthy = false;
-    int rc = tally_health(c->client, &healthy, checks, sizeof(checks) / sizeof(checks[0]), &n);
+    bool ready = false, healthy = false;
+    int rc = tally_health_classes(c->client, &ready, &healthy, checks, classes,
+                                  sizeof(checks) / sizeof(checks[0]), &n);
     if (rc != TALLY_ok)
         return read_failure(c, "health", rc);
     json_t *list = c->json ? json_array() : NULL;
     cli_table t;
-    table_init(&t, titles, 6);
+    table_init(&t, titles, 7);
     for (size_t i = 0; i < n; i++) {
         const tally_health_check *k = &checks[i];
+        const char *cls = classes[i] == TALLY_CHECK_ALERT ? "alert" : "readiness";
         if (list && json_array_append_new(
-                        list, json_pack("{s:s, s:s?, s:b, s:o, s:o, s:s?}", "check", k->check,
-                                        "subscriber", k->subscriber[0] ? k->subscriber : NULL,
-                                        "ok", (int)k->ok, "value", json_u64(k->value),
-                                        "threshold", json_u64(k->threshold), "reason",
+                        list, json_pack("{s:s, s:s, s:s?, s:b, s:o, s:o, s:s?}", "check", k->check,
+                                        "class", cls, "subscriber",
+                                        k->subscriber[0] ? k->subscriber : NULL, "ok", (int)k->ok,
+                                        "value", json_u64(k->value), "threshold",
+                                        json_u64(k->threshold), "reason",
                                         k->reason[0] ? k->reason : NULL)) != 0)
             cli_out_of_memory();
         if (!list)
-            table_add(&t, "%s" SEP "%s" SEP "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%s", k->check,
-                      k->subscriber[0] ? k->subscriber : "-", k->ok ? "yes" : "NO", k->value,
-                      k->threshold, k->reason[0] ? k->reason : "-");
+            table_add(&t, "%s" SEP "%s" SEP "%s" SEP "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%s",
+                      k->check, cls, k->subscriber[0] ? k->subscriber : "-", k->ok ? "yes" : "NO",
+                      k->value, k->threshold, k->reason[0] ? k->reason : "-");
     }
     if (list)
-        json_emit(json_pack("{s:b, s:o}", "healthy", (int)healthy, "checks", list));
+        json_emit(json_pack("{s:b, s:b, s:o}", "ready", (int)ready, "healthy", (int)healthy,
+                            "checks", list));
     else {
         table_print_free(&t);
-        printf("%s\n", healthy ? "healthy" : "ALERT: a check fails");
+        printf("%s\n", !ready    ? "NOT READY: a readiness check fails"
+                       : healthy ? "healthy"
+                                 : "ALERT: a check fails (ready)");
     }
-    return healthy ? CLI_EXIT_OK : CLI_EXIT_REJECTED;
+    return !ready ? CLI_EXIT_NOT_READY : healthy ? CLI_EXIT_OK : CLI_EXIT_REJECTED;
 }

@@ -43,6 +43,7 @@ enum cli_exit {
     CLI_EXIT_USAGE = 2,
     CLI_EXIT_UNREACHABLE = 3,
     CLI_EXIT_FAULT = 4, /* a server fault: stored nowhere, retry with the same key */
+    CLI_EXIT_NOT_READY = 5, /* tally health: a readiness check fails (/readyz 503) */
 };
 
 /* Where a parsed value goes; one slot per argument or option name. */

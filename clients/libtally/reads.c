@@ -281,8 +281,20 @@ static bool health_check_decode(const msgpack_object *o, void *out)
     return d.ok;
 }
 
-int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t capacity,
-                 size_t *count)
+/* A check's class ("readiness" when absent: see tally_health_classes). */
+static bool health_class_decode(const msgpack_object *o, void *out)
+{
+    char cls[16] = "";
+    decoder d = decoder_of(o);
+    if (dec_present(&d, "class"))
+        dec_str(&d, "class", cls, sizeof(cls));
+    *(tally_check_class *)out = strcmp(cls, "alert") == 0 ? TALLY_CHECK_ALERT
+                                                          : TALLY_CHECK_READINESS;
+    return d.ok;
+}
+
+int tally_health_classes(tally_client *c, bool *ready, bool *healthy, tally_health_check *out,
+                         tally_check_class *classes, size_t capacity, size_t *count)
 {
     if (c == NULL || healthy == NULL || out == NULL || capacity == 0 || count == NULL)
         return TALLY_invalid_argument;
@@ -294,10 +306,22 @@ int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t
         return rc;
     decoder d = decoder_of(r.root);
     *healthy = dec_bool(&d, "healthy");
-    bool ok = d.ok && client_array_decode(msgpack_safe_map_get(r.root, "checks"),
-                                          health_check_decode, out, sizeof(*out), capacity, count);
+    if (ready)
+        *ready = dec_present(&d, "ready") ? dec_bool(&d, "ready") : *healthy;
+    const msgpack_object *list = msgpack_safe_map_get(r.root, "checks");
+    size_t classes_count = 0;
+    bool ok = d.ok &&
+              client_array_decode(list, health_check_decode, out, sizeof(*out), capacity, count) &&
+              (classes == NULL || client_array_decode(list, health_class_decode, classes,
+                                                      sizeof(*classes), capacity, &classes_count));
     client_reply_free(&r);
     return ok ? TALLY_ok : TALLY_internal;
+}
+
+int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t capacity,
+                 size_t *count)
+{
+    return tally_health_classes(c, NULL, healthy, out, NULL, capacity, count);
 }
 
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,

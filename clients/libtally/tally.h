@@ -516,10 +516,12 @@ int tally_backup(tally_client *c, const char *path, uint64_t *bytes);
 
 /* One of tallyd's health checks (the health op; docs/OPERATIONS.md). */
 typedef struct tally_health_check {
-    char check[32];      /* map_used_pct, pending, oldest_unacked_s, dead_letters,
-                            idle_subscriber_s */
+    char check[32];      /* readiness: map_room_kib, disk_free_mb, storage_full,
+                            writer_stall_ms; alert: map_used_pct, pending,
+                            oldest_unacked_s, dead_letters, idle_subscriber_s */
     char subscriber[65]; /* "" for a check of the store */
-    bool ok;             /* false: value is above threshold (an alert is on) */
+    bool ok;             /* false: the check fails (value above its threshold, or below
+                            for map_room_kib and disk_free_mb) */
     uint64_t value, threshold;
     char reason[192];    /* why it fails; "" when ok */
 } tally_health_check;
@@ -529,6 +531,18 @@ typedef struct tally_health_check {
  * many were stored. TALLY_ok, or a transport code or shutting_down. */
 int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t capacity,
                  size_t *count);
+
+/* A health check's class: readiness (one failing makes GET /readyz 503:
+ * tallyd cannot take writes now) or alert (for an operator; never a 503). */
+typedef enum tally_check_class { TALLY_CHECK_READINESS, TALLY_CHECK_ALERT } tally_check_class;
+
+/* tally_health with the classes: *ready is true when no readiness check
+ * fails, *healthy when no check fails at all; classes[i] gets out[i]'s
+ * class (classes has capacity entries). A tallyd that predates the classes
+ * sends none: its checks are readiness checks then, as its /readyz made
+ * each a 503. Returns as tally_health. */
+int tally_health_classes(tally_client *c, bool *ready, bool *healthy, tally_health_check *out,
+                         tally_check_class *classes, size_t capacity, size_t *count);
 
 /* ---- live stream: PUB with gap fill ----
  * A cursor-less reader of the log that hands out every event from a

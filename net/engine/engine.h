@@ -115,6 +115,10 @@ struct server {
     pthread_cond_t waiter_cv;
     slot *queue_head, *queue_tail; /* under mu */
     unsigned queued;
+    /* Under mu (mono clock): the writer's last progress — a dequeue, a
+     * commit, or the queue becoming non-empty (work waits from then on);
+     * writer_stall_ms reads it. */
+    int64_t writer_progress_ms;
     slot *waiters;                 /* under mu */
     bool stopping;
     uint64_t head_seq;   /* last committed seq, under mu */
@@ -176,5 +180,9 @@ void *completer_main(void *arg);
 void completer_stop(server *srv);
 /* A commit moved the log head: wake long-polls and parked fetches. */
 void advance_head(server *srv, uint64_t seq);
+/* How long (ms) the writer has made no progress while writes wait in its
+ * queue (0 when none waits); *queued gets the queue's depth (NULL: not
+ * wanted). */
+uint64_t writer_stall_ms(server *srv, uint64_t *queued);
 
 #endif

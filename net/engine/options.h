@@ -54,7 +54,10 @@ typedef struct net_server_options {
     const char *http_url;      /* NULL: no HTTP face; else http://HOST:PORT */
     unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
     unsigned http_connections_max, http_per_address_max;
-    net_health_config health;  /* alert thresholds */
+    net_health_config health;  /* readiness and alert thresholds */
+    /* For tests only (--test-writer-hold-file): while this file exists
+     * the writer takes no work (a hung writer, on demand); NULL: never. */
+    const char *writer_hold_file;
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/http/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
     /* NULL, or a file written once every listener is up, before READY=1:

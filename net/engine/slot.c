@@ -102,6 +102,7 @@ void slot_send_read(slot *s, slot_owner from) { send_snapshot(s, from, TALLY_ok,
 void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
 {
     if (s->outside_answer) {
+        net_metrics_written_refusals(&s->req, &s->res, fault);
         slot_own(s, from, OWNER_NNG);
         s->outside_answer(s, fault);
         return;
@@ -158,14 +159,17 @@ void slot_enqueue_write(slot *s, slot_owner from)
         else
             srv->queue_head = s;
         srv->queue_tail = s;
-        srv->queued++;
+        if (srv->queued++ == 0)
+            srv->writer_progress_ms = clock_mono_ms(); /* work waits from now on */
         atomic_fetch_add_explicit(&srv->enqueued, 1, memory_order_release);
         pthread_cond_signal(&srv->writer_cv);
     }
     pthread_mutex_unlock(&srv->mu);
-    if (refuse != TALLY_ok)
-        slot_send_error(s, from, refuse, refuse == TALLY_overloaded ? "write queue full, retry later"
-                                                                    : "server is stopping, retry later");
+    if (refuse == TALLY_ok)
+        return;
+    net_metrics_refused(refuse);
+    slot_send_error(s, from, refuse, refuse == TALLY_overloaded ? "write queue full, retry later"
+                                                                : "server is stopping, retry later");
 }
 
 /* A read that waits parks unless the head has already passed. */

@@ -21,8 +21,10 @@
 
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #define IDLE_SWEEP_MS 1000
+#define WRITER_HOLD_POLL_US 10000
 #define RETENTION_INTERVAL_MS 1000
 
 /* A fetch that found nothing waits for a commit, the next redelivery or
@@ -44,6 +46,7 @@ static slot *queue_pop_fitting(server *srv, uint32_t commands_left)
     if (srv->queue_head == NULL)
         srv->queue_tail = NULL;
     srv->queued--;
+    srv->writer_progress_ms = clock_mono_ms();
     s->next = NULL;
     slot_own(s, OWNER_QUEUE, OWNER_WRITER);
     return s;
@@ -231,6 +234,7 @@ void advance_head(server *srv, uint64_t seq)
 {
     pthread_mutex_lock(&srv->mu);
     srv->head_seq = seq;
+    srv->writer_progress_ms = clock_mono_ms();
     if (srv->waiters != NULL)
         pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
@@ -444,6 +448,7 @@ static void refuse_queued(server *srv)
         pthread_mutex_unlock(&srv->mu);
         if (s == NULL)
             return;
+        net_metrics_refused(TALLY_shutting_down);
         slot_send_error(s, OWNER_WRITER, TALLY_shutting_down, "server is stopping, retry later");
     }
 }
@@ -485,6 +490,34 @@ static void spin_for_work(server *srv)
     pthread_mutex_lock(&srv->mu);
 }
 
+uint64_t writer_stall_ms(server *srv, uint64_t *queued)
+{
+    int64_t now = clock_mono_ms();
+    pthread_mutex_lock(&srv->mu);
+    unsigned depth = srv->queued;
+    int64_t since = srv->writer_progress_ms;
+    pthread_mutex_unlock(&srv->mu);
+    if (queued)
+        *queued = depth;
+    return depth > 0 && now > since ? (uint64_t)(now - since) : 0;
+}
+
+/* For tests only (--test-writer-hold-file): while the file exists the
+ * writer takes no work, as a hung writer would not; a stop ends the
+ * hold. */
+static void hold_for_tests(server *srv)
+{
+    const char *path = srv->opt->writer_hold_file;
+    while (path && access(path, F_OK) == 0) {
+        pthread_mutex_lock(&srv->mu);
+        bool stopping = srv->stopping;
+        pthread_mutex_unlock(&srv->mu);
+        if (stopping)
+            return;
+        usleep(WRITER_HOLD_POLL_US);
+    }
+}
+
 void *writer_main(void *arg)
 {
     server *srv = arg;
@@ -501,9 +534,10 @@ void *writer_main(void *arg)
         }
         bool stop = srv->stopping, work = srv->queue_head != NULL;
         pthread_mutex_unlock(&srv->mu);
-        if (work)
+        if (work) {
+            hold_for_tests(srv);
             run_group(srv, srv->groups[turn]); /* when stopping: this group is finished and answered */
-        else if (timed_out)
+        } else if (timed_out)
             idle_sweep(srv);
         if (stop)
             break;

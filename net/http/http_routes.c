@@ -5,10 +5,12 @@
  *   GET /metrics  the Prometheus exposition (net/metrics/metrics.h), from a
  *                 read-only transaction and the counters: never waits for
  *                 the writer
- *   GET /healthz  200 "ok" while tallyd serves with its store open, 503
- *                 once it stops
- *   GET /readyz   200 with the health checks as JSON, 503 with the
- *                 failing ones and why (net/metrics/health.h)
+ *   GET /healthz  200 "ok" while tallyd serves with its store open and
+ *                 its writer makes progress; 503 once it stops, or while
+ *                 writes wait on a writer stalled past --writer-stall-ms
+ *   GET /readyz   the health checks as JSON: 200 while every readiness
+ *                 check passes (alert checks are shown, never a 503), 503
+ *                 with the failing ones and why (net/metrics/health.h)
  *   POST /webhooks/<source>  a signed webhook delivery (net/http/webhooks.c)
  *
  *   /v1/...       the JSON API (net/http/http_json.c)
@@ -68,6 +70,23 @@ static void view_of(server *srv, net_metrics_view *v)
     v->http_waiting = srv->http->http ? net_http_waiting(srv->http->http) : 0;
     v->http_in_flight = srv->http->http ? net_http_in_flight(srv->http->http) : 0;
     v->version = srv->opt->version ? srv->opt->version : "unknown";
+    v->writer_stall_ms = writer_stall_ms(srv, &v->write_queue_depth);
+}
+
+/* The readiness of a scrape, from its own evaluation of the checks. */
+static int view_health(server *srv, store_txn *t, net_metrics_view *v)
+{
+    net_health_report *r = NULL;
+    int rc = net_health_evaluate(srv->health, t, clock_wall_ms(), &r);
+    if (rc != TALLY_ok)
+        return rc;
+    v->ready = r->not_ready == 0;
+    v->readiness_failing = r->not_ready;
+    v->alerts_failing = r->failing - r->not_ready;
+    v->disk_known = r->facts.disk_known;
+    v->disk_free_bytes = r->facts.disk_free_bytes;
+    free(r);
+    return TALLY_ok;
 }
 
 static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply *out)
@@ -79,7 +98,9 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
     view_of(srv, &v);
     if (!begin_read(srv, &t))
         return unavailable(out, "shutting down");
-    int rc = net_metrics_write(&out->body, &t, &v, clock_wall_ms());
+    int rc = view_health(srv, &t, &v);
+    if (rc == TALLY_ok)
+        rc = net_metrics_write(&out->body, &t, &v, clock_wall_ms());
     end_read(srv, &t);
     webhooks_metrics(srv, &out->body);
     if (rc != TALLY_ok) {
@@ -100,6 +121,17 @@ static void route_healthz(void *ctx, const net_http_request *rq, net_http_reply 
     pthread_rwlock_unlock(&srv->store_rw);
     if (!open || is_stopping(srv))
         return unavailable(out, "shutting down");
+    uint64_t queued = 0, stall_ms = writer_stall_ms(srv, &queued);
+    uint64_t limit_ms = net_health_store_threshold(&srv->opt->health, NET_CHECK_WRITER_STALL);
+    if (stall_ms > limit_ms) {
+        out->status = 503;
+        net_text_printf(&out->body,
+                        "writer stalled: no progress for %llu ms while %llu writes wait "
+                        "(--writer-stall-ms %llu)\n",
+                        (unsigned long long)stall_ms, (unsigned long long)queued,
+                        (unsigned long long)limit_ms);
+        return;
+    }
     net_text_printf(&out->body, "ok\n");
 }
 
@@ -126,7 +158,7 @@ static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *
                                     "\"threshold\":null,\"reason\":\"%s\"}]}\n", tally_strerror(rc));
         return;
     }
-    out->status = r->failing ? 503 : 200;
+    out->status = r->not_ready ? 503 : 200;
     net_health_json(&out->body, r);
     free(r);
 }

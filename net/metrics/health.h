@@ -1,15 +1,25 @@
 /*
- * health.h — tallyd's health checks and alert thresholds: the store's map
- * use and, per durable subscriber, pending events, the oldest unacked
- * event's age, dead letters and idleness (no fetch while events are
- * pending). GET /readyz, the `health` op and a once-a-second evaluation on
- * tallyd's main thread run the same checks; whichever evaluation first sees
- * an alert start or clear logs it, once (docs/OPERATIONS.md, "Health and
- * alerts").
+ * health.h — tallyd's health checks, in two classes (docs/OPERATIONS.md,
+ * "Health checks and alert thresholds"):
  *
- * A check fails when its value is above its threshold. Each threshold is
- * off unless given, except the map's (90 %); a subscriber may have its own
- * (`--alert-pending relay=5000`) or none (`--alert-pending relay=none`).
+ *   readiness  whether tallyd can take writes now: free disk under the
+ *              data directory, room left in the map up to --map-max-mb, no
+ *              write answered storage_full lately, a writer that makes
+ *              progress while work waits. One failing makes GET /readyz 503.
+ *   alert      what an operator should look at but a load balancer must not
+ *              act on: the map's use in %, and per durable subscriber
+ *              pending events, the oldest unacked event's age, dead letters
+ *              and idleness (no fetch while events are pending). Shown in
+ *              /readyz's JSON, `tally health`, /metrics; never a 503.
+ *
+ * GET /readyz, the `health` op, GET /metrics and a once-a-second evaluation
+ * on tallyd's main thread run the same checks; whichever evaluation first
+ * sees a check start or stop failing logs it, once.
+ *
+ * An alert check fails when its value is above its threshold; the disk and
+ * map room checks when below. The subscriber thresholds are off unless
+ * given; a subscriber may have its own (`--alert-pending relay=5000`) or
+ * none (`--alert-pending relay=none`). The store's checks are always on.
  */
 #ifndef TALLY_NET_HEALTH_H
 #define TALLY_NET_HEALTH_H
@@ -24,7 +34,12 @@
 #include <stdint.h>
 
 typedef enum net_alert_kind {
-    NET_ALERT_MAP_USED,        /* percent of --map-max-mb in use */
+    NET_ALERT_MAP_USED,        /* alert: percent of --map-max-mb in use */
+    NET_CHECK_DISK_FREE,       /* readiness: MiB free under the data directory (below fails) */
+    NET_CHECK_MAP_ROOM,        /* readiness: KiB left in the map up to --map-max-mb (below fails) */
+    NET_CHECK_STORAGE_FULL,    /* readiness: 1 when a write was answered storage_full within
+                                  the rule's value in s (--ready-storage-full-s), else 0 */
+    NET_CHECK_WRITER_STALL,    /* readiness: ms the writer made no progress while work waits */
     NET_ALERT_PENDING,         /* events after the ack floor */
     NET_ALERT_OLDEST_UNACKED,  /* seconds */
     NET_ALERT_DEAD_LETTERS,    /* events parked */
@@ -32,8 +47,28 @@ typedef enum net_alert_kind {
     NET_ALERT_KIND_COUNT
 } net_alert_kind;
 
+/* The first per-subscriber kind: those before it are the store's. */
+#define NET_ALERT_SUBSCRIBER_FIRST NET_ALERT_PENDING
+
 #define NET_ALERT_OVERRIDES_MAX 32 /* NAME=N settings per threshold */
 #define NET_ALERT_MAP_USED_PCT_DEFAULT 90
+#define NET_READY_DISK_FREE_MB_DEFAULT 256
+#define NET_READY_MAP_ROOM_KIB_DEFAULT 512
+#define NET_READY_STORAGE_FULL_S_DEFAULT 60
+#define NET_WRITER_STALL_MS_DEFAULT 10000
+
+typedef enum net_check_class { NET_CHECK_READINESS, NET_CHECK_ALERT } net_check_class;
+
+/* What the checks read beside the store, from the server (net/server/). */
+typedef struct net_health_facts {
+    bool disk_known;            /* statvfs of the data directory answered */
+    uint64_t disk_free_bytes;   /* for an unprivileged user (f_bavail) */
+    uint64_t writer_stall_ms;   /* no dequeue or commit while work waited; 0: none waits */
+    int64_t storage_full_age_ms; /* since a write was last answered storage_full; -1: never */
+} net_health_facts;
+
+/* Fill out with the facts now; ctx is net_health_create's. */
+typedef void net_health_facts_fn(void *ctx, net_health_facts *out);
 
 typedef struct net_alert_override {
     char name[TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1];
@@ -52,18 +87,20 @@ typedef struct net_health_config {
     net_alert_rule rules[NET_ALERT_KIND_COUNT];
 } net_health_config;
 
-/* The defaults: the map at 90 %, the rest off. */
+/* The defaults: the map at 90 %, the readiness checks at their
+ * NET_READY_* and NET_WRITER_STALL_MS defaults, the rest off. */
 void net_health_config_default(net_health_config *c);
 /* The option's name without "--" ("alert-pending"). */
 const char *net_health_option_name(net_alert_kind kind);
 /* Apply one option's argument: N, or NAME=N / NAME=none for one
- * subscriber (not for the map). false (with why in err) when it is
- * not valid. */
+ * subscriber (not for the store's checks). false (with why in err) when
+ * it is not valid. */
 bool net_health_option(net_health_config *c, net_alert_kind kind, const char *arg, char *err,
                        size_t err_size);
 
 typedef struct net_check {
     net_alert_kind kind;
+    net_check_class cls;
     char subscriber[TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1]; /* "" for the store */
     bool failing;
     uint64_t value, threshold;
@@ -72,16 +109,22 @@ typedef struct net_check {
 
 typedef struct net_health_report {
     unsigned count, failing;
+    unsigned not_ready; /* failing readiness checks: /readyz is 503 when non-zero */
+    net_health_facts facts; /* what the checks read beside the store */
     net_check checks[]; /* count of them */
 } net_health_report;
 
 /* A check's name in replies and logs ("pending", "map_used_pct", ...). */
 const char *net_check_name(net_alert_kind kind);
+/* Its class's name: "readiness" or "alert". */
+const char *net_check_class_name(net_check_class cls);
 
 typedef struct net_health net_health;
 
-/* NULL when out of memory. The config is copied. */
-net_health *net_health_create(const net_health_config *c);
+/* NULL when out of memory. The config is copied; facts (with ctx) is
+ * called at every evaluation (NULL: no facts, the readiness checks that
+ * need them pass). */
+net_health *net_health_create(const net_health_config *c, net_health_facts_fn *facts, void *ctx);
 /* Free h (NULL: nothing). */
 void net_health_destroy(net_health *h);
 /* Run every check against the read-only transaction t at now_ms, log the
@@ -92,8 +135,11 @@ int net_health_evaluate(net_health *h, store_txn *t, int64_t now_ms, net_health_
 /* The health op's reply (docs/PROTOCOL.md, "health"): every check of h
  * evaluated now in a read of st (net_control_env's health). */
 void net_health_reply(net_out *o, void *h, store *st);
-/* The report as JSON ({"status":"ok"|"failing","checks":[...]}), the body
- * of GET /readyz. */
+/* The threshold of a store check (NET_CHECK_WRITER_STALL: /healthz's). */
+uint64_t net_health_store_threshold(const net_health_config *c, net_alert_kind kind);
+/* The report as JSON ({"status":"ok"|"failing","ready":B,"alerts_failing":N,
+ * "checks":[...]}, each check with its class), the body of GET /readyz:
+ * status is "failing" when a readiness check fails. */
 void net_health_json(net_text *b, const net_health_report *r);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include "net/metrics/metrics.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "net/ops/figures.h"
 
@@ -41,6 +42,11 @@ _Static_assert(COUNT_OF(group_bounds) <= BUCKETS_MAX, "buckets");
 _Static_assert(COUNT_OF(commit_bounds_ns) <= BUCKETS_MAX, "buckets");
 _Static_assert(COUNT_OF(request_bounds_ns) <= BUCKETS_MAX, "buckets");
 
+/* The refusals tally_writes_refused_total counts, in its label order. */
+static const int refusal_codes[] = {TALLY_overloaded, TALLY_shutting_down, TALLY_storage_full};
+#define REFUSAL_COUNT 3
+_Static_assert(COUNT_OF(refusal_codes) == REFUSAL_COUNT, "a counter per refusal");
+
 static struct registry {
     atomic_uint_fast64_t requests[NET_OP_COUNT];
     atomic_uint_fast64_t requests_invalid;
@@ -50,6 +56,9 @@ static struct registry {
     atomic_uint_fast64_t listener_restarts;
     atomic_uint_fast64_t listener_probes;
     atomic_uint_fast64_t auth_refused[2]; /* unauthenticated, forbidden */
+    atomic_uint_fast64_t refused[REFUSAL_COUNT]; /* by refusal_codes' order */
+    _Atomic int64_t storage_full_ms;     /* wall time of the last storage_full; 0: none */
+    atomic_uint_fast64_t publish_dropped;
     histogram group_size, commit_duration, request_duration[2];
 } reg = {
     .group_size = {group_bounds, COUNT_OF(group_bounds)},
@@ -74,6 +83,28 @@ void net_metrics_request_invalid(void) { count(&reg.requests_invalid); }
 void net_metrics_listener_restart(void) { count(&reg.listener_restarts); }
 void net_metrics_listener_probe(void) { count(&reg.listener_probes); }
 void net_metrics_auth_refused(int code) { count(&reg.auth_refused[code == TALLY_forbidden]); }
+
+void net_metrics_publish_dropped(uint64_t events)
+{
+    atomic_fetch_add_explicit(&reg.publish_dropped, events, RELAXED);
+}
+
+void net_metrics_refused(int code)
+{
+    for (unsigned i = 0; i < REFUSAL_COUNT; i++)
+        if (refusal_codes[i] == code)
+            count(&reg.refused[i]);
+    if (code == TALLY_storage_full)
+        atomic_store_explicit(&reg.storage_full_ms, clock_wall_ms(), RELAXED);
+}
+
+int64_t net_metrics_storage_full_age_ms(int64_t now_ms)
+{
+    int64_t at = atomic_load_explicit(&reg.storage_full_ms, RELAXED);
+    if (at == 0)
+        return -1;
+    return now_ms > at ? now_ms - at : 0;
+}
 
 void net_metrics_request_done(net_request_kind kind, int64_t elapsed_ns)
 {
@@ -112,15 +143,30 @@ static void count_command(net_op_id op, int code, bool replayed)
         count(&reg.replays[op]);
 }
 
+/* The code command i of a write was answered with. */
+static int written_code(const net_result *res, uint32_t i, int fault)
+{
+    return fault ? fault : res->faults[i] ? res->faults[i] : res->outcomes[i].code;
+}
+
+void net_metrics_written_refusals(const net_request *req, const net_result *res, int fault)
+{
+    if (req->op->kind == NET_KIND_SUBSCRIBER)
+        return net_metrics_refused(fault ? fault : res->sub.code);
+    for (uint32_t i = 0; i < req->write_count; i++)
+        net_metrics_refused(written_code(res, i, fault));
+}
+
 void net_metrics_written(const net_request *req, const net_result *res, int fault)
 {
+    net_metrics_written_refusals(req, res, fault);
     net_op_id op = req->op->id;
     if (req->op->kind == NET_KIND_SUBSCRIBER) {
         count_command(op, fault ? fault : res->sub.code, false);
         return;
     }
     for (uint32_t i = 0; i < req->write_count; i++) {
-        int code = fault ? fault : res->faults[i] ? res->faults[i] : res->outcomes[i].code;
+        int code = written_code(res, i, fault);
         bool replayed = code == res->outcomes[i].code && res->outcomes[i].replayed;
         count_command(op == NET_OP_BATCH ? member_op(req->writes[i].command.kind) : op, code,
                       replayed);
@@ -192,6 +238,17 @@ static void write_counters(net_text *b)
                     (unsigned long long)load(&reg.auth_refused[0]));
     net_text_printf(b, "tally_auth_refused_total{reason=\"forbidden\"} %llu\n",
                     (unsigned long long)load(&reg.auth_refused[1]));
+    net_text_family(b, "tally_writes_refused_total", "counter",
+                    "Writes and subscriber writes refused, nothing of them stored, by reason "
+                    "(overloaded, shutting_down, storage_full).");
+    for (unsigned i = 0; i < REFUSAL_COUNT; i++)
+        net_text_printf(b, "tally_writes_refused_total{reason=\"%s\"} %llu\n",
+                        tally_strerror(refusal_codes[i]), (unsigned long long)load(&reg.refused[i]));
+    net_text_sample_u64(b, "tally_publish_dropped_total", "counter",
+                        "Events committed but not handed to the PUB socket (too large, beyond a "
+                        "commit's publish limit, out of memory, refused); NNG's own drops for a "
+                        "slow reader are not counted: NNG 1.5.2 does not report them.",
+                        load(&reg.publish_dropped));
 }
 
 static void write_histograms(net_text *b)
@@ -257,6 +314,22 @@ static void write_view(net_text *b, const net_metrics_view *v)
     net_text_sample_u64(b, "tally_http_requests_in_flight", "gauge",
                "HTTP requests begun (headers in) whose reply has not left, this scrape included.",
                v->http_in_flight);
+    net_text_sample_u64(b, "tally_write_queue_depth", "gauge", "Writes waiting for the writer.",
+                        v->write_queue_depth);
+    net_text_family(b, "tally_writer_stalled_seconds", "gauge",
+                    "Time the writer has made no progress while writes wait (0: none waits).");
+    net_text_printf(b, "tally_writer_stalled_seconds %.3f\n", (double)v->writer_stall_ms / 1000);
+    if (v->disk_known)
+        net_text_sample_u64(b, "tally_disk_free_bytes", "gauge",
+                            "Bytes free for tallyd on the data directory's filesystem.",
+                            v->disk_free_bytes);
+    net_text_sample_u64(b, "tally_ready", "gauge",
+                        "1 when every readiness check passes (GET /readyz 200), else 0.", v->ready);
+    net_text_family(b, "tally_health_checks_failing", "gauge",
+                    "Health checks failing now, by class (readiness, alert).");
+    net_text_printf(b, "tally_health_checks_failing{class=\"readiness\"} %u\n",
+                    v->readiness_failing);
+    net_text_printf(b, "tally_health_checks_failing{class=\"alert\"} %u\n", v->alerts_failing);
     net_text_family(b, "tally_build_info", "gauge", "Always 1; the version of tallyd as a label.");
     net_text_printf(b, "tally_build_info{version=\"");
     net_text_escaped(b, v->version);

@@ -38,6 +38,21 @@ void net_metrics_request_done(net_request_kind kind, int64_t elapsed_ns);
 /* A write's or subscriber write's outcomes, once its group was committed
  * (fault: the commit's fault, which every command of it gets). */
 void net_metrics_written(const net_request *req, const net_result *res, int fault);
+/* A write refused for code: TALLY_overloaded, TALLY_shutting_down or
+ * TALLY_storage_full (tally_writes_refused_total{reason}); other codes
+ * are not counted here. A storage_full also marks the time, for the
+ * storage_full readiness check (net_metrics_storage_full_age_ms). */
+void net_metrics_refused(int code);
+/* The refusals among a write's outcomes (what net_metrics_written counts
+ * of them), for writes that are not otherwise counted (webhooks). */
+void net_metrics_written_refusals(const net_request *req, const net_result *res, int fault);
+/* ms since a write was last answered storage_full, at wall time now_ms;
+ * -1 when none was since tallyd started. */
+int64_t net_metrics_storage_full_age_ms(int64_t now_ms);
+/* events committed but not handed to the PUB socket: too large, beyond a
+ * commit's publish limit, not copied (out of memory) or refused by the
+ * socket (tally_publish_dropped_total). */
+void net_metrics_publish_dropped(uint64_t events);
 /* A group committed: its commands and how long the durable commit took. */
 void net_metrics_commit(uint32_t commands, int64_t commit_ns);
 /* The listener watchdog listened again (net/sp/listeners.c). */
@@ -57,6 +72,12 @@ typedef struct net_metrics_view {
     uint64_t http_waiting;        /* HTTP requests waiting for their answer */
     uint64_t http_in_flight;      /* HTTP requests begun, reply not sent */
     uint64_t long_polls_parked;   /* log_reads and sub_fetches parked by the waiter now */
+    uint64_t write_queue_depth;   /* writes waiting for the writer now */
+    uint64_t writer_stall_ms;     /* the writer's time without progress while writes wait */
+    bool disk_known;              /* statvfs of the data directory answered */
+    uint64_t disk_free_bytes;
+    bool ready;                   /* the health checks' readiness, evaluated for the scrape */
+    unsigned readiness_failing, alerts_failing; /* failing checks per class */
     const char *version;
 } net_metrics_view;
 

@@ -170,5 +170,5 @@ const net_op net_ops[NET_OP_COUNT] = {
     [NET_OP_HEALTH] = {
         .id = NET_OP_HEALTH, .name = "health", .auth = AUTH_CLASS_NONE, .kind = NET_KIND_CONTROL,
         .build = net_build_nothing, .control = net_control_health,
-        .doc = "The health checks against tallyd's alert thresholds (--alert-*), as GET /readyz runs them (docs/OPERATIONS.md)."},
+        .doc = "The readiness and alert checks against tallyd's thresholds (--ready-*, --writer-stall-ms, --alert-*), as GET /readyz runs them (docs/OPERATIONS.md)."},
 };

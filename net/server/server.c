@@ -197,6 +197,19 @@ static void stop_threads(server *srv, threads *th)
         pthread_join(th->waiter, NULL);
 }
 
+/* What the health checks read beside the store (net_health_facts_fn):
+ * the data directory's free space, the writer's progress, the last
+ * storage_full answer. */
+static void health_facts(void *ctx, net_health_facts *out)
+{
+    server *srv = ctx;
+    struct statvfs vfs;
+    out->disk_known = statvfs(srv->opt->data_dir, &vfs) == 0;
+    out->disk_free_bytes = out->disk_known ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
+    out->writer_stall_ms = writer_stall_ms(srv, NULL);
+    out->storage_full_age_ms = net_metrics_storage_full_age_ms(clock_wall_ms());
+}
+
 /* The running server stays reachable after net_server_run returns (see
  * close_everything), which also keeps leak checkers quiet about it. */
 static server *volatile running_server; /* volatile: a write-only static would be optimised away */
@@ -227,7 +240,7 @@ static server *server_new(const net_server_options *opt)
     pthread_cond_init(&srv->completion_cv, NULL);
     srv->sp->pipes = table_create(1); /* sets: values unused */
     srv->sp->pub_pipes = table_create(1);
-    srv->health = net_health_create(&opt->health);
+    srv->health = net_health_create(&opt->health, health_facts, srv);
     if (opt->auth && (srv->auth = auth_guard_create(opt->auth)) == NULL)
         auth_table_free(opt->auth);
     if (srv->sp->pipes == NULL || srv->sp->pub_pipes == NULL || srv->health == NULL ||

@@ -152,6 +152,14 @@ static int parse_ready_file(const options_row *row, void *t, const char *text, c
     return 0;
 }
 
+static int parse_hold_file(const options_row *row, void *t, const char *text, char *why,
+                           size_t n)
+{
+    (void)row, (void)why, (void)n;
+    opts_of(t)->writer_hold_file = text;
+    return 0;
+}
+
 static int parse_auth(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
     (void)row, (void)why, (void)n;
@@ -354,9 +362,25 @@ static const options_row rows[] = {
      "alert when a subscriber has not fetched for S s while events are pending" ALERT_HELP_EACH,
      parse_alert, 0, 0, OPTIONS_REPEATABLE},
     {"alert-map-used-pct", "P", TEXT_OF(NET_ALERT_MAP_USED_PCT_DEFAULT),
-     "alert when more than P % of --map-max-mb is used; alerts: /readyz 503, 'tally health', a "
-     "warn line",
+     "alert when more than P % of --map-max-mb is used; alerts show in /readyz's checks, "
+     "'tally health' (exit 1), /metrics and a warn line, and never make /readyz 503",
      parse_alert},
+    {"ready-disk-free-mb", "N", TEXT_OF(NET_READY_DISK_FREE_MB_DEFAULT),
+     "not ready (/readyz 503, 'tally health' exit 5) while less than N MiB are free under the "
+     "data directory",
+     parse_alert},
+    {"ready-map-room-kib", "N", TEXT_OF(NET_READY_MAP_ROOM_KIB_DEFAULT),
+     "not ready while less than N KiB are left in the map up to --map-max-mb", parse_alert},
+    {"ready-storage-full-s", "S", TEXT_OF(NET_READY_STORAGE_FULL_S_DEFAULT),
+     "not ready for S s after a write was answered storage_full; 0: never", parse_alert},
+    {"writer-stall-ms", "MS", TEXT_OF(NET_WRITER_STALL_MS_DEFAULT),
+     "while writes wait and the writer has taken or committed none for MS ms, /healthz "
+     "answers 503 and tallyd is not ready",
+     parse_alert},
+    {"test-writer-hold-file", "FILE", NULL,
+     "for tests only: while FILE exists the writer takes no work (a hung writer on demand); "
+     "a command-line flag only, never a config key",
+     parse_hold_file, 0, 0, OPTIONS_COMMAND_LINE},
     {"print-config", NULL, NULL,
      "print the configuration in effect (the file, the flags, the defaults) as a config file "
      "and exit",

@@ -4,7 +4,9 @@
  *
  *   - a live scrape of /metrics passes `promtool check metrics` (no errors,
  *     no lint warnings) and says what the test did; the shipped rules
- *     (docs/tally-alerts.yml) pass `promtool check rules`;
+ *     (docs/tally-alerts.yml) pass `promtool check rules`, and the readiness
+ *     rules fire on the series of tests/net/tally-alerts-test.yml (`promtool
+ *     test rules`);
  *   - /healthz answers ok;
  *   - bad input on the HTTP port: unknown paths 404, wrong methods 405,
  *     oversized bodies and headers and malformed requests refused; idle and
@@ -111,6 +113,10 @@ START_TEST(scrape_passes_promtool_and_says_what_happened)
     ck_assert_uint_ge(sample(text, "tally_commits_total"), 2); /* the batch, sub_create */
     ck_assert_uint_ge(sample(text, "tally_connections"), 1);
     ck_assert_uint_eq(sample(text, "tally_build_info{version=\"" PACKAGE_VERSION "\"}"), 1);
+    ck_assert_uint_eq(sample(text, "tally_ready"), 1);
+    ck_assert_uint_eq(sample(text, "tally_write_queue_depth"), 0);
+    ck_assert_uint_eq(sample(text, "tally_writes_refused_total{reason=\"overloaded\"}"), 0);
+    ck_assert_uint_eq(sample(text, "tally_health_checks_failing{class=\"readiness\"}"), 0);
     ck_assert_ptr_nonnull(strstr(text, "tally_request_duration_seconds_bucket{kind=\"write\",le=\"+Inf\"}"));
     char path[] = "/tmp/tally-scrape-XXXXXX";
     int fd = mkstemp(path);
@@ -138,6 +144,11 @@ START_TEST(shipped_rules_pass_promtool)
     snprintf(args, sizeof(args), "check rules %s/docs/tally-alerts.yml", srcdir());
     int rc = promtool(args, NULL, &out);
     ck_assert_msg(rc == 0 && strstr(out, "SUCCESS"), "promtool check rules (exit %d):\n%s", rc, out);
+    free(out);
+    /* and they fire on what tallyd exports when it is not ready */
+    snprintf(args, sizeof(args), "test rules %s/tests/net/tally-alerts-test.yml", srcdir());
+    rc = promtool(args, NULL, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "SUCCESS"), "promtool test rules (exit %d):\n%s", rc, out);
     free(out);
 }
 END_TEST
