@@ -8,12 +8,12 @@
  */
 #include "config.h"
 
-#include "common/base64.h"
 #include "common/cli.h"
 #include "net/http/http.h"
 #include "common/limits.h"
 #include "common/options.h"
 #include "common/file_mode.h"
+#include "common/webhook_secret.h"
 #include "relay/relay.h"
 
 #include <ctype.h>
@@ -266,31 +266,13 @@ static bool read_backoff(target *t, const char *v, char *why, size_t n)
     return backoff_into(&subscription_of(t)->options, v, why, n);
 }
 
-/* whsec_<base64>, as Standard Webhooks secrets are written. */
+/* [whsec_]<base64> of 24 to 64 bytes, by the rule tallyd's intake follows
+ * too (common/webhook_secret.h). */
 static bool read_secret(target *t, const char *v, char *why, size_t n)
 {
-    static const char prefix[] = "whsec_";
     relay_endpoint *e = t->endpoint;
-    size_t len = strlen(v);
-    uint8_t key[((RELAY_CONFIG_LINE_BYTES_MAX + 3) / 4) * 3];
-    if (strncmp(v, prefix, sizeof(prefix) - 1) != 0 || len == sizeof(prefix) - 1 ||
-        (len - (sizeof(prefix) - 1)) % 4 != 0) {
-        snprintf(why, n, "whsec_ followed by base64 (Standard Webhooks)");
-        return false;
-    }
-    const char *b64 = v + sizeof(prefix) - 1;
-    size_t key_len = 0;
-    if (!base64_decode_strict(b64, len - (sizeof(prefix) - 1), key, sizeof(key), &key_len)) {
-        snprintf(why, n, "not base64");
-        return false;
-    }
-    if (key_len == 0 || key_len > RELAY_SECRET_BYTES_MAX) {
-        snprintf(why, n, "the key must be 1 to %d bytes", RELAY_SECRET_BYTES_MAX);
-        return false;
-    }
-    memcpy(e->secret, key, key_len);
-    e->secret_len = key_len;
-    return true;
+    _Static_assert(RELAY_SECRET_BYTES_MAX >= STANDARD_SECRET_BYTES_MAX, "a key fits");
+    return standard_secret_decode(v, strlen(v), e->secret, &e->secret_len, why, n);
 }
 
 static bool read_types(target *t, const char *v, char *why, size_t n)

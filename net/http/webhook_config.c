@@ -6,9 +6,9 @@
  */
 #include "net/http/webhooks.h"
 
-#include "common/base64.h"
 #include "common/error.h"
 #include "common/file_mode.h"
+#include "common/webhook_secret.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +41,7 @@ const char *webhook_outcome_name(webhook_outcome o)
         [WEBHOOK_CONFLICT] = "conflict",           [WEBHOOK_BAD_SIGNATURE] = "bad_signature",
         [WEBHOOK_STALE] = "stale_timestamp",       [WEBHOOK_BAD_REQUEST] = "bad_request",
         [WEBHOOK_TOO_LARGE] = "too_large",         [WEBHOOK_UNAVAILABLE] = "unavailable",
+        [WEBHOOK_CLOCK_SKEW] = "clock_skew",
     };
     return (unsigned)o < WEBHOOK_OUTCOMES ? names[o] : "unknown";
 }
@@ -101,8 +102,9 @@ static int key_strong(parse *p, const char *file, const webhook_secret *k)
 }
 
 /* The HMAC key of a secret string: a standard source's secret is
- * whsec_<base64 key> (strict base64: "whsec_====" is refused, not an
- * empty key); the others' keys are the string itself. */
+ * [whsec_]<base64 key> by the rule tally-relay's secrets follow too
+ * (common/webhook_secret.h: strict base64, 24 to 64 bytes, not all zero);
+ * the others' keys are the string itself. */
 static int secret_key(parse *p, webhook_source *src, const char *file, const char *text,
                       webhook_secret *out)
 {
@@ -112,10 +114,9 @@ static int secret_key(parse *p, webhook_source *src, const char *file, const cha
         out->len = n;
         return key_strong(p, file, out);
     }
-    if (strncmp(text, "whsec_", 6) == 0)
-        text += 6, n -= 6;
-    if (!base64_decode_strict(text, n, out->bytes, sizeof(out->bytes), &out->len) || n == 0)
-        return fail(p, "secret file %s: a standard secret is whsec_ and base64", file);
+    char why[128];
+    if (!standard_secret_decode(text, n, out->bytes, &out->len, why, sizeof(why)))
+        return fail(p, "secret file %s: %s", file, why);
     return key_strong(p, file, out);
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/sha256.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -25,14 +26,16 @@ static void hmac(const webhook_secret *k, const void *data, size_t len, uint8_t 
     HMAC(EVP_sha256(), k->bytes, (int)k->len, data, len, out, &n);
 }
 
-/* Exactly 2 * SHA256_BYTES hex digits into bytes. */
+/* Exactly 2 * SHA256_BYTES lower-case hex digits into bytes: Stripe's and
+ * GitHub's own libraries compare the lower-case hex text, so an upper-case
+ * signature is one they refuse, and so does tally (docs/WEBHOOKS.md). */
 static bool hex_decode(const char *s, size_t len, uint8_t out[SHA256_BYTES])
 {
     if (len != 2 * SHA256_BYTES)
         return false;
     for (size_t i = 0; i < SHA256_BYTES; i++) {
         char pair[3] = {s[2 * i], s[2 * i + 1], '\0'}, *end;
-        if (strspn(pair, "0123456789abcdefABCDEF") != 2)
+        if (strspn(pair, "0123456789abcdef") != 2)
             return false;
         out[i] = (uint8_t)strtoul(pair, &end, 16);
     }
@@ -76,32 +79,36 @@ static bool mac_matches(const webhook_source *src, const void *data, size_t len,
     return match;
 }
 
-static bool parse_time(const char *s, int64_t *out)
+/* A signed time: 1-20 decimal digits (what may be signed; its value is
+ * judged after the signature, by signed_verdict). */
+static bool time_text(const char *s)
 {
-    char *end;
-    if (s == NULL || *s < '0' || *s > '9')
-        return false;
-    long long v = strtoll(s, &end, 10);
-    if (*end != '\0' || v <= 0 || v > TALLY_TIME_MS_MAX / 1000)
-        return false;
-    *out = v;
-    return true;
+    size_t n = s ? strspn(s, "0123456789") : 0;
+    return n > 0 && n <= 20 && s[n] == '\0';
 }
 
-static bool fresh(const webhook_source *src, int64_t at_s, int64_t now_s)
+/* The signed time as Unix seconds in tally's range, or 0 (a time of 0, one
+ * beyond the range: milliseconds, say). */
+static int64_t time_seconds(const char *s)
 {
-    int64_t d = now_s > at_s ? now_s - at_s : at_s - now_s;
-    return d <= (int64_t)src->tolerance_s;
+    errno = 0;
+    unsigned long long v = strtoull(s, NULL, 10);
+    return errno == 0 && v <= (unsigned long long)(TALLY_TIME_MS_MAX / 1000) ? (int64_t)v : 0;
 }
 
-/* A signed scheme's verdict once its signatures were checked: one
- * matched, and the time it signs is within the source's tolerance. */
+/* A signed scheme's verdict once its signatures were checked, the same
+ * rule for every scheme that signs a time (docs/WEBHOOKS.md, "Time"): no
+ * match is a bad signature; then a time older than the tolerance, 0 or
+ * not in seconds (milliseconds) is stale, one more than the tolerance
+ * ahead of tallyd's clock is clock_skew, counted apart. */
 static webhook_outcome signed_verdict(const webhook_source *src, bool match, int64_t at_s,
                                       int64_t now_s)
 {
     if (!match)
         return WEBHOOK_BAD_SIGNATURE;
-    return fresh(src, at_s, now_s) ? WEBHOOK_ACCEPTED : WEBHOOK_STALE;
+    if (at_s <= 0 || now_s - at_s > (int64_t)src->tolerance_s)
+        return WEBHOOK_STALE;
+    return at_s - now_s > (int64_t)src->tolerance_s ? WEBHOOK_CLOCK_SKEW : WEBHOOK_ACCEPTED;
 }
 
 /* Copy s (up to max bytes) into out->text at *at as a tally_str. */
@@ -150,8 +157,9 @@ static webhook_outcome verify_standard(const webhook_source *src, const webhook_
     const char *id = d->header(d->header_ctx, "webhook-id");
     const char *ts = d->header(d->header_ctx, "webhook-timestamp");
     const char *sigs = d->header(d->header_ctx, "webhook-signature");
-    if (id == NULL || sigs == NULL || !parse_time(ts, &out->signed_at_s))
+    if (id == NULL || sigs == NULL || !time_text(ts))
         return WEBHOOK_BAD_SIGNATURE;
+    out->signed_at_s = time_seconds(ts);
     size_t id_len = strlen(id), ts_len = strlen(ts);
     if (id_len == 0 || id_len > TALLY_WEBHOOK_EVENT_ID_BYTES_MAX || ts_len > 20)
         return WEBHOOK_BAD_REQUEST; /* an id too long for the inbox key */
@@ -201,8 +209,9 @@ static webhook_outcome verify_stripe(const webhook_source *src, const webhook_de
             v1[v1_count] = s + 3, v1_len[v1_count++] = len - 3;
         s += len + (s[len] == ',');
     }
-    if (!parse_time(t, &out->signed_at_s) || v1_count == 0)
+    if (!time_text(t) || v1_count == 0)
         return WEBHOOK_BAD_SIGNATURE;
+    out->signed_at_s = time_seconds(t);
     char prefix[sizeof(t) + 1];
     size_t n = strlen(t);
     memcpy(prefix, t, n), prefix[n++] = '.';

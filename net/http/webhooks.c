@@ -61,7 +61,7 @@ static void count(webhook_source *src, webhook_outcome o)
 
 static const unsigned outcome_status[WEBHOOK_OUTCOMES] = {
     [WEBHOOK_ACCEPTED] = 200, [WEBHOOK_REPLAYED] = 200, [WEBHOOK_CONFLICT] = 409,
-    [WEBHOOK_BAD_SIGNATURE] = 401, [WEBHOOK_STALE] = 401, [WEBHOOK_BAD_REQUEST] = 400,
+    [WEBHOOK_BAD_SIGNATURE] = 401, [WEBHOOK_STALE] = 401, [WEBHOOK_CLOCK_SKEW] = 401, [WEBHOOK_BAD_REQUEST] = 400,
     [WEBHOOK_TOO_LARGE] = 413, [WEBHOOK_UNAVAILABLE] = 503,
 };
 
@@ -165,8 +165,22 @@ bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
                           clock_wall_ms() / 1000};
     webhook_verified v;
     webhook_outcome o = webhook_verify(src, &d, &v);
-    if (o != WEBHOOK_ACCEPTED) {
+    if (o == WEBHOOK_CLOCK_SKEW || (o == WEBHOOK_STALE && v.signed_at_s == 0)) {
+        /* a clock to fix, or a sender that signs no Unix seconds: say so */
+        if (o == WEBHOOK_CLOCK_SKEW)
+            net_log(NET_LOG_WARN,
+                    "webhook %s refused: clock_skew: signed %lld s ahead of tallyd's clock "
+                    "(more than its tolerance: check both clocks)",
+                    src->name, (long long)(v.signed_at_s - d.now_s));
+        else
+            net_log(NET_LOG_WARN,
+                    "webhook %s refused: stale_timestamp: the signed time is 0 or not in Unix "
+                    "seconds (milliseconds?)",
+                    src->name);
+    } else if (o != WEBHOOK_ACCEPTED) {
         net_log(NET_LOG_DEBUG, "webhook %s refused: %s", src->name, webhook_outcome_name(o));
+    }
+    if (o != WEBHOOK_ACCEPTED) {
         answer(out, src, o, 0);
         return false;
     }

@@ -38,7 +38,8 @@ typedef enum webhook_outcome {
     WEBHOOK_REPLAYED,      /* 200 with Idempotent-Replayed: nothing stored */
     WEBHOOK_CONFLICT,      /* 409: the id came before with another body */
     WEBHOOK_BAD_SIGNATURE, /* 401: missing or wrong signature */
-    WEBHOOK_STALE,         /* 401: timestamp outside the tolerance */
+    WEBHOOK_STALE,         /* 401: timestamp older than the tolerance, 0, or not seconds */
+    WEBHOOK_CLOCK_SKEW,    /* 401: timestamp more than the tolerance ahead of tallyd's clock */
     WEBHOOK_BAD_REQUEST,   /* 400: no event id, an id or type too long, a malformed body */
     WEBHOOK_TOO_LARGE,     /* 413 */
     WEBHOOK_UNAVAILABLE,   /* 503: overloaded, stopping, or a fault (nothing stored) */

@@ -14,6 +14,7 @@
 
 #include "net/http/webhooks.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -31,6 +32,8 @@
 #define SPEC_TIMESTAMP "1614265330"
 #define SPEC_BODY "{\"test\": 2432232314}"
 #define SPEC_SIGNATURE "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+#define MS_SIGNATURE "v1,rTuMKFUiBNE7gJ41LZxwvD1dtGO0rPk1IamJN9BSq2w="   /* time 1614265330000 */
+#define ZERO_SIGNATURE "v1,6JNthw4DtDhc3tFxR0yL2tKk3DGy4nWCVnGrycO3mk0=" /* time 0 */
 #define HMAC_SECRET "github-style-secret-0123"
 
 typedef struct headers {
@@ -117,13 +120,17 @@ START_TEST(test_standard_spec_example)
                                      &v), WEBHOOK_BAD_SIGNATURE);
     ck_assert_int_eq(verify_standard(src, SPEC_ID, SPEC_TIMESTAMP, NULL, SPEC_BODY, at, &v),
                      WEBHOOK_BAD_SIGNATURE);
+    /* one rule for every scheme: older than the tolerance is stale, more
+     * than the tolerance ahead of tallyd's clock is clock_skew */
     ck_assert_int_eq(verify_standard(src, SPEC_ID, SPEC_TIMESTAMP, SPEC_SIGNATURE, SPEC_BODY,
                                      at + 301, &v), WEBHOOK_STALE);
     ck_assert_int_eq(verify_standard(src, SPEC_ID, SPEC_TIMESTAMP, SPEC_SIGNATURE, SPEC_BODY,
-                                     at - 301, &v), WEBHOOK_STALE);
+                                     at - 301, &v), WEBHOOK_CLOCK_SKEW);
+    ck_assert_int_eq(verify_standard(src, SPEC_ID, SPEC_TIMESTAMP, SPEC_SIGNATURE, SPEC_BODY,
+                                     at - 300, &v), WEBHOOK_ACCEPTED);
     webhooks_free(w);
     /* Another secret does not verify it; a tolerance option moves the window. */
-    ck_assert_int_eq(load("std standard %s tolerance=1000\n", "whsec_YW5vdGhlci1zZWNyZXQta2V5LTEyMzQ=\n",
+    ck_assert_int_eq(load("std standard %s tolerance=1000\n", "whsec_YW5vdGhlci1zZWNyZXQta2V5LTEyMzQ1\n",
                           0600, &w, error, sizeof(error)), TALLY_ok);
     ck_assert_int_eq(verify_standard(webhooks_find(w, "std"), SPEC_ID, SPEC_TIMESTAMP,
                                      SPEC_SIGNATURE, SPEC_BODY, at, &v), WEBHOOK_BAD_SIGNATURE);
@@ -216,6 +223,32 @@ END_TEST
 
 /* Signature headers as an attacker writes them: each refused, none read
  * past its end (ASan in CI), the one well-formed one accepted. */
+/* A Standard Webhooks delivery signed right but with a time in
+ * milliseconds, or 0, is stale_timestamp, not bad_signature (which would
+ * send whoever debugs the sender after the secret). Signatures by
+ * `openssl dgst -sha256 -mac HMAC` with the spec's key over
+ * "<id>.<time>.<body>". */
+START_TEST(test_standard_time_not_in_seconds_is_stale)
+{
+    setup();
+    net_webhooks *w = NULL;
+    char error[512];
+    ck_assert_int_eq(load("std standard %s\n", SPEC_SECRET "\n", 0600, &w, error, sizeof(error)),
+                     TALLY_ok);
+    webhook_source *src = webhooks_find(w, "std");
+    webhook_verified v;
+    ck_assert_int_eq(verify_standard(src, SPEC_ID, "1614265330000", MS_SIGNATURE, SPEC_BODY,
+                                     1614265330, &v), WEBHOOK_STALE);
+    ck_assert_int_eq(verify_standard(src, SPEC_ID, "0", ZERO_SIGNATURE, SPEC_BODY, 1614265330,
+                                     &v), WEBHOOK_STALE);
+    /* the same times with a wrong signature stay bad_signature */
+    ck_assert_int_eq(verify_standard(src, SPEC_ID, "0", SPEC_SIGNATURE, SPEC_BODY, 1614265330,
+                                     &v), WEBHOOK_BAD_SIGNATURE);
+    webhooks_free(w);
+    teardown();
+}
+END_TEST
+
 START_TEST(test_hostile_signature_headers)
 {
     setup();
@@ -248,6 +281,22 @@ START_TEST(test_hostile_signature_headers)
     }
     headers h = {{"Stripe-Signature", NULL}, {good, NULL}};
     webhook_delivery d = {header_of, &h, body, strlen(body), 1700000000};
+    /* the time rule of every scheme: 600 s old is stale, 600 s ahead of
+     * tallyd's clock is clock_skew, within 300 s either way is taken */
+    d.now_s = 1700000000 + 600;
+    ck_assert_int_eq(webhook_verify(pay, &d, &v), WEBHOOK_STALE);
+    d.now_s = 1700000000 - 600;
+    ck_assert_int_eq(webhook_verify(pay, &d, &v), WEBHOOK_CLOCK_SKEW);
+    d.now_s = 1700000000 - 300;
+    ck_assert_int_eq(webhook_verify(pay, &d, &v), WEBHOOK_ACCEPTED);
+    /* the same signature in upper-case hex: refused, as stripe-node does */
+    char upper[sizeof(good)];
+    for (size_t i = 0; i < sizeof(good); i++)
+        upper[i] = i > strlen("t=1700000000,v1=") ? (char)toupper((unsigned char)good[i]) : good[i];
+    headers hup = {{"Stripe-Signature", NULL}, {upper, NULL}};
+    webhook_delivery dup = {header_of, &hup, body, strlen(body), 1700000000};
+    ck_assert_int_eq(webhook_verify(pay, &dup, &v), WEBHOOK_BAD_SIGNATURE);
+    d.now_s = 1700000000;
     ck_assert_int_eq(webhook_verify(pay, &d, &v), WEBHOOK_ACCEPTED);
     ck_assert(tally_str_equal(v.event_id, tally_str_from("evt_1")));
     ck_assert(tally_str_equal(v.event_type, tally_str_from("t")));
@@ -284,13 +333,14 @@ START_TEST(test_weak_secrets_are_refused)
     static const struct {
         const char *line, *secret, *says;
     } weak[] = {
-        {"a standard %s\n", "whsec_====\n", "whsec_ and base64"},
-        {"a standard %s\n", "whsec_AB=C\n", "whsec_ and base64"},
-        {"a standard %s\n", "whsec_YW5vdGhlci1zZWNyZXQta2V5LTEyMzQ\n", "whsec_ and base64"},
-        {"a standard %s\n", "whsec_\n", "whsec_ and base64"},
+        {"a standard %s\n", "whsec_====\n", "is base64"},
+        {"a standard %s\n", "whsec_AB=C\n", "is base64"},
+        {"a standard %s\n", "whsec_YW5vdGhlci1zZWNyZXQta2V5LTEyMzQ\n", "is base64"},
+        {"a standard %s\n", "whsec_\n", "is base64"},
         {"a standard %s\n", "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
          "all zero bytes"},
-        {"a standard %s\n", "whsec_MTIzNDU2Nzg=\n", "the key is 8 bytes, at least 16"},
+        {"a standard %s\n", "whsec_MTIzNDU2Nzg=\n", "the key is 8 bytes; Standard Webhooks keys are 24 to 64"},
+        {"a standard %s\n", "whsec_YW5vdGhlci1zZWNyZXQta2V5LTEyMzQ=\n", "the key is 23 bytes; Standard"},
         {"a stripe %s\n", "whsec_short\n", "the key is 11 bytes, at least 16"},
         {"a hmac-sha256 %s\n", "0123456789abcde\n", "the key is 15 bytes, at least 16"},
         {"a hmac-sha256 %s\n", "0123456789abcdef\nsecond-secret-line\n", "inner lines"},
@@ -333,6 +383,8 @@ START_TEST(test_weak_secrets_are_refused)
 }
 END_TEST
 
+static const char *hex_format = "%02x"; /* "%02X": the signature in upper case */
+
 static webhook_outcome verify_hmac(const webhook_source *src, const char *body,
                                    const char *delivery, const char *event,
                                    webhook_verified *v)
@@ -344,7 +396,7 @@ static webhook_outcome verify_hmac(const webhook_source *src, const char *body,
     static char sig[80];
     strcpy(sig, "sha256=");
     for (int i = 0; i < 32; i++)
-        sprintf(sig + 7 + 2 * i, "%02x", mac[i]);
+        sprintf(sig + 7 + 2 * i, hex_format, mac[i]);
     headers h = {{src->signature_header, "X-GitHub-Delivery", "X-GitHub-Event", NULL},
                  {sig, delivery, event, NULL}};
     webhook_delivery d = {header_of, &h, body, strlen(body), 1700000000};
@@ -380,6 +432,11 @@ START_TEST(test_hmac_dedupes_on_what_is_signed)
                       (int)v.event_id.len, v.event_id.ptr);
         ck_assert_uint_eq(v.event_type.len, 0);
     }
+    /* upper-case hex is refused, as by GitHub's own library */
+    webhook_verified upper;
+    hex_format = "%02X";
+    ck_assert_int_eq(verify_hmac(gh, body, "d-1", "issues", &upper), WEBHOOK_BAD_SIGNATURE);
+    hex_format = "%02x";
     webhooks_free(w);
 
     ck_assert_int_eq(load("j hmac-sha256 %s id_field=delivery_id type_field=kind\n",
@@ -427,6 +484,7 @@ int main(void)
 {
     const test_row tests[] = {
         {"standard", test_standard_spec_example, TIMEOUT_S},
+        {"standard", test_standard_time_not_in_seconds_is_stale, TIMEOUT_S},
         {"file", test_file_errors_name_file_and_line, TIMEOUT_S},
         {"file", test_readable_secret_is_refused, TIMEOUT_S},
         {"file", test_secret_that_is_not_a_file_is_refused, TIMEOUT_S},

@@ -1406,8 +1406,9 @@ START_TEST(test_check_validates_the_configuration)
         {"[nats]\nurl = nats://x:1\n", "needs url and stream"},
         {"[nats]\nurl = nats://x:1\nstream = S\nstorage = tape\n", ":4: storage: file or memory"},
         {"[endpoint a]\nurl = https://x/\n", "secret: required"},
-        {"[endpoint a]\nurl = https://x/\nsecret = nope\n", ":3: secret: whsec_"},
-        {"[endpoint a]\nurl = https://x/\nsecret = whsec_====\n", ":3: secret: not base64"},
+        {"[endpoint a]\nurl = https://x/\nsecret = nope!\n", ":3: secret: a Standard Webhooks secret is base64"},
+        {"[endpoint a]\nurl = https://x/\nsecret = whsec_====\n", ":3: secret: a Standard Webhooks secret is base64"},
+        {"[endpoint a]\nurl = https://x/\nsecret = whsec_AAECAw==\n", ":3: secret: the key is 4 bytes; Standard Webhooks keys are 24 to 64"},
         {"[endpoint a b]\n", "an endpoint name is"},
         {"[endpoint a]\nurl = ftp://x/\nsecret = " SECRET_TEXT "\n", "http:// or https://"},
         {"[endpoint a]\nmax_deliver = 0\n", ":2: max_deliver: not a number from 1"},
@@ -1446,6 +1447,12 @@ START_TEST(test_check_validates_the_configuration)
     const char *http[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--http", ":9", NULL};
     ck_assert_int_eq(test_run(http, NULL, &out, &err), 2);
     ck_assert_msg(strstr(err, "--http: http://HOST:PORT or none"), "%s", err);
+    free(out);
+    free(err);
+    /* the whsec_ prefix is optional, as in tallyd's intake */
+    file_write(path, "[endpoint a]\nurl = https://x/\nsecret = " SECRET_B64 "\n");
+    const char *bare[] = {relay, "--config", path, "--check", NULL};
+    ck_assert_int_eq(test_run(bare, NULL, &out, &err), 0);
     free(out);
     free(err);
     const char *http_ok[] = {relay, "--nats", "nats://x:1", "--stream", "S", "--http",
