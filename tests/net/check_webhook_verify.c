@@ -91,14 +91,23 @@ static webhook_outcome verify_standard(const webhook_source *src, const char *id
     return webhook_verify(src, &d, v);
 }
 
-START_TEST(test_standard_spec_example)
+/* The sources file of one standard source "std" with the spec's secret. */
+static net_webhooks *spec_source(webhook_source **src)
 {
     setup();
     net_webhooks *w = NULL;
     char error[512];
     ck_assert_int_eq(load("std standard %s\n", SPEC_SECRET "\n", 0600, &w, error, sizeof(error)),
                      TALLY_ok);
-    webhook_source *src = webhooks_find(w, "std");
+    *src = webhooks_find(w, "std");
+    return w;
+}
+
+START_TEST(test_standard_spec_example)
+{
+    webhook_source *src;
+    net_webhooks *w = spec_source(&src);
+    char error[512];
     ck_assert_ptr_nonnull(src);
     ck_assert_str_eq(src->consumer, "webhook:std");
     webhook_verified v;
@@ -230,12 +239,8 @@ END_TEST
  * "<id>.<time>.<body>". */
 START_TEST(test_standard_time_not_in_seconds_is_stale)
 {
-    setup();
-    net_webhooks *w = NULL;
-    char error[512];
-    ck_assert_int_eq(load("std standard %s\n", SPEC_SECRET "\n", 0600, &w, error, sizeof(error)),
-                     TALLY_ok);
-    webhook_source *src = webhooks_find(w, "std");
+    webhook_source *src;
+    net_webhooks *w = spec_source(&src);
     webhook_verified v;
     ck_assert_int_eq(verify_standard(src, SPEC_ID, "1614265330000", MS_SIGNATURE, SPEC_BODY,
                                      1614265330, &v), WEBHOOK_STALE);
