@@ -65,7 +65,9 @@ install_dependencies
 build
 case "$command" in
     build) ;;
-    run) exec "$top/build/tallyd" "$@" ;;
+    run)
+        echo "setup.sh: the programs are in $top/build; in another shell: export PATH=\"$top/build:\$PATH\"" >&2
+        exec "$top/build/tallyd" "$@" ;;
     # The suites mostly wait on processes and sockets: twice as many jobs
     # as cores keeps both busy (each test has its own temp dir and ports).
     test) make -C build -j"$(( 2 * $(nproc) ))" check ;;

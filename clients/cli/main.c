@@ -107,6 +107,9 @@ static int client_open(cli *c)
     if (strlen(c->consumer) > TALLY_CONSUMER_BYTES_MAX)
         return usage_error(c, "consumer '%s' is longer than %d bytes", c->consumer,
                            TALLY_CONSUMER_BYTES_MAX);
+    const char *env_token = getenv("TALLY_TOKEN");
+    if (env_token && strlen(env_token) > TALLY_CLIENT_TOKEN_BYTES_MAX)
+        return usage_error(c, "$TALLY_TOKEN: longer than %d bytes", TALLY_CLIENT_TOKEN_BYTES_MAX);
     static char token[TALLY_CLIENT_TOKEN_BYTES_MAX + 1];
     int trc = cli_token_resolve(c, token, sizeof(token));
     if (trc != CLI_EXIT_OK)
@@ -131,9 +134,9 @@ static int client_open(cli *c)
     if (rc != TALLY_ok)
         return usage_error(c, "%s", why);
     rc = tally_client_open(&o, &c->client);
-    if (rc == TALLY_invalid_argument)
-        return usage_error(c, "bad URL '%s', consumer '%s' or token ($TALLY_TOKEN: 1-256 "
-                           "bytes)", c->url, c->consumer);
+    if (rc == TALLY_invalid_argument) /* the consumer and token were checked above */
+        return usage_error(c, "bad URL '%s' (tcp://HOST:PORT, ipc:///PATH, ws://HOST:PORT/PATH "
+                           "or tls+tcp://HOST:PORT)", c->url);
     if (rc != TALLY_ok) {
         fprintf(stderr, "tally: cannot start the client: %s\n", tally_strerror(rc));
         return CLI_EXIT_REJECTED;

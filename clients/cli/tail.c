@@ -164,6 +164,14 @@ static int tail_durable(cli *c, uint64_t count)
         return read_failure(c, what, rc);
     if (tail_interrupted)
         tally_subscriber_stop(tail_subscriber);
+    /* fewer events than --count waiting: say so rather than wait silently */
+    tally_subscriber_info info;
+    if (count > 0 && tally_subscriber_get(c->client, name, &info) == TALLY_ok &&
+        info.pending < count)
+        fprintf(stderr,
+                "tally: subscriber %s has %" PRIu64 " event(s) to deliver; waiting for %" PRIu64
+                " more to reach --count %" PRIu64 " (Ctrl-C to stop)\n",
+                name, info.pending, count - info.pending, count);
     tail_header(c, true);
     /* One stable instance (tally-cli, or --instance): a tail started again
      * gets the unacked window of the one before it at once

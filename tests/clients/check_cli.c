@@ -372,6 +372,20 @@ START_TEST(test_usage_errors_exit_2)
         ck_assert_str_eq(r.out, "");
         output_free(&r);
     }
+    /* a bad URL or consumer: the message says which */
+    static const struct {
+        const char *argv[6];
+        const char *says;
+    } which[] = {
+        {{"--url", "nope://x", "stats", NULL}, "bad URL 'nope://x' (tcp://HOST:PORT"},
+        {{"--consumer", "", "stats", NULL}, "--consumer must be 1 to 64 bytes"},
+    };
+    for (size_t i = 0; i < sizeof(which) / sizeof(which[0]); i++) {
+        cli_output r = tally_argv(which[i].argv);
+        ck_assert_msg(r.status == 2 && strstr(r.err, which[i].says), "which %zu: exit %d: %s", i,
+                      r.status, r.err);
+        output_free(&r);
+    }
 }
 END_TEST
 
