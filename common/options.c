@@ -182,6 +182,10 @@ int options_load_command_line(options_set *s, const char *program, const options
         usage(s, stdout);
         return 0;
     }
+    if (options_find(s, "version") && options_given_count(s, "version", NULL)) {
+        printf("%s %s\n", s->program, PACKAGE_VERSION);
+        return 0;
+    }
     char why[OPTIONS_WHY_BYTES_MAX];
     rc = options_apply(s, target, why, sizeof(why));
     if (rc == 2)

@@ -84,9 +84,11 @@ typedef struct options_row {
  * (a plain number: a _Static_assert next to the row says so when in doubt). */
 #define OPTIONS_STRINGIFY(x) #x
 #define OPTIONS_TEXT_OF(x) OPTIONS_STRINGIFY(x)
-/* The row of --help: options_load_command_line prints the usage. */
+/* The rows of --help and --version: options_load_command_line prints the
+ * usage, or "PROGRAM VERSION" (the package's version). */
 #define OPTIONS_ROW_HELP                                                                    \
-    {"help", NULL, NULL, "print this help and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE}
+    {"help", NULL, NULL, "print this help and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE},      \
+    {"version", NULL, NULL, "print the version and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE}
 
 /* Where a value came from: a file's line, or the command line (file NULL). */
 typedef struct options_value {

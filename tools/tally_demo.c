@@ -142,11 +142,12 @@ static const options_row rows[] = {
      OPTIONS_TEXT(demo_options, dir), .short_name = 'd'},
     {"help", NULL, NULL, "print this help and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE,
      .short_name = 'h'},
+    {"version", NULL, NULL, "print the version and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE},
 };
 
 static void usage(const options_set *set, FILE *f)
 {
-    fprintf(f, "usage: tally-demo [--data DIR] [--help]\n"
+    fprintf(f, "usage: tally-demo [--data DIR] [--help] [--version]\n"
                "Opens (or creates) a tally store in DIR, applies a few commands with fixed\n"
                "idempotency keys and prints outcomes, balances and events. A second run\n"
                "replays every command: no new effects.\n"

@@ -4,8 +4,9 @@
 # tests/net/check_config's): for each, --help exits 0 and lists every
 # option scripts rely on, with its placeholder; an unknown option, a
 # missing value and a stray word exit 2 naming what is wrong and pointing
-# to --help. The option lists below are the contract: an option that
-# disappears from a table fails here. Run by make check (TALLY_BUILDDIR,
+# to --help; --version prints the name and the package's version. The
+# option lists below are the contract: an option that disappears from a
+# table fails here. Run by make check (TALLY_BUILDDIR,
 # TALLY_SRCDIR from the test environment).
 set -u
 : "${TALLY_BUILDDIR:?run by make check}" "${TALLY_SRCDIR:?}"
@@ -91,5 +92,16 @@ if [ -x "$TALLY_BUILDDIR/tally-relay" ]; then
 else
     ok "tally-relay is not built: skipped"
 fi
+
+# --version: every program prints "NAME VERSION" (the package's) and exits 0
+version=$(sed -n 's/^AC_INIT(\[[^]]*\], *\[\([^]]*\)\].*/\1/p' "$TALLY_SRCDIR/configure.ac")
+[ -n "$version" ] || fail "no version in configure.ac's AC_INIT"
+for program in tallyd tally tally-recon tally-relay tally-bench tally-echo tally-readmodel \
+    tally-stripe-mapper tally-demo; do
+    [ -x "$TALLY_BUILDDIR/$program" ] || continue
+    out=$("$TALLY_BUILDDIR/$program" --version 2>&1)
+    expect "$program --version exits" 0 $?
+    [ "$out" = "$program $version" ] || fail "$program --version: '$out', want '$program $version'"
+done
 
 shell_test_end options
