@@ -522,19 +522,7 @@ END_TEST
 /* Rewrite the event at seq with edit applied to a copy of its bytes. */
 static void tamper_event(test_store *ts, uint64_t seq, void (*edit)(uint8_t *ev, size_t len))
 {
-    store_txn t;
-    begin_write(ts, &t);
-    uint8_t key[8];
-    log_seq_key(seq, key);
-    MDB_val v;
-    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
-    uint8_t *ev = malloc(v.mv_size);
-    ck_assert_ptr_nonnull(ev);
-    memcpy(ev, v.mv_data, v.mv_size);
-    edit(ev, v.mv_size);
-    ck_assert_int_eq(store_put(&t, STORE_DB_LOG, key, 8, ev, v.mv_size, 0), TALLY_ok);
-    commit(&t);
-    free(ev);
+    test_event_rewrite(ts->st, seq, edit);
 }
 
 /* The transfer's amount, 100 as a positive fixint, becomes 101: the body's
