@@ -177,7 +177,8 @@ int store_why(char *why, size_t why_bytes, int code, const char *fmt, ...)
 /* Read LMDB's two meta pages of DIR/data.mdb from the file and check them:
  * each marked as a meta page, LMDB's magic number and data format, its own
  * page number, its last page within the file and its roots within that,
- * one page size, and transaction ids that LMDB's alternation explains.
+ * one page size, and transaction ids that LMDB's alternation explains (an
+ * empty data.mdb is a new environment to LMDB: TALLY_ok).
  * LMDB itself checks only the first three, and only at its open; the rest
  * it uses as it finds them (store_meta.c). No lock is taken: check a store
  * no writer has open. Returns TALLY_ok, TALLY_corrupt_record,
