@@ -112,6 +112,10 @@ int ledger_open_check(store_txn *t, uint64_t events_max, ledger_open_check_resul
                              tally_strerror(rc));
     }
     unsigned end = log_chain_end(&w.chain, &head);
+    if (end == LOG_CHAIN_HEAD_GAP && head.seq == 0)
+        return store_why(why, why_bytes, TALLY_corrupt_record,
+                         "%s: the head record (meta \"head\") is missing, but the log ends at "
+                         "seq %" PRIu64, file, w.chain.expect_seq - 1);
     if (end == LOG_CHAIN_HEAD_GAP)
         return store_why(why, why_bytes, TALLY_corrupt_record,
                          "%s: the head record (meta \"head\") names seq %" PRIu64

@@ -417,6 +417,17 @@ void test_event_rewrite(store *st, uint64_t seq, void (*edit)(uint8_t *ev, size_
     free(ev);
 }
 
+void test_event_rehash_other_time(uint8_t *ev, size_t len)
+{
+    static const uint32_t time_at[] = {6}; /* time_ms: 0xcf and 8 bytes */
+    size_t at = test_msgpack_at(ev, len, time_at, 1);
+    ck_assert_uint_eq(ev[at], 0xcf);
+    ev[at + 8] ^= 1;
+    uint8_t prev[LOG_HASH_BYTES];
+    memcpy(prev, ev + len - LOG_HASH_ENTRY_BYTES - LOG_HASH_BYTES, LOG_HASH_BYTES);
+    ck_assert_int_eq(log_event_hash(prev, ev, len, ev + len - LOG_HASH_BYTES), TALLY_ok);
+}
+
 static void copy_type(const log_event *ev, void *ctx)
 {
     char *out = ctx;
