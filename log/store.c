@@ -113,7 +113,7 @@ static int store_open_fault(store *st, int mrc, const char *doing)
         return rc;
     int meta = store_meta_pages_check(st->path, st->why, st->why_bytes);
     if (meta == TALLY_corrupt_record || meta == TALLY_store_version_mismatch)
-        return TALLY_corrupt_record;
+        return meta;
     return store_why(st->why, st->why_bytes, rc, "%s/data.mdb: damaged: %s: %s", st->path, doing,
                      mdb_strerror(mrc));
 }

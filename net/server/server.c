@@ -52,8 +52,9 @@ static int store_refused(server *srv, int rc, const char *why)
 {
     if (rc == TALLY_corrupt_record)
         net_log(NET_LOG_ERROR, "refusing the damaged store %s: %s (tally-recon --data %s tells "
-                "more; --skip-open-check skips tallyd's own check, for recovery work)",
-                srv->opt->data_dir, why[0] ? why : tally_strerror(rc), srv->opt->data_dir);
+                "more%s)", srv->opt->data_dir, why[0] ? why : tally_strerror(rc),
+                srv->opt->data_dir, srv->opt->skip_open_check ? "" : "; --skip-open-check skips "
+                "tallyd's own check, for recovery work");
     else
         net_log(NET_LOG_ERROR, "cannot open store %s: %s", srv->opt->data_dir,
                 why[0] ? why : tally_strerror(rc));
