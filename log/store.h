@@ -180,8 +180,9 @@ int store_why(char *why, size_t why_bytes, int code, const char *fmt, ...)
  * one page size, and transaction ids that LMDB's alternation explains (an
  * empty data.mdb is a new environment to LMDB: TALLY_ok).
  * LMDB itself checks only the first three, and only at its open; the rest
- * it uses as it finds them (store_meta.c). No lock is taken: check a store
- * no writer has open. Returns TALLY_ok, TALLY_corrupt_record,
+ * it uses as it finds them (store_meta.c). No lock is taken: beside a live
+ * writer, ids that a commit between the two reads could explain are read
+ * again before they count. Returns TALLY_ok, TALLY_corrupt_record,
  * TALLY_store_version_mismatch (another LMDB data format) or the file's
  * error, with a sentence naming the file and the page in why (NULL: not
  * said). */

@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The layout read here is LMDB's for 64-bit size_t; elsewhere the pages
@@ -56,6 +57,10 @@
 #define PAGE_BYTES_MIN 512u
 #define PAGE_BYTES_MAX 65536u
 #define ROOT_NONE UINT64_MAX /* P_INVALID: an empty database */
+/* A live writer may commit between the reads of the two pages (a reader
+ * such as tally-recon does not hold the lock): ids that do not relate are
+ * looked at again, this many times in all, before they count as damage. */
+#define META_LOOKS_MAX 3
 
 typedef struct meta_page {
     uint64_t pgno;
@@ -118,6 +123,76 @@ static int meta_check_one(const char *file, unsigned i, const meta_page *m, uint
     return TALLY_ok;
 }
 
+/* Read both pages (pages_read of them: page 1 lies one page further, and
+ * page 0 says how large a page is, as LMDB reads them; a page 0 that
+ * cannot say leaves page 1 unread). TALLY_ok or the read's fault, said. */
+static int meta_read(int fd, const char *file, meta_page m[META_PAGES], unsigned *pages_read,
+                     char *why, size_t why_bytes)
+{
+    uint8_t buf[META_READ_BYTES];
+    uint64_t page_bytes = 0;
+    memset(m, 0, META_PAGES * sizeof(*m));
+    *pages_read = 0;
+    for (unsigned i = 0; i < META_PAGES; i++) {
+        ssize_t got = pread(fd, buf, sizeof(buf), (off_t)(i * page_bytes));
+        if (got != (ssize_t)sizeof(buf))
+            return store_why(why, why_bytes,
+                             got < 0 ? store_translate(errno) : TALLY_corrupt_record,
+                             "%s: not an LMDB environment, or cut short: LMDB meta page %u "
+                             "cannot be read (%s)", file, i,
+                             got < 0 ? strerror(errno) : "the file is too short");
+        meta_decode(buf, &m[i]);
+        (*pages_read)++;
+        page_bytes = m[0].page_bytes;
+        if (page_bytes < PAGE_BYTES_MIN || page_bytes > PAGE_BYTES_MAX ||
+            (page_bytes & (page_bytes - 1)) != 0)
+            break;
+    }
+    return TALLY_ok;
+}
+
+/* One look at the pages of the open file. *moving: the pages fail only
+ * in how their transaction ids relate, which a writer committing between
+ * the reads of the two pages can also cause. */
+static int meta_look(int fd, const char *file, bool *moving, char *why, size_t why_bytes)
+{
+    *moving = false;
+    struct stat sb;
+    meta_page m[META_PAGES];
+    unsigned pages_read;
+    if (fstat(fd, &sb) != 0)
+        return store_translate(errno);
+    if (sb.st_size == 0) /* LMDB makes an empty file a new environment */
+        return TALLY_ok;
+    int rc = meta_read(fd, file, m, &pages_read, why, why_bytes);
+    if (rc == TALLY_ok && pages_read < META_PAGES) { /* page 0 gives no page size */
+        if (!(m[0].flags & PAGE_FLAG_META) || m[0].magic != META_MAGIC)
+            return meta_check_one(file, 0, &m[0], 0, &m[0], why, why_bytes); /* says which */
+        return store_why(why, why_bytes, TALLY_corrupt_record,
+                         "%s: LMDB meta page 0 is damaged (page size %u)", file, m[0].page_bytes);
+    }
+    for (unsigned i = 0; rc == TALLY_ok && i < META_PAGES; i++)
+        rc = meta_check_one(file, i, &m[i], (uint64_t)sb.st_size / m[0].page_bytes, &m[1 - i],
+                            why, why_bytes);
+    if (rc == TALLY_ok && m[1].page_bytes != m[0].page_bytes)
+        rc = store_why(why, why_bytes, TALLY_corrupt_record,
+                       "%s: LMDB meta pages disagree on the page size (%u and %u): one is "
+                       "damaged", file, m[0].page_bytes, m[1].page_bytes);
+    if (rc != TALLY_ok)
+        return rc;
+    /* Each commit writes the page of its transaction id's parity, so the
+     * two ids are consecutive (both 0 before the first commit). */
+    uint64_t apart = m[0].txnid > m[1].txnid ? m[0].txnid - m[1].txnid : m[1].txnid - m[0].txnid;
+    if (apart <= 1 && (m[0].txnid == 0 || (m[0].txnid & 1) == 0) &&
+        (m[1].txnid == 0 || (m[1].txnid & 1) == 1))
+        return TALLY_ok;
+    *moving = true;
+    return store_why(why, why_bytes, TALLY_corrupt_record,
+                     "%s: LMDB meta pages hold transactions %llu and %llu (page 0 an even one, "
+                     "page 1 the next or the one before): one is damaged", file,
+                     (unsigned long long)m[0].txnid, (unsigned long long)m[1].txnid);
+}
+
 int store_meta_pages_check(const char *dir, char *why, size_t why_bytes)
 {
     if (!META_LAYOUT_KNOWN)
@@ -129,59 +204,10 @@ int store_meta_pages_check(const char *dir, char *why, size_t why_bytes)
         int e = errno;
         return store_why(why, why_bytes, store_translate(e), "%s: %s", file, strerror(e));
     }
-    struct stat sb;
-    uint8_t buf[META_PAGES][META_READ_BYTES];
-    meta_page m[META_PAGES];
-    int rc = fstat(fd, &sb) == 0 ? TALLY_ok : store_translate(errno);
-    if (rc == TALLY_ok && sb.st_size == 0) { /* LMDB makes an empty file a new environment */
-        close(fd);
-        return TALLY_ok;
-    }
-    memset(m, 0, sizeof(m));
-    /* Page 1 lies one page further: page 0 says how large a page is (LMDB
-     * reads it so too); with a page 0 that cannot say, page 1 is not read. */
-    uint64_t page_bytes = 0;
-    unsigned pages_read = 0;
-    for (unsigned i = 0; rc == TALLY_ok && i < META_PAGES; i++) {
-        ssize_t got = pread(fd, buf[i], sizeof(buf[i]), (off_t)(i * page_bytes));
-        if (got != (ssize_t)sizeof(buf[i])) {
-            rc = store_why(why, why_bytes, got < 0 ? store_translate(errno) : TALLY_corrupt_record,
-                           "%s: not an LMDB environment, or cut short: LMDB meta page %u cannot be "
-                           "read (%s)", file, i,
-                           got < 0 ? strerror(errno) : "the file is too short");
-            break;
-        }
-        meta_decode(buf[i], &m[i]);
-        pages_read++;
-        page_bytes = m[0].page_bytes;
-        if (page_bytes < PAGE_BYTES_MIN || page_bytes > PAGE_BYTES_MAX ||
-            (page_bytes & (page_bytes - 1)) != 0)
-            break;
-    }
+    bool moving = true;
+    int rc = TALLY_ok;
+    for (int look = 0; moving && look < META_LOOKS_MAX; look++)
+        rc = meta_look(fd, file, &moving, why, why_bytes);
     close(fd);
-    if (rc == TALLY_ok && pages_read < META_PAGES) { /* page 0 gives no page size */
-        if (!(m[0].flags & PAGE_FLAG_META) || m[0].magic != META_MAGIC)
-            return meta_check_one(file, 0, &m[0], 0, &m[0], why, why_bytes); /* says which */
-        return store_why(why, why_bytes, TALLY_corrupt_record,
-                         "%s: LMDB meta page 0 is damaged (page size %llu)", file,
-                         (unsigned long long)page_bytes);
-    }
-    for (unsigned i = 0; rc == TALLY_ok && i < META_PAGES; i++)
-        rc = meta_check_one(file, i, &m[i], (uint64_t)sb.st_size / page_bytes, &m[1 - i], why,
-                            why_bytes);
-    if (rc == TALLY_ok && m[1].page_bytes != m[0].page_bytes)
-        rc = store_why(why, why_bytes, TALLY_corrupt_record,
-                       "%s: LMDB meta pages disagree on the page size (%u and %u): one is "
-                       "damaged", file, m[0].page_bytes, m[1].page_bytes);
-    /* Each commit writes the page of its transaction id's parity, so the
-     * two ids are consecutive (both 0 before the first commit). */
-    uint64_t apart = rc != TALLY_ok ? 0
-                     : m[0].txnid > m[1].txnid ? m[0].txnid - m[1].txnid : m[1].txnid - m[0].txnid;
-    if (rc == TALLY_ok && (apart > 1 || (m[0].txnid != 0 && (m[0].txnid & 1) != 0) ||
-                           (m[1].txnid != 0 && (m[1].txnid & 1) == 0)))
-        rc = store_why(why, why_bytes, TALLY_corrupt_record,
-                       "%s: LMDB meta pages hold transactions %llu and %llu (page 0 an even "
-                       "one, page 1 the next or the one before): one is damaged", file,
-                       (unsigned long long)m[0].txnid, (unsigned long long)m[1].txnid);
     return rc;
 }

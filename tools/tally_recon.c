@@ -372,6 +372,12 @@ static int open_store(recon *r, store **out)
         return cannot_run(r, TALLY_invalid_argument, "%s: larger than a tally store can be",
                           data_path);
     char why[TALLY_PATH_BYTES_MAX + 256] = "";
+    /* LMDB would use damaged meta pages as it finds them: a file cut short
+     * would fault (SIGBUS) in the middle of the checks. */
+    int meta = store_meta_pages_check(dir, why, sizeof(why));
+    if (meta == TALLY_corrupt_record || meta == TALLY_store_version_mismatch)
+        return cannot_run(r, meta, "%s", why);
+    why[0] = '\0';
     store_options o = {.path = dir, .read_only = true,
                        .map_size_bytes = (size + RECON_MAP_HEADROOM_BYTES) & ~(uint64_t)0xfffff,
                        .why = why, .why_bytes = sizeof(why)};

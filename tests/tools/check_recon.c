@@ -1135,6 +1135,32 @@ START_TEST(missing_or_foreign_directories_exit_2)
 }
 END_TEST
 
+/* Damaged LMDB meta pages are named (file, page, fault), before LMDB
+ * uses them: a data.mdb cut short would fault in the middle of the checks. */
+START_TEST(damaged_meta_pages_exit_2)
+{
+    test_store ts;
+    copy_master(&ts);
+    close_copy(&ts);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/data.mdb", ts.dir);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint32_t two = 2; /* page 1's LMDB data format (log/store_meta.c's layout) */
+    long page = sysconf(_SC_PAGESIZE);
+    uint32_t one;
+    ck_assert_int_eq(pread(fd, &one, 4, page + 20), 4);
+    ck_assert_int_eq(pwrite(fd, &two, 4, page + 20), 4);
+    EXPECT_CANNOT_RUN("LMDB meta page 1 is damaged (it says LMDB data format 2, page 0 says 1)",
+                      "--data", ts.dir);
+    ck_assert_int_eq(pwrite(fd, &one, 4, page + 20), 4);
+    ck_assert_int_eq(ftruncate(fd, 4 * page), 0);
+    close(fd);
+    EXPECT_CANNOT_RUN("the file was cut short", "--data", ts.dir);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
 START_TEST(bad_statement_files_exit_2)
 {
     test_store ts;
@@ -1401,6 +1427,7 @@ static Suite *recon_suite(void)
         {"events_jsonl", events_statement_json_lines, TEST_TIMEOUT_S},
         {"statement_cap", statement_findings_are_capped_too, TEST_TIMEOUT_S},
         {"bad_dirs", missing_or_foreign_directories_exit_2, TEST_TIMEOUT_S},
+        {"meta_pages", damaged_meta_pages_exit_2, TEST_TIMEOUT_S},
         {"bad_statements", bad_statement_files_exit_2, TEST_TIMEOUT_S},
         {"usage", usage_errors_exit_2, TEST_TIMEOUT_S},
         {"help", help_lists_every_check, TEST_TIMEOUT_S},
