@@ -60,6 +60,9 @@
  * size of the data directory's filesystem, whichever is smaller. */
 #define TALLY_MAP_MAX_BYTES_DEFAULT (UINT64_C(1) << 40)        /* 1 TiB */
 #define TALLY_STORE_READERS_MAX 512
+/* tallyd's check at open follows the hash chain of this many of the last
+ * events (ledger/open_check.h; docs/OPERATIONS.md has what it costs). */
+#define TALLY_OPEN_CHECK_EVENTS 1000
 #define TALLY_PATH_BYTES_MAX 4000
 /* A TLS certificate, key or CA file (PEM; a CA bundle of a few hundred
  * certificates fits). */

@@ -451,8 +451,7 @@ static void check_event_causation(audit *a, const log_event *ev)
 typedef struct log_walk {
     audit *a;
     uint64_t head_seq;
-    uint64_t expect_seq;
-    uint8_t prev_hash[LOG_HASH_BYTES];
+    log_chain chain;
 } log_walk;
 
 /* Everything the walk checks of one event, decoded or not (d->rc). */
@@ -460,22 +459,19 @@ static int walk_decoded(log_walk *w, audit_decoded_event *d)
 {
     audit *a = w->a;
     char name[64]; /* named only for a finding: this runs for every event */
-    if (d->seq != w->expect_seq) {
-        audit_report(a, "log_gap", AUDIT_SEQ(name, d->seq), "expected seq %" PRIu64, w->expect_seq);
-        memset(w->prev_hash, 0xff, LOG_HASH_BYTES); /* chain unknown across a gap */
-    }
-    w->expect_seq = d->seq + 1;
-    a->stats->events++;
+    uint64_t expected = w->chain.expect_seq;
     const log_event *ev = &d->ev;
-    if (d->rc != TALLY_ok) {
+    unsigned faults = log_chain_step(&w->chain, d->seq, d->rc == TALLY_ok ? ev : NULL);
+    if (faults & LOG_CHAIN_GAP)
+        audit_report(a, "log_gap", AUDIT_SEQ(name, d->seq), "expected seq %" PRIu64, expected);
+    a->stats->events++;
+    if (faults & LOG_CHAIN_UNDECODED) {
         audit_report(a, "hash_chain", AUDIT_SEQ(name, d->seq), "event does not decode or its hash is wrong");
-        memset(w->prev_hash, 0xff, LOG_HASH_BYTES);
     } else {
-        if (ev->seq != d->seq)
+        if (faults & LOG_CHAIN_SEQ_DIFFERS)
             audit_report(a, "hash_chain", AUDIT_SEQ(name, d->seq), "event carries seq %" PRIu64, ev->seq);
-        if (memcmp(ev->prev_hash, w->prev_hash, LOG_HASH_BYTES) != 0)
+        if (faults & LOG_CHAIN_LINK)
             audit_report(a, "hash_chain", AUDIT_SEQ(name, d->seq), "prev_hash does not match the previous event");
-        memcpy(w->prev_hash, ev->hash, LOG_HASH_BYTES);
         fold_event(a, ev);
         check_event_causation(a, ev);
         if (a->opt->each_event)
@@ -494,8 +490,8 @@ int audit_check_log(audit *a)
     if (rc != TALLY_ok)
         return rc;
     a->head_seq = head.seq;
-    log_walk w = {.a = a, .head_seq = head.seq, .expect_seq = a->floor.seq + 1};
-    memcpy(w.prev_hash, a->floor.hash, LOG_HASH_BYTES); /* zeros without retention */
+    log_walk w = {.a = a, .head_seq = head.seq};
+    log_chain_start(&w.chain, a->floor.seq + 1, a->floor.hash); /* zeros without retention */
     /* Decoding (msgpack and the hash) is most of the work: it runs on a
      * thread of its own over the same snapshot when it can (invariants_pipe.c). */
     rc = audit_decode_log(a, walk_decoded_fn, &w);
@@ -503,10 +499,11 @@ int audit_check_log(audit *a)
         return rc;
     char name[64];
     audit_name_seq(head.seq, name);
-    if (w.expect_seq != head.seq + 1)
+    unsigned end = log_chain_end(&w.chain, &head);
+    if (end == LOG_CHAIN_HEAD_GAP)
         audit_report(a, "log_gap", name, "meta head is %" PRIu64 " but the log ends at %" PRIu64,
-               head.seq, w.expect_seq - 1);
-    else if (head.seq > 0 && memcmp(w.prev_hash, head.hash, LOG_HASH_BYTES) != 0)
+               head.seq, w.chain.expect_seq - 1);
+    else if (end == LOG_CHAIN_HEAD_HASH)
         audit_report(a, "hash_chain", name, "meta head hash differs from the last event's");
     return TALLY_ok;
 }

@@ -202,3 +202,59 @@ int log_event_load(store_txn *t, uint64_t seq, msgpack_unpacked *unpacked, log_e
     int rc = store_get(t, STORE_DB_LOG, k, 8, &v);
     return rc == TALLY_ok ? log_event_decode(v.mv_data, v.mv_size, unpacked, out) : rc;
 }
+
+int log_last_seq(store_txn *t, uint64_t *seq)
+{
+    store_scan s;
+    int rc = store_scan_begin(t, STORE_DB_LOG, NULL, 0, true, &s);
+    if (rc != TALLY_ok)
+        return rc;
+    *seq = 0;
+    if (store_scan_on(&s) && s.key.mv_size != 8)
+        rc = TALLY_corrupt_record;
+    else if (store_scan_on(&s))
+        *seq = get_u64_be(s.key.mv_data);
+    return store_scan_end(&s, rc);
+}
+
+/* ---- the hash chain ---- */
+
+void log_chain_start(log_chain *c, uint64_t first_seq, const uint8_t *prev_hash)
+{
+    c->expect_seq = first_seq;
+    c->prev_known = prev_hash != NULL;
+    if (prev_hash != NULL)
+        memcpy(c->prev_hash, prev_hash, LOG_HASH_BYTES);
+}
+
+unsigned log_chain_step(log_chain *c, uint64_t seq, const log_event *ev)
+{
+    unsigned faults = 0;
+    if (seq != c->expect_seq) {
+        faults |= LOG_CHAIN_GAP;
+        memset(c->prev_hash, 0xff, LOG_HASH_BYTES); /* the chain is unknown across a gap */
+    }
+    c->expect_seq = seq + 1;
+    if (ev == NULL) {
+        memset(c->prev_hash, 0xff, LOG_HASH_BYTES);
+        c->prev_known = true;
+        return faults | LOG_CHAIN_UNDECODED;
+    }
+    if (ev->seq != seq)
+        faults |= LOG_CHAIN_SEQ_DIFFERS;
+    if ((c->prev_known || (faults & LOG_CHAIN_GAP)) &&
+        memcmp(ev->prev_hash, c->prev_hash, LOG_HASH_BYTES) != 0)
+        faults |= LOG_CHAIN_LINK;
+    memcpy(c->prev_hash, ev->hash, LOG_HASH_BYTES);
+    c->prev_known = true;
+    return faults;
+}
+
+unsigned log_chain_end(const log_chain *c, const log_head *head)
+{
+    if (c->expect_seq != head->seq + 1)
+        return LOG_CHAIN_HEAD_GAP;
+    if (head->seq > 0 && c->prev_known && memcmp(c->prev_hash, head->hash, LOG_HASH_BYTES) != 0)
+        return LOG_CHAIN_HEAD_HASH;
+    return 0;
+}

@@ -21,6 +21,7 @@
 #include "log/store.h"
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct log_head {
@@ -65,6 +66,41 @@ int log_page_measure(store_txn *t, uint64_t from_seq, uint64_t max_count, size_t
 
 /* Lowest seq stored (0 when empty). */
 int log_first_seq(store_txn *t, uint64_t *seq);
+
+/* Seq of the last stored event (0 when empty). */
+int log_last_seq(store_txn *t, uint64_t *seq);
+
+/* Following the hash chain event by event, in seq order: tally-recon's
+ * walk of the whole log (ledger/invariants_log.c) and tallyd's check of
+ * the last events at open (ledger/open_check.c) share it. */
+typedef struct log_chain {
+    uint64_t expect_seq;               /* the seq the next event must have */
+    uint8_t prev_hash[LOG_HASH_BYTES]; /* the hash it must chain to */
+    bool prev_known;                   /* false: the next event's prev_hash is taken as given */
+} log_chain;
+
+/* What is wrong with an event, or with the head after the last one (bits). */
+#define LOG_CHAIN_GAP 1u         /* the event's seq is not the one expected */
+#define LOG_CHAIN_UNDECODED 2u   /* it does not decode or its own hash is wrong */
+#define LOG_CHAIN_SEQ_DIFFERS 4u /* it carries another seq than its key */
+#define LOG_CHAIN_LINK 8u        /* its prev_hash is not the previous event's hash */
+#define LOG_CHAIN_HEAD_GAP 16u   /* meta head is not the last event's seq */
+#define LOG_CHAIN_HEAD_HASH 32u  /* meta head hash differs from the last event's */
+
+/* Start at first_seq, chained to prev_hash (NULL: not known, e.g. in the
+ * middle of the log; zeros before seq 1, the retention floor's hash after
+ * a floor). */
+void log_chain_start(log_chain *c, uint64_t first_seq, const uint8_t *prev_hash);
+
+/* One event: the stored one at seq, ev its decoding (NULL: it did not
+ * decode or its hash is wrong). Returns the faults found (0: none) and
+ * moves the chain past it; after a gap or an event that does not decode
+ * the next link cannot be right and is reported too. */
+unsigned log_chain_step(log_chain *c, uint64_t seq, const log_event *ev);
+
+/* After the last event: whether head names it (0, LOG_CHAIN_HEAD_GAP or
+ * LOG_CHAIN_HEAD_HASH). */
+unsigned log_chain_end(const log_chain *c, const log_head *head);
 
 /* Key bytes for a seq. */
 static inline void log_seq_key(uint64_t seq, uint8_t key[8]) { put_u64_be(key, seq); }

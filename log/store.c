@@ -16,6 +16,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ struct store {
     tally_id128 instance_id;
     const tally_id128 *new_instance_id; /* store_options.instance_id, while opening */
     char path[TALLY_PATH_BYTES_MAX + 1];
+    char *why; /* store_options.why, while opening */
+    size_t why_bytes;
     _Atomic uint64_t map_max_bytes; /* what the map may grow to; 0 = not set (its size) */
 };
 
@@ -89,6 +92,73 @@ static int store_lock(store *st)
     return TALLY_ok;
 }
 
+int store_why(char *why, size_t why_bytes, int code, const char *fmt, ...)
+{
+    if (why != NULL && why_bytes > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_bytes, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* An LMDB code met while opening: translated, and when it means damage,
+ * said with the file and what was being done, or with the meta page that
+ * LMDB was misled by. */
+static int store_open_fault(store *st, int mrc, const char *doing)
+{
+    int rc = store_translate(mrc);
+    if (rc != TALLY_corrupt_record)
+        return rc;
+    int meta = store_meta_pages_check(st->path, st->why, st->why_bytes);
+    if (meta == TALLY_corrupt_record || meta == TALLY_store_version_mismatch)
+        return meta;
+    return store_why(st->why, st->why_bytes, rc, "%s/data.mdb: damaged: %s: %s", st->path, doing,
+                     mdb_strerror(mrc));
+}
+
+/* Whether a store without a format record is a new one: nothing in meta,
+ * the log or the accounts. */
+static bool store_is_new(store *st, MDB_txn *txn)
+{
+    static const store_db dbs[] = {STORE_DB_META, STORE_DB_LOG, STORE_DB_ACCOUNTS};
+    for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+        MDB_stat ms;
+        if (mdb_stat(txn, st->dbi[dbs[i]], &ms) != MDB_SUCCESS || ms.ms_entries != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The format record as found (rc: mdb_get's): a format this build reads,
+ * a genuine other format, or a missing or garbled record. */
+static int store_check_format(store *st, int rc, const MDB_val *val, uint32_t *version)
+{
+    if (rc == MDB_NOTFOUND)
+        return store_why(st->why, st->why_bytes, TALLY_corrupt_record,
+                         "%s/data.mdb: damaged: the format record (meta \"%s\") is missing, yet "
+                         "the store holds data", st->path, meta_key_format);
+    if (rc != MDB_SUCCESS)
+        return store_open_fault(st, rc, "reading the format record");
+    if (val->mv_size != 4)
+        return store_why(st->why, st->why_bytes, TALLY_corrupt_record,
+                         "%s/data.mdb: damaged: the format record (meta \"%s\") is garbled (%zu "
+                         "bytes, a format is 4)", st->path, meta_key_format, val->mv_size);
+    *version = get_u32_be(val->mv_data);
+    if (*version == 0)
+        return store_why(st->why, st->why_bytes, TALLY_corrupt_record,
+                         "%s/data.mdb: damaged: the format record (meta \"%s\") is garbled "
+                         "(format 0, which no tally writes)", st->path, meta_key_format);
+    if (*version < STORE_FORMAT_VERSION_OLDEST || *version > STORE_FORMAT_VERSION)
+        return store_why(st->why, st->why_bytes, TALLY_store_version_mismatch,
+                         "%s/data.mdb: store format %u, written by a%s tally; this one reads "
+                         "formats %d to %d", st->path, *version,
+                         *version > STORE_FORMAT_VERSION ? " newer" : "n older",
+                         STORE_FORMAT_VERSION_OLDEST, STORE_FORMAT_VERSION);
+    return TALLY_ok;
+}
+
 /* Create the databases (writers) or open them (readers); check the format
  * and read or create the instance id. */
 static int store_open_databases(store *st)
@@ -96,8 +166,9 @@ static int store_open_databases(store *st)
     MDB_txn *txn;
     int rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &txn);
     if (rc != MDB_SUCCESS)
-        return store_translate(rc);
-    for (int i = 0; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++) {
+        return store_open_fault(st, rc, "beginning a transaction");
+    int i = 0;
+    for (; i < STORE_DB_COUNT && rc == MDB_SUCCESS; i++) {
         rc = mdb_dbi_open(txn, db_names[i], st->read_only ? 0 : MDB_CREATE, &st->dbi[i]);
         if (rc == MDB_NOTFOUND && st->read_only && db_added_later(i)) {
             st->absent[i] = true;
@@ -106,11 +177,15 @@ static int store_open_databases(store *st)
     }
     if (rc != MDB_SUCCESS) {
         mdb_txn_abort(txn);
-        return store_translate(rc);
+        return rc == MDB_INCOMPATIBLE
+                   ? store_why(st->why, st->why_bytes, TALLY_corrupt_record,
+                               "%s/data.mdb: damaged: \"%s\" is not a database", st->path,
+                               db_names[i - 1])
+                   : store_open_fault(st, rc, "opening the databases");
     }
     MDB_val key = {sizeof(meta_key_format) - 1, (void *)meta_key_format}, val;
     rc = mdb_get(txn, st->dbi[STORE_DB_META], &key, &val);
-    if (rc == MDB_NOTFOUND && !st->read_only) {
+    if (rc == MDB_NOTFOUND && !st->read_only && store_is_new(st, txn)) {
         uint8_t version[4];
         put_u32_be(version, STORE_FORMAT_VERSION);
         val = (MDB_val){sizeof(version), version};
@@ -127,14 +202,11 @@ static int store_open_databases(store *st)
         if (rc == MDB_SUCCESS)
             rc = mdb_get(txn, st->dbi[STORE_DB_META], &key, &val);
     }
-    if (rc != MDB_SUCCESS) {
+    uint32_t version = 0;
+    int format = store_check_format(st, rc, &val, &version);
+    if (format != TALLY_ok) {
         mdb_txn_abort(txn);
-        return store_translate(rc);
-    }
-    uint32_t version = val.mv_size == 4 ? get_u32_be(val.mv_data) : 0;
-    if (version < STORE_FORMAT_VERSION_OLDEST || version > STORE_FORMAT_VERSION) {
-        mdb_txn_abort(txn);
-        return TALLY_store_version_mismatch;
+        return format;
     }
     if (version < STORE_FORMAT_VERSION && !st->read_only) { /* see STORE_FORMAT_VERSION */
         uint8_t now[4];
@@ -150,12 +222,34 @@ static int store_open_databases(store *st)
     rc = mdb_get(txn, st->dbi[STORE_DB_META], &ikey, &ival);
     if (rc != MDB_SUCCESS || ival.mv_size != 16) {
         mdb_txn_abort(txn);
-        return rc == MDB_SUCCESS ? TALLY_corrupt_record : store_translate(rc);
+        return rc == MDB_SUCCESS || rc == MDB_NOTFOUND
+                   ? store_why(st->why, st->why_bytes, TALLY_corrupt_record,
+                               "%s/data.mdb: damaged: the instance record (meta \"%s\") is %s",
+                               st->path, meta_key_instance,
+                               rc == MDB_SUCCESS ? "garbled" : "missing")
+                   : store_open_fault(st, rc, "reading the instance record");
     }
     memcpy(st->instance_id.bytes, ival.mv_data, 16);
     /* Commit even a read-only txn: aborting it would close the handles. */
     rc = mdb_txn_commit(txn);
     return store_translate(rc);
+}
+
+/* LMDB refused to open the environment: say which file and why. data.mdb's
+ * meta pages are read again to tell its damage from lock.mdb's. */
+static int store_env_refusal(store *st, int mrc)
+{
+    int rc = store_meta_pages_check(st->path, st->why, st->why_bytes);
+    if (rc == TALLY_corrupt_record || rc == TALLY_store_version_mismatch)
+        return rc;
+    if (mrc == MDB_INVALID || mrc == MDB_VERSION_MISMATCH)
+        return store_why(st->why, st->why_bytes,
+                         mrc == MDB_INVALID ? TALLY_corrupt_record : TALLY_store_version_mismatch,
+                         "%s/lock.mdb: %s (the meta pages of data.mdb are sound): remove "
+                         "lock.mdb while no process has the store open",
+                         st->path, mrc == MDB_INVALID ? "not an LMDB lock file, or damaged"
+                                                      : "made by an LMDB of another lock format");
+    return store_open_fault(st, mrc, "opening the environment");
 }
 
 static int store_open_env(store *st, uint64_t map_size_bytes)
@@ -176,6 +270,9 @@ static int store_open_env(store *st, uint64_t map_size_bytes)
         int dead = 0;
         mdb_reader_check(st->env, &dead);
     }
+    if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED ||
+        rc == MDB_PAGE_NOTFOUND)
+        return store_env_refusal(st, rc);
     return store_translate(rc);
 }
 
@@ -195,6 +292,8 @@ int store_open(const store_options *options, store **out)
     memcpy(st->path, options->path, path_len + 1);
     st->read_only = options->read_only;
     st->new_instance_id = options->instance_id;
+    st->why = options->why;
+    st->why_bytes = options->why_bytes;
     st->lock_fd = -1;
     int rc = TALLY_ok;
     struct stat sb;
@@ -206,10 +305,16 @@ int store_open(const store_options *options, store **out)
     }
     if (rc == TALLY_ok && !st->read_only && !options->no_lock)
         rc = store_lock(st);
+    if (rc == TALLY_ok && options->check_meta_pages && !st->read_only) {
+        rc = store_meta_pages_check(st->path, st->why, st->why_bytes);
+        if (rc == TALLY_not_found) /* no data.mdb yet: a new store */
+            rc = TALLY_ok;
+    }
     if (rc == TALLY_ok)
         rc = store_open_env(st, map_size);
     if (rc == TALLY_ok)
         rc = store_open_databases(st);
+    st->why = NULL; /* the caller's, only while opening */
     if (rc != TALLY_ok) {
         store_close(st);
         return rc;

@@ -68,6 +68,14 @@ typedef struct store_options {
      * a copy that must apply the same commands to the same bytes; NULL: a
      * fresh UUIDv7. An existing store keeps its own. */
     const tally_id128 *instance_id;
+    /* Where store_open says why it refused, when the store is damaged or
+     * of another format: one sentence naming the file and the fault
+     * (NULL: not said). */
+    char *why;
+    size_t why_bytes;
+    /* Check LMDB's meta pages of an existing data.mdb before LMDB uses them
+     * (store_meta_pages_check): a writer's open, after it took the lock. */
+    bool check_meta_pages;
 } store_options;
 
 typedef struct store store;
@@ -151,10 +159,34 @@ typedef struct store_txn {
  * store_cursor_open TALLY_not_found. A writer takes an exclusive lock
  * on DIR/tally.lock: a second writer gets TALLY_store_locked. Returns
  * TALLY_ok, TALLY_invalid_argument (bad options), TALLY_store_locked,
- * TALLY_store_version_mismatch, TALLY_not_found (read-only and missing),
- * TALLY_storage_full, TALLY_io_error or TALLY_out_of_memory. *out is set
- * only on success; close it with store_close. */
+ * TALLY_store_version_mismatch (a store format this build does not read,
+ * or data.mdb or lock.mdb of another LMDB data format), TALLY_corrupt_record
+ * (data.mdb is no LMDB environment or is damaged: a meta page, the format
+ * record), TALLY_not_found (read-only and missing), TALLY_storage_full,
+ * TALLY_io_error or TALLY_out_of_memory; for the version and damage
+ * refusals options->why says which file and what. *out is set only on
+ * success; close it with store_close. */
 int store_open(const store_options *options, store **out);
+
+/* Write the reason of a refusal, printf-style, into why (why_bytes; NULL:
+ * not said) and return code: the "why" buffers of store_open,
+ * store_meta_pages_check and the checks built on them. */
+int store_why(char *why, size_t why_bytes, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Read LMDB's two meta pages of DIR/data.mdb from the file and check them:
+ * each marked as a meta page, LMDB's magic number and data format, its own
+ * page number, its last page within the file and its roots within that,
+ * one page size, and transaction ids that LMDB's alternation explains (an
+ * empty data.mdb is a new environment to LMDB: TALLY_ok).
+ * LMDB itself checks only the first three, and only at its open; the rest
+ * it uses as it finds them (store_meta.c). No lock is taken: beside a live
+ * writer, ids that a commit between the two reads could explain are read
+ * again before they count. Returns TALLY_ok, TALLY_corrupt_record,
+ * TALLY_store_version_mismatch (another LMDB data format) or the file's
+ * error, with a sentence naming the file and the page in why (NULL: not
+ * said). */
+int store_meta_pages_check(const char *dir, char *why, size_t why_bytes);
 
 /* Close the environment and release the lock. NULL is allowed. No
  * transaction may be active. */

@@ -371,8 +371,16 @@ static int open_store(recon *r, store **out)
     if (size > TALLY_MAP_SIZE_BYTES_MAX - RECON_MAP_HEADROOM_BYTES)
         return cannot_run(r, TALLY_invalid_argument, "%s: larger than a tally store can be",
                           data_path);
+    char why[TALLY_PATH_BYTES_MAX + 256] = "";
+    /* LMDB would use damaged meta pages as it finds them: a file cut short
+     * would fault (SIGBUS) in the middle of the checks. */
+    int meta = store_meta_pages_check(dir, why, sizeof(why));
+    if (meta == TALLY_corrupt_record || meta == TALLY_store_version_mismatch)
+        return cannot_run(r, meta, "%s", why);
+    why[0] = '\0';
     store_options o = {.path = dir, .read_only = true,
-                       .map_size_bytes = (size + RECON_MAP_HEADROOM_BYTES) & ~(uint64_t)0xfffff};
+                       .map_size_bytes = (size + RECON_MAP_HEADROOM_BYTES) & ~(uint64_t)0xfffff,
+                       .why = why, .why_bytes = sizeof(why)};
     int rc = store_open(&o, out);
     switch (rc) {
     case TALLY_ok: break;
@@ -381,10 +389,14 @@ static int open_store(recon *r, store **out)
                                  "written by an older tally lacks some until tallyd opens it)",
                           dir);
     case TALLY_store_version_mismatch:
+        if (why[0])
+            return cannot_run(r, rc, "%s", why);
         return cannot_run(r, rc, "%s: written in another store format (this tally-recon reads "
                                  "formats %d to %d)", dir, STORE_FORMAT_VERSION_OLDEST,
                           STORE_FORMAT_VERSION);
     case TALLY_corrupt_record:
+        if (why[0])
+            return cannot_run(r, rc, "%s", why);
         return cannot_run(r, rc, "%s: data.mdb is not an LMDB environment or is damaged", dir);
     case TALLY_read_only:
         return cannot_run(r, rc, "%s: permission denied (tally-recon reads data.mdb and "

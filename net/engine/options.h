@@ -41,6 +41,8 @@ typedef struct net_server_options {
     uint64_t map_size_bytes;   /* the map at start; 0 = TALLY_MAP_SIZE_BYTES_DEFAULT */
     uint64_t map_max_bytes;    /* the map grows up to this; 0 = as large as the filesystem,
                                   at most TALLY_MAP_MAX_BYTES_DEFAULT */
+    bool skip_open_check;      /* --skip-open-check: open a store without its structural
+                                  check (recovery work; warned) */
     net_log_level log_level;
     unsigned contexts;         /* REP contexts in flight */
     int64_t inbox_window_ms;   /* inbox retention; 0 = keep every record */

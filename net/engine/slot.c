@@ -99,8 +99,22 @@ static void send_snapshot(slot *s, slot_owner from, int fault, int64_t now_ms)
 
 void slot_send_read(slot *s, slot_owner from) { send_snapshot(s, from, TALLY_ok, clock_wall_ms()); }
 
+/* The commands of a committed write that were answered with a fault (a
+ * fault of the whole group is logged by the writer). Only here, once the
+ * answer is final: a command that met a full map is applied again after
+ * the map has grown (net/engine/writer.c). */
+static void log_unapplied(const slot *s, int fault)
+{
+    if (fault != TALLY_ok || s->req.op->kind == NET_KIND_SUBSCRIBER)
+        return;
+    for (uint32_t i = 0; i < s->req.write_count; i++)
+        if (s->res.faults[i] != TALLY_ok)
+            net_log(NET_LOG_WARN, "command not applied: %s", tally_strerror(s->res.faults[i]));
+}
+
 void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
 {
+    log_unapplied(s, fault);
     if (s->outside_answer) {
         net_metrics_written_refusals(&s->req, &s->res, fault);
         slot_own(s, from, OWNER_NNG);

@@ -109,17 +109,17 @@ int net_build_batch(net_request *req, const net_args_batch *a)
     return net_request_members(req, a->ops);
 }
 
+/* A fault is not logged here but when the request is answered
+ * (net/engine/slot.c): a group the map was too small for is applied again
+ * once the map has grown, and its commands are then applied after all. */
 int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,
                      net_result *res)
 {
     for (uint32_t i = 0; i < req->write_count; i++) {
         res->faults[i] = in_place ? ledger_apply_in_place(t, &req->writes[i], now_ms, &res->outcomes[i])
                                   : ledger_apply(t, &req->writes[i], now_ms, &res->outcomes[i]);
-        if (res->faults[i] != TALLY_ok) {
-            net_log(NET_LOG_WARN, "command not applied: %s", tally_strerror(res->faults[i]));
-            if (in_place)
-                return res->faults[i];
-        }
+        if (res->faults[i] != TALLY_ok && in_place)
+            return res->faults[i];
     }
     return TALLY_ok;
 }

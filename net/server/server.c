@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
+#include "ledger/open_check.h"
 #include "log/log.h"
 #include "net/http/face.h"
 #include "net/ops/figures.h"
@@ -46,17 +47,63 @@ static void close_everything(server *srv)
     pthread_rwlock_unlock(&srv->store_rw);
 }
 
+/* A refusal of the store, with what the store said about it. */
+static int store_refused(server *srv, int rc, const char *why)
+{
+    if (rc == TALLY_corrupt_record)
+        net_log(NET_LOG_ERROR, "refusing the damaged store %s: %s (tally-recon --data %s tells "
+                "more%s)", srv->opt->data_dir, why[0] ? why : tally_strerror(rc),
+                srv->opt->data_dir, srv->opt->skip_open_check ? "" : "; --skip-open-check skips "
+                "tallyd's own check, for recovery work");
+    else
+        net_log(NET_LOG_ERROR, "cannot open store %s: %s", srv->opt->data_dir,
+                why[0] ? why : tally_strerror(rc));
+    return rc;
+}
+
+/* The rest of the structural check at open, on the store just opened
+ * (store_open checked LMDB's meta pages before LMDB used them, and the
+ * format record): the head record and the hash chain of the last events
+ * (ledger/open_check.h). */
+static int check_open_store(server *srv, int64_t started)
+{
+    char why[TALLY_PATH_BYTES_MAX + 256] = "";
+    store_txn t;
+    ledger_open_check_result seen;
+    int rc = store_txn_begin(srv->st, NULL, true, &t);
+    if (rc == TALLY_ok) {
+        rc = ledger_open_check(&t, TALLY_OPEN_CHECK_EVENTS, &seen, why, sizeof(why));
+        store_txn_abort(&t);
+    }
+    if (rc != TALLY_ok)
+        return store_refused(srv, rc, why);
+    net_log(NET_LOG_INFO, "store checked at open: head seq %llu, the last %llu events chain "
+            "(%lld ms)", (unsigned long long)seen.head_seq, (unsigned long long)seen.events,
+            (long long)(clock_mono_ms() - started));
+    return TALLY_ok;
+}
+
 static int open_store(server *srv)
 {
-    store_options so = {.path = srv->opt->data_dir, .map_size_bytes = srv->opt->map_size_bytes};
+    char why[TALLY_PATH_BYTES_MAX + 256] = "";
+    if (srv->opt->skip_open_check)
+        net_log(NET_LOG_WARN, "--skip-open-check: the store is opened without its structural "
+                "check; for recovery work only");
+    store_options so = {.path = srv->opt->data_dir, .map_size_bytes = srv->opt->map_size_bytes,
+                        .why = why, .why_bytes = sizeof(why),
+                        .check_meta_pages = !srv->opt->skip_open_check};
+    int64_t started = clock_mono_ms();
     int rc = store_open(&so, &srv->st);
     if (rc == TALLY_store_locked) {
         net_log(NET_LOG_ERROR, "%s is in use by another tallyd (lock %s/tally.lock held)",
                 srv->opt->data_dir, srv->opt->data_dir);
         return rc;
     }
-    if (rc != TALLY_ok) {
-        net_log(NET_LOG_ERROR, "cannot open store %s: %s", srv->opt->data_dir, tally_strerror(rc));
+    if (rc != TALLY_ok)
+        return store_refused(srv, rc, why);
+    if (!srv->opt->skip_open_check && (rc = check_open_store(srv, started)) != TALLY_ok) {
+        store_close(srv->st);
+        srv->st = NULL;
         return rc;
     }
     uint64_t max = srv->opt->map_max_bytes;
@@ -75,6 +122,13 @@ static int open_store(server *srv)
         store_txn_abort(&t);
     }
     srv->head_seq = head.seq;
+    if (rc != TALLY_ok) { /* even with --skip-open-check: the writer starts from the head */
+        snprintf(why, sizeof(why), "%s/data.mdb: the head record (meta \"head\"): %s",
+                 srv->opt->data_dir, tally_strerror(rc));
+        store_close(srv->st);
+        srv->st = NULL;
+        return store_refused(srv, rc, why);
+    }
     return rc;
 }
 
@@ -221,7 +275,7 @@ typedef struct server_rooms {
     http_room http;
 } server_rooms;
 
-static server *server_new(const net_server_options *opt)
+static server *server_new(const net_server_options *opt, int *refusal)
 {
     server_rooms *rooms = calloc(1, sizeof(*rooms));
     if (rooms == NULL)
@@ -245,7 +299,7 @@ static server *server_new(const net_server_options *opt)
         auth_table_free(opt->auth);
     if (srv->sp->pipes == NULL || srv->sp->pub_pipes == NULL || srv->health == NULL ||
         (opt->auth && srv->auth == NULL) ||
-        open_store(srv) != TALLY_ok) {
+        (*refusal = open_store(srv)) != TALLY_ok) {
         if (srv->sp->pipes)
             table_destroy(srv->sp->pipes);
         if (srv->sp->pub_pipes)
@@ -260,9 +314,10 @@ static server *server_new(const net_server_options *opt)
 
 int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
 {
-    server *srv = server_new(opt);
+    int refusal = TALLY_internal;
+    server *srv = server_new(opt, &refusal);
     if (srv == NULL)
-        return 1;
+        return refusal == TALLY_corrupt_record ? NET_EXIT_STORE_DAMAGED : 1;
     running_server = srv;
     threads th = {0};
     net_liveness_start(clock_wall_ms());

@@ -16,10 +16,16 @@
 
 #include <signal.h>
 
+/* Exit status of a start refused because the store is damaged: LMDB's
+ * meta pages, the format or head record, or the hash chain of the last
+ * events (the check at open; --skip-open-check skips it). */
+#define NET_EXIT_STORE_DAMAGED 3
+
 /* Run until *stop becomes non-zero (set it from a signal handler), then
  * stop taking requests, finish and answer the group in progress, refuse
  * what is still queued with shutting_down, close the store. Returns 0 on a
- * clean stop, 1 when the server could not start (message on stderr). */
+ * clean stop, 1 when the server could not start (message on stderr),
+ * NET_EXIT_STORE_DAMAGED when the store is damaged (message on stderr). */
 int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop);
 
 #endif

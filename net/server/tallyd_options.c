@@ -344,6 +344,12 @@ static const options_row rows[] = {
      "(docs/SECURITY.md); the file must be private (mode 600); needs backup-dir; SIGHUP "
      "reloads it",
      parse_auth},
+    {"skip-open-check", NULL, NULL,
+     "open the store without the structural check at start (LMDB's meta pages, the head "
+     "record, the hash chain of the last " TEXT_OF(TALLY_OPEN_CHECK_EVENTS) " events), which "
+     "otherwise refuses a damaged store with exit 3; for recovery work only (warned at the "
+     "start). A command-line flag only, never a config key",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"insecure", NULL, NULL,
      "allow plaintext listeners on non-loopback addresses and non-loopback listeners without "
      "--auth (warned at every start); without it tallyd refuses them and exits 2. A command-line "

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXPECTED_DBS 10
@@ -322,6 +324,15 @@ START_TEST(map_size_out_of_bounds_is_invalid_argument)
 }
 END_TEST
 
+/* why names the store's data.mdb and says text. */
+static void expect_why(const char *why, const char *dir, const char *text)
+{
+    char file[TALLY_PATH_BYTES_MAX + 16];
+    snprintf(file, sizeof(file), "%s/data.mdb", dir);
+    ck_assert_msg(strstr(why, file) != NULL, "the reason does not name %s: %s", file, why);
+    ck_assert_msg(strstr(why, text) != NULL, "the reason lacks '%s': %s", text, why);
+}
+
 /* Overwrite meta "format_version" through a raw LMDB write. */
 static void tamper_format(store *st, const void *val, size_t len)
 {
@@ -369,26 +380,174 @@ START_TEST(format_version_mismatch_is_refused)
     tamper_format(st, next, sizeof(next));
     store_close(st);
 
-    store_options opt = {.path = p.path, .map_size_bytes = UINT64_C(16) << 20};
+    char why[TALLY_PATH_BYTES_MAX + 256] = "";
+    store_options opt = {.path = p.path, .map_size_bytes = UINT64_C(16) << 20, .why = why,
+                         .why_bytes = sizeof(why)};
     st = NULL;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     ck_assert_ptr_null(st);
+    expect_why(why, p.path, "store format 6, written by a newer tally; this one reads formats 1 to 5");
     opt.read_only = true;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     opt.read_only = false;
 
-    /* A value of the wrong size is a mismatch too, not a crash. */
-    opt.no_lock = true;
-    ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
+    /* A value of the wrong size, or format 0, is a garbled record: damage,
+     * not another format, and not a crash. */
     MDB_env *env;
     MDB_dbi meta;
     txn = raw_write_txn(p.path, "meta", &env, &meta);
     v = (MDB_val){3, (void *)"\x00\x00\x01"};
     ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), MDB_SUCCESS);
     raw_commit_close(env, txn);
-    opt.no_lock = false;
-    ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
+    ck_assert_int_eq(store_open(&opt, &st), TALLY_corrupt_record);
     ck_assert_ptr_null(st);
+    expect_why(why, p.path, "the format record (meta \"format_version\") is garbled (3 bytes");
+    txn = raw_write_txn(p.path, "meta", &env, &meta);
+    v = (MDB_val){4, (void *)"\x00\x00\x00\x00"};
+    ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), MDB_SUCCESS);
+    raw_commit_close(env, txn);
+    ck_assert_int_eq(store_open(&opt, &st), TALLY_corrupt_record);
+    expect_why(why, p.path, "is garbled (format 0");
+
+    /* A missing record in a store that holds data is damage too (a
+     * writer must not take the store for a new one and mark it). */
+    txn = raw_write_txn(p.path, "meta", &env, &meta);
+    ck_assert_int_eq(mdb_del(txn, meta, &k, NULL), MDB_SUCCESS);
+    raw_commit_close(env, txn);
+    ck_assert_int_eq(store_open(&opt, &st), TALLY_corrupt_record);
+    expect_why(why, p.path, "the format record (meta \"format_version\") is missing, yet the store holds data");
+    opt.read_only = true;
+    ck_assert_int_eq(store_open(&opt, &st), TALLY_corrupt_record);
+    test_remove_dir(p.dir);
+}
+END_TEST
+
+/* ---- LMDB's meta pages (log/store_meta.c), damaged in the file ---- */
+
+/* Offsets in a meta page (LMDB data format 1, 64-bit; store_meta.c). */
+#define META_VERSION_AT 20
+#define META_TXNID_AT 144
+
+/* Write (or with write false read) len bytes of dir/data.mdb at at. */
+static void file_io_at(const char *dir, bool write, off_t at, void *bytes, size_t len)
+{
+    char file[TALLY_PATH_BYTES_MAX + 16];
+    snprintf(file, sizeof(file), "%s/data.mdb", dir);
+    int fd = open(file, write ? O_RDWR : O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ssize_t done = write ? pwrite(fd, bytes, len, at) : pread(fd, bytes, len, at);
+    ck_assert_int_eq(done, (ssize_t)len);
+    close(fd);
+}
+
+static void file_write_at(const char *dir, off_t at, const void *bytes, size_t len)
+{
+    file_io_at(dir, true, at, (void *)bytes, len);
+}
+
+static void file_read_at(const char *dir, off_t at, void *bytes, size_t len)
+{
+    file_io_at(dir, false, at, bytes, len);
+}
+
+/* A closed store with a few commits, and a pristine copy of its data.mdb
+ * to put back between the cases. */
+static void meta_store(tmp_path *p, uint8_t **pristine, size_t *len, long *page)
+{
+    tmp_path_make(p);
+    store *st = open_writer(p->path);
+    put_str(st, "a", "1");
+    put_str(st, "b", "2");
+    put_str(st, "c", "3");
+    store_close(st);
+    char file[TALLY_PATH_BYTES_MAX + 16];
+    snprintf(file, sizeof(file), "%s/data.mdb", p->path);
+    struct stat sb;
+    ck_assert_int_eq(stat(file, &sb), 0);
+    *len = (size_t)sb.st_size;
+    *pristine = malloc(*len);
+    ck_assert_ptr_nonnull(*pristine);
+    file_read_at(p->path, 0, *pristine, *len);
+    *page = sysconf(_SC_PAGESIZE);
+}
+
+static int open_checked(const char *path, bool check, char *why, size_t why_bytes)
+{
+    why[0] = '\0';
+    store_options o = {.path = path, .map_size_bytes = UINT64_C(16) << 20, .why = why,
+                       .why_bytes = why_bytes, .check_meta_pages = check};
+    store *st = NULL;
+    int rc = store_open(&o, &st);
+    store_close(st);
+    return rc;
+}
+
+/* Issue 30, item 12: a damaged meta page is named as such (which file,
+ * which page, what), never reported as another format; a file of another
+ * LMDB data format (both pages) is; with check_meta_pages, damage that
+ * LMDB would use as it is is refused before LMDB uses it. */
+START_TEST(damaged_meta_pages_are_named)
+{
+    tmp_path p;
+    uint8_t *pristine;
+    size_t len;
+    long page;
+    meta_store(&p, &pristine, &len, &page);
+    char why[TALLY_PATH_BYTES_MAX + 256];
+    ck_assert_int_eq(store_meta_pages_check(p.path, why, sizeof(why)), TALLY_ok);
+    ck_assert_int_eq(open_checked(p.path, true, why, sizeof(why)), TALLY_ok);
+    file_write_at(p.path, 0, pristine, len);
+
+    /* The magic number of page 0: LMDB refuses (MDB_INVALID); the reason
+     * says which page. */
+    uint8_t bad = pristine[16] ^ 0xff;
+    file_write_at(p.path, 16, &bad, 1);
+    ck_assert_int_eq(open_checked(p.path, false, why, sizeof(why)), TALLY_corrupt_record);
+    expect_why(why, p.path, "LMDB meta page 0 is damaged (bad magic number)");
+    file_write_at(p.path, 0, pristine, len);
+
+    /* The data format of one page (MDB_VERSION_MISMATCH from LMDB): damage,
+     * not another format. */
+    uint32_t two = 2;
+    file_write_at(p.path, page + META_VERSION_AT, &two, 4);
+    ck_assert_int_eq(open_checked(p.path, false, why, sizeof(why)), TALLY_corrupt_record);
+    expect_why(why, p.path, "LMDB meta page 1 is damaged (it says LMDB data format 2, page 0 says 1)");
+    ck_assert_msg(strstr(why, "store format") == NULL, "%s", why);
+    /* ... of both: a file of another LMDB. */
+    file_write_at(p.path, META_VERSION_AT, &two, 4);
+    ck_assert_int_eq(open_checked(p.path, false, why, sizeof(why)), TALLY_store_version_mismatch);
+    expect_why(why, p.path, "LMDB meta page 0 has LMDB data format 2; this LMDB");
+    file_write_at(p.path, 0, pristine, len);
+
+    /* The older page's transaction id: LMDB opens it as it is; the check
+     * refuses it. */
+    uint64_t ids[2];
+    file_read_at(p.path, META_TXNID_AT, &ids[0], 8);
+    file_read_at(p.path, page + META_TXNID_AT, &ids[1], 8);
+    int older = ids[0] < ids[1] ? 0 : 1;
+    ck_assert_uint_ge(ids[older], 2);
+    uint64_t earlier = ids[older] - 2; /* the same parity: only the distance is wrong */
+    file_write_at(p.path, older * page + META_TXNID_AT, &earlier, 8);
+    ck_assert_int_eq(open_checked(p.path, false, why, sizeof(why)), TALLY_ok);
+    file_write_at(p.path, older * page + META_TXNID_AT, &earlier, 8); /* a commit rewrote one */
+    ck_assert_int_eq(open_checked(p.path, true, why, sizeof(why)), TALLY_corrupt_record);
+    expect_why(why, p.path, "LMDB meta pages hold transactions");
+    file_write_at(p.path, 0, pristine, len);
+
+    /* A data.mdb cut short: LMDB would fault on the missing pages. */
+    char file[TALLY_PATH_BYTES_MAX + 16];
+    snprintf(file, sizeof(file), "%s/data.mdb", p.path);
+    ck_assert_int_eq(truncate(file, 4 * page), 0);
+    ck_assert_int_eq(store_meta_pages_check(p.path, why, sizeof(why)), TALLY_corrupt_record);
+    expect_why(why, p.path, "the file was cut short");
+    ck_assert_int_eq(open_checked(p.path, true, why, sizeof(why)), TALLY_corrupt_record);
+    expect_why(why, p.path, "the file was cut short");
+    /* An empty data.mdb (a first start that died before LMDB wrote it) is a
+     * new environment to LMDB, and so to the check. */
+    ck_assert_int_eq(truncate(file, 0), 0);
+    ck_assert_int_eq(store_meta_pages_check(p.path, why, sizeof(why)), TALLY_ok);
+    ck_assert_int_eq(open_checked(p.path, true, why, sizeof(why)), TALLY_ok);
+    free(pristine);
     test_remove_dir(p.dir);
 }
 END_TEST
@@ -704,6 +863,7 @@ static Suite *store_suite(void)
         {"ro_alongside", read_only_handle_alongside_a_writer_sees_committed_data, TIMEOUT_S},
         {"map_size", map_size_out_of_bounds_is_invalid_argument, TIMEOUT_S},
         {"format", format_version_mismatch_is_refused, TIMEOUT_S},
+        {"meta_pages", damaged_meta_pages_are_named, TIMEOUT_S},
         {"instance_id", instance_id_is_stable_across_reopen, TIMEOUT_S},
         {"first_error", failed_put_is_remembered_and_commit_writes_nothing, TIMEOUT_S},
         {"misses", misses_are_not_remembered, TIMEOUT_S},

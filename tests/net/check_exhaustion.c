@@ -191,22 +191,32 @@ END_TEST
  * limit (--map-max-mb) writes get storage_full, and stats reports it. The
  * limit is 20 MiB, a little above the 16 MiB the bench's writes need, so
  * that filling the rest one account at a time stays short. */
-START_TEST(map_grows_under_load_up_to_its_limit)
+/* Start tallyd on a 1 MiB map that may grow to max_mb, and run tally-bench
+ * against it (batches from several clients: groups of many commands, whose
+ * commands meet the full map in the middle of a group); every write must
+ * be acknowledged and verified. Leaves a client open. */
+static void bench_on_a_growing_map(const char *max_mb, const char *clients, const char *batch,
+                                   const char *ops)
 {
     memset(&proc, 0, sizeof(proc));
     proc.map_size_mb = 1;
     proc.extra_args[0] = "--map-max-mb";
-    proc.extra_args[1] = "20";
+    proc.extra_args[1] = max_mb;
     tallyd_start(&proc);
-    const char *bench[] = {tallyd_program("tally-bench"), "--url", proc.url, "--clients", "8",
-                           "--batch", "50", "--ops", "30000", "--accounts", "100", "--json",
-                           NULL};
+    const char *bench[] = {tallyd_program("tally-bench"), "--url", proc.url, "--clients",
+                           clients, "--batch", batch, "--ops", ops, "--accounts", "100",
+                           "--json", NULL};
     char *out = NULL;
     int status = test_run(bench, NULL, &out, NULL);
     ck_assert_msg(status == 0 && strstr(out, "\"verified\":true") != NULL,
                   "tally-bench exited %d: %.2000s", status, out);
     free(out);
     open_client();
+}
+
+START_TEST(map_grows_under_load_up_to_its_limit)
+{
+    bench_on_a_growing_map("20", "8", "50", "30000");
     tally_stats st;
     ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
     ck_assert_uint_ge(st.map_size_bytes, UINT64_C(16) << 20); /* doubled at least 4 times */
@@ -229,6 +239,33 @@ START_TEST(map_grows_under_load_up_to_its_limit)
     tally_client_close(client);
     ck_assert_int_eq(tallyd_stop(&proc), 0);
     wire_assert_invariants(proc.data_dir);
+    tallyd_cleanup(&proc);
+}
+END_TEST
+
+/* Issue 30, item 12: a command that met a full map while the map could
+ * still grow is applied after all, once the map has grown, and is not
+ * logged as "command not applied"; a command really answered storage_full
+ * (the map at --map-max-mb) is logged. */
+START_TEST(map_growth_logs_only_refused_commands)
+{
+    bench_on_a_growing_map("6", "4", "20", "5000");
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    ck_assert_uint_ge(st.map_size_bytes, UINT64_C(2) << 20);
+    ck_assert_msg(tallyd_log_wait(&proc, "map full: grown to 2 MiB", 0),
+                  "the map grew without saying so");
+    ck_assert_msg(!tallyd_log_wait(&proc, "command not applied", 0),
+                  "a command applied after the map grew was logged as not applied");
+    /* At the limit the refusal is real, and logged: per command when the
+     * rest of its group committed, else (a group of one, as here, or a
+     * group whose commit found no room) for the group. */
+    uint64_t acked = fill(1000000);
+    ck_assert_uint_gt(acked, 0);
+    ck_assert_msg(tallyd_log_wait(&proc, "command not applied: storage_full", 0) ||
+                      tallyd_log_wait(&proc, "requests not committed: storage_full", 30000),
+                  "a command answered storage_full was not logged");
+    wire_server_stop(&proc, &client);
     tallyd_cleanup(&proc);
 }
 END_TEST
@@ -582,6 +619,7 @@ int main(void)
         {"map_full", map_full_then_a_larger_map, TIMEOUT_S},
         {"disk_full", disk_full_then_room_again, TIMEOUT_S},
         {"map_grows", map_grows_under_load_up_to_its_limit, 2 * TIMEOUT_S},
+        {"map_growth_log", map_growth_logs_only_refused_commands, TIMEOUT_S},
         {"floods", floods_of_connections_and_requests_are_bounded, TIMEOUT_S},
         {"hang_up", a_hang_up_at_connect_does_not_lock_new_clients_out, TIMEOUT_S},
         {"pub_hang_up", a_subscriber_hang_up_does_not_stop_publishing, TIMEOUT_S},

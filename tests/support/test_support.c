@@ -400,6 +400,34 @@ void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx)
     store_txn_abort(&t);
 }
 
+void test_event_rewrite(store *st, uint64_t seq, void (*edit)(uint8_t *ev, size_t len))
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, false, &t), TALLY_ok);
+    uint8_t key[8];
+    log_seq_key(seq, key);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
+    uint8_t *ev = malloc(v.mv_size);
+    ck_assert_ptr_nonnull(ev);
+    memcpy(ev, v.mv_data, v.mv_size);
+    edit(ev, v.mv_size);
+    ck_assert_int_eq(store_put(&t, STORE_DB_LOG, key, 8, ev, v.mv_size, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    free(ev);
+}
+
+void test_event_rehash_other_time(uint8_t *ev, size_t len)
+{
+    static const uint32_t time_at[] = {6}; /* time_ms: 0xcf and 8 bytes */
+    size_t at = test_msgpack_at(ev, len, time_at, 1);
+    ck_assert_uint_eq(ev[at], 0xcf);
+    ev[at + 8] ^= 1;
+    uint8_t prev[LOG_HASH_BYTES];
+    memcpy(prev, ev + len - LOG_HASH_ENTRY_BYTES - LOG_HASH_BYTES, LOG_HASH_BYTES);
+    ck_assert_int_eq(log_event_hash(prev, ev, len, ev + len - LOG_HASH_BYTES), TALLY_ok);
+}
+
 static void copy_type(const log_event *ev, void *ctx)
 {
     char *out = ctx;

@@ -117,6 +117,13 @@ void test_drop_last_inbox_time_entry(store_txn *t);
 /* Decode the event at seq; the callback sees it inside a read txn. */
 typedef void (*test_event_fn)(const log_event *ev, void *ctx);
 void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx);
+/* Rewrite the stored event at seq in st (a writer) with edit applied to a
+ * copy of its bytes (damage for the checks to find). */
+void test_event_rewrite(store *st, uint64_t seq, void (*edit)(uint8_t *ev, size_t len));
+/* An edit for test_event_rewrite: another commit time, and a hash of its
+ * own that is right again: the event decodes, but the next one no longer
+ * chains to it. */
+void test_event_rehash_other_time(uint8_t *ev, size_t len);
 /* Type of the event at seq, copied into out (64 bytes). */
 void test_event_type(test_store *ts, uint64_t seq, char out[64]);
 

@@ -522,19 +522,7 @@ END_TEST
 /* Rewrite the event at seq with edit applied to a copy of its bytes. */
 static void tamper_event(test_store *ts, uint64_t seq, void (*edit)(uint8_t *ev, size_t len))
 {
-    store_txn t;
-    begin_write(ts, &t);
-    uint8_t key[8];
-    log_seq_key(seq, key);
-    MDB_val v;
-    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
-    uint8_t *ev = malloc(v.mv_size);
-    ck_assert_ptr_nonnull(ev);
-    memcpy(ev, v.mv_data, v.mv_size);
-    edit(ev, v.mv_size);
-    ck_assert_int_eq(store_put(&t, STORE_DB_LOG, key, 8, ev, v.mv_size, 0), TALLY_ok);
-    commit(&t);
-    free(ev);
+    test_event_rewrite(ts->st, seq, edit);
 }
 
 /* The transfer's amount, 100 as a positive fixint, becomes 101: the body's
@@ -547,18 +535,6 @@ static void flip_amount(uint8_t *ev, size_t len)
     ev[at] = 0x65;
 }
 
-/* Another commit time, and a hash of its own that is right again: the
- * event decodes, but the next one no longer chains to it. */
-static void rehash_with_other_time(uint8_t *ev, size_t len)
-{
-    static const uint32_t time_at[] = {6}; /* time_ms: 0xcf and 8 bytes */
-    size_t at = test_msgpack_at(ev, len, time_at, 1);
-    ck_assert_uint_eq(ev[at], 0xcf);
-    ev[at + 8] ^= 1;
-    uint8_t prev[LOG_HASH_BYTES];
-    memcpy(prev, ev + len - LOG_HASH_ENTRY_BYTES - LOG_HASH_BYTES, LOG_HASH_BYTES);
-    ck_assert_int_eq(log_event_hash(prev, ev, len, ev + len - LOG_HASH_BYTES), TALLY_ok);
-}
 
 START_TEST(changed_event_breaks_the_hash_chain)
 {
@@ -580,7 +556,7 @@ START_TEST(rehashed_event_breaks_the_link_to_the_next)
 {
     test_store ts;
     copy_master(&ts);
-    tamper_event(&ts, m.seq_t101, rehash_with_other_time);
+    tamper_event(&ts, m.seq_t101, test_event_rehash_other_time);
     close_copy(&ts);
     json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
     char entity[64];
@@ -1159,6 +1135,32 @@ START_TEST(missing_or_foreign_directories_exit_2)
 }
 END_TEST
 
+/* Damaged LMDB meta pages are named (file, page, fault), before LMDB
+ * uses them: a data.mdb cut short would fault in the middle of the checks. */
+START_TEST(damaged_meta_pages_exit_2)
+{
+    test_store ts;
+    copy_master(&ts);
+    close_copy(&ts);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/data.mdb", ts.dir);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint32_t two = 2; /* page 1's LMDB data format (log/store_meta.c's layout) */
+    long page = sysconf(_SC_PAGESIZE);
+    uint32_t one;
+    ck_assert_int_eq(pread(fd, &one, 4, page + 20), 4);
+    ck_assert_int_eq(pwrite(fd, &two, 4, page + 20), 4);
+    EXPECT_CANNOT_RUN("LMDB meta page 1 is damaged (it says LMDB data format 2, page 0 says 1)",
+                      "--data", ts.dir);
+    ck_assert_int_eq(pwrite(fd, &one, 4, page + 20), 4);
+    ck_assert_int_eq(ftruncate(fd, 4 * page), 0);
+    close(fd);
+    EXPECT_CANNOT_RUN("the file was cut short", "--data", ts.dir);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
 START_TEST(bad_statement_files_exit_2)
 {
     test_store ts;
@@ -1425,6 +1427,7 @@ static Suite *recon_suite(void)
         {"events_jsonl", events_statement_json_lines, TEST_TIMEOUT_S},
         {"statement_cap", statement_findings_are_capped_too, TEST_TIMEOUT_S},
         {"bad_dirs", missing_or_foreign_directories_exit_2, TEST_TIMEOUT_S},
+        {"meta_pages", damaged_meta_pages_exit_2, TEST_TIMEOUT_S},
         {"bad_statements", bad_statement_files_exit_2, TEST_TIMEOUT_S},
         {"usage", usage_errors_exit_2, TEST_TIMEOUT_S},
         {"help", help_lists_every_check, TEST_TIMEOUT_S},
