@@ -54,6 +54,8 @@ typedef struct net_server_options {
     const char *http_url;      /* NULL: no HTTP face; else http://HOST:PORT */
     unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
     unsigned http_connections_max, http_per_address_max;
+    unsigned http_reserved_max;        /* more places, for /metrics, /healthz, /readyz only */
+    unsigned http_webhooks_in_flight;  /* webhook deliveries waiting for the writer; more: 503 */
     net_health_config health;  /* alert thresholds */
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/http/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
