@@ -30,9 +30,9 @@
 
 typedef struct net_http_options {
     const char *url;          /* http:// or https://HOST:PORT (HOST: IPv4, [IPv6] or a name) */
-    unsigned timeout_s;       /* idle or slow connections closed after this */
-    unsigned connections_max; /* at once */
-    unsigned per_address_max; /* at once from one client address */
+    unsigned timeout_s;       /* a request not in whole after this (more for a big body): closed */
+    unsigned connections_max; /* at once (beyond: an idle one evicted, or a reserved place) */
+    unsigned per_address_max; /* at once from one client address (beyond: evict or refuse) */
     /* https:// only: the certificate and key served, and the CA of client
      * certificates (common/tls_config.h); client_auth an nng_tls_auth_mode:
      * 0 none, 1 optional (a certificate presented must verify), 2 required.
