@@ -35,6 +35,16 @@ typedef struct http_address {
     unsigned char bytes[16];
 } http_address;
 
+/* An address with connections in the table: counted as they come and go,
+ * so that an admission costs one pass over the table, never one per
+ * entry. */
+typedef struct http_peer {
+    struct http_peer *next;
+    http_address address;
+    unsigned open;    /* its connections not closing */
+    unsigned entries; /* its connections in the table */
+} http_peer;
+
 typedef enum http_phase {
     PHASE_READY,     /* waiting for a request's headers (idle, or slow) */
     PHASE_BODY,      /* headers in, the body arriving */
@@ -44,7 +54,7 @@ typedef enum http_phase {
 struct http_conn {
     http_conn *prev, *next;
     int fd;
-    http_address address;
+    http_peer *peer;
     int64_t ready_ms;    /* when it became ready for the request (mono) */
     uint64_t body_bytes; /* of the request arriving */
     http_phase phase;
@@ -60,6 +70,7 @@ struct http_conns {
     bool stop;                 /* under mu */
     http_conn *head;           /* under mu: oldest first */
     http_conn *tail;
+    http_peer *peers;          /* under mu */
     unsigned open, reserved;   /* under mu: not closing; of them on reserved places */
     atomic_uint_fast64_t counts[HTTP_CLOSE_REASONS];
 };
@@ -83,12 +94,40 @@ static bool address_equal(const http_address *a, const http_address *b)
     return a->family == b->family && memcmp(a->bytes, b->bytes, sizeof(a->bytes)) == 0;
 }
 
-static unsigned count_of_address(const http_conns *t, const http_address *a)
+/* The record of address a, made when new (NULL: out of memory). */
+static http_peer *peer_of(http_conns *t, const http_address *a)
 {
-    unsigned n = 0;
-    for (const http_conn *c = t->head; c; c = c->next)
-        n += !c->closing && address_equal(&c->address, a);
-    return n;
+    for (http_peer *p = t->peers; p; p = p->next)
+        if (address_equal(&p->address, a))
+            return p;
+    http_peer *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->address = *a;
+    p->next = t->peers;
+    t->peers = p;
+    return p;
+}
+
+static void peer_release(http_conns *t, http_peer *gone)
+{
+    if (--gone->entries > 0)
+        return;
+    for (http_peer **p = &t->peers; *p; p = &(*p)->next)
+        if (*p == gone) {
+            *p = gone->next;
+            break;
+        }
+    free(gone);
+}
+
+/* c no longer holds a place (closing, or closed before that). */
+static void place_release(http_conns *t, http_conn *c)
+{
+    t->open--;
+    c->peer->open--;
+    if (c->reserved)
+        t->reserved--;
 }
 
 /* Shut c's socket down (libmicrohttpd closes it at once), counted. */
@@ -97,9 +136,7 @@ static void close_one(http_conns *t, http_conn *c, http_close_reason why)
     if (c->closing)
         return;
     c->closing = true;
-    t->open--;
-    if (c->reserved)
-        t->reserved--;
+    place_release(t, c);
     shutdown(c->fd, SHUT_RDWR);
     atomic_fetch_add_explicit(&t->counts[why], 1, memory_order_relaxed);
 }
@@ -113,18 +150,15 @@ static bool evictable(const http_conn *c, int64_t now_ms)
 /* The connection to evict for a newcomer: of address `only` when given,
  * else of the address holding the most; the longest idle there. NULL
  * when none may go. */
-static http_conn *eviction_pick(const http_conns *t, const http_address *only, int64_t now_ms)
+static http_conn *eviction_pick(const http_conns *t, const http_peer *only, int64_t now_ms)
 {
     http_conn *best = NULL;
-    unsigned best_count = 0;
     for (http_conn *c = t->head; c; c = c->next) {
-        if (!evictable(c, now_ms) || (only && !address_equal(&c->address, only)))
+        if (!evictable(c, now_ms) || (only && c->peer != only))
             continue;
-        unsigned n = only ? 1 : count_of_address(t, &c->address);
-        if (best == NULL || n > best_count || (n == best_count && c->ready_ms < best->ready_ms)) {
+        if (best == NULL || c->peer->open > best->peer->open ||
+            (c->peer->open == best->peer->open && c->ready_ms < best->ready_ms))
             best = c;
-            best_count = n;
-        }
     }
     return best;
 }
@@ -194,6 +228,11 @@ void http_conns_stop(http_conns *t)
         t->head = c->next;
         free(c);
     }
+    while (t->peers) {
+        http_peer *p = t->peers;
+        t->peers = p->next;
+        free(p);
+    }
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
     free(t);
@@ -205,8 +244,8 @@ void http_conns_stop(http_conns *t)
 static void admit(http_conns *t, http_conn *c, int64_t now_ms)
 {
     const http_conns_limits *l = &t->limits;
-    if (count_of_address(t, &c->address) > l->per_address_max) {
-        http_conn *victim = eviction_pick(t, &c->address, now_ms);
+    if (c->peer->open > l->per_address_max) {
+        http_conn *victim = eviction_pick(t, c->peer, now_ms);
         if (victim == NULL)
             return close_one(t, c, HTTP_CLOSED_REFUSED_ADDRESS);
         close_one(t, victim, HTTP_CLOSED_EVICTED);
@@ -237,10 +276,19 @@ http_conn *http_conns_opened(http_conns *t, int fd, const struct sockaddr *peer)
         return NULL;
     }
     c->fd = fd;
-    address_of(peer, &c->address);
+    http_address address;
+    address_of(peer, &address);
     int64_t now = clock_mono_ms();
     c->ready_ms = now;
     pthread_mutex_lock(&t->mu);
+    if ((c->peer = peer_of(t, &address)) == NULL) {
+        pthread_mutex_unlock(&t->mu);
+        free(c);
+        shutdown(fd, SHUT_RDWR);
+        return NULL;
+    }
+    c->peer->entries++;
+    c->peer->open++;
     c->prev = t->tail;
     if (t->tail)
         t->tail->next = c;
@@ -258,11 +306,9 @@ void http_conns_closed(http_conns *t, http_conn *c)
     if (c == NULL)
         return;
     pthread_mutex_lock(&t->mu);
-    if (!c->closing) {
-        t->open--;
-        if (c->reserved)
-            t->reserved--;
-    }
+    if (!c->closing)
+        place_release(t, c);
+    peer_release(t, c->peer);
     if (c->prev)
         c->prev->next = c->next;
     else
