@@ -133,6 +133,19 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
 #define TALLY_HTTP_CONNECTIONS_DEFAULT 64         /* HTTP connections at once */
 #define TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT 16 /* from one client address */
 #define TALLY_HTTP_CONNECTIONS_MAX 4096
+/* Places beyond the total for GET /metrics, /healthz and /readyz only. */
+#define TALLY_HTTP_RESERVED_CONNECTIONS_DEFAULT 8
+#define TALLY_HTTP_RESERVED_CONNECTIONS_MAX 256
+/* A request's body earns its sender a second more than --http-timeout-s
+ * per this many bytes received: slower, and the connection is closed. */
+#define TALLY_HTTP_BODY_BYTES_PER_S_MIN (64 * 1024)
+/* A newcomer over a connection limit evicts a connection idle (no request
+ * begun) at least this long; younger ones are not taken from their
+ * clients between two requests. */
+#define TALLY_HTTP_EVICT_IDLE_MS_MIN 1000
+/* Connections closed but not yet reaped by libmicrohttpd, beyond the
+ * total and reserved places, for which it still accepts. */
+#define TALLY_HTTP_CLOSING_CONNECTIONS_MAX 256
 
 /* Webhook intake (net/http/webhooks.c, docs/WEBHOOKS.md). The delivery is kept
  * whole in one webhook.received event, which is what sets the event cap
@@ -151,7 +164,12 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
 #define TALLY_WEBHOOK_SECRET_FILE_BYTES_MAX 4096 /* a larger secret file: refused, never cut */
 #define TALLY_WEBHOOK_TOLERANCE_S_DEFAULT 300
 #define TALLY_WEBHOOK_TOLERANCE_S_MAX 86400
-#define TALLY_WEBHOOK_IN_FLIGHT_MAX 64       /* deliveries waiting for the writer; more: 503 */
+/* Deliveries waiting for the writer (--http-webhooks-in-flight); more: 503.
+ * Below the HTTP connections, so that the refusal comes while places are
+ * left for other clients. */
+#define TALLY_WEBHOOK_IN_FLIGHT_DEFAULT 32
+_Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
+               "webhooks waiting for the writer leave HTTP connections for others");
 
 /* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
 #define TALLY_SUBSCRIBERS_MAX 256

@@ -60,6 +60,8 @@ typedef struct net_server_options {
     /* For tests only (--test-writer-hold-file): while this file exists
      * the writer takes no work (a hung writer, on demand); NULL: never. */
     const char *writer_hold_file;
+    unsigned http_reserved_max;        /* more places, for /metrics, /healthz, /readyz only */
+    unsigned http_webhooks_in_flight;  /* webhook deliveries waiting for the writer; more: 503 */
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/http/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
     /* NULL, or a file written once every listener is up, before READY=1:

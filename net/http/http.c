@@ -1,10 +1,10 @@
 /*
  * http.c — the HTTP listener on GNU libmicrohttpd and the routing of its
  * requests (http.h). libmicrohttpd runs one polling thread that reads
- * every connection and calls access() per request; the bounds (timeout,
- * connection limits, header memory) are its options; the body limit, the
- * refusal of a request with two lengths (request smuggling) and the
- * routing are here.
+ * every connection and calls access() per request; the header memory and
+ * the idle timeout are its options, the body limit, the refusal of a
+ * request with two lengths (request smuggling) and the routing are here,
+ * and who may hold a connection for how long is http_conns.c's.
  */
 #include "net/http/http.h"
 
@@ -12,6 +12,7 @@
 #include "common/limits.h"
 #include "common/tls_config.h"
 #include "common/logging.h"
+#include "net/http/http_conns.h"
 
 #include <assert.h>
 #include <gnutls/gnutls.h>
@@ -36,6 +37,7 @@ struct net_http {
     atomic_uint kept;  /* requests a starter kept whose reply has not left */
     atomic_uint begun; /* requests whose headers are in and whose reply has not left */
     int client_auth;  /* https: an nng_tls_auth_mode (net_http_options); http: 0 */
+    http_conns *conns; /* the connection table: limits, deadlines */
 };
 
 /* How long net_http_stop lets requests begun finish and their replies
@@ -49,6 +51,7 @@ typedef struct net_http_pending {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool skip_body;  /* answered at its headers: the body is read and dropped */
     struct MHD_Connection *connection;
     pthread_mutex_t mu;
     bool started;  /* a starter kept it: answered by net_http_answer */
@@ -103,8 +106,9 @@ bool net_http_url_valid(const char *url)
 
 /* ---- client certificates (https) ---- */
 
-/* At a connection's start, before its handshake, with client certificates
- * required: one is required there (GnuTLS then fails the handshake without
+/* A connection accepted or closed: into or out of the table (which may
+ * evict another for it, or refuse it). At its start, before its
+ * handshake, with client certificates required: one is required there (GnuTLS then fails the handshake without
  * one) and checked there against the CA libmicrohttpd was given (its chain
  * and dates), so a refused client never gets to send a request. Optional
  * ones are checked at each request (GnuTLS's check in the handshake would
@@ -112,9 +116,18 @@ bool net_http_url_valid(const char *url)
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)socket_context;
     net_http *h = cls;
-    if (code != MHD_CONNECTION_NOTIFY_STARTED || h->client_auth != NNG_TLS_AUTH_MODE_REQUIRED)
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        http_conns_closed(h->conns, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *peer = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (fd == NULL)
+        return; /* not one libmicrohttpd can say: no entry, its requests are dropped */
+    *socket_context = http_conns_opened(h->conns, fd->connect_fd, peer ? peer->client_addr : NULL);
+    if (h->client_auth != NNG_TLS_AUTH_MODE_REQUIRED)
         return;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
@@ -143,6 +156,13 @@ static bool client_certificate_ok(const net_http *h, struct MHD_Connection *c)
 }
 
 /* ---- requests ---- */
+
+/* The connection's entry in the table (NULL: none). */
+static http_conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
 
 static const net_http_route *route_find(const net_http *h, const char *path)
 {
@@ -245,8 +265,8 @@ static enum MHD_Result send_framing_refusal(struct MHD_Connection *c, const char
     return send_reply(c, &r, NULL);
 }
 
-/* Keep the body, up to the limit; past it the request is answered 413
- * once the upload ends (the rest is read and dropped). */
+/* Keep the body, up to the limit; past it (a body without Content-Length,
+ * or no memory) too_large is set and the connection is closed. */
 static void take_body(http_call *call, const char *data, size_t len)
 {
     if (call->too_large || call->len + len > TALLY_HTTP_BODY_BYTES_MAX) {
@@ -269,6 +289,51 @@ static void take_body(http_call *call, const char *data, size_t len)
     call->len += len;
 }
 
+/* A request on a reserved place that is not for a reserved route: 503,
+ * and the connection closes, so its place serves the next health check. */
+static enum MHD_Result send_busy(struct MHD_Connection *c)
+{
+    net_http_reply r = {.status = MHD_HTTP_SERVICE_UNAVAILABLE,
+                        .headers = {{"Retry-After", "1"}, {"Connection", "close"}}};
+    net_text_printf(&r.body, "overloaded: every HTTP connection is taken; this one answers only "
+                             "GET /metrics, /healthz and /readyz, retry later\n");
+    return send_reply(c, &r, NULL);
+}
+
+/* The first call of a request (its headers in): whether its connection
+ * may go on, then the refusals made before the body is read. */
+static enum MHD_Result request_begin(net_http *h, http_call *call, struct MHD_Connection *c,
+                                     const char *url, const char *method)
+{
+    const net_http_route *route = route_find(h, url);
+    bool reserved = route && route->reserved && strcmp(method, "GET") == 0;
+    switch (http_conns_request_begin(h->conns, conn_of(c), reserved)) {
+    case HTTP_ADMIT_CLOSING:
+        return MHD_NO;
+    case HTTP_ADMIT_RESERVED_ONLY:
+        call->skip_body = true;
+        return send_busy(c);
+    case HTTP_ADMIT_YES:
+        break;
+    }
+    if (!client_certificate_ok(h, c)) {
+        net_log(NET_LOG_WARN, "https: refused a request without a valid client certificate");
+        call->skip_body = true; /* nothing of it is read or routed */
+        return send_text(c, MHD_HTTP_FORBIDDEN, "a valid client certificate is required", NULL);
+    }
+    const char *framing_bad = framing_refusal(c);
+    if (framing_bad) {
+        call->skip_body = true; /* nothing of it is read or routed */
+        return send_framing_refusal(c, framing_bad);
+    }
+    const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (length && strtoull(length, NULL, 10) > TALLY_HTTP_BODY_BYTES_MAX) {
+        call->skip_body = true; /* refused before it is sent; the connection closes */
+        return send_text(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large", NULL);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
                                       const char *method, const char *version,
                                       const char *upload, size_t *upload_size, void **state)
@@ -283,23 +348,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         pthread_mutex_init(&call->mu, NULL);
         *state = call;
         atomic_fetch_add(&h->begun, 1);
-        if (!client_certificate_ok(h, c)) {
-            net_log(NET_LOG_WARN, "https: refused a request without a valid client certificate");
-            call->too_large = true; /* nothing of it is read or routed */
-            return send_text(c, MHD_HTTP_FORBIDDEN, "a valid client certificate is required",
-                             NULL);
-        }
-        const char *framing_bad = framing_refusal(c);
-        if (framing_bad) {
-            call->too_large = true; /* nothing of it is read or routed */
-            return send_framing_refusal(c, framing_bad);
-        }
-        const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (length && strtoull(length, NULL, 10) > TALLY_HTTP_BODY_BYTES_MAX) {
-            call->too_large = true; /* refused before it is sent; the connection closes */
-            return send_text(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large", NULL);
-        }
-        return MHD_YES;
+        return request_begin(h, call, c, url, method);
     }
     if (call->started) { /* resumed: net_http_answer has run */
         pthread_mutex_lock(&call->mu);
@@ -310,12 +359,23 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         return send_reply(c, &r, NULL);
     }
     if (*upload_size > 0) {
-        take_body(call, upload, *upload_size);
+        size_t n = *upload_size;
         *upload_size = 0;
-        return MHD_YES;
+        if (call->skip_body)
+            return MHD_YES;
+        http_conns_request_body(h->conns, conn_of(c), n);
+        take_body(call, upload, n);
+        if (!call->too_large)
+            return MHD_YES;
+        /* libmicrohttpd cannot answer while a body arrives: close it */
+        net_log(NET_LOG_DEBUG, "http: a body over %d bytes without Content-Length: closed",
+                TALLY_HTTP_BODY_BYTES_MAX);
+        http_conns_count(h->conns, HTTP_CLOSED_BODY_TOO_LARGE);
+        return MHD_NO;
     }
-    if (call->too_large)
-        return send_text(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large", NULL);
+    if (call->skip_body)
+        return MHD_YES; /* answered at its headers */
+    http_conns_request_in(h->conns, conn_of(c));
     const net_http_route *route = route_find(h, url);
     if (route == NULL)
         return send_text(c, MHD_HTTP_NOT_FOUND, "not found", NULL);
@@ -378,9 +438,10 @@ void net_http_answer(net_http_pending *p, net_http_reply *r)
 static void request_done(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode why)
 {
-    (void)c, (void)why;
+    (void)why;
     net_http *h = cls;
     http_call *call = *state;
+    http_conns_request_done(h->conns, conn_of(c));
     if (call && call->started)
         atomic_fetch_sub(&h->kept, 1);
     if (call) {
@@ -438,14 +499,24 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         {trust ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, trust ? (void *)o->tls->ca : NULL},
         {MHD_OPTION_END, 0, NULL},
     };
+    http_conns_limits limits = {o->timeout_s, o->connections_max, o->per_address_max,
+                                o->reserved_max};
+    if (http_conns_start(&limits, &h->conns) != 0) {
+        freeaddrinfo(ai);
+        free(h);
+        return TALLY_internal;
+    }
+    /* libmicrohttpd's own limits only back the table's up: it takes every
+     * place and those closing, and no per-address limit (the table evicts
+     * or refuses). */
+    unsigned accepted_max = o->connections_max + o->reserved_max + TALLY_HTTP_CLOSING_CONNECTIONS_MAX;
     h->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, access_handler, h,
         MHD_OPTION_ARRAY, https ? tls_items : &tls_items[3],
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, o->connections_max,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->per_address_max,
+        MHD_OPTION_CONNECTION_LIMIT, accepted_max,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TALLY_HTTP_HEADER_BYTES_MAX,
         MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -455,6 +526,7 @@ int net_http_start(const net_http_options *o, const net_http_route *routes, size
         net_log(NET_LOG_ERROR, "cannot listen on %s (in use, or not an address of this "
                 "machine%s?): use --http URL, or --http none", o->url,
                 https ? ", or the TLS certificate refused by GnuTLS" : "");
+        http_conns_stop(h->conns);
         free(h);
         return TALLY_io_error;
     }
@@ -484,6 +556,11 @@ unsigned net_http_in_flight(net_http *h)
     return atomic_load(&h->begun);
 }
 
+void net_http_metrics(net_http *h, net_text *out)
+{
+    http_conns_metrics(h->conns, out);
+}
+
 void net_http_stop(net_http *h)
 {
     if (h == NULL)
@@ -501,5 +578,6 @@ void net_http_stop(net_http *h)
     for (int waited = 0; atomic_load(&h->begun) > 0 && waited < STOP_REPLIES_WAIT_MS; waited += 5)
         nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     MHD_stop_daemon(h->daemon);
+    http_conns_stop(h->conns);
     free(h);
 }

@@ -5,8 +5,12 @@
  * take 405 (with Allow), a body over TALLY_HTTP_BODY_BYTES_MAX 413, a
  * request line and headers over TALLY_HTTP_HEADER_BYTES_MAX or a malformed
  * request refused by libmicrohttpd (400, 413 or 431, or the connection
- * closed). Connections idle or slow for the timeout are closed, and the
- * total and per-address connection limits refuse more at accept.
+ * closed). A request must arrive whole within the timeout (more for a
+ * big body, at a minimum rate), or its connection is closed; over the
+ * total or per-address connection limit an idle connection is evicted
+ * for a newcomer, which is refused only when none is idle; reserved places
+ * beyond the total answer only the routes marked reserved (health and
+ * metrics) while the rest are taken (net/http/http_conns.h).
  * docs/DESIGN.md says why libmicrohttpd.
  *
  * Routes are data: tallyd's own (/metrics, /healthz, /readyz, /v1/) are in
@@ -26,9 +30,9 @@
 
 typedef struct net_http_options {
     const char *url;          /* http:// or https://HOST:PORT (HOST: IPv4, [IPv6] or a name) */
-    unsigned timeout_s;       /* idle or slow connections closed after this */
-    unsigned connections_max; /* at once */
-    unsigned per_address_max; /* at once from one client address */
+    unsigned timeout_s;       /* a request not in whole after this (more for a big body): closed */
+    unsigned connections_max; /* at once (beyond: an idle one evicted, or a reserved place) */
+    unsigned per_address_max; /* at once from one client address (beyond: evict or refuse) */
     /* https:// only: the certificate and key served, and the CA of client
      * certificates (common/tls_config.h); client_auth an nng_tls_auth_mode:
      * 0 none, 1 optional (a certificate presented must verify), 2 required.
@@ -38,6 +42,7 @@ typedef struct net_http_options {
      * check is answered 403 before any route runs. */
     const struct tls_pem *tls;
     int client_auth;
+    unsigned reserved_max; /* places beyond connections_max for reserved routes only */
 } net_http_options;
 
 typedef struct net_http_request {
@@ -75,6 +80,7 @@ typedef struct net_http_route {
     const char *methods; /* allowed, as the Allow header says them: "GET" */
     net_http_handler handle;
     net_http_starter start; /* instead of handle: may answer later */
+    bool reserved;          /* a GET of it is answered on the reserved places too */
 } net_http_route;
 
 /* A request header's value (the name in any case), or NULL; valid while
@@ -107,6 +113,9 @@ unsigned net_http_waiting(net_http *h);
 /* Requests begun (their headers in) whose reply has not left: those
  * waiting, those being read or answered, the caller's own. */
 unsigned net_http_in_flight(net_http *h);
+/* The connection limits' counters as Prometheus lines (closures and
+ * refusals by reason: net/http/http_conns.h). */
+void net_http_metrics(net_http *h, net_text *out);
 /* Close the listener, then every connection; waits for a handler that
  * runs, and (up to 3 s) for requests begun to be read and answered and
  * for their replies to leave. Every kept request must have been answered

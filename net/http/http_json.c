@@ -107,10 +107,15 @@ static void call_release(json_call *jc)
     pthread_mutex_unlock(&hj->mu);
 }
 
+/* The call goes back to the pool before its answer: once answered, the
+ * connection's next request (pipelined: already read) may start on the
+ * listener's thread at once, and must find a call free. Nothing of jc is
+ * touched after the release (another request may be using it). */
 static void call_finish(json_call *jc, net_http_reply *r)
 {
-    net_http_answer(jc->pending, r);
+    net_http_pending *p = jc->pending;
     call_release(jc);
+    net_http_answer(p, r);
 }
 
 static void call_callback(void *arg)

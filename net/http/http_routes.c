@@ -2,6 +2,9 @@
  * http_routes.c — the routes of tallyd's HTTP face and the periodic
  * health evaluation:
  *
+ *   (the three GETs above are answered on the reserved places too, while
+ *   every other place is taken: net/http/http_conns.h)
+ *
  *   GET /metrics  the Prometheus exposition (net/metrics/metrics.h), from a
  *                 read-only transaction and the counters: never waits for
  *                 the writer
@@ -103,6 +106,8 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
         rc = net_metrics_write(&out->body, &t, &v, clock_wall_ms());
     end_read(srv, &t);
     webhooks_metrics(srv, &out->body);
+    if (srv->http->http)
+        net_http_metrics(srv->http->http, &out->body);
     if (rc != TALLY_ok) {
         net_text_free(&out->body);
         out->status = 500;
@@ -164,9 +169,9 @@ static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *
 }
 
 static const net_http_route routes[] = {
-    {"/metrics", "GET", route_metrics},
-    {"/healthz", "GET", route_healthz},
-    {"/readyz", "GET", route_readyz},
+    {"/metrics", "GET", route_metrics, NULL, true},
+    {"/healthz", "GET", route_healthz, NULL, true},
+    {"/readyz", "GET", route_readyz, NULL, true},
     {"/v1/", "GET, POST", NULL, http_json_start},
     {"/webhooks/", "POST", NULL, webhooks_start},
 };
@@ -177,7 +182,8 @@ int http_routes_start(server *srv)
     if (o->http_url == NULL)
         return 0;
     net_http_options ho = {o->http_url, o->http_timeout_s, o->http_connections_max,
-                           o->http_per_address_max, o->tls_pem, (int)o->tls_client_auth};
+                           o->http_per_address_max, o->tls_pem, (int)o->tls_client_auth,
+                           o->http_reserved_max};
     if (http_json_open(srv) != 0)
         return NNG_ENOMEM;
     int rc = net_http_start(&ho, routes, sizeof(routes) / sizeof(routes[0]), srv, &srv->http->http);

@@ -185,7 +185,7 @@ bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
         return false;
     }
     webhook_call *call = NULL;
-    if (atomic_fetch_add(&srv->http->webhooks_in_flight, 1) >= TALLY_WEBHOOK_IN_FLIGHT_MAX ||
+    if (atomic_fetch_add(&srv->http->webhooks_in_flight, 1) >= srv->opt->http_webhooks_in_flight ||
         (call = call_new(srv, src, rq, &v)) == NULL) {
         atomic_fetch_sub(&srv->http->webhooks_in_flight, 1);
         answer(out, src, WEBHOOK_UNAVAILABLE, 0);
@@ -220,7 +220,8 @@ void webhooks_metrics(server *srv, net_text *out)
                          "counter\ntally_webhooks_unknown_source_total %llu\n",
                     (unsigned long long)atomic_load(&hooks->unknown_source));
     net_text_printf(out, "# HELP tally_webhooks_in_flight Verified deliveries waiting for their "
-                         "commit (at most %d; more: 503).\n# TYPE tally_webhooks_in_flight "
+                         "commit (at most %u; more: 503).\n# TYPE tally_webhooks_in_flight "
                          "gauge\ntally_webhooks_in_flight %lld\n",
-                    TALLY_WEBHOOK_IN_FLIGHT_MAX, (long long)atomic_load(&srv->http->webhooks_in_flight));
+                    srv->opt->http_webhooks_in_flight,
+                    (long long)atomic_load(&srv->http->webhooks_in_flight));
 }

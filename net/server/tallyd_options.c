@@ -321,6 +321,14 @@ static const options_row rows[] = {
     {"http-max-per-address", "N", TEXT_OF(TALLY_HTTP_CONNECTIONS_PER_ADDRESS_DEFAULT),
      "HTTP connections from one address",
      NUMBER(UNSIGNED, http_per_address_max, 1, TALLY_HTTP_CONNECTIONS_MAX, 1)},
+    {"http-reserved-connections", "N", TEXT_OF(TALLY_HTTP_RESERVED_CONNECTIONS_DEFAULT),
+     "HTTP connections beyond --http-max-connections that answer only GET /metrics, /healthz "
+     "and /readyz (503 to anything else), so that these answer while the rest are taken",
+     NUMBER(UNSIGNED, http_reserved_max, 0, TALLY_HTTP_RESERVED_CONNECTIONS_MAX, 1)},
+    {"http-webhooks-in-flight", "N", TEXT_OF(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT),
+     "webhook deliveries waiting for the writer at once; more get 503 with Retry-After "
+     "(docs/WEBHOOKS.md); below --http-max-connections, so that other clients keep places",
+     NUMBER(UNSIGNED, http_webhooks_in_flight, 1, TALLY_HTTP_CONNECTIONS_MAX, 1)},
     {"webhooks", "FILE", NULL,
      "take signed webhooks at POST /webhooks/NAME (needs --http): one source a line, NAME "
      "SCHEME SECRET-FILE[,...] [OPT=V...]; schemes standard, stripe, hmac-sha256 "
@@ -445,6 +453,9 @@ static int check_together(const net_server_options *opt)
         return usage_error("--map-max-mb must be at least the map at start (--map-size-mb)");
     if (opt->webhooks && opt->http_url == NULL)
         return usage_error("--webhooks needs the HTTP face: not with --http none");
+    if (opt->webhooks && opt->http_webhooks_in_flight >= opt->http_connections_max)
+        return usage_error("--http-webhooks-in-flight must be below --http-max-connections: "
+                           "deliveries waiting for the writer must leave places for others");
     if (opt->auth_file && opt->backup_dir == NULL)
         return usage_error("--auth needs --backup-dir: with auth on, backups are written only "
                            "below it");

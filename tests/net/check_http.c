@@ -10,16 +10,20 @@
  *   - /healthz answers ok;
  *   - bad input on the HTTP port: unknown paths 404, wrong methods 405,
  *     oversized bodies and headers and malformed requests refused; idle and
- *     slow connections closed by the timeout, more than the limit refused;
+ *     slow connections closed by the timeout; over the per-address limit
+ *     an idle connection evicted (a busy one: the newcomer refused), over
+ *     the total the reserved places answering only health checks;
  *     none of it disturbs the NNG endpoint or its commits.
  */
 #include "config.h"
 
+#include "common/limits.h"
 #include "tests/support/client_support.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
+#include "tests/support/wait.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -355,53 +359,90 @@ static bool answers_ok(int fd, int timeout_ms)
            strstr(buf, " 200 ") != NULL;
 }
 
-START_TEST(connections_beyond_the_limits_are_refused)
+/* A connection whose request is begun and not in (its body half sent):
+ * busy, never evicted. path: a GET of it (a reserved route), else a POST. */
+static int busy(int port, const char *get_path)
+{
+    int fd = test_tcp_connect(port);
+    ck_assert_int_ge(fd, 0);
+    char raw[256];
+    int n = snprintf(raw, sizeof(raw), "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc",
+                     get_path ? "GET" : "POST", get_path ? get_path : "/v1/stats");
+    ck_assert_int_eq(write(fd, raw, (size_t)n), n);
+    return fd;
+}
+
+START_TEST(connections_beyond_the_per_address_limit_evict_or_are_refused)
 {
     http_server h;
-    static const char *const more[] = {"--http-max-connections", "3", "--http-max-per-address",
+    static const char *const more[] = {"--http-max-connections", "8", "--http-max-per-address",
                                        "2", "--http-timeout-s", "600", NULL};
     http_up(&h, more);
-    /* per address: a third from 127.0.0.1 is closed at once */
-    int held[3];
-    hold(h.port, held, 2);
+    /* two busy ones from 127.0.0.1: a third from there is closed at once */
+    int held[2] = {busy(h.port, NULL), busy(h.port, NULL)};
     int third = test_tcp_connect(h.port);
     ck_assert_int_ge(third, 0);
     ck_assert_msg(test_fd_closed_within(third, 30000), "a third connection from one address was kept");
     close(third);
-    ck_assert(answers_ok(held[0], 30000)); /* the held ones still work */
-    nng_still_serves(&h, 1);
     for (int i = 0; i < 2; i++)
         close(held[i]);
+    TEST_WAIT_UNTIL(test_metrics_sample(h.port, "tally_http_refused_total{reason=\"per_address\"}") >= 1,
+                    30000, "the refusal counted");
+    /* two idle ones (a request answered each, then idle past the
+     * eviction age): a third evicts the older one and is served */
+    hold(h.port, held, 2);
+    ck_assert(answers_ok(held[0], 30000));
+    ck_assert(answers_ok(held[1], 30000));
+    test_pause_ms(TALLY_HTTP_EVICT_IDLE_MS_MIN + 500); /* input: idle longer than the eviction age */
+    third = test_tcp_connect(h.port);
+    ck_assert_int_ge(third, 0);
+    ck_assert_msg(test_fd_closed_within(held[0], 30000), "the longest idle one was not evicted");
+    ck_assert(answers_ok(third, 30000));
+    close(third);
+    close(held[0]);
+    close(held[1]);
+    ck_assert_int_ge(test_metrics_sample(h.port, "tally_http_connections_closed_total{reason=\"evicted\"}"), 1);
+    nng_still_serves(&h, 1);
     http_down(&h);
 }
 END_TEST
 
-START_TEST(connections_beyond_the_total_wait_their_turn)
+START_TEST(connections_beyond_the_total_get_the_reserved_places)
 {
     http_server h;
     static const char *const more[] = {"--http-max-connections", "2", "--http-max-per-address",
-                                       "8", "--http-timeout-s", "600", NULL};
+                                       "8", "--http-reserved-connections", "1",
+                                       "--http-timeout-s", "600", NULL};
     http_up(&h, more);
-    int held[2];
-    hold(h.port, held, 2);
-    ck_assert(answers_ok(held[0], 30000)); /* both taken by tallyd */
-    ck_assert(answers_ok(held[1], 30000));
-    /* at the limit, tallyd takes no more: a third waits in the kernel's
-     * queue, unanswered, until one of the two goes */
+    int held[2] = {busy(h.port, NULL), busy(h.port, NULL)};
+    /* every place busy: a third is on the reserved place, where health
+     * checks answer and anything else gets 503 (and the connection closes) */
     int third = test_tcp_connect(h.port);
     ck_assert_int_ge(third, 0);
-    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-    ck_assert_int_eq(write(third, get, sizeof(get) - 1), (ssize_t)sizeof(get) - 1);
+    ck_assert(answers_ok(third, 30000));
+    static const char post[] = "POST /v1/stats HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+    ck_assert_int_eq(write(third, post, sizeof(post) - 1), (ssize_t)sizeof(post) - 1);
     struct pollfd p = {third, POLLIN, 0};
-    ck_assert_int_eq(poll(&p, 1, 1000), 0);
-    nng_still_serves(&h, 1);
-    close(held[0]);
-    char buf[256] = {0};
+    char buf[512] = {0};
     ck_assert_int_eq(poll(&p, 1, 30000), 1);
     ck_assert_int_gt(read(third, buf, sizeof(buf) - 1), 0);
-    ck_assert_ptr_nonnull(strstr(buf, " 200 "));
+    ck_assert_msg(strstr(buf, " 503 ") && strstr(buf, "Retry-After: 1") && strstr(buf, "overloaded"),
+                  "%s", buf);
+    ck_assert_msg(test_fd_closed_within(third, 30000), "a refused reserved place stayed open");
     close(third);
-    close(held[1]);
+    /* the reserved place busy too: a newcomer is closed at once */
+    int fourth = busy(h.port, "/healthz");
+    int fifth = test_tcp_connect(h.port);
+    ck_assert_int_ge(fifth, 0);
+    ck_assert_msg(test_fd_closed_within(fifth, 30000), "a connection beyond every place was kept");
+    close(fifth);
+    close(fourth);
+    for (int i = 0; i < 2; i++)
+        close(held[i]);
+    TEST_WAIT_UNTIL(test_metrics_sample(h.port, "tally_http_refused_total{reason=\"connections\"}") >= 1 &&
+                        test_metrics_sample(h.port, "tally_http_refused_total{reason=\"reserved_only\"}") >= 1,
+                    30000, "the refusals counted");
+    nng_still_serves(&h, 1);
     http_down(&h);
 }
 END_TEST
@@ -433,8 +474,8 @@ int main(void)
     tcase_add_test(tc, ambiguous_request_lengths_are_refused);
     tcase_add_test(tc, readyz_checks_have_one_shape);
     tcase_add_test(tc, idle_and_slow_connections_are_closed);
-    tcase_add_test(tc, connections_beyond_the_limits_are_refused);
-    tcase_add_test(tc, connections_beyond_the_total_wait_their_turn);
+    tcase_add_test(tc, connections_beyond_the_per_address_limit_evict_or_are_refused);
+    tcase_add_test(tc, connections_beyond_the_total_get_the_reserved_places);
     tcase_add_test(tc, http_none_and_bad_urls);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

@@ -45,6 +45,8 @@
 #define BIG_EVENTS 20
 #define PAGED_EVENTS 1000
 #define WAIT_MS 60000
+/* --http-webhooks-in-flight, as hook_up sets it (its default is 32) */
+#define IN_FLIGHT 64
 
 typedef struct hook_server {
     tallyd_proc p;
@@ -54,7 +56,8 @@ typedef struct hook_server {
 } hook_server;
 
 /* tallyd with --http, one hmac-sha256 source "gh" (GitHub's headers),
- * room for 128 HTTP connections from this test's address, and idle HTTP
+ * room for 128 HTTP connections from this test's address, 64 deliveries
+ * waiting for the writer, and idle HTTP
  * connections kept 10 minutes. */
 static void hook_up(hook_server *s)
 {
@@ -76,6 +79,7 @@ static void hook_up(hook_server *s)
     const char *args[] = {"--http", "http://127.0.0.1:0", "--webhooks", s->hooks_file,
                           "--http-max-connections", "128", "--http-max-per-address", "128",
                           "--http-timeout-s", "600", /* held deliveries outlast a slow machine */
+                          "--http-webhooks-in-flight", "64",
                           NULL};
     for (int i = 0; args[i]; i++)
         s->p.extra_args[i] = args[i];
@@ -481,8 +485,8 @@ START_TEST(sixty_fifth_delivery_in_flight_gets_503)
     ck_assert_int_eq(mdb_env_open(env, s.p.data_dir, MDB_NOTLS, 0600), 0);
     ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &hold), 0);
 
-    int fds[TALLY_WEBHOOK_IN_FLIGHT_MAX];
-    for (int i = 0; i < TALLY_WEBHOOK_IN_FLIGHT_MAX; i++) {
+    int fds[IN_FLIGHT];
+    for (int i = 0; i < IN_FLIGHT; i++) {
         char id[32], body[64];
         snprintf(id, sizeof(id), "held-%d", i);
         snprintf(body, sizeof(body), "{\"n\":%d}", i);
@@ -493,8 +497,8 @@ START_TEST(sixty_fifth_delivery_in_flight_gets_503)
         ck_assert(tallyd_fd_send_all(fds[i], raw, len, test_deadline_ms(WAIT_MS)));
         free(raw);
     }
-    TEST_WAIT_UNTIL(in_flight(&s) == TALLY_WEBHOOK_IN_FLIGHT_MAX, WAIT_MS,
-                    "%d webhook deliveries in flight (%lld)", TALLY_WEBHOOK_IN_FLIGHT_MAX,
+    TEST_WAIT_UNTIL(in_flight(&s) == IN_FLIGHT, WAIT_MS,
+                    "%d webhook deliveries in flight (%lld)", IN_FLIGHT,
                     (long long)in_flight(&s));
 
     char *answer = NULL;
@@ -502,13 +506,13 @@ START_TEST(sixty_fifth_delivery_in_flight_gets_503)
     ck_assert_msg(strstr(answer, "\r\nRetry-After: 1\r\n") != NULL, "%s", answer);
     ck_assert_msg(strstr(answer, "\"unavailable\"") != NULL, "%s", answer);
     free(answer);
-    ck_assert_int_eq(in_flight(&s), TALLY_WEBHOOK_IN_FLIGHT_MAX);
+    ck_assert_int_eq(in_flight(&s), IN_FLIGHT);
 
     mdb_txn_abort(hold); /* the writer goes on: the 64 are stored */
-    for (int i = 0; i < TALLY_WEBHOOK_IN_FLIGHT_MAX; i++)
+    for (int i = 0; i < IN_FLIGHT; i++)
         ck_assert_int_eq(answer_status(fds[i]), 200);
     mdb_env_close(env);
-    ck_assert_uint_eq(test_client_head(s.c), head + TALLY_WEBHOOK_IN_FLIGHT_MAX);
+    ck_assert_uint_eq(test_client_head(s.c), head + IN_FLIGHT);
     /* the writer hands each answer over, then counts its delivery out:
      * the last count may come a moment after its answer was read */
     TEST_WAIT_UNTIL(in_flight(&s) == 0, WAIT_MS, "no webhook delivery in flight (%lld)",
