@@ -69,7 +69,7 @@
 #define SLOW_TIMEOUT_S "2"
 #define FLOOD_SOCKETS 400
 #define PIPELINE_DEPTH 8
-#define SECRET "hostile-secret"
+#define SECRET "hostile-secret-0123456789"
 #define ROUND_PAUSE_MS 200       /* between two rounds of the ordinary client */
 
 static int scale(void)
