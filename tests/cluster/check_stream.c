@@ -500,6 +500,50 @@ static bool is_current_replica(raw_js *r, const nats_cluster *c, int i, const ch
     return yes;
 }
 
+/* A reader that reads through the kill: count messages from 1, each
+ * waited for with a short bound again and again, as a cluster node reads
+ * (its consumer may be on the killed server). */
+typedef struct live_reader {
+    const nats_cluster *c;
+    const char *stream;
+    size_t count;
+    read_record *read;
+    size_t got;
+    int rc;
+    uint64_t resets;
+} live_reader;
+
+static void *live_reader_run(void *arg)
+{
+    live_reader *lr = arg;
+    const char *urls[NATS_CLUSTER_NODES];
+    urls_from(lr->c, 0, urls);
+    cluster_stream_config cfg = config_of(urls, lr->stream);
+    cluster_stream *s = NULL;
+    cluster_reader *r = NULL;
+    char why[CLUSTER_WHY_BYTES];
+    lr->rc = open_when_led(&s, &cfg, why);
+    if (lr->rc == TALLY_ok)
+        lr->rc = cluster_reader_open(&r, s, 1);
+    int64_t until = test_deadline_ms(2 * WAIT_MS);
+    while (lr->rc == TALLY_ok && lr->got < lr->count && clock_mono_ms() < until) {
+        cluster_message m;
+        int rc = cluster_reader_next(r, 200, &m);
+        if (rc == TALLY_timed_out)
+            continue;
+        lr->rc = rc;
+        if (rc == TALLY_ok && m.len < ID_BYTES) {
+            lr->read[lr->got].seq = m.seq;
+            memcpy(lr->read[lr->got].id, m.data, m.len);
+            lr->got++;
+        }
+    }
+    lr->resets = r ? cluster_reader_resets(r) : 0;
+    cluster_reader_close(r);
+    cluster_stream_close(s);
+    return NULL;
+}
+
 static size_t acked_total(publisher *p, int n)
 {
     size_t sum = 0;
@@ -516,6 +560,11 @@ START_TEST(test_publishes_go_on_through_a_killed_server)
     raw_js r = raw_open(&c);
     publisher p[PUBLISHERS];
     pthread_t t[PUBLISHERS];
+    live_reader lr = {.c = &c, .stream = "KILL", .count = KILL_MESSAGES,
+                      .read = calloc(KILL_MESSAGES, sizeof(read_record))};
+    ck_assert_ptr_nonnull(lr.read);
+    pthread_t reader;
+    ck_assert_int_eq(pthread_create(&reader, NULL, live_reader_run, &lr), 0);
     publishers_start(p, t, PUBLISHERS, &c, "KILL", KILL_MESSAGES);
     TEST_WAIT_UNTIL(acked_total(p, PUBLISHERS) >= KILL_BEFORE, WAIT_MS,
                     "%d publishes acknowledged before the kill", KILL_BEFORE);
@@ -541,8 +590,19 @@ START_TEST(test_publishes_go_on_through_a_killed_server)
                   " after %d acknowledged", first, last, KILL_MESSAGES);
     read_record *a = read_all(&c, victim, "KILL", KILL_MESSAGES); /* the rejoined one first */
     assert_read_matches(a, KILL_MESSAGES, p, PUBLISHERS);
-    fprintf(stderr, "check_stream: killed %s (leader) at %zu acknowledged; new leader %s\n",
-            c.node[victim].name, at_kill, c.node[now_leader].name);
+    ck_assert_int_eq(pthread_join(reader, NULL), 0);
+    ck_assert_msg(lr.rc == TALLY_ok && lr.got == KILL_MESSAGES,
+                  "the reader through the kill: %s, %zu of %d read, %" PRIu64 " resets",
+                  tally_strerror(lr.rc), lr.got, KILL_MESSAGES, lr.resets);
+    for (size_t i = 0; i < KILL_MESSAGES; i++)
+        ck_assert_msg(lr.read[i].seq == a[i].seq && strcmp(lr.read[i].id, a[i].id) == 0,
+                      "the reader through the kill differs at %zu: %s, %s", i, lr.read[i].id,
+                      a[i].id);
+    fprintf(stderr,
+            "check_stream: killed %s (leader) at %zu acknowledged; new leader %s; the reader "
+            "through the kill recreated its consumer %" PRIu64 " times\n",
+            c.node[victim].name, at_kill, c.node[now_leader].name, lr.resets);
+    free(lr.read);
     for (int i = 0; i < PUBLISHERS; i++)
         free(p[i].seqs);
     free(a);
