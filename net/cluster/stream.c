@@ -133,6 +133,9 @@ static bool config_complete(const cluster_stream_config *in, cluster_stream_conf
     else if (out->duplicate_window_ms < TALLY_CLUSTER_DUPLICATE_WINDOW_MS_MIN)
         say(why, why_size, "cluster duplicate window %" PRId64 " ms: at least %" PRId64 " ms",
             out->duplicate_window_ms, TALLY_CLUSTER_DUPLICATE_WINDOW_MS_MIN);
+    else if (out->max_age_ms > 0 && out->max_age_ms < out->duplicate_window_ms)
+        say(why, why_size, "cluster max_age %" PRId64 " ms: at least the duplicate window, %" PRId64
+            " ms (nats-server refuses a shorter one)", out->max_age_ms, out->duplicate_window_ms);
     else if (out->max_msg_bytes < TALLY_CLUSTER_MSG_BYTES_MIN)
         say(why, why_size, "cluster max_msg_size %" PRId32 ": at least %d bytes",
             out->max_msg_bytes, TALLY_CLUSTER_MSG_BYTES_MIN);
@@ -453,7 +456,7 @@ static int reader_after_silence(cluster_reader *r)
     uint64_t first = 0, last = 0;
     if (cluster_stream_bounds(r->s, &first, &last) != TALLY_ok)
         return TALLY_timed_out; /* no leader now: wait on */
-    if (first > r->next && last >= first)
+    if (first > r->next) /* aged out; an empty stream that had messages says last + 1 */
         return TALLY_not_found;
     if (last >= r->next || r->sub == NULL)
         reader_reset(r);
@@ -496,13 +499,14 @@ int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
     int64_t until = clock_mono_ms() + wait_ms;
     for (;;) {
         int64_t now = clock_mono_ms(), left = until > now ? until - now : 0;
-        int64_t slice = left < READER_SLICE_MS ? left : READER_SLICE_MS;
+        /* cnats takes only a positive wait: 1 ms looks at what arrived */
+        int64_t slice = left < 1 ? 1 : left < READER_SLICE_MS ? left : READER_SLICE_MS;
         int rc = TALLY_timed_out;
         natsMsg *msg = NULL;
         natsStatus st = NATS_TIMEOUT;
         if (r->sub != NULL)
             st = natsSubscription_NextMsg(&msg, r->sub, slice);
-        else if (slice > 0)
+        else
             nats_Sleep(slice < RECONNECT_WAIT_MS ? slice : RECONNECT_WAIT_MS); /* no consumer */
         if (st == NATS_OK) {
             rc = reader_take(r, msg, m);

@@ -50,8 +50,8 @@
 
 /* ---- helpers ---- */
 
-/* The cluster's URLs starting at node first, so that connections spread
- * over the servers. */
+/* The cluster's URLs starting at node first (the NATS client shuffles
+ * them, so connections spread over the servers either way). */
 static void urls_from(const nats_cluster *c, int first, const char *urls[NATS_CLUSTER_NODES])
 {
     for (int i = 0; i < NATS_CLUSTER_NODES; i++)
@@ -308,6 +308,10 @@ START_TEST(test_an_unsound_stream_is_refused_naming_the_setting)
     char why[CLUSTER_WHY_BYTES];
     ck_assert_int_eq(cluster_stream_open(&s, &cfg, why, sizeof(why)), TALLY_invalid_argument);
     ck_assert_msg(strstr(why, "duplicate window 1000 ms: at least 120000 ms"), "%s", why);
+    cfg = config_of(c.urls, "FINE");
+    cfg.max_age_ms = 60000;
+    ck_assert_int_eq(cluster_stream_open(&s, &cfg, why, sizeof(why)), TALLY_invalid_argument);
+    ck_assert_msg(strstr(why, "max_age 60000 ms: at least the duplicate window"), "%s", why);
     cfg = config_of(c.urls, "bad.name");
     ck_assert_int_eq(cluster_stream_open(&s, &cfg, why, sizeof(why)), TALLY_invalid_argument);
     ck_assert_msg(strstr(why, "stream name"), "%s", why);
