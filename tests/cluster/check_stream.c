@@ -13,8 +13,11 @@
  * - a publish retried with the same Nats-Msg-Id is stored once;
  * - kill -9 of the stream leader's nats-server while publishing: the
  *   publishes go on (retried with the same id through the election),
- *   everything acknowledged is read back once at its sequence, and the
- *   killed server rejoins as a current replica.
+ *   everything acknowledged is read back once at its sequence, also by a
+ *   reader reading through the kill, and the killed server rejoins as a
+ *   current replica;
+ * - kill -9 of the server holding a reader's consumer: the reader goes on
+ *   in order from where it was.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -616,6 +619,79 @@ START_TEST(test_publishes_go_on_through_a_killed_server)
 }
 END_TEST
 
+/* The node whose server holds the one consumer of stream name, -1 while
+ * there is none or it has no leader. */
+static int consumer_host(raw_js *r, const nats_cluster *c, const char *name)
+{
+    jsConsumerInfoList *list = NULL;
+    int host = -1;
+    if (js_Consumers(&list, r->js, name, NULL, NULL) != NATS_OK)
+        return -1;
+    if (list->Count == 1 && list->List[0]->Cluster && list->List[0]->Cluster->Leader)
+        for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+            if (strcmp(list->List[0]->Cluster->Leader, c->node[i].name) == 0)
+                host = i;
+    jsConsumerInfoList_Destroy(list);
+    return host;
+}
+
+/* Publish ids host-<from>..host-<to - 1>, each until acknowledged. */
+static void publish_range(cluster_stream *s, int from, int to)
+{
+    char why[CLUSTER_WHY_BYTES];
+    for (int i = from; i < to; i++) {
+        char id[ID_BYTES];
+        uint64_t seq = 0;
+        snprintf(id, sizeof(id), "host-%d", i);
+        int rc = publish_until_acked(s, id, &seq, NULL, why);
+        ck_assert_msg(rc == TALLY_ok, "%s: %s: %s", id, tally_strerror(rc), why);
+        ck_assert_int_eq(seq, (uint64_t)i + 1);
+    }
+}
+
+/* Read ids host-<from>..host-<to - 1> in order at their sequences. */
+static void read_range(cluster_reader *r, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char id[ID_BYTES];
+        cluster_message m;
+        snprintf(id, sizeof(id), "host-%d", i);
+        int rc = cluster_reader_next(r, test_scaled_ms(WAIT_MS), &m);
+        ck_assert_msg(rc == TALLY_ok, "reading %s: %s (resets %" PRIu64 ")", id,
+                      tally_strerror(rc), cluster_reader_resets(r));
+        ck_assert_int_eq(m.seq, (uint64_t)i + 1);
+        ck_assert_str_eq(m.msg_id, id);
+    }
+}
+
+START_TEST(test_a_reader_goes_on_when_its_consumers_server_dies)
+{
+    nats_cluster c;
+    nats_cluster_start(&c);
+    cluster_stream *s = open_ok(&c, 0, "HOST");
+    raw_js r = raw_open(&c);
+    publish_range(s, 0, 100);
+    cluster_reader *reader = NULL;
+    ck_assert_int_eq(cluster_reader_open(&reader, s, 1), TALLY_ok);
+    read_range(reader, 0, 50);
+    int host = -1;
+    TEST_WAIT_UNTIL((host = consumer_host(&r, &c, "HOST")) >= 0, WAIT_MS,
+                    "the reader's consumer on a server");
+    nats_cluster_kill(&c, host);
+    read_range(reader, 50, 100);
+    publish_range(s, 100, 150);
+    read_range(reader, 100, 150);
+    cluster_message m;
+    ck_assert_int_eq(cluster_reader_next(reader, 200, &m), TALLY_timed_out);
+    fprintf(stderr, "check_stream: killed %s, the host of the reader's consumer; %" PRIu64
+            " resets\n", c.node[host].name, cluster_reader_resets(reader));
+    cluster_reader_close(reader);
+    raw_close(&r);
+    cluster_stream_close(s);
+    nats_cluster_stop(&c);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -630,6 +706,7 @@ int main(void)
         {"order", test_concurrent_publishes_are_read_in_one_order_once, TEST_TIMEOUT_S},
         {"order", test_a_retried_publish_is_stored_once, TEST_TIMEOUT_S},
         {"kill", test_publishes_go_on_through_a_killed_server, TEST_TIMEOUT_S},
+        {"kill", test_a_reader_goes_on_when_its_consumers_server_dies, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_stream", TEST_ROWS(rows)));
 }
