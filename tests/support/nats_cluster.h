@@ -44,8 +44,9 @@ const char *nats_cluster_server_path(void);
 
 /* Start the three nodes and wait until JetStream has a meta leader. */
 void nats_cluster_start(nats_cluster *c);
-/* Stop every running node (SIGTERM, then SIGKILL past the bound) and
- * remove the temp dir. */
+/* Stop every running node (SIGTERM, then SIGKILL past the bound), remove
+ * the temp dir and close the NATS client library (nats_Close): call it
+ * after every connection of the test is closed. */
 void nats_cluster_stop(nats_cluster *c);
 
 /* kill -9 node i and reap it. */
