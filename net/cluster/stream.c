@@ -71,6 +71,7 @@ static int code_of(natsStatus s, jsErrCode jerr)
     switch (s) {
     case NATS_TIMEOUT: return TALLY_timed_out;
     case NATS_NO_MEMORY: return TALLY_out_of_memory;
+    case NATS_MAX_PAYLOAD: return TALLY_invalid_argument; /* over the server's max_payload */
     case NATS_CONNECTION_CLOSED: case NATS_CONNECTION_DISCONNECTED: case NATS_NO_SERVER:
     case NATS_NO_RESPONDERS: case NATS_STALE_CONNECTION: case NATS_IO_ERROR:
     case NATS_NOT_YET_CONNECTED:

@@ -588,6 +588,10 @@ START_TEST(test_publishes_go_on_through_a_killed_server)
     TEST_WAIT_UNTIL((now_leader = leader_of(&r, &c, "KILL")) >= 0, WAIT_MS, "a new leader");
     ck_assert_int_ne(now_leader, victim);
     publishers_join(p, t, PUBLISHERS);
+    /* a connection opened now, with the dead server in its list, checks
+     * the stream on the two left */
+    cluster_stream *late = open_ok(&c, victim, "KILL");
+    cluster_stream_close(late);
     nats_cluster_restart(&c, victim);
     TEST_WAIT_UNTIL(is_current_replica(&r, &c, victim, "KILL"), WAIT_MS,
                     "%s rejoins KILL as a current replica", c.node[victim].name);
