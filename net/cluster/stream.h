@@ -19,10 +19,12 @@
  * that hosts it; the reader therefore checks every message's stream
  * sequence itself (the next one must be the one after the last returned;
  * one below is a copy and skipped) and recreates its consumer from that
- * sequence when it sees a gap, a consumer error, or nothing for a slice
- * of its wait while the stream holds more. So the reader's order is the
- * stream's, each message exactly once, whatever the client library does
- * about a lost consumer.
+ * sequence when it sees a gap, a consumer error, or a second without a
+ * message (counted over calls) while the stream holds more. So the
+ * reader's order is the stream's, each message exactly once, whatever the
+ * client library does about a lost consumer (cnats 3.4.1 recovers an
+ * ordered consumer by itself in tests/cluster/check_stream's kills; this
+ * check does not depend on it).
  *
  * Errors (common/tally_error.h): TALLY_invalid_argument (a bad config, or
  * a stream whose settings break the guarantees: why names the setting),
