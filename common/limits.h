@@ -255,4 +255,24 @@ _Static_assert(TALLY_MAP_SIZE_BYTES_MIN <= TALLY_MAP_SIZE_BYTES_DEFAULT &&
                    TALLY_MAP_SIZE_BYTES_DEFAULT <= TALLY_MAP_SIZE_BYTES_MAX,
                "default map size within bounds");
 
+/* Cluster mode's command stream (net/cluster/, docs/CLUSTER.md, "The
+ * stream"): the least a stream must have, the defaults tallyd creates it
+ * with, and the bounds of its names and waits. */
+#define TALLY_CLUSTER_REPLICAS_DEFAULT 3
+#define TALLY_CLUSTER_REPLICAS_MAX 5 /* JetStream's own maximum */
+#define TALLY_CLUSTER_DUPLICATE_WINDOW_MS_MIN INT64_C(120000)
+#define TALLY_CLUSTER_DUPLICATE_WINDOW_MS_DEFAULT INT64_C(120000)
+#define TALLY_CLUSTER_MSG_BYTES_MIN (1024 * 1024)
+#define TALLY_CLUSTER_MAX_AGE_MS_DEFAULT INT64_C(604800000) /* 7 days */
+#define TALLY_CLUSTER_STREAM_NAME_BYTES_MAX 32
+#define TALLY_CLUSTER_URLS_MAX 16
+#define TALLY_CLUSTER_MSG_ID_BYTES_MAX 128
+#define TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX 16
+#define TALLY_CLUSTER_REQUEST_MS_DEFAULT 5000 /* a PubAck or a JetStream API answer */
+#define TALLY_CLUSTER_REQUEST_MS_MAX 600000
+_Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
+                   TALLY_CLUSTER_DUPLICATE_WINDOW_MS_MIN <= TALLY_CLUSTER_DUPLICATE_WINDOW_MS_DEFAULT &&
+                   TALLY_CLUSTER_REQUEST_MS_DEFAULT <= TALLY_CLUSTER_REQUEST_MS_MAX,
+               "cluster defaults within bounds");
+
 #endif

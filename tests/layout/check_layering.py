@@ -36,6 +36,7 @@ RANKS = {
     "clients/json": 3,       # objects and values as JSON and text (libtallyjson)
     "clients/cli": 4,        # the tally CLI
     "net/auth": 3,
+    "net/cluster": 3,        # cluster mode's command stream: common/ and cnats only
     "net/ops": 4,
     "net/metrics": 5,
     "net/engine": 6,
@@ -141,7 +142,7 @@ def nm_symbols(obj):
 # The folders whose calls are checked, and the prefixes automake gives
 # their objects (a library's, or a program's: the tally CLI).
 OBJECT_PREFIXES = {
-    "net": ("libtallynet_la-",),
+    "net": ("libtallynet_la-", "libtallycluster_la-"),
     "clients": ("libtally_la-", "libtallyjson_la-", "tally-"),
 }
 

@@ -1,0 +1,116 @@
+/*
+ * stream.h — cluster mode's command stream (docs/CLUSTER.md): a
+ * connection to a NATS JetStream cluster, the stream created or checked
+ * exactly as docs/CLUSTER.md's stream table says, one message appended on
+ * NAME.<kind> with a Nats-Msg-Id and its stream sequence returned, the
+ * stream read in order from a given sequence, and the stream's bounds.
+ *
+ * This room knows nothing of the ledger: a message is bytes. It includes
+ * only common/ and the NATS C client (cnats); tallyd's single-node build
+ * does not link it.
+ *
+ * Reading: an ordered consumer. A cluster node reads the whole stream
+ * from its position onwards, in order, as it grows; an ordered consumer
+ * is a push consumer with flow control and idle heartbeats that the
+ * server streams to the reader without a round trip per message, while a
+ * pull of gets ($JS.API.STREAM.MSG.GET per sequence) costs a request and
+ * a reply per message and must poll for the next one. The ordered
+ * consumer is an ephemeral R1 consumer, so it is lost with the server
+ * that hosts it; the reader therefore checks every message's stream
+ * sequence itself (the next one must be the one after the last returned;
+ * one below is a copy and skipped) and recreates its consumer from that
+ * sequence when it sees a gap, a consumer error, or a second without a
+ * message (counted over calls) while the stream holds more. So the
+ * reader's order is the stream's, each message exactly once, whatever the
+ * client library does about a lost consumer (cnats 3.4.1 recovers an
+ * ordered consumer by itself in tests/cluster/check_stream's kills; this
+ * check does not depend on it).
+ *
+ * Errors (common/tally_error.h): TALLY_invalid_argument (a bad config, or
+ * a stream whose settings break the guarantees: why names the setting),
+ * TALLY_unreachable (no server answered, or JetStream has no leader),
+ * TALLY_timed_out (no PubAck, or no message, within the wait),
+ * TALLY_not_found (a read from a sequence the stream no longer holds),
+ * TALLY_out_of_memory, TALLY_internal (an answer this code does not
+ * understand). why, where given, is a NUL-terminated sentence.
+ */
+#ifndef TALLY_NET_CLUSTER_STREAM_H
+#define TALLY_NET_CLUSTER_STREAM_H
+
+#include "common/limits.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLUSTER_STREAM_NAME_DEFAULT "TALLY_COMMANDS"
+#define CLUSTER_WHY_BYTES 256
+
+typedef struct cluster_stream cluster_stream;
+typedef struct cluster_reader cluster_reader;
+
+typedef struct cluster_stream_config {
+    const char *const *urls; /* nats://host:port, at least one */
+    size_t url_count;        /* 1..TALLY_CLUSTER_URLS_MAX */
+    const char *name;        /* NULL: CLUSTER_STREAM_NAME_DEFAULT; A-Z a-z 0-9 _ - */
+    /* When the stream is created: these. When it exists: at least these
+     * (0: the defaults of common/limits.h). */
+    uint32_t replicas;
+    int64_t duplicate_window_ms;
+    int32_t max_msg_bytes;
+    /* When created only (0: TALLY_CLUSTER_MAX_AGE_MS_DEFAULT; -1 none). */
+    int64_t max_age_ms;
+    /* A PubAck's and a JetStream API call's wait (0: the default). */
+    int64_t request_ms;
+} cluster_stream_config;
+
+/* Connect to cfg->urls (any that answers; the client moves among them on
+ * its own) and create the stream, or check the one there. *out is the
+ * caller's to close; NULL on an error. A server without a JetStream
+ * leader yet answers TALLY_unreachable: try again. */
+int cluster_stream_open(cluster_stream **out, const cluster_stream_config *cfg, char *why,
+                        size_t why_size);
+void cluster_stream_close(cluster_stream *s);
+
+/* The stream's name (valid until close). */
+const char *cluster_stream_name(const cluster_stream *s);
+
+/* Append data on NAME.kind with header Nats-Msg-Id msg_id, waiting for
+ * the PubAck: *seq is the message's stream sequence (the stored one's
+ * when JetStream had it already: *duplicate true). kind: 1..16 bytes of
+ * a-z; msg_id: 1..TALLY_CLUSTER_MSG_ID_BYTES_MAX bytes. On
+ * TALLY_timed_out or TALLY_unreachable it is unknown whether the message
+ * was stored: publish it again with the same msg_id. */
+int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_id,
+                           const void *data, size_t len, uint64_t *seq, bool *duplicate,
+                           char *why, size_t why_size);
+
+/* The stream's first and last sequence (0 and 0 when empty; first is
+ * last + 1 once every message aged out), from its leader. */
+int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
+
+/* A message read: its stream sequence, subject and bytes, valid until
+ * the reader's next call or close. */
+typedef struct cluster_message {
+    uint64_t seq;
+    const char *subject;
+    const void *data;
+    size_t len;
+    const char *msg_id; /* its Nats-Msg-Id; "" when it has none */
+} cluster_message;
+
+/* A reader of s from sequence from (>= 1); s must outlive it. */
+int cluster_reader_open(cluster_reader **out, cluster_stream *s, uint64_t from);
+void cluster_reader_close(cluster_reader *r);
+
+/* The next message in stream order, waiting up to wait_ms for it:
+ * TALLY_ok with *m, TALLY_timed_out when none came, TALLY_not_found when
+ * the stream's first message is past the one wanted (aged out: docs/CLUSTER.md,
+ * "A node too far behind"). */
+int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m);
+
+/* How many times r recreated its consumer (a gap, an error, a silence
+ * while the stream held more): for tests and, later, a metric. */
+uint64_t cluster_reader_resets(const cluster_reader *r);
+
+#endif

@@ -1,0 +1,208 @@
+/*
+ * nats_cluster.c — three nats-server processes in one JetStream cluster
+ * on loopback (nats_cluster.h).
+ *
+ * Ports: each node's client and route ports are bound to port 0 first,
+ * read back and released together just before the first start (so the six
+ * are distinct), since every node's --routes must name the others' route
+ * ports before they run; a restart uses the same ports, as a client's URL
+ * list names them.
+ */
+#include "config.h"
+
+#include "tests/support/nats_cluster.h"
+
+#include "tests/support/run.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wait.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <nats/nats.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define JS_INFO_WAIT_MS 1000
+#define STOP_WAIT_MS 30000
+#define CLUSTER_NAME "tally-test"
+
+const char *nats_cluster_server_path(void)
+{
+    const char *p = getenv("NATS_SERVER");
+    return p && *p && access(p, X_OK) == 0 ? p : NULL;
+}
+
+char *nats_cluster_log(const nats_cluster *c, int i)
+{
+    int fd = open(c->node[i].log, O_RDONLY | O_CLOEXEC);
+    char *text = fd >= 0 ? test_fd_read_all(fd) : strdup("(no log)");
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+/* count ports of the kernel's on 127.0.0.1, distinct: all bound before
+ * any is released. */
+static void ports_pick(unsigned *ports, int count)
+{
+    int fds[2 * NATS_CLUSTER_NODES];
+    ck_assert_int_le(count, 2 * NATS_CLUSTER_NODES);
+    for (int i = 0; i < count; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof(a);
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert_msg(bind(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
+                          getsockname(fds[i], (struct sockaddr *)&a, &len) == 0,
+                      "port 0: %s", strerror(errno));
+        ports[i] = ntohs(a.sin_port);
+    }
+    for (int i = 0; i < count; i++)
+        close(fds[i]);
+}
+
+bool nats_cluster_js_ready(const char *url)
+{
+    natsOptions *o = NULL;
+    natsConnection *nc = NULL;
+    natsMsg *reply = NULL;
+    bool ready = false;
+    natsStatus s = natsOptions_Create(&o);
+    if (s == NATS_OK)
+        s = natsOptions_SetURL(o, url);
+    if (s == NATS_OK)
+        s = natsOptions_SetTimeout(o, JS_INFO_WAIT_MS);
+    if (s == NATS_OK)
+        s = natsOptions_SetAllowReconnect(o, false);
+    if (s == NATS_OK)
+        s = natsConnection_Connect(&nc, o);
+    if (s == NATS_OK)
+        s = natsConnection_RequestString(&reply, nc, "$JS.API.INFO", "", JS_INFO_WAIT_MS);
+    if (s == NATS_OK) {
+        int len = natsMsg_GetDataLength(reply);
+        const char *data = natsMsg_GetData(reply);
+        ready = len > 0 && memmem(data, (size_t)len, "\"error\"", 7) == NULL;
+    }
+    natsMsg_Destroy(reply);
+    natsConnection_Destroy(nc);
+    natsOptions_Destroy(o);
+    return ready;
+}
+
+static void node_spawn(nats_cluster *c, int i)
+{
+    nats_node *n = &c->node[i];
+    char port[12], cluster[64], routes[200] = "";
+    snprintf(port, sizeof(port), "%u", n->port);
+    snprintf(cluster, sizeof(cluster), "nats://127.0.0.1:%u", n->route_port);
+    for (int j = 0; j < NATS_CLUSTER_NODES; j++) {
+        if (j == i)
+            continue;
+        size_t used = strlen(routes);
+        snprintf(routes + used, sizeof(routes) - used, "%snats://127.0.0.1:%u",
+                 used ? "," : "", c->node[j].route_port);
+    }
+    int fd = open(n->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    const char *argv[] = {nats_cluster_server_path(), "-js", "-sd", n->store, "-a", "127.0.0.1",
+                          "-p", port, "-n", n->name, "--cluster_name", CLUSTER_NAME,
+                          "--cluster", cluster, "--routes", routes, NULL};
+    n->pid = test_spawn(argv, NULL, fd, fd);
+    close(fd);
+}
+
+/* Fail the test, with node i's log, when it exited. */
+static void node_must_run(const nats_cluster *c, int i)
+{
+    int status;
+    if (c->node[i].pid > 0 && test_wait_ms(c->node[i].pid, 0, &status))
+        ck_abort_msg("nats-server %s exited (%d); its log:\n%s", c->node[i].name,
+                     test_exit_code(status), nats_cluster_log(c, i));
+}
+
+static void node_wait_ready(const nats_cluster *c, int i)
+{
+    int64_t until = test_deadline_ms(NATS_CLUSTER_WAIT_MS);
+    while (!nats_cluster_js_ready(c->node[i].url)) {
+        node_must_run(c, i);
+        if (clock_mono_ms() >= until)
+            ck_abort_msg("nats-server %s: JetStream not ready within %lld ms; its log:\n%s",
+                         c->node[i].name, (long long)test_scaled_ms(NATS_CLUSTER_WAIT_MS),
+                         nats_cluster_log(c, i));
+        test_pause_ms(50);
+    }
+}
+
+void nats_cluster_start(nats_cluster *c)
+{
+    ck_assert_ptr_nonnull(nats_cluster_server_path());
+    memset(c, 0, sizeof(*c));
+    const char *tmp = getenv("TMPDIR");
+    snprintf(c->dir, sizeof(c->dir), "%s/nats-cluster-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(c->dir));
+    unsigned ports[2 * NATS_CLUSTER_NODES];
+    ports_pick(ports, 2 * NATS_CLUSTER_NODES);
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++) {
+        nats_node *n = &c->node[i];
+        snprintf(n->name, sizeof(n->name), "n%d", i + 1);
+        snprintf(n->store, sizeof(n->store), "%s/%s", c->dir, n->name);
+        snprintf(n->log, sizeof(n->log), "%s/%s.log", c->dir, n->name);
+        n->port = ports[2 * i];
+        n->route_port = ports[2 * i + 1];
+        snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%u", n->port);
+        c->urls[i] = n->url;
+    }
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        node_spawn(c, i);
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        node_wait_ready(c, i);
+}
+
+static void node_end(nats_cluster *c, int i, int sig)
+{
+    nats_node *n = &c->node[i];
+    if (n->pid <= 0)
+        return;
+    int status;
+    kill(n->pid, sig);
+    if (!test_wait_ms(n->pid, STOP_WAIT_MS, &status)) {
+        kill(n->pid, SIGKILL);
+        test_wait(n->pid);
+    }
+    n->pid = 0;
+}
+
+void nats_cluster_kill(nats_cluster *c, int i)
+{
+    node_end(c, i, SIGKILL);
+}
+
+void nats_cluster_stop_node(nats_cluster *c, int i)
+{
+    node_end(c, i, SIGTERM);
+}
+
+void nats_cluster_restart(nats_cluster *c, int i)
+{
+    ck_assert_int_eq(c->node[i].pid, 0);
+    node_spawn(c, i);
+    node_wait_ready(c, i);
+}
+
+void nats_cluster_stop(nats_cluster *c)
+{
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        node_end(c, i, SIGTERM);
+    if (c->dir[0])
+        test_remove_dir(c->dir);
+    /* The cluster goes last in a test: the NATS client's own threads and
+     * memory go with it, so a sanitizer build sees no leak at exit. */
+    nats_Close();
+}

@@ -1,0 +1,67 @@
+/*
+ * nats_cluster.h — a real 3-node NATS JetStream cluster on loopback for
+ * the cluster tests (docs/CLUSTER.md): three nats-server processes
+ * ($NATS_SERVER, Debian's nats-server), each with -js, its own store
+ * directory under one temp dir, a client port and a route port the kernel
+ * chose, routes to the other two, one cluster name and its own server
+ * name (n1, n2, n3). Started, it waits until JetStream has a meta leader
+ * (every running node answers $JS.API.INFO without an error); a node can
+ * be stopped (SIGTERM), killed (SIGKILL) and started again on the same
+ * ports and store.
+ *
+ * Everything here fails the Check test on an error (a server that does
+ * not start, a wait past its bound), printing the node's log. Waits are
+ * on facts with bounds scaled by tests/support/wait.h.
+ */
+#ifndef TALLY_TESTS_NATS_CLUSTER_H
+#define TALLY_TESTS_NATS_CLUSTER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define NATS_CLUSTER_NODES 3
+/* The bound of a wait for a node or the cluster (scaled by wait.h). */
+#define NATS_CLUSTER_WAIT_MS 120000
+
+typedef struct nats_node {
+    char name[8];     /* n1, n2, n3: its -n server name */
+    char store[300];  /* its -sd store directory */
+    char log[300];    /* its stdout and stderr, appended over restarts */
+    char url[64];     /* nats://127.0.0.1:PORT, its clients' URL */
+    unsigned port, route_port;
+    pid_t pid;        /* 0 while it is down */
+} nats_node;
+
+typedef struct nats_cluster {
+    char dir[256];
+    nats_node node[NATS_CLUSTER_NODES];
+    const char *urls[NATS_CLUSTER_NODES]; /* every node's url, for a client */
+} nats_cluster;
+
+/* $NATS_SERVER when it names an executable, else NULL: then a test is
+ * skipped, saying so. */
+const char *nats_cluster_server_path(void);
+
+/* Start the three nodes and wait until JetStream has a meta leader. */
+void nats_cluster_start(nats_cluster *c);
+/* Stop every running node (SIGTERM, then SIGKILL past the bound), remove
+ * the temp dir and close the NATS client library (nats_Close): call it
+ * after every connection of the test is closed. */
+void nats_cluster_stop(nats_cluster *c);
+
+/* kill -9 node i and reap it. */
+void nats_cluster_kill(nats_cluster *c, int i);
+/* Stop node i with SIGTERM (SIGKILL past the bound) and reap it. */
+void nats_cluster_stop_node(nats_cluster *c, int i);
+/* Start node i again (same ports and store) and wait until it answers
+ * $JS.API.INFO. */
+void nats_cluster_restart(nats_cluster *c, int i);
+
+/* Whether the server at url answers $JS.API.INFO without an error within
+ * a second: it is up and JetStream has a meta leader. */
+bool nats_cluster_js_ready(const char *url);
+
+/* The text of node i's log (NUL-terminated; free it), for a failure. */
+char *nats_cluster_log(const nats_cluster *c, int i);
+
+#endif
