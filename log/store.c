@@ -37,6 +37,8 @@ struct store {
     char path[TALLY_PATH_BYTES_MAX + 1];
     char *why; /* store_options.why, while opening */
     size_t why_bytes;
+    bool upgrade;           /* store_options.upgrade */
+    uint32_t upgraded_from; /* the format marked current at this open, or 0 */
     _Atomic uint64_t map_max_bytes; /* what the map may grow to; 0 = not set (its size) */
 };
 
@@ -153,9 +155,13 @@ static int store_check_format(store *st, int rc, const MDB_val *val, uint32_t *v
     if (*version < STORE_FORMAT_VERSION_OLDEST || *version > STORE_FORMAT_VERSION)
         return store_why(st->why, st->why_bytes, TALLY_store_version_mismatch,
                          "%s/data.mdb: store format %u, written by a%s tally; this one reads "
-                         "formats %d to %d", st->path, *version,
+                         "formats %d to %d%s", st->path, *version,
                          *version > STORE_FORMAT_VERSION ? " newer" : "n older",
-                         STORE_FORMAT_VERSION_OLDEST, STORE_FORMAT_VERSION);
+                         STORE_FORMAT_VERSION_OLDEST, STORE_FORMAT_VERSION,
+                         *version > STORE_FORMAT_VERSION
+                             ? ": run a tally that reads it, or restore a copy taken before "
+                               "it was upgraded"
+                             : "");
     return TALLY_ok;
 }
 
@@ -208,7 +214,17 @@ static int store_open_databases(store *st)
         mdb_txn_abort(txn);
         return format;
     }
+    if (version < STORE_FORMAT_VERSION && !st->read_only && !st->upgrade) {
+        mdb_txn_abort(txn);
+        return store_why(st->why, st->why_bytes, TALLY_store_version_mismatch,
+                         "%s/data.mdb: store format %u, from an older tally; this one writes "
+                         "format %d and upgrades a store in place, one way (an older tally then "
+                         "refuses it): keep a copy of %s first (cp -a, stopped), then start with "
+                         "--upgrade",
+                         st->path, version, STORE_FORMAT_VERSION, st->path);
+    }
     if (version < STORE_FORMAT_VERSION && !st->read_only) { /* see STORE_FORMAT_VERSION */
+        st->upgraded_from = version;
         uint8_t now[4];
         put_u32_be(now, STORE_FORMAT_VERSION);
         MDB_val nv = {sizeof(now), now};
@@ -291,6 +307,7 @@ int store_open(const store_options *options, store **out)
         return TALLY_out_of_memory;
     memcpy(st->path, options->path, path_len + 1);
     st->read_only = options->read_only;
+    st->upgrade = options->upgrade;
     st->new_instance_id = options->instance_id;
     st->why = options->why;
     st->why_bytes = options->why_bytes;
@@ -337,6 +354,8 @@ void store_close(store *st)
 MDB_env *store_env(store *st) { return st->env; }
 MDB_dbi store_dbi(store *st, store_db db) { assert(db < STORE_DB_COUNT); return st->dbi[db]; }
 const char *store_path(const store *st) { return st->path; }
+uint32_t store_upgraded_from(const store *st) { return st->upgraded_from; }
+
 const tally_id128 *store_instance_id(const store *st) { return &st->instance_id; }
 
 int store_txn_begin(store *st, store_txn *parent, bool read_only, store_txn *out)

@@ -53,8 +53,9 @@ typedef enum store_db {
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
  * Format 1 to 4 stores are read as they are and marked 5 by the first
- * writer that opens them: nothing is rewritten, new records take the new
- * forms (their per-key inbox_time entries are swept as before; their
+ * writer that opens them with store_options.upgrade (tallyd --upgrade; a
+ * writer without it refuses them, saying what to do): nothing is
+ * rewritten, new records take the new forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
 #define STORE_FORMAT_VERSION 5
 #define STORE_FORMAT_VERSION_OLDEST 1
@@ -76,7 +77,14 @@ typedef struct store_options {
     /* Check LMDB's meta pages of an existing data.mdb before LMDB uses them
      * (store_meta_pages_check): a writer's open, after it took the lock. */
     bool check_meta_pages;
+    /* A writer may mark a store of an older format as this one, in place
+     * and one way (an older tallyd then refuses it): tallyd --upgrade.
+     * Without it a writer refuses such a store with
+     * TALLY_store_version_mismatch and why saying what to do; readers read
+     * older formats either way. */
+    bool upgrade;
 } store_options;
+
 
 typedef struct store store;
 
@@ -201,6 +209,9 @@ MDB_dbi store_dbi(store *st, store_db db);
 const char *store_path(const store *st);
 
 /* Random 128-bit id chosen when the store was created. */
+/* The format a writer's open upgraded the store from (store_options.upgrade),
+ * or 0 when it was already current or new. */
+uint32_t store_upgraded_from(const store *st);
 const tally_id128 *store_instance_id(const store *st);
 
 /* Begin a transaction; with parent non-NULL a nested write transaction whose

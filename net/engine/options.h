@@ -43,6 +43,7 @@ typedef struct net_server_options {
                                   at most TALLY_MAP_MAX_BYTES_DEFAULT */
     bool skip_open_check;      /* --skip-open-check: open a store without its structural
                                   check (recovery work; warned) */
+    bool upgrade;              /* --upgrade: mark a store of an older format as current */
     net_log_level log_level;
     unsigned contexts;         /* REP contexts in flight */
     int64_t inbox_window_ms;   /* inbox retention; 0 = keep every record */

@@ -91,7 +91,8 @@ static int open_store(server *srv)
                 "check; for recovery work only");
     store_options so = {.path = srv->opt->data_dir, .map_size_bytes = srv->opt->map_size_bytes,
                         .why = why, .why_bytes = sizeof(why),
-                        .check_meta_pages = !srv->opt->skip_open_check};
+                        .check_meta_pages = !srv->opt->skip_open_check,
+                        .upgrade = srv->opt->upgrade};
     int64_t started = clock_mono_ms();
     int rc = store_open(&so, &srv->st);
     if (rc == TALLY_store_locked) {
@@ -101,6 +102,13 @@ static int open_store(server *srv)
     }
     if (rc != TALLY_ok)
         return store_refused(srv, rc, why);
+    if (store_upgraded_from(srv->st))
+        net_log(NET_LOG_WARN, "--upgrade: store %s upgraded from format %u to %d, one way (an "
+                "older tallyd refuses it now)", srv->opt->data_dir, store_upgraded_from(srv->st),
+                STORE_FORMAT_VERSION);
+    else if (srv->opt->upgrade)
+        net_log(NET_LOG_INFO, "--upgrade: store %s is of the current format %d: nothing to do",
+                srv->opt->data_dir, STORE_FORMAT_VERSION);
     if (!srv->opt->skip_open_check && (rc = check_open_store(srv, started)) != TALLY_ok) {
         store_close(srv->st);
         srv->st = NULL;

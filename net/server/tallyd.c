@@ -183,6 +183,7 @@ int main(int argc, char **argv)
         net_log_set_level(opt.log_level);
         rc = check_listeners(&opt, options_given_count(&set, "insecure", NULL) > 0);
         opt.skip_open_check = options_given_count(&set, "skip-open-check", NULL) > 0;
+        opt.upgrade = options_given_count(&set, "upgrade", NULL) > 0;
     }
     tallyd_tls_choice *tls = tallyd_options_tls();
     if (rc < 0)

@@ -358,6 +358,12 @@ static const options_row rows[] = {
      "otherwise refuses a damaged store with exit 3; for recovery work only (warned at the "
      "start). A command-line flag only, never a config key",
      NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"upgrade", NULL, NULL,
+     "open a store of an older format and upgrade it to this tallyd's, in place and one way "
+     "(an older tallyd then refuses it; logged); without it tallyd refuses such a store and "
+     "says so. Keep a copy of the data directory first. A command-line flag only, never a "
+     "config key",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"insecure", NULL, NULL,
      "allow plaintext listeners on non-loopback addresses and non-loopback listeners without "
      "--auth (warned at every start); without it tallyd refuses them and exits 2. A command-line "

@@ -358,7 +358,8 @@ START_TEST(format_version_mismatch_is_refused)
     mdb_txn_abort(txn);
 
     /* Formats 1 to 4 (before December 2026) open: read-only as they
-     * are, and the first writer marks them 5. */
+     * are; a writer refuses them, saying what to do, unless it may
+     * upgrade (tallyd --upgrade), and then marks them 5. */
     ck_assert_uint_eq(STORE_FORMAT_VERSION, 5);
     for (uint32_t f = 1; f <= 4; f++) {
         uint8_t old[4];
@@ -367,8 +368,20 @@ START_TEST(format_version_mismatch_is_refused)
         store_close(st);
         store_options ro = {.path = p.path, .read_only = true, .no_lock = true};
         ck_assert_int_eq(store_open(&ro, &st), TALLY_ok);
+        ck_assert_uint_eq(store_upgraded_from(st), 0);
+        store_close(st);
+        char refused[TALLY_PATH_BYTES_MAX + 400] = "";
+        store_options w = {.path = p.path, .map_size_bytes = UINT64_C(16) << 20, .why = refused,
+                           .why_bytes = sizeof(refused)};
+        ck_assert_int_eq(store_open(&w, &st), TALLY_store_version_mismatch);
+        ck_assert_msg(strstr(refused, "from an older tally") && strstr(refused, "--upgrade"),
+                      "%s", refused);
+        w.upgrade = true;
+        ck_assert_int_eq(store_open(&w, &st), TALLY_ok);
+        ck_assert_uint_eq(store_upgraded_from(st), f);
         store_close(st);
         st = open_writer(p.path);
+        ck_assert_uint_eq(store_upgraded_from(st), 0); /* current now */
         ck_assert_int_eq(mdb_txn_begin(store_env(st), NULL, MDB_RDONLY, &txn), MDB_SUCCESS);
         ck_assert_int_eq(mdb_get(txn, store_dbi(st, STORE_DB_META), &k, &v), MDB_SUCCESS);
         ck_assert_uint_eq(get_u32_be(v.mv_data), STORE_FORMAT_VERSION);
@@ -386,7 +399,7 @@ START_TEST(format_version_mismatch_is_refused)
     st = NULL;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     ck_assert_ptr_null(st);
-    expect_why(why, p.path, "store format 6, written by a newer tally; this one reads formats 1 to 5");
+    expect_why(why, p.path, "store format 6, written by a newer tally; this one reads formats 1 to 5: run a tally that reads it");
     opt.read_only = true;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     opt.read_only = false;

@@ -46,7 +46,8 @@ void test_store_open_as(test_store *ts, const tally_id128 *instance_id)
 void test_store_reopen(test_store *ts)
 {
     store_close(ts->st);
-    store_options opt = {.path = ts->dir, .map_size_bytes = ts->map_size_bytes};
+    store_options opt = {.path = ts->dir, .map_size_bytes = ts->map_size_bytes,
+                         .upgrade = true}; /* tests reopen older formats as tallyd --upgrade */
     int rc = store_open(&opt, &ts->st);
     ck_assert_msg(rc == TALLY_ok, "store_open: %s", tally_strerror(rc));
 }

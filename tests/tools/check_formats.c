@@ -126,7 +126,19 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
 {
     tallyd_proc p = {0};
     load_v1(&p);
+    /* without --upgrade tallyd refuses the older store and says what to do */
+    char *out = NULL, *err = NULL;
+    int status = test_run((const char *const[]){tallyd_program("tallyd"), "--data", p.data_dir,
+                                                "--listen", "tcp://127.0.0.1:0", "--publish",
+                                                "none", "--http", "none", NULL},
+                          NULL, &out, &err);
+    ck_assert_msg(status != 0 && strstr(err, "from an older tally") && strstr(err, "--upgrade"),
+                  "exit %d: %s", status, err);
+    free(out);
+    free(err);
+    p.extra_args[0] = "--upgrade";
     tallyd_restart(&p);
+    ck_assert(tallyd_log_wait(&p, "upgraded from format 1 to 5", 60000));
     const char *tally = tallyd_program("tally");
 #define TALLY(...) run_ok((const char *const[]){tally, "--url", p.url, "--json", __VA_ARGS__, NULL})
     /* A key of the old era replays its stored outcome. */
@@ -137,8 +149,8 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
     json_decref(r);
     /* Its record holds format 1's whole 32-byte fingerprint: a different
      * request under that key is still told apart (exit 1: a rejection). */
-    char *out = NULL, *err = NULL;
-    int status = test_run((const char *const[]){tally, "--url", p.url, "--json", "transfer",
+    out = NULL, err = NULL;
+    status = test_run((const char *const[]){tally, "--url", p.url, "--json", "transfer",
                                                 "--debit", "1", "--credit", "2", "--amount",
                                                 "101", "--key", "t1", NULL},
                           NULL, &out, &err);
@@ -246,6 +258,7 @@ START_TEST(format1_inbox_index_is_swept_after_upgrade)
     /* The fixture's keys are hours old: a one-hour window makes them due. */
     p.extra_args[0] = "--dedupe-window-s";
     p.extra_args[1] = "3600";
+    p.extra_args[2] = "--upgrade";
     tallyd_restart(&p);
     const char *tally = tallyd_program("tally");
     free(run_ok((const char *const[]){tally, "--url", p.url, "--json", "transfer", "--debit",
