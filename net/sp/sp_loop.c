@@ -16,12 +16,25 @@
  * is full does the rest wait for the loop (EPOLLOUT).
  *
  * A connection (sp_conn) is counted with NNG's in tally_connections and
- * bounded by --max-connections. Each request is a slot of its own, taken
- * from a free list; at most --contexts are in flight over all connections,
- * and a connection whose replies are not read (SP_OUT_PAUSE_BYTES pending)
- * is not read either: requests wait in the kernel's buffers, as they do
- * with NNG. A slot holds a reference to its connection, so a reply to a
- * connection that has gone is dropped, never written to a reused fd.
+ * bounded by --max-connections and --max-connections-per-address
+ * (net/sp/pipes.c). Each request is a slot of its own, taken from a free
+ * list; at most --contexts are in flight over all connections and
+ * --max-in-flight-per-connection on one, and a connection whose replies
+ * are not read (--max-unread-reply-kib pending) is not read either:
+ * requests wait in the kernel's buffers, as they do with NNG. Paused
+ * connections are resumed in turn (the one served last goes to the back).
+ * A slot holds a reference to its connection, so a reply to a connection
+ * that has gone is dropped, never written to a reused fd.
+ *
+ * What a hostile client can hold is bounded (docs/OPERATIONS.md, "Overload
+ * and limits"): the SP header and each request must arrive whole within
+ * --request-timeout-s of their first byte (plus the request's size at
+ * --request-min-kib-per-s); the receive buffer grows as bytes arrive, not
+ * to the size a frame announces; a connection with nothing in flight, or
+ * whose client reads none of its replies, is closed after --idle-timeout-s;
+ * at most --max-long-polls-per-connection of its long-polls park. Big
+ * buffers freed are given back to the system by the main thread
+ * (pipes_close_idle's malloc_trim).
  * Control ops (backup, health) run on a thread of their own, so a backup
  * does not stall the loop.
  */
@@ -46,9 +59,8 @@
 #include <unistd.h>
 
 #define SP_HEADER_BYTES 8
-#define SP_HEADER_WAIT_MS 10000       /* NNG's negotiation timeout */
 #define SP_READ_CHUNK (16 * 1024)
-#define SP_OUT_PAUSE_BYTES (4u << 20) /* replies not read: stop reading requests */
+#define SP_BIG_BUFFER_BYTES (4 * SP_READ_CHUNK) /* freed when empty; trimmed after */
 #define SP_TRACE_WORDS_MAX 8          /* hops + the id (docs/PROTOCOL.md: 7 hops at most) */
 #define SP_ID_BIT 0x80000000u         /* in srv->sp->pipes: ids NNG never gives */
 #define SP_EVENTS_MAX 64
@@ -71,11 +83,17 @@ typedef struct sp_conn {
     uint32_t id;
     struct sp_loop *lp;
     atomic_uint refs;   /* the loop's while open, one per list it is on, one per slot */
+    atomic_uint in_flight;  /* its slots out */
+    atomic_uint long_polls; /* long-polls among them */
+    _Atomic int64_t active_ms; /* mono clock: bytes read, or a reply of it ready */
     /* the loop's alone */
     uint8_t *in;
     size_t in_len, in_cap;
     bool header_in;     /* the peer's SP header was read */
     int64_t header_deadline_ms;
+    int64_t partial_since_ms;  /* a request's first byte came (0: none in progress) */
+    int64_t request_deadline_ms; /* ... and it must be whole by then */
+    struct sp_conn *prev_open, *next_open; /* the loop's list of open connections */
     bool paused;        /* not read: too many in flight or replies not read */
     bool dead;          /* closed by the loop; freed at the end of the batch */
     uint32_t mask;      /* the events asked of epoll */
@@ -89,6 +107,7 @@ typedef struct sp_conn {
     bool out_listed;    /* on the loop's out list */
     uint8_t *out;
     size_t out_off, out_len, out_cap;
+    int64_t out_moved_ms; /* mono clock: replies became pending, or the client took some */
     struct sp_conn *next_out;
 } sp_conn;
 
@@ -105,9 +124,13 @@ struct sp_loop {
     atomic_uint in_flight;  /* slots out (all connections) */
     unsigned in_flight_max; /* --contexts */
     atomic_uint paused;     /* connections paused (woken when slots come back) */
+    unsigned conn_in_flight_max;  /* --max-in-flight-per-connection */
+    unsigned conn_long_polls_max; /* --max-long-polls-per-connection */
+    size_t unread_bytes_max;      /* --max-unread-reply-kib */
     uint32_t next_id;
     sp_conn *waiting_header; /* the loop's */
-    sp_conn *paused_list;    /* the loop's */
+    sp_conn *open_list;      /* the loop's: every connection not yet closed */
+    sp_conn *paused_list, *paused_tail; /* the loop's: resumed first in, first out */
     sp_conn *closing;        /* the loop's: closed in this turn of the loop */
     pthread_mutex_t mu;      /* free slots, the out list, the control queue */
     slot *free_slots;
@@ -210,6 +233,8 @@ static void conn_unref(sp_conn *c)
     pipes_forget(srv, c->id);
     close(c->fd);
     pthread_mutex_destroy(&c->mu);
+    if (c->in_cap > SP_BIG_BUFFER_BYTES || c->out_cap > SP_BIG_BUFFER_BYTES)
+        atomic_store(&c->lp->srv->sp->trim_wanted, true);
     free(c->in);
     free(c->out);
     free(c);
@@ -225,6 +250,13 @@ static void conn_close(sp_conn *c)
     c->dead = true;
     c->next_closing = c->lp->closing;
     c->lp->closing = c;
+    if (c->prev_open)
+        c->prev_open->next_open = c->next_open;
+    else
+        c->lp->open_list = c->next_open;
+    if (c->next_open)
+        c->next_open->prev_open = c->prev_open;
+    c->prev_open = c->next_open = NULL;
     epoll_ctl(c->lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     shutdown(c->fd, SHUT_RDWR);
     pthread_mutex_lock(&c->mu);
@@ -320,8 +352,10 @@ static void conn_send(sp_conn *c, const uint8_t *trace, size_t trace_len, const 
         shutdown(c->fd, SHUT_RDWR);
         return;
     }
-    if (was_empty)
+    if (was_empty) {
         atomic_fetch_add(&lp->srv->sp->sends_in_flight, 1);
+        c->out_moved_ms = clock_mono_ms();
+    }
     bool list = !c->out_listed;
     c->want_out = true;
     c->out_listed = true;
@@ -345,6 +379,7 @@ static void conn_flush(sp_conn *c)
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->out_off += (size_t)n;
+            c->out_moved_ms = clock_mono_ms();
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -358,6 +393,12 @@ static void conn_flush(sp_conn *c)
         if (!c->closed)
             atomic_fetch_sub(&c->lp->srv->sp->sends_in_flight, 1);
     }
+    if (drained && c->out_cap > SP_BIG_BUFFER_BYTES) { /* a burst went: give its room back */
+        free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+        atomic_store(&c->lp->srv->sp->trim_wanted, true);
+    }
     pthread_mutex_unlock(&c->mu);
     conn_update_mask(c);
     if (drained && c->paused)
@@ -368,8 +409,9 @@ static void conn_flush(sp_conn *c)
 
 static void loop_answer(slot *s, nng_msg *reply);
 static void loop_control(slot *s);
+static bool loop_long_poll_begin(slot *s);
 /* Control ops go to the loop's control thread: the loop never blocks. */
-static const slot_way loop_way = {loop_answer, loop_control};
+static const slot_way loop_way = {loop_answer, loop_control, loop_long_poll_begin};
 
 static slot *slot_take(sp_loop *lp, sp_conn *c)
 {
@@ -390,7 +432,9 @@ static slot *slot_take(sp_loop *lp, sp_conn *c)
     s->next = NULL;
     s->way = &loop_way;
     s->conn = c;
+    s->long_poll_held = false;
     atomic_fetch_add(&c->refs, 1);
+    atomic_fetch_add(&c->in_flight, 1);
     atomic_fetch_add(&lp->in_flight, 1);
     return s;
 }
@@ -403,10 +447,30 @@ static void slot_give_back(sp_loop *lp, slot *s)
     s->next = lp->free_slots;
     lp->free_slots = s;
     pthread_mutex_unlock(&lp->mu);
+    if (s->long_poll_held)
+        atomic_fetch_sub(&c->long_polls, 1);
+    s->long_poll_held = false;
+    atomic_store(&c->active_ms, clock_mono_ms());
+    unsigned conn_was = atomic_fetch_sub(&c->in_flight, 1);
     unsigned was = atomic_fetch_sub(&lp->in_flight, 1);
     conn_unref(c);
-    if (atomic_load(&lp->paused) > 0 && was == lp->in_flight_max)
+    if (atomic_load(&lp->paused) > 0 &&
+        (was == lp->in_flight_max || conn_was == lp->conn_in_flight_max))
         wake(lp);
+}
+
+/* At most --max-long-polls-per-connection of one connection's long-polls
+ * park; slot_give_back lets one go. */
+static bool loop_long_poll_begin(slot *s)
+{
+    sp_conn *c = s->conn;
+    unsigned held = atomic_fetch_add(&c->long_polls, 1);
+    if (held >= c->lp->conn_long_polls_max) {
+        atomic_fetch_sub(&c->long_polls, 1);
+        return false;
+    }
+    s->long_poll_held = true;
+    return true;
 }
 
 static void loop_answer(slot *s, nng_msg *reply)
@@ -508,8 +572,12 @@ static void conn_pause(sp_conn *c)
         return;
     c->paused = true;
     atomic_fetch_add(&c->refs, 1);
-    c->next_paused = lp->paused_list;
-    lp->paused_list = c;
+    c->next_paused = NULL;
+    if (lp->paused_tail)
+        lp->paused_tail->next_paused = c;
+    else
+        lp->paused_list = c;
+    lp->paused_tail = c;
     atomic_fetch_add(&lp->paused, 1);
     conn_update_mask(c);
     if (atomic_load(&lp->in_flight) < lp->in_flight_max)
@@ -519,12 +587,31 @@ static void conn_pause(sp_conn *c)
 static bool conn_must_wait(sp_conn *c)
 {
     sp_loop *lp = c->lp;
-    if (atomic_load(&lp->in_flight) >= lp->in_flight_max)
+    if (atomic_load(&lp->in_flight) >= lp->in_flight_max ||
+        atomic_load(&c->in_flight) >= lp->conn_in_flight_max)
         return true;
     pthread_mutex_lock(&c->mu);
-    bool backlog = c->out_len - c->out_off >= SP_OUT_PAUSE_BYTES;
+    bool backlog = c->out_len - c->out_off >= lp->unread_bytes_max;
     pthread_mutex_unlock(&c->mu);
     return backlog;
+}
+
+/* The deadline of the request in progress: --request-timeout-s from its
+ * first byte, plus its announced size at --request-min-kib-per-s. Not
+ * timed while paused (tallyd does not read it then). */
+static void conn_time_request(sp_conn *c)
+{
+    const net_server_options *o = c->lp->srv->opt;
+    if (c->in_len == 0 || c->paused) {
+        c->partial_since_ms = 0;
+        return;
+    }
+    if (c->partial_since_ms == 0)
+        c->partial_since_ms = clock_mono_ms();
+    uint64_t len = c->in_len >= 8 ? get_u64_be(c->in) : 0;
+    uint64_t bytes_per_s = (uint64_t)(o->request_min_kib_per_s ? o->request_min_kib_per_s : 1) * 1024;
+    c->request_deadline_ms = c->partial_since_ms + (int64_t)o->request_timeout_s * 1000 +
+                             (int64_t)(len * 1000 / bytes_per_s);
 }
 
 /* Serve the whole frames read so far; keep a partial one. */
@@ -562,20 +649,27 @@ static void conn_serve_input(sp_conn *c)
     if (at > 0 && !c->dead) {
         memmove(c->in, c->in + at, c->in_len - at);
         c->in_len -= at;
+        c->partial_since_ms = 0; /* a request came whole: the next one's clock starts anew */
     }
+    if (!c->dead)
+        conn_time_request(c);
 }
 
-/* Room for the frame in progress (up to the frame limit) or a chunk. */
+/* Room for a chunk more. The buffer doubles as bytes arrive, up to what
+ * the frame in progress needs: a frame that announces 2 MiB and sends a
+ * few bytes costs a few KiB, not 2 MiB. */
 static bool conn_in_room(sp_conn *c)
 {
     size_t want = c->in_len + SP_READ_CHUNK;
-    if (c->header_in && c->in_len >= 8) {
-        uint64_t len = get_u64_be(c->in);
-        if (len <= SP_FRAME_BYTES_MAX && 8 + len > want)
-            want = 8 + (size_t)len;
-    }
     if (want <= c->in_cap)
         return true;
+    size_t cap = c->in_cap * 2 > want ? c->in_cap * 2 : want;
+    if (c->header_in && c->in_len >= 8) {
+        uint64_t len = get_u64_be(c->in);
+        if (len <= SP_FRAME_BYTES_MAX && 8 + (size_t)len >= want && 8 + (size_t)len < cap)
+            cap = 8 + (size_t)len;
+    }
+    want = cap;
     uint8_t *b = realloc(c->in, want);
     if (b == NULL)
         return false;
@@ -602,12 +696,14 @@ static void conn_read(sp_conn *c)
     }
     if (n > 0) {
         c->in_len += (size_t)n;
+        atomic_store(&c->active_ms, clock_mono_ms());
         conn_serve_input(c);
     }
-    if (!c->dead && c->in_len == 0 && c->in_cap > 4 * SP_READ_CHUNK) {
+    if (!c->dead && c->in_len == 0 && c->in_cap > SP_BIG_BUFFER_BYTES) {
         free(c->in); /* a large request went: give its room back */
         c->in = NULL;
         c->in_cap = 0;
+        atomic_store(&c->lp->srv->sp->trim_wanted, true);
     }
 }
 
@@ -615,11 +711,13 @@ static void conn_read(sp_conn *c)
 
 static const uint8_t rep_header[SP_HEADER_BYTES] = {0, 'S', 'P', 0, 0, 0x31, 0, 0};
 
-static void accept_one(sp_loop *lp, int fd)
+static void accept_one(sp_loop *lp, int fd, const struct sockaddr_storage *peer)
 {
     sp_conn *c = calloc(1, sizeof(*c));
     uint32_t id = SP_ID_BIT | (++lp->next_id & ~SP_ID_BIT);
-    if (c == NULL || !pipes_admit(lp->srv, id)) {
+    sp_address addr;
+    sp_address_of((const struct sockaddr *)peer, &addr);
+    if (c == NULL || pipes_admit(lp->srv, id, &addr, false) != SP_ADMITTED) {
         free(c);
         close(fd);
         return;
@@ -632,7 +730,8 @@ static void accept_one(sp_loop *lp, int fd)
     c->lp = lp;
     atomic_init(&c->refs, 2); /* the loop's and the header list's */
     pthread_mutex_init(&c->mu, NULL);
-    c->header_deadline_ms = clock_mono_ms() + SP_HEADER_WAIT_MS;
+    c->header_deadline_ms = clock_mono_ms() + (int64_t)lp->srv->opt->request_timeout_s * 1000;
+    atomic_init(&c->active_ms, clock_mono_ms());
     c->mask = EPOLLIN;
     if (send(fd, rep_header, sizeof(rep_header), MSG_NOSIGNAL | MSG_DONTWAIT) !=
             (ssize_t)sizeof(rep_header) ||
@@ -643,14 +742,20 @@ static void accept_one(sp_loop *lp, int fd)
     }
     c->next_wait = lp->waiting_header;
     lp->waiting_header = c;
+    c->next_open = lp->open_list;
+    if (lp->open_list)
+        lp->open_list->prev_open = c;
+    lp->open_list = c;
 }
 
 static void accept_all(sp_loop *lp, sp_listener *l)
 {
     for (;;) {
-        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer = {0};
+        socklen_t peer_len = sizeof(peer);
+        int fd = accept4(l->fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            accept_one(lp, fd);
+            accept_one(lp, fd, &peer);
             continue;
         }
         if (errno == EINTR || errno == ECONNABORTED)
@@ -676,7 +781,33 @@ static void close_listeners(sp_loop *lp)
         }
 }
 
-/* Once a second: headers that did not come in time, listeners to arm again. */
+/* c, its SP header read, against the clock: a request not whole by its
+ * deadline, replies its client has not taken for --idle-timeout-s,
+ * nothing at all for --idle-timeout-s. */
+static void conn_check_time(sp_conn *c, int64_t now)
+{
+    int64_t idle_ms = (int64_t)c->lp->srv->opt->idle_timeout_s * 1000;
+    if (c->partial_since_ms && !c->paused && now >= c->request_deadline_ms) {
+        net_metrics_connection_closed(NET_CLOSED_REQUEST_TIMEOUT);
+        conn_close(c);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    bool unread = c->out_len > c->out_off;
+    int64_t moved_ms = c->out_moved_ms;
+    pthread_mutex_unlock(&c->mu);
+    if (unread && now - moved_ms >= idle_ms) {
+        net_metrics_connection_closed(NET_CLOSED_UNREAD_REPLIES);
+        conn_close(c);
+    } else if (!unread && c->in_len == 0 && atomic_load(&c->in_flight) == 0 &&
+               now - atomic_load(&c->active_ms) >= idle_ms) {
+        net_metrics_connection_closed(NET_CLOSED_IDLE);
+        conn_close(c);
+    }
+}
+
+/* Once a second: headers and requests that did not come in time, idle
+ * connections, listeners to arm again. */
 static void tick(sp_loop *lp)
 {
     int64_t now = clock_mono_ms();
@@ -688,10 +819,18 @@ static void tick(sp_loop *lp)
             continue;
         }
         *pp = c->next_wait;
-        if (!c->header_in)
+        if (!c->header_in && !c->dead) {
+            net_metrics_connection_closed(NET_CLOSED_REQUEST_TIMEOUT);
             conn_close(c);
+        }
         conn_unref(c); /* the list's */
     }
+    for (sp_conn *c = lp->open_list, *next; c; c = next) {
+        next = c->next_open; /* conn_close takes c off the list */
+        if (c->header_in)
+            conn_check_time(c, now);
+    }
+
     for (unsigned i = 0; i < lp->listener_count; i++) {
         sp_listener *l = &lp->listeners[i];
         if (l->fd >= 0 && !l->armed && epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) == 0)
@@ -699,17 +838,18 @@ static void tick(sp_loop *lp)
     }
 }
 
-/* Read paused connections again while slots are free: first the frames
- * they hold (which may pause them again). */
+/* Read paused connections again, in the order they paused, while slots
+ * are free: first the frames they hold (which may pause them again, at
+ * the back of the list: the next resume starts with the others). */
 static void resume_paused(sp_loop *lp)
 {
-    if (atomic_load(&lp->in_flight) >= lp->in_flight_max)
-        return;
-    sp_conn *p = lp->paused_list;
-    lp->paused_list = NULL;
-    while (p) {
-        sp_conn *c = p;
-        p = c->next_paused;
+    unsigned listed = atomic_load(&lp->paused);
+    while (listed-- > 0 && lp->paused_list &&
+           atomic_load(&lp->in_flight) < lp->in_flight_max) {
+        sp_conn *c = lp->paused_list;
+        lp->paused_list = c->next_paused;
+        if (lp->paused_list == NULL)
+            lp->paused_tail = NULL;
         atomic_fetch_sub(&lp->paused, 1);
         c->paused = false;
         if (!c->dead) {
@@ -796,6 +936,10 @@ int sp_loop_open(server *srv)
     lp->srv = srv;
     lp->wake_kind = SP_WAKE;
     lp->in_flight_max = opt->contexts;
+    lp->conn_in_flight_max = opt->in_flight_per_connection_max ? opt->in_flight_per_connection_max
+                                                               : opt->contexts;
+    lp->conn_long_polls_max = opt->long_polls_per_connection_max;
+    lp->unread_bytes_max = (size_t)opt->unread_reply_kib_max * 1024;
     pthread_mutex_init(&lp->mu, NULL);
     pthread_cond_init(&lp->control_cv, NULL);
     lp->epfd = epoll_create1(EPOLL_CLOEXEC);
