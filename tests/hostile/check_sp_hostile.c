@@ -322,7 +322,8 @@ static void attack_closed_by_tallyd(int *fds, unsigned n, long long bound_kib, c
 /* Header-only connections from addresses holding more than the
  * per-address limit each, --max-connections + a per-address limit's
  * worth in all: one address gets its limit, the last share of the places
- * is kept for addresses with few, and the ordinary client gets in. */
+ * is kept for addresses with few, and the ordinary client gets in. RSS
+ * bound: the start + 64 MiB. */
 START_TEST(idle_connections_do_not_lock_others_out)
 {
     unsigned max = full_size() ? 1024 : 128;
@@ -356,12 +357,13 @@ END_TEST
 /* Frames that announce 2 MiB, send part of it and stall: tallyd holds
  * what arrived (not what was announced) and closes each once its request
  * deadline passes (the nng engine: once --idle-timeout-s passes with
- * nothing whole from it). */
+ * nothing whole from it). RSS bound: the start + twice what the attacker
+ * sent + 64 MiB. */
 START_TEST(half_sent_frames_time_out)
 {
     start(1024, true);
     unsigned conns = full_size() ? 960 : 48, per_address = 48;
-    size_t sent = full_size() ? 1024 * 1024 : 512 * 1024;
+    size_t sent = 512 * 1024;
     long long bound = rss_at_start_kib + (long long)(conns * 2 * sent / 1024) + 64 * 1024;
     uint8_t *part = calloc(1, 12 + sent);
     ck_assert_ptr_nonnull(part);
@@ -451,14 +453,16 @@ static void fill_log(void)
 
 /* Clients that pipeline log_reads of EVENTS events (hundreds of KiB of
  * reply each) and never read: tallyd keeps at most --max-unread-reply-kib
- * (and a reply) for each, and closes them after --idle-timeout-s. */
+ * (and a reply) for each, and closes them after --idle-timeout-s (the nng
+ * engine: a reply not taken within --request-timeout-s closes its
+ * connection). RSS bound: the start + 1.5 MiB per connection + 48 MiB. */
 START_TEST(unread_replies_are_bounded)
 {
     start(1024, true);
     fill_log();
     rss_at_start_kib = rss_kib(); /* the map's pages the log_reads touch, counted */
     unsigned conns = full_size() ? 200 : 24, per_address = 48;
-    long long bound = rss_at_start_kib + (long long)conns * 2048 + 64 * 1024;
+    long long bound = rss_at_start_kib + (long long)conns * 1536 + 48 * 1024;
     msgpack_sbuffer rd;
     build_log_read(&rd, 1, EVENTS, 0);
     uint8_t *frames = malloc(READS_PER_CONNECTION * (12 + rd.size));
@@ -480,7 +484,8 @@ END_TEST
 
 /* 256 log_reads that wait 30 s, pipelined on one socket: at most
  * --max-long-polls-per-connection park, the rest are answered at once,
- * and the ordinary client is served meanwhile. */
+ * and the ordinary client is served meanwhile. RSS bound: the start + 64
+ * MiB. */
 START_TEST(pipelined_long_polls_leave_room)
 {
     start(1024, false);
