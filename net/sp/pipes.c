@@ -202,11 +202,42 @@ void pipes_long_poll_end(server *srv, uint32_t id)
     pthread_mutex_unlock(&srv->sp->pipes_mu);
 }
 
+void pipes_close(server *srv, uint32_t id, net_closure reason)
+{
+    pthread_mutex_lock(&srv->sp->pipes_mu);
+    sp_pipe *p = table_find(srv->sp->pipes, &id, sizeof(id));
+    bool first = p && p->closed_ms == 0;
+    if (first)
+        p->closed_ms = clock_mono_ms();
+    pthread_mutex_unlock(&srv->sp->pipes_mu);
+    nng_pipe np = NNG_PIPE_INITIALIZER;
+    np.id = id;
+    if (nng_pipe_close(np) == 0 && first)
+        net_metrics_connection_closed(reason);
+}
+
+void pipes_reply_dropped(server *srv, uint32_t id)
+{
+    pthread_mutex_lock(&srv->sp->pipes_mu);
+    sp_pipe *p = capped_pipe(srv, id);
+    if (p)
+        p->replies_dropped = true;
+    pthread_mutex_unlock(&srv->sp->pipes_mu);
+}
+
 #define IDLE_PIPES_PER_PASS 256
+/* NNG 1.5.2 keeps a pipe closed with replies its client never read (the
+ * socket in FIN-WAIT-1) and reports its removal late or never: after
+ * this long it no longer holds a place (the socket is closed). */
+#define CLOSED_PIPE_FORGET_MS 5000
 
 typedef struct idle_pipes {
     uint32_t ids[IDLE_PIPES_PER_PASS];
+    bool unread[IDLE_PIPES_PER_PASS]; /* its replies were dropped */
     unsigned count;
+    uint32_t gone[IDLE_PIPES_PER_PASS]; /* closed long ago: forgotten */
+    unsigned gone_count;
+    int64_t now_ms;
     int64_t before_ms; /* active before this: idle */
 } idle_pipes;
 
@@ -218,10 +249,16 @@ static int collect_idle_pipe(const void *key, size_t key_len, void *value, void 
     if (key_len != sizeof(id))
         return 0;
     memcpy(&id, key, sizeof(id));
-    if ((id & 0x80000000u) || p->exempt || p->in_flight > 0 || p->active_ms >= ip->before_ms)
+    if ((id & 0x80000000u) || p->exempt)
         return 0; /* the tcp:// loop times out its own */
-    ip->ids[ip->count++] = id;
-    return ip->count == IDLE_PIPES_PER_PASS;
+    if (p->closed_ms && ip->now_ms - p->closed_ms >= CLOSED_PIPE_FORGET_MS)
+        ip->gone[ip->gone_count++] = id;
+    else if (!p->closed_ms && p->in_flight == 0 &&
+             (p->replies_dropped || p->active_ms < ip->before_ms)) {
+        ip->unread[ip->count] = p->replies_dropped;
+        ip->ids[ip->count++] = id;
+    }
+    return ip->count == IDLE_PIPES_PER_PASS || ip->gone_count == IDLE_PIPES_PER_PASS;
 }
 
 void pipes_close_idle(server *srv)
@@ -232,16 +269,18 @@ void pipes_close_idle(server *srv)
     srv->sp->idle_swept_ms = now;
     if (atomic_exchange(&srv->sp->trim_wanted, false))
         malloc_trim(0);
-    idle_pipes ip = {.before_ms = now - (int64_t)srv->opt->idle_timeout_s * 1000};
+    idle_pipes ip = {.now_ms = now, .before_ms = now - (int64_t)srv->opt->idle_timeout_s * 1000};
     pthread_mutex_lock(&srv->sp->pipes_mu);
     table_each(srv->sp->pipes, collect_idle_pipe, &ip);
+    for (unsigned i = 0; i < ip.gone_count; i++)
+        pipes_drop_locked(srv, ip.gone[i]);
     pthread_mutex_unlock(&srv->sp->pipes_mu);
-    for (unsigned i = 0; i < ip.count; i++) { /* its REM_POST forgets it */
-        nng_pipe p = NNG_PIPE_INITIALIZER;
-        p.id = ip.ids[i];
-        if (nng_pipe_close(p) == 0)
-            net_metrics_connection_closed(NET_CLOSED_IDLE);
-    }
+    if (ip.gone_count > 0)
+        net_log(NET_LOG_INFO, "%u connections closed by tallyd %d s ago are still held by NNG "
+                "(their clients read nothing): no longer counted", ip.gone_count,
+                CLOSED_PIPE_FORGET_MS / 1000);
+    for (unsigned i = 0; i < ip.count; i++) /* its REM_POST forgets it */
+        pipes_close(srv, ip.ids[i], ip.unread[i] ? NET_CLOSED_UNREAD_REPLIES : NET_CLOSED_IDLE);
 }
 
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)

@@ -23,8 +23,10 @@ static void slot_recv(slot *s)
 
 /* A context sends to one pipe at a time and waits while that pipe's
  * client does not read: a reply not taken within --request-timeout-s is
- * dropped and its connection closed, so clients that never read their
- * replies cannot hold every context. */
+ * dropped (the context serves on), and the main thread closes its
+ * connection once nothing of it is in flight (pipes_reply_dropped: a pipe
+ * is not closed from here, an aio callback, where NNG 1.5.2 was seen never
+ * to reap it), so clients that never read cannot hold every context. */
 static void rep_answer(slot *s, nng_msg *reply)
 {
     if (s->long_poll_held)
@@ -55,12 +57,8 @@ static void slot_callback(void *arg)
     slot *s = arg;
     int rv = nng_aio_result(s->aio);
     if (s->state == SLOT_SEND) {
-        if (rv == NNG_ETIMEDOUT && s->pipe_id) {
-            nng_pipe p = NNG_PIPE_INITIALIZER;
-            p.id = s->pipe_id;
-            if (nng_pipe_close(p) == 0)
-                net_metrics_connection_closed(NET_CLOSED_UNREAD_REPLIES);
-        }
+        if (rv == NNG_ETIMEDOUT && s->pipe_id)
+            pipes_reply_dropped(s->srv, s->pipe_id);
         if (rv != 0)
             nng_msg_free(nng_aio_get_msg(s->aio));
         else if (s->timed_kind >= 0)

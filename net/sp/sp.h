@@ -21,6 +21,7 @@
 #include "common/ready_file.h"
 #include "common/table.h"
 #include "net/engine/engine.h"
+#include "net/metrics/metrics.h"
 #include "net/sp/listener_probe.h"
 
 #include <nng/nng.h>
@@ -72,6 +73,8 @@ typedef struct sp_pipe {
     uint32_t in_flight;  /* requests received, reply not yet sent (NNG's pipes) */
     uint32_t long_polls; /* long-polls among them (NNG's pipes) */
     int64_t active_ms;   /* mono clock: a request came or a reply left (NNG's pipes) */
+    int64_t closed_ms;   /* mono clock: tallyd closed it (pipes_close); 0: not */
+    bool replies_dropped; /* a reply was not taken in time: closed when idle, as unread_replies */
 } sp_pipe;
 
 /* Why a connection was not taken (tally_connections_refused_total{reason}). */
@@ -152,6 +155,12 @@ void pipes_request_end(server *srv, uint32_t id);
  * --max-long-polls-per-connection; nothing counted), and ends. */
 bool pipes_long_poll_begin(server *srv, uint32_t id);
 void pipes_long_poll_end(server *srv, uint32_t id);
+/* Close NNG's pipe id for reason (counted in
+ * tally_connections_closed_total{reason}); any thread but a pipe callback. */
+void pipes_close(server *srv, uint32_t id, net_closure reason);
+/* A reply to pipe id was not taken within --request-timeout-s and was
+ * dropped: the pipe is closed once nothing of it is in flight. */
+void pipes_reply_dropped(server *srv, uint32_t id);
 /* Main thread, about once a second: NNG's pipes with nothing in flight
  * for --idle-timeout-s are closed (tally_connections_closed_total{reason="idle"}),
  * and when connections went, the memory their buffers held is given back

@@ -64,6 +64,7 @@
 #define SP_TRACE_WORDS_MAX 8          /* hops + the id (docs/PROTOCOL.md: 7 hops at most) */
 #define SP_ID_BIT 0x80000000u         /* in srv->sp->pipes: ids NNG never gives */
 #define SP_EVENTS_MAX 64
+#define SP_FRAMES_PER_TURN 8          /* then the other connections' turn (the ready list) */
 #define SP_TICK_MS 1000
 
 enum { SP_LISTENER, SP_CONN, SP_WAKE };
@@ -95,10 +96,12 @@ typedef struct sp_conn {
     int64_t request_deadline_ms; /* ... and it must be whole by then */
     struct sp_conn *prev_open, *next_open; /* the loop's list of open connections */
     bool paused;        /* not read: too many in flight or replies not read */
+    bool ready;         /* whole requests left after its turn: on the ready list, not read */
     bool dead;          /* closed by the loop; freed at the end of the batch */
     uint32_t mask;      /* the events asked of epoll */
     struct sp_conn *next_wait; /* awaiting the header */
     struct sp_conn *next_paused;
+    struct sp_conn *next_ready;
     struct sp_conn *next_closing;
     /* under mu: written by whichever thread answers */
     pthread_mutex_t mu;
@@ -131,6 +134,7 @@ struct sp_loop {
     sp_conn *waiting_header; /* the loop's */
     sp_conn *open_list;      /* the loop's: every connection not yet closed */
     sp_conn *paused_list, *paused_tail; /* the loop's: resumed first in, first out */
+    sp_conn *ready_list, *ready_tail;   /* the loop's: served a turn each, in order */
     sp_conn *closing;        /* the loop's: closed in this turn of the loop */
     pthread_mutex_t mu;      /* free slots, the out list, the control queue */
     slot *free_slots;
@@ -272,7 +276,7 @@ static void conn_update_mask(sp_conn *c)
     if (c->dead)
         return;
     pthread_mutex_lock(&c->mu);
-    uint32_t mask = (c->paused ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
+    uint32_t mask = (c->paused || c->ready ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
     pthread_mutex_unlock(&c->mu);
     if (mask != c->mask && epoll_set(c->lp, EPOLL_CTL_MOD, c->fd, mask, c) == 0)
         c->mask = mask;
@@ -602,22 +606,40 @@ static bool conn_must_wait(sp_conn *c)
 static void conn_time_request(sp_conn *c)
 {
     const net_server_options *o = c->lp->srv->opt;
-    if (c->in_len == 0 || c->paused) {
+    if (c->in_len == 0 || c->paused || c->ready) {
         c->partial_since_ms = 0;
         return;
     }
     if (c->partial_since_ms == 0)
         c->partial_since_ms = clock_mono_ms();
     uint64_t len = c->in_len >= 8 ? get_u64_be(c->in) : 0;
-    uint64_t bytes_per_s = (uint64_t)(o->request_min_kib_per_s ? o->request_min_kib_per_s : 1) * 1024;
+    uint64_t kib_per_s = o->request_min_kib_per_s ? o->request_min_kib_per_s : 1;
     c->request_deadline_ms = c->partial_since_ms + (int64_t)o->request_timeout_s * 1000 +
-                             (int64_t)(len * 1000 / bytes_per_s);
+                             (int64_t)(len * 1000 / (kib_per_s * 1024));
 }
 
-/* Serve the whole frames read so far; keep a partial one. */
+/* c served its turn with whole requests left: the others' turn first
+ * (the ready list holds a reference; c is not read meanwhile). */
+static void conn_yield(sp_conn *c)
+{
+    sp_loop *lp = c->lp;
+    c->ready = true;
+    atomic_fetch_add(&c->refs, 1);
+    c->next_ready = NULL;
+    if (lp->ready_tail)
+        lp->ready_tail->next_ready = c;
+    else
+        lp->ready_list = c;
+    lp->ready_tail = c;
+    conn_update_mask(c);
+}
+
+/* Serve the whole frames read so far, SP_FRAMES_PER_TURN at most (then
+ * conn_yield); keep a partial one. */
 static void conn_serve_input(sp_conn *c)
 {
     size_t at = 0;
+    unsigned served = 0;
     if (!c->header_in) {
         if (c->in_len < SP_HEADER_BYTES)
             return;
@@ -633,6 +655,10 @@ static void conn_serve_input(sp_conn *c)
             conn_pause(c);
             break;
         }
+        if (served == SP_FRAMES_PER_TURN) {
+            conn_yield(c);
+            break;
+        }
         uint64_t len = get_u64_be(c->in + at);
         if (len > SP_FRAME_BYTES_MAX) {
             conn_close(c); /* as NNG does beyond its receive limit */
@@ -645,6 +671,7 @@ static void conn_serve_input(sp_conn *c)
             return;
         }
         at += 8 + (size_t)len;
+        served++;
     }
     if (at > 0 && !c->dead) {
         memmove(c->in, c->in + at, c->in_len - at);
@@ -680,7 +707,7 @@ static bool conn_in_room(sp_conn *c)
 
 static void conn_read(sp_conn *c)
 {
-    if (c->paused || c->dead)
+    if (c->paused || c->ready || c->dead)
         return;
     if (!conn_in_room(c)) {
         conn_close(c);
@@ -860,6 +887,24 @@ static void resume_paused(sp_loop *lp)
     }
 }
 
+/* A turn for each connection on the ready list, in order (one that still
+ * has whole requests after it goes to the back). */
+static void serve_ready(sp_loop *lp)
+{
+    sp_conn *list = lp->ready_list;
+    lp->ready_list = lp->ready_tail = NULL;
+    while (list) {
+        sp_conn *c = list;
+        list = c->next_ready;
+        c->ready = false;
+        if (!c->dead && !c->paused) {
+            conn_serve_input(c);
+            conn_update_mask(c);
+        }
+        conn_unref(c); /* the list's */
+    }
+}
+
 /* Woken: replies left for EPOLLOUT, slots back for paused connections,
  * the stop. */
 static void on_wake(sp_loop *lp)
@@ -891,7 +936,7 @@ static void *loop_main(void *arg)
     struct epoll_event ev[SP_EVENTS_MAX];
     int64_t next_tick = clock_mono_ms() + SP_TICK_MS;
     for (;;) {
-        int n = epoll_wait(lp->epfd, ev, SP_EVENTS_MAX, SP_TICK_MS);
+        int n = epoll_wait(lp->epfd, ev, SP_EVENTS_MAX, lp->ready_list ? 0 : SP_TICK_MS);
         for (int i = 0; i < n; i++) {
             int kind = *(int *)ev[i].data.ptr;
             if (kind == SP_WAKE) {
@@ -907,11 +952,12 @@ static void *loop_main(void *arg)
                 continue;
             if (ev[i].events & EPOLLOUT)
                 conn_flush(c);
-            if ((ev[i].events & (EPOLLHUP | EPOLLERR)) && c->paused)
+            if ((ev[i].events & (EPOLLHUP | EPOLLERR)) && (c->paused || c->ready))
                 conn_close(c);
             else if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                 conn_read(c);
         }
+        serve_ready(lp);
         if (clock_mono_ms() >= next_tick) {
             tick(lp);
             next_tick = clock_mono_ms() + SP_TICK_MS;
