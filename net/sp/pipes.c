@@ -210,10 +210,11 @@ void pipes_close(server *srv, uint32_t id, net_closure reason)
     if (first)
         p->closed_ms = clock_mono_ms();
     pthread_mutex_unlock(&srv->sp->pipes_mu);
+    if (first) /* counted before its client can see it closed */
+        net_metrics_connection_closed(reason);
     nng_pipe np = NNG_PIPE_INITIALIZER;
     np.id = id;
-    if (nng_pipe_close(np) == 0 && first)
-        net_metrics_connection_closed(reason);
+    nng_pipe_close(np);
 }
 
 void pipes_reply_dropped(server *srv, uint32_t id)

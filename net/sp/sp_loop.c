@@ -39,6 +39,7 @@
  * does not stall the loop.
  */
 #include "net/sp/sp_loop.h"
+#include "net/sp/sp_loop_impl.h"
 
 #include "common/bytes.h"
 #include "common/clock.h"
@@ -57,173 +58,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#define SP_HEADER_BYTES 8
-#define SP_READ_CHUNK (16 * 1024)
-#define SP_BIG_BUFFER_BYTES (4 * SP_READ_CHUNK) /* freed when empty; trimmed after */
-#define SP_TRACE_WORDS_MAX 8          /* hops + the id (docs/PROTOCOL.md: 7 hops at most) */
-#define SP_ID_BIT 0x80000000u         /* in srv->sp->pipes: ids NNG never gives */
-#define SP_EVENTS_MAX 64
-#define SP_FRAMES_PER_TURN 8          /* then the other connections' turn (the ready list) */
-#define SP_TICK_MS 1000
-
-enum { SP_LISTENER, SP_CONN, SP_WAKE };
-
-typedef struct sp_loop sp_loop;
-
-typedef struct sp_listener {
-    int kind; /* SP_LISTENER */
-    int fd;
-    const char *url;
-    bool armed; /* in the epoll set (out of it for a tick after EMFILE) */
-} sp_listener;
-
-typedef struct sp_conn {
-    int kind; /* SP_CONN */
-    int fd;
-    uint32_t id;
-    struct sp_loop *lp;
-    atomic_uint refs;   /* the loop's while open, one per list it is on, one per slot */
-    atomic_uint in_flight;  /* its slots out */
-    atomic_uint long_polls; /* long-polls among them */
-    _Atomic int64_t active_ms; /* mono clock: bytes read, or a reply of it ready */
-    /* the loop's alone */
-    uint8_t *in;
-    size_t in_len, in_cap;
-    bool header_in;     /* the peer's SP header was read */
-    int64_t header_deadline_ms;
-    int64_t partial_since_ms;  /* a request's first byte came (0: none in progress) */
-    int64_t request_deadline_ms; /* ... and it must be whole by then */
-    struct sp_conn *prev_open, *next_open; /* the loop's list of open connections */
-    bool paused;        /* not read: too many in flight or replies not read */
-    bool ready;         /* whole requests left after its turn: on the ready list, not read */
-    bool dead;          /* closed by the loop; freed at the end of the batch */
-    uint32_t mask;      /* the events asked of epoll */
-    struct sp_conn *next_wait; /* awaiting the header */
-    struct sp_conn *next_paused;
-    struct sp_conn *next_ready;
-    struct sp_conn *next_closing;
-    /* under mu: written by whichever thread answers */
-    pthread_mutex_t mu;
-    bool closed;
-    bool want_out;      /* out holds bytes for the loop to send */
-    bool out_listed;    /* on the loop's out list */
-    uint8_t *out;
-    size_t out_off, out_len, out_cap;
-    int64_t out_moved_ms; /* mono clock: replies became pending, or the client took some */
-    struct sp_conn *next_out;
-} sp_conn;
-
-struct sp_loop {
-    server *srv;
-    int epfd;
-    int wake_kind; /* SP_WAKE: the eventfd's epoll tag */
-    int wakefd;
-    sp_listener listeners[NET_LISTEN_URLS_MAX];
-    unsigned listener_count;
-    pthread_t thread, control_thread;
-    bool started, control_started;
-    atomic_bool stop_accepting;
-    atomic_uint in_flight;  /* slots out (all connections) */
-    unsigned in_flight_max; /* --contexts */
-    atomic_uint paused;     /* connections paused (woken when slots come back) */
-    unsigned conn_in_flight_max;  /* --max-in-flight-per-connection */
-    unsigned conn_long_polls_max; /* --max-long-polls-per-connection */
-    size_t unread_bytes_max;      /* --max-unread-reply-kib */
-    uint32_t next_id;
-    sp_conn *waiting_header; /* the loop's */
-    sp_conn *open_list;      /* the loop's: every connection not yet closed */
-    sp_conn *paused_list, *paused_tail; /* the loop's: resumed first in, first out */
-    sp_conn *ready_list, *ready_tail;   /* the loop's: served a turn each, in order */
-    sp_conn *closing;        /* the loop's: closed in this turn of the loop */
-    pthread_mutex_t mu;      /* free slots, the out list, the control queue */
-    slot *free_slots;
-    sp_conn *out_list;
-    slot *control_head, *control_tail;
-    pthread_cond_t control_cv;
-};
-
-/* ---- URLs and listening sockets ---- */
-
-bool sp_loop_serves(const net_server_options *opt, const char *url)
-{
-    return opt->tcp_engine == NET_TCP_ENGINE_EPOLL && strncmp(url, "tcp://", 6) == 0;
-}
-
-/* tcp://HOST:PORT, HOST a name, an IPv4 address, [IPv6], * or empty (any). */
-static int listen_url(const char *url, int *fd_out, char *why, size_t n)
-{
-    const char *hp = url + 6;
-    const char *colon = strrchr(hp, ':');
-    if (colon == NULL || colon[1] == '\0') {
-        snprintf(why, n, "no port");
-        return -1;
-    }
-    char host[256];
-    size_t hl = (size_t)(colon - hp);
-    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') {
-        hp++;
-        hl -= 2;
-    }
-    if (hl >= sizeof(host)) {
-        snprintf(why, n, "host name too long");
-        return -1;
-    }
-    memcpy(host, hp, hl);
-    host[hl] = '\0';
-    bool any = hl == 0 || strcmp(host, "*") == 0;
-    struct addrinfo hints = {.ai_family = any ? AF_INET : AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(any ? NULL : host, colon + 1, &hints, &res);
-    if (gai != 0) {
-        snprintf(why, n, "%s", gai_strerror(gai));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    int rc = fd < 0 ? -1 : setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (rc == 0)
-        rc = bind(fd, res->ai_addr, res->ai_addrlen);
-    if (rc == 0)
-        rc = listen(fd, SOMAXCONN);
-    freeaddrinfo(res);
-    if (rc != 0) {
-        snprintf(why, n, "%s", strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    *fd_out = fd;
-    return 0;
-}
-
-/* url with the port listening socket fd is bound to (port 0: the
- * kernel's choice), into out. */
-static bool bound_url(int fd, const char *url, char out[NET_URL_BYTES_MAX])
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-        return false;
-    in_port_t port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port;
-    errno = ENAMETOOLONG;
-    return net_url_with_port(url, ntohs(port), out, NET_URL_BYTES_MAX);
-}
-
-static int epoll_set(sp_loop *lp, int op, int fd, uint32_t events, void *tag)
-{
-    struct epoll_event ev = {.events = events, .data.ptr = tag};
-    return epoll_ctl(lp->epfd, op, fd, &ev);
-}
-
-static void wake(sp_loop *lp)
-{
-    uint64_t one = 1;
-    ssize_t w = write(lp->wakefd, &one, sizeof(one));
-    (void)w; /* a full counter already wakes the loop */
-}
 
 /* ---- connections ---- */
 
@@ -278,7 +112,7 @@ static void conn_update_mask(sp_conn *c)
     pthread_mutex_lock(&c->mu);
     uint32_t mask = (c->paused || c->ready ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
     pthread_mutex_unlock(&c->mu);
-    if (mask != c->mask && epoll_set(c->lp, EPOLL_CTL_MOD, c->fd, mask, c) == 0)
+    if (mask != c->mask && sp_loop_epoll_set(c->lp, EPOLL_CTL_MOD, c->fd, mask, c) == 0)
         c->mask = mask;
 }
 
@@ -370,7 +204,7 @@ static void conn_send(sp_conn *c, const uint8_t *trace, size_t trace_len, const 
         c->next_out = lp->out_list;
         lp->out_list = c;
         pthread_mutex_unlock(&lp->mu);
-        wake(lp);
+        sp_loop_wake(lp);
     }
 }
 
@@ -412,10 +246,9 @@ static void conn_flush(sp_conn *c)
 /* ---- slots ---- */
 
 static void loop_answer(slot *s, nng_msg *reply);
-static void loop_control(slot *s);
 static bool loop_long_poll_begin(slot *s);
 /* Control ops go to the loop's control thread: the loop never blocks. */
-static const slot_way loop_way = {loop_answer, loop_control, loop_long_poll_begin};
+static const slot_way loop_way = {loop_answer, sp_loop_control, loop_long_poll_begin};
 
 static slot *slot_take(sp_loop *lp, sp_conn *c)
 {
@@ -460,7 +293,7 @@ static void slot_give_back(sp_loop *lp, slot *s)
     conn_unref(c);
     if (atomic_load(&lp->paused) > 0 &&
         (was == lp->in_flight_max || conn_was == lp->conn_in_flight_max))
-        wake(lp);
+        sp_loop_wake(lp);
 }
 
 /* At most --max-long-polls-per-connection of one connection's long-polls
@@ -490,39 +323,6 @@ static void loop_answer(slot *s, nng_msg *reply)
                                      clock_mono_ns() - s->arrived_ns);
     }
     slot_give_back(c->lp, s);
-}
-
-/* ---- control ops: their own thread ---- */
-
-static void loop_control(slot *s)
-{
-    sp_loop *lp = s->conn->lp;
-    pthread_mutex_lock(&lp->mu);
-    s->next = NULL;
-    if (lp->control_tail)
-        lp->control_tail->next = s;
-    else
-        lp->control_head = s;
-    lp->control_tail = s;
-    pthread_cond_signal(&lp->control_cv);
-    pthread_mutex_unlock(&lp->mu);
-}
-
-static void *control_main(void *arg)
-{
-    sp_loop *lp = arg;
-    for (;;) {
-        pthread_mutex_lock(&lp->mu);
-        while (lp->control_head == NULL)
-            pthread_cond_wait(&lp->control_cv, &lp->mu);
-        slot *s = lp->control_head;
-        lp->control_head = s->next;
-        if (lp->control_head == NULL)
-            lp->control_tail = NULL;
-        pthread_mutex_unlock(&lp->mu);
-        slot_send_control(s);
-    }
-    return NULL;
 }
 
 /* ---- reading requests ---- */
@@ -585,7 +385,7 @@ static void conn_pause(sp_conn *c)
     atomic_fetch_add(&lp->paused, 1);
     conn_update_mask(c);
     if (atomic_load(&lp->in_flight) < lp->in_flight_max)
-        wake(lp);
+        sp_loop_wake(lp);
 }
 
 static bool conn_must_wait(sp_conn *c)
@@ -762,7 +562,7 @@ static void accept_one(sp_loop *lp, int fd, const struct sockaddr_storage *peer)
     c->mask = EPOLLIN;
     if (send(fd, rep_header, sizeof(rep_header), MSG_NOSIGNAL | MSG_DONTWAIT) !=
             (ssize_t)sizeof(rep_header) ||
-        epoll_set(lp, EPOLL_CTL_ADD, fd, EPOLLIN, c) != 0) {
+        sp_loop_epoll_set(lp, EPOLL_CTL_ADD, fd, EPOLLIN, c) != 0) {
         atomic_store(&c->refs, 1);
         conn_unref(c);
         return;
@@ -798,15 +598,6 @@ static void accept_all(sp_loop *lp, sp_listener *l)
 }
 
 /* ---- the loop ---- */
-
-static void close_listeners(sp_loop *lp)
-{
-    for (unsigned i = 0; i < lp->listener_count; i++)
-        if (lp->listeners[i].fd >= 0) {
-            close(lp->listeners[i].fd); /* leaves the epoll set with it */
-            lp->listeners[i].fd = -1;
-        }
-}
 
 /* c, its SP header read, against the clock: a request not whole by its
  * deadline, replies its client has not taken for --idle-timeout-s,
@@ -860,7 +651,7 @@ static void tick(sp_loop *lp)
 
     for (unsigned i = 0; i < lp->listener_count; i++) {
         sp_listener *l = &lp->listeners[i];
-        if (l->fd >= 0 && !l->armed && epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) == 0)
+        if (l->fd >= 0 && !l->armed && sp_loop_epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) == 0)
             l->armed = true;
     }
 }
@@ -927,10 +718,10 @@ static void on_wake(sp_loop *lp)
     }
     resume_paused(lp);
     if (atomic_load(&lp->stop_accepting))
-        close_listeners(lp);
+        sp_loop_close_listeners(lp);
 }
 
-static void *loop_main(void *arg)
+void *sp_loop_main(void *arg)
 {
     sp_loop *lp = arg;
     struct epoll_event ev[SP_EVENTS_MAX];
@@ -969,80 +760,4 @@ static void *loop_main(void *arg)
         }
     }
     return NULL;
-}
-
-/* ---- lifecycle ---- */
-
-int sp_loop_open(server *srv)
-{
-    const net_server_options *opt = srv->opt;
-    sp_loop *lp = calloc(1, sizeof(*lp));
-    if (lp == NULL)
-        return NNG_ENOMEM;
-    lp->srv = srv;
-    lp->wake_kind = SP_WAKE;
-    lp->in_flight_max = opt->contexts;
-    lp->conn_in_flight_max = opt->in_flight_per_connection_max ? opt->in_flight_per_connection_max
-                                                               : opt->contexts;
-    lp->conn_long_polls_max = opt->long_polls_per_connection_max;
-    lp->unread_bytes_max = (size_t)opt->unread_reply_kib_max * 1024;
-    pthread_mutex_init(&lp->mu, NULL);
-    pthread_cond_init(&lp->control_cv, NULL);
-    lp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    lp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (lp->epfd < 0 || lp->wakefd < 0 ||
-        epoll_set(lp, EPOLL_CTL_ADD, lp->wakefd, EPOLLIN, &lp->wake_kind) != 0) {
-        net_log(NET_LOG_ERROR, "cannot start the tcp:// loop: %s", strerror(errno));
-        return NNG_ENOMEM;
-    }
-    srv->sp->loop = lp;
-    for (unsigned i = 0; i < opt->listen_count; i++) {
-        const char *url = opt->listen_urls[i];
-        if (!sp_loop_serves(opt, url))
-            continue;
-        sp_listener *l = &lp->listeners[lp->listener_count++];
-        char why[160];
-        l->kind = SP_LISTENER;
-        l->url = srv->sp->lis.url[i];
-        l->fd = -1;
-        if (listen_url(url, &l->fd, why, sizeof(why)) != 0) {
-            net_log(NET_LOG_ERROR, "cannot listen on %s: %s", url, why);
-            return NNG_EADDRINVAL;
-        }
-        if (!bound_url(l->fd, url, srv->sp->lis.url[i])) {
-            net_log(NET_LOG_ERROR, "cannot tell the port of %s: %s", url, strerror(errno));
-            return NNG_EINVAL;
-        }
-        if (epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) != 0)
-            return NNG_ENOMEM;
-        l->armed = true;
-    }
-    return 0;
-}
-
-int sp_loop_start(server *srv)
-{
-    sp_loop *lp = srv->sp->loop;
-    if (lp == NULL || lp->listener_count == 0)
-        return 0;
-    int rv = pthread_create(&lp->control_thread, NULL, control_main, lp);
-    lp->control_started = rv == 0;
-    if (rv == 0)
-        rv = pthread_create(&lp->thread, NULL, loop_main, lp);
-    lp->started = rv == 0;
-    if (rv != 0)
-        net_log(NET_LOG_ERROR, "cannot start the tcp:// loop: %s", strerror(rv));
-    return rv;
-}
-
-void sp_loop_stop_accepting(server *srv)
-{
-    sp_loop *lp = srv->sp->loop;
-    if (lp == NULL)
-        return;
-    atomic_store(&lp->stop_accepting, true);
-    if (lp->started)
-        wake(lp);
-    else
-        close_listeners(lp);
 }
