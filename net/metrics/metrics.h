@@ -71,7 +71,8 @@ void net_metrics_long_poll_refused(void);
 /* What the server knows that the store does not, for a scrape. */
 typedef struct net_metrics_view {
     uint64_t connections;         /* request connections open now */
-    uint64_t connections_refused; /* by --max-connections, since start */
+    uint64_t connections_refused; /* by any limit, since start (the exposition prints
+                                     each reason from net_metrics_connection_refused) */
     uint64_t publish_subscribers; /* PUB connections now */
     uint64_t http_connections;    /* HTTP connections open now */
     uint64_t http_waiting;        /* HTTP requests waiting for their answer */

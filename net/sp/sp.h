@@ -117,7 +117,7 @@ typedef struct sp_room {
 /* What the transports count, for the metrics and health (net/http/). */
 typedef struct sp_counts {
     uint64_t connections;         /* request connections open now */
-    uint64_t connections_refused; /* by --max-connections, since start */
+    uint64_t connections_refused; /* by any limit, since start */
     uint64_t publish_subscribers; /* PUB connections now */
 } sp_counts;
 void sp_counts_get(server *srv, sp_counts *out);

@@ -116,10 +116,10 @@ static void raise_fd_limit(void)
 }
 
 /* tallyd with the TCase's engine on tcp://127.0.0.1:0, the HTTP face for
- * /metrics, max_connections, and (unless baseline) the shortened clocks
- * the attacks wait out: a request whole within 2 s (plus its size at 1
- * MiB/s) and, when short_idle, 3 s of idleness (else the default 300 s). */
-static void start(unsigned max_connections, bool short_idle)
+ * /metrics, max_connections, and (unless baseline) the shortened clock the
+ * attacks wait out (a request whole within 2 s, plus its size at 1 MiB/s)
+ * and the option key = value (NULL: none), e.g. 3 s of --idle-timeout-s. */
+static void start(unsigned max_connections, const char *key, const char *value)
 {
     raise_fd_limit();
     char max[16];
@@ -127,7 +127,7 @@ static void start(unsigned max_connections, bool short_idle)
     const char *extra[] = {"--listen", "tcp://127.0.0.1:0", "--tcp-engine", engine,
                            "--http", "http://127.0.0.1:0", "--max-connections", max,
                            "--request-timeout-s", "2", "--request-min-kib-per-s", "1024",
-                           short_idle ? "--idle-timeout-s" : NULL, "3", NULL};
+                           key, value, NULL};
     if (baseline())
         extra[8] = NULL;
     wire_server_start(&proc, &client, extra);
@@ -327,7 +327,7 @@ static void attack_closed_by_tallyd(int *fds, unsigned n, long long bound_kib, c
 START_TEST(idle_connections_do_not_lock_others_out)
 {
     unsigned max = full_size() ? 1024 : 128;
-    start(max, false);
+    start(max, NULL, NULL);
     unsigned addresses = max / PER_ADDRESS_DEFAULT + 1, per_address = PER_ADDRESS_DEFAULT + 16;
     unsigned attempts = addresses * per_address, connected, answered = 0;
     int *fds = attackers_open(attempts, per_address, 0, NULL, 0, &connected);
@@ -361,7 +361,7 @@ END_TEST
  * sent + 64 MiB. */
 START_TEST(half_sent_frames_time_out)
 {
-    start(1024, true);
+    start(1024, "--idle-timeout-s", "3");
     unsigned conns = full_size() ? 960 : 48, per_address = 48;
     size_t sent = 512 * 1024;
     long long bound = rss_at_start_kib + (long long)(conns * 2 * sent / 1024) + 64 * 1024;
@@ -458,7 +458,7 @@ static void fill_log(void)
  * connection). RSS bound: the start + 1.5 MiB per connection + 48 MiB. */
 START_TEST(unread_replies_are_bounded)
 {
-    start(1024, true);
+    start(1024, "--idle-timeout-s", "3");
     fill_log();
     rss_at_start_kib = rss_kib(); /* the map's pages the log_reads touch, counted */
     unsigned conns = full_size() ? 200 : 24, per_address = 48;
@@ -488,7 +488,7 @@ END_TEST
  * MiB. */
 START_TEST(pipelined_long_polls_leave_room)
 {
-    start(1024, false);
+    start(1024, NULL, NULL);
     tally_stats st;
     ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
     msgpack_sbuffer rd;
@@ -525,11 +525,57 @@ START_TEST(pipelined_long_polls_leave_room)
 }
 END_TEST
 
+#define IN_FLIGHT_CAP 4
+#define PIPELINED_POLLS 10
+
+/* 10 long-polls pipelined on one connection with
+ * --max-in-flight-per-connection 4: tallyd's loop takes 4 and leaves the
+ * rest in the socket (4 parked); NNG, which hands its contexts requests
+ * from any pipe, parks all 10 (its bound is --contexts: docs/OPERATIONS.md,
+ * "what each engine enforces"). A commit answers the parked ones and the
+ * rest follow. */
+START_TEST(requests_in_flight_per_connection_are_bounded)
+{
+    char cap[8];
+    snprintf(cap, sizeof(cap), "%d", IN_FLIGHT_CAP);
+    start(1024, "--max-in-flight-per-connection", cap);
+    bool loop = strcmp(engine, "epoll") == 0;
+    tally_stats st;
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    msgpack_sbuffer rd;
+    build_log_read(&rd, st.head_seq + 1, 10, 30000);
+    uint8_t f[128];
+    size_t len = frame(f, sizeof(f), 1, &rd);
+    int fd = attacker_connect(0, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert(send_all(fd, req_header, sizeof(req_header)));
+    for (uint32_t i = 0; i < PIPELINED_POLLS; i++) {
+        put_be(f + 8, REQUEST_ID_HIGH_BIT | (1 + i), 4);
+        ck_assert(send_all(fd, f, len));
+    }
+    long long want = loop ? IN_FLIGHT_CAP : PIPELINED_POLLS;
+    ck_assert_msg(test_metrics_sample_reaches(proc.http_port, "tally_long_polls_parked", want,
+                                              10000),
+                  "%s: %lld long-polls parked, expected %lld", engine,
+                  metric("tally_long_polls_parked"), want);
+    /* the harness's own requests: the rest would have parked by now */
+    ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
+    ck_assert_int_eq(metric("tally_long_polls_parked"), want);
+    ordinary_client_served("in flight per connection"); /* its write wakes them */
+    uint8_t peer[8];
+    ck_assert(tallyd_fd_recv_all(fd, peer, sizeof(peer), test_deadline_ms(10000)));
+    ck_assert_uint_eq(replies_read(fd, PIPELINED_POLLS, 30000), PIPELINED_POLLS);
+    close(fd);
+    msgpack_sbuffer_destroy(&rd);
+    stop();
+}
+END_TEST
+
 /* A connection that did its SP header exchange and sends nothing more is
  * closed after --idle-timeout-s, counted, and its client redials. */
 START_TEST(an_idle_connection_is_closed_after_the_idle_timeout)
 {
-    start(1024, true);
+    start(1024, "--idle-timeout-s", "3");
     int fd = attacker_connect(0, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert(send_all(fd, req_header, sizeof(req_header)));
@@ -549,6 +595,7 @@ int main(void)
     const TTest *const tests[] = {idle_connections_do_not_lock_others_out,
                                   half_sent_frames_time_out, unread_replies_are_bounded,
                                   pipelined_long_polls_leave_room,
+                                  requests_in_flight_per_connection_are_bounded,
                                   an_idle_connection_is_closed_after_the_idle_timeout};
     TCase *epoll = tcase_create("tcp_epoll"), *nng = tcase_create("tcp_nng");
     tcase_add_checked_fixture(epoll, engine_epoll, NULL);
