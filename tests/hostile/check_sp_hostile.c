@@ -461,7 +461,7 @@ START_TEST(unread_replies_are_bounded)
     start(1024, "--idle-timeout-s", "3");
     fill_log();
     rss_at_start_kib = rss_kib(); /* the map's pages the log_reads touch, counted */
-    unsigned conns = full_size() ? 200 : 24, per_address = 48;
+    unsigned conns = full_size() ? 200 : 16, per_address = 48;
     long long bound = rss_at_start_kib + (long long)conns * 1536 + 48 * 1024;
     msgpack_sbuffer rd;
     build_log_read(&rd, 1, EVENTS, 0);
