@@ -14,8 +14,8 @@
 #include "net/sp/sp.h"
 
 #include "common/clock.h"
-#include "common/nng_compat.h"
 #include "common/limits.h"
+#include "common/nng_compat.h"
 #include "common/tls_config.h"
 #include "net/metrics/metrics.h"
 

@@ -6,10 +6,12 @@
  *
  *   rep.c          NNG's REP contexts: receive into a slot, send its reply
  *   sp_loop.c      tcp:// requests on tallyd's own epoll loop (--tcp-engine
- *                  epoll)
+ *                  epoll); sp_loop_setup.c its sockets, control thread and
+ *                  lifecycle
  *   publisher.c    the PUB socket and its subscriber count
- *   pipes.c        request connections: accounting and --max-connections,
- *                  and the log of refused TLS handshakes
+ *   pipes.c        request connections: accounting, --max-connections and
+ *                  the per-address limits, NNG pipes' long-polls and idle
+ *                  timeout, and the log of refused TLS handshakes
  *   listeners.c    the request listeners, with the NNG 1.5.2 workarounds on
  *                  them (the listener watchdog, stale pipes)
  *   listener_probe.c  the watchdog's probe of one listener
