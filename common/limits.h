@@ -101,6 +101,38 @@
 #define TALLY_QUEUE_REQUESTS_MAX 4096     /* writes waiting for the writer */
 #define TALLY_CONNECTIONS_DEFAULT 1024    /* request connections at once */
 #define TALLY_CONNECTIONS_MAX 65536
+/* Request connections (net/sp/, docs/OPERATIONS.md "Overload and limits"):
+ * one address holds at most so many; the last share of --max-connections
+ * goes only to addresses holding fewer than TALLY_CONNECTIONS_FEW_PER_ADDRESS,
+ * so that no one address (nor a few) can take every place. */
+#define TALLY_CONNECTIONS_PER_ADDRESS_DEFAULT 64
+#define TALLY_CONNECTIONS_RESERVED_PCT_DEFAULT 10
+#define TALLY_CONNECTIONS_FEW_PER_ADDRESS 4
+_Static_assert(TALLY_CONNECTIONS_FEW_PER_ADDRESS <= TALLY_CONNECTIONS_PER_ADDRESS_DEFAULT,
+               "an address with few connections is below the per-address limit");
+/* A request must arrive whole within --request-timeout-s of its first
+ * byte (the SP header exchange too), plus its size at
+ * --request-min-kib-per-s; a connection with nothing in flight is closed
+ * after --idle-timeout-s, and so is one whose client leaves its replies
+ * unread that long. */
+#define TALLY_REQUEST_TIMEOUT_S_DEFAULT 10
+#define TALLY_REQUEST_TIMEOUT_S_MAX 3600
+#define TALLY_REQUEST_MIN_KIB_PER_S_DEFAULT 64
+#define TALLY_IDLE_TIMEOUT_S_DEFAULT 300
+#define TALLY_IDLE_TIMEOUT_S_MAX (7 * 24 * 3600)
+/* Replies a client has not read, per connection: beyond it tallyd stops
+ * reading that connection's requests. */
+#define TALLY_UNREAD_REPLY_KIB_DEFAULT 1024
+#define TALLY_UNREAD_REPLY_KIB_MIN 64
+#define TALLY_UNREAD_REPLY_KIB_MAX (1024 * 1024)
+/* Per connection: requests in flight, and long-polls among them (beyond
+ * that a long-poll is answered at once, as if its wait_ms were 0). */
+#define TALLY_IN_FLIGHT_PER_CONNECTION_DEFAULT 64
+#define TALLY_LONG_POLLS_PER_CONNECTION_DEFAULT 16
+_Static_assert(TALLY_LONG_POLLS_PER_CONNECTION_DEFAULT <= TALLY_IN_FLIGHT_PER_CONNECTION_DEFAULT,
+               "long-polls are requests in flight");
+_Static_assert(TALLY_IN_FLIGHT_PER_CONNECTION_DEFAULT <= TALLY_CONTEXTS_DEFAULT,
+               "one connection holds at most a share of the contexts");
 #define TALLY_GROUP_COMMANDS_MAX 8192     /* commands in one commit */
 #define TALLY_GROUP_BYTES_MAX (8 * 1024 * 1024) /* request bytes in one commit */
 #define TALLY_GROUP_APPLY_MS_MAX 100      /* time applying before committing */

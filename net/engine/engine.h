@@ -76,6 +76,12 @@ typedef struct slot {
     struct sp_conn *conn;
     uint8_t trace[32];
     uint8_t trace_len;
+    /* NNG's slots: the pipe the request came on, when counted there
+     * (pipes_request_begin); 0 otherwise. */
+    uint32_t pipe_id;
+    /* A long-poll the transport counted for its connection (slot_way's
+     * long_poll_begin): its answer lets it go. */
+    bool long_poll_held;
 } slot;
 
 /* Requests (msgpack bytes) above the protocol limit but up to this still
@@ -94,6 +100,12 @@ typedef struct slot_way {
     void (*answer)(slot *s, nng_msg *reply);
     /* Run a control op (slot_send_control) on a thread that may block. */
     void (*control)(slot *s);
+    /* A long-poll (wait_ms > 0) is about to wait: true to let it (the
+     * transport counts it against its connection, sets long_poll_held and
+     * lets it go when it answers), false when the connection holds
+     * --max-long-polls-per-connection: it is then answered at once, as if
+     * its wait_ms were 0 (tally_long_polls_refused_total). */
+    bool (*long_poll_begin)(slot *s);
 } slot_way;
 
 /* One committed group, to be answered (by the writer or the completer). */

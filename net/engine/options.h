@@ -51,6 +51,14 @@ typedef struct net_server_options {
     int64_t dlq_age_ms;        /* dead-letter retention; 0 = keep every dead letter */
     const char *backup_dir;    /* NULL: backups anywhere; else only below it */
     unsigned max_connections;  /* request connections at once; 0 = no limit */
+    unsigned connections_per_address_max; /* from one address (not ipc://); 0 = no limit */
+    unsigned connections_reserved_pct;    /* of max_connections, for addresses with few */
+    unsigned request_timeout_s;           /* a request (and the SP header) arrives whole */
+    unsigned request_min_kib_per_s;       /* ... plus its size at this rate */
+    unsigned idle_timeout_s;              /* nothing in flight, or replies unread: closed */
+    unsigned unread_reply_kib_max;        /* replies unread: the connection is not read */
+    unsigned in_flight_per_connection_max;
+    unsigned long_polls_per_connection_max;
     net_replies replies;       /* who answers committed groups */
     net_tcp_engine tcp_engine; /* who serves tcp:// --listen URLs */
     unsigned writer_spin_us;   /* an idle writer watches its queue this long before it sleeps */

@@ -265,6 +265,10 @@ void slot_serve(slot *s)
         return;
     }
     net_metrics_request(s->req.op->id);
+    if (s->req.wait_ms > 0 && s->way && s->way->long_poll_begin && !s->way->long_poll_begin(s)) {
+        s->req.wait_ms = 0; /* a page now, maybe empty: the client polls again */
+        net_metrics_long_poll_refused();
+    }
     if (s->req.wait_ms > 0) /* long-polls only: no clock read on the write path */
         s->until_ms = clock_mono_ms() + s->req.wait_ms;
     else /* observed when its reply leaves (slot_callback) */

@@ -59,6 +59,9 @@ static struct registry {
     atomic_uint_fast64_t refused[REFUSAL_COUNT]; /* by refusal_codes' order */
     _Atomic int64_t storage_full_ms;     /* wall time of the last storage_full; 0: none */
     atomic_uint_fast64_t publish_dropped;
+    atomic_uint_fast64_t connections_refused[NET_REFUSAL_COUNT];
+    atomic_uint_fast64_t connections_closed[NET_CLOSURE_COUNT];
+    atomic_uint_fast64_t long_polls_refused;
     histogram group_size, commit_duration, request_duration[2];
 } reg = {
     .group_size = {group_bounds, COUNT_OF(group_bounds)},
@@ -105,6 +108,17 @@ int64_t net_metrics_storage_full_age_ms(int64_t now_ms)
         return -1;
     return now_ms > at ? now_ms - at : 0;
 }
+void net_metrics_connection_refused(net_refusal reason)
+{
+    count(&reg.connections_refused[reason]);
+}
+
+void net_metrics_connection_closed(net_closure reason)
+{
+    count(&reg.connections_closed[reason]);
+}
+
+void net_metrics_long_poll_refused(void) { count(&reg.long_polls_refused); }
 
 void net_metrics_request_done(net_request_kind kind, int64_t elapsed_ns)
 {
@@ -297,9 +311,22 @@ static void write_store(net_text *b, const net_store_figures *f, int64_t now_ms)
 static void write_view(net_text *b, const net_metrics_view *v)
 {
     net_text_sample_u64(b, "tally_connections", "gauge", "Request connections open.", v->connections);
-    net_text_sample_u64(b, "tally_connections_refused_total", "counter",
-               "Request connections closed at connect by --max-connections.",
-               v->connections_refused);
+    static const char *const refusals[NET_REFUSAL_COUNT] = {"total", "per_address", "reserved"};
+    net_text_family(b, "tally_connections_refused_total", "counter",
+                    "Request connections closed at connect, by the limit that refused them.");
+    for (int i = 0; i < NET_REFUSAL_COUNT; i++)
+        net_text_printf(b, "tally_connections_refused_total{reason=\"%s\"} %llu\n", refusals[i],
+                        (unsigned long long)load(&reg.connections_refused[i]));
+    static const char *const closures[NET_CLOSURE_COUNT] = {"request_timeout", "idle",
+                                                            "unread_replies"};
+    net_text_family(b, "tally_connections_closed_total", "counter",
+                    "Request connections closed by tallyd, by reason.");
+    for (int i = 0; i < NET_CLOSURE_COUNT; i++)
+        net_text_printf(b, "tally_connections_closed_total{reason=\"%s\"} %llu\n", closures[i],
+                        (unsigned long long)load(&reg.connections_closed[i]));
+    net_text_sample_u64(b, "tally_long_polls_refused_total", "counter",
+                        "Long-polls beyond --max-long-polls-per-connection, answered at once.",
+                        load(&reg.long_polls_refused));
     net_text_sample_u64(b, "tally_publish_connections", "gauge", "Connections to the PUB endpoint.",
                v->publish_subscribers);
     net_text_sample_u64(b, "tally_long_polls_parked", "gauge",

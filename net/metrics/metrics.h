@@ -63,10 +63,31 @@ void net_metrics_listener_probe(void);
  * (tally_auth_refused_total{reason}). */
 void net_metrics_auth_refused(int code);
 
+/* A request connection not taken (tally_connections_refused_total{reason}). */
+typedef enum net_refusal {
+    NET_REFUSED_TOTAL,       /* --max-connections */
+    NET_REFUSED_PER_ADDRESS, /* --max-connections-per-address */
+    NET_REFUSED_RESERVED,    /* the reserved share, asked by an address holding many */
+    NET_REFUSAL_COUNT,
+} net_refusal;
+void net_metrics_connection_refused(net_refusal reason);
+/* A request connection closed by tallyd (tally_connections_closed_total{reason}). */
+typedef enum net_closure {
+    NET_CLOSED_REQUEST_TIMEOUT, /* a request or the SP header not whole in time */
+    NET_CLOSED_IDLE,            /* nothing in flight for --idle-timeout-s */
+    NET_CLOSED_UNREAD_REPLIES,  /* its client read none of its replies for --idle-timeout-s */
+    NET_CLOSURE_COUNT,
+} net_closure;
+void net_metrics_connection_closed(net_closure reason);
+/* A long-poll beyond --max-long-polls-per-connection, answered at once
+ * (tally_long_polls_refused_total). */
+void net_metrics_long_poll_refused(void);
+
 /* What the server knows that the store does not, for a scrape. */
 typedef struct net_metrics_view {
     uint64_t connections;         /* request connections open now */
-    uint64_t connections_refused; /* by --max-connections, since start */
+    uint64_t connections_refused; /* by any limit, since start (the exposition prints
+                                     each reason from net_metrics_connection_refused) */
     uint64_t publish_subscribers; /* PUB connections now */
     uint64_t http_connections;    /* HTTP connections open now */
     uint64_t http_waiting;        /* HTTP requests waiting for their answer */

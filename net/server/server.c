@@ -300,18 +300,22 @@ static server *server_new(const net_server_options *opt, int *refusal)
     pthread_mutex_init(&srv->sp->pipes_mu, NULL);
     pthread_mutex_init(&srv->completion_mu, NULL);
     pthread_cond_init(&srv->completion_cv, NULL);
-    srv->sp->pipes = table_create(1); /* sets: values unused */
+    srv->sp->pipes = table_create(sizeof(sp_pipe));
+    srv->sp->addresses = table_create(sizeof(uint32_t));
     srv->sp->pub_pipes = table_create(1);
     srv->health = net_health_create(&opt->health, health_facts, srv);
     if (opt->auth && (srv->auth = auth_guard_create(opt->auth)) == NULL)
         auth_table_free(opt->auth);
-    if (srv->sp->pipes == NULL || srv->sp->pub_pipes == NULL || srv->health == NULL ||
+    if (srv->sp->pipes == NULL || srv->sp->addresses == NULL || srv->sp->pub_pipes == NULL ||
+        srv->health == NULL ||
         (opt->auth && srv->auth == NULL) ||
         (*refusal = open_store(srv)) != TALLY_ok) {
         if (srv->sp->pipes)
             table_destroy(srv->sp->pipes);
         if (srv->sp->pub_pipes)
             table_destroy(srv->sp->pub_pipes);
+        if (srv->sp->addresses)
+            table_destroy(srv->sp->addresses);
         net_health_destroy(srv->health);
         auth_guard_destroy(srv->auth);
         free(rooms); /* nothing else has seen it yet */
@@ -370,6 +374,7 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
             health_tick(srv);
             next_health_ms = clock_mono_ms() + HEALTH_TICK_MS;
         }
+        pipes_close_idle(srv);
         if (opt->reload && *opt->reload) {
             *opt->reload = 0;
             if (opt->notify)

@@ -283,6 +283,40 @@ static const options_row rows[] = {
     {"max-connections", "N", TEXT_OF(TALLY_CONNECTIONS_DEFAULT),
      "request connections at once; one more is closed at connect; 0 = no limit",
      NUMBER(UNSIGNED, max_connections, 0, TALLY_CONNECTIONS_MAX, 1)},
+    {"max-connections-per-address", "N", TEXT_OF(TALLY_CONNECTIONS_PER_ADDRESS_DEFAULT),
+     "request connections from one client address (tcp://, tls+tcp://, ws://; not ipc://); one "
+     "more is closed at connect; 0 = no limit",
+     NUMBER(UNSIGNED, connections_per_address_max, 0, TALLY_CONNECTIONS_MAX, 1)},
+    {"connections-reserved-pct", "P", TEXT_OF(TALLY_CONNECTIONS_RESERVED_PCT_DEFAULT),
+     "the last P % of max-connections go only to addresses holding fewer than "
+     TEXT_OF(TALLY_CONNECTIONS_FEW_PER_ADDRESS) " connections",
+     NUMBER(UNSIGNED, connections_reserved_pct, 0, 90, 1)},
+    {"request-timeout-s", "N", TEXT_OF(TALLY_REQUEST_TIMEOUT_S_DEFAULT),
+     "tcp:// (epoll engine): a request, once its first byte came, and the SP header exchange "
+     "must arrive whole within N s (plus its size at request-min-kib-per-s); else the "
+     "connection is closed",
+     NUMBER(UNSIGNED, request_timeout_s, 1, TALLY_REQUEST_TIMEOUT_S_MAX, 1)},
+    {"request-min-kib-per-s", "N", TEXT_OF(TALLY_REQUEST_MIN_KIB_PER_S_DEFAULT),
+     "the slowest rate a large request may arrive at: its deadline is request-timeout-s plus "
+     "its size at N KiB/s",
+     NUMBER(UNSIGNED, request_min_kib_per_s, 1, 1024 * 1024, 1)},
+    {"idle-timeout-s", "N", TEXT_OF(TALLY_IDLE_TIMEOUT_S_DEFAULT),
+     "a request connection with nothing in flight for N s is closed, and so is one whose "
+     "client has read none of its replies for N s (clients redial)",
+     NUMBER(UNSIGNED, idle_timeout_s, 1, TALLY_IDLE_TIMEOUT_S_MAX, 1)},
+    {"max-unread-reply-kib", "N", TEXT_OF(TALLY_UNREAD_REPLY_KIB_DEFAULT),
+     "tcp:// (epoll engine): replies a client has not read, per connection; beyond N KiB "
+     "tallyd reads no more of its requests until it reads",
+     NUMBER(UNSIGNED, unread_reply_kib_max, TALLY_UNREAD_REPLY_KIB_MIN,
+            TALLY_UNREAD_REPLY_KIB_MAX, 1)},
+    {"max-in-flight-per-connection", "N", TEXT_OF(TALLY_IN_FLIGHT_PER_CONNECTION_DEFAULT),
+     "tcp:// (epoll engine): requests of one connection served at once; its further requests "
+     "wait in the socket",
+     NUMBER(UNSIGNED, in_flight_per_connection_max, 1, TALLY_CONTEXTS_MAX, 1)},
+    {"max-long-polls-per-connection", "N", TEXT_OF(TALLY_LONG_POLLS_PER_CONNECTION_DEFAULT),
+     "long-polls (log_read, sub_fetch with wait_ms) one connection may have parked; one more "
+     "is answered at once, as if its wait_ms were 0",
+     NUMBER(UNSIGNED, long_polls_per_connection_max, 1, TALLY_CONTEXTS_MAX, 1)},
     {"backup-dir", "DIR", NULL,
      "'tally backup' may only write below DIR, an absolute path (unset: anywhere tallyd may "
      "write; the destination must not exist)",

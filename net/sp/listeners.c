@@ -248,7 +248,7 @@ size_t pipes_prune_stale(server *srv)
         sp.count = 0;
         table_each(srv->sp->pipes, collect_stale_pipe, &sp);
         for (unsigned i = 0; i < sp.count; i++)
-            pruned += (size_t)table_remove(srv->sp->pipes, &sp.ids[i], sizeof(sp.ids[i]));
+            pruned += (size_t)pipes_drop_locked(srv, sp.ids[i]);
     } while (sp.count == STALE_PIPES_PER_PASS);
     return pruned;
 }

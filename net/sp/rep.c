@@ -13,12 +13,25 @@
 
 static void slot_recv(slot *s)
 {
+    if (s->pipe_id) /* its request is over: replied, or no reply */
+        pipes_request_end(s->srv, s->pipe_id);
+    s->pipe_id = 0;
     s->state = SLOT_RECV;
+    nng_aio_set_timeout(s->aio, NNG_DURATION_DEFAULT);
     nng_ctx_recv(s->ctx, s->aio);
 }
 
+/* A context sends to one pipe at a time and waits while that pipe's
+ * client does not read: a reply not taken within --request-timeout-s is
+ * dropped (the context serves on), and the main thread closes its
+ * connection once nothing of it is in flight (pipes_reply_dropped: a pipe
+ * is not closed from here, an aio callback, where NNG 1.5.2 was seen never
+ * to reap it), so clients that never read cannot hold every context. */
 static void rep_answer(slot *s, nng_msg *reply)
 {
+    if (s->long_poll_held)
+        pipes_long_poll_end(s->srv, s->pipe_id);
+    s->long_poll_held = false;
     if (reply == NULL) {
         net_log(NET_LOG_ERROR, "could not build a reply; the request gets none");
         slot_recv(s);
@@ -27,17 +40,25 @@ static void rep_answer(slot *s, nng_msg *reply)
     s->state = SLOT_SEND;
     atomic_fetch_add(&s->srv->sp->sends_in_flight, 1);
     nng_aio_set_msg(s->aio, reply);
+    nng_aio_set_timeout(s->aio, (nng_duration)s->srv->opt->request_timeout_s * 1000);
     nng_ctx_send(s->ctx, s->aio);
 }
 
+static bool rep_long_poll_begin(slot *s)
+{
+    return s->pipe_id == 0 || (s->long_poll_held = pipes_long_poll_begin(s->srv, s->pipe_id));
+}
+
 /* Control ops run on the NNG callback thread, beside reader and writer. */
-static const slot_way rep_way = {rep_answer, slot_send_control};
+static const slot_way rep_way = {rep_answer, slot_send_control, rep_long_poll_begin};
 
 static void slot_callback(void *arg)
 {
     slot *s = arg;
     int rv = nng_aio_result(s->aio);
     if (s->state == SLOT_SEND) {
+        if (rv == NNG_ETIMEDOUT && s->pipe_id)
+            pipes_reply_dropped(s->srv, s->pipe_id);
         if (rv != 0)
             nng_msg_free(nng_aio_get_msg(s->aio));
         else if (s->timed_kind >= 0)
@@ -56,6 +77,12 @@ static void slot_callback(void *arg)
     }
     s->msg = nng_aio_get_msg(s->aio);
     s->arrived_ns = clock_mono_ns();
+    /* Counted for its pipe (its long-polls, its idleness); NNG hands a
+     * context a request from any pipe, and a request refused for its
+     * pipe's count would be a refusal where the tcp:// loop makes it wait:
+     * requests in flight per connection are bounded by --contexts alone. */
+    s->pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(s->msg));
+    pipes_request_begin(s->srv, s->pipe_id);
     slot_serve(s);
 }
 

@@ -6,10 +6,12 @@
  *
  *   rep.c          NNG's REP contexts: receive into a slot, send its reply
  *   sp_loop.c      tcp:// requests on tallyd's own epoll loop (--tcp-engine
- *                  epoll)
+ *                  epoll); sp_loop_setup.c its sockets, control thread and
+ *                  lifecycle
  *   publisher.c    the PUB socket and its subscriber count
- *   pipes.c        request connections: accounting and --max-connections,
- *                  and the log of refused TLS handshakes
+ *   pipes.c        request connections: accounting, --max-connections and
+ *                  the per-address limits, NNG pipes' long-polls and idle
+ *                  timeout, and the log of refused TLS handshakes
  *   listeners.c    the request listeners, with the NNG 1.5.2 workarounds on
  *                  them (the listener watchdog, stale pipes)
  *   listener_probe.c  the watchdog's probe of one listener
@@ -21,6 +23,7 @@
 #include "common/ready_file.h"
 #include "common/table.h"
 #include "net/engine/engine.h"
+#include "net/metrics/metrics.h"
 #include "net/sp/listener_probe.h"
 
 #include <nng/nng.h>
@@ -56,6 +59,34 @@ typedef struct listeners {
     char url[NET_LISTEN_URLS_MAX][NET_URL_BYTES_MAX];
 } listeners;
 
+/* A client's address as the per-address limit counts it: the IPv4 or
+ * IPv6 address (an IPv4-mapped IPv6 one as IPv4); len 0 for none (ipc://,
+ * inproc://: those are not limited per address). */
+typedef struct sp_address {
+    uint8_t len;
+    uint8_t bytes[16];
+} sp_address;
+
+/* What tallyd counts of one request connection (srv->sp->pipes' values,
+ * under pipes_mu). */
+typedef struct sp_pipe {
+    sp_address addr;
+    bool exempt;         /* inproc:// (the HTTP face's): no per-connection caps */
+    uint32_t in_flight;  /* requests received, reply not yet sent (NNG's pipes) */
+    uint32_t long_polls; /* long-polls among them (NNG's pipes) */
+    int64_t active_ms;   /* mono clock: a request came or a reply left (NNG's pipes) */
+    int64_t closed_ms;   /* mono clock: tallyd closed it (pipes_close); 0: not */
+    bool replies_dropped; /* a reply was not taken in time: closed when idle, as unread_replies */
+} sp_pipe;
+
+/* Why a connection was not taken (tally_connections_refused_total{reason}). */
+typedef enum sp_admission {
+    SP_ADMITTED,
+    SP_REFUSED_TOTAL,       /* --max-connections */
+    SP_REFUSED_PER_ADDRESS, /* --max-connections-per-address */
+    SP_REFUSED_RESERVED,    /* the --connections-reserved-pct share, to an address with many */
+} sp_admission;
+
 typedef struct sp_room {
     nng_socket rep;
     nng_socket pub;
@@ -72,8 +103,11 @@ typedef struct sp_room {
     unsigned tls_held_count;   /* (tls_reload.c); main thread */
     atomic_int sends_in_flight; /* REP replies NNG has not finished sending */
     pthread_mutex_t pipes_mu;
-    table *pipes;                 /* accepted request connections, by pipe id */
+    table *pipes;                 /* accepted request connections, by pipe id: sp_pipe */
+    table *addresses;             /* under pipes_mu: connections per sp_address (uint32_t) */
     uint64_t connections_refused; /* under pipes_mu */
+    int64_t idle_swept_ms;        /* main thread: the last pipes_close_idle */
+    atomic_bool trim_wanted;      /* connection buffers were freed: malloc_trim (main thread) */
     int64_t pipes_pruned_ms;      /* under pipes_mu: the last stale-pipe pass */
     struct sockaddr_storage probe_self; /* under pipes_mu: the watchdog's probe's own end */
     socklen_t probe_self_len;           /* under pipes_mu: 0 while no probe is under way */
@@ -85,7 +119,7 @@ typedef struct sp_room {
 /* What the transports count, for the metrics and health (net/http/). */
 typedef struct sp_counts {
     uint64_t connections;         /* request connections open now */
-    uint64_t connections_refused; /* by --max-connections, since start */
+    uint64_t connections_refused; /* by any limit, since start */
     uint64_t publish_subscribers; /* PUB connections now */
 } sp_counts;
 void sp_counts_get(server *srv, sp_counts *out);
@@ -105,10 +139,36 @@ int publisher_open(server *srv);
 /* ---- pipes.c ---- */
 int pipes_watch(server *srv);
 /* Count a new request connection (an NNG pipe id, or one of the loop's
- * with the high bit), unless --max-connections are open (logged): false,
- * and the caller closes it. pipes_forget: it has gone. */
-bool pipes_admit(server *srv, uint32_t id);
+ * with the high bit) from addr, unless a limit refuses it (--max-connections,
+ * --max-connections-per-address, the reserved share; counted in
+ * tally_connections_refused_total{reason}, logged): then the caller closes
+ * it. pipes_forget: it has gone. */
+sp_admission pipes_admit(server *srv, uint32_t id, const sp_address *addr, bool exempt);
 void pipes_forget(server *srv, uint32_t id);
+/* pipes_forget under pipes_mu (the stale-pipe pass): 1 if id was counted. */
+int pipes_drop_locked(server *srv, uint32_t id);
+/* addr of a socket address (len 0 unless IPv4 or IPv6). */
+void sp_address_of(const struct sockaddr *sa, sp_address *addr);
+/* NNG's pipes (rep.c): a request came on pipe id, and its reply left (or
+ * none will). Pipes not counted (the probe, inproc://) are ignored. */
+void pipes_request_begin(server *srv, uint32_t id);
+void pipes_request_end(server *srv, uint32_t id);
+/* A long-poll of pipe id parks (false: it holds
+ * --max-long-polls-per-connection; nothing counted), and ends. */
+bool pipes_long_poll_begin(server *srv, uint32_t id);
+void pipes_long_poll_end(server *srv, uint32_t id);
+/* Close NNG's pipe id for reason (counted in
+ * tally_connections_closed_total{reason}); any thread but a pipe callback. */
+void pipes_close(server *srv, uint32_t id, net_closure reason);
+/* A reply to pipe id was not taken within --request-timeout-s and was
+ * dropped: the pipe is closed once nothing of it is in flight. */
+void pipes_reply_dropped(server *srv, uint32_t id);
+/* Main thread, about once a second: NNG's pipes with nothing in flight
+ * for --idle-timeout-s are closed (tally_connections_closed_total{reason="idle"}),
+ * and when connections went, the memory their buffers held is given back
+ * to the system (malloc_trim: glibc keeps freed heap pages otherwise, and a
+ * flood of large frames left tallyd at a gigabyte after it ended). */
+void pipes_close_idle(server *srv);
 /* At the connection limit: places of connections NNG no longer knows
  * taken back (under pipes_mu). Returns how many. */
 size_t pipes_prune_stale(server *srv);

@@ -16,16 +16,30 @@
  * is full does the rest wait for the loop (EPOLLOUT).
  *
  * A connection (sp_conn) is counted with NNG's in tally_connections and
- * bounded by --max-connections. Each request is a slot of its own, taken
- * from a free list; at most --contexts are in flight over all connections,
- * and a connection whose replies are not read (SP_OUT_PAUSE_BYTES pending)
- * is not read either: requests wait in the kernel's buffers, as they do
- * with NNG. A slot holds a reference to its connection, so a reply to a
- * connection that has gone is dropped, never written to a reused fd.
+ * bounded by --max-connections and --max-connections-per-address
+ * (net/sp/pipes.c). Each request is a slot of its own, taken from a free
+ * list; at most --contexts are in flight over all connections and
+ * --max-in-flight-per-connection on one, and a connection whose replies
+ * are not read (--max-unread-reply-kib pending) is not read either:
+ * requests wait in the kernel's buffers, as they do with NNG. Paused
+ * connections are resumed in turn (the one served last goes to the back).
+ * A slot holds a reference to its connection, so a reply to a connection
+ * that has gone is dropped, never written to a reused fd.
+ *
+ * What a hostile client can hold is bounded (docs/OPERATIONS.md, "Overload
+ * and limits"): the SP header and each request must arrive whole within
+ * --request-timeout-s of their first byte (plus the request's size at
+ * --request-min-kib-per-s); the receive buffer grows as bytes arrive, not
+ * to the size a frame announces; a connection with nothing in flight, or
+ * whose client reads none of its replies, is closed after --idle-timeout-s;
+ * at most --max-long-polls-per-connection of its long-polls park. Big
+ * buffers freed are given back to the system by the main thread
+ * (pipes_close_idle's malloc_trim).
  * Control ops (backup, health) run on a thread of their own, so a backup
  * does not stall the loop.
  */
 #include "net/sp/sp_loop.h"
+#include "net/sp/sp_loop_impl.h"
 
 #include "common/bytes.h"
 #include "common/clock.h"
@@ -45,159 +59,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define SP_HEADER_BYTES 8
-#define SP_HEADER_WAIT_MS 10000       /* NNG's negotiation timeout */
-#define SP_READ_CHUNK (16 * 1024)
-#define SP_OUT_PAUSE_BYTES (4u << 20) /* replies not read: stop reading requests */
-#define SP_TRACE_WORDS_MAX 8          /* hops + the id (docs/PROTOCOL.md: 7 hops at most) */
-#define SP_ID_BIT 0x80000000u         /* in srv->sp->pipes: ids NNG never gives */
-#define SP_EVENTS_MAX 64
-#define SP_TICK_MS 1000
-
-enum { SP_LISTENER, SP_CONN, SP_WAKE };
-
-typedef struct sp_loop sp_loop;
-
-typedef struct sp_listener {
-    int kind; /* SP_LISTENER */
-    int fd;
-    const char *url;
-    bool armed; /* in the epoll set (out of it for a tick after EMFILE) */
-} sp_listener;
-
-typedef struct sp_conn {
-    int kind; /* SP_CONN */
-    int fd;
-    uint32_t id;
-    struct sp_loop *lp;
-    atomic_uint refs;   /* the loop's while open, one per list it is on, one per slot */
-    /* the loop's alone */
-    uint8_t *in;
-    size_t in_len, in_cap;
-    bool header_in;     /* the peer's SP header was read */
-    int64_t header_deadline_ms;
-    bool paused;        /* not read: too many in flight or replies not read */
-    bool dead;          /* closed by the loop; freed at the end of the batch */
-    uint32_t mask;      /* the events asked of epoll */
-    struct sp_conn *next_wait; /* awaiting the header */
-    struct sp_conn *next_paused;
-    struct sp_conn *next_closing;
-    /* under mu: written by whichever thread answers */
-    pthread_mutex_t mu;
-    bool closed;
-    bool want_out;      /* out holds bytes for the loop to send */
-    bool out_listed;    /* on the loop's out list */
-    uint8_t *out;
-    size_t out_off, out_len, out_cap;
-    struct sp_conn *next_out;
-} sp_conn;
-
-struct sp_loop {
-    server *srv;
-    int epfd;
-    int wake_kind; /* SP_WAKE: the eventfd's epoll tag */
-    int wakefd;
-    sp_listener listeners[NET_LISTEN_URLS_MAX];
-    unsigned listener_count;
-    pthread_t thread, control_thread;
-    bool started, control_started;
-    atomic_bool stop_accepting;
-    atomic_uint in_flight;  /* slots out (all connections) */
-    unsigned in_flight_max; /* --contexts */
-    atomic_uint paused;     /* connections paused (woken when slots come back) */
-    uint32_t next_id;
-    sp_conn *waiting_header; /* the loop's */
-    sp_conn *paused_list;    /* the loop's */
-    sp_conn *closing;        /* the loop's: closed in this turn of the loop */
-    pthread_mutex_t mu;      /* free slots, the out list, the control queue */
-    slot *free_slots;
-    sp_conn *out_list;
-    slot *control_head, *control_tail;
-    pthread_cond_t control_cv;
-};
-
-/* ---- URLs and listening sockets ---- */
-
-bool sp_loop_serves(const net_server_options *opt, const char *url)
-{
-    return opt->tcp_engine == NET_TCP_ENGINE_EPOLL && strncmp(url, "tcp://", 6) == 0;
-}
-
-/* tcp://HOST:PORT, HOST a name, an IPv4 address, [IPv6], * or empty (any). */
-static int listen_url(const char *url, int *fd_out, char *why, size_t n)
-{
-    const char *hp = url + 6;
-    const char *colon = strrchr(hp, ':');
-    if (colon == NULL || colon[1] == '\0') {
-        snprintf(why, n, "no port");
-        return -1;
-    }
-    char host[256];
-    size_t hl = (size_t)(colon - hp);
-    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') {
-        hp++;
-        hl -= 2;
-    }
-    if (hl >= sizeof(host)) {
-        snprintf(why, n, "host name too long");
-        return -1;
-    }
-    memcpy(host, hp, hl);
-    host[hl] = '\0';
-    bool any = hl == 0 || strcmp(host, "*") == 0;
-    struct addrinfo hints = {.ai_family = any ? AF_INET : AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(any ? NULL : host, colon + 1, &hints, &res);
-    if (gai != 0) {
-        snprintf(why, n, "%s", gai_strerror(gai));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    int rc = fd < 0 ? -1 : setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (rc == 0)
-        rc = bind(fd, res->ai_addr, res->ai_addrlen);
-    if (rc == 0)
-        rc = listen(fd, SOMAXCONN);
-    freeaddrinfo(res);
-    if (rc != 0) {
-        snprintf(why, n, "%s", strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    *fd_out = fd;
-    return 0;
-}
-
-/* url with the port listening socket fd is bound to (port 0: the
- * kernel's choice), into out. */
-static bool bound_url(int fd, const char *url, char out[NET_URL_BYTES_MAX])
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-        return false;
-    in_port_t port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port;
-    errno = ENAMETOOLONG;
-    return net_url_with_port(url, ntohs(port), out, NET_URL_BYTES_MAX);
-}
-
-static int epoll_set(sp_loop *lp, int op, int fd, uint32_t events, void *tag)
-{
-    struct epoll_event ev = {.events = events, .data.ptr = tag};
-    return epoll_ctl(lp->epfd, op, fd, &ev);
-}
-
-static void wake(sp_loop *lp)
-{
-    uint64_t one = 1;
-    ssize_t w = write(lp->wakefd, &one, sizeof(one));
-    (void)w; /* a full counter already wakes the loop */
-}
-
 /* ---- connections ---- */
 
 static void resume_paused(struct sp_loop *lp);
@@ -210,6 +71,8 @@ static void conn_unref(sp_conn *c)
     pipes_forget(srv, c->id);
     close(c->fd);
     pthread_mutex_destroy(&c->mu);
+    if (c->in_cap > SP_BIG_BUFFER_BYTES || c->out_cap > SP_BIG_BUFFER_BYTES)
+        atomic_store(&c->lp->srv->sp->trim_wanted, true);
     free(c->in);
     free(c->out);
     free(c);
@@ -225,6 +88,13 @@ static void conn_close(sp_conn *c)
     c->dead = true;
     c->next_closing = c->lp->closing;
     c->lp->closing = c;
+    if (c->prev_open)
+        c->prev_open->next_open = c->next_open;
+    else
+        c->lp->open_list = c->next_open;
+    if (c->next_open)
+        c->next_open->prev_open = c->prev_open;
+    c->prev_open = c->next_open = NULL;
     epoll_ctl(c->lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     shutdown(c->fd, SHUT_RDWR);
     pthread_mutex_lock(&c->mu);
@@ -240,9 +110,9 @@ static void conn_update_mask(sp_conn *c)
     if (c->dead)
         return;
     pthread_mutex_lock(&c->mu);
-    uint32_t mask = (c->paused ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
+    uint32_t mask = (c->paused || c->ready ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0);
     pthread_mutex_unlock(&c->mu);
-    if (mask != c->mask && epoll_set(c->lp, EPOLL_CTL_MOD, c->fd, mask, c) == 0)
+    if (mask != c->mask && sp_loop_epoll_set(c->lp, EPOLL_CTL_MOD, c->fd, mask, c) == 0)
         c->mask = mask;
 }
 
@@ -320,8 +190,10 @@ static void conn_send(sp_conn *c, const uint8_t *trace, size_t trace_len, const 
         shutdown(c->fd, SHUT_RDWR);
         return;
     }
-    if (was_empty)
+    if (was_empty) {
         atomic_fetch_add(&lp->srv->sp->sends_in_flight, 1);
+        c->out_moved_ms = clock_mono_ms();
+    }
     bool list = !c->out_listed;
     c->want_out = true;
     c->out_listed = true;
@@ -332,7 +204,7 @@ static void conn_send(sp_conn *c, const uint8_t *trace, size_t trace_len, const 
         c->next_out = lp->out_list;
         lp->out_list = c;
         pthread_mutex_unlock(&lp->mu);
-        wake(lp);
+        sp_loop_wake(lp);
     }
 }
 
@@ -345,6 +217,7 @@ static void conn_flush(sp_conn *c)
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->out_off += (size_t)n;
+            c->out_moved_ms = clock_mono_ms();
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -358,6 +231,12 @@ static void conn_flush(sp_conn *c)
         if (!c->closed)
             atomic_fetch_sub(&c->lp->srv->sp->sends_in_flight, 1);
     }
+    if (drained && c->out_cap > SP_BIG_BUFFER_BYTES) { /* a burst went: give its room back */
+        free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+        atomic_store(&c->lp->srv->sp->trim_wanted, true);
+    }
     pthread_mutex_unlock(&c->mu);
     conn_update_mask(c);
     if (drained && c->paused)
@@ -367,9 +246,9 @@ static void conn_flush(sp_conn *c)
 /* ---- slots ---- */
 
 static void loop_answer(slot *s, nng_msg *reply);
-static void loop_control(slot *s);
+static bool loop_long_poll_begin(slot *s);
 /* Control ops go to the loop's control thread: the loop never blocks. */
-static const slot_way loop_way = {loop_answer, loop_control};
+static const slot_way loop_way = {loop_answer, sp_loop_control, loop_long_poll_begin};
 
 static slot *slot_take(sp_loop *lp, sp_conn *c)
 {
@@ -390,7 +269,9 @@ static slot *slot_take(sp_loop *lp, sp_conn *c)
     s->next = NULL;
     s->way = &loop_way;
     s->conn = c;
+    s->long_poll_held = false;
     atomic_fetch_add(&c->refs, 1);
+    atomic_fetch_add(&c->in_flight, 1);
     atomic_fetch_add(&lp->in_flight, 1);
     return s;
 }
@@ -403,10 +284,30 @@ static void slot_give_back(sp_loop *lp, slot *s)
     s->next = lp->free_slots;
     lp->free_slots = s;
     pthread_mutex_unlock(&lp->mu);
+    if (s->long_poll_held)
+        atomic_fetch_sub(&c->long_polls, 1);
+    s->long_poll_held = false;
+    atomic_store(&c->active_ms, clock_mono_ms());
+    unsigned conn_was = atomic_fetch_sub(&c->in_flight, 1);
     unsigned was = atomic_fetch_sub(&lp->in_flight, 1);
     conn_unref(c);
-    if (atomic_load(&lp->paused) > 0 && was == lp->in_flight_max)
-        wake(lp);
+    if (atomic_load(&lp->paused) > 0 &&
+        (was == lp->in_flight_max || conn_was == lp->conn_in_flight_max))
+        sp_loop_wake(lp);
+}
+
+/* At most --max-long-polls-per-connection of one connection's long-polls
+ * park; slot_give_back lets one go. */
+static bool loop_long_poll_begin(slot *s)
+{
+    sp_conn *c = s->conn;
+    unsigned held = atomic_fetch_add(&c->long_polls, 1);
+    if (held >= c->lp->conn_long_polls_max) {
+        atomic_fetch_sub(&c->long_polls, 1);
+        return false;
+    }
+    s->long_poll_held = true;
+    return true;
 }
 
 static void loop_answer(slot *s, nng_msg *reply)
@@ -422,39 +323,6 @@ static void loop_answer(slot *s, nng_msg *reply)
                                      clock_mono_ns() - s->arrived_ns);
     }
     slot_give_back(c->lp, s);
-}
-
-/* ---- control ops: their own thread ---- */
-
-static void loop_control(slot *s)
-{
-    sp_loop *lp = s->conn->lp;
-    pthread_mutex_lock(&lp->mu);
-    s->next = NULL;
-    if (lp->control_tail)
-        lp->control_tail->next = s;
-    else
-        lp->control_head = s;
-    lp->control_tail = s;
-    pthread_cond_signal(&lp->control_cv);
-    pthread_mutex_unlock(&lp->mu);
-}
-
-static void *control_main(void *arg)
-{
-    sp_loop *lp = arg;
-    for (;;) {
-        pthread_mutex_lock(&lp->mu);
-        while (lp->control_head == NULL)
-            pthread_cond_wait(&lp->control_cv, &lp->mu);
-        slot *s = lp->control_head;
-        lp->control_head = s->next;
-        if (lp->control_head == NULL)
-            lp->control_tail = NULL;
-        pthread_mutex_unlock(&lp->mu);
-        slot_send_control(s);
-    }
-    return NULL;
 }
 
 /* ---- reading requests ---- */
@@ -508,29 +376,70 @@ static void conn_pause(sp_conn *c)
         return;
     c->paused = true;
     atomic_fetch_add(&c->refs, 1);
-    c->next_paused = lp->paused_list;
-    lp->paused_list = c;
+    c->next_paused = NULL;
+    if (lp->paused_tail)
+        lp->paused_tail->next_paused = c;
+    else
+        lp->paused_list = c;
+    lp->paused_tail = c;
     atomic_fetch_add(&lp->paused, 1);
     conn_update_mask(c);
     if (atomic_load(&lp->in_flight) < lp->in_flight_max)
-        wake(lp);
+        sp_loop_wake(lp);
 }
 
 static bool conn_must_wait(sp_conn *c)
 {
     sp_loop *lp = c->lp;
-    if (atomic_load(&lp->in_flight) >= lp->in_flight_max)
+    if (atomic_load(&lp->in_flight) >= lp->in_flight_max ||
+        atomic_load(&c->in_flight) >= lp->conn_in_flight_max)
         return true;
     pthread_mutex_lock(&c->mu);
-    bool backlog = c->out_len - c->out_off >= SP_OUT_PAUSE_BYTES;
+    bool backlog = c->out_len - c->out_off >= lp->unread_bytes_max;
     pthread_mutex_unlock(&c->mu);
     return backlog;
 }
 
-/* Serve the whole frames read so far; keep a partial one. */
+/* The deadline of the request in progress: --request-timeout-s from its
+ * first byte, plus its announced size at --request-min-kib-per-s. Not
+ * timed while paused (tallyd does not read it then). */
+static void conn_time_request(sp_conn *c)
+{
+    const net_server_options *o = c->lp->srv->opt;
+    if (c->in_len == 0 || c->paused || c->ready) {
+        c->partial_since_ms = 0;
+        return;
+    }
+    if (c->partial_since_ms == 0)
+        c->partial_since_ms = clock_mono_ms();
+    uint64_t len = c->in_len >= 8 ? get_u64_be(c->in) : 0;
+    uint64_t kib_per_s = o->request_min_kib_per_s ? o->request_min_kib_per_s : 1;
+    c->request_deadline_ms = c->partial_since_ms + (int64_t)o->request_timeout_s * 1000 +
+                             (int64_t)(len * 1000 / (kib_per_s * 1024));
+}
+
+/* c served its turn with whole requests left: the others' turn first
+ * (the ready list holds a reference; c is not read meanwhile). */
+static void conn_yield(sp_conn *c)
+{
+    sp_loop *lp = c->lp;
+    c->ready = true;
+    atomic_fetch_add(&c->refs, 1);
+    c->next_ready = NULL;
+    if (lp->ready_tail)
+        lp->ready_tail->next_ready = c;
+    else
+        lp->ready_list = c;
+    lp->ready_tail = c;
+    conn_update_mask(c);
+}
+
+/* Serve the whole frames read so far, SP_FRAMES_PER_TURN at most (then
+ * conn_yield); keep a partial one. */
 static void conn_serve_input(sp_conn *c)
 {
     size_t at = 0;
+    unsigned served = 0;
     if (!c->header_in) {
         if (c->in_len < SP_HEADER_BYTES)
             return;
@@ -546,6 +455,10 @@ static void conn_serve_input(sp_conn *c)
             conn_pause(c);
             break;
         }
+        if (served == SP_FRAMES_PER_TURN) {
+            conn_yield(c);
+            break;
+        }
         uint64_t len = get_u64_be(c->in + at);
         if (len > SP_FRAME_BYTES_MAX) {
             conn_close(c); /* as NNG does beyond its receive limit */
@@ -558,24 +471,32 @@ static void conn_serve_input(sp_conn *c)
             return;
         }
         at += 8 + (size_t)len;
+        served++;
     }
     if (at > 0 && !c->dead) {
         memmove(c->in, c->in + at, c->in_len - at);
         c->in_len -= at;
+        c->partial_since_ms = 0; /* a request came whole: the next one's clock starts anew */
     }
+    if (!c->dead)
+        conn_time_request(c);
 }
 
-/* Room for the frame in progress (up to the frame limit) or a chunk. */
+/* Room for a chunk more. The buffer doubles as bytes arrive, up to what
+ * the frame in progress needs: a frame that announces 2 MiB and sends a
+ * few bytes costs a few KiB, not 2 MiB. */
 static bool conn_in_room(sp_conn *c)
 {
     size_t want = c->in_len + SP_READ_CHUNK;
-    if (c->header_in && c->in_len >= 8) {
-        uint64_t len = get_u64_be(c->in);
-        if (len <= SP_FRAME_BYTES_MAX && 8 + len > want)
-            want = 8 + (size_t)len;
-    }
     if (want <= c->in_cap)
         return true;
+    size_t cap = c->in_cap * 2 > want ? c->in_cap * 2 : want;
+    if (c->header_in && c->in_len >= 8) {
+        uint64_t len = get_u64_be(c->in);
+        if (len <= SP_FRAME_BYTES_MAX && 8 + (size_t)len >= want && 8 + (size_t)len < cap)
+            cap = 8 + (size_t)len;
+    }
+    want = cap;
     uint8_t *b = realloc(c->in, want);
     if (b == NULL)
         return false;
@@ -586,7 +507,7 @@ static bool conn_in_room(sp_conn *c)
 
 static void conn_read(sp_conn *c)
 {
-    if (c->paused || c->dead)
+    if (c->paused || c->ready || c->dead)
         return;
     if (!conn_in_room(c)) {
         conn_close(c);
@@ -602,12 +523,14 @@ static void conn_read(sp_conn *c)
     }
     if (n > 0) {
         c->in_len += (size_t)n;
+        atomic_store(&c->active_ms, clock_mono_ms());
         conn_serve_input(c);
     }
-    if (!c->dead && c->in_len == 0 && c->in_cap > 4 * SP_READ_CHUNK) {
+    if (!c->dead && c->in_len == 0 && c->in_cap > SP_BIG_BUFFER_BYTES) {
         free(c->in); /* a large request went: give its room back */
         c->in = NULL;
         c->in_cap = 0;
+        atomic_store(&c->lp->srv->sp->trim_wanted, true);
     }
 }
 
@@ -615,11 +538,13 @@ static void conn_read(sp_conn *c)
 
 static const uint8_t rep_header[SP_HEADER_BYTES] = {0, 'S', 'P', 0, 0, 0x31, 0, 0};
 
-static void accept_one(sp_loop *lp, int fd)
+static void accept_one(sp_loop *lp, int fd, const struct sockaddr_storage *peer)
 {
     sp_conn *c = calloc(1, sizeof(*c));
     uint32_t id = SP_ID_BIT | (++lp->next_id & ~SP_ID_BIT);
-    if (c == NULL || !pipes_admit(lp->srv, id)) {
+    sp_address addr;
+    sp_address_of((const struct sockaddr *)peer, &addr);
+    if (c == NULL || pipes_admit(lp->srv, id, &addr, false) != SP_ADMITTED) {
         free(c);
         close(fd);
         return;
@@ -632,25 +557,32 @@ static void accept_one(sp_loop *lp, int fd)
     c->lp = lp;
     atomic_init(&c->refs, 2); /* the loop's and the header list's */
     pthread_mutex_init(&c->mu, NULL);
-    c->header_deadline_ms = clock_mono_ms() + SP_HEADER_WAIT_MS;
+    c->header_deadline_ms = clock_mono_ms() + (int64_t)lp->srv->opt->request_timeout_s * 1000;
+    atomic_init(&c->active_ms, clock_mono_ms());
     c->mask = EPOLLIN;
     if (send(fd, rep_header, sizeof(rep_header), MSG_NOSIGNAL | MSG_DONTWAIT) !=
             (ssize_t)sizeof(rep_header) ||
-        epoll_set(lp, EPOLL_CTL_ADD, fd, EPOLLIN, c) != 0) {
+        sp_loop_epoll_set(lp, EPOLL_CTL_ADD, fd, EPOLLIN, c) != 0) {
         atomic_store(&c->refs, 1);
         conn_unref(c);
         return;
     }
     c->next_wait = lp->waiting_header;
     lp->waiting_header = c;
+    c->next_open = lp->open_list;
+    if (lp->open_list)
+        lp->open_list->prev_open = c;
+    lp->open_list = c;
 }
 
 static void accept_all(sp_loop *lp, sp_listener *l)
 {
     for (;;) {
-        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer = {0};
+        socklen_t peer_len = sizeof(peer);
+        int fd = accept4(l->fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            accept_one(lp, fd);
+            accept_one(lp, fd, &peer);
             continue;
         }
         if (errno == EINTR || errno == ECONNABORTED)
@@ -667,16 +599,33 @@ static void accept_all(sp_loop *lp, sp_listener *l)
 
 /* ---- the loop ---- */
 
-static void close_listeners(sp_loop *lp)
+/* c, its SP header read, against the clock: a request not whole by its
+ * deadline, replies its client has not taken for --idle-timeout-s,
+ * nothing at all for --idle-timeout-s. */
+static void conn_check_time(sp_conn *c, int64_t now)
 {
-    for (unsigned i = 0; i < lp->listener_count; i++)
-        if (lp->listeners[i].fd >= 0) {
-            close(lp->listeners[i].fd); /* leaves the epoll set with it */
-            lp->listeners[i].fd = -1;
-        }
+    int64_t idle_ms = (int64_t)c->lp->srv->opt->idle_timeout_s * 1000;
+    if (c->partial_since_ms && !c->paused && now >= c->request_deadline_ms) {
+        net_metrics_connection_closed(NET_CLOSED_REQUEST_TIMEOUT);
+        conn_close(c);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    bool unread = c->out_len > c->out_off;
+    int64_t moved_ms = c->out_moved_ms;
+    pthread_mutex_unlock(&c->mu);
+    if (unread && now - moved_ms >= idle_ms) {
+        net_metrics_connection_closed(NET_CLOSED_UNREAD_REPLIES);
+        conn_close(c);
+    } else if (!unread && c->in_len == 0 && atomic_load(&c->in_flight) == 0 &&
+               now - atomic_load(&c->active_ms) >= idle_ms) {
+        net_metrics_connection_closed(NET_CLOSED_IDLE);
+        conn_close(c);
+    }
 }
 
-/* Once a second: headers that did not come in time, listeners to arm again. */
+/* Once a second: headers and requests that did not come in time, idle
+ * connections, listeners to arm again. */
 static void tick(sp_loop *lp)
 {
     int64_t now = clock_mono_ms();
@@ -688,31 +637,58 @@ static void tick(sp_loop *lp)
             continue;
         }
         *pp = c->next_wait;
-        if (!c->header_in)
+        if (!c->header_in && !c->dead) {
+            net_metrics_connection_closed(NET_CLOSED_REQUEST_TIMEOUT);
             conn_close(c);
+        }
         conn_unref(c); /* the list's */
     }
+    for (sp_conn *c = lp->open_list, *next; c; c = next) {
+        next = c->next_open; /* conn_close takes c off the list */
+        if (c->header_in)
+            conn_check_time(c, now);
+    }
+
     for (unsigned i = 0; i < lp->listener_count; i++) {
         sp_listener *l = &lp->listeners[i];
-        if (l->fd >= 0 && !l->armed && epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) == 0)
+        if (l->fd >= 0 && !l->armed && sp_loop_epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) == 0)
             l->armed = true;
     }
 }
 
-/* Read paused connections again while slots are free: first the frames
- * they hold (which may pause them again). */
+/* Read paused connections again, in the order they paused, while slots
+ * are free: first the frames they hold (which may pause them again, at
+ * the back of the list: the next resume starts with the others). */
 static void resume_paused(sp_loop *lp)
 {
-    if (atomic_load(&lp->in_flight) >= lp->in_flight_max)
-        return;
-    sp_conn *p = lp->paused_list;
-    lp->paused_list = NULL;
-    while (p) {
-        sp_conn *c = p;
-        p = c->next_paused;
+    unsigned listed = atomic_load(&lp->paused);
+    while (listed-- > 0 && lp->paused_list &&
+           atomic_load(&lp->in_flight) < lp->in_flight_max) {
+        sp_conn *c = lp->paused_list;
+        lp->paused_list = c->next_paused;
+        if (lp->paused_list == NULL)
+            lp->paused_tail = NULL;
         atomic_fetch_sub(&lp->paused, 1);
         c->paused = false;
         if (!c->dead) {
+            conn_serve_input(c);
+            conn_update_mask(c);
+        }
+        conn_unref(c); /* the list's */
+    }
+}
+
+/* A turn for each connection on the ready list, in order (one that still
+ * has whole requests after it goes to the back). */
+static void serve_ready(sp_loop *lp)
+{
+    sp_conn *list = lp->ready_list;
+    lp->ready_list = lp->ready_tail = NULL;
+    while (list) {
+        sp_conn *c = list;
+        list = c->next_ready;
+        c->ready = false;
+        if (!c->dead && !c->paused) {
             conn_serve_input(c);
             conn_update_mask(c);
         }
@@ -742,16 +718,16 @@ static void on_wake(sp_loop *lp)
     }
     resume_paused(lp);
     if (atomic_load(&lp->stop_accepting))
-        close_listeners(lp);
+        sp_loop_close_listeners(lp);
 }
 
-static void *loop_main(void *arg)
+void *sp_loop_main(void *arg)
 {
     sp_loop *lp = arg;
     struct epoll_event ev[SP_EVENTS_MAX];
     int64_t next_tick = clock_mono_ms() + SP_TICK_MS;
     for (;;) {
-        int n = epoll_wait(lp->epfd, ev, SP_EVENTS_MAX, SP_TICK_MS);
+        int n = epoll_wait(lp->epfd, ev, SP_EVENTS_MAX, lp->ready_list ? 0 : SP_TICK_MS);
         for (int i = 0; i < n; i++) {
             int kind = *(int *)ev[i].data.ptr;
             if (kind == SP_WAKE) {
@@ -767,11 +743,12 @@ static void *loop_main(void *arg)
                 continue;
             if (ev[i].events & EPOLLOUT)
                 conn_flush(c);
-            if ((ev[i].events & (EPOLLHUP | EPOLLERR)) && c->paused)
+            if ((ev[i].events & (EPOLLHUP | EPOLLERR)) && (c->paused || c->ready))
                 conn_close(c);
             else if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                 conn_read(c);
         }
+        serve_ready(lp);
         if (clock_mono_ms() >= next_tick) {
             tick(lp);
             next_tick = clock_mono_ms() + SP_TICK_MS;
@@ -783,76 +760,4 @@ static void *loop_main(void *arg)
         }
     }
     return NULL;
-}
-
-/* ---- lifecycle ---- */
-
-int sp_loop_open(server *srv)
-{
-    const net_server_options *opt = srv->opt;
-    sp_loop *lp = calloc(1, sizeof(*lp));
-    if (lp == NULL)
-        return NNG_ENOMEM;
-    lp->srv = srv;
-    lp->wake_kind = SP_WAKE;
-    lp->in_flight_max = opt->contexts;
-    pthread_mutex_init(&lp->mu, NULL);
-    pthread_cond_init(&lp->control_cv, NULL);
-    lp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    lp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (lp->epfd < 0 || lp->wakefd < 0 ||
-        epoll_set(lp, EPOLL_CTL_ADD, lp->wakefd, EPOLLIN, &lp->wake_kind) != 0) {
-        net_log(NET_LOG_ERROR, "cannot start the tcp:// loop: %s", strerror(errno));
-        return NNG_ENOMEM;
-    }
-    srv->sp->loop = lp;
-    for (unsigned i = 0; i < opt->listen_count; i++) {
-        const char *url = opt->listen_urls[i];
-        if (!sp_loop_serves(opt, url))
-            continue;
-        sp_listener *l = &lp->listeners[lp->listener_count++];
-        char why[160];
-        l->kind = SP_LISTENER;
-        l->url = srv->sp->lis.url[i];
-        l->fd = -1;
-        if (listen_url(url, &l->fd, why, sizeof(why)) != 0) {
-            net_log(NET_LOG_ERROR, "cannot listen on %s: %s", url, why);
-            return NNG_EADDRINVAL;
-        }
-        if (!bound_url(l->fd, url, srv->sp->lis.url[i])) {
-            net_log(NET_LOG_ERROR, "cannot tell the port of %s: %s", url, strerror(errno));
-            return NNG_EINVAL;
-        }
-        if (epoll_set(lp, EPOLL_CTL_ADD, l->fd, EPOLLIN, l) != 0)
-            return NNG_ENOMEM;
-        l->armed = true;
-    }
-    return 0;
-}
-
-int sp_loop_start(server *srv)
-{
-    sp_loop *lp = srv->sp->loop;
-    if (lp == NULL || lp->listener_count == 0)
-        return 0;
-    int rv = pthread_create(&lp->control_thread, NULL, control_main, lp);
-    lp->control_started = rv == 0;
-    if (rv == 0)
-        rv = pthread_create(&lp->thread, NULL, loop_main, lp);
-    lp->started = rv == 0;
-    if (rv != 0)
-        net_log(NET_LOG_ERROR, "cannot start the tcp:// loop: %s", strerror(rv));
-    return rv;
-}
-
-void sp_loop_stop_accepting(server *srv)
-{
-    sp_loop *lp = srv->sp->loop;
-    if (lp == NULL)
-        return;
-    atomic_store(&lp->stop_accepting, true);
-    if (lp->started)
-        wake(lp);
-    else
-        close_listeners(lp);
 }

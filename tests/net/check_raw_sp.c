@@ -595,13 +595,17 @@ END_TEST
 
 #define BIG_READS 40
 
-/* A client that sends 40 reads of 1000 events (~12 MB of replies) and
+/* A client that sends 40 reads of 1000 events (~12 MB of replies; its
+ * --max-unread-reply-kib raised to 16 MiB for it) and
  * reads nothing for a while: tallyd keeps what the socket does not take,
  * serves another connection meanwhile, and sends it all, in whole frames,
  * once the client reads. */
 START_TEST(replies_not_read_are_kept_and_others_served)
 {
-    start_with("--http", "http://127.0.0.1:0");
+    const char *extra[] = {"--listen", "tcp://127.0.0.1:0", "--tcp-engine", engine, "--http",
+                           "http://127.0.0.1:0", "--max-unread-reply-kib", "16384", NULL};
+    wire_server_start(&proc, &client, extra);
+    tcp_url_read();
     int port = proc.http_port;
     uint8_t peer[8];
     int fd = sp_connect(SP_REQ0, peer);
@@ -728,6 +732,8 @@ START_TEST(max_connections_refuses_one_more_and_frees_a_place)
 }
 END_TEST
 
+#define REFUSED_TOTAL "tally_connections_refused_total{reason=\"total\"}"
+
 /* The listener watchdog's probe (every 2 s, each NNG listener: the
  * harness's ipc:// one and, with the nng engine, tcp_url) is tallyd's own:
  * at --max-connections it takes no client's place and is never refused,
@@ -747,18 +753,18 @@ START_TEST(the_watchdog_probe_takes_no_place)
     /* A connection closed just before (the client's first dial, redialed)
      * may still hold its place while the client dials: that dial is
      * refused and redialed (CI saw it). Count from here. */
-    long long refused = test_metrics_sample(port, "tally_connections_refused_total");
+    long long refused = test_metrics_sample(port, REFUSED_TOTAL);
     ck_assert_int_ge(refused, 0);
     /* two rounds at least: the request listeners (ipc, and tcp with NNG)
      * and the publish listener, each probed once a round */
     long long probes = 0;
     TEST_WAIT_UNTIL((probes = test_metrics_sample(port, "tally_listener_probes_total")) >= 6, 60000,
                     "6 listener probes (%lld so far)", probes);
-    ck_assert_int_eq(test_metrics_sample(port, "tally_connections_refused_total"), refused);
+    ck_assert_int_eq(test_metrics_sample(port, REFUSED_TOTAL), refused);
     ck_assert_int_eq(test_metrics_sample(port, "tally_connections"), 2);
     int fd;
     ck_assert_msg(!sp_try_connect(&fd), "a client got a third place");
-    ck_assert_int_eq(test_metrics_sample(port, "tally_connections_refused_total"), refused + 1);
+    ck_assert_int_eq(test_metrics_sample(port, REFUSED_TOTAL), refused + 1);
     ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
     stop();
 }
