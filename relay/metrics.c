@@ -4,7 +4,8 @@
  *
  *   GET /metrics  the Prometheus exposition (text format 0.0.4) of every
  *                 sink's counters, labelled sink="jetstream" or
- *                 sink="http",endpoint="NAME", and subscriber="NAME"
+ *                 sink="http",endpoint="NAME", and subscriber="NAME",
+ *                 and the standard process metrics (process_metrics.h)
  *   GET /healthz  200 "ok" while every sink runs, 503 naming one that
  *                 stopped
  *
@@ -18,6 +19,7 @@
 #include "common/limits.h"
 #include "net/http/http.h"
 #include "common/logging.h"
+#include "common/process_metrics.h"
 #include "relay/relay.h"
 
 #include <stdio.h>
@@ -137,6 +139,7 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
     net_text_sample_u64(b, "tally_relay_http_connections", "gauge", "HTTP connections open.",
                         net_http_connections(h->listener));
     write_sinks(b, h->sinks, h->count);
+    process_metrics_write(b);
     out->content_type = NET_TEXT_METRICS_TYPE;
 }
 

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/process_metrics.h"
 #include "net/ops/figures.h"
 
 #include <stdatomic.h>
@@ -452,5 +453,6 @@ int net_metrics_write(net_text *out, store_txn *t, const net_metrics_view *view,
     write_store(out, &f, now_ms);
     write_view(out, view);
     rc = write_subscribers(out, t, now_ms);
+    process_metrics_write(out);
     return rc == TALLY_ok && out->bad ? TALLY_internal : rc;
 }

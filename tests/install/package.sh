@@ -105,6 +105,9 @@ for tool in tally tally-recon tally-bench tally-readmodel tally-relay; do
     command -v "$tool" >/dev/null || fail "$tool is not installed"
 done
 pkg-config --exists tally || fail "tally.pc is not installed"
+# the Grafana dashboard as Grafana imports it (not compressed: debian/rules)
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' /usr/share/doc/tallyd/tally.json ||
+    fail "/usr/share/doc/tallyd/tally.json is not installed as JSON"
 
 unit=/lib/systemd/system/tallyd.service
 step "start tallyd ($( [ "$(ps -p 1 -o comm=)" = systemd ] && echo systemd || echo "no systemd: the unit's command as the user tally"))"

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct http_server {
@@ -102,6 +103,7 @@ static int promtool(const char *args, const char *in, char **out)
 
 START_TEST(scrape_passes_promtool_and_says_what_happened)
 {
+    double started_s = (double)time(NULL);
     http_server h;
     http_up(&h, NULL);
     test_client_open_accounts(h.f.c, 1, 3); /* one batch: one commit, three commands */
@@ -122,6 +124,10 @@ START_TEST(scrape_passes_promtool_and_says_what_happened)
     ck_assert_uint_eq(sample(text, "tally_writes_refused_total{reason=\"overloaded\"}"), 0);
     ck_assert_uint_eq(sample(text, "tally_health_checks_failing{class=\"readiness\"}"), 0);
     ck_assert_ptr_nonnull(strstr(text, "tally_request_duration_seconds_bucket{kind=\"write\",le=\"+Inf\"}"));
+    const char *wrong = test_process_metrics_wrong(text, started_s, (double)time(NULL));
+    if (wrong != NULL) /* the scrape is longer than a Check message may be */
+        fprintf(stderr, "the scrape:\n%s\n", text);
+    ck_assert_msg(wrong == NULL, "%s", wrong);
     char path[] = "/tmp/tally-scrape-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);

@@ -79,13 +79,8 @@ grep -q "bad.conf:1: id_header: an hmac-sha256 signature covers the body only" "
 expect "start refused for --webhooks with --http none (exit 2)" 2 $?
 
 # ---- tallyd on a port of the kernel's (its ready file says which) ----
-"$TALLYD" --data "$tmp/data" --listen "ipc://$tmp/rep" --publish "ipc://$tmp/pub" \
-    --http "http://127.0.0.1:0" --webhooks "$tmp/hooks.conf" --ready-file "$tmp/ready" \
-    >"$tmp/tallyd.log" 2>&1 &
-pid=$!
-wait_serving "$tmp/tallyd.log" 30 && [ -f "$tmp/ready" ] ||
-    { cat "$tmp/tallyd.log" >&2; echo "check_webhooks: tallyd did not start" >&2; exit 1; }
-base=$(sed -n 's/^http //p' "$tmp/ready")
+start_tallyd_http check_webhooks --data "$tmp/data" --listen "ipc://$tmp/rep" \
+    --publish "ipc://$tmp/pub" --webhooks "$tmp/hooks.conf"
 
 # post SOURCE BODY [HEADER...]: prints the status; headers in $tmp/h, body in $tmp/b
 post() {

@@ -58,6 +58,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TEST_TIMEOUT_S 900
@@ -1131,6 +1132,7 @@ START_TEST(test_metrics_count_deliveries_and_failures)
     js_fixture j;
     js_up(&j, settings);
     int port;
+    double started_s = (double)time(NULL);
     pid_t relay = relay_start_http(j.config, j.log, NULL, &port);
     int status = 0;
     char *ok = NULL;
@@ -1171,6 +1173,10 @@ START_TEST(test_metrics_count_deliveries_and_failures)
     ck_assert_int_eq(sample(text, series("tally_relay_sink_up", "dead", NULL)), 1);
     ck_assert_int_gt(sample(text, "tally_relay_start_time_seconds"), 1700000000);
     ck_assert_int_eq(sample(text, "tally_relay_build_info{version=\"" PACKAGE_VERSION "\"}"), 1);
+    const char *wrong = test_process_metrics_wrong(text, started_s, (double)time(NULL));
+    if (wrong != NULL) /* the scrape is longer than a Check message may be */
+        fprintf(stderr, "the scrape:\n%s\n", text);
+    ck_assert_msg(wrong == NULL, "%s", wrong);
     ck_assert_int_eq(stream_messages(j.js), EVENTS);
     ck_assert_uint_eq(delivered(r, "/ok", NULL), EVENTS);
     assert_promtool_passes(text);

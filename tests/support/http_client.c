@@ -120,6 +120,41 @@ bool test_metrics_sample_reaches(int port, const char *series, long long min, in
     return TEST_WAITED_UNTIL(test_metrics_sample(port, series) >= min, timeout_ms);
 }
 
+/* The value of the sample of name (no labels) in scrape; false when absent. */
+static bool scrape_value(const char *scrape, const char *name, double *out)
+{
+    char line[128];
+    snprintf(line, sizeof(line), "\n%s ", name);
+    const char *at = strstr(scrape, line);
+    if (at == NULL)
+        return false;
+    char *end = NULL;
+    *out = strtod(at + strlen(line), &end);
+    return end != at + strlen(line);
+}
+
+const char *test_process_metrics_wrong(const char *scrape, double started_s, double now_s)
+{
+    double start, rss, vsize, cpu, fds, max_fds;
+    if (!scrape_value(scrape, "process_start_time_seconds", &start) ||
+        !scrape_value(scrape, "process_resident_memory_bytes", &rss) ||
+        !scrape_value(scrape, "process_virtual_memory_bytes", &vsize) ||
+        !scrape_value(scrape, "process_cpu_seconds_total", &cpu) ||
+        !scrape_value(scrape, "process_open_fds", &fds) ||
+        !scrape_value(scrape, "process_max_fds", &max_fds))
+        return "a process metric is missing";
+    /* the boot time is whole seconds and start ticks are 1/100 s: 2 s slack */
+    if (start < started_s - 2 || start > now_s + 2)
+        return "process_start_time_seconds is not within the test's lifetime";
+    if (rss <= 0 || vsize < rss)
+        return "process_resident_memory_bytes is not in (0, virtual memory]";
+    if (cpu < 0 || cpu > (now_s - started_s + 2) * 64)
+        return "process_cpu_seconds_total is not plausible";
+    if (fds < 3 || fds > max_fds)
+        return "process_open_fds is not in [3, process_max_fds]";
+    return NULL;
+}
+
 bool test_fd_closed_within(int fd, int timeout_ms)
 {
     int64_t until = test_deadline_ms(timeout_ms);

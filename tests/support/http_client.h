@@ -30,6 +30,11 @@ long long test_metrics_sample(int port, const char *series);
 /* Whether that sample reaches at least min within timeout_ms, scaled by
  * test_slowdown() (polled; tests/support/wait.h). */
 bool test_metrics_sample_reaches(int port, const char *series, long long min, int timeout_ms);
+/* Whether a scrape's standard process metrics (common/process_metrics.h)
+ * are all there with plausible values for a server started between
+ * started_s and now_s (seconds since the epoch): NULL when they are, else
+ * what is wrong (a static string). */
+const char *test_process_metrics_wrong(const char *scrape, double started_s, double now_s);
 /* Whether the server closes fd (EOF or reset) within timeout_ms (scaled
  * by test_slowdown()); data it
  * sends first is read and dropped. */

@@ -6,6 +6,7 @@
 #   shell_test_begin NAME      # $tmp, the trap, failures=0
 #   ok WHAT / fail WHAT / expect WHAT WANT GOT
 #   wait_serving LOG SECONDS   # tallyd ($pid) wrote "serving" to LOG
+#   start_tallyd_http WHO OPTION...  # tallyd ($pid) serving, $base its HTTP URL
 #   wait_for WHAT SECONDS CMD...  # CMD succeeds within SECONDS scaled
 #   pause SECONDS              # the only sleep of the shell tests
 #   shell_test_end NAME        # exit 1 with the count when any failed
@@ -59,6 +60,19 @@ serving_or_gone() { grep -q "serving" "$1" 2>/dev/null || ! kill -0 "$pid" 2>/de
 wait_serving() { # a loaded machine is slow to start it
     wait_for "tallyd's \"serving\" in $1" "$2" serving_or_gone "$1"
     grep -q "serving" "$1" 2>/dev/null
+}
+# start_tallyd_http WHO OPTION...: tallyd ($pid) with OPTIONs and its HTTP
+# face on a port of the kernel's; its log $tmp/tallyd.log, its ready file
+# $tmp/ready; $base its HTTP URL. Exits 1 (WHO in the message) when it does
+# not start.
+start_tallyd_http() {
+    start_who=$1
+    shift
+    "$TALLYD" "$@" --http "http://127.0.0.1:0" --ready-file "$tmp/ready" >"$tmp/tallyd.log" 2>&1 &
+    pid=$!
+    wait_serving "$tmp/tallyd.log" 30 && [ -f "$tmp/ready" ] ||
+        { cat "$tmp/tallyd.log" >&2; echo "$start_who: tallyd did not start" >&2; exit 1; }
+    base=$(sed -n 's/^http //p' "$tmp/ready")
 }
 shell_test_end() {
     [ "$failures" -eq 0 ] || { echo "$1: $failures failures" >&2; exit 1; }
