@@ -8,14 +8,18 @@
 //     the route's request schema, and its reply body against the schema
 //     of its status (Ajv, JSON Schema 2020-12, the dialect of OpenAPI
 //     3.1; a ".." wildcard of the examples matches any value).
-// Usage: node validate.js OPENAPI_JSON PROTOCOL_MD. Exit 0 when all pass;
-// prints each failure and the counts.
+//   - with BASE_URL and TOKEN, every route of the document against that
+//     running tallyd: each POST /v1/<op> and each GET path (parameters
+//     "1") is a route the server has (not 404 unknown_op, not 404 "no
+//     such resource"), so the document names no route the server lacks.
+// Usage: node validate.js OPENAPI_JSON PROTOCOL_MD [BASE_URL TOKEN]. Exit
+// 0 when all pass; prints each failure and the counts.
 'use strict';
 const fs = require('fs');
 const SwaggerParser = require('@apidevtools/swagger-parser');
 const Ajv2020 = require('ajv/dist/2020').default;
 
-const [docPath, protocolPath] = process.argv.slice(2);
+const [docPath, protocolPath, baseUrl, token] = process.argv.slice(2);
 if (!docPath || !protocolPath) {
     console.error('usage: node validate.js OPENAPI_JSON PROTOCOL_MD');
     process.exit(2);
@@ -167,6 +171,32 @@ async function main() {
     }
     if (count < 20) fail('only ' + count + ' json-example blocks found');
     console.log('json examples: ' + count + ', replies with a wildcard: ' + wildcards);
+    if (baseUrl) await routesServed(api);
+}
+
+// Each route of the document asked of the server: one it has answers
+// anything but the 404 of an unknown op or resource.
+async function routesServed(api) {
+    let asked = 0;
+    for (const [template, item] of Object.entries(api.paths)) {
+        for (const method of Object.keys(item)) {
+            const path = template.replace(/\{[^}]+\}/g, '1');
+            const headers = { Authorization: 'Bearer ' + token, 'Idempotency-Key': 'openapi-walk-' + asked };
+            const init = { method: method.toUpperCase(), headers };
+            if (method === 'post') init.body = '{}';
+            const res = await fetch(baseUrl + path, init);
+            const text = await res.text();
+            asked++;
+            let reply = {};
+            try { reply = JSON.parse(text); } catch (err) { reply = {}; }
+            const unknown = res.status === 404 &&
+                (reply.code === 'unknown_op' || /no such resource/.test(reply.message || ''));
+            if (unknown || res.status === 405) fail(method.toUpperCase() + ' ' + template +
+                ': the server has no such route (' + res.status + ' ' + text.trim() + ')');
+            else ok();
+        }
+    }
+    console.log('routes asked of the server: ' + asked);
 }
 
 main().catch((err) => fail(String(err && err.stack || err))).finally(() => {
