@@ -33,9 +33,13 @@
 
 static json_t *set(json_t *o, const char *key, json_t *v)
 {
-    if (o == NULL || v == NULL || json_object_set_new(o, key, v) != 0) {
+    if (o == NULL || v == NULL) {
         json_decref(o);
         json_decref(v);
+        return NULL;
+    }
+    if (json_object_set_new(o, key, v) != 0) { /* v released by it */
+        json_decref(o);
         return NULL;
     }
     return o;
@@ -43,9 +47,13 @@ static json_t *set(json_t *o, const char *key, json_t *v)
 
 static json_t *append(json_t *a, json_t *v)
 {
-    if (a == NULL || v == NULL || json_array_append_new(a, v) != 0) {
+    if (a == NULL || v == NULL) {
         json_decref(a);
         json_decref(v);
+        return NULL;
+    }
+    if (json_array_append_new(a, v) != 0) { /* v released by it */
+        json_decref(a);
         return NULL;
     }
     return a;
@@ -157,8 +165,14 @@ static json_t *fields_object(const net_op *op, bool over_http_top, const extra_f
     }
     json_t *o = set(set(typed("object"), "properties", props), "additionalProperties",
                     json_false());
-    return json_array_size(required) ? set(o, "required", required)
-                                     : (json_decref(required), o);
+    if (required == NULL) { /* out of memory: no document rather than a wrong one */
+        json_decref(o);
+        return NULL;
+    }
+    if (json_array_size(required) > 0)
+        return set(o, "required", required);
+    json_decref(required);
+    return o;
 }
 
 static json_t *envelope_str(size_t max, const char *doc)
@@ -170,14 +184,16 @@ static json_t *envelope_str(size_t max, const char *doc)
  * and fields; a member without a key gets one derived from the batch's). */
 static json_t *member_schema(const net_op *op, bool batch)
 {
-    extra_field extra[] = {
-        {"op", true, set(json_object(), "const", json_string(op->name))},
-        {"key", false,
-         envelope_str(TALLY_KEY_BYTES_MAX,
-                      "the member's idempotency key (default: derived from Idempotency-Key)")},
-        {"correlation", false,
-         envelope_str(TALLY_CORRELATION_BYTES_MAX, "copied into the member's events")},
-    };
+    extra_field extra[3] = {{"op", true, set(json_object(), "const", json_string(op->name))}};
+    if (batch) {
+        extra[1] = (extra_field){
+            "key", false,
+            envelope_str(TALLY_KEY_BYTES_MAX,
+                         "the member's idempotency key (default: derived from Idempotency-Key)")};
+        extra[2] = (extra_field){
+            "correlation", false,
+            envelope_str(TALLY_CORRELATION_BYTES_MAX, "copied into the member's events")};
+    }
     return fields_object(op, false, extra, batch ? 3 : 1);
 }
 
