@@ -11,7 +11,8 @@
 #     validate.js checks it against docs/PROTOCOL.md: every op and GET path
 #     there is in it, every JSON example's request and reply validate
 #     against their route's schemas, and every route of the document is
-#     one the running tallyd has. No npm or no install is a failure,
+#     one the running tallyd has, its reply (POST `{}`, GET with path
+#     parameters "1") passing the document's schema of its status. No npm or no install is a failure,
 #     never a skip.
 # Run by make check (TALLYD, TALLY_SRCDIR from the test environment).
 set -u

@@ -11,7 +11,8 @@
 //   - with BASE_URL and TOKEN, every route of the document against that
 //     running tallyd: each POST /v1/<op> and each GET path (parameters
 //     "1") is a route the server has (not 404 unknown_op, not 404 "no
-//     such resource"), so the document names no route the server lacks.
+//     such resource"), so the document names no route the server lacks,
+//     and its reply validates against the document's schema of its status.
 // Usage: node validate.js OPENAPI_JSON PROTOCOL_MD [BASE_URL TOKEN]. Exit
 // 0 when all pass; prints each failure and the counts.
 'use strict';
@@ -171,12 +172,13 @@ async function main() {
     }
     if (count < 20) fail('only ' + count + ' json-example blocks found');
     console.log('json examples: ' + count + ', replies with a wildcard: ' + wildcards);
-    if (baseUrl) await routesServed(api);
+    if (baseUrl) await routesServed(api, check);
 }
 
 // Each route of the document asked of the server: one it has answers
-// anything but the 404 of an unknown op or resource.
-async function routesServed(api) {
+// anything but the 404 of an unknown op or resource, with a status the
+// document lists and a reply its schema for that status passes.
+async function routesServed(api, check) {
     let asked = 0;
     for (const [template, item] of Object.entries(api.paths)) {
         for (const method of Object.keys(item)) {
@@ -191,9 +193,16 @@ async function routesServed(api) {
             try { reply = JSON.parse(text); } catch (err) { reply = {}; }
             const unknown = res.status === 404 &&
                 (reply.code === 'unknown_op' || /no such resource/.test(reply.message || ''));
-            if (unknown || res.status === 405) fail(method.toUpperCase() + ' ' + template +
-                ': the server has no such route (' + res.status + ' ' + text.trim() + ')');
-            else ok();
+            const what = method.toUpperCase() + ' ' + template;
+            if (unknown || res.status === 405) {
+                fail(what + ': the server has no such route (' + res.status + ' ' + text.trim() + ')');
+                continue;
+            }
+            ok();
+            const response = item[method].responses[String(res.status)];
+            const schema = response && jsonSchemaOf(response);
+            if (!schema) fail(what + ': status ' + res.status + ' is not in the document');
+            else check(schema, reply, what + ' reply ' + text.trim().slice(0, 200));
         }
     }
     console.log('routes asked of the server: ' + asked);
