@@ -6,7 +6,8 @@
  * json_codec.c), every GET resource of http_resources with its path
  * parameter and query arguments, the error enum grouped by the status
  * net_json_status gives each code, the headers of docs/PROTOCOL.md's JSON
- * API section, and bearer security. Reply schemas give the envelope
+ * API section, and bearer security with each op's auth class
+ * (x-tally-auth). Reply schemas give the envelope
  * ({v, code}) and the result fields the reply tables of PROTOCOL.md name
  * (reply_fields below); objects whose contents other documents define
  * (accounts, transfers, events, subscribers' metrics) stay open objects.
@@ -376,6 +377,7 @@ static json_t *post_operation(const net_op *op)
     json_t *o = set(json_object(), "operationId", json_string(op->name));
     o = set(o, "summary", json_string(op->doc));
     o = set(o, "tags", append(json_array(), json_string(net_op_kind_name(op->kind))));
+    o = set(o, "x-tally-auth", json_string(auth_class_name(op->auth)));
     if (write)
         o = set(o, "parameters", write_headers());
     json_t *rb = set(json_object(), "content",
@@ -423,6 +425,7 @@ static json_t *get_operation(const http_resource *r)
     json_t *o = set(json_object(), "operationId", json_string(id));
     o = set(o, "summary", json_string(op->doc));
     o = set(o, "tags", append(json_array(), json_string(net_op_kind_name(op->kind))));
+    o = set(o, "x-tally-auth", json_string(auth_class_name(op->auth)));
     if (alt) {
         char doc[160];
         snprintf(doc, sizeof(doc), "With `%s`: %s (op `%s`); without: op `%s`.", r->switch_arg,
@@ -540,8 +543,9 @@ static json_t *components(void)
         }
     c = set(c, "responses", r);
     json_t *bearer = set(set(typed("http"), "scheme", json_string("bearer")), "description",
-                         json_string("with `tallyd --auth`: a principal's token (docs/SECURITY.md); "
-                                     "without --auth none is needed"));
+                         json_string("with `tallyd --auth`: a principal's token, whose grants must "
+                                     "cover each operation's `x-tally-auth` class "
+                                     "(docs/SECURITY.md); without --auth none is needed"));
     return set(c, "securitySchemes", set(json_object(), "bearer", bearer));
 }
 
