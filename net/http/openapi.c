@@ -7,9 +7,9 @@
  * parameter and query arguments, the error enum grouped by the status
  * net_json_status gives each code, the headers of docs/PROTOCOL.md's JSON
  * API section, and bearer security with each op's auth class
- * (x-tally-auth). Reply schemas give the envelope
- * ({v, code}) and the result fields the reply tables of PROTOCOL.md name
- * (reply_fields below); objects whose contents other documents define
+ * (x-tally-auth). Reply schemas give the envelope ({v, code}) and the
+ * result fields the reply tables of PROTOCOL.md name (`replies` below);
+ * objects whose contents other documents define
  * (accounts, transfers, events, subscribers' metrics) stay open objects.
  */
 #include "net/http/openapi.h"
