@@ -12,11 +12,14 @@
 #     there is in it, every JSON example's request and reply validate
 #     against their route's schemas, and every route of the document is
 #     one the running tallyd has, its reply (POST `{}`, GET with path
-#     parameters "1") passing the document's schema of its status. No npm or no install is a failure,
+#     parameters "1") passing the document's schema of its status; and
+#     every JSON reply tests/net/check_json gets (run here with
+#     TALLY_JSON_REPLIES) passes the schema of its route and status. No npm or no install is a failure,
 #     never a skip.
-# Run by make check (TALLYD, TALLY_SRCDIR from the test environment).
+# Run by make check (TALLYD, TALLY_SRCDIR, TALLY_BUILDDIR from the test
+# environment), after tests/net/check_json is built.
 set -u
-: "${TALLYD:?run by make check}" "${TALLY_SRCDIR:?}"
+: "${TALLYD:?run by make check}" "${TALLY_SRCDIR:?}" "${TALLY_BUILDDIR:?}"
 for tool in curl node npm sha256sum; do
     command -v $tool >/dev/null 2>&1 ||
         { echo "check_openapi: $tool is needed (setup.sh installs it)" >&2; exit 1; }
@@ -70,7 +73,12 @@ if [ ! -f "$modules/node_modules/.package-lock.json" ] ||
     (cd "$modules" && npm ci --no-audit --no-fund >"$tmp/npm.log" 2>&1) ||
         { cat "$tmp/npm.log" >&2; fail "npm ci in tests/openapi (the validator)"; shell_test_end check_openapi; }
 fi
-if node "$modules/validate.js" "$doc" "$TALLY_SRCDIR/docs/PROTOCOL.md" "$base" "$token"; then
+# every reply of the JSON API's suite, recorded by it
+TALLY_JSON_REPLIES="$tmp/replies.jsonl" "$TALLY_BUILDDIR/tests/net/check_json" \
+    >"$tmp/check_json.log" 2>&1 ||
+    { tail -30 "$tmp/check_json.log" >&2; fail "tests/net/check_json (recording its replies)"; }
+if node "$modules/validate.js" "$doc" "$TALLY_SRCDIR/docs/PROTOCOL.md" \
+    --replies "$tmp/replies.jsonl" --server "$base" "$token"; then
     ok "the validator passes docs/openapi.json and PROTOCOL.md's examples"
 else
     fail "tests/openapi/validate.js (above)"

@@ -8,19 +8,31 @@
 //     the route's request schema, and its reply body against the schema
 //     of its status (Ajv, JSON Schema 2020-12, the dialect of OpenAPI
 //     3.1; a ".." wildcard of the examples matches any value).
-//   - with BASE_URL and TOKEN, every route of the document against that
+//   - with --replies FILE (lines of {method, path, status, body}, as
+//     tests/net/check_json records them): every JSON reply to a route of
+//     the document has a status the document lists for that route and
+//     passes its schema (replies to paths that are no route, and plain
+//     text answers of the HTTP listener, are counted, not validated);
+//   - with --server BASE_URL TOKEN, every route of the document against that
 //     running tallyd: each POST /v1/<op> and each GET path (parameters
 //     "1") is a route the server has (not 404 unknown_op, not 404 "no
 //     such resource"), so the document names no route the server lacks,
 //     and its reply validates against the document's schema of its status.
-// Usage: node validate.js OPENAPI_JSON PROTOCOL_MD [BASE_URL TOKEN]. Exit
-// 0 when all pass; prints each failure and the counts.
+// Usage: node validate.js OPENAPI_JSON PROTOCOL_MD [--replies FILE]
+// [--server BASE_URL TOKEN]. Exit 0 when all pass; prints each failure and
+// the counts.
 'use strict';
 const fs = require('fs');
 const SwaggerParser = require('@apidevtools/swagger-parser');
 const Ajv2020 = require('ajv/dist/2020').default;
 
-const [docPath, protocolPath, baseUrl, token] = process.argv.slice(2);
+const [docPath, protocolPath, ...options] = process.argv.slice(2);
+let baseUrl = null, token = null, repliesPath = null;
+for (let i = 0; i < options.length; i++) {
+    if (options[i] === '--server') { baseUrl = options[++i]; token = options[++i]; }
+    else if (options[i] === '--replies') repliesPath = options[++i];
+    else { console.error('validate.js: unknown option ' + options[i]); process.exit(2); }
+}
 if (!docPath || !protocolPath) {
     console.error('usage: node validate.js OPENAPI_JSON PROTOCOL_MD');
     process.exit(2);
@@ -172,7 +184,29 @@ async function main() {
     }
     if (count < 20) fail('only ' + count + ' json-example blocks found');
     console.log('json examples: ' + count + ', replies with a wildcard: ' + wildcards);
+    if (repliesPath) recordedReplies(api, check, repliesPath);
     if (baseUrl) await routesServed(api, check);
+}
+
+function recordedReplies(api, check, path) {
+    let count = 0, noRoute = 0, notJson = 0;
+    for (const line of fs.readFileSync(path, 'utf8').split('\n')) {
+        if (line === '') continue;
+        const r = JSON.parse(line);
+        count++;
+        const route = routeOf(api, r.method, r.path);
+        if (!route || !r.path.startsWith('/v1/')) { noRoute++; continue; }
+        let reply;
+        try { reply = JSON.parse(r.body); } catch (err) { notJson++; continue; }
+        const what = 'recorded ' + r.method + ' ' + r.path.slice(0, 80) + ' ' + r.status;
+        const response = route.operation.responses[String(r.status)];
+        const schema = response && jsonSchemaOf(response);
+        if (!schema) fail(what + ': the status is not in the document for ' + route.template);
+        else check(schema, reply, what + ' ' + r.body.slice(0, 200));
+    }
+    if (count < 50) fail('only ' + count + ' recorded replies in ' + path);
+    console.log('recorded replies: ' + count + ', to no route: ' + noRoute +
+        ', not JSON: ' + notJson);
 }
 
 // Each route of the document asked of the server: one it has answers
