@@ -24,7 +24,8 @@ packages=(build-essential autoconf automake libtool pkg-config
           curl openssl # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures
           libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)
           help2man mandoc # the man pages from --help; mandoc -T lint checks them
-          gdb) # a test past its bound: run_test.sh prints its stacks
+          gdb # a test past its bound: run_test.sh prints its stacks
+          nodejs) # the OpenAPI validator of tests/openapi (npm ci, from its lock file)
 
 install_dependencies() {
     local missing=()
@@ -32,6 +33,8 @@ install_dependencies() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
             missing+=("$p")
     done
+    # npm: Debian's package, unless the machine's Node.js brings its own
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup.sh: missing packages: ${missing[*]}" >&2
@@ -53,6 +56,18 @@ build() {
         (cd build && "$top/configure" --enable-werror)
     fi
     make -C build -j"$(nproc)"
+    openapi_validator
+}
+
+# tests/openapi's validator (@apidevtools/swagger-parser) from the
+# registry, exactly as its committed lock file says, when the lock file
+# is newer than what is installed (tests/openapi/check_openapi.sh).
+openapi_validator() {
+    local d=tests/openapi
+    if [ ! -f "$d/node_modules/.package-lock.json" ] ||
+        [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+        (cd "$d" && npm ci --no-audit --no-fund)
+    fi
 }
 
 command=${1:-build}

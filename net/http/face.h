@@ -55,6 +55,26 @@ void health_tick(server *srv);
 /* ---- http_json.c ---- */
 /* The JSON API's way in: an inproc REQ socket to the REP socket. */
 int http_json_open(server *srv);
+/* A GET resource: the read op its path names, the path's one parameter
+ * as a field, and the query arguments as the op's fields by name
+ * (docs/PROTOCOL.md, "Reads"); the JSON face routes by these rows and
+ * the OpenAPI document (net/http/openapi.c) describes them. */
+typedef struct http_resource {
+    const char *prefix;     /* after /v1/; ends with '/' when a parameter follows */
+    const char *suffix;     /* after the parameter */
+    net_op_id op;
+    const char *param;      /* the field the path parameter fills */
+    const char *switch_arg; /* a query argument that selects alt_op */
+    net_op_id alt_op;
+} http_resource;
+extern const http_resource http_resources[];
+extern const size_t http_resource_count;
+/* Query argument names that are shorter than their field's. */
+typedef struct http_query_alias {
+    const char *arg, *field;
+} http_query_alias;
+extern const http_query_alias http_query_aliases[];
+extern const size_t http_query_alias_count;
 /* The /v1/ route (net_http_starter). */
 bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
                      net_http_pending *p);

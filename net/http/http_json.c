@@ -169,18 +169,7 @@ static bool call_start(struct http_json *hj, nng_msg *m, net_http_pending *p, ne
 
 /* ---- from HTTP to a msgpack request ---- */
 
-/* A GET resource: the read op its path names, the path's one parameter
- * as a field, and the query arguments as the op's fields by name. */
-typedef struct resource {
-    const char *prefix;     /* after /v1/; ends with '/' when a parameter follows */
-    const char *suffix;     /* after the parameter */
-    net_op_id op;
-    const char *param;      /* the field the path parameter fills */
-    const char *switch_arg; /* a query argument that selects alt_op */
-    net_op_id alt_op;
-} resource;
-
-static const resource resources[] = {
+const http_resource http_resources[] = {
     {"accounts", NULL, NET_OP_ACCOUNT_LIST, NULL, NULL, 0},
     {"accounts/", "/history", NET_OP_ACCOUNT_HISTORY, "id", NULL, 0},
     {"accounts/", "", NET_OP_ACCOUNT_GET, "id", NULL, 0},
@@ -192,19 +181,18 @@ static const resource resources[] = {
     {"subscribers/", "/dead_letters", NET_OP_DLQ_LIST, "name", NULL, 0},
     {"subscribers/", "", NET_OP_SUB_GET, "name", NULL, 0},
 };
+const size_t http_resource_count = sizeof(http_resources) / sizeof(http_resources[0]);
 
-/* Query argument names that are shorter than their field's. */
-static const struct {
-    const char *arg, *field;
-} query_aliases[] = {{"from", "from_seq"}};
+const http_query_alias http_query_aliases[] = {{"from", "from_seq"}};
+const size_t http_query_alias_count = sizeof(http_query_aliases) / sizeof(http_query_aliases[0]);
 
 /* The resource rest (the path after /v1/) names, with its parameter put
  * into fields (*text false when it is not UTF-8); NULL when none does. */
-static const resource *resource_find(const char *rest, json_t *fields, bool *text)
+static const http_resource *resource_find(const char *rest, json_t *fields, bool *text)
 {
     size_t n = strlen(rest);
-    for (size_t i = 0; i < sizeof(resources) / sizeof(resources[0]); i++) {
-        const resource *r = &resources[i];
+    for (size_t i = 0; i < http_resource_count; i++) {
+        const http_resource *r = &http_resources[i];
         size_t pl = strlen(r->prefix);
         if (r->param == NULL) {
             if (strcmp(rest, r->prefix) == 0)
@@ -232,9 +220,9 @@ typedef struct query_fields {
 static bool query_field(void *arg, const char *name, const char *value)
 {
     query_fields *q = arg;
-    for (size_t i = 0; i < sizeof(query_aliases) / sizeof(query_aliases[0]); i++)
-        if (strcmp(name, query_aliases[i].arg) == 0)
-            name = query_aliases[i].field;
+    for (size_t i = 0; i < http_query_alias_count; i++)
+        if (strcmp(name, http_query_aliases[i].arg) == 0)
+            name = http_query_aliases[i].field;
     if (json_object_get(q->fields, name)) {
         snprintf(q->bad, sizeof(q->bad), "%s", name);
         return false;
@@ -251,7 +239,7 @@ static bool get_request(const net_http_request *rq, const char *rest, const net_
                         json_t *fields, net_http_reply *out)
 {
     bool text = true;
-    const resource *r = resource_find(rest, fields, &text);
+    const http_resource *r = resource_find(rest, fields, &text);
     if (r == NULL) {
         reply_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
         return false;

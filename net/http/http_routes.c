@@ -15,12 +15,16 @@
  *                 check passes (alert checks are shown, never a 503), 503
  *                 with the failing ones and why (net/metrics/health.h)
  *   POST /webhooks/<source>  a signed webhook delivery (net/http/webhooks.c)
+ *   GET /v1/openapi.json  the JSON API's OpenAPI document (net/http/openapi.h),
+ *                 the bytes of `tallyd --openapi`; no token, like /metrics:
+ *                 it is made of the build's tables, nothing of the store
  *
  *   /v1/...       the JSON API (net/http/http_json.c)
  *
  * More routes (webhooks) are rows of the same table.
  */
 #include "net/http/face.h"
+#include "net/http/openapi.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -168,10 +172,26 @@ static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *
     free(r);
 }
 
+static void route_openapi(void *ctx, const net_http_request *rq, net_http_reply *out)
+{
+    (void)ctx;
+    (void)rq;
+    size_t len;
+    char *text = net_openapi_text(&len);
+    if (text == NULL) {
+        out->status = 503;
+        net_text_printf(&out->body, "out of memory\n");
+        return;
+    }
+    out->content_type = JSON;
+    out->body = (net_text){text, len, len + 1, false};
+}
+
 static const net_http_route routes[] = {
     {"/metrics", "GET", route_metrics, NULL, true},
     {"/healthz", "GET", route_healthz, NULL, true},
     {"/readyz", "GET", route_readyz, NULL, true},
+    {"/v1/openapi.json", "GET", route_openapi, NULL, false},
     {"/v1/", "GET, POST", NULL, http_json_start},
     {"/webhooks/", "POST", NULL, webhooks_start},
 };

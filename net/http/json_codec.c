@@ -227,6 +227,11 @@ static void pack_members(packing *p, const net_field *f, const json_t *v, unsign
     }
 }
 
+bool net_json_field_derived(const net_op *op, const char *field)
+{
+    return op->id == NET_OP_TRANSFER && strcmp(field, "id") == 0;
+}
+
 int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpack_packer *pk,
                           char *detail, size_t detail_size)
 {
@@ -249,7 +254,7 @@ int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpac
     }
     /* a transfer without an id: the id of (consumer, key), as the CLI
      * and libtally's tally_uuid_from_key derive it */
-    bool derive_id = e->op->id == NET_OP_TRANSFER && e->key && !json_object_get(body, "id");
+    bool derive_id = net_json_field_derived(e->op, "id") && e->key && !json_object_get(body, "id");
     size_t n = 2 + (write ? 1 : 0) + (write && !batch ? 1 : 0) + (e->auth.ptr ? 1 : 0) +
                (derive_id ? 1 : 0) + (body ? json_object_size(body) : 0);
     pack_check(&p, msgpack_pack_map(pk, n));
@@ -396,6 +401,21 @@ static int reply_code(const msgpack_object *m)
     return tally_error_from_name(name);
 }
 
+char *net_json_text(json_t *j, size_t flags, size_t *len)
+{
+    char *s = j ? json_dumps(j, flags | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    char *nl = s ? realloc(s, strlen(s) + 2) : NULL;
+    if (nl == NULL) {
+        free(s);
+        return NULL;
+    }
+    *len = strlen(nl);
+    nl[(*len)++] = '\n';
+    nl[*len] = '\0';
+    return nl;
+}
+
 int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len, int *code,
                    bool *replayed)
 {
@@ -414,18 +434,8 @@ int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len,
     msgpack_unpacked_destroy(&u);
     if (j == NULL)
         return TALLY_internal;
-    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(j);
-    char *nl = s ? realloc(s, strlen(s) + 2) : NULL;
-    if (nl == NULL) {
-        free(s);
-        return TALLY_internal;
-    }
-    *text_len = strlen(nl);
-    nl[(*text_len)++] = '\n';
-    nl[*text_len] = '\0';
-    *text = nl;
-    return TALLY_ok;
+    *text = net_json_text(j, JSON_COMPACT, text_len);
+    return *text ? TALLY_ok : TALLY_internal;
 }
 
 /* ---- statuses ---- */

@@ -47,6 +47,16 @@ typedef struct net_json_envelope {
 int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpack_packer *pk,
                           char *detail, size_t detail_size);
 
+/* Whether a required field of op may be left out of a JSON request's
+ * body because the JSON face derives it (a transfer's `id`, from the
+ * consumer and key; not in chain or batch members). */
+bool net_json_field_derived(const net_op *op, const char *field);
+
+/* j (its reference taken; NULL: none) as text by json_dumps with flags,
+ * keys in order, and a newline at the end; malloc'd (the caller frees
+ * it), *len its length. NULL when memory ran out. */
+char *net_json_text(json_t *j, size_t flags, size_t *len);
+
 /* A msgpack reply as JSON (compact, a newline at the end). *text is
  * malloc'd (the caller frees it), *code the reply's `code` (-1 when it
  * has none), *replayed its top-level `replayed`. TALLY_ok, or

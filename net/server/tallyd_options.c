@@ -13,6 +13,7 @@
 #include "common/limits.h"
 #include "ledger/retention.h"
 #include "net/http/http.h"
+#include "net/http/openapi.h"
 #include "net/ops/protocol.h"
 #include "net/server/tallyd_options.h"
 #include "net/http/webhooks.h"
@@ -444,6 +445,10 @@ static const options_row rows[] = {
      NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"protocol-reference", NULL, NULL, "print the op reference of docs/PROTOCOL.md and exit",
      NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"openapi", NULL, NULL,
+     "print the JSON API's OpenAPI 3.1 document (docs/openapi.json, GET /v1/openapi.json) and "
+     "exit",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"help", NULL, NULL, "print this help and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"version", NULL, NULL, "print the version and exit", NULL, 0, 0, OPTIONS_COMMAND_LINE},
 };
@@ -521,6 +526,17 @@ int tallyd_options_load(int argc, char **argv, net_server_options *opt, options_
     }
     if (options_given_count(set, "protocol-reference", NULL)) {
         net_protocol_reference(stdout);
+        return 0;
+    }
+    if (options_given_count(set, "openapi", NULL)) {
+        size_t len;
+        char *text = net_openapi_text(&len);
+        if (text == NULL) {
+            fprintf(stderr, "tallyd: out of memory\n");
+            return 1;
+        }
+        fwrite(text, 1, len, stdout);
+        free(text);
         return 0;
     }
     if (options_given_count(set, "example-config", NULL)) {

@@ -16,6 +16,9 @@
  *   - GET /v1/accounts walked page by page by its `next` (a string beyond
  *     2^53, given back as after_id) to the last page, each entry as GET
  *     /v1/accounts/{id} gives it; its bad arguments.
+ *
+ * With TALLY_JSON_REPLIES set, every reply is recorded for the OpenAPI
+ * check (answer_record).
  */
 #include "config.h"
 
@@ -138,6 +141,27 @@ static void answer_parse(char *raw, http_answer *a)
     }
 }
 
+/* With TALLY_JSON_REPLIES=FILE, each answer as a line of JSON
+ * {method, path, status, body} appended to FILE: tests/openapi/
+ * check_openapi.sh validates every reply of this suite against the
+ * OpenAPI document (docs/openapi.json). */
+static void answer_record(const http_call *c, const http_answer *a)
+{
+    const char *path = getenv("TALLY_JSON_REPLIES");
+    if (path == NULL || path[0] == '\0')
+        return;
+    json_t *line = json_pack("{s:s, s:s, s:i, s:s}", "method", c->method, "path", c->path,
+                             "status", a->status, "body", a->body);
+    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+    ck_assert_msg(text != NULL, "reply of %s %s not recorded (not UTF-8?)", c->method, c->path);
+    FILE *f = fopen(path, "a");
+    ck_assert_msg(f != NULL, "cannot append to %s", path);
+    fprintf(f, "%s\n", text);
+    ck_assert_int_eq(fclose(f), 0);
+    free(text);
+    json_decref(line);
+}
+
 static void curl_call(const json_server *s, const http_call *c, http_answer *a)
 {
     const char *argv[ARGS_MAX];
@@ -148,6 +172,7 @@ static void curl_call(const json_server *s, const http_call *c, http_answer *a)
     ck_assert_msg(rc == 0, "curl %s %s exited %d: %s", c->method, c->path, rc, err);
     free(err);
     answer_parse(out, a);
+    answer_record(c, a);
 }
 
 /* The value of header name in a (case-insensitive), copied into v. */
