@@ -60,6 +60,7 @@ static json_t *document_of(log_event_draft *draft)
     char *text = NULL;
     size_t text_len = 0;
     ck_assert_int_eq(relay_event_doc(&e, &text, &text_len), TALLY_ok);
+    tally_events_release(&e, 1);
     json_error_t err;
     json_t *doc = json_loadb(text, text_len, 0, &err);
     ck_assert_msg(doc != NULL, "not JSON: %s", err.text);
