@@ -77,8 +77,9 @@ int fuzz_json_one(const uint8_t *data, size_t size)
     int rc = net_json_request_pack(&e, j, &pk, detail, sizeof(detail));
     if (rc == TALLY_ok)
         check_packed(op, &sb);
-    else if (rc != TALLY_malformed_request && rc != TALLY_overloaded)
-        fuzz_fail("packing failed with %s", tally_strerror(rc));
+    else if (rc != TALLY_malformed_request && rc != TALLY_overloaded &&
+             !(rc == TALLY_unknown_field && json_object_get(j, "auth")))
+        fuzz_fail("packing failed with %s", tally_strerror(rc)); /* a body's auth: refused */
     msgpack_sbuffer_destroy(&sb);
     json_decref(j);
     return 0;
