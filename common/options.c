@@ -228,7 +228,21 @@ static bool file_line(options_set *s, char *line, unsigned number, char *why, si
         return false;
     }
     *eq = '\0';
-    const char *key = options_trim(line), *value = options_trim(eq + 1);
+    const char *key = options_trim(line);
+    char *value = options_trim(eq + 1);
+    /* "value" or 'value': the quotes are not part of it (a quote inside,
+     * or one not closed, is refused: say what was meant) */
+    size_t vlen = strlen(value);
+    if (vlen > 0 && (value[0] == '"' || value[0] == '\'')) {
+        char q = value[0];
+        if (vlen < 2 || value[vlen - 1] != q || memchr(value + 1, q, vlen - 2)) {
+            snprintf(why, why_size, "%.200s: a quoted value is one quote, the value, the same quote "
+                     "(and no '#': that starts a comment)", key);
+            return false;
+        }
+        value[vlen - 1] = '\0';
+        value++;
+    }
     long i = row_index(s, key);
     if (i < 0 || (s->rows[i].flags & OPTIONS_COMMAND_LINE) || s->rows[i].arg == NULL) {
         snprintf(why, why_size, "unknown key '%.200s'", key);

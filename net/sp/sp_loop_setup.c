@@ -26,14 +26,15 @@ bool sp_loop_serves(const net_server_options *opt, const char *url)
     return opt->tcp_engine == NET_TCP_ENGINE_EPOLL && strncmp(url, "tcp://", 6) == 0;
 }
 
-/* tcp://HOST:PORT, HOST a name, an IPv4 address, [IPv6], * or empty (any). */
+/* tcp://HOST:PORT, HOST a name, an IPv4 address, [IPv6], * or empty (any):
+ * 0 with the listening socket in *fd_out, or an NNG error code with why. */
 static int listen_url(const char *url, int *fd_out, char *why, size_t n)
 {
     const char *hp = url + 6;
     const char *colon = strrchr(hp, ':');
     if (colon == NULL || colon[1] == '\0') {
         snprintf(why, n, "no port");
-        return -1;
+        return NNG_EADDRINVAL;
     }
     char host[256];
     size_t hl = (size_t)(colon - hp);
@@ -43,7 +44,7 @@ static int listen_url(const char *url, int *fd_out, char *why, size_t n)
     }
     if (hl >= sizeof(host)) {
         snprintf(why, n, "host name too long");
-        return -1;
+        return NNG_EADDRINVAL;
     }
     memcpy(host, hp, hl);
     host[hl] = '\0';
@@ -54,7 +55,7 @@ static int listen_url(const char *url, int *fd_out, char *why, size_t n)
     int gai = getaddrinfo(any ? NULL : host, colon + 1, &hints, &res);
     if (gai != 0) {
         snprintf(why, n, "%s", gai_strerror(gai));
-        return -1;
+        return NNG_EADDRINVAL;
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -63,12 +64,15 @@ static int listen_url(const char *url, int *fd_out, char *why, size_t n)
         rc = bind(fd, res->ai_addr, res->ai_addrlen);
     if (rc == 0)
         rc = listen(fd, SOMAXCONN);
+    int e = errno;
     freeaddrinfo(res);
     if (rc != 0) {
-        snprintf(why, n, "%s", strerror(errno));
+        snprintf(why, n, "%s", strerror(e));
         if (fd >= 0)
             close(fd);
-        return -1;
+        /* the same codes as NNG's listeners: a busy port is "in use" */
+        return e == EADDRINUSE ? NNG_EADDRINUSE : e == EACCES || e == EPERM ? NNG_EPERM
+                                                                           : NNG_EADDRINVAL;
     }
     *fd_out = fd;
     return 0;
@@ -179,9 +183,10 @@ int sp_loop_open(server *srv)
         l->kind = SP_LISTENER;
         l->url = srv->sp->lis.url[i];
         l->fd = -1;
-        if (listen_url(url, &l->fd, why, sizeof(why)) != 0) {
+        int lrc = listen_url(url, &l->fd, why, sizeof(why));
+        if (lrc != 0) {
             net_log(NET_LOG_ERROR, "cannot listen on %s: %s", url, why);
-            return NNG_EADDRINVAL;
+            return lrc;
         }
         if (!bound_url(l->fd, url, srv->sp->lis.url[i])) {
             net_log(NET_LOG_ERROR, "cannot tell the port of %s: %s", url, strerror(errno));

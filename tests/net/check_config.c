@@ -31,6 +31,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,12 +243,12 @@ START_TEST(config_file_keys_are_honoured)
     snprintf(text, sizeof(text),
              "# a config file with comments, blank lines and several keys\n"
              "\n"
-             "data = %s\n"
+             "data = \"%s\"\n"
              "  listen=%s   \n"
-             "listen = %s # a trailing comment\n"
+             "listen = '%s' # a trailing comment; quotes are not part of a value\n"
              "publish = ipc://%s/pub.sock\n"
              "http = none\n"
-             "contexts = 8\n"
+             "contexts = \"8\"\n"
              "log-level = debug\n",
              data, url_a, url_b, f.dir);
     write_text(f.path, text);
@@ -342,6 +343,10 @@ START_TEST(a_bad_value_is_refused_with_its_line)
     assert_refused("data = /a\ndata = /b\n", "%s:2: data: given twice (first on line 1)");
     /* A trailing comment is cut: the value is "8", the rest is no value. */
     assert_refused("contexts = 8 9 # x\n", "%s:1: contexts: not a number in range");
+    /* quotes: one around the value, or refused */
+    assert_refused("data = \"/tmp/x\n", "%s:1: data: a quoted value is one quote");
+    assert_refused("data = \"/tmp/a#b\"\n", "%s:1: data: a quoted value is one quote");
+    assert_refused("data = \"/tmp/x'\n", "%s:1: data: a quoted value is one quote");
 }
 END_TEST
 
@@ -486,6 +491,37 @@ START_TEST(ready_only_once_the_listeners_answer)
 END_TEST
 #endif
 
+/* A port another program holds: both engines say "in use", never that
+ * the address is invalid. */
+START_TEST(a_busy_port_is_said_to_be_in_use)
+{
+    fixture f;
+    fixture_up(&f);
+    int holder = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    ck_assert_int_eq(bind(holder, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(holder, 4), 0);
+    ck_assert_int_eq(getsockname(holder, (struct sockaddr *)&a, &len), 0);
+    char data[300], url[64];
+    snprintf(data, sizeof(data), "%s/data", f.dir);
+    snprintf(url, sizeof(url), "tcp://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    static const char *const engines[] = {"epoll", "nng"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"--config", "none", "--data", data, "--listen", url, "--publish",
+                              "none", "--http", "none", "--tcp-engine", engines[i], NULL};
+        char *out = NULL, *err = NULL;
+        int status = tallyd_run(args, &out, &err);
+        ck_assert_msg(status != 0 && strstr(err, "in use") && !strstr(err, "invalid"),
+                      "--tcp-engine %s: exit %d: %s", engines[i], status, err);
+        free(out);
+        free(err);
+    }
+    close(holder);
+    fixture_down(&f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -499,6 +535,7 @@ int main(void)
     tcase_add_test(tc, print_config_round_trips);
     tcase_add_test(tc, the_shipped_example_config_is_generated_and_accepted);
     tcase_add_test(tc, port_0_is_bound_and_said);
+    tcase_add_test(tc, a_busy_port_is_said_to_be_in_use);
 #ifdef HAVE_SYSTEMD
     tcase_add_test(tc, ready_only_once_the_listeners_answer);
 #endif
