@@ -76,12 +76,17 @@ if [ -n "${TALLY_UNITDIR:-}" ]; then
         grep -q '@bindir@\|@sbindir@' "$file" && fail "$unit: @bindir@ not substituted"
         # The installed binaries stand for the ones systemd would start.
         sed "s|^ExecStart=|ExecStart=$root|" "$file" >"$tmp/units/$unit"
-        for want in Type= User=tally StateDirectory=tally KillSignal=SIGTERM TimeoutStopSec= \
-            ProtectSystem=strict ProtectHome=yes NoNewPrivileges=yes PrivateTmp=yes \
-            ReadWritePaths=/var/lib/tally 'CapabilityBoundingSet=$' \
+        state=/var/lib/tally
+        [ "$unit" = tally-relay.service ] && state=/var/lib/tally-relay
+        for want in Type= User=tally "StateDirectory=${state#/var/lib/}\$" KillSignal=SIGTERM \
+            TimeoutStopSec= ProtectSystem=strict ProtectHome=yes NoNewPrivileges=yes PrivateTmp=yes \
+            "ReadWritePaths=$state\$" 'CapabilityBoundingSet=$' \
             SystemCallFilter=@system-service LimitNOFILE=; do
             grep -q "^$want" "$file" || fail "$unit has no $want"
         done
+        # the relay writes nothing of the ledger's: no path of tallyd's data
+        [ "$unit" = tally-relay.service ] && grep -q '^ReadWritePaths=.*/var/lib/tally\( \|$\)' "$file" &&
+            fail "tally-relay.service may write tallyd's data directory"
     done
     grep -q '^Type=notify$' "$tmp/units/tallyd.service" || fail "tallyd.service is not Type=notify"
     grep -q '^ExecReload=/bin/kill -HUP \$MAINPID$' "$tmp/units/tallyd.service" ||

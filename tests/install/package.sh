@@ -108,6 +108,14 @@ pkg-config --exists tally || fail "tally.pc is not installed"
 # the Grafana dashboard as Grafana imports it (not compressed: debian/rules)
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' /usr/share/doc/tallyd/tally.json ||
     fail "/usr/share/doc/tallyd/tally.json is not installed as JSON"
+# the Prometheus scrape config and alert rules, as Prometheus reads them
+for f in prometheus.yml tally-alerts.yml; do
+    [ -f "/usr/share/doc/tallyd/$f" ] || fail "/usr/share/doc/tallyd/$f is not installed"
+done
+if command -v promtool >/dev/null; then
+    promtool check rules /usr/share/doc/tallyd/tally-alerts.yml >/dev/null ||
+        fail "the installed alert rules do not pass promtool check rules"
+fi
 
 unit=/lib/systemd/system/tallyd.service
 step "start tallyd ($( [ "$(ps -p 1 -o comm=)" = systemd ] && echo systemd || echo "no systemd: the unit's command as the user tally"))"
