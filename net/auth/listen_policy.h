@@ -22,6 +22,14 @@ bool net_url_is_local(const char *url);
  * empty host or any other name). */
 bool net_url_is_loopback(const char *url);
 
+/* Whether url can be an SP listener at all, without opening it: a scheme
+ * tallyd serves (tcp, tcp4, tcp6, tls+tcp, ws, ws4, ws6, wss, ipc,
+ * inproc, abstract); for the network ones HOST:PORT with a port of 0 to
+ * 65535 (an empty host or * is every address; a dotted host must be an
+ * IPv4 address; names resolve at start); for the local ones a name. false
+ * with why saying what is wrong. */
+bool net_url_check(const char *url, char *why, size_t why_size);
+
 /* Check one listener (role: "--listen", "--publish", "--http"): true when
  * it may be opened; else false with why naming the listener and the
  * option that would allow it. */

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "ledger/retention.h"
+#include "net/auth/listen_policy.h"
 #include "net/http/http.h"
 #include "net/http/openapi.h"
 #include "net/ops/protocol.h"
@@ -57,6 +58,8 @@ static int parse_listen(const options_row *row, void *t, const char *text, char 
 {
     (void)row;
     net_server_options *opt = opts_of(t);
+    if (!net_url_check(text, why, n))
+        return 2;
     if (opt->listen_count == NET_LISTEN_URLS_MAX) {
         snprintf(why, n, "at most %d --listen URLs", NET_LISTEN_URLS_MAX);
         return 2;
@@ -67,7 +70,9 @@ static int parse_listen(const options_row *row, void *t, const char *text, char 
 
 static int parse_publish(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
-    (void)row, (void)why, (void)n;
+    (void)row;
+    if (strcmp(text, "none") != 0 && !net_url_check(text, why, n))
+        return 2;
     opts_of(t)->publish_url = strcmp(text, "none") == 0 ? NULL : text;
     return 0;
 }

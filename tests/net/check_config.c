@@ -343,6 +343,13 @@ START_TEST(a_bad_value_is_refused_with_its_line)
     assert_refused("data = /a\ndata = /b\n", "%s:2: data: given twice (first on line 1)");
     /* A trailing comment is cut: the value is "8", the rest is no value. */
     assert_refused("contexts = 8 9 # x\n", "%s:1: contexts: not a number in range");
+    /* listeners that could not be opened: refused here, and so by
+     * --print-config too, not at the start */
+    assert_refused("listen = foo://x:1\n", "%s:1: listen: foo://x:1: not a URL tallyd serves");
+    assert_refused("listen = tcp://127.0.0.1:99999\n", "%s:1: listen: tcp://127.0.0.1:99999: HOST:PORT");
+    assert_refused("listen = tcp://localhost\n", "%s:1: listen: tcp://localhost: HOST:PORT");
+    assert_refused("listen = tcp://999.1.1.1:7450\n", "%s:1: listen: tcp://999.1.1.1:7450: 999.1.1.1 is no IPv4");
+    assert_refused("publish = ipc://\n", "%s:1: publish: ipc://: no path or name");
     /* quotes: one around the value, or refused */
     assert_refused("data = \"/tmp/x\n", "%s:1: data: a quoted value is one quote");
     assert_refused("data = \"/tmp/a#b\"\n", "%s:1: data: a quoted value is one quote");
