@@ -2,7 +2,8 @@
 # tests/install/check_service.sh — tally as an operator installs it: make
 # install into a temp DESTDIR, then check that
 #   - the man pages tallyd(8), tally(1), tally-recon(1), tally-bench(1),
-#     tally-readmodel(1) (and tally-relay(1) when built) are in
+#     tally-readmodel(1), tally-echo(1), tally-demo(1), tally-stripe-mapper(1)
+#     (and tally-relay(1) when built), one for every program installed, are in
 #     $(mandir)/man8 and man1, render with `man -l` and groff -ww without a
 #     warning, and pass `mandoc -T lint -W warning` (when mandoc is there)
 #     and lexgrog;
@@ -26,12 +27,22 @@ env -u MAKEFLAGS -u MFLAGS $make_cmd -C "$TALLY_BUILDDIR" install DESTDIR="$root
     >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log" >&2; fail "make install failed"; }
 
 # ---- the man pages ----
-pages="man8/tallyd.8 man1/tally.1 man1/tally-recon.1 man1/tally-bench.1 man1/tally-readmodel.1"
+pages="man8/tallyd.8 man1/tally.1 man1/tally-recon.1 man1/tally-bench.1 man1/tally-readmodel.1
+       man1/tally-echo.1 man1/tally-demo.1 man1/tally-stripe-mapper.1"
 [ "${TALLY_RELAY_BUILT:-}" = yes ] && pages="$pages man1/tally-relay.1"
 checked=0
 if [ "${TALLY_MAN_BUILT:-}" != yes ]; then
     echo "check_service: configure found no help2man: the man pages are not checked" >&2
     pages=
+fi
+# every program make install puts in a bin directory has a page
+if [ -n "$pages" ]; then
+    for program in $(find "$root" -path '*/bin/*' -type f -exec basename {} \;); do
+        case " $(echo $pages) " in
+        *"/$program.1 "* | *"/$program.8 "*) ;;
+        *) fail "$program is installed without a man page" ;;
+        esac
+    done
 fi
 for page in $pages; do
     file=$root$TALLY_MANDIR/$page
