@@ -255,6 +255,19 @@ grep -q "(3 stale)" "$tmp/mapper.out" || fail "mapper: a1, a2 and b1 answered st
 "$TALLY_RECON" --data "$tmp/data" >"$tmp/recon.out" 2>&1
 expect "tally-recon clean after the mapper" 0 $?
 
+# WEBHOOKS.md's delivery by hand, as written but for the secret's path, the
+# URL and the source's name: the mapper turns it into an entitlement.
+awk '/delivery by hand/ {found = 1} found && /^```sh$/ {inside = 1; next} inside && /^```$/ {exit} inside' \
+    "$TALLY_SRCDIR/docs/WEBHOOKS.md" |
+    sed -e "s|/etc/tally/stripe.secret|$tmp/stripe.secret|g" -e "s|localhost:7452/webhooks/stripe|$base/webhooks/pay|" \
+        -e "s|^tally-stripe-mapper --source stripe|\"\$TALLY_STRIPE_MAPPER\" --url ipc://$tmp/rep --source pay|" \
+        -e "s|^tally entitlements|\"\$TALLY\" --url ipc://$tmp/rep --json entitlements|" >"$tmp/by_hand.sh"
+grep -q "curl" "$tmp/by_hand.sh" || fail "WEBHOOKS.md's delivery by hand not found"
+TALLY="$TALLY" TALLY_STRIPE_MAPPER="$TALLY_STRIPE_MAPPER" sh -e "$tmp/by_hand.sh" >"$tmp/by_hand.out" 2>&1 ||
+    fail "WEBHOOKS.md's delivery by hand: $(tail -3 "$tmp/by_hand.out")"
+grep -q '"state":"active"' "$tmp/by_hand.out" && grep -q '"valid_until_ms":1893456000000' "$tmp/by_hand.out" ||
+    fail "WEBHOOKS.md's sample invoice mapped to no entitlement: $(tail -3 "$tmp/by_hand.out")"
+
 # The subscriber-side inbox takes webhook events (and the read model skips them).
 "$TALLY_READMODEL" --url "ipc://$tmp/rep" --data "$tmp/readmodel" --once --dump --json \
     >"$tmp/readmodel.json" 2>"$tmp/readmodel.err"
