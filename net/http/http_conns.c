@@ -20,6 +20,8 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -172,15 +174,36 @@ static int64_t deadline_of(const http_conns *t, const http_conn *c)
 
 /* ---- the guard ---- */
 
+/* Whether c's client has hung up (or the socket failed) with nothing of
+ * it left unread, without reading anything: a request not yet in whole
+ * can then never complete. */
+static bool peer_gone(const http_conn *c)
+{
+    struct pollfd p = {c->fd, POLLRDHUP, 0};
+    int unread = 0;
+    return poll(&p, 1, 0) == 1 &&
+           (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0 &&
+           (ioctl(c->fd, FIONREAD, &unread) != 0 || unread == 0);
+}
+
 static void *guard_main(void *arg)
 {
     http_conns *t = arg;
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
         int64_t now = clock_mono_ms();
-        for (http_conn *c = t->head; c; c = c->next)
-            if (!c->closing && c->phase != PHASE_ANSWERING && now >= deadline_of(t, c))
+        for (http_conn *c = t->head; c; c = c->next) {
+            if (c->closing || c->phase == PHASE_ANSWERING)
+                continue;
+            if (now >= deadline_of(t, c))
                 close_one(t, c, HTTP_CLOSED_TIMEOUT);
+            /* libmicrohttpd may not see a hang-up while it waits for the
+             * rest of a request (seen under load: the places of gone
+             * clients kept for --http-timeout-s); shut it down, so that it
+             * notices and the place comes free */
+            else if (peer_gone(c))
+                close_one(t, c, HTTP_CLOSED_PEER_GONE);
+        }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += GUARD_TICK_MS * 1000000L;
@@ -385,6 +408,7 @@ static const struct {
     [HTTP_CLOSED_TIMEOUT] = {false, "timeout"},
     [HTTP_CLOSED_EVICTED] = {false, "evicted"},
     [HTTP_CLOSED_BODY_TOO_LARGE] = {false, "body_too_large"},
+    [HTTP_CLOSED_PEER_GONE] = {false, "peer_gone"},
     [HTTP_CLOSED_REFUSED_TOTAL] = {true, "connections"},
     [HTTP_CLOSED_REFUSED_ADDRESS] = {true, "per_address"},
     [HTTP_REFUSED_RESERVED] = {true, "reserved_only"},
@@ -395,7 +419,8 @@ void http_conns_metrics(http_conns *t, net_text *out)
     net_text_family(out, "tally_http_connections_closed_total", "counter",
                     "HTTP connections tallyd closed, by reason: timeout (a request not in whole "
                     "within --http-timeout-s), evicted (idle, its place taken by a newcomer), "
-                    "body_too_large (a body without Content-Length over the limit).");
+                    "body_too_large (a body without Content-Length over the limit), peer_gone "
+                    "(the client hung up before its request was in whole).");
     for (int r = 0; r < HTTP_CLOSE_REASONS; r++)
         if (!reason_rows[r].refused)
             net_text_printf(out, "tally_http_connections_closed_total{reason=\"%s\"} %llu\n",

@@ -52,6 +52,7 @@ typedef enum http_close_reason {
     HTTP_CLOSED_TIMEOUT,        /* the request did not arrive whole in time */
     HTTP_CLOSED_EVICTED,        /* idle, and its place taken by a newcomer */
     HTTP_CLOSED_BODY_TOO_LARGE, /* a body without Content-Length passed the limit */
+    HTTP_CLOSED_PEER_GONE,      /* the client hung up before its request was in whole */
     HTTP_CLOSED_REFUSED_TOTAL,  /* a newcomer over the total, nothing to evict */
     HTTP_CLOSED_REFUSED_ADDRESS, /* a newcomer over its address's limit, nothing to evict */
     HTTP_REFUSED_RESERVED,      /* 503: not a reserved route, on a reserved place */
