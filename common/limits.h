@@ -203,6 +203,16 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
 _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
                "webhooks waiting for the writer leave HTTP connections for others");
 
+/* The figures' history (net/metrics/figures_history.h, GET /v1/figures): one
+ * sample a second for the last hour, in a ring allocated once at start;
+ * the first this many subscribers (by name) are sampled, the others only
+ * counted. */
+#define TALLY_FIGURES_SAMPLES_MAX 3600
+#define TALLY_FIGURES_INTERVAL_MS 1000
+#define TALLY_FIGURES_SUBSCRIBERS_MAX 16
+/* A file of the web console (--console-dir); larger: not served (500). */
+#define TALLY_CONSOLE_FILE_BYTES_MAX (1024 * 1024)
+
 /* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
 #define TALLY_SUBSCRIBERS_MAX 256
 #define TALLY_SUBSCRIBER_NAME_BYTES_MAX 64

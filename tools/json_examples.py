@@ -127,6 +127,12 @@ EXAMPLES = [
     ("An unknown op: 404.", "nope", post("nope", {})),
     ("A body that is not JSON: 400.", "account_open",
      ("POST", "/v1/account_open", {"Idempotency-Key": "open-6"}, "{\"id\": 6,"), {"message"}),
+    ("The figures of the last hour (here the samples taken since the epoch's first second: all of them).",
+     "figures", get("/v1/figures?since_ms=1000"),
+     {"samples", "t_ms", "head_seq", "commits_per_s", "commands_per_s", "disk_free_bytes",
+      "subscribers_total", "subscribers"}),
+    ("Who the caller is: here a tallyd without --auth, where everyone holds every grant.",
+     "whoami", get("/v1/whoami")),
 ]
 
 # Values that depend on the machine or the moment, not on the requests

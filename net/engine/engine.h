@@ -151,6 +151,7 @@ struct server {
     bool completer_stop;
     slot **groups[2];             /* the writer's two group arrays */
     net_health *health;           /* the checks and their alerts */
+    struct net_history *history;  /* the figures of the last hour (net/metrics/figures_history.h) */
     auth_guard *auth;             /* NULL without --auth (net/auth/auth_guard.h) */
     /* A committed group's events, to the PUB socket (net/sp/publisher.c);
      * NULL without --publish. */

@@ -63,6 +63,7 @@ typedef struct net_server_options {
     net_tcp_engine tcp_engine; /* who serves tcp:// --listen URLs */
     unsigned writer_spin_us;   /* an idle writer watches its queue this long before it sleeps */
     const char *http_url;      /* NULL: no HTTP face; else http://HOST:PORT */
+    const char *console_dir;   /* the web console's files (/console); NULL: none */
     unsigned http_timeout_s;   /* idle or slow HTTP connections closed after this */
     unsigned http_connections_max, http_per_address_max;
     net_health_config health;  /* readiness and alert thresholds */

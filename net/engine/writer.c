@@ -403,8 +403,10 @@ static void run_group(server *srv, slot **group)
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));
     if (rc == TALLY_ok) {
+        uint32_t commands = group_commands(group, n);
         atomic_fetch_add(&srv->commits, 1);
-        net_metrics_commit(group_commands(group, n), srv->last_commit_ns);
+        atomic_fetch_add(&srv->commands, commands);
+        net_metrics_commit(commands, srv->last_commit_ns);
         net_parks_log();
         advance_head(srv, after.seq);
     }

@@ -7,6 +7,7 @@
  *                 socket over inproc, replies back as JSON
  *   webhooks.c    POST /webhooks/<source>: verified deliveries written as
  *                 commands through the engine's queue
+ *   http_console.c the figures' history, whoami and the web console's files
  */
 #ifndef TALLY_NET_HTTP_FACE_H
 #define TALLY_NET_HTTP_FACE_H
@@ -52,6 +53,13 @@ void http_routes_stop(server *srv);
 void health_tick(server *srv);
 #define HEALTH_TICK_MS 1000
 
+/* ---- http_console.c ---- */
+/* GET /v1/figures (the last hour's figures), GET /v1/whoami (the token's
+ * principal and grants) and the web console's files at /console/. */
+void http_figures_route(void *ctx, const net_http_request *rq, net_http_reply *out);
+void http_whoami_route(void *ctx, const net_http_request *rq, net_http_reply *out);
+void http_console_route(void *ctx, const net_http_request *rq, net_http_reply *out);
+
 /* ---- http_json.c ---- */
 /* The JSON API's way in: an inproc REQ socket to the REP socket. */
 int http_json_open(server *srv);
@@ -78,6 +86,17 @@ extern const size_t http_query_alias_count;
 /* The /v1/ route (net_http_starter). */
 bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
                      net_http_pending *p);
+/* An answer made on the HTTP face: the JSON error document of code, as
+ * every reply of the JSON API carries it, with its status. */
+void http_json_error(net_http_reply *out, int code, const char *detail);
+/* The token of "Authorization: Bearer TOKEN", or ptr NULL (valid while the
+ * handler runs). */
+tally_str http_bearer_token(const net_http_request *rq);
+/* With --auth: whether the caller's token is a principal's (read_op NULL)
+ * or one holding `read` (read_op: the route's name, for the log); false
+ * with out the 401 or 403, counted. Without --auth: true. */
+bool http_caller_check(server *srv, const net_http_request *rq, const char *read_op,
+                       net_http_reply *out);
 /* Before the listener stops: true when nothing is in flight any more. */
 bool http_json_stop(server *srv);
 

@@ -53,7 +53,7 @@ typedef struct net_http_request {
     void *connection; /* for net_http_header and net_http_query_each */
 } net_http_request;
 
-#define NET_HTTP_EXTRA_HEADERS_MAX 2
+#define NET_HTTP_EXTRA_HEADERS_MAX 3
 
 typedef struct net_http_reply {
     unsigned status;          /* 200 unless the handler sets it */

@@ -81,7 +81,7 @@ static void reply_from_msgpack(const void *bytes, size_t len, net_http_reply *ou
 
 /* An answer made here (bad HTTP-level input): packed as the server packs
  * an error reply, then converted like every reply. */
-static void reply_error(net_http_reply *out, int code, const char *detail)
+void http_json_error(net_http_reply *out, int code, const char *detail)
 {
     net_out o;
     nng_msg *m = NULL;
@@ -132,7 +132,7 @@ static void call_callback(void *arg)
         if (!jc->receiving)
             nng_msg_free(nng_aio_get_msg(jc->aio));
         bool stopping = rv == NNG_ECANCELED || rv == NNG_ECLOSED;
-        reply_error(&r, stopping ? TALLY_shutting_down : TALLY_internal,
+        http_json_error(&r, stopping ? TALLY_shutting_down : TALLY_internal,
                     stopping ? "server is stopping, retry later" : nng_strerror(rv));
         return call_finish(jc, &r);
     }
@@ -158,7 +158,7 @@ static bool call_start(struct http_json *hj, nng_msg *m, net_http_pending *p, ne
     pthread_mutex_unlock(&hj->mu);
     if (jc == NULL) {
         nng_msg_free(m);
-        reply_error(out, stopping ? TALLY_shutting_down : TALLY_overloaded,
+        http_json_error(out, stopping ? TALLY_shutting_down : TALLY_overloaded,
                     stopping ? "server is stopping, retry later" : "too many HTTP requests in flight");
         return false;
     }
@@ -241,18 +241,18 @@ static bool get_request(const net_http_request *rq, const char *rest, const net_
     bool text = true;
     const http_resource *r = resource_find(rest, fields, &text);
     if (r == NULL) {
-        reply_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
+        http_json_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
         return false;
     }
     query_fields q = {fields, "", false};
     if (text)
         net_http_query_each(rq, query_field, &q);
     if (!text || q.not_text) {
-        reply_error(out, TALLY_malformed_request, "a path parameter or query argument not UTF-8");
+        http_json_error(out, TALLY_malformed_request, "a path parameter or query argument not UTF-8");
         return false;
     }
     if (q.bad[0]) {
-        reply_error(out, TALLY_duplicate_field, q.bad);
+        http_json_error(out, TALLY_duplicate_field, q.bad);
         return false;
     }
     *op = &net_ops[r->op];
@@ -267,7 +267,7 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
 {
     *op = net_op_find(tally_str_from(rest));
     if (*op == NULL || (*op)->kind == NET_KIND_CONTROL) {
-        reply_error(out, TALLY_unknown_op, *op ? "control ops are not offered over HTTP"
+        http_json_error(out, TALLY_unknown_op, *op ? "control ops are not offered over HTTP"
                                                : "see docs/PROTOCOL.md for the ops");
         return false;
     }
@@ -278,7 +278,7 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
     if (*body == NULL) {
         char detail[96];
         snprintf(detail, sizeof(detail), "not JSON: %.60s (offset %d)", err.text, err.position);
-        reply_error(out, TALLY_malformed_request, detail);
+        http_json_error(out, TALLY_malformed_request, detail);
         return false;
     }
     return true;
@@ -288,7 +288,7 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
  * not matter; spaces and tabs around the token are optional whitespace,
  * RFC 9110 11.4 and 5.6.3), or ptr NULL: then the request carries no
  * `auth`, and tallyd with --auth answers it 401 unauthenticated. */
-static tally_str bearer_token(const net_http_request *rq)
+tally_str http_bearer_token(const net_http_request *rq)
 {
     static const char ows[] = " \t";
     const char *h = net_http_header(rq, "Authorization");
@@ -308,19 +308,21 @@ static tally_str bearer_token(const net_http_request *rq)
  * else, whatever is wrong with its request (no 404 for an op, no
  * missing_field, no JSON error): 401 first, as over msgpack (PROTOCOL.md,
  * "The order of the checks", step 5). false: refused (out filled). The
- * grants are checked on the msgpack path, where the op is known. */
-static bool caller_authenticated(server *srv, const net_http_request *rq, net_http_reply *out)
+ * grants of the JSON API's ops are checked on the msgpack path, where the
+ * op is known (read_op NULL); a route of the face's own names its read. */
+bool http_caller_check(server *srv, const net_http_request *rq, const char *read_op,
+                       net_http_reply *out)
 {
     if (srv->auth == NULL)
         return true;
-    tally_str token = bearer_token(rq);
-    auth_request arq = {token.ptr != NULL, token, AUTH_CLASS_READ, {NULL, 0}, NULL};
+    tally_str token = http_bearer_token(rq);
+    auth_request arq = {token.ptr != NULL, token, AUTH_CLASS_READ, {NULL, 0}, read_op};
     char detail[96];
     int rc = auth_guard_check(srv->auth, &arq, detail, sizeof(detail));
     if (rc == TALLY_ok)
         return true;
     net_metrics_auth_refused(rc);
-    reply_error(out, rc, detail);
+    http_json_error(out, rc, detail);
     return false;
 }
 
@@ -340,17 +342,17 @@ static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const
                              net_http_reply *out)
 {
     net_json_envelope e = {op, net_http_header(rq, "Tally-Consumer"),
-                           net_http_header(rq, "Idempotency-Key"), bearer_token(rq),
+                           net_http_header(rq, "Idempotency-Key"), http_bearer_token(rq),
                            strcmp(rq->method, "GET") == 0};
     if (!header_is_text(e.consumer) || !header_is_text(e.key)) {
-        reply_error(out, TALLY_malformed_request,
+        http_json_error(out, TALLY_malformed_request,
                     "Idempotency-Key and Tally-Consumer are UTF-8 text");
         return NULL;
     }
     if (e.consumer == NULL)
         e.consumer = CONSUMER_DEFAULT;
     if (op->kind == NET_KIND_WRITE && e.key == NULL) {
-        reply_error(out, TALLY_missing_field, "Idempotency-Key header (required on writes)");
+        http_json_error(out, TALLY_missing_field, "Idempotency-Key header (required on writes)");
         return NULL;
     }
     msgpack_sbuffer sb;
@@ -366,7 +368,7 @@ static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const
     }
     msgpack_sbuffer_destroy(&sb);
     if (m == NULL)
-        reply_error(out, rc != TALLY_ok ? rc : TALLY_overloaded,
+        http_json_error(out, rc != TALLY_ok ? rc : TALLY_overloaded,
                     rc != TALLY_ok ? detail : "out of memory");
     return m;
 }
@@ -379,12 +381,12 @@ bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
     const net_op *op = NULL;
     json_t *body = NULL;
     bool get = strcmp(rq->method, "GET") == 0;
-    if (!caller_authenticated(srv, rq, out))
+    if (!http_caller_check(srv, rq, NULL, out))
         return false;
     if (get) {
         body = json_object();
         if (body == NULL) {
-            reply_error(out, TALLY_overloaded, "out of memory");
+            http_json_error(out, TALLY_overloaded, "out of memory");
             return false;
         }
     }

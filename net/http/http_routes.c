@@ -19,12 +19,15 @@
  *                 the bytes of `tallyd --openapi`; no token, like /metrics:
  *                 it is made of the build's tables, nothing of the store
  *
+ *   GET /v1/figures, /v1/whoami, /console/...  the web console's
+ *                 (net/http/http_console.c)
  *   /v1/...       the JSON API (net/http/http_json.c)
  *
  * More routes (webhooks) are rows of the same table.
  */
 #include "net/http/face.h"
 #include "net/http/openapi.h"
+#include "net/metrics/figures_history.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -192,6 +195,10 @@ static const net_http_route routes[] = {
     {"/healthz", "GET", route_healthz, NULL, true},
     {"/readyz", "GET", route_readyz, NULL, true},
     {"/v1/openapi.json", "GET", route_openapi, NULL, false},
+    {"/v1/figures", "GET", http_figures_route, NULL, false},
+    {"/v1/whoami", "GET", http_whoami_route, NULL, false},
+    {"/console", "GET", http_console_route, NULL, false},
+    {"/console/", "GET", http_console_route, NULL, false},
     {"/v1/", "GET, POST", NULL, http_json_start},
     {"/webhooks/", "POST", NULL, webhooks_start},
 };
@@ -231,9 +238,16 @@ void health_tick(server *srv)
     net_health_report *r = NULL;
     if (!begin_read(srv, &t))
         return;
-    int rc = net_health_evaluate(srv->health, &t, clock_wall_ms(), &r);
-    end_read(srv, &t);
+    int64_t now_ms = clock_wall_ms();
+    int rc = net_health_evaluate(srv->health, &t, now_ms, &r);
     if (rc != TALLY_ok)
         net_log(NET_LOG_WARN, "health checks not run: %s", tally_strerror(rc));
+    if (rc == TALLY_ok) {
+        net_history_counters c = {atomic_load(&srv->commits), atomic_load(&srv->commands)};
+        rc = net_history_sample(srv->history, &t, now_ms, &c, &r->facts);
+        if (rc != TALLY_ok)
+            net_log(NET_LOG_WARN, "figures not sampled: %s", tally_strerror(rc));
+    }
+    end_read(srv, &t);
     free(r);
 }

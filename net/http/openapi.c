@@ -463,6 +463,95 @@ static json_t *openapi_operation(void)
     return set(o, "responses", set(json_object(), "200", ok));
 }
 
+/* ---- the console's routes (net/http/http_console.c) ---- */
+
+/* auth: the grant class needed, or "principal" (any principal's token). */
+static json_t *console_operation(const char *id, const char *auth, const char *summary,
+                                 json_t *params, json_t *ok)
+{
+    json_t *o = set(json_object(), "operationId", json_string(id));
+    o = set(o, "summary", json_string(summary));
+    o = set(o, "tags", append(json_array(), json_string("console")));
+    o = set(o, "x-tally-auth", json_string(auth));
+    o = set(o, "parameters", params);
+    return set(o, "responses", responses(NULL, ok));
+}
+
+/* An array of one value a sample, null where it was not sampled. */
+static json_t *samples_of(json_t *item, bool with_null)
+{
+    return array_of(with_null ? nullable(item) : item);
+}
+
+static json_t *figures_schema(void)
+{
+    static const char *const counts[] = {"interval_ms", "samples_max", "subscribers_max",
+                                         "map_max_bytes", "samples"};
+    static const struct {
+        const char *name;
+        bool number, with_null;
+    } columns[] = {
+        {"t_ms", false, false},           {"head_seq", false, false},
+        {"commits_per_s", true, true},    {"commands_per_s", true, true},
+        {"map_used_bytes", false, false}, {"map_size_bytes", false, false},
+        {"disk_free_bytes", false, true}, {"subscribers_total", false, false},
+    };
+    static const char *const sub_columns[] = {"pending", "oldest_unacked_age_s",
+                                              "redelivered_total", "dead_letters"};
+    json_t *props = json_object(), *required = json_array();
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        props = set(props, counts[i], ref(SCHEMA_REF("Integer")));
+        required = append(required, json_string(counts[i]));
+    }
+    for (size_t i = 0; i < sizeof(columns) / sizeof(columns[0]); i++) {
+        json_t *item = columns[i].number ? typed("number") : ref(SCHEMA_REF("Integer"));
+        props = set(props, columns[i].name, samples_of(item, columns[i].with_null));
+        required = append(required, json_string(columns[i].name));
+    }
+    json_t *sub = set(json_object(), "name", typed("string")), *sub_required = json_array();
+    sub_required = append(sub_required, json_string("name"));
+    for (size_t i = 0; i < sizeof(sub_columns) / sizeof(sub_columns[0]); i++) {
+        sub = set(sub, sub_columns[i], samples_of(ref(SCHEMA_REF("Integer")), true));
+        sub_required = append(sub_required, json_string(sub_columns[i]));
+    }
+    json_t *sub_schema = set(set(typed("object"), "properties", sub), "required", sub_required);
+    props = set(props, "subscribers", array_of(sub_schema));
+    required = append(required, json_string("subscribers"));
+    return set(set(typed("object"), "properties", props), "required", required);
+}
+
+static json_t *whoami_schema(void)
+{
+    json_t *props = set(json_object(), "auth", typed("boolean"));
+    props = set(props, "principal", nullable(typed("string")));
+    props = set(props, "read", typed("boolean"));
+    props = set(props, "admin", typed("boolean"));
+    json_t *required = json_array();
+    static const char *const names[] = {"auth", "principal", "read", "admin"};
+    for (size_t i = 0; i < 4; i++)
+        required = append(required, json_string(names[i]));
+    return set(set(typed("object"), "properties", props), "required", required);
+}
+
+static json_t *console_paths(json_t *p)
+{
+    json_t *since = param("since_ms", "query", false, ref(SCHEMA_REF("Integer")));
+    p = set(p, "/v1/figures",
+            set(json_object(), "get",
+                console_operation("figures", auth_class_name(AUTH_CLASS_READ),
+                                  "The last hour's figures, one sample a second (head seq, "
+                                  "commits and commands per second, map and disk use, each "
+                                  "sampled subscriber's backlog); with `since_ms`, the samples "
+                                  "taken after it (docs/PROTOCOL.md, \"Figures\").",
+                                  append(json_array(), since), figures_schema())));
+    return set(p, "/v1/whoami",
+               set(json_object(), "get",
+                   console_operation("whoami", "principal",
+                                     "The token's principal and whether it holds `read` and "
+                                     "`admin` (without --auth: anyone, with every grant).",
+                                     json_array(), whoami_schema())));
+}
+
 static json_t *paths(void)
 {
     json_t *p = json_object();
@@ -487,6 +576,7 @@ static json_t *paths(void)
         else
             p = set(p, path, set(json_object(), "get", get_operation(r)));
     }
+    p = console_paths(p);
     return set(p, "/v1/openapi.json", set(json_object(), "get", openapi_operation()));
 }
 

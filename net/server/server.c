@@ -12,6 +12,7 @@
 #include "ledger/open_check.h"
 #include "log/log.h"
 #include "net/http/face.h"
+#include "net/metrics/figures_history.h"
 #include "net/ops/figures.h"
 #include "common/nng_compat.h"
 #include "net/sp/sp.h"
@@ -304,10 +305,11 @@ static server *server_new(const net_server_options *opt, int *refusal)
     srv->sp->addresses = table_create(sizeof(uint32_t));
     srv->sp->pub_pipes = table_create(1);
     srv->health = net_health_create(&opt->health, health_facts, srv);
+    srv->history = net_history_create();
     if (opt->auth && (srv->auth = auth_guard_create(opt->auth)) == NULL)
         auth_table_free(opt->auth);
     if (srv->sp->pipes == NULL || srv->sp->addresses == NULL || srv->sp->pub_pipes == NULL ||
-        srv->health == NULL ||
+        srv->health == NULL || srv->history == NULL ||
         (opt->auth && srv->auth == NULL) ||
         (*refusal = open_store(srv)) != TALLY_ok) {
         if (srv->sp->pipes)
@@ -317,6 +319,7 @@ static server *server_new(const net_server_options *opt, int *refusal)
         if (srv->sp->addresses)
             table_destroy(srv->sp->addresses);
         net_health_destroy(srv->health);
+        net_history_destroy(srv->history);
         auth_guard_destroy(srv->auth);
         free(rooms); /* nothing else has seen it yet */
         return NULL;

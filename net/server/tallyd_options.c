@@ -150,6 +150,24 @@ static int parse_http(const options_row *row, void *t, const char *text, char *w
     return 0;
 }
 
+static int parse_console_dir(const options_row *row, void *t, const char *text, char *why,
+                             size_t n)
+{
+    (void)row;
+    if (strcmp(text, "none") == 0) {
+        opts_of(t)->console_dir = NULL;
+        return 0;
+    }
+    if (strcmp(text, "installed") == 0)
+        text = TALLY_CONSOLE_DIR;
+    if (text[0] != '/') {
+        snprintf(why, n, "an absolute path, installed or none, got %s", text);
+        return 2;
+    }
+    opts_of(t)->console_dir = text;
+    return 0;
+}
+
 static int parse_ready_file(const options_row *row, void *t, const char *text, char *why,
                             size_t n)
 {
@@ -347,6 +365,11 @@ static const options_row rows[] = {
      "(docs/PROTOCOL.md); http://HOST:PORT, https://HOST:PORT (with the tls-* files; PORT 0 "
      "as for listen); none disables",
      parse_http},
+    {"console-dir", "DIR", "installed",
+     "the web console's files, served at /console on the HTTP face (docs/CONSOLE.md): an "
+     "absolute path, installed (those installed with tallyd, in DATADIR/tally/console) or "
+     "none (no console)",
+     parse_console_dir},
     {"listener-probe-ms", "MS", TEXT_OF(TALLY_LISTENER_PROBE_MS_DEFAULT),
      "the watchdog of NNG's listeners (docs/OPERATIONS.md) probes each this often; a knob for "
      "tests and tuning, the default suits production",
