@@ -124,11 +124,11 @@ int auth_guard_check(auth_guard *g, const auth_request *rq, char *detail, size_t
     return TALLY_forbidden;
 }
 
-int auth_guard_whoami(auth_guard *g, bool has_token, tally_str token, char *name,
-                      size_t name_size, bool *read, bool *admin)
+int auth_guard_whoami(auth_guard *g, tally_str token, char *name, size_t name_size, bool *read,
+                      bool *admin)
 {
     pthread_rwlock_rdlock(&g->rw);
-    const auth_principal *p = has_token ? auth_authenticate(g->table, token.ptr, token.len) : NULL;
+    const auth_principal *p = auth_authenticate(g->table, token.ptr, token.len);
     if (p) {
         snprintf(name, name_size, "%s", auth_principal_name(p));
         *read = auth_permits(p, AUTH_CLASS_READ, (tally_str){NULL, 0});
@@ -136,8 +136,7 @@ int auth_guard_whoami(auth_guard *g, bool has_token, tally_str token, char *name
     }
     pthread_rwlock_unlock(&g->rw);
     if (p == NULL)
-        refusal_note(g, TALLY_unauthenticated, "whoami", NULL,
-                     has_token ? "unknown token" : "no auth token");
+        refusal_note(g, TALLY_unauthenticated, "whoami", NULL, "unknown token");
     return p ? TALLY_ok : TALLY_unauthenticated;
 }
 

@@ -43,10 +43,10 @@ int auth_guard_check(auth_guard *g, const auth_request *rq, char *detail, size_t
 
 /* Who token is (the console's sign-in, GET /v1/whoami): TALLY_ok with the
  * principal's name in name and whether it holds `read` and `admin`, or
- * TALLY_unauthenticated (no token, or one of no principal; logged and
- * counted like a refused request's). */
-int auth_guard_whoami(auth_guard *g, bool has_token, tally_str token, char *name,
-                      size_t name_size, bool *read, bool *admin);
+ * TALLY_unauthenticated (a token of no principal; logged like a refused
+ * request's). */
+int auth_guard_whoami(auth_guard *g, tally_str token, char *name, size_t name_size, bool *read,
+                      bool *admin);
 
 /* Reload path into g: TALLY_ok (logged at info with the principal count),
  * or the error, logged, with the old table kept. */

@@ -5,8 +5,9 @@
  *   GET /v1/figures[?since_ms=T]  the last hour's figures, one sample a
  *                 second (net/metrics/figures_history.h); needs the `read` grant
  *   GET /v1/whoami  the token's principal and whether it holds `read` and
- *                 `admin` (the console hides what it may not do); without
- *                 --auth, anyone, with every grant
+ *                 `admin` (the console hides what it may not do); without a
+ *                 token, nobody (no grant); without --auth, anyone, with
+ *                 every grant
  *   GET /console/FILE  the console's static files from --console-dir,
  *                 with their content type and a strict
  *                 Content-Security-Policy; /console redirects to /console/
@@ -85,18 +86,19 @@ void http_whoami_route(void *ctx, const net_http_request *rq, net_http_reply *ou
     server *srv = ctx;
     char name[AUTH_NAME_BYTES_MAX + 1] = "";
     bool read = true, admin = true;
-    if (srv->auth) {
-        tally_str token = http_bearer_token(rq);
-        int rc = auth_guard_whoami(srv->auth, token.ptr != NULL, token, name, sizeof(name), &read,
-                                   &admin);
+    tally_str token = http_bearer_token(rq);
+    if (srv->auth && token.ptr == NULL) {
+        read = admin = false; /* nobody: the console asks for a token */
+    } else if (srv->auth) {
+        int rc = auth_guard_whoami(srv->auth, token, name, sizeof(name), &read, &admin);
         if (rc != TALLY_ok) {
             net_metrics_auth_refused(rc);
-            return http_json_error(out, rc, token.ptr ? "unknown token" : "no auth token");
+            return http_json_error(out, rc, "unknown token");
         }
     }
     out->content_type = JSON;
     net_text_printf(&out->body, "{\"auth\":%s,\"principal\":", srv->auth ? "true" : "false");
-    if (srv->auth) {
+    if (srv->auth && token.ptr != NULL) {
         net_text_printf(&out->body, "\"");
         net_text_escaped(&out->body, name);
         net_text_printf(&out->body, "\"");

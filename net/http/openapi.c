@@ -548,7 +548,8 @@ static json_t *console_paths(json_t *p)
                set(json_object(), "get",
                    console_operation("whoami", "principal",
                                      "The token's principal and whether it holds `read` and "
-                                     "`admin` (without --auth: anyone, with every grant).",
+                                     "`admin`; without a token, nobody (no grant); without "
+                                     "--auth, anyone, with every grant.",
                                      json_array(), whoami_schema())));
 }
 

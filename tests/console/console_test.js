@@ -1,0 +1,260 @@
+// tests/console/console_test.js — the web console in headless Chromium
+// (run by check_console.sh, which starts tallyd and fills its store):
+//
+//   node console_test.js BASE_URL ADMIN_TOKEN VIEWER_TOKEN
+//
+// Every page loads without a console error, a page error, a refused
+// request or a CSP violation; the numbers shown equal the API's; inputs
+// and charts are labelled; replaying a dead letter from the page moves it
+// back to its subscriber (its next fetch delivers it as a replay); a token
+// without the admin grant sees no replay or discard button. With
+// TALLY_CONSOLE_SCREENSHOTS=DIR, a PNG of each page goes there.
+// Waits are on facts (an element, a text), each bounded.
+'use strict';
+const path = require('path');
+const puppeteer = require('puppeteer-core');
+
+const [base, adminToken, viewerToken] = process.argv.slice(2);
+const shots = process.env.TALLY_CONSOLE_SCREENSHOTS || '';
+const slowdown = Number(process.env.TALLY_TEST_SLOWDOWN || 1);
+const WAIT_MS = 30000 * slowdown;
+let failures = 0, passes = 0;
+
+function ok(what) { passes++; console.log('ok: ' + what); }
+function fail(what) { failures++; console.error('FAIL: ' + what); }
+function expect(what, want, got) {
+  if (String(want) === String(got)) ok(what);
+  else fail(what + ': wanted ' + want + ', got ' + got);
+}
+
+async function api(token, method, route, body) {
+  const headers = { Authorization: 'Bearer ' + token };
+  if (body) headers['Content-Type'] = 'application/json';
+  const res = await fetch(base + '/v1/' + route, { method, headers, body: body ? JSON.stringify(body) : undefined });
+  const json = await res.json();
+  if (!res.ok) throw new Error(method + ' /v1/' + route + ': ' + res.status + ' ' + JSON.stringify(json));
+  return json;
+}
+
+// The problems a page reports: console errors, uncaught errors, requests
+// that failed or were answered 4xx/5xx (a long-poll aborted by leaving
+// the tail is no problem).
+function watch(page, problems) {
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warn') problems.push('console ' + m.type() + ': ' + m.text()); });
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  page.on('requestfailed', (r) => {
+    const why = r.failure() ? r.failure().errorText : '';
+    if (why === 'net::ERR_ABORTED' && r.url().includes('/v1/log')) return;
+    problems.push('request failed: ' + r.url() + ' ' + why);
+  });
+  page.on('response', (r) => { if (r.status() >= 400) problems.push('HTTP ' + r.status() + ': ' + r.url()); });
+}
+
+async function textOf(page, selector) {
+  await page.waitForSelector(selector, { timeout: WAIT_MS });
+  return page.$eval(selector, (e) => e.textContent.trim());
+}
+
+// Wait until selector's text is want (a page polls: it may show an older value first).
+async function waitText(page, selector, want) {
+  try {
+    await page.waitForFunction((s, w) => { const e = document.querySelector(s); return e && e.textContent.trim() === w; },
+      { timeout: WAIT_MS }, selector, String(want));
+    return String(want);
+  } catch (err) {
+    return page.$eval(selector, (e) => e.textContent.trim()).catch(() => '(no ' + selector + ')');
+  }
+}
+
+// Every input has a label, every button and chart a name.
+async function accessible(page, what) {
+  const unnamed = await page.evaluate(() => {
+    const bad = [];
+    for (const i of document.querySelectorAll('input')) if (!i.labels || i.labels.length === 0) bad.push('input#' + i.id);
+    for (const b of document.querySelectorAll('button')) if (!(b.getAttribute('aria-label') || b.textContent.trim())) bad.push('button');
+    for (const s of document.querySelectorAll('svg[role="img"]')) if (!s.getAttribute('aria-label')) bad.push('chart');
+    if (!document.documentElement.lang) bad.push('html lang');
+    return bad;
+  });
+  expect(what + ': every input, button and chart has a name', '', unnamed.join(', '));
+}
+
+async function shot(page, name) {
+  if (!shots) return;
+  await page.screenshot({ path: path.join(shots, name + '.png'), type: 'png' });
+}
+
+async function go(page, hash) {
+  await page.evaluate((h) => { location.hash = h; }, hash);
+}
+
+async function signIn(page, token, who) {
+  await page.goto(base + '/console/', { waitUntil: 'load' });
+  await page.waitForSelector('#token', { timeout: WAIT_MS });
+  await accessible(page, 'sign-in');
+  await page.type('#token', token);
+  await page.keyboard.press('Enter'); // the form is usable from the keyboard
+  expect('signed in as ' + who, true, (await textOf(page, '#who')).includes(who));
+}
+
+async function overview(page) {
+  await go(page, '#overview');
+  const stats = await api(adminToken, 'GET', 'stats');
+  const num = (v) => Number(v).toLocaleString('en-US');
+  expect('overview: head seq', num(stats.head_seq), await waitText(page, '[data-field="head_seq"]', num(stats.head_seq)));
+  expect('overview: accounts', num(stats.accounts), await waitText(page, '[data-field="accounts"]', num(stats.accounts)));
+  expect('overview: transfers', num(stats.transfers), await waitText(page, '[data-field="transfers"]', num(stats.transfers)));
+  expect('overview: events', num(stats.events), await waitText(page, '[data-field="events"]', num(stats.events)));
+  const ready = await (await fetch(base + '/readyz')).json();
+  expect('overview: health', ready.status, await textOf(page, '[data-field="status"]'));
+  await page.waitForFunction(() => document.querySelectorAll('figure.chart svg path').length >= 3, { timeout: WAIT_MS });
+  ok('overview: the charts have lines');
+  await accessible(page, 'overview');
+  await shot(page, 'overview');
+}
+
+async function accounts(page) {
+  await go(page, '#accounts');
+  await page.waitForSelector('table tbody tr a[href="#accounts/2"]', { timeout: WAIT_MS });
+  ok('accounts: the list links account 2');
+  await accessible(page, 'accounts');
+  await page.click('#account-id');
+  await page.type('#account-id', '1');
+  await page.keyboard.press('Enter');
+  const a = (await api(adminToken, 'GET', 'accounts/1')).account;
+  for (const f of ['debits_posted', 'credits_posted', 'debits_pending', 'credits_pending'])
+    expect('account 1: ' + f, Number(a[f]).toLocaleString('en-US'), await waitText(page, `[data-field="${f}"]`, Number(a[f]).toLocaleString('en-US')));
+  const h = await api(adminToken, 'GET', 'accounts/1/history?limit=20&reverse=true');
+  await page.waitForFunction((n) => document.querySelectorAll('table tbody tr').length === n, { timeout: WAIT_MS }, h.entries.length)
+    .catch(() => {});
+  expect('account 1: history rows', h.entries.length, await page.$$eval('table tbody tr', (r) => r.length));
+  expect('account 1: newest history row', String(h.entries[0].seq), await page.$eval('table tbody tr td', (e) => e.textContent.trim()));
+  await shot(page, 'account');
+  const id = '00000000000000000000000000000006';
+  await go(page, '#accounts/transfer/' + id);
+  const t = (await api(adminToken, 'GET', 'transfers/' + id)).transfer;
+  await page.waitForFunction(() => document.querySelectorAll('table tbody tr').length >= 2, { timeout: WAIT_MS });
+  const rows = await page.$$eval('table tbody tr', (rs) => rs.map((r) => Array.from(r.cells, (c) => c.textContent.trim())));
+  expect('transfer 6: its events\' seqs', [t.created_seq, t.resolved_seq].join(','), rows.map((r) => r[0]).join(','));
+  expect('transfer 6: its events\' types', 'transfer.created,transfer.voided', rows.map((r) => r[1]).join(','));
+  expect('transfer 6: caused by (consumer / key)', 'http / hold-6', rows[0][3]);
+  await accessible(page, 'transfer');
+  await shot(page, 'transfer');
+}
+
+async function tail(page) {
+  await go(page, '#tail');
+  const stats = await api(adminToken, 'GET', 'stats');
+  const shown = Math.min(20, Number(stats.head_seq));
+  await page.waitForFunction((n) => document.querySelectorAll('table tbody tr').length === n, { timeout: WAIT_MS }, shown)
+    .catch(() => {});
+  expect('tail: the last events', shown, await page.$$eval('table tbody tr', (r) => r.length));
+  expect('tail: newest first', String(stats.head_seq), await page.$eval('table tbody tr', (r) => r.dataset.seq));
+  // an event committed now reaches the page by the long-poll
+  const res = await fetch(base + '/v1/account_open', { method: 'POST',
+    headers: { Authorization: 'Bearer ' + adminToken, 'Idempotency-Key': 'open-9', 'Content-Type': 'application/json' },
+    body: JSON.stringify({ id: 9, ledger: 1, code: 10 }) });
+  const opened = await res.json();
+  expect('open account 9', 'ok', opened.code);
+  await page.waitForSelector(`table tbody tr[data-seq="${opened.seq}"]`, { timeout: WAIT_MS })
+    .then(() => ok('tail: the new event ' + opened.seq + ' arrived live'),
+      () => fail('tail: event ' + opened.seq + ' did not arrive'));
+  expect('tail: its type', 'account.opened', await page.$eval('table tbody tr', (r) => r.cells[2].textContent));
+  await accessible(page, 'tail');
+  await shot(page, 'tail');
+}
+
+async function subscribers(page) {
+  await go(page, '#subscribers');
+  const list = (await api(adminToken, 'GET', 'subscribers')).subscribers;
+  await page.waitForSelector('table tbody tr a[href="#subscribers/mailer"]', { timeout: WAIT_MS });
+  const rows = await page.$$eval('table tbody tr', (rs) => rs.map((r) => Array.from(r.cells, (c) => c.textContent.trim())));
+  for (const s of list) {
+    const r = rows.find((x) => x[0] === s.name);
+    expect('subscribers: ' + s.name + ' pending', String(s.pending), r ? r[1] : '(no row)');
+    expect('subscribers: ' + s.name + ' dead letters', String(s.dead_letters), r ? r[5] : '(no row)');
+  }
+  await page.waitForFunction(() => document.querySelectorAll('figure.chart svg path').length >= 2, { timeout: WAIT_MS });
+  ok('subscribers: the backlog charts have lines');
+  await accessible(page, 'subscribers');
+  await shot(page, 'subscribers');
+}
+
+async function replay(page) {
+  await go(page, '#subscribers/mailer');
+  const button = 'button[data-action="replay"]';
+  await page.waitForSelector(button, { timeout: WAIT_MS });
+  const before = (await api(adminToken, 'GET', 'subscribers/mailer/dead_letters')).entries;
+  expect('mailer: one dead letter, seq 1', '1', before.map((d) => d.seq).join(','));
+  expect('mailer: dead letters shown', '1', await page.$eval('[data-field="dead_letters"]', (e) => e.textContent.trim()));
+  await accessible(page, 'subscriber mailer');
+  await shot(page, 'subscriber');
+  await page.focus(button);
+  await page.keyboard.press('Enter'); // replay from the keyboard
+  await page.waitForFunction(() => /goes back to mailer/.test(document.getElementById('status').textContent), { timeout: WAIT_MS })
+    .then(() => ok('replay: the page says so'), () => fail('replay: no word on the page'));
+  const after = (await api(adminToken, 'GET', 'subscribers/mailer/dead_letters')).entries;
+  expect('replay: the dead letter is replaying', 'true', after.length ? String(after[0].replaying) : '(gone)');
+  const fetched = await api(adminToken, 'POST', 'sub_fetch', { name: 'mailer', max: 10 });
+  const back = fetched.events.find((e) => e.seq === 1);
+  expect('replay: mailer\'s next fetch delivers seq 1 again, as a replay', 'true', back ? String(back.replay) : '(not delivered)');
+  // parked again, for the viewer to see
+  await api(adminToken, 'POST', 'sub_park', { name: 'mailer', seq: 1, reason: 'bad address, again' });
+}
+
+async function relay(page) {
+  await go(page, '#relay');
+  await page.waitForSelector('table tbody tr a[href="#subscribers/audit"]', { timeout: WAIT_MS });
+  ok('relay: the sinks tallyd knows are listed');
+  await accessible(page, 'relay');
+  await shot(page, 'relay');
+}
+
+async function viewer(browser) {
+  const context = await browser.createBrowserContext();
+  const page = await context.newPage();
+  await page.setViewport({ width: 1200, height: 900 });
+  const problems = [];
+  watch(page, problems);
+  await signIn(page, viewerToken, 'viewer');
+  await go(page, '#subscribers/mailer');
+  await page.waitForFunction(() => Array.from(document.querySelectorAll('table caption')).some((c) => /Dead letters of mailer/.test(c.textContent)),
+    { timeout: WAIT_MS });
+  await page.waitForFunction(() => /need the admin grant/.test(document.body.textContent), { timeout: WAIT_MS })
+    .then(() => ok('viewer: the page says replay needs the admin grant'), () => fail('viewer: no note about the admin grant'));
+  expect('viewer: no replay, discard or replay-all button', 0, await page.$$eval('button[data-action]', (b) => b.length));
+  expect('viewer: the dead letter is listed', true, await page.$$eval('table tbody tr', (r) => r.length) >= 1);
+  expect('viewer: no console errors', '', problems.join('\n'));
+  await context.close();
+}
+
+async function main() {
+  const browser = await puppeteer.launch({
+    executablePath: process.env.TALLY_CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1200, height: 900 });
+    const problems = [];
+    watch(page, problems);
+    await signIn(page, adminToken, 'ops');
+    for (const step of [overview, accounts, tail, subscribers, replay, relay]) {
+      try {
+        await step(page);
+      } catch (err) {
+        fail(step.name + ': ' + (err && err.stack || err));
+        await page.screenshot({ path: path.join(process.env.TMPDIR || '/tmp', 'console-failed-' + step.name + '.png') }).catch(() => {});
+      }
+      expect(step.name + ': no console errors', '', problems.splice(0).join('\n'));
+    }
+    await viewer(browser);
+  } finally {
+    await browser.close();
+  }
+  console.log(passes + ' passed, ' + failures + ' failed');
+  process.exit(failures ? 1 : 0);
+}
+
+main().catch((err) => { console.error('FAIL: ' + (err && err.stack || err)); process.exit(1); });
