@@ -25,7 +25,8 @@ packages=(build-essential autoconf automake libtool pkg-config
           libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)
           help2man mandoc # the man pages from --help; mandoc -T lint checks them
           gdb # a test past its bound: run_test.sh prints its stacks
-          nodejs) # the OpenAPI validator of tests/openapi (npm ci, from its lock file)
+          nodejs # the OpenAPI validator of tests/openapi (npm ci, from its lock file)
+          chromium) # the web console's browser test (tests/console: puppeteer-core drives it)
 
 install_dependencies() {
     local missing=()
@@ -56,14 +57,17 @@ build() {
         (cd build && "$top/configure" --enable-werror)
     fi
     make -C build -j"$(nproc)"
-    openapi_validator
+    npm_ci tests/openapi
+    npm_ci tests/console
 }
 
-# tests/openapi's validator (@apidevtools/swagger-parser) from the
-# registry, exactly as its committed lock file says, when the lock file
-# is newer than what is installed (tests/openapi/check_openapi.sh).
-openapi_validator() {
-    local d=tests/openapi
+# The npm packages of a test folder ($1) from the registry, exactly as its
+# committed lock file says, when the lock file is newer than what is
+# installed: tests/openapi's validator (@apidevtools/swagger-parser,
+# tests/openapi/check_openapi.sh), tests/console's puppeteer-core (the web
+# console's browser test, tests/console/check_console.sh).
+npm_ci() {
+    local d=$1
     if [ ! -f "$d/node_modules/.package-lock.json" ] ||
         [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
         (cd "$d" && npm ci --no-audit --no-fund)

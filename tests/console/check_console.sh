@@ -29,6 +29,13 @@ if [ ! -f "$modules/node_modules/.package-lock.json" ] ||
         { cat "$tmp/npm.log" >&2; echo "check_console: npm ci in tests/console failed" >&2; exit 1; }
 fi
 
+# every file of console/ is installed (Makefile.am's dist_console_DATA)
+for f in "$TALLY_SRCDIR"/console/*; do
+    name=console/$(basename "$f")
+    sed -n '/^dist_console_DATA/,/[^\\]$/p' "$TALLY_SRCDIR/Makefile.am" | grep -q "$name\( \|$\)" ||
+        fail "$name is not in Makefile.am's dist_console_DATA: it would not be installed"
+done
+
 umask 077
 admin_token=console-admin-token
 viewer_token=console-viewer-token
@@ -114,4 +121,19 @@ else
     tail -30 "$tmp/tallyd.log" >&2
     fail "the browser test (above)"
 fi
+# ---- without --auth: the console on a loopback address only ----
+kill "$pid" && wait "$pid" 2>/dev/null
+"$TALLYD" --data "$tmp/open" --listen "ipc://$tmp/rep2" --publish "ipc://$tmp/pub2" \
+    --http "http://0.0.0.0:0" --insecure --console-dir "$TALLY_SRCDIR/console" \
+    --ready-file "$tmp/ready2" >"$tmp/open.log" 2>&1 &
+pid=$!
+wait_for "the --insecure tallyd's ready file" 30 test -s "$tmp/ready2" ||
+    { cat "$tmp/open.log" >&2; fail "tallyd --insecure did not start"; }
+port=$(sed -n 's/^http http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/ready2")
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$port/console/")
+expect "no --auth, --http on 0.0.0.0: GET /console/" 403 "$status"
+grep -q "loopback address only" "$tmp/body" && ok "it says why" || fail "403 body: $(cat "$tmp/body")"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$port/v1/whoami")
+expect "no --auth: GET /v1/whoami" 200 "$status"
+expect "no --auth: everyone holds every grant" '{"auth":false,"principal":null,"read":true,"admin":true}' "$(cat "$tmp/body")"
 shell_test_end check_console
