@@ -3,7 +3,7 @@
 // detail with its events (read from the log by their seqs).
 
 import * as api from './api.js';
-import { eventOf, entityText } from './event.js';
+import { causeText } from './event.js';
 import { el, fill, int, time, table, errorBox } from './format.js';
 
 const PAGE = 20;
@@ -104,10 +104,8 @@ async function accountPage(main, id) {
 
 async function logEvent(seq) {
   const r = await api.get('log', { from: seq, limit: 1 });
-  const e = r.events[0];
-  if (!e) return null;
-  const ev = eventOf(e);
-  return Number(ev.seq) === Number(seq) ? ev : null;
+  const ev = r.events[0];
+  return ev && Number(ev.seq) === Number(seq) ? ev : null;
 }
 
 async function transferPage(main, id) {
@@ -131,8 +129,7 @@ async function transferPage(main, id) {
     try {
       const ev = await logEvent(seq);
       if (!ev) { rows.push([String(seq), 'no longer in the log (retention)', '', '', '']); continue; }
-      const cause = ev.causation ? ev.causation.consumer + ' / ' + ev.causation.key : 'the expiry sweep';
-      rows.push([String(ev.seq), ev.type, time(ev.time_ms), cause, el('pre', { text: JSON.stringify(ev.body, null, 1) })]);
+      rows.push([String(ev.seq), ev.type, time(ev.time_ms), causeText(ev), el('pre', { text: JSON.stringify(ev.data, null, 1) })]);
     } catch (err) {
       rows.push([String(seq), errorBox(err), '', '', '']);
     }

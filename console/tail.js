@@ -1,11 +1,11 @@
 // tail.js — the live event tail: the last events of the log, then each new
 // one as it commits, by long-poll (GET /v1/log?from=…&wait_ms=…: tallyd
 // answers as soon as an event after `from` exists, or empty after the
-// wait). A long-poll carries the token in its Authorization header, which
-// a browser's EventSource cannot send.
+// wait), each event its JSON document. A long-poll carries the token in
+// its Authorization header, which a browser's EventSource cannot send.
 
 import * as api from './api.js';
-import { eventOf, entityText } from './event.js';
+import { entityText, entityHref, causeText } from './event.js';
 import { el, fill, int, time, errorBox } from './format.js';
 
 const BACKLOG = 20;      // events shown at the start
@@ -13,15 +13,11 @@ const ROWS_MAX = 200;    // rows kept on the page
 const WAIT_MS = 25000;   // each long-poll's wait (tallyd's limit: 30000)
 
 function row(ev) {
-  const cause = ev.causation ? ev.causation.consumer + ' / ' + ev.causation.key : '—';
-  let about = entityText(ev);
-  const link = Array.isArray(ev.entity) && ev.entity[0] === 'transfer'
-    ? el('a', { href: '#accounts/transfer/' + ev.entity[1], class: 'mono', text: about })
-    : Array.isArray(ev.entity) && ev.entity[0] === 'account'
-      ? el('a', { href: '#accounts/' + ev.entity[1], text: about }) : about;
+  const href = entityHref(ev);
+  const about = href ? el('a', { href, text: entityText(ev) }) : entityText(ev);
   return el('tr', { 'data-seq': String(ev.seq) },
     el('td', { class: 'num', text: int(ev.seq) }), el('td', { text: time(ev.time_ms) }),
-    el('td', { text: ev.type }), el('td', {}, link), el('td', { text: cause }));
+    el('td', { text: ev.type }), el('td', {}, about), el('td', { text: causeText(ev) }));
 }
 
 export function render(main, ctx) {
@@ -46,8 +42,7 @@ export function render(main, ctx) {
         el('th', { scope: 'col', text: h })))), body));
 
   function add(events) {
-    for (const e of events) {
-      const ev = eventOf(e);
+    for (const ev of events) {
       body.prepend(row(ev));
       next = Number(ev.seq) + 1;
     }
