@@ -43,6 +43,7 @@ hash_of() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 {
     printf 'ops %s read,write:*,admin\n' "$(hash_of "$admin_token")"
     printf 'viewer %s read,subscribe:*\n' "$(hash_of "$viewer_token")"
+    printf 'writer %s write:*\n' "$(hash_of console-writer-token)"
 } >"$tmp/auth"
 mkdir -p "$tmp/backups"
 start_tallyd_http check_console --data "$tmp/data" --listen "ipc://$tmp/rep" \
@@ -121,6 +122,35 @@ else
     tail -30 "$tmp/tallyd.log" >&2
     fail "the browser test (above)"
 fi
+# ---- GET /v1/figures: its grant, its arguments, its bound on subscribers ----
+figures() { # figures TOKEN QUERY: the status, the reply in $tmp/figures
+    curl -s -o "$tmp/figures" -w '%{http_code}' ${1:+-H "Authorization: Bearer $1"} "$base/v1/figures$2"
+}
+expect "figures without a token" 401 "$(figures "" "")"
+expect "figures with a token without read" 403 "$(figures console-writer-token "")"
+expect "figures with read" 200 "$(figures "$viewer_token" "")"
+expect "figures?limit=1" 400 "$(figures "$viewer_token" "?limit=1")"
+grep -q '"code":"unknown_field"' "$tmp/figures" && ok "limit: unknown_field" || fail "$(cat "$tmp/figures")"
+expect "figures?since_ms=x" 400 "$(figures "$viewer_token" "?since_ms=x")"
+figures "$viewer_token" "" >/dev/null
+last=$(sed 's/.*"t_ms":\[\([0-9,]*\)\].*/\1/; s/.*,//' "$tmp/figures")
+expect "figures?since_ms=the newest sample's" 200 "$(figures "$viewer_token" "?since_ms=$last")"
+grep -q '"t_ms":\[\([0-9,]*\)\]' "$tmp/figures" && ! grep -q "\"t_ms\":\[[0-9,]*$last" "$tmp/figures" &&
+    ok "only samples after since_ms" || fail "since_ms=$last: $(head -c 300 "$tmp/figures")"
+i=1
+while [ $i -le 16 ]; do # 18 subscribers in all: audit, mailer and these
+    call sub_create "{\"name\":\"sink-$(printf %02d $i)\"}" >/dev/null
+    i=$((i + 1))
+done
+eighteen_counted() {
+    figures "$admin_token" "" >/dev/null && grep -q '"subscribers_total":\[[0-9,]*,18\]' "$tmp/figures"
+}
+wait_for "a sample counting 18 subscribers" 30 eighteen_counted || fail "no sample of 18 subscribers"
+columns=$(grep -o '{"name":"[^"]*"' "$tmp/figures" | sed 's/{"name":"//; s/"//' | tr '\n' ' ')
+expect "the first 16 subscribers by name are sampled" \
+    "audit mailer sink-01 sink-02 sink-03 sink-04 sink-05 sink-06 sink-07 sink-08 sink-09 sink-10 sink-11 sink-12 sink-13 sink-14 " \
+    "$columns"
+
 # ---- without --auth: the console on a loopback address only ----
 kill "$pid" && wait "$pid" 2>/dev/null
 "$TALLYD" --data "$tmp/open" --listen "ipc://$tmp/rep2" --publish "ipc://$tmp/pub2" \
