@@ -58,6 +58,11 @@ function route() {
   // fills a box no longer shown
   const box = el('div', {});
   fill(main, box);
+  if (!who.read) {
+    box.append(el('h1', { text: 'Nothing to show' }),
+      el('p', { class: 'note', text: 'This token does not hold the read grant, which every page needs. Sign in with another.' }));
+    return;
+  }
   try {
     leave = mod.render(box, { who, arg: rest.join('/'), status }) || null;
   } catch (err) {

@@ -113,7 +113,7 @@ fi
 
 # ---- the browser ----
 if TALLY_CHROMIUM="$chromium" node "$modules/console_test.js" "$base" "$admin_token" \
-    "$viewer_token" >"$tmp/browser.log" 2>&1; then
+    "$viewer_token" console-writer-token >"$tmp/browser.log" 2>&1; then
     cat "$tmp/browser.log"
     ok "the browser test (above)"
 else

@@ -1,20 +1,21 @@
 // tests/console/console_test.js — the web console in headless Chromium
 // (run by check_console.sh, which starts tallyd and fills its store):
 //
-//   node console_test.js BASE_URL ADMIN_TOKEN VIEWER_TOKEN
+//   node console_test.js BASE_URL ADMIN_TOKEN VIEWER_TOKEN WRITER_TOKEN
 //
 // Every page loads without a console error, a page error, a refused
 // request or a CSP violation; the numbers shown equal the API's; inputs
 // and charts are labelled; replaying a dead letter from the page moves it
 // back to its subscriber (its next fetch delivers it as a replay); a token
-// without the admin grant sees no replay or discard button. With
+// without the admin grant sees no replay or discard button, and one
+// without the read grant is told so and shown nothing. With
 // TALLY_CONSOLE_SCREENSHOTS=DIR, a PNG of each page goes there.
 // Waits are on facts (an element, a text), each bounded.
 'use strict';
 const path = require('path');
 const puppeteer = require('puppeteer-core');
 
-const [base, adminToken, viewerToken] = process.argv.slice(2);
+const [base, adminToken, viewerToken, writerToken] = process.argv.slice(2);
 const shots = process.env.TALLY_CONSOLE_SCREENSHOTS || '';
 const slowdown = Number(process.env.TALLY_TEST_SLOWDOWN || 1);
 const WAIT_MS = 30000 * slowdown;
@@ -228,6 +229,18 @@ async function viewer(browser) {
   await context.close();
 }
 
+async function writer(browser) {
+  const context = await browser.createBrowserContext();
+  const page = await context.newPage();
+  const problems = [];
+  watch(page, problems);
+  await signIn(page, writerToken, 'writer');
+  await page.waitForFunction(() => /does not hold the read grant/.test(document.body.textContent), { timeout: WAIT_MS })
+    .then(() => ok('writer: told it has no read grant'), () => fail('writer: not told about the read grant'));
+  expect('writer: no page asked anything of the API', '', problems.join('\n'));
+  await context.close();
+}
+
 async function main() {
   const browser = await puppeteer.launch({
     executablePath: process.env.TALLY_CHROMIUM || '/usr/bin/chromium',
@@ -250,6 +263,7 @@ async function main() {
       expect(step.name + ': no console errors', '', problems.splice(0).join('\n'));
     }
     await viewer(browser);
+    await writer(browser);
   } finally {
     await browser.close();
   }
