@@ -42,6 +42,7 @@ struct net_history {
     sample *ring;          /* TALLY_FIGURES_SAMPLES_MAX of them */
     uint32_t first, count; /* the oldest sample's index; samples held */
     uint64_t map_max_bytes;
+    sample scratch; /* the sample being taken (the sampling thread's) */
     /* The subscriber of each column, "" when none has had it. */
     char names[TALLY_FIGURES_SUBSCRIBERS_MAX][TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1];
 };
@@ -146,29 +147,29 @@ static int sample_subs(net_history *h, store_txn *t, int64_t now_ms, sample *s)
 int net_history_sample(net_history *h, store_txn *t, int64_t now_ms,
                        const net_history_counters *c, const net_health_facts *facts)
 {
-    static sample s; /* the sampling thread's: too big for a small stack */
+    sample *s = &h->scratch; /* too big for a small stack */
     net_store_figures f;
-    memset(&s, 0, sizeof(s));
+    memset(s, 0, sizeof(*s));
     int rc = net_store_figures_get(t, &f);
     if (rc == TALLY_ok)
-        rc = sample_subs(h, t, now_ms, &s);
+        rc = sample_subs(h, t, now_ms, s);
     if (rc != TALLY_ok)
         return rc;
-    s.t_ms = now_ms;
-    s.head_seq = f.head.seq;
-    s.commits = c->commits;
-    s.commands = c->commands;
-    s.map_used_bytes = f.map_used_bytes;
-    s.map_size_bytes = f.map_size_bytes;
-    s.disk_known = facts->disk_known;
-    s.disk_free_bytes = facts->disk_free_bytes;
+    s->t_ms = now_ms;
+    s->head_seq = f.head.seq;
+    s->commits = c->commits;
+    s->commands = c->commands;
+    s->map_used_bytes = f.map_used_bytes;
+    s->map_size_bytes = f.map_size_bytes;
+    s->disk_known = facts->disk_known;
+    s->disk_free_bytes = facts->disk_free_bytes;
     pthread_mutex_lock(&h->mu);
     h->map_max_bytes = f.map_max_bytes;
     if (h->count == TALLY_FIGURES_SAMPLES_MAX) {
         h->first = (h->first + 1) % TALLY_FIGURES_SAMPLES_MAX;
         h->count--;
     }
-    *at(h, h->count++) = s;
+    *at(h, h->count++) = *s;
     pthread_mutex_unlock(&h->mu);
     return TALLY_ok;
 }
