@@ -32,11 +32,12 @@ function listPage(main, ctx) {
       const total = f.subscribers_total.length ? f.subscribers_total[f.subscribers_total.length - 1] : r.subscribers.length;
       fill(main, el('h1', { text: 'Subscribers' }),
         table(null, COLUMNS, subscriberRows(r.subscribers), 'No durable subscribers.'),
-        el('h2', { text: 'Backlog over the last hour' }),
+        el('h2', { text: 'The last hour' }),
         total > f.subscribers_max ? el('p', { class: 'note', text: `tallyd samples the first ${f.subscribers_max} subscribers by name; the others have no history here.` }) : null,
         el('div', { class: 'charts' },
           lineChart('Pending events', f.t_ms, sampled.map((s) => ({ label: s.name, values: s.pending })), int),
-          lineChart('Oldest unacked age', f.t_ms, sampled.map((s) => ({ label: s.name, values: s.oldest_unacked_age_s })), seconds)));
+          lineChart('Oldest unacked age', f.t_ms, sampled.map((s) => ({ label: s.name, values: s.oldest_unacked_age_s })), seconds),
+          lineChart('Redeliveries (total)', f.t_ms, sampled.map((s) => ({ label: s.name, values: s.redelivered_total })), int)));
     } catch (err) {
       if (!stopped) fill(main, el('h1', { text: 'Subscribers' }), errorBox(err));
     }
