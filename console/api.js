@@ -47,6 +47,16 @@ export async function get(path, query, signal) {
   return reply(res);
 }
 
+// GET /v1/PATH as a stream (Server-Sent Events): the response, whose body
+// the caller reads as it comes; an ApiError when it is refused.
+export async function stream(path, query, signal) {
+  const q = new URLSearchParams(query || {}).toString();
+  const res = await fetch('/v1/' + path + (q ? '?' + q : ''),
+    { headers: headers({ Accept: 'text/event-stream' }), signal, cache: 'no-store' });
+  if (!res.ok) await reply(res);
+  return res;
+}
+
 // POST /v1/OP with a JSON body (subscriber writes: no idempotency key).
 export async function post(op, body) {
   const res = await fetch('/v1/' + op, {

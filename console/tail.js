@@ -1,8 +1,9 @@
 // tail.js — the live event tail: the last events of the log, then each new
-// one as it commits, by long-poll (GET /v1/log?from=…&wait_ms=…: tallyd
-// answers as soon as an event after `from` exists, or empty after the
-// wait), each event its JSON document. A long-poll carries the token in
-// its Authorization header, which a browser's EventSource cannot send.
+// one as it commits, from the event stream (GET /v1/events?from=SEQ:
+// Server-Sent Events, each event once, in order, each its JSON document).
+// The stream is read with fetch, which sends the token in the
+// Authorization header (a browser's EventSource cannot); when it ends or
+// breaks, the page opens it again from the seq after the last it showed.
 
 import * as api from './api.js';
 import { entityText, entityHref, causeText } from './event.js';
@@ -10,7 +11,7 @@ import { el, fill, int, time, errorBox } from './format.js';
 
 const BACKLOG = 20;      // events shown at the start
 const ROWS_MAX = 200;    // rows kept on the page
-const WAIT_MS = 25000;   // each long-poll's wait (tallyd's limit: 30000)
+const RETRY_MS = 2000;   // a poll interval after a refused or broken stream
 
 function row(ev) {
   const href = entityHref(ev);
@@ -50,19 +51,40 @@ export function render(main, ctx) {
     count.textContent = String(body.rows.length);
   }
 
+  // Each message's data lines, as the event it carries.
+  function messages(text) {
+    const events = [];
+    for (const message of text.split('\n\n')) {
+      const data = message.split('\n').filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(l.startsWith('data: ') ? 6 : 5)).join('\n');
+      if (data) events.push(JSON.parse(data));
+    }
+    return events;
+  }
+
   async function poll() {
     while (!stopped && !paused) {
       controller = new AbortController();
       try {
-        state.textContent = 'waiting for events';
-        const r = await api.get('log', { from: next, limit: 100, wait_ms: WAIT_MS }, controller.signal);
+        const res = await api.stream('events', { from: next }, controller.signal);
+        state.textContent = 'live';
         fill(error);
-        add(r.events);
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let held = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break; // the stream's time is up: open it again
+          held += value;
+          const end = held.lastIndexOf('\n\n');
+          if (end < 0) continue;
+          add(messages(held.slice(0, end)));
+          held = held.slice(end + 2);
+        }
       } catch (err) {
         if (stopped || paused || err.name === 'AbortError') return;
         fill(error, errorBox(err));
-        state.textContent = 'retrying';
-        await new Promise((done) => setTimeout(done, 2000)); // a poll interval after a failure
+        state.textContent = 'reconnecting';
+        await new Promise((done) => setTimeout(done, RETRY_MS));
       }
     }
   }
@@ -71,9 +93,6 @@ export function render(main, ctx) {
     try {
       const stats = await api.get('stats');
       next = Math.max(1, Number(stats.head_seq) - BACKLOG + 1);
-      const r = await api.get('log', { from: next, limit: BACKLOG });
-      add(r.events);
-      if (Number(stats.head_seq) < next) next = Number(stats.head_seq) + 1;
     } catch (err) {
       fill(error, errorBox(err));
     }

@@ -48,7 +48,7 @@ hash_of() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 mkdir -p "$tmp/backups"
 start_tallyd_http check_console --data "$tmp/data" --listen "ipc://$tmp/rep" \
     --publish "ipc://$tmp/pub" --auth "$tmp/auth" --backup-dir "$tmp/backups" \
-    --console-dir "$TALLY_SRCDIR/console"
+    --console-dir "$TALLY_SRCDIR/console" --http-stream-max-s 2
 
 # ---- the files, as served ----
 served() { # served PATH: status and the headers in $tmp/h
