@@ -26,6 +26,7 @@ export function render(main, ctx) {
   const count = el('span', { id: 'tail-count', text: '0' });
   const state = el('span', { class: 'muted', text: 'connecting…' });
   let paused = false, stopped = false, controller = null, next = 1;
+  let removed = null; // the note of events retention removed before the page saw them
   const pause = el('button', { type: 'button', class: 'secondary', 'aria-pressed': 'false', text: 'Pause',
     onclick: () => {
       paused = !paused;
@@ -68,7 +69,7 @@ export function render(main, ctx) {
       try {
         const res = await api.stream('events', { from: next }, controller.signal);
         state.textContent = 'live';
-        fill(error);
+        fill(error, removed);
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let held = '';
         for (;;) {
@@ -82,6 +83,16 @@ export function render(main, ctx) {
         }
       } catch (err) {
         if (stopped || paused || err.name === 'AbortError') return;
+        if (err.code === 'value_out_of_range') { // retention removed `next`: go on from the log's start
+          try {
+            const first = Number((await api.get('stats')).first_seq);
+            if (first > next) {
+              removed = el('p', { class: 'note', text: 'Events ' + next + ' to ' + (first - 1) + ' were removed by retention before this page saw them.' });
+              next = first;
+              continue;
+            }
+          } catch (e) { /* shown below */ }
+        }
         fill(error, errorBox(err));
         state.textContent = 'reconnecting';
         await new Promise((done) => setTimeout(done, RETRY_MS));
@@ -92,7 +103,7 @@ export function render(main, ctx) {
   (async () => {
     try {
       const stats = await api.get('stats');
-      next = Math.max(1, Number(stats.head_seq) - BACKLOG + 1);
+      next = Math.max(1, Number(stats.first_seq) || 1, Number(stats.head_seq) - BACKLOG + 1);
     } catch (err) {
       fill(error, errorBox(err));
     }
