@@ -478,14 +478,16 @@ int http_events_start(server *srv)
         return NNG_ENOMEM;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
-    pthread_mutex_lock(&srv->mu);
-    h->head = srv->head_seq;
-    pthread_mutex_unlock(&srv->mu);
     srv->http->streams = h;
     if (pthread_create(&h->thread, NULL, waker_main, srv) != 0)
         return NNG_ENOMEM;
     h->thread_started = true;
+    pthread_mutex_lock(&srv->mu);
+    pthread_mutex_lock(&h->mu);
+    h->head = srv->head_seq;
+    pthread_mutex_unlock(&h->mu);
     srv->head_moved = head_moved;
+    pthread_mutex_unlock(&srv->mu);
     return 0;
 }
 
