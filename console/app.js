@@ -48,6 +48,7 @@ function sessionBar() {
 function route() {
   if (!who) return;
   if (leave) { leave(); leave = null; }
+  status(''); // a word about what was done on the page left
   const hash = decodeURIComponent(location.hash.replace(/^#/, '')) || 'overview';
   const [page, ...rest] = hash.split('/');
   const mod = PAGES[page] || overview;
