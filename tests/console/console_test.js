@@ -78,6 +78,30 @@ async function accessible(page, what) {
     return bad;
   });
   expect(what + ': every input, button and chart has a name', '', unnamed.join(', '));
+  // WCAG 2 contrast of every text shown against the background behind it
+  const low = await page.evaluate(() => {
+    const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); })
+      .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+    const background = (e) => {
+      for (; e; e = e.parentElement) {
+        const c = rgb(getComputedStyle(e).backgroundColor);
+        if (c.length === 3 || (c.length === 4 && c[3] > 0)) return c;
+      }
+      return [255, 255, 255];
+    };
+    const bad = [];
+    for (const e of document.querySelectorAll('body *')) {
+      if (e.closest('svg') || !e.offsetParent && getComputedStyle(e).position !== 'fixed') continue;
+      const own = Array.from(e.childNodes).some((n) => n.nodeType === 3 && n.textContent.trim());
+      if (!own) continue;
+      const a = lum(rgb(getComputedStyle(e).color)), b = lum(background(e));
+      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      if (ratio < 4.5) bad.push(e.tagName.toLowerCase() + ' "' + e.textContent.trim().slice(0, 30) + '" ' + ratio.toFixed(2));
+    }
+    return bad;
+  });
+  expect(what + ': every text has a contrast of 4.5:1 or more', '', low.join('; '));
 }
 
 async function shot(page, name) {
