@@ -97,11 +97,11 @@ async function accessible(page, what) {
       if (!own) continue;
       const a = lum(rgb(getComputedStyle(e).color)), b = lum(background(e));
       const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-      if (ratio < 4.5) bad.push(e.tagName.toLowerCase() + ' "' + e.textContent.trim().slice(0, 30) + '" ' + ratio.toFixed(2));
+      if (ratio < 7) bad.push(e.tagName.toLowerCase() + ' "' + e.textContent.trim().slice(0, 30) + '" ' + ratio.toFixed(2));
     }
     return bad;
   });
-  expect(what + ': every text has a contrast of 4.5:1 or more', '', low.join('; '));
+  expect(what + ': every text has a contrast of 7:1 or more', '', low.join('; '));
 }
 
 async function shot(page, name) {
