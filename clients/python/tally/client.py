@@ -386,7 +386,8 @@ class Client:
                idle_timeout_s: float = 60.0) -> "EventStream":
         """The live event stream (``GET /v1/events``, Server-Sent Events)
         as an iterator of :class:`~tally.types.Event`: from ``from_seq``,
-        after ``last_event_id``, or (neither) only new events. It
+        after ``last_event_id``, or (neither) the events committed after
+        this call (it reads the head with ``stats``). It
         reconnects by itself and yields each event once, in seq order."""
         from .events import EventStream
         return EventStream(self, from_seq=from_seq, last_event_id=last_event_id,

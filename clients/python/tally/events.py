@@ -48,6 +48,10 @@ class EventStream(Iterator[Event]):
         self._retry_ms: Optional[int] = None
         self.connects = 0
         self._closed = False
+        if self.last_seq is None and self._from_seq is None:
+            # Only new events: those after the head now, asked for by seq,
+            # so that a reconnect before the first event misses none either.
+            self._from_seq = client.stats().head_seq + 1
 
     def __enter__(self) -> "EventStream":
         return self
@@ -88,10 +92,6 @@ class EventStream(Iterator[Event]):
 
     def _start_position(self) -> Dict[str, str]:
         """The query and headers that resume the stream where it stands."""
-        if self.last_seq is None and self._from_seq is None:
-            # Only new events, but from a seq of its own: a reconnect
-            # before the first event then misses nothing either.
-            self._from_seq = self.client.stats().head_seq + 1
         if self.last_seq is not None:
             return {"Last-Event-ID": str(self.last_seq)}
         return {"query": f"?from={self._from_seq}"}
