@@ -6,7 +6,8 @@
 # and python3-pytest (setup.sh installs them; the python3 on PATH may be
 # another build without pytest). Then `pip install` of the package from a
 # copy of clients/python into a temp directory, and an import of what was
-# installed. No pytest or no pip is a failure, never a skip.
+# installed; and mypy --strict over the package (python3-mypy). No pytest,
+# no mypy or no pip is a failure, never a skip.
 # Run by make check (TALLYD, TALLY_SRCDIR from the test environment).
 set -u
 : "${TALLYD:?run by make check}" "${TALLY_SRCDIR:?}"
@@ -22,6 +23,15 @@ if PYTHONDONTWRITEBYTECODE=1 TMPDIR="$tmp" "$py" -m pytest -p no:cacheprovider -
     ok "pytest clients/python/tests"
 else
     fail "pytest clients/python/tests (above)"
+fi
+
+# the type hints hold: mypy --strict, for the oldest Python the package takes
+if "$py" -m mypy --strict --python-version 3.9 --cache-dir "$tmp/mypy" \
+    "$TALLY_SRCDIR/clients/python/tally" >"$tmp/mypy.log" 2>&1; then
+    ok "mypy --strict clients/python/tally"
+else
+    cat "$tmp/mypy.log" >&2
+    fail "mypy --strict clients/python/tally"
 fi
 
 # installable with pip (from a copy: a build writes next to its sources)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ._http import RetryPolicy, Transport, quote_segment, query_string
 from .errors import TallyError, error_for
@@ -18,6 +18,9 @@ from .keys import new_key, parse_id, transfer_id_for_key
 from .types import (AccountPage, AckResult, Account, DeadLetterPage, Entitlement, FetchResult,
                     HistoryPage, LogPage, NakResult, Stats, SubCreateResult, SubscriberInfo,
                     Transfer, WriteResult)
+
+if TYPE_CHECKING:
+    from .events import EventStream
 
 DEFAULT_URL = "http://127.0.0.1:7452"
 DEFAULT_CONSUMER = "http"

@@ -33,12 +33,12 @@ def _build(cls: Type[T], data: Mapping[str, Any], **given: Any) -> T:
     name, ints converted by the value rule, fields absent from ``data`` left
     at their default, ``given`` overriding."""
     kwargs: Dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         if f.name in given:
             kwargs[f.name] = given[f.name]
         elif f.name in data:
             v = data[f.name]
-            kwargs[f.name] = _int(v) if f.type in _INT_TYPES else v
+            kwargs[f.name] = _int(v) if isinstance(f.type, str) and f.type in _INT_TYPES else v
     return cls(**kwargs)
 
 
