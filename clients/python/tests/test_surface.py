@@ -11,6 +11,11 @@ import subprocess
 import tally
 from support import SOURCE_DIR, tallyd_program
 
+# Query arguments the client does not offer: `format=msgpack` gives events
+# as their stored bytes, which this client does not decode (it reads the
+# JSON documents, the default).
+NOT_OFFERED = {"format"}
+
 CLASSES = {"B": tally.BusinessRejection, "V": tally.InvalidCommand, "R": tally.RefusedRequest,
            "F": tally.Fault}
 
@@ -37,6 +42,8 @@ def test_every_op_of_the_openapi_document_is_a_method() -> None:
             if p.get("in") != "query":
                 continue
             name = "from_seq" if p["name"] == "from" else p["name"]
+            if name in NOT_OFFERED:
+                continue
             assert name in params, f"{op}: the query argument {p['name']} of {path}"
 
 
