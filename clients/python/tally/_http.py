@@ -151,20 +151,37 @@ class Transport:
         if data is not None:
             h["Content-Type"] = "application/json"
         try:
-            conn = self._connection(timeout_s)
-            conn.request(method, self.prefix + path, body=data, headers=h)
-            resp = conn.getresponse()
-            raw = resp.read()
-            reply_headers = {k.lower(): v for k, v in resp.getheaders()}
-            if resp.will_close:
+            try:
+                resp, raw = self._exchange(method, path, data, h, timeout_s)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                # A kept-alive connection the server closed while idle:
+                # once more on a new one, at once (the request is
+                # idempotent either way).
                 self._drop()
+                resp, raw = self._exchange(method, path, data, h, timeout_s)
         except socket.timeout as e:
             self._drop()
             raise Fault("timed_out", f"no reply within {timeout_s:.1f} s ({e})", key=key) from e
         except (OSError, http.client.HTTPException) as e:
             self._drop()
             raise Fault("unreachable", f"{self.base_url}: {e!r}", key=key) from e
+        reply_headers = {k.lower(): v for k, v in resp.getheaders()}
         return Reply(resp.status, reply_headers, _json_body(resp.status, raw))
+
+    def _exchange(self, method: str, path: str, data: Optional[bytes], headers: Dict[str, str],
+                  timeout_s: float) -> Tuple[http.client.HTTPResponse, bytes]:
+        conn = self._connection(timeout_s)
+        conn.request(method, self.prefix + path, body=data, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        if resp.will_close:
+            self._drop()
+        return resp, raw
+
+    def close(self) -> None:
+        """Close this thread's kept-alive connection (a next call opens
+        another)."""
+        self._drop()
 
     # ---- a call: attempts within the deadline ----
 

@@ -89,6 +89,16 @@ class Client:
         self.consumer = consumer
         self.retry = retry or RetryPolicy()
 
+    def close(self) -> None:
+        """Close the calling thread's connection to the server."""
+        self.transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     @property
     def url(self) -> str:
         """The server's HTTP URL."""

@@ -193,3 +193,11 @@ def test_min_seq_reaches_the_real_server(client: tally.Client) -> None:
         assert (e.code, e.message) == ("unknown_field", "min_seq")
     else:
         assert account is not None and account.id == 1
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_at_once(tallyd: Tallyd) -> None:
+    once = tally.Client(tallyd.url, retry=tally.RetryPolicy(deadline_s=0))  # no retries
+    assert once.stats().head_seq == 0
+    tallyd.stop()
+    tallyd.start()  # the client's kept-alive connection is dead now
+    assert once.stats().head_seq == 0
