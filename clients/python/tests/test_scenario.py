@@ -5,9 +5,12 @@ posted in part and another voided, an entitlement granted, extended and
 checked; and the reads that show each step."""
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 import tally
+from support import Tallyd
 
 
 def test_accounts_and_a_transfer_with_its_retry(client: tally.Client) -> None:
@@ -151,3 +154,22 @@ def test_reads_chain_batch_and_stats(client: tally.Client) -> None:
     big = 2 ** 64 - 1
     client.account_open(big, ledger=1, code=10)
     assert client.account_get(big).id == big
+
+
+def test_the_token_goes_in_the_authorization_header() -> None:
+    token = "py-token"
+    server = Tallyd()
+    auth = server.dir / "auth"
+    auth.write_text(f"all {hashlib.sha256(token.encode()).hexdigest()} write:*,read\n")
+    auth.chmod(0o600)
+    (server.dir / "backups").mkdir()
+    server.extra_args = ["--auth", str(auth), "--backup-dir", str(server.dir / "backups")]
+    try:
+        server.start()
+        with pytest.raises(tally.RefusedRequest) as anonymous:
+            tally.Client(server.url, token="").stats()
+        assert anonymous.value.code == "unauthenticated" and anonymous.value.status == 401
+        c = tally.Client(server.url, token=token)
+        assert c.account_open(1, ledger=1, code=10).ok and c.stats().accounts == 1
+    finally:
+        server.cleanup()
