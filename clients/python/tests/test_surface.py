@@ -47,6 +47,13 @@ def test_every_op_of_the_openapi_document_is_a_method() -> None:
             assert name in params, f"{op}: the query argument {p['name']} of {path}"
 
 
+def test_the_event_stream_of_the_openapi_document_is_a_method() -> None:
+    doc = json.loads((SOURCE_DIR / "docs" / "openapi.json").read_text())
+    params = {p["name"] for p in doc["paths"]["/v1/events"]["get"]["parameters"]}
+    assert params == {"from", "Last-Event-ID"}
+    assert {"from_seq", "last_event_id"} <= set(inspect.signature(tally.Client.events).parameters)
+
+
 def _resolve(doc: dict, ref: str) -> dict:
     node = doc
     for part in ref.lstrip("#/").split("/"):
