@@ -166,7 +166,7 @@ class Transport:
             self._drop()
             raise Fault("unreachable", f"{self.base_url}: {e!r}", key=key) from e
         reply_headers = {k.lower(): v for k, v in resp.getheaders()}
-        return Reply(resp.status, reply_headers, _json_body(resp.status, raw))
+        return Reply(resp.status, reply_headers, json_body(resp.status, raw))
 
     def _exchange(self, method: str, path: str, data: Optional[bytes], headers: Dict[str, str],
                   timeout_s: float) -> Tuple[http.client.HTTPResponse, bytes]:
@@ -229,7 +229,7 @@ class Transport:
                     body = next_body
 
 
-def _json_body(status: int, raw: bytes) -> Dict[str, Any]:
+def json_body(status: int, raw: bytes) -> Dict[str, Any]:
     """The reply's JSON object; a body that is not one (the HTTP listener's
     plain-text refusals) as ``{"code", "message"}`` by its status."""
     try:

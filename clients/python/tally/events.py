@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from .errors import DeadlineExceeded, Fault, TallyError, error_for
-from ._http import RETRYABLE_CODES, _json_body, retry_after_s
+from ._http import RETRYABLE_CODES, json_body, retry_after_s
 from .types import Event
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class EventStream(Iterator[Event]):
             raise Fault("unreachable", f"{transport.base_url}: {e!r}") from e
         content_type = resp.getheader("Content-Type", "")
         if resp.status != 200 or not content_type.startswith("text/event-stream"):
-            body = _json_body(resp.status, resp.read())
+            body = json_body(resp.status, resp.read())
             if resp.status == 200:
                 body = {"code": "internal", "message": f"GET /v1/events: not an event stream"
                                                        f" (Content-Type {content_type!r})"}

@@ -116,6 +116,10 @@ def test_grant_extend_and_check_an_entitlement(client: tally.Client) -> None:
     assert client.entitlement_get("nobody", "pro") is None
     assert client.revoke("user-7", "pro", source_order=3).ok
     assert not client.has_entitlement("user-7", "pro")
+    # a subject with a "/" is no GET path segment: read with POST /v1/<op>
+    client.grant("org/7", "pro")
+    assert client.entitlement_get("org/7", "pro").valid_until_ms is None  # for life
+    assert [e.subject for e in client.entitlement_list("org/7")] == ["org/7"]
 
 
 def test_reads_chain_batch_and_stats(client: tally.Client) -> None:

@@ -132,3 +132,35 @@ def test_the_inbox_rolls_back_a_failed_handler(tmp_path: Path) -> None:
     assert [r[0] for r in inbox.connection.execute("SELECT x FROM t")] == [2]
     assert inbox.processed("01a2-x") == 1
     assert (inbox.applied, inbox.repeated) == (1, 1)
+
+
+def test_every_subscriber_op(client: tally.Client) -> None:
+    make_events(client, 2)  # 3 events
+    made = client.sub_create("mailer")
+    assert made.created and made.subscriber.pending == 3
+    assert not client.sub_create("mailer").created  # the same again: fine
+    assert [s.name for s in client.sub_list()] == ["mailer"]
+    assert [s.name for s in client.stats().subscribers] == ["mailer"]
+    fetched = client.sub_fetch("mailer", max=2)
+    assert [d.seq for d in fetched.events] == [1, 2] and fetched.head == 3
+    assert client.sub_ack("mailer", seq=1) == tally.AckResult(ack_floor=1, acked=1)
+    nak = client.sub_nak("mailer", 2, delay_ms=60000, error="smtp down")
+    assert nak.attempt == 1 and nak.deliver_after_ms > 0
+    assert client.sub_park("mailer", 2, reason="bad address") == 2
+    dead = client.dlq_list("mailer")
+    assert [(d.seq, d.error, d.type) for d in dead.entries] == [(2, "bad address",
+                                                               "account.opened")]
+    assert dead.next is None
+    assert client.dlq_replay("mailer", 2) == 1
+    again = client.sub_fetch("mailer", max=1)
+    assert [(d.seq, d.replay) for d in again.events] == [(2, True)]
+    client.sub_park("mailer", 2)
+    assert client.dlq_discard("mailer", 2)
+    assert client.sub_get("mailer").dead_letters == 0
+    assert client.sub_delete("mailer")
+    try:
+        client.sub_get("mailer")
+    except tally.RefusedRequest as e:
+        assert e.code == "subscriber_not_found" and e.status == 404
+    else:
+        raise AssertionError("sub_get of a deleted subscriber answered")
