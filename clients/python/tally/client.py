@@ -61,6 +61,14 @@ def member(op: str, **fields: Any) -> Dict[str, Any]:
     return m
 
 
+def _token_from_environment() -> Optional[str]:
+    path = os.environ.get("TALLY_TOKEN_FILE")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()
+    return os.environ.get("TALLY_TOKEN")
+
+
 def _fields(**fields: Any) -> Dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -71,8 +79,9 @@ class Client:
     Args:
         url: the HTTP face, e.g. ``http://127.0.0.1:7452`` (default
             ``$TALLY_HTTP_URL``, else that).
-        token: the bearer token when tallyd runs with ``--auth`` (default
-            ``$TALLY_TOKEN``).
+        token: the bearer token when tallyd runs with ``--auth`` (default:
+            the first line of the file ``$TALLY_TOKEN_FILE``, else
+            ``$TALLY_TOKEN``, as for the CLI and tally-relay).
         consumer: the namespace of this client's keys (``Tally-Consumer``).
         retry: the retry policy of every call (:class:`RetryPolicy`).
         ssl_context: for an ``https://`` URL, e.g. with tallyd's CA.
@@ -84,7 +93,8 @@ class Client:
                  consumer: str = DEFAULT_CONSUMER, retry: Optional[RetryPolicy] = None,
                  ssl_context: Optional[ssl.SSLContext] = None):
         url = url or os.environ.get("TALLY_HTTP_URL") or DEFAULT_URL
-        token = token if token is not None else os.environ.get("TALLY_TOKEN")
+        if token is None:
+            token = _token_from_environment()
         self.transport = Transport(url, token, ssl_context)
         self.consumer = consumer
         self.retry = retry or RetryPolicy()

@@ -160,7 +160,7 @@ def test_reads_chain_batch_and_stats(client: tally.Client) -> None:
     assert client.account_get(big).id == big
 
 
-def test_the_token_goes_in_the_authorization_header() -> None:
+def test_the_token_goes_in_the_authorization_header(monkeypatch: pytest.MonkeyPatch) -> None:
     token = "py-token"
     server = Tallyd()
     auth = server.dir / "auth"
@@ -175,5 +175,13 @@ def test_the_token_goes_in_the_authorization_header() -> None:
         assert anonymous.value.code == "unauthenticated" and anonymous.value.status == 401
         c = tally.Client(server.url, token=token)
         assert c.account_open(1, ledger=1, code=10).ok and c.stats().accounts == 1
+        # from the environment: $TALLY_TOKEN_FILE first, else $TALLY_TOKEN
+        (server.dir / "token").write_text(token + "\n")
+        monkeypatch.setenv("TALLY_TOKEN", "not-this-one")
+        monkeypatch.setenv("TALLY_TOKEN_FILE", str(server.dir / "token"))
+        assert tally.Client(server.url).stats().accounts == 1
+        monkeypatch.delenv("TALLY_TOKEN_FILE")
+        monkeypatch.setenv("TALLY_TOKEN", token)
+        assert tally.Client(server.url).stats().accounts == 1
     finally:
         server.cleanup()
