@@ -43,7 +43,7 @@ def wait_for(what: str, seconds: float, condition: Callable[[], Optional[T]]) ->
             return value
         if time.monotonic() >= deadline:
             raise AssertionError(f"waited {seconds} s (x{slowdown():g}) for: {what}")
-        time.sleep(0.02)
+        time.sleep(0.02)  # the one pause
 
 
 def tallyd_program() -> str:
