@@ -7,6 +7,8 @@
 #          tests/support/wait.c (test_pause_ms);
 #   shell: a sleep command in tests/**/*.sh, except the pause() line of
 #          tests/support/shell_test.sh;
+#   Python: sleep( in clients/python/tests/*.py (the Python client's
+#          tests), except the pause of wait_for in its support.py;
 # unless the line is on tests/sleep-allow.txt (FILE|TEXT|REASON: a line of
 # FILE containing TEXT). An entry that matches no sleep fails too, so the
 # list only shrinks. Reads the sources under $TALLY_SRCDIR (make check sets
@@ -22,6 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 cd "$src" || exit 1
 c_sleep='(^|[^[:alnum:]_])(sleep|usleep|nanosleep|clock_nanosleep|nng_msleep)[[:space:]]*\(|(^|[^[:alnum:]_])poll[[:space:]]*\([[:space:]]*(NULL|0)[[:space:]]*,[[:space:]]*0[[:space:]]*,'
 sh_sleep='(^|[^[:alnum:]_.$/-])sleep([[:space:]]|;|$)'
+py_sleep='(^|[^[:alnum:]_])sleep[[:space:]]*\('
 {
     find tests -type f \( -name '*.c' -o -name '*.h' \) ! -path tests/support/wait.c | sort |
         while read -r f; do grep -nE "$c_sleep" "$f" | sed "s|^|$f:|"; done
@@ -30,6 +33,12 @@ sh_sleep='(^|[^[:alnum:]_.$/-])sleep([[:space:]]|;|$)'
         grep -nE "$sh_sleep" "$f" | grep -vE '^[0-9]+:[[:space:]]*#' |
             if [ "$f" = tests/support/shell_test.sh ]; then grep -vE '^[0-9]+:pause\(\) \{'; else cat; fi |
             sed "s|^|$f:|"
+    done
+    find clients/python/tests -type f -name '*.py' 2>/dev/null | sort | while read -r f; do
+        grep -nE "$py_sleep" "$f" | grep -vE '^[0-9]+:[[:space:]]*#' |
+            if [ "$f" = clients/python/tests/support.py ]; then
+                grep -vE '^[0-9]+:[[:space:]]*time\.sleep\(0\.02\)  # the one pause$'
+            else cat; fi | sed "s|^|$f:|"
     done
 } >"$tmp/found"
 
@@ -56,4 +65,4 @@ while IFS='|' read -r afile atext areason; do
         { echo "check_no_sleep: tests/sleep-allow.txt: $afile|$atext matches no sleep: remove it" >&2; failures=$((failures + 1)); }
 done <"$tmp/allow"
 [ "$failures" -eq 0 ] || { echo "check_no_sleep: $failures failures" >&2; exit 1; }
-echo "check_no_sleep: $(find tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.sh' \) | wc -l) files, $(wc -l <"$tmp/found") allowed sleeps"
+echo "check_no_sleep: $( (find tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.sh' \); find clients/python/tests -name '*.py' 2>/dev/null) | wc -l) files, $(wc -l <"$tmp/found") allowed sleeps"

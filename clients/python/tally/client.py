@@ -1,0 +1,417 @@
+"""The client: every op of tallyd's JSON API as a method with a typed result.
+
+Method names are the op names of docs/PROTOCOL.md (``account_open``,
+``transfer``, ..., ``dlq_discard``); ``tests/test_ops.py`` checks that every
+op of docs/openapi.json has one. Writes return a :class:`WriteResult` and
+raise the exception of their code's class otherwise (tally.errors); reads
+return their object (``None`` for an entity that does not exist).
+"""
+from __future__ import annotations
+
+import os
+import ssl
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from ._http import RetryPolicy, Transport, quote_segment, query_string
+from .errors import TallyError, error_for
+from .keys import new_key, parse_id, transfer_id_for_key
+from .types import (AccountPage, AckResult, Account, DeadLetterPage, Entitlement, FetchResult,
+                    HistoryPage, LogPage, NakResult, Stats, SubCreateResult, SubscriberInfo,
+                    Transfer, WriteResult)
+
+if TYPE_CHECKING:
+    from .events import EventStream
+
+DEFAULT_URL = "http://127.0.0.1:7452"
+DEFAULT_CONSUMER = "http"
+PENDING = 1
+"""``transfer`` flags bit 0: a hold (post or void it later)."""
+
+IdLike = Any  # 32 hex digits, UUID text, 16 bytes or an int
+
+
+def id_hex(value: IdLike) -> str:
+    """A 16-byte id as the 32 hex digits the wire takes: from 32 hex digits
+    (dashes allowed), 16 bytes, or a non-negative int below 2^128."""
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) != 16:
+            raise ValueError("an id is 16 bytes")
+        return bytes(value).hex()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value.to_bytes(16, "big").hex()
+    if isinstance(value, str):
+        raw = parse_id(value)
+        if raw is not None:
+            return raw.hex()
+    raise ValueError(f"not a 16-byte id (32 hex digits): {value!r}")
+
+
+def member(op: str, **fields: Any) -> Dict[str, Any]:
+    """A ``chain`` or ``batch`` member: the op and its fields (None left
+    out; the 16-byte ids ``id``, ``pending_id`` and ``grant_transfer_id``
+    in any form :func:`id_hex` takes). A batch member may carry its own
+    ``key``; a transfer member needs its ``id`` (:func:`tally.new_id`)."""
+    m: Dict[str, Any] = {"op": op}
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name in ("pending_id", "grant_transfer_id") or (name == "id" and op == "transfer"):
+            value = id_hex(value)
+        m[name] = value
+    return m
+
+
+def _token_from_environment() -> Optional[str]:
+    path = os.environ.get("TALLY_TOKEN_FILE")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()
+    return os.environ.get("TALLY_TOKEN")
+
+
+def _fields(**fields: Any) -> Dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+class Client:
+    """A client of one tallyd's HTTP face (``tallyd --http``).
+
+    Args:
+        url: the HTTP face, e.g. ``http://127.0.0.1:7452`` (default
+            ``$TALLY_HTTP_URL``, else that).
+        token: the bearer token when tallyd runs with ``--auth`` (default:
+            the first line of the file ``$TALLY_TOKEN_FILE``, else
+            ``$TALLY_TOKEN``, as for the CLI and tally-relay).
+        consumer: the namespace of this client's keys (``Tally-Consumer``).
+        retry: the retry policy of every call (:class:`RetryPolicy`).
+        ssl_context: for an ``https://`` URL, e.g. with tallyd's CA.
+
+    Any number of threads may share one client.
+    """
+
+    def __init__(self, url: Optional[str] = None, *, token: Optional[str] = None,
+                 consumer: str = DEFAULT_CONSUMER, retry: Optional[RetryPolicy] = None,
+                 ssl_context: Optional[ssl.SSLContext] = None):
+        url = url or os.environ.get("TALLY_HTTP_URL") or DEFAULT_URL
+        if token is None:
+            token = _token_from_environment()
+        self.transport = Transport(url, token, ssl_context)
+        self.consumer = consumer
+        self.retry = retry or RetryPolicy()
+
+    def close(self) -> None:
+        """Close the calling thread's connection to the server."""
+        self.transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        """The server's HTTP URL."""
+        return self.transport.base_url
+
+    # ---- the exchange ----
+
+    def request(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None, *,
+                key: Optional[str] = None, wait_ms: int = 0,
+                retry: Optional[RetryPolicy] = None, on_retry: Any = None) -> Dict[str, Any]:
+        """One call of the API, retried by the policy: the reply's JSON
+        object when its code is ``ok``; else raises the code's exception.
+        ``key`` (writes) is sent as ``Idempotency-Key`` with the consumer."""
+        headers = {}
+        if key is not None:
+            headers = {"Idempotency-Key": key, "Tally-Consumer": self.consumer}
+        reply = self.transport.call(method, path, body, headers=headers, key=key,
+                                    policy=retry or self.retry, wait_s=wait_ms / 1000.0,
+                                    on_retry=on_retry)
+        code = str(reply.body.get("code", ""))
+        if code != "ok":
+            raise error_for(code, str(reply.body.get("message", "")), status=reply.status,
+                            key=key, reply=reply.body)
+        return reply.body
+
+    def _write(self, op: str, body: Dict[str, Any], key: Optional[str],
+               correlation: Optional[str], **given: Any) -> WriteResult:
+        key = key if key is not None else new_key()
+        if correlation is not None:
+            body["correlation"] = correlation
+        reply = self.request("POST", f"/v1/{op}", body, key=key)
+        return WriteResult.from_json(reply, **given)
+
+    def _read(self, path: str, args: Mapping[str, Any], op: str, body: Mapping[str, Any],
+              min_seq: Optional[int], wait_ms: int = 0) -> Dict[str, Any]:
+        """A read by its GET route; by ``POST /v1/<op>`` when a path
+        parameter holds a ``/`` (a GET path parameter is one segment)."""
+        if min_seq is not None:
+            args = dict(args, min_seq=min_seq)
+        if any("/" in str(v) for v in body.values() if isinstance(v, str)):
+            return self.request("POST", f"/v1/{op}", _fields(**body, **args), wait_ms=wait_ms)
+        return self.request("GET", path + query_string(args), wait_ms=wait_ms)
+
+    def _get_or_none(self, *call: Any) -> Optional[Dict[str, Any]]:
+        try:
+            return self._read(*call)
+        except TallyError as e:
+            if e.code == "not_found":
+                return None
+            raise
+
+    # ---- writes ----
+
+    def account_open(self, id: int, ledger: int, code: int, flags: int = 0, *,
+                     key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
+        """Open account ``id`` on ``ledger`` with account ``code``; ``flags``
+        bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits.
+        An existing account with the same fields is ``exists`` (a
+        :class:`~tally.errors.BusinessRejection`)."""
+        return self._write("account_open", _fields(id=id, ledger=ledger, code=code, flags=flags),
+                           key, correlation)
+
+    def transfer(self, debit_account_id: int, credit_account_id: int, amount: int, ledger: int,
+                 code: int, *, id: Optional[IdLike] = None, flags: int = 0,
+                 timeout_s: Optional[int] = None, key: Optional[str] = None,
+                 correlation: Optional[str] = None) -> WriteResult:
+        """Move ``amount`` from one account to the other, or hold it
+        (``flags=tally.PENDING``, see :meth:`hold`). Without ``id`` the
+        server derives it from the consumer and key; the result's
+        ``transfer_id`` is the transfer's id either way."""
+        key = key if key is not None else new_key()
+        body = _fields(debit_account_id=debit_account_id, credit_account_id=credit_account_id,
+                       amount=amount, ledger=ledger, code=code, flags=flags, timeout_s=timeout_s)
+        if id is not None:
+            transfer_id = id_hex(id)
+            body["id"] = transfer_id
+        else:
+            transfer_id = transfer_id_for_key(self.consumer, key)
+        return self._write("transfer", body, key, correlation, transfer_id=transfer_id)
+
+    def hold(self, debit_account_id: int, credit_account_id: int, amount: int, ledger: int,
+             code: int, *, timeout_s: int = 0, id: Optional[IdLike] = None,
+             key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
+        """A pending transfer (a hold), expiring after ``timeout_s`` (0:
+        never); resolve it with :meth:`post` or :meth:`void` by its
+        ``transfer_id``."""
+        return self.transfer(debit_account_id, credit_account_id, amount, ledger, code, id=id,
+                             flags=PENDING, timeout_s=timeout_s, key=key, correlation=correlation)
+
+    def post(self, pending_id: IdLike, amount: Optional[int] = None, *,
+             key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
+        """Post (capture) a hold: ``amount`` of it, or all of it when None."""
+        return self._write("post", _fields(pending_id=id_hex(pending_id), amount=amount), key,
+                           correlation)
+
+    def void(self, pending_id: IdLike, *, key: Optional[str] = None,
+             correlation: Optional[str] = None) -> WriteResult:
+        """Void a hold."""
+        return self._write("void", {"pending_id": id_hex(pending_id)}, key, correlation)
+
+    def grant(self, subject: str, feature: str, *, valid_until_ms: Optional[int] = None,
+              duration_ms: Optional[int] = None, source_order: Optional[int] = None,
+              grant_transfer_id: Optional[IdLike] = None, key: Optional[str] = None,
+              correlation: Optional[str] = None) -> WriteResult:
+        """Grant ``feature`` to ``subject`` until ``valid_until_ms``, for
+        ``duration_ms`` from now, or for life (neither)."""
+        body = _fields(subject=subject, feature=feature, valid_until_ms=valid_until_ms,
+                       duration_ms=duration_ms, source_order=source_order)
+        if grant_transfer_id is not None:
+            body["grant_transfer_id"] = id_hex(grant_transfer_id)
+        return self._write("grant", body, key, correlation)
+
+    def extend(self, subject: str, feature: str, *, valid_until_ms: Optional[int] = None,
+               duration_ms: Optional[int] = None, source_order: Optional[int] = None,
+               key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
+        """Extend an entitlement to ``valid_until_ms``, or by ``duration_ms``
+        from its current end."""
+        return self._write("extend", _fields(subject=subject, feature=feature,
+                                             valid_until_ms=valid_until_ms,
+                                             duration_ms=duration_ms, source_order=source_order),
+                           key, correlation)
+
+    def revoke(self, subject: str, feature: str, *, source_order: Optional[int] = None,
+               key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
+        """Revoke an entitlement."""
+        return self._write("revoke", _fields(subject=subject, feature=feature,
+                                             source_order=source_order), key, correlation)
+
+    def chain(self, ops: Sequence[Mapping[str, Any]], *, key: Optional[str] = None,
+              correlation: Optional[str] = None) -> WriteResult:
+        """Apply the members (:func:`member`) all or nothing under one key.
+        A failing member raises its code's exception; ``reply["codes"]`` and
+        ``reply["failed_index"]`` of the exception say which."""
+        return self._write("chain", {"ops": [dict(m) for m in ops]}, key, correlation)
+
+    def batch(self, ops: Sequence[Mapping[str, Any]], *, key: Optional[str] = None
+              ) -> List[WriteResult]:
+        """Independent writes in one request, each with its own result (not
+        raised: see :attr:`WriteResult.ok` and :meth:`WriteResult.error`).
+        A member without a ``key`` gets one derived from ``key``."""
+        key = key if key is not None else new_key()
+        reply = self.request("POST", "/v1/batch", {"ops": [dict(m) for m in ops]}, key=key)
+        return [WriteResult.from_json(r) for r in reply.get("results", [])]
+
+    # ---- reads ----
+
+    def account_get(self, id: int, *, min_seq: Optional[int] = None) -> Optional[Account]:
+        """Account ``id``, or None when there is none."""
+        reply = self._get_or_none(f"/v1/accounts/{quote_segment(id)}", {}, "account_get",
+                                  {"id": id}, min_seq)
+        return None if reply is None else Account.from_json(reply["account"])
+
+    def account_history(self, id: int, *, after_seq: Optional[int] = None,
+                        limit: Optional[int] = None, reverse: Optional[bool] = None,
+                        min_seq: Optional[int] = None) -> HistoryPage:
+        """A page of the events that moved account ``id``'s balances."""
+        reply = self._read(f"/v1/accounts/{quote_segment(id)}/history",
+                           _fields(after_seq=after_seq, limit=limit, reverse=reverse),
+                           "account_history", {"id": id}, min_seq)
+        return HistoryPage.from_json(reply)
+
+    def account_list(self, *, after_id: Optional[int] = None, limit: Optional[int] = None,
+                     min_seq: Optional[int] = None) -> AccountPage:
+        """A page of accounts in id order, after ``after_id``."""
+        reply = self._read("/v1/accounts", _fields(after_id=after_id, limit=limit),
+                           "account_list", {}, min_seq)
+        return AccountPage.from_json(reply)
+
+    def transfer_get(self, id: IdLike, *, min_seq: Optional[int] = None) -> Optional[Transfer]:
+        """Transfer ``id``, or None when there is none."""
+        hex_id = id_hex(id)
+        reply = self._get_or_none(f"/v1/transfers/{hex_id}", {}, "transfer_get",
+                                  {"id": hex_id}, min_seq)
+        return None if reply is None else Transfer.from_json(reply["transfer"])
+
+    def entitlement_get(self, subject: str, feature: str, *, min_seq: Optional[int] = None
+                        ) -> Optional[Entitlement]:
+        """One entitlement, its state evaluated now; None when there is none."""
+        reply = self._get_or_none(f"/v1/entitlements/{quote_segment(subject)}",
+                                  {"feature": feature}, "entitlement_get",
+                                  {"subject": subject}, min_seq)
+        return None if reply is None else Entitlement.from_json(reply["entitlement"])
+
+    def entitlement_list(self, subject: str, *, min_seq: Optional[int] = None
+                         ) -> List[Entitlement]:
+        """A subject's entitlements (empty for an unknown subject)."""
+        reply = self._read(f"/v1/entitlements/{quote_segment(subject)}", {},
+                           "entitlement_list", {"subject": subject}, min_seq)
+        return [Entitlement.from_json(e) for e in reply.get("entitlements", [])]
+
+    def has_entitlement(self, subject: str, feature: str, *, min_seq: Optional[int] = None
+                        ) -> bool:
+        """True when ``subject`` has ``feature`` now (an active entitlement)."""
+        e = self.entitlement_get(subject, feature, min_seq=min_seq)
+        return e is not None and e.active
+
+    def log_read(self, from_seq: int = 1, *, limit: Optional[int] = None,
+                 wait_ms: Optional[int] = None, min_seq: Optional[int] = None) -> LogPage:
+        """A page of events from ``from_seq``; with ``wait_ms``, waits that
+        long for one when there is none yet."""
+        reply = self._read("/v1/log", _fields(**{"from": from_seq, "limit": limit,
+                                                 "wait_ms": wait_ms}),
+                           "log_read", {}, min_seq, wait_ms or 0)
+        return LogPage.from_json(reply)
+
+    def stats(self, *, min_seq: Optional[int] = None) -> Stats:
+        """The head, counts, map use and every subscriber's metrics."""
+        return Stats.from_json(self._read("/v1/stats", {}, "stats", {}, min_seq))
+
+    # ---- durable subscribers (docs/SUBSCRIBERS.md) ----
+
+    def sub_create(self, name: str, *, start: Optional[str] = None,
+                   from_seq: Optional[int] = None, from_time_ms: Optional[int] = None,
+                   max_deliver: Optional[int] = None, ack_wait_ms: Optional[int] = None,
+                   backoff_ms: Optional[Iterable[int]] = None,
+                   max_ack_pending: Optional[int] = None) -> SubCreateResult:
+        """Create durable subscriber ``name`` (an identical one existing is
+        fine: ``created`` False)."""
+        body = _fields(name=name, start=start, from_seq=from_seq, from_time_ms=from_time_ms,
+                       max_deliver=max_deliver, ack_wait_ms=ack_wait_ms,
+                       backoff_ms=None if backoff_ms is None else list(backoff_ms),
+                       max_ack_pending=max_ack_pending)
+        return SubCreateResult.from_json(self.request("POST", "/v1/sub_create", body))
+
+    def sub_get(self, name: str, *, min_seq: Optional[int] = None) -> SubscriberInfo:
+        """A subscriber's metrics (``subscriber_not_found`` raises)."""
+        reply = self._read(f"/v1/subscribers/{quote_segment(name)}", {}, "sub_get",
+                           {"name": name}, min_seq)
+        return SubscriberInfo.from_json(reply["subscriber"])
+
+    def sub_list(self, *, min_seq: Optional[int] = None) -> List[SubscriberInfo]:
+        """Every subscriber's metrics, in name order."""
+        reply = self._read("/v1/subscribers", {}, "sub_list", {}, min_seq)
+        return [SubscriberInfo.from_json(s) for s in reply.get("subscribers", [])]
+
+    def sub_delete(self, name: str) -> bool:
+        """Delete a subscriber with its in-flight records and dead letters."""
+        return bool(self.request("POST", "/v1/sub_delete", {"name": name}).get("deleted"))
+
+    def sub_fetch(self, name: str, *, max: Optional[int] = None, wait_ms: Optional[int] = None,
+                  restart: bool = False, instance: Optional[str] = None) -> FetchResult:
+        """Events for subscriber ``name``: replays, due redeliveries, new
+        ones, leased to ``instance``. A retry after a lost reply is sent
+        with ``restart`` (what the lost reply leased is due again at once)."""
+        body = _fields(name=name, max=max, wait_ms=wait_ms, instance=instance)
+        if restart:
+            body["restart"] = True
+
+        def lost_reply(failure: TallyError) -> Optional[Dict[str, Any]]:
+            if failure.status == 0 and instance is not None:
+                return dict(body, restart=True)
+            return None
+
+        reply = self.request("POST", "/v1/sub_fetch", body, wait_ms=wait_ms or 0,
+                             on_retry=lost_reply)
+        return FetchResult.from_json(reply)
+
+    def sub_ack(self, name: str, *, seq: Optional[int] = None,
+                done: Optional[Iterable[int]] = None) -> AckResult:
+        """Acknowledge every event up to ``seq`` and/or the seqs in ``done``."""
+        body = _fields(name=name, seq=seq, done=None if done is None else list(done))
+        return AckResult.from_json(self.request("POST", "/v1/sub_ack", body))
+
+    def sub_nak(self, name: str, seq: int, *, delay_ms: Optional[int] = None,
+                error: Optional[str] = None) -> NakResult:
+        """Deliver in-flight event ``seq`` again later."""
+        body = _fields(name=name, seq=seq, delay_ms=delay_ms, error=error)
+        return NakResult.from_json(self.request("POST", "/v1/sub_nak", body))
+
+    def sub_park(self, name: str, seq: int, *, reason: Optional[str] = None) -> int:
+        """Move in-flight event ``seq`` to the dead-letter queue; returns
+        the ack floor."""
+        body = _fields(name=name, seq=seq, reason=reason)
+        return int(self.request("POST", "/v1/sub_park", body)["ack_floor"])
+
+    def dlq_list(self, name: str, *, after_seq: Optional[int] = None,
+                 limit: Optional[int] = None, min_seq: Optional[int] = None) -> DeadLetterPage:
+        """A page of a subscriber's dead letters."""
+        reply = self._read(f"/v1/subscribers/{quote_segment(name)}/dead_letters",
+                           _fields(after_seq=after_seq, limit=limit), "dlq_list",
+                           {"name": name}, min_seq)
+        return DeadLetterPage.from_json(reply)
+
+    def dlq_replay(self, name: str, seq: Optional[int] = None) -> int:
+        """Deliver dead letter ``seq`` (all when None) again; returns how
+        many are now marked."""
+        reply = self.request("POST", "/v1/dlq_replay", _fields(name=name, seq=seq))
+        return int(reply.get("replaying", 0))
+
+    def dlq_discard(self, name: str, seq: int) -> bool:
+        """Remove dead letter ``seq``."""
+        reply = self.request("POST", "/v1/dlq_discard", {"name": name, "seq": seq})
+        return bool(reply.get("discarded"))
+
+    # ---- following the log ----
+
+    def events(self, from_seq: Optional[int] = None, *, last_event_id: Optional[int] = None,
+               idle_timeout_s: float = 60.0) -> "EventStream":
+        """The live event stream (``GET /v1/events``, Server-Sent Events)
+        as an iterator of :class:`~tally.types.Event`: from ``from_seq``,
+        after ``last_event_id``, or (neither) the events committed after
+        this call (it reads the head with ``stats``). It
+        reconnects by itself and yields each event once, in seq order."""
+        from .events import EventStream
+        return EventStream(self, from_seq=from_seq, last_event_id=last_event_id,
+                           idle_timeout_s=idle_timeout_s)
