@@ -25,7 +25,7 @@ packages=(build-essential autoconf automake libtool pkg-config
           libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)
           help2man mandoc # the man pages from --help; mandoc -T lint checks them
           gdb # a test past its bound: run_test.sh prints its stacks
-          nodejs) # the OpenAPI validator of tests/openapi (npm ci, from its lock file)
+          nodejs) # the OpenAPI validator of tests/openapi and the TypeScript client (npm ci, from their lock files)
 
 install_dependencies() {
     local missing=()
@@ -57,6 +57,7 @@ build() {
     fi
     make -C build -j"$(nproc)"
     openapi_validator
+    typescript_client
 }
 
 # tests/openapi's validator (@apidevtools/swagger-parser) from the
@@ -64,6 +65,17 @@ build() {
 # is newer than what is installed (tests/openapi/check_openapi.sh).
 openapi_validator() {
     local d=tests/openapi
+    if [ ! -f "$d/node_modules/.package-lock.json" ] ||
+        [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+        (cd "$d" && npm ci --no-audit --no-fund)
+    fi
+}
+
+# The TypeScript client's toolchain (typescript, @types/node), pinned by
+# clients/typescript/package-lock.json, the same way
+# (tests/clients/check_typescript.sh builds and tests the client with it).
+typescript_client() {
+    local d=clients/typescript
     if [ ! -f "$d/node_modules/.package-lock.json" ] ||
         [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
         (cd "$d" && npm ci --no-audit --no-fund)
