@@ -21,6 +21,19 @@ void tally_id128_to_hex(const tally_id128 *id, char out[33])
     out[32] = '\0';
 }
 
+void tally_id128_to_uuid_text(const tally_id128 *id, char out[37])
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = digits[id->bytes[i] >> 4];
+        out[o++] = digits[id->bytes[i] & 15];
+    }
+    out[o] = '\0';
+}
+
 int bytes_hex_value(char c)
 {
     if (c >= '0' && c <= '9')

@@ -6,18 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-json_t *json_text(const char *s)
+json_t *json_textn(const char *s, size_t n)
 {
-    json_t *j = json_string(s);
+    json_t *j = json_stringn(s, n);
     if (j || s == NULL)
         return j;
-    size_t n = strlen(s);
     char *text = malloc(3 * n + 1), *at = text;
     if (text == NULL)
         return NULL;
-    for (const char *p = s; *p; p++) {
-        if ((unsigned char)*p < 0x80) {
-            *at++ = *p;
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] < 0x80) {
+            *at++ = s[i];
         } else {
             memcpy(at, "\xef\xbf\xbd", 3);
             at += 3;
@@ -26,4 +25,9 @@ json_t *json_text(const char *s)
     j = json_stringn(text, (size_t)(at - text));
     free(text);
     return j;
+}
+
+json_t *json_text(const char *s)
+{
+    return s ? json_textn(s, strlen(s)) : NULL;
 }

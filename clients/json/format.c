@@ -7,9 +7,7 @@
 
 #include "clients/json/format.h"
 
-#include <inttypes.h>
-#include <stdio.h>
-#include <time.h>
+#include "common/json_value.h"
 
 /* 32 lower-case hex digits: the UUID's text without its dashes. */
 void tid_format(const tally_uuid *id, char out[33])
@@ -23,19 +21,9 @@ void tid_format(const tally_uuid *id, char out[33])
     out[n] = '\0';
 }
 
-/* Unix ms to "2027-01-01T00:00:00Z" (".250" added when not a whole second). */
+/* Unix ms to "2027-01-01T00:00:00Z" (".250" added when not a whole second):
+ * the JSON value rule's time text (common/json_value.c). */
 void time_format(int64_t ms, char out[40])
 {
-    time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-    int frac = (int)(ms - (int64_t)secs * 1000);
-    struct tm tm;
-    if (!gmtime_r(&secs, &tm)) {
-        snprintf(out, 40, "%" PRId64 "ms", ms);
-        return;
-    }
-    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (frac)
-        snprintf(out + n, 40 - n, ".%03dZ", frac);
-    else
-        snprintf(out + n, 40 - n, "Z");
+    json_value_time_format(ms, out);
 }

@@ -26,16 +26,10 @@ int tally_uuid_v7(tally_uuid *out)
 
 void tally_uuid_format(const tally_uuid *id, char out[37])
 {
-    static const char digits[] = "0123456789abcdef";
     assert(id != NULL && out != NULL);
-    size_t o = 0;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            out[o++] = '-';
-        out[o++] = digits[id->bytes[i] >> 4];
-        out[o++] = digits[id->bytes[i] & 15];
-    }
-    out[o] = '\0';
+    tally_id128 x;
+    memcpy(x.bytes, id->bytes, 16);
+    tally_id128_to_uuid_text(&x, out);
 }
 
 int tally_uuid_parse(const char *text, tally_uuid *out)

@@ -33,6 +33,7 @@
 #define CONSUMER_DEFAULT "http"
 #define STOP_WAIT_MS 5000
 #define STOP_ROUND_MS 50
+#define HTTP_FORMAT_ARG "format" /* json (the default) or msgpack: how events are given */
 
 /* One request in flight to the REP socket. */
 typedef struct json_call {
@@ -40,6 +41,7 @@ typedef struct json_call {
     nng_ctx ctx;
     nng_aio *aio;
     bool receiving;          /* sent: the aio now waits for the reply */
+    bool event_bytes;        /* format=msgpack: events as their bytes, base64 */
     net_http_pending *pending;
     struct json_call *next_free;
 } json_call;
@@ -58,14 +60,15 @@ struct http_json {
 
 /* A msgpack reply as the HTTP reply: JSON, status by code, and the
  * headers a replay and a retry-later answer carry. */
-static void reply_from_msgpack(const void *bytes, size_t len, net_http_reply *out)
+static void reply_from_msgpack(const void *bytes, size_t len, bool event_bytes,
+                               net_http_reply *out)
 {
     char *text;
     size_t text_len;
     int code;
     bool replayed;
     out->content_type = JSON_TYPE;
-    if (net_json_reply(bytes, len, &text, &text_len, &code, &replayed) != TALLY_ok) {
+    if (net_json_reply(bytes, len, !event_bytes, &text, &text_len, &code, &replayed) != TALLY_ok) {
         out->status = 500;
         net_text_printf(&out->body, "{\"v\":1,\"code\":\"internal\",\"message\":\"reply not converted\"}\n");
         return;
@@ -89,7 +92,7 @@ static void reply_error(net_http_reply *out, int code, const char *detail)
         net_reply_error(&o, code, detail);
         m = net_out_take(&o);
     }
-    reply_from_msgpack(m ? nng_msg_body(m) : "", m ? nng_msg_len(m) : 0, out);
+    reply_from_msgpack(m ? nng_msg_body(m) : "", m ? nng_msg_len(m) : 0, false, out);
     if (m)
         nng_msg_free(m);
 }
@@ -137,14 +140,15 @@ static void call_callback(void *arg)
         return call_finish(jc, &r);
     }
     nng_msg *m = nng_aio_get_msg(jc->aio);
-    reply_from_msgpack(nng_msg_body(m), nng_msg_len(m), &r);
+    reply_from_msgpack(nng_msg_body(m), nng_msg_len(m), jc->event_bytes, &r);
     nng_msg_free(m);
     call_finish(jc, &r);
 }
 
 /* Send the msgpack request m for p; false (m freed, out filled) when it
  * cannot go. */
-static bool call_start(struct http_json *hj, nng_msg *m, net_http_pending *p, net_http_reply *out)
+static bool call_start(struct http_json *hj, nng_msg *m, bool event_bytes, net_http_pending *p,
+                       net_http_reply *out)
 {
     pthread_mutex_lock(&hj->mu);
     json_call *jc = hj->stopping ? NULL : hj->free_calls;
@@ -154,6 +158,7 @@ static bool call_start(struct http_json *hj, nng_msg *m, net_http_pending *p, ne
         hj->in_flight++;
         jc->pending = p;
         jc->receiving = false;
+        jc->event_bytes = event_bytes;
     }
     pthread_mutex_unlock(&hj->mu);
     if (jc == NULL) {
@@ -212,14 +217,25 @@ static const http_resource *resource_find(const char *rest, json_t *fields, bool
 }
 
 typedef struct query_fields {
-    json_t *fields;
+    json_t *fields; /* NULL: only `format` is taken (a POST) */
     char bad[64]; /* a repeated argument */
     bool not_text; /* an argument's name or value is not UTF-8 */
+    const char *format; /* the `format` argument, or NULL */
 } query_fields;
 
 static bool query_field(void *arg, const char *name, const char *value)
 {
     query_fields *q = arg;
+    if (strcmp(name, HTTP_FORMAT_ARG) == 0) {
+        if (q->format) {
+            snprintf(q->bad, sizeof(q->bad), "%s", name);
+            return false;
+        }
+        q->format = value;
+        return true;
+    }
+    if (q->fields == NULL)
+        return true;
     for (size_t i = 0; i < http_query_alias_count; i++)
         if (strcmp(name, http_query_aliases[i].arg) == 0)
             name = http_query_aliases[i].field;
@@ -234,9 +250,20 @@ static bool query_field(void *arg, const char *name, const char *value)
     return true;
 }
 
+/* The `format` argument (docs/PROTOCOL.md, "The event document"): false
+ * (out filled) for a value that is neither json nor msgpack. */
+static bool format_take(const query_fields *q, bool *event_bytes, net_http_reply *out)
+{
+    *event_bytes = q->format && strcmp(q->format, "msgpack") == 0;
+    if (q->format == NULL || *event_bytes || strcmp(q->format, "json") == 0)
+        return true;
+    reply_error(out, TALLY_value_out_of_range, HTTP_FORMAT_ARG ": json or msgpack");
+    return false;
+}
+
 /* GET /v1/<resource>: the op and its fields, or false (out filled). */
 static bool get_request(const net_http_request *rq, const char *rest, const net_op **op,
-                        json_t *fields, net_http_reply *out)
+                        json_t *fields, bool *event_bytes, net_http_reply *out)
 {
     bool text = true;
     const http_resource *r = resource_find(rest, fields, &text);
@@ -244,7 +271,7 @@ static bool get_request(const net_http_request *rq, const char *rest, const net_
         reply_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
         return false;
     }
-    query_fields q = {fields, "", false};
+    query_fields q = {fields, "", false, NULL};
     if (text)
         net_http_query_each(rq, query_field, &q);
     if (!text || q.not_text) {
@@ -255,6 +282,8 @@ static bool get_request(const net_http_request *rq, const char *rest, const net_
         reply_error(out, TALLY_duplicate_field, q.bad);
         return false;
     }
+    if (!format_take(&q, event_bytes, out))
+        return false;
     *op = &net_ops[r->op];
     if (r->switch_arg && json_object_get(fields, r->switch_arg))
         *op = &net_ops[r->alt_op];
@@ -263,7 +292,7 @@ static bool get_request(const net_http_request *rq, const char *rest, const net_
 
 /* POST /v1/<op>: the op and its body, or false (out filled). */
 static bool post_request(const net_http_request *rq, const char *rest, const net_op **op,
-                         json_t **body, net_http_reply *out)
+                         json_t **body, bool *event_bytes, net_http_reply *out)
 {
     *op = net_op_find(tally_str_from(rest));
     if (*op == NULL || (*op)->kind == NET_KIND_CONTROL) {
@@ -271,6 +300,14 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
                                                : "see docs/PROTOCOL.md for the ops");
         return false;
     }
+    query_fields q = {NULL, "", false, NULL};
+    net_http_query_each(rq, query_field, &q);
+    if (q.bad[0]) {
+        reply_error(out, TALLY_duplicate_field, q.bad);
+        return false;
+    }
+    if (!format_take(&q, event_bytes, out))
+        return false;
     if (rq->body_len == 0)
         return true;
     json_error_t err;
@@ -388,10 +425,12 @@ bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
             return false;
         }
     }
-    bool ok = get ? get_request(rq, rest, &op, body, out) : post_request(rq, rest, &op, &body, out);
+    bool event_bytes = false;
+    bool ok = get ? get_request(rq, rest, &op, body, &event_bytes, out)
+                  : post_request(rq, rest, &op, &body, &event_bytes, out);
     nng_msg *m = ok ? pack_request(rq, op, body, out) : NULL;
     json_decref(body);
-    return m != NULL && call_start(srv->http->json, m, p, out);
+    return m != NULL && call_start(srv->http->json, m, event_bytes, p, out);
 }
 
 /* ---- start and stop ---- */

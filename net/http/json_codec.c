@@ -1,11 +1,15 @@
 /*
  * json_codec.c — JSON requests packed as msgpack requests by the op
  * table's field types, and msgpack replies written as JSON by one generic
- * walk (json_codec.h). The value rule lives here and only here.
+ * walk (json_codec.h). The value rule's integers, ids and times are
+ * common/json_value.c's, shared with the event document (common/event_doc.c).
  */
 #include "net/http/json_codec.h"
 
 #include "common/error.h"
+#include "common/event_doc.h"
+#include "common/json_text.h"
+#include "common/json_value.h"
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "common/transfer_id.h"
@@ -291,13 +295,8 @@ int net_json_request_pack(const net_json_envelope *e, const json_t *body, msgpac
 /* Bytes as the value rule says: 16 as an id's hex, others base64. */
 static json_t *json_of_bin(const char *ptr, uint32_t n)
 {
-    if (n == 16) {
-        tally_id128 id;
-        char hex[33];
-        memcpy(id.bytes, ptr, 16);
-        tally_id128_to_hex(&id, hex);
-        return json_string(hex);
-    }
+    if (n == 16)
+        return json_value_id((const uint8_t *)ptr);
     size_t out_len = 4 * ((size_t)n / 3 + 1) + 1;
     unsigned char *b64 = malloc(out_len);
     if (b64 == NULL)
@@ -308,46 +307,53 @@ static json_t *json_of_bin(const char *ptr, uint32_t n)
     return s;
 }
 
-/* A string as JSON: as it is when it is UTF-8 (anything written over
- * JSON is), else each byte above 0x7f as U+FFFD (only a msgpack client
- * can store such a string). */
-static json_t *json_of_str(const char *ptr, uint32_t n)
+/* An event's stored bytes as its JSON document (common/event_doc.h);
+ * NULL when they are no event. */
+static json_t *json_of_event(const msgpack_object *o)
 {
-    json_t *s = json_stringn(ptr, n);
-    if (s || n > TALLY_REPLY_BYTES_MAX)
-        return s;
-    char *fixed = malloc((size_t)n * 3 + 1);
-    if (fixed == NULL)
+    json_t *doc = NULL;
+    if (o->type != MSGPACK_OBJECT_BIN ||
+        event_doc_json(o->via.bin.ptr, o->via.bin.size, &doc) != TALLY_ok)
         return NULL;
-    size_t len = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if ((unsigned char)ptr[i] < 0x80) {
-            fixed[len++] = ptr[i];
-        } else {
-            memcpy(fixed + len, "\xef\xbf\xbd", 3);
-            len += 3;
+    return doc;
+}
+
+/* How a walk gives the events a reply carries (log_read's "events",
+ * sub_fetch's "events"[i]."event"): as documents, or as their bytes. */
+typedef enum walk_mode { WALK_EVENT_BYTES, WALK_EVENT_DOCS } walk_mode;
+
+static json_t *json_of(const msgpack_object *o, walk_mode mode);
+
+/* The value of a map's entry named k: an event's bytes under "event", and
+ * the bytes in an "events" array, as documents when mode says so. */
+static json_t *json_of_entry(const msgpack_object *k, const msgpack_object *v, walk_mode mode)
+{
+    bool docs = mode == WALK_EVENT_DOCS;
+    if (docs && v->type == MSGPACK_OBJECT_BIN && k->via.str.size == 5 &&
+        memcmp(k->via.str.ptr, "event", 5) == 0)
+        return json_of_event(v);
+    if (!docs || v->type != MSGPACK_OBJECT_ARRAY || k->via.str.size != 6 ||
+        memcmp(k->via.str.ptr, "events", 6) != 0)
+        return json_of(v, mode);
+    json_t *a = json_array();
+    for (uint32_t i = 0; a && i < v->via.array.size; i++) {
+        const msgpack_object *e = &v->via.array.ptr[i];
+        json_t *j = e->type == MSGPACK_OBJECT_BIN ? json_of_event(e) : json_of(e, mode);
+        if (j == NULL || json_array_append_new(a, j) != 0) {
+            json_decref(a);
+            return NULL;
         }
     }
-    s = json_stringn(fixed, len);
-    free(fixed);
-    return s;
+    return a;
 }
 
-static json_t *json_of_big(bool negative, uint64_t magnitude)
-{
-    char text[24];
-    snprintf(text, sizeof(text), "%s%" PRIu64, negative ? "-" : "", magnitude);
-    return json_string(text);
-}
-
-static json_t *json_of(const msgpack_object *o);
-
-static json_t *json_of_map(const msgpack_object *o)
+static json_t *json_of_map(const msgpack_object *o, walk_mode mode)
 {
     json_t *m = json_object();
     for (uint32_t i = 0; m && i < o->via.map.size; i++) {
         const msgpack_object *k = &o->via.map.ptr[i].key;
-        json_t *v = k->type == MSGPACK_OBJECT_STR ? json_of(&o->via.map.ptr[i].val) : NULL;
+        json_t *v = k->type == MSGPACK_OBJECT_STR ? json_of_entry(k, &o->via.map.ptr[i].val, mode)
+                                                  : NULL;
         /* setn_new takes v's reference, also when it fails */
         if (v == NULL || json_object_setn_new(m, k->via.str.ptr, k->via.str.size, v) != 0) {
             json_decref(m);
@@ -357,26 +363,23 @@ static json_t *json_of_map(const msgpack_object *o)
     return m;
 }
 
-static json_t *json_of(const msgpack_object *o)
+static json_t *json_of(const msgpack_object *o, walk_mode mode)
 {
     switch (o->type) {
     case MSGPACK_OBJECT_NIL: return json_null();
     case MSGPACK_OBJECT_BOOLEAN: return json_boolean(o->via.boolean);
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        return o->via.u64 <= NET_JSON_EXACT_INT_MAX ? json_integer((json_int_t)o->via.u64)
-                                                    : json_of_big(false, o->via.u64);
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        return o->via.i64 >= -(int64_t)NET_JSON_EXACT_INT_MAX
-                   ? json_integer((json_int_t)o->via.i64)
-                   : json_of_big(true, (uint64_t)0 - (uint64_t)o->via.i64);
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return json_value_u64(o->via.u64);
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return json_value_i64(o->via.i64);
     case MSGPACK_OBJECT_FLOAT32:
     case MSGPACK_OBJECT_FLOAT64: return json_real(o->via.f64);
-    case MSGPACK_OBJECT_STR: return json_of_str(o->via.str.ptr, o->via.str.size);
+    /* a string stored through msgpack that is not UTF-8: each byte above
+     * 0x7f as U+FFFD */
+    case MSGPACK_OBJECT_STR: return json_textn(o->via.str.ptr, o->via.str.size);
     case MSGPACK_OBJECT_BIN: return json_of_bin(o->via.bin.ptr, o->via.bin.size);
     case MSGPACK_OBJECT_ARRAY: {
         json_t *a = json_array();
         for (uint32_t i = 0; a && i < o->via.array.size; i++) {
-            json_t *v = json_of(&o->via.array.ptr[i]);
+            json_t *v = json_of(&o->via.array.ptr[i], mode);
             if (v == NULL || json_array_append_new(a, v) != 0) {
                 json_decref(a);
                 return NULL;
@@ -384,7 +387,7 @@ static json_t *json_of(const msgpack_object *o)
         }
         return a;
     }
-    case MSGPACK_OBJECT_MAP: return json_of_map(o);
+    case MSGPACK_OBJECT_MAP: return json_of_map(o, mode);
     case MSGPACK_OBJECT_EXT: return json_null(); /* tally packs none */
     }
     return NULL;
@@ -416,8 +419,8 @@ char *net_json_text(json_t *j, size_t flags, size_t *len)
     return nl;
 }
 
-int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len, int *code,
-                   bool *replayed)
+int net_json_reply(const void *bytes, size_t len, bool event_docs, char **text, size_t *text_len,
+                   int *code, bool *replayed)
 {
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -425,7 +428,9 @@ int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len,
     *code = -1;
     *replayed = false;
     int rc = msgpack_safe_unpack(bytes, len, MSGPACK_SAFE_DEPTH_LIMIT, &u);
-    json_t *j = rc == TALLY_ok && u.data.type == MSGPACK_OBJECT_MAP ? json_of(&u.data) : NULL;
+    json_t *j = rc == TALLY_ok && u.data.type == MSGPACK_OBJECT_MAP
+                    ? json_of(&u.data, event_docs ? WALK_EVENT_DOCS : WALK_EVENT_BYTES)
+                    : NULL;
     if (j) {
         *code = reply_code(&u.data);
         const msgpack_object *r = msgpack_safe_map_get(&u.data, "replayed");

@@ -11,11 +11,14 @@
  * (unknown, missing, wrong type, out of range) answer for JSON exactly as
  * for msgpack. A reply goes the other way by one generic walk: maps,
  * arrays, strings, booleans and nil as such; integers beyond 2^53 as
- * decimal strings; 16-byte bins as 32 hex digits, other bins as base64.
+ * decimal strings; 16-byte bins as 32 hex digits, other bins as base64;
+ * the events of log_read and sub_fetch as their JSON documents
+ * (common/event_doc.h), or as base64 bytes when the client asks for them.
  */
 #ifndef TALLY_NET_JSON_CODEC_H
 #define TALLY_NET_JSON_CODEC_H
 
+#include "common/json_value.h"
 #include "net/ops/protocol.h"
 
 #include <jansson.h>
@@ -24,7 +27,7 @@
 #include <stddef.h>
 
 /* Integers beyond this (either sign) are decimal strings in replies. */
-#define NET_JSON_EXACT_INT_MAX (UINT64_C(1) << 53)
+#define NET_JSON_EXACT_INT_MAX JSON_VALUE_EXACT_INT_MAX
 
 /* What a JSON request is sent as, besides its body's fields. */
 typedef struct net_json_envelope {
@@ -57,12 +60,15 @@ bool net_json_field_derived(const net_op *op, const char *field);
  * it), *len its length. NULL when memory ran out. */
 char *net_json_text(json_t *j, size_t flags, size_t *len);
 
-/* A msgpack reply as JSON (compact, a newline at the end). *text is
- * malloc'd (the caller frees it), *code the reply's `code` (-1 when it
- * has none), *replayed its top-level `replayed`. TALLY_ok, or
- * TALLY_internal when the bytes are not one msgpack map or memory ran out. */
-int net_json_reply(const void *bytes, size_t len, char **text, size_t *text_len, int *code,
-                   bool *replayed);
+/* A msgpack reply as JSON (compact, a newline at the end). With
+ * event_docs, the events it carries (the bins of an "events" array, the
+ * bin under "event") are their JSON documents (common/event_doc.h); else
+ * base64 like other bins. *text is malloc'd (the caller frees it), *code
+ * the reply's `code` (-1 when it has none), *replayed its top-level
+ * `replayed`. TALLY_ok, or TALLY_internal when the bytes are not one
+ * msgpack map, an event does not decode, or memory ran out. */
+int net_json_reply(const void *bytes, size_t len, bool event_docs, char **text, size_t *text_len,
+                   int *code, bool *replayed);
 
 /* The HTTP status of a reply with this code (-1: none): the rows of
  * docs/PROTOCOL.md's status table (ok 200, idempotency_key_reused 409, the

@@ -202,7 +202,7 @@ static json_t *member_schema(const net_op *op, bool batch)
 
 typedef enum reply_kind {
     R_INT, R_INT_OR_NULL, R_BOOL, R_STR, R_BASE64, R_OBJECT, R_OBJECTS, R_STRS_OR_NULL,
-    R_EVENTS, R_WRITE_RESULTS,
+    R_EVENTS, R_DELIVERIES, R_WRITE_RESULTS,
 } reply_kind;
 
 typedef struct reply_field {
@@ -235,6 +235,7 @@ static const struct {
     [NET_OP_ENTITLEMENT_LIST] = {{{"entitlements", R_OBJECTS}}},
     [NET_OP_LOG_READ] = {{{"head", R_INT}, {"events", R_EVENTS}, {"log_floor", R_INT},
                           {"log_floor_hash", R_BASE64}}},
+    [NET_OP_SUB_FETCH] = {{{"events", R_DELIVERIES}, {"ack_floor", R_INT}, {"head", R_INT}}},
     [NET_OP_STATS] = {{{"head_seq", R_INT}, {"first_seq", R_INT}, {"accounts", R_INT},
                        {"transfers", R_INT}, {"entitlements", R_INT}, {"inbox", R_INT},
                        {"events", R_INT}, {"map_used_bytes", R_INT}, {"map_size_bytes", R_INT},
@@ -254,9 +255,8 @@ static json_t *reply_field_schema(reply_kind kind)
     case R_OBJECT: return typed("object");
     case R_OBJECTS: return array_of(typed("object"));
     case R_STRS_OR_NULL: return nullable(array_of(typed("string")));
-    case R_EVENTS:
-        return described(array_of(json_object()),
-                         "the events (docs/EVENTS.md), as the value rule gives them");
+    case R_EVENTS: return array_of(ref(SCHEMA_REF("EventOrBytes")));
+    case R_DELIVERIES: return array_of(ref(SCHEMA_REF("Delivery")));
     case R_WRITE_RESULTS: return array_of(ref(SCHEMA_REF("MemberResult")));
     }
     return NULL;
@@ -278,6 +278,16 @@ static json_t *reply_schema(const reply_field *fields, bool with_v)
     required = append(required, json_string("code"));
     return set(set(set(typed("object"), "properties", props), "required", required),
                "additionalProperties", json_true());
+}
+
+/* Whether op's reply carries events (which `format` gives as documents or bytes). */
+static bool carries_events(const net_op *op)
+{
+    for (int i = 0; i < REPLY_FIELDS_MAX && replies[op->id].fields[i].name; i++)
+        if (replies[op->id].fields[i].kind == R_EVENTS ||
+            replies[op->id].fields[i].kind == R_DELIVERIES)
+            return true;
+    return false;
 }
 
 static json_t *op_reply_schema(const net_op *op)
@@ -380,6 +390,8 @@ static json_t *post_operation(const net_op *op)
     o = set(o, "x-tally-auth", json_string(auth_class_name(op->auth)));
     if (write)
         o = set(o, "parameters", write_headers());
+    if (carries_events(op))
+        o = set(o, "parameters", append(json_array(), ref("#/components/parameters/Format")));
     json_t *rb = set(json_object(), "content",
                      set(json_object(), "application/json", set(json_object(), "schema", body)));
     o = set(o, "requestBody", set(rb, "required", json_boolean(body_required)));
@@ -441,6 +453,8 @@ static json_t *get_operation(const http_resource *r)
         const net_field *f = field_named(alt, r->switch_arg);
         params = append(params, param(f->name, "query", false, field_schema(alt, f)));
     }
+    if (carries_events(op))
+        params = append(params, ref("#/components/parameters/Format"));
     o = set(o, "parameters", params);
     json_t *ok = op_reply_schema(op);
     if (alt)
@@ -492,6 +506,62 @@ static json_t *paths(void)
 
 /* ---- components ---- */
 
+/* The event document (docs/PROTOCOL.md, "The event document";
+ * common/event_doc.c): its header fields, each always there (consumer and
+ * key null for a sweep's events); `data`'s objects are open. */
+static json_t *event_schema(void)
+{
+    static const struct {
+        const char *name;
+        reply_kind kind;
+        bool always; /* never null */
+    } fields[] = {
+        {"seq", R_INT, true},           {"event_id", R_STR, true},
+        {"type", R_STR, true},          {"entity_kind", R_STR, true},
+        {"entity", R_OBJECT, true},     {"entity_version", R_INT, true},
+        {"time", R_STR, true},          {"time_ms", R_INT, true},
+        {"consumer", R_STR, false},     {"key", R_STR, false},
+        {"data", R_OBJECT, true},
+    };
+    json_t *props = json_object(), *required = json_array();
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        json_t *schema = reply_field_schema(fields[i].kind);
+        props = set(props, fields[i].name, fields[i].always ? schema : nullable(schema));
+        required = append(required, json_string(fields[i].name));
+    }
+    json_t *e = set(set(typed("object"), "properties", props), "required", required);
+    return described(set(e, "additionalProperties", json_true()),
+                     "an event as a JSON document (docs/PROTOCOL.md, \"The event document\"): "
+                     "what tally-relay sends too");
+}
+
+/* One event of a sub_fetch reply (docs/SUBSCRIBERS.md). */
+static json_t *delivery_schema(void)
+{
+    json_t *props = set(json_object(), "seq", reply_field_schema(R_INT));
+    props = set(props, "attempt", reply_field_schema(R_INT));
+    props = set(props, "replay", reply_field_schema(R_BOOL));
+    props = set(props, "event", ref(SCHEMA_REF("EventOrBytes")));
+    json_t *required = json_array();
+    static const char *const names[] = {"seq", "attempt", "replay", "event"};
+    for (size_t i = 0; i < 4; i++)
+        required = append(required, json_string(names[i]));
+    return set(set(set(typed("object"), "properties", props), "required", required),
+               "additionalProperties", json_true());
+}
+
+/* The `format` query argument: how a reply gives its events. */
+static json_t *format_param(void)
+{
+    json_t *schema = set(set(typed("string"), "enum",
+                             append(append(json_array(), json_string("json")),
+                                    json_string("msgpack"))),
+                         "default", json_string("json"));
+    return set(param("format", "query", false, schema), "description",
+               json_string("`json`: each event as its JSON document; `msgpack`: each its "
+                           "stored msgpack bytes in base64"));
+}
+
 static json_t *schemas(void)
 {
     json_t *s = json_object();
@@ -502,6 +572,14 @@ static json_t *schemas(void)
             described(set(set(typed("string"), "pattern", json_string(ID128_PATTERN)),
                           "maxLength", json_integer(36)),
                       "a 16-byte id: 32 hex digits (a request may use the UUID form with dashes)"));
+    s = set(s, "Event", event_schema());
+    s = set(s, "EventOrBytes",
+            described(set(json_object(), "anyOf",
+                          append(append(json_array(), ref(SCHEMA_REF("Event"))),
+                                 reply_field_schema(R_BASE64))),
+                      "an event: its JSON document, or with `format=msgpack` its stored "
+                      "msgpack bytes in base64 (docs/EVENTS.md)"));
+    s = set(s, "Delivery", delivery_schema());
     static const reply_field refusal[] = {{"message", R_STR}, {NULL, R_STR}};
     s = set(s, "Refusal", reply_schema(refusal, true));
     s = set(s, "WriteResult", reply_schema(replies[NET_OP_TRANSFER].fields, true));
@@ -529,6 +607,7 @@ static json_t *components(void)
     params = set(params, "TallyConsumer",
                  header_param("Tally-Consumer", false, TALLY_CONSUMER_BYTES_MAX,
                               "the key's namespace (default `http`)"));
+    params = set(params, "Format", format_param());
     c = set(c, "parameters", params);
     json_t *replayed = set(set(json_object(), "description",
                                json_string("`true` when the reply is a stored outcome replayed")),

@@ -46,7 +46,7 @@ static void check_packed(const net_op *op, const msgpack_sbuffer *sb)
     size_t len;
     int code;
     bool replayed;
-    if (net_json_reply(sb->data, sb->size, &text, &len, &code, &replayed) != TALLY_ok)
+    if (net_json_reply(sb->data, sb->size, false, &text, &len, &code, &replayed) != TALLY_ok)
         fuzz_fail("a packed request does not convert back to JSON");
     free(text);
 }
@@ -62,7 +62,7 @@ int fuzz_json_one(const uint8_t *data, size_t size)
     size_t len;
     int code;
     bool replayed;
-    if (net_json_reply(data, size, &text, &len, &code, &replayed) == TALLY_ok)
+    if (net_json_reply(data, size, true, &text, &len, &code, &replayed) == TALLY_ok)
         free(text);
     json_error_t err;
     json_t *j = json_loadb(body, body_len, JSON_REJECT_DUPLICATES, &err);

@@ -4,11 +4,17 @@
  * whose body part is a row, not an object: a webhook delivery carries the
  * provider's payload (its JSON under "payload", other bytes as base64
  * under "body_base64") and a dead letter its fields, each named as in
- * docs/EVENTS.md. The events are encoded by the log's own codec
+ * docs/EVENTS.md. The accounts, transfers and entitlements of the
+ * document (common/event_doc.c, the one definition tallyd's HTTP face
+ * gives too) are what the CLI's --json prints for the same objects
+ * (clients/json/json.c), and integers beyond 2^53 are strings (the JSON
+ * API's value rule). The events are encoded by the log's own codec
  * (common/log_event.c) and read back by libtally's, as the relay gets them.
  */
 #include "config.h"
 
+#include "clients/inbox/tally_inbox.h"
+#include "clients/json/json.h"
 #include "clients/libtally/events.h"
 #include "common/log_event.h"
 #include "common/msgpack_safe.h"
@@ -145,6 +151,136 @@ START_TEST(a_dead_letter_carries_its_fields)
 }
 END_TEST
 
+/* An account row (docs/EVENTS.md): id, ledger, code, flags, the four
+ * balances, version, created_seq. */
+static int pack_account_row(msgpack_packer *pk, uint64_t id, uint16_t flags, int64_t credits)
+{
+    return msgpack_pack_array(pk, 10) || msgpack_pack_uint64(pk, id) ||
+           msgpack_pack_uint32(pk, 1) || msgpack_pack_uint16(pk, 10) ||
+           msgpack_pack_uint16(pk, flags) || msgpack_pack_int64(pk, 0) ||
+           msgpack_pack_int64(pk, credits) || msgpack_pack_int64(pk, 0) ||
+           msgpack_pack_int64(pk, 0) || msgpack_pack_uint64(pk, 2) || msgpack_pack_uint64(pk, 1);
+}
+
+static const uint8_t transfer_id[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a};
+
+/* A pending transfer (a hold) of 500 from account 1 to a big id. */
+static int pack_transfer(msgpack_packer *pk, const void *ctx)
+{
+    (void)ctx;
+    return msgpack_pack_array(pk, 3) || msgpack_pack_array(pk, 15) ||
+           msgpack_safe_pack_bin(pk, transfer_id, 16) || msgpack_pack_uint64(pk, 1) ||
+           msgpack_pack_uint64(pk, UINT64_C(9007199254740993)) || msgpack_pack_int64(pk, 500) ||
+           msgpack_pack_uint32(pk, 1) || msgpack_pack_uint16(pk, 1) ||
+           msgpack_pack_uint16(pk, 1) || msgpack_pack_uint64(pk, 2) ||
+           msgpack_pack_uint32(pk, 60) || msgpack_pack_int64(pk, 1796286660250) ||
+           msgpack_pack_int64(pk, 0) || msgpack_pack_uint64(pk, 1) ||
+           msgpack_pack_uint64(pk, 3) || msgpack_pack_uint64(pk, 0) ||
+           msgpack_pack_int64(pk, 1796286600250) || pack_account_row(pk, 1, 1, 0) ||
+           pack_account_row(pk, UINT64_C(9007199254740993), 0, 0);
+}
+
+/* An entitlement with an end, granted by a transfer, without a source order. */
+static int pack_entitlement(msgpack_packer *pk, const void *ctx)
+{
+    (void)ctx;
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 9) ||
+           msgpack_safe_pack_cstr(pk, "user-7") || msgpack_safe_pack_cstr(pk, "pro") ||
+           msgpack_pack_uint64(pk, 1) || msgpack_pack_int64(pk, 1798878600000) ||
+           msgpack_pack_uint64(pk, 1) || msgpack_pack_nil(pk) ||
+           msgpack_pack_int64(pk, 1796286600250) || msgpack_pack_int64(pk, 1796286600250) ||
+           msgpack_safe_pack_bin(pk, transfer_id, 16);
+}
+
+/* The event, as document_of makes it, for the CLI's decoders: its body
+ * from its raw bytes (a tally_event carries a body only in callbacks), in
+ * up, which the caller destroys. */
+static void event_of(log_event_draft *draft, tally_event *e, msgpack_unpacked *up)
+{
+    static uint8_t buf[TALLY_EVENT_BYTES_MAX];
+    uint8_t prev[LOG_HASH_BYTES] = {0}, hash[LOG_HASH_BYTES];
+    tally_id128 id = {{0x01, 0x8f, 0, 0, 0, 0, 0x70, 0, 0x80, 0, 0, 0, 0, 0, 0, 1}};
+    size_t len = 0;
+    ck_assert_int_eq(log_event_encode(draft, 1, &id, prev, buf, sizeof(buf), &len, hash), TALLY_ok);
+    ck_assert(client_event_from_bytes(buf, len, e));
+    log_event le;
+    msgpack_unpacked_init(up);
+    ck_assert_int_eq(log_event_decode(e->raw, e->raw_len, up, &le), TALLY_ok);
+    e->body = le.body;
+}
+
+/* data.<name> equals what the CLI prints for the same object (want, taken). */
+static void part_is(const json_t *doc, const char *name, json_t *want)
+{
+    const json_t *got = json_object_get(json_object_get(doc, "data"), name);
+    char *g = json_dumps(got, JSON_COMPACT), *w = json_dumps(want, JSON_COMPACT);
+    ck_assert_msg(json_equal(got, want), "data.%s: %s, the CLI prints %s", name, g, w);
+    free(g);
+    free(w);
+    json_decref(want);
+}
+
+START_TEST(a_transfer_is_what_the_cli_prints)
+{
+    log_event_draft d = {.type = LOG_EVENT_TRANSFER_CREATED, .pack_body = pack_transfer};
+    d.entity = (log_entity){.kind = LOG_ENTITY_TRANSFER};
+    memcpy(d.entity.transfer_id.bytes, transfer_id, 16);
+    d.consumer = tally_str_from("shop");
+    d.key = tally_str_from("hold-1");
+    json_t *doc = document_of(&d);
+    tally_event e;
+    msgpack_unpacked up;
+    event_of(&d, &e, &up);
+    tally_transfer_info t;
+    tally_account debit, credit;
+    ck_assert_int_eq(tally_transfer_from_msgpack(tally_event_part(&e, TALLY_PART_TRANSFER), &t),
+                     TALLY_ok);
+    ck_assert_int_eq(
+        tally_account_from_msgpack(tally_event_part(&e, TALLY_PART_DEBIT_ACCOUNT), &debit),
+        TALLY_ok);
+    ck_assert_int_eq(
+        tally_account_from_msgpack(tally_event_part(&e, TALLY_PART_CREDIT_ACCOUNT), &credit),
+        TALLY_ok);
+    msgpack_unpacked_destroy(&up);
+    tally_events_release(&e, 1);
+    /* beyond 2^53 a string, by the value rule (the CLI's JSON keeps it a number) */
+    json_t *want = transfer_json(&t);
+    json_object_set_new(want, "credit_account_id", json_string("9007199254740993"));
+    part_is(doc, "transfer", want);
+    part_is(doc, "debit_account", account_json(&debit));
+    want = account_json(&credit);
+    json_object_set_new(want, "id", json_string("9007199254740993"));
+    part_is(doc, "credit_account", want);
+    ck_assert(json_is_true(json_object_get(json_object_get(json_object_get(doc, "data"),
+                                                           "transfer"), "pending")));
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "key")), "hold-1");
+    json_decref(doc);
+}
+END_TEST
+
+START_TEST(an_entitlement_is_what_the_cli_prints)
+{
+    log_event_draft d = {.type = LOG_EVENT_ENTITLEMENT_GRANTED, .pack_body = pack_entitlement};
+    d.entity = (log_entity){.kind = LOG_ENTITY_ENTITLEMENT, .subject = tally_str_from("user-7"),
+                            .feature = tally_str_from("pro")};
+    json_t *doc = document_of(&d);
+    tally_event e;
+    msgpack_unpacked up;
+    event_of(&d, &e, &up);
+    tally_entitlement x;
+    ck_assert_int_eq(
+        tally_entitlement_from_msgpack(tally_event_part(&e, TALLY_PART_ENTITLEMENT), &x),
+        TALLY_ok);
+    msgpack_unpacked_destroy(&up);
+    tally_events_release(&e, 1);
+    part_is(doc, "entitlement", entitlement_json(&x));
+    const json_t *entity = json_object_get(doc, "entity");
+    ck_assert_str_eq(json_string_value(json_object_get(entity, "subject")), "user-7");
+    ck_assert(json_is_null(json_object_get(doc, "consumer"))); /* a sweep's: no causation */
+    json_decref(doc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("event_doc");
@@ -152,6 +288,8 @@ int main(void)
     tcase_add_test(tc, a_webhook_carries_its_payload);
     tcase_add_test(tc, a_body_that_is_not_json_is_base64);
     tcase_add_test(tc, a_dead_letter_carries_its_fields);
+    tcase_add_test(tc, a_transfer_is_what_the_cli_prints);
+    tcase_add_test(tc, an_entitlement_is_what_the_cli_prints);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
