@@ -32,7 +32,7 @@ export interface SubscriberOptions {
   waitMs?: number;
   /** Redeliver a failed event after this long (default: the subscriber's backoff rule). */
   nakDelayMs?: number;
-  /** Stop: the loop returns after the event in hand. */
+  /** Stop: the loop returns after the event in hand (acked or naked). */
   signal?: AbortSignal;
   /** Called when a handler threw (after the nak was sent). */
   onError?: (error: unknown, delivery: Delivery) => void;
@@ -60,6 +60,8 @@ function truncateUtf8(text: string, maxBytes: number): string {
  */
 export async function runSubscriber(client: TallyClient, o: SubscriberOptions): Promise<RunStats> {
   const stats: RunStats = { handled: 0, failed: 0 };
+  // The signal ends a fetch's wait; the ack or nak of the event in hand
+  // is still sent.
   const call: CallOptions = o.signal !== undefined ? { signal: o.signal } : {};
   const stopped = (): boolean => o.signal?.aborted === true;
   if (o.create !== undefined) await client.subCreate(o.name, o.create, call);
@@ -78,11 +80,11 @@ export async function runSubscriber(client: TallyClient, o: SubscriberOptions): 
         } catch (e) {
           stats.failed++;
           const error = truncateUtf8(e instanceof Error ? e.message : String(e), 256);
-          await client.subNak(o.name, d.seq, { error, ...(o.nakDelayMs !== undefined ? { delay_ms: o.nakDelayMs } : {}) }, call);
+          await client.subNak(o.name, d.seq, { error, ...(o.nakDelayMs !== undefined ? { delay_ms: o.nakDelayMs } : {}) });
           o.onError?.(e, d);
           continue;
         }
-        await client.subAck(o.name, { done: [d.seq] }, call);
+        await client.subAck(o.name, { done: [d.seq] });
         stats.handled++;
         if (stopped()) break;
       }

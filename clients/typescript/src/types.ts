@@ -40,7 +40,8 @@ export interface Account {
 /** `pending`, `posted`, `pending_posted`, `pending_voided`, `pending_expired`. */
 export type TransferState = string;
 
-export interface Transfer {
+/** What a transfer is, in a read and in an event document alike. */
+export interface TransferBase {
   id: Id128;
   debit_account_id: Int;
   credit_account_id: Int;
@@ -50,11 +51,15 @@ export interface Transfer {
   flags: number;
   state: TransferState;
   timeout_s: number;
-  expires_at_ms: Int;
   posted_amount: Int;
   version: Int;
   created_seq: Int;
   resolved_seq: Int;
+}
+
+/** A transfer as reads give it (`transferGet`, history entries). */
+export interface Transfer extends TransferBase {
+  expires_at_ms: Int;
   created_ms: Int;
 }
 
@@ -73,34 +78,69 @@ export interface Entitlement {
   grant_transfer_id?: Id128 | null;
 }
 
+/** An account as an event document carries it (docs/PROTOCOL.md, "The event document"). */
+export interface EventAccount extends Account {
+  debits_must_not_exceed_credits: boolean;
+  credits_must_not_exceed_debits: boolean;
+}
+
+/** A transfer as an event document carries it: times as RFC 3339 text. */
+export interface EventTransfer extends TransferBase {
+  pending: boolean;
+  /** RFC 3339; null when unset */
+  expires_at: string | null;
+  /** RFC 3339 */
+  created: string | null;
+}
+
+/** An entitlement as an event document carries it. */
+export interface EventEntitlement {
+  subject: string;
+  feature: string;
+  state: EntitlementState;
+  lifetime: boolean;
+  /** RFC 3339 and Unix ms; null for a lifetime entitlement */
+  valid_until: string | null;
+  valid_until_ms: Int | null;
+  version: Int;
+  /** null when none was given */
+  source_order: Int | null;
+  granted: string;
+  updated: string;
+}
+
 /**
- * One event as a JSON document (docs/RELAY.md "The event document", the
- * same one tally-relay sends): `data` holds the objects after the change.
+ * One event as its JSON document (docs/PROTOCOL.md "The event document",
+ * the same one tally-relay sends): the header, and under `data` the
+ * objects right after the change.
  */
 export interface EventDocument {
   seq: Int;
+  /** The event's id, UUID text: the same on every delivery of the event. */
   event_id: string;
+  /** `account.opened`, `transfer.created`, `transfer.posted`, `entitlement.granted`, ... (docs/EVENTS.md) */
   type: string;
   entity_kind: string;
-  entity: { kind: string; id?: Int; subject?: string; feature?: string; [k: string]: unknown };
+  /** `{kind, id}` (accounts, transfers), `{kind, subject, feature}` (entitlements), ... */
+  entity: { kind: string; [k: string]: unknown };
   entity_version: Int;
+  /** RFC 3339 UTC */
   time: string;
   time_ms: Int;
-  /** Absent for events of the expiry sweep. */
-  consumer?: string;
-  key?: string;
-  correlation?: string;
+  /** What caused it; null for events of the expiry sweep. */
+  consumer: string | null;
+  key: string | null;
   data: {
-    account?: Account;
-    transfer?: Transfer;
-    debit_account?: Account;
-    credit_account?: Account;
-    entitlement?: Entitlement;
+    account?: EventAccount;
+    transfer?: EventTransfer;
+    debit_account?: EventAccount;
+    credit_account?: EventAccount;
+    entitlement?: EventEntitlement;
+    /** `source`, `event_id`, `event_type`, `signed_at_s`, and `payload` or `body_base64` */
     webhook?: Record<string, unknown>;
+    /** `subscriber`, `seq`, `attempts`, `parked_ms`, `error` */
     dead_letter?: Record<string, unknown>;
-    [k: string]: unknown;
   };
-  [k: string]: unknown;
 }
 
 // ---- writes ----

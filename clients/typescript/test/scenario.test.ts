@@ -170,6 +170,16 @@ test("reads: list, history, log, stats", async () => {
   const log = await client.logRead({ from: 1, limit: 3 });
   assert.equal(log.head, stats.head_seq);
   assert.equal(log.events.length, 3);
+  const [first] = log.events;
+  assert.equal(first!.seq, 1);
+  assert.equal(first!.type, "account.opened");
+  assert.equal(first!.consumer, "shop");
+  assert.equal(first!.data.account!.id, 1);
+  assert.match(first!.event_id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+  const pay = log.events[2]!;
+  assert.equal(pay.type, "transfer.created");
+  assert.equal(pay.data.transfer!.id, "0000000000000000000000000000000a");
+  assert.equal(pay.data.credit_account!.credits_posted, 500);
 });
 
 test("a reply lost on the way: the client retries with the same key, the write applies once", async () => {

@@ -1,0 +1,170 @@
+/*
+ * tail.test.ts — the SSE tail against the stream's contract
+ * (docs/PROTOCOL.md, GET /v1/events), served by an HTTP server of the
+ * test's that ends streams, replays an event, splits lines across
+ * chunks, sends heartbeats and goes silent; and the parser alone.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { TallyClient, SseParser, RequestRefusedError, type EventDocument } from "../src/index.js";
+
+function doc(seq: number): EventDocument {
+  return {
+    seq, event_id: `0000000${seq}-0000-7000-8000-000000000000`, type: "account.opened", entity_kind: "account",
+    entity: { kind: "account", id: seq }, entity_version: 1, time: "2026-12-03T08:30:00.250Z", time_ms: 1796286600250,
+    consumer: "shop", key: `open-${seq}`, data: {},
+  };
+}
+
+type Script = (req: IncomingMessage, res: ServerResponse, n: number) => void;
+
+async function serve(script: Script): Promise<{ url: string; requests: IncomingMessage[]; close: () => Promise<void> }> {
+  const requests: IncomingMessage[] = [];
+  const server = createServer((req, res) => {
+    if (req.url?.startsWith("/v1/stats")) {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ v: 1, code: "ok", head_seq: 4 }));
+      return;
+    }
+    requests.push(req);
+    script(req, res, requests.length);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((r) => server.close(() => r()));
+    },
+  };
+}
+
+const streamHead = (res: ServerResponse): void => {
+  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-store" });
+};
+const frame = (seq: number, eol = "\n"): string => `id: ${seq}${eol}data: ${JSON.stringify(doc(seq))}${eol}${eol}`;
+
+test("each event once, in order, across reconnects with Last-Event-ID", async () => {
+  const srv = await serve((req, res, n) => {
+    streamHead(res);
+    if (n === 1) {
+      // from=1: a heartbeat, events 1-3 with lines split across writes, then the end
+      res.write(": keepalive\n\n");
+      const text = frame(1) + frame(2, "\r\n") + frame(3, "\r");
+      for (let i = 0; i < text.length; i += 7) res.write(text.slice(i, i + 7));
+      res.end();
+    } else if (n === 2) {
+      // resumes after 3: the server replays 3 (the client drops it), then 4, 5 and ends
+      res.end(frame(3) + frame(4) + frame(5));
+    } else if (n === 3) {
+      res.write(": keepalive\n\n"); // then silence: the client's idle bound reconnects
+    } else {
+      res.write(frame(6) + frame(7));
+    }
+  });
+  try {
+    const client = new TallyClient({ baseUrl: srv.url });
+    const seen: number[] = [];
+    for await (const e of client.tail({ from: 1, idleTimeoutMs: 300, reconnectDelayMs: 10 })) {
+      seen.push(Number(e.seq));
+      if (seen.length === 7) break;
+    }
+    assert.deepEqual(seen, [1, 2, 3, 4, 5, 6, 7]);
+    const url = (i: number) => srv.requests[i]!.url;
+    const lastId = (i: number) => srv.requests[i]!.headers["last-event-id"];
+    assert.equal(url(0), "/v1/events?from=1");
+    assert.equal(lastId(0), undefined);
+    assert.equal(url(1), "/v1/events");
+    assert.equal(lastId(1), "3");
+    assert.equal(lastId(2), "5");
+    assert.equal(lastId(3), "5", "after a silent stream, resumed where it was");
+    assert.equal(srv.requests[0]!.headers.accept, "text/event-stream");
+  } finally {
+    await srv.close();
+  }
+});
+
+test("without from: only new events, from the head at the start, also across a reconnect", async () => {
+  const srv = await serve((_req, res, n) => {
+    streamHead(res);
+    if (n === 1) res.end(": keepalive\n\n"); // ends before any event
+    else res.end(frame(5));
+  });
+  try {
+    const client = new TallyClient({ baseUrl: srv.url, token: "t" });
+    for await (const e of client.tail({ reconnectDelayMs: 10 })) {
+      assert.equal(e.seq, 5);
+      break;
+    }
+    assert.equal(srv.requests[0]!.url, "/v1/events?from=5", "the head (4) + 1");
+    assert.equal(srv.requests[1]!.url, "/v1/events?from=5", "not 'new from the reconnect'");
+    assert.equal(srv.requests[0]!.headers.authorization, "Bearer t");
+  } finally {
+    await srv.close();
+  }
+});
+
+test("an error reply before the stream: a refusal throws, 503 is retried", async () => {
+  const srv = await serve((_req, res, n) => {
+    if (n === 1) {
+      res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
+      res.end(JSON.stringify({ v: 1, code: "overloaded", message: "busy" }));
+    } else {
+      res.writeHead(401, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ v: 1, code: "unauthenticated", message: "no auth token" }));
+    }
+  });
+  try {
+    const client = new TallyClient({ baseUrl: srv.url });
+    await assert.rejects(
+      (async () => {
+        for await (const _ of client.tail({ from: 1, reconnectDelayMs: 10 })) break;
+      })(),
+      (e: unknown) => e instanceof RequestRefusedError && e.code === "unauthenticated" && e.status === 401,
+    );
+    assert.equal(srv.requests.length, 2);
+  } finally {
+    await srv.close();
+  }
+});
+
+test("an abort ends the iterator", async () => {
+  const srv = await serve((_req, res) => {
+    streamHead(res);
+    res.write(frame(1)); // then keeps the stream open
+  });
+  try {
+    const client = new TallyClient({ baseUrl: srv.url });
+    const stop = new AbortController();
+    const seen: number[] = [];
+    for await (const e of client.tail({ from: 1, signal: stop.signal })) {
+      seen.push(Number(e.seq));
+      stop.abort();
+    }
+    assert.deepEqual(seen, [1]);
+  } finally {
+    await srv.close();
+  }
+});
+
+test("the parser: BOM, CR/LF/CRLF split across chunks, comments, multi-line data, retry, no id", () => {
+  const p = new SseParser();
+  const out = [
+    ...p.push("\uFEFF: hello\r"),
+    ...p.push("\nid: 7\r"),
+    ...p.push("\ndata: a\ndata:b\n"),
+    ...p.push("\n"),
+    ...p.push("retry: 1500\nevent: other\ndata: x\n\ndata: y\n\n"),
+    ...p.push("data: cut off"),
+  ];
+  assert.deepEqual(out, [
+    { id: "7", event: "message", data: "a\nb" },
+    { id: "7", event: "other", data: "x" },
+    { id: "7", event: "message", data: "y" },
+  ]);
+  assert.equal(p.retry, 1500);
+});
