@@ -199,7 +199,7 @@ export async function* tailEvents(t: TailTransport, options: TailOptions): Async
         if (last !== undefined) headers["Last-Event-ID"] = last.toString();
         else url += `?from=${from!.toString()}`;
         touch();
-        const res = await t.fetch(url, { headers, signal: attempt.signal, cache: "no-store" });
+        const res = await t.fetch(url, { headers, signal: attempt.signal });
         const type = res.headers.get("Content-Type") ?? "";
         if (!res.ok || !type.startsWith("text/event-stream") || res.body === null) {
           const text = await res.text().catch(() => "");
