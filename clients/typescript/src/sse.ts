@@ -13,7 +13,7 @@
  * ignored, `retry:` sets the reconnection delay.
  */
 
-import { TallyError, errorFor } from "./errors.js";
+import { FaultError, TallyError, errorFor } from "./errors.js";
 import type { EventDocument, Int, IntInput } from "./types.js";
 
 export interface TailOptions {
@@ -138,6 +138,17 @@ async function* sseMessages(body: ReadableStream<Uint8Array>, parser: SseParser,
   }
 }
 
+/** An event's document; a data line that is not one would come again on every reconnect, so it throws. */
+function parseEvent(data: string): EventDocument {
+  try {
+    const doc: unknown = JSON.parse(data);
+    if (doc !== null && typeof doc === "object" && !Array.isArray(doc)) return doc as EventDocument;
+  } catch {
+    /* below */
+  }
+  throw new FaultError("corrupt_record", `the event stream sent data that is not an event document: ${data.slice(0, 120)}`);
+}
+
 function seqOf(doc: EventDocument, id: string | undefined): bigint | undefined {
   const v = doc.seq ?? id;
   if (v === undefined || v === null) return undefined;
@@ -220,7 +231,7 @@ export async function* tailEvents(t: TailTransport, options: TailOptions): Async
         wait = firstDelay;
         for await (const m of sseMessages(res.body, parser, touch)) {
           if (m.event !== "message") continue;
-          const doc = JSON.parse(m.data) as EventDocument;
+          const doc = parseEvent(m.data);
           const seq = seqOf(doc, m.id);
           if (seq === undefined) continue;
           if (last !== undefined && seq <= last) continue; // seen before a reconnect: once only

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { TallyClient, SseParser, RequestRefusedError, type EventDocument } from "../src/index.js";
+import { TallyClient, SseParser, RequestRefusedError, FaultError, type EventDocument } from "../src/index.js";
 
 function doc(seq: number): EventDocument {
   return {
@@ -127,6 +127,25 @@ test("an error reply before the stream: a refusal throws, 503 is retried", async
       (e: unknown) => e instanceof RequestRefusedError && e.code === "unauthenticated" && e.status === 401,
     );
     assert.equal(srv.requests.length, 2);
+  } finally {
+    await srv.close();
+  }
+});
+
+test("data that is not an event document throws, rather than reconnecting to it forever", async () => {
+  const srv = await serve((_req, res) => {
+    streamHead(res);
+    res.end("id: 1\ndata: {not json\n\n");
+  });
+  try {
+    const client = new TallyClient({ baseUrl: srv.url });
+    await assert.rejects(
+      (async () => {
+        for await (const _ of client.tail({ from: 1, reconnectDelayMs: 10 })) break;
+      })(),
+      (e: unknown) => e instanceof FaultError && e.code === "corrupt_record",
+    );
+    assert.equal(srv.requests.length, 1);
   } finally {
     await srv.close();
   }
