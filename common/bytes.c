@@ -21,7 +21,7 @@ void tally_id128_to_hex(const tally_id128 *id, char out[33])
     out[32] = '\0';
 }
 
-void tally_id128_to_uuid_text(const tally_id128 *id, char out[37])
+void bytes_id128_uuid_text(const tally_id128 *id, char out[37])
 {
     static const char digits[] = "0123456789abcdef";
     size_t o = 0;

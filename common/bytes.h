@@ -123,7 +123,7 @@ static inline bool get_uvarint(const uint8_t **p, const uint8_t *end, uint64_t *
 void tally_id128_to_hex(const tally_id128 *id, char out[33]);
 /* The same as UUID text (8-4-4-4-12 lower-case hex digits) into out (37
  * bytes with the NUL). */
-void tally_id128_to_uuid_text(const tally_id128 *id, char out[37]);
+void bytes_id128_uuid_text(const tally_id128 *id, char out[37]);
 
 /* The value of one hex digit (either case), or -1. */
 int bytes_hex_value(char c);

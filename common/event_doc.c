@@ -344,7 +344,7 @@ static json_t *entity_doc(const log_entity *en, bool *ok)
 static json_t *uuid_text(const tally_id128 *id)
 {
     char out[37];
-    tally_id128_to_uuid_text(id, out);
+    bytes_id128_uuid_text(id, out);
     return json_string(out);
 }
 

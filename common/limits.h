@@ -168,6 +168,24 @@ _Static_assert(TALLY_LISTENER_PROBE_MS_MIN <= TALLY_LISTENER_PROBE_MS_DEFAULT &&
 /* Places beyond the total for GET /metrics, /healthz and /readyz only. */
 #define TALLY_HTTP_RESERVED_CONNECTIONS_DEFAULT 8
 #define TALLY_HTTP_RESERVED_CONNECTIONS_MAX 256
+/* GET /v1/events (net/http/sse.c, docs/PROTOCOL.md "The event stream"):
+ * a comment line every heartbeat while idle; a stream ends after its
+ * longest life (the client resumes with Last-Event-ID); at most this many
+ * bytes rendered and not yet taken by the connection per stream (an event
+ * whose message would pass it ends the stream). The default bound holds
+ * the largest event document (768 KiB, a 256 KiB webhook body) with its
+ * framing. */
+#define TALLY_HTTP_STREAM_BLOCK_BYTES 16384 /* what the listener asks a stream for at once */
+#define TALLY_HTTP_STREAM_HEARTBEAT_MS_DEFAULT 15000
+#define TALLY_HTTP_STREAM_HEARTBEAT_MS_MIN 10
+#define TALLY_HTTP_STREAM_HEARTBEAT_MS_MAX 300000
+#define TALLY_HTTP_STREAM_LIFE_S_DEFAULT 3600
+#define TALLY_HTTP_STREAM_LIFE_S_MAX 86400
+#define TALLY_HTTP_STREAM_BUFFER_BYTES_DEFAULT 1048576
+#define TALLY_HTTP_STREAM_BUFFER_BYTES_MIN 1024
+#define TALLY_HTTP_STREAM_BUFFER_BYTES_MAX (16 * 1024 * 1024)
+_Static_assert(TALLY_HTTP_STREAM_BUFFER_BYTES_DEFAULT > 786432 + 64,
+               "the default stream buffer holds the largest event document and its framing");
 /* A request's body earns its sender a second more than --http-timeout-s
  * per this many bytes received: slower, and the connection is closed. */
 #define TALLY_HTTP_BODY_BYTES_PER_S_MIN (64 * 1024)

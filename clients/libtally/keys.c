@@ -29,7 +29,7 @@ void tally_uuid_format(const tally_uuid *id, char out[37])
     assert(id != NULL && out != NULL);
     tally_id128 x;
     memcpy(x.bytes, id->bytes, 16);
-    tally_id128_to_uuid_text(&x, out);
+    bytes_id128_uuid_text(&x, out);
 }
 
 int tally_uuid_parse(const char *text, tally_uuid *out)

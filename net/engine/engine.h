@@ -155,6 +155,9 @@ struct server {
     /* A committed group's events, to the PUB socket (net/sp/publisher.c);
      * NULL without --publish. */
     void (*publish)(server *srv, uint64_t from_seq, uint64_t to_seq);
+    /* A commit moved the log head to seq (GET /v1/events streams wake:
+     * net/http/sse.c); NULL without --http. Called without mu held. */
+    void (*head_moved)(server *srv, uint64_t seq);
     /* The rooms above, each with its own state (net/server/ makes them). */
     struct sp_room *sp;           /* net/sp/sp.h */
     struct http_room *http;       /* net/http/face.h; NULL without --http */

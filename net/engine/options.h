@@ -71,6 +71,9 @@ typedef struct net_server_options {
     const char *writer_hold_file;
     unsigned http_reserved_max;        /* more places, for /metrics, /healthz, /readyz only */
     unsigned http_webhooks_in_flight;  /* webhook deliveries waiting for the writer; more: 503 */
+    unsigned http_stream_heartbeat_ms; /* GET /v1/events: a keepalive comment while idle */
+    unsigned http_stream_life_s;       /* a stream ends after this (the client resumes) */
+    unsigned http_stream_buffer_bytes; /* rendered, unsent bytes per stream; more: it ends */
     struct net_webhooks *webhooks; /* --webhooks: the sources (net/http/webhooks.h); NULL: none */
     const char *version;       /* tally_build_info's label */
     /* NULL, or a file written once every listener is up, before READY=1:

@@ -238,6 +238,8 @@ void advance_head(server *srv, uint64_t seq)
     if (srv->waiters != NULL)
         pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
+    if (srv->head_moved)
+        srv->head_moved(srv, seq);
 }
 
 /* ---- answering a committed group ---- */

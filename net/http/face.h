@@ -7,6 +7,7 @@
  *                 socket over inproc, replies back as JSON
  *   webhooks.c    POST /webhooks/<source>: verified deliveries written as
  *                 commands through the engine's queue
+ *   sse.c         GET /v1/events: the log as Server-Sent Events
  */
 #ifndef TALLY_NET_HTTP_FACE_H
 #define TALLY_NET_HTTP_FACE_H
@@ -32,6 +33,7 @@ typedef struct http_room {
     char url[NET_URL_BYTES_MAX];  /* --http as bound */
     net_http *http;
     struct http_json *json;       /* the JSON API's requests (http_json.c) */
+    struct http_streams *streams; /* GET /v1/events streams (sse.c) */
     atomic_uint webhooks_in_flight; /* outside slots out (webhooks.c) */
     http_hooks hooks;
 } http_room;
@@ -47,6 +49,10 @@ void webhooks_metrics(server *srv, net_text *out);
 /* Serve --http (when not none). 0 or an NNG-style non-zero on failure (logged). */
 int http_routes_start(server *srv);
 void http_routes_stop(server *srv);
+/* A read-only transaction on the open store, with store_rw held for
+ * reading (release with http_read_end); false while stopping. */
+bool http_read_begin(server *srv, store_txn *t);
+void http_read_end(server *srv, store_txn *t);
 /* Run the health checks (logging alerts that start or clear); the main
  * thread calls it every HEALTH_TICK_MS while serving. */
 void health_tick(server *srv);
@@ -80,5 +86,20 @@ bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
                      net_http_pending *p);
 /* Before the listener stops: true when nothing is in flight any more. */
 bool http_json_stop(server *srv);
+/* The token of "Authorization: Bearer TOKEN"; ptr NULL when none. */
+tally_str http_bearer_token(const net_http_request *rq);
+/* An error reply as the JSON API gives it (status by code). */
+void http_json_error(net_http_reply *out, int code, const char *detail);
+
+/* ---- sse.c ---- */
+/* The streams' waker (and server.head_moved). 0, or NNG_ENOMEM. */
+int http_events_start(server *srv);
+/* GET /v1/events (a route: answers a refusal, or a stream). */
+void http_events_route(void *ctx, const net_http_request *rq, net_http_reply *out);
+/* End every stream (before the listener stops; waits a bounded time). */
+void http_events_stop(server *srv);
+/* tally_http_streams, tally_http_stream_events_total,
+ * tally_http_streams_ended_total{reason}. */
+void http_events_metrics(server *srv, net_text *out);
 
 #endif

@@ -184,7 +184,86 @@ static bool method_allowed(const char *methods, const char *method)
     return false;
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *c, net_http_reply *r, const char *allow)
+/* ---- streamed bodies ---- */
+
+/* A stream's connection and whether it waits suspended for a wake. */
+struct net_http_stream {
+    struct MHD_Connection *connection;
+    const net_http_stream_ops *ops;
+    void *ctx;
+    pthread_mutex_t mu;
+    bool suspended; /* under mu: the connection waits for a wake */
+    bool woken;     /* under mu: a wake came while read ran */
+};
+
+/* libmicrohttpd's content reader: the stream's bytes; with none ready the
+ * connection is suspended (the pattern microhttpd.h gives for "no data
+ * yet": returning 0 alone would spin the listener's thread) unless a wake
+ * came meanwhile, which asks again. */
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    net_http_stream *s = cls;
+    for (;;) {
+        long n = s->ops->read(s->ctx, buf, max);
+        if (n != 0)
+            return n > 0 ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&s->mu);
+        bool again = s->woken;
+        s->woken = false;
+        if (!again) {
+            s->suspended = true;
+            MHD_suspend_connection(s->connection);
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (!again)
+            return 0;
+    }
+}
+
+static void stream_free(void *cls)
+{
+    net_http_stream *s = cls;
+    s->ops->done(s->ctx);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void net_http_stream_wake(net_http_stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->suspended) {
+        s->suspended = false;
+        MHD_resume_connection(s->connection);
+    } else {
+        s->woken = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The response of a streamed reply (NULL: out of memory, done run). */
+static struct MHD_Response *stream_response(struct MHD_Connection *c, net_http_reply *r)
+{
+    net_text_free(&r->body);
+    net_http_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        r->stream->done(r->stream_ctx);
+        return NULL;
+    }
+    *s = (net_http_stream){c, r->stream, r->stream_ctx};
+    pthread_mutex_init(&s->mu, NULL);
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, TALLY_HTTP_STREAM_BLOCK_BYTES, stream_reader, s, stream_free);
+    if (resp == NULL) {
+        stream_free(s);
+        return NULL;
+    }
+    r->stream->attach(r->stream_ctx, s);
+    return resp;
+}
+
+/* The response of a reply's text body (NULL: out of memory). */
+static struct MHD_Response *text_response(net_http_reply *r)
 {
     struct MHD_Response *resp;
     if (r->body.bad) {
@@ -199,6 +278,12 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, net_http_reply *r, c
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     }
     net_text_free(&r->body);
+    return resp;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, net_http_reply *r, const char *allow)
+{
+    struct MHD_Response *resp = r->stream ? stream_response(c, r) : text_response(r);
     if (resp == NULL)
         return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,

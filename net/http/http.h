@@ -55,6 +55,26 @@ typedef struct net_http_request {
 
 #define NET_HTTP_EXTRA_HEADERS_MAX 2
 
+/* A body of unknown length sent as it is made (Server-Sent Events): the
+ * listener's thread asks read for bytes whenever the connection can take
+ * them. A stream is ended by read (-1), by its client hanging up, or by
+ * the listener's stop; done runs once after the last read. */
+typedef struct net_http_stream net_http_stream;
+typedef struct net_http_stream_ops {
+    /* The stream's handle, before the first read: wake it with
+     * net_http_stream_wake until done has run. */
+    void (*attach)(void *ctx, net_http_stream *s);
+    /* Up to max bytes into buf: how many (> 0); 0 when none is ready now
+     * (the connection then waits, suspended, for net_http_stream_wake);
+     * -1 to end the body. On the listener's thread. */
+    long (*read)(void *ctx, char *buf, size_t max);
+    /* The connection is done with ctx (after the last read). */
+    void (*done)(void *ctx);
+} net_http_stream_ops;
+
+/* There may be bytes: read is asked again (any thread; until done). */
+void net_http_stream_wake(net_http_stream *s);
+
 typedef struct net_http_reply {
     unsigned status;          /* 200 unless the handler sets it */
     const char *content_type; /* a static string */
@@ -62,6 +82,10 @@ typedef struct net_http_reply {
     struct {
         const char *name, *value; /* static strings; name NULL: none */
     } headers[NET_HTTP_EXTRA_HEADERS_MAX];
+    /* Non-NULL: the body is this stream (body unused), ctx its argument;
+     * when the reply is not sent, done still runs. */
+    const net_http_stream_ops *stream;
+    void *stream_ctx;
 } net_http_reply;
 
 typedef void (*net_http_handler)(void *ctx, const net_http_request *rq, net_http_reply *out);

@@ -84,7 +84,7 @@ static void reply_from_msgpack(const void *bytes, size_t len, bool event_bytes,
 
 /* An answer made here (bad HTTP-level input): packed as the server packs
  * an error reply, then converted like every reply. */
-static void reply_error(net_http_reply *out, int code, const char *detail)
+void http_json_error(net_http_reply *out, int code, const char *detail)
 {
     net_out o;
     nng_msg *m = NULL;
@@ -135,7 +135,7 @@ static void call_callback(void *arg)
         if (!jc->receiving)
             nng_msg_free(nng_aio_get_msg(jc->aio));
         bool stopping = rv == NNG_ECANCELED || rv == NNG_ECLOSED;
-        reply_error(&r, stopping ? TALLY_shutting_down : TALLY_internal,
+        http_json_error(&r, stopping ? TALLY_shutting_down : TALLY_internal,
                     stopping ? "server is stopping, retry later" : nng_strerror(rv));
         return call_finish(jc, &r);
     }
@@ -163,7 +163,7 @@ static bool call_start(struct http_json *hj, nng_msg *m, bool event_bytes, net_h
     pthread_mutex_unlock(&hj->mu);
     if (jc == NULL) {
         nng_msg_free(m);
-        reply_error(out, stopping ? TALLY_shutting_down : TALLY_overloaded,
+        http_json_error(out, stopping ? TALLY_shutting_down : TALLY_overloaded,
                     stopping ? "server is stopping, retry later" : "too many HTTP requests in flight");
         return false;
     }
@@ -257,7 +257,7 @@ static bool format_take(const query_fields *q, bool *event_bytes, net_http_reply
     *event_bytes = q->format && strcmp(q->format, "msgpack") == 0;
     if (q->format == NULL || *event_bytes || strcmp(q->format, "json") == 0)
         return true;
-    reply_error(out, TALLY_value_out_of_range, HTTP_FORMAT_ARG ": json or msgpack");
+    http_json_error(out, TALLY_value_out_of_range, HTTP_FORMAT_ARG ": json or msgpack");
     return false;
 }
 
@@ -268,18 +268,18 @@ static bool get_request(const net_http_request *rq, const char *rest, const net_
     bool text = true;
     const http_resource *r = resource_find(rest, fields, &text);
     if (r == NULL) {
-        reply_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
+        http_json_error(out, TALLY_not_found, "no such resource (docs/PROTOCOL.md, JSON API)");
         return false;
     }
     query_fields q = {fields, "", false, NULL};
     if (text)
         net_http_query_each(rq, query_field, &q);
     if (!text || q.not_text) {
-        reply_error(out, TALLY_malformed_request, "a path parameter or query argument not UTF-8");
+        http_json_error(out, TALLY_malformed_request, "a path parameter or query argument not UTF-8");
         return false;
     }
     if (q.bad[0]) {
-        reply_error(out, TALLY_duplicate_field, q.bad);
+        http_json_error(out, TALLY_duplicate_field, q.bad);
         return false;
     }
     if (!format_take(&q, event_bytes, out))
@@ -296,14 +296,14 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
 {
     *op = net_op_find(tally_str_from(rest));
     if (*op == NULL || (*op)->kind == NET_KIND_CONTROL) {
-        reply_error(out, TALLY_unknown_op, *op ? "control ops are not offered over HTTP"
+        http_json_error(out, TALLY_unknown_op, *op ? "control ops are not offered over HTTP"
                                                : "see docs/PROTOCOL.md for the ops");
         return false;
     }
     query_fields q = {NULL, "", false, NULL};
     net_http_query_each(rq, query_field, &q);
     if (q.bad[0]) {
-        reply_error(out, TALLY_duplicate_field, q.bad);
+        http_json_error(out, TALLY_duplicate_field, q.bad);
         return false;
     }
     if (!format_take(&q, event_bytes, out))
@@ -315,7 +315,7 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
     if (*body == NULL) {
         char detail[96];
         snprintf(detail, sizeof(detail), "not JSON: %.60s (offset %d)", err.text, err.position);
-        reply_error(out, TALLY_malformed_request, detail);
+        http_json_error(out, TALLY_malformed_request, detail);
         return false;
     }
     return true;
@@ -325,7 +325,7 @@ static bool post_request(const net_http_request *rq, const char *rest, const net
  * not matter; spaces and tabs around the token are optional whitespace,
  * RFC 9110 11.4 and 5.6.3), or ptr NULL: then the request carries no
  * `auth`, and tallyd with --auth answers it 401 unauthenticated. */
-static tally_str bearer_token(const net_http_request *rq)
+tally_str http_bearer_token(const net_http_request *rq)
 {
     static const char ows[] = " \t";
     const char *h = net_http_header(rq, "Authorization");
@@ -350,14 +350,14 @@ static bool caller_authenticated(server *srv, const net_http_request *rq, net_ht
 {
     if (srv->auth == NULL)
         return true;
-    tally_str token = bearer_token(rq);
+    tally_str token = http_bearer_token(rq);
     auth_request arq = {token.ptr != NULL, token, AUTH_CLASS_READ, {NULL, 0}, NULL};
     char detail[96];
     int rc = auth_guard_check(srv->auth, &arq, detail, sizeof(detail));
     if (rc == TALLY_ok)
         return true;
     net_metrics_auth_refused(rc);
-    reply_error(out, rc, detail);
+    http_json_error(out, rc, detail);
     return false;
 }
 
@@ -377,17 +377,17 @@ static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const
                              net_http_reply *out)
 {
     net_json_envelope e = {op, net_http_header(rq, "Tally-Consumer"),
-                           net_http_header(rq, "Idempotency-Key"), bearer_token(rq),
+                           net_http_header(rq, "Idempotency-Key"), http_bearer_token(rq),
                            strcmp(rq->method, "GET") == 0};
     if (!header_is_text(e.consumer) || !header_is_text(e.key)) {
-        reply_error(out, TALLY_malformed_request,
+        http_json_error(out, TALLY_malformed_request,
                     "Idempotency-Key and Tally-Consumer are UTF-8 text");
         return NULL;
     }
     if (e.consumer == NULL)
         e.consumer = CONSUMER_DEFAULT;
     if (op->kind == NET_KIND_WRITE && e.key == NULL) {
-        reply_error(out, TALLY_missing_field, "Idempotency-Key header (required on writes)");
+        http_json_error(out, TALLY_missing_field, "Idempotency-Key header (required on writes)");
         return NULL;
     }
     msgpack_sbuffer sb;
@@ -403,7 +403,7 @@ static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const
     }
     msgpack_sbuffer_destroy(&sb);
     if (m == NULL)
-        reply_error(out, rc != TALLY_ok ? rc : TALLY_overloaded,
+        http_json_error(out, rc != TALLY_ok ? rc : TALLY_overloaded,
                     rc != TALLY_ok ? detail : "out of memory");
     return m;
 }
@@ -421,7 +421,7 @@ bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
     if (get) {
         body = json_object();
         if (body == NULL) {
-            reply_error(out, TALLY_overloaded, "out of memory");
+            http_json_error(out, TALLY_overloaded, "out of memory");
             return false;
         }
     }

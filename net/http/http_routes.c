@@ -19,6 +19,7 @@
  *                 the bytes of `tallyd --openapi`; no token, like /metrics:
  *                 it is made of the build's tables, nothing of the store
  *
+ *   GET /v1/events  the log as Server-Sent Events (net/http/sse.c)
  *   /v1/...       the JSON API (net/http/http_json.c)
  *
  * More routes (webhooks) are rows of the same table.
@@ -41,9 +42,7 @@ static bool is_stopping(server *srv)
     return stopping;
 }
 
-/* A read-only transaction on the open store, with store_rw held for
- * reading (release with end_read); false while stopping. */
-static bool begin_read(server *srv, store_txn *t)
+bool http_read_begin(server *srv, store_txn *t)
 {
     pthread_rwlock_rdlock(&srv->store_rw);
     if (!srv->store_closed && store_txn_begin(srv->st, NULL, true, t) == TALLY_ok)
@@ -52,7 +51,7 @@ static bool begin_read(server *srv, store_txn *t)
     return false;
 }
 
-static void end_read(server *srv, store_txn *t)
+void http_read_end(server *srv, store_txn *t)
 {
     store_txn_abort(t);
     pthread_rwlock_unlock(&srv->store_rw);
@@ -103,13 +102,14 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
     store_txn t;
     net_metrics_view v;
     view_of(srv, &v);
-    if (!begin_read(srv, &t))
+    if (!http_read_begin(srv, &t))
         return unavailable(out, "shutting down");
     int rc = view_health(srv, &t, &v);
     if (rc == TALLY_ok)
         rc = net_metrics_write(&out->body, &t, &v, clock_wall_ms());
-    end_read(srv, &t);
+    http_read_end(srv, &t);
     webhooks_metrics(srv, &out->body);
+    http_events_metrics(srv, &out->body);
     if (srv->http->http)
         net_http_metrics(srv->http->http, &out->body);
     if (rc != TALLY_ok) {
@@ -151,7 +151,7 @@ static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *
     store_txn t;
     net_health_report *r = NULL;
     out->content_type = JSON;
-    if (is_stopping(srv) || !begin_read(srv, &t)) {
+    if (is_stopping(srv) || !http_read_begin(srv, &t)) {
         out->status = 503;
         net_text_printf(&out->body, "{\"status\":\"failing\",\"checks\":[{\"check\":\"store\","
                                     "\"subscriber\":null,\"ok\":false,\"value\":null,"
@@ -159,7 +159,7 @@ static void route_readyz(void *ctx, const net_http_request *rq, net_http_reply *
         return;
     }
     int rc = net_health_evaluate(srv->health, &t, clock_wall_ms(), &r);
-    end_read(srv, &t);
+    http_read_end(srv, &t);
     if (rc != TALLY_ok) {
         out->status = 503;
         net_text_printf(&out->body, "{\"status\":\"failing\",\"checks\":[{\"check\":\"store\","
@@ -192,6 +192,7 @@ static const net_http_route routes[] = {
     {"/healthz", "GET", route_healthz, NULL, true},
     {"/readyz", "GET", route_readyz, NULL, true},
     {"/v1/openapi.json", "GET", route_openapi, NULL, false},
+    {"/v1/events", "GET", http_events_route, NULL, false},
     {"/v1/", "GET, POST", NULL, http_json_start},
     {"/webhooks/", "POST", NULL, webhooks_start},
 };
@@ -204,7 +205,7 @@ int http_routes_start(server *srv)
     net_http_options ho = {o->http_url, o->http_timeout_s, o->http_connections_max,
                            o->http_per_address_max, o->tls_pem, (int)o->tls_client_auth,
                            o->http_reserved_max};
-    if (http_json_open(srv) != 0)
+    if (http_json_open(srv) != 0 || http_events_start(srv) != 0)
         return NNG_ENOMEM;
     int rc = net_http_start(&ho, routes, sizeof(routes) / sizeof(routes[0]), srv, &srv->http->http);
     if (rc != TALLY_ok)
@@ -219,6 +220,7 @@ int http_routes_start(server *srv)
 
 void http_routes_stop(server *srv)
 {
+    http_events_stop(srv);
     if (!http_json_stop(srv))
         return; /* a suspended connection would stop the listener's stop */
     net_http_stop(srv->http->http);
@@ -229,10 +231,10 @@ void health_tick(server *srv)
 {
     store_txn t;
     net_health_report *r = NULL;
-    if (!begin_read(srv, &t))
+    if (!http_read_begin(srv, &t))
         return;
     int rc = net_health_evaluate(srv->health, &t, clock_wall_ms(), &r);
-    end_read(srv, &t);
+    http_read_end(srv, &t);
     if (rc != TALLY_ok)
         net_log(NET_LOG_WARN, "health checks not run: %s", tally_strerror(rc));
     free(r);

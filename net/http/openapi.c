@@ -477,6 +477,41 @@ static json_t *openapi_operation(void)
     return set(o, "responses", set(json_object(), "200", ok));
 }
 
+/* GET /v1/events (net/http/sse.c): the log as Server-Sent Events. */
+static json_t *events_operation(void)
+{
+    const net_op *log_read = &net_ops[NET_OP_LOG_READ];
+    json_t *o = set(json_object(), "operationId", json_string("events"));
+    o = set(o, "summary",
+            json_string("The log as Server-Sent Events (docs/PROTOCOL.md, \"The event stream\"): "
+                        "catch-up from `from`, then live, each event once, in order"));
+    o = set(o, "description",
+            json_string("Each event is one message: `id: SEQ`, then `data: ` and its JSON "
+                        "document (the schema Event) on one line, then an empty line; no "
+                        "`event:` field. `: keepalive` comments while idle. A stream ends after "
+                        "`--http-stream-max-s`: reconnect with `Last-Event-ID`. Refusals come "
+                        "before any stream, as JSON replies."));
+    o = set(o, "tags", append(json_array(), json_string(net_op_kind_name(log_read->kind))));
+    o = set(o, "x-tally-auth", json_string(auth_class_name(log_read->auth)));
+    json_t *from = described(ref(SCHEMA_REF("Integer")),
+                             "the first seq to send (0 or 1: the log's start); without it, "
+                             "events after the current head");
+    json_t *params = append(json_array(), set(param("from", "query", false, from), "description",
+                                              json_string("the first seq to send")));
+    json_t *last = set(set(typed("string"), "pattern", json_string("^[0-9]{1,20}$")),
+                       "description", json_string("the seq of the last event seen: the stream "
+                                                  "starts after it (over `from`)"));
+    params = append(params, param("Last-Event-ID", "header", false, last));
+    o = set(o, "parameters", params);
+    json_t *stream = set(json_object(), "text/event-stream",
+                         set(json_object(), "schema",
+                             described(typed("string"), "SSE messages: id, data (an Event)")));
+    json_t *ok = set(set(json_object(), "description", json_string("the stream")), "content",
+                     stream);
+    json_t *r = responses(NULL, typed("object"));
+    return set(o, "responses", set(r, "200", ok));
+}
+
 static json_t *paths(void)
 {
     json_t *p = json_object();
@@ -501,6 +536,7 @@ static json_t *paths(void)
         else
             p = set(p, path, set(json_object(), "get", get_operation(r)));
     }
+    p = set(p, "/v1/events", set(json_object(), "get", events_operation()));
     return set(p, "/v1/openapi.json", set(json_object(), "get", openapi_operation()));
 }
 

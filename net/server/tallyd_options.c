@@ -365,6 +365,19 @@ static const options_row rows[] = {
      "HTTP connections beyond --http-max-connections that answer only GET /metrics, /healthz "
      "and /readyz (503 to anything else), so that these answer while the rest are taken",
      NUMBER(UNSIGNED, http_reserved_max, 0, TALLY_HTTP_RESERVED_CONNECTIONS_MAX, 1)},
+    {"http-stream-heartbeat-ms", "MS", TEXT_OF(TALLY_HTTP_STREAM_HEARTBEAT_MS_DEFAULT),
+     "GET /v1/events (docs/PROTOCOL.md, \"The event stream\") sends the comment \": keepalive\" "
+     "after MS ms without an event",
+     NUMBER(UNSIGNED, http_stream_heartbeat_ms, TALLY_HTTP_STREAM_HEARTBEAT_MS_MIN,
+            TALLY_HTTP_STREAM_HEARTBEAT_MS_MAX, 1)},
+    {"http-stream-max-s", "N", TEXT_OF(TALLY_HTTP_STREAM_LIFE_S_DEFAULT),
+     "a GET /v1/events stream ends after N s (its client resumes with Last-Event-ID)",
+     NUMBER(UNSIGNED, http_stream_life_s, 1, TALLY_HTTP_STREAM_LIFE_S_MAX, 1)},
+    {"http-stream-buffer-bytes", "N", TEXT_OF(TALLY_HTTP_STREAM_BUFFER_BYTES_DEFAULT),
+     "bytes of events a GET /v1/events stream holds rendered and not yet sent; an event "
+     "whose message would pass it ends the stream (the default holds the largest event)",
+     NUMBER(UNSIGNED, http_stream_buffer_bytes, TALLY_HTTP_STREAM_BUFFER_BYTES_MIN,
+            TALLY_HTTP_STREAM_BUFFER_BYTES_MAX, 1)},
     {"http-webhooks-in-flight", "N", TEXT_OF(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT),
      "webhook deliveries waiting for the writer at once; more get 503 with Retry-After "
      "(docs/WEBHOOKS.md); below --http-max-connections, so that other clients keep places",

@@ -234,11 +234,36 @@ function recordedReplies(api, check, path) {
 // Each route of the document asked of the server: one it has answers
 // anything but the 404 of an unknown op or resource, with a status the
 // document lists and a reply its schema for that status passes.
+// A Server-Sent Events route: it streams (200, text/event-stream; the
+// connection is dropped once the headers are in), and a bad `from` is
+// refused before any stream with a JSON reply of the document's schema.
+async function streamServed(template, path, operation, check) {
+    const headers = { Authorization: 'Bearer ' + token };
+    const ctl = new AbortController();
+    const res = await fetch(baseUrl + path, { headers, signal: ctl.signal });
+    const type = res.headers.get('content-type') || '';
+    if (res.status === 200 && type.startsWith('text/event-stream')) ok();
+    else fail('GET ' + template + ': ' + res.status + ' ' + type + ', not a stream');
+    ctl.abort();
+    const bad = await fetch(baseUrl + path + '?from=x', { headers });
+    const text = await bad.text();
+    const response = operation.responses[String(bad.status)];
+    const schema = response && jsonSchemaOf(response);
+    if (!schema) fail('GET ' + template + '?from=x: status ' + bad.status + ' is not in the document');
+    else check(schema, JSON.parse(text), 'GET ' + template + '?from=x reply ' + text.trim());
+    return 2;
+}
+
 async function routesServed(api, check) {
     let asked = 0;
     for (const [template, item] of Object.entries(api.paths)) {
         for (const method of Object.keys(item)) {
             const path = template.replace(/\{[^}]+\}/g, '1');
+            const ok200 = item[method].responses['200'];
+            if (ok200 && ok200.content && ok200.content['text/event-stream']) {
+                asked += await streamServed(template, path, item[method], check);
+                continue;
+            }
             const headers = { Authorization: 'Bearer ' + token, 'Idempotency-Key': 'openapi-walk-' + asked };
             const init = { method: method.toUpperCase(), headers };
             if (method === 'post') init.body = '{}';
