@@ -19,7 +19,7 @@ import {
   isUuidv7,
   transferIdFromKey,
 } from "../src/index.js";
-import { startTallyd, type Tallyd } from "./support.js";
+import { startTallyd, slowdown, type Tallyd } from "./support.js";
 
 let server: Tallyd;
 let client: TallyClient;
@@ -206,4 +206,52 @@ test("a reply lost on the way: the client retries with the same key, the write a
   assert.equal(r.replayed, true, "the retry was answered from the inbox");
   const afterLoss = await client.accountGet(3);
   assert.equal(BigInt(afterLoss.credits_posted) - BigInt(before.credits_posted), 5n, "applied once");
+});
+
+test("the SSE tail sees each new event once, in order, across a reconnect with Last-Event-ID", { timeout: 60000 * slowdown }, async () => {
+  // The first stream is cut (as a network would) after two events; the
+  // tail reconnects to tallyd with Last-Event-ID and goes on from there.
+  const streams: Array<{ url: string; lastEventId: string | null }> = [];
+  const cutting = new TallyClient({
+    baseUrl: server.url,
+    fetch: async (input, init) => {
+      const res = await fetch(input, init);
+      if (!String(input).includes("/v1/events")) return res;
+      streams.push({ url: String(input), lastEventId: new Headers(init?.headers).get("Last-Event-ID") });
+      if (streams.length > 1 || res.body === null) return res;
+      const reader = res.body.getReader();
+      let text = "";
+      const cut = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const { done, value } = await reader.read();
+          if (done) return controller.close();
+          text += new TextDecoder().decode(value);
+          controller.enqueue(value);
+          if ((text.match(/\ndata: /g) ?? []).length >= 2) {
+            await reader.cancel();
+            controller.error(new TypeError("terminated (the connection broke)"));
+          }
+        },
+      });
+      return new Response(cut, { status: res.status, headers: res.headers });
+    },
+  });
+  const head = Number((await client.stats()).head_seq);
+  const stop = new AbortController();
+  const seen: number[] = [];
+  const tailing = (async () => {
+    for await (const e of cutting.tail({ from: head + 1, signal: stop.signal, reconnectDelayMs: 10 })) {
+      seen.push(Number(e.seq));
+      assert.equal(e.type, "account.opened");
+      if (seen.length === 5) break;
+    }
+  })();
+  tailing.catch(() => undefined); // awaited below; a failure must not be an unhandled rejection meanwhile
+  for (let id = 100; id < 105; id++) await client.accountOpen({ id, ledger: 1, code: 10 });
+  await tailing;
+  stop.abort();
+  assert.deepEqual(seen, [head + 1, head + 2, head + 3, head + 4, head + 5], "each new event once, in order");
+  assert.ok(streams.length >= 2, `reconnected: ${JSON.stringify(streams)}`);
+  assert.equal(streams[0]!.url, `${server.url}/v1/events?from=${head + 1}`);
+  assert.equal(streams[1]!.lastEventId, String(head + 2), "resumed after the last event seen");
 });

@@ -2,13 +2,16 @@
  * tail.test.ts — the SSE tail against the stream's contract
  * (docs/PROTOCOL.md, GET /v1/events), served by an HTTP server of the
  * test's that ends streams, replays an event, splits lines across
- * chunks, sends heartbeats and goes silent; and the parser alone.
+ * chunks, sends heartbeats and goes silent; against a real tallyd whose
+ * streams end after a second (--http-stream-max-s 1); and the parser
+ * alone.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { TallyClient, SseParser, RequestRefusedError, FaultError, type EventDocument } from "../src/index.js";
+import { startTallyd, waitFor, slowdown } from "./support.js";
 
 function doc(seq: number): EventDocument {
   return {
@@ -186,4 +189,39 @@ test("the parser: BOM, CR/LF/CRLF split across chunks, comments, multi-line data
     { id: "7", event: "message", data: "y" },
   ]);
   assert.equal(p.retry, 1500);
+});
+
+test("tallyd ends the stream (--http-stream-max-s): the tail reconnects with Last-Event-ID, each event once", { timeout: 60000 * slowdown }, async () => {
+  const server = await startTallyd(["--http-stream-max-s", "1", "--http-stream-heartbeat-ms", "100"]);
+  try {
+    const lastIds: Array<string | null> = [];
+    const client = new TallyClient({
+      baseUrl: server.url,
+      fetch: (input, init) => {
+        if (String(input).includes("/v1/events")) lastIds.push(new Headers(init?.headers).get("Last-Event-ID"));
+        return fetch(input, init);
+      },
+    });
+    const ended = async (): Promise<number> => {
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const m = /^tally_http_streams_ended_total\{reason="max_duration"\} (\d+)/m.exec(text);
+      return m ? Number(m[1]) : 0;
+    };
+    const it = client.tail({ from: 1, reconnectDelayMs: 10 });
+    await client.accountOpen({ id: 1, ledger: 1, code: 10 });
+    const first = await it.next();
+    assert.equal(first.value?.seq, 1);
+    // a stream has ended by tallyd's bound (a fact in its metrics), then the next event
+    await waitFor("a stream ended by --http-stream-max-s", 30, async () => ((await ended()) >= 1 ? true : undefined));
+    await client.accountOpen({ id: 2, ledger: 1, code: 10 });
+    await client.accountOpen({ id: 3, ledger: 1, code: 10 });
+    const seqs = [Number((await it.next()).value?.seq), Number((await it.next()).value?.seq)];
+    await it.return();
+    assert.deepEqual(seqs, [2, 3], "each event once, in order, across the server's end of the stream");
+    assert.equal(lastIds[0], null, "the first connection asks by from");
+    assert.ok(lastIds.length >= 2, "reconnected");
+    assert.equal(lastIds[1], "1", "the reconnect resumes after the last event seen");
+  } finally {
+    await server.stop();
+  }
 });
