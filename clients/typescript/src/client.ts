@@ -13,13 +13,10 @@
  * refused request) is the answer.
  */
 
-import {
-  FaultError,
-  TallyError,
-  errorFor,
-} from "./errors.js";
+import { DeadlineExceeded, Fault, TallyError, errorFor } from "./errors.js";
 import { transferIdFromKey, uuidv7 } from "./ids.js";
 import { tailEvents, type TailOptions } from "./sse.js";
+import { toBigInt } from "./types.js";
 import type {
   Account,
   AccountOpen,
@@ -48,6 +45,7 @@ import type {
   SubscriberInfo,
   Transfer,
   TransferRequest,
+  TransferResult,
   VoidRequest,
   WriteOp,
   WriteResult,
@@ -111,6 +109,8 @@ interface Attempt {
   key?: string;
   /** How long the server may wait before answering (long polls). */
   waitMs?: number;
+  /** The body of the next attempt after `failure`, when it should differ (else undefined). */
+  onRetry?: (failure: TallyError) => Record<string, unknown> | undefined;
 }
 
 interface Reply {
@@ -121,6 +121,11 @@ interface Reply {
 /** Codes of faults that stored nothing and may pass: worth another attempt. */
 const RETRY_CODES = new Set(["overloaded", "shutting_down", "storage_full", "io_error", "timed_out", "unreachable"]);
 const RETRY_STATUSES = new Set([502, 503, 504]);
+
+/** Whether a failure stored nothing and may pass: worth another attempt with the same key. */
+function retryable(failure: TallyError): boolean {
+  return RETRY_CODES.has(failure.code) || RETRY_STATUSES.has(failure.status);
+}
 
 /** JSON with bigints as decimal strings (the value rule). */
 export function encodeJson(value: unknown): string {
@@ -154,6 +159,16 @@ function retryAfterMs(value: string | null): number {
   if (Number.isFinite(s)) return Math.max(0, s * 1000);
   const at = Date.parse(value);
   return Number.isFinite(at) ? Math.max(0, at - Date.now()) : 0;
+}
+
+/** A read's reply, or null when the entity does not exist (`not_found`). */
+async function orNull(reply: Promise<Record<string, unknown>>): Promise<Record<string, unknown> | null> {
+  try {
+    return await reply;
+  } catch (e) {
+    if (e instanceof TallyError && e.code === "not_found") return null;
+    throw e;
+  }
 }
 
 export class TallyClient {
@@ -197,9 +212,13 @@ export class TallyClient {
   }
 
   /** One attempt: the reply, or a thrown FaultError (`unreachable`, `timed_out`) when none came. */
-  private async attempt(a: Attempt, signal: AbortSignal | undefined): Promise<{ reply: Reply; retryAfter: number }> {
+  private async attempt(a: Attempt, signal: AbortSignal | undefined, remainingMs: number): Promise<{ reply: Reply; retryAfter: number }> {
     const controller = new AbortController();
-    const bound = this.attemptTimeoutMs + (a.waitMs ?? 0);
+    // An attempt's bound, cut to what is left of the call's deadline (but
+    // never below a long poll's own wait).
+    const wait = a.waitMs ?? 0;
+    let bound = this.attemptTimeoutMs + wait;
+    if (remainingMs > 0) bound = Math.min(bound, Math.max(remainingMs, wait + 100));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -231,7 +250,7 @@ export class TallyClient {
       if (signal?.aborted) throw abortError(signal);
       const code = timedOut ? "timed_out" : "unreachable";
       const what = timedOut ? `no reply within ${bound} ms` : `no reply from ${this.baseUrl}`;
-      throw new FaultError(code, what, { key: a.key, cause: e });
+      throw new Fault(code, what, { key: a.key, cause: e });
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
@@ -240,37 +259,40 @@ export class TallyClient {
 
   /**
    * The call: attempts until an answer that is not a passing fault, or the
-   * deadline. Returns the body of an `ok` reply; throws the error class of
-   * any other code (with the key of a write).
+   * deadline (then DeadlineExceeded). Returns the body of an `ok` reply;
+   * throws the error class of any other code (with the key of a write).
    */
-  private async call(a: Attempt, o: CallOptions = {}): Promise<Record<string, unknown>> {
+  private async call(first: Attempt, o: CallOptions = {}): Promise<Record<string, unknown>> {
     const deadline = Date.now() + (o.deadlineMs ?? this.retry.deadlineMs);
+    let a = first;
     let wait = this.retry.initialDelayMs;
-    for (;;) {
-      let error: TallyError;
+    for (let attempts = 1; ; attempts++) {
+      let failure: TallyError;
       let retryAfter = 0;
       try {
-        const { reply, retryAfter: after } = await this.attempt(a, o.signal);
+        const { reply, retryAfter: after } = await this.attempt(a, o.signal, deadline - Date.now());
         const code = reply.body.code as string;
         if (code === "ok") return reply.body;
         retryAfter = after;
-        error = errorFor(code, typeof reply.body.message === "string" ? reply.body.message : "", {
+        failure = errorFor(code, typeof reply.body.message === "string" ? reply.body.message : "", {
           status: reply.status,
           key: a.key,
           replayed: reply.body.replayed === true,
           reply: reply.body,
         });
-        if (!RETRY_CODES.has(code) && !RETRY_STATUSES.has(reply.status)) throw error;
       } catch (e) {
-        if (!(e instanceof FaultError) || !(RETRY_CODES.has(e.code) || RETRY_STATUSES.has(e.status))) throw e;
-        error = e;
+        if (!(e instanceof Fault)) throw e; // the caller's abort
+        failure = e;
       }
+      if (!retryable(failure)) throw failure;
       // A fault stored nothing: the same key again is safe. Jittered
       // doubling, at least what the server asked for, within the deadline.
       const pause = Math.max(retryAfter, wait / 2 + Math.random() * (wait / 2));
-      if (Date.now() + pause >= deadline) throw error;
+      if (Date.now() + pause >= deadline) throw new DeadlineExceeded(failure, attempts);
       await delay(pause, o.signal);
       wait = Math.min(wait * 2, this.retry.maxDelayMs);
+      const body = a.onRetry?.(failure);
+      if (body !== undefined) a = { ...a, body };
     }
   }
 
@@ -294,15 +316,20 @@ export class TallyClient {
 
   /**
    * Move `amount` from the debit account to the credit account, or hold it
-   * (`flags: 1`). Without `id`, tallyd derives one from the consumer and
-   * the key; the result's `id` is it.
+   * (`flags: 1`, see `hold`). Without `id`, tallyd derives one from the
+   * consumer and the key; the result's `transfer_id` is the transfer's id
+   * either way.
    */
-  async transfer(t: TransferRequest, o: WriteOptions = {}): Promise<WriteResult> {
-    if (t.id !== undefined) return this.write("transfer", t, o);
+  async transfer(t: TransferRequest, o: WriteOptions = {}): Promise<TransferResult> {
     const key = o.key ?? uuidv7();
+    const transfer_id = t.id ?? (await transferIdFromKey(o.consumer ?? this.consumer ?? "http", key));
     const result = await this.write("transfer", t, { ...o, key });
-    const id = await transferIdFromKey(o.consumer ?? this.consumer ?? "http", key);
-    return { ...result, id };
+    return { ...result, transfer_id };
+  }
+
+  /** A hold: a pending transfer (flags bit 0), expiring after `timeout_s` (0 or absent: never); `post` or `void` it by its `transfer_id`. */
+  hold(t: TransferRequest, o?: WriteOptions): Promise<TransferResult> {
+    return this.transfer({ ...t, flags: toBigInt(t.flags ?? 0) | 1n }, o);
   }
 
   /** Post (capture) a hold, all of it or `amount`. */
@@ -362,9 +389,10 @@ export class TallyClient {
     return this.call({ method: "POST", path: `/v1/${op}`, body, query }, o);
   }
 
-  /** An account with its balances; NotFoundError when there is none. */
-  async accountGet(id: IntInput, o?: ReadOptions): Promise<Account> {
-    return (await this.read(`/v1/accounts/${id}`, {}, o)).account as Account;
+  /** An account with its balances, or null when there is none. */
+  async accountGet(id: IntInput, o?: ReadOptions): Promise<Account | null> {
+    const reply = await orNull(this.read(`/v1/accounts/${id}`, {}, o));
+    return reply === null ? null : (reply.account as Account);
   }
 
   /** An account's balance-moving events, paged by seq. */
@@ -381,17 +409,20 @@ export class TallyClient {
     return (await this.read("/v1/accounts", page, o)) as unknown as AccountPage;
   }
 
-  /** A transfer or hold; NotFoundError when there is none. */
-  async transferGet(id: Id128, o?: ReadOptions): Promise<Transfer> {
-    return (await this.read(`/v1/transfers/${encodeURIComponent(id)}`, {}, o)).transfer as Transfer;
+  /** A transfer or hold, or null when there is none. */
+  async transferGet(id: Id128, o?: ReadOptions): Promise<Transfer | null> {
+    const reply = await orNull(this.read(`/v1/transfers/${encodeURIComponent(id)}`, {}, o));
+    return reply === null ? null : (reply.transfer as Transfer);
   }
 
-  /** One entitlement, its state evaluated now; NotFoundError when there is none. */
-  async entitlementGet(subject: string, feature: string, o?: ReadOptions): Promise<Entitlement> {
-    const reply = subject.includes("/")
-      ? await this.readByPost("entitlement_get", { subject, feature }, o)
-      : await this.read(`/v1/entitlements/${encodeURIComponent(subject)}`, { feature }, o);
-    return reply.entitlement as Entitlement;
+  /** One entitlement, its state evaluated now, or null when there is none. */
+  async entitlementGet(subject: string, feature: string, o?: ReadOptions): Promise<Entitlement | null> {
+    const reply = await orNull(
+      subject.includes("/")
+        ? this.readByPost("entitlement_get", { subject, feature }, o)
+        : this.read(`/v1/entitlements/${encodeURIComponent(subject)}`, { feature }, o),
+    );
+    return reply === null ? null : (reply.entitlement as Entitlement);
   }
 
   /** A subject's entitlements. */
@@ -403,13 +434,8 @@ export class TallyClient {
   }
 
   /** Whether `subject` has `feature` now: an entitlement in state `active`. */
-  async isEntitled(subject: string, feature: string, o?: ReadOptions): Promise<boolean> {
-    try {
-      return (await this.entitlementGet(subject, feature, o)).state === "active";
-    } catch (e) {
-      if (e instanceof TallyError && e.code === "not_found") return false;
-      throw e;
-    }
+  async hasEntitlement(subject: string, feature: string, o?: ReadOptions): Promise<boolean> {
+    return (await this.entitlementGet(subject, feature, o))?.state === "active";
   }
 
   /**
@@ -432,7 +458,7 @@ export class TallyClient {
    * reconnecting with `Last-Event-ID` when the stream ends or breaks.
    * Stop it with `signal` or by leaving the `for await` loop.
    */
-  tail(options: TailOptions = {}): AsyncGenerator<EventDocument, void, undefined> {
+  events(options: TailOptions = {}): AsyncGenerator<EventDocument, void, undefined> {
     return tailEvents(
       {
         baseUrl: this.baseUrl,
@@ -473,9 +499,18 @@ export class TallyClient {
     return (await this.subWrite("sub_delete", { name }, o)).deleted === true;
   }
 
-  /** Events to handle: replays, due redeliveries, then new events (at most `max`, waiting `wait_ms`). */
+  /**
+   * Events to handle: replays, due redeliveries, then new events (at most
+   * `max`, waiting `wait_ms`), leased to `instance`. A retry after a lost
+   * reply is sent with `restart`, so that what the lost reply leased to
+   * this instance is due again at once rather than after its ack wait.
+   */
   async subFetch(name: string, f: FetchOptions = {}, o?: CallOptions): Promise<FetchResult> {
-    return (await this.subWrite("sub_fetch", { name, ...f }, o, f.wait_ms)) as unknown as FetchResult;
+    const body = { name, ...f };
+    const onRetry = (failure: TallyError): Record<string, unknown> | undefined =>
+      failure.status === 0 && f.instance !== undefined ? { ...body, restart: true } : undefined;
+    const reply = await this.call({ method: "POST", path: "/v1/sub_fetch", body, waitMs: f.wait_ms, onRetry }, o);
+    return reply as unknown as FetchResult;
   }
 
   /** Acknowledge: every event up to `seq`, and/or the seqs in `done`. */

@@ -6,12 +6,12 @@ export { TallyClient, encodeJson } from "./client.js";
 export type { ClientOptions, RetryOptions, CallOptions, WriteOptions, ReadOptions } from "./client.js";
 export {
   TallyError,
-  BusinessError,
-  InvalidCommandError,
-  RequestRefusedError,
-  KeyConflictError,
-  FaultError,
-  NotFoundError,
+  BusinessRejection,
+  InvalidCommand,
+  RefusedRequest,
+  IdempotencyKeyReused,
+  Fault,
+  DeadlineExceeded,
   CODE_CLASSES,
   codeClass,
   errorFor,

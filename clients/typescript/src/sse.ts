@@ -13,7 +13,7 @@
  * ignored, `retry:` sets the reconnection delay.
  */
 
-import { FaultError, TallyError, errorFor } from "./errors.js";
+import { Fault, TallyError, errorFor } from "./errors.js";
 import type { EventDocument, Int, IntInput } from "./types.js";
 
 export interface TailOptions {
@@ -146,7 +146,7 @@ function parseEvent(data: string): EventDocument {
   } catch {
     /* below */
   }
-  throw new FaultError("corrupt_record", `the event stream sent data that is not an event document: ${data.slice(0, 120)}`);
+  throw new Fault("corrupt_record", `the event stream sent data that is not an event document: ${data.slice(0, 120)}`);
 }
 
 function seqOf(doc: EventDocument, id: string | undefined): bigint | undefined {
@@ -176,7 +176,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 const RETRY_STATUSES = new Set([502, 503, 504]);
 
 /**
- * The iterator behind TallyClient.tail: connect, yield what comes,
+ * The iterator behind TallyClient.events: connect, yield what comes,
  * reconnect from the last seq; an error reply before the stream starts
  * throws (4xx, 500) or is retried (502-504, no reply).
  */

@@ -223,8 +223,11 @@ export interface WriteResult {
   events: number;
   /** The idempotency key: call again with it to retry safely. */
   key: string;
-  /** `transfer` without `id`: the id tallyd derived. */
-  id?: Id128;
+}
+
+/** The reply to a transfer or hold, with its id (given, or derived from the consumer and key). */
+export interface TransferResult extends WriteResult {
+  transfer_id: Id128;
 }
 
 export interface ChainResult extends WriteResult {

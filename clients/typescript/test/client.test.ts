@@ -10,11 +10,12 @@ import { execFileSync } from "node:child_process";
 import {
   TallyClient,
   CODE_CLASSES,
-  FaultError,
-  BusinessError,
-  InvalidCommandError,
-  RequestRefusedError,
-  KeyConflictError,
+  Fault,
+  DeadlineExceeded,
+  BusinessRejection,
+  InvalidCommand,
+  RefusedRequest,
+  IdempotencyKeyReused,
   errorFor,
   uuidv7,
   isUuidv7,
@@ -71,9 +72,12 @@ test("the deadline: a fault that does not pass is thrown with the key", async ()
   const c = new TallyClient({ fetch, retry: { deadlineMs: 300, initialDelayMs: 10, maxDelayMs: 40 } });
   const t0 = Date.now();
   await assert.rejects(c.transfer({ id: "01", debit_account_id: 1, credit_account_id: 2, amount: 1, ledger: 1, code: 1 }, { key: "dl" }), (e: unknown) => {
-    assert.ok(e instanceof FaultError);
+    assert.ok(e instanceof DeadlineExceeded, String(e));
+    assert.ok(e instanceof Fault);
     assert.equal(e.code, "shutting_down");
     assert.equal(e.key, "dl");
+    assert.equal(e.attempts, seen.length);
+    assert.equal(e.last.status, 503);
     return true;
   });
   assert.ok(Date.now() - t0 < 2000);
@@ -82,17 +86,29 @@ test("the deadline: a fault that does not pass is thrown with the key", async ()
 
 test("answers are not retried: business, invalid, refused, conflict, 500", async () => {
   for (const [status, code, cls] of [
-    [422, "exceeds_credits", BusinessError],
-    [422, "amount_must_not_be_zero", InvalidCommandError],
-    [400, "unknown_field", RequestRefusedError],
-    [409, "idempotency_key_reused", KeyConflictError],
-    [500, "internal", FaultError],
+    [422, "exceeds_credits", BusinessRejection],
+    [422, "amount_must_not_be_zero", InvalidCommand],
+    [400, "unknown_field", RefusedRequest],
+    [409, "idempotency_key_reused", IdempotencyKeyReused],
+    [500, "internal", Fault],
   ] as const) {
     const { fetch, seen } = fake([json(status, { v: 1, code, message: "m" })]);
     const c = new TallyClient({ fetch });
-    await assert.rejects(c.post({ pending_id: "01" }), (e: unknown) => e instanceof cls && (e as FaultError).code === code);
+    await assert.rejects(c.post({ pending_id: "01" }), (e: unknown) => e instanceof cls && (e as Fault).code === code);
     assert.equal(seen.length, 1, code);
   }
+});
+
+test("a sub_fetch whose reply was lost is retried with restart, for its instance only", async () => {
+  const page = json(200, { v: 1, code: "ok", events: [], ack_floor: 0, head: 0 });
+  const lost = () => Promise.reject(new TypeError("fetch failed"));
+  const { fetch, seen } = fake([lost, page, lost, page]);
+  const c = new TallyClient({ fetch, retry: { initialDelayMs: 1 } });
+  await c.subFetch("s", { max: 5, instance: "i-1" });
+  assert.deepEqual(JSON.parse(seen[0]!.body!), { name: "s", max: 5, instance: "i-1" });
+  assert.deepEqual(JSON.parse(seen[1]!.body!), { name: "s", max: 5, instance: "i-1", restart: true });
+  await c.subFetch("s", { max: 5 });
+  assert.deepEqual(JSON.parse(seen[3]!.body!), { name: "s", max: 5 }, "without an instance a restart would release every consumer's events");
 });
 
 test("min_seq is sent only when given", async () => {
@@ -148,5 +164,5 @@ test("CODE_CLASSES is tallyd's code table", () => {
   }
   assert.ok(Object.keys(table).length > 100, "read the table");
   assert.deepEqual({ ...CODE_CLASSES }, table);
-  assert.ok(errorFor("exceeds_credits", "") instanceof BusinessError);
+  assert.ok(errorFor("exceeds_credits", "") instanceof BusinessRejection);
 });

@@ -2,7 +2,7 @@
  * scenario.test.ts — the shared scenario of issue 32 (the Python client and
  * libtally run it too), by @tally/client against a real tallyd: open
  * accounts; transfer; the same call retried → replayed; the key reused
- * with another body → KeyConflictError; a validation refusal, then the
+ * with another body → IdempotencyKeyReused; a validation refusal, then the
  * corrected call with the same key → applied; hold, partial post, void;
  * grant, extend, check an entitlement. The subscriber and the SSE tail
  * have their own files (subscriber.test.ts, tail.test.ts).
@@ -11,11 +11,11 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import {
   TallyClient,
-  BusinessError,
-  InvalidCommandError,
-  KeyConflictError,
-  NotFoundError,
-  RequestRefusedError,
+  BusinessRejection,
+  InvalidCommand,
+  IdempotencyKeyReused,
+  RefusedRequest,
+  Fault,
   isUuidv7,
   transferIdFromKey,
 } from "../src/index.js";
@@ -23,6 +23,15 @@ import { startTallyd, slowdown, type Tallyd } from "./support.js";
 
 let server: Tallyd;
 let client: TallyClient;
+
+/** The read's entity, which must exist. */
+function must<T>(what: string, v: T | null): T {
+  assert.ok(v !== null, `${what} exists`);
+  return v;
+}
+const account = async (id: number) => must(`account ${id}`, await client.accountGet(id));
+const transferOf = async (id: string) => must(`transfer ${id}`, await client.transferGet(id));
+const entitlement = async (s: string, f: string) => must(`${s}/${f}`, await client.entitlementGet(s, f));
 
 before(async () => {
   server = await startTallyd();
@@ -41,10 +50,13 @@ test("open accounts", async () => {
   const b = await client.accountOpen({ id: 2n, ledger: 1, code: 10, flags: 1 });
   assert.equal(b.replayed, false);
   assert.notEqual(a.key, b.key, "each call its own key");
-  const acc = await client.accountGet(2, { minSeq: undefined }); // not sent: tallyd without min_seq takes it
+  const acc = must("account 2", await client.accountGet(2, { minSeq: undefined })); // not sent: tallyd without min_seq takes it
   assert.equal(acc.id, 2);
   assert.equal(acc.flags, 1);
-  await assert.rejects(client.accountGet(99), (e: unknown) => e instanceof NotFoundError && e.code === "not_found" && e.status === 404);
+  assert.equal(await client.accountGet(99), null, "no such account: null");
+  assert.equal(await client.transferGet("0000000000000000000000000000ffff"), null);
+  assert.equal(await client.entitlementGet("nobody", "pro"), null);
+  await assert.rejects(client.accountHistory(99), (e: unknown) => e instanceof Fault && e.code === "not_found" && e.status === 404);
 });
 
 test("transfer, the same call retried is replayed, the key reused with another body is a conflict", async () => {
@@ -56,25 +68,25 @@ test("transfer, the same call retried is replayed, the key reused with another b
   const again = await client.transfer(pay, { key });
   assert.equal(again.replayed, true, "the retry is answered from the inbox");
   assert.equal(again.seq, first.seq);
-  const acc = await client.accountGet(2);
+  const acc = await account(2);
   assert.equal(acc.credits_posted, 500, "applied once");
   await assert.rejects(client.transfer({ ...pay, amount: 501 }, { key }), (e: unknown) => {
-    assert.ok(e instanceof KeyConflictError, String(e));
-    assert.ok(e instanceof RequestRefusedError);
+    assert.ok(e instanceof IdempotencyKeyReused, String(e));
+    assert.ok(e instanceof RefusedRequest);
     assert.equal(e.code, "idempotency_key_reused");
     assert.equal(e.codeClass, "R");
     assert.equal(e.status, 409);
     assert.equal(e.key, key);
     return true;
   });
-  assert.equal((await client.accountGet(2)).credits_posted, 500, "the conflict changed nothing");
+  assert.equal((await account(2)).credits_posted, 500, "the conflict changed nothing");
 });
 
 test("a business rejection is stored and replays", async () => {
   const key = client.newKey();
   const refund = { id: "0000000000000000000000000000000b", debit_account_id: 2, credit_account_id: 1, amount: 900, ledger: 1, code: 1 };
   const check = (replayed: boolean) => (e: unknown) => {
-    assert.ok(e instanceof BusinessError, String(e));
+    assert.ok(e instanceof BusinessRejection, String(e));
     assert.equal(e.code, "exceeds_credits");
     assert.equal(e.codeClass, "B");
     assert.equal(e.status, 422);
@@ -89,7 +101,7 @@ test("a validation refusal, then the corrected call with the same key is applied
   const key = client.newKey();
   const t = { debit_account_id: 1, credit_account_id: 2, ledger: 1, code: 1 };
   await assert.rejects(client.transfer({ ...t, amount: 0 }, { key }), (e: unknown) => {
-    assert.ok(e instanceof InvalidCommandError, String(e));
+    assert.ok(e instanceof InvalidCommand, String(e));
     assert.equal(e.code, "amount_must_not_be_zero");
     assert.equal(e.codeClass, "V");
     assert.equal(e.key, key, "the error carries the key to retry with");
@@ -99,8 +111,8 @@ test("a validation refusal, then the corrected call with the same key is applied
   assert.equal(fixed.code, "ok");
   assert.equal(fixed.replayed, false, "the key was not used up by the refusal");
   // without `id`, tallyd derived it from (consumer, key): the client's id is the same
-  assert.equal(fixed.id, await transferIdFromKey("shop", key));
-  const got = await client.transferGet(fixed.id!);
+  assert.equal(fixed.transfer_id, await transferIdFromKey("shop", key));
+  const got = await transferOf(fixed.transfer_id);
   assert.equal(got.amount, 7);
   assert.equal(got.state, "posted");
 });
@@ -110,38 +122,38 @@ test("hold, partial post, void", async () => {
     id: "0000000000000000000000000000000c", debit_account_id: 1, credit_account_id: 2, amount: 300, ledger: 1, code: 1, flags: 1, timeout_s: 3600,
   });
   assert.equal(hold.code, "ok");
-  let acc = await client.accountGet(2);
+  let acc = await account(2);
   assert.equal(acc.credits_pending, 300);
   const post = await client.post({ pending_id: "0000000000000000000000000000000c", amount: 100 });
   assert.equal(post.code, "ok");
-  const posted = await client.transferGet("0000000000000000000000000000000c");
+  const posted = await transferOf("0000000000000000000000000000000c");
   assert.equal(posted.state, "pending_posted");
   assert.equal(posted.posted_amount, 100);
   // a second hold, voided
   await client.transfer({ id: "0000000000000000000000000000000d", debit_account_id: 1, credit_account_id: 2, amount: 50, ledger: 1, code: 1, flags: 1 });
   const voided = await client.void({ pending_id: "0000000000000000000000000000000d" });
   assert.equal(voided.code, "ok");
-  assert.equal((await client.transferGet("0000000000000000000000000000000d")).state, "pending_voided");
-  await assert.rejects(client.void({ pending_id: "0000000000000000000000000000000d" }), (e: unknown) => e instanceof BusinessError && e.code === "pending_transfer_already_voided");
-  acc = await client.accountGet(2);
+  assert.equal((await transferOf("0000000000000000000000000000000d")).state, "pending_voided");
+  await assert.rejects(client.void({ pending_id: "0000000000000000000000000000000d" }), (e: unknown) => e instanceof BusinessRejection && e.code === "pending_transfer_already_voided");
+  acc = await account(2);
   assert.equal(acc.credits_pending, 0);
   assert.equal(acc.credits_posted, 500 + 7 + 100);
 });
 
 test("grant, extend, check an entitlement", async () => {
-  assert.equal(await client.isEntitled("user-7", "pro"), false);
+  assert.equal(await client.hasEntitlement("user-7", "pro"), false);
   const g = await client.grant({ subject: "user-7", feature: "pro", duration_ms: 86400000, source_order: 1, grant_transfer_id: "0000000000000000000000000000000a" });
   assert.equal(g.code, "ok");
-  const before = await client.entitlementGet("user-7", "pro");
+  const before = await entitlement("user-7", "pro");
   assert.equal(before.state, "active");
   const e = await client.extend({ subject: "user-7", feature: "pro", duration_ms: 86400000, source_order: 2 });
   assert.equal(e.code, "ok");
-  const afterExtend = await client.entitlementGet("user-7", "pro");
+  const afterExtend = await entitlement("user-7", "pro");
   assert.equal(BigInt(afterExtend.valid_until_ms) - BigInt(before.valid_until_ms), 86400000n);
-  assert.equal(await client.isEntitled("user-7", "pro"), true);
+  assert.equal(await client.hasEntitlement("user-7", "pro"), true);
   const list = await client.entitlementList("user-7");
   assert.equal(list.length, 1);
-  await assert.rejects(client.revoke({ subject: "user-7", feature: "pro", source_order: 1 }), (x: unknown) => x instanceof BusinessError && x.code === "stale");
+  await assert.rejects(client.revoke({ subject: "user-7", feature: "pro", source_order: 1 }), (x: unknown) => x instanceof BusinessRejection && x.code === "stale");
 });
 
 test("chain and batch", async () => {
@@ -198,13 +210,13 @@ test("a reply lost on the way: the client retries with the same key, the write a
       return new Response(text, { status: res.status, headers: res.headers });
     },
   });
-  const before = await client.accountGet(3);
+  const before = await account(3);
   const r = await lossy.transfer({ id: "0000000000000000000000000000000f", debit_account_id: 1, credit_account_id: 3, amount: 5, ledger: 1, code: 1 });
   assert.equal(calls, 2);
   assert.equal(keys[0], keys[1], "the retry sent the same key");
   assert.equal(r.key, keys[0]);
   assert.equal(r.replayed, true, "the retry was answered from the inbox");
-  const afterLoss = await client.accountGet(3);
+  const afterLoss = await account(3);
   assert.equal(BigInt(afterLoss.credits_posted) - BigInt(before.credits_posted), 5n, "applied once");
 });
 
@@ -240,7 +252,7 @@ test("the SSE tail sees each new event once, in order, across a reconnect with L
   const stop = new AbortController();
   const seen: number[] = [];
   const tailing = (async () => {
-    for await (const e of cutting.tail({ from: head + 1, signal: stop.signal, reconnectDelayMs: 10 })) {
+    for await (const e of cutting.events({ from: head + 1, signal: stop.signal, reconnectDelayMs: 10 })) {
       seen.push(Number(e.seq));
       assert.equal(e.type, "account.opened");
       if (seen.length === 5) break;

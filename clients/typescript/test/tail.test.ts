@@ -10,7 +10,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { TallyClient, SseParser, RequestRefusedError, FaultError, type EventDocument } from "../src/index.js";
+import { TallyClient, SseParser, RefusedRequest, Fault, type EventDocument } from "../src/index.js";
 import { startTallyd, waitFor, slowdown } from "./support.js";
 
 function doc(seq: number): EventDocument {
@@ -72,7 +72,7 @@ test("each event once, in order, across reconnects with Last-Event-ID", async ()
   try {
     const client = new TallyClient({ baseUrl: srv.url });
     const seen: number[] = [];
-    for await (const e of client.tail({ from: 1, idleTimeoutMs: 300, reconnectDelayMs: 10 })) {
+    for await (const e of client.events({ from: 1, idleTimeoutMs: 300, reconnectDelayMs: 10 })) {
       seen.push(Number(e.seq));
       if (seen.length === 7) break;
     }
@@ -99,7 +99,7 @@ test("without from: only new events, from the head at the start, also across a r
   });
   try {
     const client = new TallyClient({ baseUrl: srv.url, token: "t" });
-    for await (const e of client.tail({ reconnectDelayMs: 10 })) {
+    for await (const e of client.events({ reconnectDelayMs: 10 })) {
       assert.equal(e.seq, 5);
       break;
     }
@@ -125,9 +125,9 @@ test("an error reply before the stream: a refusal throws, 503 is retried", async
     const client = new TallyClient({ baseUrl: srv.url });
     await assert.rejects(
       (async () => {
-        for await (const _ of client.tail({ from: 1, reconnectDelayMs: 10 })) break;
+        for await (const _ of client.events({ from: 1, reconnectDelayMs: 10 })) break;
       })(),
-      (e: unknown) => e instanceof RequestRefusedError && e.code === "unauthenticated" && e.status === 401,
+      (e: unknown) => e instanceof RefusedRequest && e.code === "unauthenticated" && e.status === 401,
     );
     assert.equal(srv.requests.length, 2);
   } finally {
@@ -144,9 +144,9 @@ test("data that is not an event document throws, rather than reconnecting to it 
     const client = new TallyClient({ baseUrl: srv.url });
     await assert.rejects(
       (async () => {
-        for await (const _ of client.tail({ from: 1, reconnectDelayMs: 10 })) break;
+        for await (const _ of client.events({ from: 1, reconnectDelayMs: 10 })) break;
       })(),
-      (e: unknown) => e instanceof FaultError && e.code === "corrupt_record",
+      (e: unknown) => e instanceof Fault && e.code === "corrupt_record",
     );
     assert.equal(srv.requests.length, 1);
   } finally {
@@ -163,7 +163,7 @@ test("an abort ends the iterator", async () => {
     const client = new TallyClient({ baseUrl: srv.url });
     const stop = new AbortController();
     const seen: number[] = [];
-    for await (const e of client.tail({ from: 1, signal: stop.signal })) {
+    for await (const e of client.events({ from: 1, signal: stop.signal })) {
       seen.push(Number(e.seq));
       stop.abort();
     }
@@ -207,7 +207,7 @@ test("tallyd ends the stream (--http-stream-max-s): the tail reconnects with Las
       const m = /^tally_http_streams_ended_total\{reason="max_duration"\} (\d+)/m.exec(text);
       return m ? Number(m[1]) : 0;
     };
-    const it = client.tail({ from: 1, reconnectDelayMs: 10 });
+    const it = client.events({ from: 1, reconnectDelayMs: 10 });
     await client.accountOpen({ id: 1, ledger: 1, code: 10 });
     const first = await it.next();
     assert.equal(first.value?.seq, 1);
