@@ -20,6 +20,6 @@ export type { CodeClass, ErrorDetails } from "./errors.js";
 export { uuidv7, isUuidv7, transferIdFromKey } from "./ids.js";
 export { SseParser } from "./sse.js";
 export type { TailOptions, SseMessage } from "./sse.js";
-export { runSubscriber, exactlyOnce } from "./subscriber.js";
-export type { Handler, SubscriberOptions, RunStats, ExactlyOnceStore, Outcome } from "./subscriber.js";
+export { runSubscriber, exactlyOnce, Park, Retry } from "./subscriber.js";
+export type { Handler, SubscriberOptions, RunCounters, ExactlyOnceStore, Outcome } from "./subscriber.js";
 export * from "./types.js";

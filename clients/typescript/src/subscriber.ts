@@ -13,86 +13,153 @@
  */
 
 import type { TallyClient, CallOptions } from "./client.js";
+import { delay } from "./client.js";
+import { Fault } from "./errors.js";
+import { uuidv7 } from "./ids.js";
 import type { Delivery, SubCreateOptions } from "./types.js";
 
-/** What the loop calls for each event; a throw naks it (it comes again later). */
+/**
+ * What the loop calls for each event. Returning is done (acked); throwing
+ * `Park` parks the event (dead letters); any other throw naks it (it comes
+ * again later; `Retry` chooses when).
+ */
 export type Handler = (delivery: Delivery) => Promise<unknown> | unknown;
 
+/** Thrown by a handler for an event it can never handle: parked at once (`sub_park`, the message as reason). */
+export class Park extends Error {
+  constructor(message = "") {
+    super(message);
+    this.name = "Park";
+  }
+}
+
+/** Thrown by a handler to have the event delivered again after `delayMs` (undefined: the subscriber's backoff rule). */
+export class Retry extends Error {
+  constructor(
+    message = "",
+    readonly delayMs?: number,
+  ) {
+    super(message);
+    this.name = "Retry";
+  }
+}
+
 export interface SubscriberOptions {
-  /** The subscriber's name (created with `create` when given). */
+  /** The subscriber's name (1-64 of A-Z a-z 0-9 . _ - :). */
   name: string;
   handler: Handler;
   /** Create the subscriber first with these settings (an identical one existing is fine). */
   create?: SubCreateOptions;
-  /** This process's instance id: what it is handed is leased to it. */
+  /**
+   * This consumer's instance id: what it is handed is leased to it
+   * (default: a new UUIDv7). A stable one (`billing-worker-1`) gets its
+   * unacked events back at once after a crash; a new one leaves them to
+   * fall due after the subscriber's ack wait.
+   */
   instance?: string;
-  /** Events per fetch (default 100). */
+  /** Events per fetch, 1-1000 (default 100). */
   max?: number;
-  /** How long a fetch waits for an event (default 5000 ms). */
+  /** How long a fetch waits for an event, 0-30000 (default 5000 ms). */
   waitMs?: number;
-  /** Redeliver a failed event after this long (default: the subscriber's backoff rule). */
-  nakDelayMs?: number;
-  /** Stop: the loop returns after the event in hand (acked or naked). */
+  /** Return after a fetch that brings nothing. */
+  untilIdle?: boolean;
+  /** Faults of fetch in a row (after the client's own retries) before run throws (default 10). */
+  failuresMax?: number;
+  /** Stop: the loop returns after the event in hand (acked, naked or parked). */
   signal?: AbortSignal;
-  /** Called when a handler threw (after the nak was sent). */
+  /** Called when a handler threw (after the nak or park was sent). */
   onError?: (error: unknown, delivery: Delivery) => void;
 }
 
-/** What a run did, when it returns. */
-export interface RunStats {
-  handled: number;
-  failed: number;
+/** What a run did (the Python client's RunCounters). */
+export interface RunCounters {
+  fetches: number;
+  deliveries: number;
+  done: number;
+  retried: number;
+  parked: number;
+  failures: number;
 }
 
-function truncateUtf8(text: string, maxBytes: number): string {
+/** sub_nak's `error` and sub_park's `reason`: at most 256 bytes of UTF-8. */
+const ERROR_TEXT_BYTES_MAX = 256;
+
+function errorText(e: unknown): string {
+  let text = e instanceof Error ? e.message || e.name : String(e);
+  if (e instanceof Error && !(e instanceof Park) && !(e instanceof Retry)) text = `${e.name}: ${text}`;
   const bytes = new TextEncoder().encode(text);
-  if (bytes.length <= maxBytes) return text;
-  return new TextDecoder().decode(bytes.slice(0, maxBytes)).replace(/\uFFFD$/, "");
+  if (bytes.length <= ERROR_TEXT_BYTES_MAX) return text;
+  return new TextDecoder().decode(bytes.slice(0, ERROR_TEXT_BYTES_MAX)).replace(/\uFFFD$/, "");
 }
 
 /**
- * Run a durable subscriber until `signal` aborts: fetch (the first fetch
- * with `restart`, so that what an earlier run of this instance left in
- * flight is due at once), call the handler on each event in order, ack
- * it when the handler returned, nak it with the error's message when it
- * threw. The loop itself never skips an event: one that fails
- * `max_deliver` times is parked by tallyd (dead letters).
+ * Run a durable subscriber until `signal` aborts (or, `untilIdle`, a fetch
+ * brings nothing): fetch (the first with `restart`, so that what an
+ * earlier run of this instance left in flight is due at once), hand each
+ * event to the handler in order, and ack it when the handler returned,
+ * park it when it threw `Park`, nak it when it threw anything else. The
+ * loop never drops an event: one that fails `max_deliver` times is parked
+ * by tallyd. A fetch's fault (after the client's own retries) is retried
+ * after a pause doubling from 100 ms to 5 s, `failuresMax` times in a
+ * row, then thrown; a refusal (e.g. `subscriber_not_found`) at once.
  */
-export async function runSubscriber(client: TallyClient, o: SubscriberOptions): Promise<RunStats> {
-  const stats: RunStats = { handled: 0, failed: 0 };
-  // The signal ends a fetch's wait; the ack or nak of the event in hand
-  // is still sent.
+export async function runSubscriber(client: TallyClient, o: SubscriberOptions): Promise<RunCounters> {
+  const counters: RunCounters = { fetches: 0, deliveries: 0, done: 0, retried: 0, parked: 0, failures: 0 };
+  // The signal ends a fetch's wait; the verdict on the event in hand is
+  // still sent.
   const call: CallOptions = o.signal !== undefined ? { signal: o.signal } : {};
   const stopped = (): boolean => o.signal?.aborted === true;
+  const instance = o.instance ?? uuidv7();
   if (o.create !== undefined) await client.subCreate(o.name, o.create, call);
   let restart = true;
+  let failures = 0;
   try {
     while (!stopped()) {
-      const page = await client.subFetch(
-        o.name,
-        { max: o.max ?? 100, wait_ms: o.waitMs ?? 5000, restart, ...(o.instance !== undefined ? { instance: o.instance } : {}) },
-        call,
-      );
+      let page;
+      try {
+        page = await client.subFetch(o.name, { max: o.max ?? 100, wait_ms: o.waitMs ?? 5000, restart, instance }, call);
+      } catch (e) {
+        if (!(e instanceof Fault) || stopped()) throw e;
+        counters.failures++;
+        if (++failures >= (o.failuresMax ?? 10)) throw e;
+        await delay(Math.min(5000, 100 * 2 ** (failures - 1)), o.signal);
+        restart = true;
+        continue;
+      }
+      failures = 0;
       restart = false;
+      counters.fetches++;
+      if (page.events.length === 0 && o.untilIdle) break;
       for (const d of page.events) {
-        try {
-          await o.handler(d);
-        } catch (e) {
-          stats.failed++;
-          const error = truncateUtf8(e instanceof Error ? e.message : String(e), 256);
-          await client.subNak(o.name, d.seq, { error, ...(o.nakDelayMs !== undefined ? { delay_ms: o.nakDelayMs } : {}) });
-          o.onError?.(e, d);
-          continue;
-        }
-        await client.subAck(o.name, { done: [d.seq] });
-        stats.handled++;
-        if (stopped()) break;
+        if (stopped()) break; // not handed out: it comes again
+        counters.deliveries++;
+        await handleOne(client, o, d, counters);
       }
     }
   } catch (e) {
     if (!stopped()) throw e;
   }
-  return stats;
+  return counters;
+}
+
+/** One delivery: the handler, then its verdict to tallyd. */
+async function handleOne(client: TallyClient, o: SubscriberOptions, d: Delivery, counters: RunCounters): Promise<void> {
+  try {
+    await o.handler(d);
+  } catch (e) {
+    if (e instanceof Park) {
+      await client.subPark(o.name, d.seq, errorText(e));
+      counters.parked++;
+    } else {
+      const delayMs = e instanceof Retry ? e.delayMs : undefined;
+      await client.subNak(o.name, d.seq, { error: errorText(e), ...(delayMs !== undefined ? { delay_ms: delayMs } : {}) });
+      counters.retried++;
+    }
+    o.onError?.(e, d);
+    return;
+  }
+  await client.subAck(o.name, { done: [d.seq] });
+  counters.done++;
 }
 
 /**

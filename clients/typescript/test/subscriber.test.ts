@@ -14,7 +14,7 @@ import { createInterface } from "node:readline";
 import { existsSync, readFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { TallyClient } from "../src/index.js";
+import { TallyClient, runSubscriber, Park, Retry } from "../src/index.js";
 import { startTallyd, slowdown, type Tallyd } from "./support.js";
 
 const childScript = join(dirname(fileURLToPath(import.meta.url)), "subscriber_child.js");
@@ -104,29 +104,41 @@ test("a subscriber killed mid-handler and after a commit, restarted: every event
   assert.equal(sub.ack_floor, head, "every event acked");
 });
 
-test("a handler that throws naks the event: it comes again, with its error kept", async () => {
+test("a handler that throws naks the event (Retry chooses when), Park parks it", async () => {
   const client = new TallyClient({ baseUrl: server.url });
-  const { runSubscriber } = await import("../src/index.js");
   await client.subCreate("flaky", { start: "now" });
   const w = await client.accountOpen({ id: 40, ledger: 1, code: 10 });
+  const p = await client.accountOpen({ id: 41, ledger: 1, code: 10 });
   const stop = new AbortController();
-  const attempts: number[] = [];
+  const seen: string[] = [];
   const errors: string[] = [];
-  const stats = await runSubscriber(client, {
+  const counters = await runSubscriber(client, {
     name: "flaky",
     waitMs: 1000,
-    nakDelayMs: 0,
     signal: stop.signal,
     onError: (e) => errors.push(String(e)),
     handler: (d) => {
-      assert.equal(d.seq, w.seq);
-      attempts.push(d.attempt);
-      if (d.attempt === 1) throw new Error("smtp down");
+      seen.push(`${d.seq}/${d.attempt}`);
+      if (d.seq === p.seq) throw new Park("bad address");
+      if (d.attempt === 1) throw new Retry("smtp down", 0);
       stop.abort();
     },
   });
-  assert.deepEqual(attempts, [1, 2]);
-  assert.deepEqual(stats, { handled: 1, failed: 1 });
+  assert.deepEqual(seen, [`${w.seq}/1`, `${p.seq}/1`, `${w.seq}/2`]);
+  assert.equal(counters.done, 1);
+  assert.equal(counters.retried, 1);
+  assert.equal(counters.parked, 1);
   assert.match(errors[0]!, /smtp down/);
-  assert.equal((await client.subGet("flaky")).ack_floor, w.seq);
+  const dead = await client.dlqList("flaky");
+  assert.deepEqual(dead.entries.map((e) => [e.seq, e.error]), [[p.seq, "bad address"]]);
+  assert.equal((await client.subGet("flaky")).ack_floor, p.seq, "acked, and the parked one past");
+});
+
+test("untilIdle: the loop returns after a fetch that brings nothing", async () => {
+  const client = new TallyClient({ baseUrl: server.url });
+  await client.subCreate("once", { start: "now" });
+  await client.accountOpen({ id: 50, ledger: 1, code: 10 });
+  const counters = await runSubscriber(client, { name: "once", waitMs: 0, untilIdle: true, handler: () => undefined });
+  assert.equal(counters.done, 1);
+  assert.equal(counters.fetches, 2);
 });

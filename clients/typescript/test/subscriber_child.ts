@@ -66,6 +66,7 @@ const apply = exactlyOnce(store, async (d, tx) => {
 
 await runSubscriber(client, {
   name: name!,
+  instance: "mirror-1", // stable: a restart gets what the killed run held, at once
   waitMs: 1000,
   signal: stop.signal,
   handler: async (d) => {
