@@ -156,7 +156,8 @@ struct server {
      * NULL without --publish. */
     void (*publish)(server *srv, uint64_t from_seq, uint64_t to_seq);
     /* A commit moved the log head to seq (GET /v1/events streams wake:
-     * net/http/sse.c); NULL without --http. Called without mu held. */
+     * net/http/sse.c); NULL without --http. Set and read under mu (the
+     * writer runs when the HTTP face starts), called without it. */
     void (*head_moved)(server *srv, uint64_t seq);
     /* The rooms above, each with its own state (net/server/ makes them). */
     struct sp_room *sp;           /* net/sp/sp.h */

@@ -237,9 +237,10 @@ void advance_head(server *srv, uint64_t seq)
     srv->writer_progress_ms = clock_mono_ms();
     if (srv->waiters != NULL)
         pthread_cond_broadcast(&srv->waiter_cv);
+    void (*moved)(server *, uint64_t) = srv->head_moved;
     pthread_mutex_unlock(&srv->mu);
-    if (srv->head_moved)
-        srv->head_moved(srv, seq);
+    if (moved)
+        moved(srv, seq);
 }
 
 /* ---- answering a committed group ---- */

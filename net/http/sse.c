@@ -81,6 +81,7 @@ struct http_streams {
     bool thread_started;
     pthread_t thread;
     atomic_uint_fast64_t events, ended[END_REASONS];
+    atomic_int_fast64_t buffered; /* bytes rendered and not yet taken, all streams */
 };
 
 /* ---- the waker ---- */
@@ -235,6 +236,7 @@ static stream_end fill(sse_stream *s, uint64_t seq, uint64_t *last_seq)
     if (rc != TALLY_ok && rc != 1 && r.end == END_NONE)
         r.end = END_FAULT;
     atomic_fetch_add(&s->owner->events, r.rendered);
+    atomic_fetch_add(&s->owner->buffered, (int_fast64_t)s->len);
     *last_seq = r.rendered ? r.last_seq : 0;
     return r.rendered ? END_NONE : r.end; /* what was rendered goes out first */
 }
@@ -244,6 +246,7 @@ static long take(sse_stream *s, char *buf, size_t max)
     size_t n = s->len - s->off < max ? s->len - s->off : max;
     memcpy(buf, s->buf + s->off, n);
     s->off += n;
+    atomic_fetch_sub(&s->owner->buffered, (int_fast64_t)n);
     return (long)n;
 }
 
@@ -315,6 +318,7 @@ static void stream_done(void *ctx)
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
     atomic_fetch_add(&h->ended[end], 1);
+    atomic_fetch_sub(&h->buffered, (int_fast64_t)(s->len - s->off));
     free(s->buf);
     free(s);
 }
@@ -478,14 +482,16 @@ int http_events_start(server *srv)
         return NNG_ENOMEM;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
-    pthread_mutex_lock(&srv->mu);
-    h->head = srv->head_seq;
-    pthread_mutex_unlock(&srv->mu);
     srv->http->streams = h;
     if (pthread_create(&h->thread, NULL, waker_main, srv) != 0)
         return NNG_ENOMEM;
     h->thread_started = true;
+    pthread_mutex_lock(&srv->mu);
+    pthread_mutex_lock(&h->mu);
+    h->head = srv->head_seq;
+    pthread_mutex_unlock(&h->mu);
     srv->head_moved = head_moved;
+    pthread_mutex_unlock(&srv->mu);
     return 0;
 }
 
@@ -529,6 +535,11 @@ void http_events_metrics(server *srv, net_text *out)
     pthread_mutex_unlock(&h->mu);
     net_text_printf(out, "# HELP tally_http_streams GET /v1/events streams open.\n"
                          "# TYPE tally_http_streams gauge\ntally_http_streams %u\n", open);
+    net_text_printf(out, "# HELP tally_http_stream_buffered_bytes Bytes of events GET /v1/events "
+                         "streams hold rendered and not yet sent.\n"
+                         "# TYPE tally_http_stream_buffered_bytes gauge\n"
+                         "tally_http_stream_buffered_bytes %" PRIdFAST64 "\n",
+                    atomic_load(&h->buffered));
     net_text_printf(out, "# HELP tally_http_stream_events_total Events sent on GET /v1/events "
                          "streams.\n# TYPE tally_http_stream_events_total counter\n"
                          "tally_http_stream_events_total %" PRIuFAST64 "\n",

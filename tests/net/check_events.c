@@ -14,7 +14,11 @@
  *     message passes --http-stream-buffer-bytes ends its stream (each
  *     counted in tally_http_streams_ended_total), and streams hold their
  *     connections, so beyond the limit a newcomer gets a reserved place,
- *     where /healthz answers and /v1/events does not.
+ *     where /healthz answers and /v1/events does not;
+ *   - a client that reads nothing while thousands of events commit: tallyd
+ *     holds at most the buffer bound for it (tally_http_stream_buffered_bytes)
+ *     and renders no further, the stream stays open, and once the client
+ *     reads it gets every event once, in order.
  */
 #include "config.h"
 
@@ -27,10 +31,13 @@
 
 #include <check.h>
 #include <jansson.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,14 +66,17 @@ static void down(tallyd_proc *p)
  * none); the status. */
 static int post(const tallyd_proc *p, const char *op, const char *key, const char *body)
 {
-    char req[2048];
-    int n = snprintf(req, sizeof(req),
+    size_t size = strlen(body) + 512;
+    char *req = malloc(size);
+    ck_assert_ptr_nonnull(req);
+    int n = snprintf(req, size,
                      "POST /v1/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
                      "Content-Type: application/json\r\n%s%s%sContent-Length: %zu\r\n\r\n%s",
                      op, key ? "Idempotency-Key: " : "", key ? key : "", key ? "\r\n" : "",
                      strlen(body), body);
     int status = 0;
     free(test_http_raw(p->http_port, req, (size_t)n, &status));
+    free(req);
     return status;
 }
 
@@ -116,12 +126,12 @@ static bool stream_more(stream *s, int64_t deadline)
 /* GET /v1/events<query> (HTTP/1.0: the body is the stream as it is,
  * unchunked) with more header lines (each ending "\r\n"); the status and
  * headers read. */
-static void stream_open(stream *s, const tallyd_proc *p, const char *query, const char *more)
+static void stream_open_on(stream *s, int fd, const char *query, const char *more)
 {
     memset(s, 0, sizeof(*s));
     s->buf = calloc(1, STREAM_BYTES_MAX);
     ck_assert_ptr_nonnull(s->buf);
-    s->fd = test_tcp_connect(p->http_port);
+    s->fd = fd;
     ck_assert_int_ge(s->fd, 0);
     char req[1024];
     int n = snprintf(req, sizeof(req), "GET /v1/events%s HTTP/1.0\r\nHost: x\r\n%s\r\n", query,
@@ -137,6 +147,11 @@ static void stream_open(stream *s, const tallyd_proc *p, const char *query, cons
     snprintf(s->headers, sizeof(s->headers), "%.*s", (int)head, s->buf);
     memmove(s->buf, s->buf + head, s->len - head + 1);
     s->len -= head;
+}
+
+static void stream_open(stream *s, const tallyd_proc *p, const char *query, const char *more)
+{
+    stream_open_on(s, test_tcp_connect(p->http_port), query, more);
 }
 
 static void stream_close(stream *s)
@@ -451,6 +466,69 @@ START_TEST(streams_hold_their_places)
 }
 END_TEST
 
+/* A connection to 127.0.0.1:port whose receive buffer is small (set
+ * before connecting: the window the server sees). */
+static int slow_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int size = 4096;
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* count accounts from first_id on, in batches of 1000. */
+static void open_many(const tallyd_proc *p, int first_id, int count)
+{
+    static char body[128 * 1024];
+    for (int done = 0; done < count;) {
+        int n = count - done < 1000 ? count - done : 1000, at = 0;
+        at += snprintf(body + at, sizeof(body) - (size_t)at, "{\"ops\":[");
+        for (int i = 0; i < n; i++)
+            at += snprintf(body + at, sizeof(body) - (size_t)at,
+                           "%s{\"op\":\"account_open\",\"key\":\"o-%d\",\"id\":%d,"
+                           "\"ledger\":1,\"code\":10}", i ? "," : "", first_id + done + i,
+                           first_id + done + i);
+        snprintf(body + at, sizeof(body) - (size_t)at, "]}");
+        char key[32];
+        snprintf(key, sizeof(key), "batch-%d", first_id + done);
+        ck_assert_int_eq(post(p, "batch", key, body), 200);
+        done += n;
+    }
+}
+
+START_TEST(a_slow_reader_is_sent_the_log_at_its_pace)
+{
+    tallyd_proc p;
+    up(&p, (const char *const[]){"--http-stream-buffer-bytes", "65536", NULL});
+    stream s;
+    stream_open_on(&s, slow_connect(p.http_port), "?from=1", NULL);
+    ck_assert_int_eq(s.status, 200);
+    enum { EVENTS = 4000 }; /* about 1.8 MB of documents: more than the socket holds */
+    open_many(&p, 1, EVENTS);
+    /* the client reads nothing: tallyd holds what it rendered, no more */
+    TEST_WAIT_UNTIL(test_metrics_sample(p.http_port, "tally_http_stream_buffered_bytes") > 0,
+                    WAIT_MS, "the stream to hold rendered bytes its client does not take");
+    long long held = test_metrics_sample(p.http_port, "tally_http_stream_buffered_bytes");
+    long long sent = test_metrics_sample(p.http_port, "tally_http_stream_events_total");
+    ck_assert_msg(held <= 65536, "a stream holds %lld bytes, over its bound", held);
+    ck_assert_msg(sent < EVENTS, "every event was rendered for a client that read none");
+    ck_assert_int_eq(test_metrics_sample(p.http_port, "tally_http_streams"), 1);
+    /* it reads now: every event, once, in order */
+    for (uint64_t seq = 1; seq <= EVENTS; seq++) {
+        uint64_t id = 0;
+        json_decref(stream_event(&s, &id));
+        ck_assert_msg(id == seq, "event %llu where %llu was next", (unsigned long long)id,
+                      (unsigned long long)seq);
+    }
+    stream_close(&s);
+    down(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("events");
@@ -463,6 +541,7 @@ int main(void)
     tcase_add_test(tc, the_read_grant_is_needed);
     tcase_add_test(tc, streams_end_at_their_bounds);
     tcase_add_test(tc, streams_hold_their_places);
+    tcase_add_test(tc, a_slow_reader_is_sent_the_log_at_its_pace);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

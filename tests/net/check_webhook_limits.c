@@ -189,13 +189,14 @@ static void assert_body_is(const void *raw, size_t len, const char *body, size_t
     ck_assert_msg(memcmp(got, body, n) == 0, "the stored body differs from the delivered one");
 }
 
-/* GET /v1/log?from=&limit=: the events' bytes (base64 in the JSON) into
- * out (each malloc'd), their count returned. */
+/* GET /v1/log?from=&limit=&format=msgpack: the events' bytes (base64 in
+ * the JSON) into out (each malloc'd), their count returned. */
 static size_t json_log(const hook_server *s, uint64_t from, unsigned limit, uint8_t **out,
                        size_t *lens, size_t capacity)
 {
     char path[96];
-    snprintf(path, sizeof(path), "/v1/log?from=%llu&limit=%u", (unsigned long long)from, limit);
+    snprintf(path, sizeof(path), "/v1/log?from=%llu&limit=%u&format=msgpack",
+             (unsigned long long)from, limit);
     int status = 0;
     char *text = test_http_get(s->port, path, &status);
     ck_assert_ptr_nonnull(text);
