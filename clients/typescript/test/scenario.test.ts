@@ -231,18 +231,25 @@ test("the SSE tail sees each new event once, in order, across a reconnect with L
       if (!String(input).includes("/v1/events")) return res;
       streams.push({ url: String(input), lastEventId: new Headers(init?.headers).get("Last-Event-ID") });
       if (streams.length > 1 || res.body === null) return res;
+      // Pass on the bytes up to the end of the second event, then fail (the
+      // documents are ASCII, so a character is a byte).
       const reader = res.body.getReader();
       let text = "";
+      let broken = false;
       const cut = new ReadableStream<Uint8Array>({
         async pull(controller) {
+          // the failure after the second event's bytes were read (an error
+          // at once would drop them from the queue)
+          if (broken) return controller.error(new TypeError("terminated (the connection broke)"));
           const { done, value } = await reader.read();
           if (done) return controller.close();
+          const before = text.length;
           text += new TextDecoder().decode(value);
-          controller.enqueue(value);
-          if ((text.match(/\ndata: /g) ?? []).length >= 2) {
-            await reader.cancel();
-            controller.error(new TypeError("terminated (the connection broke)"));
-          }
+          const ends = [...text.matchAll(/data: [^\n]*\n\n/g)].map((m) => m.index! + m[0].length);
+          if (ends.length < 2) return controller.enqueue(value);
+          controller.enqueue(value.slice(0, ends[1]! - before));
+          await reader.cancel();
+          broken = true;
         },
       });
       return new Response(cut, { status: res.status, headers: res.headers });

@@ -23,7 +23,9 @@ let server: Tallyd;
 before(async () => {
   server = await startTallyd();
 });
+const children: ChildProcess[] = [];
 after(async () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL"); // a test that failed midway
   await server?.stop();
 });
 
@@ -37,6 +39,7 @@ interface Child {
 
 function runChild(args: string[]): Child {
   const p = spawn(process.execPath, [childScript, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  children.push(p);
   const lines: string[] = [];
   const waiters: Array<() => void> = [];
   createInterface({ input: p.stdout! }).on("line", (l) => {
@@ -68,7 +71,7 @@ async function kill9(c: Child): Promise<void> {
   await c.exited;
 }
 
-test("a subscriber killed mid-handler and after a commit, restarted: every event handled exactly once", async () => {
+test("a subscriber killed mid-handler and after a commit, restarted: every event handled exactly once", { timeout: 120000 * slowdown }, async () => {
   const client = new TallyClient({ baseUrl: server.url, consumer: "shop" });
   for (const id of [1, 2, 3]) await client.accountOpen({ id, ledger: 1, code: 10 });
   for (let i = 0; i < 7; i++) await client.transfer({ debit_account_id: 1, credit_account_id: 1 + (i % 2) + 1, amount: 10 + i, ledger: 1, code: 1 });

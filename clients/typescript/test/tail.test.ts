@@ -51,47 +51,62 @@ const streamHead = (res: ServerResponse): void => {
 };
 const frame = (seq: number, eol = "\n"): string => `id: ${seq}${eol}data: ${JSON.stringify(doc(seq))}${eol}${eol}`;
 
-test("each event once, in order, across reconnects with Last-Event-ID", async () => {
+test("each event once, in order, across reconnects with Last-Event-ID", { timeout: 60000 * slowdown }, async () => {
+  // The log is events 1-7; each connection starts where the client asked
+  // (Last-Event-ID + 1, else from), and its number decides its shape.
+  const resume = (req: IncomingMessage): number => {
+    const id = req.headers["last-event-id"];
+    if (typeof id === "string") return Number(id) + 1;
+    return Number(new URL(req.url!, "http://x").searchParams.get("from") ?? 1);
+  };
+  const upTo = (from: number, last: number, eol = "\n"): string => {
+    let text = "";
+    for (let seq = from; seq <= Math.min(last, 7); seq++) text += frame(seq, seq % 3 === 2 ? "\r\n" : seq % 3 === 0 ? "\r" : eol);
+    return text;
+  };
   const srv = await serve((req, res, n) => {
     streamHead(res);
+    const start = resume(req);
     if (n === 1) {
-      // from=1: a heartbeat, events 1-3 with lines split across writes, then the end
+      // a heartbeat, three events with lines split across writes (LF, CRLF, CR), then the end
       res.write(": keepalive\n\n");
-      const text = frame(1) + frame(2, "\r\n") + frame(3, "\r");
+      const text = upTo(start, start + 2);
       for (let i = 0; i < text.length; i += 7) res.write(text.slice(i, i + 7));
       res.end();
     } else if (n === 2) {
-      // resumes after 3: the server replays 3 (the client drops it), then 4, 5 and ends
-      res.end(frame(3) + frame(4) + frame(5));
+      // the one before the resume point again (the client drops it), two more, the end
+      res.end(upTo(Math.max(1, start - 1), start + 1));
     } else if (n === 3) {
       res.write(": keepalive\n\n"); // then silence: the client's idle bound reconnects
     } else {
-      res.write(frame(6) + frame(7));
+      res.write(upTo(start, 7)); // the rest, and the stream stays open
     }
   });
   try {
     const client = new TallyClient({ baseUrl: srv.url });
     const seen: number[] = [];
-    for await (const e of client.events({ from: 1, idleTimeoutMs: 300, reconnectDelayMs: 10 })) {
+    for await (const e of client.events({ from: 1, idleTimeoutMs: 1000 * slowdown, reconnectDelayMs: 10 })) {
       seen.push(Number(e.seq));
       if (seen.length === 7) break;
     }
     assert.deepEqual(seen, [1, 2, 3, 4, 5, 6, 7]);
-    const url = (i: number) => srv.requests[i]!.url;
-    const lastId = (i: number) => srv.requests[i]!.headers["last-event-id"];
-    assert.equal(url(0), "/v1/events?from=1");
-    assert.equal(lastId(0), undefined);
-    assert.equal(url(1), "/v1/events");
-    assert.equal(lastId(1), "3");
-    assert.equal(lastId(2), "5");
-    assert.equal(lastId(3), "5", "after a silent stream, resumed where it was");
-    assert.equal(srv.requests[0]!.headers.accept, "text/event-stream");
+    const [first, ...rest] = srv.requests;
+    assert.equal(first!.url, "/v1/events?from=1");
+    assert.equal(first!.headers["last-event-id"], undefined);
+    assert.equal(first!.headers.accept, "text/event-stream");
+    assert.ok(srv.requests.length >= 4, `the silent stream was left: ${srv.requests.length} requests`);
+    for (const r of rest) {
+      assert.equal(r.url, "/v1/events", "a reconnect asks by Last-Event-ID alone");
+      assert.match(String(r.headers["last-event-id"]), /^[1-7]$/);
+    }
+    const ids = rest.map((r) => Number(r.headers["last-event-id"]));
+    assert.deepEqual(ids, [...ids].sort((x, y) => x - y), "each reconnect resumes at or after the one before");
   } finally {
     await srv.close();
   }
 });
 
-test("without from: only new events, from the head at the start, also across a reconnect", async () => {
+test("without from: only new events, from the head at the start, also across a reconnect", { timeout: 30000 * slowdown }, async () => {
   const srv = await serve((_req, res, n) => {
     streamHead(res);
     if (n === 1) res.end(": keepalive\n\n"); // ends before any event
@@ -111,7 +126,7 @@ test("without from: only new events, from the head at the start, also across a r
   }
 });
 
-test("an error reply before the stream: a refusal throws, 503 is retried", async () => {
+test("an error reply before the stream: a refusal throws, 503 is retried", { timeout: 30000 * slowdown }, async () => {
   const srv = await serve((_req, res, n) => {
     if (n === 1) {
       res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
@@ -135,7 +150,7 @@ test("an error reply before the stream: a refusal throws, 503 is retried", async
   }
 });
 
-test("data that is not an event document throws, rather than reconnecting to it forever", async () => {
+test("data that is not an event document throws, rather than reconnecting to it forever", { timeout: 30000 * slowdown }, async () => {
   const srv = await serve((_req, res) => {
     streamHead(res);
     res.end("id: 1\ndata: {not json\n\n");
@@ -154,7 +169,7 @@ test("data that is not an event document throws, rather than reconnecting to it 
   }
 });
 
-test("an abort ends the iterator", async () => {
+test("an abort ends the iterator", { timeout: 30000 * slowdown }, async () => {
   const srv = await serve((_req, res) => {
     streamHead(res);
     res.write(frame(1)); // then keeps the stream open
