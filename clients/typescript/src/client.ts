@@ -211,7 +211,7 @@ export class TallyClient {
     return this.token !== undefined ? { Authorization: `Bearer ${this.token}` } : {};
   }
 
-  /** One attempt: the reply, or a thrown FaultError (`unreachable`, `timed_out`) when none came. */
+  /** One attempt: the reply, or a thrown Fault (`unreachable`, `timed_out`) when none came. */
   private async attempt(a: Attempt, signal: AbortSignal | undefined, remainingMs: number): Promise<{ reply: Reply; retryAfter: number }> {
     const controller = new AbortController();
     // An attempt's bound, cut to what is left of the call's deadline (but
