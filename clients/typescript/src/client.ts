@@ -93,8 +93,9 @@ export interface WriteOptions extends CallOptions {
 
 export interface ReadOptions extends CallOptions {
   /**
-   * Read-your-writes: the server answers once it has applied this seq
-   * (a write's `seq`). Sent as `min_seq` only when given.
+   * Read-your-writes: the server answers once it has applied this
+   * position — a write result's `cluster_seq` in cluster mode, its `seq`
+   * (the log's head) on a single node. Sent as `min_seq` only when given.
    */
   minSeq?: IntInput;
 }
@@ -119,7 +120,16 @@ interface Reply {
 }
 
 /** Codes of faults that stored nothing and may pass: worth another attempt. */
-const RETRY_CODES = new Set(["overloaded", "shutting_down", "storage_full", "io_error", "timed_out", "unreachable"]);
+const RETRY_CODES = new Set([
+  "overloaded",
+  "shutting_down",
+  "storage_full",
+  "io_error",
+  "timed_out",
+  "unreachable",
+  "not_caught_up", // a read's min_seq not reached yet on this node (cluster mode)
+  "cluster_unavailable", // JetStream did not take the write: nothing applied
+]);
 const RETRY_STATUSES = new Set([502, 503, 504]);
 
 /** Whether a failure stored nothing and may pass: worth another attempt with the same key. */

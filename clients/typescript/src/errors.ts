@@ -23,7 +23,12 @@
 /** The class of a code in docs/PROTOCOL.md's code table. */
 export type CodeClass = "B" | "V" | "R" | "F";
 
-/** Every code tallyd sends, with its class (`tallyd --protocol-reference`). */
+/**
+ * Every code tallyd sends, with its class (`tallyd --protocol-reference`),
+ * and those of cluster mode (docs/CLUSTER.md: `cluster_unavailable`,
+ * `not_caught_up`, `not_in_cluster_mode`), which a server built without it
+ * does not list.
+ */
 export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "ok": "B",
   "storage_full": "F",
@@ -35,6 +40,7 @@ export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "store_locked": "F",
   "store_version_mismatch": "F",
   "not_found": "F",
+  "cluster_unavailable": "F",
   "invalid_argument": "F",
   "read_only": "F",
   "idempotency_key_reused": "R",
@@ -117,10 +123,12 @@ export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "wrong_type": "R",
   "value_out_of_range": "R",
   "too_many_operations": "R",
+  "not_in_cluster_mode": "R",
   "overloaded": "F",
   "shutting_down": "F",
   "timed_out": "F",
   "unreachable": "F",
+  "not_caught_up": "F",
   "invalid_subscriber_name": "R",
   "subscriber_not_found": "R",
   "subscriber_exists_with_different_config": "R",

@@ -223,6 +223,8 @@ export interface WriteResult {
   events: number;
   /** The idempotency key: call again with it to retry safely. */
   key: string;
+  /** Cluster mode: the command stream position it was applied at (a read's `minSeq` waits for it). */
+  cluster_seq?: Int;
 }
 
 /** The reply to a transfer or hold, with its id (given, or derived from the consumer and key). */
