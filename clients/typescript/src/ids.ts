@@ -88,6 +88,14 @@ export function uuidv7(nowMs: number = Date.now()): string {
   return uuidText(bytes);
 }
 
+/**
+ * A new 16-byte id (a UUIDv7) as 32 hex digits: a transfer id for a
+ * `chain` or `batch` member, where the server derives none.
+ */
+export function newId(): string {
+  return uuidv7().replace(/-/g, "");
+}
+
 /** Whether `key` is UUIDv7 text (32 hex digits, dashes allowed, version 7, variant 10). */
 export function isUuidv7(key: string): boolean {
   const b = fromHex(key);

@@ -17,7 +17,7 @@ export {
   errorFor,
 } from "./errors.js";
 export type { CodeClass, ErrorDetails } from "./errors.js";
-export { uuidv7, isUuidv7, transferIdFromKey } from "./ids.js";
+export { uuidv7, newId, isUuidv7, transferIdFromKey } from "./ids.js";
 export { SseParser } from "./sse.js";
 export type { TailOptions, SseMessage } from "./sse.js";
 export { runSubscriber, exactlyOnce, Park, Retry } from "./subscriber.js";

@@ -17,6 +17,7 @@ import {
   RefusedRequest,
   Fault,
   isUuidv7,
+  newId,
   transferIdFromKey,
 } from "../src/index.js";
 import { startTallyd, slowdown, type Tallyd } from "./support.js";
@@ -162,6 +163,17 @@ test("chain and batch", async () => {
     { op: "transfer", id: "0000000000000000000000000000000e", debit_account_id: 1, credit_account_id: 3, amount: 25, ledger: 1, code: 1 },
   ]);
   assert.deepEqual(c.codes, ["ok", "ok"]);
+  // a chain that fails: the failing member's code, nothing applied
+  const id = newId();
+  await assert.rejects(
+    client.chain([
+      { op: "transfer", id, debit_account_id: 3, credit_account_id: 1, amount: 1, ledger: 1, code: 1 },
+      { op: "transfer", id: newId(), debit_account_id: 1, credit_account_id: 99, amount: 1, ledger: 1, code: 1 },
+    ]),
+    (e: unknown) => e instanceof BusinessRejection && e.code === "credit_account_not_found" &&
+      JSON.stringify(e.reply?.codes) === '["linked_operation_failed","credit_account_not_found"]' && e.reply?.failed_index === 1,
+  );
+  assert.equal(await client.transferGet(id), null, "the chain applied nothing");
   const b = await client.batch([
     { op: "account_open", id: 4, ledger: 1, code: 10 },
     { op: "account_open", id: 4, ledger: 1, code: 11, key: "other" },
