@@ -26,7 +26,7 @@ packages=(build-essential autoconf automake libtool pkg-config
           libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)
           help2man mandoc # the man pages from --help; mandoc -T lint checks them
           gdb # a test past its bound: run_test.sh prints its stacks
-          nodejs # the OpenAPI validator of tests/openapi (npm ci, from its lock file)
+          nodejs # the OpenAPI validator of tests/openapi and the TypeScript client (npm ci, from their lock files)
           chromium) # the web console's browser test (tests/console: puppeteer-core drives it)
 
 install_dependencies() {
@@ -60,13 +60,16 @@ build() {
     make -C build -j"$(nproc)"
     npm_ci tests/openapi
     npm_ci tests/console
+    npm_ci clients/typescript
 }
 
 # The npm packages of a test folder ($1) from the registry, exactly as its
 # committed lock file says, when the lock file is newer than what is
 # installed: tests/openapi's validator (@apidevtools/swagger-parser,
 # tests/openapi/check_openapi.sh), tests/console's puppeteer-core (the web
-# console's browser test, tests/console/check_console.sh).
+# console's browser test, tests/console/check_console.sh), and
+# clients/typescript's toolchain (typescript, @types/node; its tests,
+# tests/clients/check_typescript.sh).
 npm_ci() {
     local d=$1
     if [ ! -f "$d/node_modules/.package-lock.json" ] ||

@@ -68,11 +68,8 @@ expect "POST /v1/openapi.json" 405 "$status"
 
 # ---- a real validator, and the document against PROTOCOL.md ----
 modules="$TALLY_SRCDIR/tests/openapi"
-if [ ! -f "$modules/node_modules/.package-lock.json" ] ||
-    [ "$modules/package-lock.json" -nt "$modules/node_modules/.package-lock.json" ]; then
-    (cd "$modules" && npm ci --no-audit --no-fund >"$tmp/npm.log" 2>&1) ||
-        { cat "$tmp/npm.log" >&2; fail "npm ci in tests/openapi (the validator)"; shell_test_end check_openapi; }
-fi
+npm_ci "$modules" ||
+    { fail "npm ci in tests/openapi (the validator)"; shell_test_end check_openapi; }
 # every reply of the JSON API's suite, recorded by it
 TALLY_JSON_REPLIES="$tmp/replies.jsonl" "$TALLY_BUILDDIR/tests/net/check_json" \
     >"$tmp/check_json.log" 2>&1 ||

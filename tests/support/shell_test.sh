@@ -9,6 +9,7 @@
 #   start_tallyd_http WHO OPTION...  # tallyd ($pid) serving, $base its HTTP URL
 #   wait_for WHAT SECONDS CMD...  # CMD succeeds within SECONDS scaled
 #   pause SECONDS              # the only sleep of the shell tests
+#   npm_ci DIR                 # DIR/node_modules as DIR/package-lock.json pins it
 #   shell_test_end NAME        # exit 1 with the count when any failed
 #
 # Waits are on facts, never on time (docs/TESTING.md): wait_for polls CMD
@@ -73,6 +74,16 @@ start_tallyd_http() {
     wait_serving "$tmp/tallyd.log" 30 && [ -f "$tmp/ready" ] ||
         { cat "$tmp/tallyd.log" >&2; echo "$start_who: tallyd did not start" >&2; exit 1; }
     base=$(sed -n 's/^http //p' "$tmp/ready")
+}
+# npm_ci DIR: npm ci in DIR when its committed package-lock.json is newer
+# than what is installed (setup.sh does the same); on failure npm's output
+# goes to stderr and it returns 1.
+npm_ci() {
+    if [ ! -f "$1/node_modules/.package-lock.json" ] ||
+        [ "$1/package-lock.json" -nt "$1/node_modules/.package-lock.json" ]; then
+        (cd "$1" && npm ci --no-audit --no-fund >"$tmp/npm.log" 2>&1) ||
+            { cat "$tmp/npm.log" >&2; return 1; }
+    fi
 }
 shell_test_end() {
     [ "$failures" -eq 0 ] || { echo "$1: $failures failures" >&2; exit 1; }

@@ -1,0 +1,367 @@
+/*
+ * types.ts — the shapes of tally's JSON API (docs/PROTOCOL.md "JSON API",
+ * docs/openapi.json): requests by their wire field names, replies as tallyd
+ * sends them. docs/EVENTS.md names every field of accounts, transfers and
+ * entitlements.
+ *
+ * The value rule: integers are JSON numbers up to 2^53 and decimal strings
+ * beyond it (in replies), so an integer of a reply is an `Int`
+ * (number | string; `toBigInt` reads either). A request takes numbers,
+ * bigints or decimal strings (`IntInput`). 16-byte ids are 32 hex digits.
+ */
+
+/** An integer of a reply: a number, or a decimal string beyond ±2^53. */
+export type Int = number | string;
+
+/** An integer of a request: a number, a bigint or a decimal string. */
+export type IntInput = number | bigint | string;
+
+/** A 16-byte id: 32 hex digits (a request may use the UUID form with dashes). */
+export type Id128 = string;
+
+/** An `Int` as a bigint, exactly. */
+export function toBigInt(v: Int | bigint): bigint {
+  return typeof v === "bigint" ? v : BigInt(v);
+}
+
+export interface Account {
+  id: Int;
+  ledger: number;
+  code: number;
+  flags: number;
+  debits_posted: Int;
+  credits_posted: Int;
+  debits_pending: Int;
+  credits_pending: Int;
+  version: Int;
+  created_seq: Int;
+}
+
+/** `pending`, `posted`, `pending_posted`, `pending_voided`, `pending_expired`. */
+export type TransferState = string;
+
+/** What a transfer is, in a read and in an event document alike. */
+export interface TransferBase {
+  id: Id128;
+  debit_account_id: Int;
+  credit_account_id: Int;
+  amount: Int;
+  ledger: number;
+  code: number;
+  flags: number;
+  state: TransferState;
+  timeout_s: number;
+  posted_amount: Int;
+  version: Int;
+  created_seq: Int;
+  resolved_seq: Int;
+}
+
+/** A transfer as reads give it (`transferGet`, history entries). */
+export interface Transfer extends TransferBase {
+  expires_at_ms: Int;
+  created_ms: Int;
+}
+
+/** `active`, `expired`, `revoked` (evaluated at the server's now). */
+export type EntitlementState = string;
+
+export interface Entitlement {
+  subject: string;
+  feature: string;
+  state: EntitlementState;
+  valid_until_ms: Int;
+  version: Int;
+  source_order: Int;
+  granted_ms: Int;
+  updated_ms: Int;
+  grant_transfer_id?: Id128 | null;
+}
+
+/** An account as an event document carries it (docs/PROTOCOL.md, "The event document"). */
+export interface EventAccount extends Account {
+  debits_must_not_exceed_credits: boolean;
+  credits_must_not_exceed_debits: boolean;
+}
+
+/** A transfer as an event document carries it: times as RFC 3339 text. */
+export interface EventTransfer extends TransferBase {
+  pending: boolean;
+  /** RFC 3339; null when unset */
+  expires_at: string | null;
+  /** RFC 3339 */
+  created: string | null;
+}
+
+/** An entitlement as an event document carries it. */
+export interface EventEntitlement {
+  subject: string;
+  feature: string;
+  state: EntitlementState;
+  lifetime: boolean;
+  /** RFC 3339 and Unix ms; null for a lifetime entitlement */
+  valid_until: string | null;
+  valid_until_ms: Int | null;
+  version: Int;
+  /** null when none was given */
+  source_order: Int | null;
+  granted: string;
+  updated: string;
+}
+
+/**
+ * One event as its JSON document (docs/PROTOCOL.md "The event document",
+ * the same one tally-relay sends): the header, and under `data` the
+ * objects right after the change.
+ */
+export interface EventDocument {
+  seq: Int;
+  /** The event's id, UUID text: the same on every delivery of the event. */
+  event_id: string;
+  /** `account.opened`, `transfer.created`, `transfer.posted`, `entitlement.granted`, ... (docs/EVENTS.md) */
+  type: string;
+  entity_kind: string;
+  /** `{kind, id}` (accounts, transfers), `{kind, subject, feature}` (entitlements), ... */
+  entity: { kind: string; [k: string]: unknown };
+  entity_version: Int;
+  /** RFC 3339 UTC */
+  time: string;
+  time_ms: Int;
+  /** What caused it; null for events of the expiry sweep. */
+  consumer: string | null;
+  key: string | null;
+  data: {
+    account?: EventAccount;
+    transfer?: EventTransfer;
+    debit_account?: EventAccount;
+    credit_account?: EventAccount;
+    entitlement?: EventEntitlement;
+    /** `source`, `event_id`, `event_type`, `signed_at_s`, and `payload` or `body_base64` */
+    webhook?: Record<string, unknown>;
+    /** `subscriber`, `seq`, `attempts`, `parked_ms`, `error` */
+    dead_letter?: Record<string, unknown>;
+  };
+}
+
+// ---- writes ----
+
+export interface AccountOpen {
+  id: IntInput;
+  ledger: IntInput;
+  code: IntInput;
+  /** bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits */
+  flags?: IntInput;
+}
+
+export interface TransferRequest {
+  /** Left out: tallyd derives it from the consumer and key (the result carries it). */
+  id?: Id128;
+  debit_account_id: IntInput;
+  credit_account_id: IntInput;
+  amount: IntInput;
+  ledger: IntInput;
+  code: IntInput;
+  /** bit 0: a hold (pending) */
+  flags?: IntInput;
+  /** holds: expire after this many seconds (0 = never) */
+  timeout_s?: IntInput;
+}
+
+export interface PostRequest {
+  pending_id: Id128;
+  /** Left out: all of the hold. */
+  amount?: IntInput;
+}
+
+export interface VoidRequest {
+  pending_id: Id128;
+}
+
+export interface GrantRequest {
+  subject: string;
+  feature: string;
+  valid_until_ms?: IntInput;
+  duration_ms?: IntInput;
+  source_order?: IntInput;
+  grant_transfer_id?: Id128;
+}
+
+export interface ExtendRequest {
+  subject: string;
+  feature: string;
+  valid_until_ms?: IntInput;
+  duration_ms?: IntInput;
+  source_order?: IntInput;
+}
+
+export interface RevokeRequest {
+  subject: string;
+  feature: string;
+  source_order?: IntInput;
+}
+
+/** A member of a `chain` (no key) or of a `batch` (its own key, or one derived from the batch's). */
+export type WriteOp =
+  | ({ op: "account_open" } & AccountOpen)
+  | ({ op: "transfer"; id: Id128 } & Omit<TransferRequest, "id">)
+  | ({ op: "post" } & PostRequest)
+  | ({ op: "void" } & VoidRequest)
+  | ({ op: "grant" } & GrantRequest)
+  | ({ op: "extend" } & ExtendRequest)
+  | ({ op: "revoke" } & RevokeRequest);
+
+export type BatchMember = WriteOp & { key?: string; correlation?: string };
+
+/** The reply to a write that was applied, or replayed from the inbox. */
+export interface WriteResult {
+  code: "ok";
+  /** Answered from the inbox: an earlier call with this key applied it. */
+  replayed: boolean;
+  /** The seq of the first event it caused (reads with `minSeq` wait for it). */
+  seq: Int | null;
+  /** How many events it caused. */
+  events: number;
+  /** The idempotency key: call again with it to retry safely. */
+  key: string;
+  /** Cluster mode: the command stream position it was applied at (a read's `minSeq` waits for it). */
+  cluster_seq?: Int;
+}
+
+/** The reply to a transfer or hold, with its id (given, or derived from the consumer and key). */
+export interface TransferResult extends WriteResult {
+  transfer_id: Id128;
+}
+
+export interface ChainResult extends WriteResult {
+  codes: string[] | null;
+  failed_index: number | null;
+}
+
+/** One member's result in a batch: `code` may be any code (the batch itself is `ok`). */
+export interface BatchMemberResult {
+  code: string;
+  replayed: boolean;
+  seq: Int | null;
+  events: number;
+  key: string;
+  original_seq?: Int | null;
+}
+
+export interface BatchResult {
+  key: string;
+  results: BatchMemberResult[];
+}
+
+// ---- reads ----
+
+export interface HistoryEntry {
+  seq: Int;
+  type: string;
+  time_ms: Int;
+  transfer: Transfer;
+  account: Account;
+}
+
+export interface HistoryPage {
+  entries: HistoryEntry[];
+  next: Int | null;
+}
+
+export interface AccountPage {
+  entries: Account[];
+  next: Int | null;
+}
+
+export interface LogPage {
+  head: Int;
+  events: EventDocument[];
+  log_floor: Int;
+  log_floor_hash: string;
+}
+
+export interface Stats {
+  head_seq: Int;
+  first_seq: Int;
+  accounts: Int;
+  transfers: Int;
+  entitlements: Int;
+  inbox: Int;
+  events: Int;
+  subscribers: SubscriberInfo[];
+  [k: string]: unknown;
+}
+
+// ---- durable subscribers (docs/SUBSCRIBERS.md) ----
+
+export interface SubscriberInfo {
+  name: string;
+  ack_floor: Int;
+  delivered_seq: Int;
+  pending: Int;
+  in_flight: Int;
+  dead_letters: Int;
+  max_deliver: number;
+  ack_wait_ms: number;
+  backoff_ms: number[];
+  max_ack_pending: number;
+  [k: string]: unknown;
+}
+
+export interface SubCreateOptions {
+  /** `beginning` (default) or `now` */
+  start?: "beginning" | "now";
+  from_seq?: IntInput;
+  from_time_ms?: IntInput;
+  max_deliver?: number;
+  ack_wait_ms?: number;
+  backoff_ms?: number[];
+  max_ack_pending?: number;
+}
+
+export interface SubCreateResult {
+  created: boolean;
+  subscriber: SubscriberInfo;
+}
+
+export interface FetchOptions {
+  max?: number;
+  wait_ms?: number;
+  restart?: boolean;
+  instance?: string;
+}
+
+/** One event handed to a durable subscriber. */
+export interface Delivery {
+  seq: Int;
+  /** The how-many-th delivery of this event (1 the first time). */
+  attempt: number;
+  /** Delivered again by `dlq_replay`. */
+  replay: boolean;
+  event: EventDocument;
+}
+
+export interface FetchResult {
+  events: Delivery[];
+  ack_floor: Int;
+  head: Int;
+}
+
+export interface AckResult {
+  ack_floor: Int;
+  acked: Int;
+}
+
+export interface DeadLetter {
+  seq: Int;
+  attempts: number;
+  error: string;
+  parked_ms: Int;
+  replaying: boolean;
+  event_id: string;
+  type: string;
+}
+
+export interface DeadLetterPage {
+  entries: DeadLetter[];
+  next: Int | null;
+}
