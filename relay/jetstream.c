@@ -401,7 +401,8 @@ static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *v
         if (k->state[i] == JS_REJECTED)
             fprintf(stderr, "tally-relay: nats: seq %" PRIu64 " refused: %s\n", batch[i].event.seq,
                     k->error[i]);
-        relay_say_parked(k->ctx, &batch[i], false, k->error[i]);
+        if (!atomic_load(k->ctx->stop)) /* a stop's retries are not failures */
+            relay_say_parked(k->ctx, &batch[i], false, k->error[i]);
     }
     if (any_in(k, JS_REJECTED, JS_REJECTED) && !atomic_load(k->ctx->stop)) {
         k->reopen = true; /* the naked events come back first, in seq order */
