@@ -156,6 +156,13 @@ void relay_entity_text(const tally_event *e, char out[RELAY_ENTITY_TEXT_BYTES_MA
 /* The subject template with {type} and {entity_kind} replaced. false when
  * it does not fit. */
 bool relay_subject(const char *template_text, const tally_event *e, char *out, size_t size);
+/* The filter of every subject the template can make: the template up to
+ * its first token with a {placeholder}, then ">" (the template itself
+ * without one). false when it does not fit size. */
+bool relay_subject_filter(const char *template_text, char *out, size_t size);
+/* Whether every subject matching filter also matches subject (both NATS
+ * subjects with * and > wildcards). */
+bool relay_subject_within(const char *filter, const char *subject);
 
 /* ---- instance.c: which relay is which (docs/RELAY.md, "Several relays") ---- */
 

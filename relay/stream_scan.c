@@ -61,35 +61,6 @@ static int id_cmp(const void *a, const void *b)
     return strcmp(((const wanted_id *)a)->id, ((const wanted_id *)b)->id);
 }
 
-bool relay_subject_filter(const char *template_text, char *out, size_t size)
-{
-    const char *brace = strchr(template_text, '{');
-    if (brace == NULL)
-        return (size_t)snprintf(out, size, "%s", template_text) < size;
-    const char *token = brace;
-    while (token > template_text && token[-1] != '.')
-        token--;
-    return (size_t)snprintf(out, size, "%.*s>", (int)(token - template_text), template_text) <
-           size;
-}
-
-bool relay_subject_within(const char *filter, const char *subject)
-{
-    for (;;) {
-        size_t f = strcspn(filter, "."), s = strcspn(subject, ".");
-        if (s == 1 && subject[0] == '>')
-            return f > 0;
-        if (f == 1 && filter[0] == '>')
-            return false; /* a tail of any length, where the subject has a token */
-        if (!(s == 1 && subject[0] == '*') && (f != s || strncmp(filter, subject, f) != 0))
-            return false;
-        if (filter[f] == '\0' || subject[s] == '\0')
-            return filter[f] == '\0' && subject[s] == '\0';
-        filter += f + 1;
-        subject += s + 1;
-    }
-}
-
 /* One message read back: a wanted id found, and the lowest seq seen. */
 static void message_seen(scan *sc, natsMsg *m)
 {

@@ -22,12 +22,4 @@ typedef struct relay_scan_want {
 int relay_stream_scan(jsCtx *js, const relay_nats *cfg, relay_scan_want *wants, size_t count,
                       char *why, size_t why_size);
 
-/* The filter of every subject the template can make: the template up to
- * its first token with a {placeholder}, then ">" (the template itself
- * without one). false when it does not fit size. */
-bool relay_subject_filter(const char *template_text, char *out, size_t size);
-/* Whether every subject matching filter also matches subject (both NATS
- * subjects with * and > wildcards). */
-bool relay_subject_within(const char *filter, const char *subject);
-
 #endif
