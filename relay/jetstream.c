@@ -360,6 +360,25 @@ static bool skip_stored(js_sink *k, bool first_round)
     return true;
 }
 
+/* The sink still works on the batch's events not stored (an outage):
+ * their lease starts again (sub_progress), so no other relay takes them
+ * over while this one retries. A failure leaves it to the lease. */
+static void keep_lease(js_sink *k)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < k->count; i++)
+        if (k->state[i] != JS_STORED && k->state[i] != JS_REJECTED)
+            k->want_index[n++] = i;
+    uint64_t seqs[RELAY_MAX_PENDING_MAX];
+    for (size_t done = 0; done < n;) {
+        size_t m = 0;
+        for (; m < RELAY_MAX_PENDING_MAX && done + m < n; m++)
+            seqs[m] = k->batch[k->want_index[done + m]].event.seq;
+        tally_subscriber_progress(k->sub, seqs, m);
+        done += m;
+    }
+}
+
 static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *verdicts,
                      tally_answer *answers, void *arg)
 {
@@ -388,6 +407,7 @@ static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *v
                         batch[i].event.seq, k->error[i], pause_ms);
                 break;
             }
+        keep_lease(k);
         relay_pause(k->ctx->stop, pause_ms);
         pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
     }

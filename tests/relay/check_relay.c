@@ -71,6 +71,7 @@
 #define SECRET_B64 "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #define SECRET_TEXT "whsec_" SECRET_B64
 #define HOOKS_MAX 8192
+#define SLOW_POST_MS 30
 #define REQUEST_BYTES_MAX 131072
 
 _Static_assert(JS_ACCOUNTS + JS_ENTITLEMENTS * JS_ROUNDS == JS_EVENTS, "the workload's events");
@@ -1029,7 +1030,7 @@ static int attempts_before(const receiver *r, const char *path, const char *id)
 }
 
 /* /ok answers 204; /dead 500; /flaky 503 to the first 2 attempts of every
- * 3rd event (seq % 3 == 0), else 200. */
+ * 3rd event (seq % 3 == 0), else 200; /slow 200 after SLOW_POST_MS. */
 static int decide(const receiver *r, const char *path, const hook *h)
 {
     if (strcmp(path, "/dead") == 0)
@@ -1095,6 +1096,8 @@ static void serve_one(receiver *r, int fd, char *buf)
     if (r->count < HOOKS_MAX)
         r->hooks[r->count++] = h;
     pthread_mutex_unlock(&r->mu);
+    if (strcmp(h.path, "/slow") == 0)
+        test_pause_ms(SLOW_POST_MS); /* the endpoint's latency, not a wait for something */
     char reply[128];
     int n = snprintf(reply, sizeof(reply),
                      "HTTP/1.1 %d X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", h.status);
@@ -1563,6 +1566,46 @@ START_TEST(test_jetstream_failures_are_labelled_by_cause)
 }
 END_TEST
 
+/* Two relays on one endpoint whose POSTs are slow (30 ms each, one at a
+ * time at the receiver): a fetch of 100 takes seconds, longer than the 1 s
+ * lease, and the relays' run loops keep extending the lease of what they
+ * still hold (sub_progress), so no event is taken over by the other
+ * relay and POSTed twice. docs/RELAY.md, "Several relays on one config". */
+START_TEST(test_two_relays_on_a_slow_endpoint_post_each_event_once)
+{
+    enum { EVENTS = 400 };
+    test_client_fixture f;
+    test_client_up(&f);
+    receiver *r = receiver_start();
+    char config[320], log[320], log2[340], text[1024];
+    relay_paths(&f.srv, config, log);
+    snprintf(log2, sizeof(log2), "%s.2", log);
+    snprintf(text, sizeof(text),
+             "url = %s\n[endpoint slow]\nurl = http://127.0.0.1:%u/slow\nsecret = " SECRET_TEXT
+             "\nack_wait_ms = 1000\n",
+             f.srv.url, (unsigned)r->port);
+    file_write(config, text);
+    const char *one[] = {"--instance", "one", NULL}, *two[] = {"--instance", "two", NULL};
+    pid_t relay1 = relay_start_with(config, log, one);
+    pid_t relay2 = relay_start_with(config, log2, two);
+    test_client_open_accounts(f.c, 1, EVENTS);
+    ck_assert_msg(wait_delivered(r, "/slow", EVENTS), "not every event arrived");
+    int64_t until = test_deadline_ms(WAIT_MS);
+    while (clock_mono_ms() < until && sub_info(f.c, "relay:slow").ack_floor < EVENTS)
+        test_pause_ms(50);
+    ck_assert_uint_eq(sub_info(f.c, "relay:slow").ack_floor, EVENTS);
+    relay_stop(relay1, log);
+    relay_stop(relay2, log2);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(r, "/slow", &all), EVENTS);
+    ck_assert_msg(all == EVENTS, "%zu POSTs for %d events: some were taken over and POSTed twice",
+                  all, EVENTS);
+    ck_assert_uint_eq(sub_info(f.c, "relay:slow").redelivered, 0);
+    receiver_stop(r);
+    test_client_down(&f);
+}
+END_TEST
+
 /* Wait for a relay to exit on its own; its exit code. */
 static int relay_exit_code(pid_t pid)
 {
@@ -1575,11 +1618,8 @@ static int relay_exit_code(pid_t pid)
 }
 
 /* The config of the several-relays tests: JetStream and one endpoint
- * "ok" at the receiver, both leasing a delivery for lease_ms. An
- * endpoint's lease is its first backoff_ms step (1 s by default), not its
- * ack wait, so it gets both: a batch of 100 POSTs that outlasts the lease
- * on a loaded machine is taken over by the other relay and delivered twice
- * (CI saw 2,238 of 2,000; docs/RELAY.md, "Several relays on one config"). */
+ * "ok" at the receiver, both leasing a delivery for lease_ms (the ack
+ * wait; the endpoint's backoff too, which applies after a failure). */
 static void two_sink_settings(char *out, size_t size, const receiver *r, unsigned lease_ms)
 {
     snprintf(out, size,
@@ -1922,6 +1962,8 @@ int main(void)
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
     tcase_add_test(seen, test_relay_says_when_tallyd_is_away);
+    TCase *lease = case_new(s, "lease");
+    tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
     int rc = test_run_suite(s);
     return rc == 0 && !nats ? 77 : rc;
 }
