@@ -338,7 +338,7 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str i
         if (rc == TALLY_ok)
             rc = sub_mark_clear(t, name, st->seq);
         r.attempts = 1;
-        r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
+        r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
         sub_record_set_instance(&r, instance);
         if (rc == TALLY_ok)
             rc = sub_record_save(t, KIND_REPLAY, name, st->seq, &r);
@@ -352,7 +352,7 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str i
         if (rc != TALLY_ok)
             return rc;
         r.attempts++;
-        r.when_ms = now_ms + sub_redelivery_delay(&s->config, r.attempts);
+        r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
         sub_record_set_instance(&r, instance); /* taken over, or back to its holder */
         rc = sub_record_save(t, st->kind, name, st->seq, &r);
         s->redelivered++;
@@ -371,7 +371,7 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str i
     case PLAN_NEW:
         memset(&r, 0, sizeof(r));
         r.attempts = 1;
-        r.when_ms = now_ms + sub_redelivery_delay(&s->config, 1);
+        r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
         sub_record_set_instance(&r, instance);
         s->delivered_seq = st->seq;
         s->in_flight++;
@@ -579,6 +579,32 @@ int sub_nak(store_txn *t, tally_str name, uint64_t seq, bool has_delay, uint32_t
     *attempt = r.attempts;
     *deliver_after_ms = r.when_ms;
     return sub_record_save(t, kind, name, seq, &r);
+}
+
+int sub_progress(store_txn *t, tally_str name, const uint64_t *seqs, uint32_t count,
+                 tally_str instance, int64_t now_ms, uint32_t *extended,
+                 int64_t *deliver_after_ms)
+{
+    sub_state s;
+    int rc = sub_cursor_load(t, name, &s);
+    *extended = 0;
+    *deliver_after_ms = now_ms + s.config.ack_wait_ms;
+    for (uint32_t i = 0; rc == TALLY_ok && i < count; i++) {
+        char kind;
+        sub_record r;
+        rc = flight_find(t, name, seqs[i], &kind, &r);
+        if (rc != TALLY_ok || kind == 0)
+            continue; /* acked, parked, or never handed out: nothing to hold */
+        if (instance.len > 0 && (r.instance_len != instance.len ||
+                                 memcmp(r.instance, instance.ptr, instance.len) != 0))
+            continue; /* its lease ended and another instance holds it now */
+        if (r.when_ms < *deliver_after_ms) {
+            r.when_ms = *deliver_after_ms;
+            rc = sub_record_save(t, kind, name, seqs[i], &r);
+        }
+        (*extended)++;
+    }
+    return rc;
 }
 
 int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64_t now_ms,

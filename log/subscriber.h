@@ -145,6 +145,16 @@ int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
 int sub_nak(store_txn *t, tally_str name, uint64_t seq, bool has_delay, uint32_t delay_ms,
             tally_str error, int64_t now_ms, uint32_t *attempt, int64_t *deliver_after_ms);
 
+/* The consumer still works on the count events seqs (JetStream's "in
+ * progress", +WPI): each one in flight, and held by instance when instance
+ * is not empty, is due again no sooner than now + the ack wait, its lease
+ * extended without an attempt. Others (acked, parked, held by another
+ * instance) are skipped. *extended: how many were; *deliver_after_ms: the
+ * new end of their lease. */
+int sub_progress(store_txn *t, tally_str name, const uint64_t *seqs, uint32_t count,
+                 tally_str instance, int64_t now_ms, uint32_t *extended,
+                 int64_t *deliver_after_ms);
+
 /* Park the in-flight event seq in the dlq with reason. Parking a dead letter
  * again is ok; anything else not in flight is seq_not_in_flight. */
 int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64_t now_ms,

@@ -492,44 +492,6 @@ bool relay_config_load(relay_config *c, const char *path, char *error, size_t er
 
 /* ---- the checks after the file and the flags ---- */
 
-/* The longest lease tallyd gives the JetStream sink's deliveries: its
- * longest backoff_ms step when it has a list (each step is that attempt's
- * lease), else its ack wait (tallyd's default when not set). */
-static uint64_t nats_lease_ms(const relay_nats *n, const char **from)
-{
-    const tally_subscriber_options *o = &n->sub.options;
-    uint64_t lease_ms = 0;
-    for (uint32_t i = 0; i < o->backoff_count; i++)
-        lease_ms = o->backoff_ms[i] > lease_ms ? o->backoff_ms[i] : lease_ms;
-    if (o->backoff_count) {
-        *from = "its longest backoff_ms step";
-        return lease_ms;
-    }
-    *from = o->ack_wait_ms ? "its ack_wait_ms" : "tallyd's default ack wait";
-    return o->ack_wait_ms ? o->ack_wait_ms : TALLY_SUB_ACK_WAIT_MS_DEFAULT;
-}
-
-/* A relay that dies holding events leaves them leased; another relay
- * takes them over when the lease ends and publishes them again. JetStream
- * drops the second publish of a Nats-Msg-Id only within the stream's
- * duplicate window, so a window shorter than the lease stores every such
- * event twice. An existing stream must have the configured window
- * (stream_ensure_once), so checking the configuration covers it too. */
-static bool duplicate_window_covers_lease(const relay_nats *n, char *error, size_t size)
-{
-    const char *from;
-    uint64_t lease_ms = nats_lease_ms(n, &from);
-    if ((uint64_t)n->duplicate_window_s * 1000 >= lease_ms)
-        return true;
-    snprintf(error, size,
-             "[nats] duplicate_window_s = %" PRIu32 " is shorter than the sink's lease, %" PRIu64
-             " ms (%s): a relay taking over a dead relay's events republishes them after the "
-             "lease, when JetStream no longer drops the repeats; set duplicate_window_s to at "
-             "least %" PRIu64 " or shorten the lease",
-             n->duplicate_window_s, lease_ms, from, (lease_ms + 999) / 1000);
-    return false;
-}
-
 static bool nats_check(relay_nats *n, char *error, size_t size)
 {
     if (n->url[0] == '\0' || n->stream[0] == '\0') {
@@ -551,7 +513,7 @@ static bool nats_check(relay_nats *n, char *error, size_t size)
         snprintf(error, size, "subscriber %s: 1-64 bytes of A-Z a-z 0-9 . _ - :", n->sub.name);
         return false;
     }
-    return duplicate_window_covers_lease(n, error, size);
+    return true;
 }
 
 bool relay_config_check(relay_config *c, char *error, size_t size)

@@ -3,7 +3,8 @@
  * event document"): the document of common/event_doc.c, the one
  * definition tallyd's HTTP face gives too, made from the event's stored
  * bytes and bounded by RELAY_DOC_BYTES_MAX; the entity as header text;
- * the NATS subject from its template.
+ * the NATS subject from its template, and the filter of every subject a
+ * template makes.
  */
 #include "config.h"
 
@@ -79,4 +80,33 @@ bool relay_subject(const char *template_text, const tally_event *e, char *out, s
     }
     out[at] = '\0';
     return at > 0;
+}
+
+bool relay_subject_filter(const char *template_text, char *out, size_t size)
+{
+    const char *brace = strchr(template_text, '{');
+    if (brace == NULL)
+        return (size_t)snprintf(out, size, "%s", template_text) < size;
+    const char *token = brace;
+    while (token > template_text && token[-1] != '.')
+        token--;
+    return (size_t)snprintf(out, size, "%.*s>", (int)(token - template_text), template_text) <
+           size;
+}
+
+bool relay_subject_within(const char *filter, const char *subject)
+{
+    for (;;) {
+        size_t f = strcspn(filter, "."), s = strcspn(subject, ".");
+        if (s == 1 && subject[0] == '>')
+            return f > 0;
+        if (f == 1 && filter[0] == '>')
+            return false; /* a tail of any length, where the subject has a token */
+        if (!(s == 1 && subject[0] == '*') && (f != s || strncmp(filter, subject, f) != 0))
+            return false;
+        if (filter[f] == '\0' || subject[s] == '\0')
+            return filter[f] == '\0' && subject[s] == '\0';
+        filter += f + 1;
+        subject += s + 1;
+    }
 }

@@ -24,7 +24,7 @@
  */
 #include "config.h"
 
-#include "relay/relay.h"
+#include "relay/stream_scan.h"
 
 #include <inttypes.h>
 #include <nats/nats.h>
@@ -59,6 +59,8 @@ typedef struct js_sink {
     char (*error)[JS_ERROR_BYTES];
     size_t outstanding;
     uint64_t *entity; /* a hash of each event's entity */
+    relay_scan_want *wants; /* the events asked about (stream_scan.h) */
+    size_t *want_index;     /* ... and their batch indexes */
     bool reopen;      /* the run was stopped to reopen the subscriber */
 } js_sink;
 
@@ -110,15 +112,27 @@ static void answered_locked(js_sink *k, natsMsg *msg, bool stored, relay_failure
     pthread_cond_broadcast(&k->cv);
 }
 
-/* The reason label of a publish that failed with s. */
+/* The reason label of a publish that failed with s: every status has a
+ * cause (docs/RELAY.md, "Metrics"). */
 static relay_failure failure_of(natsStatus s)
 {
     switch (s) {
     case NATS_TIMEOUT: return RELAY_FAILURE_TIMEOUT;
     case NATS_CONNECTION_CLOSED: case NATS_CONNECTION_DISCONNECTED: case NATS_NO_SERVER:
     case NATS_NO_RESPONDERS: case NATS_STALE_CONNECTION: case NATS_IO_ERROR:
+    case NATS_NOT_YET_CONNECTED: case NATS_DRAINING: case NATS_MISSED_HEARTBEAT:
+    case NATS_ADDRESS_MISSING:
+    case NATS_INSUFFICIENT_BUFFER: /* reconnecting: the reconnect buffer (1 byte) is full */
         return RELAY_FAILURE_CONNECTION;
-    default: return RELAY_FAILURE_OTHER;
+    case NATS_NOT_PERMITTED: case NATS_CONNECTION_AUTH_FAILED: return RELAY_FAILURE_PERMISSION;
+    case NATS_MAX_PAYLOAD: return RELAY_FAILURE_TOO_LARGE;
+    case NATS_SECURE_CONNECTION_WANTED: case NATS_SECURE_CONNECTION_REQUIRED:
+    case NATS_SSL_ERROR:
+        return RELAY_FAILURE_TLS;
+    case NATS_PROTOCOL_ERROR: case NATS_LINE_TOO_LONG: case NATS_NO_SERVER_SUPPORT:
+    case NATS_MISMATCH:
+        return RELAY_FAILURE_PROTOCOL;
+    default: return RELAY_FAILURE_CLIENT;
     }
 }
 
@@ -221,7 +235,7 @@ static void publish(js_sink *k, size_t i)
         k->state[i] = JS_SENT;
         outstanding_set(k, k->outstanding + 1);
     } else {
-        failed_locked(k, i, JS_REJECTED, RELAY_FAILURE_OTHER, why); /* cannot be built: naked */
+        failed_locked(k, i, JS_REJECTED, RELAY_FAILURE_DOCUMENT, why); /* cannot be built: naked */
     }
     pthread_mutex_unlock(&k->mu);
     if (m == NULL)
@@ -301,6 +315,70 @@ static bool any_in(const js_sink *k, js_state a, js_state b)
     return false;
 }
 
+/* The events that may be in the stream already: in the first round
+ * those tallyd handed back (a restart, a lease that ended on another
+ * relay, a nak, a dlq replay); later, those whose publish failed (no
+ * PubAck: stored or not). Those the stream holds are stored, not
+ * published again (stream_scan.c). false: the stream could not be read
+ * (the broker away), so nothing is published this round. */
+static bool skip_stored(js_sink *k, bool first_round)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < k->count; i++) {
+        const tally_delivery *d = &k->batch[i];
+        bool maybe = first_round ? d->attempt > 1 || d->replay : k->state[i] == JS_FAILED;
+        if (maybe && k->state[i] != JS_STORED && k->state[i] != JS_REJECTED) {
+            k->wants[n] = (relay_scan_want){.event = &d->event};
+            k->want_index[n++] = i;
+        }
+    }
+    char why[JS_ERROR_BYTES] = "";
+    int rc = relay_stream_scan(k->js, k->cfg, k->wants, n, why, sizeof(why));
+    if (rc == 1) {
+        pthread_mutex_lock(&k->mu);
+        for (size_t j = 0; j < n; j++)
+            failed_locked(k, k->want_index[j], JS_FAILED, RELAY_FAILURE_CONNECTION, why);
+        pthread_mutex_unlock(&k->mu);
+        return false;
+    }
+    if (rc == 2) {
+        fprintf(stderr, "tally-relay: nats: %s; publishing %zu events that may be there (the "
+                        "duplicate window drops a copy younger than it)\n", why, n);
+        return true;
+    }
+    size_t found = 0;
+    for (size_t j = 0; j < n; j++)
+        if (k->wants[j].present) {
+            k->state[k->want_index[j]] = JS_STORED;
+            found++;
+        }
+    relay_count(&k->ctx->metrics.already_stored, found);
+    if (found > 0)
+        fprintf(stderr, "tally-relay: nats: %zu of %zu events to publish again are in stream %s "
+                        "already (seq %" PRIu64 " ...): acknowledged, not published again\n",
+                found, n, k->cfg->stream, k->batch[k->want_index[0]].event.seq);
+    return true;
+}
+
+/* The sink still works on the batch's events not stored (an outage):
+ * their lease starts again (sub_progress), so no other relay takes them
+ * over while this one retries. A failure leaves it to the lease. */
+static void keep_lease(js_sink *k)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < k->count; i++)
+        if (k->state[i] != JS_STORED && k->state[i] != JS_REJECTED)
+            k->want_index[n++] = i;
+    uint64_t seqs[RELAY_MAX_PENDING_MAX];
+    for (size_t done = 0; done < n;) {
+        size_t m = 0;
+        for (; m < RELAY_MAX_PENDING_MAX && done + m < n; m++)
+            seqs[m] = k->batch[k->want_index[done + m]].event.seq;
+        tally_subscriber_progress(k->sub, seqs, m);
+        done += m;
+    }
+}
+
 static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *verdicts,
                      tally_answer *answers, void *arg)
 {
@@ -317,8 +395,9 @@ static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *v
     }
     pthread_mutex_unlock(&k->mu);
     uint32_t pause_ms = RELAY_RETRY_MS_MIN;
-    for (;;) {
-        publish_round(k);
+    for (bool first = true;; first = false) {
+        if (skip_stored(k, first))
+            publish_round(k);
         if (!any_in(k, JS_FAILED, JS_BLOCKED) || any_in(k, JS_REJECTED, JS_REJECTED) ||
             atomic_load(k->ctx->stop))
             break;
@@ -328,6 +407,7 @@ static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *v
                         batch[i].event.seq, k->error[i], pause_ms);
                 break;
             }
+        keep_lease(k);
         relay_pause(k->ctx->stop, pause_ms);
         pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
     }
@@ -341,6 +421,8 @@ static void on_batch(const tally_delivery *batch, size_t count, tally_verdict *v
         if (k->state[i] == JS_REJECTED)
             fprintf(stderr, "tally-relay: nats: seq %" PRIu64 " refused: %s\n", batch[i].event.seq,
                     k->error[i]);
+        if (!atomic_load(k->ctx->stop)) /* a stop's retries are not failures */
+            relay_say_parked(k->ctx, &batch[i], false, k->error[i]);
     }
     if (any_in(k, JS_REJECTED, JS_REJECTED) && !atomic_load(k->ctx->stop)) {
         k->reopen = true; /* the naked events come back first, in seq order */
@@ -508,7 +590,9 @@ int relay_jetstream_run(const relay_nats *cfg, relay_sink_context *ctx)
     k.state = calloc(cap, sizeof(*k.state));
     k.error = calloc(cap, sizeof(*k.error));
     k.entity = calloc(cap, sizeof(*k.entity));
-    int rc = k.state && k.error && k.entity ? 0 : 1;
+    k.wants = calloc(cap, sizeof(*k.wants));
+    k.want_index = calloc(cap, sizeof(*k.want_index));
+    int rc = k.state && k.error && k.entity && k.wants && k.want_index ? 0 : 1;
     pthread_mutex_init(&k.mu, NULL);
     pthread_cond_init(&k.cv, NULL);
     if (rc == 0)
@@ -530,5 +614,7 @@ int relay_jetstream_run(const relay_nats *cfg, relay_sink_context *ctx)
     free(k.state);
     free(k.error);
     free(k.entity);
+    free(k.wants);
+    free(k.want_index);
     return rc;
 }

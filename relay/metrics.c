@@ -6,13 +6,13 @@
  *                 sink's counters, labelled sink="jetstream" or
  *                 sink="http",endpoint="NAME", and subscriber="NAME",
  *                 and the standard process metrics (process_metrics.h)
- *   GET /healthz  200 "ok" while every sink runs, 503 naming one that
+ *   GET /healthz  200 "ok" while tallyd answers and every sink runs; 503
+ *                 saying tallyd is unreachable, or naming a sink that
  *                 stopped
  *
  * A scrape reads atomics only: it never waits for a sink or for tallyd.
  * What only tallyd knows (each subscriber's pending events and dead
- * letters) is read by a thread of its own every RELAY_FIGURES_MS with
- * sub_get and kept in the same atomics.
+ * letters), and whether it answers, the watch thread reads (watch.c).
  */
 #include "config.h"
 
@@ -33,9 +33,7 @@ struct relay_http {
     relay_sink_context *const *sinks;
     size_t count;
     int64_t started_s;
-    pthread_t figures;
-    bool figures_started;
-    atomic_bool stop;
+    relay_watch *watch;
 };
 
 /* ---- the exposition ---- */
@@ -54,17 +52,19 @@ static void labels(net_text *b, const relay_sink_context *s)
 }
 
 typedef enum sink_value {
-    VALUE_UP, VALUE_DELIVERED, VALUE_FILTERED, VALUE_IN_FLIGHT, VALUE_LAG, VALUE_DEAD_LETTERS,
-    VALUE_COUNT
+    VALUE_UP, VALUE_DELIVERED, VALUE_FILTERED, VALUE_ALREADY_STORED, VALUE_IN_FLIGHT, VALUE_LAG,
+    VALUE_DEAD_LETTERS, VALUE_COUNT
 } sink_value;
 
 static const struct {
     const char *name, *type, *help;
     bool http_only, from_tally; /* from_tally: absent until read from tallyd */
+    bool jetstream_only;
 } families[VALUE_COUNT] = {
     [VALUE_UP] = {"tally_relay_sink_up", "gauge", "1 while the sink's thread runs, 0 once it stopped."},
     [VALUE_DELIVERED] = {"tally_relay_delivered_total", "counter", "Events the sink took: JetStream PubAcks, 2xx answers of the endpoint."},
     [VALUE_FILTERED] = {"tally_relay_filtered_total", "counter", "Events acknowledged without a request: types the endpoint does not want.", true},
+    [VALUE_ALREADY_STORED] = {"tally_relay_already_stored_total", "counter", "Events to publish again (handed back by tallyd, or a publish without an answer) found in the stream already and acknowledged without a publish.", false, false, true},
     [VALUE_IN_FLIGHT] = {"tally_relay_in_flight", "gauge", "Deliveries under way: PubAcks outstanding, HTTP requests without an answer."},
     [VALUE_LAG] = {"tally_relay_lag_events", "gauge", "The subscriber's events after its ack floor in tallyd (head - ack floor), as last read.", false, true},
     [VALUE_DEAD_LETTERS] = {"tally_relay_dead_letters", "gauge", "Events in the subscriber's dead-letter queue in tallyd, as last read.", false, true},
@@ -76,6 +76,7 @@ static uint64_t value_of(const relay_sink_metrics *m, sink_value v)
     case VALUE_UP: return atomic_load(&m->up);
     case VALUE_DELIVERED: return load(&m->delivered);
     case VALUE_FILTERED: return load(&m->filtered);
+    case VALUE_ALREADY_STORED: return load(&m->already_stored);
     case VALUE_IN_FLIGHT: return load(&m->in_flight);
     case VALUE_LAG: return load(&m->lag);
     case VALUE_DEAD_LETTERS: return load(&m->dead_letters);
@@ -93,7 +94,13 @@ static const struct {
     [RELAY_FAILURE_TIMEOUT] = {"timeout", true, true},
     [RELAY_FAILURE_CONNECTION] = {"connection", true, true},
     [RELAY_FAILURE_REFUSED] = {"refused", true, false},
-    [RELAY_FAILURE_OTHER] = {"other", true, true},
+    [RELAY_FAILURE_PERMISSION] = {"permission", true, false},
+    [RELAY_FAILURE_TOO_LARGE] = {"too_large", true, false},
+    [RELAY_FAILURE_TLS] = {"tls", true, true},
+    [RELAY_FAILURE_PROTOCOL] = {"protocol", true, false},
+    [RELAY_FAILURE_CLIENT] = {"client", true, false},
+    [RELAY_FAILURE_DOCUMENT] = {"document", true, true},
+    [RELAY_FAILURE_OTHER] = {"other", false, true},
 };
 
 static void write_sinks(net_text *b, relay_sink_context *const *sinks, size_t count)
@@ -103,6 +110,7 @@ static void write_sinks(net_text *b, relay_sink_context *const *sinks, size_t co
         for (size_t i = 0; i < count; i++) {
             const relay_sink_metrics *m = &sinks[i]->metrics;
             if ((families[v].http_only && !sinks[i]->endpoint) ||
+                (families[v].jetstream_only && sinks[i]->endpoint) ||
                 (families[v].from_tally && !atomic_load(&m->figures_known)))
                 continue;
             net_text_printf(b, "%s{", families[v].name);
@@ -147,6 +155,14 @@ static void route_healthz(void *ctx, const net_http_request *rq, net_http_reply 
 {
     (void)rq;
     relay_http *h = ctx;
+    int64_t since_s;
+    const char *why;
+    if (!relay_watch_tallyd_up(h->watch, &since_s, &why)) {
+        out->status = 503;
+        net_text_printf(&out->body, "tallyd unreachable for %lld s: %s\n",
+                        (long long)((int64_t)time(NULL) - since_s), why);
+        return;
+    }
     for (size_t i = 0; i < h->count; i++)
         if (!atomic_load(&h->sinks[i]->metrics.up)) {
             out->status = 503;
@@ -161,28 +177,8 @@ static const net_http_route routes[] = {
     {"/healthz", "GET", route_healthz, NULL},
 };
 
-/* ---- what tallyd knows ---- */
-
-static void *figures_main(void *arg)
-{
-    relay_http *h = arg;
-    while (!atomic_load(&h->stop)) {
-        for (size_t i = 0; i < h->count && !atomic_load(&h->stop); i++) {
-            relay_sink_context *s = h->sinks[i];
-            tally_subscriber_info info;
-            if (tally_subscriber_get(s->client, s->subscriber, &info) != TALLY_ok)
-                continue; /* not created yet, tallyd away: the last figures stay */
-            atomic_store_explicit(&s->metrics.lag, info.pending, RELAXED);
-            atomic_store_explicit(&s->metrics.dead_letters, info.dead_letters, RELAXED);
-            atomic_store(&s->metrics.figures_known, true);
-        }
-        relay_pause(&h->stop, RELAY_FIGURES_MS);
-    }
-    return NULL;
-}
-
 int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t count,
-                     relay_http **out)
+                     relay_watch *watch, relay_http **out)
 {
     relay_http *h = calloc(1, sizeof(*h));
     *out = NULL;
@@ -190,6 +186,7 @@ int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t c
         return 1;
     h->sinks = sinks;
     h->count = count;
+    h->watch = watch;
     h->started_s = (int64_t)time(NULL);
     net_log_set_program("tally-relay");
     net_http_options o = {url, TALLY_HTTP_TIMEOUT_S_DEFAULT, TALLY_HTTP_CONNECTIONS_DEFAULT,
@@ -199,10 +196,6 @@ int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t c
         free(h);
         return 1;
     }
-    h->figures_started = pthread_create(&h->figures, NULL, figures_main, h) == 0;
-    if (!h->figures_started)
-        fprintf(stderr, "tally-relay: no thread for the figures from tallyd: /metrics has no "
-                        "lag or dead letters\n");
     *out = h;
     return 0;
 }
@@ -216,9 +209,6 @@ void relay_http_stop(relay_http *h)
 {
     if (h == NULL)
         return;
-    atomic_store(&h->stop, true);
-    if (h->figures_started)
-        pthread_join(h->figures, NULL);
     net_http_stop(h->listener);
     free(h);
 }

@@ -56,6 +56,10 @@
 #define RELAY_BACKOFF_MS_FIRST 1000u /* an endpoint's redeliveries: 1 s, 2 s ... 128 s */
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
 #define RELAY_FIGURES_MS 2000 /* /metrics: each sink's lag and dead letters read this often */
+/* Reading the stream back (stream_scan.c): how far at most, and how far
+ * tallyd's and the NATS server's clocks may be apart. */
+#define RELAY_SCAN_SEQS_MAX 4000000
+#define RELAY_SCAN_SKEW_MS 60000
 
 _Static_assert(RELAY_MAX_PENDING_MAX <= TALLY_CLIENT_SUB_FETCH_MAX, "a window fits a fetch");
 
@@ -152,6 +156,13 @@ void relay_entity_text(const tally_event *e, char out[RELAY_ENTITY_TEXT_BYTES_MA
 /* The subject template with {type} and {entity_kind} replaced. false when
  * it does not fit. */
 bool relay_subject(const char *template_text, const tally_event *e, char *out, size_t size);
+/* The filter of every subject the template can make: the template up to
+ * its first token with a {placeholder}, then ">" (the template itself
+ * without one). false when it does not fit size. */
+bool relay_subject_filter(const char *template_text, char *out, size_t size);
+/* Whether every subject matching filter also matches subject (both NATS
+ * subjects with * and > wildcards). */
+bool relay_subject_within(const char *filter, const char *subject);
 
 /* ---- instance.c: which relay is which (docs/RELAY.md, "Several relays") ---- */
 
@@ -169,13 +180,22 @@ uint64_t relay_text_hash(const char *s);
 
 /* ---- metrics.c: what a sink counts, for /metrics ---- */
 
-/* Why a delivery failed: the reason label of tally_relay_failures_total. */
+/* Why a delivery failed: the reason label of tally_relay_failures_total.
+ * Every NATS status has one of the NATS reasons (jetstream.c); "other"
+ * is the HTTP sink's rest (libcurl's other errors). */
 typedef enum relay_failure {
     RELAY_FAILURE_STATUS,     /* HTTP: an answer other than 2xx */
     RELAY_FAILURE_TIMEOUT,    /* no PubAck or no HTTP answer in time */
-    RELAY_FAILURE_CONNECTION, /* not connected, the connection lost or refused, no responders */
+    RELAY_FAILURE_CONNECTION, /* not connected, the connection lost or refused, reconnecting,
+                                 no responders */
     RELAY_FAILURE_REFUSED,    /* JetStream: an API error (the stream said no) */
-    RELAY_FAILURE_OTHER,      /* the event document, TLS, ... */
+    RELAY_FAILURE_PERMISSION, /* NATS: not permitted, authentication failed */
+    RELAY_FAILURE_TOO_LARGE,  /* NATS: over the server's max_payload */
+    RELAY_FAILURE_TLS,        /* the TLS handshake or the peer's certificate */
+    RELAY_FAILURE_PROTOCOL,   /* NATS: a protocol error, a server without the feature */
+    RELAY_FAILURE_CLIENT,     /* NATS: the client library's own (memory, state, argument) */
+    RELAY_FAILURE_DOCUMENT,   /* the event's document or subject cannot be made */
+    RELAY_FAILURE_OTHER,      /* HTTP: libcurl's other errors */
     RELAY_FAILURE_COUNT
 } relay_failure;
 
@@ -185,6 +205,7 @@ typedef struct relay_sink_metrics {
     atomic_bool up;                    /* the sink's thread runs */
     atomic_uint_fast64_t delivered;    /* PubAcks, 2xx answers */
     atomic_uint_fast64_t filtered;     /* HTTP: events of types the endpoint does not want */
+    atomic_uint_fast64_t already_stored; /* JetStream: found in the stream, not published again */
     atomic_uint_fast64_t failures[RELAY_FAILURE_COUNT];
     atomic_uint_fast64_t in_flight;    /* PubAcks outstanding, HTTP requests under way */
     atomic_bool figures_known;         /* the two below were read from tallyd */
@@ -208,15 +229,29 @@ typedef struct relay_sink_context {
     atomic_bool *stop;
     pthread_mutex_t mu;         /* guards running */
     tally_subscriber *running;  /* the handle in a run now, for a stop to reach */
+    uint32_t max_deliver;       /* the subscriber's, read at its open: its last attempt */
     relay_sink_metrics metrics;
 } relay_sink_context;
 
-/* /metrics and /healthz at url for the count sinks (they outlive it),
- * and a thread that reads each sink's lag and dead letters from tallyd
- * every RELAY_FIGURES_MS. 0, or 1 when it cannot listen (said on stderr). */
+/* ---- watch.c: the relay's view of tallyd ---- */
+
+/* A thread that reads each of the count sinks' lag and dead letters from
+ * tallyd (at url, through client) every RELAY_FIGURES_MS, and says on
+ * stderr when tallyd stops and starts answering; its first round is done
+ * before this returns. 0, or 1 without a thread (said on stderr). */
+typedef struct relay_watch relay_watch;
+int relay_watch_start(tally_client *client, const char *url, relay_sink_context *const *sinks,
+                      size_t count, relay_watch **out);
+/* Whether tallyd answered the last round; since when (Unix seconds) that
+ * holds; why it did not (a static text, "" while up). */
+bool relay_watch_tallyd_up(relay_watch *w, int64_t *since_s, const char **why);
+void relay_watch_stop(relay_watch *w);
+
+/* /metrics and /healthz at url for the count sinks and the watch (they
+ * outlive it). 0, or 1 when it cannot listen (said on stderr). */
 typedef struct relay_http relay_http;
 int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t count,
-                     relay_http **out);
+                     relay_watch *watch, relay_http **out);
 /* The port its listener is bound to (the kernel's choice for port 0). */
 unsigned relay_http_port(relay_http *h);
 void relay_http_stop(relay_http *h);
@@ -241,6 +276,11 @@ tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_sub
  * came first. relay_sink_end unmarks it before it is closed. */
 bool relay_sink_begin(relay_sink_context *ctx, tally_subscriber *s);
 void relay_sink_end(relay_sink_context *ctx);
+/* Say on stderr that tallyd parks d in the sink's dead-letter queue, with
+ * error: when parked_now (the sink parked it), or when this failed attempt
+ * was its last (max_deliver); nothing otherwise. */
+void relay_say_parked(const relay_sink_context *ctx, const tally_delivery *d, bool parked_now,
+                      const char *error);
 /* Sleep up to ms, waking early when *stop is set. */
 void relay_pause(const atomic_bool *stop, uint32_t ms);
 

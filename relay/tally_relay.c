@@ -16,6 +16,7 @@
 #include "common/ready_file.h"
 
 #include <curl/curl.h>
+#include <inttypes.h>
 #include <nats/nats.h>
 #include <signal.h>
 #include <stddef.h>
@@ -122,13 +123,16 @@ static void usage(const options_set *set, FILE *f)
 "JetStream: each event is published with the headers Nats-Msg-Id (the event\n"
 "id), Tally-Seq, Tally-Entity and Tally-Entity-Version and the event as JSON,\n"
 "at most max_pending unconfirmed at a time, and acknowledged to tally after\n"
-"JetStream's PubAck; two events of one entity are never reordered.\n"
+"JetStream's PubAck; two events of one entity are never reordered. An event\n"
+"that may be in the stream already (handed back by tally, or a publish\n"
+"without an answer) is looked for first, and not published again if found.\n"
 "HTTP endpoints: each event of the types an endpoint wants is POSTed with the\n"
 "Standard Webhooks headers webhook-id, webhook-timestamp and webhook-signature\n"
 "(v1,<base64 HMAC-SHA256 of id.timestamp.body>); a 2xx answer acknowledges,\n"
 "anything else retries with the subscriber's backoff, and after max_deliver\n"
 "deliveries the event waits in the endpoint's dead-letter queue:\n"
-"tally dlq list relay:<endpoint>.\n"
+"tally dlq list relay:<endpoint>. Each event parked, and tally going away and\n"
+"coming back, is said on stderr; /healthz fails while tally does not answer.\n"
 "\n"
 "Runs until SIGINT or SIGTERM. Exit codes: 0 ok, 1 a sink failed, 2 usage or\n"
 "configuration error.\n");
@@ -228,6 +232,9 @@ tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_sub
     while (!atomic_load(ctx->stop)) {
         tally_subscriber *s = NULL;
         int rc = tally_subscriber_open(ctx->client, sub->name, &sub->options, &s);
+        tally_subscriber_info info;
+        if (rc == TALLY_ok && tally_subscriber_get(ctx->client, sub->name, &info) == TALLY_ok)
+            ctx->max_deliver = info.max_deliver; /* else the last one read, or 0: unknown */
         if (rc == TALLY_ok)
             return s;
         fprintf(stderr, "tally-relay: subscriber %s: %s\n", sub->name, tally_strerror(rc));
@@ -237,6 +244,23 @@ tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_sub
         pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
     }
     return NULL;
+}
+
+void relay_say_parked(const relay_sink_context *ctx, const tally_delivery *d, bool parked_now,
+                      const char *error)
+{
+    bool last = parked_now || (ctx->max_deliver > 0 && d->attempt >= ctx->max_deliver);
+    if (!last)
+        return;
+    char id[37];
+    tally_uuid_format(&d->event.id, id);
+    fprintf(stderr,
+            "tally-relay: %s%s: seq %" PRIu64 " (%s, event %s) parked after attempt %" PRIu32
+            "%s: %s; tally dlq list %s\n",
+            ctx->endpoint ? "endpoint " : "nats", ctx->endpoint ? ctx->endpoint : "",
+            d->event.seq, d->event.type, id, d->attempt,
+            parked_now ? "" : " (its last: max_deliver)", error[0] ? error : "failed",
+            ctx->subscriber);
 }
 
 /* ---- the threads ---- */
@@ -309,7 +333,10 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
         pthread_mutex_init(&ctx->mu, NULL);
     }
     relay_http *http = NULL;
-    if (c->http[0] && relay_http_start(c->http, contexts, count, &http) != 0) {
+    relay_watch *watch = NULL;
+    if (relay_watch_start(client, c->url, contexts, count, &watch) != 0 ||
+        (c->http[0] && relay_http_start(c->http, contexts, count, watch, &http) != 0)) {
+        relay_watch_stop(watch);
         for (size_t i = 0; i < count; i++)
             pthread_mutex_destroy(&threads[i].ctx.mu);
         return EXIT_FAILED;
@@ -346,7 +373,8 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
         if (threads[i].result != 0)
             result = EXIT_FAILED;
     }
-    relay_http_stop(http); /* before the contexts it reads go */
+    relay_http_stop(http); /* before the contexts and the watch it reads go */
+    relay_watch_stop(watch);
     for (size_t i = 0; i < count; i++)
         pthread_mutex_destroy(&threads[i].ctx.mu);
     return result;

@@ -94,6 +94,9 @@ static relay_failure failure_of(CURLcode rc)
     case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_CONNECT: case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR: case CURLE_GOT_NOTHING:
         return RELAY_FAILURE_CONNECTION;
+    case CURLE_SSL_CONNECT_ERROR: case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM: case CURLE_SSL_CACERT_BADFILE:
+        return RELAY_FAILURE_TLS;
     default: return RELAY_FAILURE_OTHER;
     }
 }
@@ -144,14 +147,17 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
     size_t len = 0;
     int rc = relay_event_doc(e, &body, &len);
     if (rc != TALLY_ok) {
-        relay_count(&w->ctx->metrics.failures[RELAY_FAILURE_OTHER], 1);
+        relay_count(&w->ctx->metrics.failures[RELAY_FAILURE_DOCUMENT], 1);
         snprintf(answer->error, sizeof(answer->error), "the event document: %s",
                  tally_strerror(rc));
+        relay_say_parked(w->ctx, d, rc != TALLY_out_of_memory, answer->error);
         return rc == TALLY_out_of_memory ? TALLY_RETRY : TALLY_PARK;
     }
     tally_uuid_format(&e->id, id);
     bool ok = post(w, id, body, len, answer->error, sizeof(answer->error));
     free(body);
+    if (!ok)
+        relay_say_parked(w->ctx, d, false, answer->error);
     return ok ? TALLY_DONE : TALLY_RETRY; /* a retry comes after the subscriber's backoff */
 }
 

@@ -112,6 +112,8 @@ EXAMPLES = [
     ("One subscriber.", "sub_get", get("/v1/subscribers/mailer")),
     ("Fetch two events.", "sub_fetch", post("sub_fetch", {"name": "mailer", "max": 2})),
     ("Acknowledge the first.", "sub_ack", post("sub_ack", {"name": "mailer", "seq": 1})),
+    ("Still at work on the second: its lease (the ack wait) starts again.", "sub_progress",
+     post("sub_progress", {"name": "mailer", "seqs": [2]})),
     ("Retry the second later.", "sub_nak",
      post("sub_nak", {"name": "mailer", "seq": 2, "delay_ms": 60000, "error": "smtp down"})),
     ("Park it in the dead-letter queue.", "sub_park",

@@ -328,6 +328,8 @@ typedef struct run {
     tally_verdict *verdicts; /* a batch handler's answers (tally_subscriber_run_batches) */
     tally_answer *answers;
     uint64_t batch_ack_floor;
+    uint32_t progress_ms; /* while handling a batch, sub_progress this often */
+    nng_time lease_from;  /* when the batch's lease last (re)started */
 } run;
 
 static bool transport_fault(int rc)
@@ -440,6 +442,7 @@ static int fetch(run *r)
         return rc;
     }
     r->s->restart = false; /* the server made the instance's unacked window due */
+    r->lease_from = nng_clock();
     count(r->s, &r->s->counters.fetches, 1);
     rc = fetch_decode(r, rep.root, max);
     client_reply_free(&rep);
@@ -447,6 +450,49 @@ static int fetch(run *r)
     if (rc != TALLY_ok)
         batch_release(r);
     return rc;
+}
+
+static int progress_send(tally_client *c, const char *name, const char *instance,
+                         const uint64_t *seqs, size_t count)
+{
+    fields fs;
+    fields_named(&fs, "sub_progress", name);
+    put_uints(&fs, "seqs", seqs, count);
+    if (instance && instance[0])
+        put_str(&fs, "instance", instance);
+    reply rep;
+    int rc = client_read_exchange(c, &fs, 0, &rep);
+    if (rc == TALLY_ok)
+        client_reply_free(&rep);
+    return rc;
+}
+
+int tally_subscriber_progress(tally_subscriber *s, const uint64_t *seqs, size_t count)
+{
+    if (s == NULL || seqs == NULL || count == 0 || count > TALLY_CLIENT_SUB_FETCH_MAX)
+        return TALLY_invalid_argument;
+    return progress_send(s->client, s->name, s->instance, seqs, count);
+}
+
+/* Before handing out batch[from]: when progress_ms passed since the lease
+ * of the batch (re)started, tell the server the consumer is still at work
+ * on it (sub_progress): on the rest, and on the done events, which are
+ * acknowledged only after the batch. So none is handed to another
+ * instance while this one works through the batch. A failure is left to
+ * the lease (at least once holds). */
+static void progress_if_due(run *r, size_t from)
+{
+    nng_time now = nng_clock();
+    if (r->progress_ms == 0 || now - r->lease_from < r->progress_ms || from >= r->batch_count)
+        return;
+    uint64_t seqs[TALLY_CLIENT_SUB_FETCH_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < r->done_count; i++)
+        seqs[n++] = r->done[i];
+    for (size_t i = from; i < r->batch_count; i++)
+        seqs[n++] = r->batch[i].event.seq;
+    progress_send(r->s->client, r->s->name, r->s->instance, seqs, n);
+    r->lease_from = now;
 }
 
 /* Send a nak or a park for d. A seq no longer in flight is skipped. */
@@ -554,8 +600,10 @@ static int run_batch(run *r, tally_subscriber_handler handler, tally_batch_handl
     int rc = fetch(r);
     if (rc == TALLY_ok && batch_handler && r->batch_count > 0)
         rc = deliver_batch(r, batch_handler, arg);
-    for (size_t i = 0; handler && rc == TALLY_ok && i < r->batch_count && !stopping(r); i++)
+    for (size_t i = 0; handler && rc == TALLY_ok && i < r->batch_count && !stopping(r); i++) {
+        progress_if_due(r, i);
         rc = deliver(r, &r->batch[i], handler, arg);
+    }
     int ack_rc = ack_send(r); /* what was done is acknowledged, whatever came after */
     batch_release(r);
     return rc != TALLY_ok ? rc : ack_rc;
@@ -604,7 +652,11 @@ static int run_loop(tally_subscriber *s, const tally_run_options *options,
         !atomic_compare_exchange_strong(&s->running, &idle, true))
         return TALLY_invalid_argument;
     instance_take(s, o->instance);
+    tally_subscriber_info info;
     run r = {.s = s,
+             .progress_ms = tally_subscriber_get(s->client, s->name, &info) == TALLY_ok
+                                ? info.ack_wait_ms / 3
+                                : TALLY_CLIENT_SUB_PROGRESS_MS_DEFAULT,
              .max_events = o->max_events,
              .fetch_max = o->fetch_max ? o->fetch_max : TALLY_CLIENT_SUB_FETCH_DEFAULT,
              .wait_ms = o->wait_ms ? o->wait_ms : TALLY_CLIENT_SUB_WAIT_MS_DEFAULT,

@@ -652,6 +652,9 @@ void tally_stream_close(tally_stream *s);
 #define TALLY_CLIENT_SUB_FETCH_MAX 1000      /* events per fetch */
 #define TALLY_CLIENT_SUB_FETCH_DEFAULT 100
 #define TALLY_CLIENT_SUB_WAIT_MS_DEFAULT 5000 /* long-poll of a fetch */
+/* The run loop's sub_progress interval when the subscriber's ack wait
+ * cannot be read (else a third of it). */
+#define TALLY_CLIENT_SUB_PROGRESS_MS_DEFAULT 1000
 #define TALLY_CLIENT_SUB_WAIT_MS_MAX 30000
 #define TALLY_CLIENT_SUB_FAILURES_DEFAULT 10 /* failed round trips in a row before giving up */
 #define TALLY_CLIENT_SUB_FAILURES_MAX 1000
@@ -820,6 +823,15 @@ int tally_subscriber_run_batches(tally_subscriber *s, const tally_run_options *o
  * while no run is in progress, it ends the next run before its first
  * fetch. A run that returns TALLY_ok clears it. */
 void tally_subscriber_stop(tally_subscriber *s);
+/* The consumer is still at work on the count events seqs that s's
+ * instance was handed (sub_progress, JetStream's "in progress"): each one
+ * still in flight and held by it is leased again for the subscriber's ack
+ * wait, using no attempt. The run loop sends it by itself between the
+ * events of a batch every third of the ack wait; a batch handler that
+ * works longer than the ack wait calls it. Any thread may call it during
+ * a run. TALLY_ok, TALLY_invalid_argument (count 0 or over
+ * TALLY_CLIENT_SUB_FETCH_MAX), or the request's error. */
+int tally_subscriber_progress(tally_subscriber *s, const uint64_t *seqs, size_t count);
 void tally_subscriber_counters_get(const tally_subscriber *s, tally_subscriber_counters *out);
 
 /* Metrics of one subscriber, of all (in name order; *count gets how many

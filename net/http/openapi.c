@@ -214,7 +214,8 @@ typedef struct reply_field {
 
 /* The result fields of each op's reply besides v and code, as
  * docs/PROTOCOL.md's "Replies" tables give them (docs/SUBSCRIBERS.md
- * for the subscriber ops: none listed here, an open object). */
+ * for the subscriber ops: an open object, with the fields of sub_progress
+ * listed here). */
 static const struct {
     reply_field fields[REPLY_FIELDS_MAX];
 } replies[NET_OP_COUNT] = {
@@ -242,6 +243,7 @@ static const struct {
                        {"map_max_bytes", R_INT}, {"subscribers", R_OBJECTS},
                        {"inbox_oldest_age_s", R_INT}, {"log_floor", R_INT},
                        {"log_floor_hash", R_BASE64}, {"last_sweep", R_OBJECT}}},
+    [NET_OP_SUB_PROGRESS] = {{{"extended", R_INT}, {"deliver_after_ms", R_INT}}},
 };
 
 static json_t *reply_field_schema(reply_kind kind)

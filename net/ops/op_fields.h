@@ -130,10 +130,11 @@
     F(T, UINT, max_deliver, OPTIONAL, TALLY_SUB_MAX_DELIVER_MAX,                            \
       "deliveries of an event before it is parked, >= 1 (default 5)")                       \
     F(T, UINT, ack_wait_ms, OPTIONAL, TALLY_SUB_ACK_WAIT_MS_MAX,                            \
-      "redelivery delay of an unacked event, >= 100 (default 30000)")                       \
+      "the lease of a delivery: due again unless acked, naked or extended (sub_progress) " \
+      "within it, >= 100 (default 30000)")                                                  \
     F(T, UINTS, backoff_ms, OPTIONAL, TALLY_SUB_BACKOFF_STEPS_MAX,                          \
-      "redelivery delay after the n-th delivery (the last repeats); replaces ack_wait_ms; " \
-      "each <= 86400000")                                                                   \
+      "redelivery delay after a failure (a nak without delay_ms) of the n-th delivery "   \
+      "(the last repeats); each <= 86400000")                                               \
     F(T, UINT, max_ack_pending, OPTIONAL, TALLY_SUB_MAX_ACK_PENDING_MAX,                    \
       "events in flight at most, >= 1 (default 1000)")
 
@@ -163,6 +164,12 @@
     F(T, UINT, delay_ms, OPTIONAL, TALLY_SUB_ACK_WAIT_MS_MAX,  \
       "due again after this long (default: the backoff rule)") \
     F(T, STR, error, OPTIONAL, TALLY_SUB_ERROR_BYTES_MAX, "why; kept as the event's last error")
+
+#define NET_FIELDS_sub_progress(F, T)                                                      \
+    NET_FIELD_SUB_NAME(F, T)                                                               \
+    F(T, UINTS, seqs, REQUIRED, TALLY_SUB_ACK_SEQS_MAX, "the in-flight events still at work") \
+    F(T, STR, instance, OPTIONAL, TALLY_SUB_INSTANCE_BYTES_MAX,                            \
+      "extend only what this instance holds (default: whoever holds it)")
 
 #define NET_FIELDS_sub_park(F, T)                  \
     NET_FIELD_SUB_NAME(F, T)                       \
@@ -194,7 +201,7 @@
     X(account_open) X(transfer) X(post) X(void) X(grant) X(extend) X(revoke) X(chain) \
     X(batch) X(account_get) X(account_history) X(account_list) X(transfer_get)        \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
-    X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_park) X(dlq_list) X(dlq_replay)          \
+    X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
     X(dlq_discard) X(backup)
 
 #define NET_ARGS_STRUCT(list)                                 \

@@ -48,6 +48,7 @@ BUILD_OF(sub_named)
 BUILD_OF(sub_fetch)
 BUILD_OF(sub_ack)
 BUILD_OF(sub_nak)
+BUILD_OF(sub_progress)
 BUILD_OF(sub_park)
 BUILD_OF(dlq_list)
 BUILD_OF(dlq_replay)
@@ -151,6 +152,9 @@ const net_op net_ops[NET_OP_COUNT] = {
     [NET_OP_SUB_NAK] = {
         .id = NET_OP_SUB_NAK, .name = "sub_nak", .auth = AUTH_CLASS_SUBSCRIBE, SUBSCRIBER(sub_nak, sub_nak),
         .doc = "Retry an in-flight event later."},
+    [NET_OP_SUB_PROGRESS] = {
+        .id = NET_OP_SUB_PROGRESS, .name = "sub_progress", .auth = AUTH_CLASS_SUBSCRIBE, SUBSCRIBER(sub_progress, sub_progress),
+        .doc = "Still at work on in-flight events: their lease (the ack wait) starts again."},
     [NET_OP_SUB_PARK] = {
         .id = NET_OP_SUB_PARK, .name = "sub_park", .auth = AUTH_CLASS_SUBSCRIBE, SUBSCRIBER(sub_park, sub_park),
         .doc = "Move an in-flight event to the dead-letter queue."},

@@ -115,18 +115,26 @@ int net_build_sub_fetch(net_request *req, const net_args_sub_fetch *a)
     return TALLY_ok;
 }
 
+/* A list of seqs (sub_ack's done, sub_progress's seqs) into req->sub.done. */
+static int build_seqs(net_request *req, const net_list *list, const char *why_zero)
+{
+    net_sub *u = &req->sub;
+    for (uint32_t i = 0; i < list->count; i++) {
+        u->done[u->done_count] = list->items[i].via.u64;
+        if (u->done[u->done_count++] == 0)
+            return net_request_fail(req, TALLY_value_out_of_range, why_zero);
+    }
+    return TALLY_ok;
+}
+
 int net_build_sub_ack(net_request *req, const net_args_sub_ack *a)
 {
     int rc = build_name_seq(req, a->name, a->has_seq, a->seq);
+    if (rc == TALLY_ok)
+        rc = build_seqs(req, &a->done, "done: seqs start at 1");
     if (rc != TALLY_ok)
         return rc;
-    net_sub *u = &req->sub;
-    for (uint32_t i = 0; i < a->done.count; i++) {
-        u->done[u->done_count] = a->done.items[i].via.u64;
-        if (u->done[u->done_count++] == 0)
-            return net_request_fail(req, TALLY_value_out_of_range, "done: seqs start at 1");
-    }
-    if (!a->has_seq && u->done_count == 0)
+    if (!a->has_seq && req->sub.done_count == 0)
         return net_request_fail(req, TALLY_missing_field, "seq or done");
     return TALLY_ok;
 }
@@ -139,6 +147,20 @@ int net_build_sub_nak(net_request *req, const net_args_sub_nak *a)
     req->sub.has_delay = a->has_delay_ms;
     req->sub.delay_ms = (uint32_t)a->delay_ms;
     req->sub.text = a->error;
+    return TALLY_ok;
+}
+
+int net_build_sub_progress(net_request *req, const net_args_sub_progress *a)
+{
+    int rc = build_name(req, a->name);
+    if (rc == TALLY_ok)
+        rc = build_seqs(req, &a->seqs, "seqs: seqs start at 1");
+    if (rc != TALLY_ok)
+        return rc;
+    req->sub.instance = a->instance;
+    if (a->has_instance && sub_instance_check(req->sub.instance) != TALLY_ok)
+        return net_request_fail(req, TALLY_value_out_of_range,
+                                "instance: 1-64 bytes of A-Z a-z 0-9 . _ -");
     return TALLY_ok;
 }
 
@@ -227,6 +249,12 @@ static int run_nak(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_resul
 {
     return sub_nak(t, u->name, u->seq, u->has_delay, u->delay_ms, u->text, now_ms, &r->attempt,
                    &r->deliver_after_ms);
+}
+
+static int run_progress(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    return sub_progress(t, u->name, u->done, u->done_count, u->instance, now_ms, &r->extended,
+                        &r->deliver_after_ms);
 }
 
 static int run_park(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
@@ -397,6 +425,17 @@ void net_reply_sub_nak(net_out *o, store_txn *rt, const net_request *req, const 
     net_map_end(o);
 }
 
+void net_reply_sub_progress(net_out *o, store_txn *rt, const net_request *req,
+                            const net_result *res, int fault, int64_t now_ms)
+{
+    (void)rt, (void)req, (void)now_ms;
+    if (!reply_opened(o, res, fault))
+        return;
+    net_kv_u64(o, "extended", res->sub.extended);
+    net_kv_i64(o, "deliver_after_ms", res->sub.deliver_after_ms);
+    net_map_end(o);
+}
+
 void net_reply_sub_park(net_out *o, store_txn *rt, const net_request *req, const net_result *res,
                         int fault, int64_t now_ms)
 {
@@ -439,6 +478,7 @@ APPLY(sub_delete, run_delete)
 APPLY(sub_fetch, run_fetch)
 APPLY(sub_ack, run_ack)
 APPLY(sub_nak, run_nak)
+APPLY(sub_progress, run_progress)
 APPLY(sub_park, run_park)
 APPLY(dlq_replay, run_dlq_replay)
 APPLY(dlq_discard, run_dlq_discard)

@@ -91,7 +91,7 @@ typedef enum net_op_id {
     NET_OP_ENTITLEMENT_GET, NET_OP_ENTITLEMENT_LIST, NET_OP_LOG_READ, NET_OP_STATS,
     NET_OP_SUB_CREATE, NET_OP_SUB_GET, NET_OP_SUB_LIST, NET_OP_SUB_DELETE, NET_OP_SUB_FETCH,
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
-    NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH,
+    NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH, NET_OP_SUB_PROGRESS,
     NET_OP_COUNT
 } net_op_id;
 
@@ -167,6 +167,7 @@ typedef struct net_sub_result {
     int64_t next_due_ms;   /* sub_fetch: earliest not-yet-due redelivery */
     uint32_t acked;        /* sub_ack */
     uint32_t attempt;      /* sub_nak */
+    uint32_t extended;     /* sub_progress */
     int64_t deliver_after_ms;
     uint32_t replaying;    /* dlq_replay */
 } net_sub_result;

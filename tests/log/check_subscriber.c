@@ -376,24 +376,70 @@ START_TEST(nak_and_backoff)
     ck_assert_int_eq(create_cfg(NAME, BEGINNING, &cfg).rc, TALLY_ok);
     op o = fetch(1, false);
     ck_assert_int_eq(o.next_due, INT64_MAX);
-    ts.now_ms += 999;
+    ts.now_ms += cfg.ack_wait_ms - 1; /* the lease is the ack wait, not backoff[0] */
     ck_assert_uint_eq(fetch(1, false).d[0].seq, 2); /* 1 not due yet: 2 is new */
     ck_assert_int_eq(ack(0, (uint64_t[]){2}, 1).rc, TALLY_ok);
-    ts.now_ms += 1;                                  /* backoff[0] after the 1st delivery */
+    ts.now_ms += 1;
     o = fetch(2, false);
     expect_seqs(&o, (uint64_t[]){1}, 1, 2);
-    ts.now_ms += 4999; /* backoff[1] after the 2nd */
+    o = nak(1, false, 0, "db down"); /* a failure: backoff[1] after the 2nd delivery */
+    ck_assert_uint_eq(o.attempt, 2);
+    ck_assert_int_eq(o.after_ms, ts.now_ms + 5000);
+    ts.now_ms += 4999;
     ck_assert_uint_eq(fetch(2, false).count, 0);
     ts.now_ms += 1;
     o = fetch(1, false);
     ck_assert_uint_eq(o.d[0].seq, 1);
-    ck_assert_uint_eq(o.d[0].attempt, 3); /* (2 was due at +1000 too, but max 1) */
+    ck_assert_uint_eq(o.d[0].attempt, 3);
     o = nak(1, true, 250, "db down");
     ck_assert_int_eq(o.rc, TALLY_ok);
     ck_assert_uint_eq(o.attempt, 3);
     ck_assert_int_eq(o.after_ms, ts.now_ms + 250);
     o = nak(1, false, 0, "still down"); /* no delay: the backoff rule (last step repeats) */
     ck_assert_int_eq(o.after_ms, ts.now_ms + 5000);
+}
+END_TEST
+
+static op progress_as(const char *instance, const uint64_t *seqs, uint32_t n)
+{
+    op o = {0};
+    store_txn t = begin();
+    o.rc = finish(&t, sub_progress(&t, NAME, seqs, n, tally_str_from(instance), ts.now_ms,
+                                   &o.acked, &o.after_ms));
+    return o;
+}
+
+/* sub_progress: the holder's events are leased again for the ack wait,
+ * using no attempt; another instance's, acked and unknown seqs are
+ * skipped. */
+static void create_with_ack_wait(uint32_t ack_wait_ms)
+{
+    sub_config cfg;
+    sub_config_default(&cfg);
+    cfg.ack_wait_ms = ack_wait_ms;
+    ck_assert_int_eq(create_cfg(NAME, BEGINNING, &cfg).rc, TALLY_ok);
+}
+
+START_TEST(progress_extends_the_lease)
+{
+    events(1, 3);
+    create_with_ack_wait(1000);
+    expect_seqs((op[]){fetch_as("a", 2, false)}, (uint64_t[]){1, 2}, 2, 1);
+    expect_seqs((op[]){fetch_as("b", 1, false)}, (uint64_t[]){3}, 1, 1);
+    ck_assert_int_eq(ack(0, (uint64_t[]){2}, 1).rc, TALLY_ok);
+    ts.now_ms += 900;
+    op o = progress_as("a", (uint64_t[]){1, 2, 3, 99}, 4);
+    ck_assert_int_eq(o.rc, TALLY_ok);
+    ck_assert_uint_eq(o.acked, 1); /* 1 only: 2 acked, 3 is b's, 99 never handed out */
+    ck_assert_int_eq(o.after_ms, ts.now_ms + 1000);
+    ts.now_ms += 100; /* 1 s after the fetch: 3 is due, 1 is not */
+    o = fetch_as("b", 10, false);
+    expect_seqs(&o, (uint64_t[]){3}, 1, 2);
+    ts.now_ms += 900;
+    o = fetch_as("b", 10, false);
+    expect_seqs(&o, (uint64_t[]){1}, 1, 2); /* the extended lease ended: taken over */
+    ck_assert_uint_eq(progress_as("a", (uint64_t[]){1}, 1).acked, 0); /* b holds it now */
+    ck_assert_uint_eq(progress_as("", (uint64_t[]){1}, 1).acked, 1);  /* no instance: any */
 }
 END_TEST
 
@@ -756,6 +802,7 @@ int main(void)
     tcase_add_test(tc, records_without_an_instance);
     tcase_add_test(tc, max_ack_pending_bounds_the_window);
     tcase_add_test(tc, nak_and_backoff);
+    tcase_add_test(tc, progress_extends_the_lease);
     tcase_add_test(tc, poison_event_is_parked_and_the_stream_moves_on);
     tcase_add_test(tc, dead_letters_list_replay_discard);
     tcase_add_test(tc, replay_of_a_few_reads_only_the_marked);

@@ -10,6 +10,8 @@
  * (clients/json/json.c), and integers beyond 2^53 are strings (the JSON
  * API's value rule). The events are encoded by the log's own codec
  * (common/log_event.c) and read back by libtally's, as the relay gets them.
+ * And the filter of the subjects a subject template makes, which the
+ * JetStream sink reads its stream back with.
  */
 #include "config.h"
 
@@ -281,6 +283,47 @@ START_TEST(an_entitlement_is_what_the_cli_prints)
 }
 END_TEST
 
+/* The filter the JetStream sink reads its subjects back with (docs/RELAY.md,
+ * "Exactly once in the stream"), and whether a stream subject holds it. */
+START_TEST(a_subject_template_has_a_filter_within_the_stream)
+{
+    static const struct {
+        const char *template_text, *filter;
+    } filters[] = {
+        {"tally.events.{type}", "tally.events.>"},
+        {"tally.{entity_kind}.{type}", "tally.>"},
+        {"tally.ev-{type}.v1", "tally.>"},
+        {"{type}", ">"},
+        {"tally.events", "tally.events"},
+    };
+    char out[64];
+    for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
+        ck_assert(relay_subject_filter(filters[i].template_text, out, sizeof(out)));
+        ck_assert_str_eq(out, filters[i].filter);
+    }
+    ck_assert(!relay_subject_filter("tally.events.{type}", out, 8)); /* does not fit */
+    static const struct {
+        const char *filter, *subject;
+        bool within;
+    } within[] = {
+        {"tally.events.>", "tally.events.>", true},
+        {"tally.events.>", "tally.>", true},
+        {"tally.events.>", ">", true},
+        {"tally.>", "tally.events.>", false},
+        {"tally.events.>", "tally.*", false},
+        {"tally.events", "tally.*", true},
+        {"tally.events.x", "tally.*.x", true},
+        {"tally.*.x", "tally.events.x", false},
+        {"tally.events", "tally.events.>", false},
+        {"other.>", "tally.>", false},
+    };
+    for (size_t i = 0; i < sizeof(within) / sizeof(within[0]); i++)
+        ck_assert_msg(relay_subject_within(within[i].filter, within[i].subject) ==
+                          within[i].within,
+                      "%s within %s", within[i].filter, within[i].subject);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("event_doc");
@@ -290,6 +333,7 @@ int main(void)
     tcase_add_test(tc, a_dead_letter_carries_its_fields);
     tcase_add_test(tc, a_transfer_is_what_the_cli_prints);
     tcase_add_test(tc, an_entitlement_is_what_the_cli_prints);
+    tcase_add_test(tc, a_subject_template_has_a_filter_within_the_stream);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
