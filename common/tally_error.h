@@ -54,6 +54,9 @@
     X(ledger_must_not_be_zero, 35, V)                                          \
     X(code_must_not_be_zero, 36, V)                                            \
     X(reserved_flag, 37, V)                                                    \
+    X(exists_with_different_user_data_128, 38, B)                              \
+    X(exists_with_different_user_data_64, 39, B)                               \
+    X(exists_with_different_user_data_32, 41, B)                               \
     /* accounts */                                                             \
     X(flags_are_mutually_exclusive, 40, V)                                     \
     /* transfers */                                                            \

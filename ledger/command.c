@@ -208,10 +208,20 @@ static void fp_str(sha256_ctx *h, tally_str s)
 
 static void fp_id(sha256_ctx *h, const tally_id128 *id) { sha256_update(h, id->bytes, 16); }
 
+/* User data only when set: a command without it keeps the fingerprint it
+ * had before user data existed, so keys stored then keep replaying. */
+static void fp_user_data(sha256_ctx *h, const ledger_user_data *u)
+{
+    if (!ledger_user_data_is_set(u))
+        return;
+    fp_id(h, &u->user_data_128), fp_u64(h, u->user_data_64), fp_u64(h, u->user_data_32);
+}
+
 static void fp_account_open(sha256_ctx *h, const ledger_command *cmd)
 {
     const ledger_account_open *a = &cmd->u.account_open;
     fp_u64(h, a->id), fp_u64(h, a->ledger), fp_u64(h, a->code), fp_u64(h, a->flags);
+    fp_user_data(h, &a->user_data);
 }
 
 static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
@@ -220,6 +230,7 @@ static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
     fp_id(h, &t->id), fp_u64(h, t->debit_account_id), fp_u64(h, t->credit_account_id);
     fp_u64(h, (uint64_t)t->amount), fp_u64(h, t->ledger), fp_u64(h, t->code);
     fp_u64(h, t->flags), fp_u64(h, t->timeout_s);
+    fp_user_data(h, &t->user_data);
 }
 
 /* post and void */

@@ -49,11 +49,28 @@ typedef enum ledger_command_kind {
 #define LEDGER_TRANSFER_PENDING (1u << 0)
 #define LEDGER_TRANSFER_FLAGS_KNOWN 0x1u
 
+/* The caller's own data on an account or a transfer (an invoice, a
+ * customer, a tenant): set at creation, never changed, returned by every
+ * read and carried in the events; 0 means none. */
+typedef struct ledger_user_data {
+    tally_id128 user_data_128;
+    uint64_t user_data_64;
+    uint32_t user_data_32;
+} ledger_user_data;
+
+/* Whether any of the three is set. */
+static inline bool ledger_user_data_is_set(const ledger_user_data *u)
+{
+    return !tally_id128_is_zero(&u->user_data_128) || u->user_data_64 != 0 ||
+           u->user_data_32 != 0;
+}
+
 typedef struct ledger_account_open {
     uint64_t id;      /* != 0 */
     uint32_t ledger;  /* != 0 */
     uint16_t code;    /* != 0 */
     uint16_t flags;   /* LEDGER_ACCOUNT_* */
+    ledger_user_data user_data;
 } ledger_account_open;
 
 typedef struct ledger_transfer {
@@ -65,6 +82,7 @@ typedef struct ledger_transfer {
     uint16_t code;    /* != 0 */
     uint16_t flags;   /* LEDGER_TRANSFER_PENDING makes it a hold */
     uint32_t timeout_s; /* holds only; 0 = never expires */
+    ledger_user_data user_data;
 } ledger_transfer;
 
 /* Post (capture) or void a hold. */

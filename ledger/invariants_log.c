@@ -36,7 +36,10 @@ bool audit_accounts_equal(const ledger_account *x, const ledger_account *y)
            x->flags == y->flags && x->debits_posted == y->debits_posted &&
            x->credits_posted == y->credits_posted && x->debits_pending == y->debits_pending &&
            x->credits_pending == y->credits_pending && x->version == y->version &&
-           x->created_seq == y->created_seq;
+           x->created_seq == y->created_seq && x->created_ms == y->created_ms &&
+           tally_id128_equal(&x->user_data.user_data_128, &y->user_data.user_data_128) &&
+           x->user_data.user_data_64 == y->user_data.user_data_64 &&
+           x->user_data.user_data_32 == y->user_data.user_data_32;
 }
 
 static void fold_account_opened(audit *a, const log_event *ev)

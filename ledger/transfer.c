@@ -17,7 +17,7 @@
 #include <assert.h>
 #include <string.h>
 
-#define TRANSFER_RECORD_FORMAT 2
+#define TRANSFER_RECORD_FORMAT 3
 
 /* The states' numbers are the event format's (log_transfer_state_name). */
 const char *ledger_transfer_state_name(uint8_t state)
@@ -43,7 +43,8 @@ static bool transfer_is_sane(const ledger_transfer_record *r)
 
 /* The fields of a record in their stored order, as unsigned 64-bit
  * values (negative times and amounts are not sane, so never stored). */
-#define TRANSFER_FIELDS 14
+#define TRANSFER_FIELDS 18
+#define TRANSFER_FIELDS_V2 14 /* formats 1 and 2: up to created_ms */
 
 static void transfer_fields(const ledger_transfer_record *r, uint64_t f[TRANSFER_FIELDS])
 {
@@ -52,13 +53,16 @@ static void transfer_fields(const ledger_transfer_record *r, uint64_t f[TRANSFER
         r->ledger,               r->code,                    r->flags,
         r->state,                r->timeout_s,               (uint64_t)r->expires_at_ms,
         (uint64_t)r->posted_amount, r->version,              r->created_seq,
-        r->resolved_seq,         (uint64_t)r->created_ms};
+        r->resolved_seq,         (uint64_t)r->created_ms,
+        get_u64_be(r->user_data.user_data_128.bytes),
+        get_u64_be(r->user_data.user_data_128.bytes + 8),
+        r->user_data.user_data_64, r->user_data.user_data_32};
     memcpy(f, v, sizeof(v));
 }
 
 /* The fields' widths in format 1, which are also each field's range. */
-static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 1,
-                                                              4, 8, 8, 8, 8, 8, 8};
+static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 1, 4, 8,
+                                                              8, 8, 8, 8, 8, 8, 8, 8, 4};
 
 static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRANSFER_FIELDS])
 {
@@ -78,6 +82,10 @@ static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRAN
     r->created_seq = f[11];
     r->resolved_seq = f[12];
     r->created_ms = (int64_t)f[13];
+    put_u64_be(r->user_data.user_data_128.bytes, f[14]);
+    put_u64_be(r->user_data.user_data_128.bytes + 8, f[15]);
+    r->user_data.user_data_64 = f[16];
+    r->user_data.user_data_32 = (uint32_t)f[17];
     return true;
 }
 
@@ -92,11 +100,13 @@ size_t ledger_transfer_encode(const ledger_transfer_record *r,
 int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
                            ledger_transfer_record *out)
 {
+    memset(out, 0, sizeof(*out)); /* padding too: records are compared whole */
     const uint8_t *p = bytes;
-    uint64_t f[TRANSFER_FIELDS];
+    uint64_t f[TRANSFER_FIELDS] = {0}; /* formats 1 and 2 end at created_ms */
     if (len < 1 ||
-        !(p[0] == 1   ? fields_get_fixed(p, len, transfer_field_bytes, f, TRANSFER_FIELDS)
-          : p[0] == 2 ? fields_get_uvarints(p, len, f, TRANSFER_FIELDS)
+        !(p[0] == 1   ? fields_get_fixed(p, len, transfer_field_bytes, f, TRANSFER_FIELDS_V2)
+          : p[0] == 2 ? fields_get_uvarints(p, len, f, TRANSFER_FIELDS_V2)
+          : p[0] == 3 ? fields_get_uvarints(p, len, f, TRANSFER_FIELDS)
                       : false) ||
         !transfer_set_fields(out, f))
         return TALLY_corrupt_record;
@@ -124,7 +134,7 @@ static int transfer_put(store_txn *t, const ledger_transfer_record *r)
 int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row)
 {
     msgpack_record m;
-    return msgpack_record_begin(&m, pk, row, 15) ||
+    return msgpack_record_begin(&m, pk, row, 15 + ledger_user_data_fields(&r->user_data, row)) ||
            msgpack_record_key(&m, "id") || msgpack_safe_pack_bin(pk, r->id.bytes, 16) ||
            msgpack_record_key(&m, "debit_account_id") ||
            msgpack_pack_uint64(pk, r->debit_account_id) ||
@@ -144,7 +154,8 @@ int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bo
            msgpack_record_key(&m, "version") || msgpack_pack_uint64(pk, r->version) ||
            msgpack_record_key(&m, "created_seq") || msgpack_pack_uint64(pk, r->created_seq) ||
            msgpack_record_key(&m, "resolved_seq") || msgpack_pack_uint64(pk, r->resolved_seq) ||
-           msgpack_record_key(&m, "created_ms") || msgpack_pack_int64(pk, r->created_ms);
+           msgpack_record_key(&m, "created_ms") || msgpack_pack_int64(pk, r->created_ms) ||
+           ledger_user_data_pack(&m, &r->user_data);
 }
 
 /* The state: a name (map) or a number (row), one of ledger_transfer_state. */
@@ -166,6 +177,7 @@ static bool unpack_state(const msgpack_object *o, uint8_t *state)
 int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out)
 {
     uint64_t ledger, code, flags, timeout;
+    memset(out, 0, sizeof(*out));
     msgpack_record_reader m = msgpack_record_read(o);
     bool ok = msgpack_safe_get_id128(msgpack_record_next(&m, "id"), &out->id) &&
               msgpack_safe_get_u64(msgpack_record_next(&m, "debit_account_id"),
@@ -185,7 +197,8 @@ int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out)
               msgpack_safe_get_u64(msgpack_record_next(&m, "version"), &out->version) &&
               msgpack_safe_get_u64(msgpack_record_next(&m, "created_seq"), &out->created_seq) &&
               msgpack_safe_get_u64(msgpack_record_next(&m, "resolved_seq"), &out->resolved_seq) &&
-              msgpack_safe_get_i64(msgpack_record_next(&m, "created_ms"), &out->created_ms);
+              msgpack_safe_get_i64(msgpack_record_next(&m, "created_ms"), &out->created_ms) &&
+              ledger_user_data_unpack(&m, &out->user_data);
     if (!ok)
         return TALLY_corrupt_record;
     out->ledger = (uint32_t)ledger;
@@ -250,7 +263,8 @@ static int compare_existing(const ledger_transfer_record *have, const ledger_tra
         return TALLY_exists_with_different_code;
     if (have->timeout_s != cmd->timeout_s)
         return TALLY_exists_with_different_timeout;
-    return TALLY_exists;
+    int rc = ledger_user_data_compare(&have->user_data, &cmd->user_data);
+    return rc != TALLY_ok ? rc : TALLY_exists;
 }
 
 static bool adds_overflow(int64_t a, int64_t b) { return a > TALLY_AMOUNT_MAX - b; }
@@ -345,6 +359,7 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
     r.version = 1;
     r.created_seq = head.seq + 1;
     r.created_ms = ctx->now_ms;
+    r.user_data = cmd->user_data;
     if (pending) {
         dr.debits_pending += cmd->amount;
         cr.credits_pending += cmd->amount;

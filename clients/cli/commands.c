@@ -26,6 +26,13 @@
 #define OPT_FOR(what)                                                                              \
     {"--for", SLOT_FOR, CLI_DURATION, 0, 0, false, "DURATION",                                     \
      what ", e.g. 30d, 12h, 90m, 45s, 1w, 1d12h (at most 100 years)"}
+#define OPT_USER_DATA(what)                                                                        \
+    {"--user-data-128", SLOT_USER_DATA_128, CLI_TID, 0, 0, false, "HEX",                           \
+     what "'s own 128-bit value: 32 hex digits (dashes allowed) or a decimal number"},             \
+    {"--user-data-64", SLOT_USER_DATA_64, CLI_UINT, 0, UINT64_MAX, false, "N",                     \
+     what "'s own 64-bit value"},                                                                   \
+    {"--user-data-32", SLOT_USER_DATA_32, CLI_UINT, 0, UINT32_MAX, false, "N",                     \
+     what "'s own 32-bit value"}
 #define ARG_ACCOUNT                                                                                \
     {"ID", SLOT_ACCOUNT, CLI_UINT, 1, UINT64_MAX, true, NULL, "account id, 1..2^64-1"}
 #define ARG_TID {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL, "transfer id of the hold"}
@@ -69,7 +76,7 @@ static const cli_option account_open_options[] = {
      "refuse transfers that would take debits above credits"},
     {"--credits-must-not-exceed-debits", SLOT_CREDITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
      "refuse transfers that would take credits above debits"},
-    OPT_KEY, OPT_END};
+    OPT_USER_DATA("the account"), OPT_KEY, OPT_END};
 
 static const cli_option account_get_options[] = {ARG_ACCOUNT, OPT_END};
 
@@ -105,7 +112,7 @@ static const cli_option transfer_options[] = {
      "hold the amount (post or void it later)"},
     {"--timeout-s", SLOT_TIMEOUT_S, CLI_UINT, 0, TALLY_HOLD_TIMEOUT_S_MAX, false, "N",
      "with --pending: the hold expires after N seconds (default 0: never)"},
-    OPT_KEY, OPT_END};
+    OPT_USER_DATA("the transfer"), OPT_KEY, OPT_END};
 
 static const cli_option post_options[] = {
     ARG_TID,

@@ -230,11 +230,21 @@ typedef struct tally_result {
 #define TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS 2u
 #define TALLY_TRANSFER_PENDING 1u
 
+/* The caller's own data on an account or a transfer (an invoice, a
+ * customer, a tenant): set when it is created, never changed, returned by
+ * every read; 0 is none (and is not sent). */
+typedef struct tally_user_data {
+    tally_uuid user_data_128;
+    uint64_t user_data_64;
+    uint32_t user_data_32;
+} tally_user_data;
+
 typedef struct tally_account_open_args {
     uint64_t id;
     uint32_t ledger;
     uint16_t code;
     uint16_t flags;
+    tally_user_data user_data;
 } tally_account_open_args;
 
 typedef struct tally_transfer_args {
@@ -246,6 +256,7 @@ typedef struct tally_transfer_args {
     uint16_t code;
     uint16_t flags;     /* TALLY_TRANSFER_PENDING for a hold */
     uint32_t timeout_s; /* holds: 0 = never expires */
+    tally_user_data user_data;
 } tally_transfer_args;
 
 typedef struct tally_entitlement_args {
@@ -332,6 +343,8 @@ typedef struct tally_account {
     int64_t debits_posted, credits_posted, debits_pending, credits_pending;
     uint64_t version;
     uint64_t created_seq;
+    int64_t created_ms; /* 0: opened by a tallyd before store format 6 */
+    tally_user_data user_data;
 } tally_account;
 
 typedef struct tally_transfer_info {
@@ -345,6 +358,7 @@ typedef struct tally_transfer_info {
     int64_t expires_at_ms, posted_amount;
     uint64_t version, created_seq, resolved_seq;
     int64_t created_ms;
+    tally_user_data user_data;
 } tally_transfer_info;
 
 typedef struct tally_entitlement {

@@ -29,6 +29,18 @@ typedef struct hold_args {
     int64_t amount;
 } hold_args;
 
+/* User data only when set: a server without it takes the request. */
+static void put_user_data(fields *fs, const tally_user_data *u)
+{
+    static const tally_uuid zero;
+    if (memcmp(u->user_data_128.bytes, zero.bytes, 16) != 0)
+        put_id(fs, "user_data_128", &u->user_data_128);
+    if (u->user_data_64 != 0)
+        put_uint(fs, "user_data_64", u->user_data_64);
+    if (u->user_data_32 != 0)
+        put_uint(fs, "user_data_32", u->user_data_32);
+}
+
 static int fill_account_open(fields *fs, const void *args)
 {
     const tally_account_open_args *a = args;
@@ -38,6 +50,7 @@ static int fill_account_open(fields *fs, const void *args)
     put_uint(fs, "ledger", a->ledger);
     put_uint(fs, "code", a->code);
     put_uint(fs, "flags", a->flags);
+    put_user_data(fs, &a->user_data);
     return TALLY_ok;
 }
 
@@ -55,6 +68,7 @@ static int fill_transfer(fields *fs, const void *args)
     put_uint(fs, "flags", t->flags);
     if (t->timeout_s != 0)
         put_uint(fs, "timeout_s", t->timeout_s);
+    put_user_data(fs, &t->user_data);
     return TALLY_ok;
 }
 

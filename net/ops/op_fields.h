@@ -35,6 +35,14 @@
 #define NET_FIELD_PENDING_ID(F, T) \
     F(T, ID128, pending_id, REQUIRED, 16, "the hold's transfer id")
 
+#define NET_FIELD_USER_DATA(F, T)                                                           \
+    F(T, ID128, user_data_128, OPTIONAL, 16,                                                \
+      "the caller's own 128-bit value (an invoice, a customer), immutable (default 0: none)") \
+    F(T, UINT, user_data_64, OPTIONAL, UINT64_MAX,                                          \
+      "the caller's own 64-bit value, immutable (default 0: none)")                          \
+    F(T, UINT, user_data_32, OPTIONAL, UINT32_MAX,                                          \
+      "the caller's own 32-bit value, immutable (default 0: none)")
+
 /* ---- writes ---- */
 
 #define NET_FIELDS_account_open(F, T)                            \
@@ -42,7 +50,8 @@
     F(T, UINT, ledger, REQUIRED, UINT32_MAX, "ledger, != 0")     \
     F(T, UINT, code, REQUIRED, UINT16_MAX, "account code, != 0") \
     F(T, UINT, flags, OPTIONAL, UINT16_MAX,                      \
-      "bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits (default 0)")
+      "bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits (default 0)") \
+    NET_FIELD_USER_DATA(F, T)
 
 #define NET_FIELDS_transfer(F, T)                                                \
     F(T, ID128, id, REQUIRED, 16, "transfer id (16 bytes, != 0), unique")        \
@@ -53,7 +62,8 @@
     F(T, UINT, code, REQUIRED, UINT16_MAX, "transfer code, != 0")                \
     F(T, UINT, flags, OPTIONAL, UINT16_MAX, "bit 0 pending: a hold (default 0)") \
     F(T, UINT, timeout_s, OPTIONAL, TALLY_HOLD_TIMEOUT_S_MAX,                    \
-      "holds: expire after this many seconds (0 = never)")
+      "holds: expire after this many seconds (0 = never)")                       \
+    NET_FIELD_USER_DATA(F, T)
 
 #define NET_FIELDS_post(F, T)  \
     NET_FIELD_PENDING_ID(F, T) \

@@ -471,6 +471,33 @@ START_TEST(test_account_open_and_get)
 }
 END_TEST
 
+/* User data: given with --user-data-*, kept, shown by `get --json`; the
+ * same id with other user data is exists_with_different_user_data_*. */
+START_TEST(test_user_data_round_trips)
+{
+    WRITE_OK("account", "open", "21", "--user-data-128", "0123456789abcdef0123456789abcdef",
+             "--user-data-64", "18446744073709551615", "--user-data-32", "7");
+    WRITE_OK("account", "open", "22");
+    json_t *j = TALLY_JSON(0, "account", "get", "21");
+    ck_assert_str_eq(jstr(j, "user_data_128"), "0123456789abcdef0123456789abcdef");
+    ck_assert_str_eq(jstr(j, "user_data_64"), "18446744073709551615");
+    ck_assert_int_eq(jint(j, "user_data_32"), 7);
+    ck_assert_ptr_nonnull(json_object_get(j, "created"));
+    json_decref(j);
+    j = TALLY_JSON(1, "account", "open", "21", "--user-data-128",
+                   "0123456789abcdef0123456789abcdef", "--user-data-64", "1", "--user-data-32",
+                   "7");
+    ck_assert_str_eq(jstr(j, "code"), "exists_with_different_user_data_64");
+    json_decref(j);
+    WRITE_OK("transfer", "--debit", "21", "--credit", "22", "--amount", "5", "--id", "77",
+             "--user-data-32", "9");
+    j = TALLY_JSON(0, "transfer", "get", "77");
+    ck_assert_int_eq(jint(j, "user_data_32"), 9);
+    ck_assert_str_eq(jstr(j, "user_data_128"), "00000000000000000000000000000000");
+    json_decref(j);
+}
+END_TEST
+
 /* ---- transfers ---- */
 
 START_TEST(test_transfer_same_key_is_a_replay)
@@ -1417,6 +1444,7 @@ int main(void)
     };
     const test_row with_server[] = {
         {"account", test_account_open_and_get, TEST_TIMEOUT_S},
+        {"user_data", test_user_data_round_trips, TEST_TIMEOUT_S},
         {"replay_key", test_transfer_same_key_is_a_replay, TEST_TIMEOUT_S},
         {"replay_id", test_transfer_id_without_key_is_a_replay, TEST_TIMEOUT_S},
         {"generated_key", test_generated_key_is_printed_and_retries, TEST_TIMEOUT_S},

@@ -72,6 +72,9 @@ static void assert_transfers_equal(const ledger_transfer_record *x,
     ck_assert_uint_eq(x->created_seq, y->created_seq);
     ck_assert_uint_eq(x->resolved_seq, y->resolved_seq);
     ck_assert_int_eq(x->created_ms, y->created_ms);
+    ck_assert_mem_eq(x->user_data.user_data_128.bytes, y->user_data.user_data_128.bytes, 16);
+    ck_assert_uint_eq(x->user_data.user_data_64, y->user_data.user_data_64);
+    ck_assert_uint_eq(x->user_data.user_data_32, y->user_data.user_data_32);
 }
 
 /* A store with accounts 1 and 2 on ledger 1 (flags 0). */
@@ -192,9 +195,10 @@ START_TEST(test_transfer_history_entries_are_keys_only)
 }
 END_TEST
 
-/* Transfer records are format 2 (varints): a typical transfer takes
- * under 32 bytes; every field round-trips at its extremes; format 1's
- * fixed 86 bytes still decode; malformed records are corrupt. */
+/* Transfer records are format 3 (varints, with user data): a typical
+ * transfer takes under 36 bytes; every field round-trips at its extremes;
+ * format 2 (no user data) and format 1's fixed 86 bytes still decode;
+ * malformed records are corrupt. */
 START_TEST(test_transfer_record_formats)
 {
     test_store ts;
@@ -206,8 +210,8 @@ START_TEST(test_transfer_record_formats)
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
     MDB_val v;
     ck_assert_int_eq(store_get(&t, STORE_DB_TRANSFERS, id.bytes, 16, &v), TALLY_ok);
-    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
-    ck_assert_uint_lt(v.mv_size, 32);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 3);
+    ck_assert_uint_lt(v.mv_size, 36);
     store_txn_abort(&t);
     ledger_transfer_record stored = test_transfer(&ts, 12);
     test_finish(&ts);
@@ -228,6 +232,9 @@ START_TEST(test_transfer_record_formats)
     big.created_seq = UINT64_MAX;
     big.resolved_seq = UINT64_MAX;
     big.created_ms = INT64_MAX;
+    memset(big.user_data.user_data_128.bytes, 0xff, 16);
+    big.user_data.user_data_64 = UINT64_MAX;
+    big.user_data.user_data_32 = UINT32_MAX;
     uint8_t rec[LEDGER_TRANSFER_RECORD_BYTES_MAX];
     size_t n = ledger_transfer_encode(&big, rec);
     ck_assert_uint_le(n, LEDGER_TRANSFER_RECORD_BYTES_MAX);
@@ -239,8 +246,32 @@ START_TEST(test_transfer_record_formats)
     longer[n] = 0;
     ck_assert_int_eq(ledger_transfer_decode(&id, longer, n + 1, &back), TALLY_corrupt_record);
     ck_assert_int_eq(ledger_transfer_decode(&id, rec, n - 1, &back), TALLY_corrupt_record);
-    rec[0] = 3;
+    rec[0] = 4;
     ck_assert_int_eq(ledger_transfer_decode(&id, rec, n, &back), TALLY_corrupt_record);
+    /* user_data_32 beyond 32 bits */
+    big.user_data.user_data_32 = 0;
+    n = ledger_transfer_encode(&big, rec); /* ends with user_data_32's one byte 0 */
+    uint8_t wide32[LEDGER_TRANSFER_RECORD_BYTES_MAX + 8];
+    memcpy(wide32, rec, n - 1);
+    n = n - 1 + put_uvarint(wide32 + n - 1, UINT64_C(1) << 32);
+    ck_assert_int_eq(ledger_transfer_decode(&id, wide32, n, &back), TALLY_corrupt_record);
+
+    /* Format 2 (no user data): the first 14 fields. */
+    n = ledger_transfer_encode(&stored, rec);
+    {
+        uint8_t v2[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+        size_t l2 = 1;
+        const uint8_t *q2 = rec + 1;
+        v2[0] = 2;
+        for (int i = 0; i < 14; i++) {
+            uint64_t x;
+            ck_assert(get_uvarint(&q2, rec + n, &x));
+            l2 += put_uvarint(v2 + l2, x);
+        }
+        ck_assert_int_eq(ledger_transfer_decode(&id, v2, l2, &back), TALLY_ok);
+        assert_transfers_equal(&stored, &back);
+        ck_assert(!ledger_user_data_is_set(&back.user_data));
+    }
 
     /* A field beyond its range (ledger 2^32) and a non-minimal varint. */
     n = ledger_transfer_encode(&stored, rec);
@@ -255,7 +286,7 @@ START_TEST(test_transfer_record_formats)
     }
     ck_assert_int_eq(ledger_transfer_decode(&id, wide, w, &back), TALLY_corrupt_record);
     uint8_t padded[LEDGER_TRANSFER_RECORD_BYTES_MAX + 1];
-    padded[0] = 2;
+    padded[0] = 3;
     padded[1] = (uint8_t)(rec[1] | 0x80); /* debit 1 as 0x81 0x00 */
     padded[2] = 0;
     memcpy(padded + 3, rec + 2, n - 2);
@@ -552,6 +583,37 @@ START_TEST(test_duplicate_with_different_fields)
     ledger_command ledger = original;
     ledger.u.transfer.ledger = 2;
     assert_rejected(&ts, &ledger, TALLY_exists_with_different_ledger);
+    test_finish(&ts);
+}
+END_TEST
+
+/* User data: stored with the transfer, in its event, and compared on a
+ * duplicate after every other field (TigerBeetle's order). */
+START_TEST(test_transfer_keeps_user_data)
+{
+    test_store ts;
+    ledger_command original = test_cmd_transfer(9, 1, 2, 100);
+    original.u.transfer.user_data.user_data_128.bytes[0] = 0x5a;
+    original.u.transfer.user_data.user_data_64 = 12345;
+    original.u.transfer.user_data.user_data_32 = UINT32_MAX;
+    open_with_transfer(&ts, &original);
+    ledger_transfer_record r = test_transfer(&ts, 9);
+    ck_assert_uint_eq(r.user_data.user_data_128.bytes[0], 0x5a);
+    ck_assert_uint_eq(r.user_data.user_data_64, 12345);
+    ck_assert_uint_eq(r.user_data.user_data_32, UINT32_MAX);
+    assert_rejected(&ts, &original, TALLY_exists);
+    ledger_command u128 = original;
+    u128.u.transfer.user_data.user_data_128.bytes[0] = 0;
+    assert_rejected(&ts, &u128, TALLY_exists_with_different_user_data_128);
+    ledger_command u64 = original;
+    u64.u.transfer.user_data.user_data_64 = 0;
+    assert_rejected(&ts, &u64, TALLY_exists_with_different_user_data_64);
+    ledger_command u32 = original;
+    u32.u.transfer.user_data.user_data_32 = 1;
+    assert_rejected(&ts, &u32, TALLY_exists_with_different_user_data_32);
+    ledger_command amount = u32;
+    amount.u.transfer.amount = 5;
+    assert_rejected(&ts, &amount, TALLY_exists_with_different_amount);
     test_finish(&ts);
 }
 END_TEST
@@ -898,6 +960,7 @@ int main(void)
 
     TCase *ids = tcase_create("unique_ids");
     tcase_add_test(ids, test_duplicate_identical_exists);
+    tcase_add_test(ids, test_transfer_keeps_user_data);
     tcase_add_test(ids, test_duplicate_with_different_fields);
     tcase_add_test(ids, test_duplicate_with_unknown_accounts_is_still_exists);
     tcase_add_test(ids, test_duplicate_hold_with_different_timeout);

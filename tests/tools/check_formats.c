@@ -138,7 +138,9 @@ START_TEST(format1_store_is_served_and_extended_in_format2)
     free(err);
     p.extra_args[0] = "--upgrade";
     tallyd_restart(&p);
-    ck_assert(tallyd_log_wait(&p, "upgraded from format 1 to 5", 60000));
+    char upgraded[64];
+    snprintf(upgraded, sizeof(upgraded), "upgraded from format 1 to %d", STORE_FORMAT_VERSION);
+    ck_assert(tallyd_log_wait(&p, upgraded, 60000));
     const char *tally = tallyd_program("tally");
 #define TALLY(...) run_ok((const char *const[]){tally, "--url", p.url, "--json", __VA_ARGS__, NULL})
     /* A key of the old era replays its stored outcome. */
