@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/index.h"
 
 #include <assert.h>
 #include <string.h>
@@ -258,6 +259,10 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
     a.created_ms = ctx->now_ms;
     a.user_data = cmd->user_data;
     rc = ledger_account_put(ctx->txn, &a);
+    ledger_indexed indexed;
+    ledger_account_indexed(&a, &indexed);
+    if (rc == TALLY_ok)
+        rc = ledger_index_put(ctx->txn, STORE_DB_ACCOUNT_INDEX, &indexed);
     if (rc != TALLY_ok)
         return rc;
     log_entity entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = a.id};
@@ -302,4 +307,16 @@ int ledger_user_data_compare(const ledger_user_data *have, const ledger_user_dat
     if (have->user_data_32 != want->user_data_32)
         return TALLY_exists_with_different_user_data_32;
     return TALLY_ok;
+}
+
+void ledger_account_indexed(const ledger_account *a, ledger_indexed *out)
+{
+    memset(out, 0, sizeof(*out));
+    put_u64_be(out->id, a->id);
+    out->id_bytes = 8;
+    out->ledger = a->ledger;
+    out->code = a->code;
+    out->user_data = a->user_data;
+    out->created_ms = a->created_ms;
+    out->created_seq = a->created_seq;
 }

@@ -99,6 +99,10 @@ int ledger_user_data_pack(const msgpack_record *r, const ledger_user_data *u);
 bool ledger_user_data_unpack(msgpack_record_reader *r, ledger_user_data *out);
 int ledger_user_data_compare(const ledger_user_data *have, const ledger_user_data *want);
 
+/* What the account puts into "account_index" (ledger/index.h). */
+struct ledger_indexed;
+void ledger_account_indexed(const ledger_account *a, struct ledger_indexed *out);
+
 /* Event body [account] (format 2) for account.opened. */
 int ledger_account_pack_body(msgpack_packer *pk, const void *account);
 

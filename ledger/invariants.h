@@ -26,6 +26,9 @@
  *                  entry (per group or, in older stores, per key), and
  *                  every key an entry names has its record or was swept
  *   history        every transfer event is in both accounts' history
+ *   record_index   every account and transfer has its entries in its index
+ *                  (ledger/index.h), each naming it, and every index entry
+ *                  names a record whose entries include it
  *   cursors        every subscriber's ack floor <= delivered seq <= head;
  *                  in-flight records belong to a subscriber, lie above its
  *                  floor and at or below its delivered seq, and match its

@@ -13,6 +13,7 @@
 #include "ledger/expiry.h"
 #include "ledger/failed_id.h"
 #include "ledger/history.h"
+#include "ledger/index.h"
 
 #include <assert.h>
 #include <string.h>
@@ -372,6 +373,11 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
         if (rc != TALLY_ok)
             return rc;
     }
+    ledger_indexed indexed;
+    ledger_transfer_indexed(&r, &indexed);
+    rc = ledger_index_put(ctx->txn, STORE_DB_TRANSFER_INDEX, &indexed);
+    if (rc != TALLY_ok)
+        return rc;
     return transfer_commit(ctx, LOG_EVENT_TRANSFER_CREATED, &r, &dr, &cr);
 }
 
@@ -464,4 +470,18 @@ int ledger_hold_expire(ledger_ctx *ctx, const tally_id128 *id, bool *expired)
     rc = resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_EXPIRED, 0, LOG_EVENT_TRANSFER_EXPIRED);
     *expired = rc == TALLY_ok;
     return rc;
+}
+
+void ledger_transfer_indexed(const ledger_transfer_record *r, ledger_indexed *out)
+{
+    memset(out, 0, sizeof(*out));
+    memcpy(out->id, r->id.bytes, 16);
+    out->id_bytes = 16;
+    out->ledger = r->ledger;
+    out->code = r->code;
+    out->user_data = r->user_data;
+    out->debit_account_id = r->debit_account_id;
+    out->credit_account_id = r->credit_account_id;
+    out->created_ms = r->created_ms;
+    out->created_seq = r->created_seq;
 }

@@ -71,6 +71,10 @@ size_t ledger_transfer_encode(const ledger_transfer_record *r,
 int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row);
 int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out);
 
+/* What the transfer puts into "transfer_index" (ledger/index.h). */
+struct ledger_indexed;
+void ledger_transfer_indexed(const ledger_transfer_record *r, struct ledger_indexed *out);
+
 /* Commands (rows of ledger/command.c's op table: transfer, post, void),
  * validated already. Each returns ok, a business code, or a fault. */
 int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *cmd);

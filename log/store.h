@@ -36,6 +36,8 @@ typedef enum store_db {
                           * stores opened read-only (see store_cursor_open) */
     STORE_DB_HISTORY_TAIL, /* ledger/history.h; since store format 4, absent as failed_ids */
     STORE_DB_HISTORY_RECENT, /* ledger/history.h; since store format 5, absent as failed_ids */
+    STORE_DB_ACCOUNT_INDEX,  /* ledger/index.h; since store format 6, absent as failed_ids */
+    STORE_DB_TRANSFER_INDEX, /* ledger/index.h; since store format 6, absent as failed_ids */
     STORE_DB_COUNT
 } store_db;
 
@@ -43,7 +45,10 @@ typedef enum store_db {
  * with TALLY_store_version_mismatch. Format 6 writes account records of
  * format 3 and transfer records of format 3 (creation time and user data,
  * ledger/account.h, ledger/transfer.h), which older builds would call
- * corrupt. Format 5 (December 2026) keeps the
+ * corrupt, and indexes them ("account_index", "transfer_index",
+ * ledger/index.h), which older builds would not keep; the upgrade to it
+ * also puts meta "index_pending", so that the indexes of the records the
+ * store already holds are built (ledger_index_build) before it serves. Format 5 (December 2026) keeps the
  * history entries of the newest commits in "history_recent", one record
  * per commit (ledger/history.h), which older builds would not read, and
  * writes account records of format 2 (varints, ledger/account.h), which

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
+#include "ledger/index_build.h"
 #include "ledger/open_check.h"
 #include "log/log.h"
 #include "net/http/face.h"
@@ -17,6 +18,7 @@
 #include "net/sp/sp.h"
 #include "net/sp/sp_loop.h"
 
+#include <inttypes.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +111,18 @@ static int open_store(server *srv)
     else if (srv->opt->upgrade)
         net_log(NET_LOG_INFO, "--upgrade: store %s is of the current format %d: nothing to do",
                 srv->opt->data_dir, STORE_FORMAT_VERSION);
+    uint64_t indexed = 0;
+    rc = ledger_index_build(srv->st, &indexed); /* an upgraded store's records */
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_ERROR, "store %s: building the account and transfer indexes: %s",
+                srv->opt->data_dir, tally_strerror(rc));
+        store_close(srv->st);
+        srv->st = NULL;
+        return rc;
+    }
+    if (indexed)
+        net_log(NET_LOG_INFO, "store %s: indexed %" PRIu64 " accounts and transfers",
+                srv->opt->data_dir, indexed);
     if (!srv->opt->skip_open_check && (rc = check_open_store(srv, started)) != TALLY_ok) {
         store_close(srv->st);
         srv->st = NULL;
