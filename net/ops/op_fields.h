@@ -114,6 +114,32 @@
     F(T, UINT, after_id, OPTIONAL, UINT64_MAX, "page cursor: accounts after this id (default 0)") \
     F(T, UINT, limit, OPTIONAL, TALLY_ACCOUNT_LIST_ENTRIES_MAX, "entries, >= 1 (default 100)")
 
+/* The filters and the page of account_query, transfer_query and
+ * account_transfers (ledger/query.h). */
+#define NET_FIELD_QUERY(F, T)                                                                    \
+    F(T, UINT, code, OPTIONAL, UINT16_MAX, "only this code (default 0: any)")                    \
+    F(T, ID128, user_data_128, OPTIONAL, 16, "only this user_data_128 (default 0: any)")         \
+    F(T, UINT, user_data_64, OPTIONAL, UINT64_MAX, "only this user_data_64 (default 0: any)")    \
+    F(T, UINT, user_data_32, OPTIONAL, UINT32_MAX, "only this user_data_32 (default 0: any)")    \
+    F(T, INT, timestamp_min_ms, OPTIONAL, 0,                                                     \
+      "created at or after this Unix ms (default 0: no bound)")                                  \
+    F(T, INT, timestamp_max_ms, OPTIONAL, 0,                                                     \
+      "created at or before this Unix ms (default 0: no bound)")                                 \
+    F(T, UINT, limit, OPTIONAL, TALLY_QUERY_ENTRIES_MAX, "records, >= 1 (default 100)")          \
+    F(T, BOOL, reversed, OPTIONAL, 0, "newest first (default false)")                            \
+    F(T, ID128, cursor, OPTIONAL, 16,                                                            \
+      "page cursor: the `next` of the page before, with the same filters")
+
+#define NET_FIELDS_query(F, T)                                              \
+    F(T, UINT, ledger, OPTIONAL, UINT32_MAX, "only this ledger (default 0: any)") \
+    NET_FIELD_QUERY(F, T)
+
+#define NET_FIELDS_account_transfers(F, T)                                         \
+    F(T, UINT, account_id, REQUIRED, UINT64_MAX, "the account, != 0")              \
+    F(T, BOOL, debits, OPTIONAL, 0, "transfers that debit it (default true)")      \
+    F(T, BOOL, credits, OPTIONAL, 0, "transfers that credit it (default true)")    \
+    NET_FIELD_QUERY(F, T)
+
 #define NET_FIELDS_transfer_get(F, T) F(T, ID128, id, REQUIRED, 16, "transfer id")
 
 #define NET_FIELDS_entitlement_get(F, T) \
@@ -203,6 +229,7 @@
 #define NET_FIELD_LISTS(X)                                                            \
     X(account_open) X(transfer) X(post) X(void) X(grant) X(extend) X(revoke) X(chain) \
     X(batch) X(account_get) X(account_history) X(account_list) X(transfer_get)        \
+    X(query) X(account_transfers)                                                     \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_park) X(dlq_list) X(dlq_replay)          \
     X(dlq_discard) X(backup)

@@ -50,6 +50,12 @@ void net_read_log(net_out *o, store_txn *t, const net_request *req, int64_t now_
 bool net_log_read_waits(const net_request *req, uint64_t *watermark);
 void net_read_stats(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 
+/* ---- queries (ops_query.c) ---- */
+int net_build_query(net_request *req, const net_args_query *a);
+int net_build_account_transfers(net_request *req, const net_args_account_transfers *a);
+void net_read_account_query(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+void net_read_transfer_query(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+
 /* ---- subscribers (ops_sub.c) ---- */
 int net_build_sub_create(net_request *req, const net_args_sub_create *a);
 int net_build_sub_named(net_request *req, const net_args_sub_named *a);
