@@ -89,12 +89,38 @@ static const cli_option account_history_options[] = {
     {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"},
     OPT_END};
 
+#define OPT_QUERY(what)                                                                            \
+    {"--ledger", SLOT_LEDGER, CLI_UINT, 1, UINT32_MAX, false, "N", "only " what " of this ledger"},   \
+    {"--code", SLOT_CODE, CLI_UINT, 1, UINT16_MAX, false, "N", "only " what " with this code"},       \
+    {"--user-data-128", SLOT_USER_DATA_128, CLI_TID, 0, 0, false, "HEX",                           \
+     "only " what " with this user_data_128 (32 hex digits or a decimal number)"},                 \
+    {"--user-data-64", SLOT_USER_DATA_64, CLI_UINT, 1, UINT64_MAX, false, "N",                     \
+     "only " what " with this user_data_64"},                                                      \
+    {"--user-data-32", SLOT_USER_DATA_32, CLI_UINT, 1, UINT32_MAX, false, "N",                     \
+     "only " what " with this user_data_32"},                                                      \
+    {"--from-time", SLOT_FROM_TIME, CLI_TIME, 0, 0, false, "RFC3339",                              \
+     "only " what " created at or after this time"},                                               \
+    {"--until", SLOT_UNTIL, CLI_TIME, 0, 0, false, "RFC3339",                                      \
+     "only " what " created at or before this time"},                                              \
+    {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"}
+
 static const cli_option account_list_options[] = {
     {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
      "accounts, 1..1000000 (default 100; read in pages of 1000)"},
     {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "ID",
      "accounts with an id above this one: the next page"},
-    OPT_END};
+    OPT_QUERY("accounts"), OPT_END};
+
+static const cli_option transfer_list_options[] = {
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
+     "transfers, 1..1000000 (default 100; read in pages of 1000)"},
+    {"--account", SLOT_DEBIT, CLI_UINT, 1, UINT64_MAX, false, "ID",
+     "only transfers that debit or credit this account"},
+    {"--debits", SLOT_DEBITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
+     "with --account: only the transfers that debit it"},
+    {"--credits", SLOT_CREDITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
+     "with --account: only the transfers that credit it"},
+    OPT_QUERY("transfers"), OPT_END};
 
 static const cli_option transfer_get_options[] = {
     {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL,
@@ -256,7 +282,15 @@ const cli_command cli_commands[] = {
      account_list_options, run_account_list,
      "--json prints one object per line, as `tally --json account get` prints one.\n"
      "When --limit accounts were shown and more follow, the command for the next page\n"
-     "is printed on stderr.\n"},
+     "is printed on stderr. With a filter (--ledger, --code, --user-data-*,\n"
+     "--from-time, --until, --reverse) the accounts that match it are listed in\n"
+     "creation order instead (docs/PROTOCOL.md, \"Queries\"); --after is for the\n"
+     "listing by id only.\n"},
+    {"transfer list", "List transfers by ledger, code, user data, account and creation time.",
+     transfer_list_options, run_transfer_list,
+     "Transfers in creation order (newest first with --reverse), read in pages\n"
+     "(docs/PROTOCOL.md, \"Queries\"). --json prints one object per line, as\n"
+     "`tally --json transfer get` prints one.\n"},
     {"transfer", "Move an amount from one account to another, or hold it (--pending).",
      transfer_options, run_transfer, details_transfer},
     {"transfer get", "Show a transfer or hold: accounts, amount, state, times and version.",

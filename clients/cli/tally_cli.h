@@ -160,6 +160,18 @@ extern const cli_command cli_commands[];      /* terminated by {NULL} */
 int cli_token_resolve(cli *c, char *out, size_t size);
 int run_auth_hash(cli *c);
 
+/* ---- reads.c: what queries.c shows its records with ---- */
+extern const cli_listing_kind account_listing;
+void accounts_output(const cli *c, cli_table *t, const void *page, size_t count);
+extern const char *const transfer_titles[12];
+void transfer_row(cli_table *t, const tally_transfer_info *x);
+
+/* ---- queries.c ---- */
+/* Whether account list was given a filter (then it is account_query). */
+bool account_list_filtered(const cli *c);
+int run_account_query(cli *c);
+int run_transfer_list(cli *c);
+
 /* ---- parse.c ---- */
 
 /* The n-th positional entry of table, or NULL. */

@@ -934,6 +934,65 @@ START_TEST(test_account_list_pages)
 }
 END_TEST
 
+/* The ids that `tally --json ARGS` printed, one object a line. */
+static void expect_listed(const char *const *args, const char *field, const char *const *want,
+                          size_t n)
+{
+    json_t **lines;
+    size_t got = json_lines_of(args, &lines, 16);
+    ck_assert_uint_eq(got, n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_object_get(lines[i], field);
+        char text[40];
+        if (json_is_integer(v))
+            snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(v));
+        else
+            snprintf(text, sizeof(text), "%s", json_string_value(v));
+        ck_assert_str_eq(text, want[i]);
+    }
+    json_lines_free(lines, got);
+    free(lines);
+}
+
+/* account list with a filter (account_query), transfer list
+ * (transfer_query, account_transfers), across pages of one record. */
+START_TEST(test_account_and_transfer_list_queries)
+{
+    WRITE_OK("account", "open", "31", "--code", "77", "--user-data-64", "5");
+    WRITE_OK("account", "open", "32", "--code", "77");
+    WRITE_OK("account", "open", "33", "--code", "78", "--user-data-64", "5");
+    WRITE_OK("transfer", "--debit", "31", "--credit", "32", "--amount", "1", "--id", "301",
+             "--code", "9");
+    WRITE_OK("transfer", "--debit", "32", "--credit", "31", "--amount", "2", "--id", "302");
+    WRITE_OK("transfer", "--debit", "33", "--credit", "32", "--amount", "3", "--id", "303",
+             "--code", "9");
+    expect_listed((const char *const[]){"--json", "account", "list", "--code", "77", NULL}, "id",
+                  (const char *const[]){"31", "32"}, 2);
+    expect_listed((const char *const[]){"--json", "account", "list", "--code", "77", "--reverse",
+                                        NULL},
+                  "id", (const char *const[]){"32", "31"}, 2);
+    expect_listed((const char *const[]){"--json", "account", "list", "--user-data-64", "5",
+                                        "--limit", "1", NULL},
+                  "id", (const char *const[]){"31"}, 1);
+    expect_listed((const char *const[]){"--json", "transfer", "list", "--code", "9", NULL}, "id",
+                  (const char *const[]){"0000000000000000000000000000012d",
+                                        "0000000000000000000000000000012f"},
+                  2);
+    expect_listed((const char *const[]){"--json", "transfer", "list", "--account", "32",
+                                        "--credits", "--reverse", NULL},
+                  "id", (const char *const[]){"0000000000000000000000000000012f",
+                                              "0000000000000000000000000000012d"},
+                  2);
+    expect_listed((const char *const[]){"--json", "transfer", "list", "--account", "31", NULL},
+                  "id", (const char *const[]){"0000000000000000000000000000012d",
+                                              "0000000000000000000000000000012e"},
+                  2);
+    cli_output r = TALLY("account", "list", "--code", "77", "--after", "3");
+    expect_exit(&r, 2);
+    output_free(&r);
+}
+END_TEST
+
 START_TEST(test_transfer_get)
 {
     open_accounts();
@@ -1445,6 +1504,7 @@ int main(void)
     const test_row with_server[] = {
         {"account", test_account_open_and_get, TEST_TIMEOUT_S},
         {"user_data", test_user_data_round_trips, TEST_TIMEOUT_S},
+        {"queries", test_account_and_transfer_list_queries, TEST_TIMEOUT_S},
         {"replay_key", test_transfer_same_key_is_a_replay, TEST_TIMEOUT_S},
         {"replay_id", test_transfer_id_without_key_is_a_replay, TEST_TIMEOUT_S},
         {"generated_key", test_generated_key_is_printed_and_retries, TEST_TIMEOUT_S},
