@@ -85,6 +85,12 @@
     X(exceeds_credits, 72, B)                                                  \
     X(exceeds_debits, 73, B)                                                   \
     X(id_already_failed, 74, B)                                                \
+    /* reversals (transfer_reverse) */                                         \
+    X(reversed_transfer_not_found, 75, B)                                      \
+    X(transfer_not_reversible, 76, B)                                          \
+    X(exceeds_unreversed_amount, 77, B)                                        \
+    X(exists_with_different_reverses, 78, B)                                   \
+    X(reverses_must_not_be_zero, 79, V)                                        \
     /* holds (pending transfers) */                                            \
     X(pending_transfer_not_found, 80, B)                                       \
     X(pending_transfer_not_pending, 81, B)                                     \

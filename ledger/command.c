@@ -70,6 +70,16 @@ static int validate_transfer(const ledger_command *cmd)
     return TALLY_ok;
 }
 
+static int validate_reverse(const ledger_command *cmd)
+{
+    const ledger_reverse *r = &cmd->u.reverse;
+    if (tally_id128_is_zero(&r->id))
+        return TALLY_id_must_not_be_zero;
+    if (tally_id128_is_zero(&r->reverses))
+        return TALLY_reverses_must_not_be_zero;
+    return r->amount_given ? validate_amount(r->amount) : TALLY_ok;
+}
+
 static int validate_post(const ledger_command *cmd)
 {
     const ledger_hold_step *h = &cmd->u.hold;
@@ -233,6 +243,14 @@ static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
     fp_user_data(h, &t->user_data);
 }
 
+static void fp_reverse(sha256_ctx *h, const ledger_command *cmd)
+{
+    const ledger_reverse *r = &cmd->u.reverse;
+    fp_id(h, &r->id), fp_id(h, &r->reverses), fp_u8(h, r->amount_given);
+    fp_u64(h, (uint64_t)r->amount), fp_u64(h, r->code);
+    fp_user_data(h, &r->user_data);
+}
+
 /* post and void */
 static void fp_hold_step(sha256_ctx *h, const ledger_command *cmd)
 {
@@ -327,6 +345,8 @@ static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
     [LEDGER_WEBHOOK_RECEIVE] = {LEDGER_WEBHOOK_RECEIVE, "webhook_receive", validate_webhook,
                                 fp_webhook, ledger_webhook_apply,
                                 {LOG_EVENT_WEBHOOK_RECEIVED}},
+    [LEDGER_REVERSE] = {LEDGER_REVERSE, "transfer_reverse", validate_reverse, fp_reverse,
+                        ledger_transfer_reverse_apply, {LOG_EVENT_TRANSFER_CREATED}},
 };
 
 /* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left

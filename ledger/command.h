@@ -33,12 +33,13 @@ typedef enum ledger_command_kind {
     LEDGER_REVOKE = 7,
     LEDGER_CHAIN = 8,
     LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/http/webhooks.c) */
+    LEDGER_REVERSE = 10,        /* transfer_reverse */
 } ledger_command_kind;
 
 /* One past the last kind: the op table's length. Outside the enum, so that
  * switches over kinds elsewhere (net/metrics/metrics.c) need no case for
  * it. */
-#define LEDGER_COMMAND_KIND_END (LEDGER_WEBHOOK_RECEIVE + 1)
+#define LEDGER_COMMAND_KIND_END (LEDGER_REVERSE + 1)
 
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
@@ -84,6 +85,18 @@ typedef struct ledger_transfer {
     uint32_t timeout_s; /* holds only; 0 = never expires */
     ledger_user_data user_data;
 } ledger_transfer;
+
+/* transfer_reverse: a new transfer, id, that moves amount of a posted
+ * transfer back (from its credit account to its debit account), linked to
+ * it (its record's `reverses`). */
+typedef struct ledger_reverse {
+    tally_id128 id;        /* != 0: the reversal's own transfer id */
+    tally_id128 reverses;  /* != 0: the transfer reversed */
+    int64_t amount;        /* 0 = all that is not reversed yet (no amount given) */
+    bool amount_given;
+    uint16_t code;         /* 0 = the reversed transfer's code */
+    ledger_user_data user_data;
+} ledger_reverse;
 
 /* Post (capture) or void a hold. */
 typedef struct ledger_hold_step {
@@ -135,6 +148,7 @@ struct ledger_command {
         ledger_entitlement_command entitlement;
         ledger_chain chain;
         ledger_webhook webhook;
+        ledger_reverse reverse;
     } u;
 };
 

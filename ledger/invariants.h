@@ -17,6 +17,8 @@
  *                  the sum of unresolved holds
  *   expiry_index   every unresolved hold with a timeout and every active
  *                  entitlement with an end has its expiry entry
+ *   reversals      every transfer's reversed_amount is the sum of the
+ *                  amounts of the transfers whose `reverses` names it
  *   inbox_links    every successful inbox record points at the events it
  *                  caused; every caused event has its inbox record
  *   failed_ids     every failed transfer id (failed_id.h) has the inbox

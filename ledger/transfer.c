@@ -39,12 +39,21 @@ static bool transfer_is_sane(const ledger_transfer_record *r)
                     : r->state == LEDGER_TRANSFER_POSTED) &&
            r->posted_amount >= 0 && r->posted_amount <= r->amount &&
            (r->state == LEDGER_TRANSFER_HOLD_POSTED) == (r->posted_amount > 0) &&
-           r->version >= 1 && r->version <= 2;
+           r->version >= 1 && r->version <= 2 && r->reversed_amount >= 0 &&
+           ledger_transfer_unreversed(r) >= 0;
+}
+
+int64_t ledger_transfer_unreversed(const ledger_transfer_record *r)
+{
+    int64_t posted = r->state == LEDGER_TRANSFER_POSTED        ? r->amount
+                     : r->state == LEDGER_TRANSFER_HOLD_POSTED ? r->posted_amount
+                                                               : 0;
+    return posted - r->reversed_amount;
 }
 
 /* The fields of a record in their stored order, as unsigned 64-bit
  * values (negative times and amounts are not sane, so never stored). */
-#define TRANSFER_FIELDS 18
+#define TRANSFER_FIELDS 21
 #define TRANSFER_FIELDS_V2 14 /* formats 1 and 2: up to created_ms */
 
 static void transfer_fields(const ledger_transfer_record *r, uint64_t f[TRANSFER_FIELDS])
@@ -57,13 +66,14 @@ static void transfer_fields(const ledger_transfer_record *r, uint64_t f[TRANSFER
         r->resolved_seq,         (uint64_t)r->created_ms,
         get_u64_be(r->user_data.user_data_128.bytes),
         get_u64_be(r->user_data.user_data_128.bytes + 8),
-        r->user_data.user_data_64, r->user_data.user_data_32};
+        r->user_data.user_data_64, r->user_data.user_data_32, (uint64_t)r->reversed_amount,
+        get_u64_be(r->reverses.bytes), get_u64_be(r->reverses.bytes + 8)};
     memcpy(f, v, sizeof(v));
 }
 
 /* The fields' widths in format 1, which are also each field's range. */
-static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 1, 4, 8,
-                                                              8, 8, 8, 8, 8, 8, 8, 8, 4};
+static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 1, 4, 8, 8, 8,
+                                                              8, 8, 8, 8, 8, 8, 4, 8, 8, 8};
 
 static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRANSFER_FIELDS])
 {
@@ -87,6 +97,9 @@ static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRAN
     put_u64_be(r->user_data.user_data_128.bytes + 8, f[15]);
     r->user_data.user_data_64 = f[16];
     r->user_data.user_data_32 = (uint32_t)f[17];
+    r->reversed_amount = (int64_t)f[18];
+    put_u64_be(r->reverses.bytes, f[19]);
+    put_u64_be(r->reverses.bytes + 8, f[20]);
     return true;
 }
 
@@ -132,10 +145,25 @@ static int transfer_put(store_txn *t, const ledger_transfer_record *r)
     return store_put(t, STORE_DB_TRANSFERS, r->id.bytes, 16, val, len, 0);
 }
 
+/* The three user data fields whatever their values (a row with a
+ * reversal's fields after them needs their places). */
+static int pack_user_data_always(const msgpack_record *m, const ledger_user_data *u)
+{
+    if (!m->row)
+        return ledger_user_data_pack(m, u);
+    return msgpack_safe_pack_bin(m->pk, u->user_data_128.bytes, 16) ||
+           msgpack_pack_uint64(m->pk, u->user_data_64) ||
+           msgpack_pack_uint32(m->pk, u->user_data_32);
+}
+
 int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row)
 {
     msgpack_record m;
-    return msgpack_record_begin(&m, pk, row, 15 + ledger_user_data_fields(&r->user_data, row)) ||
+    bool reversal = !tally_id128_is_zero(&r->reverses) || r->reversed_amount != 0;
+    /* a row's optional tail: user data (when set or before the reversal's
+     * fields), then the reversal's (when set) */
+    uint32_t tail = !row || reversal ? 5 : ledger_user_data_fields(&r->user_data, row);
+    return msgpack_record_begin(&m, pk, row, 15 + tail) ||
            msgpack_record_key(&m, "id") || msgpack_safe_pack_bin(pk, r->id.bytes, 16) ||
            msgpack_record_key(&m, "debit_account_id") ||
            msgpack_pack_uint64(pk, r->debit_account_id) ||
@@ -156,7 +184,11 @@ int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bo
            msgpack_record_key(&m, "created_seq") || msgpack_pack_uint64(pk, r->created_seq) ||
            msgpack_record_key(&m, "resolved_seq") || msgpack_pack_uint64(pk, r->resolved_seq) ||
            msgpack_record_key(&m, "created_ms") || msgpack_pack_int64(pk, r->created_ms) ||
-           ledger_user_data_pack(&m, &r->user_data);
+           (tail >= 3 && pack_user_data_always(&m, &r->user_data)) ||
+           (tail == 5 && (msgpack_record_key(&m, "reverses") ||
+                          msgpack_safe_pack_bin(pk, r->reverses.bytes, 16) ||
+                          msgpack_record_key(&m, "reversed_amount") ||
+                          msgpack_pack_int64(pk, r->reversed_amount)));
 }
 
 /* The state: a name (map) or a number (row), one of ledger_transfer_state. */
@@ -200,6 +232,10 @@ int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out)
               msgpack_safe_get_u64(msgpack_record_next(&m, "resolved_seq"), &out->resolved_seq) &&
               msgpack_safe_get_i64(msgpack_record_next(&m, "created_ms"), &out->created_ms) &&
               ledger_user_data_unpack(&m, &out->user_data);
+    const msgpack_object *reverses = msgpack_record_next_optional(&m, "reverses");
+    const msgpack_object *reversed = msgpack_record_next_optional(&m, "reversed_amount");
+    ok = ok && (reverses == NULL || msgpack_safe_get_id128(reverses, &out->reverses)) &&
+         (reversed == NULL || msgpack_safe_get_i64(reversed, &out->reversed_amount));
     if (!ok)
         return TALLY_corrupt_record;
     out->ledger = (uint32_t)ledger;
@@ -313,24 +349,16 @@ static int load_accounts(store_txn *t, uint64_t debit_id, uint64_t credit_id,
  * transfer with the id (exists, exists_with_different_*), then an id that
  * failed within the dedupe window (id_already_failed), then the accounts,
  * ledgers and balances. */
-int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
+/* A new transfer: its accounts, ledgers and balances checked, then
+ * written with its index entries and event. original: for a reversal, the
+ * transfer reversed (its reversed_amount grows by the amount, written
+ * with it; the caller checked that much is left), else NULL. */
+static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
+                           ledger_transfer_record *original)
 {
-    const ledger_transfer *cmd = &command->u.transfer;
     ledger_transfer_record r;
-    int rc = ledger_transfer_get(ctx->txn, &cmd->id, &r);
-    if (rc == TALLY_ok) {
-        ctx->original_seq = r.created_seq;
-        return compare_existing(&r, cmd);
-    }
-    if (rc != TALLY_not_found)
-        return rc;
-    rc = ledger_failed_id_get(ctx->txn, &cmd->id, NULL);
-    if (rc == TALLY_ok)
-        return TALLY_id_already_failed;
-    if (rc != TALLY_not_found)
-        return rc;
     ledger_account dr, cr;
-    rc = load_accounts(ctx->txn, cmd->debit_account_id, cmd->credit_account_id, &dr, &cr);
+    int rc = load_accounts(ctx->txn, cmd->debit_account_id, cmd->credit_account_id, &dr, &cr);
     if (rc != TALLY_ok)
         return rc;
     if (dr.ledger != cr.ledger)
@@ -361,6 +389,13 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
     r.created_seq = head.seq + 1;
     r.created_ms = ctx->now_ms;
     r.user_data = cmd->user_data;
+    if (original) {
+        r.reverses = original->id;
+        original->reversed_amount += cmd->amount;
+        rc = transfer_put(ctx->txn, original);
+        if (rc != TALLY_ok)
+            return rc;
+    }
     if (pending) {
         dr.debits_pending += cmd->amount;
         cr.credits_pending += cmd->amount;
@@ -379,6 +414,80 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
     if (rc != TALLY_ok)
         return rc;
     return transfer_commit(ctx, LOG_EVENT_TRANSFER_CREATED, &r, &dr, &cr);
+}
+
+/* Whether id is free for a new transfer: TALLY_ok, or exists (with
+ * *have, the transfer there), id_already_failed or a fault. */
+static int id_is_free(ledger_ctx *ctx, const tally_id128 *id, ledger_transfer_record *have)
+{
+    int rc = ledger_transfer_get(ctx->txn, id, have);
+    if (rc == TALLY_ok) {
+        ctx->original_seq = have->created_seq;
+        return TALLY_exists;
+    }
+    if (rc != TALLY_not_found)
+        return rc;
+    rc = ledger_failed_id_get(ctx->txn, id, NULL);
+    return rc == TALLY_ok ? TALLY_id_already_failed : rc == TALLY_not_found ? TALLY_ok : rc;
+}
+
+int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
+{
+    const ledger_transfer *cmd = &command->u.transfer;
+    ledger_transfer_record have;
+    int rc = id_is_free(ctx, &cmd->id, &have);
+    if (rc == TALLY_exists)
+        return compare_existing(&have, cmd);
+    return rc != TALLY_ok ? rc : transfer_create(ctx, cmd, NULL);
+}
+
+/* A reversal's id taken already: the same reversal is exists. */
+static int compare_existing_reversal(const ledger_transfer_record *have,
+                                     const ledger_reverse *cmd)
+{
+    if (!tally_id128_equal(&have->reverses, &cmd->reverses))
+        return TALLY_exists_with_different_reverses;
+    if (cmd->amount_given && have->amount != cmd->amount)
+        return TALLY_exists_with_different_amount;
+    if (cmd->code != 0 && have->code != cmd->code)
+        return TALLY_exists_with_different_code;
+    int rc = ledger_user_data_compare(&have->user_data, &cmd->user_data);
+    return rc != TALLY_ok ? rc : TALLY_exists;
+}
+
+/* The order of the checks: the reversal's id (exists...,
+ * id_already_failed), the transfer reversed (found, posted, enough left),
+ * then those of any transfer (accounts, balances: a reversal may be
+ * refused with exceeds_credits when the money moved on). */
+int ledger_transfer_reverse_apply(ledger_ctx *ctx, const ledger_command *command)
+{
+    const ledger_reverse *cmd = &command->u.reverse;
+    ledger_transfer_record have, original;
+    int rc = id_is_free(ctx, &cmd->id, &have);
+    if (rc == TALLY_exists)
+        return compare_existing_reversal(&have, cmd);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = ledger_transfer_get(ctx->txn, &cmd->reverses, &original);
+    if (rc == TALLY_not_found)
+        return TALLY_reversed_transfer_not_found;
+    if (rc != TALLY_ok)
+        return rc;
+    if (original.state != LEDGER_TRANSFER_POSTED &&
+        original.state != LEDGER_TRANSFER_HOLD_POSTED)
+        return TALLY_transfer_not_reversible;
+    int64_t left = ledger_transfer_unreversed(&original);
+    int64_t amount = cmd->amount_given ? cmd->amount : left;
+    if (left == 0 || amount > left)
+        return TALLY_exceeds_unreversed_amount;
+    ledger_transfer t = {.id = cmd->id,
+                         .debit_account_id = original.credit_account_id,
+                         .credit_account_id = original.debit_account_id,
+                         .amount = amount,
+                         .ledger = original.ledger,
+                         .code = cmd->code ? cmd->code : original.code,
+                         .user_data = cmd->user_data};
+    return transfer_create(ctx, &t, &original);
 }
 
 /* Load a hold that can still be resolved now, or say why not. */

@@ -98,6 +98,15 @@ EXAMPLES = [
     ("The next page.", "account_list", get("/v1/accounts?after_id=2&limit=2")),
     ("A page of no accounts: 400, as for `dlq_list`.", "account_list", get("/v1/accounts?limit=0")),
     ("The first transfer.", "transfer_get", get("/v1/transfers/" + A)),
+    ("Reverse 50 of the first transfer: a new transfer from account 2 back to account 1; "
+     "`reverses` names the original.", "transfer_reverse",
+     post("transfer_reverse", {"id": "0000000000000000000000000000001a", "reverses": A,
+                               "amount": 50}, "reverse-1")),
+    ("The original now says how much of it was reversed.", "transfer_get",
+     get("/v1/transfers/" + A)),
+    ("Reversing more than is left: 422.", "transfer_reverse",
+     post("transfer_reverse", {"id": "0000000000000000000000000000001b", "reverses": A,
+                               "amount": 451}, "reverse-2")),
     ("Open account 6 with user data: an invoice in user_data_128 (32 hex digits), a customer in "
      "user_data_64, a tenant in user_data_32.", "account_open",
      post("account_open", {"id": 6, "ledger": 1, "code": 20,

@@ -65,6 +65,14 @@
       "holds: expire after this many seconds (0 = never)")                       \
     NET_FIELD_USER_DATA(F, T)
 
+#define NET_FIELDS_transfer_reverse(F, T)                                                  \
+    F(T, ID128, id, REQUIRED, 16, "the reversal's own transfer id (16 bytes, != 0), unique")  \
+    F(T, ID128, reverses, REQUIRED, 16, "the posted transfer it reverses")                    \
+    F(T, AMOUNT, amount, OPTIONAL, INT64_MAX,                                                \
+      "1 .. what is not reversed yet (absent: all of that)")                                 \
+    F(T, UINT, code, OPTIONAL, UINT16_MAX, "transfer code (default: the reversed transfer's)") \
+    NET_FIELD_USER_DATA(F, T)
+
 #define NET_FIELDS_post(F, T)  \
     NET_FIELD_PENDING_ID(F, T) \
     F(T, AMOUNT, amount, OPTIONAL, INT64_MAX, "amount to post, 1 .. held (absent: all)")
@@ -228,6 +236,7 @@
 /* Every list above (ops without fields have none). */
 #define NET_FIELD_LISTS(X)                                                            \
     X(account_open) X(transfer) X(post) X(void) X(grant) X(extend) X(revoke) X(chain) \
+    X(transfer_reverse)                                                               \
     X(batch) X(account_get) X(account_history) X(account_list) X(transfer_get)        \
     X(query) X(account_transfers)                                                     \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \

@@ -31,6 +31,7 @@ COMMAND_OF(account_open)
 COMMAND_OF(transfer)
 COMMAND_OF(post)
 COMMAND_OF(void)
+COMMAND_OF(transfer_reverse)
 COMMAND_OF(grant)
 COMMAND_OF(extend)
 COMMAND_OF(revoke)
@@ -169,6 +170,11 @@ const net_op net_ops[NET_OP_COUNT] = {
         .id = NET_OP_BACKUP, .name = "backup", .auth = AUTH_CLASS_ADMIN, .kind = NET_KIND_CONTROL,
         FIELDS(backup), .build = build_backup, .control = net_control_backup,
         .doc = "An online, compacting, consistent copy of the store into a new directory on the server's machine (docs/OPERATIONS.md)."},
+    [NET_OP_TRANSFER_REVERSE] = {
+        .id = NET_OP_TRANSFER_REVERSE, .name = "transfer_reverse", .auth = AUTH_CLASS_WRITE,
+        WRITE(transfer_reverse),
+        .doc = "Reverse a posted transfer, all or part of it: a new transfer the other way, "
+               "linked to it."},
     [NET_OP_ACCOUNT_QUERY] = {
         .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
         READ(query, net_read_account_query),

@@ -20,6 +20,7 @@ int net_build_nothing(net_request *req, const void *args);   /* an op without fi
 /* ---- writes (ops_write.c) ---- */
 void net_command_account_open(const net_args_account_open *a, ledger_command *c);
 void net_command_transfer(const net_args_transfer *a, ledger_command *c);
+void net_command_transfer_reverse(const net_args_transfer_reverse *a, ledger_command *c);
 void net_command_post(const net_args_post *a, ledger_command *c);
 void net_command_void(const net_args_void *a, ledger_command *c);
 void net_command_grant(const net_args_grant *a, ledger_command *c);

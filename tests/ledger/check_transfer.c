@@ -75,6 +75,8 @@ static void assert_transfers_equal(const ledger_transfer_record *x,
     ck_assert_mem_eq(x->user_data.user_data_128.bytes, y->user_data.user_data_128.bytes, 16);
     ck_assert_uint_eq(x->user_data.user_data_64, y->user_data.user_data_64);
     ck_assert_uint_eq(x->user_data.user_data_32, y->user_data.user_data_32);
+    ck_assert_int_eq(x->reversed_amount, y->reversed_amount);
+    ck_assert_mem_eq(x->reverses.bytes, y->reverses.bytes, 16);
 }
 
 /* A store with accounts 1 and 2 on ledger 1 (flags 0). */
@@ -235,6 +237,8 @@ START_TEST(test_transfer_record_formats)
     memset(big.user_data.user_data_128.bytes, 0xff, 16);
     big.user_data.user_data_64 = UINT64_MAX;
     big.user_data.user_data_32 = UINT32_MAX;
+    big.reversed_amount = INT64_MAX; /* all it posted */
+    memset(big.reverses.bytes, 0xff, 16);
     uint8_t rec[LEDGER_TRANSFER_RECORD_BYTES_MAX];
     size_t n = ledger_transfer_encode(&big, rec);
     ck_assert_uint_le(n, LEDGER_TRANSFER_RECORD_BYTES_MAX);
@@ -250,10 +254,14 @@ START_TEST(test_transfer_record_formats)
     ck_assert_int_eq(ledger_transfer_decode(&id, rec, n, &back), TALLY_corrupt_record);
     /* user_data_32 beyond 32 bits */
     big.user_data.user_data_32 = 0;
-    n = ledger_transfer_encode(&big, rec); /* ends with user_data_32's one byte 0 */
+    big.reversed_amount = 0;
+    memset(big.reverses.bytes, 0, 16);
+    n = ledger_transfer_encode(&big, rec); /* ends with user_data_32 0, then the reversal's 0 0 0 */
     uint8_t wide32[LEDGER_TRANSFER_RECORD_BYTES_MAX + 8];
-    memcpy(wide32, rec, n - 1);
-    n = n - 1 + put_uvarint(wide32 + n - 1, UINT64_C(1) << 32);
+    memcpy(wide32, rec, n - 4);
+    n = n - 4 + put_uvarint(wide32 + n - 4, UINT64_C(1) << 32);
+    memset(wide32 + n, 0, 3);
+    n += 3;
     ck_assert_int_eq(ledger_transfer_decode(&id, wide32, n, &back), TALLY_corrupt_record);
 
     /* Format 2 (no user data): the first 14 fields. */
@@ -618,6 +626,123 @@ START_TEST(test_transfer_keeps_user_data)
 }
 END_TEST
 
+/* ---- reversals (transfer_reverse) ---- */
+
+static ledger_command reverse_cmd(uint64_t tid, uint64_t reverses, int64_t amount)
+{
+    ledger_command c = {.kind = LEDGER_REVERSE};
+    c.u.reverse.id = test_id(tid);
+    c.u.reverse.reverses = test_id(reverses);
+    c.u.reverse.amount = amount;
+    c.u.reverse.amount_given = amount != 0;
+    return c;
+}
+
+/* In full by default: the opposite transfer, linked both ways; then
+ * nothing is left to reverse. */
+START_TEST(test_reverse_in_full)
+{
+    test_store ts;
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &pay);
+    ledger_command rev = reverse_cmd(20, 9, 0);
+    ledger_outcome out = test_apply(&ts, "svc", "rev-20", &rev);
+    ck_assert_int_eq(out.code, TALLY_ok);
+    ck_assert_uint_eq(out.event_count, 1);
+    test_assert_balances(&ts, 1, 100, 100, 0, 0);
+    test_assert_balances(&ts, 2, 100, 100, 0, 0);
+    ledger_transfer_record r = test_transfer(&ts, 20), o = test_transfer(&ts, 9);
+    ck_assert_uint_eq(r.debit_account_id, 2);
+    ck_assert_uint_eq(r.credit_account_id, 1);
+    ck_assert_int_eq(r.amount, 100);
+    ck_assert_uint_eq(r.code, o.code);
+    ck_assert_mem_eq(r.reverses.bytes, o.id.bytes, 16);
+    ck_assert_int_eq(o.reversed_amount, 100);
+    ck_assert_int_eq(ledger_transfer_unreversed(&o), 0);
+    /* The same key again replays; the same reversal under another key is
+     * exists; a new one finds nothing left. */
+    ck_assert(test_apply(&ts, "svc", "rev-20", &rev).replayed);
+    assert_rejected(&ts, &rev, TALLY_exists);
+    ledger_command other = reverse_cmd(20, 10, 0);
+    assert_rejected(&ts, &other, TALLY_exists_with_different_reverses);
+    ledger_command more = reverse_cmd(21, 9, 1);
+    assert_rejected(&ts, &more, TALLY_exceeds_unreversed_amount);
+    /* The event is a transfer.created of the reversal, naming what it reverses. */
+    test_transfer_event ev = test_read_transfer_event(&ts, r.created_seq);
+    ck_assert_mem_eq(ev.transfer.reverses.bytes, o.id.bytes, 16);
+    test_finish(&ts);
+}
+END_TEST
+
+/* In parts, never beyond what is left; only what was posted, of a hold. */
+START_TEST(test_reverse_in_parts_and_holds)
+{
+    test_store ts;
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &pay);
+    test_setup_ok(&ts, reverse_cmd(20, 9, 30));
+    ledger_command too_much = reverse_cmd(21, 9, 71);
+    assert_rejected(&ts, &too_much, TALLY_exceeds_unreversed_amount);
+    test_setup_ok(&ts, reverse_cmd(21, 9, 70));
+    ck_assert_int_eq(test_transfer(&ts, 9).reversed_amount, 100);
+    ledger_command amount = reverse_cmd(21, 9, 69);
+    assert_rejected(&ts, &amount, TALLY_exists_with_different_amount);
+    /* holds: pending, then posted in part */
+    test_setup_ok(&ts, test_cmd_hold(30, 1, 2, 50, 0));
+    ledger_command pending = reverse_cmd(31, 30, 0);
+    assert_rejected(&ts, &pending, TALLY_transfer_not_reversible);
+    test_setup_ok(&ts, test_cmd_post(30, 20));
+    ledger_command beyond = reverse_cmd(31, 30, 21);
+    assert_rejected(&ts, &beyond, TALLY_exceeds_unreversed_amount);
+    test_setup_ok(&ts, reverse_cmd(31, 30, 0));
+    ck_assert_int_eq(test_transfer(&ts, 31).amount, 20);
+    ledger_command missing = reverse_cmd(40, 99, 0);
+    assert_rejected(&ts, &missing, TALLY_reversed_transfer_not_found);
+    ledger_command zero = reverse_cmd(40, 0, 0);
+    assert_rejected(&ts, &zero, TALLY_reverses_must_not_be_zero);
+    test_finish(&ts);
+}
+END_TEST
+
+/* tally-recon's reversals check: a reversed_amount that the reversals do
+ * not add up to is reported. */
+START_TEST(test_recon_checks_reversed_amounts)
+{
+    test_store ts;
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &pay);
+    test_setup_ok(&ts, reverse_cmd(20, 9, 30));
+    ck_assert_uint_eq(test_invariant_findings(&ts, "reversals"), 0);
+    ledger_transfer_record o = test_transfer(&ts, 9);
+    o.reversed_amount = 40;
+    uint8_t rec[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+    size_t n = ledger_transfer_encode(&o, rec);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_TRANSFERS, o.id.bytes, 16, rec, n, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "reversals"), 1);
+    test_store_close(&ts);
+}
+END_TEST
+
+/* A reversal is a transfer: the account's limits hold for it too. */
+START_TEST(test_reverse_obeys_limits)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_open_bank_user_merchant(&ts);
+    ledger_command buy = test_cmd_transfer(50, TEST_USER, TEST_MERCHANT, 60);
+    test_apply_ok(&ts, &buy);
+    /* refunding the user: the merchant (no limit) gives back, fine */
+    test_setup_ok(&ts, reverse_cmd(51, 50, 10));
+    /* reversing the user's funding while the user has spent it: refused */
+    ledger_command unfund = reverse_cmd(52, 1, 0);
+    assert_rejected(&ts, &unfund, TALLY_exceeds_credits);
+    test_finish(&ts);
+}
+END_TEST
+
 START_TEST(test_duplicate_with_unknown_accounts_is_still_exists)
 {
     /* The id is checked first: a clash is reported even for accounts that
@@ -961,6 +1086,10 @@ int main(void)
     TCase *ids = tcase_create("unique_ids");
     tcase_add_test(ids, test_duplicate_identical_exists);
     tcase_add_test(ids, test_transfer_keeps_user_data);
+    tcase_add_test(ids, test_reverse_in_full);
+    tcase_add_test(ids, test_reverse_in_parts_and_holds);
+    tcase_add_test(ids, test_reverse_obeys_limits);
+    tcase_add_test(ids, test_recon_checks_reversed_amounts);
     tcase_add_test(ids, test_duplicate_with_different_fields);
     tcase_add_test(ids, test_duplicate_with_unknown_accounts_is_still_exists);
     tcase_add_test(ids, test_duplicate_hold_with_different_timeout);
