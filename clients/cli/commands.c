@@ -148,6 +148,16 @@ static const cli_option post_options[] = {
 
 static const cli_option void_options[] = {ARG_TID, OPT_KEY, OPT_END};
 
+static const cli_option reverse_options[] = {
+    {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL, "the posted transfer to reverse"},
+    {"--amount", SLOT_AMOUNT, CLI_AMOUNT, 0, 0, false, "N",
+     "amount to move back, at most what is not reversed yet (default: all of that)"},
+    {"--id", SLOT_ID, CLI_TID, 0, 0, false, "TID",
+     "the reversal's own transfer id (default: from the key)"},
+    {"--code", SLOT_CODE, CLI_UINT, 1, UINT16_MAX, false, "N",
+     "the reversal's code (default: the reversed transfer's)"},
+    OPT_USER_DATA("the reversal"), OPT_KEY, OPT_END};
+
 static const cli_option grant_options[] = {
     ARG_SUBJECT, ARG_FEATURE, OPT_UNTIL("end of validity"),
     OPT_FOR("valid for this long from now"), OPT_ORDER, OPT_KEY, OPT_END};
@@ -297,9 +307,15 @@ const cli_command cli_commands[] = {
      transfer_get_options, run_transfer_get,
      "--json prints one object: id, debit_account_id, credit_account_id, amount,\n"
      "ledger, code, flags, pending, state, timeout_s, expires_at, posted_amount,\n"
-     "version, created_seq, resolved_seq, created.\n"},
+     "version, created_seq, resolved_seq, created, user_data_128, user_data_64,\n"
+     "user_data_32, reverses, reversed_amount.\n"},
     {"post", "Post (capture) a hold, fully or partly.", post_options, run_post, details_write},
     {"void", "Void a hold.", void_options, run_void, details_write},
+    {"reverse", "Reverse a posted transfer, all or part of it, with a transfer the other way.",
+     reverse_options, run_reverse,
+     "The reversal is a new transfer from the reversed one's credit account to its\n"
+     "debit account; its `reverses` names the original, whose reversed_amount grows\n"
+     "(`tally transfer get`). Its id comes from the key as for `tally transfer`.\n"},
     {"grant", "Grant an entitlement: until a time, for a duration, or for life.", grant_options,
      run_grant, details_time},
     {"extend", "Extend an active or expired entitlement to a later end.", extend_options,

@@ -252,6 +252,7 @@ int run_account_open(cli *c);
 int run_transfer(cli *c);
 int run_post(cli *c);
 int run_void(cli *c);
+int run_reverse(cli *c);
 int run_grant(cli *c);
 int run_extend(cli *c);
 int run_revoke(cli *c);

@@ -165,6 +165,21 @@ int run_post(cli *c)
     return write_report(c, "post", rc, &r, &c->v[SLOT_TID].id);
 }
 
+int run_reverse(cli *c)
+{
+    tally_reverse_args a = {.reverses = c->v[SLOT_TID].id,
+                            .amount = c->v[SLOT_AMOUNT].set ? c->v[SLOT_AMOUNT].i : 0,
+                            .code = (uint16_t)value_or(c, SLOT_CODE, 0)};
+    a.user_data = user_data_of(c);
+    int rc = transfer_identify(c, &a.id);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_reverse(c->client, c->key, &a, &r);
+    return write_report(c, "reverse", rc, &r, &a.id);
+}
+
 int run_void(cli *c)
 {
     int rc = key_prepare(c);

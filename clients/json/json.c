@@ -79,7 +79,14 @@ json_t *transfer_json(const tally_transfer_info *x)
         (json_int_t)x->posted_amount, "version", json_u64(x->version), "created_seq",
         json_u64(x->created_seq), "resolved_seq", json_u64(x->resolved_seq), "created",
         x->created_ms ? json_time(x->created_ms) : NULL);
-    return with_user_data(o, &x->user_data);
+    o = with_user_data(o, &x->user_data);
+    if (o != NULL && (json_object_set_new(o, "reverses", json_tid(&x->reverses)) != 0 ||
+                      json_object_set_new(o, "reversed_amount",
+                                          json_integer(x->reversed_amount)) != 0)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 json_t *entitlement_json(const tally_entitlement *e)

@@ -54,6 +54,12 @@ bool client_transfer_decode(const msgpack_object *o, void *out)
     t->resolved_seq = dec_uint(&d, "resolved_seq", UINT64_MAX);
     t->created_ms = dec_int(&d, "created_ms");
     dec_user_data(&d, &t->user_data);
+    memset(&t->reverses, 0, sizeof(t->reverses));
+    t->reversed_amount = 0;
+    if (dec_has(&d, "reverses"))
+        dec_id(&d, "reverses", &t->reverses);
+    if (dec_has(&d, "reversed_amount"))
+        t->reversed_amount = dec_int(&d, "reversed_amount");
     return d.ok;
 }
 

@@ -274,6 +274,19 @@ int tally_account_open(tally_client *c, const char *key, const tally_account_ope
                        tally_result *out);
 int tally_transfer(tally_client *c, const char *key, const tally_transfer_args *t,
                    tally_result *out);
+/* transfer_reverse (docs/PROTOCOL.md, "Reversals"): a new transfer id that
+ * moves amount of the posted transfer reverses back (amount 0: all that is
+ * not reversed yet; code 0: the reversed transfer's code). */
+typedef struct tally_reverse_args {
+    tally_uuid id;
+    tally_uuid reverses;
+    int64_t amount;
+    uint16_t code;
+    tally_user_data user_data;
+} tally_reverse_args;
+
+int tally_reverse(tally_client *c, const char *key, const tally_reverse_args *r,
+                  tally_result *out);
 /* amount 0 posts the full held amount. */
 int tally_post(tally_client *c, const char *key, const tally_uuid *pending_id, int64_t amount,
                tally_result *out);
@@ -359,6 +372,8 @@ typedef struct tally_transfer_info {
     uint64_t version, created_seq, resolved_seq;
     int64_t created_ms;
     tally_user_data user_data;
+    tally_uuid reverses;     /* a reversal: the transfer it reverses (zeros: none) */
+    int64_t reversed_amount; /* what reversals moved back of this transfer */
 } tally_transfer_info;
 
 typedef struct tally_entitlement {

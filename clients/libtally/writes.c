@@ -72,6 +72,21 @@ static int fill_transfer(fields *fs, const void *args)
     return TALLY_ok;
 }
 
+static int fill_reverse(fields *fs, const void *args)
+{
+    const tally_reverse_args *r = args;
+    if (r == NULL)
+        return TALLY_invalid_argument;
+    put_id(fs, "id", &r->id);
+    put_id(fs, "reverses", &r->reverses);
+    if (r->amount != 0)
+        put_int(fs, "amount", r->amount);
+    if (r->code != 0)
+        put_uint(fs, "code", r->code);
+    put_user_data(fs, &r->user_data);
+    return TALLY_ok;
+}
+
 static int fill_post(fields *fs, const void *args)
 {
     const hold_args *h = args;
@@ -201,6 +216,12 @@ int tally_transfer(tally_client *c, const char *key, const tally_transfer_args *
                    tally_result *out)
 {
     return write_single(c, key, (write_op){"transfer", fill_transfer, t}, out);
+}
+
+int tally_reverse(tally_client *c, const char *key, const tally_reverse_args *r,
+                  tally_result *out)
+{
+    return write_single(c, key, (write_op){"transfer_reverse", fill_reverse, r}, out);
 }
 
 int tally_post(tally_client *c, const char *key, const tally_uuid *pending_id, int64_t amount,

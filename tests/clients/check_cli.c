@@ -934,6 +934,34 @@ START_TEST(test_account_list_pages)
 }
 END_TEST
 
+/* tally reverse: part, then the rest; beyond it a rejection (exit 1). */
+START_TEST(test_reverse)
+{
+    WRITE_OK("account", "open", "41");
+    WRITE_OK("account", "open", "42");
+    WRITE_OK("transfer", "--debit", "41", "--credit", "42", "--amount", "10", "--id", "401");
+    WRITE_OK("reverse", "401", "--amount", "4", "--id", "402", "--user-data-32", "8");
+    json_t *j = TALLY_JSON(0, "transfer", "get", "402");
+    ck_assert_int_eq(jint(j, "debit_account_id"), 42);
+    ck_assert_int_eq(jint(j, "credit_account_id"), 41);
+    ck_assert_int_eq(jint(j, "amount"), 4);
+    ck_assert_str_eq(jstr(j, "reverses"), "00000000000000000000000000000191");
+    ck_assert_int_eq(jint(j, "user_data_32"), 8);
+    json_decref(j);
+    j = TALLY_JSON(1, "reverse", "401", "--amount", "7", "--id", "403");
+    ck_assert_str_eq(jstr(j, "code"), "exceeds_unreversed_amount");
+    json_decref(j);
+    WRITE_OK("reverse", "401", "--id", "404"); /* the 6 left */
+    j = TALLY_JSON(0, "transfer", "get", "401");
+    ck_assert_int_eq(jint(j, "reversed_amount"), 10);
+    json_decref(j);
+    j = TALLY_JSON(0, "account", "get", "41");
+    ck_assert_int_eq(jint(j, "debits_posted"), 10);
+    ck_assert_int_eq(jint(j, "credits_posted"), 10);
+    json_decref(j);
+}
+END_TEST
+
 /* The ids that `tally --json ARGS` printed, one object a line. */
 static void expect_listed(const char *const *args, const char *field, const char *const *want,
                           size_t n)
@@ -1505,6 +1533,7 @@ int main(void)
         {"account", test_account_open_and_get, TEST_TIMEOUT_S},
         {"user_data", test_user_data_round_trips, TEST_TIMEOUT_S},
         {"queries", test_account_and_transfer_list_queries, TEST_TIMEOUT_S},
+        {"reverse", test_reverse, TEST_TIMEOUT_S},
         {"replay_key", test_transfer_same_key_is_a_replay, TEST_TIMEOUT_S},
         {"replay_id", test_transfer_id_without_key_is_a_replay, TEST_TIMEOUT_S},
         {"generated_key", test_generated_key_is_printed_and_retries, TEST_TIMEOUT_S},
