@@ -145,6 +145,17 @@ static void play(test_store *ts)
     sweep_and_retain(ts);
     ledger_command late = test_cmd_transfer(30, 3, 1, 1);
     ck_assert_int_eq(test_apply(ts, "app", "t30", &late).code, TALLY_ok);
+    /* user data (indexed) and a reversal of part of t1 */
+    ledger_command tagged = test_cmd_transfer(32, 1, 3, 4);
+    tagged.u.transfer.user_data.user_data_64 = 77;
+    tagged.u.transfer.user_data.user_data_128.bytes[3] = 1;
+    ck_assert_int_eq(test_apply(ts, "app", "t32", &tagged).code, TALLY_ok);
+    ledger_command rev = {.kind = LEDGER_REVERSE};
+    rev.u.reverse.id = test_id(33);
+    rev.u.reverse.reverses = test_id(1);
+    rev.u.reverse.amount = 100;
+    rev.u.reverse.amount_given = true;
+    ck_assert_int_eq(test_apply(ts, "app", "rev1", &rev).code, TALLY_ok);
 
     ts->now_ms = T0 + 6 * SECOND; /* g1 expires; redeliveries are due */
     sweep_and_retain(ts);
