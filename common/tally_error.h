@@ -98,6 +98,10 @@
     X(pending_transfer_already_voided, 83, B)                                  \
     X(pending_transfer_expired, 84, B)                                         \
     X(exceeds_pending_transfer_amount, 85, B)                                  \
+    /* balancing and closing transfers */                                      \
+    X(closing_transfer_must_be_pending, 86, V)                                 \
+    X(debit_account_already_closed, 87, B)                                     \
+    X(credit_account_already_closed, 88, B)                                    \
     /* entitlements */                                                         \
     X(subject_must_not_be_empty, 90, V)                                        \
     X(subject_too_long, 91, V)                                                 \

@@ -20,7 +20,7 @@ static bool balance_ok(int64_t v) { return v >= 0; }
 static bool account_is_sane(const ledger_account *a)
 {
     return a->id != 0 && a->ledger != 0 && a->code != 0 &&
-           (a->flags & ~LEDGER_ACCOUNT_FLAGS_KNOWN) == 0 &&
+           (a->flags & ~(LEDGER_ACCOUNT_FLAGS_KNOWN | LEDGER_ACCOUNT_CLOSED)) == 0 &&
            (a->flags & LEDGER_ACCOUNT_FLAGS_KNOWN) != LEDGER_ACCOUNT_FLAGS_KNOWN &&
            balance_ok(a->debits_posted) && balance_ok(a->credits_posted) &&
            balance_ok(a->debits_pending) && balance_ok(a->credits_pending) &&

@@ -65,6 +65,9 @@ static int validate_transfer(const ledger_command *cmd)
         return TALLY_code_must_not_be_zero;
     if (t->timeout_s != 0 && !(t->flags & LEDGER_TRANSFER_PENDING))
         return TALLY_timeout_reserved_for_pending_transfer;
+    if ((t->flags & (LEDGER_TRANSFER_CLOSING_DEBIT | LEDGER_TRANSFER_CLOSING_CREDIT)) &&
+        !(t->flags & LEDGER_TRANSFER_PENDING))
+        return TALLY_closing_transfer_must_be_pending;
     if (t->timeout_s > TALLY_HOLD_TIMEOUT_S_MAX)
         return TALLY_timeout_too_large;
     return TALLY_ok;

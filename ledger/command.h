@@ -44,11 +44,26 @@ typedef enum ledger_command_kind {
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
 #define LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS (1u << 1)
-#define LEDGER_ACCOUNT_FLAGS_KNOWN 0x3u
+#define LEDGER_ACCOUNT_FLAGS_KNOWN 0x3u /* what account_open may set */
+/* Set by a pending closing transfer (LEDGER_TRANSFER_CLOSING_*), cleared
+ * when it is voided or expires: the account takes no new transfer. Never
+ * given by account_open. */
+#define LEDGER_ACCOUNT_CLOSED (1u << 2)
 
 /* Transfer flags. */
 #define LEDGER_TRANSFER_PENDING (1u << 0)
-#define LEDGER_TRANSFER_FLAGS_KNOWN 0x1u
+/* Move at most amount: less, so that the debit account's debits (pending
+ * and posted) do not pass its credits posted (balancing_debit), or the
+ * credit account's credits theirs (balancing_credit); the transfer
+ * records the amount moved. */
+#define LEDGER_TRANSFER_BALANCING_DEBIT (1u << 1)
+#define LEDGER_TRANSFER_BALANCING_CREDIT (1u << 2)
+/* A hold that closes its debit (closing_debit) or credit (closing_credit)
+ * account while it is pending or posted; voiding it (or its expiry)
+ * reopens the account. */
+#define LEDGER_TRANSFER_CLOSING_DEBIT (1u << 3)
+#define LEDGER_TRANSFER_CLOSING_CREDIT (1u << 4)
+#define LEDGER_TRANSFER_FLAGS_KNOWN 0x1fu
 
 /* The caller's own data on an account or a transfer (an invoice, a
  * customer, a tenant): set at creation, never changed, returned by every

@@ -292,7 +292,10 @@ static int compare_existing(const ledger_transfer_record *have, const ledger_tra
         return TALLY_exists_with_different_debit_account_id;
     if (have->credit_account_id != cmd->credit_account_id)
         return TALLY_exists_with_different_credit_account_id;
-    if (have->amount != cmd->amount)
+    /* a balancing transfer records what it moved, at most what was asked */
+    bool balancing = cmd->flags & (LEDGER_TRANSFER_BALANCING_DEBIT |
+                                   LEDGER_TRANSFER_BALANCING_CREDIT);
+    if (balancing ? cmd->amount < have->amount : have->amount != cmd->amount)
         return TALLY_exists_with_different_amount;
     if (have->ledger != cmd->ledger)
         return TALLY_exists_with_different_ledger;
@@ -349,6 +352,26 @@ static int load_accounts(store_txn *t, uint64_t debit_id, uint64_t credit_id,
  * transfer with the id (exists, exists_with_different_*), then an id that
  * failed within the dedupe window (id_already_failed), then the accounts,
  * ledgers and balances. */
+/* What a transfer moves: its amount, or for a balancing transfer at most
+ * what keeps the account's debits (balancing_debit: pending and posted)
+ * within its credits posted, and the credits within the debits
+ * (balancing_credit), whatever the account's own flags; 0 when nothing
+ * can move (TigerBeetle's balancing transfers). */
+static int64_t balanced_amount(const ledger_transfer *cmd, const ledger_account *dr,
+                               const ledger_account *cr)
+{
+    int64_t amount = cmd->amount;
+    if (cmd->flags & LEDGER_TRANSFER_BALANCING_DEBIT) {
+        int64_t room = dr->credits_posted - dr->debits_posted - dr->debits_pending;
+        amount = room <= 0 ? 0 : room < amount ? room : amount;
+    }
+    if (cmd->flags & LEDGER_TRANSFER_BALANCING_CREDIT) {
+        int64_t room = cr->debits_posted - cr->credits_posted - cr->credits_pending;
+        amount = room <= 0 ? 0 : room < amount ? room : amount;
+    }
+    return amount;
+}
+
 /* A new transfer: its accounts, ledgers and balances checked, then
  * written with its index entries and event. original: for a reversal, the
  * transfer reversed (its reversed_amount grows by the amount, written
@@ -365,8 +388,16 @@ static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
         return TALLY_accounts_must_have_the_same_ledger;
     if (cmd->ledger != dr.ledger)
         return TALLY_transfer_must_have_the_same_ledger_as_accounts;
+    if (dr.flags & LEDGER_ACCOUNT_CLOSED)
+        return TALLY_debit_account_already_closed;
+    if (cr.flags & LEDGER_ACCOUNT_CLOSED)
+        return TALLY_credit_account_already_closed;
     bool pending = cmd->flags & LEDGER_TRANSFER_PENDING;
-    rc = check_balances(&dr, &cr, cmd->amount, pending);
+    int64_t amount = balanced_amount(cmd, &dr, &cr);
+    if (amount == 0) /* a balancing transfer with nothing to move */
+        return cmd->flags & LEDGER_TRANSFER_BALANCING_DEBIT ? TALLY_exceeds_credits
+                                                            : TALLY_exceeds_debits;
+    rc = check_balances(&dr, &cr, amount, pending);
     if (rc != TALLY_ok)
         return rc;
     log_head head;
@@ -378,7 +409,7 @@ static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
     r.id = cmd->id;
     r.debit_account_id = cmd->debit_account_id;
     r.credit_account_id = cmd->credit_account_id;
-    r.amount = cmd->amount;
+    r.amount = amount;
     r.ledger = cmd->ledger;
     r.code = cmd->code;
     r.flags = cmd->flags;
@@ -389,6 +420,10 @@ static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
     r.created_seq = head.seq + 1;
     r.created_ms = ctx->now_ms;
     r.user_data = cmd->user_data;
+    if (cmd->flags & LEDGER_TRANSFER_CLOSING_DEBIT)
+        dr.flags |= LEDGER_ACCOUNT_CLOSED;
+    if (cmd->flags & LEDGER_TRANSFER_CLOSING_CREDIT)
+        cr.flags |= LEDGER_ACCOUNT_CLOSED;
     if (original) {
         r.reverses = original->id;
         original->reversed_amount += cmd->amount;
@@ -397,11 +432,11 @@ static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
             return rc;
     }
     if (pending) {
-        dr.debits_pending += cmd->amount;
-        cr.credits_pending += cmd->amount;
+        dr.debits_pending += amount;
+        cr.credits_pending += amount;
     } else {
-        dr.debits_posted += cmd->amount;
-        cr.credits_posted += cmd->amount;
+        dr.debits_posted += amount;
+        cr.credits_posted += amount;
     }
     if (r.expires_at_ms != 0) {
         rc = ledger_expiry_add(ctx->txn, r.expires_at_ms, LEDGER_EXPIRY_HOLD, r.id.bytes, 16);
@@ -527,6 +562,12 @@ static int resolve_hold(ledger_ctx *ctx, ledger_transfer_record *r, uint8_t stat
         return rc;
     dr.debits_pending -= r->amount;
     cr.credits_pending -= r->amount;
+    if (state != LEDGER_TRANSFER_HOLD_POSTED) { /* voided or expired: reopen what it closed */
+        if (r->flags & LEDGER_TRANSFER_CLOSING_DEBIT)
+            dr.flags &= (uint16_t)~LEDGER_ACCOUNT_CLOSED;
+        if (r->flags & LEDGER_TRANSFER_CLOSING_CREDIT)
+            cr.flags &= (uint16_t)~LEDGER_ACCOUNT_CLOSED;
+    }
     dr.debits_posted += posted_amount; /* fits: it was counted as pending */
     cr.credits_posted += posted_amount;
     if (r->expires_at_ms != 0) {

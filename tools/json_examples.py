@@ -107,6 +107,9 @@ EXAMPLES = [
     ("Reversing more than is left: 422.", "transfer_reverse",
      post("transfer_reverse", {"id": "0000000000000000000000000000001b", "reverses": A,
                                "amount": 451}, "reverse-2")),
+    ("A balancing transfer: at most 10000 from account 2, which has debits_must_not_exceed_credits: "
+     "it moves what account 2 has left, and records that amount.", "transfer",
+     pay("balance-1", "0000000000000000000000000000001c", 2, 1, 10000, flags=2)),
     ("Open account 6 with user data: an invoice in user_data_128 (32 hex digits), a customer in "
      "user_data_64, a tenant in user_data_32.", "account_open",
      post("account_open", {"id": 6, "ledger": 1, "code": 20,

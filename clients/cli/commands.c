@@ -138,6 +138,14 @@ static const cli_option transfer_options[] = {
      "hold the amount (post or void it later)"},
     {"--timeout-s", SLOT_TIMEOUT_S, CLI_UINT, 0, TALLY_HOLD_TIMEOUT_S_MAX, false, "N",
      "with --pending: the hold expires after N seconds (default 0: never)"},
+    {"--balancing-debit", SLOT_BALANCING_DEBIT, CLI_FLAG, 0, 0, false, NULL,
+     "move at most what keeps the debit account's debits within its credits"},
+    {"--balancing-credit", SLOT_BALANCING_CREDIT, CLI_FLAG, 0, 0, false, NULL,
+     "move at most what keeps the credit account's credits within its debits"},
+    {"--closing-debit", SLOT_CLOSING_DEBIT, CLI_FLAG, 0, 0, false, NULL,
+     "with --pending: close the debit account (voiding the hold reopens it)"},
+    {"--closing-credit", SLOT_CLOSING_CREDIT, CLI_FLAG, 0, 0, false, NULL,
+     "with --pending: close the credit account (voiding the hold reopens it)"},
     OPT_USER_DATA("the transfer"), OPT_KEY, OPT_END};
 
 static const cli_option post_options[] = {

@@ -144,6 +144,16 @@ int run_transfer(cli *c)
         t.timeout_s = (uint32_t)value_or(c, SLOT_TIMEOUT_S, 0);
     }
     t.user_data = user_data_of(c);
+    static const struct {
+        cli_slot slot;
+        uint16_t flag;
+    } flag_options[] = {{SLOT_BALANCING_DEBIT, TALLY_TRANSFER_BALANCING_DEBIT},
+                        {SLOT_BALANCING_CREDIT, TALLY_TRANSFER_BALANCING_CREDIT},
+                        {SLOT_CLOSING_DEBIT, TALLY_TRANSFER_CLOSING_DEBIT},
+                        {SLOT_CLOSING_CREDIT, TALLY_TRANSFER_CLOSING_CREDIT}};
+    for (size_t i = 0; i < sizeof(flag_options) / sizeof(flag_options[0]); i++)
+        if (c->v[flag_options[i].slot].set)
+            t.flags |= flag_options[i].flag;
     int rc = transfer_identify(c, &t.id);
     if (rc != CLI_EXIT_OK)
         return rc;

@@ -63,7 +63,13 @@ json_t *account_json(const tally_account *a)
         "debits_pending", (json_int_t)a->debits_pending, "credits_pending",
         (json_int_t)a->credits_pending, "version", json_u64(a->version), "created_seq",
         json_u64(a->created_seq), "created", a->created_ms ? json_time(a->created_ms) : NULL);
-    return with_user_data(o, &a->user_data);
+    o = with_user_data(o, &a->user_data);
+    if (o != NULL &&
+        json_object_set_new(o, "closed", json_boolean(a->flags & TALLY_ACCOUNT_CLOSED)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 json_t *transfer_json(const tally_transfer_info *x)

@@ -228,7 +228,12 @@ typedef struct tally_result {
 
 #define TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS 1u
 #define TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS 2u
+#define TALLY_ACCOUNT_CLOSED 4u /* read only: set by a closing transfer */
 #define TALLY_TRANSFER_PENDING 1u
+#define TALLY_TRANSFER_BALANCING_DEBIT 2u  /* move at most what the debit account has */
+#define TALLY_TRANSFER_BALANCING_CREDIT 4u /* at most what the credit account may take */
+#define TALLY_TRANSFER_CLOSING_DEBIT 8u    /* with PENDING: close the debit account */
+#define TALLY_TRANSFER_CLOSING_CREDIT 16u  /* with PENDING: close the credit account */
 
 /* The caller's own data on an account or a transfer (an invoice, a
  * customer, a tenant): set when it is created, never changed, returned by

@@ -60,7 +60,10 @@
     F(T, AMOUNT, amount, REQUIRED, INT64_MAX, "1 .. 2^63-1")                     \
     F(T, UINT, ledger, REQUIRED, UINT32_MAX, "must equal both accounts' ledger") \
     F(T, UINT, code, REQUIRED, UINT16_MAX, "transfer code, != 0")                \
-    F(T, UINT, flags, OPTIONAL, UINT16_MAX, "bit 0 pending: a hold (default 0)") \
+    F(T, UINT, flags, OPTIONAL, UINT16_MAX,                                      \
+      "bit 0 pending: a hold; 1 balancing_debit, 2 balancing_credit: move at most "  \
+      "what the account has; 3 closing_debit, 4 closing_credit (with pending): "     \
+      "close the account (default 0)")                                             \
     F(T, UINT, timeout_s, OPTIONAL, TALLY_HOLD_TIMEOUT_S_MAX,                    \
       "holds: expire after this many seconds (0 = never)")                       \
     NET_FIELD_USER_DATA(F, T)

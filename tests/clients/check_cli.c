@@ -962,6 +962,34 @@ START_TEST(test_reverse)
 }
 END_TEST
 
+/* --balancing-debit moves what there is; --closing-debit closes the
+ * account until its hold is voided. */
+START_TEST(test_balancing_and_closing)
+{
+    WRITE_OK("account", "open", "51", "--debits-must-not-exceed-credits");
+    WRITE_OK("account", "open", "52");
+    WRITE_OK("transfer", "--debit", "52", "--credit", "51", "--amount", "30", "--id", "501");
+    WRITE_OK("transfer", "--debit", "51", "--credit", "52", "--amount", "1000", "--id", "502",
+             "--balancing-debit");
+    json_t *j = TALLY_JSON(0, "transfer", "get", "502");
+    ck_assert_int_eq(jint(j, "amount"), 30);
+    json_decref(j);
+    WRITE_OK("transfer", "--debit", "52", "--credit", "51", "--amount", "1", "--id", "503",
+             "--pending", "--closing-credit");
+    j = TALLY_JSON(0, "account", "get", "51");
+    ck_assert(jbool(j, "closed"));
+    json_decref(j);
+    j = TALLY_JSON(1, "transfer", "--debit", "52", "--credit", "51", "--amount", "1", "--id",
+                   "504");
+    ck_assert_str_eq(jstr(j, "code"), "credit_account_already_closed");
+    json_decref(j);
+    WRITE_OK("void", "0000000000000000000000000000" "01f7");
+    j = TALLY_JSON(0, "account", "get", "51");
+    ck_assert(!jbool(j, "closed"));
+    json_decref(j);
+}
+END_TEST
+
 /* The ids that `tally --json ARGS` printed, one object a line. */
 static void expect_listed(const char *const *args, const char *field, const char *const *want,
                           size_t n)
@@ -1534,6 +1562,7 @@ int main(void)
         {"user_data", test_user_data_round_trips, TEST_TIMEOUT_S},
         {"queries", test_account_and_transfer_list_queries, TEST_TIMEOUT_S},
         {"reverse", test_reverse, TEST_TIMEOUT_S},
+        {"balancing_closing", test_balancing_and_closing, TEST_TIMEOUT_S},
         {"replay_key", test_transfer_same_key_is_a_replay, TEST_TIMEOUT_S},
         {"replay_id", test_transfer_id_without_key_is_a_replay, TEST_TIMEOUT_S},
         {"generated_key", test_generated_key_is_printed_and_retries, TEST_TIMEOUT_S},

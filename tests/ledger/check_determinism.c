@@ -156,6 +156,15 @@ static void play(test_store *ts)
     rev.u.reverse.amount = 100;
     rev.u.reverse.amount_given = true;
     ck_assert_int_eq(test_apply(ts, "app", "rev1", &rev).code, TALLY_ok);
+    /* a balancing transfer and a closing hold, voided (the account reopens) */
+    ledger_command bal = test_cmd_transfer(34, 3, 4, 1000000);
+    bal.u.transfer.flags = LEDGER_TRANSFER_BALANCING_DEBIT;
+    ck_assert_int_eq(test_apply(ts, "app", "bal", &bal).code, TALLY_ok);
+    ledger_command closing = test_cmd_hold(35, 4, 1, 1, 0);
+    closing.u.transfer.flags |= LEDGER_TRANSFER_CLOSING_DEBIT;
+    ck_assert_int_eq(test_apply(ts, "app", "close4", &closing).code, TALLY_ok);
+    ledger_command reopen = test_cmd_void(35);
+    ck_assert_int_eq(test_apply(ts, "app", "reopen4", &reopen).code, TALLY_ok);
 
     ts->now_ms = T0 + 6 * SECOND; /* g1 expires; redeliveries are due */
     sweep_and_retain(ts);

@@ -450,7 +450,7 @@ START_TEST(test_reserved_transfer_flag)
     test_store ts;
     open_pair(&ts);
     ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
-    cmd.u.transfer.flags = 1u << 1;
+    cmd.u.transfer.flags = 1u << 5; /* the first bit after closing_credit */
     assert_rejected(&ts, &cmd, TALLY_reserved_flag);
     test_finish(&ts);
 }
@@ -739,6 +739,98 @@ START_TEST(test_reverse_obeys_limits)
     /* reversing the user's funding while the user has spent it: refused */
     ledger_command unfund = reverse_cmd(52, 1, 0);
     assert_rejected(&ts, &unfund, TALLY_exceeds_credits);
+    test_finish(&ts);
+}
+END_TEST
+
+/* ---- balancing and closing transfers (TigerBeetle's flags) ---- */
+
+static ledger_command flagged(uint64_t tid, uint64_t debit, uint64_t credit, int64_t amount,
+                              uint16_t flags)
+{
+    ledger_command c = test_cmd_transfer(tid, debit, credit, amount);
+    c.u.transfer.flags = flags;
+    return c;
+}
+
+/* balancing_debit moves at most what keeps the debit account's debits
+ * within its credits, records that amount, and a retry asking at least as
+ * much is `exists`. */
+START_TEST(test_balancing_debit_moves_what_is_there)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_open_bank_user_merchant(&ts); /* the user holds 100 */
+    ledger_command all = flagged(60, TEST_USER, TEST_MERCHANT, 1000,
+                                 LEDGER_TRANSFER_BALANCING_DEBIT);
+    test_apply_ok(&ts, &all);
+    ck_assert_int_eq(test_transfer(&ts, 60).amount, TEST_USER_FUNDS);
+    test_assert_balances(&ts, TEST_USER, TEST_USER_FUNDS, TEST_USER_FUNDS, 0, 0);
+    assert_rejected(&ts, &all, TALLY_exists);
+    ledger_command less = flagged(60, TEST_USER, TEST_MERCHANT, 99,
+                                  LEDGER_TRANSFER_BALANCING_DEBIT);
+    assert_rejected(&ts, &less, TALLY_exists_with_different_amount);
+    /* nothing left to move */
+    ledger_command more = flagged(61, TEST_USER, TEST_MERCHANT, 5,
+                                  LEDGER_TRANSFER_BALANCING_DEBIT);
+    assert_rejected(&ts, &more, TALLY_exceeds_credits);
+    /* balancing_credit: at most what keeps the credit account's credits
+     * within its debits (the bank's debits are 100, its credits 0) */
+    ledger_command back = flagged(62, TEST_MERCHANT, TEST_BANK, 500,
+                                  LEDGER_TRANSFER_BALANCING_CREDIT);
+    test_apply_ok(&ts, &back);
+    ck_assert_int_eq(test_transfer(&ts, 62).amount, TEST_USER_FUNDS);
+    /* a balancing hold counts as pending for the next */
+    test_setup_ok(&ts, test_cmd_transfer(63, TEST_BANK, TEST_USER, 30));
+    test_setup_ok(&ts, flagged(64, TEST_USER, TEST_MERCHANT, 1000,
+                               LEDGER_TRANSFER_BALANCING_DEBIT | LEDGER_TRANSFER_PENDING));
+    ck_assert_int_eq(test_transfer(&ts, 64).amount, 30);
+    ledger_command again = flagged(65, TEST_USER, TEST_MERCHANT, 1,
+                                   LEDGER_TRANSFER_BALANCING_DEBIT);
+    assert_rejected(&ts, &again, TALLY_exceeds_credits);
+    test_finish(&ts);
+}
+END_TEST
+
+/* A closing hold closes its account to new transfers; voiding it (or its
+ * expiry) reopens it, posting it keeps it closed. */
+START_TEST(test_closing_transfers_close_and_reopen)
+{
+    test_store ts;
+    open_pair(&ts);
+    open_account(&ts, 3, 1, 0);
+    ledger_command single = flagged(70, 1, 2, 1, LEDGER_TRANSFER_CLOSING_DEBIT);
+    assert_rejected(&ts, &single, TALLY_closing_transfer_must_be_pending);
+    test_setup_ok(&ts, flagged(71, 1, 2, 1,
+                               LEDGER_TRANSFER_CLOSING_DEBIT | LEDGER_TRANSFER_PENDING));
+    ck_assert(test_account(&ts, 1).flags & LEDGER_ACCOUNT_CLOSED);
+    ck_assert(!(test_account(&ts, 2).flags & LEDGER_ACCOUNT_CLOSED));
+    ledger_command from = test_cmd_transfer(72, 1, 3, 5);
+    assert_rejected(&ts, &from, TALLY_debit_account_already_closed);
+    ledger_command to = test_cmd_transfer(76, 3, 1, 5);
+    assert_rejected(&ts, &to, TALLY_credit_account_already_closed);
+    test_setup_ok(&ts, test_cmd_void(71));
+    ck_assert(!(test_account(&ts, 1).flags & LEDGER_ACCOUNT_CLOSED));
+    test_setup_ok(&ts, test_cmd_transfer(77, 1, 3, 5));
+    /* closing the credit side, posted: stays closed */
+    test_setup_ok(&ts, flagged(73, 3, 2, 1,
+                               LEDGER_TRANSFER_CLOSING_CREDIT | LEDGER_TRANSFER_PENDING));
+    test_setup_ok(&ts, test_cmd_post(73, 0));
+    ck_assert(test_account(&ts, 2).flags & LEDGER_ACCOUNT_CLOSED);
+    ledger_command into = test_cmd_transfer(74, 1, 2, 1);
+    assert_rejected(&ts, &into, TALLY_credit_account_already_closed);
+    /* an expiring closing hold reopens when it expires */
+    ledger_command timed = flagged(75, 3, 1, 1,
+                                   LEDGER_TRANSFER_CLOSING_DEBIT | LEDGER_TRANSFER_PENDING);
+    timed.u.transfer.timeout_s = 1;
+    test_setup_ok(&ts, timed);
+    ck_assert(test_account(&ts, 3).flags & LEDGER_ACCOUNT_CLOSED);
+    ts.now_ms += 2000;
+    ck_assert_uint_eq(test_sweep(&ts), 1);
+    ck_assert(!(test_account(&ts, 3).flags & LEDGER_ACCOUNT_CLOSED));
+    /* account_open may not set the flag itself */
+    ledger_command open = test_cmd_open(9, 1, LEDGER_ACCOUNT_CLOSED);
+    ck_assert_int_eq(test_code(&ts, &open), TALLY_reserved_flag);
     test_finish(&ts);
 }
 END_TEST
@@ -1090,6 +1182,8 @@ int main(void)
     tcase_add_test(ids, test_reverse_in_parts_and_holds);
     tcase_add_test(ids, test_reverse_obeys_limits);
     tcase_add_test(ids, test_recon_checks_reversed_amounts);
+    tcase_add_test(ids, test_balancing_debit_moves_what_is_there);
+    tcase_add_test(ids, test_closing_transfers_close_and_reopen);
     tcase_add_test(ids, test_duplicate_with_different_fields);
     tcase_add_test(ids, test_duplicate_with_unknown_accounts_is_still_exists);
     tcase_add_test(ids, test_duplicate_hold_with_different_timeout);
