@@ -279,19 +279,6 @@ int tally_account_open(tally_client *c, const char *key, const tally_account_ope
                        tally_result *out);
 int tally_transfer(tally_client *c, const char *key, const tally_transfer_args *t,
                    tally_result *out);
-/* transfer_reverse (docs/PROTOCOL.md, "Reversals"): a new transfer id that
- * moves amount of the posted transfer reverses back (amount 0: all that is
- * not reversed yet; code 0: the reversed transfer's code). */
-typedef struct tally_reverse_args {
-    tally_uuid id;
-    tally_uuid reverses;
-    int64_t amount;
-    uint16_t code;
-    tally_user_data user_data;
-} tally_reverse_args;
-
-int tally_reverse(tally_client *c, const char *key, const tally_reverse_args *r,
-                  tally_result *out);
 /* amount 0 posts the full held amount. */
 int tally_post(tally_client *c, const char *key, const tally_uuid *pending_id, int64_t amount,
                tally_result *out);
@@ -508,43 +495,6 @@ int tally_entitlement_get(tally_client *c, const char *subject, const char *feat
 int tally_account_list(tally_client *c, uint64_t after_id, uint32_t limit, tally_account *out,
                        size_t capacity, size_t *count, uint64_t *next);
 
-/* ---- queries (docs/PROTOCOL.md, "Queries") ----
- * Accounts or transfers by any of ledger, code and user data (0: not
- * filtered) and a creation time range (inclusive, Unix ms; 0: no bound),
- * in creation order or newest first (reversed). A page holds at most
- * min(limit, capacity, 1000) records (limit 0: 100); page->has_next with
- * page->next when more may follow: set q->cursor to it and
- * q->has_cursor, same filters, for the next page. */
-typedef struct tally_query {
-    uint32_t ledger;
-    uint16_t code;
-    tally_user_data user_data;
-    int64_t timestamp_min_ms, timestamp_max_ms;
-    uint32_t limit;
-    bool reversed;
-    bool has_cursor;
-    tally_uuid cursor;
-} tally_query;
-
-typedef struct tally_query_page {
-    size_t count;  /* records written to out */
-    bool has_next;
-    tally_uuid next;
-} tally_query_page;
-
-/* TALLY_ok, TALLY_invalid_argument (a NULL pointer or zero capacity:
- * nothing sent), a refusal of the server (value_out_of_range: a time range
- * that ends before it begins, neither debits nor credits), a transport
- * code, or TALLY_internal for a reply of the wrong shape. */
-int tally_account_query(tally_client *c, const tally_query *q, tally_account *out,
-                        size_t capacity, tally_query_page *page);
-int tally_transfer_query(tally_client *c, const tally_query *q, tally_transfer_info *out,
-                         size_t capacity, tally_query_page *page);
-/* The transfers that debit (debits) or credit (credits) account_id; q's
- * ledger is not a filter of this op and must be 0. */
-int tally_account_transfers(tally_client *c, uint64_t account_id, bool debits, bool credits,
-                            const tally_query *q, tally_transfer_info *out, size_t capacity,
-                            tally_query_page *page);
 /* Up to capacity entitlements of subject, in feature order; *count gets
  * how many were stored (when the subject has more, the first capacity). */
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,
@@ -941,6 +891,8 @@ int tally_dlq_discard(tally_client *c, const char *name, uint64_t seq);
  * TALLY_out_of_memory. */
 int tally_request_raw(tally_client *c, const void *request, size_t len, void **reply,
                       size_t *reply_len);
+
+#include "tally_queries.h" /* queries and reversals (tally_reverse) */
 
 #ifdef __cplusplus
 }
