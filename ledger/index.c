@@ -48,10 +48,12 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
     uint8_t v[8];
     size_t n = 0;
     key_of(&out[n++], LEDGER_INDEX_ALL, NULL, r);
-    put_u32_be(v, r->ledger);
-    key_of(&out[n++], LEDGER_INDEX_LEDGER, v, r);
-    put_u16_be(v, r->code);
-    key_of(&out[n++], LEDGER_INDEX_CODE, v, r);
+    if (r->id_bytes == 8) { /* transfers: ledger and code are checked on the records */
+        put_u32_be(v, r->ledger);
+        key_of(&out[n++], LEDGER_INDEX_LEDGER, v, r);
+        put_u16_be(v, r->code);
+        key_of(&out[n++], LEDGER_INDEX_CODE, v, r);
+    }
     if (!tally_id128_is_zero(&r->user_data.user_data_128))
         key_of(&out[n++], LEDGER_INDEX_USER_DATA_128, r->user_data.user_data_128.bytes, r);
     if (r->user_data.user_data_64 != 0) {

@@ -7,8 +7,12 @@
  * kind u8, the indexed value big-endian (its width fixed by the kind),
  * created_ms i64, created_seq u64; value = the record's id (8 bytes for an
  * account, 16 for a transfer). An account has the entries ALL, LEDGER,
- * CODE, and each USER_DATA_* that is not 0; a transfer those and ACCOUNT
- * twice (its debit and its credit account). The fields indexed never
+ * CODE, and each USER_DATA_* that is not 0; a transfer ALL, each
+ * USER_DATA_* that is not 0 and ACCOUNT twice (its debit and its credit
+ * account), but no LEDGER or CODE: they would cost two entries (about 100
+ * bytes with their pages) on every transfer, and a transfer's ledger and
+ * code select little that its accounts and user data do not; queries
+ * check them on the records. The fields indexed never
  * change after creation, so the entries are put once, in the transaction
  * that creates the record, and never removed (retention keeps account and
  * transfer records). Within one value the keys sort by creation time, then

@@ -17,7 +17,7 @@ typedef struct query_index {
     uint8_t value[LEDGER_INDEX_VALUE_BYTES_MAX];
 } query_index;
 
-static query_index choose_index(const ledger_query *q)
+static query_index choose_index(const ledger_query *q, bool transfers)
 {
     query_index ix = {.kind = LEDGER_INDEX_ALL};
     const ledger_user_data *u = &q->user_data;
@@ -29,9 +29,9 @@ static query_index choose_index(const ledger_query *q)
         ix.kind = LEDGER_INDEX_USER_DATA_64, put_u64_be(ix.value, u->user_data_64);
     else if (u->user_data_32 != 0)
         ix.kind = LEDGER_INDEX_USER_DATA_32, put_u32_be(ix.value, u->user_data_32);
-    else if (q->code != 0)
+    else if (q->code != 0 && !transfers) /* transfers have no code or ledger entries */
         ix.kind = LEDGER_INDEX_CODE, put_u16_be(ix.value, q->code);
-    else if (q->ledger != 0)
+    else if (q->ledger != 0 && !transfers)
         ix.kind = LEDGER_INDEX_LEDGER, put_u32_be(ix.value, q->ledger);
     return ix;
 }
@@ -128,7 +128,7 @@ static int query_walk(store_txn *t, const ledger_query *q, store_db db, visit_fn
                       void *ctx, ledger_query_page *page)
 {
     memset(page, 0, sizeof(*page));
-    query_index ix = choose_index(q);
+    query_index ix = choose_index(q, db == STORE_DB_TRANSFER_INDEX);
     walk w = {.t = t, .q = q, .db = db, .min_ms = q->timestamp_min_ms,
               .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX};
     w.prefix_len = ledger_index_prefix(ix.kind, ix.value, w.prefix);

@@ -8,8 +8,8 @@
  * (inclusive; 0: open) and, for account_transfers, an account and which of
  * its sides (debits, credits). The walk takes one index: the account's for
  * account_transfers, else the first of user_data_128, user_data_64,
- * user_data_32, code, ledger that is given, else every record; the other
- * filters are checked on the records. A page holds at most limit records
+ * user_data_32, code, ledger (accounts only) that is given, else every
+ * record; the other filters are checked on the records. A page holds at most limit records
  * (1 .. TALLY_QUERY_ENTRIES_MAX) and examines at most
  * TALLY_QUERY_SCAN_ENTRIES_MAX index entries; it ends with a cursor when
  * it is full or hit that bound (the next page, from the cursor, may be

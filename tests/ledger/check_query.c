@@ -309,7 +309,7 @@ START_TEST(test_build_restores_an_upgraded_store)
     transfer_at(&ts, T0 + 3000, 101, 1, 2, 1, 9);
     uint64_t accounts = test_count(&ts, STORE_DB_ACCOUNT_INDEX);
     uint64_t transfers = test_count(&ts, STORE_DB_TRANSFER_INDEX);
-    ck_assert_uint_eq(transfers, 6); /* ALL, LEDGER, CODE, USER_DATA_64, two accounts */
+    ck_assert_uint_eq(transfers, 4); /* ALL, USER_DATA_64, two accounts */
     /* A store of format 5 as the upgrade leaves it: no entries, the mark. */
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
