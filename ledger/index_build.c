@@ -64,13 +64,27 @@ static int build_batch(store *st, store_db db, store_db index, uint8_t *after, s
     return store_txn_commit(&t);
 }
 
+/* A batch that met a full map is done again once the map has doubled (up
+ * to store_map_max), from where it began. */
 static int build_db(store *st, store_db db, store_db index, size_t key_bytes, uint64_t *records)
 {
-    uint8_t after[16];
+    uint8_t after[16], before[16];
     bool started = false, done = false;
     int rc = TALLY_ok;
-    while (rc == TALLY_ok && !done)
+    while (rc == TALLY_ok && !done) {
+        bool was_started = started;
+        uint64_t was_records = *records;
+        memcpy(before, after, sizeof(before));
         rc = build_batch(st, db, index, after, key_bytes, &started, &done, records);
+        if (rc == TALLY_storage_full) {
+            uint64_t now;
+            memcpy(after, before, sizeof(after));
+            started = was_started;
+            *records = was_records;
+            done = false;
+            rc = store_map_grow(st, &now);
+        }
+    }
     return rc;
 }
 

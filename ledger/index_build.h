@@ -14,7 +14,8 @@
  * indexes, put the entries of every account and transfer record (in
  * transactions of 10000 records), then remove the mark; else nothing.
  * *records gets how many records were indexed. A writer's store, before
- * it serves. TALLY_ok, TALLY_corrupt_record (a record that fails its
+ * it serves; a batch that meets a full map grows it (store_map_grow, up to
+ * store_map_max: set it first) and is done again. TALLY_ok, TALLY_corrupt_record (a record that fails its
  * checks) or a store error (the mark stays: the next call starts over). */
 int ledger_index_build(store *st, uint64_t *records);
 

@@ -111,18 +111,6 @@ static int open_store(server *srv)
     else if (srv->opt->upgrade)
         net_log(NET_LOG_INFO, "--upgrade: store %s is of the current format %d: nothing to do",
                 srv->opt->data_dir, STORE_FORMAT_VERSION);
-    uint64_t indexed = 0;
-    rc = ledger_index_build(srv->st, &indexed); /* an upgraded store's records */
-    if (rc != TALLY_ok) {
-        net_log(NET_LOG_ERROR, "store %s: building the account and transfer indexes: %s",
-                srv->opt->data_dir, tally_strerror(rc));
-        store_close(srv->st);
-        srv->st = NULL;
-        return rc;
-    }
-    if (indexed)
-        net_log(NET_LOG_INFO, "store %s: indexed %" PRIu64 " accounts and transfers",
-                srv->opt->data_dir, indexed);
     if (!srv->opt->skip_open_check && (rc = check_open_store(srv, started)) != TALLY_ok) {
         store_close(srv->st);
         srv->st = NULL;
@@ -136,6 +124,18 @@ static int open_store(server *srv)
             max = (uint64_t)fs.f_blocks * fs.f_frsize;
     }
     store_set_map_max(srv->st, max); /* never below a map grown before */
+    uint64_t indexed = 0;
+    rc = ledger_index_build(srv->st, &indexed); /* an upgraded store's records */
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_ERROR, "store %s: building the account and transfer indexes: %s",
+                srv->opt->data_dir, tally_strerror(rc));
+        store_close(srv->st);
+        srv->st = NULL;
+        return rc;
+    }
+    if (indexed)
+        net_log(NET_LOG_INFO, "store %s: indexed %" PRIu64 " accounts and transfers",
+                srv->opt->data_dir, indexed);
     store_txn t;
     log_head head = {0};
     rc = store_txn_begin(srv->st, NULL, true, &t);
