@@ -87,6 +87,13 @@
 #define TALLY_HISTORY_ENTRIES_DEFAULT 100
 #define TALLY_ACCOUNT_LIST_ENTRIES_MAX 1000   /* accounts of one account_list page */
 #define TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT 100
+/* account_query, transfer_query, account_transfers (ledger/query.h): records
+ * of one page, and the index entries one page may examine (those that do
+ * not match the filters the index does not cover count too): a page ends
+ * there, with a cursor, so a query's cost is bounded whatever it filters. */
+#define TALLY_QUERY_ENTRIES_MAX 1000
+#define TALLY_QUERY_ENTRIES_DEFAULT 100
+#define TALLY_QUERY_SCAN_ENTRIES_MAX 10000
 
 /* Wire (net/). */
 #define TALLY_PROTOCOL_VERSION 1
@@ -309,6 +316,12 @@ _Static_assert(TALLY_LOG_READ_EVENTS_DEFAULT <= TALLY_LOG_READ_EVENTS_MAX &&
                    TALLY_HISTORY_ENTRIES_DEFAULT <= TALLY_HISTORY_ENTRIES_MAX &&
                    TALLY_ACCOUNT_LIST_ENTRIES_DEFAULT <= TALLY_ACCOUNT_LIST_ENTRIES_MAX,
                "defaults within maxima");
+/* A transfer's reply map is under 512 bytes, an account's under 400. */
+_Static_assert(512 * TALLY_QUERY_ENTRIES_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
+               "a full query page fits one reply");
+_Static_assert(TALLY_QUERY_ENTRIES_DEFAULT <= TALLY_QUERY_ENTRIES_MAX &&
+                   TALLY_QUERY_ENTRIES_MAX <= TALLY_QUERY_SCAN_ENTRIES_MAX,
+               "a query page is within its scan bound");
 _Static_assert(256 * TALLY_ACCOUNT_LIST_ENTRIES_MAX + 4096 <= TALLY_REPLY_BYTES_MAX,
                "a full account_list page fits a reply (an account map is under 256 bytes)");
 _Static_assert(TALLY_MAP_SIZE_BYTES_MIN <= TALLY_MAP_SIZE_BYTES_DEFAULT &&

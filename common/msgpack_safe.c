@@ -411,6 +411,15 @@ const msgpack_object *msgpack_record_next(msgpack_record_reader *r, const char *
     return v;
 }
 
+const msgpack_object *msgpack_record_next_optional(msgpack_record_reader *r, const char *name)
+{
+    if (!r->ok)
+        return NULL;
+    if (msgpack_record_is_row(r))
+        return r->pos < r->o->via.array.size ? &r->o->via.array.ptr[r->pos++] : NULL;
+    return msgpack_safe_map_get(r->o, name);
+}
+
 bool msgpack_record_next_u64(msgpack_record_reader *r, const char *name, uint64_t max,
                              uint64_t *out)
 {

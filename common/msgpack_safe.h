@@ -85,6 +85,9 @@ uint32_t msgpack_record_fields(const msgpack_record_reader *r);
 const msgpack_object *msgpack_record_next(msgpack_record_reader *r, const char *name);
 
 /* The next field as an unsigned integer of at most max. */
+/* The next field if the record has it, else NULL without failing the
+ * reader: fields added at a record's end that older writers left out. */
+const msgpack_object *msgpack_record_next_optional(msgpack_record_reader *r, const char *name);
 bool msgpack_record_next_u64(msgpack_record_reader *r, const char *name, uint64_t max,
                              uint64_t *out);
 

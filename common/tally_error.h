@@ -54,6 +54,9 @@
     X(ledger_must_not_be_zero, 35, V)                                          \
     X(code_must_not_be_zero, 36, V)                                            \
     X(reserved_flag, 37, V)                                                    \
+    X(exists_with_different_user_data_128, 38, B)                              \
+    X(exists_with_different_user_data_64, 39, B)                               \
+    X(exists_with_different_user_data_32, 41, B)                               \
     /* accounts */                                                             \
     X(flags_are_mutually_exclusive, 40, V)                                     \
     /* transfers */                                                            \
@@ -82,6 +85,12 @@
     X(exceeds_credits, 72, B)                                                  \
     X(exceeds_debits, 73, B)                                                   \
     X(id_already_failed, 74, B)                                                \
+    /* reversals (transfer_reverse) */                                         \
+    X(reversed_transfer_not_found, 75, B)                                      \
+    X(transfer_not_reversible, 76, B)                                          \
+    X(exceeds_unreversed_amount, 77, B)                                        \
+    X(exists_with_different_reverses, 78, B)                                   \
+    X(reverses_must_not_be_zero, 79, V)                                        \
     /* holds (pending transfers) */                                            \
     X(pending_transfer_not_found, 80, B)                                       \
     X(pending_transfer_not_pending, 81, B)                                     \
@@ -89,6 +98,10 @@
     X(pending_transfer_already_voided, 83, B)                                  \
     X(pending_transfer_expired, 84, B)                                         \
     X(exceeds_pending_transfer_amount, 85, B)                                  \
+    /* balancing and closing transfers */                                      \
+    X(closing_transfer_must_be_pending, 86, V)                                 \
+    X(debit_account_already_closed, 87, B)                                     \
+    X(credit_account_already_closed, 88, B)                                    \
     /* entitlements */                                                         \
     X(subject_must_not_be_empty, 90, V)                                        \
     X(subject_too_long, 91, V)                                                 \

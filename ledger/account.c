@@ -6,22 +6,25 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/index.h"
 
 #include <assert.h>
 #include <string.h>
 
-#define ACCOUNT_RECORD_FORMAT 2 /* format 1: fixed width, read only */
-#define ACCOUNT_FIELDS 9
+#define ACCOUNT_RECORD_FORMAT 3 /* formats 1 (fixed width) and 2: read only */
+#define ACCOUNT_FIELDS 14
+#define ACCOUNT_FIELDS_V2 9 /* formats 1 and 2: up to created_seq */
 
 static bool balance_ok(int64_t v) { return v >= 0; }
 
 static bool account_is_sane(const ledger_account *a)
 {
     return a->id != 0 && a->ledger != 0 && a->code != 0 &&
-           (a->flags & ~LEDGER_ACCOUNT_FLAGS_KNOWN) == 0 &&
+           (a->flags & ~(LEDGER_ACCOUNT_FLAGS_KNOWN | LEDGER_ACCOUNT_CLOSED)) == 0 &&
            (a->flags & LEDGER_ACCOUNT_FLAGS_KNOWN) != LEDGER_ACCOUNT_FLAGS_KNOWN &&
            balance_ok(a->debits_posted) && balance_ok(a->credits_posted) &&
            balance_ok(a->debits_pending) && balance_ok(a->credits_pending) &&
+           a->created_ms >= 0 &&
            a->debits_posted <= TALLY_AMOUNT_MAX - a->debits_pending &&
            a->credits_posted <= TALLY_AMOUNT_MAX - a->credits_pending && a->version > 0;
 }
@@ -38,10 +41,16 @@ static void account_fields(const ledger_account *a, uint64_t f[ACCOUNT_FIELDS])
     f[6] = (uint64_t)a->credits_pending;
     f[7] = a->version;
     f[8] = a->created_seq;
+    f[9] = (uint64_t)a->created_ms;
+    f[10] = get_u64_be(a->user_data.user_data_128.bytes);
+    f[11] = get_u64_be(a->user_data.user_data_128.bytes + 8);
+    f[12] = a->user_data.user_data_64;
+    f[13] = a->user_data.user_data_32;
 }
 
 /* Widths of the fields in format 1 (bytes), the bounds of format 2's. */
-static const uint8_t account_field_bytes[ACCOUNT_FIELDS] = {4, 2, 2, 8, 8, 8, 8, 8, 8};
+static const uint8_t account_field_bytes[ACCOUNT_FIELDS] = {4, 2, 2, 8, 8, 8, 8, 8, 8,
+                                                            8, 8, 8, 8, 4};
 
 static bool account_set_fields(ledger_account *a, const uint64_t f[ACCOUNT_FIELDS])
 {
@@ -56,6 +65,11 @@ static bool account_set_fields(ledger_account *a, const uint64_t f[ACCOUNT_FIELD
     a->credits_pending = (int64_t)f[6];
     a->version = f[7];
     a->created_seq = f[8];
+    a->created_ms = (int64_t)f[9];
+    put_u64_be(a->user_data.user_data_128.bytes, f[10]);
+    put_u64_be(a->user_data.user_data_128.bytes + 8, f[11]);
+    a->user_data.user_data_64 = f[12];
+    a->user_data.user_data_32 = (uint32_t)f[13];
     return true;
 }
 
@@ -68,11 +82,13 @@ size_t ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT
 
 int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out)
 {
+    memset(out, 0, sizeof(*out)); /* padding too: records are compared whole */
     const uint8_t *p = bytes;
-    uint64_t f[ACCOUNT_FIELDS];
+    uint64_t f[ACCOUNT_FIELDS] = {0}; /* formats 1 and 2 end at created_seq */
     if (len < 1 ||
-        !(p[0] == 1   ? fields_get_fixed(p, len, account_field_bytes, f, ACCOUNT_FIELDS)
-          : p[0] == 2 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS)
+        !(p[0] == 1   ? fields_get_fixed(p, len, account_field_bytes, f, ACCOUNT_FIELDS_V2)
+          : p[0] == 2 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS_V2)
+          : p[0] == 3 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS)
                       : false) ||
         !account_set_fields(out, f))
         return TALLY_corrupt_record;
@@ -152,7 +168,7 @@ int ledger_account_put(store_txn *t, const ledger_account *a)
 int ledger_account_pack(msgpack_packer *pk, const ledger_account *a, bool row)
 {
     msgpack_record r;
-    return msgpack_record_begin(&r, pk, row, 10) ||
+    return msgpack_record_begin(&r, pk, row, 11 + ledger_user_data_fields(&a->user_data, row)) ||
            msgpack_record_key(&r, "id") || msgpack_pack_uint64(pk, a->id) ||
            msgpack_record_key(&r, "ledger") || msgpack_pack_uint32(pk, a->ledger) ||
            msgpack_record_key(&r, "code") || msgpack_pack_uint16(pk, a->code) ||
@@ -165,12 +181,15 @@ int ledger_account_pack(msgpack_packer *pk, const ledger_account *a, bool row)
            msgpack_record_key(&r, "credits_pending") ||
            msgpack_pack_int64(pk, a->credits_pending) ||
            msgpack_record_key(&r, "version") || msgpack_pack_uint64(pk, a->version) ||
-           msgpack_record_key(&r, "created_seq") || msgpack_pack_uint64(pk, a->created_seq);
+           msgpack_record_key(&r, "created_seq") || msgpack_pack_uint64(pk, a->created_seq) ||
+           msgpack_record_key(&r, "created_ms") || msgpack_pack_int64(pk, a->created_ms) ||
+           ledger_user_data_pack(&r, &a->user_data);
 }
 
 int ledger_account_unpack(const msgpack_object *o, ledger_account *out)
 {
     uint64_t ledger, code, flags;
+    memset(out, 0, sizeof(*out));
     msgpack_record_reader r = msgpack_record_read(o);
     bool ok = msgpack_safe_get_u64(msgpack_record_next(&r, "id"), &out->id) &&
               msgpack_record_next_u64(&r, "ledger", UINT32_MAX, &ledger) &&
@@ -186,7 +205,11 @@ int ledger_account_unpack(const msgpack_object *o, ledger_account *out)
                                    &out->credits_pending) &&
               msgpack_safe_get_u64(msgpack_record_next(&r, "version"), &out->version) &&
               msgpack_safe_get_u64(msgpack_record_next(&r, "created_seq"), &out->created_seq);
-    if (!ok)
+    /* Events and snapshots written before format 3 end here. */
+    out->created_ms = 0;
+    const msgpack_object *created_ms = msgpack_record_next_optional(&r, "created_ms");
+    if (!ok || (created_ms && !msgpack_safe_get_i64(created_ms, &out->created_ms)) ||
+        !ledger_user_data_unpack(&r, &out->user_data))
         return TALLY_corrupt_record;
     out->ledger = (uint32_t)ledger;
     out->code = (uint16_t)code;
@@ -207,7 +230,8 @@ static int compare_existing(const ledger_account *have, const ledger_account_ope
         return TALLY_exists_with_different_code;
     if (have->flags != cmd->flags)
         return TALLY_exists_with_different_flags;
-    return TALLY_exists;
+    int rc = ledger_user_data_compare(&have->user_data, &cmd->user_data);
+    return rc != TALLY_ok ? rc : TALLY_exists;
 }
 
 int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
@@ -232,10 +256,67 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
     a.flags = cmd->flags;
     a.version = 1;
     a.created_seq = head.seq + 1; /* the account.opened event below */
+    a.created_ms = ctx->now_ms;
+    a.user_data = cmd->user_data;
     rc = ledger_account_put(ctx->txn, &a);
+    ledger_indexed indexed;
+    ledger_account_indexed(&a, &indexed);
+    if (rc == TALLY_ok)
+        rc = ledger_index_put(ctx->txn, STORE_DB_ACCOUNT_INDEX, &indexed);
     if (rc != TALLY_ok)
         return rc;
     log_entity entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = a.id};
     return ledger_emit(ctx, LOG_EVENT_ACCOUNT_OPENED, &entity, a.version, ledger_account_pack_body,
                        &a);
+}
+
+uint32_t ledger_user_data_fields(const ledger_user_data *u, bool row)
+{
+    return row && !ledger_user_data_is_set(u) ? 0 : 3;
+}
+
+int ledger_user_data_pack(const msgpack_record *r, const ledger_user_data *u)
+{
+    if (ledger_user_data_fields(u, r->row) == 0)
+        return 0;
+    return msgpack_record_key(r, "user_data_128") ||
+           msgpack_safe_pack_bin(r->pk, u->user_data_128.bytes, 16) ||
+           msgpack_record_key(r, "user_data_64") || msgpack_pack_uint64(r->pk, u->user_data_64) ||
+           msgpack_record_key(r, "user_data_32") || msgpack_pack_uint32(r->pk, u->user_data_32);
+}
+
+bool ledger_user_data_unpack(msgpack_record_reader *r, ledger_user_data *out)
+{
+    memset(out, 0, sizeof(*out));
+    const msgpack_object *u128 = msgpack_record_next_optional(r, "user_data_128");
+    const msgpack_object *u64 = msgpack_record_next_optional(r, "user_data_64");
+    const msgpack_object *u32 = msgpack_record_next_optional(r, "user_data_32");
+    uint64_t v32 = 0;
+    return (u128 == NULL || msgpack_safe_get_id128(u128, &out->user_data_128)) &&
+           (u64 == NULL || msgpack_safe_get_u64(u64, &out->user_data_64)) &&
+           (u32 == NULL || (msgpack_safe_get_u64(u32, &v32) && v32 <= UINT32_MAX)) &&
+           ((out->user_data_32 = (uint32_t)v32), true);
+}
+
+int ledger_user_data_compare(const ledger_user_data *have, const ledger_user_data *want)
+{
+    if (!tally_id128_equal(&have->user_data_128, &want->user_data_128))
+        return TALLY_exists_with_different_user_data_128;
+    if (have->user_data_64 != want->user_data_64)
+        return TALLY_exists_with_different_user_data_64;
+    if (have->user_data_32 != want->user_data_32)
+        return TALLY_exists_with_different_user_data_32;
+    return TALLY_ok;
+}
+
+void ledger_account_indexed(const ledger_account *a, ledger_indexed *out)
+{
+    memset(out, 0, sizeof(*out));
+    put_u64_be(out->id, a->id);
+    out->id_bytes = 8;
+    out->ledger = a->ledger;
+    out->code = a->code;
+    out->user_data = a->user_data;
+    out->created_ms = a->created_ms;
+    out->created_seq = a->created_seq;
 }

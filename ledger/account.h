@@ -3,13 +3,17 @@
  * them in id order.
  *
  * Database "accounts": key = id (u64 big-endian), value = the record:
- * format 2 (since December 2026) is the byte 2 then nine unsigned LEB128
- * varints (common/bytes.h): ledger, code, flags, debits_posted,
- * credits_posted, debits_pending, credits_pending, version, created_seq;
- * 12-30 bytes for a typical account, so a leaf holds about twice the
- * accounts of format 1, and a commit that touches accounts across the
- * tree writes about half the leaves. Format 1 (older stores, still read;
- * rewritten as format 2 when the account next changes): fixed 57 bytes,
+ * format 3 is the byte 3 then fourteen unsigned LEB128 varints
+ * (common/bytes.h): ledger, code, flags, debits_posted, credits_posted,
+ * debits_pending, credits_pending, version, created_seq, created_ms,
+ * user_data_128 (its high then its low 64 bits, big-endian halves),
+ * user_data_64, user_data_32; 18-40 bytes for a typical account.
+ * Format 2 (older stores, still read; rewritten as format 3 when the
+ * account next changes) is the byte 2 and the first nine of them: such an
+ * account has no creation time (0) and no user data. A varint record
+ * holds about twice the accounts of format 1 on a leaf, and a commit that
+ * touches accounts across the tree writes about half the leaves. Format 1
+ * (older stores, still read; rewritten when the account next changes): fixed 57 bytes,
  * the byte 1, ledger u32, code u16, flags u16, the four balances (i64),
  * version u64, created_seq u64, all big-endian. Balances are never
  * negative and never exceed TALLY_AMOUNT_MAX; a record that breaks this,
@@ -19,6 +23,7 @@
 #define TALLY_LEDGER_ACCOUNT_H
 
 #include "common/bytes.h"
+#include "common/msgpack_safe.h"
 #include "ledger/command.h"
 #include "ledger/context.h"
 
@@ -27,7 +32,7 @@
 #include <stdint.h>
 
 #define LEDGER_ACCOUNT_RECORD_V1_BYTES 57
-#define LEDGER_ACCOUNT_RECORD_BYTES_MAX (1 + 9 * UVARINT_BYTES_MAX)
+#define LEDGER_ACCOUNT_RECORD_BYTES_MAX (1 + 14 * UVARINT_BYTES_MAX)
 
 typedef struct ledger_account {
     uint64_t id;
@@ -40,6 +45,8 @@ typedef struct ledger_account {
     int64_t credits_pending;
     uint64_t version;      /* 1 when opened, +1 for every change */
     uint64_t created_seq;  /* seq of its account.opened event */
+    int64_t created_ms;    /* commit time of that event; 0: opened before format 3 */
+    ledger_user_data user_data;
 } ledger_account;
 
 /* Read an account: TALLY_ok, TALLY_not_found, TALLY_corrupt_record or a
@@ -62,7 +69,7 @@ int ledger_account_list(store_txn *t, uint64_t after_id, uint32_t limit,
 /* Check and write an account record (TALLY_ok or a fault). */
 int ledger_account_put(store_txn *t, const ledger_account *a);
 
-/* Encode the record (format 2): returns its length. Decode either
+/* Encode the record (format 3): returns its length. Decode any
  * format: TALLY_ok, or TALLY_corrupt_record for a record of another
  * format or length, a field beyond its width, or one that breaks the
  * account's rules. */
@@ -77,6 +84,24 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *cmd);
  * format 2; docs/EVENTS.md), and back from either. */
 int ledger_account_pack(msgpack_packer *pk, const ledger_account *a, bool row);
 int ledger_account_unpack(const msgpack_object *o, ledger_account *out);
+
+/* User data as the last three fields of a record being packed (an
+ * account's or a transfer's), and read back: a record written before user
+ * data existed (an older event or snapshot) has none, which reads as 0.
+ * A row (an event's body) leaves them out when all three are 0, which
+ * saves the 20 bytes of a zero user_data_128 in every body; a map (a
+ * read's reply) always has them. ledger_user_data_fields: how many fields
+ * ledger_user_data_pack adds (0 or 3).
+ * ledger_user_data_compare: TALLY_ok when equal, else the
+ * exists_with_different_user_data_* code of the first that differs. */
+uint32_t ledger_user_data_fields(const ledger_user_data *u, bool row);
+int ledger_user_data_pack(const msgpack_record *r, const ledger_user_data *u);
+bool ledger_user_data_unpack(msgpack_record_reader *r, ledger_user_data *out);
+int ledger_user_data_compare(const ledger_user_data *have, const ledger_user_data *want);
+
+/* What the account puts into "account_index" (ledger/index.h). */
+struct ledger_indexed;
+void ledger_account_indexed(const ledger_account *a, struct ledger_indexed *out);
 
 /* Event body [account] (format 2) for account.opened. */
 int ledger_account_pack_body(msgpack_packer *pk, const void *account);

@@ -65,9 +65,22 @@ static int validate_transfer(const ledger_command *cmd)
         return TALLY_code_must_not_be_zero;
     if (t->timeout_s != 0 && !(t->flags & LEDGER_TRANSFER_PENDING))
         return TALLY_timeout_reserved_for_pending_transfer;
+    if ((t->flags & (LEDGER_TRANSFER_CLOSING_DEBIT | LEDGER_TRANSFER_CLOSING_CREDIT)) &&
+        !(t->flags & LEDGER_TRANSFER_PENDING))
+        return TALLY_closing_transfer_must_be_pending;
     if (t->timeout_s > TALLY_HOLD_TIMEOUT_S_MAX)
         return TALLY_timeout_too_large;
     return TALLY_ok;
+}
+
+static int validate_reverse(const ledger_command *cmd)
+{
+    const ledger_reverse *r = &cmd->u.reverse;
+    if (tally_id128_is_zero(&r->id))
+        return TALLY_id_must_not_be_zero;
+    if (tally_id128_is_zero(&r->reverses))
+        return TALLY_reverses_must_not_be_zero;
+    return r->amount_given ? validate_amount(r->amount) : TALLY_ok;
 }
 
 static int validate_post(const ledger_command *cmd)
@@ -208,10 +221,20 @@ static void fp_str(sha256_ctx *h, tally_str s)
 
 static void fp_id(sha256_ctx *h, const tally_id128 *id) { sha256_update(h, id->bytes, 16); }
 
+/* User data only when set: a command without it keeps the fingerprint it
+ * had before user data existed, so keys stored then keep replaying. */
+static void fp_user_data(sha256_ctx *h, const ledger_user_data *u)
+{
+    if (!ledger_user_data_is_set(u))
+        return;
+    fp_id(h, &u->user_data_128), fp_u64(h, u->user_data_64), fp_u64(h, u->user_data_32);
+}
+
 static void fp_account_open(sha256_ctx *h, const ledger_command *cmd)
 {
     const ledger_account_open *a = &cmd->u.account_open;
     fp_u64(h, a->id), fp_u64(h, a->ledger), fp_u64(h, a->code), fp_u64(h, a->flags);
+    fp_user_data(h, &a->user_data);
 }
 
 static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
@@ -220,6 +243,15 @@ static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
     fp_id(h, &t->id), fp_u64(h, t->debit_account_id), fp_u64(h, t->credit_account_id);
     fp_u64(h, (uint64_t)t->amount), fp_u64(h, t->ledger), fp_u64(h, t->code);
     fp_u64(h, t->flags), fp_u64(h, t->timeout_s);
+    fp_user_data(h, &t->user_data);
+}
+
+static void fp_reverse(sha256_ctx *h, const ledger_command *cmd)
+{
+    const ledger_reverse *r = &cmd->u.reverse;
+    fp_id(h, &r->id), fp_id(h, &r->reverses), fp_u8(h, r->amount_given);
+    fp_u64(h, (uint64_t)r->amount), fp_u64(h, r->code);
+    fp_user_data(h, &r->user_data);
 }
 
 /* post and void */
@@ -316,6 +348,8 @@ static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
     [LEDGER_WEBHOOK_RECEIVE] = {LEDGER_WEBHOOK_RECEIVE, "webhook_receive", validate_webhook,
                                 fp_webhook, ledger_webhook_apply,
                                 {LOG_EVENT_WEBHOOK_RECEIVED}},
+    [LEDGER_REVERSE] = {LEDGER_REVERSE, "transfer_reverse", validate_reverse, fp_reverse,
+                        ledger_transfer_reverse_apply, {LOG_EVENT_TRANSFER_CREATED}},
 };
 
 /* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left

@@ -33,27 +33,60 @@ typedef enum ledger_command_kind {
     LEDGER_REVOKE = 7,
     LEDGER_CHAIN = 8,
     LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/http/webhooks.c) */
+    LEDGER_REVERSE = 10,        /* transfer_reverse */
 } ledger_command_kind;
 
 /* One past the last kind: the op table's length. Outside the enum, so that
  * switches over kinds elsewhere (net/metrics/metrics.c) need no case for
  * it. */
-#define LEDGER_COMMAND_KIND_END (LEDGER_WEBHOOK_RECEIVE + 1)
+#define LEDGER_COMMAND_KIND_END (LEDGER_REVERSE + 1)
 
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
 #define LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS (1u << 1)
-#define LEDGER_ACCOUNT_FLAGS_KNOWN 0x3u
+#define LEDGER_ACCOUNT_FLAGS_KNOWN 0x3u /* what account_open may set */
+/* Set by a pending closing transfer (LEDGER_TRANSFER_CLOSING_*), cleared
+ * when it is voided or expires: the account takes no new transfer. Never
+ * given by account_open. */
+#define LEDGER_ACCOUNT_CLOSED (1u << 2)
 
 /* Transfer flags. */
 #define LEDGER_TRANSFER_PENDING (1u << 0)
-#define LEDGER_TRANSFER_FLAGS_KNOWN 0x1u
+/* Move at most amount: less, so that the debit account's debits (pending
+ * and posted) do not pass its credits posted (balancing_debit), or the
+ * credit account's credits theirs (balancing_credit); the transfer
+ * records the amount moved. */
+#define LEDGER_TRANSFER_BALANCING_DEBIT (1u << 1)
+#define LEDGER_TRANSFER_BALANCING_CREDIT (1u << 2)
+/* A hold that closes its debit (closing_debit) or credit (closing_credit)
+ * account while it is pending or posted; voiding it (or its expiry)
+ * reopens the account. */
+#define LEDGER_TRANSFER_CLOSING_DEBIT (1u << 3)
+#define LEDGER_TRANSFER_CLOSING_CREDIT (1u << 4)
+#define LEDGER_TRANSFER_FLAGS_KNOWN 0x1fu
+
+/* The caller's own data on an account or a transfer (an invoice, a
+ * customer, a tenant): set at creation, never changed, returned by every
+ * read and carried in the events; 0 means none. */
+typedef struct ledger_user_data {
+    tally_id128 user_data_128;
+    uint64_t user_data_64;
+    uint32_t user_data_32;
+} ledger_user_data;
+
+/* Whether any of the three is set. */
+static inline bool ledger_user_data_is_set(const ledger_user_data *u)
+{
+    return !tally_id128_is_zero(&u->user_data_128) || u->user_data_64 != 0 ||
+           u->user_data_32 != 0;
+}
 
 typedef struct ledger_account_open {
     uint64_t id;      /* != 0 */
     uint32_t ledger;  /* != 0 */
     uint16_t code;    /* != 0 */
     uint16_t flags;   /* LEDGER_ACCOUNT_* */
+    ledger_user_data user_data;
 } ledger_account_open;
 
 typedef struct ledger_transfer {
@@ -65,7 +98,20 @@ typedef struct ledger_transfer {
     uint16_t code;    /* != 0 */
     uint16_t flags;   /* LEDGER_TRANSFER_PENDING makes it a hold */
     uint32_t timeout_s; /* holds only; 0 = never expires */
+    ledger_user_data user_data;
 } ledger_transfer;
+
+/* transfer_reverse: a new transfer, id, that moves amount of a posted
+ * transfer back (from its credit account to its debit account), linked to
+ * it (its record's `reverses`). */
+typedef struct ledger_reverse {
+    tally_id128 id;        /* != 0: the reversal's own transfer id */
+    tally_id128 reverses;  /* != 0: the transfer reversed */
+    int64_t amount;        /* 0 = all that is not reversed yet (no amount given) */
+    bool amount_given;
+    uint16_t code;         /* 0 = the reversed transfer's code */
+    ledger_user_data user_data;
+} ledger_reverse;
 
 /* Post (capture) or void a hold. */
 typedef struct ledger_hold_step {
@@ -117,6 +163,7 @@ struct ledger_command {
         ledger_entitlement_command entitlement;
         ledger_chain chain;
         ledger_webhook webhook;
+        ledger_reverse reverse;
     } u;
 };
 

@@ -41,6 +41,10 @@ bool ledger_outcome_names_original(int code)
     case TALLY_exists_with_different_credit_account_id:
     case TALLY_exists_with_different_amount:
     case TALLY_exists_with_different_timeout:
+    case TALLY_exists_with_different_user_data_128:
+    case TALLY_exists_with_different_user_data_64:
+    case TALLY_exists_with_different_user_data_32:
+    case TALLY_exists_with_different_reverses:
     case TALLY_id_already_failed:
         return true;
     default:

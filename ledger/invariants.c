@@ -46,6 +46,8 @@ int ledger_invariants_check_with(store_txn *t, const ledger_invariant_options *o
     if (rc == TALLY_ok)
         rc = audit_check_history_index(&a);
     if (rc == TALLY_ok)
+        rc = audit_check_record_index(&a);
+    if (rc == TALLY_ok)
         rc = audit_check_subscribers(&a);
     if (a.inbox_cursor)
         mdb_cursor_close(a.inbox_cursor);

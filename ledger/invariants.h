@@ -17,6 +17,8 @@
  *                  the sum of unresolved holds
  *   expiry_index   every unresolved hold with a timeout and every active
  *                  entitlement with an end has its expiry entry
+ *   reversals      every transfer's reversed_amount is the sum of the
+ *                  amounts of the transfers whose `reverses` names it
  *   inbox_links    every successful inbox record points at the events it
  *                  caused; every caused event has its inbox record
  *   failed_ids     every failed transfer id (failed_id.h) has the inbox
@@ -26,6 +28,9 @@
  *                  entry (per group or, in older stores, per key), and
  *                  every key an entry names has its record or was swept
  *   history        every transfer event is in both accounts' history
+ *   record_index   every account and transfer has its entries in its index
+ *                  (ledger/index.h), each naming it, and every index entry
+ *                  names a record whose entries include it
  *   cursors        every subscriber's ack floor <= delivered seq <= head;
  *                  in-flight records belong to a subscriber, lie above its
  *                  floor and at or below its delivered seq, and match its

@@ -169,6 +169,11 @@ void audit_inbox_key_add(const audit *a, history_sums *s, const void *key, size_
  * of audit_check_records) is named by exactly one index entry, and every
  * key an entry names has its record, unless swept already. */
 int audit_check_inbox_time(audit *a);
+/* ---- invariants_index.c ---- */
+
+/* record_index: the account and transfer indexes against the records. */
+int audit_check_record_index(audit *a);
+
 /* Cursors and dead letters of the subscribers. */
 int audit_check_subscribers(audit *a);
 

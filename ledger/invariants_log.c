@@ -36,7 +36,10 @@ bool audit_accounts_equal(const ledger_account *x, const ledger_account *y)
            x->flags == y->flags && x->debits_posted == y->debits_posted &&
            x->credits_posted == y->credits_posted && x->debits_pending == y->debits_pending &&
            x->credits_pending == y->credits_pending && x->version == y->version &&
-           x->created_seq == y->created_seq;
+           x->created_seq == y->created_seq && x->created_ms == y->created_ms &&
+           tally_id128_equal(&x->user_data.user_data_128, &y->user_data.user_data_128) &&
+           x->user_data.user_data_64 == y->user_data.user_data_64 &&
+           x->user_data.user_data_32 == y->user_data.user_data_32;
 }
 
 static void fold_account_opened(audit *a, const log_event *ev)
@@ -145,6 +148,18 @@ static void check_history(audit *a, const log_event *ev, const ledger_transfer_r
     history_sums_add(a, &a->history_log, tr->credit_account_id, ev->seq);
 }
 
+/* A closing transfer closes its accounts when created, and reopens them
+ * when voided or expired. */
+static void fold_closing(ledger_account *dr, ledger_account *cr, uint16_t flags, bool close)
+{
+    ledger_account *sides[2] = {dr, cr};
+    const uint16_t bits[2] = {LEDGER_TRANSFER_CLOSING_DEBIT, LEDGER_TRANSFER_CLOSING_CREDIT};
+    for (int i = 0; i < 2; i++)
+        if (flags & bits[i])
+            sides[i]->flags = close ? (uint16_t)(sides[i]->flags | LEDGER_ACCOUNT_CLOSED)
+                                    : (uint16_t)(sides[i]->flags & ~LEDGER_ACCOUNT_CLOSED);
+}
+
 static void fold_transfer_event(audit *a, const log_event *ev)
 {
     char name[64]; /* named only for a finding: this runs for every transfer event */
@@ -175,6 +190,7 @@ static void fold_transfer_event(audit *a, const log_event *ev)
         if (pending && !inserted)
             audit_report(a, "rebuild", AUDIT_TRANSFER(name, &tr.id), "hold created twice (seq %" PRIu64 ")", ev->seq);
         ok = move_amounts(dr, cr, pending ? tr.amount : 0, pending ? 0 : tr.amount);
+        fold_closing(dr, cr, tr.flags, true);
         if (pending) {
             hold->amount = tr.amount;
             hold->version = tr.version;
@@ -190,6 +206,8 @@ static void fold_transfer_event(audit *a, const log_event *ev)
     } else {
         int64_t posted = log_event_type_is(ev, LOG_EVENT_TRANSFER_POSTED) ? tr.posted_amount : 0;
         ok = posted <= hold->amount && move_amounts(dr, cr, -hold->amount, posted);
+        if (!log_event_type_is(ev, LOG_EVENT_TRANSFER_POSTED))
+            fold_closing(dr, cr, tr.flags, false); /* voided or expired: reopened */
         hold->resolved = true;
         hold->version = tr.version;
         hold->state = tr.state;

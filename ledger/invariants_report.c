@@ -20,9 +20,10 @@ static const struct {
 } checks[] = {
     {"log_gap", false},     {"hash_chain", false},      {"rebuild", true},
     {"balance_sum", false}, {"limit_flags", false},     {"hold_resolution", false},
-    {"expiry_index", false}, {"inbox_links", false},    {"failed_ids", false},
-    {"inbox_time", false},  {"history", false},         {"cursors", false},
-    {"dlq", false},
+    {"expiry_index", false}, {"reversals", false},      {"inbox_links", false},
+    {"failed_ids", false},
+    {"inbox_time", false},  {"history", false},         {"record_index", false},
+    {"cursors", false},     {"dlq", false},
 };
 #define CHECKS_COUNT (sizeof(checks) / sizeof(checks[0]))
 _Static_assert(CHECKS_COUNT <= LEDGER_INVARIANT_CHECKS_MAX, "checks fit the stats");

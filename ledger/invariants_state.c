@@ -25,7 +25,53 @@ typedef struct ledger_sum {
 typedef struct record_sums {
     table *ledgers; /* u32 ledger -> ledger_sum */
     table *pending; /* (u64 account, u8 side 0 debit / 1 credit) -> int64_t */
+    table *reversed; /* transfer id -> reversal_sum: the transfers reversed */
 } record_sums;
+
+/* A reversed transfer: what its record says was reversed, and the sum of
+ * the amounts of the reversals that name it. */
+typedef struct reversal_sum {
+    int64_t claimed, reversals;
+} reversal_sum;
+
+/* Note a transfer's side of the reversals check: what it reverses, and
+ * what it says was reversed of it. */
+static void note_reversals(audit *a, table *reversed, const ledger_transfer_record *tr)
+{
+    int inserted;
+    if (!tally_id128_is_zero(&tr->reverses)) {
+        reversal_sum *r = table_upsert(reversed, tr->reverses.bytes, 16, &inserted);
+        if (!r) {
+            a->fault = TALLY_out_of_memory;
+            return;
+        }
+        r->reversals += tr->amount;
+    }
+    if (tr->reversed_amount != 0) {
+        reversal_sum *r = table_upsert(reversed, tr->id.bytes, 16, &inserted);
+        if (!r) {
+            a->fault = TALLY_out_of_memory;
+            return;
+        }
+        r->claimed = tr->reversed_amount;
+    }
+}
+
+static int check_reversal_sum(const void *key, size_t key_len, void *value, void *ctx)
+{
+    audit *a = ctx;
+    const reversal_sum *r = value;
+    if (r->claimed == r->reversals || key_len != 16)
+        return 0;
+    tally_id128 id;
+    char name[64];
+    memcpy(id.bytes, key, 16);
+    audit_name_transfer(&id, name);
+    audit_report(a, "reversals", name,
+                 "reversed_amount %" PRId64 " but the reversals naming it sum to %" PRId64,
+                 r->claimed, r->reversals);
+    return 0;
+}
 
 /* The sum of account's unresolved holds on side (0 debits, 1 credits); with
  * create, made at 0 when missing (NULL when out of memory). */
@@ -164,6 +210,7 @@ static void transfer_entry(audit *a, const MDB_val *k, const MDB_val *v, void *c
         audit_report(a, "rebuild", name, "stored record is corrupt");
         return;
     }
+    note_reversals(a, sums->reversed, &tr);
     if (!(tr.flags & LEDGER_TRANSFER_PENDING))
         return;
     hold_state *h = table_find(a->holds, id.bytes, 16);
@@ -448,11 +495,14 @@ int audit_check_subscribers(audit *a)
 
 int audit_check_records(audit *a)
 {
-    record_sums sums = {table_create(sizeof(ledger_sum)), table_create(sizeof(int64_t))};
-    int rc = sums.ledgers && sums.pending ? TALLY_ok : TALLY_out_of_memory;
+    record_sums sums = {table_create(sizeof(ledger_sum)), table_create(sizeof(int64_t)),
+                        table_create(sizeof(reversal_sum))};
+    int rc = sums.ledgers && sums.pending && sums.reversed ? TALLY_ok : TALLY_out_of_memory;
     if (rc == TALLY_ok)
         rc = audit_walk_db(a, STORE_DB_TRANSFERS, "transfers", &a->stats->transfers,
                            transfer_entry, &sums);
+    if (rc == TALLY_ok)
+        table_each(sums.reversed, check_reversal_sum, a);
     if (rc == TALLY_ok)
         rc = check_accounts(a, &sums);
     if (rc == TALLY_ok)
@@ -463,5 +513,6 @@ int audit_check_records(audit *a)
         rc = audit_walk_db(a, STORE_DB_FAILED_IDS, "failed ids", NULL, failed_id_entry, NULL);
     table_destroy(sums.ledgers);
     table_destroy(sums.pending);
+    table_destroy(sums.reversed);
     return rc;
 }

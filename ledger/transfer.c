@@ -13,11 +13,12 @@
 #include "ledger/expiry.h"
 #include "ledger/failed_id.h"
 #include "ledger/history.h"
+#include "ledger/index.h"
 
 #include <assert.h>
 #include <string.h>
 
-#define TRANSFER_RECORD_FORMAT 2
+#define TRANSFER_RECORD_FORMAT 3
 
 /* The states' numbers are the event format's (log_transfer_state_name). */
 const char *ledger_transfer_state_name(uint8_t state)
@@ -38,12 +39,22 @@ static bool transfer_is_sane(const ledger_transfer_record *r)
                     : r->state == LEDGER_TRANSFER_POSTED) &&
            r->posted_amount >= 0 && r->posted_amount <= r->amount &&
            (r->state == LEDGER_TRANSFER_HOLD_POSTED) == (r->posted_amount > 0) &&
-           r->version >= 1 && r->version <= 2;
+           r->version >= 1 && r->version <= 2 && r->reversed_amount >= 0 &&
+           ledger_transfer_unreversed(r) >= 0;
+}
+
+int64_t ledger_transfer_unreversed(const ledger_transfer_record *r)
+{
+    int64_t posted = r->state == LEDGER_TRANSFER_POSTED        ? r->amount
+                     : r->state == LEDGER_TRANSFER_HOLD_POSTED ? r->posted_amount
+                                                               : 0;
+    return posted - r->reversed_amount;
 }
 
 /* The fields of a record in their stored order, as unsigned 64-bit
  * values (negative times and amounts are not sane, so never stored). */
-#define TRANSFER_FIELDS 14
+#define TRANSFER_FIELDS 21
+#define TRANSFER_FIELDS_V2 14 /* formats 1 and 2: up to created_ms */
 
 static void transfer_fields(const ledger_transfer_record *r, uint64_t f[TRANSFER_FIELDS])
 {
@@ -52,13 +63,17 @@ static void transfer_fields(const ledger_transfer_record *r, uint64_t f[TRANSFER
         r->ledger,               r->code,                    r->flags,
         r->state,                r->timeout_s,               (uint64_t)r->expires_at_ms,
         (uint64_t)r->posted_amount, r->version,              r->created_seq,
-        r->resolved_seq,         (uint64_t)r->created_ms};
+        r->resolved_seq,         (uint64_t)r->created_ms,
+        get_u64_be(r->user_data.user_data_128.bytes),
+        get_u64_be(r->user_data.user_data_128.bytes + 8),
+        r->user_data.user_data_64, r->user_data.user_data_32, (uint64_t)r->reversed_amount,
+        get_u64_be(r->reverses.bytes), get_u64_be(r->reverses.bytes + 8)};
     memcpy(f, v, sizeof(v));
 }
 
 /* The fields' widths in format 1, which are also each field's range. */
-static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 1,
-                                                              4, 8, 8, 8, 8, 8, 8};
+static const uint8_t transfer_field_bytes[TRANSFER_FIELDS] = {8, 8, 8, 4, 2, 2, 1, 4, 8, 8, 8,
+                                                              8, 8, 8, 8, 8, 8, 4, 8, 8, 8};
 
 static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRANSFER_FIELDS])
 {
@@ -78,6 +93,13 @@ static bool transfer_set_fields(ledger_transfer_record *r, const uint64_t f[TRAN
     r->created_seq = f[11];
     r->resolved_seq = f[12];
     r->created_ms = (int64_t)f[13];
+    put_u64_be(r->user_data.user_data_128.bytes, f[14]);
+    put_u64_be(r->user_data.user_data_128.bytes + 8, f[15]);
+    r->user_data.user_data_64 = f[16];
+    r->user_data.user_data_32 = (uint32_t)f[17];
+    r->reversed_amount = (int64_t)f[18];
+    put_u64_be(r->reverses.bytes, f[19]);
+    put_u64_be(r->reverses.bytes + 8, f[20]);
     return true;
 }
 
@@ -92,11 +114,13 @@ size_t ledger_transfer_encode(const ledger_transfer_record *r,
 int ledger_transfer_decode(const tally_id128 *id, const void *bytes, size_t len,
                            ledger_transfer_record *out)
 {
+    memset(out, 0, sizeof(*out)); /* padding too: records are compared whole */
     const uint8_t *p = bytes;
-    uint64_t f[TRANSFER_FIELDS];
+    uint64_t f[TRANSFER_FIELDS] = {0}; /* formats 1 and 2 end at created_ms */
     if (len < 1 ||
-        !(p[0] == 1   ? fields_get_fixed(p, len, transfer_field_bytes, f, TRANSFER_FIELDS)
-          : p[0] == 2 ? fields_get_uvarints(p, len, f, TRANSFER_FIELDS)
+        !(p[0] == 1   ? fields_get_fixed(p, len, transfer_field_bytes, f, TRANSFER_FIELDS_V2)
+          : p[0] == 2 ? fields_get_uvarints(p, len, f, TRANSFER_FIELDS_V2)
+          : p[0] == 3 ? fields_get_uvarints(p, len, f, TRANSFER_FIELDS)
                       : false) ||
         !transfer_set_fields(out, f))
         return TALLY_corrupt_record;
@@ -121,10 +145,25 @@ static int transfer_put(store_txn *t, const ledger_transfer_record *r)
     return store_put(t, STORE_DB_TRANSFERS, r->id.bytes, 16, val, len, 0);
 }
 
+/* The three user data fields whatever their values (a row with a
+ * reversal's fields after them needs their places). */
+static int pack_user_data_always(const msgpack_record *m, const ledger_user_data *u)
+{
+    if (!m->row)
+        return ledger_user_data_pack(m, u);
+    return msgpack_safe_pack_bin(m->pk, u->user_data_128.bytes, 16) ||
+           msgpack_pack_uint64(m->pk, u->user_data_64) ||
+           msgpack_pack_uint32(m->pk, u->user_data_32);
+}
+
 int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bool row)
 {
     msgpack_record m;
-    return msgpack_record_begin(&m, pk, row, 15) ||
+    bool reversal = !tally_id128_is_zero(&r->reverses) || r->reversed_amount != 0;
+    /* a row's optional tail: user data (when set or before the reversal's
+     * fields), then the reversal's (when set) */
+    uint32_t tail = !row || reversal ? 5 : ledger_user_data_fields(&r->user_data, row);
+    return msgpack_record_begin(&m, pk, row, 15 + tail) ||
            msgpack_record_key(&m, "id") || msgpack_safe_pack_bin(pk, r->id.bytes, 16) ||
            msgpack_record_key(&m, "debit_account_id") ||
            msgpack_pack_uint64(pk, r->debit_account_id) ||
@@ -144,7 +183,12 @@ int ledger_transfer_pack(msgpack_packer *pk, const ledger_transfer_record *r, bo
            msgpack_record_key(&m, "version") || msgpack_pack_uint64(pk, r->version) ||
            msgpack_record_key(&m, "created_seq") || msgpack_pack_uint64(pk, r->created_seq) ||
            msgpack_record_key(&m, "resolved_seq") || msgpack_pack_uint64(pk, r->resolved_seq) ||
-           msgpack_record_key(&m, "created_ms") || msgpack_pack_int64(pk, r->created_ms);
+           msgpack_record_key(&m, "created_ms") || msgpack_pack_int64(pk, r->created_ms) ||
+           (tail >= 3 && pack_user_data_always(&m, &r->user_data)) ||
+           (tail == 5 && (msgpack_record_key(&m, "reverses") ||
+                          msgpack_safe_pack_bin(pk, r->reverses.bytes, 16) ||
+                          msgpack_record_key(&m, "reversed_amount") ||
+                          msgpack_pack_int64(pk, r->reversed_amount)));
 }
 
 /* The state: a name (map) or a number (row), one of ledger_transfer_state. */
@@ -166,6 +210,7 @@ static bool unpack_state(const msgpack_object *o, uint8_t *state)
 int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out)
 {
     uint64_t ledger, code, flags, timeout;
+    memset(out, 0, sizeof(*out));
     msgpack_record_reader m = msgpack_record_read(o);
     bool ok = msgpack_safe_get_id128(msgpack_record_next(&m, "id"), &out->id) &&
               msgpack_safe_get_u64(msgpack_record_next(&m, "debit_account_id"),
@@ -185,7 +230,12 @@ int ledger_transfer_unpack(const msgpack_object *o, ledger_transfer_record *out)
               msgpack_safe_get_u64(msgpack_record_next(&m, "version"), &out->version) &&
               msgpack_safe_get_u64(msgpack_record_next(&m, "created_seq"), &out->created_seq) &&
               msgpack_safe_get_u64(msgpack_record_next(&m, "resolved_seq"), &out->resolved_seq) &&
-              msgpack_safe_get_i64(msgpack_record_next(&m, "created_ms"), &out->created_ms);
+              msgpack_safe_get_i64(msgpack_record_next(&m, "created_ms"), &out->created_ms) &&
+              ledger_user_data_unpack(&m, &out->user_data);
+    const msgpack_object *reverses = msgpack_record_next_optional(&m, "reverses");
+    const msgpack_object *reversed = msgpack_record_next_optional(&m, "reversed_amount");
+    ok = ok && (reverses == NULL || msgpack_safe_get_id128(reverses, &out->reverses)) &&
+         (reversed == NULL || msgpack_safe_get_i64(reversed, &out->reversed_amount));
     if (!ok)
         return TALLY_corrupt_record;
     out->ledger = (uint32_t)ledger;
@@ -242,7 +292,10 @@ static int compare_existing(const ledger_transfer_record *have, const ledger_tra
         return TALLY_exists_with_different_debit_account_id;
     if (have->credit_account_id != cmd->credit_account_id)
         return TALLY_exists_with_different_credit_account_id;
-    if (have->amount != cmd->amount)
+    /* a balancing transfer records what it moved, at most what was asked */
+    bool balancing = cmd->flags & (LEDGER_TRANSFER_BALANCING_DEBIT |
+                                   LEDGER_TRANSFER_BALANCING_CREDIT);
+    if (balancing ? cmd->amount < have->amount : have->amount != cmd->amount)
         return TALLY_exists_with_different_amount;
     if (have->ledger != cmd->ledger)
         return TALLY_exists_with_different_ledger;
@@ -250,7 +303,8 @@ static int compare_existing(const ledger_transfer_record *have, const ledger_tra
         return TALLY_exists_with_different_code;
     if (have->timeout_s != cmd->timeout_s)
         return TALLY_exists_with_different_timeout;
-    return TALLY_exists;
+    int rc = ledger_user_data_compare(&have->user_data, &cmd->user_data);
+    return rc != TALLY_ok ? rc : TALLY_exists;
 }
 
 static bool adds_overflow(int64_t a, int64_t b) { return a > TALLY_AMOUNT_MAX - b; }
@@ -298,32 +352,52 @@ static int load_accounts(store_txn *t, uint64_t debit_id, uint64_t credit_id,
  * transfer with the id (exists, exists_with_different_*), then an id that
  * failed within the dedupe window (id_already_failed), then the accounts,
  * ledgers and balances. */
-int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
+/* What a transfer moves: its amount, or for a balancing transfer at most
+ * what keeps the account's debits (balancing_debit: pending and posted)
+ * within its credits posted, and the credits within the debits
+ * (balancing_credit), whatever the account's own flags; 0 when nothing
+ * can move (TigerBeetle's balancing transfers). */
+static int64_t balanced_amount(const ledger_transfer *cmd, const ledger_account *dr,
+                               const ledger_account *cr)
 {
-    const ledger_transfer *cmd = &command->u.transfer;
-    ledger_transfer_record r;
-    int rc = ledger_transfer_get(ctx->txn, &cmd->id, &r);
-    if (rc == TALLY_ok) {
-        ctx->original_seq = r.created_seq;
-        return compare_existing(&r, cmd);
+    int64_t amount = cmd->amount;
+    if (cmd->flags & LEDGER_TRANSFER_BALANCING_DEBIT) {
+        int64_t room = dr->credits_posted - dr->debits_posted - dr->debits_pending;
+        amount = room <= 0 ? 0 : room < amount ? room : amount;
     }
-    if (rc != TALLY_not_found)
-        return rc;
-    rc = ledger_failed_id_get(ctx->txn, &cmd->id, NULL);
-    if (rc == TALLY_ok)
-        return TALLY_id_already_failed;
-    if (rc != TALLY_not_found)
-        return rc;
+    if (cmd->flags & LEDGER_TRANSFER_BALANCING_CREDIT) {
+        int64_t room = cr->debits_posted - cr->credits_posted - cr->credits_pending;
+        amount = room <= 0 ? 0 : room < amount ? room : amount;
+    }
+    return amount;
+}
+
+/* A new transfer: its accounts, ledgers and balances checked, then
+ * written with its index entries and event. original: for a reversal, the
+ * transfer reversed (its reversed_amount grows by the amount, written
+ * with it; the caller checked that much is left), else NULL. */
+static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
+                           ledger_transfer_record *original)
+{
+    ledger_transfer_record r;
     ledger_account dr, cr;
-    rc = load_accounts(ctx->txn, cmd->debit_account_id, cmd->credit_account_id, &dr, &cr);
+    int rc = load_accounts(ctx->txn, cmd->debit_account_id, cmd->credit_account_id, &dr, &cr);
     if (rc != TALLY_ok)
         return rc;
     if (dr.ledger != cr.ledger)
         return TALLY_accounts_must_have_the_same_ledger;
     if (cmd->ledger != dr.ledger)
         return TALLY_transfer_must_have_the_same_ledger_as_accounts;
+    if (dr.flags & LEDGER_ACCOUNT_CLOSED)
+        return TALLY_debit_account_already_closed;
+    if (cr.flags & LEDGER_ACCOUNT_CLOSED)
+        return TALLY_credit_account_already_closed;
     bool pending = cmd->flags & LEDGER_TRANSFER_PENDING;
-    rc = check_balances(&dr, &cr, cmd->amount, pending);
+    int64_t amount = balanced_amount(cmd, &dr, &cr);
+    if (amount == 0) /* a balancing transfer with nothing to move */
+        return cmd->flags & LEDGER_TRANSFER_BALANCING_DEBIT ? TALLY_exceeds_credits
+                                                            : TALLY_exceeds_debits;
+    rc = check_balances(&dr, &cr, amount, pending);
     if (rc != TALLY_ok)
         return rc;
     log_head head;
@@ -335,7 +409,7 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
     r.id = cmd->id;
     r.debit_account_id = cmd->debit_account_id;
     r.credit_account_id = cmd->credit_account_id;
-    r.amount = cmd->amount;
+    r.amount = amount;
     r.ledger = cmd->ledger;
     r.code = cmd->code;
     r.flags = cmd->flags;
@@ -345,19 +419,110 @@ int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
     r.version = 1;
     r.created_seq = head.seq + 1;
     r.created_ms = ctx->now_ms;
+    r.user_data = cmd->user_data;
+    if (cmd->flags & LEDGER_TRANSFER_CLOSING_DEBIT)
+        dr.flags |= LEDGER_ACCOUNT_CLOSED;
+    if (cmd->flags & LEDGER_TRANSFER_CLOSING_CREDIT)
+        cr.flags |= LEDGER_ACCOUNT_CLOSED;
+    if (original) {
+        r.reverses = original->id;
+        original->reversed_amount += cmd->amount;
+        rc = transfer_put(ctx->txn, original);
+        if (rc != TALLY_ok)
+            return rc;
+    }
     if (pending) {
-        dr.debits_pending += cmd->amount;
-        cr.credits_pending += cmd->amount;
+        dr.debits_pending += amount;
+        cr.credits_pending += amount;
     } else {
-        dr.debits_posted += cmd->amount;
-        cr.credits_posted += cmd->amount;
+        dr.debits_posted += amount;
+        cr.credits_posted += amount;
     }
     if (r.expires_at_ms != 0) {
         rc = ledger_expiry_add(ctx->txn, r.expires_at_ms, LEDGER_EXPIRY_HOLD, r.id.bytes, 16);
         if (rc != TALLY_ok)
             return rc;
     }
+    ledger_indexed indexed;
+    ledger_transfer_indexed(&r, &indexed);
+    rc = ledger_index_put(ctx->txn, STORE_DB_TRANSFER_INDEX, &indexed);
+    if (rc != TALLY_ok)
+        return rc;
     return transfer_commit(ctx, LOG_EVENT_TRANSFER_CREATED, &r, &dr, &cr);
+}
+
+/* Whether id is free for a new transfer: TALLY_ok, or exists (with
+ * *have, the transfer there), id_already_failed or a fault. */
+static int id_is_free(ledger_ctx *ctx, const tally_id128 *id, ledger_transfer_record *have)
+{
+    int rc = ledger_transfer_get(ctx->txn, id, have);
+    if (rc == TALLY_ok) {
+        ctx->original_seq = have->created_seq;
+        return TALLY_exists;
+    }
+    if (rc != TALLY_not_found)
+        return rc;
+    rc = ledger_failed_id_get(ctx->txn, id, NULL);
+    return rc == TALLY_ok ? TALLY_id_already_failed : rc == TALLY_not_found ? TALLY_ok : rc;
+}
+
+int ledger_transfer_apply(ledger_ctx *ctx, const ledger_command *command)
+{
+    const ledger_transfer *cmd = &command->u.transfer;
+    ledger_transfer_record have;
+    int rc = id_is_free(ctx, &cmd->id, &have);
+    if (rc == TALLY_exists)
+        return compare_existing(&have, cmd);
+    return rc != TALLY_ok ? rc : transfer_create(ctx, cmd, NULL);
+}
+
+/* A reversal's id taken already: the same reversal is exists. */
+static int compare_existing_reversal(const ledger_transfer_record *have,
+                                     const ledger_reverse *cmd)
+{
+    if (!tally_id128_equal(&have->reverses, &cmd->reverses))
+        return TALLY_exists_with_different_reverses;
+    if (cmd->amount_given && have->amount != cmd->amount)
+        return TALLY_exists_with_different_amount;
+    if (cmd->code != 0 && have->code != cmd->code)
+        return TALLY_exists_with_different_code;
+    int rc = ledger_user_data_compare(&have->user_data, &cmd->user_data);
+    return rc != TALLY_ok ? rc : TALLY_exists;
+}
+
+/* The order of the checks: the reversal's id (exists...,
+ * id_already_failed), the transfer reversed (found, posted, enough left),
+ * then those of any transfer (accounts, balances: a reversal may be
+ * refused with exceeds_credits when the money moved on). */
+int ledger_transfer_reverse_apply(ledger_ctx *ctx, const ledger_command *command)
+{
+    const ledger_reverse *cmd = &command->u.reverse;
+    ledger_transfer_record have, original;
+    int rc = id_is_free(ctx, &cmd->id, &have);
+    if (rc == TALLY_exists)
+        return compare_existing_reversal(&have, cmd);
+    if (rc != TALLY_ok)
+        return rc;
+    rc = ledger_transfer_get(ctx->txn, &cmd->reverses, &original);
+    if (rc == TALLY_not_found)
+        return TALLY_reversed_transfer_not_found;
+    if (rc != TALLY_ok)
+        return rc;
+    if (original.state != LEDGER_TRANSFER_POSTED &&
+        original.state != LEDGER_TRANSFER_HOLD_POSTED)
+        return TALLY_transfer_not_reversible;
+    int64_t left = ledger_transfer_unreversed(&original);
+    int64_t amount = cmd->amount_given ? cmd->amount : left;
+    if (left == 0 || amount > left)
+        return TALLY_exceeds_unreversed_amount;
+    ledger_transfer t = {.id = cmd->id,
+                         .debit_account_id = original.credit_account_id,
+                         .credit_account_id = original.debit_account_id,
+                         .amount = amount,
+                         .ledger = original.ledger,
+                         .code = cmd->code ? cmd->code : original.code,
+                         .user_data = cmd->user_data};
+    return transfer_create(ctx, &t, &original);
 }
 
 /* Load a hold that can still be resolved now, or say why not. */
@@ -397,6 +562,12 @@ static int resolve_hold(ledger_ctx *ctx, ledger_transfer_record *r, uint8_t stat
         return rc;
     dr.debits_pending -= r->amount;
     cr.credits_pending -= r->amount;
+    if (state != LEDGER_TRANSFER_HOLD_POSTED) { /* voided or expired: reopen what it closed */
+        if (r->flags & LEDGER_TRANSFER_CLOSING_DEBIT)
+            dr.flags &= (uint16_t)~LEDGER_ACCOUNT_CLOSED;
+        if (r->flags & LEDGER_TRANSFER_CLOSING_CREDIT)
+            cr.flags &= (uint16_t)~LEDGER_ACCOUNT_CLOSED;
+    }
     dr.debits_posted += posted_amount; /* fits: it was counted as pending */
     cr.credits_posted += posted_amount;
     if (r->expires_at_ms != 0) {
@@ -449,4 +620,18 @@ int ledger_hold_expire(ledger_ctx *ctx, const tally_id128 *id, bool *expired)
     rc = resolve_hold(ctx, &r, LEDGER_TRANSFER_HOLD_EXPIRED, 0, LOG_EVENT_TRANSFER_EXPIRED);
     *expired = rc == TALLY_ok;
     return rc;
+}
+
+void ledger_transfer_indexed(const ledger_transfer_record *r, ledger_indexed *out)
+{
+    memset(out, 0, sizeof(*out));
+    memcpy(out->id, r->id.bytes, 16);
+    out->id_bytes = 16;
+    out->ledger = r->ledger;
+    out->code = r->code;
+    out->user_data = r->user_data;
+    out->debit_account_id = r->debit_account_id;
+    out->credit_account_id = r->credit_account_id;
+    out->created_ms = r->created_ms;
+    out->created_seq = r->created_seq;
 }

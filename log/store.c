@@ -51,19 +51,22 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_HISTORY] = "history",     [STORE_DB_CHECKPOINT] = "checkpoint",
     [STORE_DB_FAILED_IDS] = "failed_ids", [STORE_DB_HISTORY_TAIL] = "history_tail",
     [STORE_DB_HISTORY_RECENT] = "history_recent",
+    [STORE_DB_ACCOUNT_INDEX] = "account_index", [STORE_DB_TRANSFER_INDEX] = "transfer_index",
 };
 
 /* Databases an older store may lack (failed_ids: format 1; history_tail:
- * formats 1-3; history_recent: formats 1-4): added since, created by the
- * first writer that opens it. */
+ * formats 1-3; history_recent: formats 1-4; the indexes: formats 1-5):
+ * added since, created by the first writer that opens it. */
 static bool db_added_later(int db)
 {
     return db == STORE_DB_FAILED_IDS || db == STORE_DB_HISTORY_TAIL ||
-           db == STORE_DB_HISTORY_RECENT;
+           db == STORE_DB_HISTORY_RECENT || db == STORE_DB_ACCOUNT_INDEX ||
+           db == STORE_DB_TRANSFER_INDEX;
 }
 
 static const char meta_key_format[] = "format_version";
 static const char meta_key_instance[] = "instance_id";
+static const char meta_key_index_pending[] = "index_pending"; /* ledger/index.h */
 
 const char *store_db_name(store_db db)
 {
@@ -229,6 +232,11 @@ static int store_open_databases(store *st)
         put_u32_be(now, STORE_FORMAT_VERSION);
         MDB_val nv = {sizeof(now), now};
         rc = mdb_put(txn, st->dbi[STORE_DB_META], &key, &nv, 0);
+        /* Records of before format 6 have no index entries yet. */
+        MDB_val pk = {sizeof(meta_key_index_pending) - 1, (void *)meta_key_index_pending};
+        MDB_val pv = {1, (void *)""};
+        if (rc == MDB_SUCCESS && version < 6)
+            rc = mdb_put(txn, st->dbi[STORE_DB_META], &pk, &pv, 0);
         if (rc != MDB_SUCCESS) {
             mdb_txn_abort(txn);
             return store_translate(rc);

@@ -36,11 +36,19 @@ typedef enum store_db {
                           * stores opened read-only (see store_cursor_open) */
     STORE_DB_HISTORY_TAIL, /* ledger/history.h; since store format 4, absent as failed_ids */
     STORE_DB_HISTORY_RECENT, /* ledger/history.h; since store format 5, absent as failed_ids */
+    STORE_DB_ACCOUNT_INDEX,  /* ledger/index.h; since store format 6, absent as failed_ids */
+    STORE_DB_TRANSFER_INDEX, /* ledger/index.h; since store format 6, absent as failed_ids */
     STORE_DB_COUNT
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 5 (December 2026) keeps the
+ * with TALLY_store_version_mismatch. Format 6 writes account records of
+ * format 3 and transfer records of format 3 (creation time and user data,
+ * ledger/account.h, ledger/transfer.h), which older builds would call
+ * corrupt, and indexes them ("account_index", "transfer_index",
+ * ledger/index.h), which older builds would not keep; the upgrade to it
+ * also puts meta "index_pending", so that the indexes of the records the
+ * store already holds are built (ledger_index_build) before it serves. Format 5 (December 2026) keeps the
  * history entries of the newest commits in "history_recent", one record
  * per commit (ledger/history.h), which older builds would not read, and
  * writes account records of format 2 (varints, ledger/account.h), which
@@ -52,12 +60,12 @@ typedef enum store_db {
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 to 4 stores are read as they are and marked 5 by the first
+ * Format 1 to 5 stores are read as they are and marked 6 by the first
  * writer that opens them with store_options.upgrade (tallyd --upgrade; a
  * writer without it refuses them, saying what to do): nothing is
  * rewritten, new records take the new forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
-#define STORE_FORMAT_VERSION 5
+#define STORE_FORMAT_VERSION 6
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {

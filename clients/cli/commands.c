@@ -26,6 +26,13 @@
 #define OPT_FOR(what)                                                                              \
     {"--for", SLOT_FOR, CLI_DURATION, 0, 0, false, "DURATION",                                     \
      what ", e.g. 30d, 12h, 90m, 45s, 1w, 1d12h (at most 100 years)"}
+#define OPT_USER_DATA(what)                                                                        \
+    {"--user-data-128", SLOT_USER_DATA_128, CLI_TID, 0, 0, false, "HEX",                           \
+     what "'s own 128-bit value: 32 hex digits (dashes allowed) or a decimal number"},             \
+    {"--user-data-64", SLOT_USER_DATA_64, CLI_UINT, 0, UINT64_MAX, false, "N",                     \
+     what "'s own 64-bit value"},                                                                   \
+    {"--user-data-32", SLOT_USER_DATA_32, CLI_UINT, 0, UINT32_MAX, false, "N",                     \
+     what "'s own 32-bit value"}
 #define ARG_ACCOUNT                                                                                \
     {"ID", SLOT_ACCOUNT, CLI_UINT, 1, UINT64_MAX, true, NULL, "account id, 1..2^64-1"}
 #define ARG_TID {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL, "transfer id of the hold"}
@@ -69,7 +76,7 @@ static const cli_option account_open_options[] = {
      "refuse transfers that would take debits above credits"},
     {"--credits-must-not-exceed-debits", SLOT_CREDITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
      "refuse transfers that would take credits above debits"},
-    OPT_KEY, OPT_END};
+    OPT_USER_DATA("the account"), OPT_KEY, OPT_END};
 
 static const cli_option account_get_options[] = {ARG_ACCOUNT, OPT_END};
 
@@ -82,12 +89,38 @@ static const cli_option account_history_options[] = {
     {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"},
     OPT_END};
 
+#define OPT_QUERY(what)                                                                            \
+    {"--ledger", SLOT_LEDGER, CLI_UINT, 1, UINT32_MAX, false, "N", "only " what " of this ledger"},   \
+    {"--code", SLOT_CODE, CLI_UINT, 1, UINT16_MAX, false, "N", "only " what " with this code"},       \
+    {"--user-data-128", SLOT_USER_DATA_128, CLI_TID, 0, 0, false, "HEX",                           \
+     "only " what " with this user_data_128 (32 hex digits or a decimal number)"},                 \
+    {"--user-data-64", SLOT_USER_DATA_64, CLI_UINT, 1, UINT64_MAX, false, "N",                     \
+     "only " what " with this user_data_64"},                                                      \
+    {"--user-data-32", SLOT_USER_DATA_32, CLI_UINT, 1, UINT32_MAX, false, "N",                     \
+     "only " what " with this user_data_32"},                                                      \
+    {"--from-time", SLOT_FROM_TIME, CLI_TIME, 0, 0, false, "RFC3339",                              \
+     "only " what " created at or after this time"},                                               \
+    {"--until", SLOT_UNTIL, CLI_TIME, 0, 0, false, "RFC3339",                                      \
+     "only " what " created at or before this time"},                                              \
+    {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"}
+
 static const cli_option account_list_options[] = {
     {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
      "accounts, 1..1000000 (default 100; read in pages of 1000)"},
     {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "ID",
      "accounts with an id above this one: the next page"},
-    OPT_END};
+    OPT_QUERY("accounts"), OPT_END};
+
+static const cli_option transfer_list_options[] = {
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, CLI_LOG_LIMIT_MAX, false, "N",
+     "transfers, 1..1000000 (default 100; read in pages of 1000)"},
+    {"--account", SLOT_DEBIT, CLI_UINT, 1, UINT64_MAX, false, "ID",
+     "only transfers that debit or credit this account"},
+    {"--debits", SLOT_DEBITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
+     "with --account: only the transfers that debit it"},
+    {"--credits", SLOT_CREDITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
+     "with --account: only the transfers that credit it"},
+    OPT_QUERY("transfers"), OPT_END};
 
 static const cli_option transfer_get_options[] = {
     {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL,
@@ -105,7 +138,15 @@ static const cli_option transfer_options[] = {
      "hold the amount (post or void it later)"},
     {"--timeout-s", SLOT_TIMEOUT_S, CLI_UINT, 0, TALLY_HOLD_TIMEOUT_S_MAX, false, "N",
      "with --pending: the hold expires after N seconds (default 0: never)"},
-    OPT_KEY, OPT_END};
+    {"--balancing-debit", SLOT_BALANCING_DEBIT, CLI_FLAG, 0, 0, false, NULL,
+     "move at most what keeps the debit account's debits within its credits"},
+    {"--balancing-credit", SLOT_BALANCING_CREDIT, CLI_FLAG, 0, 0, false, NULL,
+     "move at most what keeps the credit account's credits within its debits"},
+    {"--closing-debit", SLOT_CLOSING_DEBIT, CLI_FLAG, 0, 0, false, NULL,
+     "with --pending: close the debit account (voiding the hold reopens it)"},
+    {"--closing-credit", SLOT_CLOSING_CREDIT, CLI_FLAG, 0, 0, false, NULL,
+     "with --pending: close the credit account (voiding the hold reopens it)"},
+    OPT_USER_DATA("the transfer"), OPT_KEY, OPT_END};
 
 static const cli_option post_options[] = {
     ARG_TID,
@@ -114,6 +155,16 @@ static const cli_option post_options[] = {
     OPT_KEY, OPT_END};
 
 static const cli_option void_options[] = {ARG_TID, OPT_KEY, OPT_END};
+
+static const cli_option reverse_options[] = {
+    {"TID", SLOT_TID, CLI_TID, 0, 0, true, NULL, "the posted transfer to reverse"},
+    {"--amount", SLOT_AMOUNT, CLI_AMOUNT, 0, 0, false, "N",
+     "amount to move back, at most what is not reversed yet (default: all of that)"},
+    {"--id", SLOT_ID, CLI_TID, 0, 0, false, "TID",
+     "the reversal's own transfer id (default: from the key)"},
+    {"--code", SLOT_CODE, CLI_UINT, 1, UINT16_MAX, false, "N",
+     "the reversal's code (default: the reversed transfer's)"},
+    OPT_USER_DATA("the reversal"), OPT_KEY, OPT_END};
 
 static const cli_option grant_options[] = {
     ARG_SUBJECT, ARG_FEATURE, OPT_UNTIL("end of validity"),
@@ -249,16 +300,30 @@ const cli_command cli_commands[] = {
      account_list_options, run_account_list,
      "--json prints one object per line, as `tally --json account get` prints one.\n"
      "When --limit accounts were shown and more follow, the command for the next page\n"
-     "is printed on stderr.\n"},
+     "is printed on stderr. With a filter (--ledger, --code, --user-data-*,\n"
+     "--from-time, --until, --reverse) the accounts that match it are listed in\n"
+     "creation order instead (docs/PROTOCOL.md, \"Queries\"); --after is for the\n"
+     "listing by id only.\n"},
+    {"transfer list", "List transfers by ledger, code, user data, account and creation time.",
+     transfer_list_options, run_transfer_list,
+     "Transfers in creation order (newest first with --reverse), read in pages\n"
+     "(docs/PROTOCOL.md, \"Queries\"). --json prints one object per line, as\n"
+     "`tally --json transfer get` prints one.\n"},
     {"transfer", "Move an amount from one account to another, or hold it (--pending).",
      transfer_options, run_transfer, details_transfer},
     {"transfer get", "Show a transfer or hold: accounts, amount, state, times and version.",
      transfer_get_options, run_transfer_get,
      "--json prints one object: id, debit_account_id, credit_account_id, amount,\n"
      "ledger, code, flags, pending, state, timeout_s, expires_at, posted_amount,\n"
-     "version, created_seq, resolved_seq, created.\n"},
+     "version, created_seq, resolved_seq, created, user_data_128, user_data_64,\n"
+     "user_data_32, reverses, reversed_amount.\n"},
     {"post", "Post (capture) a hold, fully or partly.", post_options, run_post, details_write},
     {"void", "Void a hold.", void_options, run_void, details_write},
+    {"reverse", "Reverse a posted transfer, all or part of it, with a transfer the other way.",
+     reverse_options, run_reverse,
+     "The reversal is a new transfer from the reversed one's credit account to its\n"
+     "debit account; its `reverses` names the original, whose reversed_amount grows\n"
+     "(`tally transfer get`). Its id comes from the key as for `tally transfer`.\n"},
     {"grant", "Grant an entitlement: until a time, for a duration, or for life.", grant_options,
      run_grant, details_time},
     {"extend", "Extend an active or expired entitlement to a later end.", extend_options,

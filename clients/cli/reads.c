@@ -58,7 +58,7 @@ int run_account_get(cli *c)
     return CLI_EXIT_OK;
 }
 
-static const cli_listing_kind account_listing = {account_titles, 9,
+const cli_listing_kind account_listing = {account_titles, 9,
                                                  TALLY_ACCOUNT_LIST_ENTRIES_MAX,
                                                  sizeof(tally_account)};
 
@@ -68,7 +68,7 @@ static int accounts_read(cli *c, uint64_t after, uint32_t limit, void *page, siz
     return tally_account_list(c->client, after, limit, page, limit, count, next);
 }
 
-static void accounts_output(const cli *c, cli_table *t, const void *page, size_t count)
+void accounts_output(const cli *c, cli_table *t, const void *page, size_t count)
 {
     const tally_account *accounts = page;
     for (size_t i = 0; i < count; i++) {
@@ -83,6 +83,8 @@ static void accounts_output(const cli *c, cli_table *t, const void *page, size_t
  * shown or none follows (as dlq list reads dead letters). */
 int run_account_list(cli *c)
 {
+    if (account_list_filtered(c))
+        return run_account_query(c);
     cli_listing l;
     listing_begin(c, &l, &account_listing);
     uint64_t next = listing_by_cursor(c, &l, value_or(c, SLOT_AFTER, 0), accounts_read,
@@ -159,11 +161,26 @@ int run_account_history(cli *c)
 
 /* ---- transfers ---- */
 
+const char *const transfer_titles[12] = {"ID",        "DEBIT",   "CREDIT",  "AMOUNT",
+                                         "LEDGER",    "CODE",    "STATE",   "POSTED_AMOUNT",
+                                         "TIMEOUT_S", "EXPIRES", "CREATED", "VERSION"};
+
+void transfer_row(cli_table *t, const tally_transfer_info *x)
+{
+    char hex[33], expires[40], created[40];
+    tid_format(&x->id, hex);
+    time_text(x->expires_at_ms, expires);
+    time_text(x->created_ms, created);
+    table_add(t,
+              "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRId64 SEP "%" PRIu32 SEP "%u" SEP
+              "%s" SEP "%" PRId64 SEP "%" PRIu32 SEP "%s" SEP "%s" SEP "%" PRIu64,
+              hex, x->debit_account_id, x->credit_account_id, x->amount, x->ledger,
+              (unsigned)x->code, x->state, x->posted_amount, x->timeout_s, expires, created,
+              x->version);
+}
+
 int run_transfer_get(cli *c)
 {
-    static const char *const titles[] = {"ID",    "DEBIT",     "CREDIT",  "AMOUNT",
-                                         "LEDGER", "CODE",     "STATE",   "POSTED_AMOUNT",
-                                         "TIMEOUT_S", "EXPIRES", "CREATED", "VERSION"};
     tally_transfer_info x;
     memset(&x, 0, sizeof(x));
     char hex[33];
@@ -178,17 +195,9 @@ int run_transfer_get(cli *c)
         json_emit(transfer_json(&x));
         return CLI_EXIT_OK;
     }
-    char expires[40], created[40];
-    time_text(x.expires_at_ms, expires);
-    time_text(x.created_ms, created);
     cli_table t;
-    table_init(&t, titles, 12);
-    table_add(&t,
-              "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRId64 SEP "%" PRIu32 SEP "%u" SEP
-              "%s" SEP "%" PRId64 SEP "%" PRIu32 SEP "%s" SEP "%s" SEP "%" PRIu64,
-              hex, x.debit_account_id, x.credit_account_id, x.amount, x.ledger,
-              (unsigned)x.code, x.state, x.posted_amount, x.timeout_s, expires, created,
-              x.version);
+    table_init(&t, transfer_titles, 12);
+    transfer_row(&t, &x);
     table_print_free(&t);
     return CLI_EXIT_OK;
 }

@@ -59,6 +59,8 @@ typedef enum cli_slot {
     SLOT_PROGRESS, SLOT_NO_PROGRESS,
     SLOT_TOKEN_FILE,
     SLOT_TLS_CA, SLOT_TLS_CERT, SLOT_TLS_KEY,
+    SLOT_USER_DATA_128, SLOT_USER_DATA_64, SLOT_USER_DATA_32,
+    SLOT_BALANCING_DEBIT, SLOT_BALANCING_CREDIT, SLOT_CLOSING_DEBIT, SLOT_CLOSING_CREDIT,
     SLOT_COUNT
 } cli_slot;
 
@@ -159,6 +161,18 @@ extern const cli_command cli_commands[];      /* terminated by {NULL} */
 int cli_token_resolve(cli *c, char *out, size_t size);
 int run_auth_hash(cli *c);
 
+/* ---- reads.c: what queries.c shows its records with ---- */
+extern const cli_listing_kind account_listing;
+void accounts_output(const cli *c, cli_table *t, const void *page, size_t count);
+extern const char *const transfer_titles[12];
+void transfer_row(cli_table *t, const tally_transfer_info *x);
+
+/* ---- queries.c ---- */
+/* Whether account list was given a filter (then it is account_query). */
+bool account_list_filtered(const cli *c);
+int run_account_query(cli *c);
+int run_transfer_list(cli *c);
+
 /* ---- parse.c ---- */
 
 /* The n-th positional entry of table, or NULL. */
@@ -239,6 +253,7 @@ int run_account_open(cli *c);
 int run_transfer(cli *c);
 int run_post(cli *c);
 int run_void(cli *c);
+int run_reverse(cli *c);
 int run_grant(cli *c);
 int run_extend(cli *c);
 int run_revoke(cli *c);

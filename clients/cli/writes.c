@@ -78,6 +78,16 @@ static int write_report(cli *c, const char *what, int rc, const tally_result *r,
 
 /* ---- accounts ---- */
 
+/* --user-data-128/64/32 (0 when not given). */
+static tally_user_data user_data_of(const cli *c)
+{
+    tally_user_data u = {.user_data_64 = value_or(c, SLOT_USER_DATA_64, 0),
+                         .user_data_32 = (uint32_t)value_or(c, SLOT_USER_DATA_32, 0)};
+    if (c->v[SLOT_USER_DATA_128].set)
+        u.user_data_128 = c->v[SLOT_USER_DATA_128].id;
+    return u;
+}
+
 int run_account_open(cli *c)
 {
     tally_account_open_args a = {.id = c->v[SLOT_ACCOUNT].u,
@@ -87,6 +97,7 @@ int run_account_open(cli *c)
         a.flags |= TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS;
     if (c->v[SLOT_CREDITS_LIMITED].set)
         a.flags |= TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS;
+    a.user_data = user_data_of(c);
     int rc = key_prepare(c);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -132,6 +143,17 @@ int run_transfer(cli *c)
         t.flags = TALLY_TRANSFER_PENDING;
         t.timeout_s = (uint32_t)value_or(c, SLOT_TIMEOUT_S, 0);
     }
+    t.user_data = user_data_of(c);
+    static const struct {
+        cli_slot slot;
+        uint16_t flag;
+    } flag_options[] = {{SLOT_BALANCING_DEBIT, TALLY_TRANSFER_BALANCING_DEBIT},
+                        {SLOT_BALANCING_CREDIT, TALLY_TRANSFER_BALANCING_CREDIT},
+                        {SLOT_CLOSING_DEBIT, TALLY_TRANSFER_CLOSING_DEBIT},
+                        {SLOT_CLOSING_CREDIT, TALLY_TRANSFER_CLOSING_CREDIT}};
+    for (size_t i = 0; i < sizeof(flag_options) / sizeof(flag_options[0]); i++)
+        if (c->v[flag_options[i].slot].set)
+            t.flags |= flag_options[i].flag;
     int rc = transfer_identify(c, &t.id);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -151,6 +173,21 @@ int run_post(cli *c)
     memset(&r, 0, sizeof(r));
     rc = tally_post(c->client, c->key, &c->v[SLOT_TID].id, amount, &r);
     return write_report(c, "post", rc, &r, &c->v[SLOT_TID].id);
+}
+
+int run_reverse(cli *c)
+{
+    tally_reverse_args a = {.reverses = c->v[SLOT_TID].id,
+                            .amount = c->v[SLOT_AMOUNT].set ? c->v[SLOT_AMOUNT].i : 0,
+                            .code = (uint16_t)value_or(c, SLOT_CODE, 0)};
+    a.user_data = user_data_of(c);
+    int rc = transfer_identify(c, &a.id);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_reverse(c->client, c->key, &a, &r);
+    return write_report(c, "reverse", rc, &r, &a.id);
 }
 
 int run_void(cli *c)

@@ -36,18 +36,40 @@ json_t *json_tid(const tally_uuid *id)
     return json_string(hex);
 }
 
+/* The user data, added to an object: user_data_128 as 32 hex digits,
+ * as ids are. */
+static json_t *with_user_data(json_t *o, const tally_user_data *u)
+{
+    if (o != NULL &&
+        (json_object_set_new(o, "user_data_128", json_tid(&u->user_data_128)) != 0 ||
+         json_object_set_new(o, "user_data_64", json_u64(u->user_data_64)) != 0 ||
+         json_object_set_new(o, "user_data_32", json_integer(u->user_data_32)) != 0)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 json_t *account_json(const tally_account *a)
 {
-    return json_pack("{s:o, s:I, s:I, s:I, s:b, s:b, s:I, s:I, s:I, s:I, s:o, s:o}", "id",
-                     json_u64(a->id), "ledger", (json_int_t)a->ledger, "code", (json_int_t)a->code,
-                     "flags", (json_int_t)a->flags, "debits_must_not_exceed_credits",
-                     (int)((a->flags & TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS) != 0),
-                     "credits_must_not_exceed_debits",
-                     (int)((a->flags & TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS) != 0),
-                     "debits_posted", (json_int_t)a->debits_posted, "credits_posted",
-                     (json_int_t)a->credits_posted, "debits_pending", (json_int_t)a->debits_pending,
-                     "credits_pending", (json_int_t)a->credits_pending, "version",
-                     json_u64(a->version), "created_seq", json_u64(a->created_seq));
+    json_t *o = json_pack(
+        "{s:o, s:I, s:I, s:I, s:b, s:b, s:I, s:I, s:I, s:I, s:o, s:o, s:o?}", "id",
+        json_u64(a->id), "ledger", (json_int_t)a->ledger, "code", (json_int_t)a->code, "flags",
+        (json_int_t)a->flags, "debits_must_not_exceed_credits",
+        (int)((a->flags & TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS) != 0),
+        "credits_must_not_exceed_debits",
+        (int)((a->flags & TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS) != 0), "debits_posted",
+        (json_int_t)a->debits_posted, "credits_posted", (json_int_t)a->credits_posted,
+        "debits_pending", (json_int_t)a->debits_pending, "credits_pending",
+        (json_int_t)a->credits_pending, "version", json_u64(a->version), "created_seq",
+        json_u64(a->created_seq), "created", a->created_ms ? json_time(a->created_ms) : NULL);
+    o = with_user_data(o, &a->user_data);
+    if (o != NULL &&
+        json_object_set_new(o, "closed", json_boolean(a->flags & TALLY_ACCOUNT_CLOSED)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 json_t *transfer_json(const tally_transfer_info *x)
@@ -63,6 +85,13 @@ json_t *transfer_json(const tally_transfer_info *x)
         (json_int_t)x->posted_amount, "version", json_u64(x->version), "created_seq",
         json_u64(x->created_seq), "resolved_seq", json_u64(x->resolved_seq), "created",
         x->created_ms ? json_time(x->created_ms) : NULL);
+    o = with_user_data(o, &x->user_data);
+    if (o != NULL && (json_object_set_new(o, "reverses", json_tid(&x->reverses)) != 0 ||
+                      json_object_set_new(o, "reversed_amount",
+                                          json_integer(x->reversed_amount)) != 0)) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FIELDS_MAX 16
+#define FIELDS_MAX 24
 #define KEY_BUFFER_BYTES (TALLY_CLIENT_KEY_BYTES_MAX + 1)
 
 /* ---- keys (keys.c) ---- */
@@ -260,6 +260,18 @@ static inline bool dec_present(decoder *d, const char *name)
     return present;
 }
 
+/* Whether the record has a next field name at all: fields added at a
+ * record's end (user data) are absent from older servers' replies and
+ * events; false leaves the decoder as it was. */
+static inline bool dec_has(decoder *d, const char *name)
+{
+    if (!d->ok)
+        return false;
+    if (d->map->type == MSGPACK_OBJECT_ARRAY)
+        return d->pos < d->map->via.array.size;
+    return msgpack_safe_map_get(d->map, name) != NULL;
+}
+
 /* A string into out (capacity bytes with the NUL); "" when it fails. */
 static inline void dec_str(decoder *d, const char *name, char *out, size_t capacity)
 {
@@ -295,6 +307,18 @@ static inline void dec_id(decoder *d, const char *name, tally_uuid *out)
     d->ok = d->ok && msgpack_safe_get_id128(o, &id);
     if (d->ok)
         memcpy(out->bytes, id.bytes, 16);
+}
+
+/* The three user data fields, when the record has them (else 0). */
+static inline void dec_user_data(decoder *d, tally_user_data *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (dec_has(d, "user_data_128"))
+        dec_id(d, "user_data_128", &out->user_data_128);
+    if (dec_has(d, "user_data_64"))
+        out->user_data_64 = dec_uint(d, "user_data_64", UINT64_MAX);
+    if (dec_has(d, "user_data_32"))
+        out->user_data_32 = (uint32_t)dec_uint(d, "user_data_32", UINT32_MAX);
 }
 
 typedef bool (*decode_fn)(const msgpack_object *o, void *out);

@@ -29,6 +29,8 @@ bool client_account_decode(const msgpack_object *o, void *out)
     a->credits_pending = dec_int(&d, "credits_pending");
     a->version = dec_uint(&d, "version", UINT64_MAX);
     a->created_seq = dec_uint(&d, "created_seq", UINT64_MAX);
+    a->created_ms = dec_has(&d, "created_ms") ? dec_int(&d, "created_ms") : 0;
+    dec_user_data(&d, &a->user_data);
     return d.ok;
 }
 
@@ -51,6 +53,13 @@ bool client_transfer_decode(const msgpack_object *o, void *out)
     t->created_seq = dec_uint(&d, "created_seq", UINT64_MAX);
     t->resolved_seq = dec_uint(&d, "resolved_seq", UINT64_MAX);
     t->created_ms = dec_int(&d, "created_ms");
+    dec_user_data(&d, &t->user_data);
+    memset(&t->reverses, 0, sizeof(t->reverses));
+    t->reversed_amount = 0;
+    if (dec_has(&d, "reverses"))
+        dec_id(&d, "reverses", &t->reverses);
+    if (dec_has(&d, "reversed_amount"))
+        t->reversed_amount = dec_int(&d, "reversed_amount");
     return d.ok;
 }
 

@@ -228,13 +228,28 @@ typedef struct tally_result {
 
 #define TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS 1u
 #define TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS 2u
+#define TALLY_ACCOUNT_CLOSED 4u /* read only: set by a closing transfer */
 #define TALLY_TRANSFER_PENDING 1u
+#define TALLY_TRANSFER_BALANCING_DEBIT 2u  /* move at most what the debit account has */
+#define TALLY_TRANSFER_BALANCING_CREDIT 4u /* at most what the credit account may take */
+#define TALLY_TRANSFER_CLOSING_DEBIT 8u    /* with PENDING: close the debit account */
+#define TALLY_TRANSFER_CLOSING_CREDIT 16u  /* with PENDING: close the credit account */
+
+/* The caller's own data on an account or a transfer (an invoice, a
+ * customer, a tenant): set when it is created, never changed, returned by
+ * every read; 0 is none (and is not sent). */
+typedef struct tally_user_data {
+    tally_uuid user_data_128;
+    uint64_t user_data_64;
+    uint32_t user_data_32;
+} tally_user_data;
 
 typedef struct tally_account_open_args {
     uint64_t id;
     uint32_t ledger;
     uint16_t code;
     uint16_t flags;
+    tally_user_data user_data;
 } tally_account_open_args;
 
 typedef struct tally_transfer_args {
@@ -246,6 +261,7 @@ typedef struct tally_transfer_args {
     uint16_t code;
     uint16_t flags;     /* TALLY_TRANSFER_PENDING for a hold */
     uint32_t timeout_s; /* holds: 0 = never expires */
+    tally_user_data user_data;
 } tally_transfer_args;
 
 typedef struct tally_entitlement_args {
@@ -332,6 +348,8 @@ typedef struct tally_account {
     int64_t debits_posted, credits_posted, debits_pending, credits_pending;
     uint64_t version;
     uint64_t created_seq;
+    int64_t created_ms; /* 0: opened by a tallyd before store format 6 */
+    tally_user_data user_data;
 } tally_account;
 
 typedef struct tally_transfer_info {
@@ -345,6 +363,9 @@ typedef struct tally_transfer_info {
     int64_t expires_at_ms, posted_amount;
     uint64_t version, created_seq, resolved_seq;
     int64_t created_ms;
+    tally_user_data user_data;
+    tally_uuid reverses;     /* a reversal: the transfer it reverses (zeros: none) */
+    int64_t reversed_amount; /* what reversals moved back of this transfer */
 } tally_transfer_info;
 
 typedef struct tally_entitlement {
@@ -473,6 +494,7 @@ int tally_entitlement_get(tally_client *c, const char *subject, const char *feat
  * *count 0. */
 int tally_account_list(tally_client *c, uint64_t after_id, uint32_t limit, tally_account *out,
                        size_t capacity, size_t *count, uint64_t *next);
+
 /* Up to capacity entitlements of subject, in feature order; *count gets
  * how many were stored (when the subject has more, the first capacity). */
 int tally_entitlement_list(tally_client *c, const char *subject, tally_entitlement *out,
@@ -881,6 +903,8 @@ int tally_dlq_discard(tally_client *c, const char *name, uint64_t seq);
  * TALLY_out_of_memory. */
 int tally_request_raw(tally_client *c, const void *request, size_t len, void **reply,
                       size_t *reply_len);
+
+#include "tally_queries.h" /* queries and reversals (tally_reverse) */
 
 #ifdef __cplusplus
 }

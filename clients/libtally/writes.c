@@ -29,6 +29,18 @@ typedef struct hold_args {
     int64_t amount;
 } hold_args;
 
+/* User data only when set: a server without it takes the request. */
+static void put_user_data(fields *fs, const tally_user_data *u)
+{
+    static const tally_uuid zero;
+    if (memcmp(u->user_data_128.bytes, zero.bytes, 16) != 0)
+        put_id(fs, "user_data_128", &u->user_data_128);
+    if (u->user_data_64 != 0)
+        put_uint(fs, "user_data_64", u->user_data_64);
+    if (u->user_data_32 != 0)
+        put_uint(fs, "user_data_32", u->user_data_32);
+}
+
 static int fill_account_open(fields *fs, const void *args)
 {
     const tally_account_open_args *a = args;
@@ -38,6 +50,7 @@ static int fill_account_open(fields *fs, const void *args)
     put_uint(fs, "ledger", a->ledger);
     put_uint(fs, "code", a->code);
     put_uint(fs, "flags", a->flags);
+    put_user_data(fs, &a->user_data);
     return TALLY_ok;
 }
 
@@ -55,6 +68,22 @@ static int fill_transfer(fields *fs, const void *args)
     put_uint(fs, "flags", t->flags);
     if (t->timeout_s != 0)
         put_uint(fs, "timeout_s", t->timeout_s);
+    put_user_data(fs, &t->user_data);
+    return TALLY_ok;
+}
+
+static int fill_reverse(fields *fs, const void *args)
+{
+    const tally_reverse_args *r = args;
+    if (r == NULL)
+        return TALLY_invalid_argument;
+    put_id(fs, "id", &r->id);
+    put_id(fs, "reverses", &r->reverses);
+    if (r->amount != 0)
+        put_int(fs, "amount", r->amount);
+    if (r->code != 0)
+        put_uint(fs, "code", r->code);
+    put_user_data(fs, &r->user_data);
     return TALLY_ok;
 }
 
@@ -187,6 +216,12 @@ int tally_transfer(tally_client *c, const char *key, const tally_transfer_args *
                    tally_result *out)
 {
     return write_single(c, key, (write_op){"transfer", fill_transfer, t}, out);
+}
+
+int tally_reverse(tally_client *c, const char *key, const tally_reverse_args *r,
+                  tally_result *out)
+{
+    return write_single(c, key, (write_op){"transfer_reverse", fill_reverse, r}, out);
 }
 
 int tally_post(tally_client *c, const char *key, const tally_uuid *pending_id, int64_t amount,

@@ -176,8 +176,11 @@ static bool call_start(struct http_json *hj, nng_msg *m, bool event_bytes, net_h
 
 const http_resource http_resources[] = {
     {"accounts", NULL, NET_OP_ACCOUNT_LIST, NULL, NULL, 0},
+    {"accounts/query", NULL, NET_OP_ACCOUNT_QUERY, NULL, NULL, 0},
     {"accounts/", "/history", NET_OP_ACCOUNT_HISTORY, "id", NULL, 0},
+    {"accounts/", "/transfers", NET_OP_ACCOUNT_TRANSFERS, "account_id", NULL, 0},
     {"accounts/", "", NET_OP_ACCOUNT_GET, "id", NULL, 0},
+    {"transfers/query", NULL, NET_OP_TRANSFER_QUERY, NULL, NULL, 0},
     {"transfers/", "", NET_OP_TRANSFER_GET, "id", NULL, 0},
     {"entitlements/", "", NET_OP_ENTITLEMENT_LIST, "subject", "feature", NET_OP_ENTITLEMENT_GET},
     {"log", NULL, NET_OP_LOG_READ, NULL, NULL, 0},

@@ -202,7 +202,7 @@ static json_t *member_schema(const net_op *op, bool batch)
 
 typedef enum reply_kind {
     R_INT, R_INT_OR_NULL, R_BOOL, R_STR, R_BASE64, R_OBJECT, R_OBJECTS, R_STRS_OR_NULL,
-    R_EVENTS, R_DELIVERIES, R_WRITE_RESULTS,
+    R_EVENTS, R_DELIVERIES, R_WRITE_RESULTS, R_ID_OR_NULL,
 } reply_kind;
 
 typedef struct reply_field {
@@ -232,6 +232,9 @@ static const struct {
     [NET_OP_ACCOUNT_HISTORY] = {{{"entries", R_OBJECTS}, {"next", R_INT_OR_NULL}}},
     [NET_OP_ACCOUNT_LIST] = {{{"entries", R_OBJECTS}, {"next", R_INT_OR_NULL}}},
     [NET_OP_TRANSFER_GET] = {{{"transfer", R_OBJECT}}},
+    [NET_OP_ACCOUNT_QUERY] = {{{"entries", R_OBJECTS}, {"next", R_ID_OR_NULL}}},
+    [NET_OP_TRANSFER_QUERY] = {{{"entries", R_OBJECTS}, {"next", R_ID_OR_NULL}}},
+    [NET_OP_ACCOUNT_TRANSFERS] = {{{"entries", R_OBJECTS}, {"next", R_ID_OR_NULL}}},
     [NET_OP_ENTITLEMENT_GET] = {{{"entitlement", R_OBJECT}}},
     [NET_OP_ENTITLEMENT_LIST] = {{{"entitlements", R_OBJECTS}}},
     [NET_OP_LOG_READ] = {{{"head", R_INT}, {"events", R_EVENTS}, {"log_floor", R_INT},
@@ -251,6 +254,7 @@ static json_t *reply_field_schema(reply_kind kind)
     switch (kind) {
     case R_INT: return ref(SCHEMA_REF("Integer"));
     case R_INT_OR_NULL: return nullable(ref(SCHEMA_REF("Integer")));
+    case R_ID_OR_NULL: return nullable(ref(SCHEMA_REF("Id128")));
     case R_BOOL: return typed("boolean");
     case R_STR: return typed("string");
     case R_BASE64: return set(typed("string"), "contentEncoding", json_string("base64"));

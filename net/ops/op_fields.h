@@ -35,6 +35,14 @@
 #define NET_FIELD_PENDING_ID(F, T) \
     F(T, ID128, pending_id, REQUIRED, 16, "the hold's transfer id")
 
+#define NET_FIELD_USER_DATA(F, T)                                                           \
+    F(T, ID128, user_data_128, OPTIONAL, 16,                                                \
+      "the caller's own 128-bit value (an invoice, a customer), immutable (default 0: none)") \
+    F(T, UINT, user_data_64, OPTIONAL, UINT64_MAX,                                          \
+      "the caller's own 64-bit value, immutable (default 0: none)")                          \
+    F(T, UINT, user_data_32, OPTIONAL, UINT32_MAX,                                          \
+      "the caller's own 32-bit value, immutable (default 0: none)")
+
 /* ---- writes ---- */
 
 #define NET_FIELDS_account_open(F, T)                            \
@@ -42,7 +50,8 @@
     F(T, UINT, ledger, REQUIRED, UINT32_MAX, "ledger, != 0")     \
     F(T, UINT, code, REQUIRED, UINT16_MAX, "account code, != 0") \
     F(T, UINT, flags, OPTIONAL, UINT16_MAX,                      \
-      "bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits (default 0)")
+      "bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits (default 0)") \
+    NET_FIELD_USER_DATA(F, T)
 
 #define NET_FIELDS_transfer(F, T)                                                \
     F(T, ID128, id, REQUIRED, 16, "transfer id (16 bytes, != 0), unique")        \
@@ -51,9 +60,21 @@
     F(T, AMOUNT, amount, REQUIRED, INT64_MAX, "1 .. 2^63-1")                     \
     F(T, UINT, ledger, REQUIRED, UINT32_MAX, "must equal both accounts' ledger") \
     F(T, UINT, code, REQUIRED, UINT16_MAX, "transfer code, != 0")                \
-    F(T, UINT, flags, OPTIONAL, UINT16_MAX, "bit 0 pending: a hold (default 0)") \
+    F(T, UINT, flags, OPTIONAL, UINT16_MAX,                                      \
+      "bit 0 pending: a hold; 1 balancing_debit, 2 balancing_credit: move at most "  \
+      "what the account has; 3 closing_debit, 4 closing_credit (with pending): "     \
+      "close the account (default 0)")                                             \
     F(T, UINT, timeout_s, OPTIONAL, TALLY_HOLD_TIMEOUT_S_MAX,                    \
-      "holds: expire after this many seconds (0 = never)")
+      "holds: expire after this many seconds (0 = never)")                       \
+    NET_FIELD_USER_DATA(F, T)
+
+#define NET_FIELDS_transfer_reverse(F, T)                                                  \
+    F(T, ID128, id, REQUIRED, 16, "the reversal's own transfer id (16 bytes, != 0), unique")  \
+    F(T, ID128, reverses, REQUIRED, 16, "the posted transfer it reverses")                    \
+    F(T, AMOUNT, amount, OPTIONAL, INT64_MAX,                                                \
+      "1 .. what is not reversed yet (absent: all of that)")                                 \
+    F(T, UINT, code, OPTIONAL, UINT16_MAX, "transfer code (default: the reversed transfer's)") \
+    NET_FIELD_USER_DATA(F, T)
 
 #define NET_FIELDS_post(F, T)  \
     NET_FIELD_PENDING_ID(F, T) \
@@ -103,6 +124,32 @@
 #define NET_FIELDS_account_list(F, T)                                                             \
     F(T, UINT, after_id, OPTIONAL, UINT64_MAX, "page cursor: accounts after this id (default 0)") \
     F(T, UINT, limit, OPTIONAL, TALLY_ACCOUNT_LIST_ENTRIES_MAX, "entries, >= 1 (default 100)")
+
+/* The filters and the page of account_query, transfer_query and
+ * account_transfers (ledger/query.h). */
+#define NET_FIELD_QUERY(F, T)                                                                    \
+    F(T, UINT, code, OPTIONAL, UINT16_MAX, "only this code (default 0: any)")                    \
+    F(T, ID128, user_data_128, OPTIONAL, 16, "only this user_data_128 (default 0: any)")         \
+    F(T, UINT, user_data_64, OPTIONAL, UINT64_MAX, "only this user_data_64 (default 0: any)")    \
+    F(T, UINT, user_data_32, OPTIONAL, UINT32_MAX, "only this user_data_32 (default 0: any)")    \
+    F(T, INT, timestamp_min_ms, OPTIONAL, 0,                                                     \
+      "created at or after this Unix ms (default 0: no bound)")                                  \
+    F(T, INT, timestamp_max_ms, OPTIONAL, 0,                                                     \
+      "created at or before this Unix ms (default 0: no bound)")                                 \
+    F(T, UINT, limit, OPTIONAL, TALLY_QUERY_ENTRIES_MAX, "records, >= 1 (default 100)")          \
+    F(T, BOOL, reversed, OPTIONAL, 0, "newest first (default false)")                            \
+    F(T, ID128, cursor, OPTIONAL, 16,                                                            \
+      "page cursor: the `next` of the page before, with the same filters")
+
+#define NET_FIELDS_query(F, T)                                              \
+    F(T, UINT, ledger, OPTIONAL, UINT32_MAX, "only this ledger (default 0: any)") \
+    NET_FIELD_QUERY(F, T)
+
+#define NET_FIELDS_account_transfers(F, T)                                         \
+    F(T, UINT, account_id, REQUIRED, UINT64_MAX, "the account, != 0")              \
+    F(T, BOOL, debits, OPTIONAL, 0, "transfers that debit it (default true)")      \
+    F(T, BOOL, credits, OPTIONAL, 0, "transfers that credit it (default true)")    \
+    NET_FIELD_QUERY(F, T)
 
 #define NET_FIELDS_transfer_get(F, T) F(T, ID128, id, REQUIRED, 16, "transfer id")
 
@@ -199,7 +246,9 @@
 /* Every list above (ops without fields have none). */
 #define NET_FIELD_LISTS(X)                                                            \
     X(account_open) X(transfer) X(post) X(void) X(grant) X(extend) X(revoke) X(chain) \
+    X(transfer_reverse)                                                               \
     X(batch) X(account_get) X(account_history) X(account_list) X(transfer_get)        \
+    X(query) X(account_transfers)                                                     \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
     X(dlq_discard) X(backup)

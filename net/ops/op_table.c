@@ -31,6 +31,7 @@ COMMAND_OF(account_open)
 COMMAND_OF(transfer)
 COMMAND_OF(post)
 COMMAND_OF(void)
+COMMAND_OF(transfer_reverse)
 COMMAND_OF(grant)
 COMMAND_OF(extend)
 COMMAND_OF(revoke)
@@ -40,6 +41,8 @@ BUILD_OF(account_get)
 BUILD_OF(account_history)
 BUILD_OF(account_list)
 BUILD_OF(transfer_get)
+BUILD_OF(query)
+BUILD_OF(account_transfers)
 BUILD_OF(entitlement_get)
 BUILD_OF(entitlement_list)
 BUILD_OF(log_read)
@@ -171,6 +174,25 @@ const net_op net_ops[NET_OP_COUNT] = {
         .id = NET_OP_BACKUP, .name = "backup", .auth = AUTH_CLASS_ADMIN, .kind = NET_KIND_CONTROL,
         FIELDS(backup), .build = build_backup, .control = net_control_backup,
         .doc = "An online, compacting, consistent copy of the store into a new directory on the server's machine (docs/OPERATIONS.md)."},
+    [NET_OP_TRANSFER_REVERSE] = {
+        .id = NET_OP_TRANSFER_REVERSE, .name = "transfer_reverse", .auth = AUTH_CLASS_WRITE,
+        WRITE(transfer_reverse),
+        .doc = "Reverse a posted transfer, all or part of it: a new transfer the other way, "
+               "linked to it."},
+    [NET_OP_ACCOUNT_QUERY] = {
+        .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
+        READ(query, net_read_account_query),
+        .doc = "Accounts by ledger, code, user data and creation time, in creation order, "
+               "paged."},
+    [NET_OP_TRANSFER_QUERY] = {
+        .id = NET_OP_TRANSFER_QUERY, .name = "transfer_query", .auth = AUTH_CLASS_READ,
+        READ(query, net_read_transfer_query),
+        .doc = "Transfers by ledger, code, user data and creation time, in creation order, "
+               "paged."},
+    [NET_OP_ACCOUNT_TRANSFERS] = {
+        .id = NET_OP_ACCOUNT_TRANSFERS, .name = "account_transfers", .auth = AUTH_CLASS_READ,
+        READ(account_transfers, net_read_transfer_query),
+        .doc = "The transfers that debit or credit an account, in creation order, paged."},
     [NET_OP_HEALTH] = {
         .id = NET_OP_HEALTH, .name = "health", .auth = AUTH_CLASS_NONE, .kind = NET_KIND_CONTROL,
         .build = net_build_nothing, .control = net_control_health,

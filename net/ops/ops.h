@@ -20,6 +20,7 @@ int net_build_nothing(net_request *req, const void *args);   /* an op without fi
 /* ---- writes (ops_write.c) ---- */
 void net_command_account_open(const net_args_account_open *a, ledger_command *c);
 void net_command_transfer(const net_args_transfer *a, ledger_command *c);
+void net_command_transfer_reverse(const net_args_transfer_reverse *a, ledger_command *c);
 void net_command_post(const net_args_post *a, ledger_command *c);
 void net_command_void(const net_args_void *a, ledger_command *c);
 void net_command_grant(const net_args_grant *a, ledger_command *c);
@@ -49,6 +50,12 @@ void net_read_entitlement_list(net_out *o, store_txn *t, const net_request *req,
 void net_read_log(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 bool net_log_read_waits(const net_request *req, uint64_t *watermark);
 void net_read_stats(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+
+/* ---- queries (ops_query.c) ---- */
+int net_build_query(net_request *req, const net_args_query *a);
+int net_build_account_transfers(net_request *req, const net_args_account_transfers *a);
+void net_read_account_query(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+void net_read_transfer_query(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 
 /* ---- subscribers (ops_sub.c) ---- */
 int net_build_sub_create(net_request *req, const net_args_sub_create *a);

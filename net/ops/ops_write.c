@@ -18,6 +18,9 @@ void net_command_account_open(const net_args_account_open *a, ledger_command *c)
     c->u.account_open = (ledger_account_open){.id = a->id, .ledger = (uint32_t)a->ledger,
                                               .code = (uint16_t)a->code,
                                               .flags = (uint16_t)a->flags};
+    c->u.account_open.user_data = (ledger_user_data){
+        .user_data_128 = a->user_data_128, .user_data_64 = a->user_data_64,
+        .user_data_32 = (uint32_t)a->user_data_32};
 }
 
 void net_command_transfer(const net_args_transfer *a, ledger_command *c)
@@ -33,6 +36,24 @@ void net_command_transfer(const net_args_transfer *a, ledger_command *c)
     t->code = (uint16_t)a->code;
     t->flags = (uint16_t)a->flags;
     t->timeout_s = (uint32_t)a->timeout_s;
+    t->user_data = (ledger_user_data){.user_data_128 = a->user_data_128,
+                                      .user_data_64 = a->user_data_64,
+                                      .user_data_32 = (uint32_t)a->user_data_32};
+}
+
+void net_command_transfer_reverse(const net_args_transfer_reverse *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_REVERSE;
+    ledger_reverse *r = &c->u.reverse;
+    r->id = a->id;
+    r->reverses = a->reverses;
+    r->amount = a->amount;
+    r->amount_given = a->has_amount;
+    r->code = (uint16_t)a->code;
+    r->user_data = (ledger_user_data){.user_data_128 = a->user_data_128,
+                                      .user_data_64 = a->user_data_64,
+                                      .user_data_32 = (uint32_t)a->user_data_32};
 }
 
 static void command_hold(ledger_command *c, ledger_command_kind kind, tally_id128 pending_id)

@@ -185,6 +185,13 @@ void net_kv_str(net_out *o, const char *key, const char *ptr, size_t len)
     msgpack_safe_pack_str(&o->pk, (tally_str){ptr, len});
 }
 
+void net_kv_bin(net_out *o, const char *key, const void *ptr, size_t len)
+{
+    net_key(o, key);
+    if (msgpack_safe_pack_bin(&o->pk, ptr, len))
+        net_out_fail(o);
+}
+
 void net_kv_cstr(net_out *o, const char *key, const char *v)
 {
     net_key(o, key);

@@ -76,6 +76,7 @@ void net_kv_u64(net_out *o, const char *key, uint64_t v);
 void net_kv_i64(net_out *o, const char *key, int64_t v);
 void net_kv_bool(net_out *o, const char *key, bool v);
 void net_kv_str(net_out *o, const char *key, const char *ptr, size_t len);
+void net_kv_bin(net_out *o, const char *key, const void *ptr, size_t len);
 void net_kv_cstr(net_out *o, const char *key, const char *v);
 void net_kv_nil(net_out *o, const char *key);
 

@@ -22,6 +22,7 @@
 
 #include "common/limits.h"
 #include "ledger/ledger.h"
+#include "ledger/query.h"
 #include "log/subscriber.h"
 #include "net/auth/auth.h"
 #include "net/ops/out.h"
@@ -92,6 +93,8 @@ typedef enum net_op_id {
     NET_OP_SUB_CREATE, NET_OP_SUB_GET, NET_OP_SUB_LIST, NET_OP_SUB_DELETE, NET_OP_SUB_FETCH,
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
     NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH, NET_OP_SUB_PROGRESS,
+    NET_OP_ACCOUNT_QUERY, NET_OP_TRANSFER_QUERY, NET_OP_ACCOUNT_TRANSFERS,
+    NET_OP_TRANSFER_REVERSE,
     NET_OP_COUNT
 } net_op_id;
 
@@ -103,7 +106,7 @@ typedef enum net_op_kind {
     NET_KIND_CONTROL,    /* on its own, beside reader and writer (backup, health) */
 } net_op_kind;
 
-#define NET_OP_FIELDS_MAX 12
+#define NET_OP_FIELDS_MAX 16
 
 /* Read parameters (one set per read op). */
 typedef struct net_read {
@@ -117,6 +120,7 @@ typedef struct net_read {
     bool reverse;
     uint64_t from_seq;    /* log_read */
     tally_str path;       /* backup */
+    ledger_query query;   /* account_query, transfer_query, account_transfers */
 } net_read;
 
 /* Parameters of the subscriber ops (docs/SUBSCRIBERS.md). */

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/limits.h"
+#include "ledger/index_build.h"
 #include "ledger/open_check.h"
 #include "log/log.h"
 #include "net/http/face.h"
@@ -18,6 +19,7 @@
 #include "net/sp/sp.h"
 #include "net/sp/sp_loop.h"
 
+#include <inttypes.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,18 @@ static int open_store(server *srv)
             max = (uint64_t)fs.f_blocks * fs.f_frsize;
     }
     store_set_map_max(srv->st, max); /* never below a map grown before */
+    uint64_t indexed = 0;
+    rc = ledger_index_build(srv->st, &indexed); /* an upgraded store's records */
+    if (rc != TALLY_ok) {
+        net_log(NET_LOG_ERROR, "store %s: building the account and transfer indexes: %s",
+                srv->opt->data_dir, tally_strerror(rc));
+        store_close(srv->st);
+        srv->st = NULL;
+        return rc;
+    }
+    if (indexed)
+        net_log(NET_LOG_INFO, "store %s: indexed %" PRIu64 " accounts and transfers",
+                srv->opt->data_dir, indexed);
     store_txn t;
     log_head head = {0};
     rc = store_txn_begin(srv->st, NULL, true, &t);

@@ -471,6 +471,33 @@ START_TEST(test_account_open_and_get)
 }
 END_TEST
 
+/* User data: given with --user-data-*, kept, shown by `get --json`; the
+ * same id with other user data is exists_with_different_user_data_*. */
+START_TEST(test_user_data_round_trips)
+{
+    WRITE_OK("account", "open", "21", "--user-data-128", "0123456789abcdef0123456789abcdef",
+             "--user-data-64", "18446744073709551615", "--user-data-32", "7");
+    WRITE_OK("account", "open", "22");
+    json_t *j = TALLY_JSON(0, "account", "get", "21");
+    ck_assert_str_eq(jstr(j, "user_data_128"), "0123456789abcdef0123456789abcdef");
+    ck_assert_str_eq(jstr(j, "user_data_64"), "18446744073709551615");
+    ck_assert_int_eq(jint(j, "user_data_32"), 7);
+    ck_assert_ptr_nonnull(json_object_get(j, "created"));
+    json_decref(j);
+    j = TALLY_JSON(1, "account", "open", "21", "--user-data-128",
+                   "0123456789abcdef0123456789abcdef", "--user-data-64", "1", "--user-data-32",
+                   "7");
+    ck_assert_str_eq(jstr(j, "code"), "exists_with_different_user_data_64");
+    json_decref(j);
+    WRITE_OK("transfer", "--debit", "21", "--credit", "22", "--amount", "5", "--id", "77",
+             "--user-data-32", "9");
+    j = TALLY_JSON(0, "transfer", "get", "77");
+    ck_assert_int_eq(jint(j, "user_data_32"), 9);
+    ck_assert_str_eq(jstr(j, "user_data_128"), "00000000000000000000000000000000");
+    json_decref(j);
+}
+END_TEST
+
 /* ---- transfers ---- */
 
 START_TEST(test_transfer_same_key_is_a_replay)
@@ -903,6 +930,121 @@ START_TEST(test_account_list_pages)
     r = TALLY("--json", "account", "list", "--after", "1100");
     expect_exit(&r, 0);
     ck_assert_str_eq(r.out, "");
+    output_free(&r);
+}
+END_TEST
+
+/* tally reverse: part, then the rest; beyond it a rejection (exit 1). */
+START_TEST(test_reverse)
+{
+    WRITE_OK("account", "open", "41");
+    WRITE_OK("account", "open", "42");
+    WRITE_OK("transfer", "--debit", "41", "--credit", "42", "--amount", "10", "--id", "401");
+    WRITE_OK("reverse", "401", "--amount", "4", "--id", "402", "--user-data-32", "8");
+    json_t *j = TALLY_JSON(0, "transfer", "get", "402");
+    ck_assert_int_eq(jint(j, "debit_account_id"), 42);
+    ck_assert_int_eq(jint(j, "credit_account_id"), 41);
+    ck_assert_int_eq(jint(j, "amount"), 4);
+    ck_assert_str_eq(jstr(j, "reverses"), "00000000000000000000000000000191");
+    ck_assert_int_eq(jint(j, "user_data_32"), 8);
+    json_decref(j);
+    j = TALLY_JSON(1, "reverse", "401", "--amount", "7", "--id", "403");
+    ck_assert_str_eq(jstr(j, "code"), "exceeds_unreversed_amount");
+    json_decref(j);
+    WRITE_OK("reverse", "401", "--id", "404"); /* the 6 left */
+    j = TALLY_JSON(0, "transfer", "get", "401");
+    ck_assert_int_eq(jint(j, "reversed_amount"), 10);
+    json_decref(j);
+    j = TALLY_JSON(0, "account", "get", "41");
+    ck_assert_int_eq(jint(j, "debits_posted"), 10);
+    ck_assert_int_eq(jint(j, "credits_posted"), 10);
+    json_decref(j);
+}
+END_TEST
+
+/* --balancing-debit moves what there is; --closing-debit closes the
+ * account until its hold is voided. */
+START_TEST(test_balancing_and_closing)
+{
+    WRITE_OK("account", "open", "51", "--debits-must-not-exceed-credits");
+    WRITE_OK("account", "open", "52");
+    WRITE_OK("transfer", "--debit", "52", "--credit", "51", "--amount", "30", "--id", "501");
+    WRITE_OK("transfer", "--debit", "51", "--credit", "52", "--amount", "1000", "--id", "502",
+             "--balancing-debit");
+    json_t *j = TALLY_JSON(0, "transfer", "get", "502");
+    ck_assert_int_eq(jint(j, "amount"), 30);
+    json_decref(j);
+    WRITE_OK("transfer", "--debit", "52", "--credit", "51", "--amount", "1", "--id", "503",
+             "--pending", "--closing-credit");
+    j = TALLY_JSON(0, "account", "get", "51");
+    ck_assert(jbool(j, "closed"));
+    json_decref(j);
+    j = TALLY_JSON(1, "transfer", "--debit", "52", "--credit", "51", "--amount", "1", "--id",
+                   "504");
+    ck_assert_str_eq(jstr(j, "code"), "credit_account_already_closed");
+    json_decref(j);
+    WRITE_OK("void", "0000000000000000000000000000" "01f7");
+    j = TALLY_JSON(0, "account", "get", "51");
+    ck_assert(!jbool(j, "closed"));
+    json_decref(j);
+}
+END_TEST
+
+/* The ids that `tally --json ARGS` printed, one object a line. */
+static void expect_listed(const char *const *args, const char *field, const char *const *want,
+                          size_t n)
+{
+    json_t **lines;
+    size_t got = json_lines_of(args, &lines, 16);
+    ck_assert_uint_eq(got, n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_object_get(lines[i], field);
+        char text[40];
+        if (json_is_integer(v))
+            snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(v));
+        else
+            snprintf(text, sizeof(text), "%s", json_string_value(v));
+        ck_assert_str_eq(text, want[i]);
+    }
+    json_lines_free(lines, got);
+    free(lines);
+}
+
+/* account list with a filter (account_query), transfer list
+ * (transfer_query, account_transfers), across pages of one record. */
+START_TEST(test_account_and_transfer_list_queries)
+{
+    WRITE_OK("account", "open", "31", "--code", "77", "--user-data-64", "5");
+    WRITE_OK("account", "open", "32", "--code", "77");
+    WRITE_OK("account", "open", "33", "--code", "78", "--user-data-64", "5");
+    WRITE_OK("transfer", "--debit", "31", "--credit", "32", "--amount", "1", "--id", "301",
+             "--code", "9");
+    WRITE_OK("transfer", "--debit", "32", "--credit", "31", "--amount", "2", "--id", "302");
+    WRITE_OK("transfer", "--debit", "33", "--credit", "32", "--amount", "3", "--id", "303",
+             "--code", "9");
+    expect_listed((const char *const[]){"--json", "account", "list", "--code", "77", NULL}, "id",
+                  (const char *const[]){"31", "32"}, 2);
+    expect_listed((const char *const[]){"--json", "account", "list", "--code", "77", "--reverse",
+                                        NULL},
+                  "id", (const char *const[]){"32", "31"}, 2);
+    expect_listed((const char *const[]){"--json", "account", "list", "--user-data-64", "5",
+                                        "--limit", "1", NULL},
+                  "id", (const char *const[]){"31"}, 1);
+    expect_listed((const char *const[]){"--json", "transfer", "list", "--code", "9", NULL}, "id",
+                  (const char *const[]){"0000000000000000000000000000012d",
+                                        "0000000000000000000000000000012f"},
+                  2);
+    expect_listed((const char *const[]){"--json", "transfer", "list", "--account", "32",
+                                        "--credits", "--reverse", NULL},
+                  "id", (const char *const[]){"0000000000000000000000000000012f",
+                                              "0000000000000000000000000000012d"},
+                  2);
+    expect_listed((const char *const[]){"--json", "transfer", "list", "--account", "31", NULL},
+                  "id", (const char *const[]){"0000000000000000000000000000012d",
+                                              "0000000000000000000000000000012e"},
+                  2);
+    cli_output r = TALLY("account", "list", "--code", "77", "--after", "3");
+    expect_exit(&r, 2);
     output_free(&r);
 }
 END_TEST
@@ -1417,6 +1559,10 @@ int main(void)
     };
     const test_row with_server[] = {
         {"account", test_account_open_and_get, TEST_TIMEOUT_S},
+        {"user_data", test_user_data_round_trips, TEST_TIMEOUT_S},
+        {"queries", test_account_and_transfer_list_queries, TEST_TIMEOUT_S},
+        {"reverse", test_reverse, TEST_TIMEOUT_S},
+        {"balancing_closing", test_balancing_and_closing, TEST_TIMEOUT_S},
         {"replay_key", test_transfer_same_key_is_a_replay, TEST_TIMEOUT_S},
         {"replay_id", test_transfer_id_without_key_is_a_replay, TEST_TIMEOUT_S},
         {"generated_key", test_generated_key_is_printed_and_retries, TEST_TIMEOUT_S},

@@ -17,12 +17,15 @@
 
 static bool is_known(int code) { return strcmp(tally_strerror(code), "unknown_error") != 0; }
 
+/* Lower-case snake case; digits after the first character, as in the
+ * field names that exists_with_different_<field> names carry
+ * (user_data_128). */
 static bool name_is_lower_snake(const char *name)
 {
-    if (*name == '\0' || *name == '_')
+    if (*name == '\0' || *name == '_' || (*name >= '0' && *name <= '9'))
         return false;
     for (const char *p = name; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || *p == '_'))
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
             return false;
     return true;
 }

@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 top=$(pwd)
 [ "$(id -u)" -eq 0 ] || { echo "package.sh: run as root (it installs packages)" >&2; exit 1; }
-packages=(tallyd tally-tools tally-relay libtally4 libtally-dev)
+packages=(tallyd tally-tools tally-relay libtally7 libtally-dev)
 for p in "${packages[@]}"; do
     if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
         echo "package.sh: $p is installed already; this test would purge it: stop" >&2

@@ -145,6 +145,26 @@ static void play(test_store *ts)
     sweep_and_retain(ts);
     ledger_command late = test_cmd_transfer(30, 3, 1, 1);
     ck_assert_int_eq(test_apply(ts, "app", "t30", &late).code, TALLY_ok);
+    /* user data (indexed) and a reversal of part of t1 */
+    ledger_command tagged = test_cmd_transfer(32, 1, 3, 4);
+    tagged.u.transfer.user_data.user_data_64 = 77;
+    tagged.u.transfer.user_data.user_data_128.bytes[3] = 1;
+    ck_assert_int_eq(test_apply(ts, "app", "t32", &tagged).code, TALLY_ok);
+    ledger_command rev = {.kind = LEDGER_REVERSE};
+    rev.u.reverse.id = test_id(33);
+    rev.u.reverse.reverses = test_id(1);
+    rev.u.reverse.amount = 100;
+    rev.u.reverse.amount_given = true;
+    ck_assert_int_eq(test_apply(ts, "app", "rev1", &rev).code, TALLY_ok);
+    /* a balancing transfer and a closing hold, voided (the account reopens) */
+    ledger_command bal = test_cmd_transfer(34, 3, 4, 1000000);
+    bal.u.transfer.flags = LEDGER_TRANSFER_BALANCING_DEBIT;
+    ck_assert_int_eq(test_apply(ts, "app", "bal", &bal).code, TALLY_ok);
+    ledger_command closing = test_cmd_hold(35, 4, 1, 1, 0);
+    closing.u.transfer.flags |= LEDGER_TRANSFER_CLOSING_DEBIT;
+    ck_assert_int_eq(test_apply(ts, "app", "close4", &closing).code, TALLY_ok);
+    ledger_command reopen = test_cmd_void(35);
+    ck_assert_int_eq(test_apply(ts, "app", "reopen4", &reopen).code, TALLY_ok);
 
     ts->now_ms = T0 + 6 * SECOND; /* g1 expires; redeliveries are due */
     sweep_and_retain(ts);

@@ -199,8 +199,8 @@ static uint64_t fill_until_full(test_store *ts, full_snapshot *before)
 }
 
 /* Sizes where the map fills in different commands (a transfer, a hold). */
-static const uint64_t fill_map_sizes[] = {TALLY_MAP_SIZE_BYTES_MIN, UINT64_C(1800) << 10,
-                                          UINT64_C(2) << 20};
+static const uint64_t fill_map_sizes[] = {TALLY_MAP_SIZE_BYTES_MIN, UINT64_C(1816) << 10,
+                                          UINT64_C(2075) << 10};
 
 START_TEST(test_single_command_fills_map)
 {

@@ -72,6 +72,11 @@ static void assert_transfers_equal(const ledger_transfer_record *x,
     ck_assert_uint_eq(x->created_seq, y->created_seq);
     ck_assert_uint_eq(x->resolved_seq, y->resolved_seq);
     ck_assert_int_eq(x->created_ms, y->created_ms);
+    ck_assert_mem_eq(x->user_data.user_data_128.bytes, y->user_data.user_data_128.bytes, 16);
+    ck_assert_uint_eq(x->user_data.user_data_64, y->user_data.user_data_64);
+    ck_assert_uint_eq(x->user_data.user_data_32, y->user_data.user_data_32);
+    ck_assert_int_eq(x->reversed_amount, y->reversed_amount);
+    ck_assert_mem_eq(x->reverses.bytes, y->reverses.bytes, 16);
 }
 
 /* A store with accounts 1 and 2 on ledger 1 (flags 0). */
@@ -192,9 +197,10 @@ START_TEST(test_transfer_history_entries_are_keys_only)
 }
 END_TEST
 
-/* Transfer records are format 2 (varints): a typical transfer takes
- * under 32 bytes; every field round-trips at its extremes; format 1's
- * fixed 86 bytes still decode; malformed records are corrupt. */
+/* Transfer records are format 3 (varints, with user data): a typical
+ * transfer takes under 36 bytes; every field round-trips at its extremes;
+ * format 2 (no user data) and format 1's fixed 86 bytes still decode;
+ * malformed records are corrupt. */
 START_TEST(test_transfer_record_formats)
 {
     test_store ts;
@@ -206,8 +212,8 @@ START_TEST(test_transfer_record_formats)
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
     MDB_val v;
     ck_assert_int_eq(store_get(&t, STORE_DB_TRANSFERS, id.bytes, 16, &v), TALLY_ok);
-    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
-    ck_assert_uint_lt(v.mv_size, 32);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 3);
+    ck_assert_uint_lt(v.mv_size, 36);
     store_txn_abort(&t);
     ledger_transfer_record stored = test_transfer(&ts, 12);
     test_finish(&ts);
@@ -228,6 +234,11 @@ START_TEST(test_transfer_record_formats)
     big.created_seq = UINT64_MAX;
     big.resolved_seq = UINT64_MAX;
     big.created_ms = INT64_MAX;
+    memset(big.user_data.user_data_128.bytes, 0xff, 16);
+    big.user_data.user_data_64 = UINT64_MAX;
+    big.user_data.user_data_32 = UINT32_MAX;
+    big.reversed_amount = INT64_MAX; /* all it posted */
+    memset(big.reverses.bytes, 0xff, 16);
     uint8_t rec[LEDGER_TRANSFER_RECORD_BYTES_MAX];
     size_t n = ledger_transfer_encode(&big, rec);
     ck_assert_uint_le(n, LEDGER_TRANSFER_RECORD_BYTES_MAX);
@@ -239,8 +250,36 @@ START_TEST(test_transfer_record_formats)
     longer[n] = 0;
     ck_assert_int_eq(ledger_transfer_decode(&id, longer, n + 1, &back), TALLY_corrupt_record);
     ck_assert_int_eq(ledger_transfer_decode(&id, rec, n - 1, &back), TALLY_corrupt_record);
-    rec[0] = 3;
+    rec[0] = 4;
     ck_assert_int_eq(ledger_transfer_decode(&id, rec, n, &back), TALLY_corrupt_record);
+    /* user_data_32 beyond 32 bits */
+    big.user_data.user_data_32 = 0;
+    big.reversed_amount = 0;
+    memset(big.reverses.bytes, 0, 16);
+    n = ledger_transfer_encode(&big, rec); /* ends with user_data_32 0, then the reversal's 0 0 0 */
+    uint8_t wide32[LEDGER_TRANSFER_RECORD_BYTES_MAX + 8];
+    memcpy(wide32, rec, n - 4);
+    n = n - 4 + put_uvarint(wide32 + n - 4, UINT64_C(1) << 32);
+    memset(wide32 + n, 0, 3);
+    n += 3;
+    ck_assert_int_eq(ledger_transfer_decode(&id, wide32, n, &back), TALLY_corrupt_record);
+
+    /* Format 2 (no user data): the first 14 fields. */
+    n = ledger_transfer_encode(&stored, rec);
+    {
+        uint8_t v2[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+        size_t l2 = 1;
+        const uint8_t *q2 = rec + 1;
+        v2[0] = 2;
+        for (int i = 0; i < 14; i++) {
+            uint64_t x;
+            ck_assert(get_uvarint(&q2, rec + n, &x));
+            l2 += put_uvarint(v2 + l2, x);
+        }
+        ck_assert_int_eq(ledger_transfer_decode(&id, v2, l2, &back), TALLY_ok);
+        assert_transfers_equal(&stored, &back);
+        ck_assert(!ledger_user_data_is_set(&back.user_data));
+    }
 
     /* A field beyond its range (ledger 2^32) and a non-minimal varint. */
     n = ledger_transfer_encode(&stored, rec);
@@ -255,7 +294,7 @@ START_TEST(test_transfer_record_formats)
     }
     ck_assert_int_eq(ledger_transfer_decode(&id, wide, w, &back), TALLY_corrupt_record);
     uint8_t padded[LEDGER_TRANSFER_RECORD_BYTES_MAX + 1];
-    padded[0] = 2;
+    padded[0] = 3;
     padded[1] = (uint8_t)(rec[1] | 0x80); /* debit 1 as 0x81 0x00 */
     padded[2] = 0;
     memcpy(padded + 3, rec + 2, n - 2);
@@ -411,7 +450,7 @@ START_TEST(test_reserved_transfer_flag)
     test_store ts;
     open_pair(&ts);
     ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
-    cmd.u.transfer.flags = 1u << 1;
+    cmd.u.transfer.flags = 1u << 5; /* the first bit after closing_credit */
     assert_rejected(&ts, &cmd, TALLY_reserved_flag);
     test_finish(&ts);
 }
@@ -552,6 +591,246 @@ START_TEST(test_duplicate_with_different_fields)
     ledger_command ledger = original;
     ledger.u.transfer.ledger = 2;
     assert_rejected(&ts, &ledger, TALLY_exists_with_different_ledger);
+    test_finish(&ts);
+}
+END_TEST
+
+/* User data: stored with the transfer, in its event, and compared on a
+ * duplicate after every other field (TigerBeetle's order). */
+START_TEST(test_transfer_keeps_user_data)
+{
+    test_store ts;
+    ledger_command original = test_cmd_transfer(9, 1, 2, 100);
+    original.u.transfer.user_data.user_data_128.bytes[0] = 0x5a;
+    original.u.transfer.user_data.user_data_64 = 12345;
+    original.u.transfer.user_data.user_data_32 = UINT32_MAX;
+    open_with_transfer(&ts, &original);
+    ledger_transfer_record r = test_transfer(&ts, 9);
+    ck_assert_uint_eq(r.user_data.user_data_128.bytes[0], 0x5a);
+    ck_assert_uint_eq(r.user_data.user_data_64, 12345);
+    ck_assert_uint_eq(r.user_data.user_data_32, UINT32_MAX);
+    assert_rejected(&ts, &original, TALLY_exists);
+    ledger_command u128 = original;
+    u128.u.transfer.user_data.user_data_128.bytes[0] = 0;
+    assert_rejected(&ts, &u128, TALLY_exists_with_different_user_data_128);
+    ledger_command u64 = original;
+    u64.u.transfer.user_data.user_data_64 = 0;
+    assert_rejected(&ts, &u64, TALLY_exists_with_different_user_data_64);
+    ledger_command u32 = original;
+    u32.u.transfer.user_data.user_data_32 = 1;
+    assert_rejected(&ts, &u32, TALLY_exists_with_different_user_data_32);
+    ledger_command amount = u32;
+    amount.u.transfer.amount = 5;
+    assert_rejected(&ts, &amount, TALLY_exists_with_different_amount);
+    test_finish(&ts);
+}
+END_TEST
+
+/* ---- reversals (transfer_reverse) ---- */
+
+static ledger_command reverse_cmd(uint64_t tid, uint64_t reverses, int64_t amount)
+{
+    ledger_command c = {.kind = LEDGER_REVERSE};
+    c.u.reverse.id = test_id(tid);
+    c.u.reverse.reverses = test_id(reverses);
+    c.u.reverse.amount = amount;
+    c.u.reverse.amount_given = amount != 0;
+    return c;
+}
+
+/* In full by default: the opposite transfer, linked both ways; then
+ * nothing is left to reverse. */
+START_TEST(test_reverse_in_full)
+{
+    test_store ts;
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &pay);
+    ledger_command rev = reverse_cmd(20, 9, 0);
+    ledger_outcome out = test_apply(&ts, "svc", "rev-20", &rev);
+    ck_assert_int_eq(out.code, TALLY_ok);
+    ck_assert_uint_eq(out.event_count, 1);
+    test_assert_balances(&ts, 1, 100, 100, 0, 0);
+    test_assert_balances(&ts, 2, 100, 100, 0, 0);
+    ledger_transfer_record r = test_transfer(&ts, 20), o = test_transfer(&ts, 9);
+    ck_assert_uint_eq(r.debit_account_id, 2);
+    ck_assert_uint_eq(r.credit_account_id, 1);
+    ck_assert_int_eq(r.amount, 100);
+    ck_assert_uint_eq(r.code, o.code);
+    ck_assert_mem_eq(r.reverses.bytes, o.id.bytes, 16);
+    ck_assert_int_eq(o.reversed_amount, 100);
+    ck_assert_int_eq(ledger_transfer_unreversed(&o), 0);
+    /* The same key again replays; the same reversal under another key is
+     * exists; a new one finds nothing left. */
+    ck_assert(test_apply(&ts, "svc", "rev-20", &rev).replayed);
+    assert_rejected(&ts, &rev, TALLY_exists);
+    ledger_command other = reverse_cmd(20, 10, 0);
+    assert_rejected(&ts, &other, TALLY_exists_with_different_reverses);
+    ledger_command more = reverse_cmd(21, 9, 1);
+    assert_rejected(&ts, &more, TALLY_exceeds_unreversed_amount);
+    /* The event is a transfer.created of the reversal, naming what it reverses. */
+    test_transfer_event ev = test_read_transfer_event(&ts, r.created_seq);
+    ck_assert_mem_eq(ev.transfer.reverses.bytes, o.id.bytes, 16);
+    test_finish(&ts);
+}
+END_TEST
+
+/* In parts, never beyond what is left; only what was posted, of a hold. */
+START_TEST(test_reverse_in_parts_and_holds)
+{
+    test_store ts;
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &pay);
+    test_setup_ok(&ts, reverse_cmd(20, 9, 30));
+    ledger_command too_much = reverse_cmd(21, 9, 71);
+    assert_rejected(&ts, &too_much, TALLY_exceeds_unreversed_amount);
+    test_setup_ok(&ts, reverse_cmd(21, 9, 70));
+    ck_assert_int_eq(test_transfer(&ts, 9).reversed_amount, 100);
+    ledger_command amount = reverse_cmd(21, 9, 69);
+    assert_rejected(&ts, &amount, TALLY_exists_with_different_amount);
+    /* holds: pending, then posted in part */
+    test_setup_ok(&ts, test_cmd_hold(30, 1, 2, 50, 0));
+    ledger_command pending = reverse_cmd(31, 30, 0);
+    assert_rejected(&ts, &pending, TALLY_transfer_not_reversible);
+    test_setup_ok(&ts, test_cmd_post(30, 20));
+    ledger_command beyond = reverse_cmd(31, 30, 21);
+    assert_rejected(&ts, &beyond, TALLY_exceeds_unreversed_amount);
+    test_setup_ok(&ts, reverse_cmd(31, 30, 0));
+    ck_assert_int_eq(test_transfer(&ts, 31).amount, 20);
+    ledger_command missing = reverse_cmd(40, 99, 0);
+    assert_rejected(&ts, &missing, TALLY_reversed_transfer_not_found);
+    ledger_command zero = reverse_cmd(40, 0, 0);
+    assert_rejected(&ts, &zero, TALLY_reverses_must_not_be_zero);
+    test_finish(&ts);
+}
+END_TEST
+
+/* tally-recon's reversals check: a reversed_amount that the reversals do
+ * not add up to is reported. */
+START_TEST(test_recon_checks_reversed_amounts)
+{
+    test_store ts;
+    ledger_command pay = test_cmd_transfer(9, 1, 2, 100);
+    open_with_transfer(&ts, &pay);
+    test_setup_ok(&ts, reverse_cmd(20, 9, 30));
+    ck_assert_uint_eq(test_invariant_findings(&ts, "reversals"), 0);
+    ledger_transfer_record o = test_transfer(&ts, 9);
+    o.reversed_amount = 40;
+    uint8_t rec[LEDGER_TRANSFER_RECORD_BYTES_MAX];
+    size_t n = ledger_transfer_encode(&o, rec);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_TRANSFERS, o.id.bytes, 16, rec, n, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "reversals"), 1);
+    test_store_close(&ts);
+}
+END_TEST
+
+/* A reversal is a transfer: the account's limits hold for it too. */
+START_TEST(test_reverse_obeys_limits)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_open_bank_user_merchant(&ts);
+    ledger_command buy = test_cmd_transfer(50, TEST_USER, TEST_MERCHANT, 60);
+    test_apply_ok(&ts, &buy);
+    /* refunding the user: the merchant (no limit) gives back, fine */
+    test_setup_ok(&ts, reverse_cmd(51, 50, 10));
+    /* reversing the user's funding while the user has spent it: refused */
+    ledger_command unfund = reverse_cmd(52, 1, 0);
+    assert_rejected(&ts, &unfund, TALLY_exceeds_credits);
+    test_finish(&ts);
+}
+END_TEST
+
+/* ---- balancing and closing transfers (TigerBeetle's flags) ---- */
+
+static ledger_command flagged(uint64_t tid, uint64_t debit, uint64_t credit, int64_t amount,
+                              uint16_t flags)
+{
+    ledger_command c = test_cmd_transfer(tid, debit, credit, amount);
+    c.u.transfer.flags = flags;
+    return c;
+}
+
+/* balancing_debit moves at most what keeps the debit account's debits
+ * within its credits, records that amount, and a retry asking at least as
+ * much is `exists`. */
+START_TEST(test_balancing_debit_moves_what_is_there)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_open_bank_user_merchant(&ts); /* the user holds 100 */
+    ledger_command all = flagged(60, TEST_USER, TEST_MERCHANT, 1000,
+                                 LEDGER_TRANSFER_BALANCING_DEBIT);
+    test_apply_ok(&ts, &all);
+    ck_assert_int_eq(test_transfer(&ts, 60).amount, TEST_USER_FUNDS);
+    test_assert_balances(&ts, TEST_USER, TEST_USER_FUNDS, TEST_USER_FUNDS, 0, 0);
+    assert_rejected(&ts, &all, TALLY_exists);
+    ledger_command less = flagged(60, TEST_USER, TEST_MERCHANT, 99,
+                                  LEDGER_TRANSFER_BALANCING_DEBIT);
+    assert_rejected(&ts, &less, TALLY_exists_with_different_amount);
+    /* nothing left to move */
+    ledger_command more = flagged(61, TEST_USER, TEST_MERCHANT, 5,
+                                  LEDGER_TRANSFER_BALANCING_DEBIT);
+    assert_rejected(&ts, &more, TALLY_exceeds_credits);
+    /* balancing_credit: at most what keeps the credit account's credits
+     * within its debits (the bank's debits are 100, its credits 0) */
+    ledger_command back = flagged(62, TEST_MERCHANT, TEST_BANK, 500,
+                                  LEDGER_TRANSFER_BALANCING_CREDIT);
+    test_apply_ok(&ts, &back);
+    ck_assert_int_eq(test_transfer(&ts, 62).amount, TEST_USER_FUNDS);
+    /* a balancing hold counts as pending for the next */
+    test_setup_ok(&ts, test_cmd_transfer(63, TEST_BANK, TEST_USER, 30));
+    test_setup_ok(&ts, flagged(64, TEST_USER, TEST_MERCHANT, 1000,
+                               LEDGER_TRANSFER_BALANCING_DEBIT | LEDGER_TRANSFER_PENDING));
+    ck_assert_int_eq(test_transfer(&ts, 64).amount, 30);
+    ledger_command again = flagged(65, TEST_USER, TEST_MERCHANT, 1,
+                                   LEDGER_TRANSFER_BALANCING_DEBIT);
+    assert_rejected(&ts, &again, TALLY_exceeds_credits);
+    test_finish(&ts);
+}
+END_TEST
+
+/* A closing hold closes its account to new transfers; voiding it (or its
+ * expiry) reopens it, posting it keeps it closed. */
+START_TEST(test_closing_transfers_close_and_reopen)
+{
+    test_store ts;
+    open_pair(&ts);
+    open_account(&ts, 3, 1, 0);
+    ledger_command single = flagged(70, 1, 2, 1, LEDGER_TRANSFER_CLOSING_DEBIT);
+    assert_rejected(&ts, &single, TALLY_closing_transfer_must_be_pending);
+    test_setup_ok(&ts, flagged(71, 1, 2, 1,
+                               LEDGER_TRANSFER_CLOSING_DEBIT | LEDGER_TRANSFER_PENDING));
+    ck_assert(test_account(&ts, 1).flags & LEDGER_ACCOUNT_CLOSED);
+    ck_assert(!(test_account(&ts, 2).flags & LEDGER_ACCOUNT_CLOSED));
+    ledger_command from = test_cmd_transfer(72, 1, 3, 5);
+    assert_rejected(&ts, &from, TALLY_debit_account_already_closed);
+    ledger_command to = test_cmd_transfer(76, 3, 1, 5);
+    assert_rejected(&ts, &to, TALLY_credit_account_already_closed);
+    test_setup_ok(&ts, test_cmd_void(71));
+    ck_assert(!(test_account(&ts, 1).flags & LEDGER_ACCOUNT_CLOSED));
+    test_setup_ok(&ts, test_cmd_transfer(77, 1, 3, 5));
+    /* closing the credit side, posted: stays closed */
+    test_setup_ok(&ts, flagged(73, 3, 2, 1,
+                               LEDGER_TRANSFER_CLOSING_CREDIT | LEDGER_TRANSFER_PENDING));
+    test_setup_ok(&ts, test_cmd_post(73, 0));
+    ck_assert(test_account(&ts, 2).flags & LEDGER_ACCOUNT_CLOSED);
+    ledger_command into = test_cmd_transfer(74, 1, 2, 1);
+    assert_rejected(&ts, &into, TALLY_credit_account_already_closed);
+    /* an expiring closing hold reopens when it expires */
+    ledger_command timed = flagged(75, 3, 1, 1,
+                                   LEDGER_TRANSFER_CLOSING_DEBIT | LEDGER_TRANSFER_PENDING);
+    timed.u.transfer.timeout_s = 1;
+    test_setup_ok(&ts, timed);
+    ck_assert(test_account(&ts, 3).flags & LEDGER_ACCOUNT_CLOSED);
+    ts.now_ms += 2000;
+    ck_assert_uint_eq(test_sweep(&ts), 1);
+    ck_assert(!(test_account(&ts, 3).flags & LEDGER_ACCOUNT_CLOSED));
+    /* account_open may not set the flag itself */
+    ledger_command open = test_cmd_open(9, 1, LEDGER_ACCOUNT_CLOSED);
+    ck_assert_int_eq(test_code(&ts, &open), TALLY_reserved_flag);
     test_finish(&ts);
 }
 END_TEST
@@ -898,6 +1177,13 @@ int main(void)
 
     TCase *ids = tcase_create("unique_ids");
     tcase_add_test(ids, test_duplicate_identical_exists);
+    tcase_add_test(ids, test_transfer_keeps_user_data);
+    tcase_add_test(ids, test_reverse_in_full);
+    tcase_add_test(ids, test_reverse_in_parts_and_holds);
+    tcase_add_test(ids, test_reverse_obeys_limits);
+    tcase_add_test(ids, test_recon_checks_reversed_amounts);
+    tcase_add_test(ids, test_balancing_debit_moves_what_is_there);
+    tcase_add_test(ids, test_closing_transfers_close_and_reopen);
     tcase_add_test(ids, test_duplicate_with_different_fields);
     tcase_add_test(ids, test_duplicate_with_unknown_accounts_is_still_exists);
     tcase_add_test(ids, test_duplicate_hold_with_different_timeout);

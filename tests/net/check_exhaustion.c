@@ -189,8 +189,9 @@ END_TEST
  * writes from 8 clients, and nothing is lost or applied twice (the bench
  * verifies every acknowledged transfer, tally-recon the store); at the
  * limit (--map-max-mb) writes get storage_full, and stats reports it. The
- * limit is 20 MiB, a little above the 16 MiB the bench's writes need, so
- * that filling the rest one account at a time stays short. */
+ * limit is 34 MiB, a little above the 30 MiB the bench's writes need (with
+ * the account and transfer indexes), so that filling the rest one account
+ * at a time stays short. */
 /* Start tallyd on a 1 MiB map that may grow to max_mb, and run tally-bench
  * against it (batches from several clients: groups of many commands, whose
  * commands meet the full map in the middle of a group); every write must
@@ -216,17 +217,17 @@ static void bench_on_a_growing_map(const char *max_mb, const char *clients, cons
 
 START_TEST(map_grows_under_load_up_to_its_limit)
 {
-    bench_on_a_growing_map("20", "8", "50", "30000");
+    bench_on_a_growing_map("34", "8", "50", "30000");
     tally_stats st;
     ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
     ck_assert_uint_ge(st.map_size_bytes, UINT64_C(16) << 20); /* doubled at least 4 times */
-    ck_assert_uint_le(st.map_size_bytes, UINT64_C(20) << 20);
-    ck_assert_uint_eq(st.map_max_bytes, UINT64_C(20) << 20);
+    ck_assert_uint_le(st.map_size_bytes, UINT64_C(34) << 20);
+    ck_assert_uint_eq(st.map_max_bytes, UINT64_C(34) << 20);
     /* on to the limit: writes then get storage_full, nothing half done */
     uint64_t acked = fill(1000000);
     tally_stats full;
     ck_assert_int_eq(tally_stats_get(client, &full), TALLY_ok);
-    ck_assert_uint_eq(full.map_size_bytes, UINT64_C(20) << 20);
+    ck_assert_uint_eq(full.map_size_bytes, UINT64_C(34) << 20);
     char key[32];
     snprintf(key, sizeof(key), "open-%llu", (unsigned long long)(1000000 + acked));
     tally_account_open_args a = {.id = 1000000 + acked, .ledger = 1, .code = 1};
@@ -249,7 +250,7 @@ END_TEST
  * (the map at --map-max-mb) is logged. */
 START_TEST(map_growth_logs_only_refused_commands)
 {
-    bench_on_a_growing_map("6", "4", "20", "5000");
+    bench_on_a_growing_map("9", "4", "20", "5000");
     tally_stats st;
     ck_assert_int_eq(tally_stats_get(client, &st), TALLY_ok);
     ck_assert_uint_ge(st.map_size_bytes, UINT64_C(2) << 20);

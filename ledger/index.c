@@ -1,0 +1,87 @@
+/*
+ * index.c — the keys of the account and transfer indexes and their puts
+ * (ledger/index.h). Knows no record format: the records' owners say what
+ * they index (ledger_indexed).
+ */
+#include "ledger/index.h"
+
+#include "common/error.h"
+
+#include <assert.h>
+#include <string.h>
+
+const char ledger_index_pending_key[] = "index_pending";
+
+static const uint8_t value_bytes[LEDGER_INDEX_KINDS] = {
+    [LEDGER_INDEX_ALL] = 0,           [LEDGER_INDEX_LEDGER] = 4,
+    [LEDGER_INDEX_CODE] = 2,          [LEDGER_INDEX_USER_DATA_128] = 16,
+    [LEDGER_INDEX_USER_DATA_64] = 8,  [LEDGER_INDEX_USER_DATA_32] = 4,
+    [LEDGER_INDEX_ACCOUNT] = 8,
+};
+
+size_t ledger_index_value_bytes(ledger_index_kind kind)
+{
+    return (unsigned)kind < LEDGER_INDEX_KINDS ? value_bytes[kind] : 0;
+}
+
+size_t ledger_index_prefix(ledger_index_kind kind, const uint8_t *value, uint8_t *out)
+{
+    size_t n = ledger_index_value_bytes(kind);
+    out[0] = (uint8_t)kind;
+    if (n)
+        memcpy(out + 1, value, n);
+    return 1 + n;
+}
+
+/* One key: kind, value, created_ms, created_seq. */
+static void key_of(ledger_index_key *k, ledger_index_kind kind, const uint8_t *value,
+                   const ledger_indexed *r)
+{
+    k->len = ledger_index_prefix(kind, value, k->bytes);
+    put_u64_be(k->bytes + k->len, (uint64_t)r->created_ms);
+    put_u64_be(k->bytes + k->len + 8, r->created_seq);
+    k->len += LEDGER_INDEX_POSITION_BYTES;
+}
+
+size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_INDEX_ENTRIES_MAX])
+{
+    uint8_t v[8];
+    size_t n = 0;
+    key_of(&out[n++], LEDGER_INDEX_ALL, NULL, r);
+    if (r->id_bytes == 8) { /* transfers: ledger and code are checked on the records */
+        put_u32_be(v, r->ledger);
+        key_of(&out[n++], LEDGER_INDEX_LEDGER, v, r);
+        put_u16_be(v, r->code);
+        key_of(&out[n++], LEDGER_INDEX_CODE, v, r);
+    }
+    if (!tally_id128_is_zero(&r->user_data.user_data_128))
+        key_of(&out[n++], LEDGER_INDEX_USER_DATA_128, r->user_data.user_data_128.bytes, r);
+    if (r->user_data.user_data_64 != 0) {
+        put_u64_be(v, r->user_data.user_data_64);
+        key_of(&out[n++], LEDGER_INDEX_USER_DATA_64, v, r);
+    }
+    if (r->user_data.user_data_32 != 0) {
+        put_u32_be(v, r->user_data.user_data_32);
+        key_of(&out[n++], LEDGER_INDEX_USER_DATA_32, v, r);
+    }
+    if (r->id_bytes == 16) {
+        put_u64_be(v, r->debit_account_id);
+        key_of(&out[n++], LEDGER_INDEX_ACCOUNT, v, r);
+        put_u64_be(v, r->credit_account_id);
+        key_of(&out[n++], LEDGER_INDEX_ACCOUNT, v, r);
+    }
+    assert(n <= LEDGER_INDEX_ENTRIES_MAX);
+    return n;
+}
+
+int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r)
+{
+    assert(r->id_bytes == 8 || r->id_bytes == 16);
+    assert(db == STORE_DB_ACCOUNT_INDEX || db == STORE_DB_TRANSFER_INDEX);
+    ledger_index_key keys[LEDGER_INDEX_ENTRIES_MAX];
+    size_t n = ledger_index_keys(r, keys);
+    int rc = TALLY_ok;
+    for (size_t i = 0; i < n && rc == TALLY_ok; i++)
+        rc = store_put(t, db, keys[i].bytes, keys[i].len, r->id, r->id_bytes, 0);
+    return rc;
+}

@@ -1,0 +1,92 @@
+/*
+ * index.h — the secondary indexes of accounts and transfers, which the
+ * queries (ledger/query.h) walk: by ledger, code, user data and, for
+ * transfers, either account, each in creation order.
+ *
+ * Databases "account_index" and "transfer_index" (store format 6): key =
+ * kind u8, the indexed value big-endian (its width fixed by the kind),
+ * created_ms i64, created_seq u64; value = the record's id (8 bytes for an
+ * account, 16 for a transfer). An account has the entries ALL, LEDGER,
+ * CODE, and each USER_DATA_* that is not 0; a transfer ALL, each
+ * USER_DATA_* that is not 0 and ACCOUNT twice (its debit and its credit
+ * account), but no LEDGER or CODE: they would cost two entries (about 100
+ * bytes with their pages) on every transfer, and a transfer's ledger and
+ * code select little that its accounts and user data do not; queries
+ * check them on the records. The fields indexed never
+ * change after creation, so the entries are put once, in the transaction
+ * that creates the record, and never removed (retention keeps account and
+ * transfer records). Within one value the keys sort by creation time, then
+ * by the seq of the creating event (unique): a query's page cursor is that
+ * (created_ms, created_seq) pair.
+ *
+ * A store upgraded from a format before 6 has records without entries:
+ * meta "index_pending" (set by log/store.c with the upgrade) says so, and
+ * ledger_index_build, run by tallyd before it serves, puts every record's
+ * entries and removes the mark.
+ */
+#ifndef TALLY_LEDGER_INDEX_H
+#define TALLY_LEDGER_INDEX_H
+
+#include "ledger/command.h"
+#include "log/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum ledger_index_kind {
+    LEDGER_INDEX_ALL = 0,           /* no value: every record */
+    LEDGER_INDEX_LEDGER = 1,        /* u32 */
+    LEDGER_INDEX_CODE = 2,          /* u16 */
+    LEDGER_INDEX_USER_DATA_128 = 3, /* 16 bytes */
+    LEDGER_INDEX_USER_DATA_64 = 4,  /* u64 */
+    LEDGER_INDEX_USER_DATA_32 = 5,  /* u32 */
+    LEDGER_INDEX_ACCOUNT = 6,       /* transfers: the debit or the credit account, u64 */
+    LEDGER_INDEX_KINDS = 7,
+} ledger_index_kind;
+
+/* The longest value, the position (created_ms, created_seq) and a key. */
+#define LEDGER_INDEX_VALUE_BYTES_MAX 16
+#define LEDGER_INDEX_POSITION_BYTES 16
+#define LEDGER_INDEX_KEY_BYTES_MAX (1 + LEDGER_INDEX_VALUE_BYTES_MAX + LEDGER_INDEX_POSITION_BYTES)
+/* Entries of one record at most: ALL, LEDGER, CODE, three user data, two
+ * accounts. */
+#define LEDGER_INDEX_ENTRIES_MAX 8
+
+/* What a record puts into its index. */
+typedef struct ledger_indexed {
+    uint8_t id[16];
+    size_t id_bytes; /* 8: an account (id u64 big-endian), 16: a transfer */
+    uint32_t ledger;
+    uint16_t code;
+    ledger_user_data user_data;
+    uint64_t debit_account_id, credit_account_id; /* transfers; 0 for accounts */
+    int64_t created_ms;
+    uint64_t created_seq;
+} ledger_indexed;
+
+typedef struct ledger_index_key {
+    uint8_t bytes[LEDGER_INDEX_KEY_BYTES_MAX];
+    size_t len;
+} ledger_index_key;
+
+/* The width of a kind's value (0 for ALL); an unknown kind has none and
+ * is for no record. */
+size_t ledger_index_value_bytes(ledger_index_kind kind);
+
+/* The prefix of kind's entries with value (kind's width, big-endian):
+ * its length. */
+size_t ledger_index_prefix(ledger_index_kind kind, const uint8_t *value, uint8_t *out);
+
+/* The keys of r's entries in out (at most LEDGER_INDEX_ENTRIES_MAX): their
+ * count. */
+size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_INDEX_ENTRIES_MAX]);
+
+/* Put r's entries into db (STORE_DB_ACCOUNT_INDEX or
+ * STORE_DB_TRANSFER_INDEX): TALLY_ok or a fault. */
+int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r);
+
+/* The meta mark of an upgraded store whose indexes are still to build. */
+extern const char ledger_index_pending_key[];
+
+#endif

@@ -1,0 +1,222 @@
+/*
+ * query.c — the walk of one index in creation order, a bounded page at a
+ * time, and the record filters of account_query, transfer_query and
+ * account_transfers (ledger/query.h).
+ */
+#include "ledger/query.h"
+
+#include "common/error.h"
+#include "common/limits.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* The index a query walks and its value. */
+typedef struct query_index {
+    ledger_index_kind kind;
+    uint8_t value[LEDGER_INDEX_VALUE_BYTES_MAX];
+} query_index;
+
+static query_index choose_index(const ledger_query *q, bool transfers)
+{
+    query_index ix = {.kind = LEDGER_INDEX_ALL};
+    const ledger_user_data *u = &q->user_data;
+    if (q->account_id != 0)
+        ix.kind = LEDGER_INDEX_ACCOUNT, put_u64_be(ix.value, q->account_id);
+    else if (!tally_id128_is_zero(&u->user_data_128))
+        ix.kind = LEDGER_INDEX_USER_DATA_128, memcpy(ix.value, u->user_data_128.bytes, 16);
+    else if (u->user_data_64 != 0)
+        ix.kind = LEDGER_INDEX_USER_DATA_64, put_u64_be(ix.value, u->user_data_64);
+    else if (u->user_data_32 != 0)
+        ix.kind = LEDGER_INDEX_USER_DATA_32, put_u32_be(ix.value, u->user_data_32);
+    else if (q->code != 0 && !transfers) /* transfers have no code or ledger entries */
+        ix.kind = LEDGER_INDEX_CODE, put_u16_be(ix.value, q->code);
+    else if (q->ledger != 0 && !transfers)
+        ix.kind = LEDGER_INDEX_LEDGER, put_u32_be(ix.value, q->ledger);
+    return ix;
+}
+
+static bool query_is_sane(const ledger_query *q, bool transfers)
+{
+    return q->limit >= 1 && q->limit <= TALLY_QUERY_ENTRIES_MAX && q->timestamp_min_ms >= 0 &&
+           q->timestamp_max_ms >= 0 &&
+           (q->timestamp_max_ms == 0 || q->timestamp_min_ms <= q->timestamp_max_ms) &&
+           (q->account_id == 0 || (transfers && (q->debits || q->credits)));
+}
+
+/* Whether a record's fields pass the filters (the index's own included:
+ * cheap, and a check of the entry). */
+static bool fields_match(const ledger_query *q, uint32_t ledger, uint16_t code,
+                         const ledger_user_data *u)
+{
+    const ledger_user_data *want = &q->user_data;
+    return (q->ledger == 0 || ledger == q->ledger) && (q->code == 0 || code == q->code) &&
+           (tally_id128_is_zero(&want->user_data_128) ||
+            tally_id128_equal(&want->user_data_128, &u->user_data_128)) &&
+           (want->user_data_64 == 0 || want->user_data_64 == u->user_data_64) &&
+           (want->user_data_32 == 0 || want->user_data_32 == u->user_data_32);
+}
+
+/* One entry's record: decode, filter and hand over. *taken when it was
+ * handed to the caller's fn; a return other than TALLY_ok stops the walk. */
+typedef int (*visit_fn)(store_txn *t, const ledger_query *q, const MDB_val *id, bool *taken,
+                        void *ctx);
+
+typedef struct walk {
+    store_txn *t;
+    const ledger_query *q;
+    store_db db;
+    uint8_t prefix[1 + LEDGER_INDEX_VALUE_BYTES_MAX];
+    size_t prefix_len;
+    int64_t min_ms, max_ms;
+} walk;
+
+/* The key to start from: see store_scan_begin for reverse. */
+static size_t walk_start(const walk *w, uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX])
+{
+    const ledger_query *q = w->q;
+    memcpy(from, w->prefix, w->prefix_len);
+    uint8_t *pos = from + w->prefix_len;
+    if (q->has_cursor) {
+        memcpy(pos, q->cursor, LEDGER_INDEX_POSITION_BYTES);
+        if (!q->reversed) { /* strictly after the cursor: its seq + 1 */
+            uint64_t seq = get_u64_be(q->cursor + 8);
+            if (seq == UINT64_MAX)
+                put_u64_be(pos, get_u64_be(q->cursor) + 1), seq = 0;
+            else
+                seq++;
+            put_u64_be(pos + 8, seq);
+        }
+    } else {
+        put_u64_be(pos, (uint64_t)(q->reversed ? w->max_ms : w->min_ms));
+        put_u64_be(pos + 8, q->reversed ? UINT64_MAX : 0);
+    }
+    return w->prefix_len + LEDGER_INDEX_POSITION_BYTES;
+}
+
+/* Whether the scan's entry is in the walk's range (a stop when not). */
+static bool walk_in_range(const walk *w, const store_scan *s)
+{
+    if (s->key.mv_size != w->prefix_len + LEDGER_INDEX_POSITION_BYTES ||
+        memcmp(s->key.mv_data, w->prefix, w->prefix_len) != 0)
+        return false;
+    int64_t ms = (int64_t)get_u64_be((const uint8_t *)s->key.mv_data + w->prefix_len);
+    return ms >= w->min_ms && ms <= w->max_ms;
+}
+
+static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_query_page *page)
+{
+    uint32_t examined = 0;
+    for (; store_scan_on(s) && walk_in_range(w, s); store_scan_next(s)) {
+        const uint8_t *pos = (const uint8_t *)s->key.mv_data + w->prefix_len;
+        if (page->count == w->q->limit || examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
+            page->has_next = true; /* the cursor is the last entry examined */
+            return TALLY_ok;
+        }
+        examined++;
+        bool taken = false;
+        int rc = visit(w->t, w->q, &s->val, &taken, ctx);
+        if (rc != TALLY_ok)
+            return rc;
+        page->count += taken;
+        memcpy(page->next, pos, LEDGER_INDEX_POSITION_BYTES);
+    }
+    return TALLY_ok;
+}
+
+static int query_walk(store_txn *t, const ledger_query *q, store_db db, visit_fn visit,
+                      void *ctx, ledger_query_page *page)
+{
+    memset(page, 0, sizeof(*page));
+    query_index ix = choose_index(q, db == STORE_DB_TRANSFER_INDEX);
+    walk w = {.t = t, .q = q, .db = db, .min_ms = q->timestamp_min_ms,
+              .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX};
+    w.prefix_len = ledger_index_prefix(ix.kind, ix.value, w.prefix);
+    uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX];
+    size_t from_len = walk_start(&w, from);
+    store_scan s;
+    int rc = store_scan_begin(t, db, from, from_len, q->reversed, &s);
+    if (rc == TALLY_not_found) /* a store without the index (read only, older) */
+        return TALLY_ok;
+    if (rc != TALLY_ok)
+        return rc;
+    rc = store_scan_end(&s, walk_run(&w, &s, visit, ctx, page));
+    if (rc != TALLY_ok || !page->has_next)
+        page->has_next = false;
+    return rc;
+}
+
+/* ---- accounts ---- */
+
+typedef struct account_visit {
+    int (*fn)(const ledger_account *a, void *ctx);
+    void *ctx;
+} account_visit;
+
+static int visit_account(store_txn *t, const ledger_query *q, const MDB_val *id, bool *taken,
+                         void *ctx)
+{
+    account_visit *v = ctx;
+    if (id->mv_size != 8)
+        return TALLY_corrupt_record;
+    ledger_account a;
+    int rc = ledger_account_get(t, get_u64_be(id->mv_data), &a);
+    if (rc == TALLY_not_found)
+        return TALLY_corrupt_record;
+    if (rc != TALLY_ok || !fields_match(q, a.ledger, a.code, &a.user_data))
+        return rc;
+    *taken = true;
+    return v->fn(&a, v->ctx);
+}
+
+int ledger_account_query(store_txn *t, const ledger_query *q,
+                         int (*fn)(const ledger_account *a, void *ctx), void *ctx,
+                         ledger_query_page *page)
+{
+    assert(fn != NULL && page != NULL);
+    memset(page, 0, sizeof(*page));
+    if (!query_is_sane(q, false))
+        return TALLY_invalid_argument;
+    account_visit v = {fn, ctx};
+    return query_walk(t, q, STORE_DB_ACCOUNT_INDEX, visit_account, &v, page);
+}
+
+/* ---- transfers ---- */
+
+typedef struct transfer_visit {
+    int (*fn)(const ledger_transfer_record *r, void *ctx);
+    void *ctx;
+} transfer_visit;
+
+static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id, bool *taken,
+                          void *ctx)
+{
+    transfer_visit *v = ctx;
+    if (id->mv_size != 16)
+        return TALLY_corrupt_record;
+    tally_id128 tid;
+    memcpy(tid.bytes, id->mv_data, 16);
+    ledger_transfer_record r;
+    int rc = ledger_transfer_get(t, &tid, &r);
+    if (rc == TALLY_not_found)
+        return TALLY_corrupt_record;
+    if (rc != TALLY_ok || !fields_match(q, r.ledger, r.code, &r.user_data))
+        return rc;
+    if (q->account_id != 0 && !((q->debits && r.debit_account_id == q->account_id) ||
+                                (q->credits && r.credit_account_id == q->account_id)))
+        return TALLY_ok;
+    *taken = true;
+    return v->fn(&r, v->ctx);
+}
+
+int ledger_transfer_query(store_txn *t, const ledger_query *q,
+                          int (*fn)(const ledger_transfer_record *r, void *ctx), void *ctx,
+                          ledger_query_page *page)
+{
+    assert(fn != NULL && page != NULL);
+    memset(page, 0, sizeof(*page));
+    if (!query_is_sane(q, true))
+        return TALLY_invalid_argument;
+    transfer_visit v = {fn, ctx};
+    return query_walk(t, q, STORE_DB_TRANSFER_INDEX, visit_transfer, &v, page);
+}
