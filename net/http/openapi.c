@@ -370,9 +370,15 @@ static json_t *post_operation(const net_op *op)
         "correlation", false,
         envelope_str(TALLY_CORRELATION_BYTES_MAX, "copied into the events (0-64 bytes)")};
     bool with_correlation = write && op->id != NET_OP_BATCH;
-    json_t *body = fields_object(op, true, &correlation, with_correlation ? 1 : 0);
+    const net_field *min_seq_field = net_read_min_seq_field();
+    extra_field min_seq = {min_seq_field->name, false, field_schema(op, min_seq_field)};
+    bool read = op->kind == NET_KIND_READ;
+    json_t *body = fields_object(op, true, with_correlation ? &correlation : &min_seq,
+                                 with_correlation || read ? 1 : 0);
     if (!with_correlation)
         json_decref(correlation.schema);
+    if (with_correlation || !read)
+        json_decref(min_seq.schema);
     bool body_required = body && json_object_get(body, "required") != NULL;
     json_t *o = set(json_object(), "operationId", json_string(op->name));
     o = set(o, "summary", json_string(op->doc));
@@ -413,7 +419,8 @@ static json_t *query_params(json_t *params, const net_op *op, const char *path_f
                                               field_schema(op, f)));
         params = append(params, param(f->name, "query", false, field_schema(op, f)));
     }
-    return params;
+    const net_field *min_seq = net_read_min_seq_field();
+    return append(params, param(min_seq->name, "query", false, field_schema(op, min_seq)));
 }
 
 static json_t *get_operation(const http_resource *r)

@@ -1,0 +1,352 @@
+/*
+ * check_cluster.c — tallyd in cluster mode (docs/CLUSTER.md): three
+ * nats-servers in one JetStream cluster (tests/support/nats_cluster.h)
+ * and three tallyd on loopback, each with --cluster and its own --node.
+ *
+ * - convergence: three clients, one per node, send the same commands
+ *   with the same keys at once, each starting at another place in the
+ *   list (account_open, transfer, a hold that times out, post, grant):
+ *   every reply is ok and carries cluster_seq; every node then holds the
+ *   same log, event for event (seq, bytes, so hash chain and event ids),
+ *   the same counts, every key applied once (the inbox holds each once),
+ *   the hold timed out by the log's time, and tally-recon is clean on
+ *   each;
+ * - read-your-writes: a write on node a, then a read on node b with the
+ *   write's cluster_seq as min_seq sees it; a min_seq far ahead is
+ *   not_caught_up after --cluster-read-wait-ms;
+ * - a node stopped and started again catches up from its position.
+ *
+ * Without nats-server installed the program says so and exits 77.
+ */
+#include "config.h"
+
+#include "common/error.h"
+#include "common/msgpack_safe.h"
+
+#include "tests/support/nats_cluster.h"
+#include "tests/support/suite.h"
+#include "tests/support/tallyd_harness.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wait.h"
+#include "tests/support/wire.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEST_TIMEOUT_S 600
+#define NODES 3
+#define ACCOUNTS 12
+#define TRANSFERS 24
+#define GRANTS 8
+#define COMMANDS (ACCOUNTS + TRANSFERS + 2 + GRANTS) /* + a hold that times out, a post */
+#define LOG_PAGE 100
+#define LOG_BYTES_MAX (4 * 1024 * 1024)
+
+typedef struct cluster_fixture {
+    nats_cluster nats;
+    char urls[NATS_CLUSTER_NODES * 64];
+    tallyd_proc node[NODES];
+    tally_client *client[NODES];
+    char node_arg[NODES][8];
+} cluster_fixture;
+
+static void node_start(cluster_fixture *f, int i)
+{
+    tallyd_proc *p = &f->node[i];
+    snprintf(f->node_arg[i], sizeof(f->node_arg[i]), "%c", 'a' + i);
+    const char *args[] = {"--cluster", f->urls, "--node", f->node_arg[i],
+                          "--cluster-read-wait-ms", "3000", NULL};
+    wire_server_start(p, &f->client[i], args);
+}
+
+static void cluster_up(cluster_fixture *f)
+{
+    memset(f, 0, sizeof(*f));
+    nats_cluster_start(&f->nats);
+    size_t used = 0;
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        used += (size_t)snprintf(f->urls + used, sizeof(f->urls) - used, "%s%s", i ? "," : "",
+                                 f->nats.urls[i]);
+    /* one after the other: the first creates the stream and its genesis */
+    for (int i = 0; i < NODES; i++)
+        node_start(f, i);
+}
+
+static void cluster_down(cluster_fixture *f)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (f->client[i])
+            wire_server_stop(&f->node[i], &f->client[i]);
+        tallyd_cleanup(&f->node[i]);
+    }
+    nats_cluster_stop(&f->nats);
+}
+
+/* ---- the commands ---- */
+
+static void transfer_id(uint8_t id[16], unsigned i)
+{
+    memset(id, 0, 16);
+    id[0] = 0x01;
+    id[15] = (uint8_t)(i + 1);
+    id[14] = (uint8_t)((i + 1) >> 8);
+}
+
+/* Command k of the list, sent on c: its reply must be ok (a replay of the
+ * same key is ok too) and carry a cluster_seq. Returns that seq. */
+static uint64_t send_command(tally_client *c, unsigned k)
+{
+    wire_reply r;
+    char key[32];
+    uint8_t id[16];
+    snprintf(key, sizeof(key), "cmd-%u", k);
+    if (k < ACCOUNTS) {
+        wire_call(c, &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id",
+                  (uint64_t)k + 1, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    } else if (k < ACCOUNTS + TRANSFERS) {
+        unsigned t = k - ACCOUNTS;
+        transfer_id(id, t);
+        wire_call(c, &r, "transfer", "ssxuuiuu", "consumer", "t", "key", key, "id", id,
+                  "debit_account_id", (uint64_t)(t % ACCOUNTS) + 1, "credit_account_id",
+                  (uint64_t)((t + 1) % ACCOUNTS) + 1, "amount", (int64_t)(t + 1), "ledger",
+                  (uint64_t)1, "code", (uint64_t)1);
+    } else if (k == ACCOUNTS + TRANSFERS) { /* a hold of 1 s: it times out by the log's time */
+        transfer_id(id, 1000);
+        wire_call(c, &r, "transfer", "ssxuuiuuuu", "consumer", "t", "key", key, "id", id,
+                  "debit_account_id", (uint64_t)1, "credit_account_id", (uint64_t)2, "amount",
+                  (int64_t)5, "ledger", (uint64_t)1, "code", (uint64_t)1, "flags", (uint64_t)1,
+                  "timeout_s", (uint64_t)1);
+    } else if (k == ACCOUNTS + TRANSFERS + 1) { /* a hold posted at once */
+        transfer_id(id, 1001);
+        wire_call(c, &r, "transfer", "ssxuuiuuu", "consumer", "t", "key", key, "id", id,
+                  "debit_account_id", (uint64_t)3, "credit_account_id", (uint64_t)4, "amount",
+                  (int64_t)7, "ledger", (uint64_t)1, "code", (uint64_t)1, "flags", (uint64_t)1);
+        ck_assert_msg(strcmp(r.code, "ok") == 0, "hold: %s", r.code);
+        wire_done(&r);
+        snprintf(key, sizeof(key), "cmd-%u-post", k);
+        wire_call(c, &r, "post", "ssx", "consumer", "t", "key", key, "pending_id", id);
+    } else {
+        char subject[16];
+        snprintf(subject, sizeof(subject), "user-%u", k);
+        wire_call(c, &r, "grant", "ssssi", "consumer", "t", "key", key, "subject", subject,
+                  "feature", "pro", "duration_ms", (int64_t)86400000);
+    }
+    ck_assert_msg(strcmp(r.code, "ok") == 0, "command %u: %s", k, r.code);
+    uint64_t seq = wire_u64(r.map, "cluster_seq");
+    ck_assert_uint_gt(seq, 0);
+    wire_done(&r);
+    return seq;
+}
+
+typedef struct sender {
+    tally_client *c;
+    unsigned start;
+    uint64_t last_seq;
+} sender;
+
+/* The accounts first, then the rest, each part from the sender's own
+ * start: a transfer this sender sends comes after it saw every account
+ * opened (its replies come once applied), so it is never refused for an
+ * account another sender has not opened yet. */
+static void *send_all(void *arg)
+{
+    sender *s = arg;
+    for (unsigned i = 0; i < COMMANDS; i++) {
+        unsigned k = i < ACCOUNTS ? (s->start + i) % ACCOUNTS
+                                  : ACCOUNTS + (s->start + i) % (COMMANDS - ACCOUNTS);
+        uint64_t seq = send_command(s->c, k);
+        if (seq > s->last_seq)
+            s->last_seq = seq;
+    }
+    return NULL;
+}
+
+/* ---- what a node holds ---- */
+
+/* Every event of the node's log, each event's bytes in order, after it
+ * has applied position min_seq; *head its head seq. */
+static size_t node_log(tally_client *c, uint64_t min_seq, uint8_t *out, uint64_t *head)
+{
+    wire_reply r;
+    wire_call(c, &r, "stats", "u", "min_seq", min_seq);
+    wire_expect(&r, "ok");
+    *head = wire_u64(r.map, "head_seq");
+    wire_done(&r);
+    size_t used = 0;
+    for (uint64_t from = 1; from <= *head;) {
+        wire_call(c, &r, "log_read", "uu", "from_seq", from, "limit", (uint64_t)LOG_PAGE);
+        wire_expect(&r, "ok");
+        const msgpack_object *ev = wire_field(r.map, "events");
+        ck_assert_int_eq(ev->type, MSGPACK_OBJECT_ARRAY);
+        ck_assert_uint_gt(ev->via.array.size, 0);
+        for (uint32_t i = 0; i < ev->via.array.size; i++) {
+            const void *b;
+            size_t n;
+            ck_assert(msgpack_safe_get_bin(&ev->via.array.ptr[i], &b, &n));
+            ck_assert_uint_le(used + n, LOG_BYTES_MAX);
+            memcpy(out + used, b, n);
+            used += n;
+        }
+        from += ev->via.array.size;
+        wire_done(&r);
+    }
+    return used;
+}
+
+static uint64_t stats_u64(tally_client *c, const char *field)
+{
+    wire_reply r;
+    wire_call(c, &r, "stats", "");
+    uint64_t v = wire_u64(r.map, field);
+    wire_done(&r);
+    return v;
+}
+
+/* The state of account id on c, after position min_seq. */
+static void account_on(tally_client *c, uint64_t id, uint64_t min_seq, wire_reply *r)
+{
+    wire_call(c, r, "account_get", "uu", "id", id, "min_seq", min_seq);
+}
+
+/* Every node the same as node 0: log bytes, counts; recon clean. */
+static void assert_converged(cluster_fixture *f, uint64_t min_seq)
+{
+    static uint8_t logs[NODES][LOG_BYTES_MAX];
+    size_t len[NODES];
+    uint64_t head[NODES];
+    for (int i = 0; i < NODES; i++)
+        len[i] = node_log(f->client[i], min_seq, logs[i], &head[i]);
+    for (int i = 1; i < NODES; i++) {
+        ck_assert_msg(head[i] == head[0], "node %c head %" PRIu64 ", node a %" PRIu64, 'a' + i,
+                      head[i], head[0]);
+        ck_assert_msg(len[i] == len[0] && memcmp(logs[i], logs[0], len[0]) == 0,
+                      "node %c's log differs from node a's", 'a' + i);
+        static const char *const counts[] = {"accounts", "transfers", "entitlements", "inbox"};
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+            ck_assert_uint_eq(stats_u64(f->client[i], counts[k]),
+                              stats_u64(f->client[0], counts[k]));
+    }
+    for (int i = 0; i < NODES; i++)
+        tallyd_recon_clean(&f->node[i]);
+}
+
+/* ---- the tests ---- */
+
+START_TEST(test_concurrent_writes_to_every_node_converge)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    sender s[NODES];
+    pthread_t th[NODES];
+    for (int i = 0; i < NODES; i++) {
+        s[i] = (sender){f.client[i], (unsigned)i * COMMANDS / NODES, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, send_all, &s[i]), 0);
+    }
+    uint64_t last = 0;
+    for (int i = 0; i < NODES; i++) {
+        pthread_join(th[i], NULL);
+        if (s[i].last_seq > last)
+            last = s[i].last_seq;
+    }
+    /* a write after the hold's second: its time sweeps the hold out */
+    uint64_t later = 0;
+    for (int tries = 0; tries < 600 && later == 0; tries++) {
+        wire_reply r;
+        uint8_t id[16];
+        transfer_id(id, 1000);
+        wire_call(f.client[0], &r, "transfer_get", "x", "id", id);
+        wire_expect(&r, "ok");
+        const msgpack_object *state = msgpack_safe_map_get(wire_field(r.map, "transfer"), "state");
+        tally_str st = {0};
+        bool expired = state && msgpack_safe_get_str(state, &st) &&
+                       tally_str_equal(st, tally_str_from("pending_expired"));
+        wire_done(&r);
+        char key[32];
+        snprintf(key, sizeof(key), "tick-%d", tries);
+        wire_call(f.client[tries % NODES], &r, "grant", "ssssi", "consumer", "t", "key", key,
+                  "subject", "ticker", "feature", key, "duration_ms", (int64_t)86400000);
+        wire_expect(&r, "ok");
+        uint64_t seq = wire_u64(r.map, "cluster_seq");
+        wire_done(&r);
+        if (expired)
+            later = seq;
+        else
+            test_pause_ms(100);
+    }
+    ck_assert_msg(later > 0, "the 1 s hold never timed out");
+    assert_converged(&f, later > last ? later : last);
+    /* every key once: the same commands sent three times hold one record each */
+    ck_assert_uint_eq(stats_u64(f.client[1], "accounts"), ACCOUNTS);
+    ck_assert_uint_eq(stats_u64(f.client[2], "transfers"), TRANSFERS + 2);
+    cluster_down(&f);
+}
+END_TEST
+
+START_TEST(test_a_read_with_min_seq_sees_a_write_made_on_another_node)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    for (unsigned round = 0; round < 20; round++) {
+        wire_reply r;
+        char key[32];
+        snprintf(key, sizeof(key), "ryw-%u", round);
+        wire_call(f.client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id",
+                  (uint64_t)round + 500, "ledger", (uint64_t)1, "code", (uint64_t)1);
+        wire_expect(&r, "ok");
+        uint64_t seq = wire_u64(r.map, "cluster_seq");
+        wire_done(&r);
+        account_on(f.client[1 + round % 2], round + 500, seq, &r);
+        ck_assert_msg(strcmp(r.code, "ok") == 0, "round %u: read at min_seq %" PRIu64 ": %s",
+                      round, seq, r.code);
+        ck_assert_uint_ge(wire_u64(r.map, "cluster_seq"), seq);
+        wire_done(&r);
+    }
+    wire_reply r;
+    account_on(f.client[2], 500, UINT64_C(1) << 40, &r);
+    wire_expect(&r, "not_caught_up");
+    wire_done(&r);
+    cluster_down(&f);
+}
+END_TEST
+
+START_TEST(test_a_restarted_node_catches_up)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    tally_client_close(f.client[2]);
+    f.client[2] = NULL;
+    ck_assert_int_eq(tallyd_stop(&f.node[2]), 0);
+    uint64_t last = 0;
+    for (unsigned k = 0; k < COMMANDS; k++) {
+        uint64_t seq = send_command(f.client[k % 2], k);
+        if (seq > last)
+            last = seq;
+    }
+    const char *args[] = {"--cluster", f.urls, "--node", f.node_arg[2],
+                          "--cluster-read-wait-ms", "60000", NULL};
+    wire_server_restart(&f.node[2], &f.client[2], args);
+    assert_converged(&f, last);
+    cluster_down(&f);
+}
+END_TEST
+
+int main(void)
+{
+    if (nats_cluster_server_path() == NULL) {
+        fprintf(stderr, "check_cluster: nats-server is not installed ($NATS_SERVER: %s); "
+                        "skipped (apt-get install nats-server)\n",
+                getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
+        return 77;
+    }
+    const test_row rows[] = {
+        {"converge", test_concurrent_writes_to_every_node_converge, TEST_TIMEOUT_S},
+        {"read", test_a_read_with_min_seq_sees_a_write_made_on_another_node, TEST_TIMEOUT_S},
+        {"catch_up", test_a_restarted_node_catches_up, TEST_TIMEOUT_S},
+    };
+    return test_run_suite(test_suite_of_rows("cluster", TEST_ROWS(rows)));
+}
