@@ -331,8 +331,9 @@ static void write_view(net_text *b, const net_metrics_view *v)
     net_text_sample_u64(b, "tally_publish_connections", "gauge", "Connections to the PUB endpoint.",
                v->publish_subscribers);
     net_text_sample_u64(b, "tally_long_polls_parked", "gauge",
-               "Long-polls parked now: log_reads with wait_ms that found nothing new and "
-               "sub_fetches that found nothing to deliver, over any transport.",
+               "Long-polls parked now: log_reads with wait_ms that found nothing new, "
+               "sub_fetches that found nothing to deliver and reads waiting for their min_seq, "
+               "over any transport.",
                v->long_polls_parked);
     net_text_sample_u64(b, "tally_http_connections", "gauge", "HTTP connections open.",
                v->http_connections);
