@@ -166,7 +166,7 @@ struct server {
     /* The rooms above, each with its own state (net/server/ makes them). */
     struct sp_room *sp;           /* net/sp/sp.h */
     struct http_room *http;       /* net/http/face.h; NULL without --http */
-    /* Cluster mode (docs/CLUSTER.md): the node (net/cluster/node.c; NULL
+    /* Cluster mode (docs/CLUSTER.md): the node (net/server/cluster_node.c; NULL
      * in single-node mode) and, under mu, the stream position its store
      * has applied; waiter_cv is broadcast when it moves. */
     struct cluster_node *cluster;
@@ -214,7 +214,7 @@ int writer_init(server *srv);
 slot *writer_queue_pop(server *srv, uint32_t commands_left);
 /* Answer every queued request shutting_down (the writer's last act). */
 void writer_refuse_queued(server *srv);
-/* Cluster mode's apply of one message (net/cluster/node.c): the n
+/* Cluster mode's apply of one message (net/server/cluster_node.c): the n
  * requests of group, decoded, in one write transaction at now with the
  * sweeps first, as a group of single-node mode (a fault redoes it command
  * by command; a full map grows and the message is applied again);

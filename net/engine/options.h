@@ -36,7 +36,7 @@ typedef enum net_tcp_engine {
 struct server;
 
 /* Cluster mode (docs/CLUSTER.md), reached only through these hooks: tallyd
- * sets them when it is built with the NATS client (net/cluster/node.c);
+ * sets them when it is built with the NATS client (net/server/cluster_node.c);
  * the engine stays the same in single-node mode, where they are NULL. */
 typedef struct net_cluster_hooks {
     /* Before the store opens: connect, create or check the stream, read

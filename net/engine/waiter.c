@@ -53,19 +53,6 @@ static slot *take_ready_waiter(server *srv, int64_t now, int64_t *next_deadline)
     return NULL;
 }
 
-static struct timespec realtime_in(int64_t ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    return until;
-}
-
 void *waiter_main(void *arg)
 {
     server *srv = arg;
@@ -97,7 +84,7 @@ void *waiter_main(void *arg)
         if (srv->stopping && srv->waiters == NULL)
             break;
         int64_t wait = next_deadline == INT64_MAX ? 1000 : next_deadline - clock_mono_ms();
-        struct timespec until = realtime_in(wait < 1 ? 1 : wait);
+        struct timespec until = clock_realtime_in_ms(wait < 1 ? 1 : wait);
         pthread_cond_timedwait(&srv->waiter_cv, &srv->mu, &until);
     }
     pthread_mutex_unlock(&srv->mu);

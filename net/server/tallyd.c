@@ -13,7 +13,7 @@
 #include "net/server/tallyd_options.h"
 #include "net/http/webhooks.h"
 #ifdef TALLY_CLUSTER
-#include "net/cluster/node.h"
+#include "net/server/cluster_node.h"
 #endif
 
 #include <signal.h>

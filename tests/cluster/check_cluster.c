@@ -24,6 +24,7 @@
 #include "common/msgpack_safe.h"
 
 #include "tests/support/nats_cluster.h"
+#include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
@@ -310,6 +311,33 @@ START_TEST(test_a_read_with_min_seq_sees_a_write_made_on_another_node)
     account_on(f.client[2], 500, UINT64_C(1) << 40, &r);
     wire_expect(&r, "not_caught_up");
     wire_done(&r);
+    /* libtally: the write's cluster_seq, then reads on another client with it */
+    tally_result res;
+    tally_account_open_args a = {.id = 900, .ledger = 1, .code = 1};
+    ck_assert_int_eq(tally_account_open(f.client[1], "lib-900", &a, &res), TALLY_ok);
+    uint64_t seq = tally_client_cluster_seq(f.client[1]);
+    ck_assert_uint_gt(seq, 0);
+    tally_client_set_min_seq(f.client[2], seq);
+    tally_account acct;
+    ck_assert_int_eq(tally_account_get(f.client[2], 900, &acct), TALLY_ok);
+    ck_assert_uint_ge(tally_client_cluster_seq(f.client[2]), seq);
+    tally_client_set_min_seq(f.client[2], 0);
+    /* the CLI: a write prints its cluster_seq; a read with --min-seq on another node */
+    char *out = NULL, *err = NULL, seq_text[24], *at;
+    const char *open_argv[] = {tallyd_program("tally"), "--url", f.node[0].url, "--json",
+                               "account", "open", "901", "--key", "cli-901", NULL};
+    ck_assert_int_eq(test_run(open_argv, NULL, &out, &err), 0);
+    ck_assert_msg((at = strstr(out, "\"cluster_seq\":")) != NULL, "%s", out);
+    seq = strtoull(at + strlen("\"cluster_seq\":"), NULL, 10);
+    ck_assert_uint_gt(seq, 0);
+    free(out);
+    free(err);
+    snprintf(seq_text, sizeof(seq_text), "%" PRIu64, seq);
+    const char *get_argv[] = {tallyd_program("tally"), "--url", f.node[2].url, "--min-seq",
+                              seq_text, "account", "get", "901", NULL};
+    ck_assert_int_eq(test_run(get_argv, NULL, &out, &err), 0);
+    free(out);
+    free(err);
     cluster_down(&f);
 }
 END_TEST

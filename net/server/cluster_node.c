@@ -1,6 +1,7 @@
 /*
- * node.c — tallyd as a cluster node (node.h, docs/CLUSTER.md): at start
- * the stream (created or checked) and the store checked against it; then
+ * cluster_node.c — tallyd as a cluster node (cluster_node.h,
+ * docs/CLUSTER.md): at start the stream (created or checked) and the
+ * store checked against it; then
  * two threads. The writer takes groups of writes from the engine's queue,
  * publishes each as one cmd message (the requests as received, without
  * their tokens, and the time this node assigns) and answers them once
@@ -12,7 +13,7 @@
  * in the same transaction. A message's time is max(its time, the previous
  * message's), so time comes from the log, never from the applying node.
  */
-#include "net/cluster/node.h"
+#include "net/server/cluster_node.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -409,19 +410,6 @@ static uint32_t take_group(server *srv, slot **group)
     return n;
 }
 
-static struct timespec realtime_in_ms(int64_t ms)
-{
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    at.tv_sec += ms / 1000;
-    at.tv_nsec += (ms % 1000) * 1000000;
-    if (at.tv_nsec >= 1000000000) {
-        at.tv_sec++;
-        at.tv_nsec -= 1000000000;
-    }
-    return at;
-}
-
 /* Under mu: wait while the applier may still apply the pending group:
  * always once it claimed it; else, when published, up to the apply wait. */
 static void wait_for_apply(server *srv, pending_group *pg, bool published)
@@ -429,7 +417,7 @@ static void wait_for_apply(server *srv, pending_group *pg, bool published)
     int64_t until = clock_mono_ms() + TALLY_CLUSTER_APPLY_WAIT_MS;
     while (!pg->applied && (pg->claimed || (published && !srv->stopping &&
                                             clock_mono_ms() < until))) {
-        struct timespec at = realtime_in_ms(100);
+        struct timespec at = clock_realtime_in_ms(100);
         pthread_cond_timedwait(&srv->waiter_cv, &srv->mu, &at);
     }
 }
@@ -500,7 +488,7 @@ static void *node_writer_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&srv->mu);
         while (srv->queue_head == NULL && !srv->stopping) {
-            struct timespec at = realtime_in_ms(1000);
+            struct timespec at = clock_realtime_in_ms(1000);
             pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &at);
         }
         uint32_t n = srv->stopping ? 0 : take_group(srv, group);

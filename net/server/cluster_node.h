@@ -1,5 +1,5 @@
 /*
- * node.h — tallyd as a cluster node (docs/CLUSTER.md): the hooks the
+ * cluster_node.h — tallyd as a cluster node (docs/CLUSTER.md): the hooks the
  * engine calls in cluster mode (net/engine/options.h, net_cluster_hooks).
  *
  * The writer thread publishes each group of writes it takes as one
@@ -10,8 +10,8 @@
  * recording the position, the message's SHA-256 and its time in the same
  * transaction. Built only with the NATS client (configure's CLUSTER).
  */
-#ifndef TALLY_NET_CLUSTER_NODE_H
-#define TALLY_NET_CLUSTER_NODE_H
+#ifndef TALLY_NET_SERVER_CLUSTER_NODE_H
+#define TALLY_NET_SERVER_CLUSTER_NODE_H
 
 #include "net/engine/options.h"
 
