@@ -20,6 +20,7 @@
  */
 #include "config.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 
@@ -35,6 +36,7 @@
 #include <inttypes.h>
 #include <nats/nats.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,6 +365,131 @@ START_TEST(test_a_restarted_node_catches_up)
 }
 END_TEST
 
+/* ---- kill -9 of a node under load ---- */
+
+#define FAILOVER_WRITERS 3
+#define FAILOVER_KEYS 60      /* per writer */
+#define FAILOVER_KILL_AFTER 30 /* acknowledged writes before the kill */
+#define FAILOVER_ATTEMPTS 400
+
+typedef struct failover_writer {
+    tally_client *c[NODES]; /* short timeouts, no retries of their own: this moves on */
+    unsigned id;
+    _Atomic unsigned *acked;
+    uint64_t last_seq;
+    unsigned moves;
+} failover_writer;
+
+static bool is_fault_to_move_on(const char *code)
+{
+    return strcmp(code, "cluster_unavailable") == 0 || strcmp(code, "shutting_down") == 0 ||
+           strcmp(code, "overloaded") == 0;
+}
+
+/* Transfers of 1 from account 1 to 2, each under its own key, sent to
+ * node id, then to the next node on a transport failure or a fault, with
+ * the same key, until one answers ok. */
+static void *write_with_failover(void *arg)
+{
+    failover_writer *w = arg;
+    unsigned node = w->id % NODES;
+    for (unsigned k = 0; k < FAILOVER_KEYS; k++) {
+        char key[32];
+        uint8_t id[16];
+        snprintf(key, sizeof(key), "fo-%u-%u", w->id, k);
+        transfer_id(id, 2000 + w->id * FAILOVER_KEYS + k);
+        bool done = false;
+        for (unsigned attempt = 0; !done && attempt < FAILOVER_ATTEMPTS; attempt++) {
+            wire_reply r;
+            int rc = wire_try_call(w->c[node], &r, "transfer", "ssxuuiuu", "consumer", "t", "key",
+                                   key, "id", id, "debit_account_id", (uint64_t)1,
+                                   "credit_account_id", (uint64_t)2, "amount", (int64_t)1,
+                                   "ledger", (uint64_t)1, "code", (uint64_t)1);
+            if (rc == TALLY_ok) {
+                done = strcmp(r.code, "ok") == 0;
+                ck_assert_msg(done || is_fault_to_move_on(r.code), "%s: %s", key, r.code);
+                if (done) {
+                    uint64_t seq = wire_u64(r.map, "cluster_seq");
+                    if (seq > w->last_seq)
+                        w->last_seq = seq;
+                }
+                wire_done(&r);
+            }
+            if (!done) {
+                node = (node + 1) % NODES;
+                w->moves++;
+            }
+        }
+        ck_assert_msg(done, "%s never acknowledged", key);
+        atomic_fetch_add(w->acked, 1);
+    }
+    return NULL;
+}
+
+static int64_t credits_posted(tally_client *c, uint64_t id, uint64_t min_seq)
+{
+    wire_reply r;
+    account_on(c, id, min_seq, &r);
+    wire_expect(&r, "ok");
+    int64_t v;
+    ck_assert(msgpack_safe_get_i64(wire_field(wire_field(r.map, "account"), "credits_posted"), &v));
+    wire_done(&r);
+    return v;
+}
+
+START_TEST(test_a_killed_node_loses_no_acknowledged_write)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    for (uint64_t a = 1; a <= 2; a++) {
+        wire_reply r;
+        char key[16];
+        snprintf(key, sizeof(key), "acct-%" PRIu64, a);
+        wire_call(f.client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id", a,
+                  "ledger", (uint64_t)1, "code", (uint64_t)1);
+        wire_expect(&r, "ok");
+        wire_done(&r);
+    }
+    _Atomic unsigned acked = 0;
+    failover_writer w[FAILOVER_WRITERS];
+    pthread_t th[FAILOVER_WRITERS];
+    for (unsigned i = 0; i < FAILOVER_WRITERS; i++) {
+        w[i] = (failover_writer){.id = i, .acked = &acked};
+        for (int n = 0; n < NODES; n++) {
+            tally_client_options o = {.url = f.node[n].url, .timeout_ms = 3000, .retries_set = true,
+                                      .retries = 0, .consumer = "t", .no_autobatch = true};
+            ck_assert_int_eq(tally_client_open(&o, &w[i].c[n]), TALLY_ok);
+        }
+        ck_assert_int_eq(pthread_create(&th[i], NULL, write_with_failover, &w[i]), 0);
+    }
+    int64_t until = test_deadline_ms(120000);
+    while (atomic_load(&acked) < FAILOVER_KILL_AFTER && clock_mono_ms() < until)
+        test_pause_ms(20);
+    ck_assert_uint_ge(atomic_load(&acked), FAILOVER_KILL_AFTER);
+    tallyd_kill(&f.node[1]); /* kill -9 of node b while the writers write */
+    uint64_t last = 0;
+    unsigned moves = 0;
+    for (unsigned i = 0; i < FAILOVER_WRITERS; i++) {
+        pthread_join(th[i], NULL);
+        last = w[i].last_seq > last ? w[i].last_seq : last;
+        moves += w[i].moves;
+        for (int n = 0; n < NODES; n++)
+            tally_client_close(w[i].c[n]);
+    }
+    ck_assert_uint_eq(atomic_load(&acked), FAILOVER_WRITERS * FAILOVER_KEYS);
+    /* node b comes back and catches up */
+    tally_client_close(f.client[1]);
+    const char *args[] = {"--cluster", f.urls, "--node", f.node_arg[1],
+                          "--cluster-read-wait-ms", "60000", NULL};
+    wire_server_restart(&f.node[1], &f.client[1], args);
+    assert_converged(&f, last);
+    for (int n = 0; n < NODES; n++) /* every acknowledged write once, on every node */
+        ck_assert_int_eq(credits_posted(f.client[n], 2, last), FAILOVER_WRITERS * FAILOVER_KEYS);
+    fprintf(stderr, "check_cluster: kill -9 of node b: %u moves to another node\n", moves);
+    cluster_down(&f);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -375,6 +502,7 @@ int main(void)
         {"converge", test_concurrent_writes_to_every_node_converge, TEST_TIMEOUT_S},
         {"read", test_a_read_with_min_seq_sees_a_write_made_on_another_node, TEST_TIMEOUT_S},
         {"catch_up", test_a_restarted_node_catches_up, TEST_TIMEOUT_S},
+        {"kill", test_a_killed_node_loses_no_acknowledged_write, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster", TEST_ROWS(rows)));
 }
