@@ -312,6 +312,9 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
 #define TALLY_CLUSTER_NODE_BYTES_MAX 32
 #define TALLY_CLUSTER_READ_WAIT_MS_DEFAULT 5000
 #define TALLY_CLUSTER_READ_WAIT_MS_MAX 600000
+/* With no writes, a tick is appended about this often (--cluster-tick-ms). */
+#define TALLY_CLUSTER_TICK_MS_DEFAULT 1000
+#define TALLY_CLUSTER_TICK_MS_MAX 3600000
 /* How long tallyd tries to reach a JetStream with a leader at start. */
 #define TALLY_CLUSTER_CONNECT_MS_MAX 60000
 /* A write whose group JetStream took waits this long for this node's own

@@ -36,13 +36,20 @@ static int check_version(const msgpack_object *m)
     return v == CLUSTER_MESSAGE_VERSION ? TALLY_ok : TALLY_unsupported_version;
 }
 
+/* One message map into u (initialised here; the caller destroys it):
+ * TALLY_ok for this version, else why it is refused. */
+static int unpack_versioned(const void *data, size_t len, msgpack_unpacked *u)
+{
+    msgpack_unpacked_init(u);
+    return msgpack_safe_unpack(data, len, MESSAGE_DEPTH_MAX, u) == TALLY_ok
+               ? check_version(&u->data)
+               : TALLY_malformed_request;
+}
+
 int cluster_genesis_unpack(const void *data, size_t len, cluster_genesis *g)
 {
     msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    int rc = msgpack_safe_unpack(data, len, MESSAGE_DEPTH_MAX, &u) == TALLY_ok
-                 ? check_version(&u.data)
-                 : TALLY_malformed_request;
+    int rc = unpack_versioned(data, len, &u);
     const void *hash;
     size_t hash_len;
     if (rc == TALLY_ok &&
@@ -54,6 +61,26 @@ int cluster_genesis_unpack(const void *data, size_t len, cluster_genesis *g)
         rc = TALLY_malformed_request;
     if (rc == TALLY_ok)
         memcpy(g->base_hash, hash, CLUSTER_HASH_BYTES);
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+int cluster_tick_pack(msgpack_sbuffer *sb, int64_t time_ms)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 2);
+    rc |= msgpack_safe_pack_cstr(&pk, "v") | msgpack_pack_uint32(&pk, CLUSTER_MESSAGE_VERSION);
+    rc |= msgpack_safe_pack_cstr(&pk, "t") | msgpack_pack_int64(&pk, time_ms);
+    return rc == 0 ? 0 : -1;
+}
+
+int cluster_tick_unpack(const void *data, size_t len, int64_t *time_ms)
+{
+    msgpack_unpacked u;
+    int rc = unpack_versioned(data, len, &u);
+    if (rc == TALLY_ok && !msgpack_safe_get_i64(msgpack_safe_map_get(&u.data, "t"), time_ms))
+        rc = TALLY_malformed_request;
     msgpack_unpacked_destroy(&u);
     return rc;
 }
@@ -115,13 +142,10 @@ void cluster_cmd_free(cluster_cmd_builder *b)
 int cluster_cmd_unpack(const void *data, size_t len, cluster_cmd *c)
 {
     memset(c, 0, sizeof(*c));
-    msgpack_unpacked_init(&c->unpacked);
-    if (msgpack_safe_unpack(data, len, MESSAGE_DEPTH_MAX, &c->unpacked) != TALLY_ok)
-        return TALLY_malformed_request;
-    const msgpack_object *m = &c->unpacked.data;
-    int rc = check_version(m);
+    int rc = unpack_versioned(data, len, &c->unpacked);
     if (rc != TALLY_ok)
         return rc;
+    const msgpack_object *m = &c->unpacked.data;
     const msgpack_object *cmds = msgpack_safe_map_get(m, "cmds");
     if (!msgpack_safe_get_str(msgpack_safe_map_get(m, "node"), &c->node) ||
         !msgpack_safe_get_i64(msgpack_safe_map_get(m, "t"), &c->time_ms) || cmds == NULL ||

@@ -6,6 +6,7 @@
  *   genesis  {v, cluster: bin 16, instance: bin 16, base_seq, base_hash: bin 32}
  *   cmd      {v, node: str, t: ms, cmds: [bin, ...]}  each bin one request as
  *            received (msgpack), its auth token left out
+ *   tick     {v, t: ms}
  *
  * Decoding checks every count against the bytes (msgpack_safe) and
  * borrows from the message: keep its bytes while the decoded one is used.
@@ -35,6 +36,11 @@ int cluster_genesis_pack(msgpack_sbuffer *sb, const cluster_genesis *g);
 /* TALLY_ok, TALLY_malformed_request (not a genesis), or
  * TALLY_unsupported_version (a newer format). */
 int cluster_genesis_unpack(const void *data, size_t len, cluster_genesis *g);
+
+/* A tick: a time with no commands. 0, or -1 when packing failed. */
+int cluster_tick_pack(msgpack_sbuffer *sb, int64_t time_ms);
+/* TALLY_ok, TALLY_malformed_request or TALLY_unsupported_version. */
+int cluster_tick_unpack(const void *data, size_t len, int64_t *time_ms);
 
 /* A cmd message being built: begin, add each request, end. */
 typedef struct cluster_cmd_builder {

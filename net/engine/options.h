@@ -130,6 +130,7 @@ typedef struct net_server_options {
     const char *cluster_stream;
     unsigned cluster_replicas;
     unsigned cluster_read_wait_ms;
+    unsigned cluster_tick_ms;  /* an idle node appends a tick this often; 0: never */
     const net_cluster_hooks *cluster; /* NULL: built without cluster mode */
 } net_server_options;
 

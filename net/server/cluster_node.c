@@ -74,6 +74,7 @@ struct cluster_node {
     uint64_t counter;
     int64_t last_propose_ms;
     pending_group pending; /* under srv->mu */
+    int64_t last_apply_mono_ms; /* under srv->mu: when the applier last committed */
     /* The applier's own. */
     int64_t last_time_ms;
     slot *temps; /* the other nodes' requests, decoded */
@@ -368,6 +369,7 @@ static int node_start(server *srv)
         return rc;
     srv->cluster_position = p.seq;
     node->last_time_ms = p.time_ms;
+    node->last_apply_mono_ms = clock_mono_ms();
     net_log(NET_LOG_INFO, "cluster: node %s on stream %s at position %" PRIu64,
             srv->opt->cluster_node, cluster_stream_name(node->stream), p.seq);
     return TALLY_ok;
@@ -480,6 +482,49 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
     answer_group(group, n, &done, rc, why);
 }
 
+/* A tick (docs/CLUSTER.md, "What a message holds"): its Nats-Msg-Id
+ * names the tick interval it falls in, so ticks of several idle nodes in
+ * one interval are one message (the stream's duplicate window is longer
+ * than any interval). Not published is logged: the next comes. */
+static void publish_tick(cluster_node *node)
+{
+    int64_t now = clock_wall_ms(), every = node->srv->opt->cluster_tick_ms;
+    char id[MSG_ID_BYTES];
+    snprintf(id, sizeof(id), "tick-%" PRId64, now / every);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    uint64_t seq;
+    bool duplicate;
+    char why[CLUSTER_WHY_BYTES] = "";
+    int rc = cluster_tick_pack(&sb, now) == 0
+                 ? cluster_stream_publish(node->stream, "tick", id, sb.data, sb.size, &seq,
+                                          &duplicate, why, sizeof(why))
+                 : TALLY_out_of_memory;
+    msgpack_sbuffer_destroy(&sb);
+    if (rc != TALLY_ok)
+        net_log(NET_LOG_DEBUG, "cluster: tick not published: %s",
+                why[0] ? why : tally_strerror(rc));
+}
+
+/* Under mu: wait for writes; while none come, tick when due. */
+static void wait_for_writes(cluster_node *node)
+{
+    server *srv = node->srv;
+    int64_t every = srv->opt->cluster_tick_ms;
+    while (srv->queue_head == NULL && !srv->stopping) {
+        int64_t idle = clock_mono_ms() - node->last_apply_mono_ms;
+        if (every > 0 && idle >= every) {
+            node->last_apply_mono_ms = clock_mono_ms(); /* the next try one interval on */
+            pthread_mutex_unlock(&srv->mu);
+            publish_tick(node);
+            pthread_mutex_lock(&srv->mu);
+            continue;
+        }
+        struct timespec at = clock_realtime_in_ms(every > 0 ? every - idle : 1000);
+        pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &at);
+    }
+}
+
 static void *node_writer_main(void *arg)
 {
     server *srv = arg;
@@ -487,10 +532,7 @@ static void *node_writer_main(void *arg)
     slot **group = srv->groups[0];
     for (;;) {
         pthread_mutex_lock(&srv->mu);
-        while (srv->queue_head == NULL && !srv->stopping) {
-            struct timespec at = clock_realtime_in_ms(1000);
-            pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &at);
-        }
+        wait_for_writes(node);
         uint32_t n = srv->stopping ? 0 : take_group(srv, group);
         pthread_mutex_unlock(&srv->mu);
         if (n == 0)
@@ -594,10 +636,15 @@ static void apply_message(cluster_node *node, const cluster_message *m)
     }
     slot **group = NULL;
     uint32_t n = 0;
+    int64_t tick_ms;
     if (is_cmd && decoded == TALLY_ok) {
         if (c.time_ms > ctx.p.time_ms)
             ctx.p.time_ms = c.time_ms;
         n = message_slots(node, m, &c, &group, &own);
+    } else if (subject_is(m->subject, "tick") &&
+               cluster_tick_unpack(m->data, m->len, &tick_ms) == TALLY_ok) {
+        if (tick_ms > ctx.p.time_ms)
+            ctx.p.time_ms = tick_ms;
     } else if (is_cmd) {
         net_log(NET_LOG_WARN, "cluster: position %" PRIu64 " is no cmd message: applied as "
                 "nothing", m->seq);
@@ -623,6 +670,7 @@ static void apply_message(cluster_node *node, const cluster_message *m)
         if (after.seq > srv->head_seq)
             srv->head_seq = after.seq;
         srv->writer_progress_ms = clock_mono_ms();
+        node->last_apply_mono_ms = clock_mono_ms();
     }
     if (own) {
         node->pending.applied = true;

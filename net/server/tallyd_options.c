@@ -447,6 +447,11 @@ static const options_row rows[] = {
      "a read with min_seq waits up to MS ms for this node to have applied that position (in "
      "single-node mode: for the log's head seq to reach it), then gets not_caught_up",
      NUMBER(UNSIGNED, cluster_read_wait_ms, 0, TALLY_CLUSTER_READ_WAIT_MS_MAX, 1)},
+    {"cluster-tick-ms", "MS", TEXT_OF(TALLY_CLUSTER_TICK_MS_DEFAULT),
+     "cluster mode: when this node has applied nothing for MS ms it appends a tick (a time, "
+     "no commands), at most about one per MS across the cluster, so that holds time out and "
+     "entitlements expire while nothing is written; 0: never",
+     NUMBER(UNSIGNED, cluster_tick_ms, 0, TALLY_CLUSTER_TICK_MS_MAX, 1)},
     {"tls-cert", "FILE", NULL,
      "PEM certificate (chain) of the tls+tcp:// and https:// endpoints (docs/SECURITY.md)",
      parse_tls_file},
