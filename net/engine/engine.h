@@ -171,6 +171,7 @@ struct server {
      * has applied; waiter_cv is broadcast when it moves. */
     struct cluster_node *cluster;
     uint64_t cluster_position;
+    uint64_t cluster_stream_last; /* under mu: the stream's last seq as last seen */
 };
 
 /* Under mu: the position reads with min_seq wait for — the cluster

@@ -34,6 +34,7 @@
 #define APPLY_RETRY_US 1000000
 #define READ_WAIT_MS 200
 #define READ_ERROR_PAUSE_US 200000
+#define BOUNDS_EVERY_MS 1000
 /* A group's request bytes in one message: with one request of the largest
  * size (TALLY_REQUEST_BYTES_MAX) more it stays below NATS's default
  * max_payload, 1 MiB. */
@@ -667,6 +668,8 @@ static void apply_message(cluster_node *node, const cluster_message *m)
     pthread_mutex_lock(&srv->mu);
     if (rc == TALLY_ok) {
         srv->cluster_position = m->seq;
+        if (m->seq > srv->cluster_stream_last)
+            srv->cluster_stream_last = m->seq;
         if (after.seq > srv->head_seq)
             srv->head_seq = after.seq;
         srv->writer_progress_ms = clock_mono_ms();
@@ -689,6 +692,19 @@ static void apply_message(cluster_node *node, const cluster_message *m)
         cluster_cmd_release(&c);
 }
 
+/* The stream's last seq, for tally_cluster_lag_messages (a failure
+ * leaves the last one seen). */
+static void note_stream_last(cluster_node *node)
+{
+    uint64_t first, last;
+    if (cluster_stream_bounds(node->stream, &first, &last) != TALLY_ok)
+        return;
+    pthread_mutex_lock(&node->srv->mu);
+    if (last > node->srv->cluster_stream_last)
+        node->srv->cluster_stream_last = last;
+    pthread_mutex_unlock(&node->srv->mu);
+}
+
 static void *node_applier_main(void *arg)
 {
     server *srv = arg;
@@ -702,7 +718,12 @@ static void *node_applier_main(void *arg)
         net_log(NET_LOG_ERROR, "cluster: cannot read the stream from %" PRIu64 ": %s", from,
                 tally_strerror(rc));
     bool told = false;
+    int64_t bounds_due = 0;
     while (!stopping(srv)) {
+        if (clock_mono_ms() >= bounds_due) { /* for the lag metric, once a second */
+            note_stream_last(node);
+            bounds_due = clock_mono_ms() + BOUNDS_EVERY_MS;
+        }
         if (r == NULL) {
             usleep(READ_ERROR_PAUSE_US);
             continue;

@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 
+#include "tests/support/http_client.h"
 #include "tests/support/nats_cluster.h"
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
@@ -63,7 +64,8 @@ static void node_start(cluster_fixture *f, int i)
     tallyd_proc *p = &f->node[i];
     snprintf(f->node_arg[i], sizeof(f->node_arg[i]), "%c", 'a' + i);
     const char *args[] = {"--cluster", f->urls, "--node", f->node_arg[i],
-                          "--cluster-read-wait-ms", "3000", "--cluster-tick-ms", "200", NULL};
+                          "--cluster-read-wait-ms", "3000", "--cluster-tick-ms", "200",
+                          "--http", "http://127.0.0.1:0", NULL};
     wire_server_start(p, &f->client[i], args);
 }
 
@@ -352,8 +354,15 @@ START_TEST(test_a_restarted_node_catches_up)
             last = seq;
     }
     const char *args[] = {"--cluster", f.urls, "--node", f.node_arg[2],
-                          "--cluster-read-wait-ms", "60000", NULL};
+                          "--cluster-read-wait-ms", "60000", "--http", "http://127.0.0.1:0", NULL};
     wire_server_restart(&f.node[2], &f.client[2], args);
+    /* its metrics say where it is: at last, with the stream at least there */
+    ck_assert_msg(test_metrics_sample_reaches(f.node[2].http_port, "tally_cluster_position",
+                                              (long long)last, 120000),
+                  "node c never reported position %" PRIu64, last);
+    ck_assert_int_ge(test_metrics_sample(f.node[2].http_port, "tally_cluster_stream_last_seq"),
+                     (long long)last);
+    ck_assert_int_ge(test_metrics_sample(f.node[2].http_port, "tally_cluster_lag_messages"), 0);
     assert_converged(&f, last);
     cluster_down(&f);
 }
@@ -474,7 +483,7 @@ START_TEST(test_a_killed_node_loses_no_acknowledged_write)
     /* node b comes back and catches up */
     tally_client_close(f.client[1]);
     const char *args[] = {"--cluster", f.urls, "--node", f.node_arg[1],
-                          "--cluster-read-wait-ms", "60000", NULL};
+                          "--cluster-read-wait-ms", "60000", "--http", "http://127.0.0.1:0", NULL};
     wire_server_restart(&f.node[1], &f.client[1], args);
     assert_converged(&f, last);
     for (int n = 0; n < NODES; n++) /* every acknowledged write once, on every node */
