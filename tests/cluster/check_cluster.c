@@ -309,6 +309,10 @@ START_TEST(test_a_read_with_min_seq_sees_a_write_made_on_another_node)
     account_on(f.client[2], 500, UINT64_C(1) << 40, &r);
     wire_expect(&r, "not_caught_up");
     wire_done(&r);
+    /* subscriber writes are not replicated yet: refused, nothing stored */
+    wire_call(f.client[1], &r, "sub_create", "s", "name", "mailer");
+    wire_expect(&r, "not_in_cluster_mode");
+    wire_done(&r);
     /* libtally: the write's cluster_seq, then reads on another client with it */
     tally_result res;
     tally_account_open_args a = {.id = 900, .ledger = 1, .code = 1};
