@@ -14,7 +14,10 @@
  * - read-your-writes: a write on node a, then a read on node b with the
  *   write's cluster_seq as min_seq sees it; a min_seq far ahead is
  *   not_caught_up after --cluster-read-wait-ms;
- * - a node stopped and started again catches up from its position.
+ * - a node stopped and started again catches up from its position;
+ * - kill -9 of a tallyd, and of a nats-server, while three writers send
+ *   transfers with failover to the next node: every write acknowledged,
+ *   each applied once on every node, the killed one back and caught up.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -444,15 +447,20 @@ static int64_t credits_posted(tally_client *c, uint64_t id, uint64_t min_seq)
     return v;
 }
 
-START_TEST(test_a_killed_node_loses_no_acknowledged_write)
+/* What kill does mid-run: once FAILOVER_KILL_AFTER writes are
+ * acknowledged, while FAILOVER_WRITERS write with failover. */
+typedef void (*kill_fn)(cluster_fixture *f);
+
+/* Accounts 1 and 2, the writers, kill once enough is acknowledged, the
+ * writers to their end: every write acknowledged; *last the highest
+ * cluster_seq of an acknowledgement; the writers' moves to another node. */
+static unsigned run_writers_through(cluster_fixture *f, kill_fn kill, uint64_t *last)
 {
-    cluster_fixture f;
-    cluster_up(&f);
     for (uint64_t a = 1; a <= 2; a++) {
         wire_reply r;
         char key[16];
         snprintf(key, sizeof(key), "acct-%" PRIu64, a);
-        wire_call(f.client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id", a,
+        wire_call(f->client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id", a,
                   "ledger", (uint64_t)1, "code", (uint64_t)1);
         wire_expect(&r, "ok");
         wire_done(&r);
@@ -463,8 +471,9 @@ START_TEST(test_a_killed_node_loses_no_acknowledged_write)
     for (unsigned i = 0; i < FAILOVER_WRITERS; i++) {
         w[i] = (failover_writer){.id = i, .acked = &acked};
         for (int n = 0; n < NODES; n++) {
-            tally_client_options o = {.url = f.node[n].url, .timeout_ms = 3000, .retries_set = true,
-                                      .retries = 0, .consumer = "t", .no_autobatch = true};
+            tally_client_options o = {.url = f->node[n].url, .timeout_ms = 3000,
+                                      .retries_set = true, .retries = 0, .consumer = "t",
+                                      .no_autobatch = true};
             ck_assert_int_eq(tally_client_open(&o, &w[i].c[n]), TALLY_ok);
         }
         ck_assert_int_eq(pthread_create(&th[i], NULL, write_with_failover, &w[i]), 0);
@@ -473,26 +482,64 @@ START_TEST(test_a_killed_node_loses_no_acknowledged_write)
     while (atomic_load(&acked) < FAILOVER_KILL_AFTER && clock_mono_ms() < until)
         test_pause_ms(20);
     ck_assert_uint_ge(atomic_load(&acked), FAILOVER_KILL_AFTER);
-    tallyd_kill(&f.node[1]); /* kill -9 of node b while the writers write */
-    uint64_t last = 0;
+    kill(f);
+    *last = 0;
     unsigned moves = 0;
     for (unsigned i = 0; i < FAILOVER_WRITERS; i++) {
         pthread_join(th[i], NULL);
-        last = w[i].last_seq > last ? w[i].last_seq : last;
+        *last = w[i].last_seq > *last ? w[i].last_seq : *last;
         moves += w[i].moves;
         for (int n = 0; n < NODES; n++)
             tally_client_close(w[i].c[n]);
     }
     ck_assert_uint_eq(atomic_load(&acked), FAILOVER_WRITERS * FAILOVER_KEYS);
+    return moves;
+}
+
+/* Every node holds the same log, and each acknowledged write once. */
+static void assert_each_write_once(cluster_fixture *f, uint64_t last)
+{
+    assert_converged(f, last);
+    for (int n = 0; n < NODES; n++)
+        ck_assert_int_eq(credits_posted(f->client[n], 2, last), FAILOVER_WRITERS * FAILOVER_KEYS);
+}
+
+static void kill_tallyd_b(cluster_fixture *f)
+{
+    tallyd_kill(&f->node[1]);
+}
+
+START_TEST(test_a_killed_node_loses_no_acknowledged_write)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    uint64_t last;
+    unsigned moves = run_writers_through(&f, kill_tallyd_b, &last);
     /* node b comes back and catches up */
     tally_client_close(f.client[1]);
     const char *args[] = {"--cluster", f.urls, "--node", f.node_arg[1],
                           "--cluster-read-wait-ms", "60000", "--http", "http://127.0.0.1:0", NULL};
     wire_server_restart(&f.node[1], &f.client[1], args);
-    assert_converged(&f, last);
-    for (int n = 0; n < NODES; n++) /* every acknowledged write once, on every node */
-        ck_assert_int_eq(credits_posted(f.client[n], 2, last), FAILOVER_WRITERS * FAILOVER_KEYS);
+    assert_each_write_once(&f, last);
     fprintf(stderr, "check_cluster: kill -9 of node b: %u moves to another node\n", moves);
+    cluster_down(&f);
+}
+END_TEST
+
+static void kill_nats_1(cluster_fixture *f)
+{
+    nats_cluster_kill(&f->nats, 0);
+}
+
+START_TEST(test_a_killed_nats_server_loses_no_acknowledged_write)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    uint64_t last;
+    unsigned moves = run_writers_through(&f, kill_nats_1, &last);
+    nats_cluster_restart(&f.nats, 0); /* it rejoins */
+    assert_each_write_once(&f, last);
+    fprintf(stderr, "check_cluster: kill -9 of nats-server n1: %u moves to another node\n", moves);
     cluster_down(&f);
 }
 END_TEST
@@ -510,6 +557,7 @@ int main(void)
         {"read", test_a_read_with_min_seq_sees_a_write_made_on_another_node, TEST_TIMEOUT_S},
         {"catch_up", test_a_restarted_node_catches_up, TEST_TIMEOUT_S},
         {"kill", test_a_killed_node_loses_no_acknowledged_write, TEST_TIMEOUT_S},
+        {"kill", test_a_killed_nats_server_loses_no_acknowledged_write, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster", TEST_ROWS(rows)));
 }
