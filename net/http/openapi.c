@@ -470,6 +470,22 @@ static json_t *openapi_operation(void)
     return set(o, "responses", set(json_object(), "200", ok));
 }
 
+/* GET /v1/cluster (net/http/http_json.c, cluster_reply). */
+static json_t *cluster_operation(void)
+{
+    static const reply_field fields[] = {
+        {"node", R_STR}, {"stream", R_STR}, {"position", R_INT}, {"stream_last_seq", R_INT},
+        {"lag_messages", R_INT}, {NULL, R_STR}};
+    json_t *o = set(json_object(), "operationId", json_string("get_cluster"));
+    o = set(o, "summary",
+            json_string("Cluster mode: this node's name, its stream, the position it has applied, "
+                        "the stream's last seq as it last saw it, and its lag; single-node mode "
+                        "answers not_in_cluster_mode (docs/CLUSTER.md)."));
+    o = set(o, "tags", append(json_array(), json_string("read")));
+    o = set(o, "x-tally-auth", json_string(auth_class_name(AUTH_CLASS_READ)));
+    return set(o, "responses", responses(NULL, reply_schema(fields, true)));
+}
+
 static json_t *paths(void)
 {
     json_t *p = json_object();
@@ -494,6 +510,7 @@ static json_t *paths(void)
         else
             p = set(p, path, set(json_object(), "get", get_operation(r)));
     }
+    p = set(p, "/v1/cluster", set(json_object(), "get", cluster_operation()));
     return set(p, "/v1/openapi.json", set(json_object(), "get", openapi_operation()));
 }
 

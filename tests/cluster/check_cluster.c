@@ -370,6 +370,15 @@ START_TEST(test_a_restarted_node_catches_up)
     ck_assert_int_ge(test_metrics_sample(f.node[2].http_port, "tally_cluster_stream_last_seq"),
                      (long long)last);
     ck_assert_int_ge(test_metrics_sample(f.node[2].http_port, "tally_cluster_lag_messages"), 0);
+    int status = 0;
+    char *body = test_http_get(f.node[2].http_port, "/v1/cluster", &status);
+    ck_assert_msg(status == 200 && body && strstr(body, "\"node\":\"c\"") &&
+                      strstr(body, "\"stream\":\"TALLY_COMMANDS\"") &&
+                      strstr(body, "\"position\":"),
+                  "GET /v1/cluster: %d %s", status, body ? body : "");
+    ck_assert_uint_ge(strtoull(strstr(body, "\"position\":") + strlen("\"position\":"), NULL, 10),
+                      last);
+    free(body);
     assert_converged(&f, last);
     cluster_down(&f);
 }

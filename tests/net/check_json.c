@@ -1066,6 +1066,8 @@ START_TEST(a_read_waits_for_its_min_seq)
     json_up(&s, short_wait, 0);
     http_call ahead = {"GET", "/v1/stats?min_seq=5", {NULL}, NULL};
     assert_status(&s, &ahead, 503, "not_caught_up");
+    http_call cluster = {"GET", "/v1/cluster", {NULL}, NULL}; /* single-node: no cluster */
+    assert_status(&s, &cluster, 400, "not_in_cluster_mode");
     json_down(&s);
 }
 END_TEST
