@@ -14,7 +14,8 @@
  * - read-your-writes: a write on node a, then a read on node b with the
  *   write's cluster_seq as min_seq sees it; a min_seq far ahead is
  *   not_caught_up after --cluster-read-wait-ms;
- * - a node stopped and started again catches up from its position;
+ * - a node stopped and started again catches up from its position, and so
+ *   does one whose store is replaced by another node's backup;
  * - kill -9 of a tallyd, and of a nats-server, while three writers send
  *   transfers with failover to the next node: every write acknowledged,
  *   each applied once on every node, the killed one back and caught up.
@@ -384,6 +385,40 @@ START_TEST(test_a_restarted_node_catches_up)
 }
 END_TEST
 
+/* ---- a node replaced from another node's backup ---- */
+
+START_TEST(test_a_node_restored_from_a_backup_catches_up)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    for (unsigned k = 0; k < ACCOUNTS; k++)
+        send_command(f.client[k % 2], k);
+    /* node c's machine is lost; node a's backup takes its place */
+    tally_client_close(f.client[2]);
+    f.client[2] = NULL;
+    ck_assert_int_eq(tallyd_stop(&f.node[2]), 0);
+    char dest[400];
+    snprintf(dest, sizeof(dest), "%s/restored", f.node[2].dir);
+    wire_reply r;
+    wire_call(f.client[0], &r, "backup", "s", "path", dest);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    const char *rm[] = {"/bin/rm", "-rf", f.node[2].data_dir, NULL};
+    ck_assert_int_eq(test_run(rm, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(rename(dest, f.node[2].data_dir), 0);
+    uint64_t last = 0;
+    for (unsigned k = ACCOUNTS; k < COMMANDS; k++) { /* while it is away */
+        uint64_t seq = send_command(f.client[k % 2], k);
+        last = seq > last ? seq : last;
+    }
+    const char *args[] = {"--cluster", f.urls, "--node", f.node_arg[2],
+                          "--cluster-read-wait-ms", "60000", "--http", "http://127.0.0.1:0", NULL};
+    wire_server_restart(&f.node[2], &f.client[2], args);
+    assert_converged(&f, last);
+    cluster_down(&f);
+}
+END_TEST
+
 /* ---- kill -9 of a node under load ---- */
 
 #define FAILOVER_WRITERS 3
@@ -565,6 +600,7 @@ int main(void)
         {"converge", test_concurrent_writes_to_every_node_converge, TEST_TIMEOUT_S},
         {"read", test_a_read_with_min_seq_sees_a_write_made_on_another_node, TEST_TIMEOUT_S},
         {"catch_up", test_a_restarted_node_catches_up, TEST_TIMEOUT_S},
+        {"catch_up", test_a_node_restored_from_a_backup_catches_up, TEST_TIMEOUT_S},
         {"kill", test_a_killed_node_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"kill", test_a_killed_nats_server_loses_no_acknowledged_write, TEST_TIMEOUT_S},
     };
