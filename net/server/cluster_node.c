@@ -350,7 +350,9 @@ static int node_start(server *srv)
     if (rc == TALLY_ok && !node->has_genesis) {
         uint64_t first = 0, last = 0;
         rc = cluster_stream_bounds(node->stream, &first, &last);
-        if (rc == TALLY_ok && last == 0)
+        if (rc == TALLY_ok && last == 0 && p.seq > 0) /* never a genesis from a node ahead */
+            rc = check_position(node, &p);
+        else if (rc == TALLY_ok && last == 0)
             rc = publish_genesis(node, &head);
         else if (rc == TALLY_ok && p.seq == 0) {
             net_log(NET_LOG_ERROR, "cluster: refusing to start: the stream's genesis is gone "

@@ -16,6 +16,8 @@
  *   not_caught_up after --cluster-read-wait-ms;
  * - a node stopped and started again catches up from its position, and so
  *   does one whose store is replaced by another node's backup;
+ * - a node whose stream was deleted and made again (empty) refuses to
+ *   start: stream behind this node, and publishes no genesis;
  * - kill -9 of a tallyd, and of a nats-server, while three writers send
  *   transfers with failover to the next node: every write acknowledged,
  *   each applied once on every node, the killed one back and caught up.
@@ -419,6 +421,54 @@ START_TEST(test_a_node_restored_from_a_backup_catches_up)
 }
 END_TEST
 
+/* ---- a stream that lost what a node applied ---- */
+
+/* Every tallyd stopped (clean), their clients closed. */
+static void nodes_stop(cluster_fixture *f)
+{
+    for (int i = 0; i < NODES; i++) {
+        tally_client_close(f->client[i]);
+        f->client[i] = NULL;
+        ck_assert_int_eq(tallyd_stop(&f->node[i]), 0);
+    }
+}
+
+START_TEST(test_a_node_refuses_a_stream_behind_it)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    for (unsigned k = 0; k < ACCOUNTS; k++)
+        send_command(f.client[k % NODES], k);
+    nodes_stop(&f);
+    /* the stream is lost (as JetStream losing its acknowledged tail would
+     * leave it): deleted behind tallyd's back, then an empty one */
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    ck_assert(natsConnection_ConnectTo(&nc, f.urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    ck_assert_msg(js_DeleteStream(js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK, "jerr %d",
+                  (int)jerr);
+    char listen[400];
+    snprintf(listen, sizeof(listen), "ipc://%s/again.sock", f.node[2].dir);
+    const char *argv[] = {tallyd_program("tallyd"), "--data", f.node[2].data_dir, "--listen",
+                          listen, "--publish", "none", "--http", "none", "--cluster", f.urls,
+                          "--node", "c", NULL};
+    char *out = NULL, *err = NULL;
+    int code = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(code != 0 && strstr(err, "stream behind this node"), "exit %d: %s", code, err);
+    free(out);
+    free(err);
+    jsStreamInfo *si = NULL; /* and it wrote nothing into the empty stream: no genesis */
+    ck_assert(js_GetStreamInfo(&si, js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK);
+    ck_assert_uint_eq(si->State.Msgs, 0);
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    cluster_down(&f);
+}
+END_TEST
+
 /* ---- kill -9 of a node under load ---- */
 
 #define FAILOVER_WRITERS 3
@@ -601,6 +651,7 @@ int main(void)
         {"read", test_a_read_with_min_seq_sees_a_write_made_on_another_node, TEST_TIMEOUT_S},
         {"catch_up", test_a_restarted_node_catches_up, TEST_TIMEOUT_S},
         {"catch_up", test_a_node_restored_from_a_backup_catches_up, TEST_TIMEOUT_S},
+        {"divergence", test_a_node_refuses_a_stream_behind_it, TEST_TIMEOUT_S},
         {"kill", test_a_killed_node_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"kill", test_a_killed_nats_server_loses_no_acknowledged_write, TEST_TIMEOUT_S},
     };
