@@ -1,8 +1,7 @@
 /*
  * cluster_node.c — tallyd as a cluster node (cluster_node.h,
  * docs/CLUSTER.md): at start the stream (created or checked) and the
- * store checked against it; then
- * two threads. The writer takes groups of writes from the engine's queue,
+ * store checked against it; then two threads. The writer takes groups of writes from the engine's queue,
  * publishes each as one cmd message (the requests as received, without
  * their tokens, and the time this node assigns) and answers them once
  * this node's apply committed that message, each with the outcome the
@@ -11,7 +10,9 @@
  * the very slots the writer waits on; the other nodes' decoded from the
  * message — through writer_apply_message, recording meta/cluster_position
  * in the same transaction. A message's time is max(its time, the previous
- * message's), so time comes from the log, never from the applying node.
+ * message's), so time comes from the log, never from the applying node;
+ * an idle writer appends ticks (a time, no commands) so that time moves
+ * on while nothing is written.
  */
 #include "net/server/cluster_node.h"
 
@@ -619,6 +620,33 @@ static uint32_t message_slots(cluster_node *node, const cluster_message *m, cons
     return k;
 }
 
+/* The position seq applied (rc TALLY_ok; the log's head now head_seq) or
+ * given up (stopping): readers, parked reads and, for the node's own
+ * message (own), the writer waiting on it are told. */
+static void note_applied(cluster_node *node, uint64_t seq, int rc, bool own, int64_t time_ms,
+                         uint64_t head_seq)
+{
+    server *srv = node->srv;
+    pthread_mutex_lock(&srv->mu);
+    if (rc == TALLY_ok) {
+        srv->cluster_position = seq;
+        if (seq > srv->cluster_stream_last)
+            srv->cluster_stream_last = seq;
+        if (head_seq > srv->head_seq)
+            srv->head_seq = head_seq;
+        srv->writer_progress_ms = clock_mono_ms();
+        node->last_apply_mono_ms = clock_mono_ms();
+    }
+    if (own) {
+        node->pending.applied = true;
+        node->pending.rc = rc;
+        node->pending.now_ms = time_ms;
+        node->pending.seq = seq;
+    }
+    pthread_cond_broadcast(&srv->waiter_cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
 /* Apply m until it commits (a fault is retried: a replica cannot skip a
  * message) or tallyd stops. */
 static void apply_message(cluster_node *node, const cluster_message *m)
@@ -667,24 +695,7 @@ static void apply_message(cluster_node *node, const cluster_message *m)
     }
     if (rc == TALLY_ok)
         node->last_time_ms = ctx.p.time_ms;
-    pthread_mutex_lock(&srv->mu);
-    if (rc == TALLY_ok) {
-        srv->cluster_position = m->seq;
-        if (m->seq > srv->cluster_stream_last)
-            srv->cluster_stream_last = m->seq;
-        if (after.seq > srv->head_seq)
-            srv->head_seq = after.seq;
-        srv->writer_progress_ms = clock_mono_ms();
-        node->last_apply_mono_ms = clock_mono_ms();
-    }
-    if (own) {
-        node->pending.applied = true;
-        node->pending.rc = rc;
-        node->pending.now_ms = ctx.p.time_ms;
-        node->pending.seq = m->seq;
-    }
-    pthread_cond_broadcast(&srv->waiter_cv);
-    pthread_mutex_unlock(&srv->mu);
+    note_applied(node, m->seq, rc, own, ctx.p.time_ms, after.seq);
     if (rc == TALLY_ok && srv->publish && after.seq > before.seq)
         srv->publish(srv, before.seq + 1, after.seq);
     if (!own)
