@@ -271,6 +271,10 @@ static json_t *reply_schema(const reply_field *fields, bool with_v)
         props = set(props, "v",
                     set(typed("integer"), "const", json_integer(TALLY_PROTOCOL_VERSION)));
         required = append(required, json_string("v"));
+        props = set(props, "cluster_seq",
+                    described(ref(SCHEMA_REF("Integer")),
+                              "cluster mode only (docs/CLUSTER.md): a write's command stream "
+                              "position, or the position a read's node had applied"));
     }
     props = set(props, "code", described(typed("string"), "`ok` or an error code"));
     for (int i = 0; i < REPLY_FIELDS_MAX && fields && fields[i].name; i++)
