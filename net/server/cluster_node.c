@@ -36,6 +36,7 @@
 #define READ_WAIT_MS 200
 #define READ_ERROR_PAUSE_US 200000
 #define BOUNDS_EVERY_MS 1000
+#define PUBLISH_RETRY_US 100000
 /* A group's request bytes in one message: with one request of the largest
  * size (TALLY_REQUEST_BYTES_MAX) more it stays below NATS's default
  * max_payload, 1 MiB. */
@@ -395,6 +396,8 @@ static void node_close(server *srv)
     srv->cluster = NULL;
 }
 
+static bool stopping(server *srv);
+
 /* ---- the writer: propose groups ---- */
 
 /* Under mu: take queued writes while they fit one message. */
@@ -448,6 +451,26 @@ static void answer_group(slot **group, uint32_t n, const pending_group *pg,
     }
 }
 
+/* Publish a group's message. While JetStream has no leader for the
+ * stream (an election after a server's loss: no responders), the same
+ * message is published again, under the same Nats-Msg-Id (stored once),
+ * for up to a PubAck's wait: writes pause through an election rather
+ * than fail at once. */
+static int publish_group(cluster_node *node, const char *msg_id, const void *data, size_t len,
+                         char *why, size_t why_size)
+{
+    int64_t until = clock_mono_ms() + TALLY_CLUSTER_REQUEST_MS_DEFAULT;
+    for (;;) {
+        uint64_t seq;
+        bool duplicate;
+        int rc = cluster_stream_publish(node->stream, "cmd", msg_id, data, len, &seq, &duplicate,
+                                        why, why_size);
+        if (rc != TALLY_unreachable || clock_mono_ms() >= until || stopping(node->srv))
+            return rc;
+        usleep(PUBLISH_RETRY_US);
+    }
+}
+
 static void propose(cluster_node *node, slot **group, uint32_t n)
 {
     server *srv = node->srv;
@@ -468,11 +491,8 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
     snprintf(pg->msg_id, sizeof(pg->msg_id), "%s-%016" PRIx64 "-%" PRIu64, srv->opt->cluster_node,
              node->boot_id, ++node->counter);
     pthread_mutex_unlock(&srv->mu);
-    uint64_t seq = 0;
-    bool duplicate = false;
     char why[CLUSTER_WHY_BYTES] = "";
-    int rc = packed == 0 ? cluster_stream_publish(node->stream, "cmd", pg->msg_id, data, len, &seq,
-                                                  &duplicate, why, sizeof(why))
+    int rc = packed == 0 ? publish_group(node, pg->msg_id, data, len, why, sizeof(why))
                          : TALLY_out_of_memory;
     cluster_cmd_free(&b);
     if (rc != TALLY_ok)

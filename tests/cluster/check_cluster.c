@@ -474,7 +474,8 @@ END_TEST
 #define FAILOVER_WRITERS 3
 #define FAILOVER_KEYS 60      /* per writer */
 #define FAILOVER_KILL_AFTER 30 /* acknowledged writes before the kill */
-#define FAILOVER_ATTEMPTS 400
+#define FAILOVER_KEY_WAIT_MS 120000 /* one write through an election, on a loaded machine */
+#define FAILOVER_ROUND_PAUSE_MS 100  /* after every node refused once */
 
 typedef struct failover_writer {
     tally_client *c[NODES]; /* short timeouts, no retries of their own: this moves on */
@@ -503,7 +504,8 @@ static void *write_with_failover(void *arg)
         snprintf(key, sizeof(key), "fo-%u-%u", w->id, k);
         transfer_id(id, 2000 + w->id * FAILOVER_KEYS + k);
         bool done = false;
-        for (unsigned attempt = 0; !done && attempt < FAILOVER_ATTEMPTS; attempt++) {
+        int64_t until = test_deadline_ms(FAILOVER_KEY_WAIT_MS);
+        for (unsigned attempt = 1; !done && clock_mono_ms() < until; attempt++) {
             wire_reply r;
             int rc = wire_try_call(w->c[node], &r, "transfer", "ssxuuiuu", "consumer", "t", "key",
                                    key, "id", id, "debit_account_id", (uint64_t)1,
@@ -522,6 +524,8 @@ static void *write_with_failover(void *arg)
             if (!done) {
                 node = (node + 1) % NODES;
                 w->moves++;
+                if (attempt % NODES == 0) /* every node refused: a leader election, wait on */
+                    test_pause_ms(FAILOVER_ROUND_PAUSE_MS);
             }
         }
         ck_assert_msg(done, "%s never acknowledged", key);
