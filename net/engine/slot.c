@@ -73,6 +73,7 @@ static void slot_send(slot *s, slot_owner from, nng_msg *reply)
     if (reply && s->cluster_seq)
         reply = reply_add_cluster_seq(reply, s->cluster_seq);
     s->cluster_seq = 0;
+    s->min_seq_wait = false; /* a slot answered while parked (a stop) is reused clean */
     net_request_reset(&s->req);
     if (s->msg) {
         nng_msg_free(s->msg);
