@@ -213,6 +213,11 @@ int writer_init(server *srv);
 /* Under mu: the first queued request if its commands fit commands_left,
  * now owned as OWNER_WRITER; NULL when none fits. */
 slot *writer_queue_pop(server *srv, uint32_t commands_left);
+/* A committed write's answer (fault non-zero: the group's), or, for a
+ * subscriber write that asks to wait (a sub_fetch that found nothing),
+ * parked until a commit passes what it saw, its next redelivery (now_ms:
+ * the time it was applied at) or its deadline, then run again. */
+void writer_send_or_park(server *srv, slot *s, slot_owner from, int fault, int64_t now_ms);
 /* Answer every queued request shutting_down (the writer's last act). */
 void writer_refuse_queued(server *srv);
 /* Cluster mode's apply of one message (net/server/cluster_node.c): the n

@@ -344,11 +344,6 @@ void slot_serve(slot *s)
         s->timed_kind = s->req.op->kind == NET_KIND_READ || s->req.op->kind == NET_KIND_CONTROL
                             ? NET_REQUEST_READ
                             : NET_REQUEST_WRITE;
-    if (s->srv->cluster && s->req.op->kind == NET_KIND_SUBSCRIBER) {
-        slot_send_error(s, OWNER_NNG, TALLY_not_in_cluster_mode,
-                        "subscriber ops are not served in cluster mode yet (docs/CLUSTER.md)");
-        return;
-    }
     switch (s->req.op->kind) {
     case NET_KIND_WRITE:
     case NET_KIND_SUBSCRIBER: slot_enqueue_write(s, OWNER_NNG); return;

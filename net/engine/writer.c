@@ -249,7 +249,7 @@ void advance_head(server *srv, uint64_t seq)
  * parks until a commit passes what it saw, its next redelivery, or its
  * deadline; everything else is answered. from: the writer or the
  * completer, whichever answers the group. */
-static void send_or_park(server *srv, slot *s, slot_owner from, int fault, int64_t now)
+void writer_send_or_park(server *srv, slot *s, slot_owner from, int fault, int64_t now)
 {
     uint64_t watermark;
     int64_t mono = clock_mono_ms();
@@ -285,7 +285,7 @@ static void send_or_park(server *srv, slot *s, slot_owner from, int fault, int64
 static void answer_group(server *srv, const completion *c, slot_owner from)
 {
     for (uint32_t i = 0; i < c->count; i++)
-        send_or_park(srv, c->group[i], from, c->rc, c->now_ms);
+        writer_send_or_park(srv, c->group[i], from, c->rc, c->now_ms);
     if (srv->publish && c->to_seq >= c->from_seq && c->to_seq > 0)
         srv->publish(srv, c->from_seq, c->to_seq);
 }

@@ -439,7 +439,7 @@ static void answer_group(slot **group, uint32_t n, const pending_group *pg,
         slot *s = group[i];
         if (pg->applied) {
             s->cluster_seq = pg->rc == TALLY_ok ? pg->seq : 0;
-            slot_send_written(s, OWNER_WRITER, pg->rc, pg->now_ms);
+            writer_send_or_park(s->srv, s, OWNER_WRITER, pg->rc, pg->now_ms);
         } else if (publish_rc == TALLY_ok) {
             snprintf(detail, sizeof(detail), "in the stream, not yet applied here: retry with the "
                      "same key");
@@ -630,7 +630,8 @@ static uint32_t message_slots(cluster_node *node, const cluster_message *m, cons
         slot *t = &node->temps[i];
         t->srv = srv;
         int rc = net_request_decode(&t->req, c->cmds[i].via.bin.ptr, c->cmds[i].via.bin.size);
-        if (rc == TALLY_ok && t->req.op->kind == NET_KIND_WRITE)
+        if (rc == TALLY_ok &&
+            (t->req.op->kind == NET_KIND_WRITE || t->req.op->kind == NET_KIND_SUBSCRIBER))
             node->list[k++] = t;
         else
             net_log(NET_LOG_WARN, "cluster: position %" PRIu64 " request %u left out: %s",

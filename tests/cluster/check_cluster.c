@@ -21,6 +21,10 @@
  * - kill -9 of a tallyd, and of a nats-server, while three writers send
  *   transfers with failover to the next node: every write acknowledged,
  *   each applied once on every node, the killed one back and caught up.
+ * - a subscriber fetching on node a, node a killed with kill -9, goes on
+ *   on node b: every event delivered, what a held redelivered after its
+ *   lease in the log's time, the same cursor on b and c; a long-poll
+ *   waits on its own node.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -314,10 +318,6 @@ START_TEST(test_a_read_with_min_seq_sees_a_write_made_on_another_node)
     wire_reply r;
     account_on(f.client[2], 500, UINT64_C(1) << 40, &r);
     wire_expect(&r, "not_caught_up");
-    wire_done(&r);
-    /* subscriber writes are not replicated yet: refused, nothing stored */
-    wire_call(f.client[1], &r, "sub_create", "s", "name", "mailer");
-    wire_expect(&r, "not_in_cluster_mode");
     wire_done(&r);
     /* libtally: the write's cluster_seq, then reads on another client with it */
     tally_result res;
@@ -642,6 +642,164 @@ START_TEST(test_a_killed_nats_server_loses_no_acknowledged_write)
 }
 END_TEST
 
+/* ---- subscribers ---- */
+
+#define SUB_EVENTS 10
+#define SUB_ACKED_ON_A 4
+#define SUB_HELD_BY_A 3
+#define SUB_ACK_WAIT_MS 8000
+#define SUB_WAIT_MS 60000
+
+/* A subscriber's fetch on c: its events' seqs and attempts into seqs and
+ * attempts (up to max), their count; *head the log's head it saw. */
+static unsigned sub_fetch_on(tally_client *c, unsigned max, uint64_t wait_ms, uint64_t *seqs,
+                             uint64_t *attempts, uint64_t *head)
+{
+    wire_reply r;
+    wire_call(c, &r, "sub_fetch", "suu", "name", "mailer", "max", (uint64_t)max, "wait_ms",
+              wait_ms);
+    wire_expect(&r, "ok");
+    ck_assert_uint_gt(wire_u64(r.map, "cluster_seq"), 0);
+    const msgpack_object *ev = wire_field(r.map, "events");
+    ck_assert(ev != NULL && ev->type == MSGPACK_OBJECT_ARRAY);
+    unsigned n = ev->via.array.size;
+    ck_assert_uint_le(n, max);
+    for (unsigned i = 0; i < n; i++) {
+        seqs[i] = wire_u64(&ev->via.array.ptr[i], "seq");
+        attempts[i] = wire_u64(&ev->via.array.ptr[i], "attempt");
+    }
+    *head = wire_u64(r.map, "head");
+    wire_done(&r);
+    return n;
+}
+
+static void sub_ack_done_on(tally_client *c, uint64_t seq)
+{
+    wire_reply r;
+    wire_call(c, &r, "sub_ack", "sU", "name", "mailer", "done", 1u, (uint64_t[]){seq});
+    wire_expect(&r, "ok");
+    wire_done(&r);
+}
+
+typedef struct sub_poll {
+    tally_client *c;
+    unsigned n;
+    uint64_t seq;
+} sub_poll;
+
+static void *sub_poll_main(void *arg)
+{
+    sub_poll *p = arg;
+    uint64_t seqs[SUB_EVENTS], attempts[SUB_EVENTS], head;
+    p->n = sub_fetch_on(p->c, 1, 30000, seqs, attempts, &head);
+    p->seq = p->n ? seqs[0] : 0;
+    return NULL;
+}
+
+/* A subscriber fetches and acknowledges on node a, fetches more without
+ * acknowledging, node a is killed with kill -9; on node b it goes on:
+ * what a acknowledged is not delivered again, the new events come at
+ * once (attempt 1), the ones a held only after their lease ran out in
+ * the log's time (attempt 2; the ticks of b and c carry that time), each
+ * once; every event delivered, and node c holds the same cursor; a
+ * long-poll on node b parks there until a write on node c wakes it. */
+START_TEST(test_a_subscriber_continues_on_another_node_after_a_kill)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    wire_reply r;
+    wire_call(f.client[0], &r, "sub_create", "su", "name", "mailer", "ack_wait_ms",
+              (uint64_t)SUB_ACK_WAIT_MS);
+    wire_expect(&r, "ok");
+    ck_assert_uint_gt(wire_u64(r.map, "cluster_seq"), 0);
+    wire_done(&r);
+    for (unsigned i = 0; i < SUB_EVENTS; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "sub-%u", i);
+        wire_call(f.client[i % NODES], &r, "account_open", "ssuuu", "consumer", "t", "key", key,
+                  "id", (uint64_t)i + 700, "ledger", (uint64_t)1, "code", (uint64_t)1);
+        wire_expect(&r, "ok");
+        wire_done(&r);
+    }
+    bool delivered[SUB_EVENTS + 1] = {false}, held[SUB_EVENTS + 1] = {false};
+    uint64_t seqs[SUB_EVENTS], attempts[SUB_EVENTS], head = 0;
+    /* on node a: a long-poll fetch delivers (every event is in by now) */
+    unsigned n = sub_fetch_on(f.client[0], SUB_ACKED_ON_A, 5000, seqs, attempts, &head);
+    ck_assert_uint_eq(n, SUB_ACKED_ON_A);
+    ck_assert_uint_eq(head, SUB_EVENTS);
+    for (unsigned i = 0; i < n; i++) {
+        ck_assert_uint_eq(attempts[i], 1);
+        sub_ack_done_on(f.client[0], seqs[i]);
+        delivered[seqs[i]] = true;
+    }
+    n = sub_fetch_on(f.client[0], SUB_HELD_BY_A, 0, seqs, attempts, &head);
+    ck_assert_uint_eq(n, SUB_HELD_BY_A);
+    for (unsigned i = 0; i < n; i++)
+        held[seqs[i]] = true;
+    tallyd_kill(&f.node[0]);
+    tally_client_close(f.client[0]);
+    f.client[0] = NULL;
+    /* on node b: the events a never handed out at once, its held ones
+     * after their lease */
+    unsigned fresh = 0, redelivered = 0;
+    int64_t until = test_deadline_ms(SUB_WAIT_MS);
+    while (fresh + redelivered < SUB_EVENTS - SUB_ACKED_ON_A && clock_mono_ms() < until) {
+        n = sub_fetch_on(f.client[1], SUB_EVENTS, 3000, seqs, attempts, &head);
+        for (unsigned i = 0; i < n; i++) {
+            ck_assert_uint_le(seqs[i], SUB_EVENTS);
+            ck_assert_msg(!delivered[seqs[i]], "seq %" PRIu64 " delivered again on b", seqs[i]);
+            delivered[seqs[i]] = true;
+            if (held[seqs[i]]) {
+                ck_assert_uint_eq(attempts[i], 2);
+                redelivered++;
+            } else {
+                ck_assert_uint_eq(attempts[i], 1);
+                ck_assert_msg(redelivered == 0, "a new event after a redelivery");
+                fresh++;
+            }
+            sub_ack_done_on(f.client[1], seqs[i]);
+        }
+    }
+    ck_assert_uint_eq(fresh, SUB_EVENTS - SUB_ACKED_ON_A - SUB_HELD_BY_A);
+    ck_assert_uint_eq(redelivered, SUB_HELD_BY_A);
+    for (unsigned s = 1; s <= SUB_EVENTS; s++)
+        ck_assert_msg(delivered[s], "seq %u never delivered", s);
+    /* node c holds the same cursor: everything acknowledged, nothing in flight */
+    wire_call(f.client[1], &r, "sub_get", "s", "name", "mailer");
+    wire_expect(&r, "ok");
+    uint64_t at = wire_u64(r.map, "cluster_seq");
+    wire_done(&r);
+    uint64_t floors[2];
+    for (int k = 1; k < NODES; k++) {
+        wire_call(f.client[k], &r, "sub_get", "su", "name", "mailer", "min_seq", at);
+        wire_expect(&r, "ok");
+        const msgpack_object *sub = wire_field(r.map, "subscriber");
+        floors[k - 1] = wire_u64(sub, "ack_floor");
+        ck_assert_uint_eq(wire_u64(sub, "in_flight"), 0);
+        ck_assert_uint_eq(wire_u64(sub, "redelivered"), SUB_HELD_BY_A);
+        wire_done(&r);
+    }
+    ck_assert_uint_eq(floors[0], SUB_EVENTS);
+    ck_assert_uint_eq(floors[1], SUB_EVENTS);
+    /* a long-poll on node b waits there, parked, until a write taken by
+     * node c reaches it */
+    sub_poll poll = {.c = f.client[1]};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, sub_poll_main, &poll), 0);
+    ck_assert_msg(test_metrics_sample_reaches(f.node[1].http_port, "tally_long_polls_parked", 1,
+                                              60000),
+                  "the fetch on node b never parked");
+    wire_call(f.client[2], &r, "account_open", "ssuuu", "consumer", "t", "key", "sub-late", "id",
+              (uint64_t)799, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(poll.n, 1);
+    ck_assert_uint_eq(poll.seq, SUB_EVENTS + 1);
+    cluster_down(&f); /* node a: its client closed, its process gone */
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -658,6 +816,7 @@ int main(void)
         {"divergence", test_a_node_refuses_a_stream_behind_it, TEST_TIMEOUT_S},
         {"kill", test_a_killed_node_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"kill", test_a_killed_nats_server_loses_no_acknowledged_write, TEST_TIMEOUT_S},
+        {"subscriber", test_a_subscriber_continues_on_another_node_after_a_kill, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster", TEST_ROWS(rows)));
 }
