@@ -37,4 +37,19 @@ static inline int64_t clock_wall_ns(void) { return clock_ns_of(CLOCK_REALTIME); 
 /* Nanoseconds of a clock that never steps back. */
 static inline int64_t clock_mono_ns(void) { return clock_ns_of(CLOCK_MONOTONIC); }
 
+/* The CLOCK_REALTIME time ms from now, as pthread_cond_timedwait takes
+ * its deadline. */
+static inline struct timespec clock_realtime_in_ms(int64_t ms)
+{
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += ms / 1000;
+    at.tv_nsec += (ms % 1000) * 1000000;
+    if (at.tv_nsec >= 1000000000) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000;
+    }
+    return at;
+}
+
 #endif

@@ -347,5 +347,20 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
                    TALLY_CLUSTER_DUPLICATE_WINDOW_MS_MIN <= TALLY_CLUSTER_DUPLICATE_WINDOW_MS_DEFAULT &&
                    TALLY_CLUSTER_REQUEST_MS_DEFAULT <= TALLY_CLUSTER_REQUEST_MS_MAX,
                "cluster defaults within bounds");
+/* A cluster node's name (--node): 1-32 bytes of a-z 0-9 -. A read's
+ * min_seq waits this long by default (--cluster-read-wait-ms), at most
+ * the max. A message carries at most the writer's group bounds. */
+#define TALLY_CLUSTER_NODE_BYTES_MAX 32
+#define TALLY_CLUSTER_READ_WAIT_MS_DEFAULT 5000
+#define TALLY_CLUSTER_READ_WAIT_MS_MAX 600000
+/* With no writes, a tick is appended about this often (--cluster-tick-ms). */
+#define TALLY_CLUSTER_TICK_MS_DEFAULT 1000
+#define TALLY_CLUSTER_TICK_MS_MAX 3600000
+/* How long tallyd tries to reach a JetStream with a leader at start. */
+#define TALLY_CLUSTER_CONNECT_MS_MAX 60000
+/* A write whose group JetStream took waits this long for this node's own
+ * apply before it is answered cluster_unavailable (it is in the stream:
+ * a retry with the same key replays). */
+#define TALLY_CLUSTER_APPLY_WAIT_MS 30000
 
 #endif

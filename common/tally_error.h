@@ -137,6 +137,7 @@
     X(wrong_type, 127, R)                                                      \
     X(value_out_of_range, 128, R)                                              \
     X(too_many_operations, 129, R)                                             \
+    X(not_in_cluster_mode, 130, R)                                             \
     /* subscribers (log/subscriber.c): not stored, no idempotency key */       \
     X(invalid_subscriber_name, 150, R)                                         \
     X(subscriber_not_found, 151, R)                                            \
@@ -157,7 +158,9 @@
     X(overloaded, 140, F)                                                      \
     X(shutting_down, 141, F)                                                   \
     X(timed_out, 142, F)                                                       \
-    X(unreachable, 143, F)
+    X(unreachable, 143, F)                                                     \
+    X(cluster_unavailable, 144, F)                                             \
+    X(not_caught_up, 145, F)
 
 typedef enum tally_error {
 #define TALLY_ERROR_ENUM(name, number, cls) TALLY_##name = number,

@@ -66,6 +66,9 @@ const cli_option cli_global_options[] = {
      "client certificate, when tallyd asks for one (default $TALLY_TLS_CERT)"},
     {"--tls-key", SLOT_TLS_KEY, CLI_TEXT, 1, TALLY_PATH_BYTES_MAX, false, "FILE",
      "its private key, mode 0600 (default $TALLY_TLS_KEY)"},
+    {"--min-seq", SLOT_MIN_SEQ, CLI_UINT, 1, UINT64_MAX, false, "N",
+     "reads: answer once tallyd has applied cluster position N (a write's cluster_seq; "
+     "single-node: its log's head seq), else not_caught_up (docs/CLUSTER.md)"},
     {"--help", SLOT_HELP, CLI_FLAG, 0, 0, false, NULL, "explain tally, or the command"},
     {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
     OPT_END};

@@ -138,7 +138,7 @@ void print_command_help(const cli_command *cmd)
         printf("\n%s", cmd->details);
     printf("\nGlobal options: --url URL, --publish URL, --json, --timeout-ms N,\n"
            "--consumer NAME, --retries N, --token-file FILE,\n"
-           "--tls-ca/--tls-cert/--tls-key FILE (see 'tally --help').\n\n%s", help_exit);
+           "--tls-ca/--tls-cert/--tls-key FILE, --min-seq N (see 'tally --help').\n\n%s", help_exit);
 }
 
 void print_global_help(void)

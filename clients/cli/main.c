@@ -141,6 +141,8 @@ static int client_open(cli *c)
         fprintf(stderr, "tally: cannot start the client: %s\n", tally_strerror(rc));
         return CLI_EXIT_REJECTED;
     }
+    if (c->v[SLOT_MIN_SEQ].set)
+        tally_client_set_min_seq(c->client, c->v[SLOT_MIN_SEQ].u);
     return CLI_EXIT_OK;
 }
 

@@ -42,6 +42,9 @@ static void write_human(const cli *c, int code, const tally_result *r, const tal
     printf("%-12s %" PRIu32 "\n", "events", r->events);
     if (r->original_seq)
         printf("%-12s %" PRIu64 "\n", "original_seq", r->original_seq);
+    uint64_t cluster_seq = tally_client_cluster_seq(c->client);
+    if (cluster_seq) /* cluster mode: the stream position it was applied at */
+        printf("%-12s %" PRIu64 "\n", "cluster_seq", cluster_seq);
     printf("%-12s %s\n", "key", c->key);
     if (tid) {
         char hex[33];
@@ -65,6 +68,8 @@ static int write_report(cli *c, const char *what, int rc, const tally_result *r,
                               "key", json_text(c->key));
         if (o && r->original_seq)
             json_object_set_new(o, "original_seq", json_u64(r->original_seq));
+        if (o && tally_client_cluster_seq(c->client))
+            json_object_set_new(o, "cluster_seq", json_u64(tally_client_cluster_seq(c->client)));
         if (o && tid)
             json_object_set_new(o, "transfer_id", json_tid(tid));
         json_emit(o);

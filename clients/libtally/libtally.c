@@ -37,6 +37,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,10 @@ struct tally_client {
     uint32_t timeout_ms;
     uint32_t retries;
     uint32_t backoff_ms;
+    /* Cluster mode (docs/CLUSTER.md): the highest cluster_seq a reply
+     * carried, and the min_seq this client's reads send (0: none). */
+    _Atomic uint64_t cluster_seq_seen;
+    _Atomic uint64_t read_min_seq;
 };
 
 /* ---- requests: a field list packed into one msgpack map ---- */
@@ -175,6 +180,17 @@ int client_code_of(const msgpack_object *o)
     text[name.len] = '\0';
     int code = tally_error_from_name(text);
     return code < 0 ? TALLY_internal : code;
+}
+
+/* Keep the highest cluster_seq seen (tally_client_cluster_seq). */
+static void note_cluster_seq(tally_client *c, const reply *r)
+{
+    uint64_t seq;
+    if (r->root == NULL || !msgpack_safe_get_u64(msgpack_safe_map_get(r->root, "cluster_seq"), &seq))
+        return;
+    uint64_t seen = atomic_load(&c->cluster_seq_seen);
+    while (seq > seen && !atomic_compare_exchange_weak(&c->cluster_seq_seen, &seen, seq)) {
+    }
 }
 
 static void reply_decode(reply *r)
@@ -345,7 +361,7 @@ __attribute__((noinline)) static int attempt(tally_client *c, const void *bytes,
 static bool retryable(int code)
 {
     return code == TALLY_timed_out || code == TALLY_unreachable || code == TALLY_overloaded ||
-           code == TALLY_shutting_down;
+           code == TALLY_shutting_down || code == TALLY_cluster_unavailable;
 }
 
 /* Wait before retry number `retry` (1, 2, ...); false, at once, when the
@@ -407,6 +423,7 @@ static int exchange_attempts(tally_client *c, const void *bytes, size_t len,
             continue;
         }
         reply_decode(r);
+        note_cluster_seq(c, r);
         if (!retryable(r->code) || i == c->retries)
             return TALLY_ok;
         rc = r->code; /* reported as it is if the client closes before the next attempt */
@@ -737,6 +754,22 @@ static void raw_with_token(const tally_client *c, const void **bytes, size_t *le
         }
     }
     msgpack_unpacked_destroy(&up);
+}
+
+uint64_t tally_client_cluster_seq(tally_client *c)
+{
+    return c ? atomic_load(&c->cluster_seq_seen) : 0;
+}
+
+void tally_client_set_min_seq(tally_client *c, uint64_t min_seq)
+{
+    if (c)
+        atomic_store(&c->read_min_seq, min_seq);
+}
+
+uint64_t client_read_min_seq(const tally_client *c)
+{
+    return atomic_load(&((tally_client *)c)->read_min_seq);
 }
 
 int tally_request_raw(tally_client *c, const void *request, size_t len, void **reply_out,

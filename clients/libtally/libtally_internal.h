@@ -136,6 +136,8 @@ typedef struct reply {
  * (TALLY_timed_out, TALLY_unreachable, TALLY_out_of_memory,
  * TALLY_request_too_large). */
 int client_call(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r);
+/* The min_seq c's reads send (tally_client_set_min_seq; 0: none). */
+uint64_t client_read_min_seq(const tally_client *c);
 /* client_call for a request whose only success is code ok: TALLY_ok with r
  * live, else the transport code or the server's code (r freed). */
 int client_read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r);

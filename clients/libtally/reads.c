@@ -165,12 +165,24 @@ int client_read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_
     return rc;
 }
 
+/* A read op (not a control op): with the client's min_seq when it has
+ * one (tally_client_set_min_seq). */
+static int read_op_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r)
+{
+    uint64_t min_seq = client_read_min_seq(c);
+    if (min_seq == 0)
+        return client_read_exchange(c, fs, extra_wait_ms, r);
+    fields with = *fs;
+    put_uint(&with, "min_seq", min_seq);
+    return client_read_exchange(c, &with, extra_wait_ms, r);
+}
+
 /* A read whose reply carries one object under name (NULL: the reply map). */
 static int read_object(tally_client *c, const fields *fs, const char *name, decode_fn decode,
                        void *out)
 {
     reply r;
-    int rc = client_read_exchange(c, fs, 0, &r);
+    int rc = read_op_exchange(c, fs, 0, &r);
     if (rc != TALLY_ok)
         return rc;
     const msgpack_object *o = name ? msgpack_safe_map_get(r.root, name) : r.root;
@@ -183,7 +195,7 @@ int client_read_array(tally_client *c, const fields *fs, const char *name, decod
                       void *out, size_t stride, size_t capacity, size_t *count)
 {
     reply r;
-    int rc = client_read_exchange(c, fs, 0, &r);
+    int rc = read_op_exchange(c, fs, 0, &r);
     if (rc != TALLY_ok)
         return rc;
     rc = client_array_decode(msgpack_safe_map_get(r.root, name), decode, out, stride, capacity,
@@ -198,7 +210,7 @@ int client_read_page(tally_client *c, const fields *fs, decode_fn decode, void *
                      size_t stride, size_t capacity, size_t *count, uint64_t *next)
 {
     reply r;
-    int rc = client_read_exchange(c, fs, 0, &r);
+    int rc = read_op_exchange(c, fs, 0, &r);
     if (rc != TALLY_ok)
         return rc;
     decoder d = decoder_of(r.root);
@@ -397,7 +409,7 @@ int tally_log_read(tally_client *c, uint64_t from_seq, uint32_t limit, uint32_t 
                                       TALLY_LOG_READ_EVENTS_MAX));
     put_uint(&fs, "wait_ms", wait_ms);
     reply r;
-    int rc = client_read_exchange(c, &fs, wait_ms, &r);
+    int rc = read_op_exchange(c, &fs, wait_ms, &r);
     if (rc != TALLY_ok)
         return rc;
     decoder d = decoder_of(r.root);

@@ -2,8 +2,8 @@
  * tally.h — libtally, the C client of tallyd.
  *
  * Every write carries an idempotency key under the client's consumer name.
- * Retries (after a timeout, `overloaded`, `shutting_down` or while the
- * server is unreachable) resend the same request with the same key, so a
+ * Retries (after a timeout, `overloaded`, `shutting_down`,
+ * `cluster_unavailable` or while the server is unreachable) resend the same request with the same key, so a
  * write takes effect at most once however often it is sent; a lost reply is
  * answered from the server's inbox (result.replayed). When the caller gives
  * no key, the library generates one (UUIDv7 text, time-ordered) once per
@@ -164,6 +164,20 @@ int tally_tls_check(const tally_client_options *options, const char *url, char *
  * TALLY_overloaded). No call may start once close has begun, and streams and
  * subscribers of the client must be closed before. */
 void tally_client_close(tally_client *client);
+
+/* Cluster mode (docs/CLUSTER.md, "Reads"): read-your-writes on any node.
+ * tally_client_cluster_seq is the highest cluster_seq any reply to c has
+ * carried (a write's: the stream position it was applied at), 0 when none
+ * did (single-node mode). tally_client_set_min_seq makes every read op of
+ * c from then on (gets, lists, pages, tally_log_read, stats) send
+ * min_seq: the node answers once it has applied that position, or with
+ * TALLY_not_caught_up after its --cluster-read-wait-ms (in single-node
+ * mode: once its log's head seq reaches it). 0 sends none. Both are safe
+ * from any thread. E.g. a write on client a, then
+ * tally_client_set_min_seq(b, tally_client_cluster_seq(a)) before a read
+ * on client b. */
+uint64_t tally_client_cluster_seq(tally_client *c);
+void tally_client_set_min_seq(tally_client *c, uint64_t min_seq);
 
 /* What auto-batching did on a client, since it was opened. Requests are
  * counted once however often they were retried. */

@@ -22,6 +22,7 @@
 #ifndef TALLY_NET_ENGINE_ENGINE_H
 #define TALLY_NET_ENGINE_ENGINE_H
 
+#include "log/log.h"
 #include "log/store.h"
 #include "net/auth/auth_guard.h"
 #include "net/engine/options.h"
@@ -82,6 +83,13 @@ typedef struct slot {
     /* A long-poll the transport counted for its connection (slot_way's
      * long_poll_begin): its answer lets it go. */
     bool long_poll_held;
+    /* Parked for its req.min_seq (a read that waits for a position)
+     * rather than for the log's head. */
+    bool min_seq_wait;
+    /* Cluster mode: the position its reply carries as cluster_seq (a
+     * write: where it was applied; a read: what the node had applied); 0:
+     * none (single-node mode, refusals). */
+    uint64_t cluster_seq;
 } slot;
 
 /* Requests (msgpack bytes) above the protocol limit but up to this still
@@ -163,7 +171,20 @@ struct server {
     /* The rooms above, each with its own state (net/server/ makes them). */
     struct sp_room *sp;           /* net/sp/sp.h */
     struct http_room *http;       /* net/http/face.h; NULL without --http */
+    /* Cluster mode (docs/CLUSTER.md): the node (net/server/cluster_node.c; NULL
+     * in single-node mode) and, under mu, the stream position its store
+     * has applied; waiter_cv is broadcast when it moves. */
+    struct cluster_node *cluster;
+    uint64_t cluster_position;
+    uint64_t cluster_stream_last; /* under mu: the stream's last seq as last seen */
 };
+
+/* Under mu: the position reads with min_seq wait for — the cluster
+ * position in cluster mode, the log's head seq in single-node mode. */
+static inline uint64_t server_position_locked(const server *srv)
+{
+    return srv->cluster ? srv->cluster_position : srv->head_seq;
+}
 
 /* ---- slot.c ---- */
 /* Pass s from one owner to the next (asserts it held the slot). */
@@ -173,6 +194,9 @@ void slot_own(slot *s, slot_owner from, slot_owner to);
 void slot_send_error(slot *s, slot_owner from, int code, const char *detail);
 /* A read's reply, from a fresh snapshot. */
 void slot_send_read(slot *s, slot_owner from);
+/* A read: parked while it waits for its min_seq or its long-poll, else
+ * answered. */
+void slot_dispatch_read(slot *s, slot_owner from);
 /* A write's or subscriber write's reply after its group's commit (fault
  * non-zero when the commit failed). */
 void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms);
@@ -191,6 +215,26 @@ void *waiter_main(void *arg);
 
 /* ---- writer.c ---- */
 int writer_init(server *srv);
+/* Under mu: the first queued request if its commands fit commands_left,
+ * now owned as OWNER_WRITER; NULL when none fits. */
+slot *writer_queue_pop(server *srv, uint32_t commands_left);
+/* A committed write's answer (fault non-zero: the group's), or, for a
+ * subscriber write that asks to wait (a sub_fetch that found nothing),
+ * parked until a commit passes what it saw, its next redelivery (now_ms:
+ * the time it was applied at) or its deadline, then run again. */
+void writer_send_or_park(server *srv, slot *s, slot_owner from, int fault, int64_t now_ms);
+/* Answer every queued request shutting_down (the writer's last act). */
+void writer_refuse_queued(server *srv);
+/* Cluster mode's apply of one message (net/server/cluster_node.c): the n
+ * requests of group, decoded, in one write transaction at now with the
+ * sweeps first, as a group of single-node mode (a fault redoes it command
+ * by command; a full map grows and the message is applied again);
+ * before_commit(txn, ctx) runs last in the same transaction (NULL: none).
+ * Each request's outcome is left in its slot's res. TALLY_ok when
+ * committed, *before and *after the log heads around it. */
+int writer_apply_message(server *srv, int64_t now, slot **group, uint32_t n,
+                         int (*before_commit)(store_txn *txn, void *ctx), void *ctx,
+                         log_head *before, log_head *after);
 void *writer_main(void *arg);
 /* The completer thread (started only with --replies completer). */
 void *completer_main(void *arg);

@@ -33,6 +33,25 @@ typedef enum net_tcp_engine {
     NET_TCP_ENGINE_NNG,   /* NNG's REP socket, as every other transport */
 } net_tcp_engine;
 
+struct server;
+
+/* Cluster mode (docs/CLUSTER.md), reached only through these hooks: tallyd
+ * sets them when it is built with the NATS client (net/server/cluster_node.c);
+ * the engine stays the same in single-node mode, where they are NULL. */
+typedef struct net_cluster_hooks {
+    /* Before the store opens: connect, create or check the stream, read
+     * the genesis (its store identity in *instance_id, has_instance true).
+     * TALLY_ok, or a refusal (logged, naming the setting). */
+    int (*connect)(struct server *srv, uint8_t instance_id[16], bool *has_instance);
+    /* After the store opened: check it against the stream (the genesis,
+     * the recorded position), publish the genesis on an empty stream, set
+     * srv->cluster_position. TALLY_ok or a refusal (logged). */
+    int (*start)(struct server *srv);
+    void *(*writer_main)(void *srv);  /* the writer thread in cluster mode */
+    void *(*applier_main)(void *srv); /* the applier thread */
+    void (*close)(struct server *srv);
+} net_cluster_hooks;
+
 typedef struct net_server_options {
     const char *data_dir;
     const char *listen_urls[NET_LISTEN_URLS_MAX];
@@ -106,6 +125,17 @@ typedef struct net_server_options {
      * theirs, a file that fails keeps the old ones (logged); the HTTPS face
      * keeps its certificate until a restart. NULL: never. */
     volatile sig_atomic_t *reload;
+    /* Cluster mode (docs/CLUSTER.md): cluster_urls NULL is single-node
+     * mode. The URLs comma-separated, this node's name, the stream, the
+     * replicas a created stream gets (fewer are refused), how long a read
+     * with min_seq waits (single-node mode too: for the log's head). */
+    const char *cluster_urls;
+    const char *cluster_node;
+    const char *cluster_stream;
+    unsigned cluster_replicas;
+    unsigned cluster_read_wait_ms;
+    unsigned cluster_tick_ms;  /* an idle node appends a tick this often; 0: never */
+    const net_cluster_hooks *cluster; /* NULL: built without cluster mode */
 } net_server_options;
 
 

@@ -11,7 +11,10 @@
 #include "common/limits.h"
 #include "net/metrics/metrics.h"
 
+#include "common/msgpack_safe.h"
+
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 void slot_own(slot *s, slot_owner from, slot_owner to)
@@ -25,9 +28,52 @@ void slot_own(slot *s, slot_owner from, slot_owner to)
 /* Send the reply (or, if it could not be built, nothing: logged) by the
  * slot's transport and free the request message the decoded request
  * borrowed from. The slot returns to its transport. */
+/* reply, a msgpack map, with one more entry: cluster_seq = seq. Returns
+ * the new message (reply is freed), or reply unchanged when it is no map
+ * or the entry does not fit (logged). */
+static nng_msg *reply_add_cluster_seq(nng_msg *reply, uint64_t seq)
+{
+    const uint8_t *b = nng_msg_body(reply);
+    size_t len = nng_msg_len(reply), header;
+    uint32_t count;
+    if (len >= 1 && (b[0] & 0xf0) == 0x80)
+        count = b[0] & 0x0f, header = 1;
+    else if (len >= 3 && b[0] == 0xde)
+        count = (uint32_t)b[1] << 8 | b[2], header = 3;
+    else if (len >= 5 && b[0] == 0xdf)
+        count = (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4], header = 5;
+    else
+        return reply;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    nng_msg *out = NULL;
+    if (msgpack_pack_map(&pk, count + 1) == 0 &&
+        msgpack_sbuffer_write(&sb, (const char *)b + header, len - header) == 0 &&
+        msgpack_safe_pack_cstr(&pk, "cluster_seq") == 0 && msgpack_pack_uint64(&pk, seq) == 0 &&
+        sb.size <= TALLY_REPLY_BYTES_MAX && nng_msg_alloc(&out, 0) == 0 &&
+        nng_msg_append(out, sb.data, sb.size) != 0) {
+        nng_msg_free(out);
+        out = NULL;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    if (out == NULL) {
+        net_log(NET_LOG_WARN, "reply sent without its cluster_seq %llu: no room",
+                (unsigned long long)seq);
+        return reply;
+    }
+    nng_msg_free(reply);
+    return out;
+}
+
 static void slot_send(slot *s, slot_owner from, nng_msg *reply)
 {
     slot_own(s, from, OWNER_NNG);
+    if (reply && s->cluster_seq)
+        reply = reply_add_cluster_seq(reply, s->cluster_seq);
+    s->cluster_seq = 0;
+    s->min_seq_wait = false; /* a slot answered while parked (a stop) is reused clean */
     net_request_reset(&s->req);
     if (s->msg) {
         nng_msg_free(s->msg);
@@ -73,6 +119,11 @@ static void send_snapshot(slot *s, slot_owner from, int fault, int64_t now_ms)
 {
     server *srv = s->srv;
     store_txn t;
+    if (srv->cluster && s->req.op->kind == NET_KIND_READ) { /* what the snapshot holds at least */
+        pthread_mutex_lock(&srv->mu);
+        s->cluster_seq = srv->cluster_position;
+        pthread_mutex_unlock(&srv->mu);
+    }
     pthread_rwlock_rdlock(&srv->store_rw);
     int rc = srv->store_closed ? TALLY_shutting_down : store_txn_begin(srv->st, NULL, true, &t);
     if (rc != TALLY_ok) {
@@ -186,22 +237,40 @@ void slot_enqueue_write(slot *s, slot_owner from)
                                                                 : "server is stopping, retry later");
 }
 
-/* A read that waits parks unless the head has already passed. */
-static void dispatch_read(slot *s)
+/* A read with min_seq waits (parked) until the node's position reaches
+ * it, up to --cluster-read-wait-ms; past that, not_caught_up. */
+void slot_dispatch_read(slot *s, slot_owner from)
 {
     server *srv = s->srv;
     uint64_t watermark;
+    if (s->req.min_seq > 0) {
+        pthread_mutex_lock(&srv->mu);
+        uint64_t position = server_position_locked(srv);
+        pthread_mutex_unlock(&srv->mu);
+        if (position < s->req.min_seq && srv->opt->cluster_read_wait_ms > 0) {
+            s->min_seq_wait = true;
+            slot_park(s, from, srv->opt->cluster_read_wait_ms);
+            return;
+        }
+        if (position < s->req.min_seq) {
+            char detail[96];
+            snprintf(detail, sizeof(detail), "this node is at position %llu, not yet %llu",
+                     (unsigned long long)position, (unsigned long long)s->req.min_seq);
+            slot_send_error(s, from, TALLY_not_caught_up, detail);
+            return;
+        }
+    }
     if (s->req.op->read_waits && s->req.op->read_waits(&s->req, &watermark)) {
         pthread_mutex_lock(&srv->mu);
         bool nothing_yet = !srv->stopping && srv->head_seq <= watermark;
         pthread_mutex_unlock(&srv->mu);
         if (nothing_yet) {
             s->watermark = watermark;
-            slot_park(s, OWNER_NNG, s->req.wait_ms);
+            slot_park(s, from, s->req.wait_ms);
             return;
         }
     }
-    slot_send_read(s, OWNER_NNG);
+    slot_send_read(s, from);
 }
 
 /* With --auth: the token before anything else (a refusal of the
@@ -281,6 +350,6 @@ void slot_serve(slot *s)
     case NET_KIND_CONTROL:
         s->way->control(s);
         return;
-    case NET_KIND_READ: dispatch_read(s); return;
+    case NET_KIND_READ: slot_dispatch_read(s, OWNER_NNG); return;
     }
 }

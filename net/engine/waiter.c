@@ -8,6 +8,7 @@
 #include "net/engine/engine.h"
 
 #include "common/clock.h"
+#include "common/error.h"
 
 #include <time.h>
 
@@ -39,7 +40,9 @@ static slot *take_ready_waiter(server *srv, int64_t now, int64_t *next_deadline)
     *next_deadline = INT64_MAX;
     for (slot **p = &srv->waiters; *p; p = &(*p)->next) {
         slot *s = *p;
-        if (srv->stopping || srv->head_seq > s->watermark || s->deadline_ms <= now) {
+        bool passed = s->min_seq_wait ? server_position_locked(srv) >= s->req.min_seq
+                                      : srv->head_seq > s->watermark;
+        if (srv->stopping || passed || s->deadline_ms <= now) {
             *p = s->next;
             s->next = NULL;
             return s;
@@ -50,19 +53,6 @@ static slot *take_ready_waiter(server *srv, int64_t now, int64_t *next_deadline)
     return NULL;
 }
 
-static struct timespec realtime_in(int64_t ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    return until;
-}
-
 void *waiter_main(void *arg)
 {
     server *srv = arg;
@@ -70,6 +60,18 @@ void *waiter_main(void *arg)
     for (;;) {
         int64_t next_deadline;
         slot *s = take_ready_waiter(srv, clock_mono_ms(), &next_deadline);
+        if (s && s->min_seq_wait) {
+            bool reached = server_position_locked(srv) >= s->req.min_seq;
+            pthread_mutex_unlock(&srv->mu);
+            s->min_seq_wait = false;
+            if (reached)
+                slot_dispatch_read(s, OWNER_WAITER); /* may park again, for its long-poll */
+            else
+                slot_send_error(s, OWNER_WAITER, TALLY_not_caught_up,
+                                "this node has not applied min_seq within --cluster-read-wait-ms");
+            pthread_mutex_lock(&srv->mu);
+            continue;
+        }
         if (s) {
             pthread_mutex_unlock(&srv->mu);
             if (s->req.op->kind == NET_KIND_SUBSCRIBER)
@@ -82,7 +84,7 @@ void *waiter_main(void *arg)
         if (srv->stopping && srv->waiters == NULL)
             break;
         int64_t wait = next_deadline == INT64_MAX ? 1000 : next_deadline - clock_mono_ms();
-        struct timespec until = realtime_in(wait < 1 ? 1 : wait);
+        struct timespec until = clock_realtime_in_ms(wait < 1 ? 1 : wait);
         pthread_cond_timedwait(&srv->waiter_cv, &srv->mu, &until);
     }
     pthread_mutex_unlock(&srv->mu);

@@ -37,7 +37,7 @@
 
 /* Under mu: the first queued request if its commands fit, now the
  * writer's. */
-static slot *queue_pop_fitting(server *srv, uint32_t commands_left)
+slot *writer_queue_pop(server *srv, uint32_t commands_left)
 {
     slot *s = srv->queue_head;
     if (s == NULL || s->req.write_count > commands_left)
@@ -70,7 +70,7 @@ static uint32_t fill_group(server *srv, store_txn *txn, int64_t now_ms, slot **g
     for (;;) {
         pthread_mutex_lock(&srv->mu);
         slot *s = srv->stopping && count > 0 ? NULL
-                                             : queue_pop_fitting(srv, TALLY_GROUP_COMMANDS_MAX - commands);
+                                             : writer_queue_pop(srv, TALLY_GROUP_COMMANDS_MAX - commands);
         pthread_mutex_unlock(&srv->mu);
         if (s == NULL)
             break;
@@ -190,7 +190,8 @@ static int grow_map(server *srv)
  * map while the map may still grow aborts at once (TALLY_storage_full) so
  * that the group is applied again in a larger map. txn is finished. */
 static int settle_group(server *srv, int64_t now, store_txn *txn, log_head *before,
-                        log_head *after, slot **group, uint32_t n, int fault)
+                        log_head *after, slot **group, uint32_t n, int fault,
+                        int (*before_commit)(store_txn *, void *), void *ctx)
 {
     int rc = TALLY_ok;
     if (fault == TALLY_storage_full && map_can_grow(srv)) {
@@ -199,6 +200,8 @@ static int settle_group(server *srv, int64_t now, store_txn *txn, log_head *befo
     }
     if (fault != TALLY_ok)
         rc = redo_nested(srv, now, txn, before, group, n);
+    if (rc == TALLY_ok && before_commit)
+        rc = before_commit(txn, ctx);
     if (rc == TALLY_ok) {
         rc = log_head_get(txn, after);
         int64_t started = clock_mono_ns();
@@ -222,7 +225,7 @@ static uint32_t take_queue_on_fault(server *srv, slot **group)
 {
     uint32_t n = 0;
     pthread_mutex_lock(&srv->mu);
-    while (n < srv->slot_count && (group[n] = queue_pop_fitting(srv, UINT32_MAX)))
+    while (n < srv->slot_count && (group[n] = writer_queue_pop(srv, UINT32_MAX)))
         n++;
     pthread_mutex_unlock(&srv->mu);
     return n;
@@ -249,7 +252,7 @@ void advance_head(server *srv, uint64_t seq)
  * parks until a commit passes what it saw, its next redelivery, or its
  * deadline; everything else is answered. from: the writer or the
  * completer, whichever answers the group. */
-static void send_or_park(server *srv, slot *s, slot_owner from, int fault, int64_t now)
+void writer_send_or_park(server *srv, slot *s, slot_owner from, int fault, int64_t now)
 {
     uint64_t watermark;
     int64_t mono = clock_mono_ms();
@@ -285,7 +288,7 @@ static void send_or_park(server *srv, slot *s, slot_owner from, int fault, int64
 static void answer_group(server *srv, const completion *c, slot_owner from)
 {
     for (uint32_t i = 0; i < c->count; i++)
-        send_or_park(srv, c->group[i], from, c->rc, c->now_ms);
+        writer_send_or_park(srv, c->group[i], from, c->rc, c->now_ms);
     if (srv->publish && c->to_seq >= c->from_seq && c->to_seq > 0)
         srv->publish(srv, c->from_seq, c->to_seq);
 }
@@ -389,7 +392,7 @@ static void run_group(server *srv, slot **group)
     int rc = begin_group_txn(srv, now, &txn, &before);
     if (rc == TALLY_ok) {
         n = fill_group(srv, &txn, now, group, &fault);
-        rc = settle_group(srv, now, &txn, &before, &after, group, n, fault);
+        rc = settle_group(srv, now, &txn, &before, &after, group, n, fault, NULL, NULL);
     } else {
         n = take_queue_on_fault(srv, group);
     }
@@ -401,7 +404,7 @@ static void run_group(server *srv, slot **group)
         for (uint32_t i = 0; rc == TALLY_ok && fault == TALLY_ok && i < n; i++)
             fault = apply_slot(&txn, group[i], now, true);
         if (rc == TALLY_ok)
-            rc = settle_group(srv, now, &txn, &before, &after, group, n, fault);
+            rc = settle_group(srv, now, &txn, &before, &after, group, n, fault, NULL, NULL);
     }
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "group of %u requests not committed: %s", n, tally_strerror(rc));
@@ -417,6 +420,28 @@ static void run_group(server *srv, slot **group)
      * answered or published. */
     finish_group(srv, &(completion){group, n, rc, now, before.seq + 1,
                                     rc == TALLY_ok ? after.seq : 0});
+}
+
+int writer_apply_message(server *srv, int64_t now, slot **group, uint32_t n,
+                         int (*before_commit)(store_txn *txn, void *ctx), void *ctx,
+                         log_head *before, log_head *after)
+{
+    store_txn txn;
+    int rc;
+    do {
+        rc = begin_group_txn(srv, now, &txn, before);
+        int fault = TALLY_ok;
+        for (uint32_t i = 0; rc == TALLY_ok && fault == TALLY_ok && i < n; i++)
+            fault = apply_slot(&txn, group[i], now, true);
+        if (rc == TALLY_ok)
+            rc = settle_group(srv, now, &txn, before, after, group, n, fault, before_commit, ctx);
+    } while (rc == TALLY_storage_full && grow_map(srv) == TALLY_ok);
+    if (rc == TALLY_ok) {
+        atomic_fetch_add(&srv->commits, 1);
+        net_metrics_commit(group_commands(group, n), srv->last_commit_ns);
+        net_parks_log();
+    }
+    return rc;
 }
 
 /* Expire due holds and entitlements while no writes arrive. */
@@ -445,11 +470,11 @@ static void idle_sweep(server *srv)
     finish_group(srv, &(completion){NULL, 0, TALLY_ok, now, before.seq + 1, after.seq});
 }
 
-static void refuse_queued(server *srv)
+void writer_refuse_queued(server *srv)
 {
     for (;;) {
         pthread_mutex_lock(&srv->mu);
-        slot *s = queue_pop_fitting(srv, UINT32_MAX);
+        slot *s = writer_queue_pop(srv, UINT32_MAX);
         pthread_mutex_unlock(&srv->mu);
         if (s == NULL)
             return;
@@ -547,7 +572,7 @@ void *writer_main(void *arg)
         if (stop)
             break;
     }
-    refuse_queued(srv);
+    writer_refuse_queued(srv);
     completer_drain(srv);
     return NULL;
 }

@@ -413,6 +413,38 @@ static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const
     return m;
 }
 
+/* GET /v1/cluster (docs/CLUSTER.md, "Operations"): this node's place in
+ * the command stream, from the server's own state; not_in_cluster_mode
+ * in single-node mode. */
+static void cluster_reply(server *srv, net_http_reply *out)
+{
+    if (srv->cluster == NULL) {
+        reply_error(out, TALLY_not_in_cluster_mode, "tallyd runs single-node (no --cluster)");
+        return;
+    }
+    pthread_mutex_lock(&srv->mu);
+    uint64_t position = srv->cluster_position, last = srv->cluster_stream_last;
+    pthread_mutex_unlock(&srv->mu);
+    net_out o;
+    nng_msg *m = NULL;
+    if (net_out_begin(&o) == 0) {
+        net_reply_open(&o, TALLY_ok);
+        net_kv_cstr(&o, "node", srv->opt->cluster_node);
+        net_kv_cstr(&o, "stream", srv->opt->cluster_stream);
+        net_kv_u64(&o, "position", position);
+        net_kv_u64(&o, "stream_last_seq", last);
+        net_kv_u64(&o, "lag_messages", last > position ? last - position : 0);
+        net_map_end(&o);
+        m = net_out_take(&o);
+    }
+    if (m == NULL) {
+        reply_error(out, TALLY_overloaded, "out of memory");
+        return;
+    }
+    reply_from_msgpack(nng_msg_body(m), nng_msg_len(m), out);
+    nng_msg_free(m);
+}
+
 bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
                      net_http_pending *p)
 {
@@ -423,6 +455,10 @@ bool http_json_start(void *ctx, const net_http_request *rq, net_http_reply *out,
     bool get = strcmp(rq->method, "GET") == 0;
     if (!http_caller_check(srv, rq, NULL, out))
         return false;
+    if (get && strcmp(rest, "cluster") == 0) {
+        cluster_reply(srv, out);
+        return false;
+    }
     if (get) {
         body = json_object();
         if (body == NULL) {

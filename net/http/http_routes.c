@@ -74,6 +74,9 @@ static void view_of(server *srv, net_metrics_view *v)
     v->long_polls_parked = 0;
     for (const slot *s = srv->waiters; s; s = s->next)
         v->long_polls_parked++;
+    v->cluster = srv->cluster != NULL;
+    v->cluster_position = srv->cluster_position;
+    v->cluster_stream_last_seq = srv->cluster_stream_last;
     pthread_mutex_unlock(&srv->mu);
     v->http_connections = srv->http->http ? net_http_connections(srv->http->http) : 0;
     v->http_waiting = srv->http->http ? net_http_waiting(srv->http->http) : 0;

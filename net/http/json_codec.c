@@ -179,6 +179,9 @@ static const net_field *field_of(const net_op *op, const char *name)
     for (int i = 0; op && i < NET_OP_FIELDS_MAX && op->fields[i].name; i++)
         if (strcmp(op->fields[i].name, name) == 0)
             return &op->fields[i];
+    const net_field *min_seq = net_read_min_seq_field();
+    if (op && op->kind == NET_KIND_READ && strcmp(name, min_seq->name) == 0)
+        return min_seq;
     return NULL;
 }
 
@@ -463,6 +466,8 @@ unsigned net_json_status(int code)
         {TALLY_overloaded, 503},
         {TALLY_storage_full, 503},
         {TALLY_shutting_down, 503},
+        {TALLY_cluster_unavailable, 503},
+        {TALLY_not_caught_up, 503},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         if (rows[i].code == code)

@@ -277,6 +277,10 @@ static json_t *reply_schema(const reply_field *fields, bool with_v)
         props = set(props, "v",
                     set(typed("integer"), "const", json_integer(TALLY_PROTOCOL_VERSION)));
         required = append(required, json_string("v"));
+        props = set(props, "cluster_seq",
+                    described(ref(SCHEMA_REF("Integer")),
+                              "cluster mode only (docs/CLUSTER.md): a write's command stream "
+                              "position, or the position a read's node had applied"));
     }
     props = set(props, "code", described(typed("string"), "`ok` or an error code"));
     for (int i = 0; i < REPLY_FIELDS_MAX && fields && fields[i].name; i++)
@@ -386,9 +390,15 @@ static json_t *post_operation(const net_op *op)
         "correlation", false,
         envelope_str(TALLY_CORRELATION_BYTES_MAX, "copied into the events (0-64 bytes)")};
     bool with_correlation = write && op->id != NET_OP_BATCH;
-    json_t *body = fields_object(op, true, &correlation, with_correlation ? 1 : 0);
+    const net_field *min_seq_field = net_read_min_seq_field();
+    extra_field min_seq = {min_seq_field->name, false, field_schema(op, min_seq_field)};
+    bool read = op->kind == NET_KIND_READ;
+    json_t *body = fields_object(op, true, with_correlation ? &correlation : &min_seq,
+                                 with_correlation || read ? 1 : 0);
     if (!with_correlation)
         json_decref(correlation.schema);
+    if (with_correlation || !read)
+        json_decref(min_seq.schema);
     bool body_required = body && json_object_get(body, "required") != NULL;
     json_t *o = set(json_object(), "operationId", json_string(op->name));
     o = set(o, "summary", json_string(op->doc));
@@ -431,7 +441,8 @@ static json_t *query_params(json_t *params, const net_op *op, const char *path_f
                                               field_schema(op, f)));
         params = append(params, param(f->name, "query", false, field_schema(op, f)));
     }
-    return params;
+    const net_field *min_seq = net_read_min_seq_field();
+    return append(params, param(min_seq->name, "query", false, field_schema(op, min_seq)));
 }
 
 static json_t *get_operation(const http_resource *r)
@@ -606,6 +617,20 @@ static json_t *events_operation(void)
                      stream);
     json_t *r = responses(NULL, typed("object"));
     return set(o, "responses", set(r, "200", ok));
+/* GET /v1/cluster (net/http/http_json.c, cluster_reply). */
+static json_t *cluster_operation(void)
+{
+    static const reply_field fields[] = {
+        {"node", R_STR}, {"stream", R_STR}, {"position", R_INT}, {"stream_last_seq", R_INT},
+        {"lag_messages", R_INT}, {NULL, R_STR}};
+    json_t *o = set(json_object(), "operationId", json_string("get_cluster"));
+    o = set(o, "summary",
+            json_string("Cluster mode: this node's name, its stream, the position it has applied, "
+                        "the stream's last seq as it last saw it, and its lag; single-node mode "
+                        "answers not_in_cluster_mode (docs/CLUSTER.md)."));
+    o = set(o, "tags", append(json_array(), json_string("read")));
+    o = set(o, "x-tally-auth", json_string(auth_class_name(AUTH_CLASS_READ)));
+    return set(o, "responses", responses(NULL, reply_schema(fields, true)));
 }
 
 static json_t *paths(void)
@@ -634,6 +659,7 @@ static json_t *paths(void)
     }
     p = console_paths(p);
     p = set(p, "/v1/events", set(json_object(), "get", events_operation()));
+    p = set(p, "/v1/cluster", set(json_object(), "get", cluster_operation()));
     return set(p, "/v1/openapi.json", set(json_object(), "get", openapi_operation()));
 }
 

@@ -332,8 +332,9 @@ static void write_view(net_text *b, const net_metrics_view *v)
     net_text_sample_u64(b, "tally_publish_connections", "gauge", "Connections to the PUB endpoint.",
                v->publish_subscribers);
     net_text_sample_u64(b, "tally_long_polls_parked", "gauge",
-               "Long-polls parked now: log_reads with wait_ms that found nothing new and "
-               "sub_fetches that found nothing to deliver, over any transport.",
+               "Long-polls parked now: log_reads with wait_ms that found nothing new, "
+               "sub_fetches that found nothing to deliver and reads waiting for their min_seq, "
+               "over any transport.",
                v->long_polls_parked);
     net_text_sample_u64(b, "tally_http_connections", "gauge", "HTTP connections open.",
                v->http_connections);
@@ -348,6 +349,19 @@ static void write_view(net_text *b, const net_metrics_view *v)
     net_text_family(b, "tally_writer_stalled_seconds", "gauge",
                     "Time the writer has made no progress while writes wait (0: none waits).");
     net_text_printf(b, "tally_writer_stalled_seconds %.3f\n", (double)v->writer_stall_ms / 1000);
+    if (v->cluster) {
+        net_text_sample_u64(b, "tally_cluster_position", "gauge",
+                            "The command stream position this node has applied (cluster mode).",
+                            v->cluster_position);
+        net_text_sample_u64(b, "tally_cluster_stream_last_seq", "gauge",
+                            "The command stream's last message, as this node last saw it.",
+                            v->cluster_stream_last_seq);
+        net_text_sample_u64(b, "tally_cluster_lag_messages", "gauge",
+                            "Messages of the stream this node has not applied yet.",
+                            v->cluster_stream_last_seq > v->cluster_position
+                                ? v->cluster_stream_last_seq - v->cluster_position
+                                : 0);
+    }
     if (v->disk_known)
         net_text_sample_u64(b, "tally_disk_free_bytes", "gauge",
                             "Bytes free for tallyd on the data directory's filesystem.",

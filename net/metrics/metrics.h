@@ -100,6 +100,11 @@ typedef struct net_metrics_view {
     bool ready;                   /* the health checks' readiness, evaluated for the scrape */
     unsigned readiness_failing, alerts_failing; /* failing checks per class */
     const char *version;
+    /* Cluster mode (docs/CLUSTER.md, "Operations"); all 0 in single-node
+     * mode, whose exposition has none of these families. */
+    bool cluster;
+    uint64_t cluster_position;        /* the stream position this node has applied */
+    uint64_t cluster_stream_last_seq; /* the stream's last message, as last seen */
 } net_metrics_view;
 
 /* The exposition (text format 0.0.4) of every family into out, with the

@@ -36,7 +36,11 @@ typedef enum member_kind { MEMBER_TOP, MEMBER_BATCH, MEMBER_CHAIN } member_kind;
       "writes: the caller's namespace for keys (1-64 bytes)")                                 \
     F(T, STR, key, REQUIRED, TALLY_KEY_BYTES_MAX, "writes: idempotency key (1-128 bytes)")    \
     F(T, STR, correlation, OPTIONAL, TALLY_CORRELATION_BYTES_MAX,                             \
-      "writes: copied into the events (0-64 bytes)")
+      "writes: copied into the events (0-64 bytes)")                                          \
+    F(T, UINT, min_seq, OPTIONAL, UINT64_MAX,                                                 \
+      "reads: answer once this node has applied this cluster position (the cluster_seq of a " \
+      "reply; single-node: once the log's head seq reaches it), waiting up to "               \
+      "--cluster-read-wait-ms, else not_caught_up (docs/CLUSTER.md)")
 
 typedef struct envelope {
     ENVELOPE_FIELDS(NET_FIELD_MEMBER, envelope)
@@ -47,6 +51,11 @@ enum { ENVELOPE_FIELDS(ENVELOPE_INDEX, envelope) ENVELOPE_COUNT };
 #undef ENVELOPE_INDEX
 
 static const net_field envelope_fields[ENVELOPE_COUNT] = {ENVELOPE_FIELDS(NET_FIELD_ROW, envelope)};
+
+const net_field *net_read_min_seq_field(void)
+{
+    return &envelope_fields[ENVELOPE_min_seq];
+}
 
 #define FIELDS_MAX (NET_OP_FIELDS_MAX + ENVELOPE_COUNT)
 
@@ -106,6 +115,8 @@ static void field_set_build(field_set *fs, const net_op *op, member_kind kind, e
         field_add(fs, &envelope_fields[ENVELOPE_key], env);
     if (write && kind != MEMBER_CHAIN && !batch_top)
         field_add(fs, &envelope_fields[ENVELOPE_correlation], env);
+    if (op->kind == NET_KIND_READ && kind == MEMBER_TOP)
+        field_add(fs, &envelope_fields[ENVELOPE_min_seq], env);
     for (int i = 0; i < NET_OP_FIELDS_MAX && op->fields[i].name; i++)
         field_add(fs, &op->fields[i], args);
 }
@@ -336,6 +347,7 @@ void net_request_reset(net_request *req)
     req->error = TALLY_ok;
     req->error_detail[0] = '\0';
     req->wait_ms = 0;
+    req->min_seq = 0;
     req->consumer = (tally_str){NULL, 0};
     req->has_auth = false;
     req->auth = (tally_str){NULL, 0};
@@ -374,6 +386,7 @@ static int decode_top(net_request *req, const msgpack_object *m)
     int rc = decode_fields(req, req->op, MEMBER_TOP, m, &env, &args);
     if (rc != TALLY_ok)
         return rc;
+    req->min_seq = env.min_seq;
     if (req->op->kind == NET_KIND_WRITE) {
         req->consumer = env.consumer;
         ledger_request *w = &req->writes[0];

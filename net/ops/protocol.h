@@ -149,6 +149,7 @@ typedef struct net_request {
     int error;              /* TALLY_ok or why the request was refused */
     char error_detail[96];  /* e.g. the field name */
     uint32_t wait_ms;       /* log_read, sub_fetch: long-poll for up to this long */
+    uint64_t min_seq;       /* reads: the position to wait for (0: none; docs/CLUSTER.md) */
     tally_str consumer;
     bool has_auth;          /* an `auth` field was sent (a string of 0..256 bytes) */
     tally_str auth;         /* its token: checked, never logged or stored */
@@ -245,6 +246,11 @@ const char *net_op_kind_name(net_op_kind kind);
 void net_request_init(net_request *req);
 /* Release what the last decode held; safe to call repeatedly. */
 void net_request_reset(net_request *req);
+
+/* The envelope field every read takes beside its own: min_seq
+ * (docs/CLUSTER.md, "Reads"), for the JSON API's query arguments and the
+ * OpenAPI document. */
+const net_field *net_read_min_seq_field(void);
 
 /* Decode bytes (one whole msgpack map) into req. Returns TALLY_ok or a
  * request error (also left in req->error with a detail). */

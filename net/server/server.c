@@ -86,7 +86,7 @@ static int check_open_store(server *srv, int64_t started)
     return TALLY_ok;
 }
 
-static int open_store(server *srv)
+static int open_store(server *srv, const tally_id128 *instance_id)
 {
     char why[TALLY_PATH_BYTES_MAX + 256] = "";
     if (srv->opt->skip_open_check)
@@ -95,7 +95,7 @@ static int open_store(server *srv)
     store_options so = {.path = srv->opt->data_dir, .map_size_bytes = srv->opt->map_size_bytes,
                         .why = why, .why_bytes = sizeof(why),
                         .check_meta_pages = !srv->opt->skip_open_check,
-                        .upgrade = srv->opt->upgrade};
+                        .upgrade = srv->opt->upgrade, .instance_id = instance_id};
     int64_t started = clock_mono_ms();
     int rc = store_open(&so, &srv->st);
     if (rc == TALLY_store_locked) {
@@ -230,8 +230,8 @@ static int announce_endpoints(server *srv)
 /* The threads, started in this order (the completer only when it answers
  * groups) and stopped in reverse; only those that started are joined. */
 typedef struct threads {
-    pthread_t completer, writer, waiter;
-    bool completer_started, writer_started, waiter_started;
+    pthread_t completer, writer, waiter, applier;
+    bool completer_started, writer_started, waiter_started, applier_started;
 } threads;
 
 static int start_thread(pthread_t *id, void *(*main_fn)(void *), server *srv, bool *started)
@@ -248,10 +248,14 @@ static int start_threads(server *srv, threads *th)
     int rv = 0;
     if (srv->opt->replies != NET_REPLIES_WRITER)
         rv = start_thread(&th->completer, completer_main, srv, &th->completer_started);
+    const net_cluster_hooks *cluster = srv->cluster ? srv->opt->cluster : NULL;
     if (rv == 0)
-        rv = start_thread(&th->writer, writer_main, srv, &th->writer_started);
+        rv = start_thread(&th->writer, cluster ? cluster->writer_main : writer_main, srv,
+                          &th->writer_started);
     if (rv == 0)
         rv = start_thread(&th->waiter, waiter_main, srv, &th->waiter_started);
+    if (rv == 0 && cluster)
+        rv = start_thread(&th->applier, cluster->applier_main, srv, &th->applier_started);
     return rv;
 }
 
@@ -267,6 +271,8 @@ static void stop_threads(server *srv, threads *th)
     pthread_mutex_unlock(&srv->mu);
     if (th->writer_started)
         pthread_join(th->writer, NULL);
+    if (th->applier_started)
+        pthread_join(th->applier, NULL);
     completer_stop(srv);
     if (th->completer_started)
         pthread_join(th->completer, NULL);
@@ -298,8 +304,30 @@ typedef struct server_rooms {
     http_room http;
 } server_rooms;
 
+/* Cluster mode: the stream before the store (a new store takes the
+ * cluster's identity from its genesis). TALLY_ok in single-node mode. */
+static int cluster_connect(server *srv, tally_id128 *instance, bool *has_instance)
+{
+    *has_instance = false;
+    if (srv->opt->cluster_urls == NULL)
+        return TALLY_ok;
+    if (srv->opt->cluster == NULL) {
+        net_log(NET_LOG_ERROR, "--cluster: this tallyd was built without cluster mode (configure "
+                "found no libnats)");
+        return TALLY_invalid_argument;
+    }
+    return srv->opt->cluster->connect(srv, instance->bytes, has_instance);
+}
+
+static int cluster_start(server *srv)
+{
+    return srv->cluster ? srv->opt->cluster->start(srv) : TALLY_ok;
+}
+
 static server *server_new(const net_server_options *opt, int *refusal)
 {
+    tally_id128 instance;
+    bool has_instance;
     server_rooms *rooms = calloc(1, sizeof(*rooms));
     if (rooms == NULL)
         return NULL;
@@ -325,7 +353,13 @@ static server *server_new(const net_server_options *opt, int *refusal)
     if (srv->sp->pipes == NULL || srv->sp->addresses == NULL || srv->sp->pub_pipes == NULL ||
         srv->health == NULL || srv->history == NULL ||
         (opt->auth && srv->auth == NULL) ||
-        (*refusal = open_store(srv)) != TALLY_ok) {
+        (*refusal = cluster_connect(srv, &instance, &has_instance)) != TALLY_ok ||
+        (*refusal = open_store(srv, has_instance ? &instance : NULL)) != TALLY_ok ||
+        (*refusal = cluster_start(srv)) != TALLY_ok) {
+        if (srv->cluster)
+            opt->cluster->close(srv);
+        if (srv->st)
+            store_close(srv->st);
         if (srv->sp->pipes)
             table_destroy(srv->sp->pipes);
         if (srv->sp->pub_pipes)
@@ -417,6 +451,8 @@ int net_server_run(const net_server_options *opt, volatile sig_atomic_t *stop)
         unlink(opt->ready_file);
     stop_threads(srv, &th);
     close_everything(srv);
+    if (srv->cluster)
+        opt->cluster->close(srv);
     http_routes_stop(srv); /* /healthz said 503 from the stop on */
     net_log(NET_LOG_INFO, "stopped cleanly after %llu commits",
             (unsigned long long)atomic_load(&srv->commits));

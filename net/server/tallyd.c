@@ -12,6 +12,9 @@
 #include "net/server/server.h"
 #include "net/server/tallyd_options.h"
 #include "net/http/webhooks.h"
+#ifdef TALLY_CLUSTER
+#include "net/server/cluster_node.h"
+#endif
 
 #include <signal.h>
 #include <stdarg.h>
@@ -176,6 +179,9 @@ static void notify_systemd(const char *state)
 int main(int argc, char **argv)
 {
     net_server_options opt = {.version = PACKAGE_VERSION, .notify = notify_systemd};
+#ifdef TALLY_CLUSTER
+    opt.cluster = &cluster_node_hooks; /* used only with --cluster */
+#endif
     net_health_config_default(&opt.health);
     options_set set;
     int rc = tallyd_options_load(argc, argv, &opt, &set);

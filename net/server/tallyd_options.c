@@ -228,6 +228,58 @@ static int parse_tls_client_auth(const options_row *row, void *t, const char *te
     return 0;
 }
 
+/* ---- cluster mode (docs/CLUSTER.md) ---- */
+
+static int parse_cluster(const options_row *row, void *t, const char *text, char *why, size_t n)
+{
+    (void)row;
+    size_t count = 1;
+    for (const char *c = text; *c; c++)
+        count += *c == ',';
+    const char *at = text;
+    for (size_t i = 0; i < count; i++) {
+        const char *end = strchr(at, ',');
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        if (len < 8 || strncmp(at, "nats://", 7) != 0) {
+            snprintf(why, n, "nats://HOST:PORT[,nats://HOST:PORT...], got %s", text);
+            return 2;
+        }
+        at += len + 1;
+    }
+    if (count > TALLY_CLUSTER_URLS_MAX) {
+        snprintf(why, n, "at most %d URLs", TALLY_CLUSTER_URLS_MAX);
+        return 2;
+    }
+    opts_of(t)->cluster_urls = text;
+    return 0;
+}
+
+/* --node and --cluster-stream: names of a restricted alphabet. */
+static int parse_cluster_name(const options_row *row, void *t, const char *text, char *why,
+                              size_t n)
+{
+    bool node = strcmp(row->name, "node") == 0;
+    size_t len = strlen(text), max = node ? TALLY_CLUSTER_NODE_BYTES_MAX
+                                          : TALLY_CLUSTER_STREAM_NAME_BYTES_MAX;
+    bool ok = len >= 1 && len <= max;
+    for (size_t i = 0; ok && i < len; i++) {
+        char c = text[i];
+        ok = node ? ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')
+                  : ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '_' || c == '-');
+    }
+    if (!ok) {
+        snprintf(why, n, "1-%zu bytes of %s, got %s", max, node ? "a-z 0-9 -" : "A-Z a-z 0-9 _ -",
+                 text);
+        return 2;
+    }
+    if (node)
+        opts_of(t)->cluster_node = text;
+    else
+        opts_of(t)->cluster_stream = text;
+    return 0;
+}
+
 /* The sources file is read at once: its errors stop the start with 1. */
 static int parse_webhooks(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
@@ -410,6 +462,32 @@ static const options_row rows[] = {
      "SCHEME SECRET-FILE[,...] [OPT=V...]; schemes standard, stripe, hmac-sha256 "
      "(docs/WEBHOOKS.md)",
      parse_webhooks},
+    {"cluster", "URLS", NULL,
+     "cluster mode (docs/CLUSTER.md): the NATS JetStream servers, nats://HOST:PORT "
+     "comma-separated; every write goes through the command stream and every node applies it; "
+     "unset: single-node mode",
+     parse_cluster},
+    {"node", "NAME", NULL,
+     "this node's name in cluster mode (required there): 1-32 bytes of a-z 0-9 -, unique in "
+     "the cluster",
+     parse_cluster_name},
+    {"cluster-stream", "NAME", "TALLY_COMMANDS",
+     "the command stream: created when missing, else checked; tallyd refuses one whose "
+     "settings break the guarantees, naming the setting (docs/CLUSTER.md, \"The stream\")",
+     parse_cluster_name},
+    {"cluster-replicas", "N", TEXT_OF(TALLY_CLUSTER_REPLICAS_DEFAULT),
+     "the replicas the stream gets when tallyd creates it; an existing stream with fewer is "
+     "refused",
+     NUMBER(UNSIGNED, cluster_replicas, 1, TALLY_CLUSTER_REPLICAS_MAX, 1)},
+    {"cluster-read-wait-ms", "MS", TEXT_OF(TALLY_CLUSTER_READ_WAIT_MS_DEFAULT),
+     "a read with min_seq waits up to MS ms for this node to have applied that position (in "
+     "single-node mode: for the log's head seq to reach it), then gets not_caught_up",
+     NUMBER(UNSIGNED, cluster_read_wait_ms, 0, TALLY_CLUSTER_READ_WAIT_MS_MAX, 1)},
+    {"cluster-tick-ms", "MS", TEXT_OF(TALLY_CLUSTER_TICK_MS_DEFAULT),
+     "cluster mode: when this node has applied nothing for MS ms it appends a tick (a time, "
+     "no commands), at most about one per MS across the cluster, so that holds time out and "
+     "entitlements expire while nothing is written; 0: never",
+     NUMBER(UNSIGNED, cluster_tick_ms, 0, TALLY_CLUSTER_TICK_MS_MAX, 1)},
     {"tls-cert", "FILE", NULL,
      "PEM certificate (chain) of the tls+tcp:// and https:// endpoints (docs/SECURITY.md)",
      parse_tls_file},
@@ -542,6 +620,13 @@ static int check_together(const net_server_options *opt)
     if (opt->webhooks && opt->http_webhooks_in_flight >= opt->http_connections_max)
         return usage_error("--http-webhooks-in-flight must be below --http-max-connections: "
                            "deliveries waiting for the writer must leave places for others");
+    if (opt->cluster_urls && opt->cluster_node == NULL)
+        return usage_error("--cluster needs --node NAME, this node's name in the cluster");
+    if (opt->cluster_node && opt->cluster_urls == NULL)
+        return usage_error("--node is for cluster mode: give --cluster URLS too");
+    if (opt->cluster_urls && opt->webhooks)
+        return usage_error("--webhooks is not served in cluster mode yet (docs/CLUSTER.md, "
+                           "\"What is built\")");
     if (opt->auth_file && opt->backup_dir == NULL)
         return usage_error("--auth needs --backup-dir: with auth on, backups are written only "
                            "below it");

@@ -37,6 +37,7 @@
 
 #include <check.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1019,6 +1020,58 @@ START_TEST(account_pages_walk_to_the_end)
 }
 END_TEST
 
+/* min_seq on reads in single-node mode (docs/CLUSTER.md, "Reads"): a
+ * query argument or body field compared with the log's head seq; a read
+ * asking for a seq the log has not reached waits for the write that
+ * makes it, and past --cluster-read-wait-ms is 503 not_caught_up. */
+typedef struct waiting_read {
+    json_server *s;
+    const char *path;
+    http_answer a;
+} waiting_read;
+
+static void *read_in_background(void *arg)
+{
+    waiting_read *w = arg;
+    http_call c = {"GET", w->path, {NULL}, NULL};
+    curl_call(w->s, &c, &w->a);
+    return NULL;
+}
+
+START_TEST(a_read_waits_for_its_min_seq)
+{
+    json_server s;
+    static const char *const wait[] = {"--cluster-read-wait-ms", "120000", NULL};
+    json_up(&s, wait, 0);
+    json_decref(post_json(&s, "/v1/account_open", "m-1", "{\"id\":1,\"ledger\":1,\"code\":1}", 200));
+    http_call now = {"GET", "/v1/stats?min_seq=1", {NULL}, NULL};
+    assert_status(&s, &now, 200, "ok");
+    http_call body = {"POST", "/v1/account_get", {NULL}, "{\"id\":1,\"min_seq\":1}"};
+    assert_status(&s, &body, 200, "ok");
+    http_call text = {"GET", "/v1/stats?min_seq=soon", {NULL}, NULL};
+    assert_status(&s, &text, 400, "wrong_type");
+    /* account 2 is opened at seq 2: a read of it asking for seq 2 waits for it */
+    waiting_read w = {&s, "/v1/accounts/2?min_seq=2", {0}};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, read_in_background, &w), 0);
+    ck_assert_msg(test_metrics_sample_reaches(s.port, "tally_long_polls_parked", 1, 60000),
+                  "the read with min_seq 2 never parked");
+    json_decref(post_json(&s, "/v1/account_open", "m-2", "{\"id\":2,\"ledger\":1,\"code\":1}", 200));
+    pthread_join(th, NULL);
+    ck_assert_msg(w.a.status == 200 && strstr(w.a.body, "\"code\":\"ok\""), "%d: %s", w.a.status,
+                  w.a.body);
+    free(w.a.raw);
+    json_down(&s);
+    static const char *const short_wait[] = {"--cluster-read-wait-ms", "100", NULL};
+    json_up(&s, short_wait, 0);
+    http_call ahead = {"GET", "/v1/stats?min_seq=5", {NULL}, NULL};
+    assert_status(&s, &ahead, 503, "not_caught_up");
+    http_call cluster = {"GET", "/v1/cluster", {NULL}, NULL}; /* single-node: no cluster */
+    assert_status(&s, &cluster, 400, "not_in_cluster_mode");
+    json_down(&s);
+}
+END_TEST
+
 int main(void)
 {
     const test_row rows[] = {
@@ -1039,6 +1092,7 @@ int main(void)
         {"limits", storage_full_is_503_with_retry_after, 300},
         {"limits", stop_with_a_request_waiting, 300},
         {"limits", stop_with_a_request_half_sent, 300},
+        {"semantics", a_read_waits_for_its_min_seq, 300},
     };
     return test_run_suite(test_suite_of_rows("json", TEST_ROWS(rows)));
 }

@@ -36,6 +36,8 @@ static int wire_vcall(tally_client *c, wire_reply *r, const char *op, const char
             msgpack_pack_int64(&pk, va_arg(ap, int64_t));
         } else if (*f == 'b') {
             va_arg(ap, int) ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+        } else if (*f == 'x') {
+            msgpack_safe_pack_bin(&pk, va_arg(ap, const uint8_t *), 16);
         } else if (*f == 'U') {
             unsigned n = va_arg(ap, unsigned);
             const uint64_t *v = va_arg(ap, const uint64_t *);

@@ -22,7 +22,7 @@ typedef struct wire_reply {
 
 /* Send {"v":1, "op":op, ...} with fields from fmt, one letter each, every
  * field given as its name and then its value: s string, u uint64_t, i
- * int64_t, b bool (int), U array of uint64_t (unsigned count, then const
+ * int64_t, b bool (int), x bin of 16 bytes (const uint8_t *), U array of uint64_t (unsigned count, then const
  * uint64_t *). Fails the test when no reply arrives or it is not a map
  * with a code. Free with wire_done. */
 void wire_call(tally_client *c, wire_reply *r, const char *op, const char *fmt, ...);
