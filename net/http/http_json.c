@@ -419,7 +419,7 @@ static nng_msg *pack_request(const net_http_request *rq, const net_op *op, const
 static void cluster_reply(server *srv, net_http_reply *out)
 {
     if (srv->cluster == NULL) {
-        reply_error(out, TALLY_not_in_cluster_mode, "tallyd runs single-node (no --cluster)");
+        http_json_error(out, TALLY_not_in_cluster_mode, "tallyd runs single-node (no --cluster)");
         return;
     }
     pthread_mutex_lock(&srv->mu);
@@ -438,10 +438,10 @@ static void cluster_reply(server *srv, net_http_reply *out)
         m = net_out_take(&o);
     }
     if (m == NULL) {
-        reply_error(out, TALLY_overloaded, "out of memory");
+        http_json_error(out, TALLY_overloaded, "out of memory");
         return;
     }
-    reply_from_msgpack(nng_msg_body(m), nng_msg_len(m), out);
+    reply_from_msgpack(nng_msg_body(m), nng_msg_len(m), false, out);
     nng_msg_free(m);
 }
 

@@ -617,6 +617,8 @@ static json_t *events_operation(void)
                      stream);
     json_t *r = responses(NULL, typed("object"));
     return set(o, "responses", set(r, "200", ok));
+}
+
 /* GET /v1/cluster (net/http/http_json.c, cluster_reply). */
 static json_t *cluster_operation(void)
 {
