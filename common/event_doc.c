@@ -25,6 +25,7 @@
 /* The flags the document spells out (docs/EVENTS.md). */
 #define ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS 1u
 #define ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS 2u
+#define ACCOUNT_CLOSED 4u
 #define TRANSFER_PENDING 1u
 
 /* ---- reading a body part: a map by name, a row in order ---- */
@@ -79,6 +80,35 @@ static tally_str read_str(part_reader *r, const char *name)
     return s;
 }
 
+/* Whether an appended field is there: a row may end before it, a map
+ * lack it (docs/EVENTS.md: a reader takes it as 0). */
+static bool has_field(const part_reader *r, const char *name)
+{
+    if (!r->ok)
+        return false;
+    if (r->o->type == MSGPACK_OBJECT_ARRAY)
+        return r->pos < r->o->via.array.size;
+    return msgpack_safe_map_get(r->o, name) != NULL;
+}
+
+static uint64_t read_appended_u64(part_reader *r, const char *name, uint64_t max)
+{
+    return has_field(r, name) ? read_u64(r, name, max) : 0;
+}
+
+static int64_t read_appended_i64(part_reader *r, const char *name)
+{
+    return has_field(r, name) ? read_i64(r, name) : 0;
+}
+
+static tally_id128 read_appended_id(part_reader *r, const char *name)
+{
+    tally_id128 id = {{0}};
+    if (has_field(r, name))
+        r->ok = r->ok && msgpack_safe_get_id128(field_of(r, name, false), &id);
+    return id;
+}
+
 /* A field that may be nil: false (the nil read) when it is. */
 static bool read_present(part_reader *r, const char *name)
 {
@@ -121,6 +151,31 @@ static void put(json_t *obj, const char *name, json_t *v, bool *ok)
         *ok = false;
 }
 
+/* The caller's own values of an account or a transfer (docs/EVENTS.md,
+ * appended fields). */
+typedef struct user_data {
+    tally_id128 u128;
+    uint64_t u64;
+    uint64_t u32;
+} user_data;
+
+static user_data read_user_data(part_reader *r)
+{
+    user_data u;
+    u.u128 = read_appended_id(r, "user_data_128");
+    u.u64 = read_appended_u64(r, "user_data_64", UINT64_MAX);
+    u.u32 = read_appended_u64(r, "user_data_32", UINT32_MAX);
+    return u;
+}
+
+/* user_data_128 as 32 hex digits, as ids are. */
+static void put_user_data(json_t *j, const user_data *u, bool *ok)
+{
+    put(j, "user_data_128", json_value_id(u->u128.bytes), ok);
+    put(j, "user_data_64", json_value_u64(u->u64), ok);
+    put(j, "user_data_32", json_value_u64(u->u32), ok);
+}
+
 static json_t *account_doc(const msgpack_object *o, bool *ok)
 {
     part_reader r = reader_of(o);
@@ -136,6 +191,8 @@ static json_t *account_doc(const msgpack_object *o, bool *ok)
         balances[i] = read_i64(&r, balance_names[i]);
     uint64_t version = read_u64(&r, "version", UINT64_MAX);
     uint64_t created_seq = read_u64(&r, "created_seq", UINT64_MAX);
+    int64_t created_ms = read_appended_i64(&r, "created_ms");
+    user_data u = read_user_data(&r);
     *ok = r.ok && j != NULL;
     if (!*ok)
         return j;
@@ -151,6 +208,9 @@ static json_t *account_doc(const msgpack_object *o, bool *ok)
         put(j, balance_names[i], json_value_i64(balances[i]), ok);
     put(j, "version", json_value_u64(version), ok);
     put(j, "created_seq", json_value_u64(created_seq), ok);
+    put(j, "created", time_or_null(created_ms), ok);
+    put_user_data(j, &u, ok);
+    put(j, "closed", json_boolean(flags & ACCOUNT_CLOSED), ok);
     return j;
 }
 
@@ -174,6 +234,9 @@ static json_t *transfer_doc(const msgpack_object *o, bool *ok)
     uint64_t created_seq = read_u64(&r, "created_seq", UINT64_MAX);
     uint64_t resolved_seq = read_u64(&r, "resolved_seq", UINT64_MAX);
     int64_t created_ms = read_i64(&r, "created_ms");
+    user_data u = read_user_data(&r);
+    tally_id128 reverses = read_appended_id(&r, "reverses");
+    int64_t reversed_amount = read_appended_i64(&r, "reversed_amount");
     *ok = r.ok && j != NULL;
     if (!*ok)
         return j;
@@ -193,6 +256,9 @@ static json_t *transfer_doc(const msgpack_object *o, bool *ok)
     put(j, "created_seq", json_value_u64(created_seq), ok);
     put(j, "resolved_seq", json_value_u64(resolved_seq), ok);
     put(j, "created", time_or_null(created_ms), ok);
+    put_user_data(j, &u, ok);
+    put(j, "reverses", json_value_id(reverses.bytes), ok);
+    put(j, "reversed_amount", json_value_i64(reversed_amount), ok);
     return j;
 }
 

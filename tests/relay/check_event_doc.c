@@ -154,23 +154,32 @@ START_TEST(a_dead_letter_carries_its_fields)
 END_TEST
 
 /* An account row (docs/EVENTS.md): id, ledger, code, flags, the four
- * balances, version, created_seq. */
+ * balances, version, created_seq, and the appended created_ms and user
+ * data. */
 static int pack_account_row(msgpack_packer *pk, uint64_t id, uint16_t flags, int64_t credits)
 {
-    return msgpack_pack_array(pk, 10) || msgpack_pack_uint64(pk, id) ||
+    static const uint8_t user_data_128[16] = {0xab, [15] = 0xcd};
+    return msgpack_pack_array(pk, 14) || msgpack_pack_uint64(pk, id) ||
            msgpack_pack_uint32(pk, 1) || msgpack_pack_uint16(pk, 10) ||
            msgpack_pack_uint16(pk, flags) || msgpack_pack_int64(pk, 0) ||
            msgpack_pack_int64(pk, credits) || msgpack_pack_int64(pk, 0) ||
-           msgpack_pack_int64(pk, 0) || msgpack_pack_uint64(pk, 2) || msgpack_pack_uint64(pk, 1);
+           msgpack_pack_int64(pk, 0) || msgpack_pack_uint64(pk, 2) ||
+           msgpack_pack_uint64(pk, 1) || msgpack_pack_int64(pk, 1796286500000) ||
+           msgpack_safe_pack_bin(pk, user_data_128, 16) || msgpack_pack_uint64(pk, 64) ||
+           msgpack_pack_uint32(pk, 32);
 }
 
 static const uint8_t transfer_id[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a};
+static const uint8_t reversed_id[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x09};
 
-/* A pending transfer (a hold) of 500 from account 1 to a big id. */
+/* A pending transfer (a hold) of 500 from account 1 (closed by it) to a
+ * big id, with user data, a reversal of another (as the row allows) and
+ * 7 of it reversed. */
 static int pack_transfer(msgpack_packer *pk, const void *ctx)
 {
     (void)ctx;
-    return msgpack_pack_array(pk, 3) || msgpack_pack_array(pk, 15) ||
+    static const uint8_t user_data_128[16] = {[0] = 0x12, [15] = 0x34};
+    return msgpack_pack_array(pk, 3) || msgpack_pack_array(pk, 20) ||
            msgpack_safe_pack_bin(pk, transfer_id, 16) || msgpack_pack_uint64(pk, 1) ||
            msgpack_pack_uint64(pk, UINT64_C(9007199254740993)) || msgpack_pack_int64(pk, 500) ||
            msgpack_pack_uint32(pk, 1) || msgpack_pack_uint16(pk, 1) ||
@@ -178,7 +187,10 @@ static int pack_transfer(msgpack_packer *pk, const void *ctx)
            msgpack_pack_uint32(pk, 60) || msgpack_pack_int64(pk, 1796286660250) ||
            msgpack_pack_int64(pk, 0) || msgpack_pack_uint64(pk, 1) ||
            msgpack_pack_uint64(pk, 3) || msgpack_pack_uint64(pk, 0) ||
-           msgpack_pack_int64(pk, 1796286600250) || pack_account_row(pk, 1, 1, 0) ||
+           msgpack_pack_int64(pk, 1796286600250) ||
+           msgpack_safe_pack_bin(pk, user_data_128, 16) || msgpack_pack_uint64(pk, 640) ||
+           msgpack_pack_uint32(pk, 320) || msgpack_safe_pack_bin(pk, reversed_id, 16) ||
+           msgpack_pack_int64(pk, 7) || pack_account_row(pk, 1, 1 | 4, 0) ||
            pack_account_row(pk, UINT64_C(9007199254740993), 0, 0);
 }
 
@@ -253,8 +265,15 @@ START_TEST(a_transfer_is_what_the_cli_prints)
     want = account_json(&credit);
     json_object_set_new(want, "id", json_string("9007199254740993"));
     part_is(doc, "credit_account", want);
-    ck_assert(json_is_true(json_object_get(json_object_get(json_object_get(doc, "data"),
-                                                           "transfer"), "pending")));
+    const json_t *data = json_object_get(doc, "data");
+    ck_assert(json_is_true(json_object_get(json_object_get(data, "transfer"), "pending")));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(data, "transfer"),
+                                                        "reversed_amount")),
+                     7);
+    ck_assert(json_is_true(json_object_get(json_object_get(data, "debit_account"), "closed")));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(data, "debit_account"),
+                                                        "user_data_64")),
+                     64);
     ck_assert_str_eq(json_string_value(json_object_get(doc, "key")), "hold-1");
     json_decref(doc);
 }
