@@ -11,25 +11,29 @@
 Standard library only. See clients/python/README.md.
 """
 from ._http import RETRYABLE_CODES, RetryPolicy
-from .client import PENDING, Client, id_hex, member
+from .client import (BALANCING_CREDIT, BALANCING_DEBIT, CLOSING_CREDIT, CLOSING_DEBIT, PENDING,
+                     Client, id_hex, member)
 from .errors import (CODE_CLASSES, BusinessRejection, DeadlineExceeded, Fault,
                      IdempotencyKeyReused, InvalidCommand, RefusedRequest, TallyError, code_class,
                      error_for)
 from .events import EventStream
 from .keys import new_id, new_key, transfer_id_for_key
 from .subscriber import Park, Retry, RunCounters, SqliteInbox, Subscriber
-from .types import (AccountPage, AckResult, Account, DeadLetter, DeadLetterPage, Delivery,
-                    Entitlement, Event, FetchResult, HistoryEntry, HistoryPage, LogPage, NakResult,
-                    Stats, SubCreateResult, SubscriberInfo, Transfer, WriteResult)
+from .types import (AccountPage, AccountQueryPage, AckResult, Account, ClusterInfo, DeadLetter,
+                    DeadLetterPage, Delivery, Entitlement, Event, FetchResult, HistoryEntry,
+                    HistoryPage, LogPage, NakResult, ProgressResult, Stats, SubCreateResult,
+                    SubscriberInfo, Transfer, TransferQueryPage, WriteResult)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Account", "AccountPage", "AckResult", "BusinessRejection", "CODE_CLASSES", "Client",
-    "DeadLetter", "DeadLetterPage", "DeadlineExceeded", "Delivery", "Entitlement", "Event",
+    "Account", "AccountPage", "AccountQueryPage", "AckResult", "BALANCING_CREDIT",
+    "BALANCING_DEBIT", "BusinessRejection", "CLOSING_CREDIT", "CLOSING_DEBIT", "CODE_CLASSES",
+    "Client", "ClusterInfo", "DeadLetter", "DeadLetterPage", "DeadlineExceeded", "Delivery", "Entitlement", "Event",
     "EventStream", "Fault", "FetchResult", "HistoryEntry", "HistoryPage", "IdempotencyKeyReused",
-    "InvalidCommand", "LogPage", "NakResult", "PENDING", "Park", "RETRYABLE_CODES",
+    "InvalidCommand", "LogPage", "NakResult", "PENDING", "Park", "ProgressResult", "RETRYABLE_CODES",
     "RefusedRequest", "Retry", "RetryPolicy", "RunCounters", "SqliteInbox", "Stats",
-    "SubCreateResult", "SubscriberInfo", "Subscriber", "TallyError", "Transfer", "WriteResult",
+    "SubCreateResult", "SubscriberInfo", "Subscriber", "TallyError", "Transfer",
+    "TransferQueryPage", "WriteResult",
     "code_class", "error_for", "id_hex", "member", "new_id", "new_key", "transfer_id_for_key",
 ]

@@ -1,7 +1,7 @@
 """The client: every op of tallyd's JSON API as a method with a typed result.
 
 Method names are the op names of docs/PROTOCOL.md (``account_open``,
-``transfer``, ..., ``dlq_discard``); ``tests/test_ops.py`` checks that every
+``transfer``, ..., ``dlq_discard``); ``tests/test_surface.py`` checks that every
 op of docs/openapi.json has one. Writes return a :class:`WriteResult` and
 raise the exception of their code's class otherwise (tally.errors); reads
 return their object (``None`` for an entity that does not exist).
@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 from ._http import RetryPolicy, Transport, quote_segment, query_string
 from .errors import TallyError, error_for
 from .keys import new_key, parse_id, transfer_id_for_key
-from .types import (AccountPage, AckResult, Account, DeadLetterPage, Entitlement, FetchResult,
-                    HistoryPage, LogPage, NakResult, Stats, SubCreateResult, SubscriberInfo,
-                    Transfer, WriteResult)
+from .types import (AccountPage, AccountQueryPage, AckResult, Account, ClusterInfo,
+                    DeadLetterPage, Entitlement, FetchResult, HistoryPage, LogPage, NakResult,
+                    ProgressResult, Stats, SubCreateResult, SubscriberInfo, Transfer,
+                    TransferQueryPage, WriteResult)
 
 if TYPE_CHECKING:
     from .events import EventStream
@@ -26,6 +27,14 @@ DEFAULT_URL = "http://127.0.0.1:7452"
 DEFAULT_CONSUMER = "http"
 PENDING = 1
 """``transfer`` flags bit 0: a hold (post or void it later)."""
+BALANCING_DEBIT = 2
+"""``transfer`` flags bit 1: move at most what the debit account has."""
+BALANCING_CREDIT = 4
+"""``transfer`` flags bit 2: move at most what the credit account has."""
+CLOSING_DEBIT = 8
+"""``transfer`` flags bit 3 (with PENDING): close the debit account while held."""
+CLOSING_CREDIT = 16
+"""``transfer`` flags bit 4 (with PENDING): close the credit account while held."""
 
 IdLike = Any  # 32 hex digits, UUID text, 16 bytes or an int
 
@@ -46,16 +55,19 @@ def id_hex(value: IdLike) -> str:
     raise ValueError(f"not a 16-byte id (32 hex digits): {value!r}")
 
 
+_ID_FIELDS = ("pending_id", "grant_transfer_id", "reverses", "user_data_128", "cursor")
+
+
 def member(op: str, **fields: Any) -> Dict[str, Any]:
     """A ``chain`` or ``batch`` member: the op and its fields (None left
-    out; the 16-byte ids ``id``, ``pending_id`` and ``grant_transfer_id``
-    in any form :func:`id_hex` takes). A batch member may carry its own
+    out; the 16-byte ids ``id``, ``pending_id``, ``grant_transfer_id``,
+    ``reverses`` and ``user_data_128`` in any form :func:`id_hex` takes). A batch member may carry its own
     ``key``; a transfer member needs its ``id`` (:func:`tally.new_id`)."""
     m: Dict[str, Any] = {"op": op}
     for name, value in fields.items():
         if value is None:
             continue
-        if name in ("pending_id", "grant_transfer_id") or (name == "id" and op == "transfer"):
+        if name in _ID_FIELDS or (name == "id" and op in ("transfer", "transfer_reverse")):
             value = id_hex(value)
         m[name] = value
     return m
@@ -71,6 +83,23 @@ def _token_from_environment() -> Optional[str]:
 
 def _fields(**fields: Any) -> Dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _ids(fields: Dict[str, Any]) -> Dict[str, Any]:
+    """``fields`` with its 16-byte ids (user_data_128, cursor, ...) as hex."""
+    return {k: id_hex(v) if k in _ID_FIELDS else v for k, v in fields.items()}
+
+
+def _query_filters(ledger: Optional[int], code: Optional[int], user_data_128: Optional[IdLike],
+                   user_data_64: Optional[int], user_data_32: Optional[int],
+                   timestamp_min_ms: Optional[int], timestamp_max_ms: Optional[int],
+                   limit: Optional[int], reversed: Optional[bool],
+                   cursor: Optional[IdLike]) -> Dict[str, Any]:
+    """The filters and paging of the queries (docs/PROTOCOL.md, "Queries")."""
+    return _ids(_fields(ledger=ledger, code=code, user_data_128=user_data_128,
+                        user_data_64=user_data_64, user_data_32=user_data_32,
+                        timestamp_min_ms=timestamp_min_ms, timestamp_max_ms=timestamp_max_ms,
+                        limit=limit, reversed=reversed, cursor=cursor))
 
 
 class Client:
@@ -163,25 +192,38 @@ class Client:
     # ---- writes ----
 
     def account_open(self, id: int, ledger: int, code: int, flags: int = 0, *,
-                     key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
+                     user_data_128: Optional[IdLike] = None, user_data_64: Optional[int] = None,
+                     user_data_32: Optional[int] = None, key: Optional[str] = None,
+                     correlation: Optional[str] = None) -> WriteResult:
         """Open account ``id`` on ``ledger`` with account ``code``; ``flags``
         bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits.
+        ``user_data_*`` are the caller's own values (an invoice, a
+        customer), never changed, found again by :meth:`account_query`.
         An existing account with the same fields is ``exists`` (a
         :class:`~tally.errors.BusinessRejection`)."""
-        return self._write("account_open", _fields(id=id, ledger=ledger, code=code, flags=flags),
-                           key, correlation)
+        body = _ids(_fields(id=id, ledger=ledger, code=code, flags=flags,
+                            user_data_128=user_data_128, user_data_64=user_data_64,
+                            user_data_32=user_data_32))
+        return self._write("account_open", body, key, correlation)
 
     def transfer(self, debit_account_id: int, credit_account_id: int, amount: int, ledger: int,
                  code: int, *, id: Optional[IdLike] = None, flags: int = 0,
-                 timeout_s: Optional[int] = None, key: Optional[str] = None,
-                 correlation: Optional[str] = None) -> WriteResult:
+                 timeout_s: Optional[int] = None, user_data_128: Optional[IdLike] = None,
+                 user_data_64: Optional[int] = None, user_data_32: Optional[int] = None,
+                 key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
         """Move ``amount`` from one account to the other, or hold it
-        (``flags=tally.PENDING``, see :meth:`hold`). Without ``id`` the
-        server derives it from the consumer and key; the result's
-        ``transfer_id`` is the transfer's id either way."""
+        (``flags=tally.PENDING``, see :meth:`hold`). ``flags`` may also be
+        ``tally.BALANCING_DEBIT`` / ``BALANCING_CREDIT`` (move at most what
+        the account has) or, with PENDING, ``CLOSING_DEBIT`` /
+        ``CLOSING_CREDIT``. ``user_data_*`` are the caller's own values.
+        Without ``id`` the server derives it from the consumer and key; the
+        result's ``transfer_id`` is the transfer's id either way."""
         key = key if key is not None else new_key()
-        body = _fields(debit_account_id=debit_account_id, credit_account_id=credit_account_id,
-                       amount=amount, ledger=ledger, code=code, flags=flags, timeout_s=timeout_s)
+        body = _ids(_fields(debit_account_id=debit_account_id,
+                            credit_account_id=credit_account_id, amount=amount, ledger=ledger,
+                            code=code, flags=flags, timeout_s=timeout_s,
+                            user_data_128=user_data_128, user_data_64=user_data_64,
+                            user_data_32=user_data_32))
         if id is not None:
             transfer_id = id_hex(id)
             body["id"] = transfer_id
@@ -197,6 +239,25 @@ class Client:
         ``transfer_id``."""
         return self.transfer(debit_account_id, credit_account_id, amount, ledger, code, id=id,
                              flags=PENDING, timeout_s=timeout_s, key=key, correlation=correlation)
+
+    def transfer_reverse(self, reverses: IdLike, amount: Optional[int] = None, *,
+                         id: Optional[IdLike] = None, code: Optional[int] = None,
+                         user_data_128: Optional[IdLike] = None,
+                         user_data_64: Optional[int] = None, user_data_32: Optional[int] = None,
+                         key: Optional[str] = None,
+                         correlation: Optional[str] = None) -> WriteResult:
+        """Reverse ``amount`` of posted transfer ``reverses`` (all that is
+        not reversed yet when None): a new transfer the other way whose
+        ``reverses`` names it; the original's ``reversed_amount`` grows.
+        Without ``id`` the reversal's id is the one of the consumer and key
+        (:func:`tally.transfer_id_for_key`), so a retry with the same key
+        names the same reversal; the result's ``transfer_id`` is it."""
+        key = key if key is not None else new_key()
+        transfer_id = id_hex(id) if id is not None else transfer_id_for_key(self.consumer, key)
+        body = _ids(_fields(id=transfer_id, reverses=reverses, amount=amount, code=code,
+                            user_data_128=user_data_128, user_data_64=user_data_64,
+                            user_data_32=user_data_32))
+        return self._write("transfer_reverse", body, key, correlation, transfer_id=transfer_id)
 
     def post(self, pending_id: IdLike, amount: Optional[int] = None, *,
              key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
@@ -283,6 +344,52 @@ class Client:
         reply = self._get_or_none(f"/v1/transfers/{hex_id}", {}, "transfer_get",
                                   {"id": hex_id}, min_seq)
         return None if reply is None else Transfer.from_json(reply["transfer"])
+
+    def account_query(self, *, ledger: Optional[int] = None, code: Optional[int] = None,
+                      user_data_128: Optional[IdLike] = None, user_data_64: Optional[int] = None,
+                      user_data_32: Optional[int] = None, timestamp_min_ms: Optional[int] = None,
+                      timestamp_max_ms: Optional[int] = None, limit: Optional[int] = None,
+                      reversed: Optional[bool] = None, cursor: Optional[IdLike] = None,
+                      min_seq: Optional[int] = None) -> AccountQueryPage:
+        """A page of the accounts matching every filter given (None: not
+        filtered; ``timestamp_*_ms`` bound the creation time, inclusive), in
+        creation order (newest first with ``reversed``). The next page:
+        the same call with ``cursor=page.next``."""
+        args = _query_filters(ledger, code, user_data_128, user_data_64, user_data_32,
+                              timestamp_min_ms, timestamp_max_ms, limit, reversed, cursor)
+        reply = self._read("/v1/accounts/query", args, "account_query", {}, min_seq)
+        return AccountQueryPage.from_json(reply)
+
+    def transfer_query(self, *, ledger: Optional[int] = None, code: Optional[int] = None,
+                       user_data_128: Optional[IdLike] = None, user_data_64: Optional[int] = None,
+                       user_data_32: Optional[int] = None, timestamp_min_ms: Optional[int] = None,
+                       timestamp_max_ms: Optional[int] = None, limit: Optional[int] = None,
+                       reversed: Optional[bool] = None, cursor: Optional[IdLike] = None,
+                       min_seq: Optional[int] = None) -> TransferQueryPage:
+        """A page of the transfers matching every filter given, as
+        :meth:`account_query`."""
+        args = _query_filters(ledger, code, user_data_128, user_data_64, user_data_32,
+                              timestamp_min_ms, timestamp_max_ms, limit, reversed, cursor)
+        reply = self._read("/v1/transfers/query", args, "transfer_query", {}, min_seq)
+        return TransferQueryPage.from_json(reply)
+
+    def account_transfers(self, account_id: int, *, debits: Optional[bool] = None,
+                          credits: Optional[bool] = None, code: Optional[int] = None,
+                          user_data_128: Optional[IdLike] = None,
+                          user_data_64: Optional[int] = None, user_data_32: Optional[int] = None,
+                          timestamp_min_ms: Optional[int] = None,
+                          timestamp_max_ms: Optional[int] = None, limit: Optional[int] = None,
+                          reversed: Optional[bool] = None, cursor: Optional[IdLike] = None,
+                          min_seq: Optional[int] = None) -> TransferQueryPage:
+        """A page of the transfers that debit (``debits``, default True) or
+        credit (``credits``, default True) account ``account_id``, with the
+        filters and paging of :meth:`account_query`."""
+        args = _query_filters(None, code, user_data_128, user_data_64, user_data_32,
+                              timestamp_min_ms, timestamp_max_ms, limit, reversed, cursor)
+        args = dict(_fields(debits=debits, credits=credits), **args)
+        reply = self._read(f"/v1/accounts/{quote_segment(account_id)}/transfers", args,
+                           "account_transfers", {"account_id": account_id}, min_seq)
+        return TransferQueryPage.from_json(reply)
 
     def entitlement_get(self, subject: str, feature: str, *, min_seq: Optional[int] = None
                         ) -> Optional[Entitlement]:
@@ -378,6 +485,15 @@ class Client:
         body = _fields(name=name, seq=seq, delay_ms=delay_ms, error=error)
         return NakResult.from_json(self.request("POST", "/v1/sub_nak", body))
 
+    def sub_progress(self, name: str, seqs: Iterable[int], *,
+                     instance: Optional[str] = None) -> ProgressResult:
+        """Still at work on in-flight events ``seqs``: their lease (the ack
+        wait) starts again, no attempt used. Only what ``instance`` holds
+        when given; acked, parked or other instances' events are skipped
+        (``extended`` counts the others)."""
+        body = _fields(name=name, seqs=list(seqs), instance=instance)
+        return ProgressResult.from_json(self.request("POST", "/v1/sub_progress", body))
+
     def sub_park(self, name: str, seq: int, *, reason: Optional[str] = None) -> int:
         """Move in-flight event ``seq`` to the dead-letter queue; returns
         the ack floor."""
@@ -402,6 +518,13 @@ class Client:
         """Remove dead letter ``seq``."""
         reply = self.request("POST", "/v1/dlq_discard", {"name": name, "seq": seq})
         return bool(reply.get("discarded"))
+
+    # ---- the cluster ----
+
+    def cluster(self) -> ClusterInfo:
+        """This node's place in the cluster (``GET /v1/cluster``); a
+        single-node tallyd raises ``not_in_cluster_mode``."""
+        return ClusterInfo.from_json(self.request("GET", "/v1/cluster"))
 
     # ---- following the log ----
 

@@ -57,8 +57,10 @@ class WriteResult:
     ``code`` is ``"ok"`` for a write that was applied (or replayed as
     applied); a ``batch`` member may carry any code (see :attr:`ok` and
     :meth:`error`). ``seq`` is the seq of the first event the write caused,
-    ``events`` how many. ``transfer_id`` is set for a ``transfer`` sent
-    without an id: the id the server derived from the consumer and key."""
+    ``events`` how many. ``transfer_id`` is the id of the transfer a
+    ``transfer`` (or ``transfer_reverse``) made, the one the server derived
+    from the consumer and key when none was given. ``cluster_seq`` (cluster
+    mode) is the write's position, for a read's ``min_seq``."""
 
     code: str
     key: str
@@ -69,6 +71,7 @@ class WriteResult:
     codes: Optional[List[str]] = None
     failed_index: Optional[int] = None
     transfer_id: Optional[str] = None
+    cluster_seq: Optional[int] = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], **given: Any) -> "WriteResult":
@@ -102,12 +105,21 @@ class Account(_FromJson):
     credits_pending: int = 0
     version: int = 0
     created_seq: int = 0
-
+    created_ms: int = 0
+    user_data_128: str = "0" * 32
+    user_data_64: int = 0
+    user_data_32: int = 0
 
     @property
     def balance(self) -> int:
         """credits_posted - debits_posted."""
         return self.credits_posted - self.debits_posted
+
+    @property
+    def closed(self) -> bool:
+        """True while a closing transfer's hold keeps the account closed
+        (``flags`` bit 2): it takes no new transfer."""
+        return bool(self.flags & 4)
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,17 @@ class Transfer(_FromJson):
     created_seq: int = 0
     resolved_seq: int = 0
     created_ms: int = 0
+    user_data_128: str = "0" * 32
+    user_data_64: int = 0
+    user_data_32: int = 0
+    reverses: str = "0" * 32
+    reversed_amount: int = 0
 
+    @property
+    def is_reversal(self) -> bool:
+        """True for a reversal (``transfer_reverse``): ``reverses`` names
+        the transfer it moved back."""
+        return self.reverses != "0" * 32
 
 
 @dataclass(frozen=True)
@@ -228,6 +250,34 @@ class AccountPage:
     def from_json(cls, data: Mapping[str, Any]) -> "AccountPage":
         return cls([Account.from_json(e) for e in data.get("entries", [])],
                    _int(data.get("next")))
+
+
+@dataclass(frozen=True)
+class AccountQueryPage:
+    """A page of ``account_query``; ``next`` is the ``cursor`` of the next
+    page (32 hex digits; send it with the same filters), None after the
+    last. A page may hold fewer than ``limit`` and still have a ``next``:
+    it examined its bound of index entries (docs/PROTOCOL.md, "Queries")."""
+
+    entries: List[Account]
+    next: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "AccountQueryPage":
+        return cls([Account.from_json(e) for e in data.get("entries", [])], data.get("next"))
+
+
+@dataclass(frozen=True)
+class TransferQueryPage:
+    """A page of ``transfer_query`` or ``account_transfers``; ``next`` as
+    for :class:`AccountQueryPage`."""
+
+    entries: List[Transfer]
+    next: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "TransferQueryPage":
+        return cls([Transfer.from_json(e) for e in data.get("entries", [])], data.get("next"))
 
 
 def _b64(value: Any) -> bytes:
@@ -359,6 +409,28 @@ class NakResult(_FromJson):
     attempt: int
     deliver_after_ms: int = 0
 
+
+
+@dataclass(frozen=True)
+class ProgressResult(_FromJson):
+    """``sub_progress``: how many of the events' leases started again, and
+    when the last of them is due unless acked (Unix ms)."""
+
+    extended: int
+    deliver_after_ms: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterInfo(_FromJson):
+    """``GET /v1/cluster`` (cluster mode, docs/CLUSTER.md): this node's name,
+    the command stream, the position it has applied, the stream's last seq
+    as it last saw it, and the difference."""
+
+    node: str
+    stream: str = ""
+    position: int = 0
+    stream_last_seq: int = 0
+    lag_messages: int = 0
 
 
 @dataclass(frozen=True)
