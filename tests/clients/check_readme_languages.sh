@@ -69,7 +69,9 @@ fi
 
 # C: <tally/tally.h> as installed, libtally from the build
 mkdir -p "$tmp/inc/tally"
-ln -s "$src/clients/libtally/tally.h" "$tmp/inc/tally/tally.h"
+for h in "$src"/clients/libtally/tally*.h; do   # tally.h and the headers it includes
+    ln -s "$h" "$tmp/inc/tally/${h##*/}"
+done
 ln -s "$src/common/tally_error.h" "$tmp/inc/tally/tally_error.h"
 cp "$tmp/block.c" "$tmp/demo.c"
 if ${CC:-cc} -std=c11 -Wall -Werror -I"$tmp/inc" -o "$tmp/demo" "$tmp/demo.c" \
