@@ -152,9 +152,11 @@ test("a handler running past the ack wait keeps its events: the loop sends sub_p
   const w = await client.accountOpen({ id: 60, ledger: 1, code: 10 });
   const progressed: string[][] = [];
   let takenByOther = -1;
+  const errors: string[] = [];
   const counters = await runSubscriber(client, {
     name: "slow",
     instance: "slow-1",
+    onError: (e) => errors.push(String(e)),
     waitMs: 0,
     untilIdle: true,
     onProgress: (r, seqs) => progressed.push([String(r.extended), ...seqs.map(String)]),
@@ -166,6 +168,7 @@ test("a handler running past the ack wait keeps its events: the loop sends sub_p
       takenByOther = (await client.subFetch("slow", { max: 10, wait_ms: 0, instance: "slow-2" })).events.length;
     },
   });
+  assert.deepEqual(errors, [], "the handler returned");
   assert.equal(takenByOther, 0, "the event in hand was not delivered to another instance");
   assert.deepEqual(progressed.slice(0, 4), Array(4).fill(["1", String(w.seq)]));
   assert.equal(counters.done, 1);
