@@ -27,6 +27,7 @@ import type {
   BatchMember,
   BatchResult,
   ChainResult,
+  ClusterStatus,
   DeadLetterPage,
   Entitlement,
   EventDocument,
@@ -495,6 +496,11 @@ export class TallyClient {
   /** Head seq, counts, map use, subscribers. */
   async stats(o?: ReadOptions): Promise<Stats> {
     return (await this.read("/v1/stats", {}, o)) as unknown as Stats;
+  }
+
+  /** Cluster mode: this node's name, stream, applied position and lag; a single node throws RefusedRequest `not_in_cluster_mode`. */
+  async cluster(o?: ReadOptions): Promise<ClusterStatus> {
+    return (await this.read("/v1/cluster", {}, o)) as unknown as ClusterStatus;
   }
 
   /**

@@ -398,6 +398,18 @@ export interface Stats {
   [k: string]: unknown;
 }
 
+/** Cluster mode: this node and how far it has applied the command stream (docs/CLUSTER.md). */
+export interface ClusterStatus {
+  node: string;
+  stream: string;
+  /** the command stream position this node has applied */
+  position: Int;
+  /** the stream's last seq as this node last saw it */
+  stream_last_seq: Int;
+  lag_messages: Int;
+  [k: string]: unknown;
+}
+
 // ---- durable subscribers (docs/SUBSCRIBERS.md) ----
 
 export interface SubscriberInfo {

@@ -4,11 +4,11 @@
  * transfers, accountQuery / transferQuery / accountTransfers with their
  * filters and cursors, transferReverse (partial, the rest, one too many,
  * its retry), balancing and closing transfers (TransferFlags), and
- * subProgress.
+ * subProgress; cluster() on a single node.
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { TallyClient, BusinessRejection, AccountFlags, TransferFlags, newId } from "../src/index.js";
+import { TallyClient, BusinessRejection, RefusedRequest, AccountFlags, TransferFlags, newId } from "../src/index.js";
 import { startTallyd, type Tallyd } from "./support.js";
 
 let server: Tallyd;
@@ -152,4 +152,8 @@ test("subProgress starts the lease of in-flight events again", async () => {
   assert.equal((await client.subProgress("progress", [seq], "p-2")).extended, 0, "held by another instance");
   await client.subAck("progress", { done: [seq] });
   assert.equal((await client.subProgress("progress", [seq])).extended, 0, "acked");
+});
+
+test("cluster(): a single node answers not_in_cluster_mode", async () => {
+  await assert.rejects(client.cluster(), (e: unknown) => e instanceof RefusedRequest && e.code === "not_in_cluster_mode" && e.status === 400);
 });
