@@ -21,10 +21,13 @@ import type {
   Account,
   AccountOpen,
   AccountPage,
+  AccountQueryPage,
+  AccountTransfersFilter,
   AckResult,
   BatchMember,
   BatchResult,
   ChainResult,
+  ClusterStatus,
   DeadLetterPage,
   Entitlement,
   EventDocument,
@@ -38,12 +41,16 @@ import type {
   IntInput,
   LogPage,
   PostRequest,
+  ProgressResult,
+  QueryFilter,
+  ReverseRequest,
   RevokeRequest,
   Stats,
   SubCreateOptions,
   SubCreateResult,
   SubscriberInfo,
   Transfer,
+  TransferPage,
   TransferRequest,
   TransferResult,
   VoidRequest,
@@ -342,6 +349,20 @@ export class TallyClient {
     return this.transfer({ ...t, flags: toBigInt(t.flags ?? 0) | 1n }, o);
   }
 
+  /**
+   * Reverse a posted transfer, all of what is not reversed yet or
+   * `amount`: a new transfer the other way whose `reverses` names it
+   * (docs/PROTOCOL.md "Reversals"). Without `id`, one is derived from the
+   * consumer and the key, as for `transfer`; the result's `transfer_id` is
+   * the reversal's id.
+   */
+  async transferReverse(r: ReverseRequest, o: WriteOptions = {}): Promise<TransferResult> {
+    const key = o.key ?? uuidv7();
+    const transfer_id = r.id ?? (await transferIdFromKey(o.consumer ?? this.consumer ?? "http", key));
+    const result = await this.write("transfer_reverse", { ...r, id: transfer_id }, { ...o, key });
+    return { ...result, transfer_id };
+  }
+
   /** Post (capture) a hold, all of it or `amount`. */
   post(p: PostRequest, o?: WriteOptions): Promise<WriteResult> {
     return this.write("post", p, o);
@@ -419,6 +440,21 @@ export class TallyClient {
     return (await this.read("/v1/accounts", page, o)) as unknown as AccountPage;
   }
 
+  /** Accounts matching every filter given, in creation order, a page at a time (`next`: the `cursor` of the next page). */
+  async accountQuery(filter: QueryFilter = {}, o?: ReadOptions): Promise<AccountQueryPage> {
+    return (await this.readByPost("account_query", { ...filter }, o)) as unknown as AccountQueryPage;
+  }
+
+  /** Transfers matching every filter given, in creation order, a page at a time. */
+  async transferQuery(filter: QueryFilter = {}, o?: ReadOptions): Promise<TransferPage> {
+    return (await this.readByPost("transfer_query", { ...filter }, o)) as unknown as TransferPage;
+  }
+
+  /** The transfers that debit or credit an account (`debits`, `credits`: which), in creation order, paged. */
+  async accountTransfers(account_id: IntInput, filter: AccountTransfersFilter = {}, o?: ReadOptions): Promise<TransferPage> {
+    return (await this.readByPost("account_transfers", { account_id, ...filter }, o)) as unknown as TransferPage;
+  }
+
   /** A transfer or hold, or null when there is none. */
   async transferGet(id: Id128, o?: ReadOptions): Promise<Transfer | null> {
     const reply = await orNull(this.read(`/v1/transfers/${encodeURIComponent(id)}`, {}, o));
@@ -460,6 +496,11 @@ export class TallyClient {
   /** Head seq, counts, map use, subscribers. */
   async stats(o?: ReadOptions): Promise<Stats> {
     return (await this.read("/v1/stats", {}, o)) as unknown as Stats;
+  }
+
+  /** Cluster mode: this node's name, stream, applied position and lag; a single node throws RefusedRequest `not_in_cluster_mode`. */
+  async cluster(o?: ReadOptions): Promise<ClusterStatus> {
+    return (await this.read("/v1/cluster", {}, o)) as unknown as ClusterStatus;
   }
 
   /**
@@ -526,6 +567,19 @@ export class TallyClient {
   /** Acknowledge: every event up to `seq`, and/or the seqs in `done`. */
   async subAck(name: string, a: { seq?: IntInput; done?: IntInput[] }, o?: CallOptions): Promise<AckResult> {
     return (await this.subWrite("sub_ack", { name, ...a }, o)) as unknown as AckResult;
+  }
+
+  /**
+   * Still at work on in-flight events: their lease (the subscriber's ack
+   * wait) starts again, so they are not due to another fetch yet
+   * (docs/SUBSCRIBERS.md). `instance`: only what it holds. Events acked,
+   * parked or held by another instance are skipped (`extended` counts the
+   * others).
+   */
+  async subProgress(name: string, seqs: IntInput[], instance?: string, o?: CallOptions): Promise<ProgressResult> {
+    const body: Record<string, unknown> = { name, seqs };
+    if (instance !== undefined) body.instance = instance;
+    return (await this.subWrite("sub_progress", body, o)) as unknown as ProgressResult;
   }
 
   /** Deliver an in-flight event again later (after `delay_ms`, or the backoff rule). */

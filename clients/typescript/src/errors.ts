@@ -23,12 +23,7 @@
 /** The class of a code in docs/PROTOCOL.md's code table. */
 export type CodeClass = "B" | "V" | "R" | "F";
 
-/**
- * Every code tallyd sends, with its class (`tallyd --protocol-reference`),
- * and those of cluster mode (docs/CLUSTER.md: `cluster_unavailable`,
- * `not_caught_up`, `not_in_cluster_mode`), which a server built without it
- * does not list.
- */
+/** Every code tallyd sends, with its class (`tallyd --protocol-reference`, in its order). */
 export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "ok": "B",
   "storage_full": "F",
@@ -40,7 +35,6 @@ export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "store_locked": "F",
   "store_version_mismatch": "F",
   "not_found": "F",
-  "cluster_unavailable": "F",
   "invalid_argument": "F",
   "read_only": "F",
   "idempotency_key_reused": "R",
@@ -85,12 +79,20 @@ export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "exceeds_credits": "B",
   "exceeds_debits": "B",
   "id_already_failed": "B",
+  "reversed_transfer_not_found": "B",
+  "transfer_not_reversible": "B",
+  "exceeds_unreversed_amount": "B",
+  "exists_with_different_reverses": "B",
+  "reverses_must_not_be_zero": "V",
   "pending_transfer_not_found": "B",
   "pending_transfer_not_pending": "B",
   "pending_transfer_already_posted": "B",
   "pending_transfer_already_voided": "B",
   "pending_transfer_expired": "B",
   "exceeds_pending_transfer_amount": "B",
+  "closing_transfer_must_be_pending": "V",
+  "debit_account_already_closed": "B",
+  "credit_account_already_closed": "B",
   "subject_must_not_be_empty": "V",
   "subject_too_long": "V",
   "feature_must_not_be_empty": "V",
@@ -128,6 +130,7 @@ export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "shutting_down": "F",
   "timed_out": "F",
   "unreachable": "F",
+  "cluster_unavailable": "F",
   "not_caught_up": "F",
   "invalid_subscriber_name": "R",
   "subscriber_not_found": "R",

@@ -16,7 +16,7 @@ import type { TallyClient, CallOptions } from "./client.js";
 import { delay } from "./client.js";
 import { Fault } from "./errors.js";
 import { uuidv7 } from "./ids.js";
-import type { Delivery, SubCreateOptions } from "./types.js";
+import type { Delivery, Int, ProgressResult, SubCreateOptions } from "./types.js";
 
 /**
  * What the loop calls for each event. Returning is done (acked); throwing
@@ -69,6 +69,16 @@ export interface SubscriberOptions {
   signal?: AbortSignal;
   /** Called when a handler threw (after the nak or park was sent). */
   onError?: (error: unknown, delivery: Delivery) => void;
+  /**
+   * How often, while a fetched batch is being handled, its events not
+   * answered yet have their lease started again (`sub_progress`), so that
+   * a handler running longer than the ack wait keeps them (default: a
+   * third of the subscriber's ack wait, read when the run starts; 1000 ms
+   * when it cannot be read).
+   */
+  progressEveryMs?: number;
+  /** Called after each `sub_progress` the loop sent. */
+  onProgress?: (result: ProgressResult, seqs: Int[]) => void;
 }
 
 /** What a run did (the Python client's RunCounters). */
@@ -79,6 +89,8 @@ export interface RunCounters {
   retried: number;
   parked: number;
   failures: number;
+  /** `sub_progress` calls that kept leases of a batch being handled. */
+  progress: number;
 }
 
 /** sub_nak's `error` and sub_park's `reason`: at most 256 bytes of UTF-8. */
@@ -102,15 +114,18 @@ function errorText(e: unknown): string {
  * by tallyd. A fetch's fault (after the client's own retries) is retried
  * after a pause doubling from 100 ms to 5 s, `failuresMax` times in a
  * row, then thrown; a refusal (e.g. `subscriber_not_found`) at once.
+ * While a fetched batch is handled, its events not answered yet have their
+ * lease (the ack wait) started again every third of it (`sub_progress`).
  */
 export async function runSubscriber(client: TallyClient, o: SubscriberOptions): Promise<RunCounters> {
-  const counters: RunCounters = { fetches: 0, deliveries: 0, done: 0, retried: 0, parked: 0, failures: 0 };
+  const counters: RunCounters = { fetches: 0, deliveries: 0, done: 0, retried: 0, parked: 0, failures: 0, progress: 0 };
   // The signal ends a fetch's wait; the verdict on the event in hand is
   // still sent.
   const call: CallOptions = o.signal !== undefined ? { signal: o.signal } : {};
   const stopped = (): boolean => o.signal?.aborted === true;
   const instance = o.instance ?? uuidv7();
-  if (o.create !== undefined) await client.subCreate(o.name, o.create, call);
+  const created = o.create !== undefined ? await client.subCreate(o.name, o.create, call) : undefined;
+  const progressEveryMs = o.progressEveryMs ?? Math.max(1, Math.floor((await ackWaitMs(client, o.name, created?.subscriber.ack_wait_ms, call)) / 3));
   let restart = true;
   let failures = 0;
   try {
@@ -130,16 +145,72 @@ export async function runSubscriber(client: TallyClient, o: SubscriberOptions): 
       restart = false;
       counters.fetches++;
       if (page.events.length === 0 && o.untilIdle) break;
-      for (const d of page.events) {
-        if (stopped()) break; // not handed out: it comes again
-        counters.deliveries++;
-        await handleOne(client, o, d, counters);
+      // What is fetched is leased for the ack wait, counted from the
+      // fetch: the events not answered yet keep their lease while the
+      // batch is handled, however long its handlers run.
+      const open = new Map<string, Int>(page.events.map((d) => [String(d.seq), d.seq]));
+      const keeper = keepLeases(client, o, instance, open, progressEveryMs, counters);
+      try {
+        for (const d of page.events) {
+          if (stopped()) break; // not handed out: it comes again
+          counters.deliveries++;
+          await handleOne(client, o, d, counters);
+          open.delete(String(d.seq));
+        }
+      } finally {
+        await keeper.stop();
       }
     }
   } catch (e) {
     if (!stopped()) throw e;
   }
   return counters;
+}
+
+/** The subscriber's ack wait: `known`, else read (`sub_get`); 1000 ms when a fault keeps it from being read. */
+async function ackWaitMs(client: TallyClient, name: string, known: number | undefined, call: CallOptions): Promise<number> {
+  if (known !== undefined) return known;
+  try {
+    return (await client.subGet(name, call)).ack_wait_ms;
+  } catch (e) {
+    if (e instanceof Fault) return 1000;
+    throw e;
+  }
+}
+
+/**
+ * Every `everyMs` until stopped, `sub_progress` for the seqs in `open`
+ * (one call at a time). A progress that fails is left: the next tick sends
+ * it again, and an event whose lease ran out is only delivered again.
+ */
+function keepLeases(
+  client: TallyClient,
+  o: SubscriberOptions,
+  instance: string,
+  open: Map<string, Int>,
+  everyMs: number,
+  counters: RunCounters,
+): { stop: () => Promise<void> } {
+  let inFlight: Promise<void> | undefined;
+  const tick = (): void => {
+    if (inFlight !== undefined || open.size === 0) return;
+    const seqs = [...open.values()];
+    inFlight = client
+      .subProgress(o.name, seqs, instance, { deadlineMs: everyMs })
+      .then((r) => {
+        counters.progress++;
+        o.onProgress?.(r, seqs);
+      })
+      .catch(() => undefined)
+      .finally(() => (inFlight = undefined));
+  };
+  const timer = setInterval(tick, everyMs);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await inFlight;
+    },
+  };
 }
 
 /** One delivery: the handler, then its verdict to tallyd. */

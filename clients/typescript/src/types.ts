@@ -24,10 +24,55 @@ export function toBigInt(v: Int | bigint): bigint {
   return typeof v === "bigint" ? v : BigInt(v);
 }
 
-export interface Account {
+/** An account's flags (`AccountOpen.flags`, `Account.flags`). */
+export const AccountFlags = Object.freeze({
+  /** bit 0: its debits (pending and posted) may not pass its credits posted */
+  debits_must_not_exceed_credits: 1,
+  /** bit 1: its credits may not pass its debits posted */
+  credits_must_not_exceed_debits: 2,
+  /** bit 2: closed by a closing transfer (set by tallyd only; `account_open` refuses it) */
+  closed: 4,
+});
+
+/** A transfer's flags (`TransferRequest.flags`, `Transfer.flags`; docs/PROTOCOL.md "Balancing and closing transfers"). */
+export const TransferFlags = Object.freeze({
+  /** bit 0: a hold, to `post` or `void` */
+  pending: 1,
+  /** bit 1: move at most what the debit account has (its credits posted less its debits) */
+  balancing_debit: 2,
+  /** bit 2: move at most what the credit account may take (its debits posted less its credits) */
+  balancing_credit: 4,
+  /** bit 3, with pending: close the debit account while the hold is pending or once posted */
+  closing_debit: 8,
+  /** bit 4, with pending: close the credit account likewise */
+  closing_credit: 16,
+});
+
+/**
+ * The caller's own values on an account or transfer, set when it is made
+ * and never changed (0, or 32 zeros: none); `accountQuery`,
+ * `transferQuery` and `accountTransfers` filter by them.
+ */
+export interface UserData {
+  /** 32 hex digits (an invoice, a customer) */
+  user_data_128: Id128;
+  user_data_64: Int;
+  user_data_32: number;
+}
+
+/** The user data of a write, each optional (default 0: none). */
+export interface UserDataInput {
+  /** 32 hex digits, or the UUID form with dashes */
+  user_data_128?: Id128;
+  user_data_64?: IntInput;
+  user_data_32?: IntInput;
+}
+
+export interface Account extends UserData {
   id: Int;
   ledger: number;
   code: number;
+  /** AccountFlags */
   flags: number;
   debits_posted: Int;
   credits_posted: Int;
@@ -35,6 +80,7 @@ export interface Account {
   credits_pending: Int;
   version: Int;
   created_seq: Int;
+  created_ms: Int;
 }
 
 /** `pending`, `posted`, `pending_posted`, `pending_voided`, `pending_expired`. */
@@ -48,6 +94,7 @@ export interface TransferBase {
   amount: Int;
   ledger: number;
   code: number;
+  /** TransferFlags */
   flags: number;
   state: TransferState;
   timeout_s: number;
@@ -57,10 +104,14 @@ export interface TransferBase {
   resolved_seq: Int;
 }
 
-/** A transfer as reads give it (`transferGet`, history entries). */
-export interface Transfer extends TransferBase {
+/** A transfer as reads give it (`transferGet`, history entries, queries). */
+export interface Transfer extends TransferBase, UserData {
   expires_at_ms: Int;
   created_ms: Int;
+  /** The transfer this one reverses (`transferReverse`); 32 zeros when none. */
+  reverses: Id128;
+  /** How much of this transfer its reversals moved back so far. */
+  reversed_amount: Int;
 }
 
 /** `active`, `expired`, `revoked` (evaluated at the server's now). */
@@ -79,13 +130,16 @@ export interface Entitlement {
 }
 
 /** An account as an event document carries it (docs/PROTOCOL.md, "The event document"). */
-export interface EventAccount extends Account {
+export interface EventAccount extends Omit<Account, keyof UserData | "created_ms">, Partial<UserData> {
   debits_must_not_exceed_credits: boolean;
   credits_must_not_exceed_debits: boolean;
 }
 
 /** A transfer as an event document carries it: times as RFC 3339 text. */
-export interface EventTransfer extends TransferBase {
+export interface EventTransfer extends TransferBase, Partial<UserData> {
+  /** The transfer it reverses, when it is a reversal. */
+  reverses?: Id128;
+  reversed_amount?: Int;
   pending: boolean;
   /** RFC 3339; null when unset */
   expires_at: string | null;
@@ -145,15 +199,15 @@ export interface EventDocument {
 
 // ---- writes ----
 
-export interface AccountOpen {
+export interface AccountOpen extends UserDataInput {
   id: IntInput;
   ledger: IntInput;
   code: IntInput;
-  /** bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits */
+  /** AccountFlags: bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits */
   flags?: IntInput;
 }
 
-export interface TransferRequest {
+export interface TransferRequest extends UserDataInput {
   /** Left out: tallyd derives it from the consumer and key (the result carries it). */
   id?: Id128;
   debit_account_id: IntInput;
@@ -161,10 +215,22 @@ export interface TransferRequest {
   amount: IntInput;
   ledger: IntInput;
   code: IntInput;
-  /** bit 0: a hold (pending) */
+  /** TransferFlags: bit 0 pending (a hold), 1 balancing_debit, 2 balancing_credit, 3 closing_debit, 4 closing_credit */
   flags?: IntInput;
   /** holds: expire after this many seconds (0 = never) */
   timeout_s?: IntInput;
+}
+
+/** Reverse a posted transfer, all or part of it (docs/PROTOCOL.md "Reversals"). */
+export interface ReverseRequest extends UserDataInput {
+  /** The reversal's own id. Left out: derived from the consumer and key, as for `transfer`. */
+  id?: Id128;
+  /** The posted transfer to reverse. */
+  reverses: Id128;
+  /** Left out: all that is not reversed yet. */
+  amount?: IntInput;
+  /** Left out: the reversed transfer's code. */
+  code?: IntInput;
 }
 
 export interface PostRequest {
@@ -272,6 +338,47 @@ export interface AccountPage {
   next: Int | null;
 }
 
+/**
+ * The filters of `accountQuery` and `transferQuery`: each one given
+ * (and not 0) must match; records in creation order (`reversed`: newest
+ * first), `limit` (1-1000, default 100) a page, `cursor` the `next` of the
+ * page before (with the same filters).
+ */
+export interface QueryFilter {
+  ledger?: IntInput;
+  code?: IntInput;
+  user_data_128?: Id128;
+  user_data_64?: IntInput;
+  user_data_32?: IntInput;
+  /** created at or after this Unix ms */
+  timestamp_min_ms?: IntInput;
+  /** created at or before this Unix ms */
+  timestamp_max_ms?: IntInput;
+  limit?: number;
+  reversed?: boolean;
+  cursor?: Id128;
+}
+
+/** The filters of `accountTransfers`: those of a query but the ledger, and which side. */
+export interface AccountTransfersFilter extends Omit<QueryFilter, "ledger"> {
+  /** transfers that debit the account (default true) */
+  debits?: boolean;
+  /** transfers that credit the account (default true) */
+  credits?: boolean;
+}
+
+/** A page of `accountQuery`: `next` is the `cursor` of the next page, null at the end. */
+export interface AccountQueryPage {
+  entries: Account[];
+  next: Id128 | null;
+}
+
+/** A page of `transferQuery` or `accountTransfers`. */
+export interface TransferPage {
+  entries: Transfer[];
+  next: Id128 | null;
+}
+
 export interface LogPage {
   head: Int;
   events: EventDocument[];
@@ -288,6 +395,18 @@ export interface Stats {
   inbox: Int;
   events: Int;
   subscribers: SubscriberInfo[];
+  [k: string]: unknown;
+}
+
+/** Cluster mode: this node and how far it has applied the command stream (docs/CLUSTER.md). */
+export interface ClusterStatus {
+  node: string;
+  stream: string;
+  /** the command stream position this node has applied */
+  position: Int;
+  /** the stream's last seq as this node last saw it */
+  stream_last_seq: Int;
+  lag_messages: Int;
   [k: string]: unknown;
 }
 
@@ -344,6 +463,13 @@ export interface FetchResult {
   events: Delivery[];
   ack_floor: Int;
   head: Int;
+}
+
+/** What `subProgress` did: how many leases started again, and until when. */
+export interface ProgressResult {
+  extended: Int;
+  /** Unix ms: the new end of their lease */
+  deliver_after_ms: Int;
 }
 
 export interface AckResult {

@@ -7,6 +7,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join, dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import {
   TallyClient,
   CODE_CLASSES,
@@ -163,12 +166,35 @@ test("CODE_CLASSES is tallyd's code table", () => {
     if (m) table[m[1]!] = m[2]!;
   }
   assert.ok(Object.keys(table).length > 100, "read the table");
-  // every code of tallyd's is in the client's table, with its class (the
-  // client's also holds cluster mode's, which a build without it lacks)
-  const known: Record<string, string> = {};
-  for (const code of Object.keys(table)) known[code] = CODE_CLASSES[code] ?? "(missing from CODE_CLASSES)";
-  assert.deepEqual(known, table);
-  const extra = Object.keys(CODE_CLASSES).filter((c) => !(c in table));
-  for (const c of extra) assert.ok(["cluster_unavailable", "not_caught_up", "not_in_cluster_mode"].includes(c), `${c} is no code of tallyd's`);
-  assert.ok(errorFor("exceeds_credits", "") instanceof BusinessRejection);
+  // the same codes, each with its class
+  const rows = Object.entries(table).map(([code, cls]) => `  "${code}": "${cls}",`);
+  assert.deepEqual({ ...CODE_CLASSES }, table, `src/errors.ts's CODE_CLASSES differs from tallyd's code table; its rows are:\n${rows.join("\n")}`);
+  const classes = { B: BusinessRejection, V: InvalidCommand, R: RefusedRequest, F: Fault } as const;
+  for (const [code, cls] of Object.entries(table)) {
+    const e = errorFor(code, "", { status: 400 });
+    assert.ok(e instanceof classes[cls as keyof typeof classes], code);
+    assert.equal(e.codeClass, cls, code);
+  }
+  assert.ok(errorFor("idempotency_key_reused", "") instanceof IdempotencyKeyReused);
+  // a code of a newer server: its class from the HTTP status
+  assert.ok(errorFor("some_new_rejection", "", { status: 422 }) instanceof BusinessRejection);
+  assert.ok(errorFor("some_new_fault", "", { status: 500 }) instanceof Fault);
+});
+
+/** docs/openapi.json: in the source tree ($TALLY_SRCDIR under make check), else above the package. */
+function openapiPath(): string {
+  if (process.env.TALLY_SRCDIR) return join(process.env.TALLY_SRCDIR, "docs/openapi.json");
+  return resolve(dirname(fileURLToPath(import.meta.url)), "../../../../docs/openapi.json");
+}
+
+test("every op of docs/openapi.json is a method of TallyClient", () => {
+  const doc = JSON.parse(readFileSync(openapiPath(), "utf8")) as { paths: Record<string, Record<string, unknown>> };
+  const ops = Object.entries(doc.paths)
+    .filter(([path, item]) => "post" in item && path.split("/").length === 3)
+    .map(([path]) => path.slice("/v1/".length));
+  assert.ok(ops.includes("transfer") && ops.includes("sub_fetch"));
+  const camel = (op: string): string => op.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+  const methods = TallyClient.prototype as unknown as Record<string, unknown>;
+  const missing = ops.filter((op) => typeof methods[camel(op)] !== "function");
+  assert.deepEqual(missing, [], "ops of docs/openapi.json without a TallyClient method (the op's name in camelCase)");
 });

@@ -15,7 +15,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { TallyClient, runSubscriber, Park, Retry } from "../src/index.js";
-import { startTallyd, slowdown, type Tallyd } from "./support.js";
+import { startTallyd, slowdown, waitFor, type Tallyd } from "./support.js";
 
 const childScript = join(dirname(fileURLToPath(import.meta.url)), "subscriber_child.js");
 let server: Tallyd;
@@ -144,4 +144,36 @@ test("untilIdle: the loop returns after a fetch that brings nothing", async () =
   const counters = await runSubscriber(client, { name: "once", waitMs: 0, untilIdle: true, handler: () => undefined });
   assert.equal(counters.done, 1);
   assert.equal(counters.fetches, 2);
+});
+
+test("a handler running past the ack wait keeps its events: the loop sends sub_progress", { timeout: 120000 * slowdown }, async () => {
+  const client = new TallyClient({ baseUrl: server.url });
+  await client.subCreate("slow", { start: "now", ack_wait_ms: 1500 });
+  const w = await client.accountOpen({ id: 60, ledger: 1, code: 10 });
+  const progressed: string[][] = [];
+  let takenByOther = -1;
+  const errors: string[] = [];
+  const counters = await runSubscriber(client, {
+    name: "slow",
+    instance: "slow-1",
+    onError: (e) => errors.push(String(e)),
+    waitMs: 0,
+    untilIdle: true,
+    onProgress: (r, seqs) => progressed.push([String(r.extended), ...seqs.map(String)]),
+    handler: async () => {
+      // work for more than the ack wait since the fetch: four progresses
+      // come every third of it (2000 ms and more)
+      await waitFor("four sub_progress calls", 60, () => (progressed.length >= 4 ? true : undefined));
+      // the lease was kept: another instance's fetch does not get the event
+      takenByOther = (await client.subFetch("slow", { max: 10, wait_ms: 0, instance: "slow-2" })).events.length;
+    },
+  });
+  assert.deepEqual(errors, [], "the handler returned");
+  assert.equal(takenByOther, 0, "the event in hand was not delivered to another instance");
+  assert.deepEqual(progressed.slice(0, 4), Array(4).fill(["1", String(w.seq)]));
+  assert.equal(counters.done, 1);
+  assert.ok(counters.progress >= 4);
+  const sub = await client.subGet("slow");
+  assert.equal(sub.ack_floor, w.seq);
+  assert.equal(sub.redelivered, 0, "delivered once");
 });
