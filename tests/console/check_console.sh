@@ -8,9 +8,9 @@
 # file outside the console's directory. In the browser
 # (tests/console/console_test.js): every page loads without console errors,
 # the numbers shown equal the API's, the accounts page's filter form lists
-# the accounts GET /v1/accounts/query answers (paged), replaying a dead letter from the page
-# moves it back to its subscriber, and a token without the admin grant sees
-# no replay button. With TALLY_CONSOLE_SCREENSHOTS=DIR, the browser writes
+# the accounts GET /v1/accounts/query answers (paged), an account's page
+# its transfers, replaying a dead letter from the page moves it back to its
+# subscriber, and a token without the admin grant sees no replay button. With TALLY_CONSOLE_SCREENSHOTS=DIR, the browser writes
 # a PNG of each page there (docs/console/ holds the ones the docs show).
 set -u
 : "${TALLYD:?run by make check}" "${TALLY_SRCDIR:?}"
