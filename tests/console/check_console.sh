@@ -7,9 +7,10 @@
 # Here, with curl: the files' content types and Content-Security-Policy, no
 # file outside the console's directory. In the browser
 # (tests/console/console_test.js): every page loads without console errors,
-# the numbers shown equal the API's, replaying a dead letter from the page
-# moves it back to its subscriber, and a token without the admin grant sees
-# no replay button. With TALLY_CONSOLE_SCREENSHOTS=DIR, the browser writes
+# the numbers shown equal the API's, the accounts page's filter form lists
+# the accounts GET /v1/accounts/query answers (paged), an account's page
+# its transfers, replaying a dead letter from the page moves it back to its
+# subscriber, and a token without the admin grant sees no replay button. With TALLY_CONSOLE_SCREENSHOTS=DIR, the browser writes
 # a PNG of each page there (docs/console/ holds the ones the docs show).
 set -u
 : "${TALLYD:?run by make check}" "${TALLY_SRCDIR:?}"
@@ -92,6 +93,16 @@ expect "mailer fetches" 200 "$(call sub_fetch '{"name":"mailer","max":2}')"
 expect "mailer parks seq 1" 200 "$(call sub_park '{"name":"mailer","seq":1,"reason":"bad address"}')"
 expect "mailer acks seq 2" 200 "$(call sub_ack '{"name":"mailer","seq":2}')"
 expect "subscriber audit" 200 "$(call sub_create '{"name":"audit"}')"
+# accounts with codes and user data for the accounts page's filter form
+expect "open account 3" 200 "$(call account_open '{"id":3,"ledger":1,"code":20,"user_data_128":"0000000000000000000000000000cafe","user_data_64":42,"user_data_32":3}' open-3)"
+expect "open account 4" 200 "$(call account_open '{"id":4,"ledger":1,"code":20,"user_data_64":42,"user_data_32":4}' open-4)"
+expect "open account 5" 200 "$(call account_open '{"id":5,"ledger":2,"code":30,"user_data_64":7}' open-5)"
+i=100
+while [ $i -lt 123 ]; do # 23 of code 40: more than a page of the console's 20
+    expect "open account $i" 200 "$(call account_open "{\"id\":$i,\"ledger\":1,\"code\":40,\"user_data_32\":$((i % 3))}" open-$i)"
+    i=$((i + 1))
+done
+expect "a transfer with user data" 200 "$(call transfer '{"id":"00000000000000000000000000000abc","debit_account_id":1,"credit_account_id":3,"amount":33,"ledger":1,"code":2,"user_data_128":"000000000000000000000000000beef0","user_data_64":9,"user_data_32":1}' pay-abc)"
 # the figures hold a sample with mailer's dead letter counted
 dead_letter_sampled() {
     curl -s -H "Authorization: Bearer $admin_token" "$base/v1/figures" >"$tmp/figures" &&

@@ -4,7 +4,11 @@
 //   node console_test.js BASE_URL ADMIN_TOKEN VIEWER_TOKEN WRITER_TOKEN
 //
 // Every page loads without a console error, a page error, a refused
-// request or a CSP violation; the numbers shown equal the API's; inputs
+// request or a CSP violation; the numbers shown equal the API's; the
+// accounts page's filter form (ledger, code, user data, a time range),
+// used from the page, lists the accounts GET /v1/accounts/query answers,
+// page after page by its cursor, and an account's page its transfers as
+// GET /v1/accounts/{id}/transfers gives them; inputs
 // and charts are labelled; replaying a dead letter from the page moves it
 // back to its subscriber (its next fetch delivers it as a replay); a token
 // without the admin grant sees no replay or discard button, and one
@@ -150,10 +154,10 @@ async function accounts(page) {
   for (const f of ['debits_posted', 'credits_posted', 'debits_pending', 'credits_pending'])
     expect('account 1: ' + f, Number(a[f]).toLocaleString('en-US'), await waitText(page, `[data-field="${f}"]`, Number(a[f]).toLocaleString('en-US')));
   const h = await api(adminToken, 'GET', 'accounts/1/history?limit=20&reverse=true');
-  await page.waitForFunction((n) => document.querySelectorAll('table tbody tr').length === n, { timeout: WAIT_MS }, h.entries.length)
+  await page.waitForFunction((n) => document.querySelectorAll('#account-history table tbody tr').length === n, { timeout: WAIT_MS }, h.entries.length)
     .catch(() => {});
-  expect('account 1: history rows', h.entries.length, await page.$$eval('table tbody tr', (r) => r.length));
-  expect('account 1: newest history row', String(h.entries[0].seq), await page.$eval('table tbody tr td', (e) => e.textContent.trim()));
+  expect('account 1: history rows', h.entries.length, await page.$$eval('#account-history table tbody tr', (r) => r.length));
+  expect('account 1: newest history row', String(h.entries[0].seq), await page.$eval('#account-history table tbody tr td', (e) => e.textContent.trim()));
   await shot(page, 'account');
   const id = '00000000000000000000000000000006';
   await go(page, '#accounts/transfer/' + id);
@@ -165,6 +169,108 @@ async function accounts(page) {
   expect('transfer 6: caused by (consumer / key)', 'http / hold-6', rows[0][3]);
   await accessible(page, 'transfer');
   await shot(page, 'transfer');
+}
+
+// The rows of the table in box (each a list of its cells' text), once it
+// shows n rows (or its "none" line when n is 0).
+async function rowsIn(page, box, n) {
+  await page.waitForFunction((b, k) => {
+    const e = document.querySelector(b);
+    if (!e) return false;
+    return k === 0 ? e.querySelector('p.muted') !== null : e.querySelectorAll('table tbody tr').length === k;
+  }, { timeout: WAIT_MS }, box, n).catch(() => {});
+  return page.$$eval(box + ' table tbody tr', (rs) => rs.map((r) => Array.from(r.cells, (c) => c.textContent.trim())));
+}
+
+const num = (v) => (typeof v === 'string' ? v : Number(v).toLocaleString('en-US'));
+const hex = (v) => String(v).replace(/^0+(?=.)/, '');
+// An account of the API as its row on the page: id, ledger, code, user data.
+const accountRow = (a) => [String(a.id), num(a.ledger), num(a.code), hex(a.user_data_128), num(a.user_data_64), num(a.user_data_32)].join(' | ');
+const shownRow = (r) => r.slice(0, 6).join(' | ');
+
+// Fill the filter form (fields by id: value; the others emptied) and
+// submit it with Enter; wait for the page of its results.
+async function filter(page, fields, query) {
+  await page.evaluate((f) => {
+    for (const id of ['q-ledger', 'q-code', 'q-ud128', 'q-ud64', 'q-ud32', 'q-from', 'q-to'])
+      document.getElementById(id).value = id === 'q-from' || id === 'q-to' ? (f[id] || '') : '';
+    document.getElementById('q-reversed').checked = !!f['q-reversed'];
+  }, fields);
+  for (const [id, v] of Object.entries(fields))
+    if (!['q-from', 'q-to', 'q-reversed'].includes(id)) await page.type('#' + id, v);
+  await page.focus('#q-ledger');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((q) => decodeURIComponent(location.hash) === '#accounts/query?' + q, { timeout: WAIT_MS }, query)
+    .then(() => ok('filter ' + query + ': the page\'s address holds it'), () => fail('filter ' + query + ': the address is not #accounts/query?' + query));
+}
+
+async function query(page) {
+  await go(page, '#accounts');
+  await page.waitForSelector('#q-code', { timeout: WAIT_MS });
+  // more than a page: the pager follows the API's cursor
+  await filter(page, { 'q-code': '40' }, 'code=40');
+  const first = await api(adminToken, 'GET', 'accounts/query?code=40&limit=20');
+  expect('query code=40: the API has a next page', true, first.entries.length === 20 && first.next !== null);
+  let rows = await rowsIn(page, '#query-results', first.entries.length);
+  expect('query code=40: page 1 rows equal the API\'s', first.entries.map(accountRow).join('\n'), rows.map(shownRow).join('\n'));
+  const second = await api(adminToken, 'GET', 'accounts/query?code=40&limit=20&cursor=' + first.next);
+  await accessible(page, 'accounts query');
+  const next = await page.$('#query-results .pager button:nth-of-type(2)');
+  await next.focus();
+  await page.keyboard.press('Enter'); // the pager from the keyboard
+  await page.waitForFunction(() => /page 2/.test(document.querySelector('#query-results .pager').textContent), { timeout: WAIT_MS }).catch(() => {});
+  rows = await rowsIn(page, '#query-results', second.entries.length);
+  expect('query code=40: page 2 rows equal the API\'s (by its cursor)', second.entries.map(accountRow).join('\n'), rows.map(shownRow).join('\n'));
+  expect('query code=40: 23 accounts in all', 23, first.entries.length + second.entries.length);
+  // user data
+  for (const [fields, q, want] of [
+    [{ 'q-code': '20', 'q-ud64': '42' }, 'code=20&user_data_64=42', '3,4'],
+    [{ 'q-ud128': 'CAFE' }, 'user_data_128=0000000000000000000000000000cafe', '3'],
+    [{ 'q-ledger': '1', 'q-ud32': '2' }, 'ledger=1&user_data_32=2', null],
+    [{ 'q-code': '20', 'q-ud64': '42', 'q-reversed': true }, 'code=20&user_data_64=42&reversed=true', '4,3']]) {
+    await filter(page, fields, q);
+    const r = await api(adminToken, 'GET', 'accounts/query?' + q + '&limit=20');
+    if (want) expect('query ' + q + ': the API\'s ids', want, r.entries.map((a) => a.id).join(','));
+    rows = await rowsIn(page, '#query-results', r.entries.length);
+    expect('query ' + q + ': rows equal the API\'s', r.entries.map(accountRow).join('\n'), rows.map(shownRow).join('\n'));
+  }
+  // a creation time range, in UTC minutes as the form takes them
+  const a3 = (await api(adminToken, 'GET', 'accounts/3')).account;
+  const minute = new Date(Math.floor(a3.created_ms / 60000) * 60000).toISOString().slice(0, 16);
+  const lo = Math.floor(a3.created_ms / 60000) * 60000, hi = lo + 59999;
+  await filter(page, { 'q-code': '20', 'q-from': minute, 'q-to': minute },
+    `code=20&timestamp_min_ms=${lo}&timestamp_max_ms=${hi}`);
+  let r = await api(adminToken, 'GET', `accounts/query?code=20&timestamp_min_ms=${lo}&timestamp_max_ms=${hi}&limit=20`);
+  expect('query in account 3\'s minute: it is found', true, r.entries.some((a) => a.id === 3));
+  rows = await rowsIn(page, '#query-results', r.entries.length);
+  expect('query in account 3\'s minute: rows equal the API\'s', r.entries.map(accountRow).join('\n'), rows.map(shownRow).join('\n'));
+  await shot(page, 'accounts');
+  const future = '2999-01-01T00:00';
+  const far = Date.parse(future + 'Z');
+  await filter(page, { 'q-from': future }, 'timestamp_min_ms=' + far);
+  r = await api(adminToken, 'GET', 'accounts/query?timestamp_min_ms=' + far);
+  expect('query from 2999: the API finds none', 0, r.entries.length);
+  await rowsIn(page, '#query-results', 0);
+  expect('query from 2999: the page says none match', 'No account matches.', await textOf(page, '#query-results p.muted'));
+  // an account's user data and its transfers
+  await go(page, '#accounts/3');
+  expect('account 3: user data 128', 'cafe', await waitText(page, '[data-field="user_data_128"]', 'cafe'));
+  expect('account 3: user data 64', '42', await textOf(page, '[data-field="user_data_64"]'));
+  expect('account 3: user data 32', '3', await textOf(page, '[data-field="user_data_32"]'));
+  for (const id of [3, 1]) {
+    if (id !== 3) await go(page, '#accounts/' + id);
+    const t = await api(adminToken, 'GET', `accounts/${id}/transfers?reversed=true&limit=20`);
+    rows = await rowsIn(page, '#account-transfers', t.entries.length);
+    const tRow = (x) => [x.id, String(x.debit_account_id), String(x.credit_account_id), num(x.amount), x.state, num(x.code),
+      hex(x.user_data_128), num(x.user_data_64), num(x.user_data_32)].join(' | ');
+    expect(`account ${id}: its transfers equal the API's (newest first)`, t.entries.map(tRow).join('\n'),
+      rows.map((c) => [c[0], ...c.slice(2)].join(' | ')).join('\n'));
+  }
+  await accessible(page, 'account 1 with its transfers');
+  await go(page, '#accounts/transfer/00000000000000000000000000000abc');
+  expect('transfer abc: user data 128', 'beef0', await waitText(page, '[data-field="user_data_128"]', 'beef0'));
+  expect('transfer abc: user data 64', '9', await textOf(page, '[data-field="user_data_64"]'));
+  expect('transfer abc: user data 32', '1', await textOf(page, '[data-field="user_data_32"]'));
 }
 
 async function tail(page) {
@@ -298,7 +404,7 @@ async function main() {
     const problems = [];
     watch(page, problems);
     await signIn(page, adminToken, 'ops');
-    for (const step of [overview, accounts, tail, subscribers, replay, relay]) {
+    for (const step of [overview, accounts, query, tail, subscribers, replay, relay]) {
       try {
         await step(page);
       } catch (err) {
