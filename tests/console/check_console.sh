@@ -157,7 +157,7 @@ eighteen_counted() {
     figures "$admin_token" "" >/dev/null && grep -q '"subscribers_total":\[[0-9,]*,18\]' "$tmp/figures"
 }
 wait_for "a sample counting 18 subscribers" 30 eighteen_counted || fail "no sample of 18 subscribers"
-columns=$(grep -o '{"name":"[^"]*"' "$tmp/figures" | sed 's/{"name":"//; s/"//' | tr '\n' ' ')
+columns=$(grep -o '{"name":"[^"]*"' "$tmp/figures" | sed 's/{"name":"//; s/"//' | sort | tr '\n' ' ')
 expect "the first 16 subscribers by name are sampled" \
     "audit mailer sink-01 sink-02 sink-03 sink-04 sink-05 sink-06 sink-07 sink-08 sink-09 sink-10 sink-11 sink-12 sink-13 sink-14 " \
     "$columns"
