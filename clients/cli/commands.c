@@ -38,7 +38,8 @@
 
 const cli_option cli_global_options[] = {
     {"--url", SLOT_URL, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
-     "tallyd's NNG address (default $TALLY_URL, else " CLI_URL_DEFAULT ")"},
+     "tallyd's NNG address, or a cluster's nodes' comma-separated to fail over (default "
+     "$TALLY_URL, else " CLI_URL_DEFAULT ")"},
     {"--publish", SLOT_PUBLISH, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
      "tallyd's event publisher, for tail (default $TALLY_PUBLISH, else " CLI_PUBLISH_DEFAULT
      ")"},

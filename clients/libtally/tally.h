@@ -83,6 +83,11 @@ extern "C" {
 
 /* Defaults of tally_client_options. */
 #define TALLY_CLIENT_URL_DEFAULT "tcp://127.0.0.1:7450"
+/* A url may be a list of a cluster's nodes (docs/CLUSTER.md, "Failover
+ * for clients"): up to TALLY_CLIENT_URLS_MAX URLs, comma-separated, at
+ * most TALLY_CLIENT_URL_LIST_BYTES_MAX bytes in all. */
+#define TALLY_CLIENT_URLS_MAX 16
+#define TALLY_CLIENT_URL_LIST_BYTES_MAX 4096
 #define TALLY_CLIENT_CONSUMER_DEFAULT "default"
 #define TALLY_CLIENT_TIMEOUT_MS_DEFAULT 5000
 #define TALLY_CLIENT_RETRIES_DEFAULT 3
@@ -99,7 +104,12 @@ extern "C" {
 typedef struct tally_client tally_client;
 
 typedef struct tally_client_options {
-    const char *url;      /* NULL: $TALLY_URL, else "tcp://127.0.0.1:7450" */
+    const char *url;      /* NULL: $TALLY_URL, else "tcp://127.0.0.1:7450"; a
+                             comma-separated list of a cluster's nodes fails over:
+                             a request that meets a timeout, an unreachable node,
+                             `shutting_down` or `cluster_unavailable` is sent again,
+                             with the same key, to the next node of the list, which
+                             later requests then use (docs/CLUSTER.md) */
     const char *consumer; /* NULL: $TALLY_CONSUMER, else "default"; 1-64 bytes */
     uint32_t timeout_ms;  /* per attempt; 0 = 5000 */
     uint32_t retries;     /* extra attempts after a retryable failure; default 3 when

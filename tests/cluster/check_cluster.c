@@ -25,6 +25,9 @@
  *   on node b: every event delivered, what a held redelivered after its
  *   lease in the log's time, the same cursor on b and c; a long-poll
  *   waits on its own node.
+ * - a libtally client given every node's URL keeps writing through a kill
+ *   -9 of the node it used, each write applied once; the CLI with a list
+ *   whose first node is dead writes through the next.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -549,10 +552,8 @@ static int64_t credits_posted(tally_client *c, uint64_t id, uint64_t min_seq)
  * acknowledged, while FAILOVER_WRITERS write with failover. */
 typedef void (*kill_fn)(cluster_fixture *f);
 
-/* Accounts 1 and 2, the writers, kill once enough is acknowledged, the
- * writers to their end: every write acknowledged; *last the highest
- * cluster_seq of an acknowledgement; the writers' moves to another node. */
-static unsigned run_writers_through(cluster_fixture *f, kill_fn kill, uint64_t *last)
+/* Accounts 1 and 2, opened on node a. */
+static void open_accounts_1_2(cluster_fixture *f)
 {
     for (uint64_t a = 1; a <= 2; a++) {
         wire_reply r;
@@ -563,6 +564,14 @@ static unsigned run_writers_through(cluster_fixture *f, kill_fn kill, uint64_t *
         wire_expect(&r, "ok");
         wire_done(&r);
     }
+}
+
+/* Accounts 1 and 2, the writers, kill once enough is acknowledged, the
+ * writers to their end: every write acknowledged; *last the highest
+ * cluster_seq of an acknowledgement; the writers' moves to another node. */
+static unsigned run_writers_through(cluster_fixture *f, kill_fn kill, uint64_t *last)
+{
+    open_accounts_1_2(f);
     _Atomic unsigned acked = 0;
     failover_writer w[FAILOVER_WRITERS];
     pthread_t th[FAILOVER_WRITERS];
@@ -800,6 +809,89 @@ START_TEST(test_a_subscriber_continues_on_another_node_after_a_kill)
 }
 END_TEST
 
+/* ---- failover in libtally and the CLI ---- */
+
+#define LIST_KEYS 60
+#define LIST_KILL_AFTER 20
+
+typedef struct list_writer {
+    tally_client *c;
+    _Atomic unsigned acked;
+    unsigned replayed;
+} list_writer;
+
+/* Transfers of 1 from account 1 to 2, one after the other, each under its
+ * own key, on a client given every node's URL: each must be ok. */
+static void *write_through_list(void *arg)
+{
+    list_writer *w = arg;
+    for (unsigned k = 0; k < LIST_KEYS; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "list-%u", k);
+        tally_transfer_args t = {.debit_account_id = 1, .credit_account_id = 2, .amount = 1,
+                                 .ledger = 1, .code = 1};
+        transfer_id(t.id.bytes, 3000 + k);
+        tally_result res;
+        int rc = tally_transfer(w->c, key, &t, &res);
+        ck_assert_msg(rc == TALLY_ok && res.code == TALLY_ok, "%s: %s / %s", key,
+                      tally_strerror(rc), tally_strerror(res.code));
+        w->replayed += res.replayed;
+        atomic_fetch_add(&w->acked, 1);
+    }
+    return NULL;
+}
+
+/* A libtally client given the three nodes' URLs writes on node a, the
+ * first of its list; node a is killed with kill -9 mid-run: the client
+ * moves on by itself, every write is acknowledged, and each is applied
+ * once (account 2 holds exactly LIST_KEYS on nodes b and c). The CLI
+ * with the same list, node a first and dead, writes through node b. */
+START_TEST(test_a_client_with_every_node_fails_over)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    open_accounts_1_2(&f);
+    char list[3 * sizeof(f.node[0].url) + 3];
+    snprintf(list, sizeof(list), "%s,%s,%s", f.node[0].url, f.node[1].url, f.node[2].url);
+    tally_client_options o = {.url = list, .timeout_ms = 3000, .retries_set = true,
+                              .retries = 40, .consumer = "t", .no_autobatch = true};
+    list_writer w = {0};
+    ck_assert_int_eq(tally_client_open(&o, &w.c), TALLY_ok);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, write_through_list, &w), 0);
+    int64_t until = test_deadline_ms(120000);
+    while (atomic_load(&w.acked) < LIST_KILL_AFTER && clock_mono_ms() < until)
+        test_pause_ms(20);
+    ck_assert_uint_ge(atomic_load(&w.acked), LIST_KILL_AFTER);
+    tallyd_kill(&f.node[0]);
+    tally_client_close(f.client[0]);
+    f.client[0] = NULL;
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(atomic_load(&w.acked), LIST_KEYS);
+    uint64_t last = tally_client_cluster_seq(w.c);
+    tally_client_close(w.c);
+    for (int n = 1; n < NODES; n++)
+        ck_assert_int_eq(credits_posted(f.client[n], 2, last), LIST_KEYS);
+    /* the CLI: the same list, node a (dead) first */
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {tallyd_program("tally"), "--url", list, "--timeout-ms", "2000",
+                          "--json", "account", "open", "902", "--key", "cli-902", NULL};
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    char *at = strstr(out, "\"cluster_seq\":");
+    ck_assert_msg(at != NULL, "%s", out);
+    uint64_t seq = strtoull(at + strlen("\"cluster_seq\":"), NULL, 10);
+    free(out);
+    free(err);
+    wire_reply r;
+    account_on(f.client[2], 902, seq, &r);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    fprintf(stderr, "check_cluster: a client with three URLs through kill -9 of node a: %u "
+            "replayed\n", w.replayed);
+    cluster_down(&f); /* node a: its client closed, its process gone */
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -817,6 +909,7 @@ int main(void)
         {"kill", test_a_killed_node_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"kill", test_a_killed_nats_server_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"subscriber", test_a_subscriber_continues_on_another_node_after_a_kill, TEST_TIMEOUT_S},
+        {"failover", test_a_client_with_every_node_fails_over, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster", TEST_ROWS(rows)));
 }
