@@ -385,6 +385,25 @@ int run_backup(cli *c)
     return CLI_EXIT_OK;
 }
 
+int run_cluster_status(cli *c)
+{
+    tally_cluster_status st;
+    int rc = tally_cluster_status_get(c->client, &st);
+    if (rc != TALLY_ok)
+        return read_failure(c, "cluster status", rc);
+    if (c->json) {
+        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:o}", "node", st.node, "stream", st.stream,
+                            "position", json_u64(st.position), "stream_last_seq",
+                            json_u64(st.stream_last_seq), "lag_messages",
+                            json_u64(st.lag_messages)));
+        return CLI_EXIT_OK;
+    }
+    printf("%-16s %s\n%-16s %s\n%-16s %" PRIu64 "\n%-16s %" PRIu64 "\n%-16s %" PRIu64 "\n", "node",
+           st.node, "stream", st.stream, "position", st.position, "stream_last_seq",
+           st.stream_last_seq, "lag_messages", st.lag_messages);
+    return CLI_EXIT_OK;
+}
+
 int run_health(cli *c)
 {
     static const char *const titles[] = {"CHECK", "CLASS", "SUBSCRIBER", "OK", "VALUE",

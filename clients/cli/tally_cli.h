@@ -262,6 +262,7 @@ typedef struct backup_progress backup_progress;
 backup_progress *backup_progress_start(cli *c, const char *dest);
 void backup_progress_stop(backup_progress *bp);
 int run_health(cli *c);
+int run_cluster_status(cli *c);
 
 /* ---- tail.c ---- */
 

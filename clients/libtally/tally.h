@@ -556,6 +556,21 @@ typedef struct tally_health_check {
 int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t capacity,
                  size_t *count);
 
+/* A cluster node's place in the command stream (the cluster_status op;
+ * docs/CLUSTER.md). */
+typedef struct tally_cluster_status {
+    char node[33];            /* this node's name (--node) */
+    char stream[33];          /* the command stream (--cluster-stream) */
+    uint64_t position;        /* the stream position this node has applied */
+    uint64_t stream_last_seq; /* the stream's last seq as this node last saw it */
+    uint64_t lag_messages;    /* stream_last_seq - position, 0 when not behind */
+} tally_cluster_status;
+
+/* The status of the node the client talks to. TALLY_ok,
+ * TALLY_not_in_cluster_mode from a single-node tallyd, or a transport
+ * code. */
+int tally_cluster_status_get(tally_client *c, tally_cluster_status *out);
+
 /* A health check's class: readiness (one failing makes GET /readyz 503:
  * tallyd cannot take writes now) or alert (for an operator; never a 503). */
 typedef enum tally_check_class { TALLY_CHECK_READINESS, TALLY_CHECK_ALERT } tally_check_class;

@@ -15,7 +15,9 @@
  *   write's cluster_seq as min_seq sees it; a min_seq far ahead is
  *   not_caught_up after --cluster-read-wait-ms;
  * - a node stopped and started again catches up from its position, and so
- *   does one whose store is replaced by another node's backup;
+ *   does one whose store is replaced by another node's backup; it says
+ *   where it is in /metrics, GET /v1/cluster, cluster_status (libtally)
+ *   and `tally cluster status`;
  * - a node whose stream was deleted and made again (empty) refuses to
  *   start: stream behind this node, and publishes no genesis;
  * - kill -9 of a tallyd, and of a nats-server, while three writers send
@@ -385,6 +387,24 @@ START_TEST(test_a_restarted_node_catches_up)
     ck_assert_uint_ge(strtoull(strstr(body, "\"position\":") + strlen("\"position\":"), NULL, 10),
                       last);
     free(body);
+    /* the same over msgpack: libtally's cluster_status and the CLI's */
+    tally_cluster_status st;
+    ck_assert_int_eq(tally_cluster_status_get(f.client[2], &st), TALLY_ok);
+    ck_assert_str_eq(st.node, "c");
+    ck_assert_str_eq(st.stream, "TALLY_COMMANDS");
+    ck_assert_uint_ge(st.position, last);
+    ck_assert_uint_ge(st.stream_last_seq, st.position);
+    ck_assert_uint_eq(st.lag_messages, st.stream_last_seq - st.position);
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {tallyd_program("tally"), "--url", f.node[2].url, "--json", "cluster",
+                          "status", NULL};
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    char *at = strstr(out, "\"position\":");
+    ck_assert_msg(strstr(out, "\"node\":\"c\"") && strstr(out, "\"lag_messages\":") && at,
+                  "%s", out);
+    ck_assert_uint_ge(strtoull(at + strlen("\"position\":"), NULL, 10), last);
+    free(out);
+    free(err);
     assert_converged(&f, last);
     cluster_down(&f);
 }
