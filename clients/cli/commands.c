@@ -290,12 +290,15 @@ const cli_command cli_commands[] = {
      "ok, value, threshold, reason).\n"},
     {"cluster status", "Show a cluster node's place in the command stream.",
      cluster_status_options, run_cluster_status,
-     "The node --url names (the first of a list that answers): its name, the command\n"
-     "stream, the position it has applied, the stream's last seq as it last saw it\n"
-     "and its lag behind it (docs/CLUSTER.md). A single-node tallyd answers\n"
+     "The node --url names: its name, the command stream, the position it has\n"
+     "applied, the stream's last seq as it last saw it and its lag behind it\n"
+     "(docs/CLUSTER.md). With a list of URLs, every node of it, a line each (URL,\n"
+     "NODE, POSITION, STREAM_LAST_SEQ, LAG; a node that does not answer shows its\n"
+     "code), exit 0 only when every node answered. A single-node tallyd answers\n"
      "not_in_cluster_mode (exit 1).\n"
      "--json prints one object: node, stream, position, stream_last_seq,\n"
-     "lag_messages.\n"},
+     "lag_messages; with a list, one such object per line, with its url (or url\n"
+     "and code).\n"},
     {"tail", "Follow the event log: live, or as a durable subscriber that resumes.",
      tail_options, run_tail, details_tail},
     {"subscribers", "List durable subscribers: progress, backlog, redeliveries, dead letters.",

@@ -111,6 +111,7 @@ struct cli {
     const char *publish; /* tallyd's PUB endpoint */
     const char *consumer;
     tally_client *client;
+    tally_client_options options; /* client's (cluster status opens one per node) */
     char key[TALLY_CLIENT_KEY_BYTES_MAX + 1];
     bool key_given; /* --key was passed */
 };

@@ -906,6 +906,23 @@ START_TEST(test_a_client_with_every_node_fails_over)
     account_on(f.client[2], 902, seq, &r);
     wire_expect(&r, "ok");
     wire_done(&r);
+    /* tally cluster status with the list: a line per node, node a's saying
+     * it did not answer (exit 3), b and c theirs at least at seq */
+    const char *status_argv[] = {tallyd_program("tally"), "--url", list, "--timeout-ms", "2000",
+                                 "--retries", "0", "--json", "cluster", "status", NULL};
+    ck_assert_int_eq(test_run(status_argv, NULL, &out, &err), 3);
+    char dead[sizeof(f.node[0].url) + 32];
+    snprintf(dead, sizeof(dead), "{\"url\":\"%s\",\"code\":", f.node[0].url);
+    ck_assert_msg(strstr(out, dead) != NULL, "%s", out);
+    for (int n = 1; n < NODES; n++) {
+        char line[sizeof(f.node[0].url) + 64];
+        snprintf(line, sizeof(line), "{\"url\":\"%s\",\"node\":\"%c\"", f.node[n].url, 'a' + n);
+        ck_assert_msg((at = strstr(out, line)) != NULL, "%s", out);
+        at = strstr(at, "\"position\":");
+        ck_assert_uint_gt(strtoull(at + strlen("\"position\":"), NULL, 10), 0);
+    }
+    free(out);
+    free(err);
     fprintf(stderr, "check_cluster: a client with three URLs through kill -9 of node a: %u "
             "replayed\n", w.replayed);
     cluster_down(&f); /* node a: its client closed, its process gone */
