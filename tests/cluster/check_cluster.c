@@ -26,7 +26,8 @@
  * - a subscriber fetching on node a, node a killed with kill -9, goes on
  *   on node b: every event delivered, what a held redelivered after its
  *   lease in the log's time, the same cursor on b and c; a long-poll
- *   waits on its own node.
+ *   waits on its own node; every subscriber write, each on another node,
+ *   leaves the same cursor on all three.
  * - a libtally client given every node's URL keeps writing through a kill
  *   -9 of the node it used, each write applied once; the CLI with a list
  *   whose first node is dead writes through the next.
@@ -681,12 +682,12 @@ END_TEST
 
 /* A subscriber's fetch on c: its events' seqs and attempts into seqs and
  * attempts (up to max), their count; *head the log's head it saw. */
-static unsigned sub_fetch_on(tally_client *c, unsigned max, uint64_t wait_ms, uint64_t *seqs,
-                             uint64_t *attempts, uint64_t *head)
+static unsigned sub_fetch_on_named(tally_client *c, const char *name, unsigned max,
+                                   uint64_t wait_ms, uint64_t *seqs, uint64_t *attempts,
+                                   uint64_t *head)
 {
     wire_reply r;
-    wire_call(c, &r, "sub_fetch", "suu", "name", "mailer", "max", (uint64_t)max, "wait_ms",
-              wait_ms);
+    wire_call(c, &r, "sub_fetch", "suu", "name", name, "max", (uint64_t)max, "wait_ms", wait_ms);
     wire_expect(&r, "ok");
     ck_assert_uint_gt(wire_u64(r.map, "cluster_seq"), 0);
     const msgpack_object *ev = wire_field(r.map, "events");
@@ -700,6 +701,12 @@ static unsigned sub_fetch_on(tally_client *c, unsigned max, uint64_t wait_ms, ui
     *head = wire_u64(r.map, "head");
     wire_done(&r);
     return n;
+}
+
+static unsigned sub_fetch_on(tally_client *c, unsigned max, uint64_t wait_ms, uint64_t *seqs,
+                             uint64_t *attempts, uint64_t *head)
+{
+    return sub_fetch_on_named(c, "mailer", max, wait_ms, seqs, attempts, head);
 }
 
 static void sub_ack_done_on(tally_client *c, uint64_t seq)
@@ -929,6 +936,124 @@ START_TEST(test_a_client_with_every_node_fails_over)
 }
 END_TEST
 
+/* A subscriber write's reply r, ok: its cluster_seq. */
+static uint64_t sub_write_ok(wire_reply *r)
+{
+    wire_expect(r, "ok");
+    uint64_t seq = wire_u64(r->map, "cluster_seq");
+    ck_assert_uint_gt(seq, 0);
+    wire_done(r);
+    return seq;
+}
+
+/* Subscriber "audit"'s cursor on every node at min_seq: the same on all. */
+static void assert_same_cursor(cluster_fixture *f, uint64_t min_seq, uint64_t dead_letters)
+{
+    static const char *const fields[] = {"ack_floor", "delivered_seq", "in_flight", "redelivered",
+                                         "dead_letters", "replaying"};
+    uint64_t first[6] = {0};
+    for (int n = 0; n < NODES; n++) {
+        wire_reply r;
+        wire_call(f->client[n], &r, "sub_get", "su", "name", "audit", "min_seq", min_seq);
+        wire_expect(&r, "ok");
+        const msgpack_object *sub = wire_field(r.map, "subscriber");
+        for (int k = 0; k < 6; k++) {
+            uint64_t v = wire_u64(sub, fields[k]);
+            if (n == 0)
+                first[k] = v;
+            ck_assert_msg(v == first[k], "node %c: %s %" PRIu64 ", node a %" PRIu64, 'a' + n,
+                          fields[k], v, first[k]);
+        }
+        wire_done(&r);
+    }
+    ck_assert_uint_eq(first[4], dead_letters);
+}
+
+/* Account 600 + i opened on node a: event i + 1. */
+static void audit_account(cluster_fixture *f, unsigned i)
+{
+    wire_reply r;
+    char key[32];
+    snprintf(key, sizeof(key), "audit-%u", i);
+    wire_call(f->client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id",
+              (uint64_t)i + 600, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+}
+
+/* Every subscriber write, each sent to another node than the one before
+ * (create, fetch, nak, park, ack, dlq_replay, dlq_discard, delete): each
+ * answered ok, and every node holds the same cursor after each step. */
+START_TEST(test_subscriber_writes_on_every_node_agree)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    wire_reply r;
+    wire_call(f.client[2], &r, "sub_create", "su", "name", "audit", "ack_wait_ms",
+              (uint64_t)60000);
+    sub_write_ok(&r);
+    for (unsigned i = 0; i < 3; i++)
+        audit_account(&f, i);
+    uint64_t seqs[SUB_EVENTS], attempts[SUB_EVENTS], head;
+    ck_assert_uint_eq(sub_fetch_on_named(f.client[0], "audit", 3, 5000, seqs, attempts, &head), 3);
+    for (unsigned i = 0; i < 3; i++)
+        ck_assert_uint_eq(seqs[i], i + 1);
+    /* a: 1, 2, 3 delivered; b: 1 nak'd; c: 2 parked; a: 3 acked */
+    wire_call(f.client[1], &r, "sub_nak", "suu", "name", "audit", "seq", (uint64_t)1,
+              "delay_ms", (uint64_t)100);
+    sub_write_ok(&r);
+    wire_call(f.client[2], &r, "sub_park", "sus", "name", "audit", "seq", (uint64_t)2, "reason",
+              "bad");
+    sub_write_ok(&r);
+    wire_call(f.client[0], &r, "sub_ack", "sU", "name", "audit", "done", 1u, (uint64_t[]){3});
+    uint64_t at = sub_write_ok(&r);
+    assert_same_cursor(&f, at, 1);
+    wire_call(f.client[1], &r, "dlq_list", "su", "name", "audit", "min_seq", at);
+    wire_expect(&r, "ok");
+    const msgpack_object *entries = wire_field(r.map, "entries");
+    ck_assert_uint_eq(entries->via.array.size, 1);
+    ck_assert_uint_eq(wire_u64(&entries->via.array.ptr[0], "seq"), 2);
+    wire_done(&r);
+    /* a: 2 replayed; b: 1 (nak'd) and 2 (replayed) fetched; c: both acked */
+    wire_call(f.client[0], &r, "dlq_replay", "su", "name", "audit", "seq", (uint64_t)2);
+    sub_write_ok(&r);
+    bool got[3] = {false};
+    int64_t until = test_deadline_ms(SUB_WAIT_MS);
+    while (!(got[1] && got[2]) && clock_mono_ms() < until) {
+        unsigned n = sub_fetch_on_named(f.client[1], "audit", 3, 3000, seqs, attempts, &head);
+        for (unsigned i = 0; i < n; i++) {
+            ck_assert_uint_le(seqs[i], 2);
+            got[seqs[i]] = true;
+            wire_call(f.client[2], &r, "sub_ack", "sU", "name", "audit", "done", 1u,
+                      (uint64_t[]){seqs[i]});
+            at = sub_write_ok(&r);
+        }
+    }
+    ck_assert(got[1] && got[2]);
+    assert_same_cursor(&f, at, 0);
+    /* c: 4 fetched; a: parked; b: discarded */
+    audit_account(&f, 3);
+    unsigned n = sub_fetch_on_named(f.client[2], "audit", 3, 5000, seqs, attempts, &head);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(seqs[0], 4);
+    wire_call(f.client[0], &r, "sub_park", "su", "name", "audit", "seq", (uint64_t)4);
+    at = sub_write_ok(&r);
+    assert_same_cursor(&f, at, 1);
+    wire_call(f.client[1], &r, "dlq_discard", "su", "name", "audit", "seq", (uint64_t)4);
+    at = sub_write_ok(&r);
+    assert_same_cursor(&f, at, 0);
+    /* c: deleted, on every node */
+    wire_call(f.client[2], &r, "sub_delete", "s", "name", "audit");
+    at = sub_write_ok(&r);
+    for (int k = 0; k < NODES; k++) {
+        wire_call(f.client[k], &r, "sub_get", "su", "name", "audit", "min_seq", at);
+        wire_expect(&r, "subscriber_not_found");
+        wire_done(&r);
+    }
+    cluster_down(&f);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -947,6 +1072,7 @@ int main(void)
         {"kill", test_a_killed_nats_server_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"subscriber", test_a_subscriber_continues_on_another_node_after_a_kill, TEST_TIMEOUT_S},
         {"failover", test_a_client_with_every_node_fails_over, TEST_TIMEOUT_S},
+        {"subscriber", test_subscriber_writes_on_every_node_agree, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster", TEST_ROWS(rows)));
 }
