@@ -606,29 +606,6 @@ static int socket_open(endpoint *e, const char *url)
     return client_nng_error(rv);
 }
 
-/* The URL list of text (comma-separated, no empty entry): *count URLs
- * into buf (room for text) and urls. */
-static int url_list_split(const char *text, char *buf, size_t buf_size, const char **urls,
-                          unsigned *count)
-{
-    size_t n = strlen(text);
-    if (n == 0 || n >= buf_size)
-        return TALLY_invalid_argument;
-    memcpy(buf, text, n + 1);
-    *count = 0;
-    for (char *at = buf;;) {
-        char *comma = strchr(at, ',');
-        if (comma)
-            *comma = '\0';
-        if (*at == '\0' || *count == TALLY_CLIENT_URLS_MAX)
-            return TALLY_invalid_argument;
-        urls[(*count)++] = at;
-        if (comma == NULL)
-            return TALLY_ok;
-        at = comma + 1;
-    }
-}
-
 /* The TLS files of options, else of the environment. */
 static tls_files tls_files_resolve(const tally_client_options *o)
 {
@@ -653,7 +630,7 @@ int tally_tls_check(const tally_client_options *options, const char *url, char *
     char buf[TALLY_CLIENT_URL_LIST_BYTES_MAX + 1];
     const char *urls[TALLY_CLIENT_URLS_MAX];
     unsigned count;
-    if (url_list_split(url, buf, sizeof(buf), urls, &count) != TALLY_ok) {
+    if (client_url_list_split(url, buf, sizeof(buf), urls, &count) != TALLY_ok) {
         snprintf(why, why_len, "a URL list is 1-%d URLs, comma-separated, none empty, "
                  "at most %d bytes", TALLY_CLIENT_URLS_MAX, TALLY_CLIENT_URL_LIST_BYTES_MAX);
         return TALLY_invalid_argument;
@@ -775,7 +752,7 @@ int tally_client_open(const tally_client_options *options, tally_client **out)
     char list[TALLY_CLIENT_URL_LIST_BYTES_MAX + 1];
     const char *urls[TALLY_CLIENT_URLS_MAX];
     if (rc == TALLY_ok)
-        rc = url_list_split(s.url, list, sizeof(list), urls, &c->ep_count);
+        rc = client_url_list_split(s.url, list, sizeof(list), urls, &c->ep_count);
     for (unsigned i = 0; i < c->ep_count; i++)
         c->ep[i].c = c;
     if (rc == TALLY_ok)
