@@ -45,7 +45,8 @@
 
 const cli_option cli_global_options[] = {
     {"--url", SLOT_URL, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
-     "tallyd's NNG address (default $TALLY_URL, else " CLI_URL_DEFAULT ")"},
+     "tallyd's NNG address; a comma-separated list of a cluster's nodes fails over (default "
+     "$TALLY_URL, else " CLI_URL_DEFAULT ")"},
     {"--publish", SLOT_PUBLISH, CLI_TEXT, 1, CLI_URL_BYTES_MAX, false, "URL",
      "tallyd's event publisher, for tail (default $TALLY_PUBLISH, else " CLI_PUBLISH_DEFAULT
      ")"},
@@ -193,6 +194,7 @@ static const cli_option log_options[] = {
 
 static const cli_option stats_options[] = {OPT_END};
 static const cli_option health_options[] = {OPT_END};
+static const cli_option cluster_status_options[] = {OPT_END};
 
 #define ARG_NAME                                                                                   \
     {"NAME", SLOT_NAME, CLI_TEXT, 1, TALLY_SUBSCRIBER_NAME_BYTES_MAX, true, NULL,                  \
@@ -351,6 +353,17 @@ const cli_command cli_commands[] = {
      "3 when tallyd is unreachable.\n"
      "--json prints one object: ready, healthy, checks (check, class, subscriber,\n"
      "ok, value, threshold, reason).\n"},
+    {"cluster status", "Show a cluster node's place in the command stream.",
+     cluster_status_options, run_cluster_status,
+     "The node --url names: its name, the command stream, the position it has\n"
+     "applied, the stream's last seq as it last saw it and its lag behind it\n"
+     "(docs/CLUSTER.md). With a list of URLs, every node of it, a line each (URL,\n"
+     "NODE, POSITION, STREAM_LAST_SEQ, LAG; a node that does not answer shows its\n"
+     "code), exit 0 only when every node answered. A single-node tallyd answers\n"
+     "not_in_cluster_mode (exit 1).\n"
+     "--json prints one object: node, stream, position, stream_last_seq,\n"
+     "lag_messages; with a list, one such object per line, with its url (or url\n"
+     "and code).\n"},
     {"tail", "Follow the event log: live, or as a durable subscriber that resumes.",
      tail_options, run_tail, details_tail},
     {"subscribers", "List durable subscribers: progress, backlog, redeliveries, dead letters.",

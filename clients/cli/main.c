@@ -133,10 +133,11 @@ static int client_open(cli *c)
         rc = tally_tls_check(&o, c->publish, why, sizeof(why));
     if (rc != TALLY_ok)
         return usage_error(c, "%s", why);
+    c->options = o;
     rc = tally_client_open(&o, &c->client);
     if (rc == TALLY_invalid_argument) /* the consumer and token were checked above */
         return usage_error(c, "bad URL '%s' (tcp://HOST:PORT, ipc:///PATH, ws://HOST:PORT/PATH "
-                           "or tls+tcp://HOST:PORT)", c->url);
+                           "or tls+tcp://HOST:PORT, or a comma-separated list of them)", c->url);
     if (rc != TALLY_ok) {
         fprintf(stderr, "tally: cannot start the client: %s\n", tally_strerror(rc));
         return CLI_EXIT_REJECTED;

@@ -394,6 +394,68 @@ int run_backup(cli *c)
     return CLI_EXIT_OK;
 }
 
+/* Each node of a --url list: its own client, its status; a line (or a
+ * JSON object) per node, with its URL, and its code when it did not
+ * answer. Exit 0 when every node answered, else the worst exit code. */
+static int cluster_status_of_list(cli *c)
+{
+    static const char *const titles[] = {"URL", "NODE", "POSITION", "STREAM_LAST_SEQ", "LAG"};
+    char list[TALLY_CLIENT_URL_LIST_BYTES_MAX + 1];
+    snprintf(list, sizeof(list), "%s", c->url);
+    cli_table t;
+    table_init(&t, titles, 5);
+    int worst = CLI_EXIT_OK;
+    for (char *save = NULL, *url = strtok_r(list, ",", &save); url;
+         url = strtok_r(NULL, ",", &save)) {
+        tally_client_options o = c->options;
+        o.url = url;
+        tally_client *one = NULL;
+        tally_cluster_status st;
+        int rc = tally_client_open(&o, &one);
+        if (rc == TALLY_ok)
+            rc = tally_cluster_status_get(one, &st);
+        tally_client_close(one);
+        if (rc != TALLY_ok && exit_code_of(rc) > worst)
+            worst = exit_code_of(rc);
+        if (c->json && rc != TALLY_ok)
+            json_emit(json_pack("{s:s, s:s}", "url", url, "code", tally_strerror(rc)));
+        else if (c->json)
+            json_emit(json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "url", url, "node", st.node,
+                                "stream", st.stream, "position", json_u64(st.position),
+                                "stream_last_seq", json_u64(st.stream_last_seq),
+                                "lag_messages", json_u64(st.lag_messages)));
+        else if (rc != TALLY_ok)
+            table_add(&t, "%s" SEP "%s" SEP "-" SEP "-" SEP "-", url, tally_strerror(rc));
+        else
+            table_add(&t, "%s" SEP "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64, url,
+                      st.node, st.position, st.stream_last_seq, st.lag_messages);
+    }
+    if (!c->json)
+        table_print_free(&t);
+    return worst;
+}
+
+int run_cluster_status(cli *c)
+{
+    if (strchr(c->url, ','))
+        return cluster_status_of_list(c);
+    tally_cluster_status st;
+    int rc = tally_cluster_status_get(c->client, &st);
+    if (rc != TALLY_ok)
+        return read_failure(c, "cluster status", rc);
+    if (c->json) {
+        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:o}", "node", st.node, "stream", st.stream,
+                            "position", json_u64(st.position), "stream_last_seq",
+                            json_u64(st.stream_last_seq), "lag_messages",
+                            json_u64(st.lag_messages)));
+        return CLI_EXIT_OK;
+    }
+    printf("%-16s %s\n%-16s %s\n%-16s %" PRIu64 "\n%-16s %" PRIu64 "\n%-16s %" PRIu64 "\n", "node",
+           st.node, "stream", st.stream, "position", st.position, "stream_last_seq",
+           st.stream_last_seq, "lag_messages", st.lag_messages);
+    return CLI_EXIT_OK;
+}
+
 int run_health(cli *c)
 {
     static const char *const titles[] = {"CHECK", "CLASS", "SUBSCRIBER", "OK", "VALUE",

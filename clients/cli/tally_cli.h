@@ -113,6 +113,7 @@ struct cli {
     const char *publish; /* tallyd's PUB endpoint */
     const char *consumer;
     tally_client *client;
+    tally_client_options options; /* client's (cluster status opens one per node) */
     char key[TALLY_CLIENT_KEY_BYTES_MAX + 1];
     bool key_given; /* --key was passed */
 };
@@ -277,6 +278,7 @@ typedef struct backup_progress backup_progress;
 backup_progress *backup_progress_start(cli *c, const char *dest);
 void backup_progress_stop(backup_progress *bp);
 int run_health(cli *c);
+int run_cluster_status(cli *c);
 
 /* ---- tail.c ---- */
 

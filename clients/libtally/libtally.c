@@ -55,23 +55,32 @@ _Static_assert(TALLY_CLIENT_KEY_BYTES_MAX == TALLY_KEY_BYTES_MAX, "key limit as 
 _Static_assert(TALLY_CLIENT_CONSUMER_BYTES_MAX == TALLY_CONSUMER_BYTES_MAX,
                "consumer limit as the server's");
 
-struct tally_client {
+/* One node's URL of the client's list and its connection. */
+typedef struct endpoint {
+    tally_client *c;
     nng_socket socket;   /* NNG's REQ socket; unused when direct */
     sp_direct *direct;   /* tcp://: the calling thread speaks SP itself (sp_direct.h) */
+    unsigned pipes;      /* live connections, under c->mu */
+    sp_pipes pipe_set;   /* the socket's pipes, closed before it (sp_pipes.h) */
+    char *url;
+    nng_tls_config *tls; /* url's TLS configuration; NULL: not tls+tcp:// */
+    nng_dialer dialer;   /* under c->mu */
+    nng_time idle_since; /* when the last connection went (or the dialer came), under c->mu */
+    bool redialing;      /* under c->mu */
+    bool opened;
+} endpoint;
+
+struct tally_client {
+    endpoint ep[TALLY_CLIENT_URLS_MAX]; /* the URL list, in its order */
+    unsigned ep_count;
+    _Atomic unsigned current; /* the endpoint requests go to; the next after a failure */
     nng_mtx *mu;
     nng_cv *connected; /* signalled on every pipe event and when closing */
     nng_cv *drained;   /* signalled when the last call leaves a closing client */
-    unsigned pipes;    /* live connections, under mu */
-    sp_pipes pipe_set; /* the socket's pipes, closed before it (sp_pipes.h) */
     unsigned calls;    /* calls inside the request path, under mu */
     bool closing;      /* tally_client_close has begun, under mu */
     client_autobatch *autobatch;
-    char *url;
     tls_pem tls_pem;     /* the TLS files, for a tls+tcp:// url or publish URL */
-    nng_tls_config *tls; /* url's TLS configuration; NULL: not tls+tcp:// */
-    nng_dialer dialer;   /* under mu */
-    nng_time idle_since; /* when the last connection went (or the dialer came), under mu */
-    bool redialing;      /* under mu */
     char consumer[TALLY_CLIENT_CONSUMER_BYTES_MAX + 1];
     char token[TALLY_CLIENT_TOKEN_BYTES_MAX + 1]; /* "" : none; one more byte to see a long file */
     uint32_t timeout_ms;
@@ -237,25 +246,27 @@ int client_nng_error(int rv)
  * not usable yet; a request sent then waits for one within its attempt. */
 static void pipe_event(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
-    tally_client *c = arg;
-    sp_pipes_event(&c->pipe_set, pipe, ev);
+    endpoint *e = arg;
+    tally_client *c = e->c;
+    sp_pipes_event(&e->pipe_set, pipe, ev);
     nng_mtx_lock(c->mu);
     if (ev == NNG_PIPE_EV_ADD_PRE)
-        c->pipes++;
-    else if (ev == NNG_PIPE_EV_REM_POST && c->pipes > 0 && --c->pipes == 0)
-        c->idle_since = nng_clock();
+        e->pipes++;
+    else if (ev == NNG_PIPE_EV_REM_POST && e->pipes > 0 && --e->pipes == 0)
+        e->idle_since = nng_clock();
     nng_cv_wake(c->connected);
     nng_mtx_unlock(c->mu);
 }
 
 /* true when a connection is up, waiting for one until `until`; false at
  * once when the client is closing. */
-static bool wait_connected(tally_client *c, nng_time until)
+static bool wait_connected(endpoint *e, nng_time until)
 {
+    tally_client *c = e->c;
     nng_mtx_lock(c->mu);
-    while (c->pipes == 0 && !c->closing && nng_clock() < until)
+    while (e->pipes == 0 && !c->closing && nng_clock() < until)
         nng_cv_until(c->connected, until);
-    bool up = c->pipes > 0 && !c->closing;
+    bool up = e->pipes > 0 && !c->closing;
     nng_mtx_unlock(c->mu);
     return up;
 }
@@ -300,26 +311,27 @@ static int ctx_round_trip(nng_ctx ctx, nng_aio *aio, nng_msg *msg, nng_time dead
  * (one thread at a time). With no connection up, closing the old dialer
  * has nothing to tear down. Off when built against a fixed NNG
  * (NNG_COMPAT_REDIAL, common/nng_compat.h). */
-static void client_redial(tally_client *c)
+static void client_redial(endpoint *e)
 {
     if (!NNG_COMPAT_REDIAL)
         return;
+    tally_client *c = e->c;
     nng_mtx_lock(c->mu);
-    bool due = c->pipes == 0 && !c->redialing && !c->closing &&
-               nng_clock() - c->idle_since >= REDIAL_AFTER_MS;
-    nng_dialer old = c->dialer;
-    c->redialing = c->redialing || due;
+    bool due = e->pipes == 0 && !e->redialing && !c->closing &&
+               nng_clock() - e->idle_since >= REDIAL_AFTER_MS;
+    nng_dialer old = e->dialer;
+    e->redialing = e->redialing || due;
     nng_mtx_unlock(c->mu);
     if (!due)
         return;
     nng_dialer_close(old);
     nng_dialer fresh;
-    int rv = tls_dial(c->socket, c->url, c->tls, &fresh, NNG_FLAG_NONBLOCK);
+    int rv = tls_dial(e->socket, e->url, e->tls, &fresh, NNG_FLAG_NONBLOCK);
     nng_mtx_lock(c->mu);
     if (rv == 0) /* else (out of memory) the next attempt tries again */
-        c->dialer = fresh;
-    c->idle_since = nng_clock();
-    c->redialing = false;
+        e->dialer = fresh;
+    e->idle_since = nng_clock();
+    e->redialing = false;
     nng_mtx_unlock(c->mu);
 }
 
@@ -327,7 +339,7 @@ static void client_redial(tally_client *c)
  * TALLY_ok with *reply_out, TALLY_unreachable (not delivered),
  * TALLY_timed_out (delivered, no answer), TALLY_out_of_memory. */
 /* noinline: tests/lsan.supp names this frame (a message NNG loses) */
-__attribute__((noinline)) static int attempt(tally_client *c, const void *bytes, size_t len, uint32_t timeout_ms,
+__attribute__((noinline)) static int attempt(endpoint *e, const void *bytes, size_t len, uint32_t timeout_ms,
                    nng_msg **reply_out, bool *delivered)
 {
     nng_time start = nng_clock();
@@ -335,17 +347,17 @@ __attribute__((noinline)) static int attempt(tally_client *c, const void *bytes,
     uint32_t connect_ms = timeout_ms < TALLY_CLIENT_CONNECT_WAIT_MS_MAX
                               ? timeout_ms
                               : TALLY_CLIENT_CONNECT_WAIT_MS_MAX;
-    if (c->direct)
-        return sp_direct_attempt(c->direct, bytes, len, timeout_ms, connect_ms, reply_out,
+    if (e->direct)
+        return sp_direct_attempt(e->direct, bytes, len, timeout_ms, connect_ms, reply_out,
                                  delivered);
-    if (!wait_connected(c, start + connect_ms)) {
-        client_redial(c);
+    if (!wait_connected(e, start + connect_ms)) {
+        client_redial(e);
         return TALLY_unreachable;
     }
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
-    int rv = nng_ctx_open(&ctx, c->socket);
+    int rv = nng_ctx_open(&ctx, e->socket);
     if (rv != 0) /* closed: tally_client_close has begun, nothing was sent */
         return rv == NNG_ECLOSED ? TALLY_unreachable : client_nng_error(rv);
     int rc = TALLY_out_of_memory;
@@ -362,6 +374,23 @@ static bool retryable(int code)
 {
     return code == TALLY_timed_out || code == TALLY_unreachable || code == TALLY_overloaded ||
            code == TALLY_shutting_down || code == TALLY_cluster_unavailable;
+}
+
+/* Whether a failure sends the next attempt to the next node of the list
+ * (docs/CLUSTER.md, "Failover for clients"): the node did not answer, is
+ * stopping, or could not append to the stream. */
+static bool moves_on(int code)
+{
+    return code == TALLY_timed_out || code == TALLY_unreachable || code == TALLY_shutting_down ||
+           code == TALLY_cluster_unavailable;
+}
+
+/* After a failure on endpoint `used` (moves_on): the next one becomes
+ * current, unless another call has moved on already. */
+static void move_on(tally_client *c, unsigned used)
+{
+    unsigned expected = used;
+    atomic_compare_exchange_strong(&c->current, &expected, (used + 1) % c->ep_count);
 }
 
 /* Wait before retry number `retry` (1, 2, ...); false, at once, when the
@@ -413,13 +442,23 @@ static int exchange_attempts(tally_client *c, const void *bytes, size_t len,
     uint32_t timeout_ms = c->timeout_ms + extra_wait_ms;
     if (timeout_ms < c->timeout_ms)
         timeout_ms = UINT32_MAX;
+    /* With a list, a failure moves on to the next node at once; the
+     * backoff comes after a whole round of the list has failed. */
+    uint64_t moved = 0;
     for (uint64_t i = 0; i <= c->retries; i++) {
-        if (i > 0 && !backoff_wait(c, i))
+        if (i > 0 && moved % c->ep_count == 0 && !backoff_wait(c, i))
             break; /* closing: rc is the last attempt's transport code */
-        rc = attempt(c, bytes, len, timeout_ms, &r->msg, &delivered);
+        unsigned used = atomic_load(&c->current);
+        rc = attempt(&c->ep[used], bytes, len, timeout_ms, &r->msg, &delivered);
         if (rc != TALLY_ok) {
             if (!retryable(rc))
                 return rc;
+            if (c->ep_count > 1 && moves_on(rc)) {
+                move_on(c, used);
+                moved++;
+            } else {
+                moved = 0;
+            }
             continue;
         }
         reply_decode(r);
@@ -427,6 +466,12 @@ static int exchange_attempts(tally_client *c, const void *bytes, size_t len,
         if (!retryable(r->code) || i == c->retries)
             return TALLY_ok;
         rc = r->code; /* reported as it is if the client closes before the next attempt */
+        if (c->ep_count > 1 && moves_on(rc)) {
+            move_on(c, used);
+            moved++;
+        } else {
+            moved = 0;
+        }
         client_reply_free(r);
     }
     return rc == TALLY_unreachable && delivered ? TALLY_timed_out : rc;
@@ -524,38 +569,40 @@ int client_socket_limit(nng_socket s, size_t recv_bytes_max)
 
 /* Open the socket, watch its pipes, start dialing in the background; on
  * tcp://, only the direct pool (connections made by the calls). */
-static int socket_open(tally_client *c, const char *url)
+static int socket_open(endpoint *e, const char *url)
 {
-    if (c->tls == NULL && sp_direct_serves(url)) {
-        c->url = strdup(url);
-        int rc = c->url ? sp_direct_open(url, RECV_BYTES_MAX, &c->direct) : TALLY_out_of_memory;
+    if (e->tls == NULL && sp_direct_serves(url)) {
+        e->url = strdup(url);
+        int rc = e->url ? sp_direct_open(url, RECV_BYTES_MAX, &e->direct) : TALLY_out_of_memory;
         if (rc != TALLY_ok)
-            free(c->url);
+            free(e->url);
+        e->opened = rc == TALLY_ok;
         return rc;
     }
-    int rv = sp_pipes_init(&c->pipe_set);
+    int rv = sp_pipes_init(&e->pipe_set);
     if (rv == 0)
-        rv = nng_req0_open(&c->socket);
+        rv = nng_req0_open(&e->socket);
     if (rv != 0) {
-        sp_pipes_fini(&c->pipe_set);
+        sp_pipes_fini(&e->pipe_set);
         return client_nng_error(rv) == TALLY_out_of_memory ? TALLY_out_of_memory : TALLY_internal;
     }
-    rv = client_socket_limit(c->socket, RECV_BYTES_MAX);
+    rv = client_socket_limit(e->socket, RECV_BYTES_MAX);
     if (rv == 0)
-        rv = nng_pipe_notify(c->socket, NNG_PIPE_EV_ADD_PRE, pipe_event, c);
+        rv = nng_pipe_notify(e->socket, NNG_PIPE_EV_ADD_PRE, pipe_event, e);
     if (rv == 0)
-        rv = nng_pipe_notify(c->socket, NNG_PIPE_EV_REM_POST, pipe_event, c);
-    c->url = strdup(url);
-    c->idle_since = nng_clock();
-    if (rv == 0 && c->url == NULL)
+        rv = nng_pipe_notify(e->socket, NNG_PIPE_EV_REM_POST, pipe_event, e);
+    e->url = strdup(url);
+    e->idle_since = nng_clock();
+    if (rv == 0 && e->url == NULL)
         rv = NNG_ENOMEM;
     if (rv == 0)
-        rv = tls_dial(c->socket, url, c->tls, &c->dialer, NNG_FLAG_NONBLOCK);
+        rv = tls_dial(e->socket, url, e->tls, &e->dialer, NNG_FLAG_NONBLOCK);
     if (rv != 0) {
-        nng_close(c->socket);
-        sp_pipes_fini(&c->pipe_set);
-        free(c->url);
+        nng_close(e->socket);
+        sp_pipes_fini(&e->pipe_set);
+        free(e->url);
     }
+    e->opened = rv == 0;
     return client_nng_error(rv);
 }
 
@@ -580,17 +627,28 @@ int tally_tls_check(const tally_client_options *options, const char *url, char *
     snprintf(why, why_len, "%s", none);
     if (url == NULL)
         url = first_set(options ? options->url : NULL, "TALLY_URL", TALLY_CLIENT_URL_DEFAULT);
-    if (!tls_url_is_tls(url))
-        return TALLY_ok;
-    tls_files f = tls_files_resolve(options);
-    tls_pem pem;
-    int rc = tls_pem_load(&f, &pem, why, why_len);
-    nng_tls_config *cfg = NULL;
-    if (rc == TALLY_ok)
-        rc = tls_config_client(&pem, url, &cfg, why, why_len);
-    if (cfg)
-        nng_tls_config_free(cfg);
-    tls_pem_free(&pem);
+    char buf[TALLY_CLIENT_URL_LIST_BYTES_MAX + 1];
+    const char *urls[TALLY_CLIENT_URLS_MAX];
+    unsigned count;
+    if (client_url_list_split(url, buf, sizeof(buf), urls, &count) != TALLY_ok) {
+        snprintf(why, why_len, "a URL list is 1-%d URLs, comma-separated, none empty, "
+                 "at most %d bytes", TALLY_CLIENT_URLS_MAX, TALLY_CLIENT_URL_LIST_BYTES_MAX);
+        return TALLY_invalid_argument;
+    }
+    int rc = TALLY_ok;
+    for (unsigned i = 0; rc == TALLY_ok && i < count; i++) {
+        if (!tls_url_is_tls(urls[i]))
+            continue;
+        tls_files f = tls_files_resolve(options);
+        tls_pem pem;
+        rc = tls_pem_load(&f, &pem, why, why_len);
+        nng_tls_config *cfg = NULL;
+        if (rc == TALLY_ok)
+            rc = tls_config_client(&pem, urls[i], &cfg, why, why_len);
+        if (cfg)
+            nng_tls_config_free(cfg);
+        tls_pem_free(&pem);
+    }
     return rc;
 }
 
@@ -598,18 +656,58 @@ int tally_tls_check(const tally_client_options *options, const char *url, char *
  * may dial a tls+tcp:// publish URL) and make url's configuration. For
  * another url, files that do not load are left out (a stream's tls+tcp://
  * publish URL is then refused: tally_tls_check says why). */
-static int client_tls_open(tally_client *c, const tally_client_options *o, const char *url)
+static int client_tls_open(tally_client *c, const tally_client_options *o, const char **urls,
+                           unsigned count)
 {
     char why[256];
+    bool any_tls = false;
+    for (unsigned i = 0; i < count; i++)
+        any_tls = any_tls || tls_url_is_tls(urls[i]);
     tls_files f = tls_files_resolve(o);
-    if (!(f.ca || f.cert || f.key) && !tls_url_is_tls(url))
+    if (!(f.ca || f.cert || f.key) && !any_tls)
         return TALLY_ok;
     int rc = tls_pem_load(&f, &c->tls_pem, why, sizeof(why));
-    if (rc == TALLY_invalid_argument && !tls_url_is_tls(url))
+    if (rc == TALLY_invalid_argument && !any_tls)
         return TALLY_ok;
-    if (rc == TALLY_ok && tls_url_is_tls(url))
-        rc = tls_config_client(&c->tls_pem, url, &c->tls, why, sizeof(why));
+    for (unsigned i = 0; rc == TALLY_ok && i < count; i++)
+        if (tls_url_is_tls(urls[i]))
+            rc = tls_config_client(&c->tls_pem, urls[i], &c->ep[i].tls, why, sizeof(why));
     return rc == TALLY_out_of_memory ? rc : rc == TALLY_ok ? TALLY_ok : TALLY_invalid_argument;
+}
+
+/* Each endpoint's connection, as far as it was opened (tally_client_close
+ * and a failed open): calls in progress end, their sockets close. */
+static void endpoints_shutdown(tally_client *c)
+{
+    for (unsigned i = 0; i < c->ep_count; i++) {
+        endpoint *e = &c->ep[i];
+        if (!e->opened)
+            continue;
+        if (e->direct) {
+            sp_direct_shutdown(e->direct); /* aborts requests in flight */
+        } else {
+            nng_mtx_lock(c->mu);
+            nng_dialer d = e->dialer; /* client_redial replaces it only while not closing */
+            nng_mtx_unlock(c->mu);
+            /* waits for the pipe callbacks, aborts requests in flight */
+            sp_pipes_close_socket(&e->pipe_set, e->socket, d);
+        }
+    }
+}
+
+static void endpoints_free(tally_client *c)
+{
+    for (unsigned i = 0; i < c->ep_count; i++) {
+        endpoint *e = &c->ep[i];
+        if (e->opened) {
+            sp_direct_close(e->direct);
+            if (!e->direct)
+                sp_pipes_fini(&e->pipe_set);
+            free(e->url);
+        }
+        if (e->tls)
+            nng_tls_config_free(e->tls);
+    }
 }
 
 int client_tls_config(tally_client *c, const char *url, nng_tls_config **out)
@@ -651,13 +749,19 @@ int tally_client_open(const tally_client_options *options, tally_client **out)
                  nng_cv_alloc(&c->drained, c->mu) == 0
              ? client_autobatch_new(s.autobatch, &c->autobatch)
              : TALLY_out_of_memory;
+    char list[TALLY_CLIENT_URL_LIST_BYTES_MAX + 1];
+    const char *urls[TALLY_CLIENT_URLS_MAX];
     if (rc == TALLY_ok)
-        rc = client_tls_open(c, options, s.url);
+        rc = client_url_list_split(s.url, list, sizeof(list), urls, &c->ep_count);
+    for (unsigned i = 0; i < c->ep_count; i++)
+        c->ep[i].c = c;
     if (rc == TALLY_ok)
-        rc = socket_open(c, s.url);
+        rc = client_tls_open(c, options, urls, c->ep_count);
+    for (unsigned i = 0; rc == TALLY_ok && i < c->ep_count; i++)
+        rc = socket_open(&c->ep[i], urls[i]);
     if (rc != TALLY_ok) {
-        if (c->tls)
-            nng_tls_config_free(c->tls);
+        endpoints_shutdown(c);
+        endpoints_free(c);
         tls_pem_free(&c->tls_pem);
         client_autobatch_free(c->autobatch);
         if (c->drained)
@@ -685,28 +789,16 @@ void tally_client_close(tally_client *c)
     nng_cv_wake(c->connected);
     nng_mtx_unlock(c->mu);
     client_autobatch_close(c->autobatch);
-    if (c->direct) {
-        sp_direct_shutdown(c->direct); /* aborts requests in flight */
-    } else {
-        nng_mtx_lock(c->mu);
-        nng_dialer d = c->dialer; /* client_redial replaces it only while not closing */
-        nng_mtx_unlock(c->mu);
-        /* waits for the pipe callbacks, aborts requests in flight */
-        sp_pipes_close_socket(&c->pipe_set, c->socket, d);
-    }
+    endpoints_shutdown(c);
     nng_mtx_lock(c->mu);
     while (c->calls > 0)
         nng_cv_wait(c->drained);
     nng_mtx_unlock(c->mu);
     client_autobatch_free(c->autobatch);
-    sp_direct_close(c->direct);
-    sp_pipes_fini(&c->pipe_set);
+    endpoints_free(c);
     nng_cv_free(c->drained);
     nng_cv_free(c->connected);
     nng_mtx_free(c->mu);
-    free(c->url);
-    if (c->tls)
-        nng_tls_config_free(c->tls);
     tls_pem_free(&c->tls_pem);
     free(c);
 }

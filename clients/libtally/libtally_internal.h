@@ -141,6 +141,11 @@ uint64_t client_read_min_seq(const tally_client *c);
 /* client_call for a request whose only success is code ok: TALLY_ok with r
  * live, else the transport code or the server's code (r freed). */
 int client_read_exchange(tally_client *c, const fields *fs, uint32_t extra_wait_ms, reply *r);
+/* The URL list text (comma-separated, none empty, at most
+ * TALLY_CLIENT_URLS_MAX): copied into buf (buf_size bytes), *count URLs
+ * pointing into it. TALLY_ok or TALLY_invalid_argument. */
+int client_url_list_split(const char *text, char *buf, size_t buf_size, const char **urls,
+                          unsigned *count);
 void client_reply_free(reply *r);
 
 /* A call enters the request path (false, and nothing counted, once

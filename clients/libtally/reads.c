@@ -339,6 +339,27 @@ int tally_health_classes(tally_client *c, bool *ready, bool *healthy, tally_heal
     return ok ? TALLY_ok : TALLY_internal;
 }
 
+int tally_cluster_status_get(tally_client *c, tally_cluster_status *out)
+{
+    if (c == NULL || out == NULL)
+        return TALLY_invalid_argument;
+    memset(out, 0, sizeof(*out));
+    fields fs;
+    client_fields_begin(&fs, "cluster_status", NULL, NULL);
+    reply r;
+    int rc = client_read_exchange(c, &fs, 0, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    decoder d = decoder_of(r.root);
+    dec_str(&d, "node", out->node, sizeof(out->node));
+    dec_str(&d, "stream", out->stream, sizeof(out->stream));
+    out->position = dec_uint(&d, "position", UINT64_MAX);
+    out->stream_last_seq = dec_uint(&d, "stream_last_seq", UINT64_MAX);
+    out->lag_messages = dec_uint(&d, "lag_messages", UINT64_MAX);
+    client_reply_free(&r);
+    return d.ok ? TALLY_ok : TALLY_internal;
+}
+
 int tally_health(tally_client *c, bool *healthy, tally_health_check *out, size_t capacity,
                  size_t *count)
 {

@@ -83,6 +83,8 @@ extern "C" {
 
 /* Defaults of tally_client_options. */
 #define TALLY_CLIENT_URL_DEFAULT "tcp://127.0.0.1:7450"
+#define TALLY_CLIENT_URLS_MAX 16             /* in a url list (tally_client_options) */
+#define TALLY_CLIENT_URL_LIST_BYTES_MAX 4096 /* a url list's bytes */
 #define TALLY_CLIENT_CONSUMER_DEFAULT "default"
 #define TALLY_CLIENT_TIMEOUT_MS_DEFAULT 5000
 #define TALLY_CLIENT_RETRIES_DEFAULT 3
@@ -99,7 +101,9 @@ extern "C" {
 typedef struct tally_client tally_client;
 
 typedef struct tally_client_options {
-    const char *url;      /* NULL: $TALLY_URL, else "tcp://127.0.0.1:7450" */
+    const char *url;      /* NULL: $TALLY_URL, else "tcp://127.0.0.1:7450"; a comma-
+                             separated list of a cluster's nodes fails over
+                             (docs/CLUSTER.md, "Failover for clients") */
     const char *consumer; /* NULL: $TALLY_CONSUMER, else "default"; 1-64 bytes */
     uint32_t timeout_ms;  /* per attempt; 0 = 5000 */
     uint32_t retries;     /* extra attempts after a retryable failure; default 3 when
@@ -165,19 +169,25 @@ int tally_tls_check(const tally_client_options *options, const char *url, char *
  * subscribers of the client must be closed before. */
 void tally_client_close(tally_client *client);
 
-/* Cluster mode (docs/CLUSTER.md, "Reads"): read-your-writes on any node.
- * tally_client_cluster_seq is the highest cluster_seq any reply to c has
- * carried (a write's: the stream position it was applied at), 0 when none
- * did (single-node mode). tally_client_set_min_seq makes every read op of
- * c from then on (gets, lists, pages, tally_log_read, stats) send
- * min_seq: the node answers once it has applied that position, or with
- * TALLY_not_caught_up after its --cluster-read-wait-ms (in single-node
- * mode: once its log's head seq reaches it). 0 sends none. Both are safe
- * from any thread. E.g. a write on client a, then
- * tally_client_set_min_seq(b, tally_client_cluster_seq(a)) before a read
- * on client b. */
+/* Cluster mode (docs/CLUSTER.md, "Reads"): tally_client_cluster_seq is the
+ * highest cluster_seq a reply to c carried (a write's: the stream position
+ * it was applied at; 0: none, single-node mode). tally_client_set_min_seq
+ * makes every read op of c (gets, lists, pages, tally_log_read, stats) send
+ * min_seq (0: none): the node answers once it has applied that position, or
+ * TALLY_not_caught_up after its --cluster-read-wait-ms (single-node: once
+ * its log's head seq reaches it). Both thread-safe. E.g. after a write on a,
+ * tally_client_set_min_seq(b, tally_client_cluster_seq(a)): b reads it. */
 uint64_t tally_client_cluster_seq(tally_client *c);
 void tally_client_set_min_seq(tally_client *c, uint64_t min_seq);
+/* cluster_status of the node c talks to (docs/CLUSTER.md): TALLY_ok,
+ * TALLY_not_in_cluster_mode (single-node tallyd) or a transport code. */
+typedef struct tally_cluster_status {
+    char node[33], stream[33]; /* this node's --node, its --cluster-stream */
+    uint64_t position;         /* the stream position this node has applied */
+    uint64_t stream_last_seq;  /* the stream's last seq as this node last saw it */
+    uint64_t lag_messages;     /* stream_last_seq - position, 0 when not behind */
+} tally_cluster_status;
+int tally_cluster_status_get(tally_client *c, tally_cluster_status *out);
 
 /* What auto-batching did on a client, since it was opened. Requests are
  * counted once however often they were retried. */

@@ -206,6 +206,10 @@ void slot_enqueue_write(slot *s, slot_owner from);
 void slot_serve(slot *s);
 /* A control op's reply, built and sent on the calling thread. */
 void slot_send_control(slot *s);
+/* cluster_status's and GET /v1/cluster's reply (cluster mode; ctx the
+ * server): this node's name and stream, its applied position, the
+ * stream's last seq as last seen, the lag. */
+void server_cluster_status(net_out *o, void *ctx);
 
 /* ---- waiter.c ---- */
 /* Park s (owned by from) until the head passes s->watermark or wait_ms

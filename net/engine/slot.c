@@ -190,6 +190,21 @@ void slot_send_written(slot *s, slot_owner from, int fault, int64_t now_ms)
     slot_send(s, from, net_out_take(&o));
 }
 
+void server_cluster_status(net_out *o, void *ctx)
+{
+    server *srv = ctx;
+    pthread_mutex_lock(&srv->mu);
+    uint64_t position = srv->cluster_position, last = srv->cluster_stream_last;
+    pthread_mutex_unlock(&srv->mu);
+    net_reply_open(o, TALLY_ok);
+    net_kv_cstr(o, "node", srv->opt->cluster_node);
+    net_kv_cstr(o, "stream", srv->opt->cluster_stream);
+    net_kv_u64(o, "position", position);
+    net_kv_u64(o, "stream_last_seq", last);
+    net_kv_u64(o, "lag_messages", last > position ? last - position : 0);
+    net_map_end(o);
+}
+
 /* Control ops run on the NNG thread (the loop's control thread for the
  * tcp:// loop), beside reader and writer (the store is NULL to them once
  * it is closed). A reply that cannot be built goes unanswered (logged). */
@@ -203,7 +218,8 @@ void slot_send_control(slot *s)
     }
     pthread_rwlock_rdlock(&srv->store_rw);
     net_control_env env = {srv->store_closed ? NULL : srv->st, srv->opt->backup_dir,
-                           net_health_reply, srv->health};
+                           net_health_reply, srv->health,
+                           srv->cluster ? server_cluster_status : NULL, srv};
     s->req.op->control(&o, &env, &s->req);
     pthread_rwlock_unlock(&srv->store_rw);
     slot_send(s, OWNER_NNG, net_out_take(&o));

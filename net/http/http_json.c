@@ -422,19 +422,10 @@ static void cluster_reply(server *srv, net_http_reply *out)
         http_json_error(out, TALLY_not_in_cluster_mode, "tallyd runs single-node (no --cluster)");
         return;
     }
-    pthread_mutex_lock(&srv->mu);
-    uint64_t position = srv->cluster_position, last = srv->cluster_stream_last;
-    pthread_mutex_unlock(&srv->mu);
     net_out o;
     nng_msg *m = NULL;
     if (net_out_begin(&o) == 0) {
-        net_reply_open(&o, TALLY_ok);
-        net_kv_cstr(&o, "node", srv->opt->cluster_node);
-        net_kv_cstr(&o, "stream", srv->opt->cluster_stream);
-        net_kv_u64(&o, "position", position);
-        net_kv_u64(&o, "stream_last_seq", last);
-        net_kv_u64(&o, "lag_messages", last > position ? last - position : 0);
-        net_map_end(&o);
+        server_cluster_status(&o, srv);
         m = net_out_take(&o);
     }
     if (m == NULL) {

@@ -197,4 +197,8 @@ const net_op net_ops[NET_OP_COUNT] = {
         .id = NET_OP_HEALTH, .name = "health", .auth = AUTH_CLASS_NONE, .kind = NET_KIND_CONTROL,
         .build = net_build_nothing, .control = net_control_health,
         .doc = "The readiness and alert checks against tallyd's thresholds (--ready-*, --writer-stall-ms, --alert-*), as GET /readyz runs them (docs/OPERATIONS.md)."},
+    [NET_OP_CLUSTER_STATUS] = {
+        .id = NET_OP_CLUSTER_STATUS, .name = "cluster_status", .auth = AUTH_CLASS_READ,
+        .kind = NET_KIND_CONTROL, .build = net_build_nothing, .control = net_control_cluster_status,
+        .doc = "Cluster mode: this node's name, its stream, the position it has applied, the stream's last seq as it last saw it, and its lag (as GET /v1/cluster; docs/CLUSTER.md); single-node mode answers not_in_cluster_mode."},
 };

@@ -95,5 +95,6 @@ void net_pack_subscribers(net_out *o, store_txn *t, int64_t now_ms);
 int net_build_backup(net_request *req, const net_args_backup *a);
 void net_control_backup(net_out *o, const net_control_env *env, const net_request *req);
 void net_control_health(net_out *o, const net_control_env *env, const net_request *req);
+void net_control_cluster_status(net_out *o, const net_control_env *env, const net_request *req);
 
 #endif

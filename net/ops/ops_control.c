@@ -2,7 +2,8 @@
  * ops_control.c — ops that run beside the reader and the writer: backup
  * (an online copy in LMDB's own read transaction; the writer goes on) and
  * health (tallyd's health checks, which need its thresholds: the env
- * brings them).
+ * brings them) and cluster_status (this node's place in the command
+ * stream, from the server's state: the env brings it).
  */
 #include "net/ops/ops.h"
 
@@ -51,4 +52,12 @@ void net_control_health(net_out *o, const net_control_env *env, const net_reques
     if (env->health == NULL)
         return net_reply_error(o, TALLY_internal, "health checks not run");
     env->health(o, env->health_ctx, env->st);
+}
+
+void net_control_cluster_status(net_out *o, const net_control_env *env, const net_request *req)
+{
+    (void)req;
+    if (env->cluster == NULL)
+        return net_reply_error(o, TALLY_not_in_cluster_mode, "tallyd runs single-node (no --cluster)");
+    env->cluster(o, env->cluster_ctx);
 }

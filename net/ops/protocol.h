@@ -92,7 +92,7 @@ typedef enum net_op_id {
     NET_OP_ENTITLEMENT_GET, NET_OP_ENTITLEMENT_LIST, NET_OP_LOG_READ, NET_OP_STATS,
     NET_OP_SUB_CREATE, NET_OP_SUB_GET, NET_OP_SUB_LIST, NET_OP_SUB_DELETE, NET_OP_SUB_FETCH,
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
-    NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH, NET_OP_SUB_PROGRESS,
+    NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH, NET_OP_SUB_PROGRESS, NET_OP_CLUSTER_STATUS,
     NET_OP_ACCOUNT_QUERY, NET_OP_TRANSFER_QUERY, NET_OP_ACCOUNT_TRANSFERS,
     NET_OP_TRANSFER_REVERSE,
     NET_OP_COUNT
@@ -192,6 +192,10 @@ typedef struct net_control_env {
      * health.h: net_health_reply), with health_ctx; NULL: none. */
     void (*health)(net_out *o, void *health_ctx, store *st);
     void *health_ctx;
+    /* cluster_status's reply from the server's state (cluster mode);
+     * NULL: tallyd runs single-node. */
+    void (*cluster)(net_out *o, void *cluster_ctx);
+    void *cluster_ctx;
 } net_control_env;
 
 /* Record why req is refused; returns code. */

@@ -1136,6 +1136,10 @@ START_TEST(test_stats)
     ck_assert_msg(strstr(r.out, "NAME") && strstr(r.out, "VALUE") && strstr(r.out, "head_seq"),
                   "stats table: %s", r.out);
     output_free(&r);
+    /* a single-node tallyd has no cluster status (tests/cluster/check_cluster has one) */
+    json_t *c = TALLY_JSON(1, "cluster", "status");
+    ck_assert_str_eq(jstr(c, "code"), "not_in_cluster_mode");
+    json_decref(c);
 }
 END_TEST
 

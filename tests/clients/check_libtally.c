@@ -1158,6 +1158,54 @@ START_TEST(test_server_down_is_unreachable_quickly)
 }
 END_TEST
 
+/* A URL list: the client moves on from a node it cannot reach to the
+ * next, with the same request; lists that are not lists are refused. */
+START_TEST(test_url_list_moves_to_the_next_node)
+{
+    fixture f;
+    up(&f);
+    tallyd_proc dead;
+    memset(&dead, 0, sizeof(dead));
+    tallyd_start(&dead);
+    ck_assert_int_eq(tallyd_stop(&dead), 0);
+    char list[2 * sizeof(f.srv.url) + 2];
+    snprintf(list, sizeof(list), "%s,%s", dead.url, f.srv.url);
+    tally_client *c = client_for(list, 5000, 3);
+    open_account(c, 1, 0); /* node "dead" refused, the next one took it */
+    open_account(c, 2, 0); /* and the next request too */
+    tally_account a;
+    ck_assert_int_eq(tally_account_get(f.c, 1, &a), TALLY_ok);
+    ck_assert_int_eq(tally_account_get(f.c, 2, &a), TALLY_ok);
+    /* a single-node tallyd has no cluster status */
+    tally_cluster_status st;
+    ck_assert_int_eq(tally_cluster_status_get(c, &st), TALLY_not_in_cluster_mode);
+    tally_client_close(c);
+    /* every URL of the list unreachable: unreachable */
+    snprintf(list, sizeof(list), "%s,%s", dead.url, dead.url);
+    c = client_for(list, 1000, 2);
+    tally_stats s;
+    ck_assert_int_eq(tally_stats_get(c, &s), TALLY_unreachable);
+    tally_client_close(c);
+    static const char *const bad[] = {"tcp://127.0.0.1:1,", ",tcp://127.0.0.1:1",
+                                      "tcp://127.0.0.1:1,,tcp://127.0.0.1:2"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        tally_client_options o = {.url = bad[i]};
+        c = NULL;
+        ck_assert_int_eq(tally_client_open(&o, &c), TALLY_invalid_argument);
+        ck_assert_ptr_null(c);
+    }
+    char many[TALLY_CLIENT_URLS_MAX * 32] = "";
+    for (int i = 0; i <= TALLY_CLIENT_URLS_MAX; i++) /* one too many */
+        snprintf(many + strlen(many), sizeof(many) - strlen(many), "%stcp://127.0.0.1:%d",
+                 i ? "," : "", 1000 + i);
+    tally_client_options o = {.url = many};
+    c = NULL;
+    ck_assert_int_eq(tally_client_open(&o, &c), TALLY_invalid_argument);
+    tallyd_cleanup(&dead);
+    down(&f);
+}
+END_TEST
+
 START_TEST(test_retries_wait_for_server)
 {
     fixture f;
@@ -1658,6 +1706,7 @@ int main(void)
     tcase_add_test(tc, test_lost_reply_retried_with_same_key);
     tcase_add_test(tc, test_timeout_then_library_retry_applies_once);
     tcase_add_test(tc, test_server_down_is_unreachable_quickly);
+    tcase_add_test(tc, test_url_list_moves_to_the_next_node);
     tcase_add_test(tc, test_retries_wait_for_server);
     tcase_add_test(tc, test_reconnects_after_a_handshake_cut_short);
     tcase_add_test(tc, test_retries_overloaded_and_shutting_down_with_same_bytes);

@@ -15,7 +15,9 @@
  *   write's cluster_seq as min_seq sees it; a min_seq far ahead is
  *   not_caught_up after --cluster-read-wait-ms;
  * - a node stopped and started again catches up from its position, and so
- *   does one whose store is replaced by another node's backup;
+ *   does one whose store is replaced by another node's backup; it says
+ *   where it is in /metrics, GET /v1/cluster, cluster_status (libtally)
+ *   and `tally cluster status`;
  * - a node whose stream was deleted and made again (empty) refuses to
  *   start: stream behind this node, and publishes no genesis;
  * - kill -9 of a tallyd, and of a nats-server, while three writers send
@@ -24,7 +26,11 @@
  * - a subscriber fetching on node a, node a killed with kill -9, goes on
  *   on node b: every event delivered, what a held redelivered after its
  *   lease in the log's time, the same cursor on b and c; a long-poll
- *   waits on its own node.
+ *   waits on its own node; every subscriber write, each on another node,
+ *   leaves the same cursor on all three.
+ * - a libtally client given every node's URL keeps writing through a kill
+ *   -9 of the node it used, each write applied once; the CLI with a list
+ *   whose first node is dead writes through the next.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -382,6 +388,24 @@ START_TEST(test_a_restarted_node_catches_up)
     ck_assert_uint_ge(strtoull(strstr(body, "\"position\":") + strlen("\"position\":"), NULL, 10),
                       last);
     free(body);
+    /* the same over msgpack: libtally's cluster_status and the CLI's */
+    tally_cluster_status st;
+    ck_assert_int_eq(tally_cluster_status_get(f.client[2], &st), TALLY_ok);
+    ck_assert_str_eq(st.node, "c");
+    ck_assert_str_eq(st.stream, "TALLY_COMMANDS");
+    ck_assert_uint_ge(st.position, last);
+    ck_assert_uint_ge(st.stream_last_seq, st.position);
+    ck_assert_uint_eq(st.lag_messages, st.stream_last_seq - st.position);
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {tallyd_program("tally"), "--url", f.node[2].url, "--json", "cluster",
+                          "status", NULL};
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    char *at = strstr(out, "\"position\":");
+    ck_assert_msg(strstr(out, "\"node\":\"c\"") && strstr(out, "\"lag_messages\":") && at,
+                  "%s", out);
+    ck_assert_uint_ge(strtoull(at + strlen("\"position\":"), NULL, 10), last);
+    free(out);
+    free(err);
     assert_converged(&f, last);
     cluster_down(&f);
 }
@@ -549,10 +573,8 @@ static int64_t credits_posted(tally_client *c, uint64_t id, uint64_t min_seq)
  * acknowledged, while FAILOVER_WRITERS write with failover. */
 typedef void (*kill_fn)(cluster_fixture *f);
 
-/* Accounts 1 and 2, the writers, kill once enough is acknowledged, the
- * writers to their end: every write acknowledged; *last the highest
- * cluster_seq of an acknowledgement; the writers' moves to another node. */
-static unsigned run_writers_through(cluster_fixture *f, kill_fn kill, uint64_t *last)
+/* Accounts 1 and 2, opened on node a. */
+static void open_accounts_1_2(cluster_fixture *f)
 {
     for (uint64_t a = 1; a <= 2; a++) {
         wire_reply r;
@@ -563,6 +585,14 @@ static unsigned run_writers_through(cluster_fixture *f, kill_fn kill, uint64_t *
         wire_expect(&r, "ok");
         wire_done(&r);
     }
+}
+
+/* Accounts 1 and 2, the writers, kill once enough is acknowledged, the
+ * writers to their end: every write acknowledged; *last the highest
+ * cluster_seq of an acknowledgement; the writers' moves to another node. */
+static unsigned run_writers_through(cluster_fixture *f, kill_fn kill, uint64_t *last)
+{
+    open_accounts_1_2(f);
     _Atomic unsigned acked = 0;
     failover_writer w[FAILOVER_WRITERS];
     pthread_t th[FAILOVER_WRITERS];
@@ -652,12 +682,12 @@ END_TEST
 
 /* A subscriber's fetch on c: its events' seqs and attempts into seqs and
  * attempts (up to max), their count; *head the log's head it saw. */
-static unsigned sub_fetch_on(tally_client *c, unsigned max, uint64_t wait_ms, uint64_t *seqs,
-                             uint64_t *attempts, uint64_t *head)
+static unsigned sub_fetch_on_named(tally_client *c, const char *name, unsigned max,
+                                   uint64_t wait_ms, uint64_t *seqs, uint64_t *attempts,
+                                   uint64_t *head)
 {
     wire_reply r;
-    wire_call(c, &r, "sub_fetch", "suu", "name", "mailer", "max", (uint64_t)max, "wait_ms",
-              wait_ms);
+    wire_call(c, &r, "sub_fetch", "suu", "name", name, "max", (uint64_t)max, "wait_ms", wait_ms);
     wire_expect(&r, "ok");
     ck_assert_uint_gt(wire_u64(r.map, "cluster_seq"), 0);
     const msgpack_object *ev = wire_field(r.map, "events");
@@ -671,6 +701,12 @@ static unsigned sub_fetch_on(tally_client *c, unsigned max, uint64_t wait_ms, ui
     *head = wire_u64(r.map, "head");
     wire_done(&r);
     return n;
+}
+
+static unsigned sub_fetch_on(tally_client *c, unsigned max, uint64_t wait_ms, uint64_t *seqs,
+                             uint64_t *attempts, uint64_t *head)
+{
+    return sub_fetch_on_named(c, "mailer", max, wait_ms, seqs, attempts, head);
 }
 
 static void sub_ack_done_on(tally_client *c, uint64_t seq)
@@ -800,6 +836,224 @@ START_TEST(test_a_subscriber_continues_on_another_node_after_a_kill)
 }
 END_TEST
 
+/* ---- failover in libtally and the CLI ---- */
+
+#define LIST_KEYS 60
+#define LIST_KILL_AFTER 20
+
+typedef struct list_writer {
+    tally_client *c;
+    _Atomic unsigned acked;
+    unsigned replayed;
+} list_writer;
+
+/* Transfers of 1 from account 1 to 2, one after the other, each under its
+ * own key, on a client given every node's URL: each must be ok. */
+static void *write_through_list(void *arg)
+{
+    list_writer *w = arg;
+    for (unsigned k = 0; k < LIST_KEYS; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "list-%u", k);
+        tally_transfer_args t = {.debit_account_id = 1, .credit_account_id = 2, .amount = 1,
+                                 .ledger = 1, .code = 1};
+        transfer_id(t.id.bytes, 3000 + k);
+        tally_result res;
+        int rc = tally_transfer(w->c, key, &t, &res);
+        ck_assert_msg(rc == TALLY_ok && res.code == TALLY_ok, "%s: %s / %s", key,
+                      tally_strerror(rc), tally_strerror(res.code));
+        w->replayed += res.replayed;
+        atomic_fetch_add(&w->acked, 1);
+    }
+    return NULL;
+}
+
+/* A libtally client given the three nodes' URLs writes on node a, the
+ * first of its list; node a is killed with kill -9 mid-run: the client
+ * moves on by itself, every write is acknowledged, and each is applied
+ * once (account 2 holds exactly LIST_KEYS on nodes b and c). The CLI
+ * with the same list, node a first and dead, writes through node b. */
+START_TEST(test_a_client_with_every_node_fails_over)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    open_accounts_1_2(&f);
+    char list[3 * sizeof(f.node[0].url) + 3];
+    snprintf(list, sizeof(list), "%s,%s,%s", f.node[0].url, f.node[1].url, f.node[2].url);
+    tally_client_options o = {.url = list, .timeout_ms = 3000, .retries_set = true,
+                              .retries = 40, .consumer = "t", .no_autobatch = true};
+    list_writer w = {0};
+    ck_assert_int_eq(tally_client_open(&o, &w.c), TALLY_ok);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, write_through_list, &w), 0);
+    int64_t until = test_deadline_ms(120000);
+    while (atomic_load(&w.acked) < LIST_KILL_AFTER && clock_mono_ms() < until)
+        test_pause_ms(20);
+    ck_assert_uint_ge(atomic_load(&w.acked), LIST_KILL_AFTER);
+    tallyd_kill(&f.node[0]);
+    tally_client_close(f.client[0]);
+    f.client[0] = NULL;
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(atomic_load(&w.acked), LIST_KEYS);
+    uint64_t last = tally_client_cluster_seq(w.c);
+    tally_client_close(w.c);
+    for (int n = 1; n < NODES; n++)
+        ck_assert_int_eq(credits_posted(f.client[n], 2, last), LIST_KEYS);
+    /* the CLI: the same list, node a (dead) first */
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {tallyd_program("tally"), "--url", list, "--timeout-ms", "2000",
+                          "--json", "account", "open", "902", "--key", "cli-902", NULL};
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    char *at = strstr(out, "\"cluster_seq\":");
+    ck_assert_msg(at != NULL, "%s", out);
+    uint64_t seq = strtoull(at + strlen("\"cluster_seq\":"), NULL, 10);
+    free(out);
+    free(err);
+    wire_reply r;
+    account_on(f.client[2], 902, seq, &r);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    /* tally cluster status with the list: a line per node, node a's saying
+     * it did not answer (exit 3), b and c theirs at least at seq */
+    const char *status_argv[] = {tallyd_program("tally"), "--url", list, "--timeout-ms", "2000",
+                                 "--retries", "0", "--json", "cluster", "status", NULL};
+    ck_assert_int_eq(test_run(status_argv, NULL, &out, &err), 3);
+    char dead[sizeof(f.node[0].url) + 32];
+    snprintf(dead, sizeof(dead), "{\"url\":\"%s\",\"code\":", f.node[0].url);
+    ck_assert_msg(strstr(out, dead) != NULL, "%s", out);
+    for (int n = 1; n < NODES; n++) {
+        char line[sizeof(f.node[0].url) + 64];
+        snprintf(line, sizeof(line), "{\"url\":\"%s\",\"node\":\"%c\"", f.node[n].url, 'a' + n);
+        ck_assert_msg((at = strstr(out, line)) != NULL, "%s", out);
+        at = strstr(at, "\"position\":");
+        ck_assert_uint_gt(strtoull(at + strlen("\"position\":"), NULL, 10), 0);
+    }
+    free(out);
+    free(err);
+    fprintf(stderr, "check_cluster: a client with three URLs through kill -9 of node a: %u "
+            "replayed\n", w.replayed);
+    cluster_down(&f); /* node a: its client closed, its process gone */
+}
+END_TEST
+
+/* A subscriber write's reply r, ok: its cluster_seq. */
+static uint64_t sub_write_ok(wire_reply *r)
+{
+    wire_expect(r, "ok");
+    uint64_t seq = wire_u64(r->map, "cluster_seq");
+    ck_assert_uint_gt(seq, 0);
+    wire_done(r);
+    return seq;
+}
+
+/* Subscriber "audit"'s cursor on every node at min_seq: the same on all. */
+static void assert_same_cursor(cluster_fixture *f, uint64_t min_seq, uint64_t dead_letters)
+{
+    static const char *const fields[] = {"ack_floor", "delivered_seq", "in_flight", "redelivered",
+                                         "dead_letters", "replaying"};
+    uint64_t first[6] = {0};
+    for (int n = 0; n < NODES; n++) {
+        wire_reply r;
+        wire_call(f->client[n], &r, "sub_get", "su", "name", "audit", "min_seq", min_seq);
+        wire_expect(&r, "ok");
+        const msgpack_object *sub = wire_field(r.map, "subscriber");
+        for (int k = 0; k < 6; k++) {
+            uint64_t v = wire_u64(sub, fields[k]);
+            if (n == 0)
+                first[k] = v;
+            ck_assert_msg(v == first[k], "node %c: %s %" PRIu64 ", node a %" PRIu64, 'a' + n,
+                          fields[k], v, first[k]);
+        }
+        wire_done(&r);
+    }
+    ck_assert_uint_eq(first[4], dead_letters);
+}
+
+/* Account 600 + i opened on node a: event i + 1. */
+static void audit_account(cluster_fixture *f, unsigned i)
+{
+    wire_reply r;
+    char key[32];
+    snprintf(key, sizeof(key), "audit-%u", i);
+    wire_call(f->client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id",
+              (uint64_t)i + 600, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+}
+
+/* Every subscriber write, each sent to another node than the one before
+ * (create, fetch, nak, park, ack, dlq_replay, dlq_discard, delete): each
+ * answered ok, and every node holds the same cursor after each step. */
+START_TEST(test_subscriber_writes_on_every_node_agree)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    wire_reply r;
+    wire_call(f.client[2], &r, "sub_create", "su", "name", "audit", "ack_wait_ms",
+              (uint64_t)60000);
+    sub_write_ok(&r);
+    for (unsigned i = 0; i < 3; i++)
+        audit_account(&f, i);
+    uint64_t seqs[SUB_EVENTS], attempts[SUB_EVENTS], head;
+    ck_assert_uint_eq(sub_fetch_on_named(f.client[0], "audit", 3, 5000, seqs, attempts, &head), 3);
+    for (unsigned i = 0; i < 3; i++)
+        ck_assert_uint_eq(seqs[i], i + 1);
+    /* a: 1, 2, 3 delivered; b: 1 nak'd; c: 2 parked; a: 3 acked */
+    wire_call(f.client[1], &r, "sub_nak", "suu", "name", "audit", "seq", (uint64_t)1,
+              "delay_ms", (uint64_t)100);
+    sub_write_ok(&r);
+    wire_call(f.client[2], &r, "sub_park", "sus", "name", "audit", "seq", (uint64_t)2, "reason",
+              "bad");
+    sub_write_ok(&r);
+    wire_call(f.client[0], &r, "sub_ack", "sU", "name", "audit", "done", 1u, (uint64_t[]){3});
+    uint64_t at = sub_write_ok(&r);
+    assert_same_cursor(&f, at, 1);
+    wire_call(f.client[1], &r, "dlq_list", "su", "name", "audit", "min_seq", at);
+    wire_expect(&r, "ok");
+    const msgpack_object *entries = wire_field(r.map, "entries");
+    ck_assert_uint_eq(entries->via.array.size, 1);
+    ck_assert_uint_eq(wire_u64(&entries->via.array.ptr[0], "seq"), 2);
+    wire_done(&r);
+    /* a: 2 replayed; b: 1 (nak'd) and 2 (replayed) fetched; c: both acked */
+    wire_call(f.client[0], &r, "dlq_replay", "su", "name", "audit", "seq", (uint64_t)2);
+    sub_write_ok(&r);
+    bool got[3] = {false};
+    int64_t until = test_deadline_ms(SUB_WAIT_MS);
+    while (!(got[1] && got[2]) && clock_mono_ms() < until) {
+        unsigned n = sub_fetch_on_named(f.client[1], "audit", 3, 3000, seqs, attempts, &head);
+        for (unsigned i = 0; i < n; i++) {
+            ck_assert_uint_le(seqs[i], 2);
+            got[seqs[i]] = true;
+            wire_call(f.client[2], &r, "sub_ack", "sU", "name", "audit", "done", 1u,
+                      (uint64_t[]){seqs[i]});
+            at = sub_write_ok(&r);
+        }
+    }
+    ck_assert(got[1] && got[2]);
+    assert_same_cursor(&f, at, 0);
+    /* c: 4 fetched; a: parked; b: discarded */
+    audit_account(&f, 3);
+    unsigned n = sub_fetch_on_named(f.client[2], "audit", 3, 5000, seqs, attempts, &head);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(seqs[0], 4);
+    wire_call(f.client[0], &r, "sub_park", "su", "name", "audit", "seq", (uint64_t)4);
+    at = sub_write_ok(&r);
+    assert_same_cursor(&f, at, 1);
+    wire_call(f.client[1], &r, "dlq_discard", "su", "name", "audit", "seq", (uint64_t)4);
+    at = sub_write_ok(&r);
+    assert_same_cursor(&f, at, 0);
+    /* c: deleted, on every node */
+    wire_call(f.client[2], &r, "sub_delete", "s", "name", "audit");
+    at = sub_write_ok(&r);
+    for (int k = 0; k < NODES; k++) {
+        wire_call(f.client[k], &r, "sub_get", "su", "name", "audit", "min_seq", at);
+        wire_expect(&r, "subscriber_not_found");
+        wire_done(&r);
+    }
+    cluster_down(&f);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -817,6 +1071,8 @@ int main(void)
         {"kill", test_a_killed_node_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"kill", test_a_killed_nats_server_loses_no_acknowledged_write, TEST_TIMEOUT_S},
         {"subscriber", test_a_subscriber_continues_on_another_node_after_a_kill, TEST_TIMEOUT_S},
+        {"failover", test_a_client_with_every_node_fails_over, TEST_TIMEOUT_S},
+        {"subscriber", test_subscriber_writes_on_every_node_agree, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster", TEST_ROWS(rows)));
 }

@@ -1,12 +1,13 @@
 /*
  * fuzz_client.c — libtally's reply and event decoders for the fuzz
  * targets, reached without a socket: the request path and the calls of
- * libtally (clients/libtally/libtally.c, autobatch.c, keys.c, writes.c,
- * reads.c, events.c) are compiled into this file, so their static decoders are
+ * libtally (clients/libtally/libtally.c, url_list.c, autobatch.c, keys.c,
+ * writes.c, reads.c, events.c) are compiled into this file, so their static decoders are
  * called directly on the input, as they would be on a reply that arrived (an
  * nng_msg needs no socket).
  */
 #include "clients/libtally/libtally.c"
+#include "clients/libtally/url_list.c"
 #include "clients/transport/sp_direct.c"
 #include "clients/transport/sp_pipes.c"
 #include "clients/libtally/autobatch.c"

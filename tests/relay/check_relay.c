@@ -1188,20 +1188,27 @@ typedef struct http_fixture {
 } http_fixture;
 
 /* Start them and the relay with a config of endpoints, in which each '@'
- * stands for the receiver's base URL, http://127.0.0.1:PORT. */
-static pid_t http_up(http_fixture *h, const char *endpoints)
+ * stands for the receiver's base URL, http://127.0.0.1:PORT; its tallyd
+ * url the list first_url,tallyd's when first_url is not NULL. */
+static pid_t http_up_listed(http_fixture *h, const char *endpoints, const char *first_url)
 {
     test_client_up(&h->f);
     h->r = receiver_start();
     relay_paths(&h->f.srv, h->config, h->log);
     char text[4096], base[32];
     snprintf(base, sizeof(base), "http://127.0.0.1:%u", (unsigned)h->r->port);
-    size_t at = (size_t)snprintf(text, sizeof(text), "url = %s\n", h->f.srv.url);
+    size_t at = (size_t)snprintf(text, sizeof(text), "url = %s%s%s\n", first_url ? first_url : "",
+                                 first_url ? "," : "", h->f.srv.url);
     for (const char *p = endpoints; *p && at + sizeof(base) < sizeof(text); p++)
         at += (size_t)snprintf(text + at, sizeof(text) - at, "%.*s", *p == '@' ? 31 : 1,
                                *p == '@' ? base : p);
     file_write(h->config, text);
     return relay_start(h->config, h->log);
+}
+
+static pid_t http_up(http_fixture *h, const char *endpoints)
+{
+    return http_up_listed(h, endpoints, NULL);
 }
 
 static void http_down(http_fixture *h)
@@ -1248,6 +1255,29 @@ START_TEST(test_http_failing_receiver_gets_every_event_once_after_dedupe)
     ck_assert_uint_eq(info.dead_letters, 0);
     free(ids);
     http_down(&h);
+}
+END_TEST
+
+/* A relay given a URL list whose first tallyd is down (docs/CLUSTER.md,
+ * "Failover for clients") works through the next: every event
+ * delivered, its subscriber's ack floor at the head. */
+START_TEST(test_http_relay_with_a_url_list_skips_a_dead_tallyd)
+{
+    tallyd_proc dead;
+    memset(&dead, 0, sizeof(dead));
+    tallyd_start(&dead);
+    ck_assert_int_eq(tallyd_stop(&dead), 0);
+    http_fixture h;
+    pid_t relay = http_up_listed(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n",
+                                 dead.url);
+    enum { EVENTS = 30 };
+    test_client_open_accounts(h.f.c, 1, EVENTS);
+    ck_assert_msg(wait_delivered(h.r, "/ok", EVENTS), "not every event arrived");
+    relay_stop(relay, h.log);
+    tally_subscriber_info info = sub_info(h.f.c, "relay:ok");
+    ck_assert_uint_eq(info.ack_floor, EVENTS);
+    http_down(&h);
+    tallyd_cleanup(&dead);
 }
 END_TEST
 
@@ -1961,6 +1991,7 @@ int main(void)
     tcase_add_test(tc, test_check_reads_the_tls_keys);
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
+    tcase_add_test(tc, test_http_relay_with_a_url_list_skips_a_dead_tallyd);
     tcase_add_test(seen, test_relay_says_when_tallyd_is_away);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
