@@ -189,11 +189,31 @@ static void *send_all(void *arg)
 
 /* ---- what a node holds ---- */
 
+/* Wait until c has applied position min_seq. A read with min_seq waits
+ * --cluster-read-wait-ms at most, then says not_caught_up; a node whose
+ * stream consumer was on a killed nats-server, on a loaded machine, may
+ * need several such waits before it reads on: ask again, up to a bound. */
+static void await_applied(tally_client *c, uint64_t min_seq)
+{
+    int64_t until = test_deadline_ms(120000);
+    for (;;) {
+        wire_reply r;
+        wire_call(c, &r, "stats", "u", "min_seq", min_seq);
+        if (strcmp(r.code, "not_caught_up") != 0 || clock_mono_ms() >= until) {
+            wire_expect(&r, "ok");
+            wire_done(&r);
+            return;
+        }
+        wire_done(&r);
+    }
+}
+
 /* Every event of the node's log, each event's bytes in order, after it
  * has applied position min_seq; *head its head seq. */
 static size_t node_log(tally_client *c, uint64_t min_seq, uint8_t *out, uint64_t *head)
 {
     wire_reply r;
+    await_applied(c, min_seq);
     wire_call(c, &r, "stats", "u", "min_seq", min_seq);
     wire_expect(&r, "ok");
     *head = wire_u64(r.map, "head_seq");
@@ -561,6 +581,7 @@ static void *write_with_failover(void *arg)
 static int64_t credits_posted(tally_client *c, uint64_t id, uint64_t min_seq)
 {
     wire_reply r;
+    await_applied(c, min_seq);
     account_on(c, id, min_seq, &r);
     wire_expect(&r, "ok");
     int64_t v;
