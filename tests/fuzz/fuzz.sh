@@ -71,7 +71,7 @@ build() {
     # cannot be forgotten here), and the fuzz support code.
     local lib_sources
     mapfile -t lib_sources < <(awk '
-        /^(libtallyclientcore|libtallycore|libtallyhttp|libtallynet)_la_SOURCES[ \t]*\+?=/ { on = 1 }
+        /^(libtallyclientcore|libtallycore|libtallyhttp|libtallynet|libtallydoc)_la_SOURCES[ \t]*\+?=/ { on = 1 }
         on { for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) print $i; if ($0 !~ /\\$/) on = 0 }
     ' "$src/Makefile.am")
     [ "${#lib_sources[@]}" -gt 10 ] || { echo "fuzz.sh: no library sources in Makefile.am" >&2; exit 2; }
