@@ -38,15 +38,18 @@ static void *poll_main(void *arg)
 {
     backup_progress *bp = arg;
     const struct timespec pause = {0, BACKUP_POLL_MS * 1000000L};
-    while (!atomic_load(&bp->stop)) {
+    /* At least one line, even when the backup ends before this thread
+     * first runs: the first update prints at once. */
+    for (;;) {
         struct stat sb;
         uint64_t done = stat(bp->data_path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
         /* done may pass total (the store grew); the line says 100 % then. */
         progress_update(&bp->line, "copied", done,
                         bp->total_bytes > done ? bp->total_bytes : done);
+        if (atomic_load(&bp->stop))
+            return NULL;
         nanosleep(&pause, NULL);
     }
-    return NULL;
 }
 
 backup_progress *backup_progress_start(cli *c, const char *dest)
