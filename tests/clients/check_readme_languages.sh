@@ -74,7 +74,11 @@ for h in "$src"/clients/libtally/tally*.h; do   # tally.h and the headers it inc
 done
 ln -s "$src/common/tally_error.h" "$tmp/inc/tally/tally_error.h"
 cp "$tmp/block.c" "$tmp/demo.c"
-if ${CC:-cc} -std=c11 -Wall -Werror -I"$tmp/inc" -o "$tmp/demo" "$tmp/demo.c" \
+# A libtally built with the sanitizers (configure --enable-sanitizers)
+# needs their runtime first: the program is built with them too.
+san=
+ldd "$build/.libs/libtally.so" 2>/dev/null | grep -q libasan && san="-fsanitize=address,undefined"
+if ${CC:-cc} -std=c11 -Wall -Werror $san -I"$tmp/inc" -o "$tmp/demo" "$tmp/demo.c" \
     -L"$build/.libs" -ltally -Wl,-rpath,"$build/.libs" >"$tmp/cc.log" 2>&1; then
     if "$tmp/demo" >"$tmp/c.out" 2>&1 && [ "$(cat "$tmp/c.out")" = "1 500" ]; then
         ok "C: 1 500"
