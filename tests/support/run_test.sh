@@ -102,11 +102,28 @@ if [ "$test" = "$1" ]; then
     set -- "$unwrapped" "$@"
 fi
 
-# The stacks of every thread of every process of group $1 (gdb, when the
-# machine has it): what a test that ran past its bound was stuck in.
+# Every process descended from $1, in whatever process group: Check runs
+# each test in a forked child with a group of its own, and the tallyds and
+# clients that child starts are its descendants, not members of $1's group.
+descendants() {
+    ps -e -o pid= -o ppid= | awk -v root="$1" '
+        { parent[$1] = $2 }
+        END {
+            found[root] = 1
+            do {
+                more = 0
+                for (p in parent)
+                    if (!(p in found) && (parent[p] in found)) { found[p] = 1; more = 1 }
+            } while (more)
+            for (p in found) if (p != root) print p
+        }' | sort -n
+}
+
+# The stacks of every thread of every process the test started (gdb, when
+# the machine has it): what a test that ran past its bound was stuck in.
 stacks() {
     command -v gdb >/dev/null 2>&1 || { echo "run_test: no gdb: no stacks"; return; }
-    for pid in $(pgrep -g "$1"); do
+    for pid in $( (pgrep -g "$1"; descendants "$1") | sort -nu); do
         [ "$pid" = "$1" ] && continue # timeout(1) itself
         echo "---- stacks of $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-200) ----"
         timeout 60 gdb -p "$pid" -batch -nx -ex 'set pagination off' \
@@ -126,7 +143,10 @@ timed_out=0
 if ! timeout "$bound" tail --pid="$group" -f /dev/null; then
     timed_out=1
     stacks "$group"
+    strays=$(descendants "$group")
     pkill -TERM -g "$group"
+    # and what the test started outside the group
+    [ -n "$strays" ] && kill -TERM $strays 2>/dev/null
 fi
 wait "$group"
 rc=$?
