@@ -16,7 +16,6 @@ static const uint8_t value_bytes[LEDGER_INDEX_KINDS] = {
     [LEDGER_INDEX_ALL] = 0,           [LEDGER_INDEX_LEDGER] = 4,
     [LEDGER_INDEX_CODE] = 2,          [LEDGER_INDEX_USER_DATA_128] = 16,
     [LEDGER_INDEX_USER_DATA_64] = 8,  [LEDGER_INDEX_USER_DATA_32] = 4,
-    [LEDGER_INDEX_ACCOUNT] = 8,
 };
 
 size_t ledger_index_value_bytes(ledger_index_kind kind)
@@ -63,12 +62,6 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
     if (r->user_data.user_data_32 != 0) {
         put_u32_be(v, r->user_data.user_data_32);
         key_of(&out[n++], LEDGER_INDEX_USER_DATA_32, v, r);
-    }
-    if (r->id_bytes == 16) {
-        put_u64_be(v, r->debit_account_id);
-        key_of(&out[n++], LEDGER_INDEX_ACCOUNT, v, r);
-        put_u64_be(v, r->credit_account_id);
-        key_of(&out[n++], LEDGER_INDEX_ACCOUNT, v, r);
     }
     assert(n <= LEDGER_INDEX_ENTRIES_MAX);
     return n;

@@ -3,26 +3,33 @@
  * queries (ledger/query.h) walk: by ledger, code, user data and, for
  * transfers, either account, each in creation order.
  *
- * Databases "account_index" and "transfer_index" (store format 6): key =
+ * Databases "account_index" and "transfer_index" (store format 7): key =
  * kind u8, the indexed value big-endian (its width fixed by the kind),
  * created_ms i64, created_seq u64; value = the record's id (8 bytes for an
  * account, 16 for a transfer). An account has the entries ALL, LEDGER,
- * CODE, and each USER_DATA_* that is not 0; a transfer ALL, each
- * USER_DATA_* that is not 0 and ACCOUNT twice (its debit and its credit
- * account), but no LEDGER or CODE: they would cost two entries (about 100
- * bytes with their pages) on every transfer, and a transfer's ledger and
- * code select little that its accounts and user data do not; queries
- * check them on the records. The fields indexed never
+ * CODE, and each USER_DATA_* that is not 0; a transfer ALL and each
+ * USER_DATA_* that is not 0, but no LEDGER or CODE: they would cost two
+ * entries (about 100 bytes with their pages) on every transfer, and a
+ * transfer's ledger and code select little that its user data does not;
+ * queries check them on the records. Nor has a transfer entries by its
+ * accounts (format 6 had two): account_transfers walks the account's
+ * history (ledger/history.h), which already lists the transfer events of
+ * each account in commit order, written in bulk per commit so that a
+ * commit does not dirty one random leaf per account it touches; entries
+ * keyed by account would (two per transfer, one leaf each), and at 64
+ * clients of single transfers they tripled the bytes written per commit.
+ * The fields indexed never
  * change after creation, so the entries are put once, in the transaction
  * that creates the record, and never removed (retention keeps account and
  * transfer records). Within one value the keys sort by creation time, then
  * by the seq of the creating event (unique): a query's page cursor is that
  * (created_ms, created_seq) pair.
  *
- * A store upgraded from a format before 6 has records without entries:
- * meta "index_pending" (set by log/store.c with the upgrade) says so, and
- * ledger_index_build, run by tallyd before it serves, puts every record's
- * entries and removes the mark.
+ * A store upgraded from a format before 7 has records without entries
+ * (before 6) or entries format 7 does not keep (6): meta "index_pending"
+ * (set by log/store.c with the upgrade) says so, and ledger_index_build,
+ * run by tallyd before it serves, empties both indexes, puts every
+ * record's entries and removes the mark.
  */
 #ifndef TALLY_LEDGER_INDEX_H
 #define TALLY_LEDGER_INDEX_H
@@ -41,17 +48,15 @@ typedef enum ledger_index_kind {
     LEDGER_INDEX_USER_DATA_128 = 3, /* 16 bytes */
     LEDGER_INDEX_USER_DATA_64 = 4,  /* u64 */
     LEDGER_INDEX_USER_DATA_32 = 5,  /* u32 */
-    LEDGER_INDEX_ACCOUNT = 6,       /* transfers: the debit or the credit account, u64 */
-    LEDGER_INDEX_KINDS = 7,
+    LEDGER_INDEX_KINDS = 6, /* 6 was format 6's account entries of transfers */
 } ledger_index_kind;
 
 /* The longest value, the position (created_ms, created_seq) and a key. */
 #define LEDGER_INDEX_VALUE_BYTES_MAX 16
 #define LEDGER_INDEX_POSITION_BYTES 16
 #define LEDGER_INDEX_KEY_BYTES_MAX (1 + LEDGER_INDEX_VALUE_BYTES_MAX + LEDGER_INDEX_POSITION_BYTES)
-/* Entries of one record at most: ALL, LEDGER, CODE, three user data, two
- * accounts. */
-#define LEDGER_INDEX_ENTRIES_MAX 8
+/* Entries of one record at most: ALL, LEDGER, CODE, three user data. */
+#define LEDGER_INDEX_ENTRIES_MAX 6
 
 /* What a record puts into its index. */
 typedef struct ledger_indexed {

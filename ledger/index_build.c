@@ -1,5 +1,5 @@
 /*
- * index_build.c — the indexes of a store upgraded from a format before 6
+ * index_build.c — the indexes of a store upgraded from a format before 7
  * (ledger/index.h): every account and transfer record's entries, put in
  * batches of their own transactions, then the mark removed. A build
  * interrupted (a crash) leaves the mark, and the next one starts over.
