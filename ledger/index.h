@@ -12,12 +12,18 @@
  * entries (about 100 bytes with their pages) on every transfer, and a
  * transfer's ledger and code select little that its user data does not;
  * queries check them on the records. Nor has a transfer entries by its
- * accounts (format 6 had two): account_transfers walks the account's
- * history (ledger/history.h), which already lists the transfer events of
- * each account in commit order, written in bulk per commit so that a
- * commit does not dirty one random leaf per account it touches; entries
- * keyed by account would (two per transfer, one leaf each), and at 64
- * clients of single transfers they tripled the bytes written per commit.
+ * accounts while its creating event is in the log: account_transfers
+ * walks the account's history (ledger/history.h), which already lists the
+ * transfer events of each account in commit order, written in bulk per
+ * commit so that a commit does not dirty one random leaf per account it
+ * touches; entries keyed by account, put as each transfer is created
+ * (store format 6 did: two per transfer, one random leaf each), tripled
+ * the bytes written per commit at 64 clients of single transfers. Log
+ * retention removes a removed event's history entries, so when it removes
+ * a transfer's creating event it puts the transfer's ACCOUNT entries (its
+ * debit and its credit account: the transfer is "retired"), in the sweep's
+ * transaction, off the path of the commands: account_transfers walks
+ * those, then the history (every seq of which is above the log floor).
  * The fields indexed never
  * change after creation, so the entries are put once, in the transaction
  * that creates the record, and never removed (retention keeps account and
@@ -48,15 +54,18 @@ typedef enum ledger_index_kind {
     LEDGER_INDEX_USER_DATA_128 = 3, /* 16 bytes */
     LEDGER_INDEX_USER_DATA_64 = 4,  /* u64 */
     LEDGER_INDEX_USER_DATA_32 = 5,  /* u32 */
-    LEDGER_INDEX_KINDS = 6, /* 6 was format 6's account entries of transfers */
+    LEDGER_INDEX_ACCOUNT = 6,       /* retired transfers (below): the debit or the credit
+                                       account, u64 */
+    LEDGER_INDEX_KINDS = 7,
 } ledger_index_kind;
 
 /* The longest value, the position (created_ms, created_seq) and a key. */
 #define LEDGER_INDEX_VALUE_BYTES_MAX 16
 #define LEDGER_INDEX_POSITION_BYTES 16
 #define LEDGER_INDEX_KEY_BYTES_MAX (1 + LEDGER_INDEX_VALUE_BYTES_MAX + LEDGER_INDEX_POSITION_BYTES)
-/* Entries of one record at most: ALL, LEDGER, CODE, three user data. */
-#define LEDGER_INDEX_ENTRIES_MAX 6
+/* Entries of one record at most: ALL, LEDGER, CODE, three user data, two
+ * accounts. */
+#define LEDGER_INDEX_ENTRIES_MAX 8
 
 /* What a record puts into its index. */
 typedef struct ledger_indexed {
@@ -68,6 +77,7 @@ typedef struct ledger_indexed {
     uint64_t debit_account_id, credit_account_id; /* transfers; 0 for accounts */
     int64_t created_ms;
     uint64_t created_seq;
+    bool retired; /* a transfer whose creating event is at or below the log floor */
 } ledger_indexed;
 
 typedef struct ledger_index_key {
@@ -90,6 +100,10 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
 /* Put r's entries into db (STORE_DB_ACCOUNT_INDEX or
  * STORE_DB_TRANSFER_INDEX): TALLY_ok or a fault. */
 int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r);
+
+/* Put the ACCOUNT entries of the transfer r, whose creating event log
+ * retention removes (r->retired): TALLY_ok or a fault. */
+int ledger_index_retire(store_txn *t, const ledger_indexed *r);
 
 /* The meta mark of an upgraded store whose indexes are still to build. */
 extern const char ledger_index_pending_key[];

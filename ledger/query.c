@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "ledger/history.h"
+#include "ledger/retention.h"
 #include "log/log.h"
 
 #include <assert.h>
@@ -70,6 +71,7 @@ typedef struct walk {
     uint8_t prefix[1 + LEDGER_INDEX_VALUE_BYTES_MAX];
     size_t prefix_len;
     int64_t min_ms, max_ms;
+    uint64_t seq_max; /* entries of a later creating event are skipped */
 } walk;
 
 /* The key to start from: see store_scan_begin for reverse. */
@@ -105,18 +107,19 @@ static bool walk_in_range(const walk *w, const store_scan *s)
     return ms >= w->min_ms && ms <= w->max_ms;
 }
 
-static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_query_page *page)
+static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_query_page *page,
+                    uint32_t *examined)
 {
-    uint32_t examined = 0;
     for (; store_scan_on(s) && walk_in_range(w, s); store_scan_next(s)) {
         const uint8_t *pos = (const uint8_t *)s->key.mv_data + w->prefix_len;
-        if (page->count == w->q->limit || examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
+        if (page->count == w->q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
             page->has_next = true; /* the cursor is the last entry examined */
             return TALLY_ok;
         }
-        examined++;
+        (*examined)++;
         bool taken = false;
-        int rc = visit(w->t, w->q, &s->val, &taken, ctx);
+        int rc = get_u64_be(pos + 8) > w->seq_max ? TALLY_ok
+                                                   : visit(w->t, w->q, &s->val, &taken, ctx);
         if (rc != TALLY_ok)
             return rc;
         page->count += taken;
@@ -125,13 +128,22 @@ static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_qu
     return TALLY_ok;
 }
 
-static int query_walk(store_txn *t, const ledger_query *q, store_db db, visit_fn visit,
-                      void *ctx, ledger_query_page *page)
+/* The walk of ix's entries in db, adding to page; *examined counts the
+ * entries examined by the page so far. */
+static int query_walk(store_txn *t, const ledger_query *q, store_db db, query_index ix,
+                      visit_fn visit, void *ctx, ledger_query_page *page, uint32_t *examined)
 {
-    memset(page, 0, sizeof(*page));
-    query_index ix = choose_index(q, db == STORE_DB_TRANSFER_INDEX);
     walk w = {.t = t, .q = q, .db = db, .min_ms = q->timestamp_min_ms,
-              .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX};
+              .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX,
+              .seq_max = UINT64_MAX};
+    if (ix.kind == LEDGER_INDEX_ACCOUNT) { /* retired transfers only (a format 6 store, read
+                                             only, has them all: the history lists the rest) */
+        ledger_log_floor floor;
+        int rc = ledger_log_floor_get(t, &floor);
+        if (rc != TALLY_ok)
+            return rc;
+        w.seq_max = floor.seq;
+    }
     w.prefix_len = ledger_index_prefix(ix.kind, ix.value, w.prefix);
     uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX];
     size_t from_len = walk_start(&w, from);
@@ -141,7 +153,7 @@ static int query_walk(store_txn *t, const ledger_query *q, store_db db, visit_fn
         return TALLY_ok;
     if (rc != TALLY_ok)
         return rc;
-    rc = store_scan_end(&s, walk_run(&w, &s, visit, ctx, page));
+    rc = store_scan_end(&s, walk_run(&w, &s, visit, ctx, page, examined));
     if (rc != TALLY_ok || !page->has_next)
         page->has_next = false;
     return rc;
@@ -179,7 +191,9 @@ int ledger_account_query(store_txn *t, const ledger_query *q,
     if (!query_is_sane(q, false))
         return TALLY_invalid_argument;
     account_visit v = {fn, ctx};
-    return query_walk(t, q, STORE_DB_ACCOUNT_INDEX, visit_account, &v, page);
+    uint32_t examined = 0;
+    return query_walk(t, q, STORE_DB_ACCOUNT_INDEX, choose_index(q, false), visit_account, &v,
+                      page, &examined);
 }
 
 /* ---- transfers ---- */
@@ -314,20 +328,20 @@ static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, tran
  * order of creation, each entry's event read, and the transfers those
  * events created filtered as any query's. */
 static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
-                        ledger_query_page *page)
+                        ledger_query_page *page, uint32_t *examined)
 {
     uint64_t from, seqs[HISTORY_WALK_BATCH];
-    uint32_t examined = 0, n = HISTORY_WALK_BATCH;
+    uint32_t n = HISTORY_WALK_BATCH;
     int rc = history_start(t, q, &from);
     while (rc == TALLY_ok && n == HISTORY_WALK_BATCH) {
         rc = ledger_history_seqs(t, q->account_id, q->reversed, from, seqs, HISTORY_WALK_BATCH,
                                  &n);
         for (uint32_t i = 0; i < n && rc == TALLY_ok; i++) {
-            if (page->count == q->limit || examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
+            if (page->count == q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
                 page->has_next = true; /* the cursor is the last entry examined */
                 return TALLY_ok;
             }
-            examined++;
+            (*examined)++;
             bool past = false;
             rc = history_visit(t, q, seqs[i], v, page, &past);
             if (past)
@@ -347,11 +361,23 @@ int ledger_transfer_query(store_txn *t, const ledger_query *q,
     if (!query_is_sane(q, true))
         return TALLY_invalid_argument;
     transfer_visit v = {fn, ctx};
-    if (q->account_id != 0) {
-        int rc = history_walk(t, q, &v, page);
-        if (rc != TALLY_ok)
-            page->has_next = false;
-        return rc;
-    }
-    return query_walk(t, q, STORE_DB_TRANSFER_INDEX, visit_transfer, &v, page);
+    uint32_t examined = 0;
+    if (q->account_id == 0)
+        return query_walk(t, q, STORE_DB_TRANSFER_INDEX, choose_index(q, true), visit_transfer,
+                          &v, page, &examined);
+    /* account_transfers: the retired transfers' ACCOUNT entries, then the
+     * history (above the log floor: after them); reversed, the other way
+     * round. Either part past the time range stops at its first entry. */
+    query_index retired = {.kind = LEDGER_INDEX_ACCOUNT};
+    put_u64_be(retired.value, q->account_id);
+    int rc = q->reversed ? history_walk(t, q, &v, page, &examined)
+                         : query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
+                                      page, &examined);
+    if (rc == TALLY_ok && !page->has_next)
+        rc = q->reversed ? query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
+                                      page, &examined)
+                         : history_walk(t, q, &v, page, &examined);
+    if (rc != TALLY_ok)
+        page->has_next = false;
+    return rc;
 }
