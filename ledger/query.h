@@ -7,6 +7,7 @@
  * not filtered, as in TigerBeetle's QueryFilter), a creation time range
  * (inclusive; 0: open) and, for account_transfers, an account and which of
  * its sides (debits, credits). account_transfers walks the account's
+ * retired transfers (below) and its
  * history (ledger/history.h: "history", its tail, the recent records) in
  * seq order, reading each entry's event (a hold's post, void or expiry is
  * an entry too, skipped: its transfer is listed at its creation); the
@@ -22,10 +23,12 @@
  * TALLY_QUERY_SCAN_ENTRIES_MAX index or history entries; it ends with a
  * cursor when it is full or hit that bound (the next page, from the
  * cursor, may be empty), and without one when nothing more can match.
- * account_transfers covers the retained log, as account_history does:
- * retention removes the history entries of the events it removes, so a
- * transfer whose creation event is below the log floor is not listed
- * (transfer_query and a get by id still find it).
+ * Log retention removes the history entries of the events it removes;
+ * for a transfer whose creating event it removes it puts two entries by
+ * account into "transfer_index" (ledger/index.h, retired transfers), and
+ * account_transfers walks those first (all at or below the log floor),
+ * then the history (all above it); reversed, the other way round. So it
+ * lists every transfer, whatever retention removed.
  */
 #ifndef TALLY_LEDGER_QUERY_H
 #define TALLY_LEDGER_QUERY_H
