@@ -43,6 +43,17 @@ static void key_of(ledger_index_key *k, ledger_index_kind kind, const uint8_t *v
     k->len += LEDGER_INDEX_POSITION_BYTES;
 }
 
+/* A transfer's two ACCOUNT keys into out: 2. */
+static size_t account_keys(const ledger_indexed *r, ledger_index_key out[2])
+{
+    uint8_t v[8];
+    put_u64_be(v, r->debit_account_id);
+    key_of(&out[0], LEDGER_INDEX_ACCOUNT, v, r);
+    put_u64_be(v, r->credit_account_id);
+    key_of(&out[1], LEDGER_INDEX_ACCOUNT, v, r);
+    return 2;
+}
+
 size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_INDEX_ENTRIES_MAX])
 {
     uint8_t v[8];
@@ -64,12 +75,8 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
         put_u32_be(v, r->user_data.user_data_32);
         key_of(&out[n++], LEDGER_INDEX_USER_DATA_32, v, r);
     }
-    if (r->id_bytes == 16) {
-        put_u64_be(v, r->debit_account_id);
-        key_of(&out[n++], LEDGER_INDEX_ACCOUNT, v, r);
-        put_u64_be(v, r->credit_account_id);
-        key_of(&out[n++], LEDGER_INDEX_ACCOUNT, v, r);
-    }
+    if (r->id_bytes == 16 && r->retired)
+        n += account_keys(r, out + n);
     assert(n <= LEDGER_INDEX_ENTRIES_MAX);
     return n;
 }
@@ -83,5 +90,16 @@ int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r)
     int rc = TALLY_ok;
     for (size_t i = 0; i < n && rc == TALLY_ok; i++)
         rc = store_put(t, db, keys[i].bytes, keys[i].len, r->id, r->id_bytes, 0);
+    return rc;
+}
+
+int ledger_index_retire(store_txn *t, const ledger_indexed *r)
+{
+    assert(r->id_bytes == 16 && r->retired);
+    ledger_index_key keys[2];
+    size_t n = account_keys(r, keys);
+    int rc = TALLY_ok;
+    for (size_t i = 0; i < n && rc == TALLY_ok; i++)
+        rc = store_put(t, STORE_DB_TRANSFER_INDEX, keys[i].bytes, keys[i].len, r->id, 16, 0);
     return rc;
 }

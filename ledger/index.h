@@ -3,26 +3,39 @@
  * queries (ledger/query.h) walk: by ledger, code, user data and, for
  * transfers, either account, each in creation order.
  *
- * Databases "account_index" and "transfer_index" (store format 6): key =
+ * Databases "account_index" and "transfer_index" (store format 7): key =
  * kind u8, the indexed value big-endian (its width fixed by the kind),
  * created_ms i64, created_seq u64; value = the record's id (8 bytes for an
  * account, 16 for a transfer). An account has the entries ALL, LEDGER,
- * CODE, and each USER_DATA_* that is not 0; a transfer ALL, each
- * USER_DATA_* that is not 0 and ACCOUNT twice (its debit and its credit
- * account), but no LEDGER or CODE: they would cost two entries (about 100
- * bytes with their pages) on every transfer, and a transfer's ledger and
- * code select little that its accounts and user data do not; queries
- * check them on the records. The fields indexed never
+ * CODE, and each USER_DATA_* that is not 0; a transfer ALL and each
+ * USER_DATA_* that is not 0, but no LEDGER or CODE: they would cost two
+ * entries (about 100 bytes with their pages) on every transfer, and a
+ * transfer's ledger and code select little that its user data does not;
+ * queries check them on the records. Nor has a transfer entries by its
+ * accounts while its creating event is in the log: account_transfers
+ * walks the account's history (ledger/history.h), which already lists the
+ * transfer events of each account in commit order, written in bulk per
+ * commit so that a commit does not dirty one random leaf per account it
+ * touches; entries keyed by account, put as each transfer is created
+ * (store format 6 did: two per transfer, one random leaf each), tripled
+ * the bytes written per commit at 64 clients of single transfers. Log
+ * retention removes a removed event's history entries, so when it removes
+ * a transfer's creating event it puts the transfer's ACCOUNT entries (its
+ * debit and its credit account: the transfer is "retired"), in the sweep's
+ * transaction, off the path of the commands: account_transfers walks
+ * those, then the history (every seq of which is above the log floor).
+ * The fields indexed never
  * change after creation, so the entries are put once, in the transaction
  * that creates the record, and never removed (retention keeps account and
  * transfer records). Within one value the keys sort by creation time, then
  * by the seq of the creating event (unique): a query's page cursor is that
  * (created_ms, created_seq) pair.
  *
- * A store upgraded from a format before 6 has records without entries:
- * meta "index_pending" (set by log/store.c with the upgrade) says so, and
- * ledger_index_build, run by tallyd before it serves, puts every record's
- * entries and removes the mark.
+ * A store upgraded from a format before 7 has records without entries
+ * (before 6) or entries format 7 does not keep (6): meta "index_pending"
+ * (set by log/store.c with the upgrade) says so, and ledger_index_build,
+ * run by tallyd before it serves, empties both indexes, puts every
+ * record's entries and removes the mark.
  */
 #ifndef TALLY_LEDGER_INDEX_H
 #define TALLY_LEDGER_INDEX_H
@@ -41,7 +54,8 @@ typedef enum ledger_index_kind {
     LEDGER_INDEX_USER_DATA_128 = 3, /* 16 bytes */
     LEDGER_INDEX_USER_DATA_64 = 4,  /* u64 */
     LEDGER_INDEX_USER_DATA_32 = 5,  /* u32 */
-    LEDGER_INDEX_ACCOUNT = 6,       /* transfers: the debit or the credit account, u64 */
+    LEDGER_INDEX_ACCOUNT = 6,       /* retired transfers (below): the debit or the credit
+                                       account, u64 */
     LEDGER_INDEX_KINDS = 7,
 } ledger_index_kind;
 
@@ -63,6 +77,7 @@ typedef struct ledger_indexed {
     uint64_t debit_account_id, credit_account_id; /* transfers; 0 for accounts */
     int64_t created_ms;
     uint64_t created_seq;
+    bool retired; /* a transfer whose creating event is at or below the log floor */
 } ledger_indexed;
 
 typedef struct ledger_index_key {
@@ -85,6 +100,10 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
 /* Put r's entries into db (STORE_DB_ACCOUNT_INDEX or
  * STORE_DB_TRANSFER_INDEX): TALLY_ok or a fault. */
 int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r);
+
+/* Put the ACCOUNT entries of the transfer r, whose creating event log
+ * retention removes (r->retired): TALLY_ok or a fault. */
+int ledger_index_retire(store_txn *t, const ledger_indexed *r);
 
 /* The meta mark of an upgraded store whose indexes are still to build. */
 extern const char ledger_index_pending_key[];

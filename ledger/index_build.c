@@ -1,5 +1,5 @@
 /*
- * index_build.c — the indexes of a store upgraded from a format before 6
+ * index_build.c — the indexes of a store upgraded from a format before 7
  * (ledger/index.h): every account and transfer record's entries, put in
  * batches of their own transactions, then the mark removed. A build
  * interrupted (a crash) leaves the mark, and the next one starts over.
@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "ledger/account.h"
 #include "ledger/index.h"
+#include "ledger/retention.h"
 #include "ledger/transfer.h"
 
 #include <string.h>
@@ -29,6 +30,9 @@ static int build_batch(store *st, store_db db, store_db index, uint8_t *after, s
     if (rc == TALLY_ok && *started && store_scan_on(&s) && s.key.mv_size == key_bytes &&
         memcmp(s.key.mv_data, after, key_bytes) == 0)
         store_scan_next(&s); /* done in the batch before */
+    ledger_log_floor floor; /* transfers created at or below it are retired */
+    if (rc == TALLY_ok)
+        rc = ledger_log_floor_get(&t, &floor);
     uint32_t n = 0;
     for (; rc == TALLY_ok && store_scan_on(&s) && n < BUILD_BATCH_RECORDS; store_scan_next(&s), n++) {
         if (s.key.mv_size != key_bytes) {
@@ -47,6 +51,7 @@ static int build_batch(store *st, store_db db, store_db index, uint8_t *after, s
             memcpy(id.bytes, s.key.mv_data, 16);
             rc = ledger_transfer_decode(&id, s.val.mv_data, s.val.mv_size, &r);
             ledger_transfer_indexed(&r, &ix);
+            ix.retired = r.created_seq <= floor.seq;
         }
         if (rc == TALLY_ok) {
             memcpy(after, s.key.mv_data, key_bytes);

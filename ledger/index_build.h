@@ -1,6 +1,6 @@
 /*
  * index_build.h — building the account and transfer indexes of a store
- * upgraded from a format before 6 (ledger/index.h).
+ * upgraded from a format before 7 (ledger/index.h).
  */
 #ifndef TALLY_LEDGER_INDEX_BUILD_H
 #define TALLY_LEDGER_INDEX_BUILD_H

@@ -1,12 +1,16 @@
 /*
  * query.c — the walk of one index in creation order, a bounded page at a
- * time, and the record filters of account_query, transfer_query and
- * account_transfers (ledger/query.h).
+ * time, the walk of an account's history for account_transfers, and the
+ * record filters of account_query, transfer_query and account_transfers
+ * (ledger/query.h).
  */
 #include "ledger/query.h"
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "ledger/history.h"
+#include "ledger/retention.h"
+#include "log/log.h"
 
 #include <assert.h>
 #include <string.h>
@@ -21,9 +25,7 @@ static query_index choose_index(const ledger_query *q, bool transfers)
 {
     query_index ix = {.kind = LEDGER_INDEX_ALL};
     const ledger_user_data *u = &q->user_data;
-    if (q->account_id != 0)
-        ix.kind = LEDGER_INDEX_ACCOUNT, put_u64_be(ix.value, q->account_id);
-    else if (!tally_id128_is_zero(&u->user_data_128))
+    if (!tally_id128_is_zero(&u->user_data_128))
         ix.kind = LEDGER_INDEX_USER_DATA_128, memcpy(ix.value, u->user_data_128.bytes, 16);
     else if (u->user_data_64 != 0)
         ix.kind = LEDGER_INDEX_USER_DATA_64, put_u64_be(ix.value, u->user_data_64);
@@ -69,6 +71,7 @@ typedef struct walk {
     uint8_t prefix[1 + LEDGER_INDEX_VALUE_BYTES_MAX];
     size_t prefix_len;
     int64_t min_ms, max_ms;
+    uint64_t seq_max; /* entries of a later creating event are skipped */
 } walk;
 
 /* The key to start from: see store_scan_begin for reverse. */
@@ -104,18 +107,19 @@ static bool walk_in_range(const walk *w, const store_scan *s)
     return ms >= w->min_ms && ms <= w->max_ms;
 }
 
-static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_query_page *page)
+static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_query_page *page,
+                    uint32_t *examined)
 {
-    uint32_t examined = 0;
     for (; store_scan_on(s) && walk_in_range(w, s); store_scan_next(s)) {
         const uint8_t *pos = (const uint8_t *)s->key.mv_data + w->prefix_len;
-        if (page->count == w->q->limit || examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
+        if (page->count == w->q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
             page->has_next = true; /* the cursor is the last entry examined */
             return TALLY_ok;
         }
-        examined++;
+        (*examined)++;
         bool taken = false;
-        int rc = visit(w->t, w->q, &s->val, &taken, ctx);
+        int rc = get_u64_be(pos + 8) > w->seq_max ? TALLY_ok
+                                                   : visit(w->t, w->q, &s->val, &taken, ctx);
         if (rc != TALLY_ok)
             return rc;
         page->count += taken;
@@ -124,13 +128,22 @@ static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_qu
     return TALLY_ok;
 }
 
-static int query_walk(store_txn *t, const ledger_query *q, store_db db, visit_fn visit,
-                      void *ctx, ledger_query_page *page)
+/* The walk of ix's entries in db, adding to page; *examined counts the
+ * entries examined by the page so far. */
+static int query_walk(store_txn *t, const ledger_query *q, store_db db, query_index ix,
+                      visit_fn visit, void *ctx, ledger_query_page *page, uint32_t *examined)
 {
-    memset(page, 0, sizeof(*page));
-    query_index ix = choose_index(q, db == STORE_DB_TRANSFER_INDEX);
     walk w = {.t = t, .q = q, .db = db, .min_ms = q->timestamp_min_ms,
-              .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX};
+              .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX,
+              .seq_max = UINT64_MAX};
+    if (ix.kind == LEDGER_INDEX_ACCOUNT) { /* retired transfers only (a format 6 store, read
+                                             only, has them all: the history lists the rest) */
+        ledger_log_floor floor;
+        int rc = ledger_log_floor_get(t, &floor);
+        if (rc != TALLY_ok)
+            return rc;
+        w.seq_max = floor.seq;
+    }
     w.prefix_len = ledger_index_prefix(ix.kind, ix.value, w.prefix);
     uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX];
     size_t from_len = walk_start(&w, from);
@@ -140,7 +153,7 @@ static int query_walk(store_txn *t, const ledger_query *q, store_db db, visit_fn
         return TALLY_ok;
     if (rc != TALLY_ok)
         return rc;
-    rc = store_scan_end(&s, walk_run(&w, &s, visit, ctx, page));
+    rc = store_scan_end(&s, walk_run(&w, &s, visit, ctx, page, examined));
     if (rc != TALLY_ok || !page->has_next)
         page->has_next = false;
     return rc;
@@ -178,7 +191,9 @@ int ledger_account_query(store_txn *t, const ledger_query *q,
     if (!query_is_sane(q, false))
         return TALLY_invalid_argument;
     account_visit v = {fn, ctx};
-    return query_walk(t, q, STORE_DB_ACCOUNT_INDEX, visit_account, &v, page);
+    uint32_t examined = 0;
+    return query_walk(t, q, STORE_DB_ACCOUNT_INDEX, choose_index(q, false), visit_account, &v,
+                      page, &examined);
 }
 
 /* ---- transfers ---- */
@@ -200,13 +215,141 @@ static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id
     int rc = ledger_transfer_get(t, &tid, &r);
     if (rc == TALLY_not_found)
         return TALLY_corrupt_record;
-    if (rc != TALLY_ok || !fields_match(q, r.ledger, r.code, &r.user_data))
+    int64_t max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX;
+    if (rc != TALLY_ok || !fields_match(q, r.ledger, r.code, &r.user_data) ||
+        r.created_ms < q->timestamp_min_ms || r.created_ms > max_ms)
         return rc;
     if (q->account_id != 0 && !((q->debits && r.debit_account_id == q->account_id) ||
                                 (q->credits && r.credit_account_id == q->account_id)))
         return TALLY_ok;
     *taken = true;
     return v->fn(&r, v->ctx);
+}
+
+/* ---- account_transfers: the account's history ---- */
+
+/* Seqs read from the history at a time. */
+#define HISTORY_WALK_BATCH 64
+
+/* The event at seq: its time, and whether it created a transfer (its id
+ * into *id). An entry without its event is TALLY_corrupt_record. */
+static int history_event(store_txn *t, uint64_t seq, int64_t *time_ms, bool *created,
+                         tally_id128 *id)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    int rc = log_event_load(t, seq, &up, &ev);
+    if (rc == TALLY_ok) {
+        *time_ms = ev.time_ms;
+        *created = ev.entity.kind == LOG_ENTITY_TRANSFER &&
+                   log_event_type_is(&ev, LOG_EVENT_TRANSFER_CREATED);
+        if (*created)
+            *id = ev.entity.transfer_id;
+    }
+    msgpack_unpacked_destroy(&up);
+    return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
+}
+
+/* The first seq of the log whose event is later than ms, or the last seq
+ * + 1 when none is (1 for an empty log): a binary search, as the log's
+ * times never decrease (the writer keeps them monotone). */
+static int log_seq_after(store_txn *t, int64_t ms, uint64_t *out)
+{
+    uint64_t lo, hi;
+    int rc = log_first_seq(t, &lo);
+    if (rc == TALLY_ok)
+        rc = log_last_seq(t, &hi);
+    if (rc != TALLY_ok || lo == 0) {
+        *out = 1;
+        return rc == TALLY_not_found ? TALLY_ok : rc;
+    }
+    for (hi++; lo < hi && rc == TALLY_ok;) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        msgpack_unpacked up;
+        msgpack_unpacked_init(&up);
+        log_event ev;
+        rc = log_event_load(t, mid, &up, &ev);
+        if (rc == TALLY_ok && ev.time_ms > ms)
+            hi = mid;
+        else if (rc == TALLY_ok)
+            lo = mid + 1;
+        msgpack_unpacked_destroy(&up);
+    }
+    *out = lo;
+    return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
+}
+
+/* Where the walk of the history starts: for ledger_history_seqs, the seq
+ * to go above (forward) or below (reversed; 0: from the last), from the
+ * cursor and the time bound on that side, whichever is further on. */
+static int history_start(store_txn *t, const ledger_query *q, uint64_t *from)
+{
+    *from = q->has_cursor ? get_u64_be(q->cursor + 8) : 0;
+    uint64_t bound;
+    int rc = TALLY_ok;
+    if (!q->reversed && q->timestamp_min_ms > 0 &&
+        (rc = log_seq_after(t, q->timestamp_min_ms - 1, &bound)) == TALLY_ok && bound - 1 > *from)
+        *from = bound - 1;
+    if (q->reversed && q->timestamp_max_ms > 0 &&
+        (rc = log_seq_after(t, q->timestamp_max_ms, &bound)) == TALLY_ok &&
+        (*from == 0 || bound < *from))
+        *from = bound;
+    return rc;
+}
+
+/* One history entry: a transfer it created handed to v when it matches.
+ * *past when the entry is beyond the time range (so are all after it). */
+static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, transfer_visit *v,
+                         ledger_query_page *page, bool *past)
+{
+    int64_t time_ms, max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX;
+    bool created = false;
+    tally_id128 id;
+    int rc = history_event(t, seq, &time_ms, &created, &id);
+    if (rc != TALLY_ok)
+        return rc;
+    *past = q->reversed ? time_ms < q->timestamp_min_ms : time_ms > max_ms;
+    if (*past)
+        return TALLY_ok;
+    put_u64_be(page->next, (uint64_t)time_ms);
+    put_u64_be(page->next + 8, seq);
+    if (!created) /* a hold's post, void or expiry: the transfer's creation lists it */
+        return TALLY_ok;
+    bool taken = false;
+    MDB_val key = {.mv_size = 16, .mv_data = id.bytes};
+    rc = visit_transfer(t, q, &key, &taken, v);
+    page->count += taken;
+    return rc;
+}
+
+/* account_transfers: the account's history ("history", its tail, the
+ * recent records: ledger/history.h) walked in seq order, which is the
+ * order of creation, each entry's event read, and the transfers those
+ * events created filtered as any query's. */
+static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
+                        ledger_query_page *page, uint32_t *examined)
+{
+    uint64_t from, seqs[HISTORY_WALK_BATCH];
+    uint32_t n = HISTORY_WALK_BATCH;
+    int rc = history_start(t, q, &from);
+    while (rc == TALLY_ok && n == HISTORY_WALK_BATCH) {
+        rc = ledger_history_seqs(t, q->account_id, q->reversed, from, seqs, HISTORY_WALK_BATCH,
+                                 &n);
+        for (uint32_t i = 0; i < n && rc == TALLY_ok; i++) {
+            if (page->count == q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
+                page->has_next = true; /* the cursor is the last entry examined */
+                return TALLY_ok;
+            }
+            (*examined)++;
+            bool past = false;
+            rc = history_visit(t, q, seqs[i], v, page, &past);
+            if (past)
+                return rc;
+            from = seqs[i];
+        }
+    }
+    return rc;
 }
 
 int ledger_transfer_query(store_txn *t, const ledger_query *q,
@@ -218,5 +361,23 @@ int ledger_transfer_query(store_txn *t, const ledger_query *q,
     if (!query_is_sane(q, true))
         return TALLY_invalid_argument;
     transfer_visit v = {fn, ctx};
-    return query_walk(t, q, STORE_DB_TRANSFER_INDEX, visit_transfer, &v, page);
+    uint32_t examined = 0;
+    if (q->account_id == 0)
+        return query_walk(t, q, STORE_DB_TRANSFER_INDEX, choose_index(q, true), visit_transfer,
+                          &v, page, &examined);
+    /* account_transfers: the retired transfers' ACCOUNT entries, then the
+     * history (above the log floor: after them); reversed, the other way
+     * round. Either part past the time range stops at its first entry. */
+    query_index retired = {.kind = LEDGER_INDEX_ACCOUNT};
+    put_u64_be(retired.value, q->account_id);
+    int rc = q->reversed ? history_walk(t, q, &v, page, &examined)
+                         : query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
+                                      page, &examined);
+    if (rc == TALLY_ok && !page->has_next)
+        rc = q->reversed ? query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
+                                      page, &examined)
+                         : history_walk(t, q, &v, page, &examined);
+    if (rc != TALLY_ok)
+        page->has_next = false;
+    return rc;
 }

@@ -17,6 +17,7 @@
 #include "ledger/entitlement.h"
 #include "ledger/failed_id.h"
 #include "ledger/history.h"
+#include "ledger/index.h"
 #include "ledger/inbox.h"
 #include "ledger/inbox_time.h"
 #include "ledger/transfer.h"
@@ -254,7 +255,8 @@ static int checkpoint_put(store_txn *t, const uint8_t *key, size_t key_len,
 }
 
 /* Keep the objects of an event's body as the latest snapshots; drop the
- * history entries of a transfer event. */
+ * history entries of a transfer event, and put the account entries of the
+ * transfer an event created (ledger/index.h: retired transfers). */
 static int checkpoint_event(store_txn *t, const log_event *ev)
 {
     static const log_body_part accounts[3] = {LOG_PART_ACCOUNT, LOG_PART_DEBIT_ACCOUNT,
@@ -281,6 +283,12 @@ static int checkpoint_event(store_txn *t, const log_event *ev)
             key[0] = 't';
             memcpy(key + 1, tr.id.bytes, 16);
             rc = checkpoint_put(t, key, 17, o);
+        }
+        if (log_event_type_is(ev, LOG_EVENT_TRANSFER_CREATED) && rc == TALLY_ok) {
+            ledger_indexed ix; /* account_transfers finds it by its accounts now */
+            ledger_transfer_indexed(&tr, &ix);
+            ix.retired = true;
+            rc = ledger_index_retire(t, &ix);
         }
         uint64_t sides[2] = {tr.debit_account_id, tr.credit_account_id};
         for (int i = 0; i < 2 && rc == TALLY_ok; i++) {

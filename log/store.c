@@ -232,10 +232,12 @@ static int store_open_databases(store *st)
         put_u32_be(now, STORE_FORMAT_VERSION);
         MDB_val nv = {sizeof(now), now};
         rc = mdb_put(txn, st->dbi[STORE_DB_META], &key, &nv, 0);
-        /* Records of before format 6 have no index entries yet. */
+        /* Records of before format 6 have no index entries yet, and
+         * format 6's transfer index has its account entries, which
+         * format 7 serves from the history: built anew. */
         MDB_val pk = {sizeof(meta_key_index_pending) - 1, (void *)meta_key_index_pending};
         MDB_val pv = {1, (void *)""};
-        if (rc == MDB_SUCCESS && version < 6)
+        if (rc == MDB_SUCCESS && version < 7)
             rc = mdb_put(txn, st->dbi[STORE_DB_META], &pk, &pv, 0);
         if (rc != MDB_SUCCESS) {
             mdb_txn_abort(txn);

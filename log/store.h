@@ -42,7 +42,12 @@ typedef enum store_db {
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 6 writes account records of
+ * with TALLY_store_version_mismatch. Format 7 (December 2026) no longer
+ * puts a transfer's two account entries into "transfer_index":
+ * account_transfers walks the account's history (ledger/query.h), so a
+ * format 6 build would miss newer transfers there; the upgrade to it
+ * puts meta "index_pending", so the indexes are built anew without those
+ * entries. Format 6 writes account records of
  * format 3 and transfer records of format 3 (creation time and user data,
  * ledger/account.h, ledger/transfer.h), which older builds would call
  * corrupt, and indexes them ("account_index", "transfer_index",
@@ -60,12 +65,12 @@ typedef enum store_db {
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 to 5 stores are read as they are and marked 6 by the first
+ * Format 1 to 6 stores are read as they are and marked 7 by the first
  * writer that opens them with store_options.upgrade (tallyd --upgrade; a
  * writer without it refuses them, saying what to do): nothing is
  * rewritten, new records take the new forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
-#define STORE_FORMAT_VERSION 6
+#define STORE_FORMAT_VERSION 7
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {

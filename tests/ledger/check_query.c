@@ -217,6 +217,109 @@ START_TEST(test_transfer_query_and_account_transfers)
 }
 END_TEST
 
+/* ---- account_transfers over a long history ---- */
+
+#define HISTORY_TRANSFERS 240
+
+typedef struct made {
+    uint64_t debit, credit;
+    int64_t ms;
+} made;
+
+typedef struct many {
+    uint64_t ids[HISTORY_TRANSFERS];
+    uint32_t n;
+} many;
+
+static int add_many(const ledger_transfer_record *r, void *ctx)
+{
+    many *m = ctx;
+    ck_assert_uint_lt(m->n, HISTORY_TRANSFERS);
+    m->ids[m->n++] = get_u64_be(r->id.bytes + 8);
+    return 0;
+}
+
+/* What account_transfers must give: the transfers made, filtered, in
+ * creation order (or reversed). */
+static uint32_t expected_of(const made *t, const ledger_query *q, uint64_t *ids)
+{
+    uint32_t n = 0;
+    int64_t max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX;
+    for (uint32_t k = 0; k < HISTORY_TRANSFERS; k++) {
+        uint32_t i = q->reversed ? HISTORY_TRANSFERS - 1 - k : k;
+        bool side = (q->debits && t[i].debit == q->account_id) ||
+                    (q->credits && t[i].credit == q->account_id);
+        if (side && t[i].ms >= q->timestamp_min_ms && t[i].ms <= max_ms)
+            ids[n++] = 1000 + i;
+    }
+    return n;
+}
+
+/* Every page of an account_transfers query, as query_all. */
+static void pages_of(test_store *ts, ledger_query q, many *m)
+{
+    memset(m, 0, sizeof(*m));
+    for (uint32_t pages = 0;; pages++) {
+        ck_assert_uint_lt(pages, 1000);
+        store_txn t;
+        ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+        ledger_query_page page;
+        uint32_t before = m->n;
+        ck_assert_int_eq(ledger_transfer_query(&t, &q, add_many, m, &page), TALLY_ok);
+        store_txn_abort(&t);
+        ck_assert_uint_eq(page.count, m->n - before);
+        if (!page.has_next)
+            return;
+        q.has_cursor = true;
+        memcpy(q.cursor, page.next, sizeof(q.cursor));
+    }
+}
+
+/* Transfers of one commit each among four accounts, a few per
+ * millisecond, every fifth a hold posted a few commits later: the
+ * accounts' histories span "history", their tails and the recent
+ * records, with posts among the entries; every combination of side,
+ * direction, time range and page size gives the transfers created, once
+ * each, in creation order. */
+START_TEST(test_account_transfers_walk_the_history)
+{
+    test_store ts;
+    test_store_open(&ts);
+    for (uint64_t a = 1; a <= 4; a++)
+        open_at(&ts, T0, a, 1, 1, 0, 0);
+    static made t[HISTORY_TRANSFERS];
+    for (uint32_t i = 0; i < HISTORY_TRANSFERS; i++) {
+        t[i] = (made){1 + i % 4, 1 + (i / 4 + i + 1) % 4, T0 + 10 + i / 3};
+        if (t[i].credit == t[i].debit)
+            t[i].credit = 1 + t[i].debit % 4;
+        ts.now_ms = t[i].ms;
+        ledger_command c = i % 5 == 0 ? test_cmd_hold(1000 + i, t[i].debit, t[i].credit, 5, 0)
+                                      : test_cmd_transfer(1000 + i, t[i].debit, t[i].credit, 5);
+        test_setup_ok(&ts, c);
+        if (i % 5 == 3)
+            test_setup_ok(&ts, test_cmd_post(1000 + i - 3, 5));
+    }
+    const int64_t lows[3] = {0, T0 + 30, T0 + 50}, highs[3] = {0, T0 + 40, T0 + 200};
+    const uint32_t limits[3] = {1, 7, 1000};
+    static uint64_t want[HISTORY_TRANSFERS];
+    many got;
+    for (uint32_t v = 0; v < 3 * 2 * 3 * 3 * 3; v++) {
+        ledger_query q = {.account_id = 1 + v % 4, .debits = v % 3 != 1, .credits = v % 3 != 0,
+                          .reversed = v / 3 % 2, .timestamp_min_ms = lows[v / 6 % 3],
+                          .timestamp_max_ms = highs[v / 18 % 3], .limit = limits[v / 54 % 3]};
+        if (q.timestamp_max_ms != 0 && q.timestamp_min_ms > q.timestamp_max_ms)
+            continue; /* refused: test_query_bounds_are_refused */
+        uint32_t n = expected_of(t, &q, want);
+        pages_of(&ts, q, &got);
+        ck_assert_msg(got.n == n, "query %u: %u transfers, wanted %u", v, got.n, n);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert_msg(got.ids[i] == want[i], "query %u, result %u: %llu, wanted %llu", v, i,
+                          (unsigned long long)got.ids[i], (unsigned long long)want[i]);
+    }
+    test_finish(&ts);
+}
+END_TEST
+
 START_TEST(test_query_bounds_are_refused)
 {
     test_store ts;
@@ -309,15 +412,27 @@ START_TEST(test_build_restores_an_upgraded_store)
     transfer_at(&ts, T0 + 3000, 101, 1, 2, 1, 9);
     uint64_t accounts = test_count(&ts, STORE_DB_ACCOUNT_INDEX);
     uint64_t transfers = test_count(&ts, STORE_DB_TRANSFER_INDEX);
-    ck_assert_uint_eq(transfers, 4); /* ALL, USER_DATA_64, two accounts */
-    /* A store of format 5 as the upgrade leaves it: no entries, the mark. */
+    ck_assert_uint_eq(transfers, 2); /* ALL, USER_DATA_64: no account entries */
+    /* A store as the upgrade leaves it, with the mark: no account entries
+     * (format 5), and format 6's two account entries of a transfer (kind
+     * 6: account, created_ms, created_seq -> id), which format 7 drops. */
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
     ck_assert_int_eq(store_clear(&t, STORE_DB_ACCOUNT_INDEX), TALLY_ok);
-    ck_assert_int_eq(store_clear(&t, STORE_DB_TRANSFER_INDEX), TALLY_ok);
+    for (uint64_t account = 1; account <= 2; account++) {
+        uint8_t key[25], id[16] = {0};
+        key[0] = 6;
+        put_u64_be(key + 1, account);
+        put_u64_be(key + 9, (uint64_t)(T0 + 3000));
+        put_u64_be(key + 17, 7);
+        id[15] = 101;
+        ck_assert_int_eq(store_put(&t, STORE_DB_TRANSFER_INDEX, key, sizeof(key), id, 16, 0),
+                         TALLY_ok);
+    }
     ck_assert_int_eq(store_put(&t, STORE_DB_META, ledger_index_pending_key,
                                strlen(ledger_index_pending_key), "", 1, 0), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), 4);
     /* Skipped while the mark says the build is still to come. */
     ck_assert_uint_eq(test_invariant_findings(&ts, "record_index"), 0);
     uint64_t records = 0;
@@ -343,6 +458,7 @@ int main(void)
     tcase_add_test(tc, test_account_query_filters);
     tcase_add_test(tc, test_account_query_pages_both_ways);
     tcase_add_test(tc, test_transfer_query_and_account_transfers);
+    tcase_add_test(tc, test_account_transfers_walk_the_history);
     tcase_add_test(tc, test_query_bounds_are_refused);
     tcase_add_test(tc, test_recon_reports_index_damage);
     tcase_add_test(tc, test_build_restores_an_upgraded_store);

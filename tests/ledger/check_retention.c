@@ -2,14 +2,17 @@
  * check_retention.c — inbox and log retention on a real LMDB store: what
  * goes and what stays, bounded batches, the subscribers' floors and dead
  * letters holding the log back, the checkpoint the invariants rebuild from
- * (holds and entitlements that continue after the floor), and a tampered
+ * (holds and entitlements that continue after the floor), account_transfers
+ * still finding the transfers whose creating events went, and a tampered
  * checkpoint being caught.
  */
 #include "common/msgpack_safe.h"
 #include "ledger/account.h"
 #include "ledger/history.h"
 #include "ledger/inbox.h"
+#include "ledger/index_build.h"
 #include "ledger/ledger.h"
+#include "ledger/query.h"
 #include "ledger/retention.h"
 #include "log/subscriber.h"
 #include "tests/support/test_support.h"
@@ -426,6 +429,112 @@ START_TEST(log_retention_removes_history_from_the_recent_records)
 }
 END_TEST
 
+typedef struct listed {
+    uint64_t ids[64];
+    uint32_t n;
+} listed;
+
+static int list_transfer(const ledger_transfer_record *r, void *ctx)
+{
+    listed *l = ctx;
+    ck_assert_uint_lt(l->n, 64);
+    l->ids[l->n++] = get_u64_be(r->id.bytes + 8);
+    return 0;
+}
+
+/* Every page of an account_transfers query. */
+static void account_transfers(ledger_query q, listed *l)
+{
+    memset(l, 0, sizeof(*l));
+    for (uint32_t pages = 0;; pages++) {
+        ck_assert_uint_lt(pages, 100);
+        store_txn t;
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+        ledger_query_page page;
+        ck_assert_int_eq(ledger_transfer_query(&t, &q, list_transfer, l, &page), TALLY_ok);
+        store_txn_abort(&t);
+        if (!page.has_next)
+            return;
+        q.has_cursor = true;
+        memcpy(q.cursor, page.next, sizeof(q.cursor));
+    }
+}
+
+/* Transfers whose creating events retention removed (and whose history
+ * entries went with them) are still listed by account_transfers, through
+ * the entries by account the sweep put for them, before the transfers of
+ * the log that remains: in creation order both ways, across pages, with
+ * time ranges on either side of the floor. A hold created before the
+ * floor and posted after it is listed once. */
+START_TEST(account_transfers_lists_transfers_below_the_floor)
+{
+    open_account(1, "o1");
+    open_account(2, "o2");
+    open_account(3, "o3");
+    const unsigned old = 6, young = 4;
+    int64_t old_ms = ts.now_ms;
+    uint64_t want[16]; /* account 1's transfers, in creation order */
+    unsigned wanted = 0;
+    for (unsigned i = 0; i < old + young; i++) {
+        if (i == old)
+            ts.now_ms += 10 * DAY_MS;
+        uint64_t debit = 1 + i % 3, credit = 1 + (i + 1) % 3;
+        ledger_command c = i == 2 ? test_cmd_hold(100 + i, debit, credit, 5, 0)
+                                  : test_cmd_transfer(100 + i, debit, credit, 5);
+        char key[16];
+        snprintf(key, sizeof(key), "t%u", i);
+        ck_assert_int_eq(test_apply(&ts, "shop", key, &c).code, TALLY_ok);
+        if (debit == 1 || credit == 1)
+            want[wanted++] = 100 + i;
+    }
+    ledger_command post = test_cmd_post(102, 5); /* 3 -> 1, held below the floor */
+    ck_assert_int_eq(test_apply(&ts, "shop", "p102", &post).code, TALLY_ok);
+    uint64_t entries = test_count(&ts, STORE_DB_TRANSFER_INDEX);
+    ledger_retention_work w = sweep(30 * DAY_MS, 5 * DAY_MS);
+    ck_assert_uint_eq(w.events_removed, 3 + old);
+    /* two entries by account for each old transfer */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), entries + 2 * old);
+    listed l;
+    for (uint32_t limit = 1; limit <= 8; limit += 7) {
+        ledger_query q = {.account_id = 1, .debits = true, .credits = true, .limit = limit};
+        account_transfers(q, &l);
+        ck_assert_uint_eq(l.n, wanted);
+        for (unsigned i = 0; i < wanted; i++)
+            ck_assert_uint_eq(l.ids[i], want[i]);
+        q.reversed = true;
+        account_transfers(q, &l);
+        ck_assert_uint_eq(l.n, wanted);
+        for (unsigned i = 0; i < wanted; i++)
+            ck_assert_uint_eq(l.ids[i], want[wanted - 1 - i]);
+        q.timestamp_max_ms = old_ms; /* below the floor only */
+        account_transfers(q, &l);
+        ck_assert_uint_eq(l.n, 4); /* 105, 103, 102, 100 */
+        ck_assert_uint_eq(l.ids[0], 105);
+        ck_assert_uint_eq(l.ids[3], 100);
+        q.reversed = false, q.timestamp_max_ms = 0, q.timestamp_min_ms = old_ms + 1;
+        account_transfers(q, &l); /* above it only */
+        ck_assert_uint_eq(l.n, wanted - 4);
+        ck_assert_uint_eq(l.ids[0], 106);
+        q.timestamp_min_ms = 0, q.debits = false; /* credits: the hold 102 once */
+        account_transfers(q, &l);
+        ck_assert_uint_eq(l.n, 3);
+        ck_assert_uint_eq(l.ids[0], 102);
+        ck_assert_uint_eq(l.ids[1], 105);
+        ck_assert_uint_eq(l.ids[2], 108);
+    }
+    /* The build of an upgraded store's indexes puts them again. */
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_META, ledger_index_pending_key,
+                               strlen(ledger_index_pending_key), "", 1, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    uint64_t records;
+    ck_assert_int_eq(ledger_index_build(ts.st, &records), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), entries + 2 * old);
+    /* the invariants (teardown) find each retired transfer's two entries */
+}
+END_TEST
+
 /* As tallyd's writer runs it: log retention in a transaction nested in a
  * group's, between the group's commands, whose history entries are still
  * pending. The sweep's first delete writes them (a record, in the nested
@@ -720,6 +829,7 @@ int main(void)
     tcase_add_test(tc, log_retention_keeps_a_checkpoint_the_rebuild_starts_from);
     tcase_add_test(tc, log_retention_removes_history_from_the_index_and_the_tails);
     tcase_add_test(tc, log_retention_removes_history_from_the_recent_records);
+    tcase_add_test(tc, account_transfers_lists_transfers_below_the_floor);
     tcase_add_test(tc, log_retention_in_a_group_with_pending_history);
     tcase_add_test(tc, log_retention_aborted_in_a_group_leaves_pending_history);
     tcase_add_test(tc, subscribers_and_dead_letters_hold_the_log_back);

@@ -91,6 +91,15 @@ static uint64_t bench_run(const char *keys, uint64_t *total)
     ck_assert(json_integer_value(json_object_get(server, "rss_anon_kb")) <= anon_peak);
     ck_assert(json_integer_value(json_object_get(server, "rss_file_kb")) >= 0);
     ck_assert(rss > 0);
+    /* Its writes during the run (/proc/PID/io): write calls (the commits)
+     * in all and per effect; write_bytes is 0 on a tmpfs, never null. */
+    json_int_t calls = json_integer_value(json_object_get(server, "write_calls"));
+    ck_assert_msg(calls > 0, "write_calls %lld", (long long)calls);
+    ck_assert(json_is_integer(json_object_get(server, "write_bytes")));
+    ck_assert(json_integer_value(json_object_get(server, "write_bytes")) >= 0);
+    ck_assert(json_real_value(json_object_get(server, "write_calls_per_effect")) ==
+              (double)calls / BENCH_OPS);
+    ck_assert(json_is_real(json_object_get(server, "write_bytes_per_effect")));
     json_decref(j);
     free(out);
     ck_assert_int_eq(tallyd_stop(&p), 0);

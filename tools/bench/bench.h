@@ -213,6 +213,13 @@ typedef struct report {
     bool verified;
 } report;
 
+/* A process's writes (/proc/PID/io): bytes it caused to reach the block
+ * layer (write_bytes: the store's pages and the log) and write system
+ * calls (syscw); -1 when unreadable. */
+typedef struct proc_io {
+    long long write_bytes, write_calls;
+} proc_io;
+
 typedef struct summary {
     histogram hist;
     uint64_t requests, retries, dup_sends, effects;
@@ -221,6 +228,7 @@ typedef struct summary {
     long anon_peak_kb;         /* the server's peak RssAnon, sampled; -1 when unknown */
     double server_cpu_s;       /* tallyd user+system CPU during the run; -1 when unknown */
     double client_cpu_s;       /* this process's user+system CPU during the run */
+    proc_io io;                /* the server's writes during the run; -1 when unknown */
     tally_stats s0, s1;
 } summary;
 
@@ -310,6 +318,9 @@ void server_memory(long pid, proc_memory *m);
 double self_cpu_s(void);
 /* User+system CPU seconds a process has used, from /proc; -1 when unreadable. */
 double process_cpu_s(long pid);
+/* A process's write counters from /proc/PID/io (-1 each when unreadable:
+ * no such process, or another user's without the capability). */
+void process_io(long pid, proc_io *io);
 void summarize(bench *b, int64_t elapsed_ns, summary *s);
 const char *effective_url(const bench_options *o);
 void print_text(const bench *b, const summary *s, const report *r);

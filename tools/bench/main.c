@@ -152,6 +152,7 @@ int main(int argc, char **argv)
                 b.opt.clients, b.opt.batch, b.opt.ops ? "ops" : "seconds",
                 b.opt.ops ? (double)b.opt.ops : b.opt.seconds, b.opt.ops ? "" : " s", b.opt.seed);
     s.server_cpu_s = process_cpu_s(b.opt.server_pid);
+    process_io(b.opt.server_pid, &s.io);
     s.client_cpu_s = self_cpu_s();
     int64_t elapsed = run_threads(&b);
     summarize(&b, elapsed, &s);

@@ -159,8 +159,9 @@ static const options_row rows[] = {
      OPTIONS_FLAG(bench_options, no_autobatch)},
     {"server-pid", "PID", NULL,
      "report tallyd's peak RSS (VmHWM in /proc/PID/status), its own memory (RssAnon, peak "
-     "sampled during the run) apart from the LMDB map pages it touched (RssFile), and the CPU "
-     "time it used during the run (/proc/PID/stat)",
+     "sampled during the run) apart from the LMDB map pages it touched (RssFile), the CPU "
+     "time it used during the run (/proc/PID/stat), and the bytes and write calls it wrote "
+     "during the run, in all and per effect (write_bytes, syscw in /proc/PID/io)",
      parse_pid},
     {"timeout-ms", "N", "10000", "per request attempt",
      NUMBER(timeout_ms, UNSIGNED, 1, BENCH_TIMEOUT_MS_MAX), .noun = "time"},
@@ -259,6 +260,8 @@ static void usage(const options_set *set, FILE *f)
 "consumer, client_mode, autobatch, keys, duplicate_keys, duplicate_requests_concurrent /\n"
 "_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb,\n"
 "rss_anon_kb, peak_rss_anon_kb (sampled every 100 ms), rss_file_kb, cpu_s,\n"
+"write_bytes, write_calls, write_bytes_per_effect, write_calls_per_effect\n"
+"(/proc/PID/io during the run; null without --server-pid),\n"
 "transfers_added, head_seq_added, inbox_added, events_added, map_used_bytes},\n"
 "checks {name: {ok, counts, detail}}, first_error, echo, echo_bytes.\n"
 "With --echo, ops and effects_per_sec count echoes that came back identical,\n"

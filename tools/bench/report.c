@@ -68,6 +68,25 @@ double process_cpu_s(long pid)
     return ticks > 0 ? (double)(utime + stime) / (double)ticks : -1;
 }
 
+void process_io(long pid, proc_io *io)
+{
+    *io = (proc_io){-1, -1};
+    if (pid <= 0)
+        return;
+    char path[64], line[128];
+    snprintf(path, sizeof(path), "/proc/%ld/io", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "write_bytes:", 12) == 0)
+            io->write_bytes = strtoll(line + 12, NULL, 10);
+        else if (strncmp(line, "syscw:", 6) == 0)
+            io->write_calls = strtoll(line + 6, NULL, 10);
+    }
+    fclose(f);
+}
+
 void summarize(bench *b, int64_t elapsed_ns, summary *s)
 {
     for (unsigned i = 0; i < b->opt.clients; i++) {
@@ -90,6 +109,18 @@ void summarize(bench *b, int64_t elapsed_ns, summary *s)
     s->client_cpu_s = self_cpu_s() - s->client_cpu_s;
     double cpu = process_cpu_s(b->opt.server_pid);
     s->server_cpu_s = cpu >= 0 && s->server_cpu_s >= 0 ? cpu - s->server_cpu_s : -1;
+    proc_io io;
+    process_io(b->opt.server_pid, &io);
+    s->io.write_bytes = io.write_bytes >= 0 && s->io.write_bytes >= 0
+                            ? io.write_bytes - s->io.write_bytes : -1;
+    s->io.write_calls = io.write_calls >= 0 && s->io.write_calls >= 0
+                            ? io.write_calls - s->io.write_calls : -1;
+}
+
+/* A per-effect figure of the server's writes; -1 when unknown. */
+static double per_effect(const summary *s, long long total)
+{
+    return total >= 0 && s->effects ? (double)total / (double)s->effects : -1;
 }
 
 const char *effective_url(const bench_options *o)
@@ -148,6 +179,11 @@ void print_text(const bench *b, const summary *s, const report *r)
     else if (o->server_pid > 0)
         printf("  %s pid %ld: /proc/%ld/status not readable\n", server, o->server_pid,
                o->server_pid);
+    if (o->server_pid > 0 && s->io.write_bytes >= 0)
+        printf("  %s writes: %.1f KB and %.2f write calls per %s (/proc/%ld/io write_bytes "
+               "%lld, syscw %lld)\n",
+               server, per_effect(s, s->io.write_bytes) / 1000, per_effect(s, s->io.write_calls),
+               o->echo ? "echo" : "effect", o->server_pid, s->io.write_bytes, s->io.write_calls);
     printf("verification:\n");
     for (unsigned i = 0; i < r->count; i++)
         printf("  %-4s %-18s %s\n", r->checks[i].ok ? "ok" : (r->checks[i].counts ? "FAIL" : "note"),
@@ -172,6 +208,13 @@ static json_t *json_server(const summary *s, bool echo)
     json_object_set_new(o, "peak_rss_anon_kb", s->anon_peak_kb >= 0 ? json_integer(s->anon_peak_kb) : json_null());
     json_object_set_new(o, "rss_file_kb", s->mem.file_kb >= 0 ? json_integer(s->mem.file_kb) : json_null());
     json_object_set_new(o, "cpu_s", s->server_cpu_s >= 0 ? json_real(s->server_cpu_s) : json_null());
+    json_object_set_new(o, "write_bytes",
+                        s->io.write_bytes >= 0 ? json_integer(s->io.write_bytes) : json_null());
+    json_object_set_new(o, "write_calls",
+                        s->io.write_calls >= 0 ? json_integer(s->io.write_calls) : json_null());
+    double wb = per_effect(s, s->io.write_bytes), wc = per_effect(s, s->io.write_calls);
+    json_object_set_new(o, "write_bytes_per_effect", wb >= 0 ? json_real(wb) : json_null());
+    json_object_set_new(o, "write_calls_per_effect", wc >= 0 ? json_real(wc) : json_null());
     json_object_set_new(o, "transfers_added", json_added(echo, s->s0.transfers, s->s1.transfers));
     json_object_set_new(o, "head_seq_added", json_added(echo, s->s0.head_seq, s->s1.head_seq));
     json_object_set_new(o, "inbox_added", json_added(echo, s->s0.inbox, s->s1.inbox));
