@@ -61,7 +61,7 @@ int sub_owner_text_check(tally_str text)
 static int filter_check(const sub_filter *f)
 {
     if (f->type_count > TALLY_SUB_FILTER_TYPES_MAX ||
-        (f->kinds >> (LOG_ENTITY_WEBHOOK)) != 0 ||
+        (f->kinds >> LOG_ENTITY_KIND_LAST) != 0 ||
         strnlen(f->subject_glob, sizeof(f->subject_glob)) == sizeof(f->subject_glob))
         return TALLY_invalid_argument;
     for (uint32_t i = 0; i < f->type_count; i++) {

@@ -119,7 +119,7 @@ static int type_item(tally_str item, void *ctx)
 static int kind_item(tally_str item, void *ctx)
 {
     sub_filter *f = ctx;
-    for (int k = LOG_ENTITY_ACCOUNT; k <= LOG_ENTITY_WEBHOOK; k++)
+    for (int k = LOG_ENTITY_ACCOUNT; k <= LOG_ENTITY_KIND_LAST; k++)
         if (tally_str_equal(item, tally_str_from(log_entity_kind_name((log_entity_kind)k)))) {
             f->kinds |= (uint8_t)(1u << (k - 1));
             return TALLY_ok;
