@@ -297,6 +297,9 @@ static const char *const dead_letter_fields[] = {"subscriber", "seq", "attempts"
                                                  "error", NULL};
 static const char *const webhook_fields[] = {"source", "event_id", "event_type", "signed_at_s",
                                              "body", NULL};
+static const char *const subscriber_fields[] = {"name", "ack_floor", "delivered_seq", "in_flight",
+                                                "dead_letters", "active_ms",
+                                                "inactive_expiry_ms", "contact", NULL};
 
 /* A webhook body: its JSON as "payload", else base64 as "body_base64". */
 static void body_doc(json_t *obj, const char *ptr, uint32_t n, bool *ok)
@@ -361,11 +364,18 @@ static json_t *data_doc(const log_event *ev, int *rc)
         if (o != NULL)
             put(data, parts[i].name, parts[i].doc(o, &ok), &ok);
     }
-    const msgpack_object *dl = log_event_part(ev, LOG_PART_DEAD_LETTER);
-    const msgpack_object *wh = log_event_part(ev, LOG_PART_WEBHOOK);
-    if (ok && (dl || wh))
-        put(data, dl ? "dead_letter" : "webhook",
-            array_part_doc(dl ? dl : wh, dl ? dead_letter_fields : webhook_fields, &ok), &ok);
+    static const struct {
+        log_body_part part;
+        const char *name;
+        const char *const *fields;
+    } rows[] = {{LOG_PART_DEAD_LETTER, "dead_letter", dead_letter_fields},
+                {LOG_PART_WEBHOOK, "webhook", webhook_fields},
+                {LOG_PART_SUBSCRIBER, "subscriber", subscriber_fields}};
+    for (size_t i = 0; ok && i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const msgpack_object *row = log_event_part(ev, rows[i].part);
+        if (row)
+            put(data, rows[i].name, array_part_doc(row, rows[i].fields, &ok), &ok);
+    }
     if (!ok) {
         *rc = data ? TALLY_corrupt_record : TALLY_out_of_memory;
         json_decref(data);
@@ -378,7 +388,7 @@ static json_t *data_doc(const log_event *ev, int *rc)
 
 /* The entity: {kind, id} for accounts and transfers, {kind, subject,
  * feature} for entitlements, {kind, subscriber, seq} for dead letters,
- * {kind, source, event_id} for webhooks. */
+ * {kind, source, event_id} for webhooks, {kind, name} for subscribers. */
 static json_t *entity_doc(const log_entity *en, bool *ok)
 {
     json_t *j = json_object();
@@ -397,6 +407,9 @@ static json_t *entity_doc(const log_entity *en, bool *ok)
     case LOG_ENTITY_WEBHOOK:
         put(j, "source", json_textn(en->webhook_source.ptr, en->webhook_source.len), ok);
         put(j, "event_id", json_textn(en->webhook_event_id.ptr, en->webhook_event_id.len), ok);
+        break;
+    case LOG_ENTITY_SUBSCRIBER:
+        put(j, "name", json_textn(en->subscriber.ptr, en->subscriber.len), ok);
         break;
     default:
         put(j, "subject", json_textn(en->subject.ptr, en->subject.len), ok);

@@ -258,6 +258,17 @@ _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
 #define TALLY_DLQ_EXPIRE_ITEMS_MAX 256        /* dead letters one retention pass removes */
 #define TALLY_DLQ_LIST_ENTRIES_MAX 1000
 #define TALLY_DLQ_LIST_ENTRIES_DEFAULT 100
+/* A subscriber's filter (docs/SUBSCRIBERS.md, "Filters"): event types,
+ * entity kinds, a glob over the entitlement subject. */
+#define TALLY_SUB_FILTER_TYPES_MAX 16
+#define TALLY_SUB_FILTER_TYPE_BYTES_MAX 32
+#define TALLY_SUB_FILTER_GLOB_BYTES_MAX 128
+#define TALLY_SUB_FILTER_SKIP_EVENTS_MAX 10000 /* events one fetch skips past at most */
+#define TALLY_SUB_OWNER_BYTES_MAX 128          /* contact, alert route */
+#define TALLY_SUB_INACTIVE_EXPIRY_MS_MIN 1000
+#define TALLY_SUB_INACTIVE_EXPIRY_MS_MAX (UINT64_C(366) * 86400000) /* a year */
+#define TALLY_SUB_SHOW_IN_FLIGHT_MAX 100       /* in-flight events sub_get shows */
+#define TALLY_SUB_EXPIRE_ITEMS_MAX 16          /* subscribers one retention pass expires */
 
 _Static_assert(TALLY_CONSUMER_BYTES_MAX + TALLY_KEY_BYTES_MAX + 2 <= 511,
                "inbox key must fit an LMDB key (511 bytes)");

@@ -38,7 +38,9 @@ typedef enum log_entity_kind {
     LOG_ENTITY_ENTITLEMENT = 3,
     LOG_ENTITY_DEAD_LETTER = 4, /* a subscriber's dead letter: subscriber, seq */
     LOG_ENTITY_WEBHOOK = 5,     /* a received webhook delivery: source, event id */
+    LOG_ENTITY_SUBSCRIBER = 6,  /* a durable subscriber: its name (in subscriber) */
 } log_entity_kind;
+#define LOG_ENTITY_KIND_LAST LOG_ENTITY_SUBSCRIBER
 
 /* The entity an event is about; which members are used depends on kind. */
 typedef struct log_entity {
@@ -68,7 +70,8 @@ typedef struct log_entity {
     X(LOG_EVENT_ENTITLEMENT_REVOKED, "entitlement.revoked")   \
     X(LOG_EVENT_ENTITLEMENT_EXPIRED, "entitlement.expired")   \
     X(LOG_EVENT_DEAD_LETTER_EXPIRED, "dead_letter.expired")   \
-    X(LOG_EVENT_WEBHOOK_RECEIVED, "webhook.received")
+    X(LOG_EVENT_WEBHOOK_RECEIVED, "webhook.received")       \
+    X(LOG_EVENT_SUBSCRIBER_EXPIRED, "subscriber.expired")
 
 typedef enum log_event_type {
     LOG_EVENT_TYPE_NONE = 0, /* no type: ends lists, never written */
@@ -168,6 +171,7 @@ typedef enum log_body_part {
     LOG_PART_ENTITLEMENT,    /* entitlement events: the entitlement */
     LOG_PART_DEAD_LETTER,    /* dead-letter events: the dead letter */
     LOG_PART_WEBHOOK,        /* webhook events: the delivery */
+    LOG_PART_SUBSCRIBER,     /* subscriber events: the subscriber */
 } log_body_part;
 
 /* The part of a decoded event's body (a map in format 1, a row in 2: read

@@ -332,6 +332,27 @@ static void check_webhook_event(audit *a, const log_event *ev)
     }
 }
 
+/* A subscriber.expired event changes no account or entitlement: it must
+ * be well-formed, its body naming the subscriber its entity names. */
+static void check_subscriber_event(audit *a, const log_event *ev)
+{
+    const msgpack_object *row = log_event_part(ev, LOG_PART_SUBSCRIBER);
+    msgpack_record_reader r = msgpack_record_read(row);
+    tally_str name;
+    uint64_t ack_floor = 0, delivered = 0;
+    bool ok = row != NULL && msgpack_record_fields(&r) >= 8 &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "name"), &name) &&
+              msgpack_safe_get_u64(msgpack_record_next(&r, "ack_floor"), &ack_floor) &&
+              msgpack_safe_get_u64(msgpack_record_next(&r, "delivered_seq"), &delivered);
+    if (!ok || !log_event_type_is(ev, LOG_EVENT_SUBSCRIBER_EXPIRED) ||
+        !tally_str_equal(name, ev->entity.subscriber) || ack_floor > delivered ||
+        delivered >= ev->seq || ev->entity_version != 1 || ev->has_causation) {
+        char where[64];
+        audit_name_seq(ev->seq, where);
+        audit_report(a, "rebuild", where, "a subscriber event that does not hold together");
+    }
+}
+
 static void fold_event(audit *a, const log_event *ev)
 {
     if (a->opt->skip_rebuild) {
@@ -348,6 +369,8 @@ static void fold_event(audit *a, const log_event *ev)
         check_dead_letter_event(a, ev);
     else if (ev->entity.kind == LOG_ENTITY_WEBHOOK)
         check_webhook_event(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_SUBSCRIBER)
+        check_subscriber_event(a, ev);
     else {
         char name[64];
         audit_name_seq(ev->seq, name);

@@ -383,6 +383,28 @@ static int emit_dead_letter_expired(tally_str name, const sub_dead_letter *d, vo
     return ledger_emit(&one, LOG_EVENT_DEAD_LETTER_EXPIRED, &entity, 1, pack_dead_letter_body, &body);
 }
 
+/* [name, ack_floor, delivered_seq, in_flight, dead_letters, active_ms,
+ * inactive_expiry_ms, contact or nil]: the subscriber row. */
+static int pack_subscriber_body(msgpack_packer *pk, const void *body)
+{
+    const sub_state *s = body;
+    tally_str contact = tally_str_from(s->config.contact);
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 8) ||
+           msgpack_safe_pack_cstr(pk, s->name) || msgpack_pack_uint64(pk, s->ack_floor) ||
+           msgpack_pack_uint64(pk, s->delivered_seq) || msgpack_pack_uint32(pk, s->in_flight) ||
+           msgpack_pack_uint64(pk, s->dead_letters) || msgpack_pack_int64(pk, s->active_ms) ||
+           msgpack_pack_uint64(pk, s->config.inactive_expiry_ms) ||
+           (contact.len ? msgpack_safe_pack_str(pk, contact) : msgpack_pack_nil(pk));
+}
+
+static int emit_subscriber_expired(const sub_state *s, void *ctx)
+{
+    const ledger_ctx *sweep = ctx;
+    ledger_ctx one = {.txn = sweep->txn, .now_ms = sweep->now_ms}; /* no causation: upkeep */
+    log_entity entity = {.kind = LOG_ENTITY_SUBSCRIBER, .subscriber = tally_str_from(s->name)};
+    return ledger_emit(&one, LOG_EVENT_SUBSCRIBER_EXPIRED, &entity, 1, pack_subscriber_body, s);
+}
+
 static int dlq_sweep(store_txn *t, int64_t now_ms, const ledger_retention *opt, uint32_t *removed)
 {
     sub_dlq_position start = {.len = 0};
@@ -406,6 +428,11 @@ int ledger_retention_sweep(store_txn *t, int64_t now_ms, const ledger_retention 
         rc = log_sweep(t, now_ms - opt->log_age_ms, batch, &work->events_removed);
     if (rc == TALLY_ok && opt->dlq_age_ms > 0)
         rc = dlq_sweep(t, now_ms, opt, &work->dead_letters_removed);
+    if (rc == TALLY_ok) { /* subscribers with an inactivity limit: no option */
+        ledger_ctx sweep = {.txn = t, .now_ms = now_ms};
+        rc = sub_expire_inactive(t, now_ms, TALLY_SUB_EXPIRE_ITEMS_MAX, emit_subscriber_expired,
+                                 &sweep, &work->subscribers_expired);
+    }
     if (rc == TALLY_ok && (work->inbox_removed || work->events_removed)) {
         uint8_t b[16];
         put_u64_be(b, (uint64_t)now_ms);

@@ -26,6 +26,11 @@
  * call, each with a `dead_letter.expired` event (docs/EVENTS.md) appended
  * in the same transaction: what left the queue stays on the record.
  *
+ * Subscriber expiry (always on; a subscriber opts in with its
+ * inactive_expiry_ms): subscribers without a fetch, ack, park or update
+ * for that long are removed, at most TALLY_SUB_EXPIRE_ITEMS_MAX per call,
+ * each with a `subscriber.expired` event.
+ *
  *   checkpoint  'a' id(8)                 -> account snapshot (msgpack)
  *               't' id(16)                -> transfer snapshot
  *               'e' entitlement key       -> entitlement snapshot
@@ -57,6 +62,8 @@ typedef struct ledger_retention_work {
     uint32_t events_removed;
     uint64_t log_floor;      /* seq of the last removed event after the call */
     uint32_t dead_letters_removed;
+    uint32_t subscribers_expired; /* past their inactive_expiry_ms, each with a
+                                     subscriber.expired event */
 } ledger_retention_work;
 
 /* One bounded sweep of both at now_ms in t (the writer's transaction).

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "log/log.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,14 +28,26 @@ static int count_one(const sub_state *s, void *ctx)
     return 0;
 }
 
-static int event_time(store_txn *t, uint64_t seq, int64_t *time_ms)
+/* Load the event at seq and call fn with it (log_event_load's returns). */
+static int event_visit(store_txn *t, uint64_t seq, void (*fn)(const log_event *ev, void *ctx),
+                       void *ctx)
 {
     msgpack_unpacked up;
     log_event ev;
     msgpack_unpacked_init(&up);
     int rc = log_event_load(t, seq, &up, &ev);
-    *time_ms = rc == TALLY_ok ? ev.time_ms : 0;
+    if (rc == TALLY_ok)
+        fn(&ev, ctx);
     msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
+static void note_time(const log_event *ev, void *ctx) { *(int64_t *)ctx = ev->time_ms; }
+
+static int event_time(store_txn *t, uint64_t seq, int64_t *time_ms)
+{
+    *time_ms = 0;
+    int rc = event_visit(t, seq, note_time, time_ms);
     return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
 }
 
@@ -131,9 +144,127 @@ int sub_create(store_txn *t, tally_str name, const sub_start *start, const sub_c
     memset(out->config.backoff_ms + cfg->backoff_count, 0,
            (TALLY_SUB_BACKOFF_STEPS_MAX - cfg->backoff_count) * sizeof(uint32_t));
     out->ack_floor = out->delivered_seq = floor;
-    out->created_ms = out->updated_ms = now_ms;
+    out->created_ms = out->updated_ms = out->active_ms = now_ms;
     rc = sub_cursor_save(t, out);
     *created = rc == TALLY_ok;
+    return rc;
+}
+
+static void change_apply(sub_config *c, const sub_change *ch)
+{
+    const sub_config *n = &ch->config;
+    assert(n->backoff_count <= TALLY_SUB_BACKOFF_STEPS_MAX);
+    if (ch->has_max_deliver)
+        c->max_deliver = n->max_deliver;
+    if (ch->has_ack_wait_ms)
+        c->ack_wait_ms = n->ack_wait_ms;
+    if (ch->has_max_ack_pending)
+        c->max_ack_pending = n->max_ack_pending;
+    if (ch->has_backoff) {
+        c->backoff_count = n->backoff_count;
+        memset(c->backoff_ms, 0, sizeof(c->backoff_ms));
+        memcpy(c->backoff_ms, n->backoff_ms, n->backoff_count * sizeof(uint32_t));
+    }
+    if (ch->has_filter_types) {
+        c->filter.type_count = n->filter.type_count;
+        memcpy(c->filter.types, n->filter.types, sizeof(c->filter.types));
+    }
+    if (ch->has_filter_kinds)
+        c->filter.kinds = n->filter.kinds;
+    if (ch->has_filter_subject)
+        memcpy(c->filter.subject_glob, n->filter.subject_glob, sizeof(c->filter.subject_glob));
+    if (ch->has_inactive_expiry)
+        c->inactive_expiry_ms = n->inactive_expiry_ms;
+    if (ch->has_contact)
+        memcpy(c->contact, n->contact, sizeof(c->contact));
+    if (ch->has_alert_route)
+        memcpy(c->alert_route, n->alert_route, sizeof(c->alert_route));
+}
+
+int sub_update(store_txn *t, tally_str name, const sub_change *change, int64_t now_ms,
+               sub_state *after)
+{
+    int rc = sub_cursor_load(t, name, after);
+    if (rc != TALLY_ok)
+        return rc;
+    sub_config c = after->config;
+    change_apply(&c, change);
+    if (c.backoff_count > TALLY_SUB_BACKOFF_STEPS_MAX || sub_config_check(&c) != TALLY_ok)
+        return TALLY_invalid_argument;
+    after->config = c;
+    after->updated_ms = after->active_ms = now_ms;
+    return sub_cursor_save(t, after);
+}
+
+typedef struct flight_walk {
+    sub_flight_fn fn;
+    void *ctx;
+    uint32_t left;
+    bool replay;
+} flight_walk;
+
+static int flight_one(uint64_t seq, const MDB_val *v, void *ctx)
+{
+    flight_walk *w = ctx;
+    if (w->left == 0)
+        return 1;
+    w->left--;
+    sub_record r;
+    int rc = sub_record_decode(v, false, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    sub_flight f = {seq, w->replay, r.attempts, r.when_ms, {r.error, r.error_len},
+                    {r.instance, r.instance_len}};
+    return w->fn(&f, w->ctx);
+}
+
+int sub_flights(store_txn *t, tally_str name, uint32_t limit, sub_flight_fn fn, void *ctx)
+{
+    sub_state s;
+    int rc = sub_cursor_load(t, name, &s);
+    flight_walk w = {fn, ctx, limit, false};
+    if (rc == TALLY_ok)
+        rc = sub_records_each(t, KIND_FLIGHT, name, 0, flight_one, &w);
+    w.replay = true;
+    if (rc == TALLY_ok)
+        rc = sub_records_each(t, KIND_REPLAY, name, 0, flight_one, &w);
+    return rc == 1 ? TALLY_ok : rc;
+}
+
+typedef struct expiry_walk {
+    int64_t now_ms;
+    uint32_t max, count;
+    sub_state *found; /* max of them */
+} expiry_walk;
+
+static int expiry_one(const sub_state *s, void *ctx)
+{
+    expiry_walk *w = ctx;
+    if (s->config.inactive_expiry_ms == 0 || w->now_ms < s->active_ms ||
+        (uint64_t)(w->now_ms - s->active_ms) < s->config.inactive_expiry_ms)
+        return TALLY_ok;
+    w->found[w->count++] = *s;
+    return w->count == w->max ? 1 : TALLY_ok;
+}
+
+int sub_expire_inactive(store_txn *t, int64_t now_ms, uint32_t max, sub_expired_fn fn, void *ctx,
+                        uint32_t *removed)
+{
+    *removed = 0;
+    expiry_walk w = {now_ms, max, 0, calloc(max ? max : 1, sizeof(sub_state))};
+    if (!w.found)
+        return TALLY_out_of_memory;
+    int rc = max ? sub_list(t, expiry_one, &w) : TALLY_ok;
+    if (rc == 1)
+        rc = TALLY_ok;
+    for (uint32_t i = 0; rc == TALLY_ok && i < w.count; i++) {
+        rc = fn(&w.found[i], ctx);
+        if (rc == TALLY_ok)
+            rc = sub_delete(t, tally_str_from(w.found[i].name));
+        if (rc == TALLY_ok)
+            (*removed)++;
+    }
+    free(w.found);
     return rc;
 }
 
@@ -424,6 +555,78 @@ static int make_due(store_txn *t, tally_str name, tally_str instance, int64_t no
     return rc;
 }
 
+/* Whether the event at seq passes the filter (an event gone since passes:
+ * the reply leaves it out). */
+typedef struct filter_visit {
+    const sub_filter *filter;
+    bool pass;
+} filter_visit;
+
+static void note_pass(const log_event *ev, void *ctx)
+{
+    filter_visit *v = ctx;
+    v->pass = sub_filter_pass(v->filter, ev);
+}
+
+static int filter_passes(store_txn *t, const sub_filter *f, uint64_t seq, bool *pass)
+{
+    filter_visit v = {f, true};
+    int rc = event_visit(t, seq, note_pass, &v);
+    *pass = v.pass;
+    return rc == TALLY_not_found ? TALLY_ok : rc;
+}
+
+static bool filter_is_set(const sub_filter *f)
+{
+    return f->type_count > 0 || f->kinds != 0 || f->subject_glob[0] != 0;
+}
+
+/* New events after the delivered seq, while in-flight room and the fetch's
+ * budget last. With a filter, the events it does not pass are skipped (at
+ * most TALLY_SUB_FILTER_SKIP_EVENTS_MAX a fetch): *skipped_to is then the
+ * last seq the walk is done with, planned or skipped (0: no filter). */
+static int plan_new(store_txn *t, const sub_state *s, uint64_t head_seq, uint64_t first,
+                    fetch_plan *p, uint64_t *skipped_to)
+{
+    bool filtered = filter_is_set(&s->config.filter);
+    uint32_t skipped = 0;
+    uint64_t next = s->delivered_seq + 1;
+    int rc = TALLY_ok;
+    if (first && next < first)
+        next = first; /* events below the retention floor are gone */
+    for (; rc == TALLY_ok && next <= head_seq && p->flights < s->config.max_ack_pending; next++) {
+        bool pass = true;
+        if (filtered && (rc = filter_passes(t, &s->config.filter, next, &pass)) != TALLY_ok)
+            break;
+        if (!pass) {
+            if (++skipped == TALLY_SUB_FILTER_SKIP_EVENTS_MAX) {
+                next++;
+                break;
+            }
+            continue;
+        }
+        bool room;
+        rc = plan_room(p, next, &room);
+        if (!room)
+            break;
+        p->steps[p->count++] = (plan_step){PLAN_NEW, KIND_FLIGHT, next};
+        p->deliveries++;
+        p->flights++;
+    }
+    *skipped_to = filtered && skipped > 0 ? next - 1 : 0;
+    return rc;
+}
+
+/* A fetch that delivers nothing writes nothing, except now and then the
+ * time of the last activity of a subscriber that expires without it: at
+ * most once an eighth of its inactive expiry. */
+static bool activity_due(const sub_state *s, int64_t now_ms)
+{
+    uint64_t expiry = s->config.inactive_expiry_ms;
+    return expiry != 0 && now_ms > s->active_ms &&
+           (uint64_t)(now_ms - s->active_ms) >= expiry / 8;
+}
+
 int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
               int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
               sub_state *after)
@@ -464,22 +667,18 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
     }
     if (rc == 1)
         rc = TALLY_ok;
-    uint64_t next = s->delivered_seq + 1;
-    if (first && next < first)
-        next = first; /* events below the retention floor are gone */
-    for (; rc == TALLY_ok && next <= head.seq && p->flights < s->config.max_ack_pending;
-         next++, p->deliveries++, p->flights++) {
-        bool room;
-        rc = plan_room(p, next, &room);
-        if (!room)
-            break;
-        p->steps[p->count++] = (plan_step){PLAN_NEW, KIND_FLIGHT, next};
-    }
+    uint64_t skipped_to = 0;
+    if (rc == TALLY_ok)
+        rc = plan_new(t, s, head.seq, first, p, &skipped_to);
     for (uint32_t i = 0; rc == TALLY_ok && i < p->count; i++)
         rc = run_step(t, s, &p->steps[i], instance, now_ms, out, count);
-    if (rc == TALLY_ok && p->count > 0) {
+    if (skipped_to > s->delivered_seq)
+        s->delivered_seq = skipped_to; /* acked past what the filter skips */
+    if (rc == TALLY_ok && (p->count > 0 || skipped_to > 0 || activity_due(s, now_ms))) {
         rc = sub_floor_update(t, s);
-        s->updated_ms = now_ms;
+        if (p->count > 0 || skipped_to > 0)
+            s->updated_ms = now_ms;
+        s->active_ms = now_ms;
         if (rc == TALLY_ok)
             rc = sub_cursor_save(t, s);
     }
@@ -557,7 +756,7 @@ int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
     }
     if (rc == TALLY_ok)
         rc = sub_floor_update(t, s);
-    s->updated_ms = now_ms;
+    s->updated_ms = s->active_ms = now_ms;
     return rc == TALLY_ok ? sub_cursor_save(t, s) : rc;
 }
 
@@ -624,7 +823,7 @@ int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64
     rc = park_record(t, after, kind, seq, &r, reason, now_ms);
     if (rc == TALLY_ok && kind == KIND_FLIGHT)
         rc = sub_floor_update(t, after);
-    after->updated_ms = now_ms;
+    after->updated_ms = after->active_ms = now_ms;
     return rc == TALLY_ok ? sub_cursor_save(t, after) : rc;
 }
 

@@ -38,16 +38,51 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Which new events a subscriber is handed (docs/SUBSCRIBERS.md,
+ * "Filters"): an event passes when each part that is set matches; an
+ * empty filter passes every event. Events that do not pass are acked past
+ * by the fetch that reaches them. */
+typedef struct sub_filter {
+    uint32_t type_count; /* event types (wire names); 0: any */
+    char types[TALLY_SUB_FILTER_TYPES_MAX][TALLY_SUB_FILTER_TYPE_BYTES_MAX + 1];
+    uint8_t kinds; /* entity kinds, bit (kind - 1) of log_entity_kind; 0: any */
+    char subject_glob[TALLY_SUB_FILTER_GLOB_BYTES_MAX + 1]; /* fnmatch(3) over the
+                                                             * entity's subject; "": any */
+} sub_filter;
+
 typedef struct sub_config {
     uint32_t max_deliver;     /* deliveries of one event before it is parked */
     uint32_t ack_wait_ms;     /* redelivery delay without a backoff list */
     uint32_t max_ack_pending; /* in-flight deliveries at most */
     uint32_t backoff_count;   /* 0 = use ack_wait_ms */
     uint32_t backoff_ms[TALLY_SUB_BACKOFF_STEPS_MAX];
+    /* The rest is stored in the cursor record's tail (format 2), only when
+     * set: records of format 1 read with all of it empty. */
+    sub_filter filter;
+    uint64_t inactive_expiry_ms; /* removed after this long without activity; 0: never */
+    char contact[TALLY_SUB_OWNER_BYTES_MAX + 1];     /* who owns its dead letters; "" none */
+    char alert_route[TALLY_SUB_OWNER_BYTES_MAX + 1]; /* where their alerts go; "" none */
 } sub_config;
 
 /* Defaults of docs/SUBSCRIBERS.md. */
 void sub_config_default(sub_config *cfg);
+
+/* TALLY_ok or TALLY_invalid_argument: an owner text (contact, alert
+ * route) is 1-128 bytes of printable ASCII without '"' and '\\' (they are
+ * metric label values as they are). */
+int sub_owner_text_check(tally_str text);
+
+/* Whether the event ev passes the filter f. */
+struct log_event;
+bool sub_filter_pass(const sub_filter *f, const struct log_event *ev);
+
+/* A change of settings (sub_update): each has_ member says its value in
+ * config is the new one; the others are kept. */
+typedef struct sub_change {
+    bool has_max_deliver, has_ack_wait_ms, has_max_ack_pending, has_backoff, has_filter_types,
+        has_filter_kinds, has_filter_subject, has_inactive_expiry, has_contact, has_alert_route;
+    sub_config config;
+} sub_change;
 
 typedef enum sub_start_kind {
     SUB_START_BEGINNING, /* every event in the log */
@@ -74,6 +109,9 @@ typedef struct sub_state {
     uint64_t redelivered;  /* deliveries after the first, in total */
     int64_t created_ms;
     int64_t updated_ms;
+    /* The last fetch, ack, park or update (with inactive_expiry_ms; the
+     * created time in records without it). */
+    int64_t active_ms;
 } sub_state;
 
 typedef struct sub_delivery {
@@ -103,6 +141,37 @@ int sub_instance_check(tally_str instance);
  * seq_beyond_head (SUB_START_SEQ past head + 1), or a fault. */
 int sub_create(store_txn *t, tally_str name, const sub_start *start, const sub_config *cfg,
                int64_t now_ms, bool *created, sub_state *out);
+
+/* Change a subscriber's settings, keeping its cursor, in-flight events and
+ * dead letters: TALLY_ok, subscriber_not_found, invalid_argument (a
+ * setting out of range), or a fault. A new filter applies to events not
+ * yet delivered; a new ack wait or backoff to leases and delays set from
+ * now on. */
+int sub_update(store_txn *t, tally_str name, const sub_change *change, int64_t now_ms,
+               sub_state *after);
+
+/* An in-flight event as sub_flights shows it: before it is parked. */
+typedef struct sub_flight {
+    uint64_t seq;
+    bool replay;              /* a dead letter delivered again */
+    uint32_t attempts;        /* deliveries so far */
+    int64_t deliver_after_ms; /* its lease's end, or when it is due again */
+    tally_str error;          /* the last nak's reason; points into the map */
+    tally_str instance;       /* its holder (len 0: none); points into the map */
+} sub_flight;
+
+/* Call fn for up to limit in-flight events of name in seq order (replays
+ * after the rest). TALLY_ok, subscriber_not_found, or a fault. */
+typedef int (*sub_flight_fn)(const sub_flight *f, void *ctx);
+int sub_flights(store_txn *t, tally_str name, uint32_t limit, sub_flight_fn fn, void *ctx);
+
+/* Inactivity expiry: remove up to max subscribers whose inactive_expiry_ms
+ * has passed since their last activity at now_ms, calling fn with each
+ * just before its removal (fn appends its event; non-zero stops and is
+ * returned). *removed counts them. */
+typedef int (*sub_expired_fn)(const sub_state *s, void *ctx);
+int sub_expire_inactive(store_txn *t, int64_t now_ms, uint32_t max, sub_expired_fn fn, void *ctx,
+                        uint32_t *removed);
 
 /* The cursor record: TALLY_ok, subscriber_not_found, or a fault. */
 int sub_get(store_txn *t, tally_str name, sub_state *out);

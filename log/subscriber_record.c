@@ -9,6 +9,7 @@
 #include "log/log.h"
 
 #include <assert.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,8 +46,69 @@ int sub_instance_check(tally_str instance)
     return name_chars_check(instance, false);
 }
 
+int sub_owner_text_check(tally_str text)
+{
+    if (text.len == 0 || text.len > TALLY_SUB_OWNER_BYTES_MAX)
+        return TALLY_invalid_argument;
+    for (size_t i = 0; i < text.len; i++) {
+        unsigned char c = (unsigned char)text.ptr[i];
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
+            return TALLY_invalid_argument;
+    }
+    return TALLY_ok;
+}
+
+static int filter_check(const sub_filter *f)
+{
+    if (f->type_count > TALLY_SUB_FILTER_TYPES_MAX ||
+        (f->kinds >> LOG_ENTITY_KIND_LAST) != 0 ||
+        strnlen(f->subject_glob, sizeof(f->subject_glob)) == sizeof(f->subject_glob))
+        return TALLY_invalid_argument;
+    for (uint32_t i = 0; i < f->type_count; i++) {
+        size_t n = strnlen(f->types[i], sizeof(f->types[i]));
+        if (n == 0 || n == sizeof(f->types[i]))
+            return TALLY_invalid_argument;
+    }
+    return TALLY_ok;
+}
+
+/* An owner text as stored: "" or a checked text. */
+static bool owner_ok(const char *text, size_t cap)
+{
+    size_t n = strnlen(text, cap);
+    return n < cap && (n == 0 || sub_owner_text_check((tally_str){text, n}) == TALLY_ok);
+}
+
+bool sub_filter_pass(const sub_filter *f, const log_event *ev)
+{
+    if (f->type_count > 0) {
+        bool found = false;
+        for (uint32_t i = 0; i < f->type_count && !found; i++)
+            found = tally_str_equal(ev->type, tally_str_from(f->types[i]));
+        if (!found)
+            return false;
+    }
+    if (f->kinds != 0 && (ev->entity.kind < 1 || ev->entity.kind > 8 ||
+                          !(f->kinds & (1u << (ev->entity.kind - 1)))))
+        return false;
+    if (f->subject_glob[0] == 0)
+        return true;
+    char subject[TALLY_SUBJECT_BYTES_MAX + 1];
+    if (ev->entity.subject.len == 0 || ev->entity.subject.len > TALLY_SUBJECT_BYTES_MAX)
+        return false; /* no subject: an account, transfer, dead letter or webhook */
+    memcpy(subject, ev->entity.subject.ptr, ev->entity.subject.len);
+    subject[ev->entity.subject.len] = 0;
+    return fnmatch(f->subject_glob, subject, 0) == 0;
+}
+
 int sub_config_check(const sub_config *c)
 {
+    if (filter_check(&c->filter) != TALLY_ok ||
+        (c->inactive_expiry_ms != 0 && (c->inactive_expiry_ms < TALLY_SUB_INACTIVE_EXPIRY_MS_MIN ||
+                                        c->inactive_expiry_ms > TALLY_SUB_INACTIVE_EXPIRY_MS_MAX)) ||
+        !owner_ok(c->contact, sizeof(c->contact)) ||
+        !owner_ok(c->alert_route, sizeof(c->alert_route)))
+        return TALLY_invalid_argument;
     if (c->max_deliver < 1 || c->max_deliver > TALLY_SUB_MAX_DELIVER_MAX ||
         c->ack_wait_ms < TALLY_SUB_ACK_WAIT_MS_MIN || c->ack_wait_ms > TALLY_SUB_ACK_WAIT_MS_MAX ||
         c->max_ack_pending < 1 || c->max_ack_pending > TALLY_SUB_MAX_ACK_PENDING_MAX ||
@@ -63,7 +125,16 @@ bool sub_config_equal(const sub_config *a, const sub_config *b)
     if (a->max_deliver != b->max_deliver || a->ack_wait_ms != b->ack_wait_ms ||
         a->max_ack_pending != b->max_ack_pending || a->backoff_count != b->backoff_count)
         return false;
-    return memcmp(a->backoff_ms, b->backoff_ms, a->backoff_count * sizeof(uint32_t)) == 0;
+    if (memcmp(a->backoff_ms, b->backoff_ms, a->backoff_count * sizeof(uint32_t)) != 0 ||
+        a->filter.type_count != b->filter.type_count || a->filter.kinds != b->filter.kinds ||
+        strcmp(a->filter.subject_glob, b->filter.subject_glob) != 0 ||
+        a->inactive_expiry_ms != b->inactive_expiry_ms || strcmp(a->contact, b->contact) != 0 ||
+        strcmp(a->alert_route, b->alert_route) != 0)
+        return false;
+    for (uint32_t i = 0; i < a->filter.type_count; i++)
+        if (strcmp(a->filter.types[i], b->filter.types[i]) != 0)
+            return false;
+    return true;
 }
 
 /* ---- keys ---- */
@@ -95,7 +166,59 @@ static uint8_t *put64(uint8_t *p, uint64_t v) { put_u64_be(p, v); return p + 8; 
 static const uint8_t *get32(const uint8_t *p, uint32_t *v) { *v = get_u32_be(p); return p + 4; }
 static const uint8_t *get64(const uint8_t *p, uint64_t *v) { *v = get_u64_be(p); return p + 8; }
 
-static void cursor_encode(const sub_state *s, uint8_t out[CURSOR_VALUE_BYTES])
+/* One tail entry: tag, u16 length, value. */
+static uint8_t *put_tag(uint8_t *p, uint8_t tag, const void *value, size_t len)
+{
+    *p++ = tag;
+    put_u16_be(p, (uint16_t)len);
+    memcpy(p + 2, value, len);
+    return p + 2 + len;
+}
+
+static uint8_t *put_tag_text(uint8_t *p, uint8_t tag, const char *text)
+{
+    size_t n = strlen(text);
+    return n ? put_tag(p, tag, text, n) : p;
+}
+
+/* The tail of format 2 after the fixed part at p: only what is set. */
+static uint8_t *cursor_tail_encode(const sub_state *s, uint8_t *p)
+{
+    const sub_config *c = &s->config;
+    uint8_t v[8];
+    if (c->inactive_expiry_ms) {
+        put_u64_be(v, c->inactive_expiry_ms);
+        p = put_tag(p, CURSOR_TAG_INACTIVE_EXPIRY, v, 8);
+        put_u64_be(v, (uint64_t)s->active_ms);
+        p = put_tag(p, CURSOR_TAG_ACTIVE, v, 8);
+    }
+    if (c->filter.type_count) {
+        uint8_t types[1 + TALLY_SUB_FILTER_TYPES_MAX * (1 + TALLY_SUB_FILTER_TYPE_BYTES_MAX)];
+        size_t n = 0;
+        types[n++] = (uint8_t)c->filter.type_count;
+        for (uint32_t i = 0; i < c->filter.type_count; i++) {
+            size_t len = strlen(c->filter.types[i]);
+            types[n++] = (uint8_t)len;
+            memcpy(types + n, c->filter.types[i], len);
+            n += len;
+        }
+        p = put_tag(p, CURSOR_TAG_TYPES, types, n);
+    }
+    if (c->filter.kinds)
+        p = put_tag(p, CURSOR_TAG_KINDS, &c->filter.kinds, 1);
+    p = put_tag_text(p, CURSOR_TAG_SUBJECT_GLOB, c->filter.subject_glob);
+    p = put_tag_text(p, CURSOR_TAG_CONTACT, c->contact);
+    return put_tag_text(p, CURSOR_TAG_ALERT_ROUTE, c->alert_route);
+}
+
+_Static_assert(3 * 7 + 8 + 8 + 1 + TALLY_SUB_FILTER_TYPES_MAX * (1 + TALLY_SUB_FILTER_TYPE_BYTES_MAX) +
+                       1 + TALLY_SUB_FILTER_GLOB_BYTES_MAX + 2 * TALLY_SUB_OWNER_BYTES_MAX <=
+                   CURSOR_TAIL_BYTES_MAX,
+               "a cursor's tail fits its bound");
+
+/* Format 1 when nothing of the tail is set (what older builds read),
+ * else format 2. Returns the length. */
+static size_t cursor_encode(const sub_state *s, uint8_t out[CURSOR_VALUE_BYTES_MAX])
 {
     uint8_t *p = out;
     *p++ = RECORD_VERSION;
@@ -112,13 +235,89 @@ static void cursor_encode(const sub_state *s, uint8_t out[CURSOR_VALUE_BYTES])
     p = put64(p, s->dead_letters);
     p = put64(p, s->redelivered);
     p = put64(p, (uint64_t)s->created_ms);
-    put64(p, (uint64_t)s->updated_ms);
+    p = put64(p, (uint64_t)s->updated_ms);
+    uint8_t *end = cursor_tail_encode(s, p);
+    if (end != p)
+        out[0] = RECORD_VERSION_TAIL;
+    return (size_t)(end - out);
+}
+
+static int text_of_tag(const uint8_t *v, size_t len, char *out, size_t cap)
+{
+    if (len == 0 || len >= cap)
+        return TALLY_corrupt_record;
+    memcpy(out, v, len);
+    out[len] = 0;
+    return TALLY_ok;
+}
+
+static int types_of_tag(const uint8_t *v, size_t len, sub_filter *f)
+{
+    if (len < 1 || v[0] == 0 || v[0] > TALLY_SUB_FILTER_TYPES_MAX)
+        return TALLY_corrupt_record;
+    size_t at = 1;
+    for (uint32_t i = 0; i < v[0]; i++) {
+        if (at >= len || at + 1 + v[at] > len ||
+            text_of_tag(v + at + 1, v[at], f->types[i], sizeof(f->types[i])) != TALLY_ok)
+            return TALLY_corrupt_record;
+        at += 1 + v[at];
+    }
+    f->type_count = v[0];
+    return at == len ? TALLY_ok : TALLY_corrupt_record;
+}
+
+/* One tail entry into s. */
+static int cursor_tag_decode(uint8_t tag, const uint8_t *v, size_t len, sub_state *s)
+{
+    sub_config *c = &s->config;
+    switch (tag) {
+    case CURSOR_TAG_INACTIVE_EXPIRY:
+        if (len != 8)
+            return TALLY_corrupt_record;
+        c->inactive_expiry_ms = get_u64_be(v);
+        return TALLY_ok;
+    case CURSOR_TAG_ACTIVE:
+        if (len != 8)
+            return TALLY_corrupt_record;
+        s->active_ms = (int64_t)get_u64_be(v);
+        return TALLY_ok;
+    case CURSOR_TAG_TYPES: return types_of_tag(v, len, &c->filter);
+    case CURSOR_TAG_KINDS:
+        if (len != 1 || v[0] == 0)
+            return TALLY_corrupt_record;
+        c->filter.kinds = v[0];
+        return TALLY_ok;
+    case CURSOR_TAG_SUBJECT_GLOB:
+        return text_of_tag(v, len, c->filter.subject_glob, sizeof(c->filter.subject_glob));
+    case CURSOR_TAG_CONTACT: return text_of_tag(v, len, c->contact, sizeof(c->contact));
+    case CURSOR_TAG_ALERT_ROUTE: return text_of_tag(v, len, c->alert_route, sizeof(c->alert_route));
+    }
+    return TALLY_corrupt_record; /* a tag this build does not know */
+}
+
+static int cursor_tail_decode(const uint8_t *p, size_t len, sub_state *s)
+{
+    size_t at = 0;
+    while (at < len) {
+        if (len - at < 3)
+            return TALLY_corrupt_record;
+        size_t n = get_u16_be(p + at + 1);
+        if (n > len - at - 3)
+            return TALLY_corrupt_record;
+        int rc = cursor_tag_decode(p[at], p + at + 3, n, s);
+        if (rc != TALLY_ok)
+            return rc;
+        at += 3 + n;
+    }
+    return TALLY_ok;
 }
 
 int sub_cursor_decode(const MDB_val *v, tally_str name, sub_state *s)
 {
     const uint8_t *p = v->mv_data;
-    if (v->mv_size != CURSOR_VALUE_BYTES || p[0] != RECORD_VERSION)
+    if (v->mv_size < CURSOR_VALUE_BYTES || v->mv_size > CURSOR_VALUE_BYTES_MAX ||
+        (p[0] != RECORD_VERSION && p[0] != RECORD_VERSION_TAIL) ||
+        (p[0] == RECORD_VERSION) != (v->mv_size == CURSOR_VALUE_BYTES))
         return TALLY_corrupt_record;
     memset(s, 0, sizeof(*s));
     memcpy(s->name, name.ptr, name.len);
@@ -137,10 +336,12 @@ int sub_cursor_decode(const MDB_val *v, tally_str name, sub_state *s)
     p = get64(p, &s->redelivered);
     uint64_t created, updated;
     p = get64(p, &created);
-    get64(p, &updated);
+    p = get64(p, &updated);
     s->created_ms = (int64_t)created;
     s->updated_ms = (int64_t)updated;
-    if (sub_config_check(&s->config) != TALLY_ok || s->ack_floor > s->delivered_seq)
+    s->active_ms = s->created_ms;
+    int rc = cursor_tail_decode(p, v->mv_size - CURSOR_VALUE_BYTES, s);
+    if (rc != TALLY_ok || sub_config_check(&s->config) != TALLY_ok || s->ack_floor > s->delivered_seq)
         return TALLY_corrupt_record;
     return TALLY_ok;
 }
@@ -230,10 +431,11 @@ int sub_cursor_load(store_txn *t, tally_str name, sub_state *s)
 
 int sub_cursor_save(store_txn *t, const sub_state *s)
 {
-    uint8_t k[KEY_BYTES_MAX], v[CURSOR_VALUE_BYTES];
-    cursor_encode(s, v);
+    uint8_t k[KEY_BYTES_MAX], v[CURSOR_VALUE_BYTES_MAX];
+    assert(sub_config_check(&s->config) == TALLY_ok);
+    size_t len = cursor_encode(s, v);
     return store_put(t, STORE_DB_CURSORS, k, sub_cursor_key(k, tally_str_from(s->name)), v,
-                     sizeof(v), 0);
+                     len, 0);
 }
 
 /* kind 'f' or 'r' in cursors, or 0 for the dlq. */

@@ -13,8 +13,23 @@
 
 /* Internal to the two files: short names are theirs alone. */
 #define RECORD_VERSION 1
+/* Format 2: format 1's bytes (with the byte 2 first), then a tail of
+ * entries tag (u8), length (u16), value, each only when set (CURSOR_TAG_*,
+ * subscriber.h). A new field is a new tag. */
+#define RECORD_VERSION_TAIL 2
 #define KEY_BYTES_MAX (1 + TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1 + 8)
 #define CURSOR_VALUE_BYTES (1 + 4 * 4 + 4 * TALLY_SUB_BACKOFF_STEPS_MAX + 8 * 2 + 4 * 2 + 8 * 2 + 8 * 2)
+#define CURSOR_TAIL_BYTES_MAX 2048
+#define CURSOR_VALUE_BYTES_MAX (CURSOR_VALUE_BYTES + CURSOR_TAIL_BYTES_MAX)
+enum {
+    CURSOR_TAG_INACTIVE_EXPIRY = 1, /* u64 ms */
+    CURSOR_TAG_ACTIVE = 2,          /* i64 ms: the last activity */
+    CURSOR_TAG_TYPES = 3,           /* u8 count, then each: u8 length, the name */
+    CURSOR_TAG_KINDS = 4,           /* u8 bit set */
+    CURSOR_TAG_SUBJECT_GLOB = 5,    /* the glob's bytes */
+    CURSOR_TAG_CONTACT = 6,         /* the text's bytes */
+    CURSOR_TAG_ALERT_ROUTE = 7,     /* the text's bytes */
+};
 #define FLIGHT_VALUE_HEAD (4 + 8 + 2)
 #define DEAD_VALUE_HEAD (4 + 8 + 1 + 2)
 /* An in-flight record may end with its holder: instance length (1) and id. */

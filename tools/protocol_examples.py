@@ -222,9 +222,9 @@ EXAMPLES = [
 RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"\xdd\xff\xff\xff\xff"}
 
 def wildcard_times(reply):
-    """Replace the 8 bytes after 'granted_ms'/'updated_ms'/'created_ms' keys' cf marker by .."""
+    """Replace the 8 bytes after the time keys' cf marker by .."""
     h = [f"{x:02x}" for x in reply]
-    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms"):
+    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms", b"active_ms"):
         key = bytes([0xa0 | len(name)]) + name
         start = 0
         while True:

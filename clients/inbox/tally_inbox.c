@@ -333,6 +333,9 @@ static int event_version_key(const tally_event *ev, uint8_t *key, size_t *key_le
                            : ev->kind == TALLY_ENTITY_WEBHOOK   ? "webhook"
                                                                 : "dead_letter",
                            entitlement, 2 + ev->subject_len + ev->feature_len, key, key_len);
+    case TALLY_ENTITY_SUBSCRIBER:
+        return version_key("subscriber", (const uint8_t *)ev->subject, ev->subject_len, key,
+                           key_len);
     }
     return TALLY_corrupt_record;
 }

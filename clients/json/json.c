@@ -123,6 +123,8 @@ static json_t *entity_json(const tally_event *e)
     if (e->kind == TALLY_ENTITY_WEBHOOK)
         return json_pack("{s:s, s:o, s:o}", "kind", e->entity_kind, "source",
                          json_text(e->subject), "event_id", json_text(e->feature));
+    if (e->kind == TALLY_ENTITY_SUBSCRIBER)
+        return json_pack("{s:s, s:o}", "kind", e->entity_kind, "name", json_text(e->subject));
     return json_pack("{s:s, s:o, s:o}", "kind", e->entity_kind, "subject", json_text(e->subject),
                      "feature", json_text(e->feature));
 }

@@ -421,6 +421,7 @@ typedef enum tally_entity_kind {
     TALLY_ENTITY_ENTITLEMENT = 3,
     TALLY_ENTITY_DEAD_LETTER = 4, /* dead_letter.expired (tallyd --dlq-retention-s) */
     TALLY_ENTITY_WEBHOOK = 5,     /* webhook.received (tallyd --webhooks, docs/WEBHOOKS.md) */
+    TALLY_ENTITY_SUBSCRIBER = 6,  /* subscriber.expired (a subscriber's inactive_expiry_ms) */
 } tally_entity_kind;
 
 #define TALLY_EVENT_HASH_BYTES 32
@@ -447,7 +448,8 @@ typedef struct tally_event {
      * the subscriber's name, feature: the dead letter's seq as decimal
      * text; the rest is in the body's TALLY_PART_DEAD_LETTER), "webhook"
      * (subject: the webhook source, feature: the provider's event id; the
-     * delivery is the body's TALLY_PART_WEBHOOK); the others
+     * delivery is the body's TALLY_PART_WEBHOOK), "subscriber" (subject:
+     * its name; the rest is the body's TALLY_PART_SUBSCRIBER); the others
      * are zero / "".
      * kind is the same as a number (before the types were one, the inbox's
      * event called it entity_kind: use kind there now). */
@@ -486,6 +488,9 @@ typedef enum tally_body_part {
                                       parked_ms, error] */
     TALLY_PART_WEBHOOK = 6,        /* webhook events: [source, event_id, event_type or nil,
                                       signed_at_s, body (bin)] */
+    TALLY_PART_SUBSCRIBER = 7,     /* subscriber events: [name, ack_floor, delivered_seq,
+                                      in_flight, dead_letters, active_ms,
+                                      inactive_expiry_ms, contact or nil] */
 } tally_body_part;
 /* The part of ev's body (ev->body must be set, as in the inbox's callbacks),
  * or NULL when the event's kind has no such part. */

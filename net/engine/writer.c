@@ -101,9 +101,7 @@ static int64_t commit_time(server *srv)
  * the writes around it. Returns the records removed. */
 static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
 {
-    const net_server_options *o = srv->opt;
-    if (o->inbox_window_ms == 0 && o->log_age_ms == 0 && o->dlq_age_ms == 0)
-        return 0;
+    const net_server_options *o = srv->opt; /* subscriber expiry has no option: always */
     ledger_retention opt = {o->inbox_window_ms, o->log_age_ms, 0, o->dlq_age_ms, NULL};
     ledger_retention_work work;
     bool ran;
@@ -117,7 +115,11 @@ static uint32_t retention_sweep(server *srv, store_txn *txn, int64_t now)
                 "retention removed %u inbox records, %u events (log floor %llu), %u dead letters",
                 work.inbox_removed, work.events_removed, (unsigned long long)work.log_floor,
                 work.dead_letters_removed);
-    return work.inbox_removed + work.events_removed + work.dead_letters_removed;
+    if (work.subscribers_expired)
+        net_log(NET_LOG_INFO, "%u subscribers expired after their inactive_expiry_ms",
+                work.subscribers_expired);
+    return work.inbox_removed + work.events_removed + work.dead_letters_removed +
+           work.subscribers_expired;
 }
 
 /* A write transaction with the sweeps done; head before it in *before.

@@ -247,6 +247,7 @@ static const struct {
                        {"inbox_oldest_age_s", R_INT}, {"log_floor", R_INT},
                        {"log_floor_hash", R_BASE64}, {"last_sweep", R_OBJECT}}},
     [NET_OP_SUB_PROGRESS] = {{{"extended", R_INT}, {"deliver_after_ms", R_INT}}},
+    [NET_OP_SUB_UPDATE] = {{{"subscriber", R_OBJECT}}},
 };
 
 static json_t *reply_field_schema(reply_kind kind)

@@ -440,6 +440,18 @@ static long long sub_value_of(const sub_row *r, sub_value v)
     return 0;
 }
 
+/* The dead letters' owner as labels (docs/SUBSCRIBERS.md, "Owner"):
+ * ,contact="..",alert_route=".." for those set. Their texts hold no '"',
+ * '\\' or control characters (sub_owner_text_check): nothing to escape. */
+static void owner_labels(const sub_config *c, char *out, size_t cap)
+{
+    int n = 0;
+    if (c->contact[0])
+        n = snprintf(out, cap, ",contact=\"%s\"", c->contact);
+    if (c->alert_route[0] && n >= 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n, ",alert_route=\"%s\"", c->alert_route);
+}
+
 static int write_subscribers(net_text *b, store_txn *t, int64_t now_ms)
 {
     sub_rows r = {calloc(TALLY_SUBSCRIBERS_MAX, sizeof(sub_row)), 0, t, now_ms};
@@ -449,9 +461,13 @@ static int write_subscribers(net_text *b, store_txn *t, int64_t now_ms)
     net_text_sample_u64(b, "tally_subscribers", "gauge", "Durable subscribers.", r.count);
     for (int v = 0; rc == TALLY_ok && v < SUB_VALUE_COUNT; v++) {
         net_text_family(b, sub_families[v].name, sub_families[v].type, sub_families[v].help);
-        for (size_t i = 0; i < r.count; i++) /* names are A-Z a-z 0-9 . _ - : nothing to escape */
-            net_text_printf(b, "%s{subscriber=\"%s\"} %lld\n", sub_families[v].name,
-                            r.rows[i].state.name, sub_value_of(&r.rows[i], (sub_value)v));
+        for (size_t i = 0; i < r.count; i++) { /* names are A-Z a-z 0-9 . _ - : nothing to escape */
+            char owner[2 * TALLY_SUB_OWNER_BYTES_MAX + 32] = "";
+            if (v == SUB_DEAD_LETTERS || v == SUB_OLDEST_DEAD_LETTER)
+                owner_labels(&r.rows[i].state.config, owner, sizeof(owner));
+            net_text_printf(b, "%s{subscriber=\"%s\"%s} %lld\n", sub_families[v].name,
+                            r.rows[i].state.name, owner, sub_value_of(&r.rows[i], (sub_value)v));
+        }
     }
     free(r.rows);
     return rc;

@@ -168,12 +168,8 @@
 
 /* ---- subscribers (sub_named: sub_get and sub_delete) ---- */
 
-#define NET_FIELDS_sub_create(F, T)                                                         \
-    NET_FIELD_SUB_NAME(F, T)                                                                \
-    F(T, STR, start, OPTIONAL, 16, "`beginning` (default) or `now`")                        \
-    F(T, UINT, from_seq, OPTIONAL, UINT64_MAX, "start at this seq (1 .. head + 1)")         \
-    F(T, INT, from_time_ms, OPTIONAL, 0,                                                    \
-      "start at the first event committed at or after this Unix ms")                        \
+/* The settings sub_create takes and sub_update changes. */
+#define NET_FIELD_SUB_SETTINGS(F, T)                                                        \
     F(T, UINT, max_deliver, OPTIONAL, TALLY_SUB_MAX_DELIVER_MAX,                            \
       "deliveries of an event before it is parked, >= 1 (default 5)")                       \
     F(T, UINT, ack_wait_ms, OPTIONAL, TALLY_SUB_ACK_WAIT_MS_MAX,                            \
@@ -183,7 +179,34 @@
       "redelivery delay after a failure (a nak without delay_ms) of the n-th delivery "   \
       "(the last repeats); each <= 86400000")                                               \
     F(T, UINT, max_ack_pending, OPTIONAL, TALLY_SUB_MAX_ACK_PENDING_MAX,                    \
-      "events in flight at most, >= 1 (default 1000)")
+      "events in flight at most, >= 1 (default 1000)")                                      \
+    F(T, STR, filter_types, OPTIONAL,                                                       \
+      TALLY_SUB_FILTER_TYPES_MAX * (TALLY_SUB_FILTER_TYPE_BYTES_MAX + 1),                   \
+      "hand out only events of these types, comma-separated (at most 16; \"\": any)")        \
+    F(T, STR, filter_kinds, OPTIONAL, 64,                                                   \
+      "only events about these entity kinds, comma-separated: account, transfer, "         \
+      "entitlement, dead_letter, webhook (\"\": any)")                                       \
+    F(T, STR, filter_subject, OPTIONAL, TALLY_SUB_FILTER_GLOB_BYTES_MAX,                    \
+      "only events whose entitlement subject matches this glob (* ? [..]; \"\": any)")       \
+    F(T, UINT, inactive_expiry_ms, OPTIONAL, TALLY_SUB_INACTIVE_EXPIRY_MS_MAX,              \
+      "remove the subscriber after this long without a fetch, ack or park, with a "        \
+      "subscriber.expired event; >= 1000 (default 0: never)")                               \
+    F(T, STR, contact, OPTIONAL, TALLY_SUB_OWNER_BYTES_MAX,                                 \
+      "who owns its dead letters (printable ASCII without \" and \\; \"\": none)")          \
+    F(T, STR, alert_route, OPTIONAL, TALLY_SUB_OWNER_BYTES_MAX,                             \
+      "where its dead-letter alerts go: a label of its dead-letter metrics (\"\": none)")
+
+#define NET_FIELDS_sub_create(F, T)                                                         \
+    NET_FIELD_SUB_NAME(F, T)                                                                \
+    F(T, STR, start, OPTIONAL, 16, "`beginning` (default) or `now`")                        \
+    F(T, UINT, from_seq, OPTIONAL, UINT64_MAX, "start at this seq (1 .. head + 1)")         \
+    F(T, INT, from_time_ms, OPTIONAL, 0,                                                    \
+      "start at the first event committed at or after this Unix ms")                        \
+    NET_FIELD_SUB_SETTINGS(F, T)
+
+#define NET_FIELDS_sub_update(F, T) \
+    NET_FIELD_SUB_NAME(F, T)        \
+    NET_FIELD_SUB_SETTINGS(F, T)
 
 #define NET_FIELDS_sub_named(F, T) NET_FIELD_SUB_NAME(F, T)
 
@@ -210,7 +233,9 @@
     NET_FIELD_SUB_SEQ(F, T, "the in-flight event")             \
     F(T, UINT, delay_ms, OPTIONAL, TALLY_SUB_ACK_WAIT_MS_MAX,  \
       "due again after this long (default: the backoff rule)") \
-    F(T, STR, error, OPTIONAL, TALLY_SUB_ERROR_BYTES_MAX, "why; kept as the event's last error")
+    F(T, STR, reason, OPTIONAL, TALLY_SUB_ERROR_BYTES_MAX,                                    \
+      "why it failed; kept as the event's last error (sub_get, the dead letter)")              \
+    F(T, STR, error, OPTIONAL, TALLY_SUB_ERROR_BYTES_MAX, "the same as reason (its older name)")
 
 #define NET_FIELDS_sub_progress(F, T)                                                      \
     NET_FIELD_SUB_NAME(F, T)                                                               \
@@ -249,7 +274,7 @@
     X(transfer_reverse)                                                               \
     X(batch) X(account_get) X(account_history) X(account_list) X(transfer_get)        \
     X(query) X(account_transfers)                                                     \
-    X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
+    X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_update) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
     X(dlq_discard) X(backup)
 

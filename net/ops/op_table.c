@@ -47,6 +47,7 @@ BUILD_OF(entitlement_get)
 BUILD_OF(entitlement_list)
 BUILD_OF(log_read)
 BUILD_OF(sub_create)
+BUILD_OF(sub_update)
 BUILD_OF(sub_named)
 BUILD_OF(sub_fetch)
 BUILD_OF(sub_ack)
@@ -136,6 +137,9 @@ const net_op net_ops[NET_OP_COUNT] = {
     [NET_OP_SUB_CREATE] = {
         .id = NET_OP_SUB_CREATE, .name = "sub_create", .auth = AUTH_CLASS_SUBSCRIBE, SUBSCRIBER(sub_create, sub_create),
         .doc = "Create a durable subscriber (an identical one existing is ok, `created` false)."},
+    [NET_OP_SUB_UPDATE] = {
+        .id = NET_OP_SUB_UPDATE, .name = "sub_update", .auth = AUTH_CLASS_SUBSCRIBE, SUBSCRIBER(sub_update, sub_update),
+        .doc = "Change a subscriber's settings, keeping its cursor, in-flight events and dead letters."},
     [NET_OP_SUB_GET] = {
         .id = NET_OP_SUB_GET, .name = "sub_get", .auth = AUTH_CLASS_READ, READ(sub_named, net_read_sub),
         .doc = "A subscriber's metrics."},

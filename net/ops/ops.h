@@ -59,6 +59,7 @@ void net_read_transfer_query(net_out *o, store_txn *t, const net_request *req, i
 
 /* ---- subscribers (ops_sub.c) ---- */
 int net_build_sub_create(net_request *req, const net_args_sub_create *a);
+int net_build_sub_update(net_request *req, const net_args_sub_update *a);
 int net_build_sub_named(net_request *req, const net_args_sub_named *a);
 int net_build_sub_fetch(net_request *req, const net_args_sub_fetch *a);
 int net_build_sub_ack(net_request *req, const net_args_sub_ack *a);
@@ -74,6 +75,7 @@ int net_build_dlq_discard(net_request *req, const net_args_dlq_discard *a);
     void net_reply_##op(net_out *o, store_txn *rt, const net_request *req,                    \
                         const net_result *res, int fault, int64_t now_ms)
 NET_SUB_WRITE(sub_create);
+NET_SUB_WRITE(sub_update);
 NET_SUB_WRITE(sub_delete);
 NET_SUB_WRITE(sub_fetch);
 NET_SUB_WRITE(sub_ack);

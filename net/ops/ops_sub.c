@@ -68,6 +68,144 @@ static int build_start(net_request *req, const net_args_sub_create *a)
     return TALLY_ok;
 }
 
+/* The settings of sub_create and sub_update, whichever struct they came in. */
+typedef struct settings_args {
+    bool has_max_deliver, has_ack_wait_ms, has_max_ack_pending, has_backoff_ms, has_filter_types,
+        has_filter_kinds, has_filter_subject, has_inactive_expiry_ms, has_contact, has_alert_route;
+    uint64_t max_deliver, ack_wait_ms, max_ack_pending, inactive_expiry_ms;
+    net_list backoff_ms;
+    tally_str filter_types, filter_kinds, filter_subject, contact, alert_route;
+} settings_args;
+
+#define SETTINGS_OF(a)                                                                        \
+    (settings_args){(a)->has_max_deliver, (a)->has_ack_wait_ms, (a)->has_max_ack_pending,     \
+                    (a)->has_backoff_ms, (a)->has_filter_types, (a)->has_filter_kinds,        \
+                    (a)->has_filter_subject, (a)->has_inactive_expiry_ms, (a)->has_contact,   \
+                    (a)->has_alert_route, (a)->max_deliver, (a)->ack_wait_ms,                 \
+                    (a)->max_ack_pending, (a)->inactive_expiry_ms, (a)->backoff_ms,           \
+                    (a)->filter_types, (a)->filter_kinds, (a)->filter_subject, (a)->contact,  \
+                    (a)->alert_route}
+
+/* Call fn for each comma-separated item of list (none for ""); an empty
+ * item is refused. */
+typedef int (*item_fn)(tally_str item, void *ctx);
+static int each_item(tally_str list, item_fn fn, void *ctx)
+{
+    size_t at = 0;
+    while (at < list.len) {
+        size_t end = at;
+        while (end < list.len && list.ptr[end] != ',')
+            end++;
+        if (end == at || (end == list.len - 1 && list.ptr[end] == ','))
+            return TALLY_value_out_of_range;
+        int rc = fn((tally_str){list.ptr + at, end - at}, ctx);
+        if (rc != TALLY_ok)
+            return rc;
+        at = end + 1;
+    }
+    return TALLY_ok;
+}
+
+static int type_item(tally_str item, void *ctx)
+{
+    sub_filter *f = ctx;
+    if (f->type_count == TALLY_SUB_FILTER_TYPES_MAX || item.len > TALLY_SUB_FILTER_TYPE_BYTES_MAX)
+        return TALLY_value_out_of_range;
+    memcpy(f->types[f->type_count], item.ptr, item.len);
+    f->types[f->type_count++][item.len] = 0;
+    return TALLY_ok;
+}
+
+static int kind_item(tally_str item, void *ctx)
+{
+    sub_filter *f = ctx;
+    for (int k = LOG_ENTITY_ACCOUNT; k <= LOG_ENTITY_KIND_LAST; k++)
+        if (tally_str_equal(item, tally_str_from(log_entity_kind_name((log_entity_kind)k)))) {
+            f->kinds |= (uint8_t)(1u << (k - 1));
+            return TALLY_ok;
+        }
+    return TALLY_value_out_of_range;
+}
+
+static int owner_text(net_request *req, tally_str text, char *out, const char *why)
+{
+    if (text.len > 0 && sub_owner_text_check(text) != TALLY_ok)
+        return net_request_fail(req, TALLY_value_out_of_range, why);
+    memcpy(out, text.ptr, text.len);
+    out[text.len] = 0;
+    return TALLY_ok;
+}
+
+/* The filter's fields into f (only those given; the rest stay). */
+static int build_filter(net_request *req, const settings_args *a, sub_filter *f)
+{
+    if (a->has_filter_types) {
+        f->type_count = 0;
+        if (each_item(a->filter_types, type_item, f) != TALLY_ok)
+            return net_request_fail(req, TALLY_value_out_of_range,
+                                    "filter_types: at most 16 names of 1-32 bytes, comma-separated");
+    }
+    if (a->has_filter_kinds) {
+        f->kinds = 0;
+        if (each_item(a->filter_kinds, kind_item, f) != TALLY_ok)
+            return net_request_fail(req, TALLY_value_out_of_range,
+                                    "filter_kinds: account, transfer, entitlement, dead_letter, webhook");
+    }
+    if (a->has_filter_subject) {
+        memcpy(f->subject_glob, a->filter_subject.ptr, a->filter_subject.len);
+        f->subject_glob[a->filter_subject.len] = 0;
+        if (strlen(f->subject_glob) != a->filter_subject.len)
+            return net_request_fail(req, TALLY_value_out_of_range, "filter_subject: no NUL bytes");
+    }
+    return TALLY_ok;
+}
+
+/* Settings given into c and the change's has_ flags (ch NULL: a create). */
+static int build_settings(net_request *req, const settings_args *a, sub_config *c, sub_change *ch)
+{
+    if (a->has_max_deliver)
+        c->max_deliver = (uint32_t)a->max_deliver;
+    if (a->has_ack_wait_ms)
+        c->ack_wait_ms = (uint32_t)a->ack_wait_ms;
+    if (a->has_max_ack_pending)
+        c->max_ack_pending = (uint32_t)a->max_ack_pending;
+    if (a->has_max_deliver && c->max_deliver < 1)
+        return net_request_fail(req, TALLY_value_out_of_range, "max_deliver: at least 1");
+    if (a->has_ack_wait_ms && c->ack_wait_ms < TALLY_SUB_ACK_WAIT_MS_MIN)
+        return net_request_fail(req, TALLY_value_out_of_range, "ack_wait_ms: at least 100");
+    if (a->has_max_ack_pending && c->max_ack_pending < 1)
+        return net_request_fail(req, TALLY_value_out_of_range, "max_ack_pending: at least 1");
+    c->backoff_count = a->has_backoff_ms ? 0 : c->backoff_count;
+    for (uint32_t i = 0; i < a->backoff_ms.count; i++) {
+        uint64_t ms = a->backoff_ms.items[i].via.u64;
+        if (ms > TALLY_SUB_ACK_WAIT_MS_MAX)
+            return net_request_fail(req, TALLY_value_out_of_range, "backoff_ms: each at most 86400000");
+        c->backoff_ms[c->backoff_count++] = (uint32_t)ms;
+    }
+    c->inactive_expiry_ms = a->has_inactive_expiry_ms ? a->inactive_expiry_ms : c->inactive_expiry_ms;
+    if (c->inactive_expiry_ms != 0 && c->inactive_expiry_ms < TALLY_SUB_INACTIVE_EXPIRY_MS_MIN)
+        return net_request_fail(req, TALLY_value_out_of_range, "inactive_expiry_ms: 0 or at least 1000");
+    int rc = build_filter(req, a, &c->filter);
+    if (rc == TALLY_ok && a->has_contact)
+        rc = owner_text(req, a->contact, c->contact, "contact: printable ASCII without \" and \\");
+    if (rc == TALLY_ok && a->has_alert_route)
+        rc = owner_text(req, a->alert_route, c->alert_route,
+                        "alert_route: printable ASCII without \" and \\");
+    if (ch) {
+        ch->has_max_deliver = a->has_max_deliver;
+        ch->has_ack_wait_ms = a->has_ack_wait_ms;
+        ch->has_max_ack_pending = a->has_max_ack_pending;
+        ch->has_backoff = a->has_backoff_ms;
+        ch->has_filter_types = a->has_filter_types;
+        ch->has_filter_kinds = a->has_filter_kinds;
+        ch->has_filter_subject = a->has_filter_subject;
+        ch->has_inactive_expiry = a->has_inactive_expiry_ms;
+        ch->has_contact = a->has_contact;
+        ch->has_alert_route = a->has_alert_route;
+    }
+    return rc;
+}
+
 int net_build_sub_create(net_request *req, const net_args_sub_create *a)
 {
     int rc = build_name(req, a->name);
@@ -75,27 +213,18 @@ int net_build_sub_create(net_request *req, const net_args_sub_create *a)
         rc = build_start(req, a);
     if (rc != TALLY_ok)
         return rc;
-    sub_config *c = &req->sub.config;
-    sub_config_default(c);
-    if (a->has_max_deliver)
-        c->max_deliver = (uint32_t)a->max_deliver;
-    if (a->has_ack_wait_ms)
-        c->ack_wait_ms = (uint32_t)a->ack_wait_ms;
-    if (a->has_max_ack_pending)
-        c->max_ack_pending = (uint32_t)a->max_ack_pending;
-    if (c->max_deliver < 1)
-        return net_request_fail(req, TALLY_value_out_of_range, "max_deliver: at least 1");
-    if (c->ack_wait_ms < TALLY_SUB_ACK_WAIT_MS_MIN)
-        return net_request_fail(req, TALLY_value_out_of_range, "ack_wait_ms: at least 100");
-    if (c->max_ack_pending < 1)
-        return net_request_fail(req, TALLY_value_out_of_range, "max_ack_pending: at least 1");
-    for (uint32_t i = 0; i < a->backoff_ms.count; i++) {
-        uint64_t ms = a->backoff_ms.items[i].via.u64;
-        if (ms > TALLY_SUB_ACK_WAIT_MS_MAX)
-            return net_request_fail(req, TALLY_value_out_of_range, "backoff_ms: each at most 86400000");
-        c->backoff_ms[c->backoff_count++] = (uint32_t)ms;
-    }
-    return TALLY_ok;
+    sub_config_default(&req->sub.config);
+    settings_args s = SETTINGS_OF(a);
+    return build_settings(req, &s, &req->sub.config, NULL);
+}
+
+int net_build_sub_update(net_request *req, const net_args_sub_update *a)
+{
+    int rc = build_name(req, a->name);
+    if (rc != TALLY_ok)
+        return rc;
+    settings_args s = SETTINGS_OF(a);
+    return build_settings(req, &s, &req->sub.change.config, &req->sub.change);
 }
 
 int net_build_sub_fetch(net_request *req, const net_args_sub_fetch *a)
@@ -146,7 +275,10 @@ int net_build_sub_nak(net_request *req, const net_args_sub_nak *a)
         return rc;
     req->sub.has_delay = a->has_delay_ms;
     req->sub.delay_ms = (uint32_t)a->delay_ms;
-    req->sub.text = a->error;
+    if (a->has_reason && a->has_error)
+        return net_request_fail(req, TALLY_value_out_of_range,
+                                "reason and error are one field: send reason");
+    req->sub.text = a->has_reason ? a->reason : a->error;
     return TALLY_ok;
 }
 
@@ -222,6 +354,11 @@ static int apply_nested(store_txn *t, const net_request *req, int64_t now_ms, ne
 static int run_create(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
 {
     return sub_create(t, u->name, &u->start, &u->config, now_ms, &r->created, &r->state);
+}
+
+static int run_update(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
+{
+    return sub_update(t, u->name, &u->change, now_ms, &r->state);
 }
 
 static int run_delete(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
@@ -301,6 +438,38 @@ static const char *refusal_detail(int code)
     }
 }
 
+/* A text that may be unset: the string, or nil. */
+static void kv_text_or_nil(net_out *o, const char *key, const char *text)
+{
+    if (text[0])
+        net_kv_cstr(o, key, text);
+    else
+        net_kv_nil(o, key);
+}
+
+/* The filter, the inactivity expiry and the owner (docs/SUBSCRIBERS.md). */
+static void pack_settings(net_out *o, const sub_state *s)
+{
+    const sub_config *c = &s->config;
+    net_key(o, "filter_types");
+    msgpack_pack_array(&o->pk, c->filter.type_count);
+    for (uint32_t i = 0; i < c->filter.type_count; i++)
+        msgpack_safe_pack_cstr(&o->pk, c->filter.types[i]);
+    uint32_t kinds = 0;
+    for (int k = 0; k < 8; k++)
+        kinds += (c->filter.kinds >> k) & 1u;
+    net_key(o, "filter_kinds");
+    msgpack_pack_array(&o->pk, kinds);
+    for (int k = 0; k < 8; k++)
+        if ((c->filter.kinds >> k) & 1u)
+            msgpack_safe_pack_cstr(&o->pk, log_entity_kind_name((log_entity_kind)(k + 1)));
+    kv_text_or_nil(o, "filter_subject", c->filter.subject_glob);
+    net_kv_u64(o, "inactive_expiry_ms", c->inactive_expiry_ms);
+    net_kv_i64(o, "active_ms", s->active_ms);
+    kv_text_or_nil(o, "contact", c->contact);
+    kv_text_or_nil(o, "alert_route", c->alert_route);
+}
+
 static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t now_ms)
 {
     net_sub_figures m;
@@ -329,6 +498,7 @@ static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t n
     net_kv_i64(o, "updated_ms", s->updated_ms);
     net_kv_i64(o, "oldest_dead_letter_age_s", m.oldest_dead_letter_age_s);
     net_kv_i64(o, "last_fetch_age_s", m.last_fetch_age_s);
+    pack_settings(o, s);
     net_map_end(o);
 }
 
@@ -352,6 +522,17 @@ void net_reply_sub_create(net_out *o, store_txn *rt, const net_request *req,
     if (!reply_opened(o, res, fault))
         return;
     net_kv_bool(o, "created", res->sub.created);
+    net_key(o, "subscriber");
+    pack_metrics(o, rt, &res->sub.state, now_ms);
+    net_map_end(o);
+}
+
+void net_reply_sub_update(net_out *o, store_txn *rt, const net_request *req,
+                          const net_result *res, int fault, int64_t now_ms)
+{
+    (void)req;
+    if (!reply_opened(o, res, fault))
+        return;
     net_key(o, "subscriber");
     pack_metrics(o, rt, &res->sub.state, now_ms);
     net_map_end(o);
@@ -474,6 +655,7 @@ void net_reply_dlq_discard(net_out *o, store_txn *rt, const net_request *req,
         return apply_nested(t, req, now_ms, res, run);                                      \
     }
 APPLY(sub_create, run_create)
+APPLY(sub_update, run_update)
 APPLY(sub_delete, run_delete)
 APPLY(sub_fetch, run_fetch)
 APPLY(sub_ack, run_ack)
@@ -509,6 +691,50 @@ void net_pack_subscribers(net_out *o, store_txn *t, int64_t now_ms)
     net_array_end(o);
 }
 
+typedef struct flight_copy {
+    sub_flight f;
+    char error[TALLY_SUB_ERROR_BYTES_MAX];
+    char instance[TALLY_SUB_INSTANCE_BYTES_MAX];
+} flight_copy;
+
+typedef struct flight_list {
+    flight_copy items[TALLY_SUB_SHOW_IN_FLIGHT_MAX];
+    uint32_t count;
+} flight_list;
+
+static int flight_keep(const sub_flight *f, void *ctx)
+{
+    flight_list *l = ctx;
+    flight_copy *c = &l->items[l->count++];
+    c->f = *f;
+    memcpy(c->error, f->error.ptr, f->error.len);
+    memcpy(c->instance, f->instance.ptr, f->instance.len);
+    c->f.error.ptr = c->error;
+    c->f.instance.ptr = c->instance;
+    return TALLY_ok;
+}
+
+static void flight_pack(net_out *o, const sub_flight *f)
+{
+    net_map_begin(o);
+    net_kv_u64(o, "seq", f->seq);
+    net_kv_bool(o, "replay", f->replay);
+    net_kv_u64(o, "attempts", f->attempts);
+    if (f->error.len)
+        net_kv_str(o, "last_error", f->error.ptr, f->error.len);
+    else
+        net_kv_nil(o, "last_error");
+    if (f->instance.len)
+        net_kv_str(o, "holder", f->instance.ptr, f->instance.len);
+    else
+        net_kv_nil(o, "holder");
+    net_kv_i64(o, "deliver_after_ms", f->deliver_after_ms);
+    net_map_end(o);
+}
+
+/* sub_get: the subscriber, and its first in-flight events (held, or
+ * waiting to be delivered again) with their attempts, last error, holder
+ * and next delivery time. */
 void net_read_sub(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
 {
     sub_state s;
@@ -518,6 +744,14 @@ void net_read_sub(net_out *o, store_txn *t, const net_request *req, int64_t now_
     net_reply_open(o, TALLY_ok);
     net_key(o, "subscriber");
     pack_metrics(o, t, &s, now_ms);
+    flight_list *l = calloc(1, sizeof(*l));
+    if (!l || sub_flights(t, req->sub.name, TALLY_SUB_SHOW_IN_FLIGHT_MAX, flight_keep, l) != TALLY_ok)
+        net_out_fail(o);
+    net_key(o, "in_flight_events");
+    msgpack_pack_array(&o->pk, l ? l->count : 0);
+    for (uint32_t i = 0; l && i < l->count; i++)
+        flight_pack(o, &l->items[i].f);
+    free(l);
     net_map_end(o);
 }
 
@@ -601,6 +835,11 @@ void net_read_dlq(net_out *o, store_txn *t, const net_request *req, int64_t now_
         net_kv_u64(o, "next", next);
     else
         net_kv_nil(o, "next");
+    sub_state s; /* the owner of these dead letters */
+    if (sub_get(t, req->sub.name, &s) != TALLY_ok)
+        net_out_fail(o);
+    kv_text_or_nil(o, "contact", s.config.contact);
+    kv_text_or_nil(o, "alert_route", s.config.alert_route);
     net_map_end(o);
     free(c.entries);
 }

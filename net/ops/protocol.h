@@ -94,7 +94,7 @@ typedef enum net_op_id {
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
     NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH, NET_OP_SUB_PROGRESS, NET_OP_CLUSTER_STATUS,
     NET_OP_ACCOUNT_QUERY, NET_OP_TRANSFER_QUERY, NET_OP_ACCOUNT_TRANSFERS,
-    NET_OP_TRANSFER_REVERSE,
+    NET_OP_TRANSFER_REVERSE, NET_OP_SUB_UPDATE,
     NET_OP_COUNT
 } net_op_id;
 
@@ -128,6 +128,7 @@ typedef struct net_sub {
     tally_str name;
     sub_start start;
     sub_config config;
+    sub_change change;    /* update */
     uint32_t max;         /* fetch */
     bool restart;         /* fetch */
     tally_str instance;   /* fetch: the consumer instance (len 0: none) */

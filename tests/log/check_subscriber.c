@@ -6,6 +6,7 @@
  * invariants. Time is injected (ts.now_ms), so redelivery is exact.
  */
 #include "log/subscriber.h"
+#include "log/subscriber_record.h" /* the cursor record's formats */
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
@@ -787,6 +788,305 @@ START_TEST(fetch_is_bounded_by_bytes)
 }
 END_TEST
 
+/* ---- update, filters, in-flight view, owner, inactivity ---- */
+
+static op update(const sub_change *ch)
+{
+    op o = {0};
+    store_txn t = begin();
+    o.rc = finish(&t, sub_update(&t, NAME, ch, ts.now_ms, &o.st));
+    return o;
+}
+
+/* An update keeps the cursor, the in-flight events and the dead letters;
+ * what it changes applies from then on, and a record with the new fields
+ * reads back as written. */
+START_TEST(update_keeps_the_cursor)
+{
+    events(1, 6);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    expect_fetched(fetch(3, false), (uint64_t[]){1, 2, 3}, 3, 1);
+    ck_assert_int_eq(ack(1, NULL, 0).rc, TALLY_ok);
+    ck_assert_int_eq(park(2, "bad").rc, TALLY_ok);
+    sub_change ch = {0};
+    ch.has_ack_wait_ms = ch.has_max_deliver = ch.has_backoff = true;
+    ch.config.ack_wait_ms = 500;
+    ch.config.max_deliver = 9;
+    ch.config.backoff_count = 2;
+    ch.config.backoff_ms[0] = 200;
+    ch.config.backoff_ms[1] = 700;
+    ch.has_contact = ch.has_alert_route = ch.has_inactive_expiry = true;
+    strcpy(ch.config.contact, "payments-oncall@example.com");
+    strcpy(ch.config.alert_route, "pagerduty:payments");
+    ch.config.inactive_expiry_ms = 3600000;
+    ts.now_ms += 10;
+    op o = update(&ch);
+    ck_assert_int_eq(o.rc, TALLY_ok);
+    sub_state s = get();
+    ck_assert_uint_eq(s.ack_floor, 2);
+    ck_assert_uint_eq(s.delivered_seq, 3);
+    ck_assert_uint_eq(s.in_flight, 1);
+    ck_assert_uint_eq(s.dead_letters, 1);
+    ck_assert_uint_eq(s.config.ack_wait_ms, 500);
+    ck_assert_uint_eq(s.config.max_deliver, 9);
+    ck_assert_uint_eq(s.config.backoff_count, 2);
+    ck_assert_uint_eq(s.config.backoff_ms[1], 700);
+    ck_assert_uint_eq(s.config.max_ack_pending, TALLY_SUB_MAX_ACK_PENDING_DEFAULT); /* kept */
+    ck_assert_str_eq(s.config.contact, "payments-oncall@example.com");
+    ck_assert_str_eq(s.config.alert_route, "pagerduty:payments");
+    ck_assert_uint_eq(s.config.inactive_expiry_ms, 3600000);
+    ck_assert_int_eq(s.active_ms, ts.now_ms);
+    o = fetch(10, false); /* the next ones, leased for the new ack wait */
+    expect_seqs(&o, (uint64_t[]){4, 5, 6}, 3, 1);
+    ts.now_ms += 500;
+    o = fetch(10, false); /* 3 has the old lease (30 s), 4..6 the new one */
+    expect_seqs(&o, (uint64_t[]){4, 5, 6}, 3, 2);
+    /* A bad value is refused and changes nothing. */
+    sub_change bad = {0};
+    bad.has_ack_wait_ms = true;
+    bad.config.ack_wait_ms = 1;
+    ck_assert_int_eq(update(&bad).rc, TALLY_invalid_argument);
+    ck_assert_uint_eq(get().config.ack_wait_ms, 500);
+    /* Clearing the owner and the expiry goes back to a record of format 1. */
+    sub_change clear = {0};
+    clear.has_contact = clear.has_alert_route = clear.has_inactive_expiry = true;
+    ck_assert_int_eq(update(&clear).rc, TALLY_ok);
+    s = get();
+    ck_assert_str_eq(s.config.contact, "");
+    ck_assert_uint_eq(s.config.inactive_expiry_ms, 0);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    MDB_val v;
+    uint8_t k[] = "csub-a";
+    ck_assert_int_eq(store_get(&t, STORE_DB_CURSORS, k, 6, &v), TALLY_ok);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 1);
+    store_txn_abort(&t);
+    sub_change none = {0};
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(sub_update(&t, tally_str_from("nobody"), &none, ts.now_ms, &s),
+                     TALLY_subscriber_not_found);
+    store_txn_abort(&t);
+}
+END_TEST
+
+static sub_config filtered(const char *types, uint8_t kinds, const char *glob)
+{
+    sub_config cfg;
+    sub_config_default(&cfg);
+    for (const char *p = types; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        memcpy(cfg.filter.types[cfg.filter.type_count], p, n);
+        cfg.filter.types[cfg.filter.type_count++][n] = 0;
+        p += n + (end ? 1 : 0);
+    }
+    cfg.filter.kinds = kinds;
+    strcpy(cfg.filter.subject_glob, glob);
+    return cfg;
+}
+
+/* A filter hands out only what passes; what it skips is acked past by the
+ * fetch itself (the floor moves over it without a round trip). */
+START_TEST(filters_skip_on_the_server)
+{
+    events(1, 2);                                              /* 1, 2: account.opened */
+    ledger_command c = test_cmd_grant("user-7", "pro", 0);     /* 3: entitlement.granted */
+    ck_assert_int_eq(test_apply(&ts, "t", NULL, &c).code, TALLY_ok);
+    c = test_cmd_transfer(1, 1, 2, 5);                         /* 4: transfer.created */
+    ck_assert_int_eq(test_apply(&ts, "t", NULL, &c).code, TALLY_ok);
+    c = test_cmd_grant("org-1", "pro", 0);                     /* 5: entitlement.granted */
+    ck_assert_int_eq(test_apply(&ts, "t", NULL, &c).code, TALLY_ok);
+    events(10, 2);                                             /* 6, 7 */
+
+    sub_config by_type = filtered("transfer.created,entitlement.granted", 0, "");
+    ck_assert_int_eq(create_cfg(NAME, BEGINNING, &by_type).rc, TALLY_ok);
+    op o = fetch(100, false);
+    expect_seqs(&o, (uint64_t[]){3, 4, 5}, 3, 1);
+    ck_assert_uint_eq(o.st.delivered_seq, 7); /* 6 and 7 skipped too */
+    ck_assert_int_eq(ack(0, (uint64_t[]){3, 4, 5}, 3).st.ack_floor, 7);
+
+    sub_config by_subject = filtered(NULL, 0, "user-*");
+    ck_assert_int_eq(create_cfg(tally_str_from("subj"), BEGINNING, &by_subject).rc, TALLY_ok);
+    sub_config by_kind = filtered(NULL, 1u << (LOG_ENTITY_ACCOUNT - 1), "");
+    ck_assert_int_eq(create_cfg(tally_str_from("kind"), BEGINNING, &by_kind).rc, TALLY_ok);
+    struct { const char *name; uint64_t want[8]; uint32_t n; } cases[] = {
+        {"subj", {3}, 1},
+        {"kind", {1, 2, 6, 7}, 4},
+    };
+    for (unsigned i = 0; i < 2; i++) {
+        store_txn t = begin();
+        sub_delivery d[16];
+        uint32_t n;
+        int64_t due;
+        sub_state st;
+        ck_assert_int_eq(sub_fetch(&t, tally_str_from(cases[i].name), 100, false,
+                                   tally_str_from(NULL), ts.now_ms, d, &n, &due, &st), TALLY_ok);
+        ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+        ck_assert_msg(n == cases[i].n, "%s: %u events", cases[i].name, n);
+        for (uint32_t j = 0; j < n; j++)
+            ck_assert_uint_eq(d[j].seq, cases[i].want[j]);
+    }
+    /* Nothing passes: one fetch moves the floor to the head, nothing in flight. */
+    sub_config none = filtered("webhook.received", 0, "");
+    ck_assert_int_eq(create_cfg(tally_str_from("none"), BEGINNING, &none).rc, TALLY_ok);
+    store_txn t = begin();
+    sub_delivery d[4];
+    uint32_t n;
+    int64_t due;
+    sub_state st;
+    ck_assert_int_eq(sub_fetch(&t, tally_str_from("none"), 4, false, tally_str_from(NULL),
+                               ts.now_ms, d, &n, &due, &st), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(st.ack_floor, 7);
+    ck_assert_uint_eq(st.in_flight, 0);
+    /* An update of the filter applies to what comes next. */
+    sub_change ch = {0};
+    ch.has_filter_types = true;
+    ck_assert_int_eq(update(&ch).rc, TALLY_ok); /* no types: any type */
+    events(20, 1);
+    expect_fetched(fetch(10, false), (uint64_t[]){8}, 1, 1);
+    /* A different filter is a different config for create. */
+    ck_assert_int_eq(create_cfg(tally_str_from("subj"), BEGINNING, &by_kind).rc,
+                     TALLY_subscriber_exists_with_different_config);
+}
+END_TEST
+
+typedef struct flights_seen {
+    sub_flight f[8];
+    char err[8][64], inst[8][64];
+    uint32_t n;
+} flights_seen;
+
+static int keep_flight(const sub_flight *f, void *ctx)
+{
+    flights_seen *s = ctx;
+    s->f[s->n] = *f;
+    snprintf(s->err[s->n], 64, "%.*s", (int)f->error.len, f->error.ptr);
+    snprintf(s->inst[s->n], 64, "%.*s", (int)f->instance.len, f->instance.ptr);
+    s->n++;
+    return TALLY_ok;
+}
+
+/* Before it is parked, an in-flight event shows its attempts, last error,
+ * holder and next delivery time. */
+START_TEST(in_flight_events_are_visible)
+{
+    events(1, 3);
+    ck_assert_int_eq(create(BEGINNING).rc, TALLY_ok);
+    expect_fetched(fetch_as("worker-1", 2, false), (uint64_t[]){1, 2}, 2, 1);
+    op o = nak(2, true, 5000, "HTTP 503 from the CRM");
+    ck_assert_int_eq(o.rc, TALLY_ok);
+    flights_seen seen = {0};
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(sub_flights(&t, NAME, 8, keep_flight, &seen), TALLY_ok);
+    store_txn_abort(&t);
+    ck_assert_uint_eq(seen.n, 2);
+    ck_assert_uint_eq(seen.f[0].seq, 1);
+    ck_assert_str_eq(seen.err[0], "");
+    ck_assert_str_eq(seen.inst[0], "worker-1");
+    ck_assert_int_eq(seen.f[0].deliver_after_ms, ts.now_ms + TALLY_SUB_ACK_WAIT_MS_DEFAULT);
+    ck_assert_uint_eq(seen.f[1].seq, 2);
+    ck_assert_uint_eq(seen.f[1].attempts, 1);
+    ck_assert_str_eq(seen.err[1], "HTTP 503 from the CRM");
+    ck_assert_str_eq(seen.inst[1], "worker-1");
+    ck_assert_int_eq(seen.f[1].deliver_after_ms, ts.now_ms + 5000);
+    seen.n = 0;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(sub_flights(&t, NAME, 1, keep_flight, &seen), TALLY_ok); /* bounded */
+    ck_assert_int_eq(sub_flights(&t, tally_str_from("nobody"), 1, keep_flight, &seen),
+                     TALLY_subscriber_not_found);
+    store_txn_abort(&t);
+    ck_assert_uint_eq(seen.n, 1);
+}
+END_TEST
+
+static int note_expired(const sub_state *s, void *ctx)
+{
+    snprintf(ctx, TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1, "%s", s->name);
+    return TALLY_ok;
+}
+
+/* A subscriber with an inactivity limit is removed once it passes without
+ * a fetch, ack or park; activity (even an empty fetch) keeps it. */
+START_TEST(inactive_subscribers_expire)
+{
+    events(1, 2);
+    sub_config cfg;
+    sub_config_default(&cfg);
+    cfg.inactive_expiry_ms = 10000;
+    ck_assert_int_eq(create_cfg(NAME, BEGINNING, &cfg).rc, TALLY_ok);
+    sub_config_default(&cfg);
+    ck_assert_int_eq(create_cfg(tally_str_from("forever"), BEGINNING, &cfg).rc, TALLY_ok);
+    char gone[TALLY_SUBSCRIBER_NAME_BYTES_MAX + 1] = "";
+    uint32_t removed;
+    ts.now_ms += 9000;
+    expect_fetched(fetch(10, false), (uint64_t[]){1, 2}, 2, 1); /* active at +9 s */
+    ack(2, NULL, 0);
+    ts.now_ms += 9000;
+    op o = fetch(10, false); /* nothing new: still written, as activity */
+    ck_assert_uint_eq(o.count, 0);
+    ck_assert_uint_gt(o.writes, 0);
+    store_txn t = begin();
+    ck_assert_int_eq(sub_expire_inactive(&t, ts.now_ms + 9999, 16, note_expired, gone, &removed),
+                     TALLY_ok);
+    ck_assert_uint_eq(removed, 0);
+    ck_assert_int_eq(sub_expire_inactive(&t, ts.now_ms + 10000, 16, note_expired, gone, &removed),
+                     TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert_str_eq(gone, "sub-a");
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    sub_state s;
+    ck_assert_int_eq(sub_get(&t, NAME, &s), TALLY_subscriber_not_found);
+    ck_assert_int_eq(sub_get(&t, tally_str_from("forever"), &s), TALLY_ok);
+    store_txn_abort(&t);
+}
+END_TEST
+
+/* A cursor record of format 1 (what every store before the filters holds)
+ * reads with no filter, owner or expiry; a damaged tail is corrupt. */
+START_TEST(cursor_records_of_both_formats)
+{
+    sub_config cfg = filtered("a.b", 0, "x*");
+    strcpy(cfg.contact, "ops");
+    ck_assert_int_eq(create_cfg(NAME, BEGINNING, &cfg).rc, TALLY_ok);
+    store_txn t = begin();
+    MDB_val v;
+    uint8_t k[] = "csub-a";
+    ck_assert_int_eq(store_get(&t, STORE_DB_CURSORS, k, 6, &v), TALLY_ok);
+    uint8_t rec[4096];
+    size_t len = v.mv_size;
+    memcpy(rec, v.mv_data, len);
+    ck_assert_uint_eq(rec[0], 2);
+    sub_state s;
+    /* Format 1: the fixed part alone. */
+    size_t fixed = len - (3 + 5) - (3 + 2) - (3 + 3); /* types "a.b", glob "x*", contact "ops" */
+    uint8_t v1[4096];
+    memcpy(v1, rec, fixed);
+    v1[0] = 1;
+    MDB_val old = {fixed, v1};
+    ck_assert_int_eq(sub_cursor_decode(&old, NAME, &s), TALLY_ok);
+    ck_assert_uint_eq(s.config.filter.type_count, 0);
+    ck_assert_str_eq(s.config.contact, "");
+    /* A tail with an unknown tag, or cut short, is corrupt. */
+    uint8_t bad[4096];
+    memcpy(bad, rec, len);
+    bad[fixed] = 99;
+    MDB_val b = {len, bad};
+    ck_assert_int_eq(sub_cursor_decode(&b, NAME, &s), TALLY_corrupt_record);
+    b = (MDB_val){len - 1, rec};
+    ck_assert_int_eq(sub_cursor_decode(&b, NAME, &s), TALLY_corrupt_record);
+    b = (MDB_val){len, rec};
+    ck_assert_int_eq(sub_cursor_decode(&b, NAME, &s), TALLY_ok);
+    ck_assert_str_eq(s.config.filter.types[0], "a.b");
+    ck_assert_str_eq(s.config.filter.subject_glob, "x*");
+    ck_assert_str_eq(s.config.contact, "ops");
+    store_txn_abort(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("subscriber");
@@ -809,6 +1109,11 @@ int main(void)
     tcase_add_test(tc, delete_removes_everything);
     tcase_add_test(tc, invariants_catch_broken_cursors_and_dead_letters);
     tcase_add_test(tc, fetch_is_bounded_by_bytes);
+    tcase_add_test(tc, update_keeps_the_cursor);
+    tcase_add_test(tc, filters_skip_on_the_server);
+    tcase_add_test(tc, in_flight_events_are_visible);
+    tcase_add_test(tc, inactive_subscribers_expire);
+    tcase_add_test(tc, cursor_records_of_both_formats);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -441,6 +441,16 @@ static void park_first(const char *name)
     wire_done(&r);
 }
 
+/* Whether sub_get says name is gone. */
+static bool subscriber_gone(const char *name)
+{
+    wire_reply r;
+    wire_call(client, &r, "sub_get", "s", "name", name);
+    bool gone = strcmp(r.code, "subscriber_not_found") == 0;
+    wire_done(&r);
+    return gone;
+}
+
 static uint64_t dead_letters_of(const char *name)
 {
     wire_reply r;
@@ -500,6 +510,170 @@ START_TEST(dead_letters_expire_with_dlq_retention)
 }
 END_TEST
 
+
+static void transfer(uint8_t id, uint64_t debit, uint64_t credit)
+{
+    tally_transfer_args t = {.debit_account_id = debit, .credit_account_id = credit,
+                             .amount = 5, .ledger = 1, .code = 1};
+    t.id.bytes[15] = id;
+    char key[32];
+    snprintf(key, sizeof(key), "transfer-%u", id);
+    tally_result res;
+    ck_assert_int_eq(tally_transfer(client, key, &t, &res), TALLY_ok);
+    ck_assert_int_eq(res.code, TALLY_ok);
+}
+
+static bool text_is(const msgpack_object *o, const char *want)
+{
+    tally_str got;
+    return msgpack_safe_get_str(o, &got) && tally_str_equal(got, tally_str_from(want));
+}
+
+/* seqs of a fetch's events into out (at most 8); how many. */
+static uint32_t fetched(const char *name, const char *instance, uint64_t out[8])
+{
+    wire_reply r;
+    wire_call(client, &r, "sub_fetch", "sus", "name", name, "max", (uint64_t)8, "instance",
+              instance);
+    wire_expect(&r, "ok");
+    const msgpack_object *ev = wire_field(r.map, "events");
+    uint32_t n = ev->via.array.size;
+    for (uint32_t i = 0; i < n && i < 8; i++)
+        out[i] = wire_u64(&ev->via.array.ptr[i], "seq");
+    wire_done(&r);
+    return n;
+}
+
+/* sub_update changes settings and keeps the cursor; a filter hands out
+ * only what passes and acks the rest past on the server; sub_get shows an
+ * in-flight event's attempts, last error (a nak's reason), holder and next
+ * delivery; the dead letters' owner is in dlq_list and the dead-letter
+ * metrics' labels. */
+START_TEST(update_filters_and_owner_on_the_wire)
+{
+    start_with_metrics();
+    open_accounts(1, 3);                 /* seqs 1-3: account.opened */
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "sssss", "name", "hooks", "filter_types",
+              "transfer.created", "contact", "payments-oncall@example.com", "alert_route",
+              "pagerduty:payments", "filter_kinds", "transfer,account");
+    wire_expect(&r, "ok");
+    const msgpack_object *sub = wire_field(r.map, "subscriber");
+    ck_assert(text_is(&wire_field(sub, "filter_types")->via.array.ptr[0], "transfer.created"));
+    ck_assert_uint_eq(wire_field(sub, "filter_kinds")->via.array.size, 2);
+    wire_done(&r);
+    transfer(1, 1, 2);                   /* seq 4: transfer.created */
+    open_accounts(4, 1);                 /* seq 5 */
+    uint64_t seqs[8];
+    ck_assert_uint_eq(fetched("hooks", "w1", seqs), 1);
+    ck_assert_uint_eq(seqs[0], 4);
+    ck_assert_uint_eq(subscriber_u64("hooks", "delivered_seq"), 5); /* 5 skipped, no round trip */
+    wire_call(client, &r, "sub_ack", "su", "name", "hooks", "seq", (uint64_t)4);
+    wire_expect(&r, "ok");
+    ck_assert_uint_eq(wire_u64(r.map, "ack_floor"), 5);
+    wire_done(&r);
+
+    /* Update: every type now, a shorter lease; the cursor stays at 5. */
+    wire_call(client, &r, "sub_update", "ssu", "name", "hooks", "filter_types", "",
+              "ack_wait_ms", (uint64_t)60000);
+    wire_expect(&r, "ok");
+    sub = wire_field(r.map, "subscriber");
+    ck_assert_uint_eq(wire_u64(sub, "ack_floor"), 5);
+    ck_assert_uint_eq(wire_u64(sub, "ack_wait_ms"), 60000);
+    ck_assert_uint_eq(wire_field(sub, "filter_types")->via.array.size, 0);
+    ck_assert(text_is(wire_field(sub, "contact"), "payments-oncall@example.com"));
+    wire_done(&r);
+    open_accounts(6, 2);                 /* seqs 6, 7 */
+    ck_assert_uint_eq(fetched("hooks", "w1", seqs), 2);
+    ck_assert_uint_eq(seqs[0], 6);      /* not replayed from 1 */
+    ck_assert_uint_eq(seqs[1], 7);
+
+    /* Why 6 is stuck, before it is parked. */
+    wire_call(client, &r, "sub_nak", "susu", "name", "hooks", "seq", (uint64_t)6, "reason",
+              "CRM answered 503", "delay_ms", (uint64_t)3600000);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(client, &r, "sub_nak", "suss", "name", "hooks", "seq", (uint64_t)6, "reason", "a",
+              "error", "b");
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(client, &r, "sub_get", "s", "name", "hooks");
+    wire_expect(&r, "ok");
+    const msgpack_object *flights = wire_field(r.map, "in_flight_events");
+    ck_assert_uint_eq(flights->via.array.size, 2);
+    const msgpack_object *f = &flights->via.array.ptr[0];
+    ck_assert_uint_eq(wire_u64(f, "seq"), 6);
+    ck_assert_uint_eq(wire_u64(f, "attempts"), 1);
+    ck_assert(text_is(wire_field(f, "last_error"), "CRM answered 503"));
+    ck_assert(text_is(wire_field(f, "holder"), "w1"));
+    ck_assert_uint_gt(wire_u64(f, "deliver_after_ms"), wire_u64(&flights->via.array.ptr[1],
+                                                                "deliver_after_ms"));
+    ck_assert_int_eq(wire_field(&flights->via.array.ptr[1], "last_error")->type,
+                     MSGPACK_OBJECT_NIL);
+    wire_done(&r);
+
+    /* The dead letter's owner: dlq_list and the metric's labels. */
+    wire_call(client, &r, "sub_park", "sus", "name", "hooks", "seq", (uint64_t)6, "reason",
+              "gave up");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(client, &r, "dlq_list", "s", "name", "hooks");
+    wire_expect(&r, "ok");
+    ck_assert(text_is(wire_field(r.map, "contact"), "payments-oncall@example.com"));
+    ck_assert(text_is(wire_field(r.map, "alert_route"), "pagerduty:payments"));
+    wire_done(&r);
+    long long dead = test_metrics_sample(
+        http_port, "tally_subscriber_dead_letters{subscriber=\"hooks\",contact=\"payments-oncall@"
+                   "example.com\",alert_route=\"pagerduty:payments\"}");
+    ck_assert_msg(dead == 1, "dead-letter metric with the owner's labels: %lld", dead);
+
+    /* Refusals. */
+    wire_call(client, &r, "sub_update", "ss", "name", "hooks", "contact", "say \"hi\"");
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(client, &r, "sub_update", "ss", "name", "hooks", "filter_kinds", "planet");
+    wire_expect(&r, "value_out_of_range");
+    wire_done(&r);
+    wire_call(client, &r, "sub_update", "su", "name", "nobody", "max_deliver", (uint64_t)3);
+    wire_expect(&r, "subscriber_not_found");
+    wire_done(&r);
+    stop_and_check();
+}
+END_TEST
+
+/* A subscriber with inactive_expiry_ms is removed once that long passes
+ * without activity, with a subscriber.expired event; an active one stays. */
+START_TEST(inactive_subscriber_expires_with_an_event)
+{
+    start();
+    open_accounts(1, 2);
+    wire_reply r;
+    wire_call(client, &r, "sub_create", "sus", "name", "abandoned", "inactive_expiry_ms",
+              (uint64_t)1000, "contact", "ops");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(client, &r, "sub_create", "s", "name", "kept");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    uint64_t seqs[8];
+    ck_assert_uint_eq(fetched("abandoned", "w1", seqs), 2);
+    TEST_WAIT_UNTIL(subscriber_gone("abandoned"), 60000,
+                    "the subscriber removed after 1 s without activity");
+    tally_event ev[4];
+    size_t got;
+    uint64_t head;
+    ck_assert_int_eq(tally_log_read(client, 3, 4, 0, ev, 4, &got, &head), TALLY_ok);
+    ck_assert_uint_ge(got, 1);
+    ck_assert_str_eq(ev[0].type, "subscriber.expired");
+    ck_assert_int_eq(ev[0].kind, TALLY_ENTITY_SUBSCRIBER);
+    ck_assert_str_eq(ev[0].subject, "abandoned");
+    ck_assert_str_eq(ev[0].consumer, "");
+    tally_events_release(ev, got);
+    ck_assert_uint_eq(subscriber_u64("kept", "ack_floor"), 0);
+    stop_and_check(); /* the invariants accept the event */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("subscriptions");
@@ -510,6 +684,8 @@ int main(void)
     tcase_add_test(tc, fetch_waits_on_when_a_due_redelivery_gives_nothing);
     tcase_add_test(tc, deliveries_survive_sigkill);
     tcase_add_test(tc, dead_letters_expire_with_dlq_retention);
+    tcase_add_test(tc, update_filters_and_owner_on_the_wire);
+    tcase_add_test(tc, inactive_subscriber_expires_with_an_event);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
