@@ -26,8 +26,13 @@ void slot_park(slot *s, slot_owner from, int64_t wait_ms)
     }
     pthread_mutex_unlock(&srv->mu);
     /* Stopping: answered now (the waiter may have exited, and a slot
-     * parked then would never be answered). */
-    if (stopping && s->req.op->kind == NET_KIND_SUBSCRIBER)
+     * parked then would never be answered); a read waiting for min_seq
+     * is refused, never answered from a position before it. */
+    if (stopping && s->min_seq_wait) {
+        s->min_seq_wait = false;
+        slot_send_error(s, from, TALLY_shutting_down,
+                        "server is stopping before it applied min_seq: read on another node");
+    } else if (stopping && s->req.op->kind == NET_KIND_SUBSCRIBER)
         slot_send_written(s, from, 0, clock_wall_ms());
     else if (stopping)
         slot_send_read(s, from);

@@ -196,6 +196,41 @@ static int read_genesis(cluster_node *node)
     return rc;
 }
 
+/* JetStream not answering now (no server, no leader: an election after a
+ * server's loss): at start, waited out up to TALLY_CLUSTER_CONNECT_MS_MAX
+ * rather than refused. */
+static bool is_transient(int rc)
+{
+    return rc == TALLY_unreachable || rc == TALLY_timed_out;
+}
+
+typedef int (*start_step)(cluster_node *node, void *ctx);
+
+/* step, again while JetStream does not answer, up to the bound; a
+ * refusal for that reason is logged here (a step logs its own others). */
+static int with_patience(cluster_node *node, start_step step, void *ctx)
+{
+    int64_t until = clock_mono_ms() + TALLY_CLUSTER_CONNECT_MS_MAX;
+    for (;;) {
+        int rc = step(node, ctx);
+        if (!is_transient(rc))
+            return rc;
+        if (clock_mono_ms() >= until) {
+            net_log(NET_LOG_ERROR, "cluster: refusing to start: JetStream did not answer for "
+                    "%d s: %s", TALLY_CLUSTER_CONNECT_MS_MAX / 1000, tally_strerror(rc));
+            return rc;
+        }
+        net_log(NET_LOG_INFO, "cluster: waiting for JetStream: %s", tally_strerror(rc));
+        usleep(CONNECT_RETRY_US);
+    }
+}
+
+static int read_genesis_step(cluster_node *node, void *ctx)
+{
+    (void)ctx;
+    return read_genesis(node);
+}
+
 static int open_stream(cluster_node *node)
 {
     const net_server_options *o = node->srv->opt;
@@ -207,7 +242,7 @@ static int open_stream(cluster_node *node)
         int rc = cluster_stream_open(&node->stream, &cfg, why, sizeof(why));
         if (rc == TALLY_ok)
             return rc;
-        if (rc != TALLY_unreachable || clock_mono_ms() >= until) {
+        if (!is_transient(rc) || clock_mono_ms() >= until) {
             net_log(NET_LOG_ERROR, "cluster: refusing to start: %s",
                     why[0] ? why : tally_strerror(rc));
             return rc;
@@ -228,7 +263,7 @@ static int node_connect(server *srv, uint8_t instance[16], bool *has_instance)
         return TALLY_out_of_memory;
     int rc = open_stream(node);
     if (rc == TALLY_ok)
-        rc = read_genesis(node);
+        rc = with_patience(node, read_genesis_step, NULL);
     if (rc == TALLY_ok && node->has_genesis) {
         memcpy(instance, node->genesis.instance.bytes, 16);
         *has_instance = true;
@@ -336,6 +371,40 @@ static int check_position(cluster_node *node, const position_record *p)
     return rc;
 }
 
+typedef struct start_state {
+    const position_record *p;
+    const log_head *head;
+} start_state;
+
+/* The store against the stream: a genesis published on an empty stream
+ * (or one published meanwhile read), the store checked against the
+ * genesis and its position against the stream. */
+static int check_stream_step(cluster_node *node, void *ctx)
+{
+    const start_state *st = ctx;
+    const position_record *p = st->p;
+    int rc = node->has_genesis ? TALLY_ok : read_genesis(node);
+    if (rc == TALLY_ok && !node->has_genesis) {
+        uint64_t first = 0, last = 0;
+        rc = cluster_stream_bounds(node->stream, &first, &last);
+        if (rc == TALLY_ok && last == 0 && p->seq > 0) /* never a genesis from a node ahead */
+            rc = check_position(node, p);
+        else if (rc == TALLY_ok && last == 0)
+            rc = publish_genesis(node, st->head);
+        else if (rc == TALLY_ok && p->seq == 0) {
+            net_log(NET_LOG_ERROR, "cluster: refusing to start: the stream's genesis is gone "
+                    "(its first message is %" PRIu64 ") and this store has applied none of it: "
+                    "restore from another node's backup", first);
+            rc = TALLY_invalid_argument;
+        }
+    }
+    if (rc == TALLY_ok && node->has_genesis)
+        rc = check_against_genesis(node, p, st->head);
+    if (rc == TALLY_ok)
+        rc = check_position(node, p);
+    return rc;
+}
+
 static int node_start(server *srv)
 {
     cluster_node *node = srv->cluster;
@@ -349,27 +418,17 @@ static int node_start(server *srv)
             rc = log_head_get(&t, &head);
         store_txn_abort(&t);
     }
-    if (rc == TALLY_ok && !node->has_genesis) {
-        uint64_t first = 0, last = 0;
-        rc = cluster_stream_bounds(node->stream, &first, &last);
-        if (rc == TALLY_ok && last == 0 && p.seq > 0) /* never a genesis from a node ahead */
-            rc = check_position(node, &p);
-        else if (rc == TALLY_ok && last == 0)
-            rc = publish_genesis(node, &head);
-        else if (rc == TALLY_ok && p.seq == 0) {
-            net_log(NET_LOG_ERROR, "cluster: refusing to start: the stream's genesis is gone "
-                    "(its first message is %" PRIu64 ") and this store has applied none of it: "
-                    "restore from another node's backup", first);
-            rc = TALLY_invalid_argument;
-        }
-    }
-    if (rc == TALLY_ok && node->has_genesis)
-        rc = check_against_genesis(node, &p, &head);
+    start_state st = {&p, &head};
     if (rc == TALLY_ok)
-        rc = check_position(node, &p);
+        rc = with_patience(node, check_stream_step, &st);
     tally_id128 boot; /* this run's Nats-Msg-Ids: never those of an earlier run */
     if (rc == TALLY_ok && (rc = tally_id128_uuidv7(clock_wall_ms(), &boot)) == TALLY_ok)
         memcpy(&node->boot_id, boot.bytes + 8, sizeof(node->boot_id));
+    /* the refusals of a check (invalid_argument, corrupt_record) and of
+     * a JetStream that never answered are logged where they are found */
+    if (rc != TALLY_ok && rc != TALLY_invalid_argument && rc != TALLY_corrupt_record &&
+        !is_transient(rc))
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: %s", tally_strerror(rc));
     if (rc != TALLY_ok)
         return rc;
     srv->cluster_position = p.seq;

@@ -625,8 +625,9 @@ static int check_together(const net_server_options *opt)
     if (opt->cluster_node && opt->cluster_urls == NULL)
         return usage_error("--node is for cluster mode: give --cluster URLS too");
     if (opt->cluster_urls && opt->webhooks)
-        return usage_error("--webhooks is not served in cluster mode yet (docs/CLUSTER.md, "
-                           "\"What is built\")");
+        return usage_error("--webhooks is refused in cluster mode: a delivery would be "
+                           "stored by the node that took it and by no other (docs/CLUSTER.md, "
+                           "\"Webhooks\"); take webhooks on a single-node tallyd");
     if (opt->auth_file && opt->backup_dir == NULL)
         return usage_error("--auth needs --backup-dir: with auth on, backups are written only "
                            "below it");

@@ -40,6 +40,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 
+#include "tests/support/cluster_fixture.h"
 #include "tests/support/http_client.h"
 #include "tests/support/nats_cluster.h"
 #include "tests/support/run.h"
@@ -59,54 +60,10 @@
 #include <string.h>
 
 #define TEST_TIMEOUT_S 600
-#define NODES 3
 #define ACCOUNTS 12
 #define TRANSFERS 24
 #define GRANTS 8
 #define COMMANDS (ACCOUNTS + TRANSFERS + 2 + GRANTS) /* + a hold that times out, a post */
-#define LOG_PAGE 100
-#define LOG_BYTES_MAX (4 * 1024 * 1024)
-
-typedef struct cluster_fixture {
-    nats_cluster nats;
-    char urls[NATS_CLUSTER_NODES * 64];
-    tallyd_proc node[NODES];
-    tally_client *client[NODES];
-    char node_arg[NODES][8];
-} cluster_fixture;
-
-static void node_start(cluster_fixture *f, int i)
-{
-    tallyd_proc *p = &f->node[i];
-    snprintf(f->node_arg[i], sizeof(f->node_arg[i]), "%c", 'a' + i);
-    const char *args[] = {"--cluster", f->urls, "--node", f->node_arg[i],
-                          "--cluster-read-wait-ms", "3000", "--cluster-tick-ms", "200",
-                          "--http", "http://127.0.0.1:0", NULL};
-    wire_server_start(p, &f->client[i], args);
-}
-
-static void cluster_up(cluster_fixture *f)
-{
-    memset(f, 0, sizeof(*f));
-    nats_cluster_start(&f->nats);
-    size_t used = 0;
-    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
-        used += (size_t)snprintf(f->urls + used, sizeof(f->urls) - used, "%s%s", i ? "," : "",
-                                 f->nats.urls[i]);
-    /* one after the other: the first creates the stream and its genesis */
-    for (int i = 0; i < NODES; i++)
-        node_start(f, i);
-}
-
-static void cluster_down(cluster_fixture *f)
-{
-    for (int i = 0; i < NODES; i++) {
-        if (f->client[i])
-            wire_server_stop(&f->node[i], &f->client[i]);
-        tallyd_cleanup(&f->node[i]);
-    }
-    nats_cluster_stop(&f->nats);
-}
 
 /* ---- the commands ---- */
 
@@ -187,93 +144,10 @@ static void *send_all(void *arg)
     return NULL;
 }
 
-/* ---- what a node holds ---- */
-
-/* Wait until c has applied position min_seq. A read with min_seq waits
- * --cluster-read-wait-ms at most, then says not_caught_up; a node whose
- * stream consumer was on a killed nats-server, on a loaded machine, may
- * need several such waits before it reads on: ask again, up to a bound. */
-static void await_applied(tally_client *c, uint64_t min_seq)
-{
-    int64_t until = test_deadline_ms(120000);
-    for (;;) {
-        wire_reply r;
-        wire_call(c, &r, "stats", "u", "min_seq", min_seq);
-        if (strcmp(r.code, "not_caught_up") != 0 || clock_mono_ms() >= until) {
-            wire_expect(&r, "ok");
-            wire_done(&r);
-            return;
-        }
-        wire_done(&r);
-    }
-}
-
-/* Every event of the node's log, each event's bytes in order, after it
- * has applied position min_seq; *head its head seq. */
-static size_t node_log(tally_client *c, uint64_t min_seq, uint8_t *out, uint64_t *head)
-{
-    wire_reply r;
-    await_applied(c, min_seq);
-    wire_call(c, &r, "stats", "u", "min_seq", min_seq);
-    wire_expect(&r, "ok");
-    *head = wire_u64(r.map, "head_seq");
-    wire_done(&r);
-    size_t used = 0;
-    for (uint64_t from = 1; from <= *head;) {
-        wire_call(c, &r, "log_read", "uu", "from_seq", from, "limit", (uint64_t)LOG_PAGE);
-        wire_expect(&r, "ok");
-        const msgpack_object *ev = wire_field(r.map, "events");
-        ck_assert_int_eq(ev->type, MSGPACK_OBJECT_ARRAY);
-        ck_assert_uint_gt(ev->via.array.size, 0);
-        for (uint32_t i = 0; i < ev->via.array.size; i++) {
-            const void *b;
-            size_t n;
-            ck_assert(msgpack_safe_get_bin(&ev->via.array.ptr[i], &b, &n));
-            ck_assert_uint_le(used + n, LOG_BYTES_MAX);
-            memcpy(out + used, b, n);
-            used += n;
-        }
-        from += ev->via.array.size;
-        wire_done(&r);
-    }
-    return used;
-}
-
-static uint64_t stats_u64(tally_client *c, const char *field)
-{
-    wire_reply r;
-    wire_call(c, &r, "stats", "");
-    uint64_t v = wire_u64(r.map, field);
-    wire_done(&r);
-    return v;
-}
-
 /* The state of account id on c, after position min_seq. */
 static void account_on(tally_client *c, uint64_t id, uint64_t min_seq, wire_reply *r)
 {
     wire_call(c, r, "account_get", "uu", "id", id, "min_seq", min_seq);
-}
-
-/* Every node the same as node 0: log bytes, counts; recon clean. */
-static void assert_converged(cluster_fixture *f, uint64_t min_seq)
-{
-    static uint8_t logs[NODES][LOG_BYTES_MAX];
-    size_t len[NODES];
-    uint64_t head[NODES];
-    for (int i = 0; i < NODES; i++)
-        len[i] = node_log(f->client[i], min_seq, logs[i], &head[i]);
-    for (int i = 1; i < NODES; i++) {
-        ck_assert_msg(head[i] == head[0], "node %c head %" PRIu64 ", node a %" PRIu64, 'a' + i,
-                      head[i], head[0]);
-        ck_assert_msg(len[i] == len[0] && memcmp(logs[i], logs[0], len[0]) == 0,
-                      "node %c's log differs from node a's", 'a' + i);
-        static const char *const counts[] = {"accounts", "transfers", "entitlements", "inbox"};
-        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
-            ck_assert_uint_eq(stats_u64(f->client[i], counts[k]),
-                              stats_u64(f->client[0], counts[k]));
-    }
-    for (int i = 0; i < NODES; i++)
-        tallyd_recon_clean(&f->node[i]);
 }
 
 /* ---- the tests ---- */

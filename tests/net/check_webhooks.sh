@@ -77,6 +77,15 @@ grep -q "bad.conf:1: id_header: an hmac-sha256 signature covers the body only" "
 
 "$TALLYD" --data "$tmp/refused" --webhooks "$tmp/hooks.conf" --http none >"$tmp/refused.log" 2>&1
 expect "start refused for --webhooks with --http none (exit 2)" 2 $?
+# cluster mode: refused at start, before any NATS server is asked (docs/CLUSTER.md, "Webhooks")
+if "$TALLYD" --help | grep -q -- '--cluster URLS'; then
+    "$TALLYD" --data "$tmp/refused" --webhooks "$tmp/hooks.conf" --http http://127.0.0.1:0 \
+        --cluster nats://127.0.0.1:1 --node a >"$tmp/refused.log" 2>&1
+    expect "start refused for --webhooks in cluster mode (exit 2)" 2 $?
+    grep -q "webhooks is refused in cluster mode: a delivery would be stored by the node that took it" \
+        "$tmp/refused.log" || fail "the cluster refusal says why: $(cat "$tmp/refused.log")"
+    [ ! -e "$tmp/refused/data.mdb" ] || fail "a store was made for the refused cluster start"
+fi
 
 # ---- tallyd on a port of the kernel's (its ready file says which) ----
 start_tallyd_http check_webhooks --data "$tmp/data" --listen "ipc://$tmp/rep" \

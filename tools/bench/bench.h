@@ -82,6 +82,9 @@ typedef struct bench_options {
     const char *publish_url; /* NULL: log_read only */
     bool no_autobatch;    /* --no-autobatch: libtally sends every single write alone */
     progress_mode progress; /* --progress / --no-progress; else when stderr is a terminal */
+    const char *cluster_urls; /* --cluster: the nodes' URLs; NULL: one tallyd at url */
+    long kill_pid;        /* --kill-pid: kill -9 it after kill_after_s; 0 = not given */
+    double kill_after_s;
 } bench_options;
 
 /* ---- latency histogram (log-linear, values in ns) ---- */
@@ -188,6 +191,9 @@ struct bench {
     char first_error[256];
     atomic_long server_anon_peak_kb; /* sampled while the workers run; -1 unknown */
     atomic_bool sampler_stop; /* also stops the progress line */
+    _Atomic int64_t kill_ns;  /* --kill-pid: when the kill was sent (mono ns); 0 before */
+    atomic_uint_fast64_t failover_sends; /* sends that faulted after the kill, then ok */
+    _Atomic int64_t failover_min_ns, failover_max_ns; /* from the kill to their ok */
 };
 
 /* A process's memory in kB from /proc/PID/status; -1 when unreadable. RSS
@@ -310,6 +316,21 @@ void echo_verify(bench *b, report *r);
 
 /* The whole --stream run; returns the exit status. */
 int stream_run(bench *b);
+
+/* ---- cluster.c: --cluster and --kill-pid ---- */
+
+/* The nodes in --cluster's list; 0 without it. */
+unsigned cluster_node_count(const bench_options *o);
+/* Client i's URL list: --cluster's, starting at node i (mod the count). */
+int cluster_client_url(const bench_options *o, unsigned i, char *out, size_t size);
+/* With --cluster: every client's reads wait (min_seq) until the node read
+ * has applied the last write any client saw acknowledged. */
+void cluster_sync_reads(bench *b);
+/* With --kill-pid: a thread that kill -9s it after --kill-after; false
+ * when there is none to join. */
+bool cluster_kill_start(bench *b, pthread_t *thread);
+/* A send that faulted after the kill was acknowledged ns after it. */
+void cluster_failover_note(bench *b, int64_t ns);
 
 /* ---- report.c ---- */
 

@@ -107,6 +107,7 @@ static int prepare(bench *b, account_snapshot *s0, tally_stats *stats0)
         rc = read_with_retries(b, b->clients[i], read_stats, 0, stats0); /* connect them all */
     if (rc == TALLY_ok)
         rc = open_accounts(b);
+    cluster_sync_reads(b); /* the accounts, read on every node */
     if (rc == TALLY_ok)
         rc = snapshot_alloc(s0, b->opt.accounts);
     if (rc == TALLY_ok)
@@ -154,7 +155,11 @@ int main(int argc, char **argv)
     s.server_cpu_s = process_cpu_s(b.opt.server_pid);
     process_io(b.opt.server_pid, &s.io);
     s.client_cpu_s = self_cpu_s();
+    pthread_t killer;
+    bool killing = cluster_kill_start(&b, &killer);
     int64_t elapsed = run_threads(&b);
+    if (killing)
+        pthread_join(killer, NULL);
     summarize(&b, elapsed, &s);
     report r = {0};
     if (b.opt.echo)

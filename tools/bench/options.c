@@ -35,14 +35,16 @@ static bool parse_fraction(const char *text, double min, double max, double *out
     return true;
 }
 
-/* --seconds, --dup-ratio and --concurrent-share: a decimal fraction. */
+/* --seconds, --kill-after, --dup-ratio and --concurrent-share: a decimal
+ * fraction. */
 static int parse_real(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
     bench_options *o = bench_of(t);
-    bool seconds = strcmp(row->name, "seconds") == 0;
-    double *field = seconds ? &o->seconds
-                    : strcmp(row->name, "dup-ratio") == 0 ? &o->dup_ratio
-                                                          : &o->concurrent_share;
+    bool seconds = strcmp(row->name, "seconds") == 0 || strcmp(row->name, "kill-after") == 0;
+    double *field = strcmp(row->name, "seconds") == 0      ? &o->seconds
+                    : strcmp(row->name, "kill-after") == 0 ? &o->kill_after_s
+                    : strcmp(row->name, "dup-ratio") == 0  ? &o->dup_ratio
+                                                           : &o->concurrent_share;
     if (parse_fraction(text, seconds ? 0.001 : 0, seconds ? BENCH_SECONDS_MAX : 1, field))
         return 0;
     snprintf(why, n, "%s: %s", seconds ? "not a duration in range" : "not a fraction 0..1", text);
@@ -70,15 +72,16 @@ static int parse_token_file(const options_row *row, void *t, const char *text, c
     return 0;
 }
 
+/* --server-pid and --kill-pid. */
 static int parse_pid(const options_row *row, void *t, const char *text, char *why, size_t n)
 {
-    (void)row;
     uint64_t pid;
     if (!cli_parse_u64(text, 1, INT32_MAX, &pid)) {
         snprintf(why, n, "not a pid: %s", text);
         return 2;
     }
-    bench_of(t)->server_pid = (long)pid;
+    *(strcmp(row->name, "kill-pid") == 0 ? &bench_of(t)->kill_pid : &bench_of(t)->server_pid) =
+        (long)pid;
     return 0;
 }
 
@@ -152,6 +155,18 @@ static const options_row rows[] = {
     {"client-mode", "M", "shared",
      "shared: one tally_client for all threads; per-thread: one client per thread",
      parse_choice},
+    {"cluster", "URLS", NULL,
+     "a tally cluster (docs/CLUSTER.md) instead of --url: its nodes' URLs, comma-separated; "
+     "the clients are spread over the nodes (client i starts at node i of the list, a shared "
+     "client is one per node) and move on along the list when their node fails; reads wait "
+     "for every write acknowledged before them (min_seq)",
+     OPTIONS_TEXT(bench_options, cluster_urls)},
+    {"kill-pid", "PID", NULL,
+     "with --cluster: kill -9 this process (a node's tallyd) --kill-after seconds into the run, "
+     "and report the fail-over time: from the kill to the first write of the clients it "
+     "failed that another node acknowledged (the slowest and the fastest such client)",
+     parse_pid},
+    {"kill-after", "S", "2", "with --kill-pid: seconds into the run", parse_real},
     {"no-autobatch", NULL, NULL,
      "turn libtally's auto-batching off (tally_client_options .no_autobatch): with a shared "
      "client, single transfers of threads that find two requests in flight are no longer "
@@ -290,6 +305,15 @@ static int check_together(const options_set *set, bench_options *o)
     if (o->stream && (o->echo || seconds_given))
         return options_usage_error(set, "--stream reads the log once: --echo and --seconds do "
                                         "not apply");
+    if (o->cluster_urls && options_given_count(set, "url", NULL) > 0)
+        return options_usage_error(set, "--cluster and --url exclude each other");
+    if (o->cluster_urls && (o->echo || o->stream))
+        return options_usage_error(set, "--cluster measures transfers: not with --echo or --stream");
+    if ((o->kill_pid || options_given_count(set, "kill-after", NULL) > 0) && !o->cluster_urls)
+        return options_usage_error(set, "--kill-pid and --kill-after need --cluster (a node to "
+                                        "fail over from)");
+    if (o->cluster_urls)
+        o->url = o->cluster_urls;
     if (o->stream && !o->stream_page)
         o->stream_page = TALLY_STREAM_FILL_EVENTS_MAX;
     if (o->echo && !o->echo_bytes)

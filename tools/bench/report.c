@@ -144,6 +144,22 @@ static const char *mode_name(client_mode m)
     return m == CLIENT_SHARED ? "shared" : "per-thread";
 }
 
+/* --kill-pid: the fail-over of the clients the kill failed. */
+static void print_failover_text(const bench *b)
+{
+    uint64_t sends = atomic_load(&b->failover_sends);
+    if (sends == 0) {
+        printf("  fail-over   kill -9 of pid %ld at %.2f s: no send failed%s\n", b->opt.kill_pid,
+               b->opt.kill_after_s, atomic_load(&b->kill_ns) ? "" : " (the run ended before it)");
+        return;
+    }
+    printf("  fail-over   kill -9 of pid %ld at %.2f s: %" PRIu64 " sends failed on it, each "
+           "acknowledged by another node %.1f ms (first) to %.1f ms (last) after the kill\n",
+           b->opt.kill_pid, b->opt.kill_after_s, sends,
+           (double)atomic_load(&b->failover_min_ns) / 1e6,
+           (double)atomic_load(&b->failover_max_ns) / 1e6);
+}
+
 void print_text(const bench *b, const summary *s, const report *r)
 {
     const bench_options *o = &b->opt;
@@ -167,6 +183,8 @@ void print_text(const bench *b, const summary *s, const report *r)
            hist_quantile_ms(&s->hist, 0.50), hist_quantile_ms(&s->hist, 0.99),
            hist_quantile_ms(&s->hist, 0.999), (double)s->hist.max_ns / 1e6,
            s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0);
+    if (o->kill_pid > 0)
+        print_failover_text(b);
     const char *server = o->echo ? "tally-echo" : "tallyd";
     if (o->server_pid > 0 && s->mem.hwm_kb >= 0)
         printf("  %s pid %ld: peak RSS (VmHWM) %.1f MiB, RSS now %.1f MiB (own memory "
@@ -223,6 +241,23 @@ static json_t *json_server(const summary *s, bool echo)
     return o;
 }
 
+static json_t *json_failover(const bench *b)
+{
+    if (b->opt.kill_pid <= 0)
+        return json_null();
+    uint64_t sends = atomic_load(&b->failover_sends);
+    json_t *o = json_object();
+    json_object_set_new(o, "kill_pid", json_integer(b->opt.kill_pid));
+    json_object_set_new(o, "kill_after_s", json_real(b->opt.kill_after_s));
+    json_object_set_new(o, "killed", json_boolean(atomic_load(&b->kill_ns) != 0));
+    json_object_set_new(o, "sends", json_integer((json_int_t)sends));
+    json_object_set_new(o, "first_ms", sends ? json_real((double)atomic_load(&b->failover_min_ns) / 1e6)
+                                             : json_null());
+    json_object_set_new(o, "last_ms", sends ? json_real((double)atomic_load(&b->failover_max_ns) / 1e6)
+                                            : json_null());
+    return o;
+}
+
 void print_json(const bench *b, const summary *s, const report *r)
 {
     const bench_options *o = &b->opt;
@@ -241,6 +276,8 @@ void print_json(const bench *b, const summary *s, const report *r)
     json_object_set_new(j, "seconds", json_real(s->seconds));
     json_object_set_new(j, "requests", json_integer((json_int_t)s->requests));
     json_object_set_new(j, "retries", json_integer((json_int_t)s->retries));
+    json_object_set_new(j, "cluster_nodes", json_integer(cluster_node_count(o)));
+    json_object_set_new(j, "failover", json_failover(b));
     json_object_set_new(j, "accounts", json_integer((json_int_t)o->accounts));
     json_object_set_new(j, "dup_ratio", json_real(o->dup_ratio));
     json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));

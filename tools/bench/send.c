@@ -162,6 +162,7 @@ void send_ops(bench *b, tally_client *c, thread_stats *st, bench_op *ops, size_t
     uint32_t pending[TALLY_CLIENT_BATCH_MAX];
     int codes[TALLY_CLIENT_BATCH_MAX];
     size_t count = n;
+    bool failed_after_kill = false; /* --kill-pid: a fault after the kill */
     for (size_t i = 0; i < n; i++)
         pending[i] = (uint32_t)i;
     for (unsigned attempt = 1; count > 0; attempt++) {
@@ -173,6 +174,7 @@ void send_ops(bench *b, tally_client *c, thread_stats *st, bench_op *ops, size_t
         size_t still = 0;
         for (size_t i = 0; i < count; i++) {
             bench_op *op = &ops[pending[i]];
+            failed_after_kill |= is_fault(codes[i]) && atomic_load(&b->kill_ns) != 0;
             if (is_fault(codes[i]) && attempt < b->opt.attempts_max) {
                 op->faulted = true;
                 pending[still++] = pending[i];
@@ -184,4 +186,6 @@ void send_ops(bench *b, tally_client *c, thread_stats *st, bench_op *ops, size_t
         }
         count = still;
     }
+    if (failed_after_kill)
+        cluster_failover_note(b, clock_mono_ns() - atomic_load(&b->kill_ns));
 }

@@ -181,8 +181,17 @@ int make_clients(bench *b)
     b->clients = calloc(want, sizeof(*b->clients));
     if (!b->clients)
         return TALLY_out_of_memory;
+    unsigned nodes = cluster_node_count(&b->opt);
+    if (b->opt.mode == CLIENT_SHARED && nodes)
+        want = nodes; /* one shared client per node */
     for (unsigned i = 0; i < want; i++) {
-        int rc = client_open(&b->opt, b->opt.timeout_ms, &b->clients[i]);
+        bench_options o = b->opt;
+        char list[TALLY_CLIENT_URLS_MAX * 256];
+        if (nodes && cluster_client_url(&b->opt, i, list, sizeof(list)) != TALLY_ok)
+            return TALLY_invalid_argument;
+        if (nodes)
+            o.url = list;
+        int rc = client_open(&o, b->opt.timeout_ms, &b->clients[i]);
         if (rc != TALLY_ok)
             return rc;
         b->client_count++;

@@ -144,6 +144,7 @@ void verify(bench *b, const account_snapshot *s0, summary *s, report *r)
 {
     account_snapshot s1;
     r->verified = true;
+    cluster_sync_reads(b); /* every node read has applied every acknowledged write */
     int rc = read_with_retries(b, b->clients[0], read_stats, 0, &s->s1);
     if (rc == TALLY_ok)
         rc = snapshot_alloc(&s1, b->opt.accounts);

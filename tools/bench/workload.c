@@ -233,7 +233,7 @@ int make_threads(bench *b)
     for (unsigned i = 0; i < n; i++) {
         worker *w = &b->workers[i];
         *w = (worker){.b = b, .index = i, .rng = splitmix64(&seed_state)};
-        w->client = b->clients[b->client_count == 1 ? 0 : i];
+        w->client = b->clients[i % b->client_count]; /* shared: one, or one per node */
         w->ops = calloc(b->opt.batch, sizeof(*w->ops));
         w->results = calloc(b->opt.batch, sizeof(*w->results));
         if (!w->ops || !w->results)
@@ -242,7 +242,8 @@ int make_threads(bench *b)
             continue;
         twin *t = &b->twins[i];
         t->b = b;
-        t->client = b->clients[b->client_count == 1 ? 0 : n + i];
+        /* shared: the next node's client (the same with one) */
+        t->client = b->clients[b->opt.mode == CLIENT_SHARED ? (i + 1) % b->client_count : n + i];
         t->results = calloc(b->opt.batch, sizeof(*t->results));
         if (!t->results)
             return TALLY_out_of_memory;

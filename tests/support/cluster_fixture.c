@@ -1,0 +1,148 @@
+/*
+ * cluster_fixture.c — three tallyd in cluster mode on a 3-node JetStream
+ * cluster, and the checks every cluster suite makes of them
+ * (cluster_fixture.h).
+ */
+#include "config.h"
+
+#include "tests/support/cluster_fixture.h"
+
+#include "common/clock.h"
+#include "common/msgpack_safe.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wait.h"
+#include "tests/support/wire.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LOG_PAGE 100
+
+static const char *const *node_args(cluster_fixture *f, int i, const char *args[12])
+{
+    snprintf(f->node_arg[i], sizeof(f->node_arg[i]), "%c", 'a' + i);
+    const char *const list[] = {"--cluster", f->urls, "--node", f->node_arg[i],
+                                "--cluster-read-wait-ms", "3000", "--cluster-tick-ms", "200",
+                                "--http", "http://127.0.0.1:0", NULL};
+    memcpy(args, list, sizeof(list));
+    return args;
+}
+
+void node_start(cluster_fixture *f, int i)
+{
+    const char *args[12];
+    wire_server_start(&f->node[i], &f->client[i], node_args(f, i, args));
+}
+
+void node_restart(cluster_fixture *f, int i)
+{
+    const char *args[12];
+    tally_client_close(f->client[i]);
+    f->client[i] = NULL;
+    wire_server_restart(&f->node[i], &f->client[i], node_args(f, i, args));
+}
+
+void cluster_up(cluster_fixture *f)
+{
+    memset(f, 0, sizeof(*f));
+    nats_cluster_start(&f->nats);
+    size_t used = 0;
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        used += (size_t)snprintf(f->urls + used, sizeof(f->urls) - used, "%s%s", i ? "," : "",
+                                 f->nats.urls[i]);
+    /* one after the other: the first creates the stream and its genesis */
+    for (int i = 0; i < NODES; i++)
+        node_start(f, i);
+}
+
+void cluster_down(cluster_fixture *f)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (f->client[i])
+            wire_server_stop(&f->node[i], &f->client[i]);
+        tallyd_cleanup(&f->node[i]);
+    }
+    nats_cluster_stop(&f->nats);
+}
+
+/* A read with min_seq waits --cluster-read-wait-ms at most, then says
+ * not_caught_up; a node whose stream consumer was on a killed
+ * nats-server, on a loaded machine, may need several such waits before it
+ * reads on: ask again, up to a bound. */
+void await_applied(tally_client *c, uint64_t min_seq)
+{
+    int64_t until = test_deadline_ms(120000);
+    for (;;) {
+        wire_reply r;
+        wire_call(c, &r, "stats", "u", "min_seq", min_seq);
+        if (strcmp(r.code, "not_caught_up") != 0 || clock_mono_ms() >= until) {
+            wire_expect(&r, "ok");
+            wire_done(&r);
+            return;
+        }
+        wire_done(&r);
+    }
+}
+
+/* Every event of the node's log, each event's bytes in order, after it
+ * has applied position min_seq; *head its head seq. */
+static size_t node_log(tally_client *c, uint64_t min_seq, uint8_t *out, uint64_t *head)
+{
+    wire_reply r;
+    await_applied(c, min_seq);
+    wire_call(c, &r, "stats", "u", "min_seq", min_seq);
+    wire_expect(&r, "ok");
+    *head = wire_u64(r.map, "head_seq");
+    wire_done(&r);
+    size_t used = 0;
+    for (uint64_t from = 1; from <= *head;) {
+        wire_call(c, &r, "log_read", "uu", "from_seq", from, "limit", (uint64_t)LOG_PAGE);
+        wire_expect(&r, "ok");
+        const msgpack_object *ev = wire_field(r.map, "events");
+        ck_assert_int_eq(ev->type, MSGPACK_OBJECT_ARRAY);
+        ck_assert_uint_gt(ev->via.array.size, 0);
+        for (uint32_t i = 0; i < ev->via.array.size; i++) {
+            const void *b;
+            size_t n;
+            ck_assert(msgpack_safe_get_bin(&ev->via.array.ptr[i], &b, &n));
+            ck_assert_uint_le(used + n, LOG_BYTES_MAX);
+            memcpy(out + used, b, n);
+            used += n;
+        }
+        from += ev->via.array.size;
+        wire_done(&r);
+    }
+    return used;
+}
+
+uint64_t stats_u64(tally_client *c, const char *field)
+{
+    wire_reply r;
+    wire_call(c, &r, "stats", "");
+    uint64_t v = wire_u64(r.map, field);
+    wire_done(&r);
+    return v;
+}
+
+void assert_converged(cluster_fixture *f, uint64_t min_seq)
+{
+    static uint8_t logs[NODES][LOG_BYTES_MAX];
+    size_t len[NODES];
+    uint64_t head[NODES];
+    for (int i = 0; i < NODES; i++)
+        len[i] = node_log(f->client[i], min_seq, logs[i], &head[i]);
+    for (int i = 1; i < NODES; i++) {
+        ck_assert_msg(head[i] == head[0], "node %c head %" PRIu64 ", node a %" PRIu64, 'a' + i,
+                      head[i], head[0]);
+        ck_assert_msg(len[i] == len[0] && memcmp(logs[i], logs[0], len[0]) == 0,
+                      "node %c's log differs from node a's", 'a' + i);
+        static const char *const counts[] = {"accounts", "transfers", "entitlements", "inbox"};
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+            ck_assert_uint_eq(stats_u64(f->client[i], counts[k]),
+                              stats_u64(f->client[0], counts[k]));
+    }
+    for (int i = 0; i < NODES; i++)
+        tallyd_recon_clean(&f->node[i]);
+}
