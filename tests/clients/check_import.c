@@ -119,8 +119,8 @@ START_TEST(test_import_a_history_and_reconcile)
             if (hold)
                 t.flags |= TALLY_TRANSFER_PENDING;
             ck_assert_int_eq(tally_batch_transfer(b, NULL, &t), TALLY_ok);
-            (hold ? balances[dr].dpend : balances[dr].dp) += amount;
-            (hold ? balances[cr].cpend : balances[cr].cp) += amount;
+            *(hold ? &balances[dr].dpend : &balances[dr].dp) += amount;
+            *(hold ? &balances[cr].cpend : &balances[cr].cp) += amount;
             if (i == transfers / 2) {
                 mid_ms = ms;
                 memcpy(at_mid, balances, sizeof(balances));

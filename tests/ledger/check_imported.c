@@ -121,19 +121,22 @@ START_TEST(test_times_strictly_increase_and_stay_past)
     c = imported_open(2, ts.now_ms + 1000);
     assert_refused(&ts, &c, TALLY_imported_event_timestamp_must_not_advance);
     test_setup_ok(&ts, imported_open(2, PAST + 1));
-    c = imported_transfer(10, 1, 2, 5, PAST + 1); /* the account's own time */
+    c = imported_transfer(20, 1, 2, 5, PAST + 1); /* the account's own time */
     assert_refused(&ts, &c, TALLY_imported_event_timestamp_must_not_regress);
     test_setup_ok(&ts, imported_transfer(10, 1, 2, 5, PAST + 2));
     /* A live event closes the import up to its commit time. */
     ts.now_ms += 1000;
     test_setup_ok(&ts, test_cmd_transfer(11, 1, 2, 5));
     ts.now_ms += 1000;
-    c = imported_transfer(12, 1, 2, 5, PAST + 3);
+    c = imported_transfer(21, 1, 2, 5, PAST + 3);
     assert_refused(&ts, &c, TALLY_imported_event_timestamp_must_not_regress);
-    c = imported_transfer(12, 1, 2, 5, ts.now_ms - 1000);
+    c = imported_transfer(22, 1, 2, 5, ts.now_ms - 1000);
     assert_refused(&ts, &c, TALLY_imported_event_timestamp_must_not_regress);
     test_setup_ok(&ts, imported_transfer(12, 1, 2, 5, ts.now_ms - 999));
     test_assert_balances(&ts, 1, 15, 0, 0, 0);
+    /* a refused transfer's id stays failed, as for any transfer */
+    c = imported_transfer(20, 1, 2, 5, ts.now_ms - 998);
+    assert_refused(&ts, &c, TALLY_id_already_failed);
     test_assert_invariants(&ts);
     test_finish(&ts);
 }
