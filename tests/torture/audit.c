@@ -7,7 +7,10 @@
  * effects commute: an applied transfer adds its amount whatever came
  * before it, a hold ends posted (with the posted amount) or voided by the
  * one post or void that succeeded, or expired when it had a timeout (the
- * run waits until every timeout has passed), or pending. Entitlement
+ * run waits until every timeout has passed), or pending; a transfer's
+ * reversed_amount is what its applied reversals moved, each a transfer of
+ * its own the other way. Every account's last history entry
+ * (ledger_balance_at) holds the account's balances. Entitlement
  * commands carry a source order and a command not newer than the last
  * applied one is stale, so the applied ones were applied in source order:
  * folding them in that order gives the final entitlement, and checks each
@@ -22,6 +25,7 @@
 
 #include "common/error.h"
 #include "common/table.h"
+#include "ledger/balances.h"
 #include "ledger/invariants.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
@@ -38,6 +42,7 @@ typedef struct model_transfer {
     uint8_t resolved_by;     /* LEDGER_POST or LEDGER_VOID */
     int64_t posted_amount;
     unsigned rejected_as;    /* REJECTED_*: how posts and voids of it were refused */
+    int64_t reversed_amount; /* what applied reversals of it moved back */
     bool in_store;
 } model_transfer;
 
@@ -205,10 +210,12 @@ static void fold_creation(audit *a, const torture_cmd *c, const torture_write *w
         m->flags = w->account_flags;
         m->created_seq = c->applied_seq;
         m->version = 1;
-    } else if (w->kind == LEDGER_TRANSFER) {
+    } else if (w->kind == LEDGER_TRANSFER || w->kind == LEDGER_REVERSE) {
         model_transfer *m = transfer_of(a, &w->id);
         if (m->creates++ == 0)
             m->w = *w;
+        if (w->kind == LEDGER_REVERSE)
+            transfer_of(a, &w->reverses)->reversed_amount += w->amount;
     }
 }
 
@@ -314,8 +321,13 @@ static void compare_transfer(audit *a, const ledger_transfer_record *r)
     uint16_t flags = m->w.pending ? LEDGER_TRANSFER_PENDING : 0;
     if (r->debit_account_id != m->w.debit || r->credit_account_id != m->w.credit ||
         r->amount != m->w.amount || r->ledger != TORTURE_LEDGER || r->code != TORTURE_CODE ||
-        r->flags != flags || r->timeout_s != (m->w.pending ? m->w.timeout_s : 0))
+        r->flags != flags || r->timeout_s != (m->w.pending ? m->w.timeout_s : 0) ||
+        r->user_data.user_data_64 != m->w.user_data_64 ||
+        !tally_id128_equal(&r->reverses, &m->w.reverses))
         torture_fail(a->s, "transfer %s: fields differ from the command that created it", id);
+    if (r->reversed_amount != m->reversed_amount)
+        torture_fail(a->s, "transfer %s: reversed_amount %" PRId64 ", its applied reversals "
+                     "moved %" PRId64, id, r->reversed_amount, m->reversed_amount);
     if (m->resolutions > 1)
         torture_fail(a->s, "hold %s was resolved %u times", id, m->resolutions);
     if (r->state != state || r->posted_amount != posted_amount)
@@ -377,6 +389,8 @@ static int transfer_effects(const void *key, size_t key_len, void *value, void *
         if (m->resolutions > 0 || m->rejected_as != 0)
             torture_fail(a->s, "hold %s was never created but a post or void of it was answered "
                          "%s", id, m->resolutions ? "ok" : "already resolved");
+        if (m->reversed_amount != 0)
+            torture_fail(a->s, "transfer %s was never created but a reversal of it applied", id);
         return 0;
     }
     if (!m->in_store)
@@ -417,6 +431,15 @@ static void compare_accounts(audit *a, store_txn *t)
                          s.credits_posted, s.debits_pending, s.credits_pending, s.version,
                          m->debits_posted, m->credits_posted, m->debits_pending,
                          m->credits_pending, m->version);
+        ledger_balance last; /* balance_at the head: the account as it is */
+        rc = ledger_balance_at(t, id, false, 0, UINT64_MAX, &last);
+        if (rc != TALLY_ok || (last.seq != 0 &&
+                               (last.debits_posted != s.debits_posted ||
+                                last.credits_posted != s.credits_posted ||
+                                last.debits_pending != s.debits_pending ||
+                                last.credits_pending != s.credits_pending)))
+            torture_fail(a->s, "account %" PRIu64 ": balance_at its last entry (%s, seq %" PRIu64
+                         ") is not the account", id, tally_strerror(rc), last.seq);
     }
 }
 

@@ -1,8 +1,8 @@
 /*
  * check_torture.c — the seeded torture harness: a real tallyd SIGKILLed at
- * random moments while concurrent clients send transfers, holds (posted,
- * voided or left to expire), entitlement commands with source orders and
- * atomic chains, each command one to three times — sometimes by two
+ * random moments while concurrent clients send transfers (a third with user
+ * data), reversals of them, holds (posted, voided or left to expire),
+ * entitlement commands with source orders and atomic chains, each command one to three times — sometimes by two
  * threads at once, sometimes over a connection the client drops before
  * the reply, or with a client too impatient to wait for it — and then
  * until it is answered. A few commands are abandoned after one send.
@@ -172,6 +172,9 @@ static void make_transfer(worker *w, torture_cmd *c, uint32_t member, bool pendi
     t->amount = 1 + (int64_t)below(w, funding ? FUNDING_MAX : AMOUNT_MAX);
     t->pending = pending;
     t->timeout_s = pending && below(w, 10) < 7 ? 1 + (uint32_t)below(w, 3) : 0;
+    /* user data on a third of them, from what is drawn already (the
+     * stream of draws stays as it was) */
+    t->user_data_64 = t->amount % 3 == 0 ? get_u64_be(t->id.bytes + 8) : 0;
 }
 
 /* A post or void of a recent hold; false when there is none yet. */
@@ -246,10 +249,31 @@ static bool make_duplicate(worker *w, torture_cmd *c)
     return true;
 }
 
-/* A single transfer (now and then a duplicate of a recent one). */
+/* A reversal of part or all of a recent single transfer (which may not
+ * exist, or have been reversed already: refused then). */
+static bool make_reversal(worker *w, torture_cmd *c)
+{
+    const torture_cmd *orig = recent_transfer(w);
+    if (orig == NULL)
+        return false;
+    torture_write *t = &c->w[0];
+    t->kind = LEDGER_REVERSE;
+    t->id = member_id(c, 0);
+    t->reverses = orig->w[0].id;
+    t->debit = orig->w[0].credit;
+    t->credit = orig->w[0].debit;
+    t->amount = 1 + (int64_t)below(w, (uint64_t)orig->w[0].amount);
+    return true;
+}
+
+/* A single transfer (now and then a duplicate of a recent one, or a
+ * reversal). */
 static void make_single_transfer(worker *w, torture_cmd *c)
 {
-    if (below(w, 20) == 0 && make_duplicate(w, c))
+    uint64_t roll = below(w, 20);
+    if (roll == 0 && make_duplicate(w, c))
+        return;
+    if (roll == 1 && make_reversal(w, c))
         return;
     make_transfer(w, c, 0, false);
     recent_transfer_add(w->r, c);

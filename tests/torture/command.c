@@ -127,7 +127,17 @@ static uint32_t pack_write_fields(msgpack_packer *pk, const torture_write *w)
             pack_uint(pk, "timeout_s", w->timeout_s);
             n++;
         }
+        if (w->user_data_64) {
+            pack_uint(pk, "user_data_64", w->user_data_64);
+            n++;
+        }
         return n;
+    case LEDGER_REVERSE:
+        pack_id(pk, "id", &w->id);
+        pack_id(pk, "reverses", &w->reverses);
+        msgpack_safe_pack_cstr(pk, "amount");
+        msgpack_pack_int64(pk, w->amount);
+        return 3;
     case LEDGER_POST:
     case LEDGER_VOID:
         pack_id(pk, "pending_id", &w->id);
