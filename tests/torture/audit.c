@@ -54,6 +54,7 @@ typedef struct model_transfer {
 typedef struct model_account {
     uint32_t opens;
     uint8_t flags;
+    int64_t created_ms; /* imported: the time given */
     uint64_t created_seq;
     int64_t debits_posted, credits_posted, debits_pending, credits_pending;
     uint64_t version;
@@ -208,6 +209,7 @@ static void fold_creation(audit *a, const torture_cmd *c, const torture_write *w
         model_account *m = &a->accounts[w->debit];
         m->opens++;
         m->flags = w->account_flags;
+        m->created_ms = w->timestamp_ms;
         m->created_seq = c->applied_seq;
         m->version = 1;
     } else if (w->kind == LEDGER_TRANSFER || w->kind == LEDGER_REVERSE) {
@@ -318,12 +320,14 @@ static void compare_transfer(audit *a, const ledger_transfer_record *r)
     m->in_store = true;
     int64_t posted_amount;
     uint8_t state = expected_state(m, &posted_amount);
-    uint16_t flags = m->w.pending ? LEDGER_TRANSFER_PENDING : 0;
+    uint16_t flags = (m->w.pending ? LEDGER_TRANSFER_PENDING : 0) |
+                     (m->w.timestamp_ms ? LEDGER_TRANSFER_IMPORTED : 0);
     if (r->debit_account_id != m->w.debit || r->credit_account_id != m->w.credit ||
         r->amount != m->w.amount || r->ledger != TORTURE_LEDGER || r->code != TORTURE_CODE ||
         r->flags != flags || r->timeout_s != (m->w.pending ? m->w.timeout_s : 0) ||
         r->user_data.user_data_64 != m->w.user_data_64 ||
-        !tally_id128_equal(&r->reverses, &m->w.reverses))
+        !tally_id128_equal(&r->reverses, &m->w.reverses) ||
+        (m->w.timestamp_ms != 0 && r->created_ms != m->w.timestamp_ms))
         torture_fail(a->s, "transfer %s: fields differ from the command that created it", id);
     if (r->reversed_amount != m->reversed_amount)
         torture_fail(a->s, "transfer %s: reversed_amount %" PRId64 ", its applied reversals "
@@ -422,6 +426,7 @@ static void compare_accounts(audit *a, store_txn *t)
             continue;
         }
         if (s.ledger != TORTURE_LEDGER || s.code != TORTURE_CODE || s.flags != m->flags ||
+            s.created_ms != m->created_ms ||
             s.created_seq != m->created_seq || s.debits_posted != m->debits_posted ||
             s.credits_posted != m->credits_posted || s.debits_pending != m->debits_pending ||
             s.credits_pending != m->credits_pending || s.version != m->version)

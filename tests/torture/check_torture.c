@@ -1,7 +1,8 @@
 /*
  * check_torture.c — the seeded torture harness: a real tallyd SIGKILLed at
  * random moments while concurrent clients send transfers (a third with user
- * data), reversals of them, holds (posted, voided or left to expire),
+ * data, a few imported: applied only while no live event came since the
+ * last import), reversals of them, holds (posted, voided or left to expire),
  * entitlement commands with source orders and atomic chains, each command one to three times — sometimes by two
  * threads at once, sometimes over a connection the client drops before
  * the reply, or with a client too impatient to wait for it — and then
@@ -87,6 +88,7 @@ typedef struct run {
     atomic_uint_fast64_t orders[TORTURE_ENTITLEMENTS]; /* last source order handed out */
     atomic_uint_fast64_t sends, hang_ups, impatient, races, abandoned;
     int64_t valid_base_ms;
+    int64_t import_base_ms;         /* imported history: the accounts, then some transfers */
     pthread_mutex_t recent_lock;    /* what commands may refer to */
     hold_ref holds[RECENT_MAX];
     torture_cmd *transfers[RECENT_MAX];
@@ -275,6 +277,11 @@ static void make_single_transfer(worker *w, torture_cmd *c)
         return;
     if (roll == 1 && make_reversal(w, c))
         return;
+    if (roll == 2) { /* imported: applied only while no live event came since the last import */
+        make_transfer(w, c, 0, false);
+        c->w[0].timestamp_ms = w->r->import_base_ms + TORTURE_ACCOUNTS + 1 + (int64_t)c->index;
+        return;
+    }
     make_transfer(w, c, 0, false);
     recent_transfer_add(w->r, c);
 }
@@ -434,6 +441,9 @@ static void open_accounts(run *r, tally_client *client)
         c->w[0].account_flags = id == 1 ? 0
                                 : id < TORTURE_ACCOUNTS ? LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS
                                                         : LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS;
+        /* imported history: opened before anything else, at past times */
+        c->w[0].account_flags |= LEDGER_ACCOUNT_IMPORTED;
+        c->w[0].timestamp_ms = r->import_base_ms + (int64_t)id;
         answer_until_decided(r, client, c);
         ck_assert_int_eq(c->first.code, TALLY_ok);
     }
@@ -564,6 +574,7 @@ START_TEST(torture_kills_lose_nothing_apply_nothing_twice)
     torture_store_init(&r.cmds);
     pthread_mutex_init(&r.recent_lock, NULL);
     r.valid_base_ms = clock_wall_ms() + VALID_FOR_MS;
+    r.import_base_ms = clock_wall_ms() - VALID_FOR_MS;
     r.srv.extra_args[0] = "--map-size-mb";
     r.srv.extra_args[1] = MAP_SIZE_MB;
     int64_t start = clock_mono_ms();

@@ -112,6 +112,11 @@ static uint32_t pack_write_fields(msgpack_packer *pk, const torture_write *w)
         pack_uint(pk, "ledger", TORTURE_LEDGER);
         pack_uint(pk, "code", TORTURE_CODE);
         pack_uint(pk, "flags", w->account_flags);
+        if (w->timestamp_ms) {
+            msgpack_safe_pack_cstr(pk, "timestamp_ms");
+            msgpack_pack_int64(pk, w->timestamp_ms);
+            return 5;
+        }
         return 4;
     case LEDGER_TRANSFER:
         pack_id(pk, "id", &w->id);
@@ -121,8 +126,14 @@ static uint32_t pack_write_fields(msgpack_packer *pk, const torture_write *w)
         msgpack_pack_int64(pk, w->amount);
         pack_uint(pk, "ledger", TORTURE_LEDGER);
         pack_uint(pk, "code", TORTURE_CODE);
-        pack_uint(pk, "flags", w->pending ? LEDGER_TRANSFER_PENDING : 0);
+        pack_uint(pk, "flags", (w->pending ? LEDGER_TRANSFER_PENDING : 0) |
+                                   (w->timestamp_ms ? LEDGER_TRANSFER_IMPORTED : 0));
         n = 7;
+        if (w->timestamp_ms) {
+            msgpack_safe_pack_cstr(pk, "timestamp_ms");
+            msgpack_pack_int64(pk, w->timestamp_ms);
+            n++;
+        }
         if (w->pending && w->timeout_s) {
             pack_uint(pk, "timeout_s", w->timeout_s);
             n++;

@@ -52,6 +52,7 @@ typedef struct torture_write {
     int64_t valid_until_ms; /* grant (0 = for life), extend */
     uint64_t source_order;  /* grant/extend/revoke: always sent */
     uint64_t user_data_64;  /* transfer: its user data (0: none, not sent) */
+    int64_t timestamp_ms;   /* account_open, transfer: imported history at this time (0: live) */
     tally_id128 reverses;   /* transfer_reverse: the transfer reversed (id: the reversal's,
                                debit and credit: its accounts, the reversed one's swapped) */
 } torture_write;
