@@ -9,7 +9,9 @@
  * one post or void that succeeded, or expired when it had a timeout (the
  * run waits until every timeout has passed), or pending; a transfer's
  * reversed_amount is what its applied reversals moved, each a transfer of
- * its own the other way. Every account's last history entry
+ * its own the other way; a balancing transfer moved at most what it asked,
+ * and the accounts are folded with what its record says it moved. Every
+ * account's last history entry
  * (ledger_balance_at) holds the account's balances. Entitlement
  * commands carry a source order and a command not newer than the last
  * applied one is stale, so the applied ones were applied in source order:
@@ -320,8 +322,13 @@ static void compare_transfer(audit *a, const ledger_transfer_record *r)
     m->in_store = true;
     int64_t posted_amount;
     uint8_t state = expected_state(m, &posted_amount);
-    uint16_t flags = (m->w.pending ? LEDGER_TRANSFER_PENDING : 0) |
+    uint16_t flags = (m->w.pending ? LEDGER_TRANSFER_PENDING : 0) | m->w.more_flags |
                      (m->w.timestamp_ms ? LEDGER_TRANSFER_IMPORTED : 0);
+    /* a balancing transfer moved what there was, at most what it asked:
+     * the accounts (5. below) are folded with what it moved */
+    if ((m->w.more_flags & (LEDGER_TRANSFER_BALANCING_DEBIT | LEDGER_TRANSFER_BALANCING_CREDIT)) &&
+        r->amount >= 1 && r->amount <= m->w.amount)
+        m->w.amount = r->amount;
     if (r->debit_account_id != m->w.debit || r->credit_account_id != m->w.credit ||
         r->amount != m->w.amount || r->ledger != TORTURE_LEDGER || r->code != TORTURE_CODE ||
         r->flags != flags || r->timeout_s != (m->w.pending ? m->w.timeout_s : 0) ||

@@ -2,7 +2,8 @@
  * check_torture.c — the seeded torture harness: a real tallyd SIGKILLed at
  * random moments while concurrent clients send transfers (a third with user
  * data, a few imported: applied only while no live event came since the
- * last import), reversals of them, holds (posted, voided or left to expire),
+ * last import, a few balancing: what the account has left, a few closing
+ * holds that expire and reopen the account), reversals of them, holds (posted, voided or left to expire),
  * entitlement commands with source orders and atomic chains, each command one to three times — sometimes by two
  * threads at once, sometimes over a connection the client drops before
  * the reply, or with a client too impatient to wait for it — and then
@@ -277,6 +278,25 @@ static void make_single_transfer(worker *w, torture_cmd *c)
         return;
     if (roll == 1 && make_reversal(w, c))
         return;
+    if (roll == 4 && below(w, 8) == 0) { /* a closing hold on a customer, now and then
+                                            (it blocks the account): it expires, reopening */
+        make_transfer(w, c, 0, true);
+        c->w[0].debit = customer(w);
+        if (c->w[0].credit == c->w[0].debit)
+            c->w[0].credit = 1;
+        c->w[0].timeout_s = 1;
+        c->w[0].more_flags = LEDGER_TRANSFER_CLOSING_DEBIT;
+        return;
+    }
+    if (roll == 3) { /* balancing: a customer's whatever is left, at most ten times a payment */
+        make_transfer(w, c, 0, false);
+        c->w[0].debit = customer(w);
+        if (c->w[0].credit == c->w[0].debit)
+            c->w[0].credit = 1;
+        c->w[0].amount *= 10;
+        c->w[0].more_flags = LEDGER_TRANSFER_BALANCING_DEBIT;
+        return;
+    }
     if (roll == 2) { /* imported: applied only while no live event came since the last import */
         make_transfer(w, c, 0, false);
         c->w[0].timestamp_ms = w->r->import_base_ms + TORTURE_ACCOUNTS + 1 + (int64_t)c->index;

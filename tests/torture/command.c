@@ -126,7 +126,7 @@ static uint32_t pack_write_fields(msgpack_packer *pk, const torture_write *w)
         msgpack_pack_int64(pk, w->amount);
         pack_uint(pk, "ledger", TORTURE_LEDGER);
         pack_uint(pk, "code", TORTURE_CODE);
-        pack_uint(pk, "flags", (w->pending ? LEDGER_TRANSFER_PENDING : 0) |
+        pack_uint(pk, "flags", (w->pending ? LEDGER_TRANSFER_PENDING : 0) | w->more_flags |
                                    (w->timestamp_ms ? LEDGER_TRANSFER_IMPORTED : 0));
         n = 7;
         if (w->timestamp_ms) {

@@ -53,6 +53,8 @@ typedef struct torture_write {
     uint64_t source_order;  /* grant/extend/revoke: always sent */
     uint64_t user_data_64;  /* transfer: its user data (0: none, not sent) */
     int64_t timestamp_ms;   /* account_open, transfer: imported history at this time (0: live) */
+    uint16_t more_flags;    /* transfer: LEDGER_TRANSFER_BALANCING_* (amount: the most to move),
+                               CLOSING_* (with pending) */
     tally_id128 reverses;   /* transfer_reverse: the transfer reversed (id: the reversal's,
                                debit and credit: its accounts, the reversed one's swapped) */
 } torture_write;
