@@ -151,6 +151,16 @@
     /* backup (tally backup DEST) */                                           \
     X(backup_destination_exists, 160, R)                                       \
     X(backup_destination_invalid, 161, R)                                      \
+    /* imported history (the imported flag) */                                 \
+    X(timestamp_must_be_zero, 180, V)                                          \
+    X(imported_event_timestamp_out_of_range, 181, V)                           \
+    X(imported_event_timeout_must_be_zero, 182, V)                             \
+    X(imported_event_expected, 183, V)                                         \
+    X(imported_event_not_expected, 184, V)                                     \
+    X(imported_event_timestamp_must_not_advance, 185, B)                       \
+    X(imported_event_timestamp_must_not_regress, 186, B)                       \
+    X(imported_event_timestamp_must_postdate_debit_account, 187, B)            \
+    X(imported_event_timestamp_must_postdate_credit_account, 188, B)           \
     /* auth (tallyd --auth): refused before anything is stored */             \
     X(unauthenticated, 170, R)                                                 \
     X(forbidden, 171, R)                                                       \

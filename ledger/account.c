@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/imported.h"
 #include "ledger/index.h"
 
 #include <assert.h>
@@ -21,7 +22,7 @@ static bool account_is_sane(const ledger_account *a)
 {
     return a->id != 0 && a->ledger != 0 && a->code != 0 &&
            (a->flags & ~(LEDGER_ACCOUNT_FLAGS_KNOWN | LEDGER_ACCOUNT_CLOSED)) == 0 &&
-           (a->flags & LEDGER_ACCOUNT_FLAGS_KNOWN) != LEDGER_ACCOUNT_FLAGS_KNOWN &&
+           (a->flags & LEDGER_ACCOUNT_LIMIT_FLAGS) != LEDGER_ACCOUNT_LIMIT_FLAGS &&
            balance_ok(a->debits_posted) && balance_ok(a->credits_posted) &&
            balance_ok(a->debits_pending) && balance_ok(a->credits_pending) &&
            a->created_ms >= 0 &&
@@ -245,6 +246,9 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
     }
     if (rc != TALLY_not_found)
         return rc;
+    bool imported = cmd->flags & LEDGER_ACCOUNT_IMPORTED;
+    if (imported && (rc = ledger_imported_check(ctx, cmd->timestamp_ms)) != TALLY_ok)
+        return rc;
     log_head head;
     rc = log_head_get(ctx->txn, &head);
     if (rc != TALLY_ok)
@@ -256,7 +260,7 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
     a.flags = cmd->flags;
     a.version = 1;
     a.created_seq = head.seq + 1; /* the account.opened event below */
-    a.created_ms = ctx->now_ms;
+    a.created_ms = imported ? cmd->timestamp_ms : ctx->now_ms;
     a.user_data = cmd->user_data;
     rc = ledger_account_put(ctx->txn, &a);
     ledger_indexed indexed;
@@ -266,8 +270,11 @@ int ledger_account_open_apply(ledger_ctx *ctx, const ledger_command *command)
     if (rc != TALLY_ok)
         return rc;
     log_entity entity = {.kind = LOG_ENTITY_ACCOUNT, .account_id = a.id};
-    return ledger_emit(ctx, LOG_EVENT_ACCOUNT_OPENED, &entity, a.version, ledger_account_pack_body,
-                       &a);
+    rc = ledger_emit(ctx, LOG_EVENT_ACCOUNT_OPENED, &entity, a.version, ledger_account_pack_body,
+                     &a);
+    if (rc == TALLY_ok && imported)
+        rc = ledger_imported_note(ctx, a.created_ms, a.created_seq);
+    return rc;
 }
 
 uint32_t ledger_user_data_fields(const ledger_user_data *u, bool row)

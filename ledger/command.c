@@ -18,6 +18,18 @@
 #include "ledger/webhook.h"
 
 
+/* An imported record's creation time: given (1 .. TALLY_TIME_MS_MAX),
+ * and only with the imported flag (TigerBeetle's timestamp rules; the
+ * rules against the store are ledger/imported.c's). */
+static int validate_timestamp(bool imported, int64_t timestamp_ms)
+{
+    if (!imported)
+        return timestamp_ms == 0 ? TALLY_ok : TALLY_timestamp_must_be_zero;
+    if (timestamp_ms <= 0 || timestamp_ms > TALLY_TIME_MS_MAX)
+        return TALLY_imported_event_timestamp_out_of_range;
+    return TALLY_ok;
+}
+
 static int validate_account_open(const ledger_command *cmd)
 {
     const ledger_account_open *a = &cmd->u.account_open;
@@ -25,13 +37,13 @@ static int validate_account_open(const ledger_command *cmd)
         return TALLY_id_must_not_be_zero;
     if (a->flags & ~LEDGER_ACCOUNT_FLAGS_KNOWN)
         return TALLY_reserved_flag;
-    if ((a->flags & LEDGER_ACCOUNT_FLAGS_KNOWN) == LEDGER_ACCOUNT_FLAGS_KNOWN)
+    if ((a->flags & LEDGER_ACCOUNT_LIMIT_FLAGS) == LEDGER_ACCOUNT_LIMIT_FLAGS)
         return TALLY_flags_are_mutually_exclusive;
     if (a->ledger == 0)
         return TALLY_ledger_must_not_be_zero;
     if (a->code == 0)
         return TALLY_code_must_not_be_zero;
-    return TALLY_ok;
+    return validate_timestamp(a->flags & LEDGER_ACCOUNT_IMPORTED, a->timestamp_ms);
 }
 
 static int validate_amount(int64_t amount)
@@ -70,7 +82,10 @@ static int validate_transfer(const ledger_command *cmd)
         return TALLY_closing_transfer_must_be_pending;
     if (t->timeout_s > TALLY_HOLD_TIMEOUT_S_MAX)
         return TALLY_timeout_too_large;
-    return TALLY_ok;
+    bool imported = t->flags & LEDGER_TRANSFER_IMPORTED;
+    if (imported && t->timeout_s != 0) /* no clock drives an imported hold */
+        return TALLY_imported_event_timeout_must_be_zero;
+    return validate_timestamp(imported, t->timestamp_ms);
 }
 
 static int validate_reverse(const ledger_command *cmd)
@@ -181,6 +196,23 @@ static int validate_one(const ledger_command *cmd)
     return row ? row->validate(cmd) : TALLY_unknown_command;
 }
 
+bool ledger_command_imported(const ledger_command *cmd)
+{
+    if (cmd->kind == LEDGER_ACCOUNT_OPEN)
+        return cmd->u.account_open.flags & LEDGER_ACCOUNT_IMPORTED;
+    if (cmd->kind == LEDGER_TRANSFER)
+        return cmd->u.transfer.flags & LEDGER_TRANSFER_IMPORTED;
+    return false;
+}
+
+int ledger_command_import_mix(const ledger_command *first, const ledger_command *cmd)
+{
+    bool want = ledger_command_imported(first), have = ledger_command_imported(cmd);
+    if (want == have)
+        return TALLY_ok;
+    return want ? TALLY_imported_event_expected : TALLY_imported_event_not_expected;
+}
+
 int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index)
 {
     *failed_index = 0;
@@ -193,6 +225,8 @@ int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index)
         return TALLY_chain_too_long;
     for (uint32_t i = 0; i < chain->count; i++) {
         int rc = validate_one(&chain->members[i]);
+        if (rc == TALLY_ok)
+            rc = ledger_command_import_mix(&chain->members[0], &chain->members[i]);
         if (rc != TALLY_ok) {
             *failed_index = i;
             return rc;
@@ -230,11 +264,20 @@ static void fp_user_data(sha256_ctx *h, const ledger_user_data *u)
     fp_id(h, &u->user_data_128), fp_u64(h, u->user_data_64), fp_u64(h, u->user_data_32);
 }
 
+/* An imported record's time; nothing for others, whose fingerprints stay
+ * as they were before imports existed. */
+static void fp_timestamp(sha256_ctx *h, int64_t timestamp_ms)
+{
+    if (timestamp_ms != 0)
+        fp_u64(h, (uint64_t)timestamp_ms);
+}
+
 static void fp_account_open(sha256_ctx *h, const ledger_command *cmd)
 {
     const ledger_account_open *a = &cmd->u.account_open;
     fp_u64(h, a->id), fp_u64(h, a->ledger), fp_u64(h, a->code), fp_u64(h, a->flags);
     fp_user_data(h, &a->user_data);
+    fp_timestamp(h, a->timestamp_ms);
 }
 
 static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
@@ -244,6 +287,7 @@ static void fp_transfer(sha256_ctx *h, const ledger_command *cmd)
     fp_u64(h, (uint64_t)t->amount), fp_u64(h, t->ledger), fp_u64(h, t->code);
     fp_u64(h, t->flags), fp_u64(h, t->timeout_s);
     fp_user_data(h, &t->user_data);
+    fp_timestamp(h, t->timestamp_ms);
 }
 
 static void fp_reverse(sha256_ctx *h, const ledger_command *cmd)

@@ -44,7 +44,11 @@ typedef enum ledger_command_kind {
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
 #define LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS (1u << 1)
-#define LEDGER_ACCOUNT_FLAGS_KNOWN 0x3u /* what account_open may set */
+/* Opened with a caller-given creation time (ledger_account_open.
+ * timestamp_ms): imported history. Kept on the record. */
+#define LEDGER_ACCOUNT_IMPORTED (1u << 3)
+#define LEDGER_ACCOUNT_LIMIT_FLAGS 0x3u /* the two balance limits */
+#define LEDGER_ACCOUNT_FLAGS_KNOWN 0xbu /* what account_open may set */
 /* Set by a pending closing transfer (LEDGER_TRANSFER_CLOSING_*), cleared
  * when it is voided or expires: the account takes no new transfer. Never
  * given by account_open. */
@@ -63,7 +67,10 @@ typedef enum ledger_command_kind {
  * reopens the account. */
 #define LEDGER_TRANSFER_CLOSING_DEBIT (1u << 3)
 #define LEDGER_TRANSFER_CLOSING_CREDIT (1u << 4)
-#define LEDGER_TRANSFER_FLAGS_KNOWN 0x1fu
+/* Created with a caller-given creation time (ledger_transfer.
+ * timestamp_ms): imported history. */
+#define LEDGER_TRANSFER_IMPORTED (1u << 5)
+#define LEDGER_TRANSFER_FLAGS_KNOWN 0x3fu
 
 /* The caller's own data on an account or a transfer (an invoice, a
  * customer, a tenant): set at creation, never changed, returned by every
@@ -87,6 +94,7 @@ typedef struct ledger_account_open {
     uint16_t code;    /* != 0 */
     uint16_t flags;   /* LEDGER_ACCOUNT_* */
     ledger_user_data user_data;
+    int64_t timestamp_ms; /* imported only: its creation time, Unix ms; else 0 */
 } ledger_account_open;
 
 typedef struct ledger_transfer {
@@ -99,6 +107,7 @@ typedef struct ledger_transfer {
     uint16_t flags;   /* LEDGER_TRANSFER_PENDING makes it a hold */
     uint32_t timeout_s; /* holds only; 0 = never expires */
     ledger_user_data user_data;
+    int64_t timestamp_ms; /* imported only: its creation time, Unix ms; else 0 */
 } ledger_transfer;
 
 /* transfer_reverse: a new transfer, id, that moves amount of a posted
@@ -203,6 +212,15 @@ const char *ledger_command_name(ledger_command_kind kind);
  * validation error (id_must_not_be_zero, amount_must_not_be_zero, ...). For
  * a chain, *failed_index is set to the first invalid member. */
 int ledger_command_validate(const ledger_command *cmd, uint32_t *failed_index);
+
+/* Whether cmd is imported history (an account_open or a transfer with
+ * the imported flag). */
+bool ledger_command_imported(const ledger_command *cmd);
+
+/* The rule of a chain's members and a batch's (TigerBeetle's): all
+ * imported or none, as the first. TALLY_ok, imported_event_expected (the
+ * first is imported, cmd not) or imported_event_not_expected. */
+int ledger_command_import_mix(const ledger_command *first, const ledger_command *cmd);
 
 /* Whether a webhook_receive's strings are within their bounds (an event
  * holds them): checked with the request, before the inbox (ledger.c), so

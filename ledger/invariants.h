@@ -19,6 +19,10 @@
  *                  entitlement with an end has its expiry entry
  *   reversals      every transfer's reversed_amount is the sum of the
  *                  amounts of the transfers whose `reverses` names it
+ *   creation_times every account's and transfer's created_ms is its creating
+ *                  event's commit time, or, imported (ledger/imported.h), a
+ *                  time before it and past every earlier event's time and
+ *                  import's time (imported times strictly increase)
  *   inbox_links    every successful inbox record points at the events it
  *                  caused; every caused event has its inbox record
  *   failed_ids     every failed transfer id (failed_id.h) has the inbox

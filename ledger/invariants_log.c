@@ -42,6 +42,35 @@ bool audit_accounts_equal(const ledger_account *x, const ledger_account *y)
            x->user_data.user_data_32 == y->user_data.user_data_32;
 }
 
+/* creation_times: a record's created_ms is its event's commit time, or,
+ * imported, a time before it and past the mark: every earlier event's
+ * time and import's (the rule ledger/imported.c keeps); 0 is a record from
+ * before creation times were kept. */
+static void check_creation_time(audit *a, const log_event *ev, bool imported,
+                                int64_t created_ms, const char *name)
+{
+    if (created_ms == 0)
+        return;
+    bool ok = imported ? created_ms < ev->time_ms && created_ms > a->time_mark_ms
+                       : created_ms == ev->time_ms;
+    if (!ok)
+        audit_report(a, "creation_times", name,
+                     "%screated_ms %" PRId64 " at seq %" PRIu64 ": its event's time is %" PRId64
+                     ", the times before it reach %" PRId64,
+                     imported ? "imported, " : "", created_ms, ev->seq, ev->time_ms,
+                     a->time_mark_ms);
+}
+
+/* The mark after ev (see check_creation_time): an import's own time, else
+ * the event's. */
+static void mark_time(audit *a, const log_event *ev, int64_t imported_ms)
+{
+    if (imported_ms != 0)
+        a->time_mark_ms = imported_ms;
+    else if (ev->time_ms > a->time_mark_ms)
+        a->time_mark_ms = ev->time_ms;
+}
+
 static void fold_account_opened(audit *a, const log_event *ev)
 {
     char name[64];
@@ -52,6 +81,9 @@ static void fold_account_opened(audit *a, const log_event *ev)
         return;
     }
     audit_name_account(acc.id, name);
+    bool imported = acc.flags & LEDGER_ACCOUNT_IMPORTED;
+    check_creation_time(a, ev, imported, acc.created_ms, name);
+    mark_time(a, ev, imported ? acc.created_ms : 0);
     int inserted;
     uint8_t key[8];
     put_u64_be(key, acc.id);
@@ -175,6 +207,10 @@ static void fold_transfer_event(audit *a, const log_event *ev)
         return;
     }
     bool created = log_event_type_is(ev, LOG_EVENT_TRANSFER_CREATED);
+    bool imported = created && (tr.flags & LEDGER_TRANSFER_IMPORTED);
+    if (created)
+        check_creation_time(a, ev, imported, tr.created_ms, AUDIT_TRANSFER(name, &tr.id));
+    mark_time(a, ev, imported ? tr.created_ms : 0);
     bool pending = tr.flags & LEDGER_TRANSFER_PENDING;
     int inserted = 0;
     hold_state *hold = NULL;
@@ -359,6 +395,8 @@ static void fold_event(audit *a, const log_event *ev)
         check_event_history(a, ev);
         return;
     }
+    if (!log_event_type_is(ev, LOG_EVENT_ACCOUNT_OPENED) && ev->entity.kind != LOG_ENTITY_TRANSFER)
+        mark_time(a, ev, 0); /* the folds of accounts and transfers mark their own */
     if (log_event_type_is(ev, LOG_EVENT_ACCOUNT_OPENED))
         fold_account_opened(a, ev);
     else if (ev->entity.kind == LOG_ENTITY_TRANSFER)

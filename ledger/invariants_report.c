@@ -20,7 +20,8 @@ static const struct {
 } checks[] = {
     {"log_gap", false},     {"hash_chain", false},      {"rebuild", true},
     {"balance_sum", false}, {"limit_flags", false},     {"hold_resolution", false},
-    {"expiry_index", false}, {"reversals", false},      {"inbox_links", false},
+    {"expiry_index", false}, {"reversals", false},      {"creation_times", true},
+    {"inbox_links", false},
     {"failed_ids", false},
     {"inbox_time", false},  {"history", false},         {"record_index", false},
     {"cursors", false},     {"dlq", false},

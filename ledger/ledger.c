@@ -113,6 +113,8 @@ static const tally_id128 *failed_transfer_id(const ledger_command *cmd, int code
     if (cmd->kind == LEDGER_CHAIN)
         cmd = out->failed_index < cmd->u.chain.count ? &cmd->u.chain.members[out->failed_index]
                                                      : NULL;
+    if (cmd && cmd->kind == LEDGER_REVERSE)
+        return &cmd->u.reverse.id;
     return cmd && cmd->kind == LEDGER_TRANSFER ? &cmd->u.transfer.id : NULL;
 }
 

@@ -13,6 +13,7 @@
 #include "ledger/expiry.h"
 #include "ledger/failed_id.h"
 #include "ledger/history.h"
+#include "ledger/imported.h"
 #include "ledger/index.h"
 
 #include <assert.h>
@@ -372,6 +373,21 @@ static int64_t balanced_amount(const ledger_transfer *cmd, const ledger_account 
     return amount;
 }
 
+/* An imported transfer's time (TigerBeetle's order): not in the future,
+ * past the watermark, after both accounts' creation. */
+static int check_imported(ledger_ctx *ctx, const ledger_transfer *cmd, const ledger_account *dr,
+                          const ledger_account *cr)
+{
+    int rc = ledger_imported_check(ctx, cmd->timestamp_ms);
+    if (rc != TALLY_ok)
+        return rc;
+    if (cmd->timestamp_ms <= dr->created_ms)
+        return TALLY_imported_event_timestamp_must_postdate_debit_account;
+    if (cmd->timestamp_ms <= cr->created_ms)
+        return TALLY_imported_event_timestamp_must_postdate_credit_account;
+    return TALLY_ok;
+}
+
 /* A new transfer: its accounts, ledgers and balances checked, then
  * written with its index entries and event. original: for a reversal, the
  * transfer reversed (its reversed_amount grows by the amount, written
@@ -388,6 +404,9 @@ static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
         return TALLY_accounts_must_have_the_same_ledger;
     if (cmd->ledger != dr.ledger)
         return TALLY_transfer_must_have_the_same_ledger_as_accounts;
+    bool imported = cmd->flags & LEDGER_TRANSFER_IMPORTED;
+    if (imported && (rc = check_imported(ctx, cmd, &dr, &cr)) != TALLY_ok)
+        return rc;
     if (dr.flags & LEDGER_ACCOUNT_CLOSED)
         return TALLY_debit_account_already_closed;
     if (cr.flags & LEDGER_ACCOUNT_CLOSED)
@@ -418,7 +437,7 @@ static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
     r.expires_at_ms = cmd->timeout_s ? ctx->now_ms + (int64_t)cmd->timeout_s * 1000 : 0;
     r.version = 1;
     r.created_seq = head.seq + 1;
-    r.created_ms = ctx->now_ms;
+    r.created_ms = imported ? cmd->timestamp_ms : ctx->now_ms;
     r.user_data = cmd->user_data;
     if (cmd->flags & LEDGER_TRANSFER_CLOSING_DEBIT)
         dr.flags |= LEDGER_ACCOUNT_CLOSED;
@@ -446,9 +465,11 @@ static int transfer_create(ledger_ctx *ctx, const ledger_transfer *cmd,
     ledger_indexed indexed;
     ledger_transfer_indexed(&r, &indexed);
     rc = ledger_index_put(ctx->txn, STORE_DB_TRANSFER_INDEX, &indexed);
-    if (rc != TALLY_ok)
-        return rc;
-    return transfer_commit(ctx, LOG_EVENT_TRANSFER_CREATED, &r, &dr, &cr);
+    if (rc == TALLY_ok)
+        rc = transfer_commit(ctx, LOG_EVENT_TRANSFER_CREATED, &r, &dr, &cr);
+    if (rc == TALLY_ok && imported)
+        rc = ledger_imported_note(ctx, r.created_ms, r.created_seq);
+    return rc;
 }
 
 /* Whether id is free for a new transfer: TALLY_ok, or exists (with

@@ -49,6 +49,16 @@ def get(path):
 # (title, op, request[, keys whose values are shown as ".."]); sent in
 # this order to an empty store.
 EXAMPLES = [
+    ("Imported history: open account 100 as it was opened on 2020-01-01 (flags bit 3 `imported`, "
+     "its time in `timestamp_ms`; first, before any live write).", "account_open",
+     post("account_open", {"id": 100, "ledger": 1, "code": 10, "flags": 8,
+                           "timestamp_ms": 1577836800000}, "import-open-100")),
+    ("Account 101, a second later.", "account_open",
+     post("account_open", {"id": 101, "ledger": 1, "code": 10, "flags": 8,
+                           "timestamp_ms": 1577836801000}, "import-open-101")),
+    ("An imported transfer of 2020-01-02 (flags bit 5 `imported`).", "transfer",
+     pay("import-pay-1", "00000000000000000000000000000100", 100, 101, 70, flags=32,
+         timestamp_ms=1577923200000)),
     ("Open account 1 on ledger 1.", "account_open",
      post("account_open", {"id": 1, "ledger": 1, "code": 10}, "open-1")),
     ("Open account 2 with the flag debits_must_not_exceed_credits (1); an integer may be a decimal string.",
@@ -93,6 +103,12 @@ EXAMPLES = [
     ("Account 9 does not exist: 404.", "account_get", get("/v1/accounts/9")),
     ("Account 1's history, newest first, two entries.", "account_history",
      get("/v1/accounts/1/history?limit=2&reverse=true")),
+    ("Account 1's balances after each transfer event, newest first, two entries: `next` is the "
+     "`after_seq` of the next page.", "account_balances",
+     get("/v1/accounts/1/balances?limit=2&reversed=true")),
+    ("Account 101's balances as they were on 2020-01-03: after the imported transfer, at its own time.",
+     "balance_at", get("/v1/accounts/101/balance_at?timestamp_ms=1578009600000")),
+    ("balance_at needs a time or a seq: 400.", "balance_at", get("/v1/accounts/101/balance_at")),
     ("Accounts in id order, two at a time: `next` is the `after_id` of the next page (null after the last).",
      "account_list", get("/v1/accounts?limit=2")),
     ("The next page.", "account_list", get("/v1/accounts?after_id=2&limit=2")),
@@ -104,6 +120,9 @@ EXAMPLES = [
                                "amount": 50}, "reverse-1")),
     ("The original now says how much of it was reversed.", "transfer_get",
      get("/v1/transfers/" + A)),
+    ("Importing after live writes, at a time older than they are: 422.", "transfer",
+     pay("import-pay-2", "00000000000000000000000000000101", 100, 101, 5, flags=32,
+         timestamp_ms=1578009600000)),
     ("Reversing more than is left: 422.", "transfer_reverse",
      post("transfer_reverse", {"id": "0000000000000000000000000000001b", "reverses": A,
                                "amount": 451}, "reverse-2")),

@@ -74,23 +74,52 @@ const cli_option cli_global_options[] = {
     {"--version", SLOT_VERSION, CLI_FLAG, 0, 0, false, NULL, "print the version"},
     OPT_END};
 
+/* Imported history (docs/PROTOCOL.md, "Imported history"). */
+#define OPT_IMPORTED_AT(what)                                                          \
+    {"--imported-at", SLOT_IMPORTED_AT, CLI_TIME, 0, 0, false, "RFC3339",              \
+     "imported history: the " what " was created at this past time (after every time " \
+     "the store holds)"}
+
 static const cli_option account_open_options[] = {
     ARG_ACCOUNT, OPT_LEDGER, OPT_CODE("account"),
     {"--debits-must-not-exceed-credits", SLOT_DEBITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
      "refuse transfers that would take debits above credits"},
+    OPT_IMPORTED_AT("account"),
     {"--credits-must-not-exceed-debits", SLOT_CREDITS_LIMITED, CLI_FLAG, 0, 0, false, NULL,
      "refuse transfers that would take credits above debits"},
     OPT_USER_DATA("the account"), OPT_KEY, OPT_END};
 
 static const cli_option account_get_options[] = {ARG_ACCOUNT, OPT_END};
 
+/* A page of an account's history, by seq. */
+#define OPT_HISTORY_PAGE                                                              \
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, TALLY_HISTORY_ENTRIES_MAX, false, "N",       \
+     "entries, 1..1000 (default 100)"},                                               \
+    {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "SEQ",                    \
+     "entries after this seq (before it with --reverse): the next page"},             \
+    {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"}
+
 static const cli_option account_history_options[] = {
     ARG_ACCOUNT,
-    {"--limit", SLOT_LIMIT, CLI_UINT, 1, TALLY_HISTORY_ENTRIES_MAX, false, "N",
-     "entries, 1..1000 (default 100)"},
-    {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "SEQ",
-     "entries after this seq (before it with --reverse): the next page"},
-    {"--reverse", SLOT_REVERSE, CLI_FLAG, 0, 0, false, NULL, "newest first"},
+    OPT_HISTORY_PAGE, OPT_END};
+
+static const cli_option account_balances_options[] = {
+    ARG_ACCOUNT,
+    {"--from-time", SLOT_FROM_TIME, CLI_TIME, 0, 0, false, "RFC3339",
+     "entries at or after this time"},
+    {"--until", SLOT_UNTIL, CLI_TIME, 0, 0, false, "RFC3339", "entries at or before this time"},
+    {"--seq-min", SLOT_SEQ_MIN, CLI_UINT, 1, UINT64_MAX, false, "SEQ",
+     "entries at or after this seq"},
+    {"--seq-max", SLOT_SEQ_MAX, CLI_UINT, 1, UINT64_MAX, false, "SEQ",
+     "entries at or before this seq"},
+    OPT_HISTORY_PAGE, OPT_END};
+
+static const cli_option account_balance_at_options[] = {
+    ARG_ACCOUNT,
+    {"--time", SLOT_AT_TIME, CLI_TIME, 0, 0, false, "RFC3339",
+     "the balances after every entry at or before this time"},
+    {"--seq", SLOT_SEQ, CLI_UINT, 0, UINT64_MAX, false, "SEQ",
+     "the balances after every entry at or before this seq"},
     OPT_END};
 
 #define OPT_QUERY(what)                                                                            \
@@ -150,7 +179,7 @@ static const cli_option transfer_options[] = {
      "with --pending: close the debit account (voiding the hold reopens it)"},
     {"--closing-credit", SLOT_CLOSING_CREDIT, CLI_FLAG, 0, 0, false, NULL,
      "with --pending: close the credit account (voiding the hold reopens it)"},
-    OPT_USER_DATA("the transfer"), OPT_KEY, OPT_END};
+    OPT_IMPORTED_AT("transfer"), OPT_USER_DATA("the transfer"), OPT_KEY, OPT_END};
 
 static const cli_option post_options[] = {
     ARG_TID,
@@ -301,6 +330,15 @@ const cli_command cli_commands[] = {
     {"account history", "Show the transfer events of an account, with its balances after each.",
      account_history_options, run_account_history,
      "--json prints one object per line: seq, type, time, transfer, account.\n"},
+    {"account balances", "Show an account's balances after each transfer event in a time or seq "
+     "range.", account_balances_options, run_account_balances,
+     "--json prints one object per line: seq, time, time_ms, debits_pending,\n"
+     "debits_posted, credits_pending, credits_posted. An entry's time is its\n"
+     "transfer's creation time (imported history: the given time), else the\n"
+     "event's commit time (docs/PROTOCOL.md, \"Balances at a point in time\").\n"},
+    {"account balance-at", "Show an account's balances as they were at a time or a seq.",
+     account_balance_at_options, run_account_balance_at,
+     "Give --time or --seq. Seq 0 and zero balances: no entry is that early.\n"},
     {"account list", "List accounts in id order, with their balances and versions.",
      account_list_options, run_account_list,
      "--json prints one object per line, as `tally --json account get` prints one.\n"

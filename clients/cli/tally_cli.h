@@ -61,6 +61,7 @@ typedef enum cli_slot {
     SLOT_TLS_CA, SLOT_TLS_CERT, SLOT_TLS_KEY, SLOT_MIN_SEQ,
     SLOT_USER_DATA_128, SLOT_USER_DATA_64, SLOT_USER_DATA_32,
     SLOT_BALANCING_DEBIT, SLOT_BALANCING_CREDIT, SLOT_CLOSING_DEBIT, SLOT_CLOSING_CREDIT,
+    SLOT_IMPORTED_AT, SLOT_SEQ_MIN, SLOT_SEQ_MAX, SLOT_AT_TIME,
     SLOT_COUNT
 } cli_slot;
 
@@ -263,6 +264,8 @@ int run_revoke(cli *c);
 
 int run_account_get(cli *c);
 int run_account_history(cli *c);
+int run_account_balances(cli *c);
+int run_account_balance_at(cli *c);
 int run_account_list(cli *c);
 int run_transfer_get(cli *c);
 int run_entitlements(cli *c);

@@ -103,6 +103,10 @@ int run_account_open(cli *c)
     if (c->v[SLOT_CREDITS_LIMITED].set)
         a.flags |= TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS;
     a.user_data = user_data_of(c);
+    if (c->v[SLOT_IMPORTED_AT].set) {
+        a.flags |= TALLY_ACCOUNT_IMPORTED;
+        a.timestamp_ms = c->v[SLOT_IMPORTED_AT].i;
+    }
     int rc = key_prepare(c);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -159,6 +163,10 @@ int run_transfer(cli *c)
     for (size_t i = 0; i < sizeof(flag_options) / sizeof(flag_options[0]); i++)
         if (c->v[flag_options[i].slot].set)
             t.flags |= flag_options[i].flag;
+    if (c->v[SLOT_IMPORTED_AT].set) {
+        t.flags |= TALLY_TRANSFER_IMPORTED;
+        t.timestamp_ms = c->v[SLOT_IMPORTED_AT].i;
+    }
     int rc = transfer_identify(c, &t.id);
     if (rc != CLI_EXIT_OK)
         return rc;

@@ -253,11 +253,13 @@ typedef struct tally_result {
 #define TALLY_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS 1u
 #define TALLY_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS 2u
 #define TALLY_ACCOUNT_CLOSED 4u /* read only: set by a closing transfer */
+#define TALLY_ACCOUNT_IMPORTED 8u /* imported history: opened at timestamp_ms */
 #define TALLY_TRANSFER_PENDING 1u
 #define TALLY_TRANSFER_BALANCING_DEBIT 2u  /* move at most what the debit account has */
 #define TALLY_TRANSFER_BALANCING_CREDIT 4u /* at most what the credit account may take */
 #define TALLY_TRANSFER_CLOSING_DEBIT 8u    /* with PENDING: close the debit account */
 #define TALLY_TRANSFER_CLOSING_CREDIT 16u  /* with PENDING: close the credit account */
+#define TALLY_TRANSFER_IMPORTED 32u        /* imported history: created at timestamp_ms */
 
 /* The caller's own data on an account or a transfer (an invoice, a
  * customer, a tenant): set when it is created, never changed, returned by
@@ -274,6 +276,7 @@ typedef struct tally_account_open_args {
     uint16_t code;
     uint16_t flags;
     tally_user_data user_data;
+    int64_t timestamp_ms; /* with TALLY_ACCOUNT_IMPORTED: its creation time, Unix ms (sent when != 0) */
 } tally_account_open_args;
 
 typedef struct tally_transfer_args {
@@ -286,6 +289,7 @@ typedef struct tally_transfer_args {
     uint16_t flags;     /* TALLY_TRANSFER_PENDING for a hold */
     uint32_t timeout_s; /* holds: 0 = never expires */
     tally_user_data user_data;
+    int64_t timestamp_ms; /* with TALLY_TRANSFER_IMPORTED: its creation time, Unix ms (sent when != 0) */
 } tally_transfer_args;
 
 typedef struct tally_entitlement_args {

@@ -61,4 +61,47 @@ int tally_account_transfers(tally_client *c, uint64_t account_id, bool debits, b
                             const tally_query *q, tally_transfer_info *out, size_t capacity,
                             tally_query_page *page);
 
+/* ---- balances at a point in time (docs/PROTOCOL.md, "Balances at a
+ * point in time") ----
+ * An account's balances right after one transfer event of its history:
+ * the event's seq, its time (a transfer's creation time, else the
+ * event's commit time) and the four balances. */
+typedef struct tally_balance {
+    uint64_t seq;
+    int64_t timestamp_ms;
+    int64_t debits_pending, debits_posted, credits_pending, credits_posted;
+} tally_balance;
+
+/* account_balances: the entries of account_id's history in a time range
+ * (Unix ms) and a seq range, all inclusive (0: no bound), oldest first or
+ * newest first (reversed); at most min(limit, capacity, 1000) of them
+ * (limit 0: 100). page->has_next with page->next when more may follow:
+ * pass it as after_seq, same bounds, for the next page. */
+typedef struct tally_balances_query {
+    int64_t timestamp_min_ms, timestamp_max_ms;
+    uint64_t seq_min, seq_max;
+    uint32_t limit;
+    bool reversed;
+    uint64_t after_seq; /* 0: from the start (or the end) */
+} tally_balances_query;
+
+typedef struct tally_balances_page {
+    size_t count;
+    bool has_next;
+    uint64_t next;
+} tally_balances_page;
+
+/* TALLY_ok, TALLY_invalid_argument (a NULL pointer or zero capacity),
+ * TALLY_not_found (no such account), a refusal of the server
+ * (value_out_of_range: a range that ends before it begins), a transport
+ * code, or TALLY_internal for a reply of the wrong shape. */
+int tally_account_balances(tally_client *c, uint64_t account_id, const tally_balances_query *q,
+                           tally_balance *out, size_t capacity, tally_balances_page *page);
+
+/* balance_at: the balances after every entry at or before time_ms
+ * (by_time) or seq; out->seq 0 and zero balances when none is that early.
+ * Returns as tally_account_balances. */
+int tally_balance_at(tally_client *c, uint64_t account_id, bool by_time, int64_t time_ms,
+                     uint64_t seq, tally_balance *out);
+
 #endif

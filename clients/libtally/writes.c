@@ -51,6 +51,8 @@ static int fill_account_open(fields *fs, const void *args)
     put_uint(fs, "code", a->code);
     put_uint(fs, "flags", a->flags);
     put_user_data(fs, &a->user_data);
+    if (a->timestamp_ms != 0)
+        put_int(fs, "timestamp_ms", a->timestamp_ms);
     return TALLY_ok;
 }
 
@@ -69,6 +71,8 @@ static int fill_transfer(fields *fs, const void *args)
     if (t->timeout_s != 0)
         put_uint(fs, "timeout_s", t->timeout_s);
     put_user_data(fs, &t->user_data);
+    if (t->timestamp_ms != 0)
+        put_int(fs, "timestamp_ms", t->timestamp_ms);
     return TALLY_ok;
 }
 

@@ -179,6 +179,8 @@ const http_resource http_resources[] = {
     {"accounts/query", NULL, NET_OP_ACCOUNT_QUERY, NULL, NULL, 0},
     {"accounts/", "/history", NET_OP_ACCOUNT_HISTORY, "id", NULL, 0},
     {"accounts/", "/transfers", NET_OP_ACCOUNT_TRANSFERS, "account_id", NULL, 0},
+    {"accounts/", "/balances", NET_OP_ACCOUNT_BALANCES, "account_id", NULL, 0},
+    {"accounts/", "/balance_at", NET_OP_BALANCE_AT, "account_id", NULL, 0},
     {"accounts/", "", NET_OP_ACCOUNT_GET, "id", NULL, 0},
     {"transfers/query", NULL, NET_OP_TRANSFER_QUERY, NULL, NULL, 0},
     {"transfers/", "", NET_OP_TRANSFER_GET, "id", NULL, 0},

@@ -235,6 +235,8 @@ static const struct {
     [NET_OP_ACCOUNT_QUERY] = {{{"entries", R_OBJECTS}, {"next", R_ID_OR_NULL}}},
     [NET_OP_TRANSFER_QUERY] = {{{"entries", R_OBJECTS}, {"next", R_ID_OR_NULL}}},
     [NET_OP_ACCOUNT_TRANSFERS] = {{{"entries", R_OBJECTS}, {"next", R_ID_OR_NULL}}},
+    [NET_OP_ACCOUNT_BALANCES] = {{{"balances", R_OBJECTS}, {"next", R_INT_OR_NULL}}},
+    [NET_OP_BALANCE_AT] = {{{"balance", R_OBJECT}}},
     [NET_OP_ENTITLEMENT_GET] = {{{"entitlement", R_OBJECT}}},
     [NET_OP_ENTITLEMENT_LIST] = {{{"entitlements", R_OBJECTS}}},
     [NET_OP_LOG_READ] = {{{"head", R_INT}, {"events", R_EVENTS}, {"log_floor", R_INT},

@@ -43,6 +43,11 @@
     F(T, UINT, user_data_32, OPTIONAL, UINT32_MAX,                                          \
       "the caller's own 32-bit value, immutable (default 0: none)")
 
+#define NET_FIELD_TIMESTAMP(F, T)                                                        \
+    F(T, INT, timestamp_ms, OPTIONAL, 0,                                                 \
+      "imported only: its creation time, Unix ms, after every time the store holds and " \
+      "before now")
+
 /* ---- writes ---- */
 
 #define NET_FIELDS_account_open(F, T)                            \
@@ -50,8 +55,10 @@
     F(T, UINT, ledger, REQUIRED, UINT32_MAX, "ledger, != 0")     \
     F(T, UINT, code, REQUIRED, UINT16_MAX, "account code, != 0") \
     F(T, UINT, flags, OPTIONAL, UINT16_MAX,                      \
-      "bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits (default 0)") \
-    NET_FIELD_USER_DATA(F, T)
+      "bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits, bit 3 "  \
+      "imported: created at timestamp_ms (default 0)")                                      \
+    NET_FIELD_USER_DATA(F, T)                                                               \
+    NET_FIELD_TIMESTAMP(F, T)
 
 #define NET_FIELDS_transfer(F, T)                                                \
     F(T, ID128, id, REQUIRED, 16, "transfer id (16 bytes, != 0), unique")        \
@@ -63,10 +70,11 @@
     F(T, UINT, flags, OPTIONAL, UINT16_MAX,                                      \
       "bit 0 pending: a hold; 1 balancing_debit, 2 balancing_credit: move at most "  \
       "what the account has; 3 closing_debit, 4 closing_credit (with pending): "     \
-      "close the account (default 0)")                                             \
+      "close the account; 5 imported: created at timestamp_ms (default 0)")       \
     F(T, UINT, timeout_s, OPTIONAL, TALLY_HOLD_TIMEOUT_S_MAX,                    \
       "holds: expire after this many seconds (0 = never)")                       \
-    NET_FIELD_USER_DATA(F, T)
+    NET_FIELD_USER_DATA(F, T)                                                    \
+    NET_FIELD_TIMESTAMP(F, T)
 
 #define NET_FIELDS_transfer_reverse(F, T)                                                  \
     F(T, ID128, id, REQUIRED, 16, "the reversal's own transfer id (16 bytes, != 0), unique")  \
@@ -150,6 +158,24 @@
     F(T, BOOL, debits, OPTIONAL, 0, "transfers that debit it (default true)")      \
     F(T, BOOL, credits, OPTIONAL, 0, "transfers that credit it (default true)")    \
     NET_FIELD_QUERY(F, T)
+
+#define NET_FIELDS_account_balances(F, T)                                                  \
+    F(T, UINT, account_id, REQUIRED, UINT64_MAX, "the account, != 0")                       \
+    F(T, INT, timestamp_min_ms, OPTIONAL, 0, "entries at or after this Unix ms (default 0: no bound)") \
+    F(T, INT, timestamp_max_ms, OPTIONAL, 0, "entries at or before this Unix ms (default 0: no bound)") \
+    F(T, UINT, seq_min, OPTIONAL, UINT64_MAX, "entries at or after this seq (default 0: no bound)") \
+    F(T, UINT, seq_max, OPTIONAL, UINT64_MAX, "entries at or before this seq (default 0: no bound)") \
+    F(T, UINT, limit, OPTIONAL, TALLY_HISTORY_ENTRIES_MAX, "entries, >= 1 (default 100)")  \
+    F(T, BOOL, reversed, OPTIONAL, 0, "newest first (default false)")                      \
+    F(T, UINT, after_seq, OPTIONAL, UINT64_MAX,                                             \
+      "page cursor: the `next` of the page before, with the same bounds")
+
+#define NET_FIELDS_balance_at(F, T)                                               \
+    F(T, UINT, account_id, REQUIRED, UINT64_MAX, "the account, != 0")             \
+    F(T, INT, timestamp_ms, OPTIONAL, 0,                                          \
+      "the balances after every entry at or before this Unix ms (this or seq)")   \
+    F(T, UINT, seq, OPTIONAL, UINT64_MAX,                                         \
+      "the balances after every entry at or before this seq (this or timestamp_ms)")
 
 #define NET_FIELDS_transfer_get(F, T) F(T, ID128, id, REQUIRED, 16, "transfer id")
 
@@ -273,8 +299,8 @@
     X(account_open) X(transfer) X(post) X(void) X(grant) X(extend) X(revoke) X(chain) \
     X(transfer_reverse)                                                               \
     X(batch) X(account_get) X(account_history) X(account_list) X(transfer_get)        \
-    X(query) X(account_transfers)                                                     \
-    X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_update) X(sub_named)     \
+    X(query) X(account_transfers) X(account_balances) X(balance_at)                   \
+    X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_update) X(sub_named) \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
     X(dlq_discard) X(backup)
 

@@ -43,6 +43,8 @@ BUILD_OF(account_list)
 BUILD_OF(transfer_get)
 BUILD_OF(query)
 BUILD_OF(account_transfers)
+BUILD_OF(account_balances)
+BUILD_OF(balance_at)
 BUILD_OF(entitlement_get)
 BUILD_OF(entitlement_list)
 BUILD_OF(log_read)
@@ -197,6 +199,15 @@ const net_op net_ops[NET_OP_COUNT] = {
         .id = NET_OP_ACCOUNT_TRANSFERS, .name = "account_transfers", .auth = AUTH_CLASS_READ,
         READ(account_transfers, net_read_transfer_query),
         .doc = "The transfers that debit or credit an account, in creation order, paged."},
+    [NET_OP_ACCOUNT_BALANCES] = {
+        .id = NET_OP_ACCOUNT_BALANCES, .name = "account_balances", .auth = AUTH_CLASS_READ,
+        READ(account_balances, net_read_account_balances),
+        .doc = "An account's balances after each transfer event in a time or seq range, "
+               "paged, from its history."},
+    [NET_OP_BALANCE_AT] = {
+        .id = NET_OP_BALANCE_AT, .name = "balance_at", .auth = AUTH_CLASS_READ,
+        READ(balance_at, net_read_balance_at),
+        .doc = "An account's balances as they were at a time or a seq."},
     [NET_OP_HEALTH] = {
         .id = NET_OP_HEALTH, .name = "health", .auth = AUTH_CLASS_NONE, .kind = NET_KIND_CONTROL,
         .build = net_build_nothing, .control = net_control_health,

@@ -56,6 +56,13 @@ int net_build_query(net_request *req, const net_args_query *a);
 int net_build_account_transfers(net_request *req, const net_args_account_transfers *a);
 void net_read_account_query(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 void net_read_transfer_query(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+/* A time range's bounds (Unix ms, 0: none): TALLY_ok or a refusal
+ * (value_out_of_range) recorded in req, naming the field. */
+int net_check_time_range(net_request *req, int64_t timestamp_min_ms, int64_t timestamp_max_ms);
+int net_build_account_balances(net_request *req, const net_args_account_balances *a);
+int net_build_balance_at(net_request *req, const net_args_balance_at *a);
+void net_read_account_balances(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+void net_read_balance_at(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 
 /* ---- subscribers (ops_sub.c) ---- */
 int net_build_sub_create(net_request *req, const net_args_sub_create *a);

@@ -25,18 +25,23 @@
         memcpy((q)->cursor, (a)->cursor.bytes, sizeof((q)->cursor));                   \
     } while (0)
 
+int net_check_time_range(net_request *req, int64_t timestamp_min_ms, int64_t timestamp_max_ms)
+{
+    if (timestamp_min_ms < 0)
+        return net_request_fail(req, TALLY_value_out_of_range, "timestamp_min_ms: at least 0");
+    if (timestamp_max_ms < 0)
+        return net_request_fail(req, TALLY_value_out_of_range, "timestamp_max_ms: at least 0");
+    if (timestamp_max_ms != 0 && timestamp_min_ms > timestamp_max_ms)
+        return net_request_fail(req, TALLY_value_out_of_range,
+                                "timestamp_min_ms: after timestamp_max_ms");
+    return TALLY_ok;
+}
+
 static int query_check(net_request *req, const ledger_query *q)
 {
     if (q->limit == 0)
         return net_request_fail(req, TALLY_value_out_of_range, "limit: at least 1");
-    if (q->timestamp_min_ms < 0)
-        return net_request_fail(req, TALLY_value_out_of_range, "timestamp_min_ms: at least 0");
-    if (q->timestamp_max_ms < 0)
-        return net_request_fail(req, TALLY_value_out_of_range, "timestamp_max_ms: at least 0");
-    if (q->timestamp_max_ms != 0 && q->timestamp_min_ms > q->timestamp_max_ms)
-        return net_request_fail(req, TALLY_value_out_of_range,
-                                "timestamp_min_ms: after timestamp_max_ms");
-    return TALLY_ok;
+    return net_check_time_range(req, q->timestamp_min_ms, q->timestamp_max_ms);
 }
 
 int net_build_query(net_request *req, const net_args_query *a)

@@ -17,7 +17,8 @@ void net_command_account_open(const net_args_account_open *a, ledger_command *c)
     c->kind = LEDGER_ACCOUNT_OPEN;
     c->u.account_open = (ledger_account_open){.id = a->id, .ledger = (uint32_t)a->ledger,
                                               .code = (uint16_t)a->code,
-                                              .flags = (uint16_t)a->flags};
+                                              .flags = (uint16_t)a->flags,
+                                              .timestamp_ms = a->timestamp_ms};
     c->u.account_open.user_data = (ledger_user_data){
         .user_data_128 = a->user_data_128, .user_data_64 = a->user_data_64,
         .user_data_32 = (uint32_t)a->user_data_32};
@@ -36,6 +37,7 @@ void net_command_transfer(const net_args_transfer *a, ledger_command *c)
     t->code = (uint16_t)a->code;
     t->flags = (uint16_t)a->flags;
     t->timeout_s = (uint32_t)a->timeout_s;
+    t->timestamp_ms = a->timestamp_ms;
     t->user_data = (ledger_user_data){.user_data_128 = a->user_data_128,
                                       .user_data_64 = a->user_data_64,
                                       .user_data_32 = (uint32_t)a->user_data_32};
@@ -133,10 +135,27 @@ int net_build_batch(net_request *req, const net_args_batch *a)
 /* A fault is not logged here but when the request is answered
  * (net/engine/slot.c): a group the map was too small for is applied again
  * once the map has grown, and its commands are then applied after all. */
+/* A batch's members are all imported history or none, as its first
+ * (ledger_command_import_mix); another is refused, like an invalid
+ * command: not applied, not stored. */
+static int batch_import_mix(const net_request *req, uint32_t i)
+{
+    if (req->op->id != NET_OP_BATCH || i == 0)
+        return TALLY_ok;
+    return ledger_command_import_mix(&req->writes[0].command, &req->writes[i].command);
+}
+
 int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,
                      net_result *res)
 {
     for (uint32_t i = 0; i < req->write_count; i++) {
+        int mix = batch_import_mix(req, i);
+        if (mix != TALLY_ok) {
+            memset(&res->outcomes[i], 0, sizeof(res->outcomes[i]));
+            res->outcomes[i].code = mix;
+            res->faults[i] = TALLY_ok;
+            continue;
+        }
         res->faults[i] = in_place ? ledger_apply_in_place(t, &req->writes[i], now_ms, &res->outcomes[i])
                                   : ledger_apply(t, &req->writes[i], now_ms, &res->outcomes[i]);
         if (res->faults[i] != TALLY_ok && in_place)

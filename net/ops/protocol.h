@@ -22,6 +22,7 @@
 
 #include "common/limits.h"
 #include "ledger/ledger.h"
+#include "ledger/balances.h"
 #include "ledger/query.h"
 #include "log/subscriber.h"
 #include "net/auth/auth.h"
@@ -94,7 +95,7 @@ typedef enum net_op_id {
     NET_OP_SUB_ACK, NET_OP_SUB_NAK, NET_OP_SUB_PARK, NET_OP_DLQ_LIST, NET_OP_DLQ_REPLAY,
     NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH, NET_OP_SUB_PROGRESS, NET_OP_CLUSTER_STATUS,
     NET_OP_ACCOUNT_QUERY, NET_OP_TRANSFER_QUERY, NET_OP_ACCOUNT_TRANSFERS,
-    NET_OP_TRANSFER_REVERSE, NET_OP_SUB_UPDATE,
+    NET_OP_TRANSFER_REVERSE, NET_OP_SUB_UPDATE, NET_OP_ACCOUNT_BALANCES, NET_OP_BALANCE_AT,
     NET_OP_COUNT
 } net_op_id;
 
@@ -121,6 +122,10 @@ typedef struct net_read {
     uint64_t from_seq;    /* log_read */
     tally_str path;       /* backup */
     ledger_query query;   /* account_query, transfer_query, account_transfers */
+    ledger_balances_query balances; /* account_balances */
+    bool at_time;         /* balance_at: by timestamp_ms (else by seq) */
+    int64_t at_ms;
+    uint64_t at_seq;
 } net_read;
 
 /* Parameters of the subscriber ops (docs/SUBSCRIBERS.md). */

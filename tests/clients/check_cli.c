@@ -990,6 +990,44 @@ START_TEST(test_balancing_and_closing)
 }
 END_TEST
 
+/* --imported-at sends the imported flag and the time (on this server,
+ * which holds later events, an old time is refused as a regression);
+ * `account balances` lists the balances after each transfer event and
+ * `account balance-at` the balances at a seq. */
+START_TEST(test_imported_and_balances)
+{
+    WRITE_OK("account", "open", "61");
+    WRITE_OK("account", "open", "62");
+    json_t *j = TALLY_JSON(1, "account", "open", "63", "--imported-at", "2020-01-01T00:00:00Z");
+    ck_assert_str_eq(jstr(j, "code"), "imported_event_timestamp_must_not_regress");
+    json_decref(j);
+    j = TALLY_JSON(1, "transfer", "--debit", "61", "--credit", "62", "--amount", "5", "--id",
+                   "601", "--imported-at", "2020-01-01T00:00:00Z");
+    ck_assert_str_eq(jstr(j, "code"), "imported_event_timestamp_must_not_regress");
+    json_decref(j);
+    WRITE_OK("transfer", "--debit", "61", "--credit", "62", "--amount", "5", "--id", "602");
+    WRITE_OK("transfer", "--debit", "61", "--credit", "62", "--amount", "7", "--id", "603");
+    json_t **lines;
+    size_t n = json_lines_of((const char *const[]){"--json", "account", "balances", "62", NULL},
+                             &lines, 8);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(jint(lines[0], "credits_posted"), 5);
+    ck_assert_int_eq(jint(lines[1], "credits_posted"), 12);
+    json_int_t first_seq = jint(lines[0], "seq");
+    for (size_t i = 0; i < n; i++)
+        json_decref(lines[i]);
+    free(lines);
+    char seq[32];
+    snprintf(seq, sizeof(seq), "%lld", (long long)first_seq);
+    j = TALLY_JSON(0, "account", "balance-at", "62", "--seq", seq);
+    ck_assert_int_eq(jint(j, "credits_posted"), 5);
+    json_decref(j);
+    j = TALLY_JSON(0, "account", "balance-at", "62", "--time", "2020-01-01T00:00:00Z");
+    ck_assert_int_eq(jint(j, "seq"), 0);
+    json_decref(j);
+}
+END_TEST
+
 /* The ids that `tally --json ARGS` printed, one object a line. */
 static void expect_listed(const char *const *args, const char *field, const char *const *want,
                           size_t n)
@@ -1567,6 +1605,7 @@ int main(void)
         {"queries", test_account_and_transfer_list_queries, TEST_TIMEOUT_S},
         {"reverse", test_reverse, TEST_TIMEOUT_S},
         {"balancing_closing", test_balancing_and_closing, TEST_TIMEOUT_S},
+        {"imported_balances", test_imported_and_balances, TEST_TIMEOUT_S},
         {"replay_key", test_transfer_same_key_is_a_replay, TEST_TIMEOUT_S},
         {"replay_id", test_transfer_id_without_key_is_a_replay, TEST_TIMEOUT_S},
         {"generated_key", test_generated_key_is_printed_and_retries, TEST_TIMEOUT_S},

@@ -107,7 +107,19 @@ static void play(test_store *ts)
         ledger_command open = test_cmd_open(id, 1, 0);
         char key[16];
         snprintf(key, sizeof(key), "open-%llu", (unsigned long long)id);
+        /* imported history first: accounts 1 and 2 and a transfer of
+         * the past (the mark of the last import in meta) */
+        if (id <= 2) {
+            open.u.account_open.flags |= LEDGER_ACCOUNT_IMPORTED;
+            open.u.account_open.timestamp_ms = T0 - 1000 + (int64_t)id;
+        }
         ck_assert_int_eq(test_apply(ts, "setup", key, &open).code, TALLY_ok);
+        if (id == 2) {
+            ledger_command old = test_cmd_transfer(40, 1, 2, 9);
+            old.u.transfer.flags = LEDGER_TRANSFER_IMPORTED;
+            old.u.transfer.timestamp_ms = T0 - 500;
+            ck_assert_int_eq(test_apply(ts, "setup", "import-40", &old).code, TALLY_ok);
+        }
     }
     ts->now_ms += 10;
     ledger_command t1 = test_cmd_transfer(1, 1, 2, 500);

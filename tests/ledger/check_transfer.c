@@ -450,7 +450,7 @@ START_TEST(test_reserved_transfer_flag)
     test_store ts;
     open_pair(&ts);
     ledger_command cmd = test_cmd_transfer(1, 1, 2, 10);
-    cmd.u.transfer.flags = 1u << 5; /* the first bit after closing_credit */
+    cmd.u.transfer.flags = 1u << 6; /* the first bit after imported */
     assert_rejected(&ts, &cmd, TALLY_reserved_flag);
     test_finish(&ts);
 }
@@ -683,19 +683,22 @@ START_TEST(test_reverse_in_parts_and_holds)
     test_setup_ok(&ts, reverse_cmd(20, 9, 30));
     ledger_command too_much = reverse_cmd(21, 9, 71);
     assert_rejected(&ts, &too_much, TALLY_exceeds_unreversed_amount);
-    test_setup_ok(&ts, reverse_cmd(21, 9, 70));
+    /* a refused reversal's id is failed, as a refused transfer's */
+    ledger_command retry = reverse_cmd(21, 9, 70);
+    assert_rejected(&ts, &retry, TALLY_id_already_failed);
+    test_setup_ok(&ts, reverse_cmd(22, 9, 70));
     ck_assert_int_eq(test_transfer(&ts, 9).reversed_amount, 100);
-    ledger_command amount = reverse_cmd(21, 9, 69);
+    ledger_command amount = reverse_cmd(22, 9, 69);
     assert_rejected(&ts, &amount, TALLY_exists_with_different_amount);
     /* holds: pending, then posted in part */
     test_setup_ok(&ts, test_cmd_hold(30, 1, 2, 50, 0));
     ledger_command pending = reverse_cmd(31, 30, 0);
     assert_rejected(&ts, &pending, TALLY_transfer_not_reversible);
     test_setup_ok(&ts, test_cmd_post(30, 20));
-    ledger_command beyond = reverse_cmd(31, 30, 21);
+    ledger_command beyond = reverse_cmd(32, 30, 21);
     assert_rejected(&ts, &beyond, TALLY_exceeds_unreversed_amount);
-    test_setup_ok(&ts, reverse_cmd(31, 30, 0));
-    ck_assert_int_eq(test_transfer(&ts, 31).amount, 20);
+    test_setup_ok(&ts, reverse_cmd(33, 30, 0));
+    ck_assert_int_eq(test_transfer(&ts, 33).amount, 20);
     ledger_command missing = reverse_cmd(40, 99, 0);
     assert_rejected(&ts, &missing, TALLY_reversed_transfer_not_found);
     ledger_command zero = reverse_cmd(40, 0, 0);

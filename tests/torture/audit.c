@@ -7,7 +7,12 @@
  * effects commute: an applied transfer adds its amount whatever came
  * before it, a hold ends posted (with the posted amount) or voided by the
  * one post or void that succeeded, or expired when it had a timeout (the
- * run waits until every timeout has passed), or pending. Entitlement
+ * run waits until every timeout has passed), or pending; a transfer's
+ * reversed_amount is what its applied reversals moved, each a transfer of
+ * its own the other way; a balancing transfer moved at most what it asked,
+ * and the accounts are folded with what its record says it moved. Every
+ * account's last history entry
+ * (ledger_balance_at) holds the account's balances. Entitlement
  * commands carry a source order and a command not newer than the last
  * applied one is stale, so the applied ones were applied in source order:
  * folding them in that order gives the final entitlement, and checks each
@@ -22,6 +27,7 @@
 
 #include "common/error.h"
 #include "common/table.h"
+#include "ledger/balances.h"
 #include "ledger/invariants.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
@@ -38,6 +44,7 @@ typedef struct model_transfer {
     uint8_t resolved_by;     /* LEDGER_POST or LEDGER_VOID */
     int64_t posted_amount;
     unsigned rejected_as;    /* REJECTED_*: how posts and voids of it were refused */
+    int64_t reversed_amount; /* what applied reversals of it moved back */
     bool in_store;
 } model_transfer;
 
@@ -49,6 +56,7 @@ typedef struct model_transfer {
 typedef struct model_account {
     uint32_t opens;
     uint8_t flags;
+    int64_t created_ms; /* imported: the time given */
     uint64_t created_seq;
     int64_t debits_posted, credits_posted, debits_pending, credits_pending;
     uint64_t version;
@@ -203,12 +211,15 @@ static void fold_creation(audit *a, const torture_cmd *c, const torture_write *w
         model_account *m = &a->accounts[w->debit];
         m->opens++;
         m->flags = w->account_flags;
+        m->created_ms = w->timestamp_ms;
         m->created_seq = c->applied_seq;
         m->version = 1;
-    } else if (w->kind == LEDGER_TRANSFER) {
+    } else if (w->kind == LEDGER_TRANSFER || w->kind == LEDGER_REVERSE) {
         model_transfer *m = transfer_of(a, &w->id);
         if (m->creates++ == 0)
             m->w = *w;
+        if (w->kind == LEDGER_REVERSE)
+            transfer_of(a, &w->reverses)->reversed_amount += w->amount;
     }
 }
 
@@ -311,11 +322,23 @@ static void compare_transfer(audit *a, const ledger_transfer_record *r)
     m->in_store = true;
     int64_t posted_amount;
     uint8_t state = expected_state(m, &posted_amount);
-    uint16_t flags = m->w.pending ? LEDGER_TRANSFER_PENDING : 0;
+    uint16_t flags = (m->w.pending ? LEDGER_TRANSFER_PENDING : 0) | m->w.more_flags |
+                     (m->w.timestamp_ms ? LEDGER_TRANSFER_IMPORTED : 0);
+    /* a balancing transfer moved what there was, at most what it asked:
+     * the accounts (5. below) are folded with what it moved */
+    if ((m->w.more_flags & (LEDGER_TRANSFER_BALANCING_DEBIT | LEDGER_TRANSFER_BALANCING_CREDIT)) &&
+        r->amount >= 1 && r->amount <= m->w.amount)
+        m->w.amount = r->amount;
     if (r->debit_account_id != m->w.debit || r->credit_account_id != m->w.credit ||
         r->amount != m->w.amount || r->ledger != TORTURE_LEDGER || r->code != TORTURE_CODE ||
-        r->flags != flags || r->timeout_s != (m->w.pending ? m->w.timeout_s : 0))
+        r->flags != flags || r->timeout_s != (m->w.pending ? m->w.timeout_s : 0) ||
+        r->user_data.user_data_64 != m->w.user_data_64 ||
+        !tally_id128_equal(&r->reverses, &m->w.reverses) ||
+        (m->w.timestamp_ms != 0 && r->created_ms != m->w.timestamp_ms))
         torture_fail(a->s, "transfer %s: fields differ from the command that created it", id);
+    if (r->reversed_amount != m->reversed_amount)
+        torture_fail(a->s, "transfer %s: reversed_amount %" PRId64 ", its applied reversals "
+                     "moved %" PRId64, id, r->reversed_amount, m->reversed_amount);
     if (m->resolutions > 1)
         torture_fail(a->s, "hold %s was resolved %u times", id, m->resolutions);
     if (r->state != state || r->posted_amount != posted_amount)
@@ -377,6 +400,8 @@ static int transfer_effects(const void *key, size_t key_len, void *value, void *
         if (m->resolutions > 0 || m->rejected_as != 0)
             torture_fail(a->s, "hold %s was never created but a post or void of it was answered "
                          "%s", id, m->resolutions ? "ok" : "already resolved");
+        if (m->reversed_amount != 0)
+            torture_fail(a->s, "transfer %s was never created but a reversal of it applied", id);
         return 0;
     }
     if (!m->in_store)
@@ -408,6 +433,7 @@ static void compare_accounts(audit *a, store_txn *t)
             continue;
         }
         if (s.ledger != TORTURE_LEDGER || s.code != TORTURE_CODE || s.flags != m->flags ||
+            s.created_ms != m->created_ms ||
             s.created_seq != m->created_seq || s.debits_posted != m->debits_posted ||
             s.credits_posted != m->credits_posted || s.debits_pending != m->debits_pending ||
             s.credits_pending != m->credits_pending || s.version != m->version)
@@ -417,6 +443,15 @@ static void compare_accounts(audit *a, store_txn *t)
                          s.credits_posted, s.debits_pending, s.credits_pending, s.version,
                          m->debits_posted, m->credits_posted, m->debits_pending,
                          m->credits_pending, m->version);
+        ledger_balance last; /* balance_at the head: the account as it is */
+        rc = ledger_balance_at(t, id, false, 0, UINT64_MAX, &last);
+        if (rc != TALLY_ok || (last.seq != 0 &&
+                               (last.debits_posted != s.debits_posted ||
+                                last.credits_posted != s.credits_posted ||
+                                last.debits_pending != s.debits_pending ||
+                                last.credits_pending != s.credits_pending)))
+            torture_fail(a->s, "account %" PRIu64 ": balance_at its last entry (%s, seq %" PRIu64
+                         ") is not the account", id, tally_strerror(rc), last.seq);
     }
 }
 

@@ -1,8 +1,10 @@
 /*
  * check_torture.c — the seeded torture harness: a real tallyd SIGKILLed at
- * random moments while concurrent clients send transfers, holds (posted,
- * voided or left to expire), entitlement commands with source orders and
- * atomic chains, each command one to three times — sometimes by two
+ * random moments while concurrent clients send transfers (a third with user
+ * data, a few imported: applied only while no live event came since the
+ * last import, a few balancing: what the account has left, a few closing
+ * holds that expire and reopen the account), reversals of them, holds (posted, voided or left to expire),
+ * entitlement commands with source orders and atomic chains, each command one to three times — sometimes by two
  * threads at once, sometimes over a connection the client drops before
  * the reply, or with a client too impatient to wait for it — and then
  * until it is answered. A few commands are abandoned after one send.
@@ -87,6 +89,7 @@ typedef struct run {
     atomic_uint_fast64_t orders[TORTURE_ENTITLEMENTS]; /* last source order handed out */
     atomic_uint_fast64_t sends, hang_ups, impatient, races, abandoned;
     int64_t valid_base_ms;
+    int64_t import_base_ms;         /* imported history: the accounts, then some transfers */
     pthread_mutex_t recent_lock;    /* what commands may refer to */
     hold_ref holds[RECENT_MAX];
     torture_cmd *transfers[RECENT_MAX];
@@ -172,6 +175,9 @@ static void make_transfer(worker *w, torture_cmd *c, uint32_t member, bool pendi
     t->amount = 1 + (int64_t)below(w, funding ? FUNDING_MAX : AMOUNT_MAX);
     t->pending = pending;
     t->timeout_s = pending && below(w, 10) < 7 ? 1 + (uint32_t)below(w, 3) : 0;
+    /* user data on a third of them, from what is drawn already (the
+     * stream of draws stays as it was) */
+    t->user_data_64 = t->amount % 3 == 0 ? get_u64_be(t->id.bytes + 8) : 0;
 }
 
 /* A post or void of a recent hold; false when there is none yet. */
@@ -246,11 +252,56 @@ static bool make_duplicate(worker *w, torture_cmd *c)
     return true;
 }
 
-/* A single transfer (now and then a duplicate of a recent one). */
+/* A reversal of part or all of a recent single transfer (which may not
+ * exist, or have been reversed already: refused then). */
+static bool make_reversal(worker *w, torture_cmd *c)
+{
+    const torture_cmd *orig = recent_transfer(w);
+    if (orig == NULL)
+        return false;
+    torture_write *t = &c->w[0];
+    t->kind = LEDGER_REVERSE;
+    t->id = member_id(c, 0);
+    t->reverses = orig->w[0].id;
+    t->debit = orig->w[0].credit;
+    t->credit = orig->w[0].debit;
+    t->amount = 1 + (int64_t)below(w, (uint64_t)orig->w[0].amount);
+    return true;
+}
+
+/* A single transfer (now and then a duplicate of a recent one, or a
+ * reversal). */
 static void make_single_transfer(worker *w, torture_cmd *c)
 {
-    if (below(w, 20) == 0 && make_duplicate(w, c))
+    uint64_t roll = below(w, 20);
+    if (roll == 0 && make_duplicate(w, c))
         return;
+    if (roll == 1 && make_reversal(w, c))
+        return;
+    if (roll == 4 && below(w, 8) == 0) { /* a closing hold on a customer, now and then
+                                            (it blocks the account): it expires, reopening */
+        make_transfer(w, c, 0, true);
+        c->w[0].debit = customer(w);
+        if (c->w[0].credit == c->w[0].debit)
+            c->w[0].credit = 1;
+        c->w[0].timeout_s = 1;
+        c->w[0].more_flags = LEDGER_TRANSFER_CLOSING_DEBIT;
+        return;
+    }
+    if (roll == 3) { /* balancing: a customer's whatever is left, at most ten times a payment */
+        make_transfer(w, c, 0, false);
+        c->w[0].debit = customer(w);
+        if (c->w[0].credit == c->w[0].debit)
+            c->w[0].credit = 1;
+        c->w[0].amount *= 10;
+        c->w[0].more_flags = LEDGER_TRANSFER_BALANCING_DEBIT;
+        return;
+    }
+    if (roll == 2) { /* imported: applied only while no live event came since the last import */
+        make_transfer(w, c, 0, false);
+        c->w[0].timestamp_ms = w->r->import_base_ms + TORTURE_ACCOUNTS + 1 + (int64_t)c->index;
+        return;
+    }
     make_transfer(w, c, 0, false);
     recent_transfer_add(w->r, c);
 }
@@ -410,6 +461,9 @@ static void open_accounts(run *r, tally_client *client)
         c->w[0].account_flags = id == 1 ? 0
                                 : id < TORTURE_ACCOUNTS ? LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS
                                                         : LEDGER_ACCOUNT_CREDITS_MUST_NOT_EXCEED_DEBITS;
+        /* imported history: opened before anything else, at past times */
+        c->w[0].account_flags |= LEDGER_ACCOUNT_IMPORTED;
+        c->w[0].timestamp_ms = r->import_base_ms + (int64_t)id;
         answer_until_decided(r, client, c);
         ck_assert_int_eq(c->first.code, TALLY_ok);
     }
@@ -540,6 +594,7 @@ START_TEST(torture_kills_lose_nothing_apply_nothing_twice)
     torture_store_init(&r.cmds);
     pthread_mutex_init(&r.recent_lock, NULL);
     r.valid_base_ms = clock_wall_ms() + VALID_FOR_MS;
+    r.import_base_ms = clock_wall_ms() - VALID_FOR_MS;
     r.srv.extra_args[0] = "--map-size-mb";
     r.srv.extra_args[1] = MAP_SIZE_MB;
     int64_t start = clock_mono_ms();

@@ -112,6 +112,11 @@ static uint32_t pack_write_fields(msgpack_packer *pk, const torture_write *w)
         pack_uint(pk, "ledger", TORTURE_LEDGER);
         pack_uint(pk, "code", TORTURE_CODE);
         pack_uint(pk, "flags", w->account_flags);
+        if (w->timestamp_ms) {
+            msgpack_safe_pack_cstr(pk, "timestamp_ms");
+            msgpack_pack_int64(pk, w->timestamp_ms);
+            return 5;
+        }
         return 4;
     case LEDGER_TRANSFER:
         pack_id(pk, "id", &w->id);
@@ -121,13 +126,29 @@ static uint32_t pack_write_fields(msgpack_packer *pk, const torture_write *w)
         msgpack_pack_int64(pk, w->amount);
         pack_uint(pk, "ledger", TORTURE_LEDGER);
         pack_uint(pk, "code", TORTURE_CODE);
-        pack_uint(pk, "flags", w->pending ? LEDGER_TRANSFER_PENDING : 0);
+        pack_uint(pk, "flags", (w->pending ? LEDGER_TRANSFER_PENDING : 0) | w->more_flags |
+                                   (w->timestamp_ms ? LEDGER_TRANSFER_IMPORTED : 0));
         n = 7;
+        if (w->timestamp_ms) {
+            msgpack_safe_pack_cstr(pk, "timestamp_ms");
+            msgpack_pack_int64(pk, w->timestamp_ms);
+            n++;
+        }
         if (w->pending && w->timeout_s) {
             pack_uint(pk, "timeout_s", w->timeout_s);
             n++;
         }
+        if (w->user_data_64) {
+            pack_uint(pk, "user_data_64", w->user_data_64);
+            n++;
+        }
         return n;
+    case LEDGER_REVERSE:
+        pack_id(pk, "id", &w->id);
+        pack_id(pk, "reverses", &w->reverses);
+        msgpack_safe_pack_cstr(pk, "amount");
+        msgpack_pack_int64(pk, w->amount);
+        return 3;
     case LEDGER_POST:
     case LEDGER_VOID:
         pack_id(pk, "pending_id", &w->id);

@@ -51,6 +51,12 @@ typedef struct torture_write {
     tally_id128 id;      /* transfer id; post/void: the hold; grant: the paying transfer */
     int64_t valid_until_ms; /* grant (0 = for life), extend */
     uint64_t source_order;  /* grant/extend/revoke: always sent */
+    uint64_t user_data_64;  /* transfer: its user data (0: none, not sent) */
+    int64_t timestamp_ms;   /* account_open, transfer: imported history at this time (0: live) */
+    uint16_t more_flags;    /* transfer: LEDGER_TRANSFER_BALANCING_* (amount: the most to move),
+                               CLOSING_* (with pending) */
+    tally_id128 reverses;   /* transfer_reverse: the transfer reversed (id: the reversal's,
+                               debit and credit: its accounts, the reversed one's swapped) */
 } torture_write;
 
 /* What one decided answer said (faults and transport errors are not

@@ -11,15 +11,16 @@
 Standard library only. See clients/python/README.md.
 """
 from ._http import RETRYABLE_CODES, RetryPolicy
-from .client import (BALANCING_CREDIT, BALANCING_DEBIT, CLOSING_CREDIT, CLOSING_DEBIT, PENDING,
-                     Client, id_hex, member)
+from .client import (ACCOUNT_IMPORTED, BALANCING_CREDIT, BALANCING_DEBIT, CLOSING_CREDIT,
+                     CLOSING_DEBIT, IMPORTED, PENDING, Client, id_hex, member)
 from .errors import (CODE_CLASSES, BusinessRejection, DeadlineExceeded, Fault,
                      IdempotencyKeyReused, InvalidCommand, RefusedRequest, TallyError, code_class,
                      error_for)
 from .events import EventStream
 from .keys import new_id, new_key, transfer_id_for_key
 from .subscriber import Park, Retry, RunCounters, SqliteInbox, Subscriber
-from .types import (AccountPage, AccountQueryPage, AckResult, Account, ClusterInfo, DeadLetter,
+from .types import (AccountPage, AccountQueryPage, AckResult, Account, Balance, BalancePage,
+                    ClusterInfo, DeadLetter,
                     DeadLetterPage, Delivery, Entitlement, Event, FetchResult, HistoryEntry,
                     HistoryPage, LogPage, NakResult, ProgressResult, Stats, SubCreateResult,
                     SubscriberInfo, Transfer, TransferQueryPage, WriteResult)
@@ -27,7 +28,8 @@ from .types import (AccountPage, AccountQueryPage, AckResult, Account, ClusterIn
 __version__ = "0.1.0"
 
 __all__ = [
-    "Account", "AccountPage", "AccountQueryPage", "AckResult", "BALANCING_CREDIT",
+    "ACCOUNT_IMPORTED", "Account", "AccountPage", "AccountQueryPage", "AckResult",
+    "BALANCING_CREDIT", "Balance", "BalancePage", "IMPORTED",
     "BALANCING_DEBIT", "BusinessRejection", "CLOSING_CREDIT", "CLOSING_DEBIT", "CODE_CLASSES",
     "Client", "ClusterInfo", "DeadLetter", "DeadLetterPage", "DeadlineExceeded", "Delivery", "Entitlement", "Event",
     "EventStream", "Fault", "FetchResult", "HistoryEntry", "HistoryPage", "IdempotencyKeyReused",

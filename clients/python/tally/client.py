@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 from ._http import RetryPolicy, Transport, quote_segment, query_string
 from .errors import TallyError, error_for
 from .keys import new_key, parse_id, transfer_id_for_key
-from .types import (AccountPage, AccountQueryPage, AckResult, Account, ClusterInfo,
+from .types import (AccountPage, AccountQueryPage, AckResult, Account, Balance, BalancePage,
+                    ClusterInfo,
                     DeadLetterPage, Entitlement, FetchResult, HistoryPage, LogPage, NakResult,
                     ProgressResult, Stats, SubCreateResult, SubscriberInfo, Transfer,
                     TransferQueryPage, WriteResult)
@@ -35,6 +36,10 @@ CLOSING_DEBIT = 8
 """``transfer`` flags bit 3 (with PENDING): close the debit account while held."""
 CLOSING_CREDIT = 16
 """``transfer`` flags bit 4 (with PENDING): close the credit account while held."""
+IMPORTED = 32
+"""``transfer`` flags bit 5: imported history, created at ``timestamp_ms``."""
+ACCOUNT_IMPORTED = 8
+"""``account_open`` flags bit 3: imported history, opened at ``timestamp_ms``."""
 
 IdLike = Any  # 32 hex digits, UUID text, 16 bytes or an int
 
@@ -193,29 +198,33 @@ class Client:
 
     def account_open(self, id: int, ledger: int, code: int, flags: int = 0, *,
                      user_data_128: Optional[IdLike] = None, user_data_64: Optional[int] = None,
-                     user_data_32: Optional[int] = None, key: Optional[str] = None,
+                     user_data_32: Optional[int] = None, timestamp_ms: Optional[int] = None,
+                     key: Optional[str] = None,
                      correlation: Optional[str] = None) -> WriteResult:
         """Open account ``id`` on ``ledger`` with account ``code``; ``flags``
         bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits.
         ``user_data_*`` are the caller's own values (an invoice, a
         customer), never changed, found again by :meth:`account_query`.
         An existing account with the same fields is ``exists`` (a
-        :class:`~tally.errors.BusinessRejection`)."""
+        :class:`~tally.errors.BusinessRejection`). Imported history:
+        ``flags`` with ACCOUNT_IMPORTED and its original ``timestamp_ms``."""
         body = _ids(_fields(id=id, ledger=ledger, code=code, flags=flags,
                             user_data_128=user_data_128, user_data_64=user_data_64,
-                            user_data_32=user_data_32))
+                            user_data_32=user_data_32, timestamp_ms=timestamp_ms))
         return self._write("account_open", body, key, correlation)
 
     def transfer(self, debit_account_id: int, credit_account_id: int, amount: int, ledger: int,
                  code: int, *, id: Optional[IdLike] = None, flags: int = 0,
                  timeout_s: Optional[int] = None, user_data_128: Optional[IdLike] = None,
                  user_data_64: Optional[int] = None, user_data_32: Optional[int] = None,
+                 timestamp_ms: Optional[int] = None,
                  key: Optional[str] = None, correlation: Optional[str] = None) -> WriteResult:
         """Move ``amount`` from one account to the other, or hold it
         (``flags=tally.PENDING``, see :meth:`hold`). ``flags`` may also be
         ``tally.BALANCING_DEBIT`` / ``BALANCING_CREDIT`` (move at most what
         the account has) or, with PENDING, ``CLOSING_DEBIT`` /
-        ``CLOSING_CREDIT``. ``user_data_*`` are the caller's own values.
+        ``CLOSING_CREDIT``, and IMPORTED with the original ``timestamp_ms``
+        (imported history). ``user_data_*`` are the caller's own values.
         Without ``id`` the server derives it from the consumer and key; the
         result's ``transfer_id`` is the transfer's id either way."""
         key = key if key is not None else new_key()
@@ -223,7 +232,7 @@ class Client:
                             credit_account_id=credit_account_id, amount=amount, ledger=ledger,
                             code=code, flags=flags, timeout_s=timeout_s,
                             user_data_128=user_data_128, user_data_64=user_data_64,
-                            user_data_32=user_data_32))
+                            user_data_32=user_data_32, timestamp_ms=timestamp_ms))
         if id is not None:
             transfer_id = id_hex(id)
             body["id"] = transfer_id
@@ -330,6 +339,30 @@ class Client:
                            _fields(after_seq=after_seq, limit=limit, reverse=reverse),
                            "account_history", {"id": id}, min_seq)
         return HistoryPage.from_json(reply)
+
+    def account_balances(self, account_id: int, *, timestamp_min_ms: Optional[int] = None,
+                         timestamp_max_ms: Optional[int] = None, seq_min: Optional[int] = None,
+                         seq_max: Optional[int] = None, limit: Optional[int] = None,
+                         reversed: Optional[bool] = None, after_seq: Optional[int] = None,
+                         min_seq: Optional[int] = None) -> BalancePage:
+        """A page of account ``account_id``'s balances after each transfer
+        event in a time and seq range (inclusive; None: no bound)."""
+        reply = self._read(f"/v1/accounts/{quote_segment(account_id)}/balances",
+                           _fields(timestamp_min_ms=timestamp_min_ms,
+                                   timestamp_max_ms=timestamp_max_ms, seq_min=seq_min,
+                                   seq_max=seq_max, limit=limit, reversed=reversed,
+                                   after_seq=after_seq),
+                           "account_balances", {"account_id": account_id}, min_seq)
+        return BalancePage.from_json(reply)
+
+    def balance_at(self, account_id: int, *, timestamp_ms: Optional[int] = None,
+                   seq: Optional[int] = None, min_seq: Optional[int] = None) -> Balance:
+        """Account ``account_id``'s balances after every entry at or before
+        ``timestamp_ms`` or ``seq`` (give one); seq 0 when none is that early."""
+        reply = self._read(f"/v1/accounts/{quote_segment(account_id)}/balance_at",
+                           _fields(timestamp_ms=timestamp_ms, seq=seq),
+                           "balance_at", {"account_id": account_id}, min_seq)
+        return Balance.from_json(reply["balance"])
 
     def account_list(self, *, after_id: Optional[int] = None, limit: Optional[int] = None,
                      min_seq: Optional[int] = None) -> AccountPage:

@@ -239,6 +239,38 @@ class HistoryPage:
 
 
 @dataclass(frozen=True)
+class Balance:
+    """An account's balances right after one transfer event of its history
+    (``account_balances``, ``balance_at``): the event's seq, its time (the
+    transfer's creation time, else the event's commit time)."""
+
+    seq: int
+    timestamp_ms: int
+    debits_pending: int
+    debits_posted: int
+    credits_pending: int
+    credits_posted: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Balance":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class BalancePage:
+    """A page of ``account_balances``; ``next`` is the ``after_seq`` of the
+    next page, None after the last."""
+
+    balances: List[Balance]
+    next: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "BalancePage":
+        return cls([Balance.from_json(e) for e in data.get("balances", [])],
+                   _int(data.get("next")))
+
+
+@dataclass(frozen=True)
 class AccountPage:
     """A page of ``account_list``; ``next`` is the ``after_id`` of the next
     page, None after the last."""

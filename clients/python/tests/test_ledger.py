@@ -1,6 +1,7 @@
 """The ledger's later ops, by the Python client against a real tallyd: user
 data on accounts and transfers, the queries with their paging, an
-account's transfers, reversals, balancing and closing transfers; a
+account's transfers, reversals, balancing and closing transfers,
+imported history and balances at a point in time; a
 subscriber's progress; and the cluster route of a single-node server."""
 from __future__ import annotations
 
@@ -107,6 +108,33 @@ def test_balancing_and_closing_transfers(client: tally.Client) -> None:
     with pytest.raises(tally.InvalidCommand) as unpending:
         client.transfer(1, 2, 1, ledger=1, code=1, flags=tally.CLOSING_DEBIT)
     assert unpending.value.code == "closing_transfer_must_be_pending"
+
+
+def test_imported_history_and_balances_at_a_point_in_time(client: tally.Client) -> None:
+    day = 86_400_000
+    t0 = 1_577_836_800_000  # 2020-01-01
+    client.account_open(1, ledger=1, code=10, flags=tally.ACCOUNT_IMPORTED, timestamp_ms=t0)
+    client.account_open(2, ledger=1, code=10, flags=tally.ACCOUNT_IMPORTED, timestamp_ms=t0 + 1)
+    for i in range(1, 4):  # 10, 20 and 30 on days 1, 2 and 3
+        client.transfer(1, 2, 10 * i, ledger=1, code=1, flags=tally.IMPORTED,
+                        timestamp_ms=t0 + i * day)
+    page = client.account_balances(2, limit=2)
+    assert [b.credits_posted for b in page.balances] == [10, 30]
+    assert [b.timestamp_ms for b in page.balances] == [t0 + day, t0 + 2 * day]
+    rest = client.account_balances(2, limit=2, after_seq=page.next)
+    assert [b.credits_posted for b in rest.balances] == [60] and rest.next is None
+    at = client.balance_at(2, timestamp_ms=t0 + 2 * day + 5)
+    assert at.credits_posted == 30
+    assert client.balance_at(2, timestamp_ms=t0).seq == 0
+    ranged = client.account_balances(1, timestamp_min_ms=t0 + 2 * day, reversed=True)
+    assert [b.debits_posted for b in ranged.balances] == [60, 30]
+    # the times only grow: an older one, or a live write, then an old one
+    with pytest.raises(tally.BusinessRejection) as older:
+        client.transfer(1, 2, 1, ledger=1, code=1, flags=tally.IMPORTED, timestamp_ms=t0 + day)
+    assert older.value.code == "imported_event_timestamp_must_not_regress"
+    with pytest.raises(tally.InvalidCommand) as untimed:
+        client.transfer(1, 2, 1, ledger=1, code=1, flags=tally.IMPORTED)
+    assert untimed.value.code == "imported_event_timestamp_out_of_range"
 
 
 def test_progress_extends_the_lease_of_what_is_in_flight(client: tally.Client) -> None:

@@ -36,6 +36,9 @@ import type {
   FetchResult,
   GrantRequest,
   HistoryPage,
+  Balance,
+  BalancePage,
+  BalancesFilter,
   Id128,
   Int,
   IntInput,
@@ -433,6 +436,16 @@ export class TallyClient {
     o?: ReadOptions,
   ): Promise<HistoryPage> {
     return (await this.read(`/v1/accounts/${id}/history`, page, o)) as unknown as HistoryPage;
+  }
+
+  /** An account's balances after each transfer event in a time or seq range, paged (docs/PROTOCOL.md "Balances at a point in time"). */
+  async accountBalances(account_id: IntInput, filter: BalancesFilter = {}, o?: ReadOptions): Promise<BalancePage> {
+    return (await this.read(`/v1/accounts/${account_id}/balances`, { ...filter }, o)) as unknown as BalancePage;
+  }
+
+  /** An account's balances after every entry at or before `timestamp_ms` or `seq` (give one); seq 0 when none is that early. */
+  async balanceAt(account_id: IntInput, at: { timestamp_ms?: IntInput; seq?: IntInput }, o?: ReadOptions): Promise<Balance> {
+    return (await this.read(`/v1/accounts/${account_id}/balance_at`, { ...at }, o)).balance as Balance;
   }
 
   /** Accounts in id order, paged (`next` is the `after_id` of the next page). */

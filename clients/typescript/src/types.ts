@@ -32,6 +32,8 @@ export const AccountFlags = Object.freeze({
   credits_must_not_exceed_debits: 2,
   /** bit 2: closed by a closing transfer (set by tallyd only; `account_open` refuses it) */
   closed: 4,
+  /** bit 3: imported history, opened at `timestamp_ms` (docs/PROTOCOL.md "Imported history") */
+  imported: 8,
 });
 
 /** A transfer's flags (`TransferRequest.flags`, `Transfer.flags`; docs/PROTOCOL.md "Balancing and closing transfers"). */
@@ -46,6 +48,8 @@ export const TransferFlags = Object.freeze({
   closing_debit: 8,
   /** bit 4, with pending: close the credit account likewise */
   closing_credit: 16,
+  /** bit 5: imported history, created at `timestamp_ms` (docs/PROTOCOL.md "Imported history") */
+  imported: 32,
 });
 
 /**
@@ -203,8 +207,10 @@ export interface AccountOpen extends UserDataInput {
   id: IntInput;
   ledger: IntInput;
   code: IntInput;
-  /** AccountFlags: bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits */
+  /** AccountFlags: bit 0 debits_must_not_exceed_credits, bit 1 credits_must_not_exceed_debits, bit 3 imported */
   flags?: IntInput;
+  /** imported only: its original creation time, Unix ms */
+  timestamp_ms?: IntInput;
 }
 
 export interface TransferRequest extends UserDataInput {
@@ -219,6 +225,8 @@ export interface TransferRequest extends UserDataInput {
   flags?: IntInput;
   /** holds: expire after this many seconds (0 = never) */
   timeout_s?: IntInput;
+  /** imported only (flags bit 5): its original creation time, Unix ms */
+  timestamp_ms?: IntInput;
 }
 
 /** Reverse a posted transfer, all or part of it (docs/PROTOCOL.md "Reversals"). */
@@ -371,6 +379,34 @@ export interface AccountTransfersFilter extends Omit<QueryFilter, "ledger"> {
 export interface AccountQueryPage {
   entries: Account[];
   next: Id128 | null;
+}
+
+/** An account's balances right after one transfer event of its history (`accountBalances`, `balanceAt`). */
+export interface Balance {
+  seq: Int;
+  /** the transfer's creation time (an imported one's own), else the event's commit time */
+  timestamp_ms: Int;
+  debits_pending: Int;
+  debits_posted: Int;
+  credits_pending: Int;
+  credits_posted: Int;
+}
+
+/** The range of `accountBalances`: inclusive bounds (absent: none), `after_seq` the `next` of the page before. */
+export type BalancesFilter = {
+  timestamp_min_ms?: IntInput;
+  timestamp_max_ms?: IntInput;
+  seq_min?: IntInput;
+  seq_max?: IntInput;
+  limit?: number;
+  reversed?: boolean;
+  after_seq?: IntInput;
+};
+
+/** A page of `accountBalances`: `next` is the `after_seq` of the next page, null at the end. */
+export interface BalancePage {
+  balances: Balance[];
+  next: Int | null;
 }
 
 /** A page of `transferQuery` or `accountTransfers`. */

@@ -3,8 +3,9 @@
  * @tally/client against a real tallyd: user data on accounts and
  * transfers, accountQuery / transferQuery / accountTransfers with their
  * filters and cursors, transferReverse (partial, the rest, one too many,
- * its retry), balancing and closing transfers (TransferFlags), and
- * subProgress; cluster() on a single node.
+ * its retry), balancing and closing transfers (TransferFlags), imported
+ * history with accountBalances and balanceAt, and subProgress; cluster()
+ * on a single node.
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -137,6 +138,33 @@ test("balancing and closing transfers by their TransferFlags", async () => {
   await client.void({ pending_id: close.transfer_id });
   assert.equal((await client.accountGet(22))!.flags & AccountFlags.closed, 0);
   await client.transfer({ debit_account_id: 22, credit_account_id: 20, amount: 1, ledger: 9, code: 1 });
+});
+
+test("imported history (its own tallyd: imports come first) and balances at a point in time", async () => {
+  const fresh = await startTallyd();
+  try {
+    const c = new TallyClient({ baseUrl: fresh.url, consumer: "import" });
+    const t0 = 1577836800000; // 2020-01-01
+    const day = 86400000;
+    await c.accountOpen({ id: 1, ledger: 1, code: 10, flags: AccountFlags.imported, timestamp_ms: t0 });
+    await c.accountOpen({ id: 2, ledger: 1, code: 10, flags: AccountFlags.imported, timestamp_ms: t0 + 1 });
+    for (let i = 1; i <= 3; i++)
+      await c.transfer({ debit_account_id: 1, credit_account_id: 2, amount: 10 * i, ledger: 1, code: 1, flags: TransferFlags.imported, timestamp_ms: t0 + i * day });
+    const page = await c.accountBalances(2, { limit: 2 });
+    assert.deepEqual(page.balances.map((b) => Number(b.credits_posted)), [10, 30]);
+    assert.deepEqual(page.balances.map((b) => Number(b.timestamp_ms)), [t0 + day, t0 + 2 * day]);
+    const rest = await c.accountBalances(2, { limit: 2, after_seq: page.next! });
+    assert.deepEqual(rest.balances.map((b) => Number(b.credits_posted)), [60]);
+    assert.equal(rest.next, null);
+    assert.equal(Number((await c.balanceAt(2, { timestamp_ms: t0 + 2 * day + 5 })).credits_posted), 30);
+    assert.equal(Number((await c.balanceAt(2, { timestamp_ms: t0 })).seq), 0);
+    await assert.rejects(
+      c.transfer({ debit_account_id: 1, credit_account_id: 2, amount: 1, ledger: 1, code: 1, flags: TransferFlags.imported, timestamp_ms: t0 + day }),
+      (e: unknown) => e instanceof BusinessRejection && e.code === "imported_event_timestamp_must_not_regress",
+    );
+  } finally {
+    await fresh.stop();
+  }
 });
 
 test("subProgress starts the lease of in-flight events again", async () => {
