@@ -136,8 +136,10 @@ static int query_walk(store_txn *t, const ledger_query *q, store_db db, query_in
     walk w = {.t = t, .q = q, .db = db, .min_ms = q->timestamp_min_ms,
               .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX,
               .seq_max = UINT64_MAX};
-    if (ix.kind == LEDGER_INDEX_ACCOUNT) { /* retired transfers only (a format 6 store, read
-                                             only, has them all: the history lists the rest) */
+    if (db == STORE_DB_TRANSFER_INDEX &&
+        (ix.kind == LEDGER_INDEX_ACCOUNT || ix.kind == LEDGER_INDEX_ALL)) {
+        /* retired transfers only (a format 6 store, read only, has them
+         * all: the history and the log list the rest) */
         ledger_log_floor floor;
         int rc = ledger_log_floor_get(t, &floor);
         if (rc != TALLY_ok)
@@ -226,9 +228,9 @@ static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id
     return v->fn(&r, v->ctx);
 }
 
-/* ---- account_transfers: the account's history ---- */
+/* ---- transfers by seq: an account's history, or the log ---- */
 
-/* Seqs read from the history at a time. */
+/* Seqs read from the history or the log at a time. */
 #define HISTORY_WALK_BATCH 64
 
 /* The event at seq: its time, and whether it created a transfer (its id
@@ -298,6 +300,31 @@ static int history_start(store_txn *t, const ledger_query *q, uint64_t *from)
     return rc;
 }
 
+/* Up to max seqs of the log, ascending above from, or with reverse
+ * descending below from (0: from the last), as ledger_history_seqs gives
+ * an account's. */
+static int log_seqs(store_txn *t, bool reverse, uint64_t from, uint64_t *seqs, uint32_t max,
+                    uint32_t *count)
+{
+    uint64_t first, last;
+    *count = 0;
+    int rc = log_first_seq(t, &first);
+    if (rc == TALLY_ok)
+        rc = log_last_seq(t, &last);
+    if (rc != TALLY_ok || first == 0)
+        return rc == TALLY_not_found ? TALLY_ok : rc;
+    if (!reverse) {
+        for (uint64_t s = from < first ? first : from + 1; from != UINT64_MAX && s <= last &&
+                                                           *count < max;
+             s++)
+            seqs[(*count)++] = s;
+        return TALLY_ok;
+    }
+    for (uint64_t s = from == 0 || from > last ? last : from - 1; s >= first && *count < max; s--)
+        seqs[(*count)++] = s;
+    return TALLY_ok;
+}
+
 /* One history entry: a transfer it created handed to v when it matches.
  * *past when the entry is beyond the time range (so are all after it). */
 static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, transfer_visit *v,
@@ -324,9 +351,10 @@ static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, tran
 }
 
 /* account_transfers: the account's history ("history", its tail, the
- * recent records: ledger/history.h) walked in seq order, which is the
- * order of creation, each entry's event read, and the transfers those
- * events created filtered as any query's. */
+ * recent records: ledger/history.h), else (transfer_query without an
+ * indexed filter) the log, walked in seq order, which is the order of
+ * creation, each entry's event read, and the transfers those events
+ * created filtered as any query's. */
 static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
                         ledger_query_page *page, uint32_t *examined)
 {
@@ -334,8 +362,10 @@ static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
     uint32_t n = HISTORY_WALK_BATCH;
     int rc = history_start(t, q, &from);
     while (rc == TALLY_ok && n == HISTORY_WALK_BATCH) {
-        rc = ledger_history_seqs(t, q->account_id, q->reversed, from, seqs, HISTORY_WALK_BATCH,
-                                 &n);
+        rc = q->account_id
+                 ? ledger_history_seqs(t, q->account_id, q->reversed, from, seqs,
+                                       HISTORY_WALK_BATCH, &n)
+                 : log_seqs(t, q->reversed, from, seqs, HISTORY_WALK_BATCH, &n);
         for (uint32_t i = 0; i < n && rc == TALLY_ok; i++) {
             if (page->count == q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
                 page->has_next = true; /* the cursor is the last entry examined */
@@ -362,14 +392,19 @@ int ledger_transfer_query(store_txn *t, const ledger_query *q,
         return TALLY_invalid_argument;
     transfer_visit v = {fn, ctx};
     uint32_t examined = 0;
-    if (q->account_id == 0)
-        return query_walk(t, q, STORE_DB_TRANSFER_INDEX, choose_index(q, true), visit_transfer,
-                          &v, page, &examined);
-    /* account_transfers: the retired transfers' ACCOUNT entries, then the
-     * history (above the log floor: after them); reversed, the other way
-     * round. Either part past the time range stops at its first entry. */
-    query_index retired = {.kind = LEDGER_INDEX_ACCOUNT};
-    put_u64_be(retired.value, q->account_id);
+    query_index retired = choose_index(q, true);
+    if (q->account_id == 0 && retired.kind != LEDGER_INDEX_ALL)
+        return query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v, page,
+                          &examined);
+    /* account_transfers, or transfer_query with no indexed filter: the
+     * retired transfers' ACCOUNT (or ALL) entries, then the account's
+     * history (or the log), above the log floor: after them; reversed,
+     * the other way round. Either part past the time range stops at its
+     * first entry. */
+    if (q->account_id != 0) {
+        retired.kind = LEDGER_INDEX_ACCOUNT;
+        put_u64_be(retired.value, q->account_id);
+    }
     int rc = q->reversed ? history_walk(t, q, &v, page, &examined)
                          : query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
                                       page, &examined);
