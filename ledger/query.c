@@ -71,7 +71,7 @@ typedef struct walk {
     uint8_t prefix[1 + LEDGER_INDEX_VALUE_BYTES_MAX];
     size_t prefix_len;
     int64_t min_ms, max_ms;
-    uint64_t seq_max; /* entries of a later creating event are skipped */
+    uint64_t seq_max; /* entries of a later creating event are past the range */
 } walk;
 
 /* The key to start from: see store_scan_begin for reverse. */
@@ -80,7 +80,7 @@ static size_t walk_start(const walk *w, uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX]
     const ledger_query *q = w->q;
     memcpy(from, w->prefix, w->prefix_len);
     uint8_t *pos = from + w->prefix_len;
-    if (q->has_cursor) {
+    if (q->has_cursor && !(q->reversed && (int64_t)get_u64_be(q->cursor) > w->max_ms)) {
         memcpy(pos, q->cursor, LEDGER_INDEX_POSITION_BYTES);
         if (!q->reversed) { /* strictly after the cursor: its seq + 1 */
             uint64_t seq = get_u64_be(q->cursor + 8);
@@ -112,14 +112,18 @@ static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_qu
 {
     for (; store_scan_on(s) && walk_in_range(w, s); store_scan_next(s)) {
         const uint8_t *pos = (const uint8_t *)s->key.mv_data + w->prefix_len;
+        if (get_u64_be(pos + 8) > w->seq_max) { /* in max_ms, after seq_max */
+            if (w->q->reversed)
+                continue;
+            return TALLY_ok;
+        }
         if (page->count == w->q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
             page->has_next = true; /* the cursor is the last entry examined */
             return TALLY_ok;
         }
         (*examined)++;
         bool taken = false;
-        int rc = get_u64_be(pos + 8) > w->seq_max ? TALLY_ok
-                                                   : visit(w->t, w->q, &s->val, &taken, ctx);
+        int rc = visit(w->t, w->q, &s->val, &taken, ctx);
         if (rc != TALLY_ok)
             return rc;
         page->count += taken;
@@ -138,13 +142,15 @@ static int query_walk(store_txn *t, const ledger_query *q, store_db db, query_in
               .seq_max = UINT64_MAX};
     if (db == STORE_DB_TRANSFER_INDEX &&
         (ix.kind == LEDGER_INDEX_ACCOUNT || ix.kind == LEDGER_INDEX_ALL)) {
-        /* retired transfers only (a format 6 store, read only, has them
-         * all: the history and the log list the rest) */
+        /* retired transfers only, up to the floor's (created_ms,
+         * created_seq) (a format 6 store, read only, has them all: the
+         * history and the log list the rest) */
         ledger_log_floor floor;
         int rc = ledger_log_floor_get(t, &floor);
         if (rc != TALLY_ok)
             return rc;
         w.seq_max = floor.seq;
+        w.max_ms = floor.time_ms < w.max_ms ? floor.time_ms : w.max_ms;
     }
     w.prefix_len = ledger_index_prefix(ix.kind, ix.value, w.prefix);
     uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX];

@@ -324,6 +324,49 @@ START_TEST(test_account_transfers_walk_the_history)
 }
 END_TEST
 
+/* A store of format 6 read as it is (read only, not upgraded) has the
+ * entries format 6 put on every transfer, ALL and two by account: the
+ * walks take from the index only the transfers at or below the log floor
+ * (none here), so each transfer is listed once, from the log or the
+ * history. */
+START_TEST(test_format_6_entries_are_not_listed_twice)
+{
+    test_store ts;
+    test_store_open(&ts);
+    open_at(&ts, T0, 1, 1, 1, 0, 0);
+    open_at(&ts, T0, 2, 1, 1, 0, 0);
+    for (uint64_t i = 0; i < 3; i++)
+        transfer_at(&ts, T0 + 1 + (int64_t)i, 101 + i, 1 + i % 2, 2 - i % 2, 1, 0);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    for (uint64_t i = 0; i < 3; i++) {
+        ledger_transfer_record r;
+        tally_id128 id = test_id(101 + i);
+        ck_assert_int_eq(ledger_transfer_get(&t, &id, &r), TALLY_ok);
+        ledger_indexed ix;
+        ledger_transfer_indexed(&r, &ix);
+        ix.retired = true; /* what format 6 put for every transfer */
+        ck_assert_int_eq(ledger_index_retire(&t, &ix), TALLY_ok);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), 9);
+    found f;
+    ledger_query all = {.limit = 2};
+    query_all(&ts, all, true, &f);
+    expect_ids(&f, (const uint64_t[]){101, 102, 103}, 3);
+    all.reversed = true;
+    query_all(&ts, all, true, &f);
+    expect_ids(&f, (const uint64_t[]){103, 102, 101}, 3);
+    ledger_query acct = {.limit = 1, .account_id = 1, .debits = true, .credits = true};
+    query_all(&ts, acct, true, &f);
+    expect_ids(&f, (const uint64_t[]){101, 102, 103}, 3);
+    acct.reversed = true;
+    query_all(&ts, acct, true, &f);
+    expect_ids(&f, (const uint64_t[]){103, 102, 101}, 3);
+    test_store_close(&ts);
+}
+END_TEST
+
 START_TEST(test_query_bounds_are_refused)
 {
     test_store ts;
@@ -463,6 +506,7 @@ int main(void)
     tcase_add_test(tc, test_account_query_pages_both_ways);
     tcase_add_test(tc, test_transfer_query_and_account_transfers);
     tcase_add_test(tc, test_account_transfers_walk_the_history);
+    tcase_add_test(tc, test_format_6_entries_are_not_listed_twice);
     tcase_add_test(tc, test_query_bounds_are_refused);
     tcase_add_test(tc, test_recon_reports_index_damage);
     tcase_add_test(tc, test_build_restores_an_upgraded_store);
