@@ -241,7 +241,7 @@ static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id
 
 /* The event at seq: its time, and whether it created a transfer (its id
  * into *id). An entry without its event is TALLY_corrupt_record. */
-static int history_event(store_txn *t, uint64_t seq, int64_t *time_ms, bool *created,
+static int seq_event(store_txn *t, uint64_t seq, int64_t *time_ms, bool *created,
                          tally_id128 *id)
 {
     msgpack_unpacked up;
@@ -288,10 +288,10 @@ static int log_seq_after(store_txn *t, int64_t ms, uint64_t *out)
     return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
 }
 
-/* Where the walk of the history starts: for ledger_history_seqs, the seq
+/* Where the walk by seq starts: for ledger_history_seqs or log_seqs, the seq
  * to go above (forward) or below (reversed; 0: from the last), from the
  * cursor and the time bound on that side, whichever is further on. */
-static int history_start(store_txn *t, const ledger_query *q, uint64_t *from)
+static int seq_start(store_txn *t, const ledger_query *q, uint64_t *from)
 {
     *from = q->has_cursor ? get_u64_be(q->cursor + 8) : 0;
     uint64_t bound;
@@ -333,13 +333,13 @@ static int log_seqs(store_txn *t, bool reverse, uint64_t from, uint64_t *seqs, u
 
 /* One history entry: a transfer it created handed to v when it matches.
  * *past when the entry is beyond the time range (so are all after it). */
-static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, transfer_visit *v,
+static int seq_visit(store_txn *t, const ledger_query *q, uint64_t seq, transfer_visit *v,
                          ledger_query_page *page, bool *past)
 {
     int64_t time_ms, max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX;
     bool created = false;
     tally_id128 id;
-    int rc = history_event(t, seq, &time_ms, &created, &id);
+    int rc = seq_event(t, seq, &time_ms, &created, &id);
     if (rc != TALLY_ok)
         return rc;
     *past = q->reversed ? time_ms < q->timestamp_min_ms : time_ms > max_ms;
@@ -361,12 +361,12 @@ static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, tran
  * indexed filter) the log, walked in seq order, which is the order of
  * creation, each entry's event read, and the transfers those events
  * created filtered as any query's. */
-static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
+static int seq_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
                         ledger_query_page *page, uint32_t *examined)
 {
     uint64_t from, seqs[HISTORY_WALK_BATCH];
     uint32_t n = HISTORY_WALK_BATCH;
-    int rc = history_start(t, q, &from);
+    int rc = seq_start(t, q, &from);
     while (rc == TALLY_ok && n == HISTORY_WALK_BATCH) {
         rc = q->account_id
                  ? ledger_history_seqs(t, q->account_id, q->reversed, from, seqs,
@@ -379,7 +379,7 @@ static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
             }
             (*examined)++;
             bool past = false;
-            rc = history_visit(t, q, seqs[i], v, page, &past);
+            rc = seq_visit(t, q, seqs[i], v, page, &past);
             if (past)
                 return rc;
             from = seqs[i];
@@ -411,13 +411,13 @@ int ledger_transfer_query(store_txn *t, const ledger_query *q,
         retired.kind = LEDGER_INDEX_ACCOUNT;
         put_u64_be(retired.value, q->account_id);
     }
-    int rc = q->reversed ? history_walk(t, q, &v, page, &examined)
+    int rc = q->reversed ? seq_walk(t, q, &v, page, &examined)
                          : query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
                                       page, &examined);
     if (rc == TALLY_ok && !page->has_next)
         rc = q->reversed ? query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
                                       page, &examined)
-                         : history_walk(t, q, &v, page, &examined);
+                         : seq_walk(t, q, &v, page, &examined);
     if (rc != TALLY_ok)
         page->has_next = false;
     return rc;
