@@ -58,7 +58,8 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
 {
     uint8_t v[8];
     size_t n = 0;
-    key_of(&out[n++], LEDGER_INDEX_ALL, NULL, r);
+    if (r->id_bytes == 8 || r->retired) /* live transfers: the log lists them */
+        key_of(&out[n++], LEDGER_INDEX_ALL, NULL, r);
     if (r->id_bytes == 8) { /* transfers: ledger and code are checked on the records */
         put_u32_be(v, r->ledger);
         key_of(&out[n++], LEDGER_INDEX_LEDGER, v, r);
@@ -96,8 +97,9 @@ int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r)
 int ledger_index_retire(store_txn *t, const ledger_indexed *r)
 {
     assert(r->id_bytes == 16 && r->retired);
-    ledger_index_key keys[2];
-    size_t n = account_keys(r, keys);
+    ledger_index_key keys[3];
+    key_of(&keys[0], LEDGER_INDEX_ALL, NULL, r);
+    size_t n = 1 + account_keys(r, keys + 1);
     int rc = TALLY_ok;
     for (size_t i = 0; i < n && rc == TALLY_ok; i++)
         rc = store_put(t, STORE_DB_TRANSFER_INDEX, keys[i].bytes, keys[i].len, r->id, 16, 0);

@@ -1,35 +1,42 @@
 /*
  * index.h — the secondary indexes of accounts and transfers, which the
  * queries (ledger/query.h) walk: by ledger, code, user data and, for
- * transfers, either account, each in creation order.
+ * transfers retired by log retention, every one and either account, each
+ * in creation order.
  *
  * Databases "account_index" and "transfer_index" (store format 7): key =
  * kind u8, the indexed value big-endian (its width fixed by the kind),
  * created_ms i64, created_seq u64; value = the record's id (8 bytes for an
  * account, 16 for a transfer). An account has the entries ALL, LEDGER,
- * CODE, and each USER_DATA_* that is not 0; a transfer ALL and each
- * USER_DATA_* that is not 0, but no LEDGER or CODE: they would cost two
+ * CODE, and each USER_DATA_* that is not 0. A transfer has each
+ * USER_DATA_* that is not 0, and no LEDGER or CODE: they would cost two
  * entries (about 100 bytes with their pages) on every transfer, and a
  * transfer's ledger and code select little that its user data does not;
- * queries check them on the records. Nor has a transfer entries by its
- * accounts while its creating event is in the log: account_transfers
- * walks the account's history (ledger/history.h), which already lists the
- * transfer events of each account in commit order, written in bulk per
- * commit so that a commit does not dirty one random leaf per account it
- * touches; entries keyed by account, put as each transfer is created
- * (store format 6 did: two per transfer, one random leaf each), tripled
- * the bytes written per commit at 64 clients of single transfers. Log
- * retention removes a removed event's history entries, so when it removes
- * a transfer's creating event it puts the transfer's ACCOUNT entries (its
- * debit and its credit account: the transfer is "retired"), in the sweep's
- * transaction, off the path of the commands: account_transfers walks
- * those, then the history (every seq of which is above the log floor).
- * The fields indexed never
- * change after creation, so the entries are put once, in the transaction
- * that creates the record, and never removed (retention keeps account and
- * transfer records). Within one value the keys sort by creation time, then
- * by the seq of the creating event (unique): a query's page cursor is that
- * (created_ms, created_seq) pair.
+ * queries check them on the records. Nor has a transfer ALL or entries by
+ * its accounts while its creating event is in the log: transfer_query
+ * without an indexed filter walks the log's transfer.created events, and
+ * account_transfers the account's history (ledger/history.h), which
+ * already lists the transfer events of each account in commit order,
+ * written in bulk per commit so that a commit does not dirty one random
+ * leaf per account it touches. Entries keyed by account, put as each
+ * transfer is created (store format 6 did: two per transfer, one random
+ * leaf each), tripled the bytes written per commit at 64 clients of
+ * single transfers; ALL cost 45 bytes of store per transfer.
+ *
+ * Log retention removes events and their history entries; so when it
+ * removes a transfer's creating event (the transfer is "retired") it puts
+ * the transfer's ALL and two ACCOUNT entries (its debit and its credit
+ * account), in the sweep's transaction, off the path of the commands.
+ * The walks by seq take those first (every retired transfer's seq is at
+ * or below the log floor), then the log or the history (above it).
+ *
+ * The fields indexed never change after creation, so the entries are put
+ * once, in the transaction that creates the record (or retires it), and
+ * never removed (retention keeps account and transfer records). Within
+ * one value the keys sort by creation time, then by the seq of the
+ * creating event (unique): a query's page cursor is that (created_ms,
+ * created_seq) pair, which the walks by seq continue from as well (the
+ * log's times never decrease: seq order is creation order).
  *
  * A store upgraded from a format before 7 has records without entries
  * (before 6) or entries format 7 does not keep (6): meta "index_pending"
@@ -48,7 +55,7 @@
 #include <stdint.h>
 
 typedef enum ledger_index_kind {
-    LEDGER_INDEX_ALL = 0,           /* no value: every record */
+    LEDGER_INDEX_ALL = 0,           /* no value: every account, every retired transfer */
     LEDGER_INDEX_LEDGER = 1,        /* u32 */
     LEDGER_INDEX_CODE = 2,          /* u16 */
     LEDGER_INDEX_USER_DATA_128 = 3, /* 16 bytes */
@@ -101,8 +108,8 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
  * STORE_DB_TRANSFER_INDEX): TALLY_ok or a fault. */
 int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r);
 
-/* Put the ACCOUNT entries of the transfer r, whose creating event log
- * retention removes (r->retired): TALLY_ok or a fault. */
+/* Put the ALL and ACCOUNT entries of the transfer r, whose creating event
+ * log retention removes (r->retired): TALLY_ok or a fault. */
 int ledger_index_retire(store_txn *t, const ledger_indexed *r);
 
 /* The meta mark of an upgraded store whose indexes are still to build. */

@@ -71,7 +71,7 @@ typedef struct walk {
     uint8_t prefix[1 + LEDGER_INDEX_VALUE_BYTES_MAX];
     size_t prefix_len;
     int64_t min_ms, max_ms;
-    uint64_t seq_max; /* entries of a later creating event are skipped */
+    uint64_t seq_max; /* entries of a later creating event are past the range */
 } walk;
 
 /* The key to start from: see store_scan_begin for reverse. */
@@ -80,7 +80,7 @@ static size_t walk_start(const walk *w, uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX]
     const ledger_query *q = w->q;
     memcpy(from, w->prefix, w->prefix_len);
     uint8_t *pos = from + w->prefix_len;
-    if (q->has_cursor) {
+    if (q->has_cursor && !(q->reversed && (int64_t)get_u64_be(q->cursor) > w->max_ms)) {
         memcpy(pos, q->cursor, LEDGER_INDEX_POSITION_BYTES);
         if (!q->reversed) { /* strictly after the cursor: its seq + 1 */
             uint64_t seq = get_u64_be(q->cursor + 8);
@@ -112,14 +112,18 @@ static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_qu
 {
     for (; store_scan_on(s) && walk_in_range(w, s); store_scan_next(s)) {
         const uint8_t *pos = (const uint8_t *)s->key.mv_data + w->prefix_len;
+        if (get_u64_be(pos + 8) > w->seq_max) { /* in max_ms, after seq_max */
+            if (w->q->reversed)
+                continue;
+            return TALLY_ok;
+        }
         if (page->count == w->q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
             page->has_next = true; /* the cursor is the last entry examined */
             return TALLY_ok;
         }
         (*examined)++;
         bool taken = false;
-        int rc = get_u64_be(pos + 8) > w->seq_max ? TALLY_ok
-                                                   : visit(w->t, w->q, &s->val, &taken, ctx);
+        int rc = visit(w->t, w->q, &s->val, &taken, ctx);
         if (rc != TALLY_ok)
             return rc;
         page->count += taken;
@@ -136,13 +140,17 @@ static int query_walk(store_txn *t, const ledger_query *q, store_db db, query_in
     walk w = {.t = t, .q = q, .db = db, .min_ms = q->timestamp_min_ms,
               .max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX,
               .seq_max = UINT64_MAX};
-    if (ix.kind == LEDGER_INDEX_ACCOUNT) { /* retired transfers only (a format 6 store, read
-                                             only, has them all: the history lists the rest) */
+    if (db == STORE_DB_TRANSFER_INDEX &&
+        (ix.kind == LEDGER_INDEX_ACCOUNT || ix.kind == LEDGER_INDEX_ALL)) {
+        /* retired transfers only, up to the floor's (created_ms,
+         * created_seq) (a format 6 store, read only, has them all: the
+         * history and the log list the rest) */
         ledger_log_floor floor;
         int rc = ledger_log_floor_get(t, &floor);
         if (rc != TALLY_ok)
             return rc;
         w.seq_max = floor.seq;
+        w.max_ms = floor.time_ms < w.max_ms ? floor.time_ms : w.max_ms;
     }
     w.prefix_len = ledger_index_prefix(ix.kind, ix.value, w.prefix);
     uint8_t from[LEDGER_INDEX_KEY_BYTES_MAX];
@@ -226,14 +234,14 @@ static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id
     return v->fn(&r, v->ctx);
 }
 
-/* ---- account_transfers: the account's history ---- */
+/* ---- transfers by seq: an account's history, or the log ---- */
 
-/* Seqs read from the history at a time. */
+/* Seqs read from the history or the log at a time. */
 #define HISTORY_WALK_BATCH 64
 
 /* The event at seq: its time, and whether it created a transfer (its id
  * into *id). An entry without its event is TALLY_corrupt_record. */
-static int history_event(store_txn *t, uint64_t seq, int64_t *time_ms, bool *created,
+static int seq_event(store_txn *t, uint64_t seq, int64_t *time_ms, bool *created,
                          tally_id128 *id)
 {
     msgpack_unpacked up;
@@ -280,10 +288,10 @@ static int log_seq_after(store_txn *t, int64_t ms, uint64_t *out)
     return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
 }
 
-/* Where the walk of the history starts: for ledger_history_seqs, the seq
+/* Where the walk by seq starts: for ledger_history_seqs or log_seqs, the seq
  * to go above (forward) or below (reversed; 0: from the last), from the
  * cursor and the time bound on that side, whichever is further on. */
-static int history_start(store_txn *t, const ledger_query *q, uint64_t *from)
+static int seq_start(store_txn *t, const ledger_query *q, uint64_t *from)
 {
     *from = q->has_cursor ? get_u64_be(q->cursor + 8) : 0;
     uint64_t bound;
@@ -298,15 +306,40 @@ static int history_start(store_txn *t, const ledger_query *q, uint64_t *from)
     return rc;
 }
 
+/* Up to max seqs of the log, ascending above from, or with reverse
+ * descending below from (0: from the last), as ledger_history_seqs gives
+ * an account's. */
+static int log_seqs(store_txn *t, bool reverse, uint64_t from, uint64_t *seqs, uint32_t max,
+                    uint32_t *count)
+{
+    uint64_t first, last;
+    *count = 0;
+    int rc = log_first_seq(t, &first);
+    if (rc == TALLY_ok)
+        rc = log_last_seq(t, &last);
+    if (rc != TALLY_ok || first == 0)
+        return rc == TALLY_not_found ? TALLY_ok : rc;
+    if (!reverse) {
+        for (uint64_t s = from < first ? first : from + 1; from != UINT64_MAX && s <= last &&
+                                                           *count < max;
+             s++)
+            seqs[(*count)++] = s;
+        return TALLY_ok;
+    }
+    for (uint64_t s = from == 0 || from > last ? last : from - 1; s >= first && *count < max; s--)
+        seqs[(*count)++] = s;
+    return TALLY_ok;
+}
+
 /* One history entry: a transfer it created handed to v when it matches.
  * *past when the entry is beyond the time range (so are all after it). */
-static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, transfer_visit *v,
+static int seq_visit(store_txn *t, const ledger_query *q, uint64_t seq, transfer_visit *v,
                          ledger_query_page *page, bool *past)
 {
     int64_t time_ms, max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX;
     bool created = false;
     tally_id128 id;
-    int rc = history_event(t, seq, &time_ms, &created, &id);
+    int rc = seq_event(t, seq, &time_ms, &created, &id);
     if (rc != TALLY_ok)
         return rc;
     *past = q->reversed ? time_ms < q->timestamp_min_ms : time_ms > max_ms;
@@ -324,18 +357,21 @@ static int history_visit(store_txn *t, const ledger_query *q, uint64_t seq, tran
 }
 
 /* account_transfers: the account's history ("history", its tail, the
- * recent records: ledger/history.h) walked in seq order, which is the
- * order of creation, each entry's event read, and the transfers those
- * events created filtered as any query's. */
-static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
+ * recent records: ledger/history.h), else (transfer_query without an
+ * indexed filter) the log, walked in seq order, which is the order of
+ * creation, each entry's event read, and the transfers those events
+ * created filtered as any query's. */
+static int seq_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
                         ledger_query_page *page, uint32_t *examined)
 {
     uint64_t from, seqs[HISTORY_WALK_BATCH];
     uint32_t n = HISTORY_WALK_BATCH;
-    int rc = history_start(t, q, &from);
+    int rc = seq_start(t, q, &from);
     while (rc == TALLY_ok && n == HISTORY_WALK_BATCH) {
-        rc = ledger_history_seqs(t, q->account_id, q->reversed, from, seqs, HISTORY_WALK_BATCH,
-                                 &n);
+        rc = q->account_id
+                 ? ledger_history_seqs(t, q->account_id, q->reversed, from, seqs,
+                                       HISTORY_WALK_BATCH, &n)
+                 : log_seqs(t, q->reversed, from, seqs, HISTORY_WALK_BATCH, &n);
         for (uint32_t i = 0; i < n && rc == TALLY_ok; i++) {
             if (page->count == q->limit || *examined == TALLY_QUERY_SCAN_ENTRIES_MAX) {
                 page->has_next = true; /* the cursor is the last entry examined */
@@ -343,7 +379,7 @@ static int history_walk(store_txn *t, const ledger_query *q, transfer_visit *v,
             }
             (*examined)++;
             bool past = false;
-            rc = history_visit(t, q, seqs[i], v, page, &past);
+            rc = seq_visit(t, q, seqs[i], v, page, &past);
             if (past)
                 return rc;
             from = seqs[i];
@@ -362,21 +398,26 @@ int ledger_transfer_query(store_txn *t, const ledger_query *q,
         return TALLY_invalid_argument;
     transfer_visit v = {fn, ctx};
     uint32_t examined = 0;
-    if (q->account_id == 0)
-        return query_walk(t, q, STORE_DB_TRANSFER_INDEX, choose_index(q, true), visit_transfer,
-                          &v, page, &examined);
-    /* account_transfers: the retired transfers' ACCOUNT entries, then the
-     * history (above the log floor: after them); reversed, the other way
-     * round. Either part past the time range stops at its first entry. */
-    query_index retired = {.kind = LEDGER_INDEX_ACCOUNT};
-    put_u64_be(retired.value, q->account_id);
-    int rc = q->reversed ? history_walk(t, q, &v, page, &examined)
+    query_index retired = choose_index(q, true);
+    if (q->account_id == 0 && retired.kind != LEDGER_INDEX_ALL)
+        return query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v, page,
+                          &examined);
+    /* account_transfers, or transfer_query with no indexed filter: the
+     * retired transfers' ACCOUNT (or ALL) entries, then the account's
+     * history (or the log), above the log floor: after them; reversed,
+     * the other way round. Either part past the time range stops at its
+     * first entry. */
+    if (q->account_id != 0) {
+        retired.kind = LEDGER_INDEX_ACCOUNT;
+        put_u64_be(retired.value, q->account_id);
+    }
+    int rc = q->reversed ? seq_walk(t, q, &v, page, &examined)
                          : query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
                                       page, &examined);
     if (rc == TALLY_ok && !page->has_next)
         rc = q->reversed ? query_walk(t, q, STORE_DB_TRANSFER_INDEX, retired, visit_transfer, &v,
                                       page, &examined)
-                         : history_walk(t, q, &v, page, &examined);
+                         : seq_walk(t, q, &v, page, &examined);
     if (rc != TALLY_ok)
         page->has_next = false;
     return rc;

@@ -7,28 +7,30 @@
  * not filtered, as in TigerBeetle's QueryFilter), a creation time range
  * (inclusive; 0: open) and, for account_transfers, an account and which of
  * its sides (debits, credits). account_transfers walks the account's
- * retired transfers (below) and its
- * history (ledger/history.h: "history", its tail, the recent records) in
- * seq order, reading each entry's event (a hold's post, void or expiry is
- * an entry too, skipped: its transfer is listed at its creation); the
- * other queries walk one index: the first of user_data_128, user_data_64,
- * user_data_32, code, ledger (accounts only) that is given, else every
- * record; the other filters are checked on the records. Creation order is
+ * retired transfers (below) and its history (ledger/history.h: "history",
+ * its tail, the recent records) in seq order, reading each entry's event
+ * (a hold's post, void or expiry is an entry too, skipped: its transfer is
+ * listed at its creation); the other queries walk one index: the first of
+ * user_data_128, user_data_64, user_data_32, code, ledger (accounts only)
+ * that is given, else every account, or for transfers every retired
+ * transfer and then the log's events in seq order (only transfer.created
+ * ones list a transfer); the other filters are checked on the records. Creation order is
  * (created_ms, created_seq), and as the log's times never decrease (the
  * writer keeps them monotone) seq order is the same order. A time bound
- * of account_transfers is found by a binary search over the log's event
+ * of a walk by seq is found by a binary search over the log's event
  * times (about log2(events) event reads), and the walk stops at the
  * first event past the other bound. A page holds at most limit records
  * (1 .. TALLY_QUERY_ENTRIES_MAX) and examines at most
- * TALLY_QUERY_SCAN_ENTRIES_MAX index or history entries; it ends with a
+ * TALLY_QUERY_SCAN_ENTRIES_MAX index, history or log entries; it ends with a
  * cursor when it is full or hit that bound (the next page, from the
  * cursor, may be empty), and without one when nothing more can match.
  * Log retention removes the history entries of the events it removes;
- * for a transfer whose creating event it removes it puts two entries by
- * account into "transfer_index" (ledger/index.h, retired transfers), and
- * account_transfers walks those first (all at or below the log floor),
- * then the history (all above it); reversed, the other way round. So it
- * lists every transfer, whatever retention removed.
+ * for a transfer whose creating event it removes it puts ALL and two
+ * entries by account into "transfer_index" (ledger/index.h, retired
+ * transfers), and the walks by seq take those first (all at or below the
+ * log floor), then the history or the log (all above it); reversed, the
+ * other way round. So they list every transfer, whatever retention
+ * removed.
  */
 #ifndef TALLY_LEDGER_QUERY_H
 #define TALLY_LEDGER_QUERY_H

@@ -42,10 +42,11 @@ typedef enum store_db {
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 7 (December 2026) no longer
- * puts a transfer's two account entries into "transfer_index":
- * account_transfers walks the account's history (ledger/query.h), so a
- * format 6 build would miss newer transfers there; the upgrade to it
+ * with TALLY_store_version_mismatch. Format 7 (December 2026) puts a
+ * transfer's ALL and two account entries into "transfer_index" only when
+ * retention removes its creating event: transfer_query walks the log and
+ * account_transfers the account's history (ledger/query.h), so a format 6
+ * build would miss newer transfers there; the upgrade to it
  * puts meta "index_pending", so the indexes are built anew without those
  * entries. Format 6 writes account records of
  * format 3 and transfer records of format 3 (creation time and user data,

@@ -442,7 +442,7 @@ static int list_transfer(const ledger_transfer_record *r, void *ctx)
     return 0;
 }
 
-/* Every page of an account_transfers query. */
+/* Every page of an account_transfers (or transfer_query) query. */
 static void account_transfers(ledger_query q, listed *l)
 {
     memset(l, 0, sizeof(*l));
@@ -462,7 +462,8 @@ static void account_transfers(ledger_query q, listed *l)
 
 /* Transfers whose creating events retention removed (and whose history
  * entries went with them) are still listed by account_transfers, through
- * the entries by account the sweep put for them, before the transfers of
+ * the entries by account the sweep put for them, and by transfer_query
+ * without a filter, through their ALL entries, before the transfers of
  * the log that remains: in creation order both ways, across pages, with
  * time ranges on either side of the floor. A hold created before the
  * floor and posted after it is listed once. */
@@ -492,8 +493,8 @@ START_TEST(account_transfers_lists_transfers_below_the_floor)
     uint64_t entries = test_count(&ts, STORE_DB_TRANSFER_INDEX);
     ledger_retention_work w = sweep(30 * DAY_MS, 5 * DAY_MS);
     ck_assert_uint_eq(w.events_removed, 3 + old);
-    /* two entries by account for each old transfer */
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), entries + 2 * old);
+    /* ALL and two entries by account for each old transfer */
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), entries + 3 * old);
     listed l;
     for (uint32_t limit = 1; limit <= 8; limit += 7) {
         ledger_query q = {.account_id = 1, .debits = true, .credits = true, .limit = limit};
@@ -521,6 +522,17 @@ START_TEST(account_transfers_lists_transfers_below_the_floor)
         ck_assert_uint_eq(l.ids[0], 102);
         ck_assert_uint_eq(l.ids[1], 105);
         ck_assert_uint_eq(l.ids[2], 108);
+        /* transfer_query without a filter: every transfer, the same way */
+        ledger_query all = {.limit = limit};
+        account_transfers(all, &l);
+        ck_assert_uint_eq(l.n, old + young);
+        for (unsigned i = 0; i < old + young; i++)
+            ck_assert_uint_eq(l.ids[i], 100 + i);
+        all.reversed = true, all.timestamp_min_ms = old_ms, all.timestamp_max_ms = old_ms;
+        account_transfers(all, &l);
+        ck_assert_uint_eq(l.n, old);
+        for (unsigned i = 0; i < old; i++)
+            ck_assert_uint_eq(l.ids[i], 100 + old - 1 - i);
     }
     /* The build of an upgraded store's indexes puts them again. */
     store_txn t;
@@ -530,7 +542,7 @@ START_TEST(account_transfers_lists_transfers_below_the_floor)
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     uint64_t records;
     ck_assert_int_eq(ledger_index_build(ts.st, &records), TALLY_ok);
-    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), entries + 2 * old);
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_TRANSFER_INDEX), entries + 3 * old);
     /* the invariants (teardown) find each retired transfer's two entries */
 }
 END_TEST
