@@ -23,6 +23,9 @@
  *   a writer, each once (the counts and account 2's credits), every log
  *   identical, tally-recon clean on each.
  *
+ * - tally-bench --cluster against the three nodes, verified, and with
+ *   --kill-pid of node c: verified, the fail-over reported.
+ *
  * TALLY_CLUSTER_FAULTS sets the number of faults (15 here; make
  * check-long: 200), TALLY_FAULT_SEED the seed (printed at the start and
  * on a failure). Without nats-server installed the program says so and
@@ -35,6 +38,7 @@
 #include "common/msgpack_safe.h"
 
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wait.h"
@@ -50,7 +54,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SIGSTOP_TIMEOUT_S 600
+#define CLUSTER_TEST_TIMEOUT_S 600
 
 static uint64_t fault_seed;
 static uint64_t fault_count;
@@ -257,6 +261,59 @@ START_TEST(test_a_stopped_node_past_a_lease_serves_no_stale_write)
     uint64_t fence = reply_ok_seq(&r);
     assert_cursor_done(&f, fence > last ? fence : last);
     assert_converged(&f, fence > last ? fence : last);
+    cluster_down(&f);
+}
+END_TEST
+
+/* ---- tally-bench --cluster ---- */
+
+/* A tally-bench run with args after --cluster LIST --json: exit 0 and its
+ * JSON (free it). */
+static char *bench_run(const cluster_fixture *f, const char *const *args)
+{
+    char list[3 * sizeof(f->node[0].url) + 3];
+    snprintf(list, sizeof(list), "%s,%s,%s", f->node[0].url, f->node[1].url, f->node[2].url);
+    const char *argv[24] = {tallyd_program("tally-bench"), "--cluster", list, "--json"};
+    size_t n = 4;
+    for (size_t i = 0; args[i] && n < 23; i++)
+        argv[n++] = args[i];
+    char *out = NULL, *err = NULL;
+    int code = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(code == 0, "tally-bench exit %d: %s%s", code, out, err);
+    ck_assert_msg(strstr(out, "\"verified\":true") && strstr(out, "\"cluster_nodes\":3"), "%s",
+                  out);
+    free(err);
+    return out;
+}
+
+/* tally-bench --cluster: its clients spread over the three nodes, every
+ * effect verified once (reads at min_seq); with --kill-pid node c is
+ * killed mid-run, the clients that were on it go on through the others,
+ * the run is verified, and the fail-over is reported. */
+START_TEST(test_tally_bench_measures_a_cluster_and_its_failover)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    const char *run[] = {"--clients", "6", "--client-mode", "per-thread", "--ops", "300",
+                         "--accounts", "20", NULL};
+    free(bench_run(&f, run));
+    char pid[24];
+    snprintf(pid, sizeof(pid), "%ld", (long)f.node[2].pid);
+    const char *kill_run[] = {"--clients", "6", "--client-mode", "per-thread", "--seconds", "4",
+                              "--accounts", "20", "--timeout-ms", "2000", "--kill-pid", pid,
+                              "--kill-after", "1", NULL};
+    char *out = bench_run(&f, kill_run);
+    const char *at = strstr(out, "\"failover\":");
+    ck_assert_msg(at && strstr(at, "\"killed\":true"), "%s", out);
+    at = strstr(at, "\"sends\":");
+    ck_assert_msg(at && strtoull(at + strlen("\"sends\":"), NULL, 10) >= 1,
+                  "no send failed on the killed node: %s", out);
+    fprintf(stderr, "check_cluster_faults: tally-bench --kill-pid: %.200s\n",
+            strstr(out, "\"failover\":"));
+    free(out);
+    tallyd_kill(&f.node[2]); /* reaped */
+    tally_client_close(f.client[2]);
+    f.client[2] = NULL;
     cluster_down(&f);
 }
 END_TEST
@@ -609,7 +666,8 @@ int main(void)
     /* a fault takes some seconds; allow a minute each, on a loaded machine */
     int faults_timeout_s = (int)(300 + 60 * fault_count);
     const test_row rows[] = {
-        {"sigstop", test_a_stopped_node_past_a_lease_serves_no_stale_write, SIGSTOP_TIMEOUT_S},
+        {"sigstop", test_a_stopped_node_past_a_lease_serves_no_stale_write, CLUSTER_TEST_TIMEOUT_S},
+        {"bench", test_tally_bench_measures_a_cluster_and_its_failover, CLUSTER_TEST_TIMEOUT_S},
         {"faults", test_a_random_fault_schedule_loses_and_doubles_nothing, faults_timeout_s},
     };
     int rc = test_run_suite(test_suite_of_rows("cluster_faults", TEST_ROWS(rows)));
