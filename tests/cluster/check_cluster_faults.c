@@ -341,7 +341,6 @@ typedef struct fault {
 enum { KEY_UNSENT, KEY_SENT, KEY_ACKED };
 
 typedef struct fault_run {
-    cluster_fixture *f;
     pthread_mutex_t mu;
     pthread_cond_t more; /* budget raised, or done */
     unsigned budget;     /* under mu: the writers stop at this many acknowledged */
@@ -600,7 +599,7 @@ START_TEST(test_a_random_fault_schedule_loses_and_doubles_nothing)
         reply_ok_seq(&r);
     }
     static fault_writer w[FAULT_WRITERS];
-    fault_run run = {.f = &f, .budget = FAULT_WRITES};
+    fault_run run = {.budget = FAULT_WRITES};
     pthread_mutex_init(&run.mu, NULL);
     pthread_cond_init(&run.more, NULL);
     pthread_t th[FAULT_WRITERS];
