@@ -379,7 +379,8 @@ static bool writer_may_send(fault_run *run)
 /* A read of the acknowledged transfer on a node the seed picks, with its
  * cluster_seq as min_seq: it must see it, or say not_caught_up, or not
  * answer (the node is down or stopped). */
-static void read_own_write(fault_writer *w, const uint8_t id[16], uint64_t seq)
+static void read_own_write(fault_writer *w, const uint8_t id[16], uint64_t seq,
+                           const char *key, int acked_by, bool replayed)
 {
     int node = (int)test_rng_below(&w->rng, NODES);
     wire_reply r;
@@ -391,9 +392,16 @@ static void read_own_write(fault_writer *w, const uint8_t id[16], uint64_t seq)
     if (strcmp(r.code, "not_caught_up") == 0 || is_fault_code(r.code))
         atomic_fetch_add(&w->run->reads_not_caught_up, 1);
     else {
+        /* the position the node answered at, when its reply says it */
+        const msgpack_object *at = msgpack_safe_map_get(r.map, "cluster_seq");
+        uint64_t position = 0;
+        if (at)
+            msgpack_safe_get_u64(at, &position);
         ck_assert_msg(strcmp(r.code, "ok") == 0,
-                      "seed %" PRIu64 ": node %c, min_seq %" PRIu64 ": %s: a read missed its write",
-                      fault_seed, 'a' + node, seq, r.code);
+                      "seed %" PRIu64 ": node %c, min_seq %" PRIu64 ": %s at position %" PRIu64
+                      ": a read missed its write (%s, acknowledged by node %c%s)",
+                      fault_seed, 'a' + node, seq, r.code, position, key, 'a' + acked_by,
+                      replayed ? ", replayed" : "");
         ck_assert_uint_ge(wire_u64(r.map, "cluster_seq"), seq);
         atomic_fetch_add(&w->run->reads_seen, 1);
     }
@@ -423,6 +431,8 @@ static void send_key(fault_writer *w, unsigned k)
             ck_assert_msg(ok || is_fault_code(r.code), "seed %" PRIu64 ": %s on node %c: %s",
                           fault_seed, key, 'a' + node, r.code);
             uint64_t seq = ok ? wire_u64(r.map, "cluster_seq") : 0;
+            const msgpack_object *rep = ok ? msgpack_safe_map_get(r.map, "replayed") : NULL;
+            bool replayed = rep && rep->type == MSGPACK_OBJECT_BOOLEAN && rep->via.boolean;
             wire_done(&r);
             if (ok) {
                 w->state[k] = KEY_ACKED;
@@ -430,7 +440,7 @@ static void send_key(fault_writer *w, unsigned k)
                 while (seq > last && !atomic_compare_exchange_weak(&w->run->last_seq, &last, seq))
                     ;
                 atomic_fetch_add(&w->run->acked, 1);
-                read_own_write(w, id, seq);
+                read_own_write(w, id, seq, key, node, replayed);
                 return;
             }
         }
