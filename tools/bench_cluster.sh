@@ -123,6 +123,7 @@ print(" ".join(str(at(p)) for p in sys.argv[2:]))' "$@"
 # run SIDE CLIENTS BATCH: one run; prints "effects/s p99_ms"
 run() {
     local mode=()
+    trap cleanup EXIT # run is a $(...) subshell: its processes end with it, even on a failure
     TMP=$(mktemp -d /tmp/tally-cluster-bench.XXXXXX)
     [ "$3" -eq 1 ] && mode=(--client-mode per-thread)
     if [ "$1" = single ]; then

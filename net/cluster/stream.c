@@ -29,6 +29,14 @@
 /* The pause of cnats between two reconnects, and its connect timeout. */
 #define RECONNECT_WAIT_MS 100
 #define CONNECT_TIMEOUT_MS 2000
+/* A server that stops answering with its connection open (a stopped or
+ * hung process, a partition) is given up after PINGS_OUT_MAX pings of
+ * PING_INTERVAL_MS go unanswered, and cnats moves to another server:
+ * with cnats' defaults (2 min, 2) a node's publishes and reads would wait
+ * minutes on it (tests/cluster/check_cluster_faults: SIGSTOP of a
+ * nats-server). */
+#define PING_INTERVAL_MS 2000
+#define PINGS_OUT_MAX 2
 
 struct cluster_stream {
     char name[TALLY_CLUSTER_STREAM_NAME_BYTES_MAX + 1];
@@ -162,6 +170,10 @@ static natsStatus options_of(const cluster_stream_config *cfg, natsOptions **out
         s = natsOptions_SetReconnectWait(o, RECONNECT_WAIT_MS);
     if (s == NATS_OK)
         s = natsOptions_SetTimeout(o, CONNECT_TIMEOUT_MS);
+    if (s == NATS_OK)
+        s = natsOptions_SetPingInterval(o, PING_INTERVAL_MS);
+    if (s == NATS_OK)
+        s = natsOptions_SetMaxPingsOut(o, PINGS_OUT_MAX);
     /* No buffering while reconnecting: a publish then fails at once and the
      * caller publishes again with the same Nats-Msg-Id, in its order. */
     if (s == NATS_OK)

@@ -23,6 +23,9 @@
  *   a writer, each once (the counts and account 2's credits), every log
  *   identical, tally-recon clean on each.
  *
+ * - tally-bench --cluster against the three nodes, verified, and with
+ *   --kill-pid of node c: verified, the fail-over reported.
+ *
  * TALLY_CLUSTER_FAULTS sets the number of faults (15 here; make
  * check-long: 200), TALLY_FAULT_SEED the seed (printed at the start and
  * on a failure). Without nats-server installed the program says so and
@@ -35,6 +38,7 @@
 #include "common/msgpack_safe.h"
 
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wait.h"
@@ -50,7 +54,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SIGSTOP_TIMEOUT_S 600
+#define CLUSTER_TEST_TIMEOUT_S 600
 
 static uint64_t fault_seed;
 static uint64_t fault_count;
@@ -261,6 +265,59 @@ START_TEST(test_a_stopped_node_past_a_lease_serves_no_stale_write)
 }
 END_TEST
 
+/* ---- tally-bench --cluster ---- */
+
+/* A tally-bench run with args after --cluster LIST --json: exit 0 and its
+ * JSON (free it). */
+static char *bench_run(const cluster_fixture *f, const char *const *args)
+{
+    char list[3 * sizeof(f->node[0].url) + 3];
+    snprintf(list, sizeof(list), "%s,%s,%s", f->node[0].url, f->node[1].url, f->node[2].url);
+    const char *argv[24] = {tallyd_program("tally-bench"), "--cluster", list, "--json"};
+    size_t n = 4;
+    for (size_t i = 0; args[i] && n < 23; i++)
+        argv[n++] = args[i];
+    char *out = NULL, *err = NULL;
+    int code = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(code == 0, "tally-bench exit %d: %s%s", code, out, err);
+    ck_assert_msg(strstr(out, "\"verified\":true") && strstr(out, "\"cluster_nodes\":3"), "%s",
+                  out);
+    free(err);
+    return out;
+}
+
+/* tally-bench --cluster: its clients spread over the three nodes, every
+ * effect verified once (reads at min_seq); with --kill-pid node c is
+ * killed mid-run, the clients that were on it go on through the others,
+ * the run is verified, and the fail-over is reported. */
+START_TEST(test_tally_bench_measures_a_cluster_and_its_failover)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    const char *run[] = {"--clients", "6", "--client-mode", "per-thread", "--ops", "300",
+                         "--accounts", "20", NULL};
+    free(bench_run(&f, run));
+    char pid[24];
+    snprintf(pid, sizeof(pid), "%ld", (long)f.node[2].pid);
+    const char *kill_run[] = {"--clients", "6", "--client-mode", "per-thread", "--seconds", "4",
+                              "--accounts", "20", "--timeout-ms", "2000", "--kill-pid", pid,
+                              "--kill-after", "1", NULL};
+    char *out = bench_run(&f, kill_run);
+    const char *at = strstr(out, "\"failover\":");
+    ck_assert_msg(at && strstr(at, "\"killed\":true"), "%s", out);
+    at = strstr(at, "\"sends\":");
+    ck_assert_msg(at && strtoull(at + strlen("\"sends\":"), NULL, 10) >= 1,
+                  "no send failed on the killed node: %s", out);
+    fprintf(stderr, "check_cluster_faults: tally-bench --kill-pid: %.200s\n",
+            strstr(out, "\"failover\":"));
+    free(out);
+    tallyd_kill(&f.node[2]); /* reaped */
+    tally_client_close(f.client[2]);
+    f.client[2] = NULL;
+    cluster_down(&f);
+}
+END_TEST
+
 /* ---- a seeded random fault schedule ---- */
 
 #define FAULT_WRITERS 3
@@ -284,7 +341,6 @@ typedef struct fault {
 enum { KEY_UNSENT, KEY_SENT, KEY_ACKED };
 
 typedef struct fault_run {
-    cluster_fixture *f;
     pthread_mutex_t mu;
     pthread_cond_t more; /* budget raised, or done */
     unsigned budget;     /* under mu: the writers stop at this many acknowledged */
@@ -323,7 +379,8 @@ static bool writer_may_send(fault_run *run)
 /* A read of the acknowledged transfer on a node the seed picks, with its
  * cluster_seq as min_seq: it must see it, or say not_caught_up, or not
  * answer (the node is down or stopped). */
-static void read_own_write(fault_writer *w, const uint8_t id[16], uint64_t seq)
+static void read_own_write(fault_writer *w, const uint8_t id[16], uint64_t seq,
+                           const char *key, int acked_by, bool replayed)
 {
     int node = (int)test_rng_below(&w->rng, NODES);
     wire_reply r;
@@ -335,9 +392,16 @@ static void read_own_write(fault_writer *w, const uint8_t id[16], uint64_t seq)
     if (strcmp(r.code, "not_caught_up") == 0 || is_fault_code(r.code))
         atomic_fetch_add(&w->run->reads_not_caught_up, 1);
     else {
+        /* the position the node answered at, when its reply says it */
+        const msgpack_object *at = msgpack_safe_map_get(r.map, "cluster_seq");
+        uint64_t position = 0;
+        if (at)
+            msgpack_safe_get_u64(at, &position);
         ck_assert_msg(strcmp(r.code, "ok") == 0,
-                      "seed %" PRIu64 ": node %c, min_seq %" PRIu64 ": %s: a read missed its write",
-                      fault_seed, 'a' + node, seq, r.code);
+                      "seed %" PRIu64 ": node %c, min_seq %" PRIu64 ": %s at position %" PRIu64
+                      ": a read missed its write (%s, acknowledged by node %c%s)",
+                      fault_seed, 'a' + node, seq, r.code, position, key, 'a' + acked_by,
+                      replayed ? ", replayed" : "");
         ck_assert_uint_ge(wire_u64(r.map, "cluster_seq"), seq);
         atomic_fetch_add(&w->run->reads_seen, 1);
     }
@@ -367,6 +431,8 @@ static void send_key(fault_writer *w, unsigned k)
             ck_assert_msg(ok || is_fault_code(r.code), "seed %" PRIu64 ": %s on node %c: %s",
                           fault_seed, key, 'a' + node, r.code);
             uint64_t seq = ok ? wire_u64(r.map, "cluster_seq") : 0;
+            const msgpack_object *rep = ok ? msgpack_safe_map_get(r.map, "replayed") : NULL;
+            bool replayed = rep && rep->type == MSGPACK_OBJECT_BOOLEAN && rep->via.boolean;
             wire_done(&r);
             if (ok) {
                 w->state[k] = KEY_ACKED;
@@ -374,7 +440,7 @@ static void send_key(fault_writer *w, unsigned k)
                 while (seq > last && !atomic_compare_exchange_weak(&w->run->last_seq, &last, seq))
                     ;
                 atomic_fetch_add(&w->run->acked, 1);
-                read_own_write(w, id, seq);
+                read_own_write(w, id, seq, key, node, replayed);
                 return;
             }
         }
@@ -543,7 +609,7 @@ START_TEST(test_a_random_fault_schedule_loses_and_doubles_nothing)
         reply_ok_seq(&r);
     }
     static fault_writer w[FAULT_WRITERS];
-    fault_run run = {.f = &f, .budget = FAULT_WRITES};
+    fault_run run = {.budget = FAULT_WRITES};
     pthread_mutex_init(&run.mu, NULL);
     pthread_cond_init(&run.more, NULL);
     pthread_t th[FAULT_WRITERS];
@@ -609,7 +675,8 @@ int main(void)
     /* a fault takes some seconds; allow a minute each, on a loaded machine */
     int faults_timeout_s = (int)(300 + 60 * fault_count);
     const test_row rows[] = {
-        {"sigstop", test_a_stopped_node_past_a_lease_serves_no_stale_write, SIGSTOP_TIMEOUT_S},
+        {"sigstop", test_a_stopped_node_past_a_lease_serves_no_stale_write, CLUSTER_TEST_TIMEOUT_S},
+        {"bench", test_tally_bench_measures_a_cluster_and_its_failover, CLUSTER_TEST_TIMEOUT_S},
         {"faults", test_a_random_fault_schedule_loses_and_doubles_nothing, faults_timeout_s},
     };
     int rc = test_run_suite(test_suite_of_rows("cluster_faults", TEST_ROWS(rows)));
