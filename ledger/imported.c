@@ -14,10 +14,11 @@ const char ledger_imported_last_key[] = "imported_last";
 
 #define IMPORTED_LAST_BYTES 16
 
-/* The time of the event at seq (0 when retention removed it). */
+/* The time of the event at seq; INT64_MAX when log retention removed it:
+ * its time unknown, nothing may be imported before it. */
 static int event_ms(store_txn *t, uint64_t seq, int64_t *out_ms)
 {
-    *out_ms = 0;
+    *out_ms = INT64_MAX;
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     log_event ev;

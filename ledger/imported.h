@@ -10,7 +10,9 @@
  * seq of its event, 8 bytes each, big-endian), and, when events followed
  * that one (or there was none), the time of the last event: live records
  * are created at their event's commit time, and the writer keeps commit
- * times monotone. So any event after an import that is not itself
+ * times monotone (when log retention removed the last event, its time is
+ * unknown and nothing is imported until an event comes). So any event
+ * after an import that is not itself
  * imported (a live transfer, a hold's post, an entitlement, a hold's
  * expiry) closes the import up to its commit time: stricter than
  * TigerBeetle, whose watermark is the last object created, because it

@@ -213,6 +213,10 @@ EXAMPLES = [
      {"v": 1, "op": "account_get", "id": 99}),
     ("Account 1's history: one entry per transfer event that moved it, with the transfer and the account right after it.",
      {"v": 1, "op": "account_history", "id": 1}),
+    ("Account 1's balances after each transfer event, two at a time (`next`: the `after_seq` of the next page).",
+     {"v": 1, "op": "account_balances", "account_id": 1, "limit": 2}),
+    ("Account 1's balances as they were after the event at seq 4.",
+     {"v": 1, "op": "balance_at", "account_id": 1, "seq": 4}),
     ("One key twice in a batch (and once more with another id): the second member replays the first, the third is refused.",
      {"v": 1, "op": "batch", "consumer": "shop", "ops": [
          {"op": "account_open", "key": "twice", "id": 5, "ledger": 1, "code": 10},
@@ -224,7 +228,8 @@ RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"
 def wildcard_times(reply):
     """Replace the 8 bytes after the time keys' cf marker by .."""
     h = [f"{x:02x}" for x in reply]
-    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms", b"active_ms"):
+    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms", b"active_ms",
+                 b"timestamp_ms"):
         key = bytes([0xa0 | len(name)]) + name
         start = 0
         while True:

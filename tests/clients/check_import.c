@@ -9,7 +9,9 @@
  * transfers itself and then requires:
  *   - every write ok, and each record's creation time the given one;
  *   - balance_at at a time in the middle of the history equals the
- *     test's own fold up to that time, for every account;
+ *     test's own fold up to that time, for every account, and account 1's
+ *     balances up to then, read in pages, are one entry per transfer,
+ *     the last the fold's;
  *   - `tally-recon --statement` of the test's balances matches the store
  *     (every check ok);
  *   - after the import a live transfer is accepted, and an import older
@@ -38,6 +40,7 @@ typedef struct fold {
 } fold;
 
 static fold balances[ACCOUNTS + 1], at_mid[ACCOUNTS + 1];
+static uint64_t entries_to_mid; /* account 1's transfers up to the middle */
 
 static tally_client *client_for(const char *url)
 {
@@ -119,6 +122,8 @@ START_TEST(test_import_a_history_and_reconcile)
             if (hold)
                 t.flags |= TALLY_TRANSFER_PENDING;
             ck_assert_int_eq(tally_batch_transfer(b, NULL, &t), TALLY_ok);
+            if ((dr == 1 || cr == 1) && i <= transfers / 2)
+                entries_to_mid++;
             *(hold ? &balances[dr].dpend : &balances[dr].dp) += amount;
             *(hold ? &balances[cr].cpend : &balances[cr].cp) += amount;
             if (i == transfers / 2) {
@@ -149,6 +154,26 @@ START_TEST(test_import_a_history_and_reconcile)
                       a, mid_ms, bal.debits_posted, bal.credits_posted, at_mid[a].dp,
                       at_mid[a].cp);
     }
+
+    /* Account 1's balances up to the middle, in pages: one entry per
+     * transfer, the last one the fold's. */
+    static tally_balance page[1000];
+    tally_balances_query q = {.timestamp_max_ms = mid_ms, .limit = 1000};
+    tally_balances_page pg;
+    uint64_t seen = 0;
+    tally_balance last_entry = {0};
+    do {
+        ck_assert_int_eq(tally_account_balances(c, 1, &q, page, 1000, &pg), TALLY_ok);
+        for (size_t i = 0; i < pg.count; i++, seen++)
+            ck_assert_int_le(page[i].timestamp_ms, mid_ms);
+        if (pg.count > 0)
+            last_entry = page[pg.count - 1];
+        q.after_seq = pg.next;
+    } while (pg.has_next);
+    ck_assert_uint_eq(seen, entries_to_mid);
+    ck_assert_int_eq(last_entry.debits_posted, at_mid[1].dp);
+    ck_assert_int_eq(last_entry.credits_posted, at_mid[1].cp);
+    ck_assert_int_eq(last_entry.debits_pending, at_mid[1].dpend);
 
     /* tally-recon: the store against the test's own balances. */
     char path[512];
