@@ -373,12 +373,22 @@ const cli_command cli_commands[] = {
      "parked (0: none); LAST_FETCH_AGE_S the time since the subscriber last fetched\n"
      "(since tallyd started, if it has not). --json prints one object per subscriber\n"
      "with every metric and setting.\n"},
+    {"subscribers show", "Show a subscriber: settings, owner, and why its in-flight events wait.",
+     subscriber_delete_options, run_subscriber_show,
+     "Its metrics and settings (filter, inactivity expiry, the owner of its dead\n"
+     "letters), then its first in-flight events (at most 100): delivered and not yet\n"
+     "acknowledged or parked, each with its attempts, holder (the consumer instance\n"
+     "leasing it), next delivery time and last error (a nak's reason).\n"
+     "--json prints one object: the fields of `tally subscribers --json`, the\n"
+     "settings, and in_flight_events (seq, attempts, replay, last_error, holder,\n"
+     "deliver_after, deliver_after_ms).\n"},
     {"subscriber delete", "Delete a durable subscriber with its in-flight events and dead letters.",
      subscriber_delete_options, run_subscriber_delete, NULL},
     {"dlq list", "List a subscriber's dead letters (parked events).", dlq_list_options,
      run_dlq_list,
-     "--json prints one object per line: seq, attempts, error, parked, replaying,\n"
-     "event_id, type.\n"},
+     "A line naming the subscriber's owner (contact, alert route) comes first when\n"
+     "it has one. --json prints one object per line: seq, attempts, error, parked,\n"
+     "replaying, event_id, type, contact, alert_route.\n"},
     {"dlq replay", "Deliver a subscriber's dead letters again, ahead of new events.",
      dlq_replay_options, run_dlq_replay, NULL},
     {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,
