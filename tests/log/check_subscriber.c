@@ -1084,6 +1084,31 @@ START_TEST(cursor_records_of_both_formats)
     ck_assert_str_eq(s.config.filter.subject_glob, "x*");
     ck_assert_str_eq(s.config.contact, "ops");
     store_txn_abort(&t);
+
+    /* tally-recon: a cursor active before its creation is a finding, and
+     * a tail that does not read (an owner text with '"') is corrupt. */
+    cfg.inactive_expiry_ms = 60000;
+    ck_assert_int_eq(create_cfg(tally_str_from("timed"), BEGINNING, &cfg).rc, TALLY_ok);
+    t = begin();
+    ck_assert_int_eq(sub_cursor_load(&t, tally_str_from("timed"), &s), TALLY_ok);
+    s.active_ms = s.created_ms - 1;
+    ck_assert_int_eq(sub_cursor_save(&t, &s), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    findings f = {0};
+    ledger_invariant_stats stats;
+    ck_assert_int_eq(ledger_invariants_check(&t, note, &f, &stats), TALLY_ok);
+    store_txn_abort(&t);
+    ck_assert_uint_eq(f.n, 1);
+    ck_assert_str_eq(f.checks[0], "cursors");
+    t = begin();
+    s.active_ms = s.created_ms;
+    ck_assert_int_eq(sub_cursor_save(&t, &s), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    memcpy(bad, rec, len);
+    bad[len - 1] = '"'; /* the contact "ops" ends the record: now "op\"" */
+    b = (MDB_val){len, bad};
+    ck_assert_int_eq(sub_cursor_decode(&b, NAME, &s), TALLY_corrupt_record);
 }
 END_TEST
 
