@@ -695,6 +695,18 @@ static void note(const char *check, const char *entity, const char *detail, void
         snprintf(f->checks[f->n++], sizeof(f->checks[0]), "%s", check);
 }
 
+/* The invariants' findings on the store as it is now. */
+static findings invariants_now(void)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    findings f = {0};
+    ledger_invariant_stats stats;
+    ck_assert_int_eq(ledger_invariants_check(&t, note, &f, &stats), TALLY_ok);
+    store_txn_abort(&t);
+    return f;
+}
+
 START_TEST(invariants_catch_broken_cursors_and_dead_letters)
 {
     events(1, 3);
@@ -710,11 +722,7 @@ START_TEST(invariants_catch_broken_cursors_and_dead_letters)
     uint8_t val[15] = {0};
     ck_assert_int_eq(store_put(&t, STORE_DB_DLQ, key, 14, val, sizeof(val), 0), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
-    findings f = {0};
-    ledger_invariant_stats stats;
-    ck_assert_int_eq(ledger_invariants_check(&t, note, &f, &stats), TALLY_ok);
-    store_txn_abort(&t);
+    findings f = invariants_now();
     ck_assert_uint_eq(f.n, 2); /* the record names no event; the count is off */
     ck_assert_str_eq(f.checks[0], "dlq");
     ck_assert_str_eq(f.checks[1], "dlq");
@@ -1094,11 +1102,7 @@ START_TEST(cursor_records_of_both_formats)
     s.active_ms = s.created_ms - 1;
     ck_assert_int_eq(sub_cursor_save(&t, &s), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
-    findings f = {0};
-    ledger_invariant_stats stats;
-    ck_assert_int_eq(ledger_invariants_check(&t, note, &f, &stats), TALLY_ok);
-    store_txn_abort(&t);
+    findings f = invariants_now();
     ck_assert_uint_eq(f.n, 1);
     ck_assert_str_eq(f.checks[0], "cursors");
     t = begin();
