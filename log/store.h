@@ -48,7 +48,10 @@ typedef enum store_db {
  * corrupt, and indexes them ("account_index", "transfer_index",
  * ledger/index.h), which older builds would not keep; the upgrade to it
  * also puts meta "index_pending", so that the indexes of the records the
- * store already holds are built (ledger_index_build) before it serves. Format 5 (December 2026) keeps the
+ * store already holds are built (ledger_index_build) before it serves. Format 7
+ * (December 2026) may hold subscriber cursor records of format 2 (a tail
+ * of tagged settings: filter, inactivity expiry, owner; log/subscriber.h),
+ * which older builds would call corrupt. Format 5 (December 2026) keeps the
  * history entries of the newest commits in "history_recent", one record
  * per commit (ledger/history.h), which older builds would not read, and
  * writes account records of format 2 (varints, ledger/account.h), which
@@ -60,12 +63,12 @@ typedef enum store_db {
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 to 5 stores are read as they are and marked 6 by the first
+ * Format 1 to 6 stores are read as they are and marked 7 by the first
  * writer that opens them with store_options.upgrade (tallyd --upgrade; a
  * writer without it refuses them, saying what to do): nothing is
  * rewritten, new records take the new forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
-#define STORE_FORMAT_VERSION 6
+#define STORE_FORMAT_VERSION 7
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {

@@ -357,11 +357,11 @@ START_TEST(format_version_mismatch_is_refused)
     ck_assert_uint_eq(get_u32_be(v.mv_data), STORE_FORMAT_VERSION);
     mdb_txn_abort(txn);
 
-    /* Formats 1 to 5 open: read-only as they are; a writer refuses
+    /* Formats 1 to 6 open: read-only as they are; a writer refuses
      * them, saying what to do, unless it may upgrade (tallyd --upgrade),
-     * and then marks them 6. */
-    ck_assert_uint_eq(STORE_FORMAT_VERSION, 6);
-    for (uint32_t f = 1; f <= 5; f++) {
+     * and then marks them 7. */
+    ck_assert_uint_eq(STORE_FORMAT_VERSION, 7);
+    for (uint32_t f = 1; f <= 6; f++) {
         uint8_t old[4];
         put_u32_be(old, f);
         tamper_format(st, old, sizeof(old));
@@ -399,7 +399,7 @@ START_TEST(format_version_mismatch_is_refused)
     st = NULL;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     ck_assert_ptr_null(st);
-    expect_why(why, p.path, "store format 7, written by a newer tally; this one reads formats 1 to 6: run a tally that reads it");
+    expect_why(why, p.path, "store format 8, written by a newer tally; this one reads formats 1 to 7: run a tally that reads it");
     opt.read_only = true;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     opt.read_only = false;
