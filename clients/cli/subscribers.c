@@ -143,6 +143,40 @@ static const char *about(const cli *c, const char *what, char *out, size_t size)
     return out;
 }
 
+static const char *text_or_null(const cli *c, int slot)
+{
+    return c->v[slot].set ? c->v[slot].text : NULL;
+}
+
+int run_subscriber_update(cli *c)
+{
+    tally_subscriber_update_args u = {
+        .max_deliver = (uint32_t)value_or(c, SLOT_MAX_DELIVER, 0),
+        .ack_wait_ms = (uint32_t)value_or(c, SLOT_ACK_WAIT_MS, 0),
+        .max_ack_pending = (uint32_t)value_or(c, SLOT_MAX_ACK_PENDING, 0),
+        .set_inactive_expiry = c->v[SLOT_INACTIVE_EXPIRY_MS].set,
+        .inactive_expiry_ms = value_or(c, SLOT_INACTIVE_EXPIRY_MS, 0),
+        .filter_types = text_or_null(c, SLOT_FILTER_TYPES),
+        .filter_kinds = text_or_null(c, SLOT_FILTER_KINDS),
+        .filter_subject = text_or_null(c, SLOT_FILTER_SUBJECT),
+        .contact = text_or_null(c, SLOT_CONTACT),
+        .alert_route = text_or_null(c, SLOT_ALERT_ROUTE)};
+    tally_subscriber_info info;
+    char what[96];
+    int rc = tally_subscriber_update(c->client, c->v[SLOT_NAME].text, &u, &info);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "update subscriber", what, sizeof(what)), rc);
+    if (c->json) {
+        json_t *o = subscriber_json(&info);
+        if (!o || json_object_update(o, settings_json(&info)) != 0)
+            cli_out_of_memory();
+        json_emit(o);
+    } else {
+        printf("updated subscriber %s: ack floor %" PRIu64 " kept\n", info.name, info.ack_floor);
+    }
+    return CLI_EXIT_OK;
+}
+
 int run_subscriber_delete(cli *c)
 {
     char what[96];

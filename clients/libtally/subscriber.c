@@ -273,6 +273,35 @@ static int plain_exchange(tally_client *c, const fields *fs)
     return rc;
 }
 
+int tally_subscriber_update(tally_client *c, const char *name,
+                            const tally_subscriber_update_args *u, tally_subscriber_info *out)
+{
+    if (c == NULL || !name_ok(name) || u == NULL)
+        return TALLY_invalid_argument;
+    fields fs;
+    fields_named(&fs, "sub_update", name);
+    const struct {
+        const char *field;
+        uint64_t value;
+    } numbers[] = {{"max_deliver", u->max_deliver}, {"ack_wait_ms", u->ack_wait_ms},
+                   {"max_ack_pending", u->max_ack_pending}};
+    for (size_t k = 0; k < sizeof(numbers) / sizeof(numbers[0]); k++)
+        if (numbers[k].value)
+            put_uint(&fs, numbers[k].field, numbers[k].value);
+    if (u->set_inactive_expiry)
+        put_uint(&fs, "inactive_expiry_ms", u->inactive_expiry_ms);
+    const struct {
+        const char *field, *text;
+    } texts[] = {{"filter_types", u->filter_types}, {"filter_kinds", u->filter_kinds},
+                 {"filter_subject", u->filter_subject}, {"contact", u->contact},
+                 {"alert_route", u->alert_route}};
+    for (size_t k = 0; k < sizeof(texts) / sizeof(texts[0]); k++)
+        if (texts[k].text)
+            put_str(&fs, texts[k].field, texts[k].text);
+    tally_subscriber_info ignored;
+    return info_exchange(c, &fs, out ? out : &ignored, NULL);
+}
+
 int tally_subscriber_delete(tally_client *c, const char *name)
 {
     if (c == NULL || !name_ok(name))

@@ -104,6 +104,23 @@ typedef struct tally_in_flight_event {
     int64_t deliver_after_ms;  /* its lease's end, or when it is due again */
 } tally_in_flight_event;
 
+/* What sub_update changes (docs/SUBSCRIBERS.md, "Changing a subscriber"):
+ * a zero number and a NULL text are left as they are; "" clears a text. */
+typedef struct tally_subscriber_update_args {
+    uint32_t max_deliver, ack_wait_ms, max_ack_pending;
+    bool set_inactive_expiry;    /* with inactive_expiry_ms (0: never) */
+    uint64_t inactive_expiry_ms;
+    const char *filter_types, *filter_kinds, *filter_subject; /* comma-separated lists, a glob */
+    const char *contact, *alert_route;                        /* the dead letters' owner */
+} tally_subscriber_update_args;
+
+/* Change subscriber name's settings, keeping its cursor, in-flight events
+ * and dead letters; *out (may be NULL) gets the subscriber after it.
+ * TALLY_ok, TALLY_subscriber_not_found, TALLY_value_out_of_range, a
+ * transport code. */
+int tally_subscriber_update(tally_client *c, const char *name,
+                            const tally_subscriber_update_args *u, tally_subscriber_info *out);
+
 /* sub_get with its first in-flight events (at most 100 and capacity, in
  * seq order): *info and events[0 .. *count). TALLY_ok,
  * TALLY_subscriber_not_found, a transport code. */

@@ -256,7 +256,7 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
     const char *wanted[] = {"account open", "account history", "account list", "transfer get",
                             "transfer", "post", "void",
                             "grant", "extend", "revoke", "entitlements", "log", "stats",
-                            "tail", "subscribers", "subscribers show", "subscriber delete", "dlq list",
+                            "tail", "subscribers", "subscribers show", "subscriber update", "subscriber delete", "dlq list",
                             "dlq replay", "dlq discard", "--publish", "TALLY_PUBLISH",
                             "--url", "--json", "--timeout-ms", "--consumer", "TALLY_URL",
                             "TALLY_CONSUMER", "transfer-<32 hex", "derived from the key",
@@ -1609,6 +1609,19 @@ START_TEST(test_subscriber_show_and_dlq_owner)
     o = TALLY("subscribers", "show", "nobody");
     expect_exit(&o, 1);
     ck_assert_ptr_nonnull(strstr(o.err, "subscriber_not_found"));
+    output_free(&o);
+
+    /* subscriber update: the owner changed, the cursor kept */
+    j = TALLY_JSON(0, "subscriber", "update", "crm", "--ack-wait-ms", "60000", "--contact", "",
+                   "--alert-route", "pagerduty:crm-2");
+    ck_assert_int_eq(jint(j, "ack_wait_ms"), 60000);
+    ck_assert_int_eq(jint(j, "delivered_seq"), 2);
+    ck_assert(json_is_null(json_object_get(j, "contact")));
+    ck_assert_str_eq(jstr(j, "alert_route"), "pagerduty:crm-2");
+    json_decref(j);
+    o = TALLY("subscriber", "update", "crm", "--contact", "say \"hi\"");
+    expect_exit(&o, 1);
+    ck_assert_msg(strstr(o.err, "value_out_of_range"), "%s", o.err);
     output_free(&o);
 }
 END_TEST
