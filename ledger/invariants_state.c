@@ -424,6 +424,9 @@ static int sub_collect(const sub_state *st, void *ctx)
     if (st->ack_floor > st->delivered_seq || st->delivered_seq > sa->a->head_seq)
         audit_report(sa->a, "cursors", name, "ack floor %" PRIu64 ", delivered %" PRIu64
                ", head %" PRIu64, st->ack_floor, st->delivered_seq, sa->a->head_seq);
+    if (st->active_ms < st->created_ms) /* its settings were checked as it was read */
+        audit_report(sa->a, "cursors", name, "last active at %" PRId64 ", before its creation at %"
+               PRId64, st->active_ms, st->created_ms);
     return TALLY_ok;
 }
 

@@ -48,13 +48,17 @@ typedef enum store_db {
  * account_transfers the account's history (ledger/query.h), so a format 6
  * build would miss newer transfers there; the upgrade to it
  * puts meta "index_pending", so the indexes are built anew without those
- * entries. Format 6 writes account records of
+ * entries; and it may hold subscriber cursor records of format 2 (a
+ * tail of tagged settings: filter, inactivity expiry, owner;
+ * log/subscriber.h), which older builds would call corrupt. Format 6
+ * writes account records of
  * format 3 and transfer records of format 3 (creation time and user data,
  * ledger/account.h, ledger/transfer.h), which older builds would call
  * corrupt, and indexes them ("account_index", "transfer_index",
  * ledger/index.h), which older builds would not keep; the upgrade to it
  * also puts meta "index_pending", so that the indexes of the records the
- * store already holds are built (ledger_index_build) before it serves. Format 5 (December 2026) keeps the
+ * store already holds are built (ledger_index_build) before it serves.
+ * Format 5 (December 2026) keeps the
  * history entries of the newest commits in "history_recent", one record
  * per commit (ledger/history.h), which older builds would not read, and
  * writes account records of format 2 (varints, ledger/account.h), which

@@ -6,7 +6,9 @@
  * transactions like everything else:
  *
  *   cursors  "c" name                  -> the cursor record (config, ack floor,
- *                                          delivered seq, counters, times)
+ *                                          delivered seq, counters, times;
+ *                                          format 2: then a tail of tagged
+ *                                          settings, subscriber_record.h)
  *            "f" name 0x00 seq(8, BE)  -> an in-flight delivery above the floor
  *            "r" name 0x00 seq(8, BE)  -> an in-flight replay of a dead letter
  *            "m" name 0x00 seq(8, BE)  -> empty: that dead letter is marked for
@@ -194,9 +196,11 @@ int sub_list(store_txn *t, sub_list_fn fn, void *ctx);
  * events that instance holds due now (with no instance: every in-flight
  * event). out gets *count deliveries; *next_due_ms the earliest time a
  * not-yet-due in-flight event falls due (INT64_MAX: none); *after the
- * cursor record after the fetch. Nothing is written when nothing is
- * delivered or parked. TALLY_invalid_argument for max or instance out of
- * range. */
+ * cursor record after the fetch. With a filter, the new events it does
+ * not pass are acked past (the delivered seq moves over them). Nothing is
+ * written when nothing is delivered, skipped or parked, except the last
+ * activity of a subscriber with an inactive expiry, at most once an eighth
+ * of it. TALLY_invalid_argument for max or instance out of range. */
 int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
               int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
               sub_state *after);

@@ -281,6 +281,31 @@ static bool read_types(target *t, const char *v, char *why, size_t n)
     return list_into(v, RELAY_TYPES_MAX, "types", e->types, take_type, &e->type_count, why, n);
 }
 
+/* backfill = none (the default: a new endpoint gets the events committed
+ * after it was created), all (the whole log), or a seq (from it on). It
+ * matters only when the endpoint's subscriber is created: an existing one
+ * keeps its cursor. */
+static bool read_backfill(target *t, const char *v, char *why, size_t n)
+{
+    tally_subscriber_options *o = &t->endpoint->sub.options;
+    if (strcmp(v, "none") == 0) {
+        o->start = TALLY_START_NOW;
+        return true;
+    }
+    if (strcmp(v, "all") == 0) {
+        o->start = TALLY_START_BEGINNING;
+        return true;
+    }
+    uint64_t seq;
+    if (!cli_parse_u64(v, 1, UINT64_MAX, &seq)) {
+        snprintf(why, n, "backfill: none, all or a seq (>= 1), not \"%s\"", v);
+        return false;
+    }
+    o->start = TALLY_START_SEQ;
+    o->from_seq = seq;
+    return true;
+}
+
 static bool read_connect_timeout(target *t, const char *v, char *why, size_t n)
 {
     return u32_into(&t->endpoint->connect_timeout_ms, v, 1, RELAY_HTTP_TIMEOUT_MS_MAX, why, n);
@@ -317,6 +342,7 @@ static const key_row keys[] = {
     {SECTION_ENDPOINT, "url", read_url},
     {SECTION_ENDPOINT, "secret", read_secret},
     {SECTION_ENDPOINT, "types", read_types},
+    {SECTION_ENDPOINT, "backfill", read_backfill},
     {SECTION_ENDPOINT, "connect_timeout_ms", read_connect_timeout},
     {SECTION_ENDPOINT, "timeout_ms", read_timeout},
     {SECTION_ENDPOINT, "fetch", read_fetch},
@@ -381,6 +407,7 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
     e->connect_timeout_ms = RELAY_CONNECT_TIMEOUT_MS_DEFAULT;
     e->timeout_ms = RELAY_TIMEOUT_MS_DEFAULT;
     e->sub.options.max_deliver = RELAY_MAX_DELIVER_DEFAULT;
+    e->sub.options.start = TALLY_START_NOW; /* no history unless backfill says so */
     e->sub.options.backoff_count = TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX; /* 1 s doubling */
     for (uint32_t i = 0; i < TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX; i++)
         e->sub.options.backoff_ms[i] = RELAY_BACKOFF_MS_FIRST << i;
@@ -559,8 +586,15 @@ bool relay_endpoint_wants(const relay_endpoint *e, const char *type)
 static void subscription_print(const relay_subscription *s)
 {
     const tally_subscriber_options *o = &s->options;
-    printf("  subscriber %s: fetch %" PRIu32 ", max_deliver %" PRIu32 ", backoff_ms", s->name,
+    printf("  subscriber %s: fetch %" PRIu32 ", max_deliver %" PRIu32 ", ", s->name,
            s->fetch_max, o->max_deliver);
+    if (o->start == TALLY_START_NOW)
+        printf("when new, from the next event, ");
+    else if (o->start == TALLY_START_SEQ)
+        printf("when new, from seq %" PRIu64 ", ", o->from_seq);
+    else
+        printf("when new, from the first event, ");
+    printf("backoff_ms");
     if (o->backoff_count == 0)
         printf(" (the ack wait)");
     for (uint32_t i = 0; i < o->backoff_count; i++)

@@ -255,6 +255,30 @@ static const cli_option subscribers_options[] = {OPT_END};
 
 static const cli_option subscriber_delete_options[] = {ARG_NAME, OPT_END};
 
+static const cli_option subscriber_update_options[] = {
+    ARG_NAME,
+    {"--max-deliver", SLOT_MAX_DELIVER, CLI_UINT, 1, TALLY_SUB_MAX_DELIVER_MAX, false, "N",
+     "deliveries of an event before it is parked"},
+    {"--ack-wait-ms", SLOT_ACK_WAIT_MS, CLI_UINT, TALLY_SUB_ACK_WAIT_MS_MIN,
+     TALLY_SUB_ACK_WAIT_MS_MAX, false, "N", "the lease of a delivery, ms"},
+    {"--max-ack-pending", SLOT_MAX_ACK_PENDING, CLI_UINT, 1, TALLY_SUB_MAX_ACK_PENDING_MAX, false,
+     "N", "events in flight at most"},
+    {"--inactive-expiry-ms", SLOT_INACTIVE_EXPIRY_MS, CLI_UINT, 0,
+     TALLY_SUB_INACTIVE_EXPIRY_MS_MAX, false, "N",
+     "remove it after N ms without a fetch, ack or park (0: never)"},
+    {"--filter-types", SLOT_FILTER_TYPES, CLI_TEXT, 0,
+     TALLY_SUB_FILTER_TYPES_MAX * (TALLY_SUB_FILTER_TYPE_BYTES_MAX + 1), false, "LIST",
+     "only these event types, comma-separated (\"\": any)"},
+    {"--filter-kinds", SLOT_FILTER_KINDS, CLI_TEXT, 0, 64, false, "LIST",
+     "only these entity kinds, comma-separated (\"\": any)"},
+    {"--filter-subject", SLOT_FILTER_SUBJECT, CLI_TEXT, 0, TALLY_SUB_FILTER_GLOB_BYTES_MAX, false,
+     "GLOB", "only entitlement events whose subject matches (\"\": any)"},
+    {"--contact", SLOT_CONTACT, CLI_TEXT, 0, TALLY_SUB_OWNER_BYTES_MAX, false, "TEXT",
+     "who owns its dead letters (\"\": none)"},
+    {"--alert-route", SLOT_ALERT_ROUTE, CLI_TEXT, 0, TALLY_SUB_OWNER_BYTES_MAX, false, "TEXT",
+     "where their alerts go: a label of its dead-letter metrics (\"\": none)"},
+    OPT_END};
+
 static const cli_option dlq_list_options[] = {
     ARG_NAME,
     {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "SEQ", "dead letters after this seq"},
@@ -411,12 +435,29 @@ const cli_command cli_commands[] = {
      "parked (0: none); LAST_FETCH_AGE_S the time since the subscriber last fetched\n"
      "(since tallyd started, if it has not). --json prints one object per subscriber\n"
      "with every metric and setting.\n"},
+    {"subscribers show", "Show a subscriber: settings, owner, and why its in-flight events wait.",
+     subscriber_delete_options, run_subscriber_show,
+     "Its metrics and settings (filter, inactivity expiry, the owner of its dead\n"
+     "letters), then its first in-flight events (at most 100): delivered and not yet\n"
+     "acknowledged or parked, each with its attempts, holder (the consumer instance\n"
+     "leasing it), next delivery time and last error (a nak's reason).\n"
+     "--json prints one object: the fields of `tally subscribers --json`, the\n"
+     "settings, and in_flight_events (seq, attempts, replay, last_error, holder,\n"
+     "deliver_after, deliver_after_ms).\n"},
+    {"subscriber update", "Change a subscriber's settings and owner, keeping its cursor.",
+     subscriber_update_options, run_subscriber_update,
+     "Only the options given change; the cursor, the events in flight and the dead\n"
+     "letters stay, nothing is replayed (docs/SUBSCRIBERS.md, \"Changing a\n"
+     "subscriber\"). An empty text clears a filter or the owner.\n"
+     "--json prints one object: the subscriber, as `subscribers show --json` without\n"
+     "in_flight_events.\n"},
     {"subscriber delete", "Delete a durable subscriber with its in-flight events and dead letters.",
      subscriber_delete_options, run_subscriber_delete, NULL},
     {"dlq list", "List a subscriber's dead letters (parked events).", dlq_list_options,
      run_dlq_list,
-     "--json prints one object per line: seq, attempts, error, parked, replaying,\n"
-     "event_id, type.\n"},
+     "A line naming the subscriber's owner (contact, alert route) comes first when\n"
+     "it has one. --json prints one object per line: seq, attempts, error, parked,\n"
+     "replaying, event_id, type, contact, alert_route.\n"},
     {"dlq replay", "Deliver a subscriber's dead letters again, ahead of new events.",
      dlq_replay_options, run_dlq_replay, NULL},
     {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,

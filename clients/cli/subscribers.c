@@ -1,6 +1,7 @@
 /*
- * subscribers.c — `tally subscribers`, `subscriber delete` and the dead
- * letters of a subscriber (`dlq list`, `dlq replay`, `dlq discard`).
+ * subscribers.c — `tally subscribers`, `subscribers show`, `subscriber
+ * delete` and the dead letters of a subscriber (`dlq list` with their
+ * owner, `dlq replay`, `dlq discard`).
  */
 #include "config.h"
 
@@ -30,6 +31,79 @@ json_t *subscriber_json(const tally_subscriber_info *i)
                      i->updated_ms ? json_time(i->updated_ms) : NULL,
                      "oldest_dead_letter_age_s", json_u64(i->oldest_dead_letter_age_s),
                      "last_fetch_age_s", json_u64(i->last_fetch_age_s));
+}
+
+/* The settings beyond the metrics: filter, inactivity limit, owner. */
+static json_t *settings_json(const tally_subscriber_info *i)
+{
+    return json_pack("{s:s?, s:s?, s:s?, s:o, s:s?, s:s?}", "filter_types",
+                     i->filter_types[0] ? i->filter_types : NULL, "filter_kinds",
+                     i->filter_kinds[0] ? i->filter_kinds : NULL, "filter_subject",
+                     i->filter_subject[0] ? i->filter_subject : NULL, "inactive_expiry_ms",
+                     json_u64(i->inactive_expiry_ms), "contact", i->contact[0] ? i->contact : NULL,
+                     "alert_route", i->alert_route[0] ? i->alert_route : NULL);
+}
+
+static json_t *flight_json(const tally_in_flight_event *f)
+{
+    return json_pack("{s:o, s:I, s:b, s:s?, s:s?, s:o, s:I}", "seq", json_u64(f->seq),
+                     "attempts", (json_int_t)f->attempts, "replay", (int)f->replay, "last_error",
+                     f->last_error[0] ? f->last_error : NULL, "holder",
+                     f->holder[0] ? f->holder : NULL, "deliver_after",
+                     json_time(f->deliver_after_ms), "deliver_after_ms",
+                     (json_int_t)f->deliver_after_ms);
+}
+
+static void show_text(const tally_subscriber_info *i, const tally_in_flight_event *f, size_t n)
+{
+    printf("subscriber %s: ack floor %" PRIu64 ", delivered %" PRIu64 ", pending %" PRIu64
+           ", in flight %" PRIu64 ", dead letters %" PRIu64 "\n",
+           i->name, i->ack_floor, i->delivered_seq, i->pending, i->in_flight, i->dead_letters);
+    printf("settings: max_deliver %u, ack_wait_ms %u, max_ack_pending %u, inactive_expiry_ms "
+           "%" PRIu64 " (0: never)\n",
+           i->max_deliver, i->ack_wait_ms, i->max_ack_pending, i->inactive_expiry_ms);
+    printf("filter: types %s, kinds %s, subject %s\n", i->filter_types[0] ? i->filter_types : "any",
+           i->filter_kinds[0] ? i->filter_kinds : "any",
+           i->filter_subject[0] ? i->filter_subject : "any");
+    printf("owner: contact %s, alert route %s\n", i->contact[0] ? i->contact : "-",
+           i->alert_route[0] ? i->alert_route : "-");
+    static const char *const titles[] = {"SEQ", "ATTEMPTS", "HOLDER", "NEXT_DELIVERY", "REPLAY",
+                                         "LAST_ERROR"};
+    cli_table t;
+    table_init(&t, titles, 6);
+    for (size_t k = 0; k < n; k++) {
+        char when[40];
+        time_text(f[k].deliver_after_ms, when);
+        table_add(&t, "%" PRIu64 SEP "%u" SEP "%s" SEP "%s" SEP "%s" SEP "%s", f[k].seq,
+                  f[k].attempts, f[k].holder[0] ? f[k].holder : "-", when,
+                  f[k].replay ? "yes" : "no", f[k].last_error[0] ? f[k].last_error : "-");
+    }
+    table_print_free(&t);
+}
+
+int run_subscriber_show(cli *c)
+{
+    static tally_in_flight_event flights[TALLY_CLIENT_SUB_SHOW_IN_FLIGHT_MAX];
+    tally_subscriber_info info;
+    size_t n = 0;
+    int rc = tally_subscriber_show(c->client, c->v[SLOT_NAME].text, &info, flights,
+                                   TALLY_CLIENT_SUB_SHOW_IN_FLIGHT_MAX, &n);
+    if (rc != TALLY_ok)
+        return read_failure(c, "subscriber", rc);
+    if (!c->json) {
+        show_text(&info, flights, n);
+        return CLI_EXIT_OK;
+    }
+    json_t *o = subscriber_json(&info), *list = json_array();
+    if (!o || !list || json_object_update(o, settings_json(&info)) != 0)
+        cli_out_of_memory();
+    for (size_t k = 0; k < n; k++)
+        if (json_array_append_new(list, flight_json(&flights[k])) != 0)
+            cli_out_of_memory();
+    if (json_object_set_new(o, "in_flight_events", list) != 0)
+        cli_out_of_memory();
+    json_emit(o);
+    return CLI_EXIT_OK;
 }
 
 int run_subscribers(cli *c)
@@ -69,6 +143,40 @@ static const char *about(const cli *c, const char *what, char *out, size_t size)
     return out;
 }
 
+static const char *text_or_null(const cli *c, int slot)
+{
+    return c->v[slot].set ? c->v[slot].text : NULL;
+}
+
+int run_subscriber_update(cli *c)
+{
+    tally_subscriber_update_args u = {
+        .max_deliver = (uint32_t)value_or(c, SLOT_MAX_DELIVER, 0),
+        .ack_wait_ms = (uint32_t)value_or(c, SLOT_ACK_WAIT_MS, 0),
+        .max_ack_pending = (uint32_t)value_or(c, SLOT_MAX_ACK_PENDING, 0),
+        .set_inactive_expiry = c->v[SLOT_INACTIVE_EXPIRY_MS].set,
+        .inactive_expiry_ms = value_or(c, SLOT_INACTIVE_EXPIRY_MS, 0),
+        .filter_types = text_or_null(c, SLOT_FILTER_TYPES),
+        .filter_kinds = text_or_null(c, SLOT_FILTER_KINDS),
+        .filter_subject = text_or_null(c, SLOT_FILTER_SUBJECT),
+        .contact = text_or_null(c, SLOT_CONTACT),
+        .alert_route = text_or_null(c, SLOT_ALERT_ROUTE)};
+    tally_subscriber_info info;
+    char what[96];
+    int rc = tally_subscriber_update(c->client, c->v[SLOT_NAME].text, &u, &info);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "update subscriber", what, sizeof(what)), rc);
+    if (c->json) {
+        json_t *o = subscriber_json(&info);
+        if (!o || json_object_update(o, settings_json(&info)) != 0)
+            cli_out_of_memory();
+        json_emit(o);
+    } else {
+        printf("updated subscriber %s: ack floor %" PRIu64 " kept\n", info.name, info.ack_floor);
+    }
+    return CLI_EXIT_OK;
+}
+
 int run_subscriber_delete(cli *c)
 {
     char what[96];
@@ -83,15 +191,21 @@ int run_subscriber_delete(cli *c)
     return CLI_EXIT_OK;
 }
 
+/* The owner of the dead letters being listed (a listing's context). */
+static tally_subscriber_info dlq_owner;
+
 static json_t *dead_letter_json(const tally_dead_letter *l)
 {
     char id[37];
     tally_uuid_format(&l->event_id, id);
-    return json_pack("{s:o, s:I, s:o, s:o, s:I, s:b, s:s?, s:s?}", "seq", json_u64(l->seq),
-                     "attempts", (json_int_t)l->attempts, "error", json_text(l->error), "parked",
-                     json_time(l->parked_ms), "parked_ms", (json_int_t)l->parked_ms, "replaying",
-                     (int)l->replaying, "event_id", l->type[0] ? id : NULL, "type",
-                     l->type[0] ? l->type : NULL);
+    const tally_subscriber_info *o = &dlq_owner;
+    return json_pack("{s:o, s:I, s:o, s:o, s:I, s:b, s:s?, s:s?, s:s?, s:s?}", "seq",
+                     json_u64(l->seq), "attempts", (json_int_t)l->attempts, "error",
+                     json_text(l->error), "parked", json_time(l->parked_ms), "parked_ms",
+                     (json_int_t)l->parked_ms, "replaying", (int)l->replaying, "event_id",
+                     l->type[0] ? id : NULL, "type", l->type[0] ? l->type : NULL, "contact",
+                     o->contact[0] ? o->contact : NULL, "alert_route",
+                     o->alert_route[0] ? o->alert_route : NULL);
 }
 
 static void dead_letters_output(const cli *c, cli_table *t, const void *page, size_t count)
@@ -124,11 +238,17 @@ static int dead_letters_read(cli *c, uint64_t after, uint32_t limit, void *page,
 
 int run_dlq_list(cli *c)
 {
+    char what[96];
+    int rc = tally_subscriber_get(c->client, c->v[SLOT_NAME].text, &dlq_owner);
+    if (rc != TALLY_ok)
+        return read_failure(c, about(c, "dead letters of", what, sizeof(what)), rc);
+    if (!c->json && (dlq_owner.contact[0] || dlq_owner.alert_route[0]))
+        printf("owner: contact %s, alert route %s\n", dlq_owner.contact[0] ? dlq_owner.contact : "-",
+               dlq_owner.alert_route[0] ? dlq_owner.alert_route : "-");
     cli_listing l;
     listing_begin(c, &l, &dlq_listing);
     uint64_t next = listing_by_cursor(c, &l, value_or(c, SLOT_AFTER, 0), dead_letters_read,
                                       dead_letters_output);
-    char what[96];
     if (l.rc != TALLY_ok)
         return read_failure(c, about(c, "dead letters of", what, sizeof(what)), l.rc);
     if (!c->json && l.remaining == 0 && next != 0)

@@ -62,6 +62,8 @@ typedef enum cli_slot {
     SLOT_USER_DATA_128, SLOT_USER_DATA_64, SLOT_USER_DATA_32,
     SLOT_BALANCING_DEBIT, SLOT_BALANCING_CREDIT, SLOT_CLOSING_DEBIT, SLOT_CLOSING_CREDIT,
     SLOT_IMPORTED_AT, SLOT_SEQ_MIN, SLOT_SEQ_MAX, SLOT_AT_TIME,
+    SLOT_MAX_ACK_PENDING, SLOT_INACTIVE_EXPIRY_MS, SLOT_FILTER_TYPES, SLOT_FILTER_KINDS,
+    SLOT_FILTER_SUBJECT, SLOT_CONTACT, SLOT_ALERT_ROUTE,
     SLOT_COUNT
 } cli_slot;
 
@@ -291,6 +293,8 @@ int run_tail(cli *c);
 
 int run_subscribers(cli *c);
 int run_subscriber_delete(cli *c);
+int run_subscriber_show(cli *c);
+int run_subscriber_update(cli *c);
 int run_dlq_list(cli *c);
 int run_dlq_replay(cli *c);
 int run_dlq_discard(cli *c);

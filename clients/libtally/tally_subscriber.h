@@ -34,6 +34,9 @@
 #define TALLY_CLIENT_SUB_FETCH_MAX 1000      /* events per fetch */
 #define TALLY_CLIENT_SUB_FETCH_DEFAULT 100
 #define TALLY_CLIENT_SUB_WAIT_MS_DEFAULT 5000 /* long-poll of a fetch */
+#define TALLY_CLIENT_SUB_FILTER_TYPES_BYTES_MAX 528
+#define TALLY_CLIENT_SUB_SHOW_IN_FLIGHT_MAX 100 /* in-flight events sub_get shows */
+
 /* The run loop's sub_progress interval when the subscriber's ack wait
  * cannot be read (else a third of it). */
 #define TALLY_CLIENT_SUB_PROGRESS_MS_DEFAULT 1000
@@ -79,7 +82,50 @@ typedef struct tally_subscriber_info {
     uint64_t oldest_dead_letter_age_s; /* since its oldest dead letter was parked; 0 if none */
     uint64_t last_fetch_age_s; /* since its last fetch (or since tallyd started, if it has not
                                   fetched since); 0 from a server before these fields */
+    /* Its filter, inactivity limit and owner (docs/SUBSCRIBERS.md); "" and
+     * 0 when unset, and from a server before them. The lists are
+     * comma-separated. */
+    char filter_types[TALLY_CLIENT_SUB_FILTER_TYPES_BYTES_MAX + 1];
+    char filter_kinds[64 + 1];
+    char filter_subject[128 + 1];
+    uint64_t inactive_expiry_ms;
+    char contact[128 + 1];     /* who owns its dead letters */
+    char alert_route[128 + 1]; /* where their alerts go */
 } tally_subscriber_info;
+
+/* An in-flight event of a subscriber, before it is parked: delivered and
+ * not acknowledged (held by an instance, or waiting to be delivered again). */
+typedef struct tally_in_flight_event {
+    uint64_t seq;
+    bool replay;               /* a dead letter delivered again */
+    uint32_t attempts;         /* deliveries so far */
+    char last_error[256 + 1];  /* the last nak's reason; "" none */
+    char holder[64 + 1];       /* the instance holding it; "" none */
+    int64_t deliver_after_ms;  /* its lease's end, or when it is due again */
+} tally_in_flight_event;
+
+/* What sub_update changes (docs/SUBSCRIBERS.md, "Changing a subscriber"):
+ * a zero number and a NULL text are left as they are; "" clears a text. */
+typedef struct tally_subscriber_update_args {
+    uint32_t max_deliver, ack_wait_ms, max_ack_pending;
+    bool set_inactive_expiry;    /* with inactive_expiry_ms (0: never) */
+    uint64_t inactive_expiry_ms;
+    const char *filter_types, *filter_kinds, *filter_subject; /* comma-separated lists, a glob */
+    const char *contact, *alert_route;                        /* the dead letters' owner */
+} tally_subscriber_update_args;
+
+/* Change subscriber name's settings, keeping its cursor, in-flight events
+ * and dead letters; *out (may be NULL) gets the subscriber after it.
+ * TALLY_ok, TALLY_subscriber_not_found, TALLY_value_out_of_range, a
+ * transport code. */
+int tally_subscriber_update(tally_client *c, const char *name,
+                            const tally_subscriber_update_args *u, tally_subscriber_info *out);
+
+/* sub_get with its first in-flight events (at most 100 and capacity, in
+ * seq order): *info and events[0 .. *count). TALLY_ok,
+ * TALLY_subscriber_not_found, a transport code. */
+int tally_subscriber_show(tally_client *c, const char *name, tally_subscriber_info *info,
+                          tally_in_flight_event *events, size_t capacity, size_t *count);
 
 typedef struct tally_subscriber tally_subscriber;
 

@@ -211,7 +211,7 @@
       "hand out only events of these types, comma-separated (at most 16; \"\": any)")        \
     F(T, STR, filter_kinds, OPTIONAL, 64,                                                   \
       "only events about these entity kinds, comma-separated: account, transfer, "         \
-      "entitlement, dead_letter, webhook (\"\": any)")                                       \
+      "entitlement, dead_letter, webhook, subscriber (\"\": any)")                           \
     F(T, STR, filter_subject, OPTIONAL, TALLY_SUB_FILTER_GLOB_BYTES_MAX,                    \
       "only events whose entitlement subject matches this glob (* ? [..]; \"\": any)")       \
     F(T, UINT, inactive_expiry_ms, OPTIONAL, TALLY_SUB_INACTIVE_EXPIRY_MS_MAX,              \

@@ -149,7 +149,7 @@ static int build_filter(net_request *req, const settings_args *a, sub_filter *f)
         f->kinds = 0;
         if (each_item(a->filter_kinds, kind_item, f) != TALLY_ok)
             return net_request_fail(req, TALLY_value_out_of_range,
-                                    "filter_kinds: account, transfer, entitlement, dead_letter, webhook");
+                                    "filter_kinds: account, transfer, entitlement, dead_letter, webhook, subscriber");
     }
     if (a->has_filter_subject) {
         memcpy(f->subject_glob, a->filter_subject.ptr, a->filter_subject.len);

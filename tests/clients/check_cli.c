@@ -26,6 +26,7 @@
 #include "tests/support/tallyd_tls.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wait.h"
+#include "tests/support/wire.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -255,7 +256,7 @@ START_TEST(test_help_explains_keys_ids_and_exit_codes)
     const char *wanted[] = {"account open", "account history", "account list", "transfer get",
                             "transfer", "post", "void",
                             "grant", "extend", "revoke", "entitlements", "log", "stats",
-                            "tail", "subscribers", "subscriber delete", "dlq list",
+                            "tail", "subscribers", "subscribers show", "subscriber update", "subscriber delete", "dlq list",
                             "dlq replay", "dlq discard", "--publish", "TALLY_PUBLISH",
                             "--url", "--json", "--timeout-ms", "--consumer", "TALLY_URL",
                             "TALLY_CONSUMER", "transfer-<32 hex", "derived from the key",
@@ -1590,6 +1591,79 @@ START_TEST(test_dead_letter_commands)
 }
 END_TEST
 
+/* `subscribers show` says why an event waits (attempts, holder, next
+ * delivery, the nak's reason) before it is parked; `dlq list` names the
+ * dead letters' owner. */
+START_TEST(test_subscriber_show_and_dlq_owner)
+{
+    WRITE_OK("account", "open", "1");
+    WRITE_OK("account", "open", "2");
+    tally_client *c = test_client_open(server.url);
+    wire_reply r;
+    wire_call(c, &r, "sub_create", "sss", "name", "crm", "contact", "crm-team@example.com",
+              "alert_route", "pagerduty:crm");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(c, &r, "sub_fetch", "sus", "name", "crm", "max", (uint64_t)2, "instance", "sync-1");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(c, &r, "sub_nak", "susu", "name", "crm", "seq", (uint64_t)1, "reason",
+              "CRM answered 503", "delay_ms", (uint64_t)600000);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+
+    cli_output o = TALLY("subscribers", "show", "crm");
+    expect_exit(&o, 0);
+    ck_assert_msg(strstr(o.out, "CRM answered 503") && strstr(o.out, "sync-1") &&
+                      strstr(o.out, "NEXT_DELIVERY") && strstr(o.out, "crm-team@example.com"),
+                  "%s", o.out);
+    output_free(&o);
+    json_t *j = TALLY_JSON(0, "subscribers", "show", "crm");
+    json_t *flights = json_object_get(j, "in_flight_events");
+    ck_assert_uint_eq(json_array_size(flights), 2);
+    json_t *first = json_array_get(flights, 0);
+    ck_assert_int_eq(jint(first, "seq"), 1);
+    ck_assert_int_eq(jint(first, "attempts"), 1);
+    ck_assert_str_eq(jstr(first, "last_error"), "CRM answered 503");
+    ck_assert_str_eq(jstr(first, "holder"), "sync-1");
+    ck_assert_str_eq(jstr(j, "alert_route"), "pagerduty:crm");
+    json_decref(j);
+
+    wire_call(c, &r, "sub_park", "sus", "name", "crm", "seq", (uint64_t)1, "reason", "gave up");
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    tally_client_close(c);
+    o = TALLY("dlq", "list", "crm");
+    expect_exit(&o, 0);
+    ck_assert_msg(strstr(o.out, "owner: contact crm-team@example.com, alert route pagerduty:crm"),
+                  "%s", o.out);
+    output_free(&o);
+    o = TALLY("--json", "dlq", "list", "crm");
+    json_t *lines[2];
+    ck_assert_uint_eq(json_lines(o.out, lines, 2), 1);
+    ck_assert_str_eq(jstr(lines[0], "contact"), "crm-team@example.com");
+    json_lines_free(lines, 1);
+    output_free(&o);
+    o = TALLY("subscribers", "show", "nobody");
+    expect_exit(&o, 1);
+    ck_assert_ptr_nonnull(strstr(o.err, "subscriber_not_found"));
+    output_free(&o);
+
+    /* subscriber update: the owner changed, the cursor kept */
+    j = TALLY_JSON(0, "subscriber", "update", "crm", "--ack-wait-ms", "60000", "--contact", "",
+                   "--alert-route", "pagerduty:crm-2");
+    ck_assert_int_eq(jint(j, "ack_wait_ms"), 60000);
+    ck_assert_int_eq(jint(j, "delivered_seq"), 2);
+    ck_assert(json_is_null(json_object_get(j, "contact")));
+    ck_assert_str_eq(jstr(j, "alert_route"), "pagerduty:crm-2");
+    json_decref(j);
+    o = TALLY("subscriber", "update", "crm", "--contact", "say \"hi\"");
+    expect_exit(&o, 1);
+    ck_assert_msg(strstr(o.err, "value_out_of_range"), "%s", o.err);
+    output_free(&o);
+}
+END_TEST
+
 /* ---- the runner ---- */
 
 int main(void)
@@ -1624,6 +1698,7 @@ int main(void)
         {"tail_live", test_tail_follows_the_live_stream, TEST_TIMEOUT_S},
         {"tail_instance", test_tail_instance_gets_its_unacked_window, TEST_TIMEOUT_S},
         {"dlq", test_dead_letter_commands, TEST_TIMEOUT_S},
+        {"subscriber_show", test_subscriber_show_and_dlq_owner, TEST_TIMEOUT_S},
     };
     Suite *s = test_suite_of_rows("cli", TEST_ROWS(without_server));
     const test_fixtures keeper = {.unchecked_setup = server_up, .unchecked_teardown = server_down};

@@ -657,7 +657,7 @@ START_TEST(inactive_subscriber_expires_with_an_event)
     wire_done(&r);
     uint64_t seqs[8];
     ck_assert_uint_eq(fetched("abandoned", "w1", seqs), 2);
-    TEST_WAIT_UNTIL(subscriber_gone("abandoned"), 60000,
+    TEST_WAIT_UNTIL(subscriber_gone("abandoned"), 30000,
                     "the subscriber removed after 1 s without activity");
     tally_event ev[4];
     size_t got;

@@ -1190,9 +1190,9 @@ typedef struct http_fixture {
 /* Start them and the relay with a config of endpoints, in which each '@'
  * stands for the receiver's base URL, http://127.0.0.1:PORT; its tallyd
  * url the list first_url,tallyd's when first_url is not NULL. */
-static pid_t http_up_listed(http_fixture *h, const char *endpoints, const char *first_url)
+/* The receiver and the relay of an http_fixture whose tallyd is up. */
+static pid_t http_relay_up(http_fixture *h, const char *endpoints, const char *first_url)
 {
-    test_client_up(&h->f);
     h->r = receiver_start();
     relay_paths(&h->f.srv, h->config, h->log);
     char text[4096], base[32];
@@ -1204,6 +1204,12 @@ static pid_t http_up_listed(http_fixture *h, const char *endpoints, const char *
                                *p == '@' ? base : p);
     file_write(h->config, text);
     return relay_start(h->config, h->log);
+}
+
+static pid_t http_up_listed(http_fixture *h, const char *endpoints, const char *first_url)
+{
+    test_client_up(&h->f);
+    return http_relay_up(h, endpoints, first_url);
 }
 
 static pid_t http_up(http_fixture *h, const char *endpoints)
@@ -1220,7 +1226,7 @@ static void http_down(http_fixture *h)
 START_TEST(test_http_failing_receiver_gets_every_event_once_after_dedupe)
 {
     http_fixture h;
-    pid_t relay = http_up(&h, "[endpoint flaky]\nurl = @/flaky\nsecret = " SECRET_TEXT "\n"
+    pid_t relay = http_up(&h, "[endpoint flaky]\nbackfill = all\nurl = @/flaky\nsecret = " SECRET_TEXT "\n"
                               "max_deliver = 5\nbackoff_ms = 20 40\ntimeout_ms = 10000\n");
     test_client_fixture *f = &h.f;
     receiver *r = h.r;
@@ -1268,7 +1274,7 @@ START_TEST(test_http_relay_with_a_url_list_skips_a_dead_tallyd)
     tallyd_start(&dead);
     ck_assert_int_eq(tallyd_stop(&dead), 0);
     http_fixture h;
-    pid_t relay = http_up_listed(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n",
+    pid_t relay = http_up_listed(&h, "[endpoint ok]\nbackfill = all\nurl = @/ok\nsecret = " SECRET_TEXT "\n",
                                  dead.url);
     enum { EVENTS = 30 };
     test_client_open_accounts(h.f.c, 1, EVENTS);
@@ -1281,12 +1287,36 @@ START_TEST(test_http_relay_with_a_url_list_skips_a_dead_tallyd)
 }
 END_TEST
 
+/* A new endpoint starts at the next event unless its backfill says
+ * otherwise: the events committed before its subscriber was created are
+ * not sent; those after are. */
+START_TEST(test_http_new_endpoint_starts_at_new_events)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    test_client_open_accounts(h.f.c, 1, 3); /* history: seqs 1-3 */
+    pid_t relay = http_relay_up(&h, "[endpoint fresh]\nurl = @/fresh\nsecret = " SECRET_TEXT "\n",
+                                NULL);
+    tally_subscriber_info info;
+    TEST_WAIT_UNTIL(tally_subscriber_get(h.f.c, "relay:fresh", &info) == TALLY_ok, 60000,
+                    "the relay creating its endpoint's subscriber");
+    ck_assert_uint_eq(info.ack_floor, 3); /* created at the head */
+    test_client_open_accounts(h.f.c, 10, 2); /* seqs 4, 5 */
+    ck_assert_msg(wait_delivered(h.r, "/fresh", 2), "the new events did not arrive");
+    relay_stop(relay, h.log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(h.r, "/fresh", &all), 2); /* none of the history */
+    ck_assert_uint_eq(sub_info(h.f.c, "relay:fresh").ack_floor, 5);
+    http_down(&h);
+}
+END_TEST
+
 START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
 {
     http_fixture h;
-    pid_t relay = http_up(&h, "[endpoint dead]\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
+    pid_t relay = http_up(&h, "[endpoint dead]\nbackfill = all\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
                               "max_deliver = 2\nbackoff_ms = 10\n"
-                              "[endpoint live]\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
+                              "[endpoint live]\nbackfill = all\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
                               "types = account.*\n");
     test_client_fixture *f = &h.f;
     receiver *r = h.r;
@@ -1446,8 +1476,8 @@ START_TEST(test_metrics_count_deliveries_and_failures)
     receiver *r = receiver_start();
     char settings[1024];
     snprintf(settings, sizeof(settings),
-             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
-             "[endpoint dead]\nurl = http://127.0.0.1:%u/dead\nsecret = " SECRET_TEXT "\n"
+             "[endpoint ok]\nbackfill = all\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
+             "[endpoint dead]\nbackfill = all\nurl = http://127.0.0.1:%u/dead\nsecret = " SECRET_TEXT "\n"
              "max_deliver = 2\nbackoff_ms = 10\n",
              (unsigned)r->port, (unsigned)r->port);
     js_fixture j;
@@ -1535,7 +1565,7 @@ START_TEST(test_relay_says_when_tallyd_is_away)
     char config[320], log[320], text[1024];
     relay_paths(&f.srv, config, log);
     snprintf(text, sizeof(text),
-             "url = %s\n[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n",
+             "url = %s\n[endpoint ok]\nbackfill = all\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n",
              f.srv.url, (unsigned)r->port);
     file_write(config, text);
     int port;
@@ -1611,7 +1641,7 @@ START_TEST(test_two_relays_on_a_slow_endpoint_post_each_event_once)
     relay_paths(&f.srv, config, log);
     snprintf(log2, sizeof(log2), "%s.2", log);
     snprintf(text, sizeof(text),
-             "url = %s\n[endpoint slow]\nurl = http://127.0.0.1:%u/slow\nsecret = " SECRET_TEXT
+             "url = %s\n[endpoint slow]\nbackfill = all\nurl = http://127.0.0.1:%u/slow\nsecret = " SECRET_TEXT
              "\nack_wait_ms = 1000\n",
              f.srv.url, (unsigned)r->port);
     file_write(config, text);
@@ -1654,7 +1684,7 @@ static void two_sink_settings(char *out, size_t size, const receiver *r, unsigne
 {
     snprintf(out, size,
              "ack_wait_ms = %u\n"
-             "[endpoint ok]\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
+             "[endpoint ok]\nbackfill = all\nurl = http://127.0.0.1:%u/ok\nsecret = " SECRET_TEXT "\n"
              "ack_wait_ms = %u\nbackoff_ms = %u\n",
              lease_ms, (unsigned)r->port, lease_ms, lease_ms);
 }
@@ -1991,6 +2021,7 @@ int main(void)
     tcase_add_test(tc, test_check_reads_the_tls_keys);
     tcase_add_test(tc, test_http_failing_receiver_gets_every_event_once_after_dedupe);
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
+    tcase_add_test(tc, test_http_new_endpoint_starts_at_new_events);
     tcase_add_test(tc, test_http_relay_with_a_url_list_skips_a_dead_tallyd);
     tcase_add_test(seen, test_relay_says_when_tallyd_is_away);
     TCase *lease = case_new(s, "lease");

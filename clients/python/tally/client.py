@@ -464,14 +464,26 @@ class Client:
                    from_seq: Optional[int] = None, from_time_ms: Optional[int] = None,
                    max_deliver: Optional[int] = None, ack_wait_ms: Optional[int] = None,
                    backoff_ms: Optional[Iterable[int]] = None,
-                   max_ack_pending: Optional[int] = None) -> SubCreateResult:
+                   max_ack_pending: Optional[int] = None, **settings: Any) -> SubCreateResult:
         """Create durable subscriber ``name`` (an identical one existing is
-        fine: ``created`` False)."""
+        fine: ``created`` False). ``settings``: ``filter_types``,
+        ``filter_kinds``, ``filter_subject``, ``inactive_expiry_ms``,
+        ``contact``, ``alert_route`` (docs/SUBSCRIBERS.md)."""
         body = _fields(name=name, start=start, from_seq=from_seq, from_time_ms=from_time_ms,
                        max_deliver=max_deliver, ack_wait_ms=ack_wait_ms,
                        backoff_ms=None if backoff_ms is None else list(backoff_ms),
-                       max_ack_pending=max_ack_pending)
+                       max_ack_pending=max_ack_pending, **settings)
         return SubCreateResult.from_json(self.request("POST", "/v1/sub_create", body))
+
+    def sub_update(self, name: str, *, backoff_ms: Optional[Iterable[int]] = None,
+                   **settings: Any) -> SubscriberInfo:
+        """Change subscriber ``name``'s settings (those of :meth:`sub_create`
+        but the start), keeping its cursor, in-flight events and dead
+        letters; ``""`` (or 0) clears one."""
+        body = _fields(name=name, backoff_ms=None if backoff_ms is None else list(backoff_ms),
+                       **settings)
+        return SubscriberInfo.from_json(
+            self.request("POST", "/v1/sub_update", body)["subscriber"])
 
     def sub_get(self, name: str, *, min_seq: Optional[int] = None) -> SubscriberInfo:
         """A subscriber's metrics (``subscriber_not_found`` raises)."""
@@ -513,9 +525,10 @@ class Client:
         return AckResult.from_json(self.request("POST", "/v1/sub_ack", body))
 
     def sub_nak(self, name: str, seq: int, *, delay_ms: Optional[int] = None,
-                error: Optional[str] = None) -> NakResult:
-        """Deliver in-flight event ``seq`` again later."""
-        body = _fields(name=name, seq=seq, delay_ms=delay_ms, error=error)
+                reason: Optional[str] = None, error: Optional[str] = None) -> NakResult:
+        """Deliver in-flight event ``seq`` again later; ``reason`` (``error``
+        is its older name) is kept as its last error."""
+        body = _fields(name=name, seq=seq, delay_ms=delay_ms, reason=reason, error=error)
         return NakResult.from_json(self.request("POST", "/v1/sub_nak", body))
 
     def sub_progress(self, name: str, seqs: Iterable[int], *,

@@ -379,6 +379,13 @@ class SubscriberInfo(_FromJson):
     updated_ms: int = 0
     oldest_dead_letter_age_s: int = 0
     last_fetch_age_s: int = 0
+    filter_types: List[str] = field(default_factory=list)
+    filter_kinds: List[str] = field(default_factory=list)
+    filter_subject: Optional[str] = None
+    inactive_expiry_ms: int = 0
+    active_ms: int = 0
+    contact: Optional[str] = None
+    alert_route: Optional[str] = None
 
 
 

@@ -154,6 +154,20 @@ def test_progress_extends_the_lease_of_what_is_in_flight(client: tally.Client) -
     assert info.in_flight == 1 and info.redelivered == 0
 
 
+def test_update_keeps_the_cursor_and_names_the_owner(client: tally.Client) -> None:
+    client.account_open(1, ledger=1, code=10)
+    client.sub_create("crm", start="beginning", filter_kinds="account")
+    assert [d.seq for d in client.sub_fetch("crm", max=5).events] == [1]
+    client.sub_ack("crm", seq=1)
+    info = client.sub_update("crm", ack_wait_ms=60000, contact="crm-team", alert_route="pager:crm",
+                             filter_kinds="")
+    assert info.ack_floor == 1 and info.ack_wait_ms == 60000
+    assert info.contact == "crm-team" and info.alert_route == "pager:crm"
+    assert info.filter_kinds == []
+    client.account_open(2, ledger=1, code=10)
+    assert [d.seq for d in client.sub_fetch("crm", max=5).events] == [2]  # not replayed
+
+
 def test_the_cluster_route_of_a_single_node_server(client: tally.Client) -> None:
     with pytest.raises(tally.RefusedRequest) as single:
         client.cluster()

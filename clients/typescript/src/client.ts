@@ -50,6 +50,7 @@ import type {
   RevokeRequest,
   Stats,
   SubCreateOptions,
+  SubSettings,
   SubCreateResult,
   SubscriberInfo,
   Transfer,
@@ -545,6 +546,12 @@ export class TallyClient {
     return (await this.subWrite("sub_create", { name, ...options }, o)) as unknown as SubCreateResult;
   }
 
+  /** Change a subscriber's settings, keeping its cursor, in-flight events and dead letters. */
+  async subUpdate(name: string, settings: SubSettings, o?: CallOptions): Promise<SubscriberInfo> {
+    const reply = await this.subWrite("sub_update", { name, ...settings }, o);
+    return reply.subscriber as SubscriberInfo;
+  }
+
   /** A subscriber's metrics. */
   async subGet(name: string, o?: ReadOptions): Promise<SubscriberInfo> {
     const reply = name.includes("/")
@@ -596,7 +603,7 @@ export class TallyClient {
   }
 
   /** Deliver an in-flight event again later (after `delay_ms`, or the backoff rule). */
-  async subNak(name: string, seq: IntInput, n: { delay_ms?: number; error?: string } = {}, o?: CallOptions): Promise<{ attempt: number; deliver_after_ms: Int }> {
+  async subNak(name: string, seq: IntInput, n: { delay_ms?: number; reason?: string; error?: string } = {}, o?: CallOptions): Promise<{ attempt: number; deliver_after_ms: Int }> {
     return (await this.subWrite("sub_nak", { name, seq, ...n }, o)) as unknown as { attempt: number; deliver_after_ms: Int };
   }
 

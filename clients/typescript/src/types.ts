@@ -462,15 +462,31 @@ export interface SubscriberInfo {
   [k: string]: unknown;
 }
 
-export interface SubCreateOptions {
-  /** `beginning` (default) or `now` */
-  start?: "beginning" | "now";
-  from_seq?: IntInput;
-  from_time_ms?: IntInput;
+/** A subscriber's settings: what `sub_create` takes and `sub_update` changes
+ * (docs/SUBSCRIBERS.md; `""` or 0 clears one in an update). */
+export interface SubSettings {
   max_deliver?: number;
   ack_wait_ms?: number;
   backoff_ms?: number[];
   max_ack_pending?: number;
+  /** event types, comma-separated */
+  filter_types?: string;
+  /** entity kinds, comma-separated */
+  filter_kinds?: string;
+  /** a glob over an entitlement event's subject */
+  filter_subject?: string;
+  inactive_expiry_ms?: number;
+  /** who owns its dead letters */
+  contact?: string;
+  /** where their alerts go */
+  alert_route?: string;
+}
+
+export interface SubCreateOptions extends SubSettings {
+  /** `beginning` (default) or `now` */
+  start?: "beginning" | "now";
+  from_seq?: IntInput;
+  from_time_ms?: IntInput;
 }
 
 export interface SubCreateResult {
