@@ -135,6 +135,8 @@ typedef struct net_server_options {
     unsigned cluster_replicas;
     unsigned cluster_read_wait_ms;
     unsigned cluster_tick_ms;  /* an idle node appends a tick this often; 0: never */
+    unsigned cluster_checkpoint_every; /* positions between checkpoints; 0: none */
+    unsigned test_cluster_diverge_at;  /* tests: leave a request out at this position */
     const net_cluster_hooks *cluster; /* NULL: built without cluster mode */
 } net_server_options;
 

@@ -488,6 +488,16 @@ static const options_row rows[] = {
      "no commands), at most about one per MS across the cluster, so that holds time out and "
      "entitlements expire while nothing is written; 0: never",
      NUMBER(UNSIGNED, cluster_tick_ms, 0, TALLY_CLUSTER_TICK_MS_MAX, 1)},
+    {"cluster-checkpoint-every", "N", TEXT_OF(TALLY_CLUSTER_CHECKPOINT_EVERY_DEFAULT),
+     "cluster mode: every N positions each node appends a checkpoint (its state digest) and "
+     "compares the others' with its own; a node that disagrees with the majority stops "
+     "serving (cluster_diverged). Every node of a cluster must run with the same N",
+     NUMBER(UNSIGNED, cluster_checkpoint_every, TALLY_CLUSTER_CHECKPOINT_EVERY_MIN,
+            TALLY_CLUSTER_CHECKPOINT_EVERY_MAX, 1)},
+    {"cluster-ready-lag", "N", TEXT_OF(TALLY_CLUSTER_READY_LAG_DEFAULT),
+     "cluster mode: not ready (/readyz 503) while this node is more than N messages behind the "
+     "command stream",
+     parse_alert},
     {"tls-cert", "FILE", NULL,
      "PEM certificate (chain) of the tls+tcp:// and https:// endpoints (docs/SECURITY.md)",
      parse_tls_file},
@@ -552,9 +562,16 @@ static const options_row rows[] = {
      "answers 503 and tallyd is not ready",
      parse_alert},
     {"test-writer-hold-file", "FILE", NULL,
-     "for tests only: while FILE exists the writer takes no work (a hung writer on demand); "
+     "for tests only: while FILE exists the writer takes no work (a hung writer on demand; "
+     "in cluster mode the applier applies nothing); "
      "a command-line flag only, never a config key",
      parse_hold_file, 0, 0, OPTIONS_COMMAND_LINE},
+    {"test-cluster-diverge-at", "POS", NULL,
+     "for tests only: in cluster mode, the first other node's group at or after position POS "
+     "is applied without its last request (a node that diverges on demand); a command-line "
+     "flag only, never a config key",
+     options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
+     offsetof(net_server_options, test_cluster_diverge_at), 1},
     {"print-config", NULL, NULL,
      "print the configuration in effect (the file, the flags, the defaults) as a config file "
      "and exit",

@@ -1,0 +1,283 @@
+/*
+ * check_cluster_checks.c — cluster mode's checks on itself (docs/CLUSTER.md,
+ * "Divergence is detected, never served", and "Operations"), on three
+ * nats-servers in one JetStream cluster and three tallyd
+ * (tests/support/cluster_nodes.h):
+ *
+ * - checkpoints agree on a healthy cluster: every node compares the
+ *   checkpoints (every 32 positions here) with its own digest, and shows
+ *   the last one with 3 of 3 nodes agreeing in /metrics, GET /v1/cluster
+ *   and `tally cluster status`; none diverged;
+ * - a node that diverges for real (--test-cluster-diverge-at leaves one
+ *   request of another node's group out of its apply) stops at the next
+ *   checkpoint: tally_cluster_diverged 1, a log line naming the position
+ *   and the nodes, writes and reads answered cluster_diverged, /readyz
+ *   503; the two others go on taking writes and name it in their log;
+ * - the stream lost under running nodes (deleted, an empty one made
+ *   again): every node stops with "stream behind this node";
+ * - /readyz fails while a node is more than --cluster-ready-lag messages
+ *   behind the stream (its applier held by --test-writer-hold-file), and
+ *   passes once it caught up.
+ *
+ * Without nats-server installed the program says so and exits 77.
+ */
+#include "config.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "net/cluster/stream.h"
+
+#include "tests/support/cluster_nodes.h"
+#include "tests/support/http_client.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wait.h"
+#include "tests/support/wire.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TEST_TIMEOUT_S 600
+#define NODES 3
+#define CHECKPOINT_EVERY "32"
+#define WAIT_MS 60000
+
+/* account_open of account id (key open-ID) on c: its code must be code. */
+static void open_expect(tally_client *c, uint64_t id, const char *code)
+{
+    wire_reply r;
+    char key[32];
+    snprintf(key, sizeof(key), "open-%" PRIu64, id);
+    wire_call(c, &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id", id, "ledger",
+              (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, code);
+    wire_done(&r);
+}
+
+static void open_account(tally_client *c, uint64_t id)
+{
+    open_expect(c, id, "ok");
+}
+
+/* Node i answers a write (account id) cluster_diverged, and with
+ * also_read a read too; asked by a client that does not retry (libtally
+ * retries cluster_diverged, moving on along a list). */
+static void assert_refused(const cluster_nodes *c, int i, uint64_t id, bool also_read)
+{
+    tally_client_options o = {.url = c->node[i].url, .timeout_ms = 30000, .consumer = "test",
+                              .retries = 0, .retries_set = true};
+    tally_client *once = NULL;
+    ck_assert_int_eq(tally_client_open(&o, &once), TALLY_ok);
+    open_expect(once, id, "cluster_diverged");
+    if (also_read) {
+        wire_reply r;
+        wire_call(once, &r, "account_get", "u", "id", (uint64_t)1);
+        wire_expect(&r, "cluster_diverged");
+        wire_done(&r);
+    }
+    tally_client_close(once);
+}
+
+static void cluster_with(cluster_nodes *c, const char *const *extra_c)
+{
+    cluster_nodes_init(c, NODES);
+    for (int i = 0; i < NODES; i++) {
+        c->args[i][0] = "--cluster-checkpoint-every";
+        c->args[i][1] = CHECKPOINT_EVERY;
+        for (int k = 0; i == NODES - 1 && extra_c && extra_c[k]; k++)
+            c->args[i][2 + k] = extra_c[k];
+        cluster_nodes_start(c, i);
+    }
+}
+
+static char *http_body(const cluster_nodes *c, int i, const char *path, int *status)
+{
+    char *body = test_http_get(c->node[i].http_port, path, status);
+    ck_assert_msg(body != NULL, "GET %s on node %d: no answer", path, i);
+    return body;
+}
+
+START_TEST(test_checkpoints_agree)
+{
+    cluster_nodes c;
+    cluster_with(&c, NULL);
+    for (uint64_t k = 1; k <= 40; k++)
+        open_account(c.client[k % NODES], k);
+    /* positions move on with the writes and the ticks: each node compares
+     * a checkpoint, all three agreeing */
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
+                                                  "tally_cluster_checkpoint_position", 32, WAIT_MS),
+                      "node %d compared no checkpoint", i);
+        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
+                                                  "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
+                      "node %d: fewer than 3 nodes agree", i);
+        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
+    }
+    int status = 0;
+    char *body = http_body(&c, 1, "/v1/cluster", &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_msg(strstr(body, "\"checkpoint_position\":") && strstr(body, "\"diverged\":false") &&
+                      strstr(body, "\"checkpoint_agreeing\":3") &&
+                      strstr(body, "\"checkpoint_nodes\":3"),
+                  "%s", body);
+    free(body);
+    char list[1024];
+    snprintf(list, sizeof(list), "%s,%s,%s", c.node[0].url, c.node[1].url, c.node[2].url);
+    const char *argv[] = {tallyd_program("tally"), "--url", list, "cluster", "status", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "AGREEMENT") && strstr(out, "3/3"), "%s", out);
+    free(out);
+    free(err);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+START_TEST(test_a_diverged_node_stops)
+{
+    cluster_nodes c;
+    const char *extra[] = {"--test-cluster-diverge-at", "4", NULL};
+    cluster_with(&c, extra);
+    /* node c leaves a request of one of a's groups out: its store differs */
+    for (uint64_t k = 1; k <= 40; k++)
+        open_account(c.client[0], k);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "applied without its last request", WAIT_MS),
+                  "node c applied every request");
+    ck_assert_msg(test_metrics_sample_reaches(c.node[2].http_port, "tally_cluster_diverged", 1,
+                                              WAIT_MS),
+                  "node c did not stop");
+    ck_assert(tallyd_log_wait(&c.node[2], "stops serving: diverged at position 32", 1000));
+    ck_assert(tallyd_log_wait(&c.node[2], "differs from the majority's, held by nodes a, b", 1000));
+    /* the others: agreeing, naming c, and taking writes */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(tallyd_log_wait(&c.node[i], "node(s) c diverged from the majority", WAIT_MS),
+                      "node %d did not name c", i);
+        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
+    }
+    open_account(c.client[1], 100);
+    /* node c: writes and reads refused, not ready */
+    assert_refused(&c, 2, 101, true);
+    int status = 0;
+    char *body = http_body(&c, 2, "/readyz", &status);
+    ck_assert_msg(status == 503 && strstr(body, "cluster_diverged"), "%d %s", status, body);
+    free(body);
+    body = http_body(&c, 2, "/v1/cluster", &status);
+    ck_assert_msg(strstr(body, "\"diverged\":true"), "%s", body);
+    free(body);
+    body = http_body(&c, 0, "/readyz", &status);
+    ck_assert_msg(status == 200, "%d %s", status, body);
+    free(body);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* The stream deleted behind the running nodes and an empty one made in
+ * its place, as tallyd would make it. */
+static void stream_lost(const cluster_nodes *c)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    ck_assert_msg(js_DeleteStream(js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK, "jerr %d",
+                  (int)jerr);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    const char *urls[NATS_CLUSTER_NODES];
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        urls[i] = c->nats.urls[i];
+    cluster_stream_config cfg = {.urls = urls, .url_count = NATS_CLUSTER_NODES};
+    cluster_stream *s = NULL;
+    char why[CLUSTER_WHY_BYTES] = "";
+    ck_assert_msg(cluster_stream_open(&s, &cfg, why, sizeof(why)) == TALLY_ok, "%s", why);
+    cluster_stream_close(s);
+}
+
+START_TEST(test_a_stream_behind_running_nodes)
+{
+    cluster_nodes c;
+    cluster_with(&c, NULL);
+    for (uint64_t k = 1; k <= 30; k++)
+        open_account(c.client[k % NODES], k);
+    stream_lost(&c);
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port, "tally_cluster_diverged", 1,
+                                                  WAIT_MS),
+                      "node %d goes on", i);
+        ck_assert(tallyd_log_wait(&c.node[i], "stops serving: stream behind this node", 1000));
+    }
+    assert_refused(&c, 0, 200, false);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+START_TEST(test_not_ready_while_far_behind)
+{
+    cluster_nodes c;
+    char hold[320];
+    cluster_nodes_init(&c, 2);
+    for (int i = 0; i < 2; i++) {
+        c.args[i][0] = "--cluster-ready-lag";
+        c.args[i][1] = "5";
+        cluster_nodes_start(&c, i);
+    }
+    snprintf(hold, sizeof(hold), "%s/hold", c.node[1].dir);
+    FILE *f = fopen(hold, "w");
+    ck_assert(f != NULL);
+    fclose(f);
+    c.args[1][2] = "--test-writer-hold-file";
+    c.args[1][3] = hold;
+    cluster_nodes_stop(&c, 1);
+    cluster_nodes_restart(&c, 1);
+    int status = 0;
+    char *body = http_body(&c, 1, "/readyz", &status);
+    free(body);
+    for (uint64_t k = 1; k <= 20; k++)
+        open_account(c.client[0], k);
+    /* node b applies nothing while the file is there: more than 5 behind */
+    ck_assert_msg(test_metrics_sample_reaches(c.node[1].http_port, "tally_cluster_lag_messages", 6,
+                                              WAIT_MS),
+                  "node b does not see the stream grow");
+    body = http_body(&c, 1, "/readyz", &status);
+    ck_assert_msg(status == 503 && strstr(body, "cluster_lag_messages"), "%d %s", status, body);
+    free(body);
+    ck_assert_int_eq(test_metrics_sample(c.node[1].http_port, "tally_ready"), 0);
+    ck_assert_int_eq(unlink(hold), 0);
+    int64_t until = test_deadline_ms(WAIT_MS);
+    for (;;) {
+        body = http_body(&c, 1, "/readyz", &status);
+        free(body);
+        if (status == 200)
+            break;
+        if (clock_mono_ms() >= until)
+            test_wait_failed(WAIT_MS, "node b ready again after catching up");
+        test_pause_ms(100);
+    }
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+int main(void)
+{
+    if (nats_cluster_server_path() == NULL) {
+        fprintf(stderr, "check_cluster_checks: nats-server is not installed ($NATS_SERVER: %s); "
+                        "skipped (apt-get install nats-server)\n",
+                getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
+        return 77;
+    }
+    const test_row rows[] = {
+        {"checkpoint", test_checkpoints_agree, TEST_TIMEOUT_S},
+        {"divergence", test_a_diverged_node_stops, TEST_TIMEOUT_S},
+        {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
+        {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
+    };
+    return test_run_suite(test_suite_of_rows("cluster_checks", TEST_ROWS(rows)));
+}
