@@ -31,6 +31,7 @@
 #include "common/sha256.h"
 #include "net/cluster/checkpoint.h"
 #include "net/server/cluster_checks.h"
+#include "net/server/cluster_connect.h"
 #include "net/cluster/message.h"
 #include "net/cluster/stream.h"
 #include "net/engine/engine.h"
@@ -42,7 +43,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONNECT_RETRY_US 500000
 #define APPLY_RETRY_US 1000000
 #define READ_WAIT_MS 200
 #define READ_ERROR_PAUSE_US 200000
@@ -82,9 +82,6 @@ typedef struct pending_group {
 struct cluster_node {
     server *srv;
     cluster_stream *stream;
-    char *urls_text;
-    const char *urls[TALLY_CLUSTER_URLS_MAX];
-    size_t url_count;
     cluster_genesis genesis;
     bool has_genesis;
     uint64_t boot_id; /* with a counter, this run's Nats-Msg-Ids */
@@ -157,18 +154,6 @@ static int position_get(store_txn *txn, position_record *p)
 
 /* ---- start ---- */
 
-static bool split_urls(cluster_node *node, const char *text)
-{
-    node->urls_text = strdup(text);
-    if (node->urls_text == NULL)
-        return false;
-    char *save = NULL;
-    for (char *u = strtok_r(node->urls_text, ",", &save); u && node->url_count < TALLY_CLUSTER_URLS_MAX;
-         u = strtok_r(NULL, ",", &save))
-        node->urls[node->url_count++] = u;
-    return node->url_count > 0;
-}
-
 /* The message at seq, through a reader of its own: TALLY_ok and its bytes
  * handed to fn. */
 static int read_one(cluster_node *node, uint64_t seq, void (*fn)(const cluster_message *, void *),
@@ -217,27 +202,6 @@ static int read_genesis(cluster_node *node)
     return rc;
 }
 
-static int open_stream(cluster_node *node)
-{
-    const net_server_options *o = node->srv->opt;
-    cluster_stream_config cfg = {.urls = node->urls, .url_count = node->url_count,
-                                 .name = o->cluster_stream, .replicas = o->cluster_replicas};
-    char why[CLUSTER_WHY_BYTES] = "";
-    int64_t until = clock_mono_ms() + TALLY_CLUSTER_CONNECT_MS_MAX;
-    for (;;) {
-        int rc = cluster_stream_open(&node->stream, &cfg, why, sizeof(why));
-        if (rc == TALLY_ok)
-            return rc;
-        if (rc != TALLY_unreachable || clock_mono_ms() >= until) {
-            net_log(NET_LOG_ERROR, "cluster: refusing to start: %s",
-                    why[0] ? why : tally_strerror(rc));
-            return rc;
-        }
-        net_log(NET_LOG_INFO, "cluster: waiting for JetStream: %s", why[0] ? why : "no answer");
-        usleep(CONNECT_RETRY_US);
-    }
-}
-
 static int node_connect(server *srv, uint8_t instance[16], bool *has_instance)
 {
     cluster_node *node = calloc(1, sizeof(*node));
@@ -245,9 +209,7 @@ static int node_connect(server *srv, uint8_t instance[16], bool *has_instance)
         return TALLY_out_of_memory;
     node->srv = srv;
     srv->cluster = node;
-    if (!split_urls(node, srv->opt->cluster_urls))
-        return TALLY_out_of_memory;
-    int rc = open_stream(node);
+    int rc = cluster_connect(srv->opt, &node->stream);
     node->checks = (cluster_checks){.srv = srv, .stream = node->stream};
     if (rc == TALLY_ok)
         rc = read_genesis(node);
@@ -414,7 +376,6 @@ static void node_close(server *srv)
         net_request_reset(&node->temps[i].req);
     free(node->temps);
     free(node->list);
-    free(node->urls_text);
     free(node);
     srv->cluster = NULL;
 }

@@ -17,7 +17,11 @@
  *   again): every node stops with "stream behind this node";
  * - /readyz fails while a node is more than --cluster-ready-lag messages
  *   behind the stream (its applier held by --test-writer-hold-file), and
- *   passes once it caught up.
+ *   passes once it caught up;
+ * - nats-servers that require a user and password: a node without a
+ *   login, with a wrong password, or with a password file others may read
+ *   refuses to start, saying so; with --cluster-user and
+ *   --cluster-password-file it starts and takes writes.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -41,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TEST_TIMEOUT_S 600
@@ -265,6 +270,69 @@ START_TEST(test_not_ready_while_far_behind)
 }
 END_TEST
 
+/* tallyd started with argv's options (after the data dir and listeners
+ * under dir) exits non-zero, its stderr holding expect. */
+static void assert_refused_start(const char *dir, const char *const *options, const char *expect)
+{
+    char data[400], listen[400];
+    snprintf(data, sizeof(data), "%s/refused-data", dir);
+    snprintf(listen, sizeof(listen), "ipc://%s/refused.sock", dir);
+    const char *argv[24] = {tallyd_program("tallyd"), "--data", data, "--listen", listen,
+                            "--publish", "none", "--http", "none"};
+    size_t n = 9;
+    for (size_t k = 0; options[k] && n + 1 < sizeof(argv) / sizeof(argv[0]); k++)
+        argv[n++] = options[k];
+    argv[n] = NULL;
+    char *out = NULL, *err = NULL;
+    int code = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(code != 0 && strstr(err, expect), "exit %d, wanted \"%s\": %s", code, expect,
+                  err);
+    free(out);
+    free(err);
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s", path);
+    ck_assert(fputs(text, f) >= 0);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+START_TEST(test_a_node_logs_in_to_servers_that_require_it)
+{
+    nats_cluster nats;
+    nats_cluster_start_with_user(&nats, "tally", "s3cret-pass");
+    char urls[NATS_CLUSTER_NODES * 64], password[400], open_password[400];
+    snprintf(urls, sizeof(urls), "%s,%s,%s", nats.node[0].plain_url, nats.node[1].plain_url,
+             nats.node[2].plain_url);
+    snprintf(password, sizeof(password), "%s/password", nats.dir);
+    snprintf(open_password, sizeof(open_password), "%s/password-open", nats.dir);
+    write_file(password, "s3cret-pass\n", 0600);
+    write_file(open_password, "s3cret-pass\n", 0644);
+    /* no login, a wrong password, a password file others may read */
+    const char *none[] = {"--cluster", urls, "--node", "a", NULL};
+    assert_refused_start(nats.dir, none, "cannot connect to NATS");
+    write_file(password, "wrong\n", 0600);
+    const char *wrong[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
+                           "--cluster-password-file", password, NULL};
+    assert_refused_start(nats.dir, wrong, "cannot connect to NATS");
+    const char *open[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
+                          "--cluster-password-file", open_password, NULL};
+    assert_refused_start(nats.dir, open, "group or others may read it");
+    /* the right one: the node starts and takes writes */
+    write_file(password, "s3cret-pass\n", 0600);
+    tallyd_proc p;
+    tally_client *client = NULL;
+    wire_server_start(&p, &client, wrong);
+    open_account(client, 1);
+    wire_server_stop(&p, &client);
+    tallyd_cleanup(&p);
+    nats_cluster_stop(&nats);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -278,6 +346,7 @@ int main(void)
         {"divergence", test_a_diverged_node_stops, TEST_TIMEOUT_S},
         {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
+        {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_checks", TEST_ROWS(rows)));
 }

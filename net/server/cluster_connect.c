@@ -1,0 +1,86 @@
+/*
+ * cluster_connect.c — the connection to the NATS servers and the stream
+ * (cluster_connect.h).
+ */
+#include "net/server/cluster_connect.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/file_mode.h"
+#include "common/logging.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CONNECT_RETRY_US 500000
+#define PASSWORD_BYTES_MAX 256
+
+/* The connection's secrets: the password read from its file, the
+ * credentials file and the TLS key checked private; why says what is
+ * wrong. */
+static bool read_secrets(const net_server_options *o, cluster_stream_config *cfg,
+                         char *password, size_t password_size, char *why, size_t why_size)
+{
+    if (o->cluster_password_file &&
+        !file_secret_read(o->cluster_password_file, "--cluster-password-file", password,
+                          password_size, why, why_size))
+        return false;
+    if (o->cluster_creds && !file_private_check(o->cluster_creds, "--cluster-creds file", why,
+                                                why_size))
+        return false;
+    if (o->cluster_tls_key && !file_private_check(o->cluster_tls_key, "--cluster-tls-key", why,
+                                                  why_size))
+        return false;
+    cfg->creds_file = o->cluster_creds;
+    cfg->user = o->cluster_user;
+    cfg->password = o->cluster_password_file ? password : NULL;
+    cfg->tls_ca_file = o->cluster_tls_ca;
+    cfg->tls_cert_file = o->cluster_tls_cert;
+    cfg->tls_key_file = o->cluster_tls_key;
+    return true;
+}
+
+/* Open the stream, waiting while JetStream does not answer. */
+static int open_with(const cluster_stream_config *cfg, cluster_stream **out)
+{
+    char why[CLUSTER_WHY_BYTES] = "";
+    int64_t until = clock_mono_ms() + TALLY_CLUSTER_CONNECT_MS_MAX;
+    for (;;) {
+        int rc = cluster_stream_open(out, cfg, why, sizeof(why));
+        if (rc == TALLY_ok)
+            return rc;
+        if (rc != TALLY_unreachable || clock_mono_ms() >= until) {
+            net_log(NET_LOG_ERROR, "cluster: refusing to start: %s",
+                    why[0] ? why : tally_strerror(rc));
+            return rc;
+        }
+        net_log(NET_LOG_INFO, "cluster: waiting for JetStream: %s", why[0] ? why : "no answer");
+        usleep(CONNECT_RETRY_US);
+    }
+}
+
+int cluster_connect(const net_server_options *o, cluster_stream **out)
+{
+    *out = NULL;
+    char *text = strdup(o->cluster_urls);
+    if (text == NULL)
+        return TALLY_out_of_memory;
+    const char *urls[TALLY_CLUSTER_URLS_MAX];
+    size_t count = 0;
+    char *save = NULL;
+    for (char *u = strtok_r(text, ",", &save); u && count < TALLY_CLUSTER_URLS_MAX;
+         u = strtok_r(NULL, ",", &save))
+        urls[count++] = u;
+    cluster_stream_config cfg = {.urls = urls, .url_count = count, .name = o->cluster_stream,
+                                 .replicas = o->cluster_replicas};
+    char why[CLUSTER_WHY_BYTES] = "", password[PASSWORD_BYTES_MAX];
+    int rc = TALLY_invalid_argument;
+    if (read_secrets(o, &cfg, password, sizeof(password), why, sizeof(why)))
+        rc = open_with(&cfg, out);
+    else
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: %s", why);
+    explicit_bzero(password, sizeof(password));
+    free(text); /* the stream keeps no URL past its open */
+    return rc;
+}
