@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/file_mode.h"
 #include "common/logging.h"
+#include "net/cluster/server_info.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,22 @@
 
 #define CONNECT_RETRY_US 500000
 #define PASSWORD_BYTES_MAX 256
+#define VERSION_WAIT_MS 2000
+
+/* nats-server versions known to lose acknowledged writes (docs/CLUSTER.md,
+ * "About JetStream's own durability"): a server below `below` gets the
+ * warning. Whether a server of 2.10 or later syncs every write
+ * (jetstream { sync_interval: always }) is not told to clients: only its
+ * monitoring port shows it, which tallyd does not know. */
+static const struct {
+    const char *below, *why;
+} version_warnings[] = {
+    {"2.10.0", "it cannot sync every write to disk (sync_interval: always exists from 2.10): "
+               "an acknowledged write may live in memory only until its next sync, every 2 "
+               "minutes by default"},
+    {"2.12.2", "Jepsen's analysis of NATS 2.12.1 (December 2025) found acknowledged writes "
+               "lost after coordinated crashes of the servers in versions up to 2.12.1"},
+};
 
 /* The connection's secrets: the password read from its file, the
  * credentials file and the TLS key checked private; why says what is
@@ -60,6 +77,27 @@ static int open_with(const cluster_stream_config *cfg, cluster_stream **out)
     }
 }
 
+/* A warning per server of urls whose version is known to lose
+ * acknowledged writes; a server that does not answer is skipped (the
+ * connection has found one that does). */
+static void warn_of_versions(const char *const *urls, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        char version[CLUSTER_SERVER_VERSION_BYTES];
+        if (cluster_server_version(urls[i], VERSION_WAIT_MS, version, sizeof(version)) !=
+            TALLY_ok)
+            continue;
+        const char *at = strrchr(urls[i], '@'); /* never a password in the log */
+        if (at == NULL && (at = strstr(urls[i], "://")) != NULL)
+            at += 2;
+        for (size_t k = 0; k < sizeof(version_warnings) / sizeof(version_warnings[0]); k++)
+            if (cluster_version_compare(version, version_warnings[k].below) < 0)
+                net_log(NET_LOG_WARN, "cluster: nats-server %s at %s: %s (docs/CLUSTER.md, "
+                        "\"About JetStream's own durability\")", version, at ? at + 1 : urls[i],
+                        version_warnings[k].why);
+    }
+}
+
 int cluster_connect(const net_server_options *o, cluster_stream **out)
 {
     *out = NULL;
@@ -81,6 +119,8 @@ int cluster_connect(const net_server_options *o, cluster_stream **out)
     else
         net_log(NET_LOG_ERROR, "cluster: refusing to start: %s", why);
     explicit_bzero(password, sizeof(password));
+    if (rc == TALLY_ok)
+        warn_of_versions(urls, count);
     free(text); /* the stream keeps no URL past its open */
     return rc;
 }

@@ -7,7 +7,9 @@
  * - checkpoints agree on a healthy cluster: every node compares the
  *   checkpoints (every 32 positions here) with its own digest, and shows
  *   the last one with 3 of 3 nodes agreeing in /metrics, GET /v1/cluster
- *   and `tally cluster status`; none diverged;
+ *   and `tally cluster status`; none diverged; each warned at start of
+ *   the servers' version (2.9.10 cannot sync every write, and is of the
+ *   versions Jepsen found losing acknowledged writes);
  * - a node that diverges for real (--test-cluster-diverge-at leaves one
  *   request of another node's group out of its apply) stops at the next
  *   checkpoint: tally_cluster_diverged 1, a log line naming the position
@@ -29,6 +31,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "net/cluster/server_info.h"
 #include "net/cluster/stream.h"
 
 #include "tests/support/cluster_nodes.h"
@@ -133,6 +136,17 @@ START_TEST(test_checkpoints_agree)
                       strstr(body, "\"checkpoint_nodes\":3"),
                   "%s", body);
     free(body);
+    /* the start-up warnings about the servers' version (2.9.10 here) */
+    char version[CLUSTER_SERVER_VERSION_BYTES], line[128];
+    ck_assert_int_eq(cluster_server_version(c.nats.urls[0], 10000, version, sizeof(version)),
+                     TALLY_ok);
+    snprintf(line, sizeof(line), "cluster: nats-server %s at %s: ", version,
+             c.nats.urls[0] + strlen("nats://"));
+    bool old = cluster_version_compare(version, "2.10.0") < 0;
+    bool jepsen = cluster_version_compare(version, "2.12.2") < 0;
+    ck_assert_msg(tallyd_log_wait(&c.node[0], line, jepsen ? 1000 : 1) == jepsen, "%s", line);
+    ck_assert(!old || tallyd_log_wait(&c.node[0], "it cannot sync every write to disk", 1000));
+    ck_assert(!jepsen || tallyd_log_wait(&c.node[0], "Jepsen's analysis of NATS 2.12.1", 1000));
     char list[1024];
     snprintf(list, sizeof(list), "%s,%s,%s", c.node[0].url, c.node[1].url, c.node[2].url);
     const char *argv[] = {tallyd_program("tally"), "--url", list, "cluster", "status", NULL};
