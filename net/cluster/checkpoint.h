@@ -7,7 +7,8 @@
  * A node's digest after position P is SHA-256 of: its digest after the
  * message before (32 zero bytes before the first), P (u64 big-endian),
  * the SHA-256 of the message at P, the SHA-256 of every reply its
- * commands produced (in order), and the log's head after it (seq u64
+ * commands produced (in order, built in the message's transaction at its
+ * time), and the log's head after it (seq u64
  * big-endian, hash). Every CHECKPOINT_EVERY positions a node publishes
  * its digest; every node applies every checkpoint in stream order, so all
  * of them count the same votes. For a position, the majority is the digest

@@ -299,7 +299,8 @@ static int check_position(cluster_node *node, const position_record *p)
     if (p->seq > last) {
         net_log(NET_LOG_ERROR, "cluster: refusing to start: stream behind this node: this node "
                 "applied position %" PRIu64 ", the stream ends at %" PRIu64 " (docs/CLUSTER.md, "
-                "\"Divergence is detected, never served\")", p->seq, last);
+                "\"Divergence is detected, never served\"; to start a new cluster from this "
+                "store: --cluster-init on an empty stream)", p->seq, last);
         return TALLY_corrupt_record;
     }
     if (p->seq + 1 < first) {
@@ -320,6 +321,66 @@ static int check_position(cluster_node *node, const position_record *p)
     return rc;
 }
 
+/* --cluster-init: this store, whatever it holds, the base of a new
+ * cluster on an empty stream: its position (of a cluster it was a node
+ * of, if any) forgotten, its log head the genesis's base. */
+static int init_cluster(cluster_node *node, position_record *p, const log_head *head)
+{
+    store_txn t;
+    position_record fresh = {.time_ms = p->time_ms}; /* time never goes back */
+    int rc = store_txn_begin(node->srv->st, NULL, false, &t);
+    if (rc == TALLY_ok && (rc = position_put(&t, &fresh)) == TALLY_ok)
+        rc = store_txn_commit(&t);
+    else if (rc == TALLY_ok)
+        store_txn_abort(&t);
+    if (rc != TALLY_ok)
+        return rc;
+    *p = fresh;
+    net_log(NET_LOG_WARN, "cluster: --cluster-init: this store (log head seq %" PRIu64 ") is the "
+            "base of a new cluster on stream %s; start the other nodes from a tally backup of "
+            "this node", head->seq, cluster_stream_name(node->stream));
+    return publish_genesis(node, head);
+}
+
+/* The stream as the store finds it, before the genesis checks: an empty
+ * stream gets a genesis from a new store, or with --cluster-init from any
+ * store; --cluster-init on a stream that holds messages is refused. */
+static int start_on_stream(cluster_node *node, position_record *p, const log_head *head)
+{
+    uint64_t first = 0, last = 0;
+    int rc = cluster_stream_bounds(node->stream, &first, &last);
+    const char *name = cluster_stream_name(node->stream);
+    bool init = node->srv->opt->cluster_init;
+    if (rc == TALLY_ok && init && last > 0) {
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: --cluster-init makes a new cluster "
+                "on an empty stream, and stream %s holds messages up to %" PRIu64 ": delete it "
+                "(or name another with --cluster-stream) first, or start without "
+                "--cluster-init to join it", name, last);
+        return TALLY_invalid_argument;
+    }
+    if (rc != TALLY_ok || node->has_genesis)
+        return rc;
+    if (last == 0 && init)
+        return init_cluster(node, p, head);
+    if (last == 0 && (p->seq > 0 || head->seq > 0)) {
+        if (p->seq > 0) /* never a genesis from a node ahead */
+            return check_position(node, p);
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: stream %s is empty and this store "
+                "holds a log (head seq %" PRIu64 "): start it with --cluster-init to make it "
+                "the first node of a new cluster", name, head->seq);
+        return TALLY_invalid_argument;
+    }
+    if (last == 0)
+        return publish_genesis(node, head);
+    if (p->seq == 0) {
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: the stream's genesis is gone "
+                "(its first message is %" PRIu64 ") and this store has applied none of it: "
+                "restore from another node's backup", first);
+        return TALLY_invalid_argument;
+    }
+    return TALLY_ok;
+}
+
 static int node_start(server *srv)
 {
     cluster_node *node = srv->cluster;
@@ -333,20 +394,8 @@ static int node_start(server *srv)
             rc = log_head_get(&t, &head);
         store_txn_abort(&t);
     }
-    if (rc == TALLY_ok && !node->has_genesis) {
-        uint64_t first = 0, last = 0;
-        rc = cluster_stream_bounds(node->stream, &first, &last);
-        if (rc == TALLY_ok && last == 0 && p.seq > 0) /* never a genesis from a node ahead */
-            rc = check_position(node, &p);
-        else if (rc == TALLY_ok && last == 0)
-            rc = publish_genesis(node, &head);
-        else if (rc == TALLY_ok && p.seq == 0) {
-            net_log(NET_LOG_ERROR, "cluster: refusing to start: the stream's genesis is gone "
-                    "(its first message is %" PRIu64 ") and this store has applied none of it: "
-                    "restore from another node's backup", first);
-            rc = TALLY_invalid_argument;
-        }
-    }
+    if (rc == TALLY_ok)
+        rc = start_on_stream(node, &p, &head);
     if (rc == TALLY_ok && node->has_genesis)
         rc = check_against_genesis(node, &p, &head);
     if (rc == TALLY_ok)
@@ -570,13 +619,15 @@ typedef struct apply_ctx {
 } apply_ctx;
 
 /* The reply of s's outcome as the node that took it answers it: its
- * SHA-256 into the digest. */
-static int digest_reply(cluster_digest_step *d, slot *s, int64_t now_ms)
+ * SHA-256 into the digest. A subscriber write's reply reads the store
+ * (cursor figures, the events a fetch leased): from txn, the message's
+ * own transaction, which holds what a read after its commit sees. */
+static int digest_reply(cluster_digest_step *d, store_txn *txn, slot *s, int64_t now_ms)
 {
     net_out o;
     if (net_out_begin(&o) != 0)
         return TALLY_out_of_memory;
-    s->req.op->reply(&o, NULL, &s->req, &s->res, TALLY_ok, now_ms);
+    s->req.op->reply(&o, txn, &s->req, &s->res, TALLY_ok, now_ms);
     nng_msg *m = net_out_take(&o);
     if (m == NULL)
         return TALLY_out_of_memory;
@@ -595,7 +646,7 @@ static int record_position(store_txn *txn, void *arg)
     cluster_digest_step d;
     cluster_digest_begin(&d, ctx->node->digest, ctx->p.seq, ctx->p.hash);
     for (uint32_t i = 0; rc == TALLY_ok && i < ctx->n; i++)
-        rc = digest_reply(&d, ctx->group[i], ctx->p.time_ms);
+        rc = digest_reply(&d, txn, ctx->group[i], ctx->p.time_ms);
     if (rc != TALLY_ok)
         return rc;
     cluster_digest_end(&d, head.seq, head.hash, ctx->p.digest);

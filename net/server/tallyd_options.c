@@ -511,6 +511,12 @@ static const options_row rows[] = {
      "serving (cluster_diverged). Every node of a cluster must run with the same N",
      NUMBER(UNSIGNED, cluster_checkpoint_every, TALLY_CLUSTER_CHECKPOINT_EVERY_MIN,
             TALLY_CLUSTER_CHECKPOINT_EVERY_MAX, 1)},
+    {"cluster-init", NULL, NULL,
+     "cluster mode: make this store (a single-node store, or a node's of a lost cluster) the "
+     "first node of a new cluster on an empty stream: its log is the cluster's base, the other "
+     "nodes start from a tally backup of it (docs/CLUSTER.md); refused on a stream that holds "
+     "messages. A command-line flag only, never a config key",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
     {"cluster-creds", "FILE", NULL,
      "cluster mode: a NATS credentials file (JWT and nkey seed) for the connection to the "
      "NATS servers; mode 0600 or stricter",

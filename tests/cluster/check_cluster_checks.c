@@ -4,7 +4,9 @@
  * nats-servers in one JetStream cluster and three tallyd
  * (tests/support/cluster_nodes.h):
  *
- * - checkpoints agree on a healthy cluster: every node compares the
+ * - checkpoints agree on a healthy cluster (accounts opened and a
+ *   subscriber's create, fetch and ack, each on another node): every node
+ *   compares the
  *   checkpoints (every 32 positions here) with its own digest, and shows
  *   the last one with 3 of 3 nodes agreeing in /metrics, GET /v1/cluster
  *   and `tally cluster status`; none diverged; each warned at start of
@@ -23,7 +25,11 @@
  * - nats-servers that require a user and password: a node without a
  *   login, with a wrong password, or with a password file others may read
  *   refuses to start, saying so; with --cluster-user and
- *   --cluster-password-file it starts and takes writes.
+ *   --cluster-password-file it starts and takes writes;
+ * - a single-node store becomes the first node of a new cluster with
+ *   --cluster-init (refused without it on an empty stream, and with it on
+ *   a stream that holds messages), keeping its accounts; a node started
+ *   from its backup joins and catches up.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -117,11 +123,23 @@ START_TEST(test_checkpoints_agree)
     cluster_with(&c, NULL);
     for (uint64_t k = 1; k <= 40; k++)
         open_account(c.client[k % NODES], k);
+    /* subscriber writes too (their replies read the store): on three nodes */
+    wire_reply r;
+    wire_call(c.client[0], &r, "sub_create", "su", "name", "audit", "ack_wait_ms",
+              (uint64_t)60000);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(c.client[1], &r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)5);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(c.client[2], &r, "sub_ack", "sU", "name", "audit", "done", 1u, (uint64_t[]){1});
+    wire_expect(&r, "ok");
+    wire_done(&r);
     /* positions move on with the writes and the ticks: each node compares
-     * a checkpoint, all three agreeing */
+     * the checkpoint after them (64), all three agreeing */
     for (int i = 0; i < NODES; i++) {
         ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
-                                                  "tally_cluster_checkpoint_position", 32, WAIT_MS),
+                                                  "tally_cluster_checkpoint_position", 64, WAIT_MS),
                       "node %d compared no checkpoint", i);
         ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
                                                   "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
@@ -284,12 +302,16 @@ START_TEST(test_not_ready_while_far_behind)
 }
 END_TEST
 
-/* tallyd started with argv's options (after the data dir and listeners
- * under dir) exits non-zero, its stderr holding expect. */
-static void assert_refused_start(const char *dir, const char *const *options, const char *expect)
+/* tallyd started with options (after the data dir, data or NULL for
+ * dir/refused-data, and listeners under dir) exits non-zero, its stderr
+ * holding expect. */
+static void assert_refused_start(const char *dir, const char *data_dir,
+                                 const char *const *options, const char *expect)
 {
     char data[400], listen[400];
-    snprintf(data, sizeof(data), "%s/refused-data", dir);
+    snprintf(data, sizeof(data), "%s", data_dir ? data_dir : "");
+    if (data_dir == NULL)
+        snprintf(data, sizeof(data), "%s/refused-data", dir);
     snprintf(listen, sizeof(listen), "ipc://%s/refused.sock", dir);
     const char *argv[24] = {tallyd_program("tallyd"), "--data", data, "--listen", listen,
                             "--publish", "none", "--http", "none"};
@@ -327,14 +349,14 @@ START_TEST(test_a_node_logs_in_to_servers_that_require_it)
     write_file(open_password, "s3cret-pass\n", 0644);
     /* no login, a wrong password, a password file others may read */
     const char *none[] = {"--cluster", urls, "--node", "a", NULL};
-    assert_refused_start(nats.dir, none, "cannot connect to NATS");
+    assert_refused_start(nats.dir, NULL, none, "cannot connect to NATS");
     write_file(password, "wrong\n", 0600);
     const char *wrong[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
                            "--cluster-password-file", password, NULL};
-    assert_refused_start(nats.dir, wrong, "cannot connect to NATS");
+    assert_refused_start(nats.dir, NULL, wrong, "cannot connect to NATS");
     const char *open[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
                           "--cluster-password-file", open_password, NULL};
-    assert_refused_start(nats.dir, open, "group or others may read it");
+    assert_refused_start(nats.dir, NULL, open, "group or others may read it");
     /* the right one: the node starts and takes writes */
     write_file(password, "s3cret-pass\n", 0600);
     tallyd_proc p;
@@ -344,6 +366,66 @@ START_TEST(test_a_node_logs_in_to_servers_that_require_it)
     wire_server_stop(&p, &client);
     tallyd_cleanup(&p);
     nats_cluster_stop(&nats);
+}
+END_TEST
+
+/* The store of node i replaced by a backup of node `from` (running). */
+static void store_from_backup(cluster_nodes *c, int from, int i)
+{
+    char dest[400];
+    snprintf(dest, sizeof(dest), "%s/restored", c->node[i].dir);
+    wire_reply r;
+    wire_call(c->client[from], &r, "backup", "s", "path", dest);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    const char *rm[] = {"/bin/rm", "-rf", c->node[i].data_dir, NULL};
+    ck_assert_int_eq(test_run(rm, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(rename(dest, c->node[i].data_dir), 0);
+}
+
+START_TEST(test_a_single_node_store_becomes_a_cluster)
+{
+    cluster_nodes c;
+    cluster_nodes_init(&c, 2);
+    /* a single-node tallyd with 5 accounts; and one that will be node b */
+    for (int i = 0; i < 2; i++)
+        wire_server_start(&c.node[i], &c.client[i], NULL);
+    for (uint64_t k = 1; k <= 5; k++)
+        open_account(c.client[0], k);
+    cluster_nodes_stop(&c, 1);
+    cluster_nodes_stop(&c, 0);
+    /* in cluster mode on the empty stream: only with --cluster-init */
+    const char *join[] = {"--cluster", c.urls, "--node", "a", NULL};
+    assert_refused_start(c.node[0].dir, c.node[0].data_dir, join,
+                         "start it with --cluster-init");
+    c.args[0][0] = "--cluster-init";
+    cluster_nodes_restart(&c, 0);
+    ck_assert(tallyd_log_wait(&c.node[0], "--cluster-init: this store (log head seq 5) is the base "
+                              "of a new cluster", 1000));
+    wire_reply r;
+    wire_call(c.client[0], &r, "account_get", "u", "id", (uint64_t)5);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    open_account(c.client[0], 6);
+    /* node b from node a's backup joins, and sees what a wrote after it */
+    store_from_backup(&c, 0, 1);
+    open_account(c.client[0], 7);
+    cluster_nodes_restart(&c, 1);
+    wire_call(c.client[1], &r, "account_open", "ssuuu", "consumer", "t", "key", "open-8", "id",
+              (uint64_t)8, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, "ok");
+    uint64_t seq = wire_u64(r.map, "cluster_seq");
+    wire_done(&r);
+    for (uint64_t id = 1; id <= 8; id++) {
+        wire_call(c.client[id % 2], &r, "account_get", "uu", "id", id, "min_seq", seq);
+        wire_expect(&r, "ok");
+        wire_done(&r);
+    }
+    /* --cluster-init on a stream that holds messages is refused */
+    cluster_nodes_stop(&c, 1);
+    const char *again[] = {"--cluster", c.urls, "--node", "b", "--cluster-init", NULL};
+    assert_refused_start(c.node[1].dir, c.node[1].data_dir, again, "holds messages up to");
+    cluster_nodes_down(&c);
 }
 END_TEST
 
@@ -361,6 +443,7 @@ int main(void)
         {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
+        {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_checks", TEST_ROWS(rows)));
 }
