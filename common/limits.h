@@ -367,6 +367,14 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
 /* With no writes, a tick is appended about this often (--cluster-tick-ms). */
 #define TALLY_CLUSTER_TICK_MS_DEFAULT 1000
 #define TALLY_CLUSTER_TICK_MS_MAX 3600000
+/* Positions between two checkpoints (docs/CLUSTER.md, "Divergence is
+ * detected, never served"): each is a message from every node, so the
+ * least is well above the nodes a checkpoint counts (16). */
+#define TALLY_CLUSTER_CHECKPOINT_EVERY_DEFAULT 1000
+#define TALLY_CLUSTER_CHECKPOINT_EVERY_MIN 32
+#define TALLY_CLUSTER_CHECKPOINT_EVERY_MAX 100000000
+/* /readyz fails while this node is more than this many messages behind. */
+#define TALLY_CLUSTER_READY_LAG_DEFAULT 1000
 /* How long tallyd tries to reach a JetStream with a leader at start. */
 #define TALLY_CLUSTER_CONNECT_MS_MAX 60000
 /* A write whose group JetStream took waits this long for this node's own

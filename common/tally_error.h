@@ -170,7 +170,8 @@
     X(timed_out, 142, F)                                                       \
     X(unreachable, 143, F)                                                     \
     X(cluster_unavailable, 144, F)                                             \
-    X(not_caught_up, 145, F)
+    X(not_caught_up, 145, F)                                                   \
+    X(cluster_diverged, 146, F)
 
 typedef enum tally_error {
 #define TALLY_ERROR_ENUM(name, number, cls) TALLY_##name = number,

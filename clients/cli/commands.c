@@ -418,14 +418,17 @@ const cli_command cli_commands[] = {
     {"cluster status", "Show a cluster node's place in the command stream.",
      cluster_status_options, run_cluster_status,
      "The node --url names: its name, the command stream, the position it has\n"
-     "applied, the stream's last seq as it last saw it and its lag behind it\n"
+     "applied, the stream's last seq as it last saw it, its lag behind it, its\n"
+     "last checkpoint and the agreement there (A/N: the nodes whose state digest\n"
+     "is this node's, of the N heard; \"diverged\" when the node stopped serving)\n"
      "(docs/CLUSTER.md). With a list of URLs, every node of it, a line each (URL,\n"
-     "NODE, POSITION, STREAM_LAST_SEQ, LAG; a node that does not answer shows its\n"
-     "code), exit 0 only when every node answered. A single-node tallyd answers\n"
-     "not_in_cluster_mode (exit 1).\n"
+     "NODE, POSITION, STREAM_LAST_SEQ, LAG, CHECKPOINT, AGREEMENT; a node that does\n"
+     "not answer shows its code), exit 0 only when every node answered. A\n"
+     "single-node tallyd answers not_in_cluster_mode (exit 1).\n"
      "--json prints one object: node, stream, position, stream_last_seq,\n"
-     "lag_messages; with a list, one such object per line, with its url (or url\n"
-     "and code).\n"},
+     "lag_messages, checkpoint_position, checkpoint_agreeing, checkpoint_nodes,\n"
+     "diverged; with a list, one such object per line, with its url (or url and\n"
+     "code).\n"},
     {"tail", "Follow the event log: live, or as a durable subscriber that resumes.",
      tail_options, run_tail, details_tail},
     {"subscribers", "List durable subscribers: progress, backlog, redeliveries, dead letters.",

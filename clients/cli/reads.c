@@ -394,16 +394,31 @@ int run_backup(cli *c)
     return CLI_EXIT_OK;
 }
 
+/* A node's agreement at its last checkpoint: "diverged", "-" before any,
+ * else "A/N" (the nodes whose digest is this node's, of those heard). */
+static const char *agreement_of(const tally_cluster_status *st)
+{
+    static _Thread_local char text[48];
+    if (st->diverged)
+        return "diverged";
+    if (st->checkpoint_position == 0)
+        return "-";
+    snprintf(text, sizeof(text), "%" PRIu64 "/%" PRIu64, st->checkpoint_agreeing,
+             st->checkpoint_nodes);
+    return text;
+}
+
 /* Each node of a --url list: its own client, its status; a line (or a
  * JSON object) per node, with its URL, and its code when it did not
  * answer. Exit 0 when every node answered, else the worst exit code. */
 static int cluster_status_of_list(cli *c)
 {
-    static const char *const titles[] = {"URL", "NODE", "POSITION", "STREAM_LAST_SEQ", "LAG"};
+    static const char *const titles[] = {"URL",        "NODE",      "POSITION", "STREAM_LAST_SEQ",
+                                         "LAG",        "CHECKPOINT", "AGREEMENT"};
     char list[TALLY_CLIENT_URL_LIST_BYTES_MAX + 1];
     snprintf(list, sizeof(list), "%s", c->url);
     cli_table t;
-    table_init(&t, titles, 5);
+    table_init(&t, titles, 7);
     int worst = CLI_EXIT_OK;
     for (char *save = NULL, *url = strtok_r(list, ",", &save); url;
          url = strtok_r(NULL, ",", &save)) {
@@ -420,15 +435,23 @@ static int cluster_status_of_list(cli *c)
         if (c->json && rc != TALLY_ok)
             json_emit(json_pack("{s:s, s:s}", "url", url, "code", tally_strerror(rc)));
         else if (c->json)
-            json_emit(json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "url", url, "node", st.node,
-                                "stream", st.stream, "position", json_u64(st.position),
-                                "stream_last_seq", json_u64(st.stream_last_seq),
-                                "lag_messages", json_u64(st.lag_messages)));
+            json_emit(json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "url", url,
+                                "node", st.node, "stream", st.stream, "position",
+                                json_u64(st.position), "stream_last_seq",
+                                json_u64(st.stream_last_seq), "lag_messages",
+                                json_u64(st.lag_messages), "checkpoint_position",
+                                json_u64(st.checkpoint_position), "checkpoint_agreeing",
+                                json_u64(st.checkpoint_agreeing), "checkpoint_nodes",
+                                json_u64(st.checkpoint_nodes), "diverged", st.diverged));
         else if (rc != TALLY_ok)
-            table_add(&t, "%s" SEP "%s" SEP "-" SEP "-" SEP "-", url, tally_strerror(rc));
+            table_add(&t, "%s" SEP "%s" SEP "-" SEP "-" SEP "-" SEP "-" SEP "-", url,
+                      tally_strerror(rc));
         else
-            table_add(&t, "%s" SEP "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64, url,
-                      st.node, st.position, st.stream_last_seq, st.lag_messages);
+            table_add(&t,
+                      "%s" SEP "%s" SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64 SEP "%" PRIu64
+                      SEP "%s",
+                      url, st.node, st.position, st.stream_last_seq, st.lag_messages,
+                      st.checkpoint_position, agreement_of(&st));
     }
     if (!c->json)
         table_print_free(&t);
@@ -444,15 +467,20 @@ int run_cluster_status(cli *c)
     if (rc != TALLY_ok)
         return read_failure(c, "cluster status", rc);
     if (c->json) {
-        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:o}", "node", st.node, "stream", st.stream,
-                            "position", json_u64(st.position), "stream_last_seq",
-                            json_u64(st.stream_last_seq), "lag_messages",
-                            json_u64(st.lag_messages)));
+        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "node", st.node,
+                            "stream", st.stream, "position", json_u64(st.position),
+                            "stream_last_seq", json_u64(st.stream_last_seq), "lag_messages",
+                            json_u64(st.lag_messages), "checkpoint_position",
+                            json_u64(st.checkpoint_position), "checkpoint_agreeing",
+                            json_u64(st.checkpoint_agreeing), "checkpoint_nodes",
+                            json_u64(st.checkpoint_nodes), "diverged", st.diverged));
         return CLI_EXIT_OK;
     }
     printf("%-16s %s\n%-16s %s\n%-16s %" PRIu64 "\n%-16s %" PRIu64 "\n%-16s %" PRIu64 "\n", "node",
            st.node, "stream", st.stream, "position", st.position, "stream_last_seq",
            st.stream_last_seq, "lag_messages", st.lag_messages);
+    printf("%-16s %" PRIu64 "\n%-16s %s\n", "checkpoint", st.checkpoint_position, "agreement",
+           agreement_of(&st));
     return CLI_EXIT_OK;
 }
 

@@ -373,16 +373,17 @@ __attribute__((noinline)) static int attempt(endpoint *e, const void *bytes, siz
 static bool retryable(int code)
 {
     return code == TALLY_timed_out || code == TALLY_unreachable || code == TALLY_overloaded ||
-           code == TALLY_shutting_down || code == TALLY_cluster_unavailable;
+           code == TALLY_shutting_down || code == TALLY_cluster_unavailable ||
+           code == TALLY_cluster_diverged;
 }
 
 /* Whether a failure sends the next attempt to the next node of the list
  * (docs/CLUSTER.md, "Failover for clients"): the node did not answer, is
- * stopping, or could not append to the stream. */
+ * stopping, could not append to the stream, or stopped serving. */
 static bool moves_on(int code)
 {
     return code == TALLY_timed_out || code == TALLY_unreachable || code == TALLY_shutting_down ||
-           code == TALLY_cluster_unavailable;
+           code == TALLY_cluster_unavailable || code == TALLY_cluster_diverged;
 }
 
 /* After a failure on endpoint `used` (moves_on): the next one becomes

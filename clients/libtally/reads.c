@@ -356,6 +356,12 @@ int tally_cluster_status_get(tally_client *c, tally_cluster_status *out)
     out->position = dec_uint(&d, "position", UINT64_MAX);
     out->stream_last_seq = dec_uint(&d, "stream_last_seq", UINT64_MAX);
     out->lag_messages = dec_uint(&d, "lag_messages", UINT64_MAX);
+    if (dec_has(&d, "checkpoint_position")) {
+        out->checkpoint_position = dec_uint(&d, "checkpoint_position", UINT64_MAX);
+        out->checkpoint_agreeing = dec_uint(&d, "checkpoint_agreeing", UINT64_MAX);
+        out->checkpoint_nodes = dec_uint(&d, "checkpoint_nodes", UINT64_MAX);
+        out->diverged = dec_bool(&d, "diverged");
+    }
     client_reply_free(&r);
     return d.ok ? TALLY_ok : TALLY_internal;
 }

@@ -186,6 +186,13 @@ typedef struct tally_cluster_status {
     uint64_t position;         /* the stream position this node has applied */
     uint64_t stream_last_seq;  /* the stream's last seq as this node last saw it */
     uint64_t lag_messages;     /* stream_last_seq - position, 0 when not behind */
+    /* The last checkpoint this node compared (0: none yet), the nodes whose
+     * state digest there is this node's, the nodes heard there; diverged:
+     * the node stopped serving (its reads and writes get
+     * TALLY_cluster_diverged). 0 from a tallyd without checkpoints. */
+    uint64_t checkpoint_position;
+    uint64_t checkpoint_agreeing, checkpoint_nodes;
+    bool diverged;
 } tally_cluster_status;
 int tally_cluster_status_get(tally_client *c, tally_cluster_status *out);
 

@@ -85,6 +85,41 @@ int cluster_tick_unpack(const void *data, size_t len, int64_t *time_ms)
     return rc;
 }
 
+int cluster_checkpoint_pack(msgpack_sbuffer *sb, const char *node, uint64_t seq,
+                            const uint8_t digest[CLUSTER_HASH_BYTES])
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 4);
+    rc |= msgpack_safe_pack_cstr(&pk, "v") | msgpack_pack_uint32(&pk, CLUSTER_MESSAGE_VERSION);
+    rc |= msgpack_safe_pack_cstr(&pk, "node") | msgpack_safe_pack_cstr(&pk, node);
+    rc |= msgpack_safe_pack_cstr(&pk, "seq") | msgpack_pack_uint64(&pk, seq);
+    rc |= msgpack_safe_pack_cstr(&pk, "digest") |
+          msgpack_safe_pack_bin(&pk, digest, CLUSTER_HASH_BYTES);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The node's name (borrowed from data: msgpack_safe's strings point into
+ * the bytes) is 1..TALLY_CLUSTER_NODE_BYTES_MAX bytes, the digest 32. */
+int cluster_checkpoint_unpack(const void *data, size_t len, cluster_checkpoint *c)
+{
+    msgpack_unpacked u;
+    int rc = unpack_versioned(data, len, &u);
+    const void *digest;
+    size_t digest_len;
+    if (rc == TALLY_ok &&
+        !(msgpack_safe_get_str(msgpack_safe_map_get(&u.data, "node"), &c->node) &&
+          c->node.len >= 1 && c->node.len <= TALLY_CLUSTER_NODE_BYTES_MAX &&
+          msgpack_safe_get_u64(msgpack_safe_map_get(&u.data, "seq"), &c->seq) &&
+          msgpack_safe_get_bin(msgpack_safe_map_get(&u.data, "digest"), &digest, &digest_len) &&
+          digest_len == CLUSTER_HASH_BYTES))
+        rc = TALLY_malformed_request;
+    if (rc == TALLY_ok)
+        memcpy(c->digest, digest, CLUSTER_HASH_BYTES);
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
 void cluster_cmd_begin(cluster_cmd_builder *b, const char *node, int64_t time_ms, uint32_t count)
 {
     msgpack_sbuffer_init(&b->sb);

@@ -7,6 +7,9 @@
  *   cmd      {v, node: str, t: ms, cmds: [bin, ...]}  each bin one request as
  *            received (msgpack), its auth token left out
  *   tick     {v, t: ms}
+ *   checkpoint {v, node: str, seq, digest: bin 32}  a node's state digest
+ *            after applying position seq (docs/CLUSTER.md, "Divergence is
+ *            detected, never served")
  *
  * Decoding checks every count against the bytes (msgpack_safe) and
  * borrows from the message: keep its bytes while the decoded one is used.
@@ -41,6 +44,20 @@ int cluster_genesis_unpack(const void *data, size_t len, cluster_genesis *g);
 int cluster_tick_pack(msgpack_sbuffer *sb, int64_t time_ms);
 /* TALLY_ok, TALLY_malformed_request or TALLY_unsupported_version. */
 int cluster_tick_unpack(const void *data, size_t len, int64_t *time_ms);
+
+/* A checkpoint: node's digest after applying position seq. */
+typedef struct cluster_checkpoint {
+    tally_str node; /* borrows from the message */
+    uint64_t seq;
+    uint8_t digest[CLUSTER_HASH_BYTES];
+} cluster_checkpoint;
+
+/* 0, or -1 when packing failed. */
+int cluster_checkpoint_pack(msgpack_sbuffer *sb, const char *node, uint64_t seq,
+                            const uint8_t digest[CLUSTER_HASH_BYTES]);
+/* TALLY_ok (c->node points into data), TALLY_malformed_request or
+ * TALLY_unsupported_version. */
+int cluster_checkpoint_unpack(const void *data, size_t len, cluster_checkpoint *c);
 
 /* A cmd message being built: begin, add each request, end. */
 typedef struct cluster_cmd_builder {

@@ -180,6 +180,16 @@ static natsStatus options_of(const cluster_stream_config *cfg, natsOptions **out
         s = natsOptions_SetReconnectBufSize(o, 1);
     if (s == NATS_OK)
         s = natsOptions_SetName(o, "tally-cluster");
+    if (s == NATS_OK && cfg->creds_file)
+        s = natsOptions_SetUserCredentialsFromFiles(o, cfg->creds_file, NULL);
+    if (s == NATS_OK && cfg->user)
+        s = natsOptions_SetUserInfo(o, cfg->user, cfg->password ? cfg->password : "");
+    if (s == NATS_OK && cfg->tls_ca_file)
+        s = natsOptions_SetSecure(o, true);
+    if (s == NATS_OK && cfg->tls_ca_file)
+        s = natsOptions_LoadCATrustedCertificates(o, cfg->tls_ca_file);
+    if (s == NATS_OK && cfg->tls_cert_file)
+        s = natsOptions_LoadCertificatesChain(o, cfg->tls_cert_file, cfg->tls_key_file);
     if (s != NATS_OK)
         natsOptions_Destroy(o);
     else
@@ -187,16 +197,28 @@ static natsStatus options_of(const cluster_stream_config *cfg, natsOptions **out
     return s;
 }
 
+/* url without its user information (nats://user:password@host): a
+ * password never reaches a log. */
+static const char *url_shown(const char *url)
+{
+    const char *at = strrchr(url, '@');
+    return at ? at + 1 : url;
+}
+
 static int connect_to(cluster_stream *st, char *why, size_t why_size)
 {
     natsOptions *o = NULL;
     natsStatus s = options_of(&st->cfg, &o);
-    if (s == NATS_OK)
-        s = natsConnection_Connect(&st->nc, o);
+    if (s != NATS_OK) {
+        say(why, why_size, "cluster: the NATS connection's options (credentials or TLS files): "
+            "%s: %s", natsStatus_GetText(s), nats_GetLastError(NULL));
+        return TALLY_invalid_argument;
+    }
+    s = natsConnection_Connect(&st->nc, o);
     natsOptions_Destroy(o);
     if (s != NATS_OK) {
-        say(why, why_size, "cluster: no NATS server answered (%s, first %s)",
-            natsStatus_GetText(s), st->cfg.urls[0]);
+        say(why, why_size, "cluster: cannot connect to NATS (%s: %s; first %s)",
+            natsStatus_GetText(s), nats_GetLastError(NULL), url_shown(st->cfg.urls[0]));
         return code_of(s, 0);
     }
     jsOptions jo;
@@ -315,7 +337,9 @@ int cluster_stream_open(cluster_stream **out, const cluster_stream_config *cfg, 
     int rc = connect_to(st, why, why_size);
     if (rc == TALLY_ok)
         rc = stream_ensure(st, why, why_size);
-    st->cfg.urls = NULL; /* the caller's; not kept past open */
+    st->cfg.urls = NULL; /* the caller's; not kept past open, nor are the secrets */
+    st->cfg.creds_file = st->cfg.user = st->cfg.password = NULL;
+    st->cfg.tls_ca_file = st->cfg.tls_cert_file = st->cfg.tls_key_file = NULL;
     if (rc != TALLY_ok) {
         cluster_stream_close(st);
         return rc;

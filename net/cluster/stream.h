@@ -62,6 +62,14 @@ typedef struct cluster_stream_config {
     int64_t max_age_ms;
     /* A PubAck's and a JetStream API call's wait (0: the default). */
     int64_t request_ms;
+    /* How the connection proves itself (NULL: not given; read at open,
+     * not kept): a NATS credentials file (JWT and nkey seed), a user and
+     * its password, TLS with a CA to verify the servers (a tls:// URL or
+     * any URL once tls_ca_file is given) and a client certificate and key
+     * for servers that ask for one. */
+    const char *creds_file;
+    const char *user, *password;
+    const char *tls_ca_file, *tls_cert_file, *tls_key_file;
 } cluster_stream_config;
 
 /* Connect to cfg->urls (any that answers; the client moves among them on

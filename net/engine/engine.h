@@ -177,6 +177,16 @@ struct server {
     struct cluster_node *cluster;
     uint64_t cluster_position;
     uint64_t cluster_stream_last; /* under mu: the stream's last seq as last seen */
+    /* Cluster mode: this node stopped taking writes and reads (docs/CLUSTER.md,
+     * "Divergence is detected, never served"): its state disagrees with the
+     * majority's checkpoint, or the stream contradicts its store. Set once
+     * by the applier, never cleared while tallyd runs; read without mu. */
+    atomic_bool cluster_diverged;
+    char cluster_stop_why[512]; /* why, written before cluster_diverged is set */
+    /* Under mu: the last checkpoint this node compared (its position, the
+     * nodes whose digest agrees with this node's, the nodes heard). */
+    uint64_t cluster_checkpoint_seq;
+    unsigned cluster_checkpoint_agreeing, cluster_checkpoint_nodes;
 };
 
 /* Under mu: the position reads with min_seq wait for — the cluster

@@ -135,6 +135,15 @@ typedef struct net_server_options {
     unsigned cluster_replicas;
     unsigned cluster_read_wait_ms;
     unsigned cluster_tick_ms;  /* an idle node appends a tick this often; 0: never */
+    unsigned cluster_checkpoint_every; /* positions between checkpoints; 0: none */
+    /* The NATS connection's credentials and TLS (NULL: none), files read
+     * when the node connects; the secret ones must be private (mode 0600). */
+    const char *cluster_creds;         /* a NATS credentials file */
+    const char *cluster_user;          /* with cluster_password_file */
+    const char *cluster_password_file; /* one line: the user's password */
+    const char *cluster_tls_ca, *cluster_tls_cert, *cluster_tls_key;
+    unsigned test_cluster_diverge_at;  /* tests: leave a request out at this position */
+    bool cluster_init; /* this store, on an empty stream, the base of a new cluster */
     const net_cluster_hooks *cluster; /* NULL: built without cluster mode */
 } net_server_options;
 

@@ -195,13 +195,22 @@ void server_cluster_status(net_out *o, void *ctx)
     server *srv = ctx;
     pthread_mutex_lock(&srv->mu);
     uint64_t position = srv->cluster_position, last = srv->cluster_stream_last;
+    uint64_t checkpoint = srv->cluster_checkpoint_seq;
+    unsigned agreeing = srv->cluster_checkpoint_agreeing, nodes = srv->cluster_checkpoint_nodes;
     pthread_mutex_unlock(&srv->mu);
+    bool diverged = atomic_load(&srv->cluster_diverged);
     net_reply_open(o, TALLY_ok);
     net_kv_cstr(o, "node", srv->opt->cluster_node);
     net_kv_cstr(o, "stream", srv->opt->cluster_stream);
     net_kv_u64(o, "position", position);
     net_kv_u64(o, "stream_last_seq", last);
     net_kv_u64(o, "lag_messages", last > position ? last - position : 0);
+    net_kv_u64(o, "checkpoint_position", checkpoint);
+    net_kv_u64(o, "checkpoint_agreeing", agreeing);
+    net_kv_u64(o, "checkpoint_nodes", nodes);
+    net_kv_bool(o, "diverged", diverged);
+    if (diverged)
+        net_kv_cstr(o, "diverged_why", srv->cluster_stop_why);
     net_map_end(o);
 }
 
@@ -259,6 +268,10 @@ void slot_dispatch_read(slot *s, slot_owner from)
 {
     server *srv = s->srv;
     uint64_t watermark;
+    if (srv->cluster && atomic_load_explicit(&srv->cluster_diverged, memory_order_acquire)) {
+        slot_send_error(s, from, TALLY_cluster_diverged, srv->cluster_stop_why);
+        return;
+    }
     if (s->req.min_seq > 0) {
         pthread_mutex_lock(&srv->mu);
         uint64_t position = server_position_locked(srv);

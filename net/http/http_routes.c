@@ -77,6 +77,9 @@ static void view_of(server *srv, net_metrics_view *v)
     v->cluster = srv->cluster != NULL;
     v->cluster_position = srv->cluster_position;
     v->cluster_stream_last_seq = srv->cluster_stream_last;
+    v->cluster_checkpoint_seq = srv->cluster_checkpoint_seq;
+    v->cluster_checkpoint_agreeing = srv->cluster_checkpoint_agreeing;
+    v->cluster_diverged = atomic_load(&srv->cluster_diverged);
     pthread_mutex_unlock(&srv->mu);
     v->http_connections = srv->http->http ? net_http_connections(srv->http->http) : 0;
     v->http_waiting = srv->http->http ? net_http_waiting(srv->http->http) : 0;

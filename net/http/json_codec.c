@@ -468,6 +468,7 @@ unsigned net_json_status(int code)
         {TALLY_shutting_down, 503},
         {TALLY_cluster_unavailable, 503},
         {TALLY_not_caught_up, 503},
+        {TALLY_cluster_diverged, 503},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         if (rows[i].code == code)

@@ -626,13 +626,23 @@ static json_t *events_operation(void)
 static json_t *cluster_operation(void)
 {
     static const reply_field fields[] = {
-        {"node", R_STR}, {"stream", R_STR}, {"position", R_INT}, {"stream_last_seq", R_INT},
-        {"lag_messages", R_INT}, {NULL, R_STR}};
+        {"node", R_STR},
+        {"stream", R_STR},
+        {"position", R_INT},
+        {"stream_last_seq", R_INT},
+        {"lag_messages", R_INT},
+        {"checkpoint_position", R_INT},
+        {"checkpoint_agreeing", R_INT},
+        {"checkpoint_nodes", R_INT},
+        {"diverged", R_BOOL},
+        {"diverged_why", R_STR},
+        {NULL, R_STR}};
     json_t *o = set(json_object(), "operationId", json_string("get_cluster"));
     o = set(o, "summary",
             json_string("Cluster mode: this node's name, its stream, the position it has applied, "
-                        "the stream's last seq as it last saw it, and its lag; single-node mode "
-                        "answers not_in_cluster_mode (docs/CLUSTER.md)."));
+                        "the stream's last seq as it last saw it, its lag, its last checkpoint "
+                        "and the nodes agreeing there, and whether it diverged (with why); "
+                        "single-node mode answers not_in_cluster_mode (docs/CLUSTER.md)."));
     o = set(o, "tags", append(json_array(), json_string("read")));
     o = set(o, "x-tally-auth", json_string(auth_class_name(AUTH_CLASS_READ)));
     return set(o, "responses", responses(NULL, reply_schema(fields, true)));

@@ -43,6 +43,12 @@ static const struct {
     [NET_CHECK_WRITER_STALL] = {"writer-stall-ms", "writer_stall_ms",
                                 "ms without progress of the writer while writes wait",
                                 NET_CHECK_READINESS, false, 100, 3600000},
+    [NET_CHECK_CLUSTER_LAG] = {"cluster-ready-lag", "cluster_lag_messages",
+                               "messages behind the command stream", NET_CHECK_READINESS, false,
+                               0, UINT64_MAX / 2},
+    /* no option: a diverged node is never ready */
+    [NET_CHECK_CLUSTER_DIVERGED] = {"", "cluster_diverged", "", NET_CHECK_READINESS, false, 0,
+                                    1},
     [NET_ALERT_PENDING] = {"alert-pending", "pending", "events pending", NET_CHECK_ALERT, false,
                            0, UINT64_MAX / 2},
     [NET_ALERT_OLDEST_UNACKED] = {"alert-oldest-unacked-s", "oldest_unacked_s",
@@ -73,6 +79,8 @@ void net_health_config_default(net_health_config *c)
         [NET_CHECK_MAP_ROOM] = NET_READY_MAP_ROOM_KIB_DEFAULT,
         [NET_CHECK_STORAGE_FULL] = NET_READY_STORAGE_FULL_S_DEFAULT,
         [NET_CHECK_WRITER_STALL] = NET_WRITER_STALL_MS_DEFAULT,
+        [NET_CHECK_CLUSTER_LAG] = TALLY_CLUSTER_READY_LAG_DEFAULT,
+        [NET_CHECK_CLUSTER_DIVERGED] = 0,
     };
     for (int k = 0; k < STORE_CHECKS; k++) {
         c->rules[k].set = true;
@@ -250,6 +258,14 @@ static void check_facts(const net_health_config *cfg, const net_health_facts *f,
                  (unsigned long long)cfg->rules[NET_CHECK_STORAGE_FULL].value);
     add_check(r, NET_CHECK_WRITER_STALL, NULL, f->writer_stall_ms,
               cfg->rules[NET_CHECK_WRITER_STALL].value);
+    if (!f->cluster)
+        return;
+    add_check(r, NET_CHECK_CLUSTER_LAG, NULL, f->cluster_lag_messages,
+              cfg->rules[NET_CHECK_CLUSTER_LAG].value);
+    k = add_check(r, NET_CHECK_CLUSTER_DIVERGED, NULL, f->cluster_diverged, 0);
+    if (k->failing)
+        snprintf(k->reason, sizeof(k->reason), "this node stopped serving: %s",
+                 f->cluster_why ? f->cluster_why : "see its log");
 }
 
 static int run_checks(const net_health *h, store_txn *t, int64_t now_ms, net_health_report *r)

@@ -5,7 +5,9 @@
  *   readiness  whether tallyd can take writes now: free disk under the
  *              data directory, room left in the map up to --map-max-mb, no
  *              write answered storage_full lately, a writer that makes
- *              progress while work waits. One failing makes GET /readyz 503.
+ *              progress while work waits; in cluster mode, a node not too far
+ *              behind the stream and not diverged. One failing makes GET
+ *              /readyz 503.
  *   alert      what an operator should look at but a load balancer must not
  *              act on: the map's use in %, and per durable subscriber
  *              pending events, the oldest unacked event's age, dead letters
@@ -40,6 +42,8 @@ typedef enum net_alert_kind {
     NET_CHECK_STORAGE_FULL,    /* readiness: 1 when a write was answered storage_full within
                                   the rule's value in s (--ready-storage-full-s), else 0 */
     NET_CHECK_WRITER_STALL,    /* readiness: ms the writer made no progress while work waits */
+    NET_CHECK_CLUSTER_LAG,     /* readiness (cluster mode): messages behind the stream */
+    NET_CHECK_CLUSTER_DIVERGED, /* readiness (cluster mode): 1 when the node stopped serving */
     NET_ALERT_PENDING,         /* events after the ack floor */
     NET_ALERT_OLDEST_UNACKED,  /* seconds */
     NET_ALERT_DEAD_LETTERS,    /* events parked */
@@ -65,6 +69,10 @@ typedef struct net_health_facts {
     uint64_t disk_free_bytes;   /* for an unprivileged user (f_bavail) */
     uint64_t writer_stall_ms;   /* no dequeue or commit while work waited; 0: none waits */
     int64_t storage_full_age_ms; /* since a write was last answered storage_full; -1: never */
+    bool cluster;                 /* cluster mode: the two below are checked */
+    uint64_t cluster_lag_messages; /* the stream's last seq minus this node's position */
+    bool cluster_diverged;        /* the node stopped serving (docs/CLUSTER.md) */
+    const char *cluster_why;      /* why it stopped (the server's; lives as long) */
 } net_health_facts;
 
 /* Fill out with the facts now; ctx is net_health_create's. */

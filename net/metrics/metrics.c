@@ -361,6 +361,16 @@ static void write_view(net_text *b, const net_metrics_view *v)
                             v->cluster_stream_last_seq > v->cluster_position
                                 ? v->cluster_stream_last_seq - v->cluster_position
                                 : 0);
+        net_text_sample_u64(b, "tally_cluster_checkpoint_position", "gauge",
+                            "The last checkpoint position this node compared (0: none yet).",
+                            v->cluster_checkpoint_seq);
+        net_text_sample_u64(b, "tally_cluster_checkpoint_agreeing", "gauge",
+                            "Nodes whose state digest at the last checkpoint is this node's.",
+                            v->cluster_checkpoint_agreeing);
+        net_text_sample_u64(b, "tally_cluster_diverged", "gauge",
+                            "1 when this node stopped serving: it disagrees with the majority's "
+                            "checkpoint, or the stream contradicts its store (docs/CLUSTER.md).",
+                            v->cluster_diverged);
     }
     if (v->disk_known)
         net_text_sample_u64(b, "tally_disk_free_bytes", "gauge",

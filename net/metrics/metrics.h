@@ -105,6 +105,9 @@ typedef struct net_metrics_view {
     bool cluster;
     uint64_t cluster_position;        /* the stream position this node has applied */
     uint64_t cluster_stream_last_seq; /* the stream's last message, as last seen */
+    uint64_t cluster_checkpoint_seq;  /* the last checkpoint compared; 0: none yet */
+    unsigned cluster_checkpoint_agreeing; /* nodes whose digest there is this node's */
+    bool cluster_diverged;            /* the node stopped serving */
 } net_metrics_view;
 
 /* The exposition (text format 0.0.4) of every family into out, with the

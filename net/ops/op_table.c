@@ -215,5 +215,5 @@ const net_op net_ops[NET_OP_COUNT] = {
     [NET_OP_CLUSTER_STATUS] = {
         .id = NET_OP_CLUSTER_STATUS, .name = "cluster_status", .auth = AUTH_CLASS_READ,
         .kind = NET_KIND_CONTROL, .build = net_build_nothing, .control = net_control_cluster_status,
-        .doc = "Cluster mode: this node's name, its stream, the position it has applied, the stream's last seq as it last saw it, and its lag (as GET /v1/cluster; docs/CLUSTER.md); single-node mode answers not_in_cluster_mode."},
+        .doc = "Cluster mode: this node's name, its stream, the position it has applied, the stream's last seq as it last saw it, its lag, its last checkpoint and the nodes agreeing there, and whether it diverged (as GET /v1/cluster; docs/CLUSTER.md); single-node mode answers not_in_cluster_mode."},
 };

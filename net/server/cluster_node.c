@@ -13,6 +13,15 @@
  * message's), so time comes from the log, never from the applying node;
  * an idle writer appends ticks (a time, no commands) so that time moves
  * on while nothing is written.
+ *
+ * Divergence (docs/CLUSTER.md, "Divergence is detected, never served"):
+ * every applied message steps the state digest (net/cluster/checkpoint.h),
+ * recorded with the position; every --cluster-checkpoint-every positions
+ * the applier publishes a checkpoint, and every checkpoint applied is a
+ * vote compared with this node's digest there. A node that disagrees
+ * with the majority, or whose stream ends before its position, stops:
+ * writes and reads are answered cluster_diverged, /readyz fails, the
+ * applier applies no more.
  */
 #include "net/server/cluster_node.h"
 
@@ -20,6 +29,9 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "common/sha256.h"
+#include "net/cluster/checkpoint.h"
+#include "net/server/cluster_checks.h"
+#include "net/server/cluster_connect.h"
 #include "net/cluster/message.h"
 #include "net/cluster/stream.h"
 #include "net/engine/engine.h"
@@ -31,7 +43,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONNECT_RETRY_US 500000
 #define APPLY_RETRY_US 1000000
 #define READ_WAIT_MS 200
 #define READ_ERROR_PAUSE_US 200000
@@ -48,9 +59,12 @@ _Static_assert(GROUP_BYTES_MAX + TALLY_REQUEST_BYTES_MAX + 4096 <= 1024 * 1024,
                "a group's message fits NATS's default max_payload");
 
 /* meta "cluster_position": seq (u64 be), time ms (i64 be), the SHA-256 of
- * the message at seq. */
+ * the message at seq, the state digest after it (checkpoint.h). A record
+ * without the digest (a store of a tallyd before checkpoints) reads as
+ * digest zero. */
 static const char meta_position[] = "cluster_position";
-#define POSITION_RECORD_BYTES (8 + 8 + SHA256_BYTES)
+#define POSITION_RECORD_BYTES_V1 (8 + 8 + SHA256_BYTES)
+#define POSITION_RECORD_BYTES (POSITION_RECORD_BYTES_V1 + CLUSTER_HASH_BYTES)
 
 /* The writer's group being proposed (one at a time), under srv->mu. */
 typedef struct pending_group {
@@ -68,9 +82,6 @@ typedef struct pending_group {
 struct cluster_node {
     server *srv;
     cluster_stream *stream;
-    char *urls_text;
-    const char *urls[TALLY_CLUSTER_URLS_MAX];
-    size_t url_count;
     cluster_genesis genesis;
     bool has_genesis;
     uint64_t boot_id; /* with a counter, this run's Nats-Msg-Ids */
@@ -84,12 +95,16 @@ struct cluster_node {
     uint32_t temps_count;
     slot **list;
     uint32_t list_count;
+    uint8_t digest[CLUSTER_HASH_BYTES]; /* the state digest after the last applied */
+    cluster_checks checks;
+    bool perturbed; /* --test-cluster-diverge-at done */
 };
 
 typedef struct position_record {
     uint64_t seq;
     int64_t time_ms;
     uint8_t hash[SHA256_BYTES];
+    uint8_t digest[CLUSTER_HASH_BYTES];
 } position_record;
 
 static void put_be64(uint8_t *b, uint64_t v)
@@ -112,6 +127,7 @@ static int position_put(store_txn *txn, const position_record *p)
     put_be64(b, p->seq);
     put_be64(b + 8, (uint64_t)p->time_ms);
     memcpy(b + 16, p->hash, SHA256_BYTES);
+    memcpy(b + POSITION_RECORD_BYTES_V1, p->digest, CLUSTER_HASH_BYTES);
     return store_put(txn, STORE_DB_META, meta_position, strlen(meta_position), b, sizeof(b), 0);
 }
 
@@ -125,28 +141,18 @@ static int position_get(store_txn *txn, position_record *p)
         return TALLY_ok;
     if (rc != TALLY_ok)
         return rc;
-    if (v.mv_size != POSITION_RECORD_BYTES)
+    if (v.mv_size != POSITION_RECORD_BYTES && v.mv_size != POSITION_RECORD_BYTES_V1)
         return TALLY_corrupt_record;
     const uint8_t *b = v.mv_data;
     p->seq = get_be64(b);
     p->time_ms = (int64_t)get_be64(b + 8);
     memcpy(p->hash, b + 16, SHA256_BYTES);
+    if (v.mv_size == POSITION_RECORD_BYTES)
+        memcpy(p->digest, b + POSITION_RECORD_BYTES_V1, CLUSTER_HASH_BYTES);
     return TALLY_ok;
 }
 
 /* ---- start ---- */
-
-static bool split_urls(cluster_node *node, const char *text)
-{
-    node->urls_text = strdup(text);
-    if (node->urls_text == NULL)
-        return false;
-    char *save = NULL;
-    for (char *u = strtok_r(node->urls_text, ",", &save); u && node->url_count < TALLY_CLUSTER_URLS_MAX;
-         u = strtok_r(NULL, ",", &save))
-        node->urls[node->url_count++] = u;
-    return node->url_count > 0;
-}
 
 /* The message at seq, through a reader of its own: TALLY_ok and its bytes
  * handed to fn. */
@@ -231,27 +237,6 @@ static int read_genesis_step(cluster_node *node, void *ctx)
     return read_genesis(node);
 }
 
-static int open_stream(cluster_node *node)
-{
-    const net_server_options *o = node->srv->opt;
-    cluster_stream_config cfg = {.urls = node->urls, .url_count = node->url_count,
-                                 .name = o->cluster_stream, .replicas = o->cluster_replicas};
-    char why[CLUSTER_WHY_BYTES] = "";
-    int64_t until = clock_mono_ms() + TALLY_CLUSTER_CONNECT_MS_MAX;
-    for (;;) {
-        int rc = cluster_stream_open(&node->stream, &cfg, why, sizeof(why));
-        if (rc == TALLY_ok)
-            return rc;
-        if (!is_transient(rc) || clock_mono_ms() >= until) {
-            net_log(NET_LOG_ERROR, "cluster: refusing to start: %s",
-                    why[0] ? why : tally_strerror(rc));
-            return rc;
-        }
-        net_log(NET_LOG_INFO, "cluster: waiting for JetStream: %s", why[0] ? why : "no answer");
-        usleep(CONNECT_RETRY_US);
-    }
-}
-
 static int node_connect(server *srv, uint8_t instance[16], bool *has_instance)
 {
     cluster_node *node = calloc(1, sizeof(*node));
@@ -259,9 +244,8 @@ static int node_connect(server *srv, uint8_t instance[16], bool *has_instance)
         return TALLY_out_of_memory;
     node->srv = srv;
     srv->cluster = node;
-    if (!split_urls(node, srv->opt->cluster_urls))
-        return TALLY_out_of_memory;
-    int rc = open_stream(node);
+    int rc = cluster_connect(srv->opt, &node->stream);
+    node->checks = (cluster_checks){.srv = srv, .stream = node->stream};
     if (rc == TALLY_ok)
         rc = with_patience(node, read_genesis_step, NULL);
     if (rc == TALLY_ok && node->has_genesis) {
@@ -350,7 +334,8 @@ static int check_position(cluster_node *node, const position_record *p)
     if (p->seq > last) {
         net_log(NET_LOG_ERROR, "cluster: refusing to start: stream behind this node: this node "
                 "applied position %" PRIu64 ", the stream ends at %" PRIu64 " (docs/CLUSTER.md, "
-                "\"Divergence is detected, never served\")", p->seq, last);
+                "\"Divergence is detected, never served\"; to start a new cluster from this "
+                "store: --cluster-init on an empty stream)", p->seq, last);
         return TALLY_corrupt_record;
     }
     if (p->seq + 1 < first) {
@@ -371,37 +356,85 @@ static int check_position(cluster_node *node, const position_record *p)
     return rc;
 }
 
+/* --cluster-init: this store, whatever it holds, the base of a new
+ * cluster on an empty stream: its position (of a cluster it was a node
+ * of, if any) forgotten, its log head the genesis's base. */
+static int init_cluster(cluster_node *node, position_record *p, const log_head *head)
+{
+    store_txn t;
+    position_record fresh = {.time_ms = p->time_ms}; /* time never goes back */
+    int rc = store_txn_begin(node->srv->st, NULL, false, &t);
+    if (rc == TALLY_ok && (rc = position_put(&t, &fresh)) == TALLY_ok)
+        rc = store_txn_commit(&t);
+    else if (rc == TALLY_ok)
+        store_txn_abort(&t);
+    if (rc != TALLY_ok)
+        return rc;
+    *p = fresh;
+    net_log(NET_LOG_WARN, "cluster: --cluster-init: this store (log head seq %" PRIu64 ") is the "
+            "base of a new cluster on stream %s; start the other nodes from a tally backup of "
+            "this node", head->seq, cluster_stream_name(node->stream));
+    return publish_genesis(node, head);
+}
+
+/* The stream as the store finds it, before the genesis checks: an empty
+ * stream gets a genesis from a new store, or with --cluster-init from any
+ * store; --cluster-init on a stream that holds messages is refused. */
+static int start_on_stream(cluster_node *node, position_record *p, const log_head *head)
+{
+    uint64_t first = 0, last = 0;
+    int rc = cluster_stream_bounds(node->stream, &first, &last);
+    const char *name = cluster_stream_name(node->stream);
+    bool init = node->srv->opt->cluster_init;
+    if (rc == TALLY_ok && init && last > 0) {
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: --cluster-init makes a new cluster "
+                "on an empty stream, and stream %s holds messages up to %" PRIu64 ": delete it "
+                "(or name another with --cluster-stream) first, or start without "
+                "--cluster-init to join it", name, last);
+        return TALLY_invalid_argument;
+    }
+    if (rc != TALLY_ok || node->has_genesis)
+        return rc;
+    if (last == 0 && init)
+        return init_cluster(node, p, head);
+    if (last == 0 && (p->seq > 0 || head->seq > 0)) {
+        if (p->seq > 0) /* never a genesis from a node ahead */
+            return check_position(node, p);
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: stream %s is empty and this store "
+                "holds a log (head seq %" PRIu64 "): start it with --cluster-init to make it "
+                "the first node of a new cluster", name, head->seq);
+        return TALLY_invalid_argument;
+    }
+    if (last == 0)
+        return publish_genesis(node, head);
+    if (p->seq == 0) {
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: the stream's genesis is gone "
+                "(its first message is %" PRIu64 ") and this store has applied none of it: "
+                "restore from another node's backup", first);
+        return TALLY_invalid_argument;
+    }
+    return TALLY_ok;
+}
+
 typedef struct start_state {
-    const position_record *p;
+    position_record *p;
     const log_head *head;
 } start_state;
 
-/* The store against the stream: a genesis published on an empty stream
- * (or one published meanwhile read), the store checked against the
- * genesis and its position against the stream. */
+/* The store against the stream: an empty stream gets a genesis (from a
+ * new store, or with --cluster-init from any store; one published
+ * meanwhile is read), the store is checked against the genesis and its
+ * position against the stream. */
 static int check_stream_step(cluster_node *node, void *ctx)
 {
     const start_state *st = ctx;
-    const position_record *p = st->p;
     int rc = node->has_genesis ? TALLY_ok : read_genesis(node);
-    if (rc == TALLY_ok && !node->has_genesis) {
-        uint64_t first = 0, last = 0;
-        rc = cluster_stream_bounds(node->stream, &first, &last);
-        if (rc == TALLY_ok && last == 0 && p->seq > 0) /* never a genesis from a node ahead */
-            rc = check_position(node, p);
-        else if (rc == TALLY_ok && last == 0)
-            rc = publish_genesis(node, st->head);
-        else if (rc == TALLY_ok && p->seq == 0) {
-            net_log(NET_LOG_ERROR, "cluster: refusing to start: the stream's genesis is gone "
-                    "(its first message is %" PRIu64 ") and this store has applied none of it: "
-                    "restore from another node's backup", first);
-            rc = TALLY_invalid_argument;
-        }
-    }
-    if (rc == TALLY_ok && node->has_genesis)
-        rc = check_against_genesis(node, p, st->head);
     if (rc == TALLY_ok)
-        rc = check_position(node, p);
+        rc = start_on_stream(node, st->p, st->head);
+    if (rc == TALLY_ok && node->has_genesis)
+        rc = check_against_genesis(node, st->p, st->head);
+    if (rc == TALLY_ok)
+        rc = check_position(node, st->p);
     return rc;
 }
 
@@ -433,6 +466,7 @@ static int node_start(server *srv)
         return rc;
     srv->cluster_position = p.seq;
     node->last_time_ms = p.time_ms;
+    memcpy(node->digest, p.digest, CLUSTER_HASH_BYTES);
     node->last_apply_mono_ms = clock_mono_ms();
     net_log(NET_LOG_INFO, "cluster: node %s on stream %s at position %" PRIu64,
             srv->opt->cluster_node, cluster_stream_name(node->stream), p.seq);
@@ -450,7 +484,6 @@ static void node_close(server *srv)
         net_request_reset(&node->temps[i].req);
     free(node->temps);
     free(node->list);
-    free(node->urls_text);
     free(node);
     srv->cluster = NULL;
 }
@@ -530,9 +563,18 @@ static int publish_group(cluster_node *node, const char *msg_id, const void *dat
     }
 }
 
+static void refuse_group(cluster_node *node, slot **group, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        slot_send_error(group[i], OWNER_WRITER, TALLY_cluster_diverged,
+                        node->srv->cluster_stop_why);
+}
+
 static void propose(cluster_node *node, slot **group, uint32_t n)
 {
     server *srv = node->srv;
+    if (cluster_checks_diverged(srv))
+        return refuse_group(node, group, n);
     int64_t now = clock_wall_ms();
     if (now < node->last_propose_ms)
         now = node->last_propose_ms; /* the clock stepped back: the log's max() holds anyway */
@@ -596,14 +638,14 @@ static void wait_for_writes(cluster_node *node)
     int64_t every = srv->opt->cluster_tick_ms;
     while (srv->queue_head == NULL && !srv->stopping) {
         int64_t idle = clock_mono_ms() - node->last_apply_mono_ms;
-        if (every > 0 && idle >= every) {
+        if (every > 0 && idle >= every && !cluster_checks_diverged(srv)) {
             node->last_apply_mono_ms = clock_mono_ms(); /* the next try one interval on */
             pthread_mutex_unlock(&srv->mu);
             publish_tick(node);
             pthread_mutex_lock(&srv->mu);
             continue;
         }
-        struct timespec at = clock_realtime_in_ms(every > 0 ? every - idle : 1000);
+        struct timespec at = clock_realtime_in_ms(every > idle ? every - idle : 1000);
         pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &at);
     }
 }
@@ -630,11 +672,44 @@ static void *node_writer_main(void *arg)
 
 typedef struct apply_ctx {
     position_record p;
+    const cluster_node *node; /* its digest: the one before this message */
+    slot **group;
+    uint32_t n;
 } apply_ctx;
 
-static int record_position(store_txn *txn, void *ctx)
+/* The reply of s's outcome as the node that took it answers it: its
+ * SHA-256 into the digest. A subscriber write's reply reads the store
+ * (cursor figures, the events a fetch leased): from txn, the message's
+ * own transaction, which holds what a read after its commit sees. */
+static int digest_reply(cluster_digest_step *d, store_txn *txn, slot *s, int64_t now_ms)
 {
-    return position_put(txn, &((apply_ctx *)ctx)->p);
+    net_out o;
+    if (net_out_begin(&o) != 0)
+        return TALLY_out_of_memory;
+    s->req.op->reply(&o, txn, &s->req, &s->res, TALLY_ok, now_ms);
+    nng_msg *m = net_out_take(&o);
+    if (m == NULL)
+        return TALLY_out_of_memory;
+    cluster_digest_reply(d, nng_msg_body(m), nng_msg_len(m));
+    nng_msg_free(m);
+    return TALLY_ok;
+}
+
+/* Last in the message's transaction: the state digest after it
+ * (checkpoint.h) and the position, recorded together. */
+static int record_position(store_txn *txn, void *arg)
+{
+    apply_ctx *ctx = arg;
+    log_head head;
+    int rc = log_head_get(txn, &head);
+    cluster_digest_step d;
+    cluster_digest_begin(&d, ctx->node->digest, ctx->p.seq, ctx->p.hash);
+    for (uint32_t i = 0; rc == TALLY_ok && i < ctx->n; i++)
+        rc = digest_reply(&d, txn, ctx->group[i], ctx->p.time_ms);
+    if (rc != TALLY_ok)
+        return rc;
+    cluster_digest_end(&d, head.seq, head.hash, ctx->p.digest);
+    return position_put(txn, &ctx->p);
 }
 
 static bool stopping(server *srv)
@@ -696,6 +771,13 @@ static uint32_t message_slots(cluster_node *node, const cluster_message *m, cons
             net_log(NET_LOG_WARN, "cluster: position %" PRIu64 " request %u left out: %s",
                     m->seq, i, tally_strerror(rc));
     }
+    uint64_t at = srv->opt->test_cluster_diverge_at;
+    if (at > 0 && m->seq >= at && !node->perturbed && k > 0) { /* tests: a real divergence */
+        net_log(NET_LOG_WARN, "cluster: --test-cluster-diverge-at: position %" PRIu64
+                " applied without its last request", m->seq);
+        net_request_reset(&node->list[--k]->req);
+        node->perturbed = true;
+    }
     *out = node->list;
     return k;
 }
@@ -732,7 +814,7 @@ static void note_applied(cluster_node *node, uint64_t seq, int rc, bool own, int
 static void apply_message(cluster_node *node, const cluster_message *m)
 {
     server *srv = node->srv;
-    apply_ctx ctx = {{m->seq, node->last_time_ms, {0}}};
+    apply_ctx ctx = {.p = {.seq = m->seq, .time_ms = node->last_time_ms}, .node = node};
     sha256_digest(m->data, m->len, ctx.p.hash);
     cluster_cmd c;
     bool is_cmd = subject_is(m->subject, "cmd"), own = false;
@@ -761,6 +843,8 @@ static void apply_message(cluster_node *node, const cluster_message *m)
                 "nothing", m->seq);
     }
     int rc = n == UINT32_MAX ? TALLY_out_of_memory : TALLY_ok;
+    ctx.group = group;
+    ctx.n = n == UINT32_MAX ? 0 : n;
     log_head before = {0}, after = {0};
     for (;;) {
         if (rc == TALLY_ok)
@@ -773,9 +857,13 @@ static void apply_message(cluster_node *node, const cluster_message *m)
         usleep(APPLY_RETRY_US);
         rc = n == UINT32_MAX ? TALLY_out_of_memory : TALLY_ok;
     }
-    if (rc == TALLY_ok)
+    if (rc == TALLY_ok) {
         node->last_time_ms = ctx.p.time_ms;
+        memcpy(node->digest, ctx.p.digest, CLUSTER_HASH_BYTES);
+    }
     note_applied(node, m->seq, rc, own, ctx.p.time_ms, after.seq);
+    if (rc == TALLY_ok)
+        cluster_checks_after(&node->checks, m, node->digest);
     if (rc == TALLY_ok && srv->publish && after.seq > before.seq)
         srv->publish(srv, before.seq + 1, after.seq);
     if (!own)
@@ -793,9 +881,16 @@ static void note_stream_last(cluster_node *node)
     if (cluster_stream_bounds(node->stream, &first, &last) != TALLY_ok)
         return;
     pthread_mutex_lock(&node->srv->mu);
+    uint64_t position = node->srv->cluster_position;
     if (last > node->srv->cluster_stream_last)
         node->srv->cluster_stream_last = last;
     pthread_mutex_unlock(&node->srv->mu);
+    /* checked against every answer (so after every reconnect too): a
+     * stream that ends before what this node applied lost acknowledged
+     * messages */
+    if (last < position)
+        cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
+                            PRIu64 ", the stream ends at %" PRIu64, position, last);
 }
 
 static void *node_applier_main(void *arg)
@@ -817,7 +912,10 @@ static void *node_applier_main(void *arg)
             note_stream_last(node);
             bounds_due = clock_mono_ms() + BOUNDS_EVERY_MS;
         }
-        if (r == NULL) {
+        /* a diverged node applies no more; for tests, --test-writer-hold-file
+         * holds the applier (the writer of a cluster node's store) */
+        const char *hold = srv->opt->writer_hold_file;
+        if (r == NULL || cluster_checks_diverged(srv) || (hold && access(hold, F_OK) == 0)) {
             usleep(READ_ERROR_PAUSE_US);
             continue;
         }
@@ -825,12 +923,15 @@ static void *node_applier_main(void *arg)
         rc = cluster_reader_next(r, READ_WAIT_MS, &m);
         if (rc == TALLY_timed_out)
             continue;
+        if (rc == TALLY_not_found) {
+            cluster_checks_stop(srv, "position %" PRIu64 " is older than the stream's first "
+                                "message: restore from another node's backup",
+                                srv->cluster_position);
+            continue;
+        }
         if (rc != TALLY_ok) {
             if (!told)
-                net_log(NET_LOG_ERROR, "cluster: reading the stream: %s%s", tally_strerror(rc),
-                        rc == TALLY_not_found ? " (this node is behind the stream's first "
-                                                "message: restore from another node's backup)"
-                                              : "");
+                net_log(NET_LOG_ERROR, "cluster: reading the stream: %s", tally_strerror(rc));
             told = true;
             usleep(READ_ERROR_PAUSE_US);
             continue;

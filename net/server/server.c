@@ -291,6 +291,15 @@ static void health_facts(void *ctx, net_health_facts *out)
     out->disk_free_bytes = out->disk_known ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
     out->writer_stall_ms = writer_stall_ms(srv, NULL);
     out->storage_full_age_ms = net_metrics_storage_full_age_ms(clock_wall_ms());
+    out->cluster = srv->cluster != NULL;
+    if (!out->cluster)
+        return;
+    pthread_mutex_lock(&srv->mu);
+    uint64_t position = srv->cluster_position, last = srv->cluster_stream_last;
+    pthread_mutex_unlock(&srv->mu);
+    out->cluster_lag_messages = last > position ? last - position : 0;
+    out->cluster_diverged = atomic_load(&srv->cluster_diverged);
+    out->cluster_why = srv->cluster_stop_why;
 }
 
 /* The running server stays reachable after net_server_run returns (see

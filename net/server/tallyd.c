@@ -190,6 +190,12 @@ int main(int argc, char **argv)
         rc = check_listeners(&opt, options_given_count(&set, "insecure", NULL) > 0);
         opt.skip_open_check = options_given_count(&set, "skip-open-check", NULL) > 0;
         opt.upgrade = options_given_count(&set, "upgrade", NULL) > 0;
+        opt.cluster_init = options_given_count(&set, "cluster-init", NULL) > 0;
+    }
+    if (rc < 0 && opt.cluster_init && opt.cluster_urls == NULL) {
+        fprintf(stderr, "tallyd: --cluster-init is for cluster mode: give --cluster URLS too\n"
+                        "Try 'tallyd --help'.\n");
+        rc = 2;
     }
     tallyd_tls_choice *tls = tallyd_options_tls();
     if (rc < 0)

@@ -254,6 +254,23 @@ static int parse_cluster(const options_row *row, void *t, const char *text, char
     return 0;
 }
 
+/* The NATS connection's files and user: kept as given, checked when the
+ * node connects (cluster_node.c). */
+static int parse_cluster_auth(const options_row *row, void *t, const char *text, char *why,
+                              size_t n)
+{
+    (void)why, (void)n;
+    net_server_options *o = opts_of(t);
+    const char **field = strcmp(row->name, "cluster-creds") == 0         ? &o->cluster_creds
+                         : strcmp(row->name, "cluster-user") == 0          ? &o->cluster_user
+                         : strcmp(row->name, "cluster-password-file") == 0 ? &o->cluster_password_file
+                         : strcmp(row->name, "cluster-tls-ca") == 0        ? &o->cluster_tls_ca
+                         : strcmp(row->name, "cluster-tls-cert") == 0      ? &o->cluster_tls_cert
+                                                                          : &o->cluster_tls_key;
+    *field = text;
+    return 0;
+}
+
 /* --node and --cluster-stream: names of a restricted alphabet. */
 static int parse_cluster_name(const options_row *row, void *t, const char *text, char *why,
                               size_t n)
@@ -488,6 +505,46 @@ static const options_row rows[] = {
      "no commands), at most about one per MS across the cluster, so that holds time out and "
      "entitlements expire while nothing is written; 0: never",
      NUMBER(UNSIGNED, cluster_tick_ms, 0, TALLY_CLUSTER_TICK_MS_MAX, 1)},
+    {"cluster-checkpoint-every", "N", TEXT_OF(TALLY_CLUSTER_CHECKPOINT_EVERY_DEFAULT),
+     "cluster mode: every N positions each node appends a checkpoint (its state digest) and "
+     "compares the others' with its own; a node that disagrees with the majority stops "
+     "serving (cluster_diverged). Every node of a cluster must run with the same N",
+     NUMBER(UNSIGNED, cluster_checkpoint_every, TALLY_CLUSTER_CHECKPOINT_EVERY_MIN,
+            TALLY_CLUSTER_CHECKPOINT_EVERY_MAX, 1)},
+    {"cluster-init", NULL, NULL,
+     "cluster mode: make this store (a single-node store, or a node's of a lost cluster) the "
+     "first node of a new cluster on an empty stream: its log is the cluster's base, the other "
+     "nodes start from a tally backup of it (docs/CLUSTER.md); refused on a stream that holds "
+     "messages. A command-line flag only, never a config key",
+     NULL, 0, 0, OPTIONS_COMMAND_LINE},
+    {"cluster-creds", "FILE", NULL,
+     "cluster mode: a NATS credentials file (JWT and nkey seed) for the connection to the "
+     "NATS servers; mode 0600 or stricter",
+     parse_cluster_auth},
+    {"cluster-user", "NAME", NULL,
+     "cluster mode: the NATS user the connection authenticates as, with "
+     "--cluster-password-file",
+     parse_cluster_auth},
+    {"cluster-password-file", "FILE", NULL,
+     "cluster mode: a file holding --cluster-user's password on one line; mode 0600 or "
+     "stricter",
+     parse_cluster_auth},
+    {"cluster-tls-ca", "FILE", NULL,
+     "cluster mode: PEM CA certificate(s) the NATS servers' certificates must chain to; the "
+     "connection then uses TLS",
+     parse_cluster_auth},
+    {"cluster-tls-cert", "FILE", NULL,
+     "cluster mode: PEM client certificate for NATS servers that verify clients (with "
+     "--cluster-tls-key)",
+     parse_cluster_auth},
+    {"cluster-tls-key", "FILE", NULL,
+     "cluster mode: the client certificate's PEM private key, unencrypted; mode 0600 or "
+     "stricter",
+     parse_cluster_auth},
+    {"cluster-ready-lag", "N", TEXT_OF(TALLY_CLUSTER_READY_LAG_DEFAULT),
+     "cluster mode: not ready (/readyz 503) while this node is more than N messages behind the "
+     "command stream",
+     parse_alert},
     {"tls-cert", "FILE", NULL,
      "PEM certificate (chain) of the tls+tcp:// and https:// endpoints (docs/SECURITY.md)",
      parse_tls_file},
@@ -552,9 +609,16 @@ static const options_row rows[] = {
      "answers 503 and tallyd is not ready",
      parse_alert},
     {"test-writer-hold-file", "FILE", NULL,
-     "for tests only: while FILE exists the writer takes no work (a hung writer on demand); "
+     "for tests only: while FILE exists the writer takes no work (a hung writer on demand; "
+     "in cluster mode the applier applies nothing); "
      "a command-line flag only, never a config key",
      parse_hold_file, 0, 0, OPTIONS_COMMAND_LINE},
+    {"test-cluster-diverge-at", "POS", NULL,
+     "for tests only: in cluster mode, the first other node's group at or after position POS "
+     "is applied without its last request (a node that diverges on demand); a command-line "
+     "flag only, never a config key",
+     options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
+     offsetof(net_server_options, test_cluster_diverge_at), 1},
     {"print-config", NULL, NULL,
      "print the configuration in effect (the file, the flags, the defaults) as a config file "
      "and exit",
@@ -624,6 +688,10 @@ static int check_together(const net_server_options *opt)
         return usage_error("--cluster needs --node NAME, this node's name in the cluster");
     if (opt->cluster_node && opt->cluster_urls == NULL)
         return usage_error("--node is for cluster mode: give --cluster URLS too");
+    if ((opt->cluster_user == NULL) != (opt->cluster_password_file == NULL))
+        return usage_error("--cluster-user and --cluster-password-file go together");
+    if ((opt->cluster_tls_cert == NULL) != (opt->cluster_tls_key == NULL))
+        return usage_error("--cluster-tls-cert and --cluster-tls-key go together");
     if (opt->cluster_urls && opt->webhooks)
         return usage_error("--webhooks is refused in cluster mode: a delivery would be "
                            "stored by the node that took it and by no other (docs/CLUSTER.md, "

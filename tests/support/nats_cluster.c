@@ -113,7 +113,8 @@ static void node_spawn(nats_cluster *c, int i)
     ck_assert_int_ge(fd, 0);
     const char *argv[] = {nats_cluster_server_path(), "-js", "-sd", n->store, "-a", "127.0.0.1",
                           "-p", port, "-n", n->name, "--cluster_name", CLUSTER_NAME,
-                          "--cluster", cluster, "--routes", routes, NULL};
+                          "--cluster", cluster, "--routes", routes,
+                          c->user[0] ? "--user" : NULL, c->user, "--pass", c->pass, NULL};
     n->pid = test_spawn(argv, NULL, fd, fd);
     close(fd);
 }
@@ -142,8 +143,15 @@ static void node_wait_ready(const nats_cluster *c, int i)
 
 void nats_cluster_start(nats_cluster *c)
 {
+    nats_cluster_start_with_user(c, "", "");
+}
+
+void nats_cluster_start_with_user(nats_cluster *c, const char *user, const char *pass)
+{
     ck_assert_ptr_nonnull(nats_cluster_server_path());
     memset(c, 0, sizeof(*c));
+    snprintf(c->user, sizeof(c->user), "%s", user);
+    snprintf(c->pass, sizeof(c->pass), "%s", pass);
     const char *tmp = getenv("TMPDIR");
     snprintf(c->dir, sizeof(c->dir), "%s/nats-cluster-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(c->dir));
@@ -156,7 +164,12 @@ void nats_cluster_start(nats_cluster *c)
         snprintf(n->log, sizeof(n->log), "%s/%s.log", c->dir, n->name);
         n->port = ports[2 * i];
         n->route_port = ports[2 * i + 1];
-        snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%u", n->port);
+        snprintf(n->plain_url, sizeof(n->plain_url), "nats://127.0.0.1:%u", n->port);
+        if (c->user[0])
+            snprintf(n->url, sizeof(n->url), "nats://%s:%s@127.0.0.1:%u", c->user, c->pass,
+                     n->port);
+        else
+            snprintf(n->url, sizeof(n->url), "%s", n->plain_url);
         c->urls[i] = n->url;
     }
     for (int i = 0; i < NATS_CLUSTER_NODES; i++)

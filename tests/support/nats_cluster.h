@@ -27,13 +27,16 @@ typedef struct nats_node {
     char name[8];     /* n1, n2, n3: its -n server name */
     char store[300];  /* its -sd store directory */
     char log[300];    /* its stdout and stderr, appended over restarts */
-    char url[64];     /* nats://127.0.0.1:PORT, its clients' URL */
+    char url[160];    /* nats://127.0.0.1:PORT, its clients' URL (nats://USER:PASS@...
+                         when the cluster requires a user) */
+    char plain_url[64]; /* nats://127.0.0.1:PORT, without the user */
     unsigned port, route_port;
     pid_t pid;        /* 0 while it is down */
 } nats_node;
 
 typedef struct nats_cluster {
     char dir[256];
+    char user[32], pass[64]; /* "": no user required */
     nats_node node[NATS_CLUSTER_NODES];
     const char *urls[NATS_CLUSTER_NODES]; /* every node's url, for a client */
 } nats_cluster;
@@ -44,6 +47,9 @@ const char *nats_cluster_server_path(void);
 
 /* Start the three nodes and wait until JetStream has a meta leader. */
 void nats_cluster_start(nats_cluster *c);
+/* The same, each server requiring clients to log in as user with pass
+ * (nats-server --user --pass); every url carries them, plain_url not. */
+void nats_cluster_start_with_user(nats_cluster *c, const char *user, const char *pass);
 /* Stop every running node (SIGTERM, then SIGKILL past the bound), remove
  * the temp dir and close the NATS client library (nats_Close): call it
  * after every connection of the test is closed. */

@@ -143,6 +143,7 @@ CODE_CLASSES: Dict[str, str] = {
     "unreachable": "F",
     "cluster_unavailable": "F",
     "not_caught_up": "F",
+    "cluster_diverged": "F",
     "invalid_subscriber_name": "R",
     "subscriber_not_found": "R",
     "subscriber_exists_with_different_config": "R",

@@ -463,13 +463,20 @@ class ProgressResult(_FromJson):
 class ClusterInfo(_FromJson):
     """``GET /v1/cluster`` (cluster mode, docs/CLUSTER.md): this node's name,
     the command stream, the position it has applied, the stream's last seq
-    as it last saw it, and the difference."""
+    as it last saw it, the difference, its last checkpoint and the nodes
+    agreeing there, and whether it stopped serving (``diverged``, with
+    ``diverged_why``)."""
 
     node: str
     stream: str = ""
     position: int = 0
     stream_last_seq: int = 0
     lag_messages: int = 0
+    checkpoint_position: int = 0
+    checkpoint_agreeing: int = 0
+    checkpoint_nodes: int = 0
+    diverged: bool = False
+    diverged_why: str = ""
 
 
 @dataclass(frozen=True)

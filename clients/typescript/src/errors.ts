@@ -141,6 +141,7 @@ export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "unreachable": "F",
   "cluster_unavailable": "F",
   "not_caught_up": "F",
+  "cluster_diverged": "F",
   "invalid_subscriber_name": "R",
   "subscriber_not_found": "R",
   "subscriber_exists_with_different_config": "R",

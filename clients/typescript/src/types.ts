@@ -443,6 +443,14 @@ export interface ClusterStatus {
   /** the stream's last seq as this node last saw it */
   stream_last_seq: Int;
   lag_messages: Int;
+  /** the last checkpoint this node compared (0: none yet) */
+  checkpoint_position?: Int;
+  /** the nodes whose state digest there is this node's, and those heard */
+  checkpoint_agreeing?: Int;
+  checkpoint_nodes?: Int;
+  /** this node stopped serving (diverged_why says why) */
+  diverged?: boolean;
+  diverged_why?: string;
   [k: string]: unknown;
 }
 

@@ -1,0 +1,449 @@
+/*
+ * check_cluster_checks.c — cluster mode's checks on itself (docs/CLUSTER.md,
+ * "Divergence is detected, never served", and "Operations"), on three
+ * nats-servers in one JetStream cluster and three tallyd
+ * (tests/support/cluster_nodes.h):
+ *
+ * - checkpoints agree on a healthy cluster (accounts opened and a
+ *   subscriber's create, fetch and ack, each on another node): every node
+ *   compares the
+ *   checkpoints (every 32 positions here) with its own digest, and shows
+ *   the last one with 3 of 3 nodes agreeing in /metrics, GET /v1/cluster
+ *   and `tally cluster status`; none diverged; each warned at start of
+ *   the servers' version (2.9.10 cannot sync every write, and is of the
+ *   versions Jepsen found losing acknowledged writes);
+ * - a node that diverges for real (--test-cluster-diverge-at leaves one
+ *   request of another node's group out of its apply) stops at the next
+ *   checkpoint: tally_cluster_diverged 1, a log line naming the position
+ *   and the nodes, writes and reads answered cluster_diverged, /readyz
+ *   503; the two others go on taking writes and name it in their log;
+ * - the stream lost under running nodes (deleted, an empty one made
+ *   again): every node stops with "stream behind this node";
+ * - /readyz fails while a node is more than --cluster-ready-lag messages
+ *   behind the stream (its applier held by --test-writer-hold-file), and
+ *   passes once it caught up;
+ * - nats-servers that require a user and password: a node without a
+ *   login, with a wrong password, or with a password file others may read
+ *   refuses to start, saying so; with --cluster-user and
+ *   --cluster-password-file it starts and takes writes;
+ * - a single-node store becomes the first node of a new cluster with
+ *   --cluster-init (refused without it on an empty stream, and with it on
+ *   a stream that holds messages), keeping its accounts; a node started
+ *   from its backup joins and catches up.
+ *
+ * Without nats-server installed the program says so and exits 77.
+ */
+#include "config.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "net/cluster/server_info.h"
+#include "net/cluster/stream.h"
+
+#include "tests/support/cluster_nodes.h"
+#include "tests/support/http_client.h"
+#include "tests/support/run.h"
+#include "tests/support/suite.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wait.h"
+#include "tests/support/wire.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TEST_TIMEOUT_S 600
+#define NODES 3
+#define CHECKPOINT_EVERY "32"
+#define WAIT_MS 60000
+
+/* account_open of account id (key open-ID) on c: its code must be code. */
+static void open_expect(tally_client *c, uint64_t id, const char *code)
+{
+    wire_reply r;
+    char key[32];
+    snprintf(key, sizeof(key), "open-%" PRIu64, id);
+    wire_call(c, &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id", id, "ledger",
+              (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, code);
+    wire_done(&r);
+}
+
+static void open_account(tally_client *c, uint64_t id)
+{
+    open_expect(c, id, "ok");
+}
+
+/* Node i answers a write (account id) cluster_diverged, and with
+ * also_read a read too; asked by a client that does not retry (libtally
+ * retries cluster_diverged, moving on along a list). */
+static void assert_refused(const cluster_nodes *c, int i, uint64_t id, bool also_read)
+{
+    tally_client_options o = {.url = c->node[i].url, .timeout_ms = 30000, .consumer = "test",
+                              .retries = 0, .retries_set = true};
+    tally_client *once = NULL;
+    ck_assert_int_eq(tally_client_open(&o, &once), TALLY_ok);
+    open_expect(once, id, "cluster_diverged");
+    if (also_read) {
+        wire_reply r;
+        wire_call(once, &r, "account_get", "u", "id", (uint64_t)1);
+        wire_expect(&r, "cluster_diverged");
+        wire_done(&r);
+    }
+    tally_client_close(once);
+}
+
+static void cluster_with(cluster_nodes *c, const char *const *extra_c)
+{
+    cluster_nodes_init(c, NODES);
+    for (int i = 0; i < NODES; i++) {
+        c->args[i][0] = "--cluster-checkpoint-every";
+        c->args[i][1] = CHECKPOINT_EVERY;
+        for (int k = 0; i == NODES - 1 && extra_c && extra_c[k]; k++)
+            c->args[i][2 + k] = extra_c[k];
+        cluster_nodes_start(c, i);
+    }
+}
+
+static char *http_body(const cluster_nodes *c, int i, const char *path, int *status)
+{
+    char *body = test_http_get(c->node[i].http_port, path, status);
+    ck_assert_msg(body != NULL, "GET %s on node %d: no answer", path, i);
+    return body;
+}
+
+START_TEST(test_checkpoints_agree)
+{
+    cluster_nodes c;
+    cluster_with(&c, NULL);
+    for (uint64_t k = 1; k <= 40; k++)
+        open_account(c.client[k % NODES], k);
+    /* subscriber writes too (their replies read the store): on three nodes */
+    wire_reply r;
+    wire_call(c.client[0], &r, "sub_create", "su", "name", "audit", "ack_wait_ms",
+              (uint64_t)60000);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(c.client[1], &r, "sub_fetch", "su", "name", "audit", "max", (uint64_t)5);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    wire_call(c.client[2], &r, "sub_ack", "sU", "name", "audit", "done", 1u, (uint64_t[]){1});
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    /* positions move on with the writes and the ticks: each node compares
+     * the checkpoint after them (64), all three agreeing */
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
+                                                  "tally_cluster_checkpoint_position", 64, WAIT_MS),
+                      "node %d compared no checkpoint", i);
+        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
+                                                  "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
+                      "node %d: fewer than 3 nodes agree", i);
+        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
+    }
+    int status = 0;
+    char *body = http_body(&c, 1, "/v1/cluster", &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_msg(strstr(body, "\"checkpoint_position\":") && strstr(body, "\"diverged\":false") &&
+                      strstr(body, "\"checkpoint_agreeing\":3") &&
+                      strstr(body, "\"checkpoint_nodes\":3"),
+                  "%s", body);
+    free(body);
+    /* the start-up warnings about the servers' version (2.9.10 here) */
+    char version[CLUSTER_SERVER_VERSION_BYTES], line[128];
+    ck_assert_int_eq(cluster_server_version(c.nats.urls[0], 10000, version, sizeof(version)),
+                     TALLY_ok);
+    snprintf(line, sizeof(line), "cluster: nats-server %s at %s: ", version,
+             c.nats.urls[0] + strlen("nats://"));
+    bool old = cluster_version_compare(version, "2.10.0") < 0;
+    bool jepsen = cluster_version_compare(version, "2.12.2") < 0;
+    ck_assert_msg(tallyd_log_wait(&c.node[0], line, jepsen ? 1000 : 1) == jepsen, "%s", line);
+    ck_assert(!old || tallyd_log_wait(&c.node[0], "it cannot sync every write to disk", 1000));
+    ck_assert(!jepsen || tallyd_log_wait(&c.node[0], "Jepsen's analysis of NATS 2.12.1", 1000));
+    char list[1024];
+    snprintf(list, sizeof(list), "%s,%s,%s", c.node[0].url, c.node[1].url, c.node[2].url);
+    const char *argv[] = {tallyd_program("tally"), "--url", list, "cluster", "status", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "AGREEMENT") && strstr(out, "3/3"), "%s", out);
+    free(out);
+    free(err);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+START_TEST(test_a_diverged_node_stops)
+{
+    cluster_nodes c;
+    const char *extra[] = {"--test-cluster-diverge-at", "4", NULL};
+    cluster_with(&c, extra);
+    /* node c leaves a request of one of a's groups out: its store differs */
+    for (uint64_t k = 1; k <= 40; k++)
+        open_account(c.client[0], k);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "applied without its last request", WAIT_MS),
+                  "node c applied every request");
+    ck_assert_msg(test_metrics_sample_reaches(c.node[2].http_port, "tally_cluster_diverged", 1,
+                                              WAIT_MS),
+                  "node c did not stop");
+    ck_assert(tallyd_log_wait(&c.node[2], "stops serving: diverged at position 32", 1000));
+    ck_assert(tallyd_log_wait(&c.node[2], "differs from the majority's, held by nodes a, b", 1000));
+    /* the others: agreeing, naming c, and taking writes */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(tallyd_log_wait(&c.node[i], "node(s) c diverged from the majority", WAIT_MS),
+                      "node %d did not name c", i);
+        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
+    }
+    open_account(c.client[1], 100);
+    /* node c: writes and reads refused, not ready */
+    assert_refused(&c, 2, 101, true);
+    int status = 0;
+    char *body = http_body(&c, 2, "/readyz", &status);
+    ck_assert_msg(status == 503 && strstr(body, "cluster_diverged"), "%d %s", status, body);
+    free(body);
+    body = http_body(&c, 2, "/v1/cluster", &status);
+    ck_assert_msg(strstr(body, "\"diverged\":true"), "%s", body);
+    free(body);
+    body = http_body(&c, 0, "/readyz", &status);
+    ck_assert_msg(status == 200, "%d %s", status, body);
+    free(body);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* The stream deleted behind the running nodes and an empty one made in
+ * its place, as tallyd would make it. */
+static void stream_lost(const cluster_nodes *c)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    ck_assert_msg(js_DeleteStream(js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK, "jerr %d",
+                  (int)jerr);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    const char *urls[NATS_CLUSTER_NODES];
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        urls[i] = c->nats.urls[i];
+    cluster_stream_config cfg = {.urls = urls, .url_count = NATS_CLUSTER_NODES};
+    cluster_stream *s = NULL;
+    char why[CLUSTER_WHY_BYTES] = "";
+    ck_assert_msg(cluster_stream_open(&s, &cfg, why, sizeof(why)) == TALLY_ok, "%s", why);
+    cluster_stream_close(s);
+}
+
+START_TEST(test_a_stream_behind_running_nodes)
+{
+    cluster_nodes c;
+    cluster_with(&c, NULL);
+    for (uint64_t k = 1; k <= 30; k++)
+        open_account(c.client[k % NODES], k);
+    stream_lost(&c);
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port, "tally_cluster_diverged", 1,
+                                                  WAIT_MS),
+                      "node %d goes on", i);
+        ck_assert(tallyd_log_wait(&c.node[i], "stops serving: stream behind this node", 1000));
+    }
+    assert_refused(&c, 0, 200, false);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+START_TEST(test_not_ready_while_far_behind)
+{
+    cluster_nodes c;
+    char hold[320];
+    cluster_nodes_init(&c, 2);
+    for (int i = 0; i < 2; i++) {
+        c.args[i][0] = "--cluster-ready-lag";
+        c.args[i][1] = "5";
+        cluster_nodes_start(&c, i);
+    }
+    snprintf(hold, sizeof(hold), "%s/hold", c.node[1].dir);
+    FILE *f = fopen(hold, "w");
+    ck_assert(f != NULL);
+    fclose(f);
+    c.args[1][2] = "--test-writer-hold-file";
+    c.args[1][3] = hold;
+    cluster_nodes_stop(&c, 1);
+    cluster_nodes_restart(&c, 1);
+    int status = 0;
+    char *body = http_body(&c, 1, "/readyz", &status);
+    free(body);
+    for (uint64_t k = 1; k <= 20; k++)
+        open_account(c.client[0], k);
+    /* node b applies nothing while the file is there: more than 5 behind */
+    ck_assert_msg(test_metrics_sample_reaches(c.node[1].http_port, "tally_cluster_lag_messages", 6,
+                                              WAIT_MS),
+                  "node b does not see the stream grow");
+    body = http_body(&c, 1, "/readyz", &status);
+    ck_assert_msg(status == 503 && strstr(body, "cluster_lag_messages"), "%d %s", status, body);
+    free(body);
+    ck_assert_int_eq(test_metrics_sample(c.node[1].http_port, "tally_ready"), 0);
+    ck_assert_int_eq(unlink(hold), 0);
+    int64_t until = test_deadline_ms(WAIT_MS);
+    for (;;) {
+        body = http_body(&c, 1, "/readyz", &status);
+        free(body);
+        if (status == 200)
+            break;
+        if (clock_mono_ms() >= until)
+            test_wait_failed(WAIT_MS, "node b ready again after catching up");
+        test_pause_ms(100);
+    }
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* tallyd started with options (after the data dir, data or NULL for
+ * dir/refused-data, and listeners under dir) exits non-zero, its stderr
+ * holding expect. */
+static void assert_refused_start(const char *dir, const char *data_dir,
+                                 const char *const *options, const char *expect)
+{
+    char data[400], listen[400];
+    snprintf(data, sizeof(data), "%s", data_dir ? data_dir : "");
+    if (data_dir == NULL)
+        snprintf(data, sizeof(data), "%s/refused-data", dir);
+    snprintf(listen, sizeof(listen), "ipc://%s/refused.sock", dir);
+    const char *argv[24] = {tallyd_program("tallyd"), "--data", data, "--listen", listen,
+                            "--publish", "none", "--http", "none"};
+    size_t n = 9;
+    for (size_t k = 0; options[k] && n + 1 < sizeof(argv) / sizeof(argv[0]); k++)
+        argv[n++] = options[k];
+    argv[n] = NULL;
+    char *out = NULL, *err = NULL;
+    int code = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(code != 0 && strstr(err, expect), "exit %d, wanted \"%s\": %s", code, expect,
+                  err);
+    free(out);
+    free(err);
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s", path);
+    ck_assert(fputs(text, f) >= 0);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+START_TEST(test_a_node_logs_in_to_servers_that_require_it)
+{
+    nats_cluster nats;
+    nats_cluster_start_with_user(&nats, "tally", "s3cret-pass");
+    char urls[NATS_CLUSTER_NODES * 64], password[400], open_password[400];
+    snprintf(urls, sizeof(urls), "%s,%s,%s", nats.node[0].plain_url, nats.node[1].plain_url,
+             nats.node[2].plain_url);
+    snprintf(password, sizeof(password), "%s/password", nats.dir);
+    snprintf(open_password, sizeof(open_password), "%s/password-open", nats.dir);
+    write_file(password, "s3cret-pass\n", 0600);
+    write_file(open_password, "s3cret-pass\n", 0644);
+    /* no login, a wrong password, a password file others may read */
+    const char *none[] = {"--cluster", urls, "--node", "a", NULL};
+    assert_refused_start(nats.dir, NULL, none, "cannot connect to NATS");
+    write_file(password, "wrong\n", 0600);
+    const char *wrong[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
+                           "--cluster-password-file", password, NULL};
+    assert_refused_start(nats.dir, NULL, wrong, "cannot connect to NATS");
+    const char *open[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
+                          "--cluster-password-file", open_password, NULL};
+    assert_refused_start(nats.dir, NULL, open, "group or others may read it");
+    /* the right one: the node starts and takes writes */
+    write_file(password, "s3cret-pass\n", 0600);
+    tallyd_proc p;
+    tally_client *client = NULL;
+    wire_server_start(&p, &client, wrong);
+    open_account(client, 1);
+    wire_server_stop(&p, &client);
+    tallyd_cleanup(&p);
+    nats_cluster_stop(&nats);
+}
+END_TEST
+
+/* The store of node i replaced by a backup of node `from` (running). */
+static void store_from_backup(cluster_nodes *c, int from, int i)
+{
+    char dest[400];
+    snprintf(dest, sizeof(dest), "%s/restored", c->node[i].dir);
+    wire_reply r;
+    wire_call(c->client[from], &r, "backup", "s", "path", dest);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    const char *rm[] = {"/bin/rm", "-rf", c->node[i].data_dir, NULL};
+    ck_assert_int_eq(test_run(rm, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(rename(dest, c->node[i].data_dir), 0);
+}
+
+START_TEST(test_a_single_node_store_becomes_a_cluster)
+{
+    cluster_nodes c;
+    cluster_nodes_init(&c, 2);
+    /* a single-node tallyd with 5 accounts; and one that will be node b */
+    for (int i = 0; i < 2; i++)
+        wire_server_start(&c.node[i], &c.client[i], NULL);
+    for (uint64_t k = 1; k <= 5; k++)
+        open_account(c.client[0], k);
+    cluster_nodes_stop(&c, 1);
+    cluster_nodes_stop(&c, 0);
+    /* in cluster mode on the empty stream: only with --cluster-init */
+    const char *join[] = {"--cluster", c.urls, "--node", "a", NULL};
+    assert_refused_start(c.node[0].dir, c.node[0].data_dir, join,
+                         "start it with --cluster-init");
+    c.args[0][0] = "--cluster-init";
+    cluster_nodes_restart(&c, 0);
+    ck_assert(tallyd_log_wait(&c.node[0], "--cluster-init: this store (log head seq 5) is the base "
+                              "of a new cluster", 1000));
+    wire_reply r;
+    wire_call(c.client[0], &r, "account_get", "u", "id", (uint64_t)5);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    open_account(c.client[0], 6);
+    /* node b from node a's backup joins, and sees what a wrote after it */
+    store_from_backup(&c, 0, 1);
+    open_account(c.client[0], 7);
+    cluster_nodes_restart(&c, 1);
+    wire_call(c.client[1], &r, "account_open", "ssuuu", "consumer", "t", "key", "open-8", "id",
+              (uint64_t)8, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, "ok");
+    uint64_t seq = wire_u64(r.map, "cluster_seq");
+    wire_done(&r);
+    for (uint64_t id = 1; id <= 8; id++) {
+        wire_call(c.client[id % 2], &r, "account_get", "uu", "id", id, "min_seq", seq);
+        wire_expect(&r, "ok");
+        wire_done(&r);
+    }
+    /* --cluster-init on a stream that holds messages is refused */
+    cluster_nodes_stop(&c, 1);
+    const char *again[] = {"--cluster", c.urls, "--node", "b", "--cluster-init", NULL};
+    assert_refused_start(c.node[1].dir, c.node[1].data_dir, again, "holds messages up to");
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+int main(void)
+{
+    if (nats_cluster_server_path() == NULL) {
+        fprintf(stderr, "check_cluster_checks: nats-server is not installed ($NATS_SERVER: %s); "
+                        "skipped (apt-get install nats-server)\n",
+                getenv("NATS_SERVER") ? getenv("NATS_SERVER") : "unset");
+        return 77;
+    }
+    const test_row rows[] = {
+        {"checkpoint", test_checkpoints_agree, TEST_TIMEOUT_S},
+        {"divergence", test_a_diverged_node_stops, TEST_TIMEOUT_S},
+        {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
+        {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
+        {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
+        {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
+    };
+    return test_run_suite(test_suite_of_rows("cluster_checks", TEST_ROWS(rows)));
+}
