@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CONNECT_RETRY_US 500000
 #define PASSWORD_BYTES_MAX 256
 #define VERSION_WAIT_MS 2000
 
@@ -73,7 +72,7 @@ static int open_with(const cluster_stream_config *cfg, cluster_stream **out)
             return rc;
         }
         net_log(NET_LOG_INFO, "cluster: waiting for JetStream: %s", why[0] ? why : "no answer");
-        usleep(CONNECT_RETRY_US);
+        usleep(CLUSTER_CONNECT_RETRY_US);
     }
 }
 

@@ -12,6 +12,9 @@
 #include "net/cluster/stream.h"
 #include "net/engine/options.h"
 
+/* How long a start that waits for JetStream pauses between tries. */
+#define CLUSTER_CONNECT_RETRY_US 500000
+
 /* Open the command stream of o (waiting up to TALLY_CLUSTER_CONNECT_MS_MAX
  * while JetStream does not answer): TALLY_ok and *out (the caller's to
  * close), or a refusal, logged naming what is wrong: TALLY_invalid_argument

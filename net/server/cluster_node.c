@@ -227,7 +227,7 @@ static int with_patience(cluster_node *node, start_step step, void *ctx)
             return rc;
         }
         net_log(NET_LOG_INFO, "cluster: waiting for JetStream: %s", tally_strerror(rc));
-        usleep(CONNECT_RETRY_US);
+        usleep(CLUSTER_CONNECT_RETRY_US);
     }
 }
 
