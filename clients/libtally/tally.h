@@ -3,7 +3,7 @@
  *
  * Every write carries an idempotency key under the client's consumer name.
  * Retries (after a timeout, `overloaded`, `shutting_down`,
- * `cluster_unavailable` or while the server is unreachable) resend the same request with the same key, so a
+ * `cluster_unavailable`, `cluster_diverged` or while the server is unreachable) resend the same request with the same key, so a
  * write takes effect at most once however often it is sent; a lost reply is
  * answered from the server's inbox (result.replayed). When the caller gives
  * no key, the library generates one (UUIDv7 text, time-ordered) once per
