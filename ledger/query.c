@@ -239,8 +239,34 @@ static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id
 /* Seqs read from the history or the log at a time. */
 #define HISTORY_WALK_BATCH 64
 
-/* The event at seq: its time, and whether it created a transfer (its id
- * into *id). An entry without its event is TALLY_corrupt_record. */
+/* The time a walk by seq orders ev by: the creation time of the transfer
+ * or account it created (an imported record's is its given time, before
+ * its event's commit time; an account opened before record format 3 has
+ * none), else the event's commit time. These never go back along the log:
+ * commit times are monotone and an import's time is past every time the
+ * store held (ledger/imported.h), as ledger/balances.h counts on too. A
+ * created record that is missing is TALLY_corrupt_record. */
+static int event_order_ms(store_txn *t, const log_event *ev, int64_t *ms)
+{
+    int rc = TALLY_ok;
+    *ms = ev->time_ms;
+    if (ev->entity.kind == LOG_ENTITY_TRANSFER &&
+        log_event_type_is(ev, LOG_EVENT_TRANSFER_CREATED)) {
+        ledger_transfer_record r;
+        if ((rc = ledger_transfer_get(t, &ev->entity.transfer_id, &r)) == TALLY_ok)
+            *ms = r.created_ms;
+    } else if (ev->entity.kind == LOG_ENTITY_ACCOUNT &&
+               log_event_type_is(ev, LOG_EVENT_ACCOUNT_OPENED)) {
+        ledger_account a;
+        if ((rc = ledger_account_get(t, ev->entity.account_id, &a)) == TALLY_ok && a.created_ms)
+            *ms = a.created_ms;
+    }
+    return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
+}
+
+/* The event at seq: its order time (event_order_ms), and whether it
+ * created a transfer (its id into *id). An entry without its event is
+ * TALLY_corrupt_record. */
 static int seq_event(store_txn *t, uint64_t seq, int64_t *time_ms, bool *created,
                          tally_id128 *id)
 {
@@ -249,19 +275,19 @@ static int seq_event(store_txn *t, uint64_t seq, int64_t *time_ms, bool *created
     log_event ev;
     int rc = log_event_load(t, seq, &up, &ev);
     if (rc == TALLY_ok) {
-        *time_ms = ev.time_ms;
         *created = ev.entity.kind == LOG_ENTITY_TRANSFER &&
                    log_event_type_is(&ev, LOG_EVENT_TRANSFER_CREATED);
         if (*created)
             *id = ev.entity.transfer_id;
+        rc = event_order_ms(t, &ev, time_ms);
     }
     msgpack_unpacked_destroy(&up);
     return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
 }
 
-/* The first seq of the log whose event is later than ms, or the last seq
- * + 1 when none is (1 for an empty log): a binary search, as the log's
- * times never decrease (the writer keeps them monotone). */
+/* The first seq of the log whose event is later than ms by its order time
+ * (event_order_ms), or the last seq + 1 when none is (1 for an empty
+ * log): a binary search, as the order times never decrease. */
 static int log_seq_after(store_txn *t, int64_t ms, uint64_t *out)
 {
     uint64_t lo, hi;
@@ -277,8 +303,11 @@ static int log_seq_after(store_txn *t, int64_t ms, uint64_t *out)
         msgpack_unpacked up;
         msgpack_unpacked_init(&up);
         log_event ev;
+        int64_t at = 0;
         rc = log_event_load(t, mid, &up, &ev);
-        if (rc == TALLY_ok && ev.time_ms > ms)
+        if (rc == TALLY_ok)
+            rc = event_order_ms(t, &ev, &at);
+        if (rc == TALLY_ok && at > ms)
             hi = mid;
         else if (rc == TALLY_ok)
             lo = mid + 1;

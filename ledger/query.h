@@ -17,9 +17,11 @@
  * ones list a transfer); the other filters are checked on the records. Creation order is
  * (created_ms, created_seq), and as the log's times never decrease (the
  * writer keeps them monotone) seq order is the same order. A time bound
- * of a walk by seq is found by a binary search over the log's event
- * times (about log2(events) event reads), and the walk stops at the
- * first event past the other bound. A page holds at most limit records
+ * of a walk by seq is found by a binary search over the events' order
+ * times (a created transfer's or account's creation time, which is an
+ * imported record's given time, else the commit time; they never go
+ * back: ledger/imported.h), about log2(events) probes, and the walk stops
+ * at the first event past the other bound. A page holds at most limit records
  * (1 .. TALLY_QUERY_ENTRIES_MAX) and examines at most
  * TALLY_QUERY_SCAN_ENTRIES_MAX index, history or log entries; it ends with a
  * cursor when it is full or hit that bound (the next page, from the

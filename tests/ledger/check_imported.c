@@ -19,6 +19,7 @@
  */
 #include "common/error.h"
 #include "ledger/imported.h"
+#include "ledger/query.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -185,6 +186,69 @@ START_TEST(test_a_replay_answers_the_same)
 }
 END_TEST
 
+/* The transfers a query finds, in order, by the low byte of their ids. */
+typedef struct found_ids {
+    uint8_t ids[16];
+    uint32_t count;
+} found_ids;
+
+static int add_found(const ledger_transfer_record *r, void *ctx)
+{
+    found_ids *f = ctx;
+    if (f->count < sizeof(f->ids))
+        f->ids[f->count] = r->id.bytes[15];
+    f->count++;
+    return TALLY_ok;
+}
+
+static found_ids query_ids(test_store *ts, ledger_query q)
+{
+    found_ids f = {.count = 0};
+    ledger_query_page page;
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_transfer_query(&t, &q, add_found, &f, &page), TALLY_ok);
+    store_txn_abort(&t);
+    ck_assert(!page.has_next);
+    return f;
+}
+
+/* Time ranges select imported transfers by their given times, not by the
+ * commit time of their events: account_transfers walks the history and
+ * transfer_query without a filter the log, both ordered by creation time. */
+START_TEST(test_time_ranges_select_imported_transfers_by_their_time)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_setup_ok(&ts, imported_open(1, PAST));
+    test_setup_ok(&ts, imported_open(2, PAST + 1));
+    for (uint64_t i = 0; i < 6; i++) /* transfers 10..15 at PAST + 100, 200, ... */
+        test_setup_ok(&ts, imported_transfer(10 + i, 1, 2, 1, PAST + 100 * (int64_t)(i + 1)));
+    test_setup_ok(&ts, test_cmd_transfer(16, 1, 2, 1)); /* live: at the commit time */
+    ledger_query range = {.limit = 100, .timestamp_min_ms = PAST + 200,
+                          .timestamp_max_ms = PAST + 400};
+    ledger_query by_account = range;
+    by_account.account_id = 2;
+    by_account.credits = true;
+    for (int reversed = 0; reversed <= 1; reversed++) {
+        range.reversed = by_account.reversed = reversed;
+        found_ids all = query_ids(&ts, range), acct = query_ids(&ts, by_account);
+        ck_assert_uint_eq(all.count, 3);
+        ck_assert_uint_eq(acct.count, 3);
+        for (uint32_t i = 0; i < 3; i++) {
+            uint8_t want = (uint8_t)(reversed ? 13 - i : 11 + i);
+            ck_assert_uint_eq(all.ids[i], want);
+            ck_assert_uint_eq(acct.ids[i], want);
+        }
+    }
+    ledger_query live = {.limit = 100, .timestamp_min_ms = PAST + 601};
+    found_ids l = query_ids(&ts, live);
+    ck_assert_uint_eq(l.count, 1);
+    ck_assert_uint_eq(l.ids[0], 16);
+    test_finish(&ts);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("imported");
@@ -195,6 +259,7 @@ int main(void)
     tcase_add_test(tc, test_times_strictly_increase_and_stay_past);
     tcase_add_test(tc, test_a_chain_is_all_imported_or_none);
     tcase_add_test(tc, test_a_replay_answers_the_same);
+    tcase_add_test(tc, test_time_ranges_select_imported_transfers_by_their_time);
     suite_add_tcase(s, tc);
     return test_run_suite_both_modes(s);
 }
