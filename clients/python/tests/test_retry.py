@@ -88,9 +88,25 @@ def test_a_retry_reaches_the_server_once_it_is_back(tallyd: Tallyd) -> None:
     transfer_while(tallyd, "pay-1", tallyd.stop, tallyd.start)  # the same data and port
 
 
+def freeze(pid: int) -> None:
+    """SIGSTOP pid, and wait until every thread of it has stopped (a group
+    stop completes after kill() returns)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        for tid in tasks:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                    return False
+        return True
+
+    wait_for(f"process {pid} stopped", 30, stopped)
+
+
 def test_a_lost_reply_is_retried_with_the_same_key_and_applies_once(tallyd: Tallyd) -> None:
     # tallyd frozen: the request reaches its socket, no reply comes in time
-    r = transfer_while(tallyd, "pay-lost", lambda: os.kill(tallyd.proc.pid, signal.SIGSTOP),
+    r = transfer_while(tallyd, "pay-lost", lambda: freeze(tallyd.proc.pid),
                        lambda: os.kill(tallyd.proc.pid, signal.SIGCONT), attempt_timeout_s=0.3)
     c = tally.Client(tallyd.url, consumer="shop")
     again = c.transfer(1, 2, 40, ledger=1, code=1, key="pay-lost")
