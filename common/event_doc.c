@@ -297,6 +297,7 @@ static const char *const dead_letter_fields[] = {"subscriber", "seq", "attempts"
                                                  "error", NULL};
 static const char *const webhook_fields[] = {"source", "event_id", "event_type", "signed_at_s",
                                              "body", NULL};
+static const char *const endpoint_fields[] = {"name", "state", "reason", NULL};
 
 /* A webhook body: its JSON as "payload", else base64 as "body_base64". */
 static void body_doc(json_t *obj, const char *ptr, uint32_t n, bool *ok)
@@ -363,9 +364,12 @@ static json_t *data_doc(const log_event *ev, int *rc)
     }
     const msgpack_object *dl = log_event_part(ev, LOG_PART_DEAD_LETTER);
     const msgpack_object *wh = log_event_part(ev, LOG_PART_WEBHOOK);
+    const msgpack_object *ep = log_event_part(ev, LOG_PART_ENDPOINT);
     if (ok && (dl || wh))
         put(data, dl ? "dead_letter" : "webhook",
             array_part_doc(dl ? dl : wh, dl ? dead_letter_fields : webhook_fields, &ok), &ok);
+    if (ok && ep)
+        put(data, "endpoint", array_part_doc(ep, endpoint_fields, &ok), &ok);
     if (!ok) {
         *rc = data ? TALLY_corrupt_record : TALLY_out_of_memory;
         json_decref(data);
@@ -378,7 +382,7 @@ static json_t *data_doc(const log_event *ev, int *rc)
 
 /* The entity: {kind, id} for accounts and transfers, {kind, subject,
  * feature} for entitlements, {kind, subscriber, seq} for dead letters,
- * {kind, source, event_id} for webhooks. */
+ * {kind, source, event_id} for webhooks, {kind, name} for endpoints. */
 static json_t *entity_doc(const log_entity *en, bool *ok)
 {
     json_t *j = json_object();
@@ -397,6 +401,9 @@ static json_t *entity_doc(const log_entity *en, bool *ok)
     case LOG_ENTITY_WEBHOOK:
         put(j, "source", json_textn(en->webhook_source.ptr, en->webhook_source.len), ok);
         put(j, "event_id", json_textn(en->webhook_event_id.ptr, en->webhook_event_id.len), ok);
+        break;
+    case LOG_ENTITY_ENDPOINT:
+        put(j, "name", json_textn(en->endpoint.ptr, en->endpoint.len), ok);
         break;
     default:
         put(j, "subject", json_textn(en->subject.ptr, en->subject.len), ok);

@@ -241,6 +241,10 @@ _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
 /* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
 #define TALLY_SUBSCRIBERS_MAX 256
 #define TALLY_SUBSCRIBER_NAME_BYTES_MAX 64
+/* An outbound webhook endpoint of tally-relay (ledger/endpoint.h): its
+ * name, as its subscriber relay:<name>, and why it was disabled. */
+#define TALLY_ENDPOINT_NAME_BYTES_MAX 58
+#define TALLY_ENDPOINT_REASON_BYTES_MAX 256
 #define TALLY_SUB_FETCH_EVENTS_MAX 1000
 #define TALLY_SUB_FETCH_EVENTS_DEFAULT 100
 #define TALLY_SUB_FETCH_BYTES_MAX TALLY_LOG_READ_BYTES_MAX /* events delivered per fetch */

@@ -27,6 +27,7 @@ const char *log_entity_kind_name(log_entity_kind kind)
     case LOG_ENTITY_ENTITLEMENT: return "entitlement";
     case LOG_ENTITY_DEAD_LETTER: return "dead_letter";
     case LOG_ENTITY_WEBHOOK: return "webhook";
+    case LOG_ENTITY_ENDPOINT: return "endpoint";
     }
     return "unknown";
 }
@@ -108,6 +109,9 @@ static int pack_entity(msgpack_packer *pk, const log_entity *e)
         return msgpack_pack_array(pk, 3) || msgpack_pack_uint8(pk, e->kind) ||
                msgpack_safe_pack_str(pk, e->webhook_source) ||
                msgpack_safe_pack_str(pk, e->webhook_event_id);
+    case LOG_ENTITY_ENDPOINT:
+        return msgpack_pack_array(pk, 2) || msgpack_pack_uint8(pk, e->kind) ||
+               msgpack_safe_pack_str(pk, e->endpoint);
     }
     return -1;
 }
@@ -172,7 +176,7 @@ static bool decode_entity(const msgpack_object *o, log_entity *e)
     tally_str name;
     uint64_t code = 0;
     if (msgpack_safe_get_str(&items[0], &name)) {
-        for (uint64_t k = LOG_ENTITY_ACCOUNT; k <= LOG_ENTITY_WEBHOOK; k++)
+        for (uint64_t k = LOG_ENTITY_ACCOUNT; k <= LOG_ENTITY_ENDPOINT; k++)
             if (tally_str_equal(name, tally_str_from(log_entity_kind_name(k))))
                 code = k;
     } else if (!msgpack_safe_get_u64(&items[0], &code)) {
@@ -193,6 +197,8 @@ static bool decode_entity(const msgpack_object *o, log_entity *e)
     case LOG_ENTITY_WEBHOOK:
         return o->via.array.size == 3 && msgpack_safe_get_str(&items[1], &e->webhook_source) &&
                msgpack_safe_get_str(&items[2], &e->webhook_event_id);
+    case LOG_ENTITY_ENDPOINT:
+        return o->via.array.size == 2 && msgpack_safe_get_str(&items[1], &e->endpoint);
     }
     return false;
 }
@@ -298,6 +304,7 @@ const msgpack_object *log_body_part_of(const msgpack_object *body, log_entity_ki
         [LOG_PART_ENTITLEMENT] = {LOG_ENTITY_ENTITLEMENT, 0, "entitlement"},
         [LOG_PART_DEAD_LETTER] = {LOG_ENTITY_DEAD_LETTER, 0, "dead_letter"},
         [LOG_PART_WEBHOOK] = {LOG_ENTITY_WEBHOOK, 0, "webhook"},
+        [LOG_PART_ENDPOINT] = {LOG_ENTITY_ENDPOINT, 0, "endpoint"},
     };
     if (body == NULL || (unsigned)part >= sizeof(parts) / sizeof(parts[0]) ||
         kind != parts[part].kind)

@@ -15,6 +15,7 @@
 #include "ledger/account.h"
 #include "ledger/entitlement.h"
 #include "ledger/transfer.h"
+#include "ledger/endpoint.h"
 #include "ledger/webhook.h"
 
 
@@ -168,6 +169,15 @@ static int validate_webhook(const ledger_command *cmd)
     return TALLY_ok;
 }
 
+static int validate_endpoint(const ledger_command *cmd)
+{
+    const ledger_endpoint *e = &cmd->u.endpoint;
+    if (!ledger_endpoint_name_valid(e->name))
+        return TALLY_invalid_endpoint_name;
+    return e->reason.len <= TALLY_ENDPOINT_REASON_BYTES_MAX ? TALLY_ok
+                                                            : TALLY_value_out_of_range;
+}
+
 /* A chain inside a chain. */
 static int validate_member_chain(const ledger_command *cmd)
 {
@@ -283,6 +293,11 @@ static void fp_webhook(sha256_ctx *h, const ledger_command *cmd)
     fp_str(h, cmd->u.webhook.body);
 }
 
+static void fp_endpoint(sha256_ctx *h, const ledger_command *cmd)
+{
+    fp_str(h, cmd->u.endpoint.name), fp_str(h, cmd->u.endpoint.reason);
+}
+
 static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
 {
     fp_u8(h, (uint8_t)cmd->kind);
@@ -350,6 +365,12 @@ static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
                                 {LOG_EVENT_WEBHOOK_RECEIVED}},
     [LEDGER_REVERSE] = {LEDGER_REVERSE, "transfer_reverse", validate_reverse, fp_reverse,
                         ledger_transfer_reverse_apply, {LOG_EVENT_TRANSFER_CREATED}},
+    [LEDGER_ENDPOINT_DISABLE] = {LEDGER_ENDPOINT_DISABLE, "endpoint_disable", validate_endpoint,
+                                 fp_endpoint, ledger_endpoint_disable_apply,
+                                 {LOG_EVENT_ENDPOINT_DISABLED}},
+    [LEDGER_ENDPOINT_ENABLE] = {LEDGER_ENDPOINT_ENABLE, "endpoint_enable", validate_endpoint,
+                                fp_endpoint, ledger_endpoint_enable_apply,
+                                {LOG_EVENT_ENDPOINT_ENABLED}},
 };
 
 /* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left

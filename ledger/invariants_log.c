@@ -332,6 +332,29 @@ static void check_webhook_event(audit *a, const log_event *ev)
     }
 }
 
+/* An endpoint event changes no account or entitlement: it must be
+ * well-formed, its body naming its entity's endpoint and the state its
+ * type says. */
+static void check_endpoint_event(audit *a, const log_event *ev)
+{
+    const msgpack_object *row = log_event_part(ev, LOG_PART_ENDPOINT);
+    msgpack_record_reader r = msgpack_record_read(row);
+    tally_str name, state, reason;
+    bool disabled = log_event_type_is(ev, LOG_EVENT_ENDPOINT_DISABLED);
+    bool ok = row != NULL && msgpack_record_fields(&r) >= 3 &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "name"), &name) &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "state"), &state) &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "reason"), &reason);
+    if (!ok || (!disabled && !log_event_type_is(ev, LOG_EVENT_ENDPOINT_ENABLED)) ||
+        !tally_str_equal(name, ev->entity.endpoint) ||
+        !tally_str_equal(state, tally_str_from(disabled ? "disabled" : "enabled")) ||
+        (!disabled && reason.len > 0) || !ev->has_causation) {
+        char where[64];
+        audit_name_seq(ev->seq, where);
+        audit_report(a, "rebuild", where, "an endpoint event that does not hold together");
+    }
+}
+
 static void fold_event(audit *a, const log_event *ev)
 {
     if (a->opt->skip_rebuild) {
@@ -348,6 +371,8 @@ static void fold_event(audit *a, const log_event *ev)
         check_dead_letter_event(a, ev);
     else if (ev->entity.kind == LOG_ENTITY_WEBHOOK)
         check_webhook_event(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_ENDPOINT)
+        check_endpoint_event(a, ev);
     else {
         char name[64];
         audit_name_seq(ev->seq, name);

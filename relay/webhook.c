@@ -8,8 +8,13 @@
  * the endpoint's secret>). A 2xx answer acknowledges; anything else, or
  * no answer within the timeouts, retries after the subscriber's backoff,
  * and tally parks the event in relay:<endpoint>'s dead-letter queue after
- * max_deliver deliveries. libcurl with connect and total timeouts,
- * redirects off, TLS verification on.
+ * max_deliver deliveries. The delay before each retry is the endpoint's
+ * retry schedule (docs/RELAY.md, "Retry schedule and disabled endpoints"),
+ * given with each nak; an endpoint failing without a 2xx for
+ * disable_after is disabled in tallyd (endpoint_disable: an
+ * endpoint.disabled event) and this sink waits, delivering nothing, until
+ * tallyd says it is enabled again. libcurl with connect and total
+ * timeouts, redirects off, TLS verification on.
  */
 #include "config.h"
 
@@ -31,6 +36,8 @@ typedef struct webhook_sink {
     const relay_endpoint *cfg;
     relay_sink_context *ctx;
     CURL *curl;
+    tally_subscriber *s;      /* the handle of the run */
+    int64_t failing_since_ms; /* the first failure since the last 2xx; 0: none */
 } webhook_sink;
 
 bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const char *id,
@@ -135,6 +142,44 @@ static bool post(webhook_sink *w, const char *id, const char *body, size_t len, 
     return ok;
 }
 
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* After a failed delivery: disable the endpoint in tallyd once it has
+ * failed without a 2xx for disable_after, and end the run (the event
+ * waits, with the others, until the endpoint is enabled). The key names
+ * the failing streak, so a retried request is applied once. */
+static void disable_when_due(webhook_sink *w, const char *error)
+{
+    int64_t now_ms = wall_ms();
+    if (w->failing_since_ms == 0)
+        w->failing_since_ms = now_ms;
+    if (w->cfg->disable_after_ms == 0 ||
+        (uint64_t)(now_ms - w->failing_since_ms) < w->cfg->disable_after_ms)
+        return;
+    char key[128], reason[TALLY_CLIENT_ENDPOINT_REASON_BYTES_MAX + 1], since[32];
+    snprintf(key, sizeof(key), "relay-disable:%s:%" PRId64, w->cfg->name, w->failing_since_ms);
+    relay_duration_text((uint64_t)(now_ms - w->failing_since_ms) / 1000 * 1000, since,
+                        sizeof(since));
+    snprintf(reason, sizeof(reason), "failing for %s (disable_after): %s", since, error);
+    tally_result r;
+    int rc = tally_endpoint_disable(w->ctx->client, key, w->cfg->name, reason, &r);
+    if (rc != TALLY_ok) {
+        fprintf(stderr, "tally-relay: endpoint %s: cannot disable it: %s; tried again after the "
+                        "next failure\n", w->cfg->name, tally_strerror(rc));
+        return;
+    }
+    fprintf(stderr, "tally-relay: endpoint %s disabled (seq %" PRIu64 "): %s; nothing is "
+                    "delivered to it until tally endpoint enable %s\n",
+            w->cfg->name, r.seq, reason, w->cfg->name);
+    atomic_store(&w->ctx->metrics.disabled, true);
+    tally_subscriber_stop(w->s);
+}
+
 static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, void *arg)
 {
     webhook_sink *w = arg;
@@ -156,9 +201,16 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
     tally_uuid_format(&e->id, id);
     bool ok = post(w, id, body, len, answer->error, sizeof(answer->error));
     free(body);
-    if (!ok)
-        relay_say_parked(w->ctx, d, false, answer->error);
-    return ok ? TALLY_DONE : TALLY_RETRY; /* a retry comes after the subscriber's backoff */
+    if (ok) {
+        w->failing_since_ms = 0;
+        return TALLY_DONE;
+    }
+    relay_say_parked(w->ctx, d, false, answer->error);
+    /* the next attempt after the schedule's delay, else the subscriber's backoff */
+    answer->delay_set = relay_endpoint_retry_delay(w->cfg, d->attempt, &answer->delay_ms);
+    if (!atomic_load(&w->ctx->metrics.disabled))
+        disable_when_due(w, answer->error);
+    return TALLY_RETRY;
 }
 
 static bool curl_setup(webhook_sink *w)
@@ -178,6 +230,35 @@ static bool curl_setup(webhook_sink *w)
            curl_easy_setopt(c, CURLOPT_USERAGENT, "tally-relay") == CURLE_OK;
 }
 
+/* Before each run: while tallyd says the endpoint is disabled, deliver
+ * nothing and ask again every RELAY_DISABLED_POLL_MS. false once stopped.
+ * A tallyd that does not answer: run (the run waits for it itself). */
+static bool wait_while_disabled(webhook_sink *w)
+{
+    bool said = false;
+    while (!atomic_load(w->ctx->stop)) {
+        tally_endpoint_info info;
+        int rc = tally_endpoint_get(w->ctx->client, w->cfg->name, &info);
+        bool disabled = rc == TALLY_ok && info.disabled;
+        bool was = atomic_exchange(&w->ctx->metrics.disabled, disabled);
+        if (!disabled) {
+            if (was)
+                fprintf(stderr, "tally-relay: endpoint %s enabled again; delivering\n",
+                        w->cfg->name);
+            w->failing_since_ms = 0;
+            return true;
+        }
+        if (!said)
+            fprintf(stderr, "tally-relay: endpoint %s is disabled (%s): waiting for tally "
+                            "endpoint enable %s\n",
+                    w->cfg->name, info.reason[0] ? info.reason : "no reason given",
+                    w->cfg->name);
+        said = true;
+        relay_pause(w->ctx->stop, RELAY_DISABLED_POLL_MS);
+    }
+    return false;
+}
+
 int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx)
 {
     webhook_sink w = {.cfg = cfg, .ctx = ctx};
@@ -193,7 +274,8 @@ int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx)
     tally_subscriber *s = relay_subscriber_open(ctx, &cfg->sub);
     if (s == NULL)
         result = atomic_load(ctx->stop) ? 0 : 1;
-    while (s && relay_sink_begin(ctx, s)) {
+    w.s = s;
+    while (s && wait_while_disabled(&w) && relay_sink_begin(ctx, s)) {
         int rc = tally_subscriber_run(s, &ro, on_event, &w);
         relay_sink_end(ctx);
         if (rc != TALLY_ok) {

@@ -165,6 +165,13 @@ EXAMPLES = [
       "subscribers_total", "subscribers"}),
     ("Who the caller is: here a tallyd without --auth, where everyone holds every grant.",
      "whoami", get("/v1/whoami")),
+    ("Disable tally-relay's endpoint billing (admin; docs/RELAY.md).", "endpoint_disable",
+     post("endpoint_disable", {"endpoint": "billing", "reason": "maintenance"}, "off-1",
+          consumer="ops")),
+    ("Its state.", "endpoint_get", post("endpoint_get", {"endpoint": "billing"}),
+     {"changed_ms"}),
+    ("Enable it again.", "endpoint_enable",
+     post("endpoint_enable", {"endpoint": "billing"}, "on-1", consumer="ops")),
 ]
 
 # Values that depend on the machine or the moment, not on the requests

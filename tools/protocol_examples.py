@@ -218,13 +218,21 @@ EXAMPLES = [
          {"op": "account_open", "key": "twice", "id": 5, "ledger": 1, "code": 10},
          {"op": "account_open", "key": "twice", "id": 5, "ledger": 1, "code": 10},
          {"op": "account_open", "key": "twice", "id": 6, "ledger": 1, "code": 10}]}),
+    ("Disable tally-relay's endpoint billing (admin; docs/RELAY.md): an endpoint.disabled event.",
+     {"v": 1, "op": "endpoint_disable", "consumer": "ops", "key": "off-1", "endpoint": "billing", "reason": "maintenance"}),
+    ("Its state (changed_ms varies, shown as ..).",
+     {"v": 1, "op": "endpoint_get", "endpoint": "billing"}),
+    ("Enable it again: an endpoint.enabled event.",
+     {"v": 1, "op": "endpoint_enable", "consumer": "ops", "key": "on-1", "endpoint": "billing"}),
+    ("An endpoint name with a space.",
+     {"v": 1, "op": "endpoint_get", "endpoint": "no spaces"}),
 ]
 RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"\xdd\xff\xff\xff\xff"}
 
 def wildcard_times(reply):
     """Replace the 8 bytes after 'granted_ms'/'updated_ms'/'created_ms' keys' cf marker by .."""
     h = [f"{x:02x}" for x in reply]
-    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms"):
+    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms", b"changed_ms"):
         key = bytes([0xa0 | len(name)]) + name
         start = 0
         while True:

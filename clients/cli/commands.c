@@ -251,6 +251,18 @@ static const cli_option dlq_discard_options[] = {
     ARG_NAME, {"SEQ", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, true, NULL, "the dead letter to remove"},
     OPT_END};
 
+#define ARG_ENDPOINT                                                                               \
+    {"ENDPOINT", SLOT_ENDPOINT, CLI_TEXT, 1, TALLY_ENDPOINT_NAME_BYTES_MAX, true, NULL,            \
+     "tally-relay's endpoint, as its [endpoint NAME]: 1-58 bytes of A-Z a-z 0-9 . _ -"}
+
+static const cli_option endpoint_disable_options[] = {
+    ARG_ENDPOINT,
+    {"--reason", SLOT_REASON, CLI_TEXT, 1, TALLY_ENDPOINT_REASON_BYTES_MAX, false, "TEXT",
+     "why, kept with the state and in the event (1-256 bytes)"},
+    OPT_KEY, OPT_END};
+static const cli_option endpoint_enable_options[] = {ARG_ENDPOINT, OPT_KEY, OPT_END};
+static const cli_option endpoint_show_options[] = {ARG_ENDPOINT, OPT_END};
+
 /* ---- the command table ---- */
 
 static const char details_transfer[] =
@@ -383,6 +395,18 @@ const cli_command cli_commands[] = {
      dlq_replay_options, run_dlq_replay, NULL},
     {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,
      run_dlq_discard, NULL},
+    {"endpoint show", "Show whether tally-relay's endpoint is enabled, since when and why.",
+     endpoint_show_options, run_endpoint_show,
+     "An endpoint tallyd has no state for (never disabled) is enabled.\n"
+     "--json prints one object: endpoint, state, version, changed, reason.\n"},
+    {"endpoint disable", "Disable tally-relay's endpoint: nothing is delivered to it until enabled.",
+     endpoint_disable_options, run_endpoint_disable,
+     "An endpoint.disabled event; every relay with the endpoint stops delivering to\n"
+     "it (its events wait, in order) until `tally endpoint enable`. A relay disables\n"
+     "an endpoint itself after it failed for its disable_after (docs/RELAY.md).\n"},
+    {"endpoint enable", "Enable a disabled endpoint of tally-relay again.",
+     endpoint_enable_options, run_endpoint_enable,
+     "An endpoint.enabled event; the relays deliver to it again, from where it was.\n"},
     {"backup", "Have tallyd write an online, consistent, compacted copy of its store.",
      backup_options, run_backup,
      "DEST is a directory that must not exist yet, on the machine tallyd runs on\n"

@@ -498,3 +498,30 @@ int run_health(cli *c)
     }
     return !ready ? CLI_EXIT_NOT_READY : healthy ? CLI_EXIT_OK : CLI_EXIT_REJECTED;
 }
+
+/* ---- tally-relay's endpoints ---- */
+
+int run_endpoint_show(cli *c)
+{
+    tally_endpoint_info e;
+    int rc = tally_endpoint_get(c->client, c->v[SLOT_ENDPOINT].text, &e);
+    if (rc != TALLY_ok) {
+        char what[96];
+        snprintf(what, sizeof(what), "endpoint %s", c->v[SLOT_ENDPOINT].text);
+        return read_failure(c, what, rc);
+    }
+    char since[40];
+    time_text(e.changed_ms, since);
+    if (c->json) {
+        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:s}", "endpoint", e.endpoint, "state",
+                            e.disabled ? "disabled" : "enabled", "version", json_u64(e.version),
+                            "changed", e.changed_ms ? json_string(since) : json_null(),
+                            "reason", e.reason));
+        return CLI_EXIT_OK;
+    }
+    printf("endpoint %s: %s", e.endpoint, e.disabled ? "disabled" : "enabled");
+    if (e.version)
+        printf(" since %s (version %" PRIu64 ")", since, e.version);
+    printf("%s%s\n", e.reason[0] ? ": " : "", e.reason);
+    return CLI_EXIT_OK;
+}

@@ -61,6 +61,7 @@ typedef enum cli_slot {
     SLOT_TLS_CA, SLOT_TLS_CERT, SLOT_TLS_KEY, SLOT_MIN_SEQ,
     SLOT_USER_DATA_128, SLOT_USER_DATA_64, SLOT_USER_DATA_32,
     SLOT_BALANCING_DEBIT, SLOT_BALANCING_CREDIT, SLOT_CLOSING_DEBIT, SLOT_CLOSING_CREDIT,
+    SLOT_ENDPOINT, SLOT_REASON,
     SLOT_COUNT
 } cli_slot;
 
@@ -258,6 +259,8 @@ int run_reverse(cli *c);
 int run_grant(cli *c);
 int run_extend(cli *c);
 int run_revoke(cli *c);
+int run_endpoint_disable(cli *c);
+int run_endpoint_enable(cli *c);
 
 /* ---- reads.c ---- */
 
@@ -279,6 +282,7 @@ backup_progress *backup_progress_start(cli *c, const char *dest);
 void backup_progress_stop(backup_progress *bp);
 int run_health(cli *c);
 int run_cluster_status(cli *c);
+int run_endpoint_show(cli *c);
 
 /* ---- tail.c ---- */
 

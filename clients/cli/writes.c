@@ -247,3 +247,28 @@ int run_extend(cli *c)
 }
 
 int run_revoke(cli *c) { return entitlement_write(c, "revoke", tally_revoke); }
+
+/* ---- tally-relay's endpoints ---- */
+
+int run_endpoint_disable(cli *c)
+{
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_disable(c->client, c->key, c->v[SLOT_ENDPOINT].text,
+                                c->v[SLOT_REASON].set ? c->v[SLOT_REASON].text : NULL, &r);
+    return write_report(c, "endpoint disable", rc, &r, NULL);
+}
+
+int run_endpoint_enable(cli *c)
+{
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_enable(c->client, c->key, c->v[SLOT_ENDPOINT].text, &r);
+    return write_report(c, "endpoint enable", rc, &r, NULL);
+}

@@ -18,7 +18,8 @@ _Static_assert((int)TALLY_ENTITY_ACCOUNT == (int)LOG_ENTITY_ACCOUNT &&
                    (int)TALLY_ENTITY_TRANSFER == (int)LOG_ENTITY_TRANSFER &&
                    (int)TALLY_ENTITY_ENTITLEMENT == (int)LOG_ENTITY_ENTITLEMENT &&
                    (int)TALLY_ENTITY_DEAD_LETTER == (int)LOG_ENTITY_DEAD_LETTER &&
-                   (int)TALLY_ENTITY_WEBHOOK == (int)LOG_ENTITY_WEBHOOK,
+                   (int)TALLY_ENTITY_WEBHOOK == (int)LOG_ENTITY_WEBHOOK &&
+                   (int)TALLY_ENTITY_ENDPOINT == (int)LOG_ENTITY_ENDPOINT,
                "entity kinds as the log's");
 _Static_assert(sizeof(tally_uuid) == sizeof(tally_id128), "a tally_uuid is a tally_id128");
 _Static_assert((int)TALLY_PART_ACCOUNT == (int)LOG_PART_ACCOUNT &&
@@ -27,7 +28,8 @@ _Static_assert((int)TALLY_PART_ACCOUNT == (int)LOG_PART_ACCOUNT &&
                    (int)TALLY_PART_CREDIT_ACCOUNT == (int)LOG_PART_CREDIT_ACCOUNT &&
                    (int)TALLY_PART_ENTITLEMENT == (int)LOG_PART_ENTITLEMENT &&
                    (int)TALLY_PART_DEAD_LETTER == (int)LOG_PART_DEAD_LETTER &&
-                   (int)TALLY_PART_WEBHOOK == (int)LOG_PART_WEBHOOK,
+                   (int)TALLY_PART_WEBHOOK == (int)LOG_PART_WEBHOOK &&
+                   (int)TALLY_PART_ENDPOINT == (int)LOG_PART_ENDPOINT,
                "body parts as the log's");
 
 const msgpack_object *tally_event_part(const tally_event *ev, tally_body_part part)
@@ -76,6 +78,9 @@ static bool entity_copy(const log_entity *le, tally_event *e)
         return le->webhook_source.len > 0 && le->webhook_event_id.len > 0 &&
                str_copy(le->webhook_source, e->subject, sizeof(e->subject)) &&
                str_copy(le->webhook_event_id, e->feature, sizeof(e->feature));
+    case LOG_ENTITY_ENDPOINT: /* subject: the endpoint's name */
+        e->subject_len = le->endpoint.len;
+        return le->endpoint.len > 0 && str_copy(le->endpoint, e->subject, sizeof(e->subject));
     }
     return false;
 }

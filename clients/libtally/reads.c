@@ -253,6 +253,31 @@ int tally_entitlement_get(tally_client *c, const char *subject, const char *feat
     return read_object(c, &fs, "entitlement", client_entitlement_decode, out);
 }
 
+static bool endpoint_decode(const msgpack_object *o, void *out)
+{
+    tally_endpoint_info *e = out;
+    decoder d = decoder_of(o);
+    char state[16];
+    dec_str(&d, "endpoint", e->endpoint, sizeof(e->endpoint));
+    dec_str(&d, "state", state, sizeof(state));
+    e->version = dec_uint(&d, "version", UINT64_MAX);
+    e->changed_ms = dec_int(&d, "changed_ms");
+    dec_str(&d, "reason", e->reason, sizeof(e->reason));
+    e->disabled = strcmp(state, "disabled") == 0;
+    return d.ok && (e->disabled || strcmp(state, "enabled") == 0);
+}
+
+int tally_endpoint_get(tally_client *c, const char *name, tally_endpoint_info *out)
+{
+    if (c == NULL || name == NULL || out == NULL)
+        return TALLY_invalid_argument;
+    memset(out, 0, sizeof(*out));
+    fields fs;
+    client_fields_begin(&fs, "endpoint_get", NULL, NULL);
+    put_str(&fs, "endpoint", name);
+    return read_object(c, &fs, NULL, endpoint_decode, out);
+}
+
 int tally_stats_get(tally_client *c, tally_stats *out)
 {
     if (c == NULL || out == NULL)

@@ -421,6 +421,7 @@ typedef enum tally_entity_kind {
     TALLY_ENTITY_ENTITLEMENT = 3,
     TALLY_ENTITY_DEAD_LETTER = 4, /* dead_letter.expired (tallyd --dlq-retention-s) */
     TALLY_ENTITY_WEBHOOK = 5,     /* webhook.received (tallyd --webhooks, docs/WEBHOOKS.md) */
+    TALLY_ENTITY_ENDPOINT = 6,    /* endpoint.disabled, endpoint.enabled (docs/RELAY.md) */
 } tally_entity_kind;
 
 #define TALLY_EVENT_HASH_BYTES 32
@@ -447,7 +448,8 @@ typedef struct tally_event {
      * the subscriber's name, feature: the dead letter's seq as decimal
      * text; the rest is in the body's TALLY_PART_DEAD_LETTER), "webhook"
      * (subject: the webhook source, feature: the provider's event id; the
-     * delivery is the body's TALLY_PART_WEBHOOK); the others
+     * delivery is the body's TALLY_PART_WEBHOOK), "endpoint" (subject:
+     * the endpoint's name; TALLY_PART_ENDPOINT); the others
      * are zero / "".
      * kind is the same as a number (before the types were one, the inbox's
      * event called it entity_kind: use kind there now). */
@@ -486,6 +488,7 @@ typedef enum tally_body_part {
                                       parked_ms, error] */
     TALLY_PART_WEBHOOK = 6,        /* webhook events: [source, event_id, event_type or nil,
                                       signed_at_s, body (bin)] */
+    TALLY_PART_ENDPOINT = 7,       /* endpoint events: [name, state, reason] */
 } tally_body_part;
 /* The part of ev's body (ev->body must be set, as in the inbox's callbacks),
  * or NULL when the event's kind has no such part. */
@@ -688,6 +691,7 @@ int tally_request_raw(tally_client *c, const void *request, size_t len, void **r
 
 #include "tally_subscriber.h" /* durable subscribers and dead letters */
 #include "tally_queries.h"    /* queries and reversals (tally_reverse) */
+#include "tally_endpoint.h"   /* tally-relay's endpoints: disable, enable */
 
 #ifdef __cplusplus
 }

@@ -255,6 +255,35 @@ int tally_revoke(tally_client *c, const char *key, const tally_entitlement_args 
     return write_single(c, key, (write_op){"revoke", fill_entitlement, e}, out);
 }
 
+typedef struct endpoint_args {
+    const char *endpoint, *reason;
+} endpoint_args;
+
+static int fill_endpoint(fields *fs, const void *args)
+{
+    const endpoint_args *e = args;
+    if (e->endpoint == NULL)
+        return TALLY_invalid_argument;
+    put_str(fs, "endpoint", e->endpoint);
+    if (e->reason && e->reason[0])
+        put_str(fs, "reason", e->reason);
+    return TALLY_ok;
+}
+
+int tally_endpoint_disable(tally_client *c, const char *key, const char *name,
+                           const char *reason, tally_result *out)
+{
+    endpoint_args a = {name, reason};
+    return write_single(c, key, (write_op){"endpoint_disable", fill_endpoint, &a}, out);
+}
+
+int tally_endpoint_enable(tally_client *c, const char *key, const char *name,
+                          tally_result *out)
+{
+    endpoint_args a = {name, NULL};
+    return write_single(c, key, (write_op){"endpoint_enable", fill_endpoint, &a}, out);
+}
+
 /* ---- batches and chains ---- */
 
 tally_batch *tally_batch_new(bool atomic)

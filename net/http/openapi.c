@@ -226,6 +226,7 @@ static const struct {
     [NET_OP_POST] = {WRITE_REPLY},         [NET_OP_VOID] = {WRITE_REPLY},
     [NET_OP_GRANT] = {WRITE_REPLY},        [NET_OP_EXTEND] = {WRITE_REPLY},
     [NET_OP_REVOKE] = {WRITE_REPLY},       [NET_OP_CHAIN] = {WRITE_REPLY},
+    [NET_OP_ENDPOINT_DISABLE] = {WRITE_REPLY}, [NET_OP_ENDPOINT_ENABLE] = {WRITE_REPLY},
 #undef WRITE_REPLY
     [NET_OP_BATCH] = {{{"results", R_WRITE_RESULTS}}},
     [NET_OP_ACCOUNT_GET] = {{{"account", R_OBJECT}}},
@@ -237,6 +238,8 @@ static const struct {
     [NET_OP_ACCOUNT_TRANSFERS] = {{{"entries", R_OBJECTS}, {"next", R_ID_OR_NULL}}},
     [NET_OP_ENTITLEMENT_GET] = {{{"entitlement", R_OBJECT}}},
     [NET_OP_ENTITLEMENT_LIST] = {{{"entitlements", R_OBJECTS}}},
+    [NET_OP_ENDPOINT_GET] = {{{"endpoint", R_STR}, {"state", R_STR}, {"version", R_INT},
+                              {"changed_ms", R_INT}, {"reason", R_STR}}},
     [NET_OP_LOG_READ] = {{{"head", R_INT}, {"events", R_EVENTS}, {"log_floor", R_INT},
                           {"log_floor_hash", R_BASE64}}},
     [NET_OP_SUB_FETCH] = {{{"events", R_DELIVERIES}, {"ack_floor", R_INT}, {"head", R_INT}}},

@@ -102,6 +102,17 @@
     NET_FIELD_FEATURE(F, T)     \
     NET_FIELD_SOURCE_ORDER(F, T)
 
+#define NET_FIELD_ENDPOINT_NAME(F, T)                              \
+    F(T, STR, endpoint, REQUIRED, TALLY_ENDPOINT_NAME_BYTES_MAX,   \
+      "tally-relay's endpoint: 1-58 bytes of A-Z a-z 0-9 . _ -")
+
+#define NET_FIELDS_endpoint_disable(F, T)                                      \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                              \
+    F(T, STR, reason, OPTIONAL, TALLY_ENDPOINT_REASON_BYTES_MAX,               \
+      "why, as the event and endpoint_get say it (0-256 bytes, default none)")
+
+#define NET_FIELDS_endpoint_enable(F, T) NET_FIELD_ENDPOINT_NAME(F, T)
+
 #define NET_FIELDS_chain(F, T)                         \
     F(T, OPS, ops, REQUIRED, TALLY_CHAIN_COMMANDS_MAX, \
       "member op maps: `op` and its fields, no `key`")
@@ -111,6 +122,8 @@
       "member op maps: `op`, `key`, optional `correlation`, and the op's fields")
 
 /* ---- reads ---- */
+
+#define NET_FIELDS_endpoint_get(F, T) NET_FIELD_ENDPOINT_NAME(F, T)
 
 #define NET_FIELDS_account_get(F, T) F(T, UINT, id, REQUIRED, UINT64_MAX, "account id")
 
@@ -251,7 +264,7 @@
     X(query) X(account_transfers)                                                     \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
-    X(dlq_discard) X(backup)
+    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get)
 
 #define NET_ARGS_STRUCT(list)                                 \
     typedef struct net_args_##list {                          \

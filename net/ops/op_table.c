@@ -35,6 +35,9 @@ COMMAND_OF(transfer_reverse)
 COMMAND_OF(grant)
 COMMAND_OF(extend)
 COMMAND_OF(revoke)
+COMMAND_OF(endpoint_disable)
+COMMAND_OF(endpoint_enable)
+BUILD_OF(endpoint_get)
 BUILD_OF(chain)
 BUILD_OF(batch)
 BUILD_OF(account_get)
@@ -179,6 +182,19 @@ const net_op net_ops[NET_OP_COUNT] = {
         WRITE(transfer_reverse),
         .doc = "Reverse a posted transfer, all or part of it: a new transfer the other way, "
                "linked to it."},
+    [NET_OP_ENDPOINT_DISABLE] = {
+        .id = NET_OP_ENDPOINT_DISABLE, .name = "endpoint_disable", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_disable),
+        .doc = "Disable tally-relay's endpoint: the relays stop delivering to it (an "
+               "endpoint.disabled event)."},
+    [NET_OP_ENDPOINT_ENABLE] = {
+        .id = NET_OP_ENDPOINT_ENABLE, .name = "endpoint_enable", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_enable),
+        .doc = "Enable a disabled endpoint of tally-relay again (an endpoint.enabled event)."},
+    [NET_OP_ENDPOINT_GET] = {
+        .id = NET_OP_ENDPOINT_GET, .name = "endpoint_get", .auth = AUTH_CLASS_READ,
+        READ(endpoint_get, net_read_endpoint),
+        .doc = "Whether tally-relay's endpoint is enabled or disabled, since when and why."},
     [NET_OP_ACCOUNT_QUERY] = {
         .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
         READ(query, net_read_account_query),

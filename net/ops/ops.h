@@ -26,6 +26,10 @@ void net_command_void(const net_args_void *a, ledger_command *c);
 void net_command_grant(const net_args_grant *a, ledger_command *c);
 void net_command_extend(const net_args_extend *a, ledger_command *c);
 void net_command_revoke(const net_args_revoke *a, ledger_command *c);
+void net_command_endpoint_disable(const net_args_endpoint_disable *a, ledger_command *c);
+void net_command_endpoint_enable(const net_args_endpoint_enable *a, ledger_command *c);
+int net_build_endpoint_get(net_request *req, const net_args_endpoint_get *a);
+void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 int net_build_chain(net_request *req, const net_args_chain *a);
 int net_build_batch(net_request *req, const net_args_batch *a);
 int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,

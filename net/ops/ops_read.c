@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/endpoint.h"
 #include "ledger/history.h"
 #include "ledger/retention.h"
 #include "log/log.h"
@@ -66,6 +67,13 @@ int net_build_entitlement_get(net_request *req, const net_args_entitlement_get *
     net_build_nothing(req, a);
     req->read.subject = a->subject;
     req->read.feature = a->feature;
+    return TALLY_ok;
+}
+
+int net_build_endpoint_get(net_request *req, const net_args_endpoint_get *a)
+{
+    net_build_nothing(req, a);
+    req->read.subject = a->endpoint;
     return TALLY_ok;
 }
 
@@ -149,6 +157,27 @@ void net_read_entitlement(net_out *o, store_txn *t, const net_request *req, int6
     net_reply_open(o, TALLY_ok);
     net_key(o, "entitlement");
     pack_entitlement_at(o, &e, now_ms);
+    net_map_end(o);
+}
+
+/* An endpoint's state: {endpoint, state, version, changed_ms, reason}; one
+ * tallyd never saw is enabled, version 0. */
+void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    if (!ledger_endpoint_name_valid(req->read.subject))
+        return net_reply_error(o, TALLY_invalid_endpoint_name,
+                               "endpoint: 1-58 bytes of A-Z a-z 0-9 . _ -");
+    ledger_endpoint_state e;
+    int rc = ledger_endpoint_get(t, req->read.subject, &e);
+    if (rc != TALLY_ok)
+        return reply_not_found(o, rc);
+    net_reply_open(o, TALLY_ok);
+    net_kv_str(o, "endpoint", req->read.subject.ptr, req->read.subject.len);
+    net_kv_cstr(o, "state", e.disabled ? "disabled" : "enabled");
+    net_kv_u64(o, "version", e.version);
+    net_kv_i64(o, "changed_ms", e.changed_ms);
+    net_kv_cstr(o, "reason", e.reason);
     net_map_end(o);
 }
 

@@ -90,6 +90,21 @@ static ledger_entitlement_command *command_entitlement(ledger_command *c, ledger
     return e;
 }
 
+void net_command_endpoint_disable(const net_args_endpoint_disable *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_DISABLE;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.reason = a->has_reason ? a->reason : (tally_str){0};
+}
+
+void net_command_endpoint_enable(const net_args_endpoint_enable *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_ENABLE;
+    c->u.endpoint.name = a->endpoint;
+}
+
 void net_command_grant(const net_args_grant *a, ledger_command *c)
 {
     ledger_entitlement_command *e = command_entitlement(c, LEDGER_GRANT, a->subject, a->feature,

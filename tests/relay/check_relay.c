@@ -976,6 +976,7 @@ typedef struct receiver {
     pthread_mutex_t mu;
     hook hooks[HOOKS_MAX];
     size_t count;
+    atomic_bool toggle_fails; /* /toggle answers 500 while set, else 200 */
 } receiver;
 
 /* The Standard Webhooks signature, computed here with mbedTLS. */
@@ -1029,11 +1030,12 @@ static int attempts_before(const receiver *r, const char *path, const char *id)
     return n;
 }
 
-/* /ok answers 204; /dead 500; /flaky 503 to the first 2 attempts of every
+/* /ok answers 204; /dead 500; /toggle 500 while toggle_fails, else 200; /flaky 503 to the first 2 attempts of every
  * 3rd event (seq % 3 == 0), else 200; /slow 200 after SLOW_POST_MS. */
 static int decide(const receiver *r, const char *path, const hook *h)
 {
-    if (strcmp(path, "/dead") == 0)
+    if (strcmp(path, "/dead") == 0 ||
+        (strcmp(path, "/toggle") == 0 && atomic_load(&r->toggle_fails)))
         return 500;
     if (strcmp(path, "/flaky") == 0 && h->seq % 3 == 0 && attempts_before(r, path, h->id) < 2)
         return 503;
@@ -1190,7 +1192,16 @@ typedef struct http_fixture {
 /* Start them and the relay with a config of endpoints, in which each '@'
  * stands for the receiver's base URL, http://127.0.0.1:PORT; its tallyd
  * url the list first_url,tallyd's when first_url is not NULL. */
+static void http_config_write(http_fixture *h, const char *endpoints, const char *first_url);
+
 static pid_t http_up_listed(http_fixture *h, const char *endpoints, const char *first_url)
+{
+    http_config_write(h, endpoints, first_url);
+    return relay_start(h->config, h->log);
+}
+
+/* tallyd, the receiver and the relay's config, without the relay. */
+static void http_config_write(http_fixture *h, const char *endpoints, const char *first_url)
 {
     test_client_up(&h->f);
     h->r = receiver_start();
@@ -1203,7 +1214,6 @@ static pid_t http_up_listed(http_fixture *h, const char *endpoints, const char *
         at += (size_t)snprintf(text + at, sizeof(text) - at, "%.*s", *p == '@' ? 31 : 1,
                                *p == '@' ? base : p);
     file_write(h->config, text);
-    return relay_start(h->config, h->log);
 }
 
 static pid_t http_up(http_fixture *h, const char *endpoints)
@@ -1956,6 +1966,183 @@ START_TEST(test_config_with_a_secret_must_be_private)
 }
 END_TEST
 
+/* ---- the retry schedule and disabled endpoints ---- */
+
+/* The attempts to path of the event with id. */
+static int attempts_of(receiver *r, const char *path, const char *id)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = attempts_before(r, path, id);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* An endpoint with retry_schedule = 0 50ms 100ms and no max_deliver: each
+ * event is POSTed three times, the delays apart, then parked after its
+ * third attempt (max_deliver follows the schedule). */
+START_TEST(test_http_retry_schedule_parks_after_its_last_attempt)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint dead]\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
+                              "retry_schedule = 0 50ms 100ms\ndisable_after = never\n");
+    enum { EVENTS = 10 };
+    test_client_open_accounts(h.f.c, 1, EVENTS);
+    int64_t until = test_deadline_ms(WAIT_MS);
+    while (clock_mono_ms() < until && sub_info(h.f.c, "relay:dead").dead_letters < EVENTS) {
+        relay_must_run();
+        test_pause_ms(20);
+    }
+    tally_subscriber_info info = sub_info(h.f.c, "relay:dead");
+    ck_assert_uint_eq(info.dead_letters, EVENTS);
+    ck_assert_uint_eq(info.max_deliver, 3);
+    relay_stop(relay, h.log);
+    uint64_t head;
+    char(*ids)[37] = log_ids(h.f.c, &head);
+    for (uint64_t seq = 1; seq <= head; seq++)
+        ck_assert_msg(attempts_of(h.r, "/dead", ids[seq - 1]) == 3, "seq %" PRIu64 ": %d POSTs",
+                      seq, attempts_of(h.r, "/dead", ids[seq - 1]));
+    tally_dead_letter letters[EVENTS];
+    size_t count = 0;
+    uint64_t next = 0;
+    ck_assert_int_eq(tally_dlq_list(h.f.c, "relay:dead", 0, EVENTS, letters, EVENTS, &count,
+                                    &next), TALLY_ok);
+    ck_assert_uint_eq(count, EVENTS);
+    for (size_t i = 0; i < count; i++)
+        ck_assert_uint_eq(letters[i].attempts, 3);
+    free(ids);
+    http_down(&h);
+}
+END_TEST
+
+/* The types of the log's events from seq 1: how many are type. */
+static size_t log_count_type(tally_client *c, const char *type, const char *subject)
+{
+    uint64_t head = test_client_head(c);
+    tally_event page[1000];
+    size_t n = 0;
+    for (uint64_t from = 1; from <= head;) {
+        size_t count = 0;
+        uint64_t h;
+        ck_assert_int_eq(tally_log_read(c, from, 1000, 0, page, 1000, &count, &h), TALLY_ok);
+        if (count == 0)
+            break;
+        for (size_t i = 0; i < count; i++)
+            n += strcmp(page[i].type, type) == 0 && strcmp(page[i].subject, subject) == 0;
+        from = page[count - 1].seq + 1;
+        tally_events_release(page, count);
+    }
+    return n;
+}
+
+/* An endpoint failing without a 2xx for its disable_after (300 ms here,
+ * well inside its schedule) is disabled: an endpoint.disabled event in
+ * tally's log with the reason, endpoint_get says disabled, the relay's
+ * tally_relay_endpoint_disabled is 1 and it says so; nothing is parked.
+ * `tally endpoint enable` brings it back: every event delivered, the
+ * gauge 0, an endpoint.enabled event. */
+START_TEST(test_http_failing_endpoint_is_disabled_until_enabled)
+{
+    http_fixture h;
+    http_config_write(&h, "[endpoint toggle]\nurl = @/toggle\nsecret = " SECRET_TEXT "\n"
+                          "retry_schedule = 0 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms "
+                          "100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms\n"
+                          "disable_after = 300ms\n",
+                      NULL);
+    atomic_store(&h.r->toggle_fails, true);
+    int port;
+    pid_t relay = relay_start_http(h.config, h.log, NULL, &port);
+    enum { EVENTS = 5 };
+    test_client_open_accounts(h.f.c, 1, EVENTS);
+    tally_endpoint_info info;
+    int64_t until = test_deadline_ms(WAIT_MS);
+    do {
+        relay_must_run();
+        test_pause_ms(50);
+        ck_assert_int_eq(tally_endpoint_get(h.f.c, "toggle", &info), TALLY_ok);
+    } while (!info.disabled && clock_mono_ms() < until);
+    ck_assert_msg(info.disabled, "not disabled; the relay's log:\n%s", log_text(h.log));
+    ck_assert_msg(strstr(info.reason, "(disable_after): toggle: HTTP 500"), "%s", info.reason);
+    ck_assert_uint_eq(info.version, 1);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.disabled", "toggle"), 1);
+    const expect off[] = {{series("tally_relay_endpoint_disabled", "toggle", NULL), 1}};
+    free(scrape_until(port, off, 1));
+    ck_assert(wait_log_says(h.log, "tally-relay: endpoint toggle disabled (seq "));
+    ck_assert_uint_eq(sub_info(h.f.c, "relay:toggle").dead_letters, 0);
+
+    atomic_store(&h.r->toggle_fails, false);
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "endpoint", "enable",
+                          "toggle", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    ck_assert_msg(wait_delivered(h.r, "/toggle", EVENTS), "not every event arrived");
+    const expect on[] = {{series("tally_relay_endpoint_disabled", "toggle", NULL), 0}};
+    free(scrape_until(port, on, 1));
+    ck_assert(wait_log_says(h.log, "tally-relay: endpoint toggle enabled again"));
+    ck_assert_int_eq(tally_endpoint_get(h.f.c, "toggle", &info), TALLY_ok);
+    ck_assert(!info.disabled);
+    ck_assert_uint_eq(info.version, 2);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.enabled", "toggle"), 1);
+    relay_stop(relay, h.log);
+    ck_assert_uint_eq(sub_info(h.f.c, "relay:toggle").dead_letters, 0);
+    http_down(&h);
+}
+END_TEST
+
+/* The default schedule and disable limit, read back from --check rather
+ * than waited out; a schedule of the file is printed as given, and bad
+ * ones are refused. */
+START_TEST(test_check_prints_the_retry_schedule)
+{
+    char dir[] = "/tmp/check_relay.XXXXXX", path[64];
+    const char *relay = config_dir_make(dir, path);
+    file_write(path, "[endpoint a]\nurl = https://x/\nsecret = " SECRET_TEXT "\n"
+                     "[endpoint b]\nurl = https://x/\nsecret = " SECRET_TEXT "\n"
+                     "retry_schedule = 0 1s 90s\ndisable_after = never\n"
+                     "[endpoint c]\nurl = https://x/\nsecret = " SECRET_TEXT "\n"
+                     "backoff_ms = 10 20\n");
+    const char *argv[] = {relay, "--config", path, "--check", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "subscriber relay:a: fetch 100, max_deliver 12,") &&
+                      strstr(out, "  retry_schedule 0 5s 5m 30m 2h 5h 10h 10h 10h 10h 10h 10h "
+                                  "(12 attempts over 67.6 h), disable_after 5d\n") &&
+                      strstr(out, "subscriber relay:b: fetch 100, max_deliver 3,") &&
+                      strstr(out, "  retry_schedule 0 1s 90s (3 attempts over 0.0 h), "
+                                  "disable_after never\n") &&
+                      strstr(out, "subscriber relay:c: fetch 100, max_deliver 8, backoff_ms 10 "
+                                  "20\n") &&
+                      strstr(out, "  retry_schedule (the subscriber's backoff_ms), disable_after "
+                                  "5d\n"),
+                  "%s", out);
+    free(out);
+    free(err);
+    static const struct {
+        const char *line, *says;
+    } bad[] = {
+        {"retry_schedule = 5s 10s", "the first attempt's delay is 0"},
+        {"retry_schedule = 0 2d", "2d: a delay is 0 or a number with ms, s, m, h or d, at most 1d"},
+        {"retry_schedule = 0 5x", "5x: a delay is"},
+        {"disable_after = 0", "disable_after: never, or a number"},
+        {"disable_after = 400d", "disable_after: never, or a number"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[512];
+        snprintf(text, sizeof(text), "[endpoint a]\nurl = https://x/\nsecret = " SECRET_TEXT
+                                     "\n%s\n", bad[i].line);
+        file_write(path, text);
+        ck_assert_int_eq(test_run(argv, NULL, &out, &err), 2);
+        ck_assert_msg(strstr(err, ":4: ") && strstr(err, bad[i].says), "%s: %s", bad[i].line,
+                      err);
+        free(out);
+        free(err);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* A case of the suite; CK_RUN_CASE=name runs it alone. */
 static TCase *case_new(Suite *s, const char *name)
 {
@@ -1993,6 +2180,10 @@ int main(void)
     tcase_add_test(tc, test_http_dead_receiver_parks_while_another_endpoint_receives);
     tcase_add_test(tc, test_http_relay_with_a_url_list_skips_a_dead_tallyd);
     tcase_add_test(seen, test_relay_says_when_tallyd_is_away);
+    TCase *hooks = case_new(s, "hooks");
+    tcase_add_test(hooks, test_check_prints_the_retry_schedule);
+    tcase_add_test(hooks, test_http_retry_schedule_parks_after_its_last_attempt);
+    tcase_add_test(hooks, test_http_failing_endpoint_is_disabled_until_enabled);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
     int rc = test_run_suite(s);
