@@ -245,6 +245,14 @@ _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
  * name, as its subscriber relay:<name>, and why it was disabled. */
 #define TALLY_ENDPOINT_NAME_BYTES_MAX 58
 #define TALLY_ENDPOINT_REASON_BYTES_MAX 256
+/* The attempt log of tally-relay's endpoints (ledger/endpoint.h): what
+ * one record op carries, what one attempt keeps, how long at most. */
+#define TALLY_ATTEMPTS_RECORD_MAX 100           /* attempts of one endpoint_attempts_record */
+#define TALLY_ATTEMPT_TEXT_BYTES_MAX 256        /* an attempt's error, its response's first bytes */
+#define TALLY_ATTEMPT_RETENTION_S_MAX (366u * 86400)
+#define TALLY_ATTEMPTS_SWEEP_MAX 1000           /* expired attempts one record op removes */
+#define TALLY_ATTEMPTS_READ_MAX 1000            /* attempts one endpoint_attempts returns */
+#define TALLY_ATTEMPTS_READ_DEFAULT 100
 #define TALLY_SUB_FETCH_EVENTS_MAX 1000
 #define TALLY_SUB_FETCH_EVENTS_DEFAULT 100
 #define TALLY_SUB_FETCH_BYTES_MAX TALLY_LOG_READ_BYTES_MAX /* events delivered per fetch */

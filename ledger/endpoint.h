@@ -39,4 +39,39 @@ int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out
 int ledger_endpoint_disable_apply(ledger_ctx *ctx, const ledger_command *cmd);
 int ledger_endpoint_enable_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
+/* ---- the attempt log (docs/RELAY.md, "The attempt log") ----
+ * `endpoint_attempts`: (name length u8, name, time_ms u64, seq u64,
+ * attempt u32) → format 1, status u16, latency_ms u32, error length u16,
+ * error, response length u16, response; integers big-endian. Keyed by
+ * time within an endpoint, so its retention removes from the front. */
+
+/* One delivery attempt of one event to one endpoint, as tally-relay made
+ * it. Strings point into the caller's memory. */
+typedef struct ledger_endpoint_attempt {
+    uint64_t seq;        /* the event */
+    uint32_t attempt;    /* 1 on its first delivery */
+    int64_t time_ms;     /* when the request was sent, 0 .. TALLY_TIME_MS_MAX */
+    uint32_t status;     /* the HTTP status, 0 without an answer */
+    uint32_t latency_ms; /* from the request to its answer or failure */
+    tally_str error;     /* why it failed ("" for a 2xx) */
+    tally_str response;  /* the first bytes of the answer's body */
+} ledger_endpoint_attempt;
+
+/* Store a (checked: ledger_endpoint_attempt_valid) under name in t (an
+ * attempt recorded twice is stored once). TALLY_ok or a store error. */
+int ledger_endpoint_attempt_put(store_txn *t, tally_str name, const ledger_endpoint_attempt *a);
+/* Whether a is within its bounds (a record op refuses it otherwise). */
+bool ledger_endpoint_attempt_valid(const ledger_endpoint_attempt *a);
+/* Remove name's attempts older than before_ms, at most max of them;
+ * *removed gets how many. TALLY_ok or a store error. */
+int ledger_endpoint_attempts_sweep(store_txn *t, tally_str name, int64_t before_ms, uint32_t max,
+                                   uint32_t *removed);
+/* Call each(a, ctx) for name's attempts, newest first, only those of seq
+ * when seq is not 0, at most limit calls; strings point into the map
+ * (valid until t ends). each returns non-zero to stop. TALLY_ok,
+ * TALLY_corrupt_record or a store error. */
+int ledger_endpoint_attempts_each(store_txn *t, tally_str name, uint64_t seq, uint32_t limit,
+                                  int (*each)(const ledger_endpoint_attempt *a, void *ctx),
+                                  void *ctx);
+
 #endif

@@ -376,6 +376,15 @@ static bool read_disable_after(target *t, const char *v, char *why, size_t n)
     return false;
 }
 
+static bool read_attempt_retention(target *t, const char *v, char *why, size_t n)
+{
+    if (relay_duration_parse(v, 366ull * 86400000, &t->endpoint->attempt_retention_ms) &&
+        t->endpoint->attempt_retention_ms >= 1000)
+        return true;
+    snprintf(why, n, "a number with s, m, h or d, from 1s to 366d");
+    return false;
+}
+
 static const key_row keys[] = {
     {SECTION_TOP, "url", read_url},
     {SECTION_TOP, "subscriber", read_subscriber},
@@ -411,6 +420,7 @@ static const key_row keys[] = {
     {SECTION_ENDPOINT, "backoff_ms", read_backoff},
     {SECTION_ENDPOINT, "retry_schedule", read_retry_schedule},
     {SECTION_ENDPOINT, "disable_after", read_disable_after},
+    {SECTION_ENDPOINT, "attempt_retention", read_attempt_retention},
 };
 
 /* ---- the file ---- */
@@ -482,6 +492,7 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
     memcpy(e->schedule_ms, schedule_default_ms, sizeof(schedule_default_ms));
     e->schedule_count = sizeof(schedule_default_ms) / sizeof(uint32_t);
     e->disable_after_ms = 5ull * 86400000;
+    e->attempt_retention_ms = 7ull * 86400000; /* RELAY_ATTEMPT_RETENTION_DEFAULT */
     return e;
 }
 
@@ -726,7 +737,9 @@ void relay_config_print(const relay_config *c)
         if (e->schedule_count)
             printf(" (%zu attempts over %.1f h)", e->schedule_count, (double)total_ms / 3600000.0);
         relay_duration_text(e->disable_after_ms, text, sizeof(text));
-        printf(", disable_after %s\n", e->disable_after_ms ? text : "never");
+        printf(", disable_after %s", e->disable_after_ms ? text : "never");
+        relay_duration_text(e->attempt_retention_ms, text, sizeof(text));
+        printf(", attempt_retention %s\n", text);
         subscription_print(&e->sub);
     }
 }

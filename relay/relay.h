@@ -66,6 +66,11 @@
 #define RELAY_DISABLE_AFTER_DEFAULT "5d"
 #define RELAY_DISABLE_AFTER_MS_MAX (365ull * 86400000)
 #define RELAY_DISABLED_POLL_MS 1000 /* a disabled endpoint asks tallyd this often */
+/* The attempt log (docs/RELAY.md, "The attempt log"): attempts sent to
+ * tallyd at most this many at once, kept there this long by default. */
+#define RELAY_ATTEMPTS_BATCH 32
+#define RELAY_ATTEMPT_RETENTION_DEFAULT "7d"
+_Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batch is one op");
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
 #define RELAY_FIGURES_MS 2000 /* /metrics: each sink's lag and dead letters read this often */
 /* Reading the stream back (stream_scan.c): how far at most, and how far
@@ -113,6 +118,7 @@ typedef struct relay_endpoint {
     size_t schedule_count;
     bool max_deliver_set, backoff_set, schedule_set; /* given in the file */
     uint64_t disable_after_ms;         /* 0: never disabled */
+    uint64_t attempt_retention_ms;     /* the attempt log's, in tallyd */
     relay_subscription sub; /* name: relay:<endpoint> */
 } relay_endpoint;
 

@@ -13,7 +13,9 @@
  * given with each nak; an endpoint failing without a 2xx for
  * disable_after is disabled in tallyd (endpoint_disable: an
  * endpoint.disabled event) and this sink waits, delivering nothing, until
- * tallyd says it is enabled again. libcurl with connect and total
+ * tallyd says it is enabled again. Every attempt (its time, status,
+ * latency, error and the answer's first 256 bytes) goes to tallyd's
+ * attempt log in batches (endpoint_attempts_record), after each run. libcurl with connect and total
  * timeouts, redirects off, TLS verification on.
  */
 #include "config.h"
@@ -38,6 +40,13 @@ typedef struct webhook_sink {
     CURL *curl;
     tally_subscriber *s;      /* the handle of the run */
     int64_t failing_since_ms; /* the first failure since the last 2xx; 0: none */
+    /* the answer's first bytes (printable ASCII, the rest as '.') */
+    char response[TALLY_CLIENT_ATTEMPT_TEXT_BYTES_MAX + 1];
+    size_t response_len;
+    /* attempts not yet in tallyd's attempt log */
+    tally_endpoint_attempt attempts[RELAY_ATTEMPTS_BATCH];
+    size_t attempt_count;
+    bool attempt_log_failed; /* said once on stderr */
 } webhook_sink;
 
 bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const char *id,
@@ -66,11 +75,51 @@ bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const cha
     return true;
 }
 
-static size_t discard_body(char *data, size_t size, size_t count, void *arg)
+/* Keep the first bytes of the answer's body for the attempt log. */
+static size_t keep_body(char *data, size_t size, size_t count, void *arg)
 {
-    (void)data;
-    (void)arg;
-    return size * count;
+    webhook_sink *w = arg;
+    size_t n = size * count;
+    for (size_t i = 0; i < n && w->response_len < TALLY_CLIENT_ATTEMPT_TEXT_BYTES_MAX; i++) {
+        unsigned char ch = (unsigned char)data[i];
+        w->response[w->response_len++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '.';
+    }
+    w->response[w->response_len] = '\0';
+    return n;
+}
+
+/* Send the attempts kept to tallyd's attempt log; on a failure they are
+ * dropped (the log is bounded, delivery goes on) and that is said once. */
+static void attempts_flush(webhook_sink *w)
+{
+    if (w->attempt_count == 0)
+        return;
+    int rc = tally_endpoint_attempts_record(w->ctx->client, w->cfg->name, w->attempts,
+                                            w->attempt_count,
+                                            (uint32_t)(w->cfg->attempt_retention_ms / 1000));
+    if (rc != TALLY_ok && !w->attempt_log_failed)
+        fprintf(stderr, "tally-relay: endpoint %s: the attempt log: %s; %zu attempts not "
+                        "recorded (said once)\n",
+                w->cfg->name, tally_strerror(rc), w->attempt_count);
+    w->attempt_log_failed = w->attempt_log_failed || rc != TALLY_ok;
+    w->attempt_count = 0;
+}
+
+/* Keep one attempt for the attempt log. */
+static void attempt_keep(webhook_sink *w, const tally_delivery *d, int64_t time_ms, long status,
+                         uint32_t latency_ms, const char *error)
+{
+    if (w->attempt_count == RELAY_ATTEMPTS_BATCH)
+        attempts_flush(w);
+    tally_endpoint_attempt *a = &w->attempts[w->attempt_count++];
+    memset(a, 0, sizeof(*a));
+    a->seq = d->event.seq;
+    a->attempt = d->attempt;
+    a->time_ms = time_ms;
+    a->status = status > 0 && status <= 999 ? (uint32_t)status : 0;
+    a->latency_ms = latency_ms;
+    snprintf(a->error, sizeof(a->error), "%s", error);
+    snprintf(a->response, sizeof(a->response), "%s", w->response);
 }
 
 /* The headers of one delivery; NULL when out of memory. */
@@ -108,10 +157,12 @@ static relay_failure failure_of(CURLcode rc)
     }
 }
 
+static int64_t wall_ms(void);
+
 /* POST body; 2xx is true, else why says what came back (and the failure
- * is counted). */
-static bool post(webhook_sink *w, const char *id, const char *body, size_t len, char *why,
-                 size_t why_size)
+ * is counted). The attempt is kept for the attempt log. */
+static bool post(webhook_sink *w, const tally_delivery *d, const char *id, const char *body,
+                 size_t len, char *why, size_t why_size)
 {
     struct curl_slist *headers = headers_of(w, id, body, len);
     if (headers == NULL) {
@@ -125,10 +176,17 @@ static bool post(webhook_sink *w, const char *id, const char *body, size_t len, 
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     relay_sink_metrics *m = &w->ctx->metrics;
     atomic_store_explicit(&m->in_flight, 1, memory_order_relaxed);
+    w->response_len = 0;
+    w->response[0] = '\0';
+    int64_t sent_ms = wall_ms();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     CURLcode rc = curl_easy_perform(c);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     atomic_store_explicit(&m->in_flight, 0, memory_order_relaxed);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    int64_t latency_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
     curl_slist_free_all(headers);
     bool ok = rc == CURLE_OK && status >= 200 && status <= 299;
     if (rc != CURLE_OK)
@@ -139,6 +197,8 @@ static bool post(webhook_sink *w, const char *id, const char *body, size_t len, 
         relay_count(&m->delivered, 1);
     else
         relay_count(&m->failures[rc != CURLE_OK ? failure_of(rc) : RELAY_FAILURE_STATUS], 1);
+    attempt_keep(w, d, sent_ms, rc == CURLE_OK ? status : 0,
+                 latency_ms < 0 ? 0 : (uint32_t)latency_ms, ok ? "" : why);
     return ok;
 }
 
@@ -199,7 +259,7 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
         return rc == TALLY_out_of_memory ? TALLY_RETRY : TALLY_PARK;
     }
     tally_uuid_format(&e->id, id);
-    bool ok = post(w, id, body, len, answer->error, sizeof(answer->error));
+    bool ok = post(w, d, id, body, len, answer->error, sizeof(answer->error));
     free(body);
     if (ok) {
         w->failing_since_ms = 0;
@@ -226,7 +286,8 @@ static bool curl_setup(webhook_sink *w)
            curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)e->connect_timeout_ms) ==
                CURLE_OK &&
            curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms) == CURLE_OK &&
-           curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body) == CURLE_OK &&
+           curl_easy_setopt(c, CURLOPT_WRITEDATA, w) == CURLE_OK &&
            curl_easy_setopt(c, CURLOPT_USERAGENT, "tally-relay") == CURLE_OK;
 }
 
@@ -267,9 +328,11 @@ int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx)
         curl_easy_cleanup(w.curl);
         return 1;
     }
+    /* until_idle: a run returns once nothing comes, so the attempts of a
+     * burst reach the attempt log within a long-poll */
     tally_run_options ro = {.fetch_max = cfg->sub.fetch_max, .wait_ms = RELAY_WAIT_MS,
                             .failures_max = TALLY_CLIENT_SUB_FAILURES_MAX,
-                            .instance = ctx->instance};
+                            .instance = ctx->instance, .until_idle = true};
     int result = 0;
     tally_subscriber *s = relay_subscriber_open(ctx, &cfg->sub);
     if (s == NULL)
@@ -278,6 +341,7 @@ int relay_webhook_run(const relay_endpoint *cfg, relay_sink_context *ctx)
     while (s && wait_while_disabled(&w) && relay_sink_begin(ctx, s)) {
         int rc = tally_subscriber_run(s, &ro, on_event, &w);
         relay_sink_end(ctx);
+        attempts_flush(&w);
         if (rc != TALLY_ok) {
             fprintf(stderr, "tally-relay: subscriber %s: %s\n", cfg->sub.name, tally_strerror(rc));
             result = 1;

@@ -172,6 +172,12 @@ EXAMPLES = [
      {"changed_ms"}),
     ("Enable it again.", "endpoint_enable",
      post("endpoint_enable", {"endpoint": "billing"}, "on-1", consumer="ops")),
+    ("tally-relay records an attempt in the attempt log (admin).", "endpoint_attempts_record",
+     post("endpoint_attempts_record", {"endpoint": "billing",
+          "attempts": [{"seq": 3, "attempt": 1, "time_ms": 4102444800000, "status": 503,
+                        "latency_ms": 41, "error": "billing: HTTP 503", "response": "busy"}]})),
+    ("The endpoint's attempts, newest first.", "endpoint_attempts",
+     post("endpoint_attempts", {"endpoint": "billing", "limit": 10})),
 ]
 
 # Values that depend on the machine or the moment, not on the requests

@@ -226,6 +226,12 @@ EXAMPLES = [
      {"v": 1, "op": "endpoint_enable", "consumer": "ops", "key": "on-1", "endpoint": "billing"}),
     ("An endpoint name with a space.",
      {"v": 1, "op": "endpoint_get", "endpoint": "no spaces"}),
+    ("tally-relay records two attempts of seq 3 to billing in the attempt log (admin; docs/RELAY.md, \"The attempt log\"; times of 2100, so no retention removes them).",
+     {"v": 1, "op": "endpoint_attempts_record", "endpoint": "billing", "attempts": [
+         {"seq": 3, "attempt": 1, "time_ms": 4102444800000, "status": 503, "latency_ms": 41, "error": "billing: HTTP 503", "response": "busy"},
+         {"seq": 3, "attempt": 2, "time_ms": 4102444805000, "status": 200, "latency_ms": 12, "error": "", "response": "ok"}]}),
+    ("The attempts of seq 3, newest first.",
+     {"v": 1, "op": "endpoint_attempts", "endpoint": "billing", "seq": 3}),
 ]
 RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"\xdd\xff\xff\xff\xff"}
 

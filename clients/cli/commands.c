@@ -262,6 +262,12 @@ static const cli_option endpoint_disable_options[] = {
     OPT_KEY, OPT_END};
 static const cli_option endpoint_enable_options[] = {ARG_ENDPOINT, OPT_KEY, OPT_END};
 static const cli_option endpoint_show_options[] = {ARG_ENDPOINT, OPT_END};
+static const cli_option endpoint_attempts_options[] = {
+    ARG_ENDPOINT,
+    {"--seq", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, false, "SEQ", "only the attempts of this event"},
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, TALLY_ATTEMPTS_READ_MAX, false, "N",
+     "attempts, newest first, 1..1000 (default 100)"},
+    OPT_END};
 
 /* ---- the command table ---- */
 
@@ -399,6 +405,14 @@ const cli_command cli_commands[] = {
      endpoint_show_options, run_endpoint_show,
      "An endpoint tallyd has no state for (never disabled) is enabled.\n"
      "--json prints one object: endpoint, state, version, changed, reason.\n"},
+    {"endpoint attempts", "List tally-relay's delivery attempts to an endpoint, newest first.",
+     endpoint_attempts_options, run_endpoint_attempts,
+     "From tallyd's attempt log (docs/RELAY.md, \"The attempt log\"), kept for the\n"
+     "endpoint's attempt_retention (7 days by default): each attempt's time, event\n"
+     "seq, attempt number, HTTP status (- without an answer), latency, error and the\n"
+     "first 256 bytes of the answer's body.\n"
+     "--json prints one object per line: time, time_ms, seq, attempt, status,\n"
+     "latency_ms, error, response.\n"},
     {"endpoint disable", "Disable tally-relay's endpoint: nothing is delivered to it until enabled.",
      endpoint_disable_options, run_endpoint_disable,
      "An endpoint.disabled event; every relay with the endpoint stops delivering to\n"

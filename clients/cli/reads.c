@@ -525,3 +525,48 @@ int run_endpoint_show(cli *c)
     printf("%s%s\n", e.reason[0] ? ": " : "", e.reason);
     return CLI_EXIT_OK;
 }
+
+int run_endpoint_attempts(cli *c)
+{
+    uint32_t limit = c->v[SLOT_LIMIT].set ? (uint32_t)c->v[SLOT_LIMIT].u : 100;
+    tally_endpoint_attempt *list = calloc(limit, sizeof(*list));
+    if (list == NULL)
+        cli_out_of_memory();
+    size_t count = 0;
+    int rc = tally_endpoint_attempts(c->client, c->v[SLOT_ENDPOINT].text,
+                                     c->v[SLOT_SEQ].set ? c->v[SLOT_SEQ].u : 0, limit, list,
+                                     limit, &count);
+    if (rc != TALLY_ok) {
+        free(list);
+        char what[96];
+        snprintf(what, sizeof(what), "attempts of endpoint %s", c->v[SLOT_ENDPOINT].text);
+        return read_failure(c, what, rc);
+    }
+    static const char *const titles[] = {"TIME", "SEQ", "ATTEMPT", "STATUS", "LATENCY_MS",
+                                         "ERROR", "RESPONSE"};
+    cli_table t;
+    if (!c->json)
+        table_init(&t, titles, sizeof(titles) / sizeof(titles[0]));
+    for (size_t i = 0; i < count; i++) {
+        const tally_endpoint_attempt *a = &list[i];
+        char when[40], status[16] = "-";
+        time_text(a->time_ms, when);
+        if (a->status)
+            snprintf(status, sizeof(status), "%" PRIu32, a->status);
+        if (c->json)
+            json_emit(json_pack("{s:s, s:I, s:o, s:I, s:I, s:I, s:s, s:s}", "time", when,
+                                "time_ms", (json_int_t)a->time_ms, "seq", json_u64(a->seq),
+                                "attempt", (json_int_t)a->attempt, "status",
+                                (json_int_t)a->status, "latency_ms", (json_int_t)a->latency_ms,
+                                "error", a->error, "response", a->response));
+        else
+            table_add(&t, "%s" SEP "%" PRIu64 SEP "%" PRIu32 SEP "%s" SEP "%" PRIu32 SEP "%s" SEP
+                          "%s",
+                      when, a->seq, a->attempt, status, a->latency_ms,
+                      a->error[0] ? a->error : "-", a->response[0] ? a->response : "-");
+    }
+    if (!c->json)
+        table_print_free(&t);
+    free(list);
+    return CLI_EXIT_OK;
+}

@@ -283,6 +283,7 @@ void backup_progress_stop(backup_progress *bp);
 int run_health(cli *c);
 int run_cluster_status(cli *c);
 int run_endpoint_show(cli *c);
+int run_endpoint_attempts(cli *c);
 
 /* ---- tail.c ---- */
 

@@ -31,4 +31,36 @@ int tally_endpoint_enable(tally_client *c, const char *key, const char *name,
  * 0). TALLY_ok, TALLY_invalid_endpoint_name or a transport code. */
 int tally_endpoint_get(tally_client *c, const char *name, tally_endpoint_info *out);
 
+/* ---- the attempt log (docs/RELAY.md, "The attempt log") ---- */
+
+#define TALLY_CLIENT_ATTEMPT_TEXT_BYTES_MAX 256
+#define TALLY_CLIENT_ATTEMPTS_RECORD_MAX 100
+
+/* One delivery attempt of an event to an endpoint. */
+typedef struct tally_endpoint_attempt {
+    uint64_t seq;        /* the event */
+    uint32_t attempt;    /* 1 on its first delivery */
+    int64_t time_ms;     /* when the request was sent */
+    uint32_t status;     /* the HTTP status; 0: no answer */
+    uint32_t latency_ms; /* request to answer (or failure) */
+    char error[TALLY_CLIENT_ATTEMPT_TEXT_BYTES_MAX + 1];    /* why it failed, "" for 2xx */
+    char response[TALLY_CLIENT_ATTEMPT_TEXT_BYTES_MAX + 1]; /* the body's first bytes */
+} tally_endpoint_attempt;
+
+/* Record count (1..TALLY_CLIENT_ATTEMPTS_RECORD_MAX) attempts to the
+ * endpoint name in tallyd's attempt log, and have it remove the
+ * endpoint's attempts older than retention_s (0: tallyd's default, 7
+ * days). Recording an attempt again stores it once. TALLY_ok, a refusal
+ * (TALLY_invalid_endpoint_name, TALLY_value_out_of_range, ...), a
+ * transport code, TALLY_invalid_argument or TALLY_out_of_memory. Admin
+ * under tallyd --auth. */
+int tally_endpoint_attempts_record(tally_client *c, const char *name,
+                                   const tally_endpoint_attempt *attempts, size_t count,
+                                   uint32_t retention_s);
+/* The endpoint's attempts, newest first (only those of seq when it is not
+ * 0), at most min(limit, capacity) (limit 0: 100), into out; *count gets
+ * how many. TALLY_ok, a refusal or a transport code. */
+int tally_endpoint_attempts(tally_client *c, const char *name, uint64_t seq, uint32_t limit,
+                            tally_endpoint_attempt *out, size_t capacity, size_t *count);
+
 #endif

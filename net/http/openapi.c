@@ -134,6 +134,9 @@ static json_t *field_schema(const net_op *op, const net_field *f)
     case NET_FIELD_UINTS:
         s = set(array_of(integer_schema(false, 0)), "maxItems", json_integer((json_int_t)f->max));
         break;
+    case NET_FIELD_MAPS:
+        s = set(array_of(typed("object")), "maxItems", json_integer((json_int_t)f->max));
+        break;
     }
     if (s && json_object_get(s, "$ref")) /* $ref with siblings: wrap it */
         s = set(json_object(), "allOf", append(json_array(), s));
@@ -240,6 +243,8 @@ static const struct {
     [NET_OP_ENTITLEMENT_LIST] = {{{"entitlements", R_OBJECTS}}},
     [NET_OP_ENDPOINT_GET] = {{{"endpoint", R_STR}, {"state", R_STR}, {"version", R_INT},
                               {"changed_ms", R_INT}, {"reason", R_STR}}},
+    [NET_OP_ENDPOINT_ATTEMPTS_RECORD] = {{{"recorded", R_INT}, {"removed", R_INT}}},
+    [NET_OP_ENDPOINT_ATTEMPTS] = {{{"endpoint", R_STR}, {"attempts", R_OBJECTS}}},
     [NET_OP_LOG_READ] = {{{"head", R_INT}, {"events", R_EVENTS}, {"log_floor", R_INT},
                           {"log_floor_hash", R_BASE64}}},
     [NET_OP_SUB_FETCH] = {{{"events", R_DELIVERIES}, {"ack_floor", R_INT}, {"head", R_INT}}},

@@ -113,6 +113,20 @@
 
 #define NET_FIELDS_endpoint_enable(F, T) NET_FIELD_ENDPOINT_NAME(F, T)
 
+#define NET_FIELDS_endpoint_attempts_record(F, T)                                             \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                             \
+    F(T, MAPS, attempts, REQUIRED, TALLY_ATTEMPTS_RECORD_MAX,                                  \
+      "attempt maps: seq, attempt, time_ms, status (0: no answer), latency_ms, error, "       \
+      "response (0-256 bytes each)")                                                          \
+    F(T, UINT, retention_s, OPTIONAL, TALLY_ATTEMPT_RETENTION_S_MAX,                          \
+      "remove the endpoint's attempts older than this, a bounded number per op (default "     \
+      "604800, 7 days)")
+
+#define NET_FIELDS_endpoint_attempts(F, T)                                         \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                  \
+    F(T, UINT, seq, OPTIONAL, UINT64_MAX, "only the attempts of this event")       \
+    F(T, UINT, limit, OPTIONAL, TALLY_ATTEMPTS_READ_MAX, "attempts, newest first (default 100)")
+
 #define NET_FIELDS_chain(F, T)                         \
     F(T, OPS, ops, REQUIRED, TALLY_CHAIN_COMMANDS_MAX, \
       "member op maps: `op` and its fields, no `key`")
@@ -264,7 +278,8 @@
     X(query) X(account_transfers)                                                     \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
-    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get)
+    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get) \
+    X(endpoint_attempts_record) X(endpoint_attempts)
 
 #define NET_ARGS_STRUCT(list)                                 \
     typedef struct net_args_##list {                          \

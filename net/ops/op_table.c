@@ -38,6 +38,8 @@ COMMAND_OF(revoke)
 COMMAND_OF(endpoint_disable)
 COMMAND_OF(endpoint_enable)
 BUILD_OF(endpoint_get)
+BUILD_OF(endpoint_attempts_record)
+BUILD_OF(endpoint_attempts)
 BUILD_OF(chain)
 BUILD_OF(batch)
 BUILD_OF(account_get)
@@ -195,6 +197,16 @@ const net_op net_ops[NET_OP_COUNT] = {
         .id = NET_OP_ENDPOINT_GET, .name = "endpoint_get", .auth = AUTH_CLASS_READ,
         READ(endpoint_get, net_read_endpoint),
         .doc = "Whether tally-relay's endpoint is enabled or disabled, since when and why."},
+    [NET_OP_ENDPOINT_ATTEMPTS_RECORD] = {
+        .id = NET_OP_ENDPOINT_ATTEMPTS_RECORD, .name = "endpoint_attempts_record",
+        .auth = AUTH_CLASS_ADMIN, SUBSCRIBER(endpoint_attempts_record, endpoint_attempts_record),
+        .doc = "tally-relay's delivery attempts to an endpoint, into its attempt log (and the "
+               "expired ones out)."},
+    [NET_OP_ENDPOINT_ATTEMPTS] = {
+        .id = NET_OP_ENDPOINT_ATTEMPTS, .name = "endpoint_attempts", .auth = AUTH_CLASS_READ,
+        READ(endpoint_attempts, net_read_endpoint_attempts),
+        .doc = "An endpoint's delivery attempts, newest first: time, status, latency, the "
+               "response's first bytes."},
     [NET_OP_ACCOUNT_QUERY] = {
         .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
         READ(query, net_read_account_query),

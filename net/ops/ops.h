@@ -30,6 +30,14 @@ void net_command_endpoint_disable(const net_args_endpoint_disable *a, ledger_com
 void net_command_endpoint_enable(const net_args_endpoint_enable *a, ledger_command *c);
 int net_build_endpoint_get(net_request *req, const net_args_endpoint_get *a);
 void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+int net_build_endpoint_attempts_record(net_request *req,
+                                       const net_args_endpoint_attempts_record *a);
+int net_apply_endpoint_attempts_record(store_txn *t, const net_request *req, int64_t now_ms,
+                                       bool in_place, net_result *res);
+void net_reply_endpoint_attempts_record(net_out *o, store_txn *rt, const net_request *req,
+                                        const net_result *res, int fault, int64_t now_ms);
+int net_build_endpoint_attempts(net_request *req, const net_args_endpoint_attempts *a);
+void net_read_endpoint_attempts(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 int net_build_chain(net_request *req, const net_args_chain *a);
 int net_build_batch(net_request *req, const net_args_batch *a);
 int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,

@@ -1100,9 +1100,11 @@ static void serve_one(receiver *r, int fd, char *buf)
     pthread_mutex_unlock(&r->mu);
     if (strcmp(h.path, "/slow") == 0)
         test_pause_ms(SLOW_POST_MS); /* the endpoint's latency, not a wait for something */
-    char reply[128];
+    char reply[160], text[48];
+    int len = snprintf(text, sizeof(text), "status %d from %s\n", h.status, h.path);
     int n = snprintf(reply, sizeof(reply),
-                     "HTTP/1.1 %d X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", h.status);
+                     "HTTP/1.1 %d X\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+                     h.status, len, text);
     ck_assert_int_eq(write(fd, reply, (size_t)n), n);
 }
 
@@ -2009,8 +2011,81 @@ START_TEST(test_http_retry_schedule_parks_after_its_last_attempt)
     ck_assert_uint_eq(count, EVENTS);
     for (size_t i = 0; i < count; i++)
         ck_assert_uint_eq(letters[i].attempts, 3);
+    /* the attempt log: each attempt with its status, latency, error and the
+     * answer's first bytes, newest first; by event too */
+    tally_endpoint_attempt log[3 * EVENTS];
+    ck_assert_int_eq(tally_endpoint_attempts(h.f.c, "dead", 0, 1000, log, 3 * EVENTS, &count),
+                     TALLY_ok);
+    ck_assert_uint_eq(count, 3 * EVENTS);
+    for (size_t i = 0; i < count; i++) {
+        ck_assert_uint_eq(log[i].status, 500);
+        ck_assert_str_eq(log[i].response, "status 500 from /dead.");
+        ck_assert_str_eq(log[i].error, "dead: HTTP 500");
+        ck_assert(log[i].attempt >= 1 && log[i].attempt <= 3);
+        ck_assert(log[i].time_ms > 1700000000000);
+        if (i > 0)
+            ck_assert_int_le(log[i].time_ms, log[i - 1].time_ms);
+    }
+    ck_assert_int_eq(tally_endpoint_attempts(h.f.c, "dead", 4, 0, log, 3 * EVENTS, &count),
+                     TALLY_ok);
+    ck_assert_uint_eq(count, 3);
+    for (size_t i = 0; i < count; i++) {
+        ck_assert_uint_eq(log[i].seq, 4);
+        ck_assert_uint_eq(log[i].attempt, 3 - i);
+    }
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "endpoint", "attempts",
+                          "dead", "--seq", "4", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "TIME") && strstr(out, "LATENCY_MS") &&
+                      strstr(out, "dead: HTTP 500") && strstr(out, "status 500 from /dead."),
+                  "tally endpoint attempts dead --seq 4:\n%s%s", out, err);
+    free(out);
+    free(err);
     free(ids);
     http_down(&h);
+}
+END_TEST
+
+/* The attempt log's own rules on a real tallyd: an attempt recorded twice
+ * is kept once; attempts older than the retention go at the next record;
+ * bad attempts and names are refused with their field. */
+START_TEST(test_attempt_log_keeps_its_retention)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    int64_t now_ms = (int64_t)time(NULL) * 1000;
+    tally_endpoint_attempt a[2] = {
+        {.seq = 1, .attempt = 1, .time_ms = now_ms - 7200000, .status = 503,
+         .latency_ms = 12, .error = "x: HTTP 503", .response = "busy"},
+        {.seq = 1, .attempt = 2, .time_ms = now_ms, .status = 200, .latency_ms = 3},
+    };
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", a, 2, 0), TALLY_ok);
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", a, 2, 0), TALLY_ok);
+    tally_endpoint_attempt got[4];
+    size_t count = 0;
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "x", 0, 0, got, 4, &count), TALLY_ok);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_uint_eq(got[0].attempt, 2);
+    ck_assert_uint_eq(got[1].status, 503);
+    ck_assert_str_eq(got[1].response, "busy");
+    ck_assert_uint_eq(got[1].latency_ms, 12);
+    /* an hour's retention: the attempt of two hours ago goes */
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", &a[1], 1, 3600), TALLY_ok);
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "x", 0, 0, got, 4, &count), TALLY_ok);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_uint_eq(got[0].attempt, 2);
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "y", 0, 0, got, 4, &count), TALLY_ok);
+    ck_assert_uint_eq(count, 0);
+    tally_endpoint_attempt bad = a[1];
+    bad.attempt = 0;
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", &bad, 1, 0),
+                     TALLY_value_out_of_range);
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "no spaces", &a[1], 1, 0),
+                     TALLY_invalid_endpoint_name);
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "a/b", 0, 0, got, 4, &count),
+                     TALLY_invalid_endpoint_name);
+    test_client_down(&f);
 }
 END_TEST
 
@@ -2107,14 +2182,15 @@ START_TEST(test_check_prints_the_retry_schedule)
     ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
     ck_assert_msg(strstr(out, "subscriber relay:a: fetch 100, max_deliver 12,") &&
                       strstr(out, "  retry_schedule 0 5s 5m 30m 2h 5h 10h 10h 10h 10h 10h 10h "
-                                  "(12 attempts over 67.6 h), disable_after 5d\n") &&
+                                  "(12 attempts over 67.6 h), disable_after 5d, "
+                                  "attempt_retention 7d\n") &&
                       strstr(out, "subscriber relay:b: fetch 100, max_deliver 3,") &&
                       strstr(out, "  retry_schedule 0 1s 90s (3 attempts over 0.0 h), "
-                                  "disable_after never\n") &&
+                                  "disable_after never, attempt_retention 7d\n") &&
                       strstr(out, "subscriber relay:c: fetch 100, max_deliver 8, backoff_ms 10 "
                                   "20\n") &&
                       strstr(out, "  retry_schedule (the subscriber's backoff_ms), disable_after "
-                                  "5d\n"),
+                                  "5d, attempt_retention 7d\n"),
                   "%s", out);
     free(out);
     free(err);
@@ -2184,6 +2260,7 @@ int main(void)
     tcase_add_test(hooks, test_check_prints_the_retry_schedule);
     tcase_add_test(hooks, test_http_retry_schedule_parks_after_its_last_attempt);
     tcase_add_test(hooks, test_http_failing_endpoint_is_disabled_until_enabled);
+    tcase_add_test(hooks, test_attempt_log_keeps_its_retention);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
     int rc = test_run_suite(s);
