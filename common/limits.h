@@ -245,6 +245,10 @@ _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
  * name, as its subscriber relay:<name>, and why it was disabled. */
 #define TALLY_ENDPOINT_NAME_BYTES_MAX 58
 #define TALLY_ENDPOINT_REASON_BYTES_MAX 256
+#define TALLY_ENDPOINT_SECRET_BYTES_MAX 64      /* an HMAC key, decoded (Standard Webhooks) */
+#define TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX 100 /* whsec_ and the base64 of 64 bytes */
+#define TALLY_ENDPOINT_OVERLAP_S_MAX (30u * 86400)
+#define TALLY_ENDPOINT_OVERLAP_S_DEFAULT 86400u
 /* The attempt log of tally-relay's endpoints (ledger/endpoint.h): what
  * one record op carries, what one attempt keeps, how long at most. */
 #define TALLY_ATTEMPTS_RECORD_MAX 100           /* attempts of one endpoint_attempts_record */

@@ -15,6 +15,7 @@
 #include "ledger/account.h"
 #include "ledger/entitlement.h"
 #include "ledger/transfer.h"
+#include "common/webhook_secret.h"
 #include "ledger/endpoint.h"
 #include "ledger/webhook.h"
 
@@ -178,6 +179,20 @@ static int validate_endpoint(const ledger_command *cmd)
                                                             : TALLY_value_out_of_range;
 }
 
+static int validate_rotate_secret(const ledger_command *cmd)
+{
+    const ledger_endpoint *e = &cmd->u.endpoint;
+    uint8_t key[STANDARD_SECRET_BYTES_MAX];
+    size_t len = 0;
+    char why[128];
+    int rc = validate_endpoint(cmd);
+    if (rc != TALLY_ok)
+        return rc;
+    if (!standard_secret_decode(e->secret.ptr, e->secret.len, key, &len, why, sizeof(why)))
+        return TALLY_invalid_secret;
+    return e->overlap_s <= TALLY_ENDPOINT_OVERLAP_S_MAX ? TALLY_ok : TALLY_value_out_of_range;
+}
+
 /* A chain inside a chain. */
 static int validate_member_chain(const ledger_command *cmd)
 {
@@ -296,6 +311,7 @@ static void fp_webhook(sha256_ctx *h, const ledger_command *cmd)
 static void fp_endpoint(sha256_ctx *h, const ledger_command *cmd)
 {
     fp_str(h, cmd->u.endpoint.name), fp_str(h, cmd->u.endpoint.reason);
+    fp_str(h, cmd->u.endpoint.secret), fp_u64(h, cmd->u.endpoint.overlap_s);
 }
 
 static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
@@ -371,6 +387,10 @@ static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
     [LEDGER_ENDPOINT_ENABLE] = {LEDGER_ENDPOINT_ENABLE, "endpoint_enable", validate_endpoint,
                                 fp_endpoint, ledger_endpoint_enable_apply,
                                 {LOG_EVENT_ENDPOINT_ENABLED}},
+    [LEDGER_ENDPOINT_ROTATE_SECRET] = {LEDGER_ENDPOINT_ROTATE_SECRET, "endpoint_rotate_secret",
+                                       validate_rotate_secret, fp_endpoint,
+                                       ledger_endpoint_rotate_secret_apply,
+                                       {LOG_EVENT_ENDPOINT_SECRET_ROTATED}},
 };
 
 /* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left

@@ -36,12 +36,13 @@ typedef enum ledger_command_kind {
     LEDGER_REVERSE = 10,        /* transfer_reverse */
     LEDGER_ENDPOINT_DISABLE = 11, /* an outbound webhook endpoint (ledger/endpoint.h) */
     LEDGER_ENDPOINT_ENABLE = 12,
+    LEDGER_ENDPOINT_ROTATE_SECRET = 13,
 } ledger_command_kind;
 
 /* One past the last kind: the op table's length. Outside the enum, so that
  * switches over kinds elsewhere (net/metrics/metrics.c) need no case for
  * it. */
-#define LEDGER_COMMAND_KIND_END (LEDGER_ENDPOINT_ENABLE + 1)
+#define LEDGER_COMMAND_KIND_END (LEDGER_ENDPOINT_ROTATE_SECRET + 1)
 
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
@@ -154,6 +155,8 @@ typedef struct ledger_webhook {
 typedef struct ledger_endpoint {
     tally_str name;
     tally_str reason;
+    tally_str secret;   /* endpoint_rotate_secret: [whsec_]<base64 of 24-64 bytes> */
+    uint32_t overlap_s; /* ... and how long the one before it signs too */
 } ledger_endpoint;
 
 typedef struct ledger_command ledger_command;

@@ -15,8 +15,12 @@
 #include <assert.h>
 #include <string.h>
 
+#include "common/webhook_secret.h"
+
 #define ENDPOINT_RECORD_FORMAT 1
-#define ENDPOINT_RECORD_HEAD_BYTES (1 + 1 + 8 + 8 + 2)
+#define ENDPOINT_RECORD_BYTES_MAX                                                            \
+    (1 + 1 + 8 + 8 + 2 + TALLY_ENDPOINT_REASON_BYTES_MAX +                                   \
+     2 * (1 + TALLY_ENDPOINT_SECRET_BYTES_MAX) + 8)
 
 bool ledger_endpoint_name_valid(tally_str name)
 {
@@ -31,6 +35,38 @@ bool ledger_endpoint_name_valid(tally_str name)
     return true;
 }
 
+/* A reader of a record that remembers whether it ran past its end. */
+typedef struct record_reader {
+    const uint8_t *p, *end;
+    bool ok;
+} record_reader;
+
+static const uint8_t *take(record_reader *r, size_t n)
+{
+    if (!r->ok || (size_t)(r->end - r->p) < n) {
+        r->ok = false;
+        return NULL;
+    }
+    const uint8_t *at = r->p;
+    r->p += n;
+    return at;
+}
+
+/* A length (len_bytes: 1 or 2) and that many bytes, at most max, into out. */
+static size_t take_bytes(record_reader *r, size_t len_bytes, size_t max, uint8_t *out)
+{
+    const uint8_t *l = take(r, len_bytes);
+    size_t n = l == NULL ? 0 : len_bytes == 1 ? l[0] : get_u16_be(l);
+    r->ok = r->ok && n <= max;
+    const uint8_t *at = take(r, r->ok ? n : 0);
+    if (at && n)
+        memcpy(out, at, n);
+    return r->ok ? n : 0;
+}
+
+/* The record: format byte 1, disabled u8, version u64, changed_ms i64,
+ * reason (u16 length), secret (u8 length), previous secret (u8 length),
+ * previous_until_ms i64; integers big-endian. */
 int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out)
 {
     memset(out, 0, sizeof(*out));
@@ -40,69 +76,137 @@ int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out
         return TALLY_ok;
     if (rc != TALLY_ok)
         return rc;
-    const uint8_t *p = v.mv_data;
-    if (v.mv_size < ENDPOINT_RECORD_HEAD_BYTES || p[0] != ENDPOINT_RECORD_FORMAT || p[1] > 1)
+    record_reader r = {v.mv_data, (const uint8_t *)v.mv_data + v.mv_size, true};
+    const uint8_t *head = take(&r, 18);
+    if (head == NULL || head[0] != ENDPOINT_RECORD_FORMAT || head[1] > 1)
         return TALLY_corrupt_record;
-    size_t reason_len = get_u16_be(p + 18);
-    if (reason_len > TALLY_ENDPOINT_REASON_BYTES_MAX ||
-        v.mv_size != ENDPOINT_RECORD_HEAD_BYTES + reason_len || get_u64_be(p + 2) == 0)
+    out->disabled = head[1] == 1;
+    out->version = get_u64_be(head + 2);
+    out->changed_ms = (int64_t)get_u64_be(head + 10);
+    take_bytes(&r, 2, TALLY_ENDPOINT_REASON_BYTES_MAX, (uint8_t *)out->reason);
+    out->secret_len = take_bytes(&r, 1, TALLY_ENDPOINT_SECRET_BYTES_MAX, out->secret);
+    out->previous_len = take_bytes(&r, 1, TALLY_ENDPOINT_SECRET_BYTES_MAX, out->previous);
+    const uint8_t *until = take(&r, 8);
+    if (!r.ok || r.p != r.end || out->version == 0)
         return TALLY_corrupt_record;
-    out->disabled = p[1] == 1;
-    out->version = get_u64_be(p + 2);
-    out->changed_ms = (int64_t)get_u64_be(p + 10);
-    memcpy(out->reason, p + ENDPOINT_RECORD_HEAD_BYTES, reason_len);
+    out->previous_until_ms = (int64_t)get_u64_be(until);
     return TALLY_ok;
 }
 
+static uint8_t *put_bytes(uint8_t *p, size_t len_bytes, const void *bytes, size_t n)
+{
+    if (len_bytes == 2)
+        *p++ = (uint8_t)(n >> 8);
+    *p++ = (uint8_t)n;
+    if (n)
+        memcpy(p, bytes, n);
+    return p + n;
+}
+
+static int endpoint_put(store_txn *t, tally_str name, const ledger_endpoint_state *s)
+{
+    uint8_t record[ENDPOINT_RECORD_BYTES_MAX], *p = record;
+    size_t reason_len = strlen(s->reason);
+    assert(s->version > 0 && reason_len <= TALLY_ENDPOINT_REASON_BYTES_MAX &&
+           s->secret_len <= TALLY_ENDPOINT_SECRET_BYTES_MAX &&
+           s->previous_len <= TALLY_ENDPOINT_SECRET_BYTES_MAX);
+    *p++ = ENDPOINT_RECORD_FORMAT;
+    *p++ = s->disabled ? 1 : 0;
+    put_u64_be(p, s->version);
+    put_u64_be(p + 8, (uint64_t)s->changed_ms);
+    p = put_bytes(p + 16, 2, s->reason, reason_len);
+    p = put_bytes(p, 1, s->secret, s->secret_len);
+    p = put_bytes(p, 1, s->previous, s->previous_len);
+    put_u64_be(p, (uint64_t)s->previous_until_ms);
+    return store_put(t, STORE_DB_ENDPOINTS, name.ptr, name.len, record,
+                     (size_t)(p + 8 - record), 0);
+}
+
 typedef struct endpoint_body {
-    tally_str name, reason;
-    bool disabled;
+    tally_str name;
+    const ledger_endpoint_state *s;
 } endpoint_body;
 
 static int pack_endpoint_body(msgpack_packer *pk, const void *arg)
 {
     const endpoint_body *b = arg;
-    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 3) ||
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 4) ||
            msgpack_safe_pack_str(pk, b->name) ||
-           msgpack_safe_pack_cstr(pk, b->disabled ? "disabled" : "enabled") ||
-           msgpack_safe_pack_str(pk, b->reason);
+           msgpack_safe_pack_cstr(pk, b->s->disabled ? "disabled" : "enabled") ||
+           msgpack_safe_pack_cstr(pk, b->s->reason) ||
+           msgpack_pack_int64(pk, b->s->previous_until_ms);
 }
 
-static int endpoint_set(ledger_ctx *ctx, const ledger_endpoint *cmd, bool disabled)
+typedef void (*endpoint_change_fn)(ledger_endpoint_state *s, const ledger_endpoint *cmd,
+                                   int64_t now_ms);
+
+/* Read name's state, let change alter it, store it as the next version and
+ * append the event of type. */
+static int endpoint_change(ledger_ctx *ctx, const ledger_endpoint *cmd, log_event_type type,
+                           endpoint_change_fn change)
 {
-    ledger_endpoint_state was;
-    int rc = ledger_endpoint_get(ctx->txn, cmd->name, &was);
+    ledger_endpoint_state s;
+    int rc = ledger_endpoint_get(ctx->txn, cmd->name, &s);
     if (rc != TALLY_ok)
         return rc;
-    tally_str reason = disabled ? cmd->reason : (tally_str){0};
-    assert(reason.len <= TALLY_ENDPOINT_REASON_BYTES_MAX);
-    uint8_t record[ENDPOINT_RECORD_HEAD_BYTES + TALLY_ENDPOINT_REASON_BYTES_MAX];
-    record[0] = ENDPOINT_RECORD_FORMAT;
-    record[1] = disabled ? 1 : 0;
-    put_u64_be(record + 2, was.version + 1);
-    put_u64_be(record + 10, (uint64_t)ctx->now_ms);
-    record[18] = (uint8_t)(reason.len >> 8);
-    record[19] = (uint8_t)reason.len;
-    if (reason.len)
-        memcpy(record + ENDPOINT_RECORD_HEAD_BYTES, reason.ptr, reason.len);
-    rc = store_put(ctx->txn, STORE_DB_ENDPOINTS, cmd->name.ptr, cmd->name.len, record,
-                   ENDPOINT_RECORD_HEAD_BYTES + reason.len, 0);
+    change(&s, cmd, ctx->now_ms);
+    s.version++;
+    s.changed_ms = ctx->now_ms;
+    rc = endpoint_put(ctx->txn, cmd->name, &s);
     if (rc != TALLY_ok)
         return rc;
     log_entity entity = {.kind = LOG_ENTITY_ENDPOINT, .endpoint = cmd->name};
-    endpoint_body body = {.name = cmd->name, .reason = reason, .disabled = disabled};
-    return ledger_emit(ctx, disabled ? LOG_EVENT_ENDPOINT_DISABLED : LOG_EVENT_ENDPOINT_ENABLED,
-                       &entity, was.version + 1, pack_endpoint_body, &body);
+    endpoint_body body = {.name = cmd->name, .s = &s};
+    return ledger_emit(ctx, type, &entity, s.version, pack_endpoint_body, &body);
+}
+
+static void set_disabled(ledger_endpoint_state *s, const ledger_endpoint *cmd, int64_t now_ms)
+{
+    (void)now_ms;
+    assert(cmd->reason.len <= TALLY_ENDPOINT_REASON_BYTES_MAX);
+    s->disabled = true;
+    memcpy(s->reason, cmd->reason.ptr, cmd->reason.len);
+    s->reason[cmd->reason.len] = '\0';
+}
+
+static void set_enabled(ledger_endpoint_state *s, const ledger_endpoint *cmd, int64_t now_ms)
+{
+    (void)cmd, (void)now_ms;
+    s->disabled = false;
+    s->reason[0] = '\0';
+}
+
+/* The previous secret is the current one (none while tallyd has none: the
+ * config file's then signs through the overlap). */
+static void set_secret(ledger_endpoint_state *s, const ledger_endpoint *cmd, int64_t now_ms)
+{
+    uint8_t key[STANDARD_SECRET_BYTES_MAX];
+    size_t len = 0;
+    char why[128];
+    bool ok = standard_secret_decode(cmd->secret.ptr, cmd->secret.len, key, &len, why,
+                                     sizeof(why));
+    assert(ok && len <= sizeof(s->secret)); /* validated */
+    (void)ok;
+    memcpy(s->previous, s->secret, s->secret_len);
+    s->previous_len = s->secret_len;
+    s->previous_until_ms = cmd->overlap_s ? now_ms + (int64_t)cmd->overlap_s * 1000 : 0;
+    memcpy(s->secret, key, len);
+    s->secret_len = len;
 }
 
 int ledger_endpoint_disable_apply(ledger_ctx *ctx, const ledger_command *cmd)
 {
-    return endpoint_set(ctx, &cmd->u.endpoint, true);
+    return endpoint_change(ctx, &cmd->u.endpoint, LOG_EVENT_ENDPOINT_DISABLED, set_disabled);
 }
 
 int ledger_endpoint_enable_apply(ledger_ctx *ctx, const ledger_command *cmd)
 {
-    return endpoint_set(ctx, &cmd->u.endpoint, false);
+    return endpoint_change(ctx, &cmd->u.endpoint, LOG_EVENT_ENDPOINT_ENABLED, set_enabled);
+}
+
+int ledger_endpoint_rotate_secret_apply(ledger_ctx *ctx, const ledger_command *cmd)
+{
+    return endpoint_change(ctx, &cmd->u.endpoint, LOG_EVENT_ENDPOINT_SECRET_ROTATED, set_secret);
 }
 
 /* ---- the attempt log ---- */

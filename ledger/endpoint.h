@@ -3,8 +3,10 @@
  * state (docs/RELAY.md, "Disabled endpoints"): the endpoint_disable and
  * endpoint_enable commands keep each endpoint's state in the `endpoints`
  * database, name → record, and append endpoint.disabled /
- * endpoint.enabled (docs/EVENTS.md). An endpoint without a record is
- * enabled: the relay's config file names endpoints tallyd never saw.
+ * endpoint.enabled (docs/EVENTS.md); endpoint_rotate_secret keeps its
+ * signing secret there too (endpoint.secret_rotated, which does not carry
+ * it). An endpoint without a record is enabled, with the secret of the
+ * relay's config file: it names endpoints tallyd never saw.
  */
 #ifndef TALLY_LEDGER_ENDPOINT_H
 #define TALLY_LEDGER_ENDPOINT_H
@@ -23,6 +25,13 @@ typedef struct ledger_endpoint_state {
     uint64_t version;   /* its endpoint.* events so far (0: none, no record) */
     int64_t changed_ms; /* the commit time of the last one */
     char reason[TALLY_ENDPOINT_REASON_BYTES_MAX + 1]; /* the last disable's, "" */
+    /* the signing secret given by endpoint_rotate_secret (none: the relay's
+     * config file's), and until when the one before it signs too */
+    uint8_t secret[TALLY_ENDPOINT_SECRET_BYTES_MAX];
+    size_t secret_len;
+    uint8_t previous[TALLY_ENDPOINT_SECRET_BYTES_MAX]; /* none: the config file's */
+    size_t previous_len;
+    int64_t previous_until_ms; /* 0: no overlap */
 } ledger_endpoint_state;
 
 /* Whether name is an endpoint name: 1..TALLY_ENDPOINT_NAME_BYTES_MAX bytes
@@ -38,6 +47,9 @@ int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out
  * event. TALLY_ok or a fault. */
 int ledger_endpoint_disable_apply(ledger_ctx *ctx, const ledger_command *cmd);
 int ledger_endpoint_enable_apply(ledger_ctx *ctx, const ledger_command *cmd);
+/* endpoint_rotate_secret's row: the new secret signs from now on, the one
+ * before it (none: the relay's config file's) as well for overlap_s. */
+int ledger_endpoint_rotate_secret_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
 /* ---- the attempt log (docs/RELAY.md, "The attempt log") ----
  * `endpoint_attempts`: (name length u8, name, time_ms u64, seq u64,

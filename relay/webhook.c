@@ -32,7 +32,7 @@
 #include <time.h>
 
 #define WEBHOOK_SIGNATURE_BYTES 64 /* "v1," + base64 of 32 bytes + NUL */
-#define WEBHOOK_HEADER_BYTES 128
+#define WEBHOOK_HEADER_BYTES 160 /* webhook-signature: with two signatures */
 
 typedef struct webhook_sink {
     const relay_endpoint *cfg;
@@ -47,6 +47,12 @@ typedef struct webhook_sink {
     tally_endpoint_attempt attempts[RELAY_ATTEMPTS_BATCH];
     size_t attempt_count;
     bool attempt_log_failed; /* said once on stderr */
+    /* tallyd's state of the endpoint, as last read: its secrets (rotated
+     * by endpoint_rotate_secret) and version; when it was last read */
+    tally_endpoint_secrets secrets;
+    uint64_t state_version;
+    int64_t state_read_ms;
+    bool secrets_failed; /* said once on stderr */
 } webhook_sink;
 
 bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const char *id,
@@ -127,16 +133,29 @@ static struct curl_slist *headers_of(const webhook_sink *w, const char *id, cons
                                      size_t len)
 {
     int64_t now_s = (int64_t)time(NULL);
-    char signature[WEBHOOK_SIGNATURE_BYTES], line[WEBHOOK_HEADER_BYTES];
-    if (!relay_webhook_signature(w->cfg->secret, w->cfg->secret_len, id, now_s, body, len,
-                                 signature, sizeof(signature)))
+    char signature[WEBHOOK_SIGNATURE_BYTES], previous[WEBHOOK_SIGNATURE_BYTES];
+    char line[WEBHOOK_HEADER_BYTES];
+    /* tallyd's secret, else the config file's; during a rotation's overlap
+     * the one before it too (tallyd's previous, else the file's) */
+    const tally_endpoint_secrets *s = &w->secrets;
+    const uint8_t *key = s->secret_len ? s->secret : w->cfg->secret;
+    size_t key_len = s->secret_len ? s->secret_len : w->cfg->secret_len;
+    const uint8_t *old = s->previous_len ? s->previous : w->cfg->secret;
+    size_t old_len = s->previous_len ? s->previous_len : w->cfg->secret_len;
+    bool overlap = s->previous_until_ms > now_s * 1000 &&
+                   !(old_len == key_len && memcmp(old, key, key_len) == 0);
+    if (!relay_webhook_signature(key, key_len, id, now_s, body, len, signature,
+                                 sizeof(signature)) ||
+        (overlap && !relay_webhook_signature(old, old_len, id, now_s, body, len, previous,
+                                             sizeof(previous))))
         return NULL;
     struct curl_slist *h = curl_slist_append(NULL, "content-type: application/json");
     snprintf(line, sizeof(line), "webhook-id: %s", id);
     h = h ? curl_slist_append(h, line) : NULL;
     snprintf(line, sizeof(line), "webhook-timestamp: %" PRId64, now_s);
     h = h ? curl_slist_append(h, line) : NULL;
-    snprintf(line, sizeof(line), "webhook-signature: %s", signature);
+    snprintf(line, sizeof(line), "webhook-signature: %s%s%s", signature, overlap ? " " : "",
+             overlap ? previous : "");
     h = h ? curl_slist_append(h, line) : NULL;
     h = h ? curl_slist_append(h, "expect:") : NULL; /* no 100-continue round trip */
     return h;
@@ -240,6 +259,8 @@ static void disable_when_due(webhook_sink *w, const char *error)
     tally_subscriber_stop(w->s);
 }
 
+static bool state_check(webhook_sink *w);
+
 static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, void *arg)
 {
     webhook_sink *w = arg;
@@ -247,6 +268,11 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
     if (!relay_endpoint_wants(w->cfg, e->type)) {
         relay_count(&w->ctx->metrics.filtered, 1);
         return TALLY_DONE; /* filtered out: nothing to deliver */
+    }
+    if (state_check(w)) { /* disabled by command: this event waits with the others */
+        snprintf(answer->error, sizeof(answer->error), "%s: disabled", w->cfg->name);
+        answer->delay_set = true;
+        return TALLY_RETRY;
     }
     char id[37], *body = NULL;
     size_t len = 0;
@@ -291,6 +317,45 @@ static bool curl_setup(webhook_sink *w)
            curl_easy_setopt(c, CURLOPT_USERAGENT, "tally-relay") == CURLE_OK;
 }
 
+/* Read the endpoint's secrets again when its version moved past the one
+ * read (a rotation, or any other change). A failure keeps the ones read
+ * before, and is said once. */
+static void secrets_refresh(webhook_sink *w, uint64_t version)
+{
+    if (version == w->state_version)
+        return;
+    tally_endpoint_secrets s;
+    int rc = tally_endpoint_secrets_get(w->ctx->client, w->cfg->name, &s);
+    if (rc == TALLY_ok) {
+        w->secrets = s;
+        w->state_version = version;
+    } else if (!w->secrets_failed) {
+        fprintf(stderr, "tally-relay: endpoint %s: its secrets in tallyd: %s; signing with the "
+                        "ones known (said once)\n",
+                w->cfg->name, tally_strerror(rc));
+        w->secrets_failed = true;
+    }
+    memset(&s, 0, sizeof(s));
+}
+
+/* While a run goes on, tallyd's state at most every RELAY_DISABLED_POLL_MS:
+ * true when the endpoint was disabled meanwhile (the run is stopped). */
+static bool state_check(webhook_sink *w)
+{
+    int64_t now_ms = wall_ms();
+    if (now_ms - w->state_read_ms < RELAY_DISABLED_POLL_MS)
+        return false;
+    w->state_read_ms = now_ms;
+    tally_endpoint_info info;
+    if (tally_endpoint_get(w->ctx->client, w->cfg->name, &info) != TALLY_ok)
+        return false;
+    secrets_refresh(w, info.version);
+    if (!info.disabled)
+        return false;
+    tally_subscriber_stop(w->s);
+    return true;
+}
+
 /* Before each run: while tallyd says the endpoint is disabled, deliver
  * nothing and ask again every RELAY_DISABLED_POLL_MS. false once stopped.
  * A tallyd that does not answer: run (the run waits for it itself). */
@@ -301,6 +366,9 @@ static bool wait_while_disabled(webhook_sink *w)
         tally_endpoint_info info;
         int rc = tally_endpoint_get(w->ctx->client, w->cfg->name, &info);
         bool disabled = rc == TALLY_ok && info.disabled;
+        if (rc == TALLY_ok)
+            secrets_refresh(w, info.version);
+        w->state_read_ms = wall_ms();
         bool was = atomic_exchange(&w->ctx->metrics.disabled, disabled);
         if (!disabled) {
             if (was)

@@ -178,6 +178,13 @@ EXAMPLES = [
                         "latency_ms": 41, "error": "billing: HTTP 503", "response": "busy"}]})),
     ("The endpoint's attempts, newest first.", "endpoint_attempts",
      post("endpoint_attempts", {"endpoint": "billing", "limit": 10})),
+    ("A new signing secret; the one before it signs too for an hour (admin).",
+     "endpoint_rotate_secret",
+     post("endpoint_rotate_secret", {"endpoint": "billing", "overlap_s": 3600,
+          "secret": "whsec_c2Vjb25kLXNlY3JldC1mb3ItdGhlLXRlc3RzLTEyMzQ="}, "rot-1",
+          consumer="ops")),
+    ("The secrets, as tally-relay reads them (admin).", "endpoint_secret_get",
+     post("endpoint_secret_get", {"endpoint": "billing"})),
 ]
 
 # Values that depend on the machine or the moment, not on the requests

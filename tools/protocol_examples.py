@@ -232,13 +232,20 @@ EXAMPLES = [
          {"seq": 3, "attempt": 2, "time_ms": 4102444805000, "status": 200, "latency_ms": 12, "error": "", "response": "ok"}]}),
     ("The attempts of seq 3, newest first.",
      {"v": 1, "op": "endpoint_attempts", "endpoint": "billing", "seq": 3}),
+    ("A new signing secret for billing; the one before it signs too for an hour (admin; docs/RELAY.md, \"Secret rotation\").",
+     {"v": 1, "op": "endpoint_rotate_secret", "consumer": "ops", "key": "rot-1", "endpoint": "billing", "secret": "whsec_c2Vjb25kLXNlY3JldC1mb3ItdGhlLXRlc3RzLTEyMzQ=", "overlap_s": 3600}),
+    ("The secrets, as tally-relay reads them (admin; previous_secret empty: the relay's config file's signs through the overlap; times vary).",
+     {"v": 1, "op": "endpoint_secret_get", "endpoint": "billing"}),
+    ("A secret that is not one.",
+     {"v": 1, "op": "endpoint_rotate_secret", "consumer": "ops", "key": "rot-2", "endpoint": "billing", "secret": "whsec_AAECAw=="}),
 ]
 RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"\xdd\xff\xff\xff\xff"}
 
 def wildcard_times(reply):
     """Replace the 8 bytes after 'granted_ms'/'updated_ms'/'created_ms' keys' cf marker by .."""
     h = [f"{x:02x}" for x in reply]
-    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms", b"changed_ms"):
+    for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms", b"changed_ms",
+                 b"previous_until_ms", b"previous_secret_until_ms"):
         key = bytes([0xa0 | len(name)]) + name
         start = 0
         while True:

@@ -262,6 +262,11 @@ static const cli_option endpoint_disable_options[] = {
     OPT_KEY, OPT_END};
 static const cli_option endpoint_enable_options[] = {ARG_ENDPOINT, OPT_KEY, OPT_END};
 static const cli_option endpoint_show_options[] = {ARG_ENDPOINT, OPT_END};
+static const cli_option endpoint_rotate_options[] = {
+    ARG_ENDPOINT,
+    {"--overlap", SLOT_FOR, CLI_TEXT, 1, 32, false, "DURATION",
+     "how long the secret before it signs too, e.g. 24h, 0 for none, at most 30d (default 24h)"},
+    OPT_KEY, OPT_END};
 static const cli_option endpoint_attempts_options[] = {
     ARG_ENDPOINT,
     {"--seq", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, false, "SEQ", "only the attempts of this event"},
@@ -413,6 +418,14 @@ const cli_command cli_commands[] = {
      "first 256 bytes of the answer's body.\n"
      "--json prints one object per line: time, time_ms, seq, attempt, status,\n"
      "latency_ms, error, response.\n"},
+    {"endpoint rotate-secret", "Give tally-relay's endpoint a new signing secret, read on stdin.",
+     endpoint_rotate_options, run_endpoint_rotate_secret,
+     "Reads one line on stdin: whsec_<base64 of 24-64 bytes> (Standard Webhooks).\n"
+     "From then on the relays sign with it, and during --overlap with the secret\n"
+     "before it as well (webhook-signature: v1,<new> v1,<old>), so a receiver\n"
+     "that still has the old one accepts every delivery while it changes. An\n"
+     "endpoint.secret_rotated event (without the secret). The secret is kept in\n"
+     "tallyd's store (docs/RELAY.md, \"Secret rotation\").\n"},
     {"endpoint disable", "Disable tally-relay's endpoint: nothing is delivered to it until enabled.",
      endpoint_disable_options, run_endpoint_disable,
      "An endpoint.disabled event; every relay with the endpoint stops delivering to\n"

@@ -261,6 +261,7 @@ int run_extend(cli *c);
 int run_revoke(cli *c);
 int run_endpoint_disable(cli *c);
 int run_endpoint_enable(cli *c);
+int run_endpoint_rotate_secret(cli *c);
 
 /* ---- reads.c ---- */
 

@@ -31,6 +31,32 @@ int tally_endpoint_enable(tally_client *c, const char *key, const char *name,
  * 0). TALLY_ok, TALLY_invalid_endpoint_name or a transport code. */
 int tally_endpoint_get(tally_client *c, const char *name, tally_endpoint_info *out);
 
+/* ---- signing secrets (docs/RELAY.md, "Secret rotation") ---- */
+
+#define TALLY_CLIENT_ENDPOINT_SECRET_BYTES_MAX 64
+
+/* Give the endpoint name a new signing secret ([whsec_]<base64 of 24-64
+ * bytes>); the one before it (none in tallyd: the relay's config file's)
+ * signs too for overlap_s seconds (at most 30 days), as tally_revoke
+ * writes: TALLY_ok, TALLY_invalid_secret, TALLY_invalid_endpoint_name, ...
+ * Admin under tallyd --auth. */
+int tally_endpoint_rotate_secret(tally_client *c, const char *key, const char *name,
+                                 const char *secret, uint32_t overlap_s, tally_result *out);
+
+/* The signing secrets tallyd holds for an endpoint, decoded. */
+typedef struct tally_endpoint_secrets {
+    uint64_t version; /* the endpoint's, as tally_endpoint_info's */
+    uint8_t secret[TALLY_CLIENT_ENDPOINT_SECRET_BYTES_MAX];
+    size_t secret_len;                      /* 0: none (the relay's config file's) */
+    uint8_t previous[TALLY_CLIENT_ENDPOINT_SECRET_BYTES_MAX];
+    size_t previous_len;                    /* 0: the config file's */
+    int64_t previous_until_ms;              /* the previous one signs until then; 0: not */
+} tally_endpoint_secrets;
+
+/* Read them (admin under tallyd --auth). TALLY_ok, a refusal or a
+ * transport code. */
+int tally_endpoint_secrets_get(tally_client *c, const char *name, tally_endpoint_secrets *out);
+
 /* ---- the attempt log (docs/RELAY.md, "The attempt log") ---- */
 
 #define TALLY_CLIENT_ATTEMPT_TEXT_BYTES_MAX 256

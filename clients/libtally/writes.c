@@ -284,6 +284,29 @@ int tally_endpoint_enable(tally_client *c, const char *key, const char *name,
     return write_single(c, key, (write_op){"endpoint_enable", fill_endpoint, &a}, out);
 }
 
+typedef struct rotate_args {
+    const char *endpoint, *secret;
+    uint32_t overlap_s;
+} rotate_args;
+
+static int fill_rotate(fields *fs, const void *args)
+{
+    const rotate_args *r = args;
+    if (r->endpoint == NULL || r->secret == NULL)
+        return TALLY_invalid_argument;
+    put_str(fs, "endpoint", r->endpoint);
+    put_str(fs, "secret", r->secret);
+    put_uint(fs, "overlap_s", r->overlap_s);
+    return TALLY_ok;
+}
+
+int tally_endpoint_rotate_secret(tally_client *c, const char *key, const char *name,
+                                 const char *secret, uint32_t overlap_s, tally_result *out)
+{
+    rotate_args a = {name, secret, overlap_s};
+    return write_single(c, key, (write_op){"endpoint_rotate_secret", fill_rotate, &a}, out);
+}
+
 /* ---- batches and chains ---- */
 
 tally_batch *tally_batch_new(bool atomic)

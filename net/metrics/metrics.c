@@ -148,6 +148,7 @@ static net_op_id member_op(ledger_command_kind kind)
     case LEDGER_REVERSE: return NET_OP_TRANSFER_REVERSE;
     case LEDGER_ENDPOINT_DISABLE: return NET_OP_ENDPOINT_DISABLE;
     case LEDGER_ENDPOINT_ENABLE: return NET_OP_ENDPOINT_ENABLE;
+    case LEDGER_ENDPOINT_ROTATE_SECRET: return NET_OP_ENDPOINT_ROTATE_SECRET;
     case LEDGER_WEBHOOK_RECEIVE: break; /* not on the wire: counted by net/http/webhooks.c */
     }
     return NET_OP_BATCH;

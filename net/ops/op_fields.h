@@ -113,6 +113,14 @@
 
 #define NET_FIELDS_endpoint_enable(F, T) NET_FIELD_ENDPOINT_NAME(F, T)
 
+#define NET_FIELDS_endpoint_rotate_secret(F, T)                                             \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                           \
+    F(T, STR, secret, REQUIRED, TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX,                       \
+      "the new signing secret: [whsec_]<base64 of 24-64 bytes> (Standard Webhooks)")        \
+    F(T, UINT, overlap_s, OPTIONAL, TALLY_ENDPOINT_OVERLAP_S_MAX,                           \
+      "how long the secret before it signs too: both signatures are sent (default 86400; "  \
+      "0: none)")
+
 #define NET_FIELDS_endpoint_attempts_record(F, T)                                             \
     NET_FIELD_ENDPOINT_NAME(F, T)                                                             \
     F(T, MAPS, attempts, REQUIRED, TALLY_ATTEMPTS_RECORD_MAX,                                  \
@@ -278,7 +286,7 @@
     X(query) X(account_transfers)                                                     \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
-    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get) \
+    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get) X(endpoint_rotate_secret) \
     X(endpoint_attempts_record) X(endpoint_attempts)
 
 #define NET_ARGS_STRUCT(list)                                 \

@@ -37,6 +37,7 @@ COMMAND_OF(extend)
 COMMAND_OF(revoke)
 COMMAND_OF(endpoint_disable)
 COMMAND_OF(endpoint_enable)
+COMMAND_OF(endpoint_rotate_secret)
 BUILD_OF(endpoint_get)
 BUILD_OF(endpoint_attempts_record)
 BUILD_OF(endpoint_attempts)
@@ -207,6 +208,16 @@ const net_op net_ops[NET_OP_COUNT] = {
         READ(endpoint_attempts, net_read_endpoint_attempts),
         .doc = "An endpoint's delivery attempts, newest first: time, status, latency, the "
                "response's first bytes."},
+    [NET_OP_ENDPOINT_ROTATE_SECRET] = {
+        .id = NET_OP_ENDPOINT_ROTATE_SECRET, .name = "endpoint_rotate_secret",
+        .auth = AUTH_CLASS_ADMIN, WRITE(endpoint_rotate_secret),
+        .doc = "A new signing secret for tally-relay's endpoint; the one before it signs too "
+               "for overlap_s (an endpoint.secret_rotated event, without the secret)."},
+    [NET_OP_ENDPOINT_SECRET_GET] = {
+        .id = NET_OP_ENDPOINT_SECRET_GET, .name = "endpoint_secret_get", .auth = AUTH_CLASS_ADMIN,
+        READ(endpoint_get, net_read_endpoint_secret),
+        .doc = "tally-relay's endpoint's signing secrets, as endpoint_rotate_secret left them "
+               "(for the relay)."},
     [NET_OP_ACCOUNT_QUERY] = {
         .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
         READ(query, net_read_account_query),

@@ -105,6 +105,17 @@ void net_command_endpoint_enable(const net_args_endpoint_enable *a, ledger_comma
     c->u.endpoint.name = a->endpoint;
 }
 
+void net_command_endpoint_rotate_secret(const net_args_endpoint_rotate_secret *a,
+                                        ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_ROTATE_SECRET;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.secret = a->secret;
+    c->u.endpoint.overlap_s =
+        a->has_overlap_s ? (uint32_t)a->overlap_s : TALLY_ENDPOINT_OVERLAP_S_DEFAULT;
+}
+
 void net_command_grant(const net_args_grant *a, ledger_command *c)
 {
     ledger_entitlement_command *e = command_entitlement(c, LEDGER_GRANT, a->subject, a->feature,

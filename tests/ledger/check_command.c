@@ -60,6 +60,7 @@ START_TEST(test_names_are_stable)
         {LEDGER_REVOKE, "revoke"},             {LEDGER_CHAIN, "chain"},
         {LEDGER_WEBHOOK_RECEIVE, "webhook_receive"}, {LEDGER_REVERSE, "transfer_reverse"},
         {LEDGER_ENDPOINT_DISABLE, "endpoint_disable"}, {LEDGER_ENDPOINT_ENABLE, "endpoint_enable"},
+        {LEDGER_ENDPOINT_ROTATE_SECRET, "endpoint_rotate_secret"},
     };
     ck_assert_uint_eq(sizeof(names) / sizeof(names[0]), LEDGER_COMMAND_KIND_END - 1);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -70,6 +70,9 @@
 #define JS_STEPS 10
 #define SECRET_B64 "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #define SECRET_TEXT "whsec_" SECRET_B64
+/* the secrets a rotation gives (test_http_secret_rotation_signs_with_both) */
+#define SECRET2_B64 "c2Vjb25kLXNlY3JldC1mb3ItdGhlLXRlc3RzLTEyMzQ="
+#define SECRET3_B64 "dGhpcmQtc2VjcmV0LWZvci10aGUtdGVzdHMtNTY3ODk="
 #define HOOKS_MAX 8192
 #define SLOW_POST_MS 30
 #define REQUEST_BYTES_MAX 131072
@@ -965,7 +968,9 @@ typedef struct hook {
     uint64_t seq;
     char type[32];
     int status;
-    bool signature_ok;
+    bool signature_ok;    /* a signature verifies with one of the keys */
+    unsigned keys_ok;     /* bit i: one verifies with the i-th of SECRET, SECRET2, SECRET3 */
+    unsigned signatures;  /* how many the header has */
 } hook;
 
 typedef struct receiver {
@@ -980,13 +985,13 @@ typedef struct receiver {
 } receiver;
 
 /* The Standard Webhooks signature, computed here with mbedTLS. */
-static bool signature_verifies(const char *id, const char *timestamp, const char *body,
-                               size_t body_len, const char *signature)
+static bool signature_verifies(const char *key_b64, const char *id, const char *timestamp,
+                               const char *body, size_t body_len, const char *signature)
 {
     unsigned char key[64], mac[32], b64[64];
     size_t key_len = 0, b64_len = 0;
-    if (mbedtls_base64_decode(key, sizeof(key), &key_len, (const unsigned char *)SECRET_B64,
-                              strlen(SECRET_B64)) != 0)
+    if (mbedtls_base64_decode(key, sizeof(key), &key_len, (const unsigned char *)key_b64,
+                              strlen(key_b64)) != 0)
         return false;
     size_t head_len = strlen(id) + 1 + strlen(timestamp) + 1;
     char *text = malloc(head_len + body_len + 1);
@@ -1086,7 +1091,15 @@ static void serve_one(receiver *r, int fd, char *buf)
     header_value(buf, "webhook-timestamp", timestamp, sizeof(timestamp));
     header_value(buf, "webhook-signature", signature, sizeof(signature));
     const char *body = buf + head_len;
-    h.signature_ok = signature_verifies(h.id, timestamp, body, total - head_len, signature);
+    static const char *const keys[] = {SECRET_B64, SECRET2_B64, SECRET3_B64};
+    char *save = NULL;
+    for (char *one = strtok_r(signature, " ", &save); one; one = strtok_r(NULL, " ", &save)) {
+        h.signatures++;
+        for (unsigned k = 0; k < 3; k++)
+            if (signature_verifies(keys[k], h.id, timestamp, body, total - head_len, one))
+                h.keys_ok |= 1u << k;
+    }
+    h.signature_ok = h.keys_ok != 0;
     json_t *doc = json_loadb(body, total - head_len, 0, NULL);
     h.seq = (uint64_t)json_integer_value(json_object_get(doc, "seq"));
     snprintf(h.type, sizeof(h.type), "%s", json_string_value(json_object_get(doc, "type")));
@@ -2089,6 +2102,87 @@ START_TEST(test_attempt_log_keeps_its_retention)
 }
 END_TEST
 
+static size_t log_count_type(tally_client *c, const char *type, const char *subject);
+
+/* The hook of the last delivery to path (under r->mu). */
+static hook last_hook(receiver *r, const char *path)
+{
+    hook h = {0};
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->count; i++)
+        if (strcmp(r->hooks[i].path, path) == 0)
+            h = r->hooks[i];
+    pthread_mutex_unlock(&r->mu);
+    return h;
+}
+
+/* `tally endpoint rotate-secret` with the secret on stdin. */
+static void rotate_secret(const tallyd_proc *srv, const char *secret, const char *overlap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "printf '%%s\\n' '%s' | exec '%s' --url '%s' endpoint rotate-secret ok "
+                               "--overlap %s",
+             secret, tallyd_program("tally"), srv->url, overlap);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    free(out);
+    free(err);
+}
+
+/* Events one at a time until one reaches /ok signed with exactly the keys
+ * of mask: the relay takes a rotation within a second or so. */
+static void wait_signed_with(http_fixture *h, unsigned mask, unsigned signatures, int *next_id)
+{
+    hook last = {0};
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
+        size_t before = delivered(h->r, "/ok", NULL);
+        test_client_open_accounts(h->f.c, (uint64_t)*next_id, 1);
+        (*next_id)++;
+        ck_assert(wait_delivered(h->r, "/ok", before + 1));
+        last = last_hook(h->r, "/ok");
+        if (last.keys_ok == mask && last.signatures == signatures)
+            return;
+        test_pause_ms(100); /* the next event, not a wait for one */
+    }
+    ck_abort_msg("no delivery signed with keys %u (%u signatures); the last: keys %u, %u "
+                 "signatures", mask, signatures, last.keys_ok, last.signatures);
+}
+
+/* Secret rotation with overlap (Standard Webhooks): after `tally endpoint
+ * rotate-secret` with an overlap, deliveries carry two signatures, by the
+ * new secret and by the one before it (the config file's), each valid;
+ * after a rotation without overlap, one signature by the newest. The log
+ * has endpoint.secret_rotated events, which carry no secret. */
+START_TEST(test_http_secret_rotation_signs_with_both_during_overlap)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n");
+    int next_id = 1;
+    wait_signed_with(&h, 1u, 1, &next_id);
+    rotate_secret(&h.f.srv, "whsec_" SECRET2_B64, "1h");
+    wait_signed_with(&h, 3u, 2, &next_id);
+    rotate_secret(&h.f.srv, SECRET3_B64, "0");
+    wait_signed_with(&h, 4u, 1, &next_id);
+    relay_stop(relay, h.log);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.secret_rotated", "ok"), 2);
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "--json", "log",
+                          "--limit", "1000", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, SECRET2_B64) == NULL && strstr(out, SECRET3_B64) == NULL &&
+                      strstr(out, "endpoint.secret_rotated"),
+                  "%s", out);
+    free(out);
+    free(err);
+    /* a bad secret is refused with its code */
+    tally_result res;
+    ck_assert_int_eq(tally_endpoint_rotate_secret(h.f.c, NULL, "ok", "whsec_AAECAw==", 0, &res),
+                     TALLY_invalid_secret);
+    http_down(&h);
+}
+END_TEST
+
 /* The types of the log's events from seq 1: how many are type. */
 static size_t log_count_type(tally_client *c, const char *type, const char *subject)
 {
@@ -2261,6 +2355,7 @@ int main(void)
     tcase_add_test(hooks, test_http_retry_schedule_parks_after_its_last_attempt);
     tcase_add_test(hooks, test_http_failing_endpoint_is_disabled_until_enabled);
     tcase_add_test(hooks, test_attempt_log_keeps_its_retention);
+    tcase_add_test(hooks, test_http_secret_rotation_signs_with_both_during_overlap);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
     int rc = test_run_suite(s);
