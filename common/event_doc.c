@@ -298,7 +298,8 @@ static const char *const dead_letter_fields[] = {"subscriber", "seq", "attempts"
 static const char *const webhook_fields[] = {"source", "event_id", "event_type", "signed_at_s",
                                              "body", NULL};
 static const char *const endpoint_fields[] = {"name", "state", "reason",
-                                              "previous_secret_until_ms", NULL};
+                                              "previous_secret_until_ms", "recover_since_ms",
+                                              NULL};
 
 /* A webhook body: its JSON as "payload", else base64 as "body_base64". */
 static void body_doc(json_t *obj, const char *ptr, uint32_t n, bool *ok)

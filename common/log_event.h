@@ -73,7 +73,9 @@ typedef struct log_entity {
     X(LOG_EVENT_WEBHOOK_RECEIVED, "webhook.received")         \
     X(LOG_EVENT_ENDPOINT_DISABLED, "endpoint.disabled")       \
     X(LOG_EVENT_ENDPOINT_ENABLED, "endpoint.enabled")         \
-    X(LOG_EVENT_ENDPOINT_SECRET_ROTATED, "endpoint.secret_rotated")
+    X(LOG_EVENT_ENDPOINT_SECRET_ROTATED, "endpoint.secret_rotated") \
+    X(LOG_EVENT_ENDPOINT_RECOVER_REQUESTED, "endpoint.recover_requested") \
+    X(LOG_EVENT_ENDPOINT_RECOVERED, "endpoint.recovered")
 
 typedef enum log_event_type {
     LOG_EVENT_TYPE_NONE = 0, /* no type: ends lists, never written */
@@ -173,7 +175,8 @@ typedef enum log_body_part {
     LOG_PART_ENTITLEMENT,    /* entitlement events: the entitlement */
     LOG_PART_DEAD_LETTER,    /* dead-letter events: the dead letter */
     LOG_PART_WEBHOOK,        /* webhook events: the delivery */
-    LOG_PART_ENDPOINT,       /* endpoint events: [name, state, reason, overlap_until_ms] */
+    LOG_PART_ENDPOINT,       /* endpoint events: [name, state, reason, overlap_until_ms,
+                                recover_since_ms] */
 } log_body_part;
 
 /* The part of a decoded event's body (a map in format 1, a row in 2: read

@@ -179,6 +179,15 @@ static int validate_endpoint(const ledger_command *cmd)
                                                             : TALLY_value_out_of_range;
 }
 
+static int validate_recover(const ledger_command *cmd)
+{
+    int rc = validate_endpoint(cmd);
+    if (rc != TALLY_ok)
+        return rc;
+    int64_t since = cmd->u.endpoint.since_ms;
+    return since >= 1 && since <= TALLY_TIME_MS_MAX ? TALLY_ok : TALLY_time_out_of_range;
+}
+
 static int validate_rotate_secret(const ledger_command *cmd)
 {
     const ledger_endpoint *e = &cmd->u.endpoint;
@@ -312,6 +321,7 @@ static void fp_endpoint(sha256_ctx *h, const ledger_command *cmd)
 {
     fp_str(h, cmd->u.endpoint.name), fp_str(h, cmd->u.endpoint.reason);
     fp_str(h, cmd->u.endpoint.secret), fp_u64(h, cmd->u.endpoint.overlap_s);
+    fp_u64(h, (uint64_t)cmd->u.endpoint.since_ms), fp_u64(h, cmd->u.endpoint.recover_version);
 }
 
 static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
@@ -391,6 +401,13 @@ static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
                                        validate_rotate_secret, fp_endpoint,
                                        ledger_endpoint_rotate_secret_apply,
                                        {LOG_EVENT_ENDPOINT_SECRET_ROTATED}},
+    [LEDGER_ENDPOINT_RECOVER] = {LEDGER_ENDPOINT_RECOVER, "endpoint_recover", validate_recover,
+                                 fp_endpoint, ledger_endpoint_recover_apply,
+                                 {LOG_EVENT_ENDPOINT_RECOVER_REQUESTED}},
+    [LEDGER_ENDPOINT_RECOVERED] = {LEDGER_ENDPOINT_RECOVERED, "endpoint_recovered",
+                                   validate_endpoint, fp_endpoint,
+                                   ledger_endpoint_recovered_apply,
+                                   {LOG_EVENT_ENDPOINT_RECOVERED}},
 };
 
 /* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left

@@ -37,12 +37,14 @@ typedef enum ledger_command_kind {
     LEDGER_ENDPOINT_DISABLE = 11, /* an outbound webhook endpoint (ledger/endpoint.h) */
     LEDGER_ENDPOINT_ENABLE = 12,
     LEDGER_ENDPOINT_ROTATE_SECRET = 13,
+    LEDGER_ENDPOINT_RECOVER = 14,   /* resend the events since a time to the endpoint */
+    LEDGER_ENDPOINT_RECOVERED = 15, /* ... done (tally-relay) */
 } ledger_command_kind;
 
 /* One past the last kind: the op table's length. Outside the enum, so that
  * switches over kinds elsewhere (net/metrics/metrics.c) need no case for
  * it. */
-#define LEDGER_COMMAND_KIND_END (LEDGER_ENDPOINT_ROTATE_SECRET + 1)
+#define LEDGER_COMMAND_KIND_END (LEDGER_ENDPOINT_RECOVERED + 1)
 
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
@@ -157,6 +159,8 @@ typedef struct ledger_endpoint {
     tally_str reason;
     tally_str secret;   /* endpoint_rotate_secret: [whsec_]<base64 of 24-64 bytes> */
     uint32_t overlap_s; /* ... and how long the one before it signs too */
+    int64_t since_ms;   /* endpoint_recover: from the first event committed then */
+    uint64_t recover_version; /* endpoint_recovered: the version of the request done */
 } ledger_endpoint;
 
 typedef struct ledger_command ledger_command;

@@ -20,7 +20,7 @@
 #define ENDPOINT_RECORD_FORMAT 1
 #define ENDPOINT_RECORD_BYTES_MAX                                                            \
     (1 + 1 + 8 + 8 + 2 + TALLY_ENDPOINT_REASON_BYTES_MAX +                                   \
-     2 * (1 + TALLY_ENDPOINT_SECRET_BYTES_MAX) + 8)
+     2 * (1 + TALLY_ENDPOINT_SECRET_BYTES_MAX) + 8 + 8 + 8)
 
 bool ledger_endpoint_name_valid(tally_str name)
 {
@@ -66,7 +66,8 @@ static size_t take_bytes(record_reader *r, size_t len_bytes, size_t max, uint8_t
 
 /* The record: format byte 1, disabled u8, version u64, changed_ms i64,
  * reason (u16 length), secret (u8 length), previous secret (u8 length),
- * previous_until_ms i64; integers big-endian. */
+ * previous_until_ms i64, recover_since_ms i64, recover_version u64;
+ * integers big-endian. */
 int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out)
 {
     memset(out, 0, sizeof(*out));
@@ -86,10 +87,12 @@ int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out
     take_bytes(&r, 2, TALLY_ENDPOINT_REASON_BYTES_MAX, (uint8_t *)out->reason);
     out->secret_len = take_bytes(&r, 1, TALLY_ENDPOINT_SECRET_BYTES_MAX, out->secret);
     out->previous_len = take_bytes(&r, 1, TALLY_ENDPOINT_SECRET_BYTES_MAX, out->previous);
-    const uint8_t *until = take(&r, 8);
+    const uint8_t *tail = take(&r, 24);
     if (!r.ok || r.p != r.end || out->version == 0)
         return TALLY_corrupt_record;
-    out->previous_until_ms = (int64_t)get_u64_be(until);
+    out->previous_until_ms = (int64_t)get_u64_be(tail);
+    out->recover_since_ms = (int64_t)get_u64_be(tail + 8);
+    out->recover_version = get_u64_be(tail + 16);
     return TALLY_ok;
 }
 
@@ -118,8 +121,10 @@ static int endpoint_put(store_txn *t, tally_str name, const ledger_endpoint_stat
     p = put_bytes(p, 1, s->secret, s->secret_len);
     p = put_bytes(p, 1, s->previous, s->previous_len);
     put_u64_be(p, (uint64_t)s->previous_until_ms);
+    put_u64_be(p + 8, (uint64_t)s->recover_since_ms);
+    put_u64_be(p + 16, s->recover_version);
     return store_put(t, STORE_DB_ENDPOINTS, name.ptr, name.len, record,
-                     (size_t)(p + 8 - record), 0);
+                     (size_t)(p + 24 - record), 0);
 }
 
 typedef struct endpoint_body {
@@ -130,11 +135,12 @@ typedef struct endpoint_body {
 static int pack_endpoint_body(msgpack_packer *pk, const void *arg)
 {
     const endpoint_body *b = arg;
-    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 4) ||
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 5) ||
            msgpack_safe_pack_str(pk, b->name) ||
            msgpack_safe_pack_cstr(pk, b->s->disabled ? "disabled" : "enabled") ||
            msgpack_safe_pack_cstr(pk, b->s->reason) ||
-           msgpack_pack_int64(pk, b->s->previous_until_ms);
+           msgpack_pack_int64(pk, b->s->previous_until_ms) ||
+           msgpack_pack_int64(pk, b->s->recover_since_ms);
 }
 
 typedef void (*endpoint_change_fn)(ledger_endpoint_state *s, const ledger_endpoint *cmd,
@@ -192,6 +198,36 @@ static void set_secret(ledger_endpoint_state *s, const ledger_endpoint *cmd, int
     s->previous_until_ms = cmd->overlap_s ? now_ms + (int64_t)cmd->overlap_s * 1000 : 0;
     memcpy(s->secret, key, len);
     s->secret_len = len;
+}
+
+static void set_recover(ledger_endpoint_state *s, const ledger_endpoint *cmd, int64_t now_ms)
+{
+    (void)now_ms;
+    s->recover_since_ms = cmd->since_ms;
+    s->recover_version = s->version + 1; /* the version this change makes */
+}
+
+static void set_recovered(ledger_endpoint_state *s, const ledger_endpoint *cmd, int64_t now_ms)
+{
+    (void)cmd, (void)now_ms;
+    s->recover_since_ms = 0;
+    s->recover_version = 0;
+}
+
+int ledger_endpoint_recover_apply(ledger_ctx *ctx, const ledger_command *cmd)
+{
+    return endpoint_change(ctx, &cmd->u.endpoint, LOG_EVENT_ENDPOINT_RECOVER_REQUESTED,
+                           set_recover);
+}
+
+int ledger_endpoint_recovered_apply(ledger_ctx *ctx, const ledger_command *cmd)
+{
+    ledger_endpoint_state s;
+    int rc = ledger_endpoint_get(ctx->txn, cmd->u.endpoint.name, &s);
+    if (rc != TALLY_ok || s.recover_since_ms == 0 ||
+        s.recover_version != cmd->u.endpoint.recover_version)
+        return rc; /* done already, or another asked since: that one stays */
+    return endpoint_change(ctx, &cmd->u.endpoint, LOG_EVENT_ENDPOINT_RECOVERED, set_recovered);
 }
 
 int ledger_endpoint_disable_apply(ledger_ctx *ctx, const ledger_command *cmd)

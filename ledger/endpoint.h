@@ -32,6 +32,10 @@ typedef struct ledger_endpoint_state {
     uint8_t previous[TALLY_ENDPOINT_SECRET_BYTES_MAX]; /* none: the config file's */
     size_t previous_len;
     int64_t previous_until_ms; /* 0: no overlap */
+    /* a recover asked for and not done yet: resend the events committed
+     * since recover_since_ms (0: none); the version that asked */
+    int64_t recover_since_ms;
+    uint64_t recover_version;
 } ledger_endpoint_state;
 
 /* Whether name is an endpoint name: 1..TALLY_ENDPOINT_NAME_BYTES_MAX bytes
@@ -50,6 +54,11 @@ int ledger_endpoint_enable_apply(ledger_ctx *ctx, const ledger_command *cmd);
 /* endpoint_rotate_secret's row: the new secret signs from now on, the one
  * before it (none: the relay's config file's) as well for overlap_s. */
 int ledger_endpoint_rotate_secret_apply(ledger_ctx *ctx, const ledger_command *cmd);
+/* endpoint_recover's row: a recover from since_ms is asked (replacing one
+ * not done yet); endpoint_recovered's: the one asked at recover_version is
+ * done (nothing changes, no event, when another was asked since). */
+int ledger_endpoint_recover_apply(ledger_ctx *ctx, const ledger_command *cmd);
+int ledger_endpoint_recovered_apply(ledger_ctx *ctx, const ledger_command *cmd);
 
 /* ---- the attempt log (docs/RELAY.md, "The attempt log") ----
  * `endpoint_attempts`: (name length u8, name, time_ms u64, seq u64,

@@ -348,6 +348,8 @@ static void check_endpoint_event(audit *a, const log_event *ev)
               msgpack_safe_get_i64(msgpack_record_next(&r, "previous_secret_until_ms"), &until_ms);
     bool disabled = tally_str_equal(state, tally_str_from("disabled"));
     bool typed = log_event_type_is(ev, LOG_EVENT_ENDPOINT_SECRET_ROTATED) ||
+                 log_event_type_is(ev, LOG_EVENT_ENDPOINT_RECOVER_REQUESTED) ||
+                 log_event_type_is(ev, LOG_EVENT_ENDPOINT_RECOVERED) ||
                  log_event_type_is(ev, disabled ? LOG_EVENT_ENDPOINT_DISABLED
                                                 : LOG_EVENT_ENDPOINT_ENABLED);
     if (!ok || !typed || !tally_str_equal(name, ev->entity.endpoint) ||

@@ -69,6 +69,7 @@
 /* The attempt log (docs/RELAY.md, "The attempt log"): attempts sent to
  * tallyd at most this many at once, kept there this long by default. */
 #define RELAY_ATTEMPTS_BATCH 32
+#define RELAY_RECOVER_PAGE_EVENTS 64 /* a recover reads the log this many at a time */
 #define RELAY_ATTEMPT_RETENTION_DEFAULT "7d"
 _Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batch is one op");
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */

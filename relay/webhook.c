@@ -269,8 +269,9 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
         relay_count(&w->ctx->metrics.filtered, 1);
         return TALLY_DONE; /* filtered out: nothing to deliver */
     }
-    if (state_check(w)) { /* disabled by command: this event waits with the others */
-        snprintf(answer->error, sizeof(answer->error), "%s: disabled", w->cfg->name);
+    if (state_check(w)) { /* disabled, or recovering: this event waits with the others */
+        snprintf(answer->error, sizeof(answer->error), "%s: disabled or recovering",
+                 w->cfg->name);
         answer->delay_set = true;
         return TALLY_RETRY;
     }
@@ -350,10 +351,105 @@ static bool state_check(webhook_sink *w)
     if (tally_endpoint_get(w->ctx->client, w->cfg->name, &info) != TALLY_ok)
         return false;
     secrets_refresh(w, info.version);
-    if (!info.disabled)
+    if (!info.disabled && info.recover_since_ms == 0)
         return false;
-    tally_subscriber_stop(w->s);
+    tally_subscriber_stop(w->s); /* disabled, or a recover to run first */
     return true;
+}
+
+/* POST one event of a recover until a 2xx (or a stop), pausing 1 s
+ * doubling to 30 s between failed attempts. */
+static void recover_one(webhook_sink *w, const tally_event *e)
+{
+    char id[37], *body = NULL, why[TALLY_CLIENT_SUB_ERROR_BYTES_MAX + 1];
+    size_t len = 0;
+    if (relay_event_doc(e, &body, &len) != TALLY_ok) {
+        fprintf(stderr, "tally-relay: endpoint %s: recover: seq %" PRIu64 ": no document; "
+                        "skipped\n", w->cfg->name, e->seq);
+        return;
+    }
+    tally_uuid_format(&e->id, id);
+    tally_delivery d = {.event = *e};
+    uint32_t pause_ms = RELAY_RETRY_MS_MIN * 10;
+    while (!atomic_load(w->ctx->stop)) {
+        d.attempt++;
+        if (post(w, &d, id, body, len, why, sizeof(why)))
+            break;
+        relay_pause(w->ctx->stop, pause_ms);
+        pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
+    }
+    free(body);
+}
+
+/* The first seq committed at or after since_ms, by halving [first, head]
+ * with reads of one event; head + 1 when none is. 0 on a failed read. */
+static uint64_t seq_at(tally_client *c, int64_t since_ms, uint64_t *head)
+{
+    tally_event ev;
+    size_t n = 0;
+    if (tally_log_read(c, 1, 1, 0, &ev, 1, &n, head) != TALLY_ok)
+        return 0;
+    uint64_t lo = n ? ev.seq : *head + 1, hi = *head + 1;
+    tally_events_release(&ev, n);
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2, h;
+        if (tally_log_read(c, mid, 1, 0, &ev, 1, &n, &h) != TALLY_ok)
+            return 0;
+        bool before = n == 1 && ev.time_ms < since_ms;
+        uint64_t at = n ? ev.seq : hi;
+        tally_events_release(&ev, n);
+        if (before)
+            lo = at + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A recover asked in tallyd (endpoint_recover): every event committed
+ * since info->recover_since_ms up to the head now, of the types the
+ * endpoint wants, POSTed again (until each is taken), outside the
+ * endpoint's subscriber; then endpoint_recovered. A relay stopped before
+ * the end does it again from the start when it runs next: the receiver
+ * drops repeats by webhook-id. */
+static void recover_run(webhook_sink *w, const tally_endpoint_info *info)
+{
+    tally_client *c = w->ctx->client;
+    uint64_t head = 0, sent = 0, from = seq_at(c, info->recover_since_ms, &head);
+    if (from == 0)
+        return; /* tallyd away: asked again before the next run */
+    fprintf(stderr, "tally-relay: endpoint %s: recover from seq %" PRIu64 " through %" PRIu64
+                    " (asked at version %" PRIu64 ")\n",
+            w->cfg->name, from, head, info->recover_version);
+    tally_event page[RELAY_RECOVER_PAGE_EVENTS];
+    while (from <= head && !atomic_load(w->ctx->stop)) {
+        size_t n = 0;
+        uint64_t h;
+        int rc = tally_log_read(c, from, RELAY_RECOVER_PAGE_EVENTS, 0, page,
+                                RELAY_RECOVER_PAGE_EVENTS, &n, &h);
+        if (rc != TALLY_ok || n == 0) {
+            relay_pause(w->ctx->stop, RELAY_RETRY_MS_MIN * 10);
+            continue;
+        }
+        for (size_t i = 0; i < n && page[i].seq <= head && !atomic_load(w->ctx->stop); i++)
+            if (relay_endpoint_wants(w->cfg, page[i].type)) {
+                recover_one(w, &page[i]);
+                sent++;
+            }
+        from = page[n - 1].seq + 1;
+        tally_events_release(page, n);
+    }
+    attempts_flush(w);
+    if (atomic_load(w->ctx->stop))
+        return;
+    char key[128];
+    snprintf(key, sizeof(key), "relay-recovered:%s:%" PRIu64, w->cfg->name,
+             info->recover_version);
+    tally_result r;
+    int rc = tally_endpoint_recovered(c, key, w->cfg->name, info->recover_version, &r);
+    fprintf(stderr, "tally-relay: endpoint %s: recovered, %" PRIu64 " events sent again%s%s\n",
+            w->cfg->name, sent, rc == TALLY_ok ? "" : "; tallyd: ",
+            rc == TALLY_ok ? "" : tally_strerror(rc));
 }
 
 /* Before each run: while tallyd says the endpoint is disabled, deliver
@@ -375,6 +471,8 @@ static bool wait_while_disabled(webhook_sink *w)
                 fprintf(stderr, "tally-relay: endpoint %s enabled again; delivering\n",
                         w->cfg->name);
             w->failing_since_ms = 0;
+            if (rc == TALLY_ok && info.recover_since_ms != 0)
+                recover_run(w, &info);
             return true;
         }
         if (!said)

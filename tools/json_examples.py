@@ -185,6 +185,12 @@ EXAMPLES = [
           consumer="ops")),
     ("The secrets, as tally-relay reads them (admin).", "endpoint_secret_get",
      post("endpoint_secret_get", {"endpoint": "billing"})),
+    ("Resend every event since a time to the endpoint (admin).", "endpoint_recover",
+     post("endpoint_recover", {"endpoint": "billing", "since_ms": 1796600000000}, "rec-1",
+          consumer="ops")),
+    ("tally-relay's word that the recover is done.", "endpoint_recovered",
+     post("endpoint_recovered", {"endpoint": "billing", "recover_version": 4},
+          "relay-recovered:billing:4", consumer="relay")),
 ]
 
 # Values that depend on the machine or the moment, not on the requests

@@ -236,6 +236,10 @@ EXAMPLES = [
      {"v": 1, "op": "endpoint_rotate_secret", "consumer": "ops", "key": "rot-1", "endpoint": "billing", "secret": "whsec_c2Vjb25kLXNlY3JldC1mb3ItdGhlLXRlc3RzLTEyMzQ=", "overlap_s": 3600}),
     ("The secrets, as tally-relay reads them (admin; previous_secret empty: the relay's config file's signs through the overlap; times vary).",
      {"v": 1, "op": "endpoint_secret_get", "endpoint": "billing"}),
+    ("Resend every event since a time to billing (admin; docs/RELAY.md, \"Recover\").",
+     {"v": 1, "op": "endpoint_recover", "consumer": "ops", "key": "rec-1", "endpoint": "billing", "since_ms": 1796600000000}),
+    ("tally-relay's word that the recover asked at version 4 is done.",
+     {"v": 1, "op": "endpoint_recovered", "consumer": "relay", "key": "relay-recovered:billing:4", "endpoint": "billing", "recover_version": 4}),
     ("A secret that is not one.",
      {"v": 1, "op": "endpoint_rotate_secret", "consumer": "ops", "key": "rot-2", "endpoint": "billing", "secret": "whsec_AAECAw=="}),
 ]

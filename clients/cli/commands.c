@@ -262,6 +262,11 @@ static const cli_option endpoint_disable_options[] = {
     OPT_KEY, OPT_END};
 static const cli_option endpoint_enable_options[] = {ARG_ENDPOINT, OPT_KEY, OPT_END};
 static const cli_option endpoint_show_options[] = {ARG_ENDPOINT, OPT_END};
+static const cli_option endpoint_recover_options[] = {
+    ARG_ENDPOINT,
+    {"--since", SLOT_FROM_TIME, CLI_TIME, 0, 0, false, "RFC3339",
+     "resend every event committed at or after this time, e.g. 2027-01-01T00:00:00Z"},
+    OPT_KEY, OPT_END};
 static const cli_option endpoint_rotate_options[] = {
     ARG_ENDPOINT,
     {"--overlap", SLOT_FOR, CLI_TEXT, 1, 32, false, "DURATION",
@@ -418,6 +423,13 @@ const cli_command cli_commands[] = {
      "first 256 bytes of the answer's body.\n"
      "--json prints one object per line: time, time_ms, seq, attempt, status,\n"
      "latency_ms, error, response.\n"},
+    {"endpoint recover", "Have tally-relay resend every event since a time to an endpoint.",
+     endpoint_recover_options, run_endpoint_recover,
+     "An endpoint.recover_requested event. A relay with the endpoint then POSTs\n"
+     "again every event committed at or after --since, up to the head at that\n"
+     "moment, of the types the endpoint takes, in seq order, each until it is\n"
+     "taken, before it delivers anything new; then endpoint.recovered. The\n"
+     "receiver drops repeats by webhook-id (docs/RELAY.md, \"Recover\").\n"},
     {"endpoint rotate-secret", "Give tally-relay's endpoint a new signing secret, read on stdin.",
      endpoint_rotate_options, run_endpoint_rotate_secret,
      "Reads one line on stdin: whsec_<base64 of 24-64 bytes> (Standard Webhooks).\n"

@@ -262,6 +262,7 @@ int run_revoke(cli *c);
 int run_endpoint_disable(cli *c);
 int run_endpoint_enable(cli *c);
 int run_endpoint_rotate_secret(cli *c);
+int run_endpoint_recover(cli *c);
 
 /* ---- reads.c ---- */
 

@@ -299,3 +299,17 @@ int run_endpoint_rotate_secret(cli *c)
     memset(secret, 0, sizeof(secret));
     return write_report(c, "endpoint rotate-secret", rc, &r, NULL);
 }
+
+int run_endpoint_recover(cli *c)
+{
+    if (!c->v[SLOT_FROM_TIME].set)
+        return usage_error(c, "missing --since RFC3339");
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_recover(c->client, c->key, c->v[SLOT_ENDPOINT].text,
+                                c->v[SLOT_FROM_TIME].i, &r);
+    return write_report(c, "endpoint recover", rc, &r, NULL);
+}

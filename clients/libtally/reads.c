@@ -265,6 +265,9 @@ static bool endpoint_decode(const msgpack_object *o, void *out)
     e->version = dec_uint(&d, "version", UINT64_MAX);
     e->changed_ms = dec_int(&d, "changed_ms");
     dec_str(&d, "reason", e->reason, sizeof(e->reason));
+    e->previous_secret_until_ms = dec_int(&d, "previous_secret_until_ms");
+    e->recover_since_ms = dec_int(&d, "recover_since_ms");
+    e->recover_version = dec_uint(&d, "recover_version", UINT64_MAX);
     e->disabled = strcmp(state, "disabled") == 0;
     return d.ok && (e->disabled || strcmp(state, "enabled") == 0);
 }

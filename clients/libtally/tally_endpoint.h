@@ -16,6 +16,9 @@ typedef struct tally_endpoint_info {
     uint64_t version;   /* its endpoint.* events so far; 0: never disabled */
     int64_t changed_ms; /* when the last one was committed */
     char reason[TALLY_CLIENT_ENDPOINT_REASON_BYTES_MAX + 1]; /* the last disable's, "" */
+    int64_t previous_secret_until_ms; /* a rotation's overlap ends then; 0: none */
+    int64_t recover_since_ms;         /* a recover asked and not done: from then; 0: none */
+    uint64_t recover_version;         /* the version that asked it */
 } tally_endpoint_info;
 
 /* Disable the endpoint name with reason (NULL or "": none), under key (NULL: a
@@ -30,6 +33,16 @@ int tally_endpoint_enable(tally_client *c, const char *key, const char *name,
 /* The state of the endpoint name into *out (one tallyd never saw: enabled, version
  * 0). TALLY_ok, TALLY_invalid_endpoint_name or a transport code. */
 int tally_endpoint_get(tally_client *c, const char *name, tally_endpoint_info *out);
+
+/* Have the relays resend every event committed at or after since_ms (Unix
+ * ms) to the endpoint name, as tally_revoke writes (an
+ * endpoint.recover_requested event; admin). */
+int tally_endpoint_recover(tally_client *c, const char *key, const char *name, int64_t since_ms,
+                           tally_result *out);
+/* A relay's word that the recover asked at recover_version is done (an
+ * endpoint.recovered event; nothing when another was asked since). */
+int tally_endpoint_recovered(tally_client *c, const char *key, const char *name,
+                             uint64_t recover_version, tally_result *out);
 
 /* ---- signing secrets (docs/RELAY.md, "Secret rotation") ---- */
 

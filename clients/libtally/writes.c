@@ -284,6 +284,39 @@ int tally_endpoint_enable(tally_client *c, const char *key, const char *name,
     return write_single(c, key, (write_op){"endpoint_enable", fill_endpoint, &a}, out);
 }
 
+typedef struct recover_args {
+    const char *endpoint;
+    const char *field;
+    uint64_t value;
+} recover_args;
+
+static int fill_recover(fields *fs, const void *args)
+{
+    const recover_args *r = args;
+    if (r->endpoint == NULL)
+        return TALLY_invalid_argument;
+    put_str(fs, "endpoint", r->endpoint);
+    if (strcmp(r->field, "since_ms") == 0)
+        put_int(fs, r->field, (int64_t)r->value);
+    else
+        put_uint(fs, r->field, r->value);
+    return TALLY_ok;
+}
+
+int tally_endpoint_recover(tally_client *c, const char *key, const char *name, int64_t since_ms,
+                           tally_result *out)
+{
+    recover_args a = {name, "since_ms", (uint64_t)since_ms};
+    return write_single(c, key, (write_op){"endpoint_recover", fill_recover, &a}, out);
+}
+
+int tally_endpoint_recovered(tally_client *c, const char *key, const char *name,
+                             uint64_t recover_version, tally_result *out)
+{
+    recover_args a = {name, "recover_version", recover_version};
+    return write_single(c, key, (write_op){"endpoint_recovered", fill_recover, &a}, out);
+}
+
 typedef struct rotate_args {
     const char *endpoint, *secret;
     uint32_t overlap_s;

@@ -121,6 +121,16 @@
       "how long the secret before it signs too: both signatures are sent (default 86400; "  \
       "0: none)")
 
+#define NET_FIELDS_endpoint_recover(F, T)                                              \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                      \
+    F(T, INT, since_ms, REQUIRED, 0,                                                   \
+      "resend every event committed at or after this time, Unix ms (1 .. year 9999)")
+
+#define NET_FIELDS_endpoint_recovered(F, T)                                                \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                          \
+    F(T, UINT, recover_version, REQUIRED, UINT64_MAX,                                      \
+      "the endpoint's version that asked for the recover done (endpoint_get)")
+
 #define NET_FIELDS_endpoint_attempts_record(F, T)                                             \
     NET_FIELD_ENDPOINT_NAME(F, T)                                                             \
     F(T, MAPS, attempts, REQUIRED, TALLY_ATTEMPTS_RECORD_MAX,                                  \
@@ -287,6 +297,7 @@
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
     X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get) X(endpoint_rotate_secret) \
+    X(endpoint_recover) X(endpoint_recovered) \
     X(endpoint_attempts_record) X(endpoint_attempts)
 
 #define NET_ARGS_STRUCT(list)                                 \

@@ -38,6 +38,8 @@ COMMAND_OF(revoke)
 COMMAND_OF(endpoint_disable)
 COMMAND_OF(endpoint_enable)
 COMMAND_OF(endpoint_rotate_secret)
+COMMAND_OF(endpoint_recover)
+COMMAND_OF(endpoint_recovered)
 BUILD_OF(endpoint_get)
 BUILD_OF(endpoint_attempts_record)
 BUILD_OF(endpoint_attempts)
@@ -218,6 +220,16 @@ const net_op net_ops[NET_OP_COUNT] = {
         READ(endpoint_get, net_read_endpoint_secret),
         .doc = "tally-relay's endpoint's signing secrets, as endpoint_rotate_secret left them "
                "(for the relay)."},
+    [NET_OP_ENDPOINT_RECOVER] = {
+        .id = NET_OP_ENDPOINT_RECOVER, .name = "endpoint_recover", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_recover),
+        .doc = "Have tally-relay resend every event since a time to the endpoint (an "
+               "endpoint.recover_requested event)."},
+    [NET_OP_ENDPOINT_RECOVERED] = {
+        .id = NET_OP_ENDPOINT_RECOVERED, .name = "endpoint_recovered", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_recovered),
+        .doc = "tally-relay's word that the recover asked at recover_version is done (an "
+               "endpoint.recovered event)."},
     [NET_OP_ACCOUNT_QUERY] = {
         .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
         READ(query, net_read_account_query),

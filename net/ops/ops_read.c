@@ -223,6 +223,8 @@ void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t
     net_kv_i64(o, "changed_ms", e.changed_ms);
     net_kv_cstr(o, "reason", e.reason);
     net_kv_i64(o, "previous_secret_until_ms", e.previous_until_ms);
+    net_kv_i64(o, "recover_since_ms", e.recover_since_ms);
+    net_kv_u64(o, "recover_version", e.recover_version);
     net_map_end(o);
 }
 

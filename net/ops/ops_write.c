@@ -116,6 +116,22 @@ void net_command_endpoint_rotate_secret(const net_args_endpoint_rotate_secret *a
         a->has_overlap_s ? (uint32_t)a->overlap_s : TALLY_ENDPOINT_OVERLAP_S_DEFAULT;
 }
 
+void net_command_endpoint_recover(const net_args_endpoint_recover *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_RECOVER;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.since_ms = a->since_ms;
+}
+
+void net_command_endpoint_recovered(const net_args_endpoint_recovered *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_RECOVERED;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.recover_version = a->recover_version;
+}
+
 void net_command_grant(const net_args_grant *a, ledger_command *c)
 {
     ledger_entitlement_command *e = command_entitlement(c, LEDGER_GRANT, a->subject, a->feature,

@@ -2183,6 +2183,61 @@ START_TEST(test_http_secret_rotation_signs_with_both_during_overlap)
 }
 END_TEST
 
+/* `tally endpoint recover ok --since` a time before every event: each
+ * event is POSTed to the endpoint a second time (both answered 2xx, the
+ * same webhook-id), then endpoint.recovered, and the endpoint goes on with
+ * new events. */
+START_TEST(test_http_recover_resends_every_event_since_a_time)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
+                              "types = account.*\n");
+    enum { EVENTS = 5 };
+    test_client_open_accounts(h.f.c, 1, EVENTS);
+    ck_assert(wait_delivered(h.r, "/ok", EVENTS));
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "endpoint", "recover",
+                          "ok", "--since", "2000-01-01T00:00:00Z", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    size_t all = 0;
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
+        delivered(h.r, "/ok", &all);
+        if (all >= 2 * EVENTS)
+            break;
+        relay_must_run();
+        test_pause_ms(20);
+    }
+    ck_assert_msg(all == 2 * EVENTS, "%zu POSTs; the relay's log:\n%s", all, log_text(h.log));
+    tally_endpoint_info info;
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
+        ck_assert_int_eq(tally_endpoint_get(h.f.c, "ok", &info), TALLY_ok);
+        if (info.recover_since_ms == 0)
+            break;
+        test_pause_ms(20);
+    }
+    ck_assert_int_eq(info.recover_since_ms, 0);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.recover_requested", "ok"), 1);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.recovered", "ok"), 1);
+    ck_assert_uint_eq(delivered(h.r, "/ok", NULL), EVENTS); /* the same ids, twice each */
+    pthread_mutex_lock(&h.r->mu);
+    for (size_t i = 0; i < h.r->count; i++) {
+        ck_assert(h.r->hooks[i].signature_ok && h.r->hooks[i].status / 100 == 2);
+        ck_assert_int_eq(attempts_before(h.r, "/ok", h.r->hooks[i].id), 2);
+    }
+    pthread_mutex_unlock(&h.r->mu);
+    test_client_open_accounts(h.f.c, EVENTS + 1, 1);
+    ck_assert(wait_delivered(h.r, "/ok", EVENTS + 1));
+    relay_stop(relay, h.log);
+    char *said = log_text(h.log);
+    ck_assert_msg(strstr(said, "tally-relay: endpoint ok: recovered, 5 events sent again"), "%s",
+                  said);
+    free(said);
+    http_down(&h);
+}
+END_TEST
+
 /* The types of the log's events from seq 1: how many are type. */
 static size_t log_count_type(tally_client *c, const char *type, const char *subject)
 {
@@ -2356,6 +2411,7 @@ int main(void)
     tcase_add_test(hooks, test_http_failing_endpoint_is_disabled_until_enabled);
     tcase_add_test(hooks, test_attempt_log_keeps_its_retention);
     tcase_add_test(hooks, test_http_secret_rotation_signs_with_both_during_overlap);
+    tcase_add_test(hooks, test_http_recover_resends_every_event_since_a_time);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
     int rc = test_run_suite(s);
