@@ -438,7 +438,8 @@ const cli_command cli_commands[] = {
      "that still has the old one accepts every delivery while it changes. An\n"
      "endpoint.secret_rotated event (without the secret). The secret is kept in\n"
      "tallyd's store (docs/RELAY.md, \"Secret rotation\").\n"},
-    {"endpoint disable", "Disable tally-relay's endpoint: nothing is delivered to it until enabled.",
+    {"endpoint disable",
+     "Disable tally-relay's endpoint: nothing is delivered to it until enabled.",
      endpoint_disable_options, run_endpoint_disable,
      "An endpoint.disabled event; every relay with the endpoint stops delivering to\n"
      "it (its events wait, in order) until `tally endpoint enable`. A relay disables\n"

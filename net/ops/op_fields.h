@@ -296,7 +296,8 @@
     X(query) X(account_transfers)                                                     \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_named)     \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
-    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get) X(endpoint_rotate_secret) \
+    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get)           \
+    X(endpoint_rotate_secret)                                                                   \
     X(endpoint_recover) X(endpoint_recovered) \
     X(endpoint_attempts_record) X(endpoint_attempts)
 

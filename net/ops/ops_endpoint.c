@@ -77,7 +77,8 @@ static int attempt_decode(const msgpack_object *m, ledger_endpoint_attempt *a, c
             *detail = attempt_keys[k];
             return TALLY_missing_field;
         }
-    *detail = "attempts: seq and attempt >= 1, time_ms 0..year 9999, status <= 999, texts <= 256 bytes";
+    *detail = "attempts: seq and attempt >= 1, time_ms 0..year 9999, status <= 999, texts <= "
+              "256 bytes";
     return ledger_endpoint_attempt_valid(a) ? TALLY_ok : TALLY_value_out_of_range;
 }
 

@@ -169,7 +169,8 @@ static int endpoint_read(net_out *o, store_txn *t, const net_request *req,
                          ledger_endpoint_state *e)
 {
     if (!ledger_endpoint_name_valid(req->read.subject)) {
-        net_reply_error(o, TALLY_invalid_endpoint_name, "endpoint: 1-58 bytes of A-Z a-z 0-9 . _ -");
+        net_reply_error(o, TALLY_invalid_endpoint_name,
+                        "endpoint: 1-58 bytes of A-Z a-z 0-9 . _ -");
         return TALLY_invalid_endpoint_name;
     }
     int rc = ledger_endpoint_get(t, req->read.subject, e);
@@ -179,7 +180,8 @@ static int endpoint_read(net_out *o, store_txn *t, const net_request *req,
 }
 
 /* "whsec_" and the base64 of a key, "" for none. */
-static void secret_text(const uint8_t *key, size_t len, char out[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX])
+static void secret_text(const uint8_t *key, size_t len,
+                        char out[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX])
 {
     _Static_assert(6 + 4 * ((TALLY_ENDPOINT_SECRET_BYTES_MAX + 2) / 3) + 1 <=
                        TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX,

@@ -1035,7 +1035,8 @@ static int attempts_before(const receiver *r, const char *path, const char *id)
     return n;
 }
 
-/* /ok answers 204; /dead 500; /toggle 500 while toggle_fails, else 200; /flaky 503 to the first 2 attempts of every
+/* /ok answers 204; /dead 500; /toggle 500 while toggle_fails, else 200;
+ * /flaky 503 to the first 2 attempts of every
  * 3rd event (seq % 3 == 0), else 200; /slow 200 after SLOW_POST_MS. */
 static int decide(const receiver *r, const char *path, const hook *h)
 {
@@ -2120,8 +2121,8 @@ static hook last_hook(receiver *r, const char *path)
 static void rotate_secret(const tallyd_proc *srv, const char *secret, const char *overlap)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "printf '%%s\\n' '%s' | exec '%s' --url '%s' endpoint rotate-secret ok "
-                               "--overlap %s",
+    snprintf(cmd, sizeof(cmd),
+             "printf '%%s\\n' '%s' | exec '%s' --url '%s' endpoint rotate-secret ok --overlap %s",
              secret, tallyd_program("tally"), srv->url, overlap);
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     char *out = NULL, *err = NULL;

@@ -132,6 +132,8 @@ export const CODE_CLASSES: Readonly<Record<string, CodeClass>> = Object.freeze({
   "unreachable": "F",
   "cluster_unavailable": "F",
   "not_caught_up": "F",
+  "invalid_endpoint_name": "V",
+  "invalid_secret": "V",
   "invalid_subscriber_name": "R",
   "subscriber_not_found": "R",
   "subscriber_exists_with_different_config": "R",
