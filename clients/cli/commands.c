@@ -414,7 +414,8 @@ const cli_command cli_commands[] = {
     {"endpoint show", "Show whether tally-relay's endpoint is enabled, since when and why.",
      endpoint_show_options, run_endpoint_show,
      "An endpoint tallyd has no state for (never disabled) is enabled.\n"
-     "--json prints one object: endpoint, state, version, changed, reason.\n"},
+     "--json prints one object: endpoint, state, version, changed, reason,\n"
+     "recover_since (null unless a recover is pending).\n"},
     {"endpoint attempts", "List tally-relay's delivery attempts to an endpoint, newest first.",
      endpoint_attempts_options, run_endpoint_attempts,
      "From tallyd's attempt log (docs/RELAY.md, \"The attempt log\"), kept for the\n"

@@ -510,19 +510,24 @@ int run_endpoint_show(cli *c)
         snprintf(what, sizeof(what), "endpoint %s", c->v[SLOT_ENDPOINT].text);
         return read_failure(c, what, rc);
     }
-    char since[40];
+    char since[40], recover[40];
     time_text(e.changed_ms, since);
+    time_text(e.recover_since_ms, recover);
     if (c->json) {
-        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:s}", "endpoint", e.endpoint, "state",
+        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:s, s:o}", "endpoint", e.endpoint, "state",
                             e.disabled ? "disabled" : "enabled", "version", json_u64(e.version),
                             "changed", e.changed_ms ? json_string(since) : json_null(),
-                            "reason", e.reason));
+                            "reason", e.reason, "recover_since",
+                            e.recover_since_ms ? json_string(recover) : json_null()));
         return CLI_EXIT_OK;
     }
     printf("endpoint %s: %s", e.endpoint, e.disabled ? "disabled" : "enabled");
     if (e.version)
         printf(" since %s (version %" PRIu64 ")", since, e.version);
-    printf("%s%s\n", e.reason[0] ? ": " : "", e.reason);
+    printf("%s%s", e.reason[0] ? ": " : "", e.reason);
+    if (e.recover_since_ms)
+        printf("; a recover from %s is pending", recover);
+    printf("\n");
     return CLI_EXIT_OK;
 }
 
