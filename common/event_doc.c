@@ -300,6 +300,9 @@ static const char *const webhook_fields[] = {"source", "event_id", "event_type",
 static const char *const subscriber_fields[] = {"name", "ack_floor", "delivered_seq", "in_flight",
                                                 "dead_letters", "active_ms",
                                                 "inactive_expiry_ms", "contact", NULL};
+static const char *const endpoint_fields[] = {"name", "state", "reason",
+                                              "previous_secret_until_ms", "recover_since_ms",
+                                              NULL};
 
 /* A webhook body: its JSON as "payload", else base64 as "body_base64". */
 static void body_doc(json_t *obj, const char *ptr, uint32_t n, bool *ok)
@@ -370,7 +373,8 @@ static json_t *data_doc(const log_event *ev, int *rc)
         const char *const *fields;
     } rows[] = {{LOG_PART_DEAD_LETTER, "dead_letter", dead_letter_fields},
                 {LOG_PART_WEBHOOK, "webhook", webhook_fields},
-                {LOG_PART_SUBSCRIBER, "subscriber", subscriber_fields}};
+                {LOG_PART_SUBSCRIBER, "subscriber", subscriber_fields},
+                {LOG_PART_ENDPOINT, "endpoint", endpoint_fields}};
     for (size_t i = 0; ok && i < sizeof(rows) / sizeof(rows[0]); i++) {
         const msgpack_object *row = log_event_part(ev, rows[i].part);
         if (row)
@@ -388,7 +392,8 @@ static json_t *data_doc(const log_event *ev, int *rc)
 
 /* The entity: {kind, id} for accounts and transfers, {kind, subject,
  * feature} for entitlements, {kind, subscriber, seq} for dead letters,
- * {kind, source, event_id} for webhooks, {kind, name} for subscribers. */
+ * {kind, source, event_id} for webhooks, {kind, name} for subscribers and
+ * endpoints. */
 static json_t *entity_doc(const log_entity *en, bool *ok)
 {
     json_t *j = json_object();
@@ -410,6 +415,9 @@ static json_t *entity_doc(const log_entity *en, bool *ok)
         break;
     case LOG_ENTITY_SUBSCRIBER:
         put(j, "name", json_textn(en->subscriber.ptr, en->subscriber.len), ok);
+        break;
+    case LOG_ENTITY_ENDPOINT:
+        put(j, "name", json_textn(en->endpoint.ptr, en->endpoint.len), ok);
         break;
     default:
         put(j, "subject", json_textn(en->subject.ptr, en->subject.len), ok);

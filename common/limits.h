@@ -241,6 +241,22 @@ _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
 /* Durable subscribers (log/subscriber.c, docs/SUBSCRIBERS.md). */
 #define TALLY_SUBSCRIBERS_MAX 256
 #define TALLY_SUBSCRIBER_NAME_BYTES_MAX 64
+/* An outbound webhook endpoint of tally-relay (ledger/endpoint.h): its
+ * name, as its subscriber relay:<name>, and why it was disabled. */
+#define TALLY_ENDPOINT_NAME_BYTES_MAX 58
+#define TALLY_ENDPOINT_REASON_BYTES_MAX 256
+#define TALLY_ENDPOINT_SECRET_BYTES_MAX 64      /* an HMAC key, decoded (Standard Webhooks) */
+#define TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX 100 /* whsec_ and the base64 of 64 bytes */
+#define TALLY_ENDPOINT_OVERLAP_S_MAX (30u * 86400)
+#define TALLY_ENDPOINT_OVERLAP_S_DEFAULT 86400u
+/* The attempt log of tally-relay's endpoints (ledger/endpoint.h): what
+ * one record op carries, what one attempt keeps, how long at most. */
+#define TALLY_ATTEMPTS_RECORD_MAX 100           /* attempts of one endpoint_attempts_record */
+#define TALLY_ATTEMPT_TEXT_BYTES_MAX 256        /* an attempt's error, its response's first bytes */
+#define TALLY_ATTEMPT_RETENTION_S_MAX (366u * 86400)
+#define TALLY_ATTEMPTS_SWEEP_MAX 1000           /* expired attempts one record op removes */
+#define TALLY_ATTEMPTS_READ_MAX 1000            /* attempts one endpoint_attempts returns */
+#define TALLY_ATTEMPTS_READ_DEFAULT 100
 #define TALLY_SUB_FETCH_EVENTS_MAX 1000
 #define TALLY_SUB_FETCH_EVENTS_DEFAULT 100
 #define TALLY_SUB_FETCH_BYTES_MAX TALLY_LOG_READ_BYTES_MAX /* events delivered per fetch */

@@ -28,6 +28,7 @@ const char *log_entity_kind_name(log_entity_kind kind)
     case LOG_ENTITY_DEAD_LETTER: return "dead_letter";
     case LOG_ENTITY_WEBHOOK: return "webhook";
     case LOG_ENTITY_SUBSCRIBER: return "subscriber";
+    case LOG_ENTITY_ENDPOINT: return "endpoint";
     }
     return "unknown";
 }
@@ -112,6 +113,9 @@ static int pack_entity(msgpack_packer *pk, const log_entity *e)
     case LOG_ENTITY_SUBSCRIBER:
         return msgpack_pack_array(pk, 2) || msgpack_pack_uint8(pk, e->kind) ||
                msgpack_safe_pack_str(pk, e->subscriber);
+    case LOG_ENTITY_ENDPOINT:
+        return msgpack_pack_array(pk, 2) || msgpack_pack_uint8(pk, e->kind) ||
+               msgpack_safe_pack_str(pk, e->endpoint);
     }
     return -1;
 }
@@ -199,6 +203,8 @@ static bool decode_entity(const msgpack_object *o, log_entity *e)
                msgpack_safe_get_str(&items[2], &e->webhook_event_id);
     case LOG_ENTITY_SUBSCRIBER:
         return o->via.array.size == 2 && msgpack_safe_get_str(&items[1], &e->subscriber);
+    case LOG_ENTITY_ENDPOINT:
+        return o->via.array.size == 2 && msgpack_safe_get_str(&items[1], &e->endpoint);
     }
     return false;
 }
@@ -305,6 +311,7 @@ const msgpack_object *log_body_part_of(const msgpack_object *body, log_entity_ki
         [LOG_PART_DEAD_LETTER] = {LOG_ENTITY_DEAD_LETTER, 0, "dead_letter"},
         [LOG_PART_WEBHOOK] = {LOG_ENTITY_WEBHOOK, 0, "webhook"},
         [LOG_PART_SUBSCRIBER] = {LOG_ENTITY_SUBSCRIBER, 0, "subscriber"},
+        [LOG_PART_ENDPOINT] = {LOG_ENTITY_ENDPOINT, 0, "endpoint"},
     };
     if (body == NULL || (unsigned)part >= sizeof(parts) / sizeof(parts[0]) ||
         kind != parts[part].kind)

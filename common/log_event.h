@@ -39,8 +39,9 @@ typedef enum log_entity_kind {
     LOG_ENTITY_DEAD_LETTER = 4, /* a subscriber's dead letter: subscriber, seq */
     LOG_ENTITY_WEBHOOK = 5,     /* a received webhook delivery: source, event id */
     LOG_ENTITY_SUBSCRIBER = 6,  /* a durable subscriber: its name (in subscriber) */
+    LOG_ENTITY_ENDPOINT = 7,    /* an outbound webhook endpoint of tally-relay: name */
 } log_entity_kind;
-#define LOG_ENTITY_KIND_LAST LOG_ENTITY_SUBSCRIBER
+#define LOG_ENTITY_KIND_LAST LOG_ENTITY_ENDPOINT
 
 /* The entity an event is about; which members are used depends on kind. */
 typedef struct log_entity {
@@ -53,6 +54,7 @@ typedef struct log_entity {
     uint64_t letter_seq;  /* and the seq of the event it parked */
     tally_str webhook_source;   /* webhooks: the source's name (--webhooks) */
     tally_str webhook_event_id; /* and the provider's event id */
+    tally_str endpoint;         /* endpoints: the endpoint's name */
 } log_entity;
 
 /* The event types, each with its wire name, once (docs/EVENTS.md). The
@@ -71,7 +73,12 @@ typedef struct log_entity {
     X(LOG_EVENT_ENTITLEMENT_EXPIRED, "entitlement.expired")   \
     X(LOG_EVENT_DEAD_LETTER_EXPIRED, "dead_letter.expired")   \
     X(LOG_EVENT_WEBHOOK_RECEIVED, "webhook.received")       \
-    X(LOG_EVENT_SUBSCRIBER_EXPIRED, "subscriber.expired")
+    X(LOG_EVENT_SUBSCRIBER_EXPIRED, "subscriber.expired")    \
+    X(LOG_EVENT_ENDPOINT_DISABLED, "endpoint.disabled")       \
+    X(LOG_EVENT_ENDPOINT_ENABLED, "endpoint.enabled")         \
+    X(LOG_EVENT_ENDPOINT_SECRET_ROTATED, "endpoint.secret_rotated") \
+    X(LOG_EVENT_ENDPOINT_RECOVER_REQUESTED, "endpoint.recover_requested") \
+    X(LOG_EVENT_ENDPOINT_RECOVERED, "endpoint.recovered")
 
 typedef enum log_event_type {
     LOG_EVENT_TYPE_NONE = 0, /* no type: ends lists, never written */
@@ -172,6 +179,8 @@ typedef enum log_body_part {
     LOG_PART_DEAD_LETTER,    /* dead-letter events: the dead letter */
     LOG_PART_WEBHOOK,        /* webhook events: the delivery */
     LOG_PART_SUBSCRIBER,     /* subscriber events: the subscriber */
+    LOG_PART_ENDPOINT,       /* endpoint events: [name, state, reason, overlap_until_ms,
+                                recover_since_ms] */
 } log_body_part;
 
 /* The part of a decoded event's body (a map in format 1, a row in 2: read

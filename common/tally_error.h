@@ -111,6 +111,8 @@
     X(duration_out_of_range, 95, V)                                            \
     X(until_and_duration_are_mutually_exclusive, 96, V)                        \
     X(valid_until_must_be_in_future, 97, B)                                    \
+    X(invalid_endpoint_name, 190, V)                                           \
+    X(invalid_secret, 191, V)                                                  \
     X(entitlement_not_found, 98, B)                                            \
     X(entitlement_already_active, 99, B)                                       \
     X(entitlement_revoked, 100, B)                                             \

@@ -15,6 +15,8 @@
 #include "ledger/account.h"
 #include "ledger/entitlement.h"
 #include "ledger/transfer.h"
+#include "common/webhook_secret.h"
+#include "ledger/endpoint.h"
 #include "ledger/webhook.h"
 
 
@@ -183,6 +185,38 @@ static int validate_webhook(const ledger_command *cmd)
     return TALLY_ok;
 }
 
+static int validate_endpoint(const ledger_command *cmd)
+{
+    const ledger_endpoint *e = &cmd->u.endpoint;
+    if (!ledger_endpoint_name_valid(e->name))
+        return TALLY_invalid_endpoint_name;
+    return e->reason.len <= TALLY_ENDPOINT_REASON_BYTES_MAX ? TALLY_ok
+                                                            : TALLY_value_out_of_range;
+}
+
+static int validate_recover(const ledger_command *cmd)
+{
+    int rc = validate_endpoint(cmd);
+    if (rc != TALLY_ok)
+        return rc;
+    int64_t since = cmd->u.endpoint.since_ms;
+    return since >= 1 && since <= TALLY_TIME_MS_MAX ? TALLY_ok : TALLY_time_out_of_range;
+}
+
+static int validate_rotate_secret(const ledger_command *cmd)
+{
+    const ledger_endpoint *e = &cmd->u.endpoint;
+    uint8_t key[STANDARD_SECRET_BYTES_MAX];
+    size_t len = 0;
+    char why[128];
+    int rc = validate_endpoint(cmd);
+    if (rc != TALLY_ok)
+        return rc;
+    if (!standard_secret_decode(e->secret.ptr, e->secret.len, key, &len, why, sizeof(why)))
+        return TALLY_invalid_secret;
+    return e->overlap_s <= TALLY_ENDPOINT_OVERLAP_S_MAX ? TALLY_ok : TALLY_value_out_of_range;
+}
+
 /* A chain inside a chain. */
 static int validate_member_chain(const ledger_command *cmd)
 {
@@ -327,6 +361,13 @@ static void fp_webhook(sha256_ctx *h, const ledger_command *cmd)
     fp_str(h, cmd->u.webhook.body);
 }
 
+static void fp_endpoint(sha256_ctx *h, const ledger_command *cmd)
+{
+    fp_str(h, cmd->u.endpoint.name), fp_str(h, cmd->u.endpoint.reason);
+    fp_str(h, cmd->u.endpoint.secret), fp_u64(h, cmd->u.endpoint.overlap_s);
+    fp_u64(h, (uint64_t)cmd->u.endpoint.since_ms), fp_u64(h, cmd->u.endpoint.recover_version);
+}
+
 static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
 {
     fp_u8(h, (uint8_t)cmd->kind);
@@ -394,6 +435,23 @@ static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
                                 {LOG_EVENT_WEBHOOK_RECEIVED}},
     [LEDGER_REVERSE] = {LEDGER_REVERSE, "transfer_reverse", validate_reverse, fp_reverse,
                         ledger_transfer_reverse_apply, {LOG_EVENT_TRANSFER_CREATED}},
+    [LEDGER_ENDPOINT_DISABLE] = {LEDGER_ENDPOINT_DISABLE, "endpoint_disable", validate_endpoint,
+                                 fp_endpoint, ledger_endpoint_disable_apply,
+                                 {LOG_EVENT_ENDPOINT_DISABLED}},
+    [LEDGER_ENDPOINT_ENABLE] = {LEDGER_ENDPOINT_ENABLE, "endpoint_enable", validate_endpoint,
+                                fp_endpoint, ledger_endpoint_enable_apply,
+                                {LOG_EVENT_ENDPOINT_ENABLED}},
+    [LEDGER_ENDPOINT_ROTATE_SECRET] = {LEDGER_ENDPOINT_ROTATE_SECRET, "endpoint_rotate_secret",
+                                       validate_rotate_secret, fp_endpoint,
+                                       ledger_endpoint_rotate_secret_apply,
+                                       {LOG_EVENT_ENDPOINT_SECRET_ROTATED}},
+    [LEDGER_ENDPOINT_RECOVER] = {LEDGER_ENDPOINT_RECOVER, "endpoint_recover", validate_recover,
+                                 fp_endpoint, ledger_endpoint_recover_apply,
+                                 {LOG_EVENT_ENDPOINT_RECOVER_REQUESTED}},
+    [LEDGER_ENDPOINT_RECOVERED] = {LEDGER_ENDPOINT_RECOVERED, "endpoint_recovered",
+                                   validate_endpoint, fp_endpoint,
+                                   ledger_endpoint_recovered_apply,
+                                   {LOG_EVENT_ENDPOINT_RECOVERED}},
 };
 
 /* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left

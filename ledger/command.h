@@ -34,12 +34,17 @@ typedef enum ledger_command_kind {
     LEDGER_CHAIN = 8,
     LEDGER_WEBHOOK_RECEIVE = 9, /* a verified webhook delivery (net/http/webhooks.c) */
     LEDGER_REVERSE = 10,        /* transfer_reverse */
+    LEDGER_ENDPOINT_DISABLE = 11, /* an outbound webhook endpoint (ledger/endpoint.h) */
+    LEDGER_ENDPOINT_ENABLE = 12,
+    LEDGER_ENDPOINT_ROTATE_SECRET = 13,
+    LEDGER_ENDPOINT_RECOVER = 14,   /* resend the events since a time to the endpoint */
+    LEDGER_ENDPOINT_RECOVERED = 15, /* ... done (tally-relay) */
 } ledger_command_kind;
 
 /* One past the last kind: the op table's length. Outside the enum, so that
  * switches over kinds elsewhere (net/metrics/metrics.c) need no case for
  * it. */
-#define LEDGER_COMMAND_KIND_END (LEDGER_REVERSE + 1)
+#define LEDGER_COMMAND_KIND_END (LEDGER_ENDPOINT_RECOVERED + 1)
 
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
@@ -156,6 +161,17 @@ typedef struct ledger_webhook {
     tally_str body;       /* raw bytes, 0 .. TALLY_WEBHOOK_BODY_BYTES_MAX */
 } ledger_webhook;
 
+/* endpoint_disable, endpoint_enable: one endpoint of tally-relay by name,
+ * and why (disable only; 0 .. TALLY_ENDPOINT_REASON_BYTES_MAX bytes). */
+typedef struct ledger_endpoint {
+    tally_str name;
+    tally_str reason;
+    tally_str secret;   /* endpoint_rotate_secret: [whsec_]<base64 of 24-64 bytes> */
+    uint32_t overlap_s; /* ... and how long the one before it signs too */
+    int64_t since_ms;   /* endpoint_recover: from the first event committed then */
+    uint64_t recover_version; /* endpoint_recovered: the version of the request done */
+} ledger_endpoint;
+
 typedef struct ledger_command ledger_command;
 
 typedef struct ledger_chain {
@@ -173,6 +189,7 @@ struct ledger_command {
         ledger_chain chain;
         ledger_webhook webhook;
         ledger_reverse reverse;
+        ledger_endpoint endpoint;
     } u;
 };
 

@@ -389,6 +389,35 @@ static void check_subscriber_event(audit *a, const log_event *ev)
     }
 }
 
+/* An endpoint event changes no account or entitlement: it must be
+ * well-formed, its body naming its entity's endpoint and the state its
+ * type says. */
+static void check_endpoint_event(audit *a, const log_event *ev)
+{
+    const msgpack_object *row = log_event_part(ev, LOG_PART_ENDPOINT);
+    msgpack_record_reader r = msgpack_record_read(row);
+    tally_str name, state, reason;
+    int64_t until_ms = 0;
+    bool ok = row != NULL && msgpack_record_fields(&r) >= 4 &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "name"), &name) &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "state"), &state) &&
+              msgpack_safe_get_str(msgpack_record_next(&r, "reason"), &reason) &&
+              msgpack_safe_get_i64(msgpack_record_next(&r, "previous_secret_until_ms"), &until_ms);
+    bool disabled = tally_str_equal(state, tally_str_from("disabled"));
+    bool typed = log_event_type_is(ev, LOG_EVENT_ENDPOINT_SECRET_ROTATED) ||
+                 log_event_type_is(ev, LOG_EVENT_ENDPOINT_RECOVER_REQUESTED) ||
+                 log_event_type_is(ev, LOG_EVENT_ENDPOINT_RECOVERED) ||
+                 log_event_type_is(ev, disabled ? LOG_EVENT_ENDPOINT_DISABLED
+                                                : LOG_EVENT_ENDPOINT_ENABLED);
+    if (!ok || !typed || !tally_str_equal(name, ev->entity.endpoint) ||
+        (!disabled && !tally_str_equal(state, tally_str_from("enabled"))) ||
+        (!disabled && reason.len > 0) || until_ms < 0 || !ev->has_causation) {
+        char where[64];
+        audit_name_seq(ev->seq, where);
+        audit_report(a, "rebuild", where, "an endpoint event that does not hold together");
+    }
+}
+
 static void fold_event(audit *a, const log_event *ev)
 {
     if (a->opt->skip_rebuild) {
@@ -409,6 +438,8 @@ static void fold_event(audit *a, const log_event *ev)
         check_webhook_event(a, ev);
     else if (ev->entity.kind == LOG_ENTITY_SUBSCRIBER)
         check_subscriber_event(a, ev);
+    else if (ev->entity.kind == LOG_ENTITY_ENDPOINT)
+        check_endpoint_event(a, ev);
     else {
         char name[64];
         audit_name_seq(ev->seq, name);

@@ -52,16 +52,19 @@ static const char *const db_names[STORE_DB_COUNT] = {
     [STORE_DB_FAILED_IDS] = "failed_ids", [STORE_DB_HISTORY_TAIL] = "history_tail",
     [STORE_DB_HISTORY_RECENT] = "history_recent",
     [STORE_DB_ACCOUNT_INDEX] = "account_index", [STORE_DB_TRANSFER_INDEX] = "transfer_index",
+    [STORE_DB_ENDPOINTS] = "endpoints", [STORE_DB_ENDPOINT_ATTEMPTS] = "endpoint_attempts",
 };
 
 /* Databases an older store may lack (failed_ids: format 1; history_tail:
- * formats 1-3; history_recent: formats 1-4; the indexes: formats 1-5):
+ * formats 1-3; history_recent: formats 1-4; the indexes: formats 1-5;
+ * endpoints: every store before it):
  * added since, created by the first writer that opens it. */
 static bool db_added_later(int db)
 {
     return db == STORE_DB_FAILED_IDS || db == STORE_DB_HISTORY_TAIL ||
            db == STORE_DB_HISTORY_RECENT || db == STORE_DB_ACCOUNT_INDEX ||
-           db == STORE_DB_TRANSFER_INDEX;
+           db == STORE_DB_TRANSFER_INDEX || db == STORE_DB_ENDPOINTS ||
+           db == STORE_DB_ENDPOINT_ATTEMPTS;
 }
 
 static const char meta_key_format[] = "format_version";

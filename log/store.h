@@ -38,6 +38,8 @@ typedef enum store_db {
     STORE_DB_HISTORY_RECENT, /* ledger/history.h; since store format 5, absent as failed_ids */
     STORE_DB_ACCOUNT_INDEX,  /* ledger/index.h; since store format 6, absent as failed_ids */
     STORE_DB_TRANSFER_INDEX, /* ledger/index.h; since store format 6, absent as failed_ids */
+    STORE_DB_ENDPOINTS,      /* ledger/endpoint.h; since December 2026, absent as failed_ids */
+    STORE_DB_ENDPOINT_ATTEMPTS, /* ledger/endpoint.h; as endpoints */
     STORE_DB_COUNT
 } store_db;
 

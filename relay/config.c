@@ -110,6 +110,60 @@ static bool backoff_into(tally_subscriber_options *o, const char *value, char *w
     return ok;
 }
 
+bool relay_duration_parse(const char *text, uint64_t max_ms, uint64_t *out_ms)
+{
+    static const struct {
+        const char *unit;
+        uint64_t ms;
+    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    if (strcmp(text, "0") == 0) {
+        *out_ms = 0;
+        return true;
+    }
+    size_t digits = strspn(text, "0123456789");
+    if (digits == 0 || digits > 9)
+        return false;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(text + digits, units[i].unit) != 0)
+            continue;
+        uint64_t v = strtoull(text, NULL, 10) * units[i].ms;
+        if (v > max_ms)
+            return false;
+        *out_ms = v;
+        return true;
+    }
+    return false;
+}
+
+void relay_duration_text(uint64_t ms, char *out, size_t size)
+{
+    static const struct {
+        const char *unit;
+        uint64_t ms;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    for (size_t i = 0; ms && i < sizeof(units) / sizeof(units[0]); i++)
+        if (ms % units[i].ms == 0) {
+            snprintf(out, size, "%" PRIu64 "%s", ms / units[i].ms, units[i].unit);
+            return;
+        }
+    snprintf(out, size, ms ? "%" PRIu64 "ms" : "0", ms);
+}
+
+static bool take_schedule_delay(void *into, size_t i, const char *item, char *why, size_t n)
+{
+    uint64_t ms;
+    if (!relay_duration_parse(item, RELAY_SCHEDULE_DELAY_MS_MAX, &ms)) {
+        snprintf(why, n, "%s: a delay is 0 or a number with ms, s, m, h or d, at most 1d", item);
+        return false;
+    }
+    if (i == 0 && ms != 0) {
+        snprintf(why, n, "the first attempt's delay is 0 (at once)");
+        return false;
+    }
+    ((uint32_t *)into)[i] = (uint32_t)ms;
+    return true;
+}
+
 static relay_subscription *subscription_of(target *t)
 {
     return t->endpoint ? &t->endpoint->sub : &t->config->nats.sub;
@@ -248,6 +302,8 @@ static bool read_fetch(target *t, const char *v, char *why, size_t n)
 
 static bool read_max_deliver(target *t, const char *v, char *why, size_t n)
 {
+    if (t->endpoint)
+        t->endpoint->max_deliver_set = true;
     return u32_into(&subscription_of(t)->options.max_deliver, v, 1, 1000, why, n);
 }
 
@@ -263,6 +319,8 @@ static bool read_max_ack_pending(target *t, const char *v, char *why, size_t n)
 
 static bool read_backoff(target *t, const char *v, char *why, size_t n)
 {
+    if (t->endpoint)
+        t->endpoint->backoff_set = true;
     return backoff_into(&subscription_of(t)->options, v, why, n);
 }
 
@@ -316,6 +374,42 @@ static bool read_timeout(target *t, const char *v, char *why, size_t n)
     return u32_into(&t->endpoint->timeout_ms, v, 1, RELAY_HTTP_TIMEOUT_MS_MAX, why, n);
 }
 
+static bool read_retry_schedule(target *t, const char *v, char *why, size_t n)
+{
+    relay_endpoint *e = t->endpoint;
+    e->schedule_set = true;
+    if (!list_into(v, RELAY_SCHEDULE_STEPS_MAX, "attempts", e->schedule_ms, take_schedule_delay,
+                   &e->schedule_count, why, n))
+        return false;
+    if (e->schedule_count == 0) {
+        snprintf(why, n, "at least one attempt (0)");
+        return false;
+    }
+    return true;
+}
+
+static bool read_disable_after(target *t, const char *v, char *why, size_t n)
+{
+    if (strcmp(v, "never") == 0) {
+        t->endpoint->disable_after_ms = 0;
+        return true;
+    }
+    if (relay_duration_parse(v, RELAY_DISABLE_AFTER_MS_MAX, &t->endpoint->disable_after_ms) &&
+        t->endpoint->disable_after_ms > 0)
+        return true;
+    snprintf(why, n, "never, or a number with ms, s, m, h or d, at most 365d");
+    return false;
+}
+
+static bool read_attempt_retention(target *t, const char *v, char *why, size_t n)
+{
+    if (relay_duration_parse(v, 366ull * 86400000, &t->endpoint->attempt_retention_ms) &&
+        t->endpoint->attempt_retention_ms >= 1000)
+        return true;
+    snprintf(why, n, "a number with s, m, h or d, from 1s to 366d");
+    return false;
+}
+
 static const key_row keys[] = {
     {SECTION_TOP, "url", read_url},
     {SECTION_TOP, "subscriber", read_subscriber},
@@ -350,6 +444,9 @@ static const key_row keys[] = {
     {SECTION_ENDPOINT, "ack_wait_ms", read_ack_wait},
     {SECTION_ENDPOINT, "max_ack_pending", read_max_ack_pending},
     {SECTION_ENDPOINT, "backoff_ms", read_backoff},
+    {SECTION_ENDPOINT, "retry_schedule", read_retry_schedule},
+    {SECTION_ENDPOINT, "disable_after", read_disable_after},
+    {SECTION_ENDPOINT, "attempt_retention", read_attempt_retention},
 };
 
 /* ---- the file ---- */
@@ -412,6 +509,17 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
     for (uint32_t i = 0; i < TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX; i++)
         e->sub.options.backoff_ms[i] = RELAY_BACKOFF_MS_FIRST << i;
     e->sub.fetch_max = TALLY_CLIENT_SUB_FETCH_DEFAULT;
+    /* RELAY_SCHEDULE_DEFAULT and RELAY_DISABLE_AFTER_DEFAULT in numbers
+     * (tests/relay/check_relay reads them back from --check) */
+    static const uint32_t schedule_default_ms[] = {
+        0, 5000, 300000, 1800000, 7200000, 18000000,
+        36000000, 36000000, 36000000, 36000000, 36000000, 36000000};
+    _Static_assert(sizeof(schedule_default_ms) / sizeof(uint32_t) <= RELAY_SCHEDULE_STEPS_MAX,
+                   "the default schedule fits");
+    memcpy(e->schedule_ms, schedule_default_ms, sizeof(schedule_default_ms));
+    e->schedule_count = sizeof(schedule_default_ms) / sizeof(uint32_t);
+    e->disable_after_ms = 5ull * 86400000;
+    e->attempt_retention_ms = 7ull * 86400000; /* RELAY_ATTEMPT_RETENTION_DEFAULT */
     return e;
 }
 
@@ -543,6 +651,16 @@ static bool nats_check(relay_nats *n, char *error, size_t size)
     return true;
 }
 
+/* backoff_ms without retry_schedule: the subscriber's backoff, as before
+ * the schedule; max_deliver not given: one delivery per attempt of it. */
+static void endpoint_schedule_settle(relay_endpoint *e)
+{
+    if (e->backoff_set && !e->schedule_set)
+        e->schedule_count = 0;
+    if (!e->max_deliver_set && e->schedule_count > 0)
+        e->sub.options.max_deliver = (uint32_t)e->schedule_count;
+}
+
 bool relay_config_check(relay_config *c, char *error, size_t size)
 {
     if (!c->nats.enabled && c->endpoint_count == 0) {
@@ -564,7 +682,16 @@ bool relay_config_check(relay_config *c, char *error, size_t size)
             snprintf(error, size, "[endpoint %s] secret: required (whsec_<base64>)", e->name);
             return false;
         }
+        endpoint_schedule_settle(e);
     }
+    return true;
+}
+
+bool relay_endpoint_retry_delay(const relay_endpoint *e, uint32_t attempt, uint32_t *delay_ms)
+{
+    if (e->schedule_count == 0)
+        return false;
+    *delay_ms = e->schedule_ms[attempt < e->schedule_count ? attempt : e->schedule_count - 1];
     return true;
 }
 
@@ -631,6 +758,22 @@ void relay_config_print(const relay_config *c)
             printf(" %s", e->types[k]);
         printf(", connect_timeout_ms %" PRIu32 ", timeout_ms %" PRIu32 "\n", e->connect_timeout_ms,
                e->timeout_ms);
+        char text[32];
+        printf("  retry_schedule");
+        if (e->schedule_count == 0)
+            printf(" (the subscriber's backoff_ms)");
+        uint64_t total_ms = 0;
+        for (size_t k = 0; k < e->schedule_count; k++) {
+            relay_duration_text(e->schedule_ms[k], text, sizeof(text));
+            printf(" %s", text);
+            total_ms += e->schedule_ms[k];
+        }
+        if (e->schedule_count)
+            printf(" (%zu attempts over %.1f h)", e->schedule_count, (double)total_ms / 3600000.0);
+        relay_duration_text(e->disable_after_ms, text, sizeof(text));
+        printf(", disable_after %s", e->disable_after_ms ? text : "never");
+        relay_duration_text(e->attempt_retention_ms, text, sizeof(text));
+        printf(", attempt_retention %s\n", text);
         subscription_print(&e->sub);
     }
 }

@@ -53,7 +53,7 @@ static void labels(net_text *b, const relay_sink_context *s)
 
 typedef enum sink_value {
     VALUE_UP, VALUE_DELIVERED, VALUE_FILTERED, VALUE_ALREADY_STORED, VALUE_IN_FLIGHT, VALUE_LAG,
-    VALUE_DEAD_LETTERS, VALUE_COUNT
+    VALUE_DEAD_LETTERS, VALUE_DISABLED, VALUE_COUNT
 } sink_value;
 
 static const struct {
@@ -68,6 +68,7 @@ static const struct {
     [VALUE_IN_FLIGHT] = {"tally_relay_in_flight", "gauge", "Deliveries under way: PubAcks outstanding, HTTP requests without an answer."},
     [VALUE_LAG] = {"tally_relay_lag_events", "gauge", "The subscriber's events after its ack floor in tallyd (head - ack floor), as last read.", false, true},
     [VALUE_DEAD_LETTERS] = {"tally_relay_dead_letters", "gauge", "Events in the subscriber's dead-letter queue in tallyd, as last read.", false, true},
+    [VALUE_DISABLED] = {"tally_relay_endpoint_disabled", "gauge", "1 while the endpoint is disabled in tallyd (failing past disable_after, or tally endpoint disable): nothing is delivered to it until it is enabled.", true},
 };
 
 static uint64_t value_of(const relay_sink_metrics *m, sink_value v)
@@ -80,6 +81,7 @@ static uint64_t value_of(const relay_sink_metrics *m, sink_value v)
     case VALUE_IN_FLIGHT: return load(&m->in_flight);
     case VALUE_LAG: return load(&m->lag);
     case VALUE_DEAD_LETTERS: return load(&m->dead_letters);
+    case VALUE_DISABLED: return atomic_load(&m->disabled);
     case VALUE_COUNT: break;
     }
     return 0;

@@ -53,7 +53,25 @@
 #define RELAY_HTTP_TIMEOUT_MS_MAX 600000
 #define RELAY_MAX_DELIVER_DEFAULT 8            /* an endpoint's deliveries before its dlq */
 #define RELAY_NATS_MAX_DELIVER_DEFAULT 100     /* JetStream refusals before the dlq */
-#define RELAY_BACKOFF_MS_FIRST 1000u /* an endpoint's redeliveries: 1 s, 2 s ... 128 s */
+#define RELAY_BACKOFF_MS_FIRST 1000u /* an endpoint's lease backoff: 1 s, 2 s ... 128 s */
+/* An endpoint's retry schedule (docs/RELAY.md, "Retry schedule"): the
+ * delay before each attempt, the first one's 0 (at once); about 2.8 days
+ * in all, then the event is parked. At most RELAY_SCHEDULE_STEPS_MAX
+ * attempts, each delay at most a day (a nak's delay_ms). */
+#define RELAY_SCHEDULE_DEFAULT "0 5s 5m 30m 2h 5h 10h 10h 10h 10h 10h 10h"
+#define RELAY_SCHEDULE_STEPS_MAX 64
+#define RELAY_SCHEDULE_DELAY_MS_MAX 86400000u
+/* An endpoint whose deliveries fail without a success for this long is
+ * disabled (endpoint.disabled in tally's log) until enabled again. */
+#define RELAY_DISABLE_AFTER_DEFAULT "5d"
+#define RELAY_DISABLE_AFTER_MS_MAX (365ull * 86400000)
+#define RELAY_DISABLED_POLL_MS 1000 /* a disabled endpoint asks tallyd this often */
+/* The attempt log (docs/RELAY.md, "The attempt log"): attempts sent to
+ * tallyd at most this many at once, kept there this long by default. */
+#define RELAY_ATTEMPTS_BATCH 32
+#define RELAY_RECOVER_PAGE_EVENTS 64 /* a recover reads the log this many at a time */
+#define RELAY_ATTEMPT_RETENTION_DEFAULT "7d"
+_Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batch is one op");
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
 #define RELAY_FIGURES_MS 2000 /* /metrics: each sink's lag and dead letters read this often */
 /* Reading the stream back (stream_scan.c): how far at most, and how far
@@ -94,6 +112,14 @@ typedef struct relay_endpoint {
     char types[RELAY_TYPES_MAX][RELAY_TYPE_BYTES_MAX + 1]; /* none: every type */
     size_t type_count;
     uint32_t connect_timeout_ms, timeout_ms;
+    /* retry_schedule: the delay before attempt i + 1 (schedule_ms[0] is
+     * the first attempt's, 0); none when backoff_ms is given (the
+     * subscriber's backoff then decides) */
+    uint32_t schedule_ms[RELAY_SCHEDULE_STEPS_MAX];
+    size_t schedule_count;
+    bool max_deliver_set, backoff_set, schedule_set; /* given in the file */
+    uint64_t disable_after_ms;         /* 0: never disabled */
+    uint64_t attempt_retention_ms;     /* the attempt log's, in tallyd */
     relay_subscription sub; /* name: relay:<endpoint> */
 } relay_endpoint;
 
@@ -138,6 +164,15 @@ bool relay_instance_valid(const char *v);
 bool relay_http_url_take(const char *v, char *out, size_t size);
 /* Print what the relay would do (--check). */
 void relay_config_print(const relay_config *c);
+/* A duration: 0, or a number with a unit ms, s, m, h or d ("5s", "10h");
+ * false when it is none or over max_ms. */
+bool relay_duration_parse(const char *text, uint64_t max_ms, uint64_t *out_ms);
+/* The shortest text of ms in the units relay_duration_parse reads. */
+void relay_duration_text(uint64_t ms, char *out, size_t size);
+/* The delay before the attempt after attempt (1 on the first delivery)
+ * failed, from the endpoint's retry schedule (its last delay repeats);
+ * false when the endpoint has no schedule. */
+bool relay_endpoint_retry_delay(const relay_endpoint *e, uint32_t attempt, uint32_t *delay_ms);
 /* true when type matches one of the endpoint's patterns ("x.y" exact,
  * "x.*" every type starting "x.", "*" all); an endpoint without patterns
  * takes every type. */
@@ -211,6 +246,7 @@ typedef struct relay_sink_metrics {
     atomic_bool figures_known;         /* the two below were read from tallyd */
     atomic_uint_fast64_t lag;          /* the subscriber's pending: head - ack floor */
     atomic_uint_fast64_t dead_letters; /* the subscriber's dead-letter queue */
+    atomic_bool disabled;              /* HTTP: the endpoint is disabled in tallyd */
 } relay_sink_metrics;
 
 static inline void relay_count(atomic_uint_fast64_t *c, uint64_t n)

@@ -222,6 +222,30 @@ EXAMPLES = [
          {"op": "account_open", "key": "twice", "id": 5, "ledger": 1, "code": 10},
          {"op": "account_open", "key": "twice", "id": 5, "ledger": 1, "code": 10},
          {"op": "account_open", "key": "twice", "id": 6, "ledger": 1, "code": 10}]}),
+    ("Disable tally-relay's endpoint billing (admin; docs/RELAY.md): an endpoint.disabled event.",
+     {"v": 1, "op": "endpoint_disable", "consumer": "ops", "key": "off-1", "endpoint": "billing", "reason": "maintenance"}),
+    ("Its state (changed_ms varies, shown as ..).",
+     {"v": 1, "op": "endpoint_get", "endpoint": "billing"}),
+    ("Enable it again: an endpoint.enabled event.",
+     {"v": 1, "op": "endpoint_enable", "consumer": "ops", "key": "on-1", "endpoint": "billing"}),
+    ("An endpoint name with a space.",
+     {"v": 1, "op": "endpoint_get", "endpoint": "no spaces"}),
+    ("tally-relay records two attempts of seq 3 to billing in the attempt log (admin; docs/RELAY.md, \"The attempt log\"; times of 2100, so no retention removes them).",
+     {"v": 1, "op": "endpoint_attempts_record", "endpoint": "billing", "attempts": [
+         {"seq": 3, "attempt": 1, "time_ms": 4102444800000, "status": 503, "latency_ms": 41, "error": "billing: HTTP 503", "response": "busy"},
+         {"seq": 3, "attempt": 2, "time_ms": 4102444805000, "status": 200, "latency_ms": 12, "error": "", "response": "ok"}]}),
+    ("The attempts of seq 3, newest first.",
+     {"v": 1, "op": "endpoint_attempts", "endpoint": "billing", "seq": 3}),
+    ("A new signing secret for billing; the one before it signs too for an hour (admin; docs/RELAY.md, \"Secret rotation\").",
+     {"v": 1, "op": "endpoint_rotate_secret", "consumer": "ops", "key": "rot-1", "endpoint": "billing", "secret": "whsec_c2Vjb25kLXNlY3JldC1mb3ItdGhlLXRlc3RzLTEyMzQ=", "overlap_s": 3600}),
+    ("The secrets, as tally-relay reads them (admin; previous_secret empty: the relay's config file's signs through the overlap; times vary).",
+     {"v": 1, "op": "endpoint_secret_get", "endpoint": "billing"}),
+    ("Resend every event since a time to billing (admin; docs/RELAY.md, \"Recover\").",
+     {"v": 1, "op": "endpoint_recover", "consumer": "ops", "key": "rec-1", "endpoint": "billing", "since_ms": 1796600000000}),
+    ("tally-relay's word that the recover asked at version 4 is done.",
+     {"v": 1, "op": "endpoint_recovered", "consumer": "relay", "key": "relay-recovered:billing:4", "endpoint": "billing", "recover_version": 4}),
+    ("A secret that is not one.",
+     {"v": 1, "op": "endpoint_rotate_secret", "consumer": "ops", "key": "rot-2", "endpoint": "billing", "secret": "whsec_AAECAw=="}),
 ]
 RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"\xdd\xff\xff\xff\xff"}
 
@@ -229,7 +253,8 @@ def wildcard_times(reply):
     """Replace the 8 bytes after the time keys' cf marker by .."""
     h = [f"{x:02x}" for x in reply]
     for name in (b"granted_ms", b"updated_ms", b"created_ms", b"time_ms", b"active_ms",
-                 b"timestamp_ms"):
+                 b"timestamp_ms", b"changed_ms", b"previous_until_ms",
+                 b"previous_secret_until_ms"):
         key = bytes([0xa0 | len(name)]) + name
         start = 0
         while True:

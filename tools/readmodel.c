@@ -134,6 +134,7 @@ int readmodel_apply(tally_inbox *ib, MDB_txn *txn, const tally_inbox_event *ev, 
     case TALLY_ENTITY_DEAD_LETTER: /* the server's upkeep, not the model's */
     case TALLY_ENTITY_WEBHOOK:     /* a provider's input, for a mapper (docs/WEBHOOKS.md) */
     case TALLY_ENTITY_SUBSCRIBER:  /* the server's upkeep, as dead letters */
+    case TALLY_ENTITY_ENDPOINT:    /* tally-relay's upkeep (docs/RELAY.md) */
         break;
     }
     return TALLY_ok; /* a kind this model does not keep */

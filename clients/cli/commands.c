@@ -304,6 +304,34 @@ static const cli_option dlq_discard_options[] = {
     ARG_NAME, {"SEQ", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, true, NULL, "the dead letter to remove"},
     OPT_END};
 
+#define ARG_ENDPOINT                                                                               \
+    {"ENDPOINT", SLOT_ENDPOINT, CLI_TEXT, 1, TALLY_ENDPOINT_NAME_BYTES_MAX, true, NULL,            \
+     "tally-relay's endpoint, as its [endpoint NAME]: 1-58 bytes of A-Z a-z 0-9 . _ -"}
+
+static const cli_option endpoint_disable_options[] = {
+    ARG_ENDPOINT,
+    {"--reason", SLOT_REASON, CLI_TEXT, 1, TALLY_ENDPOINT_REASON_BYTES_MAX, false, "TEXT",
+     "why, kept with the state and in the event (1-256 bytes)"},
+    OPT_KEY, OPT_END};
+static const cli_option endpoint_enable_options[] = {ARG_ENDPOINT, OPT_KEY, OPT_END};
+static const cli_option endpoint_show_options[] = {ARG_ENDPOINT, OPT_END};
+static const cli_option endpoint_recover_options[] = {
+    ARG_ENDPOINT,
+    {"--since", SLOT_FROM_TIME, CLI_TIME, 0, 0, false, "RFC3339",
+     "resend every event committed at or after this time, e.g. 2027-01-01T00:00:00Z"},
+    OPT_KEY, OPT_END};
+static const cli_option endpoint_rotate_options[] = {
+    ARG_ENDPOINT,
+    {"--overlap", SLOT_FOR, CLI_TEXT, 1, 32, false, "DURATION",
+     "how long the secret before it signs too, e.g. 24h, 0 for none, at most 30d (default 24h)"},
+    OPT_KEY, OPT_END};
+static const cli_option endpoint_attempts_options[] = {
+    ARG_ENDPOINT,
+    {"--seq", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, false, "SEQ", "only the attempts of this event"},
+    {"--limit", SLOT_LIMIT, CLI_UINT, 1, TALLY_ATTEMPTS_READ_MAX, false, "N",
+     "attempts, newest first, 1..1000 (default 100)"},
+    OPT_END};
+
 /* ---- the command table ---- */
 
 static const char details_transfer[] =
@@ -465,6 +493,43 @@ const cli_command cli_commands[] = {
      dlq_replay_options, run_dlq_replay, NULL},
     {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,
      run_dlq_discard, NULL},
+    {"endpoint show", "Show whether tally-relay's endpoint is enabled, since when and why.",
+     endpoint_show_options, run_endpoint_show,
+     "An endpoint tallyd has no state for (never disabled) is enabled.\n"
+     "--json prints one object: endpoint, state, version, changed, reason,\n"
+     "recover_since (null unless a recover is pending).\n"},
+    {"endpoint attempts", "List tally-relay's delivery attempts to an endpoint, newest first.",
+     endpoint_attempts_options, run_endpoint_attempts,
+     "From tallyd's attempt log (docs/RELAY.md, \"The attempt log\"), kept for the\n"
+     "endpoint's attempt_retention (7 days by default): each attempt's time, event\n"
+     "seq, attempt number, HTTP status (- without an answer), latency, error and the\n"
+     "first 256 bytes of the answer's body.\n"
+     "--json prints one object per line: time, time_ms, seq, attempt, status,\n"
+     "latency_ms, error, response.\n"},
+    {"endpoint recover", "Have tally-relay resend every event since a time to an endpoint.",
+     endpoint_recover_options, run_endpoint_recover,
+     "An endpoint.recover_requested event. A relay with the endpoint then POSTs\n"
+     "again every event committed at or after --since, up to the head at that\n"
+     "moment, of the types the endpoint takes, in seq order, each until it is\n"
+     "taken, before it delivers anything new; then endpoint.recovered. The\n"
+     "receiver drops repeats by webhook-id (docs/RELAY.md, \"Recover\").\n"},
+    {"endpoint rotate-secret", "Give tally-relay's endpoint a new signing secret, read on stdin.",
+     endpoint_rotate_options, run_endpoint_rotate_secret,
+     "Reads one line on stdin: whsec_<base64 of 24-64 bytes> (Standard Webhooks).\n"
+     "From then on the relays sign with it, and during --overlap with the secret\n"
+     "before it as well (webhook-signature: v1,<new> v1,<old>), so a receiver\n"
+     "that still has the old one accepts every delivery while it changes. An\n"
+     "endpoint.secret_rotated event (without the secret). The secret is kept in\n"
+     "tallyd's store (docs/RELAY.md, \"Secret rotation\").\n"},
+    {"endpoint disable",
+     "Disable tally-relay's endpoint: nothing is delivered to it until enabled.",
+     endpoint_disable_options, run_endpoint_disable,
+     "An endpoint.disabled event; every relay with the endpoint stops delivering to\n"
+     "it (its events wait, in order) until `tally endpoint enable`. A relay disables\n"
+     "an endpoint itself after it failed for its disable_after (docs/RELAY.md).\n"},
+    {"endpoint enable", "Enable a disabled endpoint of tally-relay again.",
+     endpoint_enable_options, run_endpoint_enable,
+     "An endpoint.enabled event; the relays deliver to it again, from where it was.\n"},
     {"backup", "Have tallyd write an online, consistent, compacted copy of its store.",
      backup_options, run_backup,
      "DEST is a directory that must not exist yet, on the machine tallyd runs on\n"

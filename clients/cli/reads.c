@@ -526,3 +526,80 @@ int run_health(cli *c)
     }
     return !ready ? CLI_EXIT_NOT_READY : healthy ? CLI_EXIT_OK : CLI_EXIT_REJECTED;
 }
+
+/* ---- tally-relay's endpoints ---- */
+
+int run_endpoint_show(cli *c)
+{
+    tally_endpoint_info e;
+    int rc = tally_endpoint_get(c->client, c->v[SLOT_ENDPOINT].text, &e);
+    if (rc != TALLY_ok) {
+        char what[96];
+        snprintf(what, sizeof(what), "endpoint %s", c->v[SLOT_ENDPOINT].text);
+        return read_failure(c, what, rc);
+    }
+    char since[40], recover[40];
+    time_text(e.changed_ms, since);
+    time_text(e.recover_since_ms, recover);
+    if (c->json) {
+        json_emit(json_pack("{s:s, s:s, s:o, s:o, s:s, s:o}", "endpoint", e.endpoint, "state",
+                            e.disabled ? "disabled" : "enabled", "version", json_u64(e.version),
+                            "changed", e.changed_ms ? json_string(since) : json_null(),
+                            "reason", e.reason, "recover_since",
+                            e.recover_since_ms ? json_string(recover) : json_null()));
+        return CLI_EXIT_OK;
+    }
+    printf("endpoint %s: %s", e.endpoint, e.disabled ? "disabled" : "enabled");
+    if (e.version)
+        printf(" since %s (version %" PRIu64 ")", since, e.version);
+    printf("%s%s", e.reason[0] ? ": " : "", e.reason);
+    if (e.recover_since_ms)
+        printf("; a recover from %s is pending", recover);
+    printf("\n");
+    return CLI_EXIT_OK;
+}
+
+int run_endpoint_attempts(cli *c)
+{
+    uint32_t limit = c->v[SLOT_LIMIT].set ? (uint32_t)c->v[SLOT_LIMIT].u : 100;
+    tally_endpoint_attempt *list = calloc(limit, sizeof(*list));
+    if (list == NULL)
+        cli_out_of_memory();
+    size_t count = 0;
+    int rc = tally_endpoint_attempts(c->client, c->v[SLOT_ENDPOINT].text,
+                                     c->v[SLOT_SEQ].set ? c->v[SLOT_SEQ].u : 0, limit, list,
+                                     limit, &count);
+    if (rc != TALLY_ok) {
+        free(list);
+        char what[96];
+        snprintf(what, sizeof(what), "attempts of endpoint %s", c->v[SLOT_ENDPOINT].text);
+        return read_failure(c, what, rc);
+    }
+    static const char *const titles[] = {"TIME", "SEQ", "ATTEMPT", "STATUS", "LATENCY_MS",
+                                         "ERROR", "RESPONSE"};
+    cli_table t;
+    if (!c->json)
+        table_init(&t, titles, sizeof(titles) / sizeof(titles[0]));
+    for (size_t i = 0; i < count; i++) {
+        const tally_endpoint_attempt *a = &list[i];
+        char when[40], status[16] = "-";
+        time_text(a->time_ms, when);
+        if (a->status)
+            snprintf(status, sizeof(status), "%" PRIu32, a->status);
+        if (c->json)
+            json_emit(json_pack("{s:s, s:I, s:o, s:I, s:I, s:I, s:s, s:s}", "time", when,
+                                "time_ms", (json_int_t)a->time_ms, "seq", json_u64(a->seq),
+                                "attempt", (json_int_t)a->attempt, "status",
+                                (json_int_t)a->status, "latency_ms", (json_int_t)a->latency_ms,
+                                "error", a->error, "response", a->response));
+        else
+            table_add(&t, "%s" SEP "%" PRIu64 SEP "%" PRIu32 SEP "%s" SEP "%" PRIu32 SEP "%s" SEP
+                          "%s",
+                      when, a->seq, a->attempt, status, a->latency_ms,
+                      a->error[0] ? a->error : "-", a->response[0] ? a->response : "-");
+    }
+    if (!c->json)
+        table_print_free(&t);
+    free(list);
+    return CLI_EXIT_OK;
+}

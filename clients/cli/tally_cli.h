@@ -64,6 +64,7 @@ typedef enum cli_slot {
     SLOT_IMPORTED_AT, SLOT_SEQ_MIN, SLOT_SEQ_MAX, SLOT_AT_TIME,
     SLOT_MAX_ACK_PENDING, SLOT_INACTIVE_EXPIRY_MS, SLOT_FILTER_TYPES, SLOT_FILTER_KINDS,
     SLOT_FILTER_SUBJECT, SLOT_CONTACT, SLOT_ALERT_ROUTE,
+    SLOT_ENDPOINT, SLOT_REASON,
     SLOT_COUNT
 } cli_slot;
 
@@ -261,6 +262,10 @@ int run_reverse(cli *c);
 int run_grant(cli *c);
 int run_extend(cli *c);
 int run_revoke(cli *c);
+int run_endpoint_disable(cli *c);
+int run_endpoint_enable(cli *c);
+int run_endpoint_rotate_secret(cli *c);
+int run_endpoint_recover(cli *c);
 
 /* ---- reads.c ---- */
 
@@ -284,6 +289,8 @@ backup_progress *backup_progress_start(cli *c, const char *dest);
 void backup_progress_stop(backup_progress *bp);
 int run_health(cli *c);
 int run_cluster_status(cli *c);
+int run_endpoint_show(cli *c);
+int run_endpoint_attempts(cli *c);
 
 /* ---- tail.c ---- */
 

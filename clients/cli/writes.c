@@ -255,3 +255,69 @@ int run_extend(cli *c)
 }
 
 int run_revoke(cli *c) { return entitlement_write(c, "revoke", tally_revoke); }
+
+/* ---- tally-relay's endpoints ---- */
+
+int run_endpoint_disable(cli *c)
+{
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_disable(c->client, c->key, c->v[SLOT_ENDPOINT].text,
+                                c->v[SLOT_REASON].set ? c->v[SLOT_REASON].text : NULL, &r);
+    return write_report(c, "endpoint disable", rc, &r, NULL);
+}
+
+int run_endpoint_enable(cli *c)
+{
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_enable(c->client, c->key, c->v[SLOT_ENDPOINT].text, &r);
+    return write_report(c, "endpoint enable", rc, &r, NULL);
+}
+
+int run_endpoint_rotate_secret(cli *c)
+{
+    char secret[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX + 2];
+    size_t n = fread(secret, 1, sizeof(secret) - 1, stdin);
+    while (n > 0 && (secret[n - 1] == '\n' || secret[n - 1] == '\r'))
+        n--;
+    secret[n] = '\0';
+    if (n == 0 || n > TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX || memchr(secret, '\n', n))
+        return usage_error(c, "expected the new secret on stdin: one line, whsec_<base64>");
+    int64_t overlap_ms = 86400000;
+    const char *overlap = c->v[SLOT_FOR].set ? c->v[SLOT_FOR].text : "24h";
+    if (strcmp(overlap, "0") != 0 &&
+        (!parse_duration(overlap, &overlap_ms) || overlap_ms / 1000 > TALLY_ENDPOINT_OVERLAP_S_MAX))
+        return usage_error(c, "--overlap: 0, or a duration such as 24h, at most 30d");
+    if (strcmp(overlap, "0") == 0)
+        overlap_ms = 0;
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_rotate_secret(c->client, c->key, c->v[SLOT_ENDPOINT].text, secret,
+                                      (uint32_t)(overlap_ms / 1000), &r);
+    memset(secret, 0, sizeof(secret));
+    return write_report(c, "endpoint rotate-secret", rc, &r, NULL);
+}
+
+int run_endpoint_recover(cli *c)
+{
+    if (!c->v[SLOT_FROM_TIME].set)
+        return usage_error(c, "missing --since RFC3339");
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_recover(c->client, c->key, c->v[SLOT_ENDPOINT].text,
+                                c->v[SLOT_FROM_TIME].i, &r);
+    return write_report(c, "endpoint recover", rc, &r, NULL);
+}

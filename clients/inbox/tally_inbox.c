@@ -325,12 +325,14 @@ static int event_version_key(const tally_event *ev, uint8_t *key, size_t *key_le
     case TALLY_ENTITY_ENTITLEMENT:
     case TALLY_ENTITY_DEAD_LETTER: /* (subscriber, seq) as (subject, feature) */
     case TALLY_ENTITY_WEBHOOK:     /* (source, event id) as (subject, feature) */
+    case TALLY_ENTITY_ENDPOINT:    /* (name, "") as (subject, feature) */
         entitlement[0] = (uint8_t)ev->subject_len;
         memcpy(entitlement + 1, ev->subject, ev->subject_len);
         entitlement[1 + ev->subject_len] = (uint8_t)ev->feature_len;
         memcpy(entitlement + 2 + ev->subject_len, ev->feature, ev->feature_len);
         return version_key(ev->kind == TALLY_ENTITY_ENTITLEMENT ? "entitlement"
                            : ev->kind == TALLY_ENTITY_WEBHOOK   ? "webhook"
+                           : ev->kind == TALLY_ENTITY_ENDPOINT  ? "endpoint"
                                                                 : "dead_letter",
                            entitlement, 2 + ev->subject_len + ev->feature_len, key, key_len);
     case TALLY_ENTITY_SUBSCRIBER:

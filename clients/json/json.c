@@ -120,6 +120,8 @@ static json_t *entity_json(const tally_event *e)
     if (e->kind == TALLY_ENTITY_DEAD_LETTER)
         return json_pack("{s:s, s:o, s:o}", "kind", e->entity_kind, "subscriber",
                          json_text(e->subject), "seq", json_u64(strtoull(e->feature, NULL, 10)));
+    if (e->kind == TALLY_ENTITY_ENDPOINT)
+        return json_pack("{s:s, s:o}", "kind", e->entity_kind, "name", json_text(e->subject));
     if (e->kind == TALLY_ENTITY_WEBHOOK)
         return json_pack("{s:s, s:o, s:o}", "kind", e->entity_kind, "source",
                          json_text(e->subject), "event_id", json_text(e->feature));

@@ -19,7 +19,8 @@ _Static_assert((int)TALLY_ENTITY_ACCOUNT == (int)LOG_ENTITY_ACCOUNT &&
                    (int)TALLY_ENTITY_ENTITLEMENT == (int)LOG_ENTITY_ENTITLEMENT &&
                    (int)TALLY_ENTITY_DEAD_LETTER == (int)LOG_ENTITY_DEAD_LETTER &&
                    (int)TALLY_ENTITY_WEBHOOK == (int)LOG_ENTITY_WEBHOOK &&
-                   (int)TALLY_ENTITY_SUBSCRIBER == (int)LOG_ENTITY_SUBSCRIBER,
+                   (int)TALLY_ENTITY_SUBSCRIBER == (int)LOG_ENTITY_SUBSCRIBER &&
+                   (int)TALLY_ENTITY_ENDPOINT == (int)LOG_ENTITY_ENDPOINT,
                "entity kinds as the log's");
 _Static_assert(sizeof(tally_uuid) == sizeof(tally_id128), "a tally_uuid is a tally_id128");
 _Static_assert((int)TALLY_PART_ACCOUNT == (int)LOG_PART_ACCOUNT &&
@@ -29,7 +30,8 @@ _Static_assert((int)TALLY_PART_ACCOUNT == (int)LOG_PART_ACCOUNT &&
                    (int)TALLY_PART_ENTITLEMENT == (int)LOG_PART_ENTITLEMENT &&
                    (int)TALLY_PART_DEAD_LETTER == (int)LOG_PART_DEAD_LETTER &&
                    (int)TALLY_PART_WEBHOOK == (int)LOG_PART_WEBHOOK &&
-                   (int)TALLY_PART_SUBSCRIBER == (int)LOG_PART_SUBSCRIBER,
+                   (int)TALLY_PART_SUBSCRIBER == (int)LOG_PART_SUBSCRIBER &&
+                   (int)TALLY_PART_ENDPOINT == (int)LOG_PART_ENDPOINT,
                "body parts as the log's");
 
 const msgpack_object *tally_event_part(const tally_event *ev, tally_body_part part)
@@ -81,6 +83,9 @@ static bool entity_copy(const log_entity *le, tally_event *e)
     case LOG_ENTITY_SUBSCRIBER: /* subject: the subscriber's name */
         e->subject_len = le->subscriber.len;
         return le->subscriber.len > 0 && str_copy(le->subscriber, e->subject, sizeof(e->subject));
+    case LOG_ENTITY_ENDPOINT: /* subject: the endpoint's name */
+        e->subject_len = le->endpoint.len;
+        return le->endpoint.len > 0 && str_copy(le->endpoint, e->subject, sizeof(e->subject));
     }
     return false;
 }

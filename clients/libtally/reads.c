@@ -5,6 +5,7 @@
  * helper's tally_*_from_msgpack), and the read calls.
  * Events are decoded by clients/libtally/events.c (the log's own codec).
  */
+#include "common/base64.h"
 #include "clients/libtally/libtally_internal.h"
 
 #include "common/limits.h"
@@ -12,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+
 
 /* ---- decoding read replies ---- */
 
@@ -251,6 +253,68 @@ int tally_entitlement_get(tally_client *c, const char *subject, const char *feat
     put_str(&fs, "subject", subject);
     put_str(&fs, "feature", feature);
     return read_object(c, &fs, "entitlement", client_entitlement_decode, out);
+}
+
+static bool endpoint_decode(const msgpack_object *o, void *out)
+{
+    tally_endpoint_info *e = out;
+    decoder d = decoder_of(o);
+    char state[16];
+    dec_str(&d, "endpoint", e->endpoint, sizeof(e->endpoint));
+    dec_str(&d, "state", state, sizeof(state));
+    e->version = dec_uint(&d, "version", UINT64_MAX);
+    e->changed_ms = dec_int(&d, "changed_ms");
+    dec_str(&d, "reason", e->reason, sizeof(e->reason));
+    e->previous_secret_until_ms = dec_int(&d, "previous_secret_until_ms");
+    e->recover_since_ms = dec_int(&d, "recover_since_ms");
+    e->recover_version = dec_uint(&d, "recover_version", UINT64_MAX);
+    e->disabled = strcmp(state, "disabled") == 0;
+    return d.ok && (e->disabled || strcmp(state, "enabled") == 0);
+}
+
+int tally_endpoint_get(tally_client *c, const char *name, tally_endpoint_info *out)
+{
+    if (c == NULL || name == NULL || out == NULL)
+        return TALLY_invalid_argument;
+    memset(out, 0, sizeof(*out));
+    fields fs;
+    client_fields_begin(&fs, "endpoint_get", NULL, NULL);
+    put_str(&fs, "endpoint", name);
+    return read_object(c, &fs, NULL, endpoint_decode, out);
+}
+
+/* A "whsec_<base64>" text (or "") of the reply into a key. */
+static void secret_decode(decoder *d, const char *name, uint8_t *out, size_t *len)
+{
+    char text[128] = {0};
+    dec_str(d, name, text, sizeof(text));
+    const char *b64 = memcmp(text, "whsec_", 6) == 0 ? text + 6 : text;
+    *len = 0;
+    if (d->ok && text[0])
+        d->ok = base64_decode_strict(b64, strlen(b64), out, TALLY_CLIENT_ENDPOINT_SECRET_BYTES_MAX,
+                                     len);
+}
+
+static bool secrets_decode(const msgpack_object *o, void *out)
+{
+    tally_endpoint_secrets *s = out;
+    decoder d = decoder_of(o);
+    s->version = dec_uint(&d, "version", UINT64_MAX);
+    secret_decode(&d, "secret", s->secret, &s->secret_len);
+    secret_decode(&d, "previous_secret", s->previous, &s->previous_len);
+    s->previous_until_ms = dec_int(&d, "previous_until_ms");
+    return d.ok;
+}
+
+int tally_endpoint_secrets_get(tally_client *c, const char *name, tally_endpoint_secrets *out)
+{
+    if (c == NULL || name == NULL || out == NULL)
+        return TALLY_invalid_argument;
+    memset(out, 0, sizeof(*out));
+    fields fs;
+    client_fields_begin(&fs, "endpoint_secret_get", NULL, NULL);
+    put_str(&fs, "endpoint", name);
+    return read_object(c, &fs, NULL, secrets_decode, out);
 }
 
 int tally_stats_get(tally_client *c, tally_stats *out)

@@ -433,6 +433,7 @@ typedef enum tally_entity_kind {
     TALLY_ENTITY_DEAD_LETTER = 4, /* dead_letter.expired (tallyd --dlq-retention-s) */
     TALLY_ENTITY_WEBHOOK = 5,     /* webhook.received (tallyd --webhooks, docs/WEBHOOKS.md) */
     TALLY_ENTITY_SUBSCRIBER = 6,  /* subscriber.expired (a subscriber's inactive_expiry_ms) */
+    TALLY_ENTITY_ENDPOINT = 7,    /* endpoint.disabled, endpoint.enabled (docs/RELAY.md) */
 } tally_entity_kind;
 
 #define TALLY_EVENT_HASH_BYTES 32
@@ -460,7 +461,8 @@ typedef struct tally_event {
      * text; the rest is in the body's TALLY_PART_DEAD_LETTER), "webhook"
      * (subject: the webhook source, feature: the provider's event id; the
      * delivery is the body's TALLY_PART_WEBHOOK), "subscriber" (subject:
-     * its name; the rest is the body's TALLY_PART_SUBSCRIBER); the others
+     * its name; the rest is the body's TALLY_PART_SUBSCRIBER), "endpoint"
+     * (subject: the endpoint's name; TALLY_PART_ENDPOINT); the others
      * are zero / "".
      * kind is the same as a number (before the types were one, the inbox's
      * event called it entity_kind: use kind there now). */
@@ -502,6 +504,7 @@ typedef enum tally_body_part {
     TALLY_PART_SUBSCRIBER = 7,     /* subscriber events: [name, ack_floor, delivered_seq,
                                       in_flight, dead_letters, active_ms,
                                       inactive_expiry_ms, contact or nil] */
+    TALLY_PART_ENDPOINT = 8,       /* endpoint events: [name, state, reason] */
 } tally_body_part;
 /* The part of ev's body (ev->body must be set, as in the inbox's callbacks),
  * or NULL when the event's kind has no such part. */
@@ -704,6 +707,7 @@ int tally_request_raw(tally_client *c, const void *request, size_t len, void **r
 
 #include "tally_subscriber.h" /* durable subscribers and dead letters */
 #include "tally_queries.h"    /* queries and reversals (tally_reverse) */
+#include "tally_endpoint.h"   /* tally-relay's endpoints: disable, enable */
 
 #ifdef __cplusplus
 }

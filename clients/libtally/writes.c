@@ -259,6 +259,91 @@ int tally_revoke(tally_client *c, const char *key, const tally_entitlement_args 
     return write_single(c, key, (write_op){"revoke", fill_entitlement, e}, out);
 }
 
+typedef struct endpoint_args {
+    const char *endpoint, *reason;
+} endpoint_args;
+
+static int fill_endpoint(fields *fs, const void *args)
+{
+    const endpoint_args *e = args;
+    if (e->endpoint == NULL)
+        return TALLY_invalid_argument;
+    put_str(fs, "endpoint", e->endpoint);
+    if (e->reason && e->reason[0])
+        put_str(fs, "reason", e->reason);
+    return TALLY_ok;
+}
+
+int tally_endpoint_disable(tally_client *c, const char *key, const char *name,
+                           const char *reason, tally_result *out)
+{
+    endpoint_args a = {name, reason};
+    return write_single(c, key, (write_op){"endpoint_disable", fill_endpoint, &a}, out);
+}
+
+int tally_endpoint_enable(tally_client *c, const char *key, const char *name,
+                          tally_result *out)
+{
+    endpoint_args a = {name, NULL};
+    return write_single(c, key, (write_op){"endpoint_enable", fill_endpoint, &a}, out);
+}
+
+typedef struct recover_args {
+    const char *endpoint;
+    const char *field;
+    uint64_t value;
+} recover_args;
+
+static int fill_recover(fields *fs, const void *args)
+{
+    const recover_args *r = args;
+    if (r->endpoint == NULL)
+        return TALLY_invalid_argument;
+    put_str(fs, "endpoint", r->endpoint);
+    if (strcmp(r->field, "since_ms") == 0)
+        put_int(fs, r->field, (int64_t)r->value);
+    else
+        put_uint(fs, r->field, r->value);
+    return TALLY_ok;
+}
+
+int tally_endpoint_recover(tally_client *c, const char *key, const char *name, int64_t since_ms,
+                           tally_result *out)
+{
+    recover_args a = {name, "since_ms", (uint64_t)since_ms};
+    return write_single(c, key, (write_op){"endpoint_recover", fill_recover, &a}, out);
+}
+
+int tally_endpoint_recovered(tally_client *c, const char *key, const char *name,
+                             uint64_t recover_version, tally_result *out)
+{
+    recover_args a = {name, "recover_version", recover_version};
+    return write_single(c, key, (write_op){"endpoint_recovered", fill_recover, &a}, out);
+}
+
+typedef struct rotate_args {
+    const char *endpoint, *secret;
+    uint32_t overlap_s;
+} rotate_args;
+
+static int fill_rotate(fields *fs, const void *args)
+{
+    const rotate_args *r = args;
+    if (r->endpoint == NULL || r->secret == NULL)
+        return TALLY_invalid_argument;
+    put_str(fs, "endpoint", r->endpoint);
+    put_str(fs, "secret", r->secret);
+    put_uint(fs, "overlap_s", r->overlap_s);
+    return TALLY_ok;
+}
+
+int tally_endpoint_rotate_secret(tally_client *c, const char *key, const char *name,
+                                 const char *secret, uint32_t overlap_s, tally_result *out)
+{
+    rotate_args a = {name, secret, overlap_s};
+    return write_single(c, key, (write_op){"endpoint_rotate_secret", fill_rotate, &a}, out);
+}
+
 /* ---- batches and chains ---- */
 
 tally_batch *tally_batch_new(bool atomic)

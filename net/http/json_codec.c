@@ -170,6 +170,7 @@ static void pack_field(packing *p, const net_field *f, const json_t *v, unsigned
             pack_integer_value(p, json_array_get(v, i), depth + 1);
         return;
     case NET_FIELD_OPS: return pack_members(p, f, v, depth);
+    case NET_FIELD_MAPS: return pack_generic(p, v, depth);
     case NET_FIELD_STR: return pack_generic(p, v, depth);
     }
 }

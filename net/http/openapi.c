@@ -134,6 +134,9 @@ static json_t *field_schema(const net_op *op, const net_field *f)
     case NET_FIELD_UINTS:
         s = set(array_of(integer_schema(false, 0)), "maxItems", json_integer((json_int_t)f->max));
         break;
+    case NET_FIELD_MAPS:
+        s = set(array_of(typed("object")), "maxItems", json_integer((json_int_t)f->max));
+        break;
     }
     if (s && json_object_get(s, "$ref")) /* $ref with siblings: wrap it */
         s = set(json_object(), "allOf", append(json_array(), s));
@@ -226,6 +229,9 @@ static const struct {
     [NET_OP_POST] = {WRITE_REPLY},         [NET_OP_VOID] = {WRITE_REPLY},
     [NET_OP_GRANT] = {WRITE_REPLY},        [NET_OP_EXTEND] = {WRITE_REPLY},
     [NET_OP_REVOKE] = {WRITE_REPLY},       [NET_OP_CHAIN] = {WRITE_REPLY},
+    [NET_OP_ENDPOINT_DISABLE] = {WRITE_REPLY}, [NET_OP_ENDPOINT_ENABLE] = {WRITE_REPLY},
+    [NET_OP_ENDPOINT_ROTATE_SECRET] = {WRITE_REPLY}, [NET_OP_ENDPOINT_RECOVER] = {WRITE_REPLY},
+    [NET_OP_ENDPOINT_RECOVERED] = {WRITE_REPLY},
 #undef WRITE_REPLY
     [NET_OP_BATCH] = {{{"results", R_WRITE_RESULTS}}},
     [NET_OP_ACCOUNT_GET] = {{{"account", R_OBJECT}}},
@@ -239,6 +245,15 @@ static const struct {
     [NET_OP_BALANCE_AT] = {{{"balance", R_OBJECT}}},
     [NET_OP_ENTITLEMENT_GET] = {{{"entitlement", R_OBJECT}}},
     [NET_OP_ENTITLEMENT_LIST] = {{{"entitlements", R_OBJECTS}}},
+    [NET_OP_ENDPOINT_GET] = {{{"endpoint", R_STR}, {"state", R_STR}, {"version", R_INT},
+                              {"changed_ms", R_INT}, {"reason", R_STR},
+                              {"previous_secret_until_ms", R_INT},
+                              {"recover_since_ms", R_INT}, {"recover_version", R_INT}}},
+    [NET_OP_ENDPOINT_SECRET_GET] = {{{"endpoint", R_STR}, {"version", R_INT}, {"secret", R_STR},
+                                     {"previous_secret", R_STR},
+                                     {"previous_until_ms", R_INT}}},
+    [NET_OP_ENDPOINT_ATTEMPTS_RECORD] = {{{"recorded", R_INT}, {"removed", R_INT}}},
+    [NET_OP_ENDPOINT_ATTEMPTS] = {{{"endpoint", R_STR}, {"attempts", R_OBJECTS}}},
     [NET_OP_LOG_READ] = {{{"head", R_INT}, {"events", R_EVENTS}, {"log_floor", R_INT},
                           {"log_floor_hash", R_BASE64}}},
     [NET_OP_SUB_FETCH] = {{{"events", R_DELIVERIES}, {"ack_floor", R_INT}, {"head", R_INT}}},

@@ -146,6 +146,11 @@ static net_op_id member_op(ledger_command_kind kind)
     case LEDGER_REVOKE: return NET_OP_REVOKE;
     case LEDGER_CHAIN: return NET_OP_CHAIN;
     case LEDGER_REVERSE: return NET_OP_TRANSFER_REVERSE;
+    case LEDGER_ENDPOINT_DISABLE: return NET_OP_ENDPOINT_DISABLE;
+    case LEDGER_ENDPOINT_ENABLE: return NET_OP_ENDPOINT_ENABLE;
+    case LEDGER_ENDPOINT_ROTATE_SECRET: return NET_OP_ENDPOINT_ROTATE_SECRET;
+    case LEDGER_ENDPOINT_RECOVER: return NET_OP_ENDPOINT_RECOVER;
+    case LEDGER_ENDPOINT_RECOVERED: return NET_OP_ENDPOINT_RECOVERED;
     case LEDGER_WEBHOOK_RECEIVE: break; /* not on the wire: counted by net/http/webhooks.c */
     }
     return NET_OP_BATCH;

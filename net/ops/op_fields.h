@@ -110,6 +110,49 @@
     NET_FIELD_FEATURE(F, T)     \
     NET_FIELD_SOURCE_ORDER(F, T)
 
+#define NET_FIELD_ENDPOINT_NAME(F, T)                              \
+    F(T, STR, endpoint, REQUIRED, TALLY_ENDPOINT_NAME_BYTES_MAX,   \
+      "tally-relay's endpoint: 1-58 bytes of A-Z a-z 0-9 . _ -")
+
+#define NET_FIELDS_endpoint_disable(F, T)                                      \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                              \
+    F(T, STR, reason, OPTIONAL, TALLY_ENDPOINT_REASON_BYTES_MAX,               \
+      "why, as the event and endpoint_get say it (0-256 bytes, default none)")
+
+#define NET_FIELDS_endpoint_enable(F, T) NET_FIELD_ENDPOINT_NAME(F, T)
+
+#define NET_FIELDS_endpoint_rotate_secret(F, T)                                             \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                           \
+    F(T, STR, secret, REQUIRED, TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX,                       \
+      "the new signing secret: [whsec_]<base64 of 24-64 bytes> (Standard Webhooks)")        \
+    F(T, UINT, overlap_s, OPTIONAL, TALLY_ENDPOINT_OVERLAP_S_MAX,                           \
+      "how long the secret before it signs too: both signatures are sent (default 86400; "  \
+      "0: none)")
+
+#define NET_FIELDS_endpoint_recover(F, T)                                              \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                      \
+    F(T, INT, since_ms, REQUIRED, 0,                                                   \
+      "resend every event committed at or after this time, Unix ms (1 .. year 9999)")
+
+#define NET_FIELDS_endpoint_recovered(F, T)                                                \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                          \
+    F(T, UINT, recover_version, REQUIRED, UINT64_MAX,                                      \
+      "the endpoint's version that asked for the recover done (endpoint_get)")
+
+#define NET_FIELDS_endpoint_attempts_record(F, T)                                             \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                             \
+    F(T, MAPS, attempts, REQUIRED, TALLY_ATTEMPTS_RECORD_MAX,                                  \
+      "attempt maps: seq, attempt, time_ms, status (0: no answer), latency_ms, error, "       \
+      "response (0-256 bytes each)")                                                          \
+    F(T, UINT, retention_s, OPTIONAL, TALLY_ATTEMPT_RETENTION_S_MAX,                          \
+      "remove the endpoint's attempts older than this, a bounded number per op (default "     \
+      "604800, 7 days)")
+
+#define NET_FIELDS_endpoint_attempts(F, T)                                         \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                  \
+    F(T, UINT, seq, OPTIONAL, UINT64_MAX, "only the attempts of this event")       \
+    F(T, UINT, limit, OPTIONAL, TALLY_ATTEMPTS_READ_MAX, "attempts, newest first (default 100)")
+
 #define NET_FIELDS_chain(F, T)                         \
     F(T, OPS, ops, REQUIRED, TALLY_CHAIN_COMMANDS_MAX, \
       "member op maps: `op` and its fields, no `key`")
@@ -119,6 +162,8 @@
       "member op maps: `op`, `key`, optional `correlation`, and the op's fields")
 
 /* ---- reads ---- */
+
+#define NET_FIELDS_endpoint_get(F, T) NET_FIELD_ENDPOINT_NAME(F, T)
 
 #define NET_FIELDS_account_get(F, T) F(T, UINT, id, REQUIRED, UINT64_MAX, "account id")
 
@@ -302,7 +347,10 @@
     X(query) X(account_transfers) X(account_balances) X(balance_at)                   \
     X(entitlement_get) X(entitlement_list) X(log_read) X(sub_create) X(sub_update) X(sub_named) \
     X(sub_fetch) X(sub_ack) X(sub_nak) X(sub_progress) X(sub_park) X(dlq_list) X(dlq_replay)          \
-    X(dlq_discard) X(backup)
+    X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get)           \
+    X(endpoint_rotate_secret)                                                                   \
+    X(endpoint_recover) X(endpoint_recovered) \
+    X(endpoint_attempts_record) X(endpoint_attempts)
 
 #define NET_ARGS_STRUCT(list)                                 \
     typedef struct net_args_##list {                          \

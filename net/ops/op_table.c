@@ -35,6 +35,14 @@ COMMAND_OF(transfer_reverse)
 COMMAND_OF(grant)
 COMMAND_OF(extend)
 COMMAND_OF(revoke)
+COMMAND_OF(endpoint_disable)
+COMMAND_OF(endpoint_enable)
+COMMAND_OF(endpoint_rotate_secret)
+COMMAND_OF(endpoint_recover)
+COMMAND_OF(endpoint_recovered)
+BUILD_OF(endpoint_get)
+BUILD_OF(endpoint_attempts_record)
+BUILD_OF(endpoint_attempts)
 BUILD_OF(chain)
 BUILD_OF(batch)
 BUILD_OF(account_get)
@@ -185,6 +193,49 @@ const net_op net_ops[NET_OP_COUNT] = {
         WRITE(transfer_reverse),
         .doc = "Reverse a posted transfer, all or part of it: a new transfer the other way, "
                "linked to it."},
+    [NET_OP_ENDPOINT_DISABLE] = {
+        .id = NET_OP_ENDPOINT_DISABLE, .name = "endpoint_disable", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_disable),
+        .doc = "Disable tally-relay's endpoint: the relays stop delivering to it (an "
+               "endpoint.disabled event)."},
+    [NET_OP_ENDPOINT_ENABLE] = {
+        .id = NET_OP_ENDPOINT_ENABLE, .name = "endpoint_enable", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_enable),
+        .doc = "Enable a disabled endpoint of tally-relay again (an endpoint.enabled event)."},
+    [NET_OP_ENDPOINT_GET] = {
+        .id = NET_OP_ENDPOINT_GET, .name = "endpoint_get", .auth = AUTH_CLASS_READ,
+        READ(endpoint_get, net_read_endpoint),
+        .doc = "Whether tally-relay's endpoint is enabled or disabled, since when and why."},
+    [NET_OP_ENDPOINT_ATTEMPTS_RECORD] = {
+        .id = NET_OP_ENDPOINT_ATTEMPTS_RECORD, .name = "endpoint_attempts_record",
+        .auth = AUTH_CLASS_ADMIN, SUBSCRIBER(endpoint_attempts_record, endpoint_attempts_record),
+        .doc = "tally-relay's delivery attempts to an endpoint, into its attempt log (and the "
+               "expired ones out)."},
+    [NET_OP_ENDPOINT_ATTEMPTS] = {
+        .id = NET_OP_ENDPOINT_ATTEMPTS, .name = "endpoint_attempts", .auth = AUTH_CLASS_READ,
+        READ(endpoint_attempts, net_read_endpoint_attempts),
+        .doc = "An endpoint's delivery attempts, newest first: time, status, latency, the "
+               "response's first bytes."},
+    [NET_OP_ENDPOINT_ROTATE_SECRET] = {
+        .id = NET_OP_ENDPOINT_ROTATE_SECRET, .name = "endpoint_rotate_secret",
+        .auth = AUTH_CLASS_ADMIN, WRITE(endpoint_rotate_secret),
+        .doc = "A new signing secret for tally-relay's endpoint; the one before it signs too "
+               "for overlap_s (an endpoint.secret_rotated event, without the secret)."},
+    [NET_OP_ENDPOINT_SECRET_GET] = {
+        .id = NET_OP_ENDPOINT_SECRET_GET, .name = "endpoint_secret_get", .auth = AUTH_CLASS_ADMIN,
+        READ(endpoint_get, net_read_endpoint_secret),
+        .doc = "tally-relay's endpoint's signing secrets, as endpoint_rotate_secret left them "
+               "(for the relay)."},
+    [NET_OP_ENDPOINT_RECOVER] = {
+        .id = NET_OP_ENDPOINT_RECOVER, .name = "endpoint_recover", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_recover),
+        .doc = "Have tally-relay resend every event since a time to the endpoint (an "
+               "endpoint.recover_requested event)."},
+    [NET_OP_ENDPOINT_RECOVERED] = {
+        .id = NET_OP_ENDPOINT_RECOVERED, .name = "endpoint_recovered", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_recovered),
+        .doc = "tally-relay's word that the recover asked at recover_version is done (an "
+               "endpoint.recovered event)."},
     [NET_OP_ACCOUNT_QUERY] = {
         .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
         READ(query, net_read_account_query),

@@ -26,6 +26,23 @@ void net_command_void(const net_args_void *a, ledger_command *c);
 void net_command_grant(const net_args_grant *a, ledger_command *c);
 void net_command_extend(const net_args_extend *a, ledger_command *c);
 void net_command_revoke(const net_args_revoke *a, ledger_command *c);
+void net_command_endpoint_disable(const net_args_endpoint_disable *a, ledger_command *c);
+void net_command_endpoint_enable(const net_args_endpoint_enable *a, ledger_command *c);
+void net_command_endpoint_rotate_secret(const net_args_endpoint_rotate_secret *a,
+                                        ledger_command *c);
+void net_command_endpoint_recover(const net_args_endpoint_recover *a, ledger_command *c);
+void net_command_endpoint_recovered(const net_args_endpoint_recovered *a, ledger_command *c);
+void net_read_endpoint_secret(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+int net_build_endpoint_get(net_request *req, const net_args_endpoint_get *a);
+void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
+int net_build_endpoint_attempts_record(net_request *req,
+                                       const net_args_endpoint_attempts_record *a);
+int net_apply_endpoint_attempts_record(store_txn *t, const net_request *req, int64_t now_ms,
+                                       bool in_place, net_result *res);
+void net_reply_endpoint_attempts_record(net_out *o, store_txn *rt, const net_request *req,
+                                        const net_result *res, int fault, int64_t now_ms);
+int net_build_endpoint_attempts(net_request *req, const net_args_endpoint_attempts *a);
+void net_read_endpoint_attempts(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 int net_build_chain(net_request *req, const net_args_chain *a);
 int net_build_batch(net_request *req, const net_args_batch *a);
 int net_apply_writes(store_txn *t, const net_request *req, int64_t now_ms, bool in_place,

@@ -7,11 +7,13 @@
 
 #include "common/error.h"
 #include "common/msgpack_safe.h"
+#include "ledger/endpoint.h"
 #include "ledger/history.h"
 #include "ledger/retention.h"
 #include "log/log.h"
 #include "net/ops/figures.h"
 
+#include <openssl/evp.h>
 #include <string.h>
 
 /* ---- builders ---- */
@@ -66,6 +68,13 @@ int net_build_entitlement_get(net_request *req, const net_args_entitlement_get *
     net_build_nothing(req, a);
     req->read.subject = a->subject;
     req->read.feature = a->feature;
+    return TALLY_ok;
+}
+
+int net_build_endpoint_get(net_request *req, const net_args_endpoint_get *a)
+{
+    net_build_nothing(req, a);
+    req->read.subject = a->endpoint;
     return TALLY_ok;
 }
 
@@ -149,6 +158,75 @@ void net_read_entitlement(net_out *o, store_txn *t, const net_request *req, int6
     net_reply_open(o, TALLY_ok);
     net_key(o, "entitlement");
     pack_entitlement_at(o, &e, now_ms);
+    net_map_end(o);
+}
+
+/* An endpoint's state: {endpoint, state, version, changed_ms, reason}; one
+ * tallyd never saw is enabled, version 0. */
+/* The state of the endpoint the read names into *e, else the refusal
+ * replied: TALLY_ok or that code. */
+static int endpoint_read(net_out *o, store_txn *t, const net_request *req,
+                         ledger_endpoint_state *e)
+{
+    if (!ledger_endpoint_name_valid(req->read.subject)) {
+        net_reply_error(o, TALLY_invalid_endpoint_name,
+                        "endpoint: 1-58 bytes of A-Z a-z 0-9 . _ -");
+        return TALLY_invalid_endpoint_name;
+    }
+    int rc = ledger_endpoint_get(t, req->read.subject, e);
+    if (rc != TALLY_ok)
+        reply_not_found(o, rc);
+    return rc;
+}
+
+/* "whsec_" and the base64 of a key, "" for none. */
+static void secret_text(const uint8_t *key, size_t len,
+                        char out[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX])
+{
+    _Static_assert(6 + 4 * ((TALLY_ENDPOINT_SECRET_BYTES_MAX + 2) / 3) + 1 <=
+                       TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX,
+                   "a key's text fits");
+    out[0] = '\0';
+    if (len == 0)
+        return;
+    memcpy(out, "whsec_", 6);
+    EVP_EncodeBlock((unsigned char *)out + 6, key, (int)len);
+}
+
+void net_read_endpoint_secret(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    ledger_endpoint_state e;
+    if (endpoint_read(o, t, req, &e) != TALLY_ok)
+        return;
+    char text[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX];
+    net_reply_open(o, TALLY_ok);
+    net_kv_str(o, "endpoint", req->read.subject.ptr, req->read.subject.len);
+    net_kv_u64(o, "version", e.version);
+    secret_text(e.secret, e.secret_len, text);
+    net_kv_cstr(o, "secret", text);
+    secret_text(e.previous, e.previous_len, text);
+    net_kv_cstr(o, "previous_secret", text);
+    net_kv_i64(o, "previous_until_ms", e.previous_until_ms);
+    net_map_end(o);
+    memset(&e, 0, sizeof(e));
+}
+
+void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)now_ms;
+    ledger_endpoint_state e;
+    if (endpoint_read(o, t, req, &e) != TALLY_ok)
+        return;
+    net_reply_open(o, TALLY_ok);
+    net_kv_str(o, "endpoint", req->read.subject.ptr, req->read.subject.len);
+    net_kv_cstr(o, "state", e.disabled ? "disabled" : "enabled");
+    net_kv_u64(o, "version", e.version);
+    net_kv_i64(o, "changed_ms", e.changed_ms);
+    net_kv_cstr(o, "reason", e.reason);
+    net_kv_i64(o, "previous_secret_until_ms", e.previous_until_ms);
+    net_kv_i64(o, "recover_since_ms", e.recover_since_ms);
+    net_kv_u64(o, "recover_version", e.recover_version);
     net_map_end(o);
 }
 

@@ -92,6 +92,48 @@ static ledger_entitlement_command *command_entitlement(ledger_command *c, ledger
     return e;
 }
 
+void net_command_endpoint_disable(const net_args_endpoint_disable *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_DISABLE;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.reason = a->has_reason ? a->reason : (tally_str){0};
+}
+
+void net_command_endpoint_enable(const net_args_endpoint_enable *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_ENABLE;
+    c->u.endpoint.name = a->endpoint;
+}
+
+void net_command_endpoint_rotate_secret(const net_args_endpoint_rotate_secret *a,
+                                        ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_ROTATE_SECRET;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.secret = a->secret;
+    c->u.endpoint.overlap_s =
+        a->has_overlap_s ? (uint32_t)a->overlap_s : TALLY_ENDPOINT_OVERLAP_S_DEFAULT;
+}
+
+void net_command_endpoint_recover(const net_args_endpoint_recover *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_RECOVER;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.since_ms = a->since_ms;
+}
+
+void net_command_endpoint_recovered(const net_args_endpoint_recovered *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_RECOVERED;
+    c->u.endpoint.name = a->endpoint;
+    c->u.endpoint.recover_version = a->recover_version;
+}
+
 void net_command_grant(const net_args_grant *a, ledger_command *c)
 {
     ledger_entitlement_command *e = command_entitlement(c, LEDGER_GRANT, a->subject, a->feature,

@@ -193,6 +193,10 @@ static int check_value(const net_field *f, const msgpack_object *o)
         if (o->type != MSGPACK_OBJECT_ARRAY)
             return TALLY_wrong_type;
         return o->via.array.size <= f->max ? TALLY_ok : TALLY_too_many_operations;
+    case NET_FIELD_MAPS:
+        if (o->type != MSGPACK_OBJECT_ARRAY)
+            return TALLY_wrong_type;
+        return o->via.array.size <= f->max ? TALLY_ok : TALLY_value_out_of_range;
     case NET_FIELD_UINTS:
         if (o->type != MSGPACK_OBJECT_ARRAY)
             return TALLY_wrong_type;
@@ -255,6 +259,7 @@ static void store_value(const net_field *f, const msgpack_object *o, char *dest)
     case NET_FIELD_BOOL: *(bool *)member = o->via.boolean; break;
     case NET_FIELD_OPS:
     case NET_FIELD_UINTS:
+    case NET_FIELD_MAPS:
         *(net_list *)member = (net_list){o->via.array.ptr, o->via.array.size};
         break;
     }
@@ -455,6 +460,7 @@ static const char *type_name(net_field_type t)
     case NET_FIELD_BOOL: return "bool";
     case NET_FIELD_OPS: return "array";
     case NET_FIELD_UINTS: return "array of uint";
+    case NET_FIELD_MAPS: return "array of maps";
     }
     return "?";
 }
@@ -466,7 +472,7 @@ static void print_field(FILE *out, const net_field *f)
         snprintf(limit, sizeof(limit), "≤ %" PRIu64, f->max);
     else if (f->type == NET_FIELD_STR)
         snprintf(limit, sizeof(limit), "≤ %" PRIu64 " bytes", f->max);
-    else if (f->type == NET_FIELD_OPS || f->type == NET_FIELD_UINTS)
+    else if (f->type == NET_FIELD_OPS || f->type == NET_FIELD_UINTS || f->type == NET_FIELD_MAPS)
         snprintf(limit, sizeof(limit), "≤ %" PRIu64 " members", f->max);
     fprintf(out, "| `%s` | %s | %s | %s | %s |\n", f->name, type_name(f->type),
             f->required ? "yes" : "no", limit, f->doc);

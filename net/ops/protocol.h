@@ -21,6 +21,7 @@
 #define TALLY_NET_PROTOCOL_H
 
 #include "common/limits.h"
+#include "ledger/endpoint.h"
 #include "ledger/ledger.h"
 #include "ledger/balances.h"
 #include "ledger/query.h"
@@ -43,6 +44,7 @@ typedef enum net_field_type {
     NET_FIELD_BOOL,
     NET_FIELD_OPS,    /* array of op maps, at most max */
     NET_FIELD_UINTS,  /* array of at most max positive integers */
+    NET_FIELD_MAPS,   /* array of at most max maps, each checked by the op's builder */
 } net_field_type;
 
 typedef struct net_field {
@@ -76,6 +78,7 @@ typedef struct net_list {
 #define NET_CTYPE_BOOL bool
 #define NET_CTYPE_OPS net_list
 #define NET_CTYPE_UINTS net_list
+#define NET_CTYPE_MAPS net_list
 #define NET_PRESENCE_REQUIRED true
 #define NET_PRESENCE_OPTIONAL false
 
@@ -96,6 +99,9 @@ typedef enum net_op_id {
     NET_OP_DLQ_DISCARD, NET_OP_BACKUP, NET_OP_HEALTH, NET_OP_SUB_PROGRESS, NET_OP_CLUSTER_STATUS,
     NET_OP_ACCOUNT_QUERY, NET_OP_TRANSFER_QUERY, NET_OP_ACCOUNT_TRANSFERS,
     NET_OP_TRANSFER_REVERSE, NET_OP_SUB_UPDATE, NET_OP_ACCOUNT_BALANCES, NET_OP_BALANCE_AT,
+    NET_OP_ENDPOINT_DISABLE, NET_OP_ENDPOINT_ENABLE, NET_OP_ENDPOINT_GET,
+    NET_OP_ENDPOINT_ATTEMPTS_RECORD, NET_OP_ENDPOINT_ATTEMPTS, NET_OP_ENDPOINT_ROTATE_SECRET,
+    NET_OP_ENDPOINT_SECRET_GET, NET_OP_ENDPOINT_RECOVER, NET_OP_ENDPOINT_RECOVERED,
     NET_OP_COUNT
 } net_op_id;
 
@@ -147,6 +153,18 @@ typedef struct net_sub {
     uint32_t limit;       /* dlq_list */
 } net_sub;
 
+/* Parameters of endpoint_attempts_record and endpoint_attempts
+ * (net/ops/ops_endpoint.c): the endpoint, its attempts (pointing into the
+ * request), how long to keep them; a read's seq and limit. */
+typedef struct net_endpoint_args {
+    tally_str name;
+    ledger_endpoint_attempt attempts[TALLY_ATTEMPTS_RECORD_MAX];
+    uint32_t count;
+    uint32_t retention_s;
+    uint64_t seq;
+    uint32_t limit;
+} net_endpoint_args;
+
 typedef struct net_op net_op;
 
 /* A decoded request. Large: allocate one per context, reuse it. */
@@ -164,6 +182,7 @@ typedef struct net_request {
     ledger_command chain_members[TALLY_CHAIN_COMMANDS_MAX];
     net_read read;
     net_sub sub;
+    net_endpoint_args endpoint; /* endpoint_attempts_record, endpoint_attempts */
     msgpack_unpacked unpacked;
     bool unpacked_live;
 } net_request;
@@ -188,6 +207,7 @@ typedef struct net_result {
     ledger_outcome outcomes[TALLY_BATCH_OPS_MAX]; /* writes: one per req->writes[i] */
     int faults[TALLY_BATCH_OPS_MAX];              /* writes: non-zero replaces the outcome */
     net_sub_result sub;                           /* subscriber writes */
+    uint32_t attempts_removed;                    /* endpoint_attempts_record: swept */
 } net_result;
 
 /* What control ops run against. */

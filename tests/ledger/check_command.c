@@ -59,6 +59,10 @@ START_TEST(test_names_are_stable)
         {LEDGER_GRANT, "grant"},               {LEDGER_EXTEND, "extend"},
         {LEDGER_REVOKE, "revoke"},             {LEDGER_CHAIN, "chain"},
         {LEDGER_WEBHOOK_RECEIVE, "webhook_receive"}, {LEDGER_REVERSE, "transfer_reverse"},
+        {LEDGER_ENDPOINT_DISABLE, "endpoint_disable"}, {LEDGER_ENDPOINT_ENABLE, "endpoint_enable"},
+        {LEDGER_ENDPOINT_ROTATE_SECRET, "endpoint_rotate_secret"},
+        {LEDGER_ENDPOINT_RECOVER, "endpoint_recover"},
+        {LEDGER_ENDPOINT_RECOVERED, "endpoint_recovered"},
     };
     ck_assert_uint_eq(sizeof(names) / sizeof(names[0]), LEDGER_COMMAND_KIND_END - 1);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -659,6 +659,8 @@ static void check_entity(const log_event *ev, void *ctx)
         break;
     case LOG_ENTITY_SUBSCRIBER:
         ck_assert(tally_str_equal(ev->entity.subscriber, want->subscriber));
+    case LOG_ENTITY_ENDPOINT:
+        ck_assert(tally_str_equal(ev->entity.endpoint, want->endpoint));
         break;
     }
 }
@@ -686,6 +688,7 @@ START_TEST(entity_kinds_round_trip)
         {.kind = LOG_ENTITY_WEBHOOK, .webhook_source = tally_str_from("stripe"),
          .webhook_event_id = tally_str_from("evt_1")},
         {.kind = LOG_ENTITY_SUBSCRIBER, .subscriber = tally_str_from("relay:hooks")},
+        {.kind = LOG_ENTITY_ENDPOINT, .endpoint = tally_str_from("billing")},
     };
     const size_t n = sizeof(entities) / sizeof(entities[0]);
     store_txn t;
@@ -706,6 +709,7 @@ START_TEST(entity_kinds_round_trip)
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_DEAD_LETTER), "dead_letter");
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_WEBHOOK), "webhook");
     ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_SUBSCRIBER), "subscriber");
+    ck_assert_str_eq(log_entity_kind_name(LOG_ENTITY_ENDPOINT), "endpoint");
     ck_assert_str_eq(log_entity_kind_name((log_entity_kind)0), "unknown");
     test_store_close(&ts);
 }
@@ -721,6 +725,8 @@ START_TEST(event_type_names_are_stable)
         "transfer.voided",      "transfer.expired",     "entitlement.granted",
         "entitlement.extended", "entitlement.revoked",  "entitlement.expired",
         "dead_letter.expired",  "webhook.received",     "subscriber.expired",
+        "endpoint.disabled",    "endpoint.enabled",     "endpoint.secret_rotated",
+        "endpoint.recover_requested", "endpoint.recovered",
     };
     ck_assert_uint_eq(sizeof(names) / sizeof(names[0]), LOG_EVENT_TYPE_END - 1);
     for (int t = LOG_EVENT_TYPE_NONE + 1; t < LOG_EVENT_TYPE_END; t++) {

@@ -53,6 +53,15 @@ static int pack_dead_letter(msgpack_packer *pk, const void *ctx)
            msgpack_safe_pack_str(pk, (tally_str){r->bytes, r->bytes_len});
 }
 
+static int pack_endpoint(msgpack_packer *pk, const void *ctx)
+{
+    const row *r = ctx;
+    return msgpack_pack_array(pk, 1) || msgpack_pack_array(pk, 5) ||
+           msgpack_safe_pack_cstr(pk, r->first) || msgpack_safe_pack_cstr(pk, r->second) ||
+           msgpack_safe_pack_cstr(pk, r->type) || msgpack_pack_int64(pk, 0) ||
+           msgpack_pack_int64(pk, 0);
+}
+
 /* The relay's document of one event made from draft, parsed. */
 static json_t *document_of(log_event_draft *draft)
 {
@@ -131,6 +140,30 @@ START_TEST(a_body_that_is_not_json_is_base64)
     const json_t *w = json_object_get(json_object_get(doc, "data"), "webhook");
     ck_assert(json_is_null(json_object_get(w, "event_type")));
     ck_assert_ptr_null(json_object_get(w, "payload"));
+    json_decref(doc);
+}
+END_TEST
+
+/* An endpoint event (docs/EVENTS.md): its entity {kind, name} and the
+ * endpoint part's fields by name. */
+START_TEST(an_endpoint_event_carries_its_fields)
+{
+    row r = {"billing", "disabled", "failing for 5d (disable_after): billing: HTTP 503", NULL, 0};
+    log_event_draft d = {.type = LOG_EVENT_ENDPOINT_DISABLED, .pack_body = pack_endpoint,
+                         .body_ctx = &r};
+    d.entity = (log_entity){.kind = LOG_ENTITY_ENDPOINT, .endpoint = tally_str_from("billing")};
+    d.consumer = tally_str_from("relay");
+    d.key = tally_str_from("relay-disable:billing:1");
+    json_t *doc = document_of(&d);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "type")), "endpoint.disabled");
+    const json_t *entity = json_object_get(doc, "entity");
+    ck_assert_str_eq(json_string_value(json_object_get(entity, "kind")), "endpoint");
+    ck_assert_str_eq(json_string_value(json_object_get(entity, "name")), "billing");
+    ck_assert_str_eq(str_at(doc, "endpoint", "name"), "billing");
+    ck_assert_str_eq(str_at(doc, "endpoint", "state"), "disabled");
+    ck_assert_str_eq(str_at(doc, "endpoint", "reason"), r.type);
+    ck_assert_int_eq(int_at(doc, "endpoint", "previous_secret_until_ms"), 0);
+    ck_assert_int_eq(int_at(doc, "endpoint", "recover_since_ms"), 0);
     json_decref(doc);
 }
 END_TEST
@@ -350,6 +383,7 @@ int main(void)
     tcase_add_test(tc, a_webhook_carries_its_payload);
     tcase_add_test(tc, a_body_that_is_not_json_is_base64);
     tcase_add_test(tc, a_dead_letter_carries_its_fields);
+    tcase_add_test(tc, an_endpoint_event_carries_its_fields);
     tcase_add_test(tc, a_transfer_is_what_the_cli_prints);
     tcase_add_test(tc, an_entitlement_is_what_the_cli_prints);
     tcase_add_test(tc, a_subject_template_has_a_filter_within_the_stream);

@@ -70,6 +70,9 @@
 #define JS_STEPS 10
 #define SECRET_B64 "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #define SECRET_TEXT "whsec_" SECRET_B64
+/* the secrets a rotation gives (test_http_secret_rotation_signs_with_both) */
+#define SECRET2_B64 "c2Vjb25kLXNlY3JldC1mb3ItdGhlLXRlc3RzLTEyMzQ="
+#define SECRET3_B64 "dGhpcmQtc2VjcmV0LWZvci10aGUtdGVzdHMtNTY3ODk="
 #define HOOKS_MAX 8192
 #define SLOW_POST_MS 30
 #define REQUEST_BYTES_MAX 131072
@@ -965,7 +968,9 @@ typedef struct hook {
     uint64_t seq;
     char type[32];
     int status;
-    bool signature_ok;
+    bool signature_ok;    /* a signature verifies with one of the keys */
+    unsigned keys_ok;     /* bit i: one verifies with the i-th of SECRET, SECRET2, SECRET3 */
+    unsigned signatures;  /* how many the header has */
 } hook;
 
 typedef struct receiver {
@@ -976,16 +981,17 @@ typedef struct receiver {
     pthread_mutex_t mu;
     hook hooks[HOOKS_MAX];
     size_t count;
+    atomic_bool toggle_fails; /* /toggle answers 500 while set, else 200 */
 } receiver;
 
 /* The Standard Webhooks signature, computed here with mbedTLS. */
-static bool signature_verifies(const char *id, const char *timestamp, const char *body,
-                               size_t body_len, const char *signature)
+static bool signature_verifies(const char *key_b64, const char *id, const char *timestamp,
+                               const char *body, size_t body_len, const char *signature)
 {
     unsigned char key[64], mac[32], b64[64];
     size_t key_len = 0, b64_len = 0;
-    if (mbedtls_base64_decode(key, sizeof(key), &key_len, (const unsigned char *)SECRET_B64,
-                              strlen(SECRET_B64)) != 0)
+    if (mbedtls_base64_decode(key, sizeof(key), &key_len, (const unsigned char *)key_b64,
+                              strlen(key_b64)) != 0)
         return false;
     size_t head_len = strlen(id) + 1 + strlen(timestamp) + 1;
     char *text = malloc(head_len + body_len + 1);
@@ -1029,11 +1035,13 @@ static int attempts_before(const receiver *r, const char *path, const char *id)
     return n;
 }
 
-/* /ok answers 204; /dead 500; /flaky 503 to the first 2 attempts of every
+/* /ok answers 204; /dead 500; /toggle 500 while toggle_fails, else 200;
+ * /flaky 503 to the first 2 attempts of every
  * 3rd event (seq % 3 == 0), else 200; /slow 200 after SLOW_POST_MS. */
 static int decide(const receiver *r, const char *path, const hook *h)
 {
-    if (strcmp(path, "/dead") == 0)
+    if (strcmp(path, "/dead") == 0 ||
+        (strcmp(path, "/toggle") == 0 && atomic_load(&r->toggle_fails)))
         return 500;
     if (strcmp(path, "/flaky") == 0 && h->seq % 3 == 0 && attempts_before(r, path, h->id) < 2)
         return 503;
@@ -1084,7 +1092,15 @@ static void serve_one(receiver *r, int fd, char *buf)
     header_value(buf, "webhook-timestamp", timestamp, sizeof(timestamp));
     header_value(buf, "webhook-signature", signature, sizeof(signature));
     const char *body = buf + head_len;
-    h.signature_ok = signature_verifies(h.id, timestamp, body, total - head_len, signature);
+    static const char *const keys[] = {SECRET_B64, SECRET2_B64, SECRET3_B64};
+    char *save = NULL;
+    for (char *one = strtok_r(signature, " ", &save); one; one = strtok_r(NULL, " ", &save)) {
+        h.signatures++;
+        for (unsigned k = 0; k < 3; k++)
+            if (signature_verifies(keys[k], h.id, timestamp, body, total - head_len, one))
+                h.keys_ok |= 1u << k;
+    }
+    h.signature_ok = h.keys_ok != 0;
     json_t *doc = json_loadb(body, total - head_len, 0, NULL);
     h.seq = (uint64_t)json_integer_value(json_object_get(doc, "seq"));
     snprintf(h.type, sizeof(h.type), "%s", json_string_value(json_object_get(doc, "type")));
@@ -1098,9 +1114,11 @@ static void serve_one(receiver *r, int fd, char *buf)
     pthread_mutex_unlock(&r->mu);
     if (strcmp(h.path, "/slow") == 0)
         test_pause_ms(SLOW_POST_MS); /* the endpoint's latency, not a wait for something */
-    char reply[128];
+    char reply[160], text[48];
+    int len = snprintf(text, sizeof(text), "status %d from %s\n", h.status, h.path);
     int n = snprintf(reply, sizeof(reply),
-                     "HTTP/1.1 %d X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", h.status);
+                     "HTTP/1.1 %d X\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+                     h.status, len, text);
     ck_assert_int_eq(write(fd, reply, (size_t)n), n);
 }
 
@@ -1190,8 +1208,9 @@ typedef struct http_fixture {
 /* Start them and the relay with a config of endpoints, in which each '@'
  * stands for the receiver's base URL, http://127.0.0.1:PORT; its tallyd
  * url the list first_url,tallyd's when first_url is not NULL. */
-/* The receiver and the relay of an http_fixture whose tallyd is up. */
-static pid_t http_relay_up(http_fixture *h, const char *endpoints, const char *first_url)
+/* The receiver and the relay's config of an http_fixture whose tallyd is
+ * up, without the relay. */
+static void http_config_only(http_fixture *h, const char *endpoints, const char *first_url)
 {
     h->r = receiver_start();
     relay_paths(&h->f.srv, h->config, h->log);
@@ -1203,6 +1222,19 @@ static pid_t http_relay_up(http_fixture *h, const char *endpoints, const char *f
         at += (size_t)snprintf(text + at, sizeof(text) - at, "%.*s", *p == '@' ? 31 : 1,
                                *p == '@' ? base : p);
     file_write(h->config, text);
+}
+
+/* tallyd, the receiver and the relay's config, without the relay. */
+static void http_config_write(http_fixture *h, const char *endpoints, const char *first_url)
+{
+    test_client_up(&h->f);
+    http_config_only(h, endpoints, first_url);
+}
+
+/* The receiver and the relay of an http_fixture whose tallyd is up. */
+static pid_t http_relay_up(http_fixture *h, const char *endpoints, const char *first_url)
+{
+    http_config_only(h, endpoints, first_url);
     return relay_start(h->config, h->log);
 }
 
@@ -1986,6 +2018,393 @@ START_TEST(test_config_with_a_secret_must_be_private)
 }
 END_TEST
 
+/* ---- the retry schedule and disabled endpoints ---- */
+
+/* The attempts to path of the event with id. */
+static int attempts_of(receiver *r, const char *path, const char *id)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = attempts_before(r, path, id);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* An endpoint with retry_schedule = 0 50ms 100ms and no max_deliver: each
+ * event is POSTed three times, the delays apart, then parked after its
+ * third attempt (max_deliver follows the schedule). */
+START_TEST(test_http_retry_schedule_parks_after_its_last_attempt)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint dead]\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
+                              "retry_schedule = 0 50ms 100ms\ndisable_after = never\n");
+    enum { EVENTS = 10 };
+    test_client_open_accounts(h.f.c, 1, EVENTS);
+    int64_t until = test_deadline_ms(WAIT_MS);
+    while (clock_mono_ms() < until && sub_info(h.f.c, "relay:dead").dead_letters < EVENTS) {
+        relay_must_run();
+        test_pause_ms(20);
+    }
+    tally_subscriber_info info = sub_info(h.f.c, "relay:dead");
+    ck_assert_uint_eq(info.dead_letters, EVENTS);
+    ck_assert_uint_eq(info.max_deliver, 3);
+    relay_stop(relay, h.log);
+    uint64_t head;
+    char(*ids)[37] = log_ids(h.f.c, &head);
+    for (uint64_t seq = 1; seq <= head; seq++)
+        ck_assert_msg(attempts_of(h.r, "/dead", ids[seq - 1]) == 3, "seq %" PRIu64 ": %d POSTs",
+                      seq, attempts_of(h.r, "/dead", ids[seq - 1]));
+    tally_dead_letter letters[EVENTS];
+    size_t count = 0;
+    uint64_t next = 0;
+    ck_assert_int_eq(tally_dlq_list(h.f.c, "relay:dead", 0, EVENTS, letters, EVENTS, &count,
+                                    &next), TALLY_ok);
+    ck_assert_uint_eq(count, EVENTS);
+    for (size_t i = 0; i < count; i++)
+        ck_assert_uint_eq(letters[i].attempts, 3);
+    /* the attempt log: each attempt with its status, latency, error and the
+     * answer's first bytes, newest first; by event too */
+    tally_endpoint_attempt log[3 * EVENTS];
+    ck_assert_int_eq(tally_endpoint_attempts(h.f.c, "dead", 0, 1000, log, 3 * EVENTS, &count),
+                     TALLY_ok);
+    ck_assert_uint_eq(count, 3 * EVENTS);
+    for (size_t i = 0; i < count; i++) {
+        ck_assert_uint_eq(log[i].status, 500);
+        ck_assert_str_eq(log[i].response, "status 500 from /dead.");
+        ck_assert_str_eq(log[i].error, "dead: HTTP 500");
+        ck_assert(log[i].attempt >= 1 && log[i].attempt <= 3);
+        ck_assert(log[i].time_ms > 1700000000000);
+        if (i > 0)
+            ck_assert_int_le(log[i].time_ms, log[i - 1].time_ms);
+    }
+    ck_assert_int_eq(tally_endpoint_attempts(h.f.c, "dead", 4, 0, log, 3 * EVENTS, &count),
+                     TALLY_ok);
+    ck_assert_uint_eq(count, 3);
+    for (size_t i = 0; i < count; i++) {
+        ck_assert_uint_eq(log[i].seq, 4);
+        ck_assert_uint_eq(log[i].attempt, 3 - i);
+    }
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "endpoint", "attempts",
+                          "dead", "--seq", "4", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "TIME") && strstr(out, "LATENCY_MS") &&
+                      strstr(out, "dead: HTTP 500") && strstr(out, "status 500 from /dead."),
+                  "tally endpoint attempts dead --seq 4:\n%s%s", out, err);
+    free(out);
+    free(err);
+    free(ids);
+    http_down(&h);
+}
+END_TEST
+
+/* The attempt log's own rules on a real tallyd: an attempt recorded twice
+ * is kept once; attempts older than the retention go at the next record;
+ * bad attempts and names are refused with their field. */
+START_TEST(test_attempt_log_keeps_its_retention)
+{
+    test_client_fixture f;
+    test_client_up(&f);
+    int64_t now_ms = (int64_t)time(NULL) * 1000;
+    tally_endpoint_attempt a[2] = {
+        {.seq = 1, .attempt = 1, .time_ms = now_ms - 7200000, .status = 503,
+         .latency_ms = 12, .error = "x: HTTP 503", .response = "busy"},
+        {.seq = 1, .attempt = 2, .time_ms = now_ms, .status = 200, .latency_ms = 3},
+    };
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", a, 2, 0), TALLY_ok);
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", a, 2, 0), TALLY_ok);
+    tally_endpoint_attempt got[4];
+    size_t count = 0;
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "x", 0, 0, got, 4, &count), TALLY_ok);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_uint_eq(got[0].attempt, 2);
+    ck_assert_uint_eq(got[1].status, 503);
+    ck_assert_str_eq(got[1].response, "busy");
+    ck_assert_uint_eq(got[1].latency_ms, 12);
+    /* an hour's retention: the attempt of two hours ago goes */
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", &a[1], 1, 3600), TALLY_ok);
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "x", 0, 0, got, 4, &count), TALLY_ok);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_uint_eq(got[0].attempt, 2);
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "y", 0, 0, got, 4, &count), TALLY_ok);
+    ck_assert_uint_eq(count, 0);
+    tally_endpoint_attempt bad = a[1];
+    bad.attempt = 0;
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "x", &bad, 1, 0),
+                     TALLY_value_out_of_range);
+    ck_assert_int_eq(tally_endpoint_attempts_record(f.c, "no spaces", &a[1], 1, 0),
+                     TALLY_invalid_endpoint_name);
+    ck_assert_int_eq(tally_endpoint_attempts(f.c, "a/b", 0, 0, got, 4, &count),
+                     TALLY_invalid_endpoint_name);
+    test_client_down(&f);
+}
+END_TEST
+
+static size_t log_count_type(tally_client *c, const char *type, const char *subject);
+
+/* The hook of the last delivery to path (under r->mu). */
+static hook last_hook(receiver *r, const char *path)
+{
+    hook h = {0};
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->count; i++)
+        if (strcmp(r->hooks[i].path, path) == 0)
+            h = r->hooks[i];
+    pthread_mutex_unlock(&r->mu);
+    return h;
+}
+
+/* `tally endpoint rotate-secret` with the secret on stdin. */
+static void rotate_secret(const tallyd_proc *srv, const char *secret, const char *overlap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "printf '%%s\\n' '%s' | exec '%s' --url '%s' endpoint rotate-secret ok --overlap %s",
+             secret, tallyd_program("tally"), srv->url, overlap);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    free(out);
+    free(err);
+}
+
+/* Events one at a time until one reaches /ok signed with exactly the keys
+ * of mask: the relay takes a rotation within a second or so. */
+static void wait_signed_with(http_fixture *h, unsigned mask, unsigned signatures, int *next_id)
+{
+    hook last = {0};
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
+        size_t before = delivered(h->r, "/ok", NULL);
+        test_client_open_accounts(h->f.c, (uint64_t)*next_id, 1);
+        (*next_id)++;
+        ck_assert(wait_delivered(h->r, "/ok", before + 1));
+        last = last_hook(h->r, "/ok");
+        if (last.keys_ok == mask && last.signatures == signatures)
+            return;
+        test_pause_ms(100); /* the next event, not a wait for one */
+    }
+    ck_abort_msg("no delivery signed with keys %u (%u signatures); the last: keys %u, %u "
+                 "signatures", mask, signatures, last.keys_ok, last.signatures);
+}
+
+/* Secret rotation with overlap (Standard Webhooks): after `tally endpoint
+ * rotate-secret` with an overlap, deliveries carry two signatures, by the
+ * new secret and by the one before it (the config file's), each valid;
+ * after a rotation without overlap, one signature by the newest. The log
+ * has endpoint.secret_rotated events, which carry no secret. */
+START_TEST(test_http_secret_rotation_signs_with_both_during_overlap)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n");
+    int next_id = 1;
+    wait_signed_with(&h, 1u, 1, &next_id);
+    rotate_secret(&h.f.srv, "whsec_" SECRET2_B64, "1h");
+    wait_signed_with(&h, 3u, 2, &next_id);
+    rotate_secret(&h.f.srv, SECRET3_B64, "0");
+    wait_signed_with(&h, 4u, 1, &next_id);
+    relay_stop(relay, h.log);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.secret_rotated", "ok"), 2);
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "--json", "log",
+                          "--limit", "1000", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, SECRET2_B64) == NULL && strstr(out, SECRET3_B64) == NULL &&
+                      strstr(out, "endpoint.secret_rotated"),
+                  "%s", out);
+    free(out);
+    free(err);
+    /* a bad secret is refused with its code */
+    tally_result res;
+    ck_assert_int_eq(tally_endpoint_rotate_secret(h.f.c, NULL, "ok", "whsec_AAECAw==", 0, &res),
+                     TALLY_invalid_secret);
+    http_down(&h);
+}
+END_TEST
+
+/* `tally endpoint recover ok --since` a time before every event: each
+ * event is POSTed to the endpoint a second time (both answered 2xx, the
+ * same webhook-id), then endpoint.recovered, and the endpoint goes on with
+ * new events. */
+START_TEST(test_http_recover_resends_every_event_since_a_time)
+{
+    http_fixture h;
+    pid_t relay = http_up(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
+                              "types = account.*\n");
+    enum { EVENTS = 5 };
+    test_client_open_accounts(h.f.c, 1, EVENTS);
+    ck_assert(wait_delivered(h.r, "/ok", EVENTS));
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "endpoint", "recover",
+                          "ok", "--since", "2000-01-01T00:00:00Z", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    size_t all = 0;
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
+        delivered(h.r, "/ok", &all);
+        if (all >= 2 * EVENTS)
+            break;
+        relay_must_run();
+        test_pause_ms(20);
+    }
+    ck_assert_msg(all == 2 * EVENTS, "%zu POSTs; the relay's log:\n%s", all, log_text(h.log));
+    tally_endpoint_info info;
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
+        ck_assert_int_eq(tally_endpoint_get(h.f.c, "ok", &info), TALLY_ok);
+        if (info.recover_since_ms == 0)
+            break;
+        test_pause_ms(20);
+    }
+    ck_assert_int_eq(info.recover_since_ms, 0);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.recover_requested", "ok"), 1);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.recovered", "ok"), 1);
+    ck_assert_uint_eq(delivered(h.r, "/ok", NULL), EVENTS); /* the same ids, twice each */
+    pthread_mutex_lock(&h.r->mu);
+    for (size_t i = 0; i < h.r->count; i++) {
+        ck_assert(h.r->hooks[i].signature_ok && h.r->hooks[i].status / 100 == 2);
+        ck_assert_int_eq(attempts_before(h.r, "/ok", h.r->hooks[i].id), 2);
+    }
+    pthread_mutex_unlock(&h.r->mu);
+    test_client_open_accounts(h.f.c, EVENTS + 1, 1);
+    ck_assert(wait_delivered(h.r, "/ok", EVENTS + 1));
+    relay_stop(relay, h.log);
+    char *said = log_text(h.log);
+    ck_assert_msg(strstr(said, "tally-relay: endpoint ok: recovered, 5 events sent again"), "%s",
+                  said);
+    free(said);
+    http_down(&h);
+}
+END_TEST
+
+/* The types of the log's events from seq 1: how many are type. */
+static size_t log_count_type(tally_client *c, const char *type, const char *subject)
+{
+    uint64_t head = test_client_head(c);
+    tally_event page[1000];
+    size_t n = 0;
+    for (uint64_t from = 1; from <= head;) {
+        size_t count = 0;
+        uint64_t h;
+        ck_assert_int_eq(tally_log_read(c, from, 1000, 0, page, 1000, &count, &h), TALLY_ok);
+        if (count == 0)
+            break;
+        for (size_t i = 0; i < count; i++)
+            n += strcmp(page[i].type, type) == 0 && strcmp(page[i].subject, subject) == 0;
+        from = page[count - 1].seq + 1;
+        tally_events_release(page, count);
+    }
+    return n;
+}
+
+/* An endpoint failing without a 2xx for its disable_after (300 ms here,
+ * well inside its schedule) is disabled: an endpoint.disabled event in
+ * tally's log with the reason, endpoint_get says disabled, the relay's
+ * tally_relay_endpoint_disabled is 1 and it says so; nothing is parked.
+ * `tally endpoint enable` brings it back: every event delivered, the
+ * gauge 0, an endpoint.enabled event. */
+START_TEST(test_http_failing_endpoint_is_disabled_until_enabled)
+{
+    http_fixture h;
+    http_config_write(&h, "[endpoint toggle]\nurl = @/toggle\nsecret = " SECRET_TEXT "\n"
+                          "retry_schedule = 0 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms "
+                          "100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms\n"
+                          "disable_after = 300ms\n",
+                      NULL);
+    atomic_store(&h.r->toggle_fails, true);
+    int port;
+    pid_t relay = relay_start_http(h.config, h.log, NULL, &port);
+    enum { EVENTS = 5 };
+    test_client_open_accounts(h.f.c, 1, EVENTS);
+    tally_endpoint_info info;
+    int64_t until = test_deadline_ms(WAIT_MS);
+    do {
+        relay_must_run();
+        test_pause_ms(50);
+        ck_assert_int_eq(tally_endpoint_get(h.f.c, "toggle", &info), TALLY_ok);
+    } while (!info.disabled && clock_mono_ms() < until);
+    ck_assert_msg(info.disabled, "not disabled; the relay's log:\n%s", log_text(h.log));
+    ck_assert_msg(strstr(info.reason, "(disable_after): toggle: HTTP 500"), "%s", info.reason);
+    ck_assert_uint_eq(info.version, 1);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.disabled", "toggle"), 1);
+    const expect off[] = {{series("tally_relay_endpoint_disabled", "toggle", NULL), 1}};
+    free(scrape_until(port, off, 1));
+    ck_assert(wait_log_says(h.log, "tally-relay: endpoint toggle disabled (seq "));
+    ck_assert_uint_eq(sub_info(h.f.c, "relay:toggle").dead_letters, 0);
+
+    atomic_store(&h.r->toggle_fails, false);
+    const char *argv[] = {tallyd_program("tally"), "--url", h.f.srv.url, "endpoint", "enable",
+                          "toggle", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    ck_assert_msg(wait_delivered(h.r, "/toggle", EVENTS), "not every event arrived");
+    const expect on[] = {{series("tally_relay_endpoint_disabled", "toggle", NULL), 0}};
+    free(scrape_until(port, on, 1));
+    ck_assert(wait_log_says(h.log, "tally-relay: endpoint toggle enabled again"));
+    ck_assert_int_eq(tally_endpoint_get(h.f.c, "toggle", &info), TALLY_ok);
+    ck_assert(!info.disabled);
+    ck_assert_uint_eq(info.version, 2);
+    ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.enabled", "toggle"), 1);
+    relay_stop(relay, h.log);
+    ck_assert_uint_eq(sub_info(h.f.c, "relay:toggle").dead_letters, 0);
+    http_down(&h);
+}
+END_TEST
+
+/* The default schedule and disable limit, read back from --check rather
+ * than waited out; a schedule of the file is printed as given, and bad
+ * ones are refused. */
+START_TEST(test_check_prints_the_retry_schedule)
+{
+    char dir[] = "/tmp/check_relay.XXXXXX", path[64];
+    const char *relay = config_dir_make(dir, path);
+    file_write(path, "[endpoint a]\nurl = https://x/\nsecret = " SECRET_TEXT "\n"
+                     "[endpoint b]\nurl = https://x/\nsecret = " SECRET_TEXT "\n"
+                     "retry_schedule = 0 1s 90s\ndisable_after = never\n"
+                     "[endpoint c]\nurl = https://x/\nsecret = " SECRET_TEXT "\n"
+                     "backoff_ms = 10 20\n");
+    const char *argv[] = {relay, "--config", path, "--check", NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_int_eq(test_run(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "subscriber relay:a: fetch 100, max_deliver 12,") &&
+                      strstr(out, "  retry_schedule 0 5s 5m 30m 2h 5h 10h 10h 10h 10h 10h 10h "
+                                  "(12 attempts over 67.6 h), disable_after 5d, "
+                                  "attempt_retention 7d\n") &&
+                      strstr(out, "subscriber relay:b: fetch 100, max_deliver 3,") &&
+                      strstr(out, "  retry_schedule 0 1s 90s (3 attempts over 0.0 h), "
+                                  "disable_after never, attempt_retention 7d\n") &&
+                      strstr(out, "subscriber relay:c: fetch 100, max_deliver 8, backoff_ms 10 "
+                                  "20\n") &&
+                      strstr(out, "  retry_schedule (the subscriber's backoff_ms), disable_after "
+                                  "5d, attempt_retention 7d\n"),
+                  "%s", out);
+    free(out);
+    free(err);
+    static const struct {
+        const char *line, *says;
+    } bad[] = {
+        {"retry_schedule = 5s 10s", "the first attempt's delay is 0"},
+        {"retry_schedule = 0 2d", "2d: a delay is 0 or a number with ms, s, m, h or d, at most 1d"},
+        {"retry_schedule = 0 5x", "5x: a delay is"},
+        {"disable_after = 0", "disable_after: never, or a number"},
+        {"disable_after = 400d", "disable_after: never, or a number"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[512];
+        snprintf(text, sizeof(text), "[endpoint a]\nurl = https://x/\nsecret = " SECRET_TEXT
+                                     "\n%s\n", bad[i].line);
+        file_write(path, text);
+        ck_assert_int_eq(test_run(argv, NULL, &out, &err), 2);
+        ck_assert_msg(strstr(err, ":4: ") && strstr(err, bad[i].says), "%s: %s", bad[i].line,
+                      err);
+        free(out);
+        free(err);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* A case of the suite; CK_RUN_CASE=name runs it alone. */
 static TCase *case_new(Suite *s, const char *name)
 {
@@ -2024,6 +2443,13 @@ int main(void)
     tcase_add_test(tc, test_http_new_endpoint_starts_at_new_events);
     tcase_add_test(tc, test_http_relay_with_a_url_list_skips_a_dead_tallyd);
     tcase_add_test(seen, test_relay_says_when_tallyd_is_away);
+    TCase *hooks = case_new(s, "hooks");
+    tcase_add_test(hooks, test_check_prints_the_retry_schedule);
+    tcase_add_test(hooks, test_http_retry_schedule_parks_after_its_last_attempt);
+    tcase_add_test(hooks, test_http_failing_endpoint_is_disabled_until_enabled);
+    tcase_add_test(hooks, test_attempt_log_keeps_its_retention);
+    tcase_add_test(hooks, test_http_secret_rotation_signs_with_both_during_overlap);
+    tcase_add_test(hooks, test_http_recover_resends_every_event_since_a_time);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
     int rc = test_run_suite(s);

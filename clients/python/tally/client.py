@@ -565,6 +565,61 @@ class Client:
         reply = self.request("POST", "/v1/dlq_discard", {"name": name, "seq": seq})
         return bool(reply.get("discarded"))
 
+    # ---- tally-relay's endpoints (docs/RELAY.md, "Endpoint state in tallyd") ----
+
+    def endpoint_disable(self, endpoint: str, *, reason: Optional[str] = None,
+                         key: Optional[str] = None) -> WriteResult:
+        """Disable the endpoint: the relays deliver nothing to it until enabled."""
+        return self._write("endpoint_disable", _fields(endpoint=endpoint, reason=reason), key,
+                           None)
+
+    def endpoint_enable(self, endpoint: str, *, key: Optional[str] = None) -> WriteResult:
+        """Enable a disabled endpoint again."""
+        return self._write("endpoint_enable", {"endpoint": endpoint}, key, None)
+
+    def endpoint_rotate_secret(self, endpoint: str, secret: str, *,
+                               overlap_s: Optional[int] = None,
+                               key: Optional[str] = None) -> WriteResult:
+        """A new signing secret (``whsec_<base64>``); the one before it
+        signs too for ``overlap_s`` seconds (tallyd's default: a day)."""
+        return self._write("endpoint_rotate_secret",
+                           _fields(endpoint=endpoint, secret=secret, overlap_s=overlap_s), key,
+                           None)
+
+    def endpoint_recover(self, endpoint: str, since_ms: int, *,
+                         key: Optional[str] = None) -> WriteResult:
+        """Have the relays resend every event committed since ``since_ms``."""
+        return self._write("endpoint_recover", {"endpoint": endpoint, "since_ms": since_ms},
+                           key, None)
+
+    def endpoint_recovered(self, endpoint: str, recover_version: int, *,
+                           key: Optional[str] = None) -> WriteResult:
+        """A relay's word that the recover asked at ``recover_version`` is done."""
+        return self._write("endpoint_recovered",
+                           {"endpoint": endpoint, "recover_version": recover_version}, key, None)
+
+    def endpoint_get(self, endpoint: str) -> Dict[str, Any]:
+        """The endpoint's state: ``state``, ``version``, ``changed_ms``, ``reason``, ..."""
+        return self.request("POST", "/v1/endpoint_get", {"endpoint": endpoint})
+
+    def endpoint_secret_get(self, endpoint: str) -> Dict[str, Any]:
+        """The endpoint's signing secrets as tallyd holds them (admin)."""
+        return self.request("POST", "/v1/endpoint_secret_get", {"endpoint": endpoint})
+
+    def endpoint_attempts(self, endpoint: str, *, seq: Optional[int] = None,
+                          limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The endpoint's delivery attempts, newest first (the attempt log)."""
+        reply = self.request("POST", "/v1/endpoint_attempts",
+                             _fields(endpoint=endpoint, seq=seq, limit=limit))
+        return list(reply.get("attempts", []))
+
+    def endpoint_attempts_record(self, endpoint: str, attempts: Sequence[Mapping[str, Any]], *,
+                                 retention_s: Optional[int] = None) -> Dict[str, Any]:
+        """Record delivery attempts in the attempt log (what tally-relay does)."""
+        return self.request("POST", "/v1/endpoint_attempts_record",
+                            _fields(endpoint=endpoint, attempts=[dict(a) for a in attempts],
+                                    retention_s=retention_s))
+
     # ---- the cluster ----
 
     def cluster(self) -> ClusterInfo:

@@ -144,6 +144,8 @@ CODE_CLASSES: Dict[str, str] = {
     "cluster_unavailable": "F",
     "not_caught_up": "F",
     "cluster_diverged": "F",
+    "invalid_endpoint_name": "V",
+    "invalid_secret": "V",
     "invalid_subscriber_name": "R",
     "subscriber_not_found": "R",
     "subscriber_exists_with_different_config": "R",

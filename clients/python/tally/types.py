@@ -182,7 +182,7 @@ class Event:
 
     ``data`` holds the objects after the change (``account``, ``transfer``,
     ``debit_account``, ``credit_account``, ``entitlement``, ``webhook``,
-    ``dead_letter``) as JSON objects; ``document`` is the whole document as
+    ``dead_letter``, ``endpoint``) as JSON objects; ``document`` is the whole document as
     it came. ``consumer`` and ``key`` are None for events of the server's
     sweeps (holds expiring, entitlements ending)."""
 

@@ -633,4 +633,55 @@ export class TallyClient {
   async dlqDiscard(name: string, seq: IntInput, o?: CallOptions): Promise<boolean> {
     return (await this.subWrite("dlq_discard", { name, seq }, o)).discarded === true;
   }
+
+  // ---- tally-relay's endpoints (docs/RELAY.md, "Endpoint state in tallyd") ----
+
+  /** Disable the endpoint: the relays deliver nothing to it until enabled. */
+  endpointDisable(endpoint: string, reason?: string, o?: WriteOptions): Promise<WriteResult> {
+    return this.write("endpoint_disable", reason === undefined ? { endpoint } : { endpoint, reason }, o);
+  }
+
+  /** Enable a disabled endpoint again. */
+  endpointEnable(endpoint: string, o?: WriteOptions): Promise<WriteResult> {
+    return this.write("endpoint_enable", { endpoint }, o);
+  }
+
+  /** A new signing secret; the one before it signs too for overlap_s (default a day). */
+  endpointRotateSecret(endpoint: string, secret: string, overlap_s?: number, o?: WriteOptions): Promise<WriteResult> {
+    return this.write("endpoint_rotate_secret", overlap_s === undefined ? { endpoint, secret } : { endpoint, secret, overlap_s }, o);
+  }
+
+  /** Have the relays resend every event committed since since_ms. */
+  endpointRecover(endpoint: string, since_ms: number, o?: WriteOptions): Promise<WriteResult> {
+    return this.write("endpoint_recover", { endpoint, since_ms }, o);
+  }
+
+  /** A relay's word that the recover asked at recover_version is done. */
+  endpointRecovered(endpoint: string, recover_version: number, o?: WriteOptions): Promise<WriteResult> {
+    return this.write("endpoint_recovered", { endpoint, recover_version }, o);
+  }
+
+  /** The endpoint's state: state, version, changed_ms, reason, ... */
+  endpointGet(endpoint: string, o?: ReadOptions): Promise<Record<string, unknown>> {
+    return this.readByPost("endpoint_get", { endpoint }, o);
+  }
+
+  /** The endpoint's signing secrets as tallyd holds them (admin). */
+  endpointSecretGet(endpoint: string, o?: ReadOptions): Promise<Record<string, unknown>> {
+    return this.readByPost("endpoint_secret_get", { endpoint }, o);
+  }
+
+  /** The endpoint's delivery attempts, newest first (the attempt log). */
+  async endpointAttempts(endpoint: string, seq?: number, limit?: number, o?: ReadOptions): Promise<Record<string, unknown>[]> {
+    const body: Record<string, unknown> = { endpoint };
+    if (seq !== undefined) body.seq = seq;
+    if (limit !== undefined) body.limit = limit;
+    return ((await this.readByPost("endpoint_attempts", body, o)).attempts ?? []) as Record<string, unknown>[];
+  }
+
+  /** Record delivery attempts in the attempt log (what tally-relay does). */
+  endpointAttemptsRecord(endpoint: string, attempts: Record<string, unknown>[], retention_s?: number, o?: CallOptions): Promise<Record<string, unknown>> {
+    return this.subWrite("endpoint_attempts_record", retention_s === undefined ? { endpoint, attempts } : { endpoint, attempts, retention_s }, o);
+  }
+
 }

@@ -198,6 +198,8 @@ export interface EventDocument {
     webhook?: Record<string, unknown>;
     /** `subscriber`, `seq`, `attempts`, `parked_ms`, `error` */
     dead_letter?: Record<string, unknown>;
+    /** tally-relay's endpoint: `name`, `state`, `reason`, `previous_secret_until_ms`, `recover_since_ms` */
+    endpoint?: Record<string, unknown>;
   };
 }
 
