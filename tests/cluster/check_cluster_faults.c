@@ -46,6 +46,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <nats/nats.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -501,6 +502,33 @@ static void fault_inflict(cluster_fixture *f, const fault *x)
         tallyd_freeze(p);
 }
 
+/* Whether the stream has a leader and every other replica is current:
+ * a nats-server started again (or continued) is back in the quorum only
+ * then, and the next fault may take another. */
+static bool stream_replicas_current(const cluster_fixture *f)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    jsOptions o;
+    bool current = false;
+    if (natsConnection_ConnectTo(&nc, f->urls) == NATS_OK && jsOptions_Init(&o) == NATS_OK) {
+        o.Wait = 1000;
+        if (natsConnection_JetStream(&js, nc, &o) == NATS_OK &&
+            js_GetStreamInfo(&si, js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK && si->Cluster &&
+            si->Cluster->Leader && si->Cluster->Leader[0]) {
+            current = si->Cluster->ReplicasLen == NATS_CLUSTER_NODES - 1;
+            for (int i = 0; current && i < si->Cluster->ReplicasLen; i++)
+                current = si->Cluster->Replicas[i]->Current && !si->Cluster->Replicas[i]->Offline;
+        }
+    }
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return current;
+}
+
 static void fault_heal(cluster_fixture *f, const fault *x)
 {
     if (x->nats) {
@@ -508,6 +536,12 @@ static void fault_heal(cluster_fixture *f, const fault *x)
             ck_assert_int_eq(kill(f->nats.node[x->index].pid, SIGCONT), 0);
         else
             nats_cluster_restart(&f->nats, x->index);
+        int64_t until = test_deadline_ms(NATS_CLUSTER_WAIT_MS);
+        bool current = false;
+        while (!(current = stream_replicas_current(f)) && clock_mono_ms() < until)
+            test_pause_ms(200);
+        ck_assert_msg(current, "seed %" PRIu64 ": nats-server n%d never current again", fault_seed,
+                      x->index + 1);
         return;
     }
     if (x->kind == FAULT_STOP)
@@ -637,8 +671,10 @@ START_TEST(test_a_random_fault_schedule_loses_and_doubles_nothing)
             fault_inflict(&f, &x[i]);
         }
         await_progress(&run, from, FAULT_WRITES, "under the fault");
-        for (unsigned i = 0; i < n; i++)
-            fault_heal(&f, &x[i]);
+        for (int nats = 1; nats >= 0; nats--) /* the servers first: a tallyd starts on all */
+            for (unsigned i = 0; i < n; i++)
+                if (x[i].nats == (nats == 1))
+                    fault_heal(&f, &x[i]);
         await_progress(&run, from, 2 * FAULT_WRITES, "after the fault healed");
         done += n;
     }
