@@ -6,6 +6,7 @@
  * open), checks, and only then writes, so a refusal writes nothing.
  */
 #include "log/subscriber.h"
+#include "log/subscriber_partition.h"
 #include "log/subscriber_record.h"
 
 #include "common/error.h"
@@ -185,6 +186,8 @@ int sub_delete(store_txn *t, tally_str name)
         rc = delete_all(t, KIND_MARK, name, &l);
     if (rc == TALLY_ok)
         rc = delete_all(t, 0, name, &l);
+    if (rc == TALLY_ok)
+        rc = sub_partitions_delete(t, name);
     free(l.seqs);
     if (rc == TALLY_ok) {
         uint8_t k[KEY_BYTES_MAX];
@@ -215,6 +218,14 @@ typedef struct fetch_plan {
     int64_t next_due_ms;
     plan_step steps[2 * TALLY_SUB_FETCH_EVENTS_MAX];
     uint32_t count;
+    /* A partitioned subscriber (subscriber_partition.h): the fetching
+     * instance, its partitions, the entities with an earlier event in
+     * flight in them (held back), and the new events queued in "f"
+     * records for their partition's holder (attempts 0, not delivered). */
+    sub_partitions *g;
+    tally_str instance;
+    sub_entity_set held_back;
+    sub_seq_list queued;
 } fetch_plan;
 
 /* Whether the event at seq may be delivered too: a fetch delivers at most
@@ -302,6 +313,119 @@ static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
     return TALLY_ok;
 }
 
+/* An in-flight record of a partitioned subscriber: only those of the
+ * fetching instance's partitions count, and an entity with an earlier
+ * event in flight (leased, or due but held back itself) waits for it:
+ * one event of an entity out at a time, in seq order. */
+static int plan_due_partition(uint64_t seq, const MDB_val *v, void *ctx)
+{
+    fetch_plan *p = ctx;
+    sub_record r;
+    uint64_t hash;
+    uint32_t part;
+    int rc = sub_record_decode(v, false, &r);
+    if (rc == TALLY_ok)
+        rc = sub_event_partition(p->t, seq, p->g->count, &hash, &part);
+    p->flights++;
+    if (rc != TALLY_ok || !sub_partition_held(p->g, part, p->instance, p->now_ms))
+        return rc;
+    bool due = r.when_ms <= p->now_ms;
+    bool room = false;
+    if (due && r.attempts >= p->cfg->max_deliver) { /* parked: no longer ahead of the rest */
+        room = p->parks < TALLY_SUB_FETCH_EVENTS_MAX;
+        if (room) {
+            p->steps[p->count++] = (plan_step){PLAN_PARK, KIND_FLIGHT, seq};
+            p->parks++;
+        }
+    } else if (!sub_entity_set_has(&p->held_back, hash)) {
+        sub_entity_set_add(&p->held_back, hash);
+        if (due && (rc = plan_room(p, seq, &room)) == TALLY_ok && room) {
+            p->steps[p->count++] = (plan_step){PLAN_REDELIVER, KIND_FLIGHT, seq};
+            p->deliveries++;
+        }
+    } else {
+        return TALLY_ok; /* held back: the event before it decides when */
+    }
+    int64_t when = due ? p->now_ms : r.when_ms;
+    if (!room && when < p->next_due_ms)
+        p->next_due_ms = when;
+    return rc;
+}
+
+/* New events of a partitioned subscriber: those of the instance's
+ * partitions whose entity has nothing in flight are delivered; every
+ * other one is queued for its partition's holder (an "f" record with no
+ * attempt yet, due now), so delivered_seq passes it. */
+static int plan_new_partition(fetch_plan *p, const sub_state *s, uint64_t next, uint64_t head)
+{
+    int rc = TALLY_ok;
+    p->queued.upto = UINT64_MAX;
+    for (; rc == TALLY_ok && next <= head && p->flights < s->config.max_ack_pending;
+         next++, p->flights++) {
+        uint64_t hash;
+        uint32_t part;
+        rc = sub_event_partition(p->t, next, p->g->count, &hash, &part);
+        bool room = false;
+        if (rc == TALLY_ok && sub_partition_held(p->g, part, p->instance, p->now_ms)) {
+            if (!sub_entity_set_has(&p->held_back, hash))
+                rc = plan_room(p, next, &room);
+            sub_entity_set_add(&p->held_back, hash);
+        }
+        if (rc == TALLY_ok && room) {
+            p->steps[p->count++] = (plan_step){PLAN_NEW, KIND_FLIGHT, next};
+            p->deliveries++;
+        } else if (rc == TALLY_ok) {
+            rc = sub_seq_collect_one(next, NULL, &p->queued);
+        }
+    }
+    return rc;
+}
+
+/* Write the queued events' records (plan_new_partition). */
+static int run_queued(store_txn *t, sub_state *s, const sub_seq_list *queued, int64_t now_ms)
+{
+    int rc = TALLY_ok;
+    for (size_t i = 0; rc == TALLY_ok && i < queued->count; i++) {
+        sub_record r;
+        memset(&r, 0, sizeof(r));
+        r.when_ms = now_ms; /* due for whoever holds its partition */
+        rc = sub_record_save(t, KIND_FLIGHT, tally_str_from(s->name), queued->seqs[i], &r);
+        s->in_flight++;
+        if (queued->seqs[i] > s->delivered_seq)
+            s->delivered_seq = queued->seqs[i];
+    }
+    return rc;
+}
+
+/* A partitioned fetch: the instance is a member and its partitions are
+ * shared out (subscriber_partition.h) before anything is planned. */
+static int plan_partitions_begin(store_txn *t, const sub_state *s, tally_str instance,
+                                 fetch_plan *p)
+{
+    p->g = malloc(sizeof(*p->g));
+    if (!p->g)
+        return TALLY_out_of_memory;
+    int rc = sub_partitions_load(t, tally_str_from(s->name), p->g);
+    if (rc != TALLY_ok || p->g->count <= 1)
+        return rc;
+    if (instance.len == 0)
+        return TALLY_missing_field; /* which instance would hold what? */
+    p->instance = instance;
+    sub_partitions_claim(p->g, instance, p->now_ms, s->config.ack_wait_ms);
+    rc = sub_entity_set_init(&p->held_back, (size_t)s->in_flight + s->config.max_ack_pending + 16);
+    return rc == TALLY_ok ? sub_partitions_save(t, tally_str_from(s->name), p->g) : rc;
+}
+
+static bool plan_partitioned(const fetch_plan *p) { return p->g && p->g->count > 1; }
+
+static void plan_free(fetch_plan *p)
+{
+    sub_entity_set_free(&p->held_back);
+    free(p->queued.seqs);
+    free(p->g);
+    free(p);
+}
+
 static sub_park_observer park_observer;
 
 void sub_park_observer_set(sub_park_observer fn) { park_observer = fn; }
@@ -355,7 +479,8 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str i
         r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
         sub_record_set_instance(&r, instance); /* taken over, or back to its holder */
         rc = sub_record_save(t, st->kind, name, st->seq, &r);
-        s->redelivered++;
+        if (r.attempts > 1) /* 1: a queued event of a partition, delivered first */
+            s->redelivered++;
         out[(*count)++] = (sub_delivery){st->seq, r.attempts, st->kind == KIND_REPLAY};
         return rc;
     case PLAN_PARK: {
@@ -373,7 +498,8 @@ static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str i
         r.attempts = 1;
         r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
         sub_record_set_instance(&r, instance);
-        s->delivered_seq = st->seq;
+        if (st->seq > s->delivered_seq) /* queued events of partitions may be above */
+            s->delivered_seq = st->seq;
         s->in_flight++;
         out[(*count)++] = (sub_delivery){st->seq, 1, false};
         return sub_record_save(t, KIND_FLIGHT, name, st->seq, &r);
@@ -456,18 +582,24 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
     p->now_ms = now_ms;
     p->max = max;
     p->next_due_ms = INT64_MAX;
-    rc = plan_replays(t, s, p);
+    rc = plan_partitions_begin(t, s, instance, p);
+    if (rc == TALLY_ok)
+        rc = plan_replays(t, s, p);
     static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
     for (int i = 0; i < 2 && (rc == TALLY_ok || rc == 1); i++) {
         p->kind = kinds[i];
-        rc = sub_records_each(t, kinds[i], name, 0, plan_due, p);
+        bool by_partition = kinds[i] == KIND_FLIGHT && plan_partitioned(p);
+        rc = sub_records_each(t, kinds[i], name, 0, by_partition ? plan_due_partition : plan_due, p);
     }
     if (rc == 1)
         rc = TALLY_ok;
     uint64_t next = s->delivered_seq + 1;
     if (first && next < first)
         next = first; /* events below the retention floor are gone */
-    for (; rc == TALLY_ok && next <= head.seq && p->flights < s->config.max_ack_pending;
+    if (rc == TALLY_ok && plan_partitioned(p))
+        rc = plan_new_partition(p, s, next, head.seq);
+    for (; rc == TALLY_ok && !plan_partitioned(p) && next <= head.seq &&
+           p->flights < s->config.max_ack_pending;
          next++, p->deliveries++, p->flights++) {
         bool room;
         rc = plan_room(p, next, &room);
@@ -477,14 +609,16 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
     }
     for (uint32_t i = 0; rc == TALLY_ok && i < p->count; i++)
         rc = run_step(t, s, &p->steps[i], instance, now_ms, out, count);
-    if (rc == TALLY_ok && p->count > 0) {
+    if (rc == TALLY_ok)
+        rc = run_queued(t, s, &p->queued, now_ms);
+    if (rc == TALLY_ok && (p->count > 0 || p->queued.count > 0)) {
         rc = sub_floor_update(t, s);
         s->updated_ms = now_ms;
         if (rc == TALLY_ok)
             rc = sub_cursor_save(t, s);
     }
     *next_due_ms = p->next_due_ms;
-    free(p);
+    plan_free(p);
     return rc;
 }
 
@@ -604,6 +738,8 @@ int sub_progress(store_txn *t, tally_str name, const uint64_t *seqs, uint32_t co
         }
         (*extended)++;
     }
+    if (rc == TALLY_ok && instance.len > 0) /* its partitions stay its own too */
+        rc = sub_partitions_renew(t, name, instance, now_ms, s.config.ack_wait_ms);
     return rc;
 }
 
@@ -686,7 +822,7 @@ int sub_records(store_txn *t, sub_record_fn fn, void *ctx)
             const uint8_t *k = key.mv_data;
             size_t skip = d == 0 ? 1 : 0;
             char kind = d == 0 ? (char)k[0] : 'd';
-            if (kind != KIND_CURSOR) {
+            if (kind != KIND_CURSOR && kind != 'g') { /* 'g': partitions, one per name */
                 if (key.mv_size < skip + 1 + 1 + 8 || k[key.mv_size - 9] != 0 ||
                     (d == 0 && kind != KIND_FLIGHT && kind != KIND_REPLAY && kind != KIND_MARK))
                     rc = TALLY_corrupt_record;

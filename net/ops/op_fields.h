@@ -183,7 +183,10 @@
       "redelivery delay after a failure (a nak without delay_ms) of the n-th delivery "   \
       "(the last repeats); each <= 86400000")                                               \
     F(T, UINT, max_ack_pending, OPTIONAL, TALLY_SUB_MAX_ACK_PENDING_MAX,                    \
-      "events in flight at most, >= 1 (default 1000)")
+      "events in flight at most, >= 1 (default 1000)")                                      \
+    F(T, UINT, partitions, OPTIONAL, TALLY_SUB_PARTITIONS_MAX,                              \
+      "ordered partitions by entity, each held by one instance at a time, 1-64 "           \
+      "(default 1: none)")
 
 #define NET_FIELDS_sub_named(F, T) NET_FIELD_SUB_NAME(F, T)
 

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "log/log.h"
+#include "log/subscriber_partition.h"
 #include "net/ops/figures.h"
 
 #include <stdlib.h>
@@ -89,6 +90,9 @@ int net_build_sub_create(net_request *req, const net_args_sub_create *a)
         return net_request_fail(req, TALLY_value_out_of_range, "ack_wait_ms: at least 100");
     if (c->max_ack_pending < 1)
         return net_request_fail(req, TALLY_value_out_of_range, "max_ack_pending: at least 1");
+    req->sub.partitions = (uint32_t)(a->has_partitions ? a->partitions : 1);
+    if (req->sub.partitions < 1)
+        return net_request_fail(req, TALLY_value_out_of_range, "partitions: at least 1");
     for (uint32_t i = 0; i < a->backoff_ms.count; i++) {
         uint64_t ms = a->backoff_ms.items[i].via.u64;
         if (ms > TALLY_SUB_ACK_WAIT_MS_MAX)
@@ -221,7 +225,8 @@ static int apply_nested(store_txn *t, const net_request *req, int64_t now_ms, ne
 
 static int run_create(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
 {
-    return sub_create(t, u->name, &u->start, &u->config, now_ms, &r->created, &r->state);
+    int rc = sub_create(t, u->name, &u->start, &u->config, now_ms, &r->created, &r->state);
+    return rc == TALLY_ok ? sub_partitions_create(t, u->name, u->partitions, r->created) : rc;
 }
 
 static int run_delete(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
@@ -290,7 +295,8 @@ static const char *refusal_detail(int code)
     switch (code) {
     case TALLY_subscriber_not_found: return "no subscriber by that name";
     case TALLY_subscriber_exists_with_different_config:
-        return "a subscriber by that name exists with another max_deliver, ack_wait_ms, backoff_ms or max_ack_pending";
+        return "a subscriber by that name exists with another max_deliver, ack_wait_ms, backoff_ms, max_ack_pending or partitions";
+    case TALLY_missing_field: return "instance: a subscriber with partitions is fetched by named instances";
     case TALLY_too_many_subscribers: return "at most 256 subscribers; delete one first";
     case TALLY_seq_beyond_head: return "beyond the log's head";
     case TALLY_seq_not_delivered: return "a done seq was never delivered to this subscriber";
@@ -299,6 +305,36 @@ static const char *refusal_detail(int code)
     default:
         return tally_error_class_of(code) == TALLY_CLASS_FAULT ? "not applied; retry later" : "";
     }
+}
+
+/* A partitioned subscriber's "partitions" and each partition's live
+ * holder (nil: free) and the end of its lease (nothing for one without). */
+static void pack_partitions(net_out *o, store_txn *t, const sub_state *s, int64_t now_ms)
+{
+    sub_partitions *g = malloc(sizeof(*g));
+    if (!g || sub_partitions_load(t, tally_str_from(s->name), g) != TALLY_ok) {
+        free(g);
+        net_out_fail(o);
+        return;
+    }
+    if (g->count > 1) {
+        net_kv_u64(o, "partitions", g->count);
+        net_key(o, "partition_holders");
+        msgpack_pack_array(&o->pk, g->count);
+    }
+    for (uint32_t i = 0; g->count > 1 && i < g->count; i++) {
+        const sub_partition_lease *l = &g->lease[i];
+        bool live = l->holder_len > 0 && l->until_ms > now_ms;
+        net_map_begin(o);
+        net_kv_u64(o, "partition", i);
+        if (live)
+            net_kv_str(o, "holder", l->holder, l->holder_len);
+        else
+            net_kv_nil(o, "holder");
+        net_kv_i64(o, "lease_until_ms", live ? l->until_ms : 0);
+        net_map_end(o);
+    }
+    free(g);
 }
 
 static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t now_ms)
@@ -325,6 +361,7 @@ static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t n
     for (uint32_t i = 0; i < s->config.backoff_count; i++)
         msgpack_pack_uint32(&o->pk, s->config.backoff_ms[i]);
     net_kv_u64(o, "max_ack_pending", s->config.max_ack_pending);
+    pack_partitions(o, t, s, now_ms);
     net_kv_i64(o, "created_ms", s->created_ms);
     net_kv_i64(o, "updated_ms", s->updated_ms);
     net_kv_i64(o, "oldest_dead_letter_age_s", m.oldest_dead_letter_age_s);
