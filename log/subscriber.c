@@ -666,6 +666,15 @@ int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
         return rc;
     if (upto > head.seq)
         return TALLY_seq_beyond_head;
+    if (upto > 0) { /* it would acknowledge other instances' partitions, queued ones too */
+        sub_partitions *g = malloc(sizeof(*g));
+        rc = g ? sub_partitions_load(t, name, g) : TALLY_out_of_memory;
+        if (rc == TALLY_ok && g->count > 1)
+            rc = TALLY_invalid_argument;
+        free(g);
+        if (rc != TALLY_ok)
+            return rc;
+    }
     uint64_t handed = upto > s->delivered_seq ? upto : s->delivered_seq;
     for (uint32_t i = 0; i < done_count; i++)
         if (done[i] == 0 || done[i] > handed)

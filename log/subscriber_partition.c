@@ -106,9 +106,12 @@ int sub_partitions_check(const sub_partitions *g)
     if (g->count < 2 || g->count > TALLY_SUB_PARTITIONS_MAX ||
         g->member_count > TALLY_SUB_PARTITION_MEMBERS_MAX)
         return TALLY_corrupt_record;
-    for (uint32_t i = 0; i < g->count; i++)
-        if (g->lease[i].holder_len > 0 && sub_instance_check(lease_holder(&g->lease[i])) != TALLY_ok)
+    for (uint32_t i = 0; i < g->count; i++) {
+        const sub_partition_lease *l = &g->lease[i];
+        if ((l->holder_len > 0) != (l->until_ms != 0) || /* a lease end exactly where a holder is */
+            (l->holder_len > 0 && sub_instance_check(lease_holder(l)) != TALLY_ok))
             return TALLY_corrupt_record;
+    }
     for (uint32_t i = 0; i < g->member_count; i++)
         if (sub_instance_check(lease_holder(&g->members[i])) != TALLY_ok)
             return TALLY_corrupt_record;

@@ -297,6 +297,8 @@ static const char *refusal_detail(int code)
     case TALLY_subscriber_exists_with_different_config:
         return "a subscriber by that name exists with another max_deliver, ack_wait_ms, backoff_ms, max_ack_pending or partitions";
     case TALLY_missing_field: return "instance: a subscriber with partitions is fetched by named instances";
+    case TALLY_invalid_argument:
+        return "seq: a subscriber with partitions is acknowledged by its done seqs, never cumulatively";
     case TALLY_too_many_subscribers: return "at most 256 subscribers; delete one first";
     case TALLY_seq_beyond_head: return "beyond the log's head";
     case TALLY_seq_not_delivered: return "a done seq was never delivered to this subscriber";

@@ -189,6 +189,10 @@ START_TEST(four_instances_one_dies_order_and_exactly_once_hold)
     wire_call(client, &r, "sub_fetch", "s", "name", "orders");
     wire_expect(&r, "missing_field");
     wire_done(&r);
+    /* nor acknowledged cumulatively: that would pass other instances' events */
+    wire_call(client, &r, "sub_ack", "su", "name", "orders", "seq", (uint64_t)1);
+    wire_expect(&r, "invalid_argument");
+    wire_done(&r);
 
     for (int i = 0; i < INSTANCES; i++) {
         inst[i].index = i;
