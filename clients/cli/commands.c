@@ -226,6 +226,8 @@ static const cli_option subscribers_options[] = {OPT_END};
 
 static const cli_option subscriber_delete_options[] = {ARG_NAME, OPT_END};
 
+static const cli_option subscriber_show_options[] = {ARG_NAME, OPT_END};
+
 static const cli_option dlq_list_options[] = {
     ARG_NAME,
     {"--after", SLOT_AFTER, CLI_UINT, 0, UINT64_MAX, false, "SEQ", "dead letters after this seq"},
@@ -373,6 +375,12 @@ const cli_command cli_commands[] = {
      "parked (0: none); LAST_FETCH_AGE_S the time since the subscriber last fetched\n"
      "(since tallyd started, if it has not). --json prints one object per subscriber\n"
      "with every metric and setting.\n"},
+    {"subscribers show", "Show one subscriber: its metrics, settings and partitions' holders.",
+     subscriber_show_options, run_subscriber_show,
+     "For a subscriber with partitions, each partition with the consumer instance\n"
+     "holding it (- : free, or its lease ran out) and the end of its lease. --json\n"
+     "prints one object: the metrics of `tally subscribers --json`, partitions and\n"
+     "partition_holders.\n"},
     {"subscriber delete", "Delete a durable subscriber with its in-flight events and dead letters.",
      subscriber_delete_options, run_subscriber_delete, NULL},
     {"dlq list", "List a subscriber's dead letters (parked events).", dlq_list_options,

@@ -288,6 +288,7 @@ int run_tail(cli *c);
 
 int run_subscribers(cli *c);
 int run_subscriber_delete(cli *c);
+int run_subscriber_show(cli *c);
 int run_dlq_list(cli *c);
 int run_dlq_replay(cli *c);
 int run_dlq_discard(cli *c);

@@ -38,6 +38,8 @@ _Static_assert(TALLY_CLIENT_SUB_FETCH_MAX == TALLY_DLQ_LIST_ENTRIES_MAX &&
 _Static_assert(TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX == TALLY_SUB_INSTANCE_BYTES_MAX &&
                    TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX >= 36,
                "an instance id as the server's, and a UUID text fits one");
+_Static_assert(TALLY_CLIENT_SUB_PARTITIONS_MAX == TALLY_SUB_PARTITIONS_MAX,
+               "partitions as the server's");
 _Static_assert(TALLY_CLIENT_SUB_WAIT_MS_MAX <= TALLY_LOG_WAIT_MS_MAX,
                "a fetch waits within the server's long-poll limit");
 
@@ -108,6 +110,9 @@ static bool info_decode(const msgpack_object *o, void *out)
     int64_t fetch_age_s = dec_present(&d, "last_fetch_age_s") ? dec_int(&d, "last_fetch_age_s") : 0;
     i->oldest_dead_letter_age_s = dead_age_s > 0 ? (uint64_t)dead_age_s : 0;
     i->last_fetch_age_s = fetch_age_s > 0 ? (uint64_t)fetch_age_s : 0;
+    i->partitions = dec_has(&d, "partitions") /* absent: not partitioned */
+                        ? (uint32_t)dec_uint(&d, "partitions", TALLY_CLIENT_SUB_PARTITIONS_MAX)
+                        : 1;
     return d.ok && backoff_decode(dec_get(&d, "backoff_ms"), &i->backoff_count, i->backoff_ms);
 }
 
@@ -134,6 +139,41 @@ int tally_subscriber_get(tally_client *c, const char *name, tally_subscriber_inf
     fields fs;
     fields_named(&fs, "sub_get", name);
     return info_exchange(c, &fs, out, NULL);
+}
+
+static bool holder_decode(const msgpack_object *o, tally_partition_holder *h)
+{
+    decoder d = decoder_of(o);
+    memset(h, 0, sizeof(*h));
+    h->partition = (uint32_t)dec_uint(&d, "partition", TALLY_CLIENT_SUB_PARTITIONS_MAX - 1);
+    if (dec_present(&d, "holder"))
+        dec_str(&d, "holder", h->holder, sizeof(h->holder));
+    h->lease_until_ms = dec_int(&d, "lease_until_ms");
+    return d.ok;
+}
+
+int tally_subscriber_partitions(tally_client *c, const char *name, tally_partition_holder *out,
+                                size_t capacity, size_t *count)
+{
+    if (c == NULL || !name_ok(name) || out == NULL || count == NULL)
+        return TALLY_invalid_argument;
+    *count = 0;
+    fields fs;
+    fields_named(&fs, "sub_get", name);
+    reply r;
+    int rc = client_read_exchange(c, &fs, 0, &r);
+    if (rc != TALLY_ok)
+        return rc;
+    const msgpack_object *sub = msgpack_safe_map_get(r.root, "subscriber");
+    const msgpack_object *list = sub ? msgpack_safe_map_get(sub, "partition_holders") : NULL;
+    bool ok = sub != NULL && sub->type == MSGPACK_OBJECT_MAP;
+    if (ok && list != NULL) { /* absent: not partitioned */
+        ok = list->type == MSGPACK_OBJECT_ARRAY;
+        for (uint32_t i = 0; ok && i < list->via.array.size && *count < capacity; i++)
+            ok = holder_decode(&list->via.array.ptr[i], &out[(*count)++]);
+    }
+    client_reply_free(&r);
+    return ok ? TALLY_ok : TALLY_internal;
 }
 
 /* The "subscribers" array of the reply to op (sub_list or stats). */
@@ -210,6 +250,8 @@ static void create_fields(fields *fs, const char *name, const tally_subscriber_o
         backoff[i] = o->backoff_ms[i];
     if (o->backoff_count)
         put_uints(fs, "backoff_ms", backoff, o->backoff_count);
+    if (o->partitions > 1)
+        put_uint(fs, "partitions", o->partitions);
 }
 
 /* Find or create the subscriber for tally_subscriber_open. */
