@@ -10,6 +10,7 @@
  */
 #include "clients/libtally/tally.h"
 #include "common/clock.h"
+#include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wait.h"
@@ -154,6 +155,23 @@ static unsigned partitions_held_by(const char *id, uint64_t *partitions)
     return held;
 }
 
+/* `tally subscribers show orders`: the partitions and their holders. */
+static void cli_shows_the_holders(void)
+{
+    const char *argv[] = {tallyd_program("tally"), "subscribers", "show", "orders", NULL};
+    char url[sizeof(proc.url) + 16];
+    snprintf(url, sizeof(url), "TALLY_URL=%s", proc.url);
+    const char *env[] = {url, NULL};
+    char *out = NULL, *err = NULL;
+    int status = test_run(argv, env, &out, &err);
+    ck_assert_msg(status == 0, "exit %d: %s", status, err);
+    ck_assert_msg(strstr(out, "partitions 4\n") && strstr(out, "PARTITION") &&
+                      strstr(out, "worker-") && !strstr(out, "worker-3"),
+                  "tally subscribers show orders:\n%s", out);
+    free(out);
+    free(err);
+}
+
 static size_t applied_now(void)
 {
     pthread_mutex_lock(&con.mu);
@@ -212,6 +230,7 @@ START_TEST(four_instances_one_dies_order_and_exactly_once_hold)
     uint64_t partitions;
     ck_assert_uint_eq(partitions_held_by("worker-3", &partitions), 0); /* its leases ran out */
     ck_assert_uint_eq(partitions, INSTANCES);
+    cli_shows_the_holders();
     for (int i = 0; i < INSTANCES - 1; i++)
         tally_subscriber_stop(inst[i].sub);
     pthread_mutex_lock(&con.mu);
