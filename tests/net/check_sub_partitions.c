@@ -24,11 +24,11 @@
 #include <string.h>
 
 #define ENTITIES 16
-#define VERSIONS 12 /* events per entity: a grant, then extensions */
+#define VERSIONS 16 /* events per entity: a grant, then extensions */
 #define EVENTS (ENTITIES * VERSIONS)
 #define INSTANCES 4
 #define DIES_AFTER 3 /* events the dying instance applies before it hangs */
-#define ACK_WAIT_MS 1500
+#define ACK_WAIT_MS 1500 /* scaled by the test slowdown: a live instance keeps its leases */
 
 static tallyd_proc proc;
 static tally_client *client;
@@ -194,13 +194,13 @@ START_TEST(four_instances_one_dies_order_and_exactly_once_hold)
     write_events();
     wire_reply r;
     wire_call(client, &r, "sub_create", "suu", "name", "orders", "partitions", (uint64_t)INSTANCES,
-              "ack_wait_ms", (uint64_t)ACK_WAIT_MS);
+              "ack_wait_ms", (uint64_t)test_scaled_ms(ACK_WAIT_MS));
     wire_expect(&r, "ok");
     ck_assert_uint_eq(wire_u64(wire_field(r.map, "subscriber"), "partitions"), INSTANCES);
     wire_done(&r);
     /* the same again is fine; another count is another config */
     wire_call(client, &r, "sub_create", "suu", "name", "orders", "partitions", (uint64_t)2,
-              "ack_wait_ms", (uint64_t)ACK_WAIT_MS);
+              "ack_wait_ms", (uint64_t)test_scaled_ms(ACK_WAIT_MS));
     wire_expect(&r, "subscriber_exists_with_different_config");
     wire_done(&r);
     /* a partitioned subscriber is fetched by named instances */
