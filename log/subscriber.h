@@ -11,6 +11,8 @@
  *            "r" name 0x00 seq(8, BE)  -> an in-flight replay of a dead letter
  *            "m" name 0x00 seq(8, BE)  -> empty: that dead letter is marked for
  *                                          replay (what a fetch walks)
+ *            "g" name                  -> its partitions, when it has some
+ *                                          (log/subscriber_partition.h)
  *   dlq      name 0x00 seq(8, BE)      -> a dead letter (parked event)
  *
  * In-flight values: attempts (u32), deliver_after_ms (i64), error text,
@@ -127,7 +129,12 @@ int sub_list(store_txn *t, sub_list_fn fn, void *ctx);
  * not-yet-due in-flight event falls due (INT64_MAX: none); *after the
  * cursor record after the fetch. Nothing is written when nothing is
  * delivered or parked. TALLY_invalid_argument for max or instance out of
- * range. */
+ * range. A subscriber with partitions (subscriber_partition.h) needs an
+ * instance (else TALLY_missing_field): the fetch shares the partitions
+ * out and writes their leases, hands out events of the instance's
+ * partitions only, never an entity's event while an earlier one of it is
+ * in flight, and queues the new events of other partitions as in-flight
+ * records with no attempt yet (due now, for their holder). */
 int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
               int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
               sub_state *after);
@@ -135,7 +142,9 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
 /* Acknowledge: every event <= upto (0: none) and each seq of done.
  * seq_beyond_head when upto > head; seq_not_delivered when a done seq was
  * never handed out. Seqs no longer in flight are ignored. *acked counts the
- * in-flight records removed. */
+ * in-flight records removed. A cumulative upto on a subscriber with
+ * partitions is TALLY_invalid_argument (it would pass other instances'
+ * events). */
 int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
             uint32_t done_count, int64_t now_ms, uint32_t *acked, sub_state *after);
 
@@ -150,7 +159,8 @@ int sub_nak(store_txn *t, tally_str name, uint64_t seq, bool has_delay, uint32_t
  * is not empty, is due again no sooner than now + the ack wait, its lease
  * extended without an attempt. Others (acked, parked, held by another
  * instance) are skipped. *extended: how many were; *deliver_after_ms: the
- * new end of their lease. */
+ * new end of their lease. With instance, its partitions' leases (if the
+ * subscriber has partitions) are extended as far. */
 int sub_progress(store_txn *t, tally_str name, const uint64_t *seqs, uint32_t count,
                  tally_str instance, int64_t now_ms, uint32_t *extended,
                  int64_t *deliver_after_ms);

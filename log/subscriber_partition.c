@@ -202,6 +202,31 @@ static void members_update(sub_partitions *g, tally_str instance, int64_t until_
         lease_set(&g->members[g->member_count++], instance, until_ms);
 }
 
+/* Byte order of two ids, the shorter first on a tie. */
+static int id_compare(tally_str a, tally_str b)
+{
+    size_t n = a.len < b.len ? a.len : b.len;
+    int c = n ? memcmp(a.ptr, b.ptr, n) : 0;
+    return c ? c : (a.len > b.len) - (a.len < b.len);
+}
+
+/* The instance's share: N / m each, and one more for the first N % m
+ * members in id order, so the shares add up to N and every member gets
+ * its own (a newcomer left out of a full list: what is free). */
+static uint32_t share_of(const sub_partitions *g, tally_str instance)
+{
+    uint32_t rank = 0;
+    bool member = false;
+    for (uint32_t i = 0; i < g->member_count; i++) {
+        int c = id_compare(lease_holder(&g->members[i]), instance);
+        rank += c < 0;
+        member = member || c == 0;
+    }
+    if (!member)
+        return g->count;
+    return g->count / g->member_count + (rank < g->count % g->member_count ? 1 : 0);
+}
+
 void sub_partitions_claim(sub_partitions *g, tally_str instance, int64_t now_ms,
                           uint32_t lease_ms)
 {
@@ -209,8 +234,7 @@ void sub_partitions_claim(sub_partitions *g, tally_str instance, int64_t now_ms,
         return;
     int64_t until = now_ms + lease_ms;
     members_update(g, instance, until, now_ms);
-    uint32_t members = g->member_count > 0 ? g->member_count : 1;
-    uint32_t share = (g->count + members - 1) / members;
+    uint32_t share = share_of(g, instance);
     uint32_t held = 0;
     for (uint32_t i = 0; i < g->count; i++) {
         sub_partition_lease *l = &g->lease[i];

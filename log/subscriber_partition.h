@@ -57,10 +57,11 @@ int sub_partitions_delete(store_txn *t, tally_str name);
 
 /* The fetch of instance at now_ms: it becomes (or stays) a member until
  * now + lease_ms, its partitions are leased again until then, and the
- * partitions are shared out: with m live members, each holds at most
- * ceil(N / m); an instance holding more frees its highest ones, and one
- * holding fewer takes the lowest free or expired ones. Deterministic:
- * a function of the record, the instance and the time only. */
+ * partitions are shared out: with m live members, each holds N / m, and
+ * the first N % m members in id order one more; an instance holding more
+ * than its share frees its highest ones, and one holding fewer takes the
+ * lowest free or expired ones. Deterministic: a function of the record,
+ * the instance and the time only. */
 void sub_partitions_claim(sub_partitions *g, tally_str instance, int64_t now_ms,
                           uint32_t lease_ms);
 

@@ -54,6 +54,18 @@ START_TEST(instances_share_the_partitions_as_they_join_and_leave)
     sub_partitions_claim(&g, tally_str_from("b"), 20 + LEASE_MS, LEASE_MS);
     ck_assert_uint_eq(held(&g, "b", 20 + LEASE_MS), 4);
     ck_assert_uint_eq(g.member_count, 1);
+    /* three members: shares of 2, 1 and 1 in id order, whoever came first */
+    int64_t t = 30 + LEASE_MS;
+    sub_partitions_claim(&g, tally_str_from("c"), t, LEASE_MS);
+    sub_partitions_claim(&g, tally_str_from("a"), t + 1, LEASE_MS);
+    for (int round = 0; round < 2; round++) {
+        sub_partitions_claim(&g, tally_str_from("b"), t + 2, LEASE_MS);
+        sub_partitions_claim(&g, tally_str_from("c"), t + 3, LEASE_MS);
+        sub_partitions_claim(&g, tally_str_from("a"), t + 4, LEASE_MS);
+    }
+    ck_assert_uint_eq(held(&g, "a", t + 4), 2);
+    ck_assert_uint_eq(held(&g, "b", t + 4), 1);
+    ck_assert_uint_eq(held(&g, "c", t + 4), 1);
 }
 END_TEST
 

@@ -249,6 +249,8 @@ START_TEST(four_instances_one_dies_order_and_exactly_once_hold)
     ck_assert_uint_eq(con.foreign, 0);
     ck_assert_uint_eq(con.applied_count, EVENTS);
     ck_assert_uint_eq(con.by_instance[INSTANCES - 1], DIES_AFTER);
+    for (int i = 0; i < INSTANCES - 1; i++) /* each live one got partitions of its own */
+        ck_assert_msg(con.by_instance[i] > 0, "%s applied nothing", inst[i].id);
     for (int e = 0; e < ENTITIES; e++)
         ck_assert_uint_eq(con.version[e], VERSIONS);
     wire_server_stop(&proc, &client); /* and the store's invariants */
