@@ -347,6 +347,9 @@ class SubscriberInfo(_FromJson):
     updated_ms: int = 0
     oldest_dead_letter_age_s: int = 0
     last_fetch_age_s: int = 0
+    partitions: int = 1  # ordered partitions; 1: none
+    # per partition: ``partition``, ``holder`` (None: free), ``lease_until_ms``
+    partition_holders: List[Dict[str, Any]] = field(default_factory=list)
 
 
 
