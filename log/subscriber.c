@@ -569,11 +569,6 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
         rc = log_first_seq(t, &first);
     if (rc != TALLY_ok)
         return rc;
-    if (restart) {
-        rc = make_due(t, name, instance, now_ms);
-        if (rc != TALLY_ok)
-            return rc;
-    }
     fetch_plan *p = calloc(1, sizeof(*p));
     if (!p)
         return TALLY_out_of_memory;
@@ -582,7 +577,9 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
     p->now_ms = now_ms;
     p->max = max;
     p->next_due_ms = INT64_MAX;
-    rc = plan_partitions_begin(t, s, instance, p);
+    rc = plan_partitions_begin(t, s, instance, p); /* its refusal comes before any write */
+    if (rc == TALLY_ok && restart)
+        rc = make_due(t, name, instance, now_ms);
     if (rc == TALLY_ok)
         rc = plan_replays(t, s, p);
     static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};

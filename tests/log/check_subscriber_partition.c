@@ -176,9 +176,10 @@ START_TEST(an_entity_waits_for_its_event_in_flight)
     uint32_t count;
     int64_t next_due;
     sub_state st;
-    ck_assert_int_eq(sub_fetch(&t, NAME, 10, false, (tally_str){NULL, 0}, 4 + LEASE_MS, d,
+    ck_assert_int_eq(sub_fetch(&t, NAME, 10, true, (tally_str){NULL, 0}, 4 + LEASE_MS, d,
                                &count, &next_due, &st),
                      TALLY_missing_field);
+    ck_assert_uint_eq(t.writes, 0); /* a refusal writes nothing, restart or not */
     store_txn_abort(&t);
 }
 END_TEST
