@@ -152,7 +152,9 @@ typedef struct tally_run_options {
     uint32_t failures_max; /* failed round trips in a row (after the client's own
                               retries) before the run gives up; 0 = 10, at most 1000 */
     bool until_idle;       /* also return once a fetch, after waiting wait_ms,
-                              brings nothing: work off what is there, then stop */
+                              brings nothing: work off what is there, then stop
+                              (with partitions: what this instance's
+                              partitions hold, or nothing while it holds none) */
     const char *instance;  /* this consumer instance's id (1-64 bytes of A-Z a-z
                               0-9 . _ -), kept by the handle from this run on;
                               NULL = the handle's (generated at open, or the
