@@ -181,6 +181,14 @@ START_TEST(an_entity_waits_for_its_event_in_flight)
                      TALLY_missing_field);
     ck_assert_uint_eq(t.writes, 0); /* a refusal writes nothing, restart or not */
     store_txn_abort(&t);
+    /* deleting the subscriber removes its partitions record too */
+    t = begin();
+    ck_assert_int_eq(sub_delete(&t, NAME), TALLY_ok);
+    sub_partitions *g = malloc(sizeof(*g));
+    ck_assert_int_eq(sub_partitions_load(&t, NAME, g), TALLY_ok);
+    ck_assert_uint_eq(g->count, 1);
+    free(g);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
 }
 END_TEST
 
