@@ -226,6 +226,7 @@ typedef struct fetch_plan {
     tally_str instance;
     sub_entity_set held_back;
     sub_seq_list queued;
+    msgpack_zone *zone; /* where each event is decoded for its entity */
 } fetch_plan;
 
 /* Whether the event at seq may be delivered too: a fetch delivers at most
@@ -325,7 +326,7 @@ static int plan_due_partition(uint64_t seq, const MDB_val *v, void *ctx)
     uint32_t part;
     int rc = sub_record_decode(v, false, &r);
     if (rc == TALLY_ok)
-        rc = sub_event_partition(p->t, seq, p->g->count, &hash, &part);
+        rc = sub_event_partition(p->t, seq, p->g->count, p->zone, &hash, &part);
     p->flights++;
     if (rc != TALLY_ok || !sub_partition_held(p->g, part, p->instance, p->now_ms))
         return rc;
@@ -364,7 +365,7 @@ static int plan_new_partition(fetch_plan *p, const sub_state *s, uint64_t next, 
          next++, p->flights++) {
         uint64_t hash;
         uint32_t part;
-        rc = sub_event_partition(p->t, next, p->g->count, &hash, &part);
+        rc = sub_event_partition(p->t, next, p->g->count, p->zone, &hash, &part);
         bool room = false;
         if (rc == TALLY_ok && sub_partition_held(p->g, part, p->instance, p->now_ms)) {
             if (!sub_entity_set_has(&p->held_back, hash))
@@ -411,6 +412,9 @@ static int plan_partitions_begin(store_txn *t, const sub_state *s, tally_str ins
     if (instance.len == 0)
         return TALLY_missing_field; /* which instance would hold what? */
     p->instance = instance;
+    p->zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+    if (!p->zone)
+        return TALLY_out_of_memory;
     sub_partitions_claim(p->g, instance, p->now_ms, s->config.ack_wait_ms);
     rc = sub_entity_set_init(&p->held_back, (size_t)s->in_flight + s->config.max_ack_pending + 16);
     return rc == TALLY_ok ? sub_partitions_save(t, tally_str_from(s->name), p->g) : rc;
@@ -421,6 +425,8 @@ static bool plan_partitioned(const fetch_plan *p) { return p->g && p->g->count >
 static void plan_free(fetch_plan *p)
 {
     sub_entity_set_free(&p->held_back);
+    if (p->zone)
+        msgpack_zone_free(p->zone);
     free(p->queued.seqs);
     free(p->g);
     free(p);

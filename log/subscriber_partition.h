@@ -81,10 +81,12 @@ bool sub_partition_held(const sub_partitions *g, uint32_t index, tally_str insta
  * identity, docs/SUBSCRIBERS.md) and so its partition: hash % count. */
 uint64_t sub_entity_hash(const log_entity *e);
 
-/* The entity hash of the event at seq and its partition among count.
- * An event gone (retention) gets a hash of its seq. TALLY_ok or a fault. */
-int sub_event_partition(store_txn *t, uint64_t seq, uint32_t count, uint64_t *hash,
-                        uint32_t *partition);
+/* The entity hash of the event at seq and its partition among count,
+ * decoded in zone (the caller's, cleared here for each event). An event
+ * gone (retention) gets a hash of its seq. TALLY_ok, corrupt_record, or a
+ * fault. */
+int sub_event_partition(store_txn *t, uint64_t seq, uint32_t count, msgpack_zone *zone,
+                        uint64_t *hash, uint32_t *partition);
 
 /* A set of entity hashes (entities with an earlier event in flight). */
 typedef struct sub_entity_set {

@@ -5,6 +5,7 @@
  * without partitions records, and a partitioned fetch that hands out an
  * entity's next event only once the one before it is acknowledged.
  */
+#include "log/log.h"
 #include "log/subscriber.h"
 #include "log/subscriber_partition.h"
 #include "tests/support/test_support.h"
@@ -192,6 +193,39 @@ START_TEST(an_entity_waits_for_its_event_in_flight)
 }
 END_TEST
 
+/* The fetch reads each event's entity with log_event_peek_in: the same
+ * entity as log_event_decode, without the hash check (a wrong hash byte
+ * still peeks; the full decode refuses it). */
+START_TEST(peek_reads_the_entity_without_the_hash)
+{
+    entitlement_events();
+    store_txn t = begin();
+    uint8_t k[8];
+    MDB_val v;
+    log_seq_key(2, k);
+    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, k, 8, &v), TALLY_ok);
+    static uint8_t copy[TALLY_EVENT_BYTES_MAX];
+    memcpy(copy, v.mv_data, v.mv_size);
+    store_txn_abort(&t);
+    msgpack_zone *zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+    msgpack_object root;
+    log_event peeked, decoded;
+    ck_assert_int_eq(log_event_peek_in(copy, v.mv_size, zone, &root, &peeked), TALLY_ok);
+    ck_assert_int_eq(peeked.entity.kind, LOG_ENTITY_ENTITLEMENT);
+    ck_assert(tally_str_equal(peeked.entity.subject, tally_str_from("u1")));
+    msgpack_zone_clear(zone);
+    ck_assert_int_eq(log_event_decode_in(copy, v.mv_size, zone, &root, &decoded), TALLY_ok);
+    ck_assert_uint_eq(sub_entity_hash(&peeked.entity), sub_entity_hash(&decoded.entity));
+    copy[v.mv_size - 1] ^= 1; /* the last byte of the declared hash */
+    msgpack_zone_clear(zone);
+    ck_assert_int_eq(log_event_decode_in(copy, v.mv_size, zone, &root, &decoded),
+                     TALLY_corrupt_record);
+    msgpack_zone_clear(zone);
+    ck_assert_int_eq(log_event_peek_in(copy, v.mv_size, zone, &root, &peeked), TALLY_ok);
+    msgpack_zone_free(zone);
+}
+END_TEST
+
 START_TEST(without_a_partitions_record_delivery_is_as_before)
 {
     entitlement_events();
@@ -222,6 +256,7 @@ int main(void)
     tcase_add_test(tc, entities_hash_stably);
     tcase_add_test(tc, an_entity_waits_for_its_event_in_flight);
     tcase_add_test(tc, without_a_partitions_record_delivery_is_as_before);
+    tcase_add_test(tc, peek_reads_the_entity_without_the_hash);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
