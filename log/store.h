@@ -50,8 +50,9 @@ typedef enum store_db {
  * also puts meta "index_pending", so that the indexes of the records the
  * store already holds are built (ledger_index_build) before it serves. Format 7
  * (December 2026) may hold subscriber cursor records of format 2 (a tail
- * of tagged settings: filter, inactivity expiry, owner; log/subscriber.h),
- * which older builds would call corrupt. Format 5 (December 2026) keeps the
+ * of tagged settings: filter, inactivity expiry, owner; log/subscriber.h)
+ * and partitions records ("g" name, log/subscriber_partition.h), which
+ * older builds would call corrupt. Format 5 (December 2026) keeps the
  * history entries of the newest commits in "history_recent", one record
  * per commit (ledger/history.h), which older builds would not read, and
  * writes account records of format 2 (varints, ledger/account.h), which

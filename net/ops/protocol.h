@@ -140,6 +140,7 @@ typedef struct net_sub {
     tally_str text;       /* nak error, park reason */
     uint64_t after_seq;   /* dlq_list */
     uint32_t limit;       /* dlq_list */
+    uint32_t partitions;  /* create: 1 = not partitioned */
 } net_sub;
 
 typedef struct net_op net_op;
