@@ -271,6 +271,8 @@ _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
 #define TALLY_SUB_MAX_ACK_PENDING_DEFAULT 1000
 #define TALLY_SUB_ERROR_BYTES_MAX 256         /* nak error and park reason text */
 #define TALLY_SUB_INSTANCE_BYTES_MAX 64       /* a consumer instance's id on sub_fetch */
+#define TALLY_SUB_PARTITIONS_MAX 64           /* partitions of one subscriber (sub_create) */
+#define TALLY_SUB_PARTITION_MEMBERS_MAX 64    /* instances one partitioned subscriber counts */
 #define TALLY_DLQ_EXPIRE_ITEMS_MAX 256        /* dead letters one retention pass removes */
 #define TALLY_DLQ_LIST_ENTRIES_MAX 1000
 #define TALLY_DLQ_LIST_ENTRIES_DEFAULT 100

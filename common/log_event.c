@@ -349,6 +349,20 @@ int log_event_decode_in(const void *bytes, size_t len, msgpack_zone *zone, msgpa
     return decode_checked(bytes, len, root, out);
 }
 
+int log_event_peek_in(const void *bytes, size_t len, msgpack_zone *zone, msgpack_object *root,
+                      log_event *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t entry = hash_entry_bytes(bytes, len);
+    if (len > TALLY_EVENT_BYTES_MAX || entry == 0 || len < entry ||
+        msgpack_safe_unpack_in(bytes, len, TALLY_MSGPACK_DEPTH_MAX, zone, root) != TALLY_ok ||
+        !decode_fields(root, out))
+        return TALLY_corrupt_record;
+    out->raw = bytes;
+    out->raw_len = len;
+    return TALLY_ok;
+}
+
 static int decode_checked(const void *bytes, size_t len, const msgpack_object *root,
                           log_event *out)
 {

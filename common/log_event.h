@@ -163,6 +163,15 @@ int log_event_decode(const void *bytes, size_t len, msgpack_unpacked *unpacked,
 int log_event_decode_in(const void *bytes, size_t len, msgpack_zone *zone, msgpack_object *root,
                         log_event *out);
 
+/* log_event_decode_in without the hash check (fields, types and counts
+ * are checked all the same): for a reader of its own store's events that
+ * needs a field of many of them again and again (a partitioned
+ * subscriber's fetch places each in-flight event by its entity), where
+ * the SHA-256 of every event each time would cost more than the rest.
+ * out->hash is the declared one, unchecked. */
+int log_event_peek_in(const void *bytes, size_t len, msgpack_zone *zone, msgpack_object *root,
+                      log_event *out);
+
 /* Compute the hash an event of either format must carry, from prev_hash and
  * its bytes. TALLY_ok, or TALLY_corrupt_record when the bytes are of
  * neither format (by their first byte) or shorter than the hash entry. */

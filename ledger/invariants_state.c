@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "log/log.h"
 #include "log/subscriber.h"
+#include "log/subscriber_partition.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -472,6 +473,22 @@ static int sub_counts(const void *key, size_t key_len, void *value, void *ctx)
     return 0;
 }
 
+/* A partitions record (log/subscriber_partition.h): it decodes (counts,
+ * holders and members in range, a lease end exactly where a holder is)
+ * and belongs to a subscriber. */
+static int sub_partitions_seen(tally_str n, const sub_partitions *g, bool ok, void *ctx)
+{
+    sub_audit *sa = ctx;
+    char name[128];
+    snprintf(name, sizeof(name), "subscriber:%.*s/partitions", (int)n.len, n.ptr);
+    if (!ok)
+        audit_report(sa->a, "cursors", name, "the partitions record is corrupt");
+    else if (!table_find(sa->subs, n.ptr, n.len))
+        audit_report(sa->a, "cursors", name, "belongs to no subscriber (%" PRIu32 " partitions)",
+                     g->count);
+    return TALLY_ok;
+}
+
 int audit_check_subscribers(audit *a)
 {
     sub_audit sa = {a, table_create(sizeof(sub_tally)), 0};
@@ -492,6 +509,8 @@ int audit_check_subscribers(audit *a)
     } else if (rc == TALLY_ok) {
         table_each(sa.subs, sub_counts, &sa);
     }
+    if (rc == TALLY_ok)
+        rc = sub_partitions_each(a->t, sub_partitions_seen, &sa);
     table_destroy(sa.subs);
     return rc;
 }

@@ -52,7 +52,8 @@ typedef enum store_db {
  * puts meta "index_pending", so the indexes are built anew without those
  * entries; and it may hold subscriber cursor records of format 2 (a
  * tail of tagged settings: filter, inactivity expiry, owner;
- * log/subscriber.h), which older builds would call corrupt. Format 6
+ * log/subscriber.h) and partitions records ("g" name,
+ * log/subscriber_partition.h), which older builds would call corrupt. Format 6
  * writes account records of
  * format 3 and transfer records of format 3 (creation time and user data,
  * ledger/account.h, ledger/transfer.h), which older builds would call

@@ -4,8 +4,11 @@
  * Layout and rules: subscriber.h and docs/SUBSCRIBERS.md. Each operation
  * reads what it needs (collecting the seqs it will touch while a cursor is
  * open), checks, and only then writes, so a refusal writes nothing.
+ * sub_fetch is in subscriber_fetch.c, the settings, in-flight view and
+ * expiry in subscriber_settings.c, partitions in subscriber_partition.c.
  */
 #include "log/subscriber.h"
+#include "log/subscriber_partition.h"
 #include "log/subscriber_record.h"
 
 #include "common/error.h"
@@ -27,9 +30,8 @@ static int count_one(const sub_state *s, void *ctx)
     return 0;
 }
 
-/* Load the event at seq and call fn with it (log_event_load's returns). */
-static int event_visit(store_txn *t, uint64_t seq, void (*fn)(const log_event *ev, void *ctx),
-                       void *ctx)
+int sub_event_visit(store_txn *t, uint64_t seq, void (*fn)(const log_event *ev, void *ctx),
+                    void *ctx)
 {
     msgpack_unpacked up;
     log_event ev;
@@ -46,7 +48,7 @@ static void note_time(const log_event *ev, void *ctx) { *(int64_t *)ctx = ev->ti
 static int event_time(store_txn *t, uint64_t seq, int64_t *time_ms)
 {
     *time_ms = 0;
-    int rc = event_visit(t, seq, note_time, time_ms);
+    int rc = sub_event_visit(t, seq, note_time, time_ms);
     return rc == TALLY_not_found ? TALLY_corrupt_record : rc;
 }
 
@@ -197,6 +199,8 @@ int sub_delete(store_txn *t, tally_str name)
         rc = delete_all(t, KIND_MARK, name, &l);
     if (rc == TALLY_ok)
         rc = delete_all(t, 0, name, &l);
+    if (rc == TALLY_ok)
+        rc = sub_partitions_delete(t, name);
     free(l.seqs);
     if (rc == TALLY_ok) {
         uint8_t k[KEY_BYTES_MAX];
@@ -205,121 +209,14 @@ int sub_delete(store_txn *t, tally_str name)
     return rc;
 }
 
-/* ---- fetch ---- */
-
-typedef enum plan_kind { PLAN_REPLAY_DLQ, PLAN_REDELIVER, PLAN_PARK, PLAN_NEW } plan_kind;
-
-typedef struct plan_step {
-    plan_kind what;
-    char kind; /* record kind for REDELIVER and PARK */
-    uint64_t seq;
-} plan_step;
-
-typedef struct fetch_plan {
-    store_txn *t;
-    const sub_config *cfg;
-    int64_t now_ms;
-    uint32_t max, deliveries, parks;
-    size_t bytes; /* of the events delivered */
-    bool full;    /* at max, or the next event would pass the byte budget */
-    uint32_t flights; /* "f" records seen */
-    char kind;        /* records being scanned */
-    int64_t next_due_ms;
-    plan_step steps[2 * TALLY_SUB_FETCH_EVENTS_MAX];
-    uint32_t count;
-} fetch_plan;
-
-/* Whether the event at seq may be delivered too: a fetch delivers at most
- * max events and TALLY_SUB_FETCH_BYTES_MAX of them, but at least one (the
- * log_read rule, docs/PROTOCOL.md). An event gone since (retention) weighs
- * nothing. Once one does not fit, nothing more is planned, so what is not
- * delivered is neither leased nor marked delivered. */
-static int plan_room(fetch_plan *p, uint64_t seq, bool *room)
-{
-    *room = false;
-    if (p->full || p->deliveries == p->max)
-        return TALLY_ok;
-    uint8_t k[8];
-    MDB_val ev = {0, NULL};
-    log_seq_key(seq, k);
-    int rc = store_get(p->t, STORE_DB_LOG, k, 8, &ev);
-    if (rc != TALLY_ok && rc != TALLY_not_found)
-        return rc;
-    size_t len = rc == TALLY_ok ? ev.mv_size : 0;
-    if (p->deliveries > 0 &&
-        (p->bytes >= TALLY_SUB_FETCH_BYTES_MAX || len > TALLY_SUB_FETCH_BYTES_MAX - p->bytes)) {
-        p->full = true;
-        return TALLY_ok;
-    }
-    p->bytes += len;
-    *room = true;
-    return TALLY_ok;
-}
-
-/* One replay mark: the dead letter seq is delivered again. The marks are
- * walked, never the dlq, so a fetch costs what it replays. */
-static int plan_replay(uint64_t seq, const MDB_val *v, void *ctx)
-{
-    fetch_plan *p = ctx;
-    if (v->mv_size != 0)
-        return TALLY_corrupt_record;
-    bool room;
-    int rc = plan_room(p, seq, &room);
-    if (rc != TALLY_ok || !room)
-        return rc == TALLY_ok ? 1 : rc;
-    p->steps[p->count++] = (plan_step){PLAN_REPLAY_DLQ, 0, seq};
-    p->deliveries++;
-    return TALLY_ok;
-}
-
-static int plan_replays(store_txn *t, const sub_state *s, fetch_plan *p)
-{
-    tally_str name = tally_str_from(s->name);
-    if (s->replaying == 0)
-        return TALLY_ok;
-    int rc = sub_records_each(t, KIND_MARK, name, 0, plan_replay, p);
-    if (rc == TALLY_ok && p->count == 0) { /* replays without marks: an older store */
-        rc = sub_marks_repair(t, name);
-        if (rc == TALLY_ok)
-            rc = sub_records_each(t, KIND_MARK, name, 0, plan_replay, p);
-    }
-    return rc;
-}
-
-static int plan_due(uint64_t seq, const MDB_val *v, void *ctx)
-{
-    fetch_plan *p = ctx;
-    sub_record r;
-    int rc = sub_record_decode(v, false, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    if (p->kind == KIND_FLIGHT)
-        p->flights++;
-    bool due = r.when_ms <= p->now_ms; /* held by anyone: its lease ran out */
-    bool park = r.attempts >= p->cfg->max_deliver;
-    bool room = park && p->parks < TALLY_SUB_FETCH_EVENTS_MAX;
-    if (due && !park && (rc = plan_room(p, seq, &room)) != TALLY_ok)
-        return rc;
-    if (!due || !room) {
-        int64_t when = due ? p->now_ms : r.when_ms;
-        if (when < p->next_due_ms)
-            p->next_due_ms = when;
-        return TALLY_ok;
-    }
-    p->steps[p->count++] = (plan_step){park ? PLAN_PARK : PLAN_REDELIVER, p->kind, seq};
-    if (park)
-        p->parks++;
-    else
-        p->deliveries++;
-    return TALLY_ok;
-}
+/* ---- ack, nak, park ---- */
 
 static sub_park_observer park_observer;
 
 void sub_park_observer_set(sub_park_observer fn) { park_observer = fn; }
 
-static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, const sub_record *r,
-                       tally_str reason, int64_t now_ms)
+int sub_park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, const sub_record *r,
+                    tally_str reason, int64_t now_ms)
 {
     sub_record dead = *r;
     dead.when_ms = now_ms;
@@ -334,241 +231,6 @@ static int park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, cons
         park_observer(s->name, seq, dead.attempts, reason);
     return rc;
 }
-
-/* Each delivery is leased to the fetching instance (none: no instance). */
-static int run_step(store_txn *t, sub_state *s, const plan_step *st, tally_str instance,
-                    int64_t now_ms, sub_delivery *out, uint32_t *count)
-{
-    tally_str name = tally_str_from(s->name);
-    sub_record r;
-    int rc;
-    switch (st->what) {
-    case PLAN_REPLAY_DLQ:
-        rc = sub_record_load(t, 0, name, st->seq, &r);
-        if (rc == TALLY_ok)
-            rc = sub_record_delete(t, 0, name, st->seq);
-        if (rc == TALLY_ok)
-            rc = sub_mark_clear(t, name, st->seq);
-        r.attempts = 1;
-        r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
-        sub_record_set_instance(&r, instance);
-        if (rc == TALLY_ok)
-            rc = sub_record_save(t, KIND_REPLAY, name, st->seq, &r);
-        s->dead_letters--;
-        s->replaying--;
-        s->in_flight++;
-        out[(*count)++] = (sub_delivery){st->seq, 1, true};
-        return rc;
-    case PLAN_REDELIVER:
-        rc = sub_record_load(t, st->kind, name, st->seq, &r);
-        if (rc != TALLY_ok)
-            return rc;
-        r.attempts++;
-        r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
-        sub_record_set_instance(&r, instance); /* taken over, or back to its holder */
-        rc = sub_record_save(t, st->kind, name, st->seq, &r);
-        s->redelivered++;
-        out[(*count)++] = (sub_delivery){st->seq, r.attempts, st->kind == KIND_REPLAY};
-        return rc;
-    case PLAN_PARK: {
-        rc = sub_record_load(t, st->kind, name, st->seq, &r);
-        if (rc != TALLY_ok)
-            return rc;
-        char text[TALLY_SUB_ERROR_BYTES_MAX + 64];
-        int n = snprintf(text, sizeof(text), "max deliveries (%u) reached%s%.*s",
-                         s->config.max_deliver, r.error_len ? ": " : "", (int)r.error_len, r.error);
-        tally_str reason = {text, n < 0 ? 0 : (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1};
-        return park_record(t, s, st->kind, st->seq, &r, reason, now_ms);
-    }
-    case PLAN_NEW:
-        memset(&r, 0, sizeof(r));
-        r.attempts = 1;
-        r.when_ms = now_ms + s->config.ack_wait_ms; /* the lease */
-        sub_record_set_instance(&r, instance);
-        s->delivered_seq = st->seq;
-        s->in_flight++;
-        out[(*count)++] = (sub_delivery){st->seq, 1, false};
-        return sub_record_save(t, KIND_FLIGHT, name, st->seq, &r);
-    }
-    return TALLY_internal;
-}
-
-/* restart: every in-flight event (and replay) not yet due that the
- * instance holds becomes due now — every one, whoever holds it, for a fetch
- * without an instance — so a (re)starting consumer gets its whole unacked
- * window over as many fetches as it takes, not just the first fetch's
- * worth, and never another instance's. */
-typedef struct due_ctx {
-    int64_t now_ms;
-    tally_str instance; /* len 0: every holder */
-    sub_seq_list later;
-} due_ctx;
-
-static int collect_later(uint64_t seq, const MDB_val *v, void *ctx)
-{
-    due_ctx *d = ctx;
-    sub_record r;
-    int rc = sub_record_decode(v, false, &r);
-    if (rc != TALLY_ok || r.when_ms <= d->now_ms ||
-        (d->instance.len > 0 && !sub_record_held_by(&r, d->instance)))
-        return rc;
-    d->later.upto = UINT64_MAX;
-    return sub_seq_collect_one(seq, v, &d->later);
-}
-
-static int make_due(store_txn *t, tally_str name, tally_str instance, int64_t now_ms)
-{
-    static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
-    int rc = TALLY_ok;
-    due_ctx d = {now_ms, instance, {0}};
-    for (int i = 0; i < 2 && rc == TALLY_ok; i++) {
-        d.later.count = 0;
-        rc = sub_records_each(t, kinds[i], name, 0, collect_later, &d);
-        for (size_t j = 0; rc == TALLY_ok && j < d.later.count; j++) {
-            sub_record r;
-            rc = sub_record_load(t, kinds[i], name, d.later.seqs[j], &r);
-            r.when_ms = now_ms;
-            if (rc == TALLY_ok)
-                rc = sub_record_save(t, kinds[i], name, d.later.seqs[j], &r);
-        }
-    }
-    free(d.later.seqs);
-    return rc;
-}
-
-/* Whether the event at seq passes the filter (an event gone since passes:
- * the reply leaves it out). */
-typedef struct filter_visit {
-    const sub_filter *filter;
-    bool pass;
-} filter_visit;
-
-static void note_pass(const log_event *ev, void *ctx)
-{
-    filter_visit *v = ctx;
-    v->pass = sub_filter_pass(v->filter, ev);
-}
-
-static int filter_passes(store_txn *t, const sub_filter *f, uint64_t seq, bool *pass)
-{
-    filter_visit v = {f, true};
-    int rc = event_visit(t, seq, note_pass, &v);
-    *pass = v.pass;
-    return rc == TALLY_not_found ? TALLY_ok : rc;
-}
-
-static bool filter_is_set(const sub_filter *f)
-{
-    return f->type_count > 0 || f->kinds != 0 || f->subject_glob[0] != 0;
-}
-
-/* New events after the delivered seq, while in-flight room and the fetch's
- * budget last. With a filter, the events it does not pass are skipped (at
- * most TALLY_SUB_FILTER_SKIP_EVENTS_MAX a fetch): *skipped_to is then the
- * last seq the walk is done with, planned or skipped (0: no filter). */
-static int plan_new(store_txn *t, const sub_state *s, uint64_t head_seq, uint64_t first,
-                    fetch_plan *p, uint64_t *skipped_to)
-{
-    bool filtered = filter_is_set(&s->config.filter);
-    uint32_t skipped = 0;
-    uint64_t next = s->delivered_seq + 1;
-    int rc = TALLY_ok;
-    if (first && next < first)
-        next = first; /* events below the retention floor are gone */
-    for (; rc == TALLY_ok && next <= head_seq && p->flights < s->config.max_ack_pending; next++) {
-        bool pass = true;
-        if (filtered && (rc = filter_passes(t, &s->config.filter, next, &pass)) != TALLY_ok)
-            break;
-        if (!pass) {
-            if (++skipped == TALLY_SUB_FILTER_SKIP_EVENTS_MAX) {
-                next++;
-                break;
-            }
-            continue;
-        }
-        bool room;
-        rc = plan_room(p, next, &room);
-        if (!room)
-            break;
-        p->steps[p->count++] = (plan_step){PLAN_NEW, KIND_FLIGHT, next};
-        p->deliveries++;
-        p->flights++;
-    }
-    *skipped_to = filtered && skipped > 0 ? next - 1 : 0;
-    return rc;
-}
-
-/* A fetch that delivers nothing writes nothing, except now and then the
- * time of the last activity of a subscriber that expires without it: at
- * most once an eighth of its inactive expiry. */
-static bool activity_due(const sub_state *s, int64_t now_ms)
-{
-    uint64_t expiry = s->config.inactive_expiry_ms;
-    return expiry != 0 && now_ms > s->active_ms &&
-           (uint64_t)(now_ms - s->active_ms) >= expiry / 8;
-}
-
-int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
-              int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
-              sub_state *after)
-{
-    *count = 0;
-    *next_due_ms = INT64_MAX;
-    if (max == 0 || max > TALLY_SUB_FETCH_EVENTS_MAX ||
-        (instance.len > 0 && sub_instance_check(instance) != TALLY_ok))
-        return TALLY_invalid_argument;
-    sub_state *s = after;
-    int rc = sub_cursor_load(t, name, s);
-    log_head head;
-    uint64_t first = 0;
-    if (rc == TALLY_ok)
-        rc = log_head_get(t, &head);
-    if (rc == TALLY_ok)
-        rc = log_first_seq(t, &first);
-    if (rc != TALLY_ok)
-        return rc;
-    if (restart) {
-        rc = make_due(t, name, instance, now_ms);
-        if (rc != TALLY_ok)
-            return rc;
-    }
-    fetch_plan *p = calloc(1, sizeof(*p));
-    if (!p)
-        return TALLY_out_of_memory;
-    p->t = t;
-    p->cfg = &s->config;
-    p->now_ms = now_ms;
-    p->max = max;
-    p->next_due_ms = INT64_MAX;
-    rc = plan_replays(t, s, p);
-    static const char kinds[2] = {KIND_REPLAY, KIND_FLIGHT};
-    for (int i = 0; i < 2 && (rc == TALLY_ok || rc == 1); i++) {
-        p->kind = kinds[i];
-        rc = sub_records_each(t, kinds[i], name, 0, plan_due, p);
-    }
-    if (rc == 1)
-        rc = TALLY_ok;
-    uint64_t skipped_to = 0;
-    if (rc == TALLY_ok)
-        rc = plan_new(t, s, head.seq, first, p, &skipped_to);
-    for (uint32_t i = 0; rc == TALLY_ok && i < p->count; i++)
-        rc = run_step(t, s, &p->steps[i], instance, now_ms, out, count);
-    if (skipped_to > s->delivered_seq)
-        s->delivered_seq = skipped_to; /* acked past what the filter skips */
-    if (rc == TALLY_ok && (p->count > 0 || skipped_to > 0 || activity_due(s, now_ms))) {
-        rc = sub_floor_update(t, s);
-        if (p->count > 0 || skipped_to > 0)
-            s->updated_ms = now_ms;
-        s->active_ms = now_ms;
-        if (rc == TALLY_ok)
-            rc = sub_cursor_save(t, s);
-    }
-    *next_due_ms = p->next_due_ms;
-    free(p);
-    return rc;
-}
-
-/* ---- ack, nak, park ---- */
 
 /* Which in-flight record holds seq: 'f', 'r', or 0 (none). */
 static int flight_find(store_txn *t, tally_str name, uint64_t seq, char *kind, sub_record *r)
@@ -612,6 +274,15 @@ int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
         return rc;
     if (upto > head.seq)
         return TALLY_seq_beyond_head;
+    if (upto > 0) { /* it would acknowledge other instances' partitions, queued ones too */
+        sub_partitions *g = malloc(sizeof(*g));
+        rc = g ? sub_partitions_load(t, name, g) : TALLY_out_of_memory;
+        if (rc == TALLY_ok && g->count > 1)
+            rc = TALLY_invalid_argument;
+        free(g);
+        if (rc != TALLY_ok)
+            return rc;
+    }
     uint64_t handed = upto > s->delivered_seq ? upto : s->delivered_seq;
     for (uint32_t i = 0; i < done_count; i++)
         if (done[i] == 0 || done[i] > handed)
@@ -684,6 +355,8 @@ int sub_progress(store_txn *t, tally_str name, const uint64_t *seqs, uint32_t co
         }
         (*extended)++;
     }
+    if (rc == TALLY_ok && instance.len > 0) /* its partitions stay its own too */
+        rc = sub_partitions_renew(t, name, instance, now_ms, s.config.ack_wait_ms);
     return rc;
 }
 
@@ -701,7 +374,7 @@ int sub_park(store_txn *t, tally_str name, uint64_t seq, tally_str reason, int64
         rc = sub_record_load(t, 0, name, seq, &r);
         return rc == TALLY_not_found ? TALLY_seq_not_in_flight : rc; /* parked already: ok */
     }
-    rc = park_record(t, after, kind, seq, &r, reason, now_ms);
+    rc = sub_park_record(t, after, kind, seq, &r, reason, now_ms);
     if (rc == TALLY_ok && kind == KIND_FLIGHT)
         rc = sub_floor_update(t, after);
     after->updated_ms = after->active_ms = now_ms;
@@ -766,7 +439,7 @@ int sub_records(store_txn *t, sub_record_fn fn, void *ctx)
             const uint8_t *k = key.mv_data;
             size_t skip = d == 0 ? 1 : 0;
             char kind = d == 0 ? (char)k[0] : 'd';
-            if (kind != KIND_CURSOR) {
+            if (kind != KIND_CURSOR && kind != 'g') { /* 'g': partitions, one per name */
                 if (key.mv_size < skip + 1 + 1 + 8 || k[key.mv_size - 9] != 0 ||
                     (d == 0 && kind != KIND_FLIGHT && kind != KIND_REPLAY && kind != KIND_MARK))
                     rc = TALLY_corrupt_record;

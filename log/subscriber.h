@@ -13,6 +13,8 @@
  *            "r" name 0x00 seq(8, BE)  -> an in-flight replay of a dead letter
  *            "m" name 0x00 seq(8, BE)  -> empty: that dead letter is marked for
  *                                          replay (what a fetch walks)
+ *            "g" name                  -> its partitions, when it has some
+ *                                          (log/subscriber_partition.h)
  *   dlq      name 0x00 seq(8, BE)      -> a dead letter (parked event)
  *
  * In-flight values: attempts (u32), deliver_after_ms (i64), error text,
@@ -147,8 +149,9 @@ int sub_create(store_txn *t, tally_str name, const sub_start *start, const sub_c
 /* Change a subscriber's settings, keeping its cursor, in-flight events and
  * dead letters: TALLY_ok, subscriber_not_found, invalid_argument (a
  * setting out of range), or a fault. A new filter applies to events not
- * yet delivered; a new ack wait or backoff to leases and delays set from
- * now on. */
+ * yet delivered (nor queued for a partition's holder); a new ack wait or
+ * backoff to leases and delays set from now on. The partitions set at
+ * sub_create are kept: no change names them. */
 int sub_update(store_txn *t, tally_str name, const sub_change *change, int64_t now_ms,
                sub_state *after);
 
@@ -156,7 +159,7 @@ int sub_update(store_txn *t, tally_str name, const sub_change *change, int64_t n
 typedef struct sub_flight {
     uint64_t seq;
     bool replay;              /* a dead letter delivered again */
-    uint32_t attempts;        /* deliveries so far */
+    uint32_t attempts;        /* deliveries so far (0: queued for its partition) */
     int64_t deliver_after_ms; /* its lease's end, or when it is due again */
     tally_str error;          /* the last nak's reason; points into the map */
     tally_str instance;       /* its holder (len 0: none); points into the map */
@@ -198,9 +201,15 @@ int sub_list(store_txn *t, sub_list_fn fn, void *ctx);
  * not-yet-due in-flight event falls due (INT64_MAX: none); *after the
  * cursor record after the fetch. With a filter, the new events it does
  * not pass are acked past (the delivered seq moves over them). Nothing is
- * written when nothing is delivered, skipped or parked, except the last
- * activity of a subscriber with an inactive expiry, at most once an eighth
- * of it. TALLY_invalid_argument for max or instance out of range. */
+ * written when nothing is delivered, skipped, queued or parked, except the
+ * last activity of a subscriber with an inactive expiry, at most once an
+ * eighth of it. TALLY_invalid_argument for max or instance out of range.
+ * A subscriber with partitions (subscriber_partition.h) needs an instance
+ * (else TALLY_missing_field): the fetch shares the partitions out and
+ * writes their leases, hands out events of the instance's partitions
+ * only, never an entity's event while an earlier one of it is in flight,
+ * and queues the new events of other partitions that pass the filter as
+ * in-flight records with no attempt yet (due now, for their holder). */
 int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_str instance,
               int64_t now_ms, sub_delivery *out, uint32_t *count, int64_t *next_due_ms,
               sub_state *after);
@@ -208,7 +217,9 @@ int sub_fetch(store_txn *t, tally_str name, uint32_t max, bool restart, tally_st
 /* Acknowledge: every event <= upto (0: none) and each seq of done.
  * seq_beyond_head when upto > head; seq_not_delivered when a done seq was
  * never handed out. Seqs no longer in flight are ignored. *acked counts the
- * in-flight records removed. */
+ * in-flight records removed. A cumulative upto on a subscriber with
+ * partitions is TALLY_invalid_argument (it would pass other instances'
+ * events). */
 int sub_ack(store_txn *t, tally_str name, uint64_t upto, const uint64_t *done,
             uint32_t done_count, int64_t now_ms, uint32_t *acked, sub_state *after);
 
@@ -223,7 +234,8 @@ int sub_nak(store_txn *t, tally_str name, uint64_t seq, bool has_delay, uint32_t
  * is not empty, is due again no sooner than now + the ack wait, its lease
  * extended without an attempt. Others (acked, parked, held by another
  * instance) are skipped. *extended: how many were; *deliver_after_ms: the
- * new end of their lease. */
+ * new end of their lease. With instance, its partitions' leases (if the
+ * subscriber has partitions) are extended as far. */
 int sub_progress(store_txn *t, tally_str name, const uint64_t *seqs, uint32_t count,
                  tally_str instance, int64_t now_ms, uint32_t *extended,
                  int64_t *deliver_after_ms);

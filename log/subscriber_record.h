@@ -1,9 +1,9 @@
 /*
  * subscriber_record.h — the stored records of durable subscribers, shared
- * by log/subscriber.c (the operations) and log/subscriber_record.c (their
- * encoding and access): a cursor per subscriber, in-flight records and
- * dead letters keyed by (kind, name, seq), the walks over them and the ack
- * floor. Internal to log/.
+ * by log/subscriber.c and its neighbours (the operations) and
+ * log/subscriber_record.c (their encoding and access): a cursor per
+ * subscriber, in-flight records and dead letters keyed by (kind, name,
+ * seq), the walks over them and the ack floor. Internal to log/.
  */
 #ifndef TALLY_LOG_SUBSCRIBER_RECORD_H
 #define TALLY_LOG_SUBSCRIBER_RECORD_H
@@ -11,7 +11,7 @@
 #include "log/store.h"
 #include "log/subscriber.h"
 
-/* Internal to the two files: short names are theirs alone. */
+/* Internal to these files: short names are theirs alone. */
 #define RECORD_VERSION 1
 /* Format 2: format 1's bytes (with the byte 2 first), then a tail of
  * entries tag (u8), length (u16), value, each only when set (CURSOR_TAG_*,
@@ -100,5 +100,13 @@ int sub_mark_set(store_txn *t, tally_str name, uint64_t seq);
 int sub_mark_clear(store_txn *t, tally_str name, uint64_t seq);
 int sub_marks_repair(store_txn *t, tally_str name);
 int sub_seq_collect_one(uint64_t seq, const MDB_val *v, void *ctx);
+/* The operations' shared steps (subscriber.c): load the event at seq and
+ * call fn with it (log_event_load's returns); park the in-flight record
+ * r of kind at seq with reason (s's counts follow; the park observer is
+ * told). */
+int sub_event_visit(store_txn *t, uint64_t seq,
+                    void (*fn)(const struct log_event *ev, void *ctx), void *ctx);
+int sub_park_record(store_txn *t, sub_state *s, char kind, uint64_t seq, const sub_record *r,
+                    tally_str reason, int64_t now_ms);
 
 #endif

@@ -466,22 +466,26 @@ const cli_command cli_commands[] = {
      "parked (0: none); LAST_FETCH_AGE_S the time since the subscriber last fetched\n"
      "(since tallyd started, if it has not). --json prints one object per subscriber\n"
      "with every metric and setting.\n"},
-    {"subscribers show", "Show a subscriber: settings, owner, and why its in-flight events wait.",
+    {"subscribers show", "Show a subscriber: settings, partitions, why its in-flight events wait.",
      subscriber_delete_options, run_subscriber_show,
      "Its metrics and settings (filter, inactivity expiry, the owner of its dead\n"
-     "letters), then its first in-flight events (at most 100): delivered and not yet\n"
-     "acknowledged or parked, each with its attempts, holder (the consumer instance\n"
-     "leasing it), next delivery time and last error (a nak's reason).\n"
+     "letters, partitions); for a subscriber with partitions, each partition with\n"
+     "the consumer instance holding it (- : free, or its lease ran out) and the end\n"
+     "of its lease; then its first in-flight events (at most 100): delivered and not\n"
+     "yet acknowledged or parked, each with its attempts (0: queued for its\n"
+     "partition's holder), holder (the consumer instance leasing it), next delivery\n"
+     "time and last error (a nak's reason).\n"
      "--json prints one object: the fields of `tally subscribers --json`, the\n"
-     "settings, and in_flight_events (seq, attempts, replay, last_error, holder,\n"
-     "deliver_after, deliver_after_ms).\n"},
+     "settings, partitions, partition_holders (partition, holder, lease_until) and\n"
+     "in_flight_events (seq, attempts, replay, last_error, holder, deliver_after,\n"
+     "deliver_after_ms).\n"},
     {"subscriber update", "Change a subscriber's settings and owner, keeping its cursor.",
      subscriber_update_options, run_subscriber_update,
      "Only the options given change; the cursor, the events in flight and the dead\n"
      "letters stay, nothing is replayed (docs/SUBSCRIBERS.md, \"Changing a\n"
      "subscriber\"). An empty text clears a filter or the owner.\n"
      "--json prints one object: the subscriber, as `subscribers show --json` without\n"
-     "in_flight_events.\n"},
+     "partition_holders and in_flight_events.\n"},
     {"subscriber delete", "Delete a durable subscriber with its in-flight events and dead letters.",
      subscriber_delete_options, run_subscriber_delete, NULL},
     {"dlq list", "List a subscriber's dead letters (parked events).", dlq_list_options,

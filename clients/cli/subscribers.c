@@ -1,7 +1,7 @@
 /*
- * subscribers.c — `tally subscribers`, `subscribers show`, `subscriber
+ * subscribers.c — `tally subscribers`, `subscriber update`, `subscriber
  * delete` and the dead letters of a subscriber (`dlq list` with their
- * owner, `dlq replay`, `dlq discard`).
+ * owner, `dlq replay`, `dlq discard`). `subscribers show`: subscriber_show.c.
  */
 #include "config.h"
 
@@ -33,77 +33,15 @@ json_t *subscriber_json(const tally_subscriber_info *i)
                      "last_fetch_age_s", json_u64(i->last_fetch_age_s));
 }
 
-/* The settings beyond the metrics: filter, inactivity limit, owner. */
-static json_t *settings_json(const tally_subscriber_info *i)
+json_t *subscriber_settings_json(const tally_subscriber_info *i)
 {
-    return json_pack("{s:s?, s:s?, s:s?, s:o, s:s?, s:s?}", "filter_types",
+    return json_pack("{s:s?, s:s?, s:s?, s:o, s:s?, s:s?, s:I}", "filter_types",
                      i->filter_types[0] ? i->filter_types : NULL, "filter_kinds",
                      i->filter_kinds[0] ? i->filter_kinds : NULL, "filter_subject",
                      i->filter_subject[0] ? i->filter_subject : NULL, "inactive_expiry_ms",
                      json_u64(i->inactive_expiry_ms), "contact", i->contact[0] ? i->contact : NULL,
-                     "alert_route", i->alert_route[0] ? i->alert_route : NULL);
-}
-
-static json_t *flight_json(const tally_in_flight_event *f)
-{
-    return json_pack("{s:o, s:I, s:b, s:s?, s:s?, s:o, s:I}", "seq", json_u64(f->seq),
-                     "attempts", (json_int_t)f->attempts, "replay", (int)f->replay, "last_error",
-                     f->last_error[0] ? f->last_error : NULL, "holder",
-                     f->holder[0] ? f->holder : NULL, "deliver_after",
-                     json_time(f->deliver_after_ms), "deliver_after_ms",
-                     (json_int_t)f->deliver_after_ms);
-}
-
-static void show_text(const tally_subscriber_info *i, const tally_in_flight_event *f, size_t n)
-{
-    printf("subscriber %s: ack floor %" PRIu64 ", delivered %" PRIu64 ", pending %" PRIu64
-           ", in flight %" PRIu64 ", dead letters %" PRIu64 "\n",
-           i->name, i->ack_floor, i->delivered_seq, i->pending, i->in_flight, i->dead_letters);
-    printf("settings: max_deliver %u, ack_wait_ms %u, max_ack_pending %u, inactive_expiry_ms "
-           "%" PRIu64 " (0: never)\n",
-           i->max_deliver, i->ack_wait_ms, i->max_ack_pending, i->inactive_expiry_ms);
-    printf("filter: types %s, kinds %s, subject %s\n", i->filter_types[0] ? i->filter_types : "any",
-           i->filter_kinds[0] ? i->filter_kinds : "any",
-           i->filter_subject[0] ? i->filter_subject : "any");
-    printf("owner: contact %s, alert route %s\n", i->contact[0] ? i->contact : "-",
-           i->alert_route[0] ? i->alert_route : "-");
-    static const char *const titles[] = {"SEQ", "ATTEMPTS", "HOLDER", "NEXT_DELIVERY", "REPLAY",
-                                         "LAST_ERROR"};
-    cli_table t;
-    table_init(&t, titles, 6);
-    for (size_t k = 0; k < n; k++) {
-        char when[40];
-        time_text(f[k].deliver_after_ms, when);
-        table_add(&t, "%" PRIu64 SEP "%u" SEP "%s" SEP "%s" SEP "%s" SEP "%s", f[k].seq,
-                  f[k].attempts, f[k].holder[0] ? f[k].holder : "-", when,
-                  f[k].replay ? "yes" : "no", f[k].last_error[0] ? f[k].last_error : "-");
-    }
-    table_print_free(&t);
-}
-
-int run_subscriber_show(cli *c)
-{
-    static tally_in_flight_event flights[TALLY_CLIENT_SUB_SHOW_IN_FLIGHT_MAX];
-    tally_subscriber_info info;
-    size_t n = 0;
-    int rc = tally_subscriber_show(c->client, c->v[SLOT_NAME].text, &info, flights,
-                                   TALLY_CLIENT_SUB_SHOW_IN_FLIGHT_MAX, &n);
-    if (rc != TALLY_ok)
-        return read_failure(c, "subscriber", rc);
-    if (!c->json) {
-        show_text(&info, flights, n);
-        return CLI_EXIT_OK;
-    }
-    json_t *o = subscriber_json(&info), *list = json_array();
-    if (!o || !list || json_object_update(o, settings_json(&info)) != 0)
-        cli_out_of_memory();
-    for (size_t k = 0; k < n; k++)
-        if (json_array_append_new(list, flight_json(&flights[k])) != 0)
-            cli_out_of_memory();
-    if (json_object_set_new(o, "in_flight_events", list) != 0)
-        cli_out_of_memory();
-    json_emit(o);
-    return CLI_EXIT_OK;
+                     "alert_route", i->alert_route[0] ? i->alert_route : NULL, "partitions",
+                     (json_int_t)i->partitions);
 }
 
 int run_subscribers(cli *c)
@@ -167,9 +105,10 @@ int run_subscriber_update(cli *c)
     if (rc != TALLY_ok)
         return read_failure(c, about(c, "update subscriber", what, sizeof(what)), rc);
     if (c->json) {
-        json_t *o = subscriber_json(&info);
-        if (!o || json_object_update(o, settings_json(&info)) != 0)
+        json_t *o = subscriber_json(&info), *settings = subscriber_settings_json(&info);
+        if (!o || !settings || json_object_update(o, settings) != 0)
             cli_out_of_memory();
+        json_decref(settings);
         json_emit(o);
     } else {
         printf("updated subscriber %s: ack floor %" PRIu64 " kept\n", info.name, info.ack_floor);

@@ -300,7 +300,6 @@ int run_tail(cli *c);
 
 int run_subscribers(cli *c);
 int run_subscriber_delete(cli *c);
-int run_subscriber_show(cli *c);
 int run_subscriber_update(cli *c);
 int run_dlq_list(cli *c);
 int run_dlq_replay(cli *c);
@@ -308,5 +307,12 @@ int run_dlq_discard(cli *c);
 /* A subscriber's metrics and settings as --json prints them (subscribers
  * and stats). */
 json_t *subscriber_json(const tally_subscriber_info *i);
+/* The settings beyond those: filter, inactivity limit, owner, partitions
+ * (`subscribers show`, `subscriber update`). */
+json_t *subscriber_settings_json(const tally_subscriber_info *i);
+
+/* ---- subscriber_show.c ---- */
+
+int run_subscriber_show(cli *c);
 
 #endif

@@ -354,6 +354,26 @@ int client_read_array(tally_client *c, const fields *fs, const char *name, decod
 int client_read_page(tally_client *c, const fields *fs, decode_fn decode, void *out,
                      size_t stride, size_t capacity, size_t *count, uint64_t *next);
 
+/* ---- durable subscribers (subscriber.c, subscriber_info.c) ---- */
+
+static inline bool client_sub_name_ok(const char *name)
+{
+    return name != NULL && *name != '\0' && strlen(name) <= TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX;
+}
+
+/* The fields of a subscriber op: v, op, name. */
+static inline void client_sub_fields(fields *fs, const char *op, const char *name)
+{
+    client_fields_begin(fs, op, NULL, NULL);
+    put_str(fs, "name", name);
+}
+
+/* A request whose reply carries one metrics map under "subscriber" into
+ * *out (and "created" into *created, unless NULL). TALLY_ok, the codes of
+ * client_read_exchange, or TALLY_internal for a reply of the wrong shape. */
+int client_sub_info_exchange(tally_client *c, const fields *fs, tally_subscriber_info *out,
+                             bool *created);
+
 /* The limit to ask for: limit (0: dflt) within capacity and max. */
 static inline uint32_t client_page_limit(uint32_t limit, size_t capacity, uint32_t dflt,
                                          uint32_t max)

@@ -1,7 +1,8 @@
 /*
  * subscriber.c — durable subscribers in libtally (tally.h, "durable
  * subscribers"; docs/SUBSCRIBERS.md): opening one, the run loop that feeds
- * a handler, metrics, deletion and the dead-letter queue.
+ * a handler, deletion and the dead-letter queue (a subscriber's metrics,
+ * settings, in-flight events and partitions: subscriber_info.c).
  *
  * The server keeps all the state (ack floor, in-flight deliveries with
  * their attempts, dead letters); a handle keeps only its name, whether its
@@ -38,6 +39,8 @@ _Static_assert(TALLY_CLIENT_SUB_FETCH_MAX == TALLY_DLQ_LIST_ENTRIES_MAX &&
 _Static_assert(TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX == TALLY_SUB_INSTANCE_BYTES_MAX &&
                    TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX >= 36,
                "an instance id as the server's, and a UUID text fits one");
+_Static_assert(TALLY_CLIENT_SUB_PARTITIONS_MAX == TALLY_SUB_PARTITIONS_MAX,
+               "partitions as the server's");
 _Static_assert(TALLY_CLIENT_SUB_WAIT_MS_MAX <= TALLY_LOG_WAIT_MS_MAX,
                "a fetch waits within the server's long-poll limit");
 
@@ -54,215 +57,6 @@ struct tally_subscriber {
     tally_subscriber_counters counters;
 };
 
-static bool name_ok(const char *name)
-{
-    return name != NULL && *name != '\0' && strlen(name) <= TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX;
-}
-
-/* The fields of a subscriber op: v, op, name. */
-static void fields_named(fields *fs, const char *op, const char *name)
-{
-    client_fields_begin(fs, op, NULL, NULL);
-    put_str(fs, "name", name);
-}
-
-/* ---- metrics ---- */
-
-static bool backoff_decode(const msgpack_object *o, uint32_t *count, uint32_t *out)
-{
-    if (o == NULL || o->type != MSGPACK_OBJECT_ARRAY ||
-        o->via.array.size > TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX)
-        return false;
-    *count = o->via.array.size;
-    for (uint32_t i = 0; i < *count; i++) {
-        uint64_t v;
-        if (!msgpack_safe_get_u64(&o->via.array.ptr[i], &v) || v > UINT32_MAX)
-            return false;
-        out[i] = (uint32_t)v;
-    }
-    return true;
-}
-
-static bool settings_decode(const msgpack_object *m, tally_subscriber_info *i);
-
-static bool info_decode(const msgpack_object *o, void *out)
-{
-    tally_subscriber_info *i = out;
-    decoder d = decoder_of(o);
-    memset(i, 0, sizeof(*i));
-    dec_str(&d, "name", i->name, sizeof(i->name));
-    i->ack_floor = dec_uint(&d, "ack_floor", UINT64_MAX);
-    i->delivered_seq = dec_uint(&d, "delivered_seq", UINT64_MAX);
-    i->pending = dec_uint(&d, "pending", UINT64_MAX);
-    i->in_flight = dec_uint(&d, "in_flight", UINT64_MAX);
-    int64_t age_s = dec_int(&d, "oldest_unacked_age_s");
-    i->oldest_unacked_age_s = age_s > 0 ? (uint64_t)age_s : 0; /* < 0: clocks disagree */
-    i->redelivered = dec_uint(&d, "redelivered", UINT64_MAX);
-    i->dead_letters = dec_uint(&d, "dead_letters", UINT64_MAX);
-    i->replaying = dec_uint(&d, "replaying", UINT64_MAX);
-    i->max_deliver = (uint32_t)dec_uint(&d, "max_deliver", UINT32_MAX);
-    i->ack_wait_ms = (uint32_t)dec_uint(&d, "ack_wait_ms", UINT32_MAX);
-    i->max_ack_pending = (uint32_t)dec_uint(&d, "max_ack_pending", UINT32_MAX);
-    i->created_ms = dec_int(&d, "created_ms");
-    i->updated_ms = dec_int(&d, "updated_ms");
-    int64_t dead_age_s = dec_present(&d, "oldest_dead_letter_age_s") /* absent: an older server */
-                             ? dec_int(&d, "oldest_dead_letter_age_s") : 0;
-    int64_t fetch_age_s = dec_present(&d, "last_fetch_age_s") ? dec_int(&d, "last_fetch_age_s") : 0;
-    i->oldest_dead_letter_age_s = dead_age_s > 0 ? (uint64_t)dead_age_s : 0;
-    i->last_fetch_age_s = fetch_age_s > 0 ? (uint64_t)fetch_age_s : 0;
-    return d.ok && backoff_decode(dec_get(&d, "backoff_ms"), &i->backoff_count, i->backoff_ms) &&
-           settings_decode(o, i);
-}
-
-/* A list of strings (nil or absent: "") into out, comma-separated. */
-static bool join_texts(const msgpack_object *o, char *out, size_t capacity)
-{
-    out[0] = '\0';
-    if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-        return true;
-    if (o->type != MSGPACK_OBJECT_ARRAY)
-        return false;
-    size_t at = 0;
-    for (uint32_t k = 0; k < o->via.array.size; k++) {
-        tally_str s;
-        if (!msgpack_safe_get_str(&o->via.array.ptr[k], &s) || at + s.len + 2 > capacity)
-            return false;
-        if (k)
-            out[at++] = ',';
-        memcpy(out + at, s.ptr, s.len);
-        at += s.len;
-        out[at] = '\0';
-    }
-    return true;
-}
-
-/* A string or nil (or absent, from an older server) into out. */
-static bool text_or_nil(const msgpack_object *o, char *out, size_t capacity)
-{
-    tally_str s = {NULL, 0};
-    out[0] = '\0';
-    if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-        return true;
-    if (!msgpack_safe_get_str(o, &s) || s.len >= capacity)
-        return false;
-    memcpy(out, s.ptr, s.len);
-    out[s.len] = '\0';
-    return true;
-}
-
-/* The filter, inactivity limit and owner of a metrics map (absent from
- * servers before them). */
-static bool settings_decode(const msgpack_object *m, tally_subscriber_info *i)
-{
-    uint64_t expiry = 0;
-    const msgpack_object *e = msgpack_safe_map_get(m, "inactive_expiry_ms");
-    if (e != NULL && !msgpack_safe_get_u64(e, &expiry))
-        return false;
-    i->inactive_expiry_ms = expiry;
-    return join_texts(msgpack_safe_map_get(m, "filter_types"), i->filter_types,
-                      sizeof(i->filter_types)) &&
-           join_texts(msgpack_safe_map_get(m, "filter_kinds"), i->filter_kinds,
-                      sizeof(i->filter_kinds)) &&
-           text_or_nil(msgpack_safe_map_get(m, "filter_subject"), i->filter_subject,
-                       sizeof(i->filter_subject)) &&
-           text_or_nil(msgpack_safe_map_get(m, "contact"), i->contact, sizeof(i->contact)) &&
-           text_or_nil(msgpack_safe_map_get(m, "alert_route"), i->alert_route,
-                       sizeof(i->alert_route));
-}
-
-/* A request whose reply carries one metrics map under "subscriber". */
-static int info_exchange(tally_client *c, const fields *fs, tally_subscriber_info *out,
-                         bool *created)
-{
-    reply r;
-    int rc = client_read_exchange(c, fs, 0, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    decoder d = decoder_of(r.root);
-    if (created != NULL)
-        *created = dec_bool(&d, "created");
-    bool ok = d.ok && info_decode(msgpack_safe_map_get(r.root, "subscriber"), out);
-    client_reply_free(&r);
-    return ok ? TALLY_ok : TALLY_internal;
-}
-
-int tally_subscriber_get(tally_client *c, const char *name, tally_subscriber_info *out)
-{
-    if (c == NULL || !name_ok(name) || out == NULL)
-        return TALLY_invalid_argument;
-    fields fs;
-    fields_named(&fs, "sub_get", name);
-    return info_exchange(c, &fs, out, NULL);
-}
-
-static bool flight_decode(const msgpack_object *o, tally_in_flight_event *f)
-{
-    uint64_t seq = 0, attempts = 0;
-    int64_t after = 0;
-    memset(f, 0, sizeof(*f));
-    const msgpack_object *replay = msgpack_safe_map_get(o, "replay");
-    bool ok = o != NULL && o->type == MSGPACK_OBJECT_MAP &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "seq"), &seq) &&
-              msgpack_safe_get_u64(msgpack_safe_map_get(o, "attempts"), &attempts) &&
-              attempts <= UINT32_MAX &&
-              msgpack_safe_get_i64(msgpack_safe_map_get(o, "deliver_after_ms"), &after) &&
-              replay != NULL && replay->type == MSGPACK_OBJECT_BOOLEAN &&
-              text_or_nil(msgpack_safe_map_get(o, "last_error"), f->last_error,
-                          sizeof(f->last_error)) &&
-              text_or_nil(msgpack_safe_map_get(o, "holder"), f->holder, sizeof(f->holder));
-    f->seq = seq;
-    f->attempts = (uint32_t)attempts;
-    f->deliver_after_ms = after;
-    f->replay = ok && replay->via.boolean;
-    return ok;
-}
-
-int tally_subscriber_show(tally_client *c, const char *name, tally_subscriber_info *info,
-                          tally_in_flight_event *events, size_t capacity, size_t *count)
-{
-    if (c == NULL || !name_ok(name) || info == NULL || (events == NULL && capacity) ||
-        count == NULL)
-        return TALLY_invalid_argument;
-    *count = 0;
-    fields fs;
-    fields_named(&fs, "sub_get", name);
-    reply r;
-    int rc = client_read_exchange(c, &fs, 0, &r);
-    if (rc != TALLY_ok)
-        return rc;
-    bool ok = info_decode(msgpack_safe_map_get(r.root, "subscriber"), info);
-    const msgpack_object *list = msgpack_safe_map_get(r.root, "in_flight_events");
-    if (ok && list != NULL && list->type == MSGPACK_OBJECT_ARRAY) /* absent: an older server */
-        for (uint32_t k = 0; ok && k < list->via.array.size && *count < capacity; k++)
-            ok = flight_decode(&list->via.array.ptr[k], &events[(*count)++]);
-    client_reply_free(&r);
-    return ok ? TALLY_ok : TALLY_internal;
-}
-
-/* The "subscribers" array of the reply to op (sub_list or stats). */
-static int subscribers_read(tally_client *c, const char *op, tally_subscriber_info *out,
-                            size_t capacity, size_t *count)
-{
-    if (c == NULL || out == NULL || capacity == 0 || count == NULL)
-        return TALLY_invalid_argument;
-    fields fs;
-    client_fields_begin(&fs, op, NULL, NULL);
-    return client_read_array(c, &fs, "subscribers", info_decode, out, sizeof(*out), capacity,
-                             count);
-}
-
-int tally_subscriber_list(tally_client *c, tally_subscriber_info *out, size_t capacity,
-                          size_t *count)
-{
-    return subscribers_read(c, "sub_list", out, capacity, count);
-}
-
-int tally_stats_subscribers(tally_client *c, tally_subscriber_info *out, size_t capacity,
-                            size_t *count)
-{
-    return subscribers_read(c, "stats", out, capacity, count);
-}
-
 /* A request whose reply only needs to be ok. */
 static int plain_exchange(tally_client *c, const fields *fs)
 {
@@ -273,41 +67,12 @@ static int plain_exchange(tally_client *c, const fields *fs)
     return rc;
 }
 
-int tally_subscriber_update(tally_client *c, const char *name,
-                            const tally_subscriber_update_args *u, tally_subscriber_info *out)
-{
-    if (c == NULL || !name_ok(name) || u == NULL)
-        return TALLY_invalid_argument;
-    fields fs;
-    fields_named(&fs, "sub_update", name);
-    const struct {
-        const char *field;
-        uint64_t value;
-    } numbers[] = {{"max_deliver", u->max_deliver}, {"ack_wait_ms", u->ack_wait_ms},
-                   {"max_ack_pending", u->max_ack_pending}};
-    for (size_t k = 0; k < sizeof(numbers) / sizeof(numbers[0]); k++)
-        if (numbers[k].value)
-            put_uint(&fs, numbers[k].field, numbers[k].value);
-    if (u->set_inactive_expiry)
-        put_uint(&fs, "inactive_expiry_ms", u->inactive_expiry_ms);
-    const struct {
-        const char *field, *text;
-    } texts[] = {{"filter_types", u->filter_types}, {"filter_kinds", u->filter_kinds},
-                 {"filter_subject", u->filter_subject}, {"contact", u->contact},
-                 {"alert_route", u->alert_route}};
-    for (size_t k = 0; k < sizeof(texts) / sizeof(texts[0]); k++)
-        if (texts[k].text)
-            put_str(&fs, texts[k].field, texts[k].text);
-    tally_subscriber_info ignored;
-    return info_exchange(c, &fs, out ? out : &ignored, NULL);
-}
-
 int tally_subscriber_delete(tally_client *c, const char *name)
 {
-    if (c == NULL || !name_ok(name))
+    if (c == NULL || !client_sub_name_ok(name))
         return TALLY_invalid_argument;
     fields fs;
-    fields_named(&fs, "sub_delete", name);
+    client_sub_fields(&fs, "sub_delete", name);
     return plain_exchange(c, &fs);
 }
 
@@ -323,7 +88,7 @@ static bool options_valid(const tally_subscriber_options *o)
 static void create_fields(fields *fs, const char *name, const tally_subscriber_options *o,
                           uint64_t *backoff)
 {
-    fields_named(fs, "sub_create", name);
+    client_sub_fields(fs, "sub_create", name);
     if (o == NULL)
         return;
     switch (o->start) {
@@ -342,6 +107,8 @@ static void create_fields(fields *fs, const char *name, const tally_subscriber_o
         backoff[i] = o->backoff_ms[i];
     if (o->backoff_count)
         put_uints(fs, "backoff_ms", backoff, o->backoff_count);
+    if (o->partitions > 1)
+        put_uint(fs, "partitions", o->partitions);
 }
 
 /* Find or create the subscriber for tally_subscriber_open. */
@@ -352,12 +119,12 @@ static int subscriber_attach(tally_subscriber *s, const tally_subscriber_options
     fields fs;
     int rc = TALLY_subscriber_not_found;
     if (o == NULL) { /* as it is, when it exists */
-        fields_named(&fs, "sub_get", s->name);
-        rc = info_exchange(s->client, &fs, &info, NULL);
+        client_sub_fields(&fs, "sub_get", s->name);
+        rc = client_sub_info_exchange(s->client, &fs, &info, NULL);
     }
     if (rc == TALLY_subscriber_not_found) {
         create_fields(&fs, s->name, o, backoff);
-        rc = info_exchange(s->client, &fs, &info, &s->created);
+        rc = client_sub_info_exchange(s->client, &fs, &info, &s->created);
     }
     return rc;
 }
@@ -365,7 +132,7 @@ static int subscriber_attach(tally_subscriber *s, const tally_subscriber_options
 int tally_subscriber_open(tally_client *c, const char *name,
                           const tally_subscriber_options *options, tally_subscriber **out)
 {
-    if (c == NULL || !name_ok(name) || out == NULL || (options && !options_valid(options)))
+    if (c == NULL || !client_sub_name_ok(name) || out == NULL || (options && !options_valid(options)))
         return TALLY_invalid_argument;
     tally_subscriber *s = calloc(1, sizeof(*s));
     if (s == NULL || nng_mtx_alloc(&s->mu) != 0) {
@@ -560,7 +327,7 @@ static int fetch(run *r)
     uint64_t left = r->max_events ? r->max_events - r->handed : r->fetch_max;
     uint32_t max = left < r->fetch_max ? (uint32_t)left : r->fetch_max;
     fields fs;
-    fields_named(&fs, "sub_fetch", r->s->name);
+    client_sub_fields(&fs, "sub_fetch", r->s->name);
     put_uint(&fs, "max", max);
     put_uint(&fs, "wait_ms", r->wait_ms);
     put_str(&fs, "instance", r->s->instance);
@@ -588,7 +355,7 @@ static int progress_send(tally_client *c, const char *name, const char *instance
                          const uint64_t *seqs, size_t count)
 {
     fields fs;
-    fields_named(&fs, "sub_progress", name);
+    client_sub_fields(&fs, "sub_progress", name);
     put_uints(&fs, "seqs", seqs, count);
     if (instance && instance[0])
         put_str(&fs, "instance", instance);
@@ -633,7 +400,7 @@ static int answer_send(run *r, const tally_delivery *d, tally_verdict verdict,
 {
     fields fs;
     bool retry = verdict == TALLY_RETRY;
-    fields_named(&fs, retry ? "sub_nak" : "sub_park", r->s->name);
+    client_sub_fields(&fs, retry ? "sub_nak" : "sub_park", r->s->name);
     put_uint(&fs, "seq", d->event.seq);
     if (retry && a->delay_set)
         put_uint(&fs, "delay_ms", a->delay_ms);
@@ -655,7 +422,7 @@ static int ack_send(run *r)
     if (r->done_count == 0)
         return TALLY_ok;
     fields fs;
-    fields_named(&fs, "sub_ack", r->s->name);
+    client_sub_fields(&fs, "sub_ack", r->s->name);
     put_uints(&fs, "done", r->done, r->done_count);
     reply rep;
     bool answered;
@@ -849,11 +616,11 @@ static bool dead_letter_decode(const msgpack_object *o, void *out)
 int tally_dlq_list(tally_client *c, const char *name, uint64_t after_seq, uint32_t limit,
                    tally_dead_letter *out, size_t capacity, size_t *count, uint64_t *next)
 {
-    if (c == NULL || !name_ok(name) || out == NULL || capacity == 0 || count == NULL ||
+    if (c == NULL || !client_sub_name_ok(name) || out == NULL || capacity == 0 || count == NULL ||
         next == NULL)
         return TALLY_invalid_argument;
     fields fs;
-    fields_named(&fs, "dlq_list", name);
+    client_sub_fields(&fs, "dlq_list", name);
     put_uint(&fs, "after_seq", after_seq);
     put_uint(&fs, "limit", client_page_limit(limit, capacity, TALLY_CLIENT_SUB_FETCH_DEFAULT,
                                              TALLY_CLIENT_SUB_FETCH_MAX));
@@ -863,10 +630,10 @@ int tally_dlq_list(tally_client *c, const char *name, uint64_t after_seq, uint32
 
 int tally_dlq_replay(tally_client *c, const char *name, uint64_t seq, uint64_t *replaying)
 {
-    if (c == NULL || !name_ok(name))
+    if (c == NULL || !client_sub_name_ok(name))
         return TALLY_invalid_argument;
     fields fs;
-    fields_named(&fs, "dlq_replay", name);
+    client_sub_fields(&fs, "dlq_replay", name);
     if (seq != 0)
         put_uint(&fs, "seq", seq);
     reply r;
@@ -883,10 +650,10 @@ int tally_dlq_replay(tally_client *c, const char *name, uint64_t seq, uint64_t *
 
 int tally_dlq_discard(tally_client *c, const char *name, uint64_t seq)
 {
-    if (c == NULL || !name_ok(name) || seq == 0)
+    if (c == NULL || !client_sub_name_ok(name) || seq == 0)
         return TALLY_invalid_argument;
     fields fs;
-    fields_named(&fs, "dlq_discard", name);
+    client_sub_fields(&fs, "dlq_discard", name);
     put_uint(&fs, "seq", seq);
     return plain_exchange(c, &fs);
 }

@@ -62,6 +62,10 @@ typedef struct tally_subscriber_options {
     uint32_t max_ack_pending; /* events in flight at most (1000) */
     uint32_t backoff_count;   /* 0..8: redelivery delays by attempt instead of ack_wait_ms */
     uint32_t backoff_ms[TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX];
+    uint32_t partitions;      /* ordered partitions by entity, 1..64 (0 or 1: none); each is
+                                 held by one instance at a time (docs/SUBSCRIBERS.md,
+                                 "Partitions"): run one handle per instance, each with
+                                 its own tally_run_options.instance */
 } tally_subscriber_options;
 
 /* A subscriber's metrics and settings (sub_get, sub_list, stats). */
@@ -91,6 +95,7 @@ typedef struct tally_subscriber_info {
     uint64_t inactive_expiry_ms;
     char contact[128 + 1];     /* who owns its dead letters */
     char alert_route[128 + 1]; /* where their alerts go */
+    uint32_t partitions;       /* 1: not partitioned (tally_subscriber_partitions) */
 } tally_subscriber_info;
 
 /* An in-flight event of a subscriber, before it is parked: delivered and
@@ -126,6 +131,15 @@ int tally_subscriber_update(tally_client *c, const char *name,
  * TALLY_subscriber_not_found, a transport code. */
 int tally_subscriber_show(tally_client *c, const char *name, tally_subscriber_info *info,
                           tally_in_flight_event *events, size_t capacity, size_t *count);
+
+/* A partition of a partitioned subscriber and the instance holding it. */
+typedef struct tally_partition_holder {
+    uint32_t partition;
+    char holder[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1]; /* "" = free (or its lease ran out) */
+    int64_t lease_until_ms;                                /* 0 when free */
+} tally_partition_holder;
+
+#define TALLY_CLIENT_SUB_PARTITIONS_MAX 64
 
 typedef struct tally_subscriber tally_subscriber;
 
@@ -184,7 +198,9 @@ typedef struct tally_run_options {
     uint32_t failures_max; /* failed round trips in a row (after the client's own
                               retries) before the run gives up; 0 = 10, at most 1000 */
     bool until_idle;       /* also return once a fetch, after waiting wait_ms,
-                              brings nothing: work off what is there, then stop */
+                              brings nothing: work off what is there, then stop
+                              (with partitions: what this instance's
+                              partitions hold, or nothing while it holds none) */
     const char *instance;  /* this consumer instance's id (1-64 bytes of A-Z a-z
                               0-9 . _ -), kept by the handle from this run on;
                               NULL = the handle's (generated at open, or the
@@ -269,6 +285,11 @@ int tally_subscriber_get(tally_client *c, const char *name, tally_subscriber_inf
 int tally_subscriber_list(tally_client *c, tally_subscriber_info *out, size_t capacity,
                           size_t *count);
 int tally_subscriber_delete(tally_client *c, const char *name);
+/* The partitions of subscriber name and who holds each (sub_get): up to
+ * capacity, *count gets how many (0 for a subscriber without partitions).
+ * TALLY_ok, TALLY_invalid_argument, or the request's error. */
+int tally_subscriber_partitions(tally_client *c, const char *name, tally_partition_holder *out,
+                                size_t capacity, size_t *count);
 /* The same metrics as they appear in `stats` (stats.subscribers). */
 int tally_stats_subscribers(tally_client *c, tally_subscriber_info *out, size_t capacity,
                             size_t *count);

@@ -273,7 +273,10 @@
     F(T, UINT, from_seq, OPTIONAL, UINT64_MAX, "start at this seq (1 .. head + 1)")         \
     F(T, INT, from_time_ms, OPTIONAL, 0,                                                    \
       "start at the first event committed at or after this Unix ms")                        \
-    NET_FIELD_SUB_SETTINGS(F, T)
+    NET_FIELD_SUB_SETTINGS(F, T)                                                            \
+    F(T, UINT, partitions, OPTIONAL, TALLY_SUB_PARTITIONS_MAX,                              \
+      "ordered partitions by entity, each held by one instance at a time, 1-64 "           \
+      "(default 1: none; fixed once created)")
 
 #define NET_FIELDS_sub_update(F, T) \
     NET_FIELD_SUB_NAME(F, T)        \

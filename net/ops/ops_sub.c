@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/msgpack_safe.h"
 #include "log/log.h"
+#include "log/subscriber_partition.h"
 #include "net/ops/figures.h"
 
 #include <stdlib.h>
@@ -214,6 +215,9 @@ int net_build_sub_create(net_request *req, const net_args_sub_create *a)
     if (rc != TALLY_ok)
         return rc;
     sub_config_default(&req->sub.config);
+    req->sub.partitions = (uint32_t)(a->has_partitions ? a->partitions : 1);
+    if (req->sub.partitions < 1)
+        return net_request_fail(req, TALLY_value_out_of_range, "partitions: at least 1");
     settings_args s = SETTINGS_OF(a);
     return build_settings(req, &s, &req->sub.config, NULL);
 }
@@ -353,7 +357,8 @@ static int apply_nested(store_txn *t, const net_request *req, int64_t now_ms, ne
 
 static int run_create(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
 {
-    return sub_create(t, u->name, &u->start, &u->config, now_ms, &r->created, &r->state);
+    int rc = sub_create(t, u->name, &u->start, &u->config, now_ms, &r->created, &r->state);
+    return rc == TALLY_ok ? sub_partitions_create(t, u->name, u->partitions, r->created) : rc;
 }
 
 static int run_update(store_txn *t, const net_sub *u, int64_t now_ms, net_sub_result *r)
@@ -422,12 +427,18 @@ bool net_sub_fetch_waits(const net_request *req, const net_result *res, uint64_t
 
 /* ---- replies ---- */
 
-static const char *refusal_detail(int code)
+/* The detail of a subscriber op's refusal (op: the op's id). */
+static const char *refusal_detail(int code, net_op_id op)
 {
     switch (code) {
     case TALLY_subscriber_not_found: return "no subscriber by that name";
     case TALLY_subscriber_exists_with_different_config:
-        return "a subscriber by that name exists with another max_deliver, ack_wait_ms, backoff_ms or max_ack_pending";
+        return "a subscriber by that name exists with another max_deliver, ack_wait_ms, backoff_ms, max_ack_pending or partitions";
+    case TALLY_missing_field: return "instance: a subscriber with partitions is fetched by named instances";
+    case TALLY_invalid_argument:
+        return op == NET_OP_SUB_ACK
+                   ? "seq: a subscriber with partitions is acknowledged by its done seqs, never cumulatively"
+                   : "";
     case TALLY_too_many_subscribers: return "at most 256 subscribers; delete one first";
     case TALLY_seq_beyond_head: return "beyond the log's head";
     case TALLY_seq_not_delivered: return "a done seq was never delivered to this subscriber";
@@ -470,6 +481,36 @@ static void pack_settings(net_out *o, const sub_state *s)
     kv_text_or_nil(o, "alert_route", c->alert_route);
 }
 
+/* A partitioned subscriber's "partitions" and each partition's live
+ * holder (nil: free) and the end of its lease (nothing for one without). */
+static void pack_partitions(net_out *o, store_txn *t, const sub_state *s, int64_t now_ms)
+{
+    sub_partitions *g = malloc(sizeof(*g));
+    if (!g || sub_partitions_load(t, tally_str_from(s->name), g) != TALLY_ok) {
+        free(g);
+        net_out_fail(o);
+        return;
+    }
+    if (g->count > 1) {
+        net_kv_u64(o, "partitions", g->count);
+        net_key(o, "partition_holders");
+        msgpack_pack_array(&o->pk, g->count);
+    }
+    for (uint32_t i = 0; g->count > 1 && i < g->count; i++) {
+        const sub_partition_lease *l = &g->lease[i];
+        bool live = l->holder_len > 0 && l->until_ms > now_ms;
+        net_map_begin(o);
+        net_kv_u64(o, "partition", i);
+        if (live)
+            net_kv_str(o, "holder", l->holder, l->holder_len);
+        else
+            net_kv_nil(o, "holder");
+        net_kv_i64(o, "lease_until_ms", live ? l->until_ms : 0);
+        net_map_end(o);
+    }
+    free(g);
+}
+
 static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t now_ms)
 {
     net_sub_figures m;
@@ -494,6 +535,7 @@ static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t n
     for (uint32_t i = 0; i < s->config.backoff_count; i++)
         msgpack_pack_uint32(&o->pk, s->config.backoff_ms[i]);
     net_kv_u64(o, "max_ack_pending", s->config.max_ack_pending);
+    pack_partitions(o, t, s, now_ms);
     net_kv_i64(o, "created_ms", s->created_ms);
     net_kv_i64(o, "updated_ms", s->updated_ms);
     net_kv_i64(o, "oldest_dead_letter_age_s", m.oldest_dead_letter_age_s);
@@ -504,11 +546,11 @@ static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t n
 
 /* The reply of a subscriber write: the refusal or fault, or true when the
  * caller packs the ok reply (already opened). */
-static bool reply_opened(net_out *o, const net_result *res, int fault)
+static bool reply_opened(net_out *o, const net_request *req, const net_result *res, int fault)
 {
     int code = fault ? fault : res->sub.code;
     if (code != TALLY_ok) {
-        net_reply_error(o, code, refusal_detail(code));
+        net_reply_error(o, code, refusal_detail(code, req->op->id));
         return false;
     }
     net_reply_open(o, TALLY_ok);
@@ -519,7 +561,7 @@ void net_reply_sub_create(net_out *o, store_txn *rt, const net_request *req,
                           const net_result *res, int fault, int64_t now_ms)
 {
     (void)req;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_bool(o, "created", res->sub.created);
     net_key(o, "subscriber");
@@ -531,7 +573,7 @@ void net_reply_sub_update(net_out *o, store_txn *rt, const net_request *req,
                           const net_result *res, int fault, int64_t now_ms)
 {
     (void)req;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_key(o, "subscriber");
     pack_metrics(o, rt, &res->sub.state, now_ms);
@@ -542,7 +584,7 @@ void net_reply_sub_delete(net_out *o, store_txn *rt, const net_request *req,
                           const net_result *res, int fault, int64_t now_ms)
 {
     (void)rt, (void)req, (void)now_ms;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_bool(o, "deleted", true);
     net_map_end(o);
@@ -554,7 +596,7 @@ void net_reply_sub_fetch(net_out *o, store_txn *rt, const net_request *req,
     (void)req, (void)now_ms;
     const net_sub_result *r = &res->sub;
     log_head head;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     if (log_head_get(rt, &head) != TALLY_ok) {
         net_out_fail(o);
@@ -588,7 +630,7 @@ void net_reply_sub_ack(net_out *o, store_txn *rt, const net_request *req, const 
                        int fault, int64_t now_ms)
 {
     (void)rt, (void)req, (void)now_ms;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_u64(o, "ack_floor", res->sub.state.ack_floor);
     net_kv_u64(o, "acked", res->sub.acked);
@@ -599,7 +641,7 @@ void net_reply_sub_nak(net_out *o, store_txn *rt, const net_request *req, const 
                        int fault, int64_t now_ms)
 {
     (void)rt, (void)req, (void)now_ms;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_u64(o, "attempt", res->sub.attempt);
     net_kv_i64(o, "deliver_after_ms", res->sub.deliver_after_ms);
@@ -610,7 +652,7 @@ void net_reply_sub_progress(net_out *o, store_txn *rt, const net_request *req,
                             const net_result *res, int fault, int64_t now_ms)
 {
     (void)rt, (void)req, (void)now_ms;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_u64(o, "extended", res->sub.extended);
     net_kv_i64(o, "deliver_after_ms", res->sub.deliver_after_ms);
@@ -621,7 +663,7 @@ void net_reply_sub_park(net_out *o, store_txn *rt, const net_request *req, const
                         int fault, int64_t now_ms)
 {
     (void)rt, (void)req, (void)now_ms;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_u64(o, "ack_floor", res->sub.state.ack_floor);
     net_map_end(o);
@@ -631,7 +673,7 @@ void net_reply_dlq_replay(net_out *o, store_txn *rt, const net_request *req,
                           const net_result *res, int fault, int64_t now_ms)
 {
     (void)rt, (void)req, (void)now_ms;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_u64(o, "replaying", res->sub.replaying);
     net_map_end(o);
@@ -641,7 +683,7 @@ void net_reply_dlq_discard(net_out *o, store_txn *rt, const net_request *req,
                            const net_result *res, int fault, int64_t now_ms)
 {
     (void)rt, (void)req, (void)now_ms;
-    if (!reply_opened(o, res, fault))
+    if (!reply_opened(o, req, res, fault))
         return;
     net_kv_bool(o, "discarded", true);
     net_map_end(o);
@@ -740,7 +782,7 @@ void net_read_sub(net_out *o, store_txn *t, const net_request *req, int64_t now_
     sub_state s;
     int rc = sub_get(t, req->sub.name, &s);
     if (rc != TALLY_ok)
-        return net_reply_error(o, rc, refusal_detail(rc));
+        return net_reply_error(o, rc, refusal_detail(rc, req->op->id));
     net_reply_open(o, TALLY_ok);
     net_key(o, "subscriber");
     pack_metrics(o, t, &s, now_ms);
@@ -813,7 +855,7 @@ void net_read_dlq(net_out *o, store_txn *t, const net_request *req, int64_t now_
     int rc = sub_dlq_list(t, req->sub.name, req->sub.after_seq, req->sub.limit, dlq_keep, &c,
                           &next);
     if (rc != TALLY_ok) {
-        net_reply_error(o, rc, refusal_detail(rc));
+        net_reply_error(o, rc, refusal_detail(rc, req->op->id));
         free(c.entries);
         return;
     }

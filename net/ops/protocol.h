@@ -151,6 +151,7 @@ typedef struct net_sub {
     tally_str text;       /* nak error, park reason */
     uint64_t after_seq;   /* dlq_list */
     uint32_t limit;       /* dlq_list */
+    uint32_t partitions;  /* create: 1 = not partitioned */
 } net_sub;
 
 /* Parameters of endpoint_attempts_record and endpoint_attempts

@@ -877,7 +877,7 @@ static void audit_account(cluster_fixture *f, unsigned i)
 }
 
 /* Every subscriber write, each sent to another node than the one before
- * (create, fetch, nak, park, ack, dlq_replay, dlq_discard, delete): each
+ * (create, fetch, nak, park, ack, update, dlq_replay, dlq_discard, delete): each
  * answered ok, and every node holds the same cursor after each step. */
 START_TEST(test_subscriber_writes_on_every_node_agree)
 {
@@ -902,6 +902,21 @@ START_TEST(test_subscriber_writes_on_every_node_agree)
     sub_write_ok(&r);
     wire_call(f.client[0], &r, "sub_ack", "sU", "name", "audit", "done", 1u, (uint64_t[]){3});
     uint64_t at = sub_write_ok(&r);
+    assert_same_cursor(&f, at, 1);
+    /* b: updated (a lease, an owner): every node holds it, the cursor kept */
+    wire_call(f.client[1], &r, "sub_update", "sus", "name", "audit", "ack_wait_ms",
+              (uint64_t)50000, "contact", "audit-team");
+    at = sub_write_ok(&r);
+    for (int k = 0; k < NODES; k++) {
+        wire_call(f.client[k], &r, "sub_get", "su", "name", "audit", "min_seq", at);
+        wire_expect(&r, "ok");
+        const msgpack_object *s = wire_field(r.map, "subscriber");
+        tally_str contact;
+        ck_assert_uint_eq(wire_u64(s, "ack_wait_ms"), 50000);
+        ck_assert(msgpack_safe_get_str(wire_field(s, "contact"), &contact) &&
+                  tally_str_equal(contact, tally_str_from("audit-team")));
+        wire_done(&r);
+    }
     assert_same_cursor(&f, at, 1);
     wire_call(f.client[1], &r, "dlq_list", "su", "name", "audit", "min_seq", at);
     wire_expect(&r, "ok");

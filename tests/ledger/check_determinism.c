@@ -15,6 +15,7 @@
  */
 #include "ledger/retention.h"
 #include "log/subscriber.h"
+#include "log/subscriber_partition.h"
 #include "tests/support/test_support.h"
 
 #include <stdio.h>
@@ -79,6 +80,47 @@ static void subscriber_steps(test_store *ts, int phase)
         ck_assert_int_eq(sub_ack(&t, NAME, d[0].seq, NULL, 0, ts->now_ms, &n, &st), TALLY_ok);
         uint32_t replaying = 0;
         ck_assert_int_eq(sub_dlq_replay(&t, NAME, false, 0, ts->now_ms, &replaying), TALLY_ok);
+    }
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+}
+
+/* A subscriber with partitions: two instances share them (their leases,
+ * membership and queued events are stored), then one takes over. */
+static void partition_steps(test_store *ts, int phase)
+{
+    static const tally_str parts = {"parts", 5};
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    sub_delivery d[8];
+    uint32_t count = 0, n = 0;
+    int64_t next_due = 0, after_ms = 0;
+    sub_state st;
+    if (phase == 0) {
+        sub_config cfg;
+        sub_config_default(&cfg);
+        cfg.ack_wait_ms = 5000;
+        sub_start start = {.kind = SUB_START_BEGINNING};
+        bool created = false;
+        ck_assert_int_eq(sub_create(&t, parts, &start, &cfg, ts->now_ms, &created, &st), TALLY_ok);
+        ck_assert_int_eq(sub_partitions_create(&t, parts, 3, created), TALLY_ok);
+        ck_assert_int_eq(sub_fetch(&t, parts, 2, false, tally_str_from("p-1"), ts->now_ms, d,
+                                   &count, &next_due, &st),
+                         TALLY_ok);
+        ck_assert_int_eq(sub_fetch(&t, parts, 2, false, tally_str_from("p-2"), ts->now_ms, d,
+                                   &count, &next_due, &st),
+                         TALLY_ok);
+        ck_assert_int_eq(sub_fetch(&t, parts, 2, false, tally_str_from("p-1"), ts->now_ms, d,
+                                   &count, &next_due, &st),
+                         TALLY_ok);
+    } else {
+        /* p-1's leases ran out: p-2 takes its partitions and events */
+        ck_assert_int_eq(sub_fetch(&t, parts, 8, false, tally_str_from("p-2"), ts->now_ms, d,
+                                   &count, &next_due, &st),
+                         TALLY_ok);
+        ck_assert_uint_gt(count, 0);
+        ck_assert_int_eq(sub_progress(&t, parts, &d[0].seq, 1, tally_str_from("p-2"),
+                                      ts->now_ms, &n, &after_ms),
+                         TALLY_ok);
     }
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
 }
@@ -152,6 +194,7 @@ static void play(test_store *ts)
     ledger_command hook = delivery("evt_1", "{\"id\":\"evt_1\",\"amount\":7}");
     ck_assert_int_eq(test_apply(ts, "webhook:stripe", "evt_1", &hook).code, TALLY_ok);
     subscriber_steps(ts, 0);
+    partition_steps(ts, 0);
 
     ts->now_ms = T0 + 3 * SECOND; /* h1 times out */
     sweep_and_retain(ts);
@@ -181,6 +224,7 @@ static void play(test_store *ts)
     ts->now_ms = T0 + 6 * SECOND; /* g1 expires; redeliveries are due */
     sweep_and_retain(ts);
     subscriber_steps(ts, 1);
+    partition_steps(ts, 1);
     ledger_command rv = test_cmd_revoke("user-3", "api");
     ck_assert_int_eq(test_apply(ts, "app", "r3", &rv).code, TALLY_ok);
 

@@ -20,6 +20,7 @@
 #include "ledger/history.h"
 #include "ledger/retention.h"
 #include "log/subscriber.h"
+#include "log/subscriber_partition.h"
 #include "tests/support/run.h"
 #include "tests/support/wait.h"
 #include "tests/support/suite.h"
@@ -694,6 +695,31 @@ START_TEST(cursor_beyond_the_head_is_found)
     close_copy(&ts);
     json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
     expect_finding(doc, "cursors", "subscriber:" SUBSCRIBER);
+    json_decref(doc);
+    test_remove_dir(ts.dir);
+}
+END_TEST
+
+/* Partitions records (log/subscriber_partition.h): one of a subscriber
+ * that does not exist, and one cut short. */
+START_TEST(partitions_records_are_checked)
+{
+    test_store ts;
+    copy_master(&ts);
+    store_txn t;
+    begin_write(&ts, &t);
+    static sub_partitions g = {.count = 4};
+    ck_assert_int_eq(sub_partitions_save(&t, tally_str_from("ghost"), &g), TALLY_ok);
+    uint8_t key[1 + sizeof(SUBSCRIBER)] = {'g'};
+    memcpy(key + 1, SUBSCRIBER, strlen(SUBSCRIBER));
+    static const uint8_t cut[] = {1, 0, 0, 0, 4, 0}; /* four partitions, none written */
+    ck_assert_int_eq(store_put(&t, STORE_DB_CURSORS, key, 1 + strlen(SUBSCRIBER), cut,
+                               sizeof(cut), 0), TALLY_ok);
+    commit(&t);
+    close_copy(&ts);
+    json_t *doc = RECON_JSON(EXIT_DISCREPANCIES, ts.dir);
+    expect_finding(doc, "cursors", "subscriber:ghost/partitions");
+    expect_finding(doc, "cursors", "subscriber:" SUBSCRIBER "/partitions");
     json_decref(doc);
     test_remove_dir(ts.dir);
 }
@@ -1420,6 +1446,7 @@ static Suite *recon_suite(void)
         {"inbox_unindexed", unindexed_inbox_record_breaks_inbox_time, TEST_TIMEOUT_S},
         {"history", moved_history_entry_is_found, TEST_TIMEOUT_S},
         {"cursors", cursor_beyond_the_head_is_found, TEST_TIMEOUT_S},
+        {"cursors", partitions_records_are_checked, TEST_TIMEOUT_S},
         {"dlq", dead_letter_of_a_missing_seq_is_found, TEST_TIMEOUT_S},
         {"retention", store_after_log_retention_is_checked_from_its_floor, TEST_TIMEOUT_S},
         {"cap", findings_beyond_the_cap_are_counted, TEST_TIMEOUT_S},

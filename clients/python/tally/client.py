@@ -464,15 +464,19 @@ class Client:
                    from_seq: Optional[int] = None, from_time_ms: Optional[int] = None,
                    max_deliver: Optional[int] = None, ack_wait_ms: Optional[int] = None,
                    backoff_ms: Optional[Iterable[int]] = None,
-                   max_ack_pending: Optional[int] = None, **settings: Any) -> SubCreateResult:
+                   max_ack_pending: Optional[int] = None,
+                   partitions: Optional[int] = None, **settings: Any) -> SubCreateResult:
         """Create durable subscriber ``name`` (an identical one existing is
-        fine: ``created`` False). ``settings``: ``filter_types``,
-        ``filter_kinds``, ``filter_subject``, ``inactive_expiry_ms``,
-        ``contact``, ``alert_route`` (docs/SUBSCRIBERS.md)."""
+        fine: ``created`` False). ``partitions`` (2-64) spreads its events
+        by entity over ordered partitions, each held by one instance at a
+        time (docs/SUBSCRIBERS.md, "Partitions"); it is fixed once created.
+        ``settings``: ``filter_types``, ``filter_kinds``,
+        ``filter_subject``, ``inactive_expiry_ms``, ``contact``,
+        ``alert_route`` (docs/SUBSCRIBERS.md)."""
         body = _fields(name=name, start=start, from_seq=from_seq, from_time_ms=from_time_ms,
                        max_deliver=max_deliver, ack_wait_ms=ack_wait_ms,
                        backoff_ms=None if backoff_ms is None else list(backoff_ms),
-                       max_ack_pending=max_ack_pending, **settings)
+                       max_ack_pending=max_ack_pending, partitions=partitions, **settings)
         return SubCreateResult.from_json(self.request("POST", "/v1/sub_create", body))
 
     def sub_update(self, name: str, *, backoff_ms: Optional[Iterable[int]] = None,

@@ -386,6 +386,9 @@ class SubscriberInfo(_FromJson):
     active_ms: int = 0
     contact: Optional[str] = None
     alert_route: Optional[str] = None
+    partitions: int = 1  # ordered partitions; 1: none
+    # per partition: ``partition``, ``holder`` (None: free), ``lease_until_ms``
+    partition_holders: List[Dict[str, Any]] = field(default_factory=list)
 
 
 

@@ -134,6 +134,25 @@ def test_the_inbox_rolls_back_a_failed_handler(tmp_path: Path) -> None:
     assert (inbox.applied, inbox.repeated) == (1, 1)
 
 
+def test_partitions(client: tally.Client) -> None:
+    make_events(client, 2)  # 3 events, each of its own account
+    made = client.sub_create("orders", partitions=2)
+    assert made.created and made.subscriber.partitions == 2
+    assert [h["holder"] for h in made.subscriber.partition_holders] == [None, None]
+    try:
+        client.sub_fetch("orders")  # a partitioned subscriber needs an instance
+    except tally.RefusedRequest as e:
+        assert e.code == "missing_field"
+    else:
+        raise AssertionError("a fetch without an instance answered")
+    fetched = client.sub_fetch("orders", instance="w1")
+    assert [d.seq for d in fetched.events] == [1, 2, 3]  # alone, w1 holds both
+    holders = client.sub_get("orders").partition_holders
+    assert [h["holder"] for h in holders] == ["w1", "w1"]
+    assert client.sub_get("orders").partitions == 2
+    assert client.sub_create("mailer").subscriber.partitions == 1
+
+
 def test_every_subscriber_op(client: tally.Client) -> None:
     make_events(client, 2)  # 3 events
     made = client.sub_create("mailer")

@@ -469,6 +469,10 @@ export interface SubscriberInfo {
   ack_wait_ms: number;
   backoff_ms: number[];
   max_ack_pending: number;
+  /** ordered partitions, present for a subscriber with some (docs/SUBSCRIBERS.md) */
+  partitions?: number;
+  /** each partition's live holder (null: free) and the end of its lease */
+  partition_holders?: { partition: number; holder: string | null; lease_until_ms: number }[];
   [k: string]: unknown;
 }
 
@@ -497,6 +501,8 @@ export interface SubCreateOptions extends SubSettings {
   start?: "beginning" | "now";
   from_seq?: IntInput;
   from_time_ms?: IntInput;
+  /** 2-64: events spread by entity over ordered partitions, each held by one instance */
+  partitions?: number;
 }
 
 export interface SubCreateResult {
