@@ -320,6 +320,7 @@ uint64_t sub_entity_hash(const log_entity *e)
         return fnv_u64(fnv1a(fnv1a(h, e->subscriber.ptr, e->subscriber.len), "", 1), e->letter_seq);
     case LOG_ENTITY_WEBHOOK: return fnv_pair(h, e->webhook_source, e->webhook_event_id);
     case LOG_ENTITY_SUBSCRIBER: return fnv1a(h, e->subscriber.ptr, e->subscriber.len);
+    case LOG_ENTITY_ENDPOINT: return fnv1a(h, e->endpoint.ptr, e->endpoint.len);
     }
     return h;
 }
