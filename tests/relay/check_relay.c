@@ -2035,7 +2035,7 @@ static int attempts_of(receiver *r, const char *path, const char *id)
 START_TEST(test_http_retry_schedule_parks_after_its_last_attempt)
 {
     http_fixture h;
-    pid_t relay = http_up(&h, "[endpoint dead]\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
+    pid_t relay = http_up(&h, "[endpoint dead]\nbackfill = all\nurl = @/dead\nsecret = " SECRET_TEXT "\n"
                               "retry_schedule = 0 50ms 100ms\ndisable_after = never\n");
     enum { EVENTS = 10 };
     test_client_open_accounts(h.f.c, 1, EVENTS);
@@ -2194,7 +2194,7 @@ static void wait_signed_with(http_fixture *h, unsigned mask, unsigned signatures
 START_TEST(test_http_secret_rotation_signs_with_both_during_overlap)
 {
     http_fixture h;
-    pid_t relay = http_up(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n");
+    pid_t relay = http_up(&h, "[endpoint ok]\nbackfill = all\nurl = @/ok\nsecret = " SECRET_TEXT "\n");
     int next_id = 1;
     wait_signed_with(&h, 1u, 1, &next_id);
     rotate_secret(&h.f.srv, "whsec_" SECRET2_B64, "1h");
@@ -2227,7 +2227,7 @@ END_TEST
 START_TEST(test_http_recover_resends_every_event_since_a_time)
 {
     http_fixture h;
-    pid_t relay = http_up(&h, "[endpoint ok]\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
+    pid_t relay = http_up(&h, "[endpoint ok]\nbackfill = all\nurl = @/ok\nsecret = " SECRET_TEXT "\n"
                               "types = account.*\n");
     enum { EVENTS = 5 };
     test_client_open_accounts(h.f.c, 1, EVENTS);
@@ -2304,7 +2304,7 @@ static size_t log_count_type(tally_client *c, const char *type, const char *subj
 START_TEST(test_http_failing_endpoint_is_disabled_until_enabled)
 {
     http_fixture h;
-    http_config_write(&h, "[endpoint toggle]\nurl = @/toggle\nsecret = " SECRET_TEXT "\n"
+    http_config_write(&h, "[endpoint toggle]\nbackfill = all\nurl = @/toggle\nsecret = " SECRET_TEXT "\n"
                           "retry_schedule = 0 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms "
                           "100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms\n"
                           "disable_after = 300ms\n",
@@ -2373,8 +2373,8 @@ START_TEST(test_check_prints_the_retry_schedule)
                       strstr(out, "subscriber relay:b: fetch 100, max_deliver 3,") &&
                       strstr(out, "  retry_schedule 0 1s 90s (3 attempts over 0.0 h), "
                                   "disable_after never, attempt_retention 7d\n") &&
-                      strstr(out, "subscriber relay:c: fetch 100, max_deliver 8, backoff_ms 10 "
-                                  "20\n") &&
+                      strstr(out, "subscriber relay:c: fetch 100, max_deliver 8, when new, from "
+                                  "the next event, backoff_ms 10 20\n") &&
                       strstr(out, "  retry_schedule (the subscriber's backoff_ms), disable_after "
                                   "5d, attempt_retention 7d\n"),
                   "%s", out);
