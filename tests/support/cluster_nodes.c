@@ -42,6 +42,13 @@ void cluster_nodes_start(cluster_nodes *c, int i)
     const char *argv[TALLYD_EXTRA_ARGS_MAX];
     node_argv(c, i, argv, TALLYD_EXTRA_ARGS_MAX);
     wire_server_start(&c->node[i], &c->client[i], argv);
+    /* one request answered: the client's connection is up (NNG 1.5.2 never
+     * frees a dialer closed while it is still connecting; as in
+     * tests/support/cluster_fixture.c) */
+    wire_reply r;
+    wire_call(c->client[i], &r, "stats", "");
+    wire_expect(&r, "ok");
+    wire_done(&r);
 }
 
 void cluster_nodes_restart(cluster_nodes *c, int i)
