@@ -396,7 +396,7 @@ static void check_endpoint_event(audit *a, const log_event *ev)
 {
     const msgpack_object *row = log_event_part(ev, LOG_PART_ENDPOINT);
     msgpack_record_reader r = msgpack_record_read(row);
-    tally_str name, state, reason;
+    tally_str name = {0}, state = {0}, reason = {0};
     int64_t until_ms = 0;
     bool ok = row != NULL && msgpack_record_fields(&r) >= 4 &&
               msgpack_safe_get_str(msgpack_record_next(&r, "name"), &name) &&
