@@ -258,6 +258,14 @@ static struct MHD_Response *stream_response(struct MHD_Connection *c, net_http_r
         stream_free(s);
         return NULL;
     }
+    if (r->stream_send_buffer > 0) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        /* A failure leaves the kernel's own sizing: the stream still works. */
+        if (fd != NULL)
+            (void)setsockopt(fd->connect_fd, SOL_SOCKET, SO_SNDBUF, &r->stream_send_buffer,
+                             sizeof(r->stream_send_buffer));
+    }
     r->stream->attach(r->stream_ctx, s);
     return resp;
 }

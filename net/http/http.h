@@ -86,6 +86,11 @@ typedef struct net_http_reply {
      * when the reply is not sent, done still runs. */
     const net_http_stream_ops *stream;
     void *stream_ctx;
+    /* A stream's connection: non-zero sets its kernel send buffer
+     * (SO_SNDBUF, which Linux doubles) instead of letting the kernel grow
+     * it (to tcp_wmem's maximum, 4 MiB): what a client that reads nothing
+     * makes the kernel hold for it. */
+    int stream_send_buffer;
 } net_http_reply;
 
 typedef void (*net_http_handler)(void *ctx, const net_http_request *rq, net_http_reply *out);

@@ -9,7 +9,8 @@
  * (catching up and going live are the same loop), so each seq goes out
  * once, in order, with no gap, and a slow client costs no more than what
  * one read renders: at most --http-stream-buffer-bytes per stream (an
- * event whose message would pass it ends the stream). With nothing to
+ * event whose message would pass it ends the stream), and as much again
+ * in the kernel's send buffer of its socket. With nothing to
  * send the connection waits suspended. One thread here wakes streams:
  * when a commit moves the head past where a stream is (server.head_moved),
  * when a heartbeat is due, and when a stream has lived --http-stream-max-s
@@ -471,6 +472,8 @@ void http_events_route(void *ctx, const net_http_request *rq, net_http_reply *ou
     out->headers[1].name = "X-Accel-Buffering", out->headers[1].value = "no";
     out->stream = &stream_ops;
     out->stream_ctx = s;
+    /* The kernel holds as much again as tallyd at most (Linux doubles it). */
+    out->stream_send_buffer = (int)(srv->opt->http_stream_buffer_bytes / 2);
 }
 
 /* ---- start, stop, metrics ---- */
