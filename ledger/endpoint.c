@@ -171,7 +171,8 @@ static void set_disabled(ledger_endpoint_state *s, const ledger_endpoint *cmd, i
     (void)now_ms;
     assert(cmd->reason.len <= TALLY_ENDPOINT_REASON_BYTES_MAX);
     s->disabled = true;
-    memcpy(s->reason, cmd->reason.ptr, cmd->reason.len);
+    if (cmd->reason.len > 0) /* no reason: ptr may be NULL */
+        memcpy(s->reason, cmd->reason.ptr, cmd->reason.len);
     s->reason[cmd->reason.len] = '\0';
 }
 
