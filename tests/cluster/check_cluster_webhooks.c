@@ -1,0 +1,251 @@
+/*
+ * check_cluster_webhooks.c — webhook intake in cluster mode (docs/CLUSTER.md,
+ * "Webhooks"; docs/WEBHOOKS.md) on three nats-servers in one JetStream
+ * cluster and three tallyd, each with the same --webhooks file (one
+ * hmac-sha256 source whose event id is the body's "id" field), every
+ * delivery signed here with OpenSSL's HMAC:
+ *
+ * - a delivery to node a is answered 200 (accepted, its log seq and
+ *   cluster_seq) and read on every node at its seq as a webhook.received
+ *   event with the delivery's body;
+ * - the same delivery retried to node b is answered 200 with
+ *   Idempotent-Replayed (outcome replayed, the same seq); the same id with
+ *   another body to node c is 409;
+ * - another delivery sent to nodes b and c at once: both 200, one accepted
+ *   and one replayed, with the same seq;
+ * - a delivery with a wrong signature to node b is 401, stored nowhere;
+ * - then every node holds the same log byte for byte (heads equal), the
+ *   same counts, tally-recon is clean on each, and each log holds exactly
+ *   two webhook.received events, one per event id.
+ *
+ * Without nats-server installed the program says so and exits 77.
+ */
+#include "config.h"
+
+#include "common/error.h"
+#include "common/log_event.h"
+#include "common/msgpack_safe.h"
+
+#include "tests/support/cluster_fixture.h"
+#include "tests/support/http_client.h"
+#include "tests/support/suite.h"
+#include "tests/support/test_support.h"
+#include "tests/support/wire.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TEST_TIMEOUT_S 600
+#define SECRET "cluster-webhook-secret-0123456789"
+
+/* The sources file and its secret in a temp dir of the test's. */
+typedef struct hooks_files {
+    char dir[256], secret[320], conf[320];
+} hooks_files;
+
+static void hooks_files_make(hooks_files *h)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(h->dir, sizeof(h->dir), "%s/cluster-hooks-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(h->dir));
+    snprintf(h->secret, sizeof(h->secret), "%s/gh.secret", h->dir);
+    snprintf(h->conf, sizeof(h->conf), "%s/hooks.conf", h->dir);
+    FILE *f = fopen(h->secret, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(SECRET "\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(h->secret, 0600), 0);
+    f = fopen(h->conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "gh hmac-sha256 %s id_field=id type_field=type\n", h->secret);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A delivery's answer: status, outcome, seq, cluster_seq, replayed. */
+typedef struct answer {
+    int status;
+    char outcome[32];
+    uint64_t seq, cluster_seq;
+    bool replayed;
+    char *raw;
+} answer;
+
+static uint64_t number_after(const char *text, const char *key)
+{
+    const char *at = strstr(text, key);
+    return at ? strtoull(at + strlen(key), NULL, 10) : 0;
+}
+
+/* POST body to node's /webhooks/gh, signed with key (SECRET, or another to
+ * be refused). */
+static answer deliver(int http_port, const char *body, const char *key)
+{
+    uint8_t mac[32];
+    unsigned mac_len = sizeof(mac);
+    size_t n = strlen(body);
+    HMAC(EVP_sha256(), key, (int)strlen(key), (const uint8_t *)body, n, mac, &mac_len);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+    char raw[2048];
+    int len = snprintf(raw, sizeof(raw),
+                       "POST /webhooks/gh HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                       "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                       "X-Hub-Signature-256: sha256=%s\r\n\r\n%s",
+                       n, hex, body);
+    ck_assert(len > 0 && (size_t)len < sizeof(raw));
+    answer a = {0};
+    a.raw = test_http_raw(http_port, raw, (size_t)len, &a.status);
+    ck_assert_msg(a.raw != NULL, "no connection to port %d", http_port);
+    const char *o = strstr(a.raw, "\"outcome\":\"");
+    if (o)
+        snprintf(a.outcome, sizeof(a.outcome), "%.*s", (int)strcspn(o + 11, "\""), o + 11);
+    a.seq = number_after(a.raw, "\"seq\":");
+    a.cluster_seq = number_after(a.raw, "\"cluster_seq\":");
+    a.replayed = strcasestr(a.raw, "Idempotent-Replayed: true") != NULL;
+    return a;
+}
+
+static void expect(const answer *a, int status, const char *outcome, bool replayed)
+{
+    ck_assert_msg(a->status == status && strcmp(a->outcome, outcome) == 0 &&
+                      a->replayed == replayed,
+                  "wanted %d %s%s, got: %s", status, outcome, replayed ? " (replayed)" : "",
+                  a->raw);
+}
+
+/* Node c's event at seq, read once it applied min_seq: a webhook.received
+ * whose body part is body. */
+static void assert_event_at(tally_client *c, uint64_t seq, uint64_t min_seq, const char *body)
+{
+    await_applied(c, min_seq);
+    wire_reply r;
+    wire_call(c, &r, "log_read", "uu", "from_seq", seq, "limit", (uint64_t)1);
+    wire_expect(&r, "ok");
+    const msgpack_object *events = wire_field(r.map, "events");
+    ck_assert_int_eq(events->type, MSGPACK_OBJECT_ARRAY);
+    ck_assert_uint_eq(events->via.array.size, 1);
+    const void *bytes;
+    size_t len;
+    ck_assert(msgpack_safe_get_bin(&events->via.array.ptr[0], &bytes, &len));
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    ck_assert_int_eq(log_event_decode(bytes, len, &up, &ev), TALLY_ok);
+    ck_assert(log_event_type_is(&ev, LOG_EVENT_WEBHOOK_RECEIVED));
+    const msgpack_object *w = log_event_part(&ev, LOG_PART_WEBHOOK);
+    ck_assert(w && w->type == MSGPACK_OBJECT_ARRAY && w->via.array.size == 5);
+    const msgpack_object *b = &w->via.array.ptr[4];
+    ck_assert(b->type == MSGPACK_OBJECT_BIN && b->via.bin.size == strlen(body) &&
+              memcmp(b->via.bin.ptr, body, b->via.bin.size) == 0);
+    msgpack_unpacked_destroy(&up);
+    wire_done(&r);
+}
+
+/* How many webhook.received events c's log holds (1..head). */
+static unsigned webhook_events(tally_client *c)
+{
+    uint64_t head = stats_u64(c, "head_seq");
+    unsigned count = 0;
+    for (uint64_t from = 1; from <= head;) {
+        wire_reply r;
+        wire_call(c, &r, "log_read", "uu", "from_seq", from, "limit", (uint64_t)100);
+        wire_expect(&r, "ok");
+        const msgpack_object *events = wire_field(r.map, "events");
+        ck_assert_uint_gt(events->via.array.size, 0);
+        for (uint32_t i = 0; i < events->via.array.size; i++) {
+            const void *bytes;
+            size_t len;
+            ck_assert(msgpack_safe_get_bin(&events->via.array.ptr[i], &bytes, &len));
+            msgpack_unpacked up;
+            msgpack_unpacked_init(&up);
+            log_event ev;
+            ck_assert_int_eq(log_event_decode(bytes, len, &up, &ev), TALLY_ok);
+            count += log_event_type_is(&ev, LOG_EVENT_WEBHOOK_RECEIVED);
+            msgpack_unpacked_destroy(&up);
+        }
+        from += events->via.array.size;
+        wire_done(&r);
+    }
+    return count;
+}
+
+typedef struct racer {
+    int port;
+    const char *body;
+    answer a;
+} racer;
+
+static void *race(void *arg)
+{
+    racer *r = arg;
+    r->a = deliver(r->port, r->body, SECRET);
+    return NULL;
+}
+
+START_TEST(test_a_delivery_is_stored_once_on_every_node)
+{
+    hooks_files h;
+    hooks_files_make(&h);
+    const char *extra[] = {"--webhooks", h.conf, NULL};
+    cluster_fixture f;
+    cluster_up_with(&f, extra);
+    const char *one = "{\"id\":\"evt_1\",\"type\":\"invoice.paid\",\"n\":1}";
+    answer a = deliver(f.node[0].http_port, one, SECRET);
+    expect(&a, 200, "accepted", false);
+    ck_assert_msg(a.seq > 0 && a.cluster_seq > 0, "no seq or cluster_seq: %s", a.raw);
+    for (int i = 0; i < NODES; i++)
+        assert_event_at(f.client[i], a.seq, a.cluster_seq, one);
+    /* the provider's retry, to another node: replayed from the inbox */
+    answer again = deliver(f.node[1].http_port, one, SECRET);
+    expect(&again, 200, "replayed", true);
+    ck_assert_uint_eq(again.seq, a.seq);
+    const char *other = "{\"id\":\"evt_1\",\"type\":\"invoice.paid\",\"n\":2}";
+    answer conflict = deliver(f.node[2].http_port, other, SECRET);
+    expect(&conflict, 409, "conflict", false);
+    /* one delivery to two nodes at once: stored once */
+    const char *two = "{\"id\":\"evt_2\",\"type\":\"invoice.paid\",\"n\":3}";
+    racer r[2] = {{f.node[1].http_port, two, {0}}, {f.node[2].http_port, two, {0}}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, race, &r[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_msg(r[0].a.status == 200 && r[1].a.status == 200 && r[0].a.seq == r[1].a.seq &&
+                      r[0].a.replayed != r[1].a.replayed,
+                  "one accepted, one replayed, the same seq: %s\n%s", r[0].a.raw, r[1].a.raw);
+    answer forged = deliver(f.node[1].http_port, "{\"id\":\"evt_3\"}", "not-the-secret-at-all");
+    expect(&forged, 401, "bad_signature", false);
+    uint64_t last = r[0].a.cluster_seq > r[1].a.cluster_seq ? r[0].a.cluster_seq
+                                                            : r[1].a.cluster_seq;
+    assert_converged(&f, last);
+    for (int i = 0; i < NODES; i++)
+        ck_assert_uint_eq(webhook_events(f.client[i]), 2);
+    answer *all[] = {&a, &again, &conflict, &r[0].a, &r[1].a, &forged};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        free(all[i]->raw);
+    cluster_down(&f);
+    test_remove_dir(h.dir);
+}
+END_TEST
+
+int main(void)
+{
+    if (nats_cluster_server_path() == NULL) {
+        fprintf(stderr, "check_cluster_webhooks: skipped: $NATS_SERVER is not an executable "
+                        "nats-server (setup.sh installs Debian's)\n");
+        return 77;
+    }
+    const test_row rows[] = {
+        {"webhooks", test_a_delivery_is_stored_once_on_every_node, TEST_TIMEOUT_S},
+    };
+    return test_run_suite(test_suite_of_rows("cluster_webhooks", TEST_ROWS(rows)));
+}
