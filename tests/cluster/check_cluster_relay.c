@@ -183,6 +183,8 @@ START_TEST(test_a_relay_moves_on_when_its_node_dies)
     test_client_open_accounts(c.client[1], 1, FIRST_EVENTS);
     wait_delivered(rc, &r, KILL_AFTER);
     tallyd_kill(&c.node[0]); /* the relay's node, while it delivers */
+    size_t at_kill = receiver_delivered(rc, "/slow", NULL);
+    ck_assert_msg(at_kill < FIRST_EVENTS, "all %zu events arrived before the kill", at_kill);
     tally_client_close(c.client[0]);
     c.client[0] = NULL;
     test_client_open_accounts(c.client[2], FIRST_EVENTS + 1, MORE_EVENTS);

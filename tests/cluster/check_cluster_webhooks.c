@@ -3,7 +3,7 @@
  * "Webhooks"; docs/WEBHOOKS.md) on three nats-servers in one JetStream
  * cluster and three tallyd, each with the same --webhooks file (one
  * hmac-sha256 source whose event id is the body's "id" field), every
- * delivery signed here with OpenSSL's HMAC:
+ * delivery signed here with OpenSSL's HMAC, plus a Standard Webhooks source:
  *
  * - a delivery to node a is answered 200 (accepted, its log seq and
  *   cluster_seq) and read on every node at its seq as a webhook.received
@@ -13,15 +13,19 @@
  *   another body to node c is 409;
  * - another delivery sent to nodes b and c at once: both 200, one accepted
  *   and one replayed, with the same seq;
+ * - a Standard Webhooks delivery to node c, and the provider's retry
+ *   signed anew 5 s later to node a: accepted, then replayed (the signed
+ *   time is not in the fingerprint);
  * - a delivery with a wrong signature to node b is 401, stored nowhere;
  * - then every node holds the same log byte for byte (heads equal), the
  *   same counts, tally-recon is clean on each, and each log holds exactly
- *   two webhook.received events, one per event id.
+ *   three webhook.received events, one per event id.
  *
  * Without nats-server installed the program says so and exits 77.
  */
 #include "config.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log_event.h"
 #include "common/msgpack_safe.h"
@@ -45,11 +49,23 @@
 
 #define TEST_TIMEOUT_S 600
 #define SECRET "cluster-webhook-secret-0123456789"
+/* the standard source's key, and its secret file's text (whsec_ + base64) */
+#define STD_KEY "standard-webhook-key-0123456789"
+#define STD_SECRET "whsec_c3RhbmRhcmQtd2ViaG9vay1rZXktMDEyMzQ1Njc4OQ=="
 
 /* The sources file and its secret in a temp dir of the test's. */
 typedef struct hooks_files {
-    char dir[256], secret[320], conf[320];
+    char dir[256], secret[320], std_secret[320], conf[320];
 } hooks_files;
+
+static void secret_write(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s\n", text);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+}
 
 static void hooks_files_make(hooks_files *h)
 {
@@ -57,15 +73,14 @@ static void hooks_files_make(hooks_files *h)
     snprintf(h->dir, sizeof(h->dir), "%s/cluster-hooks-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(h->dir));
     snprintf(h->secret, sizeof(h->secret), "%s/gh.secret", h->dir);
+    snprintf(h->std_secret, sizeof(h->std_secret), "%s/std.secret", h->dir);
     snprintf(h->conf, sizeof(h->conf), "%s/hooks.conf", h->dir);
-    FILE *f = fopen(h->secret, "w");
+    secret_write(h->secret, SECRET);
+    secret_write(h->std_secret, STD_SECRET);
+    FILE *f = fopen(h->conf, "w");
     ck_assert_ptr_nonnull(f);
-    fputs(SECRET "\n", f);
-    ck_assert_int_eq(fclose(f), 0);
-    ck_assert_int_eq(chmod(h->secret, 0600), 0);
-    f = fopen(h->conf, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "gh hmac-sha256 %s id_field=id type_field=type\n", h->secret);
+    fprintf(f, "gh hmac-sha256 %s id_field=id type_field=type\nstd standard %s\n", h->secret,
+            h->std_secret);
     ck_assert_int_eq(fclose(f), 0);
 }
 
@@ -84,23 +99,15 @@ static uint64_t number_after(const char *text, const char *key)
     return at ? strtoull(at + strlen(key), NULL, 10) : 0;
 }
 
-/* POST body to node's /webhooks/gh, signed with key (SECRET, or another to
- * be refused). */
-static answer deliver(int http_port, const char *body, const char *key)
+/* POST body to node's /webhooks/<source> with the headers (each ending
+ * in CRLF); the answer parsed. */
+static answer post(int http_port, const char *source, const char *headers, const char *body)
 {
-    uint8_t mac[32];
-    unsigned mac_len = sizeof(mac);
-    size_t n = strlen(body);
-    HMAC(EVP_sha256(), key, (int)strlen(key), (const uint8_t *)body, n, mac, &mac_len);
-    char hex[65];
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", mac[i]);
     char raw[2048];
     int len = snprintf(raw, sizeof(raw),
-                       "POST /webhooks/gh HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                       "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-                       "X-Hub-Signature-256: sha256=%s\r\n\r\n%s",
-                       n, hex, body);
+                       "POST /webhooks/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                       "Content-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n%s",
+                       source, strlen(body), headers, body);
     ck_assert(len > 0 && (size_t)len < sizeof(raw));
     answer a = {0};
     a.raw = test_http_raw(http_port, raw, (size_t)len, &a.status);
@@ -112,6 +119,41 @@ static answer deliver(int http_port, const char *body, const char *key)
     a.cluster_seq = number_after(a.raw, "\"cluster_seq\":");
     a.replayed = strcasestr(a.raw, "Idempotent-Replayed: true") != NULL;
     return a;
+}
+
+/* A delivery to the hmac-sha256 source gh, signed with key (SECRET, or
+ * another to be refused): the hex HMAC of the body. */
+static answer deliver(int http_port, const char *body, const char *key)
+{
+    uint8_t mac[32];
+    unsigned mac_len = sizeof(mac);
+    HMAC(EVP_sha256(), key, (int)strlen(key), (const uint8_t *)body, strlen(body), mac, &mac_len);
+    char hex[65], headers[128];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+    snprintf(headers, sizeof(headers), "X-Hub-Signature-256: sha256=%s\r\n", hex);
+    return post(http_port, "gh", headers, body);
+}
+
+/* A delivery to the standard source std, id and body signed at signed_s
+ * (Standard Webhooks: v1, the base64 HMAC of "id.time.body"). */
+static answer deliver_standard(int http_port, const char *id, long long signed_s,
+                               const char *body)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof(text), "%s.%lld.%s", id, signed_s, body);
+    ck_assert(n > 0 && (size_t)n < sizeof(text));
+    uint8_t mac[32];
+    unsigned mac_len = sizeof(mac);
+    HMAC(EVP_sha256(), STD_KEY, (int)strlen(STD_KEY), (const uint8_t *)text, (size_t)n, mac,
+         &mac_len);
+    unsigned char b64[64];
+    EVP_EncodeBlock(b64, mac, (int)mac_len);
+    char headers[256];
+    snprintf(headers, sizeof(headers),
+             "webhook-id: %s\r\nwebhook-timestamp: %lld\r\nwebhook-signature: v1,%s\r\n", id,
+             signed_s, b64);
+    return post(http_port, "std", headers, body);
 }
 
 static void expect(const answer *a, int status, const char *outcome, bool replayed)
@@ -222,14 +264,21 @@ START_TEST(test_a_delivery_is_stored_once_on_every_node)
     ck_assert_msg(r[0].a.status == 200 && r[1].a.status == 200 && r[0].a.seq == r[1].a.seq &&
                       r[0].a.replayed != r[1].a.replayed,
                   "one accepted, one replayed, the same seq: %s\n%s", r[0].a.raw, r[1].a.raw);
+    /* a standard delivery, its retry signed anew a few seconds later to
+     * another node: the signed time is not part of the fingerprint */
+    const char *three = "{\"type\":\"invoice.paid\",\"n\":4}";
+    long long now_s = (long long)(clock_wall_ms() / 1000);
+    answer std = deliver_standard(f.node[2].http_port, "msg_3", now_s - 5, three);
+    expect(&std, 200, "accepted", false);
+    answer std_again = deliver_standard(f.node[0].http_port, "msg_3", now_s, three);
+    expect(&std_again, 200, "replayed", true);
+    ck_assert_uint_eq(std_again.seq, std.seq);
     answer forged = deliver(f.node[1].http_port, "{\"id\":\"evt_3\"}", "not-the-secret-at-all");
     expect(&forged, 401, "bad_signature", false);
-    uint64_t last = r[0].a.cluster_seq > r[1].a.cluster_seq ? r[0].a.cluster_seq
-                                                            : r[1].a.cluster_seq;
-    assert_converged(&f, last);
+    assert_converged(&f, std_again.cluster_seq);
     for (int i = 0; i < NODES; i++)
-        ck_assert_uint_eq(webhook_events(f.client[i]), 2);
-    answer *all[] = {&a, &again, &conflict, &r[0].a, &r[1].a, &forged};
+        ck_assert_uint_eq(webhook_events(f.client[i]), 3);
+    answer *all[] = {&a, &again, &conflict, &r[0].a, &r[1].a, &std, &std_again, &forged};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         free(all[i]->raw);
     cluster_down(&f);
