@@ -19,7 +19,9 @@
  * - a delivery with a wrong signature to node b is 401, stored nowhere;
  * - then every node holds the same log byte for byte (heads equal), the
  *   same counts, tally-recon is clean on each, and each log holds exactly
- *   three webhook.received events, one per event id.
+ *   three webhook.received events, one per event id; and the nodes' state
+ *   digests agree at the first checkpoint after the deliveries (every 32
+ *   positions here).
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -48,6 +50,10 @@
 #include <unistd.h>
 
 #define TEST_TIMEOUT_S 600
+#define CHECKPOINT_EVERY 32
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
+#define WAIT_MS 120000
 #define SECRET "cluster-webhook-secret-0123456789"
 /* the standard source's key, and its secret file's text (whsec_ + base64) */
 #define STD_KEY "standard-webhook-key-0123456789"
@@ -237,7 +243,8 @@ START_TEST(test_a_delivery_is_stored_once_on_every_node)
 {
     hooks_files h;
     hooks_files_make(&h);
-    const char *extra[] = {"--webhooks", h.conf, NULL};
+    const char *extra[] = {"--webhooks", h.conf, "--cluster-checkpoint-every",
+                           TEXT_OF(CHECKPOINT_EVERY), NULL};
     cluster_fixture f;
     cluster_up_with(&f, extra);
     const char *one = "{\"id\":\"evt_1\",\"type\":\"invoice.paid\",\"n\":1}";
@@ -278,6 +285,19 @@ START_TEST(test_a_delivery_is_stored_once_on_every_node)
     assert_converged(&f, std_again.cluster_seq);
     for (int i = 0; i < NODES; i++)
         ck_assert_uint_eq(webhook_events(f.client[i]), 3);
+    /* the state digests agree at the first checkpoint past the deliveries
+     * (every node's replies to them among what each digest covers) */
+    long long past = (long long)((std_again.cluster_seq / CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY);
+    for (int i = 0; i < NODES; i++) {
+        int port = f.node[i].http_port;
+        ck_assert_msg(test_metrics_sample_reaches(port, "tally_cluster_checkpoint_position", past,
+                                                  WAIT_MS),
+                      "node %c compared no checkpoint at %lld", 'a' + i, past);
+        ck_assert_msg(test_metrics_sample_reaches(port, "tally_cluster_checkpoint_agreeing", 3,
+                                                  WAIT_MS),
+                      "node %c: fewer than 3 nodes agree", 'a' + i);
+        ck_assert_int_eq(test_metrics_sample(port, "tally_cluster_diverged"), 0);
+    }
     answer *all[] = {&a, &again, &conflict, &r[0].a, &r[1].a, &std, &std_again, &forged};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         free(all[i]->raw);
