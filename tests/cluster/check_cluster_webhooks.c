@@ -16,10 +16,12 @@
  * - a Standard Webhooks delivery to node c, and the provider's retry
  *   signed anew 5 s later to node a: accepted, then replayed (the signed
  *   time is not in the fingerprint);
+ * - a delivery of the largest body (256 KiB) to node b: accepted, and
+ *   read on every node with its whole body;
  * - a delivery with a wrong signature to node b is 401, stored nowhere;
  * - then every node holds the same log byte for byte (heads equal), the
  *   same counts, tally-recon is clean on each, and each log holds exactly
- *   three webhook.received events, one per event id; and the nodes' state
+ *   four webhook.received events, one per event id; and the nodes' state
  *   digests agree at the first checkpoint after the deliveries (every 32
  *   positions here).
  *
@@ -29,6 +31,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/limits.h"
 #include "common/log_event.h"
 #include "common/msgpack_safe.h"
 
@@ -109,14 +112,17 @@ static uint64_t number_after(const char *text, const char *key)
  * in CRLF); the answer parsed. */
 static answer post(int http_port, const char *source, const char *headers, const char *body)
 {
-    char raw[2048];
-    int len = snprintf(raw, sizeof(raw),
+    size_t size = strlen(body) + 1024;
+    char *raw = malloc(size);
+    ck_assert_ptr_nonnull(raw);
+    int len = snprintf(raw, size,
                        "POST /webhooks/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                        "Content-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n%s",
                        source, strlen(body), headers, body);
-    ck_assert(len > 0 && (size_t)len < sizeof(raw));
+    ck_assert(len > 0 && (size_t)len < size);
     answer a = {0};
     a.raw = test_http_raw(http_port, raw, (size_t)len, &a.status);
+    free(raw);
     ck_assert_msg(a.raw != NULL, "no connection to port %d", http_port);
     const char *o = strstr(a.raw, "\"outcome\":\"");
     if (o)
@@ -226,6 +232,18 @@ static unsigned webhook_events(tally_client *c)
     return count;
 }
 
+/* A JSON body of TALLY_WEBHOOK_BODY_BYTES_MAX bytes with id (free it). */
+static char *big_body(const char *id)
+{
+    char *b = malloc(TALLY_WEBHOOK_BODY_BYTES_MAX + 1);
+    ck_assert_ptr_nonnull(b);
+    int head = snprintf(b, 64, "{\"id\":\"%s\",\"pad\":\"", id);
+    memset(b + head, 'p', TALLY_WEBHOOK_BODY_BYTES_MAX - (size_t)head - 2);
+    memcpy(b + TALLY_WEBHOOK_BODY_BYTES_MAX - 2, "\"}", 3);
+    ck_assert_uint_eq(strlen(b), TALLY_WEBHOOK_BODY_BYTES_MAX);
+    return b;
+}
+
 typedef struct racer {
     int port;
     const char *body;
@@ -280,14 +298,21 @@ START_TEST(test_a_delivery_is_stored_once_on_every_node)
     answer std_again = deliver_standard(f.node[0].http_port, "msg_3", now_s, three);
     expect(&std_again, 200, "replayed", true);
     ck_assert_uint_eq(std_again.seq, std.seq);
+    /* a body of the largest size (256 KiB) goes through the stream too */
+    char *big = big_body("evt_big");
+    answer large = deliver(f.node[1].http_port, big, SECRET);
+    expect(&large, 200, "accepted", false);
+    for (int i = 0; i < NODES; i++)
+        assert_event_at(f.client[i], large.seq, large.cluster_seq, big);
+    free(big);
     answer forged = deliver(f.node[1].http_port, "{\"id\":\"evt_3\"}", "not-the-secret-at-all");
     expect(&forged, 401, "bad_signature", false);
-    assert_converged(&f, std_again.cluster_seq);
+    assert_converged(&f, large.cluster_seq);
     for (int i = 0; i < NODES; i++)
-        ck_assert_uint_eq(webhook_events(f.client[i]), 3);
+        ck_assert_uint_eq(webhook_events(f.client[i]), 4);
     /* the state digests agree at the first checkpoint past the deliveries
      * (every node's replies to them among what each digest covers) */
-    long long past = (long long)((std_again.cluster_seq / CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY);
+    long long past = (long long)((large.cluster_seq / CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY);
     for (int i = 0; i < NODES; i++) {
         int port = f.node[i].http_port;
         ck_assert_msg(test_metrics_sample_reaches(port, "tally_cluster_checkpoint_position", past,
@@ -298,7 +323,7 @@ START_TEST(test_a_delivery_is_stored_once_on_every_node)
                       "node %c: fewer than 3 nodes agree", 'a' + i);
         ck_assert_int_eq(test_metrics_sample(port, "tally_cluster_diverged"), 0);
     }
-    answer *all[] = {&a, &again, &conflict, &r[0].a, &r[1].a, &std, &std_again, &forged};
+    answer *all[] = {&a, &again, &conflict, &r[0].a, &r[1].a, &std, &std_again, &large, &forged};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         free(all[i]->raw);
     cluster_down(&f);
