@@ -21,6 +21,7 @@ packages=(build-essential autoconf automake libtool pkg-config
           nats-server libnats-dev libcurl4-openssl-dev
           prometheus # prometheus: the server and promtool, for the metrics tests
           python3 # the layering check and the SP drafts test
+          python3-cryptography # tests/support/nats_creds.py: NATS nkeys and JWTs (check_cluster_auth)
           python3-pytest python3-mypy python3-pip python3-setuptools python3-wheel # the Python client's tests (clients/python), its types, its pip install
           curl openssl # curl: the JSON API's and webhooks' tests speak HTTP with it; openssl: webhook signatures
           libsystemd-dev # sd_notify readiness (optional at build time: configure --with-systemd)

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/logging.h"
 #include "net/ops/ops.h"
+#include "net/ops/ops_webhook.h"
 #include "net/http/webhooks.h"
 
 #include <stdlib.h>
@@ -31,13 +32,6 @@
 #define PREFIX "/webhooks/"
 #define JSON "application/json"
 
-/* The row of the writer's apply: not in the op table (net_ops), so not
- * an op of the wire; only this file makes requests of it. */
-static const net_op webhook_op = {
-    .id = NET_OP_COUNT, .name = "webhook_receive", .kind = NET_KIND_WRITE,
-    .doc = "a verified webhook delivery (net/http/webhooks.c)", .apply = net_apply_writes,
-};
-
 /* One delivery on its way through the writer. The slot comes first: the
  * writer hands back the slot, and this is the whole. */
 typedef struct webhook_call {
@@ -45,8 +39,16 @@ typedef struct webhook_call {
     net_http_pending *pending;
     webhook_source *src;
     webhook_verified v;
+    msgpack_sbuffer request; /* the webhook_receive request: s.req points into it */
     net_http_reply now; /* an answer given while the starter runs (refused at once) */
 } webhook_call;
+
+static void call_free(webhook_call *call)
+{
+    net_request_reset(&call->s.req);
+    msgpack_sbuffer_destroy(&call->request);
+    free(call);
+}
 
 /* The delivery whose starter runs on this thread: slot_enqueue_write
  * answers a refusal (overloaded, stopping) at once, on the caller's
@@ -65,8 +67,11 @@ static const unsigned outcome_status[WEBHOOK_OUTCOMES] = {
     [WEBHOOK_TOO_LARGE] = 413, [WEBHOOK_UNAVAILABLE] = 503,
 };
 
-/* The reply of an outcome, counted for src. */
-static void answer(net_http_reply *r, webhook_source *src, webhook_outcome o, uint64_t seq)
+/* The reply of an outcome, counted for src; seq the event's log seq and
+ * cluster_seq the stream position it was applied at (cluster mode), 0:
+ * none. */
+static void answer(net_http_reply *r, webhook_source *src, webhook_outcome o, uint64_t seq,
+                   uint64_t cluster_seq)
 {
     count(src, o);
     r->status = outcome_status[o];
@@ -74,6 +79,8 @@ static void answer(net_http_reply *r, webhook_source *src, webhook_outcome o, ui
     net_text_printf(&r->body, "{\"outcome\":\"%s\"", webhook_outcome_name(o));
     if (seq)
         net_text_printf(&r->body, ",\"seq\":%llu", (unsigned long long)seq);
+    if (cluster_seq)
+        net_text_printf(&r->body, ",\"cluster_seq\":%llu", (unsigned long long)cluster_seq);
     net_text_printf(&r->body, "}\n");
     if (o == WEBHOOK_REPLAYED)
         r->headers[0].name = "Idempotent-Replayed", r->headers[0].value = "true";
@@ -100,7 +107,8 @@ static void webhook_answered(slot *s, int fault)
         net_log(NET_LOG_WARN, "webhook %s: event id %.*s not stored: %s", call->src->name,
                 (int)call->v.event_id.len, call->v.event_id.ptr, tally_strerror(code));
     net_http_reply r = {0};
-    answer(&r, call->src, w, w == WEBHOOK_ACCEPTED || w == WEBHOOK_REPLAYED ? o->first_seq : 0);
+    bool stored = w == WEBHOOK_ACCEPTED || w == WEBHOOK_REPLAYED;
+    answer(&r, call->src, w, stored ? o->first_seq : 0, stored ? s->cluster_seq : 0);
     if (call == starting) { /* refused at once: the starter answers and frees */
         call->now = r;
         return;
@@ -109,7 +117,7 @@ static void webhook_answered(slot *s, int fault)
      * answer never sees itself still counted */
     atomic_fetch_sub(&s->srv->http->webhooks_in_flight, 1);
     net_http_answer(call->pending, &r); /* the request's body is not ours from here */
-    free(call);
+    call_free(call);
 }
 
 static const char *header_of(const void *rq, const char *name)
@@ -117,7 +125,10 @@ static const char *header_of(const void *rq, const char *name)
     return net_http_header(rq, name);
 }
 
-/* The webhook_receive write of a verified delivery, in a fresh slot. */
+/* The webhook_receive write of a verified delivery, in a fresh slot: its
+ * request packed (ops_webhook.h) as the cluster's command stream carries
+ * it, and decoded from there, so a single node and every cluster node
+ * apply the same request. */
 static webhook_call *call_new(server *srv, webhook_source *src, const net_http_request *rq,
                               const webhook_verified *v)
 {
@@ -129,22 +140,20 @@ static webhook_call *call_new(server *srv, webhook_source *src, const net_http_r
     call->v.event_id.ptr = call->v.text + (v->event_id.ptr - v->text);
     if (v->event_type.len)
         call->v.event_type.ptr = call->v.text + (v->event_type.ptr - v->text);
+    msgpack_sbuffer_init(&call->request);
+    ledger_webhook w = {tally_str_from(src->name), call->v.event_id, call->v.event_type,
+                        call->v.signed_at_s, {rq->body, rq->body_len}};
     slot *s = &call->s;
+    if (net_webhook_request_pack(&call->request, tally_str_from(src->consumer), &w) != 0 ||
+        net_webhook_request_decode(&s->req, call->request.data, call->request.size) != TALLY_ok) {
+        call_free(call);
+        return NULL;
+    }
     s->srv = srv;
     atomic_init(&s->owner, OWNER_NNG);
     s->timed_kind = -1;
     s->outside_answer = webhook_answered;
-    s->outside_bytes = rq->body_len;
-    s->req.op = &webhook_op;
-    s->req.write_count = 1;
-    s->req.consumer = tally_str_from(src->consumer);
-    ledger_request *w = &s->req.writes[0];
-    w->consumer = s->req.consumer;
-    w->key = call->v.event_id;
-    w->command.kind = LEDGER_WEBHOOK_RECEIVE;
-    w->command.u.webhook = (ledger_webhook){tally_str_from(src->name), call->v.event_id,
-                                            call->v.event_type, call->v.signed_at_s,
-                                            {rq->body, rq->body_len}};
+    s->outside_bytes = call->request.size;
     return call;
 }
 
@@ -181,14 +190,14 @@ bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
         net_log(NET_LOG_DEBUG, "webhook %s refused: %s", src->name, webhook_outcome_name(o));
     }
     if (o != WEBHOOK_ACCEPTED) {
-        answer(out, src, o, 0);
+        answer(out, src, o, 0, 0);
         return false;
     }
     webhook_call *call = NULL;
     if (atomic_fetch_add(&srv->http->webhooks_in_flight, 1) >= srv->opt->http_webhooks_in_flight ||
         (call = call_new(srv, src, rq, &v)) == NULL) {
         atomic_fetch_sub(&srv->http->webhooks_in_flight, 1);
-        answer(out, src, WEBHOOK_UNAVAILABLE, 0);
+        answer(out, src, WEBHOOK_UNAVAILABLE, 0, 0);
         return false;
     }
     call->pending = p;
@@ -198,7 +207,7 @@ bool webhooks_start(void *ctx, const net_http_request *rq, net_http_reply *out,
     if (call->now.status == 0)
         return true; /* queued: net_http_answer after the commit */
     *out = call->now; /* refused at once */
-    free(call);
+    call_free(call);
     atomic_fetch_sub(&srv->http->webhooks_in_flight, 1);
     return false;
 }

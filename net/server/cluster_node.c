@@ -36,6 +36,7 @@
 #include "net/cluster/message.h"
 #include "net/cluster/stream.h"
 #include "net/engine/engine.h"
+#include "net/ops/ops_webhook.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -82,7 +83,8 @@ static uint32_t take_group(server *srv, slot **group)
     uint32_t n = 0, commands = 0;
     size_t bytes = 0;
     while (n < srv->slot_count && srv->queue_head) {
-        size_t len = srv->queue_head->msg ? nng_msg_len(srv->queue_head->msg) : 0;
+        size_t len = srv->queue_head->msg ? nng_msg_len(srv->queue_head->msg)
+                                          : srv->queue_head->outside_bytes;
         if (n > 0 && bytes + len > GROUP_BYTES_MAX)
             break;
         slot *s = writer_queue_pop(srv, TALLY_GROUP_COMMANDS_MAX - commands);
@@ -347,7 +349,8 @@ static uint32_t message_slots(cluster_node *node, const cluster_message *m, cons
     for (uint32_t i = 0; i < c->count; i++) {
         slot *t = &node->temps[i];
         t->srv = srv;
-        int rc = net_request_decode(&t->req, c->cmds[i].via.bin.ptr, c->cmds[i].via.bin.size);
+        int rc = net_request_decode_stream(&t->req, c->cmds[i].via.bin.ptr,
+                                           c->cmds[i].via.bin.size);
         if (rc == TALLY_ok &&
             (t->req.op->kind == NET_KIND_WRITE || t->req.op->kind == NET_KIND_SUBSCRIBER))
             node->list[k++] = t;

@@ -692,10 +692,6 @@ static int check_together(const net_server_options *opt)
         return usage_error("--cluster-user and --cluster-password-file go together");
     if ((opt->cluster_tls_cert == NULL) != (opt->cluster_tls_key == NULL))
         return usage_error("--cluster-tls-cert and --cluster-tls-key go together");
-    if (opt->cluster_urls && opt->webhooks)
-        return usage_error("--webhooks is refused in cluster mode: a delivery would be "
-                           "stored by the node that took it and by no other (docs/CLUSTER.md, "
-                           "\"Webhooks\"); take webhooks on a single-node tallyd");
     if (opt->auth_file && opt->backup_dir == NULL)
         return usage_error("--auth needs --backup-dir: with auth on, backups are written only "
                            "below it");

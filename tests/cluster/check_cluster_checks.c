@@ -302,31 +302,6 @@ START_TEST(test_not_ready_while_far_behind)
 }
 END_TEST
 
-/* tallyd started with options (after the data dir, data or NULL for
- * dir/refused-data, and listeners under dir) exits non-zero, its stderr
- * holding expect. */
-static void assert_refused_start(const char *dir, const char *data_dir,
-                                 const char *const *options, const char *expect)
-{
-    char data[400], listen[400];
-    snprintf(data, sizeof(data), "%s", data_dir ? data_dir : "");
-    if (data_dir == NULL)
-        snprintf(data, sizeof(data), "%s/refused-data", dir);
-    snprintf(listen, sizeof(listen), "ipc://%s/refused.sock", dir);
-    const char *argv[24] = {tallyd_program("tallyd"), "--data", data, "--listen", listen,
-                            "--publish", "none", "--http", "none"};
-    size_t n = 9;
-    for (size_t k = 0; options[k] && n + 1 < sizeof(argv) / sizeof(argv[0]); k++)
-        argv[n++] = options[k];
-    argv[n] = NULL;
-    char *out = NULL, *err = NULL;
-    int code = test_run(argv, NULL, &out, &err);
-    ck_assert_msg(code != 0 && strstr(err, expect), "exit %d, wanted \"%s\": %s", code, expect,
-                  err);
-    free(out);
-    free(err);
-}
-
 static void write_file(const char *path, const char *text, mode_t mode)
 {
     FILE *f = fopen(path, "w");
@@ -349,14 +324,14 @@ START_TEST(test_a_node_logs_in_to_servers_that_require_it)
     write_file(open_password, "s3cret-pass\n", 0644);
     /* no login, a wrong password, a password file others may read */
     const char *none[] = {"--cluster", urls, "--node", "a", NULL};
-    assert_refused_start(nats.dir, NULL, none, "cannot connect to NATS");
+    cluster_nodes_assert_refused_start(nats.dir, NULL, none, "cannot connect to NATS");
     write_file(password, "wrong\n", 0600);
     const char *wrong[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
                            "--cluster-password-file", password, NULL};
-    assert_refused_start(nats.dir, NULL, wrong, "cannot connect to NATS");
+    cluster_nodes_assert_refused_start(nats.dir, NULL, wrong, "cannot connect to NATS");
     const char *open[] = {"--cluster", urls, "--node", "a", "--cluster-user", "tally",
                           "--cluster-password-file", open_password, NULL};
-    assert_refused_start(nats.dir, NULL, open, "group or others may read it");
+    cluster_nodes_assert_refused_start(nats.dir, NULL, open, "group or others may read it");
     /* the right one: the node starts and takes writes */
     write_file(password, "s3cret-pass\n", 0600);
     tallyd_proc p;
@@ -396,7 +371,7 @@ START_TEST(test_a_single_node_store_becomes_a_cluster)
     cluster_nodes_stop(&c, 0);
     /* in cluster mode on the empty stream: only with --cluster-init */
     const char *join[] = {"--cluster", c.urls, "--node", "a", NULL};
-    assert_refused_start(c.node[0].dir, c.node[0].data_dir, join,
+    cluster_nodes_assert_refused_start(c.node[0].dir, c.node[0].data_dir, join,
                          "start it with --cluster-init");
     c.args[0][0] = "--cluster-init";
     cluster_nodes_restart(&c, 0);
@@ -424,7 +399,7 @@ START_TEST(test_a_single_node_store_becomes_a_cluster)
     /* --cluster-init on a stream that holds messages is refused */
     cluster_nodes_stop(&c, 1);
     const char *again[] = {"--cluster", c.urls, "--node", "b", "--cluster-init", NULL};
-    assert_refused_start(c.node[1].dir, c.node[1].data_dir, again, "holds messages up to");
+    cluster_nodes_assert_refused_start(c.node[1].dir, c.node[1].data_dir, again, "holds messages up to");
     cluster_nodes_down(&c);
 }
 END_TEST

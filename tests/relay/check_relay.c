@@ -33,6 +33,7 @@
 
 #include "tests/support/client_support.h"
 #include "tests/support/http_client.h"
+#include "tests/support/relay_receiver.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
 #include "tests/support/tallyd_tls.h"
@@ -68,14 +69,10 @@
 #define JS_ENTITLEMENTS 100
 #define JS_ROUNDS 80 /* a grant and 79 extends of each entitlement */
 #define JS_STEPS 10
-#define SECRET_B64 "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define SECRET_B64 RECEIVER_SECRET_B64
 #define SECRET_TEXT "whsec_" SECRET_B64
-/* the secrets a rotation gives (test_http_secret_rotation_signs_with_both) */
-#define SECRET2_B64 "c2Vjb25kLXNlY3JldC1mb3ItdGhlLXRlc3RzLTEyMzQ="
-#define SECRET3_B64 "dGhpcmQtc2VjcmV0LWZvci10aGUtdGVzdHMtNTY3ODk="
-#define HOOKS_MAX 8192
-#define SLOW_POST_MS 30
-#define REQUEST_BYTES_MAX 131072
+#define SECRET2_B64 RECEIVER_SECRET2_B64
+#define SECRET3_B64 RECEIVER_SECRET3_B64
 
 _Static_assert(JS_ACCOUNTS + JS_ENTITLEMENTS * JS_ROUNDS == JS_EVENTS, "the workload's events");
 
@@ -960,237 +957,13 @@ START_TEST(test_jetstream_refusal_holds_back_the_entity)
 }
 END_TEST
 
-/* ---- the HTTP receiver ---- */
-
-typedef struct hook {
-    char path[16];
-    char id[40];
-    uint64_t seq;
-    char type[32];
-    int status;
-    bool signature_ok;    /* a signature verifies with one of the keys */
-    unsigned keys_ok;     /* bit i: one verifies with the i-th of SECRET, SECRET2, SECRET3 */
-    unsigned signatures;  /* how many the header has */
-} hook;
-
-typedef struct receiver {
-    int fd;
-    uint16_t port;
-    pthread_t thread;
-    atomic_bool stop;
-    pthread_mutex_t mu;
-    hook hooks[HOOKS_MAX];
-    size_t count;
-    atomic_bool toggle_fails; /* /toggle answers 500 while set, else 200 */
-} receiver;
-
-/* The Standard Webhooks signature, computed here with mbedTLS. */
-static bool signature_verifies(const char *key_b64, const char *id, const char *timestamp,
-                               const char *body, size_t body_len, const char *signature)
-{
-    unsigned char key[64], mac[32], b64[64];
-    size_t key_len = 0, b64_len = 0;
-    if (mbedtls_base64_decode(key, sizeof(key), &key_len, (const unsigned char *)key_b64,
-                              strlen(key_b64)) != 0)
-        return false;
-    size_t head_len = strlen(id) + 1 + strlen(timestamp) + 1;
-    char *text = malloc(head_len + body_len + 1);
-    if (text == NULL)
-        return false;
-    snprintf(text, head_len + 1, "%s.%s.", id, timestamp);
-    memcpy(text + head_len, body, body_len);
-    int rc = mbedtls_md_hmac(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), key, key_len,
-                             (unsigned char *)text, head_len + body_len, mac);
-    free(text);
-    if (rc != 0 || mbedtls_base64_encode(b64, sizeof(b64), &b64_len, mac, sizeof(mac)) != 0)
-        return false;
-    char expected[80];
-    snprintf(expected, sizeof(expected), "v1,%.*s", (int)b64_len, b64);
-    return strcmp(expected, signature) == 0;
-}
-
-/* A header's value (case-insensitive name) copied into out, "" if absent. */
-static void header_value(const char *head, const char *name, char *out, size_t size)
-{
-    out[0] = '\0';
-    size_t len = strlen(name);
-    for (const char *p = strstr(head, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
-        if (strncasecmp(p + 2, name, len) == 0 && p[2 + len] == ':') {
-            const char *v = p + 3 + len;
-            while (*v == ' ')
-                v++;
-            size_t n = strcspn(v, "\r\n");
-            snprintf(out, size, "%.*s", (int)(n < size ? n : size - 1), v);
-            return;
-        }
-    }
-}
-
-/* How many deliveries of id to path came before (under r->mu). */
-static int attempts_before(const receiver *r, const char *path, const char *id)
-{
-    int n = 0;
-    for (size_t i = 0; i < r->count; i++)
-        n += strcmp(r->hooks[i].path, path) == 0 && strcmp(r->hooks[i].id, id) == 0;
-    return n;
-}
-
-/* /ok answers 204; /dead 500; /toggle 500 while toggle_fails, else 200;
- * /flaky 503 to the first 2 attempts of every
- * 3rd event (seq % 3 == 0), else 200; /slow 200 after SLOW_POST_MS. */
-static int decide(const receiver *r, const char *path, const hook *h)
-{
-    if (strcmp(path, "/dead") == 0 ||
-        (strcmp(path, "/toggle") == 0 && atomic_load(&r->toggle_fails)))
-        return 500;
-    if (strcmp(path, "/flaky") == 0 && h->seq % 3 == 0 && attempts_before(r, path, h->id) < 2)
-        return 503;
-    return strcmp(path, "/ok") == 0 ? 204 : 200;
-}
-
-static bool read_request(int fd, char *buf, size_t size, size_t *head_len, size_t *total)
-{
-    size_t have = 0;
-    char *end = NULL;
-    while (!end) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 10000) <= 0 || have + 1 >= size)
-            return false;
-        ssize_t n = read(fd, buf + have, size - 1 - have);
-        if (n <= 0)
-            return false;
-        have += (size_t)n;
-        buf[have] = '\0';
-        end = strstr(buf, "\r\n\r\n");
-    }
-    *head_len = (size_t)(end - buf) + 4;
-    char length[24];
-    header_value(buf, "content-length", length, sizeof(length));
-    *total = *head_len + strtoull(length, NULL, 10);
-    while (have < *total) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (*total >= size || poll(&p, 1, 10000) <= 0)
-            return false;
-        ssize_t n = read(fd, buf + have, *total - have);
-        if (n <= 0)
-            return false;
-        have += (size_t)n;
-    }
-    buf[*total] = '\0';
-    return true;
-}
-
-static void serve_one(receiver *r, int fd, char *buf)
-{
-    size_t head_len, total;
-    if (!read_request(fd, buf, REQUEST_BYTES_MAX, &head_len, &total))
-        return;
-    hook h = {0};
-    char timestamp[32], signature[128];
-    sscanf(buf, "POST %15s ", h.path);
-    header_value(buf, "webhook-id", h.id, sizeof(h.id));
-    header_value(buf, "webhook-timestamp", timestamp, sizeof(timestamp));
-    header_value(buf, "webhook-signature", signature, sizeof(signature));
-    const char *body = buf + head_len;
-    static const char *const keys[] = {SECRET_B64, SECRET2_B64, SECRET3_B64};
-    char *save = NULL;
-    for (char *one = strtok_r(signature, " ", &save); one; one = strtok_r(NULL, " ", &save)) {
-        h.signatures++;
-        for (unsigned k = 0; k < 3; k++)
-            if (signature_verifies(keys[k], h.id, timestamp, body, total - head_len, one))
-                h.keys_ok |= 1u << k;
-    }
-    h.signature_ok = h.keys_ok != 0;
-    json_t *doc = json_loadb(body, total - head_len, 0, NULL);
-    h.seq = (uint64_t)json_integer_value(json_object_get(doc, "seq"));
-    snprintf(h.type, sizeof(h.type), "%s", json_string_value(json_object_get(doc, "type")));
-    const char *body_id = json_string_value(json_object_get(doc, "event_id"));
-    h.signature_ok = h.signature_ok && body_id && strcmp(body_id, h.id) == 0;
-    json_decref(doc);
-    pthread_mutex_lock(&r->mu);
-    h.status = decide(r, h.path, &h);
-    if (r->count < HOOKS_MAX)
-        r->hooks[r->count++] = h;
-    pthread_mutex_unlock(&r->mu);
-    if (strcmp(h.path, "/slow") == 0)
-        test_pause_ms(SLOW_POST_MS); /* the endpoint's latency, not a wait for something */
-    char reply[160], text[48];
-    int len = snprintf(text, sizeof(text), "status %d from %s\n", h.status, h.path);
-    int n = snprintf(reply, sizeof(reply),
-                     "HTTP/1.1 %d X\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-                     h.status, len, text);
-    ck_assert_int_eq(write(fd, reply, (size_t)n), n);
-}
-
-static void *receiver_main(void *arg)
-{
-    receiver *r = arg;
-    char *buf = malloc(REQUEST_BYTES_MAX);
-    while (buf && !atomic_load(&r->stop)) {
-        struct pollfd p = {r->fd, POLLIN, 0};
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        int c = accept(r->fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        serve_one(r, c, buf);
-        close(c);
-    }
-    free(buf);
-    return NULL;
-}
-
-static receiver *receiver_start(void)
-{
-    receiver *r = calloc(1, sizeof(*r));
-    ck_assert_ptr_nonnull(r);
-    r->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    ck_assert(r->fd >= 0 && bind(r->fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-              listen(r->fd, 64) == 0 && getsockname(r->fd, (struct sockaddr *)&a, &len) == 0);
-    r->port = ntohs(a.sin_port);
-    pthread_mutex_init(&r->mu, NULL);
-    ck_assert_int_eq(pthread_create(&r->thread, NULL, receiver_main, r), 0);
-    return r;
-}
-
-static void receiver_stop(receiver *r)
-{
-    atomic_store(&r->stop, true);
-    pthread_join(r->thread, NULL);
-    close(r->fd);
-    free(r);
-}
-
-/* Distinct ids answered 2xx at path, and all deliveries to path. */
-static size_t delivered(receiver *r, const char *path, size_t *all)
-{
-    pthread_mutex_lock(&r->mu);
-    size_t ok = 0, n = 0;
-    for (size_t i = 0; i < r->count; i++) {
-        if (strcmp(r->hooks[i].path, path) != 0)
-            continue;
-        n++;
-        if (r->hooks[i].status / 100 != 2)
-            continue;
-        bool first = true;
-        for (size_t j = 0; j < i && first; j++)
-            first = !(strcmp(r->hooks[j].path, path) == 0 && r->hooks[j].status / 100 == 2 &&
-                      strcmp(r->hooks[j].id, r->hooks[i].id) == 0);
-        ok += first;
-    }
-    pthread_mutex_unlock(&r->mu);
-    if (all)
-        *all = n;
-    return ok;
-}
+/* ---- the HTTP receiver (tests/support/relay_receiver.h) ---- */
 
 static bool wait_delivered(receiver *r, const char *path, size_t count)
 {
     int64_t until = test_deadline_ms(WAIT_MS);
     while (clock_mono_ms() < until) {
-        if (delivered(r, path, NULL) >= count)
+        if (receiver_delivered(r, path, NULL) >= count)
             return true;
         relay_must_run();
         test_pause_ms(20);
@@ -1272,7 +1045,7 @@ START_TEST(test_http_failing_receiver_gets_every_event_once_after_dedupe)
     char(*ids)[37] = log_ids(f->c, &head);
     ck_assert_uint_eq(head, EVENTS);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(r, "/flaky", &all), EVENTS); /* exactly once after dedupe */
+    ck_assert_uint_eq(receiver_delivered(r, "/flaky", &all), EVENTS); /* exactly once after dedupe */
     ck_assert_uint_ge(all, EVENTS + 2 * (EVENTS / 3));     /* the failures were retried */
     for (uint64_t seq = 1; seq <= head; seq++) {
         int attempts = 0, ok = 0;
@@ -1337,7 +1110,7 @@ START_TEST(test_http_new_endpoint_starts_at_new_events)
     ck_assert_msg(wait_delivered(h.r, "/fresh", 2), "the new events did not arrive");
     relay_stop(relay, h.log);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(h.r, "/fresh", &all), 2); /* none of the history */
+    ck_assert_uint_eq(receiver_delivered(h.r, "/fresh", &all), 2); /* none of the history */
     ck_assert_uint_eq(sub_info(h.f.c, "relay:fresh").ack_floor, 5);
     http_down(&h);
 }
@@ -1372,8 +1145,8 @@ START_TEST(test_http_dead_receiver_parks_while_another_endpoint_receives)
     ck_assert_uint_eq(sub_info(f->c, "relay:live").ack_floor, events); /* the grant: filtered */
     relay_stop(relay, relay_log);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(r, "/ok", &all), ACCOUNTS);
-    ck_assert_uint_eq(delivered(r, "/dead", NULL), 0);
+    ck_assert_uint_eq(receiver_delivered(r, "/ok", &all), ACCOUNTS);
+    ck_assert_uint_eq(receiver_delivered(r, "/dead", NULL), 0);
     for (size_t i = 0; i < r->count; i++) {
         ck_assert_msg(r->hooks[i].signature_ok, "delivery %zu: signature", i);
         if (strcmp(r->hooks[i].path, "/ok") == 0)
@@ -1561,7 +1334,7 @@ START_TEST(test_metrics_count_deliveries_and_failures)
         fprintf(stderr, "the scrape:\n%s\n", text);
     ck_assert_msg(wrong == NULL, "%s", wrong);
     ck_assert_int_eq(stream_messages(j.js), EVENTS);
-    ck_assert_uint_eq(delivered(r, "/ok", NULL), EVENTS);
+    ck_assert_uint_eq(receiver_delivered(r, "/ok", NULL), EVENTS);
     assert_promtool_passes(text);
     free(text);
     relay_stop(relay, j.log);
@@ -1689,7 +1462,7 @@ START_TEST(test_two_relays_on_a_slow_endpoint_post_each_event_once)
     relay_stop(relay1, log);
     relay_stop(relay2, log2);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(r, "/slow", &all), EVENTS);
+    ck_assert_uint_eq(receiver_delivered(r, "/slow", &all), EVENTS);
     ck_assert_msg(all == EVENTS, "%zu POSTs for %d events: some were taken over and POSTed twice",
                   all, EVENTS);
     ck_assert_uint_eq(sub_info(f.c, "relay:slow").redelivered, 0);
@@ -1810,7 +1583,7 @@ START_TEST(test_several_relays_deliver_each_event_once)
     ck_assert_int_eq(published, EVENTS); /* no event published twice */
     ck_assert_int_eq(posted, EVENTS);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(r, "/ok", &all), EVENTS);
+    ck_assert_uint_eq(receiver_delivered(r, "/ok", &all), EVENTS);
     ck_assert_uint_eq(all, EVENTS); /* no webhook-id twice */
     assert_stream_once_per_event(&j);
     js_down(&j);
@@ -1842,7 +1615,7 @@ START_TEST(test_a_dead_relays_events_go_to_the_other)
     ck_assert_msg(wait_delivered(r, "/ok", EVENTS), "the dead relay's events never arrived");
     assert_ack_floors_reach(j.f.c, EVENTS);
     relay_stop(relay2, log2);
-    ck_assert_uint_eq(delivered(r, "/ok", NULL), EVENTS); /* every webhook-id, at least once */
+    ck_assert_uint_eq(receiver_delivered(r, "/ok", NULL), EVENTS); /* every webhook-id, at least once */
     assert_stream_once_per_event(&j); /* JetStream: once each */
     js_down(&j);
     receiver_stop(r);
@@ -2024,7 +1797,7 @@ END_TEST
 static int attempts_of(receiver *r, const char *path, const char *id)
 {
     pthread_mutex_lock(&r->mu);
-    int n = attempts_before(r, path, id);
+    int n = receiver_attempts_before(r, path, id);
     pthread_mutex_unlock(&r->mu);
     return n;
 }
@@ -2173,7 +1946,7 @@ static void wait_signed_with(http_fixture *h, unsigned mask, unsigned signatures
 {
     hook last = {0};
     for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
-        size_t before = delivered(h->r, "/ok", NULL);
+        size_t before = receiver_delivered(h->r, "/ok", NULL);
         test_client_open_accounts(h->f.c, (uint64_t)*next_id, 1);
         (*next_id)++;
         ck_assert(wait_delivered(h->r, "/ok", before + 1));
@@ -2240,7 +2013,7 @@ START_TEST(test_http_recover_resends_every_event_since_a_time)
     free(err);
     size_t all = 0;
     for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
-        delivered(h.r, "/ok", &all);
+        receiver_delivered(h.r, "/ok", &all);
         if (all >= 2 * EVENTS)
             break;
         relay_must_run();
@@ -2257,11 +2030,11 @@ START_TEST(test_http_recover_resends_every_event_since_a_time)
     ck_assert_int_eq(info.recover_since_ms, 0);
     ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.recover_requested", "ok"), 1);
     ck_assert_uint_eq(log_count_type(h.f.c, "endpoint.recovered", "ok"), 1);
-    ck_assert_uint_eq(delivered(h.r, "/ok", NULL), EVENTS); /* the same ids, twice each */
+    ck_assert_uint_eq(receiver_delivered(h.r, "/ok", NULL), EVENTS); /* the same ids, twice each */
     pthread_mutex_lock(&h.r->mu);
     for (size_t i = 0; i < h.r->count; i++) {
         ck_assert(h.r->hooks[i].signature_ok && h.r->hooks[i].status / 100 == 2);
-        ck_assert_int_eq(attempts_before(h.r, "/ok", h.r->hooks[i].id), 2);
+        ck_assert_int_eq(receiver_attempts_before(h.r, "/ok", h.r->hooks[i].id), 2);
     }
     pthread_mutex_unlock(&h.r->mu);
     test_client_open_accounts(h.f.c, EVENTS + 1, 1);

@@ -20,13 +20,19 @@
 
 #define LOG_PAGE 100
 
-static const char *const *node_args(cluster_fixture *f, int i, const char *args[12])
+#define NODE_ARGS_MAX (10 + CLUSTER_FIXTURE_EXTRA_MAX + 1)
+
+static const char *const *node_args(cluster_fixture *f, int i, const char *args[NODE_ARGS_MAX])
 {
     snprintf(f->node_arg[i], sizeof(f->node_arg[i]), "%c", 'a' + i);
     const char *const list[] = {"--cluster", f->urls, "--node", f->node_arg[i],
                                 "--cluster-read-wait-ms", "3000", "--cluster-tick-ms", "200",
-                                "--http", "http://127.0.0.1:0", NULL};
+                                "--http", "http://127.0.0.1:0"};
+    size_t n = sizeof(list) / sizeof(list[0]);
     memcpy(args, list, sizeof(list));
+    for (size_t k = 0; f->extra[k]; k++)
+        args[n++] = f->extra[k];
+    args[n] = NULL;
     return args;
 }
 
@@ -45,14 +51,14 @@ static void client_connected(tally_client *c)
 
 void node_start(cluster_fixture *f, int i)
 {
-    const char *args[12];
+    const char *args[NODE_ARGS_MAX];
     wire_server_start(&f->node[i], &f->client[i], node_args(f, i, args));
     client_connected(f->client[i]);
 }
 
 void node_restart(cluster_fixture *f, int i)
 {
-    const char *args[12];
+    const char *args[NODE_ARGS_MAX];
     tally_client_close(f->client[i]);
     f->client[i] = NULL;
     wire_server_restart(&f->node[i], &f->client[i], node_args(f, i, args));
@@ -60,7 +66,16 @@ void node_restart(cluster_fixture *f, int i)
 
 void cluster_up(cluster_fixture *f)
 {
+    cluster_up_with(f, NULL);
+}
+
+void cluster_up_with(cluster_fixture *f, const char *const *extra)
+{
     memset(f, 0, sizeof(*f));
+    for (size_t k = 0; extra && extra[k]; k++) {
+        ck_assert_uint_lt(k, CLUSTER_FIXTURE_EXTRA_MAX);
+        f->extra[k] = extra[k];
+    }
     nats_cluster_start(&f->nats);
     size_t used = 0;
     for (int i = 0; i < NATS_CLUSTER_NODES; i++)

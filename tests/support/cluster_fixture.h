@@ -22,6 +22,8 @@
 #define NODES 3
 /* The largest log assert_converged compares, per node. */
 #define LOG_BYTES_MAX (4 * 1024 * 1024)
+/* Options a test gives every node (cluster_up_with), with their values. */
+#define CLUSTER_FIXTURE_EXTRA_MAX 4
 
 typedef struct cluster_fixture {
     nats_cluster nats;
@@ -29,6 +31,7 @@ typedef struct cluster_fixture {
     tallyd_proc node[NODES];
     tally_client *client[NODES];
     char node_arg[NODES][8];
+    const char *extra[CLUSTER_FIXTURE_EXTRA_MAX + 1]; /* every node's own options, NULL-ended */
 } cluster_fixture;
 
 /* Start node i (named a, b, c) with a client on it: --cluster-read-wait-ms
@@ -40,6 +43,9 @@ void node_restart(cluster_fixture *f, int i);
 /* The NATS cluster, then the three nodes one after the other (the first
  * creates the stream and its genesis). */
 void cluster_up(cluster_fixture *f);
+/* The same, every node started with extra too (NULL-terminated, at most
+ * CLUSTER_FIXTURE_EXTRA_MAX words that outlive the cluster). */
+void cluster_up_with(cluster_fixture *f, const char *const *extra);
 /* Stop every node (cleanly: each must exit 0) and the NATS cluster. */
 void cluster_down(cluster_fixture *f);
 

@@ -4,10 +4,12 @@
  */
 #include "tests/support/cluster_nodes.h"
 
+#include "tests/support/run.h"
 #include "tests/support/wire.h"
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The base options (10 words) and the test's own, NULL-terminated. */
@@ -25,10 +27,18 @@ static void node_argv(cluster_nodes *c, int i, const char **argv, size_t size)
 
 void cluster_nodes_init(cluster_nodes *c, int count)
 {
+    cluster_nodes_init_with_auth(c, count, NULL);
+}
+
+void cluster_nodes_init_with_auth(cluster_nodes *c, int count, const nats_cluster_auth *auth)
+{
     ck_assert(count >= 1 && count <= CLUSTER_NODES_MAX);
     memset(c, 0, sizeof(*c));
     c->count = count;
-    nats_cluster_start(&c->nats);
+    if (auth)
+        nats_cluster_start_with_auth(&c->nats, auth);
+    else
+        nats_cluster_start(&c->nats);
     size_t used = 0;
     for (int i = 0; i < NATS_CLUSTER_NODES; i++)
         used += (size_t)snprintf(c->urls + used, sizeof(c->urls) - used, "%s%s", i ? "," : "",
@@ -73,4 +83,27 @@ void cluster_nodes_down(cluster_nodes *c)
         tallyd_cleanup(&c->node[i]);
     }
     nats_cluster_stop(&c->nats);
+}
+
+int cluster_nodes_assert_refused_start(const char *dir, const char *data_dir,
+                                       const char *const *options, const char *expect)
+{
+    char data[400], listen[400];
+    snprintf(data, sizeof(data), "%s", data_dir ? data_dir : "");
+    if (data_dir == NULL)
+        snprintf(data, sizeof(data), "%s/refused-data", dir);
+    snprintf(listen, sizeof(listen), "ipc://%s/refused.sock", dir);
+    const char *argv[24] = {tallyd_program("tallyd"), "--data", data, "--listen", listen,
+                            "--publish", "none", "--http", "none"};
+    size_t n = 9;
+    for (size_t k = 0; options[k] && n + 1 < sizeof(argv) / sizeof(argv[0]); k++)
+        argv[n++] = options[k];
+    argv[n] = NULL;
+    char *out = NULL, *err = NULL;
+    int code = test_run(argv, NULL, &out, &err);
+    ck_assert_msg(code != 0 && strstr(err, expect), "exit %d, wanted \"%s\": %s", code, expect,
+                  err);
+    free(out);
+    free(err);
+    return code;
 }

@@ -31,6 +31,9 @@ typedef struct cluster_nodes {
 /* Start the nats-servers only; set count and each node's args (the
  * strings must outlive the nodes), then start the nodes. */
 void cluster_nodes_init(cluster_nodes *c, int count);
+/* The same with servers that require what auth says (nats_cluster.h);
+ * each node's args must then give it what it needs to connect. */
+void cluster_nodes_init_with_auth(cluster_nodes *c, int count, const nats_cluster_auth *auth);
 /* Start node i (fresh data directory) with its args. */
 void cluster_nodes_start(cluster_nodes *c, int i);
 /* Start node i again on its store (after cluster_nodes_stop). */
@@ -39,5 +42,11 @@ void cluster_nodes_restart(cluster_nodes *c, int i);
 void cluster_nodes_stop(cluster_nodes *c, int i);
 /* Stop every running node and the servers; remove every temp dir. */
 void cluster_nodes_down(cluster_nodes *c);
+
+/* tallyd started with options (after --data: data_dir, or NULL for
+ * dir/refused-data; its listeners under dir) must exit non-zero, its
+ * stderr holding expect; returns its exit status. */
+int cluster_nodes_assert_refused_start(const char *dir, const char *data_dir,
+                                       const char *const *options, const char *expect);
 
 #endif

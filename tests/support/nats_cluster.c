@@ -68,7 +68,29 @@ static void ports_pick(unsigned *ports, int count)
         close(fds[i]);
 }
 
+/* auth's client side into o. */
+static natsStatus options_auth(natsOptions *o, const nats_cluster_auth *auth)
+{
+    natsStatus s = NATS_OK;
+    if (auth == NULL)
+        return s;
+    if (auth->client_ca)
+        s = natsOptions_SetSecure(o, true);
+    if (s == NATS_OK && auth->client_ca)
+        s = natsOptions_LoadCATrustedCertificates(o, auth->client_ca);
+    if (s == NATS_OK && auth->client_cert)
+        s = natsOptions_LoadCertificatesChain(o, auth->client_cert, auth->client_key);
+    if (s == NATS_OK && auth->client_creds)
+        s = natsOptions_SetUserCredentialsFromFiles(o, auth->client_creds, NULL);
+    return s;
+}
+
 bool nats_cluster_js_ready(const char *url)
+{
+    return nats_cluster_js_ready_with(url, NULL);
+}
+
+bool nats_cluster_js_ready_with(const char *url, const nats_cluster_auth *auth)
 {
     natsOptions *o = NULL;
     natsConnection *nc = NULL;
@@ -77,6 +99,8 @@ bool nats_cluster_js_ready(const char *url)
     natsStatus s = natsOptions_Create(&o);
     if (s == NATS_OK)
         s = natsOptions_SetURL(o, url);
+    if (s == NATS_OK)
+        s = options_auth(o, auth);
     if (s == NATS_OK)
         s = natsOptions_SetTimeout(o, JS_INFO_WAIT_MS);
     if (s == NATS_OK)
@@ -111,10 +135,24 @@ static void node_spawn(nats_cluster *c, int i)
     }
     int fd = open(n->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     ck_assert_int_ge(fd, 0);
-    const char *argv[] = {nats_cluster_server_path(), "-js", "-sd", n->store, "-a", "127.0.0.1",
-                          "-p", port, "-n", n->name, "--cluster_name", CLUSTER_NAME,
-                          "--cluster", cluster, "--routes", routes,
-                          c->user[0] ? "--user" : NULL, c->user, "--pass", c->pass, NULL};
+    const char *argv[32] = {nats_cluster_server_path(), "-js", "-sd", n->store, "-a", "127.0.0.1",
+                            "-p", port, "-n", n->name, "--cluster_name", CLUSTER_NAME,
+                            "--cluster", cluster, "--routes", routes};
+    int k = 16;
+    const nats_cluster_auth *a = &c->auth;
+    if (c->user[0]) {
+        argv[k++] = "--user", argv[k++] = c->user;
+        argv[k++] = "--pass", argv[k++] = c->pass;
+    }
+    if (a->config)
+        argv[k++] = "-c", argv[k++] = a->config;
+    if (a->tls_cert) {
+        argv[k++] = "--tls", argv[k++] = "--tlscert", argv[k++] = a->tls_cert;
+        argv[k++] = "--tlskey", argv[k++] = a->tls_key;
+    }
+    if (a->tls_verify_ca)
+        argv[k++] = "--tlsverify", argv[k++] = "--tlscacert", argv[k++] = a->tls_verify_ca;
+    argv[k] = NULL;
     n->pid = test_spawn(argv, NULL, fd, fd);
     close(fd);
 }
@@ -131,7 +169,7 @@ static void node_must_run(const nats_cluster *c, int i)
 static void node_wait_ready(const nats_cluster *c, int i)
 {
     int64_t until = test_deadline_ms(NATS_CLUSTER_WAIT_MS);
-    while (!nats_cluster_js_ready(c->node[i].url)) {
+    while (!nats_cluster_js_ready_with(c->node[i].url, &c->auth)) {
         node_must_run(c, i);
         if (clock_mono_ms() >= until)
             ck_abort_msg("nats-server %s: JetStream not ready within %lld ms; its log:\n%s",
@@ -146,15 +184,35 @@ void nats_cluster_start(nats_cluster *c)
     nats_cluster_start_with_user(c, "", "");
 }
 
-void nats_cluster_start_with_user(nats_cluster *c, const char *user, const char *pass)
+/* c emptied, its temp dir made. */
+static void cluster_init(nats_cluster *c)
 {
     ck_assert_ptr_nonnull(nats_cluster_server_path());
     memset(c, 0, sizeof(*c));
-    snprintf(c->user, sizeof(c->user), "%s", user);
-    snprintf(c->pass, sizeof(c->pass), "%s", pass);
     const char *tmp = getenv("TMPDIR");
     snprintf(c->dir, sizeof(c->dir), "%s/nats-cluster-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(c->dir));
+}
+
+static void cluster_start(nats_cluster *c);
+
+void nats_cluster_start_with_user(nats_cluster *c, const char *user, const char *pass)
+{
+    cluster_init(c);
+    snprintf(c->user, sizeof(c->user), "%s", user);
+    snprintf(c->pass, sizeof(c->pass), "%s", pass);
+    cluster_start(c);
+}
+
+void nats_cluster_start_with_auth(nats_cluster *c, const nats_cluster_auth *auth)
+{
+    cluster_init(c);
+    c->auth = *auth;
+    cluster_start(c);
+}
+
+static void cluster_start(nats_cluster *c)
+{
     unsigned ports[2 * NATS_CLUSTER_NODES];
     ports_pick(ports, 2 * NATS_CLUSTER_NODES);
     for (int i = 0; i < NATS_CLUSTER_NODES; i++) {

@@ -34,9 +34,21 @@ typedef struct nats_node {
     pid_t pid;        /* 0 while it is down */
 } nats_node;
 
+/* What the servers require of their clients, and how the test's own
+ * connections (nats_cluster_js_ready's) meet it; every string must
+ * outlive the cluster. NULL: not required, not given. */
+typedef struct nats_cluster_auth {
+    const char *config;       /* a configuration file every server reads (-c): e.g. an
+                               * operator, its resolver and accounts */
+    const char *tls_cert, *tls_key; /* the servers' certificate: clients must use TLS */
+    const char *tls_verify_ca;      /* ... and present a certificate this CA signed */
+    const char *client_ca, *client_cert, *client_key, *client_creds;
+} nats_cluster_auth;
+
 typedef struct nats_cluster {
     char dir[256];
     char user[32], pass[64]; /* "": no user required */
+    nats_cluster_auth auth;
     nats_node node[NATS_CLUSTER_NODES];
     const char *urls[NATS_CLUSTER_NODES]; /* every node's url, for a client */
 } nats_cluster;
@@ -50,6 +62,9 @@ void nats_cluster_start(nats_cluster *c);
 /* The same, each server requiring clients to log in as user with pass
  * (nats-server --user --pass); every url carries them, plain_url not. */
 void nats_cluster_start_with_user(nats_cluster *c, const char *user, const char *pass);
+/* The same, each server requiring what auth says (copied: its strings
+ * must outlive the cluster), and the test's own connections meeting it. */
+void nats_cluster_start_with_auth(nats_cluster *c, const nats_cluster_auth *auth);
 /* Stop every running node (SIGTERM, then SIGKILL past the bound), remove
  * the temp dir and close the NATS client library (nats_Close): call it
  * after every connection of the test is closed. */
@@ -66,6 +81,9 @@ void nats_cluster_restart(nats_cluster *c, int i);
 /* Whether the server at url answers $JS.API.INFO without an error within
  * a second: it is up and JetStream has a meta leader. */
 bool nats_cluster_js_ready(const char *url);
+/* The same, connecting as auth's client_* say (NULL: as plainly as
+ * nats_cluster_js_ready). */
+bool nats_cluster_js_ready_with(const char *url, const nats_cluster_auth *auth);
 
 /* The text of node i's log (NUL-terminated; free it), for a failure. */
 char *nats_cluster_log(const nats_cluster *c, int i);
