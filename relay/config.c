@@ -661,6 +661,24 @@ static void endpoint_schedule_settle(relay_endpoint *e)
         e->sub.options.max_deliver = (uint32_t)e->schedule_count;
 }
 
+/* The endpoint's types as tallyd's filter of its subscriber: the
+ * patterns comma-separated, "" when it takes every type (none given, or
+ * "*" among them). */
+static void endpoint_filter_settle(relay_endpoint *e)
+{
+    relay_subscription *sub = &e->sub;
+    size_t at = 0;
+    sub->filter_types[0] = '\0';
+    for (size_t i = 0; i < e->type_count; i++)
+        if (strcmp(e->types[i], "*") == 0) {
+            sub->filter_types[0] = '\0';
+            return;
+        } else {
+            at += (size_t)snprintf(sub->filter_types + at, sizeof(sub->filter_types) - at,
+                                   "%s%s", i ? "," : "", e->types[i]);
+        }
+}
+
 bool relay_config_check(relay_config *c, char *error, size_t size)
 {
     if (!c->nats.enabled && c->endpoint_count == 0) {
@@ -683,6 +701,7 @@ bool relay_config_check(relay_config *c, char *error, size_t size)
             return false;
         }
         endpoint_schedule_settle(e);
+        endpoint_filter_settle(e);
     }
     return true;
 }

@@ -25,7 +25,7 @@
 #define RELAY_ENDPOINT_PREFIX "relay:" /* an endpoint's subscriber: relay:<endpoint> */
 #define RELAY_ENDPOINT_NAME_BYTES_MAX \
     (TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX - (sizeof(RELAY_ENDPOINT_PREFIX) - 1))
-#define RELAY_TYPES_MAX 32          /* event-type patterns of one endpoint */
+#define RELAY_TYPES_MAX 16          /* event-type patterns of one endpoint: tallyd's filter */
 #define RELAY_TYPE_BYTES_MAX 31     /* as tally_event.type */
 #define RELAY_SECRET_BYTES_MAX 64   /* an endpoint's HMAC key, decoded */
 #define RELAY_SUBJECT_BYTES_MAX 255 /* a NATS subject or its template */
@@ -82,12 +82,18 @@ _Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batc
 _Static_assert(RELAY_MAX_PENDING_MAX <= TALLY_CLIENT_SUB_FETCH_MAX, "a window fits a fetch");
 
 /* A durable subscriber's settings in the config file (max_deliver,
- * ack_wait_ms, backoff_ms, max_ack_pending); zero: the server's default. */
+ * ack_wait_ms, backoff_ms, max_ack_pending); zero: the server's default.
+ * filter_types: tallyd's filter of the events it hands out (an endpoint's
+ * types, comma-separated; "": every type). */
 typedef struct relay_subscription {
     char name[TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX + 1];
     tally_subscriber_options options;
     uint32_t fetch_max; /* events per fetch */
+    char filter_types[RELAY_TYPES_MAX * (RELAY_TYPE_BYTES_MAX + 1)];
 } relay_subscription;
+_Static_assert(sizeof(((relay_subscription *)0)->filter_types) <=
+                   TALLY_CLIENT_SUB_FILTER_TYPES_BYTES_MAX,
+               "an endpoint's types fit tallyd's filter");
 
 typedef struct relay_nats {
     bool enabled;
@@ -302,12 +308,16 @@ bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const cha
                              int64_t timestamp_s, const char *body, size_t body_len, char *out,
                              size_t size);
 
-/* ---- tally_relay.c ---- */
+/* ---- subscription.c ---- */
 
 /* Open (create or find) the subscriber sub on ctx's client, trying again
- * while tallyd is unreachable, until *ctx->stop. NULL when stopped or on a
- * fatal error (said on stderr). */
+ * while tallyd is unreachable, until *ctx->stop. An existing subscriber
+ * with other settings of those the relay owns is changed with sub_update
+ * (said on stderr); one with other partitions is refused. NULL when
+ * stopped or on a fatal error (said on stderr). */
 tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_subscription *sub);
+
+/* ---- tally_relay.c ---- */
 /* Mark s as the handle ctx runs: false (and nothing marked) when a stop
  * came first. relay_sink_end unmarks it before it is closed. */
 bool relay_sink_begin(relay_sink_context *ctx, tally_subscriber *s);

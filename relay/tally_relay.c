@@ -224,32 +224,6 @@ void relay_sink_end(relay_sink_context *ctx)
     pthread_mutex_unlock(&ctx->mu);
 }
 
-static bool transport_fault(int rc)
-{
-    return rc == TALLY_timed_out || rc == TALLY_unreachable || rc == TALLY_overloaded ||
-           rc == TALLY_shutting_down;
-}
-
-tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_subscription *sub)
-{
-    uint32_t pause_ms = RELAY_RETRY_MS_MIN;
-    while (!atomic_load(ctx->stop)) {
-        tally_subscriber *s = NULL;
-        int rc = tally_subscriber_open(ctx->client, sub->name, &sub->options, &s);
-        tally_subscriber_info info;
-        if (rc == TALLY_ok && tally_subscriber_get(ctx->client, sub->name, &info) == TALLY_ok)
-            ctx->max_deliver = info.max_deliver; /* else the last one read, or 0: unknown */
-        if (rc == TALLY_ok)
-            return s;
-        fprintf(stderr, "tally-relay: subscriber %s: %s\n", sub->name, tally_strerror(rc));
-        if (!transport_fault(rc))
-            return NULL;
-        relay_pause(ctx->stop, pause_ms);
-        pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
-    }
-    return NULL;
-}
-
 void relay_say_parked(const relay_sink_context *ctx, const tally_delivery *d, bool parked_now,
                       const char *error)
 {

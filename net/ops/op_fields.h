@@ -253,7 +253,8 @@
       "events in flight at most, >= 1 (default 1000)")                                      \
     F(T, STR, filter_types, OPTIONAL,                                                       \
       TALLY_SUB_FILTER_TYPES_MAX * (TALLY_SUB_FILTER_TYPE_BYTES_MAX + 1),                   \
-      "hand out only events of these types, comma-separated (at most 16; \"\": any)")        \
+      "hand out only events of these types, comma-separated (at most 16; \"x.*\" every "   \
+      "type starting x., \"*\" any; \"\": any)")                                         \
     F(T, STR, filter_kinds, OPTIONAL, 64,                                                   \
       "only events about these entity kinds, comma-separated: account, transfer, "         \
       "entitlement, dead_letter, webhook, subscriber (\"\": any)")                           \

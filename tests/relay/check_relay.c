@@ -2405,6 +2405,133 @@ START_TEST(test_check_prints_the_retry_schedule)
 }
 END_TEST
 
+/* ---- the subscriber's settings converge (docs/RELAY.md, "The subscriber's settings") ---- */
+
+/* A handler that parks seq 3 and takes the rest. */
+static tally_verdict park_third(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    (void)arg;
+    if (d->event.seq != 3)
+        return TALLY_DONE;
+    snprintf(answer->error, sizeof(answer->error), "parked by the test");
+    return TALLY_PARK;
+}
+
+/* An endpoint's subscriber as an older relay made it (max_deliver 8, its
+ * default then), its cursor at seq 5 with seq 3 parked, meets a relay
+ * whose default is the retry schedule's 12: the relay changes it with
+ * sub_update, says so and delivers; the cursor and the dead letter stay,
+ * and nothing of seqs 1-5 is sent (with backfill = all a new subscriber
+ * would send them all). */
+START_TEST(test_relay_updates_an_old_subscriber_without_replay)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    tally_client *c = h.f.c;
+    test_client_open_accounts(c, 1, 5); /* seqs 1-5 */
+    tally_subscriber_options old = {.start = TALLY_START_BEGINNING, .max_deliver = 8,
+                                    .backoff_count = TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX};
+    for (uint32_t i = 0; i < old.backoff_count; i++)
+        old.backoff_ms[i] = 1000u << i;
+    tally_subscriber *s = NULL;
+    ck_assert_int_eq(tally_subscriber_open(c, "relay:old", &old, &s), TALLY_ok);
+    tally_run_options ro = {.max_events = 5, .wait_ms = 1000};
+    ck_assert_int_eq(tally_subscriber_run(s, &ro, park_third, NULL), TALLY_ok);
+    tally_subscriber_close(s);
+    tally_subscriber_info before = sub_info(c, "relay:old");
+    ck_assert_uint_eq(before.ack_floor, 5);
+    ck_assert_uint_eq(before.dead_letters, 1);
+    ck_assert_uint_eq(before.max_deliver, 8);
+
+    pid_t relay = http_relay_up(&h, "[endpoint old]\nbackfill = all\nurl = @/old\nsecret = "
+                                    SECRET_TEXT "\n", NULL);
+    ck_assert_msg(wait_log_says(h.log, "tally-relay: subscriber relay:old: max_deliver 8 -> 12 "
+                                       "(sub_update: its cursor, in-flight events and dead "
+                                       "letters kept)"),
+                  "the relay did not say what it changed");
+    test_client_open_accounts(c, 10, 3); /* seqs 6-8 */
+    ck_assert_msg(wait_delivered(h.r, "/old", 3), "the new events did not arrive");
+    relay_stop(relay, h.log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(h.r, "/old", &all), 3);
+    ck_assert_uint_eq(all, 3);
+    for (size_t i = 0; i < h.r->count; i++)
+        ck_assert_msg(h.r->hooks[i].seq > 5, "seq %" PRIu64 " sent again", h.r->hooks[i].seq);
+    tally_subscriber_info after = sub_info(c, "relay:old");
+    ck_assert_uint_eq(after.max_deliver, 12);
+    ck_assert_uint_eq(after.ack_floor, 8);
+    ck_assert_uint_eq(after.dead_letters, 1);
+    ck_assert_int_eq(after.created_ms, before.created_ms); /* the same subscriber */
+    http_down(&h);
+}
+END_TEST
+
+/* What sub_update cannot change stops the sink with a line saying what to
+ * do: a subscriber with partitions under an endpoint's name. */
+START_TEST(test_relay_refuses_a_subscriber_with_partitions)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    tally_subscriber_options parted = {.partitions = 2};
+    tally_subscriber *s = NULL;
+    ck_assert_int_eq(tally_subscriber_open(h.f.c, "relay:parted", &parted, &s), TALLY_ok);
+    tally_subscriber_close(s);
+    pid_t relay = http_relay_up(&h, "[endpoint parted]\nurl = @/p\nsecret = " SECRET_TEXT "\n",
+                                NULL);
+    unwatch(relay);
+    ck_assert_int_eq(relay_exit_code(relay), 1);
+    char *log = log_text(h.log);
+    ck_assert_msg(strstr(log, "tally-relay: subscriber relay:parted has 2 partitions in tallyd, "
+                              "the relay's 1; sub_update cannot change partitions: delete it "
+                              "(tally subscriber delete relay:parted;"),
+                  "%s", log);
+    free(log);
+    ck_assert_uint_eq(sub_info(h.f.c, "relay:parted").partitions, 2);
+    http_down(&h);
+}
+END_TEST
+
+/* An endpoint's types are its subscriber's filter in tallyd: the relay
+ * fetches only the events it takes (none acknowledged unsent:
+ * tally_relay_filtered_total stays 0) and delivers each once. */
+START_TEST(test_http_endpoint_types_filter_on_the_server)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    http_config_only(&h, "[endpoint grants]\nbackfill = all\nurl = @/g\nsecret = " SECRET_TEXT
+                         "\ntypes = entitlement.* transfer.posted\n", NULL);
+    int port;
+    pid_t relay = relay_start_http(h.config, h.log, NULL, &port);
+    enum { ACCOUNTS = 30, GRANTS = 10 };
+    test_client_open_accounts(h.f.c, 1, ACCOUNTS / 2);
+    for (int i = 0; i < GRANTS; i++) {
+        char subject[32];
+        snprintf(subject, sizeof(subject), "user-%d", i);
+        tally_entitlement_args g = {.subject = subject, .feature = "pro"};
+        tally_result res;
+        ck_assert_int_eq(tally_grant(h.f.c, NULL, &g, &res), TALLY_ok);
+        ck_assert_int_eq(res.code, TALLY_ok);
+    }
+    test_client_open_accounts(h.f.c, 100, ACCOUNTS / 2);
+    ck_assert_msg(wait_delivered(h.r, "/g", GRANTS), "the grants did not arrive");
+    tally_subscriber_info info;
+    TEST_WAIT_UNTIL((info = sub_info(h.f.c, "relay:grants")).ack_floor == ACCOUNTS + GRANTS,
+                    60000, "the ack floor reaching the head");
+    ck_assert_str_eq(info.filter_types, "entitlement.*,transfer.posted");
+    const expect e[] = {{series("tally_relay_delivered_total", "grants", NULL), GRANTS}};
+    char *text = scrape_until(port, e, 1);
+    ck_assert_int_eq(sample(text, series("tally_relay_filtered_total", "grants", NULL)), 0);
+    free(text);
+    relay_stop(relay, h.log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(h.r, "/g", &all), GRANTS);
+    ck_assert_uint_eq(all, GRANTS);
+    for (size_t i = 0; i < h.r->count; i++)
+        ck_assert_str_eq(h.r->hooks[i].type, "entitlement.granted");
+    http_down(&h);
+}
+END_TEST
+
 /* A case of the suite; CK_RUN_CASE=name runs it alone. */
 static TCase *case_new(Suite *s, const char *name)
 {
@@ -2452,6 +2579,10 @@ int main(void)
     tcase_add_test(hooks, test_http_recover_resends_every_event_since_a_time);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
+    TCase *settings = case_new(s, "settings");
+    tcase_add_test(settings, test_relay_updates_an_old_subscriber_without_replay);
+    tcase_add_test(settings, test_relay_refuses_a_subscriber_with_partitions);
+    tcase_add_test(settings, test_http_endpoint_types_filter_on_the_server);
     int rc = test_run_suite(s);
     return rc == 0 && !nats ? 77 : rc;
 }
