@@ -14,6 +14,7 @@
 #include "common/options.h"
 #include "common/file_mode.h"
 #include "common/webhook_secret.h"
+#include "common/duration.h"
 #include "relay/relay.h"
 
 #include <ctype.h>
@@ -108,60 +109,6 @@ static bool backoff_into(tally_subscriber_options *o, const char *value, char *w
                         take_delay, &count, why, n);
     o->backoff_count = (uint32_t)count;
     return ok;
-}
-
-bool relay_duration_parse(const char *text, uint64_t max_ms, uint64_t *out_ms)
-{
-    static const struct {
-        const char *unit;
-        uint64_t ms;
-    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
-    if (strcmp(text, "0") == 0) {
-        *out_ms = 0;
-        return true;
-    }
-    size_t digits = strspn(text, "0123456789");
-    if (digits == 0 || digits > 9)
-        return false;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(text + digits, units[i].unit) != 0)
-            continue;
-        uint64_t v = strtoull(text, NULL, 10) * units[i].ms;
-        if (v > max_ms)
-            return false;
-        *out_ms = v;
-        return true;
-    }
-    return false;
-}
-
-void relay_duration_text(uint64_t ms, char *out, size_t size)
-{
-    static const struct {
-        const char *unit;
-        uint64_t ms;
-    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
-    for (size_t i = 0; ms && i < sizeof(units) / sizeof(units[0]); i++)
-        if (ms % units[i].ms == 0) {
-            snprintf(out, size, "%" PRIu64 "%s", ms / units[i].ms, units[i].unit);
-            return;
-        }
-    snprintf(out, size, ms ? "%" PRIu64 "ms" : "0", ms);
-}
-
-static bool take_schedule_delay(void *into, size_t i, const char *item, char *why, size_t n)
-{
-    uint64_t ms;
-    if (!relay_duration_parse(item, RELAY_SCHEDULE_DELAY_MS_MAX, &ms)) {
-        snprintf(why, n, "%s: a delay is 0 or a number with ms, s, m, h or d, at most 1d", item);
-        return false;
-    }
-    if (i == 0 && ms != 0) {
-        snprintf(why, n, "the first attempt's delay is 0 (at once)");
-        return false;
-    }
-    ((uint32_t *)into)[i] = (uint32_t)ms;
-    return true;
 }
 
 static relay_subscription *subscription_of(target *t)
@@ -378,14 +325,7 @@ static bool read_retry_schedule(target *t, const char *v, char *why, size_t n)
 {
     relay_endpoint *e = t->endpoint;
     e->schedule_set = true;
-    if (!list_into(v, RELAY_SCHEDULE_STEPS_MAX, "attempts", e->schedule_ms, take_schedule_delay,
-                   &e->schedule_count, why, n))
-        return false;
-    if (e->schedule_count == 0) {
-        snprintf(why, n, "at least one attempt (0)");
-        return false;
-    }
-    return true;
+    return duration_schedule_parse(v, strlen(v), e->schedule_ms, &e->schedule_count, why, n);
 }
 
 static bool read_disable_after(target *t, const char *v, char *why, size_t n)
@@ -394,7 +334,7 @@ static bool read_disable_after(target *t, const char *v, char *why, size_t n)
         t->endpoint->disable_after_ms = 0;
         return true;
     }
-    if (relay_duration_parse(v, RELAY_DISABLE_AFTER_MS_MAX, &t->endpoint->disable_after_ms) &&
+    if (duration_parse(v, RELAY_DISABLE_AFTER_MS_MAX, &t->endpoint->disable_after_ms) &&
         t->endpoint->disable_after_ms > 0)
         return true;
     snprintf(why, n, "never, or a number with ms, s, m, h or d, at most 365d");
@@ -403,7 +343,7 @@ static bool read_disable_after(target *t, const char *v, char *why, size_t n)
 
 static bool read_attempt_retention(target *t, const char *v, char *why, size_t n)
 {
-    if (relay_duration_parse(v, 366ull * 86400000, &t->endpoint->attempt_retention_ms) &&
+    if (duration_parse(v, 366ull * 86400000, &t->endpoint->attempt_retention_ms) &&
         t->endpoint->attempt_retention_ms >= 1000)
         return true;
     snprintf(why, n, "a number with s, m, h or d, from 1s to 366d");
@@ -783,15 +723,15 @@ void relay_config_print(const relay_config *c)
             printf(" (the subscriber's backoff_ms)");
         uint64_t total_ms = 0;
         for (size_t k = 0; k < e->schedule_count; k++) {
-            relay_duration_text(e->schedule_ms[k], text, sizeof(text));
+            duration_text(e->schedule_ms[k], text, sizeof(text));
             printf(" %s", text);
             total_ms += e->schedule_ms[k];
         }
         if (e->schedule_count)
             printf(" (%zu attempts over %.1f h)", e->schedule_count, (double)total_ms / 3600000.0);
-        relay_duration_text(e->disable_after_ms, text, sizeof(text));
+        duration_text(e->disable_after_ms, text, sizeof(text));
         printf(", disable_after %s", e->disable_after_ms ? text : "never");
-        relay_duration_text(e->attempt_retention_ms, text, sizeof(text));
+        duration_text(e->attempt_retention_ms, text, sizeof(text));
         printf(", attempt_retention %s\n", text);
         subscription_print(&e->sub);
     }

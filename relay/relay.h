@@ -10,6 +10,7 @@
 #define TALLY_RELAY_H
 
 #include "clients/libtally/tally.h"
+#include "common/duration.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -59,8 +60,8 @@
  * in all, then the event is parked. At most RELAY_SCHEDULE_STEPS_MAX
  * attempts, each delay at most a day (a nak's delay_ms). */
 #define RELAY_SCHEDULE_DEFAULT "0 5s 5m 30m 2h 5h 10h 10h 10h 10h 10h 10h"
-#define RELAY_SCHEDULE_STEPS_MAX 64
-#define RELAY_SCHEDULE_DELAY_MS_MAX 86400000u
+#define RELAY_SCHEDULE_STEPS_MAX DURATION_SCHEDULE_STEPS_MAX
+#define RELAY_SCHEDULE_DELAY_MS_MAX DURATION_SCHEDULE_DELAY_MS_MAX
 /* An endpoint whose deliveries fail without a success for this long is
  * disabled (endpoint.disabled in tally's log) until enabled again. */
 #define RELAY_DISABLE_AFTER_DEFAULT "5d"
@@ -170,11 +171,6 @@ bool relay_instance_valid(const char *v);
 bool relay_http_url_take(const char *v, char *out, size_t size);
 /* Print what the relay would do (--check). */
 void relay_config_print(const relay_config *c);
-/* A duration: 0, or a number with a unit ms, s, m, h or d ("5s", "10h");
- * false when it is none or over max_ms. */
-bool relay_duration_parse(const char *text, uint64_t max_ms, uint64_t *out_ms);
-/* The shortest text of ms in the units relay_duration_parse reads. */
-void relay_duration_text(uint64_t ms, char *out, size_t size);
 /* The delay before the attempt after attempt (1 on the first delivery)
  * failed, from the endpoint's retry schedule (its last delay repeats);
  * false when the endpoint has no schedule. */
