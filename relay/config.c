@@ -421,6 +421,8 @@ static bool name_ok(const char *name, size_t max, bool colon)
     return true;
 }
 
+static void endpoint_defaults(relay_endpoint *e, const char *name);
+
 static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *why, size_t n)
 {
     if (!name_ok(name, RELAY_ENDPOINT_NAME_BYTES_MAX, false)) {
@@ -438,6 +440,12 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
         return NULL;
     }
     relay_endpoint *e = &c->endpoints[c->endpoint_count++];
+    endpoint_defaults(e, name);
+    return e;
+}
+
+static void endpoint_defaults(relay_endpoint *e, const char *name)
+{
     memset(e, 0, sizeof(*e));
     snprintf(e->name, sizeof(e->name), "%s", name);
     snprintf(e->sub.name, sizeof(e->sub.name), "%s%s", RELAY_ENDPOINT_PREFIX, name);
@@ -460,7 +468,6 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
     e->schedule_count = sizeof(schedule_default_ms) / sizeof(uint32_t);
     e->disable_after_ms = 5ull * 86400000;
     e->attempt_retention_ms = 7ull * 86400000; /* RELAY_ATTEMPT_RETENTION_DEFAULT */
-    return e;
 }
 
 /* "[nats]" or "[endpoint NAME]". */
@@ -621,11 +628,6 @@ static void endpoint_filter_settle(relay_endpoint *e)
 
 bool relay_config_check(relay_config *c, char *error, size_t size)
 {
-    if (!c->nats.enabled && c->endpoint_count == 0) {
-        snprintf(error, size, "nothing to relay to: give --nats and --stream, or a config "
-                              "file with [nats] or [endpoint NAME] sections");
-        return false;
-    }
     if (c->nats.enabled && !nats_check(&c->nats, error, size))
         return false;
     if (c->token_file[0] && !file_private_check(c->token_file, "token_file", error, size))
@@ -643,6 +645,46 @@ bool relay_config_check(relay_config *c, char *error, size_t size)
         endpoint_schedule_settle(e);
         endpoint_filter_settle(e);
     }
+    return true;
+}
+
+bool relay_endpoint_from_definition(relay_endpoint *e, const tally_endpoint_definition *d,
+                                    char *why, size_t n)
+{
+    if (!name_ok(d->endpoint, RELAY_ENDPOINT_NAME_BYTES_MAX, false)) {
+        snprintf(why, n, "its name");
+        return false;
+    }
+    endpoint_defaults(e, d->endpoint);
+    target t = {.endpoint = e};
+    char number[2][16];
+    snprintf(number[0], sizeof(number[0]), "%" PRIu32, d->connect_timeout_ms);
+    snprintf(number[1], sizeof(number[1]), "%" PRIu32, d->timeout_ms);
+    const struct {
+        const char *key, *value;
+        bool given;
+        key_reader read;
+    } fields[] = {
+        {"url", d->url, true, read_url},
+        {"types", d->types, d->types[0] != '\0', read_types},
+        {"retry_schedule", d->retry_schedule, d->retry_schedule[0] != '\0', read_retry_schedule},
+        {"connect_timeout_ms", number[0], d->connect_timeout_ms != 0, read_connect_timeout},
+        {"timeout_ms", number[1], d->timeout_ms != 0, read_timeout},
+        {"backfill", d->backfill, d->backfill[0] != '\0', read_backfill},
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        char inner[256] = "";
+        if (fields[i].given && !fields[i].read(&t, fields[i].value, inner, sizeof(inner))) {
+            snprintf(why, n, "%s: %s", fields[i].key, inner);
+            return false;
+        }
+    }
+    if (strncmp(e->url, "http://", 7) != 0 && strncmp(e->url, "https://", 8) != 0) {
+        snprintf(why, n, "url: http:// or https:// required");
+        return false;
+    }
+    endpoint_schedule_settle(e);
+    endpoint_filter_settle(e);
     return true;
 }
 
@@ -691,6 +733,9 @@ static void subscription_print(const relay_subscription *s)
 void relay_config_print(const relay_config *c)
 {
     printf("tally: %s, as instance %s\n", c->url, c->instance);
+    printf("and the endpoints defined in tallyd (tally endpoint list), listed every %d ms%s\n",
+           RELAY_ENDPOINTS_POLL_MS,
+           c->nats.enabled || c->endpoint_count ? "" : ": none in the file");
     if (c->http[0])
         printf("metrics: %s/metrics, %s/healthz\n", c->http, c->http);
     if (strncmp(c->url, "tls+tcp", 7) == 0)

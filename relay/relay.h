@@ -74,6 +74,8 @@
 #define RELAY_ATTEMPT_RETENTION_DEFAULT "7d"
 _Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batch is one op");
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
+#define RELAY_RUNTIME_ENDPOINTS_MAX TALLY_CLIENT_ENDPOINTS_DEFINED_MAX /* defined in tallyd */
+#define RELAY_ENDPOINTS_POLL_MS 1000 /* tallyd's endpoints listed this often */
 #define RELAY_FIGURES_MS 2000 /* /metrics: each sink's lag and dead letters read this often */
 /* Reading the stream back (stream_scan.c): how far at most, and how far
  * tallyd's and the NATS server's clocks may be apart. */
@@ -171,6 +173,13 @@ bool relay_instance_valid(const char *v);
 bool relay_http_url_take(const char *v, char *out, size_t size);
 /* Print what the relay would do (--check). */
 void relay_config_print(const relay_config *c);
+/* An endpoint defined in tallyd (endpoint_list) as the relay runs it: the
+ * defaults of an [endpoint NAME] with what d gives, read by the config
+ * file's own readers. No secret: the relay signs with tallyd's
+ * (endpoint_secret_get). false, with why, when d holds what the relay
+ * cannot take. */
+bool relay_endpoint_from_definition(relay_endpoint *e, const tally_endpoint_definition *d,
+                                    char *why, size_t n);
 /* The delay before the attempt after attempt (1 on the first delivery)
  * failed, from the endpoint's retry schedule (its last delay repeats);
  * false when the endpoint has no schedule. */
@@ -312,6 +321,20 @@ bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const cha
  * (said on stderr); one with other partitions is refused. NULL when
  * stopped or on a fatal error (said on stderr). */
 tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_subscription *sub);
+
+/* ---- runtime.c: the endpoints defined in tallyd ---- */
+
+/* A thread that lists the endpoints defined in tallyd every
+ * RELAY_ENDPOINTS_POLL_MS and runs a webhook sink for each (not those of
+ * c's file: the file's win), starting it again when its definition
+ * changed and stopping it when it is deleted, until *stop. Its first
+ * listing is done before this returns. 0, or 1 without it (said). */
+typedef struct relay_runtime relay_runtime;
+int relay_runtime_start(const relay_config *c, tally_client *client, atomic_bool *stop,
+                        relay_runtime **out);
+/* After *stop was set: join the thread, stop and join every sink. NULL
+ * allowed. */
+void relay_runtime_stop(relay_runtime *r);
 
 /* ---- tally_relay.c ---- */
 /* Mark s as the handle ctx runs: false (and nothing marked) when a stop

@@ -326,6 +326,11 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
             atomic_store(&stop, true);
         }
     }
+    relay_runtime *runtime = NULL;
+    bool runtime_failed = !atomic_load(&stop) &&
+                          relay_runtime_start(c, client, &stop, &runtime) != 0;
+    if (runtime_failed)
+        atomic_store(&stop, true);
     bool unannounced = !atomic_load(&stop) && !relay_announce(c, http);
     if (unannounced)
         atomic_store(&stop, true);
@@ -344,7 +349,8 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
     if (c->ready_file[0]) /* what it named is going */
         unlink(c->ready_file);
     stop_all(threads, count);
-    int result = unannounced ? EXIT_FAILED : EXIT_OK;
+    relay_runtime_stop(runtime);
+    int result = unannounced || runtime_failed ? EXIT_FAILED : EXIT_OK;
     for (size_t i = 0; i < count; i++) {
         if (threads[i].started)
             pthread_join(threads[i].thread, NULL);

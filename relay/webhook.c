@@ -276,6 +276,14 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
         answer->delay_set = true;
         return TALLY_RETRY;
     }
+    if (w->secrets.secret_len == 0 && w->cfg->secret_len == 0) { /* tallyd's not read yet */
+        snprintf(answer->error, sizeof(answer->error), "%s: no signing secret known yet",
+                 w->cfg->name);
+        answer->delay_set = true;
+        answer->delay_ms = RELAY_DISABLED_POLL_MS;
+        w->state_read_ms = 0; /* read tallyd's state and secrets at the next event */
+        return TALLY_RETRY;
+    }
     char id[37], *body = NULL;
     size_t len = 0;
     int rc = relay_event_doc(e, &body, &len);

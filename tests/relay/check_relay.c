@@ -1933,7 +1933,6 @@ START_TEST(test_check_validates_the_configuration)
         {"http = 127.0.0.1:9\n", ":1: http: http://HOST:PORT or none"},
         {"http = http://127.0.0.1:99999\n", ":1: http: http://HOST:PORT or none"},
         {"just text\n", ":1: expected key = value"},
-        {"", "nothing to relay to"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         file_write(path, bad[i].text);
@@ -2153,18 +2152,14 @@ static hook last_hook(receiver *r, const char *path)
     return h;
 }
 
+static void tally_endpoint_cli(const tallyd_proc *srv, const char *stdin_text, const char *args);
+
 /* `tally endpoint rotate-secret` with the secret on stdin. */
 static void rotate_secret(const tallyd_proc *srv, const char *secret, const char *overlap)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "printf '%%s\\n' '%s' | exec '%s' --url '%s' endpoint rotate-secret ok --overlap %s",
-             secret, tallyd_program("tally"), srv->url, overlap);
-    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    char *out = NULL, *err = NULL;
-    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
-    free(out);
-    free(err);
+    char args[128];
+    snprintf(args, sizeof(args), "rotate-secret ok --overlap %s", overlap);
+    tally_endpoint_cli(srv, secret, args);
 }
 
 /* Events one at a time until one reaches /ok signed with exactly the keys
@@ -2532,6 +2527,94 @@ START_TEST(test_http_endpoint_types_filter_on_the_server)
 }
 END_TEST
 
+/* ---- endpoints managed at run time (docs/RELAY.md, "Endpoints managed at run time") ---- */
+
+/* `tally endpoint ARGS...` against srv, stdin (NULL: none) piped in; it must
+ * succeed. */
+static void tally_endpoint_cli(const tallyd_proc *srv, const char *stdin_text, const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s%s%s exec '%s' --url '%s' endpoint %s",
+             stdin_text ? "printf '%s\\n' '" : "", stdin_text ? stdin_text : "",
+             stdin_text ? "' |" : "", tallyd_program("tally"), srv->url, args);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "tally endpoint %s: %s%s", args, out,
+                  err);
+    free(out);
+    free(err);
+}
+
+static void grants(tally_client *c, const char *prefix, int count)
+{
+    for (int i = 0; i < count; i++) {
+        char subject[48];
+        snprintf(subject, sizeof(subject), "%s-%d", prefix, i);
+        tally_entitlement_args g = {.subject = subject, .feature = "pro"};
+        tally_result res;
+        ck_assert_int_eq(tally_grant(c, NULL, &g, &res), TALLY_ok);
+        ck_assert_int_eq(res.code, TALLY_ok);
+    }
+}
+
+/* A relay whose file has no sink runs the endpoints defined in tallyd: one
+ * created with the CLI while it runs is delivered to (signed with its
+ * secret), its types changed with the CLI apply from then on, and once it
+ * is deleted nothing more reaches it; no event is delivered twice. */
+START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    tally_client *c = h.f.c;
+    http_config_only(&h, "", NULL);
+    pid_t relay = relay_start(h.config, h.log);
+    char create[256];
+    snprintf(create, sizeof(create), "create rt http://127.0.0.1:%u/rt --types 'account.*'",
+             (unsigned)h.r->port);
+    tally_endpoint_cli(&h.f.srv, SECRET_TEXT, create);
+    ck_assert_msg(wait_log_says(h.log, "tally-relay: endpoint rt defined in tallyd: delivering"),
+                  "the relay did not take the endpoint");
+    tally_subscriber_info info;
+    TEST_WAIT_UNTIL(tally_subscriber_get(c, "relay:rt", &info) == TALLY_ok, 60000,
+                    "the relay creating the endpoint's subscriber");
+    enum { ACCOUNTS = 10, GRANTS = 3 };
+    test_client_open_accounts(c, 1, ACCOUNTS);
+    grants(c, "before", 2); /* not its type yet */
+    ck_assert_msg(wait_delivered(h.r, "/rt", ACCOUNTS), "the accounts did not arrive");
+
+    tally_endpoint_cli(&h.f.srv, NULL, "update rt --types 'entitlement.*'");
+    ck_assert_msg(wait_log_says(h.log, "tally-relay: endpoint rt changed in tallyd"),
+                  "the relay did not take the change");
+    TEST_WAIT_UNTIL(strcmp(sub_info(c, "relay:rt").filter_types, "entitlement.*") == 0, 60000,
+                    "the endpoint's subscriber filtering by its new types");
+    test_client_open_accounts(c, 100, 5); /* no longer its type */
+    grants(c, "after", GRANTS);
+    ck_assert_msg(wait_delivered(h.r, "/rt", ACCOUNTS + GRANTS), "the grants did not arrive");
+
+    tally_endpoint_cli(&h.f.srv, NULL, "delete rt");
+    ck_assert_msg(wait_log_says(h.log, "tally-relay: endpoint rt deleted in tallyd: nothing more "
+                                       "is delivered to it"),
+                  "the relay did not stop the endpoint");
+    grants(c, "gone", GRANTS); /* its sink is joined before the line: none can reach it */
+    relay_stop(relay, h.log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(h.r, "/rt", &all), ACCOUNTS + GRANTS);
+    ck_assert_uint_eq(all, ACCOUNTS + GRANTS); /* none twice */
+    size_t accounts = 0, granted = 0;
+    for (size_t i = 0; i < h.r->count; i++) {
+        ck_assert_msg(h.r->hooks[i].signature_ok, "delivery %zu: signature", i);
+        accounts += strcmp(h.r->hooks[i].type, "account.opened") == 0;
+        granted += strcmp(h.r->hooks[i].type, "entitlement.granted") == 0;
+    }
+    ck_assert_uint_eq(accounts, ACCOUNTS);
+    ck_assert_uint_eq(granted, GRANTS); /* the three after the update, not those before */
+    ck_assert_uint_eq(log_count_type(c, "endpoint.created", "rt"), 1);
+    ck_assert_uint_eq(log_count_type(c, "endpoint.updated", "rt"), 1);
+    ck_assert_uint_eq(log_count_type(c, "endpoint.deleted", "rt"), 1);
+    http_down(&h);
+}
+END_TEST
+
 /* A case of the suite; CK_RUN_CASE=name runs it alone. */
 static TCase *case_new(Suite *s, const char *name)
 {
@@ -2583,6 +2666,7 @@ int main(void)
     tcase_add_test(settings, test_relay_updates_an_old_subscriber_without_replay);
     tcase_add_test(settings, test_relay_refuses_a_subscriber_with_partitions);
     tcase_add_test(settings, test_http_endpoint_types_filter_on_the_server);
+    tcase_add_test(settings, test_http_endpoint_created_updated_deleted_at_run_time);
     int rc = test_run_suite(s);
     return rc == 0 && !nats ? 77 : rc;
 }
