@@ -97,19 +97,15 @@ static bool definition_decode(const msgpack_object *o, void *out)
 {
     tally_endpoint_definition *e = out;
     decoder d = decoder_of(o);
-    char state[16];
-    dec_str(&d, "endpoint", e->endpoint, sizeof(e->endpoint));
-    dec_str(&d, "state", state, sizeof(state));
-    e->version = dec_uint(&d, "version", UINT64_MAX);
-    e->changed_ms = dec_int(&d, "changed_ms");
+    dec_endpoint_head(&d, e->endpoint, sizeof(e->endpoint), &e->disabled, &e->version,
+                      &e->changed_ms);
     dec_str(&d, "url", e->url, sizeof(e->url));
     dec_str(&d, "types", e->types, sizeof(e->types));
     dec_str(&d, "retry_schedule", e->retry_schedule, sizeof(e->retry_schedule));
     dec_str(&d, "backfill", e->backfill, sizeof(e->backfill));
     e->connect_timeout_ms = (uint32_t)dec_uint(&d, "connect_timeout_ms", UINT32_MAX);
     e->timeout_ms = (uint32_t)dec_uint(&d, "timeout_ms", UINT32_MAX);
-    e->disabled = strcmp(state, "disabled") == 0;
-    return d.ok && (e->disabled || strcmp(state, "enabled") == 0);
+    return d.ok;
 }
 
 int tally_endpoint_list(tally_client *c, tally_endpoint_definition *out, size_t capacity,
