@@ -294,11 +294,14 @@ int relay_watch_start(tally_client *client, const char *url, relay_sink_context 
 bool relay_watch_tallyd_up(relay_watch *w, int64_t *since_s, const char **why);
 void relay_watch_stop(relay_watch *w);
 
-/* /metrics and /healthz at url for the count sinks and the watch (they
- * outlive it). 0, or 1 when it cannot listen (said on stderr). */
+/* /metrics and /healthz at url for the count sinks (at most 1 +
+ * RELAY_ENDPOINTS_MAX) and the watch, and /metrics for the sinks of
+ * runtime (NULL: none) too (they outlive it). 0, or 1 when it cannot
+ * listen (said on stderr). */
 typedef struct relay_http relay_http;
+typedef struct relay_runtime relay_runtime;
 int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t count,
-                     relay_watch *watch, relay_http **out);
+                     relay_watch *watch, relay_runtime *runtime, relay_http **out);
 /* The port its listener is bound to (the kernel's choice for port 0). */
 unsigned relay_http_port(relay_http *h);
 void relay_http_stop(relay_http *h);
@@ -335,6 +338,13 @@ int relay_runtime_start(const relay_config *c, tally_client *client, atomic_bool
 /* After *stop was set: join the thread, stop and join every sink. NULL
  * allowed. */
 void relay_runtime_stop(relay_runtime *r);
+/* For a scrape: hold r's sinks as they are (NULL: nothing) and append
+ * the contexts of those running to out[*count .. capacity); their lag and
+ * dead letters are read with each listing. relay_runtime_sinks_unlock
+ * after. */
+void relay_runtime_sinks_lock(relay_runtime *r, relay_sink_context **out, size_t capacity,
+                              size_t *count);
+void relay_runtime_sinks_unlock(relay_runtime *r);
 
 /* ---- tally_relay.c ---- */
 /* Mark s as the handle ctx runs: false (and nothing marked) when a stop

@@ -31,6 +31,7 @@ typedef struct runtime_sink {
 } runtime_sink;
 
 struct relay_runtime {
+    pthread_mutex_t mu;         /* held while sinks change, and by a scrape */
     const relay_config *config; /* the file's: its endpoints win */
     tally_client *client;
     atomic_bool *relay_stop;
@@ -49,11 +50,15 @@ static void *sink_main(void *arg)
     return NULL;
 }
 
-/* Start the sink of k->def (already in k->cfg); false when its thread does
- * not start (said). */
-static bool sink_start(relay_runtime *r, runtime_sink *k)
+/* Start the sink of k->def (already in k->cfg), its counters kept when
+ * it ran before (a changed definition: its series go on); false when its
+ * thread does not start (said). */
+static bool sink_start(relay_runtime *r, runtime_sink *k, bool keep_counts)
 {
+    relay_sink_metrics counts = k->ctx.metrics;
     memset(&k->ctx, 0, sizeof(k->ctx));
+    if (keep_counts)
+        k->ctx.metrics = counts;
     k->ctx.client = r->client;
     k->ctx.instance = r->config->instance;
     k->ctx.subscriber = k->cfg.sub.name;
@@ -129,8 +134,9 @@ static runtime_sink *sink_named(relay_runtime *r, const char *name)
 
 /* (Re)start k by d: its configuration, then its thread. */
 static void sink_run(relay_runtime *r, runtime_sink *k, const tally_endpoint_definition *d,
-                     const char *what)
+                     bool changed)
 {
+    const char *what = changed ? "changed" : "defined";
     char why[300];
     k->used = true;
     k->def = *d;
@@ -142,7 +148,38 @@ static void sink_run(relay_runtime *r, runtime_sink *k, const tally_endpoint_def
     }
     fprintf(stderr, "tally-relay: endpoint %s %s in tallyd: delivering to %s\n", d->endpoint,
             what, d->url);
-    sink_start(r, k);
+    sink_start(r, k, changed);
+}
+
+/* The running sinks' lag and dead letters from tallyd, for /metrics. */
+static void figures_read(relay_runtime *r)
+{
+    for (size_t i = 0; i < RELAY_RUNTIME_ENDPOINTS_MAX; i++) {
+        runtime_sink *k = &r->sinks[i];
+        tally_subscriber_info info;
+        if (!k->running || tally_subscriber_get(r->client, k->cfg.sub.name, &info) != TALLY_ok)
+            continue;
+        atomic_store(&k->ctx.metrics.lag, info.pending);
+        atomic_store(&k->ctx.metrics.dead_letters, info.dead_letters);
+        atomic_store(&k->ctx.metrics.figures_known, true);
+    }
+}
+
+void relay_runtime_sinks_lock(relay_runtime *r, relay_sink_context **out, size_t capacity,
+                              size_t *count)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < RELAY_RUNTIME_ENDPOINTS_MAX && *count < capacity; i++)
+        if (r->sinks[i].running)
+            out[(*count)++] = &r->sinks[i].ctx;
+}
+
+void relay_runtime_sinks_unlock(relay_runtime *r)
+{
+    if (r != NULL)
+        pthread_mutex_unlock(&r->mu);
 }
 
 /* One endpoint listed by tallyd: run it, or run it again when changed. */
@@ -157,14 +194,14 @@ static void endpoint_take(relay_runtime *r, const tally_endpoint_definition *d)
         return;
     if (k) {
         sink_stop(k);
-        sink_run(r, k, d, "changed");
+        sink_run(r, k, d, true);
         return;
     }
     for (size_t i = 0; i < RELAY_RUNTIME_ENDPOINTS_MAX && k == NULL; i++)
         if (!r->sinks[i].used)
             k = &r->sinks[i];
     if (k)
-        sink_run(r, k, d, "defined");
+        sink_run(r, k, d, false);
 }
 
 /* List tallyd's endpoints and bring the sinks to match. */
@@ -181,6 +218,7 @@ static void runtime_poll(relay_runtime *r)
         return;
     }
     r->list_failed = false;
+    pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < count; i++)
         endpoint_take(r, &r->listed[i]);
     for (size_t i = 0; i < RELAY_RUNTIME_ENDPOINTS_MAX; i++) {
@@ -196,6 +234,8 @@ static void runtime_poll(relay_runtime *r)
         fprintf(stderr, "tally-relay: endpoint %s deleted in tallyd: nothing more is delivered "
                         "to it\n", k->def.endpoint);
     }
+    pthread_mutex_unlock(&r->mu);
+    figures_read(r);
 }
 
 static void *runtime_main(void *arg)
@@ -216,6 +256,7 @@ int relay_runtime_start(const relay_config *c, tally_client *client, atomic_bool
         fprintf(stderr, "tally-relay: out of memory for the endpoints defined in tallyd\n");
         return 1;
     }
+    pthread_mutex_init(&r->mu, NULL);
     r->config = c;
     r->client = client;
     r->relay_stop = stop;
@@ -235,7 +276,10 @@ void relay_runtime_stop(relay_runtime *r)
         return;
     if (r->thread)
         pthread_join(r->thread, NULL); /* *relay_stop is set */
+    pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < RELAY_RUNTIME_ENDPOINTS_MAX; i++)
         sink_stop(&r->sinks[i]);
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_destroy(&r->mu);
     free(r);
 }

@@ -314,8 +314,12 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
     }
     relay_http *http = NULL;
     relay_watch *watch = NULL;
+    relay_runtime *runtime = NULL;
     if (relay_watch_start(client, c->url, contexts, count, &watch) != 0 ||
-        (c->http[0] && relay_http_start(c->http, contexts, count, watch, &http) != 0)) {
+        relay_runtime_start(c, client, &stop, &runtime) != 0 ||
+        (c->http[0] && relay_http_start(c->http, contexts, count, watch, runtime, &http) != 0)) {
+        atomic_store(&stop, true);
+        relay_runtime_stop(runtime);
         relay_watch_stop(watch);
         for (size_t i = 0; i < count; i++)
             pthread_mutex_destroy(&threads[i].ctx.mu);
@@ -328,11 +332,6 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
             atomic_store(&stop, true);
         }
     }
-    relay_runtime *runtime = NULL;
-    bool runtime_failed = !atomic_load(&stop) &&
-                          relay_runtime_start(c, client, &stop, &runtime) != 0;
-    if (runtime_failed)
-        atomic_store(&stop, true);
     bool unannounced = !atomic_load(&stop) && !relay_announce(c, http);
     if (unannounced)
         atomic_store(&stop, true);
@@ -351,15 +350,15 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
     if (c->ready_file[0]) /* what it named is going */
         unlink(c->ready_file);
     stop_all(threads, count);
-    relay_runtime_stop(runtime);
-    int result = unannounced || runtime_failed ? EXIT_FAILED : EXIT_OK;
+    int result = unannounced ? EXIT_FAILED : EXIT_OK;
     for (size_t i = 0; i < count; i++) {
         if (threads[i].started)
             pthread_join(threads[i].thread, NULL);
         if (threads[i].result != 0)
             result = EXIT_FAILED;
     }
-    relay_http_stop(http); /* before the contexts and the watch it reads go */
+    relay_http_stop(http); /* before the contexts, the watch and the runtime it reads go */
+    relay_runtime_stop(runtime);
     relay_watch_stop(watch);
     for (size_t i = 0; i < count; i++)
         pthread_mutex_destroy(&threads[i].ctx.mu);

@@ -2567,7 +2567,8 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
     test_client_up(&h.f);
     tally_client *c = h.f.c;
     http_config_only(&h, "", NULL);
-    pid_t relay = relay_start(h.config, h.log);
+    int port;
+    pid_t relay = relay_start_http(h.config, h.log, NULL, &port);
     char create[256];
     snprintf(create, sizeof(create), "create rt http://127.0.0.1:%u/rt --types 'account.*'",
              (unsigned)h.r->port);
@@ -2590,6 +2591,10 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
     test_client_open_accounts(c, 100, 5); /* no longer its type */
     grants(c, "after", GRANTS);
     ck_assert_msg(wait_delivered(h.r, "/rt", ACCOUNTS + GRANTS), "the grants did not arrive");
+    /* its series in /metrics, counting on across the restart */
+    const expect e[] = {{series("tally_relay_delivered_total", "rt", NULL), ACCOUNTS + GRANTS},
+                        {series("tally_relay_lag_events", "rt", NULL), 0}};
+    free(scrape_until(port, e, sizeof(e) / sizeof(e[0])));
 
     tally_endpoint_cli(&h.f.srv, NULL, "delete rt");
     ck_assert_msg(wait_log_says(h.log, "tally-relay: endpoint rt deleted in tallyd: nothing more "
