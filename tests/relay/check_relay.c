@@ -2573,8 +2573,8 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
     snprintf(create, sizeof(create), "create rt http://127.0.0.1:%u/rt --types 'account.*'",
              (unsigned)h.r->port);
     tally_endpoint_cli(&h.f.srv, SECRET_TEXT, create);
-    ck_assert_msg(wait_log_says(h.log, "tally-relay: endpoint rt defined in tallyd: delivering"),
-                  "the relay did not take the endpoint");
+    if (!wait_log_says(h.log, "tally-relay: endpoint rt defined in tallyd: delivering"))
+        assert_log_says(h.log, "tally-relay: endpoint rt defined in tallyd: delivering"); /* fails, showing the log */
     tally_subscriber_info info;
     TEST_WAIT_UNTIL(tally_subscriber_get(c, "relay:rt", &info) == TALLY_ok, 60000,
                     "the relay creating the endpoint's subscriber");
@@ -2584,8 +2584,8 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
     ck_assert_msg(wait_delivered(h.r, "/rt", ACCOUNTS), "the accounts did not arrive");
 
     tally_endpoint_cli(&h.f.srv, NULL, "update rt --types 'entitlement.*'");
-    ck_assert_msg(wait_log_says(h.log, "tally-relay: endpoint rt changed in tallyd"),
-                  "the relay did not take the change");
+    if (!wait_log_says(h.log, "tally-relay: endpoint rt changed in tallyd"))
+        assert_log_says(h.log, "tally-relay: endpoint rt changed in tallyd"); /* fails, showing the log */
     TEST_WAIT_UNTIL(strcmp(sub_info(c, "relay:rt").filter_types, "entitlement.*") == 0, 60000,
                     "the endpoint's subscriber filtering by its new types");
     test_client_open_accounts(c, 100, 5); /* no longer its type */
@@ -2597,9 +2597,10 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
     free(scrape_until(port, e, sizeof(e) / sizeof(e[0])));
 
     tally_endpoint_cli(&h.f.srv, NULL, "delete rt");
-    ck_assert_msg(wait_log_says(h.log, "tally-relay: endpoint rt deleted in tallyd: nothing more "
-                                       "is delivered to it"),
-                  "the relay did not stop the endpoint");
+    if (!wait_log_says(h.log, "tally-relay: endpoint rt deleted in tallyd: nothing more "
+                                       "is delivered to it"))
+        assert_log_says(h.log, "tally-relay: endpoint rt deleted in tallyd: nothing more "
+                                       "is delivered to it"); /* fails, showing the log */
     grants(c, "gone", GRANTS); /* its sink is joined before the line: none can reach it */
     relay_stop(relay, h.log);
     size_t all = 0;
@@ -2616,6 +2617,33 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
     ck_assert_uint_eq(log_count_type(c, "endpoint.created", "rt"), 1);
     ck_assert_uint_eq(log_count_type(c, "endpoint.updated", "rt"), 1);
     ck_assert_uint_eq(log_count_type(c, "endpoint.deleted", "rt"), 1);
+    http_down(&h);
+}
+END_TEST
+
+/* An endpoint of the relay's file and one defined in tallyd by the same
+ * name: the file's runs, tallyd's is said and not run. */
+START_TEST(test_http_file_endpoint_wins_over_tallyds)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    http_config_only(&h, "[endpoint same]\nurl = @/file\nsecret = " SECRET_TEXT "\n", NULL);
+    char create[256];
+    snprintf(create, sizeof(create), "create same http://127.0.0.1:%u/tallyd --backfill all",
+             (unsigned)h.r->port);
+    tally_endpoint_cli(&h.f.srv, SECRET_TEXT, create);
+    pid_t relay = relay_start(h.config, h.log);
+    if (!wait_log_says(h.log, "tally-relay: endpoint same is in the config file and "
+                                       "defined in tallyd: the file's runs, tallyd's is not run"))
+        assert_log_says(h.log, "tally-relay: endpoint same is in the config file and "
+                                       "defined in tallyd: the file's runs, tallyd's is not run"); /* fails, showing the log */
+    tally_subscriber_info info;
+    TEST_WAIT_UNTIL(tally_subscriber_get(h.f.c, "relay:same", &info) == TALLY_ok, 60000,
+                    "the relay creating the endpoint's subscriber");
+    test_client_open_accounts(h.f.c, 1, 3);
+    ck_assert_msg(wait_delivered(h.r, "/file", 3), "the file's endpoint did not receive");
+    relay_stop(relay, h.log);
+    ck_assert_uint_eq(delivered(h.r, "/tallyd", NULL), 0);
     http_down(&h);
 }
 END_TEST
@@ -2672,6 +2700,7 @@ int main(void)
     tcase_add_test(settings, test_relay_refuses_a_subscriber_with_partitions);
     tcase_add_test(settings, test_http_endpoint_types_filter_on_the_server);
     tcase_add_test(settings, test_http_endpoint_created_updated_deleted_at_run_time);
+    tcase_add_test(settings, test_http_file_endpoint_wins_over_tallyds);
     int rc = test_run_suite(s);
     return rc == 0 && !nats ? 77 : rc;
 }
