@@ -76,6 +76,7 @@ _Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batc
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
 #define RELAY_RUNTIME_ENDPOINTS_MAX TALLY_CLIENT_ENDPOINTS_DEFINED_MAX /* defined in tallyd */
 #define RELAY_ENDPOINTS_POLL_MS 1000 /* tallyd's endpoints listed this often */
+#define RELAY_RUNTIME_CLAIMS_MAX 256 /* names of tallyd's endpoints a relay claims in its life */
 #define RELAY_FIGURES_MS 2000 /* /metrics: each sink's lag and dead letters read this often */
 /* Reading the stream back (stream_scan.c): how far at most, and how far
  * tallyd's and the NATS server's clocks may be apart. */
@@ -221,6 +222,9 @@ void relay_instance_default(char out[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1]);
  * what in error, when another relay of this host holds one. A lock file
  * that cannot be opened is said on stderr and not checked. */
 bool relay_instance_claim(const relay_config *c, char *error, size_t error_size);
+/* The same for one more subscriber (an endpoint defined in tallyd). */
+bool relay_instance_claim_one(const relay_config *c, const char *subscriber, char *error,
+                              size_t error_size);
 /* FNV-1a of a text (the lock files' names, the JetStream sink's entities). */
 uint64_t relay_text_hash(const char *s);
 

@@ -39,6 +39,10 @@ struct relay_runtime {
     runtime_sink sinks[RELAY_RUNTIME_ENDPOINTS_MAX];
     tally_endpoint_definition listed[RELAY_RUNTIME_ENDPOINTS_MAX];
     bool list_failed;                                  /* said once until it works */
+    /* the subscribers this relay claimed (relay_instance_claim_one): a
+     * claim holds until the process exits, so one is made once a name */
+    char claimed[RELAY_RUNTIME_CLAIMS_MAX][TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX + 1];
+    size_t claim_count;
     char clash_said[RELAY_RUNTIME_ENDPOINTS_MAX][RELAY_ENDPOINT_NAME_BYTES_MAX + 1];
 };
 
@@ -132,6 +136,25 @@ static runtime_sink *sink_named(relay_runtime *r, const char *name)
     return NULL;
 }
 
+/* Claim k's subscriber for this relay's instance, as the file's are at
+ * start (docs/RELAY.md, "Several relays"): false, said, when another relay
+ * of this host runs it with the same instance. */
+static bool claim(relay_runtime *r, const runtime_sink *k)
+{
+    for (size_t i = 0; i < r->claim_count; i++)
+        if (strcmp(r->claimed[i], k->cfg.sub.name) == 0)
+            return true;
+    char error[1024];
+    if (!relay_instance_claim_one(r->config, k->cfg.sub.name, error, sizeof(error))) {
+        fprintf(stderr, "tally-relay: endpoint %s (defined in tallyd): not run: %s\n",
+                k->cfg.name, error);
+        return false;
+    }
+    if (r->claim_count < RELAY_RUNTIME_CLAIMS_MAX)
+        snprintf(r->claimed[r->claim_count++], sizeof(r->claimed[0]), "%s", k->cfg.sub.name);
+    return true;
+}
+
 /* (Re)start k by d: its configuration, then its thread. */
 static void sink_run(relay_runtime *r, runtime_sink *k, const tally_endpoint_definition *d,
                      bool changed)
@@ -146,6 +169,9 @@ static void sink_run(relay_runtime *r, runtime_sink *k, const tally_endpoint_def
                 d->endpoint, why);
         return;
     }
+    k->refused = !claim(r, k);
+    if (k->refused)
+        return;
     fprintf(stderr, "tally-relay: endpoint %s %s in tallyd: delivering to %s\n", d->endpoint,
             what, d->url);
     sink_start(r, k, changed);
