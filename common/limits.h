@@ -249,6 +249,16 @@ _Static_assert(TALLY_WEBHOOK_IN_FLIGHT_DEFAULT < TALLY_HTTP_CONNECTIONS_DEFAULT,
 #define TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX 100 /* whsec_ and the base64 of 64 bytes */
 #define TALLY_ENDPOINT_OVERLAP_S_MAX (30u * 86400)
 #define TALLY_ENDPOINT_OVERLAP_S_DEFAULT 86400u
+/* An endpoint defined in tallyd (endpoint_create; docs/RELAY.md,
+ * "Endpoints managed at run time"): how many, and its fields. */
+#define TALLY_ENDPOINTS_DEFINED_MAX 32
+#define TALLY_ENDPOINT_URL_BYTES_MAX 1024
+#define TALLY_ENDPOINT_TYPES_MAX 16           /* as a subscriber's filter */
+#define TALLY_ENDPOINT_TYPE_BYTES_MAX 31
+#define TALLY_ENDPOINT_TYPES_BYTES_MAX (TALLY_ENDPOINT_TYPES_MAX * (TALLY_ENDPOINT_TYPE_BYTES_MAX + 1))
+#define TALLY_ENDPOINT_SCHEDULE_BYTES_MAX 512 /* the retry schedule as text */
+#define TALLY_ENDPOINT_BACKFILL_BYTES_MAX 20  /* none, all or a seq */
+#define TALLY_ENDPOINT_TIMEOUT_MS_MAX 600000
 /* The attempt log of tally-relay's endpoints (ledger/endpoint.h): what
  * one record op carries, what one attempt keeps, how long at most. */
 #define TALLY_ATTEMPTS_RECORD_MAX 100           /* attempts of one endpoint_attempts_record */

@@ -78,7 +78,10 @@ typedef struct log_entity {
     X(LOG_EVENT_ENDPOINT_ENABLED, "endpoint.enabled")         \
     X(LOG_EVENT_ENDPOINT_SECRET_ROTATED, "endpoint.secret_rotated") \
     X(LOG_EVENT_ENDPOINT_RECOVER_REQUESTED, "endpoint.recover_requested") \
-    X(LOG_EVENT_ENDPOINT_RECOVERED, "endpoint.recovered")
+    X(LOG_EVENT_ENDPOINT_RECOVERED, "endpoint.recovered")                 \
+    X(LOG_EVENT_ENDPOINT_CREATED, "endpoint.created")                     \
+    X(LOG_EVENT_ENDPOINT_UPDATED, "endpoint.updated")                     \
+    X(LOG_EVENT_ENDPOINT_DELETED, "endpoint.deleted")
 
 typedef enum log_event_type {
     LOG_EVENT_TYPE_NONE = 0, /* no type: ends lists, never written */

@@ -113,6 +113,10 @@
     X(valid_until_must_be_in_future, 97, B)                                    \
     X(invalid_endpoint_name, 190, V)                                           \
     X(invalid_secret, 191, V)                                                  \
+    X(endpoint_exists, 192, B)                                                 \
+    X(endpoint_not_found, 193, B)                                              \
+    X(invalid_endpoint_url, 194, V)                                            \
+    X(too_many_endpoints, 195, B)                                              \
     X(entitlement_not_found, 98, B)                                            \
     X(entitlement_already_active, 99, B)                                       \
     X(entitlement_revoked, 100, B)                                             \

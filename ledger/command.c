@@ -217,6 +217,16 @@ static int validate_rotate_secret(const ledger_command *cmd)
     return e->overlap_s <= TALLY_ENDPOINT_OVERLAP_S_MAX ? TALLY_ok : TALLY_value_out_of_range;
 }
 
+static int validate_endpoint_create(const ledger_command *cmd)
+{
+    return ledger_endpoint_definition_check(&cmd->u.endpoint, true);
+}
+
+static int validate_endpoint_update(const ledger_command *cmd)
+{
+    return ledger_endpoint_definition_check(&cmd->u.endpoint, false);
+}
+
 /* A chain inside a chain. */
 static int validate_member_chain(const ledger_command *cmd)
 {
@@ -368,6 +378,18 @@ static void fp_endpoint(sha256_ctx *h, const ledger_command *cmd)
     fp_u64(h, (uint64_t)cmd->u.endpoint.since_ms), fp_u64(h, cmd->u.endpoint.recover_version);
 }
 
+/* endpoint_create and endpoint_update: the definition too, each field
+ * with whether it was given */
+static void fp_endpoint_define(sha256_ctx *h, const ledger_command *cmd)
+{
+    const ledger_endpoint *e = &cmd->u.endpoint;
+    fp_endpoint(h, cmd);
+    fp_u8(h, (uint8_t)(e->has_url | e->has_types << 1 | e->has_schedule << 2 |
+                       e->has_connect_timeout << 3 | e->has_timeout << 4 | e->has_backfill << 5));
+    fp_str(h, e->url), fp_str(h, e->types), fp_str(h, e->schedule), fp_str(h, e->backfill);
+    fp_u64(h, e->connect_timeout_ms), fp_u64(h, e->timeout_ms);
+}
+
 static void fingerprint_one(sha256_ctx *h, const ledger_command *cmd)
 {
     fp_u8(h, (uint8_t)cmd->kind);
@@ -452,6 +474,15 @@ static const ledger_op_row ledger_ops[LEDGER_COMMAND_KIND_END] = {
                                    validate_endpoint, fp_endpoint,
                                    ledger_endpoint_recovered_apply,
                                    {LOG_EVENT_ENDPOINT_RECOVERED}},
+    [LEDGER_ENDPOINT_CREATE] = {LEDGER_ENDPOINT_CREATE, "endpoint_create",
+                                validate_endpoint_create, fp_endpoint_define,
+                                ledger_endpoint_create_apply, {LOG_EVENT_ENDPOINT_CREATED}},
+    [LEDGER_ENDPOINT_UPDATE] = {LEDGER_ENDPOINT_UPDATE, "endpoint_update",
+                                validate_endpoint_update, fp_endpoint_define,
+                                ledger_endpoint_update_apply, {LOG_EVENT_ENDPOINT_UPDATED}},
+    [LEDGER_ENDPOINT_DELETE] = {LEDGER_ENDPOINT_DELETE, "endpoint_delete", validate_endpoint,
+                                fp_endpoint, ledger_endpoint_delete_apply,
+                                {LOG_EVENT_ENDPOINT_DELETED}},
 };
 
 /* Kinds run 1 .. LEDGER_COMMAND_KIND_END - 1, each with a row (a row left

@@ -39,12 +39,15 @@ typedef enum ledger_command_kind {
     LEDGER_ENDPOINT_ROTATE_SECRET = 13,
     LEDGER_ENDPOINT_RECOVER = 14,   /* resend the events since a time to the endpoint */
     LEDGER_ENDPOINT_RECOVERED = 15, /* ... done (tally-relay) */
+    LEDGER_ENDPOINT_CREATE = 16,    /* an endpoint defined in tallyd, at run time */
+    LEDGER_ENDPOINT_UPDATE = 17,
+    LEDGER_ENDPOINT_DELETE = 18,
 } ledger_command_kind;
 
 /* One past the last kind: the op table's length. Outside the enum, so that
  * switches over kinds elsewhere (net/metrics/metrics.c) need no case for
  * it. */
-#define LEDGER_COMMAND_KIND_END (LEDGER_ENDPOINT_RECOVERED + 1)
+#define LEDGER_COMMAND_KIND_END (LEDGER_ENDPOINT_DELETE + 1)
 
 /* Account flags (bits of ledger_account_open.flags). */
 #define LEDGER_ACCOUNT_DEBITS_MUST_NOT_EXCEED_CREDITS (1u << 0)
@@ -170,6 +173,14 @@ typedef struct ledger_endpoint {
     uint32_t overlap_s; /* ... and how long the one before it signs too */
     int64_t since_ms;   /* endpoint_recover: from the first event committed then */
     uint64_t recover_version; /* endpoint_recovered: the version of the request done */
+    /* endpoint_create (secret too) and endpoint_update: the definition;
+     * each has_ says the field was given (update: the others are kept) */
+    bool has_url, has_types, has_schedule, has_connect_timeout, has_timeout, has_backfill;
+    tally_str url;           /* http:// or https:// */
+    tally_str types;         /* event-type patterns, space- or comma-separated */
+    tally_str schedule;      /* the retry schedule as text ("0 5s 5m ...") */
+    tally_str backfill;      /* none, all or a seq (create only) */
+    uint32_t connect_timeout_ms, timeout_ms; /* 0: tally-relay's default */
 } ledger_endpoint;
 
 typedef struct ledger_command ledger_command;

@@ -17,10 +17,14 @@
 
 #include "common/webhook_secret.h"
 
-#define ENDPOINT_RECORD_FORMAT 1
+#define ENDPOINT_RECORD_FORMAT 1         /* the state */
+#define ENDPOINT_RECORD_FORMAT_DEFINED 2 /* ... and a definition (endpoint_create) */
+#define ENDPOINT_DEFINITION_BYTES_MAX                                                        \
+    (1 + 2 + TALLY_ENDPOINT_URL_BYTES_MAX + 2 + TALLY_ENDPOINT_TYPES_BYTES_MAX + 2 +          \
+     TALLY_ENDPOINT_SCHEDULE_BYTES_MAX + 1 + TALLY_ENDPOINT_BACKFILL_BYTES_MAX + 4 + 4)
 #define ENDPOINT_RECORD_BYTES_MAX                                                            \
     (1 + 1 + 8 + 8 + 2 + TALLY_ENDPOINT_REASON_BYTES_MAX +                                   \
-     2 * (1 + TALLY_ENDPOINT_SECRET_BYTES_MAX) + 8 + 8 + 8)
+     2 * (1 + TALLY_ENDPOINT_SECRET_BYTES_MAX) + 8 + 8 + 8 + ENDPOINT_DEFINITION_BYTES_MAX)
 
 bool ledger_endpoint_name_valid(tally_str name)
 {
@@ -64,22 +68,42 @@ static size_t take_bytes(record_reader *r, size_t len_bytes, size_t max, uint8_t
     return r->ok ? n : 0;
 }
 
-/* The record: format byte 1, disabled u8, version u64, changed_ms i64,
- * reason (u16 length), secret (u8 length), previous secret (u8 length),
- * previous_until_ms i64, recover_since_ms i64, recover_version u64;
- * integers big-endian. */
-int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out)
+/* A text of at most max bytes (u16 length) into out, NUL-terminated;
+ * one with a NUL inside fails the reader. */
+static void take_text(record_reader *r, size_t max, char *out)
+{
+    size_t n = take_bytes(r, 2, max, (uint8_t *)out);
+    out[n] = '\0';
+    r->ok = r->ok && strlen(out) == n;
+}
+
+/* Format 2's definition: defined u8, url, types, schedule (u16 lengths),
+ * backfill (u8 length), connect_timeout_ms u32, timeout_ms u32. */
+static void definition_read(record_reader *r, ledger_endpoint_state *out)
+{
+    const uint8_t *defined = take(r, 1);
+    out->defined = defined && defined[0] == 1;
+    r->ok = r->ok && defined != NULL && defined[0] <= 1;
+    take_text(r, TALLY_ENDPOINT_URL_BYTES_MAX, out->url);
+    take_text(r, TALLY_ENDPOINT_TYPES_BYTES_MAX, out->types);
+    take_text(r, TALLY_ENDPOINT_SCHEDULE_BYTES_MAX, out->schedule);
+    size_t n = take_bytes(r, 1, TALLY_ENDPOINT_BACKFILL_BYTES_MAX, (uint8_t *)out->backfill);
+    out->backfill[n] = '\0';
+    const uint8_t *timeouts = take(r, 8);
+    if (timeouts) {
+        out->connect_timeout_ms = get_u32_be(timeouts);
+        out->timeout_ms = get_u32_be(timeouts + 4);
+    }
+    r->ok = r->ok && (out->defined || out->url[0] == '\0');
+}
+
+static int record_decode(const MDB_val *v, ledger_endpoint_state *out)
 {
     memset(out, 0, sizeof(*out));
-    MDB_val v;
-    int rc = store_get(t, STORE_DB_ENDPOINTS, name.ptr, name.len, &v);
-    if (rc == TALLY_not_found)
-        return TALLY_ok;
-    if (rc != TALLY_ok)
-        return rc;
-    record_reader r = {v.mv_data, (const uint8_t *)v.mv_data + v.mv_size, true};
+    record_reader r = {v->mv_data, (const uint8_t *)v->mv_data + v->mv_size, true};
     const uint8_t *head = take(&r, 18);
-    if (head == NULL || head[0] != ENDPOINT_RECORD_FORMAT || head[1] > 1)
+    if (head == NULL || (head[0] != ENDPOINT_RECORD_FORMAT &&
+                         head[0] != ENDPOINT_RECORD_FORMAT_DEFINED) || head[1] > 1)
         return TALLY_corrupt_record;
     out->disabled = head[1] == 1;
     out->version = get_u64_be(head + 2);
@@ -88,12 +112,47 @@ int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out
     out->secret_len = take_bytes(&r, 1, TALLY_ENDPOINT_SECRET_BYTES_MAX, out->secret);
     out->previous_len = take_bytes(&r, 1, TALLY_ENDPOINT_SECRET_BYTES_MAX, out->previous);
     const uint8_t *tail = take(&r, 24);
+    if (tail && head[0] == ENDPOINT_RECORD_FORMAT_DEFINED)
+        definition_read(&r, out);
     if (!r.ok || r.p != r.end || out->version == 0)
         return TALLY_corrupt_record;
     out->previous_until_ms = (int64_t)get_u64_be(tail);
     out->recover_since_ms = (int64_t)get_u64_be(tail + 8);
     out->recover_version = get_u64_be(tail + 16);
     return TALLY_ok;
+}
+
+/* The record: format byte 1 (2 with a definition), disabled u8, version
+ * u64, changed_ms i64, reason (u16 length), secret (u8 length), previous
+ * secret (u8 length), previous_until_ms i64, recover_since_ms i64,
+ * recover_version u64, then format 2's definition (definition_read);
+ * integers big-endian. */
+int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out)
+{
+    memset(out, 0, sizeof(*out));
+    MDB_val v;
+    int rc = store_get(t, STORE_DB_ENDPOINTS, name.ptr, name.len, &v);
+    if (rc == TALLY_not_found)
+        return TALLY_ok;
+    return rc == TALLY_ok ? record_decode(&v, out) : rc;
+}
+
+int ledger_endpoint_each(store_txn *t,
+                         int (*each)(tally_str name, const ledger_endpoint_state *s, void *ctx),
+                         void *ctx)
+{
+    store_scan sc;
+    int rc = store_scan_begin(t, STORE_DB_ENDPOINTS, NULL, 0, false, &sc);
+    if (rc != TALLY_ok)
+        return rc == TALLY_not_found ? TALLY_ok : rc;
+    ledger_endpoint_state s;
+    for (; rc == TALLY_ok && store_scan_on(&sc); store_scan_next(&sc)) {
+        tally_str name = {sc.key.mv_data, sc.key.mv_size};
+        rc = ledger_endpoint_name_valid(name) ? record_decode(&sc.val, &s) : TALLY_corrupt_record;
+        if (rc == TALLY_ok)
+            rc = each(name, &s, ctx);
+    }
+    return store_scan_end(&sc, rc);
 }
 
 static uint8_t *put_bytes(uint8_t *p, size_t len_bytes, const void *bytes, size_t n)
@@ -106,14 +165,27 @@ static uint8_t *put_bytes(uint8_t *p, size_t len_bytes, const void *bytes, size_
     return p + n;
 }
 
-static int endpoint_put(store_txn *t, tally_str name, const ledger_endpoint_state *s)
+static uint8_t *definition_put(uint8_t *p, const ledger_endpoint_state *s)
+{
+    *p++ = s->defined ? 1 : 0;
+    p = put_bytes(p, 2, s->url, strlen(s->url));
+    p = put_bytes(p, 2, s->types, strlen(s->types));
+    p = put_bytes(p, 2, s->schedule, strlen(s->schedule));
+    p = put_bytes(p, 1, s->backfill, strlen(s->backfill));
+    put_u32_be(p, s->connect_timeout_ms);
+    put_u32_be(p + 4, s->timeout_ms);
+    return p + 8;
+}
+
+int ledger_endpoint_put(store_txn *t, tally_str name, const ledger_endpoint_state *s)
 {
     uint8_t record[ENDPOINT_RECORD_BYTES_MAX], *p = record;
     size_t reason_len = strlen(s->reason);
     assert(s->version > 0 && reason_len <= TALLY_ENDPOINT_REASON_BYTES_MAX &&
            s->secret_len <= TALLY_ENDPOINT_SECRET_BYTES_MAX &&
            s->previous_len <= TALLY_ENDPOINT_SECRET_BYTES_MAX);
-    *p++ = ENDPOINT_RECORD_FORMAT;
+    bool definition = s->defined || s->url[0];
+    *p++ = definition ? ENDPOINT_RECORD_FORMAT_DEFINED : ENDPOINT_RECORD_FORMAT;
     *p++ = s->disabled ? 1 : 0;
     put_u64_be(p, s->version);
     put_u64_be(p + 8, (uint64_t)s->changed_ms);
@@ -123,8 +195,10 @@ static int endpoint_put(store_txn *t, tally_str name, const ledger_endpoint_stat
     put_u64_be(p, (uint64_t)s->previous_until_ms);
     put_u64_be(p + 8, (uint64_t)s->recover_since_ms);
     put_u64_be(p + 16, s->recover_version);
-    return store_put(t, STORE_DB_ENDPOINTS, name.ptr, name.len, record,
-                     (size_t)(p + 24 - record), 0);
+    p += 24;
+    if (definition)
+        p = definition_put(p, s);
+    return store_put(t, STORE_DB_ENDPOINTS, name.ptr, name.len, record, (size_t)(p - record), 0);
 }
 
 typedef struct endpoint_body {
@@ -156,14 +230,20 @@ static int endpoint_change(ledger_ctx *ctx, const ledger_endpoint *cmd, log_even
     if (rc != TALLY_ok)
         return rc;
     change(&s, cmd, ctx->now_ms);
-    s.version++;
-    s.changed_ms = ctx->now_ms;
-    rc = endpoint_put(ctx->txn, cmd->name, &s);
+    return ledger_endpoint_commit(ctx, cmd->name, &s, type);
+}
+
+int ledger_endpoint_commit(ledger_ctx *ctx, tally_str name, ledger_endpoint_state *s,
+                           log_event_type type)
+{
+    s->version++;
+    s->changed_ms = ctx->now_ms;
+    int rc = ledger_endpoint_put(ctx->txn, name, s);
     if (rc != TALLY_ok)
         return rc;
-    log_entity entity = {.kind = LOG_ENTITY_ENDPOINT, .endpoint = cmd->name};
-    endpoint_body body = {.name = cmd->name, .s = &s};
-    return ledger_emit(ctx, type, &entity, s.version, pack_endpoint_body, &body);
+    log_entity entity = {.kind = LOG_ENTITY_ENDPOINT, .endpoint = name};
+    endpoint_body body = {.name = name, .s = s};
+    return ledger_emit(ctx, type, &entity, s->version, pack_endpoint_body, &body);
 }
 
 static void set_disabled(ledger_endpoint_state *s, const ledger_endpoint *cmd, int64_t now_ms)

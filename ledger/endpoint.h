@@ -36,6 +36,14 @@ typedef struct ledger_endpoint_state {
      * since recover_since_ms (0: none); the version that asked */
     int64_t recover_since_ms;
     uint64_t recover_version;
+    /* defined by endpoint_create (and not deleted since): what tally-relay
+     * runs it by; "" and 0 for the relay's defaults */
+    bool defined;
+    char url[TALLY_ENDPOINT_URL_BYTES_MAX + 1];
+    char types[TALLY_ENDPOINT_TYPES_BYTES_MAX + 1];
+    char schedule[TALLY_ENDPOINT_SCHEDULE_BYTES_MAX + 1];
+    char backfill[TALLY_ENDPOINT_BACKFILL_BYTES_MAX + 1];
+    uint32_t connect_timeout_ms, timeout_ms;
 } ledger_endpoint_state;
 
 /* Whether name is an endpoint name: 1..TALLY_ENDPOINT_NAME_BYTES_MAX bytes
@@ -45,6 +53,35 @@ bool ledger_endpoint_name_valid(tally_str name);
 /* Read name's state in t into *out: TALLY_ok (a missing record reads as
  * enabled, version 0), TALLY_corrupt_record, or a store error. */
 int ledger_endpoint_get(store_txn *t, tally_str name, ledger_endpoint_state *out);
+
+/* Store s (version > 0) as name's record in t. TALLY_ok or a store error. */
+int ledger_endpoint_put(store_txn *t, tally_str name, const ledger_endpoint_state *s);
+/* Call each(name, state, ctx) for every endpoint record in name order
+ * (each returns non-zero to stop, which is returned). TALLY_ok,
+ * TALLY_corrupt_record or a store error. */
+int ledger_endpoint_each(store_txn *t,
+                         int (*each)(tally_str name, const ledger_endpoint_state *s, void *ctx),
+                         void *ctx);
+
+/* ---- endpoints defined in tallyd (endpoint_define.c) ---- */
+
+/* The checks of endpoint_create (create) and endpoint_update that need no
+ * store: TALLY_invalid_endpoint_name, TALLY_invalid_endpoint_url,
+ * TALLY_invalid_secret, TALLY_value_out_of_range (types, the retry
+ * schedule, a timeout, backfill), or TALLY_ok. */
+int ledger_endpoint_definition_check(const ledger_endpoint *e, bool create);
+/* The rows of endpoint_create (TALLY_endpoint_exists,
+ * TALLY_too_many_endpoints), endpoint_update and endpoint_delete
+ * (TALLY_endpoint_not_found): each an endpoint.created, .updated or
+ * .deleted event. A delete keeps the record's version (its events go on
+ * counting) and forgets the rest. */
+int ledger_endpoint_create_apply(ledger_ctx *ctx, const ledger_command *cmd);
+int ledger_endpoint_update_apply(ledger_ctx *ctx, const ledger_command *cmd);
+int ledger_endpoint_delete_apply(ledger_ctx *ctx, const ledger_command *cmd);
+/* The endpoint's event of type for the state s (its version set): the
+ * record stored and the event appended. TALLY_ok or a fault. */
+int ledger_endpoint_commit(ledger_ctx *ctx, tally_str name, ledger_endpoint_state *s,
+                           log_event_type type);
 
 /* The rows of endpoint_disable and endpoint_enable in ledger/command.c:
  * set the state (version + 1, the commit time, the reason) and append the

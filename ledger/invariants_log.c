@@ -407,6 +407,9 @@ static void check_endpoint_event(audit *a, const log_event *ev)
     bool typed = log_event_type_is(ev, LOG_EVENT_ENDPOINT_SECRET_ROTATED) ||
                  log_event_type_is(ev, LOG_EVENT_ENDPOINT_RECOVER_REQUESTED) ||
                  log_event_type_is(ev, LOG_EVENT_ENDPOINT_RECOVERED) ||
+                 log_event_type_is(ev, LOG_EVENT_ENDPOINT_CREATED) ||
+                 log_event_type_is(ev, LOG_EVENT_ENDPOINT_UPDATED) ||
+                 log_event_type_is(ev, LOG_EVENT_ENDPOINT_DELETED) ||
                  log_event_type_is(ev, disabled ? LOG_EVENT_ENDPOINT_DISABLED
                                                 : LOG_EVENT_ENDPOINT_ENABLED);
     if (!ok || !typed || !tally_str_equal(name, ev->entity.endpoint) ||

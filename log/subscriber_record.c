@@ -79,12 +79,25 @@ static bool owner_ok(const char *text, size_t cap)
     return n < cap && (n == 0 || sub_owner_text_check((tally_str){text, n}) == TALLY_ok);
 }
 
+/* Whether type matches the filter's pattern: "x.y" exactly, "x.*" every
+ * type that starts "x.", "*" every type (tally-relay's endpoint types
+ * are these patterns). */
+static bool type_matches(const char *pattern, tally_str type)
+{
+    size_t len = strlen(pattern);
+    if (len == 1 && pattern[0] == '*')
+        return true;
+    if (len >= 2 && pattern[len - 1] == '*' && pattern[len - 2] == '.')
+        return type.len >= len - 1 && memcmp(type.ptr, pattern, len - 1) == 0;
+    return tally_str_equal(type, tally_str_from(pattern));
+}
+
 bool sub_filter_pass(const sub_filter *f, const log_event *ev)
 {
     if (f->type_count > 0) {
         bool found = false;
         for (uint32_t i = 0; i < f->type_count && !found; i++)
-            found = tally_str_equal(ev->type, tally_str_from(f->types[i]));
+            found = type_matches(f->types[i], ev->type);
         if (!found)
             return false;
     }

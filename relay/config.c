@@ -14,6 +14,7 @@
 #include "common/options.h"
 #include "common/file_mode.h"
 #include "common/webhook_secret.h"
+#include "common/duration.h"
 #include "relay/relay.h"
 
 #include <ctype.h>
@@ -108,60 +109,6 @@ static bool backoff_into(tally_subscriber_options *o, const char *value, char *w
                         take_delay, &count, why, n);
     o->backoff_count = (uint32_t)count;
     return ok;
-}
-
-bool relay_duration_parse(const char *text, uint64_t max_ms, uint64_t *out_ms)
-{
-    static const struct {
-        const char *unit;
-        uint64_t ms;
-    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
-    if (strcmp(text, "0") == 0) {
-        *out_ms = 0;
-        return true;
-    }
-    size_t digits = strspn(text, "0123456789");
-    if (digits == 0 || digits > 9)
-        return false;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(text + digits, units[i].unit) != 0)
-            continue;
-        uint64_t v = strtoull(text, NULL, 10) * units[i].ms;
-        if (v > max_ms)
-            return false;
-        *out_ms = v;
-        return true;
-    }
-    return false;
-}
-
-void relay_duration_text(uint64_t ms, char *out, size_t size)
-{
-    static const struct {
-        const char *unit;
-        uint64_t ms;
-    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
-    for (size_t i = 0; ms && i < sizeof(units) / sizeof(units[0]); i++)
-        if (ms % units[i].ms == 0) {
-            snprintf(out, size, "%" PRIu64 "%s", ms / units[i].ms, units[i].unit);
-            return;
-        }
-    snprintf(out, size, ms ? "%" PRIu64 "ms" : "0", ms);
-}
-
-static bool take_schedule_delay(void *into, size_t i, const char *item, char *why, size_t n)
-{
-    uint64_t ms;
-    if (!relay_duration_parse(item, RELAY_SCHEDULE_DELAY_MS_MAX, &ms)) {
-        snprintf(why, n, "%s: a delay is 0 or a number with ms, s, m, h or d, at most 1d", item);
-        return false;
-    }
-    if (i == 0 && ms != 0) {
-        snprintf(why, n, "the first attempt's delay is 0 (at once)");
-        return false;
-    }
-    ((uint32_t *)into)[i] = (uint32_t)ms;
-    return true;
 }
 
 static relay_subscription *subscription_of(target *t)
@@ -378,14 +325,7 @@ static bool read_retry_schedule(target *t, const char *v, char *why, size_t n)
 {
     relay_endpoint *e = t->endpoint;
     e->schedule_set = true;
-    if (!list_into(v, RELAY_SCHEDULE_STEPS_MAX, "attempts", e->schedule_ms, take_schedule_delay,
-                   &e->schedule_count, why, n))
-        return false;
-    if (e->schedule_count == 0) {
-        snprintf(why, n, "at least one attempt (0)");
-        return false;
-    }
-    return true;
+    return duration_schedule_parse(v, strlen(v), e->schedule_ms, &e->schedule_count, why, n);
 }
 
 static bool read_disable_after(target *t, const char *v, char *why, size_t n)
@@ -394,7 +334,7 @@ static bool read_disable_after(target *t, const char *v, char *why, size_t n)
         t->endpoint->disable_after_ms = 0;
         return true;
     }
-    if (relay_duration_parse(v, RELAY_DISABLE_AFTER_MS_MAX, &t->endpoint->disable_after_ms) &&
+    if (duration_parse(v, RELAY_DISABLE_AFTER_MS_MAX, &t->endpoint->disable_after_ms) &&
         t->endpoint->disable_after_ms > 0)
         return true;
     snprintf(why, n, "never, or a number with ms, s, m, h or d, at most 365d");
@@ -403,7 +343,7 @@ static bool read_disable_after(target *t, const char *v, char *why, size_t n)
 
 static bool read_attempt_retention(target *t, const char *v, char *why, size_t n)
 {
-    if (relay_duration_parse(v, 366ull * 86400000, &t->endpoint->attempt_retention_ms) &&
+    if (duration_parse(v, 366ull * 86400000, &t->endpoint->attempt_retention_ms) &&
         t->endpoint->attempt_retention_ms >= 1000)
         return true;
     snprintf(why, n, "a number with s, m, h or d, from 1s to 366d");
@@ -481,6 +421,8 @@ static bool name_ok(const char *name, size_t max, bool colon)
     return true;
 }
 
+static void endpoint_defaults(relay_endpoint *e, const char *name);
+
 static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *why, size_t n)
 {
     if (!name_ok(name, RELAY_ENDPOINT_NAME_BYTES_MAX, false)) {
@@ -498,6 +440,12 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
         return NULL;
     }
     relay_endpoint *e = &c->endpoints[c->endpoint_count++];
+    endpoint_defaults(e, name);
+    return e;
+}
+
+static void endpoint_defaults(relay_endpoint *e, const char *name)
+{
     memset(e, 0, sizeof(*e));
     snprintf(e->name, sizeof(e->name), "%s", name);
     snprintf(e->sub.name, sizeof(e->sub.name), "%s%s", RELAY_ENDPOINT_PREFIX, name);
@@ -520,7 +468,6 @@ static relay_endpoint *endpoint_begin(relay_config *c, const char *name, char *w
     e->schedule_count = sizeof(schedule_default_ms) / sizeof(uint32_t);
     e->disable_after_ms = 5ull * 86400000;
     e->attempt_retention_ms = 7ull * 86400000; /* RELAY_ATTEMPT_RETENTION_DEFAULT */
-    return e;
 }
 
 /* "[nats]" or "[endpoint NAME]". */
@@ -661,13 +608,26 @@ static void endpoint_schedule_settle(relay_endpoint *e)
         e->sub.options.max_deliver = (uint32_t)e->schedule_count;
 }
 
+/* The endpoint's types as tallyd's filter of its subscriber: the
+ * patterns comma-separated, "" when it takes every type (none given, or
+ * "*" among them). */
+static void endpoint_filter_settle(relay_endpoint *e)
+{
+    relay_subscription *sub = &e->sub;
+    size_t at = 0;
+    sub->filter_types[0] = '\0';
+    for (size_t i = 0; i < e->type_count; i++)
+        if (strcmp(e->types[i], "*") == 0) {
+            sub->filter_types[0] = '\0';
+            return;
+        } else {
+            at += (size_t)snprintf(sub->filter_types + at, sizeof(sub->filter_types) - at,
+                                   "%s%s", i ? "," : "", e->types[i]);
+        }
+}
+
 bool relay_config_check(relay_config *c, char *error, size_t size)
 {
-    if (!c->nats.enabled && c->endpoint_count == 0) {
-        snprintf(error, size, "nothing to relay to: give --nats and --stream, or a config "
-                              "file with [nats] or [endpoint NAME] sections");
-        return false;
-    }
     if (c->nats.enabled && !nats_check(&c->nats, error, size))
         return false;
     if (c->token_file[0] && !file_private_check(c->token_file, "token_file", error, size))
@@ -683,7 +643,48 @@ bool relay_config_check(relay_config *c, char *error, size_t size)
             return false;
         }
         endpoint_schedule_settle(e);
+        endpoint_filter_settle(e);
     }
+    return true;
+}
+
+bool relay_endpoint_from_definition(relay_endpoint *e, const tally_endpoint_definition *d,
+                                    char *why, size_t n)
+{
+    if (!name_ok(d->endpoint, RELAY_ENDPOINT_NAME_BYTES_MAX, false)) {
+        snprintf(why, n, "its name");
+        return false;
+    }
+    endpoint_defaults(e, d->endpoint);
+    target t = {.endpoint = e};
+    char number[2][16];
+    snprintf(number[0], sizeof(number[0]), "%" PRIu32, d->connect_timeout_ms);
+    snprintf(number[1], sizeof(number[1]), "%" PRIu32, d->timeout_ms);
+    const struct {
+        const char *key, *value;
+        bool given;
+        key_reader read;
+    } fields[] = {
+        {"url", d->url, true, read_url},
+        {"types", d->types, d->types[0] != '\0', read_types},
+        {"retry_schedule", d->retry_schedule, d->retry_schedule[0] != '\0', read_retry_schedule},
+        {"connect_timeout_ms", number[0], d->connect_timeout_ms != 0, read_connect_timeout},
+        {"timeout_ms", number[1], d->timeout_ms != 0, read_timeout},
+        {"backfill", d->backfill, d->backfill[0] != '\0', read_backfill},
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        char inner[256] = "";
+        if (fields[i].given && !fields[i].read(&t, fields[i].value, inner, sizeof(inner))) {
+            snprintf(why, n, "%s: %s", fields[i].key, inner);
+            return false;
+        }
+    }
+    if (strncmp(e->url, "http://", 7) != 0 && strncmp(e->url, "https://", 8) != 0) {
+        snprintf(why, n, "url: http:// or https:// required");
+        return false;
+    }
+    endpoint_schedule_settle(e);
+    endpoint_filter_settle(e);
     return true;
 }
 
@@ -732,6 +733,9 @@ static void subscription_print(const relay_subscription *s)
 void relay_config_print(const relay_config *c)
 {
     printf("tally: %s, as instance %s\n", c->url, c->instance);
+    printf("and the endpoints defined in tallyd (tally endpoint list), listed every %d ms%s\n",
+           RELAY_ENDPOINTS_POLL_MS,
+           c->nats.enabled || c->endpoint_count ? "" : ": none in the file");
     if (c->http[0])
         printf("metrics: %s/metrics, %s/healthz\n", c->http, c->http);
     if (strncmp(c->url, "tls+tcp", 7) == 0)
@@ -764,15 +768,15 @@ void relay_config_print(const relay_config *c)
             printf(" (the subscriber's backoff_ms)");
         uint64_t total_ms = 0;
         for (size_t k = 0; k < e->schedule_count; k++) {
-            relay_duration_text(e->schedule_ms[k], text, sizeof(text));
+            duration_text(e->schedule_ms[k], text, sizeof(text));
             printf(" %s", text);
             total_ms += e->schedule_ms[k];
         }
         if (e->schedule_count)
             printf(" (%zu attempts over %.1f h)", e->schedule_count, (double)total_ms / 3600000.0);
-        relay_duration_text(e->disable_after_ms, text, sizeof(text));
+        duration_text(e->disable_after_ms, text, sizeof(text));
         printf(", disable_after %s", e->disable_after_ms ? text : "never");
-        relay_duration_text(e->attempt_retention_ms, text, sizeof(text));
+        duration_text(e->attempt_retention_ms, text, sizeof(text));
         printf(", attempt_retention %s\n", text);
         subscription_print(&e->sub);
     }

@@ -80,6 +80,12 @@ static bool claim_one(const char *lock_dir, const char *url, const char *subscri
     return false;
 }
 
+bool relay_instance_claim_one(const relay_config *c, const char *subscriber, char *error,
+                              size_t error_size)
+{
+    return claim_one(c->lock_dir, c->url, subscriber, c->instance, error, error_size);
+}
+
 bool relay_instance_claim(const relay_config *c, char *error, size_t error_size)
 {
     if (c->nats.enabled &&

@@ -22,7 +22,9 @@
 #include "common/process_metrics.h"
 #include "relay/relay.h"
 
+#include <assert.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -34,6 +36,7 @@ struct relay_http {
     size_t count;
     int64_t started_s;
     relay_watch *watch;
+    relay_runtime *runtime; /* the endpoints defined in tallyd: their sinks too */
 };
 
 /* ---- the exposition ---- */
@@ -148,7 +151,12 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
     net_text_printf(b, "\"} 1\n");
     net_text_sample_u64(b, "tally_relay_http_connections", "gauge", "HTTP connections open.",
                         net_http_connections(h->listener));
-    write_sinks(b, h->sinks, h->count);
+    relay_sink_context *all[1 + RELAY_ENDPOINTS_MAX + RELAY_RUNTIME_ENDPOINTS_MAX];
+    size_t count = h->count;
+    memcpy(all, h->sinks, count * sizeof(all[0]));
+    relay_runtime_sinks_lock(h->runtime, all, sizeof(all) / sizeof(all[0]), &count);
+    write_sinks(b, all, count); /* the run-time sinks stay as they are meanwhile */
+    relay_runtime_sinks_unlock(h->runtime);
     process_metrics_write(b);
     out->content_type = NET_TEXT_METRICS_TYPE;
 }
@@ -180,15 +188,17 @@ static const net_http_route routes[] = {
 };
 
 int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t count,
-                     relay_watch *watch, relay_http **out)
+                     relay_watch *watch, relay_runtime *runtime, relay_http **out)
 {
     relay_http *h = calloc(1, sizeof(*h));
     *out = NULL;
     if (h == NULL)
         return 1;
+    assert(count <= 1 + RELAY_ENDPOINTS_MAX);
     h->sinks = sinks;
     h->count = count;
     h->watch = watch;
+    h->runtime = runtime;
     h->started_s = (int64_t)time(NULL);
     net_log_set_program("tally-relay");
     net_http_options o = {url, TALLY_HTTP_TIMEOUT_S_DEFAULT, TALLY_HTTP_CONNECTIONS_DEFAULT,

@@ -10,6 +10,7 @@
 #define TALLY_RELAY_H
 
 #include "clients/libtally/tally.h"
+#include "common/duration.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,7 +26,7 @@
 #define RELAY_ENDPOINT_PREFIX "relay:" /* an endpoint's subscriber: relay:<endpoint> */
 #define RELAY_ENDPOINT_NAME_BYTES_MAX \
     (TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX - (sizeof(RELAY_ENDPOINT_PREFIX) - 1))
-#define RELAY_TYPES_MAX 32          /* event-type patterns of one endpoint */
+#define RELAY_TYPES_MAX 16          /* event-type patterns of one endpoint: tallyd's filter */
 #define RELAY_TYPE_BYTES_MAX 31     /* as tally_event.type */
 #define RELAY_SECRET_BYTES_MAX 64   /* an endpoint's HMAC key, decoded */
 #define RELAY_SUBJECT_BYTES_MAX 255 /* a NATS subject or its template */
@@ -59,8 +60,8 @@
  * in all, then the event is parked. At most RELAY_SCHEDULE_STEPS_MAX
  * attempts, each delay at most a day (a nak's delay_ms). */
 #define RELAY_SCHEDULE_DEFAULT "0 5s 5m 30m 2h 5h 10h 10h 10h 10h 10h 10h"
-#define RELAY_SCHEDULE_STEPS_MAX 64
-#define RELAY_SCHEDULE_DELAY_MS_MAX 86400000u
+#define RELAY_SCHEDULE_STEPS_MAX DURATION_SCHEDULE_STEPS_MAX
+#define RELAY_SCHEDULE_DELAY_MS_MAX DURATION_SCHEDULE_DELAY_MS_MAX
 /* An endpoint whose deliveries fail without a success for this long is
  * disabled (endpoint.disabled in tally's log) until enabled again. */
 #define RELAY_DISABLE_AFTER_DEFAULT "5d"
@@ -73,6 +74,9 @@
 #define RELAY_ATTEMPT_RETENTION_DEFAULT "7d"
 _Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batch is one op");
 #define RELAY_WAIT_MS 1000 /* a fetch's long-poll: how soon a stop is seen */
+#define RELAY_RUNTIME_ENDPOINTS_MAX TALLY_CLIENT_ENDPOINTS_DEFINED_MAX /* defined in tallyd */
+#define RELAY_ENDPOINTS_POLL_MS 1000 /* tallyd's endpoints listed this often */
+#define RELAY_RUNTIME_CLAIMS_MAX 256 /* names of tallyd's endpoints a relay claims in its life */
 #define RELAY_FIGURES_MS 2000 /* /metrics: each sink's lag and dead letters read this often */
 /* Reading the stream back (stream_scan.c): how far at most, and how far
  * tallyd's and the NATS server's clocks may be apart. */
@@ -82,12 +86,18 @@ _Static_assert(RELAY_ATTEMPTS_BATCH <= TALLY_CLIENT_ATTEMPTS_RECORD_MAX, "a batc
 _Static_assert(RELAY_MAX_PENDING_MAX <= TALLY_CLIENT_SUB_FETCH_MAX, "a window fits a fetch");
 
 /* A durable subscriber's settings in the config file (max_deliver,
- * ack_wait_ms, backoff_ms, max_ack_pending); zero: the server's default. */
+ * ack_wait_ms, backoff_ms, max_ack_pending); zero: the server's default.
+ * filter_types: tallyd's filter of the events it hands out (an endpoint's
+ * types, comma-separated; "": every type). */
 typedef struct relay_subscription {
     char name[TALLY_CLIENT_SUBSCRIBER_NAME_BYTES_MAX + 1];
     tally_subscriber_options options;
     uint32_t fetch_max; /* events per fetch */
+    char filter_types[RELAY_TYPES_MAX * (RELAY_TYPE_BYTES_MAX + 1)];
 } relay_subscription;
+_Static_assert(sizeof(((relay_subscription *)0)->filter_types) <=
+                   TALLY_CLIENT_SUB_FILTER_TYPES_BYTES_MAX,
+               "an endpoint's types fit tallyd's filter");
 
 typedef struct relay_nats {
     bool enabled;
@@ -164,11 +174,13 @@ bool relay_instance_valid(const char *v);
 bool relay_http_url_take(const char *v, char *out, size_t size);
 /* Print what the relay would do (--check). */
 void relay_config_print(const relay_config *c);
-/* A duration: 0, or a number with a unit ms, s, m, h or d ("5s", "10h");
- * false when it is none or over max_ms. */
-bool relay_duration_parse(const char *text, uint64_t max_ms, uint64_t *out_ms);
-/* The shortest text of ms in the units relay_duration_parse reads. */
-void relay_duration_text(uint64_t ms, char *out, size_t size);
+/* An endpoint defined in tallyd (endpoint_list) as the relay runs it: the
+ * defaults of an [endpoint NAME] with what d gives, read by the config
+ * file's own readers. No secret: the relay signs with tallyd's
+ * (endpoint_secret_get). false, with why, when d holds what the relay
+ * cannot take. */
+bool relay_endpoint_from_definition(relay_endpoint *e, const tally_endpoint_definition *d,
+                                    char *why, size_t n);
 /* The delay before the attempt after attempt (1 on the first delivery)
  * failed, from the endpoint's retry schedule (its last delay repeats);
  * false when the endpoint has no schedule. */
@@ -210,6 +222,9 @@ void relay_instance_default(char out[TALLY_CLIENT_SUB_INSTANCE_BYTES_MAX + 1]);
  * what in error, when another relay of this host holds one. A lock file
  * that cannot be opened is said on stderr and not checked. */
 bool relay_instance_claim(const relay_config *c, char *error, size_t error_size);
+/* The same for one more subscriber (an endpoint defined in tallyd). */
+bool relay_instance_claim_one(const relay_config *c, const char *subscriber, char *error,
+                              size_t error_size);
 /* FNV-1a of a text (the lock files' names, the JetStream sink's entities). */
 uint64_t relay_text_hash(const char *s);
 
@@ -283,11 +298,14 @@ int relay_watch_start(tally_client *client, const char *url, relay_sink_context 
 bool relay_watch_tallyd_up(relay_watch *w, int64_t *since_s, const char **why);
 void relay_watch_stop(relay_watch *w);
 
-/* /metrics and /healthz at url for the count sinks and the watch (they
- * outlive it). 0, or 1 when it cannot listen (said on stderr). */
+/* /metrics and /healthz at url for the count sinks (at most 1 +
+ * RELAY_ENDPOINTS_MAX) and the watch, and /metrics for the sinks of
+ * runtime (NULL: none) too (they outlive it). 0, or 1 when it cannot
+ * listen (said on stderr). */
 typedef struct relay_http relay_http;
+typedef struct relay_runtime relay_runtime;
 int relay_http_start(const char *url, relay_sink_context *const *sinks, size_t count,
-                     relay_watch *watch, relay_http **out);
+                     relay_watch *watch, relay_runtime *runtime, relay_http **out);
 /* The port its listener is bound to (the kernel's choice for port 0). */
 unsigned relay_http_port(relay_http *h);
 void relay_http_stop(relay_http *h);
@@ -302,12 +320,37 @@ bool relay_webhook_signature(const uint8_t *secret, size_t secret_len, const cha
                              int64_t timestamp_s, const char *body, size_t body_len, char *out,
                              size_t size);
 
-/* ---- tally_relay.c ---- */
+/* ---- subscription.c ---- */
 
 /* Open (create or find) the subscriber sub on ctx's client, trying again
- * while tallyd is unreachable, until *ctx->stop. NULL when stopped or on a
- * fatal error (said on stderr). */
+ * while tallyd is unreachable, until *ctx->stop. An existing subscriber
+ * with other settings of those the relay owns is changed with sub_update
+ * (said on stderr); one with other partitions is refused. NULL when
+ * stopped or on a fatal error (said on stderr). */
 tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_subscription *sub);
+
+/* ---- runtime.c: the endpoints defined in tallyd ---- */
+
+/* A thread that lists the endpoints defined in tallyd every
+ * RELAY_ENDPOINTS_POLL_MS and runs a webhook sink for each (not those of
+ * c's file: the file's win), starting it again when its definition
+ * changed and stopping it when it is deleted, until *stop. Its first
+ * listing is done before this returns. 0, or 1 without it (said). */
+typedef struct relay_runtime relay_runtime;
+int relay_runtime_start(const relay_config *c, tally_client *client, atomic_bool *stop,
+                        relay_runtime **out);
+/* After *stop was set: join the thread, stop and join every sink. NULL
+ * allowed. */
+void relay_runtime_stop(relay_runtime *r);
+/* For a scrape: hold r's sinks as they are (NULL: nothing) and append
+ * the contexts of those running to out[*count .. capacity); their lag and
+ * dead letters are read with each listing. relay_runtime_sinks_unlock
+ * after. */
+void relay_runtime_sinks_lock(relay_runtime *r, relay_sink_context **out, size_t capacity,
+                              size_t *count);
+void relay_runtime_sinks_unlock(relay_runtime *r);
+
+/* ---- tally_relay.c ---- */
 /* Mark s as the handle ctx runs: false (and nothing marked) when a stop
  * came first. relay_sink_end unmarks it before it is closed. */
 bool relay_sink_begin(relay_sink_context *ctx, tally_subscriber *s);

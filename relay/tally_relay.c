@@ -126,7 +126,9 @@ static void usage(const options_set *set, FILE *f)
 "JetStream's PubAck; two events of one entity are never reordered. An event\n"
 "that may be in the stream already (handed back by tally, or a publish\n"
 "without an answer) is looked for first, and not published again if found.\n"
-"HTTP endpoints: each event of the types an endpoint wants is POSTed with the\n"
+"HTTP endpoints, of the config file and those defined in tally (tally endpoint\n"
+"create; listed every second, started, changed and stopped without a restart):\n"
+"each event of the types an endpoint wants is POSTed with the\n"
 "Standard Webhooks headers webhook-id, webhook-timestamp and webhook-signature\n"
 "(v1,<base64 HMAC-SHA256 of id.timestamp.body>); a 2xx answer acknowledges,\n"
 "anything else retries on the endpoint's retry_schedule (by default 12\n"
@@ -224,32 +226,6 @@ void relay_sink_end(relay_sink_context *ctx)
     pthread_mutex_unlock(&ctx->mu);
 }
 
-static bool transport_fault(int rc)
-{
-    return rc == TALLY_timed_out || rc == TALLY_unreachable || rc == TALLY_overloaded ||
-           rc == TALLY_shutting_down;
-}
-
-tally_subscriber *relay_subscriber_open(relay_sink_context *ctx, const relay_subscription *sub)
-{
-    uint32_t pause_ms = RELAY_RETRY_MS_MIN;
-    while (!atomic_load(ctx->stop)) {
-        tally_subscriber *s = NULL;
-        int rc = tally_subscriber_open(ctx->client, sub->name, &sub->options, &s);
-        tally_subscriber_info info;
-        if (rc == TALLY_ok && tally_subscriber_get(ctx->client, sub->name, &info) == TALLY_ok)
-            ctx->max_deliver = info.max_deliver; /* else the last one read, or 0: unknown */
-        if (rc == TALLY_ok)
-            return s;
-        fprintf(stderr, "tally-relay: subscriber %s: %s\n", sub->name, tally_strerror(rc));
-        if (!transport_fault(rc))
-            return NULL;
-        relay_pause(ctx->stop, pause_ms);
-        pause_ms = pause_ms * 2 < RELAY_RETRY_MS_MAX ? pause_ms * 2 : RELAY_RETRY_MS_MAX;
-    }
-    return NULL;
-}
-
 void relay_say_parked(const relay_sink_context *ctx, const tally_delivery *d, bool parked_now,
                       const char *error)
 {
@@ -338,8 +314,12 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
     }
     relay_http *http = NULL;
     relay_watch *watch = NULL;
+    relay_runtime *runtime = NULL;
     if (relay_watch_start(client, c->url, contexts, count, &watch) != 0 ||
-        (c->http[0] && relay_http_start(c->http, contexts, count, watch, &http) != 0)) {
+        relay_runtime_start(c, client, &stop, &runtime) != 0 ||
+        (c->http[0] && relay_http_start(c->http, contexts, count, watch, runtime, &http) != 0)) {
+        atomic_store(&stop, true);
+        relay_runtime_stop(runtime);
         relay_watch_stop(watch);
         for (size_t i = 0; i < count; i++)
             pthread_mutex_destroy(&threads[i].ctx.mu);
@@ -377,7 +357,8 @@ static int relay_run(const relay_config *c, tally_client *client, const sigset_t
         if (threads[i].result != 0)
             result = EXIT_FAILED;
     }
-    relay_http_stop(http); /* before the contexts and the watch it reads go */
+    relay_http_stop(http); /* before the contexts, the watch and the runtime it reads go */
+    relay_runtime_stop(runtime);
     relay_watch_stop(watch);
     for (size_t i = 0; i < count; i++)
         pthread_mutex_destroy(&threads[i].ctx.mu);

@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include "relay/relay.h"
+#include "common/duration.h"
 
 #include <curl/curl.h>
 #include <inttypes.h>
@@ -242,7 +243,7 @@ static void disable_when_due(webhook_sink *w, const char *error)
         return;
     char key[128], reason[TALLY_CLIENT_ENDPOINT_REASON_BYTES_MAX + 1], since[32];
     snprintf(key, sizeof(key), "relay-disable:%s:%" PRId64, w->cfg->name, w->failing_since_ms);
-    relay_duration_text((uint64_t)(now_ms - w->failing_since_ms) / 1000 * 1000, since,
+    duration_text((uint64_t)(now_ms - w->failing_since_ms) / 1000 * 1000, since,
                         sizeof(since));
     snprintf(reason, sizeof(reason), "failing for %s (disable_after): %s", since, error);
     tally_result r;
@@ -273,6 +274,14 @@ static tally_verdict on_event(const tally_delivery *d, tally_answer *answer, voi
         snprintf(answer->error, sizeof(answer->error), "%s: disabled or recovering",
                  w->cfg->name);
         answer->delay_set = true;
+        return TALLY_RETRY;
+    }
+    if (w->secrets.secret_len == 0 && w->cfg->secret_len == 0) { /* tallyd's not read yet */
+        snprintf(answer->error, sizeof(answer->error), "%s: no signing secret known yet",
+                 w->cfg->name);
+        answer->delay_set = true;
+        answer->delay_ms = RELAY_DISABLED_POLL_MS;
+        w->state_read_ms = 0; /* read tallyd's state and secrets at the next event */
         return TALLY_RETRY;
     }
     char id[37], *body = NULL;

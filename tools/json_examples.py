@@ -216,6 +216,17 @@ EXAMPLES = [
     ("tally-relay's word that the recover is done.", "endpoint_recovered",
      post("endpoint_recovered", {"endpoint": "billing", "recover_version": 4},
           "relay-recovered:billing:4", consumer="relay")),
+    ("Define an endpoint in tallyd: the relays start delivering to it (admin).",
+     "endpoint_create",
+     post("endpoint_create", {"endpoint": "orders", "url": "https://orders.example.com/hooks",
+          "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "types": "transfer.*"}, "ep-1",
+          consumer="ops")),
+    ("Change its types (admin).", "endpoint_update",
+     post("endpoint_update", {"endpoint": "orders", "types": "transfer.posted"}, "ep-2",
+          consumer="ops")),
+    ("The endpoints defined in tallyd.", "endpoint_list", post("endpoint_list", {})),
+    ("Remove it: the relays stop delivering to it (admin).", "endpoint_delete",
+     post("endpoint_delete", {"endpoint": "orders"}, "ep-3", consumer="ops")),
 ]
 
 # Values that depend on the machine or the moment, not on the requests

@@ -246,6 +246,16 @@ EXAMPLES = [
      {"v": 1, "op": "endpoint_recovered", "consumer": "relay", "key": "relay-recovered:billing:4", "endpoint": "billing", "recover_version": 4}),
     ("A secret that is not one.",
      {"v": 1, "op": "endpoint_rotate_secret", "consumer": "ops", "key": "rot-2", "endpoint": "billing", "secret": "whsec_AAECAw=="}),
+    ("Define endpoint orders in tallyd (admin; docs/RELAY.md, \"Endpoints managed at run time\"): the relays start delivering to it; an endpoint.created event.",
+     {"v": 1, "op": "endpoint_create", "consumer": "ops", "key": "ep-1", "endpoint": "orders", "url": "https://orders.example.com/hooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "types": "transfer.* account.opened", "retry_schedule": "0 5s 5m 1h"}),
+    ("Change its types and timeout: an endpoint.updated event.",
+     {"v": 1, "op": "endpoint_update", "consumer": "ops", "key": "ep-2", "endpoint": "orders", "types": "transfer.posted", "timeout_ms": 5000}),
+    ("The endpoints defined in tallyd (no secrets; times vary).",
+     {"v": 1, "op": "endpoint_list"}),
+    ("Remove it: the relays stop delivering to it; an endpoint.deleted event.",
+     {"v": 1, "op": "endpoint_delete", "consumer": "ops", "key": "ep-3", "endpoint": "orders"}),
+    ("A URL that is not http:// or https://.",
+     {"v": 1, "op": "endpoint_create", "consumer": "ops", "key": "ep-4", "endpoint": "ftp", "url": "ftp://files.example.com/", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}),
 ]
 RAW = {"The count bomb: a 5-byte array header claiming 4294967295 elements.": b"\xdd\xff\xff\xff\xff"}
 

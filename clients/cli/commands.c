@@ -325,6 +325,34 @@ static const cli_option endpoint_rotate_options[] = {
     {"--overlap", SLOT_FOR, CLI_TEXT, 1, 32, false, "DURATION",
      "how long the secret before it signs too, e.g. 24h, 0 for none, at most 30d (default 24h)"},
     OPT_KEY, OPT_END};
+#define ENDPOINT_SETTINGS                                                                          \
+    {"--types", SLOT_TYPES, CLI_TEXT, 0, TALLY_ENDPOINT_TYPES_BYTES_MAX, false, "TYPES",           \
+     "event types it takes, space- or comma-separated: x.y exact, x.* a prefix, * all "            \
+     "(at most 16; \"\": all)"},                                                                   \
+    {"--retry-schedule", SLOT_RETRY_SCHEDULE, CLI_TEXT, 0, TALLY_ENDPOINT_SCHEDULE_BYTES_MAX,      \
+     false, "DELAYS",                                                                             \
+     "the delay before each attempt, the first 0, e.g. \"0 5s 5m 30m\" (\"\": the relay's "     \
+     "default, 12 attempts over 2.8 days)"},                                                      \
+    {"--connect-timeout-ms", SLOT_CONNECT_TIMEOUT_MS, CLI_UINT, 0, TALLY_ENDPOINT_TIMEOUT_MS_MAX, \
+     false, "N", "libcurl's connect timeout (0: the relay's, 5000)"},                             \
+    {"--request-timeout-ms", SLOT_REQUEST_TIMEOUT_MS, CLI_UINT, 0,                                \
+     TALLY_ENDPOINT_TIMEOUT_MS_MAX, false, "N",                                                   \
+     "the whole request's timeout (0: the relay's, 10000)"}
+static const cli_option endpoint_create_options[] = {
+    ARG_ENDPOINT,
+    {"URL", SLOT_ENDPOINT_URL, CLI_TEXT, 1, TALLY_ENDPOINT_URL_BYTES_MAX, true, NULL,
+     "where events are POSTed: http:// or https://"},
+    ENDPOINT_SETTINGS,
+    {"--backfill", SLOT_BACKFILL, CLI_TEXT, 1, TALLY_ENDPOINT_BACKFILL_BYTES_MAX, false, "FROM",
+     "where its subscriber starts: none (default: new events), all, or a seq"},
+    OPT_KEY, OPT_END};
+static const cli_option endpoint_update_options[] = {
+    ARG_ENDPOINT,
+    {"URL", SLOT_ENDPOINT_URL, CLI_TEXT, 1, TALLY_ENDPOINT_URL_BYTES_MAX, false, NULL,
+     "a new URL (default: kept)"},
+    ENDPOINT_SETTINGS, OPT_KEY, OPT_END};
+static const cli_option endpoint_delete_options[] = {ARG_ENDPOINT, OPT_KEY, OPT_END};
+static const cli_option endpoint_list_options[] = {OPT_END};
 static const cli_option endpoint_attempts_options[] = {
     ARG_ENDPOINT,
     {"--seq", SLOT_SEQ, CLI_UINT, 1, UINT64_MAX, false, "SEQ", "only the attempts of this event"},
@@ -497,6 +525,29 @@ const cli_command cli_commands[] = {
      dlq_replay_options, run_dlq_replay, NULL},
     {"dlq discard", "Remove a subscriber's dead letter for good.", dlq_discard_options,
      run_dlq_discard, NULL},
+    {"endpoint create", "Define an HTTP endpoint of tally-relay in tallyd; its secret on stdin.",
+     endpoint_create_options, run_endpoint_create,
+     "Reads one line on stdin: its signing secret, whsec_<base64 of 24-64 bytes>.\n"
+     "An endpoint.created event; every tally-relay of this tallyd starts delivering\n"
+     "to it within seconds, without a restart, as if it were an [endpoint NAME] of\n"
+     "its file (docs/RELAY.md, \"Endpoints managed at run time\"); an endpoint of a\n"
+     "relay's file by the same name wins there. Settings not given are the relay's\n"
+     "defaults.\n"},
+    {"endpoint update", "Change an endpoint defined in tallyd: its URL, types, schedule, timeouts.",
+     endpoint_update_options, run_endpoint_update,
+     "An endpoint.updated event; the relays run it by its new settings from their\n"
+     "next look (its cursor, events in flight and dead letters kept). A setting not\n"
+     "given is kept; \"\" gives back the relay's default. The secret changes with\n"
+     "`tally endpoint rotate-secret`.\n"},
+    {"endpoint delete", "Remove an endpoint defined in tallyd: the relays stop delivering to it.",
+     endpoint_delete_options, run_endpoint_delete,
+     "An endpoint.deleted event; its state and secrets in tallyd are forgotten. Its\n"
+     "subscriber relay:NAME (its cursor and dead letters) stays until `tally\n"
+     "subscriber delete relay:NAME`.\n"},
+    {"endpoint list", "List the endpoints defined in tallyd (without their secrets).",
+     endpoint_list_options, run_endpoint_list,
+     "--json prints one object per line: endpoint, state, version, changed, url,\n"
+     "types, retry_schedule, connect_timeout_ms, timeout_ms, backfill.\n"},
     {"endpoint show", "Show whether tally-relay's endpoint is enabled, since when and why.",
      endpoint_show_options, run_endpoint_show,
      "An endpoint tallyd has no state for (never disabled) is enabled.\n"

@@ -559,6 +559,45 @@ int run_endpoint_show(cli *c)
     return CLI_EXIT_OK;
 }
 
+int run_endpoint_list(cli *c)
+{
+    tally_endpoint_definition *list = calloc(TALLY_CLIENT_ENDPOINTS_DEFINED_MAX, sizeof(*list));
+    if (list == NULL)
+        cli_out_of_memory();
+    size_t count = 0;
+    int rc = tally_endpoint_list(c->client, list, TALLY_CLIENT_ENDPOINTS_DEFINED_MAX, &count);
+    if (rc != TALLY_ok) {
+        free(list);
+        return read_failure(c, "endpoints", rc);
+    }
+    static const char *const titles[] = {"ENDPOINT", "STATE", "URL", "TYPES", "RETRY_SCHEDULE",
+                                         "CHANGED"};
+    cli_table t;
+    if (!c->json)
+        table_init(&t, titles, sizeof(titles) / sizeof(titles[0]));
+    for (size_t i = 0; i < count; i++) {
+        const tally_endpoint_definition *e = &list[i];
+        char changed[40];
+        time_text(e->changed_ms, changed);
+        const char *state = e->disabled ? "disabled" : "enabled";
+        if (c->json)
+            json_emit(json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "endpoint",
+                                e->endpoint, "state", state, "version", json_u64(e->version),
+                                "changed", changed, "url", e->url, "types", e->types,
+                                "retry_schedule", e->retry_schedule, "connect_timeout_ms",
+                                (json_int_t)e->connect_timeout_ms, "timeout_ms",
+                                (json_int_t)e->timeout_ms, "backfill", e->backfill));
+        else
+            table_add(&t, "%s" SEP "%s" SEP "%s" SEP "%s" SEP "%s" SEP "%s", e->endpoint, state,
+                      e->url, e->types[0] ? e->types : "*",
+                      e->retry_schedule[0] ? e->retry_schedule : "-", changed);
+    }
+    if (!c->json)
+        table_print_free(&t);
+    free(list);
+    return CLI_EXIT_OK;
+}
+
 int run_endpoint_attempts(cli *c)
 {
     uint32_t limit = c->v[SLOT_LIMIT].set ? (uint32_t)c->v[SLOT_LIMIT].u : 100;

@@ -65,6 +65,8 @@ typedef enum cli_slot {
     SLOT_MAX_ACK_PENDING, SLOT_INACTIVE_EXPIRY_MS, SLOT_FILTER_TYPES, SLOT_FILTER_KINDS,
     SLOT_FILTER_SUBJECT, SLOT_CONTACT, SLOT_ALERT_ROUTE,
     SLOT_ENDPOINT, SLOT_REASON,
+    SLOT_ENDPOINT_URL, SLOT_TYPES, SLOT_RETRY_SCHEDULE, SLOT_CONNECT_TIMEOUT_MS,
+    SLOT_REQUEST_TIMEOUT_MS, SLOT_BACKFILL,
     SLOT_COUNT
 } cli_slot;
 
@@ -266,6 +268,10 @@ int run_endpoint_disable(cli *c);
 int run_endpoint_enable(cli *c);
 int run_endpoint_rotate_secret(cli *c);
 int run_endpoint_recover(cli *c);
+int run_endpoint_create(cli *c);
+int run_endpoint_update(cli *c);
+int run_endpoint_delete(cli *c);
+int run_endpoint_list(cli *c);
 
 /* ---- reads.c ---- */
 

@@ -281,14 +281,76 @@ int run_endpoint_enable(cli *c)
     return write_report(c, "endpoint enable", rc, &r, NULL);
 }
 
-int run_endpoint_rotate_secret(cli *c)
+/* One line on stdin into secret: false when there is none, or more. */
+static bool secret_read(char secret[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX + 2])
 {
-    char secret[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX + 2];
-    size_t n = fread(secret, 1, sizeof(secret) - 1, stdin);
+    size_t n = fread(secret, 1, TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX + 1, stdin);
     while (n > 0 && (secret[n - 1] == '\n' || secret[n - 1] == '\r'))
         n--;
     secret[n] = '\0';
-    if (n == 0 || n > TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX || memchr(secret, '\n', n))
+    return n > 0 && n <= TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX && !memchr(secret, '\n', n);
+}
+
+/* The settings endpoint create and update share, from the command line. */
+static tally_endpoint_args endpoint_args_of(const cli *c)
+{
+    const cli_value *v = c->v;
+    tally_endpoint_args a = {.endpoint = v[SLOT_ENDPOINT].text};
+    a.url = v[SLOT_ENDPOINT_URL].set ? v[SLOT_ENDPOINT_URL].text : NULL;
+    a.types = v[SLOT_TYPES].set ? v[SLOT_TYPES].text : NULL;
+    a.retry_schedule = v[SLOT_RETRY_SCHEDULE].set ? v[SLOT_RETRY_SCHEDULE].text : NULL;
+    a.set_connect_timeout = v[SLOT_CONNECT_TIMEOUT_MS].set;
+    a.connect_timeout_ms = (uint32_t)v[SLOT_CONNECT_TIMEOUT_MS].u;
+    a.set_timeout = v[SLOT_REQUEST_TIMEOUT_MS].set;
+    a.timeout_ms = (uint32_t)v[SLOT_REQUEST_TIMEOUT_MS].u;
+    return a;
+}
+
+int run_endpoint_create(cli *c)
+{
+    char secret[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX + 2];
+    if (!secret_read(secret))
+        return usage_error(c, "expected the endpoint's secret on stdin: one line, whsec_<base64>");
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_endpoint_args a = endpoint_args_of(c);
+    a.secret = secret;
+    a.backfill = c->v[SLOT_BACKFILL].set ? c->v[SLOT_BACKFILL].text : NULL;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_create(c->client, c->key, &a, &r);
+    memset(secret, 0, sizeof(secret));
+    return write_report(c, "endpoint create", rc, &r, NULL);
+}
+
+int run_endpoint_update(cli *c)
+{
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_endpoint_args a = endpoint_args_of(c);
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_update(c->client, c->key, &a, &r);
+    return write_report(c, "endpoint update", rc, &r, NULL);
+}
+
+int run_endpoint_delete(cli *c)
+{
+    int rc = key_prepare(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    tally_result r;
+    memset(&r, 0, sizeof(r));
+    rc = tally_endpoint_delete(c->client, c->key, c->v[SLOT_ENDPOINT].text, &r);
+    return write_report(c, "endpoint delete", rc, &r, NULL);
+}
+
+int run_endpoint_rotate_secret(cli *c)
+{
+    char secret[TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX + 2];
+    if (!secret_read(secret))
         return usage_error(c, "expected the new secret on stdin: one line, whsec_<base64>");
     int64_t overlap_ms = 86400000;
     const char *overlap = c->v[SLOT_FOR].set ? c->v[SLOT_FOR].text : "24h";

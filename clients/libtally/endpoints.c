@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "clients/libtally/libtally_internal.h"
+#include "common/limits.h"
 #include "common/msgpack_safe.h"
 
 #include <stdlib.h>
@@ -84,6 +85,39 @@ static bool attempt_decode(const msgpack_object *o, void *out)
     dec_str(&d, "error", a->error, sizeof(a->error));
     dec_str(&d, "response", a->response, sizeof(a->response));
     return d.ok;
+}
+
+_Static_assert(TALLY_CLIENT_ENDPOINT_URL_BYTES_MAX == TALLY_ENDPOINT_URL_BYTES_MAX &&
+                   TALLY_CLIENT_ENDPOINT_TYPES_BYTES_MAX == TALLY_ENDPOINT_TYPES_BYTES_MAX &&
+                   TALLY_CLIENT_ENDPOINT_SCHEDULE_BYTES_MAX == TALLY_ENDPOINT_SCHEDULE_BYTES_MAX &&
+                   TALLY_CLIENT_ENDPOINTS_DEFINED_MAX == TALLY_ENDPOINTS_DEFINED_MAX,
+               "the client holds what the server keeps");
+
+static bool definition_decode(const msgpack_object *o, void *out)
+{
+    tally_endpoint_definition *e = out;
+    decoder d = decoder_of(o);
+    dec_endpoint_head(&d, e->endpoint, sizeof(e->endpoint), &e->disabled, &e->version,
+                      &e->changed_ms);
+    dec_str(&d, "url", e->url, sizeof(e->url));
+    dec_str(&d, "types", e->types, sizeof(e->types));
+    dec_str(&d, "retry_schedule", e->retry_schedule, sizeof(e->retry_schedule));
+    dec_str(&d, "backfill", e->backfill, sizeof(e->backfill));
+    e->connect_timeout_ms = (uint32_t)dec_uint(&d, "connect_timeout_ms", UINT32_MAX);
+    e->timeout_ms = (uint32_t)dec_uint(&d, "timeout_ms", UINT32_MAX);
+    return d.ok;
+}
+
+int tally_endpoint_list(tally_client *c, tally_endpoint_definition *out, size_t capacity,
+                        size_t *count)
+{
+    if (c == NULL || out == NULL || count == NULL)
+        return TALLY_invalid_argument;
+    *count = 0;
+    fields fs;
+    client_fields_begin(&fs, "endpoint_list", NULL, NULL);
+    return client_read_array(c, &fs, "endpoints", definition_decode, out, sizeof(*out),
+                             capacity, count);
 }
 
 int tally_endpoint_attempts(tally_client *c, const char *name, uint64_t seq, uint32_t limit,

@@ -316,6 +316,20 @@ static inline void dec_id(decoder *d, const char *name, tally_uuid *out)
         memcpy(out->bytes, id.bytes, 16);
 }
 
+/* What endpoint_get's reply and endpoint_list's entries share: the name,
+ * the state ("enabled" or "disabled", else d fails), version, changed_ms. */
+static inline void dec_endpoint_head(decoder *d, char *name, size_t capacity, bool *disabled,
+                                     uint64_t *version, int64_t *changed_ms)
+{
+    char state[16];
+    dec_str(d, "endpoint", name, capacity);
+    dec_str(d, "state", state, sizeof(state));
+    *version = dec_uint(d, "version", UINT64_MAX);
+    *changed_ms = dec_int(d, "changed_ms");
+    *disabled = strcmp(state, "disabled") == 0;
+    d->ok = d->ok && (*disabled || strcmp(state, "enabled") == 0);
+}
+
 /* The three user data fields, when the record has them (else 0). */
 static inline void dec_user_data(decoder *d, tally_user_data *out)
 {

@@ -259,17 +259,13 @@ static bool endpoint_decode(const msgpack_object *o, void *out)
 {
     tally_endpoint_info *e = out;
     decoder d = decoder_of(o);
-    char state[16];
-    dec_str(&d, "endpoint", e->endpoint, sizeof(e->endpoint));
-    dec_str(&d, "state", state, sizeof(state));
-    e->version = dec_uint(&d, "version", UINT64_MAX);
-    e->changed_ms = dec_int(&d, "changed_ms");
+    dec_endpoint_head(&d, e->endpoint, sizeof(e->endpoint), &e->disabled, &e->version,
+                      &e->changed_ms);
     dec_str(&d, "reason", e->reason, sizeof(e->reason));
     e->previous_secret_until_ms = dec_int(&d, "previous_secret_until_ms");
     e->recover_since_ms = dec_int(&d, "recover_since_ms");
     e->recover_version = dec_uint(&d, "recover_version", UINT64_MAX);
-    e->disabled = strcmp(state, "disabled") == 0;
-    return d.ok && (e->disabled || strcmp(state, "enabled") == 0);
+    return d.ok;
 }
 
 int tally_endpoint_get(tally_client *c, const char *name, tally_endpoint_info *out)

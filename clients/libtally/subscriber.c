@@ -78,6 +78,11 @@ int tally_subscriber_delete(tally_client *c, const char *name)
 
 /* ---- opening ---- */
 
+_Static_assert(TALLY_CLIENT_SUB_MAX_DELIVER_DEFAULT == TALLY_SUB_MAX_DELIVER_DEFAULT &&
+                   TALLY_CLIENT_SUB_ACK_WAIT_MS_DEFAULT == TALLY_SUB_ACK_WAIT_MS_DEFAULT &&
+                   TALLY_CLIENT_SUB_MAX_ACK_PENDING_DEFAULT == TALLY_SUB_MAX_ACK_PENDING_DEFAULT,
+               "the client says the server's defaults");
+
 static bool options_valid(const tally_subscriber_options *o)
 {
     return (unsigned)o->start <= TALLY_START_TIME &&
@@ -109,6 +114,8 @@ static void create_fields(fields *fs, const char *name, const tally_subscriber_o
         put_uints(fs, "backoff_ms", backoff, o->backoff_count);
     if (o->partitions > 1)
         put_uint(fs, "partitions", o->partitions);
+    if (o->filter_types && o->filter_types[0])
+        put_str(fs, "filter_types", o->filter_types);
 }
 
 /* Find or create the subscriber for tally_subscriber_open. */

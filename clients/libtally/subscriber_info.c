@@ -263,6 +263,13 @@ int tally_subscriber_update(tally_client *c, const char *name,
             put_uint(&fs, numbers[k].field, numbers[k].value);
     if (u->set_inactive_expiry)
         put_uint(&fs, "inactive_expiry_ms", u->inactive_expiry_ms);
+    uint64_t backoff[TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX];
+    if (u->set_backoff && u->backoff_count > TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX)
+        return TALLY_invalid_argument;
+    for (uint32_t i = 0; u->set_backoff && i < u->backoff_count; i++)
+        backoff[i] = u->backoff_ms[i];
+    if (u->set_backoff)
+        put_uints(&fs, "backoff_ms", backoff, u->backoff_count);
     const struct {
         const char *field, *text;
     } texts[] = {{"filter_types", u->filter_types}, {"filter_kinds", u->filter_kinds},

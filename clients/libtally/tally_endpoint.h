@@ -44,6 +44,56 @@ int tally_endpoint_recover(tally_client *c, const char *key, const char *name, i
 int tally_endpoint_recovered(tally_client *c, const char *key, const char *name,
                              uint64_t recover_version, tally_result *out);
 
+/* ---- endpoints defined in tallyd (docs/RELAY.md, "Endpoints managed at
+ * run time"): the relays start, change and stop delivering to them
+ * without a restart ---- */
+
+#define TALLY_CLIENT_ENDPOINT_URL_BYTES_MAX 1024
+#define TALLY_CLIENT_ENDPOINT_TYPES_BYTES_MAX 512
+#define TALLY_CLIENT_ENDPOINT_SCHEDULE_BYTES_MAX 512
+#define TALLY_CLIENT_ENDPOINTS_DEFINED_MAX 32
+
+/* endpoint_create and endpoint_update: a NULL text is not sent (update:
+ * kept; create: tally-relay's default), a timeout only when set_. */
+typedef struct tally_endpoint_args {
+    const char *endpoint;       /* its name (1-58 bytes of A-Z a-z 0-9 . _ -) */
+    const char *url;            /* http:// or https:// (required to create) */
+    const char *secret;         /* [whsec_]<base64 of 24-64 bytes> (create only, required) */
+    const char *types;          /* "transfer.* account.opened"; "": every type */
+    const char *retry_schedule; /* "0 5s 5m 30m"; "": tally-relay's default */
+    const char *backfill;       /* create only: none, all or a seq */
+    bool set_connect_timeout, set_timeout;
+    uint32_t connect_timeout_ms, timeout_ms; /* 0: tally-relay's default */
+} tally_endpoint_args;
+
+/* An endpoint defined in tallyd, as endpoint_list gives it (no secret). */
+typedef struct tally_endpoint_definition {
+    char endpoint[TALLY_CLIENT_ENDPOINT_NAME_BYTES_MAX + 1];
+    bool disabled;
+    uint64_t version;
+    int64_t changed_ms;
+    char url[TALLY_CLIENT_ENDPOINT_URL_BYTES_MAX + 1];
+    char types[TALLY_CLIENT_ENDPOINT_TYPES_BYTES_MAX + 1];
+    char retry_schedule[TALLY_CLIENT_ENDPOINT_SCHEDULE_BYTES_MAX + 1];
+    char backfill[24];
+    uint32_t connect_timeout_ms, timeout_ms;
+} tally_endpoint_definition;
+
+/* Define, change or remove an endpoint in tallyd (endpoint.created,
+ * .updated, .deleted events; admin), as tally_revoke writes: out->code
+ * TALLY_ok, TALLY_endpoint_exists, TALLY_endpoint_not_found,
+ * TALLY_too_many_endpoints, TALLY_invalid_endpoint_url,
+ * TALLY_invalid_secret, TALLY_value_out_of_range, a transport code ... */
+int tally_endpoint_create(tally_client *c, const char *key, const tally_endpoint_args *a,
+                          tally_result *out);
+int tally_endpoint_update(tally_client *c, const char *key, const tally_endpoint_args *a,
+                          tally_result *out);
+int tally_endpoint_delete(tally_client *c, const char *key, const char *name, tally_result *out);
+/* The endpoints defined in tallyd, in name order: up to capacity into
+ * out, *count of them. TALLY_ok or the request's error. */
+int tally_endpoint_list(tally_client *c, tally_endpoint_definition *out, size_t capacity,
+                        size_t *count);
+
 /* ---- signing secrets (docs/RELAY.md, "Secret rotation") ---- */
 
 #define TALLY_CLIENT_ENDPOINT_SECRET_BYTES_MAX 64

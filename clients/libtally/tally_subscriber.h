@@ -66,7 +66,15 @@ typedef struct tally_subscriber_options {
                                  held by one instance at a time (docs/SUBSCRIBERS.md,
                                  "Partitions"): run one handle per instance, each with
                                  its own tally_run_options.instance */
+    const char *filter_types; /* NULL or "": every type; else the server's filter
+                                 (docs/SUBSCRIBERS.md, "Filters"): comma-separated
+                                 types, "x.*" a prefix, at most 16 */
 } tally_subscriber_options;
+
+/* The server's defaults of the settings above left 0. */
+#define TALLY_CLIENT_SUB_MAX_DELIVER_DEFAULT 5
+#define TALLY_CLIENT_SUB_ACK_WAIT_MS_DEFAULT 30000
+#define TALLY_CLIENT_SUB_MAX_ACK_PENDING_DEFAULT 1000
 
 /* A subscriber's metrics and settings (sub_get, sub_list, stats). */
 typedef struct tally_subscriber_info {
@@ -117,6 +125,9 @@ typedef struct tally_subscriber_update_args {
     uint64_t inactive_expiry_ms;
     const char *filter_types, *filter_kinds, *filter_subject; /* comma-separated lists, a glob */
     const char *contact, *alert_route;                        /* the dead letters' owner */
+    bool set_backoff;            /* with backoff_ms[0 .. backoff_count) (0: none) */
+    uint32_t backoff_count;
+    uint32_t backoff_ms[TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX];
 } tally_subscriber_update_args;
 
 /* Change subscriber name's settings, keeping its cursor, in-flight events

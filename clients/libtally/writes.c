@@ -344,6 +344,48 @@ int tally_endpoint_rotate_secret(tally_client *c, const char *key, const char *n
     return write_single(c, key, (write_op){"endpoint_rotate_secret", fill_rotate, &a}, out);
 }
 
+static int fill_endpoint_define(fields *fs, const void *args)
+{
+    const tally_endpoint_args *a = args;
+    if (a->endpoint == NULL)
+        return TALLY_invalid_argument;
+    put_str(fs, "endpoint", a->endpoint);
+    const struct {
+        const char *field, *text;
+    } texts[] = {{"url", a->url}, {"secret", a->secret}, {"types", a->types},
+                 {"retry_schedule", a->retry_schedule}, {"backfill", a->backfill}};
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+        if (texts[i].text)
+            put_str(fs, texts[i].field, texts[i].text);
+    if (a->set_connect_timeout)
+        put_uint(fs, "connect_timeout_ms", a->connect_timeout_ms);
+    if (a->set_timeout)
+        put_uint(fs, "timeout_ms", a->timeout_ms);
+    return TALLY_ok;
+}
+
+int tally_endpoint_create(tally_client *c, const char *key, const tally_endpoint_args *a,
+                          tally_result *out)
+{
+    if (a == NULL)
+        return TALLY_invalid_argument;
+    return write_single(c, key, (write_op){"endpoint_create", fill_endpoint_define, a}, out);
+}
+
+int tally_endpoint_update(tally_client *c, const char *key, const tally_endpoint_args *a,
+                          tally_result *out)
+{
+    if (a == NULL || a->secret || a->backfill)
+        return TALLY_invalid_argument; /* endpoint_rotate_secret; create only */
+    return write_single(c, key, (write_op){"endpoint_update", fill_endpoint_define, a}, out);
+}
+
+int tally_endpoint_delete(tally_client *c, const char *key, const char *name, tally_result *out)
+{
+    endpoint_args a = {name, NULL};
+    return write_single(c, key, (write_op){"endpoint_delete", fill_endpoint, &a}, out);
+}
+
 /* ---- batches and chains ---- */
 
 tally_batch *tally_batch_new(bool atomic)

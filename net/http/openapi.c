@@ -254,6 +254,7 @@ static const struct {
                                      {"previous_until_ms", R_INT}}},
     [NET_OP_ENDPOINT_ATTEMPTS_RECORD] = {{{"recorded", R_INT}, {"removed", R_INT}}},
     [NET_OP_ENDPOINT_ATTEMPTS] = {{{"endpoint", R_STR}, {"attempts", R_OBJECTS}}},
+    [NET_OP_ENDPOINT_LIST] = {{{"endpoints", R_OBJECTS}}},
     [NET_OP_LOG_READ] = {{{"head", R_INT}, {"events", R_EVENTS}, {"log_floor", R_INT},
                           {"log_floor_hash", R_BASE64}}},
     [NET_OP_SUB_FETCH] = {{{"events", R_DELIVERIES}, {"ack_floor", R_INT}, {"head", R_INT}}},

@@ -151,6 +151,9 @@ static net_op_id member_op(ledger_command_kind kind)
     case LEDGER_ENDPOINT_ROTATE_SECRET: return NET_OP_ENDPOINT_ROTATE_SECRET;
     case LEDGER_ENDPOINT_RECOVER: return NET_OP_ENDPOINT_RECOVER;
     case LEDGER_ENDPOINT_RECOVERED: return NET_OP_ENDPOINT_RECOVERED;
+    case LEDGER_ENDPOINT_CREATE: return NET_OP_ENDPOINT_CREATE;
+    case LEDGER_ENDPOINT_UPDATE: return NET_OP_ENDPOINT_UPDATE;
+    case LEDGER_ENDPOINT_DELETE: return NET_OP_ENDPOINT_DELETE;
     case LEDGER_WEBHOOK_RECEIVE: break; /* not on the wire: counted by net/http/webhooks.c */
     }
     return NET_OP_BATCH;

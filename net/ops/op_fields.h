@@ -139,6 +139,36 @@
     F(T, UINT, recover_version, REQUIRED, UINT64_MAX,                                      \
       "the endpoint's version that asked for the recover done (endpoint_get)")
 
+#define NET_FIELDS_ENDPOINT_SETTINGS(F, T)                                                   \
+    F(T, STR, types, OPTIONAL, TALLY_ENDPOINT_TYPES_BYTES_MAX,                                \
+      "event types it takes, space- or comma-separated: x.y exact, x.* a prefix, * all (at "  \
+      "most 16; default \"\": all)")                                                        \
+    F(T, STR, retry_schedule, OPTIONAL, TALLY_ENDPOINT_SCHEDULE_BYTES_MAX,                    \
+      "the delay before each attempt, the first 0: 0 or a number with ms, s, m, h or d, at "  \
+      "most 1d each, at most 64 (default \"\": tally-relay's, 12 attempts over 2.8 days)")  \
+    F(T, UINT, connect_timeout_ms, OPTIONAL, TALLY_ENDPOINT_TIMEOUT_MS_MAX,                   \
+      "the connect timeout (default 0: tally-relay's, 5000)")                                 \
+    F(T, UINT, timeout_ms, OPTIONAL, TALLY_ENDPOINT_TIMEOUT_MS_MAX,                           \
+      "the whole request's timeout (default 0: tally-relay's, 10000)")
+
+#define NET_FIELDS_endpoint_create(F, T)                                                     \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                            \
+    F(T, STR, url, REQUIRED, TALLY_ENDPOINT_URL_BYTES_MAX,                                    \
+      "where events are POSTed: http:// or https://")                                        \
+    F(T, STR, secret, REQUIRED, TALLY_ENDPOINT_SECRET_TEXT_BYTES_MAX,                         \
+      "its signing secret: [whsec_]<base64 of 24-64 bytes> (Standard Webhooks)")            \
+    NET_FIELDS_ENDPOINT_SETTINGS(F, T)                                                       \
+    F(T, STR, backfill, OPTIONAL, TALLY_ENDPOINT_BACKFILL_BYTES_MAX,                          \
+      "where its subscriber starts: none (the default: new events), all, or a seq")
+
+#define NET_FIELDS_endpoint_update(F, T)                                                     \
+    NET_FIELD_ENDPOINT_NAME(F, T)                                                            \
+    F(T, STR, url, OPTIONAL, TALLY_ENDPOINT_URL_BYTES_MAX,                                    \
+      "where events are POSTed: http:// or https://")                                        \
+    NET_FIELDS_ENDPOINT_SETTINGS(F, T)
+
+#define NET_FIELDS_endpoint_delete(F, T) NET_FIELD_ENDPOINT_NAME(F, T)
+
 #define NET_FIELDS_endpoint_attempts_record(F, T)                                             \
     NET_FIELD_ENDPOINT_NAME(F, T)                                                             \
     F(T, MAPS, attempts, REQUIRED, TALLY_ATTEMPTS_RECORD_MAX,                                  \
@@ -253,7 +283,8 @@
       "events in flight at most, >= 1 (default 1000)")                                      \
     F(T, STR, filter_types, OPTIONAL,                                                       \
       TALLY_SUB_FILTER_TYPES_MAX * (TALLY_SUB_FILTER_TYPE_BYTES_MAX + 1),                   \
-      "hand out only events of these types, comma-separated (at most 16; \"\": any)")        \
+      "hand out only events of these types, comma-separated (at most 16; \"x.*\" every "   \
+      "type starting x., \"*\" any; \"\": any)")                                         \
     F(T, STR, filter_kinds, OPTIONAL, 64,                                                   \
       "only events about these entity kinds, comma-separated: account, transfer, "         \
       "entitlement, dead_letter, webhook, subscriber (\"\": any)")                           \
@@ -353,7 +384,8 @@
     X(dlq_discard) X(backup) X(endpoint_disable) X(endpoint_enable) X(endpoint_get)           \
     X(endpoint_rotate_secret)                                                                   \
     X(endpoint_recover) X(endpoint_recovered) \
-    X(endpoint_attempts_record) X(endpoint_attempts)
+    X(endpoint_attempts_record) X(endpoint_attempts) X(endpoint_create) X(endpoint_update) \
+    X(endpoint_delete)
 
 #define NET_ARGS_STRUCT(list)                                 \
     typedef struct net_args_##list {                          \

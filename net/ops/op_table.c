@@ -40,6 +40,9 @@ COMMAND_OF(endpoint_enable)
 COMMAND_OF(endpoint_rotate_secret)
 COMMAND_OF(endpoint_recover)
 COMMAND_OF(endpoint_recovered)
+COMMAND_OF(endpoint_create)
+COMMAND_OF(endpoint_update)
+COMMAND_OF(endpoint_delete)
 BUILD_OF(endpoint_get)
 BUILD_OF(endpoint_attempts_record)
 BUILD_OF(endpoint_attempts)
@@ -236,6 +239,25 @@ const net_op net_ops[NET_OP_COUNT] = {
         WRITE(endpoint_recovered),
         .doc = "tally-relay's word that the recover asked at recover_version is done (an "
                "endpoint.recovered event)."},
+    [NET_OP_ENDPOINT_CREATE] = {
+        .id = NET_OP_ENDPOINT_CREATE, .name = "endpoint_create", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_create),
+        .doc = "Define an HTTP endpoint of tally-relay in tallyd: the relays start delivering "
+               "to it without a restart (an endpoint.created event)."},
+    [NET_OP_ENDPOINT_UPDATE] = {
+        .id = NET_OP_ENDPOINT_UPDATE, .name = "endpoint_update", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_update),
+        .doc = "Change an endpoint defined in tallyd: its URL, types, retry schedule or timeouts "
+               "(an endpoint.updated event)."},
+    [NET_OP_ENDPOINT_DELETE] = {
+        .id = NET_OP_ENDPOINT_DELETE, .name = "endpoint_delete", .auth = AUTH_CLASS_ADMIN,
+        WRITE(endpoint_delete),
+        .doc = "Remove an endpoint defined in tallyd: the relays stop delivering to it (an "
+               "endpoint.deleted event)."},
+    [NET_OP_ENDPOINT_LIST] = {
+        .id = NET_OP_ENDPOINT_LIST, .name = "endpoint_list", .auth = AUTH_CLASS_READ,
+        READ_NOTHING(net_read_endpoint_list),
+        .doc = "The endpoints defined in tallyd, in name order, with their state (no secrets)."},
     [NET_OP_ACCOUNT_QUERY] = {
         .id = NET_OP_ACCOUNT_QUERY, .name = "account_query", .auth = AUTH_CLASS_READ,
         READ(query, net_read_account_query),

@@ -32,6 +32,10 @@ void net_command_endpoint_rotate_secret(const net_args_endpoint_rotate_secret *a
                                         ledger_command *c);
 void net_command_endpoint_recover(const net_args_endpoint_recover *a, ledger_command *c);
 void net_command_endpoint_recovered(const net_args_endpoint_recovered *a, ledger_command *c);
+void net_command_endpoint_create(const net_args_endpoint_create *a, ledger_command *c);
+void net_command_endpoint_update(const net_args_endpoint_update *a, ledger_command *c);
+void net_command_endpoint_delete(const net_args_endpoint_delete *a, ledger_command *c);
+void net_read_endpoint_list(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 void net_read_endpoint_secret(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);
 int net_build_endpoint_get(net_request *req, const net_args_endpoint_get *a);
 void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t now_ms);

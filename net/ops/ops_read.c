@@ -14,6 +14,7 @@
 #include "net/ops/figures.h"
 
 #include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- builders ---- */
@@ -228,6 +229,68 @@ void net_read_endpoint(net_out *o, store_txn *t, const net_request *req, int64_t
     net_kv_i64(o, "recover_since_ms", e.recover_since_ms);
     net_kv_u64(o, "recover_version", e.recover_version);
     net_map_end(o);
+}
+
+/* endpoint_list: the endpoints defined in tallyd, kept while the walk
+ * runs (a failed walk replies its error, nothing else). */
+typedef struct defined_endpoints {
+    char names[TALLY_ENDPOINTS_DEFINED_MAX][TALLY_ENDPOINT_NAME_BYTES_MAX + 1];
+    ledger_endpoint_state states[TALLY_ENDPOINTS_DEFINED_MAX];
+    size_t count;
+} defined_endpoints;
+
+static int keep_defined(tally_str name, const ledger_endpoint_state *s, void *ctx)
+{
+    defined_endpoints *d = ctx;
+    if (!s->defined || d->count == TALLY_ENDPOINTS_DEFINED_MAX)
+        return 0; /* more than the limit cannot be created */
+    memcpy(d->names[d->count], name.ptr, name.len);
+    d->names[d->count][name.len] = '\0';
+    d->states[d->count++] = *s;
+    return 0;
+}
+
+static void pack_defined(net_out *o, const char *name, const ledger_endpoint_state *e)
+{
+    net_map_begin(o);
+    net_kv_cstr(o, "endpoint", name);
+    net_kv_cstr(o, "state", e->disabled ? "disabled" : "enabled");
+    net_kv_u64(o, "version", e->version);
+    net_kv_i64(o, "changed_ms", e->changed_ms);
+    net_kv_cstr(o, "url", e->url);
+    net_kv_cstr(o, "types", e->types);
+    net_kv_cstr(o, "retry_schedule", e->schedule);
+    net_kv_u64(o, "connect_timeout_ms", e->connect_timeout_ms);
+    net_kv_u64(o, "timeout_ms", e->timeout_ms);
+    net_kv_cstr(o, "backfill", e->backfill);
+    net_map_end(o);
+}
+
+void net_read_endpoint_list(net_out *o, store_txn *t, const net_request *req, int64_t now_ms)
+{
+    (void)req, (void)now_ms;
+    defined_endpoints *d = calloc(1, sizeof(*d));
+    if (d == NULL) {
+        net_reply_error(o, TALLY_out_of_memory, "");
+        return;
+    }
+    int rc = ledger_endpoint_each(t, keep_defined, d);
+    if (rc != TALLY_ok) {
+        reply_not_found(o, rc);
+        free(d);
+        return;
+    }
+    net_reply_open(o, TALLY_ok);
+    net_key(o, "endpoints");
+    net_array_begin(o);
+    for (size_t i = 0; i < d->count; i++) {
+        net_item(o);
+        pack_defined(o, d->names[i], &d->states[i]);
+    }
+    net_array_end(o);
+    net_map_end(o);
+    memset(d, 0, sizeof(*d)); /* secrets */
+    free(d);
 }
 
 typedef struct list_ctx {

@@ -134,6 +134,45 @@ void net_command_endpoint_recovered(const net_args_endpoint_recovered *a, ledger
     c->u.endpoint.recover_version = a->recover_version;
 }
 
+/* The settings endpoint_create and endpoint_update share. */
+#define ENDPOINT_SETTINGS_INTO(e, a)                                                          \
+    do {                                                                                      \
+        (e)->has_types = (a)->has_types, (e)->types = (a)->types;                             \
+        (e)->has_schedule = (a)->has_retry_schedule, (e)->schedule = (a)->retry_schedule;     \
+        (e)->has_connect_timeout = (a)->has_connect_timeout_ms;                               \
+        (e)->connect_timeout_ms = (uint32_t)(a)->connect_timeout_ms;                          \
+        (e)->has_timeout = (a)->has_timeout_ms, (e)->timeout_ms = (uint32_t)(a)->timeout_ms;  \
+    } while (0)
+
+void net_command_endpoint_create(const net_args_endpoint_create *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_CREATE;
+    ledger_endpoint *e = &c->u.endpoint;
+    e->name = a->endpoint;
+    e->secret = a->secret;
+    e->has_url = true, e->url = a->url;
+    e->has_backfill = a->has_backfill, e->backfill = a->backfill;
+    ENDPOINT_SETTINGS_INTO(e, a);
+}
+
+void net_command_endpoint_update(const net_args_endpoint_update *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_UPDATE;
+    ledger_endpoint *e = &c->u.endpoint;
+    e->name = a->endpoint;
+    e->has_url = a->has_url, e->url = a->url;
+    ENDPOINT_SETTINGS_INTO(e, a);
+}
+
+void net_command_endpoint_delete(const net_args_endpoint_delete *a, ledger_command *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->kind = LEDGER_ENDPOINT_DELETE;
+    c->u.endpoint.name = a->endpoint;
+}
+
 void net_command_grant(const net_args_grant *a, ledger_command *c)
 {
     ledger_entitlement_command *e = command_entitlement(c, LEDGER_GRANT, a->subject, a->feature,

@@ -63,6 +63,9 @@ START_TEST(test_names_are_stable)
         {LEDGER_ENDPOINT_ROTATE_SECRET, "endpoint_rotate_secret"},
         {LEDGER_ENDPOINT_RECOVER, "endpoint_recover"},
         {LEDGER_ENDPOINT_RECOVERED, "endpoint_recovered"},
+        {LEDGER_ENDPOINT_CREATE, "endpoint_create"},
+        {LEDGER_ENDPOINT_UPDATE, "endpoint_update"},
+        {LEDGER_ENDPOINT_DELETE, "endpoint_delete"},
     };
     ck_assert_uint_eq(sizeof(names) / sizeof(names[0]), LEDGER_COMMAND_KIND_END - 1);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

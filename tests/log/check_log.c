@@ -726,7 +726,8 @@ START_TEST(event_type_names_are_stable)
         "entitlement.extended", "entitlement.revoked",  "entitlement.expired",
         "dead_letter.expired",  "webhook.received",     "subscriber.expired",
         "endpoint.disabled",    "endpoint.enabled",     "endpoint.secret_rotated",
-        "endpoint.recover_requested", "endpoint.recovered",
+        "endpoint.recover_requested", "endpoint.recovered", "endpoint.created",
+        "endpoint.updated",     "endpoint.deleted",
     };
     ck_assert_uint_eq(sizeof(names) / sizeof(names[0]), LOG_EVENT_TYPE_END - 1);
     for (int t = LOG_EVENT_TYPE_NONE + 1; t < LOG_EVENT_TYPE_END; t++) {

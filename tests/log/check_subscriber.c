@@ -917,11 +917,18 @@ START_TEST(filters_skip_on_the_server)
     ck_assert_int_eq(create_cfg(tally_str_from("subj"), BEGINNING, &by_subject).rc, TALLY_ok);
     sub_config by_kind = filtered(NULL, 1u << (LOG_ENTITY_ACCOUNT - 1), "");
     ck_assert_int_eq(create_cfg(tally_str_from("kind"), BEGINNING, &by_kind).rc, TALLY_ok);
+    /* "x.*" a prefix, "*" every type (tally-relay's endpoint types) */
+    sub_config by_prefix = filtered("entitlement.*,transfer.posted", 0, "");
+    ck_assert_int_eq(create_cfg(tally_str_from("prefix"), BEGINNING, &by_prefix).rc, TALLY_ok);
+    sub_config by_star = filtered("*", 0, "");
+    ck_assert_int_eq(create_cfg(tally_str_from("star"), BEGINNING, &by_star).rc, TALLY_ok);
     struct { const char *name; uint64_t want[8]; uint32_t n; } cases[] = {
         {"subj", {3}, 1},
         {"kind", {1, 2, 6, 7}, 4},
+        {"prefix", {3, 5}, 2},
+        {"star", {1, 2, 3, 4, 5, 6, 7}, 7},
     };
-    for (unsigned i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         store_txn t = begin();
         sub_delivery d[16];
         uint32_t n;

@@ -1706,7 +1706,6 @@ START_TEST(test_check_validates_the_configuration)
         {"http = 127.0.0.1:9\n", ":1: http: http://HOST:PORT or none"},
         {"http = http://127.0.0.1:99999\n", ":1: http: http://HOST:PORT or none"},
         {"just text\n", ":1: expected key = value"},
-        {"", "nothing to relay to"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         file_write(path, bad[i].text);
@@ -1926,18 +1925,14 @@ static hook last_hook(receiver *r, const char *path)
     return h;
 }
 
+static void tally_endpoint_cli(const tallyd_proc *srv, const char *stdin_text, const char *args);
+
 /* `tally endpoint rotate-secret` with the secret on stdin. */
 static void rotate_secret(const tallyd_proc *srv, const char *secret, const char *overlap)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "printf '%%s\\n' '%s' | exec '%s' --url '%s' endpoint rotate-secret ok --overlap %s",
-             secret, tallyd_program("tally"), srv->url, overlap);
-    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    char *out = NULL, *err = NULL;
-    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "%s%s", out, err);
-    free(out);
-    free(err);
+    char args[128];
+    snprintf(args, sizeof(args), "rotate-secret ok --overlap %s", overlap);
+    tally_endpoint_cli(srv, secret, args);
 }
 
 /* Events one at a time until one reaches /ok signed with exactly the keys
@@ -2178,6 +2173,254 @@ START_TEST(test_check_prints_the_retry_schedule)
 }
 END_TEST
 
+/* ---- the subscriber's settings converge (docs/RELAY.md, "The subscriber's settings") ---- */
+
+/* A handler that parks seq 3 and takes the rest. */
+static tally_verdict park_third(const tally_delivery *d, tally_answer *answer, void *arg)
+{
+    (void)arg;
+    if (d->event.seq != 3)
+        return TALLY_DONE;
+    snprintf(answer->error, sizeof(answer->error), "parked by the test");
+    return TALLY_PARK;
+}
+
+/* An endpoint's subscriber as an older relay made it (max_deliver 8, its
+ * default then), its cursor at seq 5 with seq 3 parked, meets a relay
+ * whose default is the retry schedule's 12: the relay changes it with
+ * sub_update, says so and delivers; the cursor and the dead letter stay,
+ * and nothing of seqs 1-5 is sent (with backfill = all a new subscriber
+ * would send them all). */
+START_TEST(test_relay_updates_an_old_subscriber_without_replay)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    tally_client *c = h.f.c;
+    test_client_open_accounts(c, 1, 5); /* seqs 1-5 */
+    tally_subscriber_options old = {.start = TALLY_START_BEGINNING, .max_deliver = 8,
+                                    .backoff_count = TALLY_CLIENT_SUB_BACKOFF_STEPS_MAX};
+    for (uint32_t i = 0; i < old.backoff_count; i++)
+        old.backoff_ms[i] = 1000u << i;
+    tally_subscriber *s = NULL;
+    ck_assert_int_eq(tally_subscriber_open(c, "relay:old", &old, &s), TALLY_ok);
+    tally_run_options ro = {.max_events = 5, .wait_ms = 1000};
+    ck_assert_int_eq(tally_subscriber_run(s, &ro, park_third, NULL), TALLY_ok);
+    tally_subscriber_close(s);
+    tally_subscriber_info before = sub_info(c, "relay:old");
+    ck_assert_uint_eq(before.ack_floor, 5);
+    ck_assert_uint_eq(before.dead_letters, 1);
+    ck_assert_uint_eq(before.max_deliver, 8);
+
+    pid_t relay = http_relay_up(&h, "[endpoint old]\nbackfill = all\nurl = @/old\nsecret = "
+                                    SECRET_TEXT "\n", NULL);
+    ck_assert_msg(wait_log_says(h.log, "tally-relay: subscriber relay:old: max_deliver 8 -> 12 "
+                                       "(sub_update: its cursor, in-flight events and dead "
+                                       "letters kept)"),
+                  "the relay did not say what it changed");
+    test_client_open_accounts(c, 10, 3); /* seqs 6-8 */
+    ck_assert_msg(wait_delivered(h.r, "/old", 3), "the new events did not arrive");
+    relay_stop(relay, h.log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(h.r, "/old", &all), 3);
+    ck_assert_uint_eq(all, 3);
+    for (size_t i = 0; i < h.r->count; i++)
+        ck_assert_msg(h.r->hooks[i].seq > 5, "seq %" PRIu64 " sent again", h.r->hooks[i].seq);
+    tally_subscriber_info after = sub_info(c, "relay:old");
+    ck_assert_uint_eq(after.max_deliver, 12);
+    ck_assert_uint_eq(after.ack_floor, 8);
+    ck_assert_uint_eq(after.dead_letters, 1);
+    ck_assert_int_eq(after.created_ms, before.created_ms); /* the same subscriber */
+    http_down(&h);
+}
+END_TEST
+
+/* What sub_update cannot change stops the sink with a line saying what to
+ * do: a subscriber with partitions under an endpoint's name. */
+START_TEST(test_relay_refuses_a_subscriber_with_partitions)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    tally_subscriber_options parted = {.partitions = 2};
+    tally_subscriber *s = NULL;
+    ck_assert_int_eq(tally_subscriber_open(h.f.c, "relay:parted", &parted, &s), TALLY_ok);
+    tally_subscriber_close(s);
+    pid_t relay = http_relay_up(&h, "[endpoint parted]\nurl = @/p\nsecret = " SECRET_TEXT "\n",
+                                NULL);
+    unwatch(relay);
+    ck_assert_int_eq(relay_exit_code(relay), 1);
+    char *log = log_text(h.log);
+    ck_assert_msg(strstr(log, "tally-relay: subscriber relay:parted has 2 partitions in tallyd, "
+                              "the relay's 1; sub_update cannot change partitions: delete it "
+                              "(tally subscriber delete relay:parted;"),
+                  "%s", log);
+    free(log);
+    ck_assert_uint_eq(sub_info(h.f.c, "relay:parted").partitions, 2);
+    http_down(&h);
+}
+END_TEST
+
+/* An endpoint's types are its subscriber's filter in tallyd: the relay
+ * fetches only the events it takes (none acknowledged unsent:
+ * tally_relay_filtered_total stays 0) and delivers each once. */
+START_TEST(test_http_endpoint_types_filter_on_the_server)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    http_config_only(&h, "[endpoint grants]\nbackfill = all\nurl = @/g\nsecret = " SECRET_TEXT
+                         "\ntypes = entitlement.* transfer.posted\n", NULL);
+    int port;
+    pid_t relay = relay_start_http(h.config, h.log, NULL, &port);
+    enum { ACCOUNTS = 30, GRANTS = 10 };
+    test_client_open_accounts(h.f.c, 1, ACCOUNTS / 2);
+    for (int i = 0; i < GRANTS; i++) {
+        char subject[32];
+        snprintf(subject, sizeof(subject), "user-%d", i);
+        tally_entitlement_args g = {.subject = subject, .feature = "pro"};
+        tally_result res;
+        ck_assert_int_eq(tally_grant(h.f.c, NULL, &g, &res), TALLY_ok);
+        ck_assert_int_eq(res.code, TALLY_ok);
+    }
+    test_client_open_accounts(h.f.c, 100, ACCOUNTS / 2);
+    ck_assert_msg(wait_delivered(h.r, "/g", GRANTS), "the grants did not arrive");
+    tally_subscriber_info info;
+    TEST_WAIT_UNTIL((info = sub_info(h.f.c, "relay:grants")).ack_floor == ACCOUNTS + GRANTS,
+                    60000, "the ack floor reaching the head");
+    ck_assert_str_eq(info.filter_types, "entitlement.*,transfer.posted");
+    const expect e[] = {{series("tally_relay_delivered_total", "grants", NULL), GRANTS}};
+    char *text = scrape_until(port, e, 1);
+    ck_assert_int_eq(sample(text, series("tally_relay_filtered_total", "grants", NULL)), 0);
+    free(text);
+    relay_stop(relay, h.log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(h.r, "/g", &all), GRANTS);
+    ck_assert_uint_eq(all, GRANTS);
+    for (size_t i = 0; i < h.r->count; i++)
+        ck_assert_str_eq(h.r->hooks[i].type, "entitlement.granted");
+    http_down(&h);
+}
+END_TEST
+
+/* ---- endpoints managed at run time (docs/RELAY.md, "Endpoints managed at run time") ---- */
+
+/* `tally endpoint ARGS...` against srv, stdin (NULL: none) piped in; it must
+ * succeed. */
+static void tally_endpoint_cli(const tallyd_proc *srv, const char *stdin_text, const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s%s%s exec '%s' --url '%s' endpoint %s",
+             stdin_text ? "printf '%s\\n' '" : "", stdin_text ? stdin_text : "",
+             stdin_text ? "' |" : "", tallyd_program("tally"), srv->url, args);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "tally endpoint %s: %s%s", args, out,
+                  err);
+    free(out);
+    free(err);
+}
+
+static void grants(tally_client *c, const char *prefix, int count)
+{
+    for (int i = 0; i < count; i++) {
+        char subject[48];
+        snprintf(subject, sizeof(subject), "%s-%d", prefix, i);
+        tally_entitlement_args g = {.subject = subject, .feature = "pro"};
+        tally_result res;
+        ck_assert_int_eq(tally_grant(c, NULL, &g, &res), TALLY_ok);
+        ck_assert_int_eq(res.code, TALLY_ok);
+    }
+}
+
+/* A relay whose file has no sink runs the endpoints defined in tallyd: one
+ * created with the CLI while it runs is delivered to (signed with its
+ * secret), its types changed with the CLI apply from then on, and once it
+ * is deleted nothing more reaches it; no event is delivered twice. */
+START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    tally_client *c = h.f.c;
+    http_config_only(&h, "", NULL);
+    int port;
+    pid_t relay = relay_start_http(h.config, h.log, NULL, &port);
+    char create[256];
+    snprintf(create, sizeof(create), "create rt http://127.0.0.1:%u/rt --types 'account.*'",
+             (unsigned)h.r->port);
+    tally_endpoint_cli(&h.f.srv, SECRET_TEXT, create);
+    if (!wait_log_says(h.log, "tally-relay: endpoint rt defined in tallyd: delivering"))
+        assert_log_says(h.log, "tally-relay: endpoint rt defined in tallyd: delivering"); /* fails, showing the log */
+    tally_subscriber_info info;
+    TEST_WAIT_UNTIL(tally_subscriber_get(c, "relay:rt", &info) == TALLY_ok, 60000,
+                    "the relay creating the endpoint's subscriber");
+    enum { ACCOUNTS = 10, GRANTS = 3 };
+    test_client_open_accounts(c, 1, ACCOUNTS);
+    grants(c, "before", 2); /* not its type yet */
+    ck_assert_msg(wait_delivered(h.r, "/rt", ACCOUNTS), "the accounts did not arrive");
+
+    tally_endpoint_cli(&h.f.srv, NULL, "update rt --types 'entitlement.*'");
+    if (!wait_log_says(h.log, "tally-relay: endpoint rt changed in tallyd"))
+        assert_log_says(h.log, "tally-relay: endpoint rt changed in tallyd"); /* fails, showing the log */
+    TEST_WAIT_UNTIL(strcmp(sub_info(c, "relay:rt").filter_types, "entitlement.*") == 0, 60000,
+                    "the endpoint's subscriber filtering by its new types");
+    test_client_open_accounts(c, 100, 5); /* no longer its type */
+    grants(c, "after", GRANTS);
+    ck_assert_msg(wait_delivered(h.r, "/rt", ACCOUNTS + GRANTS), "the grants did not arrive");
+    /* its series in /metrics, counting on across the restart */
+    const expect e[] = {{series("tally_relay_delivered_total", "rt", NULL), ACCOUNTS + GRANTS},
+                        {series("tally_relay_lag_events", "rt", NULL), 0}};
+    free(scrape_until(port, e, sizeof(e) / sizeof(e[0])));
+
+    tally_endpoint_cli(&h.f.srv, NULL, "delete rt");
+    if (!wait_log_says(h.log, "tally-relay: endpoint rt deleted in tallyd: nothing more "
+                                       "is delivered to it"))
+        assert_log_says(h.log, "tally-relay: endpoint rt deleted in tallyd: nothing more "
+                                       "is delivered to it"); /* fails, showing the log */
+    grants(c, "gone", GRANTS); /* its sink is joined before the line: none can reach it */
+    relay_stop(relay, h.log);
+    size_t all = 0;
+    ck_assert_uint_eq(delivered(h.r, "/rt", &all), ACCOUNTS + GRANTS);
+    ck_assert_uint_eq(all, ACCOUNTS + GRANTS); /* none twice */
+    size_t accounts = 0, granted = 0;
+    for (size_t i = 0; i < h.r->count; i++) {
+        ck_assert_msg(h.r->hooks[i].signature_ok, "delivery %zu: signature", i);
+        accounts += strcmp(h.r->hooks[i].type, "account.opened") == 0;
+        granted += strcmp(h.r->hooks[i].type, "entitlement.granted") == 0;
+    }
+    ck_assert_uint_eq(accounts, ACCOUNTS);
+    ck_assert_uint_eq(granted, GRANTS); /* the three after the update, not those before */
+    ck_assert_uint_eq(log_count_type(c, "endpoint.created", "rt"), 1);
+    ck_assert_uint_eq(log_count_type(c, "endpoint.updated", "rt"), 1);
+    ck_assert_uint_eq(log_count_type(c, "endpoint.deleted", "rt"), 1);
+    http_down(&h);
+}
+END_TEST
+
+/* An endpoint of the relay's file and one defined in tallyd by the same
+ * name: the file's runs, tallyd's is said and not run. */
+START_TEST(test_http_file_endpoint_wins_over_tallyds)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    http_config_only(&h, "[endpoint same]\nurl = @/file\nsecret = " SECRET_TEXT "\n", NULL);
+    char create[256];
+    snprintf(create, sizeof(create), "create same http://127.0.0.1:%u/tallyd --backfill all",
+             (unsigned)h.r->port);
+    tally_endpoint_cli(&h.f.srv, SECRET_TEXT, create);
+    pid_t relay = relay_start(h.config, h.log);
+    if (!wait_log_says(h.log, "tally-relay: endpoint same is in the config file and "
+                                       "defined in tallyd: the file's runs, tallyd's is not run"))
+        assert_log_says(h.log, "tally-relay: endpoint same is in the config file and "
+                                       "defined in tallyd: the file's runs, tallyd's is not run"); /* fails, showing the log */
+    tally_subscriber_info info;
+    TEST_WAIT_UNTIL(tally_subscriber_get(h.f.c, "relay:same", &info) == TALLY_ok, 60000,
+                    "the relay creating the endpoint's subscriber");
+    test_client_open_accounts(h.f.c, 1, 3);
+    ck_assert_msg(wait_delivered(h.r, "/file", 3), "the file's endpoint did not receive");
+    relay_stop(relay, h.log);
+    ck_assert_uint_eq(delivered(h.r, "/tallyd", NULL), 0);
+    http_down(&h);
+}
+END_TEST
+
 /* A case of the suite; CK_RUN_CASE=name runs it alone. */
 static TCase *case_new(Suite *s, const char *name)
 {
@@ -2225,6 +2468,12 @@ int main(void)
     tcase_add_test(hooks, test_http_recover_resends_every_event_since_a_time);
     TCase *lease = case_new(s, "lease");
     tcase_add_test(lease, test_two_relays_on_a_slow_endpoint_post_each_event_once);
+    TCase *settings = case_new(s, "settings");
+    tcase_add_test(settings, test_relay_updates_an_old_subscriber_without_replay);
+    tcase_add_test(settings, test_relay_refuses_a_subscriber_with_partitions);
+    tcase_add_test(settings, test_http_endpoint_types_filter_on_the_server);
+    tcase_add_test(settings, test_http_endpoint_created_updated_deleted_at_run_time);
+    tcase_add_test(settings, test_http_file_endpoint_wins_over_tallyds);
     int rc = test_run_suite(s);
     return rc == 0 && !nats ? 77 : rc;
 }

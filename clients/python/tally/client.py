@@ -602,6 +602,40 @@ class Client:
         return self._write("endpoint_recovered",
                            {"endpoint": endpoint, "recover_version": recover_version}, key, None)
 
+    def endpoint_create(self, endpoint: str, url: str, secret: str, *,
+                        types: Optional[str] = None, retry_schedule: Optional[str] = None,
+                        connect_timeout_ms: Optional[int] = None,
+                        timeout_ms: Optional[int] = None, backfill: Optional[str] = None,
+                        key: Optional[str] = None) -> WriteResult:
+        """Define an endpoint in tallyd: every relay starts delivering to it
+        (docs/RELAY.md, "Endpoints managed at run time")."""
+        return self._write("endpoint_create",
+                           _fields(endpoint=endpoint, url=url, secret=secret, types=types,
+                                   retry_schedule=retry_schedule,
+                                   connect_timeout_ms=connect_timeout_ms,
+                                   timeout_ms=timeout_ms, backfill=backfill), key, None)
+
+    def endpoint_update(self, endpoint: str, *, url: Optional[str] = None,
+                        types: Optional[str] = None, retry_schedule: Optional[str] = None,
+                        connect_timeout_ms: Optional[int] = None,
+                        timeout_ms: Optional[int] = None,
+                        key: Optional[str] = None) -> WriteResult:
+        """Change an endpoint defined in tallyd (the settings given)."""
+        return self._write("endpoint_update",
+                           _fields(endpoint=endpoint, url=url, types=types,
+                                   retry_schedule=retry_schedule,
+                                   connect_timeout_ms=connect_timeout_ms,
+                                   timeout_ms=timeout_ms), key, None)
+
+    def endpoint_delete(self, endpoint: str, *, key: Optional[str] = None) -> WriteResult:
+        """Remove an endpoint defined in tallyd: the relays stop delivering to it."""
+        return self._write("endpoint_delete", {"endpoint": endpoint}, key, None)
+
+    def endpoint_list(self) -> List[Dict[str, Any]]:
+        """The endpoints defined in tallyd, in name order (no secrets)."""
+        reply = self.request("POST", "/v1/endpoint_list", {})
+        return list(reply.get("endpoints", []))
+
     def endpoint_get(self, endpoint: str) -> Dict[str, Any]:
         """The endpoint's state: ``state``, ``version``, ``changed_ms``, ``reason``, ..."""
         return self.request("POST", "/v1/endpoint_get", {"endpoint": endpoint})

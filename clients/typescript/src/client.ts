@@ -661,6 +661,37 @@ export class TallyClient {
     return this.write("endpoint_recovered", { endpoint, recover_version }, o);
   }
 
+  /** Define an endpoint in tallyd: every relay starts delivering to it (docs/RELAY.md). */
+  endpointCreate(
+    endpoint: string,
+    url: string,
+    secret: string,
+    settings: { types?: string; retry_schedule?: string; connect_timeout_ms?: number; timeout_ms?: number; backfill?: string } = {},
+    o?: WriteOptions,
+  ): Promise<WriteResult> {
+    return this.write("endpoint_create", { endpoint, url, secret, ...settings }, o);
+  }
+
+  /** Change an endpoint defined in tallyd (the settings given). */
+  endpointUpdate(
+    endpoint: string,
+    settings: { url?: string; types?: string; retry_schedule?: string; connect_timeout_ms?: number; timeout_ms?: number },
+    o?: WriteOptions,
+  ): Promise<WriteResult> {
+    return this.write("endpoint_update", { endpoint, ...settings }, o);
+  }
+
+  /** Remove an endpoint defined in tallyd: the relays stop delivering to it. */
+  endpointDelete(endpoint: string, o?: WriteOptions): Promise<WriteResult> {
+    return this.write("endpoint_delete", { endpoint }, o);
+  }
+
+  /** The endpoints defined in tallyd, in name order (no secrets). */
+  async endpointList(o?: ReadOptions): Promise<Record<string, unknown>[]> {
+    const reply = await this.readByPost("endpoint_list", {}, o);
+    return (reply.endpoints as Record<string, unknown>[] | undefined) ?? [];
+  }
+
   /** The endpoint's state: state, version, changed_ms, reason, ... */
   endpointGet(endpoint: string, o?: ReadOptions): Promise<Record<string, unknown>> {
     return this.readByPost("endpoint_get", { endpoint }, o);
