@@ -2221,7 +2221,7 @@ START_TEST(test_relay_updates_an_old_subscriber_without_replay)
     ck_assert_msg(wait_delivered(h.r, "/old", 3), "the new events did not arrive");
     relay_stop(relay, h.log);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(h.r, "/old", &all), 3);
+    ck_assert_uint_eq(receiver_delivered(h.r, "/old", &all), 3);
     ck_assert_uint_eq(all, 3);
     for (size_t i = 0; i < h.r->count; i++)
         ck_assert_msg(h.r->hooks[i].seq > 5, "seq %" PRIu64 " sent again", h.r->hooks[i].seq);
@@ -2292,7 +2292,7 @@ START_TEST(test_http_endpoint_types_filter_on_the_server)
     free(text);
     relay_stop(relay, h.log);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(h.r, "/g", &all), GRANTS);
+    ck_assert_uint_eq(receiver_delivered(h.r, "/g", &all), GRANTS);
     ck_assert_uint_eq(all, GRANTS);
     for (size_t i = 0; i < h.r->count; i++)
         ck_assert_str_eq(h.r->hooks[i].type, "entitlement.granted");
@@ -2377,7 +2377,7 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
     grants(c, "gone", GRANTS); /* its sink is joined before the line: none can reach it */
     relay_stop(relay, h.log);
     size_t all = 0;
-    ck_assert_uint_eq(delivered(h.r, "/rt", &all), ACCOUNTS + GRANTS);
+    ck_assert_uint_eq(receiver_delivered(h.r, "/rt", &all), ACCOUNTS + GRANTS);
     ck_assert_uint_eq(all, ACCOUNTS + GRANTS); /* none twice */
     size_t accounts = 0, granted = 0;
     for (size_t i = 0; i < h.r->count; i++) {
@@ -2416,7 +2416,7 @@ START_TEST(test_http_file_endpoint_wins_over_tallyds)
     test_client_open_accounts(h.f.c, 1, 3);
     ck_assert_msg(wait_delivered(h.r, "/file", 3), "the file's endpoint did not receive");
     relay_stop(relay, h.log);
-    ck_assert_uint_eq(delivered(h.r, "/tallyd", NULL), 0);
+    ck_assert_uint_eq(receiver_delivered(h.r, "/tallyd", NULL), 0);
     http_down(&h);
 }
 END_TEST
