@@ -2,12 +2,14 @@
  * check_bench.c — tally-bench against a real tallyd: a short run verifies
  * (exactly-once checks against the server), reports the server's memory,
  * and its transfer ids are time-ordered by default (UUIDv7 keys, ids that
- * keep the key's time) and in no time order with --keys random. The ids
- * are read from the stopped server's store.
+ * keep the key's time) and in no time order with --keys random; with
+ * --user-data every transfer has its three user data index entries. The
+ * ids and entries are read from the stopped server's store.
  */
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "ledger/index.h"
 #include "log/store.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
@@ -128,6 +130,55 @@ START_TEST(test_random_keys_give_random_ids)
 }
 END_TEST
 
+/* Entries of each kind in the stopped store's transfer index. */
+static void count_transfer_index(const char *data_dir, uint64_t counts[LEDGER_INDEX_KINDS])
+{
+    store *st = test_store_open_read_only(data_dir);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
+    MDB_cursor *cur;
+    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_TRANSFER_INDEX, &cur), TALLY_ok);
+    MDB_val k, v;
+    memset(counts, 0, LEDGER_INDEX_KINDS * sizeof(counts[0]));
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        uint8_t kind = ((const uint8_t *)k.mv_data)[0];
+        ck_assert_uint_lt(kind, LEDGER_INDEX_KINDS);
+        counts[kind]++;
+    }
+    mdb_cursor_close(cur);
+    store_txn_abort(&t);
+    store_close(st);
+}
+
+/* --user-data: every transfer carries all three (read back with the
+ * sample), so each has its three entries in the transfer index. */
+START_TEST(test_user_data_fills_the_transfer_index)
+{
+    tallyd_proc p = {0};
+    tallyd_start(&p);
+    char *out;
+    const char *args[] = {"--url", p.url, "--ops", "400", "--clients", "4", "--batch", "20",
+                          "--accounts", "10", "--user-data", "--json", NULL};
+    int status = run_bench(args, &out);
+    ck_assert_msg(status == 0, "tally-bench exited %d: %s", status, out);
+    json_error_t err;
+    json_t *j = json_loads(out, 0, &err);
+    ck_assert_msg(j != NULL, "not JSON (%s): %s", err.text, out);
+    ck_assert(json_is_true(json_object_get(j, "verified")));
+    ck_assert(json_is_true(json_object_get(j, "user_data")));
+    json_decref(j);
+    free(out);
+    ck_assert_int_eq(tallyd_stop(&p), 0);
+    uint64_t counts[LEDGER_INDEX_KINDS];
+    count_transfer_index(p.data_dir, counts);
+    tallyd_cleanup(&p);
+    ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_128], BENCH_OPS);
+    ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_64], BENCH_OPS);
+    ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_32], BENCH_OPS);
+}
+END_TEST
+
 static json_t *bench_json(const char *const *args, int want_status)
 {
     char *out;
@@ -207,6 +258,7 @@ int main(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_time_ordered_ids_by_default);
     tcase_add_test(tc, test_random_keys_give_random_ids);
+    tcase_add_test(tc, test_user_data_fills_the_transfer_index);
     tcase_add_test(tc, test_keys_option_refuses_other_orders);
     tcase_add_test(tc, test_stream_reads_the_log);
     tcase_add_test(tc, test_stream_options_need_stream);
