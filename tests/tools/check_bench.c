@@ -36,31 +36,50 @@ static int run_bench(const char *const *args, char **out)
     return test_run(argv, NULL, out, NULL);
 }
 
-/* Transfer ids in the store whose UUIDv7 time lies in [from_ms, to_ms]. */
-static void count_ids(const char *data_dir, int64_t from_ms, int64_t to_ms, uint64_t *total,
-                      uint64_t *in_window)
+/* Each key of database db in the stopped store at data_dir, to fn. */
+static void each_key(const char *data_dir, store_db db, void (*fn)(const MDB_val *k, void *ctx),
+                     void *ctx)
 {
     store *st = test_store_open_read_only(data_dir);
     store_txn t;
     ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
     MDB_cursor *cur;
-    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_TRANSFERS, &cur), TALLY_ok);
+    ck_assert_int_eq(store_cursor_open(&t, db, &cur), TALLY_ok);
     MDB_val k, v;
-    *total = *in_window = 0;
     for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        ck_assert_uint_eq(k.mv_size, 16);
-        const uint8_t *id = k.mv_data;
-        int64_t ms = 0;
-        for (int i = 0; i < 6; i++)
-            ms = ms << 8 | id[i];
-        (*total)++;
-        if (ms >= from_ms && ms <= to_ms && id[6] >> 4 == 7 && id[8] >> 6 == 2)
-            (*in_window)++;
-    }
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        fn(&k, ctx);
     mdb_cursor_close(cur);
     store_txn_abort(&t);
     store_close(st);
+}
+
+typedef struct id_times {
+    int64_t from_ms, to_ms;
+    uint64_t total, in_window;
+} id_times;
+
+static void count_id(const MDB_val *k, void *ctx)
+{
+    id_times *c = ctx;
+    ck_assert_uint_eq(k->mv_size, 16);
+    const uint8_t *id = k->mv_data;
+    int64_t ms = 0;
+    for (int i = 0; i < 6; i++)
+        ms = ms << 8 | id[i];
+    c->total++;
+    if (ms >= c->from_ms && ms <= c->to_ms && id[6] >> 4 == 7 && id[8] >> 6 == 2)
+        c->in_window++;
+}
+
+/* Transfer ids in the store whose UUIDv7 time lies in [from_ms, to_ms]. */
+static void count_ids(const char *data_dir, int64_t from_ms, int64_t to_ms, uint64_t *total,
+                      uint64_t *in_window)
+{
+    id_times c = {.from_ms = from_ms, .to_ms = to_ms};
+    each_key(data_dir, STORE_DB_TRANSFERS, count_id, &c);
+    *total = c.total;
+    *in_window = c.in_window;
 }
 
 /* A verified run of BENCH_OPS transfers with the given --keys order;
@@ -130,25 +149,12 @@ START_TEST(test_random_keys_give_random_ids)
 }
 END_TEST
 
-/* Entries of each kind in the stopped store's transfer index. */
-static void count_transfer_index(const char *data_dir, uint64_t counts[LEDGER_INDEX_KINDS])
+static void count_kind(const MDB_val *k, void *ctx)
 {
-    store *st = test_store_open_read_only(data_dir);
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
-    MDB_cursor *cur;
-    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_TRANSFER_INDEX, &cur), TALLY_ok);
-    MDB_val k, v;
-    memset(counts, 0, LEDGER_INDEX_KINDS * sizeof(counts[0]));
-    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        uint8_t kind = ((const uint8_t *)k.mv_data)[0];
-        ck_assert_uint_lt(kind, LEDGER_INDEX_KINDS);
-        counts[kind]++;
-    }
-    mdb_cursor_close(cur);
-    store_txn_abort(&t);
-    store_close(st);
+    uint64_t *counts = ctx;
+    uint8_t kind = ((const uint8_t *)k->mv_data)[0];
+    ck_assert_uint_lt(kind, LEDGER_INDEX_KINDS);
+    counts[kind]++;
 }
 
 /* --user-data: every transfer carries all three (read back with the
@@ -170,8 +176,8 @@ START_TEST(test_user_data_fills_the_transfer_index)
     json_decref(j);
     free(out);
     ck_assert_int_eq(tallyd_stop(&p), 0);
-    uint64_t counts[LEDGER_INDEX_KINDS];
-    count_transfer_index(p.data_dir, counts);
+    uint64_t counts[LEDGER_INDEX_KINDS] = {0};
+    each_key(p.data_dir, STORE_DB_TRANSFER_INDEX, count_kind, counts);
     tallyd_cleanup(&p);
     ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_128], BENCH_OPS);
     ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_64], BENCH_OPS);
