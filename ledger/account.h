@@ -11,7 +11,7 @@
  * and writes two account records, so the record is laid out to cost a
  * few loads and stores rather than a loop over varints (format 3's
  * decoding and encoding cost about 1,100 instructions per account per
- * transfer, format 4's about 100); a full leaf holds 49 of them.
+ * transfer, format 4's about 170); a full leaf holds 49 of them.
  * Older stores hold records of earlier formats, still read and rewritten
  * as format 4 when the account next changes. Format 3 is the byte 3 then
  * fourteen unsigned LEB128 varints (common/bytes.h): the fields of format
