@@ -12,8 +12,8 @@
 #include <assert.h>
 #include <string.h>
 
-#define ACCOUNT_RECORD_FORMAT 3 /* formats 1 (fixed width) and 2: read only */
-#define ACCOUNT_FIELDS 14
+#define ACCOUNT_RECORD_FORMAT 4 /* formats 1 to 3: read only */
+#define ACCOUNT_FIELDS_V3 14
 #define ACCOUNT_FIELDS_V2 9 /* formats 1 and 2: up to created_seq */
 
 static bool balance_ok(int64_t v) { return v >= 0; }
@@ -30,32 +30,15 @@ static bool account_is_sane(const ledger_account *a)
            a->credits_posted <= TALLY_AMOUNT_MAX - a->credits_pending && a->version > 0;
 }
 
-/* The record's fields in their stored order. */
-static void account_fields(const ledger_account *a, uint64_t f[ACCOUNT_FIELDS])
-{
-    f[0] = a->ledger;
-    f[1] = a->code;
-    f[2] = a->flags;
-    f[3] = (uint64_t)a->debits_posted;
-    f[4] = (uint64_t)a->credits_posted;
-    f[5] = (uint64_t)a->debits_pending;
-    f[6] = (uint64_t)a->credits_pending;
-    f[7] = a->version;
-    f[8] = a->created_seq;
-    f[9] = (uint64_t)a->created_ms;
-    f[10] = get_u64_be(a->user_data.user_data_128.bytes);
-    f[11] = get_u64_be(a->user_data.user_data_128.bytes + 8);
-    f[12] = a->user_data.user_data_64;
-    f[13] = a->user_data.user_data_32;
-}
+/* Widths of the fields of formats 1 to 3 in their stored order (format
+ * 1's bytes; the bounds of formats 2 and 3's varints). */
+static const uint8_t account_field_bytes[ACCOUNT_FIELDS_V3] = {4, 2, 2, 8, 8, 8, 8, 8, 8,
+                                                               8, 8, 8, 8, 4};
 
-/* Widths of the fields in format 1 (bytes), the bounds of format 2's. */
-static const uint8_t account_field_bytes[ACCOUNT_FIELDS] = {4, 2, 2, 8, 8, 8, 8, 8, 8,
-                                                            8, 8, 8, 8, 4};
-
-static bool account_set_fields(ledger_account *a, const uint64_t f[ACCOUNT_FIELDS])
+/* An account from the fields of a record of format 1 to 3. */
+static bool account_set_fields(ledger_account *a, const uint64_t f[ACCOUNT_FIELDS_V3])
 {
-    if (!fields_fit(f, account_field_bytes, ACCOUNT_FIELDS))
+    if (!fields_fit(f, account_field_bytes, ACCOUNT_FIELDS_V3))
         return false;
     a->ledger = (uint32_t)f[0];
     a->code = (uint16_t)f[1];
@@ -74,24 +57,87 @@ static bool account_set_fields(ledger_account *a, const uint64_t f[ACCOUNT_FIELD
     return true;
 }
 
+/* A record of format 1, 2 or 3 (older stores). */
+static bool account_decode_old(const uint8_t *p, size_t len, ledger_account *out)
+{
+    uint64_t f[ACCOUNT_FIELDS_V3] = {0}; /* formats 1 and 2 end at created_seq */
+    return (p[0] == 1   ? fields_get_fixed(p, len, account_field_bytes, f, ACCOUNT_FIELDS_V2)
+            : p[0] == 2 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS_V2)
+            : p[0] == 3 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS_V3)
+                        : false) &&
+           account_set_fields(out, f);
+}
+
+/* Offsets of format 4's fields (ledger/account.h). */
+enum {
+    AT_LEDGER = 1,
+    AT_CODE = 5,
+    AT_FLAGS = 7,
+    AT_DEBITS_POSTED = 9,
+    AT_CREDITS_POSTED = 17,
+    AT_DEBITS_PENDING = 25,
+    AT_CREDITS_PENDING = 33,
+    AT_VERSION = 41,
+    AT_CREATED_SEQ = 49,
+    AT_CREATED_MS = 57,
+    AT_USER_DATA_128 = LEDGER_ACCOUNT_RECORD_BYTES,
+    AT_USER_DATA_64 = AT_USER_DATA_128 + 16,
+    AT_USER_DATA_32 = AT_USER_DATA_64 + 8,
+};
+_Static_assert(AT_USER_DATA_32 + 4 == LEDGER_ACCOUNT_RECORD_BYTES_MAX,
+               "format 4 with user data ends with user_data_32");
+
 size_t ledger_account_encode(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECORD_BYTES_MAX])
 {
-    uint64_t f[ACCOUNT_FIELDS];
-    account_fields(a, f);
-    return fields_put_uvarints(out, ACCOUNT_RECORD_FORMAT, f, ACCOUNT_FIELDS);
+    out[0] = ACCOUNT_RECORD_FORMAT;
+    put_u32_be(out + AT_LEDGER, a->ledger);
+    put_u16_be(out + AT_CODE, a->code);
+    put_u16_be(out + AT_FLAGS, a->flags);
+    put_u64_be(out + AT_DEBITS_POSTED, (uint64_t)a->debits_posted);
+    put_u64_be(out + AT_CREDITS_POSTED, (uint64_t)a->credits_posted);
+    put_u64_be(out + AT_DEBITS_PENDING, (uint64_t)a->debits_pending);
+    put_u64_be(out + AT_CREDITS_PENDING, (uint64_t)a->credits_pending);
+    put_u64_be(out + AT_VERSION, a->version);
+    put_u64_be(out + AT_CREATED_SEQ, a->created_seq);
+    put_u64_be(out + AT_CREATED_MS, (uint64_t)a->created_ms);
+    if (!ledger_user_data_is_set(&a->user_data))
+        return LEDGER_ACCOUNT_RECORD_BYTES;
+    memcpy(out + AT_USER_DATA_128, a->user_data.user_data_128.bytes, 16);
+    put_u64_be(out + AT_USER_DATA_64, a->user_data.user_data_64);
+    put_u32_be(out + AT_USER_DATA_32, a->user_data.user_data_32);
+    return LEDGER_ACCOUNT_RECORD_BYTES_MAX;
+}
+
+/* A record of format 4: false for another length, or for user data that
+ * is all 0 (written without it: each account has one encoding). */
+static bool account_decode_fixed(const uint8_t *p, size_t len, ledger_account *out)
+{
+    if (len != LEDGER_ACCOUNT_RECORD_BYTES && len != LEDGER_ACCOUNT_RECORD_BYTES_MAX)
+        return false;
+    out->ledger = get_u32_be(p + AT_LEDGER);
+    out->code = get_u16_be(p + AT_CODE);
+    out->flags = get_u16_be(p + AT_FLAGS);
+    out->debits_posted = (int64_t)get_u64_be(p + AT_DEBITS_POSTED);
+    out->credits_posted = (int64_t)get_u64_be(p + AT_CREDITS_POSTED);
+    out->debits_pending = (int64_t)get_u64_be(p + AT_DEBITS_PENDING);
+    out->credits_pending = (int64_t)get_u64_be(p + AT_CREDITS_PENDING);
+    out->version = get_u64_be(p + AT_VERSION);
+    out->created_seq = get_u64_be(p + AT_CREATED_SEQ);
+    out->created_ms = (int64_t)get_u64_be(p + AT_CREATED_MS);
+    if (len == LEDGER_ACCOUNT_RECORD_BYTES)
+        return true;
+    memcpy(out->user_data.user_data_128.bytes, p + AT_USER_DATA_128, 16);
+    out->user_data.user_data_64 = get_u64_be(p + AT_USER_DATA_64);
+    out->user_data.user_data_32 = get_u32_be(p + AT_USER_DATA_32);
+    return ledger_user_data_is_set(&out->user_data);
 }
 
 int ledger_account_decode(uint64_t id, const void *bytes, size_t len, ledger_account *out)
 {
     memset(out, 0, sizeof(*out)); /* padding too: records are compared whole */
     const uint8_t *p = bytes;
-    uint64_t f[ACCOUNT_FIELDS] = {0}; /* formats 1 and 2 end at created_seq */
-    if (len < 1 ||
-        !(p[0] == 1   ? fields_get_fixed(p, len, account_field_bytes, f, ACCOUNT_FIELDS_V2)
-          : p[0] == 2 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS_V2)
-          : p[0] == 3 ? fields_get_uvarints(p, len, f, ACCOUNT_FIELDS)
-                      : false) ||
-        !account_set_fields(out, f))
+    if (len < 1 || !(p[0] == ACCOUNT_RECORD_FORMAT ? account_decode_fixed(p, len, out)
+                                                    : account_decode_old(p, len, out)))
         return TALLY_corrupt_record;
     out->id = id;
     return account_is_sane(out) ? TALLY_ok : TALLY_corrupt_record;

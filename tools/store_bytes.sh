@@ -8,13 +8,16 @@
 # recon, relay".
 #
 #   tools/store_bytes.sh --build DIR [--transfers N] [--clients C]
-#                        [--batch B] [--accounts A] [--port P] [--keep]
+#                        [--batch B] [--accounts A] [--user-data] [--port P]
+#                        [--keep]
 #
 #   --build DIR      a build directory holding tallyd and tally-bench
 #   --transfers N    transfers sent (default 200000)
 #   --clients C      tally-bench clients (default 8)
 #   --batch B        transfers per request (default 1000)
 #   --accounts A     bench accounts (default 1000)
+#   --user-data      every transfer with user data (tally-bench --user-data:
+#                    user_data_128, _64 and _32 all set, three index entries)
 #   --port P         the TCP port tallyd listens on (default 17480)
 #   --keep           keep the store (its path is printed) instead of removing it
 #
@@ -22,8 +25,8 @@
 # lmdb-utils package) must be on PATH.
 set -euo pipefail
 
-BUILD="" N=200000 CLIENTS=8 BATCH=1000 ACCOUNTS=1000 PORT=17480 KEEP=0
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+BUILD="" N=200000 CLIENTS=8 BATCH=1000 ACCOUNTS=1000 PORT=17480 KEEP=0 USER_DATA=()
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --build) BUILD=$2; shift 2 ;;
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
         --clients) CLIENTS=$2; shift 2 ;;
         --batch) BATCH=$2; shift 2 ;;
         --accounts) ACCOUNTS=$2; shift 2 ;;
+        --user-data) USER_DATA=(--user-data); shift ;;
         --port) PORT=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         -h | --help) usage; exit 0 ;;
@@ -50,7 +54,7 @@ until [ -f "$tmp/ready" ]; do
     sleep 0.1
 done
 "$BUILD/tally-bench" --url "tcp://127.0.0.1:$PORT" --clients "$CLIENTS" --batch "$BATCH" \
-    --accounts "$ACCOUNTS" --ops "$N" --json >"$tmp/bench.json" ||
+    --accounts "$ACCOUNTS" --ops "$N" "${USER_DATA[@]}" --json >"$tmp/bench.json" ||
     { echo "store_bytes.sh: tally-bench failed (see $tmp)" >&2; kill -TERM "$pid"; exit 1; }
 kill -TERM "$pid"
 wait "$pid" || true
@@ -59,7 +63,8 @@ env_stat=$(mdb_stat -e "$tmp/data")
 used=$(awk '/Number of pages used:/ {print $5}' <<<"$env_stat")
 free=$(mdb_stat -f "$tmp/data" | awk '/Free pages:/ {print $3}')
 pages=$((used - free))
-echo "store_bytes: $N transfers at ${CLIENTS}x$BATCH over $ACCOUNTS accounts, log kept"
+echo "store_bytes: $N transfers at ${CLIENTS}x$BATCH over $ACCOUNTS accounts," \
+    "$([ ${#USER_DATA[@]} -gt 0 ] && echo with || echo no) user data, log kept"
 awk -v u="$used" -v p="$pages" -v n="$N" 'BEGIN {
     printf "  %d pages of 4 KiB used (mdb_stat -e): %.0f bytes per transfer\n", u, u * 4096 / n
     printf "  %d of them in use (less the free list): %.0f bytes per transfer\n", p, p * 4096 / n }'

@@ -350,50 +350,111 @@ static size_t encode_v1(const ledger_account *a, uint8_t out[LEDGER_ACCOUNT_RECO
     return LEDGER_ACCOUNT_RECORD_V1_BYTES;
 }
 
+/* The same account as format 3 wrote it (stores of format 6 and 7). */
+static size_t encode_v3(const ledger_account *a, uint8_t out[1 + 14 * UVARINT_BYTES_MAX])
+{
+    const uint64_t f[14] = {a->ledger, a->code, a->flags, (uint64_t)a->debits_posted,
+                            (uint64_t)a->credits_posted, (uint64_t)a->debits_pending,
+                            (uint64_t)a->credits_pending, a->version, a->created_seq,
+                            (uint64_t)a->created_ms,
+                            get_u64_be(a->user_data.user_data_128.bytes),
+                            get_u64_be(a->user_data.user_data_128.bytes + 8),
+                            a->user_data.user_data_64, a->user_data.user_data_32};
+    return fields_put_uvarints(out, 3, f, 14);
+}
+
+/* The record of account id as stored: its format byte and length. */
+static void stored_record(test_store *ts, uint64_t id, uint8_t *format, size_t *len)
+{
+    uint8_t key[8];
+    put_u64_be(key, id);
+    store_txn t;
+    MDB_val v;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(store_get(&t, STORE_DB_ACCOUNTS, key, 8, &v), TALLY_ok);
+    *format = ((const uint8_t *)v.mv_data)[0];
+    *len = v.mv_size;
+    store_txn_abort(&t);
+}
+
+/* Overwrite account id's record with bytes of an older format. */
+static void put_record(test_store *ts, uint64_t id, const uint8_t *rec, size_t len)
+{
+    uint8_t key[8];
+    put_u64_be(key, id);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_ACCOUNTS, key, 8, rec, len, 0), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+}
+
+/* An account stored in an older format reads the same (but for what the
+ * format lacks) and is rewritten as format 4 when a transfer changes it. */
+static void assert_old_format_read_and_rewritten(test_store *ts, const ledger_account *stored,
+                                                 const uint8_t *rec, size_t len, int seq)
+{
+    put_record(ts, stored->id, rec, len);
+    ledger_account back = test_account(ts, stored->id);
+    assert_accounts_equal(stored, &back);
+    char key[32];
+    snprintf(key, sizeof(key), "pay-old-%d", seq);
+    ledger_command pay = test_cmd_transfer(100 + (uint64_t)seq, stored->id, 2, 5);
+    ck_assert_int_eq(test_apply(ts, "svc", key, &pay).code, TALLY_ok);
+    back = test_account(ts, stored->id);
+    ck_assert_int_eq(back.debits_posted, stored->debits_posted + 5);
+    ck_assert_uint_eq(back.version, stored->version + 1);
+    ck_assert_int_eq(back.created_ms, stored->created_ms);
+    ck_assert_int_eq(ledger_user_data_compare(&back.user_data, &stored->user_data), TALLY_ok);
+    uint8_t format;
+    size_t stored_len;
+    stored_record(ts, stored->id, &format, &stored_len);
+    ck_assert_uint_eq(format, 4);
+    ck_assert_uint_eq(stored_len, ledger_user_data_is_set(&stored->user_data)
+                                      ? LEDGER_ACCOUNT_RECORD_BYTES_MAX
+                                      : LEDGER_ACCOUNT_RECORD_BYTES);
+}
+
 START_TEST(test_account_record_formats)
 {
     test_store ts;
     test_store_open(&ts);
     test_setup_ok(&ts, test_cmd_open(1, 1, 0));
     test_setup_ok(&ts, test_cmd_open(2, 1, 0));
+    test_setup_ok(&ts, open_with_user_data(0xab, 9, 0));
     ledger_command pay = test_cmd_transfer(10, 1, 2, 250);
     ck_assert_int_eq(test_apply(&ts, "svc", "pay-10", &pay).code, TALLY_ok);
-    uint8_t key[8];
-    put_u64_be(key, 1);
-    store_txn t;
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
-    MDB_val v;
-    ck_assert_int_eq(store_get(&t, STORE_DB_ACCOUNTS, key, 8, &v), TALLY_ok);
-    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 3);
-    ck_assert_uint_lt(v.mv_size, 40);
-    store_txn_abort(&t);
+    /* Format 4: 65 bytes, 93 with user data. */
+    uint8_t format;
+    size_t len;
+    stored_record(&ts, 1, &format, &len);
+    ck_assert_uint_eq(format, 4);
+    ck_assert_uint_eq(len, LEDGER_ACCOUNT_RECORD_BYTES);
+    ledger_account with_user_data = test_account(&ts, 7);
+    stored_record(&ts, 7, &format, &len);
+    ck_assert_uint_eq(format, 4);
+    ck_assert_uint_eq(len, LEDGER_ACCOUNT_RECORD_BYTES_MAX);
+
+    /* A store holding format 3 (stores of format 6 and 7): all of it,
+     * user data and creation time too. */
     ledger_account stored = test_account(&ts, 1), back;
+    uint8_t v3[1 + 14 * UVARINT_BYTES_MAX];
+    assert_old_format_read_and_rewritten(&ts, &stored, v3, encode_v3(&stored, v3), 1);
+    ck_assert_uint_eq(with_user_data.user_data.user_data_64, 9);
+    /* account 7 as the debit account of a transfer to 2 */
+    assert_old_format_read_and_rewritten(&ts, &with_user_data, v3,
+                                         encode_v3(&with_user_data, v3), 2);
 
     /* A store holding format 1 (written before December 2026): read the
-     * same but for what format 1 lacks (creation time, user data), changed
-     * as usual, rewritten as format 3. */
+     * same but for what format 1 lacks (creation time, user data). */
+    stored = test_account(&ts, 1);
     stored.created_ms = 0;
     uint8_t v1[LEDGER_ACCOUNT_RECORD_V1_BYTES];
-    encode_v1(&stored, v1);
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    ck_assert_int_eq(store_put(&t, STORE_DB_ACCOUNTS, key, 8, v1, sizeof(v1), 0), TALLY_ok);
-    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
-    back = test_account(&ts, 1);
-    assert_accounts_equal(&stored, &back);
-    pay = test_cmd_transfer(11, 1, 2, 5);
-    ck_assert_int_eq(test_apply(&ts, "svc", "pay-11", &pay).code, TALLY_ok);
-    back = test_account(&ts, 1);
-    ck_assert_int_eq(back.debits_posted, 255);
-    ck_assert_uint_eq(back.version, stored.version + 1);
-    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
-    ck_assert_int_eq(store_get(&t, STORE_DB_ACCOUNTS, key, 8, &v), TALLY_ok);
-    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 3);
-    store_txn_abort(&t);
+    assert_old_format_read_and_rewritten(&ts, &stored, v1, encode_v1(&stored, v1), 3);
     /* No invariant check: the record written as format 1 under an event
      * of format 3 lost its creation time, which the fold still has. */
     test_store_close(&ts);
 
-    /* Extremes round-trip, in both formats. */
+    /* Extremes round-trip, in every format. */
     ledger_account big = {.id = UINT64_MAX,
                           .ledger = UINT32_MAX,
                           .code = UINT16_MAX,
@@ -410,38 +471,59 @@ START_TEST(test_account_record_formats)
     memset(big.user_data.user_data_128.bytes, 0xff, 16);
     uint8_t rec[LEDGER_ACCOUNT_RECORD_BYTES_MAX];
     size_t n = ledger_account_encode(&big, rec);
-    ck_assert_uint_le(n, LEDGER_ACCOUNT_RECORD_BYTES_MAX);
+    ck_assert_uint_eq(n, LEDGER_ACCOUNT_RECORD_BYTES_MAX);
     ck_assert_int_eq(ledger_account_decode(big.id, rec, n, &back), TALLY_ok);
+    assert_accounts_equal(&big, &back);
+    size_t n3 = encode_v3(&big, v3);
+    ck_assert_int_eq(ledger_account_decode(big.id, v3, n3, &back), TALLY_ok);
     assert_accounts_equal(&big, &back);
     big.created_ms = 0; /* format 1 has neither */
     memset(&big.user_data, 0, sizeof(big.user_data));
     encode_v1(&big, v1);
     ck_assert_int_eq(ledger_account_decode(big.id, v1, sizeof(v1), &back), TALLY_ok);
     assert_accounts_equal(&big, &back);
+    ck_assert_uint_eq(ledger_account_encode(&big, rec), LEDGER_ACCOUNT_RECORD_BYTES);
+    ck_assert_int_eq(ledger_account_decode(big.id, rec, LEDGER_ACCOUNT_RECORD_BYTES, &back),
+                     TALLY_ok);
+    assert_accounts_equal(&big, &back);
 
-    /* A trailing byte, a truncation, an unknown format: corrupt. */
+    /* A trailing byte, a truncation, an unknown format, format 4 with
+     * user data that is all 0 or of a length between its two: corrupt. */
+    n = ledger_account_encode(&with_user_data, rec);
+    ck_assert_uint_eq(n, LEDGER_ACCOUNT_RECORD_BYTES_MAX);
     uint8_t longer[LEDGER_ACCOUNT_RECORD_BYTES_MAX + 1];
     memcpy(longer, rec, n);
     longer[n] = 0;
-    ck_assert_int_eq(ledger_account_decode(big.id, longer, n + 1, &back), TALLY_corrupt_record);
-    ck_assert_int_eq(ledger_account_decode(big.id, rec, n - 1, &back), TALLY_corrupt_record);
-    ck_assert_int_eq(ledger_account_decode(big.id, rec, 0, &back), TALLY_corrupt_record);
-    ck_assert_int_eq(ledger_account_decode(big.id, v1, sizeof(v1) - 1, &back),
+    const uint64_t id = with_user_data.id;
+    ck_assert_int_eq(ledger_account_decode(id, longer, n + 1, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(id, rec, n - 1, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(id, rec, LEDGER_ACCOUNT_RECORD_BYTES + 1, &back),
                      TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(id, rec, LEDGER_ACCOUNT_RECORD_BYTES - 1, &back),
+                     TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(id, rec, 0, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(id, v1, sizeof(v1) - 1, &back),
+                     TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(id, rec, n, &back), TALLY_ok);
+    memset(longer + LEDGER_ACCOUNT_RECORD_BYTES, 0, n - LEDGER_ACCOUNT_RECORD_BYTES);
+    ck_assert_int_eq(ledger_account_decode(id, longer, n, &back), TALLY_corrupt_record);
+    rec[0] = 5;
+    ck_assert_int_eq(ledger_account_decode(id, rec, n, &back), TALLY_corrupt_record);
     rec[0] = 4;
-    ck_assert_int_eq(ledger_account_decode(big.id, rec, n, &back), TALLY_corrupt_record);
+    rec[9] = 0x80; /* debits_posted negative */
+    ck_assert_int_eq(ledger_account_decode(id, rec, n, &back), TALLY_corrupt_record);
 
-    /* A field beyond its width (code 2^16), a balance beyond
-     * TALLY_AMOUNT_MAX, a non-minimal varint: corrupt. */
-    n = ledger_account_encode(&stored, rec);
+    /* Formats 2 and 3: a field beyond its width (code 2^16), a balance
+     * beyond TALLY_AMOUNT_MAX, a non-minimal varint: corrupt. */
+    n = encode_v3(&stored, v3);
     for (int bad = 0; bad < 2; bad++) {
-        uint8_t wide[LEDGER_ACCOUNT_RECORD_BYTES_MAX + 8];
+        uint8_t wide[1 + 14 * UVARINT_BYTES_MAX + 8];
         size_t w = 0;
-        const uint8_t *q = rec + 1;
+        const uint8_t *q = v3 + 1;
         wide[w++] = 2;
         for (int i = 0; i < 9; i++) {
             uint64_t x;
-            ck_assert(get_uvarint(&q, rec + n, &x));
+            ck_assert(get_uvarint(&q, v3 + n, &x));
             if (bad == 0 && i == 1)
                 x = UINT64_C(1) << 16;
             if (bad == 1 && i == 3)
@@ -450,13 +532,14 @@ START_TEST(test_account_record_formats)
         }
         ck_assert_int_eq(ledger_account_decode(1, wide, w, &back), TALLY_corrupt_record);
     }
-    uint8_t padded[LEDGER_ACCOUNT_RECORD_BYTES_MAX + 1];
-    ck_assert_uint_eq(rec[1], 1); /* ledger 1 */
+    uint8_t padded[1 + 14 * UVARINT_BYTES_MAX + 1];
+    ck_assert_uint_eq(v3[1], 1); /* ledger 1 */
     padded[0] = 3;
     padded[1] = 0x81; /* ledger 1 as 0x81 0x00 */
     padded[2] = 0;
-    memcpy(padded + 3, rec + 2, n - 2);
+    memcpy(padded + 3, v3 + 2, n - 2);
     ck_assert_int_eq(ledger_account_decode(1, padded, n + 1, &back), TALLY_corrupt_record);
+    ck_assert_int_eq(ledger_account_decode(1, v3, n, &back), TALLY_ok);
 }
 END_TEST
 

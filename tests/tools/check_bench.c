@@ -2,12 +2,14 @@
  * check_bench.c — tally-bench against a real tallyd: a short run verifies
  * (exactly-once checks against the server), reports the server's memory,
  * and its transfer ids are time-ordered by default (UUIDv7 keys, ids that
- * keep the key's time) and in no time order with --keys random. The ids
- * are read from the stopped server's store.
+ * keep the key's time) and in no time order with --keys random; with
+ * --user-data every transfer has its three user data index entries. The
+ * ids and entries are read from the stopped server's store.
  */
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "ledger/index.h"
 #include "log/store.h"
 #include "tests/support/run.h"
 #include "tests/support/tallyd_harness.h"
@@ -34,31 +36,50 @@ static int run_bench(const char *const *args, char **out)
     return test_run(argv, NULL, out, NULL);
 }
 
-/* Transfer ids in the store whose UUIDv7 time lies in [from_ms, to_ms]. */
-static void count_ids(const char *data_dir, int64_t from_ms, int64_t to_ms, uint64_t *total,
-                      uint64_t *in_window)
+/* Each key of database db in the stopped store at data_dir, to fn. */
+static void each_key(const char *data_dir, store_db db, void (*fn)(const MDB_val *k, void *ctx),
+                     void *ctx)
 {
     store *st = test_store_open_read_only(data_dir);
     store_txn t;
     ck_assert_int_eq(store_txn_begin(st, NULL, true, &t), TALLY_ok);
     MDB_cursor *cur;
-    ck_assert_int_eq(store_cursor_open(&t, STORE_DB_TRANSFERS, &cur), TALLY_ok);
+    ck_assert_int_eq(store_cursor_open(&t, db, &cur), TALLY_ok);
     MDB_val k, v;
-    *total = *in_window = 0;
     for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        ck_assert_uint_eq(k.mv_size, 16);
-        const uint8_t *id = k.mv_data;
-        int64_t ms = 0;
-        for (int i = 0; i < 6; i++)
-            ms = ms << 8 | id[i];
-        (*total)++;
-        if (ms >= from_ms && ms <= to_ms && id[6] >> 4 == 7 && id[8] >> 6 == 2)
-            (*in_window)++;
-    }
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        fn(&k, ctx);
     mdb_cursor_close(cur);
     store_txn_abort(&t);
     store_close(st);
+}
+
+typedef struct id_times {
+    int64_t from_ms, to_ms;
+    uint64_t total, in_window;
+} id_times;
+
+static void count_id(const MDB_val *k, void *ctx)
+{
+    id_times *c = ctx;
+    ck_assert_uint_eq(k->mv_size, 16);
+    const uint8_t *id = k->mv_data;
+    int64_t ms = 0;
+    for (int i = 0; i < 6; i++)
+        ms = ms << 8 | id[i];
+    c->total++;
+    if (ms >= c->from_ms && ms <= c->to_ms && id[6] >> 4 == 7 && id[8] >> 6 == 2)
+        c->in_window++;
+}
+
+/* Transfer ids in the store whose UUIDv7 time lies in [from_ms, to_ms]. */
+static void count_ids(const char *data_dir, int64_t from_ms, int64_t to_ms, uint64_t *total,
+                      uint64_t *in_window)
+{
+    id_times c = {.from_ms = from_ms, .to_ms = to_ms};
+    each_key(data_dir, STORE_DB_TRANSFERS, count_id, &c);
+    *total = c.total;
+    *in_window = c.in_window;
 }
 
 /* A verified run of BENCH_OPS transfers with the given --keys order;
@@ -125,6 +146,42 @@ START_TEST(test_random_keys_give_random_ids)
     ck_assert_uint_eq(total, BENCH_OPS);
     /* A random 48-bit prefix falls in a window of seconds with chance ~1e-10. */
     ck_assert_uint_eq(timed, 0);
+}
+END_TEST
+
+static void count_kind(const MDB_val *k, void *ctx)
+{
+    uint64_t *counts = ctx;
+    uint8_t kind = ((const uint8_t *)k->mv_data)[0];
+    ck_assert_uint_lt(kind, LEDGER_INDEX_KINDS);
+    counts[kind]++;
+}
+
+/* --user-data: every transfer carries all three (read back with the
+ * sample), so each has its three entries in the transfer index. */
+START_TEST(test_user_data_fills_the_transfer_index)
+{
+    tallyd_proc p = {0};
+    tallyd_start(&p);
+    char *out;
+    const char *args[] = {"--url", p.url, "--ops", "400", "--clients", "4", "--batch", "20",
+                          "--accounts", "10", "--user-data", "--json", NULL};
+    int status = run_bench(args, &out);
+    ck_assert_msg(status == 0, "tally-bench exited %d: %s", status, out);
+    json_error_t err;
+    json_t *j = json_loads(out, 0, &err);
+    ck_assert_msg(j != NULL, "not JSON (%s): %s", err.text, out);
+    ck_assert(json_is_true(json_object_get(j, "verified")));
+    ck_assert(json_is_true(json_object_get(j, "user_data")));
+    json_decref(j);
+    free(out);
+    ck_assert_int_eq(tallyd_stop(&p), 0);
+    uint64_t counts[LEDGER_INDEX_KINDS] = {0};
+    each_key(p.data_dir, STORE_DB_TRANSFER_INDEX, count_kind, counts);
+    tallyd_cleanup(&p);
+    ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_128], BENCH_OPS);
+    ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_64], BENCH_OPS);
+    ck_assert_uint_eq(counts[LEDGER_INDEX_USER_DATA_32], BENCH_OPS);
 }
 END_TEST
 
@@ -207,6 +264,7 @@ int main(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_time_ordered_ids_by_default);
     tcase_add_test(tc, test_random_keys_give_random_ids);
+    tcase_add_test(tc, test_user_data_fills_the_transfer_index);
     tcase_add_test(tc, test_keys_option_refuses_other_orders);
     tcase_add_test(tc, test_stream_reads_the_log);
     tcase_add_test(tc, test_stream_options_need_stream);

@@ -76,7 +76,7 @@ help_lists tally-bench "--url URL" "--tls-ca FILE" "--tls-cert FILE" "--tls-key 
     "--clients N" "--seconds S" "--ops N" "--batch N" "--accounts N" "--dup-ratio R" \
     "--concurrent-share F" "--json" "--seed N" "--consumer NAME" "--token-file FILE" \
     "--client-mode M" "--no-autobatch" "--server-pid PID" "--timeout-ms N" "--attempts N" \
-    "--amount-max N" "--keys ORDER" "--echo" "--echo-bytes N" "--stream" "--from-seq N" \
+    "--amount-max N" "--user-data" "--keys ORDER" "--echo" "--echo-bytes N" "--stream" "--from-seq N" \
     "--stream-page N" "--publish URL" "--progress" "--no-progress" "--help"
 usage_errors tally-bench --clients
 refuses tally-bench "--client-mode: shared or per-thread: both" --client-mode both

@@ -29,6 +29,8 @@
 #define BENCH_SECONDS_MAX 86400.0
 #define BENCH_OPS_MAX UINT64_C(1000000000000)
 #define BENCH_AMOUNT_MAX_LIMIT 1000000
+#define BENCH_USER_DATA_64_VALUES 1000000 /* --user-data: user_data_64 is 1..this */
+#define BENCH_USER_DATA_32_VALUES 100     /* and user_data_32 1..this */
 #define BENCH_ATTEMPTS_MAX_LIMIT 1000
 #define BENCH_TIMEOUT_MS_MAX 600000
 #define BENCH_SAMPLES_PER_WORKER 16   /* transfers read back per worker */
@@ -73,6 +75,7 @@ typedef struct bench_options {
     uint32_t timeout_ms;
     unsigned attempts_max;
     int64_t amount_max;
+    bool user_data;       /* --user-data: every transfer carries user data (workload.c) */
     bool random_keys;     /* --keys random: keys and ids in no order (UUIDv4-like) */
     bool echo;            /* --echo: one echo request per operation (echo.c) */
     uint32_t echo_bytes;  /* size of each echo request; 0 until set */

@@ -185,6 +185,11 @@ static const options_row rows[] = {
      NUMBER(attempts_max, UNSIGNED, 1, BENCH_ATTEMPTS_MAX_LIMIT), .noun = "count"},
     {"amount-max", "N", "100", "amounts are 1..N",
      NUMBER(amount_max, I64, 1, BENCH_AMOUNT_MAX_LIMIT), .noun = "amount"},
+    {"user-data", NULL, NULL,
+     "give every transfer user data, so the transfer index gets its three entries each: "
+     "user_data_128 random (like an invoice's UUID), user_data_64 one of 1..1000000 (like a "
+     "customer id), user_data_32 one of 1..100 (like a region); read back with the sample",
+     OPTIONS_FLAG(bench_options, user_data)},
     {"keys", "ORDER", "time",
      "time: UUIDv7 keys, so keys and transfer ids grow with time; random: the same bits in no "
      "time order (like UUIDv4 keys), so every insert lands on a random page of the inbox and "
@@ -272,7 +277,7 @@ static void usage(const options_set *set, FILE *f)
 "p999_ms, max_ms, mean_ms, verified, clients, batch, ops (unique operations\n"
 "acknowledged = effects), duplicates (member sends of resent keys), seconds\n"
 "(measured run time), requests, retries, accounts, dup_ratio, seed, url,\n"
-"consumer, client_mode, autobatch, keys, duplicate_keys, duplicate_requests_concurrent /\n"
+"consumer, client_mode, autobatch, keys, user_data, duplicate_keys, duplicate_requests_concurrent /\n"
 "_overlapping / _sequential, client_cpu_s, server {peak_rss_kb, rss_kb,\n"
 "rss_anon_kb, peak_rss_anon_kb (sampled every 100 ms), rss_file_kb, cpu_s,\n"
 "write_bytes, write_calls, write_bytes_per_effect, write_calls_per_effect\n"

@@ -169,10 +169,11 @@ void print_text(const bench *b, const summary *s, const report *r)
                effective_url(o), o->clients, mode_name(o->mode), o->echo_bytes);
     else
         printf("tally-bench: %s, consumer %s, %u clients (%s client, auto-batching %s), batch "
-               "%u, %" PRIu64 " accounts, dup-ratio %.3g, %s keys, seed %" PRIu64 "\n",
+               "%u, %" PRIu64 " accounts, dup-ratio %.3g, %s keys, %s, seed %" PRIu64 "\n",
                effective_url(o), o->consumer, o->clients, mode_name(o->mode),
                autobatch_on(o) ? "on" : "off", o->batch, o->accounts, o->dup_ratio,
-               o->random_keys ? "random" : "time-ordered", o->seed);
+               o->random_keys ? "random" : "time-ordered",
+               o->user_data ? "user data" : "no user data", o->seed);
     printf("  ran %.2f s: %" PRIu64 " %s, %" PRIu64 " requests, %" PRIu64
            " duplicate sends, %" PRIu64 " retries\n",
            s->seconds, s->effects, unit, s->requests, s->dup_sends, s->retries);
@@ -286,6 +287,7 @@ void print_json(const bench *b, const summary *s, const report *r)
     json_object_set_new(j, "client_mode", json_string(mode_name(o->mode)));
     json_object_set_new(j, "autobatch", json_boolean(autobatch_on(o)));
     json_object_set_new(j, "keys", json_string(o->random_keys ? "random" : "time"));
+    json_object_set_new(j, "user_data", json_boolean(o->user_data));
     json_object_set_new(j, "mean_ms", json_real(s->hist.total ? (double)s->hist.sum_ns / (double)s->hist.total / 1e6 : 0.0));
     json_object_set_new(j, "duplicate_keys", json_integer((json_int_t)LOAD(dup_keys)));
     json_object_set_new(j, "duplicate_requests_concurrent", json_integer((json_int_t)LOAD(jobs_concurrent)));

@@ -108,6 +108,12 @@ static void verify_duplicates(const bench *b, uint64_t dup_sends, report *r)
               once, lost, twice, odd);
 }
 
+static bool user_data_equal(const tally_user_data *x, const tally_user_data *y)
+{
+    return memcmp(x->user_data_128.bytes, y->user_data_128.bytes, 16) == 0 &&
+           x->user_data_64 == y->user_data_64 && x->user_data_32 == y->user_data_32;
+}
+
 /* Read back the sampled transfers: each exists once, as sent. */
 static void verify_samples(bench *b, report *r)
 {
@@ -127,7 +133,7 @@ static void verify_samples(bench *b, report *r)
             checked++;
             if (rc != TALLY_ok || t.amount != a->amount || t.debit_account_id != a->debit_account_id ||
                 t.credit_account_id != a->credit_account_id || strcmp(t.state, "posted") != 0 ||
-                t.version != 1) {
+                t.version != 1 || !user_data_equal(&t.user_data, &a->user_data)) {
                 if (wrong++ == 0)
                     note_error(b, "transfer of key %s read back: %s", w->samples[j].key,
                                rc != TALLY_ok ? tally_strerror(rc) : "fields differ");

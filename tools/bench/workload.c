@@ -7,6 +7,8 @@
 
 #include "tools/bench/bench.h"
 
+#include "common/bytes.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +106,16 @@ static void key_scramble(tally_uuid *key)
     key->bytes[8] = (uint8_t)(0x80 | (key->bytes[8] & 0x3f));
 }
 
+/* --user-data: values none of which is 0 (each gets its index entry),
+ * spread as a caller's would be (--help). */
+static void fill_user_data(worker *w, tally_user_data *u)
+{
+    put_u64_be(u->user_data_128.bytes, splitmix64(&w->rng));
+    put_u64_be(u->user_data_128.bytes + 8, splitmix64(&w->rng) | 1);
+    u->user_data_64 = 1 + splitmix64(&w->rng) % BENCH_USER_DATA_64_VALUES;
+    u->user_data_32 = (uint32_t)(1 + splitmix64(&w->rng) % BENCH_USER_DATA_32_VALUES);
+}
+
 static int fill_op(worker *w, bench_op *op)
 {
     const bench_options *o = &w->b->opt;
@@ -121,6 +133,8 @@ static int fill_op(worker *w, bench_op *op)
     op->args = (tally_transfer_args){.debit_account_id = a, .credit_account_id = c,
                                      .amount = 1 + (int64_t)(splitmix64(&w->rng) % (uint64_t)o->amount_max),
                                      .ledger = BENCH_LEDGER, .code = BENCH_TRANSFER_CODE};
+    if (o->user_data)
+        fill_user_data(w, &op->args.user_data);
     tally_uuid_from_key(o->consumer, op->key, &op->args.id);
     op->track = NO_TRACK;
     op->faulted = false;
