@@ -36,6 +36,7 @@
 #include "net/cluster/message.h"
 #include "net/cluster/stream.h"
 #include "net/engine/engine.h"
+#include "net/metrics/metrics.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -147,6 +148,25 @@ static int publish_group(cluster_node *node, const char *msg_id, const void *dat
     }
 }
 
+/* The oldest arrival (mono ns) among a group's requests; 0: none known. */
+static int64_t group_arrived_ns(slot **group, uint32_t n)
+{
+    int64_t oldest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (group[i]->arrived_ns > 0 && (oldest == 0 || group[i]->arrived_ns < oldest))
+            oldest = group[i]->arrived_ns;
+    return oldest;
+}
+
+/* The phases of an acknowledged group (net_metrics_cluster_group). */
+static void observe_group(int64_t arrived_ns, int64_t publish_ns, int64_t acked_ns,
+                          const pending_group *done)
+{
+    net_metrics_cluster_group(arrived_ns > 0 && arrived_ns < publish_ns ? publish_ns - arrived_ns : 0,
+                              acked_ns - publish_ns,
+                              done->applied ? done->applied_ns - acked_ns : -1);
+}
+
 static void refuse_group(cluster_node *node, slot **group, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -177,8 +197,10 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
              node->boot_id, ++node->counter);
     pthread_mutex_unlock(&srv->mu);
     char why[CLUSTER_WHY_BYTES] = "";
+    int64_t publish_ns = clock_mono_ns();
     int rc = packed == 0 ? publish_group(node, pg->msg_id, data, len, why, sizeof(why))
                          : TALLY_out_of_memory;
+    int64_t acked_ns = clock_mono_ns();
     cluster_cmd_free(&b);
     if (rc != TALLY_ok)
         net_log(NET_LOG_WARN, "cluster: a group of %u requests not published: %s", n,
@@ -188,6 +210,8 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
     pg->active = false; /* not claimed by now: applied, if ever, from the stream's copy */
     pending_group done = *pg;
     pthread_mutex_unlock(&srv->mu);
+    if (rc == TALLY_ok)
+        observe_group(group_arrived_ns(group, n), publish_ns, acked_ns, &done);
     answer_group(group, n, &done, rc, why);
 }
 
@@ -388,6 +412,7 @@ static void note_applied(cluster_node *node, uint64_t seq, int rc, bool own, int
         node->pending.rc = rc;
         node->pending.now_ms = time_ms;
         node->pending.seq = seq;
+        node->pending.applied_ns = clock_mono_ns();
     }
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);

@@ -33,6 +33,7 @@ typedef struct pending_group {
     uint32_t n;
     int64_t now_ms;
     uint64_t seq;
+    int64_t applied_ns; /* mono clock: when the applier committed it */
 } pending_group;
 
 struct cluster_node {

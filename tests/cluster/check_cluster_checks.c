@@ -11,7 +11,9 @@
  *   the last one with 3 of 3 nodes agreeing in /metrics, GET /v1/cluster
  *   and `tally cluster status`; none diverged; each warned at start of
  *   the servers' version (2.9.10 cannot sync every write, and is of the
- *   versions Jepsen found losing acknowledged writes);
+ *   versions Jepsen found losing acknowledged writes); every node that
+ *   took writes observed their groups' phases in /metrics (queued,
+ *   publish to JetStream's ack, ack to its own apply: counts and sums);
  * - a node that diverges for real (--test-cluster-diverge-at leaves one
  *   request of another node's group out of its apply) stops at the next
  *   checkpoint: tally_cluster_diverged 1, a log line naming the position
@@ -110,6 +112,39 @@ static void cluster_with(cluster_nodes *c, const char *const *extra_c)
     }
 }
 
+/* A sample of node i's scrape as a double (sums are in seconds); -1 when
+ * it is not there. */
+static double metric_value(const cluster_nodes *c, int i, const char *series)
+{
+    int status = 0;
+    char *text = test_http_get(c->node[i].http_port, "/metrics", &status);
+    char line[160];
+    snprintf(line, sizeof(line), "\n%s ", series);
+    const char *at = text && status == 200 ? strstr(text, line) : NULL;
+    double v = at ? strtod(at + strlen(line), NULL) : -1;
+    free(text);
+    return v;
+}
+
+/* Node i observed the phases of the groups it took (net_metrics_cluster_group):
+ * each histogram counted at least one group, publish and apply wait with a
+ * positive sum. */
+static void assert_group_phases_observed(const cluster_nodes *c, int i)
+{
+    static const char *const families[] = {"tally_cluster_queued_seconds",
+                                           "tally_cluster_publish_seconds",
+                                           "tally_cluster_apply_wait_seconds"};
+    for (unsigned f = 0; f < 3; f++) {
+        char series[96];
+        snprintf(series, sizeof(series), "%s_count", families[f]);
+        double count = metric_value(c, i, series);
+        snprintf(series, sizeof(series), "%s_sum", families[f]);
+        double sum = metric_value(c, i, series);
+        ck_assert_msg(count >= 1 && (f == 0 ? sum >= 0 : sum > 0),
+                      "node %d: %s count %g sum %g", i, families[f], count, sum);
+    }
+}
+
 static char *http_body(const cluster_nodes *c, int i, const char *path, int *status)
 {
     char *body = test_http_get(c->node[i].http_port, path, status);
@@ -145,6 +180,7 @@ START_TEST(test_checkpoints_agree)
                                                   "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
                       "node %d: fewer than 3 nodes agree", i);
         ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
+        assert_group_phases_observed(&c, i);
     }
     int status = 0;
     char *body = http_body(&c, 1, "/v1/cluster", &status);
