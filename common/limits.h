@@ -399,5 +399,12 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
  * apply before it is answered cluster_unavailable (it is in the stream:
  * a retry with the same key replays). */
 #define TALLY_CLUSTER_APPLY_WAIT_MS 30000
+/* Messages of the stream that a node has already received are applied
+ * together, in one transaction and one durable commit, up to these: the
+ * messages, and their bytes (docs/CLUSTER.md, "Applying"). */
+#define TALLY_CLUSTER_APPLY_MESSAGES_MAX 64
+#define TALLY_CLUSTER_APPLY_BYTES_MAX (8 * 1024 * 1024)
+_Static_assert(TALLY_CLUSTER_APPLY_BYTES_MAX >= TALLY_CLUSTER_MSG_BYTES_MIN,
+               "a batch of messages takes at least one message of the largest size");
 
 #endif

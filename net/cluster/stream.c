@@ -48,7 +48,8 @@ struct cluster_stream {
 struct cluster_reader {
     cluster_stream *s;
     natsSubscription *sub;
-    natsMsg *held; /* the message last returned; destroyed on the next call */
+    natsMsg *held[TALLY_CLUSTER_APPLY_MESSAGES_MAX]; /* the messages last returned; */
+    size_t held_count;                               /* destroyed on the next call */
     uint64_t next; /* the sequence to return next */
     uint64_t resets;
     int64_t quiet_ms; /* waited without the wanted message since the last one or check */
@@ -453,6 +454,14 @@ static void reader_reset(cluster_reader *r)
     (void)reader_subscribe(r); /* a failure is tried again on the next slice */
 }
 
+/* The messages returned by the last call, no longer the caller's. */
+static void reader_release(cluster_reader *r)
+{
+    for (size_t i = 0; i < r->held_count; i++)
+        natsMsg_Destroy(r->held[i]);
+    r->held_count = 0;
+}
+
 int cluster_reader_open(cluster_reader **out, cluster_stream *s, uint64_t from)
 {
     assert(out != NULL && s != NULL && from >= 1);
@@ -475,7 +484,7 @@ void cluster_reader_close(cluster_reader *r)
 {
     if (r == NULL)
         return;
-    natsMsg_Destroy(r->held);
+    reader_release(r);
     reader_unsubscribe(r);
     free(r);
 }
@@ -501,8 +510,10 @@ static int reader_after_silence(cluster_reader *r)
 }
 
 /* Take msg when it is the wanted one (TALLY_ok, *m set); a copy of an
- * earlier one is dropped (TALLY_timed_out: go on); a gap resets. */
-static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m)
+ * earlier one is dropped (TALLY_timed_out: go on); a gap resets, or with
+ * !on_gap_reset is TALLY_not_found (the message dropped: the consumer
+ * redelivers from r->next once reset). */
+static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m, bool on_gap_reset)
 {
     jsMsgMetaData *meta = NULL;
     if (natsMsg_GetMetaData(&meta, msg) != NATS_OK) {
@@ -513,6 +524,8 @@ static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m)
     jsMsgMetaData_Destroy(meta);
     if (seq != r->next) {
         natsMsg_Destroy(msg);
+        if (seq > r->next && !on_gap_reset)
+            return TALLY_not_found;
         if (seq > r->next)
             return reader_after_silence(r); /* a gap: not_found, or from r->next again */
         return TALLY_timed_out;
@@ -520,7 +533,8 @@ static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m)
     const char *id = NULL;
     if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
         id = "";
-    r->held = msg;
+    assert(r->held_count < TALLY_CLUSTER_APPLY_MESSAGES_MAX);
+    r->held[r->held_count++] = msg;
     r->next = seq + 1;
     *m = (cluster_message){.seq = seq, .subject = natsMsg_GetSubject(msg),
                            .data = natsMsg_GetData(msg),
@@ -528,11 +542,9 @@ static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m)
     return TALLY_ok;
 }
 
-int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
+/* The first message of a call: waited for up to wait_ms. */
+static int reader_wait_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
 {
-    assert(r != NULL && m != NULL && wait_ms >= 0);
-    natsMsg_Destroy(r->held);
-    r->held = NULL;
     int64_t until = clock_mono_ms() + wait_ms;
     for (;;) {
         int64_t now = clock_mono_ms(), left = until > now ? until - now : 0;
@@ -546,7 +558,7 @@ int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
         else
             nats_Sleep(slice < RECONNECT_WAIT_MS ? slice : RECONNECT_WAIT_MS); /* no consumer */
         if (st == NATS_OK) {
-            rc = reader_take(r, msg, m);
+            rc = reader_take(r, msg, m, true);
             r->quiet_ms = 0;
         } else if (st == NATS_TIMEOUT) {
             r->quiet_ms += clock_mono_ms() - now;
@@ -560,4 +572,49 @@ int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
         if (rc != TALLY_timed_out || clock_mono_ms() >= until)
             return rc;
     }
+}
+
+int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
+{
+    size_t count = 0;
+    return cluster_reader_next_batch(r, wait_ms, 1, SIZE_MAX, m, &count);
+}
+
+/* Whether the client holds a message of r's consumer already (no wait). */
+static bool reader_has_arrived(cluster_reader *r)
+{
+    int pending = 0;
+    return r->sub != NULL && natsSubscription_GetPending(r->sub, &pending, NULL) == NATS_OK &&
+           pending > 0;
+}
+
+int cluster_reader_next_batch(cluster_reader *r, int64_t wait_ms, size_t max, size_t bytes_max,
+                              cluster_message *m, size_t *count)
+{
+    assert(r != NULL && m != NULL && count != NULL && wait_ms >= 0);
+    assert(max >= 1 && max <= TALLY_CLUSTER_APPLY_MESSAGES_MAX);
+    reader_release(r);
+    *count = 0;
+    int rc = reader_wait_next(r, wait_ms, &m[0]);
+    if (rc != TALLY_ok)
+        return rc;
+    size_t bytes = m[0].len;
+    *count = 1;
+    /* Then those already here, in order, while under max and bytes_max
+     * (the last may pass it); a copy or a status message is skipped, a gap
+     * ends the batch (the next call meets the gap again and acts on it:
+     * the consumer is not recreated while the batch's messages are held). */
+    while (*count < max && bytes < bytes_max && reader_has_arrived(r)) {
+        natsMsg *msg = NULL;
+        if (natsSubscription_NextMsg(&msg, r->sub, 1) != NATS_OK)
+            break;
+        int took = reader_take(r, msg, &m[*count], false);
+        if (took == TALLY_ok) {
+            bytes += m[*count].len;
+            (*count)++;
+        } else if (took != TALLY_timed_out) {
+            break;
+        }
+    }
+    return TALLY_ok;
 }

@@ -117,6 +117,15 @@ void cluster_reader_close(cluster_reader *r);
  * "A node too far behind"). */
 int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m);
 
+/* Like cluster_reader_next for the first message, then every next one
+ * already received (none waited for), in order, up to max messages
+ * (1..TALLY_CLUSTER_APPLY_MESSAGES_MAX) and while their bytes are under
+ * bytes_max (the last taken may pass it): m[0..*count-1], valid until
+ * the reader's next call or close. TALLY_ok with *count >= 1, or as
+ * cluster_reader_next (*count 0). */
+int cluster_reader_next_batch(cluster_reader *r, int64_t wait_ms, size_t max, size_t bytes_max,
+                              cluster_message *m, size_t *count);
+
 /* How many times r recreated its consumer (a gap, an error, a silence
  * while the stream held more): for tests and, later, a metric. */
 uint64_t cluster_reader_resets(const cluster_reader *r);

@@ -9,7 +9,8 @@
  * order and applies every message — its own, matched by Nats-Msg-Id, on
  * the very slots the writer waits on; the other nodes' decoded from the
  * message — through writer_apply_message, recording meta/cluster_position
- * in the same transaction. A message's time is max(its time, the previous
+ * in the same transaction; the messages that arrived together are applied
+ * in one transaction (writer_apply_messages), each as it is alone. A message's time is max(its time, the previous
  * message's), so time comes from the log, never from the applying node;
  * an idle writer appends ticks (a time, no commands) so that time moves
  * on while nothing is written.
@@ -38,6 +39,7 @@
 #include "net/engine/engine.h"
 #include "net/metrics/metrics.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,13 +280,6 @@ static void *node_writer_main(void *arg)
 
 /* ---- the applier ---- */
 
-typedef struct apply_ctx {
-    position_record p;
-    const cluster_node *node; /* its digest: the one before this message */
-    slot **group;
-    uint32_t n;
-} apply_ctx;
-
 /* The reply of s's outcome as the node that took it answers it: its
  * SHA-256 into the digest. A subscriber write's reply reads the store
  * (cursor figures, the events a fetch leased): from txn, the message's
@@ -303,7 +298,7 @@ static int digest_reply(cluster_digest_step *d, store_txn *txn, slot *s, int64_t
     return TALLY_ok;
 }
 
-/* Last in the message's transaction: the state digest after it
+/* Last of each message in its transaction: the state digest after it
  * (checkpoint.h) and the position, recorded together. */
 static int record_position(store_txn *txn, void *arg)
 {
@@ -311,7 +306,7 @@ static int record_position(store_txn *txn, void *arg)
     log_head head;
     int rc = log_head_get(txn, &head);
     cluster_digest_step d;
-    cluster_digest_begin(&d, ctx->node->digest, ctx->p.seq, ctx->p.hash);
+    cluster_digest_begin(&d, ctx->digest_before, ctx->p.seq, ctx->p.hash);
     for (uint32_t i = 0; rc == TALLY_ok && i < ctx->n; i++)
         rc = digest_reply(&d, txn, ctx->group[i], ctx->p.time_ms);
     if (rc != TALLY_ok)
@@ -348,11 +343,12 @@ static bool temps_reserve(cluster_node *node, uint32_t count)
 }
 
 /* The slots to apply for a cmd message: the writer's own group when the
- * message is the one it is proposing, else the requests decoded. A
- * request that does not decode (which no node of this version sends) is
- * left out, the same on every node. */
+ * message is the one it is proposing, else the requests decoded into
+ * temps and list from base on (reserved). A request that does not decode
+ * (which no node of this version sends) is left out, the same on every
+ * node. */
 static uint32_t message_slots(cluster_node *node, const cluster_message *m, const cluster_cmd *c,
-                              slot ***out, bool *own)
+                              uint32_t base, slot ***out, bool *own)
 {
     server *srv = node->srv;
     pthread_mutex_lock(&srv->mu);
@@ -365,16 +361,16 @@ static uint32_t message_slots(cluster_node *node, const cluster_message *m, cons
         *out = pg->group;
         return pg->n;
     }
-    if (!temps_reserve(node, c->count))
-        return UINT32_MAX;
+    assert(base + c->count <= node->temps_count);
+    slot **list = node->list + base;
     uint32_t k = 0;
     for (uint32_t i = 0; i < c->count; i++) {
-        slot *t = &node->temps[i];
+        slot *t = &node->temps[base + i];
         t->srv = srv;
         int rc = net_request_decode(&t->req, c->cmds[i].via.bin.ptr, c->cmds[i].via.bin.size);
         if (rc == TALLY_ok &&
             (t->req.op->kind == NET_KIND_WRITE || t->req.op->kind == NET_KIND_SUBSCRIBER))
-            node->list[k++] = t;
+            list[k++] = t;
         else
             net_log(NET_LOG_WARN, "cluster: position %" PRIu64 " request %u left out: %s",
                     m->seq, i, tally_strerror(rc));
@@ -383,10 +379,10 @@ static uint32_t message_slots(cluster_node *node, const cluster_message *m, cons
     if (at > 0 && m->seq >= at && !node->perturbed && k > 0) { /* tests: a real divergence */
         net_log(NET_LOG_WARN, "cluster: --test-cluster-diverge-at: position %" PRIu64
                 " applied without its last request", m->seq);
-        net_request_reset(&node->list[--k]->req);
+        net_request_reset(&list[--k]->req);
         node->perturbed = true;
     }
-    *out = node->list;
+    *out = list;
     return k;
 }
 
@@ -418,68 +414,164 @@ static void note_applied(cluster_node *node, uint64_t seq, int rc, bool own, int
     pthread_mutex_unlock(&srv->mu);
 }
 
-/* Apply m until it commits (a fault is retried: a replica cannot skip a
- * message) or tallyd stops. */
-static void apply_message(cluster_node *node, const cluster_message *m)
+/* A message read: its position record begun (time, hash) and, for a cmd,
+ * its group unpacked. time_ms: the previous message's time, then this
+ * one's (max(its time, the previous)). false when its version is newer
+ * than this tallyd's (nothing of it to release). */
+static bool item_begin(const cluster_message *m, batch_item *it, int64_t *time_ms)
 {
-    server *srv = node->srv;
-    apply_ctx ctx = {.p = {.seq = m->seq, .time_ms = node->last_time_ms}, .node = node};
-    sha256_digest(m->data, m->len, ctx.p.hash);
-    cluster_cmd c;
-    bool is_cmd = cluster_subject_is(m->subject, "cmd"), own = false;
-    int decoded = is_cmd ? cluster_cmd_unpack(m->data, m->len, &c) : TALLY_ok;
+    *it = (batch_item){.m = m, .ctx = {.p = {.seq = m->seq, .time_ms = *time_ms}}};
+    sha256_digest(m->data, m->len, it->ctx.p.hash);
+    it->is_cmd = cluster_subject_is(m->subject, "cmd");
+    int decoded = it->is_cmd ? cluster_cmd_unpack(m->data, m->len, &it->c) : TALLY_ok;
     if (decoded == TALLY_unsupported_version) {
-        net_log(NET_LOG_ERROR, "cluster: cluster message version at position %" PRIu64
-                " is newer than this tallyd: applying stops (upgrade this node)", m->seq);
-        while (!stopping(srv))
-            usleep(APPLY_RETRY_US);
-        cluster_cmd_release(&c);
-        return;
+        cluster_cmd_release(&it->c);
+        it->is_cmd = false;
+        return false;
     }
-    slot **group = NULL;
-    uint32_t n = 0;
     int64_t tick_ms;
-    if (is_cmd && decoded == TALLY_ok) {
-        if (c.time_ms > ctx.p.time_ms)
-            ctx.p.time_ms = c.time_ms;
-        n = message_slots(node, m, &c, &group, &own);
+    it->is_group = it->is_cmd && decoded == TALLY_ok;
+    if (it->is_group) {
+        if (it->c.time_ms > it->ctx.p.time_ms)
+            it->ctx.p.time_ms = it->c.time_ms;
     } else if (cluster_subject_is(m->subject, "tick") &&
                cluster_tick_unpack(m->data, m->len, &tick_ms) == TALLY_ok) {
-        if (tick_ms > ctx.p.time_ms)
-            ctx.p.time_ms = tick_ms;
-    } else if (is_cmd) {
+        if (tick_ms > it->ctx.p.time_ms)
+            it->ctx.p.time_ms = tick_ms;
+    } else if (it->is_cmd) {
         net_log(NET_LOG_WARN, "cluster: position %" PRIu64 " is no cmd message: applied as "
                 "nothing", m->seq);
     }
-    int rc = n == UINT32_MAX ? TALLY_out_of_memory : TALLY_ok;
-    ctx.group = group;
-    ctx.n = n == UINT32_MAX ? 0 : n;
-    log_head before = {0}, after = {0};
-    for (;;) {
-        if (rc == TALLY_ok)
-            rc = writer_apply_message(srv, ctx.p.time_ms, group, n, record_position, &ctx,
-                                      &before, &after);
-        if (rc == TALLY_ok || stopping(srv))
-            break;
-        net_log(NET_LOG_ERROR, "cluster: position %" PRIu64 " not applied: %s; trying again",
-                m->seq, tally_strerror(rc));
-        usleep(APPLY_RETRY_US);
-        rc = n == UINT32_MAX ? TALLY_out_of_memory : TALLY_ok;
+    *time_ms = it->ctx.p.time_ms;
+    return true;
+}
+
+/* Messages items[0..count-1] (begun) applied in one transaction when
+ * several, else (or after a fault of the shared one) each in its own,
+ * each tried again until it commits or tallyd stops. The results in
+ * rcs. Their slots are set up first (decoded, or the writer's own). */
+static void apply_items(cluster_node *node, batch_item *items, uint32_t count, int *rcs)
+{
+    server *srv = node->srv;
+    uint32_t total = 0;
+    for (uint32_t k = 0; k < count; k++)
+        total += items[k].is_group ? items[k].c.count : 0;
+    bool reserved = temps_reserve(node, total);
+    for (uint32_t k = 0, base = 0; k < count; k++) {
+        batch_item *it = &items[k];
+        it->ctx.digest_before = k == 0 ? node->digest : items[k - 1].ctx.p.digest;
+        if (it->is_group && reserved)
+            it->n = message_slots(node, it->m, &it->c, base, &it->group, &it->own);
+        else if (it->is_group)
+            it->n = UINT32_MAX;
+        base += it->is_group ? it->c.count : 0;
+        it->ctx.group = it->group;
+        it->ctx.n = it->n == UINT32_MAX ? 0 : it->n;
+        node->wm[k] = (writer_message){.now = it->ctx.p.time_ms, .group = it->group,
+                                       .n = it->ctx.n, .before_commit = record_position,
+                                       .ctx = &it->ctx};
     }
-    if (rc == TALLY_ok) {
-        node->last_time_ms = ctx.p.time_ms;
-        memcpy(node->digest, ctx.p.digest, CLUSTER_HASH_BYTES);
+    int rc = reserved ? TALLY_ok : TALLY_out_of_memory;
+    if (rc == TALLY_ok && count > 1)
+        rc = writer_apply_messages(srv, node->wm, count);
+    for (uint32_t k = 0; k < count; k++)
+        rcs[k] = rc;
+    if (rc == TALLY_ok && count > 1)
+        return;
+    if (count > 1 && rc != TALLY_out_of_memory)
+        net_log(NET_LOG_WARN, "cluster: positions %" PRIu64 "-%" PRIu64 " not applied together: "
+                "%s; one by one", items[0].m->seq, items[count - 1].m->seq, tally_strerror(rc));
+    for (uint32_t k = 0; k < count; k++) {
+        writer_message *w = &node->wm[k];
+        for (;;) {
+            rcs[k] = items[k].n == UINT32_MAX ? TALLY_out_of_memory
+                     : writer_apply_message(srv, w->now, w->group, w->n, record_position,
+                                            w->ctx, &w->before, &w->after);
+            if (rcs[k] == TALLY_ok || stopping(srv))
+                break;
+            net_log(NET_LOG_ERROR, "cluster: position %" PRIu64 " not applied: %s; trying again",
+                    items[k].m->seq, tally_strerror(rcs[k]));
+            usleep(APPLY_RETRY_US);
+        }
+        if (rcs[k] != TALLY_ok) { /* stopping: the rest is not applied either */
+            for (uint32_t j = k + 1; j < count; j++)
+                rcs[j] = rcs[k];
+            return;
+        }
     }
-    note_applied(node, m->seq, rc, own, ctx.p.time_ms, after.seq);
-    if (rc == TALLY_ok)
-        cluster_checks_after(&node->checks, m, node->digest);
-    if (rc == TALLY_ok && srv->publish && after.seq > before.seq)
-        srv->publish(srv, before.seq + 1, after.seq);
-    if (!own)
-        for (uint32_t i = 0; i < n && n != UINT32_MAX; i++)
-            net_request_reset(&group[i]->req);
-    if (is_cmd)
-        cluster_cmd_release(&c);
+}
+
+/* After items[0..count-1] were applied (or given up: rcs): the node's
+ * time and digest move on, readers and the writer are told, checkpoints
+ * compared or published, the events handed to the publisher, and what
+ * was decoded released. */
+static void items_done(cluster_node *node, batch_item *items, uint32_t count, const int *rcs)
+{
+    server *srv = node->srv;
+    uint64_t from = 0, to = 0;
+    for (uint32_t k = 0; k < count; k++) {
+        batch_item *it = &items[k];
+        writer_message *w = &node->wm[k];
+        if (rcs[k] == TALLY_ok) {
+            node->last_time_ms = it->ctx.p.time_ms;
+            memcpy(node->digest, it->ctx.p.digest, CLUSTER_HASH_BYTES);
+        }
+        note_applied(node, it->m->seq, rcs[k], it->own, it->ctx.p.time_ms, w->after.seq);
+        if (rcs[k] == TALLY_ok)
+            cluster_checks_after(&node->checks, it->m, node->digest);
+        if (rcs[k] == TALLY_ok && w->after.seq > w->before.seq) {
+            if (from == 0)
+                from = w->before.seq + 1;
+            to = w->after.seq;
+        }
+        if (!it->own && it->n != UINT32_MAX)
+            for (uint32_t i = 0; i < it->n; i++)
+                net_request_reset(&it->group[i]->req);
+        if (it->is_cmd)
+            cluster_cmd_release(&it->c);
+    }
+    if (srv->publish && to >= from && from > 0)
+        srv->publish(srv, from, to);
+}
+
+/* Apply the messages read together, in order: in one transaction each run
+ * of them up to and including a checkpoint (whose vote is compared before
+ * anything after it is applied: a node found diverged applies no more,
+ * and what it read past that is not applied). A message of a version
+ * newer than this tallyd's stops the applying (logged) after those before
+ * it. */
+static void apply_messages(cluster_node *node, const cluster_message *msgs, uint32_t count)
+{
+    server *srv = node->srv;
+    batch_item *items = node->items;
+    int rcs[TALLY_CLUSTER_APPLY_MESSAGES_MAX];
+    uint32_t done = 0;
+    while (done < count && !cluster_checks_diverged(srv) && !stopping(srv)) {
+        int64_t time_ms = node->last_time_ms;
+        uint32_t n = 0;
+        bool newer = false;
+        while (done + n < count) {
+            if (!item_begin(&msgs[done + n], &items[n], &time_ms)) {
+                newer = true;
+                break;
+            }
+            if (cluster_subject_is(msgs[done + n++].subject, "checkpoint"))
+                break;
+        }
+        if (n > 0) {
+            apply_items(node, items, n, rcs);
+            items_done(node, items, n, rcs);
+        }
+        done += n;
+        if (newer) {
+            net_log(NET_LOG_ERROR, "cluster: cluster message version at position %" PRIu64
+                    " is newer than this tallyd: applying stops (upgrade this node)",
+                    msgs[done].seq);
+            while (!stopping(srv))
+                usleep(APPLY_RETRY_US);
+            return;
+        }
+    }
 }
 
 /* The stream's last seq, for tally_cluster_lag_messages (a failure
@@ -528,8 +620,9 @@ static void *node_applier_main(void *arg)
             usleep(READ_ERROR_PAUSE_US);
             continue;
         }
-        cluster_message m;
-        rc = cluster_reader_next(r, READ_WAIT_MS, &m);
+        size_t count = 0;
+        rc = cluster_reader_next_batch(r, READ_WAIT_MS, TALLY_CLUSTER_APPLY_MESSAGES_MAX,
+                                       TALLY_CLUSTER_APPLY_BYTES_MAX, node->msgs, &count);
         if (rc == TALLY_timed_out)
             continue;
         if (rc == TALLY_not_found) {
@@ -546,7 +639,7 @@ static void *node_applier_main(void *arg)
             continue;
         }
         told = false;
-        apply_message(node, &m);
+        apply_messages(node, node->msgs, (uint32_t)count);
     }
     if (r)
         cluster_reader_close(r);

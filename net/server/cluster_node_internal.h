@@ -22,6 +22,33 @@
 
 typedef struct cluster_node cluster_node;
 
+typedef struct position_record {
+    uint64_t seq;
+    int64_t time_ms;
+    uint8_t hash[SHA256_BYTES];
+    uint8_t digest[CLUSTER_HASH_BYTES];
+} position_record;
+
+/* A message of the stream being applied (the applier's): its position
+ * record, the state digest before it, the slots it applies. */
+typedef struct apply_ctx {
+    position_record p;
+    const uint8_t *digest_before;
+    slot **group;
+    uint32_t n;
+} apply_ctx;
+
+typedef struct batch_item {
+    const cluster_message *m;
+    apply_ctx ctx;
+    cluster_cmd c;     /* is_cmd: unpacked (released after the apply) */
+    bool is_cmd;       /* on the subject cmd */
+    bool is_group;     /* ... and unpacked: a group of requests to apply */
+    bool own;          /* the writer's pending group, applied on its slots */
+    uint32_t n;        /* the slots in group; UINT32_MAX: no memory to decode */
+    slot **group;
+} batch_item;
+
 /* The writer's group being proposed (one at a time), under srv->mu. */
 typedef struct pending_group {
     bool active;  /* published or being published; the applier may claim it */
@@ -53,16 +80,14 @@ struct cluster_node {
     slot **list;
     uint32_t list_count;
     uint8_t digest[CLUSTER_HASH_BYTES]; /* the state digest after the last applied */
+    /* The messages read together and applied together (one transaction). */
+    cluster_message msgs[TALLY_CLUSTER_APPLY_MESSAGES_MAX];
+    batch_item items[TALLY_CLUSTER_APPLY_MESSAGES_MAX];
+    writer_message wm[TALLY_CLUSTER_APPLY_MESSAGES_MAX];
     cluster_checks checks;
     bool perturbed; /* --test-cluster-diverge-at done */
 };
 
-typedef struct position_record {
-    uint64_t seq;
-    int64_t time_ms;
-    uint8_t hash[SHA256_BYTES];
-    uint8_t digest[CLUSTER_HASH_BYTES];
-} position_record;
 
 /* The position record of the store (all zero when it has applied
  * nothing): TALLY_ok, TALLY_corrupt_record or a store error. */
