@@ -403,6 +403,10 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
  * together, in one transaction and one durable commit, up to these: the
  * messages, and their bytes (docs/CLUSTER.md, "Applying"). */
 #define TALLY_CLUSTER_APPLY_MESSAGES_MAX 64
+/* A node's groups of writes in flight at once: one being published, the
+ * others published and waiting for this node's apply (docs/CLUSTER.md,
+ * "Applying"). */
+#define TALLY_CLUSTER_GROUPS_IN_FLIGHT 4
 #define TALLY_CLUSTER_APPLY_BYTES_MAX (8 * 1024 * 1024)
 _Static_assert(TALLY_CLUSTER_APPLY_BYTES_MAX >= TALLY_CLUSTER_MSG_BYTES_MIN,
                "a batch of messages takes at least one message of the largest size");

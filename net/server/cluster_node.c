@@ -1,19 +1,23 @@
 /*
  * cluster_node.c — tallyd as a cluster node (cluster_node.h,
  * docs/CLUSTER.md): at start the stream (created or checked) and the
- * store checked against it; then two threads. The writer takes groups of writes from the engine's queue,
- * publishes each as one cmd message (the requests as received, without
- * their tokens, and the time this node assigns) and answers them once
- * this node's apply committed that message, each with the outcome the
- * apply computed and its cluster_seq. The applier reads the stream in
- * order and applies every message — its own, matched by Nats-Msg-Id, on
- * the very slots the writer waits on; the other nodes' decoded from the
- * message — through writer_apply_message, recording meta/cluster_position
- * in the same transaction; the messages that arrived together are applied
- * in one transaction (writer_apply_messages), each as it is alone. A message's time is max(its time, the previous
- * message's), so time comes from the log, never from the applying node;
- * an idle writer appends ticks (a time, no commands) so that time moves
- * on while nothing is written.
+ * store checked against it; then two threads. The writer takes groups
+ * of writes from the engine's queue and publishes each as one cmd
+ * message (the requests as received, without their tokens, and the time
+ * this node assigns), one after the other, up to
+ * TALLY_CLUSTER_GROUPS_IN_FLIGHT published and not yet applied here;
+ * their requests are answered once this node's apply committed that
+ * message, each with the outcome the apply computed and its cluster_seq
+ * (by the applier, right after the commit; by the writer when a group
+ * cannot be). The applier reads the stream in order and applies every
+ * message — its own, matched by Nats-Msg-Id, on the very slots the
+ * writer waits on; the other nodes' decoded from the message — through
+ * writer_apply_message, recording meta/cluster_position in the same
+ * transaction; the messages that arrived together are applied in one
+ * transaction (writer_apply_messages), each as it is alone. A message's
+ * time is max(its time, the previous message's), so time comes from the
+ * log, never from the applying node; an idle writer appends ticks (a
+ * time, no commands) so that time moves on while nothing is written.
  *
  * Divergence (docs/CLUSTER.md, "Divergence is detected, never served"):
  * every applied message steps the state digest (net/cluster/checkpoint.h),
@@ -98,36 +102,89 @@ static uint32_t take_group(server *srv, slot **group)
     return n;
 }
 
-/* Under mu: wait while the applier may still apply the pending group:
- * always once it claimed it; else, when published, up to the apply wait. */
-static void wait_for_apply(server *srv, pending_group *pg, bool published)
+/* The phases of a group whose publish JetStream acknowledged
+ * (net_metrics_cluster_group); any other is not observed. */
+static void observe_group(const pending_group *g)
 {
-    int64_t until = clock_mono_ms() + TALLY_CLUSTER_APPLY_WAIT_MS;
-    while (!pg->applied && (pg->claimed || (published && !srv->stopping &&
-                                            clock_mono_ms() < until))) {
-        struct timespec at = clock_realtime_in_ms(100);
-        pthread_cond_timedwait(&srv->waiter_cv, &srv->mu, &at);
-    }
+    if (g->publish_rc != TALLY_ok)
+        return;
+    int64_t queued = g->arrived_ns > 0 && g->arrived_ns < g->publish_ns
+                         ? g->publish_ns - g->arrived_ns : 0;
+    net_metrics_cluster_group(queued, g->acked_ns - g->publish_ns,
+                              g->applied ? g->applied_ns - g->acked_ns : -1);
 }
 
-static void answer_group(slot **group, uint32_t n, const pending_group *pg,
-                         int publish_rc, const char *why)
+/* Answer every request of a group (a copy taken under mu): with the
+ * outcome this node's apply computed, or, not applied here,
+ * cluster_unavailable saying why. */
+static void answer_group(const pending_group *g, const char *why)
 {
     char detail[96];
-    for (uint32_t i = 0; i < n; i++) {
-        slot *s = group[i];
-        if (pg->applied) {
-            s->cluster_seq = pg->rc == TALLY_ok ? pg->seq : 0;
-            writer_send_or_park(s->srv, s, OWNER_WRITER, pg->rc, pg->now_ms);
-        } else if (publish_rc == TALLY_ok) {
+    for (uint32_t i = 0; i < g->n; i++) {
+        slot *s = g->group[i];
+        if (g->applied) {
+            s->cluster_seq = g->rc == TALLY_ok ? g->seq : 0;
+            writer_send_or_park(s->srv, s, OWNER_WRITER, g->rc, g->now_ms);
+        } else if (g->publish_rc == TALLY_ok) {
             snprintf(detail, sizeof(detail), "in the stream, not yet applied here: retry with the "
                      "same key");
             slot_send_error(s, OWNER_WRITER, TALLY_cluster_unavailable, detail);
         } else {
-            snprintf(detail, sizeof(detail), "JetStream: %s", why[0] ? why : tally_strerror(publish_rc));
+            snprintf(detail, sizeof(detail), "JetStream: %s",
+                     why && why[0] ? why : tally_strerror(g->publish_rc));
             slot_send_error(s, OWNER_WRITER, TALLY_cluster_unavailable, detail);
         }
     }
+}
+
+/* g was answered by whoever ended it: free once its publish returned
+ * too (observed then), and the writer told. */
+static void group_answered(server *srv, pending_group *g)
+{
+    pthread_mutex_lock(&srv->mu);
+    g->answered = true;
+    bool free_now = g->proposed;
+    pending_group done = *g;
+    if (free_now) {
+        g->in_use = false;
+        pthread_cond_broadcast(&srv->writer_cv);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (free_now)
+        observe_group(&done);
+}
+
+/* Under mu: the writer ends the groups that are its to end, those the
+ * applier has not claimed: published and not applied here by their
+ * deadline (with all: every one, tallyd stopping). Each is answered
+ * cluster_unavailable (it is in the stream: a retry with the same key
+ * replays); mu is let go meanwhile. */
+static void end_unclaimed(cluster_node *node, bool all)
+{
+    server *srv = node->srv;
+    int64_t now = clock_mono_ms();
+    for (unsigned i = 0; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT; i++) {
+        pending_group *g = &node->pending[i];
+        if (!g->in_use || !g->proposed || g->claimed || g->answered ||
+            (!all && now < g->deadline_ms))
+            continue;
+        g->active = false; /* applied, if ever, from the stream's copy */
+        pending_group done = *g;
+        pthread_mutex_unlock(&srv->mu);
+        answer_group(&done, NULL);
+        group_answered(srv, g);
+        pthread_mutex_lock(&srv->mu);
+    }
+}
+
+/* The oldest arrival (mono ns) among a group's requests; 0: none known. */
+static int64_t group_arrived_ns(slot **group, uint32_t n)
+{
+    int64_t oldest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (group[i]->arrived_ns > 0 && (oldest == 0 || group[i]->arrived_ns < oldest))
+            oldest = group[i]->arrived_ns;
+    return oldest;
 }
 
 /* Publish a group's message. While JetStream has no leader for the
@@ -150,25 +207,6 @@ static int publish_group(cluster_node *node, const char *msg_id, const void *dat
     }
 }
 
-/* The oldest arrival (mono ns) among a group's requests; 0: none known. */
-static int64_t group_arrived_ns(slot **group, uint32_t n)
-{
-    int64_t oldest = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (group[i]->arrived_ns > 0 && (oldest == 0 || group[i]->arrived_ns < oldest))
-            oldest = group[i]->arrived_ns;
-    return oldest;
-}
-
-/* The phases of an acknowledged group (net_metrics_cluster_group). */
-static void observe_group(int64_t arrived_ns, int64_t publish_ns, int64_t acked_ns,
-                          const pending_group *done)
-{
-    net_metrics_cluster_group(arrived_ns > 0 && arrived_ns < publish_ns ? publish_ns - arrived_ns : 0,
-                              acked_ns - publish_ns,
-                              done->applied ? done->applied_ns - acked_ns : -1);
-}
-
 static void refuse_group(cluster_node *node, slot **group, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -176,11 +214,14 @@ static void refuse_group(cluster_node *node, slot **group, uint32_t n)
                         node->srv->cluster_stop_why);
 }
 
-static void propose(cluster_node *node, slot **group, uint32_t n)
+/* Publish group g (n requests, taken from the queue) and go on: the
+ * applier answers it once it applied it; the writer when the publish
+ * failed and the applier never took it. */
+static void propose(cluster_node *node, pending_group *g, uint32_t n)
 {
     server *srv = node->srv;
     if (cluster_checks_diverged(srv))
-        return refuse_group(node, group, n);
+        return refuse_group(node, g->group, n);
     int64_t now = clock_wall_ms();
     if (now < node->last_propose_ms)
         now = node->last_propose_ms; /* the clock stepped back: the log's max() holds anyway */
@@ -188,19 +229,19 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
     cluster_cmd_builder b;
     cluster_cmd_begin(&b, srv->opt->cluster_node, now, n);
     for (uint32_t i = 0; i < n; i++)
-        cluster_cmd_add(&b, &group[i]->req.unpacked.data);
+        cluster_cmd_add(&b, &g->group[i]->req.unpacked.data);
     const void *data;
     size_t len;
     int packed = cluster_cmd_end(&b, &data, &len);
-    pending_group *pg = &node->pending;
     pthread_mutex_lock(&srv->mu);
-    *pg = (pending_group){.active = packed == 0, .group = group, .n = n};
-    snprintf(pg->msg_id, sizeof(pg->msg_id), "%s-%016" PRIx64 "-%" PRIu64, srv->opt->cluster_node,
+    slot **group = g->group;
+    *g = (pending_group){.in_use = true, .active = packed == 0, .group = group, .n = n,
+                         .arrived_ns = group_arrived_ns(group, n), .publish_ns = clock_mono_ns()};
+    snprintf(g->msg_id, sizeof(g->msg_id), "%s-%016" PRIx64 "-%" PRIu64, srv->opt->cluster_node,
              node->boot_id, ++node->counter);
     pthread_mutex_unlock(&srv->mu);
     char why[CLUSTER_WHY_BYTES] = "";
-    int64_t publish_ns = clock_mono_ns();
-    int rc = packed == 0 ? publish_group(node, pg->msg_id, data, len, why, sizeof(why))
+    int rc = packed == 0 ? publish_group(node, g->msg_id, data, len, why, sizeof(why))
                          : TALLY_out_of_memory;
     int64_t acked_ns = clock_mono_ns();
     cluster_cmd_free(&b);
@@ -208,13 +249,24 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
         net_log(NET_LOG_WARN, "cluster: a group of %u requests not published: %s", n,
                 why[0] ? why : tally_strerror(rc));
     pthread_mutex_lock(&srv->mu);
-    wait_for_apply(srv, pg, rc == TALLY_ok);
-    pg->active = false; /* not claimed by now: applied, if ever, from the stream's copy */
-    pending_group done = *pg;
+    g->proposed = true;
+    g->publish_rc = rc;
+    g->acked_ns = acked_ns;
+    g->deadline_ms = clock_mono_ms() + TALLY_CLUSTER_APPLY_WAIT_MS;
+    bool answered = g->answered; /* the applier applied and answered it already */
+    bool mine = !g->claimed && rc != TALLY_ok;
+    if (mine)
+        g->active = false; /* applied, if it was stored after all, from the stream's copy */
+    if (answered)
+        g->in_use = false;
+    pending_group done = *g;
     pthread_mutex_unlock(&srv->mu);
-    if (rc == TALLY_ok)
-        observe_group(group_arrived_ns(group, n), publish_ns, acked_ns, &done);
-    answer_group(group, n, &done, rc, why);
+    if (answered) {
+        observe_group(&done);
+    } else if (mine) {
+        answer_group(&done, why);
+        group_answered(srv, g);
+    }
 }
 
 /* A tick (docs/CLUSTER.md, "What a message holds"): its Nats-Msg-Id
@@ -241,21 +293,78 @@ static void publish_tick(cluster_node *node)
                 why[0] ? why : tally_strerror(rc));
 }
 
-/* Under mu: wait for writes; while none come, tick when due. */
-static void wait_for_writes(cluster_node *node)
+/* Under mu: a group not in flight; NULL when every one is. */
+static pending_group *free_group(cluster_node *node)
+{
+    for (unsigned i = 0; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT; i++)
+        if (!node->pending[i].in_use && node->pending[i].group)
+            return &node->pending[i];
+    return NULL;
+}
+
+/* Under mu: wait for writes and a group to take them in (ending the
+ * groups past their deadline meanwhile); while none come, tick when
+ * due. NULL when tallyd stops. */
+static pending_group *wait_for_writes(cluster_node *node)
 {
     server *srv = node->srv;
     int64_t every = srv->opt->cluster_tick_ms;
-    while (srv->queue_head == NULL && !srv->stopping) {
-        int64_t idle = clock_mono_ms() - node->last_apply_mono_ms;
-        if (every > 0 && idle >= every && !cluster_checks_diverged(srv)) {
-            node->last_apply_mono_ms = clock_mono_ms(); /* the next try one interval on */
-            pthread_mutex_unlock(&srv->mu);
-            publish_tick(node);
-            pthread_mutex_lock(&srv->mu);
-            continue;
+    for (;;) {
+        end_unclaimed(node, false);
+        pending_group *g = free_group(node);
+        if (srv->stopping)
+            return NULL;
+        if (g && srv->queue_head)
+            return g;
+        int64_t wait_ms = 1000; /* the deadlines are looked at about once a second */
+        if (srv->queue_head == NULL && every > 0) {
+            int64_t idle = clock_mono_ms() - node->last_apply_mono_ms;
+            if (idle >= every && !cluster_checks_diverged(srv)) {
+                node->last_apply_mono_ms = clock_mono_ms(); /* the next try one interval on */
+                pthread_mutex_unlock(&srv->mu);
+                publish_tick(node);
+                pthread_mutex_lock(&srv->mu);
+                continue;
+            }
+            if (every - idle < wait_ms)
+                wait_ms = every - idle;
         }
-        struct timespec at = clock_realtime_in_ms(every > idle ? every - idle : 1000);
+        struct timespec at = clock_realtime_in_ms(wait_ms);
+        pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &at);
+    }
+}
+
+/* Each group in flight gets its own array of requests: the engine's two,
+ * and the others allocated here (one that cannot be leaves fewer in
+ * flight). */
+static void groups_alloc(cluster_node *node)
+{
+    server *srv = node->srv;
+    for (unsigned i = 0; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT; i++)
+        node->pending[i].group = i < 2 ? srv->groups[i] : calloc(srv->slot_count, sizeof(slot *));
+}
+
+static void groups_free(cluster_node *node)
+{
+    for (unsigned i = 2; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT; i++) {
+        free(node->pending[i].group);
+        node->pending[i].group = NULL;
+    }
+}
+
+/* Under mu, tallyd stopping: every group in flight ended, the applier's
+ * (claimed) by the applier. */
+static void end_every_group(cluster_node *node)
+{
+    server *srv = node->srv;
+    for (;;) {
+        end_unclaimed(node, true);
+        bool left = false;
+        for (unsigned i = 0; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT; i++)
+            left |= node->pending[i].in_use;
+        if (!left)
+            return;
+        struct timespec at = clock_realtime_in_ms(100);
         pthread_cond_timedwait(&srv->writer_cv, &srv->mu, &at);
     }
 }
@@ -264,17 +373,21 @@ static void *node_writer_main(void *arg)
 {
     server *srv = arg;
     cluster_node *node = srv->cluster;
-    slot **group = srv->groups[0];
+    groups_alloc(node);
     for (;;) {
         pthread_mutex_lock(&srv->mu);
-        wait_for_writes(node);
-        uint32_t n = srv->stopping ? 0 : take_group(srv, group);
+        pending_group *g = wait_for_writes(node);
+        uint32_t n = g ? take_group(srv, g->group) : 0;
         pthread_mutex_unlock(&srv->mu);
         if (n == 0)
             break;
-        propose(node, group, n);
+        propose(node, g, n);
     }
+    pthread_mutex_lock(&srv->mu);
+    end_every_group(node);
+    pthread_mutex_unlock(&srv->mu);
     writer_refuse_queued(srv);
+    groups_free(node);
     return NULL;
 }
 
@@ -342,22 +455,29 @@ static bool temps_reserve(cluster_node *node, uint32_t count)
     return true;
 }
 
-/* The slots to apply for a cmd message: the writer's own group when the
- * message is the one it is proposing, else the requests decoded into
+/* The slots to apply for a cmd message: the writer's own group (*own,
+ * claimed: the applier answers it) when the message is one it has in
+ * flight, else the requests decoded into
  * temps and list from base on (reserved). A request that does not decode
  * (which no node of this version sends) is left out, the same on every
  * node. */
 static uint32_t message_slots(cluster_node *node, const cluster_message *m, const cluster_cmd *c,
-                              uint32_t base, slot ***out, bool *own)
+                              uint32_t base, slot ***out, pending_group **own)
 {
     server *srv = node->srv;
     pthread_mutex_lock(&srv->mu);
-    pending_group *pg = &node->pending;
-    *own = pg->active && m->msg_id && strcmp(pg->msg_id, m->msg_id) == 0 && pg->n == c->count;
-    if (*own)
+    pending_group *pg = NULL;
+    for (unsigned i = 0; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT && pg == NULL && m->msg_id; i++) {
+        pending_group *g = &node->pending[i];
+        if (g->in_use && g->active && !g->claimed && g->n == c->count &&
+            strcmp(g->msg_id, m->msg_id) == 0)
+            pg = g;
+    }
+    if (pg)
         pg->claimed = true;
     pthread_mutex_unlock(&srv->mu);
-    if (*own) {
+    *own = pg;
+    if (pg) {
         *out = pg->group;
         return pg->n;
     }
@@ -387,10 +507,10 @@ static uint32_t message_slots(cluster_node *node, const cluster_message *m, cons
 }
 
 /* The position seq applied (rc TALLY_ok; the log's head now head_seq) or
- * given up (stopping): readers, parked reads and, for the node's own
- * message (own), the writer waiting on it are told. */
-static void note_applied(cluster_node *node, uint64_t seq, int rc, bool own, int64_t time_ms,
-                         uint64_t head_seq)
+ * given up (stopping): readers and parked reads are told, and the
+ * requests of the writer's group it held (own) answered. */
+static void note_applied(cluster_node *node, uint64_t seq, int rc, pending_group *own,
+                         int64_t time_ms, uint64_t head_seq)
 {
     server *srv = node->srv;
     pthread_mutex_lock(&srv->mu);
@@ -403,15 +523,21 @@ static void note_applied(cluster_node *node, uint64_t seq, int rc, bool own, int
         srv->writer_progress_ms = clock_mono_ms();
         node->last_apply_mono_ms = clock_mono_ms();
     }
+    pending_group done;
     if (own) {
-        node->pending.applied = true;
-        node->pending.rc = rc;
-        node->pending.now_ms = time_ms;
-        node->pending.seq = seq;
-        node->pending.applied_ns = clock_mono_ns();
+        own->applied = true;
+        own->rc = rc;
+        own->now_ms = time_ms;
+        own->seq = seq;
+        own->applied_ns = clock_mono_ns();
+        done = *own;
     }
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
+    if (own) { /* the writer's group: answered here, right after its commit */
+        answer_group(&done, NULL);
+        group_answered(srv, own);
+    }
 }
 
 /* A message read: its position record begun (time, hash) and, for a cmd,

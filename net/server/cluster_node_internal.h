@@ -38,30 +38,43 @@ typedef struct apply_ctx {
     uint32_t n;
 } apply_ctx;
 
-typedef struct batch_item {
-    const cluster_message *m;
-    apply_ctx ctx;
-    cluster_cmd c;     /* is_cmd: unpacked (released after the apply) */
-    bool is_cmd;       /* on the subject cmd */
-    bool is_group;     /* ... and unpacked: a group of requests to apply */
-    bool own;          /* the writer's pending group, applied on its slots */
-    uint32_t n;        /* the slots in group; UINT32_MAX: no memory to decode */
-    slot **group;
-} batch_item;
-
-/* The writer's group being proposed (one at a time), under srv->mu. */
+/* A group of writes this node takes to the stream, under srv->mu. The
+ * writer takes a free one (!in_use), publishes it, and goes on to the
+ * next group; whoever ends it answers its requests: the applier once it
+ * claimed it (applied on these slots), else the writer (publish failed,
+ * no apply within TALLY_CLUSTER_APPLY_WAIT_MS, stopping). It is free again
+ * once answered and its publish returned. */
 typedef struct pending_group {
-    bool active;  /* published or being published; the applier may claim it */
-    bool claimed; /* the applier applies it on these slots */
-    bool applied; /* ... and committed (rc) */
+    bool in_use;
+    bool active;   /* published or being published; the applier may claim it */
+    bool claimed;  /* the applier applies it on these slots (and answers it) */
+    bool applied;  /* ... and committed (rc) */
+    bool proposed; /* its publish returned (publish_rc) */
+    bool answered;
     int rc;
+    int publish_rc;
     char msg_id[MSG_ID_BYTES];
-    slot **group;
+    slot **group; /* its own array of srv->slot_count */
     uint32_t n;
     int64_t now_ms;
     uint64_t seq;
-    int64_t applied_ns; /* mono clock: when the applier committed it */
+    int64_t deadline_ms; /* mono: published, not claimed by then: answered unavailable */
+    /* mono ns, for net_metrics_cluster_group: its oldest request's
+     * arrival, its publish, JetStream's ack, this node's commit of it */
+    int64_t arrived_ns, publish_ns, acked_ns, applied_ns;
 } pending_group;
+
+/* One of the messages the applier applies together. */
+typedef struct batch_item {
+    const cluster_message *m;
+    apply_ctx ctx;
+    cluster_cmd c;      /* is_cmd: unpacked (released after the apply) */
+    bool is_cmd;        /* on the subject cmd */
+    bool is_group;      /* ... and unpacked: a group of requests to apply */
+    pending_group *own; /* the writer's group, applied on its slots; NULL: decoded */
+    uint32_t n;         /* the slots in group; UINT32_MAX: no memory to decode */
+    slot **group;
+} batch_item;
 
 struct cluster_node {
     server *srv;
@@ -71,7 +84,7 @@ struct cluster_node {
     uint64_t boot_id; /* with a counter, this run's Nats-Msg-Ids */
     uint64_t counter;
     int64_t last_propose_ms;
-    pending_group pending; /* under srv->mu */
+    pending_group pending[TALLY_CLUSTER_GROUPS_IN_FLIGHT]; /* under srv->mu */
     int64_t last_apply_mono_ms; /* under srv->mu: when the applier last committed */
     /* The applier's own. */
     int64_t last_time_ms;
