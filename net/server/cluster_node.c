@@ -48,6 +48,7 @@
 #define READ_WAIT_MS 200
 #define READ_ERROR_PAUSE_US 200000
 #define BOUNDS_EVERY_MS 1000
+#define STREAM_BEHIND_ANSWERS 3
 #define PUBLISH_RETRY_US 100000
 /* A group's request bytes in one message: with one request of the largest
  * size (TALLY_REQUEST_BYTES_MAX) more it stays below NATS's default
@@ -107,15 +108,20 @@ static void wait_for_apply(server *srv, pending_group *pg, bool published)
     }
 }
 
-static void answer_group(slot **group, uint32_t n, const pending_group *pg,
-                         int publish_rc, const char *why)
+/* Answer the group: with what the apply computed when this node applied
+ * its message and the stream confirms the position (confirmed TALLY_ok),
+ * else with the fault that says what is known. */
+static void answer_group(slot **group, uint32_t n, const pending_group *pg, int publish_rc,
+                         int confirmed, const char *why)
 {
-    char detail[96];
+    char detail[CLUSTER_WHY_BYTES + 16];
     for (uint32_t i = 0; i < n; i++) {
         slot *s = group[i];
-        if (pg->applied) {
+        if (pg->applied && confirmed == TALLY_ok) {
             s->cluster_seq = pg->rc == TALLY_ok ? pg->seq : 0;
             writer_send_or_park(s->srv, s, OWNER_WRITER, pg->rc, pg->now_ms);
+        } else if (pg->applied) {
+            slot_send_error(s, OWNER_WRITER, confirmed, why);
         } else if (publish_rc == TALLY_ok) {
             snprintf(detail, sizeof(detail), "in the stream, not yet applied here: retry with the "
                      "same key");
@@ -127,19 +133,67 @@ static void answer_group(slot **group, uint32_t n, const pending_group *pg,
     }
 }
 
+/* Whether the position this node applied its own message at is where the
+ * stream holds it (docs/CLUSTER.md, "Writes", step 3). The applier found
+ * the message at done->seq through the node's consumer; acked: JetStream's
+ * PubAck came and named ack_seq, the stream leader's word once a quorum
+ * holds the message. The same position: TALLY_ok. No PubAck:
+ * TALLY_cluster_unavailable (what a consumer delivers is not known to be
+ * held by a quorum; retry with the same key). Another position: the
+ * stream's leader is asked which message it holds at done->seq: this one,
+ * the same bytes (data), is TALLY_ok (a retried publish
+ * stored twice, answered at its first copy, where every node applies it);
+ * another, or none, means this node applied at done->seq what the stream
+ * does not hold there: it stops serving (TALLY_cluster_diverged); no
+ * answer is TALLY_cluster_unavailable. why: the detail of a refusal. */
+static int confirm_position(cluster_node *node, const pending_group *done, bool acked,
+                            uint64_t ack_seq, const void *data, size_t len, char *why,
+                            size_t why_size)
+{
+    if (acked && ack_seq == done->seq)
+        return TALLY_ok;
+    if (!acked) {
+        snprintf(why, why_size, "applied here at position %" PRIu64 " but not acknowledged by "
+                 "JetStream: retry with the same key", done->seq);
+        return TALLY_cluster_unavailable;
+    }
+    char id[MSG_ID_BYTES];
+    uint8_t hash[SHA256_BYTES], sent[SHA256_BYTES];
+    sha256_digest(data, len, sent);
+    int rc = cluster_stream_get(node->stream, done->seq, id, sizeof(id), hash);
+    if (rc == TALLY_ok && strcmp(id, done->msg_id) == 0 && memcmp(hash, sent, SHA256_BYTES) == 0) {
+        net_log(NET_LOG_WARN, "cluster: group %s is in the stream at position %" PRIu64
+                " and again at %" PRIu64 " (a retried publish stored twice): answered at %"
+                PRIu64, done->msg_id, done->seq, ack_seq, done->seq);
+        return TALLY_ok;
+    }
+    if (rc != TALLY_ok && rc != TALLY_not_found) {
+        snprintf(why, why_size, "JetStream did not confirm position %" PRIu64 " (%s): retry with "
+                 "the same key", done->seq, tally_strerror(rc));
+        return TALLY_cluster_unavailable;
+    }
+    cluster_checks_stop(node->srv, "this node applied its group %s at position %" PRIu64
+                        ", JetStream acknowledged it at %" PRIu64 " and holds %s at %" PRIu64
+                        ": this node's consumer delivered what the stream does not hold there",
+                        done->msg_id, done->seq, ack_seq,
+                        rc == TALLY_not_found ? "no message" : id[0] ? id : "a message without id",
+                        done->seq);
+    snprintf(why, why_size, "this node stops serving: it applied position %" PRIu64 " otherwise "
+             "than the stream holds it: retry on another node", done->seq);
+    return TALLY_cluster_diverged;
+}
+
 /* Publish a group's message. While JetStream has no leader for the
  * stream (an election after a server's loss: no responders), the same
  * message is published again, under the same Nats-Msg-Id (stored once),
  * for up to a PubAck's wait: writes pause through an election rather
  * than fail at once. */
 static int publish_group(cluster_node *node, const char *msg_id, const void *data, size_t len,
-                         char *why, size_t why_size)
+                         uint64_t *seq, bool *duplicate, char *why, size_t why_size)
 {
     int64_t until = clock_mono_ms() + TALLY_CLUSTER_REQUEST_MS_DEFAULT;
     for (;;) {
-        uint64_t seq;
-        bool duplicate;
-        int rc = cluster_stream_publish(node->stream, "cmd", msg_id, data, len, &seq, &duplicate,
+        int rc = cluster_stream_publish(node->stream, "cmd", msg_id, data, len, seq, duplicate,
                                         why, why_size);
         if (rc != TALLY_unreachable || clock_mono_ms() >= until || stopping(node->srv))
             return rc;
@@ -177,9 +231,11 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
              node->boot_id, ++node->counter);
     pthread_mutex_unlock(&srv->mu);
     char why[CLUSTER_WHY_BYTES] = "";
-    int rc = packed == 0 ? publish_group(node, pg->msg_id, data, len, why, sizeof(why))
+    uint64_t ack_seq = 0;
+    bool duplicate = false;
+    int rc = packed == 0 ? publish_group(node, pg->msg_id, data, len, &ack_seq, &duplicate, why,
+                                         sizeof(why))
                          : TALLY_out_of_memory;
-    cluster_cmd_free(&b);
     if (rc != TALLY_ok)
         net_log(NET_LOG_WARN, "cluster: a group of %u requests not published: %s", n,
                 why[0] ? why : tally_strerror(rc));
@@ -188,7 +244,17 @@ static void propose(cluster_node *node, slot **group, uint32_t n)
     pg->active = false; /* not claimed by now: applied, if ever, from the stream's copy */
     pending_group done = *pg;
     pthread_mutex_unlock(&srv->mu);
-    answer_group(group, n, &done, rc, why);
+    int confirmed = TALLY_ok;
+    if (done.applied && done.rc == TALLY_ok) {
+        /* applied as the consumer delivered it, with no PubAck yet: the
+         * same message again, for JetStream's word on where it is */
+        bool acked = rc == TALLY_ok ||
+                     publish_group(node, done.msg_id, data, len, &ack_seq, &duplicate, why,
+                                   sizeof(why)) == TALLY_ok;
+        confirmed = confirm_position(node, &done, acked, ack_seq, data, len, why, sizeof(why));
+    }
+    cluster_cmd_free(&b);
+    answer_group(group, n, &done, rc, confirmed, why);
 }
 
 /* A tick (docs/CLUSTER.md, "What a message holds"): its Nats-Msg-Id
@@ -471,10 +537,35 @@ static void note_stream_last(cluster_node *node)
     pthread_mutex_unlock(&node->srv->mu);
     /* checked against every answer (so after every reconnect too): a
      * stream that ends before what this node applied lost acknowledged
-     * messages */
-    if (last < position)
+     * messages. One answer may come from a server that was stopped and
+     * does not know yet of the leader elected meanwhile (seen with
+     * nats-server 2.9.10 after SIGCONT): the stream must say so on
+     * STREAM_BEHIND_ANSWERS answers in a row, about a second apart. */
+    node->behind_answers = last < position ? node->behind_answers + 1 : 0;
+    if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
         cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
                             PRIu64 ", the stream ends at %" PRIu64, position, last);
+    else if (last < position)
+        net_log(NET_LOG_WARN, "cluster: the stream ends at %" PRIu64 " before this node's "
+                "position %" PRIu64 " (answer %u of %d in a row before this node stops)", last,
+                position, node->behind_answers, STREAM_BEHIND_ANSWERS);
+}
+
+/* --test-cluster-shift-at POS (tests only): the stream as a consumer
+ * served by a replica that lacks the message at POS would deliver it:
+ * that message skipped (true), each later one a position lower. */
+static bool test_shifted(server *srv, cluster_message *m)
+{
+    uint64_t at = srv->opt->test_cluster_shift_at;
+    if (at == 0 || m->seq < at)
+        return false;
+    if (m->seq == at) {
+        net_log(NET_LOG_WARN, "cluster: --test-cluster-shift-at: position %" PRIu64 " skipped, "
+                "each later message read a position lower", m->seq);
+        return true;
+    }
+    m->seq--;
+    return false;
 }
 
 static void *node_applier_main(void *arg)
@@ -521,6 +612,8 @@ static void *node_applier_main(void *arg)
             continue;
         }
         told = false;
+        if (test_shifted(srv, &m))
+            continue;
         apply_message(node, &m);
     }
     if (r)
