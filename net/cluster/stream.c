@@ -418,6 +418,25 @@ int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last)
     return code_of(st, jerr);
 }
 
+int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_size,
+                       uint8_t hash[SHA256_BYTES])
+{
+    assert(s != NULL && seq >= 1 && msg_id != NULL && id_size > 0);
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    natsStatus st = js_GetMsg(&m, s->js, s->name, seq, NULL, &jerr);
+    if (st != NATS_OK)
+        return jerr == JSNoMessageFoundErr || st == NATS_NOT_FOUND ? TALLY_not_found
+                                                                   : code_of(st, jerr);
+    const char *id = NULL;
+    if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
+        id = "";
+    snprintf(msg_id, id_size, "%s", id);
+    sha256_digest(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), hash);
+    natsMsg_Destroy(m);
+    return TALLY_ok;
+}
+
 /* ---- the reader ---- */
 
 static void reader_unsubscribe(cluster_reader *r)

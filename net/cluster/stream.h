@@ -38,6 +38,7 @@
 #define TALLY_NET_CLUSTER_STREAM_H
 
 #include "common/limits.h"
+#include "common/sha256.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -96,6 +97,14 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
 /* The stream's first and last sequence (0 and 0 when empty; first is
  * last + 1 once every message aged out), from its leader. */
 int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
+
+/* The message the stream's leader holds at seq (a JetStream message get,
+ * not a consumer): its Nats-Msg-Id into msg_id ("" when it has none,
+ * truncated to id_size) and the SHA-256 of its bytes into hash. TALLY_ok,
+ * TALLY_not_found when the stream holds no message at seq, or an error
+ * of the list above. */
+int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_size,
+                       uint8_t hash[SHA256_BYTES]);
 
 /* A message read: its stream sequence, subject and bytes, valid until
  * the reader's next call or close. */

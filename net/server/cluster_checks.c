@@ -20,19 +20,23 @@ bool cluster_checks_diverged(const server *srv)
 
 void cluster_checks_stop(server *srv, const char *fmt, ...)
 {
-    if (cluster_checks_diverged(srv))
-        return;
+    char why[sizeof(srv->cluster_stop_why)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(srv->cluster_stop_why, sizeof(srv->cluster_stop_why), fmt, ap);
+    vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&srv->mu);
-    atomic_store_explicit(&srv->cluster_diverged, true, memory_order_release);
-    pthread_cond_broadcast(&srv->waiter_cv);
+    pthread_mutex_lock(&srv->mu); /* the applier and the writer may both stop it: the first says why */
+    bool first = !cluster_checks_diverged(srv);
+    if (first) {
+        memcpy(srv->cluster_stop_why, why, sizeof(why));
+        atomic_store_explicit(&srv->cluster_diverged, true, memory_order_release);
+        pthread_cond_broadcast(&srv->waiter_cv);
+    }
     pthread_mutex_unlock(&srv->mu);
-    net_log(NET_LOG_ERROR, "cluster: node %s stops serving: %s; writes and reads are answered "
-            "cluster_diverged (docs/CLUSTER.md, \"Divergence is detected, never served\")",
-            srv->opt->cluster_node, srv->cluster_stop_why);
+    if (first)
+        net_log(NET_LOG_ERROR, "cluster: node %s stops serving: %s; writes and reads are answered "
+                "cluster_diverged (docs/CLUSTER.md, \"Divergence is detected, never served\")",
+                srv->opt->cluster_node, why);
 }
 
 /* This node's checkpoint at seq: published once (the Nats-Msg-Id names

@@ -4,7 +4,8 @@
  * the others' compared with its own digests (net/cluster/checkpoint.h),
  * and the node stopping to serve — for good while tallyd runs — when it
  * disagrees with the majority or the stream contradicts its store. Used
- * by net/server/cluster_node.c's applier thread only.
+ * by net/server/cluster_node.c's applier thread; cluster_checks_stop by
+ * its writer too.
  */
 #ifndef TALLY_NET_SERVER_CLUSTER_CHECKS_H
 #define TALLY_NET_SERVER_CLUSTER_CHECKS_H
@@ -24,7 +25,7 @@ bool cluster_checks_diverged(const server *srv);
 
 /* Stop serving: srv->cluster_stop_why set from fmt, srv->cluster_diverged
  * true, waiting reads woken, one error line logged; nothing when stopped
- * already. */
+ * already. Any thread; takes srv->mu. */
 __attribute__((format(printf, 2, 3))) void cluster_checks_stop(server *srv, const char *fmt,
                                                                ...);
 

@@ -55,6 +55,7 @@
 #define READ_WAIT_MS 200
 #define READ_ERROR_PAUSE_US 200000
 #define BOUNDS_EVERY_MS 1000
+#define STREAM_BEHIND_ANSWERS 3
 #define PUBLISH_RETRY_US 100000
 /* A group's request bytes in one message: with one request of the largest
  * size (TALLY_REQUEST_BYTES_MAX) more it stays below NATS's default
@@ -114,17 +115,20 @@ static void observe_group(const pending_group *g)
                               g->applied ? g->applied_ns - g->acked_ns : -1);
 }
 
-/* Answer every request of a group (a copy taken under mu): with the
- * outcome this node's apply computed, or, not applied here,
- * cluster_unavailable saying why. */
-static void answer_group(const pending_group *g, const char *why)
+/* Answer every request of a group (a copy taken under mu): with what the
+ * apply computed when this node applied its message and the stream
+ * confirms the position (confirmed TALLY_ok), else with the fault that
+ * says what is known (why: its detail). */
+static void answer_group(const pending_group *g, int confirmed, const char *why)
 {
-    char detail[96];
+    char detail[CLUSTER_WHY_BYTES + 16];
     for (uint32_t i = 0; i < g->n; i++) {
         slot *s = g->group[i];
-        if (g->applied) {
+        if (g->applied && confirmed == TALLY_ok) {
             s->cluster_seq = g->rc == TALLY_ok ? g->seq : 0;
             writer_send_or_park(s->srv, s, OWNER_WRITER, g->rc, g->now_ms);
+        } else if (g->applied) {
+            slot_send_error(s, OWNER_WRITER, confirmed, why);
         } else if (g->publish_rc == TALLY_ok) {
             snprintf(detail, sizeof(detail), "in the stream, not yet applied here: retry with the "
                      "same key");
@@ -137,41 +141,140 @@ static void answer_group(const pending_group *g, const char *why)
     }
 }
 
-/* g was answered by whoever ended it: free once its publish returned
- * too (observed then), and the writer told. */
+/* g, answered by whoever ended it, is free again: its message freed,
+ * its phases observed, the writer told. */
 static void group_answered(server *srv, pending_group *g)
 {
+    cluster_cmd_free(&g->message);
     pthread_mutex_lock(&srv->mu);
-    g->answered = true;
-    bool free_now = g->proposed;
     pending_group done = *g;
-    if (free_now) {
-        g->in_use = false;
-        pthread_cond_broadcast(&srv->writer_cv);
-    }
+    g->in_use = false;
+    pthread_cond_broadcast(&srv->writer_cv);
     pthread_mutex_unlock(&srv->mu);
-    if (free_now)
-        observe_group(&done);
+    observe_group(&done);
 }
 
-/* Under mu: the writer ends the groups that are its to end, those the
- * applier has not claimed: published and not applied here by their
- * deadline (with all: every one, tallyd stopping). Each is answered
- * cluster_unavailable (it is in the stream: a retry with the same key
- * replays); mu is let go meanwhile. */
-static void end_unclaimed(cluster_node *node, bool all)
+/* Whether the position this node applied its own message at is where the
+ * stream holds it (docs/CLUSTER.md, "Writes", step 3). The applier found
+ * the message at done->seq through the node's consumer; acked: JetStream's
+ * PubAck came and named ack_seq, the stream leader's word once a quorum
+ * holds the message. The same position: TALLY_ok. No PubAck:
+ * TALLY_cluster_unavailable (what a consumer delivers is not known to be
+ * held by a quorum; retry with the same key). Another position: the
+ * stream's leader is asked which message it holds at done->seq: this one,
+ * the same bytes (data), is TALLY_ok (a retried publish
+ * stored twice, answered at its first copy, where every node applies it);
+ * another, or none, means this node applied at done->seq what the stream
+ * does not hold there: it stops serving (TALLY_cluster_diverged); no
+ * answer is TALLY_cluster_unavailable. why: the detail of a refusal. */
+static int confirm_position(cluster_node *node, const pending_group *done, bool acked,
+                            uint64_t ack_seq, const void *data, size_t len, char *why,
+                            size_t why_size)
+{
+    if (acked && ack_seq == done->seq)
+        return TALLY_ok;
+    if (!acked) {
+        snprintf(why, why_size, "applied here at position %" PRIu64 " but not acknowledged by "
+                 "JetStream: retry with the same key", done->seq);
+        return TALLY_cluster_unavailable;
+    }
+    char id[MSG_ID_BYTES];
+    uint8_t hash[SHA256_BYTES], sent[SHA256_BYTES];
+    sha256_digest(data, len, sent);
+    int rc = cluster_stream_get(node->stream, done->seq, id, sizeof(id), hash);
+    if (rc == TALLY_ok && strcmp(id, done->msg_id) == 0 && memcmp(hash, sent, SHA256_BYTES) == 0) {
+        net_log(NET_LOG_WARN, "cluster: group %s is in the stream at position %" PRIu64
+                " and again at %" PRIu64 " (a retried publish stored twice): answered at %"
+                PRIu64, done->msg_id, done->seq, ack_seq, done->seq);
+        return TALLY_ok;
+    }
+    if (rc != TALLY_ok && rc != TALLY_not_found) {
+        snprintf(why, why_size, "JetStream did not confirm position %" PRIu64 " (%s): retry with "
+                 "the same key", done->seq, tally_strerror(rc));
+        return TALLY_cluster_unavailable;
+    }
+    cluster_checks_stop(node->srv, "this node applied its group %s at position %" PRIu64
+                        ", JetStream acknowledged it at %" PRIu64 " and holds %s at %" PRIu64
+                        ": this node's consumer delivered what the stream does not hold there",
+                        done->msg_id, done->seq, ack_seq,
+                        rc == TALLY_not_found ? "no message" : id[0] ? id : "a message without id",
+                        done->seq);
+    snprintf(why, why_size, "this node stops serving: it applied position %" PRIu64 " otherwise "
+             "than the stream holds it: retry on another node", done->seq);
+    return TALLY_cluster_diverged;
+}
+
+/* Publish a group's message. While JetStream has no leader for the
+ * stream (an election after a server's loss: no responders), the same
+ * message is published again, under the same Nats-Msg-Id (stored once),
+ * for up to a PubAck's wait: writes pause through an election rather
+ * than fail at once. */
+static int publish_group(cluster_node *node, const char *msg_id, const void *data, size_t len,
+                         uint64_t *seq, bool *duplicate, char *why, size_t why_size)
+{
+    int64_t until = clock_mono_ms() + TALLY_CLUSTER_REQUEST_MS_DEFAULT;
+    for (;;) {
+        int rc = cluster_stream_publish(node->stream, "cmd", msg_id, data, len, seq, duplicate,
+                                        why, why_size);
+        if (rc != TALLY_unreachable || clock_mono_ms() >= until || stopping(node->srv))
+            return rc;
+        usleep(PUBLISH_RETRY_US);
+    }
+}
+
+/* The writer ends g, applied here (claimed) and published, when the
+ * applier could not: its position confirmed with JetStream first (a
+ * publish again when no PubAck came; confirm_position), which takes
+ * requests the applier does not wait for. */
+static void finish_applied(cluster_node *node, pending_group *g)
+{
+    server *srv = node->srv;
+    pthread_mutex_lock(&srv->mu);
+    pending_group done = *g;
+    pthread_mutex_unlock(&srv->mu);
+    char why[CLUSTER_WHY_BYTES];
+    snprintf(why, sizeof(why), "%s", done.why);
+    int confirmed = TALLY_ok;
+    if (done.rc == TALLY_ok) {
+        uint64_t ack_seq = done.ack_seq;
+        bool duplicate = false;
+        /* applied as the consumer delivered it, with no PubAck: the same
+         * message again, for JetStream's word on where it is */
+        bool acked = done.publish_rc == TALLY_ok ||
+                     publish_group(node, done.msg_id, done.data, done.len, &ack_seq, &duplicate,
+                                   why, sizeof(why)) == TALLY_ok;
+        confirmed = confirm_position(node, &done, acked, ack_seq, done.data, done.len, why,
+                                     sizeof(why));
+    }
+    answer_group(&done, confirmed, why);
+    group_answered(srv, g);
+}
+
+/* Under mu: the writer ends the groups that are its to end (mu is let
+ * go meanwhile): those the applier applied but left to it (handed_back:
+ * their position to confirm), and those it has not claimed, published
+ * and not applied here by their deadline (with all: every one, tallyd
+ * stopping), answered cluster_unavailable (it is in the stream: a retry
+ * with the same key replays). */
+static void end_groups(cluster_node *node, bool all)
 {
     server *srv = node->srv;
     int64_t now = clock_mono_ms();
     for (unsigned i = 0; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT; i++) {
         pending_group *g = &node->pending[i];
-        if (!g->in_use || !g->proposed || g->claimed || g->answered ||
-            (!all && now < g->deadline_ms))
+        if (g->in_use && g->handed_back) {
+            g->handed_back = false;
+            pthread_mutex_unlock(&srv->mu);
+            finish_applied(node, g);
+            pthread_mutex_lock(&srv->mu);
+            continue;
+        }
+        if (!g->in_use || !g->proposed || g->claimed || (!all && now < g->deadline_ms))
             continue;
         g->active = false; /* applied, if ever, from the stream's copy */
         pending_group done = *g;
         pthread_mutex_unlock(&srv->mu);
-        answer_group(&done, NULL);
+        answer_group(&done, TALLY_ok, NULL);
         group_answered(srv, g);
         pthread_mutex_lock(&srv->mu);
     }
@@ -187,26 +290,6 @@ static int64_t group_arrived_ns(slot **group, uint32_t n)
     return oldest;
 }
 
-/* Publish a group's message. While JetStream has no leader for the
- * stream (an election after a server's loss: no responders), the same
- * message is published again, under the same Nats-Msg-Id (stored once),
- * for up to a PubAck's wait: writes pause through an election rather
- * than fail at once. */
-static int publish_group(cluster_node *node, const char *msg_id, const void *data, size_t len,
-                         char *why, size_t why_size)
-{
-    int64_t until = clock_mono_ms() + TALLY_CLUSTER_REQUEST_MS_DEFAULT;
-    for (;;) {
-        uint64_t seq;
-        bool duplicate;
-        int rc = cluster_stream_publish(node->stream, "cmd", msg_id, data, len, &seq, &duplicate,
-                                        why, why_size);
-        if (rc != TALLY_unreachable || clock_mono_ms() >= until || stopping(node->srv))
-            return rc;
-        usleep(PUBLISH_RETRY_US);
-    }
-}
-
 static void refuse_group(cluster_node *node, slot **group, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -214,9 +297,11 @@ static void refuse_group(cluster_node *node, slot **group, uint32_t n)
                         node->srv->cluster_stop_why);
 }
 
-/* Publish group g (n requests, taken from the queue) and go on: the
- * applier answers it once it applied it; the writer when the publish
- * failed and the applier never took it. */
+/* Publish group g (n requests, taken from the queue) and go on. The
+ * applier answers it once it applied it, when JetStream's PubAck named
+ * the position it applied it at; the writer when the publish failed and
+ * the applier never took it, or when the applier applied it before the
+ * PubAck came or at another position (finish_applied). */
 static void propose(cluster_node *node, pending_group *g, uint32_t n)
 {
     server *srv = node->srv;
@@ -226,45 +311,48 @@ static void propose(cluster_node *node, pending_group *g, uint32_t n)
     if (now < node->last_propose_ms)
         now = node->last_propose_ms; /* the clock stepped back: the log's max() holds anyway */
     node->last_propose_ms = now;
-    cluster_cmd_builder b;
-    cluster_cmd_begin(&b, srv->opt->cluster_node, now, n);
-    for (uint32_t i = 0; i < n; i++)
-        cluster_cmd_add(&b, &g->group[i]->req.unpacked.data);
-    const void *data;
-    size_t len;
-    int packed = cluster_cmd_end(&b, &data, &len);
     pthread_mutex_lock(&srv->mu);
     slot **group = g->group;
-    *g = (pending_group){.in_use = true, .active = packed == 0, .group = group, .n = n,
-                         .arrived_ns = group_arrived_ns(group, n), .publish_ns = clock_mono_ns()};
+    *g = (pending_group){.in_use = true, .group = group, .n = n,
+                         .arrived_ns = group_arrived_ns(group, n)};
+    pthread_mutex_unlock(&srv->mu);
+    cluster_cmd_begin(&g->message, srv->opt->cluster_node, now, n);
+    for (uint32_t i = 0; i < n; i++)
+        cluster_cmd_add(&g->message, &group[i]->req.unpacked.data);
+    int packed = cluster_cmd_end(&g->message, &g->data, &g->len);
+    pthread_mutex_lock(&srv->mu);
+    g->active = packed == 0;
+    g->publish_ns = clock_mono_ns();
     snprintf(g->msg_id, sizeof(g->msg_id), "%s-%016" PRIx64 "-%" PRIu64, srv->opt->cluster_node,
              node->boot_id, ++node->counter);
     pthread_mutex_unlock(&srv->mu);
     char why[CLUSTER_WHY_BYTES] = "";
-    int rc = packed == 0 ? publish_group(node, g->msg_id, data, len, why, sizeof(why))
+    uint64_t ack_seq = 0;
+    bool duplicate = false;
+    int rc = packed == 0 ? publish_group(node, g->msg_id, g->data, g->len, &ack_seq, &duplicate,
+                                         why, sizeof(why))
                          : TALLY_out_of_memory;
     int64_t acked_ns = clock_mono_ns();
-    cluster_cmd_free(&b);
     if (rc != TALLY_ok)
         net_log(NET_LOG_WARN, "cluster: a group of %u requests not published: %s", n,
                 why[0] ? why : tally_strerror(rc));
     pthread_mutex_lock(&srv->mu);
     g->proposed = true;
     g->publish_rc = rc;
+    g->ack_seq = ack_seq;
     g->acked_ns = acked_ns;
+    snprintf(g->why, sizeof(g->why), "%s", why);
     g->deadline_ms = clock_mono_ms() + TALLY_CLUSTER_APPLY_WAIT_MS;
-    bool answered = g->answered; /* the applier applied and answered it already */
+    bool applied = g->applied; /* before the PubAck: the applier left it to the writer */
     bool mine = !g->claimed && rc != TALLY_ok;
     if (mine)
         g->active = false; /* applied, if it was stored after all, from the stream's copy */
-    if (answered)
-        g->in_use = false;
     pending_group done = *g;
     pthread_mutex_unlock(&srv->mu);
-    if (answered) {
-        observe_group(&done);
+    if (applied) {
+        finish_applied(node, g);
     } else if (mine) {
-        answer_group(&done, why);
+        answer_group(&done, TALLY_ok, why);
         group_answered(srv, g);
     }
 }
@@ -303,14 +391,14 @@ static pending_group *free_group(cluster_node *node)
 }
 
 /* Under mu: wait for writes and a group to take them in (ending the
- * groups past their deadline meanwhile); while none come, tick when
- * due. NULL when tallyd stops. */
+ * groups that are the writer's to end meanwhile: end_groups); while none
+ * come, tick when due. NULL when tallyd stops. */
 static pending_group *wait_for_writes(cluster_node *node)
 {
     server *srv = node->srv;
     int64_t every = srv->opt->cluster_tick_ms;
     for (;;) {
-        end_unclaimed(node, false);
+        end_groups(node, false);
         pending_group *g = free_group(node);
         if (srv->stopping)
             return NULL;
@@ -358,7 +446,7 @@ static void end_every_group(cluster_node *node)
 {
     server *srv = node->srv;
     for (;;) {
-        end_unclaimed(node, true);
+        end_groups(node, true);
         bool left = false;
         for (unsigned i = 0; i < TALLY_CLUSTER_GROUPS_IN_FLIGHT; i++)
             left |= node->pending[i].in_use;
@@ -524,18 +612,28 @@ static void note_applied(cluster_node *node, uint64_t seq, int rc, pending_group
         node->last_apply_mono_ms = clock_mono_ms();
     }
     pending_group done;
+    bool answer = false;
     if (own) {
         own->applied = true;
         own->rc = rc;
         own->now_ms = time_ms;
         own->seq = seq;
         own->applied_ns = clock_mono_ns();
+        /* answered here, right after its commit, when JetStream's PubAck
+         * named this position (or the apply gave up: its fault); else the
+         * writer confirms the position first (finish_applied), once its
+         * publish returned */
+        answer = own->proposed && (rc != TALLY_ok || (own->publish_rc == TALLY_ok &&
+                                                      own->ack_seq == seq));
+        own->handed_back = own->proposed && !answer;
+        if (own->handed_back)
+            pthread_cond_broadcast(&srv->writer_cv);
         done = *own;
     }
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
-    if (own) { /* the writer's group: answered here, right after its commit */
-        answer_group(&done, NULL);
+    if (answer) {
+        answer_group(&done, TALLY_ok, NULL);
         group_answered(srv, own);
     }
 }
@@ -714,10 +812,40 @@ static void note_stream_last(cluster_node *node)
     pthread_mutex_unlock(&node->srv->mu);
     /* checked against every answer (so after every reconnect too): a
      * stream that ends before what this node applied lost acknowledged
-     * messages */
-    if (last < position)
+     * messages. One answer may come from a server that was stopped and
+     * does not know yet of the leader elected meanwhile (seen with
+     * nats-server 2.9.10 after SIGCONT): the stream must say so on
+     * STREAM_BEHIND_ANSWERS answers in a row, about a second apart. */
+    node->behind_answers = last < position ? node->behind_answers + 1 : 0;
+    if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
         cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
                             PRIu64 ", the stream ends at %" PRIu64, position, last);
+    else if (last < position)
+        net_log(NET_LOG_WARN, "cluster: the stream ends at %" PRIu64 " before this node's "
+                "position %" PRIu64 " (answer %u of %d in a row before this node stops)", last,
+                position, node->behind_answers, STREAM_BEHIND_ANSWERS);
+}
+
+/* --test-cluster-shift-at POS (tests only): the stream as a consumer
+ * served by a replica that lacks the message at POS would deliver it:
+ * that message skipped (left out of m[0..count-1]), each later one a
+ * position lower. The messages left. */
+static size_t test_shifted(server *srv, cluster_message *m, size_t count)
+{
+    uint64_t at = srv->opt->test_cluster_shift_at;
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (at == 0 || m[i].seq < at) {
+            m[kept++] = m[i];
+        } else if (m[i].seq == at) {
+            net_log(NET_LOG_WARN, "cluster: --test-cluster-shift-at: position %" PRIu64
+                    " skipped, each later message read a position lower", m[i].seq);
+        } else {
+            m[kept] = m[i];
+            m[kept++].seq--;
+        }
+    }
+    return kept;
 }
 
 static void *node_applier_main(void *arg)
@@ -765,6 +893,7 @@ static void *node_applier_main(void *arg)
             continue;
         }
         told = false;
+        count = test_shifted(srv, node->msgs, count);
         apply_messages(node, node->msgs, (uint32_t)count);
     }
     if (r)

@@ -40,20 +40,26 @@ typedef struct apply_ctx {
 
 /* A group of writes this node takes to the stream, under srv->mu. The
  * writer takes a free one (!in_use), publishes it, and goes on to the
- * next group; whoever ends it answers its requests: the applier once it
- * claimed it (applied on these slots), else the writer (publish failed,
- * no apply within TALLY_CLUSTER_APPLY_WAIT_MS, stopping). It is free again
- * once answered and its publish returned. */
+ * next group; whoever ends it answers its requests and frees it: the
+ * applier once it applied it on these slots (claimed) at the position
+ * JetStream's PubAck named; else the writer (applied before the PubAck or
+ * elsewhere: the position confirmed first; publish failed; no apply
+ * within TALLY_CLUSTER_APPLY_WAIT_MS; stopping). */
 typedef struct pending_group {
     bool in_use;
     bool active;   /* published or being published; the applier may claim it */
     bool claimed;  /* the applier applies it on these slots (and answers it) */
     bool applied;  /* ... and committed (rc) */
-    bool proposed; /* its publish returned (publish_rc) */
-    bool answered;
+    bool proposed; /* its publish returned (publish_rc, ack_seq, why) */
+    bool handed_back; /* applied, its position for the writer to confirm */
     int rc;
     int publish_rc;
+    uint64_t ack_seq; /* the position JetStream's PubAck named */
+    char why[CLUSTER_WHY_BYTES];
     char msg_id[MSG_ID_BYTES];
+    cluster_cmd_builder message; /* the message published (data, len), until answered */
+    const void *data;
+    size_t len;
     slot **group; /* its own array of srv->slot_count */
     uint32_t n;
     int64_t now_ms;
@@ -93,6 +99,7 @@ struct cluster_node {
     slot **list;
     uint32_t list_count;
     uint8_t digest[CLUSTER_HASH_BYTES]; /* the state digest after the last applied */
+    unsigned behind_answers; /* answers in a row of a stream ending before the position */
     /* The messages read together and applied together (one transaction). */
     cluster_message msgs[TALLY_CLUSTER_APPLY_MESSAGES_MAX];
     batch_item items[TALLY_CLUSTER_APPLY_MESSAGES_MAX];

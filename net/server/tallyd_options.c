@@ -619,6 +619,12 @@ static const options_row rows[] = {
      "flag only, never a config key",
      options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
      offsetof(net_server_options, test_cluster_diverge_at), 1},
+    {"test-cluster-shift-at", "POS", NULL,
+     "for tests only: in cluster mode, the stream is read as a consumer served by a replica "
+     "that lacks the message at position POS would deliver it (each later message one "
+     "position lower); a command-line flag only, never a config key",
+     options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
+     offsetof(net_server_options, test_cluster_shift_at), 1},
     {"print-config", NULL, NULL,
      "print the configuration in effect (the file, the flags, the defaults) as a config file "
      "and exit",

@@ -21,6 +21,10 @@
  *   503; the two others go on taking writes and name it in their log;
  * - the stream lost under running nodes (deleted, an empty one made
  *   again): every node stops with "stream behind this node";
+ * - a node whose consumer delivers the stream a position short
+ *   (--test-cluster-shift-at) answers no write at a cluster_seq where the
+ *   stream does not hold it: its first own group acknowledged elsewhere
+ *   stops it;
  * - /readyz fails while a node is more than --cluster-ready-lag messages
  *   behind the stream (its applier held by --test-writer-hold-file), and
  *   passes once it caught up;
@@ -251,6 +255,85 @@ START_TEST(test_a_diverged_node_stops)
 }
 END_TEST
 
+/* Whether the stream's message at seq holds key (the request bytes in
+ * it name the key), read from the stream's leader. */
+static bool stream_message_holds(const cluster_nodes *c, uint64_t seq, const char *key)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    ck_assert_msg(js_GetMsg(&m, js, "TALLY_COMMANDS", seq, NULL, &jerr) == NATS_OK,
+                  "no message at %" PRIu64 " (%d)", seq, (int)jerr);
+    bool holds = memmem(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), key,
+                        strlen(key)) != NULL;
+    natsMsg_Destroy(m);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return holds;
+}
+
+/* Node c reads the stream one position short from position 8 on
+ * (--test-cluster-shift-at: as a consumer served by a replica that lacks
+ * message 8 delivers it), so it finds its own groups a position below
+ * where JetStream stored them. No write of it is answered ok with a
+ * cluster_seq where the stream does not hold the write: the first is
+ * refused cluster_diverged and node c stops serving, naming the group and
+ * both positions; nodes a and b take writes and read them at their
+ * cluster_seq. (Node c publishes no checkpoint before its writes, so
+ * only the writer's check can stop it.) */
+START_TEST(test_a_write_is_answered_where_the_stream_holds_it)
+{
+    cluster_nodes c;
+    const char *extra[] = {"--test-cluster-shift-at", "8", "--cluster-checkpoint-every",
+                           "100000", NULL};
+    cluster_with(&c, extra);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "--test-cluster-shift-at: position 8 skipped",
+                                  WAIT_MS),
+                  "node c never read position 8");
+    tally_client_options o = {.url = c.node[2].url, .timeout_ms = 30000, .consumer = "test",
+                              .retries = 0, .retries_set = true};
+    tally_client *once = NULL;
+    ck_assert_int_eq(tally_client_open(&o, &once), TALLY_ok);
+    bool refused = false;
+    for (uint64_t id = 300; id < 310 && !refused; id++) {
+        char key[32];
+        snprintf(key, sizeof(key), "open-%" PRIu64, id);
+        wire_reply r;
+        wire_call(once, &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id", id,
+                  "ledger", (uint64_t)1, "code", (uint64_t)1);
+        refused = strcmp(r.code, "cluster_diverged") == 0;
+        if (!refused) {
+            wire_expect(&r, "ok");
+            uint64_t seq = wire_u64(r.map, "cluster_seq");
+            ck_assert_msg(stream_message_holds(&c, seq, key),
+                          "node c answered %s at cluster_seq %" PRIu64 ", where the stream "
+                          "holds another message",
+                          key, seq);
+        }
+        wire_done(&r);
+    }
+    tally_client_close(once);
+    ck_assert_msg(refused, "node c took every write");
+    ck_assert(tallyd_log_wait(&c.node[2], "stops serving: this node applied its group c-", 1000));
+    ck_assert_int_eq(test_metrics_sample(c.node[2].http_port, "tally_cluster_diverged"), 1);
+    /* the others take a write and read it on each other at its cluster_seq */
+    wire_reply r;
+    wire_call(c.client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", "open-400", "id",
+              (uint64_t)400, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, "ok");
+    uint64_t seq = wire_u64(r.map, "cluster_seq");
+    wire_done(&r);
+    wire_call(c.client[1], &r, "account_get", "uu", "id", (uint64_t)400, "min_seq", seq);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    ck_assert_int_eq(test_metrics_sample(c.node[0].http_port, "tally_cluster_diverged"), 0);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
 /* The stream deleted behind the running nodes and an empty one made in
  * its place, as tallyd would make it. */
 static void stream_lost(const cluster_nodes *c)
@@ -477,6 +560,7 @@ int main(void)
         {"checkpoint", test_checkpoints_agree, TEST_TIMEOUT_S},
         {"divergence", test_a_diverged_node_stops, TEST_TIMEOUT_S},
         {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
+        {"divergence", test_a_write_is_answered_where_the_stream_holds_it, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
