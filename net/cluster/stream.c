@@ -49,8 +49,14 @@ struct cluster_reader {
     cluster_stream *s;
     natsSubscription *sub;
     natsMsg *held; /* the message last returned; destroyed on the next call */
+    natsMsg *unchecked; /* r->next's copy from the consumer, not yet checked with the leader */
     uint64_t next; /* the sequence to return next */
     uint64_t resets;
+    uint64_t corrected; /* copies of the consumer's server that the leader did not hold */
+    uint64_t stale_copy_at; /* tests: the consumer's copy at this sequence is replaced */
+    char stale_kind[TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX + 1]; /* ... by this message */
+    char stale_data[64];
+    size_t stale_len;
     int64_t quiet_ms; /* waited without the wanted message since the last one or check */
 };
 
@@ -409,12 +415,16 @@ int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last)
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     natsStatus st = js_GetStreamInfo(&si, s->js, s->name, NULL, &jerr);
-    if (st == NATS_OK) {
+    /* With no leader (an election), a member answers with its own store,
+     * which may lag the stream: not the stream's bounds. */
+    bool leaderless = st == NATS_OK && si->Cluster != NULL &&
+                      (si->Cluster->Leader == NULL || si->Cluster->Leader[0] == '\0');
+    if (st == NATS_OK && !leaderless) {
         *first = si->State.FirstSeq;
         *last = si->State.LastSeq;
     }
     jsStreamInfo_Destroy(si);
-    return code_of(st, jerr);
+    return leaderless ? TALLY_unreachable : code_of(st, jerr);
 }
 
 /* ---- the reader ---- */
@@ -476,6 +486,7 @@ void cluster_reader_close(cluster_reader *r)
     if (r == NULL)
         return;
     natsMsg_Destroy(r->held);
+    natsMsg_Destroy(r->unchecked);
     reader_unsubscribe(r);
     free(r);
 }
@@ -483,6 +494,21 @@ void cluster_reader_close(cluster_reader *r)
 uint64_t cluster_reader_resets(const cluster_reader *r)
 {
     return r->resets;
+}
+
+uint64_t cluster_reader_corrected(const cluster_reader *r)
+{
+    return r->corrected;
+}
+
+void cluster_reader_test_stale_copy_at(cluster_reader *r, uint64_t seq, const char *kind,
+                                       const void *data, size_t len)
+{
+    assert(kind_is_valid(kind) && len <= sizeof(r->stale_data));
+    r->stale_copy_at = seq;
+    snprintf(r->stale_kind, sizeof(r->stale_kind), "%s", kind);
+    memcpy(r->stale_data, data, len);
+    r->stale_len = len;
 }
 
 /* What a slice without the wanted message means: the stream lost the
@@ -500,8 +526,72 @@ static int reader_after_silence(cluster_reader *r)
     return TALLY_timed_out;
 }
 
-/* Take msg when it is the wanted one (TALLY_ok, *m set); a copy of an
- * earlier one is dropped (TALLY_timed_out: go on); a gap resets. */
+/* The Nats-Msg-Id of msg ("" when it has none). */
+static const char *msg_id_of(natsMsg *msg)
+{
+    const char *id = NULL;
+    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
+        id = "";
+    return id;
+}
+
+static bool same_message(natsMsg *a, natsMsg *b)
+{
+    int len = natsMsg_GetDataLength(a);
+    return len == natsMsg_GetDataLength(b) &&
+           (len == 0 || memcmp(natsMsg_GetData(a), natsMsg_GetData(b), (size_t)len) == 0) &&
+           strcmp(natsMsg_GetSubject(a), natsMsg_GetSubject(b)) == 0 &&
+           strcmp(msg_id_of(a), msg_id_of(b)) == 0;
+}
+
+/* Tests (cluster_reader_test_stale_copy_at): msg replaced by the copy
+ * the test gave, as a server's stale store would hold it. */
+static natsMsg *stale_copy_of(cluster_reader *r, natsMsg *msg)
+{
+    char subject[TALLY_CLUSTER_STREAM_NAME_BYTES_MAX + TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX + 2];
+    snprintf(subject, sizeof(subject), "%s.%s", r->s->name, r->stale_kind);
+    natsMsg *copy = NULL;
+    if (natsMsg_Create(&copy, subject, NULL, r->stale_data, (int)r->stale_len) == NATS_OK &&
+        natsMsgHeader_Set(copy, "Nats-Msg-Id", "stale-copy") == NATS_OK) {
+        natsMsg_Destroy(msg);
+        return copy;
+    }
+    natsMsg_Destroy(copy);
+    return msg;
+}
+
+/* r->unchecked, the consumer's copy of r->next, against the copy the
+ * stream's leader holds ($JS.API.STREAM.MSG.GET, which only the leader
+ * answers): the leader's is returned (TALLY_ok, *m set), so a message
+ * that a server holds but the stream does not (a deposed leader's store
+ * after a SIGSTOP: it stored publishes that its quorum never took, and a
+ * consumer on it delivers them) is never applied. TALLY_timed_out while
+ * the leader does not answer or does not hold it yet: called again. */
+static int reader_check(cluster_reader *r, cluster_message *m)
+{
+    natsMsg *leader = NULL;
+    jsErrCode jerr = 0;
+    if (js_GetMsg(&leader, r->s->js, r->s->name, r->next, NULL, &jerr) != NATS_OK) {
+        natsMsg_Destroy(leader);
+        nats_Sleep(RECONNECT_WAIT_MS);
+        return TALLY_timed_out;
+    }
+    bool corrected = !same_message(r->unchecked, leader);
+    r->corrected += corrected;
+    natsMsg_Destroy(r->unchecked);
+    r->unchecked = NULL;
+    r->held = leader;
+    *m = (cluster_message){.seq = r->next, .subject = natsMsg_GetSubject(leader),
+                           .data = natsMsg_GetData(leader),
+                           .len = (size_t)natsMsg_GetDataLength(leader),
+                           .msg_id = msg_id_of(leader), .corrected = corrected};
+    r->next++;
+    return TALLY_ok;
+}
+
+/* Take msg when it is the wanted one (checked with the leader: TALLY_ok,
+ * *m set); a copy of an earlier one is dropped (TALLY_timed_out: go
+ * on); a gap resets. */
 static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m)
 {
     jsMsgMetaData *meta = NULL;
@@ -517,15 +607,12 @@ static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m)
             return reader_after_silence(r); /* a gap: not_found, or from r->next again */
         return TALLY_timed_out;
     }
-    const char *id = NULL;
-    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
-        id = "";
-    r->held = msg;
-    r->next = seq + 1;
-    *m = (cluster_message){.seq = seq, .subject = natsMsg_GetSubject(msg),
-                           .data = natsMsg_GetData(msg),
-                           .len = (size_t)natsMsg_GetDataLength(msg), .msg_id = id};
-    return TALLY_ok;
+    if (r->stale_copy_at == seq) {
+        r->stale_copy_at = 0;
+        msg = stale_copy_of(r, msg);
+    }
+    r->unchecked = msg;
+    return reader_check(r, m);
 }
 
 int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
@@ -534,6 +621,11 @@ int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
     natsMsg_Destroy(r->held);
     r->held = NULL;
     int64_t until = clock_mono_ms() + wait_ms;
+    while (r->unchecked != NULL) {
+        int rc = reader_check(r, m);
+        if (rc != TALLY_timed_out || clock_mono_ms() >= until)
+            return rc;
+    }
     for (;;) {
         int64_t now = clock_mono_ms(), left = until > now ? until - now : 0;
         /* cnats takes only a positive wait: 1 ms looks at what arrived */

@@ -105,6 +105,7 @@ typedef struct cluster_message {
     const void *data;
     size_t len;
     const char *msg_id; /* its Nats-Msg-Id; "" when it has none */
+    bool corrected; /* the consumer's server held another message here: this is the leader's */
 } cluster_message;
 
 /* A reader of s from sequence from (>= 1); s must outlive it. */
@@ -120,5 +121,16 @@ int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m);
 /* How many times r recreated its consumer (a gap, an error, a silence
  * while the stream held more): for tests and, later, a metric. */
 uint64_t cluster_reader_resets(const cluster_reader *r);
+
+/* How many messages the consumer delivered that the stream's leader did
+ * not hold at their sequence (the leader's were returned instead). */
+uint64_t cluster_reader_corrected(const cluster_reader *r);
+
+/* Tests only: the consumer's copy of seq is replaced, before the check
+ * with the leader, by data on NAME.kind (at most 64 bytes, copied), a
+ * message the stream does not hold there, as a server's stale store
+ * would deliver it. */
+void cluster_reader_test_stale_copy_at(cluster_reader *r, uint64_t seq, const char *kind,
+                                       const void *data, size_t len);
 
 #endif

@@ -477,6 +477,17 @@ static void note_stream_last(cluster_node *node)
                             PRIu64 ", the stream ends at %" PRIu64, position, last);
 }
 
+/* --test-cluster-stale-copy-at: the copy a stale server would deliver at
+ * position at, a tick an hour on (applied, every later time would be). */
+static void stale_copy_prepare(cluster_reader *r, uint64_t at)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    if (cluster_tick_pack(&sb, clock_wall_ms() + 3600 * 1000) == 0)
+        cluster_reader_test_stale_copy_at(r, at, "tick", sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void *node_applier_main(void *arg)
 {
     server *srv = arg;
@@ -489,6 +500,8 @@ static void *node_applier_main(void *arg)
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "cluster: cannot read the stream from %" PRIu64 ": %s", from,
                 tally_strerror(rc));
+    if (r != NULL && srv->opt->test_cluster_stale_copy_at > 0)
+        stale_copy_prepare(r, srv->opt->test_cluster_stale_copy_at);
     bool told = false;
     int64_t bounds_due = 0;
     while (!stopping(srv)) {
@@ -521,6 +534,10 @@ static void *node_applier_main(void *arg)
             continue;
         }
         told = false;
+        if (m.corrected)
+            net_log(NET_LOG_WARN, "cluster: position %" PRIu64 ": the server this node reads "
+                    "the stream from held another message there than the stream's leader (a "
+                    "stale copy); the leader's is applied", m.seq);
         apply_message(node, &m);
     }
     if (r)
