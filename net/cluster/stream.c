@@ -2,7 +2,8 @@
  * stream.c — cluster mode's command stream on NATS JetStream (stream.h):
  * the connection, the stream created or checked against docs/CLUSTER.md's
  * table, a publish that returns the stream sequence, and the in-order
- * reader over an ordered consumer that checks the sequence itself.
+ * reader over an ordered consumer that checks the sequence itself and
+ * returns each message as the stream's leader holds it.
  *
  * cnats's statuses and JetStream's error codes are translated here into
  * tally's (stream.h, "Errors"); nothing of cnats leaks to the caller.

@@ -24,7 +24,12 @@
  * reader's order is the stream's, each message exactly once, whatever the
  * client library does about a lost consumer (cnats 3.4.1 recovers an
  * ordered consumer by itself in tests/cluster/check_stream's kills; this
- * check does not depend on it).
+ * check does not depend on it). The consumer's copy of a message is the
+ * store of the server hosting it, which may hold what the stream does not
+ * (nats-server 2.9.10, deposed as the leader while stopped, stored the
+ * publishes it held on waking, without its quorum): each message is
+ * fetched from the stream's leader ($JS.API.STREAM.MSG.GET) and the
+ * leader's copy is returned, at the cost of a request per message.
  *
  * Errors (common/tally_error.h): TALLY_invalid_argument (a bad config, or
  * a stream whose settings break the guarantees: why names the setting),
@@ -94,7 +99,9 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
                            char *why, size_t why_size);
 
 /* The stream's first and last sequence (0 and 0 when empty; first is
- * last + 1 once every message aged out), from its leader. */
+ * last + 1 once every message aged out), from its leader; while the
+ * stream has no leader TALLY_unreachable (a replica's own answer then may
+ * lag the stream). */
 int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
 
 /* A message read: its stream sequence, subject and bytes, valid until
