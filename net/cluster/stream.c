@@ -574,7 +574,14 @@ static int reader_check(cluster_reader *r, cluster_message *m)
     jsErrCode jerr = 0;
     if (js_GetMsg(&leader, r->s->js, r->s->name, r->next, NULL, &jerr) != NATS_OK) {
         natsMsg_Destroy(leader);
-        nats_Sleep(RECONNECT_WAIT_MS);
+        uint64_t first = 0, last = 0;
+        if (jerr == JSNoMessageFoundErr &&
+            cluster_stream_bounds(r->s, &first, &last) == TALLY_ok && first > r->next) {
+            natsMsg_Destroy(r->unchecked); /* aged out since the consumer delivered it */
+            r->unchecked = NULL;
+            return TALLY_not_found;
+        }
+        nats_Sleep(RECONNECT_WAIT_MS); /* no leader, or it does not hold it yet */
         return TALLY_timed_out;
     }
     bool corrected = !same_message(r->unchecked, leader);
