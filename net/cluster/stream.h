@@ -24,7 +24,12 @@
  * reader's order is the stream's, each message exactly once, whatever the
  * client library does about a lost consumer (cnats 3.4.1 recovers an
  * ordered consumer by itself in tests/cluster/check_stream's kills; this
- * check does not depend on it).
+ * check does not depend on it). The consumer's copy of a message is the
+ * store of the server hosting it, which may hold what the stream does not
+ * (nats-server 2.9.10, deposed as the leader while stopped, stored the
+ * publishes it held on waking, without its quorum): each message is
+ * fetched from the stream's leader ($JS.API.STREAM.MSG.GET) and the
+ * leader's copy is returned, at the cost of a request per message.
  *
  * Errors (common/tally_error.h): TALLY_invalid_argument (a bad config, or
  * a stream whose settings break the guarantees: why names the setting),
@@ -95,8 +100,15 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
                            char *why, size_t why_size);
 
 /* The stream's first and last sequence (0 and 0 when empty; first is
- * last + 1 once every message aged out), from its leader. */
+ * last + 1 once every message aged out), from its leader; while the
+ * stream has no leader TALLY_unreachable (a replica's own answer then may
+ * lag the stream). */
 int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
+
+/* Whether an answer of cluster_stream_bounds named another creation time
+ * than the stream s opened: the stream was deleted and made again under
+ * its name, so its positions are no longer the ones s read (sticky). */
+bool cluster_stream_replaced(const cluster_stream *s);
 
 /* The message the stream's leader holds at seq (a JetStream message get,
  * not a consumer): its Nats-Msg-Id into msg_id ("" when it has none,
@@ -114,6 +126,7 @@ typedef struct cluster_message {
     const void *data;
     size_t len;
     const char *msg_id; /* its Nats-Msg-Id; "" when it has none */
+    bool corrected; /* the consumer's server held another message here: this is the leader's */
 } cluster_message;
 
 /* A reader of s from sequence from (>= 1); s must outlive it. */
@@ -138,5 +151,16 @@ int cluster_reader_next_batch(cluster_reader *r, int64_t wait_ms, size_t max, si
 /* How many times r recreated its consumer (a gap, an error, a silence
  * while the stream held more): for tests and, later, a metric. */
 uint64_t cluster_reader_resets(const cluster_reader *r);
+
+/* How many messages the consumer delivered that the stream's leader did
+ * not hold at their sequence (the leader's were returned instead). */
+uint64_t cluster_reader_corrected(const cluster_reader *r);
+
+/* Tests only: the consumer's copy of seq is replaced, before the check
+ * with the leader, by data on NAME.kind (at most 64 bytes, copied), a
+ * message the stream does not hold there, as a server's stale store
+ * would deliver it. */
+void cluster_reader_test_stale_copy_at(cluster_reader *r, uint64_t seq, const char *kind,
+                                       const void *data, size_t len);
 
 #endif

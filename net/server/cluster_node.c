@@ -816,6 +816,13 @@ static void note_stream_last(cluster_node *node)
      * does not know yet of the leader elected meanwhile (seen with
      * nats-server 2.9.10 after SIGCONT): the stream must say so on
      * STREAM_BEHIND_ANSWERS answers in a row, about a second apart. */
+    if (cluster_stream_replaced(node->stream)) {
+        cluster_checks_stop(node->srv, "stream behind this node: stream %s was deleted and made "
+                            "again (this node applied position %" PRIu64 " of the one before; "
+                            "the new one ends at %" PRIu64 ")",
+                            cluster_stream_name(node->stream), position, last);
+        return;
+    }
     node->behind_answers = last < position ? node->behind_answers + 1 : 0;
     if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
         cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
@@ -848,6 +855,17 @@ static size_t test_shifted(server *srv, cluster_message *m, size_t count)
     return kept;
 }
 
+/* --test-cluster-stale-copy-at: the copy a stale server would deliver at
+ * position at, a tick an hour on (applied, every later time would be). */
+static void stale_copy_prepare(cluster_reader *r, uint64_t at)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    if (cluster_tick_pack(&sb, clock_wall_ms() + 3600 * 1000) == 0)
+        cluster_reader_test_stale_copy_at(r, at, "tick", sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void *node_applier_main(void *arg)
 {
     server *srv = arg;
@@ -860,6 +878,8 @@ static void *node_applier_main(void *arg)
     if (rc != TALLY_ok)
         net_log(NET_LOG_ERROR, "cluster: cannot read the stream from %" PRIu64 ": %s", from,
                 tally_strerror(rc));
+    if (r != NULL && srv->opt->test_cluster_stale_copy_at > 0)
+        stale_copy_prepare(r, srv->opt->test_cluster_stale_copy_at);
     bool told = false;
     int64_t bounds_due = 0;
     while (!stopping(srv)) {
@@ -893,6 +913,11 @@ static void *node_applier_main(void *arg)
             continue;
         }
         told = false;
+        for (size_t i = 0; i < count; i++)
+            if (node->msgs[i].corrected)
+                net_log(NET_LOG_WARN, "cluster: position %" PRIu64 ": the server this node reads "
+                        "the stream from held another message there than the stream's leader "
+                        "(a stale copy); the leader's is applied", node->msgs[i].seq);
         count = test_shifted(srv, node->msgs, count);
         apply_messages(node, node->msgs, (uint32_t)count);
     }

@@ -156,6 +156,22 @@ static char *http_body(const cluster_nodes *c, int i, const char *path, int *sta
     return body;
 }
 
+/* Every node compared a checkpoint at position at or later, all three
+ * agreeing, none diverged. */
+static void assert_all_agree(const cluster_nodes *c, unsigned at)
+{
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_msg(test_metrics_sample_reaches(c->node[i].http_port,
+                                                  "tally_cluster_checkpoint_position", at, WAIT_MS),
+                      "node %d compared no checkpoint", i);
+        ck_assert_msg(test_metrics_sample_reaches(c->node[i].http_port,
+                                                  "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
+                      "node %d: fewer than 3 nodes agree (diverged: %d)", i,
+                      (int)test_metrics_sample(c->node[i].http_port, "tally_cluster_diverged"));
+        ck_assert_int_eq(test_metrics_sample(c->node[i].http_port, "tally_cluster_diverged"), 0);
+    }
+}
+
 START_TEST(test_checkpoints_agree)
 {
     cluster_nodes c;
@@ -176,16 +192,9 @@ START_TEST(test_checkpoints_agree)
     wire_done(&r);
     /* positions move on with the writes and the ticks: each node compares
      * the checkpoint after them (64), all three agreeing */
-    for (int i = 0; i < NODES; i++) {
-        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
-                                                  "tally_cluster_checkpoint_position", 64, WAIT_MS),
-                      "node %d compared no checkpoint", i);
-        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
-                                                  "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
-                      "node %d: fewer than 3 nodes agree", i);
-        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
+    assert_all_agree(&c, 64);
+    for (int i = 0; i < NODES; i++)
         assert_group_phases_observed(&c, i);
-    }
     int status = 0;
     char *body = http_body(&c, 1, "/v1/cluster", &status);
     ck_assert_int_eq(status, 200);
@@ -217,14 +226,21 @@ START_TEST(test_checkpoints_agree)
 }
 END_TEST
 
+/* A cluster whose node c runs with test option option at position at,
+ * and 40 accounts opened on node a. */
+static void cluster_with_test_option(cluster_nodes *c, const char *option, const char *at)
+{
+    const char *extra[] = {option, at, NULL};
+    cluster_with(c, extra);
+    for (uint64_t k = 1; k <= 40; k++)
+        open_account(c->client[0], k);
+}
+
 START_TEST(test_a_diverged_node_stops)
 {
     cluster_nodes c;
-    const char *extra[] = {"--test-cluster-diverge-at", "4", NULL};
-    cluster_with(&c, extra);
     /* node c leaves a request of one of a's groups out: its store differs */
-    for (uint64_t k = 1; k <= 40; k++)
-        open_account(c.client[0], k);
+    cluster_with_test_option(&c, "--test-cluster-diverge-at", "4");
     ck_assert_msg(tallyd_log_wait(&c.node[2], "applied without its last request", WAIT_MS),
                   "node c applied every request");
     ck_assert_msg(test_metrics_sample_reaches(c.node[2].http_port, "tally_cluster_diverged", 1,
@@ -330,6 +346,26 @@ START_TEST(test_a_write_is_answered_where_the_stream_holds_it)
     wire_expect(&r, "ok");
     wire_done(&r);
     ck_assert_int_eq(test_metrics_sample(c.node[0].http_port, "tally_cluster_diverged"), 0);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* Node c's stream consumer delivers, at position 20, a message the stream
+ * does not hold there (a tick an hour on), as a nats-server deposed as
+ * the stream's leader delivers the publishes it stored without its
+ * quorum: node c checks every message with the stream's leader and
+ * applies the leader's, so all three agree at every checkpoint. Without
+ * the check node c applies the stale copy, its log's times run an hour
+ * ahead, and it stops at checkpoint 32 as diverged. */
+START_TEST(test_a_stale_copy_is_not_applied)
+{
+    cluster_nodes c;
+    cluster_with_test_option(&c, "--test-cluster-stale-copy-at", "20");
+    assert_all_agree(&c, 32);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "position 20: the server this node reads the "
+                                  "stream from held another message there", 1000),
+                  "node c was not handed the stale copy");
+    open_account(c.client[2], 100);
     cluster_nodes_down(&c);
 }
 END_TEST
@@ -561,6 +597,7 @@ int main(void)
         {"divergence", test_a_diverged_node_stops, TEST_TIMEOUT_S},
         {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
         {"divergence", test_a_write_is_answered_where_the_stream_holds_it, TEST_TIMEOUT_S},
+        {"stale", test_a_stale_copy_is_not_applied, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},

@@ -18,10 +18,13 @@
  *   chooses, moving with the same key to another on no answer or a fault;
  *   after each acknowledgement a read on another node with its
  *   cluster_seq as min_seq must see the transfer (or say not_caught_up,
- *   or not answer: the node is down). At the end a model checks every
+ *   or not answer: the node is down). Every 3 faults, while the writers
+ *   go on, every node's log must be the same bytes as far as all hold it
+ *   (the first event that differs named). At the end a model checks every
  *   node: every acknowledged transfer present, every present one sent by
  *   a writer, each once (the counts and account 2's credits), every log
- *   identical, tally-recon clean on each.
+ *   identical, tally-recon clean on each; and every node compared a
+ *   checkpoint (every 32 positions here) and none stopped as diverged.
  *
  * - tally-bench --cluster against the three nodes, verified, and with
  *   --kill-pid of node c: verified, the fail-over reported.
@@ -38,6 +41,7 @@
 #include "common/msgpack_safe.h"
 
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/http_client.h"
 #include "tests/support/run.h"
 #include "tests/support/suite.h"
 #include "tests/support/test_support.h"
@@ -328,6 +332,7 @@ END_TEST
 #define FAULT_KEY_WAIT_MS 240000  /* one write through the faults, on a loaded machine */
 #define FAULT_CALL_MS 3000        /* a node that does not answer in this is tried no more */
 #define FAULT_ROUND_PAUSE_MS 100  /* after every node refused once */
+#define FAULT_LOG_CHECK_EVERY 3   /* faults between two comparisons of the logs */
 
 typedef enum fault_kind { FAULT_KILL, FAULT_STOP, FAULT_TERM, FAULT_KINDS } fault_kind;
 static const char *const fault_kind_name[FAULT_KINDS] = {"kill -9", "SIGSTOP", "SIGTERM"};
@@ -680,6 +685,31 @@ static void fault_run_check(cluster_fixture *f, fault_run *run, fault_writer *w)
     }
 }
 
+/* While the writers go on: every node's log the same bytes as far as all
+ * hold it (the test fails naming the first event that differs), so a
+ * divergence is caught within a few faults of where it starts. */
+static void faults_logs_agree(cluster_fixture *f, fault_run *run, uint64_t done)
+{
+    uint64_t heads[NODES];
+    uint64_t upto = assert_logs_agree(f, atomic_load(&run->last_seq), heads);
+    fprintf(stderr, "check_cluster_faults: after fault %" PRIu64 ": the logs agree up to event %"
+                    PRIu64 " (heads %" PRIu64 ", %" PRIu64 ", %" PRIu64 ")\n",
+            done, upto, heads[0], heads[1], heads[2]);
+}
+
+/* The running check agrees: every node compared a checkpoint and none
+ * stopped as diverged (one that had would answer cluster_diverged). */
+static void faults_checkpoints_agree(cluster_fixture *f)
+{
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_msg(test_metrics_sample_reaches(f->node[i].http_port,
+                                                  "tally_cluster_checkpoint_position", 1, 60000),
+                      "seed %" PRIu64 ": node %c compared no checkpoint", fault_seed, 'a' + i);
+        ck_assert_msg(test_metrics_sample(f->node[i].http_port, "tally_cluster_diverged") == 0,
+                      "seed %" PRIu64 ": node %c diverged", fault_seed, 'a' + i);
+    }
+}
+
 START_TEST(test_a_random_fault_schedule_loses_and_doubles_nothing)
 {
     fprintf(stderr, "check_cluster_faults: seed %" PRIu64 " (TALLY_FAULT_SEED=%" PRIu64
@@ -729,6 +759,8 @@ START_TEST(test_a_random_fault_schedule_loses_and_doubles_nothing)
                     fault_heal(&f, &x[i]);
         await_progress(&run, from, 2 * FAULT_WRITES, "after the fault healed");
         done += n;
+        if (done / FAULT_LOG_CHECK_EVERY != (done - n) / FAULT_LOG_CHECK_EVERY)
+            faults_logs_agree(&f, &run, done);
     }
     pthread_mutex_lock(&run.mu);
     run.done = true;
@@ -740,6 +772,7 @@ START_TEST(test_a_random_fault_schedule_loses_and_doubles_nothing)
             tally_client_close(w[i].c[n]);
     }
     fault_run_check(&f, &run, w);
+    faults_checkpoints_agree(&f);
     fprintf(stderr, "check_cluster_faults: %u moves to another node; reads with min_seq: %u saw "
                     "their write, %u not caught up, %u unanswered\n",
             atomic_load(&run.moves), atomic_load(&run.reads_seen),
