@@ -141,8 +141,8 @@ static void answer_group(slot **group, uint32_t n, const pending_group *pg, int 
  * TALLY_cluster_unavailable (what a consumer delivers is not known to be
  * held by a quorum; retry with the same key). Another position: the
  * stream's leader is asked which message it holds at done->seq: this one,
- * the same bytes (data), is TALLY_ok (a retried publish
- * stored twice, answered at its first copy, where every node applies it);
+ * the same bytes (data), is TALLY_ok (a retried publish stored twice,
+ * answered at its first copy, where every node applies it);
  * another, or none, means this node applied at done->seq what the stream
  * does not hold there: it stops serving (TALLY_cluster_diverged); no
  * answer is TALLY_cluster_unavailable. why: the detail of a refusal. */
@@ -153,6 +153,9 @@ static int confirm_position(cluster_node *node, const pending_group *done, bool 
     if (acked && ack_seq == done->seq)
         return TALLY_ok;
     if (!acked) {
+        net_log(NET_LOG_WARN, "cluster: group %s applied at position %" PRIu64 " as this node's "
+                "consumer delivered it, with no PubAck: answered cluster_unavailable",
+                done->msg_id, done->seq);
         snprintf(why, why_size, "applied here at position %" PRIu64 " but not acknowledged by "
                  "JetStream: retry with the same key", done->seq);
         return TALLY_cluster_unavailable;
