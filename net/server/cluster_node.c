@@ -513,6 +513,7 @@ static void apply_message(cluster_node *node, const cluster_message *m)
     if (rc == TALLY_ok) {
         node->last_time_ms = ctx.p.time_ms;
         memcpy(node->digest, ctx.p.digest, CLUSTER_HASH_BYTES);
+        memcpy(node->applied_hash, ctx.p.hash, SHA256_BYTES);
     }
     note_applied(node, m->seq, rc, own, ctx.p.time_ms, after.seq);
     if (rc == TALLY_ok)
@@ -524,6 +525,25 @@ static void apply_message(cluster_node *node, const cluster_message *m)
             net_request_reset(&group[i]->req);
     if (is_cmd)
         cluster_cmd_release(&c);
+}
+
+/* After answers that said the stream ends before this node's position,
+ * one that says otherwise: the stream's message at the position the first
+ * of them found (node->suspect_seq) is this node's (they were a server's
+ * old state: forgotten) or another (the stream was lost and has grown
+ * again: this node stops serving). No answer: asked again next time. */
+static void check_suspect(cluster_node *node)
+{
+    char id[MSG_ID_BYTES];
+    uint8_t hash[SHA256_BYTES];
+    int rc = cluster_stream_get(node->stream, node->suspect_seq, id, sizeof(id), hash);
+    if (rc != TALLY_ok)
+        return;
+    if (memcmp(hash, node->suspect_hash, SHA256_BYTES) != 0)
+        cluster_checks_stop(node->srv, "stream behind this node: it ended before position %" PRIu64
+                            " and holds another message there now (%s) than the one this node "
+                            "applied", node->suspect_seq, id[0] ? id : "without id");
+    node->suspect_seq = 0;
 }
 
 /* The stream's last seq, for tally_cluster_lag_messages (a failure
@@ -543,15 +563,27 @@ static void note_stream_last(cluster_node *node)
      * messages. One answer may come from a server that was stopped and
      * does not know yet of the leader elected meanwhile (seen with
      * nats-server 2.9.10 after SIGCONT): the stream must say so on
-     * STREAM_BEHIND_ANSWERS answers in a row, about a second apart. */
-    node->behind_answers = last < position ? node->behind_answers + 1 : 0;
-    if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
-        cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
-                            PRIu64 ", the stream ends at %" PRIu64, position, last);
-    else if (last < position)
-        net_log(NET_LOG_WARN, "cluster: the stream ends at %" PRIu64 " before this node's "
-                "position %" PRIu64 " (answer %u of %d in a row before this node stops)", last,
-                position, node->behind_answers, STREAM_BEHIND_ANSWERS);
+     * STREAM_BEHIND_ANSWERS answers in a row, about a second apart, or,
+     * when an answer says otherwise before, hold another message than
+     * this node's at the position the first of them found it at (a lost
+     * stream grown again past it). */
+    if (last < position) {
+        if (node->behind_answers++ == 0 && node->suspect_seq == 0) {
+            node->suspect_seq = position;
+            memcpy(node->suspect_hash, node->applied_hash, SHA256_BYTES);
+        }
+        if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
+            cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
+                                PRIu64 ", the stream ends at %" PRIu64, position, last);
+        else
+            net_log(NET_LOG_WARN, "cluster: the stream ends at %" PRIu64 " before this node's "
+                    "position %" PRIu64 " (answer %u of %d in a row before this node stops)",
+                    last, position, node->behind_answers, STREAM_BEHIND_ANSWERS);
+        return;
+    }
+    node->behind_answers = 0;
+    if (node->suspect_seq > 0)
+        check_suspect(node);
 }
 
 /* --test-cluster-shift-at POS (tests only): the stream as a consumer
