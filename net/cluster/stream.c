@@ -16,7 +16,6 @@
 #include "common/error.h"
 
 #include <assert.h>
-#include <stdatomic.h>
 #include <inttypes.h>
 #include <nats/nats.h>
 #include <stdarg.h>
@@ -45,11 +44,6 @@ struct cluster_stream {
     cluster_stream_config cfg; /* with the defaults filled in; urls not kept */
     natsConnection *nc;
     jsCtx *js;
-    /* When the stream this handle opened was created (ns since the epoch,
-     * as JetStream says; 0: not known), and whether an answer since named
-     * another creation: the stream was deleted and made again. */
-    int64_t created_ns;
-    atomic_bool replaced;
 };
 
 struct cluster_reader {
@@ -269,8 +263,6 @@ static int stream_create(cluster_stream *st, char *why, size_t why_size)
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     natsStatus s = js_AddStream(&si, st->js, &sc, NULL, &jerr);
-    if (s == NATS_OK && si != NULL)
-        st->created_ns = si->Created;
     jsStreamInfo_Destroy(si);
     if (s != NATS_OK)
         say(why, why_size, "cluster: creating stream %s: %s (%d)", st->name,
@@ -331,7 +323,6 @@ static int stream_ensure(cluster_stream *st, char *why, size_t why_size)
         return code_of(s, jerr) == TALLY_invalid_argument ? TALLY_internal : code_of(s, jerr);
     }
     int rc = stream_is_sound(st, si->Config, why, why_size) ? TALLY_ok : TALLY_invalid_argument;
-    st->created_ns = si->Created;
     jsStreamInfo_Destroy(si);
     return rc;
 }
@@ -433,16 +424,9 @@ int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last)
     if (st == NATS_OK && !leaderless) {
         *first = si->State.FirstSeq;
         *last = si->State.LastSeq;
-        if (s->created_ns != 0 && si->Created != 0 && si->Created != s->created_ns)
-            atomic_store(&s->replaced, true);
     }
     jsStreamInfo_Destroy(si);
     return leaderless ? TALLY_unreachable : code_of(st, jerr);
-}
-
-bool cluster_stream_replaced(const cluster_stream *s)
-{
-    return atomic_load(&s->replaced);
 }
 
 int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_size,

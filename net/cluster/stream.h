@@ -105,11 +105,6 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
  * lag the stream). */
 int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
 
-/* Whether an answer of cluster_stream_bounds named another creation time
- * than the stream s opened: the stream was deleted and made again under
- * its name, so its positions are no longer the ones s read (sticky). */
-bool cluster_stream_replaced(const cluster_stream *s);
-
 /* The message the stream's leader holds at seq (a JetStream message get,
  * not a consumer): its Nats-Msg-Id into msg_id ("" when it has none,
  * truncated to id_size) and the SHA-256 of its bytes into hash. TALLY_ok,

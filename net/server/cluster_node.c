@@ -162,8 +162,8 @@ static void group_answered(server *srv, pending_group *g)
  * TALLY_cluster_unavailable (what a consumer delivers is not known to be
  * held by a quorum; retry with the same key). Another position: the
  * stream's leader is asked which message it holds at done->seq: this one,
- * the same bytes (data), is TALLY_ok (a retried publish
- * stored twice, answered at its first copy, where every node applies it);
+ * the same bytes (data), is TALLY_ok (a retried publish stored twice,
+ * answered at its first copy, where every node applies it);
  * another, or none, means this node applied at done->seq what the stream
  * does not hold there: it stops serving (TALLY_cluster_diverged); no
  * answer is TALLY_cluster_unavailable. why: the detail of a refusal. */
@@ -174,6 +174,9 @@ static int confirm_position(cluster_node *node, const pending_group *done, bool 
     if (acked && ack_seq == done->seq)
         return TALLY_ok;
     if (!acked) {
+        net_log(NET_LOG_WARN, "cluster: group %s applied at position %" PRIu64 " as this node's "
+                "consumer delivered it, with no PubAck: answered cluster_unavailable",
+                done->msg_id, done->seq);
         snprintf(why, why_size, "applied here at position %" PRIu64 " but not acknowledged by "
                  "JetStream: retry with the same key", done->seq);
         return TALLY_cluster_unavailable;
@@ -739,6 +742,7 @@ static void items_done(cluster_node *node, batch_item *items, uint32_t count, co
         if (rcs[k] == TALLY_ok) {
             node->last_time_ms = it->ctx.p.time_ms;
             memcpy(node->digest, it->ctx.p.digest, CLUSTER_HASH_BYTES);
+            memcpy(node->applied_hash, it->ctx.p.hash, SHA256_BYTES);
         }
         note_applied(node, it->m->seq, rcs[k], it->own, it->ctx.p.time_ms, w->after.seq);
         if (rcs[k] == TALLY_ok)
@@ -798,6 +802,25 @@ static void apply_messages(cluster_node *node, const cluster_message *msgs, uint
     }
 }
 
+/* After answers that said the stream ends before this node's position,
+ * one that says otherwise: the stream's message at the position the first
+ * of them found (node->suspect_seq) is this node's (they were a server's
+ * old state: forgotten) or another (the stream was lost and has grown
+ * again: this node stops serving). No answer: asked again next time. */
+static void check_suspect(cluster_node *node)
+{
+    char id[MSG_ID_BYTES];
+    uint8_t hash[SHA256_BYTES];
+    int rc = cluster_stream_get(node->stream, node->suspect_seq, id, sizeof(id), hash);
+    if (rc != TALLY_ok)
+        return;
+    if (memcmp(hash, node->suspect_hash, SHA256_BYTES) != 0)
+        cluster_checks_stop(node->srv, "stream behind this node: it ended before position %" PRIu64
+                            " and holds another message there now (%s) than the one this node "
+                            "applied", node->suspect_seq, id[0] ? id : "without id");
+    node->suspect_seq = 0;
+}
+
 /* The stream's last seq, for tally_cluster_lag_messages (a failure
  * leaves the last one seen). */
 static void note_stream_last(cluster_node *node)
@@ -815,22 +838,27 @@ static void note_stream_last(cluster_node *node)
      * messages. One answer may come from a server that was stopped and
      * does not know yet of the leader elected meanwhile (seen with
      * nats-server 2.9.10 after SIGCONT): the stream must say so on
-     * STREAM_BEHIND_ANSWERS answers in a row, about a second apart. */
-    if (cluster_stream_replaced(node->stream)) {
-        cluster_checks_stop(node->srv, "stream behind this node: stream %s was deleted and made "
-                            "again (this node applied position %" PRIu64 " of the one before; "
-                            "the new one ends at %" PRIu64 ")",
-                            cluster_stream_name(node->stream), position, last);
+     * STREAM_BEHIND_ANSWERS answers in a row, about a second apart, or,
+     * when an answer says otherwise before, hold another message than
+     * this node's at the position the first of them found it at (a lost
+     * stream grown again past it). */
+    if (last < position) {
+        if (node->behind_answers++ == 0 && node->suspect_seq == 0) {
+            node->suspect_seq = position;
+            memcpy(node->suspect_hash, node->applied_hash, SHA256_BYTES);
+        }
+        if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
+            cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
+                                PRIu64 ", the stream ends at %" PRIu64, position, last);
+        else
+            net_log(NET_LOG_WARN, "cluster: the stream ends at %" PRIu64 " before this node's "
+                    "position %" PRIu64 " (answer %u of %d in a row before this node stops)",
+                    last, position, node->behind_answers, STREAM_BEHIND_ANSWERS);
         return;
     }
-    node->behind_answers = last < position ? node->behind_answers + 1 : 0;
-    if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
-        cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
-                            PRIu64 ", the stream ends at %" PRIu64, position, last);
-    else if (last < position)
-        net_log(NET_LOG_WARN, "cluster: the stream ends at %" PRIu64 " before this node's "
-                "position %" PRIu64 " (answer %u of %d in a row before this node stops)", last,
-                position, node->behind_answers, STREAM_BEHIND_ANSWERS);
+    node->behind_answers = 0;
+    if (node->suspect_seq > 0)
+        check_suspect(node);
 }
 
 /* --test-cluster-shift-at POS (tests only): the stream as a consumer

@@ -99,7 +99,10 @@ struct cluster_node {
     slot **list;
     uint32_t list_count;
     uint8_t digest[CLUSTER_HASH_BYTES]; /* the state digest after the last applied */
+    uint8_t applied_hash[SHA256_BYTES]; /* the SHA-256 of the message at the position */
     unsigned behind_answers; /* answers in a row of a stream ending before the position */
+    uint64_t suspect_seq;    /* the position at the first of them (0: none) ... */
+    uint8_t suspect_hash[SHA256_BYTES]; /* ... and its message's SHA-256 */
     /* The messages read together and applied together (one transaction). */
     cluster_message msgs[TALLY_CLUSTER_APPLY_MESSAGES_MAX];
     batch_item items[TALLY_CLUSTER_APPLY_MESSAGES_MAX];

@@ -21,6 +21,9 @@
  *   503; the two others go on taking writes and name it in their log;
  * - the stream lost under running nodes (deleted, an empty one made
  *   again): every node stops with "stream behind this node";
+ * - the stream lost and grown again past the nodes' positions between
+ *   two answers about it: a node told once that it ended before its
+ *   position finds another message there and stops;
  * - a node whose consumer delivers the stream a position short
  *   (--test-cluster-shift-at) answers no write at a cluster_seq where the
  *   stream does not hold it: its first own group acknowledged elsewhere
@@ -393,13 +396,19 @@ static void stream_lost(const cluster_nodes *c)
     cluster_stream_close(s);
 }
 
+/* A cluster that took 30 writes, then lost its stream (stream_lost). */
+static void cluster_with_lost_stream(cluster_nodes *c)
+{
+    cluster_with(c, NULL);
+    for (uint64_t k = 1; k <= 30; k++)
+        open_account(c->client[k % NODES], k);
+    stream_lost(c);
+}
+
 START_TEST(test_a_stream_behind_running_nodes)
 {
     cluster_nodes c;
-    cluster_with(&c, NULL);
-    for (uint64_t k = 1; k <= 30; k++)
-        open_account(c.client[k % NODES], k);
-    stream_lost(&c);
+    cluster_with_lost_stream(&c);
     for (int i = 0; i < NODES; i++) {
         ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port, "tally_cluster_diverged", 1,
                                                   WAIT_MS),
@@ -407,6 +416,44 @@ START_TEST(test_a_stream_behind_running_nodes)
         ck_assert(tallyd_log_wait(&c.node[i], "stops serving: stream behind this node", 1000));
     }
     assert_refused(&c, 0, 200, false);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* count messages appended to the stream (subject TALLY_COMMANDS.filler),
+ * as another cluster's writes would grow a stream made again. */
+static void stream_fill(const cluster_nodes *c, unsigned count)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    for (unsigned i = 0; i < count; i++) {
+        jsErrCode jerr = 0;
+        ck_assert_msg(js_Publish(NULL, js, "TALLY_COMMANDS.filler", "x", 1, NULL, &jerr) ==
+                          NATS_OK,
+                      "filler %u: jerr %d", i, (int)jerr);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* The stream lost under running nodes and grown again past their
+ * positions before three answers in a row said it ended before them:
+ * node a, told once that it does, finds another message at its position
+ * than its own there once the stream is long again, and stops (fails
+ * when an answer that the stream is long enough forgets the first). */
+START_TEST(test_a_lost_stream_grown_again_is_found)
+{
+    cluster_nodes c;
+    cluster_with_lost_stream(&c);
+    ck_assert_msg(tallyd_log_wait(&c.node[0], "before this node's position", WAIT_MS),
+                  "node a never found the stream behind it");
+    stream_fill(&c, 200);
+    ck_assert_msg(test_metrics_sample_reaches(c.node[0].http_port, "tally_cluster_diverged", 1,
+                                              WAIT_MS),
+                  "node a goes on");
+    ck_assert(tallyd_log_wait(&c.node[0], "stops serving: stream behind this node", 1000));
     cluster_nodes_down(&c);
 }
 END_TEST
@@ -598,6 +645,7 @@ int main(void)
         {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
         {"divergence", test_a_write_is_answered_where_the_stream_holds_it, TEST_TIMEOUT_S},
         {"stale", test_a_stale_copy_is_not_applied, TEST_TIMEOUT_S},
+        {"divergence", test_a_lost_stream_grown_again_is_found, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
