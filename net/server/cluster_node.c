@@ -48,6 +48,7 @@
 #define READ_WAIT_MS 200
 #define READ_ERROR_PAUSE_US 200000
 #define BOUNDS_EVERY_MS 1000
+#define STREAM_BEHIND_ANSWERS 3
 #define PUBLISH_RETRY_US 100000
 /* A group's request bytes in one message: with one request of the largest
  * size (TALLY_REQUEST_BYTES_MAX) more it stays below NATS's default
@@ -471,10 +472,18 @@ static void note_stream_last(cluster_node *node)
     pthread_mutex_unlock(&node->srv->mu);
     /* checked against every answer (so after every reconnect too): a
      * stream that ends before what this node applied lost acknowledged
-     * messages */
-    if (last < position)
+     * messages. One answer may come from a server that was stopped and
+     * does not know yet of the leader elected meanwhile (seen with
+     * nats-server 2.9.10 after SIGCONT): the stream must say so on
+     * STREAM_BEHIND_ANSWERS answers in a row, about a second apart. */
+    node->behind_answers = last < position ? node->behind_answers + 1 : 0;
+    if (node->behind_answers >= STREAM_BEHIND_ANSWERS)
         cluster_checks_stop(node->srv, "stream behind this node: this node applied position %"
                             PRIu64 ", the stream ends at %" PRIu64, position, last);
+    else if (last < position)
+        net_log(NET_LOG_WARN, "cluster: the stream ends at %" PRIu64 " before this node's "
+                "position %" PRIu64 " (answer %u of %d in a row before this node stops)", last,
+                position, node->behind_answers, STREAM_BEHIND_ANSWERS);
 }
 
 /* --test-cluster-stale-copy-at: the copy a stale server would deliver at

@@ -52,6 +52,7 @@ struct cluster_node {
     slot **list;
     uint32_t list_count;
     uint8_t digest[CLUSTER_HASH_BYTES]; /* the state digest after the last applied */
+    unsigned behind_answers; /* answers in a row of a stream ending before the position */
     cluster_checks checks;
     bool perturbed; /* --test-cluster-diverge-at done */
 };
