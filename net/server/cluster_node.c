@@ -442,13 +442,14 @@ static void apply_message(cluster_node *node, const cluster_message *m)
         usleep(APPLY_RETRY_US);
         rc = n == UINT32_MAX ? TALLY_out_of_memory : TALLY_ok;
     }
+    int64_t before_ms = node->last_time_ms;
     if (rc == TALLY_ok) {
         node->last_time_ms = ctx.p.time_ms;
         memcpy(node->digest, ctx.p.digest, CLUSTER_HASH_BYTES);
     }
     note_applied(node, m->seq, rc, own, ctx.p.time_ms, after.seq);
     if (rc == TALLY_ok)
-        cluster_checks_after(&node->checks, m, node->digest);
+        cluster_checks_after(&node->checks, m, node->digest, before_ms, ctx.p.time_ms);
     if (rc == TALLY_ok && srv->publish && after.seq > before.seq)
         srv->publish(srv, before.seq + 1, after.seq);
     if (!own)
