@@ -572,7 +572,10 @@ static int reader_check(cluster_reader *r, cluster_message *m)
 {
     natsMsg *leader = NULL;
     jsErrCode jerr = 0;
-    if (js_GetMsg(&leader, r->s->js, r->s->name, r->next, NULL, &jerr) != NATS_OK) {
+    jsOptions o; /* a slice's wait, not a PubAck's: the applier's caller stops between calls */
+    jsOptions_Init(&o);
+    o.Wait = READER_SLICE_MS;
+    if (js_GetMsg(&leader, r->s->js, r->s->name, r->next, &o, &jerr) != NATS_OK) {
         natsMsg_Destroy(leader);
         uint64_t first = 0, last = 0;
         if (jerr == JSNoMessageFoundErr &&
