@@ -391,6 +391,13 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
 #define TALLY_CLUSTER_CHECKPOINT_EVERY_DEFAULT 1000
 #define TALLY_CLUSTER_CHECKPOINT_EVERY_MIN 32
 #define TALLY_CLUSTER_CHECKPOINT_EVERY_MAX 100000000
+/* ... and at the first position of every such span of the log's time, so
+ * that a node that diverged stops within about this much of it however
+ * few positions pass (the ticks carry the time on). A constant: every
+ * node of a cluster must take the same positions. */
+#define TALLY_CLUSTER_CHECKPOINT_LOG_MS 10000
+_Static_assert(TALLY_CLUSTER_CHECKPOINT_LOG_MS >= 10 * TALLY_CLUSTER_TICK_MS_DEFAULT,
+               "a checkpoint of the log's time comes after several ticks at least");
 /* /readyz fails while this node is more than this many messages behind. */
 #define TALLY_CLUSTER_READY_LAG_DEFAULT 1000
 /* How long tallyd tries to reach a JetStream with a leader at start. */

@@ -600,7 +600,10 @@ static int reader_check(cluster_reader *r, cluster_message *m)
 {
     natsMsg *leader = NULL;
     jsErrCode jerr = 0;
-    if (js_GetMsg(&leader, r->s->js, r->s->name, r->next, NULL, &jerr) != NATS_OK) {
+    jsOptions o; /* a slice's wait, not a PubAck's: the applier's caller stops between calls */
+    jsOptions_Init(&o);
+    o.Wait = READER_SLICE_MS;
+    if (js_GetMsg(&leader, r->s->js, r->s->name, r->next, &o, &jerr) != NATS_OK) {
         natsMsg_Destroy(leader);
         uint64_t first = 0, last = 0;
         if (jerr == JSNoMessageFoundErr &&
@@ -651,42 +654,48 @@ static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m, bool
         r->stale_copy_at = 0;
         msg = stale_copy_of(r, msg);
     }
+    assert(r->unchecked == NULL);
     r->unchecked = msg;
     return reader_check(r, m);
+}
+
+/* One slice of a wait on the consumer: r->next's copy taken (to check
+ * with the leader), or a silence or a failure acted on. */
+static int reader_wait_slice(cluster_reader *r, int64_t until, cluster_message *m)
+{
+    int64_t now = clock_mono_ms(), left = until > now ? until - now : 0;
+    /* cnats takes only a positive wait: 1 ms looks at what arrived */
+    int64_t slice = left < 1 ? 1 : left < READER_SLICE_MS ? left : READER_SLICE_MS;
+    int rc = TALLY_timed_out;
+    natsMsg *msg = NULL;
+    natsStatus st = NATS_TIMEOUT;
+    if (r->sub != NULL)
+        st = natsSubscription_NextMsg(&msg, r->sub, slice);
+    else
+        nats_Sleep(slice < RECONNECT_WAIT_MS ? slice : RECONNECT_WAIT_MS); /* no consumer */
+    if (st == NATS_OK) {
+        rc = reader_take(r, msg, m, true);
+        r->quiet_ms = 0;
+    } else if (st == NATS_TIMEOUT) {
+        r->quiet_ms += clock_mono_ms() - now;
+        if (r->quiet_ms >= READER_SLICE_MS) {
+            r->quiet_ms = 0;
+            rc = reader_after_silence(r);
+        }
+    } else {
+        reader_reset(r); /* the consumer failed (slow consumer, closed, ...) */
+    }
+    return rc;
 }
 
 /* The first message of a call: waited for up to wait_ms. */
 static int reader_wait_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
 {
     int64_t until = clock_mono_ms() + wait_ms;
-    while (r->unchecked != NULL) {
-        int rc = reader_check(r, m);
-        if (rc != TALLY_timed_out || clock_mono_ms() >= until)
-            return rc;
-    }
     for (;;) {
-        int64_t now = clock_mono_ms(), left = until > now ? until - now : 0;
-        /* cnats takes only a positive wait: 1 ms looks at what arrived */
-        int64_t slice = left < 1 ? 1 : left < READER_SLICE_MS ? left : READER_SLICE_MS;
-        int rc = TALLY_timed_out;
-        natsMsg *msg = NULL;
-        natsStatus st = NATS_TIMEOUT;
-        if (r->sub != NULL)
-            st = natsSubscription_NextMsg(&msg, r->sub, slice);
-        else
-            nats_Sleep(slice < RECONNECT_WAIT_MS ? slice : RECONNECT_WAIT_MS); /* no consumer */
-        if (st == NATS_OK) {
-            rc = reader_take(r, msg, m, true);
-            r->quiet_ms = 0;
-        } else if (st == NATS_TIMEOUT) {
-            r->quiet_ms += clock_mono_ms() - now;
-            if (r->quiet_ms >= READER_SLICE_MS) {
-                r->quiet_ms = 0;
-                rc = reader_after_silence(r);
-            }
-        } else {
-            reader_reset(r); /* the consumer failed (slow consumer, closed, ...) */
-        }
+        /* a copy taken and not yet checked is checked again before the
+         * consumer is read on */
+        int rc = r->unchecked != NULL ? reader_check(r, m) : reader_wait_slice(r, until, m);
         if (rc != TALLY_timed_out || clock_mono_ms() >= until)
             return rc;
     }

@@ -5,6 +5,7 @@
 #include "net/server/cluster_checks.h"
 
 #include "common/error.h"
+#include "common/limits.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -86,8 +87,22 @@ static bool subject_is(const char *subject, const char *kind)
     return dot && strcmp(dot + 1, kind) == 0;
 }
 
+/* Whether m's position is a checkpoint's: every N positions, and the
+ * first of a new span of the log's time. Both read only the stream's
+ * order and the log's times, the same on every node. */
+static bool is_checkpoint(const cluster_checks *k, uint64_t seq, int64_t before_ms,
+                          int64_t time_ms)
+{
+    unsigned every = k->srv->opt->cluster_checkpoint_every;
+    if (every > 0 && seq % every == 0)
+        return true;
+    return before_ms > 0 && time_ms / TALLY_CLUSTER_CHECKPOINT_LOG_MS !=
+                                before_ms / TALLY_CLUSTER_CHECKPOINT_LOG_MS;
+}
+
 void cluster_checks_after(cluster_checks *k, const cluster_message *m,
-                          const uint8_t digest[CLUSTER_HASH_BYTES])
+                          const uint8_t digest[CLUSTER_HASH_BYTES], int64_t before_ms,
+                          int64_t time_ms)
 {
     cluster_checkpoint cp;
     cluster_verdict v;
@@ -95,8 +110,7 @@ void cluster_checks_after(cluster_checks *k, const cluster_message *m,
         cluster_checkpoint_unpack(m->data, m->len, &cp) == TALLY_ok &&
         cluster_checkpoints_vote(&k->checkpoints, &cp, &v))
         note_verdict(k, &v);
-    unsigned every = k->srv->opt->cluster_checkpoint_every;
-    if (every > 0 && m->seq % every == 0 && !cluster_checks_diverged(k->srv)) {
+    if (is_checkpoint(k, m->seq, before_ms, time_ms) && !cluster_checks_diverged(k->srv)) {
         cluster_checkpoints_own(&k->checkpoints, m->seq, digest);
         publish(k, m->seq, digest);
     }

@@ -30,10 +30,13 @@ __attribute__((format(printf, 2, 3))) void cluster_checks_stop(server *srv, cons
                                                                ...);
 
 /* After the message m committed, with digest the node's state digest
- * after it: a checkpoint message is counted as a vote (and may stop the
- * node), and at a checkpoint position (--cluster-checkpoint-every) the
- * digest is kept and published. */
+ * after it, at log time time_ms (the message before it at before_ms): a
+ * checkpoint message is counted as a vote (and may stop the node), and
+ * at a checkpoint position (every --cluster-checkpoint-every positions,
+ * and the first in each TALLY_CLUSTER_CHECKPOINT_LOG_MS of the log's
+ * time) the digest is kept and published. */
 void cluster_checks_after(cluster_checks *k, const cluster_message *m,
-                          const uint8_t digest[CLUSTER_HASH_BYTES]);
+                          const uint8_t digest[CLUSTER_HASH_BYTES], int64_t before_ms,
+                          int64_t time_ms);
 
 #endif

@@ -739,6 +739,7 @@ static void items_done(cluster_node *node, batch_item *items, uint32_t count, co
     for (uint32_t k = 0; k < count; k++) {
         batch_item *it = &items[k];
         writer_message *w = &node->wm[k];
+        int64_t before_ms = node->last_time_ms;
         if (rcs[k] == TALLY_ok) {
             node->last_time_ms = it->ctx.p.time_ms;
             memcpy(node->digest, it->ctx.p.digest, CLUSTER_HASH_BYTES);
@@ -746,7 +747,8 @@ static void items_done(cluster_node *node, batch_item *items, uint32_t count, co
         }
         note_applied(node, it->m->seq, rcs[k], it->own, it->ctx.p.time_ms, w->after.seq);
         if (rcs[k] == TALLY_ok)
-            cluster_checks_after(&node->checks, it->m, node->digest);
+            cluster_checks_after(&node->checks, it->m, node->digest, before_ms,
+                                 it->ctx.p.time_ms);
         if (rcs[k] == TALLY_ok && w->after.seq > w->before.seq) {
             if (from == 0)
                 from = w->before.seq + 1;

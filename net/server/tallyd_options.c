@@ -506,9 +506,10 @@ static const options_row rows[] = {
      "entitlements expire while nothing is written; 0: never",
      NUMBER(UNSIGNED, cluster_tick_ms, 0, TALLY_CLUSTER_TICK_MS_MAX, 1)},
     {"cluster-checkpoint-every", "N", TEXT_OF(TALLY_CLUSTER_CHECKPOINT_EVERY_DEFAULT),
-     "cluster mode: every N positions each node appends a checkpoint (its state digest) and "
-     "compares the others' with its own; a node that disagrees with the majority stops "
-     "serving (cluster_diverged). Every node of a cluster must run with the same N",
+     "cluster mode: every N positions (and at the first of every 10 s of the log's time) each "
+     "node appends a checkpoint (its state digest) and compares the others' with its own; a "
+     "node that disagrees with the majority stops serving (cluster_diverged). Every node of a "
+     "cluster must run with the same N",
      NUMBER(UNSIGNED, cluster_checkpoint_every, TALLY_CLUSTER_CHECKPOINT_EVERY_MIN,
             TALLY_CLUSTER_CHECKPOINT_EVERY_MAX, 1)},
     {"cluster-init", NULL, NULL,

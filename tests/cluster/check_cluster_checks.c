@@ -107,12 +107,14 @@ static void assert_refused(const cluster_nodes *c, int i, uint64_t id, bool also
     tally_client_close(once);
 }
 
-static void cluster_with(cluster_nodes *c, const char *const *extra_c)
+/* Three nodes checkpointing every `every` positions, node c with the
+ * options extra_c too. */
+static void cluster_with_every(cluster_nodes *c, const char *every, const char *const *extra_c)
 {
     cluster_nodes_init(c, NODES);
     for (int i = 0; i < NODES; i++) {
         c->args[i][0] = "--cluster-checkpoint-every";
-        c->args[i][1] = CHECKPOINT_EVERY;
+        c->args[i][1] = every;
         for (int k = 0; i == NODES - 1 && extra_c && extra_c[k]; k++)
             c->args[i][2 + k] = extra_c[k];
         cluster_nodes_start(c, i);
@@ -150,6 +152,11 @@ static void assert_group_phases_observed(const cluster_nodes *c, int i)
         ck_assert_msg(count >= 1 && (f == 0 ? sum >= 0 : sum > 0),
                       "node %d: %s count %g sum %g", i, families[f], count, sum);
     }
+}
+
+static void cluster_with(cluster_nodes *c, const char *const *extra_c)
+{
+    cluster_with_every(c, CHECKPOINT_EVERY, extra_c);
 }
 
 static char *http_body(const cluster_nodes *c, int i, const char *path, int *status)
@@ -349,6 +356,32 @@ START_TEST(test_a_write_is_answered_where_the_stream_holds_it)
     wire_expect(&r, "ok");
     wire_done(&r);
     ck_assert_int_eq(test_metrics_sample(c.node[0].http_port, "tally_cluster_diverged"), 0);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* Checkpoints come with the log's time too (every 10 s of it), not only
+ * every N positions: with N = 100000, node c (diverged at position 4)
+ * stops once the ticks carry the log's time past the next 10 s, after a
+ * dozen writes. Without them it would serve its diverged store until
+ * position 100000. */
+START_TEST(test_a_diverged_node_stops_with_few_positions)
+{
+    cluster_nodes c;
+    const char *extra[] = {"--test-cluster-diverge-at", "4", NULL};
+    cluster_with_every(&c, "100000", extra);
+    for (uint64_t k = 1; k <= 12; k++)
+        open_account(c.client[0], k);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "applied without its last request", WAIT_MS),
+                  "node c applied every request");
+    ck_assert_msg(test_metrics_sample_reaches(c.node[2].http_port, "tally_cluster_diverged", 1,
+                                              WAIT_MS),
+                  "node c did not stop (checkpoint position %d)",
+                  (int)test_metrics_sample(c.node[2].http_port,
+                                           "tally_cluster_checkpoint_position"));
+    ck_assert(tallyd_log_wait(&c.node[2], "differs from the majority's, held by nodes a, b", 1000));
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
     cluster_nodes_down(&c);
 }
 END_TEST
@@ -646,6 +679,7 @@ int main(void)
         {"divergence", test_a_write_is_answered_where_the_stream_holds_it, TEST_TIMEOUT_S},
         {"stale", test_a_stale_copy_is_not_applied, TEST_TIMEOUT_S},
         {"divergence", test_a_lost_stream_grown_again_is_found, TEST_TIMEOUT_S},
+        {"logtime", test_a_diverged_node_stops_with_few_positions, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
