@@ -401,6 +401,13 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
 #define TALLY_CLUSTER_CHECKPOINT_EVERY_DEFAULT 1000
 #define TALLY_CLUSTER_CHECKPOINT_EVERY_MIN 32
 #define TALLY_CLUSTER_CHECKPOINT_EVERY_MAX 100000000
+/* ... and at the first position of every such span of the log's time, so
+ * that a node that diverged stops within about this much of it however
+ * few positions pass (the ticks carry the time on). A constant: every
+ * node of a cluster must take the same positions. */
+#define TALLY_CLUSTER_CHECKPOINT_LOG_MS 10000
+_Static_assert(TALLY_CLUSTER_CHECKPOINT_LOG_MS >= 10 * TALLY_CLUSTER_TICK_MS_DEFAULT,
+               "a checkpoint of the log's time comes after several ticks at least");
 /* /readyz fails while this node is more than this many messages behind. */
 #define TALLY_CLUSTER_READY_LAG_DEFAULT 1000
 /* How long tallyd tries to reach a JetStream with a leader at start. */
@@ -409,5 +416,16 @@ _Static_assert(TALLY_CLUSTER_REPLICAS_DEFAULT <= TALLY_CLUSTER_REPLICAS_MAX &&
  * apply before it is answered cluster_unavailable (it is in the stream:
  * a retry with the same key replays). */
 #define TALLY_CLUSTER_APPLY_WAIT_MS 30000
+/* Messages of the stream that a node has already received are applied
+ * together, in one transaction and one durable commit, up to these: the
+ * messages, and their bytes (docs/CLUSTER.md, "Applying"). */
+#define TALLY_CLUSTER_APPLY_MESSAGES_MAX 64
+/* A node's groups of writes in flight at once: one being published, the
+ * others published and waiting for this node's apply (docs/CLUSTER.md,
+ * "Applying"). */
+#define TALLY_CLUSTER_GROUPS_IN_FLIGHT 4
+#define TALLY_CLUSTER_APPLY_BYTES_MAX (8 * 1024 * 1024)
+_Static_assert(TALLY_CLUSTER_APPLY_BYTES_MAX >= TALLY_CLUSTER_MSG_BYTES_MIN,
+               "a batch of messages takes at least one message of the largest size");
 
 #endif

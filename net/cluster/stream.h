@@ -24,7 +24,12 @@
  * reader's order is the stream's, each message exactly once, whatever the
  * client library does about a lost consumer (cnats 3.4.1 recovers an
  * ordered consumer by itself in tests/cluster/check_stream's kills; this
- * check does not depend on it).
+ * check does not depend on it). The consumer's copy of a message is the
+ * store of the server hosting it, which may hold what the stream does not
+ * (nats-server 2.9.10, deposed as the leader while stopped, stored the
+ * publishes it held on waking, without its quorum): each message is
+ * fetched from the stream's leader ($JS.API.STREAM.MSG.GET) and the
+ * leader's copy is returned, at the cost of a request per message.
  *
  * Errors (common/tally_error.h): TALLY_invalid_argument (a bad config, or
  * a stream whose settings break the guarantees: why names the setting),
@@ -38,6 +43,7 @@
 #define TALLY_NET_CLUSTER_STREAM_H
 
 #include "common/limits.h"
+#include "common/sha256.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -94,8 +100,18 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
                            char *why, size_t why_size);
 
 /* The stream's first and last sequence (0 and 0 when empty; first is
- * last + 1 once every message aged out), from its leader. */
+ * last + 1 once every message aged out), from its leader; while the
+ * stream has no leader TALLY_unreachable (a replica's own answer then may
+ * lag the stream). */
 int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
+
+/* The message the stream's leader holds at seq (a JetStream message get,
+ * not a consumer): its Nats-Msg-Id into msg_id ("" when it has none,
+ * truncated to id_size) and the SHA-256 of its bytes into hash. TALLY_ok,
+ * TALLY_not_found when the stream holds no message at seq, or an error
+ * of the list above. */
+int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_size,
+                       uint8_t hash[SHA256_BYTES]);
 
 /* A message read: its stream sequence, subject and bytes, valid until
  * the reader's next call or close. */
@@ -105,6 +121,7 @@ typedef struct cluster_message {
     const void *data;
     size_t len;
     const char *msg_id; /* its Nats-Msg-Id; "" when it has none */
+    bool corrected; /* the consumer's server held another message here: this is the leader's */
 } cluster_message;
 
 /* A reader of s from sequence from (>= 1); s must outlive it. */
@@ -117,8 +134,28 @@ void cluster_reader_close(cluster_reader *r);
  * "A node too far behind"). */
 int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m);
 
+/* Like cluster_reader_next for the first message, then every next one
+ * already received (none waited for), in order, up to max messages
+ * (1..TALLY_CLUSTER_APPLY_MESSAGES_MAX) and while their bytes are under
+ * bytes_max (the last taken may pass it): m[0..*count-1], valid until
+ * the reader's next call or close. TALLY_ok with *count >= 1, or as
+ * cluster_reader_next (*count 0). */
+int cluster_reader_next_batch(cluster_reader *r, int64_t wait_ms, size_t max, size_t bytes_max,
+                              cluster_message *m, size_t *count);
+
 /* How many times r recreated its consumer (a gap, an error, a silence
  * while the stream held more): for tests and, later, a metric. */
 uint64_t cluster_reader_resets(const cluster_reader *r);
+
+/* How many messages the consumer delivered that the stream's leader did
+ * not hold at their sequence (the leader's were returned instead). */
+uint64_t cluster_reader_corrected(const cluster_reader *r);
+
+/* Tests only: the consumer's copy of seq is replaced, before the check
+ * with the leader, by data on NAME.kind (at most 64 bytes, copied), a
+ * message the stream does not hold there, as a server's stale store
+ * would deliver it. */
+void cluster_reader_test_stale_copy_at(cluster_reader *r, uint64_t seq, const char *kind,
+                                       const void *data, size_t len);
 
 #endif

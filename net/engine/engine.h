@@ -249,6 +249,25 @@ void writer_refuse_queued(server *srv);
 int writer_apply_message(server *srv, int64_t now, slot **group, uint32_t n,
                          int (*before_commit)(store_txn *txn, void *ctx), void *ctx,
                          log_head *before, log_head *after);
+/* One message of writer_apply_messages: as writer_apply_message's
+ * arguments; before and after are set. */
+typedef struct writer_message {
+    int64_t now;
+    slot **group;
+    uint32_t n;
+    int (*before_commit)(store_txn *txn, void *ctx);
+    void *ctx;
+    log_head before, after;
+} writer_message;
+/* Cluster mode's apply of several messages, in order, in one write
+ * transaction and one durable commit: each as writer_apply_message does
+ * it (its sweeps at its now, its requests in place, its before_commit),
+ * with no redo: the first fault of any (a command's, a full map, the
+ * commit's) aborts them all and is returned, nothing of them durable;
+ * the caller then applies them one by one with writer_apply_message. A
+ * message's effects are those it has applied alone: only the commit is
+ * shared. TALLY_ok when committed. */
+int writer_apply_messages(server *srv, writer_message *m, uint32_t count);
 void *writer_main(void *arg);
 /* The completer thread (started only with --replies completer). */
 void *completer_main(void *arg);

@@ -143,6 +143,8 @@ typedef struct net_server_options {
     const char *cluster_password_file; /* one line: the user's password */
     const char *cluster_tls_ca, *cluster_tls_cert, *cluster_tls_key;
     unsigned test_cluster_diverge_at;  /* tests: leave a request out at this position */
+    unsigned test_cluster_shift_at;    /* tests: read the stream one short from here on */
+    unsigned test_cluster_stale_copy_at; /* tests: the consumer delivers a stale copy here */
     bool cluster_init; /* this store, on an empty stream, the base of a new cluster */
     const net_cluster_hooks *cluster; /* NULL: built without cluster mode */
 } net_server_options;

@@ -446,6 +446,44 @@ int writer_apply_message(server *srv, int64_t now, slot **group, uint32_t n,
     return rc;
 }
 
+int writer_apply_messages(server *srv, writer_message *m, uint32_t count)
+{
+    store_txn txn;
+    net_parks_forget();
+    int rc = store_txn_begin(srv->st, NULL, false, &txn);
+    if (rc != TALLY_ok)
+        return rc;
+    uint32_t commands = 0;
+    for (uint32_t k = 0; rc == TALLY_ok && k < count; k++) {
+        writer_message *w = &m[k];
+        rc = log_head_get(&txn, &w->before);
+        if (rc == TALLY_ok)
+            rc = ledger_sweep(&txn, w->now, 0, NULL, NULL);
+        if (rc == TALLY_ok)
+            retention_sweep(srv, &txn, w->now);
+        for (uint32_t i = 0; rc == TALLY_ok && i < w->n; i++)
+            rc = apply_slot(&txn, w->group[i], w->now, true);
+        if (rc == TALLY_ok && w->before_commit)
+            rc = w->before_commit(&txn, w->ctx);
+        if (rc == TALLY_ok)
+            rc = log_head_get(&txn, &w->after);
+        commands += group_commands(w->group, w->n);
+    }
+    if (rc != TALLY_ok) {
+        store_txn_abort(&txn);
+        return rc;
+    }
+    int64_t started = clock_mono_ns();
+    rc = store_txn_commit(&txn);
+    srv->last_commit_ns = clock_mono_ns() - started;
+    if (rc == TALLY_ok) {
+        atomic_fetch_add(&srv->commits, 1);
+        net_metrics_commit(commands, srv->last_commit_ns);
+        net_parks_log();
+    }
+    return rc;
+}
+
 /* Expire due holds and entitlements while no writes arrive. */
 static void idle_sweep(server *srv)
 {

@@ -64,11 +64,15 @@ static struct registry {
     atomic_uint_fast64_t connections_closed[NET_CLOSURE_COUNT];
     atomic_uint_fast64_t long_polls_refused;
     histogram group_size, commit_duration, request_duration[2];
+    histogram cluster_queued, cluster_publish, cluster_applied; /* cluster mode only */
 } reg = {
     .group_size = {group_bounds, COUNT_OF(group_bounds)},
     .commit_duration = {commit_bounds_ns, COUNT_OF(commit_bounds_ns)},
     .request_duration = {{request_bounds_ns, COUNT_OF(request_bounds_ns)},
                          {request_bounds_ns, COUNT_OF(request_bounds_ns)}},
+    .cluster_queued = {request_bounds_ns, COUNT_OF(request_bounds_ns)},
+    .cluster_publish = {request_bounds_ns, COUNT_OF(request_bounds_ns)},
+    .cluster_applied = {request_bounds_ns, COUNT_OF(request_bounds_ns)},
 };
 
 static void observe(histogram *h, int64_t value)
@@ -124,6 +128,14 @@ void net_metrics_long_poll_refused(void) { count(&reg.long_polls_refused); }
 void net_metrics_request_done(net_request_kind kind, int64_t elapsed_ns)
 {
     observe(&reg.request_duration[kind], elapsed_ns);
+}
+
+void net_metrics_cluster_group(int64_t queued_ns, int64_t publish_ns, int64_t applied_ns)
+{
+    observe(&reg.cluster_queued, queued_ns);
+    observe(&reg.cluster_publish, publish_ns);
+    if (applied_ns >= 0)
+        observe(&reg.cluster_applied, applied_ns);
 }
 
 void net_metrics_commit(uint32_t commands, int64_t commit_ns)
@@ -273,6 +285,23 @@ static void write_counters(net_text *b)
                         "commit's publish limit, out of memory, refused); NNG's own drops for a "
                         "slow reader are not counted: NNG 1.5.2 does not report them.",
                         load(&reg.publish_dropped));
+}
+
+/* Cluster mode's phases of a write (net_metrics_cluster_group). */
+static void write_cluster_histograms(net_text *b)
+{
+    net_text_family(b, "tally_cluster_queued_seconds", "histogram",
+                    "Cluster mode: a group of writes from its oldest request's arrival to its "
+                    "publish (waiting for this node's groups before it).");
+    histogram_series(b, "tally_cluster_queued_seconds", "", &reg.cluster_queued, 1e9);
+    net_text_family(b, "tally_cluster_publish_seconds", "histogram",
+                    "Cluster mode: a group's publish to the command stream until JetStream's "
+                    "ack (a quorum stored it), retries included.");
+    histogram_series(b, "tally_cluster_publish_seconds", "", &reg.cluster_publish, 1e9);
+    net_text_family(b, "tally_cluster_apply_wait_seconds", "histogram",
+                    "Cluster mode: a group from JetStream's ack until this node committed its "
+                    "message (the stream's delivery, the groups before it, the apply's commit).");
+    histogram_series(b, "tally_cluster_apply_wait_seconds", "", &reg.cluster_applied, 1e9);
 }
 
 static void write_histograms(net_text *b)
@@ -499,6 +528,8 @@ int net_metrics_write(net_text *out, store_txn *t, const net_metrics_view *view,
         return rc;
     write_counters(out);
     write_histograms(out);
+    if (view->cluster)
+        write_cluster_histograms(out);
     write_store(out, &f, now_ms);
     write_view(out, view);
     rc = write_subscribers(out, t, now_ms);

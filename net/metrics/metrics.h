@@ -55,6 +55,14 @@ int64_t net_metrics_storage_full_age_ms(int64_t now_ms);
 void net_metrics_publish_dropped(uint64_t events);
 /* A group committed: its commands and how long the durable commit took. */
 void net_metrics_commit(uint32_t commands, int64_t commit_ns);
+/* Cluster mode (docs/CLUSTER.md, "Operations"): the phases of a group
+ * of writes this node took. queued_ns: from its oldest request's arrival
+ * to its publish (waiting for the groups before it); publish_ns: its
+ * publish to JetStream's ack (retries through an election included);
+ * applied_ns: that ack to this node's commit of the message. Only groups
+ * that JetStream acknowledged are observed (applied_ns < 0: not applied
+ * here within the wait, not observed in that histogram). */
+void net_metrics_cluster_group(int64_t queued_ns, int64_t publish_ns, int64_t applied_ns);
 /* The listener watchdog listened again (net/sp/listeners.c). */
 void net_metrics_listener_restart(void);
 /* The listener watchdog probed a listener (net/sp/listeners.c). */

@@ -5,6 +5,7 @@
 #include "net/server/cluster_checks.h"
 
 #include "common/error.h"
+#include "common/limits.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -20,19 +21,23 @@ bool cluster_checks_diverged(const server *srv)
 
 void cluster_checks_stop(server *srv, const char *fmt, ...)
 {
-    if (cluster_checks_diverged(srv))
-        return;
+    char why[sizeof(srv->cluster_stop_why)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(srv->cluster_stop_why, sizeof(srv->cluster_stop_why), fmt, ap);
+    vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&srv->mu);
-    atomic_store_explicit(&srv->cluster_diverged, true, memory_order_release);
-    pthread_cond_broadcast(&srv->waiter_cv);
+    pthread_mutex_lock(&srv->mu); /* the applier and the writer may both stop it: the first says why */
+    bool first = !cluster_checks_diverged(srv);
+    if (first) {
+        memcpy(srv->cluster_stop_why, why, sizeof(why));
+        atomic_store_explicit(&srv->cluster_diverged, true, memory_order_release);
+        pthread_cond_broadcast(&srv->waiter_cv);
+    }
     pthread_mutex_unlock(&srv->mu);
-    net_log(NET_LOG_ERROR, "cluster: node %s stops serving: %s; writes and reads are answered "
-            "cluster_diverged (docs/CLUSTER.md, \"Divergence is detected, never served\")",
-            srv->opt->cluster_node, srv->cluster_stop_why);
+    if (first)
+        net_log(NET_LOG_ERROR, "cluster: node %s stops serving: %s; writes and reads are answered "
+                "cluster_diverged (docs/CLUSTER.md, \"Divergence is detected, never served\")",
+                srv->opt->cluster_node, why);
 }
 
 /* This node's checkpoint at seq: published once (the Nats-Msg-Id names
@@ -82,8 +87,22 @@ static bool subject_is(const char *subject, const char *kind)
     return dot && strcmp(dot + 1, kind) == 0;
 }
 
+/* Whether m's position is a checkpoint's: every N positions, and the
+ * first of a new span of the log's time. Both read only the stream's
+ * order and the log's times, the same on every node. */
+static bool is_checkpoint(const cluster_checks *k, uint64_t seq, int64_t before_ms,
+                          int64_t time_ms)
+{
+    unsigned every = k->srv->opt->cluster_checkpoint_every;
+    if (every > 0 && seq % every == 0)
+        return true;
+    return before_ms > 0 && time_ms / TALLY_CLUSTER_CHECKPOINT_LOG_MS !=
+                                before_ms / TALLY_CLUSTER_CHECKPOINT_LOG_MS;
+}
+
 void cluster_checks_after(cluster_checks *k, const cluster_message *m,
-                          const uint8_t digest[CLUSTER_HASH_BYTES])
+                          const uint8_t digest[CLUSTER_HASH_BYTES], int64_t before_ms,
+                          int64_t time_ms)
 {
     cluster_checkpoint cp;
     cluster_verdict v;
@@ -91,8 +110,7 @@ void cluster_checks_after(cluster_checks *k, const cluster_message *m,
         cluster_checkpoint_unpack(m->data, m->len, &cp) == TALLY_ok &&
         cluster_checkpoints_vote(&k->checkpoints, &cp, &v))
         note_verdict(k, &v);
-    unsigned every = k->srv->opt->cluster_checkpoint_every;
-    if (every > 0 && m->seq % every == 0 && !cluster_checks_diverged(k->srv)) {
+    if (is_checkpoint(k, m->seq, before_ms, time_ms) && !cluster_checks_diverged(k->srv)) {
         cluster_checkpoints_own(&k->checkpoints, m->seq, digest);
         publish(k, m->seq, digest);
     }

@@ -388,6 +388,7 @@ int cluster_node_start(server *srv)
     srv->cluster_position = p.seq;
     node->last_time_ms = p.time_ms;
     memcpy(node->digest, p.digest, CLUSTER_HASH_BYTES);
+    memcpy(node->applied_hash, p.hash, SHA256_BYTES);
     node->last_apply_mono_ms = clock_mono_ms();
     net_log(NET_LOG_INFO, "cluster: node %s on stream %s at position %" PRIu64,
             srv->opt->cluster_node, cluster_stream_name(node->stream), p.seq);

@@ -506,9 +506,10 @@ static const options_row rows[] = {
      "entitlements expire while nothing is written; 0: never",
      NUMBER(UNSIGNED, cluster_tick_ms, 0, TALLY_CLUSTER_TICK_MS_MAX, 1)},
     {"cluster-checkpoint-every", "N", TEXT_OF(TALLY_CLUSTER_CHECKPOINT_EVERY_DEFAULT),
-     "cluster mode: every N positions each node appends a checkpoint (its state digest) and "
-     "compares the others' with its own; a node that disagrees with the majority stops "
-     "serving (cluster_diverged). Every node of a cluster must run with the same N",
+     "cluster mode: every N positions (and at the first of every 10 s of the log's time) each "
+     "node appends a checkpoint (its state digest) and compares the others' with its own; a "
+     "node that disagrees with the majority stops serving (cluster_diverged). Every node of a "
+     "cluster must run with the same N",
      NUMBER(UNSIGNED, cluster_checkpoint_every, TALLY_CLUSTER_CHECKPOINT_EVERY_MIN,
             TALLY_CLUSTER_CHECKPOINT_EVERY_MAX, 1)},
     {"cluster-init", NULL, NULL,
@@ -619,6 +620,19 @@ static const options_row rows[] = {
      "flag only, never a config key",
      options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
      offsetof(net_server_options, test_cluster_diverge_at), 1},
+    {"test-cluster-shift-at", "POS", NULL,
+     "for tests only: in cluster mode, the stream is read as a consumer served by a replica "
+     "that lacks the message at position POS would deliver it (each later message one "
+     "position lower); a command-line flag only, never a config key",
+     options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
+     offsetof(net_server_options, test_cluster_shift_at), 1},
+    {"test-cluster-stale-copy-at", "POS", NULL,
+     "for tests only: in cluster mode, the stream consumer's copy of position POS is replaced "
+     "by a message the stream does not hold there (as a server's stale store delivers it); "
+     "the check with the stream's leader must apply the leader's; a command-line flag only, "
+     "never a config key",
+     options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
+     offsetof(net_server_options, test_cluster_stale_copy_at), 1},
     {"print-config", NULL, NULL,
      "print the configuration in effect (the file, the flags, the defaults) as a config file "
      "and exit",

@@ -11,7 +11,9 @@
  *   the last one with 3 of 3 nodes agreeing in /metrics, GET /v1/cluster
  *   and `tally cluster status`; none diverged; each warned at start of
  *   the servers' version (2.9.10 cannot sync every write, and is of the
- *   versions Jepsen found losing acknowledged writes);
+ *   versions Jepsen found losing acknowledged writes); every node that
+ *   took writes observed their groups' phases in /metrics (queued,
+ *   publish to JetStream's ack, ack to its own apply: counts and sums);
  * - a node that diverges for real (--test-cluster-diverge-at leaves one
  *   request of another node's group out of its apply) stops at the next
  *   checkpoint: tally_cluster_diverged 1, a log line naming the position
@@ -19,6 +21,13 @@
  *   503; the two others go on taking writes and name it in their log;
  * - the stream lost under running nodes (deleted, an empty one made
  *   again): every node stops with "stream behind this node";
+ * - the stream lost and grown again past the nodes' positions between
+ *   two answers about it: a node told once that it ended before its
+ *   position finds another message there and stops;
+ * - a node whose consumer delivers the stream a position short
+ *   (--test-cluster-shift-at) answers no write at a cluster_seq where the
+ *   stream does not hold it: its first own group acknowledged elsewhere
+ *   stops it;
  * - /readyz fails while a node is more than --cluster-ready-lag messages
  *   behind the stream (its applier held by --test-writer-hold-file), and
  *   passes once it caught up;
@@ -98,16 +107,56 @@ static void assert_refused(const cluster_nodes *c, int i, uint64_t id, bool also
     tally_client_close(once);
 }
 
-static void cluster_with(cluster_nodes *c, const char *const *extra_c)
+/* Three nodes checkpointing every `every` positions, node c with the
+ * options extra_c too. */
+static void cluster_with_every(cluster_nodes *c, const char *every, const char *const *extra_c)
 {
     cluster_nodes_init(c, NODES);
     for (int i = 0; i < NODES; i++) {
         c->args[i][0] = "--cluster-checkpoint-every";
-        c->args[i][1] = CHECKPOINT_EVERY;
+        c->args[i][1] = every;
         for (int k = 0; i == NODES - 1 && extra_c && extra_c[k]; k++)
             c->args[i][2 + k] = extra_c[k];
         cluster_nodes_start(c, i);
     }
+}
+
+/* A sample of node i's scrape as a double (sums are in seconds); -1 when
+ * it is not there. */
+static double metric_value(const cluster_nodes *c, int i, const char *series)
+{
+    int status = 0;
+    char *text = test_http_get(c->node[i].http_port, "/metrics", &status);
+    char line[160];
+    snprintf(line, sizeof(line), "\n%s ", series);
+    const char *at = text && status == 200 ? strstr(text, line) : NULL;
+    double v = at ? strtod(at + strlen(line), NULL) : -1;
+    free(text);
+    return v;
+}
+
+/* Node i observed the phases of the groups it took (net_metrics_cluster_group):
+ * each histogram counted at least one group, publish and apply wait with a
+ * positive sum. */
+static void assert_group_phases_observed(const cluster_nodes *c, int i)
+{
+    static const char *const families[] = {"tally_cluster_queued_seconds",
+                                           "tally_cluster_publish_seconds",
+                                           "tally_cluster_apply_wait_seconds"};
+    for (unsigned f = 0; f < 3; f++) {
+        char series[96];
+        snprintf(series, sizeof(series), "%s_count", families[f]);
+        double count = metric_value(c, i, series);
+        snprintf(series, sizeof(series), "%s_sum", families[f]);
+        double sum = metric_value(c, i, series);
+        ck_assert_msg(count >= 1 && (f == 0 ? sum >= 0 : sum > 0),
+                      "node %d: %s count %g sum %g", i, families[f], count, sum);
+    }
+}
+
+static void cluster_with(cluster_nodes *c, const char *const *extra_c)
+{
+    cluster_with_every(c, CHECKPOINT_EVERY, extra_c);
 }
 
 static char *http_body(const cluster_nodes *c, int i, const char *path, int *status)
@@ -115,6 +164,22 @@ static char *http_body(const cluster_nodes *c, int i, const char *path, int *sta
     char *body = test_http_get(c->node[i].http_port, path, status);
     ck_assert_msg(body != NULL, "GET %s on node %d: no answer", path, i);
     return body;
+}
+
+/* Every node compared a checkpoint at position at or later, all three
+ * agreeing, none diverged. */
+static void assert_all_agree(const cluster_nodes *c, unsigned at)
+{
+    for (int i = 0; i < NODES; i++) {
+        ck_assert_msg(test_metrics_sample_reaches(c->node[i].http_port,
+                                                  "tally_cluster_checkpoint_position", at, WAIT_MS),
+                      "node %d compared no checkpoint", i);
+        ck_assert_msg(test_metrics_sample_reaches(c->node[i].http_port,
+                                                  "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
+                      "node %d: fewer than 3 nodes agree (diverged: %d)", i,
+                      (int)test_metrics_sample(c->node[i].http_port, "tally_cluster_diverged"));
+        ck_assert_int_eq(test_metrics_sample(c->node[i].http_port, "tally_cluster_diverged"), 0);
+    }
 }
 
 START_TEST(test_checkpoints_agree)
@@ -137,15 +202,9 @@ START_TEST(test_checkpoints_agree)
     wire_done(&r);
     /* positions move on with the writes and the ticks: each node compares
      * the checkpoint after them (64), all three agreeing */
-    for (int i = 0; i < NODES; i++) {
-        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
-                                                  "tally_cluster_checkpoint_position", 64, WAIT_MS),
-                      "node %d compared no checkpoint", i);
-        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port,
-                                                  "tally_cluster_checkpoint_agreeing", 3, WAIT_MS),
-                      "node %d: fewer than 3 nodes agree", i);
-        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
-    }
+    assert_all_agree(&c, 64);
+    for (int i = 0; i < NODES; i++)
+        assert_group_phases_observed(&c, i);
     int status = 0;
     char *body = http_body(&c, 1, "/v1/cluster", &status);
     ck_assert_int_eq(status, 200);
@@ -177,14 +236,21 @@ START_TEST(test_checkpoints_agree)
 }
 END_TEST
 
+/* A cluster whose node c runs with test option option at position at,
+ * and 40 accounts opened on node a. */
+static void cluster_with_test_option(cluster_nodes *c, const char *option, const char *at)
+{
+    const char *extra[] = {option, at, NULL};
+    cluster_with(c, extra);
+    for (uint64_t k = 1; k <= 40; k++)
+        open_account(c->client[0], k);
+}
+
 START_TEST(test_a_diverged_node_stops)
 {
     cluster_nodes c;
-    const char *extra[] = {"--test-cluster-diverge-at", "4", NULL};
-    cluster_with(&c, extra);
     /* node c leaves a request of one of a's groups out: its store differs */
-    for (uint64_t k = 1; k <= 40; k++)
-        open_account(c.client[0], k);
+    cluster_with_test_option(&c, "--test-cluster-diverge-at", "4");
     ck_assert_msg(tallyd_log_wait(&c.node[2], "applied without its last request", WAIT_MS),
                   "node c applied every request");
     ck_assert_msg(test_metrics_sample_reaches(c.node[2].http_port, "tally_cluster_diverged", 1,
@@ -215,6 +281,131 @@ START_TEST(test_a_diverged_node_stops)
 }
 END_TEST
 
+/* Whether the stream's message at seq holds key (the request bytes in
+ * it name the key), read from the stream's leader. */
+static bool stream_message_holds(const cluster_nodes *c, uint64_t seq, const char *key)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    ck_assert_msg(js_GetMsg(&m, js, "TALLY_COMMANDS", seq, NULL, &jerr) == NATS_OK,
+                  "no message at %" PRIu64 " (%d)", seq, (int)jerr);
+    bool holds = memmem(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), key,
+                        strlen(key)) != NULL;
+    natsMsg_Destroy(m);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return holds;
+}
+
+/* Node c reads the stream one position short from position 8 on
+ * (--test-cluster-shift-at: as a consumer served by a replica that lacks
+ * message 8 delivers it), so it finds its own groups a position below
+ * where JetStream stored them. No write of it is answered ok with a
+ * cluster_seq where the stream does not hold the write: the first is
+ * refused cluster_diverged and node c stops serving, naming the group and
+ * both positions; nodes a and b take writes and read them at their
+ * cluster_seq. (Node c publishes no checkpoint before its writes, so
+ * only the writer's check can stop it.) */
+START_TEST(test_a_write_is_answered_where_the_stream_holds_it)
+{
+    cluster_nodes c;
+    const char *extra[] = {"--test-cluster-shift-at", "8", "--cluster-checkpoint-every",
+                           "100000", NULL};
+    cluster_with(&c, extra);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "--test-cluster-shift-at: position 8 skipped",
+                                  WAIT_MS),
+                  "node c never read position 8");
+    tally_client_options o = {.url = c.node[2].url, .timeout_ms = 30000, .consumer = "test",
+                              .retries = 0, .retries_set = true};
+    tally_client *once = NULL;
+    ck_assert_int_eq(tally_client_open(&o, &once), TALLY_ok);
+    bool refused = false;
+    for (uint64_t id = 300; id < 310 && !refused; id++) {
+        char key[32];
+        snprintf(key, sizeof(key), "open-%" PRIu64, id);
+        wire_reply r;
+        wire_call(once, &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id", id,
+                  "ledger", (uint64_t)1, "code", (uint64_t)1);
+        refused = strcmp(r.code, "cluster_diverged") == 0;
+        if (!refused) {
+            wire_expect(&r, "ok");
+            uint64_t seq = wire_u64(r.map, "cluster_seq");
+            ck_assert_msg(stream_message_holds(&c, seq, key),
+                          "node c answered %s at cluster_seq %" PRIu64 ", where the stream "
+                          "holds another message",
+                          key, seq);
+        }
+        wire_done(&r);
+    }
+    tally_client_close(once);
+    ck_assert_msg(refused, "node c took every write");
+    ck_assert(tallyd_log_wait(&c.node[2], "stops serving: this node applied its group c-", 1000));
+    ck_assert_int_eq(test_metrics_sample(c.node[2].http_port, "tally_cluster_diverged"), 1);
+    /* the others take a write and read it on each other at its cluster_seq */
+    wire_reply r;
+    wire_call(c.client[0], &r, "account_open", "ssuuu", "consumer", "t", "key", "open-400", "id",
+              (uint64_t)400, "ledger", (uint64_t)1, "code", (uint64_t)1);
+    wire_expect(&r, "ok");
+    uint64_t seq = wire_u64(r.map, "cluster_seq");
+    wire_done(&r);
+    wire_call(c.client[1], &r, "account_get", "uu", "id", (uint64_t)400, "min_seq", seq);
+    wire_expect(&r, "ok");
+    wire_done(&r);
+    ck_assert_int_eq(test_metrics_sample(c.node[0].http_port, "tally_cluster_diverged"), 0);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* Checkpoints come with the log's time too (every 10 s of it), not only
+ * every N positions: with N = 100000, node c (diverged at position 4)
+ * stops once the ticks carry the log's time past the next 10 s, after a
+ * dozen writes. Without them it would serve its diverged store until
+ * position 100000. */
+START_TEST(test_a_diverged_node_stops_with_few_positions)
+{
+    cluster_nodes c;
+    const char *extra[] = {"--test-cluster-diverge-at", "4", NULL};
+    cluster_with_every(&c, "100000", extra);
+    for (uint64_t k = 1; k <= 12; k++)
+        open_account(c.client[0], k);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "applied without its last request", WAIT_MS),
+                  "node c applied every request");
+    ck_assert_msg(test_metrics_sample_reaches(c.node[2].http_port, "tally_cluster_diverged", 1,
+                                              WAIT_MS),
+                  "node c did not stop (checkpoint position %d)",
+                  (int)test_metrics_sample(c.node[2].http_port,
+                                           "tally_cluster_checkpoint_position"));
+    ck_assert(tallyd_log_wait(&c.node[2], "differs from the majority's, held by nodes a, b", 1000));
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(test_metrics_sample(c.node[i].http_port, "tally_cluster_diverged"), 0);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* Node c's stream consumer delivers, at position 20, a message the stream
+ * does not hold there (a tick an hour on), as a nats-server deposed as
+ * the stream's leader delivers the publishes it stored without its
+ * quorum: node c checks every message with the stream's leader and
+ * applies the leader's, so all three agree at every checkpoint. Without
+ * the check node c applies the stale copy, its log's times run an hour
+ * ahead, and it stops at checkpoint 32 as diverged. */
+START_TEST(test_a_stale_copy_is_not_applied)
+{
+    cluster_nodes c;
+    cluster_with_test_option(&c, "--test-cluster-stale-copy-at", "20");
+    assert_all_agree(&c, 32);
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "position 20: the server this node reads the "
+                                  "stream from held another message there", 1000),
+                  "node c was not handed the stale copy");
+    open_account(c.client[2], 100);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
 /* The stream deleted behind the running nodes and an empty one made in
  * its place, as tallyd would make it. */
 static void stream_lost(const cluster_nodes *c)
@@ -238,13 +429,19 @@ static void stream_lost(const cluster_nodes *c)
     cluster_stream_close(s);
 }
 
+/* A cluster that took 30 writes, then lost its stream (stream_lost). */
+static void cluster_with_lost_stream(cluster_nodes *c)
+{
+    cluster_with(c, NULL);
+    for (uint64_t k = 1; k <= 30; k++)
+        open_account(c->client[k % NODES], k);
+    stream_lost(c);
+}
+
 START_TEST(test_a_stream_behind_running_nodes)
 {
     cluster_nodes c;
-    cluster_with(&c, NULL);
-    for (uint64_t k = 1; k <= 30; k++)
-        open_account(c.client[k % NODES], k);
-    stream_lost(&c);
+    cluster_with_lost_stream(&c);
     for (int i = 0; i < NODES; i++) {
         ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port, "tally_cluster_diverged", 1,
                                                   WAIT_MS),
@@ -252,6 +449,44 @@ START_TEST(test_a_stream_behind_running_nodes)
         ck_assert(tallyd_log_wait(&c.node[i], "stops serving: stream behind this node", 1000));
     }
     assert_refused(&c, 0, 200, false);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* count messages appended to the stream (subject TALLY_COMMANDS.filler),
+ * as another cluster's writes would grow a stream made again. */
+static void stream_fill(const cluster_nodes *c, unsigned count)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    for (unsigned i = 0; i < count; i++) {
+        jsErrCode jerr = 0;
+        ck_assert_msg(js_Publish(NULL, js, "TALLY_COMMANDS.filler", "x", 1, NULL, &jerr) ==
+                          NATS_OK,
+                      "filler %u: jerr %d", i, (int)jerr);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* The stream lost under running nodes and grown again past their
+ * positions before three answers in a row said it ended before them:
+ * node a, told once that it does, finds another message at its position
+ * than its own there once the stream is long again, and stops (fails
+ * when an answer that the stream is long enough forgets the first). */
+START_TEST(test_a_lost_stream_grown_again_is_found)
+{
+    cluster_nodes c;
+    cluster_with_lost_stream(&c);
+    ck_assert_msg(tallyd_log_wait(&c.node[0], "before this node's position", WAIT_MS),
+                  "node a never found the stream behind it");
+    stream_fill(&c, 200);
+    ck_assert_msg(test_metrics_sample_reaches(c.node[0].http_port, "tally_cluster_diverged", 1,
+                                              WAIT_MS),
+                  "node a goes on");
+    ck_assert(tallyd_log_wait(&c.node[0], "stops serving: stream behind this node", 1000));
     cluster_nodes_down(&c);
 }
 END_TEST
@@ -416,6 +651,10 @@ int main(void)
         {"checkpoint", test_checkpoints_agree, TEST_TIMEOUT_S},
         {"divergence", test_a_diverged_node_stops, TEST_TIMEOUT_S},
         {"divergence", test_a_stream_behind_running_nodes, TEST_TIMEOUT_S},
+        {"divergence", test_a_write_is_answered_where_the_stream_holds_it, TEST_TIMEOUT_S},
+        {"stale", test_a_stale_copy_is_not_applied, TEST_TIMEOUT_S},
+        {"divergence", test_a_lost_stream_grown_again_is_found, TEST_TIMEOUT_S},
+        {"logtime", test_a_diverged_node_stops_with_few_positions, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},

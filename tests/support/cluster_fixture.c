@@ -8,6 +8,7 @@
 #include "tests/support/cluster_fixture.h"
 
 #include "common/clock.h"
+#include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "tests/support/test_support.h"
 #include "tests/support/wait.h"
@@ -20,13 +21,14 @@
 
 #define LOG_PAGE 100
 
-#define NODE_ARGS_MAX (10 + CLUSTER_FIXTURE_EXTRA_MAX + 1)
+#define NODE_ARGS_MAX (12 + CLUSTER_FIXTURE_EXTRA_MAX + 1)
 
 static const char *const *node_args(cluster_fixture *f, int i, const char *args[NODE_ARGS_MAX])
 {
     snprintf(f->node_arg[i], sizeof(f->node_arg[i]), "%c", 'a' + i);
     const char *const list[] = {"--cluster", f->urls, "--node", f->node_arg[i],
                                 "--cluster-read-wait-ms", "3000", "--cluster-tick-ms", "200",
+                                "--cluster-checkpoint-every", CLUSTER_FIXTURE_CHECKPOINT_EVERY,
                                 "--http", "http://127.0.0.1:0"};
     size_t n = sizeof(list) / sizeof(list[0]);
     memcpy(args, list, sizeof(list));
@@ -115,24 +117,32 @@ void await_applied(tally_client *c, uint64_t min_seq)
     }
 }
 
-/* Every event of the node's log, each event's bytes in order, after it
- * has applied position min_seq; *head its head seq. */
-static size_t node_log(tally_client *c, uint64_t min_seq, uint8_t *out, uint64_t *head)
+/* c's head seq once it has applied position min_seq. */
+static uint64_t node_head(tally_client *c, uint64_t min_seq)
 {
     wire_reply r;
     await_applied(c, min_seq);
     wire_call(c, &r, "stats", "u", "min_seq", min_seq);
     wire_expect(&r, "ok");
-    *head = wire_u64(r.map, "head_seq");
+    uint64_t head = wire_u64(r.map, "head_seq");
     wire_done(&r);
+    return head;
+}
+
+/* The events 1..upto of c's log, each event's bytes in order, into out:
+ * the bytes used. */
+static size_t node_log(tally_client *c, uint64_t upto, uint8_t *out)
+{
+    wire_reply r;
     size_t used = 0;
-    for (uint64_t from = 1; from <= *head;) {
-        wire_call(c, &r, "log_read", "uu", "from_seq", from, "limit", (uint64_t)LOG_PAGE);
+    for (uint64_t from = 1; from <= upto;) {
+        uint64_t limit = upto - from + 1 < LOG_PAGE ? upto - from + 1 : LOG_PAGE;
+        wire_call(c, &r, "log_read", "uu", "from_seq", from, "limit", limit);
         wire_expect(&r, "ok");
         const msgpack_object *ev = wire_field(r.map, "events");
         ck_assert_int_eq(ev->type, MSGPACK_OBJECT_ARRAY);
         ck_assert_uint_gt(ev->via.array.size, 0);
-        for (uint32_t i = 0; i < ev->via.array.size; i++) {
+        for (uint32_t i = 0; i < ev->via.array.size && from + i <= upto; i++) {
             const void *b;
             size_t n;
             ck_assert(msgpack_safe_get_bin(&ev->via.array.ptr[i], &b, &n));
@@ -146,6 +156,57 @@ static size_t node_log(tally_client *c, uint64_t min_seq, uint8_t *out, uint64_t
     return used;
 }
 
+/* Event seq of c's log: its length, its first size bytes into out. */
+static size_t event_bytes(tally_client *c, uint64_t seq, uint8_t *out, size_t size)
+{
+    wire_reply r;
+    wire_call(c, &r, "log_read", "uu", "from_seq", seq, "limit", (uint64_t)1);
+    wire_expect(&r, "ok");
+    const msgpack_object *ev = wire_field(r.map, "events");
+    ck_assert(ev->type == MSGPACK_OBJECT_ARRAY && ev->via.array.size == 1);
+    const void *b;
+    size_t n;
+    ck_assert(msgpack_safe_get_bin(&ev->via.array.ptr[0], &b, &n));
+    memcpy(out, b, n < size ? n : size);
+    wire_done(&r);
+    return n;
+}
+
+/* The first event where other's log differs from a's, of events
+ * 1..upto (upto + 1 when none does). */
+static uint64_t first_difference(tally_client *a, tally_client *other, uint64_t upto)
+{
+    static uint8_t ea[TALLY_EVENT_BYTES_MAX], eb[TALLY_EVENT_BYTES_MAX];
+    uint64_t seq = 1;
+    for (; seq <= upto; seq++) {
+        size_t na = event_bytes(a, seq, ea, sizeof(ea));
+        size_t nb = event_bytes(other, seq, eb, sizeof(eb));
+        if (na != nb || memcmp(ea, eb, na < sizeof(ea) ? na : sizeof(ea)) != 0)
+            break;
+    }
+    return seq;
+}
+
+uint64_t assert_logs_agree(cluster_fixture *f, uint64_t min_seq, uint64_t heads[NODES])
+{
+    static uint8_t logs[NODES][LOG_BYTES_MAX];
+    size_t len[NODES];
+    uint64_t upto = UINT64_MAX;
+    for (int i = 0; i < NODES; i++) {
+        heads[i] = node_head(f->client[i], min_seq);
+        if (heads[i] < upto)
+            upto = heads[i];
+    }
+    for (int i = 0; i < NODES; i++)
+        len[i] = node_log(f->client[i], upto, logs[i]);
+    for (int i = 1; i < NODES; i++)
+        ck_assert_msg(len[i] == len[0] && memcmp(logs[i], logs[0], len[0]) == 0,
+                      "node %c's log differs from node a's, first at event %" PRIu64
+                      " (of the %" PRIu64 " both hold)",
+                      'a' + i, first_difference(f->client[0], f->client[i], upto), upto);
+    return upto;
+}
+
 uint64_t stats_u64(tally_client *c, const char *field)
 {
     wire_reply r;
@@ -157,16 +218,11 @@ uint64_t stats_u64(tally_client *c, const char *field)
 
 void assert_converged(cluster_fixture *f, uint64_t min_seq)
 {
-    static uint8_t logs[NODES][LOG_BYTES_MAX];
-    size_t len[NODES];
     uint64_t head[NODES];
-    for (int i = 0; i < NODES; i++)
-        len[i] = node_log(f->client[i], min_seq, logs[i], &head[i]);
+    assert_logs_agree(f, min_seq, head);
     for (int i = 1; i < NODES; i++) {
         ck_assert_msg(head[i] == head[0], "node %c head %" PRIu64 ", node a %" PRIu64, 'a' + i,
                       head[i], head[0]);
-        ck_assert_msg(len[i] == len[0] && memcmp(logs[i], logs[0], len[0]) == 0,
-                      "node %c's log differs from node a's", 'a' + i);
         static const char *const counts[] = {"accounts", "transfers", "entitlements", "inbox"};
         for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
             ck_assert_uint_eq(stats_u64(f->client[i], counts[k]),

@@ -34,8 +34,13 @@ typedef struct cluster_fixture {
     const char *extra[CLUSTER_FIXTURE_EXTRA_MAX + 1]; /* every node's own options, NULL-ended */
 } cluster_fixture;
 
+/* Checkpoints this often (the least tallyd takes): a node that diverges
+ * stops within about as many positions, in tests that reach few. */
+#define CLUSTER_FIXTURE_CHECKPOINT_EVERY "32"
+
 /* Start node i (named a, b, c) with a client on it: --cluster-read-wait-ms
- * 3000, --cluster-tick-ms 200, the HTTP face on a port the kernel chose. */
+ * 3000, --cluster-tick-ms 200, --cluster-checkpoint-every 32, the HTTP
+ * face on a port the kernel chose. */
 void node_start(cluster_fixture *f, int i);
 /* Start node i again on its store (after a stop or a kill) with
  * node_start's options, its client reopened. */
@@ -54,6 +59,11 @@ void cluster_down(cluster_fixture *f);
 void await_applied(tally_client *c, uint64_t min_seq);
 /* A uint field of c's stats reply. */
 uint64_t stats_u64(tally_client *c, const char *field);
+/* Once each node has applied min_seq: the events every node holds
+ * (1..the least head) are the same bytes on every node, else the test
+ * fails naming the first event that differs; while writes go on. Returns
+ * that least head, each node's head in heads. */
+uint64_t assert_logs_agree(cluster_fixture *f, uint64_t min_seq, uint64_t heads[NODES]);
 /* Every node the same as node a once each has applied min_seq: head,
  * log bytes, the counts of accounts, transfers, entitlements and inbox
  * records; tally-recon clean on each. */
