@@ -53,9 +53,7 @@
 #include <unistd.h>
 
 #define TEST_TIMEOUT_S 600
-#define CHECKPOINT_EVERY 32
-#define TEXT_OF_(x) #x
-#define TEXT_OF(x) TEXT_OF_(x)
+#define CHECKPOINT_EVERY 32 /* the fixture's (CLUSTER_FIXTURE_CHECKPOINT_EVERY) */
 #define WAIT_MS 120000
 #define SECRET "cluster-webhook-secret-0123456789"
 /* the standard source's key, and its secret file's text (whsec_ + base64) */
@@ -261,8 +259,7 @@ START_TEST(test_a_delivery_is_stored_once_on_every_node)
 {
     hooks_files h;
     hooks_files_make(&h);
-    const char *extra[] = {"--webhooks", h.conf, "--cluster-checkpoint-every",
-                           TEXT_OF(CHECKPOINT_EVERY), NULL};
+    const char *extra[] = {"--webhooks", h.conf, NULL}; /* checkpoints: the fixture's */
     cluster_fixture f;
     cluster_up_with(&f, extra);
     const char *one = "{\"id\":\"evt_1\",\"type\":\"invoice.paid\",\"n\":1}";
