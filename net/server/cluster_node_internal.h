@@ -1,6 +1,6 @@
 /*
  * cluster_node_internal.h — what the parts of a cluster node share
- * (net/server/cluster_node.c: the writer and the applier;
+ * (net/server/cluster_writer.c: the writer; cluster_node.c: the applier;
  * net/server/cluster_start.c: the start against the stream): the node's
  * state, the writer's pending group, and the position record kept in
  * meta "cluster_position" in every applied message's transaction.
@@ -120,6 +120,20 @@ int cluster_position_put(store_txn *txn, const position_record *p);
 
 /* Whether a stream subject ends in ".kind" (cmd, tick, genesis, ...). */
 bool cluster_subject_is(const char *subject, const char *kind);
+
+/* Whether tallyd stops (srv->stopping, under srv->mu). */
+bool cluster_node_stopping(server *srv);
+
+/* The writer (cluster_writer.c): its thread; answering a group's requests
+ * (a copy taken under mu) with what its apply computed (confirmed
+ * TALLY_ok) or a fault (why: its detail); ending a group applied on its
+ * slots that the applier could not answer (its position confirmed with
+ * JetStream first); a group answered, free again (its message freed, its
+ * phases observed, the writer told). */
+void *cluster_writer_main(void *arg);
+void cluster_group_answer(const pending_group *g, int confirmed, const char *why);
+void cluster_group_finish_applied(cluster_node *node, pending_group *g);
+void cluster_group_answered(server *srv, pending_group *g);
 
 /* The hooks' connect and start (cluster_start.c): the stream opened and
  * the genesis read; the store checked against the stream. */
