@@ -6,9 +6,10 @@
  *                 sink's counters, labelled sink="jetstream" or
  *                 sink="http",endpoint="NAME", and subscriber="NAME",
  *                 and the standard process metrics (process_metrics.h)
- *   GET /healthz  200 "ok" while tallyd answers and every sink runs; 503
- *                 saying tallyd is unreachable, or naming a sink that
- *                 stopped
+ *   GET /healthz  200 "ok" while tallyd answers and every sink runs (the
+ *                 file's and those of the endpoints defined in tallyd);
+ *                 503 saying tallyd is unreachable, or naming a sink
+ *                 that stopped
  *
  * A scrape reads atomics only: it never waits for a sink or for tallyd.
  * What only tallyd knows (each subscriber's pending events and dead
@@ -136,6 +137,17 @@ static void write_sinks(net_text *b, relay_sink_context *const *sinks, size_t co
         }
 }
 
+/* The sinks of the file and those defined in tallyd, into all; the
+ * latter held as they are (relay_runtime_sinks_unlock after). */
+#define SINKS_MAX (1 + RELAY_ENDPOINTS_MAX + RELAY_RUNTIME_ENDPOINTS_MAX)
+static size_t sinks_hold(relay_http *h, relay_sink_context *all[SINKS_MAX])
+{
+    size_t count = h->count;
+    memcpy(all, h->sinks, count * sizeof(all[0]));
+    relay_runtime_sinks_lock(h->runtime, all, SINKS_MAX, &count);
+    return count;
+}
+
 static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply *out)
 {
     (void)rq;
@@ -151,10 +163,8 @@ static void route_metrics(void *ctx, const net_http_request *rq, net_http_reply 
     net_text_printf(b, "\"} 1\n");
     net_text_sample_u64(b, "tally_relay_http_connections", "gauge", "HTTP connections open.",
                         net_http_connections(h->listener));
-    relay_sink_context *all[1 + RELAY_ENDPOINTS_MAX + RELAY_RUNTIME_ENDPOINTS_MAX];
-    size_t count = h->count;
-    memcpy(all, h->sinks, count * sizeof(all[0]));
-    relay_runtime_sinks_lock(h->runtime, all, sizeof(all) / sizeof(all[0]), &count);
+    relay_sink_context *all[SINKS_MAX];
+    size_t count = sinks_hold(h, all);
     write_sinks(b, all, count); /* the run-time sinks stay as they are meanwhile */
     relay_runtime_sinks_unlock(h->runtime);
     process_metrics_write(b);
@@ -173,13 +183,16 @@ static void route_healthz(void *ctx, const net_http_request *rq, net_http_reply 
                         (long long)((int64_t)time(NULL) - since_s), why);
         return;
     }
-    for (size_t i = 0; i < h->count; i++)
-        if (!atomic_load(&h->sinks[i]->metrics.up)) {
+    relay_sink_context *all[SINKS_MAX];
+    size_t count = sinks_hold(h, all);
+    for (size_t i = 0; i < count && out->status != 503; i++)
+        if (!atomic_load(&all[i]->metrics.up)) {
             out->status = 503;
-            net_text_printf(&out->body, "sink %s stopped\n", h->sinks[i]->subscriber);
-            return;
+            net_text_printf(&out->body, "sink %s stopped\n", all[i]->subscriber);
         }
-    net_text_printf(&out->body, "ok\n");
+    relay_runtime_sinks_unlock(h->runtime);
+    if (out->status != 503)
+        net_text_printf(&out->body, "ok\n");
 }
 
 static const net_http_route routes[] = {

@@ -3,7 +3,10 @@
  * "Endpoints managed at run time"): a thread lists them (endpoint_list)
  * every RELAY_ENDPOINTS_POLL_MS and starts a webhook sink for each new
  * one, starts it again with its new settings when its definition changed
- * (endpoint_update), and stops it when it is gone (endpoint_delete). An
+ * (endpoint_update), and stops it when it is gone (endpoint_delete); a
+ * sink whose run ended on its own (a failure: /healthz says so meanwhile)
+ * is started again at a listing after 1 s, then 2, 4 ... up to
+ * RESTART_PAUSE_MAX_MS while it keeps ending (each said). An
  * endpoint of the config file by the same name wins: tallyd's is not run
  * (said once). Each sink has a stop flag of its own, so one stops without
  * the others; a stop of the relay stops them all.
@@ -12,9 +15,14 @@
 
 #include "relay/relay.h"
 
+#include "common/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The longest pause before a sink that keeps ending is started again. */
+#define RESTART_PAUSE_MAX_MS 30000
 
 /* One endpoint of tallyd's, and the sink that runs it. */
 typedef struct runtime_sink {
@@ -25,6 +33,8 @@ typedef struct runtime_sink {
     atomic_bool stop;  /* this sink's own stop */
     atomic_bool ended; /* its thread returned (result) */
     int result;
+    unsigned restarts;       /* since its definition was last taken */
+    int64_t restart_at_ms;   /* ended: not started again before (monotonic) */
     tally_endpoint_definition def; /* as last listed */
     relay_endpoint cfg;
     relay_sink_context ctx;
@@ -50,6 +60,7 @@ static void *sink_main(void *arg)
 {
     runtime_sink *k = arg;
     k->result = relay_webhook_run(&k->cfg, &k->ctx);
+    atomic_store(&k->ctx.metrics.up, false); /* /healthz: 503 until it runs again */
     atomic_store(&k->ended, true);
     return NULL;
 }
@@ -155,13 +166,17 @@ static bool claim(relay_runtime *r, const runtime_sink *k)
     return true;
 }
 
-/* (Re)start k by d: its configuration, then its thread. */
+/* (Re)start k by d: its configuration, then its thread; what says why
+ * ("defined in tallyd", ...). A slot in use keeps its counters. */
 static void sink_run(relay_runtime *r, runtime_sink *k, const tally_endpoint_definition *d,
-                     bool changed)
+                     const char *what)
 {
-    const char *what = changed ? "changed" : "defined";
+    bool again = k->used;
     char why[300];
+    if (!again || definition_changed(&k->def, d))
+        k->restarts = 0;
     k->used = true;
+    k->restart_at_ms = 0;
     k->def = *d;
     k->refused = !relay_endpoint_from_definition(&k->cfg, d, why, sizeof(why));
     if (k->refused) {
@@ -172,9 +187,32 @@ static void sink_run(relay_runtime *r, runtime_sink *k, const tally_endpoint_def
     k->refused = !claim(r, k);
     if (k->refused)
         return;
-    fprintf(stderr, "tally-relay: endpoint %s %s in tallyd: delivering to %s\n", d->endpoint,
-            what, d->url);
-    sink_start(r, k, changed);
+    fprintf(stderr, "tally-relay: endpoint %s %s: delivering to %s\n", d->endpoint, what,
+            d->url);
+    sink_start(r, k, again);
+}
+
+/* k's run ended on its own (a failure, said by it): its thread joined
+ * and, once its pause is over, started again; the pause doubles with each
+ * restart that ends again. */
+static void sink_restart(relay_runtime *r, runtime_sink *k)
+{
+    int64_t now = clock_mono_ms();
+    if (k->restart_at_ms == 0) {
+        unsigned shift = k->restarts < 5 ? k->restarts : 5;
+        int64_t pause = INT64_C(1000) << shift;
+        k->restart_at_ms = now + (pause < RESTART_PAUSE_MAX_MS ? pause : RESTART_PAUSE_MAX_MS);
+        fprintf(stderr, "tally-relay: endpoint %s (defined in tallyd): its sink ended (exit %d); "
+                        "started again in %lld ms\n", k->def.endpoint, k->result,
+                (long long)(k->restart_at_ms - now));
+    }
+    if (now < k->restart_at_ms || atomic_load(r->relay_stop))
+        return;
+    sink_stop(k);
+    k->restarts++;
+    k->restart_at_ms = 0;
+    tally_endpoint_definition d = k->def;
+    sink_run(r, k, &d, "(defined in tallyd) started again");
 }
 
 /* The running sinks' lag and dead letters from tallyd, for /metrics. */
@@ -216,18 +254,22 @@ static void endpoint_take(relay_runtime *r, const tally_endpoint_definition *d)
         return;
     }
     runtime_sink *k = sink_named(r, d->endpoint);
+    if (k && k->running && atomic_load(&k->ended) && !definition_changed(&k->def, d)) {
+        sink_restart(r, k);
+        return;
+    }
     if (k && !definition_changed(&k->def, d))
         return;
     if (k) {
         sink_stop(k);
-        sink_run(r, k, d, true);
+        sink_run(r, k, d, "changed in tallyd");
         return;
     }
     for (size_t i = 0; i < RELAY_RUNTIME_ENDPOINTS_MAX && k == NULL; i++)
         if (!r->sinks[i].used)
             k = &r->sinks[i];
     if (k)
-        sink_run(r, k, d, false);
+        sink_run(r, k, d, "defined in tallyd");
 }
 
 /* List tallyd's endpoints and bring the sinks to match. */

@@ -2394,6 +2394,49 @@ START_TEST(test_http_endpoint_created_updated_deleted_at_run_time)
 }
 END_TEST
 
+/* A sink of an endpoint defined in tallyd that cannot run (its
+ * subscriber has partitions, which sub_update cannot change) fails
+ * /healthz, naming it, and is started again, after a pause, until it
+ * runs: once the subscriber is deleted it delivers, and /healthz is ok. */
+START_TEST(test_http_endpoint_defined_in_tallyd_that_stops_fails_health)
+{
+    http_fixture h;
+    test_client_up(&h.f);
+    tally_client *c = h.f.c;
+    tally_subscriber_options parted = {.partitions = 2};
+    tally_subscriber *s = NULL;
+    ck_assert_int_eq(tally_subscriber_open(c, "relay:stuck", &parted, &s), TALLY_ok);
+    tally_subscriber_close(s);
+    http_config_only(&h, "", NULL);
+    int port;
+    pid_t relay = relay_start_http(h.config, h.log, NULL, &port);
+    free(healthz_until(port, 200)); /* no sink yet */
+    char create[256];
+    snprintf(create, sizeof(create), "create stuck http://127.0.0.1:%u/stuck",
+             (unsigned)h.r->port);
+    tally_endpoint_cli(&h.f.srv, SECRET_TEXT, create);
+    const char *ended = "tally-relay: endpoint stuck (defined in tallyd): its sink ended (exit 1)";
+    if (!wait_log_says(h.log, ended))
+        assert_log_says(h.log, ended); /* fails, showing the log */
+    char *body = healthz_until(port, 503);
+    ck_assert_msg(strstr(body, "sink relay:stuck stopped"), "/healthz: %s", body);
+    free(body);
+    ck_assert_int_eq(tally_subscriber_delete(c, "relay:stuck"), TALLY_ok);
+    const char *again = "tally-relay: endpoint stuck (defined in tallyd) started again: "
+                        "delivering";
+    if (!wait_log_says(h.log, again))
+        assert_log_says(h.log, again); /* fails, showing the log */
+    TEST_WAIT_UNTIL(tally_subscriber_get(c, "relay:stuck", &(tally_subscriber_info){0}) ==
+                        TALLY_ok && sub_info(c, "relay:stuck").partitions == 1,
+                    60000, "the relay creating the endpoint's subscriber again");
+    free(healthz_until(port, 200));
+    test_client_open_accounts(c, 1, 3);
+    ck_assert_msg(wait_delivered(h.r, "/stuck", 3), "the accounts did not arrive");
+    relay_stop(relay, h.log);
+    http_down(&h);
+}
+END_TEST
+
 /* An endpoint of the relay's file and one defined in tallyd by the same
  * name: the file's runs, tallyd's is said and not run. */
 START_TEST(test_http_file_endpoint_wins_over_tallyds)
@@ -2474,6 +2517,7 @@ int main(void)
     tcase_add_test(settings, test_http_endpoint_types_filter_on_the_server);
     tcase_add_test(settings, test_http_endpoint_created_updated_deleted_at_run_time);
     tcase_add_test(settings, test_http_file_endpoint_wins_over_tallyds);
+    tcase_add_test(settings, test_http_endpoint_defined_in_tallyd_that_stops_fails_health);
     int rc = test_run_suite(s);
     return rc == 0 && !nats ? 77 : rc;
 }
