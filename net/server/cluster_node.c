@@ -528,9 +528,10 @@ static void *node_applier_main(void *arg)
         told = false;
         for (size_t i = 0; i < count; i++)
             if (node->msgs[i].corrected)
-                net_log(NET_LOG_WARN, "cluster: position %" PRIu64 ": the server this node reads "
-                        "the stream from held another message there than the stream's leader "
-                        "(a stale copy); the leader's is applied", node->msgs[i].seq);
+                net_log(NET_LOG_WARN, "cluster: position %" PRIu64 ": the stream's replicas "
+                        "this node read held different messages there (a server held one the "
+                        "stream does not: a stale copy); what a majority of them holds is "
+                        "applied", node->msgs[i].seq);
         count = test_shifted(srv, node->msgs, count);
         apply_messages(node, node->msgs, (uint32_t)count);
     }

@@ -398,8 +398,8 @@ START_TEST(test_a_stale_copy_is_not_applied)
     cluster_nodes c;
     cluster_with_test_option(&c, "--test-cluster-stale-copy-at", "20");
     assert_all_agree(&c, 32);
-    ck_assert_msg(tallyd_log_wait(&c.node[2], "position 20: the server this node reads the "
-                                  "stream from held another message there", 1000),
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "position 20: the stream's replicas this node "
+                                  "read held different messages there", 1000),
                   "node c was not handed the stale copy");
     open_account(c.client[2], 100);
     cluster_nodes_down(&c);
