@@ -386,13 +386,15 @@ START_TEST(test_a_diverged_node_stops_with_few_positions)
 }
 END_TEST
 
-/* Node c's stream consumer delivers, at position 20, a message the stream
- * does not hold there (a tick an hour on), as a nats-server deposed as
- * the stream's leader delivers the publishes it stored without its
- * quorum: node c checks every message with the stream's leader and
- * applies the leader's, so all three agree at every checkpoint. Without
- * the check node c applies the stale copy, its log's times run an hour
- * ahead, and it stops at checkpoint 32 as diverged. */
+/* One server's copy of position 20, as node c reads it (the first server
+ * to deliver it, every time), is a message the stream does not hold there
+ * (a tick an hour on), as a nats-server deposed as the stream's leader
+ * holds and delivers the publishes it stored without its quorum: node c
+ * applies a position only when its copies from a majority of the
+ * replicas agree, reads position 20 again elsewhere until they do, and
+ * so all three agree at every checkpoint. Without the majority rule node
+ * c applies the stale copy, its log's times run an hour ahead, and it
+ * stops at checkpoint 32 as diverged. */
 START_TEST(test_a_stale_copy_is_not_applied)
 {
     cluster_nodes c;
