@@ -151,6 +151,13 @@ static int copy_subscribe(cluster_reader *r, reader_copy *c)
  * returned are held). */
 static void reader_renew(cluster_reader *r)
 {
+    /* all gone first, so that no new one avoids the server of one going */
+    for (size_t i = 0; i < r->copies; i++) {
+        if (r->copy[i].stale) {
+            copy_drop(&r->copy[i]);
+            r->copy[i].stale = true;
+        }
+    }
     for (size_t i = 0; i < r->copies; i++)
         if (r->copy[i].stale)
             (void)copy_subscribe(r, &r->copy[i]); /* a failure is tried again later */
