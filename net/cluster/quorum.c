@@ -25,6 +25,7 @@
 #include "common/error.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,8 @@ struct cluster_reader {
     uint64_t resets;
     uint64_t corrected;  /* positions whose copies differed */
     bool next_differed;  /* r->next's copies differed: its message is flagged corrected */
+    char differed[CLUSTER_DIFFERED_BYTES]; /* the copies of the last position that differed */
+    bool differed_new;                     /* not yet taken by cluster_reader_differed */
     uint64_t stale_copy_at; /* tests: one server's copy at this sequence is replaced */
     char stale_server[SERVER_NAME_BYTES]; /* ... that server's (the first to deliver it) */
     char stale_kind[TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX + 1]; /* ... by this message */
@@ -279,6 +282,32 @@ static bool same_message(natsMsg *a, natsMsg *b)
            strcmp(cluster_msg_id_of(a), cluster_msg_id_of(b)) == 0;
 }
 
+/* r->differed: which server holds what at r->next, whose copies differ. */
+static void reader_note_differed(cluster_reader *r)
+{
+    size_t used = (size_t)snprintf(r->differed, sizeof(r->differed), "position %" PRIu64 ":",
+                                   r->next);
+    for (size_t i = 0; i < r->copies && used < sizeof(r->differed); i++) {
+        natsMsg *m = r->copy[i].at;
+        const char *subject = natsMsg_GetSubject(m), *dot = strrchr(subject, '.');
+        const char *id = cluster_msg_id_of(m);
+        used += (size_t)snprintf(r->differed + used, sizeof(r->differed) - used,
+                                 "%s %s holds %s %s (%d bytes)", i > 0 ? "," : "",
+                                 r->copy[i].server, dot ? dot + 1 : subject, id[0] ? id : "-",
+                                 natsMsg_GetDataLength(m));
+    }
+    r->differed_new = true;
+}
+
+bool cluster_reader_differed(cluster_reader *r, char *what, size_t what_size)
+{
+    if (!r->differed_new)
+        return false;
+    r->differed_new = false;
+    snprintf(what, what_size, "%s", r->differed);
+    return true;
+}
+
 /* Every copy holds r->next: the same bytes in all (a majority holds
  * them) returns it (TALLY_ok, *m set); copies that differ are all made
  * again (TALLY_timed_out: read on). */
@@ -288,6 +317,8 @@ static int reader_decide(cluster_reader *r, cluster_message *m)
     for (size_t i = 1; i < r->copies; i++)
         agree = agree && same_message(r->copy[0].at, r->copy[i].at);
     if (!agree) {
+        if (!r->next_differed)
+            reader_note_differed(r);
         r->corrected += !r->next_differed;
         r->next_differed = true;
         for (size_t i = 0; i < r->copies; i++) {

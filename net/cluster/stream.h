@@ -157,6 +157,12 @@ uint64_t cluster_reader_resets(const cluster_reader *r);
  * a majority holds was returned, once one agreed). */
 uint64_t cluster_reader_corrected(const cluster_reader *r);
 
+/* When the copies of a position differed since the last call (read
+ * again until a majority agrees): true, and which server held what there
+ * (up to CLUSTER_DIFFERED_BYTES) in what. */
+#define CLUSTER_DIFFERED_BYTES 512
+bool cluster_reader_differed(cluster_reader *r, char *what, size_t what_size);
+
 /* Tests only: one server's copy of seq (the first server to deliver it
  * to r) is replaced, every time r reads it there, by data on NAME.kind
  * (at most 64 bytes, copied), a message the stream does not hold there,

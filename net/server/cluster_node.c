@@ -510,6 +510,12 @@ static void *node_applier_main(void *arg)
         size_t count = 0;
         rc = cluster_reader_next_batch(r, READ_WAIT_MS, TALLY_CLUSTER_APPLY_MESSAGES_MAX,
                                        TALLY_CLUSTER_APPLY_BYTES_MAX, node->msgs, &count);
+        char differed[CLUSTER_DIFFERED_BYTES];
+        if (cluster_reader_differed(r, differed, sizeof(differed)))
+            net_log(NET_LOG_WARN, "cluster: the stream's replicas differ at %s; this node "
+                    "applies a position only once a majority of them hold the same message "
+                    "there, and reads it again until they do (docs/CLUSTER.md, \"Applying\")",
+                    differed);
         if (rc == TALLY_timed_out)
             continue;
         if (rc == TALLY_not_found) {

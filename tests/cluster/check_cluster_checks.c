@@ -403,6 +403,9 @@ START_TEST(test_a_stale_copy_is_not_applied)
     ck_assert_msg(tallyd_log_wait(&c.node[2], "position 20: the stream's replicas this node "
                                   "read held different messages there", 1000),
                   "node c was not handed the stale copy");
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "the stream's replicas differ at position 20: ",
+                                  1000), "node c did not say which server held what");
+    ck_assert(tallyd_log_wait(&c.node[2], "holds tick stale-copy (", 1000));
     open_account(c.client[2], 100);
     cluster_nodes_down(&c);
 }
