@@ -438,15 +438,10 @@ int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_
                        uint8_t hash[SHA256_BYTES])
 {
     assert(s != NULL && seq >= 1 && msg_id != NULL && id_size > 0);
-    uint64_t first = 0, last = 0;
-    int rc = cluster_stream_bounds(s, &first, &last);
-    if (rc != TALLY_ok)
-        return rc;
-    if (seq < first || seq > last)
-        return TALLY_not_found;
-    /* a reader from seq: its first message is what a majority holds there */
+    /* a reader from seq: its first message is what a majority holds there
+     * (no leader's word on the stream's end: a stale leader may be short) */
     cluster_reader *r = NULL;
-    rc = cluster_reader_open(&r, s, seq);
+    int rc = cluster_reader_open(&r, s, seq);
     cluster_message m;
     if (rc == TALLY_ok)
         rc = cluster_reader_next(r, s->cfg.request_ms, &m);

@@ -113,8 +113,9 @@ int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
  * the reader reads (a reader from seq, for up to the request wait): its
  * Nats-Msg-Id into msg_id ("" when it has none, truncated to id_size)
  * and the SHA-256 of its bytes into hash. TALLY_ok, TALLY_not_found when
- * the stream (its leader) says it holds no message at seq, TALLY_timed_out
- * when no majority agreed in time, or an error of the list above. */
+ * the stream's first message is past seq, TALLY_timed_out when no
+ * majority held one message there in time (none, or not the same), or an
+ * error of the list above. */
 int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_size,
                        uint8_t hash[SHA256_BYTES]);
 

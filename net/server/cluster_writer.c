@@ -119,9 +119,10 @@ void cluster_group_answered(server *srv, pending_group *g)
  * the message a majority of the stream's replicas hold at done->seq is
  * read (cluster_stream_get, as the reader reads): this one, the same
  * bytes (data), is TALLY_ok (a retried publish stored twice, answered at
- * its first copy, where every node applies it); another, or none, means
- * this node applied at done->seq what the stream does not hold there: it
- * stops serving (TALLY_cluster_diverged); no answer is
+ * its first copy, where every node applies it); another, or none (the
+ * stream's first message past done->seq), means this node applied at
+ * done->seq what the stream does not hold there: it stops serving
+ * (TALLY_cluster_diverged); no majority in time is
  * TALLY_cluster_unavailable. why: the detail of a refusal. */
 static int confirm_position(cluster_node *node, const pending_group *done, bool acked,
                             uint64_t ack_seq, const void *data, size_t len, char *why,
