@@ -14,7 +14,9 @@
  * (a healthy replica stores only what its quorum committed). Copies that
  * differ mean a server holds what the stream does not (a deposed leader
  * that stored publishes without its quorum on waking): every consumer is
- * made again, elsewhere as JetStream picks, until a majority agrees.
+ * made again, elsewhere as JetStream picks, until a majority agrees; the
+ * server a majority then outvoted is avoided while others can be had (a
+ * diverged store differs at every later position).
  * Messages arrive pushed, so this costs no request per message.
  */
 #include "config.h"
@@ -60,6 +62,8 @@ struct cluster_reader {
     uint64_t resets;
     uint64_t corrected;  /* positions whose copies differed */
     bool next_differed;  /* r->next's copies differed: its message is flagged corrected */
+    char outvoted[SERVER_NAME_BYTES]; /* the last server whose copy a majority did not hold */
+    char differed_on[COPIES_MAX][SERVER_NAME_BYTES]; /* the servers of r->next's copies that differed */
     char differed[CLUSTER_DIFFERED_BYTES]; /* the copies of the last position that differed */
     bool differed_new;                     /* not yet taken by cluster_reader_differed */
     uint64_t stale_copy_at; /* tests: one server's copy at this sequence is replaced */
@@ -142,7 +146,9 @@ static int copy_subscribe(cluster_reader *r, reader_copy *c)
         rc = copy_subscribe_once(r, c);
         if (rc != TALLY_ok)
             return rc;
-        if (!server_taken(r, c, c->server))
+        /* a server a majority outvoted is taken only when the others are not to be had */
+        bool outvoted = i < PLACE_TRIES / 2 && strcmp(c->server, r->outvoted) == 0;
+        if (!server_taken(r, c, c->server) && !outvoted)
             return TALLY_ok;
         copy_drop(c);
         rc = TALLY_timed_out;
@@ -297,6 +303,21 @@ static void reader_note_differed(cluster_reader *r)
                                  natsMsg_GetDataLength(m));
     }
     r->differed_new = true;
+    for (size_t i = 0; i < r->copies; i++)
+        snprintf(r->differed_on[i], sizeof(r->differed_on[i]), "%s", r->copy[i].server);
+}
+
+/* r->next's copies agree after they differed: a server that held one of
+ * the differing copies and none of the agreeing ones was outvoted. */
+static void reader_note_outvoted(cluster_reader *r)
+{
+    for (size_t i = 0; i < r->copies; i++) {
+        bool agreeing = false;
+        for (size_t k = 0; k < r->copies; k++)
+            agreeing = agreeing || strcmp(r->differed_on[i], r->copy[k].server) == 0;
+        if (!agreeing && r->differed_on[i][0] != '\0')
+            snprintf(r->outvoted, sizeof(r->outvoted), "%s", r->differed_on[i]);
+    }
 }
 
 bool cluster_reader_differed(cluster_reader *r, char *what, size_t what_size)
@@ -328,6 +349,8 @@ static int reader_decide(cluster_reader *r, cluster_message *m)
         }
         return TALLY_timed_out;
     }
+    if (r->next_differed)
+        reader_note_outvoted(r);
     natsMsg *msg = r->copy[0].at;
     for (size_t i = 0; i < r->copies; i++) {
         if (i > 0)
