@@ -2,8 +2,7 @@
  * stream.c — cluster mode's command stream on NATS JetStream (stream.h):
  * the connection, the stream created or checked against docs/CLUSTER.md's
  * table, a publish that returns the stream sequence, and the in-order
- * reader over an ordered consumer that checks the sequence itself and
- * returns each message as the stream's leader holds it.
+ * stream's bounds; the reader is quorum.c's.
  *
  * cnats's statuses and JetStream's error codes are translated here into
  * tally's (stream.h, "Errors"); nothing of cnats leaks to the caller.
@@ -11,6 +10,8 @@
 #include "config.h"
 
 #include "net/cluster/stream.h"
+
+#include "net/cluster/quorum.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -24,11 +25,7 @@
 #include <string.h>
 
 #define NS_PER_MS INT64_C(1000000)
-/* A slice of a reader's wait: after a slice with nothing while the stream
- * holds more, the reader recreates its consumer (stream.h). */
-#define READER_SLICE_MS 1000
-/* The pause of cnats between two reconnects, and its connect timeout. */
-#define RECONNECT_WAIT_MS 100
+/* The connect timeout (the pause between reconnects: quorum.h). */
 #define CONNECT_TIMEOUT_MS 2000
 /* A server that stops answering with its connection open (a stopped or
  * hung process, a partition) is given up after PINGS_OUT_MAX pings of
@@ -44,23 +41,9 @@ struct cluster_stream {
     cluster_stream_config cfg; /* with the defaults filled in; urls not kept */
     natsConnection *nc;
     jsCtx *js;
+    int64_t replicas; /* the stream's, as created or found */
 };
 
-struct cluster_reader {
-    cluster_stream *s;
-    natsSubscription *sub;
-    natsMsg *held[TALLY_CLUSTER_APPLY_MESSAGES_MAX]; /* the messages last returned; */
-    size_t held_count;                               /* destroyed on the next call */
-    natsMsg *unchecked; /* r->next's copy from the consumer, not yet checked with the leader */
-    uint64_t next; /* the sequence to return next */
-    uint64_t resets;
-    uint64_t corrected; /* copies of the consumer's server that the leader did not hold */
-    uint64_t stale_copy_at; /* tests: the consumer's copy at this sequence is replaced */
-    char stale_kind[TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX + 1]; /* ... by this message */
-    char stale_data[64];
-    size_t stale_len;
-    int64_t quiet_ms; /* waited without the wanted message since the last one or check */
-};
 
 static void say(char *why, size_t why_size, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
@@ -75,8 +58,7 @@ static void say(char *why, size_t why_size, const char *format, ...)
     va_end(ap);
 }
 
-/* The tally code of a cnats status and a JetStream error code. */
-static int code_of(natsStatus s, jsErrCode jerr)
+int cluster_stream_code_of(natsStatus s, jsErrCode jerr)
 {
     if (s == NATS_OK)
         return TALLY_ok;
@@ -110,7 +92,7 @@ static bool name_is_valid(const char *name)
     return true;
 }
 
-static bool kind_is_valid(const char *kind)
+bool cluster_kind_is_valid(const char *kind)
 {
     size_t len = strlen(kind);
     if (len == 0 || len > TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX)
@@ -175,7 +157,7 @@ static natsStatus options_of(const cluster_stream_config *cfg, natsOptions **out
     if (s == NATS_OK)
         s = natsOptions_SetMaxReconnect(o, -1); /* forever: any server may come back */
     if (s == NATS_OK)
-        s = natsOptions_SetReconnectWait(o, RECONNECT_WAIT_MS);
+        s = natsOptions_SetReconnectWait(o, CLUSTER_RECONNECT_WAIT_MS);
     if (s == NATS_OK)
         s = natsOptions_SetTimeout(o, CONNECT_TIMEOUT_MS);
     if (s == NATS_OK)
@@ -227,7 +209,7 @@ static int connect_to(cluster_stream *st, char *why, size_t why_size)
     if (s != NATS_OK) {
         say(why, why_size, "cluster: cannot connect to NATS (%s: %s; first %s)",
             natsStatus_GetText(s), nats_GetLastError(NULL), url_shown(st->cfg.urls[0]));
-        return code_of(s, 0);
+        return cluster_stream_code_of(s, 0);
     }
     jsOptions jo;
     jsOptions_Init(&jo);
@@ -235,7 +217,7 @@ static int connect_to(cluster_stream *st, char *why, size_t why_size)
     s = natsConnection_JetStream(&st->js, st->nc, &jo);
     if (s != NATS_OK)
         say(why, why_size, "cluster: jetstream: %s", natsStatus_GetText(s));
-    return code_of(s, 0);
+    return cluster_stream_code_of(s, 0);
 }
 
 /* ---- the stream: docs/CLUSTER.md's table ---- */
@@ -260,6 +242,7 @@ static int stream_create(cluster_stream *st, char *why, size_t why_size)
     sc.DenyDelete = true;
     sc.DenyPurge = true;
     sc.AllowRollup = false;
+    st->replicas = sc.Replicas;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     natsStatus s = js_AddStream(&si, st->js, &sc, NULL, &jerr);
@@ -267,7 +250,7 @@ static int stream_create(cluster_stream *st, char *why, size_t why_size)
     if (s != NATS_OK)
         say(why, why_size, "cluster: creating stream %s: %s (%d)", st->name,
             nats_GetLastError(NULL), (int)jerr);
-    return code_of(s, jerr);
+    return cluster_stream_code_of(s, jerr);
 }
 
 /* The first setting of have that breaks the guarantees, named in why;
@@ -320,9 +303,11 @@ static int stream_ensure(cluster_stream *st, char *why, size_t why_size)
     if (s != NATS_OK) {
         say(why, why_size, "cluster: stream %s: %s (%d)", st->name, nats_GetLastError(NULL),
             (int)jerr);
-        return code_of(s, jerr) == TALLY_invalid_argument ? TALLY_internal : code_of(s, jerr);
+        int rc = cluster_stream_code_of(s, jerr);
+        return rc == TALLY_invalid_argument ? TALLY_internal : rc;
     }
     int rc = stream_is_sound(st, si->Config, why, why_size) ? TALLY_ok : TALLY_invalid_argument;
+    st->replicas = si->Config->Replicas;
     jsStreamInfo_Destroy(si);
     return rc;
 }
@@ -372,6 +357,26 @@ const char *cluster_stream_name(const cluster_stream *s)
     return s->name;
 }
 
+jsCtx *cluster_stream_js(cluster_stream *s)
+{
+    return s->js;
+}
+
+size_t cluster_stream_quorum(const cluster_stream *s)
+{
+    int64_t r = s->replicas < 1 ? 1 : s->replicas > TALLY_CLUSTER_REPLICAS_MAX
+                                          ? TALLY_CLUSTER_REPLICAS_MAX : s->replicas;
+    return (size_t)(r / 2 + 1);
+}
+
+const char *cluster_msg_id_of(natsMsg *msg)
+{
+    const char *id = NULL;
+    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
+        id = "";
+    return id;
+}
+
 /* ---- publish ---- */
 
 int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_id,
@@ -379,7 +384,7 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
                            char *why, size_t why_size)
 {
     assert(s != NULL && kind != NULL && msg_id != NULL && seq != NULL);
-    if (!kind_is_valid(kind) || msg_id[0] == '\0' ||
+    if (!cluster_kind_is_valid(kind) || msg_id[0] == '\0' ||
         strlen(msg_id) > TALLY_CLUSTER_MSG_ID_BYTES_MAX || len > (size_t)s->cfg.max_msg_bytes) {
         say(why, why_size, "cluster publish: a kind of a-z, an id of 1 to %d bytes, at most %" PRId32
             " bytes", TALLY_CLUSTER_MSG_ID_BYTES_MAX, s->cfg.max_msg_bytes);
@@ -403,7 +408,7 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
         say(why, why_size, "cluster publish %s: %s (%d)", msg_id, natsStatus_GetText(st),
             (int)jerr);
         jsPubAck_Destroy(pa);
-        return code_of(st, jerr);
+        return cluster_stream_code_of(st, jerr);
     }
     *seq = pa->Sequence;
     if (duplicate != NULL)
@@ -426,324 +431,24 @@ int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last)
         *last = si->State.LastSeq;
     }
     jsStreamInfo_Destroy(si);
-    return leaderless ? TALLY_unreachable : code_of(st, jerr);
+    return leaderless ? TALLY_unreachable : cluster_stream_code_of(st, jerr);
 }
 
 int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_size,
                        uint8_t hash[SHA256_BYTES])
 {
     assert(s != NULL && seq >= 1 && msg_id != NULL && id_size > 0);
-    natsMsg *m = NULL;
-    jsErrCode jerr = 0;
-    natsStatus st = js_GetMsg(&m, s->js, s->name, seq, NULL, &jerr);
-    if (st != NATS_OK)
-        return jerr == JSNoMessageFoundErr || st == NATS_NOT_FOUND ? TALLY_not_found
-                                                                   : code_of(st, jerr);
-    const char *id = NULL;
-    if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
-        id = "";
-    snprintf(msg_id, id_size, "%s", id);
-    sha256_digest(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), hash);
-    natsMsg_Destroy(m);
-    return TALLY_ok;
-}
-
-/* ---- the reader ---- */
-
-static void reader_unsubscribe(cluster_reader *r)
-{
-    if (r->sub == NULL)
-        return;
-    natsSubscription_Unsubscribe(r->sub); /* deletes the ephemeral consumer */
-    natsSubscription_Destroy(r->sub);
-    r->sub = NULL;
-}
-
-/* A new ordered consumer from r->next. */
-static int reader_subscribe(cluster_reader *r)
-{
-    char subject[TALLY_CLUSTER_STREAM_NAME_BYTES_MAX + 3];
-    snprintf(subject, sizeof(subject), "%s.>", r->s->name);
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = r->s->name;
-    so.Ordered = true;
-    so.Config.DeliverPolicy = js_DeliverByStartSequence;
-    so.Config.OptStartSeq = r->next;
-    jsErrCode jerr = 0;
-    natsStatus st = js_SubscribeSync(&r->sub, r->s->js, subject, NULL, &so, &jerr);
-    if (st != NATS_OK)
-        r->sub = NULL;
-    return code_of(st, jerr);
-}
-
-static void reader_reset(cluster_reader *r)
-{
-    reader_unsubscribe(r);
-    r->resets++;
-    (void)reader_subscribe(r); /* a failure is tried again on the next slice */
-}
-
-/* The messages returned by the last call, no longer the caller's. */
-static void reader_release(cluster_reader *r)
-{
-    for (size_t i = 0; i < r->held_count; i++)
-        natsMsg_Destroy(r->held[i]);
-    r->held_count = 0;
-}
-
-int cluster_reader_open(cluster_reader **out, cluster_stream *s, uint64_t from)
-{
-    assert(out != NULL && s != NULL && from >= 1);
-    *out = NULL;
-    cluster_reader *r = calloc(1, sizeof(*r));
-    if (r == NULL)
-        return TALLY_out_of_memory;
-    r->s = s;
-    r->next = from;
-    int rc = reader_subscribe(r);
-    if (rc != TALLY_ok) {
-        free(r);
-        return rc;
+    /* a reader from seq: its first message is what a majority holds there
+     * (no leader's word on the stream's end: a stale leader may be short) */
+    cluster_reader *r = NULL;
+    int rc = cluster_reader_open(&r, s, seq);
+    cluster_message m;
+    if (rc == TALLY_ok)
+        rc = cluster_reader_next(r, s->cfg.request_ms, &m);
+    if (rc == TALLY_ok) {
+        snprintf(msg_id, id_size, "%s", m.msg_id);
+        sha256_digest(m.data, m.len, hash);
     }
-    *out = r;
-    return TALLY_ok;
-}
-
-void cluster_reader_close(cluster_reader *r)
-{
-    if (r == NULL)
-        return;
-    reader_release(r);
-    natsMsg_Destroy(r->unchecked);
-    reader_unsubscribe(r);
-    free(r);
-}
-
-uint64_t cluster_reader_resets(const cluster_reader *r)
-{
-    return r->resets;
-}
-
-uint64_t cluster_reader_corrected(const cluster_reader *r)
-{
-    return r->corrected;
-}
-
-void cluster_reader_test_stale_copy_at(cluster_reader *r, uint64_t seq, const char *kind,
-                                       const void *data, size_t len)
-{
-    assert(kind_is_valid(kind) && len <= sizeof(r->stale_data));
-    r->stale_copy_at = seq;
-    snprintf(r->stale_kind, sizeof(r->stale_kind), "%s", kind);
-    memcpy(r->stale_data, data, len);
-    r->stale_len = len;
-}
-
-/* What a slice without the wanted message means: the stream lost the
- * front (TALLY_not_found), holds more than arrived (reset the consumer),
- * or has nothing new (go on waiting). */
-static int reader_after_silence(cluster_reader *r)
-{
-    uint64_t first = 0, last = 0;
-    if (cluster_stream_bounds(r->s, &first, &last) != TALLY_ok)
-        return TALLY_timed_out; /* no leader now: wait on */
-    if (first > r->next) /* aged out; an empty stream that had messages says last + 1 */
-        return TALLY_not_found;
-    if (last >= r->next || r->sub == NULL)
-        reader_reset(r);
-    return TALLY_timed_out;
-}
-
-/* The Nats-Msg-Id of msg ("" when it has none). */
-static const char *msg_id_of(natsMsg *msg)
-{
-    const char *id = NULL;
-    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
-        id = "";
-    return id;
-}
-
-static bool same_message(natsMsg *a, natsMsg *b)
-{
-    int len = natsMsg_GetDataLength(a);
-    return len == natsMsg_GetDataLength(b) &&
-           (len == 0 || memcmp(natsMsg_GetData(a), natsMsg_GetData(b), (size_t)len) == 0) &&
-           strcmp(natsMsg_GetSubject(a), natsMsg_GetSubject(b)) == 0 &&
-           strcmp(msg_id_of(a), msg_id_of(b)) == 0;
-}
-
-/* Tests (cluster_reader_test_stale_copy_at): msg replaced by the copy
- * the test gave, as a server's stale store would hold it. */
-static natsMsg *stale_copy_of(cluster_reader *r, natsMsg *msg)
-{
-    char subject[TALLY_CLUSTER_STREAM_NAME_BYTES_MAX + TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX + 2];
-    snprintf(subject, sizeof(subject), "%s.%s", r->s->name, r->stale_kind);
-    natsMsg *copy = NULL;
-    if (natsMsg_Create(&copy, subject, NULL, r->stale_data, (int)r->stale_len) == NATS_OK &&
-        natsMsgHeader_Set(copy, "Nats-Msg-Id", "stale-copy") == NATS_OK) {
-        natsMsg_Destroy(msg);
-        return copy;
-    }
-    natsMsg_Destroy(copy);
-    return msg;
-}
-
-/* r->unchecked, the consumer's copy of r->next, against the copy the
- * stream's leader holds ($JS.API.STREAM.MSG.GET, which only the leader
- * answers): the leader's is returned (TALLY_ok, *m set), so a message
- * that a server holds but the stream does not (a deposed leader's store
- * after a SIGSTOP: it stored publishes that its quorum never took, and a
- * consumer on it delivers them) is never applied. TALLY_timed_out while
- * the leader does not answer or does not hold it yet: called again. */
-static int reader_check(cluster_reader *r, cluster_message *m)
-{
-    natsMsg *leader = NULL;
-    jsErrCode jerr = 0;
-    jsOptions o; /* a slice's wait, not a PubAck's: the applier's caller stops between calls */
-    jsOptions_Init(&o);
-    o.Wait = READER_SLICE_MS;
-    if (js_GetMsg(&leader, r->s->js, r->s->name, r->next, &o, &jerr) != NATS_OK) {
-        natsMsg_Destroy(leader);
-        uint64_t first = 0, last = 0;
-        if (jerr == JSNoMessageFoundErr &&
-            cluster_stream_bounds(r->s, &first, &last) == TALLY_ok && first > r->next) {
-            natsMsg_Destroy(r->unchecked); /* aged out since the consumer delivered it */
-            r->unchecked = NULL;
-            return TALLY_not_found;
-        }
-        nats_Sleep(RECONNECT_WAIT_MS); /* no leader, or it does not hold it yet */
-        return TALLY_timed_out;
-    }
-    bool corrected = !same_message(r->unchecked, leader);
-    r->corrected += corrected;
-    natsMsg_Destroy(r->unchecked);
-    r->unchecked = NULL;
-    assert(r->held_count < TALLY_CLUSTER_APPLY_MESSAGES_MAX);
-    r->held[r->held_count++] = leader;
-    *m = (cluster_message){.seq = r->next, .subject = natsMsg_GetSubject(leader),
-                           .data = natsMsg_GetData(leader),
-                           .len = (size_t)natsMsg_GetDataLength(leader),
-                           .msg_id = msg_id_of(leader), .corrected = corrected};
-    r->next++;
-    return TALLY_ok;
-}
-
-/* Take msg when it is the wanted one (checked with the leader: TALLY_ok,
- * *m set); a copy of an earlier one is dropped (TALLY_timed_out: go
- * on); a gap resets, or with !on_gap_reset is TALLY_not_found (the
- * message dropped: the consumer redelivers from r->next once reset). */
-static int reader_take(cluster_reader *r, natsMsg *msg, cluster_message *m, bool on_gap_reset)
-{
-    jsMsgMetaData *meta = NULL;
-    if (natsMsg_GetMetaData(&meta, msg) != NATS_OK) {
-        natsMsg_Destroy(msg); /* a status message, not a stream message */
-        return TALLY_timed_out;
-    }
-    uint64_t seq = meta->Sequence.Stream;
-    jsMsgMetaData_Destroy(meta);
-    if (seq != r->next) {
-        natsMsg_Destroy(msg);
-        if (seq > r->next && !on_gap_reset)
-            return TALLY_not_found;
-        if (seq > r->next)
-            return reader_after_silence(r); /* a gap: not_found, or from r->next again */
-        return TALLY_timed_out;
-    }
-    if (r->stale_copy_at == seq) {
-        r->stale_copy_at = 0;
-        msg = stale_copy_of(r, msg);
-    }
-    assert(r->unchecked == NULL);
-    r->unchecked = msg;
-    return reader_check(r, m);
-}
-
-/* One slice of a wait on the consumer: r->next's copy taken (to check
- * with the leader), or a silence or a failure acted on. */
-static int reader_wait_slice(cluster_reader *r, int64_t until, cluster_message *m)
-{
-    int64_t now = clock_mono_ms(), left = until > now ? until - now : 0;
-    /* cnats takes only a positive wait: 1 ms looks at what arrived */
-    int64_t slice = left < 1 ? 1 : left < READER_SLICE_MS ? left : READER_SLICE_MS;
-    int rc = TALLY_timed_out;
-    natsMsg *msg = NULL;
-    natsStatus st = NATS_TIMEOUT;
-    if (r->sub != NULL)
-        st = natsSubscription_NextMsg(&msg, r->sub, slice);
-    else
-        nats_Sleep(slice < RECONNECT_WAIT_MS ? slice : RECONNECT_WAIT_MS); /* no consumer */
-    if (st == NATS_OK) {
-        rc = reader_take(r, msg, m, true);
-        r->quiet_ms = 0;
-    } else if (st == NATS_TIMEOUT) {
-        r->quiet_ms += clock_mono_ms() - now;
-        if (r->quiet_ms >= READER_SLICE_MS) {
-            r->quiet_ms = 0;
-            rc = reader_after_silence(r);
-        }
-    } else {
-        reader_reset(r); /* the consumer failed (slow consumer, closed, ...) */
-    }
+    cluster_reader_close(r);
     return rc;
-}
-
-/* The first message of a call: waited for up to wait_ms. */
-static int reader_wait_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
-{
-    int64_t until = clock_mono_ms() + wait_ms;
-    for (;;) {
-        /* a copy taken and not yet checked is checked again before the
-         * consumer is read on */
-        int rc = r->unchecked != NULL ? reader_check(r, m) : reader_wait_slice(r, until, m);
-        if (rc != TALLY_timed_out || clock_mono_ms() >= until)
-            return rc;
-    }
-}
-
-int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
-{
-    size_t count = 0;
-    return cluster_reader_next_batch(r, wait_ms, 1, SIZE_MAX, m, &count);
-}
-
-/* Whether the client holds a message of r's consumer already (no wait). */
-static bool reader_has_arrived(cluster_reader *r)
-{
-    int pending = 0;
-    return r->sub != NULL && natsSubscription_GetPending(r->sub, &pending, NULL) == NATS_OK &&
-           pending > 0;
-}
-
-int cluster_reader_next_batch(cluster_reader *r, int64_t wait_ms, size_t max, size_t bytes_max,
-                              cluster_message *m, size_t *count)
-{
-    assert(r != NULL && m != NULL && count != NULL && wait_ms >= 0);
-    assert(max >= 1 && max <= TALLY_CLUSTER_APPLY_MESSAGES_MAX);
-    reader_release(r);
-    *count = 0;
-    int rc = reader_wait_next(r, wait_ms, &m[0]);
-    if (rc != TALLY_ok)
-        return rc;
-    size_t bytes = m[0].len;
-    *count = 1;
-    /* Then those already here, in order, each checked with the leader,
-     * while under max and bytes_max (the last may pass it); a copy or a
-     * status message is skipped, a gap ends the batch (the next call meets
-     * the gap again and acts on it: the consumer is not recreated while
-     * the batch's messages are held), and so does a message whose
-     * leader's copy could not be had (the next call tries it first). */
-    while (*count < max && bytes < bytes_max && reader_has_arrived(r)) {
-        natsMsg *msg = NULL;
-        if (natsSubscription_NextMsg(&msg, r->sub, 1) != NATS_OK)
-            break;
-        int took = reader_take(r, msg, &m[*count], false);
-        if (took == TALLY_ok) {
-            bytes += m[*count].len;
-            (*count)++;
-        } else if (took != TALLY_timed_out || r->unchecked != NULL) {
-            break; /* a gap, or the leader's copy not had yet: the next call */
-        }
-    }
-    return TALLY_ok;
 }

@@ -9,27 +9,31 @@
  * only common/ and the NATS C client (cnats); tallyd's single-node build
  * does not link it.
  *
- * Reading: an ordered consumer. A cluster node reads the whole stream
- * from its position onwards, in order, as it grows; an ordered consumer
- * is a push consumer with flow control and idle heartbeats that the
- * server streams to the reader without a round trip per message, while a
- * pull of gets ($JS.API.STREAM.MSG.GET per sequence) costs a request and
- * a reply per message and must poll for the next one. The ordered
- * consumer is an ephemeral R1 consumer, so it is lost with the server
- * that hosts it; the reader therefore checks every message's stream
- * sequence itself (the next one must be the one after the last returned;
- * one below is a copy and skipped) and recreates its consumer from that
- * sequence when it sees a gap, a consumer error, or a second without a
- * message (counted over calls) while the stream holds more. So the
- * reader's order is the stream's, each message exactly once, whatever the
- * client library does about a lost consumer (cnats 3.4.1 recovers an
- * ordered consumer by itself in tests/cluster/check_stream's kills; this
- * check does not depend on it). The consumer's copy of a message is the
- * store of the server hosting it, which may hold what the stream does not
- * (nats-server 2.9.10, deposed as the leader while stopped, stored the
- * publishes it held on waking, without its quorum): each message is
- * fetched from the stream's leader ($JS.API.STREAM.MSG.GET) and the
- * leader's copy is returned, at the cost of a request per message.
+ * Reading (net/cluster/quorum.c): push consumers. A cluster node reads
+ * the whole stream from its position onwards, in order, as it grows; a
+ * push consumer with flow control and idle heartbeats is streamed to the
+ * reader by the server without a round trip per message, while a pull of
+ * gets costs a request and a reply per message and must poll for the
+ * next one. A consumer of nats-server 2.9 is an ephemeral one-replica
+ * consumer hosted by one server, which it delivers from: that server's
+ * own store, which may hold what the stream does not (nats-server
+ * 2.9.10, deposed as the leader while stopped, stored the publishes it
+ * held on waking, without its quorum). So the reader keeps as many
+ * consumers as make a majority of the stream's replicas (2 of 3), each on
+ * another server (a consumer's info names its server; one placed on a
+ * server another already reads is made again), reads them side by side,
+ * and returns a position only when every copy holds the same bytes there:
+ * a majority of the replicas holds them. Copies that differ make every
+ * consumer again (JetStream places them anew) until a majority agrees.
+ * It also checks every message's stream sequence itself (the next one
+ * must be the one after the last returned; one below is a copy and
+ * skipped) and makes a consumer again from that sequence when it sees a
+ * gap, a consumer error, or a second without a message (counted over
+ * calls) while the stream holds more. So the reader's order is the
+ * stream's, each message exactly once, as a majority holds it. (JetStream's
+ * Direct Get would not do: in 2.9.10 any replica subscribed to it may
+ * answer a request, whichever server the request entered, and the answer
+ * does not say which: docs/CLUSTER.md, "Applying".)
  *
  * Errors (common/tally_error.h): TALLY_invalid_argument (a bad config, or
  * a stream whose settings break the guarantees: why names the setting),
@@ -105,11 +109,13 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
  * lag the stream). */
 int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
 
-/* The message the stream's leader holds at seq (a JetStream message get,
- * not a consumer): its Nats-Msg-Id into msg_id ("" when it has none,
- * truncated to id_size) and the SHA-256 of its bytes into hash. TALLY_ok,
- * TALLY_not_found when the stream holds no message at seq, or an error
- * of the list above. */
+/* The message a majority of the stream's replicas hold at seq, read as
+ * the reader reads (a reader from seq, for up to the request wait): its
+ * Nats-Msg-Id into msg_id ("" when it has none, truncated to id_size)
+ * and the SHA-256 of its bytes into hash. TALLY_ok, TALLY_not_found when
+ * the stream's first message is past seq, TALLY_timed_out when no
+ * majority held one message there in time (none, or not the same), or an
+ * error of the list above. */
 int cluster_stream_get(cluster_stream *s, uint64_t seq, char *msg_id, size_t id_size,
                        uint8_t hash[SHA256_BYTES]);
 
@@ -121,7 +127,7 @@ typedef struct cluster_message {
     const void *data;
     size_t len;
     const char *msg_id; /* its Nats-Msg-Id; "" when it has none */
-    bool corrected; /* the consumer's server held another message here: this is the leader's */
+    bool corrected; /* the replicas read held different messages here: this is the majority's */
 } cluster_message;
 
 /* A reader of s from sequence from (>= 1); s must outlive it. */
@@ -143,18 +149,25 @@ int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m);
 int cluster_reader_next_batch(cluster_reader *r, int64_t wait_ms, size_t max, size_t bytes_max,
                               cluster_message *m, size_t *count);
 
-/* How many times r recreated its consumer (a gap, an error, a silence
- * while the stream held more): for tests and, later, a metric. */
+/* How many consumers r made (at the start, and again on a gap, an error,
+ * a silence while the stream held more, or copies that differed): for
+ * tests and, later, a metric. */
 uint64_t cluster_reader_resets(const cluster_reader *r);
 
-/* How many messages the consumer delivered that the stream's leader did
- * not hold at their sequence (the leader's were returned instead). */
+/* How many positions the replicas read held different messages at (what
+ * a majority holds was returned, once one agreed). */
 uint64_t cluster_reader_corrected(const cluster_reader *r);
 
-/* Tests only: the consumer's copy of seq is replaced, before the check
- * with the leader, by data on NAME.kind (at most 64 bytes, copied), a
- * message the stream does not hold there, as a server's stale store
- * would deliver it. */
+/* When the copies of a position differed since the last call (read
+ * again until a majority agrees): true, and which server held what there
+ * (up to CLUSTER_DIFFERED_BYTES) in what. */
+#define CLUSTER_DIFFERED_BYTES 512
+bool cluster_reader_differed(cluster_reader *r, char *what, size_t what_size);
+
+/* Tests only: one server's copy of seq (the first server to deliver it
+ * to r) is replaced, every time r reads it there, by data on NAME.kind
+ * (at most 64 bytes, copied), a message the stream does not hold there,
+ * as a deposed leader's stale store holds and delivers it. */
 void cluster_reader_test_stale_copy_at(cluster_reader *r, uint64_t seq, const char *kind,
                                        const void *data, size_t len);
 

@@ -48,6 +48,7 @@
 #define READ_ERROR_PAUSE_US 200000
 #define BOUNDS_EVERY_MS 1000
 #define STREAM_BEHIND_ANSWERS 3
+#define DIFFERED_LOG_EVERY_MS 10000
 
 static void node_close(server *srv)
 {
@@ -479,6 +480,26 @@ static void stale_copy_prepare(cluster_reader *r, uint64_t at)
     msgpack_sbuffer_destroy(&sb);
 }
 
+/* The reader's copies that differed, logged at most every
+ * DIFFERED_LOG_EVERY_MS (a diverged store differs at every position). */
+static void note_differed(cluster_node *node, cluster_reader *r)
+{
+    char differed[CLUSTER_DIFFERED_BYTES];
+    if (!cluster_reader_differed(r, differed, sizeof(differed)))
+        return;
+    int64_t now = clock_mono_ms();
+    if (node->differed_logged_ms != 0 && now - node->differed_logged_ms < DIFFERED_LOG_EVERY_MS) {
+        node->differed_since++;
+        return;
+    }
+    net_log(NET_LOG_WARN, "cluster: the stream's replicas differ at %s (and at %" PRIu64
+            " positions since the last such line); this node applies a position only once a "
+            "majority of them hold the same message there, and reads it again until they do "
+            "(docs/CLUSTER.md, \"Applying\")", differed, node->differed_since);
+    node->differed_logged_ms = now;
+    node->differed_since = 0;
+}
+
 static void *node_applier_main(void *arg)
 {
     server *srv = arg;
@@ -510,6 +531,7 @@ static void *node_applier_main(void *arg)
         size_t count = 0;
         rc = cluster_reader_next_batch(r, READ_WAIT_MS, TALLY_CLUSTER_APPLY_MESSAGES_MAX,
                                        TALLY_CLUSTER_APPLY_BYTES_MAX, node->msgs, &count);
+        note_differed(node, r);
         if (rc == TALLY_timed_out)
             continue;
         if (rc == TALLY_not_found) {
@@ -527,10 +549,11 @@ static void *node_applier_main(void *arg)
         }
         told = false;
         for (size_t i = 0; i < count; i++)
-            if (node->msgs[i].corrected)
-                net_log(NET_LOG_WARN, "cluster: position %" PRIu64 ": the server this node reads "
-                        "the stream from held another message there than the stream's leader "
-                        "(a stale copy); the leader's is applied", node->msgs[i].seq);
+            if (node->msgs[i].corrected && node->differed_since == 0)
+                net_log(NET_LOG_WARN, "cluster: position %" PRIu64 ": the stream's replicas "
+                        "this node read held different messages there (a server held one the "
+                        "stream does not: a stale copy); what a majority of them holds is "
+                        "applied", node->msgs[i].seq);
         count = test_shifted(srv, node->msgs, count);
         apply_messages(node, node->msgs, (uint32_t)count);
     }

@@ -100,6 +100,8 @@ struct cluster_node {
     uint32_t list_count;
     uint8_t digest[CLUSTER_HASH_BYTES]; /* the state digest after the last applied */
     uint8_t applied_hash[SHA256_BYTES]; /* the SHA-256 of the message at the position */
+    int64_t differed_logged_ms; /* when the reader's differing copies were last logged */
+    uint64_t differed_since;    /* positions whose copies differed since, not logged */
     unsigned behind_answers; /* answers in a row of a stream ending before the position */
     uint64_t suspect_seq;    /* the position at the first of them (0: none) ... */
     uint8_t suspect_hash[SHA256_BYTES]; /* ... and its message's SHA-256 */

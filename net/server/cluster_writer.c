@@ -6,7 +6,8 @@
  * groups at once; the applier (cluster_node.c) applies the message on the
  * group's slots and answers them, at the position JetStream's PubAck
  * named; a group the applier cannot answer so is answered here (its
- * position confirmed with the stream's leader first, or its fault). An
+ * position confirmed with a majority of the stream's replicas first, or
+ * its fault). An
  * idle writer appends ticks (a time, no commands) so that time moves on
  * while nothing is written.
  */
@@ -111,17 +112,18 @@ void cluster_group_answered(server *srv, pending_group *g)
 
 /* Whether the position this node applied its own message at is where the
  * stream holds it (docs/CLUSTER.md, "Writes", step 3). The applier found
- * the message at done->seq through the node's consumer; acked: JetStream's
+ * the message at done->seq through the node's reader; acked: JetStream's
  * PubAck came and named ack_seq, the stream leader's word once a quorum
  * holds the message. The same position: TALLY_ok. No PubAck:
- * TALLY_cluster_unavailable (what a consumer delivers is not known to be
- * held by a quorum; retry with the same key). Another position: the
- * stream's leader is asked which message it holds at done->seq: this one,
- * the same bytes (data), is TALLY_ok (a retried publish stored twice,
- * answered at its first copy, where every node applies it);
- * another, or none, means this node applied at done->seq what the stream
- * does not hold there: it stops serving (TALLY_cluster_diverged); no
- * answer is TALLY_cluster_unavailable. why: the detail of a refusal. */
+ * TALLY_cluster_unavailable (retry with the same key). Another position:
+ * the message a majority of the stream's replicas hold at done->seq is
+ * read (cluster_stream_get, as the reader reads): this one, the same
+ * bytes (data), is TALLY_ok (a retried publish stored twice, answered at
+ * its first copy, where every node applies it); another, or none (the
+ * stream's first message past done->seq), means this node applied at
+ * done->seq what the stream does not hold there: it stops serving
+ * (TALLY_cluster_diverged); no majority in time is
+ * TALLY_cluster_unavailable. why: the detail of a refusal. */
 static int confirm_position(cluster_node *node, const pending_group *done, bool acked,
                             uint64_t ack_seq, const void *data, size_t len, char *why,
                             size_t why_size)

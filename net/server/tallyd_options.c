@@ -627,10 +627,10 @@ static const options_row rows[] = {
      options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
      offsetof(net_server_options, test_cluster_shift_at), 1},
     {"test-cluster-stale-copy-at", "POS", NULL,
-     "for tests only: in cluster mode, the stream consumer's copy of position POS is replaced "
-     "by a message the stream does not hold there (as a server's stale store delivers it); "
-     "the check with the stream's leader must apply the leader's; a command-line flag only, "
-     "never a config key",
+     "for tests only: in cluster mode, one server's copy of position POS (the first to "
+     "deliver it to this node) is replaced, every time, by a message the stream does not hold "
+     "there (as a server's stale store delivers it); the node must apply what a majority of "
+     "the replicas holds; a command-line flag only, never a config key",
      options_parse_number, 1, UINT32_MAX, OPTIONS_COMMAND_LINE, OPTIONS_STORE_UNSIGNED,
      offsetof(net_server_options, test_cluster_stale_copy_at), 1},
     {"print-config", NULL, NULL,

@@ -386,21 +386,26 @@ START_TEST(test_a_diverged_node_stops_with_few_positions)
 }
 END_TEST
 
-/* Node c's stream consumer delivers, at position 20, a message the stream
- * does not hold there (a tick an hour on), as a nats-server deposed as
- * the stream's leader delivers the publishes it stored without its
- * quorum: node c checks every message with the stream's leader and
- * applies the leader's, so all three agree at every checkpoint. Without
- * the check node c applies the stale copy, its log's times run an hour
- * ahead, and it stops at checkpoint 32 as diverged. */
+/* One server's copy of position 20, as node c reads it (the first server
+ * to deliver it, every time), is a message the stream does not hold there
+ * (a tick an hour on), as a nats-server deposed as the stream's leader
+ * holds and delivers the publishes it stored without its quorum: node c
+ * applies a position only when its copies from a majority of the
+ * replicas agree, reads position 20 again elsewhere until they do, and
+ * so all three agree at every checkpoint. Without the majority rule node
+ * c applies the stale copy, its log's times run an hour ahead, and it
+ * stops at checkpoint 32 as diverged. */
 START_TEST(test_a_stale_copy_is_not_applied)
 {
     cluster_nodes c;
     cluster_with_test_option(&c, "--test-cluster-stale-copy-at", "20");
     assert_all_agree(&c, 32);
-    ck_assert_msg(tallyd_log_wait(&c.node[2], "position 20: the server this node reads the "
-                                  "stream from held another message there", 1000),
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "position 20: the stream's replicas this node "
+                                  "read held different messages there", 1000),
                   "node c was not handed the stale copy");
+    ck_assert_msg(tallyd_log_wait(&c.node[2], "the stream's replicas differ at position 20: ",
+                                  1000), "node c did not say which server held what");
+    ck_assert(tallyd_log_wait(&c.node[2], "holds tick stale-copy (", 1000));
     open_account(c.client[2], 100);
     cluster_nodes_down(&c);
 }

@@ -526,12 +526,32 @@ static void budget_raise(fault_run *run, unsigned by)
     pthread_mutex_unlock(&run->mu);
 }
 
+/* For a failure: each node's last line saying that the stream's replicas
+ * differ (nats-server stores that diverged leave no majority to apply
+ * from while another server is down: docs/CLUSTER.md, "Applying"). */
+static void print_replicas_differ(const fault_run *run)
+{
+    for (int i = 0; i < NODES; i++) {
+        FILE *in = fopen(run->f->node[i].log_path, "r");
+        char line[1024], last[1024] = "";
+        while (in != NULL && fgets(line, sizeof(line), in) != NULL)
+            if (strstr(line, "the stream's replicas differ at") != NULL)
+                snprintf(last, sizeof(last), "%s", line);
+        if (in != NULL)
+            fclose(in);
+        if (last[0] != '\0')
+            fprintf(stderr, "check_cluster_faults: node %c's last such line: %s", 'a' + i, last);
+    }
+}
+
 /* Wait until count writes more than from are acknowledged. */
 static void await_progress(fault_run *run, unsigned from, unsigned count, const char *when)
 {
     int64_t until = test_deadline_ms(FAULT_PROGRESS_WAIT_MS);
     while (atomic_load(&run->acked) < from + count && clock_mono_ms() < until)
         test_pause_ms(20);
+    if (atomic_load(&run->acked) < from + count)
+        print_replicas_differ(run);
     ck_assert_msg(atomic_load(&run->acked) >= from + count,
                   "seed %" PRIu64 ": no %u writes acknowledged %s (%u)", fault_seed, count, when,
                   atomic_load(&run->acked) - from);

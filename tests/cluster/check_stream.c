@@ -16,8 +16,9 @@
  *   everything acknowledged is read back once at its sequence, also by a
  *   reader reading through the kill, and the killed server rejoins as a
  *   current replica;
- * - kill -9 of the server holding a reader's consumer: the reader goes on
- *   in order from where it was.
+ * - a reader reads through two consumers on two servers (a majority of
+ *   the 3 replicas: net/cluster/quorum.c); kill -9 of the server holding
+ *   one of them: the reader goes on in order from where it was.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -623,20 +624,22 @@ START_TEST(test_publishes_go_on_through_a_killed_server)
 }
 END_TEST
 
-/* The node whose server holds the one consumer of stream name, -1 while
- * there is none or it has no leader. */
+/* The node whose server holds the first of the reader's consumers, -1
+ * while the stream has not exactly two (a majority of its 3 replicas:
+ * the reader reads each position from two servers) on two servers. */
 static int consumer_host(raw_js *r, const nats_cluster *c, const char *name)
 {
     jsConsumerInfoList *list = NULL;
-    int host = -1;
+    int host[2] = {-1, -1};
     if (js_Consumers(&list, r->js, name, NULL, NULL) != NATS_OK)
         return -1;
-    if (list->Count == 1 && list->List[0]->Cluster && list->List[0]->Cluster->Leader)
+    for (int k = 0; list->Count == 2 && k < 2; k++)
         for (int i = 0; i < NATS_CLUSTER_NODES; i++)
-            if (strcmp(list->List[0]->Cluster->Leader, c->node[i].name) == 0)
-                host = i;
+            if (list->List[k]->Cluster && list->List[k]->Cluster->Leader &&
+                strcmp(list->List[k]->Cluster->Leader, c->node[i].name) == 0)
+                host[k] = i;
     jsConsumerInfoList_Destroy(list);
-    return host;
+    return host[0] >= 0 && host[1] >= 0 && host[0] != host[1] ? host[0] : -1;
 }
 
 /* Publish ids host-<from>..host-<to - 1>, each until acknowledged. */
@@ -680,14 +683,14 @@ START_TEST(test_a_reader_goes_on_when_its_consumers_server_dies)
     read_range(reader, 0, 50);
     int host = -1;
     TEST_WAIT_UNTIL((host = consumer_host(&r, &c, "HOST")) >= 0, WAIT_MS,
-                    "the reader's consumer on a server");
+                    "the reader's two consumers on two servers");
     nats_cluster_kill(&c, host);
     read_range(reader, 50, 100);
     publish_range(s, 100, 150);
     read_range(reader, 100, 150);
     cluster_message m;
     ck_assert_int_eq(cluster_reader_next(reader, 200, &m), TALLY_timed_out);
-    fprintf(stderr, "check_stream: killed %s, the host of the reader's consumer; %" PRIu64
+    fprintf(stderr, "check_stream: killed %s, the host of a reader's consumer; %" PRIu64
             " resets\n", c.node[host].name, cluster_reader_resets(reader));
     cluster_reader_close(reader);
     raw_close(&r);
