@@ -8,6 +8,10 @@
 #   ./setup.sh deps [PKG...]  only install the dependencies, and PKG too
 #                         (one apt-get: .ci/run adds what its stages need)
 #
+# test and deps also put Debian 13's nats-server (2.10) in ./test-deps/bin
+# for the cluster tests (tools/fetch_nats_server.sh: Debian 12's 2.9.10
+# stalls under their fault schedule; the machine's apt setup is untouched).
+#
 # The build lives in ./build (an out-of-tree autotools build). Running this
 # twice is harmless: packages already present are not reinstalled, and
 # autoreconf/configure run only when their inputs changed.
@@ -55,7 +59,8 @@ build() {
         autoreconf -fi
     fi
     mkdir -p build
-    if [ ! -f build/Makefile ] || [ configure -nt build/config.status ]; then
+    if [ ! -f build/Makefile ] || [ configure -nt build/config.status ] ||
+        [ test-deps/bin/nats-server -nt build/config.status ]; then
         (cd build && "$top/configure" --enable-werror)
     fi
     make -C build -j"$(nproc)"
@@ -81,11 +86,21 @@ npm_ci() {
 
 command=${1:-build}
 [ $# -gt 0 ] && shift
+# The cluster tests' nats-server (configure takes it from test-deps/bin).
+test_nats_server() {
+    tools/fetch_nats_server.sh "$top/test-deps" || {
+        echo "setup.sh: the cluster tests need nats-server 2.10 or later (above)" >&2
+        exit 1
+    }
+}
+
 if [ "$command" = deps ]; then
     install_dependencies "$@"
+    test_nats_server
     exit 0
 fi
 install_dependencies
+[ "$command" = test ] && test_nats_server
 build
 case "$command" in
     build) ;;

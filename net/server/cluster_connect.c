@@ -27,7 +27,9 @@ static const struct {
 } version_warnings[] = {
     {"2.10.0", "it cannot sync every write to disk (sync_interval: always exists from 2.10): "
                "an acknowledged write may live in memory only until its next sync, every 2 "
-               "minutes by default"},
+               "minutes by default; and the replicas of a stream drift apart under server "
+               "faults (nats-server issue 4174), which stops the cluster's writes until that "
+               "server is rebuilt: use nats-server 2.10 or later"},
     {"2.12.2", "Jepsen's analysis of NATS 2.12.1 (December 2025) found acknowledged writes "
                "lost after coordinated crashes of the servers in versions up to 2.12.1"},
 };

@@ -20,6 +20,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <nats/nats.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -37,6 +38,24 @@ const char *nats_cluster_server_path(void)
 {
     const char *p = getenv("NATS_SERVER");
     return p && *p && access(p, X_OK) == 0 ? p : NULL;
+}
+
+bool nats_cluster_server_at_least(int major, int minor)
+{
+    const char *path = nats_cluster_server_path();
+    if (path == NULL)
+        return false;
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", path);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return false;
+    char line[128] = "";
+    int got_major = 0, got_minor = 0;
+    bool read = fgets(line, sizeof line, p) != NULL &&
+                sscanf(line, "nats-server: v%d.%d", &got_major, &got_minor) == 2;
+    pclose(p);
+    return read && (got_major > major || (got_major == major && got_minor >= minor));
 }
 
 char *nats_cluster_log(const nats_cluster *c, int i)

@@ -57,6 +57,10 @@ typedef struct nats_cluster {
  * skipped, saying so. */
 const char *nats_cluster_server_path(void);
 
+/* Whether that nats-server is of version major.minor or later (from its
+ * --version: "nats-server: v2.10.27"); false when it cannot be told. */
+bool nats_cluster_server_at_least(int major, int minor);
+
 /* Start the three nodes and wait until JetStream has a meta leader. */
 void nats_cluster_start(nats_cluster *c);
 /* The same, each server requiring clients to log in as user with pass
