@@ -87,6 +87,8 @@ struct cluster_node {
     cluster_stream *stream;
     cluster_genesis genesis;
     bool has_genesis;
+    bool first_not_genesis; /* the stream's first message is no genesis: a stream
+                               made again after a loss, or another program's */
     uint64_t boot_id; /* with a counter, this run's Nats-Msg-Ids */
     uint64_t counter;
     int64_t last_propose_ms;

@@ -107,7 +107,9 @@ static void take_genesis(const cluster_message *m, void *ctx)
                         cluster_genesis_unpack(m->data, m->len, &node->genesis) == TALLY_ok;
 }
 
-/* The genesis, when the stream still holds its first message. */
+/* The genesis, when the stream still holds its first message; a first
+ * message that is none is refused by start_on_stream, once the store's
+ * position can say why. */
 static int read_genesis(cluster_node *node)
 {
     uint64_t first, last;
@@ -115,11 +117,7 @@ static int read_genesis(cluster_node *node)
     if (rc != TALLY_ok || last == 0 || first > 1)
         return rc;
     rc = read_one(node, 1, take_genesis, node);
-    if (rc == TALLY_ok && !node->has_genesis) {
-        net_log(NET_LOG_ERROR, "cluster: the stream's first message is no genesis of this "
-                "format: is stream %s another program's?", cluster_stream_name(node->stream));
-        return TALLY_invalid_argument;
-    }
+    node->first_not_genesis = rc == TALLY_ok && !node->has_genesis;
     return rc;
 }
 
@@ -316,6 +314,15 @@ static int start_on_stream(cluster_node *node, position_record *p, const log_hea
     }
     if (rc != TALLY_ok || node->has_genesis)
         return rc;
+    if (node->first_not_genesis) {
+        /* a node of a cluster whose stream was lost and made again (others
+         * appended to it) is told it is ahead: the runbook's restore */
+        if (p->seq > 0 && (rc = check_position(node, p)) != TALLY_ok)
+            return rc;
+        net_log(NET_LOG_ERROR, "cluster: refusing to start: the first message of stream %s is "
+                "no genesis of this format: is it another program's?", name);
+        return TALLY_invalid_argument;
+    }
     if (last == 0 && init)
         return init_cluster(node, p, head);
     if (last == 0 && (p->seq > 0 || head->seq > 0)) {

@@ -58,6 +58,7 @@
 #include "tests/support/wire.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <nats/nats.h>
 #include <stdio.h>
@@ -411,9 +412,7 @@ START_TEST(test_a_stale_copy_is_not_applied)
 }
 END_TEST
 
-/* The stream deleted behind the running nodes and an empty one made in
- * its place, as tallyd would make it. */
-static void stream_lost(const cluster_nodes *c)
+static void stream_delete(const cluster_nodes *c)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -424,6 +423,13 @@ static void stream_lost(const cluster_nodes *c)
                   (int)jerr);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
+}
+
+/* The stream deleted behind the running nodes and an empty one made in
+ * its place, as tallyd would make it. */
+static void stream_lost(const cluster_nodes *c)
+{
+    stream_delete(c);
     const char *urls[NATS_CLUSTER_NODES];
     for (int i = 0; i < NATS_CLUSTER_NODES; i++)
         urls[i] = c->nats.urls[i];
@@ -644,6 +650,84 @@ START_TEST(test_a_single_node_store_becomes_a_cluster)
 }
 END_TEST
 
+/* The runbook's "restore after losing the stream" (docs/OPERATIONS.md):
+ * a cluster that took 30 writes loses its stream; every node stops
+ * serving; stopped, each refuses to start on the lost stream naming the
+ * position it applied (a new store is refused: the stream's first
+ * message is no genesis); the stream deleted, the node with the highest
+ * starts with --cluster-init, the others from its backup, and every
+ * write acknowledged before is read on every node, which all take new
+ * writes and agree at a checkpoint. */
+START_TEST(test_the_runbook_restores_a_lost_stream)
+{
+    cluster_nodes c;
+    cluster_with_lost_stream(&c);
+    for (int i = 0; i < NODES; i++)
+        ck_assert_msg(test_metrics_sample_reaches(c.node[i].http_port, "tally_cluster_diverged",
+                                                  1, WAIT_MS),
+                      "node %d goes on", i);
+    for (int i = NODES - 1; i >= 0; i--)
+        cluster_nodes_stop(&c, i);
+    int best = -1;
+    uint64_t best_position = 0;
+    for (int i = 0; i < NODES; i++) {
+        const char *start[] = {"--cluster", c.urls, "--node", c.name[i], NULL};
+        cluster_nodes_assert_refused_start(c.node[i].dir, c.node[i].data_dir, start,
+                                           "stream behind this node");
+        int fd = open(c.node[i].log_path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        char *log = test_fd_read_all(fd);
+        close(fd);
+        ck_assert_ptr_nonnull(log);
+        const char *at = strstr(log, "this node applied position ");
+        uint64_t position = 0;
+        ck_assert_msg(at && sscanf(at, "this node applied position %" SCNu64, &position) == 1,
+                      "node %d: no position in its refusal", i);
+        if (position > best_position)
+            best = i, best_position = position;
+        free(log);
+    }
+    ck_assert_int_ge(best_position, 30);
+    /* a new store on a stream whose first message is no genesis: refused */
+    stream_fill(&c, 1);
+    const char *fresh[] = {"--cluster", c.urls, "--node", "d", NULL};
+    cluster_nodes_assert_refused_start(c.node[0].dir, NULL, fresh, "is it another program's");
+    /* the stream deleted; the best node is the new base */
+    stream_delete(&c);
+    c.args[best][2] = "--cluster-init";
+    cluster_nodes_restart(&c, best);
+    ck_assert(tallyd_log_wait(&c.node[best], "is the base of a new cluster", 1000));
+    c.args[best][2] = NULL;
+    for (int i = 0; i < NODES; i++) {
+        if (i == best)
+            continue;
+        store_from_backup(&c, best, i);
+        cluster_nodes_restart(&c, i);
+    }
+    uint64_t seq = 0;
+    for (int i = 0; i < NODES; i++) {
+        wire_reply r;
+        char key[32];
+        snprintf(key, sizeof(key), "open-%d", 100 + i);
+        wire_call(c.client[i], &r, "account_open", "ssuuu", "consumer", "t", "key", key, "id",
+                  (uint64_t)(100 + i), "ledger", (uint64_t)1, "code", (uint64_t)1);
+        wire_expect(&r, "ok");
+        uint64_t at = wire_u64(r.map, "cluster_seq");
+        seq = at > seq ? at : seq;
+        wire_done(&r);
+    }
+    for (int i = 0; i < NODES; i++)
+        for (uint64_t id = 1; id <= 102; id = id == 30 ? 100 : id + 1) {
+            wire_reply r;
+            wire_call(c.client[i], &r, "account_get", "uu", "id", id, "min_seq", seq);
+            wire_expect(&r, "ok");
+            wire_done(&r);
+        }
+    assert_all_agree(&c, 32);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -663,6 +747,7 @@ int main(void)
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
+        {"restore", test_the_runbook_restores_a_lost_stream, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_checks", TEST_ROWS(rows)));
 }

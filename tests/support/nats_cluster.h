@@ -22,6 +22,10 @@
 #define NATS_CLUSTER_NODES 3
 /* The bound of a wait for a node or the cluster (scaled by wait.h). */
 #define NATS_CLUSTER_WAIT_MS 120000
+/* A new cluster's first starts: each bounded so, at most this many
+ * (nats_cluster.c, cluster_booted). */
+#define NATS_CLUSTER_BOOT_MS 30000
+#define NATS_CLUSTER_BOOT_ATTEMPTS 3
 
 typedef struct nats_node {
     char name[8];     /* n1, n2, n3: its -n server name */
