@@ -109,12 +109,12 @@ bool nats_cluster_js_ready(const char *url)
     return nats_cluster_js_ready_with(url, NULL);
 }
 
-bool nats_cluster_js_ready_with(const char *url, const nats_cluster_auth *auth)
+/* A connection to url with auth, no reconnects, connecting within
+ * JS_INFO_WAIT_MS. */
+static natsStatus connect_once(const char *url, const nats_cluster_auth *auth,
+                               natsConnection **nc)
 {
     natsOptions *o = NULL;
-    natsConnection *nc = NULL;
-    natsMsg *reply = NULL;
-    bool ready = false;
     natsStatus s = natsOptions_Create(&o);
     if (s == NATS_OK)
         s = natsOptions_SetURL(o, url);
@@ -125,7 +125,17 @@ bool nats_cluster_js_ready_with(const char *url, const nats_cluster_auth *auth)
     if (s == NATS_OK)
         s = natsOptions_SetAllowReconnect(o, false);
     if (s == NATS_OK)
-        s = natsConnection_Connect(&nc, o);
+        s = natsConnection_Connect(nc, o);
+    natsOptions_Destroy(o);
+    return s;
+}
+
+bool nats_cluster_js_ready_with(const char *url, const nats_cluster_auth *auth)
+{
+    natsConnection *nc = NULL;
+    natsMsg *reply = NULL;
+    bool ready = false;
+    natsStatus s = connect_once(url, auth, &nc);
     if (s == NATS_OK)
         s = natsConnection_RequestString(&reply, nc, "$JS.API.INFO", "", JS_INFO_WAIT_MS);
     if (s == NATS_OK) {
@@ -135,7 +145,6 @@ bool nats_cluster_js_ready_with(const char *url, const nats_cluster_auth *auth)
     }
     natsMsg_Destroy(reply);
     natsConnection_Destroy(nc);
-    natsOptions_Destroy(o);
     return ready;
 }
 
@@ -207,17 +216,10 @@ static bool node_ready_within(const nats_cluster *c, int i, int64_t ms)
  * not make this stream) is not the servers' start and counts as placed. */
 static bool cluster_places_streams(const nats_cluster *c, int64_t ms)
 {
-    natsOptions *o = NULL;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
     bool placed = false;
-    natsStatus s = natsOptions_Create(&o);
-    if (s == NATS_OK)
-        s = natsOptions_SetURL(o, c->node[0].url);
-    if (s == NATS_OK)
-        s = options_auth(o, &c->auth);
-    if (s == NATS_OK)
-        s = natsConnection_Connect(&nc, o);
+    natsStatus s = connect_once(c->node[0].url, &c->auth, &nc);
     if (s == NATS_OK)
         s = natsConnection_JetStream(&js, nc, NULL);
     const char *subjects[] = {"tally-test-probe"};
@@ -241,7 +243,6 @@ static bool cluster_places_streams(const nats_cluster *c, int64_t ms)
     }
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
-    natsOptions_Destroy(o);
     return placed;
 }
 
