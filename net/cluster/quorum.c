@@ -376,9 +376,11 @@ static reader_copy *copy_lacking(cluster_reader *r)
     return NULL;
 }
 
-/* What a slice without r->next from c means: the stream lost the front
- * (TALLY_not_found), holds more than c's server delivered (c made
- * again, elsewhere as JetStream places it), or has nothing new. */
+/* What a slice without r->next from c, or a gap before it, means: the
+ * stream lost the front (TALLY_not_found: a consumer from r->next starts
+ * at the stream's first message, a gap every time), holds more than c's
+ * server delivered (c made again, elsewhere as JetStream places it), or
+ * has nothing new. */
 static int copy_after_silence(cluster_reader *r, reader_copy *c)
 {
     uint64_t first = 0, last = 0;
@@ -411,6 +413,8 @@ static int reader_wait_slice(cluster_reader *r, int64_t until, cluster_message *
     natsStatus st = natsSubscription_NextMsg(&msg, c->sub, slice);
     if (st == NATS_OK) {
         int rc = copy_take(r, c, msg);
+        if (rc == TALLY_not_found) /* a gap: the front aged out, or c made again */
+            return copy_after_silence(r, c);
         return rc == TALLY_ok && copy_lacking(r) == NULL ? reader_decide(r, m) : TALLY_timed_out;
     }
     if (st != NATS_TIMEOUT) {

@@ -18,7 +18,9 @@
  *   current replica;
  * - a reader reads through two consumers on two servers (a majority of
  *   the 3 replicas: net/cluster/quorum.c); kill -9 of the server holding
- *   one of them: the reader goes on in order from where it was.
+ *   one of them: the reader goes on in order from where it was;
+ * - a reader (and cluster_stream_get) from a position the stream no
+ *   longer holds is told so (TALLY_not_found), not left waiting.
  *
  * Without nats-server installed the program says so and exits 77.
  */
@@ -699,6 +701,42 @@ START_TEST(test_a_reader_goes_on_when_its_consumers_server_dies)
 }
 END_TEST
 
+/* A stream that keeps at most AGED_KEPT messages (max_msgs, which the
+ * library does not check): its first ones are gone, as max_age removes
+ * them from a node too far behind. */
+#define AGED_KEPT 3
+static void few_messages(jsStreamConfig *sc) { sc->MaxMsgs = AGED_KEPT; }
+
+START_TEST(test_a_reader_from_an_aged_out_position_is_told_so)
+{
+    nats_cluster c;
+    nats_cluster_start(&c);
+    raw_js r = raw_open(&c);
+    raw_create(&r, "AGED", few_messages);
+    cluster_stream *s = open_ok(&c, 0, "AGED");
+    publish_range(s, 0, 2 * AGED_KEPT);
+    uint64_t first = 0, last = 0;
+    ck_assert_int_eq(cluster_stream_bounds(s, &first, &last), TALLY_ok);
+    ck_assert(first == AGED_KEPT + 1 && last == 2 * AGED_KEPT);
+    /* docs/CLUSTER.md, "A node too far behind": not_found, not a wait */
+    cluster_reader *reader = NULL;
+    ck_assert_int_eq(cluster_reader_open(&reader, s, 1), TALLY_ok);
+    cluster_message m;
+    int rc = cluster_reader_next(reader, test_scaled_ms(READ_WAIT_MS), &m);
+    ck_assert_msg(rc == TALLY_not_found, "reading aged-out position 1: %s (resets %" PRIu64 ")",
+                  tally_strerror(rc), cluster_reader_resets(reader));
+    cluster_reader_close(reader);
+    char id[ID_BYTES];
+    uint8_t hash[SHA256_BYTES];
+    ck_assert_int_eq(cluster_stream_get(s, 1, id, sizeof(id), hash), TALLY_not_found);
+    ck_assert_int_eq(cluster_stream_get(s, AGED_KEPT + 1, id, sizeof(id), hash), TALLY_ok);
+    ck_assert_str_eq(id, "host-3");
+    raw_close(&r);
+    cluster_stream_close(s);
+    nats_cluster_stop(&c);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -714,6 +752,7 @@ int main(void)
         {"order", test_a_retried_publish_is_stored_once, TEST_TIMEOUT_S},
         {"kill", test_publishes_go_on_through_a_killed_server, TEST_TIMEOUT_S},
         {"kill", test_a_reader_goes_on_when_its_consumers_server_dies, TEST_TIMEOUT_S},
+        {"aged", test_a_reader_from_an_aged_out_position_is_told_so, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_stream", TEST_ROWS(rows)));
 }
