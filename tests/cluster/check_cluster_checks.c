@@ -28,6 +28,9 @@
  *   (--test-cluster-shift-at) answers no write at a cluster_seq where the
  *   stream does not hold it: its first own group acknowledged elsewhere
  *   stops it;
+ * - a node whose applier is held while the messages it needs age out of
+ *   the stream stops serving once it reads on ("older than the stream's
+ *   first message");
  * - /readyz fails while a node is more than --cluster-ready-lag messages
  *   behind the stream (its applier held by --test-writer-hold-file), and
  *   passes once it caught up;
@@ -464,20 +467,24 @@ START_TEST(test_a_stream_behind_running_nodes)
 }
 END_TEST
 
-/* count messages appended to the stream (subject TALLY_COMMANDS.filler),
- * as another cluster's writes would grow a stream made again. */
-static void stream_fill(const cluster_nodes *c, unsigned count)
+/* count messages of bytes each appended to the stream (subject
+ * TALLY_COMMANDS.filler), as another cluster's writes would grow a stream
+ * made again. */
+static void stream_fill(const cluster_nodes *c, unsigned count, size_t bytes)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
+    char *data = calloc(1, bytes);
+    ck_assert(data != NULL);
     ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
     ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
     for (unsigned i = 0; i < count; i++) {
         jsErrCode jerr = 0;
-        ck_assert_msg(js_Publish(NULL, js, "TALLY_COMMANDS.filler", "x", 1, NULL, &jerr) ==
-                          NATS_OK,
+        ck_assert_msg(js_Publish(NULL, js, "TALLY_COMMANDS.filler", data, (int)bytes, NULL,
+                                 &jerr) == NATS_OK,
                       "filler %u: jerr %d", i, (int)jerr);
     }
+    free(data);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
 }
@@ -493,11 +500,65 @@ START_TEST(test_a_lost_stream_grown_again_is_found)
     cluster_with_lost_stream(&c);
     ck_assert_msg(tallyd_log_wait(&c.node[0], "before this node's position", WAIT_MS),
                   "node a never found the stream behind it");
-    stream_fill(&c, 200);
+    stream_fill(&c, 200, 1);
     ck_assert_msg(test_metrics_sample_reaches(c.node[0].http_port, "tally_cluster_diverged", 1,
                                               WAIT_MS),
                   "node a goes on");
     ck_assert(tallyd_log_wait(&c.node[0], "stops serving: stream behind this node", 1000));
+    cluster_nodes_down(&c);
+}
+END_TEST
+
+/* The stream keeps only its last keep messages from now on (max_msgs,
+ * which tallyd does not check), as max_age would age out the older. */
+static void stream_keep_only(const cluster_nodes *c, int64_t keep)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    ck_assert(natsConnection_ConnectTo(&nc, c->urls) == NATS_OK);
+    ck_assert(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    ck_assert(js_GetStreamInfo(&si, js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK);
+    si->Config->MaxMsgs = keep;
+    ck_assert_msg(js_UpdateStream(NULL, js, si->Config, NULL, &jerr) == NATS_OK, "jerr %d",
+                  (int)jerr);
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* docs/CLUSTER.md, "A node too far behind": node b, its applier held
+ * (--test-writer-hold-file) while the messages it needs age out of the
+ * stream, stops serving once it reads on (fails when its reader makes
+ * consumers again and again instead). The stream grows by more than its
+ * consumers push to a reader that takes nothing (JetStream's flow
+ * control holds up to 32 MiB), so it reads on past what they delivered. */
+#define BEHIND_FILL_MESSAGES 80
+#define BEHIND_FILL_BYTES (512 * 1024)
+
+START_TEST(test_a_node_left_behind_by_the_stream_stops)
+{
+    cluster_nodes c;
+    char hold[320];
+    cluster_nodes_init(&c, 2);
+    cluster_nodes_start(&c, 0);
+    snprintf(hold, sizeof(hold), "%s/hold-b", c.nats.dir);
+    FILE *f = fopen(hold, "w");
+    ck_assert(f != NULL);
+    fclose(f);
+    c.args[1][0] = "--test-writer-hold-file";
+    c.args[1][1] = hold;
+    cluster_nodes_start(&c, 1);
+    stream_keep_only(&c, 20);
+    stream_fill(&c, BEHIND_FILL_MESSAGES, BEHIND_FILL_BYTES);
+    ck_assert_int_eq(unlink(hold), 0);
+    ck_assert_msg(test_metrics_sample_reaches(c.node[1].http_port, "tally_cluster_diverged", 1,
+                                              WAIT_MS),
+                  "node b goes on");
+    ck_assert(tallyd_log_wait(&c.node[1], "older than the stream's first message", 1000));
+    assert_refused(&c, 1, 100, true);
+    open_account(c.client[0], 1);
     cluster_nodes_down(&c);
 }
 END_TEST
@@ -689,7 +750,7 @@ START_TEST(test_the_runbook_restores_a_lost_stream)
     }
     ck_assert_int_ge(best_position, 30);
     /* a new store on a stream whose first message is no genesis: refused */
-    stream_fill(&c, 1);
+    stream_fill(&c, 1, 1);
     const char *fresh[] = {"--cluster", c.urls, "--node", "d", NULL};
     cluster_nodes_assert_refused_start(c.node[0].dir, NULL, fresh, "is it another program's");
     /* the stream deleted; the best node is the new base */
@@ -745,6 +806,7 @@ int main(void)
         {"divergence", test_a_lost_stream_grown_again_is_found, TEST_TIMEOUT_S},
         {"logtime", test_a_diverged_node_stops_with_few_positions, TEST_TIMEOUT_S},
         {"ready", test_not_ready_while_far_behind, TEST_TIMEOUT_S},
+        {"behind", test_a_node_left_behind_by_the_stream_stops, TEST_TIMEOUT_S},
         {"login", test_a_node_logs_in_to_servers_that_require_it, TEST_TIMEOUT_S},
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
         {"restore", test_the_runbook_restores_a_lost_stream, TEST_TIMEOUT_S},
