@@ -509,6 +509,20 @@ START_TEST(test_a_lost_stream_grown_again_is_found)
 }
 END_TEST
 
+/* Node i's applier held from its next start (--test-writer-hold-file,
+ * its options from slot at on): the file made at hold (hold_size bytes
+ * of room, under dir), removed by the test to let it go. */
+static void hold_applier(cluster_nodes *c, int i, int at, const char *dir, char *hold,
+                         size_t hold_size)
+{
+    snprintf(hold, hold_size, "%s/hold-%s", dir, c->name[i]);
+    FILE *f = fopen(hold, "w");
+    ck_assert(f != NULL);
+    fclose(f);
+    c->args[i][at] = "--test-writer-hold-file";
+    c->args[i][at + 1] = hold;
+}
+
 /* The stream keeps only its last keep messages from now on (max_msgs,
  * which tallyd does not check), as max_age would age out the older. */
 static void stream_keep_only(const cluster_nodes *c, int64_t keep)
@@ -543,12 +557,7 @@ START_TEST(test_a_node_left_behind_by_the_stream_stops)
     char hold[320];
     cluster_nodes_init(&c, 2);
     cluster_nodes_start(&c, 0);
-    snprintf(hold, sizeof(hold), "%s/hold-b", c.nats.dir);
-    FILE *f = fopen(hold, "w");
-    ck_assert(f != NULL);
-    fclose(f);
-    c.args[1][0] = "--test-writer-hold-file";
-    c.args[1][1] = hold;
+    hold_applier(&c, 1, 0, c.nats.dir, hold, sizeof(hold));
     cluster_nodes_start(&c, 1);
     stream_keep_only(&c, 20);
     stream_fill(&c, BEHIND_FILL_MESSAGES, BEHIND_FILL_BYTES);
@@ -573,12 +582,7 @@ START_TEST(test_not_ready_while_far_behind)
         c.args[i][1] = "5";
         cluster_nodes_start(&c, i);
     }
-    snprintf(hold, sizeof(hold), "%s/hold", c.node[1].dir);
-    FILE *f = fopen(hold, "w");
-    ck_assert(f != NULL);
-    fclose(f);
-    c.args[1][2] = "--test-writer-hold-file";
-    c.args[1][3] = hold;
+    hold_applier(&c, 1, 2, c.node[1].dir, hold, sizeof(hold));
     cluster_nodes_stop(&c, 1);
     cluster_nodes_restart(&c, 1);
     int status = 0;
