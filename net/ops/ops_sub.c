@@ -539,7 +539,7 @@ static void pack_metrics(net_out *o, store_txn *t, const sub_state *s, int64_t n
     net_kv_i64(o, "created_ms", s->created_ms);
     net_kv_i64(o, "updated_ms", s->updated_ms);
     net_kv_i64(o, "oldest_dead_letter_age_s", m.oldest_dead_letter_age_s);
-    net_kv_i64(o, "last_fetch_age_s", m.last_fetch_age_s);
+    net_kv_i64(o, "last_fetch_age_s", o->for_digest ? 0 : m.last_fetch_age_s);
     pack_settings(o, s);
     net_map_end(o);
 }

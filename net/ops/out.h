@@ -35,6 +35,10 @@ typedef struct net_out {
     bool bad;
     bool overflow;      /* the reply would have passed the limit */
     unsigned depth;     /* open counted maps and arrays */
+    bool for_digest;    /* cluster mode's state digest (net/cluster/checkpoint.h): the
+                           figures only this node knows (a subscriber's last fetch,
+                           kept in its memory) are written as 0, so that every node
+                           computes the same bytes */
     struct {
         size_t at;      /* offset of the 1-byte placeholder header */
         uint32_t count;

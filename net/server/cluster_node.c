@@ -67,15 +67,18 @@ static void node_close(server *srv)
 
 /* ---- the applier ---- */
 
-/* The reply of s's outcome as the node that took it answers it: its
- * SHA-256 into the digest. A subscriber write's reply reads the store
- * (cursor figures, the events a fetch leased): from txn, the message's
- * own transaction, which holds what a read after its commit sees. */
+/* The reply of s's outcome as the node that took it answers it, less
+ * what only this node knows (net_out.for_digest: a subscriber's last
+ * fetch, in this node's memory since it started): its SHA-256 into the
+ * digest. A subscriber write's reply reads the store (cursor figures, the
+ * events a fetch leased): from txn, the message's own transaction, which
+ * holds what a read after its commit sees. */
 static int digest_reply(cluster_digest_step *d, store_txn *txn, slot *s, int64_t now_ms)
 {
     net_out o;
     if (net_out_begin(&o) != 0)
         return TALLY_out_of_memory;
+    o.for_digest = true;
     s->req.op->reply(&o, txn, &s->req, &s->res, TALLY_ok, now_ms);
     nng_msg *m = net_out_take(&o);
     if (m == NULL)
