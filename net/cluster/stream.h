@@ -14,8 +14,8 @@
  * push consumer with flow control and idle heartbeats is streamed to the
  * reader by the server without a round trip per message, while a pull of
  * gets costs a request and a reply per message and must poll for the
- * next one. A consumer of nats-server 2.9 is an ephemeral one-replica
- * consumer hosted by one server, which it delivers from: that server's
+ * next one. A consumer of nats-server 2.9 or 2.10 is an ephemeral
+ * one-replica consumer hosted by one server, which it delivers from: that server's
  * own store, which may hold what the stream does not (nats-server
  * 2.9.10, deposed as the leader while stopped, stored the publishes it
  * held on waking, without its quorum). So the reader keeps as many
