@@ -89,12 +89,18 @@ static int digest_reply(cluster_digest_step *d, store_txn *txn, slot *s, int64_t
 }
 
 /* Last of each message in its transaction: the state digest after it
- * (checkpoint.h) and the position, recorded together. */
+ * (checkpoint.h) and the position, recorded together; and the message's
+ * inbox keys written as their own inbox_time entry (ledger/inbox_time.h),
+ * as every node writes them however many messages its transaction
+ * applies, so that retention removes the same idempotency records at the
+ * same log time on every node. */
 static int record_position(store_txn *txn, void *arg)
 {
     apply_ctx *ctx = arg;
     log_head head;
-    int rc = log_head_get(txn, &head);
+    int rc = store_txn_collect_flush(txn, STORE_COLLECT_INBOX_TIME);
+    if (rc == TALLY_ok)
+        rc = log_head_get(txn, &head);
     cluster_digest_step d;
     cluster_digest_begin(&d, ctx->digest_before, ctx->p.seq, ctx->p.hash);
     for (uint32_t i = 0; rc == TALLY_ok && i < ctx->n; i++)

@@ -572,6 +572,50 @@ START_TEST(test_a_node_left_behind_by_the_stream_stops)
 }
 END_TEST
 
+/* The inbox_time database of node i's store, dumped (mdb_dump, lmdb-utils). */
+static char *inbox_time_dump(const cluster_nodes *c, int i)
+{
+    const char *argv[] = {"/usr/bin/mdb_dump", "-s", "inbox_time", c->node[i].data_dir, NULL};
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(test_run(argv, NULL, &out, &err) == 0, "mdb_dump: %s", err);
+    free(err);
+    return out;
+}
+
+/* Node c, its applier held while nodes a and b take 24 writes, each its
+ * own message, then catching up several messages per transaction: every
+ * node's inbox_time is the same, entry for entry (one per message), so
+ * retention removes the same idempotency records at the same log time on
+ * every node (fails when a node's entries follow its own transactions:
+ * node c's hold several messages' keys). */
+START_TEST(test_every_node_indexes_the_inbox_alike)
+{
+    cluster_nodes c;
+    char hold[320];
+    cluster_with(&c, NULL);
+    hold_applier(&c, 2, 2, c.node[2].dir, hold, sizeof(hold));
+    cluster_nodes_stop(&c, 2);
+    cluster_nodes_restart(&c, 2);
+    for (uint64_t k = 1; k <= 24; k++)
+        open_account(c.client[k % 2], k);
+    ck_assert_int_eq(unlink(hold), 0);
+    double at = test_metrics_sample(c.node[0].http_port, "tally_cluster_position");
+    ck_assert(test_metrics_sample_reaches(c.node[2].http_port, "tally_cluster_position", at,
+                                          WAIT_MS));
+    for (int i = NODES - 1; i >= 0; i--)
+        cluster_nodes_stop(&c, i);
+    char *dumps[NODES];
+    for (int i = 0; i < NODES; i++)
+        dumps[i] = inbox_time_dump(&c, i);
+    for (int i = 1; i < NODES; i++)
+        ck_assert_msg(strcmp(dumps[0], dumps[i]) == 0, "inbox_time of node %d differs:\n%s\n"
+                      "node a's:\n%s", i, dumps[i], dumps[0]);
+    for (int i = 0; i < NODES; i++)
+        free(dumps[i]);
+    cluster_nodes_down(&c);
+}
+END_TEST
+
 START_TEST(test_not_ready_while_far_behind)
 {
     cluster_nodes c;
@@ -849,6 +893,7 @@ int main(void)
         {"init", test_a_single_node_store_becomes_a_cluster, TEST_TIMEOUT_S},
         {"restore", test_the_runbook_restores_a_lost_stream, TEST_TIMEOUT_S},
         {"apart", test_nodes_started_apart_agree_on_subscriber_replies, TEST_TIMEOUT_S},
+        {"inbox_time", test_every_node_indexes_the_inbox_alike, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_checks", TEST_ROWS(rows)));
 }
