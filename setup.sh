@@ -9,8 +9,8 @@
 #                         (one apt-get: .ci/run adds what its stages need)
 #
 # test and deps also put Debian 13's nats-server (2.10) in ./test-deps/bin
-# for the cluster tests (tools/fetch_nats_server.sh: Debian 12's 2.9.10
-# stalls under their fault schedule; the machine's apt setup is untouched).
+# for the cluster's fault tests (tools/fetch_nats_server.sh: Debian 12's
+# 2.9.10 stalls under their schedule; the machine's apt setup is untouched).
 #
 # The build lives in ./build (an out-of-tree autotools build). Running this
 # twice is harmless: packages already present are not reinstalled, and
@@ -86,7 +86,7 @@ npm_ci() {
 
 command=${1:-build}
 [ $# -gt 0 ] && shift
-# The cluster tests' nats-server (configure takes it from test-deps/bin).
+# check_cluster_faults' nats-server (configure finds it in test-deps/bin).
 test_nats_server() {
     tools/fetch_nats_server.sh "$top/test-deps" || {
         echo "setup.sh: the cluster tests need nats-server 2.10 or later (above)" >&2
