@@ -39,6 +39,12 @@
 #define PLACE_TRIES 8
 /* A consumer's creation, and its info, waited for this long. */
 #define PLACE_WAIT_MS (2 * CLUSTER_READER_SLICE_MS)
+/* A consumer's deletion (natsSubscription_Unsubscribe) waited for this
+ * long: one not deleted then (its server silent) goes by itself, since
+ * nats-server removes an ephemeral consumer INACTIVE_MS after its
+ * subscriber left. */
+#define DROP_WAIT_MS 500
+#define INACTIVE_MS 5000
 /* The consumers' idle heartbeat (nats-server requires one with flow
  * control; a reader's own silence check is a slice). */
 #define HEARTBEAT_MS 5000
@@ -54,6 +60,8 @@ typedef struct reader_copy {
 
 struct cluster_reader {
     cluster_stream *s;
+    jsCtx *js; /* the reader's own: its requests wait DROP_WAIT_MS unless told otherwise */
+    int64_t until; /* the current call's end: no consumer is made anew past it but the first */
     reader_copy copy[COPIES_MAX];
     size_t copies; /* a majority of the stream's replicas */
     natsMsg *held[TALLY_CLUSTER_APPLY_MESSAGES_MAX]; /* the messages last returned; */
@@ -66,6 +74,8 @@ struct cluster_reader {
     char differed_on[COPIES_MAX][SERVER_NAME_BYTES]; /* the servers of r->next's copies that differed */
     char differed[CLUSTER_DIFFERED_BYTES]; /* the copies of the last position that differed */
     bool differed_new;                     /* not yet taken by cluster_reader_differed */
+    char place_failed[CLUSTER_DIFFERED_BYTES]; /* why the last consumer could not be made */
+    uint64_t place_failures; /* since cluster_reader_place_failed last took them */
     uint64_t stale_copy_at; /* tests: one server's copy at this sequence is replaced */
     char stale_server[SERVER_NAME_BYTES]; /* ... that server's (the first to deliver it) */
     char stale_kind[TALLY_CLUSTER_SUBJECT_TOKEN_BYTES_MAX + 1]; /* ... by this message */
@@ -115,10 +125,16 @@ static int copy_subscribe_once(cluster_reader *r, reader_copy *c)
     so.Config.FlowControl = true;
     so.Config.Heartbeat = HEARTBEAT_MS * NS_PER_MS;
     so.Config.MemoryStorage = true;
+    so.Config.InactiveThreshold = INACTIVE_MS * NS_PER_MS;
     jsErrCode jerr = 0;
-    natsStatus st = js_SubscribeSync(&c->sub, cluster_stream_js(r->s), subject, &o, &so, &jerr);
+    natsStatus st = js_SubscribeSync(&c->sub, r->js, subject, &o, &so, &jerr);
     if (st != NATS_OK) {
         c->sub = NULL;
+        natsStatus last = NATS_OK;
+        const char *text = nats_GetLastError(&last);
+        snprintf(r->place_failed, sizeof(r->place_failed), "%s (JetStream error %d): %s",
+                 natsStatus_GetText(st), (int)jerr, text && text[0] ? text : "no detail");
+        r->place_failures++;
         return cluster_stream_code_of(st, jerr);
     }
     jsConsumerInfo *ci = NULL;
@@ -129,6 +145,9 @@ static int copy_subscribe_once(cluster_reader *r, reader_copy *c)
         snprintf(c->server, sizeof(c->server), "%s", ci->Cluster->Leader);
     jsConsumerInfo_Destroy(ci);
     if (!placed) {
+        snprintf(r->place_failed, sizeof(r->place_failed), "its info %s",
+                 st == NATS_OK ? "names no server" : natsStatus_GetText(st));
+        r->place_failures++;
         copy_drop(c);
         return st == NATS_OK ? TALLY_internal : cluster_stream_code_of(st, jerr);
     }
@@ -136,13 +155,14 @@ static int copy_subscribe_once(cluster_reader *r, reader_copy *c)
 }
 
 /* c's consumer made again from r->next on a server no other copy reads
- * (a few tries: JetStream places it); TALLY_timed_out when none came. */
+ * (a few tries while the call lasts: JetStream places it);
+ * TALLY_timed_out when none came. */
 static int copy_subscribe(cluster_reader *r, reader_copy *c)
 {
     copy_drop(c);
     r->resets++;
     int rc = TALLY_timed_out;
-    for (int i = 0; i < PLACE_TRIES; i++) {
+    for (int i = 0; i < PLACE_TRIES && (i == 0 || clock_mono_ms() < r->until); i++) {
         rc = copy_subscribe_once(r, c);
         if (rc != TALLY_ok)
             return rc;
@@ -156,8 +176,9 @@ static int copy_subscribe(cluster_reader *r, reader_copy *c)
     return rc;
 }
 
-/* Copies marked stale made again (none is made while the messages last
- * returned are held). */
+/* Copies marked stale made again: the first always, the others while the
+ * call lasts, so that a call returns within its wait and one JetStream
+ * request (the rest on the next call). */
 static void reader_renew(cluster_reader *r)
 {
     /* all gone first, so that no new one avoids the server of one going */
@@ -167,9 +188,13 @@ static void reader_renew(cluster_reader *r)
             r->copy[i].stale = true;
         }
     }
-    for (size_t i = 0; i < r->copies; i++)
-        if (r->copy[i].stale)
-            (void)copy_subscribe(r, &r->copy[i]); /* a failure is tried again later */
+    bool first = true;
+    for (size_t i = 0; i < r->copies; i++) {
+        if (!r->copy[i].stale || (!first && clock_mono_ms() >= r->until))
+            continue;
+        first = false;
+        (void)copy_subscribe(r, &r->copy[i]); /* a failure is tried again later */
+    }
 }
 
 /* The messages returned by the last call, no longer the caller's. */
@@ -188,13 +213,17 @@ int cluster_reader_open(cluster_reader **out, cluster_stream *s, uint64_t from)
     if (r == NULL)
         return TALLY_out_of_memory;
     r->s = s;
+    r->js = cluster_stream_js_waiting(s, DROP_WAIT_MS);
+    if (r->js == NULL) {
+        free(r);
+        return TALLY_out_of_memory;
+    }
     r->next = from;
     r->copies = cluster_stream_quorum(s);
     assert(r->copies >= 1 && r->copies <= COPIES_MAX);
-    /* the consumers are made now when they can be, else while reading */
+    /* the consumers are made by the first read, within its wait */
     for (size_t i = 0; i < r->copies; i++)
         r->copy[i].stale = true;
-    reader_renew(r);
     *out = r;
     return TALLY_ok;
 }
@@ -206,6 +235,7 @@ void cluster_reader_close(cluster_reader *r)
     reader_release(r);
     for (size_t i = 0; i < r->copies; i++)
         copy_drop(&r->copy[i]);
+    jsCtx_Destroy(r->js);
     free(r);
 }
 
@@ -320,6 +350,15 @@ static void reader_note_outvoted(cluster_reader *r)
     }
 }
 
+uint64_t cluster_reader_place_failed(cluster_reader *r, char *what, size_t what_size)
+{
+    uint64_t n = r->place_failures;
+    r->place_failures = 0;
+    if (n > 0)
+        snprintf(what, what_size, "%s", r->place_failed);
+    return n;
+}
+
 bool cluster_reader_differed(cluster_reader *r, char *what, size_t what_size)
 {
     if (!r->differed_new)
@@ -432,7 +471,10 @@ static int reader_wait_slice(cluster_reader *r, int64_t until, cluster_message *
 static int reader_wait_next(cluster_reader *r, int64_t wait_ms, cluster_message *m)
 {
     int64_t until = clock_mono_ms() + wait_ms;
+    r->until = until;
     for (;;) {
+        if (cluster_stream_interrupted(r->s))
+            return TALLY_unreachable;
         int rc = reader_wait_slice(r, until, m);
         if (rc != TALLY_timed_out || clock_mono_ms() >= until)
             return rc;

@@ -18,8 +18,13 @@
  * no consumer. */
 #define CLUSTER_RECONNECT_WAIT_MS 100
 
-/* The stream's JetStream context, for the reader's consumers. */
-jsCtx *cluster_stream_js(cluster_stream *s);
+/* A JetStream context of its own on the stream's connection, whose
+ * requests wait wait_ms unless told otherwise (jsCtx_Destroy it before
+ * the stream closes); NULL when none can be made. */
+jsCtx *cluster_stream_js_waiting(cluster_stream *s, int64_t wait_ms);
+
+/* Whether cluster_stream_interrupt closed s's connection. */
+bool cluster_stream_interrupted(cluster_stream *s);
 
 /* How many of the stream's replicas make a majority: floor(R/2) + 1 of
  * the replicas the stream has (3: 2). */

@@ -352,14 +352,32 @@ void cluster_stream_close(cluster_stream *s)
     free(s);
 }
 
+void cluster_stream_interrupt(cluster_stream *s)
+{
+    if (s != NULL && s->nc != NULL)
+        natsConnection_Close(s->nc);
+}
+
+bool cluster_stream_interrupted(cluster_stream *s)
+{
+    return natsConnection_IsClosed(s->nc);
+}
+
 const char *cluster_stream_name(const cluster_stream *s)
 {
     return s->name;
 }
 
-jsCtx *cluster_stream_js(cluster_stream *s)
+jsCtx *cluster_stream_js_waiting(cluster_stream *s, int64_t wait_ms)
 {
-    return s->js;
+    jsOptions o;
+    jsCtx *js = NULL;
+    if (jsOptions_Init(&o) != NATS_OK)
+        return NULL;
+    o.Wait = wait_ms;
+    if (natsConnection_JetStream(&js, s->nc, &o) != NATS_OK)
+        return NULL;
+    return js;
 }
 
 size_t cluster_stream_quorum(const cluster_stream *s)

@@ -89,6 +89,11 @@ typedef struct cluster_stream_config {
 int cluster_stream_open(cluster_stream **out, const cluster_stream_config *cfg, char *why,
                         size_t why_size);
 void cluster_stream_close(cluster_stream *s);
+/* The connection closed, from any thread: every wait on NATS (a publish's
+ * PubAck, a request, a reader's next message) ends now with an error, and
+ * every later call fails at once; for a stop. cluster_stream_close still
+ * frees s. */
+void cluster_stream_interrupt(cluster_stream *s);
 
 /* The stream's name (valid until close). */
 const char *cluster_stream_name(const cluster_stream *s);
@@ -163,6 +168,12 @@ uint64_t cluster_reader_corrected(const cluster_reader *r);
  * (up to CLUSTER_DIFFERED_BYTES) in what. */
 #define CLUSTER_DIFFERED_BYTES 512
 bool cluster_reader_differed(cluster_reader *r, char *what, size_t what_size);
+
+/* How many of r's consumers could not be made since the last call (each
+ * is tried again on the next read), and why the last one could not (up
+ * to CLUSTER_DIFFERED_BYTES) in what when any: a permission or an
+ * account's limit refused, or JetStream did not answer. */
+uint64_t cluster_reader_place_failed(cluster_reader *r, char *what, size_t what_size);
 
 /* Tests only: one server's copy of seq (the first server to deliver it
  * to r) is replaced, every time r reads it there, by data on NAME.kind

@@ -49,6 +49,11 @@ typedef struct net_cluster_hooks {
     int (*start)(struct server *srv);
     void *(*writer_main)(void *srv);  /* the writer thread in cluster mode */
     void *(*applier_main)(void *srv); /* the applier thread */
+    /* tallyd stopping, its writer or applier still waiting on NATS (a
+     * PubAck, a JetStream request: up to their wait) past the stop's
+     * grace: every such wait ends now (the connection closed), so both
+     * threads end; a group in flight is answered cluster_unavailable. */
+    void (*interrupt)(struct server *srv);
     void (*close)(struct server *srv);
 } net_cluster_hooks;
 

@@ -65,6 +65,12 @@ static void node_close(server *srv)
     srv->cluster = NULL;
 }
 
+static void node_interrupt(server *srv)
+{
+    if (srv->cluster && srv->cluster->stream)
+        cluster_stream_interrupt(srv->cluster->stream);
+}
+
 /* ---- the applier ---- */
 
 /* The reply of s's outcome as the node that took it answers it, less
@@ -509,6 +515,23 @@ static void note_differed(cluster_node *node, cluster_reader *r)
     node->differed_since = 0;
 }
 
+/* Consumers r could not make: logged with why, at most every
+ * DIFFERED_LOG_EVERY_MS (they are tried again on every read). */
+static void note_place_failed(cluster_node *node, cluster_reader *r)
+{
+    node->place_failures += cluster_reader_place_failed(r, node->place_why,
+                                                        sizeof(node->place_why));
+    int64_t now = clock_mono_ms();
+    if (node->place_failures == 0 ||
+        (node->place_logged_ms != 0 && now - node->place_logged_ms < DIFFERED_LOG_EVERY_MS))
+        return;
+    net_log(NET_LOG_WARN, "cluster: a consumer of the stream could not be made (%" PRIu64
+            " times since the last such line; tried again on every read): %s", node->place_failures,
+            node->place_why);
+    node->place_logged_ms = now;
+    node->place_failures = 0;
+}
+
 static void *node_applier_main(void *arg)
 {
     server *srv = arg;
@@ -541,6 +564,7 @@ static void *node_applier_main(void *arg)
         rc = cluster_reader_next_batch(r, READ_WAIT_MS, TALLY_CLUSTER_APPLY_MESSAGES_MAX,
                                        TALLY_CLUSTER_APPLY_BYTES_MAX, node->msgs, &count);
         note_differed(node, r);
+        note_place_failed(node, r);
         if (rc == TALLY_timed_out)
             continue;
         if (rc == TALLY_not_found) {
@@ -576,5 +600,6 @@ const net_cluster_hooks cluster_node_hooks = {
     .start = cluster_node_start,
     .writer_main = cluster_writer_main,
     .applier_main = node_applier_main,
+    .interrupt = node_interrupt,
     .close = node_close,
 };

@@ -195,7 +195,13 @@ void cluster_group_finish_applied(cluster_node *node, pending_group *g)
     char why[CLUSTER_WHY_BYTES];
     snprintf(why, sizeof(why), "%s", done.why);
     int confirmed = TALLY_ok;
-    if (done.rc == TALLY_ok) {
+    if (done.rc == TALLY_ok && cluster_node_stopping(srv)) {
+        /* no requests to JetStream now: a stop waits for none (a retry replays) */
+        snprintf(why, sizeof(why), "tallyd is stopping: applied here at position %" PRIu64
+                 ", its position not confirmed with JetStream: retry with the same key",
+                 done.seq);
+        confirmed = TALLY_cluster_unavailable;
+    } else if (done.rc == TALLY_ok) {
         uint64_t ack_seq = done.ack_seq;
         bool duplicate = false;
         /* applied as the consumer delivered it, with no PubAck: the same

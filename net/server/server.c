@@ -21,6 +21,7 @@
 
 #include <inttypes.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +263,43 @@ static int start_threads(server *srv, threads *th)
 /* Stop taking requests, let the writer finish and answer its group (it
  * drains the completer before it returns), then the completer and the
  * waiter. */
+/* How long a stop waits for the cluster's writer and applier to end on
+ * their own (a PubAck coming back answers its group ok). */
+#define STOP_GRACE_MS 1000
+
+/* Whether t ended within ms (joined then). */
+static bool joined_within(pthread_t t, int64_t ms)
+{
+    struct timespec at = clock_realtime_in_ms(ms);
+    return pthread_timedjoin_np(t, NULL, &at) == 0;
+}
+
+/* The writer and the applier ended: in cluster mode, those still waiting
+ * on NATS after STOP_GRACE_MS have their waits cut (the cluster's
+ * interrupt), so a stop takes about that long, not a request's wait. */
+static void join_writers(server *srv, threads *th)
+{
+    const net_cluster_hooks *cl = srv->cluster ? srv->opt->cluster : NULL;
+    bool writer_left = th->writer_started, applier_left = th->applier_started;
+    if (cl && cl->interrupt) {
+        int64_t until = clock_mono_ms() + STOP_GRACE_MS;
+        if (writer_left && joined_within(th->writer, STOP_GRACE_MS))
+            writer_left = false;
+        int64_t left = until - clock_mono_ms();
+        if (applier_left && joined_within(th->applier, left > 0 ? left : 0))
+            applier_left = false;
+        if (writer_left || applier_left) {
+            net_log(NET_LOG_INFO, "stopping: the cluster's waits on NATS cut after %d ms",
+                    STOP_GRACE_MS);
+            cl->interrupt(srv);
+        }
+    }
+    if (writer_left)
+        pthread_join(th->writer, NULL);
+    if (applier_left)
+        pthread_join(th->applier, NULL);
+}
+
 static void stop_threads(server *srv, threads *th)
 {
     pthread_mutex_lock(&srv->mu);
@@ -269,10 +307,7 @@ static void stop_threads(server *srv, threads *th)
     pthread_cond_broadcast(&srv->writer_cv);
     pthread_cond_broadcast(&srv->waiter_cv);
     pthread_mutex_unlock(&srv->mu);
-    if (th->writer_started)
-        pthread_join(th->writer, NULL);
-    if (th->applier_started)
-        pthread_join(th->applier, NULL);
+    join_writers(srv, th);
     completer_stop(srv);
     if (th->completer_started)
         pthread_join(th->completer, NULL);

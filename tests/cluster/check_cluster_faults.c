@@ -29,8 +29,9 @@
  * - tally-bench --cluster against the three nodes, verified, and with
  *   --kill-pid of node c: verified, the fail-over reported.
  *
- * TALLY_CLUSTER_FAULTS sets the number of faults (none unless it is set:
- * make check-long runs 200, on nats-server 2.10 or later only),
+ * TALLY_CLUSTER_FAULTS sets the number of faults (FAULTS_DEFAULT, 15,
+ * unless it is set: make check-long runs 200; none on a nats-server older
+ * than 2.10),
  * TALLY_FAULT_SEED the seed (printed at the start and on a failure).
  * Without nats-server installed the program says so and exits 77.
  */
@@ -333,6 +334,7 @@ END_TEST
 #define FAULT_CALL_MS 3000        /* a node that does not answer in this is tried no more */
 #define FAULT_ROUND_PAUSE_MS 100  /* after every node refused once */
 #define FAULT_LOG_CHECK_EVERY 3   /* faults between two comparisons of the logs */
+#define FAULTS_DEFAULT 15         /* the short schedule of make check */
 
 typedef enum fault_kind { FAULT_KILL, FAULT_STOP, FAULT_TERM, FAULT_KINDS } fault_kind;
 static const char *const fault_kind_name[FAULT_KINDS] = {"kill -9", "SIGSTOP", "SIGTERM"};
@@ -620,33 +622,6 @@ static void fault_inflict(cluster_fixture *f, const fault *x)
         tallyd_freeze(p);
 }
 
-/* Whether the stream has a leader and every other replica is current:
- * a nats-server started again (or continued) is back in the quorum only
- * then, and the next fault may take another. */
-static bool stream_replicas_current(const cluster_fixture *f)
-{
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
-    jsOptions o;
-    bool current = false;
-    if (natsConnection_ConnectTo(&nc, f->urls) == NATS_OK && jsOptions_Init(&o) == NATS_OK) {
-        o.Wait = 1000;
-        if (natsConnection_JetStream(&js, nc, &o) == NATS_OK &&
-            js_GetStreamInfo(&si, js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK && si->Cluster &&
-            si->Cluster->Leader && si->Cluster->Leader[0]) {
-            current = si->Cluster->ReplicasLen == NATS_CLUSTER_NODES - 1;
-            for (int i = 0; current && i < si->Cluster->ReplicasLen; i++)
-                current = si->Cluster->Replicas[i]->Current && !si->Cluster->Replicas[i]->Offline;
-        }
-    }
-    jsStreamInfo_Destroy(si);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-    return current;
-}
-
 static void fault_heal(cluster_fixture *f, const fault *x)
 {
     if (x->nats) {
@@ -654,12 +629,8 @@ static void fault_heal(cluster_fixture *f, const fault *x)
             ck_assert_int_eq(kill(f->nats.node[x->index].pid, SIGCONT), 0);
         else
             nats_cluster_restart(&f->nats, x->index);
-        int64_t until = test_deadline_ms(NATS_CLUSTER_WAIT_MS);
-        bool current = false;
-        while (!(current = stream_replicas_current(f)) && clock_mono_ms() < until)
-            test_pause_ms(200);
-        ck_assert_msg(current, "seed %" PRIu64 ": nats-server n%d never current again", fault_seed,
-                      x->index + 1);
+        ck_assert_msg(await_stream_current(f), "seed %" PRIu64 ": nats-server n%d never current "
+                      "again", fault_seed, x->index + 1);
         return;
     }
     if (x->kind == FAULT_STOP)
@@ -848,9 +819,7 @@ int main(void)
 {
     /* the random schedule needs nats-server 2.10 or later: the one
      * tools/fetch_nats_server.sh fetched, when configure found it */
-    const char *recent = getenv("NATS_SERVER_RECENT");
-    if (recent && *recent && access(recent, X_OK) == 0)
-        setenv("NATS_SERVER", recent, 1);
+    nats_cluster_prefer_recent();
     if (nats_cluster_server_path() == NULL) {
         fprintf(stderr, "check_cluster_faults: nats-server is not installed ($NATS_SERVER: %s); "
                         "skipped (apt-get install nats-server)\n",
@@ -860,14 +829,12 @@ int main(void)
     fault_seed = test_env_u64("TALLY_FAULT_SEED", 0);
     if (fault_seed == 0)
         fault_seed = (uint64_t)clock_wall_ms() ^ ((uint64_t)getpid() << 32);
-    /* The schedule runs when asked (make check-long: 200), on nats-server
-     * 2.10 or later: on 2.9.10 the stream's replicas themselves diverge or
-     * stop taking publishes under these faults often enough to stall it
-     * (docs/CLUSTER.md, "Tests and measurements"). Not in make check: a
-     * SIGTERM of a tallyd while a nats-server is stopped can take longer
-     * than the stop's bound there (an open finding). */
+    /* The schedule runs on nats-server 2.10 or later (make check: a short
+     * one, make check-long: 200): on 2.9.10 the stream's replicas
+     * themselves diverge or stop taking publishes under these faults often
+     * enough to stall it (docs/CLUSTER.md, "Tests and measurements"). */
     bool recent_server = nats_cluster_server_at_least(2, 10);
-    fault_count = test_env_u64("TALLY_CLUSTER_FAULTS", 0);
+    fault_count = test_env_u64("TALLY_CLUSTER_FAULTS", recent_server ? FAULTS_DEFAULT : 0);
     /* a fault takes some seconds; allow a minute each, on a loaded machine */
     int faults_timeout_s = (int)(300 + 60 * fault_count);
     const test_row rows[] = {
@@ -879,7 +846,7 @@ int main(void)
     if (fault_count == 0)
         fprintf(stderr, "check_cluster_faults: the random fault schedule is not run (%s; "
                         "TALLY_CLUSTER_FAULTS=N runs N faults; make check-long runs 200)\n",
-                recent_server ? "not asked"
+                recent_server ? "TALLY_CLUSTER_FAULTS=0"
                               : "nats-server older than 2.10: tools/fetch_nats_server.sh");
     int rc = test_run_suite(test_suite_of_rows("cluster_faults", rows, row_count));
     if (rc != 0)

@@ -737,6 +737,40 @@ START_TEST(test_a_reader_from_an_aged_out_position_is_told_so)
 }
 END_TEST
 
+/* A consumer JetStream refuses to make (here: the stream deleted behind
+ * the reader) is reported with why, and every read still ends within its
+ * wait; after cluster_stream_interrupt every call fails at once. */
+START_TEST(test_a_consumer_not_made_is_reported_and_a_read_ends_in_its_wait)
+{
+    nats_cluster c;
+    nats_cluster_start(&c);
+    cluster_stream *s = open_ok(&c, 0, "GONE");
+    raw_js r = raw_open(&c);
+    publish_range(s, 0, 5);
+    ck_assert(js_DeleteStream(r.js, "GONE", NULL, NULL) == NATS_OK);
+    cluster_reader *reader = NULL;
+    ck_assert_int_eq(cluster_reader_open(&reader, s, 1), TALLY_ok);
+    cluster_message m;
+    ck_assert_int_eq(cluster_reader_next(reader, 500, &m), TALLY_timed_out);
+    char why[CLUSTER_DIFFERED_BYTES] = "";
+    uint64_t failed = cluster_reader_place_failed(reader, why, sizeof(why));
+    ck_assert_msg(failed > 0 && strstr(why, "stream not found"), "%" PRIu64 " failures: %s",
+                  failed, why);
+    ck_assert_uint_eq(cluster_reader_place_failed(reader, why, sizeof(why)), 0); /* taken */
+    cluster_stream_interrupt(s);
+    ck_assert_int_eq(cluster_reader_next(reader, 60000, &m), TALLY_unreachable);
+    uint64_t seq = 0;
+    bool duplicate = false;
+    ck_assert_int_ne(cluster_stream_publish(s, "cmd", "after", "x", 1, &seq, &duplicate, why,
+                                            sizeof(why)),
+                     TALLY_ok);
+    cluster_reader_close(reader);
+    raw_close(&r);
+    cluster_stream_close(s);
+    nats_cluster_stop(&c);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -753,6 +787,8 @@ int main(void)
         {"kill", test_publishes_go_on_through_a_killed_server, TEST_TIMEOUT_S},
         {"kill", test_a_reader_goes_on_when_its_consumers_server_dies, TEST_TIMEOUT_S},
         {"aged", test_a_reader_from_an_aged_out_position_is_told_so, TEST_TIMEOUT_S},
+        {"refused", test_a_consumer_not_made_is_reported_and_a_read_ends_in_its_wait,
+         TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_stream", TEST_ROWS(rows)));
 }

@@ -16,6 +16,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <nats/nats.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -230,4 +231,40 @@ void assert_converged(cluster_fixture *f, uint64_t min_seq)
     }
     for (int i = 0; i < NODES; i++)
         tallyd_recon_clean(&f->node[i]);
+}
+
+/* Whether the stream has a leader and every other replica is current. */
+static bool stream_replicas_current(const cluster_fixture *f)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    jsOptions o;
+    bool current = false;
+    if (natsConnection_ConnectTo(&nc, f->urls) == NATS_OK && jsOptions_Init(&o) == NATS_OK) {
+        o.Wait = 1000;
+        if (natsConnection_JetStream(&js, nc, &o) == NATS_OK &&
+            js_GetStreamInfo(&si, js, "TALLY_COMMANDS", NULL, &jerr) == NATS_OK && si->Cluster &&
+            si->Cluster->Leader && si->Cluster->Leader[0]) {
+            current = si->Cluster->ReplicasLen == NATS_CLUSTER_NODES - 1;
+            for (int i = 0; current && i < si->Cluster->ReplicasLen; i++)
+                current = si->Cluster->Replicas[i]->Current && !si->Cluster->Replicas[i]->Offline;
+        }
+    }
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return current;
+}
+
+bool await_stream_current(const cluster_fixture *f)
+{
+    int64_t until = test_deadline_ms(NATS_CLUSTER_WAIT_MS);
+    while (!stream_replicas_current(f)) {
+        if (clock_mono_ms() >= until)
+            return false;
+        test_pause_ms(200);
+    }
+    return true;
 }

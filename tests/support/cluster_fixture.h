@@ -69,4 +69,9 @@ uint64_t assert_logs_agree(cluster_fixture *f, uint64_t min_seq, uint64_t heads[
  * records; tally-recon clean on each. */
 void assert_converged(cluster_fixture *f, uint64_t min_seq);
 
+/* Wait until the stream has a leader and every other replica is current
+ * (a nats-server started again or continued is back in the quorum only
+ * then); false past NATS_CLUSTER_WAIT_MS (scaled). */
+bool await_stream_current(const cluster_fixture *f);
+
 #endif

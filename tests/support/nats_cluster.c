@@ -390,6 +390,22 @@ void nats_cluster_restart(nats_cluster *c, int i)
     node_wait_ready(c, i);
 }
 
+void nats_cluster_prefer_recent(void)
+{
+    const char *recent = getenv("NATS_SERVER_RECENT");
+    if (recent && *recent && access(recent, X_OK) == 0)
+        setenv("NATS_SERVER", recent, 1);
+}
+
+void nats_cluster_restart_all(nats_cluster *c)
+{
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        if (c->node[i].pid == 0)
+            node_spawn(c, i);
+    for (int i = 0; i < NATS_CLUSTER_NODES; i++)
+        node_wait_ready(c, i);
+}
+
 void nats_cluster_stop(nats_cluster *c)
 {
     for (int i = 0; i < NATS_CLUSTER_NODES; i++)

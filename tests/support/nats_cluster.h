@@ -65,6 +65,13 @@ const char *nats_cluster_server_path(void);
  * --version: "nats-server: v2.10.27"); false when it cannot be told. */
 bool nats_cluster_server_at_least(int major, int minor);
 
+/* $NATS_SERVER set to $NATS_SERVER_RECENT when that names an executable:
+ * the nats-server 2.10 or later that tools/fetch_nats_server.sh fetched
+ * and configure found, for the suites whose faults 2.9.10 does not
+ * survive (its replicas drift apart: docs/CLUSTER.md, "Which
+ * nats-server"). Call it first in main. */
+void nats_cluster_prefer_recent(void);
+
 /* Start the three nodes and wait until JetStream has a meta leader. */
 void nats_cluster_start(nats_cluster *c);
 /* The same, each server requiring clients to log in as user with pass
@@ -85,6 +92,11 @@ void nats_cluster_stop_node(nats_cluster *c, int i);
 /* Start node i again (same ports and store) and wait until it answers
  * $JS.API.INFO. */
 void nats_cluster_restart(nats_cluster *c, int i);
+
+/* Start every node that is down (same ports and stores) at once, then
+ * wait until each answers $JS.API.INFO: after the whole cluster went
+ * down, where one alone could not elect a meta leader. */
+void nats_cluster_restart_all(nats_cluster *c);
 
 /* Whether the server at url answers $JS.API.INFO without an error within
  * a second: it is up and JetStream has a meta leader. */
