@@ -181,6 +181,12 @@ static int copy_subscribe(cluster_reader *r, reader_copy *c)
  * request (the rest on the next call). */
 static void reader_renew(cluster_reader *r)
 {
+    size_t want = cluster_stream_quorum(r->s); /* the stream's replicas changed: a new majority */
+    for (size_t i = want; i < r->copies; i++)
+        copy_drop(&r->copy[i]);
+    for (size_t i = r->copies; i < want; i++)
+        r->copy[i].stale = true;
+    r->copies = want;
     /* all gone first, so that no new one avoids the server of one going */
     for (size_t i = 0; i < r->copies; i++) {
         if (r->copy[i].stale) {
@@ -237,6 +243,11 @@ void cluster_reader_close(cluster_reader *r)
         copy_drop(&r->copy[i]);
     jsCtx_Destroy(r->js);
     free(r);
+}
+
+size_t cluster_reader_copies(const cluster_reader *r)
+{
+    return r->copies;
 }
 
 uint64_t cluster_reader_resets(const cluster_reader *r)

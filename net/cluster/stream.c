@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <nats/nats.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ struct cluster_stream {
     cluster_stream_config cfg; /* with the defaults filled in; urls not kept */
     natsConnection *nc;
     jsCtx *js;
-    int64_t replicas; /* the stream's, as created or found */
+    _Atomic int64_t replicas; /* the stream's, as created or found, then as its info says */
 };
 
 
@@ -380,10 +381,18 @@ jsCtx *cluster_stream_js_waiting(cluster_stream *s, int64_t wait_ms)
     return js;
 }
 
+int64_t cluster_stream_replicas(const cluster_stream *s, uint32_t *required)
+{
+    if (required != NULL)
+        *required = s->cfg.replicas;
+    return atomic_load(&s->replicas);
+}
+
 size_t cluster_stream_quorum(const cluster_stream *s)
 {
-    int64_t r = s->replicas < 1 ? 1 : s->replicas > TALLY_CLUSTER_REPLICAS_MAX
-                                          ? TALLY_CLUSTER_REPLICAS_MAX : s->replicas;
+    int64_t have = atomic_load(&s->replicas);
+    int64_t r = have < 1 ? 1 : have > TALLY_CLUSTER_REPLICAS_MAX ? TALLY_CLUSTER_REPLICAS_MAX
+                                                                 : have;
     return (size_t)(r / 2 + 1);
 }
 
@@ -447,6 +456,8 @@ int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last)
     if (st == NATS_OK && !leaderless) {
         *first = si->State.FirstSeq;
         *last = si->State.LastSeq;
+        if (si->Config != NULL && si->Config->Replicas >= 1) /* changed at run time, maybe */
+            atomic_store(&s->replicas, si->Config->Replicas);
     }
     jsStreamInfo_Destroy(si);
     return leaderless ? TALLY_unreachable : cluster_stream_code_of(st, jerr);

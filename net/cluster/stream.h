@@ -111,8 +111,14 @@ int cluster_stream_publish(cluster_stream *s, const char *kind, const char *msg_
 /* The stream's first and last sequence (0 and 0 when empty; first is
  * last + 1 once every message aged out), from its leader; while the
  * stream has no leader TALLY_unreachable (a replica's own answer then may
- * lag the stream). */
+ * lag the stream). The answer also says the stream's replicas, which an
+ * operator may have changed since: every reader reads each position from
+ * a majority of them from then on (cluster_stream_replicas). */
 int cluster_stream_bounds(cluster_stream *s, uint64_t *first, uint64_t *last);
+/* The stream's replicas as last known (created, found, or changed since:
+ * cluster_stream_bounds), and in *required (unless NULL) the least the
+ * node was configured to require (--cluster-replicas). */
+int64_t cluster_stream_replicas(const cluster_stream *s, uint32_t *required);
 
 /* The message a majority of the stream's replicas hold at seq, read as
  * the reader reads (a reader from seq, for up to the request wait): its
@@ -153,6 +159,10 @@ int cluster_reader_next(cluster_reader *r, int64_t wait_ms, cluster_message *m);
  * cluster_reader_next (*count 0). */
 int cluster_reader_next_batch(cluster_reader *r, int64_t wait_ms, size_t max, size_t bytes_max,
                               cluster_message *m, size_t *count);
+
+/* How many copies r reads each position from: a majority of the
+ * stream's replicas as last known. */
+size_t cluster_reader_copies(const cluster_reader *r);
 
 /* How many consumers r made (at the start, and again on a gap, an error,
  * a silence while the stream held more, or copies that differed): for

@@ -424,11 +424,33 @@ static void check_suspect(cluster_node *node)
 
 /* The stream's last seq, for tally_cluster_lag_messages (a failure
  * leaves the last one seen). */
+/* The stream's replicas changed while the node runs (an operator's
+ * stream edit): logged, as an error below what --cluster-replicas
+ * requires; readers read from a majority of the new number. */
+static void note_replicas(cluster_node *node)
+{
+    uint32_t required = 0;
+    int64_t replicas = cluster_stream_replicas(node->stream, &required);
+    if (node->replicas_seen != 0 && replicas != node->replicas_seen) {
+        bool below = replicas < (int64_t)required;
+        net_log(below ? NET_LOG_ERROR : NET_LOG_WARN,
+                "cluster: the stream's replicas changed from %" PRId64 " to %" PRId64 ": each "
+                "position is now applied once %" PRId64 " of them hold it%s", node->replicas_seen,
+                replicas, replicas / 2 + 1,
+                below ? "; that is below the replicas this node requires (--cluster-replicas): "
+                        "an acknowledged write is held by fewer servers than docs/CLUSTER.md's "
+                        "guarantees assume: set them back"
+                      : "");
+    }
+    node->replicas_seen = replicas;
+}
+
 static void note_stream_last(cluster_node *node)
 {
     uint64_t first, last;
     if (cluster_stream_bounds(node->stream, &first, &last) != TALLY_ok)
         return;
+    note_replicas(node);
     pthread_mutex_lock(&node->srv->mu);
     uint64_t position = node->srv->cluster_position;
     if (last > node->srv->cluster_stream_last)

@@ -104,6 +104,7 @@ struct cluster_node {
     uint8_t applied_hash[SHA256_BYTES]; /* the SHA-256 of the message at the position */
     int64_t differed_logged_ms; /* when the reader's differing copies were last logged */
     uint64_t differed_since;    /* positions whose copies differed since, not logged */
+    int64_t replicas_seen;      /* the stream's replicas as last logged; 0: not yet */
     int64_t place_logged_ms;    /* when a consumer not made was last logged */
     uint64_t place_failures;    /* consumers not made since, not logged */
     char place_why[CLUSTER_DIFFERED_BYTES]; /* why the last one was not */

@@ -771,6 +771,52 @@ START_TEST(test_a_consumer_not_made_is_reported_and_a_read_ends_in_its_wait)
 }
 END_TEST
 
+/* The stream's replicas set to n behind the library's back (an
+ * operator's edit), then the library told of it by a bounds answer. */
+static void replicas_set(raw_js *r, cluster_stream *s, const char *name, int64_t n)
+{
+    jsStreamInfo *si = info_of(r, name);
+    si->Config->Replicas = n;
+    jsErrCode jerr = 0;
+    natsStatus st = js_UpdateStream(NULL, r->js, si->Config, NULL, &jerr);
+    ck_assert_msg(st == NATS_OK, "replicas %" PRId64 ": %s (%d)", n, natsStatus_GetText(st),
+                  (int)jerr);
+    jsStreamInfo_Destroy(si);
+    uint64_t first = 0, last = 0;
+    TEST_WAIT_UNTIL(cluster_stream_bounds(s, &first, &last) == TALLY_ok &&
+                        cluster_stream_replicas(s, NULL) == n,
+                    WAIT_MS, "the library sees %" PRId64 " replicas", n);
+}
+
+START_TEST(test_a_reader_follows_a_change_of_the_streams_replicas)
+{
+    nats_cluster c;
+    nats_cluster_start(&c);
+    cluster_stream *s = open_ok(&c, 0, "RESIZED");
+    raw_js r = raw_open(&c);
+    uint32_t required = 0;
+    ck_assert_int_eq(cluster_stream_replicas(s, &required), 3);
+    ck_assert_uint_eq(required, 3);
+    cluster_reader *reader = NULL;
+    ck_assert_int_eq(cluster_reader_open(&reader, s, 1), TALLY_ok);
+    publish_range(s, 0, 5);
+    read_range(reader, 0, 5);
+    ck_assert_uint_eq(cluster_reader_copies(reader), 2);
+    replicas_set(&r, s, "RESIZED", 1); /* a majority of one */
+    publish_range(s, 5, 10);
+    read_range(reader, 5, 10);
+    ck_assert_uint_eq(cluster_reader_copies(reader), 1);
+    replicas_set(&r, s, "RESIZED", 3); /* two again, once the new replicas hold the stream */
+    publish_range(s, 10, 15);
+    read_range(reader, 10, 15);
+    ck_assert_uint_eq(cluster_reader_copies(reader), 2);
+    cluster_reader_close(reader);
+    raw_close(&r);
+    cluster_stream_close(s);
+    nats_cluster_stop(&c);
+}
+END_TEST
+
 int main(void)
 {
     if (nats_cluster_server_path() == NULL) {
@@ -787,6 +833,7 @@ int main(void)
         {"kill", test_publishes_go_on_through_a_killed_server, TEST_TIMEOUT_S},
         {"kill", test_a_reader_goes_on_when_its_consumers_server_dies, TEST_TIMEOUT_S},
         {"aged", test_a_reader_from_an_aged_out_position_is_told_so, TEST_TIMEOUT_S},
+        {"replicas", test_a_reader_follows_a_change_of_the_streams_replicas, TEST_TIMEOUT_S},
         {"refused", test_a_consumer_not_made_is_reported_and_a_read_ends_in_its_wait,
          TEST_TIMEOUT_S},
     };
