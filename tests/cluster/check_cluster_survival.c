@@ -13,6 +13,10 @@
  *   again with the same name, becomes a current replica of the stream,
  *   and then is one of the majority a node reads: with another server
  *   stopped, writes are answered and every node applies them;
+ * - two of the three nats-servers stopped (SIGSTOP): a write is answered
+ *   cluster_unavailable, a read is answered from what the node applied
+ *   (its cluster_seq); once they continue the write sent again is
+ *   applied once and the nodes agree;
  * - all at once: every tallyd and every nats-server killed at the same
  *   moment (kill -9), then all started again: every write acknowledged
  *   before is there once on every node, a retry of its key replays, and
@@ -152,6 +156,46 @@ START_TEST(test_a_nats_server_rebuilt_from_nothing_rejoins_the_majority)
 }
 END_TEST
 
+/* ---- two of three nats-servers lost ---- */
+
+START_TEST(test_writes_wait_out_the_loss_of_two_nats_servers)
+{
+    cluster_fixture f;
+    cluster_up(&f);
+    uint64_t last = 0;
+    for (uint64_t id = 1; id <= 5; id++)
+        last = seq_max(last, open_account(f.client[id % NODES], id));
+    for (int i = 0; i < NODES; i++)
+        await_applied(f.client[i], last);
+    pid_t stopped[2] = {f.nats.node[0].pid, f.nats.node[1].pid};
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(kill(stopped[k], SIGSTOP), 0);
+    /* no quorum: a write is refused, a fault (retry with the same key) */
+    wire_reply r;
+    int rc = wire_try_call(f.client[0], &r, "account_open", "ssuuu", "consumer", "t", "key",
+                           "acct-6", "id", (uint64_t)6, "ledger", (uint64_t)1, "code",
+                           (uint64_t)1);
+    ck_assert_msg(rc == 0, "no answer to a write without a quorum: %d", rc);
+    ck_assert_msg(strcmp(r.code, "cluster_unavailable") == 0, "a write without a quorum: %s",
+                  r.code);
+    wire_done(&r);
+    /* reads go on, from what the node applied, saying where it is */
+    wire_call(f.client[2], &r, "account_get", "u", "id", (uint64_t)1);
+    wire_expect(&r, "ok");
+    ck_assert_uint_ge(wire_u64(r.map, "cluster_seq"), last);
+    wire_done(&r);
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(kill(stopped[k], SIGCONT), 0);
+    ck_assert_msg(await_stream_current(&f), "the stream never had a quorum again");
+    /* the refused write sent again: applied once, whether or not the
+     * stream had taken it */
+    last = seq_max(last, open_account(f.client[1], 6));
+    assert_converged(&f, last);
+    ck_assert_uint_eq(stats_u64(f.client[2], "accounts"), 6);
+    cluster_down(&f);
+}
+END_TEST
+
 /* ---- every process killed at once ---- */
 
 START_TEST(test_every_process_killed_at_once_keeps_every_acknowledged_write)
@@ -202,6 +246,7 @@ int main(void)
     const test_row rows[] = {
         {"stop", test_a_node_stops_while_a_nats_server_is_stopped, TEST_TIMEOUT_S},
         {"rebuild", test_a_nats_server_rebuilt_from_nothing_rejoins_the_majority, TEST_TIMEOUT_S},
+        {"majority", test_writes_wait_out_the_loss_of_two_nats_servers, TEST_TIMEOUT_S},
         {"all", test_every_process_killed_at_once_keeps_every_acknowledged_write, TEST_TIMEOUT_S},
     };
     return test_run_suite(test_suite_of_rows("cluster_survival", TEST_ROWS(rows)));
