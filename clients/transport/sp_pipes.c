@@ -47,8 +47,8 @@ static bool socket_inode(int fd, ino_t *ino)
     return true;
 }
 
-/* Under claims_mu. A claim whose number is now another socket is stale:
- * its pipe is gone, its REM_POST not yet run. */
+/* Under claims_mu: whether the socket fd, of inode ino, is claimed (a
+ * claim of that number with another inode is not: that socket is gone). */
 static bool claimed_locked(int fd, ino_t ino)
 {
     for (unsigned i = 0; i < claim_count; i++)
