@@ -12,12 +12,18 @@
  * read without calling back, nothing completes the receive, and the
  * reaper waits for it forever (every later close in the process then
  * waits behind it). So the pipes go first, and not by a close of theirs
- * under a read in progress: a TCP connection (tcp://, tls+tcp://) is shut
- * down under NNG (shutdown(2) on its descriptor, found by its addresses),
- * its reads end as if the server had hung up, and NNG closes the pipe
- * through its own callbacks; any other pipe is closed with nng_pipe_close
- * (protocol side first: a receive posted after it is refused at once). The
- * dialer is closed only when the pipes are gone.
+ * under a read in progress: a connection is shut down under NNG
+ * (shutdown(2) on its descriptor), its reads end as if the server had hung
+ * up, and NNG closes the pipe through its own callbacks. A TCP
+ * connection's descriptor (tcp://, tls+tcp://) is found by its two
+ * addresses; an ipc:// one's, whose addresses do not tell it from another
+ * to the same path, by elimination: the one socket of the process
+ * connected to that path that no other pipe has claimed, tried when the
+ * pipe is added and again at the close. A pipe whose descriptor is not
+ * found alone is closed with nng_pipe_close (protocol side first, which
+ * still leaves a window: the transport's read of a message whose header
+ * has arrived is resubmitted on the closed aio). The dialer is closed
+ * only when the pipes are gone.
  *
  * The last pipe's removal makes its dialer redial, though (at once half
  * the time: NNG 1.5.2 draws the back-off as a negative number), and a close
@@ -37,6 +43,7 @@
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* A socket of libtally has one dialer: one pipe, and one more while a
  * redial overlaps the old pipe's removal. Pipes past this many are closed
@@ -48,11 +55,19 @@
 /* The longest a close waits for its pipes to go after shutting them down. */
 #define SP_PIPES_GONE_MS 5000
 
+/* A pipe of the socket, and for an ipc:// one its descriptor when it was
+ * found at ADD_PRE (-1: not found; a tcp:// one's is found at the close). */
+typedef struct sp_pipe {
+    nng_pipe pipe;
+    int fd;
+    ino_t ino; /* fd's inode then: a number closed and reused is not it */
+} sp_pipe;
+
 typedef struct sp_pipes {
     nng_mtx *mu;
     nng_cv *dialer_closed;
     nng_cv *removed; /* signalled at each REM_POST */
-    nng_pipe open[SP_PIPES_MAX];
+    sp_pipe open[SP_PIPES_MAX];
     unsigned count;
     bool closing; /* pipes closed, the dialer not yet: removals wait */
 } sp_pipes;

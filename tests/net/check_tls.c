@@ -21,8 +21,6 @@
 #include <check.h>
 #include <signal.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,23 +230,6 @@ END_TEST
 
 #define CLOSE_CYCLES 120
 
-typedef struct writer_run {
-    tally_client *client;
-    atomic_bool stop;
-    uint64_t written;
-} writer_run;
-
-/* Open accounts, one after another, until told to stop: PUB messages keep
- * arriving at the streams the test opens and closes. */
-static void *keep_writing(void *arg)
-{
-    writer_run *w = arg;
-    for (uint64_t id = 1000000; !atomic_load(&w->stop); id++)
-        if (open_account(w->client, id) == TALLY_ok)
-            w->written++;
-    return NULL;
-}
-
 /* NNG 1.5.2 could hang nng_close for good when a PUB message arrived as a
  * SUB socket closed (clients/transport/sp_pipes.h): the stream closes its pipes
  * first. Each cycle opens a stream, reads an event that came over PUB (so
@@ -259,32 +240,18 @@ START_TEST(test_stream_closes_while_events_arrive)
 {
     tallyd_proc p;
     tls_up(&p);
-    writer_run w = {.client = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS)};
+    test_client_writer w = {.client = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS),
+                            .first_id = 1000000};
     tally_client *c = client_with(&p, p.url, "client", ACCEPTED_TIMEOUT_MS);
-    pthread_t writer;
-    ck_assert_int_eq(pthread_create(&writer, NULL, keep_writing, &w), 0);
+    test_client_writer_start(&w);
     uint64_t heard = 0;
     for (int cycle = 0; cycle < CLOSE_CYCLES; cycle++) {
-        tally_stream *s;
-        ck_assert_int_eq(tally_stream_open(c, p.pub_url, TALLY_STREAM_FROM_NOW, NULL, &s),
-                         TALLY_ok);
-        tally_stream_counters n = {0};
-        for (int64_t until = test_deadline_ms(60000);
-             n.from_publish == 0 && clock_mono_ms() < until;) {
-            tally_event ev;
-            ck_assert_int_eq(tally_stream_next(s, &ev, 10000), TALLY_ok);
-            tally_events_release(&ev, 1);
-            tally_stream_counters_get(s, &n);
-        }
-
-        ck_assert_msg(n.from_publish > 0, "cycle %d: no event over PUB", cycle);
-        heard += n.from_publish;
-        tally_stream_close(s);
+        uint64_t got = test_client_stream_cycle(c, p.pub_url);
+        ck_assert_msg(got > 0, "cycle %d: no event over PUB", cycle);
+        heard += got;
     }
-    atomic_store(&w.stop, true);
-    ck_assert_int_eq(pthread_join(writer, NULL), 0);
+    ck_assert_uint_gt(test_client_writer_stop(&w), 0);
     ck_assert_uint_ge(heard, CLOSE_CYCLES);
-    ck_assert_uint_gt(w.written, 0);
     tally_client_close(w.client);
     tally_client_close(c);
     tls_down(&p);

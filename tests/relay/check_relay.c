@@ -542,21 +542,82 @@ static void js_down(js_fixture *j)
     test_client_down(&j->f);
 }
 
+static void wait_ack_floor(tally_client *c, const char *name, uint64_t seq)
+{
+    int64_t until = test_deadline_ms(WAIT_MS);
+    while (clock_mono_ms() < until && sub_info(c, name).ack_floor < seq) {
+        relay_must_run();
+        test_pause_ms(50);
+    }
+    ck_assert_uint_eq(sub_info(c, name).ack_floor, seq);
+}
+
+/* The length of the file at path (the relay's log so far). */
+static size_t log_length(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* The tally seq of the first retry the relay's log at path says after its
+ * first `from` bytes ("nats: seq N: ...; again in"), waited for; 0 when
+ * it says none. */
+static uint64_t wait_retry_said(const char *path, size_t from)
+{
+    static const char said[] = "tally-relay: nats: seq ";
+    for (int64_t until = test_deadline_ms(WAIT_MS); clock_mono_ms() < until;) {
+        char *out = log_text(path);
+        uint64_t seq = 0;
+        for (const char *at = strlen(out) > from ? strstr(out + from, said) : NULL;
+             at != NULL && seq == 0; at = strstr(at + 1, said)) {
+            const char *end = strchr(at, '\n');
+            const char *again = strstr(at, "; again in ");
+            if (end != NULL && again != NULL && again < end)
+                seq = strtoull(at + sizeof(said) - 1, NULL, 10);
+        }
+        free(out);
+        if (seq > 0)
+            return seq;
+        relay_must_run();
+        test_pause_ms(50);
+    }
+    return 0;
+}
+
+/* Write step `step` while the broker is down, and make sure the relay
+ * tried it: first the relay acknowledges every event before it (so it has
+ * nothing in flight and its next fetch is this step's), then the broker
+ * stops, the step is written, and the relay must say that a publish of
+ * one of its events failed and is retried; none of them is acknowledged
+ * meanwhile. Then the broker starts again. */
+static void step_while_broker_down(js_fixture *j, int step, int64_t base_ms)
+{
+    uint64_t head = test_client_head(j->f.c);
+    wait_ack_floor(j->f.c, "relay", head);
+    nats_stop(&j->n);
+    size_t said = log_length(j->log);
+    workload_step(j->f.c, step, base_ms);
+    uint64_t seq = wait_retry_said(j->log, said);
+    char *log = log_text(j->log);
+    ck_assert_msg(seq > head, "no publish of seq %" PRIu64 " or later failed and was retried "
+                  "while the broker was down; the relay's log:\n%s", head + 1, log);
+    free(log);
+    ck_assert_uint_eq(sub_info(j->f.c, "relay").ack_floor, head);
+    nats_start(&j->n);
+}
+
 START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
 {
     js_fixture j;
     js_up(&j, "max_pending = 128\nfetch = 256\nack_timeout_ms = 3000\n");
     test_client_fixture *f = &j.f;
-    nats_proc *n = &j.n;
     jsCtx *js = j.js;
     const char *config = j.config, *relay_log = j.log;
     pid_t relay = relay_start(config, relay_log);
     int64_t base_ms = clock_wall_ms() + 365 * DAY_MS;
     /* Kill the relay after steps 1, 3, 6, 7 and 8, once the stream grew
-     * during the step (so most kills land mid-run). After step 4 the broker
-     * stops; step 5 is written while it is down, and it starts again only
-     * once the relay has fetched all of step 5: those publishes fail, and
-     * must be retried, not acknowledged. */
+     * during the step (so most kills land mid-run). Step 5 is written while
+     * the broker is down (step_while_broker_down). */
     static const bool kill_after[JS_STEPS] = {[1] = true, [3] = true, [6] = true, [7] = true,
                                               [8] = true};
     int kills = 0;
@@ -564,11 +625,7 @@ START_TEST(test_jetstream_survives_kills_and_a_broker_restart)
         uint64_t before = stream_messages(js);
         workload_step(f->c, step, base_ms);
         if (step == 4) {
-            ck_assert_msg(wait_stream_beyond(js, before), "no progress before the broker stop");
-            nats_stop(n);
-            workload_step(f->c, ++step, base_ms);
-            ck_assert_msg(wait_log_says(relay_log, "again in"), "no failed publish to retry");
-            nats_start(n);
+            step_while_broker_down(&j, ++step, base_ms);
         } else if (kill_after[step]) {
             ck_assert_msg(wait_stream_beyond(js, before), "no progress before kill %d", kills + 1);
             relay_kill(relay);
@@ -716,23 +773,6 @@ static uint64_t stream_tally_seq_max(jsCtx *js, uint64_t from)
         natsMsg_Destroy(m);
     }
     return max;
-}
-
-static void wait_ack_floor(tally_client *c, const char *name, uint64_t seq)
-{
-    int64_t until = test_deadline_ms(WAIT_MS);
-    while (clock_mono_ms() < until && sub_info(c, name).ack_floor < seq) {
-        relay_must_run();
-        test_pause_ms(50);
-    }
-    ck_assert_uint_eq(sub_info(c, name).ack_floor, seq);
-}
-
-/* The length of the file at path (the relay's log so far). */
-static size_t log_length(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
 }
 
 /* Wait until the log at path holds text after its first `from` bytes. */

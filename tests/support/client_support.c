@@ -3,6 +3,9 @@
  */
 #include "tests/support/client_support.h"
 
+#include "common/clock.h"
+#include "tests/support/wait.h"
+
 #include <check.h>
 #include <inttypes.h>
 #include <string.h>
@@ -57,4 +60,46 @@ uint64_t test_client_head(tally_client *c)
     int rc = tally_stats_get(c, &s);
     ck_assert_msg(rc == TALLY_ok, "stats: %s", tally_strerror(rc));
     return s.head_seq;
+}
+
+static void *writer_main(void *arg)
+{
+    test_client_writer *w = arg;
+    for (uint64_t id = w->first_id; !atomic_load(&w->stop); id++) {
+        tally_account_open_args a = {.id = id, .ledger = 1, .code = 1};
+        tally_result r;
+        if (tally_account_open(w->client, NULL, &a, &r) == TALLY_ok)
+            w->written++;
+    }
+    return NULL;
+}
+
+void test_client_writer_start(test_client_writer *w)
+{
+    atomic_store(&w->stop, false);
+    w->written = 0;
+    ck_assert_int_eq(pthread_create(&w->thread, NULL, writer_main, w), 0);
+}
+
+uint64_t test_client_writer_stop(test_client_writer *w)
+{
+    atomic_store(&w->stop, true);
+    ck_assert_int_eq(pthread_join(w->thread, NULL), 0);
+    return w->written;
+}
+
+uint64_t test_client_stream_cycle(tally_client *c, const char *pub_url)
+{
+    tally_stream *s;
+    ck_assert_int_eq(tally_stream_open(c, pub_url, TALLY_STREAM_FROM_NOW, NULL, &s), TALLY_ok);
+    tally_stream_counters n = {0};
+    for (int64_t until = test_deadline_ms(60000);
+         n.from_publish == 0 && clock_mono_ms() < until;) {
+        tally_event ev;
+        ck_assert_int_eq(tally_stream_next(s, &ev, 10000), TALLY_ok);
+        tally_events_release(&ev, 1);
+        tally_stream_counters_get(s, &n);
+    }
+    tally_stream_close(s);
+    return n.from_publish;
 }

@@ -10,6 +10,8 @@
 #include "clients/libtally/tally.h"
 #include "tests/support/tallyd_harness.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* Accounts opened per batch request by test_client_open_accounts. */
@@ -32,5 +34,25 @@ tally_client *test_client_open(const char *url);
 void test_client_open_accounts(tally_client *c, uint64_t first_id, uint64_t n);
 /* The log's head seq. */
 uint64_t test_client_head(tally_client *c);
+
+/* A thread that opens accounts first_id, first_id + 1, ... one request
+ * each, until stopped: replies and PUB messages keep arriving while a test
+ * opens and closes its sockets. Set client and first_id, then start. */
+typedef struct test_client_writer {
+    tally_client *client;
+    uint64_t first_id;
+    atomic_bool stop;
+    uint64_t written; /* accounts opened (ok) */
+    pthread_t thread;
+} test_client_writer;
+
+void test_client_writer_start(test_client_writer *w);
+/* Stop the thread and join it; returns w->written. */
+uint64_t test_client_writer_stop(test_client_writer *w);
+
+/* Open a stream of c on pub_url from now, read until an event came over
+ * PUB (the connection is up and busy), and close it with events still
+ * arriving (a writer runs); returns how many came over PUB. */
+uint64_t test_client_stream_cycle(tally_client *c, const char *pub_url);
 
 #endif

@@ -121,14 +121,19 @@ descendants() {
 
 # The stacks of every thread of every process the test started (gdb, when
 # the machine has it): what a test that ran past its bound was stuck in.
+# Frames without their arguments, and the newest process first, so that
+# the test's own (the oldest) come last: a CI report keeps the end of the
+# log, and with whole frames tallyd's idle threads alone filled it (CI run
+# 6 of check_autobatch).
 stacks() {
     command -v gdb >/dev/null 2>&1 || { echo "run_test: no gdb: no stacks"; return; }
-    for pid in $( (pgrep -g "$1"; descendants "$1") | sort -nu); do
+    for pid in $( (pgrep -g "$1"; descendants "$1") | sort -rnu); do
         [ "$pid" = "$1" ] && continue # timeout(1) itself
         echo "---- stacks of $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-200) ----"
         timeout 60 gdb -p "$pid" -batch -nx -ex 'set pagination off' \
             -ex 'thread apply all bt 30' 2>/dev/null |
-            grep -E '^(Thread|#)' | head -n 400
+            grep -E '^(Thread|#)' | head -n 400 |
+            sed -E 's/ \(([^()]|\([^()]*\))*\)( at | from |$)/\2/'
     done
 }
 
