@@ -13,9 +13,9 @@
  *   again with the same name, becomes a current replica of the stream,
  *   and then is one of the majority a node reads: with another server
  *   stopped, writes are answered and every node applies them;
- * - two of the three nats-servers stopped (SIGSTOP): a write is answered
+ * - two of the three nats-servers stopped (SIGTERM): a write is answered
  *   cluster_unavailable, a read is answered from what the node applied
- *   (its cluster_seq); once they continue the write sent again is
+ *   (its cluster_seq); once they are back the write sent again is
  *   applied once and the nodes agree;
  * - all at once: every tallyd and every nats-server killed at the same
  *   moment (kill -9), then all started again: every write acknowledged
@@ -88,6 +88,22 @@ static uint64_t open_account(tally_client *c, uint64_t id)
     return open_account_replayed(c, id, NULL);
 }
 
+/* nats-server pid stopped with SIGSTOP, every thread of it. */
+static void nats_freeze(pid_t pid)
+{
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    TEST_WAIT_UNTIL(tallyd_threads_stopped(pid), 10000, "every thread of nats-server %d stopped",
+                    (int)pid);
+}
+
+/* Still stopped: nothing else continued it (a stop undone under the test
+ * would make it prove nothing). */
+static void nats_still_frozen(pid_t pid)
+{
+    ck_assert_msg(tallyd_threads_stopped(pid), "nats-server %d runs again: something other than "
+                  "this test continued it", (int)pid);
+}
+
 static uint64_t seq_max(uint64_t a, uint64_t b)
 {
     return a > b ? a : b;
@@ -103,11 +119,12 @@ START_TEST(test_a_node_stops_while_a_nats_server_is_stopped)
     for (int i = 0; i < NATS_CLUSTER_NODES; i++) {
         last = seq_max(last, open_account(f.client[0], 100 + (uint64_t)i));
         pid_t pid = f.nats.node[i].pid;
-        ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+        nats_freeze(pid);
         /* node b writes meanwhile: the stream moves on (after an election
          * when the stopped server led it), and node a's reader, whose
          * consumer may be on the stopped server, has more to read */
         last = seq_max(last, open_account(f.client[1], 200 + (uint64_t)i));
+        nats_still_frozen(pid);
         tally_client_close(f.client[0]);
         f.client[0] = NULL;
         int64_t asked = clock_mono_ms();
@@ -167,9 +184,8 @@ START_TEST(test_writes_wait_out_the_loss_of_two_nats_servers)
         last = seq_max(last, open_account(f.client[id % NODES], id));
     for (int i = 0; i < NODES; i++)
         await_applied(f.client[i], last);
-    pid_t stopped[2] = {f.nats.node[0].pid, f.nats.node[1].pid};
-    for (int k = 0; k < 2; k++)
-        ck_assert_int_eq(kill(stopped[k], SIGSTOP), 0);
+    nats_cluster_stop_node(&f.nats, 0);
+    nats_cluster_stop_node(&f.nats, 1);
     /* no quorum: a write is refused, a fault (retry with the same key) */
     wire_reply r;
     int rc = wire_try_call(f.client[0], &r, "account_open", "ssuuu", "consumer", "t", "key",
@@ -184,8 +200,7 @@ START_TEST(test_writes_wait_out_the_loss_of_two_nats_servers)
     wire_expect(&r, "ok");
     ck_assert_uint_ge(wire_u64(r.map, "cluster_seq"), last);
     wire_done(&r);
-    for (int k = 0; k < 2; k++)
-        ck_assert_int_eq(kill(stopped[k], SIGCONT), 0);
+    nats_cluster_restart_all(&f.nats);
     ck_assert_msg(await_stream_current(&f), "the stream never had a quorum again");
     /* the refused write sent again: applied once, whether or not the
      * stream had taken it */

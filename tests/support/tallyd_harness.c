@@ -590,9 +590,7 @@ void tallyd_kill(tallyd_proc *p)
     p->pid = 0;
 }
 
-/* Whether every thread of pid is stopped (state T or t in
- * /proc/pid/task/TID/stat); false while one runs or cannot be read. */
-static bool all_threads_stopped(pid_t pid)
+bool tallyd_threads_stopped(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
@@ -622,7 +620,7 @@ void tallyd_freeze(tallyd_proc *p)
 {
     ck_assert_int_gt(p->pid, 0);
     ck_assert_int_eq(kill(p->pid, SIGSTOP), 0);
-    TEST_WAIT_UNTIL(all_threads_stopped(p->pid), 10000, "every thread of tallyd %d stopped",
+    TEST_WAIT_UNTIL(tallyd_threads_stopped(p->pid), 10000, "every thread of tallyd %d stopped",
                     (int)p->pid);
 }
 

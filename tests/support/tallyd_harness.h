@@ -83,6 +83,9 @@ void tallyd_kill(tallyd_proc *p);
  * which stops the others), and on a loaded machine a reply can still
  * leave in between. Fails the test if that takes over 10 s (scaled). */
 void tallyd_freeze(tallyd_proc *p);
+/* Whether every thread of pid (any process) is stopped (state T or t in
+ * /proc/pid/task/TID/stat); false while one runs or cannot be read. */
+bool tallyd_threads_stopped(pid_t pid);
 /* SIGCONT: a frozen tallyd runs again. */
 void tallyd_thaw(tallyd_proc *p);
 /* Stop if running (SIGKILL; SIGTERM first under $TALLYD_WRAPPER, whose
