@@ -44,7 +44,11 @@ typedef enum store_db {
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 8 (December 2026) writes
+ * with TALLY_store_version_mismatch. Format 9 (December 2026) writes a
+ * transfer's user data entries in "transfer_index" without its id (the
+ * seq in their key names it, ledger/index.h), which older builds would
+ * call corrupt; its build reads format 8's entries, which hold the id, as
+ * they are. Format 8 (December 2026) writes
  * account records of format 4 (fixed width, ledger/account.h), which
  * older builds would call corrupt. Format 7 (December 2026) puts a
  * transfer's ALL and two account entries into "transfer_index" only when
@@ -75,12 +79,12 @@ typedef enum store_db {
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 to 7 stores are read as they are and marked 8 by the first
+ * Format 1 to 8 stores are read as they are and marked 9 by the first
  * writer that opens them with store_options.upgrade (tallyd --upgrade; a
  * writer without it refuses them, saying what to do): nothing is
  * rewritten, new records take the new forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
-#define STORE_FORMAT_VERSION 8
+#define STORE_FORMAT_VERSION 9
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {
