@@ -534,28 +534,6 @@ int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const 
     return store_txn_fail(t, store_translate(rc));
 }
 
-int store_put_sorted(store_txn *t, store_db db, const uint8_t *keys, size_t key_len, size_t n,
-                     unsigned flags)
-{
-    assert(t->active && !t->read_only && (flags & ~(unsigned)MDB_NOOVERWRITE) == 0);
-    if (t->error != TALLY_ok || n == 0)
-        return t->error;
-    MDB_cursor *cur;
-    int rc = mdb_cursor_open(t->txn, t->st->dbi[db], &cur);
-    if (rc != MDB_SUCCESS)
-        return store_txn_fail(t, store_translate(rc));
-    for (size_t i = 0; rc == MDB_SUCCESS && i < n; i++) {
-        assert(i == 0 || memcmp(keys + (i - 1) * key_len, keys + i * key_len, key_len) <= 0);
-        MDB_val k = {key_len, (void *)(keys + i * key_len)}, v = {0, (void *)""};
-        rc = mdb_cursor_put(cur, &k, &v, flags);
-        t->writes += rc == MDB_SUCCESS;
-    }
-    mdb_cursor_close(cur);
-    if (rc == MDB_KEYEXIST)
-        return store_txn_fail(t, TALLY_internal); /* callers check before put */
-    return store_txn_fail(t, store_translate(rc));
-}
-
 int store_del(store_txn *t, store_db db, const void *key, size_t key_len)
 {
     assert(t->active && !t->read_only);

@@ -727,7 +727,7 @@ START_TEST(deleted_history_entry_is_found)
 {
     fixture f;
     build(&f);
-    ck_assert_uint_eq(test_count(&f.ts, STORE_DB_HISTORY), 0); /* all in tails */
+    ck_assert_uint_eq(test_history_seqs(&f.ts, NULL), 0); /* all in tails */
     test_assert_invariants(&f.ts);
     const uint64_t rest[] = {f.seq_hold104, f.seq_post104}; /* t-101's entry gone */
     put_tail(&f.ts, 1, rest, 2, HISTORY_TAIL_FORMAT);
