@@ -12,23 +12,32 @@
 
 #define INBOX_RECORD_FORMAT 2
 #define INBOX_RECORD_FORMAT_ORIGINAL 3 /* + original_seq, failed transfer id */
+#define INBOX_RECORD_FORMAT_VARINTS 4  /* the fields as uvarints (inbox.h) */
 /* format byte and fingerprint, then the outcome's fixed fields */
 #define INBOX_OUTCOME_FIXED_BYTES (2 + 8 + 8 + 4 + 1 + 1)
 #define INBOX_FIXED_BYTES (1 + LEDGER_FINGERPRINT_STORED_BYTES + INBOX_OUTCOME_FIXED_BYTES)
 #define INBOX_ORIGINAL_BYTES (8 + 16)
 #define INBOX_RECORD_BYTES_MAX \
     (INBOX_FIXED_BYTES + 2 * TALLY_CHAIN_COMMANDS_MAX + INBOX_ORIGINAL_BYTES)
+/* Format 4: the format byte, the fingerprint, code, time_ms, first_seq,
+ * event_count, chain_count, failed_index, the chain codes and
+ * original_seq as uvarints, and the failed transfer id. */
+#define INBOX_VARINTS_BYTES_MAX                                                             \
+    (1 + LEDGER_FINGERPRINT_STORED_BYTES + (7 + TALLY_CHAIN_COMMANDS_MAX) * UVARINT_BYTES_MAX + \
+     16)
 
 /* Bytes of fingerprint a record of format f holds; 0 for an unknown format. */
 static size_t fingerprint_bytes_of(uint8_t f)
 {
     return f == 1 ? LEDGER_FINGERPRINT_BYTES
-           : f == INBOX_RECORD_FORMAT || f == INBOX_RECORD_FORMAT_ORIGINAL
+           : f == INBOX_RECORD_FORMAT || f == INBOX_RECORD_FORMAT_ORIGINAL ||
+                   f == INBOX_RECORD_FORMAT_VARINTS
                ? LEDGER_FINGERPRINT_STORED_BYTES
                : 0;
 }
 
 _Static_assert(TALLY_CHAIN_COMMANDS_MAX <= 255, "chain_count is one byte");
+_Static_assert(INBOX_RECORD_BYTES_MAX <= INBOX_VARINTS_BYTES_MAX, "one buffer for both");
 
 bool ledger_outcome_names_original(int code)
 {
@@ -52,6 +61,77 @@ bool ledger_outcome_names_original(int code)
     }
 }
 
+/* The outcome's fields but the format and fingerprint, which must hold
+ * (ledger_inbox_decode's rules): false otherwise. */
+static bool outcome_is_sane(const ledger_outcome *o)
+{
+    if (o->chain_count > TALLY_CHAIN_COMMANDS_MAX || !tally_error_is_decided(o->code) ||
+        (o->event_count == 0) != (o->first_seq == 0) ||
+        (o->code != TALLY_ok && o->event_count != 0))
+        return false;
+    for (uint32_t i = 0; i < o->chain_count; i++)
+        if (!tally_error_is_decided(o->chain_codes[i]))
+            return false;
+    return true;
+}
+
+/* Format 4's fields after the fingerprint, q to end, into o: false for a
+ * record that does not decode or holds values out of their ranges. */
+static bool outcome_decode_varints(const uint8_t *q, const uint8_t *end, ledger_outcome *o)
+{
+    uint64_t f[6];
+    for (int i = 0; i < 6; i++)
+        if (!get_uvarint(&q, end, &f[i]))
+            return false;
+    if (f[0] > UINT16_MAX || f[1] > INT64_MAX || f[3] > UINT32_MAX ||
+        f[4] > TALLY_CHAIN_COMMANDS_MAX || f[5] > UINT8_MAX)
+        return false;
+    o->code = (int)f[0];
+    o->time_ms = (int64_t)f[1];
+    o->first_seq = f[2];
+    o->event_count = (uint32_t)f[3];
+    o->chain_count = (uint32_t)f[4];
+    o->failed_index = (uint32_t)f[5];
+    o->stored = true;
+    for (uint32_t i = 0; i < o->chain_count; i++) {
+        uint64_t c;
+        if (!get_uvarint(&q, end, &c) || c > UINT16_MAX)
+            return false;
+        o->chain_codes[i] = (uint16_t)c;
+    }
+    if (q < end) { /* original_seq and the failed transfer id */
+        if (!get_uvarint(&q, end, &o->original_seq) || end - q != 16)
+            return false;
+        memcpy(o->failed_id.bytes, q, 16);
+        q += 16;
+        if (o->code == TALLY_ok || (o->original_seq == 0 && tally_id128_is_zero(&o->failed_id)))
+            return false;
+    }
+    return q == end && outcome_is_sane(o);
+}
+
+/* Format 4 of o with the fingerprint into v: its length. */
+static size_t outcome_encode_varints(const uint8_t fingerprint[LEDGER_FINGERPRINT_BYTES],
+                                     const ledger_outcome *o, uint8_t *v)
+{
+    size_t len = 0;
+    v[len++] = INBOX_RECORD_FORMAT_VARINTS;
+    memcpy(v + len, fingerprint, LEDGER_FINGERPRINT_STORED_BYTES);
+    len += LEDGER_FINGERPRINT_STORED_BYTES;
+    const uint64_t f[6] = {(uint16_t)o->code, (uint64_t)o->time_ms, o->first_seq,
+                           o->event_count, o->chain_count, o->failed_index};
+    for (int i = 0; i < 6; i++)
+        len += put_uvarint(v + len, f[i]);
+    for (uint32_t i = 0; i < o->chain_count; i++)
+        len += put_uvarint(v + len, o->chain_codes[i]);
+    if (o->original_seq != 0 || !tally_id128_is_zero(&o->failed_id)) {
+        len += put_uvarint(v + len, o->original_seq);
+        memcpy(v + len, o->failed_id.bytes, 16);
+        len += 16;
+    }
+    return len;
+}
+
 size_t ledger_inbox_key(tally_str consumer, tally_str key,
                         uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
 {
@@ -70,7 +150,8 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
         return TALLY_corrupt_record;
     size_t fp_len = fingerprint_bytes_of(p[0]);
     size_t fixed = 1 + fp_len + INBOX_OUTCOME_FIXED_BYTES;
-    if (fp_len == 0 || val_len < fixed)
+    if (fp_len == 0 || (p[0] != INBOX_RECORD_FORMAT_VARINTS && val_len < fixed) ||
+        val_len < 1 + fp_len)
         return TALLY_corrupt_record;
     size_t tail = p[0] == INBOX_RECORD_FORMAT_ORIGINAL ? INBOX_ORIGINAL_BYTES : 0;
     out->consumer = consumer;
@@ -79,6 +160,8 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     out->fingerprint_len = (uint8_t)fp_len;
     const uint8_t *q = p + 1 + fp_len;
     ledger_outcome *o = &out->outcome;
+    if (p[0] == INBOX_RECORD_FORMAT_VARINTS)
+        return outcome_decode_varints(q, p + val_len, o) ? TALLY_ok : TALLY_corrupt_record;
     o->code = get_u16_be(q);
     o->time_ms = (int64_t)get_u64_be(q + 2);
     o->first_seq = get_u64_be(q + 10);
@@ -87,15 +170,12 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     o->failed_index = q[23];
     o->stored = true;
     if (o->chain_count > TALLY_CHAIN_COMMANDS_MAX ||
-        val_len != fixed + 2 * o->chain_count + tail ||
-        !tally_error_is_decided(o->code) || (o->event_count == 0) != (o->first_seq == 0) ||
-        (o->code != TALLY_ok && o->event_count != 0))
+        val_len != fixed + 2 * o->chain_count + tail)
         return TALLY_corrupt_record;
-    for (uint32_t i = 0; i < o->chain_count; i++) {
+    for (uint32_t i = 0; i < o->chain_count; i++)
         o->chain_codes[i] = get_u16_be(q + 24 + 2 * i);
-        if (!tally_error_is_decided(o->chain_codes[i]))
-            return TALLY_corrupt_record;
-    }
+    if (!outcome_is_sane(o))
+        return TALLY_corrupt_record;
     if (tail) {
         const uint8_t *e = q + 24 + 2 * o->chain_count;
         o->original_seq = get_u64_be(e);
@@ -128,8 +208,13 @@ int ledger_inbox_put(store_txn *t, tally_str consumer, tally_str key,
 {
     assert(tally_error_is_stored(o->code));
     assert(o->chain_count <= TALLY_CHAIN_COMMANDS_MAX);
-    uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX], v[INBOX_RECORD_BYTES_MAX];
+    uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX], v[INBOX_VARINTS_BYTES_MAX];
     size_t n = ledger_inbox_key(consumer, key, k);
+    if (o->time_ms >= 0) { /* format 4; a time before 1970 keeps format 2's field */
+        size_t v_len = outcome_encode_varints(fingerprint, o, v);
+        int rc = store_put(t, STORE_DB_INBOX, k, n, v, v_len, MDB_NOOVERWRITE);
+        return rc == TALLY_ok ? ledger_inbox_time_collect(t, k, n, o->time_ms) : rc;
+    }
     v[0] = INBOX_RECORD_FORMAT;
     memcpy(v + 1, fingerprint, LEDGER_FINGERPRINT_STORED_BYTES);
     uint8_t *q = v + 1 + LEDGER_FINGERPRINT_STORED_BYTES;

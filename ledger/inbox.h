@@ -1,13 +1,20 @@
 /*
  * inbox.h — idempotency records: one outcome per (consumer, key).
  *
- * Database "inbox": key = consumer length (u8) | consumer | key; value =
- * format 2 | fingerprint (the first 16 bytes of the SHA-256) | code u16 |
- * time_ms i64 | first_seq u64 | event_count u32 | chain_count u8 |
- * failed_index u8 | chain codes (u16 each). Format 3, written only for a
- * rejection that has one of the two, appends original_seq u64 | failed
- * transfer id (16 bytes, zero: none). Format 1, written before December
- * 2026, is format 2 with the whole 32-byte fingerprint; all three are read.
+ * Database "inbox": key = consumer length (u8) | consumer | key; value
+ * (format 4, store format 11) = 4 | fingerprint (the first 16 bytes of
+ * the SHA-256) | code | time_ms | first_seq | event_count | chain_count |
+ * failed_index | chain codes, each a uvarint, then, only for a rejection
+ * that has one of the two, original_seq (uvarint) | failed transfer id (16
+ * bytes, zero: none). Against format 2's fixed fields that is 30 bytes
+ * instead of 41 for a transfer's record (time_ms 6 bytes, first_seq 3 at
+ * a million events), about 17 bytes of store per record with LMDB's node
+ * and page fill. A time_ms before 1970 (which no writer gives) keeps
+ * format 2 or 3. Format 2 = 2 | fingerprint | code u16 | time_ms i64 |
+ * first_seq u64 | event_count u32 | chain_count u8 | failed_index u8 |
+ * chain codes (u16 each); format 3 appends original_seq u64 | failed
+ * transfer id. Format 1, written before December 2026, is format 2 with
+ * the whole 32-byte fingerprint. All four are read.
  * Database "inbox_time": the index retention sweeps walk, one entry per
  * commit group listing its keys (format 3; per key before): inbox_time.h.
  */
