@@ -132,10 +132,118 @@ static size_t outcome_encode_varints(const uint8_t fingerprint[LEDGER_FINGERPRIN
     return len;
 }
 
+const char ledger_inbox_text_keys_mark[] = "inbox_text_keys";
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Whether key is a UUID's text in lower case (8-4-4-4-12 hex digits): its
+ * 16 bytes into out. */
+static bool uuid_text_pack(tally_str key, uint8_t out[16])
+{
+    if (key.len != LEDGER_INBOX_UUID_TEXT_BYTES)
+        return false;
+    size_t n = 0;
+    for (size_t i = 0; i < key.len;) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (key.ptr[i++] != '-')
+                return false;
+            continue;
+        }
+        int high = hex_digit(key.ptr[i]), low = hex_digit(key.ptr[i + 1]);
+        if (high < 0 || low < 0)
+            return false;
+        out[n++] = (uint8_t)(high << 4 | low);
+        i += 2;
+    }
+    return n == 16;
+}
+
+static void uuid_text_of(const uint8_t b[16], char out[LEDGER_INBOX_UUID_TEXT_BYTES])
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+}
+
 size_t ledger_inbox_key(tally_str consumer, tally_str key,
                         uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
 {
-    return ledger_pair_key(consumer, TALLY_CONSUMER_BYTES_MAX, key, TALLY_KEY_BYTES_MAX, out);
+    uint8_t packed[16];
+    if (!uuid_text_pack(key, packed))
+        return ledger_pair_key(consumer, TALLY_CONSUMER_BYTES_MAX, key, TALLY_KEY_BYTES_MAX, out);
+    size_t n = ledger_pair_key_prefix(consumer, TALLY_CONSUMER_BYTES_MAX, out);
+    out[0] |= LEDGER_INBOX_KEY_PACKED;
+    memcpy(out + n, packed, sizeof(packed));
+    return n + sizeof(packed);
+}
+
+size_t ledger_inbox_key_text(tally_str consumer, tally_str key,
+                             uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
+{
+    uint8_t packed[16];
+    return uuid_text_pack(key, packed)
+               ? ledger_pair_key(consumer, TALLY_CONSUMER_BYTES_MAX, key, TALLY_KEY_BYTES_MAX, out)
+               : 0;
+}
+
+bool ledger_inbox_key_split(const void *k, size_t len, tally_str *consumer, tally_str *key,
+                            char text[LEDGER_INBOX_UUID_TEXT_BYTES])
+{
+    const uint8_t *p = k;
+    if (len < 1 || !(p[0] & LEDGER_INBOX_KEY_PACKED))
+        return ledger_pair_key_split(k, len, TALLY_CONSUMER_BYTES_MAX, TALLY_KEY_BYTES_MAX,
+                                     consumer, key);
+    size_t c = p[0] & ~LEDGER_INBOX_KEY_PACKED;
+    if (c == 0 || c > TALLY_CONSUMER_BYTES_MAX || len != 1 + c + 16)
+        return false;
+    *consumer = (tally_str){(const char *)p + 1, c};
+    uuid_text_of(p + 1 + c, text);
+    *key = (tally_str){text, LEDGER_INBOX_UUID_TEXT_BYTES};
+    return true;
+}
+
+int ledger_inbox_text_keys_unmark(store_txn *t)
+{
+    MDB_val mark;
+    int rc = store_get(t, STORE_DB_META, ledger_inbox_text_keys_mark,
+                       strlen(ledger_inbox_text_keys_mark), &mark);
+    if (rc != TALLY_ok)
+        return rc == TALLY_not_found ? TALLY_ok : rc;
+    uint8_t last[LEDGER_INBOX_TIME_KEY_BYTES_MAX];
+    size_t last_len = mark.mv_size < sizeof(last) ? mark.mv_size : sizeof(last);
+    memcpy(last, mark.mv_data, last_len);
+    store_scan s;
+    rc = store_scan_begin(t, STORE_DB_INBOX_TIME, NULL, 0, false, &s);
+    if (rc != TALLY_ok)
+        return rc;
+    bool left = false; /* an entry up to the mark's */
+    if (store_scan_on(&s)) {
+        size_t n = s.key.mv_size < last_len ? s.key.mv_size : last_len;
+        int cmp = memcmp(s.key.mv_data, last, n);
+        left = cmp < 0 || (cmp == 0 && s.key.mv_size <= last_len);
+    }
+    rc = store_scan_end(&s, TALLY_ok);
+    if (rc == TALLY_ok && !left)
+        rc = store_del(t, STORE_DB_META, ledger_inbox_text_keys_mark,
+                       strlen(ledger_inbox_text_keys_mark));
+    return rc;
+}
+
+int ledger_inbox_text_keys_marked(store_txn *t, bool *is)
+{
+    MDB_val v;
+    int rc = store_get(t, STORE_DB_META, ledger_inbox_text_keys_mark,
+                       strlen(ledger_inbox_text_keys_mark), &v);
+    *is = rc == TALLY_ok;
+    return rc == TALLY_not_found ? TALLY_ok : rc;
 }
 
 int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t val_len,
@@ -144,8 +252,7 @@ int ledger_inbox_decode(const void *key, size_t key_len, const void *val, size_t
     const uint8_t *p = val;
     tally_str consumer, idempotency_key;
     memset(out, 0, sizeof(*out));
-    if (!ledger_pair_key_split(key, key_len, TALLY_CONSUMER_BYTES_MAX, TALLY_KEY_BYTES_MAX,
-                               &consumer, &idempotency_key) ||
+    if (!ledger_inbox_key_split(key, key_len, &consumer, &idempotency_key, out->key_text) ||
         val_len < 1)
         return TALLY_corrupt_record;
     size_t fp_len = fingerprint_bytes_of(p[0]);
@@ -193,6 +300,11 @@ int ledger_inbox_get(store_txn *t, tally_str consumer, tally_str key,
     size_t n = ledger_inbox_key(consumer, key, k);
     MDB_val val;
     int rc = store_get(t, STORE_DB_INBOX, k, n, &val);
+    bool marked = false;
+    size_t text_n;
+    if (rc == TALLY_not_found && (text_n = ledger_inbox_key_text(consumer, key, k)) != 0 &&
+        (rc = ledger_inbox_text_keys_marked(t, &marked)) == TALLY_ok)
+        rc = marked ? store_get(t, STORE_DB_INBOX, k, (n = text_n), &val) : TALLY_not_found;
     if (rc != TALLY_ok)
         return rc;
     rc = ledger_inbox_decode(k, n, val.mv_data, val.mv_size, out);

@@ -526,6 +526,11 @@ static int cause_record(audit *a, const log_event *ev, ledger_inbox_record *rec)
     MDB_val key = {n, k}, val;
     if (rc == TALLY_ok)
         rc = store_translate(mdb_cursor_get(a->inbox_cursor, &key, &val, MDB_SET));
+    /* a UUID key's record of a store upgraded from before format 12 */
+    if (rc == TALLY_not_found && (n = ledger_inbox_key_text(ev->consumer, ev->key, k)) != 0) {
+        key = (MDB_val){n, k};
+        rc = store_translate(mdb_cursor_get(a->inbox_cursor, &key, &val, MDB_SET));
+    }
     if (rc == TALLY_ok)
         rc = ledger_inbox_decode(k, n, val.mv_data, val.mv_size, rec);
     rec->consumer = ev->consumer; /* not the stack copy of the key */

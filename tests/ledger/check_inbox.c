@@ -699,6 +699,46 @@ START_TEST(test_record_formats_read_and_round_trip)
 }
 END_TEST
 
+/* A key that is a UUID's text in lower case is stored as its 16 bytes
+ * (the consumer length flagged); any other key, an upper-case UUID's text
+ * too, as given. Either replays, and reads back with its text. */
+START_TEST(test_uuid_keys_are_packed)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_open_bank_user_merchant(&ts);
+    const char *keys[] = {"0190ffff-0000-7000-8000-00000000abcd",
+                          "0190FFFF-0000-7000-8000-00000000ABCD",
+                          "0190ffff-0000-7000-8000-00000000abcg", "not-a-uuid"};
+    const size_t stored[] = {1 + 4 + 16, 1 + 4 + 36, 1 + 4 + 36, 1 + 4 + 10};
+    for (size_t i = 0; i < 4; i++) {
+        ledger_command pay = test_cmd_transfer(20 + i, USER, MERCHANT, 1);
+        ledger_outcome first = test_apply(&ts, "shop", keys[i], &pay);
+        ck_assert_int_eq(first.code, TALLY_ok);
+        uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX];
+        size_t n = ledger_inbox_key(tally_str_from("shop"), tally_str_from(keys[i]), k);
+        ck_assert_uint_eq(n, stored[i]);
+        ck_assert_uint_eq(k[0], i == 0 ? (4 | LEDGER_INBOX_KEY_PACKED) : 4);
+        ck_assert_uint_eq(ledger_inbox_key_text(tally_str_from("shop"), tally_str_from(keys[i]),
+                                                k),
+                          i == 0 ? 1 + 4 + 36 : 0);
+        store_txn t;
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+        n = ledger_inbox_key(tally_str_from("shop"), tally_str_from(keys[i]), k);
+        MDB_val v;
+        ck_assert_int_eq(store_get(&t, STORE_DB_INBOX, k, n, &v), TALLY_ok);
+        ledger_inbox_record r;
+        ck_assert_int_eq(ledger_inbox_decode(k, n, v.mv_data, v.mv_size, &r), TALLY_ok);
+        ck_assert(tally_str_equal(r.key, tally_str_from(keys[i])));
+        ck_assert(tally_str_equal(r.consumer, tally_str_from("shop")));
+        store_txn_abort(&t);
+        ledger_outcome again = test_apply(&ts, "shop", keys[i], &pay);
+        assert_replay_of(&again, &first);
+    }
+    test_finish(&ts);
+}
+END_TEST
+
 /* ---- suite ---- */
 
 #define TIMEOUT_S 60
@@ -719,6 +759,7 @@ static Suite *inbox_suite(void)
         {"storage", test_inbox_time_has_one_entry_per_record, TIMEOUT_S},
         {"storage", test_replay_after_reopen, TIMEOUT_S},
         {"storage", test_record_formats_read_and_round_trip, TIMEOUT_S},
+        {"storage", test_uuid_keys_are_packed, TIMEOUT_S},
         {"outer_transaction", test_aborted_outer_transaction_leaves_nothing, TIMEOUT_S},
         {"outer_transaction", test_rejected_command_keeps_batch_mates, TIMEOUT_S},
     };

@@ -6,15 +6,21 @@
  * What must hold, on a store whose transfer_index user data entries hold
  * the transfer's id (format 8; none since 9), whose "history" holds one
  * entry per seq (none since 10) and whose inbox records have fixed-width
- * fields (formats 2 and 3; format 4 since 11):
+ * fields (formats 2 and 3; format 4 since 11) under keys as given (a
+ * UUID's text packed since 12):
  *   - read only, and after a writer marked it current (tallyd --upgrade,
  *     nothing rewritten), tally-recon finds nothing;
  *   - transfer_query by user data, account_history and the replay of every
  *     stored key (its code, first seq, event count and original seq) give
  *     what they gave before the store was made format 8;
+ *   - the keys that are a UUID's text, stored as text before format 12,
+ *     are found (the upgrade marks the store: a lookup that misses the
+ *     packed key tries the text), and inbox retention removes the mark
+ *     with the last record of before;
  *   - new commands write the new forms (entries without an id, history
- *     blocks, inbox records of format 4), and the queries, the history and
- *     the audit take old and new together, in order.
+ *     blocks, inbox records of format 4 under packed keys), and the
+ *     queries, the history and the audit take old and new together, in
+ *     order.
  */
 #include "tests/support/test_support.h"
 
@@ -22,10 +28,13 @@
 #include "ledger/history.h"
 #include "ledger/history_block.h"
 #include "ledger/inbox.h"
+#include "ledger/inbox_time.h"
+#include "ledger/retention.h"
 #include "ledger/index.h"
 #include "ledger/query.h"
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ACCOUNTS 4
@@ -48,7 +57,14 @@ static ledger_command transfer(uint64_t i)
     return c;
 }
 
-static void key_of(uint64_t i, char out[16]) { snprintf(out, 16, "k-%llu", (unsigned long long)i); }
+/* Every other key is a UUID's text (packed since format 12). */
+static void key_of(uint64_t i, char out[40])
+{
+    if (i % 2 == 0)
+        snprintf(out, 40, "0190ffff-0000-7000-8000-%012llx", (unsigned long long)i);
+    else
+        snprintf(out, 40, "k-%llu", (unsigned long long)i);
+}
 
 static void history_of(test_store *ts, uint64_t account, uint64_t *seqs, uint32_t *n)
 {
@@ -64,7 +80,7 @@ static void fill(test_store *ts, before *b)
     test_store_open(ts);
     for (uint64_t a = 1; a <= ACCOUNTS; a++)
         test_setup_ok(ts, test_cmd_open(a, 1, 0));
-    char key[16];
+    char key[40];
     for (uint64_t i = 0; i < OLD_TRANSFERS; i++) {
         ledger_command c = transfer(i);
         key_of(i, key);
@@ -102,6 +118,65 @@ static size_t inbox_fixed(const ledger_inbox_record *r, uint8_t out[128])
         len += 24;
     }
     return len;
+}
+
+/* An inbox key as format 8 stored it (a UUID's text as text) into out:
+ * its length. */
+static size_t text_key(const void *k, size_t len, uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
+{
+    tally_str consumer, key;
+    char text[LEDGER_INBOX_UUID_TEXT_BYTES];
+    ck_assert(ledger_inbox_key_split(k, len, &consumer, &key, text));
+    size_t n = ledger_inbox_key_text(consumer, key, out);
+    if (n == 0)
+        memcpy(out, k, n = len);
+    return n;
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    const uint8_t *x = a, *y = b; /* length byte first, then the key */
+    int c = memcmp(x + 1, y + 1, x[0] < y[0] ? x[0] : y[0]);
+    return c ? c : (int)x[0] - (int)y[0];
+}
+
+/* The inbox_time group entries with their keys as format 8 stored them
+ * (sorted again, front-coded again). */
+static void text_keys_in_inbox_time(store_txn *t)
+{
+    static uint8_t keys[256][1 + LEDGER_INBOX_KEY_BYTES_MAX], value[8192],
+        entry_keys[64][LEDGER_INBOX_TIME_GROUP_KEY_BYTES];
+    static uint8_t values[64][8192];
+    static size_t value_lens[64];
+    size_t entries = 0;
+    store_scan s;
+    ck_assert_int_eq(store_scan_begin(t, STORE_DB_INBOX_TIME, NULL, 0, false, &s), TALLY_ok);
+    for (; store_scan_on(&s); store_scan_next(&s), entries++) {
+        ledger_inbox_time_entry e;
+        ck_assert_int_eq(ledger_inbox_time_decode(&s.key, &s.val, &e), TALLY_ok);
+        ck_assert(e.group && entries < 64 && s.key.mv_size == LEDGER_INBOX_TIME_GROUP_KEY_BYTES);
+        memcpy(entry_keys[entries], s.key.mv_data, s.key.mv_size);
+        ledger_inbox_time_iter it;
+        ledger_inbox_time_iter_init(&it, &e);
+        size_t n = 0;
+        while (ledger_inbox_time_next(&it)) {
+            ck_assert_uint_lt(n, 256);
+            keys[n][0] = (uint8_t)text_key(it.key, it.len, keys[n] + 1);
+            n++;
+        }
+        qsort(keys, n, sizeof(keys[0]), compare_keys);
+        size_t len = 0;
+        for (size_t i = 0; i < n; i++)
+            len += ledger_inbox_time_encode(i ? keys[i - 1] + 1 : NULL, i ? keys[i - 1][0] : 0,
+                                            keys[i] + 1, keys[i][0], value + len);
+        memcpy(values[entries], value, len);
+        value_lens[entries] = len;
+    }
+    ck_assert_int_eq(store_scan_end(&s, TALLY_ok), TALLY_ok);
+    for (size_t i = 0; i < entries; i++)
+        ck_assert_int_eq(store_put(t, STORE_DB_INBOX_TIME, entry_keys[i],
+                                   LEDGER_INBOX_TIME_GROUP_KEY_BYTES, values[i], value_lens[i], 0),
+                         TALLY_ok);
 }
 
 /* The rows a scan of db would rewrite: keys and values copied. */
@@ -146,18 +221,21 @@ static void make_format_8(test_store *ts, rows *r)
                     ledger_history_key(b.account_id, b.seqs[j], key);
                     ck_assert_int_eq(store_put(&t, dbs[d], key, 16, "", 0, 0), TALLY_ok);
                 }
-            } else {
+            } else { /* fixed-width fields, under the key's text */
                 ledger_inbox_record rec;
-                uint8_t fixed[128];
+                uint8_t fixed[128], text[LEDGER_INBOX_KEY_BYTES_MAX];
                 ck_assert_int_eq(ledger_inbox_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size,
                                                      &rec),
                                  TALLY_ok);
                 size_t len = inbox_fixed(&rec, fixed);
-                ck_assert_int_eq(store_put(&t, dbs[d], k.mv_data, k.mv_size, fixed, len, 0),
-                                 TALLY_ok);
+                size_t n = text_key(k.mv_data, k.mv_size, text);
+                if (n != k.mv_size)
+                    ck_assert_int_eq(store_del(&t, dbs[d], k.mv_data, k.mv_size), TALLY_ok);
+                ck_assert_int_eq(store_put(&t, dbs[d], text, n, fixed, len, 0), TALLY_ok);
             }
         }
     }
+    text_keys_in_inbox_time(&t);
     uint8_t eight[4];
     put_u32_be(eight, 8);
     ck_assert_int_eq(store_put(&t, STORE_DB_META, "format_version", 14, eight, 4, 0), TALLY_ok);
@@ -212,7 +290,7 @@ static void expect_answers(test_store *ts, const before *b, uint64_t transfers,
         for (uint32_t i = 0; i < b->history_n[a]; i++)
             ck_assert_uint_eq(seqs[i], b->history[a][i]);
     }
-    char key[16];
+    char key[40];
     for (uint64_t i = 0; i <= OLD_TRANSFERS; i++) {
         ledger_command c = transfer(i);
         if (i == OLD_TRANSFERS)
@@ -250,6 +328,16 @@ static void count_forms(test_store *ts, store_db db, uint64_t *old, uint64_t *no
     store_txn_abort(&t);
 }
 
+static bool text_keys_marked(test_store *ts)
+{
+    store_txn t;
+    bool is = false;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_inbox_text_keys_marked(&t, &is), TALLY_ok);
+    store_txn_abort(&t);
+    return is;
+}
+
 START_TEST(format_8_store_reads_and_upgrades)
 {
     test_store ts;
@@ -271,11 +359,12 @@ START_TEST(format_8_store_reads_and_upgrades)
     ck_assert_uint_eq(ids[0], OLD_TRANSFERS);
     test_store_reopen(&ts); /* the writer, with --upgrade */
     ck_assert_uint_eq(store_upgraded_from(ts.st), 8);
+    ck_assert(text_keys_marked(&ts));
     test_assert_invariants(&ts);
     expect_answers(&ts, &b, OLD_TRANSFERS, NULL, 0);
     /* new commands: the new forms beside the old */
     uint64_t new_ids[NEW_TRANSFERS];
-    char key[16];
+    char key[40];
     for (uint64_t i = OLD_TRANSFERS; i < OLD_TRANSFERS + NEW_TRANSFERS; i++) {
         ledger_command c = transfer(i);
         key_of(i, key);
@@ -292,6 +381,19 @@ START_TEST(format_8_store_reads_and_upgrades)
     ck_assert_uint_gt(old, 0);
     ck_assert_uint_gt(now, 0);
     expect_answers(&ts, &b, OLD_TRANSFERS + NEW_TRANSFERS, new_ids, NEW_TRANSFERS);
+    /* inbox retention removes the records of before: the mark goes with
+     * the last of them, and the keys are free */
+    ck_assert(text_keys_marked(&ts));
+    ts.now_ms += 8 * INT64_C(86400000);
+    ledger_retention opt = {.inbox_window_ms = 7 * INT64_C(86400000), .batch = 1000};
+    ledger_retention_work w;
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, &opt, &w), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(w.inbox_removed, ACCOUNTS + OLD_TRANSFERS + 1 + NEW_TRANSFERS);
+    ck_assert(!text_keys_marked(&ts));
+    ck_assert_uint_eq(test_count(&ts, STORE_DB_INBOX), 0);
     test_finish(&ts);
 }
 END_TEST
