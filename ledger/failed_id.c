@@ -7,7 +7,6 @@
 #include "common/error.h"
 #include "common/limits.h"
 #include "ledger/inbox.h"
-#include "ledger/pair_key.h"
 
 #include <assert.h>
 #include <string.h>
@@ -32,9 +31,8 @@ int ledger_failed_id_decode(const void *key, size_t key_len, const void *val, si
     memcpy(out->id.bytes, key, 16);
     out->code = get_u16_be(p + 1);
     out->time_ms = (int64_t)get_u64_be(p + 3);
-    bool split = ledger_pair_key_split(p + FAILED_ID_FIXED_BYTES, val_len - FAILED_ID_FIXED_BYTES,
-                                       TALLY_CONSUMER_BYTES_MAX, TALLY_KEY_BYTES_MAX,
-                                       &out->consumer, &out->key);
+    bool split = ledger_inbox_key_split(p + FAILED_ID_FIXED_BYTES, val_len - FAILED_ID_FIXED_BYTES,
+                                        &out->consumer, &out->key, out->key_text);
     if (!split || tally_id128_is_zero(&out->id) || !ledger_failed_id_remembers(out->code) ||
         out->time_ms <= 0 || out->time_ms > TALLY_TIME_MS_MAX)
         return TALLY_corrupt_record;

@@ -13,12 +13,14 @@
  *
  * Database "failed_ids": key = transfer id (16 bytes); value = format 1 |
  * code u16 (the rejection) | time_ms i64 (the attempt's commit time) |
- * inbox key of the attempt (consumer length u8 | consumer | key).
+ * inbox key of the attempt (ledger_inbox_key's: consumer length u8 |
+ * consumer | key, or packed).
  */
 #ifndef TALLY_LEDGER_FAILED_ID_H
 #define TALLY_LEDGER_FAILED_ID_H
 
 #include "common/bytes.h"
+#include "ledger/inbox.h"
 #include "log/store.h"
 
 #include <stdbool.h>
@@ -29,7 +31,8 @@ typedef struct ledger_failed_id {
     int code;          /* the business rejection the transfer failed with */
     int64_t time_ms;   /* commit time of the failed attempt */
     tally_str consumer;/* the attempt's inbox key; point into the value */
-    tally_str key;
+    tally_str key;     /* also, for a packed key, into key_text below */
+    char key_text[LEDGER_INBOX_UUID_TEXT_BYTES];
 } ledger_failed_id;
 
 /* Does a transfer that fails with code leave its id failed? Business

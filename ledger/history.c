@@ -8,6 +8,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "ledger/history_block.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -84,8 +85,36 @@ static int tail_write(store_txn *t, uint64_t account_id, const uint64_t *seqs, u
     return store_put(t, STORE_DB_HISTORY_TAIL, key, sizeof(key), value, 1 + 8 * (size_t)count, 0);
 }
 
-static int indexed_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
-                        uint64_t *seqs, uint32_t max, uint32_t *count);
+/* A fold whose seqs are all above the account's in "history" (the
+ * writer's: seqs only grow): the tail's, then the new keys', as blocks
+ * (ledger/history_block.h), HISTORY_BLOCK_SEQS_MAX at a time. */
+static int fold_blocks(store_txn *t, uint64_t account_id, const uint64_t *tail, uint32_t stored,
+                       const uint8_t *keys, size_t n)
+{
+    uint64_t seqs[HISTORY_BLOCK_SEQS_MAX];
+    size_t have = 0;
+    int rc = TALLY_ok;
+    for (size_t i = 0; i < stored + n && rc == TALLY_ok; i++) {
+        seqs[have++] = i < stored ? tail[i] : get_u64_be(keys + (i - stored) * HISTORY_KEY_BYTES + 8);
+        if (have == HISTORY_BLOCK_SEQS_MAX || i + 1 == stored + n) {
+            rc = ledger_history_blocks_append(t, account_id, seqs, have);
+            have = 0;
+        }
+    }
+    return rc;
+}
+
+/* A fold with a seq not above the account's in "history" or its tail
+ * (never the writer's; a repair could): each seq put where it falls. */
+static int fold_each(store_txn *t, uint64_t account_id, const uint64_t *tail, uint32_t stored,
+                     const uint8_t *keys, size_t n)
+{
+    int rc = TALLY_ok;
+    for (size_t i = 0; i < stored + n && rc == TALLY_ok; i++)
+        rc = ledger_history_block_insert(
+            t, account_id, i < stored ? tail[i] : get_u64_be(keys + (i - stored) * HISTORY_KEY_BYTES + 8));
+    return rc;
+}
 
 /* One account's new keys (n, sorted) appended to its tail, or with the
  * tail folded into "history" when that makes HISTORY_TAIL_MAX seqs or
@@ -118,12 +147,8 @@ static int write_account(store_txn *t, uint64_t account_id, const uint8_t *keys,
             return tail_write(t, account_id, tail, have);
     }
     /* Fold: the tail as stored (tail[0..stored)), then the new keys. */
-    uint8_t tail_keys[HISTORY_TAIL_MAX * HISTORY_KEY_BYTES];
-    for (uint32_t i = 0; i < stored; i++)
-        ledger_history_key(account_id, tail[i], tail_keys + i * HISTORY_KEY_BYTES);
-    rc = store_put_sorted(t, STORE_DB_HISTORY, tail_keys, HISTORY_KEY_BYTES, stored, 0);
-    if (rc == TALLY_ok)
-        rc = store_put_sorted(t, STORE_DB_HISTORY, keys, HISTORY_KEY_BYTES, n, 0);
+    rc = first > last ? fold_blocks(t, account_id, tail, stored, keys, n)
+                      : fold_each(t, account_id, tail, stored, keys, n);
     return rc == TALLY_ok && stored > 0 ? tail_write(t, account_id, NULL, 0) : rc;
 }
 
@@ -477,7 +502,7 @@ int ledger_history_del(store_txn *t, uint64_t account_id, uint64_t seq)
         return rc;
     uint8_t key[HISTORY_KEY_BYTES];
     ledger_history_key(account_id, seq, key);
-    rc = store_del(t, STORE_DB_HISTORY, key, sizeof(key));
+    rc = ledger_history_block_del(t, account_id, seq);
     if (rc != TALLY_not_found)
         return rc;
     uint64_t tail[HISTORY_TAIL_MAX];
@@ -500,8 +525,7 @@ int ledger_history_has(store_txn *t, uint64_t account_id, uint64_t seq)
         return rc;
     uint8_t key[HISTORY_KEY_BYTES];
     ledger_history_key(account_id, seq, key);
-    MDB_val v;
-    rc = store_get(t, STORE_DB_HISTORY, key, sizeof(key), &v);
+    rc = ledger_history_block_has(t, account_id, seq);
     if (rc != TALLY_not_found)
         return rc;
     uint64_t tail[HISTORY_TAIL_MAX];
@@ -521,22 +545,7 @@ int ledger_history_has(store_txn *t, uint64_t account_id, uint64_t seq)
 static int indexed_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,
                         uint64_t *seqs, uint32_t max, uint32_t *count)
 {
-    uint8_t key[HISTORY_KEY_BYTES];
-    uint64_t start = reverse ? (cursor ? cursor : UINT64_MAX) : cursor + 1;
-    ledger_history_key(account_id, start, key);
-    store_scan s; /* reverse: from the last entry below the start */
-    int rc = store_scan_begin(t, STORE_DB_HISTORY, key, sizeof(key), reverse, &s);
-    if (rc != TALLY_ok)
-        return rc;
-    for (; store_scan_on(&s) && *count < max && s.key.mv_size == 16 &&
-           get_u64_be(s.key.mv_data) == account_id;
-         store_scan_next(&s)) {
-        uint64_t seq = get_u64_be((const uint8_t *)s.key.mv_data + 8);
-        if (reverse && cursor && seq >= cursor)
-            break;
-        seqs[(*count)++] = seq;
-    }
-    return store_scan_end(&s, TALLY_ok);
+    return ledger_history_block_seqs(t, account_id, reverse, cursor, seqs, max, count);
 }
 
 int ledger_history_seqs(store_txn *t, uint64_t account_id, bool reverse, uint64_t cursor,

@@ -2,11 +2,14 @@
  * history.h — the account history index: which transfer events touched an
  * account, in commit order, for `account_history` paged by seq.
  *
- * Database "history": key = account id (u64 BE) | seq (u64 BE), value
- * empty: one entry per account per transfer event, so an account's history
- * is one key range in commit order, and the event at seq names the
- * transfer. Stores written before December 2026 hold the 16-byte transfer
- * id as the value; readers accept both, and tally-recon checks such an id.
+ * Database "history" (store format 10): key = account id (u64 BE) | the
+ * block's last seq (u64 BE), value = a block of the account's seqs, the
+ * 16 or so of one fold, as gaps (ledger/history_block.h): an account's
+ * history is one key range in commit order, and the event at each seq
+ * names the transfer. Before format 10 an entry held one seq (key =
+ * account | seq, value empty, or in stores written before December 2026
+ * the 16-byte transfer id, which tally-recon checks); readers take such an
+ * entry as a block of one.
  *
  * Database "history_tail" (store format 4): key = account id (u64 BE),
  * value = the format byte 1 then 1 to HISTORY_TAIL_MAX seqs (u64 BE,
@@ -51,13 +54,12 @@
  * order) and, when it folds (above), writes them per account, in ascending account order: the
  * account's new seqs are appended to its tail (read, rewritten); when that
  * makes HISTORY_TAIL_MAX or more, the tail and the new seqs are put into
- * "history" in ascending order through one cursor (store_put_sorted,
- * flags 0: consecutive keys on one leaf cost no descent from the root)
+ * "history" as blocks of up to HISTORY_BLOCK_SEQS_MAX (one put per block)
  * and the tail record deleted. A tail as stored holds 1 to
  * HISTORY_TAIL_MAX - 1 seqs; readers accept up to HISTORY_TAIL_MAX. Seqs only grow, so a new seq is above the account's tail (or,
  * with no tail, its last "history" seq); one that is not (never written
- * by the ledger; a repair could) is folded with the tail, so the order
- * above holds. A failed put is remembered in the transaction
+ * by the ledger; a repair could) is folded with the tail, each seq put
+ * into the block whose range holds it, so the order above holds. A failed put is remembered in the transaction
  * and the commit refuses it (storage_full, transaction_full, ...). So the
  * pages of a group's entries are taken at its commit, not as each command
  * applies: on a map that can no longer grow, a group whose commands all

@@ -6,6 +6,7 @@
 #include "ledger/index.h"
 
 #include "common/error.h"
+#include "log/log.h"
 
 #include <assert.h>
 #include <string.h>
@@ -82,6 +83,12 @@ size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_IN
     return n;
 }
 
+static bool kind_is_user_data(unsigned kind)
+{
+    return kind == LEDGER_INDEX_USER_DATA_128 || kind == LEDGER_INDEX_USER_DATA_64 ||
+           kind == LEDGER_INDEX_USER_DATA_32;
+}
+
 int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r)
 {
     assert(r->id_bytes == 8 || r->id_bytes == 16);
@@ -89,9 +96,58 @@ int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r)
     ledger_index_key keys[LEDGER_INDEX_ENTRIES_MAX];
     size_t n = ledger_index_keys(r, keys);
     int rc = TALLY_ok;
-    for (size_t i = 0; i < n && rc == TALLY_ok; i++)
-        rc = store_put(t, db, keys[i].bytes, keys[i].len, r->id, r->id_bytes, 0);
+    for (size_t i = 0; i < n && rc == TALLY_ok; i++) {
+        /* a transfer's user data entries: the seq in the key names it */
+        size_t id_bytes = r->id_bytes == 16 && kind_is_user_data(keys[i].bytes[0]) ? 0
+                                                                                   : r->id_bytes;
+        rc = store_put(t, db, keys[i].bytes, keys[i].len, r->id, id_bytes, 0);
+    }
     return rc;
+}
+
+/* The transfer the event at seq created into *out: TALLY_not_found when
+ * the log no longer holds seq. */
+static int created_by_event(store_txn *t, uint64_t seq, tally_id128 *out)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    log_event ev;
+    int rc = log_event_load(t, seq, &up, &ev);
+    if (rc == TALLY_ok && ev.entity.kind == LOG_ENTITY_TRANSFER &&
+        log_event_type_is(&ev, LOG_EVENT_TRANSFER_CREATED))
+        *out = ev.entity.transfer_id;
+    else if (rc == TALLY_ok)
+        rc = TALLY_corrupt_record;
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
+int ledger_index_transfer_id(store_txn *t, const MDB_val *key, const MDB_val *val,
+                             tally_id128 *out)
+{
+    if (val->mv_size == 16) { /* ALL, ACCOUNT, or user data of store format 8 */
+        memcpy(out->bytes, val->mv_data, 16);
+        return TALLY_ok;
+    }
+    const uint8_t *k = key->mv_data;
+    if (val->mv_size != 0 || key->mv_size < 1 || !kind_is_user_data(k[0]) ||
+        key->mv_size != 1 + ledger_index_value_bytes(k[0]) + LEDGER_INDEX_POSITION_BYTES)
+        return TALLY_corrupt_record;
+    const uint8_t *pos = k + key->mv_size - LEDGER_INDEX_POSITION_BYTES;
+    int rc = created_by_event(t, get_u64_be(pos + 8), out);
+    if (rc != TALLY_not_found)
+        return rc;
+    /* retired: its creating event is gone, its ALL entry is at the same
+     * position (ledger_index_retire, in the sweep that removed it) */
+    uint8_t all[1 + LEDGER_INDEX_POSITION_BYTES];
+    all[0] = LEDGER_INDEX_ALL;
+    memcpy(all + 1, pos, LEDGER_INDEX_POSITION_BYTES);
+    MDB_val v;
+    rc = store_get(t, STORE_DB_TRANSFER_INDEX, all, sizeof(all), &v);
+    if (rc == TALLY_ok && v.mv_size == 16)
+        memcpy(out->bytes, v.mv_data, 16);
+    return rc == TALLY_not_found || (rc == TALLY_ok && v.mv_size != 16) ? TALLY_corrupt_record
+                                                                         : rc;
 }
 
 int ledger_index_retire(store_txn *t, const ledger_indexed *r)

@@ -7,7 +7,14 @@
  * Databases "account_index" and "transfer_index" (store format 7): key =
  * kind u8, the indexed value big-endian (its width fixed by the kind),
  * created_ms i64, created_seq u64; value = the record's id (8 bytes for an
- * account, 16 for a transfer). An account has the entries ALL, LEDGER,
+ * account, 16 for a transfer), except on a transfer's USER_DATA_* entries
+ * (store format 9): empty, the key's created_seq names the transfer
+ * (ledger_index_transfer_id): the transfer.created event at that seq, or
+ * once retention removed it, the transfer's ALL entry at the same
+ * (created_ms, created_seq). The 16 bytes of id were a third of such an
+ * entry (about 25 bytes of store each, with LMDB's node and page fill);
+ * format 8's entries, which hold the id, are read as well, so the upgrade
+ * rewrites none. An account has the entries ALL, LEDGER,
  * CODE, and each USER_DATA_* that is not 0. A transfer has each
  * USER_DATA_* that is not 0, and no LEDGER or CODE: they would cost two
  * entries (about 100 bytes with their pages) on every transfer, and a
@@ -105,12 +112,23 @@ size_t ledger_index_prefix(ledger_index_kind kind, const uint8_t *value, uint8_t
 size_t ledger_index_keys(const ledger_indexed *r, ledger_index_key out[LEDGER_INDEX_ENTRIES_MAX]);
 
 /* Put r's entries into db (STORE_DB_ACCOUNT_INDEX or
- * STORE_DB_TRANSFER_INDEX): TALLY_ok or a fault. */
+ * STORE_DB_TRANSFER_INDEX), a transfer's USER_DATA_* ones with no value:
+ * TALLY_ok or a fault. */
 int ledger_index_put(store_txn *t, store_db db, const ledger_indexed *r);
 
 /* Put the ALL and ACCOUNT entries of the transfer r, whose creating event
  * log retention removes (r->retired): TALLY_ok or a fault. */
 int ledger_index_retire(store_txn *t, const ledger_indexed *r);
+
+/* The id of the transfer a transfer_index entry (key, val) names into
+ * *out: its value, or for an entry without one (a USER_DATA_* entry,
+ * store format 9) the transfer created by the log event at the key's
+ * created_seq, else (retention removed that event) the value of the ALL
+ * entry at the key's position. TALLY_ok, TALLY_corrupt_record (a garbled
+ * entry, an event that created no transfer, neither event nor ALL entry)
+ * or a fault. */
+int ledger_index_transfer_id(store_txn *t, const MDB_val *key, const MDB_val *val,
+                             tally_id128 *out);
 
 /* The meta mark of an upgraded store whose indexes are still to build. */
 extern const char ledger_index_pending_key[];

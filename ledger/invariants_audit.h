@@ -50,6 +50,7 @@ typedef struct audit {
     int64_t inbox_swept_ms; /* inbox retention: records up to this time are gone */
     history_sums inbox_keys; /* the inbox's keys (see audit_inbox_key_add) */
     uint64_t recent_last_seq; /* the history_recent walk: the last record's largest seq */
+    uint64_t block_account, block_last; /* the history walk: the block before's */
     int64_t time_mark_ms; /* creation_times: what an import must pass (ledger/imported.h) */
     int fault;
 } audit;

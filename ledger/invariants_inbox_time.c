@@ -46,8 +46,8 @@ void audit_inbox_key_add(const audit *a, history_sums *s, const void *key, size_
 static void name_key(const uint8_t *key, size_t len, char out[256])
 {
     tally_str consumer, k;
-    if (ledger_pair_key_split(key, len, TALLY_CONSUMER_BYTES_MAX, TALLY_KEY_BYTES_MAX, &consumer,
-                              &k))
+    char text[LEDGER_INBOX_UUID_TEXT_BYTES];
+    if (ledger_inbox_key_split(key, len, &consumer, &k, text))
         snprintf(out, 256, "inbox:%.*s/%.*s", (int)consumer.len, consumer.ptr, (int)k.len, k.ptr);
     else
         snprintf(out, 256, "inbox_time");

@@ -4,7 +4,9 @@
  * Every record has each of its entries, naming it; every entry names a
  * record whose entries include it. A transfer created at or below the log
  * floor (retired: its creating event is gone) has its two ACCOUNT entries
- * as well. Skipped while an upgraded store's
+ * as well. A transfer's user data entries name it by their seq
+ * (ledger_index_transfer_id): through the log, or once retired its ALL
+ * entry. Skipped while an upgraded store's
  * indexes are still to be built (meta "index_pending").
  */
 #include "ledger/invariants_audit.h"
@@ -60,6 +62,26 @@ static void entity_name(store_db index, const uint8_t *id, size_t id_len, char o
     }
 }
 
+/* The id an entry (key, val) of index names into out (its length into
+ * *out_len): TALLY_ok, TALLY_corrupt_record (it names none) or a fault. */
+static int entry_id(audit *a, store_db index, const MDB_val *key, const MDB_val *val,
+                    uint8_t out[16], size_t *out_len)
+{
+    if (index == STORE_DB_ACCOUNT_INDEX) {
+        *out_len = val->mv_size <= 16 ? val->mv_size : 0;
+        memcpy(out, val->mv_data, *out_len);
+        return TALLY_ok;
+    }
+    tally_id128 id;
+    *out_len = 0;
+    int rc = ledger_index_transfer_id(a->t, key, val, &id);
+    if (rc == TALLY_ok) {
+        memcpy(out, id.bytes, 16);
+        *out_len = 16;
+    }
+    return rc;
+}
+
 /* A record: each of its entries is there and names it. */
 static void check_record(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
 {
@@ -70,19 +92,25 @@ static void check_record(audit *a, const MDB_val *k, const MDB_val *v, void *ctx
     if (!entries_of(a, index, k->mv_data, k->mv_size, keys, &n))
         return;
     for (size_t i = 0; i < n; i++) {
-        MDB_val got;
+        MDB_val key = {keys[i].len, keys[i].bytes}, got;
+        uint8_t id[16] = {0};
+        size_t id_len = 0;
         int rc = store_get(a->t, index, keys[i].bytes, keys[i].len, &got);
-        if (rc != TALLY_ok && rc != TALLY_not_found) {
+        if (rc == TALLY_ok)
+            rc = entry_id(a, index, &key, &got, id, &id_len);
+        if (rc != TALLY_ok && rc != TALLY_not_found && rc != TALLY_corrupt_record) {
             a->fault = rc;
             return;
         }
-        if (rc == TALLY_ok && got.mv_size == k->mv_size &&
-            memcmp(got.mv_data, k->mv_data, k->mv_size) == 0)
+        if (rc == TALLY_ok && id_len == k->mv_size && memcmp(id, k->mv_data, id_len) == 0)
             continue;
         char name[64];
         entity_name(index, k->mv_data, k->mv_size, name);
         audit_report(a, CHECK, name, "%s entry of kind %u %s", store_db_name(index),
-                     keys[i].bytes[0], rc == TALLY_ok ? "names another record" : "is missing");
+                     keys[i].bytes[0],
+                     rc == TALLY_ok              ? "names another record"
+                     : rc == TALLY_corrupt_record ? "names no record"
+                                                  : "is missing");
     }
 }
 
@@ -93,8 +121,15 @@ static void check_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
     ledger_index_key keys[LEDGER_INDEX_ENTRIES_MAX];
     size_t n = 0;
     char name[64];
-    entity_name(index, v->mv_data, v->mv_size, name);
-    if (!entries_of(a, index, v->mv_data, v->mv_size, keys, &n)) {
+    uint8_t id[16] = {0};
+    size_t id_len = 0;
+    int rc = entry_id(a, index, k, v, id, &id_len);
+    if (rc != TALLY_ok && rc != TALLY_corrupt_record) {
+        a->fault = rc;
+        return;
+    }
+    entity_name(index, id, id_len, name);
+    if (rc != TALLY_ok || !entries_of(a, index, id, id_len, keys, &n)) {
         audit_report(a, CHECK, name, "%s entry (kind %u) names no record", store_db_name(index),
                      k->mv_size ? ((const uint8_t *)k->mv_data)[0] : 0);
         return;

@@ -11,6 +11,7 @@
 #include "common/limits.h"
 #include "common/msgpack_safe.h"
 #include "ledger/history.h"
+#include "ledger/history_block.h"
 #include "log/log.h"
 
 #include <inttypes.h>
@@ -525,6 +526,11 @@ static int cause_record(audit *a, const log_event *ev, ledger_inbox_record *rec)
     MDB_val key = {n, k}, val;
     if (rc == TALLY_ok)
         rc = store_translate(mdb_cursor_get(a->inbox_cursor, &key, &val, MDB_SET));
+    /* a UUID key's record of a store upgraded from before format 12 */
+    if (rc == TALLY_not_found && (n = ledger_inbox_key_text(ev->consumer, ev->key, k)) != 0) {
+        key = (MDB_val){n, k};
+        rc = store_translate(mdb_cursor_get(a->inbox_cursor, &key, &val, MDB_SET));
+    }
     if (rc == TALLY_ok)
         rc = ledger_inbox_decode(k, n, val.mv_data, val.mv_size, rec);
     rec->consumer = ev->consumer; /* not the stack copy of the key */
@@ -686,27 +692,39 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
     msgpack_unpacked_destroy(&up);
 }
 
-/* A "history" entry (account id | seq -> nothing, or the transfer id in
- * stores from before December 2026): its fingerprint into *sums, or (sums
- * NULL) the entry checked against the log. */
+/* A "history" entry, a block of an account's seqs (ledger/history_block.h;
+ * one seq with its transfer id in stores from before December 2026): well
+ * formed and above the account's block before; its seqs' fingerprints
+ * into *sums, or (sums NULL) each checked against the log. */
 static void history_entry(audit *a, const MDB_val *k, const MDB_val *v, void *ctx)
 {
     history_sums *sums = ctx;
-    if (k->mv_size != 16 || (v->mv_size != 0 && v->mv_size != 16)) {
+    history_block b;
+    const char *why;
+    if (ledger_history_block_decode(k, v, &b, &why) != TALLY_ok) {
         if (sums)
-            audit_report(a, "history", "history", "an entry of %zu/%zu bytes is corrupt", k->mv_size,
-                   v->mv_size);
+            audit_report(a, "history", "history", "an entry of %zu/%zu bytes is corrupt: %s",
+                         k->mv_size, v->mv_size, why);
         return;
     }
-    uint64_t account = get_u64_be(k->mv_data), seq = get_u64_be((uint8_t *)k->mv_data + 8);
-    const uint8_t *id = v->mv_size == 16 ? v->mv_data : NULL;
-    if (sums)
-        history_sums_add(a, sums, account, seq);
-    /* The sums cover (account, seq): an old entry's transfer id is checked
-     * against its event in the first walk (sums given); the second walk,
-     * run when the sums differ, checks the others. */
-    if (sums ? id != NULL : id == NULL)
-        check_history_entry(a, account, seq, id);
+    if (sums && b.account_id == a->block_account && b.seqs[0] <= a->block_last) {
+        char name[64];
+        audit_name_account(b.account_id, name);
+        audit_report(a, "history", name,
+                     "block seq %" PRIu64 " is not above the block before's (%" PRIu64 ")",
+                     b.seqs[0], a->block_last);
+    }
+    a->block_account = b.account_id;
+    a->block_last = b.seqs[b.count - 1];
+    for (uint32_t i = 0; i < b.count; i++) {
+        if (sums)
+            history_sums_add(a, sums, b.account_id, b.seqs[i]);
+        /* The sums cover (account, seq): an old entry's transfer id is
+         * checked against its event in the first walk (sums given); the
+         * second walk, run when the sums differ, checks the others. */
+        if (sums ? b.transfer_id != NULL : b.transfer_id == NULL)
+            check_history_entry(a, b.account_id, b.seqs[i], b.transfer_id);
+    }
 }
 
 /* A "history_tail" record (account id -> format, seqs): well formed, every
@@ -793,6 +811,7 @@ static void history_recent_entry(audit *a, const MDB_val *k, const MDB_val *v, v
 /* The walks of the index: "history", "history_tail", "history_recent". */
 static int walk_history(audit *a, history_sums *sums)
 {
+    a->block_account = a->block_last = 0;
     int rc = audit_walk_db(a, STORE_DB_HISTORY, sums ? "history" : "history entries", NULL,
                            history_entry, sums);
     if (rc == TALLY_ok)

@@ -59,10 +59,11 @@ static bool fields_match(const ledger_query *q, uint32_t ledger, uint16_t code,
            (want->user_data_32 == 0 || want->user_data_32 == u->user_data_32);
 }
 
-/* One entry's record: decode, filter and hand over. *taken when it was
- * handed to the caller's fn; a return other than TALLY_ok stops the walk. */
-typedef int (*visit_fn)(store_txn *t, const ledger_query *q, const MDB_val *id, bool *taken,
-                        void *ctx);
+/* One entry's record (the entry: key, val): decode, filter and hand over.
+ * *taken when it was handed to the caller's fn; a return other than
+ * TALLY_ok stops the walk. */
+typedef int (*visit_fn)(store_txn *t, const ledger_query *q, const MDB_val *key,
+                        const MDB_val *val, bool *taken, void *ctx);
 
 typedef struct walk {
     store_txn *t;
@@ -123,7 +124,7 @@ static int walk_run(walk *w, store_scan *s, visit_fn visit, void *ctx, ledger_qu
         }
         (*examined)++;
         bool taken = false;
-        int rc = visit(w->t, w->q, &s->val, &taken, ctx);
+        int rc = visit(w->t, w->q, &s->key, &s->val, &taken, ctx);
         if (rc != TALLY_ok)
             return rc;
         page->count += taken;
@@ -174,9 +175,10 @@ typedef struct account_visit {
     void *ctx;
 } account_visit;
 
-static int visit_account(store_txn *t, const ledger_query *q, const MDB_val *id, bool *taken,
-                         void *ctx)
+static int visit_account(store_txn *t, const ledger_query *q, const MDB_val *key,
+                         const MDB_val *id, bool *taken, void *ctx)
 {
+    (void)key;
     account_visit *v = ctx;
     if (id->mv_size != 8)
         return TALLY_corrupt_record;
@@ -211,16 +213,12 @@ typedef struct transfer_visit {
     void *ctx;
 } transfer_visit;
 
-static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id, bool *taken,
-                          void *ctx)
+/* The transfer id: filter and hand over. */
+static int take_transfer(store_txn *t, const ledger_query *q, const tally_id128 *id, bool *taken,
+                         transfer_visit *v)
 {
-    transfer_visit *v = ctx;
-    if (id->mv_size != 16)
-        return TALLY_corrupt_record;
-    tally_id128 tid;
-    memcpy(tid.bytes, id->mv_data, 16);
     ledger_transfer_record r;
-    int rc = ledger_transfer_get(t, &tid, &r);
+    int rc = ledger_transfer_get(t, id, &r);
     if (rc == TALLY_not_found)
         return TALLY_corrupt_record;
     int64_t max_ms = q->timestamp_max_ms ? q->timestamp_max_ms : INT64_MAX;
@@ -232,6 +230,14 @@ static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *id
         return TALLY_ok;
     *taken = true;
     return v->fn(&r, v->ctx);
+}
+
+static int visit_transfer(store_txn *t, const ledger_query *q, const MDB_val *key,
+                          const MDB_val *val, bool *taken, void *ctx)
+{
+    tally_id128 id;
+    int rc = ledger_index_transfer_id(t, key, val, &id);
+    return rc == TALLY_ok ? take_transfer(t, q, &id, taken, ctx) : rc;
 }
 
 /* ---- transfers by seq: an account's history, or the log ---- */
@@ -379,8 +385,7 @@ static int seq_visit(store_txn *t, const ledger_query *q, uint64_t seq, transfer
     if (!created) /* a hold's post, void or expiry: the transfer's creation lists it */
         return TALLY_ok;
     bool taken = false;
-    MDB_val key = {.mv_size = 16, .mv_data = id.bytes};
-    rc = visit_transfer(t, q, &key, &taken, v);
+    rc = take_transfer(t, q, &id, &taken, v);
     page->count += taken;
     return rc;
 }

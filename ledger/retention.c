@@ -210,6 +210,8 @@ static int inbox_sweep(store_txn *t, int64_t before_ms, uint32_t max, uint32_t *
         }
         *removed = b->count;
     }
+    if (rc == TALLY_ok && b->count > 0)
+        rc = ledger_inbox_text_keys_unmark(t); /* ledger/inbox.h */
     free(b->rest);
     free(b);
     return rc;

@@ -70,6 +70,7 @@ static bool db_added_later(int db)
 static const char meta_key_format[] = "format_version";
 static const char meta_key_instance[] = "instance_id";
 static const char meta_key_index_pending[] = "index_pending"; /* ledger/index.h */
+static const char meta_key_inbox_text[] = "inbox_text_keys"; /* ledger/inbox.h */
 
 const char *store_db_name(store_db db)
 {
@@ -171,6 +172,25 @@ static int store_check_format(store *st, int rc, const MDB_val *val, uint32_t *v
     return TALLY_ok;
 }
 
+/* The upgrade from before format 12: the inbox may hold records of UUID
+ * keys under their text, which format 12 packs (ledger/inbox.h). The
+ * mark is the last inbox_time key (none: no records, no mark), which
+ * ledger retention removes once the entries up to it are gone. */
+static int mark_inbox_text_keys(store *st, MDB_txn *txn)
+{
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, st->dbi[STORE_DB_INBOX_TIME], &cur);
+    if (rc != MDB_SUCCESS)
+        return rc;
+    MDB_val k, v;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    mdb_cursor_close(cur);
+    if (rc == MDB_NOTFOUND)
+        return MDB_SUCCESS;
+    MDB_val mk = {sizeof(meta_key_inbox_text) - 1, (void *)meta_key_inbox_text};
+    return rc == MDB_SUCCESS ? mdb_put(txn, st->dbi[STORE_DB_META], &mk, &k, 0) : rc;
+}
+
 /* Create the databases (writers) or open them (readers); check the format
  * and read or create the instance id. */
 static int store_open_databases(store *st)
@@ -242,6 +262,8 @@ static int store_open_databases(store *st)
         MDB_val pv = {1, (void *)""};
         if (rc == MDB_SUCCESS && version < 7)
             rc = mdb_put(txn, st->dbi[STORE_DB_META], &pk, &pv, 0);
+        if (rc == MDB_SUCCESS && version < 12)
+            rc = mark_inbox_text_keys(st, txn);
         if (rc != MDB_SUCCESS) {
             mdb_txn_abort(txn);
             return store_translate(rc);
@@ -531,28 +553,6 @@ int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const 
     if (rc == MDB_KEYEXIST)
         return store_txn_fail(t, TALLY_internal); /* callers check before put */
     t->writes += rc == MDB_SUCCESS;
-    return store_txn_fail(t, store_translate(rc));
-}
-
-int store_put_sorted(store_txn *t, store_db db, const uint8_t *keys, size_t key_len, size_t n,
-                     unsigned flags)
-{
-    assert(t->active && !t->read_only && (flags & ~(unsigned)MDB_NOOVERWRITE) == 0);
-    if (t->error != TALLY_ok || n == 0)
-        return t->error;
-    MDB_cursor *cur;
-    int rc = mdb_cursor_open(t->txn, t->st->dbi[db], &cur);
-    if (rc != MDB_SUCCESS)
-        return store_txn_fail(t, store_translate(rc));
-    for (size_t i = 0; rc == MDB_SUCCESS && i < n; i++) {
-        assert(i == 0 || memcmp(keys + (i - 1) * key_len, keys + i * key_len, key_len) <= 0);
-        MDB_val k = {key_len, (void *)(keys + i * key_len)}, v = {0, (void *)""};
-        rc = mdb_cursor_put(cur, &k, &v, flags);
-        t->writes += rc == MDB_SUCCESS;
-    }
-    mdb_cursor_close(cur);
-    if (rc == MDB_KEYEXIST)
-        return store_txn_fail(t, TALLY_internal); /* callers check before put */
     return store_txn_fail(t, store_translate(rc));
 }
 

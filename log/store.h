@@ -44,7 +44,22 @@ typedef enum store_db {
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 8 (December 2026) writes
+ * with TALLY_store_version_mismatch. Format 12 (December 2026) stores the
+ * inbox key that is a UUID's text as its 16 bytes (ledger/inbox.h), which
+ * older builds would not find; the upgrade to it puts meta
+ * "inbox_text_keys" (the last inbox_time key) when the inbox holds
+ * records, so that lookups try a UUID key's text too until retention has
+ * removed the records written before. Format 11 (December 2026) writes
+ * inbox records of format 4 (uvarints, ledger/inbox.h), which older
+ * builds would call corrupt. Format 10 (December 2026) writes the
+ * entries of "history" as blocks of an account's seqs
+ * (ledger/history_block.h), which older builds would call corrupt; it
+ * reads the one-seq entries of the formats before as blocks of one.
+ * Format 9 (December 2026) writes a
+ * transfer's user data entries in "transfer_index" without its id (the
+ * seq in their key names it, ledger/index.h), which older builds would
+ * call corrupt; its build reads format 8's entries, which hold the id, as
+ * they are. Format 8 (December 2026) writes
  * account records of format 4 (fixed width, ledger/account.h), which
  * older builds would call corrupt. Format 7 (December 2026) puts a
  * transfer's ALL and two account entries into "transfer_index" only when
@@ -75,12 +90,12 @@ typedef enum store_db {
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 to 7 stores are read as they are and marked 8 by the first
+ * Format 1 to 11 stores are read as they are and marked 12 by the first
  * writer that opens them with store_options.upgrade (tallyd --upgrade; a
  * writer without it refuses them, saying what to do): nothing is
  * rewritten, new records take the new forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
-#define STORE_FORMAT_VERSION 8
+#define STORE_FORMAT_VERSION 12
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {
@@ -276,14 +291,6 @@ int store_get(store_txn *t, store_db db, const void *key, size_t key_len, MDB_va
  * error, which is also remembered in t->error. */
 int store_put(store_txn *t, store_db db, const void *key, size_t key_len, const void *val,
               size_t val_len, unsigned flags);
-
-/* Put n keys of key_len bytes each, laid end to end in keys in ascending
- * key order, each with an empty value, through one cursor (flags: 0 or
- * MDB_NOOVERWRITE): LMDB skips the descent from the root when the next key
- * falls on the page the cursor is on. TALLY_ok or the translated error of
- * the first put that failed, remembered as store_put does. */
-int store_put_sorted(store_txn *t, store_db db, const uint8_t *keys, size_t key_len, size_t n,
-                     unsigned flags);
 
 /* Delete a key: TALLY_ok, TALLY_not_found (not remembered) or an error
  * (remembered). */

@@ -359,15 +359,16 @@ START_TEST(test_fingerprint_covers_every_transfer_field)
     ledger_outcome first = test_apply(&ts, "shop", "fp", &pay);
     ck_assert_int_eq(first.code, TALLY_ok);
     snapshot s = take_snapshot(&ts);
-    /* The record keeps 16 bytes of the fingerprint (format 2, 41 bytes) */
+    /* The record keeps 16 bytes of the fingerprint (format 4: its format
+     * byte, those 16 bytes, 11 bytes of uvarints at the test's times) */
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
     uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX];
     size_t n = ledger_inbox_key(tally_str_from("shop"), tally_str_from("fp"), k);
     MDB_val v;
     ck_assert_int_eq(store_get(&t, STORE_DB_INBOX, k, n, &v), TALLY_ok);
-    ck_assert_uint_eq(v.mv_size, 41);
-    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 2);
+    ck_assert_uint_eq(v.mv_size, 28);
+    ck_assert_uint_eq(((const uint8_t *)v.mv_data)[0], 4);
     store_txn_abort(&t);
 
     for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
@@ -574,6 +575,170 @@ START_TEST(test_rejected_command_keeps_batch_mates)
 }
 END_TEST
 
+/* ---- record formats ---- */
+
+/* Put o under key in a transaction of its own; the stored value into
+ * *val (copied, its length returned). */
+static size_t put_outcome(test_store *ts, const char *key, const ledger_outcome *o,
+                          uint8_t val[256])
+{
+    uint8_t fp[LEDGER_FINGERPRINT_BYTES];
+    memset(fp, 0x5a, sizeof(fp));
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_inbox_put(&t, tally_str_from("fmt"), tally_str_from(key), fp, o),
+                     TALLY_ok);
+    uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t n = ledger_inbox_key(tally_str_from("fmt"), tally_str_from(key), k);
+    MDB_val v;
+    ck_assert_int_eq(store_get(&t, STORE_DB_INBOX, k, n, &v), TALLY_ok);
+    ck_assert_uint_le(v.mv_size, 256);
+    memcpy(val, v.mv_data, v.mv_size);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    return v.mv_size;
+}
+
+static void expect_outcome(const ledger_inbox_record *r, const ledger_outcome *o)
+{
+    ck_assert_int_eq(r->outcome.code, o->code);
+    ck_assert_int_eq(r->outcome.time_ms, o->time_ms);
+    ck_assert_uint_eq(r->outcome.first_seq, o->first_seq);
+    ck_assert_uint_eq(r->outcome.event_count, o->event_count);
+    ck_assert_uint_eq(r->outcome.chain_count, o->chain_count);
+    ck_assert_uint_eq(r->outcome.failed_index, o->failed_index);
+    for (uint32_t i = 0; i < o->chain_count; i++)
+        ck_assert_uint_eq(r->outcome.chain_codes[i], o->chain_codes[i]);
+    ck_assert_uint_eq(r->outcome.original_seq, o->original_seq);
+    ck_assert_mem_eq(r->outcome.failed_id.bytes, o->failed_id.bytes, 16);
+    ck_assert_uint_eq(r->fingerprint_len, LEDGER_FINGERPRINT_STORED_BYTES);
+}
+
+static int get_record(test_store *ts, const char *key, ledger_inbox_record *r)
+{
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
+    int rc = ledger_inbox_get(&t, tally_str_from("fmt"), tally_str_from(key), r);
+    store_txn_abort(&t);
+    return rc;
+}
+
+static int decode(const char *key, const uint8_t *val, size_t len, ledger_inbox_record *r)
+{
+    uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX];
+    size_t n = ledger_inbox_key(tally_str_from("fmt"), tally_str_from(key), k);
+    return ledger_inbox_decode(k, n, val, len, r);
+}
+
+/* Records are written in format 4 (uvarints: 30 bytes for a transfer's)
+ * and read back whole, the tail of an exists or failed rejection too;
+ * formats 2 and 3 (fixed width) are still read; a time before 1970 keeps
+ * format 2; a garbled format 4 record is corrupt. */
+START_TEST(test_record_formats_read_and_round_trip)
+{
+    test_store ts;
+    test_store_open(&ts);
+    ledger_outcome ok = {.code = TALLY_ok, .time_ms = INT64_C(1800000000000),
+                         .first_seq = 1000000, .event_count = 3};
+    ledger_outcome chain = {.code = TALLY_exists, .time_ms = 5, .chain_count = 3,
+                            .failed_index = 1, .original_seq = 77,
+                            .chain_codes = {TALLY_linked_operation_failed, TALLY_exists,
+                                            TALLY_linked_operation_failed}};
+    ledger_outcome failed = {.code = TALLY_exceeds_credits, .time_ms = 6};
+    failed.failed_id.bytes[3] = 9;
+    ledger_outcome before_1970 = {.code = TALLY_exceeds_credits, .time_ms = -5};
+    const ledger_outcome *all[] = {&ok, &chain, &failed, &before_1970};
+    const char *keys[] = {"ok", "chain", "failed", "1969"};
+    const uint8_t formats[] = {4, 4, 4, 2};
+    const size_t lens[] = {30, 1 + 16 + 6 + 3 + 1 + 16, 1 + 16 + 6 + 1 + 16, 41};
+    uint8_t val[256];
+    for (size_t i = 0; i < 4; i++) {
+        size_t len = put_outcome(&ts, keys[i], all[i], val);
+        ck_assert_uint_eq(val[0], formats[i]);
+        ck_assert_uint_eq(len, lens[i]);
+        ledger_inbox_record r;
+        ck_assert_int_eq(get_record(&ts, keys[i], &r), TALLY_ok);
+        expect_outcome(&r, all[i]);
+    }
+    /* format 2 of ok and format 3 of chain, as older builds wrote them */
+    uint8_t f2[41] = {2}, f3[1 + 16 + 24 + 6 + 24] = {3};
+    memset(f2 + 1, 0x5a, 16);
+    put_u16_be(f2 + 17, TALLY_ok);
+    put_u64_be(f2 + 19, (uint64_t)ok.time_ms);
+    put_u64_be(f2 + 27, ok.first_seq);
+    put_u32_be(f2 + 35, ok.event_count);
+    ledger_inbox_record r;
+    ck_assert_int_eq(decode("old-ok", f2, sizeof(f2), &r), TALLY_ok);
+    expect_outcome(&r, &ok);
+    memset(f3 + 1, 0x5a, 16);
+    put_u16_be(f3 + 17, TALLY_exists);
+    put_u64_be(f3 + 19, 5);
+    f3[39] = 3, f3[40] = 1;
+    for (int i = 0; i < 3; i++)
+        put_u16_be(f3 + 41 + 2 * i, chain.chain_codes[i]);
+    put_u64_be(f3 + 47, 77);
+    ck_assert_int_eq(decode("old-chain", f3, sizeof(f3), &r), TALLY_ok);
+    expect_outcome(&r, &chain);
+    /* garbled format 4: a byte short, a byte over, a code past u16, 33
+     * chain members */
+    size_t len = put_outcome(&ts, "ok2", &ok, val);
+    ck_assert_int_eq(decode("ok2", val, len, &r), TALLY_ok);
+    ck_assert_int_eq(decode("ok2", val, len - 1, &r), TALLY_corrupt_record);
+    val[len] = 0;
+    ck_assert_int_eq(decode("ok2", val, len + 1, &r), TALLY_corrupt_record);
+    uint8_t big[40] = {4};
+    size_t at = 17;
+    at += put_uvarint(big + at, 70000);
+    for (int i = 0; i < 5; i++)
+        big[at++] = 0;
+    ck_assert_int_eq(decode("big", big, at, &r), TALLY_corrupt_record);
+    at = 17;
+    big[at++] = (uint8_t)TALLY_exceeds_credits, big[at++] = 1, big[at++] = 0, big[at++] = 0;
+    big[at++] = TALLY_CHAIN_COMMANDS_MAX + 1, big[at++] = 0;
+    ck_assert_int_eq(decode("big", big, at, &r), TALLY_corrupt_record);
+    test_store_close(&ts);
+}
+END_TEST
+
+/* A key that is a UUID's text in lower case is stored as its 16 bytes
+ * (the consumer length flagged); any other key, an upper-case UUID's text
+ * too, as given. Either replays, and reads back with its text. */
+START_TEST(test_uuid_keys_are_packed)
+{
+    test_store ts;
+    test_store_open(&ts);
+    test_open_bank_user_merchant(&ts);
+    const char *keys[] = {"0190ffff-0000-7000-8000-00000000abcd",
+                          "0190FFFF-0000-7000-8000-00000000ABCD",
+                          "0190ffff-0000-7000-8000-00000000abcg", "not-a-uuid"};
+    const size_t stored[] = {1 + 4 + 16, 1 + 4 + 36, 1 + 4 + 36, 1 + 4 + 10};
+    for (size_t i = 0; i < 4; i++) {
+        ledger_command pay = test_cmd_transfer(20 + i, USER, MERCHANT, 1);
+        ledger_outcome first = test_apply(&ts, "shop", keys[i], &pay);
+        ck_assert_int_eq(first.code, TALLY_ok);
+        uint8_t k[LEDGER_INBOX_KEY_BYTES_MAX];
+        size_t n = ledger_inbox_key(tally_str_from("shop"), tally_str_from(keys[i]), k);
+        ck_assert_uint_eq(n, stored[i]);
+        ck_assert_uint_eq(k[0], i == 0 ? (4 | LEDGER_INBOX_KEY_PACKED) : 4);
+        ck_assert_uint_eq(ledger_inbox_key_text(tally_str_from("shop"), tally_str_from(keys[i]),
+                                                k),
+                          i == 0 ? 1 + 4 + 36 : 0);
+        store_txn t;
+        ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+        n = ledger_inbox_key(tally_str_from("shop"), tally_str_from(keys[i]), k);
+        MDB_val v;
+        ck_assert_int_eq(store_get(&t, STORE_DB_INBOX, k, n, &v), TALLY_ok);
+        ledger_inbox_record r;
+        ck_assert_int_eq(ledger_inbox_decode(k, n, v.mv_data, v.mv_size, &r), TALLY_ok);
+        ck_assert(tally_str_equal(r.key, tally_str_from(keys[i])));
+        ck_assert(tally_str_equal(r.consumer, tally_str_from("shop")));
+        store_txn_abort(&t);
+        ledger_outcome again = test_apply(&ts, "shop", keys[i], &pay);
+        assert_replay_of(&again, &first);
+    }
+    test_finish(&ts);
+}
+END_TEST
+
 /* ---- suite ---- */
 
 #define TIMEOUT_S 60
@@ -593,6 +758,8 @@ static Suite *inbox_suite(void)
         {"fingerprint", test_correlation_is_not_in_the_fingerprint, TIMEOUT_S},
         {"storage", test_inbox_time_has_one_entry_per_record, TIMEOUT_S},
         {"storage", test_replay_after_reopen, TIMEOUT_S},
+        {"storage", test_record_formats_read_and_round_trip, TIMEOUT_S},
+        {"storage", test_uuid_keys_are_packed, TIMEOUT_S},
         {"outer_transaction", test_aborted_outer_transaction_leaves_nothing, TIMEOUT_S},
         {"outer_transaction", test_rejected_command_keeps_batch_mates, TIMEOUT_S},
     };

@@ -14,11 +14,15 @@
  *   - out-of-bounds queries are refused and read nothing;
  *   - tally-recon's record_index check reports a missing entry, an entry
  *     naming no record and one that does not match its record; the build
- *     of an upgraded store's indexes restores every entry.
+ *     of an upgraded store's indexes restores every entry;
+ *   - a transfer's user data entries name it by their seq, before and
+ *     after retention removed its creating event, beside format 8's
+ *     entries that name it by id.
  */
 #include "common/error.h"
 #include "ledger/index_build.h"
 #include "ledger/query.h"
+#include "ledger/retention.h"
 #include "tests/support/test_support.h"
 
 #include <check.h>
@@ -497,6 +501,73 @@ START_TEST(test_build_restores_an_upgraded_store)
 }
 END_TEST
 
+/* The transfer_index entries of a transfer's user data have no value
+ * (store format 9): the seq in their key names the transfer, through its
+ * creating event, and once retention removed that event, through the ALL
+ * entry the sweep put. An entry of format 8 (its value the id) is read
+ * beside them; an empty entry whose seq created no transfer is damage. */
+START_TEST(test_user_data_entries_name_their_transfer_by_seq)
+{
+    test_store ts;
+    open_six(&ts);
+    for (uint64_t i = 0; i < 3; i++)
+        transfer_at(&ts, T0 + 3000 + 1000 * (int64_t)i, 101 + i, 1 + i % 2, 2 - i % 2, 1, 9);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    store_scan s;
+    ck_assert_int_eq(store_scan_begin(&t, STORE_DB_TRANSFER_INDEX, NULL, 0, false, &s), TALLY_ok);
+    uint8_t keys[3][LEDGER_INDEX_KEY_BYTES_MAX];
+    uint32_t n = 0;
+    for (; store_scan_on(&s); store_scan_next(&s), n++) {
+        ck_assert_uint_lt(n, 3);
+        ck_assert_uint_eq(((const uint8_t *)s.key.mv_data)[0], LEDGER_INDEX_USER_DATA_64);
+        ck_assert_uint_eq(s.key.mv_size, 25);
+        ck_assert_uint_eq(s.val.mv_size, 0);
+        memcpy(keys[n], s.key.mv_data, 25);
+    }
+    ck_assert_int_eq(store_scan_end(&s, TALLY_ok), TALLY_ok);
+    store_txn_abort(&t);
+    ck_assert_uint_eq(n, 3);
+    /* 102's entry as format 8 wrote it: its id as the value */
+    tally_id128 id = test_id(102);
+    edit(&ts, STORE_DB_TRANSFER_INDEX, keys[1], 25, id.bytes, 16);
+    found f;
+    ledger_query q = {.limit = 2, .user_data = {.user_data_64 = 9}};
+    query_all(&ts, q, true, &f);
+    expect_ids(&f, (const uint64_t[]){101, 102, 103}, 3);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "record_index"), 0);
+    /* an empty entry at the seq of account 1's opening names no transfer */
+    uint8_t bad[25];
+    memcpy(bad, keys[0], 25);
+    put_u64_be(bad + 9, (uint64_t)T0);
+    put_u64_be(bad + 17, 1);
+    edit(&ts, STORE_DB_TRANSFER_INDEX, bad, 25, "", 0);
+    ck_assert_uint_eq(test_invariant_findings(&ts, "record_index"), 1);
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, true, &t), TALLY_ok);
+    ledger_query_page page;
+    f.n = 0;
+    ck_assert_int_eq(ledger_transfer_query(&t, &q, add_transfer, &f, &page),
+                     TALLY_corrupt_record);
+    store_txn_abort(&t);
+    edit(&ts, STORE_DB_TRANSFER_INDEX, bad, 25, NULL, 0);
+    /* retention removes every creating event: the ALL entries name them */
+    ts.now_ms = T0 + 10 * INT64_C(86400000);
+    open_at(&ts, ts.now_ms, 7, 1, 10, 0, 0);
+    ledger_retention opt = {7 * INT64_C(86400000), INT64_C(86400000), 0};
+    ledger_retention_work w;
+    ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
+    ck_assert_int_eq(ledger_retention_sweep(&t, ts.now_ms, &opt, &w), TALLY_ok);
+    ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
+    ck_assert_uint_eq(w.events_removed, 9);
+    query_all(&ts, q, true, &f);
+    expect_ids(&f, (const uint64_t[]){101, 102, 103}, 3);
+    q.reversed = true;
+    query_all(&ts, q, true, &f);
+    expect_ids(&f, (const uint64_t[]){103, 102, 101}, 3);
+    test_finish(&ts);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("query");
@@ -510,6 +581,7 @@ int main(void)
     tcase_add_test(tc, test_query_bounds_are_refused);
     tcase_add_test(tc, test_recon_reports_index_damage);
     tcase_add_test(tc, test_build_restores_an_upgraded_store);
+    tcase_add_test(tc, test_user_data_entries_name_their_transfer_by_seq);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

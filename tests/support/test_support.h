@@ -100,6 +100,9 @@ bool test_account_exists(test_store *ts, uint64_t id);
 bool test_transfer_exists(test_store *ts, uint64_t tid);
 log_head test_head(test_store *ts);
 uint64_t test_count(test_store *ts, store_db db);
+/* The seqs held by the blocks of "history" (ledger/history_block.h): in
+ * the transaction in, or (in NULL) in a read of ts. */
+uint64_t test_history_seqs(test_store *ts, store_txn *in);
 /* History entries of all accounts: those of "history", the seqs of the
  * "history_tail" records and the keys of the "history_recent" records
  * (ledger/history.h); a store older than a database has none in it. */
