@@ -109,6 +109,15 @@ static uint64_t seq_max(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
+/* Accounts from..to opened, each on the node id % NODES: the greater of
+ * last and their cluster_seqs. */
+static uint64_t open_accounts(cluster_fixture *f, uint64_t from, uint64_t to, uint64_t last)
+{
+    for (uint64_t id = from; id <= to; id++)
+        last = seq_max(last, open_account(f->client[id % NODES], id));
+    return last;
+}
+
 /* ---- a clean stop while a nats-server is stopped ---- */
 
 START_TEST(test_a_node_stops_while_a_nats_server_is_stopped)
@@ -148,21 +157,18 @@ START_TEST(test_a_nats_server_rebuilt_from_nothing_rejoins_the_majority)
     cluster_fixture f;
     cluster_up(&f);
     uint64_t last = 0;
-    for (uint64_t id = 1; id <= 10; id++)
-        last = seq_max(last, open_account(f.client[id % NODES], id));
+    last = open_accounts(&f, 1, 10, last);
     /* the runbook: stop it, remove its store, start it with the same name */
     nats_cluster_stop_node(&f.nats, 2);
     const char *rm[] = {"/bin/rm", "-rf", f.nats.node[2].store, NULL};
     ck_assert_int_eq(test_run(rm, NULL, NULL, NULL), 0);
-    for (uint64_t id = 11; id <= 20; id++) /* writes go on meanwhile */
-        last = seq_max(last, open_account(f.client[id % NODES], id));
+    last = open_accounts(&f, 11, 20, last); /* writes go on meanwhile */
     nats_cluster_restart(&f.nats, 2);
     ck_assert_msg(await_stream_current(&f), "the rebuilt nats-server n3 never became current");
     /* it now holds the stream: with n1 stopped, n2 and n3 are the majority
      * every node reads, and writes go on */
     nats_cluster_stop_node(&f.nats, 0);
-    for (uint64_t id = 21; id <= 30; id++)
-        last = seq_max(last, open_account(f.client[id % NODES], id));
+    last = open_accounts(&f, 21, 30, last);
     for (int i = 0; i < NODES; i++)
         await_applied(f.client[i], last);
     nats_cluster_restart(&f.nats, 0);
@@ -180,8 +186,7 @@ START_TEST(test_writes_wait_out_the_loss_of_two_nats_servers)
     cluster_fixture f;
     cluster_up(&f);
     uint64_t last = 0;
-    for (uint64_t id = 1; id <= 5; id++)
-        last = seq_max(last, open_account(f.client[id % NODES], id));
+    last = open_accounts(&f, 1, 5, last);
     for (int i = 0; i < NODES; i++)
         await_applied(f.client[i], last);
     nats_cluster_stop_node(&f.nats, 0);
@@ -218,8 +223,7 @@ START_TEST(test_every_process_killed_at_once_keeps_every_acknowledged_write)
     cluster_fixture f;
     cluster_up(&f);
     uint64_t last = 0;
-    for (uint64_t id = 1; id <= ACCOUNTS_ALL; id++)
-        last = seq_max(last, open_account(f.client[id % NODES], id));
+    last = open_accounts(&f, 1, ACCOUNTS_ALL, last);
     for (int i = 0; i < NODES; i++) {
         tally_client_close(f.client[i]);
         f.client[i] = NULL;
