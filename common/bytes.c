@@ -21,17 +21,47 @@ void tally_id128_to_hex(const tally_id128 *id, char out[33])
     out[32] = '\0';
 }
 
-void bytes_id128_uuid_text(const tally_id128 *id, char out[37])
+void bytes_uuid_text_write(const uint8_t b[16], char out[36])
 {
     static const char digits[] = "0123456789abcdef";
     size_t o = 0;
     for (int i = 0; i < 16; i++) {
         if (i == 4 || i == 6 || i == 8 || i == 10)
             out[o++] = '-';
-        out[o++] = digits[id->bytes[i] >> 4];
-        out[o++] = digits[id->bytes[i] & 15];
+        out[o++] = digits[b[i] >> 4];
+        out[o++] = digits[b[i] & 15];
     }
-    out[o] = '\0';
+}
+
+void bytes_id128_uuid_text(const tally_id128 *id, char out[37])
+{
+    bytes_uuid_text_write(id->bytes, out);
+    out[36] = '\0';
+}
+
+static int lower_hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+bool bytes_uuid_text_pack(const char *text, size_t len, uint8_t out[16])
+{
+    if (len != 36)
+        return false;
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (text[i++] != '-')
+                return false;
+            continue;
+        }
+        int high = lower_hex_value(text[i]), low = lower_hex_value(text[i + 1]);
+        if (high < 0 || low < 0)
+            return false;
+        out[n++] = (uint8_t)(high << 4 | low);
+        i += 2;
+    }
+    return n == 16;
 }
 
 int bytes_hex_value(char c)

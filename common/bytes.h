@@ -125,6 +125,13 @@ void tally_id128_to_hex(const tally_id128 *id, char out[33]);
 /* The same as UUID text (8-4-4-4-12 lower-case hex digits) into out (37
  * bytes with the NUL). */
 void bytes_id128_uuid_text(const tally_id128 *id, char out[37]);
+/* The same from 16 bytes, without the NUL (36 bytes). */
+void bytes_uuid_text_write(const uint8_t b[16], char out[36]);
+/* Whether text is a UUID's text exactly as bytes_uuid_text_write writes it
+ * (36 bytes: 8-4-4-4-12 lower-case hex digits): its 16 bytes into out.
+ * The inbox keys (ledger/inbox.c) and the stored events' keys
+ * (log/stored_event.c) that are such text are kept as the 16 bytes. */
+bool bytes_uuid_text_pack(const char *text, size_t len, uint8_t out[16]);
 
 /* The value of one hex digit (either case), or -1. */
 int bytes_hex_value(char c);

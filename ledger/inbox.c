@@ -134,50 +134,11 @@ static size_t outcome_encode_varints(const uint8_t fingerprint[LEDGER_FINGERPRIN
 
 const char ledger_inbox_text_keys_mark[] = "inbox_text_keys";
 
-static int hex_digit(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Whether key is a UUID's text in lower case (8-4-4-4-12 hex digits): its
- * 16 bytes into out. */
-static bool uuid_text_pack(tally_str key, uint8_t out[16])
-{
-    if (key.len != LEDGER_INBOX_UUID_TEXT_BYTES)
-        return false;
-    size_t n = 0;
-    for (size_t i = 0; i < key.len;) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (key.ptr[i++] != '-')
-                return false;
-            continue;
-        }
-        int high = hex_digit(key.ptr[i]), low = hex_digit(key.ptr[i + 1]);
-        if (high < 0 || low < 0)
-            return false;
-        out[n++] = (uint8_t)(high << 4 | low);
-        i += 2;
-    }
-    return n == 16;
-}
-
-static void uuid_text_of(const uint8_t b[16], char out[LEDGER_INBOX_UUID_TEXT_BYTES])
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            out[o++] = '-';
-        out[o++] = hex[b[i] >> 4];
-        out[o++] = hex[b[i] & 15];
-    }
-}
-
 size_t ledger_inbox_key(tally_str consumer, tally_str key,
                         uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
 {
     uint8_t packed[16];
-    if (!uuid_text_pack(key, packed))
+    if (!bytes_uuid_text_pack(key.ptr, key.len, packed))
         return ledger_pair_key(consumer, TALLY_CONSUMER_BYTES_MAX, key, TALLY_KEY_BYTES_MAX, out);
     size_t n = ledger_pair_key_prefix(consumer, TALLY_CONSUMER_BYTES_MAX, out);
     out[0] |= LEDGER_INBOX_KEY_PACKED;
@@ -189,7 +150,7 @@ size_t ledger_inbox_key_text(tally_str consumer, tally_str key,
                              uint8_t out[LEDGER_INBOX_KEY_BYTES_MAX])
 {
     uint8_t packed[16];
-    return uuid_text_pack(key, packed)
+    return bytes_uuid_text_pack(key.ptr, key.len, packed)
                ? ledger_pair_key(consumer, TALLY_CONSUMER_BYTES_MAX, key, TALLY_KEY_BYTES_MAX, out)
                : 0;
 }
@@ -205,7 +166,7 @@ bool ledger_inbox_key_split(const void *k, size_t len, tally_str *consumer, tall
     if (c == 0 || c > TALLY_CONSUMER_BYTES_MAX || len != 1 + c + 16)
         return false;
     *consumer = (tally_str){(const char *)p + 1, c};
-    uuid_text_of(p + 1 + c, text);
+    bytes_uuid_text_write(p + 1 + c, text);
     *key = (tally_str){text, LEDGER_INBOX_UUID_TEXT_BYTES};
     return true;
 }

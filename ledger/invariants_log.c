@@ -671,18 +671,14 @@ static void check_history_entry(audit *a, uint64_t account, uint64_t seq,
 {
     char name[64];
     audit_name_account(account, name);
-    uint8_t key[8];
-    log_seq_key(seq, key);
-    MDB_val v;
-    if (store_get(a->t, STORE_DB_LOG, key, 8, &v) != TALLY_ok) {
-        audit_report(a, "history", name, "entry for seq %" PRIu64 ": no such event", seq);
-        return;
-    }
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     log_event ev;
     ledger_transfer_record tr;
-    if (log_event_decode(v.mv_data, v.mv_size, &up, &ev) == TALLY_ok && /* else: hash_chain */
+    int rc = log_event_load(a->t, seq, &up, &ev);
+    if (rc == TALLY_not_found)
+        audit_report(a, "history", name, "entry for seq %" PRIu64 ": no such event", seq);
+    if (rc == TALLY_ok && /* else: missing, or hash_chain's finding */
         (ev.entity.kind != LOG_ENTITY_TRANSFER ||
          ledger_transfer_unpack(log_event_part(&ev, LOG_PART_TRANSFER), &tr) != TALLY_ok ||
          (transfer_id != NULL && memcmp(tr.id.bytes, transfer_id, 16) != 0) ||

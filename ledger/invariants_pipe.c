@@ -12,8 +12,8 @@
  * next to a live tallyd a commit may fall between the two begins, and after
  * a few tries the walk decodes in the caller's thread instead.
  *
- * The decoded events point into the decoder transaction's map pages, which
- * stay valid until it ends, after the walk.
+ * The decoded events point into copies of their bytes in their block's
+ * zone: log_read's bytes last only for its call.
  */
 #include "ledger/invariants_audit.h"
 
@@ -108,7 +108,13 @@ static int pipe_decode_one(uint64_t seq, const void *bytes, size_t len, void *ct
 {
     log_pipe *p = ctx;
     pipe_block *b = &p->blocks[p->produced % PIPE_BLOCKS];
-    decode_into(&b->ev[b->n++], b->zone, seq, bytes, len);
+    /* log_read's bytes last for the call (a short stored event is
+     * expanded into one buffer, log/log.h): the block keeps a copy. */
+    void *kept = msgpack_zone_malloc(b->zone, len);
+    if (kept == NULL)
+        return TALLY_out_of_memory;
+    memcpy(kept, bytes, len);
+    decode_into(&b->ev[b->n++], b->zone, seq, kept, len);
     if (b->n == PIPE_BLOCK_EVENTS && !pipe_publish(p))
         return TALLY_shutting_down;
     return TALLY_ok;

@@ -282,17 +282,13 @@ static void check_record_events(audit *a, const ledger_inbox_record *rec)
          s - rec->outcome.first_seq < rec->outcome.event_count; s++) {
         if (s <= a->floor.seq)
             continue; /* removed by log retention */
-        uint8_t key[8];
-        log_seq_key(s, key);
-        MDB_val ev_val;
         msgpack_unpacked up;
         log_event ev;
-        if (store_get(a->t, STORE_DB_LOG, key, 8, &ev_val) != TALLY_ok) {
-            audit_report(a, "inbox_links", name, "points at missing event %" PRIu64, s);
-            continue;
-        }
         msgpack_unpacked_init(&up);
-        if (log_event_decode(ev_val.mv_data, ev_val.mv_size, &up, &ev) == TALLY_ok &&
+        int rc = log_event_load(a->t, s, &up, &ev);
+        if (rc == TALLY_not_found)
+            audit_report(a, "inbox_links", name, "points at missing event %" PRIu64, s);
+        if (rc == TALLY_ok && /* else: missing, or hash_chain's finding */
             (!ev.has_causation || !tally_str_equal(ev.consumer, rec->consumer) ||
              !tally_str_equal(ev.key, rec->key)))
             audit_report(a, "inbox_links", name, "event %" PRIu64 " names another cause", s);

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/limits.h"
+#include "log/stored_event.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -63,17 +64,41 @@ static int head_write_back(store_txn *t)
                      sizeof(val), 0);
 }
 
+/* The 26 bits of the store's identity in its events' ids. */
+static uint32_t id_tag(const store *st)
+{
+    const uint8_t *self = store_instance_id(st)->bytes;
+    return ((uint32_t)(self[13] & 0x03) << 24) | ((uint32_t)self[14] << 16) |
+           ((uint32_t)self[15] << 8) | self[12];
+}
+
 /* An event's id: a UUIDv7 of the time the writer gave its command, 26
  * bits of the store's identity and the event's seq (common/bytes.h), so
  * the same commands applied to copies of a store (same identity) give the
  * same ids, and ids are unique and ordered within a store: seq grows, and
- * the writer's times never go back (net/engine/writer.c). */
+ * the writer's times never go back (net/engine/writer.c). A stored event
+ * keeps none of it: stored_event_expand makes it again from the same. */
 static void event_id(store_txn *t, int64_t time_ms, uint64_t seq, tally_id128 *id)
 {
-    const uint8_t *self = store_instance_id(t->st)->bytes;
-    uint32_t tag = ((uint32_t)(self[13] & 0x03) << 24) | ((uint32_t)self[14] << 16) |
-                   ((uint32_t)self[15] << 8) | self[12];
-    tally_id128_uuidv7_counted(time_ms, tag, seq, id);
+    tally_id128_uuidv7_counted(time_ms, id_tag(t->st), seq, id);
+}
+
+/* What log_append stores of the format 2 bytes event[0..len): the short
+ * form (log/stored_event.h) into out (len bytes) when it gives the same
+ * bytes back, else event as it is. */
+static size_t stored_form(store_txn *t, uint64_t seq, const uint8_t *event, size_t len,
+                          const uint8_t hash[LOG_HASH_BYTES], uint8_t *out, uint8_t *check,
+                          const uint8_t **stored)
+{
+    size_t n = stored_event_shorten(event, len, out);
+    if (n > 0 && stored_event_expand(out, n, seq, id_tag(t->st), hash, check,
+                                     len + STORED_EVENT_GROWTH_MAX) == len &&
+        memcmp(check, event, len) == 0) {
+        *stored = out;
+        return n;
+    }
+    *stored = event;
+    return len;
 }
 
 /* The head is read from meta once per transaction (log_head_get) and then
@@ -93,20 +118,30 @@ int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
     uint64_t seq = head.seq + 1;
     tally_id128 id;
     event_id(t, args->time_ms, seq, &id);
-    /* Every op's events fit the stack buffer; only a webhook.received
+    /* Every op's events fit the stack buffers; only a webhook.received
      * event with a large body is encoded again on the heap. */
-    uint8_t small[TALLY_EVENT_SMALL_BYTES_MAX], *buf = small, *large = NULL;
+    enum { SMALL = TALLY_EVENT_SMALL_BYTES_MAX, GROWTH = STORED_EVENT_GROWTH_MAX };
+    uint8_t small[SMALL], small_short[SMALL], small_check[SMALL + GROWTH];
+    uint8_t *buf = small, *shortened = small_short, *check = small_check, *large = NULL;
     size_t len;
     uint8_t hash[LOG_HASH_BYTES];
     rc = log_event_encode(args, seq, &id, head.hash, small, sizeof(small), &len, hash);
-    if (rc != TALLY_ok && (buf = large = malloc(TALLY_EVENT_BYTES_MAX)) == NULL)
-        return store_txn_fail(t, TALLY_out_of_memory);
-    if (buf == large)
-        rc = log_event_encode(args, seq, &id, head.hash, large, TALLY_EVENT_BYTES_MAX, &len, hash);
+    if (rc != TALLY_ok) {
+        large = malloc(3 * (size_t)TALLY_EVENT_BYTES_MAX + GROWTH);
+        if (large == NULL)
+            return store_txn_fail(t, TALLY_out_of_memory);
+        buf = large;
+        shortened = large + TALLY_EVENT_BYTES_MAX;
+        check = large + 2 * (size_t)TALLY_EVENT_BYTES_MAX;
+        rc = log_event_encode(args, seq, &id, head.hash, buf, TALLY_EVENT_BYTES_MAX, &len, hash);
+    }
     uint8_t key[8];
     log_seq_key(seq, key);
-    if (rc == TALLY_ok)
-        rc = store_put(t, STORE_DB_LOG, key, sizeof(key), buf, len, MDB_APPEND);
+    if (rc == TALLY_ok) {
+        const uint8_t *stored;
+        size_t stored_len = stored_form(t, seq, buf, len, hash, shortened, check, &stored);
+        rc = store_put(t, STORE_DB_LOG, key, sizeof(key), stored, stored_len, MDB_APPEND);
+    }
     free(large);
     if (rc != TALLY_ok)
         return store_txn_fail(t, rc);
@@ -118,31 +153,125 @@ int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out)
     return TALLY_ok;
 }
 
+/* ---- reading: the bytes readers see ---- */
+
+void log_bytes_init(log_bytes *b)
+{
+    b->ptr = NULL;
+    b->len = 0;
+    b->heap = NULL;
+    b->heap_cap = 0;
+}
+
+void log_bytes_free(log_bytes *b)
+{
+    free(b->heap);
+    log_bytes_init(b);
+}
+
+/* b := the event stored at seq as rec, as readers see it: rec itself, or
+ * its format 2 bytes with the hash that next carries as its prev_hash
+ * (next: the stored event at seq + 1, NULL when there is none: then meta
+ * "head" names seq and holds it). A hash nothing holds (a damaged or
+ * missing next event) is put as 32 0xff bytes, which no event's check
+ * passes, so the damage is reported where it is. A short event that does
+ * not expand is handed out as stored, which no decoder takes. */
+static int reader_bytes(store_txn *t, uint64_t seq, const MDB_val *rec, const MDB_val *next,
+                        log_bytes *b)
+{
+    b->ptr = rec->mv_data;
+    b->len = rec->mv_size;
+    if (!stored_event_is_short(rec->mv_data, rec->mv_size))
+        return TALLY_ok;
+    uint8_t hash[LOG_HASH_BYTES];
+    bool known;
+    if (next != NULL) {
+        known = stored_event_prev_hash(next->mv_data, next->mv_size, hash);
+    } else {
+        log_head head;
+        int rc = log_head_get(t, &head);
+        if (rc != TALLY_ok)
+            return rc;
+        known = head.seq == seq;
+        memcpy(hash, head.hash, LOG_HASH_BYTES);
+    }
+    if (!known)
+        memset(hash, 0xff, LOG_HASH_BYTES);
+    size_t need = rec->mv_size + STORED_EVENT_GROWTH_MAX;
+    uint8_t *out = b->small;
+    if (need > sizeof(b->small)) {
+        if (need > b->heap_cap) {
+            uint8_t *grown = realloc(b->heap, need);
+            if (grown == NULL)
+                return TALLY_out_of_memory;
+            b->heap = grown;
+            b->heap_cap = need;
+        }
+        out = b->heap;
+    }
+    size_t n = stored_event_expand(rec->mv_data, rec->mv_size, seq, id_tag(t->st), hash, out, need);
+    if (n > 0) {
+        b->ptr = out;
+        b->len = n;
+    }
+    return TALLY_ok;
+}
+
+int log_bytes_get(store_txn *t, uint64_t seq, log_bytes *b)
+{
+    uint8_t key[8];
+    MDB_val rec, next;
+    log_seq_key(seq, key);
+    int rc = store_get(t, STORE_DB_LOG, key, 8, &rec);
+    if (rc != TALLY_ok || !stored_event_is_short(rec.mv_data, rec.mv_size))
+        return rc == TALLY_ok ? reader_bytes(t, seq, &rec, NULL, b) : rc;
+    log_seq_key(seq + 1, key);
+    rc = store_get(t, STORE_DB_LOG, key, 8, &next);
+    if (rc != TALLY_ok && rc != TALLY_not_found)
+        return rc;
+    return reader_bytes(t, seq, &rec, rc == TALLY_ok ? &next : NULL, b);
+}
+
 int log_read(store_txn *t, uint64_t from_seq, uint64_t max_count, log_read_fn fn, void *ctx)
 {
     MDB_cursor *cur;
     int rc = store_cursor_open(t, STORE_DB_LOG, &cur);
     if (rc != TALLY_ok)
         return rc;
+    log_bytes b;
+    log_bytes_init(&b);
     uint8_t key[8];
     log_seq_key(from_seq, key);
-    MDB_val k = {8, key}, v;
+    MDB_val k = {8, key}, v, next_k, next_v;
     int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     uint64_t n = 0;
-    rc = TALLY_ok;
     while (mrc == MDB_SUCCESS && n < max_count) {
         if (k.mv_size != 8) {
             rc = TALLY_corrupt_record;
             break;
         }
-        rc = fn(get_u64_be(k.mv_data), v.mv_data, v.mv_size, ctx);
+        uint64_t seq = get_u64_be(k.mv_data);
+        /* One event ahead: a short event's hash is the next one's prev_hash. */
+        int next_rc = mdb_cursor_get(cur, &next_k, &next_v, MDB_NEXT);
+        if (next_rc != MDB_SUCCESS && next_rc != MDB_NOTFOUND) {
+            mrc = next_rc;
+            break;
+        }
+        bool adjacent = next_rc == MDB_SUCCESS && next_k.mv_size == 8 &&
+                        get_u64_be(next_k.mv_data) == seq + 1;
+        rc = reader_bytes(t, seq, &v, adjacent ? &next_v : NULL, &b);
+        if (rc == TALLY_ok)
+            rc = fn(seq, b.ptr, b.len, ctx);
         if (rc != 0)
             break;
         n++;
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        mrc = next_rc;
+        k = next_k;
+        v = next_v;
     }
     if (rc == TALLY_ok && mrc != MDB_SUCCESS && mrc != MDB_NOTFOUND)
         rc = store_translate(mrc);
+    log_bytes_free(&b);
     mdb_cursor_close(cur);
     return rc;
 }
@@ -196,11 +325,37 @@ int log_first_seq(store_txn *t, uint64_t *seq)
 
 int log_event_load(store_txn *t, uint64_t seq, msgpack_unpacked *unpacked, log_event *out)
 {
-    uint8_t k[8];
-    MDB_val v;
-    log_seq_key(seq, k);
-    int rc = store_get(t, STORE_DB_LOG, k, 8, &v);
-    return rc == TALLY_ok ? log_event_decode(v.mv_data, v.mv_size, unpacked, out) : rc;
+    log_bytes b;
+    log_bytes_init(&b);
+    int rc = log_bytes_get(t, seq, &b);
+    if (rc == TALLY_ok && b.ptr == b.small) {
+        /* Expanded here: the bytes go where the decoding lives, so they
+         * last as long as unpacked does. */
+        msgpack_unpacked_destroy(unpacked);
+        unpacked->zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+        uint8_t *kept = unpacked->zone ? msgpack_zone_malloc(unpacked->zone, b.len) : NULL;
+        if (kept == NULL) {
+            log_bytes_free(&b);
+            return TALLY_out_of_memory;
+        }
+        memcpy(kept, b.ptr, b.len);
+        rc = log_event_decode_in(kept, b.len, unpacked->zone, &unpacked->data, out);
+    } else if (rc == TALLY_ok && b.ptr == b.heap) {
+        /* A large event: its buffer is handed to the zone to free. */
+        msgpack_unpacked_destroy(unpacked);
+        unpacked->zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+        if (unpacked->zone == NULL ||
+            !msgpack_zone_push_finalizer(unpacked->zone, free, b.heap)) {
+            log_bytes_free(&b);
+            return TALLY_out_of_memory;
+        }
+        rc = log_event_decode_in(b.heap, b.len, unpacked->zone, &unpacked->data, out);
+        return rc;
+    } else if (rc == TALLY_ok) {
+        rc = log_event_decode(b.ptr, b.len, unpacked, out);
+    }
+    log_bytes_free(&b);
+    return rc;
 }
 
 int log_last_seq(store_txn *t, uint64_t *seq)

@@ -1,8 +1,11 @@
 /*
  * log.h — the event log (outbox): append-only, gapless, hash-chained.
  *
- * Database "log": key = seq as 8 bytes big-endian, value = one event encoded
- * as a msgpack map (format in docs/EVENTS.md). Events are appended with
+ * Database "log": key = seq as 8 bytes big-endian, value = one event in its
+ * stored form (log/stored_event.h: since store format 13 without what the
+ * store knows anyway). Every reader here hands out events in format 2
+ * (docs/EVENTS.md), the bytes the chain hashes and the wire carries, so
+ * nothing above this file sees the stored form. Events are appended with
  * MDB_APPEND inside the same write transaction as the state change that
  * they describe, so they commit or vanish with it. The head (last seq and
  * its hash) is kept in "meta" under "head". A write transaction reads it
@@ -17,8 +20,10 @@
 #define TALLY_LOG_H
 
 #include "common/bytes.h"
+#include "common/limits.h"
 #include "common/log_event.h"
 #include "log/store.h"
+#include "log/stored_event.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -45,14 +50,34 @@ int log_head_get(store_txn *t, log_head *head);
  * errors are remembered in t. */
 int log_append(store_txn *t, const log_append_args *args, uint64_t *seq_out);
 
+/* An event's bytes as readers see them (format 2, or 1 for events of old
+ * stores): ptr and len, valid until the next use of b or log_bytes_free.
+ * Small events are made in b itself, larger ones on the heap. */
+typedef struct log_bytes {
+    const uint8_t *ptr;
+    size_t len;
+    uint8_t *heap;
+    size_t heap_cap;
+    uint8_t small[TALLY_EVENT_SMALL_BYTES_MAX + STORED_EVENT_GROWTH_MAX];
+} log_bytes;
+void log_bytes_init(log_bytes *b);
+void log_bytes_free(log_bytes *b);
+
+/* The event at seq into b. TALLY_ok, TALLY_not_found, TALLY_out_of_memory
+ * or a store error; bytes that do not decode (a damaged event, or one
+ * whose hash the next event no longer holds) are handed out for the
+ * decoder to refuse. */
+int log_bytes_get(store_txn *t, uint64_t seq, log_bytes *b);
+
 /* Read and decode the event at seq (log_event_decode's rules; unpacked
  * initialised by the caller and destroyed after use). TALLY_ok,
  * TALLY_not_found, TALLY_corrupt_record or a store error. */
 int log_event_load(store_txn *t, uint64_t seq, msgpack_unpacked *unpacked, log_event *out);
 
 /* Call fn for each stored event with from_seq <= seq, at most max_count
- * events, in seq order. fn returns 0 to continue, non-zero to stop (that
- * value is returned). Bytes are valid during the call only. */
+ * events, in seq order, with the bytes log_bytes_get gives. fn returns 0
+ * to continue, non-zero to stop (that value is returned). Bytes are valid
+ * during the call only. */
 typedef int (*log_read_fn)(uint64_t seq, const void *bytes, size_t len, void *ctx);
 int log_read(store_txn *t, uint64_t from_seq, uint64_t max_count, log_read_fn fn, void *ctx);
 

@@ -44,7 +44,10 @@ typedef enum store_db {
 } store_db;
 
 /* Format of the environment; a store written by another format is refused
- * with TALLY_store_version_mismatch. Format 12 (December 2026) stores the
+ * with TALLY_store_version_mismatch. Format 13 (December 2026) keeps
+ * events in the log in their short stored form (log/stored_event.h:
+ * without seq, id and hash, the type as a number, a UUID key as 16
+ * bytes), which older builds would call corrupt. Format 12 (December 2026) stores the
  * inbox key that is a UUID's text as its 16 bytes (ledger/inbox.h), which
  * older builds would not find; the upgrade to it puts meta
  * "inbox_text_keys" (the last inbox_time key) when the inbox holds
@@ -90,12 +93,12 @@ typedef enum store_db {
  * the keys of a group; older builds would not sweep such entries. Format 2 (December 2026) may hold
  * records older builds cannot read (transfer and inbox records of format 2,
  * "failed_ids"), so they refuse it rather than report corruption.
- * Format 1 to 11 stores are read as they are and marked 12 by the first
+ * Format 1 to 12 stores are read as they are and marked 13 by the first
  * writer that opens them with store_options.upgrade (tallyd --upgrade; a
  * writer without it refuses them, saying what to do): nothing is
  * rewritten, new records take the new forms (their per-key inbox_time entries are swept as before; their
  * history has no tails until a writer appends to it). */
-#define STORE_FORMAT_VERSION 12
+#define STORE_FORMAT_VERSION 13
 #define STORE_FORMAT_VERSION_OLDEST 1
 
 typedef struct store_options {

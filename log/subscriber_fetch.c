@@ -58,13 +58,13 @@ static int plan_room(fetch_plan *p, uint64_t seq, bool *room)
     *room = false;
     if (p->full || p->deliveries == p->max)
         return TALLY_ok;
-    uint8_t k[8];
-    MDB_val ev = {0, NULL};
-    log_seq_key(seq, k);
-    int rc = store_get(p->t, STORE_DB_LOG, k, 8, &ev);
+    log_bytes ev;
+    log_bytes_init(&ev);
+    int rc = log_bytes_get(p->t, seq, &ev);
+    size_t len = rc == TALLY_ok ? ev.len : 0;
+    log_bytes_free(&ev);
     if (rc != TALLY_ok && rc != TALLY_not_found)
         return rc;
-    size_t len = rc == TALLY_ok ? ev.mv_size : 0;
     if (p->deliveries > 0 &&
         (p->bytes >= TALLY_SUB_FETCH_BYTES_MAX || len > TALLY_SUB_FETCH_BYTES_MAX - p->bytes)) {
         p->full = true;

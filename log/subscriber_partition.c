@@ -328,20 +328,20 @@ uint64_t sub_entity_hash(const log_entity *e)
 int sub_event_partition(store_txn *t, uint64_t seq, uint32_t count, msgpack_zone *zone,
                         uint64_t *hash, uint32_t *partition)
 {
-    uint8_t k[8];
-    MDB_val v;
-    log_seq_key(seq, k);
-    int rc = store_get(t, STORE_DB_LOG, k, 8, &v);
+    log_bytes v;
+    log_bytes_init(&v);
+    int rc = log_bytes_get(t, seq, &v);
     if (rc == TALLY_ok) { /* the entity only: the hash was checked as it was written */
         msgpack_object root;
         log_event ev;
         msgpack_zone_clear(zone);
-        rc = log_event_peek_in(v.mv_data, v.mv_size, zone, &root, &ev);
+        rc = log_event_peek_in(v.ptr, v.len, zone, &root, &ev);
         if (rc == TALLY_ok)
             *hash = sub_entity_hash(&ev.entity);
     } else if (rc == TALLY_not_found) {
         *hash = fnv_u64(0, seq); /* gone: no entity to keep in order */
     }
+    log_bytes_free(&v);
     *partition = (uint32_t)(*hash % (count ? count : 1));
     return rc == TALLY_not_found ? TALLY_ok : rc;
 }

@@ -602,14 +602,13 @@ void net_reply_sub_fetch(net_out *o, store_txn *rt, const net_request *req,
         net_out_fail(o);
         return;
     }
+    log_bytes ev;
+    log_bytes_init(&ev);
     net_key(o, "events");
     net_array_begin(o);
     for (uint32_t i = 0; i < r->count; i++) {
         const sub_delivery *d = &r->deliveries[i];
-        uint8_t k[8];
-        MDB_val ev;
-        log_seq_key(d->seq, k);
-        if (store_get(rt, STORE_DB_LOG, k, 8, &ev) != TALLY_ok)
+        if (log_bytes_get(rt, d->seq, &ev) != TALLY_ok)
             continue; /* removed by retention since: nothing to deliver */
         net_item(o);
         net_map_begin(o);
@@ -617,9 +616,10 @@ void net_reply_sub_fetch(net_out *o, store_txn *rt, const net_request *req,
         net_kv_u64(o, "attempt", d->attempt);
         net_kv_bool(o, "replay", d->replay);
         net_key(o, "event");
-        msgpack_safe_pack_bin(&o->pk, ev.mv_data, ev.mv_size);
+        msgpack_safe_pack_bin(&o->pk, ev.ptr, ev.len);
         net_map_end(o);
     }
+    log_bytes_free(&ev);
     net_array_end(o);
     net_kv_u64(o, "ack_floor", r->state.ack_floor);
     net_kv_u64(o, "head", head.seq);

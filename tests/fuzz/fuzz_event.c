@@ -6,6 +6,9 @@
  *     entry has its shape), so that inputs get past the chain check to the
  *     field and body decoders; the bodies' account, transfer and
  *     entitlement maps are unpacked as the invariant checker does;
+ *   - the log's stored form (log/stored_event.h): the input expanded as a
+ *     short stored event, and that expansion shortened and expanded again,
+ *     which must give the same bytes; the input shortened as format 2;
  *   - libtally's event decoder (a subscriber reading log_read or PUB);
  *   - the fixed-size record decoders of accounts, transfers, entitlements
  *     and inbox records, with the first byte giving the key length.
@@ -20,6 +23,7 @@
 #include "common/msgpack_safe.h"
 #include "ledger/ledger.h"
 #include "log/log.h"
+#include "log/stored_event.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -156,9 +160,32 @@ static void decode_records(const uint8_t *data, size_t size)
     }
 }
 
+static void stored_forms(const uint8_t *data, size_t size)
+{
+    static uint8_t full[TALLY_EVENT_BYTES_MAX + STORED_EVENT_GROWTH_MAX];
+    static uint8_t shorter[sizeof(full)], again[sizeof(full) + STORED_EVENT_GROWTH_MAX];
+    static const uint8_t hash[LOG_HASH_BYTES] = {7};
+    if (size > TALLY_EVENT_BYTES_MAX)
+        return;
+    (void)stored_event_shorten(data, size, shorter);
+    uint8_t prev[LOG_HASH_BYTES];
+    (void)stored_event_prev_hash(data, size, prev);
+    size_t n = stored_event_expand(data, size, 12345, 0x2abcdef, hash, full, sizeof(full));
+    if (n == 0)
+        return;
+    if (n > size + STORED_EVENT_GROWTH_MAX)
+        fuzz_fail("a short event expanded past its bound");
+    decode_event(full, n);
+    size_t m = stored_event_shorten(full, n, shorter);
+    if (m > 0 && (stored_event_expand(shorter, m, 12345, 0x2abcdef, hash, again, sizeof(again)) != n ||
+                  memcmp(again, full, n) != 0))
+        fuzz_fail("an expanded event shortened and expanded again differs");
+}
+
 int fuzz_event_one(const uint8_t *data, size_t size)
 {
     decode_event(data, size);
+    stored_forms(data, size);
     decode_rehashed(data, size);
     fuzz_client_event(data, size);
     decode_records(data, size);

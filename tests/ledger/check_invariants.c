@@ -296,9 +296,12 @@ START_TEST(flipped_byte_in_an_event_breaks_the_hash_chain)
     log_seq_key(f.seq_t101, key);
     size_t len;
     uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
-    /* The transfer's amount, 100, a positive fixint: the body's (field 9)
-     * transfer (part 0), its fourth field. */
-    static const uint32_t amount_at[] = {9, 0, 3};
+    /* The transfer's amount, 100, a positive fixint, in the event as the
+     * log stores it (log/stored_event.h): the body's (field 7) transfer
+     * (part 0), its fourth field. The event's hash, which the next
+     * event's prev_hash holds, no longer matches its bytes. */
+    ck_assert_uint_eq(ev[0], 0x99); /* the short form */
+    static const uint32_t amount_at[] = {7, 0, 3};
     size_t at = test_msgpack_at(ev, len, amount_at, 3);
     ck_assert_uint_eq(ev[at], 0x64);
     ev[at] = 0x65; /* 101: still a valid encoding */
@@ -317,29 +320,18 @@ START_TEST(rehashed_event_breaks_the_link_to_the_next)
 {
     fixture f;
     build(&f);
-    MDB_txn *txn = raw_begin(&f.ts);
-    uint8_t key[8];
-    log_seq_key(f.seq_t102, key);
-    size_t len;
-    uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
     /* Change the commit time (not folded), then give the event a correct hash
-     * of its own: it decodes, but the next event no longer chains to it. */
-    static const uint32_t time_at[] = {6}; /* time_ms: 0xcf and 8 bytes */
-    size_t at = test_msgpack_at(ev, len, time_at, 1);
-    ck_assert_uint_eq(ev[at], 0xcf);
-    ev[at + 8] ^= 0x01;
-    uint8_t prev[32], hash[32];
-    memcpy(prev, ev + len - LOG_HASH_ENTRY_BYTES - 32, 32);
-    test_sha256_chain(prev, ev, len - LOG_HASH_ENTRY_BYTES, hash);
-    memcpy(ev + len - 32, hash, 32);
+     * of its own, stored in format 2 with it: it decodes, but the next event
+     * no longer chains to it. */
+    test_event_rewrite(f.ts.st, f.seq_t102, test_event_rehash_other_time);
+    store_txn t;
+    ck_assert_int_eq(store_txn_begin(f.ts.st, NULL, true, &t), TALLY_ok);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     log_event decoded;
-    ck_assert_int_eq(log_event_decode(ev, len, &up, &decoded), TALLY_ok);
+    ck_assert_int_eq(log_event_load(&t, f.seq_t102, &up, &decoded), TALLY_ok);
     msgpack_unpacked_destroy(&up);
-    raw_put(txn, &f.ts, STORE_DB_LOG, key, 8, ev, len);
-    raw_commit(txn);
-    free(ev);
+    store_txn_abort(&t);
     char name[64];
     seq_name(f.seq_t102 + 1, name);
     expect_finding(&f.ts, "hash_chain", name);
@@ -667,17 +659,12 @@ START_TEST(hold_resolved_twice_in_the_log_is_found)
      * resolution of hold 104 that was already posted: a void without cause. */
     store_txn t;
     ck_assert_int_eq(store_txn_begin(f.ts.st, NULL, false, &t), TALLY_ok);
-    uint8_t key[8];
-    log_seq_key(f.seq_post104, key);
-    MDB_val v;
-    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
-    uint8_t *copy = malloc(v.mv_size);
-    ck_assert_ptr_nonnull(copy);
-    memcpy(copy, v.mv_data, v.mv_size);
+    size_t len;
+    uint8_t *copy = test_event_bytes(&t, f.seq_post104, &len);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     log_event posted;
-    ck_assert_int_eq(log_event_decode(copy, v.mv_size, &up, &posted), TALLY_ok);
+    ck_assert_int_eq(log_event_decode(copy, len, &up, &posted), TALLY_ok);
     log_append_args a = {
         .type = LOG_EVENT_TRANSFER_VOIDED,
         .entity = {.kind = LOG_ENTITY_TRANSFER, .transfer_id = test_id(104)},
@@ -934,7 +921,7 @@ START_TEST(log_walk_on_two_threads_finds_what_one_finds)
     log_seq_key(f.events + 3000, key);
     size_t len;
     uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
-    ev[len - 1] ^= 1; /* the hash */
+    ev[len - 36] ^= 1; /* the body's last byte, before prev_hash (c4 20 and 32 bytes) */
     raw_put(txn, &f.ts, STORE_DB_LOG, key, 8, ev, len);
     raw_commit(txn);
     free(ev);

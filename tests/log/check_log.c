@@ -84,21 +84,12 @@ static uint64_t append_committed(test_store *ts, unsigned n)
     return seq;
 }
 
-/* A malloc'd copy of the stored event at seq (exact size, for the
- * sanitizers); *len gets its size. */
+/* A malloc'd copy of the event at seq as readers see it. */
 static uint8_t *event_copy(test_store *ts, uint64_t seq, size_t *len)
 {
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, true, &t), TALLY_ok);
-    uint8_t key[8];
-    log_seq_key(seq, key);
-    MDB_val v;
-    int rc = store_get(&t, STORE_DB_LOG, key, 8, &v);
-    ck_assert_msg(rc == TALLY_ok, "event %llu: %s", (unsigned long long)seq, tally_strerror(rc));
-    uint8_t *copy = malloc(v.mv_size);
-    ck_assert_ptr_nonnull(copy);
-    memcpy(copy, v.mv_data, v.mv_size);
-    *len = v.mv_size;
+    uint8_t *copy = test_event_bytes(&t, seq, len);
     store_txn_abort(&t);
     return copy;
 }
@@ -792,11 +783,8 @@ static size_t measure_event(test_store *ts, size_t pad_bytes)
     body_spec body = {.n = 1, .pad_bytes = pad_bytes};
     log_append_args a = account_args(1, &body);
     ck_assert_uint_eq(append_ok(&t, &a), 1);
-    uint8_t key[8];
-    log_seq_key(1, key);
-    MDB_val v;
-    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
-    size_t len = v.mv_size;
+    size_t len;
+    free(test_event_bytes(&t, 1, &len)); /* its size as readers see it */
     store_txn_abort(&t);
     return len;
 }
@@ -862,13 +850,12 @@ START_TEST(event_of_exactly_the_maximum_size_is_accepted)
 }
 END_TEST
 
+/* An event's size as readers see it (what a page carries). */
 static size_t stored_bytes(store_txn *t, uint64_t seq)
 {
-    uint8_t k[8];
-    MDB_val v;
-    log_seq_key(seq, k);
-    ck_assert_int_eq(store_get(t, STORE_DB_LOG, k, 8, &v), TALLY_ok);
-    return v.mv_size;
+    size_t len;
+    free(test_event_bytes(t, seq, &len));
+    return len;
 }
 
 /* log_read's page rule (log_page_measure): at most max_count events and

@@ -357,19 +357,20 @@ START_TEST(format_version_mismatch_is_refused)
     ck_assert_uint_eq(get_u32_be(v.mv_data), STORE_FORMAT_VERSION);
     mdb_txn_abort(txn);
 
-    /* Formats 1 to 11 open: read-only as they are; a writer refuses
+    /* Formats 1 to 12 open: read-only as they are; a writer refuses
      * them, saying what to do, unless it may upgrade (tallyd --upgrade),
-     * and then marks them 12; from before 7 it also puts the mark that
+     * and then marks them 13; from before 7 it also puts the mark that
      * has the indexes built anew (format 6's transfer index has account
      * entries format 7 does not keep), from 7 not (its indexes are
      * current: format 8 changed only the account record, read in every
      * format, format 9's index reads format 8's entries, format 10's
      * history the entries before it as blocks of one seq, format 11's
-     * inbox the records before it, and format 12's the keys before it,
-     * with the mark of an inbox that holds records: none here). */
-    ck_assert_uint_eq(STORE_FORMAT_VERSION, 12);
+     * inbox the records before it, format 12's the keys before it,
+     * with the mark of an inbox that holds records: none here, and
+     * format 13's log the events before it). */
+    ck_assert_uint_eq(STORE_FORMAT_VERSION, 13);
     MDB_val mark = {13, (void *)"index_pending"};
-    for (uint32_t f = 1; f <= 11; f++) {
+    for (uint32_t f = 1; f <= 12; f++) {
         uint8_t old[4];
         put_u32_be(old, f);
         tamper_format(st, old, sizeof(old));
@@ -414,7 +415,7 @@ START_TEST(format_version_mismatch_is_refused)
     st = NULL;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     ck_assert_ptr_null(st);
-    expect_why(why, p.path, "store format 13, written by a newer tally; this one reads formats 1 to 12: run a tally that reads it");
+    expect_why(why, p.path, "store format 14, written by a newer tally; this one reads formats 1 to 13: run a tally that reads it");
     opt.read_only = true;
     ck_assert_int_eq(store_open(&opt, &st), TALLY_store_version_mismatch);
     opt.read_only = false;

@@ -241,29 +241,26 @@ START_TEST(peek_reads_the_entity_without_the_hash)
 {
     entitlement_events();
     store_txn t = begin();
-    uint8_t k[8];
-    MDB_val v;
-    log_seq_key(2, k);
-    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, k, 8, &v), TALLY_ok);
-    static uint8_t copy[TALLY_EVENT_BYTES_MAX];
-    memcpy(copy, v.mv_data, v.mv_size);
+    size_t len;
+    uint8_t *copy = test_event_bytes(&t, 2, &len);
     store_txn_abort(&t);
     msgpack_zone *zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
     msgpack_object root;
     log_event peeked, decoded;
-    ck_assert_int_eq(log_event_peek_in(copy, v.mv_size, zone, &root, &peeked), TALLY_ok);
+    ck_assert_int_eq(log_event_peek_in(copy, len, zone, &root, &peeked), TALLY_ok);
     ck_assert_int_eq(peeked.entity.kind, LOG_ENTITY_ENTITLEMENT);
     ck_assert(tally_str_equal(peeked.entity.subject, tally_str_from("u1")));
     msgpack_zone_clear(zone);
-    ck_assert_int_eq(log_event_decode_in(copy, v.mv_size, zone, &root, &decoded), TALLY_ok);
+    ck_assert_int_eq(log_event_decode_in(copy, len, zone, &root, &decoded), TALLY_ok);
     ck_assert_uint_eq(sub_entity_hash(&peeked.entity), sub_entity_hash(&decoded.entity));
-    copy[v.mv_size - 1] ^= 1; /* the last byte of the declared hash */
+    copy[len - 1] ^= 1; /* the last byte of the declared hash */
     msgpack_zone_clear(zone);
-    ck_assert_int_eq(log_event_decode_in(copy, v.mv_size, zone, &root, &decoded),
+    ck_assert_int_eq(log_event_decode_in(copy, len, zone, &root, &decoded),
                      TALLY_corrupt_record);
     msgpack_zone_clear(zone);
-    ck_assert_int_eq(log_event_peek_in(copy, v.mv_size, zone, &root, &peeked), TALLY_ok);
+    ck_assert_int_eq(log_event_peek_in(copy, len, zone, &root, &peeked), TALLY_ok);
     msgpack_zone_free(zone);
+    free(copy);
 }
 END_TEST
 

@@ -414,34 +414,40 @@ void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx)
 {
     store_txn t;
     begin_read(ts, &t);
-    uint8_t key[8];
-    log_seq_key(seq, key);
-    MDB_val v;
-    int rc = store_get(&t, STORE_DB_LOG, key, 8, &v);
-    ck_assert_msg(rc == TALLY_ok, "event %llu: %s", (unsigned long long)seq, tally_strerror(rc));
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     log_event ev;
-    rc = log_event_decode(v.mv_data, v.mv_size, &up, &ev);
-    ck_assert_msg(rc == TALLY_ok, "event %llu does not decode", (unsigned long long)seq);
+    int rc = log_event_load(&t, seq, &up, &ev);
+    ck_assert_msg(rc == TALLY_ok, "event %llu: %s", (unsigned long long)seq, tally_strerror(rc));
     fn(&ev, ctx);
     msgpack_unpacked_destroy(&up);
     store_txn_abort(&t);
+}
+
+uint8_t *test_event_bytes(store_txn *t, uint64_t seq, size_t *len)
+{
+    log_bytes b;
+    log_bytes_init(&b);
+    int rc = log_bytes_get(t, seq, &b);
+    ck_assert_msg(rc == TALLY_ok, "event %llu: %s", (unsigned long long)seq, tally_strerror(rc));
+    uint8_t *copy = malloc(b.len);
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, b.ptr, b.len);
+    *len = b.len;
+    log_bytes_free(&b);
+    return copy;
 }
 
 void test_event_rewrite(store *st, uint64_t seq, void (*edit)(uint8_t *ev, size_t len))
 {
     store_txn t;
     ck_assert_int_eq(store_txn_begin(st, NULL, false, &t), TALLY_ok);
+    size_t len;
+    uint8_t *ev = test_event_bytes(&t, seq, &len);
+    edit(ev, len);
     uint8_t key[8];
     log_seq_key(seq, key);
-    MDB_val v;
-    ck_assert_int_eq(store_get(&t, STORE_DB_LOG, key, 8, &v), TALLY_ok);
-    uint8_t *ev = malloc(v.mv_size);
-    ck_assert_ptr_nonnull(ev);
-    memcpy(ev, v.mv_data, v.mv_size);
-    edit(ev, v.mv_size);
-    ck_assert_int_eq(store_put(&t, STORE_DB_LOG, key, 8, ev, v.mv_size, 0), TALLY_ok);
+    ck_assert_int_eq(store_put(&t, STORE_DB_LOG, key, 8, ev, len, 0), TALLY_ok);
     ck_assert_int_eq(store_txn_commit(&t), TALLY_ok);
     free(ev);
 }

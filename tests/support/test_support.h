@@ -120,8 +120,12 @@ void test_drop_last_inbox_time_entry(store_txn *t);
 /* Decode the event at seq; the callback sees it inside a read txn. */
 typedef void (*test_event_fn)(const log_event *ev, void *ctx);
 void test_with_event(test_store *ts, uint64_t seq, test_event_fn fn, void *ctx);
+/* A malloc'd copy of the event at seq as readers see it (format 2, what
+ * log_bytes_get gives; exact size, for the sanitizers): *len its size. */
+uint8_t *test_event_bytes(store_txn *t, uint64_t seq, size_t *len);
 /* Rewrite the stored event at seq in st (a writer) with edit applied to a
- * copy of its bytes (damage for the checks to find). */
+ * copy of its format 2 bytes, stored back in format 2 (which the log reads
+ * as it is: damage for the checks to find). */
 void test_event_rewrite(store *st, uint64_t seq, void (*edit)(uint8_t *ev, size_t len));
 /* An edit for test_event_rewrite: another commit time, and a hash of its
  * own that is right again: the event decodes, but the next one no longer
