@@ -58,9 +58,11 @@ typedef struct log_entity {
 } log_entity;
 
 /* The event types, each with its wire name, once (docs/EVENTS.md). The
- * name is what the log stores and the chain hashes, so a name never
- * changes; the enum's numbers are for code only and are never written.
- * A new type is one row here (and its section in docs/EVENTS.md). */
+ * name is what the wire carries and the chain hashes, so a name never
+ * changes; the enum's number (the row, from 1) is what the log's stored
+ * form keeps instead of the name (log/stored_event.h), so rows are only
+ * ever appended: a new type is one row at the end (and its section in
+ * docs/EVENTS.md). */
 #define LOG_EVENT_TYPES(X)                                \
     X(LOG_EVENT_ACCOUNT_OPENED, "account.opened")         \
     X(LOG_EVENT_TRANSFER_CREATED, "transfer.created")     \

@@ -3,8 +3,9 @@
  *
  * Both directions walk the fields with msgpack_safe_skip and copy the
  * bytes of the fields they keep as they are; only seq, id, the type, a
- * UUID key and the hash are written anew, each exactly as
- * log_event_encode writes it (msgpack-c's shortest forms).
+ * UUID key, the hash and the repeats of the body's first row are written
+ * anew, each exactly as log_event_encode writes it (msgpack-c's shortest
+ * forms).
  */
 #include "log/stored_event.h"
 
@@ -110,59 +111,195 @@ static bool is_bin(const uint8_t *p, size_t n, size_t bytes)
     return n == 2 + bytes && p[0] == 0xc4 && p[1] == bytes;
 }
 
+/* An array's header at p (fixarray or array 16): its element count and
+ * size; false for anything else. */
+static bool array_header(const uint8_t *p, size_t n, size_t *count, size_t *size)
+{
+    if (n >= 1 && (p[0] & 0xf0) == 0x90) {
+        *count = p[0] & 0x0f;
+        *size = 1;
+        return true;
+    }
+    if (n >= 3 && p[0] == 0xdc) {
+        *count = (size_t)p[1] << 8 | p[2];
+        *size = 3;
+        return true;
+    }
+    return false;
+}
+
+/* The entity's last element (an account id, a transfer id, ...):
+ * [*at, *end), only when it is at most a bin16's size (the first row of
+ * the body repeats it). */
+static bool entity_last(const uint8_t *p, size_t entity_at, size_t entity_end, size_t *at,
+                        size_t *end)
+{
+    size_t count, header;
+    if (!array_header(p + entity_at, entity_end - entity_at, &count, &header) || count < 2)
+        return false;
+    fields f = {p, entity_at + header, entity_end};
+    for (size_t i = 0; i + 1 < count; i++)
+        if (!field_skip(&f, NULL))
+            return false;
+    *at = f.at;
+    *end = entity_end;
+    return field_skip(&f, NULL) && f.at == entity_end && *end - *at <= BIN16_BYTES;
+}
+
+/* What a body's first row repeats of the event: a field with the bytes
+ * of the entity's last element (first field) or of time_ms (the first
+ * other field with them) is stored as the one byte SAME, which msgpack
+ * never uses. */
+#define SAME 0xc1
+typedef struct repeats {
+    const uint8_t *id;   /* the entity's last element, NULL: none */
+    size_t id_len;
+    const uint8_t *time; /* time_ms's bytes */
+    size_t time_len;
+} repeats;
+
+/* Copy (shorten: stored true) or expand (false) the body at p[0..n) into
+ * out; its length, or 0 when the body is not an array whose first element
+ * is a row of fields. */
+static size_t body_copy(const uint8_t *p, size_t n, const repeats *r, bool shorten, uint8_t *out)
+{
+    size_t parts, header, row_fields, row_header;
+    if (!array_header(p, n, &parts, &header) || parts == 0 ||
+        !array_header(p + header, n - header, &row_fields, &row_header))
+        return 0;
+    size_t at = header + row_header, o = at;
+    memcpy(out, p, at);
+    bool time_done = false;
+    for (size_t i = 0; i < row_fields; i++) {
+        const uint8_t *from = p + at;
+        size_t size = at < n && (shorten || p[at] != SAME) ? msgpack_safe_skip(from, n - at)
+                      : at < n                             ? 1
+                                                           : 0;
+        if (size == 0)
+            return 0;
+        bool is_id = i == 0 && r->id != NULL;
+        const uint8_t *same = is_id ? r->id : time_done ? NULL : r->time;
+        size_t same_len = is_id ? r->id_len : r->time_len;
+        if (shorten && same != NULL && size == same_len && size > 1 &&
+            memcmp(from, same, size) == 0) {
+            out[o++] = SAME;
+            time_done = time_done || !is_id;
+        } else if (!shorten && size == 1 && *from == SAME) {
+            if (same == NULL)
+                return 0;
+            memcpy(out + o, same, same_len);
+            o += same_len;
+            time_done = time_done || !is_id;
+        } else {
+            memcpy(out + o, from, size);
+            o += size;
+        }
+        at += size;
+    }
+    fields rest = {p, at, n};
+    for (size_t i = 1; i < parts; i++)
+        if (!field_skip(&rest, NULL))
+            return 0;
+    if (rest.at != n)
+        return 0;
+    memcpy(out + o, p + at, n - at);
+    return o + n - at;
+}
+
+/* Where the fields of an event lie (offsets into its bytes), from its
+ * entity on; the fields before it differ between the forms. */
+typedef struct layout {
+    size_t entity, time, causation, key, key_end, correlation, body, prev_hash;
+    repeats r;
+} layout;
+
+/* The fields from entity to the end of the body, and the repeats, with f
+ * at the entity; SAME bytes in the body's first row are taken as one
+ * byte each (stored), or not at all (format 2). */
+static bool layout_read(fields *f, bool stored, layout *l)
+{
+    const uint8_t *p = f->p;
+    size_t version;
+    if (!field_skip(f, &l->entity) || !field_skip(f, &version) || !field_skip(f, &l->time) ||
+        !field_skip(f, &l->causation))
+        return false;
+    l->r.time = p + l->time;
+    l->r.time_len = l->causation - l->time;
+    size_t id_at, id_end;
+    l->r.id = entity_last(p, l->entity, version, &id_at, &id_end) ? p + id_at : NULL;
+    l->r.id_len = l->r.id ? id_end - id_at : 0;
+    /* causation: nil, or [consumer, key] */
+    l->key = l->key_end = 0;
+    if (p[l->causation] == 0x92) {
+        fields c = {p, l->causation + 1, f->at};
+        if (!field_skip(&c, NULL) || !field_skip(&c, &l->key) || c.at != f->at)
+            return false;
+        l->key_end = c.at;
+    } else if (p[l->causation] != 0xc0) {
+        return false;
+    }
+    if (!field_skip(f, &l->correlation))
+        return false;
+    l->body = f->at;
+    l->prev_hash = f->len - (2 + LOG_HASH_BYTES);
+    if (!is_bin(p + l->prev_hash, 2 + LOG_HASH_BYTES, LOG_HASH_BYTES) || l->body >= l->prev_hash)
+        return false;
+    if (!stored) { /* the body is plain msgpack here */
+        fields b = {p, l->body, f->len};
+        return field_skip(&b, NULL) && b.at == l->prev_hash;
+    }
+    return true;
+}
+
 size_t stored_event_shorten(const uint8_t *event, size_t len, uint8_t *out)
 {
-    const size_t tail = 2 * (2 + LOG_HASH_BYTES); /* prev_hash and hash */
-    if (len < 2 + tail || event[0] != 0x90 + FORMAT2_FIELDS || event[1] != LOG_EVENT_FORMAT)
+    const size_t hash_entry = 2 + LOG_HASH_BYTES;
+    if (len < 2 + 2 * hash_entry || event[0] != 0x90 + FORMAT2_FIELDS ||
+        event[1] != LOG_EVENT_FORMAT || !is_bin(event + len - hash_entry, hash_entry, LOG_HASH_BYTES))
         return 0;
-    fields f = {event, 2, len - tail};
-    size_t id_at, type_at, entity_at, causation_at, correlation_at;
+    fields f = {event, 2, len - hash_entry};
+    size_t id_at, type_at;
     if (!field_skip(&f, NULL) || !field_skip(&f, &id_at) || !field_skip(&f, &type_at) ||
         !is_bin(event + id_at, type_at - id_at, 16))
         return 0;
+    size_t entity_at = f.at;
     const char *name;
     size_t name_len;
     log_event_type type;
-    if (!field_skip(&f, &entity_at) ||
-        !str_at(event + type_at, entity_at - type_at, &name, &name_len) ||
+    if (!str_at(event + type_at, entity_at - type_at, &name, &name_len) ||
         !log_event_type_of((tally_str){name, name_len}, &type))
         return 0;
-    /* entity_version, time_ms, causation */
-    if (!field_skip(&f, NULL) || !field_skip(&f, NULL) || !field_skip(&f, &causation_at))
-        return 0;
-    correlation_at = f.at;
-    if (!field_skip(&f, NULL) || !field_skip(&f, NULL) || f.at != len - tail ||
-        !is_bin(event + f.at, 2 + LOG_HASH_BYTES, LOG_HASH_BYTES) ||
-        !is_bin(event + len - tail / 2, 2 + LOG_HASH_BYTES, LOG_HASH_BYTES))
+    layout l;
+    if (!layout_read(&f, false, &l))
         return 0;
     size_t o = 0;
     out[o++] = 0x90 + SHORT_FIELDS;
     out[o++] = STORED_EVENT_FORMAT;
     out[o++] = (uint8_t)type;
-    memcpy(out + o, event + entity_at, causation_at - entity_at);
-    o += causation_at - entity_at;
-    /* causation: nil, or [consumer, key] with a UUID text key as bin16 */
-    const uint8_t *c = event + causation_at;
-    size_t c_len = correlation_at - causation_at;
     uint8_t packed[16];
-    if (c_len > 1 + UUID_STR_BYTES && c[0] == 0x92 &&
-        c[c_len - UUID_STR_BYTES] == 0xd9 && c[c_len - UUID_STR_BYTES + 1] == UUID_TEXT_BYTES &&
-        bytes_uuid_text_pack((const char *)c + c_len - UUID_TEXT_BYTES, UUID_TEXT_BYTES, packed)) {
-        size_t consumer = c_len - UUID_STR_BYTES;
-        memcpy(out + o, c, consumer);
-        o += consumer;
+    const uint8_t *key = event + l.key;
+    if (l.key != 0 && l.key_end - l.key == UUID_STR_BYTES && key[0] == 0xd9 &&
+        key[1] == UUID_TEXT_BYTES &&
+        bytes_uuid_text_pack((const char *)key + 2, UUID_TEXT_BYTES, packed)) {
+        /* entity to the key as they are, then the key's 16 bytes */
+        memcpy(out + o, event + l.entity, l.key - l.entity);
+        o += l.key - l.entity;
         out[o++] = 0xc4;
         out[o++] = 16;
         memcpy(out + o, packed, 16);
         o += 16;
     } else {
-        memcpy(out + o, c, c_len);
-        o += c_len;
+        memcpy(out + o, event + l.entity, l.correlation - l.entity);
+        o += l.correlation - l.entity;
     }
-    /* correlation, body and prev_hash as they are; no hash */
-    size_t rest = len - tail / 2 - correlation_at;
-    memcpy(out + o, event + correlation_at, rest);
-    return o + rest;
+    memcpy(out + o, event + l.correlation, l.body - l.correlation);
+    o += l.body - l.correlation;
+    size_t body = body_copy(event + l.body, l.prev_hash - l.body, &l.r, true, out + o);
+    if (body == 0)
+        return 0;
+    o += body;
+    memcpy(out + o, event + l.prev_hash, hash_entry); /* and no hash */
+    return o + hash_entry;
 }
 
 bool stored_event_prev_hash(const void *rec, size_t len, uint8_t out[LOG_HASH_BYTES])
@@ -188,31 +325,16 @@ size_t stored_event_expand(const void *rec, size_t len, uint64_t seq, uint32_t t
                            const uint8_t hash[LOG_HASH_BYTES], uint8_t *out, size_t capacity)
 {
     const uint8_t *r = rec;
-    if (!stored_event_is_short(rec, len) || capacity < len + STORED_EVENT_GROWTH_MAX)
+    if (!stored_event_is_short(rec, len) || capacity < len + STORED_EVENT_GROWTH_MAX ||
+        len < 3 + 2 + LOG_HASH_BYTES)
         return 0;
+    int64_t type, time_ms;
     fields f = {r, 2, len};
-    size_t type_at, entity_at, time_at, causation_at;
-    int64_t time_ms, type;
+    size_t type_at;
+    layout l;
     if (!field_skip(&f, &type_at) || !int_at(r + type_at, f.at - type_at, &type) ||
-        type <= LOG_EVENT_TYPE_NONE || type >= LOG_EVENT_TYPE_END)
-        return 0;
-    if (!field_skip(&f, &entity_at) || !field_skip(&f, NULL) || !field_skip(&f, &time_at) ||
-        !field_skip(&f, &causation_at) || !int_at(r + time_at, causation_at - time_at, &time_ms))
-        return 0;
-    /* causation (f is past it): nil or an array of two, whose key may be
-     * bin16 */
-    size_t key_at = 0, key_end = 0;
-    if (r[causation_at] == 0x92) {
-        fields c = {r, causation_at + 1, f.at};
-        if (!field_skip(&c, NULL) || !field_skip(&c, &key_at) || c.at != f.at)
-            return 0;
-        key_end = c.at;
-    } else if (r[causation_at] != 0xc0) {
-        return 0;
-    }
-    /* correlation and body, then prev_hash last */
-    if (!field_skip(&f, NULL) || !field_skip(&f, NULL) || f.at + 2 + LOG_HASH_BYTES != len ||
-        !is_bin(r + f.at, 2 + LOG_HASH_BYTES, LOG_HASH_BYTES))
+        type <= LOG_EVENT_TYPE_NONE || type >= LOG_EVENT_TYPE_END || !layout_read(&f, true, &l) ||
+        !int_at(r + l.time, l.causation - l.time, &time_ms))
         return 0;
 
     size_t o = 0;
@@ -230,19 +352,25 @@ size_t stored_event_expand(const void *rec, size_t len, uint64_t seq, uint32_t t
     out[o++] = (uint8_t)(0xa0 | name_len); /* every name is under 32 bytes */
     memcpy(out + o, name, name_len);
     o += name_len;
-    if (key_at != 0 && is_bin(r + key_at, key_end - key_at, 16)) {
-        memcpy(out + o, r + entity_at, key_at - entity_at);
-        o += key_at - entity_at;
+    if (l.key != 0 && is_bin(r + l.key, l.key_end - l.key, 16)) {
+        memcpy(out + o, r + l.entity, l.key - l.entity);
+        o += l.key - l.entity;
         out[o++] = 0xd9;
         out[o++] = UUID_TEXT_BYTES;
-        bytes_uuid_text_write(r + key_at + 2, (char *)out + o);
+        bytes_uuid_text_write(r + l.key + 2, (char *)out + o);
         o += UUID_TEXT_BYTES;
-        memcpy(out + o, r + key_end, len - key_end);
-        o += len - key_end;
     } else {
-        memcpy(out + o, r + entity_at, len - entity_at);
-        o += len - entity_at;
+        memcpy(out + o, r + l.entity, l.correlation - l.entity);
+        o += l.correlation - l.entity;
     }
+    memcpy(out + o, r + l.correlation, l.body - l.correlation);
+    o += l.body - l.correlation;
+    size_t body = body_copy(r + l.body, l.prev_hash - l.body, &l.r, false, out + o);
+    if (body == 0)
+        return 0;
+    o += body;
+    memcpy(out + o, r + l.prev_hash, 2 + LOG_HASH_BYTES);
+    o += 2 + LOG_HASH_BYTES;
     out[o++] = 0xc4;
     out[o++] = LOG_HASH_BYTES;
     memcpy(out + o, hash, LOG_HASH_BYTES);

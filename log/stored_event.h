@@ -11,16 +11,22 @@
  *   - id: a UUIDv7 of time_ms, the store's identity and seq (log/log.c);
  *   - hash: the next event's prev_hash holds it, or meta "head" for the
  *     last event;
- *   - the type's name: a number of this file's table (append only);
- *   - a causation key that is a UUID's text in lower case: its 16 bytes.
+ *   - the type's name: its row in LOG_EVENT_TYPES (rows only appended);
+ *   - a causation key that is a UUID's text in lower case: its 16 bytes;
+ *   - what the body's first row repeats (the object the event is about):
+ *     its first field when it has the bytes of the entity's last element
+ *     (the account's or transfer's id), and the first other field with
+ *     the bytes of time_ms (a creation time), each as the byte 0xc1,
+ *     which msgpack never uses.
  *
  * Stored format 3, a msgpack array of 9 (first byte 0x99):
  *
  *   [3, type:uint, entity, entity_version, time_ms, causation,
  *    correlation, body, prev_hash:bin32]
  *
- * where every field but type and causation's key holds the same bytes as
- * in format 2, and causation is nil or [consumer:str, key:str|bin16]. A
+ * where every field but type, causation's key and the body's first row
+ * holds the same bytes as in format 2, and causation is nil or
+ * [consumer:str, key:str|bin16]. A
  * bin16 key is the text bytes_uuid_text_write gives of its 16 bytes, as a
  * str8 (d9 24). Expanding puts the format 2 bytes back exactly, so the
  * hash a reader recomputes is the one the writer computed; log_append
@@ -41,9 +47,9 @@
 
 #define STORED_EVENT_FORMAT 3
 /* At most this many bytes more in format 2 than stored: seq (9), id (18),
- * hash (34), the type's name (32 for a number's byte) and a UUID key's
- * text (38 for 18). */
-#define STORED_EVENT_GROWTH_MAX 128
+ * hash (34), the type's name (32 for a number's byte), a UUID key's text
+ * (38 for 18) and the row's repeats (18 and 9 for a byte each). */
+#define STORED_EVENT_GROWTH_MAX 160
 
 /* Whether a stored event is in the short form (needs stored_event_expand). */
 bool stored_event_is_short(const void *rec, size_t len);

@@ -296,15 +296,15 @@ START_TEST(flipped_byte_in_an_event_breaks_the_hash_chain)
     log_seq_key(f.seq_t101, key);
     size_t len;
     uint8_t *ev = raw_get(txn, &f.ts, STORE_DB_LOG, key, 8, &len);
-    /* The transfer's amount, 100, a positive fixint, in the event as the
-     * log stores it (log/stored_event.h): the body's (field 7) transfer
-     * (part 0), its fourth field. The event's hash, which the next
-     * event's prev_hash holds, no longer matches its bytes. */
+    /* The transfer's entity_version, 1, a positive fixint, in the event
+     * as the log stores it (log/stored_event.h: field 3). The event's
+     * hash, which the next event's prev_hash holds, no longer matches its
+     * bytes. */
     ck_assert_uint_eq(ev[0], 0x99); /* the short form */
-    static const uint32_t amount_at[] = {7, 0, 3};
-    size_t at = test_msgpack_at(ev, len, amount_at, 3);
-    ck_assert_uint_eq(ev[at], 0x64);
-    ev[at] = 0x65; /* 101: still a valid encoding */
+    static const uint32_t version_at[] = {3};
+    size_t at = test_msgpack_at(ev, len, version_at, 1);
+    ck_assert_uint_eq(ev[at], 0x01);
+    ev[at] = 0x02; /* still a valid encoding */
     raw_put(txn, &f.ts, STORE_DB_LOG, key, 8, ev, len);
     raw_commit(txn);
     free(ev);

@@ -706,8 +706,9 @@ START_TEST(entity_kinds_round_trip)
 }
 END_TEST
 
-/* The event types' wire names are what the log stores and hashes: each
- * type has its name, the names are the ones of docs/EVENTS.md, and a
+/* The event types' wire names are what the chain hashes, and their
+ * numbers what the log stores (log/stored_event.h): each type has its
+ * name and its number, the names in the order of docs/EVENTS.md, and a
  * decoder finds the type by its name (and no type for another name). */
 START_TEST(event_type_names_are_stable)
 {

@@ -23,24 +23,43 @@ static const char uuid_key[] = "0190c2a4-8f1e-7a3b-9c4d-5e6f708192a3";
 static const uint8_t uuid_bytes[16] = {0x01, 0x90, 0xc2, 0xa4, 0x8f, 0x1e, 0x7a, 0x3b,
                                        0x9c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3};
 
+typedef struct body_ctx {
+    uint64_t n;
+    log_entity entity;
+    int64_t time_ms;
+} body_ctx;
+
 /* A body of as many rows as the entity's kind has parts (3 for a
- * transfer, else 1); *n says which: n % 7 == 1 is a transfer. */
+ * transfer, else 1), each [id, n, time_ms, "row"] as real rows begin:
+ * the id the entity's (an account's number, a transfer's 16 bytes, else
+ * n), and in the first row the event's time (a creation time), which the
+ * stored form keeps once. */
 static int pack_body(msgpack_packer *pk, const void *ctx)
 {
-    const uint64_t *n = ctx;
-    unsigned parts = *n % 7 == 1 ? 3 : 1;
+    const body_ctx *b = ctx;
+    unsigned parts = b->entity.kind == LOG_ENTITY_TRANSFER ? 3 : 1;
     if (msgpack_pack_array(pk, parts))
         return -1;
-    for (unsigned i = 0; i < parts; i++)
-        if (msgpack_pack_array(pk, 2) || msgpack_pack_uint64(pk, *n) ||
-            msgpack_pack_str_with_body(pk, "row", 3))
+    for (unsigned i = 0; i < parts; i++) {
+        int rc = msgpack_pack_array(pk, 4);
+        if (b->entity.kind == LOG_ENTITY_ACCOUNT)
+            rc = rc || msgpack_pack_uint64(pk, b->entity.account_id);
+        else if (b->entity.kind == LOG_ENTITY_TRANSFER)
+            rc = rc || msgpack_pack_bin_with_body(pk, b->entity.transfer_id.bytes, 16);
+        else
+            rc = rc || msgpack_pack_uint64(pk, b->n);
+        rc = rc || msgpack_pack_uint64(pk, b->n) ||
+             msgpack_pack_int64(pk, i == 0 ? b->time_ms : b->time_ms - 1) ||
+             msgpack_pack_str_with_body(pk, "row", 3);
+        if (rc)
             return -1;
+    }
     return 0;
 }
 
 /* One event of each shape: every type, every entity kind, with and
  * without causation and correlation, keys of UUID text and others. */
-static log_event_draft draft_of(unsigned i, uint64_t *n)
+static log_event_draft draft_of(unsigned i, body_ctx *b)
 {
     static const char *const keys[] = {uuid_key, "order-17", "0190C2A4-8F1E-7A3B-9C4D-5E6F708192A3",
                                        "0190c2a48f1e7a3b9c4d5e6f708192a3", ""};
@@ -49,9 +68,8 @@ static log_event_draft draft_of(unsigned i, uint64_t *n)
         .entity_version = 1 + i,
         .time_ms = TEST_NOW_MS + (int64_t)i * 977,
         .pack_body = pack_body,
-        .body_ctx = n,
+        .body_ctx = b,
     };
-    *n = i * 7000021u + i % 7; /* n % 7 == i % 7: pack_body's kind */
     switch (i % 7) {
     case 0: d.entity = (log_entity){.kind = LOG_ENTITY_ACCOUNT, .account_id = i}; break;
     case 1:
@@ -83,6 +101,7 @@ static log_event_draft draft_of(unsigned i, uint64_t *n)
     }
     if (i % 3 == 0)
         d.correlation = tally_str_from("corr-1");
+    *b = (body_ctx){i * 1000003u, d.entity, d.time_ms};
     return d;
 }
 
@@ -93,7 +112,8 @@ static void append_events(test_store *ts, unsigned from, unsigned count)
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
     for (unsigned i = from; i < from + count; i++) {
-        uint64_t n, seq;
+        body_ctx n;
+        uint64_t seq;
         log_event_draft d = draft_of(i, &n);
         ck_assert_int_eq(log_append(&t, &d, &seq), TALLY_ok);
     }
@@ -122,6 +142,14 @@ static bool contains(const uint8_t *hay, size_t hay_len, const void *needle, siz
     return false;
 }
 
+static size_t occurrences(const uint8_t *hay, size_t hay_len, const void *needle, size_t n)
+{
+    size_t count = 0;
+    for (size_t i = 0; i + n <= hay_len; i++)
+        count += memcmp(hay + i, needle, n) == 0;
+    return count;
+}
+
 /* The event id log/log.c gives, computed here from its documented parts. */
 static tally_id128 expected_id(store *st, int64_t time_ms, uint64_t seq)
 {
@@ -146,7 +174,7 @@ START_TEST(readers_get_the_encoded_bytes_back)
     uint8_t prev[LOG_HASH_BYTES] = {0};
     size_t stored_total = 0, full_total = 0;
     for (uint64_t seq = 1; seq <= EVENTS; seq++) {
-        uint64_t n;
+        body_ctx n;
         log_event_draft d = draft_of((unsigned)seq - 1, &n);
         tally_id128 id = expected_id(ts.st, d.time_ms, seq);
         uint8_t want[TALLY_EVENT_SMALL_BYTES_MAX], hash[LOG_HASH_BYTES];
@@ -171,6 +199,16 @@ START_TEST(readers_get_the_encoded_bytes_back)
         if (d.key.len > 0 && !packed)
             ck_assert(contains(stored, stored_len, d.key.ptr, d.key.len));
         ck_assert_uint_lt(stored_len + 18 + 34, len + 1);
+        /* the first row's repeats of the entity's id and of time_ms are
+         * stored once each (the other rows' are not repeats) */
+        uint8_t time_be[8];
+        put_u64_be(time_be, (uint64_t)d.time_ms);
+        ck_assert_uint_eq(occurrences(stored, stored_len, time_be, 8), 1);
+        ck_assert_uint_eq(occurrences(got, len, time_be, 8), 2);
+        if (d.entity.kind == LOG_ENTITY_TRANSFER) {
+            ck_assert_uint_eq(occurrences(stored, stored_len, d.entity.transfer_id.bytes, 16), 3);
+            ck_assert_uint_eq(occurrences(got, len, d.entity.transfer_id.bytes, 16), 4);
+        }
         stored_total += stored_len;
         full_total += len;
         memcpy(prev, hash, LOG_HASH_BYTES);
@@ -197,7 +235,8 @@ START_TEST(every_reader_sees_the_same_events)
     append_events(&ts, 0, 20);
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts.st, NULL, false, &t), TALLY_ok);
-    uint64_t n, seq;
+    body_ctx n;
+    uint64_t seq;
     log_event_draft d = draft_of(20, &n);
     ck_assert_int_eq(log_append(&t, &d, &seq), TALLY_ok);
     ck_assert_uint_eq(seq, 21);
