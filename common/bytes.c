@@ -39,29 +39,26 @@ void bytes_id128_uuid_text(const tally_id128 *id, char out[37])
     out[36] = '\0';
 }
 
-static int lower_hex_value(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
+/* Each byte's value as a lower-case hex digit, 0xff for any other. */
+static const uint8_t lower_hex[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,
+    ['6'] = 7,  ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12,
+    ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16, /* value + 1; 0: none */
+};
 
 bool bytes_uuid_text_pack(const char *text, size_t len, uint8_t out[16])
 {
-    if (len != 36)
+    /* where each byte's two digits start: 8-4-4-4-12 with dashes between */
+    static const uint8_t at[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
+    if (len != 36 || text[8] != '-' || text[13] != '-' || text[18] != '-' || text[23] != '-')
         return false;
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (text[i++] != '-')
-                return false;
-            continue;
-        }
-        int high = lower_hex_value(text[i]), low = lower_hex_value(text[i + 1]);
-        if (high < 0 || low < 0)
-            return false;
-        out[n++] = (uint8_t)(high << 4 | low);
-        i += 2;
+    unsigned bad = 0;
+    for (int i = 0; i < 16; i++) {
+        unsigned high = lower_hex[(uint8_t)text[at[i]]], low = lower_hex[(uint8_t)text[at[i] + 1]];
+        bad |= (high == 0) | (low == 0);
+        out[i] = (uint8_t)((high - 1) << 4 | (low - 1));
     }
-    return n == 16;
+    return bad == 0;
 }
 
 int bytes_hex_value(char c)

@@ -36,10 +36,38 @@ typedef struct fields {
     size_t at, len;
 } fields;
 
+/* The size of the msgpack object at p (n bytes there), 0 when truncated
+ * or malformed: the scalars events are made of at once, containers and
+ * the rest by msgpack_safe_skip. */
+static size_t object_size(const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    uint8_t b = p[0];
+    size_t size;
+    if (b < 0x80 || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
+        size = 1;
+    else if ((b & 0xe0) == 0xa0)
+        size = 1 + (size_t)(b & 0x1f);
+    else if (b == 0xcc || b == 0xd0)
+        size = 2;
+    else if (b == 0xcd || b == 0xd1)
+        size = 3;
+    else if (b == 0xce || b == 0xd2 || b == 0xca)
+        size = 5;
+    else if (b == 0xcf || b == 0xd3 || b == 0xcb)
+        size = 9;
+    else if ((b == 0xc4 || b == 0xd9) && n >= 2)
+        size = 2 + (size_t)p[1];
+    else
+        return msgpack_safe_skip(p, n);
+    return size <= n ? size : 0;
+}
+
 /* The next field's size (0: truncated or malformed), not moving past it. */
 static size_t field_size(const fields *f)
 {
-    return f->at < f->len ? msgpack_safe_skip(f->p + f->at, f->len - f->at) : 0;
+    return f->at < f->len ? object_size(f->p + f->at, f->len - f->at) : 0;
 }
 
 /* Move past the next field; its offset into *start. false when malformed. */
@@ -172,7 +200,7 @@ static size_t body_copy(const uint8_t *p, size_t n, const repeats *r, bool short
     bool time_done = false;
     for (size_t i = 0; i < row_fields; i++) {
         const uint8_t *from = p + at;
-        size_t size = at < n && (shorten || p[at] != SAME) ? msgpack_safe_skip(from, n - at)
+        size_t size = at < n && (shorten || p[at] != SAME) ? object_size(from, n - at)
                       : at < n                             ? 1
                                                            : 0;
         if (size == 0)
@@ -196,12 +224,8 @@ static size_t body_copy(const uint8_t *p, size_t n, const repeats *r, bool short
         }
         at += size;
     }
-    fields rest = {p, at, n};
-    for (size_t i = 1; i < parts; i++)
-        if (!field_skip(&rest, NULL))
-            return 0;
-    if (rest.at != n)
-        return 0;
+    /* The other parts as they are: a decoder checks the format 2 bytes
+     * whole, and their hash whether they are the bytes hashed. */
     memcpy(out + o, p + at, n - at);
     return o + n - at;
 }
@@ -214,9 +238,9 @@ typedef struct layout {
 } layout;
 
 /* The fields from entity to the end of the body, and the repeats, with f
- * at the entity; SAME bytes in the body's first row are taken as one
- * byte each (stored), or not at all (format 2). */
-static bool layout_read(fields *f, bool stored, layout *l)
+ * at the entity; the body is what lies between correlation and the
+ * prev_hash entry that ends f (body_copy reads its first row). */
+static bool layout_read(fields *f, layout *l)
 {
     const uint8_t *p = f->p;
     size_t version;
@@ -242,13 +266,7 @@ static bool layout_read(fields *f, bool stored, layout *l)
         return false;
     l->body = f->at;
     l->prev_hash = f->len - (2 + LOG_HASH_BYTES);
-    if (!is_bin(p + l->prev_hash, 2 + LOG_HASH_BYTES, LOG_HASH_BYTES) || l->body >= l->prev_hash)
-        return false;
-    if (!stored) { /* the body is plain msgpack here */
-        fields b = {p, l->body, f->len};
-        return field_skip(&b, NULL) && b.at == l->prev_hash;
-    }
-    return true;
+    return is_bin(p + l->prev_hash, 2 + LOG_HASH_BYTES, LOG_HASH_BYTES) && l->body < l->prev_hash;
 }
 
 size_t stored_event_shorten(const uint8_t *event, size_t len, uint8_t *out)
@@ -270,7 +288,7 @@ size_t stored_event_shorten(const uint8_t *event, size_t len, uint8_t *out)
         !log_event_type_of((tally_str){name, name_len}, &type))
         return 0;
     layout l;
-    if (!layout_read(&f, false, &l))
+    if (!layout_read(&f, &l))
         return 0;
     size_t o = 0;
     out[o++] = 0x90 + SHORT_FIELDS;
@@ -333,7 +351,7 @@ size_t stored_event_expand(const void *rec, size_t len, uint64_t seq, uint32_t t
     size_t type_at;
     layout l;
     if (!field_skip(&f, &type_at) || !int_at(r + type_at, f.at - type_at, &type) ||
-        type <= LOG_EVENT_TYPE_NONE || type >= LOG_EVENT_TYPE_END || !layout_read(&f, true, &l) ||
+        type <= LOG_EVENT_TYPE_NONE || type >= LOG_EVENT_TYPE_END || !layout_read(&f, &l) ||
         !int_at(r + l.time, l.causation - l.time, &time_ms))
         return 0;
 

@@ -1,13 +1,14 @@
 /*
  * check_upgrade.c — a store of format 8 upgraded in place to the current
- * format (log/store.h): the layouts formats 9 to 11 changed are read as
+ * format (log/store.h): the layouts formats 9 to 13 changed are read as
  * format 8 wrote them, beside the new ones.
  *
  * What must hold, on a store whose transfer_index user data entries hold
  * the transfer's id (format 8; none since 9), whose "history" holds one
  * entry per seq (none since 10) and whose inbox records have fixed-width
  * fields (formats 2 and 3; format 4 since 11) under keys as given (a
- * UUID's text packed since 12):
+ * UUID's text packed since 12) and whose log holds events in format 2
+ * (stored short since 13):
  *   - read only, and after a writer marked it current (tallyd --upgrade,
  *     nothing rewritten), tally-recon finds nothing;
  *   - transfer_query by user data, account_history and the replay of every
@@ -18,7 +19,8 @@
  *     packed key tries the text), and inbox retention removes the mark
  *     with the last record of before;
  *   - new commands write the new forms (entries without an id, history
- *     blocks, inbox records of format 4 under packed keys), and the
+ *     blocks, inbox records of format 4 under packed keys, short events
+ *     chained to the format 2 ones), and the
  *     queries, the history and the audit take old and new together, in
  *     order.
  */
@@ -190,6 +192,15 @@ static void make_format_8(test_store *ts, rows *r)
 {
     store_txn t;
     ck_assert_int_eq(store_txn_begin(ts->st, NULL, false, &t), TALLY_ok);
+    log_head head;
+    ck_assert_int_eq(log_head_get(&t, &head), TALLY_ok);
+    for (uint64_t seq = 1; seq <= head.seq; seq++) { /* events in format 2 */
+        size_t len;
+        uint8_t *ev = test_event_bytes(&t, seq, &len), key[8];
+        log_seq_key(seq, key);
+        ck_assert_int_eq(store_put(&t, STORE_DB_LOG, key, 8, ev, len, 0), TALLY_ok);
+        free(ev);
+    }
     const store_db dbs[3] = {STORE_DB_TRANSFER_INDEX, STORE_DB_HISTORY, STORE_DB_INBOX};
     for (int d = 0; d < 3; d++) {
         r->n = 0;
@@ -308,7 +319,8 @@ static void expect_answers(test_store *ts, const before *b, uint64_t transfers,
 }
 
 /* How many values of db are as format 8 wrote them (index: 16 bytes;
- * history: one seq; inbox: format 2 or 3) and how many not. */
+ * history: one seq; inbox: format 2 or 3; log: format 2) and how many
+ * not. */
 static void count_forms(test_store *ts, store_db db, uint64_t *old, uint64_t *now)
 {
     store_txn t;
@@ -320,6 +332,7 @@ static void count_forms(test_store *ts, store_db db, uint64_t *old, uint64_t *no
         const uint8_t *v = s.val.mv_data;
         bool is_old = db == STORE_DB_TRANSFER_INDEX ? s.val.mv_size == 16
                       : db == STORE_DB_HISTORY      ? s.val.mv_size == 0
+                      : db == STORE_DB_LOG          ? v[0] == 0x9c
                                                     : v[0] == 2 || v[0] == 3;
         *old += is_old;
         *now += !is_old;
@@ -350,6 +363,9 @@ START_TEST(format_8_store_reads_and_upgrades)
     ck_assert(old == 3 * OLD_TRANSFERS && now == 0);
     count_forms(&ts, STORE_DB_INBOX, &old, &now);
     ck_assert(old == ACCOUNTS + OLD_TRANSFERS + 1 && now == 0);
+    count_forms(&ts, STORE_DB_LOG, &old, &now);
+    uint64_t old_events = old;
+    ck_assert(old_events > OLD_TRANSFERS && now == 0);
     store_close(ts.st); /* read only, as it is */
     store_options ro = {.path = ts.dir, .read_only = true};
     ck_assert_int_eq(store_open(&ro, &ts.st), TALLY_ok);
@@ -380,6 +396,8 @@ START_TEST(format_8_store_reads_and_upgrades)
     count_forms(&ts, STORE_DB_HISTORY, &old, &now);
     ck_assert_uint_gt(old, 0);
     ck_assert_uint_gt(now, 0);
+    count_forms(&ts, STORE_DB_LOG, &old, &now);
+    ck_assert(old == old_events && now == NEW_TRANSFERS);
     expect_answers(&ts, &b, OLD_TRANSFERS + NEW_TRANSFERS, new_ids, NEW_TRANSFERS);
     /* inbox retention removes the records of before: the mark goes with
      * the last of them, and the keys are free */
