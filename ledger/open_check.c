@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TAIL_FAULT (-1) /* tail_event stopped the read at a fault: no tally_error */
@@ -24,7 +25,31 @@ typedef struct tail_walk {
     unsigned faults;
     uint64_t expected_seq;  /* with LOG_CHAIN_GAP */
     uint64_t carried_seq;   /* with LOG_CHAIN_SEQ_DIFFERS */
+    uint64_t head_seq;      /* meta "head"'s seq */
+    bool head_hash_differs; /* the last event is whole, but its hash is not the head's */
 } tail_walk;
+
+/* The last event of a store of format 13 takes its hash from the head
+ * (log/log.h): when it does not decode, whether it would with the hash
+ * of its own bytes, i.e. whether it is whole and the head holds another
+ * hash. Then the chain goes on with that decoding. */
+static bool whole_but_for_the_head(const void *bytes, size_t len, msgpack_unpacked *up,
+                                   log_event *ev)
+{
+    static const size_t entry = LOG_HASH_ENTRY_BYTES;
+    if (len > TALLY_EVENT_BYTES_MAX || len < 2 * entry || ((const uint8_t *)bytes)[0] != 0x9c)
+        return false;
+    uint8_t *copy = malloc(len);
+    if (copy == NULL)
+        return false;
+    memcpy(copy, bytes, len);
+    uint8_t prev[LOG_HASH_BYTES];
+    memcpy(prev, copy + len - entry - LOG_HASH_BYTES, LOG_HASH_BYTES);
+    bool whole = log_event_hash(prev, copy, len, copy + len - LOG_HASH_BYTES) == TALLY_ok &&
+                 log_event_decode(copy, len, up, ev) == TALLY_ok;
+    free(copy); /* ev is used for its seq and hashes only, which it holds */
+    return whole;
+}
 
 static int tail_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
 {
@@ -33,6 +58,10 @@ static int tail_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
     msgpack_unpacked_init(&up);
     log_event ev;
     bool decoded = log_event_decode(bytes, len, &up, &ev) == TALLY_ok;
+    if (!decoded && seq == w->head_seq && whole_but_for_the_head(bytes, len, &up, &ev)) {
+        decoded = true;
+        w->head_hash_differs = true;
+    }
     w->expected_seq = w->chain.expect_seq;
     w->carried_seq = decoded ? ev.seq : 0;
     w->faults = log_chain_step(&w->chain, seq, decoded ? &ev : NULL);
@@ -93,7 +122,7 @@ int ledger_open_check(store_txn *t, uint64_t events_max, ledger_open_check_resul
                          tally_strerror(rc));
     /* From the start of the log (chained to zeros or the floor's hash)
      * when it is short, else events_max from its end (chained as found). */
-    tail_walk w = {0};
+    tail_walk w = {.head_seq = head.seq};
     uint64_t from = floor.seq + 1;
     if (last >= from && last - from + 1 > events_max) {
         from = last - events_max + 1;
@@ -111,7 +140,7 @@ int ledger_open_check(store_txn *t, uint64_t events_max, ledger_open_check_resul
             return store_why(why, why_bytes, rc, "%s: the log cannot be read: %s", file,
                              tally_strerror(rc));
     }
-    unsigned end = log_chain_end(&w.chain, &head);
+    unsigned end = w.head_hash_differs ? LOG_CHAIN_HEAD_HASH : log_chain_end(&w.chain, &head);
     if (end == LOG_CHAIN_HEAD_GAP && head.seq == 0)
         return store_why(why, why_bytes, TALLY_corrupt_record,
                          "%s: the head record (meta \"head\") is missing, but the log ends at "

@@ -172,10 +172,13 @@ void log_bytes_free(log_bytes *b)
 /* b := the event stored at seq as rec, as readers see it: rec itself, or
  * its format 2 bytes with the hash that next carries as its prev_hash
  * (next: the stored event at seq + 1, NULL when there is none: then meta
- * "head" names seq and holds it). A hash nothing holds (a damaged or
- * missing next event) is put as 32 0xff bytes, which no event's check
- * passes, so the damage is reported where it is. A short event that does
- * not expand is handed out as stored, which no decoder takes. */
+ * "head" names seq and holds it). When nothing holds its hash (the next
+ * event is missing or damaged, or the head names another seq: a damaged
+ * store), the event gets the hash of its own bytes: the fault is then
+ * where the chain's checks find it, at the gap, the next event's link or
+ * the head (log_chain_step, log_chain_end), as for a log of format 2. A
+ * short event that does not expand is handed out as stored, which no
+ * decoder takes. */
 static int reader_bytes(store_txn *t, uint64_t seq, const MDB_val *rec, const MDB_val *next,
                         log_bytes *b)
 {
@@ -195,8 +198,6 @@ static int reader_bytes(store_txn *t, uint64_t seq, const MDB_val *rec, const MD
         known = head.seq == seq;
         memcpy(hash, head.hash, LOG_HASH_BYTES);
     }
-    if (!known)
-        memset(hash, 0xff, LOG_HASH_BYTES);
     size_t need = rec->mv_size + STORED_EVENT_GROWTH_MAX;
     uint8_t *out = b->small;
     if (need > sizeof(b->small)) {
@@ -210,6 +211,11 @@ static int reader_bytes(store_txn *t, uint64_t seq, const MDB_val *rec, const MD
         out = b->heap;
     }
     size_t n = stored_event_expand(rec->mv_data, rec->mv_size, seq, id_tag(t->st), hash, out, need);
+    uint8_t prev[LOG_HASH_BYTES];
+    if (n > 0 && !known &&
+        (!stored_event_prev_hash(rec->mv_data, rec->mv_size, prev) ||
+         log_event_hash(prev, out, n, out + n - LOG_HASH_BYTES) != TALLY_ok))
+        n = 0;
     if (n > 0) {
         b->ptr = out;
         b->len = n;

@@ -199,8 +199,8 @@ static uint64_t fill_until_full(test_store *ts, full_snapshot *before)
 }
 
 /* Sizes where the map fills in different commands (a transfer, a hold). */
-static const uint64_t fill_map_sizes[] = {UINT64_C(1056) << 10, UINT64_C(1120) << 10,
-                                          UINT64_C(1280) << 10};
+static const uint64_t fill_map_sizes[] = {UINT64_C(1056) << 10, UINT64_C(1072) << 10,
+                                          UINT64_C(1088) << 10};
 
 START_TEST(test_single_command_fills_map)
 {
