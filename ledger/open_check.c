@@ -153,6 +153,7 @@ int ledger_open_check(store_txn *t, uint64_t events_max, ledger_open_check_resul
     if (end == LOG_CHAIN_HEAD_HASH)
         return store_why(why, why_bytes, TALLY_corrupt_record,
                          "%s: the head record (meta \"head\") holds another hash than the "
-                         "last event (seq %" PRIu64 ")", file, head.seq);
+                         "last event (seq %" PRIu64 "): the head or that event is damaged",
+                         file, head.seq);
     return TALLY_ok;
 }

@@ -191,11 +191,11 @@ static int reader_bytes(store_txn *t, uint64_t seq, const MDB_val *rec, const MD
     if (next != NULL) {
         known = stored_event_prev_hash(next->mv_data, next->mv_size, hash);
     } else {
-        log_head head;
-        int rc = log_head_get(t, &head);
-        if (rc != TALLY_ok)
+        log_head head = {0};
+        int rc = log_head_get(t, &head); /* a garbled head is the chain's finding */
+        if (rc != TALLY_ok && rc != TALLY_corrupt_record)
             return rc;
-        known = head.seq == seq;
+        known = rc == TALLY_ok && head.seq == seq;
         memcpy(hash, head.hash, LOG_HASH_BYTES);
     }
     size_t need = rec->mv_size + STORED_EVENT_GROWTH_MAX;
