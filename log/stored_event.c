@@ -36,33 +36,51 @@ typedef struct fields {
     size_t at, len;
 } fields;
 
+/* The size of an object by its first byte when that alone says it: 0
+ * for the ones whose size follows (str8, bin8), arrays and the rest. */
+static const uint8_t first_byte_size[256] = {
+#define ONE4(x) [x] = 1, [x + 1] = 1, [x + 2] = 1, [x + 3] = 1
+#define ONE16(x) ONE4(x), ONE4(x + 4), ONE4(x + 8), ONE4(x + 12)
+    ONE16(0x00), ONE16(0x10), ONE16(0x20), ONE16(0x30), /* positive fixints */
+    ONE16(0x40), ONE16(0x50), ONE16(0x60), ONE16(0x70),
+    ONE16(0xe0), ONE16(0xf0),                           /* negative fixints */
+#undef ONE16
+#undef ONE4
+#define STR4(x) [x] = x - 0x9f, [x + 1] = x - 0x9e, [x + 2] = x - 0x9d, [x + 3] = x - 0x9c
+    STR4(0xa0), STR4(0xa4), STR4(0xa8), STR4(0xac), /* fixstr: 1 + its length */
+    STR4(0xb0), STR4(0xb4), STR4(0xb8), STR4(0xbc),
+#undef STR4
+    [0xc0] = 1, [0xc2] = 1, [0xc3] = 1, [0xcc] = 2, [0xd0] = 2, [0xcd] = 3, [0xd1] = 3,
+    [0xca] = 5, [0xce] = 5, [0xd2] = 5, [0xcb] = 9, [0xcf] = 9, [0xd3] = 9,
+};
+
 /* The size of the msgpack object at p (n bytes there), 0 when truncated
- * or malformed: the scalars events are made of at once, containers and
- * the rest by msgpack_safe_skip. */
-static size_t object_size(const uint8_t *p, size_t n)
+ * or malformed: the scalars events are made of, and small arrays of them
+ * (depth levels down), at once; anything else by msgpack_safe_skip. */
+static size_t object_size_in(const uint8_t *p, size_t n, unsigned depth)
 {
     if (n == 0)
         return 0;
     uint8_t b = p[0];
-    size_t size;
-    if (b < 0x80 || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
-        size = 1;
-    else if ((b & 0xe0) == 0xa0)
-        size = 1 + (size_t)(b & 0x1f);
-    else if (b == 0xcc || b == 0xd0)
-        size = 2;
-    else if (b == 0xcd || b == 0xd1)
-        size = 3;
-    else if (b == 0xce || b == 0xd2 || b == 0xca)
-        size = 5;
-    else if (b == 0xcf || b == 0xd3 || b == 0xcb)
-        size = 9;
-    else if ((b == 0xc4 || b == 0xd9) && n >= 2)
+    size_t size = first_byte_size[b];
+    if (size != 0)
+        return size <= n ? size : 0;
+    if ((b == 0xc4 || b == 0xd9) && n >= 2)
         size = 2 + (size_t)p[1];
-    else
+    else if ((b & 0xf0) == 0x90 && depth < 2) { /* a fixarray: an entity, a causation */
+        size = 1;
+        for (unsigned i = 0; i < (b & 0x0fu); i++) {
+            size_t child = object_size_in(p + size, n - size, depth + 1);
+            if (child == 0)
+                return 0;
+            size += child;
+        }
+    } else
         return msgpack_safe_skip(p, n);
     return size <= n ? size : 0;
 }
+
+static size_t object_size(const uint8_t *p, size_t n) { return object_size_in(p, n, 0); }
 
 /* The next field's size (0: truncated or malformed), not moving past it. */
 static size_t field_size(const fields *f)
@@ -195,39 +213,42 @@ static size_t body_copy(const uint8_t *p, size_t n, const repeats *r, bool short
     if (!array_header(p, n, &parts, &header) || parts == 0 ||
         !array_header(p + header, n - header, &row_fields, &row_header))
         return 0;
-    size_t at = header + row_header, o = at;
-    memcpy(out, p, at);
+    /* Bytes kept as they are go out in runs: [run, at) is the run so far. */
+    size_t at = header + row_header, run = 0, o = 0;
     bool time_done = false;
     for (size_t i = 0; i < row_fields; i++) {
-        const uint8_t *from = p + at;
-        size_t size = at < n && (shorten || p[at] != SAME) ? object_size(from, n - at)
-                      : at < n                             ? 1
-                                                           : 0;
+        if (at >= n)
+            return 0;
+        bool same_here = !shorten && p[at] == SAME;
+        size_t size = same_here ? 1 : object_size(p + at, n - at);
         if (size == 0)
             return 0;
         bool is_id = i == 0 && r->id != NULL;
         const uint8_t *same = is_id ? r->id : time_done ? NULL : r->time;
         size_t same_len = is_id ? r->id_len : r->time_len;
-        if (shorten && same != NULL && size == same_len && size > 1 &&
-            memcmp(from, same, size) == 0) {
-            out[o++] = SAME;
-            time_done = time_done || !is_id;
-        } else if (!shorten && size == 1 && *from == SAME) {
+        bool replace = same_here || (shorten && same != NULL && size == same_len && size > 1 &&
+                                     p[at] == same[0] && memcmp(p + at, same, size) == 0);
+        if (replace) {
             if (same == NULL)
                 return 0;
-            memcpy(out + o, same, same_len);
-            o += same_len;
+            memcpy(out + o, p + run, at - run);
+            o += at - run;
+            if (shorten) {
+                out[o++] = SAME;
+            } else {
+                memcpy(out + o, same, same_len);
+                o += same_len;
+            }
             time_done = time_done || !is_id;
-        } else {
-            memcpy(out + o, from, size);
-            o += size;
+            run = at + size;
         }
         at += size;
     }
-    /* The other parts as they are: a decoder checks the format 2 bytes
-     * whole, and their hash whether they are the bytes hashed. */
-    memcpy(out + o, p + at, n - at);
-    return o + n - at;
+    /* The rest, the other parts with it, as it is: a decoder checks the
+     * format 2 bytes whole, and their hash whether they are the bytes
+     * hashed. */
+    memcpy(out + o, p + run, n - run);
+    return o + n - run;
 }
 
 /* Where the fields of an event lie (offsets into its bytes), from its
