@@ -290,6 +290,21 @@ static bool layout_read(fields *f, layout *l)
     return is_bin(p + l->prev_hash, 2 + LOG_HASH_BYTES, LOG_HASH_BYTES) && l->body < l->prev_hash;
 }
 
+/* From the layout's correlation on, into out: correlation as it is, the
+ * body through body_copy, the prev_hash entry. Its length, 0 when the
+ * body is no row of fields. */
+static size_t rest_copy(const uint8_t *p, const layout *l, bool shorten, uint8_t *out)
+{
+    size_t o = l->body - l->correlation;
+    memcpy(out, p + l->correlation, o);
+    size_t body = body_copy(p + l->body, l->prev_hash - l->body, &l->r, shorten, out + o);
+    if (body == 0)
+        return 0;
+    o += body;
+    memcpy(out + o, p + l->prev_hash, 2 + LOG_HASH_BYTES);
+    return o + 2 + LOG_HASH_BYTES;
+}
+
 size_t stored_event_shorten(const uint8_t *event, size_t len, uint8_t *out)
 {
     const size_t hash_entry = 2 + LOG_HASH_BYTES;
@@ -331,14 +346,8 @@ size_t stored_event_shorten(const uint8_t *event, size_t len, uint8_t *out)
         memcpy(out + o, event + l.entity, l.correlation - l.entity);
         o += l.correlation - l.entity;
     }
-    memcpy(out + o, event + l.correlation, l.body - l.correlation);
-    o += l.body - l.correlation;
-    size_t body = body_copy(event + l.body, l.prev_hash - l.body, &l.r, true, out + o);
-    if (body == 0)
-        return 0;
-    o += body;
-    memcpy(out + o, event + l.prev_hash, hash_entry); /* and no hash */
-    return o + hash_entry;
+    size_t rest = rest_copy(event, &l, true, out + o); /* and no hash */
+    return rest > 0 ? o + rest : 0;
 }
 
 bool stored_event_prev_hash(const void *rec, size_t len, uint8_t out[LOG_HASH_BYTES])
@@ -402,14 +411,10 @@ size_t stored_event_expand(const void *rec, size_t len, uint64_t seq, uint32_t t
         memcpy(out + o, r + l.entity, l.correlation - l.entity);
         o += l.correlation - l.entity;
     }
-    memcpy(out + o, r + l.correlation, l.body - l.correlation);
-    o += l.body - l.correlation;
-    size_t body = body_copy(r + l.body, l.prev_hash - l.body, &l.r, false, out + o);
-    if (body == 0)
+    size_t rest = rest_copy(r, &l, false, out + o);
+    if (rest == 0)
         return 0;
-    o += body;
-    memcpy(out + o, r + l.prev_hash, 2 + LOG_HASH_BYTES);
-    o += 2 + LOG_HASH_BYTES;
+    o += rest;
     out[o++] = 0xc4;
     out[o++] = LOG_HASH_BYTES;
     memcpy(out + o, hash, LOG_HASH_BYTES);
