@@ -45,10 +45,13 @@ static bool whole_but_for_the_head(const void *bytes, size_t len, msgpack_unpack
     memcpy(copy, bytes, len);
     uint8_t prev[LOG_HASH_BYTES];
     memcpy(prev, copy + len - entry - LOG_HASH_BYTES, LOG_HASH_BYTES);
-    bool whole = log_event_hash(prev, copy, len, copy + len - LOG_HASH_BYTES) == TALLY_ok &&
-                 log_event_decode(copy, len, up, ev) == TALLY_ok;
-    free(copy); /* ev is used for its seq and hashes only, which it holds */
-    return whole;
+    /* the copy goes with the decoding, which points into it */
+    if (log_event_hash(prev, copy, len, copy + len - LOG_HASH_BYTES) == TALLY_ok &&
+        log_event_decode(copy, len, up, ev) == TALLY_ok &&
+        msgpack_zone_push_finalizer(up->zone, free, copy))
+        return true;
+    free(copy);
+    return false;
 }
 
 static int tail_event(uint64_t seq, const void *bytes, size_t len, void *ctx)
